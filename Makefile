@@ -1,0 +1,58 @@
+# microtrain: on-device int8 training for MicroPython.
+# Newcomers need two commands: `make demo` and `make test` (both set up
+# everything first; see README.md). Other targets are for developers.
+SHELL := /bin/bash
+ROOT := $(CURDIR)
+VENV := $(ROOT)/.venv
+PY := $(VENV)/bin/python
+MICROPYTHON := $(VENV)/bin/micropython
+MPY_DIR := $(ROOT)/build/mpy_cross_v6_3-1.1.1/micropython
+ARCH ?= x64
+NATMOD_ARCHS := x64 armv6m armv7emsp armv7emdp
+SETUP_STAMP := build/.setup-stamp
+NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/microtrain/Makefile
+
+export PATH := $(VENV)/bin:$(PATH)
+export PYTHONPATH := $(ROOT)/tools
+
+.PHONY: setup test demo natmod natmod-all check-kernels lint clean
+
+## setup: install the toolchain, venv (pinned) and MicroPython core once.
+setup: $(SETUP_STAMP)
+$(SETUP_STAMP): tools/setup.sh tools/requirements.txt pyproject.toml
+	@tools/setup.sh
+	@mkdir -p build && touch $@
+
+## natmod ARCH=x64|armv6m|armv7emsp|armv7emdp: build/natmod/<arch>/_microtrain.mpy
+natmod: build/natmod/$(ARCH)/_microtrain.mpy
+build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
+	@mkdir -p build/natmod/$*
+	@$(MAKE) --no-print-directory -C usermod/microtrain MPY_DIR=$(MPY_DIR) ARCH=$* \
+	    BUILD=$(ROOT)/build/natmod/$*/obj PYTHON=$(PY) MPY_LD="$(PY) $(MPY_DIR)/tools/mpy_ld.py" \
+	    MPY_TOOL="$(PY) $(MPY_DIR)/tools/mpy-tool.py" Q=@ ECHO=@true
+	@mv usermod/microtrain/_microtrain.mpy $@
+	@echo "natmod: built $@ ($$(stat -c %s $@) bytes)"
+
+## natmod-all: every supported arch, with a size table.
+natmod-all: $(foreach a,$(NATMOD_ARCHS),build/natmod/$(a)/_microtrain.mpy)
+	@printf '%-10s %10s\n' arch bytes
+	@for a in $(NATMOD_ARCHS); do printf '%-10s %10s\n' $$a $$(stat -c %s build/natmod/$$a/_microtrain.mpy); done
+	@echo "natmod-all: ok archs=$$(echo $(NATMOD_ARCHS) | tr ' ' ',')"
+
+## check-kernels: every kernel case bit-exact vs the oracle in micropython, plus ASan/UBSan host run.
+check-kernels: natmod
+	@$(PY) -m microtrain_tools.check_kernels
+
+## test: set up, then the whole test suite.
+test: $(SETUP_STAMP) natmod-all
+	@$(PY) -m pytest -q tests
+
+## demo: set up, then train a small model inside micropython on real data.
+demo: natmod
+	@$(PY) examples/digits_mlp/run_demo.py
+
+lint:
+	@$(VENV)/bin/ruff check tools tests examples
+
+clean:
+	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy

@@ -1,0 +1,212 @@
+// Descriptor validation shared by the binding and the host test driver.
+// Every kernel assumes its descriptor passed the matching check: sizes are
+// positive and small enough that index arithmetic stays within int32, and
+// every window overlaps the input. See docs/numerics.md for the rules.
+#include "mt_kernels.h"
+
+// Upper bound on any one dimension and on any tensor's element count; keeps
+// all index products below 2^31 without 64-bit arithmetic.
+#define MT_MAX_DIM 65535
+#define MT_MAX_ELEMS (1 << 26)
+
+static int mt_zp_ok(int32_t zp) {
+    return zp >= -128 && zp <= 127;
+}
+
+// a * b * c <= MT_MAX_ELEMS, each factor already in [1, MT_MAX_DIM].
+static int mt_elems_ok(int32_t a, int32_t b, int32_t c) {
+    const uint32_t ab = (uint32_t)a * (uint32_t)b;  // < 2^32
+    if (ab > (uint32_t)MT_MAX_ELEMS) {
+        return 0;
+    }
+    // ab <= 2^26 and c <= 2^16: compare c against floor(MAX / ab) without division.
+    uint32_t prod = 0;
+    for (int32_t i = 0; i < 16 && prod <= (uint32_t)MT_MAX_ELEMS; ++i) {
+        if ((uint32_t)c & ((uint32_t)1 << i)) {
+            if ((ab << i) > (uint32_t)MT_MAX_ELEMS) {
+                return 0;
+            }
+            prod += ab << i;
+        }
+    }
+    return prod <= (uint32_t)MT_MAX_ELEMS;
+}
+
+static int mt_dim_ok(int32_t v) {
+    return v >= 1 && v <= MT_MAX_DIM;
+}
+
+// Window rule for one axis: pad < k and the last window starts inside.
+static const char *mt_axis_check(int32_t in, int32_t out, int32_t k, int32_t stride, int32_t pad,
+                                 const char *msg_pad, const char *msg_out) {
+    if (pad < 0 || pad >= k) {
+        return msg_pad;
+    }
+    // (out - 1) * stride - pad < in, computed without overflow (all <= 65535).
+    const uint32_t last = (uint32_t)(out - 1) * (uint32_t)stride;
+    if (last >= (uint32_t)in + (uint32_t)pad) {
+        return msg_out;
+    }
+    return NULL;
+}
+
+static const char *mt_act_check(int32_t lo, int32_t hi) {
+    if (lo < -128 || hi > 127 || lo > hi) {
+        return "act_min/act_max must satisfy -128 <= act_min <= act_max <= 127";
+    }
+    return NULL;
+}
+
+const char *mt_conv2d_check(const mt_conv2d_params_t *p) {
+    if (!mt_dim_ok(p->in_h) || !mt_dim_ok(p->in_w) || !mt_dim_ok(p->in_c)) {
+        return "in_h, in_w, in_c must be in 1..65535";
+    }
+    if (!mt_dim_ok(p->out_h) || !mt_dim_ok(p->out_w) || !mt_dim_ok(p->out_c)) {
+        return "out_h, out_w, out_c must be in 1..65535";
+    }
+    if (!mt_dim_ok(p->k_h) || !mt_dim_ok(p->k_w) || !mt_dim_ok(p->stride_h) || !mt_dim_ok(p->stride_w)) {
+        return "k_h, k_w, stride_h, stride_w must be in 1..65535";
+    }
+    if (p->groups < 1 || p->groups > p->in_c || p->groups > p->out_c) {
+        return "groups must be in 1..min(in_c, out_c)";
+    }
+    // Divisibility without a divide instruction: cpg * groups == in_c.
+    int32_t cpg = 0, opg = 0;
+    for (int32_t s = p->groups; s <= p->in_c; s += p->groups) {
+        ++cpg;
+    }
+    for (int32_t s = p->groups; s <= p->out_c; s += p->groups) {
+        ++opg;
+    }
+    if (cpg * p->groups != p->in_c || opg * p->groups != p->out_c) {
+        return "in_c and out_c must be divisible by groups";
+    }
+    if (!mt_elems_ok(p->in_h, p->in_w, p->in_c) || !mt_elems_ok(p->out_h, p->out_w, p->out_c)) {
+        return "tensor too large (more than 2^26 elements)";
+    }
+    // Bounds that keep every int32 accumulator exact (docs/numerics.md):
+    // forward sums <= 32768 * 255 * 128 + |bias| <= 2^30 + 2^30.
+    if (!mt_elems_ok(p->k_h, p->k_w, cpg) || (uint32_t)p->k_h * (uint32_t)p->k_w * (uint32_t)cpg > 32768u) {
+        return "k_h * k_w * in_c / groups must be <= 32768";
+    }
+    if (!mt_elems_ok(p->out_c, p->k_h * p->k_w, cpg)) {
+        return "weight tensor too large (more than 2^26 elements)";
+    }
+    // weight-gradient sums: out_h * out_w * 255 * 128 < 2^31.
+    if ((uint32_t)p->out_h * (uint32_t)p->out_w > 65536u) {
+        return "out_h * out_w must be <= 65536";
+    }
+    const char *m = mt_axis_check(p->in_h, p->out_h, p->k_h, p->stride_h, p->pad_top,
+                                  "pad_top must be in 0..k_h-1", "out_h too large: last window starts below the input");
+    if (m) {
+        return m;
+    }
+    m = mt_axis_check(p->in_w, p->out_w, p->k_w, p->stride_w, p->pad_left,
+                      "pad_left must be in 0..k_w-1", "out_w too large: last window starts right of the input");
+    if (m) {
+        return m;
+    }
+    if (!mt_zp_ok(p->in_zp) || !mt_zp_ok(p->out_zp)) {
+        return "in_zp and out_zp must be in -128..127";
+    }
+    return mt_act_check(p->act_min, p->act_max);
+}
+
+const char *mt_linear_check(const mt_linear_params_t *p) {
+    if (p->in_n < 1 || p->in_n > 32768 || !mt_dim_ok(p->out_n)) {
+        return "in_n must be in 1..32768 and out_n in 1..65535";
+    }
+    if (!mt_elems_ok(p->in_n, p->out_n, 1)) {
+        return "weight tensor too large (more than 2^26 elements)";
+    }
+    if (!mt_zp_ok(p->in_zp) || !mt_zp_ok(p->out_zp)) {
+        return "in_zp and out_zp must be in -128..127";
+    }
+    return mt_act_check(p->act_min, p->act_max);
+}
+
+const char *mt_pool_check(const mt_pool_params_t *p) {
+    if (!mt_dim_ok(p->in_h) || !mt_dim_ok(p->in_w) || !mt_dim_ok(p->c) || !mt_dim_ok(p->out_h) || !mt_dim_ok(p->out_w)) {
+        return "in_h, in_w, c, out_h, out_w must be in 1..65535";
+    }
+    if (!mt_dim_ok(p->k_h) || !mt_dim_ok(p->k_w) || !mt_dim_ok(p->stride_h) || !mt_dim_ok(p->stride_w)) {
+        return "k_h, k_w, stride_h, stride_w must be in 1..65535";
+    }
+    // avg-pool grad sums: k_h * k_w windows * 128 * 2^16 < 2^31.
+    if ((uint32_t)p->k_h * (uint32_t)p->k_w > 255u) {
+        return "k_h * k_w must be <= 255";
+    }
+    if (!mt_elems_ok(p->in_h, p->in_w, p->c) || !mt_elems_ok(p->out_h, p->out_w, p->c)) {
+        return "tensor too large (more than 2^26 elements)";
+    }
+    const char *m = mt_axis_check(p->in_h, p->out_h, p->k_h, p->stride_h, p->pad_top,
+                                  "pad_top must be in 0..k_h-1", "out_h too large: last window starts below the input");
+    if (m) {
+        return m;
+    }
+    return mt_axis_check(p->in_w, p->out_w, p->k_w, p->stride_w, p->pad_left,
+                         "pad_left must be in 0..k_w-1", "out_w too large: last window starts right of the input");
+}
+
+const char *mt_add_check(const mt_add_params_t *p) {
+    if (p->n < 0 || p->n > MT_MAX_ELEMS) {
+        return "n must be in 0..2^26";
+    }
+    if (!mt_zp_ok(p->in1_zp) || !mt_zp_ok(p->in2_zp) || !mt_zp_ok(p->out_zp)) {
+        return "zero points must be in -128..127";
+    }
+    if (p->m1 < 0 || p->m2 < 0 || p->m_out < 0) {
+        return "multipliers must be >= 0 (Q31)";
+    }
+    if (p->sh1 > 0 || p->sh1 < -31 || p->sh2 > 0 || p->sh2 < -31) {
+        return "input shifts sh1, sh2 must be in -31..0";
+    }
+    if (p->sh_out < -31 || p->sh_out > 31) {
+        return "sh_out must be in -31..31";
+    }
+    if (p->left_shift < 0 || p->left_shift > 22) {
+        return "left_shift must be in 0..22";
+    }
+    return mt_act_check(p->act_min, p->act_max);
+}
+
+const char *mt_requant_params_check(const int32_t *mult, const int32_t *shift, int32_t n) {
+    for (int32_t i = 0; i < n; ++i) {
+        if (mult[i] < 0) {
+            return "mult must be >= 0 (Q31 multipliers)";
+        }
+        if (shift[i] < -31 || shift[i] > 31) {
+            return "shift must be in -31..31";
+        }
+    }
+    return NULL;
+}
+
+const char *mt_wr_check(const int32_t *wr, int32_t n, int32_t terms) {
+    int32_t mx = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        if (wr[i] < 0) {
+            return "wr must be >= 0";
+        }
+        if (wr[i] > mx) {
+            mx = wr[i];
+        }
+    }
+    // mx * terms * 16384 <= 2^31 - 1  <=>  mx * terms <= 131071 (since 2^31-1 = 131072*16384 - 1)
+    if (mx > 131071 || terms > 131071) {
+        return mx == 0 ? NULL : "wr too large: max(wr) * terms * 16384 must be <= 2^31-1";
+    }
+    if ((uint32_t)mx * (uint32_t)terms > 131071u) {
+        return "wr too large: max(wr) * terms * 16384 must be <= 2^31-1";
+    }
+    return NULL;
+}
+
+const char *mt_bias_check(const int32_t *bias, int32_t n) {
+    for (int32_t i = 0; i < n; ++i) {
+        if (bias[i] > (1 << 30) || bias[i] < -(1 << 30)) {
+            return "bias must be in -2^30..2^30";
+        }
+    }
+    return NULL;
+}

@@ -1,0 +1,21 @@
+# User C module build for CMake-based MicroPython ports (esp32, rp2):
+#   make USER_C_MODULES=<repo>/usermod/micropython.cmake
+add_library(usermod_microtrain INTERFACE)
+
+target_sources(usermod_microtrain INTERFACE
+    ${CMAKE_CURRENT_LIST_DIR}/modmicrotrain.c
+    ${CMAKE_CURRENT_LIST_DIR}/quant.c
+    ${CMAKE_CURRENT_LIST_DIR}/checks.c
+    ${CMAKE_CURRENT_LIST_DIR}/conv2d.c
+    ${CMAKE_CURRENT_LIST_DIR}/linear.c
+    ${CMAKE_CURRENT_LIST_DIR}/activation.c
+    ${CMAKE_CURRENT_LIST_DIR}/pool.c
+    ${CMAKE_CURRENT_LIST_DIR}/add.c
+    ${CMAKE_CURRENT_LIST_DIR}/softmax_xent.c
+    ${CMAKE_CURRENT_LIST_DIR}/sparse.c
+    ${CMAKE_CURRENT_LIST_DIR}/accumulate.c
+)
+
+target_include_directories(usermod_microtrain INTERFACE ${CMAKE_CURRENT_LIST_DIR})
+
+target_link_libraries(usermod INTERFACE usermod_microtrain)

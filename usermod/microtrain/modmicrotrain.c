@@ -1,0 +1,837 @@
+// The one binding layer of microtrain's kernels. It builds two ways:
+//  - as a dynamic native module (_microtrain.mpy) when MICROPY_ENABLE_DYNRUNTIME
+//    is defined by py/dynruntime.mk (see Makefile in this folder);
+//  - as a user C module baked into firmware (micropython.mk / .cmake).
+// Every entry point checks each buffer's type, length and alignment and each
+// descriptor before a kernel runs, and raises TypeError / ValueError naming
+// the function and the argument. Nothing here allocates except the message
+// string of an exception that is being raised.
+// MicroPython's own headers have unused parameters; our code is held to
+// -Wextra, theirs is not.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#ifdef MICROPY_ENABLE_DYNRUNTIME
+#include "py/dynruntime.h"
+#else
+#include "py/runtime.h"
+#endif
+#pragma GCC diagnostic pop
+
+#include "mt_kernels.h"
+
+// ---------------------------------------------------------------------------
+// Module table. The MP_QSTR_ names are spelled out (not token-pasted)
+// because the natmod linker finds qstrs by scanning the raw source.
+
+#if MT_HAS_FLOAT
+#define MT_FLOAT_FUNCS(X) \
+    X(MP_QSTR_conv2d_s8_grad_weight_f32, mod_conv2d_s8_grad_weight_f32_obj) \
+    X(MP_QSTR_linear_s8_grad_weight_f32, mod_linear_s8_grad_weight_f32_obj) \
+    X(MP_QSTR_f32_axpy_i32, mod_f32_axpy_i32_obj)
+#else
+#define MT_FLOAT_FUNCS(X)
+#endif
+
+#define MT_FUNCS(X) \
+    X(MP_QSTR_conv2d_s8_forward, mod_conv2d_s8_forward_obj) \
+    X(MP_QSTR_conv2d_s8_grad_input, mod_conv2d_s8_grad_input_obj) \
+    X(MP_QSTR_conv2d_s8_grad_weight, mod_conv2d_s8_grad_weight_obj) \
+    X(MP_QSTR_linear_s8_forward, mod_linear_s8_forward_obj) \
+    X(MP_QSTR_linear_s8_grad_input, mod_linear_s8_grad_input_obj) \
+    X(MP_QSTR_linear_s8_grad_weight, mod_linear_s8_grad_weight_obj) \
+    X(MP_QSTR_relu_s8_forward, mod_relu_s8_forward_obj) \
+    X(MP_QSTR_relu6_s8_forward, mod_relu6_s8_forward_obj) \
+    X(MP_QSTR_relu_s8_backward, mod_relu_s8_backward_obj) \
+    X(MP_QSTR_relu6_s8_backward, mod_relu6_s8_backward_obj) \
+    X(MP_QSTR_maxpool_s8_forward, mod_maxpool_s8_forward_obj) \
+    X(MP_QSTR_maxpool_s8_grad_input, mod_maxpool_s8_grad_input_obj) \
+    X(MP_QSTR_avgpool_s8_forward, mod_avgpool_s8_forward_obj) \
+    X(MP_QSTR_avgpool_s8_grad_input, mod_avgpool_s8_grad_input_obj) \
+    X(MP_QSTR_global_avgpool_s8_forward, mod_global_avgpool_s8_forward_obj) \
+    X(MP_QSTR_global_avgpool_s8_grad_input, mod_global_avgpool_s8_grad_input_obj) \
+    X(MP_QSTR_add_s8_forward, mod_add_s8_forward_obj) \
+    X(MP_QSTR_add_s8_grad_merge, mod_add_s8_grad_merge_obj) \
+    X(MP_QSTR_softmax_xent_s8, mod_softmax_xent_s8_obj) \
+    X(MP_QSTR_l1_norm_s8, mod_l1_norm_s8_obj) \
+    X(MP_QSTR_topk_mask, mod_topk_mask_obj) \
+    X(MP_QSTR_dyn_requant_s8, mod_dyn_requant_s8_obj) \
+    MT_FLOAT_FUNCS(X)
+
+#ifdef MICROPY_ENABLE_DYNRUNTIME
+
+// mpy_init comes first in the object: on armv6m the loader enters it with a
+// Thumb-1 branch that reaches only +-2 KiB.
+#define MT_DECLARE(q, obj) static const mp_obj_fun_builtin_var_t obj;
+MT_FUNCS(MT_DECLARE)
+
+mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *args) {
+    (void)n_args;
+    (void)n_kw;
+    (void)args;
+    MP_DYNRUNTIME_INIT_ENTRY
+    #define MT_STORE(q, obj) mp_store_global(q, MP_OBJ_FROM_PTR(&obj));
+    MT_FUNCS(MT_STORE)
+    mp_store_global(MP_QSTR_HAS_FLOAT, mp_obj_new_bool(MT_HAS_FLOAT));
+    MP_DYNRUNTIME_INIT_EXIT
+}
+
+#endif
+
+
+// bytearray reports typecode BYTEARRAY_TYPECODE (1) through mp_get_buffer.
+#define MT_TC_BYTEARRAY 1
+
+// ---------------------------------------------------------------------------
+// Error messages: "func: arg: what" with %d and %s only, formatted on the
+// stack then copied into a str (exception text must outlive this frame).
+
+#define MT_MSG_MAX 160
+
+static size_t mt_put_str(char *buf, size_t pos, const char *s) {
+    while (*s && pos < MT_MSG_MAX - 1) {
+        buf[pos++] = *s++;
+    }
+    return pos;
+}
+
+static size_t mt_put_int(char *buf, size_t pos, int32_t v) {
+    char tmp[12];
+    int n = 0;
+    uint32_t u = mt_abs_u32(v);
+    do {  // no '/' or '%': Cortex-M0 has no divide instruction
+        const uint32_t q = mt_udiv_u32(u, 10u);
+        tmp[n++] = (char)('0' + (u - q * 10u));
+        u = q;
+    } while (u && n < 11);
+    if (v < 0 && pos < MT_MSG_MAX - 1) {
+        buf[pos++] = '-';
+    }
+    while (n > 0 && pos < MT_MSG_MAX - 1) {
+        buf[pos++] = tmp[--n];
+    }
+    return pos;
+}
+
+static NORETURN void mt_raise(const mp_obj_type_t *type, const char *fn, const char *arg, const char *what,
+                              int32_t a, int32_t b, int nints) {
+    char buf[MT_MSG_MAX];
+    size_t pos = 0;
+    pos = mt_put_str(buf, pos, fn);
+    pos = mt_put_str(buf, pos, ": ");
+    if (arg) {
+        pos = mt_put_str(buf, pos, arg);
+        pos = mt_put_str(buf, pos, ": ");
+    }
+    // `what` may hold up to two %d placeholders, filled with a then b.
+    int used = 0;
+    for (const char *p = what; *p && pos < MT_MSG_MAX - 1; ++p) {
+        if (p[0] == '%' && p[1] == 'd' && used < nints) {
+            pos = mt_put_int(buf, pos, used == 0 ? a : b);
+            ++used;
+            ++p;
+        } else {
+            buf[pos++] = *p;
+        }
+    }
+    mp_obj_t msg = mp_obj_new_str(buf, pos);
+    nlr_raise(mp_obj_new_exception_arg1(type, msg));
+}
+
+#define MT_TYPE_ERR(fn, arg, what) mt_raise(&mp_type_TypeError, fn, arg, what, 0, 0, 0)
+#define MT_VALUE_ERR(fn, arg, what) mt_raise(&mp_type_ValueError, fn, arg, what, 0, 0, 0)
+#define MT_VALUE_ERR2(fn, arg, what, a, b) mt_raise(&mp_type_ValueError, fn, arg, what, a, b, 2)
+
+// ---------------------------------------------------------------------------
+// Argument helpers.
+
+typedef enum { MT_S8, MT_I32, MT_U32, MT_F32 } mt_dtype_t;
+
+static const char *mt_dtype_name(mt_dtype_t dt) {
+    switch (dt) {
+        case MT_S8: return "an int8 buffer (bytes, bytearray or array('b'/'B'))";
+        case MT_I32: return "an array('i')";
+        case MT_U32: return "an array('I') or array('i')";
+        default: return "an array('f')";
+    }
+}
+
+static int mt_typecode_ok(mt_dtype_t dt, int tc) {
+    switch (dt) {
+        case MT_S8: return tc == 'b' || tc == 'B' || tc == MT_TC_BYTEARRAY;
+        case MT_I32: return tc == 'i';
+        case MT_U32: return tc == 'I' || tc == 'i';
+        default: return tc == 'f';
+    }
+}
+
+// Buffer of exactly n elements of dtype dt; writable if asked. Returns data.
+static void *mt_buf(const char *fn, const char *name, mp_obj_t o, mt_dtype_t dt, int32_t n, int writable,
+                    size_t *len_out) {
+    mp_buffer_info_t bi;
+    if (o == mp_const_none) {
+        mt_raise(&mp_type_TypeError, fn, name, "expected a buffer, got None", 0, 0, 0);
+    }
+    if (!mp_get_buffer(o, &bi, writable ? MP_BUFFER_WRITE : MP_BUFFER_READ)) {
+        MT_TYPE_ERR(fn, name, writable ? "expected a writable buffer (bytearray or array)" : "expected a buffer");
+    }
+    if (!mt_typecode_ok(dt, bi.typecode)) {
+        char what[96];
+        size_t pos = mt_put_str(what, 0, "expected ");
+        pos = mt_put_str(what, pos, mt_dtype_name(dt));
+        what[pos] = 0;
+        MT_TYPE_ERR(fn, name, what);
+    }
+    const size_t isz = dt == MT_S8 ? 1 : 4;
+    if ((((uintptr_t)bi.buf) & (isz - 1)) != 0) {
+        MT_VALUE_ERR(fn, name, "buffer is not 4-byte aligned");
+    }
+    const size_t nelem = isz == 1 ? bi.len : bi.len >> 2;
+    if (n >= 0 && (nelem != (size_t)n || (bi.len & (isz - 1)) != 0)) {
+        MT_VALUE_ERR2(fn, name, "has %d elements, expected %d", (int32_t)nelem, n);
+    }
+    if (nelem > (size_t)(1 << 26)) {
+        MT_VALUE_ERR(fn, name, "buffer too large (more than 2^26 elements)");
+    }
+    if (len_out) {
+        *len_out = nelem;
+    }
+    return bi.buf;
+}
+
+static const int8_t *mt_in_s8(const char *fn, const char *name, mp_obj_t o, int32_t n, size_t *len) {
+    return (const int8_t *)mt_buf(fn, name, o, MT_S8, n, 0, len);
+}
+static int8_t *mt_out_s8(const char *fn, const char *name, mp_obj_t o, int32_t n) {
+    return (int8_t *)mt_buf(fn, name, o, MT_S8, n, 1, NULL);
+}
+static const int32_t *mt_in_i32(const char *fn, const char *name, mp_obj_t o, int32_t n) {
+    return (const int32_t *)mt_buf(fn, name, o, MT_I32, n, 0, NULL);
+}
+static int32_t *mt_out_i32(const char *fn, const char *name, mp_obj_t o, int32_t n) {
+    return (int32_t *)mt_buf(fn, name, o, MT_I32, n, 1, NULL);
+}
+#if MT_HAS_FLOAT
+static float *mt_out_f32(const char *fn, const char *name, mp_obj_t o, int32_t n) {
+    return (float *)mt_buf(fn, name, o, MT_F32, n, 1, NULL);
+}
+#endif
+
+static const uint8_t *mt_mask(const char *fn, mp_obj_t o, int32_t n) {
+    if (o == mp_const_none) {
+        return NULL;
+    }
+    return (const uint8_t *)mt_buf(fn, "mask", o, MT_S8, n, 0, NULL);
+}
+
+static int32_t mt_int(const char *fn, const char *name, mp_obj_t o) {
+    if (!mp_obj_is_int(o)) {
+        MT_TYPE_ERR(fn, name, "expected an int");
+    }
+    const mp_int_t v = mp_obj_get_int(o);  // raises OverflowError past mp_int_t
+    #if INTPTR_MAX > 2147483647
+    if (v < -2147483647 - 1 || v > 2147483647) {
+        MT_VALUE_ERR(fn, name, "out of int32 range");
+    }
+    #endif
+    return (int32_t)v;
+}
+
+// Outputs must not overlap inputs (kernels read inputs after writing outputs).
+static void mt_no_overlap(const char *fn, const char *out_name, const void *out, size_t out_bytes,
+                          const char *in_name, const void *in, size_t in_bytes) {
+    const uintptr_t o0 = (uintptr_t)out, i0 = (uintptr_t)in;
+    if (o0 < i0 + in_bytes && i0 < o0 + out_bytes) {
+        char what[64];
+        size_t pos = mt_put_str(what, 0, "must not overlap ");
+        pos = mt_put_str(what, pos, in_name);
+        what[pos] = 0;
+        MT_VALUE_ERR(fn, out_name, what);
+    }
+}
+
+static void mt_check(const char *fn, const char *arg, const char *msg) {
+    if (msg) {
+        MT_VALUE_ERR(fn, arg, msg);
+    }
+}
+
+// Descriptors: array('i') of exactly N ints copied into the params struct.
+typedef union {
+    mt_conv2d_params_t s;
+    int32_t a[MT_CONV2D_NPARAMS];
+} mt_conv2d_desc_u;
+typedef union {
+    mt_linear_params_t s;
+    int32_t a[MT_LINEAR_NPARAMS];
+} mt_linear_desc_u;
+typedef union {
+    mt_pool_params_t s;
+    int32_t a[MT_POOL_NPARAMS];
+} mt_pool_desc_u;
+typedef union {
+    mt_add_params_t s;
+    int32_t a[MT_ADD_NPARAMS];
+} mt_add_desc_u;
+
+static void mt_desc(const char *fn, mp_obj_t o, int32_t *dst, int32_t n) {
+    const int32_t *src = mt_in_i32(fn, "desc", o, n);
+    for (int32_t i = 0; i < n; ++i) {
+        dst[i] = src[i];
+    }
+}
+
+// Fills *u (no struct return: that would need memcpy, absent in natmods).
+static const mt_conv2d_params_t *mt_conv2d_desc(const char *fn, mp_obj_t o, mt_conv2d_desc_u *u) {
+    mt_desc(fn, o, u->a, MT_CONV2D_NPARAMS);
+    mt_check(fn, "desc", mt_conv2d_check(&u->s));
+    return &u->s;
+}
+// Fills *u (no struct return: that would need memcpy, absent in natmods).
+static const mt_linear_params_t *mt_linear_desc(const char *fn, mp_obj_t o, mt_linear_desc_u *u) {
+    mt_desc(fn, o, u->a, MT_LINEAR_NPARAMS);
+    mt_check(fn, "desc", mt_linear_check(&u->s));
+    return &u->s;
+}
+// Fills *u (no struct return: that would need memcpy, absent in natmods).
+static const mt_pool_params_t *mt_pool_desc(const char *fn, mp_obj_t o, mt_pool_desc_u *u) {
+    mt_desc(fn, o, u->a, MT_POOL_NPARAMS);
+    mt_check(fn, "desc", mt_pool_check(&u->s));
+    return &u->s;
+}
+
+// Sizes follow from a checked descriptor and stay below 2^26.
+static int32_t mt_conv_in_n(const mt_conv2d_params_t *p) {
+    return p->in_h * p->in_w * p->in_c;
+}
+static int32_t mt_conv_out_n(const mt_conv2d_params_t *p) {
+    return p->out_h * p->out_w * p->out_c;
+}
+static int32_t mt_conv_cpg(const mt_conv2d_params_t *p) {
+    return (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
+}
+static int32_t mt_conv_w_n(const mt_conv2d_params_t *p) {
+    return p->out_c * p->k_h * p->k_w * mt_conv_cpg(p);
+}
+
+// Forward of a conv or linear layer: shared parameter checks.
+static void mt_check_qparams(const char *fn, const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                             int32_t n) {
+    mt_check(fn, "bias", mt_bias_check(bias, n));
+    mt_check(fn, "mult/shift", mt_requant_params_check(mult, shift, n));
+}
+
+// ---------------------------------------------------------------------------
+// conv2d
+
+static mp_obj_t mod_conv2d_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "conv2d_s8_forward";
+    (void)n_args;
+    mt_conv2d_desc_u pu;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    const int32_t nin = mt_conv_in_n(p), nout = mt_conv_out_n(p);
+    const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
+    const int8_t *w = mt_in_s8(fn, "w", args[2], mt_conv_w_n(p), NULL);
+    const int32_t *bias = mt_in_i32(fn, "bias", args[3], p->out_c);
+    const int32_t *mult = mt_in_i32(fn, "mult", args[4], p->out_c);
+    const int32_t *shift = mt_in_i32(fn, "shift", args[5], p->out_c);
+    int8_t *y = mt_out_s8(fn, "y", args[6], nout);
+    mt_check_qparams(fn, bias, mult, shift, p->out_c);
+    mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
+    mt_no_overlap(fn, "y", y, (size_t)nout, "w", w, (size_t)mt_conv_w_n(p));
+    conv2d_s8_forward(p, x, w, bias, mult, shift, y);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_forward_obj, 7, 7, mod_conv2d_s8_forward);
+
+static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "conv2d_s8_grad_input";
+    (void)n_args;
+    mt_conv2d_desc_u pu;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    const int32_t nin = mt_conv_in_n(p), nout = mt_conv_out_n(p);
+    const int8_t *e = mt_in_s8(fn, "e", args[1], nout, NULL);
+    const int8_t *w = mt_in_s8(fn, "w", args[2], mt_conv_w_n(p), NULL);
+    const int32_t *wr = mt_in_i32(fn, "wr", args[3], p->out_c);
+    const uint8_t *mask = mt_mask(fn, args[4], p->out_c);
+    int32_t *acc = mt_out_i32(fn, "acc", args[5], nin);
+    int8_t *ein = mt_out_s8(fn, "ein", args[6], nin);
+    const int32_t opg = (int32_t)mt_udiv_u32((uint32_t)p->out_c, (uint32_t)p->groups);
+    mt_check(fn, "wr", mt_wr_check(wr, p->out_c, p->k_h * p->k_w * opg));
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
+    return mp_obj_new_int(conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_input_obj, 7, 7, mod_conv2d_s8_grad_input);
+
+static mp_obj_t mod_conv2d_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "conv2d_s8_grad_weight";
+    (void)n_args;
+    mt_conv2d_desc_u pu;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    const int8_t *x = mt_in_s8(fn, "x", args[1], mt_conv_in_n(p), NULL);
+    const int8_t *e = mt_in_s8(fn, "e", args[2], mt_conv_out_n(p), NULL);
+    const uint8_t *mask = mt_mask(fn, args[3], p->out_c);
+    int32_t *gw = mt_out_i32(fn, "gw", args[4], mt_conv_w_n(p));
+    int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_c);
+    mt_no_overlap(fn, "gw", gw, (size_t)mt_conv_w_n(p) * 4, "gb", gb, (size_t)p->out_c * 4);
+    conv2d_s8_grad_weight(p, x, e, mask, gw, gb);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_obj, 6, 6, mod_conv2d_s8_grad_weight);
+
+#if MT_HAS_FLOAT
+static mp_obj_t mod_conv2d_s8_grad_weight_f32(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "conv2d_s8_grad_weight_f32";
+    (void)n_args;
+    mt_conv2d_desc_u pu;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    const int8_t *x = mt_in_s8(fn, "x", args[1], mt_conv_in_n(p), NULL);
+    const int8_t *e = mt_in_s8(fn, "e", args[2], mt_conv_out_n(p), NULL);
+    const uint8_t *mask = mt_mask(fn, args[3], p->out_c);
+    const float w_scale = (float)mp_obj_get_float(args[4]);
+    const float b_scale = (float)mp_obj_get_float(args[5]);
+    float *gw = mt_out_f32(fn, "gw", args[6], mt_conv_w_n(p));
+    float *gb = mt_out_f32(fn, "gb", args[7], p->out_c);
+    mt_no_overlap(fn, "gw", gw, (size_t)mt_conv_w_n(p) * 4, "gb", gb, (size_t)p->out_c * 4);
+    conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_f32_obj, 8, 8, mod_conv2d_s8_grad_weight_f32);
+#endif
+
+// ---------------------------------------------------------------------------
+// linear
+
+static mp_obj_t mod_linear_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "linear_s8_forward";
+    (void)n_args;
+    mt_linear_desc_u pu;
+    const mt_linear_params_t *p = mt_linear_desc(fn, args[0], &pu);
+    const int8_t *x = mt_in_s8(fn, "x", args[1], p->in_n, NULL);
+    const int8_t *w = mt_in_s8(fn, "w", args[2], p->in_n * p->out_n, NULL);
+    const int32_t *bias = mt_in_i32(fn, "bias", args[3], p->out_n);
+    const int32_t *mult = mt_in_i32(fn, "mult", args[4], p->out_n);
+    const int32_t *shift = mt_in_i32(fn, "shift", args[5], p->out_n);
+    int8_t *y = mt_out_s8(fn, "y", args[6], p->out_n);
+    mt_check_qparams(fn, bias, mult, shift, p->out_n);
+    mt_no_overlap(fn, "y", y, (size_t)p->out_n, "x", x, (size_t)p->in_n);
+    mt_no_overlap(fn, "y", y, (size_t)p->out_n, "w", w, (size_t)(p->in_n * p->out_n));
+    linear_s8_forward(p, x, w, bias, mult, shift, y);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_forward_obj, 7, 7, mod_linear_s8_forward);
+
+static mp_obj_t mod_linear_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "linear_s8_grad_input";
+    (void)n_args;
+    mt_linear_desc_u pu;
+    const mt_linear_params_t *p = mt_linear_desc(fn, args[0], &pu);
+    const int8_t *e = mt_in_s8(fn, "e", args[1], p->out_n, NULL);
+    const int8_t *w = mt_in_s8(fn, "w", args[2], p->in_n * p->out_n, NULL);
+    const int32_t *wr = mt_in_i32(fn, "wr", args[3], p->out_n);
+    const uint8_t *mask = mt_mask(fn, args[4], p->out_n);
+    int32_t *acc = mt_out_i32(fn, "acc", args[5], p->in_n);
+    int8_t *ein = mt_out_s8(fn, "ein", args[6], p->in_n);
+    mt_check(fn, "wr", mt_wr_check(wr, p->out_n, p->out_n));
+    mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "e", e, (size_t)p->out_n);
+    mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "acc", acc, (size_t)p->in_n * 4);
+    return mp_obj_new_int(linear_s8_grad_input(p, e, w, wr, mask, acc, ein));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_input_obj, 7, 7, mod_linear_s8_grad_input);
+
+static mp_obj_t mod_linear_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "linear_s8_grad_weight";
+    (void)n_args;
+    mt_linear_desc_u pu;
+    const mt_linear_params_t *p = mt_linear_desc(fn, args[0], &pu);
+    const int8_t *x = mt_in_s8(fn, "x", args[1], p->in_n, NULL);
+    const int8_t *e = mt_in_s8(fn, "e", args[2], p->out_n, NULL);
+    const uint8_t *mask = mt_mask(fn, args[3], p->out_n);
+    int32_t *gw = mt_out_i32(fn, "gw", args[4], p->in_n * p->out_n);
+    int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_n);
+    mt_no_overlap(fn, "gw", gw, (size_t)(p->in_n * p->out_n) * 4, "gb", gb, (size_t)p->out_n * 4);
+    linear_s8_grad_weight(p, x, e, mask, gw, gb);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_weight_obj, 6, 6, mod_linear_s8_grad_weight);
+
+#if MT_HAS_FLOAT
+static mp_obj_t mod_linear_s8_grad_weight_f32(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "linear_s8_grad_weight_f32";
+    (void)n_args;
+    mt_linear_desc_u pu;
+    const mt_linear_params_t *p = mt_linear_desc(fn, args[0], &pu);
+    const int8_t *x = mt_in_s8(fn, "x", args[1], p->in_n, NULL);
+    const int8_t *e = mt_in_s8(fn, "e", args[2], p->out_n, NULL);
+    const uint8_t *mask = mt_mask(fn, args[3], p->out_n);
+    const float w_scale = (float)mp_obj_get_float(args[4]);
+    const float b_scale = (float)mp_obj_get_float(args[5]);
+    float *gw = mt_out_f32(fn, "gw", args[6], p->in_n * p->out_n);
+    float *gb = mt_out_f32(fn, "gb", args[7], p->out_n);
+    mt_no_overlap(fn, "gw", gw, (size_t)(p->in_n * p->out_n) * 4, "gb", gb, (size_t)p->out_n * 4);
+    linear_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_weight_f32_obj, 8, 8, mod_linear_s8_grad_weight_f32);
+#endif
+
+// ---------------------------------------------------------------------------
+// relu / relu6
+
+static int32_t mt_zp(const char *fn, const char *name, mp_obj_t o) {
+    const int32_t v = mt_int(fn, name, o);
+    if (v < -128 || v > 127) {
+        MT_VALUE_ERR2(fn, name, "must be in -128..127, got %d", v, 0);
+    }
+    return v;
+}
+
+// Forward may run in place (y is x) but not on partially overlapping buffers.
+static void mt_inplace_ok(const char *fn, const void *y, const void *x, size_t n) {
+    if (y != x) {
+        mt_no_overlap(fn, "y", y, n, "x", x, n);
+    }
+}
+
+static mp_obj_t mod_relu_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "relu_s8_forward";
+    (void)n_args;
+    size_t n;
+    const int8_t *x = mt_in_s8(fn, "x", args[0], -1, &n);
+    const int32_t zp = mt_zp(fn, "zp", args[1]);
+    int8_t *y = mt_out_s8(fn, "y", args[2], (int32_t)n);
+    mt_inplace_ok(fn, y, x, n);
+    relu_s8_forward(x, y, n, zp);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu_s8_forward_obj, 3, 3, mod_relu_s8_forward);
+
+static mp_obj_t mod_relu6_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "relu6_s8_forward";
+    (void)n_args;
+    size_t n;
+    const int8_t *x = mt_in_s8(fn, "x", args[0], -1, &n);
+    const int32_t zp = mt_zp(fn, "zp", args[1]);
+    const int32_t q6 = mt_zp(fn, "q6", args[2]);
+    int8_t *y = mt_out_s8(fn, "y", args[3], (int32_t)n);
+    if (q6 < zp) {
+        MT_VALUE_ERR(fn, "q6", "must be >= zp");
+    }
+    mt_inplace_ok(fn, y, x, n);
+    relu6_s8_forward(x, y, n, zp, q6);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu6_s8_forward_obj, 4, 4, mod_relu6_s8_forward);
+
+static mp_obj_t mod_relu_s8_backward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "relu_s8_backward";
+    (void)n_args;
+    size_t n;
+    const int8_t *y = mt_in_s8(fn, "y", args[0], -1, &n);
+    const int32_t zp = mt_zp(fn, "zp", args[1]);
+    int8_t *e = mt_out_s8(fn, "e", args[2], (int32_t)n);
+    relu_s8_backward(y, e, n, zp);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu_s8_backward_obj, 3, 3, mod_relu_s8_backward);
+
+static mp_obj_t mod_relu6_s8_backward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "relu6_s8_backward";
+    (void)n_args;
+    size_t n;
+    const int8_t *y = mt_in_s8(fn, "y", args[0], -1, &n);
+    const int32_t zp = mt_zp(fn, "zp", args[1]);
+    const int32_t q6 = mt_zp(fn, "q6", args[2]);
+    int8_t *e = mt_out_s8(fn, "e", args[3], (int32_t)n);
+    if (q6 < zp) {
+        MT_VALUE_ERR(fn, "q6", "must be >= zp");
+    }
+    relu6_s8_backward(y, e, n, zp, q6);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu6_s8_backward_obj, 4, 4, mod_relu6_s8_backward);
+
+// ---------------------------------------------------------------------------
+// pools
+
+static mp_obj_t mod_maxpool_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "maxpool_s8_forward";
+    (void)n_args;
+    mt_pool_desc_u pu;
+    const mt_pool_params_t *p = mt_pool_desc(fn, args[0], &pu);
+    const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
+    const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
+    int8_t *y = mt_out_s8(fn, "y", args[2], nout);
+    mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
+    maxpool_s8_forward(p, x, y);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_maxpool_s8_forward_obj, 3, 3, mod_maxpool_s8_forward);
+
+static mp_obj_t mod_maxpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "maxpool_s8_grad_input";
+    (void)n_args;
+    mt_pool_desc_u pu;
+    const mt_pool_params_t *p = mt_pool_desc(fn, args[0], &pu);
+    const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
+    const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
+    const int8_t *e = mt_in_s8(fn, "e", args[2], nout, NULL);
+    int32_t *acc = mt_out_i32(fn, "acc", args[3], nin);
+    int8_t *ein = mt_out_s8(fn, "ein", args[4], nin);
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "x", x, (size_t)nin);
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
+    return mp_obj_new_int(maxpool_s8_grad_input(p, x, e, acc, ein));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_maxpool_s8_grad_input_obj, 5, 5, mod_maxpool_s8_grad_input);
+
+static mp_obj_t mod_avgpool_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "avgpool_s8_forward";
+    (void)n_args;
+    mt_pool_desc_u pu;
+    const mt_pool_params_t *p = mt_pool_desc(fn, args[0], &pu);
+    const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
+    const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
+    int8_t *y = mt_out_s8(fn, "y", args[2], nout);
+    mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
+    avgpool_s8_forward(p, x, y);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_avgpool_s8_forward_obj, 3, 3, mod_avgpool_s8_forward);
+
+static mp_obj_t mod_avgpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "avgpool_s8_grad_input";
+    (void)n_args;
+    mt_pool_desc_u pu;
+    const mt_pool_params_t *p = mt_pool_desc(fn, args[0], &pu);
+    const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
+    const int8_t *e = mt_in_s8(fn, "e", args[1], nout, NULL);
+    int32_t *acc = mt_out_i32(fn, "acc", args[2], nin);
+    int8_t *ein = mt_out_s8(fn, "ein", args[3], nin);
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
+    return mp_obj_new_int(avgpool_s8_grad_input(p, e, acc, ein));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_avgpool_s8_grad_input_obj, 4, 4, mod_avgpool_s8_grad_input);
+
+static int32_t mt_hw(const char *fn, mp_obj_t o) {
+    const int32_t hw = mt_int(fn, "hw", o);
+    if (hw < 1 || hw > 65536) {
+        MT_VALUE_ERR2(fn, "hw", "must be in 1..65536, got %d", hw, 0);
+    }
+    return hw;
+}
+
+static mp_obj_t mod_global_avgpool_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "global_avgpool_s8_forward";
+    (void)n_args;
+    const int32_t hw = mt_hw(fn, args[1]);
+    const int32_t c = mt_int(fn, "c", args[2]);
+    if (c < 1 || c > 65535) {
+        MT_VALUE_ERR2(fn, "c", "must be in 1..65535, got %d", c, 0);
+    }
+    if ((uint32_t)hw * (uint32_t)c > (1u << 26)) {
+        MT_VALUE_ERR(fn, "x", "tensor too large (more than 2^26 elements)");
+    }
+    const int8_t *x = mt_in_s8(fn, "x", args[0], hw * c, NULL);
+    int8_t *y = mt_out_s8(fn, "y", args[3], c);
+    mt_no_overlap(fn, "y", y, (size_t)c, "x", x, (size_t)(hw * c));
+    global_avgpool_s8_forward(x, hw, c, y);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_global_avgpool_s8_forward_obj, 4, 4, mod_global_avgpool_s8_forward);
+
+static mp_obj_t mod_global_avgpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "global_avgpool_s8_grad_input";
+    (void)n_args;
+    size_t c;
+    const int8_t *e = mt_in_s8(fn, "e", args[0], -1, &c);
+    const int32_t hw = mt_hw(fn, args[1]);
+    if (c < 1 || (uint32_t)hw * (uint32_t)c > (1u << 26)) {
+        MT_VALUE_ERR(fn, "e", "must hold 1..2^26/hw channels");
+    }
+    int8_t *ein = mt_out_s8(fn, "ein", args[2], hw * (int32_t)c);
+    mt_no_overlap(fn, "ein", ein, (size_t)hw * c, "e", e, c);
+    global_avgpool_s8_grad_input(e, hw, (int32_t)c, ein);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_global_avgpool_s8_grad_input_obj, 3, 3, mod_global_avgpool_s8_grad_input);
+
+// ---------------------------------------------------------------------------
+// residual add
+
+static mp_obj_t mod_add_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "add_s8_forward";
+    (void)n_args;
+    mt_add_desc_u u;
+    mt_desc(fn, args[0], u.a, MT_ADD_NPARAMS);
+    mt_check(fn, "desc", mt_add_check(&u.s));
+    const int32_t n = u.s.n;
+    const int8_t *x1 = mt_in_s8(fn, "x1", args[1], n, NULL);
+    const int8_t *x2 = mt_in_s8(fn, "x2", args[2], n, NULL);
+    int8_t *y = mt_out_s8(fn, "y", args[3], n);
+    // Element-wise: y may be exactly x1 or x2 (in place), not partially overlapping.
+    if (y != x1) {
+        mt_no_overlap(fn, "y", y, (size_t)n, "x1", x1, (size_t)n);
+    }
+    if (y != x2) {
+        mt_no_overlap(fn, "y", y, (size_t)n, "x2", x2, (size_t)n);
+    }
+    add_s8_forward(&u.s, x1, x2, y);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_add_s8_forward_obj, 4, 4, mod_add_s8_forward);
+
+static int32_t mt_ratio(const char *fn, const char *name, mp_obj_t o) {
+    const int32_t r = mt_int(fn, name, o);
+    if (r < 0 || r > 32768) {
+        MT_VALUE_ERR2(fn, name, "must be in 0..32768, got %d", r, 0);
+    }
+    return r;
+}
+
+static mp_obj_t mod_add_s8_grad_merge(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "add_s8_grad_merge";
+    (void)n_args;
+    size_t n;
+    const int8_t *ea = mt_in_s8(fn, "ea", args[0], -1, &n);
+    const int32_t ra = mt_ratio(fn, "ra", args[1]);
+    const int8_t *eb = mt_in_s8(fn, "eb", args[2], (int32_t)n, NULL);
+    const int32_t rb = mt_ratio(fn, "rb", args[3]);
+    int8_t *out = mt_out_s8(fn, "out", args[4], (int32_t)n);
+    // out may be exactly ea or eb: each element is read before it is written
+    // in the second pass, and the first pass only reads.
+    if (out != ea) {
+        mt_no_overlap(fn, "out", out, n, "ea", ea, n);
+    }
+    if (out != eb) {
+        mt_no_overlap(fn, "out", out, n, "eb", eb, n);
+    }
+    return mp_obj_new_int(add_s8_grad_merge(ea, ra, eb, rb, n, out));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_add_s8_grad_merge_obj, 5, 5, mod_add_s8_grad_merge);
+
+// ---------------------------------------------------------------------------
+// softmax cross-entropy
+
+static mp_obj_t mod_softmax_xent_s8(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "softmax_xent_s8";
+    (void)n_args;
+    size_t c;
+    const int8_t *q = mt_in_s8(fn, "logits", args[0], -1, &c);
+    if (c < 1 || c > 32767) {
+        MT_VALUE_ERR(fn, "logits", "must hold 1..32767 classes");
+    }
+    const int32_t label = mt_int(fn, "label", args[1]);
+    if (label < 0 || (size_t)label >= c) {
+        MT_VALUE_ERR2(fn, "label", "must be in 0..%d, got %d", (int32_t)c - 1, label);
+    }
+    const uint32_t *lut = (const uint32_t *)mt_buf(fn, "lut", args[2], MT_U32, 256, 0, NULL);
+    if (lut[0] != 65536u) {
+        MT_VALUE_ERR(fn, "lut", "lut[0] must be 65536 (exp(0) in Q16)");
+    }
+    for (int i = 1; i < 256; ++i) {
+        if (lut[i] > lut[i - 1]) {
+            MT_VALUE_ERR(fn, "lut", "must be non-increasing (exp of -s*d)");
+        }
+    }
+    int8_t *err = mt_out_s8(fn, "err", args[3], (int32_t)c);
+    int32_t *stats = mt_out_i32(fn, "stats", args[4], 3);
+    mt_no_overlap(fn, "err", err, c, "logits", q, c);
+    return mp_obj_new_int(softmax_xent_s8(q, (int32_t)c, label, lut, err, stats));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_softmax_xent_s8_obj, 5, 5, mod_softmax_xent_s8);
+
+// ---------------------------------------------------------------------------
+// sparse-update helpers
+
+static mp_obj_t mod_l1_norm_s8(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "l1_norm_s8";
+    (void)n_args;
+    size_t n;
+    const int8_t *e = mt_in_s8(fn, "e", args[0], -1, &n);
+    const int32_t c = mt_int(fn, "c", args[1]);
+    if (c < 1 || c > 65535) {
+        MT_VALUE_ERR2(fn, "c", "must be in 1..65535, got %d", c, 0);
+    }
+    const uint32_t npos = mt_udiv_u32((uint32_t)n, (uint32_t)c);
+    if (npos * (uint32_t)c != n) {
+        MT_VALUE_ERR2(fn, "e", "length %d is not a multiple of c = %d", (int32_t)n, c);
+    }
+    if (npos > (1u << 24)) {
+        MT_VALUE_ERR(fn, "e", "too many positions (more than 2^24)");
+    }
+    int32_t *norms = mt_out_i32(fn, "norms", args[2], c);
+    l1_norm_s8(e, npos, c, norms);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_l1_norm_s8_obj, 3, 3, mod_l1_norm_s8);
+
+static mp_obj_t mod_topk_mask(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "topk_mask";
+    (void)n_args;
+    size_t c;
+    const int32_t *norms = (const int32_t *)mt_buf(fn, "norms", args[0], MT_I32, -1, 0, &c);
+    if (c < 1 || c > 65535) {
+        MT_VALUE_ERR(fn, "norms", "must hold 1..65535 channels");
+    }
+    const int32_t k = mt_int(fn, "k", args[1]);
+    if (k < 0 || (size_t)k > c) {
+        MT_VALUE_ERR2(fn, "k", "must be in 0..%d, got %d", (int32_t)c, k);
+    }
+    uint8_t *mask = (uint8_t *)mt_out_s8(fn, "mask", args[2], (int32_t)c);
+    topk_mask(norms, (int32_t)c, k, mask);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_topk_mask_obj, 3, 3, mod_topk_mask);
+
+static mp_obj_t mod_dyn_requant_s8(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "dyn_requant_s8";
+    const mp_obj_t acc_in = args[0], out_in = args[1];
+    (void)n_args;
+    size_t n;
+    const int32_t *acc = (const int32_t *)mt_buf(fn, "acc", acc_in, MT_I32, -1, 0, &n);
+    int8_t *out = mt_out_s8(fn, "out", out_in, (int32_t)n);
+    mt_no_overlap(fn, "out", out, n, "acc", acc, n * 4);
+    return mp_obj_new_int(dyn_requant_s8(acc, n, out));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_dyn_requant_s8_obj, 2, 2, mod_dyn_requant_s8);
+
+#if MT_HAS_FLOAT
+static mp_obj_t mod_f32_axpy_i32(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "f32_axpy_i32";
+    const mp_obj_t x_in = args[0], a_in = args[1], y_in = args[2];
+    (void)n_args;
+    size_t n;
+    const int32_t *x = (const int32_t *)mt_buf(fn, "x", x_in, MT_I32, -1, 0, &n);
+    const float a = (float)mp_obj_get_float(a_in);
+    float *y = mt_out_f32(fn, "y", y_in, (int32_t)n);
+    mt_no_overlap(fn, "y", y, n * 4, "x", x, n * 4);
+    f32_axpy_i32(y, x, n, a);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_f32_axpy_i32_obj, 3, 3, mod_f32_axpy_i32);
+#endif
+
+#ifndef MICROPY_ENABLE_DYNRUNTIME
+
+#define MT_ENTRY(q, obj) { MP_ROM_QSTR(q), MP_ROM_PTR(&obj) },
+static const mp_rom_map_elem_t mt_module_globals_table[] = {
+    { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR__microtrain) },
+    MT_FUNCS(MT_ENTRY)
+    #if MT_HAS_FLOAT
+    { MP_ROM_QSTR(MP_QSTR_HAS_FLOAT), MP_ROM_TRUE },
+    #else
+    { MP_ROM_QSTR(MP_QSTR_HAS_FLOAT), MP_ROM_FALSE },
+    #endif
+};
+static MP_DEFINE_CONST_DICT(mt_module_globals, mt_module_globals_table);
+
+const mp_obj_module_t mt_user_cmodule = {
+    .base = { &mp_type_module },
+    .globals = (mp_obj_dict_t *)&mt_module_globals,
+};
+
+MP_REGISTER_MODULE(MP_QSTR__microtrain, mt_user_cmodule);
+
+#endif

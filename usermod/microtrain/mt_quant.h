@@ -1,0 +1,75 @@
+// Integer helpers shared by every kernel: fixed-point requantisation
+// (CMSIS-NN arm_nn_requantize / TFLite Micro rounding), the per-sample
+// dynamic error requantisation, and division-free arithmetic for Cortex-M0+.
+// Pure C99, no MicroPython include. See docs/numerics.md.
+#ifndef MT_QUANT_H
+#define MT_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Arches without a 32x32->64 multiply or a divide instruction (Cortex-M0+)
+// would need libgcc helpers, which a natmod cannot link. There, and in the
+// host tests with -DMT_FORCE_SOFT_MATH, we use our own 32-bit-only code.
+#if defined(__ARM_ARCH_6M__) || defined(MT_FORCE_SOFT_MATH)
+#define MT_SOFT_MATH 1
+#else
+#define MT_SOFT_MATH 0
+#endif
+
+// Float is only used (weight-gradient accumulation) where the arch has an FPU:
+// soft-float arches cannot link __aeabi_f* helpers in a natmod.
+#if defined(MT_FORCE_NO_FLOAT)
+#define MT_HAS_FLOAT 0
+#elif defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__ARM_FP)
+#define MT_HAS_FLOAT 1
+#else
+#define MT_HAS_FLOAT 0
+#endif
+
+#define MT_Q31_HALF ((int32_t)1 << 30)
+
+// Unsigned 32-bit division without a divide instruction (shift-subtract).
+uint32_t mt_udiv_u32(uint32_t n, uint32_t d);
+
+// Doubling high multiply: floor((a * b + 2^30) / 2^31), a * b exact.
+int32_t mt_doubling_high_mul(int32_t a, int32_t b);
+
+// Round-half-away-from-zero division by 2^e, 0 <= e <= 31.
+static inline int32_t mt_rounding_divide_by_pot(int32_t x, int32_t e) {
+    const int32_t mask = (int32_t)(((uint32_t)1 << e) - 1u);
+    const int32_t rem = x & mask;
+    const int32_t thr = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> e) + (rem > thr ? 1 : 0);
+}
+
+// requant(acc, m, shift) of docs/numerics.md; -31 <= shift <= 31.
+static inline int32_t mt_requant(int32_t acc, int32_t m, int32_t shift) {
+    const int32_t left = shift > 0 ? shift : 0;
+    const int32_t right = shift > 0 ? 0 : -shift;
+    const int32_t a = (int32_t)((uint32_t)acc << left);  // wrap32, no UB
+    return mt_rounding_divide_by_pot(mt_doubling_high_mul(a, m), right);
+}
+
+static inline int32_t mt_clamp(int32_t v, int32_t lo, int32_t hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+static inline uint32_t mt_abs_u32(int32_t v) {
+    return v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
+}
+
+// Shift of dyn_requant for a maximum magnitude M.
+int32_t mt_dyn_shift(uint32_t max_abs);
+
+// Apply dyn_requant with a known shift to one value.
+static inline int8_t mt_dyn_apply(int32_t v, int32_t shift) {
+    const uint32_t half = shift > 0 ? ((uint32_t)1 << (shift - 1)) : 0u;
+    const uint32_t mag = (mt_abs_u32(v) + half) >> shift;
+    return (int8_t)(v < 0 ? -(int32_t)mag : (int32_t)mag);
+}
+
+// dyn_requant of docs/numerics.md over acc[0..n): writes out, returns shift.
+int32_t dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out);
+
+#endif

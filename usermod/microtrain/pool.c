@@ -1,0 +1,205 @@
+// Max / average / global average pooling on NHWC int8 (docs/numerics.md).
+// Descriptors passed mt_pool_check: every window overlaps the input (pad < k
+// and the last window starts inside), all indices fit in int32.
+#include "mt_kernels.h"
+
+// Valid tap range [k0, k1) of the window starting at input coordinate i0
+// (may be negative: padding). Computed once per output row/column instead of
+// testing every tap.
+static inline void mt_window(int32_t i0, int32_t k, int32_t in, int32_t *k0, int32_t *k1) {
+    *k0 = i0 < 0 ? -i0 : 0;
+    *k1 = in - i0 < k ? in - i0 : k;
+}
+
+// log2(n) if n is a power of two, else -1: lets the common 2x2 / 4x4 windows
+// divide by shifting instead of the 32-step software division.
+static int32_t mt_pow2_log(uint32_t n) {
+    int32_t s = 0;
+    while (s < 31 && ((uint32_t)1 << s) < n) {
+        ++s;
+    }
+    return ((uint32_t)1 << s) == n ? s : -1;
+}
+
+// sign(S) * ((|S| + n/2) / n): TFLite average rounding, half away from zero.
+static inline int8_t mt_avg_round(int32_t s, uint32_t n, int32_t n_log) {
+    const uint32_t mag = mt_abs_u32(s) + (n >> 1);
+    const uint32_t q = n_log >= 0 ? mag >> n_log : mt_udiv_u32(mag, n);
+    return (int8_t)(s < 0 ? -(int32_t)q : (int32_t)q);
+}
+
+void maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
+    const int32_t c = p->c;
+    const int32_t row_stride = p->in_w * c;
+    int8_t *yp = y;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_top;
+        int32_t ky0, ky1;
+        mt_window(iy0, p->k_h, p->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox, yp += c) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_left;
+            int32_t kx0, kx1;
+            mt_window(ix0, p->k_w, p->in_w, &kx0, &kx1);
+            // Running max over taps with channels innermost: contiguous reads.
+            // Every window has a valid tap, so starting from -128 is exact.
+            for (int32_t ch = 0; ch < c; ++ch) {
+                yp[ch] = INT8_MIN;
+            }
+            // Offsets, not stepped pointers: a pointer stepped past the last
+            // row would leave the array (undefined behaviour even unread).
+            int32_t row = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
+            for (int32_t ky = ky0; ky < ky1; ++ky, row += row_stride) {
+                int32_t o = row;
+                for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                    const int8_t *xp = x + o;
+                    for (int32_t ch = 0; ch < c; ++ch) {
+                        if (xp[ch] > yp[ch]) {
+                            yp[ch] = xp[ch];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+int32_t maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e,
+                              int32_t *acc, int8_t *ein) {
+    const int32_t c = p->c;
+    const int32_t n_in = p->in_h * p->in_w * c;
+    const int32_t row_stride = p->in_w * c;
+    for (int32_t i = 0; i < n_in; ++i) {
+        acc[i] = 0;
+    }
+    const int8_t *ep = e;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_top;
+        int32_t ky0, ky1;
+        mt_window(iy0, p->k_h, p->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox, ep += c) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_left;
+            int32_t kx0, kx1;
+            mt_window(ix0, p->k_w, p->in_w, &kx0, &kx1);
+            const int32_t first = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
+            for (int32_t ch = 0; ch < c; ++ch) {
+                const int32_t ev = ep[ch];
+                if (ev == 0) {
+                    continue;  // nothing to route (common after a relu mask)
+                }
+                // Strict '>' in ky-major, kx-minor order keeps the first maximum.
+                int32_t best = INT8_MIN - 1, arg = 0;
+                int32_t off = first + ch;
+                for (int32_t ky = ky0; ky < ky1; ++ky, off += row_stride) {
+                    int32_t o = off;
+                    for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                        if (x[o] > best) {
+                            best = x[o];
+                            arg = o;
+                        }
+                    }
+                }
+                acc[arg] += ev;
+            }
+        }
+    }
+    return dyn_requant_s8(acc, (size_t)n_in, ein);
+}
+
+void avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
+    const int32_t c = p->c;
+    const int32_t row_stride = p->in_w * c;
+    int8_t *yp = y;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_top;
+        int32_t ky0, ky1;
+        mt_window(iy0, p->k_h, p->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox, yp += c) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_left;
+            int32_t kx0, kx1;
+            mt_window(ix0, p->k_w, p->in_w, &kx0, &kx1);
+            // n counts valid taps only (padding is excluded, TFLite style).
+            const uint32_t n = (uint32_t)((ky1 - ky0) * (kx1 - kx0));
+            const int32_t n_log = mt_pow2_log(n);
+            const int32_t first = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
+            for (int32_t ch = 0; ch < c; ++ch) {
+                // |S| <= 255 * 128: exact in int32.
+                int32_t s = 0;
+                int32_t row = first + ch;
+                for (int32_t ky = ky0; ky < ky1; ++ky, row += row_stride) {
+                    int32_t o = row;
+                    for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                        s += x[o];
+                    }
+                }
+                yp[ch] = mt_avg_round(s, n, n_log);
+            }
+        }
+    }
+}
+
+int32_t avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int32_t *acc, int8_t *ein) {
+    const int32_t c = p->c;
+    const int32_t n_in = p->in_h * p->in_w * c;
+    const int32_t row_stride = p->in_w * c;
+    for (int32_t i = 0; i < n_in; ++i) {
+        acc[i] = 0;
+    }
+    uint32_t last_n = 0;
+    int32_t r = 0;
+    const int8_t *ep = e;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_top;
+        int32_t ky0, ky1;
+        mt_window(iy0, p->k_h, p->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox, ep += c) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_left;
+            int32_t kx0, kx1;
+            mt_window(ix0, p->k_w, p->in_w, &kx0, &kx1);
+            const uint32_t n = (uint32_t)((ky1 - ky0) * (kx1 - kx0));
+            if (n != last_n) {
+                // recip(n) = (2^16 + n/2) / n; n is the same for all interior
+                // windows, so the division runs only at the borders.
+                r = (int32_t)mt_udiv_u32(((uint32_t)1 << 16) + (n >> 1), n);
+                last_n = n;
+            }
+            // |acc| <= 255 windows * 128 * 2^16 < 2^31 (k_h*k_w <= 255).
+            int32_t row = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
+            for (int32_t ky = ky0; ky < ky1; ++ky, row += row_stride) {
+                int32_t o = row;
+                for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                    int32_t *ap = acc + o;
+                    for (int32_t ch = 0; ch < c; ++ch) {
+                        ap[ch] += ep[ch] * r;
+                    }
+                }
+            }
+        }
+    }
+    return dyn_requant_s8(acc, (size_t)n_in, ein);
+}
+
+// Average over all hw positions per channel. Requires 1 <= hw <= 2^24 so
+// that |S| <= 128 * hw fits int32 (|S| + hw/2 then fits uint32).
+void global_avgpool_s8_forward(const int8_t *x, int32_t hw, int32_t c, int8_t *y) {
+    const uint32_t n = (uint32_t)hw;
+    const int32_t n_log = mt_pow2_log(n);
+    for (int32_t ch = 0; ch < c; ++ch) {
+        // Channel-outer with a register accumulator: no scratch needed.
+        int32_t s = 0;
+        int32_t o = ch;
+        for (int32_t i = 0; i < hw; ++i, o += c) {
+            s += x[o];
+        }
+        y[ch] = mt_avg_round(s, n, n_log);
+    }
+}
+
+// Exact: every position receives e[c] unchanged (the 1/hw goes into the scale).
+void global_avgpool_s8_grad_input(const int8_t *e, int32_t hw, int32_t c, int8_t *ein) {
+    int8_t *op = ein;
+    for (int32_t i = 0; i < hw; ++i, op += c) {
+        for (int32_t ch = 0; ch < c; ++ch) {
+            op[ch] = e[ch];
+        }
+    }
+}

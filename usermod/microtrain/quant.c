@@ -1,0 +1,82 @@
+// Integer helpers: see mt_quant.h and docs/numerics.md.
+#include "mt_quant.h"
+
+uint32_t mt_udiv_u32(uint32_t n, uint32_t d) {
+#if MT_SOFT_MATH
+    // Restoring division, one quotient bit per step; d == 0 returns all ones
+    // (callers never divide by zero; this keeps the function total).
+    uint32_t q = 0, r = 0;
+    for (int i = 31; i >= 0; --i) {
+        r = (r << 1) | ((n >> i) & 1u);
+        if (r >= d) {
+            r -= d;
+            q |= (uint32_t)1 << i;
+        }
+    }
+    return q;
+#else
+    return d ? n / d : 0xFFFFFFFFu;
+#endif
+}
+
+int32_t mt_doubling_high_mul(int32_t a, int32_t b) {
+#if MT_SOFT_MATH
+    // 64-bit product from 16-bit halves in 32-bit arithmetic only, then
+    // floor((p + 2^30) / 2^31). Sign handled on magnitudes.
+    const int neg = (a < 0) != (b < 0);
+    const uint32_t ua = mt_abs_u32(a), ub = mt_abs_u32(b);
+    const uint32_t a0 = ua & 0xFFFFu, a1 = ua >> 16, b0 = ub & 0xFFFFu, b1 = ub >> 16;
+    uint32_t lo = a0 * b0;
+    uint32_t mid1 = a1 * b0, mid2 = a0 * b1;
+    uint32_t hi = a1 * b1;
+    uint32_t t = lo + (mid1 << 16);
+    hi += (mid1 >> 16) + (t < lo ? 1u : 0u);
+    lo = t;
+    t = lo + (mid2 << 16);
+    hi += (mid2 >> 16) + (t < lo ? 1u : 0u);
+    lo = t;
+    if (neg) {  // two's complement negate of (hi:lo)
+        lo = ~lo + 1u;
+        hi = ~hi + (lo == 0 ? 1u : 0u);
+    }
+    // add 2^30
+    t = lo + 0x40000000u;
+    hi += (t < lo ? 1u : 0u);
+    lo = t;
+    // arithmetic shift right by 31 of (hi:lo), keep low 32 bits
+    return (int32_t)((hi << 1) | (lo >> 31));
+#else
+    const int64_t p = (int64_t)a * (int64_t)b + ((int64_t)1 << 30);
+    return (int32_t)(p >> 31);  // arithmetic shift: gcc/clang define it
+#endif
+}
+
+int32_t mt_dyn_shift(uint32_t max_abs) {
+    int32_t s = 0;
+    while (s < 31) {
+        const uint32_t half = s > 0 ? ((uint32_t)1 << (s - 1)) : 0u;
+        // (M + half) may exceed 2^32 only for M near 2^32; use the carry.
+        const uint32_t sum = max_abs + half;
+        const uint32_t v = (sum < max_abs) ? ((sum >> s) | ((uint32_t)1 << (32 - s))) : (sum >> s);
+        if (v <= 127u) {
+            break;
+        }
+        ++s;
+    }
+    return s;
+}
+
+int32_t dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out) {
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t a = mt_abs_u32(acc[i]);
+        if (a > m) {
+            m = a;
+        }
+    }
+    const int32_t shift = mt_dyn_shift(m);
+    for (size_t i = 0; i < n; ++i) {
+        out[i] = mt_dyn_apply(acc[i], shift);
+    }
+    return shift;
+}
