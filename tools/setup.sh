@@ -22,10 +22,21 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv"
     python3 -m venv .venv
 fi
+mkdir -p build
+# pip output goes to a log (this machine's pip config prints a warning per
+# package); a failure shows the log's tail and stops the setup.
+pip_quiet() {
+    if ! .venv/bin/pip install --disable-pip-version-check "$@" >build/pip.log 2>&1; then
+        grep -v "is ignored: it is neither a file nor a directory" build/pip.log | tail -30
+        echo "setup: pip install $* failed (full log: build/pip.log)" >&2
+        exit 1
+    fi
+}
 echo "setup: pip install -r tools/requirements.txt (pinned)"
-.venv/bin/pip install -q --disable-pip-version-check -r tools/requirements.txt 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
-.venv/bin/pip install -q --disable-pip-version-check --no-deps -e . 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "import numpy, torch, elftools, pytest, hypothesis" 
+pip_quiet -r tools/requirements.txt
+echo "setup: pip install -e . (host tools, 'microtrain' command)"
+pip_quiet --no-deps --no-build-isolation -e .
+.venv/bin/python -c "import numpy, torch, elftools, pytest, hypothesis, microtrain_tools"
 
 # MicroPython 1.23 py/ core + tools/mpy_ld.py for natmod builds, from the
 # mpy-cross-v6-3 sdist (the only registry package that ships them).
@@ -33,8 +44,10 @@ MPY_SDIST=mpy_cross_v6_3-1.1.1
 if [ ! -f "build/$MPY_SDIST/micropython/py/dynruntime.mk" ]; then
     echo "setup: unpacking MicroPython core from the $MPY_SDIST sdist"
     mkdir -p build/sdist
-    .venv/bin/pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
-        mpy-cross-v6-3==1.1.1 -d build/sdist 2>&1 | grep -v "is ignored" || true
+    if ! .venv/bin/pip download --disable-pip-version-check --no-deps --no-binary :all: \
+        mpy-cross-v6-3==1.1.1 -d build/sdist >build/pip.log 2>&1; then
+        tail -30 build/pip.log; echo "setup: pip download mpy-cross-v6-3 failed" >&2; exit 1
+    fi
     tar -xzf "build/sdist/$MPY_SDIST.tar.gz" -C build
 fi
 test -x .venv/bin/micropython

@@ -1,39 +1,43 @@
 // conv2d int8 kernels: forward, grad input, grad weight (docs/numerics.md).
-// Pure C99, no libc, no division: the descriptor passed mt_conv2d_check, so
-// every index below fits in int32 and every window overlaps the input.
+// Pure C99, no libc, no division instruction: the descriptor passed
+// mt_conv2d_check, so every index below fits in int32 and every window
+// overlaps the input.
 //
-// Layouts: x/y/e are HWC, w is OHWI with cpg = in_c / groups input channels.
-// Inner loops walk one kernel row (ky) at a time. With groups == 1 the taps of
-// a row are contiguous in both x and w, so a row is one run of nkx * in_c
-// bytes; otherwise each tap is a run of cpg (depthwise: cpg == 1, a strided
-// single-element loop).
+// Layouts: x/y/e/acc are HWC, w is OHWI with cpg = in_c / groups input
+// channels. Windows are walked one kernel row (ky) at a time over the valid
+// taps only (ranges computed per output position, no per-tap bounds test).
+// With groups == 1 the valid taps of a row are contiguous in both x and w, so
+// a row is a single run of nkx * in_c elements; otherwise each tap is a run of
+// cpg elements (depthwise: cpg == 1, a strided single-element loop).
+// Positions in buffers are int32 offsets rather than bumped pointers, so no
+// out-of-range pointer is ever formed after the last tap.
 #include "mt_kernels.h"
 
 // Valid taps [*k0, *k1) of a window starting at input index `base`. The
-// descriptor check guarantees base < in and base + k > 0, so it is non-empty.
+// descriptor check guarantees base < in and base + k > 0: non-empty.
 static inline void tap_range(int32_t base, int32_t k, int32_t in, int32_t *k0, int32_t *k1) {
     *k0 = base < 0 ? -base : 0;
     *k1 = in - base < k ? in - base : k;
 }
 
-// Window geometry shared by the loops of one output position.
+typedef struct {
+    int32_t cpg, opg;  // input / output channels per group
+    int32_t x_row;     // in_w * in_c: one input row
+    int32_t w_row;     // k_w * cpg: one kernel row of one oc
+    int32_t w_oc;      // k_h * k_w * cpg: all weights of one oc
+} mt_geom_t;
+
+// Valid part of the window of one output position.
 typedef struct {
     int32_t nky;    // valid kernel rows
-    int32_t nkx;    // taps per row after fusing (1 when groups == 1)
+    int32_t nkx;    // taps per row (1 after fusing when groups == 1)
     int32_t run;    // contiguous elements per tap (cpg, or nkx * in_c fused)
-    int32_t x_off;  // offset of the first valid tap in x / acc (channel 0)
+    int32_t x_off;  // x / acc offset of the first valid tap, channel 0
     int32_t w_off;  // offset of the first valid tap inside one oc's weights
 } mt_win_t;
 
-typedef struct {
-    int32_t cpg, opg;   // input / output channels per group
-    int32_t x_row;      // in_w * in_c: one input row
-    int32_t w_row;      // k_w * cpg: one kernel row of one oc
-    int32_t w_oc;       // k_h * k_w * cpg: all weights of one oc
-} mt_geom_t;
-
 static void geom_init(const mt_conv2d_params_t *p, mt_geom_t *g) {
-    // Two divisions per call, no divide instruction needed.
+    // Two software divisions per call; exact since groups divides both.
     g->cpg = (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
     g->opg = (int32_t)mt_udiv_u32((uint32_t)p->out_c, (uint32_t)p->groups);
     g->x_row = p->in_w * p->in_c;
@@ -41,8 +45,13 @@ static void geom_init(const mt_conv2d_params_t *p, mt_geom_t *g) {
     g->w_oc = p->k_h * g->w_row;
 }
 
-static inline void win_init(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t by, int32_t bx,
-                            int32_t ky0, int32_t ky1, int32_t kx0, int32_t kx1, mt_win_t *win) {
+static void win_init(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t oy, int32_t ox, mt_win_t *win) {
+    // (out - 1) * stride - pad < in <= 65535: no overflow.
+    const int32_t by = oy * p->stride_h - p->pad_top;
+    const int32_t bx = ox * p->stride_w - p->pad_left;
+    int32_t ky0, ky1, kx0, kx1;
+    tap_range(by, p->k_h, p->in_h, &ky0, &ky1);
+    tap_range(bx, p->k_w, p->in_w, &kx0, &kx1);
     win->nky = ky1 - ky0;
     win->nkx = kx1 - kx0;
     win->run = g->cpg;
@@ -54,84 +63,112 @@ static inline void win_init(const mt_conv2d_params_t *p, const mt_geom_t *g, int
     win->w_off = ky0 * g->w_row + kx0 * g->cpg;
 }
 
-// sum over the window of (x - zp) * w. x_tap = in_c (x step between taps).
-// Steps are int32 offsets, not pointer bumps, so no out-of-range pointer is
-// ever formed after the last tap.
-static int32_t win_dot(const int8_t *x, const int8_t *w, const mt_win_t *win, int32_t x_row,
-                       int32_t x_tap, int32_t w_row, int32_t zp) {
+// Innermost runs as small leaf functions: kept out of line so that on
+// Cortex-M0 (8 low registers) the accumulator and pointers stay in registers
+// instead of being spilled by the enclosing loop nest.
+#if defined(__GNUC__)
+#define MT_NOINLINE __attribute__((noinline))
+#else
+#define MT_NOINLINE
+#endif
+
+// sum (x[i] - zp) * w[i], i < n. x and w end at most one past their run.
+static MT_NOINLINE int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, int32_t zp) {
     int32_t acc = 0;
-    int32_t xr = 0, wrow = 0;
-    for (int32_t ky = 0; ky < win->nky; ++ky, xr += x_row, wrow += w_row) {
-        const int8_t *wt = w + wrow;
-        if (win->run == 1) {  // depthwise: one channel per tap
-            const int8_t *xt = x + xr;
-            int32_t xi = 0;
-            for (int32_t kx = 0; kx < win->nkx; ++kx, xi += x_tap) {
-                acc += ((int32_t)xt[xi] - zp) * (int32_t)wt[kx];
-            }
+    for (const int8_t *end = w + n; w != end; ++w, ++x) {
+        acc += ((int32_t)*x - zp) * (int32_t)*w;
+    }
+    return acc;
+}
+
+// Depthwise: sum (x[i * xs] - zp) * w[i], i < n (index, not a pointer
+// bump, so nothing points past the buffer after the last tap).
+static MT_NOINLINE int32_t dot_strided(const int8_t *x, int32_t xs, const int8_t *w, int32_t n, int32_t zp) {
+    int32_t acc = 0, xi = 0;
+    for (const int8_t *end = w + n; w != end; ++w, xi += xs) {
+        acc += ((int32_t)x[xi] - zp) * (int32_t)*w;
+    }
+    return acc;
+}
+
+// a[i] += s * w[i], i < n.
+static MT_NOINLINE void axpy_w_run(int32_t *a, const int8_t *w, int32_t n, int32_t s) {
+    for (const int8_t *end = w + n; w != end; ++w, ++a) {
+        *a += s * (int32_t)*w;
+    }
+}
+
+// a[i * as] += s * w[i], i < n.
+static MT_NOINLINE void axpy_w_strided(int32_t *a, int32_t as, const int8_t *w, int32_t n, int32_t s) {
+    int32_t ai = 0;
+    for (const int8_t *end = w + n; w != end; ++w, ai += as) {
+        a[ai] += s * (int32_t)*w;
+    }
+}
+
+// g[i] += ev * (x[i] - zp), i < n.
+static MT_NOINLINE void axpy_x_run(int32_t *g, const int8_t *x, int32_t n, int32_t ev, int32_t zp) {
+    for (const int8_t *end = x + n; x != end; ++x, ++g) {
+        *g += ev * ((int32_t)*x - zp);
+    }
+}
+
+// g[i] += ev * (x[i * xs] - zp), i < n.
+static MT_NOINLINE void axpy_x_strided(int32_t *g, const int8_t *x, int32_t xs, int32_t n, int32_t ev, int32_t zp) {
+    int32_t xi = 0;
+    for (const int32_t *end = g + n; g != end; ++g, xi += xs) {
+        *g += ev * ((int32_t)x[xi] - zp);
+    }
+}
+
+// A window row is either one run (groups == 1: run elements contiguous, or
+// depthwise: nkx taps in_c apart) or nkx runs of cpg. The row loops below pick
+// the one-call form whenever possible.
+
+// sum over the window of (x - zp) * w; x at offset xo, w at offset wo.
+static int32_t win_dot(const int8_t *x, int32_t xo, const int8_t *w, int32_t wo, const mt_win_t *win,
+                       int32_t x_row, int32_t x_tap, int32_t w_row, int32_t zp) {
+    int32_t acc = 0;
+    const int32_t run = win->run, nkx = win->nkx;
+    for (int32_t ky = 0; ky < win->nky; ++ky, xo += x_row, wo += w_row) {
+        if (run == 1) {  // depthwise
+            acc += dot_strided(x + xo, x_tap, w + wo, nkx, zp);
         } else {
-            int32_t xi = xr;
-            for (int32_t kx = 0; kx < win->nkx; ++kx, xi += x_tap) {
-                const int8_t *xt = x + xi;
-                for (int32_t i = 0; i < win->run; ++i) {
-                    acc += ((int32_t)xt[i] - zp) * (int32_t)wt[i];
-                }
-                if (kx + 1 < win->nkx) {
-                    wt += win->run;
-                }
+            for (int32_t kx = 0, xi = xo, wi = wo; kx < nkx; ++kx, xi += x_tap, wi += run) {
+                acc += dot_run(x + xi, w + wi, run, zp);
             }
         }
     }
     return acc;
 }
 
-// acc[window] += s * w[window] (grad input scatter).
-static void win_scatter_w(int32_t *ap, const int8_t *wp, int32_t s, const mt_win_t *win, int32_t a_row,
-                          int32_t a_tap, int32_t w_row) {
-    for (int32_t ky = 0; ky < win->nky; ++ky) {
-        int32_t *at = ap;
-        const int8_t *wt = wp;
-        if (win->run == 1) {
-            for (int32_t kx = 0; kx < win->nkx; ++kx) {
-                *at += s * (int32_t)wt[kx];
-                at += a_tap;
-            }
+// acc[window] += s * w[window] (grad-input scatter).
+static void win_scatter_w(int32_t *a, int32_t ao, const int8_t *w, int32_t wo, int32_t s, const mt_win_t *win,
+                          int32_t a_row, int32_t a_tap, int32_t w_row) {
+    const int32_t run = win->run, nkx = win->nkx;
+    for (int32_t ky = 0; ky < win->nky; ++ky, ao += a_row, wo += w_row) {
+        if (run == 1) {
+            axpy_w_strided(a + ao, a_tap, w + wo, nkx, s);
         } else {
-            for (int32_t kx = 0; kx < win->nkx; ++kx) {
-                for (int32_t i = 0; i < win->run; ++i) {
-                    at[i] += s * (int32_t)wt[i];
-                }
-                at += a_tap;
-                wt += win->run;
+            for (int32_t kx = 0, ai = ao, wi = wo; kx < nkx; ++kx, ai += a_tap, wi += run) {
+                axpy_w_run(a + ai, w + wi, run, s);
             }
         }
-        ap += a_row;
-        wp += w_row;
     }
 }
 
-// gw[window] += ev * (x[window] - zp) (grad weight scatter).
-static void win_scatter_x(int32_t *gp, const int8_t *xp, int32_t ev, int32_t zp, const mt_win_t *win,
-                          int32_t x_row, int32_t x_tap, int32_t g_row) {
-    for (int32_t ky = 0; ky < win->nky; ++ky) {
-        int32_t *gt = gp;
-        const int8_t *xt = xp;
-        if (win->run == 1) {
-            for (int32_t kx = 0; kx < win->nkx; ++kx) {
-                gt[kx] += ev * ((int32_t)*xt - zp);
-                xt += x_tap;
-            }
+// gw[window] += ev * (x[window] - zp) (grad-weight scatter).
+static void win_scatter_x(int32_t *gw, int32_t go, const int8_t *x, int32_t xo, int32_t ev, int32_t zp,
+                          const mt_win_t *win, int32_t x_row, int32_t x_tap, int32_t w_row) {
+    const int32_t run = win->run, nkx = win->nkx;
+    for (int32_t ky = 0; ky < win->nky; ++ky, xo += x_row, go += w_row) {
+        if (run == 1) {
+            axpy_x_strided(gw + go, x + xo, x_tap, nkx, ev, zp);
         } else {
-            for (int32_t kx = 0; kx < win->nkx; ++kx) {
-                for (int32_t i = 0; i < win->run; ++i) {
-                    gt[i] += ev * ((int32_t)xt[i] - zp);
-                }
-                xt += x_tap;
-                gt += win->run;
+            for (int32_t kx = 0, xi = xo, gi = go; kx < nkx; ++kx, xi += x_tap, gi += run) {
+                axpy_x_run(gw + gi, x + xi, run, ev, zp);
             }
         }
-        xp += x_row;
-        gp += g_row;
     }
 }
 
@@ -139,39 +176,30 @@ void conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
     mt_geom_t g;
     geom_init(p, &g);
-    // Clamp before adding out_zp: requant can return values near +-2^31.
+    // Clamp before adding out_zp: requant may return values near +-2^31, and
+    // clamp(r + zp, lo, hi) == clamp(r, lo - zp, hi - zp) + zp exactly.
     const int32_t lo = p->act_min - p->out_zp, hi = p->act_max - p->out_zp;
-    const int32_t zp = p->in_zp;
+    int32_t yi = 0;
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        const int32_t by = oy * p->stride_h - p->pad_top;
-        int32_t ky0, ky1;
-        tap_range(by, p->k_h, p->in_h, &ky0, &ky1);
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
-            const int32_t bx = ox * p->stride_w - p->pad_left;
-            int32_t kx0, kx1;
-            tap_range(bx, p->k_w, p->in_w, &kx0, &kx1);
             mt_win_t win;
-            win_init(p, &g, by, bx, ky0, ky1, kx0, kx1, &win);
-            const int8_t *xg = x + win.x_off;
-            const int8_t *wo = w + win.w_off;
-            int32_t oc = 0;
-            for (int32_t gi = 0; gi < p->groups; ++gi) {
-                for (int32_t j = 0; j < g.opg; ++j, ++oc) {
-                    // |bias| <= 2^30 and the dot product < 2^30: exact.
-                    const int32_t acc = bias[oc] + win_dot(xg, wo, &win, g.x_row, p->in_c, g.w_row, zp);
+            win_init(p, &g, oy, ox, &win);
+            int32_t xo = win.x_off, wo = win.w_off, oc = 0;
+            for (int32_t gi = 0; gi < p->groups; ++gi, xo += g.cpg) {
+                for (int32_t j = 0; j < g.opg; ++j, ++oc, wo += g.w_oc) {
+                    // |bias| <= 2^30 and |dot| <= 32768 * 255 * 128 < 2^30: exact.
+                    const int32_t acc = bias[oc] + win_dot(x, xo, w, wo, &win, g.x_row, p->in_c, g.w_row, p->in_zp);
                     const int32_t r = mt_requant(acc, mult[oc], shift[oc]);
-                    *y++ = (int8_t)(mt_clamp(r, lo, hi) + p->out_zp);
-                    wo += g.w_oc;
+                    y[yi++] = (int8_t)(mt_clamp(r, lo, hi) + p->out_zp);
                 }
-                xg += g.cpg;
             }
         }
     }
 }
 
-// Position-major with the mask and zero-error test before each window, so a
-// dropped channel or zero error costs one byte test; ranges and window offsets
-// are computed once per position.
+// Position-major: tap ranges and window offsets are computed once per output
+// position; each (position, oc) first tests the error and the mask, so a
+// dropped channel or a zero error costs a byte test and no window work.
 int32_t conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
                              const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
     mt_geom_t g;
@@ -180,38 +208,31 @@ int32_t conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const
     for (int32_t i = 0; i < n; ++i) {
         acc[i] = 0;
     }
+    int32_t ei = 0;
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        const int32_t by = oy * p->stride_h - p->pad_top;
-        int32_t ky0, ky1;
-        tap_range(by, p->k_h, p->in_h, &ky0, &ky1);
-        for (int32_t ox = 0; ox < p->out_w; ++ox) {
-            const int32_t bx = ox * p->stride_w - p->pad_left;
-            int32_t kx0, kx1;
-            tap_range(bx, p->k_w, p->in_w, &kx0, &kx1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox, ei += p->out_c) {
             mt_win_t win;
-            win_init(p, &g, by, bx, ky0, ky1, kx0, kx1, &win);
-            int32_t *ag = acc + win.x_off;
-            const int8_t *wo = w + win.w_off;
-            int32_t oc = 0;
-            for (int32_t gi = 0; gi < p->groups; ++gi) {
+            win_init(p, &g, oy, ox, &win);
+            const int8_t *ep = e + ei;
+            int32_t ao = win.x_off, wo = win.w_off, oc = 0;
+            for (int32_t gi = 0; gi < p->groups; ++gi, ao += g.cpg) {
                 for (int32_t j = 0; j < g.opg; ++j, ++oc, wo += g.w_oc) {
-                    const int32_t ev = e[oc];
+                    const int32_t ev = ep[oc];
                     if (ev == 0 || (mask && !mask[oc])) {
                         continue;
                     }
-                    // |ev * wr * w| <= 16384 * max(wr); mt_wr_check bounds the sum.
-                    win_scatter_w(ag, wo, ev * wr[oc], &win, g.x_row, p->in_c, g.w_row);
+                    // Each term |ev * wr * w| <= 16384 * max(wr); mt_wr_check
+                    // bounds their number per acc element, so no overflow.
+                    win_scatter_w(acc, ao, w, wo, ev * wr[oc], &win, g.x_row, p->in_c, g.w_row);
                 }
-                ag += g.cpg;
             }
-            e += p->out_c;
         }
     }
     return dyn_requant_s8(acc, (size_t)n, ein);
 }
 
-// Zero all rows first (masked rows stay 0), then scatter position-major,
-// skipping masked channels and zero errors before touching the window.
+// Zero every row first (masked rows stay 0), then scatter position-major,
+// testing the mask and the error before any window work.
 void conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb) {
     mt_geom_t g;
@@ -223,53 +244,39 @@ void conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const i
     for (int32_t oc = 0; oc < p->out_c; ++oc) {
         gb[oc] = 0;
     }
-    const int32_t zp = p->in_zp;
+    int32_t ei = 0;
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        const int32_t by = oy * p->stride_h - p->pad_top;
-        int32_t ky0, ky1;
-        tap_range(by, p->k_h, p->in_h, &ky0, &ky1);
-        for (int32_t ox = 0; ox < p->out_w; ++ox) {
-            const int32_t bx = ox * p->stride_w - p->pad_left;
-            int32_t kx0, kx1;
-            tap_range(bx, p->k_w, p->in_w, &kx0, &kx1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox, ei += p->out_c) {
             mt_win_t win;
-            win_init(p, &g, by, bx, ky0, ky1, kx0, kx1, &win);
-            const int8_t *xg = x + win.x_off;
-            int32_t *go = gw + win.w_off;
-            int32_t oc = 0;
-            for (int32_t gi = 0; gi < p->groups; ++gi) {
+            win_init(p, &g, oy, ox, &win);
+            const int8_t *ep = e + ei;
+            int32_t xo = win.x_off, go = win.w_off, oc = 0;
+            for (int32_t gi = 0; gi < p->groups; ++gi, xo += g.cpg) {
                 for (int32_t j = 0; j < g.opg; ++j, ++oc, go += g.w_oc) {
-                    if (mask && !mask[oc]) {
-                        continue;
-                    }
-                    const int32_t ev = e[oc];
-                    if (ev == 0) {
+                    const int32_t ev = ep[oc];
+                    if (ev == 0 || (mask && !mask[oc])) {
                         continue;
                     }
                     gb[oc] += ev;
-                    // out_h * out_w <= 65536 terms of |ev * (x - zp)| <= 32640: exact.
-                    win_scatter_x(go, xg, ev, zp, &win, g.x_row, p->in_c, g.w_row);
+                    // <= 65536 terms of |ev * (x - zp)| <= 32640: exact.
+                    win_scatter_x(gw, go, x, xo, ev, p->in_zp, &win, g.x_row, p->in_c, g.w_row);
                 }
-                xg += g.cpg;
             }
-            e += p->out_c;
         }
     }
 }
 
 #if MT_HAS_FLOAT
-// Outputs o in [*o0, *o1) whose tap k lands inside the input:
-// 0 <= o * stride - pad + k < in (possibly empty).
+// Outputs [*o0, *o1) whose tap k lands inside the input,
+// 0 <= o * stride - pad + k < in; possibly empty (*o0 == *o1).
 static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t out, int32_t *o0,
                       int32_t *o1) {
-    int32_t lo = 0, hi;
+    int32_t lo = 0, hi = 0;
     if (k < pad) {  // ceil((pad - k) / stride)
         lo = stride == 1 ? pad - k : (int32_t)mt_udiv_u32((uint32_t)(pad - k + stride - 1), (uint32_t)stride);
     }
-    const int32_t last = in - 1 + pad - k;  // largest o * stride allowed
-    if (last < 0) {
-        hi = 0;
-    } else {
+    const int32_t last = in - 1 + pad - k;  // largest allowed o * stride
+    if (last >= 0) {
         hi = 1 + (stride == 1 ? last : (int32_t)mt_udiv_u32((uint32_t)last, (uint32_t)stride));
     }
     if (hi > out) {
@@ -282,16 +289,17 @@ static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_
     *o1 = hi;
 }
 
-// Gather order: each weight's int32 sum is complete before the single float
+// Gather order: each weight's int32 sum is complete before its single float
 // add, as the contract requires (no int32 scratch). Taps outermost so the
-// valid output ranges are computed once per tap, not per channel.
+// valid output ranges are computed once per tap, not per channel. Zero sums
+// are still added (x + 0.0f is not an identity for -0.0f or a NaN scale).
 void conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
                                const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
     mt_geom_t g;
     geom_init(p, &g);
     const int32_t zp = p->in_zp, out_c = p->out_c, in_c = p->in_c;
-    // x step between neighbouring outputs of a row; only formed when used
-    // (stride * in_c is bounded only if out_w > 1).
+    // x step between neighbouring outputs of a row; stride_w * in_c is only
+    // bounded (and only used) when out_w > 1.
     const int32_t x_ox = p->out_w > 1 ? p->stride_w * in_c : 0;
     for (int32_t ky = 0; ky < p->k_h; ++ky) {
         int32_t oy0, oy1;
@@ -300,6 +308,8 @@ void conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, con
             int32_t ox0, ox1;
             out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
             const int32_t nox = ox1 - ox0;
+            // No valid output column: every sum is 0 and no offset is formed.
+            const int32_t oy_end = nox > 0 ? oy1 : oy0;
             const int32_t ix0 = ox0 * p->stride_w - p->pad_left + kx;
             int32_t oc = 0;
             for (int32_t gi = 0; gi < p->groups; ++gi) {
@@ -311,18 +321,18 @@ void conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, con
                     float *gwp = gw + oc * g.w_oc + ky * g.w_row + kx * g.cpg;
                     for (int32_t ci = 0; ci < g.cpg; ++ci) {
                         int32_t s = 0;
-                        for (int32_t oy = oy0; oy < oy1; ++oy) {
+                        for (int32_t oy = oy0; oy < oy_end; ++oy) {
                             const int32_t iy = oy * p->stride_h - p->pad_top + ky;
                             const int8_t *ep = e + (oy * p->out_w + ox0) * out_c + oc;
                             const int8_t *xp = x + (iy * p->in_w + ix0) * in_c + c0 + ci;
-                            for (int32_t i = 0; i < nox; ++i) {
-                                s += (int32_t)*ep * ((int32_t)*xp - zp);
-                                ep += out_c;
-                                xp += x_ox;
+                            int32_t eo = 0, xo = 0;
+                            for (int32_t i = 0; i < nox; ++i, eo += out_c, xo += x_ox) {
+                                s += (int32_t)ep[eo] * ((int32_t)xp[xo] - zp);
                             }
                         }
-                        // Separate rounded product: no FMA contraction (-std=c99
-                        // implies -ffp-contract=off) and no x87 excess precision.
+                        // Rounded product in its own variable: float32 result
+                        // even with x87 excess precision; no FMA contraction
+                        // (-std=c99 implies -ffp-contract=off).
                         const float d = w_scale * (float)s;
                         gwp[ci] = gwp[ci] + d;
                     }
@@ -335,11 +345,9 @@ void conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, con
         if (mask && !mask[oc]) {
             continue;
         }
-        int32_t s = 0;
-        const int8_t *ep = e + oc;
-        for (int32_t i = 0; i < npos; ++i) {
-            s += *ep;
-            ep += out_c;
+        int32_t s = 0;  // <= 65536 * 128
+        for (int32_t i = 0, ei = oc; i < npos; ++i, ei += out_c) {
+            s += e[ei];
         }
         const float d = b_scale * (float)s;
         gb[oc] = gb[oc] + d;

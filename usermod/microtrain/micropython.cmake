@@ -18,4 +18,8 @@ target_sources(usermod_microtrain INTERFACE
 
 target_include_directories(usermod_microtrain INTERFACE ${CMAKE_CURRENT_LIST_DIR})
 
+# No fused multiply-add: float gradient accumulation must round as the
+# numerics contract says.
+target_compile_options(usermod_microtrain INTERFACE -ffp-contract=off)
+
 target_link_libraries(usermod INTERFACE usermod_microtrain)

@@ -758,8 +758,8 @@ static mp_obj_t mod_l1_norm_s8(size_t n_args, const mp_obj_t *args) {
     if (npos * (uint32_t)c != n) {
         MT_VALUE_ERR2(fn, "e", "length %d is not a multiple of c = %d", (int32_t)n, c);
     }
-    if (npos > (1u << 24)) {
-        MT_VALUE_ERR(fn, "e", "too many positions (more than 2^24)");
+    if (npos >= (1u << 24)) {  // keeps sum |e| <= (2^24 - 1) * 128 < 2^31
+        MT_VALUE_ERR(fn, "e", "too many positions (2^24 or more)");
     }
     int32_t *norms = mt_out_i32(fn, "norms", args[2], c);
     l1_norm_s8(e, npos, c, norms);
