@@ -1,0 +1,1 @@
+"""Host-side tools for microtrain."""

@@ -1,0 +1,761 @@
+"""Bit-exact numpy oracle of the microtrain kernels (written from docs/numerics.md).
+
+Every kernel of the ``_microtrain`` binding has a function of the same name and
+the same positional arguments, minus the output / scratch buffers, which are
+returned instead. Integer kernels compute in int64 and are exact; the int32
+wrap / unsigned rules of the spec are emulated where they can matter.
+Argument errors raise ``ValueError`` like the binding.
+
+Host-side helpers (multipliers, LUTs, weight ratios, loss) live at the end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+I8 = NDArray[np.int8]
+I32 = NDArray[np.int32]
+I64 = NDArray[np.int64]
+F32 = NDArray[np.float32]
+U8 = NDArray[np.uint8]
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+_MAXPOOL_PAD = -(2**20)  # below any int8: padding taps are never selected
+
+__all__ = [
+    "add_params",
+    "add_s8_forward",
+    "add_s8_grad_merge",
+    "avgpool_s8_forward",
+    "avgpool_s8_grad_input",
+    "conv2d_s8_forward",
+    "conv2d_s8_grad_input",
+    "conv2d_s8_grad_weight",
+    "conv2d_s8_grad_weight_f32",
+    "dyn_requant",
+    "dyn_requant_s8",
+    "f32_axpy_i32",
+    "global_avgpool_s8_forward",
+    "global_avgpool_s8_grad_input",
+    "l1_norm_s8",
+    "linear_s8_forward",
+    "linear_s8_grad_input",
+    "linear_s8_grad_weight",
+    "linear_s8_grad_weight_f32",
+    "make_softmax_lut",
+    "maxpool_s8_forward",
+    "maxpool_s8_grad_input",
+    "merge_ratios",
+    "quantize_multiplier",
+    "relu6_q6",
+    "relu6_s8_backward",
+    "relu6_s8_forward",
+    "relu_s8_backward",
+    "relu_s8_forward",
+    "requant",
+    "rounding_divide_by_pot",
+    "softmax_xent_s8",
+    "topk_mask",
+    "weight_ratios",
+    "wrap32",
+    "xent_loss",
+]
+
+
+# --------------------------------------------------------------------------
+# argument coercion
+
+
+def _fail(fn: str, arg: str, why: str) -> ValueError:
+    return ValueError(f"{fn}: {arg}: {why}")
+
+
+def _s8(a: ArrayLike, fn: str, arg: str, n: int | None = None) -> I64:
+    """An int8 tensor (int8/uint8 bytes reinterpreted as signed) as int64."""
+    if isinstance(a, (bytes, bytearray, memoryview)):
+        arr = np.frombuffer(bytes(a), dtype=np.int8)
+    else:
+        arr = np.asarray(a).reshape(-1)
+        if arr.dtype == np.uint8:
+            arr = arr.view(np.int8)
+        elif arr.dtype != np.int8:
+            if arr.size and (arr.min() < -128 or arr.max() > 127):
+                raise _fail(fn, arg, "values outside int8")
+    if n is not None and arr.size != n:
+        raise _fail(fn, arg, f"length {arr.size}, expected {n}")
+    return arr.astype(np.int64)
+
+
+def _i32(a: ArrayLike, fn: str, arg: str, n: int | None = None) -> I64:
+    """An int32 array as int64 (values are checked to fit int32)."""
+    arr = np.asarray(a).reshape(-1)
+    if arr.size and (arr.min() < INT32_MIN or arr.max() > INT32_MAX):
+        raise _fail(fn, arg, "values outside int32")
+    if n is not None and arr.size != n:
+        raise _fail(fn, arg, f"length {arr.size}, expected {n}")
+    return arr.astype(np.int64)
+
+
+def _f32(a: ArrayLike, fn: str, arg: str, n: int) -> F32:
+    arr = np.array(a, dtype=np.float32).reshape(-1)
+    if arr.size != n:
+        raise _fail(fn, arg, f"length {arr.size}, expected {n}")
+    return arr
+
+
+def _mask(mask: ArrayLike | None, n: int, fn: str) -> NDArray[np.bool_]:
+    """Channel mask as bool (None = all ones)."""
+    if mask is None:
+        return np.ones(n, dtype=bool)
+    if isinstance(mask, (bytes, bytearray, memoryview)):
+        arr = np.frombuffer(bytes(mask), dtype=np.uint8)
+    else:
+        arr = np.asarray(mask).reshape(-1)
+    if arr.size != n:
+        raise _fail(fn, "mask", f"length {arr.size}, expected {n}")
+    return arr != 0
+
+
+# --------------------------------------------------------------------------
+# integer helpers
+
+
+def wrap32(v: ArrayLike) -> I64:
+    """Two's complement wrap of int64 values to the int32 range."""
+    v = np.asarray(v, dtype=np.int64)
+    return ((v + 2**31) & (2**32 - 1)) - 2**31
+
+
+def rounding_divide_by_pot(x: ArrayLike, e: ArrayLike) -> I64:
+    """``x / 2^e`` rounded half away from zero (spec's rounding_divide_by_pot)."""
+    x = np.asarray(x, dtype=np.int64)
+    e = np.asarray(e, dtype=np.int64)
+    mask = (np.int64(1) << e) - 1
+    rem = x & mask
+    thr = (mask >> 1) + (x < 0)
+    return (x >> e) + (rem > thr)
+
+
+def requant(acc: ArrayLike, m: ArrayLike, shift: ArrayLike) -> I64:
+    """Fixed-point multiply by ``m * 2^(shift - 31)`` (arm_nn_requantize); broadcasts."""
+    acc = np.asarray(acc, dtype=np.int64)
+    m = np.asarray(m, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    if np.any((acc < INT32_MIN) | (acc > INT32_MAX)):
+        raise ValueError("requant: acc outside int32")
+    if np.any((m < 0) | (m > INT32_MAX)):
+        raise ValueError("requant: multiplier outside [0, 2^31)")
+    if np.any((shift < -31) | (shift > 31)):
+        raise ValueError("requant: shift outside [-31, 31]")
+    left = np.maximum(shift, 0)
+    right = np.maximum(-shift, 0)
+    a = wrap32(acc << left)  # |acc| * 2^31 <= 2^62: exact in int64
+    p = a * m  # |p| <= 2^62
+    h = (p + 2**30) >> 31
+    return rounding_divide_by_pot(h, right)
+
+
+def dyn_requant(acc: ArrayLike) -> tuple[I8, int]:
+    """Per-sample power-of-two requantisation of int32 accumulators to int8."""
+    a = np.asarray(acc, dtype=np.int64).reshape(-1)
+    if a.size and (a.min() < INT32_MIN or a.max() > INT32_MAX):
+        raise ValueError("dyn_requant: acc outside int32")
+    mag = np.abs(a)  # unsigned 32-bit |acc|: |INT32_MIN| = 2^31 fits
+    big = int(mag.max()) if mag.size else 0
+    shift = 0
+    while (big + _half(shift)) >> shift > 127:
+        shift += 1
+    out = np.sign(a) * ((mag + _half(shift)) >> shift)
+    return out.astype(np.int8), shift
+
+
+def _half(s: int) -> int:
+    return 1 << (s - 1) if s > 0 else 0
+
+
+# --------------------------------------------------------------------------
+# geometry shared by conv2d / linear / pools
+
+
+@dataclass(frozen=True)
+class _Geom:
+    in_h: int
+    in_w: int
+    in_c: int
+    out_h: int
+    out_w: int
+    out_c: int
+    k_h: int
+    k_w: int
+    stride_h: int
+    stride_w: int
+    pad_top: int
+    pad_left: int
+    groups: int
+
+    @property
+    def cpg(self) -> int:
+        return self.in_c // self.groups
+
+    @property
+    def opg(self) -> int:
+        return self.out_c // self.groups
+
+    @property
+    def in_size(self) -> int:
+        return self.in_h * self.in_w * self.in_c
+
+    @property
+    def out_size(self) -> int:
+        return self.out_h * self.out_w * self.out_c
+
+    @property
+    def w_size(self) -> int:
+        return self.out_c * self.k_h * self.k_w * self.cpg
+
+    def taps(self) -> tuple[I64, NDArray[np.bool_]]:
+        """Flat input position ``iy * in_w + ix`` and validity, both (OH, OW, KH, KW)."""
+        iy = np.arange(self.out_h)[:, None] * self.stride_h - self.pad_top + np.arange(self.k_h)
+        ix = np.arange(self.out_w)[:, None] * self.stride_w - self.pad_left + np.arange(self.k_w)
+        vy = (iy >= 0) & (iy < self.in_h)
+        vx = (ix >= 0) & (ix < self.in_w)
+        iy = np.clip(iy, 0, self.in_h - 1)
+        ix = np.clip(ix, 0, self.in_w - 1)
+        pos = iy[:, None, :, None] * self.in_w + ix[None, :, None, :]
+        valid = vy[:, None, :, None] & vx[None, :, None, :]
+        return pos.astype(np.int64), valid
+
+    def cols(self, x: I64, pad_value: int = 0) -> I64:
+        """im2col: (OH, OW, KH, KW, in_c), padding taps set to ``pad_value``."""
+        pos, valid = self.taps()
+        g = x.reshape(self.in_h * self.in_w, self.in_c)[pos]
+        return np.where(valid[..., None], g, pad_value)
+
+    def scatter(self, contrib: I64) -> I64:
+        """col2im: add (OH, OW, KH, KW, in_c) tap values into an (in_h*in_w, in_c) sum."""
+        pos, valid = self.taps()
+        acc = np.zeros((self.in_h * self.in_w, self.in_c), dtype=np.int64)
+        np.add.at(acc, pos[valid], contrib[valid])
+        return acc
+
+
+def _check_geom(g: _Geom, fn: str) -> None:
+    sizes = (g.in_h, g.in_w, g.in_c, g.out_h, g.out_w, g.out_c, g.k_h, g.k_w,
+             g.stride_h, g.stride_w, g.groups)
+    if min(sizes) < 1:
+        raise _fail(fn, "desc", "all sizes must be >= 1")
+    if g.in_c % g.groups or g.out_c % g.groups:
+        raise _fail(fn, "desc", "in_c and out_c must be divisible by groups")
+    if not (0 <= g.pad_top < g.k_h and 0 <= g.pad_left < g.k_w):
+        raise _fail(fn, "desc", "padding must satisfy 0 <= pad < k")
+    if (g.out_h - 1) * g.stride_h - g.pad_top >= g.in_h:
+        raise _fail(fn, "desc", "last window row starts outside the input")
+    if (g.out_w - 1) * g.stride_w - g.pad_left >= g.in_w:
+        raise _fail(fn, "desc", "last window column starts outside the input")
+
+
+def _check_act(act_min: int, act_max: int, zps: Sequence[int], fn: str) -> None:
+    if not -128 <= act_min <= act_max <= 127:
+        raise _fail(fn, "desc", "need -128 <= act_min <= act_max <= 127")
+    if any(not -128 <= z <= 127 for z in zps):
+        raise _fail(fn, "desc", "zero point outside [-128, 127]")
+
+
+@dataclass(frozen=True)
+class _ConvDesc:
+    geom: _Geom
+    in_zp: int
+    out_zp: int
+    act_min: int
+    act_max: int
+
+
+def _conv_desc(desc: Sequence[int], fn: str) -> _ConvDesc:
+    d = [int(v) for v in desc]
+    if len(d) != 17:
+        raise _fail(fn, "desc", f"length {len(d)}, expected 17")
+    g = _Geom(*d[:13])
+    _check_geom(g, fn)
+    _check_act(d[15], d[16], (d[13], d[14]), fn)
+    if g.k_h * g.k_w * g.cpg > 32768:
+        raise _fail(fn, "desc", "k_h * k_w * in_c / groups > 32768")
+    if g.out_h * g.out_w > 65536:
+        raise _fail(fn, "desc", "out_h * out_w > 65536")
+    return _ConvDesc(g, d[13], d[14], d[15], d[16])
+
+
+def _linear_desc(desc: Sequence[int], fn: str) -> list[int]:
+    d = [int(v) for v in desc]
+    if len(d) != 6:
+        raise _fail(fn, "desc", f"length {len(d)}, expected 6")
+    in_n, out_n, in_zp, out_zp, act_min, act_max = d
+    return [1, 1, in_n, 1, 1, out_n, 1, 1, 1, 1, 0, 0, 1, in_zp, out_zp, act_min, act_max]
+
+
+def _pool_geom(desc: Sequence[int], fn: str) -> _Geom:
+    d = [int(v) for v in desc]
+    if len(d) != 11:
+        raise _fail(fn, "desc", f"length {len(d)}, expected 11")
+    in_h, in_w, c, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = d
+    g = _Geom(in_h, in_w, c, out_h, out_w, c, k_h, k_w, s_h, s_w, p_t, p_l, c)
+    _check_geom(g, fn)
+    if k_h * k_w > 255:
+        raise _fail(fn, "desc", "k_h * k_w > 255")
+    return g
+
+
+# --------------------------------------------------------------------------
+# conv2d
+
+
+def _conv_forward(cd: _ConvDesc, x: I64, w: I64, bias: I64, mult: I64, shift: I64) -> I8:
+    g = cd.geom
+    cols = g.cols(x - cd.in_zp).reshape(g.out_h * g.out_w, g.k_h, g.k_w, g.groups, g.cpg)
+    wg = w.reshape(g.groups, g.opg, g.k_h, g.k_w, g.cpg)
+    acc = np.einsum("pyxgc,goyxc->pgo", cols, wg).reshape(-1, g.out_c) + bias
+    y = requant(acc, mult, shift) + cd.out_zp
+    return np.clip(y, cd.act_min, cd.act_max).astype(np.int8).reshape(-1)
+
+
+def conv2d_s8_forward(desc: Sequence[int], x: ArrayLike, w: ArrayLike, bias: ArrayLike,
+                      mult: ArrayLike, shift: ArrayLike) -> I8:
+    """conv2d forward -> y (int8, out_h*out_w*out_c)."""
+    return _conv_fwd_common("conv2d_s8_forward", _conv_desc(desc, "conv2d_s8_forward"),
+                            x, w, bias, mult, shift)
+
+
+def _conv_fwd_common(fn: str, cd: _ConvDesc, x: ArrayLike, w: ArrayLike, bias: ArrayLike,
+                     mult: ArrayLike, shift: ArrayLike) -> I8:
+    g = cd.geom
+    xa = _s8(x, fn, "x", g.in_size)
+    wa = _s8(w, fn, "w", g.w_size)
+    ba = _i32(bias, fn, "bias", g.out_c)
+    ma = _i32(mult, fn, "mult", g.out_c)
+    sa = _i32(shift, fn, "shift", g.out_c)
+    if np.any(np.abs(ba) > 2**30):
+        raise _fail(fn, "bias", "|bias| > 2^30")
+    if np.any(ma < 0):
+        raise _fail(fn, "mult", "negative multiplier")
+    if np.any((sa < -31) | (sa > 31)):
+        raise _fail(fn, "shift", "shift outside [-31, 31]")
+    return _conv_forward(cd, xa, wa, ba, ma, sa)
+
+
+def _conv_grad_input(fn: str, cd: _ConvDesc, e: ArrayLike, w: ArrayLike, wr: ArrayLike,
+                     mask: ArrayLike | None) -> tuple[I8, int, I32]:
+    g = cd.geom
+    ea = _s8(e, fn, "e", g.out_size).reshape(-1, g.out_c)
+    wa = _s8(w, fn, "w", g.w_size)
+    ra = _i32(wr, fn, "wr", g.out_c)
+    keep = _mask(mask, g.out_c, fn)
+    if np.any(ra < 0):
+        raise _fail(fn, "wr", "negative weight ratio")
+    if int(ra.max()) * g.k_h * g.k_w * g.opg * 16384 > INT32_MAX:
+        raise _fail(fn, "wr", "max(wr) * k_h * k_w * out_c/groups * 16384 > 2^31 - 1")
+    ew = (ea * ra * keep).reshape(-1, g.groups, g.opg)
+    wg = wa.reshape(g.groups, g.opg, g.k_h, g.k_w, g.cpg)
+    contrib = np.einsum("pgo,goyxc->pyxgc", ew, wg)
+    acc = g.scatter(contrib.reshape(g.out_h, g.out_w, g.k_h, g.k_w, g.in_c)).reshape(-1)
+    ein, sh = dyn_requant(acc)
+    return ein, sh, acc.astype(np.int32)
+
+
+def conv2d_s8_grad_input(desc: Sequence[int], e: ArrayLike, w: ArrayLike, wr: ArrayLike,
+                         mask: ArrayLike | None) -> tuple[I8, int, I32]:
+    """conv2d grad input -> (ein int8, shift, acc int32 raw accumulator), in_h*in_w*in_c."""
+    fn = "conv2d_s8_grad_input"
+    return _conv_grad_input(fn, _conv_desc(desc, fn), e, w, wr, mask)
+
+
+def _conv_grad_weight(fn: str, cd: _ConvDesc, x: ArrayLike, e: ArrayLike,
+                      mask: ArrayLike | None) -> tuple[I64, I64, NDArray[np.bool_]]:
+    g = cd.geom
+    xa = _s8(x, fn, "x", g.in_size)
+    ea = _s8(e, fn, "e", g.out_size).reshape(-1, g.out_c)
+    keep = _mask(mask, g.out_c, fn)
+    ea = ea * keep
+    cols = g.cols(xa - cd.in_zp).reshape(-1, g.k_h, g.k_w, g.groups, g.cpg)
+    gw = np.einsum("pgo,pyxgc->goyxc", ea.reshape(-1, g.groups, g.opg), cols)
+    return gw.reshape(g.out_c, -1), ea.sum(axis=0), keep
+
+
+def conv2d_s8_grad_weight(desc: Sequence[int], x: ArrayLike, e: ArrayLike,
+                          mask: ArrayLike | None) -> tuple[I32, I32]:
+    """conv2d grad weight -> (gw int32 OHWI, gb int32 out_c); masked rows are 0."""
+    fn = "conv2d_s8_grad_weight"
+    gw, gb, _ = _conv_grad_weight(fn, _conv_desc(desc, fn), x, e, mask)
+    return gw.reshape(-1).astype(np.int32), gb.astype(np.int32)
+
+
+def _accumulate_f32(gw: I64, gb: I64, keep: NDArray[np.bool_], w_scale: float, b_scale: float,
+                    gw_in: F32, gb_in: F32) -> tuple[F32, F32]:
+    gw_f = gw_in.reshape(gw.shape).copy()
+    gb_f = gb_in.copy()
+    gw_f[keep] = gw_f[keep] + np.float32(w_scale) * gw[keep].astype(np.int32).astype(np.float32)
+    gb_f[keep] = gb_f[keep] + np.float32(b_scale) * gb[keep].astype(np.int32).astype(np.float32)
+    return gw_f.reshape(-1), gb_f
+
+
+def conv2d_s8_grad_weight_f32(desc: Sequence[int], x: ArrayLike, e: ArrayLike,
+                              mask: ArrayLike | None, w_scale: float, b_scale: float,
+                              gw_in: ArrayLike, gb_in: ArrayLike) -> tuple[F32, F32]:
+    """conv2d grad weight accumulated in float32 -> (gw, gb) new values; masked rows untouched."""
+    fn = "conv2d_s8_grad_weight_f32"
+    cd = _conv_desc(desc, fn)
+    gwf = _f32(gw_in, fn, "gw", cd.geom.w_size)
+    gbf = _f32(gb_in, fn, "gb", cd.geom.out_c)
+    gw, gb, keep = _conv_grad_weight(fn, cd, x, e, mask)
+    return _accumulate_f32(gw, gb, keep, w_scale, b_scale, gwf, gbf)
+
+
+# --------------------------------------------------------------------------
+# linear (conv2d with 1x1 everything)
+
+
+def linear_s8_forward(desc: Sequence[int], x: ArrayLike, w: ArrayLike, bias: ArrayLike,
+                      mult: ArrayLike, shift: ArrayLike) -> I8:
+    """linear forward -> y (int8, out_n)."""
+    fn = "linear_s8_forward"
+    return _conv_fwd_common(fn, _conv_desc(_linear_desc(desc, fn), fn), x, w, bias, mult, shift)
+
+
+def linear_s8_grad_input(desc: Sequence[int], e: ArrayLike, w: ArrayLike, wr: ArrayLike,
+                         mask: ArrayLike | None) -> tuple[I8, int, I32]:
+    """linear grad input -> (ein int8, shift, acc int32), in_n."""
+    fn = "linear_s8_grad_input"
+    return _conv_grad_input(fn, _conv_desc(_linear_desc(desc, fn), fn), e, w, wr, mask)
+
+
+def linear_s8_grad_weight(desc: Sequence[int], x: ArrayLike, e: ArrayLike,
+                          mask: ArrayLike | None) -> tuple[I32, I32]:
+    """linear grad weight -> (gw int32 out_n*in_n, gb int32 out_n)."""
+    fn = "linear_s8_grad_weight"
+    gw, gb, _ = _conv_grad_weight(fn, _conv_desc(_linear_desc(desc, fn), fn), x, e, mask)
+    return gw.reshape(-1).astype(np.int32), gb.astype(np.int32)
+
+
+def linear_s8_grad_weight_f32(desc: Sequence[int], x: ArrayLike, e: ArrayLike,
+                              mask: ArrayLike | None, w_scale: float, b_scale: float,
+                              gw_in: ArrayLike, gb_in: ArrayLike) -> tuple[F32, F32]:
+    """linear grad weight accumulated in float32 -> (gw, gb) new values."""
+    fn = "linear_s8_grad_weight_f32"
+    cd = _conv_desc(_linear_desc(desc, fn), fn)
+    gwf = _f32(gw_in, fn, "gw", cd.geom.w_size)
+    gbf = _f32(gb_in, fn, "gb", cd.geom.out_c)
+    gw, gb, keep = _conv_grad_weight(fn, cd, x, e, mask)
+    return _accumulate_f32(gw, gb, keep, w_scale, b_scale, gwf, gbf)
+
+
+# --------------------------------------------------------------------------
+# relu / relu6
+
+
+def _check_zp(fn: str, **zps: int) -> None:
+    for name, z in zps.items():
+        if not -128 <= int(z) <= 127:
+            raise _fail(fn, name, "outside [-128, 127]")
+
+
+def relu_s8_forward(x: ArrayLike, zp: int) -> I8:
+    """y = max(x, zp)."""
+    _check_zp("relu_s8_forward", zp=zp)
+    return np.maximum(_s8(x, "relu_s8_forward", "x"), int(zp)).astype(np.int8)
+
+
+def relu6_s8_forward(x: ArrayLike, zp: int, q6: int) -> I8:
+    """y = min(max(x, zp), q6)."""
+    _check_zp("relu6_s8_forward", zp=zp, q6=q6)
+    xa = _s8(x, "relu6_s8_forward", "x")
+    return np.minimum(np.maximum(xa, int(zp)), int(q6)).astype(np.int8)
+
+
+def relu_s8_backward(y: ArrayLike, zp: int, e: ArrayLike) -> I8:
+    """New e: e where y > zp, else 0."""
+    fn = "relu_s8_backward"
+    _check_zp(fn, zp=zp)
+    ya = _s8(y, fn, "y")
+    ea = _s8(e, fn, "e", ya.size)
+    return np.where(ya > int(zp), ea, 0).astype(np.int8)
+
+
+def relu6_s8_backward(y: ArrayLike, zp: int, q6: int, e: ArrayLike) -> I8:
+    """New e: e where zp < y < q6, else 0."""
+    fn = "relu6_s8_backward"
+    _check_zp(fn, zp=zp, q6=q6)
+    ya = _s8(y, fn, "y")
+    ea = _s8(e, fn, "e", ya.size)
+    return np.where((ya > int(zp)) & (ya < int(q6)), ea, 0).astype(np.int8)
+
+
+# --------------------------------------------------------------------------
+# pools
+
+
+def maxpool_s8_forward(desc: Sequence[int], x: ArrayLike) -> I8:
+    """Max over the valid taps -> y (int8, out_h*out_w*c)."""
+    fn = "maxpool_s8_forward"
+    g = _pool_geom(desc, fn)
+    cols = g.cols(_s8(x, fn, "x", g.in_size), _MAXPOOL_PAD)
+    return cols.max(axis=(2, 3)).astype(np.int8).reshape(-1)
+
+
+def maxpool_s8_grad_input(desc: Sequence[int], x: ArrayLike, e: ArrayLike) -> tuple[I8, int, I32]:
+    """Route each error to the window's first maximum -> (ein, shift, acc), base scale s_e."""
+    fn = "maxpool_s8_grad_input"
+    g = _pool_geom(desc, fn)
+    cols = g.cols(_s8(x, fn, "x", g.in_size), _MAXPOOL_PAD)
+    ea = _s8(e, fn, "e", g.out_size).reshape(g.out_h, g.out_w, g.in_c)
+    taps = cols.reshape(g.out_h, g.out_w, g.k_h * g.k_w, g.in_c)
+    arg = taps.argmax(axis=2)  # first occurrence: ky-major, kx-minor
+    pos, _ = g.taps()
+    src = np.take_along_axis(pos.reshape(g.out_h, g.out_w, -1), arg, axis=2)
+    acc = np.zeros((g.in_h * g.in_w, g.in_c), dtype=np.int64)
+    chan = np.broadcast_to(np.arange(g.in_c), src.shape)
+    np.add.at(acc, (src.reshape(-1), chan.reshape(-1)), ea.reshape(-1))
+    acc = acc.reshape(-1)
+    ein, sh = dyn_requant(acc)
+    return ein, sh, acc.astype(np.int32)
+
+
+def _avg_round(s: I64, n: ArrayLike) -> I64:
+    n = np.asarray(n, dtype=np.int64)
+    return np.sign(s) * ((np.abs(s) + n // 2) // n)
+
+
+def avgpool_s8_forward(desc: Sequence[int], x: ArrayLike) -> I8:
+    """Mean of the valid taps, rounded half away from zero -> y (int8)."""
+    fn = "avgpool_s8_forward"
+    g = _pool_geom(desc, fn)
+    cols = g.cols(_s8(x, fn, "x", g.in_size))
+    _, valid = g.taps()
+    n = valid.sum(axis=(2, 3))[..., None]
+    return _avg_round(cols.sum(axis=(2, 3)), n).astype(np.int8).reshape(-1)
+
+
+def avgpool_s8_grad_input(desc: Sequence[int], e: ArrayLike) -> tuple[I8, int, I32]:
+    """acc += e * recip(n) on every valid tap -> (ein, shift, acc), base scale s_e * 2^-16."""
+    fn = "avgpool_s8_grad_input"
+    g = _pool_geom(desc, fn)
+    ea = _s8(e, fn, "e", g.out_size).reshape(g.out_h, g.out_w, g.in_c)
+    _, valid = g.taps()
+    n = valid.sum(axis=(2, 3)).astype(np.int64)
+    recip = (2**16 + n // 2) // n
+    per = (ea * recip[..., None])[:, :, None, None, :]
+    contrib = np.broadcast_to(per, (g.out_h, g.out_w, g.k_h, g.k_w, g.in_c))
+    acc = g.scatter(contrib).reshape(-1)
+    ein, sh = dyn_requant(acc)
+    return ein, sh, acc.astype(np.int32)
+
+
+def global_avgpool_s8_forward(x: ArrayLike, hw: int, c: int) -> I8:
+    """Per-channel mean over hw positions, rounded half away from zero -> y (int8, c)."""
+    fn = "global_avgpool_s8_forward"
+    hw, c = int(hw), int(c)
+    if hw < 1 or c < 1:
+        raise _fail(fn, "hw/c", "must be >= 1")
+    xa = _s8(x, fn, "x", hw * c).reshape(hw, c)
+    return _avg_round(xa.sum(axis=0), hw).astype(np.int8)
+
+
+def global_avgpool_s8_grad_input(e: ArrayLike, hw: int) -> I8:
+    """ein[p, c] = e[c] for every position -> (hw*c) int8, real scale s_e / hw."""
+    fn = "global_avgpool_s8_grad_input"
+    if int(hw) < 1:
+        raise _fail(fn, "hw", "must be >= 1")
+    return np.tile(_s8(e, fn, "e"), int(hw)).astype(np.int8)
+
+
+# --------------------------------------------------------------------------
+# residual add
+
+
+def add_s8_forward(desc: Sequence[int], x1: ArrayLike, x2: ArrayLike) -> I8:
+    """TFLite elementwise add -> y (int8, n)."""
+    fn = "add_s8_forward"
+    d = [int(v) for v in desc]
+    if len(d) != 13:
+        raise _fail(fn, "desc", f"length {len(d)}, expected 13")
+    n, z1, z2, zo, m1, sh1, m2, sh2, mo, sho, ls, act_min, act_max = d
+    if n < 0:
+        raise _fail(fn, "desc", "n < 0")
+    _check_act(act_min, act_max, (z1, z2, zo), fn)
+    if not 0 <= ls <= 22:
+        raise _fail(fn, "desc", "left_shift outside [0, 22]")
+    if sh1 > 0 or sh2 > 0:
+        raise _fail(fn, "desc", "input shifts must be <= 0")
+    for m, s in ((m1, sh1), (m2, sh2), (mo, sho)):
+        if not (0 <= m <= INT32_MAX and -31 <= s <= 31):
+            raise _fail(fn, "desc", "multiplier outside [0, 2^31) or shift outside [-31, 31]")
+    a = requant((_s8(x1, fn, "x1", n) - z1) << ls, m1, sh1)
+    b = requant((_s8(x2, fn, "x2", n) - z2) << ls, m2, sh2)
+    y = requant(a + b, mo, sho) + zo
+    return np.clip(y, act_min, act_max).astype(np.int8)
+
+
+def add_s8_grad_merge(ea: ArrayLike, ra: int, eb: ArrayLike, rb: int) -> tuple[I8, int]:
+    """Merge two errors: acc = ea*ra + eb*rb -> (out int8, shift), base max(s_a, s_b) * 2^-15."""
+    fn = "add_s8_grad_merge"
+    for name, r in (("ra", ra), ("rb", rb)):
+        if not 0 <= int(r) <= 2**15:
+            raise _fail(fn, name, "outside [0, 2^15]")
+    a = _s8(ea, fn, "ea")
+    b = _s8(eb, fn, "eb", a.size)
+    return dyn_requant(a * int(ra) + b * int(rb))
+
+
+# --------------------------------------------------------------------------
+# softmax cross-entropy
+
+
+def softmax_xent_s8(logits: ArrayLike, label: int, lut: ArrayLike) -> tuple[I8, int, I32]:
+    """Q15 softmax minus one-hot -> (err int8, shift, stats int32 [shift, S, qmax])."""
+    fn = "softmax_xent_s8"
+    q = _s8(logits, fn, "logits")
+    n = q.size
+    if n < 1 or n * 2**16 >= 2**31:
+        raise _fail(fn, "logits", "need 1 <= C and C * 2^16 < 2^31")
+    label = int(label)
+    if not 0 <= label < n:
+        raise _fail(fn, "label", "outside [0, C)")
+    table = np.asarray(lut).reshape(-1).astype(np.int64)
+    if table.size != 256:
+        raise _fail(fn, "lut", f"length {table.size}, expected 256")
+    if table.min() < 0 or table.max() > 2**16 or table[0] < 1:
+        raise _fail(fn, "lut", "entries must be in [0, 2^16] with lut[0] > 0")
+    qmax = int(q.max())
+    ld = table[qmax - q]
+    s = int(ld.sum())
+    p = (ld * 2**15 + s // 2) // s
+    grad = p.copy()
+    grad[label] -= 2**15
+    err, sh = dyn_requant(grad)
+    return err, sh, np.array([sh, s, qmax], dtype=np.int32)
+
+
+# --------------------------------------------------------------------------
+# sparse update and misc
+
+
+def l1_norm_s8(e: ArrayLike, c: int) -> I32:
+    """norms[k] = sum_p |e[p, k]| -> int32 (c)."""
+    fn = "l1_norm_s8"
+    c = int(c)
+    ea = _s8(e, fn, "e")
+    if c < 1 or ea.size % c:
+        raise _fail(fn, "c", "len(e) must be a positive multiple of c")
+    return np.abs(ea.reshape(-1, c)).sum(axis=0).astype(np.int32)
+
+
+def topk_mask(norms: ArrayLike, k: int) -> U8:
+    """uint8 mask of the k largest norms, ties to the lower index."""
+    fn = "topk_mask"
+    na = _i32(norms, fn, "norms")
+    k = int(k)
+    if not 0 <= k <= na.size:
+        raise _fail(fn, "k", "outside [0, len(norms)]")
+    order = np.argsort(-na, kind="stable")
+    mask = np.zeros(na.size, dtype=np.uint8)
+    mask[order[:k]] = 1
+    return mask
+
+
+def dyn_requant_s8(acc: ArrayLike) -> tuple[I8, int]:
+    """The dynamic requantisation alone -> (out int8, shift)."""
+    return dyn_requant(_i32(acc, "dyn_requant_s8", "acc"))
+
+
+def f32_axpy_i32(x: ArrayLike, a: float, y_in: ArrayLike) -> F32:
+    """y = y + (float)a * (float)x in float32 -> new y."""
+    xa = _i32(x, "f32_axpy_i32", "x")
+    y = _f32(y_in, "f32_axpy_i32", "y", xa.size)
+    return y + np.float32(a) * xa.astype(np.int32).astype(np.float32)
+
+
+# --------------------------------------------------------------------------
+# host-side helpers
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """``real ~= m * 2^(shift - 31)``, m in [2^30, 2^31) (TFLite QuantizeMultiplier).
+
+    real == 0 -> (0, 0). Reals below 2^-32 get shift = -31 and a denormal m
+    (possibly (0, 0)); reals >= 2^31 saturate to (2^31 - 1, 31).
+    """
+    real = float(real)
+    if not math.isfinite(real) or real < 0:
+        raise ValueError("quantize_multiplier: real must be finite and >= 0")
+    if real == 0:
+        return 0, 0
+    q, shift = math.frexp(real)
+    m = math.floor(q * 2**31 + 0.5)  # std::round (half away from zero); exact in double
+    if m == 2**31:
+        m //= 2
+        shift += 1
+    if shift > 31:
+        return INT32_MAX, 31
+    if shift < -31:
+        m = math.floor(math.ldexp(real, 62) + 0.5)
+        return (m, -31) if m else (0, 0)
+    return m, shift
+
+
+def make_softmax_lut(scale: float) -> NDArray[np.uint32]:
+    """lut[d] = round(2^16 * exp(-scale * d)), d = 0..255 (uint32)."""
+    if not scale > 0:
+        raise ValueError("make_softmax_lut: scale must be > 0")
+    d = np.arange(256, dtype=np.float64)
+    return np.floor(65536.0 * np.exp(-float(scale) * d) + 0.5).astype(np.uint32)
+
+
+def xent_loss(logits: ArrayLike, label: int, scale: float, stats: ArrayLike) -> float:
+    """loss = s * (qmax - q[label]) + log(S / 2^16) from softmax_xent_s8's stats."""
+    q = _s8(logits, "xent_loss", "logits")
+    st = np.asarray(stats).reshape(-1)
+    s_sum, qmax = int(st[1]), int(st[2])
+    return float(scale) * (qmax - int(q[int(label)])) + math.log(s_sum / 65536.0)
+
+
+def weight_ratios(s_w: ArrayLike, terms: int) -> tuple[I32, int]:
+    """Grad-input weight ratios: (wr int32, R), the largest R <= 15 with
+    ``max(wr) * terms * 16384 <= 2^31 - 1``; ``terms`` = k_h*k_w*out_c/groups (or out_n).
+    Base scale of ein is then ``s_e * max(s_w) * 2^-R``."""
+    s = np.asarray(s_w, dtype=np.float64).reshape(-1)
+    if s.size == 0 or np.any(s < 0) or not s.max() > 0 or not np.all(np.isfinite(s)):
+        raise ValueError("weight_ratios: scales must be finite, >= 0, max > 0")
+    if int(terms) < 1:
+        raise ValueError("weight_ratios: terms must be >= 1")
+    for r in range(15, -1, -1):
+        wr = np.floor(2.0**r * s / s.max() + 0.5).astype(np.int64)
+        if int(wr.max()) * int(terms) * 16384 <= INT32_MAX:
+            return wr.astype(np.int32), r
+    raise ValueError("weight_ratios: too many terms even for R = 0")
+
+
+def merge_ratios(s_a: float, s_b: float) -> tuple[int, int]:
+    """(ra, rb) = round(2^15 * s / max(s_a, s_b)) for add_s8_grad_merge."""
+    top = max(float(s_a), float(s_b))
+    if not top > 0 or min(s_a, s_b) < 0:
+        raise ValueError("merge_ratios: scales must be >= 0 with max > 0")
+    return math.floor(2**15 * s_a / top + 0.5), math.floor(2**15 * s_b / top + 0.5)
+
+
+def relu6_q6(scale: float, zp: int) -> int:
+    """Quantised 6.0: zp + round(6 / scale), clipped to 127."""
+    return min(int(zp) + math.floor(6.0 / float(scale) + 0.5), 127)
+
+
+def add_params(s1: float, z1: int, s2: float, z2: int, s_out: float, z_out: int,
+               act_min: int, act_max: int, n: int, left_shift: int = 20) -> list[int]:
+    """The 13-int add_s8_forward descriptor for the given scales and zero points."""
+    twice_max = 2.0 * max(float(s1), float(s2))
+    m1, sh1 = quantize_multiplier(s1 / twice_max)
+    m2, sh2 = quantize_multiplier(s2 / twice_max)
+    mo, sho = quantize_multiplier(twice_max / (2.0**left_shift * float(s_out)))
+    return [int(n), int(z1), int(z2), int(z_out), m1, sh1, m2, sh2, mo, sho,
+            int(left_shift), int(act_min), int(act_max)]
