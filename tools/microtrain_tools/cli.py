@@ -36,6 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Host tools for microtrain: on-device int8 training for MicroPython.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from microtrain_tools import convert
+
+    cv = sub.add_parser(
+        "convert", help="convert a PyTorch model + checkpoint to an int8 .mtm file (calibrated on your data)"
+    )
+    convert.build_parser(cv)
+    cv.set_defaults(func=lambda a: convert.main(args=a))
     b = sub.add_parser("build", help="build the native module (.mpy) for one or all architectures")
     b.add_argument("--arch", default="x64", choices=(*ARCHS, "all"), help="target architecture (default x64)")
     b.set_defaults(func=_cmd_build)
