@@ -53,6 +53,7 @@ PARAMS_OFF = 72  # offset of params inside a layer entry
 MAX_TENSORS = 4096
 MAX_LAYERS = 1024
 MAX_DIM = 65535
+MAX_ELEMS = 1 << 26  # the kernels' largest tensor (checks.c)
 MAX_NAME = 63
 MAX_FUSED = 255
 NONE = 0xFFFFFFFF
@@ -327,6 +328,11 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
             in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, g = p[:13]
             in_zp, out_zp, a_min, a_max = p[13:]
             c(min(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, g) >= 1, "sizes must be >= 1")
+            # The kernels' own limits (checks.c): dims and strides <= 65535, tensors <= 2^26 values.
+            c(max(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w) <= MAX_DIM,
+              "k_h, k_w, stride_h, stride_w must be in 1..65535")
+            c(max(in_h * in_w * in_c, out_h * out_w * out_c) <= MAX_ELEMS, "tensor larger than 2^26 values")
+            c(out_c * k_h * k_w * (in_c // g) <= MAX_ELEMS, "weight larger than 2^26 values")
             c(in_c % g == 0 and out_c % g == 0, "in_c and out_c must be divisible by groups")
             _geom_ok(c, in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l)
             c(k_h * k_w * (in_c // g) <= 32768, "k_h * k_w * in_c / groups > 32768")
@@ -339,6 +345,8 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
             in_n, out_c, in_zp, out_zp, a_min, a_max = p
             c(in_n >= 1 and out_c >= 1, "sizes must be >= 1")
             c(in_n <= 32768, "in_n > 32768")
+            c(out_c <= MAX_DIM and in_n * out_c <= MAX_ELEMS,
+              "out_n > 65535 or weight larger than 2^26 values")
             c(x.numel == in_n, f"input has {x.numel} values, in_n is {in_n}")
             c(tuple(y.shape) == (out_c,), f"output shape {tuple(y.shape)} != {(out_c,)}")
             wshape = (out_c, in_n)
@@ -371,6 +379,9 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
     elif op in (Op.MAXPOOL, Op.AVGPOOL):
         in_h, in_w, ch, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = p
         c(min(in_h, in_w, ch, out_h, out_w, k_h, k_w, s_h, s_w) >= 1, "sizes must be >= 1")
+        c(max(in_h, in_w, ch, out_h, out_w, k_h, k_w, s_h, s_w) <= MAX_DIM,
+          "k_h, k_w, stride_h, stride_w must be in 1..65535")
+        c(max(in_h * in_w * ch, out_h * out_w * ch) <= MAX_ELEMS, "tensor larger than 2^26 values")
         _geom_ok(c, in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l)
         c(k_h * k_w <= 255, "k_h * k_w > 255")
         c(tuple(x.shape) == (in_h, in_w, ch), f"input shape {tuple(x.shape)} != {(in_h, in_w, ch)}")
@@ -386,6 +397,7 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         n, z1, z2, zo, m1, sh1, m2, sh2, mo, sho, ls, a_min, a_max = p
         c(tuple(x.shape) == tuple(x2.shape) == tuple(y.shape), "inputs and output shapes differ")
         c(n == y.numel, f"n {n} != {y.numel}")
+        c(n <= MAX_ELEMS, "n larger than 2^26")
         c((z1, z2, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
         c(0 <= ls <= 22, "left_shift outside [0, 22]")
         c(sh1 <= 0 and sh2 <= 0, "input shifts must be <= 0")

@@ -14,6 +14,7 @@ target_sources(usermod_microtrain INTERFACE
     ${CMAKE_CURRENT_LIST_DIR}/softmax_xent.c
     ${CMAKE_CURRENT_LIST_DIR}/sparse.c
     ${CMAKE_CURRENT_LIST_DIR}/accumulate.c
+    ${CMAKE_CURRENT_LIST_DIR}/mtm_loader.c
 )
 
 target_include_directories(usermod_microtrain INTERFACE ${CMAKE_CURRENT_LIST_DIR})

@@ -18,6 +18,7 @@
 #pragma GCC diagnostic pop
 
 #include "mt_kernels.h"
+#include "mtm_loader.h"
 
 // ---------------------------------------------------------------------------
 // Module table. The MP_QSTR_ names are spelled out (not token-pasted)
@@ -55,6 +56,10 @@
     X(MP_QSTR_l1_norm_s8, mod_l1_norm_s8_obj) \
     X(MP_QSTR_topk_mask, mod_topk_mask_obj) \
     X(MP_QSTR_dyn_requant_s8, mod_dyn_requant_s8_obj) \
+    X(MP_QSTR_mtm_validate, mod_mtm_validate_obj) \
+    X(MP_QSTR_mtm_info, mod_mtm_info_obj) \
+    X(MP_QSTR_mtm_tensor, mod_mtm_tensor_obj) \
+    X(MP_QSTR_mtm_layer, mod_mtm_layer_obj) \
     MT_FLOAT_FUNCS(X)
 
 #ifdef MICROPY_ENABLE_DYNRUNTIME
@@ -85,7 +90,7 @@ mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *a
 // Error messages: "func: arg: what" with %d and %s only, formatted on the
 // stack then copied into a str (exception text must outlive this frame).
 
-#define MT_MSG_MAX 160
+#define MT_MSG_MAX 224
 
 static size_t mt_put_str(char *buf, size_t pos, const char *s) {
     while (*s && pos < MT_MSG_MAX - 1) {
@@ -796,6 +801,100 @@ static mp_obj_t mod_dyn_requant_s8(size_t n_args, const mp_obj_t *args) {
     return mp_obj_new_int(dyn_requant_s8(acc, n, out));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_dyn_requant_s8_obj, 2, 2, mod_dyn_requant_s8);
+
+// ---------------------------------------------------------------------------
+// .mtm model files (mtm_loader.c, docs/format.md): validation and zero-copy
+// accessors. `buf` is any byte buffer (bytes, bytearray, memoryview slice).
+
+static const uint8_t *mt_mtm_buf(const char *fn, mp_obj_t o, uint32_t *len) {
+    size_t n;
+    const uint8_t *b = (const uint8_t *)mt_buf(fn, "buf", o, MT_S8, -1, 0, &n);
+    *len = (uint32_t)n;  // mt_buf caps buffers at 2^26 bytes
+    return b;
+}
+
+// Buffer whose header and tables can be read (accessors; no CRC / semantics).
+static const uint8_t *mt_mtm_tables(const char *fn, mp_obj_t o) {
+    uint32_t len;
+    const uint8_t *b = mt_mtm_buf(fn, o, &len);
+    mt_check(fn, "buf", mtm_check_tables(b, len));
+    return b;
+}
+
+static mp_obj_t mod_mtm_validate(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "mtm_validate";
+    (void)n_args;
+    uint32_t len;
+    const uint8_t *b = mt_mtm_buf(fn, args[0], &len);
+    int32_t where, index;
+    const char *msg = mtm_validate(b, len, &where, &index);
+    if (!msg) {
+        return mp_const_none;
+    }
+    char what[MT_MSG_MAX];
+    size_t pos = mt_put_str(what, 0, msg);
+    if (where == MTM_WHERE_TENSOR) {
+        pos = mt_put_str(what, pos, " (tensor ");
+        pos = mt_put_int(what, pos, index);
+        pos = mt_put_str(what, pos, ")");
+    } else if (where == MTM_WHERE_LAYER) {
+        uint32_t nlen = 0;
+        const uint8_t *name = mtm_layer_name(b, len, (uint32_t)index, &nlen);
+        pos = mt_put_str(what, pos, " (layer ");
+        pos = mt_put_int(what, pos, index);
+        if (name) {
+            pos = mt_put_str(what, pos, " '");
+            for (uint32_t k = 0; k < nlen && name[k] && pos < MT_MSG_MAX - 3; ++k) {
+                what[pos++] = (char)name[k];
+            }
+            pos = mt_put_str(what, pos, "'");
+        }
+        pos = mt_put_str(what, pos, ")");
+    }
+    what[pos < MT_MSG_MAX ? pos : MT_MSG_MAX - 1] = 0;
+    MT_VALUE_ERR(fn, NULL, what);
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_validate_obj, 1, 1, mod_mtm_validate);
+
+static mp_obj_t mod_mtm_info(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "mtm_info";
+    (void)n_args;
+    const uint8_t *b = mt_mtm_tables(fn, args[0]);
+    int32_t *out = mt_out_i32(fn, "out", args[1], MTM_INFO_N);
+    mtm_info(b, out);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_info_obj, 2, 2, mod_mtm_info);
+
+static mp_obj_t mod_mtm_tensor(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "mtm_tensor";
+    (void)n_args;
+    const uint8_t *b = mt_mtm_tables(fn, args[0]);
+    const int32_t i = mt_int(fn, "i", args[1]);
+    const int32_t n = (int32_t)mtm_n_tensors(b);
+    if (i < 0 || i >= n) {
+        MT_VALUE_ERR2(fn, "i", "must be in 0..%d, got %d", n - 1, i);
+    }
+    int32_t *out = mt_out_i32(fn, "out", args[2], MTM_TENSOR_N);
+    mtm_tensor(b, (uint32_t)i, out);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_tensor_obj, 3, 3, mod_mtm_tensor);
+
+static mp_obj_t mod_mtm_layer(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "mtm_layer";
+    (void)n_args;
+    const uint8_t *b = mt_mtm_tables(fn, args[0]);
+    const int32_t i = mt_int(fn, "i", args[1]);
+    const int32_t n = (int32_t)mtm_n_layers(b);
+    if (i < 0 || i >= n) {
+        MT_VALUE_ERR2(fn, "i", "must be in 0..%d, got %d", n - 1, i);
+    }
+    int32_t *out = mt_out_i32(fn, "out", args[2], MTM_LAYER_N);
+    mtm_layer(b, (uint32_t)i, out);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_layer_obj, 3, 3, mod_mtm_layer);
 
 #if MT_HAS_FLOAT
 static mp_obj_t mod_f32_axpy_i32(size_t n_args, const mp_obj_t *args) {
