@@ -229,17 +229,37 @@ static const uint8_t *mt_mask(const char *fn, mp_obj_t o, int32_t n) {
 }
 
 static int32_t mt_int(const char *fn, const char *name, mp_obj_t o) {
-    if (!mp_obj_is_int(o)) {
-        MT_TYPE_ERR(fn, name, "expected an int");
+    // Only small ints: mp_obj_get_int would silently wrap a big int modulo
+    // 2^64 in a natmod. Every scalar int argument is far below 2^30.
+    if (mp_obj_is_small_int(o)) {
+        const mp_int_t v = MP_OBJ_SMALL_INT_VALUE(o);
+        #if INTPTR_MAX > 2147483647
+        if (v < -2147483647 - 1 || v > 2147483647) {
+            MT_VALUE_ERR(fn, name, "out of int32 range");
+        }
+        #endif
+        return (int32_t)v;
     }
-    const mp_int_t v = mp_obj_get_int(o);  // raises OverflowError past mp_int_t
-    #if INTPTR_MAX > 2147483647
-    if (v < -2147483647 - 1 || v > 2147483647) {
-        MT_VALUE_ERR(fn, name, "out of int32 range");
+    if (mp_obj_is_int(o)) {
+        MT_VALUE_ERR(fn, name, "out of range");
     }
-    #endif
-    return (int32_t)v;
+    MT_TYPE_ERR(fn, name, "expected an int");
 }
+
+#if MT_HAS_FLOAT
+// A float scale argument: float or int, else a TypeError naming it.
+static float mt_float(const char *fn, const char *name, mp_obj_t o) {
+    #ifdef MICROPY_ENABLE_DYNRUNTIME
+    const mp_obj_type_t *ft = (const mp_obj_type_t *)MP_OBJ_TO_PTR(mp_load_global(MP_QSTR_float));
+    #else
+    const mp_obj_type_t *ft = &mp_type_float;
+    #endif
+    if (!mp_obj_is_int(o) && mp_obj_get_type(o) != ft) {
+        MT_TYPE_ERR(fn, name, "expected a float");
+    }
+    return (float)mp_obj_get_float(o);
+}
+#endif
 
 // Outputs must not overlap inputs (kernels read inputs after writing outputs).
 static void mt_no_overlap(const char *fn, const char *out_name, const void *out, size_t out_bytes,
@@ -252,6 +272,16 @@ static void mt_no_overlap(const char *fn, const char *out_name, const void *out,
         what[pos] = 0;
         MT_VALUE_ERR(fn, out_name, what);
     }
+}
+
+// Weight-gradient outputs must not alias the activations or errors they read.
+static void mt_no_overlap_grads(const char *fn, const void *gw, size_t gw_bytes, const void *gb, size_t gb_bytes,
+                                const void *x, size_t x_bytes, const void *e, size_t e_bytes) {
+    mt_no_overlap(fn, "gw", gw, gw_bytes, "gb", gb, gb_bytes);
+    mt_no_overlap(fn, "gw", gw, gw_bytes, "x", x, x_bytes);
+    mt_no_overlap(fn, "gw", gw, gw_bytes, "e", e, e_bytes);
+    mt_no_overlap(fn, "gb", gb, gb_bytes, "x", x, x_bytes);
+    mt_no_overlap(fn, "gb", gb, gb_bytes, "e", e, e_bytes);
 }
 
 static void mt_check(const char *fn, const char *arg, const char *msg) {
@@ -364,6 +394,15 @@ static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     mt_check(fn, "wr", mt_wr_check(wr, p->out_c, p->k_h * p->k_w * opg));
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
+    mt_no_overlap(fn, "acc", acc, (size_t)nin * 4, "wr", wr, (size_t)p->out_c * 4);
+    mt_no_overlap(fn, "acc", acc, (size_t)nin * 4, "e", e, (size_t)nout);
+    mt_no_overlap(fn, "acc", acc, (size_t)nin * 4, "w", w, (size_t)mt_conv_w_n(p));
+    if (mask) {
+        mt_no_overlap(fn, "acc", acc, (size_t)nin * 4, "mask", mask, (size_t)p->out_c);
+        mt_no_overlap(fn, "ein", ein, (size_t)nin, "mask", mask, (size_t)p->out_c);
+    }
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "w", w, (size_t)mt_conv_w_n(p));
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "wr", wr, (size_t)p->out_c * 4);
     return mp_obj_new_int(conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_input_obj, 7, 7, mod_conv2d_s8_grad_input);
@@ -378,7 +417,8 @@ static mp_obj_t mod_conv2d_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     const uint8_t *mask = mt_mask(fn, args[3], p->out_c);
     int32_t *gw = mt_out_i32(fn, "gw", args[4], mt_conv_w_n(p));
     int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_c);
-    mt_no_overlap(fn, "gw", gw, (size_t)mt_conv_w_n(p) * 4, "gb", gb, (size_t)p->out_c * 4);
+    mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
+                        (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
     conv2d_s8_grad_weight(p, x, e, mask, gw, gb);
     return mp_const_none;
 }
@@ -393,11 +433,12 @@ static mp_obj_t mod_conv2d_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     const int8_t *x = mt_in_s8(fn, "x", args[1], mt_conv_in_n(p), NULL);
     const int8_t *e = mt_in_s8(fn, "e", args[2], mt_conv_out_n(p), NULL);
     const uint8_t *mask = mt_mask(fn, args[3], p->out_c);
-    const float w_scale = (float)mp_obj_get_float(args[4]);
-    const float b_scale = (float)mp_obj_get_float(args[5]);
+    const float w_scale = mt_float(fn, "w_scale", args[4]);
+    const float b_scale = mt_float(fn, "b_scale", args[5]);
     float *gw = mt_out_f32(fn, "gw", args[6], mt_conv_w_n(p));
     float *gb = mt_out_f32(fn, "gb", args[7], p->out_c);
-    mt_no_overlap(fn, "gw", gw, (size_t)mt_conv_w_n(p) * 4, "gb", gb, (size_t)p->out_c * 4);
+    mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
+                        (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
     conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
     return mp_const_none;
 }
@@ -440,6 +481,15 @@ static mp_obj_t mod_linear_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     mt_check(fn, "wr", mt_wr_check(wr, p->out_n, p->out_n));
     mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "e", e, (size_t)p->out_n);
     mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "acc", acc, (size_t)p->in_n * 4);
+    mt_no_overlap(fn, "acc", acc, (size_t)p->in_n * 4, "wr", wr, (size_t)p->out_n * 4);
+    mt_no_overlap(fn, "acc", acc, (size_t)p->in_n * 4, "e", e, (size_t)p->out_n);
+    mt_no_overlap(fn, "acc", acc, (size_t)p->in_n * 4, "w", w, (size_t)(p->in_n * p->out_n));
+    if (mask) {
+        mt_no_overlap(fn, "acc", acc, (size_t)p->in_n * 4, "mask", mask, (size_t)p->out_n);
+        mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "mask", mask, (size_t)p->out_n);
+    }
+    mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "w", w, (size_t)(p->in_n * p->out_n));
+    mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "wr", wr, (size_t)p->out_n * 4);
     return mp_obj_new_int(linear_s8_grad_input(p, e, w, wr, mask, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_input_obj, 7, 7, mod_linear_s8_grad_input);
@@ -454,7 +504,8 @@ static mp_obj_t mod_linear_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     const uint8_t *mask = mt_mask(fn, args[3], p->out_n);
     int32_t *gw = mt_out_i32(fn, "gw", args[4], p->in_n * p->out_n);
     int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_n);
-    mt_no_overlap(fn, "gw", gw, (size_t)(p->in_n * p->out_n) * 4, "gb", gb, (size_t)p->out_n * 4);
+    mt_no_overlap_grads(fn, gw, (size_t)(p->in_n * p->out_n) * 4, gb, (size_t)p->out_n * 4, x,
+                        (size_t)p->in_n, e, (size_t)p->out_n);
     linear_s8_grad_weight(p, x, e, mask, gw, gb);
     return mp_const_none;
 }
@@ -469,11 +520,12 @@ static mp_obj_t mod_linear_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     const int8_t *x = mt_in_s8(fn, "x", args[1], p->in_n, NULL);
     const int8_t *e = mt_in_s8(fn, "e", args[2], p->out_n, NULL);
     const uint8_t *mask = mt_mask(fn, args[3], p->out_n);
-    const float w_scale = (float)mp_obj_get_float(args[4]);
-    const float b_scale = (float)mp_obj_get_float(args[5]);
+    const float w_scale = mt_float(fn, "w_scale", args[4]);
+    const float b_scale = mt_float(fn, "b_scale", args[5]);
     float *gw = mt_out_f32(fn, "gw", args[6], p->in_n * p->out_n);
     float *gb = mt_out_f32(fn, "gb", args[7], p->out_n);
-    mt_no_overlap(fn, "gw", gw, (size_t)(p->in_n * p->out_n) * 4, "gb", gb, (size_t)p->out_n * 4);
+    mt_no_overlap_grads(fn, gw, (size_t)(p->in_n * p->out_n) * 4, gb, (size_t)p->out_n * 4, x,
+                        (size_t)p->in_n, e, (size_t)p->out_n);
     linear_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
     return mp_const_none;
 }
@@ -535,6 +587,9 @@ static mp_obj_t mod_relu_s8_backward(size_t n_args, const mp_obj_t *args) {
     const int8_t *y = mt_in_s8(fn, "y", args[0], -1, &n);
     const int32_t zp = mt_zp(fn, "zp", args[1]);
     int8_t *e = mt_out_s8(fn, "e", args[2], (int32_t)n);
+    if ((const void *)e != (const void *)y) {
+        mt_no_overlap(fn, "e", e, n, "y", y, n);
+    }
     relu_s8_backward(y, e, n, zp);
     return mp_const_none;
 }
@@ -550,6 +605,9 @@ static mp_obj_t mod_relu6_s8_backward(size_t n_args, const mp_obj_t *args) {
     int8_t *e = mt_out_s8(fn, "e", args[3], (int32_t)n);
     if (q6 < zp) {
         MT_VALUE_ERR(fn, "q6", "must be >= zp");
+    }
+    if ((const void *)e != (const void *)y) {
+        mt_no_overlap(fn, "e", e, n, "y", y, n);
     }
     relu6_s8_backward(y, e, n, zp, q6);
     return mp_const_none;
@@ -903,7 +961,7 @@ static mp_obj_t mod_f32_axpy_i32(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     size_t n;
     const int32_t *x = (const int32_t *)mt_buf(fn, "x", x_in, MT_I32, -1, 0, &n);
-    const float a = (float)mp_obj_get_float(a_in);
+    const float a = mt_float(fn, "a", a_in);
     float *y = mt_out_f32(fn, "y", y_in, (int32_t)n);
     mt_no_overlap(fn, "y", y, n * 4, "x", x, n * 4);
     f32_axpy_i32(y, x, n, a);

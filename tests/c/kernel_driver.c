@@ -1,0 +1,985 @@
+// Host driver for the microtrain C kernels: reads the case file of
+// tools/microtrain_tools/kernel_harness.py, runs every case through the
+// mt_*_check functions and the kernel exactly like the binding
+// (usermod/microtrain/modmicrotrain.c) does, and writes the same results file
+// as tests/mp/kernel_runner.py. Every buffer is its own exact-size malloc, so
+// ASan sees any out-of-bounds access. Python-only argument kinds (eval'd
+// objects) and type errors are reported as "DriverError" results.
+//
+//   kernel_driver CASES RESULTS
+#define _POSIX_C_SOURCE 199309L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mt_kernels.h"
+
+#define POISON 0xA5
+#define MAX_ARGS 16
+
+typedef struct {
+    char tag;  // 'N' 'i' 'd' 'T' 'A' 'V' 'E'
+    int64_t iv;
+    double dv;
+    char kind;  // buffers: 'y' 'Y' 'b' 'B' 'i' 'I' 'f'
+    int out;
+    int hidden;     // a base for views, not an argument of the call
+    uint32_t n;     // elements
+    uint8_t *buf;   // data
+    uint8_t *owned; // malloc'd block to free (buffers only)
+} arg_t;
+
+typedef struct {
+    const uint8_t *p, *end;
+    int bad;
+} reader_t;
+
+static void take(reader_t *r, void *dst, size_t n) {
+    if (r->bad || (size_t)(r->end - r->p) < n) {
+        r->bad = 1;
+        memset(dst, 0, n);
+        return;
+    }
+    memcpy(dst, r->p, n);
+    r->p += n;
+}
+static uint8_t rd_u8(reader_t *r) {
+    uint8_t v;
+    take(r, &v, 1);
+    return v;
+}
+static uint16_t rd_u16(reader_t *r) {
+    uint8_t b[2];
+    take(r, b, 2);
+    return (uint16_t)(b[0] | (b[1] << 8));
+}
+static uint32_t rd_u32(reader_t *r) {
+    uint8_t b[4];
+    take(r, b, 4);
+    return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
+}
+static int64_t rd_i64(reader_t *r) {
+    uint64_t v = 0;
+    uint8_t b[8];
+    take(r, b, 8);
+    for (int i = 7; i >= 0; --i) {
+        v = (v << 8) | b[i];
+    }
+    return (int64_t)v;
+}
+static double rd_f64(reader_t *r) {
+    int64_t bits = rd_i64(r);
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+static size_t item_size(char kind) {
+    return (kind == 'y' || kind == 'Y' || kind == 'b' || kind == 'B') ? 1 : 4;
+}
+
+// ---------------------------------------------------------------------------
+// output
+
+static FILE *g_out;
+
+static void w_bytes(const void *p, size_t n) {
+    if (n && fwrite(p, 1, n, g_out) != n) {
+        fprintf(stderr, "kernel_driver: write failed\n");
+        exit(2);
+    }
+}
+static void w_u8(uint8_t v) {
+    w_bytes(&v, 1);
+}
+static void w_u16(uint16_t v) {
+    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    w_bytes(b, 2);
+}
+static void w_u32(uint32_t v) {
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    w_bytes(b, 4);
+}
+static void w_i64(int64_t v) {
+    uint64_t u = (uint64_t)v;
+    for (int i = 0; i < 8; ++i) {
+        w_u8((uint8_t)(u >> (8 * i)));
+    }
+}
+static void w_str(const char *s) {
+    size_t n = strlen(s);
+    if (n > 65535) {
+        n = 65535;
+    }
+    w_u16((uint16_t)n);
+    w_bytes(s, n);
+}
+
+// ---------------------------------------------------------------------------
+// argument access (the binding's rules)
+
+typedef struct {
+    const char *fn;
+    arg_t *a;
+    int na;
+    const char *err_type;  // NULL = ok
+    char msg[256];
+} call_t;
+
+static int failed(const call_t *c) {
+    return c->err_type != NULL;
+}
+
+static void fail(call_t *c, const char *type, const char *arg, const char *what) {
+    if (failed(c)) {
+        return;
+    }
+    c->err_type = type;
+    snprintf(c->msg, sizeof c->msg, "%s: %s: %s", c->fn, arg, what);
+}
+
+enum { S8, I32, U32, F32 };
+
+static int kind_ok(int dt, char k) {
+    switch (dt) {
+        case S8: return k == 'y' || k == 'Y' || k == 'b' || k == 'B';
+        case I32: return k == 'i';
+        case U32: return k == 'I' || k == 'i';
+        default: return k == 'f';
+    }
+}
+
+// Buffer argument i of dtype dt with exactly n elements (n < 0: any); sets *len.
+static void *buf(call_t *c, int i, const char *name, int dt, int64_t n, int writable, uint32_t *len) {
+    if (failed(c)) {
+        return NULL;
+    }
+    if (i >= c->na || c->a[i].tag != 'T') {
+        fail(c, "DriverError", name, "not a buffer the driver can pass");
+        return NULL;
+    }
+    arg_t *a = &c->a[i];
+    if (!kind_ok(dt, a->kind)) {
+        fail(c, "DriverError", name, "wrong buffer kind");
+        return NULL;
+    }
+    if (writable && a->kind == 'y') {
+        fail(c, "DriverError", name, "read-only buffer");
+        return NULL;
+    }
+    if (n >= 0 && (int64_t)a->n != n) {
+        char what[96];
+        snprintf(what, sizeof what, "has %u elements, expected %lld", (unsigned)a->n, (long long)n);
+        fail(c, "ValueError", name, what);
+        return NULL;
+    }
+    if (len) {
+        *len = a->n;
+    }
+    return a->buf;
+}
+
+static int32_t int_arg(call_t *c, int i, const char *name) {
+    if (failed(c)) {
+        return 0;
+    }
+    if (i >= c->na || c->a[i].tag != 'i') {
+        fail(c, "DriverError", name, "not an int");
+        return 0;
+    }
+    const int64_t v = c->a[i].iv;
+    if (v < INT32_MIN || v > INT32_MAX) {
+        fail(c, "ValueError", name, "out of int32 range");
+        return 0;
+    }
+    return (int32_t)v;
+}
+
+static double float_arg(call_t *c, int i, const char *name) {
+    if (failed(c)) {
+        return 0.0;
+    }
+    if (i < c->na && c->a[i].tag == 'd') {
+        return c->a[i].dv;
+    }
+    if (i < c->na && c->a[i].tag == 'i') {
+        return (double)c->a[i].iv;
+    }
+    fail(c, "DriverError", name, "not a float");
+    return 0.0;
+}
+
+static const uint8_t *mask_arg(call_t *c, int i, int32_t n) {
+    if (failed(c) || (i < c->na && c->a[i].tag == 'N')) {
+        return NULL;
+    }
+    return (const uint8_t *)buf(c, i, "mask", S8, n, 0, NULL);
+}
+
+static void check(call_t *c, const char *arg, const char *msg) {
+    if (msg) {
+        fail(c, "ValueError", arg, msg);
+    }
+}
+
+static int32_t zp_arg(call_t *c, int i, const char *name) {
+    const int32_t v = int_arg(c, i, name);
+    if (!failed(c) && (v < -128 || v > 127)) {
+        fail(c, "ValueError", name, "must be in -128..127");
+    }
+    return v;
+}
+
+// Descriptor: array('i') of exactly n ints copied into dst.
+static void desc_arg(call_t *c, int32_t *dst, int32_t n) {
+    const int32_t *src = (const int32_t *)buf(c, 0, "desc", I32, n, 0, NULL);
+    for (int32_t k = 0; k < n; ++k) {
+        dst[k] = src ? src[k] : 0;
+    }
+}
+
+typedef char conv_size_ok[sizeof(mt_conv2d_params_t) == MT_CONV2D_NPARAMS * 4 ? 1 : -1];
+typedef char linear_size_ok[sizeof(mt_linear_params_t) == MT_LINEAR_NPARAMS * 4 ? 1 : -1];
+typedef char pool_size_ok[sizeof(mt_pool_params_t) == MT_POOL_NPARAMS * 4 ? 1 : -1];
+typedef char add_size_ok[sizeof(mt_add_params_t) == MT_ADD_NPARAMS * 4 ? 1 : -1];
+
+static int conv_desc(call_t *c, mt_conv2d_params_t *p) {
+    int32_t d[MT_CONV2D_NPARAMS];
+    desc_arg(c, d, MT_CONV2D_NPARAMS);
+    memcpy(p, d, sizeof *p);
+    if (!failed(c)) {
+        check(c, "desc", mt_conv2d_check(p));
+    }
+    return !failed(c);
+}
+static int linear_desc(call_t *c, mt_linear_params_t *p) {
+    int32_t d[MT_LINEAR_NPARAMS];
+    desc_arg(c, d, MT_LINEAR_NPARAMS);
+    memcpy(p, d, sizeof *p);
+    if (!failed(c)) {
+        check(c, "desc", mt_linear_check(p));
+    }
+    return !failed(c);
+}
+static int pool_desc(call_t *c, mt_pool_params_t *p) {
+    int32_t d[MT_POOL_NPARAMS];
+    desc_arg(c, d, MT_POOL_NPARAMS);
+    memcpy(p, d, sizeof *p);
+    if (!failed(c)) {
+        check(c, "desc", mt_pool_check(p));
+    }
+    return !failed(c);
+}
+
+// ---------------------------------------------------------------------------
+// one call per binding function; returns 1 and sets *ret when it returns an int
+
+static int want_args(call_t *c, int n) {
+    if (c->na != n) {
+        char what[64];
+        snprintf(what, sizeof what, "takes %d arguments, got %d", n, c->na);
+        fail(c, "TypeError", "args", what);
+        return 0;
+    }
+    return 1;
+}
+
+static int run_conv(call_t *c, const char *op, int32_t *ret) {
+    mt_conv2d_params_t p;
+    if (!conv_desc(c, &p)) {
+        return 0;
+    }
+    const int32_t nin = p.in_h * p.in_w * p.in_c, nout = p.out_h * p.out_w * p.out_c;
+    const int32_t cpg = p.in_c / p.groups, opg = p.out_c / p.groups;
+    const int32_t nw = p.out_c * p.k_h * p.k_w * cpg;
+    if (!strcmp(op, "conv2d_s8_forward")) {
+        const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
+        const int8_t *w = buf(c, 2, "w", S8, nw, 0, NULL);
+        const int32_t *bias = buf(c, 3, "bias", I32, p.out_c, 0, NULL);
+        const int32_t *mult = buf(c, 4, "mult", I32, p.out_c, 0, NULL);
+        const int32_t *shift = buf(c, 5, "shift", I32, p.out_c, 0, NULL);
+        int8_t *y = buf(c, 6, "y", S8, nout, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        check(c, "bias", mt_bias_check(bias, p.out_c));
+        check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_c));
+        if (!failed(c)) {
+            conv2d_s8_forward(&p, x, w, bias, mult, shift, y);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "conv2d_s8_grad_input")) {
+        const int8_t *e = buf(c, 1, "e", S8, nout, 0, NULL);
+        const int8_t *w = buf(c, 2, "w", S8, nw, 0, NULL);
+        const int32_t *wr = buf(c, 3, "wr", I32, p.out_c, 0, NULL);
+        const uint8_t *mask = mask_arg(c, 4, p.out_c);
+        int32_t *acc = buf(c, 5, "acc", I32, nin, 1, NULL);
+        int8_t *ein = buf(c, 6, "ein", S8, nin, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        check(c, "wr", mt_wr_check(wr, p.out_c, p.k_h * p.k_w * opg));
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = conv2d_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+        return 1;
+    }
+    const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
+    const int8_t *e = buf(c, 2, "e", S8, nout, 0, NULL);
+    const uint8_t *mask = mask_arg(c, 3, p.out_c);
+    if (!strcmp(op, "conv2d_s8_grad_weight")) {
+        int32_t *gw = buf(c, 4, "gw", I32, nw, 1, NULL);
+        int32_t *gb = buf(c, 5, "gb", I32, p.out_c, 1, NULL);
+        if (!failed(c)) {
+            conv2d_s8_grad_weight(&p, x, e, mask, gw, gb);
+        }
+        return 0;
+    }
+#if MT_HAS_FLOAT
+    const float ws = (float)float_arg(c, 4, "w_scale");
+    const float bs = (float)float_arg(c, 5, "b_scale");
+    float *gw = buf(c, 6, "gw", F32, nw, 1, NULL);
+    float *gb = buf(c, 7, "gb", F32, p.out_c, 1, NULL);
+    if (!failed(c)) {
+        conv2d_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
+    }
+#else
+    fail(c, "DriverError", "op", "no float support");
+#endif
+    return 0;
+}
+
+static int run_linear(call_t *c, const char *op, int32_t *ret) {
+    mt_linear_params_t p;
+    if (!linear_desc(c, &p)) {
+        return 0;
+    }
+    const int32_t nw = p.in_n * p.out_n;
+    if (!strcmp(op, "linear_s8_forward")) {
+        const int8_t *x = buf(c, 1, "x", S8, p.in_n, 0, NULL);
+        const int8_t *w = buf(c, 2, "w", S8, nw, 0, NULL);
+        const int32_t *bias = buf(c, 3, "bias", I32, p.out_n, 0, NULL);
+        const int32_t *mult = buf(c, 4, "mult", I32, p.out_n, 0, NULL);
+        const int32_t *shift = buf(c, 5, "shift", I32, p.out_n, 0, NULL);
+        int8_t *y = buf(c, 6, "y", S8, p.out_n, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        check(c, "bias", mt_bias_check(bias, p.out_n));
+        check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_n));
+        if (!failed(c)) {
+            linear_s8_forward(&p, x, w, bias, mult, shift, y);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "linear_s8_grad_input")) {
+        const int8_t *e = buf(c, 1, "e", S8, p.out_n, 0, NULL);
+        const int8_t *w = buf(c, 2, "w", S8, nw, 0, NULL);
+        const int32_t *wr = buf(c, 3, "wr", I32, p.out_n, 0, NULL);
+        const uint8_t *mask = mask_arg(c, 4, p.out_n);
+        int32_t *acc = buf(c, 5, "acc", I32, p.in_n, 1, NULL);
+        int8_t *ein = buf(c, 6, "ein", S8, p.in_n, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        check(c, "wr", mt_wr_check(wr, p.out_n, p.out_n));
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = linear_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+        return 1;
+    }
+    const int8_t *x = buf(c, 1, "x", S8, p.in_n, 0, NULL);
+    const int8_t *e = buf(c, 2, "e", S8, p.out_n, 0, NULL);
+    const uint8_t *mask = mask_arg(c, 3, p.out_n);
+    if (!strcmp(op, "linear_s8_grad_weight")) {
+        int32_t *gw = buf(c, 4, "gw", I32, nw, 1, NULL);
+        int32_t *gb = buf(c, 5, "gb", I32, p.out_n, 1, NULL);
+        if (!failed(c)) {
+            linear_s8_grad_weight(&p, x, e, mask, gw, gb);
+        }
+        return 0;
+    }
+#if MT_HAS_FLOAT
+    const float ws = (float)float_arg(c, 4, "w_scale");
+    const float bs = (float)float_arg(c, 5, "b_scale");
+    float *gw = buf(c, 6, "gw", F32, nw, 1, NULL);
+    float *gb = buf(c, 7, "gb", F32, p.out_n, 1, NULL);
+    if (!failed(c)) {
+        linear_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
+    }
+#else
+    fail(c, "DriverError", "op", "no float support");
+#endif
+    return 0;
+}
+
+static int run_pool(call_t *c, const char *op, int32_t *ret) {
+    mt_pool_params_t p;
+    if (!pool_desc(c, &p)) {
+        return 0;
+    }
+    const int32_t nin = p.in_h * p.in_w * p.c, nout = p.out_h * p.out_w * p.c;
+    if (!strcmp(op, "maxpool_s8_forward") || !strcmp(op, "avgpool_s8_forward")) {
+        const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
+        int8_t *y = buf(c, 2, "y", S8, nout, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        if (op[0] == 'm') {
+            maxpool_s8_forward(&p, x, y);
+        } else {
+            avgpool_s8_forward(&p, x, y);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "maxpool_s8_grad_input")) {
+        const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
+        const int8_t *e = buf(c, 2, "e", S8, nout, 0, NULL);
+        int32_t *acc = buf(c, 3, "acc", I32, nin, 1, NULL);
+        int8_t *ein = buf(c, 4, "ein", S8, nin, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = maxpool_s8_grad_input(&p, x, e, acc, ein);
+        return 1;
+    }
+    const int8_t *e = buf(c, 1, "e", S8, nout, 0, NULL);
+    int32_t *acc = buf(c, 2, "acc", I32, nin, 1, NULL);
+    int8_t *ein = buf(c, 3, "ein", S8, nin, 1, NULL);
+    if (failed(c)) {
+        return 0;
+    }
+    *ret = avgpool_s8_grad_input(&p, e, acc, ein);
+    return 1;
+}
+
+static int run_misc(call_t *c, const char *op, int32_t *ret) {
+    uint32_t n = 0;
+    if (!strcmp(op, "relu_s8_forward") || !strcmp(op, "relu6_s8_forward")) {
+        const int six = op[4] == '6';
+        if (!want_args(c, six ? 4 : 3)) {
+            return 0;
+        }
+        const int8_t *x = buf(c, 0, "x", S8, -1, 0, &n);
+        const int32_t zp = zp_arg(c, 1, "zp");
+        const int32_t q6 = six ? zp_arg(c, 2, "q6") : 0;
+        int8_t *y = buf(c, six ? 3 : 2, "y", S8, n, 1, NULL);
+        if (six && !failed(c) && q6 < zp) {
+            fail(c, "ValueError", "q6", "must be >= zp");
+        }
+        if (failed(c)) {
+            return 0;
+        }
+        if (six) {
+            relu6_s8_forward(x, y, n, zp, q6);
+        } else {
+            relu_s8_forward(x, y, n, zp);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "relu_s8_backward") || !strcmp(op, "relu6_s8_backward")) {
+        const int six = op[4] == '6';
+        if (!want_args(c, six ? 4 : 3)) {
+            return 0;
+        }
+        const int8_t *y = buf(c, 0, "y", S8, -1, 0, &n);
+        const int32_t zp = zp_arg(c, 1, "zp");
+        const int32_t q6 = six ? zp_arg(c, 2, "q6") : 0;
+        int8_t *e = buf(c, six ? 3 : 2, "e", S8, n, 1, NULL);
+        if (six && !failed(c) && q6 < zp) {
+            fail(c, "ValueError", "q6", "must be >= zp");
+        }
+        if (failed(c)) {
+            return 0;
+        }
+        if (six) {
+            relu6_s8_backward(y, e, n, zp, q6);
+        } else {
+            relu_s8_backward(y, e, n, zp);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "global_avgpool_s8_forward")) {
+        if (!want_args(c, 4)) {
+            return 0;
+        }
+        const int32_t hw = int_arg(c, 1, "hw");
+        const int32_t ch = int_arg(c, 2, "c");
+        if (!failed(c) && (hw < 1 || hw > 65536)) {
+            fail(c, "ValueError", "hw", "must be in 1..65536");
+        }
+        if (!failed(c) && (ch < 1 || ch > 65535)) {
+            fail(c, "ValueError", "c", "must be in 1..65535");
+        }
+        if (!failed(c) && (uint32_t)hw * (uint32_t)ch > (1u << 26)) {
+            fail(c, "ValueError", "x", "tensor too large");
+        }
+        const int8_t *x = buf(c, 0, "x", S8, (int64_t)hw * ch, 0, NULL);
+        int8_t *y = buf(c, 3, "y", S8, ch, 1, NULL);
+        if (!failed(c)) {
+            global_avgpool_s8_forward(x, hw, ch, y);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "global_avgpool_s8_grad_input")) {
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+        const int8_t *e = buf(c, 0, "e", S8, -1, 0, &n);
+        const int32_t hw = int_arg(c, 1, "hw");
+        if (!failed(c) && (hw < 1 || hw > 65536)) {
+            fail(c, "ValueError", "hw", "must be in 1..65536");
+        }
+        if (!failed(c) && (n < 1 || (uint64_t)hw * n > (1u << 26))) {
+            fail(c, "ValueError", "e", "must hold 1..2^26/hw channels");
+        }
+        int8_t *ein = buf(c, 2, "ein", S8, (int64_t)hw * n, 1, NULL);
+        if (!failed(c)) {
+            global_avgpool_s8_grad_input(e, hw, (int32_t)n, ein);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "add_s8_forward")) {
+        if (!want_args(c, 4)) {
+            return 0;
+        }
+        int32_t d[MT_ADD_NPARAMS];
+        mt_add_params_t p;
+        desc_arg(c, d, MT_ADD_NPARAMS);
+        memcpy(&p, d, sizeof p);
+        if (!failed(c)) {
+            check(c, "desc", mt_add_check(&p));
+        }
+        if (failed(c)) {
+            return 0;
+        }
+        const int8_t *x1 = buf(c, 1, "x1", S8, p.n, 0, NULL);
+        const int8_t *x2 = buf(c, 2, "x2", S8, p.n, 0, NULL);
+        int8_t *y = buf(c, 3, "y", S8, p.n, 1, NULL);
+        if (!failed(c)) {
+            add_s8_forward(&p, x1, x2, y);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "add_s8_grad_merge")) {
+        if (!want_args(c, 5)) {
+            return 0;
+        }
+        const int8_t *ea = buf(c, 0, "ea", S8, -1, 0, &n);
+        const int32_t ra = int_arg(c, 1, "ra");
+        const int8_t *eb = buf(c, 2, "eb", S8, n, 0, NULL);
+        const int32_t rb = int_arg(c, 3, "rb");
+        int8_t *o = buf(c, 4, "out", S8, n, 1, NULL);
+        if (!failed(c) && (ra < 0 || ra > 32768)) {
+            fail(c, "ValueError", "ra", "must be in 0..32768");
+        }
+        if (!failed(c) && (rb < 0 || rb > 32768)) {
+            fail(c, "ValueError", "rb", "must be in 0..32768");
+        }
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = add_s8_grad_merge(ea, ra, eb, rb, n, o);
+        return 1;
+    }
+    if (!strcmp(op, "softmax_xent_s8")) {
+        if (!want_args(c, 5)) {
+            return 0;
+        }
+        const int8_t *q = buf(c, 0, "logits", S8, -1, 0, &n);
+        if (!failed(c) && (n < 1 || n > 32767)) {
+            fail(c, "ValueError", "logits", "must hold 1..32767 classes");
+        }
+        const int32_t label = int_arg(c, 1, "label");
+        if (!failed(c) && (label < 0 || (uint32_t)label >= n)) {
+            fail(c, "ValueError", "label", "out of range");
+        }
+        const uint32_t *lut = buf(c, 2, "lut", U32, 256, 0, NULL);
+        if (!failed(c) && lut[0] != 65536u) {
+            fail(c, "ValueError", "lut", "lut[0] must be 65536");
+        }
+        for (int k = 1; k < 256 && !failed(c); ++k) {
+            if (lut[k] > lut[k - 1]) {
+                fail(c, "ValueError", "lut", "must be non-increasing");
+            }
+        }
+        int8_t *err = buf(c, 3, "err", S8, n, 1, NULL);
+        int32_t *stats = buf(c, 4, "stats", I32, 3, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = softmax_xent_s8(q, (int32_t)n, label, lut, err, stats);
+        return 1;
+    }
+    if (!strcmp(op, "l1_norm_s8")) {
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+        const int8_t *e = buf(c, 0, "e", S8, -1, 0, &n);
+        const int32_t ch = int_arg(c, 1, "c");
+        if (!failed(c) && (ch < 1 || ch > 65535)) {
+            fail(c, "ValueError", "c", "must be in 1..65535");
+        }
+        if (!failed(c) && n % (uint32_t)ch != 0) {
+            fail(c, "ValueError", "e", "length is not a multiple of c");
+        }
+        if (!failed(c) && n / (uint32_t)ch > (1u << 24)) {
+            fail(c, "ValueError", "e", "too many positions");
+        }
+        int32_t *norms = buf(c, 2, "norms", I32, ch, 1, NULL);
+        if (!failed(c)) {
+            l1_norm_s8(e, n / (uint32_t)ch, ch, norms);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "topk_mask")) {
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+        const int32_t *norms = buf(c, 0, "norms", I32, -1, 0, &n);
+        if (!failed(c) && (n < 1 || n > 65535)) {
+            fail(c, "ValueError", "norms", "must hold 1..65535 channels");
+        }
+        const int32_t k = int_arg(c, 1, "k");
+        if (!failed(c) && (k < 0 || (uint32_t)k > n)) {
+            fail(c, "ValueError", "k", "out of range");
+        }
+        uint8_t *mask = buf(c, 2, "mask", S8, n, 1, NULL);
+        if (!failed(c)) {
+            topk_mask(norms, (int32_t)n, k, mask);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "dyn_requant_s8")) {
+        if (!want_args(c, 2)) {
+            return 0;
+        }
+        const int32_t *acc = buf(c, 0, "acc", I32, -1, 0, &n);
+        int8_t *o = buf(c, 1, "out", S8, n, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = dyn_requant_s8(acc, n, o);
+        return 1;
+    }
+    if (!strcmp(op, "f32_axpy_i32")) {
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+#if MT_HAS_FLOAT
+        const int32_t *x = buf(c, 0, "x", I32, -1, 0, &n);
+        const float a = (float)float_arg(c, 1, "a");
+        float *y = buf(c, 2, "y", F32, n, 1, NULL);
+        if (!failed(c)) {
+            f32_axpy_i32(y, x, n, a);
+        }
+#else
+        fail(c, "DriverError", "op", "no float support");
+#endif
+        return 0;
+    }
+    fail(c, "DriverError", "op", "unknown function");
+    return 0;
+}
+
+// Driver-only ops (names start with '_'): the integer helpers of mt_quant.h
+// element-wise, so both math modes (hardware / MT_FORCE_SOFT_MATH) are tested
+// directly and not only through what reaches a kernel's int8 output.
+static int run_helper(call_t *c, const char *op) {
+    uint32_t n = 0;
+    if (!strcmp(op, "_requant")) {
+        if (!want_args(c, 4)) {
+            return 0;
+        }
+        const int32_t *acc = buf(c, 0, "acc", I32, -1, 0, &n);
+        const int32_t *m = buf(c, 1, "m", I32, n, 0, NULL);
+        const int32_t *sh = buf(c, 2, "shift", I32, n, 0, NULL);
+        int32_t *o = buf(c, 3, "out", I32, n, 1, NULL);
+        for (uint32_t i = 0; i < n && !failed(c); ++i) {
+            if (m[i] < 0 || sh[i] < -31 || sh[i] > 31) {
+                fail(c, "ValueError", "m/shift", "out of range");
+            } else {
+                o[i] = mt_requant(acc[i], m[i], sh[i]);
+            }
+        }
+        return 0;
+    }
+    if (!strcmp(op, "_doubling_high_mul")) {
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+        const int32_t *a = buf(c, 0, "a", I32, -1, 0, &n);
+        const int32_t *b = buf(c, 1, "b", I32, n, 0, NULL);
+        int32_t *o = buf(c, 2, "out", I32, n, 1, NULL);
+        for (uint32_t i = 0; i < n && !failed(c); ++i) {
+            o[i] = mt_doubling_high_mul(a[i], b[i]);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "_udiv")) {
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+        const uint32_t *num = buf(c, 0, "n", U32, -1, 0, &n);
+        const uint32_t *den = buf(c, 1, "d", U32, n, 0, NULL);
+        uint32_t *o = buf(c, 2, "out", U32, n, 1, NULL);
+        for (uint32_t i = 0; i < n && !failed(c); ++i) {
+            o[i] = mt_udiv_u32(num[i], den[i]);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "_dyn_shift")) {
+        if (!want_args(c, 2)) {
+            return 0;
+        }
+        const uint32_t *mx = buf(c, 0, "max_abs", U32, -1, 0, &n);
+        int32_t *o = buf(c, 1, "out", I32, n, 1, NULL);
+        for (uint32_t i = 0; i < n && !failed(c); ++i) {
+            o[i] = mt_dyn_shift(mx[i]);
+        }
+        return 0;
+    }
+    fail(c, "DriverError", "op", "unknown helper");
+    return 0;
+}
+
+static int run_call(call_t *c, const char *op, int32_t *ret) {
+    if (op[0] == '_') {
+        return run_helper(c, op);
+    }
+    if (!strncmp(op, "conv2d_", 7) || !strncmp(op, "linear_", 7)) {
+        const int is_f32 = strstr(op, "_f32") != NULL;
+        const int is_wt = strstr(op, "grad_weight") != NULL;
+        if (!want_args(c, is_f32 ? 8 : (is_wt ? 6 : 7))) {
+            return 0;
+        }
+        return op[0] == 'c' ? run_conv(c, op, ret) : run_linear(c, op, ret);
+    }
+    if (!strncmp(op, "maxpool_", 8) || !strncmp(op, "avgpool_", 8)) {
+        const int is_max = op[0] == 'm';
+        const int is_grad = strstr(op, "grad_input") != NULL;
+        if (!want_args(c, is_grad ? (is_max ? 5 : 4) : 3)) {
+            return 0;
+        }
+        return run_pool(c, op, ret);
+    }
+    return run_misc(c, op, ret);
+}
+
+// ---------------------------------------------------------------------------
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static uint8_t *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    size_t cap = 1 << 20, n = 0;
+    uint8_t *data = malloc(cap);
+    size_t got;
+    while (data && (got = fread(data + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            uint8_t *d2 = realloc(data, cap);
+            if (!d2) {
+                free(data);
+                data = NULL;
+            }
+            data = d2;
+        }
+    }
+    fclose(f);
+    *len = n;
+    return data;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s CASES RESULTS\n", argv[0]);
+        return 2;
+    }
+    size_t len = 0;
+    uint8_t *data = read_file(argv[1], &len);
+    if (!data || len < 8 || memcmp(data, "MTK1", 4) != 0) {
+        fprintf(stderr, "kernel_driver: cannot read case file %s\n", argv[1]);
+        free(data);
+        return 2;
+    }
+    g_out = fopen(argv[2], "wb");
+    if (!g_out) {
+        fprintf(stderr, "kernel_driver: cannot write %s\n", argv[2]);
+        free(data);
+        return 2;
+    }
+    reader_t r = {data + 4, data + len, 0};
+    const uint32_t ncases = rd_u32(&r);
+    w_bytes("MTR1", 4);
+    w_u32(ncases);
+    int status = 0;
+    for (uint32_t ci = 0; ci < ncases && !r.bad; ++ci) {
+        char op[256];
+        const uint8_t oplen = rd_u8(&r);
+        take(&r, op, oplen);
+        op[oplen] = 0;
+        const uint8_t flags = rd_u8(&r);
+        const uint16_t repeat = (flags & 2) ? rd_u16(&r) : 1;
+        const uint8_t na = rd_u8(&r);
+        arg_t a[MAX_ARGS];
+        memset(a, 0, sizeof a);
+        if (na > MAX_ARGS) {
+            r.bad = 1;
+            break;
+        }
+        int unsupported = 0;
+        for (int i = 0; i < na && !r.bad; ++i) {
+            a[i].tag = (char)rd_u8(&r);
+            switch (a[i].tag) {
+                case 'N': break;
+                case 'i': a[i].iv = rd_i64(&r); break;
+                case 'd': a[i].dv = rd_f64(&r); break;
+                case 'T': {
+                    a[i].kind = (char)rd_u8(&r);
+                    const uint8_t bf = rd_u8(&r);
+                    a[i].n = rd_u32(&r);
+                    a[i].out = bf & 1;
+                    a[i].hidden = (bf & 4) != 0;
+                    const size_t nb = (size_t)a[i].n * item_size(a[i].kind);
+                    a[i].owned = malloc(nb);  // exact size: ASan flags any overrun
+                    a[i].buf = a[i].owned;
+                    if (!a[i].owned && nb) {
+                        fprintf(stderr, "kernel_driver: out of memory\n");
+                        return 2;
+                    }
+                    if (bf & 2) {
+                        take(&r, a[i].buf, nb);
+                    } else {
+                        memset(a[i].buf, POISON, nb);
+                    }
+                    break;
+                }
+                case 'A': {
+                    const uint8_t idx = rd_u8(&r);
+                    const uint8_t o = rd_u8(&r);
+                    if (idx >= i) {
+                        r.bad = 1;
+                        break;
+                    }
+                    a[i] = a[idx];
+                    a[i].owned = NULL;
+                    a[i].hidden = 0;
+                    a[i].out = o;
+                    break;
+                }
+                case 'V': {
+                    const uint8_t idx = rd_u8(&r);
+                    const uint32_t start = rd_u32(&r), stop = rd_u32(&r);
+                    const uint8_t o = rd_u8(&r);
+                    if (idx >= i || a[idx].tag != 'T' || start > stop || stop > a[idx].n) {
+                        unsupported = 1;
+                        break;
+                    }
+                    a[i] = a[idx];
+                    a[i].owned = NULL;
+                    a[i].buf = a[idx].buf + (size_t)start * item_size(a[idx].kind);
+                    a[i].n = stop - start;
+                    a[i].hidden = 0;
+                    a[i].out = o;
+                    break;
+                }
+                case 'E': {
+                    const uint16_t n = rd_u16(&r);
+                    char skip[65536];
+                    take(&r, skip, n);
+                    unsupported = 1;
+                    break;
+                }
+                default: r.bad = 1;
+            }
+        }
+        if (r.bad) {
+            break;
+        }
+        arg_t ca[MAX_ARGS];  // the call's arguments: hidden bases left out
+        int nca = 0;
+        for (int i = 0; i < na; ++i) {
+            if (!a[i].hidden) {
+                ca[nca++] = a[i];
+            }
+        }
+        call_t c;
+        memset(&c, 0, sizeof c);
+        c.fn = op;
+        c.a = ca;
+        c.na = nca;
+        int32_t ret = 0;
+        int has_ret = 0;
+        double best = -1.0;
+        for (uint16_t rep = 0; rep < (repeat ? repeat : 1); ++rep) {
+            const double t0 = now_us();
+            if (unsupported) {
+                fail(&c, "DriverError", "args", "argument kind not supported by the C driver");
+            } else {
+                has_ret = run_call(&c, op, &ret);
+            }
+            const double t = now_us() - t0;
+            if (best < 0.0 || t < best) {
+                best = t;
+            }
+            if (failed(&c)) {
+                break;
+            }
+        }
+        const uint32_t us = (uint32_t)best;
+        if (failed(&c)) {
+            w_u8(1);
+            w_u32(us);
+            w_str(c.err_type);
+            w_str(c.msg);
+        } else {
+            w_u8((flags & 1) ? 2 : 0);
+            w_u32(us);
+            if (has_ret) {
+                w_u8('i');
+                w_i64(ret);
+            } else {
+                w_u8('N');
+            }
+            uint8_t nouts = 0;
+            for (int i = 0; i < na; ++i) {
+                nouts = (uint8_t)(nouts + (a[i].out ? 1 : 0));
+            }
+            w_u8(nouts);
+            for (int i = 0; i < na; ++i) {
+                if (a[i].out) {
+                    const uint32_t nb = a[i].n * (uint32_t)item_size(a[i].kind);
+                    w_u8((uint8_t)a[i].kind);
+                    w_u32(nb);
+                    w_bytes(a[i].buf, nb);
+                }
+            }
+        }
+        for (int i = 0; i < na; ++i) {
+            free(a[i].owned);
+        }
+    }
+    free(data);
+    if (fclose(g_out) != 0) {
+        return 2;
+    }
+    if (r.bad) {
+        fprintf(stderr, "kernel_driver: malformed case file\n");
+        status = 2;
+    }
+    return status;
+}

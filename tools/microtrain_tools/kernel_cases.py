@@ -1,0 +1,1012 @@
+"""Seeded random kernel cases for every ``_microtrain`` binding function.
+
+Each generator ``gen(rng, i)`` builds one call (``Case``: op, binding arguments
+with output placeholders) for variant ``i`` (variants cycle through the edge
+cases: 1x1 kernels, stride 2, padding, depthwise with channel multiplier,
+grouped, odd sizes, H = 1 (conv1d), zero points -128/127, saturation, every
+mask kind, relu6, overlapping pools, ties, in-place calls, empty tensors, ...)
+and ``make_case`` attaches what the numpy oracle says the call must return.
+
+    cases = generate_all(seed=1, per_op=100)   # {op: [Case, ...]}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from microtrain_tools import oracle
+from microtrain_tools.kernel_harness import (
+    Alias,
+    Arg,
+    Buf,
+    Case,
+    Expected,
+    f32,
+    i32,
+    inout,
+    out,
+    s8,
+    u8,
+    u32,
+)
+
+Rng = np.random.Generator
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+
+# --------------------------------------------------------------------------
+# op table: which arguments are outputs, and how the oracle's answer maps to them
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    nargs: int
+    outs: tuple[int, ...]  # pure outputs (placeholders): not passed to the oracle
+    adapt: Callable[[object], tuple[int | None, list[NDArray[np.generic]]]]
+    inouts: tuple[int, ...] = ()  # read and written: passed to the oracle with their contents
+    needs_float: bool = False
+
+
+def _one(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    return None, [np.asarray(r)]
+
+
+def _two(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    a, b = r  # type: ignore[misc]
+    return None, [np.asarray(a), np.asarray(b)]
+
+
+def _grad_in(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    ein, sh, acc = r  # type: ignore[misc]
+    return int(sh), [np.asarray(acc), np.asarray(ein)]
+
+
+def _shifted(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    o, sh = r  # type: ignore[misc]
+    return int(sh), [np.asarray(o)]
+
+
+def _softmax(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    err, sh, stats = r  # type: ignore[misc]
+    return int(sh), [np.asarray(err), np.asarray(stats)]
+
+
+OPS: dict[str, OpSpec] = {
+    "conv2d_s8_forward": OpSpec(7, (6,), _one),
+    "conv2d_s8_grad_input": OpSpec(7, (5, 6), _grad_in),
+    "conv2d_s8_grad_weight": OpSpec(6, (4, 5), _two),
+    "conv2d_s8_grad_weight_f32": OpSpec(8, (), _two, (6, 7), True),
+    "linear_s8_forward": OpSpec(7, (6,), _one),
+    "linear_s8_grad_input": OpSpec(7, (5, 6), _grad_in),
+    "linear_s8_grad_weight": OpSpec(6, (4, 5), _two),
+    "linear_s8_grad_weight_f32": OpSpec(8, (), _two, (6, 7), True),
+    "relu_s8_forward": OpSpec(3, (2,), _one),
+    "relu6_s8_forward": OpSpec(4, (3,), _one),
+    "relu_s8_backward": OpSpec(3, (), _one, (2,)),
+    "relu6_s8_backward": OpSpec(4, (), _one, (3,)),
+    "maxpool_s8_forward": OpSpec(3, (2,), _one),
+    "maxpool_s8_grad_input": OpSpec(5, (3, 4), _grad_in),
+    "avgpool_s8_forward": OpSpec(3, (2,), _one),
+    "avgpool_s8_grad_input": OpSpec(4, (2, 3), _grad_in),
+    "global_avgpool_s8_forward": OpSpec(4, (3,), _one),
+    "global_avgpool_s8_grad_input": OpSpec(3, (2,), _one),
+    "add_s8_forward": OpSpec(4, (3,), _one),
+    "add_s8_grad_merge": OpSpec(5, (4,), _shifted),
+    "softmax_xent_s8": OpSpec(5, (3, 4), _softmax),
+    "l1_norm_s8": OpSpec(3, (2,), _one),
+    "topk_mask": OpSpec(3, (2,), _one),
+    "dyn_requant_s8": OpSpec(2, (1,), _shifted),
+    "f32_axpy_i32": OpSpec(3, (), _one, (2,), True),
+}
+ALL_OPS: tuple[str, ...] = tuple(OPS)
+
+
+def _resolve(args: Sequence[Arg], a: Arg) -> object:
+    while isinstance(a, Alias):
+        a = args[a.index]
+    if isinstance(a, Buf):
+        if a.data is None:
+            raise ValueError("an oracle input has no data")
+        return a.data
+    return a
+
+
+def oracle_call(op: str, args: Sequence[Arg]) -> Expected:
+    """Run the oracle on a call's inputs; outputs in argument order."""
+    spec = OPS[op]
+    if len(args) != spec.nargs:
+        raise ValueError(f"{op}: {len(args)} args, expected {spec.nargs}")
+    oargs = [_resolve(args, a) for i, a in enumerate(args) if i not in spec.outs]
+    ret, outs = spec.adapt(getattr(oracle, op)(*oargs))
+    return Expected(ret, outs)
+
+
+def make_case(op: str, args: list[Arg], label: str = "") -> Case:
+    """A valid call with its oracle expectation; marks output arguments."""
+    spec = OPS[op]
+    fixed: list[Arg] = []
+    for i, a in enumerate(args):
+        if i in spec.outs or i in spec.inouts:
+            if isinstance(a, Buf) and not a.out:
+                a = inout(a)
+            elif isinstance(a, Alias) and not a.out:
+                a = Alias(a.index, out=True)
+        fixed.append(a)
+    return Case(op, fixed, label, expected=oracle_call(op, fixed))
+
+
+# --------------------------------------------------------------------------
+# random pieces
+
+
+def _kind_in(rng: Rng) -> str:
+    """Any accepted read-only int8 buffer kind."""
+    return str(rng.choice(["y", "y", "Y", "b", "B"]))
+
+
+def _kind_out(rng: Rng) -> str:
+    """Any accepted writable int8 buffer kind."""
+    return str(rng.choice(["Y", "Y", "b", "B"]))
+
+
+def _int8(rng: Rng, n: int, style: str = "uniform") -> NDArray[np.int8]:
+    if style == "small":
+        v = np.clip(np.round(rng.normal(0, 20, n)), -128, 127)
+    elif style == "sparse":
+        v = rng.integers(-128, 128, n) * (rng.random(n) < 0.3)
+    elif style == "ties":
+        v = rng.choice(np.array([-128, -1, 0, 7, 127]), n)
+    elif style == "const":
+        v = np.full(n, int(rng.integers(-128, 128)))
+    else:
+        v = rng.integers(-128, 128, n)
+    return np.asarray(v).astype(np.int8)
+
+
+def _zp(rng: Rng, i: int) -> int:
+    return [-128, 127, 0, int(rng.integers(-128, 128)), int(rng.integers(-20, 21))][i % 5]
+
+
+def _scales(rng: Rng, n: int, per_channel: bool, lo: float = -3.0, hi: float = -1.0) -> NDArray[np.float64]:
+    if per_channel:
+        return np.asarray(10.0 ** rng.uniform(lo, hi, n))
+    return np.full(n, 10.0 ** rng.uniform(lo, hi))
+
+
+def _mask(rng: Rng, n: int, i: int) -> Buf | None:
+    """None, all-zero, random (0 or any non-zero byte), all-one (1 or 255)."""
+    kind = ["none", "random", "zero", "random", "one", "none"][i % 6]
+    bk = str(rng.choice(["y", "Y", "b", "B"]))
+    if kind == "none":
+        return None
+    if kind == "zero":
+        return u8(np.zeros(n), bk)
+    if kind == "one":
+        return u8(np.full(n, 1 if rng.random() < 0.5 else 255), bk)
+    keep = rng.random(n) < rng.uniform(0.25, 0.75)
+    if n >= 2:  # at least one channel kept and one dropped
+        idx = rng.permutation(n)[:2]
+        keep[idx[0]], keep[idx[1]] = True, False
+    vals = rng.choice(np.array([1, 1, 1, 2, 128, 255]), n)
+    return u8(np.where(keep, vals, 0), bk)
+
+
+def _multipliers(rng: Rng, n: int, real: NDArray[np.float64], mode: str) -> tuple[Buf, Buf]:
+    """Per-channel (mult, shift): from quantize_multiplier, or extreme values."""
+    m = np.zeros(n, dtype=np.int64)
+    s = np.zeros(n, dtype=np.int64)
+    for c in range(n):
+        if mode == "extreme":
+            choice = int(rng.integers(0, 6))
+            if choice == 0:
+                m[c], s[c] = INT32_MAX, int(rng.integers(20, 32))
+            elif choice == 1:
+                m[c], s[c] = int(rng.integers(0, 2**31)), -31
+            elif choice == 2:
+                m[c], s[c] = 0, int(rng.integers(-31, 32))
+            elif choice == 3:
+                m[c], s[c] = int(rng.integers(2**30, 2**31)), 31
+            else:
+                m[c], s[c] = int(rng.integers(0, 2**31)), int(rng.integers(-31, 32))
+        else:
+            m[c], s[c] = oracle.quantize_multiplier(float(real[c]))
+    return i32(m), i32(s)
+
+
+def _act(rng: Rng, out_zp: int, i: int) -> tuple[int, int]:
+    kind = i % 7  # 0, 4, 5, 6: the full int8 range
+    if kind == 1:  # fused relu
+        return out_zp, 127
+    if kind == 2:  # fused relu6
+        return out_zp, min(127, out_zp + int(rng.integers(0, 120)))
+    if kind == 3:  # arbitrary narrow window (possibly a single value)
+        lo = int(rng.integers(-128, 128))
+        return lo, int(rng.integers(lo, min(127, lo + 10) + 1))
+    return -128, 127
+
+
+# --------------------------------------------------------------------------
+# geometry
+
+
+@dataclass
+class ConvGeom:
+    in_h: int
+    in_w: int
+    in_c: int
+    out_h: int
+    out_w: int
+    out_c: int
+    k_h: int
+    k_w: int
+    stride_h: int
+    stride_w: int
+    pad_top: int
+    pad_left: int
+    groups: int
+
+    @property
+    def cpg(self) -> int:
+        return self.in_c // self.groups
+
+    @property
+    def opg(self) -> int:
+        return self.out_c // self.groups
+
+    @property
+    def n_in(self) -> int:
+        return self.in_h * self.in_w * self.in_c
+
+    @property
+    def n_out(self) -> int:
+        return self.out_h * self.out_w * self.out_c
+
+    @property
+    def n_w(self) -> int:
+        return self.out_c * self.k_h * self.k_w * self.cpg
+
+    def desc(self, in_zp: int, out_zp: int, act_min: int, act_max: int) -> list[int]:
+        return [self.in_h, self.in_w, self.in_c, self.out_h, self.out_w, self.out_c, self.k_h, self.k_w,
+                self.stride_h, self.stride_w, self.pad_top, self.pad_left, self.groups,
+                in_zp, out_zp, act_min, act_max]
+
+    def pool_desc(self) -> list[int]:
+        return [self.in_h, self.in_w, self.in_c, self.out_h, self.out_w, self.k_h, self.k_w,
+                self.stride_h, self.stride_w, self.pad_top, self.pad_left]
+
+
+def _axis(rng: Rng, k: int, stride: int, max_in: int, pad: bool) -> tuple[int, int, int]:
+    """(in, out, pad_before) of one valid axis; bottom/right padding implied."""
+    p0 = int(rng.integers(0, k)) if pad else 0
+    p1 = int(rng.integers(0, k)) if pad else 0
+    n_in = int(rng.integers(1, max_in + 1))
+    if n_in + p0 + p1 < k:
+        n_in = k - p0 - p1
+    out_max = (n_in + p0 + p1 - k) // stride + 1
+    n_out = out_max if rng.random() < 0.8 else int(rng.integers(1, out_max + 1))
+    return n_in, n_out, p0
+
+
+CONV_VARIANTS = ("generic", "pointwise", "stride2", "padded", "depthwise", "depthwise_mult",
+                 "grouped", "conv1d", "odd", "large", "generic", "big")
+
+
+def conv_geom(rng: Rng, variant: str) -> ConvGeom:
+    k_h, k_w = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    s_h, s_w = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    pad = rng.random() < 0.5
+    max_in = 7
+    groups, in_c, out_c = 1, int(rng.integers(1, 6)), int(rng.integers(1, 6))
+    if variant == "pointwise":
+        k_h = k_w = 1
+    elif variant == "stride2":
+        s_h = s_w = 2
+        k_h = k_w = 3
+    elif variant == "padded":
+        pad = True
+        k_h, k_w = int(rng.integers(2, 6)), int(rng.integers(2, 6))
+    elif variant in ("depthwise", "depthwise_mult"):
+        in_c = int(rng.integers(1, 9))
+        groups = in_c
+        out_c = in_c * (1 if variant == "depthwise" else int(rng.integers(2, 4)))
+        k_h = k_w = 3
+    elif variant == "grouped":
+        groups = int(rng.integers(2, 4))
+        in_c = groups * int(rng.integers(1, 4))
+        out_c = groups * int(rng.integers(1, 4))
+    elif variant == "odd":
+        k_h, k_w = int(rng.choice([1, 3, 5])), int(rng.choice([2, 4]))
+        s_h, s_w = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        in_c, out_c = int(rng.choice([3, 5, 7])), int(rng.choice([1, 3, 7]))
+        max_in = 11
+    elif variant == "large":
+        in_c, out_c = int(rng.integers(8, 17)), int(rng.integers(8, 17))
+        max_in = 12
+    elif variant == "big":  # a realistic small-CNN layer
+        in_c, out_c = int(rng.choice([8, 16])), int(rng.choice([8, 16, 24]))
+        k_h = k_w = 3
+        pad = True
+        max_in = 24
+    if variant == "conv1d":
+        in_h, out_h, p_t, k_h, s_h = 1, 1, 0, 1, 1
+        k_w = int(rng.integers(1, 6))
+        in_w, out_w, p_l = _axis(rng, k_w, s_w, 24, pad)
+    else:
+        in_h, out_h, p_t = _axis(rng, k_h, s_h, max_in, pad)
+        in_w, out_w, p_l = _axis(rng, k_w, s_w, max_in, pad)
+    return ConvGeom(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, groups)
+
+
+POOL_VARIANTS = ("generic", "overlap", "padded", "global_like", "ties", "stride2", "odd")
+
+
+def pool_geom(rng: Rng, variant: str) -> ConvGeom:
+    c = int(rng.integers(1, 7))
+    k_h, k_w = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    s_h, s_w = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    pad = rng.random() < 0.4
+    max_in = 9
+    if variant == "overlap":
+        k_h = k_w = 3
+        s_h = s_w = int(rng.integers(1, 3))
+    elif variant == "padded":
+        pad = True
+        k_h, k_w = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+    elif variant == "stride2":
+        k_h = k_w = s_h = s_w = 2
+    elif variant == "odd":
+        k_h, k_w = int(rng.choice([1, 3, 5])), int(rng.choice([2, 7]))
+        max_in = 13
+    in_h, out_h, p_t = _axis(rng, k_h, s_h, max_in, pad)
+    in_w, out_w, p_l = _axis(rng, k_w, s_w, max_in, pad)
+    if variant == "global_like":
+        in_h, in_w = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+        k_h, k_w, s_h, s_w, p_t, p_l, out_h, out_w = in_h, in_w, 1, 1, 0, 0, 1, 1
+        if k_h * k_w > 255:
+            k_h = in_h = 15
+            k_w = in_w = 15
+    return ConvGeom(in_h, in_w, c, out_h, out_w, c, k_h, k_w, s_h, s_w, p_t, p_l, c)
+
+
+# --------------------------------------------------------------------------
+# conv2d / linear
+
+
+def _fwd_qparams(rng: Rng, g: ConvGeom, i: int, s_w: NDArray[np.float64], x: NDArray[np.int8],
+                 in_zp: int, w: NDArray[np.int8]) -> tuple[Buf, Buf, Buf, str]:
+    """Bias and per-channel requant multipliers: realistic (outputs spread over
+    about +-40 around out_zp), saturating, or extreme."""
+    terms = g.k_h * g.k_w * g.cpg
+    mode = ["real", "real", "saturate", "real", "extreme", "real"][i % 6]
+    rms_x = max(1.0, float(np.sqrt(np.mean((x.astype(np.float64) - in_zp) ** 2))))
+    rms_w = max(1.0, float(np.sqrt(np.mean(w.astype(np.float64) ** 2))))
+    acc_std = math.sqrt(terms) * rms_x * rms_w
+    real = (40.0 / acc_std) * (s_w / s_w.mean())
+    if mode == "saturate":
+        real = real * 10.0 ** rng.uniform(1.5, 3.0)
+    mult, shift = _multipliers(rng, g.out_c, real, "extreme" if mode == "extreme" else "real")
+    if mode == "extreme" or i % 7 == 3:
+        bias = rng.integers(-(2**30), 2**30 + 1, g.out_c)
+        bias[rng.random(g.out_c) < 0.3] = 2**30
+        bias[rng.random(g.out_c) < 0.3] = -(2**30)
+    else:
+        bias = np.round(rng.normal(0, acc_std * 0.3, g.out_c))
+    return i32(bias), mult, shift, mode
+
+
+def _activations(rng: Rng, n: int, zp: int, i: int) -> NDArray[np.int8]:
+    """Input activations: around their zero point (realistic) or uniform."""
+    if i % 3 == 2:
+        return _int8(rng, n)
+    noise = rng.normal(0, rng.uniform(10, 60), n)
+    if zp <= -100:  # typical after a relu: non-negative real values
+        noise = np.abs(noise)
+    return np.clip(np.round(zp + noise), -128, 127).astype(np.int8)
+
+
+def _weights(rng: Rng, n: int, i: int) -> NDArray[np.int8]:
+    w = rng.integers(-127, 128, n)
+    if i % 4 == 2:
+        w[rng.random(n) < 0.1] = -128
+    return w.astype(np.int8)
+
+
+def _wr(rng: Rng, n: int, terms: int, i: int) -> Buf:
+    mode = i % 4
+    if mode == 3:  # the largest ratios the overflow rule allows
+        top = 131071 // terms
+        wr = rng.integers(0, top + 1, n)
+        wr[int(rng.integers(0, n))] = top
+        return i32(wr)
+    wr, _ = oracle.weight_ratios(_scales(rng, n, mode != 0), terms)
+    return i32(wr)
+
+
+def gen_conv2d_s8_forward(rng: Rng, i: int) -> Case:
+    variant = CONV_VARIANTS[i % len(CONV_VARIANTS)]
+    g = conv_geom(rng, variant)
+    in_zp, out_zp = _zp(rng, i), _zp(rng, i // 5 + 1)
+    act_min, act_max = _act(rng, out_zp, i // 3)
+    s_w = _scales(rng, g.out_c, i % 2 == 0)
+    x, w = _activations(rng, g.n_in, in_zp, i // 2), _weights(rng, g.n_w, i)
+    bias, mult, shift, mode = _fwd_qparams(rng, g, i, s_w, x, in_zp, w)
+    args: list[Arg] = [i32(g.desc(in_zp, out_zp, act_min, act_max)), s8(x, _kind_in(rng)),
+                       s8(w, _kind_in(rng)), bias, mult, shift, out(_kind_out(rng), g.n_out)]
+    return make_case("conv2d_s8_forward", args, f"{variant}/{mode}")
+
+
+def gen_conv2d_s8_grad_input(rng: Rng, i: int) -> Case:
+    variant = CONV_VARIANTS[i % len(CONV_VARIANTS)]
+    g = conv_geom(rng, variant)
+    desc = g.desc(_zp(rng, i), _zp(rng, i + 1), -128, 127)
+    e = _int8(rng, g.n_out, ["uniform", "small", "sparse"][i % 3])
+    args: list[Arg] = [i32(desc), s8(e, _kind_in(rng)), s8(_weights(rng, g.n_w, i), _kind_in(rng)),
+                       _wr(rng, g.out_c, g.k_h * g.k_w * g.opg, i // 2), _mask(rng, g.out_c, i // 3),
+                       out("i", g.n_in), out(_kind_out(rng), g.n_in)]
+    return make_case("conv2d_s8_grad_input", args, variant)
+
+
+def gen_conv2d_s8_grad_weight(rng: Rng, i: int) -> Case:
+    variant = CONV_VARIANTS[i % len(CONV_VARIANTS)]
+    g = conv_geom(rng, variant)
+    desc = g.desc(_zp(rng, i), _zp(rng, i + 2), -128, 127)
+    args: list[Arg] = [i32(desc), s8(_int8(rng, g.n_in), _kind_in(rng)),
+                       s8(_int8(rng, g.n_out, ["uniform", "sparse"][i % 2]), _kind_in(rng)),
+                       _mask(rng, g.out_c, i // 2), out("i", g.n_w), out("i", g.out_c)]
+    return make_case("conv2d_s8_grad_weight", args, variant)
+
+
+def _f32_scales(rng: Rng, i: int) -> tuple[float, float]:
+    if i % 7 == 6:
+        return float(rng.choice([0.0, -0.0, 1.0, -3.5])), float(rng.choice([1e-30, 2.0**-20, 1e20]))
+    return float(10.0 ** rng.uniform(-7, -1)), float(10.0 ** rng.uniform(-5, -1) * rng.choice([1, -1]))
+
+
+def _f32_acc(rng: Rng, n: int, i: int) -> Buf:
+    if i % 5 == 4:
+        return f32(np.zeros(n))
+    return f32(rng.normal(0, 10.0 ** rng.uniform(-4, 0), n))
+
+
+def gen_conv2d_s8_grad_weight_f32(rng: Rng, i: int) -> Case:
+    variant = CONV_VARIANTS[i % len(CONV_VARIANTS)]
+    g = conv_geom(rng, variant)
+    desc = g.desc(_zp(rng, i), _zp(rng, i + 3), -128, 127)
+    ws, bs = _f32_scales(rng, i)
+    args: list[Arg] = [i32(desc), s8(_int8(rng, g.n_in), _kind_in(rng)),
+                       s8(_int8(rng, g.n_out), _kind_in(rng)), _mask(rng, g.out_c, i // 2), ws, bs,
+                       _f32_acc(rng, g.n_w, i), _f32_acc(rng, g.out_c, i + 1)]
+    return make_case("conv2d_s8_grad_weight_f32", args, variant)
+
+
+def _linear_sizes(rng: Rng, i: int) -> tuple[int, int]:
+    kind = i % 5
+    if kind == 0:
+        return 1, int(rng.integers(1, 5))
+    if kind == 1:
+        return int(rng.integers(1, 5)), 1
+    if kind == 4:
+        return int(rng.integers(200, 700)), int(rng.integers(10, 40))
+    return int(rng.integers(1, 80)), int(rng.integers(1, 30))
+
+
+def requant_probe(rng: Rng, out_n: int) -> Case:
+    """linear_s8_forward as a probe of requant(acc, m, shift) itself: one input
+    (x - zp = 1, w = 1) and per-channel (m, shift) over the whole legal range,
+    with the bias picked so that most outputs land inside int8 (the rounding of
+    every stage shows), including exact rounding ties (m = 2^30)."""
+    special = rng.random(out_n)
+    m = np.where(special < 0.85, rng.integers(2**30, 2**31, out_n), rng.integers(0, 2**31, out_n))
+    sh = np.where(special < 0.85, rng.integers(-10, 9, out_n), rng.integers(-31, 32, out_n))
+    m[special < 0.25] = 2**30  # real = 2^(shift-1): ties in both rounding steps
+    m[(special >= 0.25) & (special < 0.35)] = INT32_MAX
+    m[(special >= 0.35) & (special < 0.4)] = 2**30 + 1
+    sh[special < 0.25] = rng.integers(-12, 2, int(np.sum(special < 0.25)))
+    real = m / 2.0**31 * 2.0 ** sh.astype(np.float64)
+    target = rng.uniform(-127, 127, out_n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        acc = np.where(real > 0, np.round(target / np.where(real > 0, real, 1.0)), 0)
+    acc = np.clip(acc + rng.integers(-2, 3, out_n), -(2**30) + 1, 2**30 - 1)
+    ties = special < 0.25
+    acc[ties] = (acc[ties] // 2) * 2 + 1  # odd: exact halves at the doubling step
+    bias = acc.astype(np.int64) - 1
+    args: list[Arg] = [i32([1, out_n, 0, 0, -128, 127]), s8([1]), s8(np.ones(out_n)), i32(bias), i32(m),
+                       i32(sh), out(_kind_out(rng), out_n)]
+    return make_case("linear_s8_forward", args, "requant-probe")
+
+
+def gen_linear_s8_forward(rng: Rng, i: int) -> Case:
+    if i % 6 == 5:
+        return requant_probe(rng, int(rng.integers(8, 65)))
+    in_n, out_n = _linear_sizes(rng, i)
+    g = ConvGeom(1, 1, in_n, 1, 1, out_n, 1, 1, 1, 1, 0, 0, 1)
+    in_zp, out_zp = _zp(rng, i), _zp(rng, i // 5 + 2)
+    act_min, act_max = _act(rng, out_zp, i // 3)
+    x, w = _activations(rng, in_n, in_zp, i // 2), _weights(rng, in_n * out_n, i)
+    bias, mult, shift, mode = _fwd_qparams(rng, g, i, _scales(rng, out_n, i % 2 == 0), x, in_zp, w)
+    args: list[Arg] = [i32([in_n, out_n, in_zp, out_zp, act_min, act_max]), s8(x, _kind_in(rng)),
+                       s8(w, _kind_in(rng)), bias, mult, shift, out(_kind_out(rng), out_n)]
+    return make_case("linear_s8_forward", args, f"{in_n}x{out_n}/{mode}")
+
+
+def gen_linear_s8_grad_input(rng: Rng, i: int) -> Case:
+    in_n, out_n = _linear_sizes(rng, i)
+    e = _int8(rng, out_n, ["uniform", "small", "sparse"][i % 3])
+    args: list[Arg] = [i32([in_n, out_n, _zp(rng, i), _zp(rng, i + 1), -128, 127]), s8(e, _kind_in(rng)),
+                       s8(_weights(rng, in_n * out_n, i), _kind_in(rng)), _wr(rng, out_n, out_n, i // 2),
+                       _mask(rng, out_n, i // 3), out("i", in_n), out(_kind_out(rng), in_n)]
+    return make_case("linear_s8_grad_input", args, f"{in_n}x{out_n}")
+
+
+def gen_linear_s8_grad_weight(rng: Rng, i: int) -> Case:
+    in_n, out_n = _linear_sizes(rng, i)
+    args: list[Arg] = [i32([in_n, out_n, _zp(rng, i), _zp(rng, i + 1), -128, 127]),
+                       s8(_int8(rng, in_n), _kind_in(rng)), s8(_int8(rng, out_n), _kind_in(rng)),
+                       _mask(rng, out_n, i // 2), out("i", in_n * out_n), out("i", out_n)]
+    return make_case("linear_s8_grad_weight", args, f"{in_n}x{out_n}")
+
+
+def gen_linear_s8_grad_weight_f32(rng: Rng, i: int) -> Case:
+    in_n, out_n = _linear_sizes(rng, i)
+    ws, bs = _f32_scales(rng, i)
+    args: list[Arg] = [i32([in_n, out_n, _zp(rng, i), _zp(rng, i + 1), -128, 127]),
+                       s8(_int8(rng, in_n), _kind_in(rng)), s8(_int8(rng, out_n), _kind_in(rng)),
+                       _mask(rng, out_n, i // 2), ws, bs,
+                       _f32_acc(rng, in_n * out_n, i), _f32_acc(rng, out_n, i + 2)]
+    return make_case("linear_s8_grad_weight_f32", args, f"{in_n}x{out_n}")
+
+
+# --------------------------------------------------------------------------
+# relu / relu6
+
+
+def _len(rng: Rng, i: int) -> int:
+    return [0, 1, int(rng.integers(2, 64)), int(rng.integers(64, 600)), int(rng.integers(2, 20))][i % 5]
+
+
+def _q6(rng: Rng, zp: int, i: int) -> int:
+    kind = i % 4
+    if kind == 0:
+        return oracle.relu6_q6(float(10.0 ** rng.uniform(-2, -0.5)), zp)
+    if kind == 1:
+        return zp
+    if kind == 2:
+        return 127
+    return int(rng.integers(zp, 128))
+
+
+def _near(rng: Rng, n: int, points: Sequence[int]) -> NDArray[np.int8]:
+    """int8 values clustered on and next to the given points (boundary tests)."""
+    cand = np.clip(np.array([p + d for p in points for d in (-1, 0, 1)]), -128, 127)
+    v = np.where(rng.random(n) < 0.6, rng.choice(cand, n), rng.integers(-128, 128, n))
+    return v.astype(np.int8)
+
+
+def gen_relu_s8_forward(rng: Rng, i: int) -> Case:
+    n, zp = _len(rng, i), _zp(rng, i // 5)
+    x = _near(rng, n, [zp])
+    if i % 3 == 2:  # in place: y is x
+        return make_case("relu_s8_forward", [s8(x, _kind_out(rng)), zp, Alias(0)], "in-place")
+    return make_case("relu_s8_forward", [s8(x, _kind_in(rng)), zp, out(_kind_out(rng), n)])
+
+
+def gen_relu6_s8_forward(rng: Rng, i: int) -> Case:
+    n, zp = _len(rng, i), _zp(rng, i // 5)
+    q6 = _q6(rng, zp, i // 2)
+    x = _near(rng, n, [zp, q6])
+    if i % 3 == 2:
+        return make_case("relu6_s8_forward", [s8(x, _kind_out(rng)), zp, q6, Alias(0)], "in-place")
+    return make_case("relu6_s8_forward", [s8(x, _kind_in(rng)), zp, q6, out(_kind_out(rng), n)])
+
+
+def gen_relu_s8_backward(rng: Rng, i: int) -> Case:
+    n, zp = _len(rng, i), _zp(rng, i // 5)
+    y = _near(rng, n, [zp])
+    e = _int8(rng, n)
+    if i % 7 == 6:  # e is y (in place on the stored output itself)
+        return make_case("relu_s8_backward", [s8(y, _kind_out(rng)), zp, Alias(0)], "e-is-y")
+    return make_case("relu_s8_backward", [s8(y, _kind_in(rng)), zp, s8(e, _kind_out(rng))])
+
+
+def gen_relu6_s8_backward(rng: Rng, i: int) -> Case:
+    n, zp = _len(rng, i), _zp(rng, i // 5)
+    q6 = _q6(rng, zp, i // 2)
+    y = _near(rng, n, [zp, q6])
+    e = _int8(rng, n)
+    if i % 7 == 6:
+        return make_case("relu6_s8_backward", [s8(y, _kind_out(rng)), zp, q6, Alias(0)], "e-is-y")
+    return make_case("relu6_s8_backward", [s8(y, _kind_in(rng)), zp, q6, s8(e, _kind_out(rng))])
+
+
+# --------------------------------------------------------------------------
+# pools
+
+
+def _pool_x(rng: Rng, n: int, variant: str, i: int) -> NDArray[np.int8]:
+    if variant == "ties" or i % 4 == 3:
+        return _int8(rng, n, "ties")
+    if i % 9 == 5:
+        return _int8(rng, n, "const")
+    return _int8(rng, n)
+
+
+def gen_maxpool_s8_forward(rng: Rng, i: int) -> Case:
+    variant = POOL_VARIANTS[i % len(POOL_VARIANTS)]
+    g = pool_geom(rng, variant)
+    args: list[Arg] = [i32(g.pool_desc()), s8(_pool_x(rng, g.n_in, variant, i), _kind_in(rng)),
+                       out(_kind_out(rng), g.n_out)]
+    return make_case("maxpool_s8_forward", args, variant)
+
+
+def gen_maxpool_s8_grad_input(rng: Rng, i: int) -> Case:
+    variant = POOL_VARIANTS[i % len(POOL_VARIANTS)]
+    g = pool_geom(rng, variant)
+    e = _int8(rng, g.n_out, ["uniform", "small", "const"][i % 3])
+    args: list[Arg] = [i32(g.pool_desc()), s8(_pool_x(rng, g.n_in, variant, i), _kind_in(rng)),
+                       s8(e, _kind_in(rng)), out("i", g.n_in), out(_kind_out(rng), g.n_in)]
+    return make_case("maxpool_s8_grad_input", args, variant)
+
+
+def gen_avgpool_s8_forward(rng: Rng, i: int) -> Case:
+    variant = POOL_VARIANTS[i % len(POOL_VARIANTS)]
+    g = pool_geom(rng, variant)
+    x = _int8(rng, g.n_in, ["uniform", "const", "small"][i % 3])
+    args: list[Arg] = [i32(g.pool_desc()), s8(x, _kind_in(rng)), out(_kind_out(rng), g.n_out)]
+    return make_case("avgpool_s8_forward", args, variant)
+
+
+def gen_avgpool_s8_grad_input(rng: Rng, i: int) -> Case:
+    variant = POOL_VARIANTS[i % len(POOL_VARIANTS)]
+    g = pool_geom(rng, variant)
+    e = _int8(rng, g.n_out, ["uniform", "small", "const"][i % 3])
+    args: list[Arg] = [i32(g.pool_desc()), s8(e, _kind_in(rng)), out("i", g.n_in),
+                       out(_kind_out(rng), g.n_in)]
+    return make_case("avgpool_s8_grad_input", args, variant)
+
+
+def gen_global_avgpool_s8_forward(rng: Rng, i: int) -> Case:
+    kind = i % 5
+    hw = [1, int(rng.integers(2, 50)), int(rng.integers(50, 300)), 4096, int(rng.integers(2, 10))][kind]
+    c = int(rng.integers(1, 17)) if kind != 3 else 3
+    style = "const" if kind == 3 else ["uniform", "small"][i % 2]
+    x = _int8(rng, hw * c, style)
+    return make_case("global_avgpool_s8_forward", [s8(x, _kind_in(rng)), hw, c, out(_kind_out(rng), c)])
+
+
+def gen_global_avgpool_s8_grad_input(rng: Rng, i: int) -> Case:
+    hw = [1, int(rng.integers(2, 50)), int(rng.integers(50, 300))][i % 3]
+    c = int(rng.integers(1, 17))
+    return make_case("global_avgpool_s8_grad_input",
+                     [s8(_int8(rng, c), _kind_in(rng)), hw, out(_kind_out(rng), hw * c)])
+
+
+# --------------------------------------------------------------------------
+# residual add
+
+
+def gen_add_s8_forward(rng: Rng, i: int) -> Case:
+    n = _len(rng, i)
+    s1, s2, so = (float(10.0 ** rng.uniform(-2.5, -0.5)) for _ in range(3))
+    z1, z2, zo = _zp(rng, i), _zp(rng, i // 5 + 1), _zp(rng, i // 25 + 2)
+    act_min, act_max = _act(rng, zo, i // 2)
+    ls = 20 if i % 4 else int(rng.integers(0, 23))
+    desc = oracle.add_params(s1, z1, s2, z2, so, zo, act_min, act_max, n, ls)
+    label = "tflite"
+    if i % 6 == 5:  # saturating / extreme multipliers within the descriptor rules
+        desc[8], desc[9] = int(rng.integers(0, 2**31)), int(rng.integers(-31, 32))
+        desc[4], desc[5] = int(rng.integers(0, 2**31)), int(rng.integers(-31, 1))
+        label = "extreme"
+    x1, x2 = _int8(rng, n), _int8(rng, n)
+    inplace = i % 5 == 3
+    if inplace and n:
+        which = 1 + int(rng.integers(0, 2))
+        args: list[Arg] = [i32(desc), s8(x1, _kind_out(rng)), s8(x2, _kind_out(rng)), Alias(which)]
+        return make_case("add_s8_forward", args, f"{label}/y-is-x{which}")
+    args = [i32(desc), s8(x1, _kind_in(rng)), s8(x2, _kind_in(rng)), out(_kind_out(rng), n)]
+    return make_case("add_s8_forward", args, label)
+
+
+def gen_add_s8_grad_merge(rng: Rng, i: int) -> Case:
+    n = _len(rng, i)
+    kind = i % 4
+    if kind == 0:
+        ra, rb = oracle.merge_ratios(float(10.0 ** rng.uniform(-3, 0)), float(10.0 ** rng.uniform(-3, 0)))
+    elif kind == 1:
+        ra, rb = 32768, 32768
+    elif kind == 2:
+        ra, rb = int(rng.choice([0, 1, 32768])), int(rng.integers(0, 32769))
+    else:
+        ra, rb = int(rng.integers(0, 32769)), int(rng.integers(0, 32769))
+    ea, eb = _int8(rng, n), _int8(rng, n, ["uniform", "sparse"][i % 2])
+    if i % 5 == 2:
+        which = 0 if rng.random() < 0.5 else 2
+        args: list[Arg] = [s8(ea, _kind_out(rng)), ra, s8(eb, _kind_out(rng)), rb, Alias(which)]
+        return make_case("add_s8_grad_merge", args, f"out-is-{'ea' if which == 0 else 'eb'}")
+    args = [s8(ea, _kind_in(rng)), ra, s8(eb, _kind_in(rng)), rb, out(_kind_out(rng), n)]
+    return make_case("add_s8_grad_merge", args)
+
+
+# --------------------------------------------------------------------------
+# softmax cross-entropy
+
+
+def gen_softmax_xent_s8(rng: Rng, i: int) -> Case:
+    kind = i % 6
+    c = [1, 2, int(rng.integers(3, 12)), int(rng.integers(10, 100)), int(rng.integers(100, 1000)), 10][kind]
+    scale = float(10.0 ** rng.uniform(-2.5, 0.5))
+    if i % 29 == 28:  # the largest class count, every table entry 2^16
+        c, scale = 32767, 1e-9
+    style = ["uniform", "small", "const", "uniform"][i % 4]
+    q = _int8(rng, c, style)
+    label = int(rng.integers(0, c))
+    if i % 3 == 1:  # label at the max logit
+        label = int(np.argmax(q))
+    lut = oracle.make_softmax_lut(scale)
+    return make_case("softmax_xent_s8", [s8(q, _kind_in(rng)), label, u32(lut, "I" if i % 2 else "i"),
+                                         out(_kind_out(rng), c), out("i", 3)], f"C={c}")
+
+
+# --------------------------------------------------------------------------
+# sparse-update helpers and misc
+
+
+def gen_l1_norm_s8(rng: Rng, i: int) -> Case:
+    c = [1, int(rng.integers(2, 9)), int(rng.integers(9, 65))][i % 3]
+    npos = [1, int(rng.integers(2, 50)), int(rng.integers(50, 400))][(i // 3) % 3]
+    e = _int8(rng, c * npos, ["uniform", "sparse", "const"][i % 3])
+    if i % 11 == 10:
+        e[:] = -128
+    return make_case("l1_norm_s8", [s8(e, _kind_in(rng)), c, out("i", c)])
+
+
+def gen_topk_mask(rng: Rng, i: int) -> Case:
+    c = [1, int(rng.integers(2, 10)), int(rng.integers(10, 200))][i % 3]
+    kind = (i // 3) % 4
+    if kind == 0:
+        norms = rng.integers(0, 4, c)  # many ties
+    elif kind == 1:
+        norms = np.full(c, int(rng.integers(0, 100)))
+    elif kind == 2:
+        norms = rng.integers(INT32_MIN, INT32_MAX, c, endpoint=True)
+        norms[rng.random(c) < 0.2] = INT32_MAX
+        norms[rng.random(c) < 0.2] = INT32_MIN
+    else:
+        norms = rng.integers(0, 100000, c)
+    k = [0, c, int(rng.integers(0, c + 1)), 1][i % 4]
+    return make_case("topk_mask", [i32(norms), k, out(_kind_out(rng), c)], f"c={c},k={k}")
+
+
+def gen_dyn_requant_s8(rng: Rng, i: int) -> Case:
+    n = [0, 1, int(rng.integers(2, 40)), int(rng.integers(40, 500))][i % 4]
+    kind = (i // 4) % 6
+    if kind == 0:
+        acc = rng.integers(-127, 128, n)
+    elif kind == 1:
+        acc = rng.integers(INT32_MIN, INT32_MAX, n, endpoint=True)
+        if n:
+            acc[int(rng.integers(0, n))] = int(rng.choice([INT32_MIN, INT32_MAX]))
+    elif kind == 2:
+        acc = np.zeros(n, dtype=np.int64)
+    elif kind == 3:  # rounding boundaries: (2k+1) * 2^(s-1) and neighbours
+        s = int(rng.integers(1, 24))
+        base = (2 * rng.integers(-128, 128, n) + 1) * (1 << (s - 1))
+        acc = np.clip(base + rng.integers(-1, 2, n), INT32_MIN, INT32_MAX)
+    elif kind == 4:  # the shift boundary: max |acc| just around 127.5 * 2^s
+        s = int(rng.integers(0, 24))
+        top = int(127.5 * (1 << s)) if s else 127
+        acc = rng.integers(-top, top + 1, n)
+        if n:
+            acc[0] = int(rng.choice([top - 1, top, top + 1, -top, -top - 1]))
+    else:
+        acc = np.round(rng.normal(0, 10.0 ** rng.uniform(1, 9), n)).clip(INT32_MIN, INT32_MAX)
+    return make_case("dyn_requant_s8", [i32(acc), out(_kind_out(rng), n)])
+
+
+def gen_f32_axpy_i32(rng: Rng, i: int) -> Case:
+    n = [0, 1, int(rng.integers(2, 60)), int(rng.integers(60, 500))][i % 4]
+    kind = (i // 4) % 4
+    if kind == 0:
+        x = rng.integers(INT32_MIN, INT32_MAX, n, endpoint=True)  # not exactly representable in f32
+    else:
+        x = rng.integers(-(2**16), 2**16, n)
+    a = [float(rng.normal() * 10.0 ** rng.uniform(-8, 2)), 0.0, -1.0,
+         float(10.0 ** rng.uniform(-30, -20))][kind]
+    y = rng.normal(0, 10.0 ** rng.uniform(-3, 3), n) if kind != 2 else np.zeros(n)
+    return make_case("f32_axpy_i32", [i32(x), a, f32(y)])
+
+
+GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
+    "conv2d_s8_forward": gen_conv2d_s8_forward,
+    "conv2d_s8_grad_input": gen_conv2d_s8_grad_input,
+    "conv2d_s8_grad_weight": gen_conv2d_s8_grad_weight,
+    "conv2d_s8_grad_weight_f32": gen_conv2d_s8_grad_weight_f32,
+    "linear_s8_forward": gen_linear_s8_forward,
+    "linear_s8_grad_input": gen_linear_s8_grad_input,
+    "linear_s8_grad_weight": gen_linear_s8_grad_weight,
+    "linear_s8_grad_weight_f32": gen_linear_s8_grad_weight_f32,
+    "relu_s8_forward": gen_relu_s8_forward,
+    "relu6_s8_forward": gen_relu6_s8_forward,
+    "relu_s8_backward": gen_relu_s8_backward,
+    "relu6_s8_backward": gen_relu6_s8_backward,
+    "maxpool_s8_forward": gen_maxpool_s8_forward,
+    "maxpool_s8_grad_input": gen_maxpool_s8_grad_input,
+    "avgpool_s8_forward": gen_avgpool_s8_forward,
+    "avgpool_s8_grad_input": gen_avgpool_s8_grad_input,
+    "global_avgpool_s8_forward": gen_global_avgpool_s8_forward,
+    "global_avgpool_s8_grad_input": gen_global_avgpool_s8_grad_input,
+    "add_s8_forward": gen_add_s8_forward,
+    "add_s8_grad_merge": gen_add_s8_grad_merge,
+    "softmax_xent_s8": gen_softmax_xent_s8,
+    "l1_norm_s8": gen_l1_norm_s8,
+    "topk_mask": gen_topk_mask,
+    "dyn_requant_s8": gen_dyn_requant_s8,
+    "f32_axpy_i32": gen_f32_axpy_i32,
+}
+assert set(GENERATORS) == set(OPS)
+
+
+# --------------------------------------------------------------------------
+# the documented accumulator bounds, hit exactly (docs/numerics.md)
+
+
+def generate_limits() -> list[Case]:
+    """Calls at the overflow bounds the descriptor checks allow, with the extreme
+    operands (x - zp = -255, w = e = -128): every int32 accumulator at its
+    largest legal magnitude. Deterministic; a few large tensors."""
+    cases = []
+    # linear forward: in_n = 32768, |bias| = 2^30
+    n = 32768
+    w = np.r_[np.full(n, -128), np.full(n, 127)]
+    args: list[Arg] = [i32([n, 2, 127, 0, -128, 127]), s8(np.full(n, -128)), s8(w), i32([2**30, -(2**30)]),
+                       i32([2**31 - 1, 2**31 - 1]), i32([-25, -25]), out("Y", 2)]
+    cases.append(make_case("linear_s8_forward", args, "limit: in_n 32768, |bias| 2^30"))
+    # conv2d forward: k_h * k_w * cpg = 32768
+    g = ConvGeom(16, 16, 128, 1, 1, 2, 16, 16, 1, 1, 0, 0, 1)
+    args = [i32(g.desc(127, 0, -128, 127)), s8(np.full(g.n_in, -128)), s8(w), i32([2**30, -(2**30)]),
+            i32([2**31 - 1, 2**31 - 1]), i32([-25, -25]), out("Y", 2)]
+    cases.append(make_case("conv2d_s8_forward", args, "limit: k*k*cpg 32768"))
+    # conv2d grad weight: out_h * out_w = 65536 (1x1, 256 x 256)
+    g = ConvGeom(256, 256, 1, 256, 256, 1, 1, 1, 1, 1, 0, 0, 1)
+    d = i32(g.desc(127, 0, -128, 127))
+    xs, es = s8(np.full(g.n_in, -128)), s8(np.full(g.n_out, -128))
+    cases.append(make_case("conv2d_s8_grad_weight", [d, xs, es, None, out("i", 1), out("i", 1)],
+                           "limit: out_h*out_w 65536"))
+    cases.append(make_case("conv2d_s8_grad_weight_f32", [d, xs, es, None, 1.0, 1.0, f32([0.5]), f32([0.25])],
+                           "limit: out_h*out_w 65536"))
+    # grad input: max(wr) * terms * 16384 <= 2^31 - 1 with e = w = -128 everywhere
+    for out_n in (1, 7):
+        top = 131071 // out_n
+        args = [i32([3, out_n, 0, 0, -128, 127]), s8(np.full(out_n, -128)), s8(np.full(3 * out_n, -128)),
+                i32(np.full(out_n, top)), None, out("i", 3), out("Y", 3)]
+        cases.append(make_case("linear_s8_grad_input", args, f"limit: wr {top} x {out_n}"))
+    g = ConvGeom(5, 5, 4, 5, 5, 8, 3, 3, 1, 1, 1, 1, 2)  # terms = 3*3*4 = 36
+    top = 131071 // (g.k_h * g.k_w * g.opg)
+    args = [i32(g.desc(0, 0, -128, 127)), s8(np.full(g.n_out, -128)), s8(np.full(g.n_w, -128)),
+            i32(np.full(g.out_c, top)), None, out("i", g.n_in), out("Y", g.n_in)]
+    cases.append(make_case("conv2d_s8_grad_input", args, f"limit: wr {top}, terms 36"))
+    # avg-pool grad: k_h * k_w = 255, stride 1, maximal padding: corner windows
+    # have one valid tap (recip 2^16) and every input tap is in 255 windows
+    g = ConvGeom(15, 17, 1, 29, 33, 1, 15, 17, 1, 1, 14, 16, 1)
+    args = [i32(g.pool_desc()), s8(np.full(g.n_out, -128)), out("i", g.n_in), out("Y", g.n_in)]
+    cases.append(make_case("avgpool_s8_grad_input", args, "limit: 255-tap windows, full overlap"))
+    args = [i32(g.pool_desc()), s8(np.full(g.n_in, -128)), s8(np.full(g.n_out, -128)), out("i", g.n_in),
+            out("Y", g.n_in)]
+    cases.append(make_case("maxpool_s8_grad_input", args, "limit: 255-tap windows, full overlap"))
+    # global average pool: hw = 65536
+    cases.append(make_case("global_avgpool_s8_forward", [s8(np.full(65536 * 2, -128)), 65536, 2, out("Y", 2)],
+                           "limit: hw 65536"))
+    # add: |x - zp| = 255 at left_shift 22 with the largest input multipliers
+    desc = [4, 127, 127, -128, 2**31 - 1, 0, 2**31 - 1, 0, 2**31 - 1, -31, 22, -128, 127]
+    cases.append(make_case("add_s8_forward", [i32(desc), s8([-128] * 4), s8([-128] * 4), out("Y", 4)],
+                           "limit: left_shift 22"))
+    # softmax: C = 32767 classes, every table entry 2^16 (S just below 2^31)
+    cases.append(make_case("softmax_xent_s8", [s8(np.zeros(32767)), 5, u32(np.full(256, 65536)),
+                                               out("Y", 32767), out("i", 3)], "limit: C 32767"))
+    # l1 norm: 2^24 - 1 positions of -128 in one channel (2^31 - 128)
+    cases.append(make_case("l1_norm_s8", [s8(np.full(2**24 - 1, -128)), 1, out("i", 1)],
+                           "limit: 2^24 - 1 positions"))
+    return cases
+
+
+# --------------------------------------------------------------------------
+# driver-only cases: the integer helpers of mt_quant.h, element-wise (C driver only)
+
+
+def _spec_dyn_shift(m: int) -> int:
+    s = 0
+    while (m + (1 << (s - 1) if s else 0)) >> s > 127:
+        s += 1
+    return s
+
+
+def _mixed_i32(rng: Rng, n: int) -> NDArray[np.int64]:
+    v = np.where(rng.random(n) < 0.5, rng.integers(INT32_MIN, INT32_MAX, n, endpoint=True),
+                 rng.integers(-(2**16), 2**16, n) >> rng.integers(0, 16, n))
+    v[rng.random(n) < 0.05] = INT32_MIN
+    v[rng.random(n) < 0.05] = INT32_MAX
+    v[rng.random(n) < 0.03] = 0
+    return v
+
+
+def _multiplier_values(rng: Rng, n: int) -> NDArray[np.int64]:
+    m = rng.integers(0, 2**31, n)
+    pick = rng.random(n)
+    m[pick < 0.3] = rng.integers(2**30, 2**31, int(np.sum(pick < 0.3)))
+    special = np.array([0, 1, 2**30 - 1, 2**30, 2**30 + 1, INT32_MAX])
+    m[pick > 0.85] = rng.choice(special, int(np.sum(pick > 0.85)))
+    return m
+
+
+def gen_helper_requant(rng: Rng, i: int) -> Case:
+    n = 4000
+    acc, m = _mixed_i32(rng, n), _multiplier_values(rng, n)
+    sh = np.where(rng.random(n) < 0.5, rng.integers(-31, 32, n), rng.integers(-3, 4, n))
+    exp = oracle.requant(acc, m, sh)
+    return Case("_requant", [i32(acc), i32(m), i32(sh), out("i", n)], "helper",
+                expected=Expected(None, [exp.astype(np.int32)]))
+
+
+def gen_helper_doubling_high_mul(rng: Rng, i: int) -> Case:
+    n = 4000
+    a, b = _mixed_i32(rng, n), _multiplier_values(rng, n)
+    exp = (a * b + 2**30) >> 31
+    return Case("_doubling_high_mul", [i32(a), i32(b), out("i", n)], "helper",
+                expected=Expected(None, [exp.astype(np.int32)]))
+
+
+def gen_helper_udiv(rng: Rng, i: int) -> Case:
+    n = 4000
+    num = rng.integers(0, 2**32, n)
+    num[rng.random(n) < 0.05] = 2**32 - 1
+    den = np.where(rng.random(n) < 0.5, rng.integers(1, 2**32, n), rng.integers(1, 1000, n))
+    den[rng.random(n) < 0.05] = 1
+    den[rng.random(n) < 0.05] = 2**32 - 1
+    pick = rng.random(n) < 0.1  # exact multiples and off-by-one numerators
+    num[pick] = np.minimum(den[pick] * rng.integers(0, 5, int(pick.sum())), 2**32 - 1)
+    exp = num // den
+    return Case("_udiv", [u32(num), u32(den), out("I", n)], "helper",
+                expected=Expected(None, [exp.astype(np.uint32)]))
+
+
+def gen_helper_dyn_shift(rng: Rng, i: int) -> Case:
+    s = np.arange(0, 26)
+    bounds = np.concatenate([(255 << s) >> 1, ((255 << s) >> 1) + 1, ((255 << s) >> 1) - 1])
+    m = np.concatenate([bounds, rng.integers(0, 2**32, 1000), 2**32 - 1 - rng.integers(0, 2**25, 200),
+                        [0, 1, 127, 128, 2**31, 2**32 - 1]])
+    m = m[(m >= 0) & (m < 2**32)]
+    exp = np.array([_spec_dyn_shift(int(v)) for v in m])
+    return Case("_dyn_shift", [u32(m), out("i", m.size)], "helper",
+                expected=Expected(None, [exp.astype(np.int32)]))
+
+
+HELPERS: dict[str, Callable[[Rng, int], Case]] = {
+    "_requant": gen_helper_requant,
+    "_doubling_high_mul": gen_helper_doubling_high_mul,
+    "_udiv": gen_helper_udiv,
+    "_dyn_shift": gen_helper_dyn_shift,
+}
+
+
+def generate_helpers(n: int, seed: int) -> list[Case]:
+    """n cases per integer helper (each a few thousand values); C driver only."""
+    out_cases = []
+    for k, gen in enumerate(HELPERS.values()):
+        rng = np.random.default_rng([seed, 1000 + k])
+        out_cases += [gen(rng, i) for i in range(n)]
+    return out_cases
+
+
+def generate(op: str, n: int, seed: int) -> list[Case]:
+    """n seeded cases of one op (independent of the other ops' counts)."""
+    rng = np.random.default_rng([seed, ALL_OPS.index(op)])
+    return [GENERATORS[op](rng, i) for i in range(n)]
+
+
+def generate_all(seed: int, per_op: int, ops: Sequence[str] = ALL_OPS) -> dict[str, list[Case]]:
+    return {op: generate(op, per_op, seed) for op in ops}
