@@ -45,6 +45,7 @@ check-kernels: natmod
 
 ## test: set up, then the whole test suite.
 test: $(SETUP_STAMP) natmod-all
+	@$(PY) -m microtrain_tools.check_kernels
 	@$(PY) -m pytest -q tests
 
 ## demo: set up, then train a small model inside micropython on real data.
