@@ -38,10 +38,7 @@ HERE = Path(__file__).resolve().parent
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
 
-try:  # the bit-exact numpy oracle (docs/numerics.md); optional for this script
-    from microtrain_tools import oracle as _oracle
-except Exception:  # any import problem just disables the oracle check
-    _oracle = None
+from microtrain_tools import oracle as _oracle  # noqa: E402  (the bit-exact numpy reference)
 
 IN_N, OUT_N = 64, 10
 X_ZP = -128  # input: real = pixel / 16 in [0, 1] -> q = round(255 * real) - 128
@@ -53,23 +50,9 @@ INT32_MAX = 2**31 - 1
 
 
 def quantize_multiplier(real: float) -> tuple[int, int]:
-    """``real ~= m * 2^(shift - 31)`` with ``2^30 <= m < 2^31`` (TFLite QuantizeMultiplier)."""
-    if _oracle is not None and hasattr(_oracle, "quantize_multiplier"):
-        m, s = _oracle.quantize_multiplier(real)
-        return int(m), int(s)
-    if real <= 0:
-        return 0, 0
-    q, shift = math.frexp(real)
-    m = math.floor(q * 2**31 + 0.5)
-    if m == 2**31:
-        m //= 2
-        shift += 1
-    if shift > 31:
-        return INT32_MAX, 31
-    if shift < -31:
-        m = math.floor(math.ldexp(real, 62) + 0.5)
-        return (m, -31) if m else (0, 0)
-    return m, shift
+    """``real ~= m * 2^(shift - 31)`` (the oracle's TFLite-style QuantizeMultiplier)."""
+    m, s = _oracle.quantize_multiplier(real)
+    return int(m), int(s)
 
 
 @dataclass
@@ -212,9 +195,6 @@ def run_micropython(args: argparse.Namespace, out: Path) -> tuple[int, list[str]
 
 def oracle_check(out: Path, xq_te: NDArray[np.int8], n_hidden: int) -> tuple[bool, str]:
     """Recompute the device's final test logits with the numpy oracle: must be bit-exact."""
-    if _oracle is None or not hasattr(_oracle, "linear_s8_forward"):
-        return True, "oracle not available, skipped"
-
     def rd(name: str, dt: type[np.generic]) -> NDArray[np.generic]:
         return np.fromfile(out / name, dtype=dt)
 
