@@ -63,23 +63,7 @@ static void win_init(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t oy
     win->w_off = ky0 * g->w_row + kx0 * g->cpg;
 }
 
-// Innermost runs as small leaf functions: kept out of line so that on
-// Cortex-M0 (8 low registers) the accumulator and pointers stay in registers
-// instead of being spilled by the enclosing loop nest.
-#if defined(__GNUC__)
-#define MT_NOINLINE __attribute__((noinline))
-#else
-#define MT_NOINLINE
-#endif
-
-// sum (x[i] - zp) * w[i], i < n. x and w end at most one past their run.
-static MT_NOINLINE int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, int32_t zp) {
-    int32_t acc = 0;
-    for (const int8_t *end = w + n; w != end; ++w, ++x) {
-        acc += ((int32_t)*x - zp) * (int32_t)*w;
-    }
-    return acc;
-}
+#include "mt_runs.h"
 
 // Depthwise: sum (x[i * xs] - zp) * w[i], i < n (index, not a pointer
 // bump, so nothing points past the buffer after the last tap).
@@ -89,13 +73,6 @@ static MT_NOINLINE int32_t dot_strided(const int8_t *x, int32_t xs, const int8_t
         acc += ((int32_t)x[xi] - zp) * (int32_t)*w;
     }
     return acc;
-}
-
-// a[i] += s * w[i], i < n.
-static MT_NOINLINE void axpy_w_run(int32_t *a, const int8_t *w, int32_t n, int32_t s) {
-    for (const int8_t *end = w + n; w != end; ++w, ++a) {
-        *a += s * (int32_t)*w;
-    }
 }
 
 // a[i * as] += s * w[i], i < n.

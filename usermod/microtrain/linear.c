@@ -4,29 +4,7 @@
 // out_n * in_n <= 2^26), so indices and accumulators fit in int32.
 #include "mt_kernels.h"
 
-// Innermost loops as small leaf functions (same as conv2d.c): kept out of
-// line so that on Cortex-M0 (8 low registers) they run without spills.
-#if defined(__GNUC__)
-#define MT_NOINLINE __attribute__((noinline))
-#else
-#define MT_NOINLINE
-#endif
-
-// sum (x[i] - zp) * w[i], i < n.
-static MT_NOINLINE int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, int32_t zp) {
-    int32_t acc = 0;
-    for (const int8_t *end = w + n; w != end; ++w, ++x) {
-        acc += ((int32_t)*x - zp) * (int32_t)*w;
-    }
-    return acc;
-}
-
-// a[i] += s * w[i], i < n.
-static MT_NOINLINE void axpy_w_run(int32_t *a, const int8_t *w, int32_t n, int32_t s) {
-    for (const int8_t *end = w + n; w != end; ++w, ++a) {
-        *a += s * (int32_t)*w;
-    }
-}
+#include "mt_runs.h"
 
 // g[i] = ev * (x[i] - zp), i < n.
 static MT_NOINLINE void scale_x_run(int32_t *g, const int8_t *x, int32_t n, int32_t ev, int32_t zp) {
