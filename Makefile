@@ -19,7 +19,7 @@ export PYTHONPATH := $(ROOT)/tools
 
 ## setup: install the toolchain, venv (pinned) and MicroPython core once.
 setup: $(SETUP_STAMP)
-$(SETUP_STAMP): tools/setup.sh tools/requirements.txt pyproject.toml
+$(SETUP_STAMP): tools/setup.sh tools/requirements.txt tools/requirements-data.txt pyproject.toml
 	@tools/setup.sh
 	@mkdir -p build && touch $@
 

