@@ -1,0 +1,639 @@
+# The model: a validated .mtm file used in place, its forward pass, its
+# backward pass for the trained layers, and checkpoint writing.
+#
+# Memory rules (DESIGN.md): frozen weights are zero-copy views of the model
+# bytes; activation buffers are shared between tensors whose lifetimes do not
+# overlap; activations are kept only from the first trained layer on; trained
+# layers own mutable copies of their parameters plus float32 gradient sums
+# (their size does not depend on the batch size).
+import array
+import math
+import struct
+
+from micropython import const
+
+from microtrain import kern
+from microtrain.quant import merge_ratios, weight_ratios, zeros
+
+K = kern.K
+
+try:
+    import uctypes
+except ImportError:  # CircuitPython and minimal ports: int32 tensors get copied
+    uctypes = None
+
+OP_CONV2D = const(1)
+OP_LINEAR = const(2)
+OP_RELU = const(3)
+OP_RELU6 = const(4)
+OP_MAXPOOL = const(5)
+OP_AVGPOOL = const(6)
+OP_GAP = const(7)
+OP_ADD = const(8)
+OP_NAMES = ("?", "conv2d", "linear", "relu", "relu6", "maxpool", "avgpool", "global_avgpool", "add")
+ACT_NAMES = ("", "relu", "relu6")
+DT_INT8 = const(1)
+DT_INT32 = const(2)
+DT_F32 = const(3)
+KIND_ACT = const(0)
+KIND_CONST = const(1)
+KIND_STATE = const(2)
+NONE = const(-1)  # 0xFFFFFFFF as read by the accessors
+FLAG_TRAINED = const(1)
+FLAG_HAS_STATE = const(2)
+_ITEM = (0, 1, 4, 4, 1)
+
+
+class Tensor:
+    """One tensor of the file: shape (NHWC), dtype, quantisation, data view."""
+
+    def __init__(self, index, row, scale):
+        self.index = index
+        self.dtype = row[0]
+        self.kind = row[2]
+        self.quant = row[3]
+        self.flags = row[4]
+        self.shape = tuple(row[5 + d] for d in range(row[1]))
+        self.data_off = row[9]
+        self.data_len = row[10]
+        self.scale = scale
+        self.zero_point = row[12]
+        self.qscales = row[13]
+        n = 1
+        for d in self.shape:
+            n *= d
+        self.numel = n
+        self.data = None  # view (or mutable copy) of the values for CONST / STATE
+
+    def __repr__(self):
+        dt = ("?", "int8", "int32", "float32", "uint8")[self.dtype]
+        kind = ("activation", "const", "state")[self.kind]
+        q = ""
+        if self.kind == KIND_ACT:
+            q = " scale=%.6g zp=%d" % (self.scale, self.zero_point)
+        return "<Tensor %d %s %s %s%s %dB>" % (self.index, kind, dt, self.shape, q,
+                                               self.numel * _ITEM[self.dtype])
+
+
+class Layer:
+    """One layer: op, fused activation, descriptor (`params`), tensors.
+
+    For a trained layer `w`, `b`, `mult`, `shift`, `w_scale` are private
+    mutable copies and `gw`, `gb` the float32 gradient sums of the batch."""
+
+    def __init__(self, model, index, row):
+        self.model = model
+        self.index = index
+        self.op = row[0]
+        self.act = row[1]
+        self.flags = row[4]
+        b = model._bytes
+        self.name = str(bytes(b[row[5]:row[5] + row[6]]), "utf-8")
+        self.fused = str(bytes(b[row[7]:row[7] + row[8]]), "utf-8")
+        self.inputs = (row[9],) if row[10] == NONE else (row[9], row[10])
+        self.output = row[11]
+        self.weight_t, self.bias_t, self.mult_t, self.shift_t = row[12], row[13], row[14], row[15]
+        self.state_t = (row[16], row[17], row[18], row[19])
+        self.params = model._i32(row[20], row[2])  # the kernel descriptor, zero-copy
+        self.trained = False
+        self.grad = None  # (gw, gb) float32 arrays while trained
+        self.w = self.b = self.mult = self.shift = self.w_scale = None
+        if self.op == OP_CONV2D or self.op == OP_LINEAR:
+            t = model.tensors
+            self.w = t[self.weight_t].data
+            self.b = t[self.bias_t].data
+            self.mult = t[self.mult_t].data
+            self.shift = t[self.shift_t].data
+            self.w_scale = t[t[self.weight_t].qscales].data
+        self.gw = self.gb = None
+        self.master_w = self.master_b = None  # float32 master copies (float modes)
+        self._row = None  # scratch row of the update
+        self.wr = None
+        self.ein_r = 0
+        self.ein_top = 0.0
+
+    @property
+    def kind(self):
+        return OP_NAMES[self.op]
+
+    @property
+    def n_params(self):
+        if self.w is None:
+            return 0
+        return len(self.w) + len(self.b)
+
+    @property
+    def out_c(self):
+        p = self.params
+        return p[5] if self.op == OP_CONV2D else p[1]
+
+    @property
+    def in_scale(self):
+        return self.model.tensors[self.inputs[0]].scale
+
+    @property
+    def out_scale(self):
+        return self.model.tensors[self.output].scale
+
+    def __repr__(self):
+        t = self.model.tensors
+        s = "<Layer %d %s %s%s %s -> %s" % (self.index, self.name, OP_NAMES[self.op],
+                                            ("+" + ACT_NAMES[self.act]) if self.act else "",
+                                            t[self.inputs[0]].shape, t[self.output].shape)
+        if self.w is not None:
+            s += " params=%d" % self.n_params
+        if self.trained:
+            s += " trained"
+        return s + ">"
+
+    # -- training state -------------------------------------------------------------------
+
+    def make_trainable(self):
+        """Private mutable copies of the parameters and float32 gradient sums."""
+        if self.w is None:
+            raise ValueError("layer %s (%s) has no parameters to train" % (self.name, self.kind))
+        if not self.trained:
+            t = self.model.tensors
+            self.w = array.array("b", self.w)
+            self.b = array.array("i", self.b)
+            self.mult = array.array("i", self.mult)
+            self.shift = array.array("i", self.shift)
+            self.w_scale = array.array("f", self.w_scale)
+            t[self.weight_t].data = self.w
+            t[self.bias_t].data = self.b
+            t[self.mult_t].data = self.mult
+            t[self.shift_t].data = self.shift
+            t[t[self.weight_t].qscales].data = self.w_scale
+            self.gw = zeros("f", len(self.w))
+            self.gb = zeros("f", len(self.b))
+            self.grad = (self.gw, self.gb)
+            self.wr = zeros("i", self.out_c)
+            self.trained = True
+        self.refresh_ratios()
+
+    def refresh_ratios(self):
+        """Grad-input weight ratios for the current per-channel weight scales."""
+        p = self.params
+        if self.op == OP_CONV2D:
+            terms = p[6] * p[7] * (p[5] // p[12])
+        else:
+            terms = p[1]
+        if self.wr is None:
+            self.wr = zeros("i", self.out_c)
+        self.ein_r, self.ein_top = weight_ratios(self.w_scale, terms, self.wr)
+
+
+class Model:
+    """A loaded .mtm model. See `load`."""
+
+    def __init__(self, buf, words):
+        self._bytes = buf  # 1-byte view of the whole file (validated)
+        self._words = words  # array('i') of the whole file, or None
+        info = zeros("i", 15)
+        K.mtm_info(buf, info)
+        self.flags = info[2]
+        self.train_steps = info[14] & 0xFFFFFFFF
+        self.size = info[3]
+        n_t, n_l = info[4], info[5]
+        row = zeros("i", 14)
+        self.tensors = []
+        for i in range(n_t):
+            K.mtm_tensor(buf, i, row)
+            scale = struct.unpack_from("<f", buf, info[6] + 48 * i + 32)[0]
+            t = Tensor(i, row, scale)
+            if t.dtype == DT_INT8:
+                t.data = self._s8(t.data_off, t.data_len) if t.data_len else None
+            elif t.dtype == DT_INT32:
+                t.data = self._i32(t.data_off, t.data_len >> 2)
+            elif t.dtype == DT_F32:
+                # float32 values (per-channel scales, optimiser state): small, copied
+                t.data = array.array("f", buf[t.data_off:t.data_off + t.data_len])
+            self.tensors.append(t)
+        self.layers = []
+        row = zeros("i", 21)
+        for j in range(n_l):
+            K.mtm_layer(buf, j, row)
+            self.layers.append(Layer(self, j, row))
+        self.input = self.tensors[info[12]]
+        self.output = self.tensors[info[13]]
+        self._plans = {}
+        self._lut = None
+        self._lut_scale = 0.0
+        self._ce = None  # (err, stats) of the output, for cross_entropy
+        self._last_out = None
+        self._bw = None  # backward plan of the trained layers
+
+    # -- views -----------------------------------------------------------------------------
+
+    def _s8(self, off, n):
+        return memoryview(self._bytes)[off:off + n]
+
+    def _i32(self, off, n):
+        if self._words is not None:
+            off >>= 2
+            return memoryview(self._words)[off:off + n]
+        return array.array("i", self._bytes[off:off + 4 * n])  # no int32 view of bytes: copy
+
+    def layer(self, name):
+        """The layer called `name` (KeyError if none)."""
+        for ly in self.layers:
+            if ly.name == name:
+                return ly
+        raise KeyError(name)
+
+    def select(self, spec):
+        """Layer indices for a train spec: "last:N" (the last N layers with
+        parameters), "all", a name, or a list of names / indices."""
+        weighted = [ly.index for ly in self.layers if ly.w is not None]
+        if spec is None or spec == "all":
+            return weighted
+        if isinstance(spec, str) and spec.startswith("last:"):
+            n = int(spec[5:])
+            if not 1 <= n <= len(weighted):
+                raise ValueError("train=%r: the model has %d layers with parameters" % (spec, len(weighted)))
+            return weighted[-n:]
+        if isinstance(spec, (str, int)):
+            spec = [spec]
+        out = []
+        for s in spec:
+            ly = self.layers[s] if isinstance(s, int) else self.layer(s)
+            if ly.w is None:
+                raise ValueError("layer %s (%s) has no parameters to train" % (ly.name, ly.kind))
+            if ly.index not in out:
+                out.append(ly.index)
+        out.sort()
+        return out
+
+    # -- buffers ---------------------------------------------------------------------------
+
+    def _plan(self, keep_from):
+        """Activation buffers for a forward pass that keeps every activation
+        used by layers >= keep_from (None: inference only)."""
+        key = -1 if keep_from is None else keep_from
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        tensors, layers = self.tensors, self.layers
+        n_l = len(layers)
+        last_use = {}
+        for ly in layers:
+            for t in ly.inputs:
+                last_use[t] = ly.index
+        keep = set()
+        if keep_from is not None:
+            for ly in layers[keep_from:]:
+                for t in ly.inputs:
+                    keep.add(t)
+                keep.add(ly.output)
+        # greedy reuse: a buffer is free once its tensor's last consumer ran
+        free = []  # arrays not in use
+        bufs = {}
+        inp = self.input.index
+        bufs[inp] = zeros("b", self.input.numel)
+        for ly in layers:
+            t = tensors[ly.output]
+            buf = None
+            for k in range(len(free)):
+                if len(free[k]) == t.numel:
+                    buf = free.pop(k)
+                    break
+            if buf is None:
+                buf = zeros("b", t.numel)
+            bufs[ly.output] = buf
+            for ti in ly.inputs:
+                if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != self.output.index:
+                    free.append(bufs[ti])
+        steps = []
+        for ly in layers:
+            steps.append(self._step(ly, bufs))
+        plan = (bufs, steps)
+        # buffers of other plans stay cached: inference and training plans coexist
+        self._plans[key] = plan
+        del n_l
+        return plan
+
+    def _step(self, ly, bufs):
+        op, p = ly.op, ly.params
+        x = bufs[ly.inputs[0]]
+        y = bufs[ly.output]
+        if op == OP_CONV2D:
+            return (K.conv2d_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, y), ly)
+        if op == OP_LINEAR:
+            return (K.linear_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, y), ly)
+        if op == OP_RELU:
+            return (K.relu_s8_forward, (x, p[1], y), ly)
+        if op == OP_RELU6:
+            return (K.relu6_s8_forward, (x, p[1], p[2], y), ly)
+        if op == OP_MAXPOOL:
+            return (K.maxpool_s8_forward, (p, x, y), ly)
+        if op == OP_AVGPOOL:
+            return (K.avgpool_s8_forward, (p, x, y), ly)
+        if op == OP_GAP:
+            return (K.global_avgpool_s8_forward, (x, p[0], p[1], y), ly)
+        if op == OP_ADD:
+            return (K.add_s8_forward, (p, x, bufs[ly.inputs[1]], y), ly)
+        raise ValueError("unknown op %d" % op)
+
+    def _rebind(self):
+        """Training swapped a layer's parameter arrays: rebuild the call tables."""
+        for plan in self._plans.values():
+            bufs, steps = plan
+            for i in range(len(steps)):
+                steps[i] = self._step(steps[i][2], bufs)
+
+    # -- inference -------------------------------------------------------------------------
+
+    def forward(self, x, keep_from=None, start=0):
+        """Run layers start.. on the int8 input x (NHWC, input numel);
+        return the int8 output buffer (reused by the next call: copy to keep).
+
+        keep_from: index of the first layer whose inputs must survive for
+        backward (the Trainer passes the first trained layer)."""
+        bufs, steps = self._plan(keep_from)
+        if start == 0:
+            xb = bufs[self.input.index]
+            if len(x) != len(xb):
+                raise ValueError("forward: input has %d values, the model takes %d %s" %
+                                 (len(x), len(xb), self.input.shape))
+            xb[:] = x  # raw byte copy: bytes, bytearray and array('b') all work
+        for i in range(start, len(steps)):
+            s = steps[i]
+            s[0](*s[1])
+        out = bufs[self.output.index]
+        self._last_out = out
+        return out
+
+    def activation(self, t, keep_from=None):
+        """The buffer of tensor index t in the given plan (after forward)."""
+        return self._plan(keep_from)[0][t]
+
+    def predict(self, x):
+        """Class index: argmax of the int8 output (the first maximum wins)."""
+        out = self.forward(x)
+        best, arg = -129, 0
+        i = 0
+        for v in out:
+            if v > best:
+                best, arg = v, i
+            i += 1
+        return arg
+
+    def quantize_input(self, values, out=None):
+        """Float values (NHWC order) -> int8 bytearray with the input's scale/zero point."""
+        t = self.input
+        if len(values) != t.numel:
+            raise ValueError("quantize_input: got %d values, the input has %d %s" %
+                             (len(values), t.numel, t.shape))
+        out = out if out is not None else bytearray(t.numel)
+        inv, zp, fl = 1.0 / t.scale, t.zero_point, math.floor
+        for i in range(t.numel):
+            q = int(fl(values[i] * inv + 0.5)) + zp
+            out[i] = (127 if q > 127 else (-128 if q < -128 else q)) & 0xFF
+        return out
+
+    def dequantize_output(self, q=None):
+        """Float values of the int8 output (default: the last forward's)."""
+        t = self.output
+        q = q if q is not None else self._last_out
+        if q is None:
+            raise ValueError("dequantize_output: run forward first or pass the output")
+        s, zp = t.scale, t.zero_point
+        return [s * (v - zp) for v in q]
+
+    # -- training --------------------------------------------------------------------------
+
+    def set_trained(self, spec):
+        """Mark the layers of `spec` (see `select`) as trained and build the
+        backward plan: error buffers only from the first trained layer on."""
+        idx = self.select(spec)
+        for ly in self.layers:
+            if ly.index in idx:
+                ly.make_trainable()
+        self._rebind()
+        first = idx[0]
+        bufs, _ = self._plan(first)
+        region = set()
+        for ly in self.layers[first:]:
+            region.add(ly.output)
+        consumers = {}
+        for ly in self.layers[first:]:
+            for t in ly.inputs:
+                if t in region:
+                    consumers[t] = consumers.get(t, 0) + 1
+        ebuf, etmp, emerge = {}, {}, {}
+        for t in region:
+            n = self.tensors[t].numel
+            ebuf[t] = zeros("b", n)
+            if consumers.get(t, 0) > 1:
+                etmp[t] = zeros("b", n)
+                emerge[t] = zeros("b", n)
+        acc_n = 0
+        for ly in self.layers[first:]:
+            if ly.inputs[0] in region and ly.op in (OP_CONV2D, OP_LINEAR, OP_MAXPOOL, OP_AVGPOOL):
+                n = self.tensors[ly.inputs[0]].numel
+                if n > acc_n:
+                    acc_n = n
+        acc = zeros("i", acc_n) if acc_n else None
+        accv = {}
+        for ly in self.layers[first:]:
+            if ly.inputs[0] in region and acc is not None:
+                accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
+        self._bw = (first, idx, region, bufs, ebuf, etmp, emerge, accv)
+        self.trained_layers = [self.layers[i] for i in idx]
+        return self.trained_layers
+
+    def backward(self, err, err_scale, policy=None):
+        """Back-propagate the int8 error of the output (real value err_scale * err)
+        through the layers from the first trained one on, adding float32
+        weight gradients into each trained layer's gw / gb.
+
+        err is modified in place. policy(layer, e) may return a channel mask
+        (1-byte buffer, 1 = keep) for a trained layer given its int8 output
+        error e: masked channels get no gradient and no back-propagation."""
+        if self._bw is None:
+            raise ValueError("backward: no trained layers (use Trainer or set_trained first)")
+        first, idx, region, bufs, ebuf, etmp, emerge, accv = self._bw
+        tensors = self.tensors
+        ldexp = math.ldexp
+        out_t = self.output.index
+        cur = {out_t: err}
+        scale = {out_t: err_scale}
+        conv_gw = kern.f32("conv2d_s8_grad_weight_f32")
+        lin_gw = kern.f32("linear_s8_grad_weight_f32")
+        for j in range(len(self.layers) - 1, first - 1, -1):
+            ly = self.layers[j]
+            t_out = ly.output
+            e = cur.get(t_out)
+            if e is None:
+                continue
+            s = scale[t_out]
+            op, p = ly.op, ly.params
+            y = bufs[t_out]
+            if ly.act == 1:
+                K.relu_s8_backward(y, p[-2], e)
+            elif ly.act == 2:
+                K.relu6_s8_backward(y, p[-2], p[-1], e)
+            x_t = ly.inputs[0]
+            need = x_t in region
+            if op == OP_CONV2D or op == OP_LINEAR:
+                mask = None
+                if ly.trained:
+                    if policy is not None:
+                        mask = policy(ly, e)
+                    x = bufs[x_t]
+                    if op == OP_CONV2D:
+                        conv_gw(p, x, e, mask, tensors[x_t].scale * s, s, ly.gw, ly.gb)
+                    else:
+                        lin_gw(p, x, e, mask, tensors[x_t].scale * s, s, ly.gw, ly.gb)
+                if need:
+                    dest = self._dest(x_t, cur, ebuf, etmp)
+                    gin = K.conv2d_s8_grad_input if op == OP_CONV2D else K.linear_s8_grad_input
+                    sh = gin(p, e, ly.w, ly.wr, mask, accv[j], dest)
+                    self._arrive(x_t, dest, ldexp(s * ly.ein_top, sh - ly.ein_r), cur, scale, ebuf, etmp, emerge)
+            elif not need:
+                pass
+            elif op == OP_RELU or op == OP_RELU6:
+                dest = self._dest(x_t, cur, ebuf, etmp)
+                dest[:] = e
+                if op == OP_RELU:
+                    K.relu_s8_backward(y, p[1], dest)
+                else:
+                    K.relu6_s8_backward(y, p[1], p[2], dest)
+                self._arrive(x_t, dest, s, cur, scale, ebuf, etmp, emerge)
+            elif op == OP_MAXPOOL:
+                dest = self._dest(x_t, cur, ebuf, etmp)
+                sh = K.maxpool_s8_grad_input(p, bufs[x_t], e, accv[j], dest)
+                self._arrive(x_t, dest, ldexp(s, sh), cur, scale, ebuf, etmp, emerge)
+            elif op == OP_AVGPOOL:
+                dest = self._dest(x_t, cur, ebuf, etmp)
+                sh = K.avgpool_s8_grad_input(p, e, accv[j], dest)
+                self._arrive(x_t, dest, ldexp(s, sh - 16), cur, scale, ebuf, etmp, emerge)
+            elif op == OP_GAP:
+                dest = self._dest(x_t, cur, ebuf, etmp)
+                K.global_avgpool_s8_grad_input(e, p[0], dest)
+                self._arrive(x_t, dest, s / p[0], cur, scale, ebuf, etmp, emerge)
+            if op == OP_ADD:
+                for t in ly.inputs:
+                    if t in region:
+                        dest = self._dest(t, cur, ebuf, etmp)
+                        dest[:] = e
+                        self._arrive(t, dest, s, cur, scale, ebuf, etmp, emerge)
+
+    def _dest(self, t, cur, ebuf, etmp):
+        return ebuf[t] if t not in cur else etmp[t]
+
+    def _arrive(self, t, dest, s, cur, scale, ebuf, etmp, emerge):
+        if t not in cur:
+            cur[t] = dest
+            scale[t] = s
+            return
+        # a second consumer's error: merge the two (each with its own scale)
+        s0 = scale[t]
+        ra, rb = merge_ratios(s0, s)
+        out = emerge[t]
+        sh = K.add_s8_grad_merge(cur[t], ra, dest, rb, out)
+        emerge[t] = cur[t]
+        ebuf[t] = out
+        cur[t] = out
+        scale[t] = math.ldexp(s0 if s0 > s else s, sh - 15)
+
+    # -- loss ------------------------------------------------------------------------------
+
+    def lut(self):
+        """The softmax exp table for the output scale (made once)."""
+        s = self.output.scale
+        if self._lut is None or self._lut_scale != s:
+            from microtrain.quant import softmax_lut
+
+            self._lut = softmax_lut(s, self._lut)
+            self._lut_scale = s
+        return self._lut
+
+    # -- summary ---------------------------------------------------------------------------
+
+    def ram(self, keep_from=None):
+        """Bytes of activation buffers for a forward pass (keeping from keep_from)."""
+        key = -1 if keep_from is None else keep_from
+        if key in self._plans:
+            bufs = self._plans[key][0]
+        else:
+            bufs = self._plan(keep_from)[0]
+            del self._plans[key]
+        seen = []
+        total = 0
+        for b in bufs.values():
+            if not any(b is s for s in seen):
+                seen.append(b)
+                total += len(b)
+        return total
+
+    def summary(self):
+        """Print layers, shapes, parameters and RAM."""
+        t = self.tensors
+        print("model: %d layers, %d tensors, %d bytes%s" % (
+            len(self.layers), len(t), self.size, " (trained %d steps)" % self.train_steps
+            if self.flags & FLAG_TRAINED else ""))
+        print("%-3s %-16s %-18s %-16s %-16s %8s" % ("#", "name", "op", "input", "output", "params"))
+        total = 0
+        for ly in self.layers:
+            op = OP_NAMES[ly.op] + (("+" + ACT_NAMES[ly.act]) if ly.act else "")
+            shp = "+".join(str(t[i].shape) for i in ly.inputs)
+            print("%-3d %-16s %-18s %-16s %-16s %8d%s" % (
+                ly.index, ly.name[:16], op, shp, str(t[ly.output].shape), ly.n_params,
+                "  trained" if ly.trained else ""))
+            total += ly.n_params
+        print("params: %d (%d bytes of weights in the model bytes, not copied)" % (
+            total, sum(len(ly.w) + 4 * len(ly.b) for ly in self.layers if ly.w is not None)))
+        print("RAM: activations %d bytes (inference)" % self.ram())
+        print("input %s scale=%.6g zp=%d; output %s scale=%.6g zp=%d" % (
+            self.input.shape, self.input.scale, self.input.zero_point,
+            self.output.shape, self.output.scale, self.output.zero_point))
+
+    def __repr__(self):
+        return "<Model %d layers %s -> %s, %d params, %d bytes>" % (
+            len(self.layers), self.input.shape, self.output.shape,
+            sum(ly.n_params for ly in self.layers), self.size)
+
+    def save(self, path, trainer=None):
+        from microtrain import checkpoint
+
+        checkpoint.save(self, path, trainer)
+
+
+def _read_file(path):
+    import os
+
+    size = os.stat(path)[6]
+    if size < 68 or size & 3:
+        raise ValueError("load: %s: not a .mtm file (length %d)" % (path, size))
+    words = array.array("i", bytes(size))
+    if uctypes is not None:
+        view = uctypes.bytearray_at(uctypes.addressof(words), size)
+    else:
+        view = None
+    with open(path, "rb") as f:
+        got = f.readinto(view if view is not None else memoryview(words))
+    if got != size:
+        raise ValueError("load: %s: short read (%d of %d bytes)" % (path, got, size))
+    return view, words
+
+
+def load(src):
+    """Load a .mtm model from a path or a bytes-like object.
+
+    The file is validated completely (magic, version, CRC, every offset,
+    shape, op and quantisation parameter) before anything is used; a bad file
+    raises ValueError naming the problem. A path is read into one word-aligned
+    buffer and every tensor is a zero-copy view of it. A bytes object (e.g.
+    frozen into flash) is used in place for int8 weights; its int32 tensors
+    (biases, multipliers, descriptors: a few hundred bytes) are copied."""
+    words = None
+    if isinstance(src, str):
+        buf, words = _read_file(src)
+        if buf is None:  # no uctypes: one more copy as bytes
+            buf = bytes(words)
+            words = None
+    else:
+        buf = src
+    K.mtm_validate(buf)
+    return Model(buf, words)

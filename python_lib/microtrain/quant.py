@@ -1,0 +1,79 @@
+# Quantisation helpers shared by the model, the loss and the optimisers.
+# Each mirrors a function of tools/microtrain_tools/oracle.py (same formulas,
+# same rounding: host round(v) = floor(v + 0.5)).
+import array
+import math
+
+from micropython import const
+
+INT32_MAX = const(2147483647)
+BIAS_LIMIT = const(1073741824)  # |bias| <= 2^30 (numerics.md)
+
+
+def zeros(typecode, n):
+    """array(typecode) of n zeros."""
+    return array.array(typecode, bytes(n * (1 if typecode in "bB" else 4)))
+
+
+def rnd(v):
+    """floor(v + 0.5) as an int."""
+    return int(math.floor(v + 0.5))
+
+
+def quantize_multiplier(real):
+    """(m, shift) with real ~= m * 2^(shift - 31), 2^30 <= m < 2^31 (TFLite)."""
+    if not real > 0.0:
+        if real == 0.0:
+            return 0, 0
+        raise ValueError("quantize_multiplier: real must be finite and >= 0")
+    q, shift = math.frexp(real)
+    m = int(math.floor(q * 2147483648.0 + 0.5))
+    if m == 2147483648:
+        m >>= 1
+        shift += 1
+    if shift > 31:
+        return INT32_MAX, 31
+    if shift < -31:
+        m = int(math.floor(math.ldexp(real, 62) + 0.5))
+        return (m, -31) if m else (0, 0)
+    return m, shift
+
+
+def softmax_lut(scale, out=None):
+    """uint32 table lut[d] = round(2^16 * exp(-scale * d)), d = 0..255."""
+    if not scale > 0.0:
+        raise ValueError("softmax_lut: scale must be > 0")
+    lut = out if out is not None else array.array("I", bytes(1024))
+    e = math.exp
+    for d in range(256):
+        lut[d] = int(math.floor(65536.0 * e(-scale * d) + 0.5))
+    return lut
+
+
+def weight_ratios(s_w, terms, wr):
+    """Fill wr (int32) with the grad-input weight ratios; return (R, max s_w).
+
+    R is the largest R <= 15 with max(wr) * terms * 16384 <= 2^31 - 1, so the
+    ein base scale is s_e * max(s_w) * 2^-R (numerics.md, conv2d grad input)."""
+    top = 0.0
+    for v in s_w:
+        if v > top:
+            top = v
+    if not top > 0.0:
+        raise ValueError("weight_ratios: scales must have max > 0")
+    r = 15
+    while r > 0 and (1 << r) * terms * 16384 > INT32_MAX:
+        r -= 1
+    one = 1 << r
+    fl = math.floor
+    for i in range(len(s_w)):
+        wr[i] = int(fl(one * s_w[i] / top + 0.5))
+    return r, top
+
+
+def merge_ratios(s_a, s_b):
+    """(ra, rb) = round(2^15 * s / max(s_a, s_b)) for add_s8_grad_merge."""
+    top = s_a if s_a > s_b else s_b
+    if not top > 0.0:
+        return 32768, 32768
+    return rnd(32768.0 * s_a / top), rnd(32768.0 * s_b / top)

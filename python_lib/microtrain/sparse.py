@@ -1,0 +1,104 @@
+# Sparse-update policies: which output channels of a trained layer get a
+# gradient (and back-propagate) for this sample. A policy is a callable
+# policy(layer, e) -> mask (1-byte buffer, 1 = keep) or None (all), called by
+# Model.backward with the layer's int8 output error e. Masked channels are
+# skipped by the kernels, which is where the backward speed-up comes from.
+import math
+
+from microtrain import kern
+from microtrain.quant import zeros
+
+K = kern.K
+
+
+class DynamicSparse:
+    """Dynamic sparse gradient updates (Deutel et al., arXiv 2407.10734).
+
+    Per sample and trained layer, keep the k = ceil(rate * C) output channels
+    whose errors have the largest L1 norm. The rate follows the sample's loss L
+    relative to the largest loss seen so far, L_max:
+
+    - form="text" (default, the paper's stated intent): rate =
+      clamp(L / L_max, lambda_min, lambda_max): hard samples update more.
+    - form="linear": rate = lambda_min + (lambda_max - lambda_min) * L / L_max,
+      the same monotone idea without saturation at lambda_min.
+
+    The paper's printed eq. 9 disagrees with its text (see docs/training.md);
+    the text's intent is what is implemented by default."""
+
+    def __init__(self, lambda_min=0.1, lambda_max=1.0, form="text"):
+        if not 0.0 < lambda_min <= lambda_max <= 1.0:
+            raise ValueError("DynamicSparse: need 0 < lambda_min <= lambda_max <= 1")
+        if form not in ("text", "linear"):
+            raise ValueError("DynamicSparse: form must be 'text' or 'linear'")
+        self.lambda_min, self.lambda_max, self.form = lambda_min, lambda_max, form
+        self.max_loss = 0.0
+        self.rate = lambda_max
+        self._bufs = {}
+        self.kept = 0  # channels kept / seen since the last reset (for reports)
+        self.seen = 0
+
+    def observe(self, loss):
+        """Set this sample's rate from its loss (called before backward)."""
+        if loss > self.max_loss:
+            self.max_loss = loss
+        r = loss / self.max_loss if self.max_loss > 0.0 else 1.0
+        lo, hi = self.lambda_min, self.lambda_max
+        if self.form == "linear":
+            r = lo + (hi - lo) * r
+        self.rate = lo if r < lo else (hi if r > hi else r)
+        return self.rate
+
+    def __call__(self, ly, e):
+        c = ly.out_c
+        k = int(math.ceil(self.rate * c))
+        self.seen += c
+        if k >= c:
+            self.kept += c
+            return None
+        b = self._bufs.get(ly.index)
+        if b is None:
+            b = self._bufs[ly.index] = (zeros("i", c), bytearray(c))
+        K.l1_norm_s8(e, c, b[0])
+        K.topk_mask(b[0], k, b[1])
+        self.kept += k
+        return b[1]
+
+    def __repr__(self):
+        return "DynamicSparse(lambda_min=%g, lambda_max=%g, form=%r)" % (
+            self.lambda_min, self.lambda_max, self.form)
+
+
+class StaticSparse:
+    """Static sparse update (as in MIT's tiny-training): a fixed fraction of
+    each trained layer's output channels (the first ceil(ratio * C)) is
+    updated, every sample. `ratio` is a float for all layers or a dict
+    {layer name: ratio} (layers not named are dense)."""
+
+    def __init__(self, ratio=0.5):
+        self.ratio = ratio
+        self._masks = {}
+        self.kept = 0
+        self.seen = 0
+
+    def observe(self, loss):
+        return None
+
+    def __call__(self, ly, e):
+        r = self.ratio.get(ly.name, 1.0) if isinstance(self.ratio, dict) else self.ratio
+        c = ly.out_c
+        k = int(math.ceil(r * c))
+        self.seen += c
+        self.kept += k if k < c else c
+        if k >= c:
+            return None
+        m = self._masks.get(ly.index)
+        if m is None:
+            m = bytearray(c)
+            for i in range(k):
+                m[i] = 1
+            self._masks[ly.index] = m
+        return m
+
+    def __repr__(self):
+        return "StaticSparse(%r)" % (self.ratio,)

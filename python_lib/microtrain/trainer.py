@@ -1,0 +1,215 @@
+# The training loop, built only from public pieces (Model.forward,
+# cross_entropy, Model.backward, an optimiser, a sparse policy).
+import gc
+import json
+import time
+
+import micropython
+
+from microtrain import optim
+from microtrain.loss import cross_entropy
+from microtrain.model import KIND_STATE
+
+MODES = ("int8", "mixed", "float32")
+
+
+def _heap():
+    return gc.mem_alloc()
+
+
+def _peak():
+    try:
+        return micropython.mem_peak()
+    except AttributeError:  # not on every port
+        return gc.mem_alloc()
+
+
+class Trainer:
+    """Train `model` on (x, label) samples.
+
+    train:     "last:N", "all", a layer name or a list of names / indices.
+    mode:      "int8" (fully quantised update), "mixed" (float32 master copy
+               of the last trained layer), "float32" (master copies of all).
+    optimizer: SGD / Adam (default SGD(lr=0.01, momentum=0.9)).
+    sparse:    None, DynamicSparse(...) or StaticSparse(...).
+    batch:     samples per update; gradients are summed into one float32
+               buffer per trained layer, so RAM does not grow with it.
+    schedule:  "constant", "step", "cosine", or callable(lr0, epoch, epochs).
+    log:       path of a JSON-lines training log (or None).
+    """
+
+    def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
+                 schedule=None, log=None, log_every=100, seed=1):
+        if mode not in MODES:
+            raise ValueError("Trainer: mode must be one of %s, got %r" % (MODES, mode))
+        if batch < 1:
+            raise ValueError("Trainer: batch must be >= 1")
+        self.model = model
+        self.mode = mode
+        self.opt = optimizer if optimizer is not None else optim.SGD(lr=0.01, momentum=0.9)
+        self.sparse = sparse
+        self.batch = batch
+        self.schedule = optim.schedule(schedule)
+        self.layers = model.set_trained(train)
+        self.first = self.layers[0].index
+        for ly in self.layers:
+            ly.master_w = ly.master_b = None
+        if mode == "float32":
+            for ly in self.layers:
+                optim.make_master(ly)
+        elif mode == "mixed":
+            optim.make_master(self.layers[-1])
+        self._resume_state()
+        self.lr = self.opt.lr
+        self.pending = 0
+        self.steps = 0
+        self.epoch = 0
+        self.log_path = log
+        self.log_every = log_every
+        self._rng = (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1
+        self.bwd_us = 0  # time in backward, for sparse-speed reports
+        self.correct = 0
+        self.seen = 0
+        self.loss_sum = 0.0
+        if log:
+            with open(log, "w") as f:
+                f.write(json.dumps({"kind": "config", "train": [ly.name for ly in self.layers],
+                                    "mode": mode, "optimizer": repr(self.opt), "sparse": repr(sparse),
+                                    "batch": batch}) + "\n")
+
+    def _resume_state(self):
+        """Take master copies / optimiser state from a checkpoint's STATE tensors."""
+        t = self.model.tensors
+        for ly in self.layers:
+            st = ly.state_t
+            if st[0] >= 0 and t[st[0]].kind == KIND_STATE and ly.master_w is not None:
+                ly.master_w = t[st[0]].data
+                ly.master_b = t[st[1]].data
+            if st[2] >= 0 and isinstance(self.opt, optim.SGD) and self.opt.momentum:
+                self.opt._st[ly.index] = [t[st[2]].data, t[st[3]].data]
+
+    def _log(self, rec):
+        if self.log_path:
+            with open(self.log_path, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+
+    def step(self, x, label):
+        """One sample: forward, loss, backward; an update every `batch` samples.
+        Returns the loss (float)."""
+        m = self.model
+        out = m.forward(x, self.first)
+        loss, err, s = cross_entropy(m, label, out)
+        st = m._ce[1]
+        # argmax = first index holding the maximum (stats[2])
+        qmax = st[2]
+        for i in range(len(out)):
+            if out[i] == qmax:
+                if i == label:
+                    self.correct += 1
+                break
+        self.seen += 1
+        self.loss_sum += loss
+        policy = self.sparse
+        if policy is not None:
+            policy.observe(loss)
+        t0 = time.ticks_us()
+        m.backward(err, s, policy)
+        self.bwd_us += time.ticks_diff(time.ticks_us(), t0)
+        self.pending += 1
+        self.steps += 1
+        if self.pending >= self.batch:
+            self.flush()
+        if self.log_path and self.log_every and self.steps % self.log_every == 0:
+            self._log({"kind": "step", "step": self.steps, "epoch": self.epoch, "loss": loss,
+                       "lr": self.lr, "t_ms": time.ticks_ms(), "heap": _heap()})
+        return loss
+
+    def flush(self):
+        """Apply the gradients of the samples since the last update."""
+        if self.pending:
+            self.opt.step(self.layers, self.pending, self.lr)
+            self.model.train_steps += 1
+            self.pending = 0
+
+    def _shuffle(self, order):
+        r = self._rng
+        for i in range(len(order) - 1, 0, -1):
+            r ^= (r << 13) & 0xFFFFFFFF
+            r ^= r >> 17
+            r ^= (r << 5) & 0xFFFFFFFF
+            j = r % (i + 1)
+            order[i], order[j] = order[j], order[i]
+        self._rng = r
+
+    def fit(self, samples, epochs=1, shuffle=True, eval_samples=None, verbose=True):
+        """Train for `epochs` passes over `samples` (a sequence of (x, label)).
+        Returns a list of per-epoch dicts (loss, acc, eval acc)."""
+        import array
+
+        n = len(samples)
+        order = array.array("H" if n < 65536 else "I", range(n))
+        history = []
+        for ep in range(epochs):
+            self.epoch = ep
+            self.lr = self.schedule(self.opt.lr, ep, epochs)
+            if shuffle:
+                self._shuffle(order)
+            self.correct = self.seen = 0
+            self.loss_sum = 0.0
+            t0 = time.ticks_ms()
+            for i in range(n):
+                x, y = samples[order[i]]
+                self.step(x, y)
+                if verbose and (i + 1) % 500 == 0:
+                    print("  epoch %d: %d/%d loss=%.4f acc=%.4f" % (
+                        ep + 1, i + 1, n, self.loss_sum / self.seen, self.correct / self.seen))
+            self.flush()
+            dt = time.ticks_diff(time.ticks_ms(), t0)
+            rec = {"kind": "epoch", "epoch": ep, "loss": self.loss_sum / max(1, self.seen),
+                   "acc": self.correct / max(1, self.seen), "lr": self.lr, "t_ms": dt,
+                   "heap": _heap(), "heap_peak": _peak()}
+            self._log(rec)
+            if eval_samples is not None:
+                ev = self.evaluate(eval_samples)
+                rec["eval_acc"] = ev["acc"]
+            if verbose:
+                print("epoch %d/%d lr=%.5f loss=%.4f acc=%.4f%s time=%.1fs" % (
+                    ep + 1, epochs, self.lr, rec["loss"], rec["acc"],
+                    (" eval_acc=%.4f" % rec["eval_acc"]) if "eval_acc" in rec else "", dt / 1000.0))
+            history.append(rec)
+        return history
+
+    def evaluate(self, samples, confusion=True):
+        """Accuracy and mean loss on samples (forward only; same buffers as training).
+        Returns {"acc", "loss", "n", "confusion"}; also logged."""
+        m = self.model
+        n_cls = m.output.numel
+        conf = [[0] * n_cls for _ in range(n_cls)] if confusion else None
+        correct = 0
+        loss_sum = 0.0
+        n = len(samples)
+        for i in range(n):
+            x, y = samples[i]
+            out = m.forward(x, self.first)
+            loss, _, _ = cross_entropy(m, y, out)
+            loss_sum += loss
+            qmax = m._ce[1][2]
+            p = 0
+            for k in range(n_cls):
+                if out[k] == qmax:
+                    p = k
+                    break
+            if p == y:
+                correct += 1
+            if conf is not None:
+                conf[y][p] += 1
+        rec = {"kind": "eval", "epoch": self.epoch, "loss": loss_sum / max(1, n),
+               "acc": correct / max(1, n), "n": n, "confusion": conf}
+        self._log(rec)
+        return rec
+
+    def save(self, path, state=True):
+        """Checkpoint: the model with its trained layers (and, with state=True,
+        master copies and momentum) written atomically."""
+        self.flush()
+        self.model.save(path, self if state else None)
