@@ -7,13 +7,13 @@
         trainer.step(x, label)
     model.save("adapted.mtm")
 """
+from microtrain.data import FileDataset, Subset
 from microtrain.kern import NATIVE
 from microtrain.loss import argmax, cross_entropy
 from microtrain.model import Layer, Model, Tensor, load
 from microtrain.optim import SGD, Adam, Constant, Cosine, StepLR
 from microtrain.sparse import DynamicSparse, StaticSparse
 from microtrain.trainer import Trainer
-from microtrain.data import FileDataset, Subset
 
 __version__ = "0.1.0"
 __all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",

@@ -489,7 +489,8 @@ class Model:
                     dest = self._dest(x_t, cur, ebuf, etmp)
                     gin = K.conv2d_s8_grad_input if op == OP_CONV2D else K.linear_s8_grad_input
                     sh = gin(p, e, ly.w, ly.wr, mask, accv[j], dest)
-                    self._arrive(x_t, dest, ldexp(s * ly.ein_top, sh - ly.ein_r), cur, scale, ebuf, etmp, emerge)
+                    s_in = ldexp(s * ly.ein_top, sh - ly.ein_r)
+                    self._arrive(x_t, dest, s_in, cur, scale, ebuf, etmp, emerge)
             elif not need:
                 pass
             elif op == OP_RELU or op == OP_RELU6:

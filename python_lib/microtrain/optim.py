@@ -42,7 +42,7 @@ class Cosine:
         self.lr_min = lr_min
 
     def __call__(self, lr0, epoch, epochs):
-        t = epoch / (epochs - 1) if epochs > 1 else 1.0
+        t = epoch / (epochs - 1) if epochs > 1 else 0.0
         return self.lr_min + 0.5 * (lr0 - self.lr_min) * (1.0 + math.cos(math.pi * t))
 
 
@@ -59,9 +59,13 @@ def schedule(spec):
 
 
 class _Optimizer:
-    def __init__(self, lr, weight_decay, standardize):
+    def __init__(self, lr, weight_decay, standardize, rounding="auto"):
         if not lr > 0.0:
             raise ValueError("lr must be > 0")
+        if rounding not in ("auto", "nearest", "stochastic"):
+            raise ValueError("rounding must be 'auto', 'nearest' or 'stochastic'")
+        self.rounding = rounding
+        self.rng = 0xACE1  # xorshift16 state of stochastic rounding (small ints on every port)
         self.lr = lr
         self.weight_decay = weight_decay
         self.standardize = standardize
@@ -92,8 +96,8 @@ class _Optimizer:
 class SGD(_Optimizer):
     """SGD with optional momentum, L2 weight decay and gradient standardisation."""
 
-    def __init__(self, lr=0.01, momentum=0.0, weight_decay=0.0, standardize=False):
-        super().__init__(lr, weight_decay, standardize)
+    def __init__(self, lr=0.01, momentum=0.0, weight_decay=0.0, standardize=False, rounding="auto"):
+        super().__init__(lr, weight_decay, standardize, rounding)
         self.momentum = momentum
 
     def _new_state(self, ly):
@@ -109,8 +113,9 @@ class SGD(_Optimizer):
 class Adam(_Optimizer):
     """Adam (Kingma & Ba) with bias correction; state only for trained layers."""
 
-    def __init__(self, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, standardize=False):
-        super().__init__(lr, weight_decay, standardize)
+    def __init__(self, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, standardize=False,
+                 rounding="auto"):
+        super().__init__(lr, weight_decay, standardize, rounding)
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
 
     def _new_state(self, ly):
@@ -209,6 +214,8 @@ def _update(opt, ly, lr, inv_n):
         row = ly._row = zeros("f", k)
     fl = math.floor
     mult, shift = ly.mult, ly.shift
+    sr = opt.rounding == "stochastic" or (opt.rounding == "auto" and master_w is None)
+    r = opt.rng
     for c in range(out_c):
         base = c * k
         s_old = sw[c]
@@ -240,12 +247,23 @@ def _update(opt, ly, lr, inv_n):
             sw[c] = top / 127.0  # stored as float32: read back below
         s = sw[c]
         inv = 1.0 / s
-        for i in range(k):
-            q = int(fl(row[i] * inv + 0.5))
-            w[base + i] = 127 if q > 127 else (-127 if q < -127 else q)
+        if sr:
+            # stochastic rounding: floor(v + u), u uniform in [0, 1) from xorshift16,
+            # so steps smaller than half a quantisation step still move w on average
+            for i in range(k):
+                r ^= (r << 7) & 0xFFFF
+                r ^= r >> 9
+                r ^= (r << 8) & 0xFFFF
+                q = int(fl(row[i] * inv + r * 0.0000152587890625))
+                w[base + i] = 127 if q > 127 else (-127 if q < -127 else q)
+        else:
+            for i in range(k):
+                q = int(fl(row[i] * inv + 0.5))
+                w[base + i] = 127 if q > 127 else (-127 if q < -127 else q)
         q = int(fl(bf / (s_in * s) + 0.5))
         b[c] = BIAS_LIMIT if q > BIAS_LIMIT else (-BIAS_LIMIT if q < -BIAS_LIMIT else q)
         mult[c], shift[c] = quantize_multiplier(s_in * s / s_out)
+    opt.rng = r
     ly.refresh_ratios()
 
 

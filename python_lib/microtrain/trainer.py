@@ -4,8 +4,6 @@ import gc
 import json
 import time
 
-import micropython
-
 from microtrain import optim
 from microtrain.loss import cross_entropy
 from microtrain.model import KIND_STATE
@@ -17,11 +15,10 @@ def _heap():
     return gc.mem_alloc()
 
 
-def _peak():
-    try:
-        return micropython.mem_peak()
-    except AttributeError:  # not on every port
-        return gc.mem_alloc()
+def _live():
+    """Heap bytes in use after a collection: the training working set."""
+    gc.collect()
+    return gc.mem_alloc()
 
 
 class Trainer:
@@ -68,6 +65,7 @@ class Trainer:
         self.log_every = log_every
         self._rng = (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1
         self.bwd_us = 0  # time in backward, for sparse-speed reports
+        self.heap_live = 0  # largest live heap at an epoch end (bytes)
         self.correct = 0
         self.seen = 0
         self.loss_sum = 0.0
@@ -167,7 +165,9 @@ class Trainer:
             dt = time.ticks_diff(time.ticks_ms(), t0)
             rec = {"kind": "epoch", "epoch": ep, "loss": self.loss_sum / max(1, self.seen),
                    "acc": self.correct / max(1, self.seen), "lr": self.lr, "t_ms": dt,
-                   "heap": _heap(), "heap_peak": _peak()}
+                   "heap": _heap(), "heap_live": _live()}
+            if rec["heap_live"] > self.heap_live:
+                self.heap_live = rec["heap_live"]
             self._log(rec)
             if eval_samples is not None:
                 ev = self.evaluate(eval_samples)

@@ -596,16 +596,21 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
 
 
 def convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile: float = 99.99,
-            batch_size: int = 64, progress: bool = True) -> Model:
+            batch_size: int = 64, progress: bool = True, headroom: float = 1.0) -> Model:
     """Convert ``module`` to an int8 :class:`mtm.Model`, calibrating activations on ``calib``.
 
     ``calib``: a float tensor / array of inputs in PyTorch layout with a batch
     dimension, or an iterable of such batches (or of ``(x, label)`` tuples).
     ``method``: ``"minmax"`` or ``"percentile"`` (ranges clipped to the
     ``percentile`` / ``100 - percentile`` quantiles, from a 2048-bin histogram;
-    a range that starts at >= 0 keeps its minimum). Raises ConvertError naming
-    the layer and op for anything unsupported.
+    a range that starts at >= 0 keeps its minimum). ``headroom`` widens every
+    calibrated activation range by that factor: activation scales stay fixed on
+    the device, so a model that will be trained from scratch there needs room
+    for its activations to grow. Raises ConvertError naming the layer and op for
+    anything unsupported.
     """
+    if not (math.isfinite(headroom) and headroom >= 1.0):
+        raise ConvertError("headroom must be a finite number >= 1")
     if method not in ("minmax", "percentile"):
         raise ConvertError(f"unknown calibration method {method!r} (minmax or percentile)")
     if not 50.0 < percentile <= 100.0:
@@ -632,6 +637,7 @@ def convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile
     values = [planner.input] + [pl.output for pl in planner.layers]
     calib_nodes = {v.calib for v in values if v.calib is not None}
     ranges = _calibrate(gm, calib_nodes, batches, method, percentile, progress)
+    ranges = {n: (lo * headroom, hi * headroom) for n, (lo, hi) in ranges.items()}
     em = _Emitter()
     for v in values:
         r = v.root()
@@ -789,6 +795,8 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
                    help="activation range calibration (default minmax)")
     p.add_argument("--percentile", type=float, default=99.99, help="for --method percentile (default 99.99)")
     p.add_argument("--batch-size", type=int, default=64, help="calibration batch size (default 64)")
+    p.add_argument("--headroom", type=float, default=1.0,
+                   help="widen activation ranges by this factor (>= 1; for training from scratch on device)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     return p
 
@@ -800,7 +808,7 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
         module = _load_module(args.model, args.state_dict)
         calib = _load_calib(args.calib, args.calib_key, args.limit)
         m = convert_to_file(module, calib, args.output, method=args.method, percentile=args.percentile,
-                            batch_size=args.batch_size, progress=not args.quiet)
+                            batch_size=args.batch_size, progress=not args.quiet, headroom=args.headroom)
     except (ValueError, OSError) as e:
         print(f"microtrain convert: error: {e}", file=sys.stderr)
         return 1

@@ -1,0 +1,248 @@
+"""`make train-eval`: on-device training results on real data, next to PyTorch float32.
+
+Runs, each as the device would (the real host `micropython`, python_lib + the native module)
+and with the same protocol in PyTorch float32:
+
+a. transfer: Fashion-MNIST CNN fine-tuned on MNIST (4,000 / 1,000), last 1 and last 2 layers,
+   modes int8 and mixed;
+b. scratch: a small CNN trained from random init on scikit-learn digits;
+c. personalisation: the smartwatch HAR CNN adapted on a held-out subject's first windows;
+d. sparse: DynamicSparse lambda_min 0.5 and 0.1 against dense on (a), backward time side by side;
+plus (a) last-2 inside `micropython -X heapsize=256k`.
+
+Ends with one line:
+`train-eval: transfer_int8_gap=G1 transfer_mixed_gap=G2 scratch_gap=G3 har_gain=H
+sparse01_bwd_speedup=S heap256k=ok` (on one line)
+(gaps in accuracy points, PyTorch minus device; the largest over the configurations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from microtrain_tools import convert as cv
+from microtrain_tools import datasets as ds
+from microtrain_tools import experiments as ex
+from microtrain_tools import refmodels as rm
+
+WORK = ex.ROOT / "build" / "train_eval"
+
+# (a) transfer protocol: chosen once on the training data's behaviour, shared by device and PyTorch
+TRANSFER = ex.Protocol(lr=0.02, momentum=0.9, batch=16, epochs=5, schedule="cosine", seed=1)
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.2f}"
+
+
+class Data:
+    """The MNIST transfer data as float arrays and .mtd files for a model's input quantisation."""
+
+    def __init__(self, model_file: Path, work: Path, n_train: int | None = None,
+                 n_test: int | None = None) -> None:
+        xtr, ytr, xte, yte = ds.mnist5k_split(seed=0)
+        if n_train:
+            xtr, ytr = xtr[:n_train], ytr[:n_train]
+        if n_test:
+            xte, yte = xte[:n_test], yte[:n_test]
+        self.xtr, self.ytr, self.xte, self.yte = xtr, ytr, xte, yte
+        work.mkdir(parents=True, exist_ok=True)
+        self.train = work / "mnist_train.mtd"
+        self.test = work / "mnist_test.mtd"
+        ex.write_mtd(self.train, ex.quantize(model_file, xtr), ytr)
+        ex.write_mtd(self.test, ex.quantize(model_file, xte), yte)
+
+
+def transfer(configs: list[tuple[str, str]], work: Path = WORK, epochs: int | None = None,
+             n_train: int | None = None, n_test: int | None = None, echo: bool = True,
+             sparse: list[float] | None = None) -> dict[str, Any]:
+    """(a) and (d). configs: [(layers spec, mode)]; sparse: lambda_min values run on configs[0]."""
+    ref = rm.get_fmnist_model()
+    data = Data(ref.mtm, work, n_train, n_test)
+    p = TRANSFER if epochs is None else ex.Protocol(**{**TRANSFER.__dict__, "epochs": epochs})
+    out: dict[str, Any] = {"device": {}, "torch": {}, "sparse": {}}
+    out["frozen_float_acc"] = ex.float_acc(ref.model, data.xte, data.yte)
+    for spec, mode in configs:
+        tag = f"transfer_{spec.replace(':', '')}_{mode}"
+        cfg = p.device_cfg(ref.mtm, data.train, data.test, layers=spec, mode=mode,
+                           log=str(work / f"{tag}.jsonl"))
+        out["device"][(spec, mode)] = ex.run_device(cfg, work, tag, echo=echo)
+        if spec not in out["torch"]:
+            names = ex.trained_names(ref.mtm, spec)
+            out["torch"][spec] = ex.torch_finetune(ref.model, names, data.xtr, data.ytr, data.xte,
+                                                   data.yte, p)
+    for lam in sparse or []:
+        spec, mode = configs[0]
+        tag = f"sparse_{lam:g}"
+        cfg = p.device_cfg(ref.mtm, data.train, data.test, layers=spec, mode=mode,
+                           sparse={"kind": "dynamic", "lambda_min": lam, "lambda_max": 1.0})
+        out["sparse"][lam] = ex.run_device(cfg, work, tag, echo=echo)
+    return out
+
+
+def transfer_table(res: dict[str, Any]) -> str:
+    rows = []
+    for (spec, mode), d in res["device"].items():
+        t = res["torch"][spec]["acc"]
+        rows.append([spec, mode, _pct(d["acc"]), _pct(t), f"{100 * (t - d['acc']):+.2f}",
+                     f"{d['train_s']:.0f}", f"{d['heap_peak'] // 1024}"])
+    return ex.table(rows, ["layers", "mode", "device acc %", "torch fp32 acc %", "gap (pts)", "device s",
+                           "heap peak KiB"])
+
+
+class ScratchCNN(nn.Module):
+    """8x8 digits -> 10: conv3x3(8)-relu, conv3x3/2(16)-relu, flatten 4x4x16, linear 10."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.fc = nn.Linear(4 * 4 * 16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.conv1(x))
+        x = torch.relu(self.conv2(x))
+        return self.fc(torch.flatten(x, 1))
+
+
+SCRATCH = ex.Protocol(layers="all", mode="float32", lr=0.05, momentum=0.9, batch=8, epochs=15,
+                      schedule="cosine", seed=1)
+
+
+def scratch(work: Path = WORK, echo: bool = True, epochs: int | None = None) -> dict[str, Any]:
+    """(b): random-init CNN trained fully on the device vs the same init trained in PyTorch."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None]
+    y = d.target.astype(np.int64)
+    perm = np.random.default_rng(0).permutation(len(y))
+    x, y = x[perm], y[perm]
+    xtr, ytr, xte, yte = x[:1400], y[:1400], x[1400:], y[1400:]
+    torch.manual_seed(0)
+    init = ScratchCNN().eval()
+    work.mkdir(parents=True, exist_ok=True)
+    mfile = work / "scratch_init.mtm"
+    # activation scales stay fixed on the device: calibrate the random init with headroom to grow
+    cv.convert_to_file(init, xtr[:512], mfile, progress=False, headroom=8.0)
+    tr, te = work / "digits_train.mtd", work / "digits_test.mtd"
+    ex.write_mtd(tr, ex.quantize(mfile, xtr), ytr)
+    ex.write_mtd(te, ex.quantize(mfile, xte), yte)
+    p = SCRATCH if epochs is None else ex.Protocol(**{**SCRATCH.__dict__, "epochs": epochs})
+    dev = ex.run_device(p.device_cfg(mfile, tr, te, log=str(work / "scratch.jsonl")), work, "scratch",
+                        echo=echo)
+    names = ex.trained_names(mfile, "all")
+    tch = ex.torch_finetune(init, names, xtr, ytr, xte, yte, p)
+    return {"device": dev, "torch": tch}
+
+
+HAR_ADAPT = ex.Protocol(layers="last:2", mode="mixed", lr=0.02, momentum=0.9, batch=8, epochs=10,
+                        schedule="cosine", seed=1)
+HAR_ADAPT_WINDOWS = 40  # first windows of the held-out subject used for adaptation
+
+
+def personalise(work: Path = WORK, echo: bool = True) -> dict[str, Any]:
+    """(c): HAR CNN pretrained on 8 subjects, adapted on each held-out subject's first windows."""
+    ref = rm.get_har_model()
+    w = ds.watch_windows()
+    _, held = ds.watch_split(w)
+    res: dict[str, Any] = {"subjects": {}}
+    for subj in sorted(set(int(s) for s in w.subject[held])):
+        idx = held[w.subject[held] == subj]
+        idx = idx[np.argsort(w.order[idx])]
+        a, b = idx[:HAR_ADAPT_WINDOWS], idx[HAR_ADAPT_WINDOWS:]
+        tr, te = work / f"har_s{subj}_adapt.mtd", work / f"har_s{subj}_rest.mtd"
+        work.mkdir(parents=True, exist_ok=True)
+        ex.write_mtd(tr, ex.quantize(ref.mtm, w.x[a]), w.y[a])
+        ex.write_mtd(te, ex.quantize(ref.mtm, w.x[b]), w.y[b])
+        dev = ex.run_device(HAR_ADAPT.device_cfg(ref.mtm, tr, te, eval_before=True), work, f"har_s{subj}",
+                            echo=echo)
+        names = ex.trained_names(ref.mtm, HAR_ADAPT.layers)
+        tch = ex.torch_finetune(ref.model, names, w.x[a], w.y[a], w.x[b], w.y[b], HAR_ADAPT)
+        res["subjects"][subj] = {"device": dev, "torch": tch["acc"],
+                                 "torch_frozen": ex.float_acc(ref.model, w.x[b], w.y[b]), "n_rest": len(b)}
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m microtrain_tools.train_eval", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quiet", action="store_true", help="do not echo the device's progress lines")
+    ap.add_argument("--out", default=str(WORK / "results.json"), help="where to write all numbers (JSON)")
+    args = ap.parse_args(argv)
+    echo = not args.quiet
+    summary: dict[str, Any] = {}
+
+    print("== (a) transfer Fashion-MNIST -> MNIST, and (d) sparse updates", flush=True)
+    a = transfer([("last:2", "int8"), ("last:1", "int8"), ("last:1", "mixed"), ("last:2", "mixed")],
+                 echo=echo, sparse=[0.5, 0.1])
+    print(transfer_table(a))
+    gaps_int8 = [100 * (a["torch"][s]["acc"] - d["acc"]) for (s, m), d in a["device"].items() if m == "int8"]
+    gaps_mixed = [100 * (a["torch"][s]["acc"] - d["acc"])
+                  for (s, m), d in a["device"].items() if m == "mixed"]
+    dense = a["device"][("last:2", "int8")]
+    rows = [["dense", _pct(dense["acc"]), f"{dense['bwd_us_per_sample']:.0f}", "1.00", "1.00"]]
+    for lam, d in a["sparse"].items():
+        rows.append([f"lambda_min={lam:g}", _pct(d["acc"]), f"{d['bwd_us_per_sample']:.0f}",
+                     f"{dense['bwd_us_per_sample'] / d['bwd_us_per_sample']:.2f}",
+                     f"{d.get('kept_frac', 1):.2f}"])
+    print("\n(d) sparse updates on (a) last:2 int8 (backward time per sample, same run of this script)")
+    print(ex.table(rows, ["update", "acc %", "backward us/sample", "speed-up", "channels kept"]))
+    s01 = dense["bwd_us_per_sample"] / a["sparse"][0.1]["bwd_us_per_sample"]
+
+    print("\n== (b) from scratch on scikit-learn digits", flush=True)
+    b = scratch(echo=echo)
+    g3 = 100 * (b["torch"]["acc"] - b["device"]["acc"])
+    print(ex.table([["all (float32 master)", _pct(b["device"]["acc"]), _pct(b["torch"]["acc"]),
+                     f"{g3:+.2f}"]],
+                   ["layers", "device acc %", "torch fp32 acc %", "gap (pts)"]))
+
+    print("\n== (c) personalisation on held-out smartwatch subjects", flush=True)
+    c = personalise(echo=echo)
+    rows = []
+    gains = []
+    for subj, r in c["subjects"].items():
+        d = r["device"]
+        gains.append(100 * (d["acc"] - d["acc_before"]))
+        rows.append([subj, r["n_rest"], _pct(d["acc_before"]), _pct(d["acc"]), f"{gains[-1]:+.2f}",
+                     _pct(r["torch_frozen"]), _pct(r["torch"])])
+    print(ex.table(rows, ["subject", "test windows", "frozen int8 %", "adapted device %", "gain (pts)",
+                          "torch frozen %", "torch adapted %"]))
+    har_gain = float(np.mean(gains))
+
+    print("\n== (a) last:2 int8 inside micropython -X heapsize=256k", flush=True)
+    ref = rm.get_fmnist_model()
+    data = Data(ref.mtm, WORK)
+    cfg = TRANSFER.device_cfg(ref.mtm, data.train, data.test, layers="last:2", mode="int8", epochs=1)
+    try:
+        h = ex.run_device(cfg, WORK, "heap256k", heapsize="256k", echo=echo)
+        heap_ok = "ok"
+        print(f"heap256k: acc {_pct(h['acc'])} after 1 epoch, heap peak {h['heap_peak']} bytes")
+    except RuntimeError as e:
+        heap_ok = "fail"
+        print(f"heap256k: {e}")
+
+    summary = {"transfer": {f"{s}/{m}": d for (s, m), d in a["device"].items()},
+               "transfer_torch": {s: t["acc"] for s, t in a["torch"].items()},
+               "sparse": {str(k): v for k, v in a["sparse"].items()},
+               "scratch": {"device": b["device"], "torch": b["torch"]["acc"]},
+               "har": {str(k): {**v, "device": v["device"]} for k, v in c["subjects"].items()}}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(summary, indent=1, default=str))
+    g1, g2 = max(gaps_int8), max(gaps_mixed)
+    print(f"train-eval: transfer_int8_gap={g1:.2f} transfer_mixed_gap={g2:.2f} scratch_gap={g3:.2f} "
+          f"har_gain={har_gain:.2f} sparse01_bwd_speedup={s01:.2f} heap256k={heap_ok}")
+    ok = g1 <= 2.0 and g2 <= 1.0 and g3 <= 2.0 and har_gain >= 5.0 and s01 > 1.0 and heap_ok == "ok"
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
