@@ -15,7 +15,7 @@ NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/
 export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)/tools
 
-.PHONY: setup test demo natmod natmod-all check-kernels lint clean
+.PHONY: setup test demo natmod natmod-all check-kernels lint clean dist
 
 ## setup: install the toolchain, venv (pinned) and MicroPython core once.
 setup: $(SETUP_STAMP)
@@ -38,6 +38,10 @@ natmod-all: $(foreach a,$(NATMOD_ARCHS),build/natmod/$(a)/_microtrain.mpy)
 	@printf '%-10s %10s\n' arch bytes
 	@for a in $(NATMOD_ARCHS); do printf '%-10s %10s\n' $$a $$(stat -c %s build/natmod/$$a/_microtrain.mpy); done
 	@echo "natmod-all: ok archs=$$(echo $(NATMOD_ARCHS) | tr ' ' ',')"
+
+## dist: dist/<arch>_6.3/ for every arch: _microtrain.mpy + compiled microtrain package + mip package.json.
+dist: $(foreach a,$(NATMOD_ARCHS),build/natmod/$(a)/_microtrain.mpy)
+	@$(PY) -m microtrain_tools.dist --no-build --archs $(NATMOD_ARCHS)
 
 ## check-kernels: every kernel case bit-exact vs the oracle in micropython, plus ASan/UBSan host run.
 check-kernels: natmod

@@ -5,7 +5,7 @@ try:
     import _microtrain as K
 
     NATIVE = True
-except ImportError:
+except (ImportError, ValueError):  # absent, or a .mpy built for another arch
     from microtrain import pykernels as K
 
     NATIVE = False

@@ -596,7 +596,8 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
 
 
 def convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile: float = 99.99,
-            batch_size: int = 64, progress: bool = True, headroom: float = 1.0) -> Model:
+            batch_size: int = 64, progress: bool = True, headroom: float = 1.0,
+            ranges: dict[str, tuple[float, float]] | None = None) -> Model:
     """Convert ``module`` to an int8 :class:`mtm.Model`, calibrating activations on ``calib``.
 
     ``calib``: a float tensor / array of inputs in PyTorch layout with a batch
@@ -636,13 +637,22 @@ def convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile
         raise ConvertError("the model output must be produced by its last layer")
     values = [planner.input] + [pl.output for pl in planner.layers]
     calib_nodes = {v.calib for v in values if v.calib is not None}
-    ranges = _calibrate(gm, calib_nodes, batches, method, percentile, progress)
-    ranges = {n: (lo * headroom, hi * headroom) for n, (lo, hi) in ranges.items()}
+    found = _calibrate(gm, calib_nodes, batches, method, percentile, progress)
+    found = {n: (lo * headroom, hi * headroom) for n, (lo, hi) in found.items()}
+    for name, rng in (ranges or {}).items():
+        pls = [pl for pl in planner.layers if pl.name == name]
+        node = pls[0].output.root().calib if pls else None
+        if node is None:
+            raise ConvertError(f"ranges: no layer {name!r} with its own output range")
+        lo, hi = float(rng[0]), float(rng[1])
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ConvertError(f"ranges: {name!r}: need finite lo < hi")
+        found[node] = (lo, hi)
     em = _Emitter()
     for v in values:
         r = v.root()
         if r.calib is not None and r.scale == 0.0:
-            r.scale, r.zp = _act_quant(*ranges[r.calib])
+            r.scale, r.zp = _act_quant(*found[r.calib])
         v.index = em.add(Tensor(DType.INT8, v.shape, Kind.ACTIVATION, Quant.PER_TENSOR, r.scale, r.zp,
                                 signal_1d=v.signal_1d))
     layers = [_emit_layer(em, pl) for pl in planner.layers]

@@ -113,7 +113,7 @@ class ScratchCNN(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
-SCRATCH = ex.Protocol(layers="all", mode="float32", lr=0.05, momentum=0.9, batch=8, epochs=15,
+SCRATCH = ex.Protocol(layers="all", mode="float32", lr=0.02, momentum=0.9, batch=8, epochs=10,
                       schedule="cosine", seed=1)
 
 
@@ -132,7 +132,8 @@ def scratch(work: Path = WORK, echo: bool = True, epochs: int | None = None) -> 
     work.mkdir(parents=True, exist_ok=True)
     mfile = work / "scratch_init.mtm"
     # activation scales stay fixed on the device: calibrate the random init with headroom to grow
-    cv.convert_to_file(init, xtr[:512], mfile, progress=False, headroom=8.0)
+    # and give the logits the range a trained classifier needs
+    cv.convert_to_file(init, xtr[:512], mfile, progress=False, headroom=8.0, ranges={"fc": (-16.0, 16.0)})
     tr, te = work / "digits_train.mtd", work / "digits_test.mtd"
     ex.write_mtd(tr, ex.quantize(mfile, xtr), ytr)
     ex.write_mtd(te, ex.quantize(mfile, xte), yte)

@@ -1,0 +1,1 @@
+// qstrs specific to the fwport test interpreter (none).
