@@ -411,6 +411,9 @@ class Model:
                 ly.make_trainable()
         self._rebind()
         first = idx[0]
+        for ly in self.layers[first:]:
+            if ly.w is not None and not ly.trained:
+                ly.refresh_ratios()  # a frozen conv/linear between trained layers back-propagates
         bufs, _ = self._plan(first)
         region = set()
         for ly in self.layers[first:]:

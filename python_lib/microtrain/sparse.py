@@ -24,7 +24,9 @@ class DynamicSparse:
       the same monotone idea without saturation at lambda_min.
 
     The paper's printed eq. 9 disagrees with its text (see docs/training.md);
-    the text's intent is what is implemented by default."""
+    the text's intent is what is implemented by default. The layer producing
+    the model output (the logits) is always dense: masking it keeps only the
+    true class's error and the other logits are never pushed down."""
 
     def __init__(self, lambda_min=0.1, lambda_max=1.0, form="text"):
         if not 0.0 < lambda_min <= lambda_max <= 1.0:
@@ -53,7 +55,9 @@ class DynamicSparse:
         c = ly.out_c
         k = int(math.ceil(self.rate * c))
         self.seen += c
-        if k >= c:
+        # the classifier stays dense: keeping only the largest logit errors
+        # (nearly always the true class) never pushes the other logits down
+        if k >= c or ly.output == ly.model.output.index:
             self.kept += c
             return None
         b = self._bufs.get(ly.index)
@@ -73,7 +77,8 @@ class StaticSparse:
     """Static sparse update (as in MIT's tiny-training): a fixed fraction of
     each trained layer's output channels (the first ceil(ratio * C)) is
     updated, every sample. `ratio` is a float for all layers or a dict
-    {layer name: ratio} (layers not named are dense)."""
+    {layer name: ratio} (layers not named are dense). The layer producing the
+    model output is always dense."""
 
     def __init__(self, ratio=0.5):
         self.ratio = ratio
@@ -88,6 +93,8 @@ class StaticSparse:
         r = self.ratio.get(ly.name, 1.0) if isinstance(self.ratio, dict) else self.ratio
         c = ly.out_c
         k = int(math.ceil(r * c))
+        if ly.output == ly.model.output.index:
+            k = c  # the classifier stays dense (see DynamicSparse)
         self.seen += c
         self.kept += k if k < c else c
         if k >= c:

@@ -85,6 +85,21 @@ class Trainer:
                 ly.master_b = t[st[1]].data
             if st[2] >= 0 and isinstance(self.opt, optim.SGD) and self.opt.momentum:
                 self.opt._st[ly.index] = [t[st[2]].data, t[st[3]].data]
+            elif st[2] >= 0 and isinstance(self.opt, optim.Adam):
+                fresh = self.opt._new_state(ly)  # second moments are not in format v1.0
+                self.opt._st[ly.index] = [t[st[2]].data, t[st[3]].data, fresh[2], fresh[3]]
+        # stochastic rounding: continue the xorshift16 sequence where the saved run
+        # stopped (one draw per weight without a master copy, per update; period 65535)
+        draws = 0
+        for ly in self.layers:
+            if self.opt.rounding == "stochastic" or (self.opt.rounding == "auto" and ly.master_w is None):
+                draws += len(ly.w)
+        r = self.opt.rng
+        for _ in range((self.model.train_steps * draws) % 65535):
+            r ^= (r << 7) & 0xFFFF
+            r ^= r >> 9
+            r ^= (r << 8) & 0xFFFF
+        self.opt.rng = r
 
     def _log(self, rec):
         if self.log_path:

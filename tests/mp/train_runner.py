@@ -1,0 +1,122 @@
+# MicroPython-side runner of tests/test_training.py: loads a model, runs
+# Trainer steps on given int8 samples and dumps every trained layer's arrays.
+#
+# Usage: micropython train_runner.py CONFIG.json
+#
+# CONFIG (JSON object):
+#   model:   path of the .mtm (a converted model or a device checkpoint)
+#   samples: path of the samples file: n_samples rows of `numel` int8 values
+#   numel:   values per sample
+#   labels:  list of labels, one per sample
+#   order:   list of sample indices to step through, in order
+#   train, mode, batch: Trainer arguments
+#   opt:     {"kind": "sgd", "lr", "momentum", "weight_decay", "standardize"} or
+#            {"kind": "adam", "lr", "beta1", "beta2", "eps", "weight_decay", "standardize"}
+#   sparse:  null, {"kind": "dynamic", "lmin", "lmax", "form"} or {"kind": "static", "ratio"}
+#   fit:     null, or {"epochs": E, "shuffle": bool, "seed": S}: instead of stepping through
+#            `order`, Trainer(seed=S).fit() over the samples listed in `order` (dump "loss" =
+#            the per-epoch mean losses)
+#   eval:    null, or {"samples": path, "labels": [...]}: trainer.evaluate() after training
+#            (dump "eval" = [acc, mean loss])
+#   log:     null or the path of the trainer's JSON-lines log
+#   flush:   call trainer.flush() after the steps (default true)
+#   save:    null or a path: trainer.save(path) after the steps
+#   model_save: null or a path: model.save(path) after the steps (no trainer state)
+#   out:     path of the dump
+#
+# The dump is a sequence of records: u16 name length, name (utf-8), 1 byte
+# array typecode, u32 byte length, the raw array bytes (little-endian). Names:
+# "loss" (array 'd' of the per-step losses), "train_steps" ('i'), and per
+# trained layer i: "L<i>.<field>" for w, b, mult, shift, w_scale, gw, gb,
+# master_w, master_b, st0..st3 (optimiser state arrays).
+import json
+import struct
+import sys
+from array import array
+
+import microtrain as mt
+
+
+def make_opt(c):
+    kw = {"lr": c["lr"], "weight_decay": c.get("weight_decay", 0.0),
+          "standardize": c.get("standardize", False)}
+    if "rounding" in c:
+        kw["rounding"] = c["rounding"]
+    if c["kind"] == "sgd":
+        return mt.SGD(momentum=c.get("momentum", 0.0), **kw)
+    return mt.Adam(beta1=c.get("beta1", 0.9), beta2=c.get("beta2", 0.999), eps=c.get("eps", 1e-8), **kw)
+
+
+def make_sparse(c):
+    if c is None:
+        return None
+    if c["kind"] == "dynamic":
+        return mt.DynamicSparse(c["lmin"], c["lmax"], c.get("form", "text"))
+    return mt.StaticSparse(c["ratio"])
+
+
+def record(f, name, tc, data):
+    nb = name.encode()
+    f.write(struct.pack("<H", len(nb)))
+    f.write(nb)
+    f.write(tc.encode())
+    raw = bytes(data)
+    f.write(struct.pack("<I", len(raw)))
+    f.write(raw)
+
+
+def main(cfg_path):
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    m = mt.load(cfg["model"])
+    numel = cfg["numel"]
+    with open(cfg["samples"], "rb") as f:
+        data = f.read()
+    fit = cfg.get("fit")
+    tr = mt.Trainer(m, train=cfg["train"], mode=cfg["mode"], optimizer=make_opt(cfg["opt"]),
+                    sparse=make_sparse(cfg.get("sparse")), batch=cfg["batch"], log=cfg.get("log"),
+                    seed=fit.get("seed", 1) if fit else 1)
+    labels = cfg["labels"]
+    mv = memoryview(data)
+    losses = array("d")
+    if fit:
+        samples = [(mv[i * numel:(i + 1) * numel], labels[i]) for i in cfg["order"]]
+        for rec in tr.fit(samples, epochs=fit["epochs"], shuffle=fit.get("shuffle", True), verbose=False):
+            losses.append(rec["loss"])
+    else:
+        for i in cfg["order"]:
+            losses.append(tr.step(mv[i * numel:(i + 1) * numel], labels[i]))
+    if cfg.get("flush", True):
+        tr.flush()
+    if cfg.get("save"):
+        tr.save(cfg["save"])
+    if cfg.get("model_save"):
+        m.save(cfg["model_save"])
+    ev = cfg.get("eval")
+    res = None
+    if ev:
+        with open(ev["samples"], "rb") as f:
+            edata = memoryview(f.read())
+        n = len(ev["labels"])
+        res = tr.evaluate([(edata[i * numel:(i + 1) * numel], ev["labels"][i]) for i in range(n)],
+                          confusion=False)
+    with open(cfg["out"], "wb") as f:
+        record(f, "loss", "d", losses)
+        if res is not None:
+            record(f, "eval", "d", array("d", [res["acc"], res["loss"]]))
+        record(f, "train_steps", "i", array("i", [m.train_steps]))
+        for ly in tr.layers:
+            p = "L" + str(ly.index) + "."
+            for name, tc in (("w", "b"), ("b", "i"), ("mult", "i"), ("shift", "i"), ("w_scale", "f"),
+                             ("gw", "f"), ("gb", "f"), ("master_w", "f"), ("master_b", "f")):
+                a = getattr(ly, name)
+                if a is not None:
+                    record(f, p + name, tc, a)
+            st = tr.opt._st.get(ly.index)
+            if st is not None:
+                for k in range(len(st)):
+                    record(f, p + "st" + str(k), "f", st[k])
+    print("TRAIN-RUNNER-DONE", len(cfg["order"]))
+
+
+main(sys.argv[1])

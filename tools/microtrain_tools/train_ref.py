@@ -1,0 +1,738 @@
+"""Host reference of on-device training (docs/training.md), in numpy.
+
+An independent implementation of one training step of ``python_lib/microtrain``
+(forward, loss, sparse policy, backward with dynamic error scales, the fully
+quantised update with optional float32 master copies, SGD / Adam), written from
+docs/training.md and built on the kernel oracle (``oracle.py``) and the file
+reader (``mtm.py``). On the host, where MicroPython floats are doubles, it
+reproduces the device's trained int8 weights, biases, multipliers, shifts,
+weight scales, master copies and optimiser state bit for bit.
+
+Float rules mirrored from the device (host ``micropython``):
+
+- every value the device keeps in an ``array('f')`` is rounded to float32 when
+  stored (``np.float32`` casts here); every other float intermediate is a
+  double, computed with the same operations in the same order (numpy float64
+  element-wise operations are IEEE operations like MicroPython's);
+- sums are sequential (``np.add.accumulate``), never pairwise;
+- ``exp`` / ``log`` / ``sqrt`` / ``pow`` come from ``math`` (the C library, like
+  MicroPython), not from numpy's vectorised versions.
+
+Where docs/training.md is less precise than the device, the device's choice
+is followed and named in a comment ("device:"), so the two can be reconciled.
+
+Library use::
+
+    from microtrain_tools import mtm, train_ref as tr
+    ref = tr.RefTrainer(mtm.load("m.mtm"), train="last:2", mode="mixed",
+                        optimizer=tr.SGD(lr=0.05, momentum=0.9), sparse=tr.DynamicSparse(0.1, 1.0), batch=4)
+    for x, y in zip(xs, ys):            # x: int8 NHWC sample
+        ref.step(x, y)
+    ref.flush()
+    ref.arrays()                         # {"L6.w": ..., "L6.w_scale": ..., ...}
+    mtm.save(ref.checkpoint(), "ref-checkpoint.mtm")
+
+Command line: ``python -m microtrain_tools.train_ref --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from microtrain_tools import mtm
+from microtrain_tools import oracle as o
+from microtrain_tools.mtm import Act, Kind, Op
+
+__all__ = [
+    "SGD",
+    "Adam",
+    "DynamicSparse",
+    "RefLayer",
+    "RefTrainer",
+    "StaticSparse",
+    "main",
+    "select",
+    "shuffle_order",
+    "softmax_lut",
+]
+
+F32 = NDArray[np.float32]
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+BIAS_LIMIT = 2**30
+MODES = ("int8", "mixed", "float32")
+
+
+# --------------------------------------------------------------------------
+# configuration
+
+
+@dataclass
+class SGD:
+    lr: float = 0.01
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    standardize: bool = False
+    rounding: str = "auto"  # "nearest", "stochastic", or "auto" (stochastic for layers without a master)
+
+
+@dataclass
+class Adam:
+    lr: float = 0.001
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    standardize: bool = False
+    rounding: str = "auto"
+
+
+class DynamicSparse:
+    """rate from the loss relative to the largest loss seen (docs/training.md, Sparse policies).
+
+    ``dense_output=True`` leaves the layer that produces the model output dense (the fix
+    proposed for the collapse of sparse training; the device does not do it yet)."""
+
+    def __init__(self, lambda_min: float = 0.1, lambda_max: float = 1.0, form: str = "text",
+                 dense_output: bool = True) -> None:
+        if not 0.0 < lambda_min <= lambda_max <= 1.0:
+            raise ValueError("DynamicSparse: need 0 < lambda_min <= lambda_max <= 1")
+        if form not in ("text", "linear"):
+            raise ValueError("DynamicSparse: form must be 'text' or 'linear'")
+        self.lambda_min, self.lambda_max, self.form = lambda_min, lambda_max, form
+        self.dense_output = dense_output
+        self.max_loss = 0.0
+        self.rate = lambda_max
+
+    def observe(self, loss: float) -> None:
+        if loss > self.max_loss:
+            self.max_loss = loss
+        r = loss / self.max_loss if self.max_loss > 0.0 else 1.0
+        lo, hi = self.lambda_min, self.lambda_max
+        if self.form == "linear":
+            r = lo + (hi - lo) * r
+        self.rate = min(max(r, lo), hi)
+
+    def mask(self, name: str, e: NDArray[np.int8], c: int,
+             is_output: bool = False) -> NDArray[np.uint8] | None:
+        k = math.ceil(self.rate * c)
+        if k >= c or (is_output and self.dense_output):
+            return None
+        return o.topk_mask(o.l1_norm_s8(e, c), k)
+
+
+class StaticSparse:
+    """The first ceil(ratio * C) channels (ratio per layer name with a dict; others dense)."""
+
+    def __init__(self, ratio: float | dict[str, float] = 0.5, dense_output: bool = True) -> None:
+        self.ratio = ratio
+        self.dense_output = dense_output
+
+    def observe(self, loss: float) -> None:
+        pass
+
+    def mask(self, name: str, e: NDArray[np.int8], c: int,
+             is_output: bool = False) -> NDArray[np.uint8] | None:
+        r = self.ratio.get(name, 1.0) if isinstance(self.ratio, dict) else self.ratio
+        k = math.ceil(r * c)
+        if k >= c or (is_output and self.dense_output):
+            return None
+        m = np.zeros(c, dtype=np.uint8)
+        m[:k] = 1
+        return m
+
+
+Policy = DynamicSparse | StaticSparse
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+
+def select(m: mtm.Model, spec: str | int | Sequence[str | int] | None) -> list[int]:
+    """Trained layer indices for ``train``: "last:N", "all", a name / index, or a list of them."""
+    weighted = [j for j, ly in enumerate(m.layers) if ly.op in mtm.WEIGHTED]
+    if spec is None or spec == "all":
+        return weighted
+    if isinstance(spec, str) and spec.startswith("last:"):
+        n = int(spec[5:])
+        if not 1 <= n <= len(weighted):
+            raise ValueError(f"train={spec!r}: the model has {len(weighted)} layers with parameters")
+        return weighted[-n:]
+    items: Sequence[str | int] = [spec] if isinstance(spec, (str, int)) else spec
+    out: set[int] = set()
+    for s in items:
+        j = s if isinstance(s, int) else [ly.name for ly in m.layers].index(s)
+        if m.layers[j].op not in mtm.WEIGHTED:
+            raise ValueError(f"layer {m.layers[j].name} has no parameters to train")
+        out.add(j)
+    return sorted(out)
+
+
+def softmax_lut(scale: float) -> NDArray[np.uint32]:
+    """lut[d] = floor(2^16 * exp(-scale * d) + 0.5) with the C library's exp (as the device)."""
+    return np.array([math.floor(65536.0 * math.exp(-scale * d) + 0.5) for d in range(256)], dtype=np.uint32)
+
+
+def shuffle_order(n: int, epochs: int, seed: int = 1) -> list[list[int]]:
+    """Per-epoch sample orders of ``Trainer.fit(shuffle=True)``: xorshift32 Fisher-Yates from the end."""
+    r = (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1  # device: a zero state becomes 1
+    order = list(range(n))
+    out = []
+    for _ in range(epochs):
+        for i in range(n - 1, 0, -1):
+            r ^= (r << 13) & 0xFFFFFFFF
+            r ^= r >> 17
+            r ^= (r << 5) & 0xFFFFFFFF
+            j = r % (i + 1)
+            order[i], order[j] = order[j], order[i]
+        out.append(list(order))
+    return out
+
+
+def _f32(v: ArrayLike) -> F32:
+    return np.asarray(v, dtype=np.float32)
+
+
+def _wide(v: ArrayLike) -> F64:
+    return np.asarray(v, dtype=np.float64)
+
+
+def _seq_sum(v: F64) -> float:
+    """Left-to-right sum starting at 0.0 (a Python ``for`` loop's ``s += v``)."""
+    return float(np.add.accumulate(v)[-1]) if v.size else 0.0
+
+
+# --------------------------------------------------------------------------
+# trained layer state
+
+
+class RefLayer:
+    """Mutable parameters, float32 gradient sums, master copies and optimiser state of a trained layer."""
+
+    def __init__(self, m: mtm.Model, j: int) -> None:
+        ly = m.layers[j]
+        self.index, self.name, self.op, self.act = j, ly.name, ly.op, ly.act
+        self.params = list(ly.params)
+        wt = m.tensors[ly.weight] if ly.weight is not None else None
+        if wt is None or wt.qscales is None:
+            raise ValueError(f"layer {ly.name} has no parameters")
+        self.w = m.data(ly.weight).reshape(-1).astype(np.int8)
+        self.b = m.data(ly.bias).astype(np.int64)
+        self.mult = m.data(ly.mult).astype(np.int64)
+        self.shift = m.data(ly.shift).astype(np.int64)
+        self.w_scale = _f32(m.data(wt.qscales)).copy()
+        self.out_c = len(self.b)
+        self.k = len(self.w) // self.out_c
+        self.s_in = float(m.tensors[ly.inputs[0]].scale)
+        self.s_out = float(m.tensors[ly.output].scale)
+        self.gw = np.zeros(len(self.w), dtype=np.float32)
+        self.gb = np.zeros(self.out_c, dtype=np.float32)
+        self.master_w: F32 | None = None
+        self.master_b: F32 | None = None
+        self.state: list[F32] | None = None
+        p = self.params
+        self.terms = p[6] * p[7] * (p[5] // p[12]) if self.op == Op.CONV2D else p[1]
+        self.wr = np.zeros(self.out_c, dtype=np.int32)
+        self.r = 0
+        self.top = 0.0
+        self.refresh_ratios()
+
+    def refresh_ratios(self) -> None:
+        self.wr, self.r = o.weight_ratios(self.w_scale, self.terms)
+        self.top = float(_wide(self.w_scale).max())
+
+    def make_master(self) -> None:
+        """Master copies: the dequantised values, stored float32."""
+        sw = _wide(self.w_scale)
+        self.master_w = _f32(self.w.astype(np.float64) * np.repeat(sw, self.k))
+        self.master_b = _f32(self.b.astype(np.float64) * self.s_in * sw)
+
+    def w_real(self) -> F64:
+        if self.master_w is not None:
+            return _wide(self.master_w)
+        return self.w.astype(np.float64) * np.repeat(_wide(self.w_scale), self.k)
+
+    def b_real(self) -> F64:
+        if self.master_b is not None:
+            return _wide(self.master_b)
+        return self.b.astype(np.float64) * self.s_in * _wide(self.w_scale)
+
+
+# --------------------------------------------------------------------------
+# the optimiser update (docs/training.md, Update)
+
+
+def _direction(opt: SGD | Adam, g: F32, inv_n: float, wreal: Callable[[], F64],
+               st_a: F32 | None, st_b: F32 | None, t: int) -> tuple[F32, F32 | None, F32 | None]:
+    """(new g = the direction, new st_a, new st_b) for one tensor's summed gradient g."""
+    n = g.size
+    gd = _wide(g)
+    if opt.standardize and n > 1:  # device: a one-element tensor is not standardised
+        v = gd * inv_n  # device: g * (1 / n), the spec's g / n
+        stored = _wide(_f32(v))
+        mu = _seq_sum(v) / n  # device: the sum of the unrounded products
+        dev = stored - mu
+        inv = 1.0 / (math.sqrt(_seq_sum(dev * dev) / n) + 1e-8)
+        gd = _wide(_f32((stored - mu) * inv))
+        inv_n = 1.0
+    d = gd * inv_n
+    if opt.weight_decay:
+        d = d + opt.weight_decay * wreal()
+    if isinstance(opt, SGD):
+        if st_a is not None:
+            d = opt.momentum * _wide(st_a) + d
+            st_a = _f32(d)
+        return _f32(d), st_a, st_b
+    assert st_a is not None and st_b is not None
+    b1, b2 = opt.beta1, opt.beta2
+    c1 = 1.0 - math.pow(b1, t)
+    c2 = 1.0 - math.pow(b2, t)
+    m1 = b1 * _wide(st_a) + (1.0 - b1) * d
+    m2 = b2 * _wide(st_b) + (1.0 - b2) * d * d
+    # device: the direction uses the unrounded (double) moments; the stored state is float32
+    sq = np.sqrt(m2 / c2)  # correctly rounded, equal to math.sqrt
+    return _f32((m1 / c1) / (sq + opt.eps)), _f32(m1), _f32(m2)
+
+
+def _xorshift16(r: int, n: int) -> tuple[NDArray[np.float64], int]:
+    """n uniforms r / 2^16 of the stochastic-rounding generator, and its new state."""
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        r ^= (r << 7) & 0xFFFF
+        r ^= r >> 9
+        r ^= (r << 8) & 0xFFFF
+        out[i] = r
+    return out * 0.0000152587890625, r
+
+
+def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, t: int, rng: int) -> int:
+    """Update one layer; returns the new state of the stochastic-rounding generator."""
+    inv_n = 1.0 / n
+    if ly.state is None:
+        if isinstance(opt, SGD):
+            if opt.momentum:
+                ly.state = [np.zeros(len(ly.w), np.float32), np.zeros(ly.out_c, np.float32)]
+        else:
+            ly.state = [np.zeros(len(ly.w), np.float32), np.zeros(ly.out_c, np.float32),
+                        np.zeros(len(ly.w), np.float32), np.zeros(ly.out_c, np.float32)]
+    st = ly.state
+    if isinstance(opt, SGD):
+        sa_w, sa_b = (st[0], st[1]) if st is not None else (None, None)
+        sb_w = sb_b = None
+    else:
+        assert st is not None
+        sa_w, sa_b, sb_w, sb_b = st
+    gw, sa_w, sb_w = _direction(opt, ly.gw, inv_n, ly.w_real, sa_w, sb_w, t)
+    gb, sa_b, sb_b = _direction(opt, ly.gb, inv_n, ly.b_real, sa_b, sb_b, t)
+    if st is not None:
+        assert sa_w is not None and sa_b is not None
+        ly.state = [sa_w, sa_b] if isinstance(opt, SGD) else [sa_w, sa_b, sb_w, sb_b]  # type: ignore[list-item]
+    k, c_n = ly.k, ly.out_c
+    gw2 = _wide(gw).reshape(c_n, k)
+    s_old = _wide(ly.w_scale)
+    if ly.master_w is not None:
+        assert ly.master_b is not None
+        v = _wide(ly.master_w).reshape(c_n, k) - lr * gw2
+        bf = _wide(ly.master_b) - lr * _wide(gb)
+        ly.master_w = _f32(v).reshape(-1)
+        ly.master_b = _f32(bf)
+    else:
+        v = ly.w.astype(np.float64).reshape(c_n, k) * s_old[:, None] - lr * gw2
+        bf = ly.b.astype(np.float64) * ly.s_in * s_old - lr * _wide(gb)
+    row = _wide(_f32(v))
+    top = np.abs(v).max(axis=1)  # device: the maximum of the unrounded values
+    sw = np.where(top > 0.0, _f32(top / 127.0), ly.w_scale).astype(np.float32)
+    s = _wide(sw)
+    inv = 1.0 / s
+    if opt.rounding == "stochastic" or (opt.rounding == "auto" and ly.master_w is None):
+        # floor(v + u), u from xorshift16 (one draw per weight, in storage order; biases round to nearest)
+        u, rng = _xorshift16(rng, c_n * k)
+        q = np.floor(row * inv[:, None] + u.reshape(c_n, k))
+    else:
+        q = np.floor(row * inv[:, None] + 0.5)
+    ly.w = np.clip(q, -127, 127).astype(np.int8).reshape(-1)
+    qb = np.floor(bf / (ly.s_in * s) + 0.5)  # device: the unrounded bias value
+    ly.b = np.clip(qb, -BIAS_LIMIT, BIAS_LIMIT).astype(np.int64)
+    ly.w_scale = sw
+    for c in range(c_n):
+        ly.mult[c], ly.shift[c] = o.quantize_multiplier(ly.s_in * float(s[c]) / ly.s_out)
+    ly.gw = np.zeros_like(ly.gw)
+    ly.gb = np.zeros_like(ly.gb)
+    ly.refresh_ratios()
+    return rng
+
+
+# --------------------------------------------------------------------------
+# the trainer
+
+
+class RefTrainer:
+    """The device ``Trainer`` for one model: ``step``, ``flush``, ``fit``; state in ``arrays()``.
+
+    ``model`` is a converted model or a checkpoint; a checkpoint's STATE tensors
+    (master copies, SGD momentum, Adam first moments) are taken over as the
+    device does on resume (docs/training.md, Checkpoints).
+
+    ``continue_rng=True``: on a checkpoint, advance the stochastic-rounding generator by
+    ``train_steps * (weights rounded stochastically per update)`` draws, so that a resumed
+    run continues the uninterrupted run's stream (the fix proposed for the device, which
+    restarts the generator)."""
+
+    def __init__(self, model: mtm.Model, train: str | int | Sequence[str | int] | None = "last:1",
+                 mode: str = "int8", optimizer: SGD | Adam | None = None, sparse: Policy | None = None,
+                 batch: int = 1, continue_rng: bool = True) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if batch < 1:
+            raise ValueError("batch must be >= 1")
+        self.m = copy.deepcopy(model)
+        self.mode = mode
+        self.opt = optimizer if optimizer is not None else SGD(lr=0.01, momentum=0.9)
+        self.sparse = sparse
+        self.batch = batch
+        self.lr = self.opt.lr
+        idx = select(self.m, train)
+        self.first = idx[0]
+        self.layers = {j: RefLayer(self.m, j) for j in idx}
+        # frozen CONV2D / LINEAR layers inside the region back-propagate with their file weights
+        self.frozen_ratios: dict[int, tuple[NDArray[np.int32], int, float]] = {}
+        for j in range(self.first, len(self.m.layers)):
+            ly = self.m.layers[j]
+            if ly.op in mtm.WEIGHTED and j not in self.layers:
+                p = ly.params
+                terms = p[6] * p[7] * (p[5] // p[12]) if ly.op == Op.CONV2D else p[1]
+                sw = self.m.data(self.m.tensors[ly.weight].qscales)  # type: ignore[index]
+                wr, r = o.weight_ratios(sw, terms)
+                self.frozen_ratios[j] = (wr, r, float(_wide(sw).max()))
+        trained = list(self.layers.values())
+        if mode == "float32":
+            for rl in trained:
+                rl.make_master()
+        elif mode == "mixed":
+            trained[-1].make_master()
+        self._resume()
+        self.region = {ly.output for ly in self.m.layers[self.first:]}
+        self.lut = softmax_lut(self.m.tensors[self.m.output].scale)
+        self.pending = 0
+        self.opt_steps = 0
+        self.rng = 0xACE1  # device: the optimiser's xorshift16 state starts here (not in checkpoints)
+        if continue_rng:
+            draws = sum(len(rl.w) for rl in trained if self.opt.rounding == "stochastic"
+                        or (self.opt.rounding == "auto" and rl.master_w is None))
+            self.rng = _xorshift16(self.rng, (self.m.train_steps * draws) % 65535)[1]
+        self.train_steps = self.m.train_steps
+        self.losses: list[float] = []
+
+    def _resume(self) -> None:
+        t = self.m.tensors
+        for rl in self.layers.values():
+            st = self.m.layers[rl.index].state
+            if st[0] is not None and rl.master_w is not None and st[1] is not None:
+                rl.master_w = _f32(self.m.data(st[0])).reshape(-1).copy()
+                rl.master_b = _f32(self.m.data(st[1])).reshape(-1).copy()
+            if st[2] is not None and st[3] is not None and t[st[2]].kind == Kind.STATE:
+                a = _f32(self.m.data(st[2])).reshape(-1).copy()
+                b = _f32(self.m.data(st[3])).reshape(-1).copy()
+                if isinstance(self.opt, SGD) and self.opt.momentum:
+                    rl.state = [a, b]
+                elif isinstance(self.opt, Adam):
+                    # format v1.0 keeps Adam's first moments only: the second moments restart at zero
+                    rl.state = [a, b, np.zeros_like(a), np.zeros_like(b)]
+
+    # -- forward / backward --------------------------------------------------------------
+
+    def _wbmsh(self, j: int) -> tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike]:
+        rl = self.layers.get(j)
+        if rl is not None:
+            return rl.w, rl.b, rl.mult, rl.shift
+        ly = self.m.layers[j]
+        return (self.m.data(ly.weight).reshape(-1), self.m.data(ly.bias), self.m.data(ly.mult),
+                self.m.data(ly.shift))
+
+    def forward(self, x: ArrayLike) -> dict[int, NDArray[np.int8]]:
+        """Every activation of one int8 sample (NHWC), by tensor index."""
+        xa = np.frombuffer(bytes(x), dtype=np.int8) if isinstance(x, (bytes, bytearray, memoryview)) \
+            else np.asarray(x).reshape(-1)
+        vals: dict[int, NDArray[np.int8]] = {self.m.input: xa.view(np.int8) if xa.dtype == np.uint8
+                                             else xa.astype(np.int8)}
+        for j, ly in enumerate(self.m.layers):
+            xin = vals[ly.inputs[0]]
+            p = ly.params
+            if ly.op == Op.CONV2D:
+                y = o.conv2d_s8_forward(p, xin, *self._wbmsh(j))
+            elif ly.op == Op.LINEAR:
+                y = o.linear_s8_forward(p, xin, *self._wbmsh(j))
+            elif ly.op == Op.RELU:
+                y = o.relu_s8_forward(xin, p[1])
+            elif ly.op == Op.RELU6:
+                y = o.relu6_s8_forward(xin, p[1], p[2])
+            elif ly.op == Op.MAXPOOL:
+                y = o.maxpool_s8_forward(p, xin)
+            elif ly.op == Op.AVGPOOL:
+                y = o.avgpool_s8_forward(p, xin)
+            elif ly.op == Op.GLOBAL_AVGPOOL:
+                y = o.global_avgpool_s8_forward(xin, p[0], p[1])
+            elif ly.op == Op.ADD:
+                y = o.add_s8_forward(p, xin, vals[ly.inputs[1]])
+            else:
+                raise ValueError(f"layer {ly.name}: unknown op {ly.op}")
+            vals[ly.output] = y
+        return vals
+
+    def loss(self, out: NDArray[np.int8], label: int) -> tuple[float, NDArray[np.int8], float]:
+        """(loss, int8 output error, its real scale)."""
+        err, sh, stats = o.softmax_xent_s8(out, label, self.lut)
+        s_out = self.m.tensors[self.m.output].scale
+        loss = s_out * (int(stats[2]) - int(out[label])) + math.log(int(stats[1]) / 65536.0)
+        return loss, err, math.ldexp(1.0, sh - 15)
+
+    def backward(self, vals: dict[int, NDArray[np.int8]], err: NDArray[np.int8], err_scale: float) -> None:
+        region = self.region
+        cur: dict[int, tuple[NDArray[np.int8], float]] = {self.m.output: (err, err_scale)}
+
+        def arrive(t: int, e2: NDArray[np.int8], s2: float) -> None:
+            if t not in cur:
+                cur[t] = (e2, s2)
+                return
+            e1, s1 = cur[t]
+            ra, rb = o.merge_ratios(s1, s2)
+            out, sh = o.add_s8_grad_merge(e1, ra, e2, rb)
+            cur[t] = (out, math.ldexp(s1 if s1 > s2 else s2, sh - 15))
+
+        for j in range(len(self.m.layers) - 1, self.first - 1, -1):
+            ly = self.m.layers[j]
+            if ly.output not in cur:
+                continue
+            e, s = cur.pop(ly.output)
+            y = vals[ly.output]
+            p = ly.params
+            if ly.act == Act.RELU:
+                e = o.relu_s8_backward(y, p[-2], e)
+            elif ly.act == Act.RELU6:
+                e = o.relu6_s8_backward(y, p[-2], p[-1], e)
+            x_t = ly.inputs[0]
+            need = x_t in region
+            if ly.op in (Op.CONV2D, Op.LINEAR):
+                conv = ly.op == Op.CONV2D
+                mask = None
+                rl = self.layers.get(j)
+                if rl is not None:
+                    if self.sparse is not None:
+                        mask = self.sparse.mask(rl.name, e, rl.out_c, ly.output == self.m.output)
+                    s_x = self.m.tensors[x_t].scale
+                    gw_fn = o.conv2d_s8_grad_weight_f32 if conv else o.linear_s8_grad_weight_f32
+                    rl.gw, rl.gb = gw_fn(p, vals[x_t], e, mask, s_x * s, s, rl.gw, rl.gb)
+                if need:
+                    if rl is not None:
+                        wr, r, top = rl.wr, rl.r, rl.top
+                    else:
+                        wr, r, top = self.frozen_ratios[j]
+                    w = self._wbmsh(j)[0]
+                    gi = o.conv2d_s8_grad_input if conv else o.linear_s8_grad_input
+                    ein, sh, _ = gi(p, e, w, wr, mask)
+                    arrive(x_t, ein, math.ldexp(s * top, sh - r))
+            elif not need:
+                pass
+            elif ly.op == Op.RELU:
+                arrive(x_t, o.relu_s8_backward(y, p[1], e), s)
+            elif ly.op == Op.RELU6:
+                arrive(x_t, o.relu6_s8_backward(y, p[1], p[2], e), s)
+            elif ly.op == Op.MAXPOOL:
+                ein, sh, _ = o.maxpool_s8_grad_input(p, vals[x_t], e)
+                arrive(x_t, ein, math.ldexp(s, sh))
+            elif ly.op == Op.AVGPOOL:
+                ein, sh, _ = o.avgpool_s8_grad_input(p, e)
+                arrive(x_t, ein, math.ldexp(s, sh - 16))
+            elif ly.op == Op.GLOBAL_AVGPOOL:
+                arrive(x_t, o.global_avgpool_s8_grad_input(e, p[0]), s / p[0])
+            if ly.op == Op.ADD:
+                for t in ly.inputs:
+                    if t in region:
+                        arrive(t, e.copy(), s)
+
+    # -- the public steps ----------------------------------------------------------------
+
+    def step(self, x: ArrayLike, label: int) -> float:
+        """One sample: forward, loss, policy, backward; an update every ``batch`` samples."""
+        vals = self.forward(x)
+        loss, err, s = self.loss(vals[self.m.output], int(label))
+        self.losses.append(loss)
+        if self.sparse is not None:
+            self.sparse.observe(loss)
+        self.backward(vals, err, s)
+        self.pending += 1
+        if self.pending >= self.batch:
+            self.flush()
+        return loss
+
+    def flush(self) -> None:
+        """Apply the gradients of the samples since the last update."""
+        if self.pending:
+            self.opt_steps += 1
+            for j in sorted(self.layers):
+                self.rng = _update(self.opt, self.layers[j], self.lr, self.pending, self.opt_steps, self.rng)
+            self.train_steps += 1
+            self.pending = 0
+
+    def fit(self, xs: Sequence[ArrayLike], ys: Sequence[int], epochs: int = 1, shuffle: bool = True,
+            seed: int = 1, schedule: Callable[[float, int, int], float] | None = None,
+            progress: bool = False) -> list[float]:
+        """``Trainer.fit``: per-epoch mean loss."""
+        from tqdm import tqdm
+
+        n = len(ys)
+        orders = shuffle_order(n, epochs, seed) if shuffle else [list(range(n))] * epochs
+        means = []
+        for ep in range(epochs):
+            self.lr = schedule(self.opt.lr, ep, epochs) if schedule else self.opt.lr
+            total = 0.0
+            for i in tqdm(orders[ep], desc=f"epoch {ep + 1}/{epochs}", disable=not progress, leave=False):
+                total += self.step(xs[i], int(ys[i]))
+            self.flush()
+            means.append(total / max(1, n))
+        return means
+
+    # -- results -------------------------------------------------------------------------
+
+    def arrays(self) -> dict[str, NDArray]:
+        """Trained state by the names of tests/mp/train_runner.py: ``L<i>.w`` (int8), ``.b``,
+        ``.mult``, ``.shift`` (int32), ``.w_scale``, ``.gw``, ``.gb``, ``.master_w``,
+        ``.master_b``, ``.st0``.. (float32)."""
+        out: dict[str, NDArray] = {}
+        for j, rl in sorted(self.layers.items()):
+            p = f"L{j}."
+            out[p + "w"] = rl.w.astype(np.int8)
+            out[p + "b"] = rl.b.astype(np.int32)
+            out[p + "mult"] = rl.mult.astype(np.int32)
+            out[p + "shift"] = rl.shift.astype(np.int32)
+            out[p + "w_scale"] = rl.w_scale.astype(np.float32)
+            out[p + "gw"] = rl.gw.astype(np.float32)
+            out[p + "gb"] = rl.gb.astype(np.float32)
+            if rl.master_w is not None and rl.master_b is not None:
+                out[p + "master_w"] = rl.master_w
+                out[p + "master_b"] = rl.master_b
+            for k, a in enumerate(rl.state or []):
+                out[p + f"st{k}"] = a
+        return out
+
+    def checkpoint(self, state: bool = True) -> mtm.Model:
+        """The checkpoint the device writes (``trainer.save``; ``state=False``: ``model.save``)."""
+        m = copy.deepcopy(self.m)
+        keep = [i for i, t in enumerate(m.tensors) if t.kind != Kind.STATE]
+        remap = {old: new for new, old in enumerate(keep)}
+        tensors = [m.tensors[i] for i in keep]
+        for t in tensors:
+            if t.qscales is not None:
+                t.qscales = remap[t.qscales]
+
+        def rm(v: int | None) -> int | None:
+            return None if v is None else remap[v]
+
+        new_state: list[tuple[int, int, F32, tuple[int, ...]]] = []
+        for j, ly in enumerate(m.layers):
+            ly.inputs = [remap[i] for i in ly.inputs]
+            ly.output = remap[ly.output]
+            ly.weight, ly.bias, ly.mult, ly.shift = rm(ly.weight), rm(ly.bias), rm(ly.mult), rm(ly.shift)
+            ly.state = [None, None, None, None]
+            rl = self.layers.get(j)
+            if rl is None:
+                continue
+            ly.trained = True
+            assert ly.weight is not None and ly.bias is not None and ly.mult is not None
+            assert ly.shift is not None
+            wt = tensors[ly.weight]
+            assert wt.qscales is not None
+            wt.data = rl.w.reshape(wt.shape).astype(np.int8)
+            tensors[ly.bias].data = rl.b.astype(np.int32)
+            tensors[ly.mult].data = rl.mult.astype(np.int32)
+            tensors[ly.shift].data = rl.shift.astype(np.int32)
+            tensors[wt.qscales].data = rl.w_scale.astype(np.float32)
+            if state:
+                slots: list[F32 | None] = [rl.master_w, rl.master_b, None, None]
+                if rl.state is not None:
+                    slots[2], slots[3] = rl.state[0], rl.state[1]
+                for k, a in enumerate(slots):
+                    if a is not None:
+                        shape = wt.shape if k % 2 == 0 else tensors[ly.bias].shape
+                        new_state.append((j, k, a, shape))
+        for j, k, a, shape in new_state:
+            tensors.append(mtm.Tensor(mtm.DType.FLOAT32, shape, Kind.STATE, data=a.reshape(shape)))
+            m.layers[j].state[k] = len(tensors) - 1
+        m.tensors = tensors
+        m.input, m.output = remap[m.input], remap[m.output]
+        m.trained, m.has_state, m.train_steps = True, bool(new_state), self.train_steps
+        return m
+
+
+# --------------------------------------------------------------------------
+# command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m microtrain_tools.train_ref",
+        description="Train a .mtm model on the host exactly as the device would (numpy reference of "
+                    "docs/training.md) and write the checkpoint the device's trainer.save would write.",
+        epilog="example: python -m microtrain_tools.train_ref model.mtm data.npz --train last:2 --mode mixed "
+               "--lr 0.05 --momentum 0.9 --batch 8 --epochs 2 -o trained.mtm")
+    p.add_argument("model", help="input .mtm (converted model or checkpoint)")
+    p.add_argument("data", help=".npz with 'x' (N, input numel) int8 NHWC samples and 'y' (N,) labels")
+    p.add_argument("-o", "--output", required=True, help="checkpoint to write")
+    p.add_argument("--train", default="last:1", help="'last:N', 'all' or comma-separated layer names")
+    p.add_argument("--mode", default="int8", choices=MODES)
+    p.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.0)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--standardize", action="store_true")
+    p.add_argument("--rounding", default="auto", choices=("auto", "nearest", "stochastic"),
+                   help="weight requantisation rounding (auto: stochastic for layers without a master copy)")
+    p.add_argument("--sparse", default=None, help="'dynamic:LMIN:LMAX' or 'static:RATIO'")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--no-shuffle", action="store_true")
+    p.add_argument("--seed", type=int, default=1)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        m = mtm.load(args.model)
+        data = np.load(args.data)
+        xs, ys = np.asarray(data["x"]).astype(np.int8), np.asarray(data["y"]).astype(np.int64)
+        opt: SGD | Adam = (SGD(args.lr, args.momentum, args.weight_decay, args.standardize, args.rounding)
+                           if args.optimizer == "sgd" else Adam(args.lr, weight_decay=args.weight_decay,
+                                                                standardize=args.standardize,
+                                                                rounding=args.rounding))
+        sparse: Policy | None = None
+        if args.sparse:
+            kind, *vals = args.sparse.split(":")
+            sparse = DynamicSparse(float(vals[0]), float(vals[1])) if kind == "dynamic" \
+                else StaticSparse(float(vals[0]))
+        spec: str | list[str | int] = args.train if args.train == "all" or args.train.startswith("last:") \
+            else list(args.train.split(","))
+        ref = RefTrainer(m, spec, args.mode, opt, sparse, args.batch)
+        means = ref.fit(list(xs), list(ys), args.epochs, shuffle=not args.no_shuffle, seed=args.seed,
+                        progress=True)
+        mtm.save(ref.checkpoint(), Path(args.output))
+    except (OSError, ValueError, KeyError) as e:
+        print(f"train_ref: error: {e}", file=sys.stderr)
+        return 2
+    for ep, v in enumerate(means):
+        print(f"epoch {ep + 1}: mean loss {v:.5f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
