@@ -15,7 +15,7 @@ NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/
 export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)/tools
 
-.PHONY: setup test demo natmod natmod-all check-kernels lint clean dist
+.PHONY: setup test demo natmod natmod-all check-kernels lint clean dist train-eval parity
 
 ## setup: install the toolchain, venv (pinned) and MicroPython core once.
 setup: $(SETUP_STAMP)
@@ -52,12 +52,21 @@ test: $(SETUP_STAMP) natmod-all
 	@$(PY) -m microtrain_tools.check_kernels
 	@$(PY) -m pytest -q tests
 
-## demo: set up, then train a small model inside micropython on real data.
-demo: natmod
-	@$(PY) examples/digits_mlp/run_demo.py
+## demo: set up, then fine-tune a Fashion-MNIST CNN on MNIST inside micropython, next to PyTorch.
+demo: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
+	@$(PY) examples/transfer_fmnist_mnist/run.py --demo
+
+## train-eval: on-device training results on real data vs PyTorch float32 (transfer, scratch,
+## personalisation, sparse, 256 KB heap).
+train-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
+	@$(PY) -m microtrain_tools.train_eval
+
+## parity: int8 models inside micropython == numpy oracle bit for bit, and agree with PyTorch (real data).
+parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
+	@$(PY) -m microtrain_tools.parity
 
 lint:
-	@$(VENV)/bin/ruff check tools tests examples
+	@$(VENV)/bin/ruff check tools tests examples python_lib stubs
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy

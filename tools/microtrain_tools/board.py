@@ -1,0 +1,231 @@
+"""``microtrain run`` / ``deploy`` / ``flash``: MicroPython on the host and on boards.
+
+- ``run``: the host ``micropython`` (the unix port in the venv) with the native module
+  and the ``microtrain`` package on its path: the same script as on the board.
+- ``deploy``: ``mpremote`` copies the package for one architecture (``make dist``
+  output ``dist/<arch>_6.3/``), a model and a script to a board.
+- ``flash``: MicroPython firmware onto a board: ``esptool`` (ESP32 family, with the
+  chip's flash offset), copy of a ``.uf2`` to the RPI-RP2 drive (rp2), ``dfu-util``
+  (stm32 ``.dfu``).
+
+Every command line is built first and can be printed (``--dry-run``) instead of run;
+bad arguments raise ValueError / FileNotFoundError with a one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from microtrain_tools import mtm
+
+__all__ = [
+    "BOARD_ARCHS",
+    "ESP_FLASH_OFFSETS",
+    "MPY_SUFFIX",
+    "deploy_commands",
+    "flash_commands",
+    "micropython_binary",
+    "run_command",
+    "run_commands",
+    "tool",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON_LIB = ROOT / "python_lib"
+NATMOD_DIR = ROOT / "build" / "natmod"
+DIST_DIR = ROOT / "dist"
+MPY_SUFFIX = "_6.3"  # .mpy format version of the dist folders (MicroPython >= 1.22)
+HOST_ARCHS = ("x64",)
+BOARD_ARCHS = ("armv6m", "armv7emsp", "armv7emdp")
+
+# First flash address of the MicroPython firmware image per ESP chip (MicroPython's
+# ports/esp32 deploy notes): the ESP32 and ESP32-S2 bootloader sits at 0x1000, the
+# newer chips' at 0x0.
+ESP_FLASH_OFFSETS = {"esp32": "0x1000", "esp32s2": "0x1000", "esp32s3": "0x0", "esp32c3": "0x0",
+                     "esp32c6": "0x0"}
+CHIPS = (*ESP_FLASH_OFFSETS, "rp2", "stm32")
+FIRMWARE_SUFFIX = {**{c: ".bin" for c in ESP_FLASH_OFFSETS}, "rp2": ".uf2", "stm32": ".dfu"}
+DEFAULT_BAUD = 460800
+
+
+def tool(name: str) -> str:
+    """An executable: the one next to this Python (the venv's), else the one on PATH, else the name."""
+    here = Path(sys.executable).parent / name
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    return shutil.which(name) or name
+
+
+def micropython_binary() -> str:
+    """``$MICROTRAIN_MICROPYTHON``, else ``micropython`` next to sys.executable, else on PATH."""
+    env = os.environ.get("MICROTRAIN_MICROPYTHON")
+    if env:
+        if not Path(env).is_file():
+            raise FileNotFoundError(f"MICROTRAIN_MICROPYTHON={env}: no such file")
+        return env
+    exe = tool("micropython")
+    if not Path(exe).is_file():
+        raise FileNotFoundError("micropython not found next to this Python or on PATH "
+                                "(run `make setup`, or set MICROTRAIN_MICROPYTHON)")
+    return exe
+
+
+def _heapsize(s: str) -> str:
+    if not re.fullmatch(r"[1-9][0-9]*[kKmM]?", s):
+        raise ValueError(f"--heapsize {s!r}: expected a size like 256k, 1M or 65536")
+    return s
+
+
+def run_command(script: str, args: list[str], heapsize: str | None = None, arch: str = "x64",
+                native: bool = True, build: bool = True) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) to run ``script`` in the host micropython.
+
+    MICROPYPATH = ``build/natmod/<arch>`` (unless ``native`` is False: then the
+    package's pure-Python kernels are used) + ``python_lib`` + MicroPython's defaults.
+    A missing natmod is built with ``make natmod`` when ``build``."""
+    if arch not in HOST_ARCHS:
+        raise ValueError(f"--arch {arch}: the host micropython runs {', '.join(HOST_ARCHS)} native "
+                         "modules only (boards: use deploy)")
+    if not Path(script).is_file():
+        raise FileNotFoundError(f"{script}: no such script")
+    exe = micropython_binary()
+    path = [str(PYTHON_LIB)]
+    if native:
+        natmod = NATMOD_DIR / arch
+        if not (natmod / "_microtrain.mpy").is_file():
+            if not build or not (ROOT / "Makefile").is_file():
+                raise FileNotFoundError(f"{natmod / '_microtrain.mpy'} is missing: run `microtrain build`")
+            print(f"microtrain run: building the native module ({arch}) first", file=sys.stderr)
+            proc = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "natmod", f"ARCH={arch}"],
+                                  capture_output=True, text=True, check=False)
+            if proc.returncode or not (natmod / "_microtrain.mpy").is_file():
+                tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+                raise ValueError(f"make natmod ARCH={arch} failed: {tail[0]}")
+        path.insert(0, str(natmod))
+    env = dict(os.environ)
+    env["MICROPYPATH"] = ":".join([*path, ".frozen", "~/.micropython/lib", "/usr/lib/micropython"])
+    cmd = [exe]
+    if heapsize:
+        cmd += ["-X", f"heapsize={_heapsize(heapsize)}"]
+    return cmd + [script, *args], env
+
+
+def dist_dir(arch: str, dist: str | None = None) -> Path:
+    return Path(dist) if dist else DIST_DIR / f"{arch}{MPY_SUFFIX}"
+
+
+def _check_dist(d: Path) -> None:
+    if not (d / "_microtrain.mpy").is_file() or not (d / "microtrain").is_dir():
+        raise FileNotFoundError(f"{d}: not a microtrain dist folder (needs _microtrain.mpy and microtrain/; "
+                                "build it with `make dist`)")
+
+
+def deploy_commands(port: str, arch: str, model: str | None = None, script: str | None = None,
+                    dist: str | None = None, lib: str = "/lib", root: str = "/",
+                    verify: bool = True) -> list[list[str]]:
+    """Command lines that put the package, model and script on a board.
+
+    The first command is ``make dist`` when the default dist folder does not exist yet.
+    Then, with ``mpremote connect PORT``: create ``lib`` if missing, copy
+    ``microtrain/`` and ``_microtrain.mpy`` into it, copy the model and the script to
+    ``root``, and (``verify``) import the package on the board."""
+    if not port:
+        raise ValueError("--port is required (e.g. /dev/ttyACM0; `mpremote devs` lists them)")
+    if arch not in BOARD_ARCHS:
+        raise ValueError(f"--arch {arch}: unknown board architecture (one of {', '.join(BOARD_ARCHS)})")
+    for what, p, suffix in (("--model", model, ".mtm"), ("--script", script, ".py")):
+        if p is None:
+            continue
+        if not Path(p).is_file():
+            raise FileNotFoundError(f"{what} {p}: no such file")
+        if not p.endswith(suffix):
+            raise ValueError(f"{what} {p}: expected a {suffix} file")
+    if model is not None:
+        try:
+            mtm.load(model)
+        except ValueError as e:
+            raise ValueError(f"--model {model}: not a valid .mtm file: {e}") from None
+    for what, p in (("--lib", lib), ("--root", root)):
+        if not p.startswith("/"):
+            raise ValueError(f"{what} {p}: must be an absolute path on the board")
+    cmds: list[list[str]] = []
+    d = dist_dir(arch, dist)
+    if dist is not None or d.is_dir():
+        _check_dist(d)
+    else:
+        cmds.append(["make", "-C", str(ROOT), "dist", f"ARCH={arch}"])
+    mp = [tool("mpremote"), "connect", port]
+    lib = lib.rstrip("/") or "/"
+    root = root.rstrip("/") or "/"
+    parent, _, base = lib.rpartition("/")
+    parent = parent or "/"
+    q = json.dumps  # double-quoted Python string literals: the printed command line stays readable
+    cmds.append([*mp, "exec", f"import os;{q(base)} in os.listdir({q(parent)}) or os.mkdir({q(lib)})"])
+    cmds.append([*mp, "fs", "cp", "-r", str(d / "microtrain"), f":{lib}/"])
+    cmds.append([*mp, "fs", "cp", str(d / "_microtrain.mpy"), f":{lib}/_microtrain.mpy"])
+    for p in (model, script):
+        if p is not None:
+            dest = f"{root}/{Path(p).name}" if root != "/" else f"/{Path(p).name}"
+            cmds.append([*mp, "fs", "cp", p, f":{dest}"])
+    if verify:
+        cmds.append([*mp, "exec", 'import microtrain;print("microtrain", "native" if microtrain.NATIVE '
+                                  'else "pure-python", "ok")'])
+    return cmds
+
+
+def flash_commands(chip: str, firmware: str, port: str | None = None, baud: int = DEFAULT_BAUD,
+                   erase: bool = False, drive: str | None = None) -> list[list[str]]:
+    """Command lines that flash MicroPython firmware (see the module doc)."""
+    if chip not in CHIPS:
+        raise ValueError(f"--chip {chip}: unknown (one of {', '.join(CHIPS)})")
+    if not Path(firmware).is_file():
+        raise FileNotFoundError(f"{firmware}: no such firmware file")
+    want = FIRMWARE_SUFFIX[chip]
+    if Path(firmware).suffix.lower() != want:
+        raise ValueError(f"{firmware}: {chip} firmware must be a {want} file")
+    if chip in ESP_FLASH_OFFSETS:
+        if not port:
+            raise ValueError(f"--port is required for {chip} (e.g. /dev/ttyUSB0 or /dev/ttyACM0)")
+        if baud <= 0:
+            raise ValueError(f"--baud {baud}: must be positive")
+        esp = [tool("esptool"), "--chip", chip, "--port", port]
+        cmds = [[*esp, "erase-flash"]] if erase else []
+        return cmds + [[*esp, "--baud", str(baud), "write-flash", "-z", ESP_FLASH_OFFSETS[chip], firmware]]
+    if erase:
+        raise ValueError(f"--erase is for ESP32 chips only ({chip}: flashing replaces the firmware; "
+                         "the filesystem is kept)")
+    if chip == "rp2":
+        if not drive:
+            raise ValueError("--drive is required for rp2: the mounted RPI-RP2 drive (hold BOOTSEL while "
+                             "plugging the board in), e.g. /media/$USER/RPI-RP2")
+        if not Path(drive).is_dir():
+            raise FileNotFoundError(f"--drive {drive}: not a mounted directory (hold BOOTSEL while plugging "
+                                    "the board in)")
+        return [["cp", firmware, str(Path(drive)) + "/"], ["sync"]]
+    # stm32: DfuSe file through the ST system bootloader (BOOT0 high at reset, or machine.bootloader())
+    return [[tool("dfu-util"), "--alt", "0", "-D", firmware]]
+
+
+def run_commands(cmds: list[list[str]], dry_run: bool, what: str) -> int:
+    """Print (``dry_run``) or run each command; stop at the first failure and return its code."""
+    for c in cmds:
+        if dry_run:
+            print(shlex.join(c))
+            continue
+        exe = c[0]
+        if shutil.which(exe) is None and not Path(exe).is_file():
+            hint = {"dfu-util": " (apt-get install dfu-util; board in DFU mode: BOOT0 high, then reset)"}
+            raise FileNotFoundError(f"{exe}: not found{hint.get(Path(exe).name, '')}")
+        print(f"microtrain {what}: {shlex.join(c)}", file=sys.stderr)
+        rc = subprocess.call(c)
+        if rc:
+            print(f"microtrain {what}: command failed with exit code {rc}: {shlex.join(c)}", file=sys.stderr)
+            return rc if rc > 0 else 128 - rc
+    return 0

@@ -1,0 +1,278 @@
+"""``microtrain info``: what a ``.mtm`` file holds and how much RAM it needs.
+
+RAM model (bytes), the buffers the device runtime (python_lib/microtrain) allocates;
+every activation and error is int8, one sample, NHWC:
+
+Inference
+  activations  the forward plan: the model input gets a buffer; layer by layer, each
+               output takes a free buffer of exactly its size, else a new one; after
+               a layer ran, the buffers of its inputs whose last consumer it was are
+               free again (never the model input's or output's). The sum of the
+               buffers made. The model bytes are reported apart (model file): they are
+               in RAM only when the file is read into a bytes object rather than
+               frozen into flash.
+
+Training the last N weighted (conv/linear) layers; "first" = the N-th weighted layer
+from the end; every layer from first on is on the backward path:
+  forward      the same plan, but every activation read or written by a layer from
+               first on is never freed (backward needs it);
+  errors       one int8 error buffer per activation produced by a layer from first
+               on, plus two more (arrival and merge buffers) for each of those that
+               feeds two or more layers;
+  scratch      one int32 grad-input accumulator shared by all layers: 4 * the largest
+               first input (in values) of a conv2d / linear / maxpool / avgpool layer
+               from first on, among inputs produced by a layer from first on (no
+               error flows into frozen layers);
+  grads        float32 gradient accumulators of the trained layers:
+               4 * (weights + biases);
+  optimizer    float32 state, 4 * (weights + biases) per moment: one with
+               --momentum (SGD momentum), two with --adam, none for plain SGD;
+  master       float32 master copies, 4 * (weights + biases): of every trained layer
+               in mode float32, of the last one in mode mixed, none in mode int8;
+  copies       writable copies of the trained layers (the model bytes are read-only):
+               int8 weights (1 B each) + 20 B per output channel (int32 bias, mult,
+               shift, float32 scale, int32 grad-input weight ratio) + one float32
+               row of a channel's weights (the update's scratch);
+  sparse       with --sparse: int32 channel norms + a 1-byte mask per output channel
+               of each trained layer (5 B per channel);
+  loss         softmax cross-entropy: exp table (256 uint32) + stats (3 int32) + the
+               int8 error of the logits: 1036 + output size;
+  total        the sum of the above (allocated once, when training is set up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from microtrain_tools import mtm
+from microtrain_tools.mtm import Act, Kind, Model, Op
+
+__all__ = ["MODES", "build_parser", "forward_plan_bytes", "inference_ram", "layer_rows", "main", "train_ram"]
+
+MODES = ("int8", "mixed", "float32")
+LOSS_BYTES = 256 * 4 + 3 * 4
+COPY_BYTES_PER_CHANNEL = 5 * 4
+SPARSE_BYTES_PER_CHANNEL = 4 + 1
+_SCRATCH_OPS = (Op.CONV2D, Op.LINEAR, Op.MAXPOOL, Op.AVGPOOL)
+
+
+def forward_plan_bytes(m: Model, keep: set[int]) -> int:
+    """Bytes of the activation buffers of the forward plan (module doc); ``keep``: never freed."""
+    last_use: dict[int, int] = {}
+    for j, ly in enumerate(m.layers):
+        for t in ly.inputs:
+            last_use[t] = j
+    free: list[int] = []  # sizes of free buffers, in the order they were freed
+    total = m.tensors[m.input].numel
+    for j, ly in enumerate(m.layers):
+        n = m.tensors[ly.output].numel
+        if n in free:
+            free.remove(n)  # the first free buffer of exactly this size
+        else:
+            total += n
+        for t in dict.fromkeys(ly.inputs):
+            if last_use.get(t) == j and t not in keep and t not in (m.input, m.output):
+                free.append(m.tensors[t].numel)
+    return total
+
+
+def inference_ram(m: Model) -> int:
+    """Bytes of activation buffers of one forward pass (see the module doc)."""
+    return forward_plan_bytes(m, set())
+
+
+def weighted_layers(m: Model) -> list[int]:
+    return [j for j, ly in enumerate(m.layers) if ly.op in mtm.WEIGHTED]
+
+
+def _params(m: Model, ly: mtm.Layer) -> int:
+    return sum(m.tensors[i].numel for i in (ly.weight, ly.bias) if i is not None)
+
+
+def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "int8", adam: bool = False,
+              sparse: bool = False) -> dict[str, Any]:
+    """RAM (bytes, per item of the module doc) to train the last ``train_last`` weighted layers."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
+    if momentum and adam:
+        raise ValueError("--momentum and --adam exclude each other (Adam keeps two moments)")
+    wl = weighted_layers(m)
+    if not 1 <= train_last <= len(wl):
+        raise ValueError(f"--train-last {train_last}: the model has {len(wl)} conv/linear layers "
+                         f"(use 1..{len(wl)})")
+    first = wl[-train_last]
+    trained = [m.layers[j] for j in wl[-train_last:]]
+    path = m.layers[first:]
+    keep = {t for ly in path for t in (*ly.inputs, ly.output)}
+    region = {ly.output for ly in path}
+    consumers: dict[int, int] = {}
+    for ly in path:
+        for t in ly.inputs:
+            consumers[t] = consumers.get(t, 0) + 1
+    errors = sum(m.tensors[t].numel * (3 if consumers.get(t, 0) > 1 else 1) for t in region)
+    scratch = 4 * max((m.tensors[ly.inputs[0]].numel for ly in path
+                       if ly.op in _SCRATCH_OPS and ly.inputs[0] in region), default=0)
+    params = [_params(m, ly) for ly in trained]
+    out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
+    weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
+    grads = 4 * sum(params)
+    master = {"int8": 0, "mixed": 4 * params[-1], "float32": 4 * sum(params)}[mode]
+    copies = sum(w + COPY_BYTES_PER_CHANNEL * c + 4 * (w // c) for w, c in zip(weights, out_c, strict=True))
+    r: dict[str, Any] = {
+        "train_last": train_last,
+        "layers": [ly.name for ly in trained],
+        "first": m.layers[first].name,
+        "mode": mode,
+        "optimizer": "adam" if adam else "sgd+momentum" if momentum else "sgd",
+        "sparse": sparse,
+        "forward": forward_plan_bytes(m, keep),
+        "errors": errors,
+        "scratch": scratch,
+        "grads": grads,
+        "optimizer_state": grads * (2 if adam else 1 if momentum else 0),
+        "master": master,
+        "copies": copies,
+        "sparse_bytes": SPARSE_BYTES_PER_CHANNEL * sum(out_c) if sparse else 0,
+        "loss": LOSS_BYTES + m.tensors[m.output].numel,
+    }
+    r["total"] = sum(r[k] for k in TRAIN_ITEMS)
+    return r
+
+
+TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "master", "copies", "sparse_bytes",
+               "loss")
+
+
+def _op_name(ly: mtm.Layer) -> str:
+    s = Op(ly.op).name.lower()
+    return s if ly.act == Act.NONE else f"{s}+{Act(ly.act).name.lower()}"
+
+
+def layer_rows(m: Model) -> list[dict[str, Any]]:
+    rows = []
+    for j, ly in enumerate(m.layers):
+        const = sum(m.tensors[i].numel * m.tensors[i].dtype.itemsize
+                    for i in (ly.weight, ly.bias, ly.mult, ly.shift) if i is not None)
+        if ly.weight is not None and m.tensors[ly.weight].qscales is not None:
+            qs = m.tensors[ly.weight].qscales
+            assert qs is not None
+            const += m.tensors[qs].numel * 4
+        rows.append({"index": j, "name": ly.name, "op": _op_name(ly),
+                     "inputs": [list(m.tensors[i].shape) for i in ly.inputs],
+                     "output": list(m.tensors[ly.output].shape), "params": _params(m, ly),
+                     "const_bytes": const, "fused": ly.fused, "trained": ly.trained})
+    return rows
+
+
+def _shape(s: list[int] | tuple[int, ...]) -> str:
+    return "x".join(str(d) for d in s)
+
+
+def report(path: Path, m: Model, train_last: int | None, momentum: bool = False, mode: str = "int8",
+           adam: bool = False, sparse: bool = False) -> dict[str, Any]:
+    data = path.read_bytes()
+    kinds: dict[str, dict[str, int]] = {}
+    for t in m.tensors:
+        k = Kind(t.kind).name.lower()
+        d = kinds.setdefault(k, {"count": 0, "bytes": 0})
+        d["count"] += 1
+        d["bytes"] += t.numel * t.dtype.itemsize
+    tensors = [{"index": i, "kind": Kind(t.kind).name.lower(), "dtype": t.dtype.name.lower(),
+                "shape": list(t.shape), "bytes": t.numel * t.dtype.itemsize} for i, t in enumerate(m.tensors)]
+    r: dict[str, Any] = {
+        "file": str(path), "file_bytes": len(data), "trained": m.trained, "train_steps": m.train_steps,
+        "input": list(m.tensors[m.input].shape), "output": list(m.tensors[m.output].shape),
+        "params": sum(_params(m, ly) for ly in m.layers), "layers": layer_rows(m),
+        "tensor_kinds": kinds, "tensors": tensors, "inference_activations": inference_ram(m),
+    }
+    if train_last is not None:
+        r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse)
+    return r
+
+
+def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
+    out = []
+    what = f"checkpoint after {r['train_steps']} training steps" if r["trained"] else "model"
+    out.append(f"{r['file']}: {what}, {r['file_bytes']} bytes, {len(r['layers'])} layers, "
+               f"{len(r['tensors'])} tensors, {r['params']} parameters")
+    out.append(f"input {_shape(r['input'])} -> output {_shape(r['output'])}  (int8, NHWC)")
+    hdr = f"{'#':>3} {'name':<20} {'op':<18} {'input -> output':<28} {'params':>8} {'const B':>8}  fused"
+    out.append(hdr)
+    for row in r["layers"]:
+        io = ",".join(_shape(s) for s in row["inputs"]) + " -> " + _shape(row["output"])
+        t = " (trained)" if row["trained"] else ""
+        out.append(f"{row['index']:>3} {row['name']:<20} {row['op']:<18} {io:<28} {row['params']:>8} "
+                   f"{row['const_bytes']:>8}  {row['fused']}{t}")
+    kinds = ", ".join(f"{k} {v['count']} ({v['bytes']} B)" for k, v in r["tensor_kinds"].items())
+    out.append(f"tensors: {kinds}")
+    if show_tensors:
+        for t in r["tensors"]:
+            out.append(f"  {t['index']:>4} {t['kind']:<10} {t['dtype']:<7} {_shape(t['shape']):<16} "
+                       f"{t['bytes']:>8} B")
+    out.append(f"RAM, inference: {r['inference_activations']} B of activations "
+               f"(+ {r['file_bytes']} B model file when read into RAM instead of frozen into flash)")
+    tr = r.get("train")
+    if tr:
+        out.append(f"RAM, training the last {tr['train_last']} conv/linear layers "
+                   f"({', '.join(tr['layers'])}; mode {tr['mode']}, optimizer {tr['optimizer']}"
+                   f"{', sparse updates' if tr['sparse'] else ''}):")
+        labels = {"forward": f"activations, kept from '{tr['first']}' on", "errors": "int8 error buffers",
+                  "scratch": "int32 grad-input scratch", "grads": "float32 gradient accumulators",
+                  "optimizer_state": "float32 optimizer state", "master": "float32 master weights",
+                  "copies": "writable copies of the trained layers",
+                  "sparse_bytes": "sparse-update norms and masks", "loss": "softmax cross-entropy"}
+        for k in TRAIN_ITEMS:
+            out.append(f"  {labels[k]:<40} {tr[k]:>9} B")
+        out.append(f"  {'total':<40} {tr['total']:>9} B  (+ {r['file_bytes']} B model file if in RAM)")
+    return "\n".join(out)
+
+
+EXAMPLE = """\
+example:
+  microtrain info digits.mtm --train-last 2 --momentum
+  microtrain info digits.mtm --json > digits-info.json
+"""
+
+
+def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = p or argparse.ArgumentParser(prog="microtrain info")
+    p.description = ("Show the layers of a .mtm file (name, op, input/output shapes, parameters,\n"
+                     "bytes of constants, folded modules), its tensors, and the RAM it needs for\n"
+                     "inference and to train its last N conv/linear layers on the device.\n\n"
+                     + (__doc__ or "").split("\n\n", 1)[1])
+    p.epilog = EXAMPLE
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("model", metavar="MODEL.mtm", help="the .mtm file")
+    p.add_argument("--train-last", type=int, default=None, metavar="N",
+                   help="also show the RAM to train the last N conv/linear layers")
+    p.add_argument("--momentum", action="store_true", help="count SGD momentum buffers (with --train-last)")
+    p.add_argument("--adam", action="store_true", help="count Adam's two moment buffers (with --train-last)")
+    p.add_argument("--sparse", action="store_true", help="count dynamic sparse-update buffers")
+    p.add_argument("--mode", choices=MODES, default="int8",
+                   help="training mode for the float32 master copies (default int8)")
+    p.add_argument("--tensors", action="store_true", help="list every tensor with its size")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    return p
+
+
+def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) -> int:
+    if args is None:
+        args = build_parser().parse_args(argv)
+    path = Path(args.model)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        m = mtm.load(path)
+    except ValueError as e:
+        raise ValueError(f"{path}: not a valid .mtm file: {e}") from None
+    r = report(path, m, args.train_last, args.momentum, args.mode, args.adam, args.sparse)
+    print(json.dumps(r, indent=1) if args.json else format_report(r, args.tensors))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

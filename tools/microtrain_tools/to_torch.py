@@ -1,0 +1,299 @@
+"""``.mtm`` (a converted model or a device checkpoint) -> PyTorch ``state_dict``.
+
+``to_state_dict(model, module)`` fills the state_dict of ``module`` (an instance of
+the class the file was converted from) with the file's weights, so that
+``module.load_state_dict(sd, strict=True)`` works and the float module computes what
+the int8 file computes, up to quantisation of the activations:
+
+- Weights are the dequantised file weights, exactly: ``float32(qscales[o]) * q`` in
+  float32 (per output channel ``o``). With ``master=True`` and a checkpoint that holds
+  float32 master weights (``state[0]`` / ``state[1]``), those are used instead.
+- Bias real value: ``float32(s_in * s_w[o] * q_bias)`` (``s_in`` the layer input scale,
+  products in float64).
+- Layouts: conv weights OHWI -> OIHW; a Conv1d is an OHWI weight with H = 1 ->
+  ``(O, I/groups, K)``; a Linear fed by a rank-3 activation ``(h, w, c)`` gets the
+  inverse of the converter's NHWC column permutation,
+  ``W_torch[o, (ch*h + y)*w + x] = W_file[o, (y*w + x)*c + ch]``.
+- BatchNorm was folded into the conv/linear by the converter (the layer's ``fused``
+  string names it). The folded weight goes into the conv; the BatchNorm becomes the
+  identity: ``weight 1, bias 0, running_mean 0, running_var 1 - eps`` (so
+  ``running_var + eps == 1``). The folded bias goes into the conv's bias, or, for a
+  bias-less conv, into the BatchNorm's ``bias`` (beta); a non-affine BatchNorm holds it
+  as ``running_mean = -bias``.
+- Everything the file does not describe (modules without weights in the file, buffers
+  such as ``num_batches_tracked``) keeps the value of the freshly built module, or of
+  ``--state-dict`` when given.
+
+The file's layer names are the PyTorch module paths (``features.0``, ``fc2``); a name
+truncated by the converter (63 bytes) is matched by unique suffix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from microtrain_tools import mtm
+from microtrain_tools.mtm import Model, Op
+
+__all__ = ["ToTorchError", "build_parser", "dequantized_params", "load_module", "main", "to_state_dict"]
+
+
+class ToTorchError(ValueError):
+    """The module does not match the file (names, types, shapes), or bad input."""
+
+
+def dequantized_params(m: Model, layer: mtm.Layer, master: bool = False
+                       ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """Float32 (weight in the file layout, bias) of a CONV2D / LINEAR layer.
+
+    ``weight = float32(qscales[o]) * float32(q)`` (one float32 multiply per value);
+    ``bias = float32(s_in * s_w[o] * q_bias)``. With ``master`` the float32 master copies
+    of a checkpoint (``state[0]``, ``state[1]``) are returned where present."""
+    if layer.op not in mtm.WEIGHTED:
+        raise ToTorchError(f"layer '{layer.name}' has no weights")
+    wt = m.tensors[layer.weight]  # type: ignore[index]
+    assert wt.qscales is not None
+    s_w = m.data(wt.qscales).astype(np.float32)
+    q = m.data(layer.weight).astype(np.float32)
+    w = (s_w.reshape((-1,) + (1,) * (q.ndim - 1)) * q).astype(np.float32)
+    s_in = np.float64(np.float32(m.tensors[layer.inputs[0]].scale))
+    qb = m.data(layer.bias).astype(np.float64)
+    b = (s_in * s_w.astype(np.float64) * qb).astype(np.float32)
+    if master:
+        if layer.state[0] is not None:
+            w = np.array(m.data(layer.state[0]), dtype=np.float32)
+        if layer.state[1] is not None:
+            b = np.array(m.data(layer.state[1]), dtype=np.float32)
+    return w, b
+
+
+def _find_module(mods: dict[str, Any], name: str) -> tuple[str, Any]:
+    if name in mods:
+        return name, mods[name]
+    cands = [n for n in mods if n and n.endswith(name)]
+    if len(cands) == 1:
+        return cands[0], mods[cands[0]]
+    raise ToTorchError(f"layer '{name}': the module has no submodule of that name"
+                       + (f" (ambiguous: {', '.join(cands)})" if cands else ""))
+
+
+def _key(prefix: str, attr: str) -> str:
+    return f"{prefix}.{attr}" if prefix else attr
+
+
+def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """State dict of ``module`` with the weights of ``m``; returns ``(state_dict, notes)``.
+
+    ``notes`` lists what was done (BatchNorms set to identity, modules not in the file).
+    Raises ToTorchError when a layer has no matching module of the right type and shape."""
+    import torch
+    import torch.nn as nn
+
+    sd: dict[str, Any] = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    mods = dict(module.named_modules())
+    notes: list[str] = []
+    done: set[str] = set()
+    for ly in m.layers:
+        if ly.op not in mtm.WEIGHTED:
+            continue
+        name, mod = _find_module(mods, ly.name)
+        where = f"layer '{ly.name}' ({type(mod).__name__})"
+        w, b = dequantized_params(m, ly, master)
+        if ly.op == Op.CONV2D:
+            if not isinstance(mod, (nn.Conv1d, nn.Conv2d)):
+                raise ToTorchError(f"{where}: the file has a conv here, the module a {type(mod).__name__}")
+            w = w.transpose(0, 3, 1, 2)  # OHWI -> OIHW
+            if isinstance(mod, nn.Conv1d):
+                if w.shape[2] != 1:
+                    raise ToTorchError(f"{where}: 2-D kernel {w.shape[2:]} for a Conv1d")
+                w = w[:, :, 0, :]
+        else:
+            if not isinstance(mod, nn.Linear):
+                raise ToTorchError(f"{where}: the file has a linear here, the module a {type(mod).__name__}")
+            xs = m.tensors[ly.inputs[0]].shape
+            if len(xs) == 3:  # undo the converter's CHW -> HWC column permutation
+                h, ww, c = xs
+                w = w.reshape(w.shape[0], h, ww, c).transpose(0, 3, 1, 2).reshape(w.shape[0], -1)
+        if tuple(w.shape) != tuple(mod.weight.shape):
+            raise ToTorchError(f"{where}: weight shape {tuple(mod.weight.shape)} in the module, "
+                               f"{tuple(w.shape)} in the file")
+        sd[_key(name, "weight")] = torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32))
+        done.add(name)
+        bn_name, bn = None, None
+        for f in filter(None, ly.fused.split(",")):
+            cand = mods.get(f)
+            if isinstance(cand, nn.modules.batchnorm._BatchNorm):
+                bn_name, bn = f, cand
+                break
+        if bn is not None:
+            assert bn_name is not None
+            nf = bn.num_features
+            if nf != w.shape[0]:
+                raise ToTorchError(f"layer '{ly.name}': BatchNorm '{bn_name}' has {nf} features, "
+                                   f"the layer {w.shape[0]} channels")
+            if bn.running_mean is None or bn.running_var is None:
+                raise ToTorchError(f"layer '{ly.name}': BatchNorm '{bn_name}' has no running statistics")
+            if bn.affine:
+                sd[_key(bn_name, "weight")] = torch.ones(nf)
+                sd[_key(bn_name, "bias")] = torch.zeros(nf)
+            sd[_key(bn_name, "running_mean")] = torch.zeros(nf)
+            sd[_key(bn_name, "running_var")] = torch.full((nf,), 1.0 - float(bn.eps))
+            notes.append(f"BatchNorm '{bn_name}' set to identity (folded into '{name}')")
+            done.add(bn_name)
+        bias = torch.from_numpy(np.ascontiguousarray(b, dtype=np.float32))
+        if mod.bias is not None:
+            sd[_key(name, "bias")] = bias
+        elif bn is not None and bn.affine:
+            sd[_key(bn_name or "", "bias")] = bias
+            notes.append(f"bias of '{name}' (no bias parameter) stored as the beta of '{bn_name}'")
+        elif bn is not None:
+            sd[_key(bn_name or "", "running_mean")] = -bias
+            notes.append(f"bias of '{name}' stored as -running_mean of the non-affine '{bn_name}'")
+        elif np.any(b != 0):
+            raise ToTorchError(f"{where}: the file has a non-zero bias but the module has no bias "
+                               "parameter and no BatchNorm to hold it")
+    for n, mod in mods.items():
+        has_w = any(True for _ in mod.parameters(recurse=False))
+        if has_w and n not in done:
+            notes.append(f"module '{n}' ({type(mod).__name__}) is not in the file: kept as given")
+    return sd, notes
+
+
+def load_module(spec: str, state_dict: str | None = None) -> Any:
+    """Build the module: ``pkg.mod:Class`` (or a factory; called with no arguments), or a
+    ``torch.save``d module file; then load ``state_dict`` (strict) when given."""
+    if ":" in spec and not Path(spec).exists():
+        mod_name, _, attr = spec.partition(":")
+        if not mod_name or not attr:
+            raise ToTorchError(f"--module {spec!r}: expected PKG.MODULE:CLASS")
+        try:
+            obj: Any = importlib.import_module(mod_name)
+        except ImportError as e:
+            raise ToTorchError(f"--module {spec!r}: cannot import {mod_name!r}: {e}") from None
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                raise ToTorchError(f"--module {spec!r}: {mod_name!r} has no attribute {attr!r}")
+            obj = getattr(obj, part)
+        try:
+            module = obj()
+        except TypeError as e:
+            raise ToTorchError(f"--module {spec!r}: cannot be built without arguments: {e}") from None
+    elif Path(spec).exists():
+        import torch
+
+        module = torch.load(spec, map_location="cpu", weights_only=False)
+    else:
+        raise ToTorchError(f"--module {spec!r}: neither PKG.MODULE:CLASS nor an existing file")
+    import torch  # after resolving the spec: a bad spec fails fast
+    import torch.nn as nn
+
+    if not isinstance(module, nn.Module):
+        raise ToTorchError(f"--module {spec!r} is not a torch.nn.Module (got {type(module).__name__})")
+    if state_dict:
+        sd = torch.load(state_dict, map_location="cpu", weights_only=True)
+        if not isinstance(sd, dict):
+            raise ToTorchError(f"--state-dict {state_dict}: not a state_dict (got {type(sd).__name__})")
+        want = module.state_dict()
+        missing = [k for k in want if k not in sd]
+        extra = [k for k in sd if k not in want]
+        wrong = [k for k in want if k in sd and tuple(sd[k].shape) != tuple(want[k].shape)]
+        if missing or extra or wrong:
+            why = [f"{len(v)} {what} (e.g. {v[0]})" for v, what in
+                   ((missing, "missing keys"), (extra, "unexpected keys"), (wrong, "shape mismatches")) if v]
+            raise ToTorchError(f"--state-dict {state_dict}: does not fit {type(module).__name__}: "
+                               + ", ".join(why))
+        module.load_state_dict(sd, strict=True)
+    return module.cpu().float().eval()
+
+
+def save_state_dict(sd: dict[str, Any], path: str | os.PathLike[str]) -> None:
+    """torch.save atomically (temporary file in the same directory, then rename)."""
+    import torch
+
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else ".")
+    os.close(fd)
+    try:
+        torch.save(sd, tmp)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+DESCRIPTION = """\
+Write a PyTorch state_dict from a .mtm file (a converted model or a checkpoint saved on
+the device after training), for the module class it was converted from. The result
+loads with load_state_dict(strict=True).
+
+Weights are the dequantised int8 file weights exactly (float32(scale[o]) * q), biases
+float32(s_in * s_w[o] * q). BatchNorms that the converter folded into a conv/linear
+are set to the identity (weight 1, bias 0, running_mean 0, running_var 1 - eps) and the
+folded weights/bias go into the conv/linear (into the BatchNorm's beta when the conv has
+no bias). Conv weights are reshaped OHWI -> OIHW (Conv1d: (O, I/g, K)); a Linear after a
+flatten of a conv output gets its columns back in PyTorch's CHW order."""
+
+EXAMPLE = """\
+example:
+  microtrain to-torch adapted.mtm --module mymodels:DigitsCNN --state-dict base.pt -o adapted.pt
+  python -c "import torch, mymodels; m = mymodels.DigitsCNN(); m.load_state_dict(torch.load('adapted.pt'))"
+"""
+
+
+def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    p = p or argparse.ArgumentParser(prog="microtrain to-torch")
+    p.description = DESCRIPTION
+    p.epilog = EXAMPLE
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("model", metavar="MODEL.mtm", help="the .mtm file (model or device checkpoint)")
+    p.add_argument("--module", required=True, metavar="PKG.MOD:CLASS",
+                   help="the nn.Module class (or factory) the file was converted from, built with no "
+                        "arguments; or a torch.save()d module file")
+    p.add_argument("--state-dict", default=None, metavar="BASE.pt",
+                   help="state_dict loaded into the module first: parameters the file does not hold "
+                        "keep these values")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.pt", help="state_dict file to write")
+    p.add_argument("--master", action="store_true",
+                   help="use the float32 master weights of a checkpoint where it has them "
+                        "(float32/mixed training modes) instead of the dequantised int8 weights")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    return p
+
+
+def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) -> int:
+    """Run ``to-torch``; errors propagate as ValueError / OSError (the CLI prints them)."""
+    if args is None:
+        args = build_parser().parse_args(argv)
+    if not Path(args.model).is_file():
+        raise FileNotFoundError(f"{args.model}: no such file")
+    if args.state_dict and not Path(args.state_dict).is_file():
+        raise FileNotFoundError(f"--state-dict {args.state_dict}: no such file")
+    try:
+        m = mtm.load(args.model)
+    except ValueError as e:
+        raise ValueError(f"{args.model}: not a valid .mtm file: {e}") from None
+    module = load_module(args.module, args.state_dict)
+    sd, notes = to_state_dict(m, module, master=args.master)
+    module.load_state_dict(sd, strict=True)  # proves the result loads strictly
+    save_state_dict(sd, args.output)
+    if not args.quiet:
+        n = sum(1 for ly in m.layers if ly.op in mtm.WEIGHTED)
+        what = f"checkpoint after {m.train_steps} steps" if m.trained else "model"
+        print(f"{args.model} ({what}): {n} conv/linear layers -> {args.output}")
+        for s in notes:
+            print(f"  {s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
