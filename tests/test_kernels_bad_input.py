@@ -231,11 +231,15 @@ CONV_DESC_BAD = {
     "in_h negative": (0, -1), "in_w huge": (1, 70000), "in_zp 128": (13, 128), "out_zp -129": (14, -129),
     "act_min > act_max": (15, 100), "act_max 128": (16, 128), "k_h*k_w*cpg > 32768": (7, 20000),
     "out_h*out_w > 65536": ((3, 4), (300, 300)),
+    # 1024*1024*4096 = 2^32 elements: the element-count check must not wrap (was a segfault)
+    "2^32 input elements": ((0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12),
+                            (1024, 1024, 4096, 256, 256, 1, 1, 1, 4, 4, 0, 0, 1)),
 }
 LINEAR_DESC_BAD = {"in_n 0": (0, 0), "in_n 32769": (0, 32769), "out_n 0": (1, 0), "out_n 65536": (1, 65536),
                    "in_zp 128": (2, 128), "act_min > act_max": (4, 127)}
 POOL_DESC_BAD = {"k 16x16": ((5, 6), (16, 16)), "pad_left = k_w": (10, 3), "out_w too large": (4, 9),
-                 "c 0": (2, 0), "stride_h 0": (7, 0), "pad_top -1": (9, -1), "in_h 0": (0, 0)}
+                 "c 0": (2, 0), "stride_h 0": (7, 0), "pad_top -1": (9, -1), "in_h 0": (0, 0),
+                 "2^32 input elements": (tuple(range(11)), (1024, 1024, 4096, 1, 1, 1, 1, 1, 1, 0, 0))}
 ADD_DESC_BAD = {"n -1": (0, -1), "in1_zp 128": (1, 128), "m1 < 0": (4, -1), "sh1 > 0": (5, 1),
                 "sh2 -32": (7, -32), "m_out < 0": (8, -5), "sh_out 32": (9, 32), "left_shift 23": (10, 23),
                 "act_min > act_max": (11, 50)}

@@ -1,18 +1,27 @@
-# Pure-Python fallback of the native `_microtrain` module (MicroPython /
-# CircuitPython without the natmod). Same function names, argument order,
-# return values, argument checks ("fn: arg: what" messages) and bit-exact
-# numerics as usermod/microtrain/*.c (docs/numerics.md, docs/format.md).
+# Pure-Python fallback of the native `_microtrain` module, for boards without
+# the natmod (and CircuitPython). Same function names, argument order, return
+# values, argument checks (TypeError / ValueError "fn: arg: what", the
+# binding's messages) and bit-exact numerics as usermod/microtrain/*.c
+# (docs/numerics.md; the .mtm loader of docs/format.md), plus crc32().
 #
 # Notes for callers:
 # - int8 inputs that are not array('b') (bytes, bytearray, array('B'),
 #   memoryview) are copied once per call into a signed array('b') (a C-speed
-#   copy); pass array('b') to avoid the copy.
-# - Overlap: only the very same object passed as an input and an output the
-#   native module refuses is detected (no addresses in Python); inputs are
-#   read from their signed copies, so in-place calls the native module
-#   allows give its results.
+#   copy); pass array('b') to avoid the copy. Outputs may be any writable
+#   1-byte buffer.
+# - Overlaps: Python has no addresses, so only the very same object passed as
+#   an input and an output that the native module refuses is refused here.
+#   Partially overlapping views are not detected; inputs copied as above are
+#   read from their copies, so such calls mostly give the pre-call answer,
+#   but two overlapping outputs (gw / gb views of one buffer) cannot be right.
 # - Float kernels round every product and sum to float32 (through array('f')),
-#   so they are exact on double-precision ports too.
+#   so they are bit-exact on double-precision ports too (not on ports whose
+#   floats are 30-bit, MICROPY_OBJ_REPR_C).
+# - requant needs 64-bit products: on 32-bit ports those are long ints
+#   (MPZ), allocated per output element; ports without long ints cannot run
+#   this module.
+# - Ship it precompiled (mpy-cross) or frozen: compiling this source needs
+#   more RAM than a 256 KB heap has.
 from array import array
 import struct
 
@@ -31,9 +40,9 @@ except (ImportError, AttributeError):
 HAS_FLOAT = True
 
 _MAXN = const(67108864)  # 2^26: largest buffer / tensor element count
-_I32 = const(0x80000000)
-_M32 = const(0xFFFFFFFF)
-_NONE = const(0xFFFFFFFF)
+_I32 = 0x80000000  # not const(): a big int on 32-bit ports
+_M32 = 0xFFFFFFFF
+_NONE = 0xFFFFFFFF
 
 # dtype codes of _buf
 _S8 = const(0)
@@ -87,7 +96,7 @@ def _buf(fn, name, o, dt, n, wr):
                 try:
                     o[0] = o[0]
                 except TypeError:
-                    raise _te(fn, name, "expected a writable buffer (bytearray or array)")
+                    raise _te(fn, name, "expected a writable buffer (bytearray or array)") from None
             isz = len(bytes(o[0:1]))
             if dt == _S8:
                 ok = isz == 1
@@ -408,7 +417,7 @@ def _zero32(a, n):
 # conv2d
 
 
-def _conv_bufs(fn, d):
+def _conv_bufs(d):
     in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w = d[:8]
     cpg = in_c // d[12]
     return in_h * in_w * in_c, out_h * out_w * out_c, out_c * k_h * k_w * cpg
@@ -459,7 +468,7 @@ def _fill(P, X, xo, po, nky, nkx, row, wrow, in_c, cpg, K, full, fz):
 def conv2d_s8_forward(desc, x, w, bias, mult, shift, y):
     fn = "conv2d_s8_forward"
     d = _conv_desc(fn, desc)
-    nin, nout, nw = _conv_bufs(fn, d)
+    nin, nout, nw = _conv_bufs(d)
     out_c = d[5]
     X = _in8(fn, "x", x, nin)
     W = _in8(fn, "w", w, nw)
@@ -501,17 +510,17 @@ def conv2d_s8_forward(desc, x, w, bias, mult, shift, y):
             oc = 0
             for g in range(groups):
                 if direct and full:
-                    src = X
-                    so = xo
+                    dp = -xo
+                    for i in range(xo, xo + K):
+                        P[i + dp] = X[i]
                 else:
                     _fill(P, X, xo + g * cpg, po, ky1 - ky0, kx1 - kx0, row, wrow, in_c, cpg, K, full, izp)
-                    src = P
-                    so = 0
                 for _ in range(opg):
                     s = base[oc]
-                    j = oc * K - so
-                    for i in range(so, so + K):
-                        s += src[i] * W[i + j]
+                    j = oc * K
+                    for v in P:
+                        s += v * W[j]
+                        j += 1
                     sl = LS[oc]
                     if sl:
                         s = ((s << sl) + _I32 & _M32) - _I32
@@ -536,7 +545,7 @@ def conv2d_s8_forward(desc, x, w, bias, mult, shift, y):
 def conv2d_s8_grad_input(desc, e, w, wr, mask, acc, ein):
     fn = "conv2d_s8_grad_input"
     d = _conv_desc(fn, desc)
-    nin, nout, nw = _conv_bufs(fn, d)
+    nin, nout, nw = _conv_bufs(d)
     out_c = d[5]
     E = _in8(fn, "e", e, nout)
     W = _in8(fn, "w", w, nw)
@@ -562,6 +571,7 @@ def _grad_input(d, E, W, WR, mask, acc):
     K = k_h * k_w * cpg
     _zero32(acc, in_h * in_w * in_c)
     G = array('i', bytes(4 * K))
+    Wr = [W[oc * K:oc * K + K] for oc in range(out_c)]  # weight rows (array copies: alloc-free iteration)
     row = in_w * in_c
     wrow = k_w * cpg
     direct = groups == 1 and k_h == 1
@@ -583,9 +593,10 @@ def _grad_input(d, E, W, WR, mask, acc):
                         ev = E[ei + oc]
                         if ev and (mask is None or mask[oc]):
                             s = ev * WR[oc]
-                            j = oc * K - xo
-                            for a in range(xo, xo + K):
-                                acc[a] += s * W[a + j]
+                            a = xo
+                            for w in Wr[oc]:
+                                acc[a] += s * w
+                                a += 1
                         oc += 1
                     continue
                 used = False
@@ -597,9 +608,10 @@ def _grad_input(d, E, W, WR, mask, acc):
                                 G[t] = 0
                             used = True
                         s = ev * WR[oc]
-                        j = oc * K
-                        for t in range(K):
-                            G[t] += s * W[t + j]
+                        t = 0
+                        for w in Wr[oc]:
+                            G[t] += s * w
+                            t += 1
                     oc += 1
                 if used is False:
                     continue
@@ -657,23 +669,24 @@ def _grad_weight(d, X, E, mask, gw, gb):
             po = ky0 * wrow + kx0 * cpg
             oc = 0
             for g in range(groups):
-                src = None
-                so = 0
+                filled = False
                 for _ in range(opg):
                     ev = E[ei + oc]
                     if ev and (mask is None or mask[oc]):
-                        if src is None:
+                        if filled is False:
+                            filled = True
                             if direct and full:
-                                src = X
-                                so = xo
+                                dp = -xo
+                                for i in range(xo, xo + K):
+                                    P[i + dp] = X[i]
                             else:
                                 _fill(P, X, xo + g * cpg, po, ky1 - ky0, kx1 - kx0, row, wrow, in_c, cpg, K,
                                       full, izp)
-                                src = P
                         gb[oc] += ev
-                        j = oc * K - so
-                        for i in range(so, so + K):
-                            gw[i + j] += ev * src[i]
+                        j = oc * K
+                        for v in P:
+                            gw[j] += ev * v
+                            j += 1
                     oc += 1
             ei += out_c
     if izp:
@@ -687,7 +700,7 @@ def _grad_weight(d, X, E, mask, gw, gb):
 def conv2d_s8_grad_weight(desc, x, e, mask, gw, gb):
     fn = "conv2d_s8_grad_weight"
     d = _conv_desc(fn, desc)
-    nin, nout, nw = _conv_bufs(fn, d)
+    nin, nout, nw = _conv_bufs(d)
     X = _in8(fn, "x", x, nin)
     E = _in8(fn, "e", e, nout)
     mask = _mask(fn, mask, d[5])
@@ -712,7 +725,7 @@ def _acc_f32(gi, gf, lo, hi, sc):
 def conv2d_s8_grad_weight_f32(desc, x, e, mask, w_scale, b_scale, gw, gb):
     fn = "conv2d_s8_grad_weight_f32"
     d = _conv_desc(fn, desc)
-    nin, nout, nw = _conv_bufs(fn, d)
+    nin, nout, nw = _conv_bufs(d)
     out_c = d[5]
     X = _in8(fn, "x", x, nin)
     E = _in8(fn, "e", e, nout)
@@ -800,8 +813,10 @@ def linear_s8_grad_input(desc, e, w, wr, mask, acc, ein):
         ev = E[o]
         if ev and (mask is None or mask[o]):
             s = ev * WR[o]
-            for i in range(in_n):
-                acc[i] += s * W[j + i]
+            i = 0
+            for w in W[j:j + in_n]:  # one row copy: alloc-free iteration
+                acc[i] += s * w
+                i += 1
         j += in_n
     return _dyn(acc, in_n, ein, om)
 
@@ -1526,7 +1541,7 @@ def _act_rule(act, ozp, lo, hi):
         return "act none needs act_min -128, act_max 127"
     if act == 1 and (lo != ozp or hi != 127):
         return "act relu needs act_min == out_zp, act_max 127"
-    if act == 2 and lo != ozp and False:
+    if act == 2 and lo != ozp:
         return "act relu6 needs act_min == out_zp"
     return None
 
@@ -1708,7 +1723,8 @@ def _check_layers(c, produced, consumed):
         for s in range(4):
             t = L[12 + s]
             if (t >= n_t or c.t(t)[2] != 1) if weighted else t != _NONE:
-                c.fail("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR and NONE otherwise", 2, j)
+                c.fail("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR and NONE otherwise",
+                       2, j)
         for s in range(4):
             t = L[16 + s]
             if t == _NONE:
@@ -1822,7 +1838,8 @@ def _tables(b, ln):
     if n_t < 1 or n_t > 4096 or n_l < 1 or n_l > 1024:
         return "n_tensors / n_layers out of range"
     lt = _u32(b, 32)
-    if _u32(b, 24) != 64 or lt != 64 + 48 * n_t or s_off != lt + 152 * n_l or s_off > ln or s_len > ln - s_off:
+    if (_u32(b, 24) != 64 or lt != 64 + 48 * n_t or s_off != lt + 152 * n_l or s_off > ln
+            or s_len > ln - s_off):
         return "tables or string pool outside the buffer"
     return None
 

@@ -23,7 +23,7 @@ static int mt_elems_ok(int32_t a, int32_t b, int32_t c) {
     uint32_t prod = 0;
     for (int32_t i = 0; i < 16 && prod <= (uint32_t)MT_MAX_ELEMS; ++i) {
         if ((uint32_t)c & ((uint32_t)1 << i)) {
-            if ((ab << i) > (uint32_t)MT_MAX_ELEMS) {
+            if (ab > ((uint32_t)MT_MAX_ELEMS >> i)) {  // test before shifting: ab << i may wrap
                 return 0;
             }
             prod += ab << i;

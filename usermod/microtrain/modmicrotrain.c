@@ -903,7 +903,8 @@ static mp_obj_t mod_mtm_validate(size_t n_args, const mp_obj_t *args) {
         if (name) {
             pos = mt_put_str(what, pos, " '");
             for (uint32_t k = 0; k < nlen && name[k] && pos < MT_MSG_MAX - 3; ++k) {
-                what[pos++] = (char)name[k];
+                // the name is not validated yet: non-ASCII bytes as '?' keep the message valid UTF-8
+                what[pos++] = name[k] < 0x80 ? (char)name[k] : '?';
             }
             pos = mt_put_str(what, pos, "'");
         }
