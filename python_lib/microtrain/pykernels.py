@@ -1874,7 +1874,8 @@ def mtm_validate(buf):
             z = name.find(b"\0")
             if z >= 0:
                 name = name[:z]
-            what += b" '" + name + b"'"
+            # as the C binding: the name is unvalidated, non-ASCII bytes read as '?'
+            what += b" '" + bytes(v if v < 128 else 63 for v in name) + b"'"
         what += b")"
     full = (fn + ": ").encode() + what
     full = full[:223]
