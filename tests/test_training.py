@@ -606,3 +606,34 @@ def test_model_save_is_atomic_and_matches_the_reference(setups: dict[str, Setup]
     # the saved model runs on the host like the device's trained model
     assert np.array_equal(cv.run_mtm(saved, s.xs[:5]),
                           np.stack([ref.forward(x)[ref.m.output] for x in s.xs[:5]]))
+
+
+@pytest.mark.parametrize("mode", ["int8", "mixed"])
+def test_native_and_pure_python_kernels_train_identically(setups: dict[str, Setup], tmp_path: Path,
+                                                          mode: str) -> None:
+    """The same training steps with the native module and with microtrain.pykernels (no natmod on the
+    path, as on a board where the .mpy cannot load) give identical weights, scales and state."""
+    import subprocess
+
+    from microtrain_tools.kernel_harness import MICROPYTHON, PYTHON_LIB, micropython_env
+
+    s = setups["res"]
+    kw: dict[str, Any] = dict(order=range(6), labels=_labels(s), train="all", mode=mode, opt=SGDM,
+                              sparse=DYN, batch=2)
+    native = device(s, tmp_path, "native", **kw)
+    cfg = json.loads((tmp_path / "native.json").read_text())
+    cfg["out"] = str(tmp_path / "pure.dump")
+    (tmp_path / "pure.json").write_text(json.dumps(cfg))
+    env = micropython_env()
+    env["MICROPYPATH"] = str(PYTHON_LIB)  # no natmod: microtrain falls back to pykernels
+    p = subprocess.run([str(MICROPYTHON), str(RUNNER), str(tmp_path / "pure.json")], env=env,
+                       capture_output=True, text=True, timeout=600, check=False)
+    assert p.returncode == 0 and "TRAIN-RUNNER-DONE" in p.stdout, (p.stdout + p.stderr)[-3000:]
+    probe = subprocess.run([str(MICROPYTHON), "-c", "import microtrain; print(microtrain.NATIVE)"], env=env,
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert probe.stdout.strip() == "False"
+    pure = read_dump(tmp_path / "pure.dump")
+    assert native.keys() == pure.keys()
+    diffs = [k for k in native if not np.array_equal(native[k], pure[k])]
+    assert not diffs, f"native and pure-Python runs differ in {diffs}"
+    assert int(native["train_steps"][0]) == 3
