@@ -117,7 +117,7 @@ def save(model, path, trainer=None):
         e = 48 * n_t + 152 * ly.index
         src = lt_off + 152 * ly.index
         table[e:e + 152] = b[src:src + 152]
-        struct.pack_into("<I", table, e + 4, 1 if ly.trained else (ly.flags & 1))
+        struct.pack_into("<I", table, e + 4, 1 if (ly.trained or ly.modified) else (ly.flags & 1))
         in1 = ly.inputs[1] if len(ly.inputs) > 1 else -1
         sl = [slot_idx.get((ly.index, k), _NONE) for k in range(4)]
         struct.pack_into("<IIIIIIIIIII", table, e + 24, idx(ly.inputs[0]), idx(in1), idx(ly.output),

@@ -11,7 +11,7 @@ class FileDataset:
 
     Layout (little-endian): b"MTDS", u32 n, u32 numel, u32 0, then n records
     of [u8 label][numel int8 values]. Write them with
-    `microtrain_tools.datasets.write_mtd` on the host or `FileDataset.write`.
+    `microtrain_tools.experiments.write_mtd` on the host or `FileDataset.write`.
     x from __getitem__ is reused by the next call (copy to keep)."""
 
     def __init__(self, path):
@@ -58,6 +58,8 @@ class Subset:
     """samples[start:stop] without copying."""
 
     def __init__(self, samples, start, stop):
+        if not 0 <= start <= stop <= len(samples):
+            raise ValueError("Subset: need 0 <= start <= stop <= len(samples)")
         self.samples, self.start, self.stop = samples, start, stop
 
     def __len__(self):

@@ -96,6 +96,7 @@ class Layer:
         self.state_t = (row[16], row[17], row[18], row[19])
         self.params = model._i32(row[20], row[2])  # the kernel descriptor, zero-copy
         self.trained = False
+        self.modified = False  # parameters updated on the device (TRAINED flag in checkpoints)
         self.grad = None  # (gw, gb) float32 arrays while trained
         self.w = self.b = self.mult = self.shift = self.w_scale = None
         if self.op == OP_CONV2D or self.op == OP_LINEAR:
@@ -169,6 +170,7 @@ class Layer:
             self.grad = (self.gw, self.gb)
             self.wr = zeros("i", self.out_c)
             self.trained = True
+            self.modified = True
         self.refresh_ratios()
 
     def refresh_ratios(self):
@@ -221,7 +223,9 @@ class Model:
         self._lut_scale = 0.0
         self._ce = None  # (err, stats) of the output, for cross_entropy
         self._last_out = None
+        self._last_keep = -2  # keep_from of the last forward (backward checks it)
         self._bw = None  # backward plan of the trained layers
+        self.trained_layers = []
 
     # -- views -----------------------------------------------------------------------------
 
@@ -363,6 +367,7 @@ class Model:
             s[0](*s[1])
         out = bufs[self.output.index]
         self._last_out = out
+        self._last_keep = -1 if keep_from is None else keep_from
         return out
 
     def activation(self, t, keep_from=None):
@@ -411,6 +416,9 @@ class Model:
         for ly in self.layers:
             if ly.index in idx:
                 ly.make_trainable()
+            elif ly.trained:  # trained before: keep its updated weights, drop its gradient buffers
+                ly.trained = False
+                ly.gw = ly.gb = ly.grad = None
         self._rebind()
         first = idx[0]
         for ly in self.layers[first:]:
@@ -458,6 +466,9 @@ class Model:
         if self._bw is None:
             raise ValueError("backward: no trained layers (use Trainer or set_trained first)")
         first, idx, region, bufs, ebuf, etmp, emerge, accv = self._bw
+        if self._last_keep != first:
+            raise ValueError("backward: run forward(x, keep_from=%d) first (the first trained layer); "
+                             "other forwards do not keep the activations backward needs" % first)
         tensors = self.tensors
         ldexp = math.ldexp
         out_t = self.output.index

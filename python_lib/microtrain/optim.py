@@ -84,13 +84,15 @@ class _Optimizer:
         `layers` (a Model: its trained layers), then zero the sums."""
         if not isinstance(layers, (list, tuple)):
             layers = layers.trained_layers
+        if not layers:
+            raise ValueError("step: no trained layers (use model.set_trained or a Trainer first)")
         lr = self.lr if lr is None else lr
         self.steps += 1
         for ly in layers:
             _update(self, ly, lr, 1.0 / n)
-        model = layers[0].model if layers else None
-        if model is not None:
-            model._rebind()
+        model = layers[0].model
+        model.train_steps += 1  # optimiser updates, saved in checkpoints
+        model._rebind()
 
 
 class SGD(_Optimizer):
@@ -106,8 +108,8 @@ class SGD(_Optimizer):
         return [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
 
     def __repr__(self):
-        return "SGD(lr=%g, momentum=%g, weight_decay=%g%s)" % (
-            self.lr, self.momentum, self.weight_decay, ", standardize=True" if self.standardize else "")
+        return "SGD(lr=%g, momentum=%g, weight_decay=%g, standardize=%s, rounding=%r)" % (
+            self.lr, self.momentum, self.weight_decay, self.standardize, self.rounding)
 
 
 class Adam(_Optimizer):
@@ -123,8 +125,8 @@ class Adam(_Optimizer):
         return [zeros("f", nw), zeros("f", nb), zeros("f", nw), zeros("f", nb)]
 
     def __repr__(self):
-        return "Adam(lr=%g, betas=(%g, %g), weight_decay=%g)" % (self.lr, self.beta1, self.beta2,
-                                                               self.weight_decay)
+        return "Adam(lr=%g, betas=(%g, %g), eps=%g, weight_decay=%g, standardize=%s, rounding=%r)" % (
+            self.lr, self.beta1, self.beta2, self.eps, self.weight_decay, self.standardize, self.rounding)
 
 
 def _standardize(g, inv_n, buf):

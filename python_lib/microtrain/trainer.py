@@ -33,6 +33,8 @@ class Trainer:
                buffer per trained layer, so RAM does not grow with it.
     schedule:  "constant", "step", "cosine", or callable(lr0, epoch, epochs).
     log:       path of a JSON-lines training log (or None).
+    log_every: a "step" log record every that many samples (0: none).
+    seed:      seed of the per-epoch shuffle in fit (xorshift32).
     """
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
@@ -140,8 +142,7 @@ class Trainer:
     def flush(self):
         """Apply the gradients of the samples since the last update."""
         if self.pending:
-            self.opt.step(self.layers, self.pending, self.lr)
-            self.model.train_steps += 1
+            self.opt.step(self.layers, self.pending, self.lr)  # counts model.train_steps
             self.pending = 0
 
     def _shuffle(self, order):

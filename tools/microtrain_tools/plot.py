@@ -5,7 +5,7 @@ The log is the JSON-lines file written by the device Trainer, one object per lin
 - ``{"kind": "config", ...}`` settings (first line; an optional ``"classes"`` list names
   the classes of the confusion matrix),
 - ``{"kind": "step", "step", "epoch", "loss", "lr", "t_ms", "heap"}``,
-- ``{"kind": "epoch", "epoch", "loss", "acc", "lr", "t_ms", "heap", "heap_peak"}``,
+- ``{"kind": "epoch", "epoch", "loss", "acc", "lr", "t_ms", "heap", "heap_live"}``,
 - ``{"kind": "eval", "epoch", "loss", "acc", "n", "confusion": [[int, ...], ...]}``.
 
 Other kinds are ignored. ``plot_curves`` draws three panels (loss per step with a

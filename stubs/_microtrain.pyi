@@ -1,0 +1,124 @@
+"""Type stubs of ``_microtrain``, the native kernel module of microtrain.
+
+The module is either a dynamic native module (``_microtrain.mpy``, ``make natmod``)
+or built into the firmware (``usermod/``). The kernels are defined bit for bit
+in docs/numerics.md; the ``.mtm`` accessors follow docs/format.md. These stubs are
+for editors and type checkers on the host; they are not copied to boards.
+
+Every argument is checked before a kernel runs: TypeError / ValueError whose
+message names the function and the argument ("fn: arg: what"). Arguments are
+positional only. Buffers:
+
+- int8 input: any 1-byte buffer (``bytes``, ``bytearray``, ``array('b')``,
+  ``array('B')``, ``memoryview`` of one); int8 output: a *writable* 1-byte buffer;
+- int32: ``array('i')`` (or a memoryview of one); uint32: ``array('I')`` or ``array('i')``;
+- float32: ``array('f')``;
+- ``mask``: ``None`` (every channel) or a 1-byte buffer of ``out_c`` values, 0 = skip;
+- descriptors (``desc``): ``array('i')`` of the op's parameter block (docs/numerics.md).
+
+Outputs must not overlap inputs (ValueError). No function allocates.
+"""
+
+from array import array
+from typing import TypeAlias
+
+_In8: TypeAlias = bytes | bytearray | memoryview | array[int]
+_Out8: TypeAlias = bytearray | memoryview | array[int]
+_I32: TypeAlias = array[int] | memoryview
+_F32: TypeAlias = array[float]
+_Mask: TypeAlias = bytes | bytearray | memoryview | array[int] | None
+_Buf: TypeAlias = bytes | bytearray | memoryview | array[int]
+
+HAS_FLOAT: bool
+"""True where the ``*_f32`` kernels and ``f32_axpy_i32`` exist (builds for cores with
+an FPU: x64, armv7emsp, armv7emdp, Cortex-M4F/M7/M33 firmware). False on armv6m
+(Cortex-M0+) and on Xtensa / RISC-V firmware: those three functions are then
+absent and ``microtrain.kern.f32`` takes them from the pure-Python kernels."""
+
+# -- conv2d (desc: 17 int32, docs/numerics.md "conv2d") ---------------------------------------
+
+def conv2d_s8_forward(desc: _I32, x: _In8, w: _In8, bias: _I32, mult: _I32, shift: _I32, y: _Out8,
+                      /) -> None:
+    """y = clamp(requant(bias + sum (x - in_zp) * w) + out_zp, act_min, act_max), NHWC / OHWI."""
+
+def conv2d_s8_grad_input(desc: _I32, e: _In8, w: _In8, wr: _I32, mask: _Mask, acc: _I32, ein: _Out8,
+                         /) -> int:
+    """Error of the input from the output error ``e``; ``acc`` is int32 scratch of
+    in_h * in_w * in_c. Returns the dynamic shift (real scale of ein =
+    s_e * max(s_w) * 2^(shift - R))."""
+
+def conv2d_s8_grad_weight(desc: _I32, x: _In8, e: _In8, mask: _Mask, gw: _I32, gb: _I32, /) -> None:
+    """Integer weight / bias gradients (written, masked rows set to 0)."""
+
+def conv2d_s8_grad_weight_f32(desc: _I32, x: _In8, e: _In8, mask: _Mask, w_scale: float, b_scale: float,
+                              gw: _F32, gb: _F32, /) -> None:
+    """Adds w_scale * gw_int into float32 gw and b_scale * gb_int into gb (FPU builds only)."""
+
+# -- linear (desc: 6 int32: in_n, out_n, in_zp, out_zp, act_min, act_max) ---------------------
+
+def linear_s8_forward(desc: _I32, x: _In8, w: _In8, bias: _I32, mult: _I32, shift: _I32, y: _Out8,
+                      /) -> None: ...
+def linear_s8_grad_input(desc: _I32, e: _In8, w: _In8, wr: _I32, mask: _Mask, acc: _I32, ein: _Out8,
+                         /) -> int: ...
+def linear_s8_grad_weight(desc: _I32, x: _In8, e: _In8, mask: _Mask, gw: _I32, gb: _I32, /) -> None: ...
+def linear_s8_grad_weight_f32(desc: _I32, x: _In8, e: _In8, mask: _Mask, w_scale: float, b_scale: float,
+                              gw: _F32, gb: _F32, /) -> None:
+    """FPU builds only."""
+
+# -- activations (y may be x for the forward; backward is in place on e) ----------------------
+
+def relu_s8_forward(x: _In8, zp: int, y: _Out8, /) -> None: ...
+def relu6_s8_forward(x: _In8, zp: int, q6: int, y: _Out8, /) -> None: ...
+def relu_s8_backward(y: _In8, zp: int, e: _Out8, /) -> None: ...
+def relu6_s8_backward(y: _In8, zp: int, q6: int, e: _Out8, /) -> None: ...
+
+# -- pools (desc: 11 int32) ---------------------------------------------------------------------
+
+def maxpool_s8_forward(desc: _I32, x: _In8, y: _Out8, /) -> None: ...
+def maxpool_s8_grad_input(desc: _I32, x: _In8, e: _In8, acc: _I32, ein: _Out8, /) -> int: ...
+def avgpool_s8_forward(desc: _I32, x: _In8, y: _Out8, /) -> None: ...
+def avgpool_s8_grad_input(desc: _I32, e: _In8, acc: _I32, ein: _Out8, /) -> int: ...
+def global_avgpool_s8_forward(x: _In8, hw: int, c: int, y: _Out8, /) -> None: ...
+def global_avgpool_s8_grad_input(e: _In8, hw: int, ein: _Out8, /) -> None: ...
+
+# -- residual add (desc: 13 int32) --------------------------------------------------------------
+
+def add_s8_forward(desc: _I32, x1: _In8, x2: _In8, y: _Out8, /) -> None: ...
+def add_s8_grad_merge(ea: _In8, ra: int, eb: _In8, rb: int, out: _Out8, /) -> int:
+    """out = dyn_requant(ea * ra + eb * rb); returns the shift (ra, rb in 0..2^15)."""
+
+# -- loss, sparse updates, misc -----------------------------------------------------------------
+
+def softmax_xent_s8(logits: _In8, label: int, lut: array[int], err: _Out8, stats: _I32, /) -> int:
+    """Int8 error of the logits (Q15 softmax minus one-hot, dynamically requantised) into
+    ``err``; ``stats`` (3 int32) = [shift, S, qmax]; ``lut`` = 256 uint32 exp table.
+    Returns the shift: real scale of err = 2^(shift - 15)."""
+
+def l1_norm_s8(e: _In8, c: int, norms: _I32, /) -> None: ...
+def topk_mask(norms: _I32, k: int, mask: _Out8, /) -> None:
+    """mask[i] = 1 for the k largest norms (ties to the lower index), else 0."""
+
+def dyn_requant_s8(acc: _I32, out: _Out8, /) -> int: ...
+def f32_axpy_i32(x: _I32, a: float, y: _F32, /) -> None:
+    """y[i] += float32(a) * float32(x[i]) (FPU builds only)."""
+
+# -- .mtm model files (docs/format.md) ------------------------------------------------------------
+
+def mtm_validate(buf: _Buf, /) -> None:
+    """Validate a whole .mtm file (every check of docs/format.md, "Validation");
+    ValueError "mtm_validate: <check> (tensor i | layer i 'name')" on the first failure."""
+
+def mtm_info(buf: _Buf, out: _I32, /) -> None:
+    """Header into out (15 int32): version_major, version_minor, flags, total_len,
+    n_tensors, n_layers, tensor_table_off, layer_table_off, strings_off, strings_len,
+    data_off, data_len, input, output, train_steps."""
+
+def mtm_tensor(buf: _Buf, i: int, out: _I32, /) -> None:
+    """Tensor entry i into out (14 int32): dtype, rank, kind, quant, flags, shape[0..4),
+    data_off, data_len, scale (the float32's bits), zero_point, qscales (-1 = none)."""
+
+def mtm_layer(buf: _Buf, i: int, out: _I32, /) -> None:
+    """Layer entry i into out (21 int32): op, act, n_params, n_inputs, flags, name_off,
+    name_len, fused_off, fused_len (string offsets absolute in the file), in0, in1, out,
+    weight, bias, mult, shift, state[0..4) (-1 = none), then the absolute file offset of
+    the layer's int32 params (its kernel descriptor)."""

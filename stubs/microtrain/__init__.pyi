@@ -1,0 +1,28 @@
+"""Type stubs of the ``microtrain`` device package (python_lib/microtrain).
+
+On-device training of small int8 neural networks for MicroPython. The full
+reference is docs/api.md; these stubs are for editors and type checkers on the
+host and are not copied to boards. Submodules are stubbed too (``microtrain.model``
+etc.), but everything a program needs is re-exported here.
+"""
+
+from microtrain.data import FileDataset as FileDataset
+from microtrain.data import Subset as Subset
+from microtrain.kern import NATIVE as NATIVE
+from microtrain.loss import argmax as argmax
+from microtrain.loss import cross_entropy as cross_entropy
+from microtrain.model import Layer as Layer
+from microtrain.model import Model as Model
+from microtrain.model import Tensor as Tensor
+from microtrain.model import load as load
+from microtrain.optim import SGD as SGD
+from microtrain.optim import Adam as Adam
+from microtrain.optim import Constant as Constant
+from microtrain.optim import Cosine as Cosine
+from microtrain.optim import StepLR as StepLR
+from microtrain.sparse import DynamicSparse as DynamicSparse
+from microtrain.sparse import StaticSparse as StaticSparse
+from microtrain.trainer import Trainer as Trainer
+
+__version__: str
+__all__: list[str]

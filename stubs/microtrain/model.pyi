@@ -1,0 +1,126 @@
+# microtrain.model: the loaded .mtm model, its forward and backward passes.
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+from microtrain._types import Float32, Int8In, Int8Out, Int32, Mask, Policy, TrainSpec
+from microtrain.trainer import Trainer
+
+OP_CONV2D: int  # 1
+OP_LINEAR: int  # 2
+OP_RELU: int  # 3
+OP_RELU6: int  # 4
+OP_MAXPOOL: int  # 5
+OP_AVGPOOL: int  # 6
+OP_GAP: int  # 7 (global average pool)
+OP_ADD: int  # 8
+OP_NAMES: tuple[str, ...]  # op code -> name: "conv2d", "linear", ..., "add"
+ACT_NAMES: tuple[str, ...]  # fused activation code -> "", "relu", "relu6"
+DT_INT8: int  # 1
+DT_INT32: int  # 2
+DT_F32: int  # 3
+KIND_ACT: int  # 0
+KIND_CONST: int  # 1
+KIND_STATE: int  # 2
+NONE: int  # -1: an absent tensor index
+FLAG_TRAINED: int  # 1 (header and layer flags)
+FLAG_HAS_STATE: int  # 2 (header flags)
+
+class Tensor:
+    """One tensor of the file (docs/format.md, tensor table)."""
+
+    index: int
+    dtype: int  # 1 int8, 2 int32, 3 float32, 4 uint8
+    kind: int  # 0 activation, 1 const, 2 state
+    quant: int  # 0 none, 1 per-tensor, 2 per-channel, 3 bias
+    flags: int  # bit 0: 1-D signal
+    shape: tuple[int, ...]  # NHWC without the batch dimension
+    data_off: int
+    data_len: int
+    scale: float  # activations: real = scale * (q - zero_point); else 0.0
+    zero_point: int
+    qscales: int  # per-channel weights: index of the float32 scales tensor, else -1
+    numel: int
+    data: memoryview | array[Any] | None
+    """CONST / STATE values: int8 and int32 are zero-copy views of the model bytes
+    (int32 copied when loaded from a bytes object), float32 are copies; a trained
+    layer's tensors are replaced by its private mutable copies. None for activations."""
+
+    def __init__(self, index: int, row: Int32, scale: float) -> None: ...
+
+class Layer:
+    """One layer of the model. ``op`` is the op code (int), ``kind`` its name."""
+
+    model: Model
+    index: int
+    op: int  # OP_CONV2D .. OP_ADD
+    act: int  # fused activation: 0 none, 1 relu, 2 relu6
+    flags: int  # bit 0: TRAINED in the file
+    name: str
+    fused: str  # comma-separated source modules folded into this layer
+    inputs: tuple[int, ...]  # input tensor indices (two for add)
+    output: int  # output tensor index
+    weight_t: int  # tensor indices (-1 for layers without parameters)
+    bias_t: int
+    mult_t: int
+    shift_t: int
+    state_t: tuple[int, int, int, int]  # checkpoint state tensors (-1 = none)
+    params: Int32  # the kernel descriptor (zero-copy view)
+    trained: bool
+    modified: bool  # parameters were updated on the device (TRAINED flag when saved)
+    grad: tuple[Float32, Float32] | None  # (gw, gb) once trainable
+    w: Int8In | None  # int8 weights, OHWI / (out, in)
+    b: Int32 | None  # int32 bias
+    mult: Int32 | None  # requantisation multipliers (Q31), one per output channel
+    shift: Int32 | None  # requantisation shifts
+    w_scale: Float32 | None  # per-output-channel weight scales
+    gw: Float32 | None  # float32 gradient sums of the pending batch
+    gb: Float32 | None
+    master_w: Float32 | None  # float32 master copies (modes "mixed" / "float32")
+    master_b: Float32 | None
+    wr: Int32 | None  # grad-input weight ratios (internal)
+    ein_r: int  # internal: R of the grad-input scale
+    ein_top: float  # internal: max weight scale
+    def __init__(self, model: Model, index: int, row: Int32) -> None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def n_params(self) -> int: ...
+    @property
+    def out_c(self) -> int: ...
+    @property
+    def in_scale(self) -> float: ...
+    @property
+    def out_scale(self) -> float: ...
+    def make_trainable(self) -> None: ...
+    def refresh_ratios(self) -> None: ...
+
+class Model:
+    """A loaded, validated .mtm model (see ``load``)."""
+
+    flags: int  # header flags: bit 0 TRAINED (a checkpoint), bit 1 HAS_STATE
+    train_steps: int  # optimiser updates recorded in the file (+ those of a Trainer since)
+    size: int  # file size in bytes
+    tensors: list[Tensor]
+    layers: list[Layer]
+    input: Tensor
+    output: Tensor
+    trained_layers: list[Layer]  # set by set_trained (AttributeError before)
+    def __init__(self, buf: Int8In, words: array[int] | None) -> None: ...
+    def layer(self, name: str) -> Layer: ...
+    def select(self, spec: TrainSpec) -> list[int]: ...
+    def forward(self, x: Int8In, keep_from: int | None = None, start: int = 0) -> array[int]: ...
+    def activation(self, t: int, keep_from: int | None = None) -> array[int]: ...
+    def predict(self, x: Int8In) -> int: ...
+    def quantize_input(self, values: Any, out: Int8Out | None = None) -> bytearray: ...
+    def dequantize_output(self, q: Int8In | None = None) -> list[float]: ...
+    def set_trained(self, spec: TrainSpec) -> list[Layer]: ...
+    def backward(self, err: Int8Out, err_scale: float,
+                 policy: Policy | Callable[[Layer, Int8In], Mask | None] | None = None) -> None: ...
+    def lut(self) -> array[int]: ...
+    def ram(self, keep_from: int | None = None) -> int: ...
+    def summary(self) -> None: ...
+    def save(self, path: str, trainer: Trainer | None = None) -> None: ...
+
+def load(src: str | bytes | bytearray | memoryview) -> Model:
+    """Load and validate a .mtm model from a path or a bytes-like object (docs/api.md)."""

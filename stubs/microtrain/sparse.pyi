@@ -1,0 +1,23 @@
+# microtrain.sparse: sparse-update policies (which output channels get a gradient).
+from microtrain._types import Int8In
+from microtrain.model import Layer
+
+class DynamicSparse:
+    lambda_min: float
+    lambda_max: float
+    form: str  # "text" or "linear"
+    max_loss: float
+    rate: float
+    kept: int  # channels kept / seen (for reports; reset them yourself)
+    seen: int
+    def __init__(self, lambda_min: float = 0.1, lambda_max: float = 1.0, form: str = "text") -> None: ...
+    def observe(self, loss: float) -> float: ...
+    def __call__(self, ly: Layer, e: Int8In) -> bytearray | None: ...
+
+class StaticSparse:
+    ratio: float | dict[str, float]
+    kept: int
+    seen: int
+    def __init__(self, ratio: float | dict[str, float] = 0.5) -> None: ...
+    def observe(self, loss: float) -> None: ...
+    def __call__(self, ly: Layer, e: Int8In) -> bytearray | None: ...
