@@ -22,8 +22,8 @@
 #   this module.
 # - Ship it precompiled (mpy-cross) or frozen: compiling this source needs
 #   more RAM than a 256 KB heap has.
-from array import array
 import struct
+from array import array
 
 try:
     from micropython import const
