@@ -32,6 +32,7 @@ from microtrain_tools import convert as cv
 from microtrain_tools import datasets as ds
 from microtrain_tools import experiments as ex
 from microtrain_tools import refmodels as rm
+from microtrain_tools import transfer_model as tm
 
 WORK = ex.ROOT / "build" / "train_eval"
 
@@ -65,7 +66,7 @@ def transfer(configs: list[tuple[str, str]], work: Path = WORK, epochs: int | No
              n_train: int | None = None, n_test: int | None = None, echo: bool = True,
              sparse: list[float] | None = None) -> dict[str, Any]:
     """(a) and (d). configs: [(layers spec, mode)]; sparse: lambda_min values run on configs[0]."""
-    ref = rm.get_fmnist_model()
+    ref = tm.get_model()
     data = Data(ref.mtm, work, n_train, n_test)
     p = TRANSFER if epochs is None else ex.Protocol(**{**TRANSFER.__dict__, "epochs": epochs})
     out: dict[str, Any] = {"device": {}, "torch": {}, "sparse": {}}
@@ -145,7 +146,7 @@ def scratch(work: Path = WORK, echo: bool = True, epochs: int | None = None) -> 
     return {"device": dev, "torch": tch}
 
 
-HAR_ADAPT = ex.Protocol(layers="last:2", mode="mixed", lr=0.02, momentum=0.9, batch=8, epochs=10,
+HAR_ADAPT = ex.Protocol(layers="last:2", mode="mixed", lr=0.05, momentum=0.9, batch=8, epochs=15,
                         schedule="cosine", seed=1)
 HAR_ADAPT_WINDOWS = 40  # first windows of the held-out subject used for adaptation
 
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     har_gain = float(np.mean(gains))
 
     print("\n== (a) last:2 int8 inside micropython -X heapsize=256k", flush=True)
-    ref = rm.get_fmnist_model()
+    ref = tm.get_model()
     data = Data(ref.mtm, WORK)
     cfg = TRANSFER.device_cfg(ref.mtm, data.train, data.test, layers="last:2", mode="int8", epochs=1)
     try:
