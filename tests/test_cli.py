@@ -160,7 +160,10 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
         made = [_Buffer(numel[m.input])]
         holder = {m.input: made[0]}
         for ly in m.layers:
-            fit = next((b for b in pool if b.size == numel[ly.output]), None)
+            # best fit: the smallest free buffer large enough (earliest freed on ties);
+            # the model output always gets a buffer of its own
+            fits = [b for b in pool if b.size >= numel[ly.output]] if ly.output != m.output else []
+            fit = min(fits, key=lambda b: b.size) if fits else None
             if fit is None:
                 fit = _Buffer(numel[ly.output])
                 made.append(fit)

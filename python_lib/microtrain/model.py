@@ -155,6 +155,9 @@ class Layer:
             raise ValueError("layer %s (%s) has no parameters to train" % (self.name, self.kind))
         if not self.trained:
             t = self.model.tensors
+            # the large float32 sums first, while the heap is least fragmented
+            self.gw = zeros("f", len(self.w))
+            self.gb = zeros("f", len(self.b))
             self.w = array.array("b", self.w)
             self.b = array.array("i", self.b)
             self.mult = array.array("i", self.mult)
@@ -165,8 +168,6 @@ class Layer:
             t[self.mult_t].data = self.mult
             t[self.shift_t].data = self.shift
             t[t[self.weight_t].qscales].data = self.w_scale
-            self.gw = zeros("f", len(self.w))
-            self.gb = zeros("f", len(self.b))
             self.grad = (self.gw, self.gb)
             self.wr = zeros("i", self.out_c)
             self.trained = True
@@ -219,6 +220,7 @@ class Model:
         self.input = self.tensors[info[12]]
         self.output = self.tensors[info[13]]
         self._plans = {}
+        self._owner = {}  # plan key -> {tensor: the whole buffer it uses}
         self._lut = None
         self._lut_scale = 0.0
         self._ce = None  # (err, stats) of the output, for cross_entropy
@@ -289,26 +291,37 @@ class Model:
                 for t in ly.inputs:
                     keep.add(t)
                 keep.add(ly.output)
-        # greedy reuse: a buffer is free once its tensor's last consumer ran
-        free = []  # arrays not in use
+        # best-fit reuse: a buffer is free once its tensor's last consumer ran; a
+        # tensor takes the smallest free buffer that is large enough (a view of
+        # its first bytes: kernels get exact lengths) or a new one of its size.
+        # The model input and output have buffers of their own.
+        free = []  # whole buffers not in use
+        owner = {}  # tensor -> the whole buffer it uses
         bufs = {}
         inp = self.input.index
+        out_t = self.output.index
         bufs[inp] = zeros("b", self.input.numel)
         for ly in layers:
             t = tensors[ly.output]
+            n = t.numel
             buf = None
-            for k in range(len(free)):
-                if len(free[k]) == t.numel:
-                    buf = free.pop(k)
-                    break
+            if ly.output != out_t:
+                best = -1
+                for k in range(len(free)):
+                    if len(free[k]) >= n and (best < 0 or len(free[k]) < len(free[best])):
+                        best = k
+                if best >= 0:
+                    buf = free.pop(best)
             if buf is None:
-                buf = zeros("b", t.numel)
-            bufs[ly.output] = buf
-            for n, ti in enumerate(ly.inputs):
-                if n and ti == ly.inputs[0]:
+                buf = zeros("b", n)
+            owner[ly.output] = buf
+            bufs[ly.output] = buf if len(buf) == n else memoryview(buf)[:n]
+            for k, ti in enumerate(ly.inputs):
+                if k and ti == ly.inputs[0]:
                     continue  # x + x: one buffer, freed once
-                if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != self.output.index:
-                    free.append(bufs[ti])
+                if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != out_t:
+                    free.append(owner[ti])
+        self._owner[key] = owner
         steps = []
         for ly in layers:
             steps.append(self._step(ly, bufs))
@@ -577,11 +590,13 @@ class Model:
             bufs = self._plan(keep_from)[0]
             del self._plans[key]
         seen = []
-        total = 0
-        for b in bufs.values():
+        total = len(bufs[self.input.index])
+        for b in self._owner[key].values():
             if not any(b is s for s in seen):
                 seen.append(b)
                 total += len(b)
+        if key not in self._plans:
+            del self._owner[key]
         return total
 
     def summary(self):
@@ -623,7 +638,7 @@ def _read_file(path):
     size = os.stat(path)[6]
     if size < 68 or size & 3:
         raise ValueError("load: %s: not a .mtm file (length %d)" % (path, size))
-    words = array.array("i", bytes(size))
+    words = zeros("i", size >> 2)  # grown in place: no transient copy of the file size
     if uctypes is not None:
         view = uctypes.bytearray_at(uctypes.addressof(words), size)
     else:

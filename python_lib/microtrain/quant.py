@@ -11,8 +11,17 @@ BIAS_LIMIT = const(1073741824)  # |bias| <= 2^30 (numerics.md)
 
 
 def zeros(typecode, n):
-    """array(typecode) of n zeros."""
-    return array.array(typecode, bytes(n * (1 if typecode in "bB" else 4)))
+    """array(typecode) of n zeros, grown in 512-element steps: building it from
+    bytes(n * size) would need twice its size at once (a 74 KB gradient buffer
+    would need 148 KB free), while growing in place needs little more than n."""
+    size = 1 if typecode in "bB" else 4
+    k = n if n < 512 else 512
+    z = bytes(k * size)
+    a = array.array(typecode, z)
+    while len(a) < n:
+        m = n - len(a)
+        a.extend(z if m >= k else z[:m * size])
+    return a
 
 
 def rnd(v):

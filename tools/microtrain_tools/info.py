@@ -5,10 +5,11 @@ every activation and error is int8, one sample, NHWC:
 
 Inference
   activations  the forward plan: the model input gets a buffer; layer by layer, each
-               output takes a free buffer of exactly its size, else a new one; after
-               a layer ran, the buffers of its inputs whose last consumer it was are
-               free again (never the model input's or output's). The sum of the
-               buffers made. The model bytes are reported apart (model file): they are
+               output takes the smallest free buffer at least its size (the first
+               such in freeing order on ties), else a new one of its size (the model
+               output always a new one); after a layer ran, the buffers of its inputs
+               whose last consumer it was are free again (never the model input's or
+               output's). The sum of the buffers made. The model bytes are reported apart (model file): they are
                in RAM only when the file is read into a bytes object rather than
                frozen into flash.
 
@@ -67,16 +68,20 @@ def forward_plan_bytes(m: Model, keep: set[int]) -> int:
         for t in ly.inputs:
             last_use[t] = j
     free: list[int] = []  # sizes of free buffers, in the order they were freed
+    size: dict[int, int] = {}  # tensor -> size of the whole buffer it uses
     total = m.tensors[m.input].numel
     for j, ly in enumerate(m.layers):
         n = m.tensors[ly.output].numel
-        if n in free:
-            free.remove(n)  # the first free buffer of exactly this size
+        fits = [k for k, b in enumerate(free) if b >= n] if ly.output != m.output else []
+        if fits:
+            best = min(fits, key=lambda k: (free[k], k))  # smallest; first freed on ties
+            size[ly.output] = free.pop(best)
         else:
+            size[ly.output] = n
             total += n
         for t in dict.fromkeys(ly.inputs):
             if last_use.get(t) == j and t not in keep and t not in (m.input, m.output):
-                free.append(m.tensors[t].numel)
+                free.append(size[t])
     return total
 
 

@@ -663,6 +663,11 @@ def save_bytes(data: bytes, path: str | os.PathLike[str]) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a model file is an ordinary file
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):
