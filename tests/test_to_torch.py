@@ -31,6 +31,7 @@ from microtrain_tools import convert as cv  # noqa: E402
 from microtrain_tools import mtm  # noqa: E402
 from microtrain_tools import oracle as o  # noqa: E402
 from microtrain_tools.mtm import DType, Kind, Op, Quant, Tensor  # noqa: E402
+from test_convert import _train  # noqa: E402  (the same brief Adam training)
 
 N_TRAIN, N_TEST = 1200, 300
 
@@ -85,18 +86,6 @@ def digits() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     return x[:N_TRAIN], y[:N_TRAIN], x[N_TRAIN:N_TRAIN + N_TEST], y[N_TRAIN:N_TRAIN + N_TEST]
 
 
-def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int = 10) -> nn.Module:
-    torch.manual_seed(0)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    model.train()
-    for _ in range(epochs):
-        for idx in torch.randperm(len(y)).split(64):
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
-            opt.step()
-    return model.eval()
-
-
 def _as_input(cls: type, x: torch.Tensor) -> torch.Tensor:
     return x[:, 0] if cls is Res1dNet else x  # 1-D: 8 rows as channels, 8 columns as time
 
@@ -109,7 +98,7 @@ def converted(request, digits, tmp_path_factory):  # type: ignore[no-untyped-def
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny model: one thread is fastest, and the machine is shared
     try:
-        model = _train(cls(), _as_input(cls, xtr), ytr)
+        model = _train(cls(), _as_input(cls, xtr), ytr, epochs=10)
     finally:
         torch.set_num_threads(threads)
     d = tmp_path_factory.mktemp(cls.__name__)

@@ -36,7 +36,7 @@ from microtrain_tools import mtm
 from microtrain_tools import train_ref as tr
 from microtrain_tools.mtm import Act, Op
 from numpy.typing import NDArray
-from test_convert import Cnn2d, Res1d, _as_1d
+from test_convert import Cnn2d, Res1d, _as_1d, _train
 from torch import nn
 
 RUNNER = ROOT / "tests" / "mp" / "train_runner.py"
@@ -83,18 +83,6 @@ class Setup:
         return int(self.xs.shape[1])
 
 
-def _train_torch(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int) -> torch.nn.Module:
-    torch.manual_seed(0)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    model.train()
-    for _ in range(epochs):
-        for idx in torch.randperm(len(y)).split(64):
-            opt.zero_grad()
-            F.cross_entropy(model(x[idx]), y[idx]).backward()
-            opt.step()
-    return model.eval()
-
-
 @pytest.fixture(scope="module")
 def setups(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Setup]:
     from sklearn.datasets import load_digits
@@ -113,7 +101,7 @@ def setups(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Setup]:
         same = lambda t: t  # noqa: E731
         for name, cls, view in (("cnn", Cnn2d, same), ("res", Res1d, _as_1d), ("misc", Misc, same)):
             torch.manual_seed(1)
-            nets[name] = (_train_torch(cls(), view(x[:1000]), y[:1000], epochs=5), view)
+            nets[name] = (_train(cls(), view(x[:1000]), y[:1000], epochs=5), view)
     finally:
         torch.set_num_threads(threads)
     for name, (net, view) in nets.items():

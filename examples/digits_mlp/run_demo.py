@@ -178,7 +178,7 @@ def prepare(args: argparse.Namespace, out: Path) -> NDArray[np.int8]:
 def run_micropython(args: argparse.Namespace, out: Path) -> tuple[int, list[str]]:
     """Run the trainer in MicroPython, echoing its output live; return (rc, lines)."""
     natmod: Path = args.natmod_dir
-    env = dict(os.environ, MICROPYPATH=str(natmod))
+    env = dict(os.environ, MICROPYPATH=f"{natmod}:{ROOT / 'python_lib'}")
     cmd = [str(args.micropython), str(HERE / "train_digits.py"), str(out)]
     lines: list[str] = []
     with subprocess.Popen(

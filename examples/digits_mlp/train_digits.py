@@ -1,6 +1,6 @@
 # MicroPython: train a 64 -> H -> 10 ReLU MLP on int8 digits with the native
 # _microtrain kernels (docs/numerics.md). Run by run_demo.py as
-#   MICROPYPATH=build/natmod/x64 micropython train_digits.py build/demo
+#   MICROPYPATH=build/natmod/x64:python_lib micropython train_digits.py build/demo
 # Uses only array, struct, math, gc, time, sys. Every buffer is allocated once
 # up front; the per-sample forward/backward is native kernel calls only, and
 # Python loops over elements happen once per batch (the weight update).
@@ -24,6 +24,7 @@ import sys
 import time
 
 import _microtrain as mt
+from microtrain.quant import quantize_multiplier  # the same helper the Trainer uses
 
 DIR = sys.argv[1] if len(sys.argv) > 1 else "build/demo"
 BIAS_LIMIT = 1 << 30
@@ -53,24 +54,6 @@ def load(name, typecode, n):
 def save(name, a):
     with open(DIR + "/" + name, "wb") as f:
         f.write(a)
-
-
-def quantize_multiplier(real):
-    # real ~= m * 2^(shift - 31), 2^30 <= m < 2^31 (TFLite QuantizeMultiplier,
-    # same as the host's); m >= 0 and -31 <= shift <= 31 always.
-    if real <= 0.0:
-        return 0, 0
-    q, shift = math.frexp(real)
-    m = int(math.floor(q * 2147483648.0 + 0.5))
-    if m == 2147483648:
-        m >>= 1
-        shift += 1
-    if shift > 31:
-        return INT32_MAX, 31
-    if shift < -31:
-        m = int(math.floor(math.ldexp(real, 62) + 0.5))
-        return (m, -31) if m else (0, 0)
-    return m, shift
 
 
 class Layer:
