@@ -9,9 +9,9 @@ Inference
                such in freeing order on ties), else a new one of its size (the model
                output always a new one); after a layer ran, the buffers of its inputs
                whose last consumer it was are free again (never the model input's or
-               output's). The sum of the buffers made. The model bytes are reported apart (model file): they are
-               in RAM only when the file is read into a bytes object rather than
-               frozen into flash.
+               output's). The sum of the buffers made. The model bytes are reported
+               apart (model file): they are in RAM only when the file is read into a
+               bytes object rather than frozen into flash.
 
 Training the last N weighted (conv/linear) layers; "first" = the N-th weighted layer
 from the end; every layer from first on is on the backward path:
