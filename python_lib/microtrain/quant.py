@@ -14,7 +14,7 @@ def zeros(typecode, n):
     """array(typecode) of n zeros, grown in 512-element steps: building it from
     bytes(n * size) would need twice its size at once (a 74 KB gradient buffer
     would need 148 KB free), while growing in place needs little more than n."""
-    size = 1 if typecode in "bB" else 4
+    size = 1 if typecode in "bB" else (2 if typecode in "hH" else 4)
     k = n if n < 512 else 512
     z = bytes(k * size)
     a = array.array(typecode, z)

@@ -7,6 +7,7 @@ import time
 from microtrain import optim
 from microtrain.loss import cross_entropy
 from microtrain.model import KIND_STATE
+from microtrain.quant import zeros
 
 MODES = ("int8", "mixed", "float32")
 
@@ -59,6 +60,8 @@ class Trainer:
         elif mode == "mixed":
             optim.make_master(self.layers[-1])
         self._resume_state()
+        for ly in self.layers:
+            self.opt.state(ly)  # optimiser state now, while large free blocks remain
         self.lr = self.opt.lr
         self.pending = 0
         self.steps = 0
@@ -158,10 +161,10 @@ class Trainer:
     def fit(self, samples, epochs=1, shuffle=True, eval_samples=None, verbose=True):
         """Train for `epochs` passes over `samples` (a sequence of (x, label)).
         Returns a list of per-epoch dicts (loss, acc, eval acc)."""
-        import array
-
         n = len(samples)
-        order = array.array("H" if n < 65536 else "I", range(n))
+        order = zeros("H" if n < 65536 else "I", n)  # grown in place: the heap may be nearly full
+        for i in range(n):
+            order[i] = i
         history = []
         for ep in range(epochs):
             self.epoch = ep
