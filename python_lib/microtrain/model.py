@@ -13,7 +13,8 @@ import struct
 from micropython import const
 
 from microtrain import kern
-from microtrain.quant import merge_ratios, weight_ratios, zeros
+from microtrain.loss import argmax
+from microtrain.quant import merge_ratios, softmax_lut, weight_ratios, zeros
 
 K = kern.K
 
@@ -280,7 +281,6 @@ class Model:
         if plan is not None:
             return plan
         tensors, layers = self.tensors, self.layers
-        n_l = len(layers)
         last_use = {}
         for ly in layers:
             for t in ly.inputs:
@@ -328,7 +328,6 @@ class Model:
         plan = (bufs, steps)
         # buffers of other plans stay cached: inference and training plans coexist
         self._plans[key] = plan
-        del n_l
         return plan
 
     def _step(self, ly, bufs):
@@ -389,14 +388,7 @@ class Model:
 
     def predict(self, x):
         """Class index: argmax of the int8 output (the first maximum wins)."""
-        out = self.forward(x)
-        best, arg = -129, 0
-        i = 0
-        for v in out:
-            if v > best:
-                best, arg = v, i
-            i += 1
-        return arg
+        return argmax(self.forward(x))
 
     def quantize_input(self, values, out=None):
         """Float values (NHWC order) -> int8 bytearray with the input's scale/zero point."""
@@ -573,8 +565,6 @@ class Model:
         """The softmax exp table for the output scale (made once)."""
         s = self.output.scale
         if self._lut is None or self._lut_scale != s:
-            from microtrain.quant import softmax_lut
-
             self._lut = softmax_lut(s, self._lut)
             self._lut_scale = s
         return self._lut

@@ -269,6 +269,16 @@ def _update(opt, ly, lr, inv_n):
     ly.refresh_ratios()
 
 
+def xorshift16_skip(r, n):
+    """The stochastic-rounding generator state n draws after r (period 65535).
+    _update inlines the same step in its hot loop."""
+    for _ in range(n % 65535):
+        r ^= (r << 7) & 0xFFFF
+        r ^= r >> 9
+        r ^= (r << 8) & 0xFFFF
+    return r
+
+
 def make_master(ly):
     """Float32 master copy of a trained layer's weights and bias (float modes)."""
     k = len(ly.w) // len(ly.b)

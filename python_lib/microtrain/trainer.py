@@ -5,7 +5,7 @@ import json
 import time
 
 from microtrain import optim
-from microtrain.loss import cross_entropy
+from microtrain.loss import argmax, cross_entropy
 from microtrain.model import KIND_STATE
 from microtrain.quant import zeros
 
@@ -99,12 +99,7 @@ class Trainer:
         for ly in self.layers:
             if self.opt.rounding == "stochastic" or (self.opt.rounding == "auto" and ly.master_w is None):
                 draws += len(ly.w)
-        r = self.opt.rng
-        for _ in range((self.model.train_steps * draws) % 65535):
-            r ^= (r << 7) & 0xFFFF
-            r ^= r >> 9
-            r ^= (r << 8) & 0xFFFF
-        self.opt.rng = r
+        self.opt.rng = optim.xorshift16_skip(self.opt.rng, self.model.train_steps * draws)
 
     def _log(self, rec):
         if self.log_path:
@@ -117,14 +112,8 @@ class Trainer:
         m = self.model
         out = m.forward(x, self.first)
         loss, err, s = cross_entropy(m, label, out)
-        st = m._ce[1]
-        # argmax = first index holding the maximum (stats[2])
-        qmax = st[2]
-        for i in range(len(out)):
-            if out[i] == qmax:
-                if i == label:
-                    self.correct += 1
-                break
+        if argmax(out) == label:
+            self.correct += 1
         self.seen += 1
         self.loss_sum += loss
         policy = self.sparse
@@ -212,12 +201,7 @@ class Trainer:
             out = m.forward(x, self.first)
             loss, _, _ = cross_entropy(m, y, out)
             loss_sum += loss
-            qmax = m._ce[1][2]
-            p = 0
-            for k in range(n_cls):
-                if out[k] == qmax:
-                    p = k
-                    break
+            p = argmax(out)
             if p == y:
                 correct += 1
             if conf is not None:
