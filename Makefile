@@ -13,7 +13,7 @@ SETUP_STAMP := build/.setup-stamp
 NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/microtrain/Makefile
 
 export PATH := $(VENV)/bin:$(PATH)
-export PYTHONPATH := $(ROOT)/tools
+export PYTHONPATH := $(ROOT)/tools:$(ROOT)
 
 .PHONY: setup test demo natmod natmod-all check-kernels lint clean dist train-eval parity
 
@@ -45,11 +45,11 @@ dist: $(foreach a,$(NATMOD_ARCHS),build/natmod/$(a)/_microtrain.mpy)
 
 ## check-kernels: every kernel case bit-exact vs the oracle in micropython, plus ASan/UBSan host run.
 check-kernels: natmod
-	@$(PY) -m microtrain_tools.check_kernels
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_kernels
 
 ## test: set up, then the whole test suite.
 test: $(SETUP_STAMP) natmod-all
-	@$(PY) -m microtrain_tools.check_kernels
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_kernels
 	@$(PY) -m pytest -q tests
 
 ## demo: set up, then fine-tune a Fashion-MNIST CNN on MNIST inside micropython, next to PyTorch.
@@ -59,11 +59,11 @@ demo: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 ## train-eval: on-device training results on real data vs PyTorch float32 (transfer, scratch,
 ## personalisation, sparse, 256 KB heap).
 train-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
-	@$(PY) -m microtrain_tools.train_eval
+	@$(PY) -m evals.train_eval
 
 ## parity: int8 models inside micropython == numpy oracle bit for bit, and agree with PyTorch (real data).
 parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
-	@$(PY) -m microtrain_tools.parity
+	@$(PY) -m evals.parity
 
 lint:
 	@$(VENV)/bin/ruff check tools tests examples python_lib stubs

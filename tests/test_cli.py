@@ -35,7 +35,7 @@ from microtrain_tools import mtm  # noqa: E402
 from microtrain_tools.mtm import Op  # noqa: E402
 
 ENTRY = Path(sys.executable).parent / "microtrain"
-COMMANDS = ("convert", "to-torch", "info", "run", "deploy", "flash", "plot", "build", "check-kernels")
+COMMANDS = ("convert", "to-torch", "info", "run", "deploy", "flash", "plot", "build")
 
 
 def microtrain(*args: str, env: dict[str, str] | None = None, timeout: float = 120

@@ -25,7 +25,7 @@ except ImportError:  # not installed: use the source tree
 
 from microtrain_tools import convert as cv  # noqa: E402
 from microtrain_tools import mtm  # noqa: E402
-from microtrain_tools import oracle as o  # noqa: E402
+from microtrain_tools.reference import oracle as o  # noqa: E402
 
 N_TEST = 300
 

@@ -26,9 +26,10 @@ import tty
 from pathlib import Path
 
 import pytest
-from digits_model import digits_model
-from harness import MICROPYTHON, ROOT, ensure_natmod
+
 from microtrain_tools import dist
+from support.digits_model import digits_model
+from support.harness import MICROPYTHON, ROOT, ensure_natmod
 
 ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
 # MicroPython's native arch numbers (docs: "MicroPython .mpy files", header byte 2 = arch << 2 | sub-version).

@@ -41,10 +41,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from harness import MICROPYTHON, NATMOD_X64, PYTHON_LIB, ROOT, ensure_natmod, run_micropython
-from microtrain_tools import convert, mtm
-from microtrain_tools import train_ref as tr
 from numpy.typing import NDArray
+
+from microtrain_tools import convert, mtm
+from microtrain_tools.reference import train_ref as tr
+from support.harness import MICROPYTHON, NATMOD_X64, PYTHON_LIB, ROOT, ensure_natmod, run_micropython
 
 DOCS = ROOT / "docs"
 STUBS = ROOT / "stubs"

@@ -39,9 +39,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from digits_model import digits_model
-from harness import ROOT, RUNNER, compare, decode_results, write_cases
-from microtrain_tools import kernel_cases
+
+from support import kernel_cases
+from support.digits_model import digits_model
+from support.harness import ROOT, RUNNER, compare, decode_results, write_cases
 
 MPY_DIR = ROOT / "build" / "mpy_cross_v6_3-1.1.1" / "micropython"
 FWPORT = ROOT / "tests" / "fwport"

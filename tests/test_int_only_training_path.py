@@ -10,7 +10,7 @@ gradient).
 
 from __future__ import annotations
 
-from harness import run_micropython
+from support.harness import run_micropython
 
 SCRIPT = r"""
 import _microtrain as mt

@@ -22,7 +22,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
-from harness import (
+
+from microtrain_tools.reference import oracle
+from support import kernel_cases
+from support.harness import (
     Arg,
     Buf,
     Case,
@@ -45,8 +48,7 @@ from harness import (
     u8,
     u32,
 )
-from microtrain_tools import kernel_cases, oracle
-from microtrain_tools.kernel_cases import ALL_OPS, ConvGeom, make_case
+from support.kernel_cases import ALL_OPS, ConvGeom, make_case
 
 SEED = 31337
 TV = ("TypeError", "ValueError")

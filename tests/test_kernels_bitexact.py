@@ -11,7 +11,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from harness import (
+
+from support import kernel_cases
+from support.harness import (
     Alias,
     Buf,
     Case,
@@ -21,8 +23,7 @@ from harness import (
     failures,
     run_cases_micropython,
 )
-from microtrain_tools import kernel_cases
-from microtrain_tools.kernel_cases import ALL_OPS, CONV_VARIANTS, POOL_VARIANTS
+from support.kernel_cases import ALL_OPS, CONV_VARIANTS, POOL_VARIANTS
 
 SEED = 4242
 PER_OP = 72  # a multiple of the variant cycles (12 conv variants, 6 mask kinds, ...)
@@ -65,7 +66,7 @@ def test_bitexact_vs_oracle(op: str, mp_run: tuple[list[Case], RunOutcome]) -> N
 def test_every_binding_function_is_covered() -> None:
     """The generator table lists exactly the module's functions (all 25)."""
     ensure_natmod()
-    from harness import run_micropython
+    from support.harness import run_micropython
 
     proc = run_micropython("import _microtrain as m\nprint(' '.join(sorted(dir(m))))")
     assert proc.returncode == 0, proc.stdout + proc.stderr

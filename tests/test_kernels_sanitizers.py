@@ -14,7 +14,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from harness import (
+
+from support import kernel_cases
+from support.harness import (
     KERNEL_DIR,
     Case,
     RunOutcome,
@@ -25,8 +27,7 @@ from harness import (
     run_cases_driver,
     s8,
 )
-from microtrain_tools import kernel_cases
-from microtrain_tools.kernel_cases import ALL_OPS
+from support.kernel_cases import ALL_OPS
 
 SEED = 777
 PER_OP = 96

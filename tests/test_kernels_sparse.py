@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from harness import (
+
+from microtrain_tools.reference import oracle
+from support.harness import (
     Arg,
     Buf,
     Case,
@@ -35,8 +37,7 @@ from harness import (
     u8,
     write_cases,
 )
-from microtrain_tools import oracle
-from microtrain_tools.kernel_cases import CONV_VARIANTS, ConvGeom, conv_geom
+from support.kernel_cases import CONV_VARIANTS, ConvGeom, conv_geom
 
 SEED = 99
 MASKED_OPS = ("conv2d_s8_grad_input", "conv2d_s8_grad_weight", "conv2d_s8_grad_weight_f32",

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import (
+
+from microtrain_tools.reference import oracle, torch_ref
+from support.harness import (
     Arg,
     Case,
     Result,
@@ -31,8 +33,7 @@ from harness import (
     s8,
     u32,
 )
-from microtrain_tools import oracle, torch_ref
-from microtrain_tools.kernel_cases import ConvGeom
+from support.kernel_cases import ConvGeom
 
 COS_MIN = 0.99
 Arr = np.ndarray

@@ -7,8 +7,9 @@ import struct
 from pathlib import Path
 
 import numpy as np
-from digits_model import digits_model
-from microtrain_tools.kernel_harness import run_micropython
+
+from support.digits_model import digits_model
+from support.kernel_harness import run_micropython
 
 N_MUTATIONS = 2000
 

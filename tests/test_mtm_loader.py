@@ -15,7 +15,6 @@ import os
 import random
 import struct
 import subprocess
-import sys
 import zlib
 from collections import Counter
 from pathlib import Path
@@ -23,16 +22,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-try:
-    import microtrain_tools  # noqa: F401
-except ImportError:  # not installed: use the source tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from microtrain_tools import mtm
+from support.harness import MICROPYTHON, NATMOD_X64, ROOT, ensure_natmod
 
-from microtrain_tools import mtm  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-MICROPYTHON = ROOT / ".venv" / "bin" / "micropython"
-NATMOD_X64 = ROOT / "build" / "natmod" / "x64"
 RUNNER = ROOT / "tests" / "mp" / "mtm_runner.py"
 DRIVER = ROOT / "tests" / "c" / "mtm_fuzz_driver.c"
 KERNEL_DIR = ROOT / "usermod" / "microtrain"
@@ -41,8 +33,11 @@ N_MUTATIONS = 3600
 SEED = 20240611
 
 
-pytestmark = pytest.mark.skipif(not (MICROPYTHON.exists() and (NATMOD_X64 / "_microtrain.mpy").exists()),
-                                reason="needs .venv micropython and build/natmod/x64 (make natmod)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _natmod() -> None:
+    ensure_natmod()
 
 
 # --------------------------------------------------------------------------

@@ -19,8 +19,8 @@ try:
 except ImportError:  # not installed: use the source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
-from microtrain_tools import oracle as o  # noqa: E402
-from microtrain_tools import torch_ref as tr  # noqa: E402
+from microtrain_tools.reference import oracle as o  # noqa: E402
+from microtrain_tools.reference import torch_ref as tr  # noqa: E402
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 

@@ -18,12 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from harness import ensure_natmod
+
+from evals import datasets as ds
+from evals import parity as par
+from evals import refmodels as rm
 from microtrain_tools import convert as cv
-from microtrain_tools import datasets as ds
 from microtrain_tools import mtm
-from microtrain_tools import parity as par
-from microtrain_tools import refmodels as rm
+from support.harness import ensure_natmod
 
 N_FMNIST = 300
 N_HAR = 200
@@ -237,6 +238,6 @@ def test_bars_and_bitexact_count() -> None:
 
 
 def test_cli_help() -> None:
-    r = subprocess.run([sys.executable, "-m", "microtrain_tools.parity", "--help"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "evals.parity", "--help"], capture_output=True,
                        text=True, check=False, env={**os.environ, "PYTHONPATH": str(par.ROOT / "tools")})
     assert r.returncode == 0 and "bitexact" in r.stdout and "--limit" in r.stdout

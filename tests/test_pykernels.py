@@ -31,7 +31,9 @@ import numpy as np
 import pytest
 import test_kernels_bad_input as bad_input
 import test_mtm_loader as mtm_loader
-from harness import (
+
+from support import kernel_cases
+from support.harness import (
     BUILD_TEST,
     MICROPYTHON,
     NATMOD_X64,
@@ -54,8 +56,7 @@ from harness import (
     run_micropython,
     write_cases,
 )
-from microtrain_tools import kernel_cases
-from microtrain_tools.kernel_cases import ALL_OPS, CONV_VARIANTS
+from support.kernel_cases import ALL_OPS, CONV_VARIANTS
 
 PYK_DIR = PYTHON_LIB / "microtrain"
 SHIM = ROOT / "tests" / "mp" / "pykernel_shim.py"

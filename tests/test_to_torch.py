@@ -27,11 +27,12 @@ import torch.nn as nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+from test_convert import _train  # noqa: E402  (the same brief Adam training)
+
 from microtrain_tools import convert as cv  # noqa: E402
 from microtrain_tools import mtm  # noqa: E402
-from microtrain_tools import oracle as o  # noqa: E402
 from microtrain_tools.mtm import DType, Kind, Op, Quant, Tensor  # noqa: E402
-from test_convert import _train  # noqa: E402  (the same brief Adam training)
+from microtrain_tools.reference import oracle as o  # noqa: E402
 
 N_TRAIN, N_TEST = 1200, 300
 

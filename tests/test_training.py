@@ -30,14 +30,15 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import ROOT, cosine, run_micropython
-from microtrain_tools import convert as cv
-from microtrain_tools import mtm
-from microtrain_tools import train_ref as tr
-from microtrain_tools.mtm import Act, Op
 from numpy.typing import NDArray
 from test_convert import Cnn2d, Res1d, _as_1d, _train
 from torch import nn
+
+from microtrain_tools import convert as cv
+from microtrain_tools import mtm
+from microtrain_tools.mtm import Act, Op
+from microtrain_tools.reference import train_ref as tr
+from support.harness import ROOT, cosine, run_micropython
 
 RUNNER = ROOT / "tests" / "mp" / "train_runner.py"
 N_STEPS = 40
@@ -603,7 +604,7 @@ def test_native_and_pure_python_kernels_train_identically(setups: dict[str, Setu
     path, as on a board where the .mpy cannot load) give identical weights, scales and state."""
     import subprocess
 
-    from microtrain_tools.kernel_harness import MICROPYTHON, PYTHON_LIB, micropython_env
+    from support.kernel_harness import MICROPYTHON, PYTHON_LIB, micropython_env
 
     s = setups["res"]
     kw: dict[str, Any] = dict(order=range(6), labels=_labels(s), train="all", mode=mode, opt=SGDM,

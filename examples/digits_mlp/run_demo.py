@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 if str(ROOT / "tools") not in sys.path:
     sys.path.insert(0, str(ROOT / "tools"))
 
-from microtrain_tools import oracle as _oracle  # noqa: E402  (the bit-exact numpy reference)
+from microtrain_tools.reference import oracle as _oracle  # noqa: E402  (the bit-exact numpy reference)
 
 IN_N, OUT_N = 64, 10
 X_ZP = -128  # input: real = pixel / 16 in [0, 1] -> q = round(255 * real) - 128

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
-from microtrain_tools import train_eval as te  # noqa: E402
+from evals import train_eval as te  # noqa: E402
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from microtrain_tools import mtm
+from microtrain_tools import mtm, paths
 
 __all__ = [
     "BOARD_ARCHS",
@@ -37,9 +37,9 @@ __all__ = [
     "tool",
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
-PYTHON_LIB = ROOT / "python_lib"
-NATMOD_DIR = ROOT / "build" / "natmod"
+ROOT = paths.ROOT
+PYTHON_LIB = paths.PYTHON_LIB
+NATMOD_DIR = paths.NATMOD
 DIST_DIR = ROOT / "dist"
 MPY_SUFFIX = "_6.3"  # .mpy format version of the dist folders (MicroPython >= 1.22)
 HOST_ARCHS = ("x64",)
@@ -64,17 +64,8 @@ def tool(name: str) -> str:
 
 
 def micropython_binary() -> str:
-    """``$MICROTRAIN_MICROPYTHON``, else ``micropython`` next to sys.executable, else on PATH."""
-    env = os.environ.get("MICROTRAIN_MICROPYTHON")
-    if env:
-        if not Path(env).is_file():
-            raise FileNotFoundError(f"MICROTRAIN_MICROPYTHON={env}: no such file")
-        return env
-    exe = tool("micropython")
-    if not Path(exe).is_file():
-        raise FileNotFoundError("micropython not found next to this Python or on PATH "
-                                "(run `make setup`, or set MICROTRAIN_MICROPYTHON)")
-    return exe
+    """The MicroPython binary (:func:`paths.micropython`)."""
+    return paths.micropython()
 
 
 def _heapsize(s: str) -> str:

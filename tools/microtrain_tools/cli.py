@@ -1,6 +1,6 @@
 """The `microtrain` command: host-side tools around the device library.
 
-Subcommands: convert, to-torch, info, run, deploy, flash, plot, build, check-kernels
+Subcommands: convert, to-torch, info, run, deploy, flash, plot, build
 (``microtrain COMMAND --help`` explains each, with an example). Errors are one line on
 stderr, ``microtrain COMMAND: error: ...``, with exit code 2; ``run`` passes the
 script's exit code through.
@@ -17,7 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-ROOT = Path(__file__).resolve().parents[2]
+from microtrain_tools import paths
+
+ROOT = paths.ROOT
 ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
 _RAW = argparse.RawDescriptionHelpFormatter
 
@@ -48,15 +50,6 @@ def _cmd_build(args: argparse.Namespace) -> int:
             print(f"microtrain build: natmod for {arch} failed", file=sys.stderr)
             return rc
     return 0
-
-
-def _cmd_check_kernels(args: argparse.Namespace) -> int:
-    from microtrain_tools import check_kernels
-
-    argv = ["--seed", str(args.seed)]
-    if args.cases_per_op is not None:
-        argv += ["--cases-per-op", str(args.cases_per_op)]
-    return int(check_kernels.main(argv) or 0)
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
@@ -175,7 +168,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
              "built first if missing) and python_lib (the microtrain package): the same code as on a\n"
              "board. Options of `microtrain run` come before SCRIPT.py; everything after it is\n"
              "passed to the script (sys.argv). The exit code is the script's.",
-             "  microtrain run --heapsize 256k examples/digits_mlp/train.py --epochs 3\n", _cmd_run)
+             "  microtrain run --heapsize 256k train.py --epochs 3   # your script, run as a board would\n",
+             _cmd_run)
     r.add_argument("--heapsize", default=None, metavar="SIZE",
                    help="MicroPython GC heap, e.g. 256k (a board-sized heap; default: micropython's)")
     r.add_argument("--arch", default="x64", choices=("x64",), help="native module architecture (host: x64)")
@@ -247,13 +241,6 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
              "  microtrain build --arch all\n", _cmd_build)
     b.add_argument("--arch", default="x64", choices=(*ARCHS, "all"), help="target architecture (default x64)")
 
-    c = _sub(sub, "check-kernels",
-             "run random kernel cases in micropython and under ASan; compare to the oracle",
-             "Run random cases of every kernel through the native module in micropython and\n"
-             "through the C kernels under ASan/UBSan, and compare each bit for bit to the numpy\n"
-             "oracle.", "  microtrain check-kernels --seed 3 --cases-per-op 50\n", _cmd_check_kernels)
-    c.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    c.add_argument("--cases-per-op", type=int, default=None, help="cases per kernel (default: the tool's)")
     return p
 
 

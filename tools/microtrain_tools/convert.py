@@ -38,8 +38,8 @@ from torch.fx.passes.shape_prop import ShapeProp
 from tqdm import tqdm
 
 from microtrain_tools import mtm
-from microtrain_tools import oracle as o
 from microtrain_tools.mtm import Act, DType, Kind, Layer, Model, Op, Quant, Tensor
+from microtrain_tools.reference import oracle as o
 
 __all__ = [
     "ConvertError",

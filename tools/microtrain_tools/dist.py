@@ -38,7 +38,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parents[2]
+from microtrain_tools import paths
+
+ROOT = paths.ROOT
 ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
 MPY_VERSION = 6
 MPY_SUB_VERSION = 3

@@ -1,4 +1,4 @@
-# Parity runner, executed by the real `micropython` (see microtrain_tools.parity):
+# Parity runner, executed by the real `micropython` (see evals.parity):
 #
 #   micropython parity_runner.py MODEL.mtm INPUT.bin OUTPUT.bin [EVERY] [DUMP]
 #

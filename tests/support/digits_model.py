@@ -14,9 +14,10 @@ from functools import lru_cache
 import numpy as np
 import torch
 import torch.nn as nn
+from numpy.typing import NDArray
+
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm
-from numpy.typing import NDArray
 
 
 class SmallCnn(nn.Module):

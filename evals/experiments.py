@@ -15,7 +15,6 @@ import copy
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,10 +27,10 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from microtrain_tools import convert as cv
-from microtrain_tools import mtm
+from microtrain_tools import mtm, paths
 
-ROOT = Path(__file__).resolve().parents[2]
-DEVICE_SCRIPT = ROOT / "examples" / "common" / "device_train.py"
+ROOT = paths.ROOT
+DEVICE_SCRIPT = Path(__file__).resolve().parent / "mp" / "device_train.py"
 MTD_MAGIC = b"MTDS"
 
 
@@ -55,14 +54,6 @@ def write_mtd(path: str | Path, xq: NDArray[np.int8], y: NDArray[np.integer]) ->
     tmp.replace(path)
 
 
-def micropython_bin() -> str:
-    env = os.environ.get("MICROTRAIN_MICROPYTHON")
-    if env:
-        return env
-    cand = Path(sys.executable).with_name("micropython")
-    return str(cand) if cand.exists() else "micropython"
-
-
 def run_device(cfg: dict[str, Any], workdir: Path, tag: str, heapsize: str | None = None,
                arch: str = "x64", echo: bool = True) -> dict[str, Any]:
     """Run device_train.py with `cfg` in micropython; return its RESULT dict."""
@@ -70,8 +61,8 @@ def run_device(cfg: dict[str, Any], workdir: Path, tag: str, heapsize: str | Non
     cfg_path = workdir / f"{tag}.json"
     cfg_path.write_text(json.dumps(cfg))
     env = dict(os.environ)
-    env["MICROPYPATH"] = f"{ROOT / 'build' / 'natmod' / arch}:{ROOT / 'python_lib'}"
-    cmd = [micropython_bin()]
+    env["MICROPYPATH"] = f"{paths.natmod_dir(arch)}:{paths.PYTHON_LIB}"
+    cmd = [paths.micropython()]
     if heapsize:
         cmd += ["-X", f"heapsize={heapsize}"]
     cmd += [str(DEVICE_SCRIPT), str(cfg_path)]

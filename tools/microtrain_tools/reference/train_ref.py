@@ -23,7 +23,8 @@ is followed and named in a comment ("device:"), so the two can be reconciled.
 
 Library use::
 
-    from microtrain_tools import mtm, train_ref as tr
+    from microtrain_tools import mtm
+    from microtrain_tools.reference import train_ref as tr
     ref = tr.RefTrainer(mtm.load("m.mtm"), train="last:2", mode="mixed",
                         optimizer=tr.SGD(lr=0.05, momentum=0.9), sparse=tr.DynamicSparse(0.1, 1.0), batch=4)
     for x, y in zip(xs, ys):            # x: int8 NHWC sample
@@ -32,7 +33,7 @@ Library use::
     ref.arrays()                         # {"L6.w": ..., "L6.w_scale": ..., ...}
     mtm.save(ref.checkpoint(), "ref-checkpoint.mtm")
 
-Command line: ``python -m microtrain_tools.train_ref --help``.
+Command line: ``python -m microtrain_tools.reference.train_ref --help``.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from microtrain_tools import mtm
-from microtrain_tools import oracle as o
 from microtrain_tools.mtm import Act, Kind, Op
+from microtrain_tools.reference import oracle as o
 
 __all__ = [
     "SGD",
@@ -680,11 +681,11 @@ class RefTrainer:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m microtrain_tools.train_ref",
+        prog="python -m microtrain_tools.reference.train_ref",
         description="Train a .mtm model on the host exactly as the device would (numpy reference of "
                     "docs/training.md) and write the checkpoint the device's trainer.save would write.",
-        epilog="example: python -m microtrain_tools.train_ref model.mtm data.npz --train last:2 --mode mixed "
-               "--lr 0.05 --momentum 0.9 --batch 8 --epochs 2 -o trained.mtm")
+        epilog="example: python -m microtrain_tools.reference.train_ref model.mtm data.npz --train last:2 "
+               "--mode mixed --lr 0.05 --momentum 0.9 --batch 8 --epochs 2 -o trained.mtm")
     p.add_argument("model", help="input .mtm (converted model or checkpoint)")
     p.add_argument("data", help=".npz with 'x' (N, input numel) int8 NHWC samples and 'y' (N,) labels")
     p.add_argument("-o", "--output", required=True, help="checkpoint to write")

@@ -19,9 +19,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from evals import datasets as ds
+from evals import refmodels as rm
 from microtrain_tools import convert as cv
-from microtrain_tools import datasets as ds
-from microtrain_tools import refmodels as rm
 
 NAME = "fmnist_transfer"
 
@@ -75,7 +75,7 @@ class TransferModel:
 
 def get_model(cache_dir: Path = rm.MODELS_DIR, progress: bool = True) -> TransferModel:
     """The pretrained transfer CNN: trained on all 60k Fashion-MNIST images on first use, then cached."""
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     r = Recipe()
     cache_dir.mkdir(parents=True, exist_ok=True)
     pt, mtm_path, meta = (cache_dir / f"{NAME}.{ext}" for ext in ("pt", "mtm", "json"))

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from microtrain_tools import oracle
-from microtrain_tools.kernel_harness import (
+from microtrain_tools.reference import oracle
+from support.kernel_harness import (
     Alias,
     Arg,
     Buf,

@@ -1,7 +1,7 @@
 """Helpers shared by the kernel tests.
 
-The machinery lives in ``microtrain_tools.kernel_harness`` (so that
-``python -m microtrain_tools.check_kernels`` uses the very same code); this
+The machinery lives in ``support.kernel_harness`` (so that
+``python -m support.check_kernels`` uses the very same code); this
 module re-exports it and adds the pytest-side pieces:
 
 - paths (ROOT, MICROPYTHON, NATMOD_X64, RUNNER, DRIVER_SRC, KERNEL_DIR, ...),
@@ -14,15 +14,9 @@ module re-exports it and adds the pytest-side pieces:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[1]
-if str(_ROOT / "tools") not in sys.path:
-    sys.path.insert(0, str(_ROOT / "tools"))
-
-from microtrain_tools.kernel_harness import (  # noqa: E402
+from support.kernel_harness import (
     BUILD_TEST,
     DRIVER_SRC,
     KERNEL_DIR,

@@ -31,8 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from microtrain_tools import kernel_cases, kernel_harness
-from microtrain_tools.kernel_harness import Case, RunOutcome
+from support import kernel_cases, kernel_harness
+from support.kernel_harness import Case, RunOutcome
 
 RUNS = ("mp", "c-hard", "c-soft")
 
@@ -88,7 +88,7 @@ def tabulate(cases: Sequence[Case], runs: dict[str, RunOutcome], max_failures: i
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m microtrain_tools.check_kernels", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m support.check_kernels", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=20240601, help="case generator seed (default %(default)s)")
     ap.add_argument("--cases-per-op", type=int, default=160,

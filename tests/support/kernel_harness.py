@@ -51,11 +51,13 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD_TEST = ROOT / "build" / "test"
-MICROPYTHON = ROOT / ".venv" / "bin" / "micropython"
-NATMOD_X64 = ROOT / "build" / "natmod" / "x64"
-PYTHON_LIB = ROOT / "python_lib"
+from microtrain_tools import paths
+
+ROOT = paths.ROOT
+BUILD_TEST = paths.BUILD / "test"
+MICROPYTHON = Path(paths.micropython())  # $MICROTRAIN_MICROPYTHON or the venv's unix port
+NATMOD_X64 = paths.natmod_dir("x64")
+PYTHON_LIB = paths.PYTHON_LIB
 RUNNER = ROOT / "tests" / "mp" / "kernel_runner.py"
 DRIVER_SRC = ROOT / "tests" / "c" / "kernel_driver.c"
 KERNEL_DIR = ROOT / "usermod" / "microtrain"

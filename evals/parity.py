@@ -1,6 +1,6 @@
 """Parity of the int8 device path with PyTorch and with the numpy oracle, on real data.
 
-For each reference model (:mod:`microtrain_tools.refmodels`, trained and cached
+For each reference model (:mod:`evals.refmodels`, trained and cached
 on first use):
 
 1. float predictions of the PyTorch model;
@@ -44,10 +44,10 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm import tqdm
 
+from evals import datasets as ds
+from evals import refmodels as rm
 from microtrain_tools import convert as cv
-from microtrain_tools import datasets as ds
-from microtrain_tools import mtm
-from microtrain_tools import refmodels as rm
+from microtrain_tools import mtm, paths
 
 __all__ = [
     "MAX_ACC_DROP",
@@ -64,10 +64,9 @@ __all__ = [
     "run_oracle",
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = paths.ROOT
 RUNNER = Path(__file__).resolve().parent / "mp" / "parity_runner.py"
-MICROPYTHON = ROOT / ".venv" / "bin" / "micropython"
-MICROPYPATH = f"{ROOT / 'build' / 'natmod' / 'x64'}:{ROOT / 'python_lib'}"
+MICROPYPATH = f"{paths.natmod_dir('x64')}:{paths.PYTHON_LIB}"
 WORKDIR = ROOT / "build" / "parity"
 MIN_AGREE = 0.99
 MAX_ACC_DROP = 0.005
@@ -106,7 +105,7 @@ def _env() -> dict[str, str]:
 
 
 def _cmd(heapsize: str | None) -> list[str]:
-    cmd = [str(MICROPYTHON)]
+    cmd = [paths.micropython()]
     if heapsize:
         cmd += ["-X", f"heapsize={heapsize}"]
     return cmd + [str(RUNNER)]
@@ -320,7 +319,7 @@ def _report(r: ModelResult) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m microtrain_tools.parity",
+        prog="python -m evals.parity",
         description="Parity of the int8 model run inside micropython (microtrain.load().forward) with "
                     "the numpy oracle (bit for bit) and with the float PyTorch model (top-1 agreement >= "
                     f"{MIN_AGREE}, accuracy drop <= {MAX_ACC_DROP}), on Fashion-MNIST (10,000 test images) "
@@ -349,8 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress = not args.quiet
     results: list[ModelResult] = []
     try:
-        if not MICROPYTHON.exists():
-            raise RuntimeError(f"{MICROPYTHON} not found: run `make setup`")
+        paths.micropython()  # FileNotFoundError naming what to do
         if not (ROOT / "build" / "natmod" / "x64" / "_microtrain.mpy").exists():
             raise RuntimeError("build/natmod/x64/_microtrain.mpy not found: run `make natmod ARCH=x64`")
         for name in args.models:

@@ -33,8 +33,8 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 from tqdm import tqdm
 
+from evals import datasets as ds
 from microtrain_tools import convert as cv
-from microtrain_tools import datasets as ds
 
 __all__ = [
     "MODELS_DIR",
@@ -318,7 +318,7 @@ def har_calibration(n: int = 100000, seed: int = 1) -> NDArray[np.float32]:
 def _cached(name: str, cfg: TrainConfig, calib_cfg: CalibConfig, factory: Callable[[], nn.Module],
             train: Callable[[nn.Module], dict[str, Any]], calib: Callable[[CalibConfig], NDArray[np.float32]],
             cache_dir: Path, retrain: bool, progress: bool) -> RefModel:
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     cache_dir.mkdir(parents=True, exist_ok=True)
     pt, mtm_path, meta = (cache_dir / f"{name}.{ext}" for ext in ("pt", "mtm", "json"))
     torch.manual_seed(cfg.seed)  # the initial weights are part of the recipe
