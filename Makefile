@@ -15,7 +15,7 @@ NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/
 export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)/tools:$(ROOT)
 
-.PHONY: setup test demo natmod natmod-all check-kernels lint clean dist train-eval parity
+.PHONY: setup test demo natmod natmod-all check-kernels lint clean dist train-eval parity models models-update
 
 ## setup: install the toolchain, venv (pinned) and MicroPython core once.
 setup: $(SETUP_STAMP)
@@ -65,8 +65,17 @@ train-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.parity
 
-lint:
-	@$(VENV)/bin/ruff check tools tests examples python_lib stubs
+## models: retrain the shipped float base models (evals/models) from their recipes and compare.
+models: $(SETUP_STAMP)
+	@$(PY) -m evals.base_models
+
+## models-update: retrain them and replace the shipped files (after a recipe change).
+models-update: $(SETUP_STAMP)
+	@$(PY) -m evals.base_models --update
+
+## lint: ruff over every Python folder.
+lint: $(SETUP_STAMP)
+	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy

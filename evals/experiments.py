@@ -137,7 +137,7 @@ def torch_finetune(module: nn.Module, names: list[str], x: NDArray[np.float32], 
                    progress: bool = True) -> dict[str, Any]:
     """Float32 fine-tuning of the named modules (eval-mode BN and dropout: as on the device)."""
     torch.manual_seed(p.seed)
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # reproducible; small nets run fastest on one thread here
     model = copy.deepcopy(module).float().eval()
     mods = dict(model.named_modules())
     for prm in model.parameters():

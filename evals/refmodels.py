@@ -8,16 +8,18 @@
 
 Both trace with torch.fx and convert with :func:`convert.convert`.
 
-:func:`get_fmnist_model` / :func:`get_har_model` train (seeded, 2 threads, tqdm
-progress bar) on first use and cache ``build/models/<name>.pt`` (state_dict),
-``<name>.mtm`` (the int8 conversion, calibrated on training samples) and
-``<name>.json`` (how it was made, float test accuracy). A cache whose recipe
-differs from the current one is rebuilt. The HAR model is trained on the
-pretraining subjects only, so that it can be personalised on a held-out subject.
+:func:`get_fmnist_model` / :func:`get_har_model` return the float models shipped in
+``evals/models/<name>.pt`` (state_dict) with ``<name>.json`` (recipe, float accuracy),
+made by `make models` (seeded, one thread: see :mod:`evals.base_models`), and their
+int8 conversion (calibrated on training samples), cached in ``build/models/<name>.mtm``.
+When a recipe changes, the model is trained here first (and `make models-update`
+ships it). The HAR model is trained on the pretraining subjects only, so that it can
+be personalised on a held-out subject.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -35,9 +37,11 @@ from tqdm import tqdm
 
 from evals import datasets as ds
 from microtrain_tools import convert as cv
+from microtrain_tools import paths
 
 __all__ = [
     "MODELS_DIR",
+    "SHIPPED_DIR",
     "FmnistCNN",
     "HarResCNN",
     "RefModel",
@@ -52,9 +56,11 @@ __all__ = [
     "snap_to_int8_grid",
     "train_classifier",
     "train_snapped",
+    "cached_model",
+    "flip_shift",
 ]
 
-MODELS_DIR = Path(__file__).resolve().parents[2] / "build" / "models"
+MODELS_DIR = paths.BUILD / "models"  # int8 conversions (and models trained here)
 
 
 class FmnistCNN(nn.Module):
@@ -243,7 +249,7 @@ def train_snapped(model: nn.Module, x: NDArray[np.float32], y: NDArray[np.int64]
     return losses
 
 
-def _flip_shift(xb: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+def flip_shift(xb: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Fashion-MNIST augmentation: random horizontal flip and a shift of up to 2 pixels."""
     flip = torch.rand(len(xb), generator=gen) < 0.5
     xb = torch.where(flip[:, None, None, None], xb.flip(3), xb)
@@ -315,41 +321,67 @@ def har_calibration(n: int = 100000, seed: int = 1) -> NDArray[np.float32]:
     return w.x[np.sort(idx)]
 
 
-def _cached(name: str, cfg: TrainConfig, calib_cfg: CalibConfig, factory: Callable[[], nn.Module],
+SHIPPED_DIR = Path(__file__).resolve().parent / "models"  # float base models made by `make models`
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_json(path: Path, info: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(info, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def cached_model(name: str, cfg: TrainConfig, calib_cfg: CalibConfig, factory: Callable[[], nn.Module],
             train: Callable[[nn.Module], dict[str, Any]], calib: Callable[[CalibConfig], NDArray[np.float32]],
             cache_dir: Path, retrain: bool, progress: bool) -> RefModel:
-    torch.set_num_threads(1)
+    """The float model of ``name``: the shipped one (evals/models) when it was made by ``cfg``, else
+    trained here into ``cache_dir`` (``retrain`` forces that); its int8 ``.mtm`` is converted into
+    ``cache_dir`` once per float model and calibration."""
+    torch.set_num_threads(1)  # reproducible and, for these small nets, fastest on a shared machine
     cache_dir.mkdir(parents=True, exist_ok=True)
-    pt, mtm_path, meta = (cache_dir / f"{name}.{ext}" for ext in ("pt", "mtm", "json"))
     torch.manual_seed(cfg.seed)  # the initial weights are part of the recipe
     model = factory()
-    info: dict[str, Any] = {}
-    if not retrain and pt.is_file() and meta.is_file():
-        try:
-            info = json.loads(meta.read_text())
-        except (OSError, ValueError):
-            info = {}
-    if info.get("config") == asdict(cfg):
+    pt, meta = SHIPPED_DIR / f"{name}.pt", SHIPPED_DIR / f"{name}.json"
+    info = {} if retrain else _read_json(meta)
+    if info.get("config") == asdict(cfg) and pt.is_file():
         model.load_state_dict(torch.load(pt, map_location="cpu", weights_only=True))
         model.eval()
     else:
-        t0 = time.perf_counter()
-        info = train(model)
-        info["train_seconds"] = round(time.perf_counter() - t0, 1)
-        info["config"] = asdict(cfg)
-        info["params"] = n_params(model)
-        tmp = pt.with_suffix(".pt.tmp")
-        torch.save(model.state_dict(), tmp)
-        tmp.replace(pt)
-        mtm_path.unlink(missing_ok=True)
-    if not mtm_path.is_file() or info.get("calib") != asdict(calib_cfg):
+        if not retrain:
+            print(f"{name}: no shipped model for recipe {cfg.recipe!r} in {SHIPPED_DIR}: training it here "
+                  "(`make models-update` ships it)", flush=True)
+        pt, meta = cache_dir / f"{name}.pt", cache_dir / f"{name}.json"
+        info = _read_json(meta) if not retrain else {}
+        if info.get("config") == asdict(cfg) and pt.is_file():
+            model.load_state_dict(torch.load(pt, map_location="cpu", weights_only=True))
+            model.eval()
+        else:
+            t0 = time.perf_counter()
+            info = train(model)
+            info["train_seconds"] = round(time.perf_counter() - t0, 1)
+            info["config"] = asdict(cfg)
+            info["params"] = n_params(model)
+            tmp = pt.with_suffix(".pt.tmp")
+            torch.save(model.state_dict(), tmp)
+            tmp.replace(pt)
+            _write_json(meta, info)
+    mtm_path, conv_meta = cache_dir / f"{name}.mtm", cache_dir / f"{name}.mtm.json"
+    made = {"float_model_sha256": _sha256(pt), "calib": asdict(calib_cfg)}
+    if not mtm_path.is_file() or _read_json(conv_meta) != made:
         cv.convert_to_file(model, calib(calib_cfg), mtm_path, method=calib_cfg.method,
                            percentile=calib_cfg.percentile, progress=progress)
-        info["calib"] = asdict(calib_cfg)
-        tmp = meta.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(info, indent=1) + "\n")
-        tmp.replace(meta)
-    return RefModel(name, model, pt, mtm_path, info)
+        _write_json(conv_meta, made)
+    return RefModel(name, model, pt, mtm_path, {**info, "calib": asdict(calib_cfg)})
 
 
 def get_fmnist_model(cache_dir: Path = MODELS_DIR, retrain: bool = False, progress: bool = True) -> RefModel:
@@ -358,12 +390,12 @@ def get_fmnist_model(cache_dir: Path = MODELS_DIR, retrain: bool = False, progre
 
     def train(model: nn.Module) -> dict[str, Any]:
         x, y = ds.fashion_mnist("train")
-        losses = train_snapped(model, x, y, cfg, "train fmnist_cnn", augment=_flip_shift, progress=progress)
+        losses = train_snapped(model, x, y, cfg, "train fmnist_cnn", augment=flip_shift, progress=progress)
         xt, yt = ds.fashion_mnist("test")
         acc = float((predict(model, xt).argmax(1) == yt).mean())
         return {"epoch_loss": [round(v, 4) for v in losses], "float_test_acc": acc}
 
-    return _cached("fmnist_cnn", cfg, FMNIST_CALIB, FmnistCNN, train,
+    return cached_model("fmnist_cnn", cfg, FMNIST_CALIB, FmnistCNN, train,
                    lambda c: fmnist_calibration(c.n, c.seed),
                    cache_dir, retrain, progress)
 
@@ -382,6 +414,6 @@ def get_har_model(cache_dir: Path = MODELS_DIR, retrain: bool = False, progress:
                 "pretrain_subjects": list(ds.PRETRAIN_SUBJECTS),
                 "held_out_subjects": list(ds.HELD_OUT_SUBJECTS)}
 
-    return _cached("har_rescnn", cfg, HAR_CALIB, HarResCNN, train,
+    return cached_model("har_rescnn", cfg, HAR_CALIB, HarResCNN, train,
                    lambda c: har_calibration(c.n, c.seed),
                    cache_dir, retrain, progress)

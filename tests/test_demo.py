@@ -1,4 +1,4 @@
-"""`make demo`'s training run: the digits MLP trained inside micropython reaches the issue's bar."""
+"""examples/digits_mlp: the MLP trained inside micropython reaches 85 % and its logits stay bit-exact."""
 
 from __future__ import annotations
 

@@ -34,6 +34,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,7 @@ from support.harness import MICROPYTHON, NATMOD_X64, PYTHON_LIB, ROOT, ensure_na
 DOCS = ROOT / "docs"
 STUBS = ROOT / "stubs"
 PKG_SRC = PYTHON_LIB / "microtrain"
-VENV_BIN = MICROPYTHON.parent
+VENV_BIN = Path(sys.executable).parent  # microtrain, python (MICROPYTHON may be another binary)
 SEP = "@@docs-block@@"
 
 # --------------------------------------------------------------------------
@@ -463,7 +464,6 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ctx, list[Block],
     env = dict(os.environ)
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env["MPLBACKEND"] = "Agg"
-    env["MT"] = str(ROOT)  # the repository, as getting-started.md calls it
     blocks = [b for b in parse_blocks(DOCS / "getting-started.md") if b.run or b.file]
     outs = []
     for b in blocks:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: evals/ runs the protocol
 
 from evals import experiments as ex  # noqa: E402
 from evals import train_eval as te  # noqa: E402
@@ -21,13 +21,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quiet", action="store_true", help="do not echo the device's progress")
     args = ap.parse_args()
-    c = te.personalise(echo=not args.quiet)
+    c = te.personalise(echo=not args.quiet, seeds=te.SEEDS)
     rows = []
     for subj, r in c["subjects"].items():
-        d = r["device"]
-        rows.append([subj, f"{100 * d['acc_before']:.2f}", f"{100 * d['acc']:.2f}",
-                     f"{100 * (d['acc'] - d['acc_before']):+.2f}", f"{100 * r['torch']:.2f}"])
+        before = r["device"][0]["acc_before"]
+        accs = [d["acc"] for d in r["device"]]
+        rows.append([subj, f"{100 * before:.2f}", te.spread(accs), te.spread([a - before for a in accs]),
+                     te.spread(r["torch"])])
     print(ex.table(rows, ["subject", "frozen %", "adapted on device %", "gain (pts)", "torch adapted %"]))
+    print(f"(mean +- standard deviation [min..max] over seeds {list(te.SEEDS)})")
     return 0
 
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: evals/ runs the protocol
 
 from evals import experiments as ex  # noqa: E402
 from evals import train_eval as te  # noqa: E402
@@ -20,11 +20,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quiet", action="store_true", help="do not echo the device's progress")
     args = ap.parse_args()
-    r = te.scratch(echo=not args.quiet)
-    d, t = r["device"]["acc"], r["torch"]["acc"]
-    row = ["all layers, float32 master", f"{100 * d:.2f}", f"{100 * t:.2f}", f"{100 * (t - d):+.2f}"]
-    print(ex.table([row],
-                   ["training", "device acc %", "torch fp32 acc %", "gap (pts)"]))
+    r = te.scratch(echo=not args.quiet, seeds=te.SEEDS)
+    d, t = [v["acc"] for v in r["device"]], [v["acc"] for v in r["torch"]]
+    row = ["all layers, float32 master", te.spread(d), te.spread(t),
+           te.spread([a - b for a, b in zip(t, d, strict=True)])]
+    print(ex.table([row], ["training", "device acc %", "torch fp32 acc %", "gap (pts)"]))
+    print(f"(mean +- standard deviation [min..max] over seeds {list(te.SEEDS)})")
     return 0
 
 

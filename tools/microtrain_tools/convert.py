@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib
 import math
 import operator
 import sys
@@ -763,19 +762,9 @@ def run_mtm(model_bytes: bytes | bytearray | memoryview | Model, x: ArrayLike) -
 
 
 def _load_module(spec: str, state_dict: str | None) -> nn.Module:
-    if ":" in spec and not Path(spec).exists():
-        mod_name, _, attr = spec.partition(":")
-        factory = getattr(importlib.import_module(mod_name), attr)
-        module = factory()
-    else:
-        module = torch.load(spec, map_location="cpu", weights_only=False)
-    if isinstance(module, dict):
-        raise ConvertError(f"{spec} holds a state_dict; pass MODULE:FACTORY with --state-dict instead")
-    if not isinstance(module, nn.Module):
-        raise ConvertError(f"{spec} is not a torch.nn.Module")
-    if state_dict:
-        sd = torch.load(state_dict, map_location="cpu", weights_only=True)
-        module.load_state_dict(sd)
+    from microtrain_tools.to_torch import load_module  # one way to name a user's module, for both commands
+
+    module: nn.Module = load_module(spec, state_dict, what="model")
     return module
 
 

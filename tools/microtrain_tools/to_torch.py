@@ -168,36 +168,42 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
     return sd, notes
 
 
-def load_module(spec: str, state_dict: str | None = None) -> Any:
+def load_module(spec: str, state_dict: str | None = None, what: str = "--module") -> Any:
     """Build the module: ``pkg.mod:Class`` (or a factory; called with no arguments), or a
-    ``torch.save``d module file; then load ``state_dict`` (strict) when given."""
+    ``torch.save``d module file; then load ``state_dict`` (strict) when given. ``PKG.MODULE`` is
+    looked up in the current folder first, as ``python -m`` does. ``what`` names the argument
+    in error messages."""
     if ":" in spec and not Path(spec).exists():
         mod_name, _, attr = spec.partition(":")
         if not mod_name or not attr:
-            raise ToTorchError(f"--module {spec!r}: expected PKG.MODULE:CLASS")
+            raise ToTorchError(f"{what} {spec!r}: expected PKG.MODULE:CLASS")
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())  # the user's own module, next to their files
         try:
             obj: Any = importlib.import_module(mod_name)
         except ImportError as e:
-            raise ToTorchError(f"--module {spec!r}: cannot import {mod_name!r}: {e}") from None
+            raise ToTorchError(f"{what} {spec!r}: cannot import {mod_name!r}: {e}") from None
         for part in attr.split("."):
             if not hasattr(obj, part):
-                raise ToTorchError(f"--module {spec!r}: {mod_name!r} has no attribute {attr!r}")
+                raise ToTorchError(f"{what} {spec!r}: {mod_name!r} has no attribute {attr!r}")
             obj = getattr(obj, part)
         try:
             module = obj()
         except TypeError as e:
-            raise ToTorchError(f"--module {spec!r}: cannot be built without arguments: {e}") from None
+            raise ToTorchError(f"{what} {spec!r}: cannot be built without arguments: {e}") from None
     elif Path(spec).exists():
         import torch
 
         module = torch.load(spec, map_location="cpu", weights_only=False)
     else:
-        raise ToTorchError(f"--module {spec!r}: neither PKG.MODULE:CLASS nor an existing file")
+        raise ToTorchError(f"{what} {spec!r}: neither PKG.MODULE:CLASS nor an existing file")
     import torch  # after resolving the spec: a bad spec fails fast
     import torch.nn as nn
 
+    if isinstance(module, dict):
+        raise ToTorchError(f"{what} {spec!r} holds a state_dict: pass PKG.MODULE:CLASS with --state-dict")
     if not isinstance(module, nn.Module):
-        raise ToTorchError(f"--module {spec!r} is not a torch.nn.Module (got {type(module).__name__})")
+        raise ToTorchError(f"{what} {spec!r} is not a torch.nn.Module (got {type(module).__name__})")
     if state_dict:
         sd = torch.load(state_dict, map_location="cpu", weights_only=True)
         if not isinstance(sd, dict):
