@@ -9,23 +9,17 @@ float model.
 from __future__ import annotations
 
 import struct
-import sys
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn as nn
 
-try:
-    import microtrain_tools  # noqa: F401
-except ImportError:  # not installed: use the source tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-
-from microtrain_tools import convert as cv  # noqa: E402
-from microtrain_tools import mtm  # noqa: E402
-from microtrain_tools.reference import oracle as o  # noqa: E402
+from microtrain_tools import convert as cv
+from microtrain_tools import mtm
+from microtrain_tools.reference import oracle as o
+from support.torch_models import Cnn2d, Res1d, as_1d, train_quick
 
 N_TEST = 300
 
@@ -46,79 +40,18 @@ def digits() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     return x[:1400], y[:1400], x[1400:1400 + N_TEST], y[1400:1400 + N_TEST]
 
 
-class Cnn2d(nn.Module):
-    """conv-bn-relu, depthwise(-bn-relu6) + pointwise(-bn-relu), pools, flatten after a conv, linears."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-            nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), nn.BatchNorm2d(8), nn.ReLU6(),
-            nn.Conv2d(8, 16, 1), nn.BatchNorm2d(16), nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(16, 16, 3, stride=1, padding=1), nn.ReLU(),
-            nn.AvgPool2d(2),
-        )
-        self.drop = nn.Dropout(0.1)
-        self.fc1 = nn.Linear(16 * 2 * 2, 32)
-        self.fc2 = nn.Linear(32, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.flatten(self.features(x), 1)
-        return self.fc2(torch.relu(self.fc1(self.drop(x))))
-
-
-class Res1d(nn.Module):
-    """1-D CNN with a residual add: conv-bn-relu, conv-bn, add, relu, pool, global pool, linear."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv1d(8, 16, 3, padding=1)
-        self.bn1 = nn.BatchNorm1d(16)
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv1d(16, 16, 3, padding=1)
-        self.bn2 = nn.BatchNorm1d(16)
-        self.pool = nn.MaxPool1d(2)
-        self.conv3 = nn.Conv1d(16, 24, 3, stride=2, padding=1)
-        self.gap = nn.AdaptiveAvgPool1d(1)
-        self.fc = nn.Linear(24, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a = self.relu(self.bn1(self.conv1(x)))
-        b = self.bn2(self.conv2(a))
-        c = self.relu(a + b)
-        c = self.relu(self.conv3(self.pool(c)))
-        return self.fc(self.gap(c).flatten(1))
-
-
-def _train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int = 12) -> nn.Module:
-    torch.manual_seed(0)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    model.train()
-    for _ in range(epochs):
-        for idx in torch.randperm(len(y)).split(64):
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
-            opt.step()
-    return model.eval()
-
-
-def _as_1d(x: torch.Tensor) -> torch.Tensor:
-    return x[:, 0]  # (N, 8 rows as channels, 8 columns as time)
-
-
 @pytest.fixture(scope="module")
 def cnn2d(digits):  # type: ignore[no-untyped-def]
     torch.manual_seed(1)
     xtr, ytr, _, _ = digits
-    return _train(Cnn2d(), xtr, ytr)
+    return train_quick(Cnn2d(), xtr, ytr)
 
 
 @pytest.fixture(scope="module")
 def res1d(digits):  # type: ignore[no-untyped-def]
     torch.manual_seed(2)
     xtr, ytr, _, _ = digits
-    return _train(Res1d(), _as_1d(xtr), ytr)
+    return train_quick(Res1d(), as_1d(xtr), ytr)
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +94,7 @@ def test_cnn2d_digits_parity(cnn2d, cnn2d_file, digits) -> None:  # type: ignore
 
 def test_res1d_digits_parity(res1d, digits) -> None:  # type: ignore[no-untyped-def]
     xtr, _, xte, yte = digits
-    data = mtm.write(cv.convert(res1d, _as_1d(xtr[:256]), progress=False))
+    data = mtm.write(cv.convert(res1d, as_1d(xtr[:256]), progress=False))
     m = mtm.read(data)
     add = m.layer("add")
     assert add.op == mtm.Op.ADD and add.act == mtm.Act.RELU
@@ -169,20 +102,20 @@ def test_res1d_digits_parity(res1d, digits) -> None:  # type: ignore[no-untyped-
     assert add.inputs[0] == conv1.output  # the skip connection reads conv1's output again
     assert m.tensors[m.input].shape == (1, 8, 8) and m.tensors[m.input].signal_1d
     assert conv1.params[6] == 1 and conv1.params[0] == 1  # conv1d is H = 1
-    _parity(res1d, data, _as_1d(xte), yte)
+    _parity(res1d, data, as_1d(xte), yte)
 
 
 def test_percentile_calibration(res1d, digits) -> None:  # type: ignore[no-untyped-def]
     xtr, _, xte, yte = digits
-    mm = cv.convert(res1d, _as_1d(xtr[:256]), progress=False)
-    mp = cv.convert(res1d, _as_1d(xtr[:256]), method="percentile", percentile=99.0, progress=False)
+    mm = cv.convert(res1d, as_1d(xtr[:256]), progress=False)
+    mp = cv.convert(res1d, as_1d(xtr[:256]), method="percentile", percentile=99.0, progress=False)
     s_mm = [t.scale for t in mm.tensors if t.kind == mtm.Kind.ACTIVATION]
     s_mp = [t.scale for t in mp.tensors if t.kind == mtm.Kind.ACTIVATION]
     assert all(b <= a for a, b in zip(s_mm, s_mp, strict=True)) and any(b < a for a, b in zip(s_mm, s_mp,
                                                                                               strict=True))
-    q = cv.run_mtm(mtm.write(mp), _as_1d(xte))
+    q = cv.run_mtm(mtm.write(mp), as_1d(xte))
     with torch.no_grad():
-        ref = res1d(_as_1d(xte)).numpy()
+        ref = res1d(as_1d(xte)).numpy()
     assert (q.argmax(1) == ref.argmax(1)).mean() >= 0.95
 
 

@@ -31,7 +31,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
-from test_convert import Cnn2d, Res1d, _as_1d, _train
 from torch import nn
 
 from microtrain_tools import convert as cv
@@ -39,6 +38,7 @@ from microtrain_tools import mtm
 from microtrain_tools.mtm import Act, Op
 from microtrain_tools.reference import train_ref as tr
 from support.harness import ROOT, cosine, run_micropython
+from support.torch_models import Cnn2d, Res1d, as_1d, train_quick
 
 RUNNER = ROOT / "tests" / "mp" / "train_runner.py"
 N_STEPS = 40
@@ -100,9 +100,9 @@ def setups(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Setup]:
     try:
         nets = {}
         same = lambda t: t  # noqa: E731
-        for name, cls, view in (("cnn", Cnn2d, same), ("res", Res1d, _as_1d), ("misc", Misc, same)):
+        for name, cls, view in (("cnn", Cnn2d, same), ("res", Res1d, as_1d), ("misc", Misc, same)):
             torch.manual_seed(1)
-            nets[name] = (_train(cls(), view(x[:1000]), y[:1000], epochs=5), view)
+            nets[name] = (train_quick(cls(), view(x[:1000]), y[:1000], epochs=5), view)
     finally:
         torch.set_num_threads(threads)
     for name, (net, view) in nets.items():
