@@ -307,7 +307,7 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
         check(c, "bias", mt_bias_check(bias, p.out_c));
         check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_c));
         if (!failed(c)) {
-            conv2d_s8_forward(&p, x, w, bias, mult, shift, y);
+            mt_conv2d_s8_forward(&p, x, w, bias, mult, shift, y);
         }
         return 0;
     }
@@ -325,7 +325,7 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = conv2d_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+        *ret = mt_conv2d_s8_grad_input(&p, e, w, wr, mask, acc, ein);
         return 1;
     }
     const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
@@ -335,7 +335,7 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
         int32_t *gw = buf(c, 4, "gw", I32, nw, 1, NULL);
         int32_t *gb = buf(c, 5, "gb", I32, p.out_c, 1, NULL);
         if (!failed(c)) {
-            conv2d_s8_grad_weight(&p, x, e, mask, gw, gb);
+            mt_conv2d_s8_grad_weight(&p, x, e, mask, gw, gb);
         }
         return 0;
     }
@@ -345,7 +345,7 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
     float *gw = buf(c, 6, "gw", F32, nw, 1, NULL);
     float *gb = buf(c, 7, "gb", F32, p.out_c, 1, NULL);
     if (!failed(c)) {
-        conv2d_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
+        mt_conv2d_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
     }
 #else
     fail(c, "DriverError", "op", "no float support");
@@ -372,7 +372,7 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
         check(c, "bias", mt_bias_check(bias, p.out_n));
         check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_n));
         if (!failed(c)) {
-            linear_s8_forward(&p, x, w, bias, mult, shift, y);
+            mt_linear_s8_forward(&p, x, w, bias, mult, shift, y);
         }
         return 0;
     }
@@ -390,7 +390,7 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = linear_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+        *ret = mt_linear_s8_grad_input(&p, e, w, wr, mask, acc, ein);
         return 1;
     }
     const int8_t *x = buf(c, 1, "x", S8, p.in_n, 0, NULL);
@@ -400,7 +400,7 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
         int32_t *gw = buf(c, 4, "gw", I32, nw, 1, NULL);
         int32_t *gb = buf(c, 5, "gb", I32, p.out_n, 1, NULL);
         if (!failed(c)) {
-            linear_s8_grad_weight(&p, x, e, mask, gw, gb);
+            mt_linear_s8_grad_weight(&p, x, e, mask, gw, gb);
         }
         return 0;
     }
@@ -410,7 +410,7 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
     float *gw = buf(c, 6, "gw", F32, nw, 1, NULL);
     float *gb = buf(c, 7, "gb", F32, p.out_n, 1, NULL);
     if (!failed(c)) {
-        linear_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
+        mt_linear_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
     }
 #else
     fail(c, "DriverError", "op", "no float support");
@@ -431,9 +431,9 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         if (op[0] == 'm') {
-            maxpool_s8_forward(&p, x, y);
+            mt_maxpool_s8_forward(&p, x, y);
         } else {
-            avgpool_s8_forward(&p, x, y);
+            mt_avgpool_s8_forward(&p, x, y);
         }
         return 0;
     }
@@ -445,7 +445,7 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = maxpool_s8_grad_input(&p, x, e, acc, ein);
+        *ret = mt_maxpool_s8_grad_input(&p, x, e, acc, ein);
         return 1;
     }
     const int8_t *e = buf(c, 1, "e", S8, nout, 0, NULL);
@@ -454,7 +454,7 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
     if (failed(c)) {
         return 0;
     }
-    *ret = avgpool_s8_grad_input(&p, e, acc, ein);
+    *ret = mt_avgpool_s8_grad_input(&p, e, acc, ein);
     return 1;
 }
 
@@ -476,9 +476,9 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         if (six) {
-            relu6_s8_forward(x, y, n, zp, q6);
+            mt_relu6_s8_forward(x, y, n, zp, q6);
         } else {
-            relu_s8_forward(x, y, n, zp);
+            mt_relu_s8_forward(x, y, n, zp);
         }
         return 0;
     }
@@ -498,9 +498,9 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         if (six) {
-            relu6_s8_backward(y, e, n, zp, q6);
+            mt_relu6_s8_backward(y, e, n, zp, q6);
         } else {
-            relu_s8_backward(y, e, n, zp);
+            mt_relu_s8_backward(y, e, n, zp);
         }
         return 0;
     }
@@ -522,7 +522,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         const int8_t *x = buf(c, 0, "x", S8, (int64_t)hw * ch, 0, NULL);
         int8_t *y = buf(c, 3, "y", S8, ch, 1, NULL);
         if (!failed(c)) {
-            global_avgpool_s8_forward(x, hw, ch, y);
+            mt_global_avgpool_s8_forward(x, hw, ch, y);
         }
         return 0;
     }
@@ -540,7 +540,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         }
         int8_t *ein = buf(c, 2, "ein", S8, (int64_t)hw * n, 1, NULL);
         if (!failed(c)) {
-            global_avgpool_s8_grad_input(e, hw, (int32_t)n, ein);
+            mt_global_avgpool_s8_grad_input(e, hw, (int32_t)n, ein);
         }
         return 0;
     }
@@ -562,7 +562,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         const int8_t *x2 = buf(c, 2, "x2", S8, p.n, 0, NULL);
         int8_t *y = buf(c, 3, "y", S8, p.n, 1, NULL);
         if (!failed(c)) {
-            add_s8_forward(&p, x1, x2, y);
+            mt_add_s8_forward(&p, x1, x2, y);
         }
         return 0;
     }
@@ -584,7 +584,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = add_s8_grad_merge(ea, ra, eb, rb, n, o);
+        *ret = mt_add_s8_grad_merge(ea, ra, eb, rb, n, o);
         return 1;
     }
     if (!strcmp(op, "softmax_xent_s8")) {
@@ -613,7 +613,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = softmax_xent_s8(q, (int32_t)n, label, lut, err, stats);
+        *ret = mt_softmax_xent_s8(q, (int32_t)n, label, lut, err, stats);
         return 1;
     }
     if (!strcmp(op, "l1_norm_s8")) {
@@ -633,7 +633,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         }
         int32_t *norms = buf(c, 2, "norms", I32, ch, 1, NULL);
         if (!failed(c)) {
-            l1_norm_s8(e, n / (uint32_t)ch, ch, norms);
+            mt_l1_norm_s8(e, n / (uint32_t)ch, ch, norms);
         }
         return 0;
     }
@@ -651,7 +651,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         }
         uint8_t *mask = buf(c, 2, "mask", S8, n, 1, NULL);
         if (!failed(c)) {
-            topk_mask(norms, (int32_t)n, k, mask);
+            mt_topk_mask(norms, (int32_t)n, k, mask);
         }
         return 0;
     }
@@ -664,7 +664,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = dyn_requant_s8(acc, n, o);
+        *ret = mt_dyn_requant_s8(acc, n, o);
         return 1;
     }
     if (!strcmp(op, "f32_axpy_i32")) {
@@ -676,7 +676,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         const float a = (float)float_arg(c, 1, "a");
         float *y = buf(c, 2, "y", F32, n, 1, NULL);
         if (!failed(c)) {
-            f32_axpy_i32(y, x, n, a);
+            mt_f32_axpy_i32(y, x, n, a);
         }
 #else
         fail(c, "DriverError", "op", "no float support");

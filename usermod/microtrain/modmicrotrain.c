@@ -373,7 +373,7 @@ static mp_obj_t mod_conv2d_s8_forward(size_t n_args, const mp_obj_t *args) {
     mt_check_qparams(fn, bias, mult, shift, p->out_c);
     mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
     mt_no_overlap(fn, "y", y, (size_t)nout, "w", w, (size_t)mt_conv_w_n(p));
-    conv2d_s8_forward(p, x, w, bias, mult, shift, y);
+    mt_conv2d_s8_forward(p, x, w, bias, mult, shift, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_forward_obj, 7, 7, mod_conv2d_s8_forward);
@@ -403,7 +403,7 @@ static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     }
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "w", w, (size_t)mt_conv_w_n(p));
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "wr", wr, (size_t)p->out_c * 4);
-    return mp_obj_new_int(conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
+    return mp_obj_new_int(mt_conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_input_obj, 7, 7, mod_conv2d_s8_grad_input);
 
@@ -419,7 +419,7 @@ static mp_obj_t mod_conv2d_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_c);
     mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
                         (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
-    conv2d_s8_grad_weight(p, x, e, mask, gw, gb);
+    mt_conv2d_s8_grad_weight(p, x, e, mask, gw, gb);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_obj, 6, 6, mod_conv2d_s8_grad_weight);
@@ -439,7 +439,7 @@ static mp_obj_t mod_conv2d_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     float *gb = mt_out_f32(fn, "gb", args[7], p->out_c);
     mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
                         (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
-    conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    mt_conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_f32_obj, 8, 8, mod_conv2d_s8_grad_weight_f32);
@@ -462,7 +462,7 @@ static mp_obj_t mod_linear_s8_forward(size_t n_args, const mp_obj_t *args) {
     mt_check_qparams(fn, bias, mult, shift, p->out_n);
     mt_no_overlap(fn, "y", y, (size_t)p->out_n, "x", x, (size_t)p->in_n);
     mt_no_overlap(fn, "y", y, (size_t)p->out_n, "w", w, (size_t)(p->in_n * p->out_n));
-    linear_s8_forward(p, x, w, bias, mult, shift, y);
+    mt_linear_s8_forward(p, x, w, bias, mult, shift, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_forward_obj, 7, 7, mod_linear_s8_forward);
@@ -490,7 +490,7 @@ static mp_obj_t mod_linear_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     }
     mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "w", w, (size_t)(p->in_n * p->out_n));
     mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "wr", wr, (size_t)p->out_n * 4);
-    return mp_obj_new_int(linear_s8_grad_input(p, e, w, wr, mask, acc, ein));
+    return mp_obj_new_int(mt_linear_s8_grad_input(p, e, w, wr, mask, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_input_obj, 7, 7, mod_linear_s8_grad_input);
 
@@ -506,7 +506,7 @@ static mp_obj_t mod_linear_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_n);
     mt_no_overlap_grads(fn, gw, (size_t)(p->in_n * p->out_n) * 4, gb, (size_t)p->out_n * 4, x,
                         (size_t)p->in_n, e, (size_t)p->out_n);
-    linear_s8_grad_weight(p, x, e, mask, gw, gb);
+    mt_linear_s8_grad_weight(p, x, e, mask, gw, gb);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_weight_obj, 6, 6, mod_linear_s8_grad_weight);
@@ -526,7 +526,7 @@ static mp_obj_t mod_linear_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     float *gb = mt_out_f32(fn, "gb", args[7], p->out_n);
     mt_no_overlap_grads(fn, gw, (size_t)(p->in_n * p->out_n) * 4, gb, (size_t)p->out_n * 4, x,
                         (size_t)p->in_n, e, (size_t)p->out_n);
-    linear_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    mt_linear_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_weight_f32_obj, 8, 8, mod_linear_s8_grad_weight_f32);
@@ -558,7 +558,7 @@ static mp_obj_t mod_relu_s8_forward(size_t n_args, const mp_obj_t *args) {
     const int32_t zp = mt_zp(fn, "zp", args[1]);
     int8_t *y = mt_out_s8(fn, "y", args[2], (int32_t)n);
     mt_inplace_ok(fn, y, x, n);
-    relu_s8_forward(x, y, n, zp);
+    mt_relu_s8_forward(x, y, n, zp);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu_s8_forward_obj, 3, 3, mod_relu_s8_forward);
@@ -575,7 +575,7 @@ static mp_obj_t mod_relu6_s8_forward(size_t n_args, const mp_obj_t *args) {
         MT_VALUE_ERR(fn, "q6", "must be >= zp");
     }
     mt_inplace_ok(fn, y, x, n);
-    relu6_s8_forward(x, y, n, zp, q6);
+    mt_relu6_s8_forward(x, y, n, zp, q6);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu6_s8_forward_obj, 4, 4, mod_relu6_s8_forward);
@@ -590,7 +590,7 @@ static mp_obj_t mod_relu_s8_backward(size_t n_args, const mp_obj_t *args) {
     if ((const void *)e != (const void *)y) {
         mt_no_overlap(fn, "e", e, n, "y", y, n);
     }
-    relu_s8_backward(y, e, n, zp);
+    mt_relu_s8_backward(y, e, n, zp);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu_s8_backward_obj, 3, 3, mod_relu_s8_backward);
@@ -609,7 +609,7 @@ static mp_obj_t mod_relu6_s8_backward(size_t n_args, const mp_obj_t *args) {
     if ((const void *)e != (const void *)y) {
         mt_no_overlap(fn, "e", e, n, "y", y, n);
     }
-    relu6_s8_backward(y, e, n, zp, q6);
+    mt_relu6_s8_backward(y, e, n, zp, q6);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu6_s8_backward_obj, 4, 4, mod_relu6_s8_backward);
@@ -626,7 +626,7 @@ static mp_obj_t mod_maxpool_s8_forward(size_t n_args, const mp_obj_t *args) {
     const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
     int8_t *y = mt_out_s8(fn, "y", args[2], nout);
     mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
-    maxpool_s8_forward(p, x, y);
+    mt_maxpool_s8_forward(p, x, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_maxpool_s8_forward_obj, 3, 3, mod_maxpool_s8_forward);
@@ -644,7 +644,7 @@ static mp_obj_t mod_maxpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "x", x, (size_t)nin);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
-    return mp_obj_new_int(maxpool_s8_grad_input(p, x, e, acc, ein));
+    return mp_obj_new_int(mt_maxpool_s8_grad_input(p, x, e, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_maxpool_s8_grad_input_obj, 5, 5, mod_maxpool_s8_grad_input);
 
@@ -657,7 +657,7 @@ static mp_obj_t mod_avgpool_s8_forward(size_t n_args, const mp_obj_t *args) {
     const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
     int8_t *y = mt_out_s8(fn, "y", args[2], nout);
     mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
-    avgpool_s8_forward(p, x, y);
+    mt_avgpool_s8_forward(p, x, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_avgpool_s8_forward_obj, 3, 3, mod_avgpool_s8_forward);
@@ -673,7 +673,7 @@ static mp_obj_t mod_avgpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     int8_t *ein = mt_out_s8(fn, "ein", args[3], nin);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
-    return mp_obj_new_int(avgpool_s8_grad_input(p, e, acc, ein));
+    return mp_obj_new_int(mt_avgpool_s8_grad_input(p, e, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_avgpool_s8_grad_input_obj, 4, 4, mod_avgpool_s8_grad_input);
 
@@ -699,7 +699,7 @@ static mp_obj_t mod_global_avgpool_s8_forward(size_t n_args, const mp_obj_t *arg
     const int8_t *x = mt_in_s8(fn, "x", args[0], hw * c, NULL);
     int8_t *y = mt_out_s8(fn, "y", args[3], c);
     mt_no_overlap(fn, "y", y, (size_t)c, "x", x, (size_t)(hw * c));
-    global_avgpool_s8_forward(x, hw, c, y);
+    mt_global_avgpool_s8_forward(x, hw, c, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_global_avgpool_s8_forward_obj, 4, 4, mod_global_avgpool_s8_forward);
@@ -715,7 +715,7 @@ static mp_obj_t mod_global_avgpool_s8_grad_input(size_t n_args, const mp_obj_t *
     }
     int8_t *ein = mt_out_s8(fn, "ein", args[2], hw * (int32_t)c);
     mt_no_overlap(fn, "ein", ein, (size_t)hw * c, "e", e, c);
-    global_avgpool_s8_grad_input(e, hw, (int32_t)c, ein);
+    mt_global_avgpool_s8_grad_input(e, hw, (int32_t)c, ein);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_global_avgpool_s8_grad_input_obj, 3, 3, mod_global_avgpool_s8_grad_input);
@@ -740,7 +740,7 @@ static mp_obj_t mod_add_s8_forward(size_t n_args, const mp_obj_t *args) {
     if (y != x2) {
         mt_no_overlap(fn, "y", y, (size_t)n, "x2", x2, (size_t)n);
     }
-    add_s8_forward(&u.s, x1, x2, y);
+    mt_add_s8_forward(&u.s, x1, x2, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_add_s8_forward_obj, 4, 4, mod_add_s8_forward);
@@ -770,7 +770,7 @@ static mp_obj_t mod_add_s8_grad_merge(size_t n_args, const mp_obj_t *args) {
     if (out != eb) {
         mt_no_overlap(fn, "out", out, n, "eb", eb, n);
     }
-    return mp_obj_new_int(add_s8_grad_merge(ea, ra, eb, rb, n, out));
+    return mp_obj_new_int(mt_add_s8_grad_merge(ea, ra, eb, rb, n, out));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_add_s8_grad_merge_obj, 5, 5, mod_add_s8_grad_merge);
 
@@ -801,7 +801,7 @@ static mp_obj_t mod_softmax_xent_s8(size_t n_args, const mp_obj_t *args) {
     int8_t *err = mt_out_s8(fn, "err", args[3], (int32_t)c);
     int32_t *stats = mt_out_i32(fn, "stats", args[4], 3);
     mt_no_overlap(fn, "err", err, c, "logits", q, c);
-    return mp_obj_new_int(softmax_xent_s8(q, (int32_t)c, label, lut, err, stats));
+    return mp_obj_new_int(mt_softmax_xent_s8(q, (int32_t)c, label, lut, err, stats));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_softmax_xent_s8_obj, 5, 5, mod_softmax_xent_s8);
 
@@ -825,7 +825,7 @@ static mp_obj_t mod_l1_norm_s8(size_t n_args, const mp_obj_t *args) {
         MT_VALUE_ERR(fn, "e", "too many positions (2^24 or more)");
     }
     int32_t *norms = mt_out_i32(fn, "norms", args[2], c);
-    l1_norm_s8(e, npos, c, norms);
+    mt_l1_norm_s8(e, npos, c, norms);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_l1_norm_s8_obj, 3, 3, mod_l1_norm_s8);
@@ -843,7 +843,7 @@ static mp_obj_t mod_topk_mask(size_t n_args, const mp_obj_t *args) {
         MT_VALUE_ERR2(fn, "k", "must be in 0..%d, got %d", (int32_t)c, k);
     }
     uint8_t *mask = (uint8_t *)mt_out_s8(fn, "mask", args[2], (int32_t)c);
-    topk_mask(norms, (int32_t)c, k, mask);
+    mt_topk_mask(norms, (int32_t)c, k, mask);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_topk_mask_obj, 3, 3, mod_topk_mask);
@@ -856,7 +856,7 @@ static mp_obj_t mod_dyn_requant_s8(size_t n_args, const mp_obj_t *args) {
     const int32_t *acc = (const int32_t *)mt_buf(fn, "acc", acc_in, MT_I32, -1, 0, &n);
     int8_t *out = mt_out_s8(fn, "out", out_in, (int32_t)n);
     mt_no_overlap(fn, "out", out, n, "acc", acc, n * 4);
-    return mp_obj_new_int(dyn_requant_s8(acc, n, out));
+    return mp_obj_new_int(mt_dyn_requant_s8(acc, n, out));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_dyn_requant_s8_obj, 2, 2, mod_dyn_requant_s8);
 
@@ -875,7 +875,7 @@ static const uint8_t *mt_mtm_buf(const char *fn, mp_obj_t o, uint32_t *len) {
 static const uint8_t *mt_mtm_tables(const char *fn, mp_obj_t o) {
     uint32_t len;
     const uint8_t *b = mt_mtm_buf(fn, o, &len);
-    mt_check(fn, "buf", mtm_check_tables(b, len));
+    mt_check(fn, "buf", mt_mtm_check_tables(b, len));
     return b;
 }
 
@@ -885,7 +885,7 @@ static mp_obj_t mod_mtm_validate(size_t n_args, const mp_obj_t *args) {
     uint32_t len;
     const uint8_t *b = mt_mtm_buf(fn, args[0], &len);
     int32_t where, index;
-    const char *msg = mtm_validate(b, len, &where, &index);
+    const char *msg = mt_mtm_validate(b, len, &where, &index);
     if (!msg) {
         return mp_const_none;
     }
@@ -897,7 +897,7 @@ static mp_obj_t mod_mtm_validate(size_t n_args, const mp_obj_t *args) {
         pos = mt_put_str(what, pos, ")");
     } else if (where == MTM_WHERE_LAYER) {
         uint32_t nlen = 0;
-        const uint8_t *name = mtm_layer_name(b, len, (uint32_t)index, &nlen);
+        const uint8_t *name = mt_mtm_layer_name(b, len, (uint32_t)index, &nlen);
         pos = mt_put_str(what, pos, " (layer ");
         pos = mt_put_int(what, pos, index);
         if (name) {
@@ -920,7 +920,7 @@ static mp_obj_t mod_mtm_info(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     const uint8_t *b = mt_mtm_tables(fn, args[0]);
     int32_t *out = mt_out_i32(fn, "out", args[1], MTM_INFO_N);
-    mtm_info(b, out);
+    mt_mtm_info(b, out);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_info_obj, 2, 2, mod_mtm_info);
@@ -930,12 +930,12 @@ static mp_obj_t mod_mtm_tensor(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     const uint8_t *b = mt_mtm_tables(fn, args[0]);
     const int32_t i = mt_int(fn, "i", args[1]);
-    const int32_t n = (int32_t)mtm_n_tensors(b);
+    const int32_t n = (int32_t)mt_mtm_n_tensors(b);
     if (i < 0 || i >= n) {
         MT_VALUE_ERR2(fn, "i", "must be in 0..%d, got %d", n - 1, i);
     }
     int32_t *out = mt_out_i32(fn, "out", args[2], MTM_TENSOR_N);
-    mtm_tensor(b, (uint32_t)i, out);
+    mt_mtm_tensor(b, (uint32_t)i, out);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_tensor_obj, 3, 3, mod_mtm_tensor);
@@ -945,12 +945,12 @@ static mp_obj_t mod_mtm_layer(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     const uint8_t *b = mt_mtm_tables(fn, args[0]);
     const int32_t i = mt_int(fn, "i", args[1]);
-    const int32_t n = (int32_t)mtm_n_layers(b);
+    const int32_t n = (int32_t)mt_mtm_n_layers(b);
     if (i < 0 || i >= n) {
         MT_VALUE_ERR2(fn, "i", "must be in 0..%d, got %d", n - 1, i);
     }
     int32_t *out = mt_out_i32(fn, "out", args[2], MTM_LAYER_N);
-    mtm_layer(b, (uint32_t)i, out);
+    mt_mtm_layer(b, (uint32_t)i, out);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_layer_obj, 3, 3, mod_mtm_layer);
@@ -965,7 +965,7 @@ static mp_obj_t mod_f32_axpy_i32(size_t n_args, const mp_obj_t *args) {
     const float a = mt_float(fn, "a", a_in);
     float *y = mt_out_f32(fn, "y", y_in, (int32_t)n);
     mt_no_overlap(fn, "y", y, n * 4, "x", x, n * 4);
-    f32_axpy_i32(y, x, n, a);
+    mt_f32_axpy_i32(y, x, n, a);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_f32_axpy_i32_obj, 3, 3, mod_f32_axpy_i32);
