@@ -1,8 +1,10 @@
 // Host driver for the microtrain C kernels: reads the case file of
 // tools/microtrain_tools/kernel_harness.py, runs every case through the
-// mt_*_check functions and the kernel exactly like the binding
+// mt_*_check functions (descriptors and scalar arguments, in the binding's
+// order) and the kernel exactly like the binding
 // (usermod/microtrain/modmicrotrain.c) does, and writes the same results file
-// as tests/mp/kernel_runner.py. Every buffer is its own exact-size malloc, so
+// as tests/mp/kernel_runner.py. Messages come from the same checks and the
+// same formatter (mt_msg_format), so they are the binding's, byte for byte. Every buffer is its own exact-size malloc, so
 // ASan sees any out-of-bounds access. Python-only argument kinds (eval'd
 // objects) and type errors are reported as "DriverError" results.
 //
@@ -125,19 +127,24 @@ typedef struct {
     arg_t *a;
     int na;
     const char *err_type;  // NULL = ok
-    char msg[256];
+    char msg[MT_MSG_MAX];
 } call_t;
 
 static int failed(const call_t *c) {
     return c->err_type != NULL;
 }
 
-static void fail(call_t *c, const char *type, const char *arg, const char *what) {
+// The first failure wins; v fills the %d of what (NULL: none).
+static void fail_v(call_t *c, const char *type, const char *arg, const char *what, const int32_t *v) {
     if (failed(c)) {
         return;
     }
     c->err_type = type;
-    snprintf(c->msg, sizeof c->msg, "%s: %s: %s", c->fn, arg, what);
+    mt_msg_format(c->msg, sizeof c->msg, c->fn, arg, what, v);
+}
+
+static void fail(call_t *c, const char *type, const char *arg, const char *what) {
+    fail_v(c, type, arg, what, NULL);
 }
 
 enum { S8, I32, U32, F32 };
@@ -170,9 +177,8 @@ static void *buf(call_t *c, int i, const char *name, int dt, int64_t n, int writ
         return NULL;
     }
     if (n >= 0 && (int64_t)a->n != n) {
-        char what[96];
-        snprintf(what, sizeof what, "has %u elements, expected %lld", (unsigned)a->n, (long long)n);
-        fail(c, "ValueError", name, what);
+        const int32_t v[MT_MSG_NVALS] = {(int32_t)a->n, (int32_t)n, 0};  // both < 2^31 here
+        fail_v(c, "ValueError", name, MT_MSG_LENGTH, v);
         return NULL;
     }
     if (len) {
@@ -224,12 +230,23 @@ static void check(call_t *c, const char *arg, const char *msg) {
     }
 }
 
-static int32_t zp_arg(call_t *c, int i, const char *name) {
-    const int32_t v = int_arg(c, i, name);
-    if (!failed(c) && (v < -128 || v > 127)) {
-        fail(c, "ValueError", name, "must be in -128..127");
+// A scalar check of checks.c (msg, with its %d values in v), unless a check failed before.
+static void check_v(call_t *c, const char *arg, const char *msg, const int32_t *v) {
+    if (msg) {
+        fail_v(c, "ValueError", arg, msg, v);
     }
-    return v;
+}
+
+// Scalar int argument i, then its check (skipped once anything failed: the
+// binding raises at the first problem, so later checks never run there).
+typedef const char *(*scalar_check_t)(int32_t x, int32_t *v);
+static int32_t checked_int(call_t *c, int i, const char *name, scalar_check_t chk) {
+    const int32_t x = int_arg(c, i, name);
+    if (!failed(c)) {
+        int32_t v[MT_MSG_NVALS];
+        check_v(c, name, chk(x, v), v);
+    }
+    return x;
 }
 
 // Descriptor: array('i') of exactly n ints copied into dst.
@@ -466,11 +483,11 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *x = buf(c, 0, "x", S8, -1, 0, &n);
-        const int32_t zp = zp_arg(c, 1, "zp");
-        const int32_t q6 = six ? zp_arg(c, 2, "q6") : 0;
+        const int32_t zp = checked_int(c, 1, "zp", mt_level_check);
+        const int32_t q6 = six ? checked_int(c, 2, "q6", mt_level_check) : 0;
         int8_t *y = buf(c, six ? 3 : 2, "y", S8, n, 1, NULL);
-        if (six && !failed(c) && q6 < zp) {
-            fail(c, "ValueError", "q6", "must be >= zp");
+        if (six && !failed(c)) {
+            check(c, "q6", mt_q6_check(q6, zp));
         }
         if (failed(c)) {
             return 0;
@@ -488,11 +505,11 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *y = buf(c, 0, "y", S8, -1, 0, &n);
-        const int32_t zp = zp_arg(c, 1, "zp");
-        const int32_t q6 = six ? zp_arg(c, 2, "q6") : 0;
+        const int32_t zp = checked_int(c, 1, "zp", mt_level_check);
+        const int32_t q6 = six ? checked_int(c, 2, "q6", mt_level_check) : 0;
         int8_t *e = buf(c, six ? 3 : 2, "e", S8, n, 1, NULL);
-        if (six && !failed(c) && q6 < zp) {
-            fail(c, "ValueError", "q6", "must be >= zp");
+        if (six && !failed(c)) {
+            check(c, "q6", mt_q6_check(q6, zp));
         }
         if (failed(c)) {
             return 0;
@@ -508,16 +525,10 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         if (!want_args(c, 4)) {
             return 0;
         }
-        const int32_t hw = int_arg(c, 1, "hw");
-        const int32_t ch = int_arg(c, 2, "c");
-        if (!failed(c) && (hw < 1 || hw > 65536)) {
-            fail(c, "ValueError", "hw", "must be in 1..65536");
-        }
-        if (!failed(c) && (ch < 1 || ch > 65535)) {
-            fail(c, "ValueError", "c", "must be in 1..65535");
-        }
-        if (!failed(c) && (uint32_t)hw * (uint32_t)ch > (1u << 26)) {
-            fail(c, "ValueError", "x", "tensor too large");
+        const int32_t hw = checked_int(c, 1, "hw", mt_hw_check);
+        const int32_t ch = checked_int(c, 2, "c", mt_channels_check);
+        if (!failed(c)) {
+            check(c, "x", mt_hw_c_check(hw, ch));
         }
         const int8_t *x = buf(c, 0, "x", S8, (int64_t)hw * ch, 0, NULL);
         int8_t *y = buf(c, 3, "y", S8, ch, 1, NULL);
@@ -531,12 +542,9 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *e = buf(c, 0, "e", S8, -1, 0, &n);
-        const int32_t hw = int_arg(c, 1, "hw");
-        if (!failed(c) && (hw < 1 || hw > 65536)) {
-            fail(c, "ValueError", "hw", "must be in 1..65536");
-        }
-        if (!failed(c) && (n < 1 || (uint64_t)hw * n > (1u << 26))) {
-            fail(c, "ValueError", "e", "must hold 1..2^26/hw channels");
+        const int32_t hw = checked_int(c, 1, "hw", mt_hw_check);
+        if (!failed(c)) {
+            check(c, "e", mt_gap_channels_check(hw, n));
         }
         int8_t *ein = buf(c, 2, "ein", S8, (int64_t)hw * n, 1, NULL);
         if (!failed(c)) {
@@ -571,16 +579,10 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *ea = buf(c, 0, "ea", S8, -1, 0, &n);
-        const int32_t ra = int_arg(c, 1, "ra");
+        const int32_t ra = checked_int(c, 1, "ra", mt_ratio_check);
         const int8_t *eb = buf(c, 2, "eb", S8, n, 0, NULL);
-        const int32_t rb = int_arg(c, 3, "rb");
+        const int32_t rb = checked_int(c, 3, "rb", mt_ratio_check);
         int8_t *o = buf(c, 4, "out", S8, n, 1, NULL);
-        if (!failed(c) && (ra < 0 || ra > 32768)) {
-            fail(c, "ValueError", "ra", "must be in 0..32768");
-        }
-        if (!failed(c) && (rb < 0 || rb > 32768)) {
-            fail(c, "ValueError", "rb", "must be in 0..32768");
-        }
         if (failed(c)) {
             return 0;
         }
@@ -592,21 +594,17 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *q = buf(c, 0, "logits", S8, -1, 0, &n);
-        if (!failed(c) && (n < 1 || n > 32767)) {
-            fail(c, "ValueError", "logits", "must hold 1..32767 classes");
+        if (!failed(c)) {
+            check(c, "logits", mt_classes_check(n));
         }
         const int32_t label = int_arg(c, 1, "label");
-        if (!failed(c) && (label < 0 || (uint32_t)label >= n)) {
-            fail(c, "ValueError", "label", "out of range");
+        if (!failed(c)) {
+            int32_t v[MT_MSG_NVALS];
+            check_v(c, "label", mt_label_check(label, n, v), v);
         }
         const uint32_t *lut = buf(c, 2, "lut", U32, 256, 0, NULL);
-        if (!failed(c) && lut[0] != 65536u) {
-            fail(c, "ValueError", "lut", "lut[0] must be 65536");
-        }
-        for (int k = 1; k < 256 && !failed(c); ++k) {
-            if (lut[k] > lut[k - 1]) {
-                fail(c, "ValueError", "lut", "must be non-increasing");
-            }
+        if (!failed(c)) {
+            check(c, "lut", mt_softmax_lut_check(lut));
         }
         int8_t *err = buf(c, 3, "err", S8, n, 1, NULL);
         int32_t *stats = buf(c, 4, "stats", I32, 3, 1, NULL);
@@ -621,15 +619,10 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *e = buf(c, 0, "e", S8, -1, 0, &n);
-        const int32_t ch = int_arg(c, 1, "c");
-        if (!failed(c) && (ch < 1 || ch > 65535)) {
-            fail(c, "ValueError", "c", "must be in 1..65535");
-        }
-        if (!failed(c) && n % (uint32_t)ch != 0) {
-            fail(c, "ValueError", "e", "length is not a multiple of c");
-        }
-        if (!failed(c) && n / (uint32_t)ch > (1u << 24)) {
-            fail(c, "ValueError", "e", "too many positions");
+        const int32_t ch = checked_int(c, 1, "c", mt_channels_check);
+        if (!failed(c)) {
+            int32_t v[MT_MSG_NVALS];
+            check_v(c, "e", mt_l1_norm_len_check(n, ch, v), v);
         }
         int32_t *norms = buf(c, 2, "norms", I32, ch, 1, NULL);
         if (!failed(c)) {
@@ -642,12 +635,13 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int32_t *norms = buf(c, 0, "norms", I32, -1, 0, &n);
-        if (!failed(c) && (n < 1 || n > 65535)) {
-            fail(c, "ValueError", "norms", "must hold 1..65535 channels");
+        if (!failed(c)) {
+            check(c, "norms", mt_topk_channels_check(n));
         }
         const int32_t k = int_arg(c, 1, "k");
-        if (!failed(c) && (k < 0 || (uint32_t)k > n)) {
-            fail(c, "ValueError", "k", "out of range");
+        if (!failed(c)) {
+            int32_t v[MT_MSG_NVALS];
+            check_v(c, "k", mt_topk_k_check(k, n, v), v);
         }
         uint8_t *mask = buf(c, 2, "mask", S8, n, 1, NULL);
         if (!failed(c)) {
@@ -701,9 +695,8 @@ static int run_helper(call_t *c, const char *op) {
         const int32_t *sh = buf(c, 2, "shift", I32, n, 0, NULL);
         int32_t *o = buf(c, 3, "out", I32, n, 1, NULL);
         for (uint32_t i = 0; i < n && !failed(c); ++i) {
-            if (m[i] < 0 || sh[i] < -31 || sh[i] > 31) {
-                fail(c, "ValueError", "m/shift", "out of range");
-            } else {
+            check(c, "m/shift", mt_requant_params_check(&m[i], &sh[i], 1));
+            if (!failed(c)) {
                 o[i] = mt_requant(acc[i], m[i], sh[i]);
             }
         }

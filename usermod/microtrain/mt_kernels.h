@@ -48,6 +48,48 @@ const char *mt_bias_check(const int32_t *bias, int32_t n);
 // Checks wr (>= 0) against the grad-input overflow bound max(wr)*terms*16384 <= 2^31-1.
 const char *mt_wr_check(const int32_t *wr, int32_t n, int32_t terms);
 
+// Scalar arguments (checks.c), shared by the binding and tests/c/kernel_driver.c
+// so that both raise the same message. Each returns NULL when the value is
+// allowed, else the message about that one argument; a message may hold up to
+// MT_MSG_NVALS "%d", filled in order from v[] (mt_msg_format), which the check
+// writes. Checks that take v need room for MT_MSG_NVALS values.
+#define MT_MSG_NVALS 3
+// zp and q6 of relu/relu6: an int8 level, -128..127.
+const char *mt_level_check(int32_t x, int32_t *v);
+const char *mt_q6_check(int32_t q6, int32_t zp);
+// global_avgpool hw: 1..65536.
+const char *mt_hw_check(int32_t hw, int32_t *v);
+// A channel count given as an int (global_avgpool, l1_norm): 1..65535.
+const char *mt_channels_check(int32_t c, int32_t *v);
+// global_avgpool forward, after both checks above: hw * c <= 2^26.
+const char *mt_hw_c_check(int32_t hw, int32_t c);
+// global_avgpool grad_input: c = len(e) channels, 1 <= c, hw * c <= 2^26.
+const char *mt_gap_channels_check(int32_t hw, uint32_t c);
+// add_s8_grad_merge ra, rb: 0..32768.
+const char *mt_ratio_check(int32_t r, int32_t *v);
+// softmax_xent_s8: 1..32767 classes, 0 <= label < c, lut[0] == 65536 and non-increasing (256 entries).
+const char *mt_classes_check(uint32_t c);
+const char *mt_label_check(int32_t label, uint32_t c, int32_t *v);
+const char *mt_softmax_lut_check(const uint32_t *lut);
+// l1_norm_s8: len(e) = n (<= 2^26) a multiple of c (checked), fewer than 2^24 positions.
+const char *mt_l1_norm_len_check(uint32_t n, int32_t c, int32_t *v);
+// topk_mask: 1..65535 channels, 0 <= k <= c.
+const char *mt_topk_channels_check(uint32_t c);
+const char *mt_topk_k_check(int32_t k, uint32_t c, int32_t *v);
+// Entry index of the .mtm accessors: 0 <= i < n.
+const char *mt_index_check(int32_t i, uint32_t n, int32_t *v);
+
+// Messages: "fn: arg: what" (no "arg: " when arg is NULL), each "%d" of what
+// replaced by the next of v[0..MT_MSG_NVALS) (none when v is NULL). Writes at
+// most cap - 1 chars and a NUL into buf; returns the length. The put helpers
+// append at pos, stop at cap - 1 and return the new length (no NUL).
+#define MT_MSG_MAX 224
+#define MT_MSG_LENGTH "has %d elements, expected %d"
+size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, const char *what,
+                     const int32_t *v);
+size_t mt_msg_put_str(char *buf, size_t cap, size_t pos, const char *s);
+size_t mt_msg_put_int(char *buf, size_t cap, size_t pos, int32_t x);
+
 // ---- conv2d.c ----
 void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
