@@ -567,3 +567,15 @@ def test_generator_cases_are_valid_for_binding() -> None:
     for op in ALL_OPS:
         assert BASES[op].expected is not None
         assert kernel_cases.OPS[op].nargs == len(BASES[op].args)
+
+
+def test_gap_grad_hw_times_c_does_not_wrap() -> None:
+    """hw * len(e) = 65536 * 65536 = 2^32 wraps to 0 in 32 bits; the check must still refuse it
+    (an unchecked product once let an empty ein through). Binding and C driver, same message."""
+    op = "global_avgpool_s8_grad_input"
+    case = _err(op, [s8(np.zeros(65536)), 65536, out("Y", 0)], (f"{op}: e: ",), ("ValueError",), "2^32")
+    mp = run_cases_micropython([case], name="gap-wrap")
+    drv = run_cases_driver([case], build_driver(), name="gap-wrap")
+    for res in (mp.results[0], drv.results[0]):
+        assert not compare(case, res), compare(case, res)
+        assert res.exc_msg == f"{op}: e: must hold 1..2^26/hw channels"
