@@ -4,9 +4,10 @@
 // order) and the kernel exactly like the binding
 // (usermod/microtrain/modmicrotrain.c) does, and writes the same results file
 // as tests/mp/kernel_runner.py. Messages come from the same checks and the
-// same formatter (mt_msg_format), so they are the binding's, byte for byte. Every buffer is its own exact-size malloc, so
-// ASan sees any out-of-bounds access. Python-only argument kinds (eval'd
-// objects) and type errors are reported as "DriverError" results.
+// same formatter (mt_msg_format), so they are the binding's, byte for byte.
+// Every buffer is its own exact-size malloc, so ASan sees any out-of-bounds
+// access. Python-only argument kinds (eval'd objects) and type errors are
+// reported as "DriverError" results.
 //
 //   kernel_driver CASES RESULTS
 #define _POSIX_C_SOURCE 199309L
@@ -177,7 +178,7 @@ static void *buf(call_t *c, int i, const char *name, int dt, int64_t n, int writ
         return NULL;
     }
     if (n >= 0 && (int64_t)a->n != n) {
-        const int32_t v[MT_MSG_NVALS] = {(int32_t)a->n, (int32_t)n, 0};  // both < 2^31 here
+        const int32_t v[MT_MSG_NVALS] = {(int32_t)a->n, (int32_t)n, 0};  // case buffers and checked sizes < 2^31
         fail_v(c, "ValueError", name, MT_MSG_LENGTH, v);
         return NULL;
     }
