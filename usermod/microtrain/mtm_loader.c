@@ -105,7 +105,7 @@ static const uint32_t mtm_crc_tab[16] = {
     0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu, 0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu,
 };
 
-uint32_t mt_mtm_crc32(const uint8_t *buf, uint32_t n) {
+static uint32_t mt_mtm_crc32(const uint8_t *buf, uint32_t n) {
     uint32_t c = 0xFFFFFFFFu;
     for (uint32_t k = 0; k < n; ++k) {
         c ^= buf[k];

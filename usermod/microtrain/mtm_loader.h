@@ -60,7 +60,4 @@ uint32_t mt_mtm_n_layers(const uint8_t *buf);
 // len <= 63 (not otherwise checked); else NULL. *name_len gets the length.
 const uint8_t *mt_mtm_layer_name(const uint8_t *buf, uint32_t len, uint32_t i, uint32_t *name_len);
 
-// CRC-32 (zlib) of buf[0..n).
-uint32_t mt_mtm_crc32(const uint8_t *buf, uint32_t n);
-
 #endif
