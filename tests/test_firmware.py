@@ -11,13 +11,17 @@ is enough to check the integration with MicroPython's own build machinery:
   single-precision floats (like esp32/rp2/stm32 boards) and once with double
   (like unix). The built-in ``_microtrain`` then runs the seeded kernel cases
   of tools/microtrain_tools/kernel_cases.py through tests/mp/kernel_runner.py
-  and must match the numpy oracle bit for bit.
+  and must match the numpy oracle bit for bit. make's own compile commands
+  (dry run) show -ffp-contract=off on microtrain's objects and on no other
+  (py/objfloat.c, py/modmath.c keep the port's floating-point contraction).
 - cmake: py/usermod.cmake consumes ``USER_C_MODULES=<repo>/usermod/micropython.cmake``
   as the rp2/esp32 ports do; the gathered sources, include dirs and compile
   options are compared with the module folder, and the sources are compiled
-  through the ``usermod`` INTERFACE target.
+  through the ``usermod`` INTERFACE target next to two of the firmware's own
+  files: -ffp-contract=off is on exactly microtrain's compile commands.
 - Cortex-M: the firmware-mode sources compile with arm-none-eabi-gcc for
   M0+ (rp2040), M4F (stm32f4), M7 double FPU (stm32f7/h7), M33 (rp2350).
+  In firmware mode too, every defined global symbol starts with ``mt_``.
 - manifests: each ports/<port>/manifest.py is run by MicroPython's real
   tools/manifestfile.py (stand-in port folder holding the default manifest it
   includes); the rp2 one is frozen into the fwport interpreter with
@@ -61,6 +65,21 @@ PORT_DEFAULT_MANIFEST = {
 }
 UNIX_CWARN = ["-Wall", "-Werror", "-Wextra", "-Wno-unused-parameter", "-Wpointer-arith", "-Wdouble-promotion",
               "-Wfloat-conversion"]
+
+
+def foreign_globals(objs: list[Path], nm: str = "nm") -> list[str]:
+    """'object: symbol' for each defined global without the mt_ prefix (same rule as
+    tests/test_symbols.py; firmware mode has no exception: the module object is mt_user_cmodule)."""
+    assert objs, "no objects to check"
+    proc = subprocess.run([nm, "-g", "--defined-only", "--print-file-name", *map(str, objs)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    bad = []
+    for line in proc.stdout.splitlines():  # "<object>:<value> <type> <name>"
+        obj, _, rest = line.rpartition(".o:")
+        if not rest.split()[-1].startswith("mt_"):
+            bad.append(f"{Path(obj).name}.o: {rest.split()[-1]}")
+    return bad
 
 
 def _need_core() -> None:
@@ -113,14 +132,14 @@ def fw_double() -> tuple[Path, str]:
 
 def _mk_sources() -> list[str]:
     text = (MODDIR / "micropython.mk").read_text()
-    m = re.search(r"SRC_USERMOD_C\s*\+=\s*\$\(addprefix \$\(MICROTRAIN_MOD_DIR\)/,(.*?)\)", text, re.S)
-    assert m, "micropython.mk: no SRC_USERMOD_C += $(addprefix $(MICROTRAIN_MOD_DIR)/, ...)"
+    m = re.search(r"MICROTRAIN_SRC_C\s*:=\s*\$\(addprefix \$\(MICROTRAIN_MOD_DIR\)/,(.*?)\)", text, re.S)
+    assert m, "micropython.mk: no MICROTRAIN_SRC_C := $(addprefix $(MICROTRAIN_MOD_DIR)/, ...)"
     return sorted(m.group(1).replace("\\", " ").split())
 
 
 def _cmake_sources() -> list[str]:
     text = (MODDIR / "micropython.cmake").read_text()
-    m = re.search(r"target_sources\(usermod_microtrain INTERFACE(.*?)\)", text, re.S)
+    m = re.search(r"set\(MICROTRAIN_SOURCES(.*?)\)", text, re.S)
     assert m
     return sorted(s.replace("${CMAKE_CURRENT_LIST_DIR}/", "") for s in m.group(1).split())
 
@@ -139,9 +158,15 @@ def test_source_lists_complete() -> None:
     mk = (MODDIR / "micropython.mk").read_text()
     # USERMOD_DIR is reassigned for every module: capture it with an immediate assignment
     assert re.search(r"^MICROTRAIN_MOD_DIR := \$\(USERMOD_DIR\)$", mk, re.M)
-    assert re.search(r"^CFLAGS_USERMOD \+=.*-ffp-contract=off", mk, re.M)
+    assert re.search(r"^SRC_USERMOD_C \+= \$\(MICROTRAIN_SRC_C\)$", mk, re.M)
+    # the flag is on our objects only (test_make_fp_contract_scoped checks what make runs)
+    assert not re.search(r"^CFLAGS_USERMOD.*-ffp-contract", mk, re.M)
+    assert re.search(r"^\$\(MICROTRAIN_OBJ\): private CFLAGS \+= -ffp-contract=off$", mk, re.M)
     cm = (MODDIR / "micropython.cmake").read_text()
-    assert "target_compile_options(usermod_microtrain INTERFACE -ffp-contract=off)" in cm
+    assert "target_sources(usermod_microtrain INTERFACE ${MICROTRAIN_SOURCES})" in cm
+    assert "target_compile_options" not in cm  # INTERFACE options would reach the whole firmware
+    assert ("set_property(SOURCE ${MICROTRAIN_SOURCES} APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)"
+            in cm)
     assert "target_link_libraries(usermod INTERFACE usermod_microtrain)" in cm
     top = (USERMOD / "micropython.cmake").read_text()
     assert "include(${CMAKE_CURRENT_LIST_DIR}/microtrain/micropython.cmake)" in top
@@ -159,6 +184,30 @@ def test_make_usermod_builds_every_source(cfg: str, request: pytest.FixtureReque
     assert f"Including User C Module from {MODDIR}" in log
     objs = sorted(p.name for p in (build / "microtrain").glob("*.o"))
     assert objs == [c[:-2] + ".o" for c in C_SOURCES]
+    # firmware mode: every global is mt_-prefixed; the module object mt_user_cmodule is one of them
+    bad = foreign_globals(sorted((build / "microtrain").glob("*.o")))
+    assert not bad, f"globals without the mt_ prefix: {bad}"
+
+
+def test_make_fp_contract_scoped(fw_double: tuple[Path, str]) -> None:
+    """-ffp-contract=off reaches each of microtrain's objects and no other object of the firmware
+    (py/objfloat.c, py/modmath.c keep the port's FP contraction). Every compile command of a
+    clean build, as make runs it (dry run: -n -B, V=1 prints whole commands)."""
+    build = fw_double[0].parent
+    cmd = ["make", "-n", "-B", "V=1", "-C", str(FWPORT), f"TOP={MPY_DIR}", f"USER_C_MODULES={USERMOD}",
+           f"BUILD={build}", "MT_FW_FLOAT=DOUBLE"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    flags: dict[str, bool] = {}
+    for line in proc.stdout.splitlines():
+        m = re.search(r" -c .*?-o (\S+\.o) ", line)
+        if m:
+            flags[str(Path(m.group(1)).relative_to(build))] = "-ffp-contract=off" in line.split()
+    ours = {f"microtrain/{c[:-2]}.o" for c in C_SOURCES}
+    assert ours <= set(flags), sorted(ours - set(flags))
+    assert {"py/objfloat.o", "py/modmath.o"} <= set(flags)
+    assert len(flags) > len(ours) + 50  # the whole core was listed
+    assert sorted(o for o, on in flags.items() if on) == sorted(ours)
 
 
 def _run_fw(exe: Path, args: list[str], cwd: Path, heap: int = 64 << 20,
@@ -211,14 +260,19 @@ def test_cmake_usermod(fw_frozen: tuple[Path, str]) -> None:
     assert sorted(Path(s).name for s in report["sources"].split(";")) == C_SOURCES
     assert all(Path(s).parent == MODDIR for s in report["sources"].split(";"))
     assert report["includes"] == str(MODDIR)
-    assert report["options"] == "-ffp-contract=off"
+    # no INTERFACE options: they would reach every source of the firmware
+    assert report["options"].endswith("NOTFOUND"), report["options"]
     build = subprocess.run(["cmake", "--build", str(bdir), "-j2"], capture_output=True, text=True,
                            timeout=600)
     assert build.returncode == 0, (build.stdout + build.stderr)[-4000:]
     cmds = json.loads((bdir / "compile_commands.json").read_text())
     compiled = sorted(Path(c["file"]).name for c in cmds)
-    assert compiled == C_SOURCES
-    assert all("-ffp-contract=off" in c["command"] and f"-I{MODDIR}" in c["command"] for c in cmds)
+    # the module's sources and two of the firmware's own (tests/fwport/cmake/CMakeLists.txt)
+    assert compiled == sorted([*C_SOURCES, "modmath.c", "objfloat.c"])
+    for c in cmds:
+        ours = Path(c["file"]).parent == MODDIR
+        assert ("-ffp-contract=off" in c["command"].split()) == ours, c["command"]
+        assert f"-I{MODDIR}" in c["command"]
 
 
 # --------------------------------------------------------------------------
@@ -245,6 +299,8 @@ def test_cortex_m_firmware_compile(cpu: list[str], fw_frozen: tuple[Path, str], 
                         text=True)
     # the module's globals table is there (MP_REGISTER_MODULE target)
     assert "mt_user_cmodule" in nm.stdout
+    bad = foreign_globals(sorted(tmp_path.glob("*.o")), "arm-none-eabi-nm")
+    assert not bad, f"{' '.join(cpu)}: globals without the mt_ prefix: {bad}"
 
 
 # --------------------------------------------------------------------------

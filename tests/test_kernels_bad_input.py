@@ -535,24 +535,33 @@ def test_interpreter_survives(run: Run) -> None:
     assert not errs, "\n".join(errs)
 
 
-def test_desc_messages_match_c_checks(run: Run) -> None:
-    """The binding reports exactly the mt_*_check message the C driver gets for each bad descriptor."""
+# Categories whose checks are shared C code (checks.c): descriptors, scalar values, buffer
+# lengths, ints outside int32. The C driver must reach each of these calls (no DriverError).
+SHARED_CHECKS = ("desc", "value", "length", "intrange")
+
+
+@pytest.mark.parametrize("category", SHARED_CHECKS)
+def test_messages_match_c_checks(category: str, run: Run) -> None:
+    """The binding and the C driver raise the same type with the same message, byte for byte,
+    for every bad descriptor / scalar / length: both take it from checks.c (mt_*_check, mt_msg_format)."""
     cases, idx = [], []
     for op in ALL_OPS:
         for b, i in run.bad[op]:
-            if b.category == "desc":
+            if b.category == category:
                 cases.append(b.case)
                 idx.append(i)
-    drv = run_cases_driver(cases, build_driver(), name="bad-desc")
+    assert cases
+    drv = run_cases_driver(cases, build_driver(), name=f"bad-{category}")
     assert drv.returncode == 0 and not drv.stderr.strip(), drv.stderr[-3000:]
+    assert len(drv.results) == len(cases)
     errs = []
     for c, i, d in zip(cases, idx, drv.results, strict=True):
         m = _result(run, i)
         assert m is not None
-        if (m.exc_type, m.exc_msg) != (d.exc_type, d.exc_msg):
+        if m.status != 1 or (m.exc_type, m.exc_msg) != (d.exc_type, d.exc_msg):
             errs.append(f"{describe_case(c)}: micropython {m.exc_type}({m.exc_msg!r}) vs C {d.exc_type}"
                         f"({d.exc_msg!r})")
-    assert not errs, "\n".join(errs[:10])
+    assert not errs, f"{len(errs)}/{len(cases)} differ:\n" + "\n".join(errs[:10])
 
 
 def test_generator_cases_are_valid_for_binding() -> None:
@@ -560,3 +569,15 @@ def test_generator_cases_are_valid_for_binding() -> None:
     for op in ALL_OPS:
         assert BASES[op].expected is not None
         assert kernel_cases.OPS[op].nargs == len(BASES[op].args)
+
+
+def test_gap_grad_hw_times_c_does_not_wrap() -> None:
+    """hw * len(e) = 65536 * 65536 = 2^32 wraps to 0 in 32 bits; the check must still refuse it
+    (an unchecked product once let an empty ein through). Binding and C driver, same message."""
+    op = "global_avgpool_s8_grad_input"
+    case = _err(op, [s8(np.zeros(65536)), 65536, out("Y", 0)], (f"{op}: e: ",), ("ValueError",), "2^32")
+    mp = run_cases_micropython([case], name="gap-wrap")
+    drv = run_cases_driver([case], build_driver(), name="gap-wrap")
+    for res in (mp.results[0], drv.results[0]):
+        assert not compare(case, res), compare(case, res)
+        assert res.exc_msg == f"{op}: e: must hold 1..2^26/hw channels"

@@ -81,7 +81,7 @@ def test_sanitizer_is_live(tmp_path: Path) -> None:
     kdir = tmp_path / "kernels"
     shutil.copytree(KERNEL_DIR, kdir)
     src = (kdir / "activation.c").read_text()
-    needle = "void relu_s8_forward(const int8_t *x, int8_t *y, size_t n, int32_t zp) {\n"
+    needle = "void mt_relu_s8_forward(const int8_t *x, int8_t *y, size_t n, int32_t zp) {\n"
     assert needle in src
     (kdir / "activation.c").write_text(src.replace(needle, needle + "    y[n] = 0;  // injected overrun\n"))
     exe = build_driver(kernel_dir=kdir)

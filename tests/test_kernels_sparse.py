@@ -196,7 +196,8 @@ def _instruction_counts(op: str, tmp: Path) -> tuple[int, int, int]:
     cases = _speed_cases(op, np.random.default_rng(SEED + 1))
     res = run_cases_driver(list(cases), exe, tmp)  # sanity: the calls themselves succeed
     assert res.returncode == 0 and all(r.status == 0 for r in res.results), res.stderr
-    dense, masked, none = (_callgrind_instructions(exe, c, op, tmp, t)
+    fn = f"mt_{op}"  # the C kernel: mt_ + its Python name
+    dense, masked, none = (_callgrind_instructions(exe, c, fn, tmp, t)
                            for c, t in zip(cases, ("dense", "masked", "none"), strict=True))
     assert dense > 1_000_000
     return dense, masked, none

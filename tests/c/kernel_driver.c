@@ -1,10 +1,13 @@
 // Host driver for the microtrain C kernels: reads the case file of
 // tools/microtrain_tools/kernel_harness.py, runs every case through the
-// mt_*_check functions and the kernel exactly like the binding
+// mt_*_check functions (descriptors and scalar arguments, in the binding's
+// order) and the kernel exactly like the binding
 // (usermod/microtrain/modmicrotrain.c) does, and writes the same results file
-// as tests/mp/kernel_runner.py. Every buffer is its own exact-size malloc, so
-// ASan sees any out-of-bounds access. Python-only argument kinds (eval'd
-// objects) and type errors are reported as "DriverError" results.
+// as tests/mp/kernel_runner.py. Messages come from the same checks and the
+// same formatter (mt_msg_format), so they are the binding's, byte for byte.
+// Every buffer is its own exact-size malloc, so ASan sees any out-of-bounds
+// access. Python-only argument kinds (eval'd objects) and type errors are
+// reported as "DriverError" results.
 //
 //   kernel_driver CASES RESULTS
 #define _POSIX_C_SOURCE 199309L
@@ -125,19 +128,24 @@ typedef struct {
     arg_t *a;
     int na;
     const char *err_type;  // NULL = ok
-    char msg[256];
+    char msg[MT_MSG_MAX];
 } call_t;
 
 static int failed(const call_t *c) {
     return c->err_type != NULL;
 }
 
-static void fail(call_t *c, const char *type, const char *arg, const char *what) {
+// The first failure wins; v fills the %d of what (NULL: none).
+static void fail_v(call_t *c, const char *type, const char *arg, const char *what, const int32_t *v) {
     if (failed(c)) {
         return;
     }
     c->err_type = type;
-    snprintf(c->msg, sizeof c->msg, "%s: %s: %s", c->fn, arg, what);
+    mt_msg_format(c->msg, sizeof c->msg, c->fn, arg, what, v);
+}
+
+static void fail(call_t *c, const char *type, const char *arg, const char *what) {
+    fail_v(c, type, arg, what, NULL);
 }
 
 enum { S8, I32, U32, F32 };
@@ -170,9 +178,8 @@ static void *buf(call_t *c, int i, const char *name, int dt, int64_t n, int writ
         return NULL;
     }
     if (n >= 0 && (int64_t)a->n != n) {
-        char what[96];
-        snprintf(what, sizeof what, "has %u elements, expected %lld", (unsigned)a->n, (long long)n);
-        fail(c, "ValueError", name, what);
+        const int32_t v[MT_MSG_NVALS] = {(int32_t)a->n, (int32_t)n, 0};  // case buffers and checked sizes < 2^31
+        fail_v(c, "ValueError", name, MT_MSG_LENGTH, v);
         return NULL;
     }
     if (len) {
@@ -224,12 +231,23 @@ static void check(call_t *c, const char *arg, const char *msg) {
     }
 }
 
-static int32_t zp_arg(call_t *c, int i, const char *name) {
-    const int32_t v = int_arg(c, i, name);
-    if (!failed(c) && (v < -128 || v > 127)) {
-        fail(c, "ValueError", name, "must be in -128..127");
+// A scalar check of checks.c (msg, with its %d values in v), unless a check failed before.
+static void check_v(call_t *c, const char *arg, const char *msg, const int32_t *v) {
+    if (msg) {
+        fail_v(c, "ValueError", arg, msg, v);
     }
-    return v;
+}
+
+// Scalar int argument i, then its check (skipped once anything failed: the
+// binding raises at the first problem, so later checks never run there).
+typedef const char *(*scalar_check_t)(int32_t x, int32_t *v);
+static int32_t checked_int(call_t *c, int i, const char *name, scalar_check_t chk) {
+    const int32_t x = int_arg(c, i, name);
+    if (!failed(c)) {
+        int32_t v[MT_MSG_NVALS];
+        check_v(c, name, chk(x, v), v);
+    }
+    return x;
 }
 
 // Descriptor: array('i') of exactly n ints copied into dst.
@@ -307,7 +325,7 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
         check(c, "bias", mt_bias_check(bias, p.out_c));
         check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_c));
         if (!failed(c)) {
-            conv2d_s8_forward(&p, x, w, bias, mult, shift, y);
+            mt_conv2d_s8_forward(&p, x, w, bias, mult, shift, y);
         }
         return 0;
     }
@@ -325,7 +343,7 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = conv2d_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+        *ret = mt_conv2d_s8_grad_input(&p, e, w, wr, mask, acc, ein);
         return 1;
     }
     const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
@@ -335,7 +353,7 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
         int32_t *gw = buf(c, 4, "gw", I32, nw, 1, NULL);
         int32_t *gb = buf(c, 5, "gb", I32, p.out_c, 1, NULL);
         if (!failed(c)) {
-            conv2d_s8_grad_weight(&p, x, e, mask, gw, gb);
+            mt_conv2d_s8_grad_weight(&p, x, e, mask, gw, gb);
         }
         return 0;
     }
@@ -345,7 +363,7 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
     float *gw = buf(c, 6, "gw", F32, nw, 1, NULL);
     float *gb = buf(c, 7, "gb", F32, p.out_c, 1, NULL);
     if (!failed(c)) {
-        conv2d_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
+        mt_conv2d_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
     }
 #else
     fail(c, "DriverError", "op", "no float support");
@@ -372,7 +390,7 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
         check(c, "bias", mt_bias_check(bias, p.out_n));
         check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_n));
         if (!failed(c)) {
-            linear_s8_forward(&p, x, w, bias, mult, shift, y);
+            mt_linear_s8_forward(&p, x, w, bias, mult, shift, y);
         }
         return 0;
     }
@@ -390,7 +408,7 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = linear_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+        *ret = mt_linear_s8_grad_input(&p, e, w, wr, mask, acc, ein);
         return 1;
     }
     const int8_t *x = buf(c, 1, "x", S8, p.in_n, 0, NULL);
@@ -400,7 +418,7 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
         int32_t *gw = buf(c, 4, "gw", I32, nw, 1, NULL);
         int32_t *gb = buf(c, 5, "gb", I32, p.out_n, 1, NULL);
         if (!failed(c)) {
-            linear_s8_grad_weight(&p, x, e, mask, gw, gb);
+            mt_linear_s8_grad_weight(&p, x, e, mask, gw, gb);
         }
         return 0;
     }
@@ -410,7 +428,7 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
     float *gw = buf(c, 6, "gw", F32, nw, 1, NULL);
     float *gb = buf(c, 7, "gb", F32, p.out_n, 1, NULL);
     if (!failed(c)) {
-        linear_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
+        mt_linear_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
     }
 #else
     fail(c, "DriverError", "op", "no float support");
@@ -431,9 +449,9 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         if (op[0] == 'm') {
-            maxpool_s8_forward(&p, x, y);
+            mt_maxpool_s8_forward(&p, x, y);
         } else {
-            avgpool_s8_forward(&p, x, y);
+            mt_avgpool_s8_forward(&p, x, y);
         }
         return 0;
     }
@@ -445,7 +463,7 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = maxpool_s8_grad_input(&p, x, e, acc, ein);
+        *ret = mt_maxpool_s8_grad_input(&p, x, e, acc, ein);
         return 1;
     }
     const int8_t *e = buf(c, 1, "e", S8, nout, 0, NULL);
@@ -454,7 +472,7 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
     if (failed(c)) {
         return 0;
     }
-    *ret = avgpool_s8_grad_input(&p, e, acc, ein);
+    *ret = mt_avgpool_s8_grad_input(&p, e, acc, ein);
     return 1;
 }
 
@@ -466,19 +484,19 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *x = buf(c, 0, "x", S8, -1, 0, &n);
-        const int32_t zp = zp_arg(c, 1, "zp");
-        const int32_t q6 = six ? zp_arg(c, 2, "q6") : 0;
+        const int32_t zp = checked_int(c, 1, "zp", mt_level_check);
+        const int32_t q6 = six ? checked_int(c, 2, "q6", mt_level_check) : 0;
         int8_t *y = buf(c, six ? 3 : 2, "y", S8, n, 1, NULL);
-        if (six && !failed(c) && q6 < zp) {
-            fail(c, "ValueError", "q6", "must be >= zp");
+        if (six && !failed(c)) {
+            check(c, "q6", mt_q6_check(q6, zp));
         }
         if (failed(c)) {
             return 0;
         }
         if (six) {
-            relu6_s8_forward(x, y, n, zp, q6);
+            mt_relu6_s8_forward(x, y, n, zp, q6);
         } else {
-            relu_s8_forward(x, y, n, zp);
+            mt_relu_s8_forward(x, y, n, zp);
         }
         return 0;
     }
@@ -488,19 +506,19 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *y = buf(c, 0, "y", S8, -1, 0, &n);
-        const int32_t zp = zp_arg(c, 1, "zp");
-        const int32_t q6 = six ? zp_arg(c, 2, "q6") : 0;
+        const int32_t zp = checked_int(c, 1, "zp", mt_level_check);
+        const int32_t q6 = six ? checked_int(c, 2, "q6", mt_level_check) : 0;
         int8_t *e = buf(c, six ? 3 : 2, "e", S8, n, 1, NULL);
-        if (six && !failed(c) && q6 < zp) {
-            fail(c, "ValueError", "q6", "must be >= zp");
+        if (six && !failed(c)) {
+            check(c, "q6", mt_q6_check(q6, zp));
         }
         if (failed(c)) {
             return 0;
         }
         if (six) {
-            relu6_s8_backward(y, e, n, zp, q6);
+            mt_relu6_s8_backward(y, e, n, zp, q6);
         } else {
-            relu_s8_backward(y, e, n, zp);
+            mt_relu_s8_backward(y, e, n, zp);
         }
         return 0;
     }
@@ -508,21 +526,15 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         if (!want_args(c, 4)) {
             return 0;
         }
-        const int32_t hw = int_arg(c, 1, "hw");
-        const int32_t ch = int_arg(c, 2, "c");
-        if (!failed(c) && (hw < 1 || hw > 65536)) {
-            fail(c, "ValueError", "hw", "must be in 1..65536");
-        }
-        if (!failed(c) && (ch < 1 || ch > 65535)) {
-            fail(c, "ValueError", "c", "must be in 1..65535");
-        }
-        if (!failed(c) && (uint32_t)hw * (uint32_t)ch > (1u << 26)) {
-            fail(c, "ValueError", "x", "tensor too large");
+        const int32_t hw = checked_int(c, 1, "hw", mt_hw_check);
+        const int32_t ch = checked_int(c, 2, "c", mt_channels_check);
+        if (!failed(c)) {
+            check(c, "x", mt_hw_c_check(hw, ch));
         }
         const int8_t *x = buf(c, 0, "x", S8, (int64_t)hw * ch, 0, NULL);
         int8_t *y = buf(c, 3, "y", S8, ch, 1, NULL);
         if (!failed(c)) {
-            global_avgpool_s8_forward(x, hw, ch, y);
+            mt_global_avgpool_s8_forward(x, hw, ch, y);
         }
         return 0;
     }
@@ -531,16 +543,13 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *e = buf(c, 0, "e", S8, -1, 0, &n);
-        const int32_t hw = int_arg(c, 1, "hw");
-        if (!failed(c) && (hw < 1 || hw > 65536)) {
-            fail(c, "ValueError", "hw", "must be in 1..65536");
-        }
-        if (!failed(c) && (n < 1 || (uint64_t)hw * n > (1u << 26))) {
-            fail(c, "ValueError", "e", "must hold 1..2^26/hw channels");
+        const int32_t hw = checked_int(c, 1, "hw", mt_hw_check);
+        if (!failed(c)) {
+            check(c, "e", mt_gap_channels_check(hw, n));
         }
         int8_t *ein = buf(c, 2, "ein", S8, (int64_t)hw * n, 1, NULL);
         if (!failed(c)) {
-            global_avgpool_s8_grad_input(e, hw, (int32_t)n, ein);
+            mt_global_avgpool_s8_grad_input(e, hw, (int32_t)n, ein);
         }
         return 0;
     }
@@ -562,7 +571,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         const int8_t *x2 = buf(c, 2, "x2", S8, p.n, 0, NULL);
         int8_t *y = buf(c, 3, "y", S8, p.n, 1, NULL);
         if (!failed(c)) {
-            add_s8_forward(&p, x1, x2, y);
+            mt_add_s8_forward(&p, x1, x2, y);
         }
         return 0;
     }
@@ -571,20 +580,14 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *ea = buf(c, 0, "ea", S8, -1, 0, &n);
-        const int32_t ra = int_arg(c, 1, "ra");
+        const int32_t ra = checked_int(c, 1, "ra", mt_ratio_check);
         const int8_t *eb = buf(c, 2, "eb", S8, n, 0, NULL);
-        const int32_t rb = int_arg(c, 3, "rb");
+        const int32_t rb = checked_int(c, 3, "rb", mt_ratio_check);
         int8_t *o = buf(c, 4, "out", S8, n, 1, NULL);
-        if (!failed(c) && (ra < 0 || ra > 32768)) {
-            fail(c, "ValueError", "ra", "must be in 0..32768");
-        }
-        if (!failed(c) && (rb < 0 || rb > 32768)) {
-            fail(c, "ValueError", "rb", "must be in 0..32768");
-        }
         if (failed(c)) {
             return 0;
         }
-        *ret = add_s8_grad_merge(ea, ra, eb, rb, n, o);
+        *ret = mt_add_s8_grad_merge(ea, ra, eb, rb, n, o);
         return 1;
     }
     if (!strcmp(op, "softmax_xent_s8")) {
@@ -592,28 +595,24 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *q = buf(c, 0, "logits", S8, -1, 0, &n);
-        if (!failed(c) && (n < 1 || n > 32767)) {
-            fail(c, "ValueError", "logits", "must hold 1..32767 classes");
+        if (!failed(c)) {
+            check(c, "logits", mt_classes_check(n));
         }
         const int32_t label = int_arg(c, 1, "label");
-        if (!failed(c) && (label < 0 || (uint32_t)label >= n)) {
-            fail(c, "ValueError", "label", "out of range");
+        if (!failed(c)) {
+            int32_t v[MT_MSG_NVALS];
+            check_v(c, "label", mt_label_check(label, n, v), v);
         }
         const uint32_t *lut = buf(c, 2, "lut", U32, 256, 0, NULL);
-        if (!failed(c) && lut[0] != 65536u) {
-            fail(c, "ValueError", "lut", "lut[0] must be 65536");
-        }
-        for (int k = 1; k < 256 && !failed(c); ++k) {
-            if (lut[k] > lut[k - 1]) {
-                fail(c, "ValueError", "lut", "must be non-increasing");
-            }
+        if (!failed(c)) {
+            check(c, "lut", mt_softmax_lut_check(lut));
         }
         int8_t *err = buf(c, 3, "err", S8, n, 1, NULL);
         int32_t *stats = buf(c, 4, "stats", I32, 3, 1, NULL);
         if (failed(c)) {
             return 0;
         }
-        *ret = softmax_xent_s8(q, (int32_t)n, label, lut, err, stats);
+        *ret = mt_softmax_xent_s8(q, (int32_t)n, label, lut, err, stats);
         return 1;
     }
     if (!strcmp(op, "l1_norm_s8")) {
@@ -621,19 +620,14 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int8_t *e = buf(c, 0, "e", S8, -1, 0, &n);
-        const int32_t ch = int_arg(c, 1, "c");
-        if (!failed(c) && (ch < 1 || ch > 65535)) {
-            fail(c, "ValueError", "c", "must be in 1..65535");
-        }
-        if (!failed(c) && n % (uint32_t)ch != 0) {
-            fail(c, "ValueError", "e", "length is not a multiple of c");
-        }
-        if (!failed(c) && n / (uint32_t)ch > (1u << 24)) {
-            fail(c, "ValueError", "e", "too many positions");
+        const int32_t ch = checked_int(c, 1, "c", mt_channels_check);
+        if (!failed(c)) {
+            int32_t v[MT_MSG_NVALS];
+            check_v(c, "e", mt_l1_norm_len_check(n, ch, v), v);
         }
         int32_t *norms = buf(c, 2, "norms", I32, ch, 1, NULL);
         if (!failed(c)) {
-            l1_norm_s8(e, n / (uint32_t)ch, ch, norms);
+            mt_l1_norm_s8(e, n / (uint32_t)ch, ch, norms);
         }
         return 0;
     }
@@ -642,16 +636,17 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const int32_t *norms = buf(c, 0, "norms", I32, -1, 0, &n);
-        if (!failed(c) && (n < 1 || n > 65535)) {
-            fail(c, "ValueError", "norms", "must hold 1..65535 channels");
+        if (!failed(c)) {
+            check(c, "norms", mt_topk_channels_check(n));
         }
         const int32_t k = int_arg(c, 1, "k");
-        if (!failed(c) && (k < 0 || (uint32_t)k > n)) {
-            fail(c, "ValueError", "k", "out of range");
+        if (!failed(c)) {
+            int32_t v[MT_MSG_NVALS];
+            check_v(c, "k", mt_topk_k_check(k, n, v), v);
         }
         uint8_t *mask = buf(c, 2, "mask", S8, n, 1, NULL);
         if (!failed(c)) {
-            topk_mask(norms, (int32_t)n, k, mask);
+            mt_topk_mask(norms, (int32_t)n, k, mask);
         }
         return 0;
     }
@@ -664,7 +659,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = dyn_requant_s8(acc, n, o);
+        *ret = mt_dyn_requant_s8(acc, n, o);
         return 1;
     }
     if (!strcmp(op, "f32_axpy_i32")) {
@@ -676,7 +671,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         const float a = (float)float_arg(c, 1, "a");
         float *y = buf(c, 2, "y", F32, n, 1, NULL);
         if (!failed(c)) {
-            f32_axpy_i32(y, x, n, a);
+            mt_f32_axpy_i32(y, x, n, a);
         }
 #else
         fail(c, "DriverError", "op", "no float support");
@@ -701,9 +696,8 @@ static int run_helper(call_t *c, const char *op) {
         const int32_t *sh = buf(c, 2, "shift", I32, n, 0, NULL);
         int32_t *o = buf(c, 3, "out", I32, n, 1, NULL);
         for (uint32_t i = 0; i < n && !failed(c); ++i) {
-            if (m[i] < 0 || sh[i] < -31 || sh[i] > 31) {
-                fail(c, "ValueError", "m/shift", "out of range");
-            } else {
+            check(c, "m/shift", mt_requant_params_check(&m[i], &sh[i], 1));
+            if (!failed(c)) {
                 o[i] = mt_requant(acc[i], m[i], sh[i]);
             }
         }

@@ -48,27 +48,27 @@ int main(int argc, char **argv) {
         memcpy(b, all + pos, n);
         pos += n;
         int32_t where = 99, index = 99;
-        const char *msg = mtm_validate(b, n, &where, &index);
+        const char *msg = mt_mtm_validate(b, n, &where, &index);
         if (msg) {
             if (where < 0 || where > 2 || msg[0] == 0) {
                 fprintf(stderr, "file %u: bad where %d / empty message\n", k, where);
                 return 3;
             }
             uint32_t nl;
-            (void)mtm_layer_name(b, n, 0, &nl);
+            (void)mt_mtm_layer_name(b, n, 0, &nl);
         } else {
             ++accepted;
             int32_t info[MTM_INFO_N], t[MTM_TENSOR_N], l[MTM_LAYER_N];
-            if (mtm_check_tables(b, n) != NULL) {
-                fprintf(stderr, "file %u: valid but mtm_check_tables fails\n", k);
+            if (mt_mtm_check_tables(b, n) != NULL) {
+                fprintf(stderr, "file %u: valid but mt_mtm_check_tables fails\n", k);
                 return 3;
             }
-            mtm_info(b, info);
-            for (uint32_t i = 0; i < mtm_n_tensors(b); ++i) {
-                mtm_tensor(b, i, t);
+            mt_mtm_info(b, info);
+            for (uint32_t i = 0; i < mt_mtm_n_tensors(b); ++i) {
+                mt_mtm_tensor(b, i, t);
             }
-            for (uint32_t i = 0; i < mtm_n_layers(b); ++i) {
-                mtm_layer(b, i, l);
+            for (uint32_t i = 0; i < mt_mtm_n_layers(b); ++i) {
+                mt_mtm_layer(b, i, l);
             }
         }
         fputc(msg ? '0' : '1', out);

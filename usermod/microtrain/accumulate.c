@@ -8,7 +8,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=off")))
 #endif
-void f32_axpy_i32(float *y, const int32_t *x, size_t n, float a) {
+void mt_f32_axpy_i32(float *y, const int32_t *x, size_t n, float a) {
     for (size_t i = 0; i < n; ++i) {
         const float t = a * (float)x[i];  // separate statement: clang contracts only within one
         y[i] = y[i] + t;

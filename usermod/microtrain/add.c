@@ -3,7 +3,7 @@
 #include "mt_kernels.h"
 
 // Element-wise, so y may alias x1 or x2.
-void add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y) {
+void mt_add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y) {
     const int32_t n = p->n;
     const int32_t z1 = p->in1_zp, z2 = p->in2_zp;
     const int32_t m1 = p->m1, sh1 = p->sh1, m2 = p->m2, sh2 = p->sh2;
@@ -28,7 +28,7 @@ void add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t *x2
 // scratch the accumulators are recomputed: pass 1 finds max |acc| (for the
 // shift), pass 2 writes. |acc| <= 2 * 128 * 2^15 = 2^23 (ra, rb in [0, 2^15]).
 // Pass 2 reads element i before writing it, so out may alias ea or eb.
-int32_t add_s8_grad_merge(const int8_t *ea, int32_t ra, const int8_t *eb, int32_t rb, size_t n, int8_t *out) {
+int32_t mt_add_s8_grad_merge(const int8_t *ea, int32_t ra, const int8_t *eb, int32_t rb, size_t n, int8_t *out) {
     uint32_t m = 0;
     for (size_t i = 0; i < n; ++i) {
         const uint32_t v = mt_abs_u32(ea[i] * ra + eb[i] * rb);

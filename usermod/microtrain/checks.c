@@ -210,3 +210,151 @@ const char *mt_bias_check(const int32_t *bias, int32_t n) {
     }
     return NULL;
 }
+
+// ---------------------------------------------------------------------------
+// Scalar arguments of the binding functions. The binding (modmicrotrain.c)
+// and tests/c/kernel_driver.c call these in the same order, so both report
+// the same message for the same call.
+
+const char *mt_level_check(int32_t x, int32_t *v) {
+    v[0] = x;
+    return mt_zp_ok(x) ? NULL : "must be in -128..127, got %d";
+}
+
+const char *mt_q6_check(int32_t q6, int32_t zp) {
+    return q6 < zp ? "must be >= zp" : NULL;
+}
+
+const char *mt_hw_check(int32_t hw, int32_t *v) {
+    v[0] = hw;
+    return hw < 1 || hw > 65536 ? "must be in 1..65536, got %d" : NULL;
+}
+
+const char *mt_channels_check(int32_t c, int32_t *v) {
+    v[0] = c;
+    return mt_dim_ok(c) ? NULL : "must be in 1..65535, got %d";
+}
+
+const char *mt_hw_c_check(int32_t hw, int32_t c) {
+    // hw <= 65536 and c <= 65535 (checked first): the product fits in uint32.
+    return (uint32_t)hw * (uint32_t)c > (uint32_t)MT_MAX_ELEMS ? "tensor too large (more than 2^26 elements)"
+                                                                : NULL;
+}
+
+const char *mt_gap_channels_check(int32_t hw, uint32_t c) {
+    // hw * c <= 2^26 as c <= floor(2^26 / hw): c may be up to 2^26 and hw
+    // up to 65536, so the product itself could wrap in 32 bits.
+    if (hw < 1 || c < 1 || c > mt_udiv_u32((uint32_t)MT_MAX_ELEMS, (uint32_t)hw)) {
+        return "must hold 1..2^26/hw channels";
+    }
+    return NULL;
+}
+
+const char *mt_ratio_check(int32_t r, int32_t *v) {
+    v[0] = r;
+    return r < 0 || r > 32768 ? "must be in 0..32768, got %d" : NULL;
+}
+
+const char *mt_classes_check(uint32_t c) {
+    return c < 1 || c > 32767 ? "must hold 1..32767 classes" : NULL;
+}
+
+const char *mt_label_check(int32_t label, uint32_t c, int32_t *v) {
+    v[0] = (int32_t)c - 1;  // c <= 32767 (mt_classes_check)
+    v[1] = label;
+    return label < 0 || (uint32_t)label >= c ? "must be in 0..%d, got %d" : NULL;
+}
+
+const char *mt_softmax_lut_check(const uint32_t *lut) {
+    if (lut[0] != 65536u) {
+        return "lut[0] must be 65536 (exp(0) in Q16)";
+    }
+    for (int32_t i = 1; i < 256; ++i) {
+        if (lut[i] > lut[i - 1]) {
+            return "must be non-increasing (exp of -s*d)";
+        }
+    }
+    return NULL;
+}
+
+const char *mt_l1_norm_len_check(uint32_t n, int32_t c, int32_t *v) {
+    // n <= 2^26 (a buffer length), c in 1..65535 (mt_channels_check)
+    const uint32_t npos = mt_udiv_u32(n, (uint32_t)c);
+    v[0] = (int32_t)n;
+    v[1] = c;
+    if (npos * (uint32_t)c != n) {
+        return "length %d is not a multiple of c = %d";
+    }
+    if (npos >= (1u << 24)) {  // keeps sum |e| <= (2^24 - 1) * 128 < 2^31
+        return "too many positions (2^24 or more)";
+    }
+    return NULL;
+}
+
+const char *mt_topk_channels_check(uint32_t c) {
+    return c < 1 || c > MT_MAX_DIM ? "must hold 1..65535 channels" : NULL;
+}
+
+const char *mt_topk_k_check(int32_t k, uint32_t c, int32_t *v) {
+    v[0] = (int32_t)c;  // c <= 65535 (mt_topk_channels_check)
+    v[1] = k;
+    return k < 0 || (uint32_t)k > c ? "must be in 0..%d, got %d" : NULL;
+}
+
+const char *mt_index_check(int32_t i, uint32_t n, int32_t *v) {
+    v[0] = (int32_t)n - 1;  // n <= MTM_MAX_TENSORS / MTM_MAX_LAYERS
+    v[1] = i;
+    return i < 0 || (uint32_t)i >= n ? "must be in 0..%d, got %d" : NULL;
+}
+
+// ---------------------------------------------------------------------------
+// Messages. No snprintf (natmods have no libc) and no '/' or '%' on ints
+// (Cortex-M0 has no divide instruction): digits by mt_udiv_u32.
+
+size_t mt_msg_put_str(char *buf, size_t cap, size_t pos, const char *s) {
+    while (*s && pos + 1 < cap) {
+        buf[pos++] = *s++;
+    }
+    return pos;
+}
+
+size_t mt_msg_put_int(char *buf, size_t cap, size_t pos, int32_t x) {
+    char tmp[12];
+    int32_t n = 0;
+    uint32_t u = mt_abs_u32(x);
+    do {
+        const uint32_t q = mt_udiv_u32(u, 10u);
+        tmp[n++] = (char)('0' + (u - q * 10u));
+        u = q;
+    } while (u && n < 11);
+    if (x < 0 && pos + 1 < cap) {
+        buf[pos++] = '-';
+    }
+    while (n > 0 && pos + 1 < cap) {
+        buf[pos++] = tmp[--n];
+    }
+    return pos;
+}
+
+size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, const char *what,
+                     const int32_t *v) {
+    size_t pos = mt_msg_put_str(buf, cap, 0, fn);
+    pos = mt_msg_put_str(buf, cap, pos, ": ");
+    if (arg) {
+        pos = mt_msg_put_str(buf, cap, pos, arg);
+        pos = mt_msg_put_str(buf, cap, pos, ": ");
+    }
+    int32_t used = 0;
+    for (const char *p = what; *p && pos + 1 < cap; ++p) {
+        if (v && p[0] == '%' && p[1] == 'd' && used < MT_MSG_NVALS) {
+            pos = mt_msg_put_int(buf, cap, pos, v[used++]);
+            ++p;
+        } else {
+            buf[pos++] = *p;
+        }
+    }
+    if (cap) {
+        buf[pos] = 0;
+    }
+    return pos;
+}

@@ -149,7 +149,7 @@ static void win_scatter_x(int32_t *gw, int32_t go, const int8_t *x, int32_t xo, 
     }
 }
 
-void conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
+void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
     mt_geom_t g;
     geom_init(p, &g);
@@ -177,7 +177,7 @@ void conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_
 // Position-major: tap ranges and window offsets are computed once per output
 // position; each (position, oc) first tests the error and the mask, so a
 // dropped channel or a zero error costs a byte test and no window work.
-int32_t conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
+int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
                              const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
     mt_geom_t g;
     geom_init(p, &g);
@@ -205,12 +205,12 @@ int32_t conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const
             }
         }
     }
-    return dyn_requant_s8(acc, (size_t)n, ein);
+    return mt_dyn_requant_s8(acc, (size_t)n, ein);
 }
 
 // Zero every row first (masked rows stay 0), then scatter position-major,
 // testing the mask and the error before any window work.
-void conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
+void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb) {
     mt_geom_t g;
     geom_init(p, &g);
@@ -270,7 +270,7 @@ static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_
 // add, as the contract requires (no int32 scratch). Taps outermost so the
 // valid output ranges are computed once per tap, not per channel. Zero sums
 // are still added (x + 0.0f is not an identity for -0.0f or a NaN scale).
-void conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
+void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
                                const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
     mt_geom_t g;
     geom_init(p, &g);

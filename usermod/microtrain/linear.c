@@ -13,7 +13,7 @@ static MT_NOINLINE void scale_x_run(int32_t *g, const int8_t *x, int32_t n, int3
     }
 }
 
-void linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w,
+void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
     const int32_t in_n = p->in_n, zp = p->in_zp;
     // Clamp before adding out_zp: requant may return values near +-2^31.
@@ -29,7 +29,7 @@ void linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_
 
 // Output-row outermost: a dropped channel or a zero error skips its whole
 // weight row.
-int32_t linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
+int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
                              const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
     const int32_t in_n = p->in_n;
     for (int32_t i = 0; i < in_n; ++i) {
@@ -44,11 +44,11 @@ int32_t linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const
         // |s * w| <= 16384 * max(wr); mt_wr_check(wr, out_n, out_n) bounds the sum.
         axpy_w_run(acc, w + wo, in_n, ev * wr[o]);
     }
-    return dyn_requant_s8(acc, (size_t)in_n, ein);
+    return mt_dyn_requant_s8(acc, (size_t)in_n, ein);
 }
 
 // Masked rows are written as zeros without reading x.
-void linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
+void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb) {
     const int32_t in_n = p->in_n, zp = p->in_zp;
     int32_t wo = 0;
@@ -70,7 +70,7 @@ void linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const i
 // Each weight's "sum" is the single term e[o] * (x[i] - zp). Zero errors are
 // still added (x + 0.0f is not an identity for -0.0f or a NaN scale), so the
 // result is exactly gw[i] + w_scale * (float)term per element.
-void linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
+void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
                                const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
     const int32_t in_n = p->in_n, zp = p->in_zp;
     int32_t wo = 0;

@@ -2,7 +2,7 @@
 #   make USER_C_MODULES=<repo>/usermod/micropython.cmake
 add_library(usermod_microtrain INTERFACE)
 
-target_sources(usermod_microtrain INTERFACE
+set(MICROTRAIN_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/modmicrotrain.c
     ${CMAKE_CURRENT_LIST_DIR}/quant.c
     ${CMAKE_CURRENT_LIST_DIR}/checks.c
@@ -17,10 +17,16 @@ target_sources(usermod_microtrain INTERFACE
     ${CMAKE_CURRENT_LIST_DIR}/mtm_loader.c
 )
 
+target_sources(usermod_microtrain INTERFACE ${MICROTRAIN_SOURCES})
+
 target_include_directories(usermod_microtrain INTERFACE ${CMAKE_CURRENT_LIST_DIR})
 
 # No fused multiply-add: float gradient accumulation must round as the
-# numerics contract says.
-target_compile_options(usermod_microtrain INTERFACE -ffp-contract=off)
+# numerics contract says. A source property, not an INTERFACE compile option:
+# that would reach every source of the target linking `usermod` (the whole
+# firmware, math.log/exp/pow included). This file is include()d by
+# py/usermod.cmake from the port's directory, the one defining the firmware
+# target, so the property is visible where our sources are compiled.
+set_property(SOURCE ${MICROTRAIN_SOURCES} APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
 
 target_link_libraries(usermod INTERFACE usermod_microtrain)

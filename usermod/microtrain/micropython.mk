@@ -2,10 +2,20 @@
 #   make USER_C_MODULES=<repo>/usermod
 MICROTRAIN_MOD_DIR := $(USERMOD_DIR)
 
-SRC_USERMOD_C += $(addprefix $(MICROTRAIN_MOD_DIR)/, \
+MICROTRAIN_SRC_C := $(addprefix $(MICROTRAIN_MOD_DIR)/, \
     modmicrotrain.c quant.c checks.c conv2d.c linear.c activation.c pool.c add.c \
     softmax_xent.c sparse.c accumulate.c mtm_loader.c)
+SRC_USERMOD_C += $(MICROTRAIN_SRC_C)
+
+CFLAGS_USERMOD += -I$(MICROTRAIN_MOD_DIR)
 
 # -ffp-contract=off: no fused multiply-add, so float gradient accumulation
-# rounds exactly as docs/numerics.md (and the oracle) say.
-CFLAGS_USERMOD += -I$(MICROTRAIN_MOD_DIR) -ffp-contract=off
+# rounds exactly as docs/numerics.md (and the oracle) say. Only on our own
+# objects: py/py.mk adds CFLAGS_USERMOD to the CFLAGS of every file of the
+# firmware (math.log/exp/pow would change too). py/py.mk names a module's
+# object $(BUILD)/<source path below USER_C_MODULES>.o, compiled by the
+# $(BUILD)/%.o: %.c rule of py/mkrules.mk from $(CFLAGS); the same patsubst
+# gives our objects here. `private`: prerequisites made on the way (generated
+# headers) do not inherit the flag.
+MICROTRAIN_OBJ := $(addprefix $(BUILD)/, $(patsubst $(USER_C_MODULES)/%.c,%.o,$(MICROTRAIN_SRC_C)))
+$(MICROTRAIN_OBJ): private CFLAGS += -ffp-contract=off

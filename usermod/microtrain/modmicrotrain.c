@@ -87,64 +87,20 @@ mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *a
 #define MT_TC_BYTEARRAY 1
 
 // ---------------------------------------------------------------------------
-// Error messages: "func: arg: what" with %d and %s only, formatted on the
-// stack then copied into a str (exception text must outlive this frame).
-
-#define MT_MSG_MAX 224
-
-static size_t mt_put_str(char *buf, size_t pos, const char *s) {
-    while (*s && pos < MT_MSG_MAX - 1) {
-        buf[pos++] = *s++;
-    }
-    return pos;
-}
-
-static size_t mt_put_int(char *buf, size_t pos, int32_t v) {
-    char tmp[12];
-    int n = 0;
-    uint32_t u = mt_abs_u32(v);
-    do {  // no '/' or '%': Cortex-M0 has no divide instruction
-        const uint32_t q = mt_udiv_u32(u, 10u);
-        tmp[n++] = (char)('0' + (u - q * 10u));
-        u = q;
-    } while (u && n < 11);
-    if (v < 0 && pos < MT_MSG_MAX - 1) {
-        buf[pos++] = '-';
-    }
-    while (n > 0 && pos < MT_MSG_MAX - 1) {
-        buf[pos++] = tmp[--n];
-    }
-    return pos;
-}
+// Error messages: "func: arg: what", formatted on the stack by mt_msg_format
+// (checks.c, shared with the C test driver) then copied into a str (exception
+// text must outlive this frame). v fills the %d of `what` (NULL: none).
 
 static NORETURN void mt_raise(const mp_obj_type_t *type, const char *fn, const char *arg, const char *what,
-                              int32_t a, int32_t b, int nints) {
+                              const int32_t *v) {
     char buf[MT_MSG_MAX];
-    size_t pos = 0;
-    pos = mt_put_str(buf, pos, fn);
-    pos = mt_put_str(buf, pos, ": ");
-    if (arg) {
-        pos = mt_put_str(buf, pos, arg);
-        pos = mt_put_str(buf, pos, ": ");
-    }
-    // `what` may hold up to two %d placeholders, filled with a then b.
-    int used = 0;
-    for (const char *p = what; *p && pos < MT_MSG_MAX - 1; ++p) {
-        if (p[0] == '%' && p[1] == 'd' && used < nints) {
-            pos = mt_put_int(buf, pos, used == 0 ? a : b);
-            ++used;
-            ++p;
-        } else {
-            buf[pos++] = *p;
-        }
-    }
+    const size_t pos = mt_msg_format(buf, sizeof buf, fn, arg, what, v);
     mp_obj_t msg = mp_obj_new_str(buf, pos);
     nlr_raise(mp_obj_new_exception_arg1(type, msg));
 }
 
-#define MT_TYPE_ERR(fn, arg, what) mt_raise(&mp_type_TypeError, fn, arg, what, 0, 0, 0)
-#define MT_VALUE_ERR(fn, arg, what) mt_raise(&mp_type_ValueError, fn, arg, what, 0, 0, 0)
-#define MT_VALUE_ERR2(fn, arg, what, a, b) mt_raise(&mp_type_ValueError, fn, arg, what, a, b, 2)
+#define MT_TYPE_ERR(fn, arg, what) mt_raise(&mp_type_TypeError, fn, arg, what, NULL)
+#define MT_VALUE_ERR(fn, arg, what) mt_raise(&mp_type_ValueError, fn, arg, what, NULL)
 
 // ---------------------------------------------------------------------------
 // Argument helpers.
@@ -174,16 +130,15 @@ static void *mt_buf(const char *fn, const char *name, mp_obj_t o, mt_dtype_t dt,
                     size_t *len_out) {
     mp_buffer_info_t bi;
     if (o == mp_const_none) {
-        mt_raise(&mp_type_TypeError, fn, name, "expected a buffer, got None", 0, 0, 0);
+        MT_TYPE_ERR(fn, name, "expected a buffer, got None");
     }
     if (!mp_get_buffer(o, &bi, writable ? MP_BUFFER_WRITE : MP_BUFFER_READ)) {
         MT_TYPE_ERR(fn, name, writable ? "expected a writable buffer (bytearray or array)" : "expected a buffer");
     }
     if (!mt_typecode_ok(dt, bi.typecode)) {
         char what[96];
-        size_t pos = mt_put_str(what, 0, "expected ");
-        pos = mt_put_str(what, pos, mt_dtype_name(dt));
-        what[pos] = 0;
+        const size_t pos = mt_msg_put_str(what, sizeof what, 0, "expected ");
+        what[mt_msg_put_str(what, sizeof what, pos, mt_dtype_name(dt))] = 0;
         MT_TYPE_ERR(fn, name, what);
     }
     const size_t isz = dt == MT_S8 ? 1 : 4;
@@ -192,7 +147,8 @@ static void *mt_buf(const char *fn, const char *name, mp_obj_t o, mt_dtype_t dt,
     }
     const size_t nelem = isz == 1 ? bi.len : bi.len >> 2;
     if (n >= 0 && (nelem != (size_t)n || (bi.len & (isz - 1)) != 0)) {
-        MT_VALUE_ERR2(fn, name, "has %d elements, expected %d", (int32_t)nelem, n);
+        const int32_t v[MT_MSG_NVALS] = {(int32_t)nelem, n, 0};
+        mt_raise(&mp_type_ValueError, fn, name, MT_MSG_LENGTH, v);
     }
     if (nelem > (size_t)(1 << 26)) {
         MT_VALUE_ERR(fn, name, "buffer too large (more than 2^26 elements)");
@@ -267,9 +223,8 @@ static void mt_no_overlap(const char *fn, const char *out_name, const void *out,
     const uintptr_t o0 = (uintptr_t)out, i0 = (uintptr_t)in;
     if (o0 < i0 + in_bytes && i0 < o0 + out_bytes) {
         char what[64];
-        size_t pos = mt_put_str(what, 0, "must not overlap ");
-        pos = mt_put_str(what, pos, in_name);
-        what[pos] = 0;
+        const size_t pos = mt_msg_put_str(what, sizeof what, 0, "must not overlap ");
+        what[mt_msg_put_str(what, sizeof what, pos, in_name)] = 0;
         MT_VALUE_ERR(fn, out_name, what);
     }
 }
@@ -287,6 +242,13 @@ static void mt_no_overlap_grads(const char *fn, const void *gw, size_t gw_bytes,
 static void mt_check(const char *fn, const char *arg, const char *msg) {
     if (msg) {
         MT_VALUE_ERR(fn, arg, msg);
+    }
+}
+
+// A scalar check of checks.c: msg with its %d filled from v.
+static void mt_check_v(const char *fn, const char *arg, const char *msg, const int32_t *v) {
+    if (msg) {
+        mt_raise(&mp_type_ValueError, fn, arg, msg, v);
     }
 }
 
@@ -373,7 +335,7 @@ static mp_obj_t mod_conv2d_s8_forward(size_t n_args, const mp_obj_t *args) {
     mt_check_qparams(fn, bias, mult, shift, p->out_c);
     mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
     mt_no_overlap(fn, "y", y, (size_t)nout, "w", w, (size_t)mt_conv_w_n(p));
-    conv2d_s8_forward(p, x, w, bias, mult, shift, y);
+    mt_conv2d_s8_forward(p, x, w, bias, mult, shift, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_forward_obj, 7, 7, mod_conv2d_s8_forward);
@@ -403,7 +365,7 @@ static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     }
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "w", w, (size_t)mt_conv_w_n(p));
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "wr", wr, (size_t)p->out_c * 4);
-    return mp_obj_new_int(conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
+    return mp_obj_new_int(mt_conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_input_obj, 7, 7, mod_conv2d_s8_grad_input);
 
@@ -419,7 +381,7 @@ static mp_obj_t mod_conv2d_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_c);
     mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
                         (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
-    conv2d_s8_grad_weight(p, x, e, mask, gw, gb);
+    mt_conv2d_s8_grad_weight(p, x, e, mask, gw, gb);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_obj, 6, 6, mod_conv2d_s8_grad_weight);
@@ -439,7 +401,7 @@ static mp_obj_t mod_conv2d_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     float *gb = mt_out_f32(fn, "gb", args[7], p->out_c);
     mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
                         (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
-    conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    mt_conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_f32_obj, 8, 8, mod_conv2d_s8_grad_weight_f32);
@@ -462,7 +424,7 @@ static mp_obj_t mod_linear_s8_forward(size_t n_args, const mp_obj_t *args) {
     mt_check_qparams(fn, bias, mult, shift, p->out_n);
     mt_no_overlap(fn, "y", y, (size_t)p->out_n, "x", x, (size_t)p->in_n);
     mt_no_overlap(fn, "y", y, (size_t)p->out_n, "w", w, (size_t)(p->in_n * p->out_n));
-    linear_s8_forward(p, x, w, bias, mult, shift, y);
+    mt_linear_s8_forward(p, x, w, bias, mult, shift, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_forward_obj, 7, 7, mod_linear_s8_forward);
@@ -490,7 +452,7 @@ static mp_obj_t mod_linear_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     }
     mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "w", w, (size_t)(p->in_n * p->out_n));
     mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "wr", wr, (size_t)p->out_n * 4);
-    return mp_obj_new_int(linear_s8_grad_input(p, e, w, wr, mask, acc, ein));
+    return mp_obj_new_int(mt_linear_s8_grad_input(p, e, w, wr, mask, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_input_obj, 7, 7, mod_linear_s8_grad_input);
 
@@ -506,7 +468,7 @@ static mp_obj_t mod_linear_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_n);
     mt_no_overlap_grads(fn, gw, (size_t)(p->in_n * p->out_n) * 4, gb, (size_t)p->out_n * 4, x,
                         (size_t)p->in_n, e, (size_t)p->out_n);
-    linear_s8_grad_weight(p, x, e, mask, gw, gb);
+    mt_linear_s8_grad_weight(p, x, e, mask, gw, gb);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_weight_obj, 6, 6, mod_linear_s8_grad_weight);
@@ -526,7 +488,7 @@ static mp_obj_t mod_linear_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     float *gb = mt_out_f32(fn, "gb", args[7], p->out_n);
     mt_no_overlap_grads(fn, gw, (size_t)(p->in_n * p->out_n) * 4, gb, (size_t)p->out_n * 4, x,
                         (size_t)p->in_n, e, (size_t)p->out_n);
-    linear_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    mt_linear_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_weight_f32_obj, 8, 8, mod_linear_s8_grad_weight_f32);
@@ -536,11 +498,10 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_weight_f32_obj, 8,
 // relu / relu6
 
 static int32_t mt_zp(const char *fn, const char *name, mp_obj_t o) {
-    const int32_t v = mt_int(fn, name, o);
-    if (v < -128 || v > 127) {
-        MT_VALUE_ERR2(fn, name, "must be in -128..127, got %d", v, 0);
-    }
-    return v;
+    const int32_t x = mt_int(fn, name, o);
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, name, mt_level_check(x, v), v);
+    return x;
 }
 
 // Forward may run in place (y is x) but not on partially overlapping buffers.
@@ -558,7 +519,7 @@ static mp_obj_t mod_relu_s8_forward(size_t n_args, const mp_obj_t *args) {
     const int32_t zp = mt_zp(fn, "zp", args[1]);
     int8_t *y = mt_out_s8(fn, "y", args[2], (int32_t)n);
     mt_inplace_ok(fn, y, x, n);
-    relu_s8_forward(x, y, n, zp);
+    mt_relu_s8_forward(x, y, n, zp);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu_s8_forward_obj, 3, 3, mod_relu_s8_forward);
@@ -571,11 +532,9 @@ static mp_obj_t mod_relu6_s8_forward(size_t n_args, const mp_obj_t *args) {
     const int32_t zp = mt_zp(fn, "zp", args[1]);
     const int32_t q6 = mt_zp(fn, "q6", args[2]);
     int8_t *y = mt_out_s8(fn, "y", args[3], (int32_t)n);
-    if (q6 < zp) {
-        MT_VALUE_ERR(fn, "q6", "must be >= zp");
-    }
+    mt_check(fn, "q6", mt_q6_check(q6, zp));
     mt_inplace_ok(fn, y, x, n);
-    relu6_s8_forward(x, y, n, zp, q6);
+    mt_relu6_s8_forward(x, y, n, zp, q6);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu6_s8_forward_obj, 4, 4, mod_relu6_s8_forward);
@@ -590,7 +549,7 @@ static mp_obj_t mod_relu_s8_backward(size_t n_args, const mp_obj_t *args) {
     if ((const void *)e != (const void *)y) {
         mt_no_overlap(fn, "e", e, n, "y", y, n);
     }
-    relu_s8_backward(y, e, n, zp);
+    mt_relu_s8_backward(y, e, n, zp);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu_s8_backward_obj, 3, 3, mod_relu_s8_backward);
@@ -603,13 +562,11 @@ static mp_obj_t mod_relu6_s8_backward(size_t n_args, const mp_obj_t *args) {
     const int32_t zp = mt_zp(fn, "zp", args[1]);
     const int32_t q6 = mt_zp(fn, "q6", args[2]);
     int8_t *e = mt_out_s8(fn, "e", args[3], (int32_t)n);
-    if (q6 < zp) {
-        MT_VALUE_ERR(fn, "q6", "must be >= zp");
-    }
+    mt_check(fn, "q6", mt_q6_check(q6, zp));
     if ((const void *)e != (const void *)y) {
         mt_no_overlap(fn, "e", e, n, "y", y, n);
     }
-    relu6_s8_backward(y, e, n, zp, q6);
+    mt_relu6_s8_backward(y, e, n, zp, q6);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu6_s8_backward_obj, 4, 4, mod_relu6_s8_backward);
@@ -626,7 +583,7 @@ static mp_obj_t mod_maxpool_s8_forward(size_t n_args, const mp_obj_t *args) {
     const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
     int8_t *y = mt_out_s8(fn, "y", args[2], nout);
     mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
-    maxpool_s8_forward(p, x, y);
+    mt_maxpool_s8_forward(p, x, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_maxpool_s8_forward_obj, 3, 3, mod_maxpool_s8_forward);
@@ -644,7 +601,7 @@ static mp_obj_t mod_maxpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "x", x, (size_t)nin);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
-    return mp_obj_new_int(maxpool_s8_grad_input(p, x, e, acc, ein));
+    return mp_obj_new_int(mt_maxpool_s8_grad_input(p, x, e, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_maxpool_s8_grad_input_obj, 5, 5, mod_maxpool_s8_grad_input);
 
@@ -657,7 +614,7 @@ static mp_obj_t mod_avgpool_s8_forward(size_t n_args, const mp_obj_t *args) {
     const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
     int8_t *y = mt_out_s8(fn, "y", args[2], nout);
     mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
-    avgpool_s8_forward(p, x, y);
+    mt_avgpool_s8_forward(p, x, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_avgpool_s8_forward_obj, 3, 3, mod_avgpool_s8_forward);
@@ -673,33 +630,34 @@ static mp_obj_t mod_avgpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     int8_t *ein = mt_out_s8(fn, "ein", args[3], nin);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
-    return mp_obj_new_int(avgpool_s8_grad_input(p, e, acc, ein));
+    return mp_obj_new_int(mt_avgpool_s8_grad_input(p, e, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_avgpool_s8_grad_input_obj, 4, 4, mod_avgpool_s8_grad_input);
 
 static int32_t mt_hw(const char *fn, mp_obj_t o) {
     const int32_t hw = mt_int(fn, "hw", o);
-    if (hw < 1 || hw > 65536) {
-        MT_VALUE_ERR2(fn, "hw", "must be in 1..65536, got %d", hw, 0);
-    }
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "hw", mt_hw_check(hw, v), v);
     return hw;
+}
+
+static int32_t mt_channels(const char *fn, mp_obj_t o) {
+    const int32_t c = mt_int(fn, "c", o);
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "c", mt_channels_check(c, v), v);
+    return c;
 }
 
 static mp_obj_t mod_global_avgpool_s8_forward(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "global_avgpool_s8_forward";
     (void)n_args;
     const int32_t hw = mt_hw(fn, args[1]);
-    const int32_t c = mt_int(fn, "c", args[2]);
-    if (c < 1 || c > 65535) {
-        MT_VALUE_ERR2(fn, "c", "must be in 1..65535, got %d", c, 0);
-    }
-    if ((uint32_t)hw * (uint32_t)c > (1u << 26)) {
-        MT_VALUE_ERR(fn, "x", "tensor too large (more than 2^26 elements)");
-    }
+    const int32_t c = mt_channels(fn, args[2]);
+    mt_check(fn, "x", mt_hw_c_check(hw, c));
     const int8_t *x = mt_in_s8(fn, "x", args[0], hw * c, NULL);
     int8_t *y = mt_out_s8(fn, "y", args[3], c);
     mt_no_overlap(fn, "y", y, (size_t)c, "x", x, (size_t)(hw * c));
-    global_avgpool_s8_forward(x, hw, c, y);
+    mt_global_avgpool_s8_forward(x, hw, c, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_global_avgpool_s8_forward_obj, 4, 4, mod_global_avgpool_s8_forward);
@@ -710,12 +668,10 @@ static mp_obj_t mod_global_avgpool_s8_grad_input(size_t n_args, const mp_obj_t *
     size_t c;
     const int8_t *e = mt_in_s8(fn, "e", args[0], -1, &c);
     const int32_t hw = mt_hw(fn, args[1]);
-    if (c < 1 || (uint32_t)hw * (uint32_t)c > (1u << 26)) {
-        MT_VALUE_ERR(fn, "e", "must hold 1..2^26/hw channels");
-    }
+    mt_check(fn, "e", mt_gap_channels_check(hw, (uint32_t)c));
     int8_t *ein = mt_out_s8(fn, "ein", args[2], hw * (int32_t)c);
     mt_no_overlap(fn, "ein", ein, (size_t)hw * c, "e", e, c);
-    global_avgpool_s8_grad_input(e, hw, (int32_t)c, ein);
+    mt_global_avgpool_s8_grad_input(e, hw, (int32_t)c, ein);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_global_avgpool_s8_grad_input_obj, 3, 3, mod_global_avgpool_s8_grad_input);
@@ -740,16 +696,15 @@ static mp_obj_t mod_add_s8_forward(size_t n_args, const mp_obj_t *args) {
     if (y != x2) {
         mt_no_overlap(fn, "y", y, (size_t)n, "x2", x2, (size_t)n);
     }
-    add_s8_forward(&u.s, x1, x2, y);
+    mt_add_s8_forward(&u.s, x1, x2, y);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_add_s8_forward_obj, 4, 4, mod_add_s8_forward);
 
 static int32_t mt_ratio(const char *fn, const char *name, mp_obj_t o) {
     const int32_t r = mt_int(fn, name, o);
-    if (r < 0 || r > 32768) {
-        MT_VALUE_ERR2(fn, name, "must be in 0..32768, got %d", r, 0);
-    }
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, name, mt_ratio_check(r, v), v);
     return r;
 }
 
@@ -770,7 +725,7 @@ static mp_obj_t mod_add_s8_grad_merge(size_t n_args, const mp_obj_t *args) {
     if (out != eb) {
         mt_no_overlap(fn, "out", out, n, "eb", eb, n);
     }
-    return mp_obj_new_int(add_s8_grad_merge(ea, ra, eb, rb, n, out));
+    return mp_obj_new_int(mt_add_s8_grad_merge(ea, ra, eb, rb, n, out));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_add_s8_grad_merge_obj, 5, 5, mod_add_s8_grad_merge);
 
@@ -782,26 +737,16 @@ static mp_obj_t mod_softmax_xent_s8(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     size_t c;
     const int8_t *q = mt_in_s8(fn, "logits", args[0], -1, &c);
-    if (c < 1 || c > 32767) {
-        MT_VALUE_ERR(fn, "logits", "must hold 1..32767 classes");
-    }
+    mt_check(fn, "logits", mt_classes_check((uint32_t)c));
     const int32_t label = mt_int(fn, "label", args[1]);
-    if (label < 0 || (size_t)label >= c) {
-        MT_VALUE_ERR2(fn, "label", "must be in 0..%d, got %d", (int32_t)c - 1, label);
-    }
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "label", mt_label_check(label, (uint32_t)c, v), v);
     const uint32_t *lut = (const uint32_t *)mt_buf(fn, "lut", args[2], MT_U32, 256, 0, NULL);
-    if (lut[0] != 65536u) {
-        MT_VALUE_ERR(fn, "lut", "lut[0] must be 65536 (exp(0) in Q16)");
-    }
-    for (int i = 1; i < 256; ++i) {
-        if (lut[i] > lut[i - 1]) {
-            MT_VALUE_ERR(fn, "lut", "must be non-increasing (exp of -s*d)");
-        }
-    }
+    mt_check(fn, "lut", mt_softmax_lut_check(lut));
     int8_t *err = mt_out_s8(fn, "err", args[3], (int32_t)c);
     int32_t *stats = mt_out_i32(fn, "stats", args[4], 3);
     mt_no_overlap(fn, "err", err, c, "logits", q, c);
-    return mp_obj_new_int(softmax_xent_s8(q, (int32_t)c, label, lut, err, stats));
+    return mp_obj_new_int(mt_softmax_xent_s8(q, (int32_t)c, label, lut, err, stats));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_softmax_xent_s8_obj, 5, 5, mod_softmax_xent_s8);
 
@@ -813,19 +758,12 @@ static mp_obj_t mod_l1_norm_s8(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     size_t n;
     const int8_t *e = mt_in_s8(fn, "e", args[0], -1, &n);
-    const int32_t c = mt_int(fn, "c", args[1]);
-    if (c < 1 || c > 65535) {
-        MT_VALUE_ERR2(fn, "c", "must be in 1..65535, got %d", c, 0);
-    }
+    const int32_t c = mt_channels(fn, args[1]);
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "e", mt_l1_norm_len_check((uint32_t)n, c, v), v);
     const uint32_t npos = mt_udiv_u32((uint32_t)n, (uint32_t)c);
-    if (npos * (uint32_t)c != n) {
-        MT_VALUE_ERR2(fn, "e", "length %d is not a multiple of c = %d", (int32_t)n, c);
-    }
-    if (npos >= (1u << 24)) {  // keeps sum |e| <= (2^24 - 1) * 128 < 2^31
-        MT_VALUE_ERR(fn, "e", "too many positions (2^24 or more)");
-    }
     int32_t *norms = mt_out_i32(fn, "norms", args[2], c);
-    l1_norm_s8(e, npos, c, norms);
+    mt_l1_norm_s8(e, npos, c, norms);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_l1_norm_s8_obj, 3, 3, mod_l1_norm_s8);
@@ -835,15 +773,12 @@ static mp_obj_t mod_topk_mask(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     size_t c;
     const int32_t *norms = (const int32_t *)mt_buf(fn, "norms", args[0], MT_I32, -1, 0, &c);
-    if (c < 1 || c > 65535) {
-        MT_VALUE_ERR(fn, "norms", "must hold 1..65535 channels");
-    }
+    mt_check(fn, "norms", mt_topk_channels_check((uint32_t)c));
     const int32_t k = mt_int(fn, "k", args[1]);
-    if (k < 0 || (size_t)k > c) {
-        MT_VALUE_ERR2(fn, "k", "must be in 0..%d, got %d", (int32_t)c, k);
-    }
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "k", mt_topk_k_check(k, (uint32_t)c, v), v);
     uint8_t *mask = (uint8_t *)mt_out_s8(fn, "mask", args[2], (int32_t)c);
-    topk_mask(norms, (int32_t)c, k, mask);
+    mt_topk_mask(norms, (int32_t)c, k, mask);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_topk_mask_obj, 3, 3, mod_topk_mask);
@@ -856,7 +791,7 @@ static mp_obj_t mod_dyn_requant_s8(size_t n_args, const mp_obj_t *args) {
     const int32_t *acc = (const int32_t *)mt_buf(fn, "acc", acc_in, MT_I32, -1, 0, &n);
     int8_t *out = mt_out_s8(fn, "out", out_in, (int32_t)n);
     mt_no_overlap(fn, "out", out, n, "acc", acc, n * 4);
-    return mp_obj_new_int(dyn_requant_s8(acc, n, out));
+    return mp_obj_new_int(mt_dyn_requant_s8(acc, n, out));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_dyn_requant_s8_obj, 2, 2, mod_dyn_requant_s8);
 
@@ -875,7 +810,7 @@ static const uint8_t *mt_mtm_buf(const char *fn, mp_obj_t o, uint32_t *len) {
 static const uint8_t *mt_mtm_tables(const char *fn, mp_obj_t o) {
     uint32_t len;
     const uint8_t *b = mt_mtm_buf(fn, o, &len);
-    mt_check(fn, "buf", mtm_check_tables(b, len));
+    mt_check(fn, "buf", mt_mtm_check_tables(b, len));
     return b;
 }
 
@@ -885,30 +820,30 @@ static mp_obj_t mod_mtm_validate(size_t n_args, const mp_obj_t *args) {
     uint32_t len;
     const uint8_t *b = mt_mtm_buf(fn, args[0], &len);
     int32_t where, index;
-    const char *msg = mtm_validate(b, len, &where, &index);
+    const char *msg = mt_mtm_validate(b, len, &where, &index);
     if (!msg) {
         return mp_const_none;
     }
     char what[MT_MSG_MAX];
-    size_t pos = mt_put_str(what, 0, msg);
+    size_t pos = mt_msg_put_str(what, sizeof what, 0, msg);
     if (where == MTM_WHERE_TENSOR) {
-        pos = mt_put_str(what, pos, " (tensor ");
-        pos = mt_put_int(what, pos, index);
-        pos = mt_put_str(what, pos, ")");
+        pos = mt_msg_put_str(what, sizeof what, pos, " (tensor ");
+        pos = mt_msg_put_int(what, sizeof what, pos, index);
+        pos = mt_msg_put_str(what, sizeof what, pos, ")");
     } else if (where == MTM_WHERE_LAYER) {
         uint32_t nlen = 0;
-        const uint8_t *name = mtm_layer_name(b, len, (uint32_t)index, &nlen);
-        pos = mt_put_str(what, pos, " (layer ");
-        pos = mt_put_int(what, pos, index);
+        const uint8_t *name = mt_mtm_layer_name(b, len, (uint32_t)index, &nlen);
+        pos = mt_msg_put_str(what, sizeof what, pos, " (layer ");
+        pos = mt_msg_put_int(what, sizeof what, pos, index);
         if (name) {
-            pos = mt_put_str(what, pos, " '");
+            pos = mt_msg_put_str(what, sizeof what, pos, " '");
             for (uint32_t k = 0; k < nlen && name[k] && pos < MT_MSG_MAX - 3; ++k) {
                 // the name is not validated yet: non-ASCII bytes as '?' keep the message valid UTF-8
                 what[pos++] = name[k] < 0x80 ? (char)name[k] : '?';
             }
-            pos = mt_put_str(what, pos, "'");
+            pos = mt_msg_put_str(what, sizeof what, pos, "'");
         }
-        pos = mt_put_str(what, pos, ")");
+        pos = mt_msg_put_str(what, sizeof what, pos, ")");
     }
     what[pos < MT_MSG_MAX ? pos : MT_MSG_MAX - 1] = 0;
     MT_VALUE_ERR(fn, NULL, what);
@@ -920,7 +855,7 @@ static mp_obj_t mod_mtm_info(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     const uint8_t *b = mt_mtm_tables(fn, args[0]);
     int32_t *out = mt_out_i32(fn, "out", args[1], MTM_INFO_N);
-    mtm_info(b, out);
+    mt_mtm_info(b, out);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_info_obj, 2, 2, mod_mtm_info);
@@ -930,12 +865,10 @@ static mp_obj_t mod_mtm_tensor(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     const uint8_t *b = mt_mtm_tables(fn, args[0]);
     const int32_t i = mt_int(fn, "i", args[1]);
-    const int32_t n = (int32_t)mtm_n_tensors(b);
-    if (i < 0 || i >= n) {
-        MT_VALUE_ERR2(fn, "i", "must be in 0..%d, got %d", n - 1, i);
-    }
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "i", mt_index_check(i, mt_mtm_n_tensors(b), v), v);
     int32_t *out = mt_out_i32(fn, "out", args[2], MTM_TENSOR_N);
-    mtm_tensor(b, (uint32_t)i, out);
+    mt_mtm_tensor(b, (uint32_t)i, out);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_tensor_obj, 3, 3, mod_mtm_tensor);
@@ -945,12 +878,10 @@ static mp_obj_t mod_mtm_layer(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     const uint8_t *b = mt_mtm_tables(fn, args[0]);
     const int32_t i = mt_int(fn, "i", args[1]);
-    const int32_t n = (int32_t)mtm_n_layers(b);
-    if (i < 0 || i >= n) {
-        MT_VALUE_ERR2(fn, "i", "must be in 0..%d, got %d", n - 1, i);
-    }
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "i", mt_index_check(i, mt_mtm_n_layers(b), v), v);
     int32_t *out = mt_out_i32(fn, "out", args[2], MTM_LAYER_N);
-    mtm_layer(b, (uint32_t)i, out);
+    mt_mtm_layer(b, (uint32_t)i, out);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_layer_obj, 3, 3, mod_mtm_layer);
@@ -965,7 +896,7 @@ static mp_obj_t mod_f32_axpy_i32(size_t n_args, const mp_obj_t *args) {
     const float a = mt_float(fn, "a", a_in);
     float *y = mt_out_f32(fn, "y", y_in, (int32_t)n);
     mt_no_overlap(fn, "y", y, n * 4, "x", x, n * 4);
-    f32_axpy_i32(y, x, n, a);
+    mt_f32_axpy_i32(y, x, n, a);
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_f32_axpy_i32_obj, 3, 3, mod_f32_axpy_i32);

@@ -1,6 +1,9 @@
 // Public C API of the microtrain kernels. Pure C99, no MicroPython include:
 // compile and test them alone (tests/c/). One source file per op family,
-// named by op; functions named op_dtype_direction. Bit-exact definitions are
+// named by op. Every global symbol starts with mt_ (firmware links us next
+// to ESP-IDF, pico-sdk and other user modules); a kernel is named mt_ + its
+// Python name (_microtrain.relu_s8_forward -> mt_relu_s8_forward), i.e.
+// mt_<op>_<dtype>_<direction>. Bit-exact definitions are
 // in docs/numerics.md. Kernels never allocate and never check arguments:
 // the mt_*_check functions (and the binding) do that before any call.
 #ifndef MT_KERNELS_H
@@ -45,62 +48,104 @@ const char *mt_bias_check(const int32_t *bias, int32_t n);
 // Checks wr (>= 0) against the grad-input overflow bound max(wr)*terms*16384 <= 2^31-1.
 const char *mt_wr_check(const int32_t *wr, int32_t n, int32_t terms);
 
+// Scalar arguments (checks.c), shared by the binding and tests/c/kernel_driver.c
+// so that both raise the same message. Each returns NULL when the value is
+// allowed, else the message about that one argument; a message may hold up to
+// MT_MSG_NVALS "%d", filled in order from v[] (mt_msg_format), which the check
+// writes. Checks that take v need room for MT_MSG_NVALS values.
+#define MT_MSG_NVALS 3
+// zp and q6 of relu/relu6: an int8 level, -128..127.
+const char *mt_level_check(int32_t x, int32_t *v);
+const char *mt_q6_check(int32_t q6, int32_t zp);
+// global_avgpool hw: 1..65536.
+const char *mt_hw_check(int32_t hw, int32_t *v);
+// A channel count given as an int (global_avgpool, l1_norm): 1..65535.
+const char *mt_channels_check(int32_t c, int32_t *v);
+// global_avgpool forward, after both checks above: hw * c <= 2^26.
+const char *mt_hw_c_check(int32_t hw, int32_t c);
+// global_avgpool grad_input: c = len(e) channels, 1 <= c, hw * c <= 2^26.
+const char *mt_gap_channels_check(int32_t hw, uint32_t c);
+// add_s8_grad_merge ra, rb: 0..32768.
+const char *mt_ratio_check(int32_t r, int32_t *v);
+// softmax_xent_s8: 1..32767 classes, 0 <= label < c, lut[0] == 65536 and non-increasing (256 entries).
+const char *mt_classes_check(uint32_t c);
+const char *mt_label_check(int32_t label, uint32_t c, int32_t *v);
+const char *mt_softmax_lut_check(const uint32_t *lut);
+// l1_norm_s8: len(e) = n (<= 2^26) a multiple of c (checked), fewer than 2^24 positions.
+const char *mt_l1_norm_len_check(uint32_t n, int32_t c, int32_t *v);
+// topk_mask: 1..65535 channels, 0 <= k <= c.
+const char *mt_topk_channels_check(uint32_t c);
+const char *mt_topk_k_check(int32_t k, uint32_t c, int32_t *v);
+// Entry index of the .mtm accessors: 0 <= i < n.
+const char *mt_index_check(int32_t i, uint32_t n, int32_t *v);
+
+// Messages: "fn: arg: what" (no "arg: " when arg is NULL), each "%d" of what
+// replaced by the next of v[0..MT_MSG_NVALS) (none when v is NULL). Writes at
+// most cap - 1 chars and a NUL into buf; returns the length. The put helpers
+// append at pos, stop at cap - 1 and return the new length (no NUL).
+#define MT_MSG_MAX 224
+#define MT_MSG_LENGTH "has %d elements, expected %d"
+size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, const char *what,
+                     const int32_t *v);
+size_t mt_msg_put_str(char *buf, size_t cap, size_t pos, const char *s);
+size_t mt_msg_put_int(char *buf, size_t cap, size_t pos, int32_t x);
+
 // ---- conv2d.c ----
-void conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
+void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
 // mask: NULL for dense, else out_c bytes (0 = channel dropped). Returns dyn shift.
-int32_t conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
+int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
                              const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein);
-void conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
+void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT
-void conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
+void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
                                const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb);
 #endif
 
 // ---- linear.c ----
-void linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w,
+void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
-int32_t linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
+int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
                              const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein);
-void linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
+void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT
-void linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
+void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
                                const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb);
 #endif
 
 // ---- activation.c ----
-void relu_s8_forward(const int8_t *x, int8_t *y, size_t n, int32_t zp);
-void relu6_s8_forward(const int8_t *x, int8_t *y, size_t n, int32_t zp, int32_t q6);
-void relu_s8_backward(const int8_t *y, int8_t *e, size_t n, int32_t zp);
-void relu6_s8_backward(const int8_t *y, int8_t *e, size_t n, int32_t zp, int32_t q6);
+void mt_relu_s8_forward(const int8_t *x, int8_t *y, size_t n, int32_t zp);
+void mt_relu6_s8_forward(const int8_t *x, int8_t *y, size_t n, int32_t zp, int32_t q6);
+void mt_relu_s8_backward(const int8_t *y, int8_t *e, size_t n, int32_t zp);
+void mt_relu6_s8_backward(const int8_t *y, int8_t *e, size_t n, int32_t zp, int32_t q6);
 
 // ---- pool.c ----
-void maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y);
-int32_t maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e,
+void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y);
+int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e,
                               int32_t *acc, int8_t *ein);
-void avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y);
-int32_t avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int32_t *acc, int8_t *ein);
-void global_avgpool_s8_forward(const int8_t *x, int32_t hw, int32_t c, int8_t *y);
-void global_avgpool_s8_grad_input(const int8_t *e, int32_t hw, int32_t c, int8_t *ein);
+void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y);
+int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int32_t *acc, int8_t *ein);
+void mt_global_avgpool_s8_forward(const int8_t *x, int32_t hw, int32_t c, int8_t *y);
+void mt_global_avgpool_s8_grad_input(const int8_t *e, int32_t hw, int32_t c, int8_t *ein);
 
 // ---- add.c ----
-void add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y);
-int32_t add_s8_grad_merge(const int8_t *ea, int32_t ra, const int8_t *eb, int32_t rb, size_t n, int8_t *out);
+void mt_add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y);
+int32_t mt_add_s8_grad_merge(const int8_t *ea, int32_t ra, const int8_t *eb, int32_t rb, size_t n, int8_t *out);
 
 // ---- softmax_xent.c ----
 // stats[3] = {shift, S, qmax}; returns shift. Requires 1 <= c, c * 65536 < 2^31.
-int32_t softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut,
+int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut,
                         int8_t *err, int32_t *stats);
 
 // ---- sparse.c ----
-void l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms);
-void topk_mask(const int32_t *norms, int32_t c, int32_t k, uint8_t *mask);
+void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms);
+void mt_topk_mask(const int32_t *norms, int32_t c, int32_t k, uint8_t *mask);
 
-// ---- quant.c (declared in mt_quant.h): dyn_requant_s8 ----
+// ---- quant.c (declared in mt_quant.h): mt_dyn_requant_s8 ----
 #if MT_HAS_FLOAT
-void f32_axpy_i32(float *y, const int32_t *x, size_t n, float a);
+void mt_f32_axpy_i32(float *y, const int32_t *x, size_t n, float a);
 #endif
 
 #endif

@@ -70,6 +70,6 @@ static inline int8_t mt_dyn_apply(int32_t v, int32_t shift) {
 }
 
 // dyn_requant of docs/numerics.md over acc[0..n): writes out, returns shift.
-int32_t dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out);
+int32_t mt_dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out);
 
 #endif

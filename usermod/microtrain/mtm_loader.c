@@ -105,7 +105,7 @@ static const uint32_t mtm_crc_tab[16] = {
     0xEDB88320u, 0xF00F9344u, 0xD6D6A3E8u, 0xCB61B38Cu, 0x9B64C2B0u, 0x86D3D2D4u, 0xA00AE278u, 0xBDBDF21Cu,
 };
 
-uint32_t mtm_crc32(const uint8_t *buf, uint32_t n) {
+static uint32_t mt_mtm_crc32(const uint8_t *buf, uint32_t n) {
     uint32_t c = 0xFFFFFFFFu;
     for (uint32_t k = 0; k < n; ++k) {
         c ^= buf[k];
@@ -738,7 +738,7 @@ static const char *check_graph(const mtm_ctx_t *c, uint32_t *produced, uint32_t 
 
 // ---------------------------------------------------------------------------
 
-const char *mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int32_t *index) {
+const char *mt_mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int32_t *index) {
     mtm_ctx_t cx;
     mtm_ctx_t *c = &cx;
     // 1. envelope
@@ -760,7 +760,7 @@ const char *mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int32_t
     if (rd32(b, 16) != len) {
         FAIL("total_len != file length (truncated or padded file)");
     }
-    if (mtm_crc32(b, len - 4) != rd32(b, len - 4)) {
+    if (mt_mtm_crc32(b, len - 4) != rd32(b, len - 4)) {
         FAIL("CRC32 mismatch");
     }
     // 2. header
@@ -841,7 +841,7 @@ const char *mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int32_t
 // ---------------------------------------------------------------------------
 // accessors
 
-const char *mtm_check_tables(const uint8_t *b, uint32_t len) {
+const char *mt_mtm_check_tables(const uint8_t *b, uint32_t len) {
     if (len < MTM_HEADER_SIZE || b[0] != 'M' || b[1] != 'T' || b[2] != 'M' || b[3] != 'F') {
         return "not an .mtm header (too short or bad magic)";
     }
@@ -856,11 +856,11 @@ const char *mtm_check_tables(const uint8_t *b, uint32_t len) {
     return NULL;
 }
 
-uint32_t mtm_n_tensors(const uint8_t *b) {
+uint32_t mt_mtm_n_tensors(const uint8_t *b) {
     return rd32(b, 20);
 }
 
-uint32_t mtm_n_layers(const uint8_t *b) {
+uint32_t mt_mtm_n_layers(const uint8_t *b) {
     return rd32(b, 28);
 }
 
@@ -868,7 +868,7 @@ static int32_t as_i32(uint32_t u) {
     return u < 0x80000000u ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
 }
 
-void mtm_info(const uint8_t *b, int32_t *out) {
+void mt_mtm_info(const uint8_t *b, int32_t *out) {
     out[0] = (int32_t)rd16(b, 4);
     out[1] = (int32_t)rd16(b, 6);
     out[2] = as_i32(rd32(b, 12));
@@ -881,7 +881,7 @@ void mtm_info(const uint8_t *b, int32_t *out) {
     }
 }
 
-void mtm_tensor(const uint8_t *b, uint32_t i, int32_t *out) {
+void mt_mtm_tensor(const uint8_t *b, uint32_t i, int32_t *out) {
     const uint32_t e = MTM_HEADER_SIZE + MTM_TENSOR_ENTRY * i;
     for (uint32_t k = 0; k < 4; ++k) {
         out[k] = (int32_t)rd8(b, e + k);
@@ -891,7 +891,7 @@ void mtm_tensor(const uint8_t *b, uint32_t i, int32_t *out) {
     }
 }
 
-void mtm_layer(const uint8_t *b, uint32_t i, int32_t *out) {
+void mt_mtm_layer(const uint8_t *b, uint32_t i, int32_t *out) {
     const uint32_t e = rd32(b, 32) + MTM_LAYER_ENTRY * i, s_off = rd32(b, 36);
     for (uint32_t k = 0; k < 4; ++k) {
         out[k] = (int32_t)rd8(b, e + k);
@@ -904,8 +904,8 @@ void mtm_layer(const uint8_t *b, uint32_t i, int32_t *out) {
     out[20] = as_i32(e + MTM_PARAMS_OFF);
 }
 
-const uint8_t *mtm_layer_name(const uint8_t *b, uint32_t len, uint32_t i, uint32_t *name_len) {
-    if (mtm_check_tables(b, len) || i >= rd32(b, 28)) {
+const uint8_t *mt_mtm_layer_name(const uint8_t *b, uint32_t len, uint32_t i, uint32_t *name_len) {
+    if (mt_mtm_check_tables(b, len) || i >= rd32(b, 28)) {
         return NULL;
     }
     const uint32_t e = rd32(b, 32) + MTM_LAYER_ENTRY * i, s_len = rd32(b, 40);

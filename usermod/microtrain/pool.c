@@ -28,7 +28,7 @@ static inline int8_t mt_avg_round(int32_t s, uint32_t n, int32_t n_log) {
     return (int8_t)(s < 0 ? -(int32_t)q : (int32_t)q);
 }
 
-void maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
+void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
     const int32_t c = p->c;
     const int32_t row_stride = p->in_w * c;
     int8_t *yp = y;
@@ -63,7 +63,7 @@ void maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
     }
 }
 
-int32_t maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e,
+int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e,
                               int32_t *acc, int8_t *ein) {
     const int32_t c = p->c;
     const int32_t n_in = p->in_h * p->in_w * c;
@@ -102,10 +102,10 @@ int32_t maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const 
             }
         }
     }
-    return dyn_requant_s8(acc, (size_t)n_in, ein);
+    return mt_dyn_requant_s8(acc, (size_t)n_in, ein);
 }
 
-void avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
+void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
     const int32_t c = p->c;
     const int32_t row_stride = p->in_w * c;
     int8_t *yp = y;
@@ -137,7 +137,7 @@ void avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
     }
 }
 
-int32_t avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int32_t *acc, int8_t *ein) {
+int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int32_t *acc, int8_t *ein) {
     const int32_t c = p->c;
     const int32_t n_in = p->in_h * p->in_w * c;
     const int32_t row_stride = p->in_w * c;
@@ -175,12 +175,12 @@ int32_t avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int32_
             }
         }
     }
-    return dyn_requant_s8(acc, (size_t)n_in, ein);
+    return mt_dyn_requant_s8(acc, (size_t)n_in, ein);
 }
 
 // Average over all hw positions per channel. Requires 1 <= hw <= 2^24 so
 // that |S| <= 128 * hw fits int32 (|S| + hw/2 then fits uint32).
-void global_avgpool_s8_forward(const int8_t *x, int32_t hw, int32_t c, int8_t *y) {
+void mt_global_avgpool_s8_forward(const int8_t *x, int32_t hw, int32_t c, int8_t *y) {
     const uint32_t n = (uint32_t)hw;
     const int32_t n_log = mt_pow2_log(n);
     for (int32_t ch = 0; ch < c; ++ch) {
@@ -195,7 +195,7 @@ void global_avgpool_s8_forward(const int8_t *x, int32_t hw, int32_t c, int8_t *y
 }
 
 // Exact: every position receives e[c] unchanged (the 1/hw goes into the scale).
-void global_avgpool_s8_grad_input(const int8_t *e, int32_t hw, int32_t c, int8_t *ein) {
+void mt_global_avgpool_s8_grad_input(const int8_t *e, int32_t hw, int32_t c, int8_t *ein) {
     int8_t *op = ein;
     for (int32_t i = 0; i < hw; ++i, op += c) {
         for (int32_t ch = 0; ch < c; ++ch) {

@@ -66,7 +66,7 @@ int32_t mt_dyn_shift(uint32_t max_abs) {
     return s;
 }
 
-int32_t dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out) {
+int32_t mt_dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out) {
     uint32_t m = 0;
     for (size_t i = 0; i < n; ++i) {
         const uint32_t a = mt_abs_u32(acc[i]);

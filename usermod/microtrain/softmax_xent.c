@@ -8,7 +8,7 @@ static inline int32_t mt_q15_prob(uint32_t v, uint32_t s) {
     return (int32_t)mt_udiv_u32((v << 15) + (s >> 1), s);
 }
 
-int32_t softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut,
+int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut,
                         int8_t *err, int32_t *stats) {
     int32_t qmax = INT8_MIN;
     for (int32_t i = 0; i < c; ++i) {

@@ -1,0 +1,62 @@
+"""Every global symbol the kernels define starts with ``mt_``.
+
+Firmware links usermod/microtrain next to ESP-IDF, pico-sdk and other user C
+modules; an unprefixed global (``topk_mask``, ``relu_s8_forward``) can collide
+with theirs. Here ``nm`` reads the objects of the natmod build for every
+supported arch (built by ``make natmod ARCH=...``, the same objects mpy_ld.py
+links) and fails on any defined global other than the natmod entry point
+``mpy_init``. tests/test_firmware.py applies the same rule to the firmware-mode
+objects (host fwport build and the Cortex-M compiles).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from harness import KERNEL_DIR, ROOT
+
+NATMOD_ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
+ENTRY_POINTS = {"mpy_init"}
+
+
+def foreign_globals(objs: list[Path], nm: str = "nm", allowed: set[str] = ENTRY_POINTS) -> list[str]:
+    """'object: symbol' for each defined global symbol that lacks the mt_ prefix."""
+    assert objs, "no objects to check"
+    proc = subprocess.run([nm, "-g", "--defined-only", "--print-file-name", *map(str, objs)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    bad = []
+    for line in proc.stdout.splitlines():  # "<object>:<value> <type> <name>"
+        obj, _, rest = line.rpartition(".o:")
+        name = rest.split()[-1]
+        if not name.startswith("mt_") and name not in allowed:
+            bad.append(f"{Path(obj).name}.o: {name}")
+    return bad
+
+
+def test_check_catches_unprefixed_global(tmp_path: Path) -> None:
+    """The nm scan itself sees a plain global function and a global table, and passes statics."""
+    src = tmp_path / "t.c"
+    src.write_text("const int table[2] = {1, 2};\nstatic int helper(int v) { return v + table[v & 1]; }\n"
+                   "int foo(int v) { return helper(v); }\nint mt_ok(int v) { return foo(v); }\n")
+    obj = tmp_path / "t.o"
+    subprocess.run(["gcc", "-c", "-O1", "-o", str(obj), str(src)], check=True)
+    assert sorted(foreign_globals([obj])) == ["t.o: foo", "t.o: table"]
+
+
+@pytest.mark.parametrize("arch", NATMOD_ARCHS)
+def test_natmod_globals_prefixed(arch: str) -> None:
+    nm = "nm" if arch == "x64" else "arm-none-eabi-nm"
+    assert shutil.which(nm), f"{nm} is not installed (tools/setup.sh installs it)"
+    proc = subprocess.run(["make", "--no-print-directory", "natmod", f"ARCH={arch}"], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    objdir = ROOT / "build" / "natmod" / arch / "obj"
+    objs = sorted(objdir.glob("*.o"))
+    # one object per C source: a stale or missing object would hide a symbol
+    assert sorted(p.stem for p in objs) == sorted(p.stem for p in KERNEL_DIR.glob("*.c"))
+    bad = foreign_globals(objs, nm)
+    assert not bad, f"{arch}: globals without the mt_ prefix: {bad}"
