@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness import KERNEL_DIR, ROOT
+from support.harness import KERNEL_DIR, ROOT
 
 NATMOD_ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
 ENTRY_POINTS = {"mpy_init"}
