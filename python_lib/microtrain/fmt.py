@@ -26,6 +26,10 @@ MAX_NAME = const(63)
 MAX_FUSED = const(255)
 NONE = 0xFFFFFFFF  # "no tensor" in the file (not const(): a big int on 32-bit ports)
 NONE_I32 = const(-1)  # the same as the accessors (mtm_tensor / mtm_layer) report it
+# int32 values the accessors fill in: mtm_info, mtm_tensor, mtm_layer
+INFO_N = const(15)
+TENSOR_N = const(14)
+LAYER_N = const(21)
 
 # header flags, tensor flags, layer flags
 FLAG_TRAINED = const(1)

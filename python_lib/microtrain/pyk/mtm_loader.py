@@ -3,7 +3,29 @@
 import struct
 from array import array
 
-from microtrain.fmt import N_PARAMS, NONE
+from microtrain.fmt import (
+    HEADER_SIZE,
+    INFO_N,
+    KIND_ACT,
+    KIND_CONST,
+    KIND_STATE,
+    LAYER_ENTRY,
+    LAYER_N,
+    MAX_LAYERS,
+    MAX_TENSORS,
+    N_PARAMS,
+    N_PARAMS_MAX,
+    NONE,
+    OP_ADD,
+    OP_CONV2D,
+    OP_GAP,
+    OP_LINEAR,
+    OP_RELU,
+    OP_RELU6,
+    PARAMS_OFF,
+    TENSOR_ENTRY,
+    TENSOR_N,
+)
 from microtrain.pyk.checks import (
     I32,
     M32,
@@ -128,7 +150,7 @@ class _V:
         self.input, self.output = h[10], h[11]
 
     def t(self, i):
-        return _unp(_TFMT, self.b, 64 + 48 * i)
+        return _unp(_TFMT, self.b, HEADER_SIZE + TENSOR_ENTRY * i)
 
     def fail(self, msg, where=0, index=-1):
         raise _Fail(msg, where, index)
@@ -189,7 +211,7 @@ def _check_tensors(c):
         if (tflags & 1) and (rank != 3 or t[5] != 1):
             c.fail("SIGNAL_1D tensor must have shape (1, L, C)", 1, i)
         off, ln = t[9], t[10]
-        if kind == 0:
+        if kind == KIND_ACT:
             if dt != 1:
                 c.fail("activation must be int8", 1, i)
             if off or ln:
@@ -199,7 +221,7 @@ def _check_tensors(c):
         else:
             if q == 1:
                 c.fail("PER_TENSOR quant is for activations only", 1, i)
-            if kind == 2:
+            if kind == KIND_STATE:
                 if not has_state:
                     c.fail("STATE tensor in a file without HAS_STATE", 1, i)
                 if dt != 3 or q != 0:
@@ -314,7 +336,7 @@ def _same_shape(a, b):
 def _op_rules(c, L, p, op, act):
     x = c.t(L[9])
     y = c.t(L[11])
-    if op == 1:
+    if op == OP_CONV2D:
         m = _conv_check(p[:17])
         if m:
             return m
@@ -328,7 +350,7 @@ def _op_rules(c, L, p, op, act):
         if p[13] != x[12] or p[14] != y[12]:
             return "in_zp / out_zp differ from the tensors' zero points"
         return _act_rule(act, p[14], p[15], p[16])
-    if op == 2:
+    if op == OP_LINEAR:
         m = _linear_check(p[:6])
         if m:
             return m
@@ -342,7 +364,7 @@ def _op_rules(c, L, p, op, act):
         if p[2] != x[12] or p[3] != y[12]:
             return "in_zp / out_zp differ from the tensors' zero points"
         return _act_rule(act, p[3], p[4], p[5])
-    if op == 8:
+    if op == OP_ADD:
         x2 = c.t(L[10])
         if not _same_shape(x, x2) or not _same_shape(x, y):
             return "inputs and output shapes differ"
@@ -354,16 +376,16 @@ def _op_rules(c, L, p, op, act):
         if m:
             return m
         return _act_rule(act, p[3], p[11], p[12])
-    if op == 3 or op == 4:
+    if op == OP_RELU or op == OP_RELU6:
         if not _same_shape(x, y):
             return "input and output shapes differ"
         if p[0] < 1 or _numel(x) != p[0]:
             return "n != numel"
         if p[1] != x[12]:
             return "zp != input zero point"
-        if op == 4 and (p[2] < p[1] or p[2] > 127):
+        if op == OP_RELU6 and (p[2] < p[1] or p[2] > 127):
             return "need zp <= q6 <= 127"
-    elif op == 7:
+    elif op == OP_GAP:
         if p[0] < 1 or p[1] < 1:
             return "hw and c must be >= 1"
         if x[1] != 3 or (x[5] * x[6]) & M32 != p[0] or x[7] != p[1]:
@@ -387,28 +409,28 @@ def _check_layers(c, produced, consumed):
     b = c.b
     n_t = c.n_t
     has_state = c.flags & 2
-    if c.t(c.input)[2] != 0:
+    if c.t(c.input)[2] != KIND_ACT:
         c.fail("model input is not an activation")
     produced[c.input] = 1
     for j in range(c.n_l):
-        e = c.lt_off + 152 * j
+        e = c.lt_off + LAYER_ENTRY * j
         L = _unp(_LFMT, b, e)
         op, act, n_p, n_in, lflags = L[0], L[1], L[2], L[3], L[4]
         noff, nlen, foff, flen = L[5], L[6], L[7], L[8]
         if op < 1 or op > 8:
             c.fail("unknown op", 2, j)
-        if n_in != (2 if op == 8 else 1):
+        if n_in != (2 if op == OP_ADD else 1):
             c.fail("n_inputs does not match the op", 2, j)
         if n_p != N_PARAMS[op]:
             c.fail("n_params does not match the op", 2, j)
-        p = _unp("<20i", b, e + 72)
-        for k in range(n_p, 20):
+        p = _unp("<20i", b, e + PARAMS_OFF)
+        for k in range(n_p, N_PARAMS_MAX):
             if p[k]:
                 c.fail("unused params not zero", 2, j)
-        weighted = op == 1 or op == 2
+        weighted = op == OP_CONV2D or op == OP_LINEAR
         if act > 2:
             c.fail("unknown act", 2, j)
-        if act and not weighted and op != 8:
+        if act and not weighted and op != OP_ADD:
             c.fail("fused activation on an op without one", 2, j)
         if (lflags & ~1) or _u32(b, e + 68):
             c.fail("unknown layer flags or non-zero reserved field", 2, j)
@@ -418,7 +440,7 @@ def _check_layers(c, produced, consumed):
             c.fail("bad layer name (1..63 bytes of UTF-8, NUL-terminated in the pool)", 2, j)
         na = c.s_off + noff
         for k in range(j):
-            ek = c.lt_off + 152 * k
+            ek = c.lt_off + LAYER_ENTRY * k
             if _u32(b, ek + 12) == nlen:
                 nb = c.s_off + _u32(b, ek + 8)
                 t = 0
@@ -429,19 +451,19 @@ def _check_layers(c, produced, consumed):
         if flen > 255 or not c.string_ok(foff, flen):
             c.fail("bad fused string (0..255 bytes of UTF-8, NUL-terminated in the pool)", 2, j)
         in0, in1, out = L[9], L[10], L[11]
-        if (in1 >= n_t) if op == 8 else (in1 != NONE):
+        if (in1 >= n_t) if op == OP_ADD else (in1 != NONE):
             c.fail("in1 must be a tensor for ADD and NONE otherwise", 2, j)
         if in0 >= n_t or out >= n_t:
             c.fail("tensor index out of range", 2, j)
-        if c.t(in0)[2] != 0 or c.t(out)[2] != 0 or (op == 8 and c.t(in1)[2] != 0):
+        if c.t(in0)[2] != KIND_ACT or c.t(out)[2] != KIND_ACT or (op == OP_ADD and c.t(in1)[2] != KIND_ACT):
             c.fail("input / output tensor is not an activation", 2, j)
-        if not produced[in0] or (op == 8 and not produced[in1]):
+        if not produced[in0] or (op == OP_ADD and not produced[in1]):
             c.fail("input tensor is neither the model input nor an earlier output", 2, j)
         if produced[out]:
             c.fail("output tensor is already produced", 2, j)
         for s in range(4):
             t = L[12 + s]
-            if (t >= n_t or c.t(t)[2] != 1) if weighted else t != NONE:
+            if (t >= n_t or c.t(t)[2] != KIND_CONST) if weighted else t != NONE:
                 c.fail("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR and NONE otherwise",
                        2, j)
         for s in range(4):
@@ -450,24 +472,24 @@ def _check_layers(c, produced, consumed):
                 continue
             if not has_state or not weighted:
                 c.fail("state slot set without HAS_STATE or on a non-weighted op", 2, j)
-            if t >= n_t or c.t(t)[2] != 2:
+            if t >= n_t or c.t(t)[2] != KIND_STATE:
                 c.fail("state slot tensor is not a STATE tensor", 2, j)
         m = _op_rules(c, L, p, op, act)
         if m:
             c.fail(m, 2, j)
         produced[out] = 1
         consumed[in0] = 1
-        if op == 8:
+        if op == OP_ADD:
             consumed[in1] = 1
 
 
 def _check_graph(c, produced, consumed):
     b = c.b
     n_t = c.n_t
-    if _u32(b, c.lt_off + 152 * (c.n_l - 1) + 32) != c.output:
+    if _u32(b, c.lt_off + LAYER_ENTRY * (c.n_l - 1) + 32) != c.output:
         c.fail("output is not the last layer's output")
     for i in range(n_t):
-        if c.t(i)[2] != 0:
+        if c.t(i)[2] != KIND_ACT:
             continue
         if not produced[i]:
             c.fail("activation is never produced", 1, i)
@@ -476,7 +498,7 @@ def _check_graph(c, produced, consumed):
     # reference counts of CONST/STATE tensors (0, 1, 2 = twice or more)
     refs = bytearray(n_t)
     for j in range(c.n_l):
-        for t in _unp("<8I", b, c.lt_off + 152 * j + 36):
+        for t in _unp("<8I", b, c.lt_off + LAYER_ENTRY * j + 36):
             if t != NONE and refs[t] < 2:
                 refs[t] += 1
     for i in range(n_t):
@@ -484,7 +506,7 @@ def _check_graph(c, produced, consumed):
         if t[3] == 2 and refs[t[13]] < 2:
             refs[t[13]] += 1
     for i in range(n_t):
-        if c.t(i)[2] != 0 and refs[i] != 1:
+        if c.t(i)[2] != KIND_ACT and refs[i] != 1:
             c.fail("CONST/STATE tensor not referenced exactly once", 1, i)
 
 
@@ -498,7 +520,7 @@ def _validate(b, ln):
         return "bad magic (expected MTMF)", 0, -1
     if _unp("<H", b, 4)[0] != 1 or _unp("<H", b, 6)[0] > 0:
         return "unsupported version (reader is 1.0)", 0, -1
-    if _u32(b, 8) != 64:
+    if _u32(b, 8) != HEADER_SIZE:
         return "header_size != 64", 0, -1
     if _u32(b, 16) != ln:
         return "total_len != file length (truncated or padded file)", 0, -1
@@ -507,15 +529,15 @@ def _validate(b, ln):
     c = _V(b, ln)
     if c.flags & ~3:
         return "unknown header flags", 0, -1
-    if c.n_t < 1 or c.n_t > 4096:
+    if c.n_t < 1 or c.n_t > MAX_TENSORS:
         return "n_tensors outside 1..4096", 0, -1
-    if c.n_l < 1 or c.n_l > 1024:
+    if c.n_l < 1 or c.n_l > MAX_LAYERS:
         return "n_layers outside 1..1024", 0, -1
-    if _u32(b, 24) != 64:
+    if _u32(b, 24) != HEADER_SIZE:
         return "tensor_table_off != 64", 0, -1
-    if c.lt_off != 64 + 48 * c.n_t:
+    if c.lt_off != HEADER_SIZE + TENSOR_ENTRY * c.n_t:
         return "layer_table_off != 64 + 48 * n_tensors", 0, -1
-    if c.s_off != c.lt_off + 152 * c.n_l:
+    if c.s_off != c.lt_off + LAYER_ENTRY * c.n_l:
         return "strings_off != layer_table_off + 152 * n_layers", 0, -1
     if c.s_len < 1 or c.s_off > ln - 4 or c.s_len > ln - 4 - c.s_off:
         return "strings_len out of range", 0, -1
@@ -550,15 +572,15 @@ def _mtm_buf(fn, o):
 
 def _tables(b, ln):
     # mtm_check_tables: NULL (None) when ok, else a message
-    if ln < 64 or b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
+    if ln < HEADER_SIZE or b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
         return "not an .mtm header (too short or bad magic)"
     n_t, n_l = _u32(b, 20), _u32(b, 28)
     s_off, s_len = _u32(b, 36), _u32(b, 40)
-    if n_t < 1 or n_t > 4096 or n_l < 1 or n_l > 1024:
+    if n_t < 1 or n_t > MAX_TENSORS or n_l < 1 or n_l > MAX_LAYERS:
         return "n_tensors / n_layers out of range"
     lt = _u32(b, 32)
-    if (_u32(b, 24) != 64 or lt != 64 + 48 * n_t or s_off != lt + 152 * n_l or s_off > ln
-            or s_len > ln - s_off):
+    if (_u32(b, 24) != HEADER_SIZE or lt != HEADER_SIZE + TENSOR_ENTRY * n_t
+            or s_off != lt + LAYER_ENTRY * n_l or s_off > ln or s_len > ln - s_off):
         return "tables or string pool outside the buffer"
     return None
 
@@ -566,7 +588,7 @@ def _tables(b, ln):
 def _layer_name(b, ln, i):
     if _tables(b, ln) or i >= _u32(b, 28):
         return None
-    e = _u32(b, 32) + 152 * i
+    e = _u32(b, 32) + LAYER_ENTRY * i
     s_len = _u32(b, 40)
     off, n = _u32(b, e + 8), _u32(b, e + 12)
     if off >= s_len or n > 63 or n > s_len - off:
@@ -619,7 +641,7 @@ def _s32(u):
 def mtm_info(buf, out):
     fn = "mtm_info"
     b = _tables_buf(fn, buf)
-    _out32(fn, "out", out, 15)
+    _out32(fn, "out", out, INFO_N)
     h = _unp("<HHIIIIIIIIIIIIII", b, 4)
     out[0] = h[0]
     out[1] = h[1]
@@ -643,8 +665,8 @@ def mtm_tensor(buf, i, out):
     fn = "mtm_tensor"
     b = _tables_buf(fn, buf)
     i = _index(fn, i, _u32(b, 20))
-    _out32(fn, "out", out, 14)
-    t = _unp("<BBBBIIIIIIIIII", b, 64 + 48 * i)
+    _out32(fn, "out", out, TENSOR_N)
+    t = _unp("<BBBBIIIIIIIIII", b, HEADER_SIZE + TENSOR_ENTRY * i)
     for k in range(14):
         out[k] = _s32(t[k])
 
@@ -653,12 +675,12 @@ def mtm_layer(buf, i, out):
     fn = "mtm_layer"
     b = _tables_buf(fn, buf)
     i = _index(fn, i, _u32(b, 28))
-    _out32(fn, "out", out, 21)
-    e = _u32(b, 32) + 152 * i
+    _out32(fn, "out", out, LAYER_N)
+    e = _u32(b, 32) + LAYER_ENTRY * i
     s_off = _u32(b, 36)
     L = _unp(_LFMT, b, e)
     for k in range(20):
         out[k] = _s32(L[k])
     out[5] = _s32(L[5] + s_off)
     out[7] = _s32(L[7] + s_off)
-    out[20] = _s32(e + 72)
+    out[20] = _s32(e + PARAMS_OFF)
