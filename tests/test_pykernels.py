@@ -293,6 +293,43 @@ def builtin_microtrain() -> bool:
     return p.returncode == 0
 
 
+PURE_256K = """
+import sys, gc
+import microtrain as mt
+m = mt.load(sys.argv[1])
+x = open(sys.argv[2], "rb").read()
+n = m.input.numel
+for i in range(len(x) // n):
+    print("OUT", " ".join(str(v) for v in m.forward(x[i * n:(i + 1) * n])))
+t = mt.Trainer(m, train="last:2", optimizer=mt.SGD(lr=0.05, momentum=0.9))
+for i in range(4):
+    t.step(x[i * n:(i + 1) * n], i)
+t.flush()
+gc.collect()
+print("NATIVE", mt.NATIVE, "STEPS", m.train_steps, "HEAP", gc.mem_alloc())
+"""
+
+
+def test_pure_python_package_runs_from_source_in_256k(tmp_path: Path) -> None:
+    """No native module at all: the package and the kernels the digits model needs,
+    compiled from source on the device, load, infer (outputs = the oracle's) and train
+    in a 256 KB heap (the single pykernels.py did not even compile in one)."""
+    dm = digits_model()
+    mfile, xfile, script = tmp_path / "m.mtm", tmp_path / "x.bin", tmp_path / "pure.py"
+    mfile.write_bytes(dm.mtm)
+    xfile.write_bytes(dm.x[:8].tobytes())
+    script.write_text(PURE_256K)
+    env = dict(os.environ, MICROPYPATH=str(PYTHON_LIB), MICROTRAIN_PURE="1")
+    p = subprocess.run([str(MICROPYTHON), "-X", "heapsize=256k", str(script), str(mfile), str(xfile)],
+                       capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+    lines = p.stdout.strip().splitlines()
+    outs = [ln[4:] for ln in lines if ln.startswith("OUT ")]
+    assert outs == [" ".join(str(int(v)) for v in row) for row in dm.expected[:8]]
+    last = lines[-1].split()
+    assert last[:4] == ["NATIVE", "False", "STEPS", "4"] and int(last[5]) < 256 * 1024, lines[-1]
+
+
 def _trained_arrays(data: bytes) -> list[np.ndarray]:
     """w, b, mult, shift, w_scale of every weighted layer as stored in the file (F32_PATH's order)."""
     m = mtm_loader.mtm.read(data)

@@ -23,8 +23,9 @@
 # - requant needs 64-bit products: on 32-bit ports those are long ints
 #   (MPZ), allocated per output element; ports without long ints cannot run
 #   these modules.
-# - Ship them precompiled (mpy-cross) or frozen: compiling the larger ones
-#   (conv2d, mtm_loader) from source takes RAM a small board may not have.
+# - Precompiled (mpy-cross) or frozen modules need less RAM than compiling
+#   the source on the board (the sources of the kernels a model uses do fit a
+#   256 KB heap next to the package: tests/test_pykernels.py).
 
 HAS_FLOAT = True  # the float32 kernels are always there (float32 through array('f'))
 
