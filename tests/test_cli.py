@@ -27,12 +27,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-
-from microtrain_tools import convert as cv  # noqa: E402
-from microtrain_tools import mtm  # noqa: E402
-from microtrain_tools.mtm import Op  # noqa: E402
+from microtrain_tools import convert as cv
+from microtrain_tools import mtm
+from microtrain_tools.mtm import Op
+from support.harness import ROOT
 
 ENTRY = Path(sys.executable).parent / "microtrain"
 COMMANDS = ("convert", "to-torch", "info", "run", "deploy", "flash", "plot", "build")

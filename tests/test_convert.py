@@ -9,7 +9,6 @@ float model.
 from __future__ import annotations
 
 import struct
-import zlib
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ import torch.nn as nn
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm
 from microtrain_tools.reference import oracle as o
+from support.mtm_files import fix_crc
 from support.torch_models import Cnn2d, Res1d, as_1d, train_quick
 
 N_TEST = 300
@@ -199,11 +199,6 @@ def test_standalone_relu_linear_bn_and_biasless() -> None:
 # file format
 
 
-def _fix_crc(b: bytearray) -> bytearray:
-    struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])) & 0xFFFFFFFF)
-    return b
-
-
 def test_round_trip(cnn2d_file, tmp_path) -> None:  # type: ignore[no-untyped-def]
     m = mtm.read(cnn2d_file)
     assert mtm.write(m) == cnn2d_file
@@ -270,20 +265,20 @@ def test_corrupted_files(cnn2d_file, case) -> None:  # type: ignore[no-untyped-d
         b[len(b) // 2 + 3] ^= 0x40
     elif case == "offset":
         struct.pack_into("<I", b, w_entry + 24, (len(b) + 4096) & ~7)
-        _fix_crc(b)
+        fix_crc(b)
     elif case == "op":
         b[lt] = 99
-        _fix_crc(b)
+        fix_crc(b)
     elif case == "shape":
         struct.pack_into("<I", b, w_entry + 8, 7)
-        _fix_crc(b)
+        fix_crc(b)
     elif case == "align":
         off = struct.unpack_from("<I", b, w_entry + 24)[0]
         struct.pack_into("<I", b, w_entry + 24, off + 4)
-        _fix_crc(b)
+        fix_crc(b)
     elif case == "name":
         struct.pack_into("<I", b, lt + 12, 10_000)
-        _fix_crc(b)
+        fix_crc(b)
     elif case == "extra_byte":
         b = b + b"\0"
     with pytest.raises(ValueError, match=match):
@@ -304,7 +299,7 @@ def test_semantic_corruption_caught_with_valid_crc(cnn2d_file) -> None:  # type:
         b = bytearray(cnn2d_file)
         struct.pack_into("<i", b, off, val)
         with pytest.raises(ValueError):
-            mtm.read(bytes(_fix_crc(b)))
+            mtm.read(bytes(fix_crc(b)))
         del what
     # negative multiplier in the data blob
     b = bytearray(cnn2d_file)
@@ -312,7 +307,7 @@ def test_semantic_corruption_caught_with_valid_crc(cnn2d_file) -> None:  # type:
     off = struct.unpack_from("<I", b, mtm.HEADER_SIZE + mtm.TENSOR_ENTRY * mult + 24)[0]
     struct.pack_into("<i", b, off, -5)
     with pytest.raises(ValueError, match="negative multiplier"):
-        mtm.read(bytes(_fix_crc(b)))
+        mtm.read(bytes(fix_crc(b)))
 
 
 def test_random_mutations_raise_value_error_only(cnn2d_file) -> None:  # type: ignore[no-untyped-def]
@@ -327,7 +322,7 @@ def test_random_mutations_raise_value_error_only(cnn2d_file) -> None:  # type: i
             pos = int(rng.integers(0, tables_end))
             b[pos] = int(rng.integers(0, 256))
         try:
-            mm = mtm.read(bytes(_fix_crc(b)))
+            mm = mtm.read(bytes(fix_crc(b)))
         except ValueError:
             rejected += 1
             continue

@@ -35,7 +35,8 @@ ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
 # MicroPython's native arch numbers (docs: "MicroPython .mpy files", header byte 2 = arch << 2 | sub-version).
 ARCH_CODE = {"x64": 2, "armv6m": 4, "armv7emsp": 7, "armv7emdp": 8}
 MPREMOTE = ROOT / ".venv" / "bin" / "mpremote"
-PY_SOURCES = sorted(p.name for p in (ROOT / "python_lib" / "microtrain").glob("*.py"))
+PY_SOURCES = sorted(p.relative_to(ROOT / "python_lib" / "microtrain").as_posix()  # pyk/ included
+                    for p in (ROOT / "python_lib" / "microtrain").rglob("*.py"))
 
 
 def _version() -> str:

@@ -556,6 +556,9 @@ def mp_json(code: str, pure: bool = False, cwd: Path | None = None) -> Any:
     """Run code in micropython (native or pure-Python kernels); parse the last line as JSON."""
     env = dict(os.environ)
     env["MICROPYPATH"] = str(PYTHON_LIB) if pure else f"{NATMOD_X64}:{PYTHON_LIB}"
+    env.pop("MICROTRAIN_PURE", None)
+    if pure:
+        env["MICROTRAIN_PURE"] = "1"  # also when the binary has _microtrain built in
     proc = subprocess.run([str(MICROPYTHON), "-c", code], capture_output=True, text=True, env=env, cwd=cwd,
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -699,8 +702,6 @@ def _defs(tree: ast.Module) -> dict[str, ast.FunctionDef]:
 def test_stub_signatures_match_python_lib() -> None:
     n = 0
     for mod, path in stub_modules().items():
-        if mod == "pykernels":
-            continue
         src = _defs(_parse(PKG_SRC / f"{mod}.py"))
         for key, fn in _defs(_parse(path)).items():
             assert key in src, f"{path.name}: {key} is not in python_lib/microtrain/{mod}.py"
@@ -739,7 +740,9 @@ def test_native_stub_lists_exactly_dir_microtrain_module() -> None:
     real = mp_json("import json, _microtrain\n"
                    "print(json.dumps([n for n in dir(_microtrain) if not n.startswith('_')]))")
     assert stub_names(tree) == set(real)
-    py = _defs(_parse(PKG_SRC / "pykernels.py"))
+    py: dict[str, ast.FunctionDef] = {}
+    for src in sorted((PKG_SRC / "pyk").glob("*.py")):
+        py |= _defs(_parse(src))
     table = _binding_table()
     assert len(table) >= 25 and set(table) <= set(funcs)
     for name, fn in funcs.items():
@@ -751,9 +754,17 @@ def test_native_stub_lists_exactly_dir_microtrain_module() -> None:
             assert params == table[name], f"{name}: names differ from numerics.md's binding table"
         returns = ast.unparse(fn.returns)
         assert returns in ("int", "None"), name
-    # the pure-Python kernels' stub re-exports exactly these names (plus crc32)
-    pk = stub_names(_parse(STUBS / "microtrain" / "pykernels.pyi"))
-    assert pk == set(real) | {"crc32"}
+    # the pure-Python kernels' stubs (one per module of microtrain.pyk) re-export exactly these
+    # names (plus crc32), each where microtrain.pyk.WHERE says it lives
+    where = next(ast.literal_eval(n.value) for n in _parse(PKG_SRC / "pyk" / "__init__.py").body
+                 if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "WHERE")
+    pk = {}
+    for stub in sorted((STUBS / "microtrain" / "pyk").glob("*.pyi")):
+        if stub.stem != "__init__":
+            pk |= {n: stub.stem for n in stub_names(_parse(stub))}
+    assert set(pk) == set(real) - {"HAS_FLOAT"} | {"crc32"}
+    assert pk == where
+    assert "HAS_FLOAT" in stub_names(_parse(STUBS / "microtrain" / "pyk" / "__init__.pyi"))
 
 
 # --------------------------------------------------------------------------

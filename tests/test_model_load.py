@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from microtrain_tools import mtm
 from support.digits_model import digits_model
 from support.kernel_harness import run_micropython
 
@@ -146,3 +147,76 @@ def test_load_path_is_zero_copy_and_matches_the_oracle(tmp_path: Path) -> None:
     assert size <= used < size + 700 * objects, (used, size, objects)
     out = [int(v) for v in lines[1].split()[1:]]
     assert out == dm.expected[0].tolist()
+
+
+# load() from a path, from bytes and from memoryviews (how a model in flash or ROMFS is
+# used without a copy): the same outputs, the same tensor values. The checkpoint holds
+# float32 STATE tensors (mixed-mode master copies, momentum) as well as the int32 ones.
+SOURCES = """
+import sys, uctypes
+import microtrain as mt
+path, ck, xpath = sys.argv[1], sys.argv[2], sys.argv[3]
+x = open(xpath, "rb").read()
+m = mt.load(path)
+n = m.input.numel
+t = mt.Trainer(m, train="last:2", mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=0.9))
+for i in range(4):
+    t.step(x[i * n:(i + 1) * n], i)
+t.save(ck)
+
+def dump(m):
+    outs = [bytes(m.forward(x[i * n:(i + 1) * n])).hex() for i in range(len(x) // n)]
+    vals = []
+    for t in m.tensors:
+        if t.data is not None:
+            vals.append("%d:%s" % (t.index, ",".join(repr(v) for v in t.data)))
+    return " ".join(outs), " ".join(vals)
+
+for f in (path, ck):
+    data = open(f, "rb").read()
+    base = uctypes.addressof(data)
+    for name, src in (("path", f), ("bytes", data), ("memoryview", memoryview(data)),
+                      ("bytearray-memoryview", memoryview(bytearray(data)))):
+        mm = mt.load(src)
+        outs, vals = dump(mm)
+        print("OUT", f == ck, name, outs)
+        print("VAL", f == ck, name, vals)
+        if name == "memoryview":
+            # int8 weights are views of the caller's buffer, not copies
+            ws = [ly.w for ly in mm.layers if ly.w is not None]
+            inside = [base <= uctypes.addressof(w) < base + len(data) for w in ws]
+            print("ZEROCOPY", f == ck, name, len(inside), all(inside))
+"""
+
+
+def test_load_memoryview_equals_bytes_and_path(tmp_path: Path) -> None:
+    dm = digits_model()
+    mfile, ck, xfile = tmp_path / "m.mtm", tmp_path / "ck.mtm", tmp_path / "x.bin"
+    mfile.write_bytes(dm.mtm)
+    xfile.write_bytes(dm.x.tobytes())
+    script = tmp_path / "sources.py"
+    script.write_text(SOURCES)
+    p = run_micropython(script, [str(mfile), str(ck), str(xfile)], timeout=300)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+    got: dict[tuple[str, str, str], str] = {}
+    for line in p.stdout.splitlines():
+        kind, is_ck, rest = line.split(" ", 2)
+        name, _, val = rest.partition(" ")
+        got[(kind, is_ck, name)] = val
+    names = ("path", "bytes", "memoryview", "bytearray-memoryview")
+    for is_ck in ("False", "True"):
+        for kind in ("OUT", "VAL"):
+            ref = got[(kind, is_ck, "path")]
+            assert ref, (kind, is_ck)
+            for name in names[1:]:
+                what = "checkpoint" if is_ck == "True" else "model"
+                assert got[(kind, is_ck, name)] == ref, f"{kind} of the {what}: load({name}) != load(path)"
+        n_weighted = sum(ly.op in (mtm.Op.CONV2D, mtm.Op.LINEAR) for ly in mtm.read(dm.mtm).layers)
+        assert got[("ZEROCOPY", is_ck, "memoryview")].split() == [str(n_weighted), "True"]
+    # the model's outputs are the oracle's
+    want = " ".join(bytes(r.astype(np.int8).tobytes()).hex() for r in dm.expected)
+    assert got[("OUT", "False", "path")] == want
+    # the checkpoint carries float32 STATE tensors and trained weights: the check compared them
+    ckm = mtm.read(ck.read_bytes())
+    assert sum(t.kind == mtm.Kind.STATE for t in ckm.tensors) == 6
+    assert got[("OUT", "True", "path")] != want

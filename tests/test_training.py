@@ -600,7 +600,7 @@ def test_model_save_is_atomic_and_matches_the_reference(setups: dict[str, Setup]
 @pytest.mark.parametrize("mode", ["int8", "mixed"])
 def test_native_and_pure_python_kernels_train_identically(setups: dict[str, Setup], tmp_path: Path,
                                                           mode: str) -> None:
-    """The same training steps with the native module and with microtrain.pykernels (no natmod on the
+    """The same training steps with the native module and with microtrain.pyk (no natmod on the
     path, as on a board where the .mpy cannot load) give identical weights, scales and state."""
     import subprocess
 
@@ -614,7 +614,8 @@ def test_native_and_pure_python_kernels_train_identically(setups: dict[str, Setu
     cfg["out"] = str(tmp_path / "pure.dump")
     (tmp_path / "pure.json").write_text(json.dumps(cfg))
     env = micropython_env()
-    env["MICROPYPATH"] = str(PYTHON_LIB)  # no natmod: microtrain falls back to pykernels
+    env["MICROPYPATH"] = str(PYTHON_LIB)  # no natmod: microtrain falls back to microtrain.pyk
+    env["MICROTRAIN_PURE"] = "1"  # and a _microtrain built into the binary is not used either
     p = subprocess.run([str(MICROPYTHON), str(RUNNER), str(tmp_path / "pure.json")], env=env,
                        capture_output=True, text=True, timeout=600, check=False)
     assert p.returncode == 0 and "TRAIN-RUNNER-DONE" in p.stdout, (p.stdout + p.stderr)[-3000:]

@@ -4,14 +4,22 @@
 import os
 import struct
 
-from microtrain.model import FLAG_HAS_STATE, FLAG_TRAINED, KIND_STATE
+from microtrain.fmt import (
+    DT_F32,
+    FLAG_HAS_STATE,
+    FLAG_TRAINED,
+    HEADER_SIZE,
+    KIND_STATE,
+    LAYER_ENTRY,
+    NONE,
+    Q_NONE,
+    TENSOR_ENTRY,
+)
 
 try:
     from binascii import crc32 as _crc32
 except ImportError:
     _crc32 = None
-
-_NONE = 0xFFFFFFFF
 
 
 def _crc(data, crc):
@@ -19,7 +27,7 @@ def _crc(data, crc):
         return _crc32(data, crc)
     from microtrain import kern
 
-    return kern.py().crc32(data, crc)
+    return kern.py("crc32")(data, crc)
 
 
 def _state_arrays(model, trainer):
@@ -32,9 +40,9 @@ def _state_arrays(model, trainer):
         if not ly.trained:
             continue
         slots = [ly.master_w, ly.master_b, None, None]
-        st = opt._st.get(ly.index)
+        st = opt.state_tensors(ly)
         if st is not None:
-            slots[2], slots[3] = st[0], st[1]
+            slots[2], slots[3] = st
         if any(s is not None for s in slots):
             out[ly.index] = slots
     return out
@@ -68,8 +76,8 @@ def save(model, path, trainer=None):
                 new_state.append((ly.index, k, a, tensors[ref].shape))
     n_t = len(keep) + len(new_state)
     n_l = len(model.layers)
-    new_lt = 64 + 48 * n_t
-    new_s = new_lt + 152 * n_l
+    new_lt = HEADER_SIZE + TENSOR_ENTRY * n_t
+    new_s = new_lt + LAYER_ENTRY * n_l
     new_d = (new_s + s_len + 7) & ~7
     # data placement
     offs = []
@@ -91,35 +99,36 @@ def save(model, path, trainer=None):
     total = pos + 4
     flags = FLAG_TRAINED | (FLAG_HAS_STATE if new_state else 0)
 
-    head = bytearray(b[0:64])
-    struct.pack_into("<IIIIIIIIIIIII", head, 12, flags, total, n_t, 64, n_l, new_lt, new_s, s_len,
+    head = bytearray(b[0:HEADER_SIZE])
+    struct.pack_into("<IIIIIIIIIIIII", head, 12, flags, total, n_t, HEADER_SIZE, n_l, new_lt, new_s, s_len,
                      new_d, d_len, remap[model.input.index], remap[model.output.index],
                      model.train_steps & 0xFFFFFFFF)
-    table = bytearray(48 * n_t + 152 * n_l)
+    table = bytearray(TENSOR_ENTRY * n_t + LAYER_ENTRY * n_l)
     for i, t in enumerate(keep):
-        e = 48 * i
-        table[e:e + 48] = b[tt_off + 48 * t.index:tt_off + 48 * t.index + 48]
+        e = TENSOR_ENTRY * i
+        src = tt_off + TENSOR_ENTRY * t.index
+        table[e:e + TENSOR_ENTRY] = b[src:src + TENSOR_ENTRY]
         struct.pack_into("<I", table, e + 24, offs[i])
         if t.qscales >= 0:
             struct.pack_into("<I", table, e + 40, remap[t.qscales])
     slot_idx = {}
     for j, (li, k, a, shape) in enumerate(new_state):
-        e = 48 * (len(keep) + j)
+        e = TENSOR_ENTRY * (len(keep) + j)
         dims = list(shape) + [0] * (4 - len(shape))
-        struct.pack_into("<BBBBIIIIIIIfiII", table, e, 3, len(shape), KIND_STATE, 0, 0, dims[0], dims[1],
-                         dims[2], dims[3], st_offs[j], 4 * len(a), 0.0, 0, _NONE, 0)
+        struct.pack_into("<BBBBIIIIIIIfiII", table, e, DT_F32, len(shape), KIND_STATE, Q_NONE, 0, dims[0],
+                         dims[1], dims[2], dims[3], st_offs[j], 4 * len(a), 0.0, 0, NONE, 0)
         slot_idx[(li, k)] = len(keep) + j
 
     def idx(v):
-        return _NONE if v < 0 else remap[v]
+        return NONE if v < 0 else remap[v]
 
     for ly in model.layers:
-        e = 48 * n_t + 152 * ly.index
-        src = lt_off + 152 * ly.index
-        table[e:e + 152] = b[src:src + 152]
+        e = TENSOR_ENTRY * n_t + LAYER_ENTRY * ly.index
+        src = lt_off + LAYER_ENTRY * ly.index
+        table[e:e + LAYER_ENTRY] = b[src:src + LAYER_ENTRY]
         struct.pack_into("<I", table, e + 4, 1 if (ly.trained or ly.modified) else (ly.flags & 1))
         in1 = ly.inputs[1] if len(ly.inputs) > 1 else -1
-        sl = [slot_idx.get((ly.index, k), _NONE) for k in range(4)]
+        sl = [slot_idx.get((ly.index, k), NONE) for k in range(4)]
         struct.pack_into("<IIIIIIIIIII", table, e + 24, idx(ly.inputs[0]), idx(in1), idx(ly.output),
                          idx(ly.weight_t), idx(ly.bias_t), idx(ly.mult_t), idx(ly.shift_t), *sl)
     # string offsets in the layer entries are relative to the pool: unchanged

@@ -1,31 +1,62 @@
-# Kernel selection: the native _microtrain module when it can be imported
-# (natmod .mpy or built into the firmware), else the pure-Python kernels with
-# identical numerics (docs/numerics.md).
-try:
-    import _microtrain as K
-
-    NATIVE = True
-except (ImportError, ValueError):  # absent, or a .mpy built for another arch
-    from microtrain import pykernels as K
-
-    NATIVE = False
-
-_py = None
+# Kernel selection, per function: the native _microtrain module when it can
+# be imported (natmod .mpy or built into the firmware), else the pure-Python
+# kernel of the same name from microtrain.pyk (identical numerics,
+# docs/numerics.md), whose modules are imported one by one on first use.
+#
+# MICROTRAIN_PURE=1 in the environment (ports with os.getenv, e.g. unix; set
+# by `microtrain run --pure`) forces the pure-Python kernels even when
+# _microtrain is built into the firmware, where hiding it from sys.path
+# cannot work.
 
 
-def py():
-    """The pure-Python kernel module (imported on first use only)."""
-    global _py
-    if _py is None:
-        from microtrain import pykernels
+def _pure_requested():
+    try:
+        from os import getenv
+    except ImportError:  # boards: no environment
+        return False
+    v = getenv("MICROTRAIN_PURE")
+    return v is not None and v != "" and v != "0"
 
-        _py = pykernels
-    return _py
+
+PURE = _pure_requested()
+NATIVE = False
+if not PURE:
+    try:
+        import _microtrain as K
+
+        NATIVE = True
+    except (ImportError, ValueError):  # absent, or a .mpy built for another arch
+        pass
+
+
+def py(name):
+    """The pure-Python kernel `name` (imports only the microtrain.pyk module holding it)."""
+    from microtrain.pyk import kernel
+
+    return kernel(name)
+
+
+class _Py:
+    # Stands in for the _microtrain module: attribute `name` is the pure-Python
+    # kernel, imported on first access and then cached as an instance attribute.
+    HAS_FLOAT = True
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        f = py(name)
+        setattr(self, name, f)
+        return f
+
+
+if not NATIVE:
+    K = _Py()
 
 
 def f32(name):
     """A float32 kernel: native where the build has an FPU (HAS_FLOAT), else the
-    pure-Python one (same numerics; used on Cortex-M0 natmods)."""
-    if K.HAS_FLOAT:
+    pure-Python one (same numerics; used on Cortex-M0 natmods): only its module
+    (with the helpers it imports) is loaded."""
+    if NATIVE and K.HAS_FLOAT:
         return getattr(K, name)
-    return getattr(py(), name)
+    return py(name)

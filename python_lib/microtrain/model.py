@@ -13,6 +13,30 @@ import struct
 from micropython import const
 
 from microtrain import kern
+from microtrain.fmt import (
+    ACT_NAMES,
+    ACT_RELU,
+    ACT_RELU6,
+    DT_F32,
+    DT_INT8,
+    DT_INT32,
+    FLAG_TRAINED,
+    INFO_N,
+    ITEMSIZE,
+    KIND_ACT,
+    LAYER_N,
+    NONE_I32,
+    OP_ADD,
+    OP_AVGPOOL,
+    OP_CONV2D,
+    OP_GAP,
+    OP_LINEAR,
+    OP_MAXPOOL,
+    OP_NAMES,
+    OP_RELU,
+    OP_RELU6,
+    TENSOR_N,
+)
 from microtrain.loss import argmax
 from microtrain.quant import merge_ratios, softmax_lut, weight_ratios, zeros
 
@@ -23,26 +47,18 @@ try:
 except ImportError:  # CircuitPython and minimal ports: int32 tensors get copied
     uctypes = None
 
-OP_CONV2D = const(1)
-OP_LINEAR = const(2)
-OP_RELU = const(3)
-OP_RELU6 = const(4)
-OP_MAXPOOL = const(5)
-OP_AVGPOOL = const(6)
-OP_GAP = const(7)
-OP_ADD = const(8)
-OP_NAMES = ("?", "conv2d", "linear", "relu", "relu6", "maxpool", "avgpool", "global_avgpool", "add")
-ACT_NAMES = ("", "relu", "relu6")
-DT_INT8 = const(1)
-DT_INT32 = const(2)
-DT_F32 = const(3)
-KIND_ACT = const(0)
-KIND_CONST = const(1)
-KIND_STATE = const(2)
-NONE = const(-1)  # 0xFFFFFFFF as read by the accessors
-FLAG_TRAINED = const(1)
-FLAG_HAS_STATE = const(2)
-_ITEM = (0, 1, 4, 4, 1)
+# Descriptor entries (docs/numerics.md, "Python binding") read here.
+_P_ACT_MIN = const(-2)  # conv2d, linear, add: the fused activation's clamp is the
+_P_ACT_MAX = const(-1)  # last two entries (act_min = out_zp; act_max = q6 for relu6)
+_P_RELU_ZP = const(1)  # relu / relu6: (n, zp[, q6])
+_P_RELU6_Q6 = const(2)
+_P_GAP_HW = const(0)  # global_avgpool: (hw, c)
+_P_GAP_C = const(1)
+_P_CONV_OUT_C = const(5)  # conv2d: out_c, k_h, k_w, groups
+_P_CONV_K_H = const(6)
+_P_CONV_K_W = const(7)
+_P_CONV_GROUPS = const(12)
+_P_LIN_OUT_N = const(1)  # linear: (in_n, out_n, ...)
 
 
 class Tensor:
@@ -73,7 +89,7 @@ class Tensor:
         if self.kind == KIND_ACT:
             q = " scale=%.6g zp=%d" % (self.scale, self.zero_point)
         return "<Tensor %d %s %s %s%s %dB>" % (self.index, kind, dt, self.shape, q,
-                                               self.numel * _ITEM[self.dtype])
+                                               self.numel * ITEMSIZE[self.dtype])
 
 
 class Layer:
@@ -91,7 +107,7 @@ class Layer:
         b = model._bytes
         self.name = str(bytes(b[row[5]:row[5] + row[6]]), "utf-8")
         self.fused = str(bytes(b[row[7]:row[7] + row[8]]), "utf-8")
-        self.inputs = (row[9],) if row[10] == NONE else (row[9], row[10])
+        self.inputs = (row[9],) if row[10] == NONE_I32 else (row[9], row[10])
         self.output = row[11]
         self.weight_t, self.bias_t, self.mult_t, self.shift_t = row[12], row[13], row[14], row[15]
         self.state_t = (row[16], row[17], row[18], row[19])
@@ -127,7 +143,7 @@ class Layer:
     @property
     def out_c(self):
         p = self.params
-        return p[5] if self.op == OP_CONV2D else p[1]
+        return p[_P_CONV_OUT_C] if self.op == OP_CONV2D else p[_P_LIN_OUT_N]
 
     @property
     def in_scale(self):
@@ -179,12 +195,28 @@ class Layer:
         """Grad-input weight ratios for the current per-channel weight scales."""
         p = self.params
         if self.op == OP_CONV2D:
-            terms = p[6] * p[7] * (p[5] // p[12])
+            terms = p[_P_CONV_K_H] * p[_P_CONV_K_W] * (p[_P_CONV_OUT_C] // p[_P_CONV_GROUPS])
         else:
-            terms = p[1]
+            terms = p[_P_LIN_OUT_N]
         if self.wr is None:
             self.wr = zeros("i", self.out_c)
         self.ein_r, self.ein_top = weight_ratios(self.w_scale, terms, self.wr)
+
+
+class _BackwardPlan:
+    # What set_trained prepares for backward: the first trained layer, the
+    # tensors whose error is propagated (region), the forward buffers kept
+    # for it, the int8 error buffers (ebuf; etmp / emerge for tensors with two
+    # consumers) and the int32 accumulator view per layer (accv).
+
+    def __init__(self, first, region, bufs, ebuf, etmp, emerge, accv):
+        self.first = first
+        self.region = region
+        self.bufs = bufs
+        self.ebuf = ebuf
+        self.etmp = etmp
+        self.emerge = emerge
+        self.accv = accv
 
 
 class Model:
@@ -193,13 +225,13 @@ class Model:
     def __init__(self, buf, words):
         self._bytes = buf  # 1-byte view of the whole file (validated)
         self._words = words  # array('i') of the whole file, or None
-        info = zeros("i", 15)
+        info = zeros("i", INFO_N)
         K.mtm_info(buf, info)
         self.flags = info[2]
         self.train_steps = info[14] & 0xFFFFFFFF
         self.size = info[3]
         n_t, n_l = info[4], info[5]
-        row = zeros("i", 14)
+        row = zeros("i", TENSOR_N)
         self.tensors = []
         for i in range(n_t):
             K.mtm_tensor(buf, i, row)
@@ -211,10 +243,10 @@ class Model:
                 t.data = self._i32(t.data_off, t.data_len >> 2)
             elif t.dtype == DT_F32:
                 # float32 values (per-channel scales, optimiser state): small, copied
-                t.data = array.array("f", buf[t.data_off:t.data_off + t.data_len])
+                t.data = array.array("f", self._raw(t.data_off, t.data_len))
             self.tensors.append(t)
         self.layers = []
-        row = zeros("i", 21)
+        row = zeros("i", LAYER_N)
         for j in range(n_l):
             K.mtm_layer(buf, j, row)
             self.layers.append(Layer(self, j, row))
@@ -239,7 +271,13 @@ class Model:
         if self._words is not None:
             off >>= 2
             return memoryview(self._words)[off:off + n]
-        return array.array("i", self._bytes[off:off + 4 * n])  # no int32 view of bytes: copy
+        return array.array("i", self._raw(off, 4 * n))  # no int32 view of bytes: copy
+
+    def _raw(self, off, n):
+        # bytes off..off+n of the file for array(typecode, ...), which takes a
+        # bytes / bytearray as raw bytes but a memoryview element by element
+        seg = self._bytes[off:off + n]
+        return bytes(seg) if type(seg) is memoryview else seg
 
     def layer(self, name):
         """The layer called `name` (KeyError if none)."""
@@ -339,21 +377,22 @@ class Model:
         if op == OP_LINEAR:
             return (K.linear_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, y), ly)
         if op == OP_RELU:
-            return (K.relu_s8_forward, (x, p[1], y), ly)
+            return (K.relu_s8_forward, (x, p[_P_RELU_ZP], y), ly)
         if op == OP_RELU6:
-            return (K.relu6_s8_forward, (x, p[1], p[2], y), ly)
+            return (K.relu6_s8_forward, (x, p[_P_RELU_ZP], p[_P_RELU6_Q6], y), ly)
         if op == OP_MAXPOOL:
             return (K.maxpool_s8_forward, (p, x, y), ly)
         if op == OP_AVGPOOL:
             return (K.avgpool_s8_forward, (p, x, y), ly)
         if op == OP_GAP:
-            return (K.global_avgpool_s8_forward, (x, p[0], p[1], y), ly)
+            return (K.global_avgpool_s8_forward, (x, p[_P_GAP_HW], p[_P_GAP_C], y), ly)
         if op == OP_ADD:
             return (K.add_s8_forward, (p, x, bufs[ly.inputs[1]], y), ly)
         raise ValueError("unknown op %d" % op)
 
-    def _rebind(self):
-        """Training swapped a layer's parameter arrays: rebuild the call tables."""
+    def rebind(self):
+        """Rebuild the forward call tables after a layer's parameter arrays were
+        replaced (make_trainable; the optimisers call it after each update)."""
         for plan in self._plans.values():
             bufs, steps = plan
             for i in range(len(steps)):
@@ -424,7 +463,7 @@ class Model:
             elif ly.trained:  # trained before: keep its updated weights, drop its gradient buffers
                 ly.trained = False
                 ly.gw = ly.gb = ly.grad = None
-        self._rebind()
+        self.rebind()
         first = idx[0]
         for ly in self.layers[first:]:
             if ly.w is not None and not ly.trained:
@@ -456,7 +495,7 @@ class Model:
         for ly in self.layers[first:]:
             if ly.inputs[0] in region and acc is not None:
                 accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
-        self._bw = (first, idx, region, bufs, ebuf, etmp, emerge, accv)
+        self._bw = _BackwardPlan(first, region, bufs, ebuf, etmp, emerge, accv)
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
 
@@ -470,7 +509,9 @@ class Model:
         error e: masked channels get no gradient and no back-propagation."""
         if self._bw is None:
             raise ValueError("backward: no trained layers (use Trainer or set_trained first)")
-        first, idx, region, bufs, ebuf, etmp, emerge, accv = self._bw
+        bw = self._bw
+        first, region, bufs, ebuf, etmp, emerge, accv = (bw.first, bw.region, bw.bufs, bw.ebuf, bw.etmp,
+                                                          bw.emerge, bw.accv)
         if self._last_keep != first:
             raise ValueError("backward: run forward(x, keep_from=%d) first (the first trained layer); "
                              "other forwards do not keep the activations backward needs" % first)
@@ -490,10 +531,10 @@ class Model:
             s = scale[t_out]
             op, p = ly.op, ly.params
             y = bufs[t_out]
-            if ly.act == 1:
-                K.relu_s8_backward(y, p[-2], e)
-            elif ly.act == 2:
-                K.relu6_s8_backward(y, p[-2], p[-1], e)
+            if ly.act == ACT_RELU:
+                K.relu_s8_backward(y, p[_P_ACT_MIN], e)
+            elif ly.act == ACT_RELU6:
+                K.relu6_s8_backward(y, p[_P_ACT_MIN], p[_P_ACT_MAX], e)
             x_t = ly.inputs[0]
             need = x_t in region
             if op == OP_CONV2D or op == OP_LINEAR:
@@ -518,9 +559,9 @@ class Model:
                 dest = self._dest(x_t, cur, ebuf, etmp)
                 dest[:] = e
                 if op == OP_RELU:
-                    K.relu_s8_backward(y, p[1], dest)
+                    K.relu_s8_backward(y, p[_P_RELU_ZP], dest)
                 else:
-                    K.relu6_s8_backward(y, p[1], p[2], dest)
+                    K.relu6_s8_backward(y, p[_P_RELU_ZP], p[_P_RELU6_Q6], dest)
                 self._arrive(x_t, dest, s, cur, scale, ebuf, etmp, emerge)
             elif op == OP_MAXPOOL:
                 dest = self._dest(x_t, cur, ebuf, etmp)
@@ -532,8 +573,8 @@ class Model:
                 self._arrive(x_t, dest, ldexp(s, sh - 16), cur, scale, ebuf, etmp, emerge)
             elif op == OP_GAP:
                 dest = self._dest(x_t, cur, ebuf, etmp)
-                K.global_avgpool_s8_grad_input(e, p[0], dest)
-                self._arrive(x_t, dest, s / p[0], cur, scale, ebuf, etmp, emerge)
+                K.global_avgpool_s8_grad_input(e, p[_P_GAP_HW], dest)
+                self._arrive(x_t, dest, s / p[_P_GAP_HW], cur, scale, ebuf, etmp, emerge)
             if op == OP_ADD:
                 for t in ly.inputs:
                     if t in region:

@@ -73,11 +73,28 @@ class _Optimizer:
         self._st = {}  # layer index -> state arrays
 
     def state(self, ly):
+        """The optimiser's float32 state arrays for layer ly (made on first use):
+        SGD with momentum [w, b] velocities, Adam [m_w, m_b, v_w, v_b]; None for
+        plain SGD."""
         st = self._st.get(ly.index)
         if st is None:
             st = self._new_state(ly)
             self._st[ly.index] = st
         return st
+
+    def state_tensors(self, ly):
+        """The state a checkpoint stores for layer ly (docs/format.md, STATE
+        slots 2 and 3): (for the weights, for the bias), the SGD momentum or
+        Adam's first moments; None when there is none (yet)."""
+        st = self._st.get(ly.index)
+        if st is None:
+            return None
+        return st[0], st[1]
+
+    def load_state(self, ly, w_state, b_state):
+        """Continue from a checkpoint's state for layer ly (see state_tensors):
+        the arrays are used in place. Ignored by optimisers that keep none."""
+        raise NotImplementedError
 
     def step(self, layers, n=1, lr=None):
         """Apply the gradients summed over n samples to every layer in
@@ -92,7 +109,7 @@ class _Optimizer:
             _update(self, ly, lr, 1.0 / n)
         model = layers[0].model
         model.train_steps += 1  # optimiser updates, saved in checkpoints
-        model._rebind()
+        model.rebind()
 
 
 class SGD(_Optimizer):
@@ -106,6 +123,10 @@ class SGD(_Optimizer):
         if not self.momentum:
             return None
         return [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
+
+    def load_state(self, ly, w_state, b_state):
+        if self.momentum:
+            self._st[ly.index] = [w_state, b_state]
 
     def __repr__(self):
         return "SGD(lr=%g, momentum=%g, weight_decay=%g, standardize=%s, rounding=%r)" % (
@@ -123,6 +144,10 @@ class Adam(_Optimizer):
     def _new_state(self, ly):
         nw, nb = len(ly.w), len(ly.b)
         return [zeros("f", nw), zeros("f", nb), zeros("f", nw), zeros("f", nb)]
+
+    def load_state(self, ly, w_state, b_state):
+        # second moments are not in format v1.0: they start at zero
+        self._st[ly.index] = [w_state, b_state, zeros("f", len(ly.w)), zeros("f", len(ly.b))]
 
     def __repr__(self):
         return "Adam(lr=%g, betas=(%g, %g), eps=%g, weight_decay=%g, standardize=%s, rounding=%r)" % (

@@ -5,8 +5,8 @@ import json
 import time
 
 from microtrain import optim
+from microtrain.fmt import KIND_STATE
 from microtrain.loss import argmax, cross_entropy
-from microtrain.model import KIND_STATE
 from microtrain.quant import zeros
 
 MODES = ("int8", "mixed", "float32")
@@ -88,11 +88,8 @@ class Trainer:
             if st[0] >= 0 and t[st[0]].kind == KIND_STATE and ly.master_w is not None:
                 ly.master_w = t[st[0]].data
                 ly.master_b = t[st[1]].data
-            if st[2] >= 0 and isinstance(self.opt, optim.SGD) and self.opt.momentum:
-                self.opt._st[ly.index] = [t[st[2]].data, t[st[3]].data]
-            elif st[2] >= 0 and isinstance(self.opt, optim.Adam):
-                fresh = self.opt._new_state(ly)  # second moments are not in format v1.0
-                self.opt._st[ly.index] = [t[st[2]].data, t[st[3]].data, fresh[2], fresh[3]]
+            if st[2] >= 0:
+                self.opt.load_state(ly, t[st[2]].data, t[st[3]].data)
         # stochastic rounding: continue the xorshift16 sequence where the saved run
         # stopped (one draw per weight without a master copy, per update; period 65535)
         draws = 0

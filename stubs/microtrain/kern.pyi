@@ -1,11 +1,13 @@
-# microtrain.kern: kernel selection (native _microtrain, else the pure-Python kernels).
+# microtrain.kern: kernel selection, per function (native _microtrain, else microtrain.pyk).
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
-import _microtrain as K  # noqa: F401 - the kernel module in use (this or pykernels)
+import _microtrain as K  # noqa: F401 - the native module, or a stand-in taking each kernel from microtrain.pyk
 
+PURE: bool  # MICROTRAIN_PURE=1 was set (os.getenv): the pure-Python kernels even with _microtrain present
 NATIVE: bool  # True when _microtrain (natmod or firmware) is used
 
-def py() -> ModuleType: ...
-def f32(name: str) -> Callable[..., Any]: ...
+def py(name: str) -> Callable[..., Any]:
+    """The pure-Python kernel `name` (imports only the microtrain.pyk module holding it)."""
+def f32(name: str) -> Callable[..., Any]:
+    """A float32 kernel: native where the build has an FPU (HAS_FLOAT), else the pure-Python one."""

@@ -6,25 +6,8 @@ from typing import Any
 from microtrain._types import Float32, Int8In, Int8Out, Int32, Mask, Policy, TrainSpec
 from microtrain.trainer import Trainer
 
-OP_CONV2D: int  # 1
-OP_LINEAR: int  # 2
-OP_RELU: int  # 3
-OP_RELU6: int  # 4
-OP_MAXPOOL: int  # 5
-OP_AVGPOOL: int  # 6
-OP_GAP: int  # 7 (global average pool)
-OP_ADD: int  # 8
-OP_NAMES: tuple[str, ...]  # op code -> name: "conv2d", "linear", ..., "add"
-ACT_NAMES: tuple[str, ...]  # fused activation code -> "", "relu", "relu6"
-DT_INT8: int  # 1
-DT_INT32: int  # 2
-DT_F32: int  # 3
-KIND_ACT: int  # 0
-KIND_CONST: int  # 1
-KIND_STATE: int  # 2
-NONE: int  # -1: an absent tensor index
-FLAG_TRAINED: int  # 1 (header and layer flags)
-FLAG_HAS_STATE: int  # 2 (header flags)
+# The format constants (OP_*, DT_*, KIND_*, FLAG_*, OP_NAMES, ...) live in microtrain.fmt;
+# model.py imports the ones it uses.
 
 class Tensor:
     """One tensor of the file (docs/format.md, tensor table)."""
@@ -115,6 +98,9 @@ class Model:
     def quantize_input(self, values: Any, out: Int8Out | None = None) -> bytearray: ...
     def dequantize_output(self, q: Int8In | None = None) -> list[float]: ...
     def set_trained(self, spec: TrainSpec) -> list[Layer]: ...
+    def rebind(self) -> None:
+        """Rebuild the forward call tables after a layer's parameter arrays were replaced
+        (make_trainable; the optimisers call it after each update)."""
     def backward(self, err: Int8Out, err_scale: float,
                  policy: Policy | Callable[[Layer, Int8In], Mask | None] | None = None) -> None: ...
     def lut(self) -> array[int]: ...
@@ -123,4 +109,5 @@ class Model:
     def save(self, path: str, trainer: Trainer | None = None) -> None: ...
 
 def load(src: str | bytes | bytearray | memoryview) -> Model:
-    """Load and validate a .mtm model from a path or a bytes-like object (docs/api.md)."""
+    """Load and validate a .mtm model from a path or a bytes-like object (docs/api.md);
+    a memoryview (e.g. over flash or ROMFS) is used in place like bytes."""

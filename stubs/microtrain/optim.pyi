@@ -2,6 +2,7 @@
 from collections.abc import Callable
 from typing import Any
 
+from microtrain._types import Float32
 from microtrain.model import Layer, Model
 
 class Constant:
@@ -34,7 +35,15 @@ class _Optimizer:
     rng: int  # xorshift16 state of stochastic rounding
     steps: int  # updates applied (Adam's t)
     def __init__(self, lr: float, weight_decay: float, standardize: bool, rounding: str = "auto") -> None: ...
-    def state(self, ly: Layer) -> list[Any] | None: ...
+    def state(self, ly: Layer) -> list[Any] | None:
+        """The float32 state arrays of layer ly (made on first use): SGD momentum [w, b],
+        Adam [m_w, m_b, v_w, v_b]; None for plain SGD."""
+    def state_tensors(self, ly: Layer) -> tuple[Float32, Float32] | None:
+        """What a checkpoint stores for ly (STATE slots 2, 3): SGD momentum / Adam first
+        moments for the weights and the bias; None when there is none (yet)."""
+    def load_state(self, ly: Layer, w_state: Float32, b_state: Float32) -> None:
+        """Continue from a checkpoint's state for ly (used in place; ignored without momentum;
+        Adam's second moments restart at zero)."""
     def step(self, layers: Model | list[Layer] | tuple[Layer, ...], n: int = 1,
              lr: float | None = None) -> None: ...
 

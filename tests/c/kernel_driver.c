@@ -1,5 +1,5 @@
 // Host driver for the microtrain C kernels: reads the case file of
-// tools/microtrain_tools/kernel_harness.py, runs every case through the
+// tests/support/kernel_harness.py, runs every case through the
 // mt_*_check functions (descriptors and scalar arguments, in the binding's
 // order) and the kernel exactly like the binding
 // (usermod/microtrain/modmicrotrain.c) does, and writes the same results file

@@ -1,5 +1,5 @@
 # MicroPython-side kernel runner: reads a case file, calls _microtrain, writes
-# a results file. Format: tools/microtrain_tools/kernel_harness.py.
+# a results file. Format: tests/support/kernel_harness.py.
 # Usage: micropython kernel_runner.py CASES RESULTS
 # Runs on the device interpreter: array, struct, sys, gc, time only.
 import gc

@@ -112,7 +112,7 @@ def main(cfg_path):
                 a = getattr(ly, name)
                 if a is not None:
                     record(f, p + name, tc, a)
-            st = tr.opt._st.get(ly.index)
+            st = tr.opt.state(ly)  # made by Trainer for every trained layer
             if st is not None:
                 for k in range(len(st)):
                     record(f, p + "st" + str(k), "f", st[k])

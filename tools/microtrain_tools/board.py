@@ -75,12 +75,19 @@ def _heapsize(s: str) -> str:
 
 
 def run_command(script: str, args: list[str], heapsize: str | None = None, arch: str = "x64",
-                native: bool = True, build: bool = True) -> tuple[list[str], dict[str, str]]:
+                native: bool = True, build: bool = True,
+                check_pure: bool = True) -> tuple[list[str], dict[str, str]]:
     """(argv, environment) to run ``script`` in the host micropython.
 
     MICROPYPATH = ``build/natmod/<arch>`` (unless ``native`` is False: then the
     package's pure-Python kernels are used) + ``python_lib`` + MicroPython's defaults.
-    A missing natmod is built with ``make natmod`` when ``build``."""
+    A missing natmod is built with ``make natmod`` when ``build``.
+
+    ``native`` False also sets MICROTRAIN_PURE=1, which makes ``microtrain.kern``
+    take the pure-Python kernels even when the binary has ``_microtrain`` built in
+    (leaving the natmod off the path cannot hide that). With ``check_pure`` the
+    binary is asked first (one short run) and a ValueError says so when it would
+    still use the native kernels (a firmware whose ``os`` has no ``getenv``)."""
     if arch not in HOST_ARCHS:
         raise ValueError(f"--arch {arch}: the host micropython runs {', '.join(HOST_ARCHS)} native "
                          "modules only (boards: use deploy)")
@@ -102,10 +109,56 @@ def run_command(script: str, args: list[str], heapsize: str | None = None, arch:
         path.insert(0, str(natmod))
     env = dict(os.environ)
     env["MICROPYPATH"] = ":".join([*path, ".frozen", "~/.micropython/lib", "/usr/lib/micropython"])
+    env.pop(PURE_ENV, None)  # the --pure flag decides, not a leftover export
     cmd = [exe]
     if heapsize:
         cmd += ["-X", f"heapsize={_heapsize(heapsize)}"]
+    if not native:
+        env[PURE_ENV] = "1"
+        if check_pure:
+            _check_pure(exe, env)
     return cmd + [script, *args], env
+
+
+PURE_ENV = "MICROTRAIN_PURE"  # read by python_lib/microtrain/kern.py (os.getenv)
+# What microtrain.kern decides in that binary; where the package does not import
+# fully (a minimal firmware), the two facts it decides on.
+_KERNELS_PROBE = """
+import sys
+try:
+    import microtrain.kern
+except ImportError:
+    pass
+k = sys.modules.get("microtrain.kern")
+if k is not None:
+    native = k.NATIVE
+else:
+    try:
+        import _microtrain
+        native = True
+    except ImportError:
+        native = False
+    try:
+        from os import getenv
+        native = native and getenv("MICROTRAIN_PURE") in (None, "", "0")
+    except ImportError:
+        pass
+print("MICROTRAIN-KERNELS", "native" if native else "pure")
+"""
+
+
+def _check_pure(exe: str, env: dict[str, str]) -> None:
+    """ValueError when ``exe`` with ``env`` would still run microtrain on the native kernels."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "kernels_probe.py"
+        probe.write_text(_KERNELS_PROBE)
+        proc = subprocess.run([exe, str(probe)], env=env, capture_output=True, text=True, timeout=60,
+                              check=False)
+    if "MICROTRAIN-KERNELS native" in proc.stdout:
+        raise ValueError(f"--pure: {exe} has _microtrain built in and ignores {PURE_ENV} (no os.getenv): "
+                         "it would run the native kernels; use a micropython without the module")
 
 
 def dist_dir(arch: str, dist: str | None = None) -> Path:

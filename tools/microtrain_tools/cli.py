@@ -174,7 +174,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                    help="MicroPython GC heap, e.g. 256k (a board-sized heap; default: micropython's)")
     r.add_argument("--arch", default="x64", choices=("x64",), help="native module architecture (host: x64)")
     r.add_argument("--pure", action="store_true",
-                   help="without the native module: the package's pure-Python kernels")
+                   help="the package's pure-Python kernels: no native module on the path and "
+                        "MICROTRAIN_PURE=1 (also overrides a _microtrain built into the binary; "
+                        "an error if the binary cannot be switched)")
     r.add_argument("script", metavar="SCRIPT.py", help="the MicroPython script")
     r.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
 

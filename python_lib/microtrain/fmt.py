@@ -1,0 +1,71 @@
+# The .mtm format constants on the device (docs/format.md), in one place for
+# model.py, checkpoint.py and the pure-Python loader (pyk/mtm_loader.py).
+# The host's tools/microtrain_tools/mtm.py and the C usermod/microtrain/
+# mtm_loader.c/.h hold the same values; tests/test_fmt_constants.py keeps the
+# three copies equal. Small ints are const(): inlined where this module's
+# names are used inside it, plain globals for importers.
+try:
+    from micropython import const
+except ImportError:  # CPython (host debugging of the pure-Python kernels)
+    def const(x):
+        return x
+
+MAGIC = b"MTMF"
+VERSION_MAJOR = const(1)
+VERSION_MINOR = const(0)
+HEADER_SIZE = const(64)
+TENSOR_ENTRY = const(48)
+LAYER_ENTRY = const(152)
+PARAMS_OFF = const(72)  # offset of the params inside a layer entry
+N_PARAMS_MAX = const(20)
+MAX_TENSORS = const(4096)
+MAX_LAYERS = const(1024)
+MAX_DIM = const(65535)
+MAX_ELEMS = const(67108864)  # 2^26: the kernels' largest tensor / buffer (checks.c)
+MAX_NAME = const(63)
+MAX_FUSED = const(255)
+NONE = 0xFFFFFFFF  # "no tensor" in the file (not const(): a big int on 32-bit ports)
+NONE_I32 = const(-1)  # the same as the accessors (mtm_tensor / mtm_layer) report it
+# int32 values the accessors fill in: mtm_info, mtm_tensor, mtm_layer
+INFO_N = const(15)
+TENSOR_N = const(14)
+LAYER_N = const(21)
+
+# header flags, tensor flags, layer flags
+FLAG_TRAINED = const(1)
+FLAG_HAS_STATE = const(2)
+TFLAG_SIGNAL_1D = const(1)
+LFLAG_TRAINED = const(1)
+
+# tensor dtype
+DT_INT8 = const(1)
+DT_INT32 = const(2)
+DT_F32 = const(3)
+DT_UINT8 = const(4)
+# tensor kind
+KIND_ACT = const(0)
+KIND_CONST = const(1)
+KIND_STATE = const(2)
+# tensor quantisation
+Q_NONE = const(0)
+Q_TENSOR = const(1)
+Q_CHANNEL = const(2)
+Q_BIAS = const(3)
+
+# layer op and fused activation
+OP_CONV2D = const(1)
+OP_LINEAR = const(2)
+OP_RELU = const(3)
+OP_RELU6 = const(4)
+OP_MAXPOOL = const(5)
+OP_AVGPOOL = const(6)
+OP_GAP = const(7)
+OP_ADD = const(8)
+ACT_NONE = const(0)
+ACT_RELU = const(1)
+ACT_RELU6 = const(2)
+
+N_PARAMS = (0, 17, 6, 2, 3, 11, 11, 2, 13)  # params per op (index: OP_*)
+ITEMSIZE = (0, 1, 4, 4, 1)  # bytes per element (index: DT_*)
+OP_NAMES = ("?", "conv2d", "linear", "relu", "relu6", "maxpool", "avgpool", "global_avgpool", "add")
+ACT_NAMES = ("", "relu", "relu6")

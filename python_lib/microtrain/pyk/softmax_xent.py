@@ -1,0 +1,40 @@
+# softmax cross-entropy of int8 logits (softmax_xent.c).
+from microtrain.pyk.checks import M32, U32, _in8, _in32, _int, _nover, _out8, _out32, _ve
+from microtrain.pyk.quant import _dyn
+
+
+def softmax_xent_s8(logits, label, lut, err, stats):
+    fn = "softmax_xent_s8"
+    Q = _in8(fn, "logits", logits, -1)
+    c = len(Q)
+    if c < 1 or c > 32767:
+        raise _ve(fn, "logits", "must hold 1..32767 classes")
+    label = _int(fn, "label", label)
+    if label < 0 or label >= c:
+        raise _ve(fn, "label", "must be in 0.." + str(c - 1) + ", got " + str(label))
+    L = _in32(fn, "lut", lut, 256, U32)
+    if L[0] != 65536:
+        raise _ve(fn, "lut", "lut[0] must be 65536 (exp(0) in Q16)")
+    prev = 65536
+    for i in range(1, 256):
+        v = L[i] & M32
+        if v > prev:
+            raise _ve(fn, "lut", "must be non-increasing (exp of -s*d)")
+        prev = v
+    om = _out8(fn, "err", err, c)
+    _out32(fn, "stats", stats, 3)
+    _nover(fn, "err", err, "logits", logits)
+    qmax = max(Q)
+    s = 0
+    for q in Q:
+        s += L[qmax - q]
+    half = s >> 1
+    g = [0] * c
+    for i in range(c):
+        g[i] = ((L[qmax - Q[i]] << 15) + half) // s
+    g[label] -= 32768
+    sh = _dyn(g, c, err, om)
+    stats[0] = sh
+    stats[1] = s
+    stats[2] = qmax
+    return sh

@@ -1,0 +1,440 @@
+"""Bad-argument variants of every binding call (used by the native and the pure-Python kernel tests).
+
+For each op: a valid base call (``BASES``) and its bad variants (``VARIANTS``), each a
+:class:`Bad` with its category (``CATEGORIES``) and the error expected; ``check_bad``
+compares a result with what the variant expects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from microtrain_tools.reference import oracle
+from support.harness import (
+    Arg,
+    Buf,
+    Case,
+    Expr,
+    Result,
+    View,
+    compare,
+    f32,
+    i32,
+    inout,
+    out,
+    s8,
+    u8,
+    u32,
+)
+from support.kernel_cases import ALL_OPS, ConvGeom, make_case
+
+SEED = 31337
+TV = ("TypeError", "ValueError")
+
+# --------------------------------------------------------------------------
+# one valid call per op, and what each argument is
+
+CONV_G = ConvGeom(5, 6, 4, 3, 3, 6, 3, 3, 2, 2, 1, 1, 2)  # grouped, stride 2, padded
+POOL_G = ConvGeom(6, 6, 3, 3, 3, 3, 3, 3, 2, 2, 1, 1, 3)
+LIN_IN, LIN_OUT = 10, 4
+
+# name, kind: desc | s8 | s8out | s8io | i32 | i32out | u32 | f32io | mask | int | float
+SPECS: dict[str, list[tuple[str, str]]] = {
+    "conv2d_s8_forward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("bias", "i32"), ("mult", "i32"),
+                          ("shift", "i32"), ("y", "s8out")],
+    "conv2d_s8_grad_input": [("desc", "desc"), ("e", "s8"), ("w", "s8"), ("wr", "i32"), ("mask", "mask"),
+                             ("acc", "i32out"), ("ein", "s8out")],
+    "conv2d_s8_grad_weight": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("mask", "mask"), ("gw", "i32out"),
+                              ("gb", "i32out")],
+    "conv2d_s8_grad_weight_f32": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("mask", "mask"),
+                                  ("w_scale", "float"), ("b_scale", "float"), ("gw", "f32io"),
+                                  ("gb", "f32io")],
+    "relu_s8_forward": [("x", "s8"), ("zp", "int"), ("y", "s8out")],
+    "relu6_s8_forward": [("x", "s8"), ("zp", "int"), ("q6", "int"), ("y", "s8out")],
+    "relu_s8_backward": [("y", "s8"), ("zp", "int"), ("e", "s8io")],
+    "relu6_s8_backward": [("y", "s8"), ("zp", "int"), ("q6", "int"), ("e", "s8io")],
+    "maxpool_s8_forward": [("desc", "desc"), ("x", "s8"), ("y", "s8out")],
+    "maxpool_s8_grad_input": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("acc", "i32out"),
+                              ("ein", "s8out")],
+    "avgpool_s8_forward": [("desc", "desc"), ("x", "s8"), ("y", "s8out")],
+    "avgpool_s8_grad_input": [("desc", "desc"), ("e", "s8"), ("acc", "i32out"), ("ein", "s8out")],
+    "global_avgpool_s8_forward": [("x", "s8"), ("hw", "int"), ("c", "int"), ("y", "s8out")],
+    "global_avgpool_s8_grad_input": [("e", "s8"), ("hw", "int"), ("ein", "s8out")],
+    "add_s8_forward": [("desc", "desc"), ("x1", "s8"), ("x2", "s8"), ("y", "s8out")],
+    "add_s8_grad_merge": [("ea", "s8"), ("ra", "int"), ("eb", "s8"), ("rb", "int"), ("out", "s8out")],
+    "softmax_xent_s8": [("logits", "s8"), ("label", "int"), ("lut", "u32"), ("err", "s8out"),
+                        ("stats", "i32out")],
+    "l1_norm_s8": [("e", "s8"), ("c", "int"), ("norms", "i32out")],
+    "topk_mask": [("norms", "i32"), ("k", "int"), ("mask", "s8out")],
+    "dyn_requant_s8": [("acc", "i32"), ("out", "s8out")],
+    "f32_axpy_i32": [("x", "i32"), ("a", "float"), ("y", "f32io")],
+}
+for _fam in ("linear",):
+    for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
+        SPECS[f"{_fam}_s8_{_suffix}"] = SPECS[f"conv2d_s8_{_suffix}"]
+assert set(SPECS) == set(ALL_OPS)
+
+# Arguments whose length is free (it sets the others'): a wrong length may be
+# reported on a dependent argument instead.
+DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("relu_s8_forward", "x"): ("y",), ("relu6_s8_forward", "x"): ("y",),
+    ("relu_s8_backward", "y"): ("e",), ("relu6_s8_backward", "y"): ("e",),
+    ("global_avgpool_s8_grad_input", "e"): ("ein",),
+    ("add_s8_grad_merge", "ea"): ("eb", "out"),
+    ("softmax_xent_s8", "logits"): ("label", "err"),
+    ("topk_mask", "norms"): ("k", "mask"),
+    ("dyn_requant_s8", "acc"): ("out",),
+    ("f32_axpy_i32", "x"): ("y",),
+}
+
+
+def _bases() -> dict[str, Case]:
+    rng = np.random.default_rng(SEED)
+    g = CONV_G
+    r8 = lambda n: rng.integers(-128, 128, n)  # noqa: E731
+    cdesc = i32(g.desc(-3, 2, -128, 127))
+    mq = [oracle.quantize_multiplier(0.002) for _ in range(g.out_c)]
+    wr, _ = oracle.weight_ratios(10.0 ** rng.uniform(-3, -2, g.out_c), g.k_h * g.k_w * g.opg)
+    x, w, e = r8(g.n_in), r8(g.n_w), r8(g.n_out)
+    ldesc = i32([LIN_IN, LIN_OUT, 5, -1, -128, 127])
+    lx, lw, le = r8(LIN_IN), r8(LIN_IN * LIN_OUT), r8(LIN_OUT)
+    lwr, _ = oracle.weight_ratios(np.full(LIN_OUT, 0.01), LIN_OUT)
+    lmq = [oracle.quantize_multiplier(0.003) for _ in range(LIN_OUT)]
+    p = POOL_G
+    pdesc = i32(p.pool_desc())
+    px, pe = r8(p.n_in), r8(p.n_out)
+    lut = oracle.make_softmax_lut(0.1)
+    # relu backward: with e overlapping y's last element, zeroing e[0] (y[0] <= zp)
+    # would flip the decision for y[-1] (inside the active range)
+    ry = r8(16)
+    ry[0], ry[-1] = -50, 20
+    calls: list[tuple[str, list[Arg]]] = [
+        ("conv2d_s8_forward", [cdesc, s8(x), s8(w), i32(rng.integers(-500, 500, g.out_c)),
+                               i32([m for m, _ in mq]), i32([s for _, s in mq]), out("Y", g.n_out)]),
+        ("conv2d_s8_grad_input", [cdesc, s8(e), s8(w), i32(wr), None, out("i", g.n_in), out("Y", g.n_in)]),
+        ("conv2d_s8_grad_weight", [cdesc, s8(x), s8(e), None, out("i", g.n_w), out("i", g.out_c)]),
+        ("conv2d_s8_grad_weight_f32", [cdesc, s8(x), s8(e), None, 1e-3, 1e-2,
+                                       inout(f32(rng.normal(0, 1, g.n_w))),
+                                       inout(f32(rng.normal(0, 1, g.out_c)))]),
+        ("linear_s8_forward", [ldesc, s8(lx), s8(lw), i32(rng.integers(-500, 500, LIN_OUT)),
+                               i32([m for m, _ in lmq]), i32([s for _, s in lmq]), out("Y", LIN_OUT)]),
+        ("linear_s8_grad_input", [ldesc, s8(le), s8(lw), i32(lwr), None, out("i", LIN_IN), out("Y", LIN_IN)]),
+        ("linear_s8_grad_weight", [ldesc, s8(lx), s8(le), None, out("i", LIN_IN * LIN_OUT),
+                                   out("i", LIN_OUT)]),
+        ("linear_s8_grad_weight_f32", [ldesc, s8(lx), s8(le), None, 1e-3, 1e-2,
+                                       inout(f32(rng.normal(0, 1, LIN_IN * LIN_OUT))),
+                                       inout(f32(rng.normal(0, 1, LIN_OUT)))]),
+        ("relu_s8_forward", [s8(r8(16)), -3, out("Y", 16)]),
+        ("relu6_s8_forward", [s8(r8(16)), -3, 40, out("Y", 16)]),
+        # zp > 0: an overlapping e zeroed in place flips later y decisions (overlap tests)
+        ("relu_s8_backward", [s8(ry), 5, inout(s8(r8(16), "Y"))]),
+        ("relu6_s8_backward", [s8(ry), 5, 40, inout(s8(r8(16), "Y"))]),
+        ("maxpool_s8_forward", [pdesc, s8(px), out("Y", p.n_out)]),
+        ("maxpool_s8_grad_input", [pdesc, s8(px), s8(pe), out("i", p.n_in), out("Y", p.n_in)]),
+        ("avgpool_s8_forward", [pdesc, s8(px), out("Y", p.n_out)]),
+        ("avgpool_s8_grad_input", [pdesc, s8(pe), out("i", p.n_in), out("Y", p.n_in)]),
+        ("global_avgpool_s8_forward", [s8(r8(36)), 9, 4, out("Y", 4)]),
+        ("global_avgpool_s8_grad_input", [s8(r8(4)), 9, out("Y", 36)]),
+        ("add_s8_forward", [i32(oracle.add_params(0.02, 3, 0.05, -7, 0.06, 1, -128, 127, 20)), s8(r8(20)),
+                            s8(r8(20)), out("Y", 20)]),
+        ("add_s8_grad_merge", [s8(r8(20)), 32768, s8(r8(20)), 12000, out("Y", 20)]),
+        ("softmax_xent_s8", [s8(r8(10)), 3, u32(lut), out("Y", 10), out("i", 3)]),
+        ("l1_norm_s8", [s8(r8(24)), 4, out("i", 4)]),
+        ("topk_mask", [i32(rng.integers(0, 50, 8)), 3, out("Y", 8)]),
+        ("dyn_requant_s8", [i32(rng.integers(-(2**20), 2**20, 12)), out("Y", 12)]),
+        ("f32_axpy_i32", [i32(rng.integers(-(2**20), 2**20, 12)), 0.5, inout(f32(rng.normal(0, 1, 12)))]),
+    ]
+    return {op: make_case(op, args, "valid") for op, args in calls}
+
+
+BASES = _bases()
+
+# --------------------------------------------------------------------------
+# variants
+
+
+@dataclass
+class Bad:
+    category: str
+    case: Case
+    # an overlap variant may instead succeed with the oracle's answer
+    harmless_if: Case | None = None
+
+
+def _names(op: str, name: str) -> tuple[str, ...]:
+    return tuple(f"{op}: {n}: " for n in (name, *DEPENDENTS.get((op, name), ())))
+
+
+def _with(base: Case, idx: int, new: Arg) -> list[Arg]:
+    args = list(base.args)
+    args[idx] = new
+    return args
+
+
+def err_case(op: str, args: list[Arg], names: tuple[str, ...], types: tuple[str, ...] = TV,
+         label: str = "", has: tuple[str, ...] = ()) -> Case:
+    return Case(op, args, label, expect_error=True, error_type=types, error_any=names, error_has=has)
+
+
+def _zeros(kind: str, n: int) -> Buf:
+    return Buf(kind, np.zeros(n, dtype={"f": np.float32, "i": np.int32, "I": np.uint32}.get(kind, np.int8)))
+
+
+def _wrong_types(kind: str, n: int) -> list[Arg]:
+    if kind in ("s8", "s8out", "s8io", "mask"):
+        return [Expr(f"array('i', bytes({4 * n}))"), Expr(f"[0] * {n}"), Expr("7"), Expr("array('f', [0.0])")]
+    if kind in ("i32", "i32out", "desc"):
+        return [_zeros("Y", 4 * n), Expr(f"array('f', bytes({4 * n}))"), Expr(f"[0] * {n}"),
+                Expr(f"array('I', bytes({4 * n}))")]
+    if kind == "u32":
+        return [Expr(f"array('f', bytes({4 * n}))"), Expr(f"array('b', bytes({4 * n}))"), Expr(f"[0] * {n}")]
+    if kind == "f32io":
+        return [Expr(f"array('i', bytes({4 * n}))"), _zeros("Y", 4 * n), Expr(f"[0.0] * {n}")]
+    if kind == "int":
+        return [3.5, Expr("'3'"), Expr("[3]"), Expr("b'3'")]
+    if kind == "float":
+        return [Expr("'x'"), Expr("[1.0]"), Expr("b'1'")]
+    raise AssertionError(kind)
+
+
+def _resized(a: Arg, kind: str, n: int) -> Arg:
+    assert isinstance(a, Buf)
+    if a.data is None:
+        return out(a.kind, n)
+    data = np.resize(np.asarray(a.data), n) if n else np.asarray(a.data)[:0]
+    return Buf(a.kind, data, out=a.out)
+
+
+CONV_DESC_BAD = {
+    "groups 0": (12, 0), "groups not dividing": (12, 3), "pad_top = k_h": (10, 3), "pad_left < 0": (11, -1),
+    "out_h too large": (3, 9), "out_w too large": (4, 9), "k_h 0": (6, 0), "stride_w 0": (9, 0),
+    "in_h negative": (0, -1), "in_w huge": (1, 70000), "in_zp 128": (13, 128), "out_zp -129": (14, -129),
+    "act_min > act_max": (15, 100), "act_max 128": (16, 128), "k_h*k_w*cpg > 32768": (7, 20000),
+    "out_h*out_w > 65536": ((3, 4), (300, 300)),
+    # 1024*1024*4096 = 2^32 elements: the element-count check must not wrap (was a segfault)
+    "2^32 input elements": ((0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12),
+                            (1024, 1024, 4096, 256, 256, 1, 1, 1, 4, 4, 0, 0, 1)),
+}
+LINEAR_DESC_BAD = {"in_n 0": (0, 0), "in_n 32769": (0, 32769), "out_n 0": (1, 0), "out_n 65536": (1, 65536),
+                   "in_zp 128": (2, 128), "act_min > act_max": (4, 127)}
+POOL_DESC_BAD = {"k 16x16": ((5, 6), (16, 16)), "pad_left = k_w": (10, 3), "out_w too large": (4, 9),
+                 "c 0": (2, 0), "stride_h 0": (7, 0), "pad_top -1": (9, -1), "in_h 0": (0, 0),
+                 "2^32 input elements": (tuple(range(11)), (1024, 1024, 4096, 1, 1, 1, 1, 1, 1, 0, 0))}
+ADD_DESC_BAD = {"n -1": (0, -1), "in1_zp 128": (1, 128), "m1 < 0": (4, -1), "sh1 > 0": (5, 1),
+                "sh2 -32": (7, -32), "m_out < 0": (8, -5), "sh_out 32": (9, 32), "left_shift 23": (10, 23),
+                "act_min > act_max": (11, 50)}
+
+
+def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
+    d0 = base.args[0]
+    assert isinstance(d0, Buf) and d0.data is not None
+    table = (CONV_DESC_BAD if op.startswith("conv2d") else LINEAR_DESC_BAD if op.startswith("linear")
+             else ADD_DESC_BAD if op.startswith("add") else POOL_DESC_BAD)
+    res = []
+    for label, (idx, val) in table.items():
+        d = np.asarray(d0.data, dtype=np.int64).copy()
+        if isinstance(idx, tuple):
+            for i, v in zip(idx, val, strict=True):  # type: ignore[arg-type]
+                d[i] = v
+        else:
+            d[idx] = val
+        if label == "act_min > act_max":
+            d[-1] = d[-2] - 1
+        res.append((label, i32(d)))
+    return res
+
+
+SCALAR_BAD: dict[str, list[tuple[str, int, Arg, tuple[str, ...]]]] = {
+    # op: (label, arg index, bad value, names)
+    "relu_s8_forward": [("zp 128", 1, 128, ("zp",)), ("zp -129", 1, -129, ("zp",))],
+    "relu6_s8_forward": [("q6 < zp", 2, -4, ("q6",)), ("q6 128", 2, 128, ("q6",)),
+                         ("zp -200", 1, -200, ("zp",))],
+    "relu_s8_backward": [("zp 200", 1, 200, ("zp",))],
+    "relu6_s8_backward": [("q6 < zp", 2, 4, ("q6",)), ("zp 128", 1, 128, ("zp",))],
+    "global_avgpool_s8_forward": [("hw 0", 1, 0, ("hw", "x")), ("c 0", 2, 0, ("c", "x")),
+                                  ("hw 65537", 1, 65537, ("hw", "x")), ("c 65536", 2, 65536, ("c", "x")),
+                                  ("hw*c != len(x)", 1, 8, ("x",))],
+    "global_avgpool_s8_grad_input": [("hw 0", 1, 0, ("hw",)), ("hw 65537", 1, 65537, ("hw",)),
+                                     ("hw -3", 1, -3, ("hw",))],
+    "add_s8_grad_merge": [("ra -1", 1, -1, ("ra",)), ("rb 32769", 3, 32769, ("rb",))],
+    "softmax_xent_s8": [("label -1", 1, -1, ("label",)), ("label C", 1, 10, ("label",)),
+                        ("lut[0] != 2^16", 2, u32(np.r_[65535, oracle.make_softmax_lut(0.1)[1:]]), ("lut",)),
+                        ("lut increasing", 2, u32(np.r_[65536, 100, 200, np.zeros(253)]), ("lut",)),
+                        ("lut length 255", 2, u32(oracle.make_softmax_lut(0.1)[:255]), ("lut",))],
+    "l1_norm_s8": [("c 0", 1, 0, ("c",)), ("c -2", 1, -2, ("c",)), ("len(e) % c != 0", 1, 5, ("e", "c")),
+                   ("c 65536", 1, 65536, ("c",))],
+    "topk_mask": [("k -1", 1, -1, ("k",)), ("k > len", 1, 9, ("k",))],
+}
+for _op, _g in (("conv2d", CONV_G), ("linear", None)):
+    _n_out = _g.out_c if _g else LIN_OUT
+    SCALAR_BAD[f"{_op}_s8_forward"] = [
+        ("bias > 2^30", 3, i32(np.r_[2**30 + 1, np.zeros(_n_out - 1)]), ("bias",)),
+        ("bias < -2^30", 3, i32(np.r_[np.zeros(_n_out - 1), -(2**30) - 1]), ("bias",)),
+        ("mult < 0", 4, i32(np.full(_n_out, -1)), ("mult/shift", "mult")),
+        ("shift 32", 5, i32(np.full(_n_out, 32)), ("mult/shift", "shift")),
+        ("shift -32", 5, i32(np.full(_n_out, -32)), ("mult/shift", "shift")),
+    ]
+    SCALAR_BAD[f"{_op}_s8_grad_input"] = [
+        ("wr < 0", 3, i32(np.r_[-1, np.ones(_n_out - 1)]), ("wr",)),
+        ("wr overflow", 3, i32(np.full(_n_out, 131071)), ("wr",)),
+    ]
+
+# (output, input) pairs of the same element type that a caller can make overlap
+OVERLAPS: dict[str, list[tuple[str, str]]] = {
+    "conv2d_s8_forward": [("y", "x"), ("y", "w")],
+    "conv2d_s8_grad_input": [("ein", "e"), ("ein", "w"), ("ein", "mask"), ("acc", "wr")],
+    "conv2d_s8_grad_weight": [("gw", "gb"), ("gb", "gw")],
+    "conv2d_s8_grad_weight_f32": [("gw", "gb"), ("gb", "gw")],
+    "relu_s8_forward": [("y", "x")], "relu6_s8_forward": [("y", "x")],
+    "relu_s8_backward": [("e", "y")], "relu6_s8_backward": [("e", "y")],
+    "maxpool_s8_forward": [("y", "x")], "maxpool_s8_grad_input": [("ein", "x"), ("ein", "e")],
+    "avgpool_s8_forward": [("y", "x")], "avgpool_s8_grad_input": [("ein", "e")],
+    "global_avgpool_s8_forward": [("y", "x")], "global_avgpool_s8_grad_input": [("ein", "e")],
+    "add_s8_forward": [("y", "x1"), ("y", "x2")], "add_s8_grad_merge": [("out", "ea"), ("out", "eb")],
+    "softmax_xent_s8": [("err", "logits"), ("stats", "lut")],
+}
+for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
+    OVERLAPS[f"linear_s8_{_suffix}"] = OVERLAPS[f"conv2d_s8_{_suffix}"]
+
+
+OUT_KINDS = ("s8out", "s8io", "i32out", "f32io")
+
+
+def _base_kind(kind: str) -> str:
+    """Kind of a shared (hidden) base buffer that can hold an argument of this kind."""
+    return {"i32": "i", "i32out": "i", "u32": "i", "f32io": "f"}.get(kind, "Y")
+
+
+def _typed(kind: str, data: np.ndarray) -> np.ndarray:
+    return np.asarray(data).astype({"i": np.int32, "f": np.float32}.get(kind, np.int8))
+
+
+def _n_out_c(op: str, base: Case) -> int:
+    d = base.args[0]
+    assert isinstance(d, Buf) and d.data is not None
+    return int(d.data[5]) if op.startswith("conv2d") else int(d.data[1])
+
+
+def _pre_call_arg(kind: str, data: np.ndarray, as_output: bool) -> Buf:
+    """The argument as the oracle should see it: the data before the call."""
+    bk = _base_kind(kind)
+    if kind == "mask":
+        return u8(data)
+    if kind in ("s8out", "i32out"):
+        return out(bk, data.size)
+    buf = {"Y": s8, "i": i32, "f": f32}[bk](data)
+    return inout(buf) if as_output else buf
+
+
+def _overlap_variants(op: str, base: Case) -> list[Bad]:
+    """Output and input views into one hidden buffer, sharing exactly one element."""
+    spec = SPECS[op]
+    idx = {name: i for i, (name, _) in enumerate(spec)}
+    rng = np.random.default_rng(SEED + len(op))
+    res = []
+    for o_name, i_name in OVERLAPS.get(op, []):
+        oi, ii = idx[o_name], idx[i_name]
+        o_kind, i_kind = spec[oi][1], spec[ii][1]
+        bk = _base_kind(o_kind)
+        assert bk == _base_kind(i_kind)
+        o_arg, i_arg = base.args[oi], base.args[ii]
+        if i_kind == "mask":
+            i_data = (rng.random(_n_out_c(op, base)) < 0.5).astype(np.int64)
+        else:
+            assert isinstance(i_arg, Buf)
+            i_data = np.asarray(i_arg.data) if i_arg.data is not None else rng.integers(-100, 100, i_arg.n)
+        assert isinstance(o_arg, Buf)
+        o_data = np.asarray(o_arg.data) if o_arg.data is not None else rng.integers(-100, 100, o_arg.n)
+        n_i, n_o = i_data.size, o_data.size
+        for order in ("after", "before"):
+            if order == "after":  # [ input ][ output ], the output's first element is the input's last
+                start_i, start_o, data = 0, n_i - 1, np.r_[i_data, o_data[1:]]
+            else:  # [ output ][ input ], the output's last element is the input's first
+                start_o, start_i, data = 0, n_o - 1, np.r_[o_data[:-1], i_data]
+            args: list[Arg] = [Buf(bk, _typed(bk, data), hidden=True), *base.args]
+            args[oi + 1] = View(0, start_o, start_o + n_o, out=True)
+            args[ii + 1] = View(0, start_i, start_i + n_i, out=i_kind in OUT_KINDS)
+            # what the call must produce if it accepts the overlap: the oracle on the
+            # data as it was before the call (the shared element holds the input's value)
+            o_pre = data[start_o:start_o + n_o]
+            pre = list(base.args)
+            pre[oi] = _pre_call_arg(o_kind, o_pre, True)
+            pre[ii] = _pre_call_arg(i_kind, data[start_i:start_i + n_i], True)
+            try:
+                ref: Case | None = make_case(op, pre, "pre-call inputs")
+            except ValueError:
+                ref = None
+            label = f"{o_name} overlaps {i_name} ({order})"
+            names = (f"{op}: {o_name}: ", f"{op}: {i_name}: ")
+            res.append(Bad("overlap", err_case(op, args, names, ("ValueError",), label, ("overlap",)), ref))
+    return res
+
+
+def _variants(op: str) -> list[Bad]:
+    base = BASES[op]
+    spec = SPECS[op]
+    bad: list[Bad] = []
+    for i, (name, kind) in enumerate(spec):
+        a = base.args[i]
+        n = a.n if isinstance(a, Buf) else 0
+        if kind == "mask":
+            n_mask = _n_out_c(op, base)
+            for m in (u8(np.ones(n_mask + 1)), u8(np.ones(n_mask - 1)), u8(np.ones(0))):
+                bad.append(Bad("mask", err_case(op, _with(base, i, m), _names(op, "mask"), ("ValueError",),
+                                            f"mask length {m.n}")))
+            for w in _wrong_types("mask", n_mask):
+                bad.append(Bad("mask", err_case(op, _with(base, i, w), _names(op, "mask"), ("TypeError",),
+                                            f"mask {w!r}")))
+            continue
+        names = _names(op, name)
+        for w in _wrong_types(kind, n):
+            bad.append(Bad("type", err_case(op, _with(base, i, w), names, ("TypeError",), f"{name}: {w!r}")))
+        bad.append(Bad("none", err_case(op, _with(base, i, None), names, ("TypeError",), f"{name} None")))
+        if isinstance(a, Buf):
+            for m in (n + 1, n - 1) if n else (n + 1,):
+                resized = _with(base, i, _resized(a, kind, m))
+                bad.append(Bad("length", err_case(op, resized, names, ("ValueError",), f"{name} length {m}")))
+        if kind in OUT_KINDS:
+            ro = Buf("y", np.zeros(n * (1 if kind.startswith("s8") else 4), dtype=np.int8))
+            bad.append(Bad("readonly", err_case(op, _with(base, i, ro), names, ("TypeError",),
+                                                f"{name} bytes")))
+        if kind == "int":
+            v = base.args[i]
+            assert isinstance(v, int)
+            for big in (2**40, -(2**40)):
+                big_args = _with(base, i, big)
+                bad.append(Bad("intrange", err_case(op, big_args, names, ("ValueError",), f"{name} {big}")))
+            # past 64 bits: (valid value + 2^64) must not be taken for the valid value
+            any_err = ("TypeError", "ValueError", "OverflowError")
+            wrapped = _with(base, i, v + 2**64)
+            bad.append(Bad("bigint", err_case(op, wrapped, (), any_err, f"{name} = {v} + 2^64")))
+    if spec[0][1] == "desc":
+        for label, d in _desc_variants(op, base):
+            bad.append(Bad("desc", err_case(op, _with(base, 0, d), (f"{op}: desc: ",), ("ValueError",),
+                                            label)))
+    for label, i, v, nm in SCALAR_BAD.get(op, []):
+        named = tuple(f"{op}: {x}: " for x in nm)
+        bad.append(Bad("value", err_case(op, _with(base, i, v), named, ("ValueError",), label)))
+    bad += _overlap_variants(op, base)
+    bad.append(Bad("argcount", err_case(op, list(base.args[:-1]), (), ("TypeError",), "one argument short")))
+    bad.append(Bad("argcount", err_case(op, [*base.args, None], (), ("TypeError",), "one argument too many")))
+    return bad
+
+
+VARIANTS: dict[str, list[Bad]] = {op: _variants(op) for op in ALL_OPS}
+CATEGORIES = ("type", "none", "length", "desc", "value", "mask", "readonly", "overlap", "intrange", "bigint",
+              "argcount")
+
+
+def check_bad(b: Bad, res: Result | None) -> list[str]:
+    diffs = compare(b.case, res)
+    if diffs and b.harmless_if is not None and res is not None and res.status == 2:
+        # no exception: accept only if the result is exactly the oracle's on the pre-call inputs
+        ok = replace(b.case, expect_error=False, expected=b.harmless_if.expected)
+        res0 = replace(res, status=0)
+        if not compare(ok, res0):
+            return []
+        return [f"overlap accepted and the result is WRONG: {'; '.join(compare(ok, res0)[:2])}"]
+    return diffs
