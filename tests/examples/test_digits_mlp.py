@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.harness import ROOT
 
 
 def test_demo_trains_digits_mlp_to_85_percent() -> None:
