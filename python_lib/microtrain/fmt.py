@@ -1,7 +1,7 @@
 # The .mtm format constants on the device (docs/format.md), in one place for
 # model.py, checkpoint.py and the pure-Python loader (pyk/mtm_loader.py).
 # The host's tools/microtrain_tools/mtm.py and the C usermod/microtrain/
-# mtm_loader.c/.h hold the same values; tests/test_fmt_constants.py keeps the
+# mtm_loader.c/.h hold the same values; tests/package/test_device_package.py keeps the
 # three copies equal. Small ints are const(): inlined where this module's
 # names are used inside it, plain globals for importers.
 try:

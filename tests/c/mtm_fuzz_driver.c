@@ -1,5 +1,5 @@
 // Host harness for usermod/microtrain/mtm_loader.c (built by
-// tests/test_mtm_loader.py with -fsanitize=address,undefined).
+// tests/format/test_mtm_loader.py with -fsanitize=address,undefined).
 // Usage: mtm_fuzz_driver CORPUS VERDICTS
 // CORPUS: b"MTMC" u32 count, then per file u32 len + bytes (little-endian).
 // VERDICTS: one byte per file, '1' accepted / '0' rejected, then '\n'.

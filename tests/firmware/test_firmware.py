@@ -70,7 +70,7 @@ UNIX_CWARN = ["-Wall", "-Werror", "-Wextra", "-Wno-unused-parameter", "-Wpointer
 
 def foreign_globals(objs: list[Path], nm: str = "nm") -> list[str]:
     """'object: symbol' for each defined global without the mt_ prefix (same rule as
-    tests/test_symbols.py; firmware mode has no exception: the module object is mt_user_cmodule)."""
+    tests/kernels/test_symbols.py; firmware mode has no exception: the module object is mt_user_cmodule)."""
     assert objs, "no objects to check"
     proc = subprocess.run([nm, "-g", "--defined-only", "--print-file-name", *map(str, objs)],
                           capture_output=True, text=True, check=False)

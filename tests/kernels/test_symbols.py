@@ -5,7 +5,7 @@ modules; an unprefixed global (``topk_mask``, ``relu_s8_forward``) can collide
 with theirs. Here ``nm`` reads the objects of the natmod build for every
 supported arch (built by ``make natmod ARCH=...``, the same objects mpy_ld.py
 links) and fails on any defined global other than the natmod entry point
-``mpy_init``. tests/test_firmware.py applies the same rule to the firmware-mode
+``mpy_init``. tests/firmware/test_firmware.py applies the same rule to the firmware-mode
 objects (host fwport build and the Cortex-M compiles).
 """
 

@@ -1,5 +1,5 @@
 # MicroPython-side dump of the .mtm entry points of _microtrain (native or the
-# pure-Python fallback through pykernel_shim.py), for tests/test_pykernels.py.
+# pure-Python fallback through pykernel_shim.py), for tests/kernels/test_pykernels.py.
 # Reads a corpus (b"MTMC" u32 count, then u32 len + bytes each) and prints one
 # line per file: the mtm_validate verdict ("1", "0 <message>" for ValueError,
 # "E <type> <message>" otherwise), then " | " and what the accessors give:

@@ -1,4 +1,4 @@
-# MicroPython-side runner of tests/test_mtm_loader.py: validates every file of
+# MicroPython-side runner of tests/format/test_mtm_loader.py: validates every file of
 # a corpus (b"MTMC" u32 count, then u32 len + bytes each) with
 # _microtrain.mtm_validate in this one process, and exercises the accessors.
 # Prints one line per file: "1" accepted, "0 <message>" rejected (ValueError),

@@ -1,4 +1,4 @@
-# MicroPython-side runner of tests/test_training.py: loads a model, runs
+# MicroPython-side runner of tests/training/test_training.py: loads a model, runs
 # Trainer steps on given int8 samples and dumps every trained layer's arrays.
 #
 # Usage: micropython train_runner.py CONFIG.json

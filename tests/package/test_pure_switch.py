@@ -9,7 +9,7 @@ os.getenv) is refused with a one-line error instead of silently running native.
   package uses microtrain.pyk, and the outputs equal the numpy oracle's;
 - ``run --pure`` in the venv's micropython: pure kernels, natmod off the path;
   without ``--pure`` a leftover MICROTRAIN_PURE export does not apply;
-- the fwport interpreter of tests/test_firmware.py (``_microtrain`` built in,
+- the fwport interpreter of tests/firmware/test_firmware.py (``_microtrain`` built in,
   microtrain frozen, no ``os`` module) is refused by ``run --pure``.
 """
 
@@ -111,7 +111,7 @@ def test_run_pure_runs_the_pure_python_kernels(tmp_path: Path) -> None:
 
 
 def test_run_pure_refuses_a_firmware_it_cannot_switch(tmp_path: Path) -> None:
-    """The fwport interpreter (tests/test_firmware.py: _microtrain built in, the rp2
+    """The fwport interpreter (tests/firmware/test_firmware.py: _microtrain built in, the rp2
     manifest's microtrain frozen in, no os module) would run native under --pure."""
     import test_firmware as fw
 

@@ -25,7 +25,7 @@
 #   these modules.
 # - Precompiled (mpy-cross) or frozen modules need less RAM than compiling
 #   the source on the board (the sources of the kernels a model uses do fit a
-#   256 KB heap next to the package: tests/test_pykernels.py).
+#   256 KB heap next to the package: tests/kernels/test_pykernels.py).
 
 HAS_FLOAT = True  # the float32 kernels are always there (float32 through array('f'))
 
