@@ -1,7 +1,7 @@
 # The model: a validated .mtm file used in place, its forward pass, its
 # backward pass for the trained layers, and checkpoint writing.
 #
-# Memory rules (DESIGN.md): frozen weights are zero-copy views of the model
+# Memory rules (docs/api.md, "Memory"): frozen weights are zero-copy views of the model
 # bytes; activation buffers are shared between tensors whose lifetimes do not
 # overlap; activations are kept only from the first trained layer on; trained
 # layers own mutable copies of their parameters plus float32 gradient sums
