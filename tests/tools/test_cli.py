@@ -36,12 +36,13 @@ ENTRY = Path(sys.executable).parent / "microtrain"
 COMMANDS = ("convert", "to-torch", "info", "run", "deploy", "flash", "plot", "build")
 
 
-def microtrain(*args: str, env: dict[str, str] | None = None, timeout: float = 120
-               ) -> subprocess.CompletedProcess[str]:
+def microtrain(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+               cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     cmd = [str(ENTRY)] if ENTRY.is_file() else [sys.executable, "-m", "microtrain_tools.cli"]
     e = dict(os.environ if env is None else env)
     e["PYTHONPATH"] = str(ROOT / "tools")
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, env=e, timeout=timeout, check=False)
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, env=e, timeout=timeout, check=False,
+                          cwd=cwd)
 
 
 def microtrain_all(*argvs: list[str] | tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
@@ -296,6 +297,25 @@ import _microtrain
 print("native", _microtrain.HAS_FLOAT)
 sys.exit(0 if sys.argv[1] == "alloc" else int(sys.argv[-1]))
 """
+
+
+def test_convert_a_module_from_the_users_folder(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`convert mymodels:Net --state-dict` finds mymodels.py in the current folder (no PYTHONPATH)."""
+    (tmp_path / "mymodels.py").write_text(
+        "import torch.nn as nn\n\n\nclass Net(nn.Sequential):\n"
+        "    def __init__(self):\n        super().__init__(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))\n")
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    torch.save(net.state_dict(), tmp_path / "net.pt")
+    np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).standard_normal((64, 4)).astype(np.float32))
+    r = microtrain("convert", "mymodels:Net", "--state-dict", "net.pt", "--calib", "calib.npz", "-o", "net.mtm",
+                   cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    m = mtm.load(tmp_path / "net.mtm")
+    assert [ly.op for ly in m.layers] == [Op.LINEAR, Op.LINEAR]
+    r = microtrain("convert", "nosuchmodule:Net", "--calib", "calib.npz", "-o", "x.mtm", cwd=tmp_path)
+    assert_one_line_error(r, "convert", "cannot import 'nosuchmodule'")
+    assert not (tmp_path / "x.mtm").exists()
 
 
 def test_run_in_host_micropython(tmp_path) -> None:
