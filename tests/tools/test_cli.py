@@ -308,8 +308,8 @@ def test_convert_a_module_from_the_users_folder(tmp_path) -> None:  # type: igno
     net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     torch.save(net.state_dict(), tmp_path / "net.pt")
     np.savez(tmp_path / "calib.npz", x=np.random.default_rng(0).standard_normal((64, 4)).astype(np.float32))
-    r = microtrain("convert", "mymodels:Net", "--state-dict", "net.pt", "--calib", "calib.npz", "-o", "net.mtm",
-                   cwd=tmp_path)
+    r = microtrain("convert", "mymodels:Net", "--state-dict", "net.pt", "--calib", "calib.npz",
+                   "-o", "net.mtm", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     m = mtm.load(tmp_path / "net.mtm")
     assert [ly.op for ly in m.layers] == [Op.LINEAR, Op.LINEAR]
