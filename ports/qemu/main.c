@@ -44,7 +44,7 @@ static char gc_heap[MT_HEAP_MAX_KB * 1024] __attribute__((aligned(8)));
 extern void initialise_monitor_handles(void);
 
 #define MT_MAX_ARGS 32
-static char cmdline[512];
+static char cmdline[1024];
 
 static int split_cmdline(char **argv) {
     struct {
