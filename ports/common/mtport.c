@@ -28,6 +28,10 @@
 // stdio HAL: fd 0 / 1 (the semihosting console on the boards).
 
 int mp_hal_stdin_rx_chr(void) {
+    #if MT_PORT_SEMIHOSTING
+    int c = mt_port_stdin_chr();
+    return c < 0 ? CHAR_CTRL_D : c;
+    #else
     unsigned char c;
     for (;;) {
         ssize_t n = read(0, &c, 1);
@@ -38,6 +42,7 @@ int mp_hal_stdin_rx_chr(void) {
             return CHAR_CTRL_D;  // end of input ends the REPL
         }
     }
+    #endif
 }
 
 mp_uint_t mp_hal_stdout_tx_strn(const char *str, size_t len) {
