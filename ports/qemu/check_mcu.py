@@ -47,6 +47,9 @@ MTM_RUNNER = ROOT / "tests" / "mp" / "mtm_stream_runner.py"
 # GC heap of the kernel runs: the M0's largest; 2 MB of the M4/M7's 4 MB RAM (a long run of
 # big cases fragments a 256 KB heap; the heap claims are the training runs', at the defaults)
 KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m0": 224}
+# GC heap of the training runs: the builds' default (256 KB) on M4/M7; the M0's largest (224 KB),
+# since float32 training of every layer plus the runner's dump copies is near its 200 KB default
+TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m0": 224}
 # (board, natmod arch) pairs of the kernel check
 KERNEL_RUNS = [("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"), ("m7", "armv6m")]
 
@@ -228,7 +231,7 @@ def check_training(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]],
         tag = f"{board}-{i}"
         _clear(work, tag)
         name = _train_cfg(work, tag, cfg, steps)
-        p = qemu_run.run(board, str(TRAIN_RUNNER), [name], cwd=work)
+        p = qemu_run.run(board, str(TRAIN_RUNNER), [name], cwd=work, heap=f"{TRAIN_HEAP_KB[board]}k")
         got = _outputs(work, tag)
         if p.returncode != 0 or got is None:
             bad.append(f"{board} {cfg[:2]}: exit {p.returncode}: {(p.stdout + p.stderr)[-800:]}")
