@@ -96,10 +96,13 @@ def test_twin_differs_from_double_host(twin_runs: tuple[Path, dict[int, tuple[by
     """The same runs on the double-float build of the same port: some checkpoint must differ,
     else the board == twin comparison above could not tell single from double floats."""
     work, twin = twin_runs
-    proc = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "host"), "FLOAT=double"],
-                          capture_output=True, text=True)
+    # the build folder of tests/test_firmware.py's double-float port (same sources and flags):
+    # no second build when that test ran first
+    build = ROOT / "build" / "fwport" / "double"
+    proc = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "host"), "FLOAT=double",
+                           f"BUILD={build}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    exe = ROOT / "build" / "host" / "double" / "micropython-fw"
+    exe = build / "micropython-fw"
     differ = 0
     for i in twin:
         tag = f"double{i}"
