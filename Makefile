@@ -75,7 +75,24 @@ models-update: $(SETUP_STAMP)
 
 ## lint: ruff over every Python folder.
 lint: $(SETUP_STAMP)
-	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals
+	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals ports/qemu
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy
+
+## firmware-mcu: the project's QEMU Cortex-M0/M4F/M7 firmware (ports/qemu/README.md)
+## -> build/qemu/<m0|m4|m7>-single/firmware.elf
+firmware-mcu: $(SETUP_STAMP)
+	@for b in m0 m4 m7; do $(MAKE) --no-print-directory -C ports/qemu BOARD=$$b FLOAT=single >/dev/null || exit 1; \
+	    echo "firmware-mcu: build/qemu/$$b-single/firmware.elf"; done
+
+## twin: the float32 host twin (ports/host) -> build/host/single/micropython-fw
+twin: $(SETUP_STAMP)
+	@$(MAKE) --no-print-directory -C ports/host FLOAT=single >/dev/null
+	@echo "twin: build/host/single/micropython-fw"
+
+## test-mcu: kernel cases, .mtm mutations and training runs on the QEMU boards (== the twin)
+test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_mcu
+
+.PHONY: firmware-mcu twin test-mcu

@@ -46,24 +46,22 @@ import pytest
 
 from support import kernel_cases
 from support.digits_model import digits_model
+from support.fwbuild import (
+    FW_BUILD,
+    FWPORT,
+    MPY_DIR,
+    PORT_DEFAULT_MANIFEST,
+    USERMOD,
+    frozen_firmware,
+    make_fwport,
+    standin_port,
+)
 from support.harness import ROOT, RUNNER, compare, decode_results, write_cases
 
-MPY_DIR = ROOT / "build" / "mpy_cross_v6_3-1.1.1" / "micropython"
-FWPORT = ROOT / "tests" / "fwport"
-FW_BUILD = ROOT / "build" / "fwport"
-USERMOD = ROOT / "usermod"
 MODDIR = USERMOD / "microtrain"
-MPY_CROSS = ROOT / ".venv" / "bin" / "mpy-cross"
 C_SOURCES = sorted(p.name for p in MODDIR.glob("*.c"))
 PY_SOURCES = sorted(p.relative_to(ROOT / "python_lib" / "microtrain").as_posix()  # pyk/ included
                     for p in (ROOT / "python_lib" / "microtrain").rglob("*.py"))
-# The default manifest each port's FROZEN_MANIFEST replaces, which ours must include (docs/firmware.md).
-PORT_DEFAULT_MANIFEST = {
-    "unix": "variants/standard/manifest.py",
-    "esp32": "boards/manifest.py",
-    "rp2": "boards/manifest.py",
-    "stm32": "boards/manifest.py",
-}
 UNIX_CWARN = ["-Wall", "-Werror", "-Wextra", "-Wno-unused-parameter", "-Wpointer-arith", "-Wdouble-promotion",
               "-Wfloat-conversion"]
 
@@ -83,48 +81,15 @@ def foreign_globals(objs: list[Path], nm: str = "nm") -> list[str]:
     return bad
 
 
-def _need_core() -> None:
-    assert (MPY_DIR / "py" / "py.mk").exists(), f"MicroPython core missing at {MPY_DIR}: run `make setup`"
-
-
-def _make_fwport(build: Path, flt: str, extra: list[str] | None = None) -> tuple[Path, str]:
-    _need_core()
-    cmd = ["make", "-j2", "-C", str(FWPORT), f"TOP={MPY_DIR}", f"USER_C_MODULES={USERMOD}", f"BUILD={build}",
-           f"MT_FW_FLOAT={flt}", *(extra or [])]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"fwport build failed:\n{(proc.stdout + proc.stderr)[-4000:]}"
-    exe = build / "micropython-fw"
-    assert exe.exists()
-    return exe, proc.stdout + proc.stderr
-
-
-def _standin_port() -> Path:
-    """A folder standing in for ports/<port>: the default manifests our manifests include, each
-    freezing a marker module (so the test sees that the include happened)."""
-    port = FW_BUILD / "standin-port"
-    for rel in set(PORT_DEFAULT_MANIFEST.values()):
-        p = port / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text('module("standin_marker.py")\n')
-        (p.parent / "standin_marker.py").write_text("MARK = 1\n")
-    lib = FW_BUILD / "standin-mpy-lib"
-    lib.mkdir(parents=True, exist_ok=True)
-    (lib / "README.md").write_text("stand-in for lib/micropython-lib (nothing is required from it)\n")
-    return port
-
-
 @pytest.fixture(scope="module")
 def fw_frozen() -> tuple[Path, str]:
     """Single-precision floats, the rp2 manifest frozen in."""
-    port = _standin_port()
-    return _make_fwport(FW_BUILD / "frozen", "FLOAT", [
-        f"FROZEN_MANIFEST={ROOT / 'ports' / 'rp2' / 'manifest.py'}", f"MICROPY_MANIFEST_PORT_DIR={port}",
-        f"MPY_LIB_DIR={FW_BUILD / 'standin-mpy-lib'}", f"MICROPY_MPYCROSS={MPY_CROSS}"])
+    return frozen_firmware()
 
 
 @pytest.fixture(scope="module")
 def fw_double() -> tuple[Path, str]:
-    return _make_fwport(FW_BUILD / "double", "DOUBLE")
+    return make_fwport(FW_BUILD / "double", "DOUBLE")
 
 
 # --------------------------------------------------------------------------
@@ -319,7 +284,7 @@ def _run_manifest(port: str) -> list[tuple[str, str]]:
         "                                     'PORT_DIR': sys.argv[3], 'BOARD_DIR': sys.argv[3]})\n"
         "m.execute(sys.argv[4])\n"
         "print(json.dumps([[f.full_path, f.target_path] for f in m.files()]))\n")
-    port_dir = _standin_port()
+    port_dir = standin_port()
     proc = subprocess.run([sys.executable, "-c", code, str(MPY_DIR), str(FW_BUILD / "standin-mpy-lib"),
                            str(port_dir), str(ROOT / "ports" / port / "manifest.py")],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)

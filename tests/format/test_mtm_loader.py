@@ -12,7 +12,6 @@ and through a host build of mtm_loader.c under ASan/UBSan; every verdict
 from __future__ import annotations
 
 import os
-import random
 import struct
 import subprocess
 from collections import Counter
@@ -22,14 +21,12 @@ import pytest
 
 from microtrain_tools import mtm
 from support.harness import MICROPYTHON, NATMOD_X64, ROOT, ensure_natmod
-from support.mtm_files import fix_crc, host_verdict, mutate, torch_model_files, write_corpus
+from support.mtm_files import fix_crc, host_verdict, mutation_corpus, torch_model_files, write_corpus
 
 RUNNER = ROOT / "tests" / "mp" / "mtm_runner.py"
 DRIVER = ROOT / "tests" / "c" / "mtm_fuzz_driver.c"
 KERNEL_DIR = ROOT / "usermod" / "microtrain"
 BUILD = ROOT / "build" / "test" / "mtm_loader"
-N_MUTATIONS = 3600
-SEED = 20240611
 
 
 
@@ -50,16 +47,6 @@ def valid_files() -> list[bytes]:
 
 # --------------------------------------------------------------------------
 # mutations
-
-
-def _corpus(valid: list[bytes]) -> tuple[list[str], list[bytes]]:
-    rng = random.Random(SEED)
-    kinds, files = [], []
-    for _ in range(N_MUTATIONS):
-        k, f = mutate(rng, rng.choice(valid), valid)
-        kinds.append(k)
-        files.append(f)
-    return kinds, files
 
 
 def _run_micropython(corpus: Path) -> list[str]:
@@ -195,7 +182,7 @@ def test_validate_messages_name_the_place(valid_files: list[bytes], tmp_path: Pa
 
 def test_mutation_corpus(valid_files: list[bytes]) -> None:
     BUILD.mkdir(parents=True, exist_ok=True)
-    kinds, files = _corpus(valid_files)
+    kinds, files = mutation_corpus(valid_files)
     files = list(valid_files) + files
     kinds = ["valid"] * len(valid_files) + kinds
     corpus = BUILD / "corpus.bin"

@@ -111,14 +111,11 @@ def test_run_pure_runs_the_pure_python_kernels(tmp_path: Path) -> None:
 
 
 def test_run_pure_refuses_a_firmware_it_cannot_switch(tmp_path: Path) -> None:
-    """The fwport interpreter (tests/firmware/test_firmware.py: _microtrain built in, the rp2
+    """The fwport interpreter (tests/support/fwbuild.py: _microtrain built in, the rp2
     manifest's microtrain frozen in, no os module) would run native under --pure."""
-    import test_firmware as fw
+    from support.fwbuild import frozen_firmware
 
-    port = fw._standin_port()
-    exe, _ = fw._make_fwport(fw.FW_BUILD / "frozen", "FLOAT", [
-        f"FROZEN_MANIFEST={ROOT / 'ports' / 'rp2' / 'manifest.py'}", f"MICROPY_MANIFEST_PORT_DIR={port}",
-        f"MPY_LIB_DIR={fw.FW_BUILD / 'standin-mpy-lib'}", f"MICROPY_MPYCROSS={fw.MPY_CROSS}"])
+    exe, _ = frozen_firmware()
     script = tmp_path / "s.py"
     # the fwport interpreter has no json module: microtrain imports up to the trainer (as in
     # test_firmware.py's frozen-package test), microtrain.kern is in sys.modules

@@ -11,7 +11,11 @@ import numpy as np
 
 from microtrain_tools import mtm
 
-__all__ = ["fix_crc", "host_verdict", "mutate", "torch_model_files", "write_corpus"]
+__all__ = ["N_MUTATIONS", "fix_crc", "host_verdict", "mutate", "mutation_corpus", "torch_model_files",
+           "write_corpus"]
+
+N_MUTATIONS = 3600  # the seeded mutation set of the loader tests (and of make test-mcu)
+SEED = 20240611
 
 
 def fix_crc(b: bytearray) -> bytearray:
@@ -183,3 +187,14 @@ def host_verdict(b: bytes) -> tuple[bool, str]:
     except ValueError as e:
         return False, str(e)
     return True, ""
+
+
+def mutation_corpus(valid: list[bytes], n: int = N_MUTATIONS) -> tuple[list[str], list[bytes]]:
+    """The seeded mutations of ``valid``: (kind of each mutation, file bytes)."""
+    rng = random.Random(SEED)
+    kinds, files = [], []
+    for _ in range(n):
+        k, f = mutate(rng, rng.choice(valid), valid)
+        kinds.append(k)
+        files.append(f)
+    return kinds, files
