@@ -70,3 +70,10 @@ lint:
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy
+
+## bench-mcu: instruction counts per kernel MAC and per training sample on the QEMU Cortex-M
+## firmware (M0/M4/M7) with the project's TCG plugin; writes docs/performance.md.
+.PHONY: bench-mcu
+bench-mcu: $(SETUP_STAMP) $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
+	@$(MAKE) --no-print-directory -C ports/qemu/plugin all check PY=$(PY)
+	@$(PY) -m evals.bench_mcu
