@@ -44,7 +44,7 @@ from harness import ROOT, RUNNER, compare, decode_results, write_cases
 from microtrain_tools import kernel_cases
 
 MPY_DIR = ROOT / "build" / "mpy_cross_v6_3-1.1.1" / "micropython"
-FWPORT = ROOT / "tests" / "fwport"
+FWPORT = ROOT / "ports" / "host"
 FW_BUILD = ROOT / "build" / "fwport"
 USERMOD = ROOT / "usermod"
 MODDIR = USERMOD / "microtrain"

@@ -1,0 +1,481 @@
+// Runtime shared by ports/qemu (Cortex-M firmware, files over semihosting)
+// and ports/host (the float32 host twin): the script runner / REPL, the
+// stdio HAL, open(), a small `os` and `time`, imports from the host folder.
+// Files go through POSIX open/read/write/lseek/close: glibc on the host,
+// newlib's rdimon (ARM semihosting) on the boards, so one source serves both.
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "py/builtin.h"
+#include "py/compile.h"
+#include "py/gc.h"
+#include "py/lexer.h"
+#include "py/mperrno.h"
+#include "py/mphal.h"
+#include "py/runtime.h"
+#include "py/stackctrl.h"
+#include "py/stream.h"
+#include "shared/readline/readline.h"
+#include "shared/runtime/gchelper.h"
+#include "shared/runtime/pyexec.h"
+#include "mtport.h"
+
+// ---------------------------------------------------------------------------
+// stdio HAL: fd 0 / 1 (the semihosting console on the boards).
+
+int mp_hal_stdin_rx_chr(void) {
+    unsigned char c;
+    for (;;) {
+        ssize_t n = read(0, &c, 1);
+        if (n == 1) {
+            return c;
+        }
+        if (n == 0) {
+            return CHAR_CTRL_D;  // end of input ends the REPL
+        }
+    }
+}
+
+mp_uint_t mp_hal_stdout_tx_strn(const char *str, size_t len) {
+    size_t left = len;
+    while (left > 0) {
+        ssize_t n = write(1, str, left);
+        if (n <= 0) {
+            break;
+        }
+        str += n;
+        left -= (size_t)n;
+    }
+    return (mp_uint_t)(len - left);
+}
+
+void mp_hal_stdout_tx_str(const char *str) {
+    mp_hal_stdout_tx_strn(str, strlen(str));
+}
+
+// No "\n" -> "\r\n" here: script output compares byte for byte across ports.
+void mp_hal_stdout_tx_strn_cooked(const char *str, size_t len) {
+    mp_hal_stdout_tx_strn(str, len);
+}
+
+mp_uint_t mp_hal_ticks_ms(void) {
+    return mt_port_ticks_us() / 1000u;
+}
+
+mp_uint_t mp_hal_ticks_us(void) {
+    return mt_port_ticks_us();
+}
+
+void mp_hal_delay_ms(mp_uint_t ms) {
+    mp_uint_t t0 = mt_port_ticks_us();
+    while (mt_port_ticks_us() - t0 < ms * 1000u) {
+    }
+}
+
+// ---------------------------------------------------------------------------
+// open(path, mode="r"): binary ("b") or text file on a POSIX descriptor.
+
+typedef struct {
+    mp_obj_base_t base;
+    int fd;
+} mt_file_t;
+
+static mt_file_t *mt_file_check(mp_obj_t self_in, int *errcode) {
+    mt_file_t *self = MP_OBJ_TO_PTR(self_in);
+    if (self->fd < 0) {
+        *errcode = MP_EBADF;
+        return NULL;
+    }
+    return self;
+}
+
+static mp_uint_t mt_file_read(mp_obj_t self_in, void *buf, mp_uint_t size, int *errcode) {
+    mt_file_t *self = mt_file_check(self_in, errcode);
+    if (self == NULL) {
+        return MP_STREAM_ERROR;
+    }
+    mp_uint_t got = 0;
+    while (got < size) {  // semihosting may return short reads before the end
+        ssize_t n = read(self->fd, (char *)buf + got, size - got);
+        if (n < 0) {
+            *errcode = errno;
+            return MP_STREAM_ERROR;
+        }
+        if (n == 0) {
+            break;
+        }
+        got += (mp_uint_t)n;
+    }
+    return got;
+}
+
+static mp_uint_t mt_file_write(mp_obj_t self_in, const void *buf, mp_uint_t size, int *errcode) {
+    mt_file_t *self = mt_file_check(self_in, errcode);
+    if (self == NULL) {
+        return MP_STREAM_ERROR;
+    }
+    mp_uint_t put = 0;
+    while (put < size) {
+        ssize_t n = write(self->fd, (const char *)buf + put, size - put);
+        if (n <= 0) {
+            *errcode = n < 0 ? errno : MP_EIO;
+            return MP_STREAM_ERROR;
+        }
+        put += (mp_uint_t)n;
+    }
+    return size;
+}
+
+static mp_uint_t mt_file_ioctl(mp_obj_t self_in, mp_uint_t request, uintptr_t arg, int *errcode) {
+    mt_file_t *self = MP_OBJ_TO_PTR(self_in);
+    if (request == MP_STREAM_CLOSE) {
+        if (self->fd >= 0) {
+            close(self->fd);
+            self->fd = -1;
+        }
+        return 0;
+    }
+    if (mt_file_check(self_in, errcode) == NULL) {
+        return MP_STREAM_ERROR;
+    }
+    if (request == MP_STREAM_FLUSH) {
+        return 0;  // unbuffered: every write went to the descriptor
+    }
+    if (request == MP_STREAM_SEEK) {
+        struct mp_stream_seek_t *s = (struct mp_stream_seek_t *)arg;
+        off_t off = lseek(self->fd, (off_t)s->offset, s->whence);
+        if (off < 0) {
+            *errcode = errno;
+            return MP_STREAM_ERROR;
+        }
+        s->offset = (mp_off_t)off;
+        return 0;
+    }
+    *errcode = MP_EINVAL;
+    return MP_STREAM_ERROR;
+}
+
+static const mp_rom_map_elem_t mt_file_locals_table[] = {
+    { MP_ROM_QSTR(MP_QSTR_read), MP_ROM_PTR(&mp_stream_read_obj) },
+    { MP_ROM_QSTR(MP_QSTR_readinto), MP_ROM_PTR(&mp_stream_readinto_obj) },
+    { MP_ROM_QSTR(MP_QSTR_readline), MP_ROM_PTR(&mp_stream_unbuffered_readline_obj) },
+    { MP_ROM_QSTR(MP_QSTR_write), MP_ROM_PTR(&mp_stream_write_obj) },
+    { MP_ROM_QSTR(MP_QSTR_seek), MP_ROM_PTR(&mp_stream_seek_obj) },
+    { MP_ROM_QSTR(MP_QSTR_tell), MP_ROM_PTR(&mp_stream_tell_obj) },
+    { MP_ROM_QSTR(MP_QSTR_flush), MP_ROM_PTR(&mp_stream_flush_obj) },
+    { MP_ROM_QSTR(MP_QSTR_close), MP_ROM_PTR(&mp_stream_close_obj) },
+    { MP_ROM_QSTR(MP_QSTR___enter__), MP_ROM_PTR(&mp_identity_obj) },
+    { MP_ROM_QSTR(MP_QSTR___exit__), MP_ROM_PTR(&mp_stream___exit___obj) },
+};
+static MP_DEFINE_CONST_DICT(mt_file_locals, mt_file_locals_table);
+
+static const mp_stream_p_t mt_fileio_stream = {
+    .read = mt_file_read,
+    .write = mt_file_write,
+    .ioctl = mt_file_ioctl,
+};
+
+static const mp_stream_p_t mt_textio_stream = {
+    .read = mt_file_read,
+    .write = mt_file_write,
+    .ioctl = mt_file_ioctl,
+    .is_text = true,
+};
+
+static MP_DEFINE_CONST_OBJ_TYPE(mt_type_fileio, MP_QSTR_FileIO, MP_TYPE_FLAG_ITER_IS_STREAM,
+    protocol, &mt_fileio_stream, locals_dict, &mt_file_locals);
+static MP_DEFINE_CONST_OBJ_TYPE(mt_type_textio, MP_QSTR_TextIOWrapper, MP_TYPE_FLAG_ITER_IS_STREAM,
+    protocol, &mt_textio_stream, locals_dict, &mt_file_locals);
+
+static mp_obj_t mt_open(size_t n_args, const mp_obj_t *args) {
+    const char *path = mp_obj_str_get_str(args[0]);
+    const char *mode = n_args > 1 ? mp_obj_str_get_str(args[1]) : "r";
+    int flags = O_RDONLY;
+    if (strchr(mode, 'w') != NULL) {
+        flags = O_WRONLY | O_CREAT | O_TRUNC;
+    } else if (strchr(mode, 'a') != NULL) {
+        flags = O_WRONLY | O_CREAT | O_APPEND;
+    }
+    if (strchr(mode, '+') != NULL) {
+        flags = (flags & ~(O_RDONLY | O_WRONLY)) | O_RDWR;
+    }
+    #ifdef O_BINARY
+    flags |= O_BINARY;
+    #endif
+    int fd = open(path, flags, 0644);
+    if (fd < 0) {
+        mp_raise_OSError(errno);
+    }
+    const mp_obj_type_t *type = strchr(mode, 'b') != NULL ? &mt_type_fileio : &mt_type_textio;
+    mt_file_t *f = mp_obj_malloc(mt_file_t, type);
+    f->fd = fd;
+    return MP_OBJ_FROM_PTR(f);
+}
+MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mt_open_obj, 1, 2, mt_open);
+
+// ---------------------------------------------------------------------------
+// os: what microtrain's checkpoints and model loader use.
+
+// Size of a regular file, or -1 (semihosting has no stat: open + seek to end).
+static long mt_file_size(const char *path) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        return -1;
+    }
+    off_t size = lseek(fd, 0, SEEK_END);
+    close(fd);
+    return (long)size;
+}
+
+static mp_obj_t mt_os_stat(mp_obj_t path_in) {
+    const char *path = mp_obj_str_get_str(path_in);
+    long size = mt_file_size(path);
+    if (size < 0) {
+        mp_raise_OSError(MP_ENOENT);
+    }
+    mp_obj_t t[10];
+    for (size_t i = 0; i < 10; i++) {
+        t[i] = MP_OBJ_NEW_SMALL_INT(0);
+    }
+    t[0] = MP_OBJ_NEW_SMALL_INT(0x8000);  // S_IFREG
+    t[6] = mp_obj_new_int(size);
+    return mp_obj_new_tuple(10, t);
+}
+static MP_DEFINE_CONST_FUN_OBJ_1(mt_os_stat_obj, mt_os_stat);
+
+static mp_obj_t mt_os_remove(mp_obj_t path_in) {
+    if (unlink(mp_obj_str_get_str(path_in)) != 0) {
+        mp_raise_OSError(errno);
+    }
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_1(mt_os_remove_obj, mt_os_remove);
+
+static mp_obj_t mt_os_rename(mp_obj_t old_in, mp_obj_t new_in) {
+    if (rename(mp_obj_str_get_str(old_in), mp_obj_str_get_str(new_in)) != 0) {
+        mp_raise_OSError(errno);
+    }
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_2(mt_os_rename_obj, mt_os_rename);
+
+static const mp_rom_map_elem_t mt_os_globals_table[] = {
+    { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_os) },
+    { MP_ROM_QSTR(MP_QSTR_stat), MP_ROM_PTR(&mt_os_stat_obj) },
+    { MP_ROM_QSTR(MP_QSTR_remove), MP_ROM_PTR(&mt_os_remove_obj) },
+    { MP_ROM_QSTR(MP_QSTR_rename), MP_ROM_PTR(&mt_os_rename_obj) },
+};
+static MP_DEFINE_CONST_DICT(mt_os_globals, mt_os_globals_table);
+
+const mp_obj_module_t mt_os_module = {
+    .base = { &mp_type_module },
+    .globals = (mp_obj_dict_t *)&mt_os_globals,
+};
+MP_REGISTER_MODULE(MP_QSTR_os, mt_os_module);
+
+// ---------------------------------------------------------------------------
+// time: ticks only (the 30-bit wrap of the boards' ports).
+
+#define MT_TICKS_PERIOD ((mp_uint_t)1 << 30)
+#define MT_TICKS_MASK (MT_TICKS_PERIOD - 1)
+
+static mp_obj_t mt_ticks_us(void) {
+    return MP_OBJ_NEW_SMALL_INT(mt_port_ticks_us() & MT_TICKS_MASK);
+}
+static MP_DEFINE_CONST_FUN_OBJ_0(mt_ticks_us_obj, mt_ticks_us);
+
+static mp_obj_t mt_ticks_ms(void) {
+    return MP_OBJ_NEW_SMALL_INT((mt_port_ticks_us() / 1000u) & MT_TICKS_MASK);
+}
+static MP_DEFINE_CONST_FUN_OBJ_0(mt_ticks_ms_obj, mt_ticks_ms);
+
+static mp_obj_t mt_ticks_diff(mp_obj_t end_in, mp_obj_t start_in) {
+    mp_uint_t d = ((mp_uint_t)mp_obj_get_int(end_in) - (mp_uint_t)mp_obj_get_int(start_in)) & MT_TICKS_MASK;
+    mp_int_t diff = (mp_int_t)d;
+    if (d >= MT_TICKS_PERIOD / 2) {
+        diff -= (mp_int_t)MT_TICKS_PERIOD;
+    }
+    return MP_OBJ_NEW_SMALL_INT(diff);
+}
+static MP_DEFINE_CONST_FUN_OBJ_2(mt_ticks_diff_obj, mt_ticks_diff);
+
+static mp_obj_t mt_sleep_ms(mp_obj_t ms_in) {
+    mp_hal_delay_ms((mp_uint_t)mp_obj_get_int(ms_in));
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_1(mt_sleep_ms_obj, mt_sleep_ms);
+
+static const mp_rom_map_elem_t mt_time_globals_table[] = {
+    { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_time) },
+    { MP_ROM_QSTR(MP_QSTR_ticks_us), MP_ROM_PTR(&mt_ticks_us_obj) },
+    { MP_ROM_QSTR(MP_QSTR_ticks_ms), MP_ROM_PTR(&mt_ticks_ms_obj) },
+    { MP_ROM_QSTR(MP_QSTR_ticks_diff), MP_ROM_PTR(&mt_ticks_diff_obj) },
+    { MP_ROM_QSTR(MP_QSTR_sleep_ms), MP_ROM_PTR(&mt_sleep_ms_obj) },
+};
+static MP_DEFINE_CONST_DICT(mt_time_globals, mt_time_globals_table);
+
+const mp_obj_module_t mt_time_module = {
+    .base = { &mp_type_module },
+    .globals = (mp_obj_dict_t *)&mt_time_globals,
+};
+MP_REGISTER_MODULE(MP_QSTR_time, mt_time_module);
+
+// ---------------------------------------------------------------------------
+// imports from the host folder. Semihosting cannot tell a directory from a
+// file (and opening a directory succeeds on Linux), so a package is a folder
+// holding __init__.py / __init__.mpy; the host twin uses the same rule.
+
+static bool mt_exists_with(const char *path, const char *suffix) {
+    char buf[MICROPY_ALLOC_PATH_MAX + 16];
+    size_t n = strlen(path), m = strlen(suffix);
+    if (n + m + 1 > sizeof(buf)) {
+        return false;
+    }
+    memcpy(buf, path, n);
+    memcpy(buf + n, suffix, m + 1);
+    int fd = open(buf, O_RDONLY);
+    if (fd < 0) {
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
+mp_import_stat_t mp_import_stat(const char *path) {
+    if (mt_exists_with(path, "/__init__.py") || mt_exists_with(path, "/__init__.mpy")) {
+        return MP_IMPORT_STAT_DIR;
+    }
+    if (mt_exists_with(path, "")) {
+        return MP_IMPORT_STAT_FILE;
+    }
+    return MP_IMPORT_STAT_NO_EXIST;
+}
+
+// ---------------------------------------------------------------------------
+// the runner
+
+void gc_collect(void) {
+    gc_collect_start();
+    gc_helper_collect_regs_and_stack();
+    gc_collect_end();
+}
+
+void nlr_jump_fail(void *val) {
+    (void)val;
+    static const char msg[] = "mtport: uncaught NLR\n";
+    ssize_t r = write(2, msg, sizeof(msg) - 1);
+    (void)r;
+    exit(3);
+}
+
+// 0 or the SystemExit code; other exceptions are printed and give 1.
+static int mt_handle_exc(mp_obj_t exc) {
+    if (mp_obj_is_subclass_fast(MP_OBJ_FROM_PTR(mp_obj_get_type(exc)), MP_OBJ_FROM_PTR(&mp_type_SystemExit))) {
+        mp_obj_t code = mp_obj_exception_get_value(exc);
+        if (code == mp_const_none) {
+            return 0;
+        }
+        mp_int_t v;
+        return mp_obj_get_int_maybe(code, &v) ? (int)(v & 255) : 1;
+    }
+    mp_obj_print_exception(&mp_plat_print, exc);
+    return 1;
+}
+
+static int mt_run_file(const char *path) {
+    nlr_buf_t nlr;
+    if (nlr_push(&nlr) == 0) {
+        qstr name = qstr_from_str(path);
+        mp_lexer_t *lex = mp_lexer_new_from_file(name);
+        mp_parse_tree_t tree = mp_parse(lex, MP_PARSE_FILE_INPUT);
+        mp_obj_t fun = mp_compile(&tree, name, false);
+        mp_call_function_0(fun);
+        nlr_pop();
+        return 0;
+    }
+    return mt_handle_exc(MP_OBJ_FROM_PTR(nlr.ret_val));
+}
+
+static size_t mt_parse_size(const char *s) {
+    char *end;
+    unsigned long v = strtoul(s, &end, 0);
+    if (*end == 'k' || *end == 'K') {
+        v <<= 10;
+    } else if (*end == 'm' || *end == 'M') {
+        v <<= 20;
+    }
+    return (size_t)v;
+}
+
+static void mt_usage(void) {
+    mp_hal_stdout_tx_str("usage: [-X heapsize=N[k|m]] [-p DIR]... [script.py [args...]]\n");
+}
+
+int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap_default) {
+    size_t heap_size = heap_default;
+    const char *paths[8];
+    size_t n_paths = 0;
+    int a = 1;
+    for (; a < argc && argv[a][0] == '-'; a++) {
+        if (strcmp(argv[a], "-X") == 0 && a + 1 < argc && strncmp(argv[a + 1], "heapsize=", 9) == 0) {
+            heap_size = mt_parse_size(argv[++a] + 9);
+        } else if (strcmp(argv[a], "-p") == 0 && a + 1 < argc && n_paths < MP_ARRAY_SIZE(paths)) {
+            paths[n_paths++] = argv[++a];
+        } else {
+            mt_usage();
+            return 2;
+        }
+    }
+    if (heap_size < 4096 || heap_size > heap_max) {
+        mp_printf(&mp_plat_print, "mtport: heapsize must be 4096..%u bytes\n", (unsigned)heap_max);
+        return 2;
+    }
+
+    int stack_dummy;
+    mp_stack_ctrl_init();
+    mp_stack_set_top(&stack_dummy);
+    mp_stack_set_limit(MT_PORT_STACK_LIMIT);
+    gc_init(heap, heap + heap_size);
+    mp_init();
+
+    // sys.path: the script's folder (as CPython and the unix port), the
+    // current (host) folder, then each -p folder.
+    mp_obj_list_t *path = MP_OBJ_TO_PTR(mp_sys_path);
+    path->len = 0;
+    const char *script = a < argc ? argv[a] : NULL;
+    if (script != NULL) {
+        const char *slash = strrchr(script, '/');
+        if (slash != NULL) {
+            mp_obj_list_append(mp_sys_path, mp_obj_new_str(script, (size_t)(slash - script)));
+        }
+    }
+    mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR_));
+    for (size_t i = 0; i < n_paths; i++) {
+        mp_obj_list_append(mp_sys_path, mp_obj_new_str(paths[i], strlen(paths[i])));
+    }
+    for (int i = a; i < argc; i++) {
+        mp_obj_list_append(mp_sys_argv, mp_obj_new_str(argv[i], strlen(argv[i])));
+    }
+
+    int ret;
+    if (script != NULL) {
+        ret = mt_run_file(script);
+    } else {
+        for (;;) {
+            if (pyexec_mode_kind == PYEXEC_MODE_RAW_REPL) {
+                if (pyexec_raw_repl() != 0) {
+                    break;
+                }
+            } else if (pyexec_friendly_repl() != 0) {
+                break;
+            }
+        }
+        ret = 0;
+    }
+    mp_deinit();
+    return ret;
+}

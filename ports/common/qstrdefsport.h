@@ -1,0 +1,1 @@
+// qstrs specific to the project's ports (none beyond what the sources use).

@@ -1,0 +1,1 @@
+// qstrs specific to the host twin (none).

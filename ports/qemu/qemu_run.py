@@ -1,0 +1,120 @@
+"""Run a MicroPython script on the project's QEMU Cortex-M firmware (ports/qemu).
+
+    python ports/qemu/qemu_run.py [--board m7|m4|m0] [--float single|double] [--heap 256k]
+                                  [--cwd DIR] [script.py [args...]]
+
+No script: the REPL on the terminal (Ctrl-D or Ctrl-A X leaves). The script, its
+imports and every file it opens are read from / written to the host folder QEMU
+runs in (``--cwd``, default the current one) over ARM semihosting; relative
+paths are relative to it, absolute host paths work too. ``sys.path`` holds the
+script's folder, the host folder, then python_lib (the microtrain package),
+build/natmod/<arch> (the board's ``_microtrain.mpy``) and ports/common/lib (a
+small ``json``). The exit code is the script's (uncaught exception: 1; crash:
+3). From Python: ``run(board, script, args, cwd=...)`` or ``qemu_cmd(...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Board:
+    machine: str
+    arch: str  # natmod arch of the board's core
+    cpu: str
+    extra: tuple[str, ...] = ()
+
+
+BOARDS: dict[str, Board] = {
+    "m7": Board("mps2-an500", "armv7emdp", "Cortex-M7"),
+    "m4": Board("mps2-an386", "armv7emsp", "Cortex-M4F"),
+    # the micro:bit's nRF51 (16 KB SRAM, 256 KB flash) enlarged to a board-sized M0
+    "m0": Board("microbit", "armv6m", "Cortex-M0",
+                ("-global", "nrf51-soc.flash-size=1048576", "-global", "nrf51-soc.sram-size=262144")),
+}
+
+
+def firmware(board: str, flt: str = "single") -> Path:
+    return ROOT / "build" / "qemu" / f"{board}-{flt}" / "firmware.elf"
+
+
+def build(board: str, flt: str = "single", jobs: int = 2) -> Path:
+    """make -C ports/qemu (a no-op when up to date); returns the ELF."""
+    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / "ports" / "qemu"), f"BOARD={board}",
+                           f"FLOAT={flt}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"firmware build {board}-{flt} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    return firmware(board, flt)
+
+
+def default_paths(board: str, arch: str | None = None) -> list[str]:
+    return [str(ROOT / "python_lib"), str(ROOT / "build" / "natmod" / (arch or BOARDS[board].arch)),
+            str(ROOT / "ports" / "common" / "lib")]
+
+
+def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), flt: str = "single",
+             heap: str | None = None, paths: Sequence[str] | None = None, arch: str | None = None,
+             extra: Sequence[str] = ()) -> list[str]:
+    """The qemu-system-arm command line; `extra` goes before -kernel (e.g. -plugin ...)."""
+    b = BOARDS[board]
+    fw_args: list[str] = []
+    if heap:
+        fw_args += ["-X", f"heapsize={heap}"]
+    for p in default_paths(board, arch) if paths is None else paths:
+        fw_args += ["-p", str(p)]
+    if script is not None:
+        fw_args += [script, *args]
+    bad = [a for a in fw_args if " " in a or not a]
+    if bad:  # semihosting passes one space-separated command line
+        raise ValueError(f"arguments with spaces cannot pass through semihosting: {bad}")
+    return ["qemu-system-arm", "-M", b.machine, *b.extra, "-nographic", "-monitor", "none", "-serial", "none",
+            "-semihosting-config", "enable=on,target=native", *extra,
+            "-kernel", str(firmware(board, flt)), "-append", " ".join(fw_args)]
+
+
+def run(board: str, script: str, args: Sequence[str] = (), cwd: Path | str | None = None,
+        flt: str = "single", heap: str | None = None, paths: Sequence[str] | None = None,
+        arch: str | None = None, timeout: float = 600, extra: Sequence[str] = ()
+        ) -> subprocess.CompletedProcess[str]:
+    """Run `script` (path relative to cwd, or absolute) to completion; stdout/stderr captured."""
+    cmd = qemu_cmd(board, script, args, flt, heap, paths, arch, extra)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--board", default="m7", choices=sorted(BOARDS))
+    ap.add_argument("--float", dest="flt", default="single", choices=["single", "double"])
+    ap.add_argument("--heap", default=None, help="GC heap, e.g. 256k (default: the build's HEAP_KB)")
+    ap.add_argument("--arch", default=None, help="natmod arch folder on sys.path (default: the board's)")
+    ap.add_argument("--cwd", default=None, help="host folder (default: the current one)")
+    ap.add_argument("--no-build", action="store_true", help="do not run make first")
+    ap.add_argument("script", nargs="?")
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    a = ap.parse_args(argv)
+    if not a.no_build:
+        build(a.board, a.flt)
+    cmd = qemu_cmd(a.board, a.script, a.args, a.flt, a.heap, None, a.arch)
+    if a.script is None:
+        # interactive: the semihosting console on this terminal
+        cmd = [c for c in cmd if c not in ("-monitor", "none", "-serial")]
+        i = cmd.index("enable=on,target=native")
+        cmd[i] = "enable=on,target=native,chardev=con"
+        cmd[i + 1:i + 1] = ["-chardev", "stdio,id=con,signal=off"]
+        cmd.remove("-nographic")
+        cmd[1:1] = ["-display", "none"]
+    return subprocess.call(cmd, cwd=a.cwd or os.getcwd())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

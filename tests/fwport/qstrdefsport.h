@@ -1,1 +1,0 @@
-// qstrs specific to the fwport test interpreter (none).
