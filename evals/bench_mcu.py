@@ -49,22 +49,31 @@ MARK_SYMBOL = "mp_micropython_heap_lock"
 INTERP_DIRS = ("py/",)
 
 
+def _qemu_run() -> object:
+    """ports/qemu/qemu_run.py (the firmware's runner), imported by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("qemu_run", ROOT / "ports" / "qemu" / "qemu_run.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["qemu_run"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @dataclass(frozen=True)
 class Board:
     name: str  # m0 / m4 / m7
-    machine: list[str]  # qemu-system-arm machine arguments
     firmware: Path
     arch: str  # natmod arch loaded on it
+    heap_kb: int  # GC heap of the runs
 
 
 def boards() -> dict[str, Board]:
-    fw = ROOT / "build" / "qemu"
-    return {
-        "m7": Board("m7", ["-M", "mps2-an500"], fw / "m7" / "firmware.elf", "armv7emdp"),
-        "m4": Board("m4", ["-M", "mps2-an386"], fw / "m4" / "firmware.elf", "armv7emsp"),
-        "m0": Board("m0", ["-M", "microbit", "-global", "nrf51-soc.flash-size=1048576",
-                           "-global", "nrf51-soc.sram-size=262144"], fw / "m0" / "firmware.elf", "armv6m"),
-    }
+    qr = _qemu_run()
+    # M0: the enlarged micro:bit has 256 KB of SRAM; the firmware's largest heap is 224 KB
+    heaps = {"m7": 256, "m4": 256, "m0": 200}
+    return {b: Board(b, qr.firmware(b), qr.BOARDS[b].arch, heaps[b]) for b in ("m7", "m4", "m0")}  # type: ignore
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,34 +237,20 @@ def run_guest(board: Board | None, fmap: FirmwareMap | None, script: str, args: 
             raise RuntimeError(f"{script} failed on the host:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
         return _parse(p.stdout, None, None)
     assert fmap is not None
-    work = stage(board)
+    qr = _qemu_run()
     counts = BUILD / f"{board.name}.counts"
-    cmd = ["qemu-system-arm", *board.machine, "-nographic", "-semihosting-config", "enable=on,target=native",
-           "-icount", "shift=0", "-kernel", str(board.firmware), "-append",
-           " ".join(["-X", f"heapsize={heap_kb}k", script, *args]),
-           "-plugin", f"{PLUGIN},map={fmap.path},mark={fmap.mark:#x},out={counts}", "-d", "plugin"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=work)
+    # -icount: virtual time follows the instruction count, so nothing depends on the host's speed
+    extra = ["-icount", "shift=0", "-plugin", f"{PLUGIN},map={fmap.path},mark={fmap.mark:#x},out={counts}",
+             "-d", "plugin"]
+    paths = [str(MP_DIR), *qr.default_paths(board.name, board.arch)]  # type: ignore[attr-defined]
+    cmd = qr.qemu_cmd(board.name, str(MP_DIR / script), list(args), heap=f"{heap_kb}k",  # type: ignore
+                      paths=paths, extra=extra)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=BUILD,
+                       stdin=subprocess.DEVNULL)
     if p.returncode != 0 or "@res done 1" not in p.stdout:
         raise RuntimeError(f"{script} {' '.join(args)} failed on {board.name} (rc {p.returncode}):\n"
                            f"{p.stdout[-3000:]}\n{p.stderr[-2000:]}")
     return _parse(p.stdout, counts.read_text(), fmap)
-
-
-def stage(board: Board) -> Path:
-    """The folder QEMU runs in (semihosting opens files relative to it): the bench
-    scripts, the microtrain package, the board's natmod, the models and data."""
-    work = BUILD / f"run-{board.name}"
-    work.mkdir(parents=True, exist_ok=True)
-    for src in MP_DIR.glob("bench_*.py"):
-        shutil.copy2(src, work / src.name)
-    pkg = work / "microtrain"
-    if pkg.exists():
-        shutil.rmtree(pkg)
-    shutil.copytree(PYTHON_LIB / "microtrain", pkg)
-    shutil.copy2(ROOT / "build" / "natmod" / board.arch / "_microtrain.mpy", work / "_microtrain.mpy")
-    for f in BUILD.glob("*.mt[md]"):
-        shutil.copy2(f, work / f.name)
-    return work
 
 
 def regions(run: Run) -> dict[str, list[list[int]]]:
@@ -369,7 +364,7 @@ class KernelRow:
 
 
 def bench_kernels(board: Board | None, fmap: FirmwareMap | None) -> list[KernelRow]:
-    run = run_guest(board, fmap, "bench_kernels.py", [])
+    run = run_guest(board, fmap, "bench_kernels.py", [], heap_kb=1024)  # buffers of all four shapes
     if board is None:
         return []
     reg = regions(run)
@@ -592,7 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "(no counts; checks the scripts)")
     ap.add_argument("--quick", action="store_true", help="kernels on M7 and two training runs only")
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/performance.md")
-    ap.add_argument("--heap-kb", type=int, default=256)
+    ap.add_argument("--heap-kb", type=int, default=1024, help="heap of --host runs (64-bit objects)")
     a = ap.parse_args(argv)
     t0 = time.time()
     if not a.host:
@@ -615,7 +610,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for b in ("m7",) if a.quick else ("m7", "m4"):
         krows += bench_kernels(*brd(b))
         print(f"kernels on {b}: done ({time.time() - t0:.0f} s)", flush=True)
-    meta: dict[str, str] = {"fmnist": origin, "heap_kb": str(a.heap_kb)}
+    meta: dict[str, str] = {"fmnist": origin, "heap_kb": str(bds["m7"].heap_kb)}
     trows: list[TrainRow] = []
     configs = [(tr, sp, bt) for tr in ("last:1", "last:2", "all") for sp in (0.0, 0.1) for bt in (1, 16)]
     if a.quick:
@@ -624,7 +619,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bname not in used:
             continue
         for tr, sp, bt in configs:
-            r = bench_train(*brd(bname), model, tr, sp, bt, 4 if bt == 1 else bt, a.heap_kb)
+            r = bench_train(*brd(bname), model, tr, sp, bt, 4 if bt == 1 else bt,
+                            a.heap_kb if a.host else bds[bname].heap_kb)
             print(f"{bname} {model} {tr} sparse={sp:g} batch={bt}: "
                   + (f"{r.total:,.0f} instr/sample" if r else "ok") + f" ({time.time() - t0:.0f} s)",
                   flush=True)

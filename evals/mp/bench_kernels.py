@@ -13,6 +13,7 @@ import gc
 
 import _microtrain as K
 from bench_mark import code, flush, mark, result
+from microtrain.quant import zeros
 
 _r = 2463534242
 
@@ -74,10 +75,10 @@ def run(name, kind, p):
     while r > 0 and (1 << r) * terms * 16384 > 2147483647:
         r -= 1
     wr = ints(cout, 1 << r)
-    acc = array.array("i", bytes(4 * nin))
+    acc = zeros("i", nin)
     ein = bytearray(nin)
-    gwi = array.array("i", bytes(4 * nw))
-    gbi = array.array("i", bytes(4 * cout))
+    gwi = zeros("i", nw)
+    gbi = zeros("i", cout)
     result(name + ".macs", macs)
     c = [code(name + s) for s in (".fwd", ".fwd_end", ".gi", ".gi_end", ".gw_i32", ".gw_i32_end",
                                   ".gw_f32", ".gw_f32_end")]
@@ -93,8 +94,8 @@ def run(name, kind, p):
     gwi = gbi = None
     gc.collect()
     if gwf is not None:
-        gwff = array.array("f", bytes(4 * nw))
-        gbf = array.array("f", bytes(4 * cout))
+        gwff = zeros("f", nw)
+        gbf = zeros("f", cout)
         mark(c[6])
         gwf(p, x, e, None, 0.001, 0.01, gwff, gbf)
         mark(c[7])

@@ -53,7 +53,7 @@ def main() -> int:
         rows2, text2 = run(build, n)
         assert text == text2, "two runs differ"
         assert len(rows) == 2, rows
-        delta = [b - a for a, b in zip(rows[0], rows[1])]
+        delta = [b - a for a, b in zip(rows[0], rows[1], strict=True)]
         assert delta[1] == 2 * n + 2, f"mt_loop counted {delta[1]}, expected {2 * n + 2}"
         assert delta[2] == 0, "unmapped instructions in a fully mapped image"
         between[n] = sum(delta)
