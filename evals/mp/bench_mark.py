@@ -13,7 +13,7 @@ import micropython
 
 _lock = micropython.heap_lock
 _unlock = micropython.heap_unlock
-_codes = array.array("H", bytes(2 * 4096))
+_codes = array.array("H", bytes(2 * 256))  # flushed after every sample
 _n = 0
 NAMES = []
 
@@ -29,7 +29,7 @@ def mark(c):
     global _n
     _lock()
     _unlock()
-    _codes[_n] = c
+    _codes[_n] = c  # IndexError if a run forgets to flush: never a silent loss
     _n += 1
 
 
