@@ -75,5 +75,6 @@ clean:
 ## firmware (M0/M4/M7) with the project's TCG plugin; writes docs/performance.md.
 .PHONY: bench-mcu
 bench-mcu: $(SETUP_STAMP) $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
-	@$(MAKE) --no-print-directory -C ports/qemu/plugin all check PY=$(PY)
+	@for b in m7 m4 m0; do $(MAKE) --no-print-directory -s -j2 -C ports/qemu BOARD=$$b >/dev/null || exit 1; done
+	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)
 	@$(PY) -m evals.bench_mcu

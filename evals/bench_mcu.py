@@ -659,18 +659,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 trows.append(r)
     if not a.host:
         # repeatability: the same runs again must give the same count at every marker
-        k2 = bench_kernels(*brd("m7"))[1]
-        t2 = bench_train(*brd("m7"), "fmnist", "last:2", 0.0, 1, 4, bds["m7"].heap_kb)[1]
-        t1 = truns[("m7", "last:2", 0.0, 1)]
-        same = (k2.counts == kruns["m7"].counts and k2.total == kruns["m7"].total
-                and t2.counts == t1.counts and t2.total == t1.total)
+        pairs = [(kruns["m7"], bench_kernels(*brd("m7"))[1])]
+        again = [("m7", "fmnist")] + ([("m0", "digits")] if "m0" in used else [])
+        for bname, model in again:
+            pairs.append((truns[(bname, "last:2", 0.0, 1)],
+                          bench_train(*brd(bname), model, "last:2", 0.0, 1, 4, bds[bname].heap_kb)[1]))
+        same = all(x.counts == y.counts and x.total == y.total for x, y in pairs)
         meta["repeat"] = (
-            f"`make bench-mcu` runs the M7 kernel bench and the M7 last:2 batch-1 training bench twice: "
-            f"{'identical' if same else 'DIFFERENT'} counts at all {len(k2.counts) + len(t2.counts)} markers "
-            f"and in all {sum(k2.total) + sum(t2.total):,} instructions of the two runs.")
+            "`make bench-mcu` runs the M7 kernel bench and the batch-1 last:2 training benches (M7, M0) "
+            f"twice: {'identical' if same else 'DIFFERENT'} counts at all "
+            f"{sum(len(y.counts) for _, y in pairs)} markers and in all "
+            f"{sum(sum(y.total) for _, y in pairs):,} instructions of the second runs.")
         print(meta["repeat"])
         if not same:
             raise SystemExit("bench-mcu: two runs gave different counts")
+        t1 = truns[("m7", "last:2", 0.0, 1)]
         prof = sorted(t1.profile.items(), key=lambda kv: -kv[1])[:15]
         tot = sum(t1.total)
         meta["profile"] = "\n".join(["| function | instructions | share |", "|---|---:|---:|"]
