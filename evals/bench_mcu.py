@@ -552,7 +552,10 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "natmod (kernel plus its argument checks, no subtraction); *call* counts everything between",
         "the two markers (Python call, buffer protocol, argument checks). `gw_f32` is the weight",
         "gradient accumulated in float32 (what training uses on FPU boards), `gw_i32` the int32",
-        "variant; `gi` the input gradient (dense). Data are fixed pseudo-random int8.",
+        "variant; `gi` the input gradient (dense). Data are fixed pseudo-random int8. M4 and M7",
+        "run the same Thumb-2 code (the armv7emsp and armv7emdp natmods differ only in how",
+        "doubles are passed), so their instruction counts agree; their cycles would not (the M7",
+        "dual-issues).",
         "",
         *kernel_table(krows),
         "",
@@ -600,8 +603,10 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
     if meta.get("repeat"):
         lines += ["## Repeatability", "", meta["repeat"], ""]
     if meta.get("profile"):
-        lines += ["## Where a training sample goes (M7, transfer CNN, last:2, batch 1)", "",
-                  "Top functions over the whole run (instructions):", "", meta["profile"], ""]
+        lines += ["## Where the instructions go (M7, transfer CNN, last:2, batch 1)", "",
+                  "Top functions over the whole run of that configuration (model load, inference,",
+                  "warm-up, the 4 measured samples, the heap probe); `(native)` is the natmod:", "",
+                  meta["profile"], ""]
     DOC.write_text("\n".join(lines))
 
 
