@@ -71,10 +71,26 @@ lint:
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy
 
+## firmware-mcu: the project's QEMU Cortex-M0/M4F/M7 firmware (ports/qemu/README.md)
+## -> build/qemu/<m0|m4|m7>-single/firmware.elf
+firmware-mcu: $(SETUP_STAMP)
+	@for b in m0 m4 m7; do $(MAKE) --no-print-directory -C ports/qemu BOARD=$$b FLOAT=single >/dev/null || exit 1; \
+	    echo "firmware-mcu: build/qemu/$$b-single/firmware.elf"; done
+
+## twin: the float32 host twin (ports/host) -> build/host/single/micropython-fw
+twin: $(SETUP_STAMP)
+	@$(MAKE) --no-print-directory -C ports/host FLOAT=single >/dev/null
+	@echo "twin: build/host/single/micropython-fw"
+
+## test-mcu: kernel cases, .mtm mutations and training runs on the QEMU boards (== the twin)
+test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
+	@$(PY) ports/qemu/check_mcu.py
+
+.PHONY: firmware-mcu twin test-mcu
+
 ## bench-mcu: instruction counts per kernel MAC and per training sample on the QEMU Cortex-M
 ## firmware (M0/M4/M7) with the project's TCG plugin; writes docs/performance.md.
 .PHONY: bench-mcu
-bench-mcu: $(SETUP_STAMP) $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
-	@for b in m7 m4 m0; do $(MAKE) --no-print-directory -s -j2 -C ports/qemu BOARD=$$b >/dev/null || exit 1; done
+bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
 	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)
 	@$(PY) -m evals.bench_mcu

@@ -10,6 +10,7 @@ command -v arm-none-eabi-gcc >/dev/null 2>&1 || need_apt="$need_apt gcc-arm-none
 command -v gcc >/dev/null 2>&1 || need_apt="$need_apt gcc"
 command -v make >/dev/null 2>&1 || need_apt="$need_apt make"
 command -v cmake >/dev/null 2>&1 || need_apt="$need_apt cmake"  # tests/test_firmware.py: usermod cmake check
+command -v qemu-system-arm >/dev/null 2>&1 || need_apt="$need_apt qemu-system-arm"  # ports/qemu: the Cortex-M boards (make test-mcu)
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt="$need_apt python3-venv"
 # Real data for parity, transfer learning and the demo (offline Debian package).
 [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || need_apt="$need_apt dataset-fashion-mnist"

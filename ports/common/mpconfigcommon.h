@@ -13,6 +13,8 @@
 #define MICROPY_HELPER_REPL             (1)
 #define MICROPY_REPL_AUTO_INDENT        (1)
 #define MICROPY_READER_POSIX            (1)
+// import of .mpy (bytecode; native code too where the port has the emitter)
+#define MICROPY_PERSISTENT_CODE_LOAD    (1)
 #define MICROPY_ALLOC_PATH_MAX          (256)
 #define MICROPY_LONGINT_IMPL            (MICROPY_LONGINT_IMPL_MPZ)
 // 16-bit mpz digits, as on 32-bit boards.

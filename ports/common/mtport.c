@@ -28,6 +28,10 @@
 // stdio HAL: fd 0 / 1 (the semihosting console on the boards).
 
 int mp_hal_stdin_rx_chr(void) {
+    #if MT_PORT_SEMIHOSTING
+    int c = mt_port_stdin_chr();
+    return c < 0 ? CHAR_CTRL_D : c;
+    #else
     unsigned char c;
     for (;;) {
         ssize_t n = read(0, &c, 1);
@@ -38,6 +42,7 @@ int mp_hal_stdin_rx_chr(void) {
             return CHAR_CTRL_D;  // end of input ends the REPL
         }
     }
+    #endif
 }
 
 mp_uint_t mp_hal_stdout_tx_strn(const char *str, size_t len) {
@@ -255,8 +260,17 @@ static mp_obj_t mt_os_remove(mp_obj_t path_in) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(mt_os_remove_obj, mt_os_remove);
 
+#if MT_PORT_SEMIHOSTING
+// newlib's rename() goes through link(), which semihosting lacks (ENOSYS);
+// rdimon's _rename is the SYS_RENAME call.
+extern int _rename(const char *from, const char *to);
+#define mt_rename _rename
+#else
+#define mt_rename rename
+#endif
+
 static mp_obj_t mt_os_rename(mp_obj_t old_in, mp_obj_t new_in) {
-    if (rename(mp_obj_str_get_str(old_in), mp_obj_str_get_str(new_in)) != 0) {
+    if (mt_rename(mp_obj_str_get_str(old_in), mp_obj_str_get_str(new_in)) != 0) {
         mp_raise_OSError(errno);
     }
     return mp_const_none;
@@ -276,6 +290,66 @@ const mp_obj_module_t mt_os_module = {
     .globals = (mp_obj_dict_t *)&mt_os_globals,
 };
 MP_REGISTER_MODULE(MP_QSTR_os, mt_os_module);
+
+// ---------------------------------------------------------------------------
+// binascii.crc32 and uctypes.addressof / bytearray_at: the two pieces of
+// extmod (absent from the core-only tree) that microtrain uses on boards
+// (checkpoint CRCs; zero-copy model loading), so that memory use and speed
+// are the boards', not those of the pure-Python fallbacks.
+
+static mp_obj_t mt_crc32(size_t n_args, const mp_obj_t *args) {
+    mp_buffer_info_t bi;
+    mp_get_buffer_raise(args[0], &bi, MP_BUFFER_READ);
+    uint32_t crc = n_args > 1 ? (uint32_t)mp_obj_get_int_truncated(args[1]) : 0;
+    crc = ~crc;
+    const uint8_t *p = bi.buf;
+    for (size_t i = 0; i < bi.len; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++) {
+            crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+        }
+    }
+    return mp_obj_new_int_from_uint(~crc);
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mt_crc32_obj, 1, 2, mt_crc32);
+
+static const mp_rom_map_elem_t mt_binascii_globals_table[] = {
+    { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_binascii) },
+    { MP_ROM_QSTR(MP_QSTR_crc32), MP_ROM_PTR(&mt_crc32_obj) },
+};
+static MP_DEFINE_CONST_DICT(mt_binascii_globals, mt_binascii_globals_table);
+
+const mp_obj_module_t mt_binascii_module = {
+    .base = { &mp_type_module },
+    .globals = (mp_obj_dict_t *)&mt_binascii_globals,
+};
+MP_REGISTER_MODULE(MP_QSTR_binascii, mt_binascii_module);
+
+static mp_obj_t mt_addressof(mp_obj_t obj) {
+    mp_buffer_info_t bi;
+    mp_get_buffer_raise(obj, &bi, MP_BUFFER_READ);
+    return mp_obj_new_int_from_uint((uintptr_t)bi.buf);
+}
+static MP_DEFINE_CONST_FUN_OBJ_1(mt_addressof_obj, mt_addressof);
+
+static mp_obj_t mt_bytearray_at(mp_obj_t addr_in, mp_obj_t size_in) {
+    return mp_obj_new_bytearray_by_ref((size_t)mp_obj_get_int(size_in),
+        (void *)(uintptr_t)mp_obj_int_get_truncated(addr_in));
+}
+static MP_DEFINE_CONST_FUN_OBJ_2(mt_bytearray_at_obj, mt_bytearray_at);
+
+static const mp_rom_map_elem_t mt_uctypes_globals_table[] = {
+    { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_uctypes) },
+    { MP_ROM_QSTR(MP_QSTR_addressof), MP_ROM_PTR(&mt_addressof_obj) },
+    { MP_ROM_QSTR(MP_QSTR_bytearray_at), MP_ROM_PTR(&mt_bytearray_at_obj) },
+};
+static MP_DEFINE_CONST_DICT(mt_uctypes_globals, mt_uctypes_globals_table);
+
+const mp_obj_module_t mt_uctypes_module = {
+    .base = { &mp_type_module },
+    .globals = (mp_obj_dict_t *)&mt_uctypes_globals,
+};
+MP_REGISTER_MODULE(MP_QSTR_uctypes, mt_uctypes_module);
 
 // ---------------------------------------------------------------------------
 // time: ticks only (the 30-bit wrap of the boards' ports).

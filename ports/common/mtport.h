@@ -11,6 +11,11 @@
 // Monotonic microseconds (wraps); provided by each port.
 mp_uint_t mt_port_ticks_us(void);
 
+#if MT_PORT_SEMIHOSTING
+// One character of the semihosting console (blocking; -1 at its end).
+int mt_port_stdin_chr(void);
+#endif
+
 // Runs `[-X heapsize=N[k|m]] [-p DIR]... [script.py [args...]]` (no script:
 // the REPL) with the GC heap carved from heap[0:heap_max] (default size
 // heap_default). Returns the process exit code.

@@ -14,6 +14,7 @@
 // ---------------------------------------------------------------------------
 // semihosting
 
+#define SEMI_SYS_READC 0x07
 #define SEMI_SYS_GET_CMDLINE 0x15
 #define SEMI_SYS_ELAPSED 0x30
 #define SEMI_SYS_TICKFREQ 0x31
@@ -23,6 +24,12 @@ static uintptr_t semi_call(uintptr_t op, void *arg) {
     register void *r1 __asm__ ("r1") = arg;
     __asm__ volatile ("bkpt 0xab" : "+r" (r0) : "r" (r1) : "memory");
     return r0;
+}
+
+// newlib's read(0) through SYS_READ gives end-of-file on QEMU's console
+// chardev; SYS_READC blocks for one character, as a UART would.
+int mt_port_stdin_chr(void) {
+    return (int)semi_call(SEMI_SYS_READC, NULL);
 }
 
 static uint32_t tick_div;  // SYS_ELAPSED ticks per microsecond

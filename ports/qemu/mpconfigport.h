@@ -3,7 +3,8 @@
 // native code for armv6m .. the core's own arch, py/persistentcode.h).
 #include "mpconfigcommon.h"
 
-#define MICROPY_PERSISTENT_CODE_LOAD    (1)
+// Files are the host's, through newlib's rdimon (ARM semihosting).
+#define MT_PORT_SEMIHOSTING             (1)
 #define MICROPY_EMIT_THUMB              (1)
 #define MICROPY_EMIT_INLINE_THUMB       (0)
 #if defined(__ARM_ARCH_6M__)

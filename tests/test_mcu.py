@@ -1,0 +1,114 @@
+"""microtrain on the project's QEMU Cortex-M firmware (ports/qemu) and its float32 host twin.
+
+The subset of ``make test-mcu`` (ports/qemu/check_mcu.py) that fits in ``make test``:
+
+- each board boots, runs a script from the host folder, reports its core and a
+  single-precision float, and exits with the script's code;
+- kernel cases bit-exact against the numpy oracle through the board's .mpy
+  (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7);
+- the .mtm mutation set's first files: accept / ValueError only, the host reader's verdicts;
+- one training run per mode (int8, mixed, float32): checkpoint and trained arrays byte-identical
+  to the float32 host twin's (ports/host, FLOAT=single) -- and the twin's checkpoint
+  differs from the double-float host's for at least one mode, or the comparison would
+  not show that the twin models the boards' floats.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "ports" / "qemu"))
+
+import check_mcu  # noqa: E402
+import qemu_run  # noqa: E402
+
+BOARDS = ["m0", "m4", "m7"]
+
+pytestmark = pytest.mark.skipif(shutil.which("qemu-system-arm") is None,
+                                reason="qemu-system-arm missing (tools/setup.sh installs it)")
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    for arch in ("armv6m", "armv7emsp", "armv7emdp"):
+        if not (ROOT / "build" / "natmod" / arch / "_microtrain.mpy").exists():
+            subprocess.run(["make", "natmod", f"ARCH={arch}"], cwd=ROOT, check=True, capture_output=True)
+    check_mcu.build_all(BOARDS)
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_boots_and_runs_a_host_script(built: None, board: str, tmp_path: Path) -> None:
+    (tmp_path / "hello.py").write_text(
+        "import sys\n"
+        "print(sys.implementation._machine)\n"
+        "print(sys.argv[1:], repr(1.0 / 3.0))\n"
+        "with open('out.txt', 'w') as f:\n"
+        "    f.write('written on the board')\n"
+        "sys.exit(5)\n")
+    p = qemu_run.run(board, "hello.py", ["a", "b"], cwd=tmp_path, timeout=60)
+    assert p.returncode == 5, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"microtrain-qemu-{board} with {qemu_run.BOARDS[board].cpu}"
+    assert lines[1] == "['a', 'b'] 0.3333333"  # single-precision floats, as on boards
+    assert (tmp_path / "out.txt").read_text() == "written on the board"
+
+
+@pytest.mark.parametrize("board,arch", check_mcu.KERNEL_RUNS)
+def test_kernel_cases_bitexact(built: None, board: str, arch: str) -> None:
+    ok, n, bad = check_mcu.check_kernels(board, arch, per_op=2, seed=77)
+    assert n > 40 and ok == n, "\n".join(bad[:8])
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[list[bytes], list[bool]]:
+    return check_mcu.mutation_corpus(60)
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_mtm_mutations_never_crash(built: None, board: str, corpus: tuple[list[bytes], list[bool]]) -> None:
+    files, verdicts = corpus
+    m = check_mcu.check_mutations(board, files, verdicts)
+    assert not m.crashes, m.crashes[:5]
+    assert not m.disagreements, m.disagreements[:5]
+    assert 0 < m.accepted < m.files
+
+
+@pytest.fixture(scope="module")
+def twin_runs(built: None) -> tuple[Path, dict[int, tuple[bytes, bytes]]]:
+    work = check_mcu.training_setup()
+    return work, check_mcu.twin_training(work, 3, steps=8)
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_training_equals_the_twin(twin_runs: tuple[Path, dict[int, tuple[bytes, bytes]]], board: str) -> None:
+    work, twin = twin_runs
+    ok, n, bad = check_mcu.check_training(board, work, twin, steps=8)
+    assert n == 3 and ok == n, "\n".join(bad)
+
+
+def test_twin_differs_from_double_host(twin_runs: tuple[Path, dict[int, tuple[bytes, bytes]]]) -> None:
+    """The same runs on the double-float build of the same port: some checkpoint must differ,
+    else the board == twin comparison above could not tell single from double floats."""
+    work, twin = twin_runs
+    proc = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "host"), "FLOAT=double"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    exe = ROOT / "build" / "host" / "double" / "micropython-fw"
+    differ = 0
+    for i in twin:
+        tag = f"double{i}"
+        check_mcu._clear(work, tag)
+        name = check_mcu._train_cfg(work, tag, check_mcu.TRAIN_CONFIGS[i], 8)
+        p = subprocess.run([str(exe), "-X", "heapsize=256k", "-p", str(qemu_run.PYLIB),
+                            str(check_mcu.TRAIN_RUNNER), name], cwd=work, capture_output=True, text=True,
+                           timeout=300)
+        got = check_mcu._outputs(work, tag)
+        assert p.returncode == 0 and got is not None, p.stdout + p.stderr
+        differ += got[0] != twin[i][0]
+    assert differ > 0
