@@ -111,7 +111,7 @@ static void on_tb(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     }
 }
 
-static void on_exit(qemu_plugin_id_t id, void *udata) {
+static void at_exit_cb(qemu_plugin_id_t id, void *udata) {
     (void)id;
     (void)udata;
     char buf[64 + 24 * (MAX_CATS + 1)];
@@ -224,6 +224,6 @@ MT_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, 
     snprintf(buf, sizeof buf, "mtcount v1 ncat=%d nranges=%zu marks=%d\n", n_cats, n_ranges, n_marks);
     emit(buf);
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb);
-    qemu_plugin_register_atexit_cb(id, on_exit, NULL);
+    qemu_plugin_register_atexit_cb(id, at_exit_cb, NULL);
     return 0;
 }

@@ -21,12 +21,12 @@ typedef struct {
         int cur;
     } version;
     bool system_emulation;
-    union {
+    union {  // anonymous in QEMU's header; named here for C99 (same layout, unused)
         struct {
             int smp_vcpus;
             int max_vcpus;
         } system;
-    };
+    } u;
 } qemu_info_t;
 
 struct qemu_plugin_tb;
