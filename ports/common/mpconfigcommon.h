@@ -32,10 +32,11 @@
 #define MICROPY_PY_SYS_EXIT             (1)
 #define MICROPY_PY_MICROPYTHON          (1)
 #define MICROPY_PY_MICROPYTHON_MEM_INFO (1)
-// Not in the core-only tree (extmod) or not needed: io/os/time are ours (mtport.c).
+// Not in the core-only tree (extmod) or not needed: open/os/time are ours (mtport.c);
+// sys.stdin/stdout/stderr are shared/runtime/sys_stdio_mphal.c on the HAL.
 #define MICROPY_PY_IO                   (0)
 #define MICROPY_PY_UCTYPES              (0)
-#define MICROPY_PY_SYS_STDFILES         (0)
+#define MICROPY_PY_SYS_STDFILES         (1)
 #define MICROPY_KBD_EXCEPTION           (0)
 
 #define MP_STATE_PORT MP_STATE_VM

@@ -67,6 +67,11 @@ void mp_hal_stdout_tx_strn_cooked(const char *str, size_t len) {
     mp_hal_stdout_tx_strn(str, len);
 }
 
+// sys.stdout is always writable; whether input waits is not known to semihosting.
+uintptr_t mp_hal_stdio_poll(uintptr_t poll_flags) {
+    return poll_flags & MP_STREAM_POLL_WR;
+}
+
 mp_uint_t mp_hal_ticks_ms(void) {
     return mt_port_ticks_us() / 1000u;
 }

@@ -3,6 +3,7 @@
 // (ports/common/mtport.c). newlib's rdimon turns POSIX file calls and stdio
 // into semihosting calls, so scripts, modules and .mtm files come from the
 // folder QEMU runs in. See README.md.
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,6 @@
 // ---------------------------------------------------------------------------
 // semihosting
 
-#define SEMI_SYS_READC 0x07
 #define SEMI_SYS_GET_CMDLINE 0x15
 #define SEMI_SYS_ELAPSED 0x30
 #define SEMI_SYS_TICKFREQ 0x31
@@ -26,10 +26,60 @@ static uintptr_t semi_call(uintptr_t op, void *arg) {
     return r0;
 }
 
-// newlib's read(0) through SYS_READ gives end-of-file on QEMU's console
-// chardev; SYS_READC blocks for one character, as a UART would.
+// REPL input: the machine's UART 0 (QEMU's serial0: the terminal with
+// -nographic), as on a board; output stays on the semihosting console (the
+// same terminal). Semihosting's own console input (SYS_READC) does not
+// deliver characters typed into QEMU 7.2. Waiting is WFI with the UART's
+// receive interrupt enabled but masked (PRIMASK): no handler, no busy loop.
+#define REG(addr) (*(volatile uint32_t *)(addr))
+#define NVIC_ISER0 0xE000E100u
+
+#if defined(MT_UART_NRF51)
+#define UART 0x40002000u  // nRF51 UART0, IRQ 2
+static void uart_init(void) {
+    REG(UART + 0x500) = 4;  // ENABLE
+    REG(UART + 0x304) = 1u << 2;  // INTENSET: RXDRDY
+    REG(UART + 0x000) = 1;  // TASKS_STARTRX
+    REG(NVIC_ISER0) = 1u << 2;
+}
+static int uart_rx(void) {
+    if (REG(UART + 0x108) == 0) {  // EVENTS_RXDRDY
+        return -1;
+    }
+    REG(UART + 0x108) = 0;
+    return (int)(REG(UART + 0x518) & 0xFF);  // RXD
+}
+#else
+#define UART 0x40004000u  // CMSDK APB UART0 of the MPS2 boards, RX IRQ 0
+static void uart_init(void) {
+    REG(UART + 0x10) = 16;  // BAUDDIV
+    REG(UART + 0x08) = 0x3u | 0x8u;  // CTRL: TX, RX enable, RX interrupt
+    REG(NVIC_ISER0) = 1u << 0;
+}
+static int uart_rx(void) {
+    if ((REG(UART + 0x04) & 2u) == 0) {  // STATE: RX full
+        return -1;
+    }
+    int c = (int)(REG(UART + 0x00) & 0xFF);
+    REG(UART + 0x0C) = 2u;  // INTCLEAR: RX
+    return c;
+}
+#endif
+
 int mt_port_stdin_chr(void) {
-    return (int)semi_call(SEMI_SYS_READC, NULL);
+    static bool started;
+    if (!started) {
+        __asm__ volatile ("cpsid i" ::: "memory");
+        uart_init();
+        started = true;
+    }
+    for (;;) {
+        int c = uart_rx();
+        if (c >= 0) {
+            return c;
+        }
+        __asm__ volatile ("wfi" ::: "memory");
+    }
 }
 
 static uint32_t tick_div;  // SYS_ELAPSED ticks per microsecond

@@ -3,7 +3,7 @@
     python ports/qemu/qemu_run.py [--board m7|m4|m0] [--float single|double] [--heap 256k]
                                   [--cwd DIR] [script.py [args...]]
 
-No script: the REPL on the terminal (Ctrl-D leaves). The script, its
+No script: the REPL on the terminal (Ctrl-D leaves; Ctrl-A X quits QEMU). The script, its
 imports and every file it opens are read from / written to the host folder QEMU
 runs in (``--cwd``, default the current one) over ARM semihosting; relative
 paths are relative to it, absolute host paths work too. ``sys.path`` holds the
@@ -83,7 +83,8 @@ def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), fl
              heap: str | None = None, paths: Sequence[str] | None = None, arch: str | None = None,
              extra: Sequence[str] = (), interactive: bool = False) -> list[str]:
     """The qemu-system-arm command line; `extra` goes before -kernel (e.g. -plugin ...).
-    interactive: the semihosting console on this terminal (raw, for the REPL)."""
+    interactive: the REPL on this terminal: input through the board's UART 0 (QEMU's serial0 with
+    -nographic; Ctrl-A X quits QEMU), output on the semihosting console."""
     b = BOARDS[board]
     fw_args: list[str] = []
     if heap:
@@ -95,11 +96,9 @@ def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), fl
     bad = [a for a in fw_args if " " in a or not a]
     if bad:  # semihosting passes one space-separated command line
         raise ValueError(f"arguments with spaces cannot pass through semihosting: {bad}")
-    semi = "enable=on,target=native"
-    console = (["-chardev", "stdio,id=con,signal=off", "-semihosting-config", semi + ",chardev=con"]
-               if interactive else ["-semihosting-config", semi])
-    return ["qemu-system-arm", "-M", b.machine, *b.extra, "-display", "none", "-monitor", "none",
-            "-serial", "none", *console, *extra,
+    io = ["-nographic"] if interactive else ["-display", "none", "-monitor", "none", "-serial", "none"]
+    return ["qemu-system-arm", "-M", b.machine, *b.extra, *io,
+            "-semihosting-config", "enable=on,target=native", *extra,
             "-kernel", str(firmware(board, flt)), "-append", " ".join(fw_args)]
 
 

@@ -42,10 +42,10 @@ def main(path):
         for _ in range(count):
             (n,) = struct.unpack("<I", f.read(4))
             buf = f.read(n)
-            sys.stdout.write(check(buf, info, ten, lay) + "\n")
+            print(check(buf, info, ten, lay))
             buf = None
             gc.collect()
-    sys.stdout.write("MTM-RUNNER-DONE " + str(count) + "\n")
+    print("MTM-RUNNER-DONE", count)
 
 
 main(sys.argv[1])
