@@ -522,7 +522,7 @@ int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap
     mp_init();
 
     // sys.path: the script's folder (as CPython and the unix port), the
-    // current (host) folder, then each -p folder.
+    // current (host) folder, frozen modules (as on boards), then each -p folder.
     mp_obj_list_t *path = MP_OBJ_TO_PTR(mp_sys_path);
     path->len = 0;
     const char *script = a < argc ? argv[a] : NULL;
@@ -533,6 +533,9 @@ int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap
         }
     }
     mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR_));
+    #if MICROPY_MODULE_FROZEN
+    mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR__dot_frozen));
+    #endif
     for (size_t i = 0; i < n_paths; i++) {
         mp_obj_list_append(mp_sys_path, mp_obj_new_str(paths[i], strlen(paths[i])));
     }

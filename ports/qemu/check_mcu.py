@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--boards", default="m0,m4,m7")
     a = ap.parse_args(argv)
     boards = a.boards.split(",")
-    per_op, mutations, n_train, steps = (2, 60, 3, 8) if a.quick else (12, 600, len(TRAIN_CONFIGS), 24)
+    per_op, mutations, n_train, steps = (2, 60, 3, 8) if a.quick else (12, 3600, len(TRAIN_CONFIGS), 24)
     t0 = time.time()
     build_all(boards)
     problems: list[str] = []
