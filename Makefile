@@ -96,3 +96,10 @@ test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7emsp armv7emd
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_mcu
 
 .PHONY: firmware-mcu twin test-mcu
+
+## bench-mcu: instruction counts per kernel MAC and per training sample on the QEMU Cortex-M
+## firmware (M0/M4/M7) with the project's TCG plugin; writes docs/performance.md.
+.PHONY: bench-mcu
+bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
+	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)
+	@$(PY) -m evals.bench_mcu

@@ -1,0 +1,128 @@
+# Instructions per inference and per training sample of a model (run on the
+# QEMU firmware by evals/bench_mcu.py, which reads the markers):
+#
+#   bench_train.py MODEL.mtm DATA.mtd TRAIN SPARSE BATCH STEPS MODE NINFER
+#
+# TRAIN "last:1" | "last:2" | "all"; SPARSE 0 (dense) or lambda_min of
+# DynamicSparse(lambda_min, 1.0); MODE "int8" | "mixed" | "float32".
+# Markers: "inf" around model.forward(x) of the frozen model (NINFER samples);
+# then, after one unmeasured warm-up step, per sample "step" around
+# Trainer.step, with "fwd", "bwd" and "upd" (the optimiser update, every BATCH
+# samples) nested inside it. A last, unmeasured probe step records the live heap
+# (gc.collect(); gc.mem_alloc()) at the end of forward, backward and update.
+import gc
+import sys
+
+from bench_mark import code, flush, mark, result
+
+gc.collect()
+_heap0 = gc.mem_alloc()
+import microtrain as mt  # noqa: E402  (after the heap reading: the package's own RAM)
+import microtrain.trainer  # noqa: E402
+
+
+class _Clock:
+    """Stands in for `time` in the Trainer (its backward timer): QEMU's semihosting clock
+    follows the host's wall clock, and the cost of reading and dividing it varies with its
+    value, so counts would not repeat. Builtins, so a call costs about what reading a
+    hardware timer does."""
+    ticks_us = int
+    ticks_ms = int
+    ticks_diff = max
+
+
+microtrain.trainer.time = _Clock
+
+PROBE = False
+heap_peak = 0
+
+
+def _heap():
+    global heap_peak
+    gc.collect()
+    h = gc.mem_alloc()
+    if h > heap_peak:
+        heap_peak = h
+
+
+def wrap2(f, b, e):
+    def w(a1, a2):
+        if PROBE:
+            r = f(a1, a2)
+            _heap()
+            return r
+        mark(b)
+        r = f(a1, a2)
+        mark(e)
+        return r
+    return w
+
+
+def wrap3(f, b, e):
+    def w(a1, a2, a3):
+        if PROBE:
+            r = f(a1, a2, a3)
+            _heap()
+            return r
+        mark(b)
+        r = f(a1, a2, a3)
+        mark(e)
+        return r
+    return w
+
+
+def main(argv):
+    global PROBE
+    path, data_path, train, sparse, batch, steps, mode, ninfer = argv
+    sparse, batch, steps, ninfer = float(sparse), int(batch), int(steps), int(ninfer)
+    gc.collect()
+    result("heap.package", gc.mem_alloc() - _heap0)
+    result("heap.start", gc.mem_alloc())
+    result("heap.total", gc.mem_alloc() + gc.mem_free())
+    model = mt.load(path)
+    data = mt.FileDataset(data_path)
+    _heap()
+    result("heap.model", heap_peak)
+    ci, ci_end = code("inf"), code("inf_end")
+    x, y = data[0]
+    model.forward(x)  # first call builds the forward plan (unmeasured)
+    for i in range(ninfer):
+        x, y = data[i]
+        mark(ci)
+        model.forward(x)
+        mark(ci_end)
+    flush()
+    policy = mt.DynamicSparse(sparse, 1.0) if sparse > 0 else None
+    trainer = mt.Trainer(model, train=train, mode=mode, optimizer=mt.SGD(lr=0.01, momentum=0.9),
+                         sparse=policy, batch=batch, log=None)
+    n_par = 0
+    for ly in trainer.layers:
+        n_par += len(ly.w) + len(ly.b)
+    result("trained_params", n_par)
+    result("trained_layers", ",".join(ly.name for ly in trainer.layers))
+    _heap()
+    result("heap.trainer", heap_peak)
+    x, y = data[0]
+    trainer.step(x, y)  # warm-up sample and update (unmeasured)
+    trainer.flush()
+    model.forward = wrap2(model.forward, code("fwd"), code("fwd_end"))
+    model.backward = wrap3(model.backward, code("bwd"), code("bwd_end"))
+    trainer.opt.step = wrap3(trainer.opt.step, code("upd"), code("upd_end"))
+    cs, cs_end = code("step"), code("step_end")
+    n = len(data)
+    for i in range(steps):
+        x, y = data[(i + 1) % n]
+        mark(cs)
+        trainer.step(x, y)
+        mark(cs_end)
+        flush()
+    PROBE = True
+    x, y = data[0]
+    trainer.step(x, y)
+    trainer.flush()
+    _heap()
+    result("heap.peak", heap_peak)
+    result("done", 1)
+
+
+main(sys.argv[1:])

@@ -1,0 +1,40 @@
+"""The bench-mcu instruction counter on the real M7 firmware: regions of known kind are
+attributed right (native natmod code vs the MicroPython interpreter), native counts scale
+with the work, and two runs give the same count at every marker."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+pytestmark = pytest.mark.skipif(not (shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc")),
+                                reason="needs qemu-system-arm and arm-none-eabi-gcc (make setup)")
+
+
+def test_attribution_and_repeatability() -> None:
+    from evals import bench_mcu as bm
+
+    subprocess.run(["make", "-s", "-C", str(ROOT), "natmod", "ARCH=armv7emdp"], check=True, timeout=600)
+    subprocess.run(["make", "-s", "-C", str(bm.PLUGIN_DIR), "all"], check=True, timeout=120)
+    qr = bm._qemu_run()
+    qr.build("m7")  # type: ignore[attr-defined]
+    board = bm.boards()["m7"]
+    fmap = bm.firmware_map(board.firmware, bm.BUILD / "m7-selftest.map")
+    runs = [bm.run_guest(board, fmap, "bench_selftest.py", [], heap_kb=256) for _ in range(2)]
+    assert runs[0].counts == runs[1].counts and runs[0].total == runs[1].total
+    reg = bm.regions(runs[0])
+    interp, native = bm.CATS.index("interp"), bm.CATS.index("native")
+    assert reg["empty"][0][native] == 0 and reg["empty"][0][interp] > 0
+    loop = reg["py_loop"][0]
+    assert loop[native] == 0 and loop[interp] > 1000 * 10  # bytecode of 1000 iterations
+    f256, f512 = reg["fc256"][0][native], reg["fc512"][0][native]
+    assert f256 > 16384  # at least one instruction per MAC
+    assert 1.9 < f512 / f256 < 2.1  # twice the MACs
+    assert runs[0].results["py_sum"] == str(sum(range(1000)))
