@@ -279,7 +279,7 @@ def digits_model() -> Path:
     """The getting-started digits CNN (docs/getting-started.md: conv 1->8, pool, 128->32->10),
     trained and converted the same way, and 32 quantised samples."""
     from microtrain_tools import convert as cv
-    from microtrain_tools.experiments import write_mtd
+    from microtrain_tools.mtd import write_mtd
 
     path = BUILD / "digits.mtm"
     if path.is_file() and (BUILD / "digits.mtd").is_file():
@@ -317,35 +317,19 @@ def digits_model() -> Path:
 
 
 def transfer_model() -> tuple[Path, str]:
-    """The Fashion-MNIST transfer CNN: the pretrained one of build/models when it exists,
-    else the same architecture briefly trained from a fixed seed (2 epochs on 6,000
-    images; instruction counts depend on the architecture and on the sparse selection,
-    little on the weights). Plus 32 quantised Fashion-MNIST test samples."""
+    """The Fashion-MNIST transfer CNN (the shipped float model of evals/models, converted to
+    int8) and 32 quantised Fashion-MNIST test samples."""
+    from evals import datasets as ds
+    from evals import transfer_model as tm
     from microtrain_tools import convert as cv
-    from microtrain_tools import datasets as ds
-    from microtrain_tools import refmodels as rm
-    from microtrain_tools import transfer_model as tm
-    from microtrain_tools.experiments import write_mtd
+    from microtrain_tools.mtd import write_mtd
 
     BUILD.mkdir(parents=True, exist_ok=True)
     path = BUILD / "fmnist.mtm"
-    pre = rm.MODELS_DIR / f"{tm.NAME}.mtm"
-    origin = "pretrained (build/models)" if pre.is_file() else "seeded, 2 epochs on 6,000 images"
-    if pre.is_file():
-        shutil.copy2(pre, path)
-    elif not path.is_file():
-        import torch
-
-        torch.manual_seed(0)
-        torch.set_num_threads(2)
-        x, y = ds.fashion_mnist("train")
-        model = tm.FmnistTransferCNN()
-        cfg = rm.TrainConfig(recipe="bench-mcu", epochs=2, batch=64, lr=3e-3, weight_decay=1e-4, seed=0)
-        rm.train_classifier(model, x[:6000], y[:6000], cfg, "bench model", progress=False)
-        cv.convert_to_file(model, x[6000:8000], path, progress=False)
+    shutil.copy2(tm.get_model(progress=False).mtm, path)
     xt, yt = ds.fashion_mnist("test")
     write_mtd(BUILD / "fmnist.mtd", cv.quantize_input(path.read_bytes(), xt[:32]), yt[:32])
-    return path, origin
+    return path, "shipped (evals/models/fmnist_transfer.pt)"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,27 +31,10 @@ from microtrain_tools import mtm, paths
 
 ROOT = paths.ROOT
 DEVICE_SCRIPT = Path(__file__).resolve().parent / "mp" / "device_train.py"
-MTD_MAGIC = b"MTDS"
 
 
 # --------------------------------------------------------------------------
 # data files and running the device
-
-
-def write_mtd(path: str | Path, xq: NDArray[np.int8], y: NDArray[np.integer]) -> None:
-    """Samples for `microtrain.FileDataset`: b"MTDS", u32 n, u32 numel, u32 0, then [u8 label][int8 x]."""
-    xq = np.ascontiguousarray(xq, dtype=np.int8).reshape(len(xq), -1)
-    y = np.asarray(y)
-    if len(y) != len(xq) or (len(y) and (y.min() < 0 or y.max() > 255)):
-        raise ValueError("write_mtd: need one label in 0..255 per sample")
-    rec = np.empty((len(y), 1 + xq.shape[1]), dtype=np.uint8)
-    rec[:, 0] = y.astype(np.uint8)
-    rec[:, 1:] = xq.view(np.uint8)
-    tmp = Path(str(path) + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(MTD_MAGIC + np.array([len(y), xq.shape[1], 0], dtype="<u4").tobytes())
-        f.write(rec.tobytes())
-    tmp.replace(path)
 
 
 def run_device(cfg: dict[str, Any], workdir: Path, tag: str, heapsize: str | None = None,

@@ -35,6 +35,7 @@ from evals import experiments as ex
 from evals import refmodels as rm
 from evals import transfer_model as tm
 from microtrain_tools import convert as cv
+from microtrain_tools.mtd import write_mtd
 
 WORK = ex.ROOT / "build" / "train_eval"
 
@@ -70,8 +71,8 @@ class Data:
         work.mkdir(parents=True, exist_ok=True)
         self.train = work / "mnist_train.mtd"
         self.test = work / "mnist_test.mtd"
-        ex.write_mtd(self.train, ex.quantize(model_file, xtr), ytr)
-        ex.write_mtd(self.test, ex.quantize(model_file, xte), yte)
+        write_mtd(self.train, ex.quantize(model_file, xtr), ytr)
+        write_mtd(self.test, ex.quantize(model_file, xte), yte)
 
 
 def transfer(configs: list[tuple[str, str]], work: Path = WORK, epochs: int | None = None,
@@ -175,8 +176,8 @@ def scratch(work: Path = WORK, echo: bool = True, epochs: int | None = None,
         # and give the logits the range a trained classifier needs
         cv.convert_to_file(init, xtr[:512], mfile, progress=False, headroom=8.0, ranges={"fc": (-16.0, 16.0)})
         tr, te = work / f"digits_train_s{seed}.mtd", work / f"digits_test_s{seed}.mtd"
-        ex.write_mtd(tr, ex.quantize(mfile, xtr), ytr)
-        ex.write_mtd(te, ex.quantize(mfile, xte), yte)
+        write_mtd(tr, ex.quantize(mfile, xtr), ytr)
+        write_mtd(te, ex.quantize(mfile, xte), yte)
         p = ex.Protocol(**{**SCRATCH.__dict__, "seed": seed, **({"epochs": epochs} if epochs else {})})
         cfg = p.device_cfg(mfile, tr, te, log=str(work / f"scratch_s{seed}.jsonl"))
         out["device"].append(ex.run_device(cfg, work, f"scratch_s{seed}", echo=echo))
@@ -202,8 +203,8 @@ def personalise(work: Path = WORK, echo: bool = True, seeds: tuple[int, ...] = (
         a, b = idx[:HAR_ADAPT_WINDOWS], idx[HAR_ADAPT_WINDOWS:]
         tr, te = work / f"har_s{subj}_adapt.mtd", work / f"har_s{subj}_rest.mtd"
         work.mkdir(parents=True, exist_ok=True)
-        ex.write_mtd(tr, ex.quantize(ref.mtm, w.x[a]), w.y[a])
-        ex.write_mtd(te, ex.quantize(ref.mtm, w.x[b]), w.y[b])
+        write_mtd(tr, ex.quantize(ref.mtm, w.x[a]), w.y[a])
+        write_mtd(te, ex.quantize(ref.mtm, w.x[b]), w.y[b])
         names = ex.trained_names(ref.mtm, HAR_ADAPT.layers)
         devs, tchs = [], []
         for seed in seeds:

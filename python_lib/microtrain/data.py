@@ -11,7 +11,7 @@ class FileDataset:
 
     Layout (little-endian): b"MTDS", u32 n, u32 numel, u32 0, then n records
     of [u8 label][numel int8 values]. Write them with
-    `microtrain_tools.experiments.write_mtd` on the host or `FileDataset.write`.
+    `microtrain_tools.mtd.write_mtd` on the host or `FileDataset.write`.
     x from __getitem__ is reused by the next call (copy to keep)."""
 
     def __init__(self, path):
