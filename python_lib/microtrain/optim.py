@@ -8,10 +8,10 @@
 # (modes "float32", and "mixed" for the last trained layer) the step is applied
 # to the master and the int8 weights are its quantisation.
 #
-# Every float intermediate that is kept is stored in an array('f'), so the
-# result is the same on boards whose MicroPython floats are float32 and on
-# the host, whose floats are doubles (up to the rare double-rounding case of
-# an unstored intermediate).
+# Every float intermediate that is kept is stored in an array('f'), but the
+# unstored ones follow the platform's Python float: single- and double-float
+# builds give different checkpoints (docs/training.md); the float32 host twin
+# (ports/host) reproduces a single-float board bit for bit.
 import array
 import math
 
