@@ -108,7 +108,8 @@ def converted(request, digits, tmp_path_factory):  # type: ignore[no-untyped-def
 
 def _microtrain(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), str(ROOT / "tools")])
+    here = Path(__file__).resolve().parent  # --module test_to_torch:Class
+    env["PYTHONPATH"] = os.pathsep.join([str(here), str(ROOT / "tests"), str(ROOT / "tools")])
     return subprocess.run([sys.executable, "-m", "microtrain_tools.cli", *args], capture_output=True,
                           text=True, env=env, timeout=120, check=False)
 
