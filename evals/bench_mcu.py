@@ -181,6 +181,7 @@ def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
             cur = max(cur, min(fe, hi))
         if cur < hi:
             lines.append((cur, hi, "(gap)", 1))
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(f"{s:x} {e:x} {c}\n" for s, e, _, c in lines))
     return FirmwareMap(out, mark, lines, sum(hi - lo for lo, hi in segs))
 

@@ -65,12 +65,17 @@ def build_pylib() -> Path:
     """python_lib/microtrain and ports/common/lib compiled with mpy-cross into build/qemu/pylib
     (bytecode: importing it takes no compiler RAM, which the M0's heap cannot spare)."""
     pkg = ROOT / "python_lib" / "microtrain"
-    srcs = [(p, PYLIB / "microtrain" / (p.stem + ".mpy")) for p in pkg.glob("*.py")]
+    srcs = [(p, PYLIB / "microtrain" / p.relative_to(pkg).with_suffix(".mpy")) for p in pkg.rglob("*.py")]
     srcs += [(p, PYLIB / (p.stem + ".mpy")) for p in (ROOT / "ports" / "common" / "lib").glob("*.py")]
     for src, dst in srcs:
         if not dst.exists() or dst.stat().st_mtime < src.stat().st_mtime:
             dst.parent.mkdir(parents=True, exist_ok=True)
             subprocess.run([str(MPY_CROSS), "-o", str(dst), "-s", src.name, str(src)], check=True)
+    # a module removed from python_lib must not linger as stale bytecode
+    want = {dst for _, dst in srcs}
+    for old in PYLIB.rglob("*.mpy"):
+        if old not in want:
+            old.unlink()
     return PYLIB
 
 
