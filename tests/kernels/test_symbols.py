@@ -18,24 +18,9 @@ from pathlib import Path
 import pytest
 
 from support.harness import KERNEL_DIR, ROOT
+from support.symbols import foreign_globals
 
 NATMOD_ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
-ENTRY_POINTS = {"mpy_init"}
-
-
-def foreign_globals(objs: list[Path], nm: str = "nm", allowed: set[str] = ENTRY_POINTS) -> list[str]:
-    """'object: symbol' for each defined global symbol that lacks the mt_ prefix."""
-    assert objs, "no objects to check"
-    proc = subprocess.run([nm, "-g", "--defined-only", "--print-file-name", *map(str, objs)],
-                          capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr
-    bad = []
-    for line in proc.stdout.splitlines():  # "<object>:<value> <type> <name>"
-        obj, _, rest = line.rpartition(".o:")
-        name = rest.split()[-1]
-        if not name.startswith("mt_") and name not in allowed:
-            bad.append(f"{Path(obj).name}.o: {name}")
-    return bad
 
 
 def test_check_catches_unprefixed_global(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ Per board:
   board's .mpy (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7), every output bit-exact
   against the numpy oracle; the cases of functions a module lacks (the armv6m build has no float
   kernels) are left out, cases too big for the board's heap too;
-- the .mtm mutation set of tests/format/test_mtm_loader.py (tests/mp/mtm_stream_runner.py): only
+- the .mtm mutation set of tests/format/test_mtm_loader.py (tests/mp/mtm_runner.py): only
   accept / ValueError, and the same verdict as the host reader (tools/microtrain_tools/mtm.py);
 - training runs (tests/mp/train_runner.py) in each mode (int8, mixed, float32) on a converted
   digits CNN: the checkpoint and the dump of every trained array equal, byte for byte, those of the
@@ -44,7 +44,7 @@ from support.kernel_harness import Case  # noqa: E402
 WORK = ROOT / "build" / "qemu" / "check"
 TWIN = ROOT / "build" / "host" / "single" / "micropython-fw"
 TRAIN_RUNNER = ROOT / "tests" / "mp" / "train_runner.py"
-MTM_RUNNER = ROOT / "tests" / "mp" / "mtm_stream_runner.py"
+MTM_RUNNER = ROOT / "tests" / "mp" / "mtm_runner.py"
 # GC heap of the kernel runs: the M0's largest; 2 MB of the M4/M7's 4 MB RAM (a long run of
 # big cases fragments a 256 KB heap; the heap claims are the training runs', at the defaults)
 KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m0": 224}
