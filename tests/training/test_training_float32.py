@@ -54,14 +54,16 @@ def twin() -> Path:
     return TWIN
 
 
-def run_twin(exe: Path, script: Path, args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(exe), "-X", f"heapsize={HEAP}", "-p", str(PYLIB), "-p", str(LIB), str(script),
+def run_twin(exe: Path, script: Path, args: Sequence[str], cwd: Path,
+             heap: str = HEAP) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(exe), "-X", f"heapsize={heap}", "-p", str(PYLIB), "-p", str(LIB), str(script),
                            *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
 
 
-def twin_train(exe: Path, s: tt.Setup, tmp: Path, tag: str, *, order: Sequence[int], labels: Sequence[int],
-               train: Any, mode: str, opt: dict[str, Any], sparse: dict[str, Any] | None = None, batch: int = 1,
-               model: Path | None = None, **extra: Any) -> dict[str, NDArray[Any]]:
+def twin_train(exe: Path, s: tt.Setup, tmp: Path, tag: str, *, order: Sequence[int],
+               labels: Sequence[int], train: Any, mode: str, opt: dict[str, Any],
+               sparse: dict[str, Any] | None = None, batch: int = 1, model: Path | None = None,
+               **extra: Any) -> dict[str, NDArray[Any]]:
     """tests/mp/train_runner.py on the twin (the configuration of test_training.device)."""
     cfg = {"model": str(model or s.path), "samples": str(s.samples), "numel": s.numel,
            "labels": [int(v) for v in labels], "order": [int(i) for i in order], "train": train, "mode": mode,
@@ -77,7 +79,8 @@ def twin_train(exe: Path, s: tt.Setup, tmp: Path, tag: str, *, order: Sequence[i
 def reference32(s: tt.Setup, *, order: Sequence[int], labels: Sequence[int], train: Any, mode: str,
                 opt: dict[str, Any], sparse: dict[str, Any] | None = None, batch: int = 1,
                 model: mtm.Model | None = None, flush: bool = True, floats: str = "float32") -> tr.RefTrainer:
-    ref = tr.RefTrainer(model or s.m, train, mode, tt.ref_opt(opt), tt.ref_sparse(sparse), batch, floats=floats)
+    ref = tr.RefTrainer(model or s.m, train, mode, tt.ref_opt(opt), tt.ref_sparse(sparse), batch,
+                        floats=floats)
     for i in order:
         ref.step(s.xs[i], int(labels[i]))
     if flush:
@@ -91,8 +94,8 @@ def reference32(s: tt.Setup, *, order: Sequence[int], labels: Sequence[int], tra
 
 @pytest.mark.parametrize("config", tt.CONFIGS, ids=[tt._cid(c) for c in tt.CONFIGS])
 def test_twin_equals_float32_reference(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path,
-                                       config: tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int]
-                                       ) -> None:
+                                       config: tuple[str, Any, str, dict[str, Any], dict[str, Any] | None,
+                                                     int]) -> None:
     name, train, mode, opt, sparse, batch = config
     s = setups[name]
     kw: dict[str, Any] = dict(order=range(tt.N_STEPS), labels=tt._labels(s), train=train, mode=mode, opt=opt,
@@ -109,7 +112,8 @@ def test_twin_equals_float32_reference(setups: dict[str, tt.Setup], twin: Path, 
     assert np.any(dev[f"L{j}.w"] != s.m.data(s.m.layers[j].weight).reshape(-1))
 
 
-def test_double_reference_does_not_model_the_twin(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path) -> None:
+def test_double_reference_does_not_model_the_twin(setups: dict[str, tt.Setup], twin: Path,
+                                                   tmp_path: Path) -> None:
     """The comparison above can tell single from double floats: the double reference's checkpoint
     differs from the twin's for every mode."""
     s = setups["res"]
@@ -174,6 +178,35 @@ def test_resumed_run(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path, op
     assert not diffs, "\n".join(diffs)
 
 
+SCHEDULES = r"""
+import struct, sys
+from microtrain import optim
+out = []
+for lr0 in sys.argv[1].split(","):
+    for name in ("constant", "step", "cosine"):
+        sch = optim.schedule(name)
+        for epochs in (1, 2, 3, 7, 30, 100):
+            for ep in range(epochs):
+                out.append(struct.pack("<f", sch(float(lr0), ep, epochs)).hex())
+print(" ".join(out))
+"""
+
+
+def test_schedules(twin: Path, tmp_path: Path) -> None:
+    """optim's named learning-rate schedules on the twin == train_ref.schedule_lr in float32."""
+    lrs = ["0.05", "0.01", "0.005", "0.1", "0.003", "1e-3"]
+    (tmp_path / "sch.py").write_text(SCHEDULES)
+    p = run_twin(twin, tmp_path / "sch.py", [",".join(lrs)], tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    want = [_bits(tr.schedule_lr(name, float(lr0), ep, epochs, mpfloat.FLOAT32))
+            for lr0 in lrs for name in ("constant", "step", "cosine") for epochs in (1, 2, 3, 7, 30, 100)
+            for ep in range(epochs)]
+    got = p.stdout.split()
+    assert len(got) == len(want)
+    bad = [i for i, (a, b) in enumerate(zip(want, got, strict=True)) if a != b]
+    assert not bad, f"{len(bad)}/{len(want)} learning rates differ, first #{bad[0]}"
+
+
 # --------------------------------------------------------------------------
 # mpfloat.py against the twin
 
@@ -184,7 +217,8 @@ def h(v): return struct.pack('<f', v).hex()
 def f(v): return struct.unpack('<f', bytes.fromhex(v))[0]
 out = {"parse": [h(float(t)) for t in d["text"]], "exp": [h(math.exp(f(x))) for x in d["exp"]],
        "log": [h(math.log(f(x))) for x in d["pos"]], "sqrt": [h(math.sqrt(f(x))) for x in d["pos"]],
-       "pow": [h(f(b) ** f(y)) for b, y in d["pow"]]}
+       "pow": [h(f(b) ** f(y)) for b, y in d["pow"]], "cos": [h(math.cos(f(x))) for x in d["ang"]],
+       "sin": [h(math.sin(f(x))) for x in d["ang"]], "pi": [h(math.pi)]}
 print(json.dumps(out))
 """
 
@@ -199,25 +233,33 @@ def test_mpfloat_equals_the_twin(twin: Path, tmp_path: Path) -> None:
     def f32(v: float) -> float:
         return float(np.float32(v))
 
-    text = ["0.05", "0.9", "0.999", "1e-08", "1e-8", "0.0000152587890625", "1.52587890625e-05", "127.0",
-            "2147483648.0", "65536.0", "32768.0", "0.005", "1e-3", "1e-4", "0.25", "1e-40", "3.4e38", "12e-50"]
+    text = ["0.05", "0.9", "0.999", "1e-08", "1e-8", "0.0000152587890625", "1.52587890625e-05",
+            "127.0", "2147483648.0", "65536.0", "32768.0", "0.005", "1e-3", "1e-4", "0.25", "1e-40",
+            "3.4e38", "12e-50", "3.141592653589793"]
     text += [repr(rnd.uniform(-1, 1) * 10.0 ** rnd.randint(-40, 38)) for _ in range(400)]
     text += [f"{rnd.randint(0, 10**rnd.randint(1, 25))}.{rnd.randint(0, 10**rnd.randint(1, 12))}"
              for _ in range(200)]
-    xs = [f32(rnd.uniform(-120, 88.7)) for _ in range(500)]  # math.exp raises on overflow + [f32(-rnd.random()) for _ in range(200)]
+    # math.exp raises on overflow (a finite x with an infinite result)
+    xs = [f32(rnd.uniform(-120, 88.7)) for _ in range(500)] + [f32(-rnd.random()) for _ in range(200)]
+    angles = [f32(rnd.uniform(-10, 10) * 10.0 ** rnd.randint(-3, 10)) for _ in range(500)]
     pos = [f32(rnd.uniform(0, 4) ** 12 + 1e-38) for _ in range(500)]
     pw = [(f32(rnd.choice([0.9, 0.999, rnd.uniform(0, 3)])), float(rnd.randint(1, 4000))) for _ in range(300)]
     pw += [(f32(rnd.uniform(0.01, 10)), f32(rnd.uniform(-30, 30))) for _ in range(300)]
     d = {"text": text, "exp": [_bits(x) for x in xs], "pos": [_bits(x) for x in pos],
-         "pow": [(_bits(b), _bits(y)) for b, y in pw]}
+         "pow": [(_bits(b), _bits(y)) for b, y in pw], "ang": [_bits(x) for x in angles]}
     (tmp_path / "in.json").write_text(json.dumps(d))
     (tmp_path / "probe.py").write_text(PROBE)
-    p = run_twin(twin, tmp_path / "probe.py", [str(tmp_path / "in.json")], tmp_path)
+    p = run_twin(twin, tmp_path / "probe.py", [str(tmp_path / "in.json")], tmp_path, heap="32m")
     assert p.returncode == 0, p.stdout + p.stderr
     got = json.loads(p.stdout)
-    want = {"parse": [_bits(mpfloat.parse_f32(t)) for t in text], "exp": [_bits(mpfloat.expf(x)) for x in xs],
-            "log": [_bits(mpfloat.logf(x)) for x in pos], "sqrt": [_bits(mpfloat.FLOAT32.sqrt(x)) for x in pos],
-            "pow": [_bits(mpfloat.powf(b, y)) for b, y in pw]}
+    want = {"parse": [_bits(mpfloat.parse_f32(t)) for t in text],
+            "exp": [_bits(mpfloat.expf(x)) for x in xs],
+            "log": [_bits(mpfloat.logf(x)) for x in pos],
+            "sqrt": [_bits(mpfloat.FLOAT32.sqrt(x)) for x in pos],
+            "pow": [_bits(mpfloat.powf(b, y)) for b, y in pw],
+            "cos": [_bits(mpfloat.cosf(x)) for x in angles],
+            "sin": [_bits(mpfloat.sinf(x)) for x in angles],
+            "pi": [_bits(mpfloat.FLOAT32.pi)]}
     for k, w in want.items():
         bad = [i for i, (a, b) in enumerate(zip(w, got[k], strict=True)) if a != b]
         assert not bad, f"{k}: {len(bad)}/{len(w)} differ, first #{bad[0]}"

@@ -7,9 +7,10 @@ the float32 host twin, ports/host) bit for bit:
 - a value is an ``np.float32`` scalar (or a float32 array, element-wise); numpy rounds each
   binary operation to float32, as ``mp_obj_float_binary_op`` does, and converts a Python int
   operand to float32 first, as MicroPython does;
-- ``exp`` / ``log`` / ``pow`` are ports/common/mtmath.c's ``expf`` / ``logf`` / ``powf``, which
-  both the boards and the twin link: the same double operations in the same order, rounded
-  once to float32 (Python floats are IEEE doubles, so the double steps are the C ones);
+- ``exp`` / ``log`` / ``pow`` / ``cos`` are ports/common/mtmath.c's ``expf`` / ``logf`` /
+  ``powf`` / ``cosf``, which both the boards and the twin link: the same double operations in
+  the same order, rounded once to float32 (Python floats are IEEE doubles, so the double steps
+  are the C ones);
 - ``sqrt`` is ``sqrtf`` (correctly rounded; a double square root rounded to float32 is too);
 - ``parse`` is MicroPython's ``mp_parse_num_decimal`` in single precision (float literals of
   the device code, as the .mpy stores them, and ``float()`` of the JSON values): digits are
@@ -27,13 +28,23 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["DOUBLE", "FLOAT32", "Floats", "expf", "logf", "parse_f32", "powf"]
+__all__ = ["DOUBLE", "FLOAT32", "Floats", "cosf", "expf", "logf", "parse_f32", "powf", "sinf"]
 
 # ports/common/mtmath.c's constants (the same decimal text: the same doubles)
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _INV_LN2 = 1.44269504088896338700e00
 _SQRT_HALF = 7.07106781186547524401e-01
+_PIO2_1 = 1.57079632673412561417e00
+_PIO2_2 = 6.07710050630396597660e-11
+_PIO2_3 = 2.02226624879595063154e-21
+_INV_PIO2 = 6.36619772367581382433e-01
+_SIN_COEF = (1.0, -1.0 / 6.0, 1.0 / 120.0, -1.0 / 5040.0, 1.0 / 362880.0, -1.0 / 39916800.0,
+             1.0 / 6227020800.0, -1.0 / 1307674368000.0, 1.0 / 355687428096000.0,
+             -1.0 / 121645100408832000.0, 1.0 / 51090942171709440000.0)
+_COS_COEF = (1.0, -1.0 / 2.0, 1.0 / 24.0, -1.0 / 720.0, 1.0 / 40320.0, -1.0 / 3628800.0,
+             1.0 / 479001600.0, -1.0 / 87178291200.0, 1.0 / 20922789888000.0,
+             -1.0 / 6402373705728000.0, 1.0 / 2432902008176640000.0)
 _EXP_COEF = (1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
              1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0)
 
@@ -87,6 +98,37 @@ def logf(x: float) -> np.float32:
     if math.isinf(d):
         return np.float32(d)
     return np.float32(_mt_log(d))
+
+
+def _poly(r: float, coef: tuple[float, ...]) -> float:
+    z, p, t = r * r, 0.0, 1.0
+    for c in coef:
+        p += c * t
+        t *= z
+    return p
+
+
+def _sincos(x: float, cos: int) -> np.float32:
+    d = float(np.float32(x))
+    if math.isnan(d) or math.isinf(d):
+        return np.float32(np.nan)
+    if d > 1.0e9 or d < -1.0e9:
+        d = math.fmod(d, 2.0 * 3.14159265358979311600e00)
+    n = float(_round_int(d * _INV_PIO2))
+    r = ((d - n * _PIO2_1) - n * _PIO2_2) - n * _PIO2_3
+    q = ((int(n) & 3) + cos) & 3
+    v = _poly(r, _COS_COEF) if q & 1 else r * _poly(r, _SIN_COEF)
+    return np.float32(-v if q & 2 else v)
+
+
+def sinf(x: float) -> np.float32:
+    """mtmath.c ``sinf``."""
+    return _sincos(x, 0)
+
+
+def cosf(x: float) -> np.float32:
+    """mtmath.c ``cosf`` (the cosine learning-rate schedule)."""
+    return _sincos(x, 1)
 
 
 def _int_kind(y: float) -> int:
@@ -188,6 +230,8 @@ class Floats:
         self.single = single
         self.dtype: type[np.floating] = np.float32 if single else np.float64
         self.name = "float32" if single else "double"
+        # math.pi: mpy-cross folds it into the literal 3.141592653589793, which parses to float32(pi)
+        self.pi: float = np.float32(math.pi) if single else math.pi  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"Floats({self.name})"
@@ -215,6 +259,9 @@ class Floats:
 
     def pow(self, x: float, y: float) -> float:
         return powf(x, y) if self.single else math.pow(x, y)  # type: ignore[return-value]
+
+    def cos(self, x: float) -> float:
+        return cosf(x) if self.single else math.cos(x)  # type: ignore[return-value]
 
     def sqrt(self, x: float) -> float:
         return np.float32(math.sqrt(float(x))) if self.single else math.sqrt(x)  # type: ignore[return-value]

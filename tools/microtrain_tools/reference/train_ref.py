@@ -65,6 +65,7 @@ __all__ = [
     "RefTrainer",
     "StaticSparse",
     "main",
+    "schedule_lr",
     "select",
     "shuffle_order",
     "softmax_lut",
@@ -204,6 +205,28 @@ def shuffle_order(n: int, epochs: int, seed: int = 1) -> list[list[int]]:
             order[i], order[j] = order[j], order[i]
         out.append(list(order))
     return out
+
+
+Schedule = Callable[[float, int, int], float]
+
+
+def schedule_lr(schedule: str | Schedule | None, lr0: float, epoch: int, epochs: int,
+                fl: Floats = DOUBLE) -> float:
+    """The learning rate of an epoch: ``optim.schedule``'s named schedules ("constant", "step" =
+    ``StepLR()``, "cosine" = ``Cosine()``) as the device computes them in the platform's floats,
+    or a callable's value (evaluated in double, then taken as the device takes a hyperparameter)."""
+    lr = fl.param(lr0)
+    if schedule is None or schedule == "constant":
+        return lr
+    if schedule == "step":  # lr0 * gamma ** (epoch // step), StepLR(step=10, gamma=0.1)
+        return lr * fl.pow(fl.lit("0.1"), epoch // 10)
+    if schedule == "cosine":  # Cosine(lr_min=0.0); epoch / (epochs - 1): both ints become floats
+        t = fl(epoch) / fl(epochs - 1) if epochs > 1 else fl.lit("0.0")
+        lo = fl.lit("0.0")
+        return lo + fl.lit("0.5") * (lr - lo) * (fl.lit("1.0") + fl.cos(fl.pi * t))
+    if callable(schedule):
+        return fl.param(schedule(lr0, epoch, epochs))
+    raise ValueError(f"schedule: expected 'constant', 'step', 'cosine' or a callable, got {schedule!r}")
 
 
 def _f32(v: ArrayLike) -> F32:
@@ -668,12 +691,10 @@ class RefTrainer:
             self.pending = 0
 
     def fit(self, xs: Sequence[ArrayLike], ys: Sequence[int], epochs: int = 1, shuffle: bool = True,
-            seed: int = 1, schedule: Callable[[float, int, int], float] | None = None,
+            seed: int = 1, schedule: str | Schedule | None = None,
             progress: bool = False) -> list[float]:
-        """``Trainer.fit``: per-epoch mean loss.
-
-        With ``floats="float32"`` a ``schedule`` is evaluated in double and its result rounded
-        to float32 (exact for the device's default constant schedule only)."""
+        """``Trainer.fit``: per-epoch mean loss. ``schedule``: see ``schedule_lr`` (the named
+        schedules are the device's, bit for bit; a callable is evaluated in double)."""
         from tqdm import tqdm
 
         fl = self.fl
@@ -681,7 +702,7 @@ class RefTrainer:
         orders = shuffle_order(n, epochs, seed) if shuffle else [list(range(n))] * epochs
         means = []
         for ep in range(epochs):
-            self.lr = fl.param(schedule(self.opt.lr, ep, epochs) if schedule else self.opt.lr)
+            self.lr = schedule_lr(schedule, self.opt.lr, ep, epochs, fl)
             total = fl.lit("0.0")
             for i in tqdm(orders[ep], desc=f"epoch {ep + 1}/{epochs}", disable=not progress, leave=False):
                 total += self._step(xs[i], int(ys[i]))
