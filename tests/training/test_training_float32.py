@@ -178,6 +178,71 @@ def test_resumed_run(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path, op
     assert not diffs, "\n".join(diffs)
 
 
+def test_qemu_board_configurations(twin: Path, tmp_path: Path) -> None:
+    """The training runs `make test-mcu` compares between the QEMU boards and the twin
+    (tests/support/check_mcu.py: the digits CNN, 24 steps) == the float32 reference: by
+    transitivity the reference models the boards' checkpoints."""
+    from support import check_mcu
+    from support.digits_model import digits_model
+
+    dm = digits_model()
+    (tmp_path / "model.mtm").write_bytes(dm.mtm)
+    (tmp_path / "x.bin").write_bytes(dm.x.astype(np.int8).tobytes())
+    (tmp_path / "labels.json").write_text(json.dumps([int(v) for v in dm.labels]))
+    m = mtm.read(dm.mtm)
+    steps = 24
+    for i, cfg in enumerate(check_mcu.TRAIN_CONFIGS):
+        train, mode, opt, sparse, batch = cfg
+        name = check_mcu._train_cfg(tmp_path, f"c{i}", cfg, steps)
+        p = run_twin(twin, tt.RUNNER, [name], tmp_path)
+        assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+        ref = tr.RefTrainer(m, train, mode, tt.ref_opt(opt), tt.ref_sparse(sparse), batch, floats="float32")
+        for k in range(steps):
+            ref.step(dm.x[k % len(dm.labels)], int(dm.labels[k % len(dm.labels)]))
+        ref.flush()
+        assert (tmp_path / f"c{i}.ck.mtm").read_bytes() == mtm.write(ref.checkpoint()), cfg
+        dump = tt.read_dump(tmp_path / f"c{i}.dump")
+        diffs = tt.differences(ref.arrays(), tt.state_of(dump))
+        assert not diffs and dump["loss"].tolist() == ref.losses, (cfg, diffs)
+
+
+FIT_SCHEDULE = r"""
+import sys
+import microtrain as mt
+model, samples, numel, labels, sched, out = sys.argv[1:7]
+numel = int(numel)
+labels = [int(v) for v in labels.split(",")]
+with open(samples, "rb") as f:
+    mv = memoryview(f.read())
+m = mt.load(model)
+t = mt.Trainer(m, train="all", mode="float32", optimizer=mt.SGD(lr=0.05, momentum=0.9), batch=3,
+               schedule=sched, seed=11)
+t.fit([(mv[i * numel:(i + 1) * numel], labels[i]) for i in range(len(labels))], epochs=4, verbose=False)
+t.save(out)
+print("FIT-DONE")
+"""
+
+
+def test_fit_with_a_cosine_schedule(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path) -> None:
+    """Trainer(schedule="cosine").fit on the twin == RefTrainer.fit(schedule="cosine") in float32:
+    checkpoint bytes (the step schedule is checked by test_schedules: it needs > 10 epochs)."""
+    sched = "cosine"
+    s = setups["res"]
+    labels = [int(v) for v in tt._labels(s)[:14]]
+    (tmp_path / "fit.py").write_text(FIT_SCHEDULE)
+    ck = tmp_path / "twin.mtm"
+    p = run_twin(twin, tmp_path / "fit.py", [str(s.path), str(s.samples), str(s.numel),
+                                             ",".join(map(str, labels)), sched, str(ck)], tmp_path)
+    assert p.returncode == 0 and "FIT-DONE" in p.stdout, (p.stdout + p.stderr)[-2000:]
+    ref = tr.RefTrainer(s.m, "all", "float32", tr.SGD(lr=0.05, momentum=0.9), None, 3, floats="float32")
+    ref.fit([s.xs[i] for i in range(len(labels))], labels, epochs=4, seed=11, schedule=sched)
+    assert ck.read_bytes() == mtm.write(ref.checkpoint())
+    # the schedule mattered: a constant learning rate ends elsewhere
+    const = tr.RefTrainer(s.m, "all", "float32", tr.SGD(lr=0.05, momentum=0.9), None, 3, floats="float32")
+    const.fit([s.xs[i] for i in range(len(labels))], labels, epochs=4, seed=11)
+    assert ck.read_bytes() != mtm.write(const.checkpoint())
+
+
 SCHEDULES = r"""
 import struct, sys
 from microtrain import optim
