@@ -492,6 +492,9 @@ class RefTrainer:
         if floats not in FLOATS:
             raise ValueError(f"floats must be one of {FLOATS}, got {floats!r}")
         self.fl = fl = FLOAT32 if floats == "float32" else DOUBLE
+        # policies get the floats only when single: subclasses written for the double-only
+        # reference (observe(loss), mask(name, e, c, is_output)) keep working
+        self._fl_arg: tuple[Floats, ...] = (fl,) if fl.single else ()
         if batch < 1:
             raise ValueError("batch must be >= 1")
         self.m = copy.deepcopy(model)
@@ -629,7 +632,8 @@ class RefTrainer:
                 rl = self.layers.get(j)
                 if rl is not None:
                     if self.sparse is not None:
-                        mask = self.sparse.mask(rl.name, e, rl.out_c, ly.output == self.m.output, fl)
+                        mask = self.sparse.mask(rl.name, e, rl.out_c, ly.output == self.m.output,
+                                                *self._fl_arg)
                     s_x = fl(self.m.tensors[x_t].scale)
                     gw_fn = o.conv2d_s8_grad_weight_f32 if conv else o.linear_s8_grad_weight_f32
                     rl.gw, rl.gb = gw_fn(p, vals[x_t], e, mask, s_x * s, s, rl.gw, rl.gb)
@@ -673,7 +677,7 @@ class RefTrainer:
         loss, err, s = self.loss(vals[self.m.output], int(label))
         self.losses.append(float(loss))
         if self.sparse is not None:
-            self.sparse.observe(loss, self.fl)
+            self.sparse.observe(loss, *self._fl_arg)
         self.backward(vals, err, s)
         self.pending += 1
         if self.pending >= self.batch:
