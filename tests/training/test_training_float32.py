@@ -138,6 +138,18 @@ def test_gradient_sums_mid_batch(setups: dict[str, tt.Setup], twin: Path, tmp_pa
     assert all(np.any(v != 0) for k, v in dev.items() if k.endswith(".gw"))
 
 
+@pytest.mark.parametrize("name,train", [("res", ["conv1", "fc"]), ("cnn", ["features.0", "fc1"])])
+def test_frozen_layer_inside_the_trained_region(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path,
+                                                name: str, train: list[str]) -> None:
+    """Frozen conv/linear layers between trained ones back-propagate with float32 weight ratios."""
+    s = setups[name]
+    kw: dict[str, Any] = dict(order=range(12), labels=tt._labels(s), train=train, mode="int8", opt=tt.SGDM,
+                              batch=3)
+    dev = twin_train(twin, s, tmp_path, "frozen", **kw)
+    diffs = tt.differences(reference32(s, **kw).arrays(), tt.state_of(dev))
+    assert not diffs, "\n".join(diffs)
+
+
 def test_fit_and_command_line(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path) -> None:
     """Trainer.fit (shuffle, per-epoch float32 mean loss, the partial batch at the epoch end) and
     trainer.save against RefTrainer.fit and the reference's command line with --floats float32."""
