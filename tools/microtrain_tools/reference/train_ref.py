@@ -6,9 +6,12 @@ quantised update with optional float32 master copies, SGD / Adam), written from
 docs/training.md and built on the kernel oracle (``oracle.py``) and the file
 reader (``mtm.py``). On the host, where MicroPython floats are doubles, it
 reproduces the device's trained int8 weights, biases, multipliers, shifts,
-weight scales, master copies and optimiser state bit for bit.
+weight scales, master copies and optimiser state bit for bit; with
+``floats="float32"`` it reproduces a single-precision MicroPython (the boards,
+the float32 host twin ports/host) bit for bit (``mpfloat.py``).
 
-Float rules mirrored from the device (host ``micropython``):
+Float rules mirrored from the device (host ``micropython``; with ``floats="float32"``
+read float32 for double, numpy float32 operations and ``mpfloat``'s functions):
 
 - every value the device keeps in an ``array('f')`` is rounded to float32 when
   stored (``np.float32`` casts here); every other float intermediate is a
@@ -52,6 +55,7 @@ from numpy.typing import ArrayLike, NDArray
 from microtrain_tools import mtm
 from microtrain_tools.mtm import Act, Kind, Op
 from microtrain_tools.reference import oracle as o
+from microtrain_tools.reference.mpfloat import DOUBLE, FLOAT32, Floats
 
 __all__ = [
     "SGD",
@@ -61,6 +65,7 @@ __all__ = [
     "RefTrainer",
     "StaticSparse",
     "main",
+    "schedule_lr",
     "select",
     "shuffle_order",
     "softmax_lut",
@@ -71,6 +76,7 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 BIAS_LIMIT = 2**30
 MODES = ("int8", "mixed", "float32")
+FLOATS = ("double", "float32")
 
 
 # --------------------------------------------------------------------------
@@ -114,17 +120,17 @@ class DynamicSparse:
         self.max_loss = 0.0
         self.rate = lambda_max
 
-    def observe(self, loss: float) -> None:
+    def observe(self, loss: float, fl: Floats = DOUBLE) -> None:
         if loss > self.max_loss:
             self.max_loss = loss
-        r = loss / self.max_loss if self.max_loss > 0.0 else 1.0
-        lo, hi = self.lambda_min, self.lambda_max
+        r = loss / self.max_loss if self.max_loss > 0.0 else fl.lit("1.0")
+        lo, hi = fl.param(self.lambda_min), fl.param(self.lambda_max)
         if self.form == "linear":
             r = lo + (hi - lo) * r
         self.rate = min(max(r, lo), hi)
 
     def mask(self, name: str, e: NDArray[np.int8], c: int,
-             is_output: bool = False) -> NDArray[np.uint8] | None:
+             is_output: bool = False, fl: Floats = DOUBLE) -> NDArray[np.uint8] | None:
         k = math.ceil(self.rate * c)
         if k >= c or (is_output and self.dense_output):
             return None
@@ -138,13 +144,13 @@ class StaticSparse:
         self.ratio = ratio
         self.dense_output = dense_output
 
-    def observe(self, loss: float) -> None:
+    def observe(self, loss: float, fl: Floats = DOUBLE) -> None:
         pass
 
     def mask(self, name: str, e: NDArray[np.int8], c: int,
-             is_output: bool = False) -> NDArray[np.uint8] | None:
+             is_output: bool = False, fl: Floats = DOUBLE) -> NDArray[np.uint8] | None:
         r = self.ratio.get(name, 1.0) if isinstance(self.ratio, dict) else self.ratio
-        k = math.ceil(r * c)
+        k = math.ceil(fl.param(r) * c)
         if k >= c or (is_output and self.dense_output):
             return None
         m = np.zeros(c, dtype=np.uint8)
@@ -179,9 +185,10 @@ def select(m: mtm.Model, spec: str | int | Sequence[str | int] | None) -> list[i
     return sorted(out)
 
 
-def softmax_lut(scale: float) -> NDArray[np.uint32]:
-    """lut[d] = floor(2^16 * exp(-scale * d) + 0.5) with the C library's exp (as the device)."""
-    return np.array([math.floor(65536.0 * math.exp(-scale * d) + 0.5) for d in range(256)], dtype=np.uint32)
+def softmax_lut(scale: float, fl: Floats = DOUBLE) -> NDArray[np.uint32]:
+    """lut[d] = floor(2^16 * exp(-scale * d) + 0.5) with the device's exp (the C library's for doubles)."""
+    sc, c, half = fl(scale), fl.lit("65536.0"), fl.lit("0.5")
+    return np.array([math.floor(c * fl.exp(-sc * d) + half) for d in range(256)], dtype=np.uint32)
 
 
 def shuffle_order(n: int, epochs: int, seed: int = 1) -> list[list[int]]:
@@ -200,6 +207,28 @@ def shuffle_order(n: int, epochs: int, seed: int = 1) -> list[list[int]]:
     return out
 
 
+Schedule = Callable[[float, int, int], float]
+
+
+def schedule_lr(schedule: str | Schedule | None, lr0: float, epoch: int, epochs: int,
+                fl: Floats = DOUBLE) -> float:
+    """The learning rate of an epoch: ``optim.schedule``'s named schedules ("constant", "step" =
+    ``StepLR()``, "cosine" = ``Cosine()``) as the device computes them in the platform's floats,
+    or a callable's value (evaluated in double, then taken as the device takes a hyperparameter)."""
+    lr = fl.param(lr0)
+    if schedule is None or schedule == "constant":
+        return lr
+    if schedule == "step":  # lr0 * gamma ** (epoch // step), StepLR(step=10, gamma=0.1)
+        return lr * fl.pow(fl.lit("0.1"), epoch // 10)
+    if schedule == "cosine":  # Cosine(lr_min=0.0); epoch / (epochs - 1): both ints become floats
+        t = fl(epoch) / fl(epochs - 1) if epochs > 1 else fl.lit("0.0")
+        lo = fl.lit("0.0")
+        return lo + fl.lit("0.5") * (lr - lo) * (fl.lit("1.0") + fl.cos(fl.pi * t))
+    if callable(schedule):
+        return fl.param(schedule(lr0, epoch, epochs))
+    raise ValueError(f"schedule: expected 'constant', 'step', 'cosine' or a callable, got {schedule!r}")
+
+
 def _f32(v: ArrayLike) -> F32:
     return np.asarray(v, dtype=np.float32)
 
@@ -208,9 +237,59 @@ def _wide(v: ArrayLike) -> F64:
     return np.asarray(v, dtype=np.float64)
 
 
-def _seq_sum(v: F64) -> float:
-    """Left-to-right sum starting at 0.0 (a Python ``for`` loop's ``s += v``)."""
+def _seq_sum(v: NDArray[np.floating]) -> float:
+    """Left-to-right sum starting at 0.0 (a Python ``for`` loop's ``s += v``), in v's precision."""
+    if v.dtype == np.float32:
+        return np.float32(np.add.accumulate(v)[-1]) if v.size else np.float32(0.0)  # type: ignore[return-value]
     return float(np.add.accumulate(v)[-1]) if v.size else 0.0
+
+
+# python_lib/microtrain/quant.py's helpers with single-precision floats (the double versions are
+# the oracle's, equal to the device's on a double-float build)
+
+
+def _quantize_multiplier(real: float, fl: Floats) -> tuple[int, int]:
+    if not fl.single:
+        return o.quantize_multiplier(real)
+    if not real > 0.0:
+        if real == 0.0:
+            return 0, 0
+        raise ValueError("quantize_multiplier: real must be finite and >= 0")
+    q, shift = math.frexp(float(real))  # frexpf: exact
+    # device: the literal 2147483648.0 parses to 2147483520.0 in single precision (parse_f32)
+    m = math.floor(fl(q) * fl.lit("2147483648.0") + fl.lit("0.5"))
+    if m == 2147483648:
+        m >>= 1
+        shift += 1
+    if shift > 31:
+        return o.INT32_MAX, 31
+    if shift < -31:
+        m = math.floor(fl.ldexp(real, 62) + fl.lit("0.5"))
+        return (m, -31) if m else (0, 0)
+    return m, shift
+
+
+def _weight_ratios(s_w: F32, terms: int, fl: Floats) -> tuple[NDArray[np.int32], int]:
+    if not fl.single:
+        return o.weight_ratios(s_w, terms)
+    top = fl(np.max(s_w))
+    if not top > 0.0:
+        raise ValueError("weight_ratios: scales must have max > 0")
+    r = 15
+    while r > 0 and (1 << r) * terms * 16384 > o.INT32_MAX:
+        r -= 1
+    wr = np.floor(fl.arr(s_w) * (1 << r) / top + fl.lit("0.5"))  # one * s_w[i]: int * float
+    return wr.astype(np.int32), r
+
+
+def _merge_ratios(s_a: float, s_b: float, fl: Floats) -> tuple[int, int]:
+    if not fl.single:
+        return o.merge_ratios(s_a, s_b)
+    top = s_a if s_a > s_b else s_b
+    if not top > 0.0:
+        return 32768, 32768
+    c, half = fl.lit("32768.0"), fl.lit("0.5")
+    return math.floor(c * s_a / top + half), math.floor(c * s_b / top + half)
 
 
 # --------------------------------------------------------------------------
@@ -220,7 +299,8 @@ def _seq_sum(v: F64) -> float:
 class RefLayer:
     """Mutable parameters, float32 gradient sums, master copies and optimiser state of a trained layer."""
 
-    def __init__(self, m: mtm.Model, j: int) -> None:
+    def __init__(self, m: mtm.Model, j: int, fl: Floats = DOUBLE) -> None:
+        self.fl = fl
         ly = m.layers[j]
         self.index, self.name, self.op, self.act = j, ly.name, ly.op, ly.act
         self.params = list(ly.params)
@@ -234,8 +314,8 @@ class RefLayer:
         self.w_scale = _f32(m.data(wt.qscales)).copy()
         self.out_c = len(self.b)
         self.k = len(self.w) // self.out_c
-        self.s_in = float(m.tensors[ly.inputs[0]].scale)
-        self.s_out = float(m.tensors[ly.output].scale)
+        self.s_in = fl(m.tensors[ly.inputs[0]].scale)
+        self.s_out = fl(m.tensors[ly.output].scale)
         self.gw = np.zeros(len(self.w), dtype=np.float32)
         self.gb = np.zeros(self.out_c, dtype=np.float32)
         self.master_w: F32 | None = None
@@ -249,76 +329,83 @@ class RefLayer:
         self.refresh_ratios()
 
     def refresh_ratios(self) -> None:
-        self.wr, self.r = o.weight_ratios(self.w_scale, self.terms)
-        self.top = float(_wide(self.w_scale).max())
+        self.wr, self.r = _weight_ratios(self.w_scale, self.terms, self.fl)
+        self.top = self.fl(_wide(self.w_scale).max())
 
     def make_master(self) -> None:
         """Master copies: the dequantised values, stored float32."""
-        sw = _wide(self.w_scale)
-        self.master_w = _f32(self.w.astype(np.float64) * np.repeat(sw, self.k))
-        self.master_b = _f32(self.b.astype(np.float64) * self.s_in * sw)
+        fl = self.fl
+        sw = fl.arr(self.w_scale)
+        self.master_w = _f32(self.w.astype(fl.dtype) * np.repeat(sw, self.k))
+        self.master_b = _f32(self.b.astype(fl.dtype) * self.s_in * sw)
 
-    def w_real(self) -> F64:
+    def w_real(self) -> NDArray[np.floating]:
+        fl = self.fl
         if self.master_w is not None:
-            return _wide(self.master_w)
-        return self.w.astype(np.float64) * np.repeat(_wide(self.w_scale), self.k)
+            return fl.arr(self.master_w)
+        return self.w.astype(fl.dtype) * np.repeat(fl.arr(self.w_scale), self.k)
 
-    def b_real(self) -> F64:
+    def b_real(self) -> NDArray[np.floating]:
+        fl = self.fl
         if self.master_b is not None:
-            return _wide(self.master_b)
-        return self.b.astype(np.float64) * self.s_in * _wide(self.w_scale)
+            return fl.arr(self.master_b)
+        return self.b.astype(fl.dtype) * self.s_in * fl.arr(self.w_scale)
 
 
 # --------------------------------------------------------------------------
 # the optimiser update (docs/training.md, Update)
 
 
-def _direction(opt: SGD | Adam, g: F32, inv_n: float, wreal: Callable[[], F64],
-               st_a: F32 | None, st_b: F32 | None, t: int) -> tuple[F32, F32 | None, F32 | None]:
-    """(new g = the direction, new st_a, new st_b) for one tensor's summed gradient g."""
+def _direction(opt: SGD | Adam, g: F32, inv_n: float, wreal: Callable[[], NDArray[np.floating]],
+               st_a: F32 | None, st_b: F32 | None, t: int, fl: Floats = DOUBLE
+               ) -> tuple[F32, F32 | None, F32 | None]:
+    """(new g = the direction, new st_a, new st_b) for one tensor's summed gradient g.
+
+    Every unstored value is a platform float (``fl``): numpy float64 or float32 operations."""
     n = g.size
-    gd = _wide(g)
+    gd = fl.arr(g)
+    one = fl.lit("1.0")
     if opt.standardize and n > 1:  # device: a one-element tensor is not standardised
         v = gd * inv_n  # device: g * (1 / n), the spec's g / n
-        stored = _wide(_f32(v))
+        stored = fl.arr(_f32(v))
         mu = _seq_sum(v) / n  # device: the sum of the unrounded products
         dev = stored - mu
-        inv = 1.0 / (math.sqrt(_seq_sum(dev * dev) / n) + 1e-8)
-        gd = _wide(_f32((stored - mu) * inv))
-        inv_n = 1.0
+        inv = one / (fl.sqrt(_seq_sum(dev * dev) / n) + fl.lit("1e-08"))
+        gd = fl.arr(_f32((stored - mu) * inv))
+        inv_n = one
     d = gd * inv_n
     if opt.weight_decay:
-        d = d + opt.weight_decay * wreal()
+        d = d + fl.param(opt.weight_decay) * wreal()
     if isinstance(opt, SGD):
         if st_a is not None:
-            d = opt.momentum * _wide(st_a) + d
+            d = fl.param(opt.momentum) * fl.arr(st_a) + d
             st_a = _f32(d)
         return _f32(d), st_a, st_b
     assert st_a is not None and st_b is not None
-    b1, b2 = opt.beta1, opt.beta2
-    c1 = 1.0 - math.pow(b1, t)
-    c2 = 1.0 - math.pow(b2, t)
-    m1 = b1 * _wide(st_a) + (1.0 - b1) * d
-    m2 = b2 * _wide(st_b) + (1.0 - b2) * d * d
-    # device: the direction uses the unrounded (double) moments; the stored state is float32
-    sq = np.sqrt(m2 / c2)  # correctly rounded, equal to math.sqrt
-    return _f32((m1 / c1) / (sq + opt.eps)), _f32(m1), _f32(m2)
+    b1, b2 = fl.param(opt.beta1), fl.param(opt.beta2)
+    c1 = one - fl.pow(b1, t)
+    c2 = one - fl.pow(b2, t)
+    m1 = b1 * fl.arr(st_a) + (one - b1) * d
+    m2 = b2 * fl.arr(st_b) + (one - b2) * d * d
+    # device: the direction uses the unrounded (platform float) moments; the stored state is float32
+    sq = np.sqrt(m2 / c2)  # correctly rounded, equal to math.sqrt (float32: sqrtf)
+    return _f32((m1 / c1) / (sq + fl.param(opt.eps))), _f32(m1), _f32(m2)
 
 
-def _xorshift16(r: int, n: int) -> tuple[NDArray[np.float64], int]:
-    """n uniforms r / 2^16 of the stochastic-rounding generator, and its new state."""
-    out = np.empty(n, dtype=np.float64)
+def _xorshift16(r: int, n: int, fl: Floats = DOUBLE) -> tuple[NDArray[np.floating], int]:
+    """n uniforms r * 2^-16 of the stochastic-rounding generator, and its new state."""
+    out = np.empty(n, dtype=fl.dtype)
     for i in range(n):
         r ^= (r << 7) & 0xFFFF
         r ^= r >> 9
         r ^= (r << 8) & 0xFFFF
         out[i] = r
-    return out * 0.0000152587890625, r
+    return out * fl.lit("1.52587890625e-05"), r  # the literal 0.0000152587890625 as mpy-cross stores it
 
 
-def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, t: int, rng: int) -> int:
+def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, t: int, rng: int, fl: Floats = DOUBLE) -> int:
     """Update one layer; returns the new state of the stochastic-rounding generator."""
-    inv_n = 1.0 / n
+    inv_n = fl.lit("1.0") / n
     if ly.state is None:
         if isinstance(opt, SGD):
             if opt.momentum:
@@ -333,40 +420,41 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, t: int, rng: int) 
     else:
         assert st is not None
         sa_w, sa_b, sb_w, sb_b = st
-    gw, sa_w, sb_w = _direction(opt, ly.gw, inv_n, ly.w_real, sa_w, sb_w, t)
-    gb, sa_b, sb_b = _direction(opt, ly.gb, inv_n, ly.b_real, sa_b, sb_b, t)
+    gw, sa_w, sb_w = _direction(opt, ly.gw, inv_n, ly.w_real, sa_w, sb_w, t, fl)
+    gb, sa_b, sb_b = _direction(opt, ly.gb, inv_n, ly.b_real, sa_b, sb_b, t, fl)
     if st is not None:
         assert sa_w is not None and sa_b is not None
         ly.state = [sa_w, sa_b] if isinstance(opt, SGD) else [sa_w, sa_b, sb_w, sb_b]  # type: ignore[list-item]
     k, c_n = ly.k, ly.out_c
-    gw2 = _wide(gw).reshape(c_n, k)
-    s_old = _wide(ly.w_scale)
+    gw2 = fl.arr(gw).reshape(c_n, k)
+    s_old = fl.arr(ly.w_scale)
     if ly.master_w is not None:
         assert ly.master_b is not None
-        v = _wide(ly.master_w).reshape(c_n, k) - lr * gw2
-        bf = _wide(ly.master_b) - lr * _wide(gb)
+        v = fl.arr(ly.master_w).reshape(c_n, k) - lr * gw2
+        bf = fl.arr(ly.master_b) - lr * fl.arr(gb)
         ly.master_w = _f32(v).reshape(-1)
         ly.master_b = _f32(bf)
     else:
-        v = ly.w.astype(np.float64).reshape(c_n, k) * s_old[:, None] - lr * gw2
-        bf = ly.b.astype(np.float64) * ly.s_in * s_old - lr * _wide(gb)
-    row = _wide(_f32(v))
+        v = ly.w.astype(fl.dtype).reshape(c_n, k) * s_old[:, None] - lr * gw2
+        bf = ly.b.astype(fl.dtype) * ly.s_in * s_old - lr * fl.arr(gb)
+    row = fl.arr(_f32(v))
     top = np.abs(v).max(axis=1)  # device: the maximum of the unrounded values
-    sw = np.where(top > 0.0, _f32(top / 127.0), ly.w_scale).astype(np.float32)
-    s = _wide(sw)
-    inv = 1.0 / s
+    sw = np.where(top > 0.0, _f32(top / fl.lit("127.0")), ly.w_scale).astype(np.float32)
+    s = fl.arr(sw)
+    inv = fl.lit("1.0") / s
+    half = fl.lit("0.5")
     if opt.rounding == "stochastic" or (opt.rounding == "auto" and ly.master_w is None):
         # floor(v + u), u from xorshift16 (one draw per weight, in storage order; biases round to nearest)
-        u, rng = _xorshift16(rng, c_n * k)
+        u, rng = _xorshift16(rng, c_n * k, fl)
         q = np.floor(row * inv[:, None] + u.reshape(c_n, k))
     else:
-        q = np.floor(row * inv[:, None] + 0.5)
+        q = np.floor(row * inv[:, None] + half)
     ly.w = np.clip(q, -127, 127).astype(np.int8).reshape(-1)
-    qb = np.floor(bf / (ly.s_in * s) + 0.5)  # device: the unrounded bias value
+    qb = np.floor(bf / (ly.s_in * s) + half)  # device: the unrounded bias value
     ly.b = np.clip(qb, -BIAS_LIMIT, BIAS_LIMIT).astype(np.int64)
     ly.w_scale = sw
     for c in range(c_n):
-        ly.mult[c], ly.shift[c] = o.quantize_multiplier(ly.s_in * float(s[c]) / ly.s_out)
+        ly.mult[c], ly.shift[c] = _quantize_multiplier(ly.s_in * fl(s[c]) / ly.s_out, fl)
     ly.gw = np.zeros_like(ly.gw)
     ly.gb = np.zeros_like(ly.gb)
     ly.refresh_ratios()
@@ -387,13 +475,26 @@ class RefTrainer:
     ``continue_rng=True``: on a checkpoint, advance the stochastic-rounding generator by
     ``train_steps * (weights rounded stochastically per update)`` draws, so that a resumed
     run continues the uninterrupted run's stream (the fix proposed for the device, which
-    restarts the generator)."""
+    restarts the generator).
+
+    ``floats``: the Python floats of the MicroPython build reproduced. ``"double"`` (the host
+    unix port, the default) or ``"float32"`` (single-precision builds: most boards, the float32
+    host twin ports/host): every unstored float value is then rounded to float32 after each
+    operation, with the device's ``exp`` / ``log`` / ``pow`` (ports/common/mtmath.c), float
+    literals and hyperparameters parsed as a single-precision MicroPython parses their text
+    (``mpfloat.py``; docs/training.md, "Single-precision floats")."""
 
     def __init__(self, model: mtm.Model, train: str | int | Sequence[str | int] | None = "last:1",
                  mode: str = "int8", optimizer: SGD | Adam | None = None, sparse: Policy | None = None,
-                 batch: int = 1, continue_rng: bool = True) -> None:
+                 batch: int = 1, continue_rng: bool = True, floats: str = "double") -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if floats not in FLOATS:
+            raise ValueError(f"floats must be one of {FLOATS}, got {floats!r}")
+        self.fl = fl = FLOAT32 if floats == "float32" else DOUBLE
+        # policies get the floats only when single: subclasses written for the double-only
+        # reference (observe(loss), mask(name, e, c, is_output)) keep working
+        self._fl_arg: tuple[Floats, ...] = (fl,) if fl.single else ()
         if batch < 1:
             raise ValueError("batch must be >= 1")
         self.m = copy.deepcopy(model)
@@ -401,10 +502,10 @@ class RefTrainer:
         self.opt = optimizer if optimizer is not None else SGD(lr=0.01, momentum=0.9)
         self.sparse = sparse
         self.batch = batch
-        self.lr = self.opt.lr
+        self.lr = fl.param(self.opt.lr)
         idx = select(self.m, train)
         self.first = idx[0]
-        self.layers = {j: RefLayer(self.m, j) for j in idx}
+        self.layers = {j: RefLayer(self.m, j, fl) for j in idx}
         # frozen CONV2D / LINEAR layers inside the region back-propagate with their file weights
         self.frozen_ratios: dict[int, tuple[NDArray[np.int32], int, float]] = {}
         for j in range(self.first, len(self.m.layers)):
@@ -413,8 +514,8 @@ class RefTrainer:
                 p = ly.params
                 terms = p[6] * p[7] * (p[5] // p[12]) if ly.op == Op.CONV2D else p[1]
                 sw = self.m.data(self.m.tensors[ly.weight].qscales)  # type: ignore[index]
-                wr, r = o.weight_ratios(sw, terms)
-                self.frozen_ratios[j] = (wr, r, float(_wide(sw).max()))
+                wr, r = _weight_ratios(sw, terms, fl)
+                self.frozen_ratios[j] = (wr, r, fl(_wide(sw).max()))
         trained = list(self.layers.values())
         if mode == "float32":
             for rl in trained:
@@ -423,7 +524,7 @@ class RefTrainer:
             trained[-1].make_master()
         self._resume()
         self.region = {ly.output for ly in self.m.layers[self.first:]}
-        self.lut = softmax_lut(self.m.tensors[self.m.output].scale)
+        self.lut = softmax_lut(self.m.tensors[self.m.output].scale, fl)
         self.pending = 0
         self.opt_steps = 0
         self.rng = 0xACE1  # device: the optimiser's xorshift16 state starts here (not in checkpoints)
@@ -492,13 +593,15 @@ class RefTrainer:
 
     def loss(self, out: NDArray[np.int8], label: int) -> tuple[float, NDArray[np.int8], float]:
         """(loss, int8 output error, its real scale)."""
+        fl = self.fl
         err, sh, stats = o.softmax_xent_s8(out, label, self.lut)
-        s_out = self.m.tensors[self.m.output].scale
-        loss = s_out * (int(stats[2]) - int(out[label])) + math.log(int(stats[1]) / 65536.0)
-        return loss, err, math.ldexp(1.0, sh - 15)
+        s_out = fl(self.m.tensors[self.m.output].scale)
+        loss = s_out * (int(stats[2]) - int(out[label])) + fl.log(int(stats[1]) / fl.lit("65536.0"))
+        return loss, err, fl.ldexp(1.0, sh - 15)
 
     def backward(self, vals: dict[int, NDArray[np.int8]], err: NDArray[np.int8], err_scale: float) -> None:
         region = self.region
+        fl = self.fl
         cur: dict[int, tuple[NDArray[np.int8], float]] = {self.m.output: (err, err_scale)}
 
         def arrive(t: int, e2: NDArray[np.int8], s2: float) -> None:
@@ -506,9 +609,9 @@ class RefTrainer:
                 cur[t] = (e2, s2)
                 return
             e1, s1 = cur[t]
-            ra, rb = o.merge_ratios(s1, s2)
+            ra, rb = _merge_ratios(s1, s2, fl)
             out, sh = o.add_s8_grad_merge(e1, ra, e2, rb)
-            cur[t] = (out, math.ldexp(s1 if s1 > s2 else s2, sh - 15))
+            cur[t] = (out, fl.ldexp(s1 if s1 > s2 else s2, sh - 15))
 
         for j in range(len(self.m.layers) - 1, self.first - 1, -1):
             ly = self.m.layers[j]
@@ -529,8 +632,9 @@ class RefTrainer:
                 rl = self.layers.get(j)
                 if rl is not None:
                     if self.sparse is not None:
-                        mask = self.sparse.mask(rl.name, e, rl.out_c, ly.output == self.m.output)
-                    s_x = self.m.tensors[x_t].scale
+                        mask = self.sparse.mask(rl.name, e, rl.out_c, ly.output == self.m.output,
+                                                *self._fl_arg)
+                    s_x = fl(self.m.tensors[x_t].scale)
                     gw_fn = o.conv2d_s8_grad_weight_f32 if conv else o.linear_s8_grad_weight_f32
                     rl.gw, rl.gb = gw_fn(p, vals[x_t], e, mask, s_x * s, s, rl.gw, rl.gb)
                 if need:
@@ -541,7 +645,7 @@ class RefTrainer:
                     w = self._wbmsh(j)[0]
                     gi = o.conv2d_s8_grad_input if conv else o.linear_s8_grad_input
                     ein, sh, _ = gi(p, e, w, wr, mask)
-                    arrive(x_t, ein, math.ldexp(s * top, sh - r))
+                    arrive(x_t, ein, fl.ldexp(s * top, sh - r))
             elif not need:
                 pass
             elif ly.op == Op.RELU:
@@ -550,10 +654,10 @@ class RefTrainer:
                 arrive(x_t, o.relu6_s8_backward(y, p[1], p[2], e), s)
             elif ly.op == Op.MAXPOOL:
                 ein, sh, _ = o.maxpool_s8_grad_input(p, vals[x_t], e)
-                arrive(x_t, ein, math.ldexp(s, sh))
+                arrive(x_t, ein, fl.ldexp(s, sh))
             elif ly.op == Op.AVGPOOL:
                 ein, sh, _ = o.avgpool_s8_grad_input(p, e)
-                arrive(x_t, ein, math.ldexp(s, sh - 16))
+                arrive(x_t, ein, fl.ldexp(s, sh - 16))
             elif ly.op == Op.GLOBAL_AVGPOOL:
                 arrive(x_t, o.global_avgpool_s8_grad_input(e, p[0]), s / p[0])
             if ly.op == Op.ADD:
@@ -565,11 +669,15 @@ class RefTrainer:
 
     def step(self, x: ArrayLike, label: int) -> float:
         """One sample: forward, loss, policy, backward; an update every ``batch`` samples."""
+        return float(self._step(x, label))
+
+    def _step(self, x: ArrayLike, label: int) -> float:
+        """``step`` returning the loss as a platform float."""
         vals = self.forward(x)
         loss, err, s = self.loss(vals[self.m.output], int(label))
-        self.losses.append(loss)
+        self.losses.append(float(loss))
         if self.sparse is not None:
-            self.sparse.observe(loss)
+            self.sparse.observe(loss, *self._fl_arg)
         self.backward(vals, err, s)
         self.pending += 1
         if self.pending >= self.batch:
@@ -581,26 +689,29 @@ class RefTrainer:
         if self.pending:
             self.opt_steps += 1
             for j in sorted(self.layers):
-                self.rng = _update(self.opt, self.layers[j], self.lr, self.pending, self.opt_steps, self.rng)
+                self.rng = _update(self.opt, self.layers[j], self.lr, self.pending, self.opt_steps, self.rng,
+                                   self.fl)
             self.train_steps += 1
             self.pending = 0
 
     def fit(self, xs: Sequence[ArrayLike], ys: Sequence[int], epochs: int = 1, shuffle: bool = True,
-            seed: int = 1, schedule: Callable[[float, int, int], float] | None = None,
+            seed: int = 1, schedule: str | Schedule | None = None,
             progress: bool = False) -> list[float]:
-        """``Trainer.fit``: per-epoch mean loss."""
+        """``Trainer.fit``: per-epoch mean loss. ``schedule``: see ``schedule_lr`` (the named
+        schedules are the device's, bit for bit; a callable is evaluated in double)."""
         from tqdm import tqdm
 
+        fl = self.fl
         n = len(ys)
         orders = shuffle_order(n, epochs, seed) if shuffle else [list(range(n))] * epochs
         means = []
         for ep in range(epochs):
-            self.lr = schedule(self.opt.lr, ep, epochs) if schedule else self.opt.lr
-            total = 0.0
+            self.lr = schedule_lr(schedule, self.opt.lr, ep, epochs, fl)
+            total = fl.lit("0.0")
             for i in tqdm(orders[ep], desc=f"epoch {ep + 1}/{epochs}", disable=not progress, leave=False):
-                total += self.step(xs[i], int(ys[i]))
+                total += self._step(xs[i], int(ys[i]))
             self.flush()
-            means.append(total / max(1, n))
+            means.append(float(total / max(1, n)))
         return means
 
     # -- results -------------------------------------------------------------------------
@@ -703,6 +814,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--no-shuffle", action="store_true")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--floats", default="double", choices=FLOATS,
+                   help="Python floats of the MicroPython reproduced: double (host unix port) or float32 "
+                        "(single-precision boards, the float32 host twin)")
     return p
 
 
@@ -723,7 +837,7 @@ def main(argv: list[str] | None = None) -> int:
                 else StaticSparse(float(vals[0]))
         spec: str | list[str | int] = args.train if args.train == "all" or args.train.startswith("last:") \
             else list(args.train.split(","))
-        ref = RefTrainer(m, spec, args.mode, opt, sparse, args.batch)
+        ref = RefTrainer(m, spec, args.mode, opt, sparse, args.batch, floats=args.floats)
         means = ref.fit(list(xs), list(ys), args.epochs, shuffle=not args.no_shuffle, seed=args.seed,
                         progress=True)
         mtm.save(ref.checkpoint(), Path(args.output))
