@@ -23,20 +23,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-import test_training as tt
 from numpy.typing import NDArray
 
 from microtrain_tools import mtm
 from microtrain_tools.reference import mpfloat
 from microtrain_tools.reference import train_ref as tr
+from support import training_cases as tt
 from support.harness import ROOT
 
 TWIN = ROOT / "build" / "host" / "single" / "micropython-fw"
 LIB = ROOT / "ports" / "common" / "lib"  # json.py: the firmware has no built-in json
 PYLIB = ROOT / "build" / "qemu" / "pylib"  # microtrain compiled with mpy-cross, as the boards run it
 HEAP = "2m"  # numerics do not depend on the heap; the largest runs need more than 256 KB here
-
-setups = tt.setups  # the converted digits models of test_training.py (module-scoped fixture)
 
 
 @pytest.fixture(scope="module")
@@ -92,14 +90,14 @@ def reference32(s: tt.Setup, *, order: Sequence[int], labels: Sequence[int], tra
 # training runs
 
 
-@pytest.mark.parametrize("config", tt.CONFIGS, ids=[tt._cid(c) for c in tt.CONFIGS])
+@pytest.mark.parametrize("config", tt.CONFIGS, ids=[tt.config_id(c) for c in tt.CONFIGS])
 def test_twin_equals_float32_reference(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path,
                                        config: tuple[str, Any, str, dict[str, Any], dict[str, Any] | None,
                                                      int]) -> None:
     name, train, mode, opt, sparse, batch = config
     s = setups[name]
-    kw: dict[str, Any] = dict(order=range(tt.N_STEPS), labels=tt._labels(s), train=train, mode=mode, opt=opt,
-                              sparse=sparse, batch=batch)
+    kw: dict[str, Any] = dict(order=range(tt.N_STEPS), labels=tt.labels_of(s), train=train, mode=mode,
+                              opt=opt, sparse=sparse, batch=batch)
     ck = tmp_path / "twin.mtm"
     dev = twin_train(twin, s, tmp_path, "run", save=str(ck), **kw)
     ref = reference32(s, **kw)
@@ -118,7 +116,7 @@ def test_double_reference_does_not_model_the_twin(setups: dict[str, tt.Setup], t
     differs from the twin's for every mode."""
     s = setups["res"]
     for mode in ("int8", "mixed", "float32"):
-        kw: dict[str, Any] = dict(order=range(tt.N_STEPS), labels=tt._labels(s), train="all", mode=mode,
+        kw: dict[str, Any] = dict(order=range(tt.N_STEPS), labels=tt.labels_of(s), train="all", mode=mode,
                                   opt=tt.SGDM, sparse=tt.DYN, batch=2)
         ck = tmp_path / f"{mode}.mtm"
         twin_train(twin, s, tmp_path, mode, save=str(ck), **kw)
@@ -130,7 +128,7 @@ def test_double_reference_does_not_model_the_twin(setups: dict[str, tt.Setup], t
 def test_gradient_sums_mid_batch(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path, name: str) -> None:
     """Float32 gradient sums of 7 samples through every layer (scales of the backward pass), sparse."""
     s = setups[name]
-    kw: dict[str, Any] = dict(order=range(7), labels=tt._labels(s), train="all", mode="int8", opt=tt.SGD,
+    kw: dict[str, Any] = dict(order=range(7), labels=tt.labels_of(s), train="all", mode="int8", opt=tt.SGD,
                               sparse=tt.DYN, batch=100)
     dev = twin_train(twin, s, tmp_path, "grad", flush=False, **kw)
     diffs = tt.differences(reference32(s, flush=False, **kw).arrays(), tt.state_of(dev))
@@ -143,7 +141,7 @@ def test_frozen_layer_inside_the_trained_region(setups: dict[str, tt.Setup], twi
                                                 name: str, train: list[str]) -> None:
     """Frozen conv/linear layers between trained ones back-propagate with float32 weight ratios."""
     s = setups[name]
-    kw: dict[str, Any] = dict(order=range(12), labels=tt._labels(s), train=train, mode="int8", opt=tt.SGDM,
+    kw: dict[str, Any] = dict(order=range(12), labels=tt.labels_of(s), train=train, mode="int8", opt=tt.SGDM,
                               batch=3)
     dev = twin_train(twin, s, tmp_path, "frozen", **kw)
     diffs = tt.differences(reference32(s, **kw).arrays(), tt.state_of(dev))
@@ -156,7 +154,7 @@ def test_fit_and_command_line(setups: dict[str, tt.Setup], twin: Path, tmp_path:
     s = setups["cnn"]
     kw: dict[str, Any] = dict(train="last:2", mode="mixed", opt=tt.SGDM, sparse=tt.DYN, batch=5)
     order = list(range(23))
-    labels = tt._labels(s)
+    labels = tt.labels_of(s)
     ck = tmp_path / "twin.mtm"
     dev = twin_train(twin, s, tmp_path, "fit", order=order, labels=labels, fit={"epochs": 2, "seed": 7},
                      save=str(ck), **kw)
@@ -180,7 +178,7 @@ def test_fit_and_command_line(setups: dict[str, tt.Setup], twin: Path, tmp_path:
 def test_resumed_run(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path, opt: dict[str, Any]) -> None:
     """A twin checkpoint resumed on the twin == the float32 reference resumed from it."""
     s = setups["res"]
-    kw: dict[str, Any] = dict(labels=tt._labels(s), train="all", mode="mixed", opt=opt, batch=4)
+    kw: dict[str, Any] = dict(labels=tt.labels_of(s), train="all", mode="mixed", opt=opt, batch=4)
     ck = tmp_path / "ck.mtm"
     twin_train(twin, s, tmp_path, "first", order=range(16), save=str(ck), **kw)
     assert ck.read_bytes() == mtm.write(reference32(s, order=range(16), **kw).checkpoint())
@@ -240,7 +238,7 @@ def test_fit_with_a_cosine_schedule(setups: dict[str, tt.Setup], twin: Path, tmp
     checkpoint bytes (the step schedule is checked by test_schedules: it needs > 10 epochs)."""
     sched = "cosine"
     s = setups["res"]
-    labels = [int(v) for v in tt._labels(s)[:14]]
+    labels = [int(v) for v in tt.labels_of(s)[:14]]
     (tmp_path / "fit.py").write_text(FIT_SCHEDULE)
     ck = tmp_path / "twin.mtm"
     p = run_twin(twin, tmp_path / "fit.py", [str(s.path), str(s.samples), str(s.numel),
