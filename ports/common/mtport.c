@@ -24,6 +24,19 @@
 #include "shared/runtime/pyexec.h"
 #include "mtport.h"
 
+#if !MT_PORT_SEMIHOSTING
+#include <dirent.h>
+#include <limits.h>
+#include <sys/stat.h>
+#endif
+
+// The host twin reads its environment (os.getenv, MICROPYPATH) as the unix
+// port does; boards have none, nor has a host build standing in for a board
+// firmware (make NO_ENV=1).
+#ifndef MT_PORT_ENV
+#define MT_PORT_ENV (!MT_PORT_SEMIHOSTING)
+#endif
+
 // ---------------------------------------------------------------------------
 // stdio HAL: fd 0 / 1 (the semihosting console on the boards).
 
@@ -282,9 +295,8 @@ static mp_obj_t mt_os_rename(mp_obj_t old_in, mp_obj_t new_in) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_2(mt_os_rename_obj, mt_os_rename);
 
-#if !MT_PORT_SEMIHOSTING
-// The host has an environment (the boards do not): microtrain.kern reads
-// MICROTRAIN_PURE through it, as on the unix port.
+#if MT_PORT_ENV
+// microtrain.kern reads MICROTRAIN_PURE through it, as on the unix port.
 static mp_obj_t mt_os_getenv(size_t n_args, const mp_obj_t *args) {
     const char *v = getenv(mp_obj_str_get_str(args[0]));
     if (v == NULL) {
@@ -295,13 +307,46 @@ static mp_obj_t mt_os_getenv(size_t n_args, const mp_obj_t *args) {
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mt_os_getenv_obj, 1, 2, mt_os_getenv);
 #endif
 
+#if !MT_PORT_SEMIHOSTING
+// Folders exist on the host only (semihosting has none): what the tests of
+// checkpoint saving use, as on the unix port.
+static mp_obj_t mt_os_listdir(size_t n_args, const mp_obj_t *args) {
+    DIR *dir = opendir(n_args > 0 ? mp_obj_str_get_str(args[0]) : ".");
+    if (dir == NULL) {
+        mp_raise_OSError(errno);
+    }
+    mp_obj_t list = mp_obj_new_list(0, NULL);
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+            mp_obj_list_append(list, mp_obj_new_str(e->d_name, strlen(e->d_name)));
+        }
+    }
+    closedir(dir);
+    return list;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mt_os_listdir_obj, 0, 1, mt_os_listdir);
+
+static mp_obj_t mt_os_mkdir(mp_obj_t path_in) {
+    if (mkdir(mp_obj_str_get_str(path_in), 0777) != 0) {
+        mp_raise_OSError(errno);
+    }
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_1(mt_os_mkdir_obj, mt_os_mkdir);
+#endif
+
 static const mp_rom_map_elem_t mt_os_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_os) },
     { MP_ROM_QSTR(MP_QSTR_stat), MP_ROM_PTR(&mt_os_stat_obj) },
     { MP_ROM_QSTR(MP_QSTR_remove), MP_ROM_PTR(&mt_os_remove_obj) },
     { MP_ROM_QSTR(MP_QSTR_rename), MP_ROM_PTR(&mt_os_rename_obj) },
-    #if !MT_PORT_SEMIHOSTING
+    #if MT_PORT_ENV
     { MP_ROM_QSTR(MP_QSTR_getenv), MP_ROM_PTR(&mt_os_getenv_obj) },
+    #endif
+    #if !MT_PORT_SEMIHOSTING
+    { MP_ROM_QSTR(MP_QSTR_listdir), MP_ROM_PTR(&mt_os_listdir_obj) },
+    { MP_ROM_QSTR(MP_QSTR_mkdir), MP_ROM_PTR(&mt_os_mkdir_obj) },
     #endif
 };
 static MP_DEFINE_CONST_DICT(mt_os_globals, mt_os_globals_table);
@@ -594,12 +639,14 @@ int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap
     gc_init(heap, heap + heap_size);
     mp_init();
 
-    // sys.path: the script's folder (as CPython and the unix port), the
-    // current (host) folder, then MICROPYPATH's entries (host; they replace
-    // the default ".frozen" as on the unix port), each -p folder, and the
-    // host's own library folder (json; the unix port has it built in).
+    // sys.path: the script's folder (as CPython and the unix port: on the
+    // host its real path instead of ""; on boards next to "", the host
+    // folder), then MICROPYPATH's entries (they replace the default ".frozen"
+    // as on the unix port), each -p folder, and the host's own library
+    // folder (json; the unix port has it built in).
     mp_obj_list_t *path = MP_OBJ_TO_PTR(mp_sys_path);
     path->len = 0;
+    #if MT_PORT_SEMIHOSTING
     if (script != NULL) {
         const char *slash = strrchr(script, '/');
         if (slash != NULL) {
@@ -607,7 +654,15 @@ int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap
         }
     }
     mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR_));
-    #if !MT_PORT_SEMIHOSTING
+    #else
+    static char real[PATH_MAX];  // not on the stack the GC scans; only used here
+    if (script != NULL && realpath(script, real) != NULL) {
+        mp_obj_list_append(mp_sys_path, mp_obj_new_str(real, (size_t)(strrchr(real, '/') - real)));
+    } else {
+        mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR_));
+    }
+    #endif
+    #if MT_PORT_ENV
     const char *env_path = getenv("MICROPYPATH");
     #else
     const char *env_path = NULL;
