@@ -311,16 +311,24 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mt_os_getenv_obj, 1, 2, mt_os_getenv)
 // Folders exist on the host only (semihosting has none): what the tests of
 // checkpoint saving use, as on the unix port.
 static mp_obj_t mt_os_listdir(size_t n_args, const mp_obj_t *args) {
-    DIR *dir = opendir(n_args > 0 ? mp_obj_str_get_str(args[0]) : ".");
+    const char *path = n_args > 0 ? mp_obj_str_get_str(args[0]) : ".";
+    mp_obj_t list = mp_obj_new_list(0, NULL);
+    DIR *dir = opendir(path);
     if (dir == NULL) {
         mp_raise_OSError(errno);
     }
-    mp_obj_t list = mp_obj_new_list(0, NULL);
-    struct dirent *e;
-    while ((e = readdir(dir)) != NULL) {
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-            mp_obj_list_append(list, mp_obj_new_str(e->d_name, strlen(e->d_name)));
+    nlr_buf_t nlr;
+    if (nlr_push(&nlr) == 0) {
+        struct dirent *e;
+        while ((e = readdir(dir)) != NULL) {
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+                mp_obj_list_append(list, mp_obj_new_str(e->d_name, strlen(e->d_name)));
+            }
         }
+        nlr_pop();
+    } else {
+        closedir(dir);  // MemoryError while listing: no descriptor leaks
+        nlr_jump(nlr.ret_val);
     }
     closedir(dir);
     return list;
