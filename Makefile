@@ -15,7 +15,7 @@ NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/
 export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)/tools:$(ROOT)
 
-.PHONY: setup test demo natmod natmod-all check-kernels lint clean dist train-eval parity models models-update
+.PHONY: setup test test-twin demo natmod natmod-all check-kernels lint clean dist train-eval parity models models-update
 
 ## setup: install the toolchain, venv (pinned) and MicroPython core once.
 setup: $(SETUP_STAMP)
@@ -51,6 +51,16 @@ check-kernels: natmod
 test: $(SETUP_STAMP) natmod-all
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_kernels
 	@$(PY) -m pytest -q tests
+
+## test-twin: the same suite against another MicroPython binary: the host port (ports/host)
+## built with double floats (as the unix port) and _microtrain built in. Tests that cannot
+## apply to a built-in module skip, saying so. Any binary: MICROTRAIN_MICROPYTHON=<path> make test.
+TWIN_DOUBLE := $(ROOT)/build/host/double/micropython-fw
+test-twin: $(SETUP_STAMP) natmod-all
+	@$(MAKE) --no-print-directory -C ports/host FLOAT=double >/dev/null
+	@echo "test-twin: MICROTRAIN_MICROPYTHON=$(TWIN_DOUBLE)"
+	@MICROTRAIN_MICROPYTHON=$(TWIN_DOUBLE) PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_kernels
+	@MICROTRAIN_MICROPYTHON=$(TWIN_DOUBLE) $(PY) -m pytest -q -rs tests
 
 ## demo: set up, then fine-tune a Fashion-MNIST CNN on MNIST inside micropython, next to PyTorch.
 demo: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy

@@ -24,6 +24,19 @@
 #include "shared/runtime/pyexec.h"
 #include "mtport.h"
 
+#if !MT_PORT_SEMIHOSTING
+#include <dirent.h>
+#include <limits.h>
+#include <sys/stat.h>
+#endif
+
+// The host twin reads its environment (os.getenv, MICROPYPATH) as the unix
+// port does; boards have none, nor has a host build standing in for a board
+// firmware (make NO_ENV=1).
+#ifndef MT_PORT_ENV
+#define MT_PORT_ENV (!MT_PORT_SEMIHOSTING)
+#endif
+
 // ---------------------------------------------------------------------------
 // stdio HAL: fd 0 / 1 (the semihosting console on the boards).
 
@@ -282,11 +295,67 @@ static mp_obj_t mt_os_rename(mp_obj_t old_in, mp_obj_t new_in) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_2(mt_os_rename_obj, mt_os_rename);
 
+#if MT_PORT_ENV
+// microtrain.kern reads MICROTRAIN_PURE through it, as on the unix port.
+static mp_obj_t mt_os_getenv(size_t n_args, const mp_obj_t *args) {
+    const char *v = getenv(mp_obj_str_get_str(args[0]));
+    if (v == NULL) {
+        return n_args > 1 ? args[1] : mp_const_none;
+    }
+    return mp_obj_new_str(v, strlen(v));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mt_os_getenv_obj, 1, 2, mt_os_getenv);
+#endif
+
+#if !MT_PORT_SEMIHOSTING
+// Folders exist on the host only (semihosting has none): what the tests of
+// checkpoint saving use, as on the unix port.
+static mp_obj_t mt_os_listdir(size_t n_args, const mp_obj_t *args) {
+    const char *path = n_args > 0 ? mp_obj_str_get_str(args[0]) : ".";
+    mp_obj_t list = mp_obj_new_list(0, NULL);
+    DIR *dir = opendir(path);
+    if (dir == NULL) {
+        mp_raise_OSError(errno);
+    }
+    nlr_buf_t nlr;
+    if (nlr_push(&nlr) == 0) {
+        struct dirent *e;
+        while ((e = readdir(dir)) != NULL) {
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+                mp_obj_list_append(list, mp_obj_new_str(e->d_name, strlen(e->d_name)));
+            }
+        }
+        nlr_pop();
+    } else {
+        closedir(dir);  // MemoryError while listing: no descriptor leaks
+        nlr_jump(nlr.ret_val);
+    }
+    closedir(dir);
+    return list;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mt_os_listdir_obj, 0, 1, mt_os_listdir);
+
+static mp_obj_t mt_os_mkdir(mp_obj_t path_in) {
+    if (mkdir(mp_obj_str_get_str(path_in), 0777) != 0) {
+        mp_raise_OSError(errno);
+    }
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_1(mt_os_mkdir_obj, mt_os_mkdir);
+#endif
+
 static const mp_rom_map_elem_t mt_os_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_os) },
     { MP_ROM_QSTR(MP_QSTR_stat), MP_ROM_PTR(&mt_os_stat_obj) },
     { MP_ROM_QSTR(MP_QSTR_remove), MP_ROM_PTR(&mt_os_remove_obj) },
     { MP_ROM_QSTR(MP_QSTR_rename), MP_ROM_PTR(&mt_os_rename_obj) },
+    #if MT_PORT_ENV
+    { MP_ROM_QSTR(MP_QSTR_getenv), MP_ROM_PTR(&mt_os_getenv_obj) },
+    #endif
+    #if !MT_PORT_SEMIHOSTING
+    { MP_ROM_QSTR(MP_QSTR_listdir), MP_ROM_PTR(&mt_os_listdir_obj) },
+    { MP_ROM_QSTR(MP_QSTR_mkdir), MP_ROM_PTR(&mt_os_mkdir_obj) },
+    #endif
 };
 static MP_DEFINE_CONST_DICT(mt_os_globals, mt_os_globals_table);
 
@@ -451,6 +520,16 @@ void nlr_jump_fail(void *val) {
     exit(3);
 }
 
+// Messages of the runner itself (bad arguments, a missing script, a
+// SystemExit message) go to stderr, as the unix port's; tracebacks go to
+// stdout, as the unix port's do too.
+static void mt_stderr_strn(void *env, const char *str, size_t len) {
+    (void)env;
+    ssize_t r = write(2, str, len);
+    (void)r;
+}
+static const mp_print_t mt_stderr_print = { NULL, mt_stderr_strn };
+
 // 0 or the SystemExit code; other exceptions are printed and give 1.
 static int mt_handle_exc(mp_obj_t exc) {
     if (mp_obj_is_subclass_fast(MP_OBJ_FROM_PTR(mp_obj_get_type(exc)), MP_OBJ_FROM_PTR(&mp_type_SystemExit))) {
@@ -459,17 +538,34 @@ static int mt_handle_exc(mp_obj_t exc) {
             return 0;
         }
         mp_int_t v;
-        return mp_obj_get_int_maybe(code, &v) ? (int)(v & 255) : 1;
+        if (mp_obj_get_int_maybe(code, &v)) {
+            return (int)(v & 255);
+        }
+        mp_obj_print_helper(&mt_stderr_print, code, PRINT_STR);  // sys.exit("msg")
+        mp_print_str(&mt_stderr_print, "\n");
+        return 1;
     }
     mp_obj_print_exception(&mp_plat_print, exc);
     return 1;
 }
 
-static int mt_run_file(const char *path) {
+enum { MT_SRC_FILE, MT_SRC_STR, MT_SRC_STDIN };
+
+// Compiles and runs a script file, a -c string or (host) standard input.
+static int mt_run(int kind, const char *src) {
     nlr_buf_t nlr;
     if (nlr_push(&nlr) == 0) {
-        qstr name = qstr_from_str(path);
-        mp_lexer_t *lex = mp_lexer_new_from_file(name);
+        mp_lexer_t *lex;
+        if (kind == MT_SRC_FILE) {
+            lex = mp_lexer_new_from_file(qstr_from_str(src));
+        #if !MT_PORT_SEMIHOSTING
+        } else if (kind == MT_SRC_STDIN) {
+            lex = mp_lexer_new_from_fd(MP_QSTR__lt_stdin_gt_, 0, false);
+        #endif
+        } else {
+            lex = mp_lexer_new_from_str_len(MP_QSTR__lt_stdin_gt_, src, strlen(src), 0);
+        }
+        qstr name = lex->source_name;
         mp_parse_tree_t tree = mp_parse(lex, MP_PARSE_FILE_INPUT);
         mp_obj_t fun = mp_compile(&tree, name, false);
         mp_call_function_0(fun);
@@ -490,28 +586,58 @@ static size_t mt_parse_size(const char *s) {
     return (size_t)v;
 }
 
-static void mt_usage(void) {
-    mp_hal_stdout_tx_str("usage: [-X heapsize=N[k|m]] [-p DIR]... [script.py [args...]]\n");
+static int mt_usage(void) {
+    mp_print_str(&mt_stderr_print,
+        "usage: [-X heapsize=N[k|m]] [-p DIR]... [-c CODE | script.py] [args...]\n");
+    return 2;
+}
+
+// sys.path entries from a colon-separated list (MICROPYPATH); an empty
+// entry is "" (the current folder), as on the unix port.
+static void mt_path_append_list(const char *list) {
+    for (;;) {
+        const char *colon = strchr(list, ':');
+        size_t n = colon != NULL ? (size_t)(colon - list) : strlen(list);
+        mp_obj_list_append(mp_sys_path, mp_obj_new_str(list, n));
+        if (colon == NULL) {
+            return;
+        }
+        list = colon + 1;
+    }
 }
 
 int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap_default) {
     size_t heap_size = heap_default;
     const char *paths[8];
     size_t n_paths = 0;
+    const char *code = NULL;
     int a = 1;
     for (; a < argc && argv[a][0] == '-'; a++) {
         if (strcmp(argv[a], "-X") == 0 && a + 1 < argc && strncmp(argv[a + 1], "heapsize=", 9) == 0) {
             heap_size = mt_parse_size(argv[++a] + 9);
         } else if (strcmp(argv[a], "-p") == 0 && a + 1 < argc && n_paths < MP_ARRAY_SIZE(paths)) {
             paths[n_paths++] = argv[++a];
+        } else if (strcmp(argv[a], "-c") == 0 && a + 1 < argc) {
+            code = argv[++a];
+            break;  // what follows CODE is sys.argv[1:]
         } else {
-            mt_usage();
-            return 2;
+            return mt_usage();
         }
     }
     if (heap_size < 4096 || heap_size > heap_max) {
-        mp_printf(&mp_plat_print, "mtport: heapsize must be 4096..%u bytes\n", (unsigned)heap_max);
+        mp_printf(&mt_stderr_print, "mtport: heapsize must be 4096..%u bytes\n", (unsigned)heap_max);
         return 2;
+    }
+    // argv[a] is the script or CODE; sys.argv is [script, args...] or ["-c", args...]
+    // (as CPython and the unix port).
+    const char *script = code == NULL && a < argc ? argv[a] : NULL;
+    if (script != NULL) {
+        int fd = open(script, O_RDONLY);
+        if (fd < 0) {
+            mp_printf(&mt_stderr_print, "%s: can't open file '%s': [Errno %d]\n", argv[0], script, errno);
+            return 2;
+        }
+        close(fd);
     }
 
     int stack_dummy;
@@ -521,11 +647,14 @@ int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap
     gc_init(heap, heap + heap_size);
     mp_init();
 
-    // sys.path: the script's folder (as CPython and the unix port), the
-    // current (host) folder, frozen modules (as on boards), then each -p folder.
+    // sys.path: the script's folder (as CPython and the unix port: on the
+    // host its real path instead of ""; on boards next to "", the host
+    // folder), then MICROPYPATH's entries (they replace the default ".frozen"
+    // as on the unix port), each -p folder, and the host's own library
+    // folder (json; the unix port has it built in).
     mp_obj_list_t *path = MP_OBJ_TO_PTR(mp_sys_path);
     path->len = 0;
-    const char *script = a < argc ? argv[a] : NULL;
+    #if MT_PORT_SEMIHOSTING
     if (script != NULL) {
         const char *slash = strrchr(script, '/');
         if (slash != NULL) {
@@ -533,19 +662,51 @@ int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap
         }
     }
     mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR_));
-    #if MICROPY_MODULE_FROZEN
-    mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR__dot_frozen));
+    #else
+    static char real[PATH_MAX];  // not on the stack the GC scans; only used here
+    if (script != NULL && realpath(script, real) != NULL) {
+        mp_obj_list_append(mp_sys_path, mp_obj_new_str(real, (size_t)(strrchr(real, '/') - real)));
+    } else {
+        mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR_));
+    }
     #endif
+    #if MT_PORT_ENV
+    const char *env_path = getenv("MICROPYPATH");
+    #else
+    const char *env_path = NULL;
+    #endif
+    if (env_path != NULL) {
+        if (env_path[0] != '\0') {
+            mt_path_append_list(env_path);
+        }
+    } else {
+        #if MICROPY_MODULE_FROZEN
+        mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR__dot_frozen));
+        #endif
+    }
     for (size_t i = 0; i < n_paths; i++) {
         mp_obj_list_append(mp_sys_path, mp_obj_new_str(paths[i], strlen(paths[i])));
+    }
+    #ifdef MT_PORT_LIBDIR
+    mp_obj_list_append(mp_sys_path, mp_obj_new_str(MT_PORT_LIBDIR, strlen(MT_PORT_LIBDIR)));
+    #endif
+    if (code != NULL) {
+        mp_obj_list_append(mp_sys_argv, mp_obj_new_str("-c", 2));
+        a++;
     }
     for (int i = a; i < argc; i++) {
         mp_obj_list_append(mp_sys_argv, mp_obj_new_str(argv[i], strlen(argv[i])));
     }
 
-    int ret;
+    int ret = 0;
     if (script != NULL) {
-        ret = mt_run_file(script);
+        ret = mt_run(MT_SRC_FILE, script);
+    } else if (code != NULL) {
+        ret = mt_run(MT_SRC_STR, code);
+    #if !MT_PORT_SEMIHOSTING
+    } else if (!isatty(0)) {
+        ret = mt_run(MT_SRC_STDIN, NULL);  // piped input runs as a script, as on the unix port
+    #endif
     } else {
         for (;;) {
             if (pyexec_mode_kind == PYEXEC_MODE_RAW_REPL) {
@@ -556,7 +717,6 @@ int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap
                 break;
             }
         }
-        ret = 0;
     }
     mp_deinit();
     return ret;

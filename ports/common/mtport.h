@@ -16,8 +16,9 @@ mp_uint_t mt_port_ticks_us(void);
 int mt_port_stdin_chr(void);
 #endif
 
-// Runs `[-X heapsize=N[k|m]] [-p DIR]... [script.py [args...]]` (no script:
-// the REPL) with the GC heap carved from heap[0:heap_max] (default size
+// Runs `[-X heapsize=N[k|m]] [-p DIR]... [-c CODE | script.py] [args...]`
+// (neither: the REPL, or on the host piped stdin as a script). On the host
+// MICROPYPATH and sys.argv follow the unix port's conventions with the GC heap carved from heap[0:heap_max] (default size
 // heap_default). Returns the process exit code.
 int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap_default);
 

@@ -1,5 +1,5 @@
 // Entry point of the float32 host twin (see Makefile):
-//   micropython-fw [-X heapsize=N[k|m]] [-p DIR]... [script.py [args...]]
+//   micropython-fw [-X heapsize=N[k|m]] [-p DIR]... [-c CODE | script.py] [args...]
 // Everything but the clock and the heap is ports/common/mtport.c, shared with
 // the QEMU Cortex-M firmware. The default GC heap comes from MT_FW_HEAP
 // (bytes, default 16 MiB); -X heapsize= may ask for up to 1 GiB.

@@ -14,3 +14,6 @@
 typedef intptr_t mp_int_t;
 typedef uintptr_t mp_uint_t;
 typedef long mp_off_t;
+
+// Piped stdin runs as a script (mp_lexer_new_from_fd), as on the unix port.
+#define MICROPY_HELPER_LEXER_UNIX       (1)

@@ -50,6 +50,7 @@ from support.harness import (
     RunOutcome,
     View,
     assert_complete,
+    binary_has_builtin_microtrain,
     compare,
     decode_results,
     describe_case,
@@ -287,14 +288,6 @@ with open(sys.argv[4], "wb") as f:
 """
 
 
-def builtin_microtrain() -> bool:
-    """True when the micropython binary has _microtrain built in (a firmware build)."""
-    env = dict(os.environ, MICROPYPATH=str(BUILD_TEST / "empty-path"))
-    p = subprocess.run([str(MICROPYTHON), "-c", "import _microtrain"], env=env, capture_output=True,
-                       text=True, timeout=60, check=False)
-    return p.returncode == 0
-
-
 PURE_256K = """
 import sys, gc
 import microtrain as mt
@@ -350,7 +343,7 @@ def test_f32_fallback_imports_only_its_modules_in_256k(tmp_path: Path) -> None:
     other kernels, in a 256 KB heap from source; the training steps it drives equal the
     ones with the native float kernels."""
     ensure_natmod()
-    if builtin_microtrain():
+    if binary_has_builtin_microtrain():
         pytest.skip(f"{MICROPYTHON} has _microtrain built in: its HAS_FLOAT cannot be cleared "
                     "(ROM module) to stand in for a Cortex-M0 natmod")
     dm = digits_model()

@@ -59,8 +59,9 @@ def standin_port() -> Path:
 
 
 def frozen_firmware() -> tuple[Path, str]:
-    """Single-precision floats, the rp2 manifest (the microtrain package) frozen in."""
+    """Single-precision floats, the rp2 manifest (the microtrain package) frozen in, no
+    environment (NO_ENV=1: no os.getenv, no MICROPYPATH), as a board's firmware."""
     port = standin_port()
-    return make_fwport(FW_BUILD / "frozen", "FLOAT", [
+    return make_fwport(FW_BUILD / "frozen", "FLOAT", ["NO_ENV=1",
         f"FROZEN_MANIFEST={ROOT / 'ports' / 'rp2' / 'manifest.py'}", f"MICROPY_MANIFEST_PORT_DIR={port}",
         f"MPY_LIB_DIR={FW_BUILD / 'standin-mpy-lib'}", f"MICROPY_MPYCROSS={MPY_CROSS}"])

@@ -35,6 +35,7 @@ from support.kernel_harness import (
     Result,
     RunOutcome,
     View,
+    binary_has_builtin_microtrain,
     build_driver,
     compare,
     decode_results,
@@ -49,6 +50,7 @@ from support.kernel_harness import (
     run_cases_micropython,
     run_micropython,
     s8,
+    skip_reason_builtin,
     u8,
     u32,
     write_cases,
@@ -57,9 +59,10 @@ from support.kernel_harness import (
 __all__ = [
     "BUILD_TEST", "DRIVER_SRC", "KERNEL_DIR", "MICROPYTHON", "NATMOD_X64", "POISON", "PYTHON_LIB", "ROOT",
     "RUNNER", "Alias", "Arg", "Buf", "Case", "Expected", "Expr", "Result", "RunOutcome", "View",
-    "assert_complete", "build_driver", "compare", "cosine", "decode_results", "describe_case",
+    "assert_complete", "binary_has_builtin_microtrain", "build_driver", "compare", "cosine",
+    "decode_results", "describe_case",
     "encode_cases", "ensure_natmod", "f32", "failures", "i32", "inout", "out", "run_cases_driver",
-    "run_cases_micropython", "run_micropython", "s8", "u8", "u32", "write_cases",
+    "run_cases_micropython", "run_micropython", "s8", "skip_reason_builtin", "u8", "u32", "write_cases",
 ]
 
 

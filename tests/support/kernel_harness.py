@@ -40,6 +40,7 @@ Results file::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -359,6 +360,27 @@ class RunOutcome:
     @property
     def complete(self) -> bool:
         return self.returncode == 0 and len(self.results) == self.ncases
+
+
+@functools.cache
+def binary_has_builtin_microtrain() -> bool:
+    """True when the MicroPython under test has ``_microtrain`` built in (a firmware such as
+    the host twin ``ports/host``): with no natmod on the path, ``import _microtrain`` works.
+
+    Such a binary always uses its own module (a built-in wins over any ``.mpy`` on the path,
+    and its ``HAS_FLOAT`` cannot be changed), so tests about loading the x64 natmod skip
+    there, saying so; the pure-Python kernels are forced with MICROTRAIN_PURE=1 instead."""
+    empty = BUILD_TEST / "empty-path"
+    empty.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, MICROPYPATH=str(empty))
+    p = subprocess.run([str(MICROPYTHON), "-c", "import _microtrain"], env=env, capture_output=True,
+                       text=True, timeout=60, cwd=empty, check=False)
+    return p.returncode == 0
+
+
+def skip_reason_builtin(what: str) -> str:
+    """The skip message of a test that cannot apply to a binary with ``_microtrain`` built in."""
+    return f"{MICROPYTHON} has _microtrain built in: {what}"
 
 
 def micropython_env() -> dict[str, str]:

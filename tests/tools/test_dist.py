@@ -29,7 +29,13 @@ import pytest
 
 from microtrain_tools import dist
 from support.digits_model import digits_model
-from support.harness import MICROPYTHON, ROOT, ensure_natmod
+from support.harness import (
+    MICROPYTHON,
+    ROOT,
+    binary_has_builtin_microtrain,
+    ensure_natmod,
+    skip_reason_builtin,
+)
 
 ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
 # MicroPython's native arch numbers (docs: "MicroPython .mpy files", header byte 2 = arch << 2 | sub-version).
@@ -112,6 +118,9 @@ def test_mpy_headers(all_dist: tuple[Path, str], arch: str) -> None:
 
 
 def test_x64_natmod_matches_host_runtime(all_dist: tuple[Path, str]) -> None:
+    if binary_has_builtin_microtrain():
+        pytest.skip(skip_reason_builtin("it loads no x64 natmod (its sys.implementation._mpy "
+                                        "need not name x64)"))
     out, _ = all_dist
     mpy = _host_mpy()  # version | (arch << 2 | sub-version) << 8
     head = (out / "x64_6.3" / "_microtrain.mpy").read_bytes()[:3]
@@ -179,6 +188,8 @@ for i in range(len(xs) // n):
 
 
 def test_x64_mip_install_and_run(tmp_path: Path) -> None:
+    if binary_has_builtin_microtrain():
+        pytest.skip(skip_reason_builtin("the mip-installed x64 _microtrain.mpy would never be imported"))
     ensure_natmod()
     out = tmp_path / "dist"
     assert dist.main(["--archs", "x64", "--out", str(out), "--no-build", "--quiet"]) == 0

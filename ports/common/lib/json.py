@@ -103,6 +103,37 @@ def _qstr(s):
     return "".join(out)
 
 
+# Double-precision builds: the core's repr(float) is not exact in the last digit, so a
+# float that must read back the same (a trainer log against its dump) is written with 17
+# significant digits computed exactly from its binary value, which always round-trips.
+_DOUBLE = 1.0 + 2.0 ** -40 != 1.0
+
+
+def _float(x):
+    if not _DOUBLE or x == 0 or x != x or x - x != 0:  # single floats, zero, nan, inf
+        return repr(x)
+    from math import frexp
+
+    m, e = frexp(x)
+    n = int(m * 9007199254740992)  # 2**53: x == n * 2**(e - 53) exactly
+    e -= 53
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    num, den = (n << e, 1) if e >= 0 else (n, 1 << -e)
+    k = 17 - (len(str(num)) - len(str(den)))  # 10**16 <= x * 10**k < 10**17, within one
+    while True:
+        a, b = (num * 10**k, den) if k >= 0 else (num, den * 10**-k)
+        d = (2 * a + b) // (2 * b)  # round to nearest
+        if d >= 10**17:
+            k -= 1
+        elif d < 10**16:
+            k += 1
+        else:
+            break
+    t = str(d)
+    return sign + t[0] + "." + (t[1:].rstrip("0") or "0") + "e" + str(16 - k)
+
+
 def dumps(v):
     if v is None:
         return "null"
@@ -112,7 +143,9 @@ def dumps(v):
         return "false"
     if isinstance(v, str):
         return _qstr(v)
-    if isinstance(v, (int, float)):
+    if isinstance(v, float):
+        return _float(v)
+    if isinstance(v, int):
         return repr(v)
     if isinstance(v, dict):
         return "{" + ", ".join(_qstr(str(k)) + ": " + dumps(x) for k, x in v.items()) + "}"
