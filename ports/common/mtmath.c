@@ -76,33 +76,34 @@ static double mt_log(double x) {
     return e * MT_LN2_HI + (2.0 * s * q + e * MT_LN2_LO);
 }
 
+// p(z) = c[0] + c[1] z + c[2] z^2 + ..., summed in this order (the reference port,
+// tools/microtrain_tools/reference/mpfloat.py _poly, sums the same way).
+static double mt_series(const double *c, unsigned n, double z) {
+    double p = 0.0, t = 1.0;
+    for (unsigned i = 0; i < n; i++) {
+        p += c[i] * t;
+        t *= z;
+    }
+    return p;
+}
+
 // sin and cos of |r| <= pi/4 (Taylor to r^21 / r^20).
 static double mt_sin_k(double r) {
-    double z = r * r, p = 0.0, t = 1.0;
     static const double c[] = {
         1.0, -1.0 / 6.0, 1.0 / 120.0, -1.0 / 5040.0, 1.0 / 362880.0, -1.0 / 39916800.0,
         1.0 / 6227020800.0, -1.0 / 1307674368000.0, 1.0 / 355687428096000.0,
         -1.0 / 121645100408832000.0, 1.0 / 51090942171709440000.0,
     };
-    for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
-        p += c[i] * t;
-        t *= z;
-    }
-    return r * p;
+    return r * mt_series(c, sizeof(c) / sizeof(c[0]), r * r);
 }
 
 static double mt_cos_k(double r) {
-    double z = r * r, p = 0.0, t = 1.0;
     static const double c[] = {
         1.0, -1.0 / 2.0, 1.0 / 24.0, -1.0 / 720.0, 1.0 / 40320.0, -1.0 / 3628800.0,
         1.0 / 479001600.0, -1.0 / 87178291200.0, 1.0 / 20922789888000.0,
         -1.0 / 6402373705728000.0, 1.0 / 2432902008176640000.0,
     };
-    for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
-        p += c[i] * t;
-        t *= z;
-    }
-    return p;
+    return mt_series(c, sizeof(c) / sizeof(c[0]), r * r);
 }
 
 // x = n pi/2 + r; returns n mod 4 (accurate for |x| < 2^28, deterministic beyond).
