@@ -1,0 +1,128 @@
+// The few Arm DSP-extension (armv7e-m: Cortex-M4/M7/M33) operations the
+// kernels use, with portable C equivalents that give the same bits on every
+// other target (x64 host, armv6m, armv7m). Kernels written with these run the
+// same algorithm everywhere, so the host tests exercise the board's code path.
+//
+// Packed values: a uint32_t holding two signed 16-bit halves, lo = bits 0..15,
+// hi = bits 16..31. All operations are exact integer arithmetic.
+#ifndef MT_DSP_H
+#define MT_DSP_H
+
+#include <stdint.h>
+
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
+#define MT_DSP 1
+#else
+#define MT_DSP 0
+#endif
+
+// Four bytes from any address (no alignment assumed). GCC/Clang: one LDR on
+// cores with unaligned access, byte loads elsewhere; no aliasing UB.
+#if defined(__GNUC__)
+typedef uint32_t __attribute__((aligned(1), may_alias)) mt_u32_unaligned_t;
+static inline uint32_t mt_load_u32(const int8_t *p) {
+    return *(const mt_u32_unaligned_t *)(const void *)p;
+}
+#else
+static inline uint32_t mt_load_u32(const int8_t *p) {
+    const uint8_t *b = (const uint8_t *)p;
+    return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
+}
+#endif
+
+static inline int32_t mt_lo16(uint32_t v) {
+    return (int32_t)(int16_t)(uint16_t)(v & 0xFFFFu);
+}
+
+static inline int32_t mt_hi16(uint32_t v) {
+    return (int32_t)(int16_t)(uint16_t)(v >> 16);
+}
+
+static inline uint32_t mt_pack16(int32_t lo, int32_t hi) {
+    return ((uint32_t)lo & 0xFFFFu) | (((uint32_t)hi & 0xFFFFu) << 16);
+}
+
+#if MT_DSP
+
+// Bytes 0 and 2 of v, sign-extended into the two halves.
+static inline uint32_t mt_sxtb16(uint32_t v) {
+    uint32_t r;
+    __asm__("sxtb16 %0, %1" : "=r"(r) : "r"(v));
+    return r;
+}
+
+// Bytes 1 and 3 of v, sign-extended into the two halves.
+static inline uint32_t mt_sxtb16_ror8(uint32_t v) {
+    uint32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+    return r;
+}
+
+// acc + lo(a) * lo(b) + hi(a) * hi(b).
+static inline int32_t mt_smlad(uint32_t a, uint32_t b, int32_t acc) {
+    int32_t r;
+    __asm__("smlad %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+    return r;
+}
+
+// Halfwise a + b, a - b (wrapping 16-bit).
+static inline uint32_t mt_sadd16(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("sadd16 %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline uint32_t mt_ssub16(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("ssub16 %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+// lo half of a with lo half of b as the high half: (lo(a), lo(b)).
+static inline uint32_t mt_pkhbt16(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+// hi half of b as the low half, hi half of a as the high half: (hi(b), hi(a)).
+static inline uint32_t mt_pkhtb16(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+#else
+
+static inline uint32_t mt_sxtb16(uint32_t v) {
+    return mt_pack16((int32_t)(int8_t)(uint8_t)(v & 0xFFu), (int32_t)(int8_t)(uint8_t)((v >> 16) & 0xFFu));
+}
+
+static inline uint32_t mt_sxtb16_ror8(uint32_t v) {
+    return mt_pack16((int32_t)(int8_t)(uint8_t)((v >> 8) & 0xFFu), (int32_t)(int8_t)(uint8_t)(v >> 24));
+}
+
+// Wrapping add like the instruction (the kernels keep sums far from 2^31).
+static inline int32_t mt_smlad(uint32_t a, uint32_t b, int32_t acc) {
+    return (int32_t)((uint32_t)acc + (uint32_t)(mt_lo16(a) * mt_lo16(b)) + (uint32_t)(mt_hi16(a) * mt_hi16(b)));
+}
+
+static inline uint32_t mt_sadd16(uint32_t a, uint32_t b) {
+    return mt_pack16(mt_lo16(a) + mt_lo16(b), mt_hi16(a) + mt_hi16(b));
+}
+
+static inline uint32_t mt_ssub16(uint32_t a, uint32_t b) {
+    return mt_pack16(mt_lo16(a) - mt_lo16(b), mt_hi16(a) - mt_hi16(b));
+}
+
+static inline uint32_t mt_pkhbt16(uint32_t a, uint32_t b) {
+    return (a & 0xFFFFu) | (b << 16);
+}
+
+static inline uint32_t mt_pkhtb16(uint32_t a, uint32_t b) {
+    return (a & 0xFFFF0000u) | (b >> 16);
+}
+
+#endif
+
+#endif
