@@ -645,8 +645,13 @@ def test_softmax_xent_vs_torch(scale):
         d = [qmax - v for v in q.tolist()]
         s_sum = sum(int(lut[k]) for k in d)
         g = [(int(lut[k]) * 2**15 + s_sum // 2) // s_sum for k in d]
-        g[label] -= 2**15
-        assert (err.tolist(), sh) == dyn_requant_ref(g)
+        # zero-sum errors: smallest shift whose rounded non-label terms sum to <= 127
+        others = [v for i, v in enumerate(g) if i != label]
+        shift = next(k for k in range(32) if sum((v + (2**k >> 1)) // 2**k for v in others) <= 127)
+        want = [(v + (2**shift >> 1)) // 2**shift for v in g]
+        want[label] = -sum(w for i, w in enumerate(want) if i != label)
+        assert (err.tolist(), sh) == (want, shift)
+        assert sum(err.tolist()) == 0
         assert stats.tolist() == [sh, s_sum, qmax]
 
 

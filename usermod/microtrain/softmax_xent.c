@@ -16,9 +16,8 @@ int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint
             qmax = q[i];
         }
     }
-    // S, and the largest table value among non-label logits: p is monotone
-    // in the table value, so the largest |g| is known after two divisions
-    // and the gradients need not be stored (no scratch) before requantising.
+    // S, and the largest table value among non-label logits: a lower bound
+    // for the shift below (p is monotone in the table value).
     uint32_t s = 0, vmax = 0;
     for (int32_t i = 0; i < c; ++i) {
         const uint32_t v = lut[qmax - q[i]];  // d in [0, 255]
@@ -27,17 +26,34 @@ int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint
             vmax = v;
         }
     }
+    // Zero-sum errors: err[label] is minus the sum of the other (rounded)
+    // errors, so the quantised gradient sums to zero like the real one
+    // (rounding the label's error on its own biases every logit upwards, into
+    // the int8 clamp). The shift is the smallest that keeps that sum <= 127;
+    // S(shift) is non-increasing in shift, so count up from the bound.
     // S >= lut[0] = 2^16 > 0 (the max logit has d = 0).
-    const uint32_t g_other = (uint32_t)mt_q15_prob(vmax, s);  // 0 when c == 1
-    const uint32_t g_label = (uint32_t)(32768 - mt_q15_prob(lut[qmax - q[label]], s));
-    const int32_t shift = mt_dyn_shift(g_other > g_label ? g_other : g_label);
-    for (int32_t i = 0; i < c; ++i) {
-        int32_t g = mt_q15_prob(lut[qmax - q[i]], s);
-        if (i == label) {
-            g -= 32768;
+    int32_t shift = mt_dyn_shift((uint32_t)mt_q15_prob(vmax, s));  // 0 when c == 1
+    for (;;) {
+        int32_t sum = 0;  // <= c * 127 after the first term above 127
+        for (int32_t i = 0; i < c && sum <= 127; ++i) {
+            if (i != label) {
+                sum += mt_dyn_apply(mt_q15_prob(lut[qmax - q[i]], s), shift);
+            }
         }
-        err[i] = mt_dyn_apply(g, shift);
+        if (sum <= 127) {
+            break;
+        }
+        ++shift;  // terminates: every p < 2^16, so at shift 17 every term is 0
     }
+    int32_t sum = 0;
+    for (int32_t i = 0; i < c; ++i) {
+        if (i != label) {
+            const int8_t v = mt_dyn_apply(mt_q15_prob(lut[qmax - q[i]], s), shift);
+            err[i] = v;
+            sum += v;
+        }
+    }
+    err[label] = (int8_t)-sum;
     stats[0] = shift;
     stats[1] = (int32_t)s;
     stats[2] = qmax;

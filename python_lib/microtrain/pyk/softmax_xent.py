@@ -1,6 +1,6 @@
 # softmax cross-entropy of int8 logits (softmax_xent.c).
 from microtrain.pyk.checks import M32, U32, _in8, _in32, _int, _nover, _out8, _out32, _ve
-from microtrain.pyk.quant import _dyn
+from microtrain.pyk.quant import _dyn_shift
 
 
 def softmax_xent_s8(logits, label, lut, err, stats):
@@ -29,11 +29,22 @@ def softmax_xent_s8(logits, label, lut, err, stats):
     for q in Q:
         s += L[qmax - q]
     half = s >> 1
-    g = [0] * c
+    g = [((L[qmax - q] << 15) + half) // s for q in Q]
+    g[label] = 0
+    # zero-sum errors (softmax_xent.c): the smallest shift keeping the sum of
+    # the other rounded errors <= 127; err[label] is minus that sum
+    sh = _dyn_shift(max(g))
+    while True:
+        h = (1 << (sh - 1)) if sh else 0
+        tot = 0
+        for v in g:
+            tot += (v + h) >> sh
+        if tot <= 127:
+            break
+        sh += 1
     for i in range(c):
-        g[i] = ((L[qmax - Q[i]] << 15) + half) // s
-    g[label] -= 32768
-    sh = _dyn(g, c, err, om)
+        err[i] = ((g[i] + h) >> sh) & om
+    err[label] = -tot & om
     stats[0] = sh
     stats[1] = s
     stats[2] = qmax

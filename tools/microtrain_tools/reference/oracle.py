@@ -632,10 +632,15 @@ def softmax_xent_s8(logits: ArrayLike, label: int, lut: ArrayLike) -> tuple[I8, 
     ld = table[qmax - q]
     s = int(ld.sum())
     p = (ld * 2**15 + s // 2) // s
-    grad = p.copy()
-    grad[label] -= 2**15
-    err, sh = dyn_requant(grad)
-    return err, sh, np.array([sh, s, qmax], dtype=np.int32)
+    # Zero-sum errors: the smallest shift whose rounded non-label errors sum
+    # to <= 127; the label's error is minus that sum (docs/numerics.md).
+    others = np.delete(p, label)
+    sh = 0
+    while int(((others + ((1 << sh) >> 1)) >> sh).sum()) > 127:
+        sh += 1
+    err = ((p + ((1 << sh) >> 1)) >> sh).astype(np.int64)
+    err[label] = -int(np.delete(err, label).sum())
+    return err.astype(np.int8), sh, np.array([sh, s, qmax], dtype=np.int32)
 
 
 # --------------------------------------------------------------------------
