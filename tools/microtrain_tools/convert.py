@@ -1,11 +1,14 @@
 """PyTorch -> ``.mtm`` converter and the numpy reference runner of ``.mtm`` files.
 
 ``convert(module, calib)`` traces the module with torch.fx (so graphs with
-residual adds work), folds BatchNorm into the preceding conv/linear, fuses
-ReLU/ReLU6 into the preceding conv/linear/add, drops Dropout/Flatten, calibrates
-per-tensor activation ranges on ``calib`` and quantises to the int8 scheme of
-docs/numerics.md, returning an :class:`mtm.Model` (``mtm.write`` gives bytes).
-``convert_to_file`` writes atomically: nothing is left behind on error.
+residual adds work), folds BatchNorm into the preceding conv/linear (or the
+next one), fuses ReLU/ReLU6 into the preceding conv/linear/add, folds zero
+padding into the next conv, drops Dropout, no-op reshapes and a final softmax,
+calibrates per-tensor activation ranges on ``calib`` and quantises to the int8
+scheme of docs/numerics.md, returning an :class:`mtm.Model` (``mtm.write``
+gives bytes). ``convert_to_file`` writes atomically: nothing is left behind on
+error. ``REGISTRY`` / ``REFUSALS`` are the one list of what converts (and what
+to do instead), printed by ``--list-ops`` and generated into docs/ops.md.
 
 ``run_mtm(model_bytes, x)`` runs a file through the oracle kernels: it is the
 reference the device loader is compared to.
@@ -20,7 +23,10 @@ import argparse
 import copy
 import math
 import operator
+import pickle
+import re
 import sys
+import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +39,6 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 from numpy.typing import ArrayLike, NDArray
-from torch.fx.passes.shape_prop import ShapeProp
 from tqdm import tqdm
 
 from microtrain_tools import mtm
@@ -41,11 +46,18 @@ from microtrain_tools.mtm import Act, DType, Kind, Layer, Model, Op, Quant, Tens
 from microtrain_tools.reference import oracle as o
 
 __all__ = [
+    "REFUSALS",
+    "REGISTRY",
     "ConvertError",
+    "ConvertWarning",
+    "OpEntry",
+    "Refusal",
     "convert",
     "convert_to_file",
     "dequantize_output",
     "main",
+    "ops_doc",
+    "ops_text",
     "quantize_input",
     "run_mtm",
     "to_nhwc",
@@ -53,7 +65,36 @@ __all__ = [
 
 
 class ConvertError(ValueError):
-    """An unsupported op/attribute (the message names the layer and op) or bad input."""
+    """An unsupported op/attribute or bad input: one line naming the layer, the op and what to do."""
+
+
+class ConvertWarning(UserWarning):
+    """The model converted, but something looks wrong (e.g. calibration data in 0..255)."""
+
+
+# --------------------------------------------------------------------------
+# where a node comes from (for messages)
+
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
+_THIS_FILE = str(Path(__file__).resolve())
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n[ \t]*([^\n]*)')
+
+
+def _internal(filename: str) -> bool:
+    f = str(Path(filename).resolve()) if filename and not filename.startswith("<") else filename
+    return f.startswith(_TORCH_DIR) or f == _THIS_FILE
+
+
+def _at(node: torch.fx.Node | None) -> str:
+    """`` [at net.py:14]``: the user's source line that made ``node`` (when fx recorded it)."""
+    st = getattr(node, "stack_trace", None) if node is not None else None
+    if not st:
+        return ""
+    frames = [f for f in _FRAME.findall(st) if not _internal(f[0])]
+    if not frames:
+        return ""
+    fname, line, _, _ = frames[-1]
+    return f" [at {Path(fname).name}:{line}]"
 
 
 # --------------------------------------------------------------------------
@@ -79,6 +120,26 @@ class _Value:
         return v
 
 
+@dataclass(frozen=True)
+class _Pool:
+    """A pooling window in file terms (H, W): from a module or a functional call."""
+
+    is_max: bool
+    ks: tuple[int, int]
+    st: tuple[int, int]
+    pd: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _PreBn:
+    """A BatchNorm folded into the conv/linear that reads its output (it scales the layer's inputs)."""
+
+    module: nn.Module
+    name: str
+    repeat: int  # a flatten in between: each channel covers this many Linear columns
+    where: str
+
+
 @dataclass(eq=False)
 class _PLayer:
     kind: str  # conv, linear, relu, relu6, maxpool, avgpool, gap, add
@@ -90,18 +151,14 @@ class _PLayer:
     act: Act = Act.NONE
     fused: list[str] = field(default_factory=list)
     attrs: dict[str, Any] = field(default_factory=dict)
-
-
-_RELU_FNS: tuple[Any, ...] = (F.relu, torch.relu, torch.relu_, F.relu_)
-_ADD_FNS: tuple[Any, ...] = (operator.add, operator.iadd, torch.add)
-_FLATTEN_METHODS = ("flatten", "view", "reshape")
+    where: str = ""  # "layer 'x' (Type)" + source location, for messages at emit time
 
 
 def _meta_shape(node: torch.fx.Node) -> tuple[int, ...]:
-    tm = node.meta.get("tensor_meta")
-    if tm is None or not hasattr(tm, "shape"):
-        raise ConvertError(f"layer '{node.name}': output is not a single tensor")
-    return tuple(int(d) for d in tm.shape)
+    shape = node.meta.get("mt_shape")
+    if shape is None:
+        raise ConvertError(f"layer '{node.name}': output is not a single tensor{_at(node)}")
+    return tuple(shape)
 
 
 def _nhwc_shape(shape: tuple[int, ...], where: str) -> tuple[tuple[int, ...], bool]:
@@ -112,7 +169,8 @@ def _nhwc_shape(shape: tuple[int, ...], where: str) -> tuple[tuple[int, ...], bo
         return (1, shape[2], shape[1]), True
     if len(shape) == 2:
         return (shape[1],), False
-    raise ConvertError(f"{where}: tensors of rank {len(shape)} (with batch) are not supported")
+    raise ConvertError(f"{where}: tensors of rank {len(shape)} (with batch) are not supported: "
+                       "use (N, C, H, W), (N, C, L) or (N, features)")
 
 
 def _describe(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
@@ -126,65 +184,370 @@ def _describe(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
     return f"layer '{node.name}' ({node.op} {node.target})"
 
 
+def _pair(v: Any) -> tuple[int, int]:
+    if isinstance(v, (tuple, list)):
+        return (int(v[0]), int(v[1])) if len(v) == 2 else (int(v[0]), int(v[0]))
+    return int(v), int(v)
+
+
+def _one(v: Any) -> int:
+    return int(v[0]) if isinstance(v, (tuple, list)) else int(v)
+
+
+def _bind(node: torch.fx.Node, names: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any]:
+    """A call's arguments by name (``names`` in positional order, the input first)."""
+    out = dict(defaults)
+    out.update(zip(names, node.args, strict=False))
+    out.update(node.kwargs)
+    return out
+
+
+class _Fail(Exception):
+    """Raised by an accept check: the message after "layer '...' (...): "."""
+
+
+# --------------------------------------------------------------------------
+# what converts: one registry (``microtrain convert --list-ops`` and docs/ops.md are made from it)
+
+
+_Accept = Callable[[torch.fx.Node, "nn.Module | None"], str]
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    """PyTorch forms that map onto one kind of file layer (or onto nothing, like Dropout).
+
+    ``kind`` is how the planner handles them; ``accept(node, module)`` checks the
+    attributes (raising ``_Fail`` with what is wrong and what to do) and returns the
+    kind, possibly refined (``clamp(0, 6)`` -> ``relu6``). Adding a PyTorch module,
+    function or tensor method to an existing kind is one entry here.
+    """
+
+    kind: str
+    forms: str  # as written in PyTorch (docs)
+    becomes: str  # what the file holds (docs)
+    notes: str = ""
+    modules: tuple[type, ...] = ()
+    functions: tuple[Any, ...] = ()
+    methods: tuple[str, ...] = ()
+    accept: _Accept | None = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """PyTorch forms that do not convert, with what to do instead."""
+
+    forms: str
+    advice: str
+    modules: tuple[type, ...] = ()
+    functions: tuple[Any, ...] = ()
+    methods: tuple[str, ...] = ()
+
+
+_POOL_FN_ARGS = {  # functional pooling: argument names in order, and defaults
+    F.max_pool2d: (("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
+                   {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False, "return_indices": False}),
+    F.max_pool1d: (("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
+                   {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False, "return_indices": False}),
+    F.avg_pool2d: (("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                    "divisor_override"),
+                   {"stride": None, "padding": 0, "ceil_mode": False, "count_include_pad": True,
+                    "divisor_override": None}),
+    F.avg_pool1d: (("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"),
+                   {"stride": None, "padding": 0, "ceil_mode": False, "count_include_pad": True}),
+}
+
+
+def _pool_spec(node: torch.fx.Node, mod: nn.Module | None) -> _Pool:
+    """The pooling window of a pool module or a functional pool call; refuses what the kernels lack."""
+    if mod is not None:
+        is_max = isinstance(mod, (nn.MaxPool1d, nn.MaxPool2d))
+        is1d = isinstance(mod, (nn.MaxPool1d, nn.AvgPool1d))
+        a: dict[str, Any] = {k: getattr(mod, k, d) for k, d in (
+            ("kernel_size", None), ("stride", None), ("padding", 0), ("dilation", 1), ("ceil_mode", False),
+            ("return_indices", False), ("count_include_pad", True), ("divisor_override", None))}
+    else:
+        names, defaults = _POOL_FN_ARGS[node.target]
+        a = _bind(node, names, defaults)
+        is_max = node.target in (F.max_pool1d, F.max_pool2d)
+        is1d = node.target in (F.max_pool1d, F.avg_pool1d)
+    stride = a["stride"] if a["stride"] not in (None, (), []) else a["kernel_size"]
+    if is1d:
+        ks, st, pd = (1, _one(a["kernel_size"])), (1, _one(stride)), (0, _one(a["padding"]))
+    else:
+        ks, st, pd = _pair(a["kernel_size"]), _pair(stride), _pair(a["padding"])
+    if is_max:
+        dil = a["dilation"] if isinstance(a["dilation"], (tuple, list)) else (a["dilation"],)
+        if any(int(d) != 1 for d in dil):
+            raise _Fail(f"dilation {a['dilation']} is not supported (only 1)")
+        if a["return_indices"]:
+            raise _Fail("return_indices is not supported (the device keeps no indices): drop it")
+    else:
+        if a["ceil_mode"]:
+            raise _Fail("ceil_mode=True is not supported for average pooling: use ceil_mode=False")
+        if (pd[0] or pd[1]) and a["count_include_pad"]:
+            raise _Fail("padding with count_include_pad=True is not supported "
+                        "(the kernel averages the valid taps: use count_include_pad=False)")
+        if a.get("divisor_override"):
+            raise _Fail("divisor_override is not supported: drop it")
+    if not (pd[0] < ks[0] and pd[1] < ks[1]):
+        raise _Fail(f"padding {pd} must be smaller than the kernel {ks}")
+    return _Pool(is_max, ks, st, pd)
+
+
+def _accept_pool(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    return "maxpool" if _pool_spec(node, mod).is_max else "avgpool"
+
+
+def _accept_conv(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    assert isinstance(mod, (nn.Conv1d, nn.Conv2d))
+    if any(d != 1 for d in mod.dilation):
+        raise _Fail(f"dilation {tuple(mod.dilation)} is not supported (only 1)")
+    if mod.padding_mode != "zeros":
+        raise _Fail(f"padding_mode '{mod.padding_mode}' is not supported (only 'zeros')")
+    return "conv"
+
+
+def _accept_adaptive(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    size = mod.output_size if mod is not None else _bind(node, ("input", "output_size"), {})["output_size"]
+    sizes = size if isinstance(size, (tuple, list)) else (size,)
+    if any(s != 1 for s in sizes):
+        raise _Fail(f"output_size {size}: only output_size 1 (global pooling) is supported")
+    is_max = isinstance(mod, (nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d)) or node.target in (
+        F.adaptive_max_pool1d, F.adaptive_max_pool2d)
+    if is_max and (mod.return_indices if mod is not None else
+                   _bind(node, ("input", "output_size", "return_indices"), {}).get("return_indices")):
+        raise _Fail("return_indices is not supported: drop it")
+    return "gmp" if is_max else "gap"
+
+
+def _reduced_dims(node: torch.fx.Node) -> tuple[dict[str, Any], tuple[int, ...]]:
+    a = _bind(node, ("input", "dim", "keepdim"), {"dim": None, "keepdim": False})
+    src = node.args[0]
+    rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
+    dim = a["dim"]
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (() if dim is None else (dim,))
+    return a, tuple(sorted({int(d) % rank for d in dims})) if rank else ()
+
+
+def _accept_mean(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    a, dims = _reduced_dims(node)
+    if a.get("dtype") is not None:
+        raise _Fail("dtype= is not supported: drop it")
+    src = node.args[0]
+    rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
+    if rank not in (3, 4) or dims != tuple(range(2, rank)):
+        raise _Fail(f"a mean over dims {a['dim']} of a rank-{rank} tensor: only the mean over all "
+                    "spatial dims ((2, 3) of (N, C, H, W), 2 of (N, C, L)) converts (global average pooling)")
+    return "gap"
+
+
+def _accept_amax(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    a, dims = _reduced_dims(node)
+    src = node.args[0]
+    rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
+    if rank not in (3, 4) or dims != tuple(range(2, rank)):
+        raise _Fail(f"a max over dims {a['dim']} of a rank-{rank} tensor: only the max over all spatial "
+                    "dims converts (global max pooling)")
+    return "gmp"
+
+
+def _accept_hardtanh(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    if mod is not None:
+        lo, hi = mod.min_val, mod.max_val
+    else:
+        a = _bind(node, ("input", "min_val", "max_val", "inplace"), {"min_val": -1.0, "max_val": 1.0})
+        lo, hi = a["min_val"], a["max_val"]
+    if (lo, hi) != (0, 6):
+        raise _Fail(f"Hardtanh({lo}, {hi}): only Hardtanh(0, 6) (= ReLU6) converts")
+    return "relu6"
+
+
+def _accept_clamp(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    a = _bind(node, ("input", "min", "max"), {"min": None, "max": None})
+    lo, hi = a["min"], a["max"]
+    if isinstance(lo, torch.fx.Node) or isinstance(hi, torch.fx.Node):
+        raise _Fail("clamp with tensor bounds is not supported: use clamp(0, 6) or clamp(min=0)")
+    if lo == 0 and hi is None:
+        return "relu"
+    if lo == 0 and hi == 6:
+        return "relu6"
+    raise _Fail(f"clamp({lo}, {hi}): only clamp(0, 6) (= ReLU6) and clamp(min=0) (= ReLU) convert")
+
+
+def _accept_add(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    a = _bind(node, ("input", "other"), {"alpha": 1})
+    if len(node.args) != 2 or not all(isinstance(x, torch.fx.Node) for x in node.args) or a["alpha"] != 1:
+        raise _Fail("add needs exactly two tensor operands (no constants, no alpha): fold a constant "
+                    "into the bias of the layer before")
+    return "add"
+
+
+def _accept_pad(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    if mod is not None:
+        value = getattr(mod, "value", 0.0)
+        if value != 0:
+            raise _Fail(f"padding value {value}: only zero padding converts")
+        return "pad"
+    a = _bind(node, ("input", "pad", "mode", "value"), {"mode": "constant", "value": None})
+    if a["mode"] != "constant" or a["value"] not in (None, 0, 0.0):
+        raise _Fail(f"F.pad mode={a['mode']!r} value={a['value']}: only zero padding (mode 'constant', "
+                    "value 0) converts")
+    return "pad"
+
+
+def _accept_softmax(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    dim = mod.dim if mod is not None else _bind(node, ("input", "dim"), {"dim": None})["dim"]
+    src = node.args[0]
+    rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
+    if dim is None:  # PyTorch's implicit choice for ranks 2 and 4
+        dim = 1
+    if rank < 2 or int(dim) % rank != 1:
+        raise _Fail(f"softmax over dim {dim} of a rank-{rank} tensor: only over the class / channel dim 1")
+    return "softmax"
+
+
+_ADAPTIVE = (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d)
+_CONSTPAD = (nn.ZeroPad1d, nn.ZeroPad2d, nn.ConstantPad1d, nn.ConstantPad2d)
+
+REGISTRY: tuple[OpEntry, ...] = (
+    OpEntry("conv", "nn.Conv2d, nn.Conv1d (groups: depthwise / grouped; padding int, tuple, 'same', 'valid')",
+            "CONV2D (a Conv1d is a conv with H = 1)", "dilation 1, padding_mode 'zeros'",
+            modules=(nn.Conv1d, nn.Conv2d), accept=_accept_conv),
+    OpEntry("linear", "nn.Linear", "LINEAR", "after a flatten of (C, H, W) the columns are permuted to NHWC",
+            modules=(nn.Linear,)),
+    OpEntry("bn", "nn.BatchNorm2d, nn.BatchNorm1d",
+            "folded into the conv / linear before it (or, when there is none, into the conv / linear after it)",
+            "needs running statistics; folding into the next layer needs that layer unpadded and nothing "
+            "but reshapes / dropout in between",
+            modules=(nn.BatchNorm1d, nn.BatchNorm2d)),
+    OpEntry("relu", "nn.ReLU, F.relu, torch.relu, x.relu(), clamp(min=0)",
+            "fused into the conv / linear / add before it, else a RELU layer",
+            modules=(nn.ReLU,), functions=(F.relu, torch.relu, torch.relu_, F.relu_), methods=("relu", "relu_")),
+    OpEntry("relu6", "nn.ReLU6, F.relu6, nn.Hardtanh(0, 6), F.hardtanh(x, 0, 6)",
+            "fused like ReLU, else a RELU6 layer", modules=(nn.ReLU6,), functions=(F.relu6,)),
+    OpEntry("relu6", "nn.Hardtanh(0, 6), F.hardtanh(x, 0, 6)", "as ReLU6", "only the bounds (0, 6)",
+            modules=(nn.Hardtanh,), functions=(F.hardtanh,), accept=_accept_hardtanh),
+    OpEntry("relu", "torch.clamp(x, 0, 6), x.clamp(0, 6), x.clamp(min=0), torch.clip",
+            "as ReLU6 (0, 6) or ReLU (min=0)", "other bounds are refused",
+            functions=(torch.clamp, torch.clip, torch.clamp_), methods=("clamp", "clip", "clamp_", "clip_"),
+            accept=_accept_clamp),
+    OpEntry("maxpool", "nn.MaxPool2d, nn.MaxPool1d, F.max_pool2d, F.max_pool1d", "MAXPOOL",
+            "dilation 1, no return_indices; padding < kernel",
+            modules=(nn.MaxPool1d, nn.MaxPool2d), functions=(F.max_pool1d, F.max_pool2d), accept=_accept_pool),
+    OpEntry("avgpool", "nn.AvgPool2d, nn.AvgPool1d, F.avg_pool2d, F.avg_pool1d", "AVGPOOL",
+            "ceil_mode False; with padding only count_include_pad=False (the kernel averages valid taps)",
+            modules=(nn.AvgPool1d, nn.AvgPool2d), functions=(F.avg_pool1d, F.avg_pool2d), accept=_accept_pool),
+    OpEntry("gap", "nn.AdaptiveAvgPool2d(1), nn.AdaptiveAvgPool1d(1), F.adaptive_avg_pool2d(x, 1), "
+            "nn.AdaptiveMaxPool2d(1), F.adaptive_max_pool2d(x, 1)",
+            "GLOBAL_AVGPOOL (max: a MAXPOOL over the whole map)", "output_size 1 only; a global max pool "
+            "needs H * W <= 255",
+            modules=_ADAPTIVE, functions=(F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_max_pool1d,
+                                          F.adaptive_max_pool2d), accept=_accept_adaptive),
+    OpEntry("gap", "x.mean((2, 3)), x.mean([-1, -2]), torch.mean(x, 2) (keepdim or not)", "GLOBAL_AVGPOOL",
+            "the mean over all spatial dims only", functions=(torch.mean,), methods=("mean",),
+            accept=_accept_mean),
+    OpEntry("gmp", "x.amax((2, 3)), torch.amax(x, (2, 3))", "MAXPOOL over the whole map", "H * W <= 255",
+            functions=(torch.amax,), methods=("amax",), accept=_accept_amax),
+    OpEntry("add", "x + y, torch.add(x, y), x.add(y), x += y", "ADD (ReLU after it fused)",
+            "two tensors of the same shape; no broadcasting, no alpha",
+            functions=(operator.add, operator.iadd, torch.add), methods=("add", "add_"), accept=_accept_add),
+    OpEntry("pad", "nn.ZeroPad2d, nn.ZeroPad1d, nn.ConstantPad2d/1d(p, 0), F.pad(x, p) (constant 0)",
+            "folded into the padding of the conv after it (asymmetric: the bottom / right part is the conv's "
+            "output size)", "only before a conv; pad top / left + the conv's padding < kernel",
+            modules=_CONSTPAD, functions=(F.pad,), accept=_accept_pad),
+    OpEntry("reshape", "nn.Flatten, torch.flatten(x, 1), x.view(n, -1), x.reshape(n, -1), x.squeeze(), "
+            "x.unsqueeze(), torch.squeeze / unsqueeze / reshape",
+            "nothing: a no-op on the device's NHWC tensors",
+            "to (N, features) before a Linear; other reshapes only where the NHWC shape stays the same "
+            "(e.g. squeezing the 1x1 of a global pool)",
+            modules=(nn.Flatten,), functions=(torch.flatten, torch.reshape, torch.squeeze, torch.unsqueeze),
+            methods=("flatten", "view", "reshape", "squeeze", "unsqueeze")),
+    OpEntry("alias", "nn.Dropout (1d, 2d, 3d), nn.AlphaDropout, F.dropout, nn.Identity, x.contiguous()",
+            "nothing (dropped)", "", modules=(nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d,
+                                                nn.AlphaDropout, nn.Identity),
+            functions=(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout), methods=("contiguous",)),
+    OpEntry("softmax", "a final nn.Softmax(dim=1), F.softmax, torch.softmax, x.softmax(1), nn.LogSoftmax, "
+            "F.log_softmax", "nothing: stripped, the file outputs the logits (recorded in the last layer's "
+            "fused names)", "only as the model's last op; predict() (argmax) is unchanged, apply softmax to the "
+            "outputs for probabilities",
+            modules=(nn.Softmax, nn.LogSoftmax), functions=(F.softmax, torch.softmax, F.log_softmax,
+                                                            torch.log_softmax),
+            methods=("softmax", "log_softmax"), accept=_accept_softmax),
+)
+
+REFUSALS: tuple[Refusal, ...] = (
+    Refusal("nn.ConvTranspose2d / 1d, F.conv_transpose2d", "there is no transposed-conv kernel yet: "
+            "upsample with a conv of more channels instead", modules=(nn.ConvTranspose1d, nn.ConvTranspose2d),
+            functions=(F.conv_transpose1d, F.conv_transpose2d)),
+    Refusal("nn.Upsample, F.interpolate", "there is no upsampling kernel yet",
+            modules=(nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d), functions=(F.interpolate,)),
+    Refusal("torch.cat, torch.stack", "there is no concatenation kernel yet: join branches with an add "
+            "(x + y) of equal shapes", functions=(torch.cat, torch.concat, torch.stack)),
+    Refusal("nn.GRU, nn.LSTM, nn.RNN", "there are no recurrent layers: use nn.Conv1d over time on "
+            "(N, C, L) windows", modules=(nn.GRU, nn.LSTM, nn.RNN)),
+    Refusal("nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm", "per-sample normalisation has no kernel: use "
+            "BatchNorm (it is folded into a conv / linear)",
+            modules=(nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d)),
+    Refusal("x * y, x - y, x / y, torch.mul", "element-wise arithmetic other than add has no kernel: fold "
+            "constant scales into the data or into a conv / linear",
+            functions=(operator.mul, operator.sub, operator.truediv, torch.mul, torch.sub, torch.div),
+            methods=("mul", "sub", "div")),
+    Refusal("F.conv2d, F.linear with explicit weights", "use nn.Conv2d / nn.Linear modules (the file "
+            "stores module weights)", functions=(F.conv1d, F.conv2d, F.linear)),
+)
+
+
+def _tables() -> tuple[dict[type, OpEntry | Refusal], dict[Any, OpEntry | Refusal],
+                       dict[str, OpEntry | Refusal]]:
+    mods: dict[type, OpEntry | Refusal] = {}
+    fns: dict[Any, OpEntry | Refusal] = {}
+    meths: dict[str, OpEntry | Refusal] = {}
+    for e in (*REGISTRY, *REFUSALS):
+        mods.update(dict.fromkeys(e.modules, e))
+        fns.update(dict.fromkeys(e.functions, e))
+        meths.update(dict.fromkeys(e.methods, e))
+    return mods, fns, meths
+
+
+_BY_MODULE, _BY_FUNCTION, _BY_METHOD = _tables()
+
+
+def _lookup(node: torch.fx.Node, modules: dict[str, nn.Module]) -> OpEntry | Refusal | None:
+    if node.op == "call_module":
+        for cls in type(modules[str(node.target)]).__mro__:
+            if cls in _BY_MODULE:
+                return _BY_MODULE[cls]
+        return None
+    if node.op == "call_function":
+        try:
+            return _BY_FUNCTION.get(node.target)
+        except TypeError:  # an unhashable callable
+            return None
+    if node.op == "call_method":
+        return _BY_METHOD.get(str(node.target))
+    return None
+
+
 def _classify(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
     where = _describe(node, modules)
-    if node.op == "call_module":
-        mod = modules[str(node.target)]
-        if isinstance(mod, (nn.Conv2d, nn.Conv1d)):
-            return "conv"
-        if isinstance(mod, nn.Linear):
-            return "linear"
-        if isinstance(mod, (nn.BatchNorm2d, nn.BatchNorm1d)):
-            return "bn"
-        if isinstance(mod, nn.ReLU):
-            return "relu"
-        if isinstance(mod, nn.ReLU6) or (isinstance(mod, nn.Hardtanh) and mod.min_val == 0
-                                          and mod.max_val == 6):
-            return "relu6"
-        if isinstance(mod, (nn.MaxPool2d, nn.MaxPool1d)):
-            return "maxpool"
-        if isinstance(mod, (nn.AvgPool2d, nn.AvgPool1d)):
-            return "avgpool"
-        if isinstance(mod, (nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool1d)):
-            size = mod.output_size
-            sizes = size if isinstance(size, (tuple, list)) else (size,)
-            if any(s != 1 for s in sizes):
-                raise ConvertError(f"{where}: only output_size 1 (global average pool) is supported")
-            return "gap"
-        if isinstance(mod, nn.Flatten):
-            return "flatten"
-        if isinstance(mod, (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Identity)):
-            return "alias"
-        raise ConvertError(f"{where}: unsupported op")
     if _is_meta(node):
         return "meta"
-    if node.op == "call_function":
-        t = node.target
-        if t in _ADD_FNS:
-            if len(node.args) != 2 or not all(isinstance(a, torch.fx.Node) for a in node.args) \
-                    or node.kwargs.get("alpha", 1) != 1:
-                raise ConvertError(f"{where}: add needs exactly two tensor operands (no alpha)")
-            return "add"
-        if t in _RELU_FNS:
-            return "relu"
-        if t is F.relu6:
-            return "relu6"
-        if t is F.hardtanh and tuple(node.args[1:3]) == (0.0, 6.0):
-            return "relu6"
-        if t is torch.flatten:
-            return "flatten"
-        if t is F.dropout:
-            return "alias"
-        raise ConvertError(f"{where}: unsupported op")
-    if node.op == "call_method":
-        if node.target in ("relu", "relu_"):
-            return "relu"
-        if node.target in _FLATTEN_METHODS:
-            return "flatten"
-        if node.target == "contiguous":
-            return "alias"
-        raise ConvertError(f"{where}: unsupported op")
-    raise ConvertError(f"{where}: unsupported graph node")
+    if node.op not in ("call_module", "call_function", "call_method"):
+        raise ConvertError(f"{where}: unsupported graph node{_at(node)}")
+    e = _lookup(node, modules)
+    if e is None:
+        raise ConvertError(f"{where}: unsupported op: no device kernel for it (see `microtrain convert "
+                           f"--list-ops` for what converts){_at(node)}")
+    if isinstance(e, Refusal):
+        raise ConvertError(f"{where}: unsupported op: {e.advice}{_at(node)}")
+    if e.accept is None:
+        return e.kind
+    mod = modules[str(node.target)] if node.op == "call_module" else None
+    try:
+        return e.accept(node, mod)
+    except _Fail as f:
+        raise ConvertError(f"{where}: {f}{_at(node)}") from None
 
 
 def _is_meta(node: torch.fx.Node) -> bool:
@@ -202,10 +565,9 @@ def _single_user(node: torch.fx.Node) -> torch.fx.Node | None:
     return users[0] if len(users) == 1 else None
 
 
-def _pair(v: Any) -> tuple[int, int]:
-    if isinstance(v, (tuple, list)):
-        return (int(v[0]), int(v[1])) if len(v) == 2 else (int(v[0]), int(v[0]))
-    return int(v), int(v)
+def _same_nhwc_order(shape: tuple[int, ...]) -> bool:
+    """A (C, H, W) / (C, L) sample flattens in the same order in NCHW and NHWC."""
+    return len(shape) < 3 or shape[1] == 1 or math.prod(shape[2:]) == 1
 
 
 class _Planner:
@@ -219,6 +581,10 @@ class _Planner:
         self.input: _Value | None = None
         self.output: _Value | None = None
         self.calls: dict[str, int] = {}
+        self.pads: dict[torch.fx.Node, tuple[int, int, int, int, list[str]]] = {}  # top, bottom, left, right
+        self.pre_bn: dict[torch.fx.Node, _PreBn] = {}
+        self.softmax: str | None = None
+        self.notes: list[str] = []
 
     def name(self, node: torch.fx.Node) -> str:
         base = str(node.target) if node.op == "call_module" else node.name
@@ -231,24 +597,37 @@ class _Planner:
         self.names.add(name)
         return name
 
+    def src_name(self, node: torch.fx.Node) -> str:
+        return str(node.target) if node.op == "call_module" else node.name
+
+    def where(self, node: torch.fx.Node) -> str:
+        return _describe(node, self.modules)
+
+    def fail(self, node: torch.fx.Node, msg: str) -> ConvertError:
+        return ConvertError(f"{self.where(node)}: {msg}{_at(node)}")
+
     def value_of(self, arg: Any, node: torch.fx.Node) -> _Value:
         if not isinstance(arg, torch.fx.Node) or arg not in self.values:
-            raise ConvertError(f"{_describe(node, self.modules)}: input is not a traced tensor")
+            raise self.fail(node, "input is not a traced tensor (a constant or a parameter): compute it in "
+                                  "a module of its own")
         return self.values[arg]
 
     def new_value(self, node: torch.fx.Node, calib: torch.fx.Node | None = None,
                   same_as: _Value | None = None) -> _Value:
-        shape, s1d = _nhwc_shape(_meta_shape(node), _describe(node, self.modules))
+        shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node))
         return _Value(shape, s1d, calib=calib, same_as=same_as)
 
     def fuse_act(self, node: torch.fx.Node, pl: _PLayer) -> torch.fx.Node:
         """Fuse a following relu/relu6 if ``node`` is its only producer; return the last node."""
         nxt = _single_user(node)
         if nxt is not None and nxt.op != "output":
-            kind = _classify(nxt, self.modules)
+            try:
+                kind = _classify(nxt, self.modules)
+            except ConvertError:
+                return node  # refused when its own turn comes
             if kind in ("relu", "relu6") and nxt.args[0] is node:
                 pl.act = Act.RELU if kind == "relu" else Act.RELU6
-                pl.fused.append(str(nxt.target) if nxt.op == "call_module" else nxt.name)
+                pl.fused.append(self.src_name(nxt))
                 self.done.add(nxt)
                 return nxt
         return node
@@ -259,83 +638,210 @@ class _Planner:
                 continue
             if node.op == "placeholder":
                 if self.input is not None:
-                    raise ConvertError(f"layer '{node.name}': only one model input is supported")
+                    raise self.fail(node, "a second model input: the file has one input (pass one tensor)")
                 self.input = self.values[node] = self.new_value(node, calib=node)
                 continue
             if node.op == "output":
-                out = node.args[0]
-                if not isinstance(out, torch.fx.Node):
-                    raise ConvertError("the model must return a single tensor")
-                self.output = self.value_of(out, node)
+                self.plan_output(node)
                 continue
             if node.op == "get_attr":
-                raise ConvertError(f"{_describe(node, self.modules)}: parameters used outside a module "
-                                   "are not supported")
+                raise self.fail(node, "a parameter or buffer used outside a module (e.g. F.conv2d(x, "
+                                      "self.weight)): use nn.Conv2d / nn.Linear modules")
             self.plan_node(node, _classify(node, self.modules))
+
+    def plan_output(self, node: torch.fx.Node) -> None:
+        out = node.args[0]
+        if not isinstance(out, torch.fx.Node):
+            n = len(out) if isinstance(out, (tuple, list, dict)) else 0
+            raise ConvertError(f"the model returns {n or 'no'} tensors: the file has one output; return only "
+                               "the tensor the device should compute (e.g. the logits)")
+        v = self.value_of(out, node)
+        tshape = _meta_shape(out)
+        if len(tshape) == 2 and len(v.shape) == 3 and not _same_nhwc_order((0, v.shape[2], v.shape[0],
+                                                                              v.shape[1])):
+            raise ConvertError(f"{self.where(out)}: the model output is a flattened (C, H, W) map, which the "
+                               "device holds in NHWC order, not PyTorch's CHW: end the model with a Linear "
+                               f"or a global pool{_at(out)}")
+        self.output = v
 
     def plan_node(self, node: torch.fx.Node, kind: str) -> None:
         if kind == "meta":
             return
-        where = _describe(node, self.modules)
         x = self.value_of(node.args[0], node)
+        arg0 = node.args[0]
+        assert isinstance(arg0, torch.fx.Node)
+        in_tshape = _meta_shape(arg0)
         if kind in ("conv", "linear"):
-            in_rank = len(_meta_shape(node.args[0])) if isinstance(node.args[0], torch.fx.Node) else 0
-            if kind == "linear" and in_rank != 2:
-                raise ConvertError(f"{where}: Linear needs a (batch, features) input (flatten first)")
-            if kind == "conv" and len(x.shape) != 3:
-                raise ConvertError(f"{where}: conv needs an (N, C, H, W) or (N, C, L) input")
-            target = str(node.target)
-            self.calls[target] = self.calls.get(target, 0) + 1
-            if self.calls[target] > 1:
-                raise ConvertError(f"{where}: module called more than once (shared weights)")
-            pl = _PLayer(kind, self.name(node), [x], x, module=self.modules[target])
-            last = node
-            nxt = _single_user(node)
-            if nxt is not None and nxt.op == "call_module" and _classify(nxt, self.modules) == "bn":
-                pl.bn = self.modules[str(nxt.target)]
-                pl.fused.append(str(nxt.target))
-                self.done.add(nxt)
-                last = nxt
-            last = self.fuse_act(last, pl)
-            pl.output = self.values[last] = self.new_value(last, calib=last)
-            self.values[node] = pl.output
-            self.layers.append(pl)
+            self.plan_weighted(node, kind, x, arg0, in_tshape)
         elif kind == "bn":
-            raise ConvertError(f"{where}: BatchNorm must directly follow a conv/linear whose output "
-                               "has no other use (it is folded into it)")
+            self.plan_bn(node, x, in_tshape)
         elif kind in ("relu", "relu6"):
-            pl = _PLayer(kind, self.name(node), [x], x)
-            pl.output = self.values[node] = self.new_value(node, same_as=x)
-            if pl.output.shape != x.shape:
-                raise ConvertError(f"{where}: shape changes")
-            self.layers.append(pl)
-        elif kind in ("maxpool", "avgpool", "gap"):
-            if len(x.shape) != 3:
-                raise ConvertError(f"{where}: pooling needs an (N, C, H, W) or (N, C, L) input")
-            pl = _PLayer(kind, self.name(node), [x], x, module=self.modules[str(node.target)])
-            pl.output = self.values[node] = self.new_value(node, same_as=x)
-            self.layers.append(pl)
+            pl = self.layer(kind, node, [x])
+            pl.output = self.values[node] = _Value(x.shape, x.signal_1d, same_as=x)
+        elif kind in ("maxpool", "avgpool", "gap", "gmp"):
+            if len(in_tshape) not in (3, 4) or len(x.shape) != 3:
+                raise self.fail(node, "pooling needs an (N, C, H, W) or (N, C, L) input")
+            mod = self.modules[str(node.target)] if node.op == "call_module" else None
+            global_pool = kind in ("gap", "gmp")
+            pool: _Pool | None = None
+            if kind == "gmp":
+                h, w = x.shape[0], x.shape[1]
+                if h * w > 255:
+                    raise self.fail(node, f"a global max pool over {h} x {w} = {h * w} positions: the max-pool "
+                                          "kernel takes at most 255 (pool to a smaller map first)")
+                pool, kind = _Pool(True, (h, w), (1, 1), (0, 0)), "maxpool"
+            elif kind != "gap":
+                pool = _pool_spec(node, mod)
+            pl = self.layer(kind, node, [x], module=mod)
+            pl.attrs["pool"] = pool
+            if global_pool:  # keepdim or not, the pooled map is (1, 1, C) on the device
+                pl.output = _Value((1, 1, x.shape[2]), x.signal_1d, same_as=x)
+            else:
+                pl.output = self.new_value(node, same_as=x)
+            self.values[node] = pl.output
         elif kind == "add":
             y = self.value_of(node.args[1], node)
             if x.shape != y.shape:
-                raise ConvertError(f"{where}: operands of shapes {x.shape} and {y.shape} (no broadcasting)")
-            pl = _PLayer("add", self.name(node), [x, y], x)
+                raise self.fail(node, f"operands of shapes {x.shape} and {y.shape} (NHWC, no broadcasting)")
+            pl = self.layer("add", node, [x, y])
             last = self.fuse_act(node, pl)
             pl.output = self.values[last] = self.new_value(last, calib=last)
             self.values[node] = pl.output
-            self.layers.append(pl)
-        elif kind == "flatten":
-            in_shape = _meta_shape(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else ()
-            out_shape = _meta_shape(node)
-            if len(out_shape) != 2 or out_shape[0] != in_shape[0] or \
-                    out_shape[1] != math.prod(in_shape[1:]):
-                raise ConvertError(f"{where}: only flattening to (batch, features) is supported, "
-                                   f"got {in_shape} -> {out_shape}")
+        elif kind == "reshape":
+            self.plan_reshape(node, x, in_tshape)
+        elif kind == "pad":
+            self.plan_pad(node, x, arg0, in_tshape)
+        elif kind == "softmax":
+            users = list(node.users)
+            if len(users) != 1 or users[0].op != "output":
+                raise self.fail(node, "softmax is only supported as the model's last op (it is stripped: the "
+                                      "file outputs logits): remove it or move it to the end")
+            self.softmax = self.src_name(node)
             self.values[node] = x
         else:  # alias
             self.values[node] = x
 
+    def layer(self, kind: str, node: torch.fx.Node, inputs: list[_Value],
+              module: nn.Module | None = None) -> _PLayer:
+        pl = _PLayer(kind, self.name(node), inputs, inputs[0], module=module,
+                     where=f"{self.where(node)}", attrs={"at": _at(node)})
+        self.layers.append(pl)
+        return pl
 
+    def plan_weighted(self, node: torch.fx.Node, kind: str, x: _Value, arg0: torch.fx.Node,
+                      in_tshape: tuple[int, ...]) -> None:
+        target = str(node.target)
+        mod = self.modules[target]
+        if kind == "linear" and len(in_tshape) != 2:
+            raise self.fail(node, f"Linear on a rank-{len(in_tshape)} input {in_tshape}: it needs "
+                                  "(batch, features): flatten first (torch.flatten(x, 1))")
+        if kind == "conv":
+            want = 3 if isinstance(mod, nn.Conv1d) else 4
+            if len(in_tshape) != want or len(x.shape) != 3:
+                raise self.fail(node, f"input of shape {in_tshape}: {type(mod).__name__} needs "
+                                      f"{'(N, C, L)' if want == 3 else '(N, C, H, W)'} with the batch dim")
+        self.calls[target] = self.calls.get(target, 0) + 1
+        if self.calls[target] > 1:
+            raise self.fail(node, "module called more than once (shared weights): use one module per call")
+        pl = self.layer(kind, node, [x], module=mod)
+        pad = self.pads.get(arg0)
+        if pad is not None:
+            pl.attrs["pad"] = pad[:4]
+            pl.fused.extend(pad[4])
+        pre = self.pre_bn.get(node)
+        if pre is not None:
+            if pad is not None:
+                raise ConvertError(f"{pre.where}: a BatchNorm before zero padding cannot be folded exactly "
+                                   "(the padding would not see its shift): move it after a conv")
+            pl.attrs["pre_bn"] = pre
+            pl.fused.insert(0, pre.name + ">")
+        last = node
+        nxt = _single_user(node)
+        if nxt is not None and nxt.op == "call_module" and isinstance(self.modules[str(nxt.target)],
+                                                                      (nn.BatchNorm1d, nn.BatchNorm2d)):
+            pl.bn = self.modules[str(nxt.target)]
+            pl.fused.append(str(nxt.target))
+            pl.attrs["bn_where"] = self.where(nxt) + _at(nxt)
+            self.done.add(nxt)
+            last = nxt
+        last = self.fuse_act(last, pl)
+        pl.output = self.values[last] = self.new_value(last, calib=last)
+        self.values[node] = pl.output
+
+    def plan_bn(self, node: torch.fx.Node, x: _Value, in_tshape: tuple[int, ...]) -> None:
+        """A BatchNorm with no conv/linear right before it: fold it into the next one, if that is exact."""
+        where = self.where(node) + _at(node)
+        cur, flat = node, False
+        while True:
+            users = list(cur.users)
+            if len(users) != 1:
+                raise ConvertError(f"{where}: its output is used {len(users)} times, so it cannot be folded "
+                                   "into one conv/linear: put it directly after a conv/linear")
+            u = users[0]
+            kind = "output" if u.op == "output" else _classify(u, self.modules)
+            if kind in ("alias", "reshape") and u.args[0] is cur:
+                flat = flat or len(_meta_shape(u)) == 2
+                cur = u
+                continue
+            if kind in ("conv", "linear") and u.args[0] is cur:
+                break
+            what = "the model output" if u.op == "output" else self.where(u)
+            raise ConvertError(f"{where}: a BatchNorm that does not follow a conv/linear is folded into the "
+                               f"next conv/linear, but {what} comes next: put it directly after a "
+                               "conv/linear (or directly before one)")
+        repeat = math.prod(in_tshape[2:]) if flat else 1
+        self.pre_bn[u] = _PreBn(self.modules[str(node.target)], str(node.target), repeat, where)
+        self.values[node] = x
+
+    def plan_reshape(self, node: torch.fx.Node, x: _Value, in_tshape: tuple[int, ...]) -> None:
+        out = _meta_shape(node)
+        if len(out) < 2 or out[0] != in_tshape[0]:
+            raise self.fail(node, f"reshape {in_tshape} -> {out} changes the batch dim: keep dim 0 "
+                                  "(x.view(x.size(0), -1), torch.flatten(x, 1))")
+        if len(out) == 2:
+            if out[1] != math.prod(in_tshape[1:]):
+                raise self.fail(node, f"reshape {in_tshape} -> {out}")
+            self.values[node] = x  # a Linear reads it with its columns permuted to NHWC
+            return
+        if _nhwc_shape(out, self.where(node))[0] == x.shape:
+            self.values[node] = x
+            return
+        if x is self.input:
+            raise self.fail(node, f"reshapes the model input {in_tshape} -> {out}: give the model its input "
+                                  f"in the shape its first layer takes ({out}) and reshape in your data "
+                                  "pipeline")
+        raise self.fail(node, f"reshape {in_tshape} -> {out} moves data on the device (NHWC {x.shape} -> "
+                              f"{_nhwc_shape(out, '')[0]}): only reshapes to (N, features) and reshapes that "
+                              "keep the NHWC shape (squeeze / unsqueeze of size-1 dims) convert")
+
+    def plan_pad(self, node: torch.fx.Node, x: _Value, arg0: torch.fx.Node, in_tshape: tuple[int, ...]) -> None:
+        if node.op == "call_module":
+            p = self.modules[str(node.target)].padding
+            p = tuple(int(v) for v in (p if isinstance(p, (tuple, list)) else (p,) * 4))
+        else:
+            p = tuple(int(v) for v in _bind(node, ("input", "pad"), {})["pad"])
+        rank = len(in_tshape)
+        if rank not in (3, 4) or len(p) not in (2, 4) or (rank == 3 and len(p) == 4 and any(p[2:])):
+            raise self.fail(node, f"padding {p} of a rank-{rank} tensor: only the spatial dims of "
+                                  "(N, C, H, W) / (N, C, L) can be padded")
+        if any(v < 0 for v in p):
+            raise self.fail(node, f"negative padding {p} (cropping) is not supported")
+        left, right = p[0], p[1]
+        top, bottom = (p[2], p[3]) if len(p) == 4 else (0, 0)
+        names = [self.src_name(node)]
+        prev = self.pads.get(arg0)
+        if prev is not None:
+            top, bottom, left, right = top + prev[0], bottom + prev[1], left + prev[2], right + prev[3]
+            names = prev[4] + names
+        for u in node.users:
+            ok = u.op == "call_module" and isinstance(self.modules[str(u.target)], (nn.Conv1d, nn.Conv2d))
+            ok = ok or (u.op != "output" and _classify(u, self.modules) == "pad")
+            if not ok or u.args[0] is not node:
+                what = "the model output" if u.op == "output" else self.where(u)
+                raise self.fail(node, f"zero padding is folded into the conv after it, but {what} reads it: "
+                                      "use the pool's own padding, or pad right before a conv")
+        self.pads[node] = (top, bottom, left, right, names)
+        self.values[node] = x
 # --------------------------------------------------------------------------
 # calibration
 
@@ -446,27 +952,44 @@ def _act_limits(act: Act, scale: float, zp: int) -> tuple[int, int]:
     return -128, 127
 
 
+def _bn_affine(bn: nn.Module, where: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """BatchNorm in eval mode as ``x * f + c`` per channel."""
+    assert isinstance(bn, (nn.BatchNorm1d, nn.BatchNorm2d))
+    if bn.running_mean is None or bn.running_var is None:
+        raise ConvertError(f"{where}: needs running statistics (track_running_stats=True)")
+    mean = bn.running_mean.detach().double().numpy()
+    var = bn.running_var.detach().double().numpy()
+    gamma = np.ones_like(mean) if bn.weight is None else bn.weight.detach().double().numpy()
+    beta = np.zeros_like(mean) if bn.bias is None else bn.bias.detach().double().numpy()
+    f = gamma / np.sqrt(var + bn.eps)
+    return f, beta - mean * f
+
+
 def _float_params(pl: _PLayer) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Weight and bias in float64, BatchNorm folded in."""
+    """Weight and bias in float64 (PyTorch layout), BatchNorms folded in."""
     mod = pl.module
     assert isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Linear))
     w = mod.weight.detach().double().numpy().copy()
     b = np.zeros(w.shape[0]) if mod.bias is None else mod.bias.detach().double().numpy().copy()
-    bn = pl.bn
-    if bn is not None:
-        assert isinstance(bn, (nn.BatchNorm1d, nn.BatchNorm2d))
-        if bn.running_mean is None or bn.running_var is None:
-            raise ConvertError(f"layer '{pl.fused[0]}' ({type(bn).__name__}): needs running statistics "
-                               "(track_running_stats=True)")
-        if bn.num_features != w.shape[0]:
-            raise ConvertError(f"layer '{pl.fused[0]}': BatchNorm features != {w.shape[0]}")
-        mean = bn.running_mean.detach().double().numpy()
-        var = bn.running_var.detach().double().numpy()
-        gamma = np.ones_like(mean) if bn.weight is None else bn.weight.detach().double().numpy()
-        beta = np.zeros_like(mean) if bn.bias is None else bn.bias.detach().double().numpy()
-        f = gamma / np.sqrt(var + bn.eps)
+    pre: _PreBn | None = pl.attrs.get("pre_bn")
+    if pre is not None:  # layer(x * f + c) = layer'(x): scale the input columns, move c into the bias
+        f, c = _bn_affine(pre.module, pre.where)
+        f, c = np.repeat(f, pre.repeat), np.repeat(c, pre.repeat)
+        if isinstance(mod, nn.Linear):
+            b = b + w @ c
+            w = w * f[None, :]
+        else:  # input channel i of output channel o's group g is channel g * (in_c / groups) + i
+            per_in, per_out = w.shape[1], w.shape[0] // mod.groups
+            ch = (np.arange(w.shape[0]) // per_out)[:, None] * per_in + np.arange(per_in)[None, :]
+            fo = f[ch].reshape(w.shape[:2] + (1,) * (w.ndim - 2))
+            b = b + (w * c[ch].reshape(fo.shape)).reshape(w.shape[0], -1).sum(axis=1)
+            w = w * fo
+    if pl.bn is not None:
+        f, c = _bn_affine(pl.bn, pl.attrs.get("bn_where", f"layer '{pl.fused[0]}'"))
+        if len(f) != w.shape[0]:
+            raise ConvertError(f"{pl.attrs.get('bn_where')}: BatchNorm features != {w.shape[0]}")
         w = w * f.reshape((-1,) + (1,) * (w.ndim - 1))
-        b = (b - mean) * f + beta
+        b = b * f + c
     return w, b
 
 
@@ -504,12 +1027,7 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         a_min, a_max = _act_limits(pl.act, y.scale, y.zp)
         if pl.kind == "conv":
             assert isinstance(mod, (nn.Conv1d, nn.Conv2d))
-            where = f"layer '{pl.name}' ({type(mod).__name__})"
-            if any(d != 1 for d in mod.dilation):
-                raise ConvertError(f"{where}: dilation {tuple(mod.dilation)} is not supported (only 1)")
-            if mod.padding_mode != "zeros":
-                raise ConvertError(f"{where}: padding_mode '{mod.padding_mode}' is not supported "
-                                   "(only 'zeros')")
+            where = pl.where
             in_h, in_w, in_c = pl.inputs[0].shape
             out_h, out_w, out_c = pl.output.shape
             is1d = isinstance(mod, nn.Conv1d)
@@ -522,8 +1040,22 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
                     pd = ((ks[0] - 1) // 2, (ks[1] - 1) // 2)
             else:
                 pd = (0, mod.padding[0]) if is1d else _pair(mod.padding)
+            pad = pl.attrs.get("pad")
+            if pad is not None:  # a zero padding before the conv: top / left add, bottom / right is out_h, out_w
+                pd = (pd[0] + pad[0], pd[1] + pad[2])
+            at = pl.attrs.get("at", "")
             if not (pd[0] < ks[0] and pd[1] < ks[1]):
-                raise ConvertError(f"{where}: padding {pd} must be smaller than the kernel {ks}")
+                what = " (its own plus the zero padding before it)" if pad is not None else ""
+                raise ConvertError(f"{where}: padding {pd}{what} must be smaller than the kernel {ks}{at}")
+            if (out_h - 1) * st[0] - pd[0] >= in_h or (out_w - 1) * st[1] - pd[1] >= in_w:
+                raise ConvertError(f"{where}: the padding leaves whole windows outside the input (output "
+                                   f"{out_h} x {out_w} of {in_h} x {in_w}): pad less{at}")
+            pre = pl.attrs.get("pre_bn")
+            if pre is not None and (pd != (0, 0) or (out_h - 1) * st[0] + ks[0] > in_h
+                                    or (out_w - 1) * st[1] + ks[1] > in_w):
+                raise ConvertError(f"{pre.where}: cannot be folded exactly into '{pl.name}', which pads its "
+                                   "input (the padding would not see the BatchNorm's shift): put the BatchNorm "
+                                   f"after a conv, or give '{pl.name}' padding 0")
             if is1d:
                 w = w[:, :, None, :]  # (O, I/g, 1, K)
             w = w.transpose(0, 2, 3, 1)  # OIHW -> OHWI
@@ -548,41 +1080,11 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         h, ww, c = pl.inputs[0].shape
         return Layer(Op.GLOBAL_AVGPOOL, pl.name, ins, out, [h * ww, c], fused=fused)
     if pl.kind in ("maxpool", "avgpool"):
-        mod = pl.module
-        assert isinstance(mod, (nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d))
-        where = f"layer '{pl.name}' ({type(mod).__name__})"
-        is1d = isinstance(mod, (nn.MaxPool1d, nn.AvgPool1d))
-
-        def one(v: Any) -> int:
-            return int(v[0]) if isinstance(v, (tuple, list)) else int(v)
-
-        if is1d:
-            ks, st = (1, one(mod.kernel_size)), (1, one(mod.stride or mod.kernel_size))
-            pd = (0, one(mod.padding))
-        else:
-            ks, st, pd = _pair(mod.kernel_size), _pair(mod.stride or mod.kernel_size), _pair(mod.padding)
-        if isinstance(mod, (nn.MaxPool1d, nn.MaxPool2d)):
-            dil = mod.dilation if isinstance(mod.dilation, (tuple, list)) else (mod.dilation,)
-            if any(int(d) != 1 for d in dil):
-                raise ConvertError(f"{where}: dilation {mod.dilation} is not supported (only 1)")
-            if mod.return_indices:
-                raise ConvertError(f"{where}: return_indices is not supported")
-            op = Op.MAXPOOL
-        else:
-            if mod.ceil_mode:
-                raise ConvertError(f"{where}: ceil_mode=True is not supported for average pooling")
-            if (pd[0] or pd[1]) and mod.count_include_pad:
-                raise ConvertError(f"{where}: padding with count_include_pad=True is not supported "
-                                   "(the kernel averages the valid taps: use count_include_pad=False)")
-            if getattr(mod, "divisor_override", None):
-                raise ConvertError(f"{where}: divisor_override is not supported")
-            op = Op.AVGPOOL
-        if not (pd[0] < ks[0] and pd[1] < ks[1]):
-            raise ConvertError(f"{where}: padding {pd} must be smaller than the kernel {ks}")
+        pool: _Pool = pl.attrs["pool"]
         in_h, in_w, c = pl.inputs[0].shape
         out_h, out_w, _ = pl.output.shape
-        params = [in_h, in_w, c, out_h, out_w, ks[0], ks[1], st[0], st[1], pd[0], pd[1]]
-        return Layer(op, pl.name, ins, out, params, fused=fused)
+        params = [in_h, in_w, c, out_h, out_w, *pool.ks, *pool.st, *pool.pd]
+        return Layer(Op.MAXPOOL if pool.is_max else Op.AVGPOOL, pl.name, ins, out, params, fused=fused)
     assert pl.kind == "add"
     x2 = pl.inputs[1].root()
     a_min, a_max = _act_limits(pl.act, y.scale, y.zp)
@@ -592,6 +1094,91 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
 
 # --------------------------------------------------------------------------
 # public API
+
+
+def _trace(model: nn.Module) -> torch.fx.GraphModule:
+    """torch.fx symbolic trace that records each node's source line (for messages)."""
+    tracer = torch.fx.Tracer()
+    tracer.record_stack_traces = True
+    try:
+        graph = tracer.trace(model)
+    except Exception as e:  # noqa: BLE001 - tracing raises anything
+        raise ConvertError(_trace_message(model, e)) from e
+    return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
+def _trace_message(model: nn.Module, e: BaseException) -> str:
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if not _internal(f.filename)]
+    first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+    where = ""
+    if frames:
+        f = frames[-1]
+        where = f" in {f.name}() at {Path(f.filename).name}:{f.lineno} ({(f.line or '').strip()})"
+    msg = f"torch.fx cannot trace {type(model).__name__}{where}: {first}"
+    if "control flow" in str(e) or "iteration" in str(e) or isinstance(e, torch.fx.proxy.TraceError):
+        msg += (": the converter runs forward() once on symbolic tensors, so an if / while / for on a "
+                "tensor's value cannot be traced: decide from constructor arguments or shapes instead, or "
+                "compute it outside the model")
+    return msg
+
+
+class _Shapes(torch.fx.Interpreter):
+    """Shape propagation that names the node that fails (ShapeProp prints a traceback)."""
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        try:
+            r = super().run_node(n)
+        except Exception as e:  # noqa: BLE001 - the model's own error, reported with the node
+            raise _NodeFailed(n, e) from e
+        if isinstance(r, torch.Tensor):
+            n.meta["mt_shape"] = tuple(int(d) for d in r.shape)
+        return r
+
+
+class _NodeFailed(Exception):
+    def __init__(self, node: torch.fx.Node, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.node, self.error = node, error
+
+
+def _first_layer(gm: torch.fx.GraphModule) -> tuple[str, nn.Module] | None:
+    for n in gm.graph.nodes:
+        if n.op == "call_module":
+            mod = gm.get_submodule(str(n.target))
+            if isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Linear)):
+                return str(n.target), mod
+    return None
+
+
+def _layout_hint(gm: torch.fx.GraphModule, shape: tuple[int, ...]) -> str:
+    """What the first layer takes, and how to fix ``shape`` when the fix is clear."""
+    first = _first_layer(gm)
+    if first is None:
+        return ""
+    name, mod = first
+    if isinstance(mod, nn.Linear):
+        want, rank, ch = f"(N, {mod.in_features})", 2, -1
+    elif isinstance(mod, nn.Conv1d):
+        want, rank, ch = f"(N, {mod.in_channels}, L)", 3, mod.in_channels
+    else:
+        assert isinstance(mod, nn.Conv2d)
+        want, rank, ch = f"(N, {mod.in_channels}, H, W)", 4, mod.in_channels
+    hint = f"; the first layer '{name}' ({type(mod).__name__}) takes {want} (PyTorch layout)"
+    if len(shape) == rank and ch > 0 and shape[-1] == ch and shape[1] != ch:
+        hint += (": the data look channels-last, pass x.transpose(0, 3, 1, 2)" if rank == 4
+                 else ": the data look channels-last, pass x.transpose(0, 2, 1)")
+    elif len(shape) == rank - 1 and ch == 1:
+        hint += ": add the channel axis, x[:, None]"
+    return hint
+
+
+def _looks_like_bytes(batches: list[torch.Tensor]) -> tuple[float, float] | None:
+    """(min, max) when the calibration values are all integers in 0..255 with max > 1."""
+    lo = min(float(b.min()) for b in batches)
+    hi = max(float(b.max()) for b in batches)
+    if lo >= 0 and 1 < hi <= 255 and all(bool(torch.all(b == torch.round(b))) for b in batches):
+        return lo, hi
+    return None
 
 
 def convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile: float = 99.99,
@@ -607,33 +1194,60 @@ def convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile
     calibrated activation range by that factor: activation scales stay fixed on
     the device, so a model that will be trained from scratch there needs room
     for its activations to grow. Raises ConvertError naming the layer and op for
-    anything unsupported.
+    anything unsupported (``REGISTRY`` lists what converts); warns
+    (:class:`ConvertWarning`) about calibration data that look like 0..255 pixels.
     """
+    return _convert(module, calib, method=method, percentile=percentile, batch_size=batch_size,
+                    progress=progress, headroom=headroom, ranges=ranges)[0]
+
+
+def _convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile: float = 99.99,
+             batch_size: int = 64, progress: bool = True, headroom: float = 1.0,
+             ranges: dict[str, tuple[float, float]] | None = None) -> tuple[Model, list[str]]:
+    """``convert``, also returning notes for the user (e.g. a stripped final softmax)."""
     if not (math.isfinite(headroom) and headroom >= 1.0):
         raise ConvertError("headroom must be a finite number >= 1")
     if method not in ("minmax", "percentile"):
         raise ConvertError(f"unknown calibration method {method!r} (minmax or percentile)")
     if not 50.0 < percentile <= 100.0:
         raise ConvertError("percentile must be in (50, 100]")
+    if not isinstance(module, nn.Module):
+        raise ConvertError(f"expected a torch.nn.Module, got {type(module).__name__}")
     model = copy.deepcopy(module).cpu().float().eval()
-    try:
-        gm = torch.fx.symbolic_trace(model)
-    except Exception as e:  # noqa: BLE001 - tracing raises anything
-        raise ConvertError(f"torch.fx could not trace the model: {e}") from e
+    gm = _trace(model)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     batches = _batches(calib, batch_size)
+    first = batches[0]
+    probe = first[:2] if len(first) >= 2 else torch.cat([first, first])  # 2 rows: squeeze() keeps the batch
     with torch.no_grad():
         try:
-            ShapeProp(gm).propagate(batches[0][:1])
-        except Exception as e:  # noqa: BLE001
-            raise ConvertError(f"the model does not run on the calibration data: {e}") from e
+            _Shapes(gm).run(probe)
+        except _NodeFailed as e:
+            msg = next((ln.strip() for ln in str(e.error).splitlines() if ln.strip()), type(e.error).__name__)
+            raise ConvertError(f"calibration data of shape {tuple(first.shape)} do not run through the model: "
+                               f"{_describe(e.node, dict(gm.named_modules()))} fails with: {msg}{_at(e.node)}"
+                               f"{_layout_hint(gm, tuple(first.shape))}") from None
+    shapes = {tuple(b.shape[1:]) for b in batches}
+    if len(shapes) > 1:
+        raise ConvertError(f"calibration batches differ in shape: {sorted(shapes)}")
+    byte_range = _looks_like_bytes(batches)
+    if byte_range is not None:
+        warnings.warn(f"calibration data are integers in {byte_range[0]:g}..{byte_range[1]:g}: if the model "
+                      "was trained on inputs scaled to 0..1, divide the data by 255 (the device's input "
+                      "scale is set from this range)", ConvertWarning, stacklevel=3)
     planner = _Planner(gm)
     planner.plan()
     if not planner.layers or planner.input is None or planner.output is None:
-        raise ConvertError("the model has no convertible layers")
+        raise ConvertError("the model has no convertible layers (a conv or a linear is needed)")
     if planner.output is not planner.layers[-1].output:
-        raise ConvertError("the model output must be produced by its last layer")
+        raise ConvertError("the model output must be produced by its last layer (the file's output is its "
+                           "last layer's)")
+    notes = []
+    if planner.softmax is not None:
+        planner.layers[-1].fused.append(planner.softmax)
+        notes.append(f"the final softmax '{planner.softmax}' is stripped: the file outputs logits "
+                     "(predict() is unchanged; apply softmax to the outputs for probabilities)")
     values = [planner.input] + [pl.output for pl in planner.layers]
     calib_nodes = {v.calib for v in values if v.calib is not None}
     found = _calibrate(gm, calib_nodes, batches, method, percentile, progress)
@@ -660,7 +1274,7 @@ def convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile
         mtm.validate(m)
     except ValueError as e:
         raise ConvertError(f"converted model is not representable: {e}") from e
-    return m
+    return m, notes
 
 
 def convert_to_file(module: nn.Module, calib: Any, path: str | Path, **kw: Any) -> Model:
@@ -764,7 +1378,25 @@ def run_mtm(model_bytes: bytes | bytearray | memoryview | Model, x: ArrayLike) -
 def _load_module(spec: str, state_dict: str | None) -> nn.Module:
     from microtrain_tools.to_torch import load_module  # one way to name a user's module, for both commands
 
-    module: nn.Module = load_module(spec, state_dict, what="model")
+    try:
+        module: nn.Module = load_module(spec, state_dict, what="model")
+    except AttributeError as e:  # unpickling a class that is not importable here
+        m = re.search(r"Can't get attribute '([^']+)' on <module '([^']+)'", str(e))
+        if m is None:
+            raise ConvertError(f"model {spec!r}: cannot be loaded: {e}") from None
+        cls, where = m.group(1), m.group(2)
+        raise ConvertError(f"model {spec!r}: the pickled model's class {cls!r} was defined in {where!r} (the "
+                           "script that saved it), which cannot be imported here: move the class into a "
+                           f"module and pass MODULE:{cls} (the file in the current folder or on PYTHONPATH) "
+                           "with --state-dict of model.state_dict(), or save it from that module") from None
+    except ModuleNotFoundError as e:
+        raise ConvertError(f"model {spec!r}: the pickled model needs the module {e.name!r}, which is not "
+                           "importable here: run from its folder or put it on PYTHONPATH") from None
+    except ValueError as e:
+        if "without arguments" in str(e):
+            raise ConvertError(f"{e}: pass a factory that takes no arguments instead (e.g. def make(): return "
+                               "Net(10), as MODULE:make)") from None
+        raise
     return module
 
 
@@ -774,19 +1406,71 @@ def _load_calib(path: str, key: str | None, limit: int | None) -> np.ndarray:
         arr = np.load(p)
     else:
         with np.load(p) as z:
+            if key is not None and key not in z.files:
+                raise ConvertError(f"--calib {path}: no array {key!r} (it has {', '.join(z.files)})")
             k = key or ("x" if "x" in z.files else z.files[0])
             arr = z[k]
+    if arr.dtype.kind not in "fiub":
+        raise ConvertError(f"--calib {path}: array of dtype {arr.dtype}, expected numbers")
     return arr[:limit] if limit else arr
+
+
+# --------------------------------------------------------------------------
+# the table of what converts (docs/ops.md, ``--list-ops``)
+
+OPS_DOC_HEADER = """\
+# What converts
+
+`microtrain convert` traces a PyTorch `nn.Module` with torch.fx and maps each
+op onto the device's int8 kernels. This page is generated from the
+converter's own registry (`REGISTRY` and `REFUSALS` in
+`tools/microtrain_tools/convert.py`): `microtrain convert --list-ops` prints the
+same table, and `microtrain convert --write-doc docs/ops.md` rewrites this page
+(a test checks that it is current).
+
+Anything else is refused with one line naming the layer (its module path, or
+the traced function / method and the source line), the op, and what to do
+instead; nothing is written. Inputs are `(N, C, H, W)` images, `(N, C, L)`
+1-D signals or `(N, features)` vectors in PyTorch layout; the device holds
+activations as NHWC. The model has one input and one output.
+"""
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def ops_doc() -> str:
+    """docs/ops.md: the registry as Markdown."""
+    lines = [OPS_DOC_HEADER, "## Supported", "", "| PyTorch | on the device | conditions |", "|---|---|---|"]
+    lines += [f"| {_cell(e.forms)} | {_cell(e.becomes)} | {_cell(e.notes)} |" for e in REGISTRY]
+    lines += ["", "Shape arithmetic (`x.shape`, `x.size(0)`) is allowed where reshapes take it.", "",
+              "## Refused, with what to do instead", "", "| PyTorch | instead |", "|---|---|"]
+    lines += [f"| {_cell(r.forms)} | {_cell(r.advice)} |" for r in REFUSALS]
+    lines += ["", "Any other module, function or method is refused as an unsupported op.", ""]
+    return "\n".join(lines)
+
+
+def ops_text() -> str:
+    """``--list-ops``: the registry as plain text."""
+    out = ["Supported (PyTorch -> on the device; conditions):"]
+    for e in REGISTRY:
+        out.append(f"  {e.forms}\n      -> {e.becomes}" + (f"; {e.notes}" if e.notes else ""))
+    out.append("Refused (what to do instead):")
+    out += [f"  {r.forms}\n      -> {r.advice}" for r in REFUSALS]
+    return "\n".join(out)
 
 
 def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = p or argparse.ArgumentParser(prog="microtrain convert")
     p.description = ("Convert a PyTorch model to an int8 .mtm file (docs/format.md): BatchNorm folded, "
-                     "ReLU fused, per-channel int8 weights, activations calibrated on CALIB.")
-    p.add_argument("model", help="a torch.save()d nn.Module (.pt), or PKG.MODULE:FACTORY building one")
-    p.add_argument("-o", "--output", required=True, help="the .mtm file to write (atomically)")
-    p.add_argument("--calib", required=True,
-                   help="calibration inputs in PyTorch layout (N,C,H,W) / (N,C,L) / (N,F): .npy or .npz")
+                     "ReLU fused, per-channel int8 weights, activations calibrated on CALIB. "
+                     "--list-ops (or docs/ops.md) says which PyTorch modules, functions and idioms convert.")
+    p.add_argument("model", nargs="?", help="a torch.save()d nn.Module (.pt), or PKG.MODULE:FACTORY building one")
+    p.add_argument("-o", "--output", help="the .mtm file to write (atomically) (required)")
+    p.add_argument("--calib",
+                   help="calibration inputs in PyTorch layout (N,C,H,W) / (N,C,L) / (N,F): .npy or .npz "
+                        "(required)")
     p.add_argument("--calib-key", default=None, help="array name inside the .npz (default 'x' or the first)")
     p.add_argument("--limit", type=int, default=None, help="use only the first N calibration samples")
     p.add_argument("--state-dict", default=None, help="checkpoint to load into MODULE:FACTORY's module")
@@ -796,23 +1480,51 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--batch-size", type=int, default=64, help="calibration batch size (default 64)")
     p.add_argument("--headroom", type=float, default=1.0,
                    help="widen activation ranges by this factor (>= 1; for training from scratch on device)")
+    p.add_argument("--list-ops", action="store_true",
+                   help="print the PyTorch modules, functions and idioms that convert, and exit")
+    p.add_argument("--write-doc", metavar="OPS.md", default=None,
+                   help="write that table as Markdown (docs/ops.md) and exit")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     return p
 
 
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
 def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) -> int:
+    """Run ``microtrain convert``: errors are one line on stderr, exit code 2."""
     if args is None:
         args = build_parser().parse_args(argv)
+    if args.list_ops or args.write_doc:
+        if args.write_doc:
+            Path(args.write_doc).write_text(ops_doc())
+        if args.list_ops:
+            print(ops_text())
+        return 0
+    missing = [n for n, v in (("MODEL", args.model), ("-o/--output", args.output), ("--calib", args.calib))
+               if not v]
+    if missing:
+        print(f"microtrain convert: error: the following arguments are required: {', '.join(missing)} "
+              "(see microtrain convert --help)", file=sys.stderr)
+        return 2
     try:
-        module = _load_module(args.model, args.state_dict)
-        calib = _load_calib(args.calib, args.calib_key, args.limit)
-        m = convert_to_file(module, calib, args.output, method=args.method, percentile=args.percentile,
-                            batch_size=args.batch_size, progress=not args.quiet, headroom=args.headroom)
-    except (ValueError, OSError) as e:
-        print(f"microtrain convert: error: {e}", file=sys.stderr)
-        return 1
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = _load_module(args.model, args.state_dict)
+            calib = _load_calib(args.calib, args.calib_key, args.limit)
+            m, notes = _convert(module, calib, method=args.method, percentile=args.percentile,
+                                batch_size=args.batch_size, progress=not args.quiet, headroom=args.headroom)
+            mtm.save(m, args.output)
+    except (ValueError, OSError, RuntimeError, ImportError, pickle.UnpicklingError) as e:
+        print(f"microtrain convert: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    for w in caught:  # one line each, no source location: they are about the user's model and data
+        print(f"microtrain convert: warning: {_one_line(Exception(str(w.message)))}", file=sys.stderr)
     if not args.quiet:
         print(mtm.summary(m))
+        for n in notes:
+            print(f"note: {n}")
         print(f"wrote {args.output} ({Path(args.output).stat().st_size} bytes)")
     return 0
 
