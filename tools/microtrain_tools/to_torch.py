@@ -15,7 +15,8 @@ the int8 file computes, up to quantisation of the activations:
   inverse of the converter's NHWC column permutation,
   ``W_torch[o, (ch*h + y)*w + x] = W_file[o, (y*w + x)*c + ch]``.
 - BatchNorm was folded into the conv/linear by the converter (the layer's ``fused``
-  string names it). The folded weight goes into the conv; the BatchNorm becomes the
+  string names it; ``name>`` is a BatchNorm before the layer, folded into its inputs,
+  which becomes the identity the same way). The folded weight goes into the conv; the BatchNorm becomes the
   identity: ``weight 1, bias 0, running_mean 0, running_var 1 - eps`` (so
   ``running_var + eps == 1``). The folded bias goes into the conv's bias, or, for a
   bias-less conv, into the BatchNorm's ``bias`` (beta); a non-affine BatchNorm holds it
@@ -128,6 +129,17 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
                                f"{tuple(w.shape)} in the file")
         sd[_key(name, "weight")] = torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32))
         done.add(name)
+        for f in filter(None, ly.fused.split(",")):
+            pre = mods.get(f[:-1]) if f.endswith(">") else None  # "bn>": a BatchNorm before the layer
+            if isinstance(pre, nn.modules.batchnorm._BatchNorm) and pre.running_var is not None:
+                nf = pre.num_features
+                if pre.affine:
+                    sd[_key(f[:-1], "weight")] = torch.ones(nf)
+                    sd[_key(f[:-1], "bias")] = torch.zeros(nf)
+                sd[_key(f[:-1], "running_mean")] = torch.zeros(nf)
+                sd[_key(f[:-1], "running_var")] = torch.full((nf,), 1.0 - float(pre.eps))
+                notes.append(f"BatchNorm '{f[:-1]}' set to identity (folded into '{name}' after it)")
+                done.add(f[:-1])
         bn_name, bn = None, None
         for f in filter(None, ly.fused.split(",")):
             cand = mods.get(f)
