@@ -98,16 +98,16 @@ class MeanPool(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.c1 = nn.Conv2d(1, 8, 3, padding=1)
-        self.c2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
-        self.c3 = nn.Conv2d(16, 16, 1)
-        self.fc1 = nn.Linear(16, 32)
+        self.c1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.c2 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.c3 = nn.Conv2d(32, 32, 1)
+        self.fc1 = nn.Linear(32, 32)
         self.fc2 = nn.Linear(32, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = torch.clamp(self.c1(x), 0, 6)
         b = F.relu6(self.c2(a))
-        g1 = b.mean((2, 3)).unsqueeze(-1).unsqueeze(-1)  # (N, 16, 1, 1)
+        g1 = b.mean((2, 3)).unsqueeze(-1).unsqueeze(-1)  # (N, 32, 1, 1)
         g2 = self.c3(b).clamp(min=0).mean([-1, -2], keepdim=True)
         g = torch.flatten(g1 + g2, 1)
         return self.fc2(F.relu(self.fc1(g)))
