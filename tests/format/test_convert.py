@@ -365,7 +365,8 @@ class _Sig(nn.Module):
     (nn.Sequential(nn.Conv2d(1, 4, 3), nn.AvgPool2d(2, padding=1)),
      r"layer '1' \(AvgPool2d\).*count_include"),
     (nn.Sequential(nn.Conv2d(1, 4, 3), nn.AdaptiveAvgPool2d(2)), r"layer '1' \(AdaptiveAvgPool2d\)"),
-    (nn.Sequential(nn.BatchNorm2d(1), nn.Conv2d(1, 4, 3, padding=1)), r"layer '0' \(BatchNorm2d\).*padding 0"),
+    (nn.Sequential(nn.BatchNorm2d(1), nn.Conv2d(1, 4, 3, padding=1)),
+     r"layer '0' \(BatchNorm2d\).*padding 0"),
 ])
 def test_unsupported_named_and_nothing_written(model, pattern, tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "out.mtm"

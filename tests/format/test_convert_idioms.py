@@ -57,7 +57,10 @@ def _train(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs
         for idx in torch.randperm(len(y)).split(64):
             opt.zero_grad()
             out = model(x[idx])
-            loss = F.nll_loss(out.clamp_min(1e-9).log(), y[idx]) if name in PROBS else F.cross_entropy(out, y[idx])
+            if name in PROBS:
+                loss = F.nll_loss(out.clamp_min(1e-9).log(), y[idx])
+            else:
+                loss = F.cross_entropy(out, y[idx])
             loss.backward()
             opt.step()
     return model.eval()
@@ -93,8 +96,8 @@ def _ops(m: mtm.Model) -> list[str]:
 def test_idioms_map_onto_the_existing_ops(converted) -> None:  # type: ignore[no-untyped-def]
     ops = {name: _ops(c[2]) for name, c in converted.items()}
     assert ops["funcpool"] == ["CONV2D+RELU", "MAXPOOL", "CONV2D+RELU", "AVGPOOL", "LINEAR+RELU", "LINEAR"]
-    assert ops["meanpool"] == ["CONV2D+RELU6", "CONV2D+RELU6", "GLOBAL_AVGPOOL", "CONV2D+RELU", "GLOBAL_AVGPOOL",
-                               "ADD", "LINEAR+RELU", "LINEAR"]
+    assert ops["meanpool"] == ["CONV2D+RELU6", "CONV2D+RELU6", "GLOBAL_AVGPOOL", "CONV2D+RELU",
+                               "GLOBAL_AVGPOOL", "ADD", "LINEAR+RELU", "LINEAR"]
     assert ops["pad"] == ["CONV2D+RELU"] * 3 + ["MAXPOOL", "LINEAR"]
     assert ops["bn"] == ["CONV2D+RELU", "MAXPOOL", "CONV2D+RELU", "LINEAR+RELU", "LINEAR"]
     assert ops["sig1d"] == ["CONV2D+RELU", "CONV2D", "ADD+RELU", "MAXPOOL", "CONV2D", "ADD", "GLOBAL_AVGPOOL",

@@ -138,6 +138,7 @@ class _PreBn:
     name: str
     repeat: int  # a flatten in between: each channel covers this many Linear columns
     where: str
+    at: str
 
 
 @dataclass(eq=False)
@@ -246,9 +247,11 @@ class Refusal:
 
 _POOL_FN_ARGS = {  # functional pooling: argument names in order, and defaults
     F.max_pool2d: (("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
-                   {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False, "return_indices": False}),
+                   {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False,
+                    "return_indices": False}),
     F.max_pool1d: (("input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"),
-                   {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False, "return_indices": False}),
+                   {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False,
+                    "return_indices": False}),
     F.avg_pool2d: (("input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
                     "divisor_override"),
                    {"stride": None, "padding": 0, "ceil_mode": False, "count_include_pad": True,
@@ -417,13 +420,15 @@ REGISTRY: tuple[OpEntry, ...] = (
     OpEntry("linear", "nn.Linear", "LINEAR", "after a flatten of (C, H, W) the columns are permuted to NHWC",
             modules=(nn.Linear,)),
     OpEntry("bn", "nn.BatchNorm2d, nn.BatchNorm1d",
-            "folded into the conv / linear before it (or, when there is none, into the conv / linear after it)",
+            "folded into the conv / linear before it (or, when there is none, into the conv / linear "
+            "after it)",
             "needs running statistics; folding into the next layer needs that layer unpadded and nothing "
             "but reshapes / dropout in between",
             modules=(nn.BatchNorm1d, nn.BatchNorm2d)),
     OpEntry("relu", "nn.ReLU, F.relu, torch.relu, x.relu(), clamp(min=0)",
             "fused into the conv / linear / add before it, else a RELU layer",
-            modules=(nn.ReLU,), functions=(F.relu, torch.relu, torch.relu_, F.relu_), methods=("relu", "relu_")),
+            modules=(nn.ReLU,), functions=(F.relu, torch.relu, torch.relu_, F.relu_),
+            methods=("relu", "relu_")),
     OpEntry("relu6", "nn.ReLU6, F.relu6, nn.Hardtanh(0, 6), F.hardtanh(x, 0, 6)",
             "fused like ReLU, else a RELU6 layer", modules=(nn.ReLU6,), functions=(F.relu6,)),
     OpEntry("relu6", "nn.Hardtanh(0, 6), F.hardtanh(x, 0, 6)", "as ReLU6", "only the bounds (0, 6)",
@@ -434,10 +439,12 @@ REGISTRY: tuple[OpEntry, ...] = (
             accept=_accept_clamp),
     OpEntry("maxpool", "nn.MaxPool2d, nn.MaxPool1d, F.max_pool2d, F.max_pool1d", "MAXPOOL",
             "dilation 1, no return_indices; padding < kernel",
-            modules=(nn.MaxPool1d, nn.MaxPool2d), functions=(F.max_pool1d, F.max_pool2d), accept=_accept_pool),
+            modules=(nn.MaxPool1d, nn.MaxPool2d), functions=(F.max_pool1d, F.max_pool2d),
+            accept=_accept_pool),
     OpEntry("avgpool", "nn.AvgPool2d, nn.AvgPool1d, F.avg_pool2d, F.avg_pool1d", "AVGPOOL",
             "ceil_mode False; with padding only count_include_pad=False (the kernel averages valid taps)",
-            modules=(nn.AvgPool1d, nn.AvgPool2d), functions=(F.avg_pool1d, F.avg_pool2d), accept=_accept_pool),
+            modules=(nn.AvgPool1d, nn.AvgPool2d), functions=(F.avg_pool1d, F.avg_pool2d),
+            accept=_accept_pool),
     OpEntry("gap", "nn.AdaptiveAvgPool2d(1), nn.AdaptiveAvgPool1d(1), F.adaptive_avg_pool2d(x, 1), "
             "nn.AdaptiveMaxPool2d(1), F.adaptive_max_pool2d(x, 1)",
             "GLOBAL_AVGPOOL (max: a MAXPOOL over the whole map)", "output_size 1 only; a global max pool "
@@ -466,10 +473,12 @@ REGISTRY: tuple[OpEntry, ...] = (
     OpEntry("alias", "nn.Dropout (1d, 2d, 3d), nn.AlphaDropout, F.dropout, nn.Identity, x.contiguous()",
             "nothing (dropped)", "", modules=(nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d,
                                                 nn.AlphaDropout, nn.Identity),
-            functions=(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout), methods=("contiguous",)),
+            functions=(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout),
+            methods=("contiguous",)),
     OpEntry("softmax", "a final nn.Softmax(dim=1), F.softmax, torch.softmax, x.softmax(1), nn.LogSoftmax, "
             "F.log_softmax", "nothing: stripped, the file outputs the logits (recorded in the last layer's "
-            "fused names)", "only as the model's last op; predict() (argmax) is unchanged, apply softmax to the "
+            "fused names)", "only as the model's last op; predict() (argmax) is unchanged, apply softmax "
+            "to the "
             "outputs for probabilities",
             modules=(nn.Softmax, nn.LogSoftmax), functions=(F.softmax, torch.softmax, F.log_softmax,
                                                             torch.log_softmax),
@@ -481,7 +490,8 @@ REFUSALS: tuple[Refusal, ...] = (
             "upsample with a conv of more channels instead", modules=(nn.ConvTranspose1d, nn.ConvTranspose2d),
             functions=(F.conv_transpose1d, F.conv_transpose2d)),
     Refusal("nn.Upsample, F.interpolate", "there is no upsampling kernel yet",
-            modules=(nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d), functions=(F.interpolate,)),
+            modules=(nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d),
+            functions=(F.interpolate,)),
     Refusal("torch.cat, torch.stack", "there is no concatenation kernel yet: join branches with an add "
             "(x + y) of equal shapes", functions=(torch.cat, torch.concat, torch.stack)),
     Refusal("nn.GRU, nn.LSTM, nn.RNN", "there are no recurrent layers: use nn.Conv1d over time on "
@@ -563,6 +573,11 @@ def _is_meta(node: torch.fx.Node) -> bool:
 def _single_user(node: torch.fx.Node) -> torch.fx.Node | None:
     users = list(node.users)
     return users[0] if len(users) == 1 else None
+
+
+def _n(shape: tuple[int, ...]) -> str:
+    """A batch shape with its batch dim shown as N (shapes are found on a 2-sample probe)."""
+    return "(" + ", ".join(["N", *(str(d) for d in shape[1:])]) + ")"
 
 
 def _same_nhwc_order(shape: tuple[int, ...]) -> bool:
@@ -687,7 +702,8 @@ class _Planner:
             if kind == "gmp":
                 h, w = x.shape[0], x.shape[1]
                 if h * w > 255:
-                    raise self.fail(node, f"a global max pool over {h} x {w} = {h * w} positions: the max-pool "
+                    raise self.fail(node, f"a global max pool over {h} x {w} = {h * w} positions: "
+                                          "the max-pool "
                                           "kernel takes at most 255 (pool to a smaller map first)")
                 pool, kind = _Pool(True, (h, w), (1, 1), (0, 0)), "maxpool"
             elif kind != "gap":
@@ -752,7 +768,7 @@ class _Planner:
         if pre is not None:
             if pad is not None:
                 raise ConvertError(f"{pre.where}: a BatchNorm before zero padding cannot be folded exactly "
-                                   "(the padding would not see its shift): move it after a conv")
+                                   f"(the padding would not see its shift): move it after a conv{pre.at}")
             pl.attrs["pre_bn"] = pre
             pl.fused.insert(0, pre.name + ">")
         last = node
@@ -770,13 +786,13 @@ class _Planner:
 
     def plan_bn(self, node: torch.fx.Node, x: _Value, in_tshape: tuple[int, ...]) -> None:
         """A BatchNorm with no conv/linear right before it: fold it into the next one, if that is exact."""
-        where = self.where(node) + _at(node)
+        where, at = self.where(node), _at(node)
         cur, flat = node, False
         while True:
             users = list(cur.users)
             if len(users) != 1:
                 raise ConvertError(f"{where}: its output is used {len(users)} times, so it cannot be folded "
-                                   "into one conv/linear: put it directly after a conv/linear")
+                                   f"into one conv/linear: put it directly after a conv/linear{at}")
             u = users[0]
             kind = "output" if u.op == "output" else _classify(u, self.modules)
             if kind in ("alias", "reshape") and u.args[0] is cur:
@@ -788,33 +804,35 @@ class _Planner:
             what = "the model output" if u.op == "output" else self.where(u)
             raise ConvertError(f"{where}: a BatchNorm that does not follow a conv/linear is folded into the "
                                f"next conv/linear, but {what} comes next: put it directly after a "
-                               "conv/linear (or directly before one)")
+                               f"conv/linear (or directly before one){at}")
         repeat = math.prod(in_tshape[2:]) if flat else 1
-        self.pre_bn[u] = _PreBn(self.modules[str(node.target)], str(node.target), repeat, where)
+        self.pre_bn[u] = _PreBn(self.modules[str(node.target)], str(node.target), repeat, where, at)
         self.values[node] = x
 
     def plan_reshape(self, node: torch.fx.Node, x: _Value, in_tshape: tuple[int, ...]) -> None:
         out = _meta_shape(node)
         if len(out) < 2 or out[0] != in_tshape[0]:
-            raise self.fail(node, f"reshape {in_tshape} -> {out} changes the batch dim: keep dim 0 "
+            raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)} changes the batch dim: keep dim 0 "
                                   "(x.view(x.size(0), -1), torch.flatten(x, 1))")
         if len(out) == 2:
             if out[1] != math.prod(in_tshape[1:]):
-                raise self.fail(node, f"reshape {in_tshape} -> {out}")
+                raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)}")
             self.values[node] = x  # a Linear reads it with its columns permuted to NHWC
             return
         if _nhwc_shape(out, self.where(node))[0] == x.shape:
             self.values[node] = x
             return
         if x is self.input:
-            raise self.fail(node, f"reshapes the model input {in_tshape} -> {out}: give the model its input "
-                                  f"in the shape its first layer takes ({out}) and reshape in your data "
-                                  "pipeline")
-        raise self.fail(node, f"reshape {in_tshape} -> {out} moves data on the device (NHWC {x.shape} -> "
-                              f"{_nhwc_shape(out, '')[0]}): only reshapes to (N, features) and reshapes that "
-                              "keep the NHWC shape (squeeze / unsqueeze of size-1 dims) convert")
+            raise self.fail(node, f"reshapes the model input {_n(in_tshape)} -> {_n(out)}: give the model "
+                                  f"its input in the shape its first layer takes, {_n(out)}, and reshape in "
+                                  "your data pipeline")
+        raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)} moves data on the device (NHWC "
+                              f"{x.shape} -> {_nhwc_shape(out, '')[0]}): only reshapes to (N, features) and "
+                              "reshapes that keep the NHWC shape (squeeze / unsqueeze of size-1 dims) "
+                              "convert")
 
-    def plan_pad(self, node: torch.fx.Node, x: _Value, arg0: torch.fx.Node, in_tshape: tuple[int, ...]) -> None:
+    def plan_pad(self, node: torch.fx.Node, x: _Value, arg0: torch.fx.Node,
+                 in_tshape: tuple[int, ...]) -> None:
         if node.op == "call_module":
             p = self.modules[str(node.target)].padding
             p = tuple(int(v) for v in (p if isinstance(p, (tuple, list)) else (p,) * 4))
@@ -973,7 +991,7 @@ def _float_params(pl: _PLayer) -> tuple[NDArray[np.float64], NDArray[np.float64]
     b = np.zeros(w.shape[0]) if mod.bias is None else mod.bias.detach().double().numpy().copy()
     pre: _PreBn | None = pl.attrs.get("pre_bn")
     if pre is not None:  # layer(x * f + c) = layer'(x): scale the input columns, move c into the bias
-        f, c = _bn_affine(pre.module, pre.where)
+        f, c = _bn_affine(pre.module, pre.where + pre.at)
         f, c = np.repeat(f, pre.repeat), np.repeat(c, pre.repeat)
         if isinstance(mod, nn.Linear):
             b = b + w @ c
@@ -1041,7 +1059,7 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
             else:
                 pd = (0, mod.padding[0]) if is1d else _pair(mod.padding)
             pad = pl.attrs.get("pad")
-            if pad is not None:  # a zero padding before the conv: top / left add, bottom / right is out_h, out_w
+            if pad is not None:  # zero padding before: top / left add, bottom / right is out_h, out_w
                 pd = (pd[0] + pad[0], pd[1] + pad[2])
             at = pl.attrs.get("at", "")
             if not (pd[0] < ks[0] and pd[1] < ks[1]):
@@ -1054,8 +1072,8 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
             if pre is not None and (pd != (0, 0) or (out_h - 1) * st[0] + ks[0] > in_h
                                     or (out_w - 1) * st[1] + ks[1] > in_w):
                 raise ConvertError(f"{pre.where}: cannot be folded exactly into '{pl.name}', which pads its "
-                                   "input (the padding would not see the BatchNorm's shift): put the BatchNorm "
-                                   f"after a conv, or give '{pl.name}' padding 0")
+                                   "input (the padding would not see the BatchNorm's shift): put the "
+                                   f"BatchNorm after a conv, or give '{pl.name}' padding 0{pre.at}")
             if is1d:
                 w = w[:, :, None, :]  # (O, I/g, 1, K)
             w = w.transpose(0, 2, 3, 1)  # OIHW -> OHWI
@@ -1225,7 +1243,8 @@ def _convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentil
             _Shapes(gm).run(probe)
         except _NodeFailed as e:
             msg = next((ln.strip() for ln in str(e.error).splitlines() if ln.strip()), type(e.error).__name__)
-            raise ConvertError(f"calibration data of shape {tuple(first.shape)} do not run through the model: "
+            raise ConvertError(f"calibration data of shape {tuple(first.shape)} do not run through the "
+                               f"model: "
                                f"{_describe(e.node, dict(gm.named_modules()))} fails with: {msg}{_at(e.node)}"
                                f"{_layout_hint(gm, tuple(first.shape))}") from None
     shapes = {tuple(b.shape[1:]) for b in batches}
@@ -1394,7 +1413,8 @@ def _load_module(spec: str, state_dict: str | None) -> nn.Module:
                            "importable here: run from its folder or put it on PYTHONPATH") from None
     except ValueError as e:
         if "without arguments" in str(e):
-            raise ConvertError(f"{e}: pass a factory that takes no arguments instead (e.g. def make(): return "
+            raise ConvertError(f"{e}: pass a factory that takes no arguments instead (e.g. def make(): "
+                               "return "
                                "Net(10), as MODULE:make)") from None
         raise
     return module
@@ -1466,7 +1486,8 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.description = ("Convert a PyTorch model to an int8 .mtm file (docs/format.md): BatchNorm folded, "
                      "ReLU fused, per-channel int8 weights, activations calibrated on CALIB. "
                      "--list-ops (or docs/ops.md) says which PyTorch modules, functions and idioms convert.")
-    p.add_argument("model", nargs="?", help="a torch.save()d nn.Module (.pt), or PKG.MODULE:FACTORY building one")
+    p.add_argument("model", nargs="?",
+                   help="a torch.save()d nn.Module (.pt), or PKG.MODULE:FACTORY building one")
     p.add_argument("-o", "--output", help="the .mtm file to write (atomically) (required)")
     p.add_argument("--calib",
                    help="calibration inputs in PyTorch layout (N,C,H,W) / (N,C,L) / (N,F): .npy or .npz "
