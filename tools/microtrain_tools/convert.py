@@ -427,9 +427,9 @@ REGISTRY: tuple[OpEntry, ...] = (
             modules=(nn.BatchNorm1d, nn.BatchNorm2d)),
     OpEntry("relu", "nn.ReLU, F.relu, torch.relu, x.relu(), clamp(min=0)",
             "fused into the conv / linear / add before it, else a RELU layer",
-            modules=(nn.ReLU,), functions=(F.relu, torch.relu, torch.relu_, F.relu_),
+            modules=(nn.ReLU,), functions=(F.relu, torch.relu, torch.relu_),
             methods=("relu", "relu_")),
-    OpEntry("relu6", "nn.ReLU6, F.relu6, nn.Hardtanh(0, 6), F.hardtanh(x, 0, 6)",
+    OpEntry("relu6", "nn.ReLU6, F.relu6",
             "fused like ReLU, else a RELU6 layer", modules=(nn.ReLU6,), functions=(F.relu6,)),
     OpEntry("relu6", "nn.Hardtanh(0, 6), F.hardtanh(x, 0, 6)", "as ReLU6", "only the bounds (0, 6)",
             modules=(nn.Hardtanh,), functions=(F.hardtanh,), accept=_accept_hardtanh),
@@ -486,8 +486,8 @@ REGISTRY: tuple[OpEntry, ...] = (
 )
 
 REFUSALS: tuple[Refusal, ...] = (
-    Refusal("nn.ConvTranspose2d / 1d, F.conv_transpose2d", "there is no transposed-conv kernel yet: "
-            "upsample with a conv of more channels instead", modules=(nn.ConvTranspose1d, nn.ConvTranspose2d),
+    Refusal("nn.ConvTranspose2d / 1d, F.conv_transpose2d", "there is no transposed-conv kernel yet",
+            modules=(nn.ConvTranspose1d, nn.ConvTranspose2d),
             functions=(F.conv_transpose1d, F.conv_transpose2d)),
     Refusal("nn.Upsample, F.interpolate", "there is no upsampling kernel yet",
             modules=(nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d),
@@ -1404,6 +1404,7 @@ def _load_module(spec: str, state_dict: str | None) -> nn.Module:
         if m is None:
             raise ConvertError(f"model {spec!r}: cannot be loaded: {e}") from None
         cls, where = m.group(1), m.group(2)
+        where = "__main__" if where.endswith("__main__") else where  # sys.modules' __main__ may be renamed
         raise ConvertError(f"model {spec!r}: the pickled model's class {cls!r} was defined in {where!r} (the "
                            "script that saved it), which cannot be imported here: move the class into a "
                            f"module and pass MODULE:{cls} (the file in the current folder or on PYTHONPATH) "
