@@ -158,6 +158,7 @@ REFUSED = [
     (Fn(lambda y: F.softmax(y, 2)), IMG, r"^layer 'softmax' .*softmax over dim 2 .*only over the class"),
     (Fn(lambda y: torch.flatten(y, 1)), IMG,
      r"^layer 'flatten' .*the model output is a flattened \(C, H, W\) map.*end the model with a Linear"),
+    (Fn(lambda y: F.dropout(y, 0.5)), IMG, r"^layer 'dropout' .*training=True .*pass training=self.training"),
     (Two(), IMG, r"^the model returns 2 tensors: the file has one output"),
     (Shared(), IMG, r"^layer 'a' \(Conv2d\): module called more than once \(shared weights\)"),
     (FConv(), IMG, r"^layer 'w' \(get_attr w\): a parameter or buffer used outside a module .*use nn.Conv2d"),

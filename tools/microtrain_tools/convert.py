@@ -410,6 +410,16 @@ def _accept_softmax(node: torch.fx.Node, mod: nn.Module | None) -> str:
     return "softmax"
 
 
+def _accept_dropout(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    if node.op == "call_function":
+        default = node.target is not F.alpha_dropout  # F.dropout*: training=True unless given
+        a = _bind(node, ("input", "p", "training", "inplace"), {"training": default})
+        if a["training"] is True:
+            raise _Fail("training=True (F.dropout's default) drops values at inference too: pass "
+                        "training=self.training")
+    return "alias"
+
+
 _ADAPTIVE = (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d)
 _CONSTPAD = (nn.ZeroPad1d, nn.ZeroPad2d, nn.ConstantPad1d, nn.ConstantPad2d)
 
@@ -471,10 +481,11 @@ REGISTRY: tuple[OpEntry, ...] = (
             modules=(nn.Flatten,), functions=(torch.flatten, torch.reshape, torch.squeeze, torch.unsqueeze),
             methods=("flatten", "view", "reshape", "squeeze", "unsqueeze")),
     OpEntry("alias", "nn.Dropout (1d, 2d, 3d), nn.AlphaDropout, F.dropout, nn.Identity, x.contiguous()",
-            "nothing (dropped)", "", modules=(nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d,
-                                                nn.AlphaDropout, nn.Identity),
+            "nothing (dropped)", "F.dropout needs training=self.training (its default drops at inference)",
+            modules=(nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d,
+                     nn.AlphaDropout, nn.Identity),
             functions=(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout),
-            methods=("contiguous",)),
+            methods=("contiguous",), accept=_accept_dropout),
     OpEntry("softmax", "a final nn.Softmax(dim=1), F.softmax, torch.softmax, x.softmax(1), nn.LogSoftmax, "
             "F.log_softmax", "nothing: stripped, the file outputs the logits (recorded in the last layer's "
             "fused names)", "only as the model's last op; predict() (argmax) is unchanged, apply softmax "
