@@ -31,7 +31,7 @@ from support.torch_models import IDIOM_MODELS
 from support.training_cases import SGDM, Setup, device, differences, reference, state_of
 
 N_TRAIN, N_TEST = 1200, 300
-PROBS = {"bn", "sig1d"}  # models that end in a softmax (trained with NLL on its log)
+FINAL = {"bn": "softmax", "sig1d": "softmax", "misc": "log_softmax"}  # stripped by the converter
 
 
 def _view(name: str, x: torch.Tensor) -> torch.Tensor:
@@ -57,8 +57,9 @@ def _train(name: str, model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs
         for idx in torch.randperm(len(y)).split(64):
             opt.zero_grad()
             out = model(x[idx])
-            if name in PROBS:
-                loss = F.nll_loss(out.clamp_min(1e-9).log(), y[idx])
+            if name in FINAL:
+                log_p = out if FINAL[name] == "log_softmax" else out.clamp_min(1e-9).log()
+                loss = F.nll_loss(log_p, y[idx])
             else:
                 loss = F.cross_entropy(out, y[idx])
             loss.backward()
@@ -100,6 +101,10 @@ def test_idioms_map_onto_the_existing_ops(converted) -> None:  # type: ignore[no
                                "GLOBAL_AVGPOOL", "ADD", "LINEAR+RELU", "LINEAR"]
     assert ops["pad"] == ["CONV2D+RELU"] * 3 + ["MAXPOOL", "LINEAR"]
     assert ops["bn"] == ["CONV2D+RELU", "MAXPOOL", "CONV2D+RELU", "LINEAR+RELU", "LINEAR"]
+    assert ops["misc"] == ["CONV2D+RELU6", "CONV2D", "ADD+RELU", "CONV2D+RELU", "GLOBAL_AVGPOOL", "MAXPOOL",
+                           "ADD", "LINEAR+RELU", "LINEAR"]
+    misc = converted["misc"][2]
+    assert misc.layer("c1").params[10:12] == [1, 1] and misc.layers[-1].fused == "out"
     assert ops["sig1d"] == ["CONV2D+RELU", "CONV2D", "ADD+RELU", "MAXPOOL", "CONV2D", "ADD", "GLOBAL_AVGPOOL",
                             "LINEAR"]
     # zero padding lives in the conv descriptor: pad_top / pad_left, and bottom / right via out_h / out_w
@@ -129,8 +134,8 @@ def test_idiom_agrees_with_torch_and_device_is_bitexact(name: str, converted, di
     q = cv.quantize_input(m, xt)
     ora = cv.run_mtm(m, q)
     deq = cv.dequantize_output(m, ora)
-    if name in PROBS:  # the file outputs the logits under the stripped softmax
-        deq = torch.softmax(torch.from_numpy(deq), 1).numpy()
+    if name in FINAL:  # the file outputs the logits under the stripped softmax
+        deq = getattr(torch, FINAL[name])(torch.from_numpy(deq), 1).numpy()
     agree = float((deq.argmax(1) == ref.argmax(1)).mean())
     acc = float((ref.argmax(1) == yt).mean())
     err = float(np.abs(deq - ref).mean() / np.abs(ref).mean())

@@ -6,8 +6,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["IDIOM_MODELS", "BnNet", "Cnn2d", "FuncPool", "MeanPool", "PadNet", "Res1d", "Sig1d", "as_1d",
-           "train_quick"]
+__all__ = ["IDIOM_MODELS", "BnNet", "Cnn2d", "FuncPool", "MeanPool", "MiscIdioms", "PadNet", "Res1d", "Sig1d",
+           "as_1d", "train_quick"]
 
 
 class Cnn2d(nn.Module):
@@ -179,5 +179,29 @@ class Sig1d(nn.Module):
         return F.softmax(self.fc(g), dim=1)
 
 
+class MiscIdioms(nn.Module):
+    """nn.ConstantPad2d(1, 0.0), F.hardtanh(x, 0, 6), b += a, F.adaptive_avg_pool2d(x, 1) squeezed,
+    nn.AdaptiveMaxPool2d(1) reshaped, a final nn.LogSoftmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pad = nn.ConstantPad2d(1, 0.0)
+        self.c1 = nn.Conv2d(1, 16, 3)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.c3 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.gmp = nn.AdaptiveMaxPool2d(1)
+        self.fc1 = nn.Linear(32, 32)
+        self.fc2 = nn.Linear(32, 10)
+        self.out = nn.LogSoftmax(dim=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = F.hardtanh(self.c1(self.pad(x)), 0.0, 6.0)
+        b = self.c2(a)
+        b += a
+        c = F.relu(self.c3(F.relu(b)))  # 4 x 4
+        g = F.adaptive_avg_pool2d(c, 1).squeeze(3).squeeze(2) + self.gmp(c).reshape(c.shape[0], -1)
+        return self.out(self.fc2(F.relu(self.fc1(g))))
+
+
 IDIOM_MODELS: dict[str, type[nn.Module]] = {"funcpool": FuncPool, "meanpool": MeanPool, "pad": PadNet,
-                                            "bn": BnNet, "sig1d": Sig1d}
+                                            "bn": BnNet, "sig1d": Sig1d, "misc": MiscIdioms}

@@ -732,7 +732,8 @@ class _Planner:
                 raise self.fail(node, f"operands of shapes {x.shape} and {y.shape} (NHWC, no broadcasting)")
             pl = self.layer("add", node, [x, y])
             last = self.fuse_act(node, pl)
-            pl.output = self.values[last] = self.new_value(last, calib=last)
+            # element-wise: the device shape of its inputs (PyTorch's may be squeezed, e.g. a pooled (N, C))
+            pl.output = self.values[last] = _Value(x.shape, x.signal_1d, calib=last)
             self.values[node] = pl.output
         elif kind == "reshape":
             self.plan_reshape(node, x, in_tshape)
