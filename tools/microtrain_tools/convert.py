@@ -610,7 +610,6 @@ class _Planner:
         self.pads: dict[torch.fx.Node, tuple[int, int, int, int, list[str]]] = {}  # top, bottom, left, right
         self.pre_bn: dict[torch.fx.Node, _PreBn] = {}
         self.softmax: str | None = None
-        self.notes: list[str] = []
 
     def name(self, node: torch.fx.Node) -> str:
         base = str(node.target) if node.op == "call_module" else node.name
