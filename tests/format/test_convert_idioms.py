@@ -165,3 +165,21 @@ def test_idiom_trains_last2_on_device(name: str, converted, digits, tmp_path: Pa
     losses = fit["loss"].tolist()
     print(f"{name}: epoch losses {losses}")
     assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_to_torch_undoes_the_folds(converted, digits) -> None:  # type: ignore[no-untyped-def]
+    """``to-torch`` of the converted BatchNorm model: the BatchNorms before a layer (fused 'name>') become
+    the identity and the folded weights compute what the original model computes (up to int8 weights)."""
+    from microtrain_tools import to_torch
+
+    net, _, m, _ = converted["bn"]
+    fresh = IDIOM_MODELS["bn"]()
+    sd, notes = to_torch.to_state_dict(m, fresh)
+    fresh.load_state_dict(sd, strict=True)
+    fresh.eval()
+    assert sum("set to identity (folded into" in n for n in notes) == 4
+    x = digits[0][N_TRAIN:N_TRAIN + N_TEST]
+    with torch.no_grad():
+        ref, got = net(x), fresh(x)
+    assert float((ref.argmax(1) == got.argmax(1)).float().mean()) >= 0.98
+    assert float((ref - got).abs().max()) < 0.05

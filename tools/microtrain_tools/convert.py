@@ -403,8 +403,8 @@ def _accept_softmax(node: torch.fx.Node, mod: nn.Module | None) -> str:
     dim = mod.dim if mod is not None else _bind(node, ("input", "dim"), {"dim": None})["dim"]
     src = node.args[0]
     rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
-    if dim is None:  # PyTorch's implicit choice for ranks 2 and 4
-        dim = 1
+    if dim is None:  # PyTorch's implicit (deprecated) choice
+        dim = 0 if rank in (0, 1, 3) else 1
     if rank < 2 or int(dim) % rank != 1:
         raise _Fail(f"softmax over dim {dim} of a rank-{rank} tensor: only over the class / channel dim 1")
     return "softmax"
