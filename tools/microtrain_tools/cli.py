@@ -56,7 +56,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     from microtrain_tools import convert
 
     rc = int(convert.main(args=args) or 0)
-    return 2 if rc == 1 else rc  # convert.main prints its one-line error and returns 1
+    return 2 if rc == 1 else rc  # convert.main prints its one-line error and returns 2
 
 
 def _cmd_to_torch(args: argparse.Namespace) -> int:
