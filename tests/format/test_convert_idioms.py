@@ -183,3 +183,27 @@ def test_to_torch_undoes_the_folds(converted, digits) -> None:  # type: ignore[n
         ref, got = net(x), fresh(x)
     assert float((ref.argmax(1) == got.argmax(1)).float().mean()) >= 0.98
     assert float((ref - got).abs().max()) < 0.05
+
+
+def test_batchnorm_before_grouped_and_depthwise_convs() -> None:
+    """A BatchNorm before a layer scales that layer's input channels: per group for grouped convs."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.BatchNorm2d(4), nn.Conv2d(4, 8, 3, groups=4), nn.ReLU(), nn.BatchNorm2d(8),
+                        nn.Conv2d(8, 6, 1, groups=2), nn.ReLU(), nn.Flatten(), nn.BatchNorm1d(6 * 6 * 6),
+                        nn.Linear(216, 5))
+    for mod in net.modules():
+        if isinstance(mod, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            with torch.no_grad():
+                mod.running_mean.uniform_(-1, 1)
+                mod.running_var.uniform_(0.3, 3)
+                mod.weight.uniform_(0.3, 2)
+                mod.bias.uniform_(-1, 1)
+    net.eval()
+    x = torch.rand(300, 4, 8, 8)
+    m = cv.convert(net, x, progress=False)
+    assert [(ly.name, ly.fused) for ly in m.layers] == [("1", "0>,2"), ("4", "3>,5"), ("8", "7>")]
+    deq = cv.dequantize_output(m, cv.run_mtm(m, x))
+    with torch.no_grad():
+        ref = net(x).numpy()
+    assert float(np.abs(deq - ref).mean() / np.abs(ref).mean()) < 0.02
+    assert float((deq.argmax(1) == ref.argmax(1)).mean()) >= 0.97
