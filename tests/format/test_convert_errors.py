@@ -150,6 +150,8 @@ REFUSED = [
      r"^layer 'a' \(Conv2d\): padding \(3, 3\) \(its own plus the zero padding before it\) must be smaller "
      r"than the kernel"),
     (Fn(lambda y: y, pre=lambda x: F.pad(x, (-1, 0, 0, 0)), pad=0), IMG, r"^layer 'pad' .*negative padding"),
+    (Fn(lambda y: y, pre=lambda x: F.pad(x, (0, 0, 0, 6)), pad=0), IMG,
+     r"^layer 'a' \(Conv2d\): the padding leaves whole windows outside the input \(output 12 x 6 of 8 x 8\)"),
     (Fn(lambda y: y, pre=nn.BatchNorm2d(1)), IMG, r"^layer 'pre' \(BatchNorm2d\): cannot be folded exactly "
                                                   r"into 'a', which pads its input.*padding 0"),
     (BnRelu(), IMG, r"^layer 'bn' \(BatchNorm2d\): a BatchNorm that does not follow a conv/linear is folded "
