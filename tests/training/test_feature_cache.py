@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from microtrain_tools.reference import train_ref as tr
 from support.harness import run_micropython
 from support.training_cases import (
     ADAM,
@@ -28,20 +29,20 @@ from support.training_cases import (
     ref_sparse,
     state_of,
 )
-from microtrain_tools.reference import train_ref as tr
 
 HEAP = "256k"
+Config = tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int]
 
 # (model, train, mode, optimizer, sparse, batch): the boundary of `res` / `misc` with
 # conv2 trained is a tensor read by two layers (conv2 and the residual add)
-CONFIGS: list[tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int]] = [
+CONFIGS: list[Config] = [
     ("cnn", "last:2", "mixed", SGDM, None, 1),
     ("res", ["conv2", "fc"], "int8", SGDM, DYN, 4),
     ("misc", ["conv2", "fc"], "float32", ADAM, None, 3),
 ]
 
 
-def fit_run(s: Setup, tmp: Path, tag: str, c: tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int],
+def fit_run(s: Setup, tmp: Path, tag: str, c: Config,
             order: list[int], cache: Any, epochs: int = 3) -> tuple[dict[str, Any], str]:
     """Trainer.fit in micropython (256 KB heap) with fit(cache=cache); (dump, stdout)."""
     _, train, mode, opt, sparse, batch = c
@@ -122,8 +123,8 @@ print("one epoch", cache.make(m, t.first, samples, 1, "auto"))
 
 def test_auto_takes_ram_when_it_fits_the_budget_else_a_file(setups: dict[str, Setup], tmp_path: Path) -> None:
     """In a 256 KB heap: 60 samples of the cnn's 65-byte records (2 x 2 x 16 + the label) go to RAM,
-    3,000 (195 KB: more than half the free heap) to the file; records read back what forward computes; no cache
-    for a single epoch."""
+    3,000 (195 KB: more than half the free heap) to the file; records read back what forward
+    computes; no cache for a single epoch."""
     s = setups["cnn"]
     script = tmp_path / "auto.py"
     script.write_text(_AUTO)
