@@ -1,0 +1,337 @@
+"""`make bench`: microtrain on the host next to PyTorch eager, batch 1, one thread.
+
+The transfer CNN (evals/transfer_model.py: the shipped float model evals/models/fmnist_transfer.pt
+and its int8 conversion) on Fashion-MNIST test images:
+
+- *infer*: microtrain ``model.forward(x)`` in the unix ``micropython`` with the x64 natmod vs
+  PyTorch eager fp32 ``net(x)`` of the float model under ``torch.no_grad()``;
+- *step last:2* / *step all*: microtrain ``Trainer.step(x, label)`` (mixed mode, SGD lr 0.01
+  momentum 0.9, batch 1: forward, loss, backward, update) vs a PyTorch eager step of the same
+  layers (forward, cross-entropy, backward, ``torch.optim.SGD(lr=0.01, momentum=0.9).step()``,
+  ``zero_grad``), batch 1, the float model in eval mode (batch-norm statistics and dropout
+  frozen, as in the converted model); "last:2" trains fc1 and fc2 only (the other parameters
+  do not require gradients), "all" every parameter.
+
+Both sides run in rounds, interleaved (round r: micropython, then PyTorch), and each figure is
+the minimum over the rounds of one loop's time divided by its samples. A loop is timed around
+the whole loop (nothing subtracted; microtrain: time.ticks_us and the process's CPU time from
+/proc/self/stat inside micropython; PyTorch: time.perf_counter and time.process_time); its
+length is set from a calibration round so it lasts ``--seconds``. The ratios use process CPU
+time (robust on a shared machine); wall times are shown too.
+
+With ``--fit`` it also measures the feature cache (python_lib/microtrain/cache.py): Trainer.fit
+last:2 over ``--fit`` samples for 3 epochs with ``cache=None`` and ``cache="ram"``.
+
+Writes docs/performance-host.md (unless --no-doc or --quick) and ends with
+``bench: infer_vs_torch=R1 step_last2_vs_torch=R2 step_all_vs_torch=R3`` (microtrain / PyTorch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build" / "bench-host"
+SCRIPT = ROOT / "evals" / "mp" / "bench_host.py"
+MICROPYTHON = ROOT / ".venv" / "bin" / "micropython"
+NATMOD = ROOT / "build" / "natmod" / "x64"
+DOC = ROOT / "docs" / "performance-host.md"
+N_DATA = 64  # distinct test images the loops cycle through
+BENCHES = ("infer", "step_last2", "step_all")
+FIT_EPOCHS = 3
+
+
+@dataclass
+class Times:
+    """Per bench: the loops' per-sample times (seconds), one per round."""
+
+    cpu: dict[str, list[float]] = field(default_factory=dict)
+    wall: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, name: str, n: int, wall: float, cpu: float) -> None:
+        self.wall.setdefault(name, []).append(wall / n)
+        self.cpu.setdefault(name, []).append(cpu / n if cpu >= 0 else wall / n)
+
+    def best(self, name: str, clock: str = "cpu") -> float:
+        return min((self.cpu if clock == "cpu" else self.wall)[name])
+
+
+# ---------------------------------------------------------------------------------------------
+# model and data
+
+
+def prepare() -> tuple[Path, Path, nn.Module, np.ndarray, np.ndarray]:
+    """The int8 model and N_DATA quantised test images (files for micropython), the float model
+    and the same images as float32 (N, 1, 28, 28) with their labels."""
+    from evals import datasets as ds
+    from evals import transfer_model as tm
+    from microtrain_tools import convert as cv
+    from microtrain_tools.mtd import write_mtd
+
+    BUILD.mkdir(parents=True, exist_ok=True)
+    ref = tm.get_model(progress=False)
+    mtm_path, mtd_path = BUILD / "fmnist.mtm", BUILD / "fmnist.mtd"
+    shutil.copy2(ref.mtm, mtm_path)
+    xt, yt = ds.fashion_mnist("test")
+    x, y = xt[:N_DATA], yt[:N_DATA]
+    write_mtd(mtd_path, cv.quantize_input(mtm_path.read_bytes(), x), y)
+    return mtm_path, mtd_path, ref.model, np.ascontiguousarray(x, dtype=np.float32), y
+
+
+# ---------------------------------------------------------------------------------------------
+# microtrain side
+
+
+def run_micropython(mtm: Path, mtd: Path, counts: dict[str, int],
+                    n_fit: int = 0) -> dict[str, tuple[int, int, int]]:
+    """One run of evals/mp/bench_host.py -> name -> (samples, wall us, cpu us)."""
+    env = dict(os.environ, MICROPYPATH=f"{NATMOD}:{ROOT / 'python_lib'}")
+    args = [str(os.sysconf("SC_CLK_TCK")), str(counts["infer"]), str(counts["step_last2"]),
+            str(counts["step_all"]), str(n_fit), str(FIT_EPOCHS)]
+    p = subprocess.run([str(MICROPYTHON), str(SCRIPT), str(mtm), str(mtd), *args], capture_output=True,
+                       text=True, env=env, cwd=BUILD, timeout=3600)
+    if p.returncode != 0 or "@host done" not in p.stdout:
+        raise RuntimeError(f"bench_host.py failed (rc {p.returncode}):\n{p.stdout[-2000:]}\n"
+                           f"{p.stderr[-2000:]}")
+    out = {}
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if f[0] == "@host" and len(f) == 5:
+            out[f[1]] = (int(f[2]), int(f[3]), int(f[4]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch side
+
+
+def torch_loops(net: nn.Module, x: np.ndarray, y: np.ndarray) -> dict[str, Callable[[int], None]]:
+    """name -> loop(n): n samples of that bench, batch 1, cycling through x."""
+    xs = [torch.from_numpy(x[i:i + 1]).clone() for i in range(len(x))]
+    ys = [torch.tensor([int(v)]) for v in y]
+    k = len(xs)
+
+    def infer(n: int) -> None:
+        net.eval()
+        with torch.no_grad():
+            for i in range(n):
+                net(xs[i % k])
+
+    def stepper(train: str) -> Callable[[int], None]:
+        names = ("fc1.", "fc2.") if train == "last:2" else ("",)
+        params = []
+        for name, p in net.named_parameters():
+            p.requires_grad_(name.startswith(names))
+            if p.requires_grad:
+                params.append(p)
+        opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+        loss_fn = nn.CrossEntropyLoss()
+
+        def loop(n: int) -> None:
+            for name, p in net.named_parameters():  # this configuration's trained set
+                p.requires_grad_(name.startswith(names))
+            net.eval()
+            for i in range(n):
+                opt.zero_grad(set_to_none=True)
+                loss_fn(net(xs[i % k]), ys[i % k]).backward()
+                opt.step()
+
+        return loop
+
+    return {"infer": infer, "step_last2": stepper("last:2"), "step_all": stepper("all")}
+
+
+def time_torch(loop: Callable[[int], None], n: int) -> tuple[float, float]:
+    """(wall s, cpu s) of loop(n)."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    loop(n)
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+
+
+def _ms(v: float) -> str:
+    return f"{1e3 * v:.3f}"
+
+
+def table(mt: Times, pt: Times) -> list[str]:
+    what = {"infer": "inference (batch 1)", "step_last2": "training step, last:2 (fc1, fc2)",
+            "step_all": "training step, all layers"}
+    out = ["| | microtrain CPU ms | PyTorch CPU ms | ratio (CPU) | microtrain wall ms | PyTorch wall ms |"
+           " ratio (wall) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for b in BENCHES:
+        out.append(f"| {what[b]} | {_ms(mt.best(b))} | {_ms(pt.best(b))} | {mt.best(b) / pt.best(b):.2f} "
+                   f"| {_ms(mt.best(b, 'wall'))} | {_ms(pt.best(b, 'wall'))} "
+                   f"| {mt.best(b, 'wall') / pt.best(b, 'wall'):.2f} |")
+    return out
+
+
+def summary_line(mt: Times, pt: Times) -> str:
+    r = [mt.best(b) / pt.best(b) for b in BENCHES]
+    return f"bench: infer_vs_torch={r[0]:.2f} step_last2_vs_torch={r[1]:.2f} step_all_vs_torch={r[2]:.2f}"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mp = subprocess.run([str(MICROPYTHON), "-c", "import sys; print(sys.version)"], capture_output=True,
+                        text=True).stdout.strip()
+    return (f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}; "
+            f"Python {platform.python_version()}, torch {torch.__version__} "
+            f"({torch.get_num_threads()} thread), micropython {mp}")
+
+
+def write_doc(mt: Times, pt: Times, line: str, meta: dict[str, str], fit: list[str]) -> None:
+    lines = [
+        "# Performance on the host (microtrain vs PyTorch)",
+        "",
+        "Generated by `make bench` (evals/bench_host.py); do not edit by hand. Times depend on the",
+        "machine and its load, unlike the instruction counts of [performance.md](performance.md).",
+        "",
+        f"Machine: {meta['machine']}.",
+        "",
+        "```sh",
+        "make bench                               # this page",
+        ".venv/bin/python -m evals.bench_host --quick   # one short round, no page",
+        "```",
+        "",
+        "Model: the Fashion-MNIST transfer CNN (evals/transfer_model.py; 28x28x1, conv3x3(16), pool,",
+        "conv3x3(32), pool, depthwise3x3, pointwise(32), pool, fc 288->32, fc 32->10): microtrain runs",
+        "its int8 conversion in the unix `micropython` with the x64 natmod; PyTorch (eager, fp32, one",
+        "thread) the float model. Batch 1, cycling through "
+        f"{N_DATA} Fashion-MNIST test images.",
+        "",
+        "- *inference*: `model.forward(x)` vs `net(x)` under `torch.no_grad()`;",
+        "- *training step*: `Trainer.step(x, label)` (mode mixed, `SGD(lr=0.01, momentum=0.9)`,",
+        "  batch 1: forward, loss, backward, update) vs forward, cross-entropy, backward,",
+        "  `torch.optim.SGD(lr=0.01, momentum=0.9).step()` and `zero_grad` of the same layers",
+        "  (the float model in eval mode: batch-norm statistics and dropout frozen, as in the",
+        "  converted model; last:2 = fc1 and fc2, the others without gradients; all = every",
+        "  parameter, batch-norm scales included).",
+        "",
+        f"Method: {meta['rounds']} rounds, interleaved (each round runs micropython once for the three",
+        "benchmarks, then PyTorch); each loop lasts about "
+        f"{meta['seconds']} s (its sample count set by a",
+        "calibration round) and is timed around the whole loop, nothing subtracted: in micropython",
+        "with `time.ticks_us` and the process's CPU time (`/proc/self/stat`, read inside the",
+        "process, so start-up and model loading are not included; garbage collection is), in",
+        "PyTorch with `time.perf_counter` and `time.process_time`. Figures are the minimum over",
+        "the rounds of time per sample; ratios are microtrain / PyTorch, from CPU time.",
+        "",
+        *table(mt, pt),
+        "",
+        "```",
+        line,
+        "```",
+        "",
+    ]
+    if fit:
+        lines += fit
+    if meta.get("profile"):
+        lines += [meta["profile"], ""]
+    DOC.write_text("\n".join(lines))
+
+
+def fit_section(mt: Times, n_fit: int) -> list[str]:
+    a, b = mt.best("fit_last2_nocache"), mt.best("fit_last2_cache")
+    f, s = mt.best("fwd_last2_full"), mt.best("fwd_last2_from_first")
+    return [
+        "## Feature cache (Trainer.fit, last:2)",
+        "",
+        f"`Trainer.fit` over {n_fit} samples, {FIT_EPOCHS} epochs, last:2, mode mixed, SGD momentum,",
+        "batch 1,"
+        " with `cache=None` and with `cache=\"ram\"` (the frozen layers' outputs computed once per",
+        "sample, then read back; docs/training.md \"Feature cache\"), CPU time per sample and epoch,",
+        "the cache's fill included:",
+        "",
+        "| | ms per sample and epoch |",
+        "|---|---:|",
+        f"| no cache | {_ms(a)} |",
+        f"| RAM cache | {_ms(b)} |",
+        f"| saved | {_ms(a - b)} ({100 * (a - b) / a:.1f} %) |",
+        "",
+        "The training forward alone (`model.forward(x, first)`, last:2) takes "
+        f"{_ms(f)} ms per sample;",
+        "from the first trained layer on (`forward(None, first, start=first)`, what remains with the",
+        f"cache) {_ms(s)} ms ({100 * s / f:.1f} %). The rest of a step (loss, backward, the update)",
+        "is unchanged by the cache, so the saving grows as that part gets faster.",
+        "",
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="one short round, fit over 8 samples, no page (a check of the bench)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=1.0, help="length of each timed loop")
+    ap.add_argument("--fit", type=int, default=64, help="samples of the feature-cache fit (0: skip)")
+    ap.add_argument("--no-doc", action="store_true", help="do not write docs/performance-host.md")
+    ap.add_argument("--profile", type=Path, help="a profile section (markdown) to include in the page")
+    a = ap.parse_args(argv)
+    if a.quick:
+        a.rounds, a.seconds, a.fit, a.no_doc = 1, 0.1, min(a.fit, 8), True
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    if not (NATMOD / "_microtrain.mpy").is_file():
+        raise SystemExit(f"bench: no {NATMOD / '_microtrain.mpy'} (make natmod)")
+    mtm, mtd, net, x, y = prepare()
+    loops = torch_loops(net, x, y)
+    # calibration: per-sample times from short loops -> loop lengths of about a.seconds
+    cal = run_micropython(mtm, mtd, {"infer": 20, "step_last2": 3, "step_all": 3})
+    n_mt = {b: max(3, math.ceil(a.seconds * 1e6 * cal[b][0] / max(1, cal[b][1]))) for b in BENCHES}
+    n_pt = {}
+    for b in BENCHES:
+        loops[b](3)  # warm-up
+        _, c = time_torch(loops[b], 20)
+        n_pt[b] = max(3, math.ceil(a.seconds * 20 / max(c, 1e-6)))
+    mt, pt = Times(), Times()
+    for r in range(a.rounds):
+        res = run_micropython(mtm, mtd, n_mt, a.fit)
+        for name, (n, wall, cpu) in res.items():
+            mt.add(name, n, wall * 1e-6, cpu * 1e-6 if cpu >= 0 else -1)
+        for b in BENCHES:
+            wall_s, cpu_s = time_torch(loops[b], n_pt[b])
+            pt.add(b, n_pt[b], wall_s, cpu_s)
+        print(f"round {r + 1}/{a.rounds}: " + " ".join(
+            f"{b} {_ms(mt.cpu[b][-1])}/{_ms(pt.cpu[b][-1])} ms" for b in BENCHES), flush=True)
+    print()
+    print("\n".join(table(mt, pt)))
+    fit = fit_section(mt, a.fit) if a.fit else []
+    if fit:
+        print()
+        print("\n".join(fit))
+    line = summary_line(mt, pt)
+    if not a.no_doc:
+        meta = {"machine": machine(), "rounds": str(a.rounds), "seconds": f"{a.seconds:g}",
+                "profile": a.profile.read_text() if a.profile else ""}
+        write_doc(mt, pt, line, meta, fit)
+        print(f"wrote {DOC.relative_to(ROOT)}")
+    print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
