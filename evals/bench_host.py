@@ -32,6 +32,7 @@ import argparse
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -163,6 +164,135 @@ def time_torch(loop: Callable[[int], None], n: int) -> tuple[float, float]:
 
 
 # ---------------------------------------------------------------------------------------------
+# profile: x86 instructions (valgrind --tool=callgrind) of the microtrain side
+
+PROFILE_SCRIPT = ROOT / "evals" / "mp" / "bench_host_profile.py"
+PHASES = ("fwd", "fwdbwd", "step")
+_CG_LINE = re.compile(r"^\s*([\d,]+) \([^)]*\)\s+(\S.*)$")
+
+
+@dataclass
+class Callgrind:
+    total: int
+    incl: dict[str, int]  # function -> inclusive instructions
+    self_: dict[str, int]  # function -> self instructions
+    kernels: dict[str, str]  # callgrind name of a natmod entry point -> kernel name
+
+
+def _annotate(out: Path, inclusive: bool) -> dict[str, int]:
+    inc = "yes" if inclusive else "no"
+    p = subprocess.run(["callgrind_annotate", f"--inclusive={inc}", "--threshold=100", str(out)],
+                       capture_output=True, text=True, check=True)
+    res: dict[str, int] = {}
+    for line in p.stdout.splitlines():
+        m = _CG_LINE.match(line)
+        if m and "PROGRAM TOTALS" not in line:
+            name = m.group(2)
+            name = re.sub(r" \[[^\]]*\]$", "", name)  # the object file
+            name = re.sub(r"^\S*/(py|extmod|ports|shared)/", r"\1/", name)  # source paths, shortened
+            res[name] = res.get(name, 0) + int(m.group(1).replace(",", ""))
+    return res
+
+
+def callgrind(mtm: Path, mtd: Path, train: str, phase: str, steps: int) -> Callgrind:
+    out = BUILD / f"cg.{train.replace(':', '')}.{phase}.{steps}"
+    env = dict(os.environ, MICROPYPATH=f"{NATMOD}:{ROOT / 'python_lib'}")
+    p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(MICROPYTHON),
+                        str(PROFILE_SCRIPT), str(mtm), str(mtd), train, phase, str(steps)],
+                       capture_output=True, text=True, env=env, cwd=BUILD, timeout=7200)
+    if p.returncode != 0 or "@done" not in p.stdout:
+        raise RuntimeError(f"callgrind run failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    kernels = {}
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if f[0] == "@fn":
+            kernels[f"???:0x{int(f[2], 16):016x}"] = f[1]
+    m = re.search(r"Collected : (\d+)", p.stderr)
+    assert m, p.stderr[-1000:]
+    return Callgrind(int(m.group(1)), _annotate(out, True), _annotate(out, False), kernels)
+
+
+@dataclass
+class Prof:
+    """Instructions per sample of one phase: total, per kernel (inclusive, argument checks and
+    buffer protocol included), and the self instructions of every other function."""
+
+    total: float
+    kernels: dict[str, float]
+    other: dict[str, float]
+
+    @property
+    def native(self) -> float:
+        return sum(self.kernels.values())
+
+
+def _diff(a: Callgrind, b: Callgrind, n: int) -> Prof:
+    ka = {v: a.incl.get(k, 0) for k, v in a.kernels.items()}
+    kb = {v: b.incl.get(k, 0) for k, v in b.kernels.items()}
+    kern = {k: (kb[k] - ka.get(k, 0)) / n for k in kb if kb[k] - ka.get(k, 0) > 0}
+    nat = set(a.kernels) | set(b.kernels)
+    other = {}
+    for f in set(a.self_) | set(b.self_):
+        if f not in nat and not f.startswith("???:0x"):
+            d = (b.self_.get(f, 0) - a.self_.get(f, 0)) / n
+            if d > 0:
+                other[f] = d
+    return Prof((b.total - a.total) / n, kern, other)
+
+
+def profile(mtm: Path, mtd: Path, steps: int) -> dict[tuple[str, str], Prof]:
+    out = {}
+    for train in ("last:2", "all"):
+        base = callgrind(mtm, mtd, train, "step", 0)
+        for ph in PHASES:
+            out[(train, ph)] = _diff(base, callgrind(mtm, mtd, train, ph, steps), steps)
+            print(f"profile {train} {ph}: {out[(train, ph)].total / 1e6:.2f} M instructions per sample",
+                  flush=True)
+    return out
+
+
+def _mi(v: float) -> str:
+    return f"{v / 1e6:.2f} M"
+
+
+def profile_section(prof: dict[tuple[str, str], Prof], steps: int) -> list[str]:
+    lines = [
+        "## Where microtrain's host time goes (x86 instructions, callgrind)",
+        "",
+        "`valgrind --tool=callgrind` counts the x86-64 instructions of the same micropython run",
+        "(`.venv/bin/python -m evals.bench_host --profile`; evals/mp/bench_host_profile.py), per",
+        f"sample: the difference of a run with {steps} samples and one with none (start-up, loading and",
+        "3 warm-up steps cancel). *native* is the `_microtrain` natmod: the inclusive count of each",
+        "kernel's entry point (argument checks and buffer access included); everything else is",
+        "MicroPython (bytecode VM, objects, floats, GC) and libc. Phases: *forward* =",
+        "`model.forward(x, first)`; *loss + backward* = `Trainer.step` with the update never due,",
+        "minus the forward; *update* = `Trainer.step` at batch 1 minus that.",
+        "",
+        "| train | phase | instructions | native | native % | largest native parts |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for train in ("last:2", "all"):
+        f, fb, st = (prof[(train, ph)] for ph in PHASES)
+        parts = (("forward", f.total, f.native, f.kernels, {}),
+                 ("loss + backward", fb.total - f.total, fb.native - f.native, fb.kernels, f.kernels),
+                 ("update", st.total - fb.total, st.native - fb.native, st.kernels, fb.kernels),
+                 ("whole step", st.total, st.native, st.kernels, {}))
+        for name, tot, nat, k1, k0 in parts:
+            d = {k: v - k0.get(k, 0.0) for k, v in k1.items()}
+            top = sorted(((v, k) for k, v in d.items() if v > 0.005 * max(tot, 1)), reverse=True)[:4]
+            ks = ", ".join(f"`{k}` {_mi(v)}" for v, k in top) or "-"
+            lines.append(f"| {train} | {name} | {_mi(tot)} | {_mi(nat)} | {100 * nat / tot:.1f} % | {ks} |")
+    lines += ["", "Largest MicroPython / libc functions (self instructions per sample) of the update and",
+              "of loss + backward, last:2:", "", "| function | update | loss + backward |", "|---|---:|---:|"]
+    f, fb, st = (prof[("last:2", ph)] for ph in PHASES)
+    upd = {k: v - fb.other.get(k, 0.0) for k, v in st.other.items()}
+    bwd = {k: v - f.other.get(k, 0.0) for k, v in fb.other.items()}
+    for k in sorted(upd, key=lambda k: -upd[k])[:12]:
+        lines.append(f"| `{k}` | {_mi(upd[k])} | {_mi(max(0.0, bwd.get(k, 0.0)))} |")
+    return lines + [""]
+
+
+# ---------------------------------------------------------------------------------------------
 # report
 
 
@@ -289,7 +419,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=1.0, help="length of each timed loop")
     ap.add_argument("--fit", type=int, default=64, help="samples of the feature-cache fit (0: skip)")
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/performance-host.md")
-    ap.add_argument("--profile", type=Path, help="a profile section (markdown) to include in the page")
+    ap.add_argument("--profile", action="store_true", help="also count instructions with callgrind "
+                    "(minutes) and add where they go to the page")
+    ap.add_argument("--profile-only", action="store_true", help="only the callgrind profile (printed)")
+    ap.add_argument("--profile-steps", type=int, default=4, help="samples per profiled run")
     a = ap.parse_args(argv)
     if a.quick:
         a.rounds, a.seconds, a.fit, a.no_doc = 1, 0.1, min(a.fit, 8), True
@@ -298,6 +431,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (NATMOD / "_microtrain.mpy").is_file():
         raise SystemExit(f"bench: no {NATMOD / '_microtrain.mpy'} (make natmod)")
     mtm, mtd, net, x, y = prepare()
+    if a.profile_only:
+        print("\n".join(profile_section(profile(mtm, mtd, a.profile_steps), a.profile_steps)))
+        return 0
     loops = torch_loops(net, x, y)
     # calibration: per-sample times from short loops -> loop lengths of about a.seconds
     cal = run_micropython(mtm, mtd, {"infer": 20, "step_last2": 3, "step_all": 3})
@@ -325,8 +461,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(fit))
     line = summary_line(mt, pt)
     if not a.no_doc:
-        meta = {"machine": machine(), "rounds": str(a.rounds), "seconds": f"{a.seconds:g}",
-                "profile": a.profile.read_text() if a.profile else ""}
+        meta = {"machine": machine(), "rounds": str(a.rounds), "seconds": f"{a.seconds:g}", "profile": ""}
+        if a.profile:
+            meta["profile"] = "\n".join(profile_section(profile(mtm, mtd, a.profile_steps), a.profile_steps))
         write_doc(mt, pt, line, meta, fit)
         print(f"wrote {DOC.relative_to(ROOT)}")
     print(line)
