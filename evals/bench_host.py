@@ -293,6 +293,53 @@ def profile_section(prof: dict[tuple[str, str], Prof], steps: int) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# the feature cache on Cortex-M7 (QEMU, exact instruction counts)
+
+MCU_RUNS = ((1, 16, 2), (16, 32, 3))  # (batch, samples, epochs): batch 1 is 6 times as long per sample
+
+
+def mcu_cache(mtm: Path, mtd: Path) -> list[str]:
+    """evals/mp/bench_cache.py on the M7 firmware (bench_mcu's runner and counter): instructions
+    per sample and epoch of Trainer.fit, last:2, with and without the RAM cache."""
+    from evals import bench_mcu as bm
+
+    subprocess.run(["make", "-s", "-C", str(bm.PLUGIN_DIR), "all"], check=True)
+    subprocess.run(["make", "-s", "-C", str(ROOT), "natmod", "ARCH=armv7emdp"], check=True)
+    board = bm.boards()["m7"]
+    if not board.firmware.is_file():
+        raise SystemExit(f"bench: no firmware {board.firmware} (make firmware-mcu)")
+    fmap = bm.firmware_map(board.firmware, bm.BUILD / "m7.map")
+    shutil.copy2(mtm, bm.BUILD / "cache_fmnist.mtm")
+    shutil.copy2(mtd, bm.BUILD / "cache_fmnist.mtd")
+    rows = []
+    for batch, n_samples, epochs in MCU_RUNS:
+        args = ["cache_fmnist.mtm", "cache_fmnist.mtd", "last:2", str(batch), str(epochs), str(n_samples)]
+        run = bm.run_guest(board, fmap, "bench_cache.py", args, heap_kb=board.heap_kb)
+        reg = bm.regions(run)
+        n = n_samples * epochs
+        a, b = sum(reg["fit_nocache"][0]) / n, sum(reg["fit_ram"][0]) / n
+        if run.results["same"] != "1":
+            raise RuntimeError("bench: the M7 fit with the cache trained other weights than without")
+        rows.append(f"| {batch} | {n_samples} | {epochs} | {_mi(a)} | {_mi(b)} | {_mi(a - b)} "
+                    f"({100 * (a - b) / a:.1f} %) |")
+        print(f"m7 fit last:2 batch {batch}: {a / 1e6:.2f} M -> {b / 1e6:.2f} M instructions per sample "
+              "and epoch", flush=True)
+    return [
+        "### On Cortex-M7 (QEMU, instructions)",
+        "",
+        "The same comparison under the project's M7 firmware (`.venv/bin/python -m evals.bench_host --mcu`,",
+        "evals/mp/bench_cache.py; counted as by `make bench-mcu`): `Trainer.fit` over Fashion-MNIST",
+        "samples, last:2, mixed, SGD momentum, instructions per sample and epoch, the fill included;",
+        "both runs end with identical weights (checked on the device).",
+        "",
+        "| batch | samples | epochs | no cache | RAM cache | saved |",
+        "|---:|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
 # report
 
 
@@ -422,6 +469,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="also count instructions with callgrind "
                     "(minutes) and add where they go to the page")
     ap.add_argument("--profile-only", action="store_true", help="only the callgrind profile (printed)")
+    ap.add_argument("--mcu", action="store_true", help="also count the feature cache's saving on the "
+                    "QEMU Cortex-M7 firmware and add it to the page")
+    ap.add_argument("--mcu-only", action="store_true", help="only that count (printed)")
     ap.add_argument("--profile-steps", type=int, default=4, help="samples per profiled run")
     a = ap.parse_args(argv)
     if a.quick:
@@ -431,6 +481,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (NATMOD / "_microtrain.mpy").is_file():
         raise SystemExit(f"bench: no {NATMOD / '_microtrain.mpy'} (make natmod)")
     mtm, mtd, net, x, y = prepare()
+    if a.mcu_only:
+        print("\n".join(mcu_cache(mtm, mtd)))
+        return 0
     if a.profile_only:
         print("\n".join(profile_section(profile(mtm, mtd, a.profile_steps), a.profile_steps)))
         return 0
@@ -456,6 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print("\n".join(table(mt, pt)))
     fit = fit_section(mt, a.fit) if a.fit else []
+    if fit and a.mcu:
+        fit += mcu_cache(mtm, mtd)
     if fit:
         print()
         print("\n".join(fit))
