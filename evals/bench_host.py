@@ -54,6 +54,7 @@ DOC = ROOT / "docs" / "performance-host.md"
 N_DATA = 64  # distinct test images the loops cycle through
 BENCHES = ("infer", "step_last2", "step_all")
 FIT_EPOCHS = 3
+SAVED = {"profile": BUILD / "profile.md", "mcu": BUILD / "mcu.md"}  # sections of --profile-only / --mcu-only
 
 
 @dataclass
@@ -468,10 +469,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/performance-host.md")
     ap.add_argument("--profile", action="store_true", help="also count instructions with callgrind "
                     "(minutes) and add where they go to the page")
-    ap.add_argument("--profile-only", action="store_true", help="only the callgrind profile (printed)")
+    ap.add_argument("--profile-only", action="store_true",
+                    help="only the callgrind profile (printed, saved for --saved)")
     ap.add_argument("--mcu", action="store_true", help="also count the feature cache's saving on the "
                     "QEMU Cortex-M7 firmware and add it to the page")
-    ap.add_argument("--mcu-only", action="store_true", help="only that count (printed)")
+    ap.add_argument("--mcu-only", action="store_true", help="only that count (printed, saved for --saved)")
+    ap.add_argument("--saved", action="store_true", help="add the sections of earlier --profile-only / "
+                    "--mcu-only runs to the page")
     ap.add_argument("--profile-steps", type=int, default=4, help="samples per profiled run")
     a = ap.parse_args(argv)
     if a.quick:
@@ -481,11 +485,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (NATMOD / "_microtrain.mpy").is_file():
         raise SystemExit(f"bench: no {NATMOD / '_microtrain.mpy'} (make natmod)")
     mtm, mtd, net, x, y = prepare()
-    if a.mcu_only:
-        print("\n".join(mcu_cache(mtm, mtd)))
-        return 0
-    if a.profile_only:
-        print("\n".join(profile_section(profile(mtm, mtd, a.profile_steps), a.profile_steps)))
+    if a.mcu_only or a.profile_only:  # sections for a later page (--saved), as they take minutes
+        sec = mcu_cache(mtm, mtd) if a.mcu_only else profile_section(profile(mtm, mtd, a.profile_steps),
+                                                                     a.profile_steps)
+        (SAVED["mcu" if a.mcu_only else "profile"]).write_text("\n".join(sec))
+        print("\n".join(sec))
         return 0
     loops = torch_loops(net, x, y)
     # calibration: per-sample times from short loops -> loop lengths of about a.seconds
@@ -511,6 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fit = fit_section(mt, a.fit) if a.fit else []
     if fit and a.mcu:
         fit += mcu_cache(mtm, mtd)
+    elif fit and a.saved and SAVED["mcu"].is_file():
+        fit += SAVED["mcu"].read_text().splitlines() + [""]
     if fit:
         print()
         print("\n".join(fit))
@@ -519,6 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta = {"machine": machine(), "rounds": str(a.rounds), "seconds": f"{a.seconds:g}", "profile": ""}
         if a.profile:
             meta["profile"] = "\n".join(profile_section(profile(mtm, mtd, a.profile_steps), a.profile_steps))
+        elif a.saved and SAVED["profile"].is_file():
+            meta["profile"] = SAVED["profile"].read_text()
         write_doc(mt, pt, line, meta, fit)
         print(f"wrote {DOC.relative_to(ROOT)}")
     print(line)
