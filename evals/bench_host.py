@@ -4,7 +4,7 @@ The transfer CNN (evals/transfer_model.py: the shipped float model evals/models/
 and its int8 conversion) on Fashion-MNIST test images:
 
 - *infer*: microtrain ``model.forward(x)`` in the unix ``micropython`` with the x64 natmod vs
-  PyTorch eager fp32 ``net(x)`` of the float model under ``torch.no_grad()``;
+  PyTorch eager fp32 ``net(x)`` of the float model under ``torch.inference_mode()``;
 - *step last:2* / *step all*: microtrain ``Trainer.step(x, label)`` (mixed mode, SGD lr 0.01
   momentum 0.9, batch 1: forward, loss, backward, update) vs a PyTorch eager step of the same
   layers (forward, cross-entropy, backward, ``torch.optim.SGD(lr=0.01, momentum=0.9).step()``,
@@ -129,7 +129,7 @@ def torch_loops(net: nn.Module, x: np.ndarray, y: np.ndarray) -> dict[str, Calla
 
     def infer(n: int) -> None:
         net.eval()
-        with torch.no_grad():
+        with torch.inference_mode():
             for i in range(n):
                 net(xs[i % k])
 
@@ -401,7 +401,7 @@ def write_doc(mt: Times, pt: Times, line: str, meta: dict[str, str], fit: list[s
         "thread) the float model. Batch 1, cycling through "
         f"{N_DATA} Fashion-MNIST test images.",
         "",
-        "- *inference*: `model.forward(x)` vs `net(x)` under `torch.no_grad()`;",
+        "- *inference*: `model.forward(x)` vs `net(x)` under `torch.inference_mode()`;",
         "- *training step*: `Trainer.step(x, label)` (mode mixed, `SGD(lr=0.01, momentum=0.9)`,",
         "  batch 1: forward, loss, backward, update) vs forward, cross-entropy, backward,",
         "  `torch.optim.SGD(lr=0.01, momentum=0.9).step()` and `zero_grad` of the same layers",
