@@ -177,7 +177,14 @@ def make(model, first, samples, epochs, spec="auto", verbose=False):
     else:
         raise ValueError("fit: cache must be \"auto\", \"ram\", a file path or None, got %r" % (spec,))
     try:
-        fc = FeatureCache(model, first, samples, path)
+        try:
+            fc = FeatureCache(model, first, samples, path)
+        except MemoryError:
+            if spec != "auto" or path is not None:
+                raise
+            gc.collect()  # the estimate missed (a port's object overheads): the file then
+            path = FILE
+            fc = FeatureCache(model, first, samples, path)
     except OSError as e:
         if spec != "auto":
             raise
