@@ -115,8 +115,9 @@ bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7emsp armv7emdp,bu
 	@$(PY) -m evals.bench_mcu
 
 ## bench: host time of microtrain (unix micropython, x64 natmod) vs PyTorch eager (one thread),
-## batch 1: inference and training steps; writes docs/performance-host.md. Quick check:
+## batch 1: inference and training steps; writes docs/performance-host.md (with the sections of
+## earlier `-m evals.bench_host --profile-only` / `--mcu-only` runs, if any). Quick check:
 ## .venv/bin/python -m evals.bench_host --quick
 .PHONY: bench
 bench: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
-	@$(PY) -m evals.bench_host
+	@$(PY) -m evals.bench_host --saved

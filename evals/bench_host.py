@@ -488,6 +488,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.mcu_only or a.profile_only:  # sections for a later page (--saved), as they take minutes
         sec = mcu_cache(mtm, mtd) if a.mcu_only else profile_section(profile(mtm, mtd, a.profile_steps),
                                                                      a.profile_steps)
+        head = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                              capture_output=True, text=True).stdout.strip()
+        sec += [f"(Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit {head}.)", ""]
         (SAVED["mcu" if a.mcu_only else "profile"]).write_text("\n".join(sec))
         print("\n".join(sec))
         return 0
