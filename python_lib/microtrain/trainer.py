@@ -38,7 +38,7 @@ class Trainer:
     seed:      seed of the per-epoch shuffle in fit (xorshift32).
     """
 
-    _start = 0  # first layer step() runs: fit sets `first` while a feature cache fills the buffers
+    _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
                  schedule=None, log=None, log_every=100, seed=1):
@@ -151,56 +151,59 @@ class Trainer:
         cache: the frozen layers' outputs computed once per sample ("auto", "ram",
         a file path, or None; see microtrain.cache.make).
         Returns a list of per-epoch dicts (loss, acc, eval acc)."""
-        n = len(samples)
         fc = None
         if cache:
             from microtrain import cache as fcache
 
             fc = fcache.make(self.model, self.first, samples, epochs, cache, verbose)
+        if fc is None:
+            return self._fit(samples, epochs, shuffle, eval_samples, verbose, None)
+        self._start = self.first  # step() runs only the layers from `first` on
+        try:
+            return self._fit(samples, epochs, shuffle, eval_samples, verbose, fc)
+        finally:
+            self._start = 0
+            fc.close()
+
+    def _fit(self, samples, epochs, shuffle, eval_samples, verbose, fc):
+        n = len(samples)
         order = zeros("H" if n < 65536 else "I", n)  # grown in place: the heap may be nearly full
         for i in range(n):
             order[i] = i
         history = []
-        try:
-            if fc is not None:
-                self._start = self.first  # step() runs only the layers from `first` on
-            for ep in range(epochs):
-                self.epoch = ep
-                self.lr = self.schedule(self.opt.lr, ep, epochs)
-                if shuffle:
-                    self._shuffle(order)
-                self.correct = self.seen = 0
-                self.loss_sum = 0.0
-                t0 = time.ticks_ms()
-                for i in range(n):
-                    if fc is None:
-                        x, y = samples[order[i]]
-                        self.step(x, y)
-                    else:
-                        self.step(None, fc.load(order[i]))
-                    if verbose and (i + 1) % 500 == 0:
-                        print("  epoch %d: %d/%d loss=%.4f acc=%.4f" % (
-                            ep + 1, i + 1, n, self.loss_sum / self.seen, self.correct / self.seen))
-                self.flush()
-                dt = time.ticks_diff(time.ticks_ms(), t0)
-                rec = {"kind": "epoch", "epoch": ep, "loss": self.loss_sum / max(1, self.seen),
-                       "acc": self.correct / max(1, self.seen), "lr": self.lr, "t_ms": dt,
-                       "heap": _heap(), "heap_live": _live()}
-                if rec["heap_live"] > self.heap_live:
-                    self.heap_live = rec["heap_live"]
-                self._log(rec)
-                if eval_samples is not None:
-                    ev = self.evaluate(eval_samples)
-                    rec["eval_acc"] = ev["acc"]
-                if verbose:
-                    print("epoch %d/%d lr=%.5f loss=%.4f acc=%.4f%s time=%.1fs" % (
-                        ep + 1, epochs, self.lr, rec["loss"], rec["acc"],
-                        (" eval_acc=%.4f" % rec["eval_acc"]) if "eval_acc" in rec else "", dt / 1000.0))
-                history.append(rec)
-        finally:
-            if fc is not None:
-                self._start = 0
-                fc.close()
+        for ep in range(epochs):
+            self.epoch = ep
+            self.lr = self.schedule(self.opt.lr, ep, epochs)
+            if shuffle:
+                self._shuffle(order)
+            self.correct = self.seen = 0
+            self.loss_sum = 0.0
+            t0 = time.ticks_ms()
+            for i in range(n):
+                if fc is None:
+                    x, y = samples[order[i]]
+                    self.step(x, y)
+                else:
+                    self.step(None, fc.load(order[i]))  # the boundary values are in place
+                if verbose and (i + 1) % 500 == 0:
+                    print("  epoch %d: %d/%d loss=%.4f acc=%.4f" % (
+                        ep + 1, i + 1, n, self.loss_sum / self.seen, self.correct / self.seen))
+            self.flush()
+            dt = time.ticks_diff(time.ticks_ms(), t0)
+            rec = {"kind": "epoch", "epoch": ep, "loss": self.loss_sum / max(1, self.seen),
+                   "acc": self.correct / max(1, self.seen), "lr": self.lr, "t_ms": dt,
+                   "heap": _heap(), "heap_live": _live()}
+            if rec["heap_live"] > self.heap_live:
+                self.heap_live = rec["heap_live"]
+            self._log(rec)
+            if eval_samples is not None:
+                ev = self.evaluate(eval_samples)
+                rec["eval_acc"] = ev["acc"]
+            if verbose:
+                print("epoch %d/%d lr=%.5f loss=%.4f acc=%.4f%s time=%.1fs" % (
+                    ep + 1, epochs, self.lr, rec["loss"], rec["acc"],
+                    (" eval_acc=%.4f" % rec["eval_acc"]) if "eval_acc" in rec else "", dt / 1000.0))
+            history.append(rec)
         return history
 
     def evaluate(self, samples, confusion=True):
