@@ -3,7 +3,9 @@
 Training with the cache (in RAM or in a file) must give the same weights, optimiser state
 and losses bit for bit as training without it, and both must equal the numpy training
 reference (train_ref.RefTrainer.fit, which has no cache). Runs in the real micropython with
-a 256 KB heap.
+a 256 KB heap. The models: the training tests' three (a boundary of one tensor, in two of
+them read by two layers) and one whose boundary is two tensors (a skip connection across
+the first trained layer).
 """
 
 from __future__ import annotations
@@ -12,8 +14,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
+from torch import nn
 
+from microtrain_tools import convert as cv
+from microtrain_tools import mtm
 from microtrain_tools.reference import train_ref as tr
 from support.harness import run_micropython
 from support.training_cases import (
@@ -21,6 +28,7 @@ from support.training_cases import (
     DYN,
     RUNNER,
     SGDM,
+    STATIC,
     Setup,
     differences,
     labels_of,
@@ -139,3 +147,58 @@ def test_auto_takes_ram_when_it_fits_the_budget_else_a_file(setups: dict[str, Se
     assert lines[0] == f"boundary [{inp}] {numel + 1}"
     assert lines[1:] == ["auto 60 ram True", "auto 3000 file True", "one epoch None"]
     assert not (tmp_path / "mt_cache.bin").exists()
+
+
+class Skip2(nn.Module):
+    """conv1 -> a, conv2 -> b, conv3(b) -> c, relu(a + c), pool, fc: with conv3 the first trained
+    layer, two tensors cross the boundary (b, read by conv3, and a, read by the add)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.conv3 = nn.Conv2d(8, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.relu(self.conv1(x))
+        c = self.conv3(torch.relu(self.conv2(a)))
+        return self.fc(self.pool(torch.relu(a + c)).flatten(1))
+
+
+def test_a_boundary_of_two_tensors(tmp_path: Path) -> None:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = torch.tensor(d.images[:300] / 16.0, dtype=torch.float32)[:, None]
+    torch.manual_seed(3)
+    m = cv.convert(Skip2().eval(), x[:200], progress=False)
+    path = tmp_path / "skip2.mtm"
+    mtm.save(m, path)
+    m = mtm.load(path)
+    first = [ly.name for ly in m.layers].index("conv3")
+    made = {ly.output for ly in m.layers[first:]}
+    crossing = {t for ly in m.layers[first:] for t in ly.inputs if t not in made}
+    assert len(crossing) == 2, [(ly.name, ly.inputs, ly.output) for ly in m.layers]
+    xs = cv.quantize_input(m, x[200:260])
+    samples = tmp_path / "skip2-train.bin"
+    xs.tofile(samples)
+    ys = np.asarray(d.target[200:260])
+    s = Setup("skip2", path, m, xs, ys, xs[:0], ys[:0], samples, samples)
+    c: Config = ("skip2", ["conv3", "fc"], "int8", SGDM, STATIC, 2)
+    order = list(range(20))  # 1,025-byte records: 20 of them fit next to the training in 256 KB
+    off, _ = fit_run(s, tmp_path, "off", c, order, None)
+    ram, ram_out = fit_run(s, tmp_path, "ram", c, order, "ram")
+    fil, _ = fit_run(s, tmp_path, "file", c, order, str(tmp_path / "f.bin"))
+    rec = 1 + sum(int(np.prod(m.tensors[t].shape)) for t in crossing)
+    assert f"feature cache: RAM, 20 samples x {rec} bytes" in ram_out
+    for name, got in (("ram", ram), ("file", fil)):
+        diffs = differences(off, got, ("no cache", name))
+        assert not diffs, "\n".join(diffs)
+    ref = tr.RefTrainer(m, c[1], c[2], ref_opt(SGDM), ref_sparse(STATIC), c[5])
+    labels = labels_of(s)
+    assert off["loss"].tolist() == ref.fit([xs[i] for i in order], [int(labels[i]) for i in order], epochs=3,
+                                           seed=11)
+    diffs = differences(ref.arrays(), state_of(off))
+    assert not diffs, "\n".join(diffs)
