@@ -113,3 +113,11 @@ test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7emsp armv7emd
 bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
 	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)
 	@$(PY) -m evals.bench_mcu
+
+## bench: host time of microtrain (unix micropython, x64 natmod) vs PyTorch eager (one thread),
+## batch 1: inference and training steps; writes docs/performance-host.md (with the sections of
+## earlier `-m evals.bench_host --profile-only` / `--mcu-only` runs, if any). Quick check:
+## .venv/bin/python -m evals.bench_host --quick
+.PHONY: bench
+bench: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
+	@$(PY) -m evals.bench_host --saved

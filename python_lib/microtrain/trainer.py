@@ -38,6 +38,8 @@ class Trainer:
     seed:      seed of the per-epoch shuffle in fit (xorshift32).
     """
 
+    _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
+
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
                  schedule=None, log=None, log_every=100, seed=1):
         if mode not in MODES:
@@ -107,7 +109,7 @@ class Trainer:
         """One sample: forward, loss, backward; an update every `batch` samples.
         Returns the loss (float)."""
         m = self.model
-        out = m.forward(x, self.first)
+        out = m.forward(x, self.first, self._start)
         loss, err, s = cross_entropy(m, label, out)
         if argmax(out) == label:
             self.correct += 1
@@ -144,9 +146,26 @@ class Trainer:
             order[i], order[j] = order[j], order[i]
         self._rng = r
 
-    def fit(self, samples, epochs=1, shuffle=True, eval_samples=None, verbose=True):
+    def fit(self, samples, epochs=1, shuffle=True, eval_samples=None, verbose=True, cache="auto"):
         """Train for `epochs` passes over `samples` (a sequence of (x, label)).
+        cache: the frozen layers' outputs computed once per sample ("auto", "ram",
+        a file path, or None; see microtrain.cache.make).
         Returns a list of per-epoch dicts (loss, acc, eval acc)."""
+        fc = None
+        if cache:
+            from microtrain import cache as fcache
+
+            fc = fcache.make(self.model, self.first, samples, epochs, cache, verbose)
+        if fc is None:
+            return self._fit(samples, epochs, shuffle, eval_samples, verbose, None)
+        self._start = self.first  # step() runs only the layers from `first` on
+        try:
+            return self._fit(samples, epochs, shuffle, eval_samples, verbose, fc)
+        finally:
+            self._start = 0
+            fc.close()
+
+    def _fit(self, samples, epochs, shuffle, eval_samples, verbose, fc):
         n = len(samples)
         order = zeros("H" if n < 65536 else "I", n)  # grown in place: the heap may be nearly full
         for i in range(n):
@@ -161,8 +180,11 @@ class Trainer:
             self.loss_sum = 0.0
             t0 = time.ticks_ms()
             for i in range(n):
-                x, y = samples[order[i]]
-                self.step(x, y)
+                if fc is None:
+                    x, y = samples[order[i]]
+                    self.step(x, y)
+                else:
+                    self.step(None, fc.load(order[i]))  # the boundary values are in place
                 if verbose and (i + 1) % 500 == 0:
                     print("  epoch %d: %d/%d loss=%.4f acc=%.4f" % (
                         ep + 1, i + 1, n, self.loss_sum / self.seen, self.correct / self.seen))

@@ -660,6 +660,7 @@ def _class_members(tree: ast.Module, name: str) -> set[str]:
 _INSTANCES = """
 import json
 import microtrain as mt
+from microtrain.cache import FeatureCache
 m = mt.load('digits.mtm')
 t = mt.Trainer(m, train='last:2', sparse=mt.DynamicSparse())
 mt.FileDataset.write('x.mtd', [(bytes(m.input.numel), 1)])
@@ -667,7 +668,8 @@ objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, '
         'optim.SGD': t.opt, 'optim.Adam': mt.Adam(), 'optim.Constant': mt.Constant(),
         'optim.StepLR': mt.StepLR(), 'optim.Cosine': mt.Cosine(), 'sparse.DynamicSparse': t.sparse,
         'sparse.StaticSparse': mt.StaticSparse(), 'data.FileDataset': mt.FileDataset('x.mtd'),
-        'data.Subset': mt.Subset([], 0, 0)}
+        'data.Subset': mt.Subset([], 0, 0),
+        'cache.FeatureCache': FeatureCache(m, t.first, [(bytes(m.input.numel), 1)])}
 print(json.dumps({k: [n for n in dir(o) if not n.startswith('_')] for k, o in objs.items()}))
 """
 

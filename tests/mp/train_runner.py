@@ -15,7 +15,8 @@
 #   sparse:  null, {"kind": "dynamic", "lmin", "lmax", "form"} or {"kind": "static", "ratio"}
 #   fit:     null, or {"epochs": E, "shuffle": bool, "seed": S}: instead of stepping through
 #            `order`, Trainer(seed=S).fit() over the samples listed in `order` (dump "loss" =
-#            the per-epoch mean losses)
+#            the per-epoch mean losses); optional "cache": fit's cache argument (default
+#            "auto"), "verbose": fit's verbose (default false)
 #   eval:    null, or {"samples": path, "labels": [...]}: trainer.evaluate() after training
 #            (dump "eval" = [acc, mean loss])
 #   log:     null or the path of the trainer's JSON-lines log
@@ -81,7 +82,8 @@ def main(cfg_path):
     losses = array("d")
     if fit:
         samples = [(mv[i * numel:(i + 1) * numel], labels[i]) for i in cfg["order"]]
-        for rec in tr.fit(samples, epochs=fit["epochs"], shuffle=fit.get("shuffle", True), verbose=False):
+        for rec in tr.fit(samples, epochs=fit["epochs"], shuffle=fit.get("shuffle", True),
+                          verbose=fit.get("verbose", False), cache=fit.get("cache", "auto")):
             losses.append(rec["loss"])
     else:
         for i in cfg["order"]:

@@ -1,0 +1,34 @@
+"""`make bench` (evals/bench_host.py) runs end to end and prints its summary line.
+
+A benchmark, not a test of speed: the ratios are not asserted, only that a short run
+(`--quick`: one round of short loops) of both sides works and the line is well formed."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+
+from support.harness import ROOT, ensure_natmod
+
+LINE = re.compile(r"bench: infer_vs_torch=(\S+) step_last2_vs_torch=(\S+) step_all_vs_torch=(\S+)")
+
+
+def test_quick_bench_prints_a_well_formed_summary_line() -> None:
+    ensure_natmod()
+    doc = ROOT / "docs" / "performance-host.md"
+    before = doc.read_bytes() if doc.exists() else None
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'tools'}:{ROOT}")
+    p = subprocess.run([sys.executable, "-m", "evals.bench_host", "--quick"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600, check=False)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    lines = p.stdout.strip().splitlines()
+    m = LINE.fullmatch(lines[-1])
+    assert m, lines[-1]
+    assert all(math.isfinite(float(v)) and float(v) > 0 for v in m.groups())
+    # the table and the feature-cache section were printed; --quick leaves the page alone
+    assert any(ln.startswith("| inference (batch 1) |") for ln in lines)
+    assert any(ln.startswith("| RAM cache |") for ln in lines)
+    assert (doc.read_bytes() if doc.exists() else None) == before
