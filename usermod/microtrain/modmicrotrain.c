@@ -59,8 +59,7 @@
     X(MP_QSTR_mtm_validate, mod_mtm_validate_obj) \
     X(MP_QSTR_mtm_info, mod_mtm_info_obj) \
     X(MP_QSTR_mtm_tensor, mod_mtm_tensor_obj) \
-    X(MP_QSTR_mtm_layer, mod_mtm_layer_obj) \
-    MT_FLOAT_FUNCS(X)
+    X(MP_QSTR_mtm_layer, mod_mtm_layer_obj)
 
 #ifdef MICROPY_ENABLE_DYNRUNTIME
 
@@ -68,6 +67,27 @@
 // Thumb-1 branch that reaches only +-2 KiB.
 #define MT_DECLARE(q, obj) static const mp_obj_fun_builtin_var_t obj;
 MT_FUNCS(MT_DECLARE)
+MT_FLOAT_FUNCS(MT_DECLARE)
+
+#if defined(MT_SOFT_FLOAT)
+// A soft-float module (armv6m / armv7m) also loads into hard-float firmware
+// (a Cortex-M4F/M7 build accepts armv6m .mpy files), which returns floats in
+// s0 where this module reads r0: every scale would be garbage. Read back two
+// known values (an int, and 1/2 made by the runtime, so no float crosses the
+// call boundary on the way in); on a mismatch the float entry points are left
+// out and HAS_FLOAT is False, so microtrain uses its pure-Python float kernels.
+static bool mt_float_abi_ok(void) {
+    union { float f; uint32_t u; } v1, v2;
+    v1.f = mp_obj_get_float_to_f(MP_OBJ_NEW_SMALL_INT(-3));
+    v2.f = mp_obj_get_float_to_f(mp_binary_op(MP_BINARY_OP_TRUE_DIVIDE, MP_OBJ_NEW_SMALL_INT(1),
+                                              MP_OBJ_NEW_SMALL_INT(2)));
+    return v1.u == 0xC0400000u && v2.u == 0x3F000000u;  // -3.0f, 0.5f
+}
+#else
+static bool mt_float_abi_ok(void) {
+    return true;
+}
+#endif
 
 mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *args) {
     (void)n_args;
@@ -76,7 +96,11 @@ mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *a
     MP_DYNRUNTIME_INIT_ENTRY
     #define MT_STORE(q, obj) mp_store_global(q, MP_OBJ_FROM_PTR(&obj));
     MT_FUNCS(MT_STORE)
-    mp_store_global(MP_QSTR_HAS_FLOAT, mp_obj_new_bool(MT_HAS_FLOAT));
+    const bool has_float = MT_HAS_FLOAT && mt_float_abi_ok();
+    if (has_float) {
+        MT_FLOAT_FUNCS(MT_STORE)
+    }
+    mp_store_global(MP_QSTR_HAS_FLOAT, mp_obj_new_bool(has_float));
     MP_DYNRUNTIME_INIT_EXIT
 }
 
@@ -908,6 +932,7 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_f32_axpy_i32_obj, 3, 3, mod_f32_a
 static const mp_rom_map_elem_t mt_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR__microtrain) },
     MT_FUNCS(MT_ENTRY)
+    MT_FLOAT_FUNCS(MT_ENTRY)
     #if MT_HAS_FLOAT
     { MP_ROM_QSTR(MP_QSTR_HAS_FLOAT), MP_ROM_TRUE },
     #else
