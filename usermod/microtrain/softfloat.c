@@ -15,6 +15,17 @@
 
 #include "mt_softfloat.h"
 
+// The natmod builds at -Os; these few routines run per element in the float
+// kernels, so they are compiled for speed and their helpers inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O2")
+#endif
+#if defined(__GNUC__)
+#define SF_INLINE static inline __attribute__((always_inline))
+#else
+#define SF_INLINE static inline
+#endif
+
 #define SIGN 0x80000000u
 #define EXP_MASK 0x7F800000u
 #define FRAC_MASK 0x007FFFFFu
@@ -23,7 +34,7 @@
 #define INF 0x7F800000u
 #define DEFAULT_NAN 0x7FC00000u  // Arm FPU default NaN (FPSCR.DN=0 still uses it for invalid operations)
 
-static inline int is_nan(uint32_t a) {
+SF_INLINE int is_nan(uint32_t a) {
     return (a << 1) > 0xFF000000u;
 }
 
@@ -40,7 +51,7 @@ static uint32_t nan_of(uint32_t a, uint32_t b) {
 }
 
 // Leading zeros of x != 0: binary search (Cortex-M0 has no CLZ).
-static inline int32_t clz32(uint32_t x) {
+SF_INLINE int32_t clz32(uint32_t x) {
 #if defined(__ARM_FEATURE_CLZ)
     return (int32_t)__builtin_clz(x);
 #else
@@ -66,7 +77,7 @@ static inline int32_t clz32(uint32_t x) {
 }
 
 // x >> d with every shifted-out bit ORed into bit 0 (d >= 0).
-static inline uint32_t shift_right_jam(uint32_t x, int32_t d) {
+SF_INLINE uint32_t shift_right_jam(uint32_t x, int32_t d) {
     if (d == 0) {
         return x;
     }
@@ -80,7 +91,7 @@ static inline uint32_t shift_right_jam(uint32_t x, int32_t d) {
 // 7 bits below the 23 fraction bits (bit 0 sticky); e is the biased exponent
 // minus 1 (the leading 1 adds the missing 1 when packed). e < 0 is a result
 // below the normal range: denormalise first, then round once (IEEE, FZ=0).
-static uint32_t round_pack(uint32_t sign, int32_t e, uint32_t sig) {
+SF_INLINE uint32_t round_pack(uint32_t sign, int32_t e, uint32_t sig) {
     if ((uint32_t)e >= 0xFDu) {
         if (e < 0) {
             sig = shift_right_jam(sig, -e);
@@ -101,7 +112,7 @@ static uint32_t round_pack(uint32_t sign, int32_t e, uint32_t sig) {
 // add / sub
 
 // a + b for non-NaN, not-both-infinite-with-opposite-signs handled by caller.
-static uint32_t add_finite(uint32_t a, uint32_t b) {
+SF_INLINE uint32_t add_finite(uint32_t a, uint32_t b) {
     uint32_t ea = (a >> 23) & 0xFFu, eb = (b >> 23) & 0xFFu;
     uint32_t ma = a & FRAC_MASK, mb = b & FRAC_MASK;
     // subnormals: exponent 1 without the hidden bit; zeros: significand 0
@@ -157,16 +168,48 @@ static uint32_t add_finite(uint32_t a, uint32_t b) {
 }
 
 uint32_t mt_f32_add(uint32_t a, uint32_t b) {
-    if (((a >> 23) & 0xFFu) == 0xFFu || ((b >> 23) & 0xFFu) == 0xFFu) {
+    if ((a << 1) >= 0xFF000000u || (b << 1) >= 0xFF000000u) {
         if (is_nan(a) || is_nan(b)) {
             return nan_of(a, b);
         }
-        if (((a & EXP_MASK) == EXP_MASK) && ((b & EXP_MASK) == EXP_MASK)) {
+        if ((a << 1) == (b << 1)) {
             return a == b ? a : DEFAULT_NAN;  // inf + inf, inf - inf
         }
-        return (a & EXP_MASK) == EXP_MASK ? a : b;
+        return (a << 1) > (b << 1) ? a : b;  // the infinity
     }
-    return add_finite(a, b);
+    if ((a << 1) < (b << 1)) {  // |a| >= |b| from here
+        const uint32_t t = a;
+        a = b;
+        b = t;
+    }
+    const uint32_t ea = a << 1 >> 24, eb = b << 1 >> 24;
+    if (eb == 0) {
+        return add_finite(a, b);  // b zero or subnormal
+    }
+    // Fast path, both normal: significands with the leading 1 at bit 29.
+    const uint32_t sign = a & SIGN;
+    const uint32_t ma = (a << 9 >> 3) | 0x20000000u;
+    const uint32_t mb = shift_right_jam((b << 9 >> 3) | 0x20000000u, (int32_t)(ea - eb));
+    int32_t e = (int32_t)ea;
+    uint32_t s;
+    if (!((a ^ b) & SIGN)) {
+        s = ma + mb;  // leading 1 at bit 29 or 30
+        if (s < 0x40000000u) {
+            s <<= 1;
+            --e;
+        }
+    } else {
+        s = ma - mb;
+        if (s == 0) {
+            return 0;  // x - x = +0 when rounding to nearest
+        }
+        // Exponents 2+ apart: at most two places of cancellation, sticky bit far below
+        // the rounding point. 0 or 1 apart: nothing was shifted out, exact.
+        const int32_t n = clz32(s) - 1;
+        s <<= n;
+        e -= n;
+    }
+    return round_pack(sign, e, s);
 }
 
 uint32_t mt_f32_sub(uint32_t a, uint32_t b) {
@@ -181,14 +224,14 @@ uint32_t mt_f32_sub(uint32_t a, uint32_t b) {
 
 // Normalise a nonzero subnormal's fraction m to [2^23, 2^24): returns the
 // exponent (1 - shift) that keeps its value.
-static int32_t normalise_sub(uint32_t *m) {
+SF_INLINE int32_t normalise_sub(uint32_t *m) {
     const int32_t sh = clz32(*m) - 8;
     *m <<= sh;
     return 1 - sh;
 }
 
 // sign * ma * mb * 2^(ea + eb - 2 * (127 + 23)), ma and mb in [2^23, 2^24).
-static uint32_t mul_sig(uint32_t sign, int32_t ea, int32_t eb, uint32_t ma, uint32_t mb) {
+SF_INLINE uint32_t mul_sig(uint32_t sign, int32_t ea, int32_t eb, uint32_t ma, uint32_t mb) {
     // 16-bit partial products: ma * mb = hi * 2^32 + mid * 2^16 + lo, all exact in 32 bits
     const uint32_t a1 = ma >> 16, a0 = ma & 0xFFFFu, b1 = mb >> 16, b0 = mb & 0xFFFFu;
     const uint32_t lo = a0 * b0;
@@ -345,7 +388,7 @@ uint32_t mt_f32_sqrt(uint32_t a) {
 // conversions
 
 // |x| as a float with sign bit `sign`.
-static uint32_t from_mag(uint32_t sign, uint32_t mag) {
+SF_INLINE uint32_t from_mag(uint32_t sign, uint32_t mag) {
     if (mag == 0) {
         return 0;
     }
@@ -399,7 +442,7 @@ uint32_t mt_f32_to_u32(uint32_t a) {
 // ---------------------------------------------------------------------------
 // comparisons
 
-static inline int ordered_lt(uint32_t a, uint32_t b) {
+SF_INLINE int ordered_lt(uint32_t a, uint32_t b) {
     if (((a | b) << 1) == 0) {
         return 0;  // -0 == +0
     }
