@@ -55,24 +55,25 @@ SF_INLINE int32_t clz32(uint32_t x) {
 #if defined(__ARM_FEATURE_CLZ)
     return (int32_t)__builtin_clz(x);
 #else
+    // shift tests, not compares: Thumb-1 compares need each constant built first
     int32_t n = 0;
-    if (x < 0x10000u) {
+    if (!(x >> 16)) {
         n = 16;
         x <<= 16;
     }
-    if (x < 0x1000000u) {
+    if (!(x >> 24)) {
         n += 8;
         x <<= 8;
     }
-    if (x < 0x10000000u) {
+    if (!(x >> 28)) {
         n += 4;
         x <<= 4;
     }
-    if (x < 0x40000000u) {
+    if (!(x >> 30)) {
         n += 2;
         x <<= 2;
     }
-    return n + (x < 0x80000000u ? 1 : 0);
+    return n + 1 - (int32_t)(x >> 31);
 #endif
 }
 
@@ -167,49 +168,81 @@ SF_INLINE uint32_t add_finite(uint32_t a, uint32_t b) {
     return round_pack(sign, (int32_t)ea - 1 - n, s << n);
 }
 
-uint32_t mt_f32_add(uint32_t a, uint32_t b) {
-    if ((a << 1) >= 0xFF000000u || (b << 1) >= 0xFF000000u) {
-        if (is_nan(a) || is_nan(b)) {
-            return nan_of(a, b);
-        }
-        if ((a << 1) == (b << 1)) {
-            return a == b ? a : DEFAULT_NAN;  // inf + inf, inf - inf
-        }
-        return (a << 1) > (b << 1) ? a : b;  // the infinity
+// a + b when a or b is an infinity or a NaN.
+static uint32_t add_special(uint32_t a, uint32_t b) {
+    if (is_nan(a) || is_nan(b)) {
+        return nan_of(a, b);
     }
-    if ((a << 1) < (b << 1)) {  // |a| >= |b| from here
-        const uint32_t t = a;
+    if ((a << 1) == (b << 1)) {
+        return a == b ? a : DEFAULT_NAN;  // inf + inf, inf - inf
+    }
+    return (a << 1) > (b << 1) ? a : b;  // the infinity
+}
+
+uint32_t mt_f32_add(uint32_t a, uint32_t b) {
+    uint32_t a2 = a << 1, b2 = b << 1;  // magnitudes, exponent on top
+    if (a2 < b2) {
+        if (b2 >= 0xFF000000u) {
+            return add_special(a, b);
+        }
+        const uint32_t t = a;  // |a| >= |b| from here
         a = b;
         b = t;
+        b2 = a2;
+        a2 = a << 1;
+    } else if (a2 >= 0xFF000000u) {
+        return add_special(a, b);
     }
-    const uint32_t ea = a << 1 >> 24, eb = b << 1 >> 24;
+    const uint32_t eb = b2 >> 24;
     if (eb == 0) {
         return add_finite(a, b);  // b zero or subnormal
     }
-    // Fast path, both normal: significands with the leading 1 at bit 29.
-    const uint32_t sign = a & SIGN;
-    const uint32_t ma = (a << 9 >> 3) | 0x20000000u;
-    const uint32_t mb = shift_right_jam((b << 9 >> 3) | 0x20000000u, (int32_t)(ea - eb));
-    int32_t e = (int32_t)ea;
+    // Fast path, both normal: significands with the leading 1 at bit 30, the
+    // 7 low bits zero, so a shift by up to 7 loses nothing.
+    const uint32_t ea = a2 >> 24, d = ea - eb;
+    const uint32_t ma = (a2 << 7 >> 1) | 0x40000000u;
+    uint32_t mb = (b2 << 7 >> 1) | 0x40000000u;
+    if (d > 7) {
+        mb = d < 32 ? (mb >> d) | ((mb << (32 - d)) != 0 ? 1u : 0u) : 1u;  // sticky
+    } else {
+        mb >>= d;
+    }
+    int32_t e = (int32_t)ea - 1;  // round_pack's exponent for a leading 1 at bit 30
     uint32_t s;
     if (!((a ^ b) & SIGN)) {
-        s = ma + mb;  // leading 1 at bit 29 or 30
-        if (s < 0x40000000u) {
-            s <<= 1;
-            --e;
+        s = ma + mb;
+        if (s >= 0x80000000u) {  // carry: leading 1 at bit 31
+            s = (s >> 1) | (s & 1u);
+            ++e;
         }
     } else {
         s = ma - mb;
-        if (s == 0) {
-            return 0;  // x - x = +0 when rounding to nearest
+        if (s < 0x40000000u) {
+            if (d > 1) {
+                // Exponents 2+ apart: one place of cancellation at most (s > 2^29);
+                // the sticky bit stays far below the rounding point.
+                s <<= 1;
+                --e;
+            } else {
+                // 0 or 1 apart: nothing was shifted out, so s is exact; it may be 0.
+                if (s == 0) {
+                    return 0;  // x - x = +0 when rounding to nearest
+                }
+                const int32_t n = clz32(s) - 1;
+                s <<= n;
+                e -= n;
+            }
         }
-        // Exponents 2+ apart: at most two places of cancellation, sticky bit far below
-        // the rounding point. 0 or 1 apart: nothing was shifted out, exact.
-        const int32_t n = clz32(s) - 1;
-        s <<= n;
-        e -= n;
     }
-    return round_pack(sign, e, s);
+    if ((uint32_t)e < 0xFDu) {
+        const uint32_t low = s & 0x7Fu;  // round to nearest-even and pack, carry into the exponent
+        s = (s + 0x40u) >> 7;
+        if (low == 0x40u) {
+            s &= ~1u;
+        }
+        return (a & SIGN) + ((uint32_t)e << 23) + s;
+    }
+    return round_pack(a & SIGN, e, s);
 }
 
 uint32_t mt_f32_sub(uint32_t a, uint32_t b) {
@@ -249,11 +282,34 @@ SF_INLINE uint32_t mul_sig(uint32_t sign, int32_t ea, int32_t eb, uint32_t ma, u
 
 uint32_t mt_f32_mul(uint32_t a, uint32_t b) {
     const uint32_t sign = (a ^ b) & SIGN;
-    int32_t ea = (int32_t)((a >> 23) & 0xFFu), eb = (int32_t)((b >> 23) & 0xFFu);
-    uint32_t ma = a & FRAC_MASK, mb = b & FRAC_MASK;
+    int32_t ea = (int32_t)(a << 1 >> 24), eb = (int32_t)(b << 1 >> 24);
     if ((uint32_t)(ea - 1) < 0xFEu && (uint32_t)(eb - 1) < 0xFEu) {
-        return mul_sig(sign, ea, eb, ma | HIDDEN, mb | HIDDEN);  // both normal: the fast path
+        // Fast path, both normal. Significands as 8 high + 16 low bits: the
+        // partial products fit 32 bits; z = the 48-bit product >> 16, sticky below.
+        const uint32_t a1 = (a << 9 >> 25) + 0x80u, a0 = a & 0xFFFFu;
+        const uint32_t b1 = (b << 9 >> 25) + 0x80u, b0 = b & 0xFFFFu;
+        const uint32_t lo = a0 * b0;
+        uint32_t z = ((a1 * b1) << 16) + a1 * b0 + a0 * b1 + (lo >> 16);
+        if (lo << 16) {
+            z |= 1u;
+        }
+        int32_t e = ea + eb - 128;
+        if ((int32_t)z < 0) {  // product in [2, 4)
+            z = (z >> 1) | (z & 1u);
+            ++e;
+        }
+        if ((uint32_t)e < 0xFDu) {
+            // in range: round to nearest-even and pack (a carry bumps the exponent)
+            const uint32_t low = z & 0x7Fu;
+            z = (z + 0x40u) >> 7;
+            if (low == 0x40u) {
+                z &= ~1u;
+            }
+            return sign + ((uint32_t)e << 23) + z;
+        }
+        return round_pack(sign, e, z);
     }
+    uint32_t ma = a & FRAC_MASK, mb = b & FRAC_MASK;
     if (ea == 0xFF || eb == 0xFF) {
         if (is_nan(a) || is_nan(b)) {
             return nan_of(a, b);
