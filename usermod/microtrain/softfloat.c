@@ -22,8 +22,10 @@
 #endif
 #if defined(__GNUC__)
 #define SF_INLINE static inline __attribute__((always_inline))
+#define SF_NOINLINE __attribute__((noinline))
 #else
 #define SF_INLINE static inline
+#define SF_NOINLINE
 #endif
 
 #define SIGN 0x80000000u
@@ -109,11 +111,16 @@ SF_INLINE uint32_t round_pack(uint32_t sign, int32_t e, uint32_t sig) {
     return sign + ((uint32_t)e << 23) + sig;  // a carry out of the fraction bumps the exponent
 }
 
+// round_pack out of line, for the fast paths' rare results out of the normal range.
+static SF_NOINLINE uint32_t round_pack_edge(uint32_t sign, int32_t e, uint32_t sig) {
+    return round_pack(sign, e, sig);
+}
+
 // ---------------------------------------------------------------------------
 // add / sub
 
 // a + b for non-NaN, not-both-infinite-with-opposite-signs handled by caller.
-SF_INLINE uint32_t add_finite(uint32_t a, uint32_t b) {
+static SF_NOINLINE uint32_t add_finite(uint32_t a, uint32_t b) {
     uint32_t ea = (a >> 23) & 0xFFu, eb = (b >> 23) & 0xFFu;
     uint32_t ma = a & FRAC_MASK, mb = b & FRAC_MASK;
     // subnormals: exponent 1 without the hidden bit; zeros: significand 0
@@ -169,7 +176,7 @@ SF_INLINE uint32_t add_finite(uint32_t a, uint32_t b) {
 }
 
 // a + b when a or b is an infinity or a NaN.
-static uint32_t add_special(uint32_t a, uint32_t b) {
+static SF_NOINLINE uint32_t add_special(uint32_t a, uint32_t b) {
     if (is_nan(a) || is_nan(b)) {
         return nan_of(a, b);
     }
@@ -242,7 +249,7 @@ uint32_t mt_f32_add(uint32_t a, uint32_t b) {
         }
         return (a & SIGN) + ((uint32_t)e << 23) + s;
     }
-    return round_pack(a & SIGN, e, s);
+    return round_pack_edge(a & SIGN, e, s);
 }
 
 uint32_t mt_f32_sub(uint32_t a, uint32_t b) {
@@ -280,35 +287,10 @@ SF_INLINE uint32_t mul_sig(uint32_t sign, int32_t ea, int32_t eb, uint32_t ma, u
     return round_pack(sign, e, z | sticky);
 }
 
-uint32_t mt_f32_mul(uint32_t a, uint32_t b) {
+// a * b when an operand is not a normal number.
+static SF_NOINLINE uint32_t mul_slow(uint32_t a, uint32_t b) {
     const uint32_t sign = (a ^ b) & SIGN;
     int32_t ea = (int32_t)(a << 1 >> 24), eb = (int32_t)(b << 1 >> 24);
-    if ((uint32_t)(ea - 1) < 0xFEu && (uint32_t)(eb - 1) < 0xFEu) {
-        // Fast path, both normal. Significands as 8 high + 16 low bits: the
-        // partial products fit 32 bits; z = the 48-bit product >> 16, sticky below.
-        const uint32_t a1 = (a << 9 >> 25) + 0x80u, a0 = a & 0xFFFFu;
-        const uint32_t b1 = (b << 9 >> 25) + 0x80u, b0 = b & 0xFFFFu;
-        const uint32_t lo = a0 * b0;
-        uint32_t z = ((a1 * b1) << 16) + a1 * b0 + a0 * b1 + (lo >> 16);
-        if (lo << 16) {
-            z |= 1u;
-        }
-        int32_t e = ea + eb - 128;
-        if ((int32_t)z < 0) {  // product in [2, 4)
-            z = (z >> 1) | (z & 1u);
-            ++e;
-        }
-        if ((uint32_t)e < 0xFDu) {
-            // in range: round to nearest-even and pack (a carry bumps the exponent)
-            const uint32_t low = z & 0x7Fu;
-            z = (z + 0x40u) >> 7;
-            if (low == 0x40u) {
-                z &= ~1u;
-            }
-            return sign + ((uint32_t)e << 23) + z;
-        }
-        return round_pack(sign, e, z);
-    }
     uint32_t ma = a & FRAC_MASK, mb = b & FRAC_MASK;
     if (ea == 0xFF || eb == 0xFF) {
         if (is_nan(a) || is_nan(b)) {
@@ -336,6 +318,38 @@ uint32_t mt_f32_mul(uint32_t a, uint32_t b) {
         mb |= HIDDEN;
     }
     return mul_sig(sign, ea, eb, ma, mb);
+}
+
+uint32_t mt_f32_mul(uint32_t a, uint32_t b) {
+    const uint32_t sign = (a ^ b) & SIGN;
+    int32_t ea = (int32_t)(a << 1 >> 24), eb = (int32_t)(b << 1 >> 24);
+    if ((uint32_t)(ea - 1) < 0xFEu && (uint32_t)(eb - 1) < 0xFEu) {
+        // Fast path, both normal. Significands as 8 high + 16 low bits: the
+        // partial products fit 32 bits; z = the 48-bit product >> 16, sticky below.
+        const uint32_t a1 = (a << 9 >> 25) + 0x80u, a0 = a & 0xFFFFu;
+        const uint32_t b1 = (b << 9 >> 25) + 0x80u, b0 = b & 0xFFFFu;
+        const uint32_t lo = a0 * b0;
+        uint32_t z = ((a1 * b1) << 16) + a1 * b0 + a0 * b1 + (lo >> 16);
+        if (lo << 16) {
+            z |= 1u;
+        }
+        int32_t e = ea + eb - 128;
+        if ((int32_t)z < 0) {  // product in [2, 4)
+            z = (z >> 1) | (z & 1u);
+            ++e;
+        }
+        if ((uint32_t)e < 0xFDu) {
+            // in range: round to nearest-even and pack (a carry bumps the exponent)
+            const uint32_t low = z & 0x7Fu;
+            z = (z + 0x40u) >> 7;
+            if (low == 0x40u) {
+                z &= ~1u;
+            }
+            return sign + ((uint32_t)e << 23) + z;
+        }
+        return round_pack_edge(sign, e, z);
+    }
+    return mul_slow(a, b);
 }
 
 // ---------------------------------------------------------------------------
