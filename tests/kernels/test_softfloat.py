@@ -4,9 +4,10 @@ tests/c/softfloat_driver.c calls the routines under their mt_ names on millions 
 operand pairs (uniform bit patterns, close exponents, underflow / overflow edges,
 subnormals, short significands for ties, an edge table crossed with everything) and
 compares each result with x64 SSE float32 (round to nearest-even, no flush to zero):
-bit for bit, NaN bits by the Arm FPU's rules (what the boards compute). Built once
-with ASan + UBSan and once at -O2. A copy with the tie-to-even step removed must
-fail, so the comparison can see a rounding error.
+bit for bit, NaN bits by the Arm FPU's rules (what the boards compute). Built with
+ASan + UBSan, at -O2, and at -O2 with the compiler's count-leading-zeros (the armv7m
+build's path). A copy with the tie-to-even step removed must fail, so the comparison
+can see a rounding error.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def run(exe: Path, pairs: int, seed: int) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("kind,flags,pairs", [("asan", ["-O1", "-g", *SANITIZE_FLAGS], 300_000),
-                                              ("o2", ["-O2"], 2_000_000)])
+                                              ("o2", ["-O2"], 2_000_000),
+                                              # the armv7m build's path: a count-leading-zeros instruction
+                                              ("o2-clz", ["-O2", "-DMT_SOFT_FLOAT_TEST_CLZ"], 500_000)])
 def test_softfloat_matches_host_fpu(kind: str, flags: list[str], pairs: int) -> None:
     exe = build(f"softfloat_driver-{kind}", KERNEL_DIR, flags)
     p = run(exe, pairs, seed=11)

@@ -54,8 +54,8 @@ static uint32_t nan_of(uint32_t a, uint32_t b) {
 
 // Leading zeros of x != 0: binary search (Cortex-M0 has no CLZ).
 SF_INLINE int32_t clz32(uint32_t x) {
-#if defined(__ARM_FEATURE_CLZ)
-    return (int32_t)__builtin_clz(x);
+#if defined(__ARM_FEATURE_CLZ) || defined(MT_SOFT_FLOAT_TEST_CLZ)
+    return (int32_t)__builtin_clz(x);  // Cortex-M3 (armv7m) has CLZ
 #else
     // shift tests, not compares: Thumb-1 compares need each constant built first
     int32_t n = 0;
