@@ -186,7 +186,7 @@ static SF_NOINLINE uint32_t add_special(uint32_t a, uint32_t b) {
     return (a << 1) > (b << 1) ? a : b;  // the infinity
 }
 
-uint32_t mt_f32_add(uint32_t a, uint32_t b) {
+SF_INLINE uint32_t add_impl(uint32_t a, uint32_t b) {
     uint32_t a2 = a << 1, b2 = b << 1;  // magnitudes, exponent on top
     if (a2 < b2) {
         if (b2 >= 0xFF000000u) {
@@ -252,11 +252,15 @@ uint32_t mt_f32_add(uint32_t a, uint32_t b) {
     return round_pack_edge(a & SIGN, e, s);
 }
 
+uint32_t mt_f32_add(uint32_t a, uint32_t b) {
+    return add_impl(a, b);
+}
+
 uint32_t mt_f32_sub(uint32_t a, uint32_t b) {
     if (is_nan(b)) {
         return nan_of(a, b);  // before the sign flip: a NaN keeps its sign
     }
-    return mt_f32_add(a, b ^ SIGN);
+    return add_impl(a, b ^ SIGN);
 }
 
 // ---------------------------------------------------------------------------
@@ -321,35 +325,39 @@ static SF_NOINLINE uint32_t mul_slow(uint32_t a, uint32_t b) {
 }
 
 uint32_t mt_f32_mul(uint32_t a, uint32_t b) {
-    const uint32_t sign = (a ^ b) & SIGN;
-    int32_t ea = (int32_t)(a << 1 >> 24), eb = (int32_t)(b << 1 >> 24);
-    if ((uint32_t)(ea - 1) < 0xFEu && (uint32_t)(eb - 1) < 0xFEu) {
-        // Fast path, both normal. Significands as 8 high + 16 low bits: the
-        // partial products fit 32 bits; z = the 48-bit product >> 16, sticky below.
-        const uint32_t a1 = (a << 9 >> 25) + 0x80u, a0 = a & 0xFFFFu;
-        const uint32_t b1 = (b << 9 >> 25) + 0x80u, b0 = b & 0xFFFFu;
-        const uint32_t lo = a0 * b0;
-        uint32_t z = ((a1 * b1) << 16) + a1 * b0 + a0 * b1 + (lo >> 16);
-        if (lo << 16) {
-            z |= 1u;
-        }
-        int32_t e = ea + eb - 128;
-        if ((int32_t)z < 0) {  // product in [2, 4)
-            z = (z >> 1) | (z & 1u);
-            ++e;
-        }
-        if ((uint32_t)e < 0xFDu) {
-            // in range: round to nearest-even and pack (a carry bumps the exponent)
-            const uint32_t low = z & 0x7Fu;
-            z = (z + 0x40u) >> 7;
-            if (low == 0x40u) {
-                z &= ~1u;
-            }
-            return sign + ((uint32_t)e << 23) + z;
-        }
-        return round_pack_edge(sign, e, z);
+    if ((uint32_t)((a << 1 >> 24) - 1) >= 0xFEu || (uint32_t)((b << 1 >> 24) - 1) >= 0xFEu) {
+        return mul_slow(a, b);
     }
-    return mul_slow(a, b);
+    // Fast path, both normal. Significands as 8 high + 16 low bits: the partial
+    // products fit 32 bits; z = the 48-bit product >> 16, sticky for the rest.
+    const uint32_t a0 = a & 0xFFFFu, b0 = b & 0xFFFFu;
+    const uint32_t lo = a0 * b0;
+    const uint32_t sticky = lo << 16;
+    uint32_t z = lo >> 16;
+    const uint32_t a1 = (a << 9 >> 25) + 0x80u;
+    z += a1 * b0;
+    const uint32_t b1 = (b << 9 >> 25) + 0x80u;
+    z += a0 * b1;
+    z += (a1 * b1) << 16;
+    if (sticky) {
+        z |= 1u;
+    }
+    int32_t e = (int32_t)(a << 1 >> 24) + (int32_t)(b << 1 >> 24) - 128;
+    if ((int32_t)z < 0) {  // product in [2, 4)
+        z = (z >> 1) | (z & 1u);
+        ++e;
+    }
+    const uint32_t sign = (a ^ b) & SIGN;
+    if ((uint32_t)e < 0xFDu) {
+        // in range: round to nearest-even and pack (a carry bumps the exponent)
+        const uint32_t low = z & 0x7Fu;
+        z = (z + 0x40u) >> 7;
+        if (low == 0x40u) {
+            z &= ~1u;
+        }
+        return sign + ((uint32_t)e << 23) + z;
+    }
+    return round_pack_edge(sign, e, z);
 }
 
 // ---------------------------------------------------------------------------
