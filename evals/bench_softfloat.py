@@ -59,15 +59,21 @@ def per_call(elf: Path) -> dict[str, float]:
     return {op: (n - empty) / N_CALLS for op, n in zip(OPS, loops[1:], strict=True)}
 
 
-def main() -> int:
+def measure() -> tuple[dict[str, float], dict[str, float]]:
+    """(softfloat.c, libgcc): instructions per call of each operation on Cortex-M0."""
     if not PLUGIN.is_file():
         subprocess.run(["make", "-s", "-C", str(ROOT / "ports" / "qemu" / "plugin"), "all"], check=True)
-    ours = per_call(build("ours", True))
-    gcc = per_call(build("libgcc", False))
-    print("| operation | softfloat.c (armv6m natmod) | libgcc (M0 firmware) |")
-    print("|---|---:|---:|")
-    for op in OPS:
-        print(f"| `__aeabi_{op}` | {ours[op]:.1f} | {gcc[op]:.1f} |")
+    return per_call(build("ours", True)), per_call(build("libgcc", False))
+
+
+def table(ours: dict[str, float], gcc: dict[str, float]) -> list[str]:
+    return (["| operation | softfloat.c (armv6m natmod) | libgcc (M0 firmware) |", "|---|---:|---:|"]
+            + [f"| `__aeabi_{op}` | {ours[op]:.1f} | {gcc[op]:.1f} |" for op in OPS])
+
+
+def main() -> int:
+    ours, gcc = measure()
+    print("\n".join(table(ours, gcc)))
     print("softfloat-m0: " + " ".join(f"{op}={ours[op]:.1f}" for op in OPS))
     return 0
 
