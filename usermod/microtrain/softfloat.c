@@ -119,7 +119,7 @@ static SF_NOINLINE uint32_t round_pack_edge(uint32_t sign, int32_t e, uint32_t s
 // ---------------------------------------------------------------------------
 // add / sub
 
-// a + b for non-NaN, not-both-infinite-with-opposite-signs handled by caller.
+// a + b for finite a and b: the general path (zeros, subnormals).
 static SF_NOINLINE uint32_t add_finite(uint32_t a, uint32_t b) {
     uint32_t ea = (a >> 23) & 0xFFu, eb = (b >> 23) & 0xFFu;
     uint32_t ma = a & FRAC_MASK, mb = b & FRAC_MASK;
