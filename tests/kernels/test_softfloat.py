@@ -7,7 +7,8 @@ compares each result with x64 SSE float32 (round to nearest-even, no flush to ze
 bit for bit, NaN bits by the Arm FPU's rules (what the boards compute). Built with
 ASan + UBSan, at -O2, and at -O2 with the compiler's count-leading-zeros (the armv7m
 build's path). A copy with the tie-to-even step removed must fail, so the comparison
-can see a rounding error.
+can see a rounding error. And the same driver, bare-metal on a QEMU Cortex-M4F, checks
+the routines compiled for Cortex-M0 against that FPU, NaN bits included.
 """
 
 from __future__ import annotations
@@ -61,3 +62,31 @@ def test_softfloat_driver_sees_a_rounding_error(tmp_path: Path) -> None:
     exe = build("softfloat_driver-broken", tmp_path, ["-O2"])
     p = run(exe, 50_000, seed=12)
     assert p.returncode == 1 and "MISMATCH" in p.stdout, p.stdout[-2000:]
+
+
+def test_softfloat_m0_code_matches_the_m4_fpu() -> None:
+    """The routines compiled for Cortex-M0 (Thumb-1, the natmod's flags) run on a QEMU Cortex-M4F
+    next to its FPU: every result equal, NaN bits included (the FPU's own NaNs must also match the
+    driver's Arm model)."""
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        assert shutil.which(tool), f"{tool} missing: run `make setup` (tools/setup.sh installs it)"
+    out = BUILD_TEST / "softfloat-m4"
+    out.mkdir(parents=True, exist_ok=True)
+    obj = out / "softfloat_m0.o"
+    cc = ["arm-none-eabi-gcc", "-std=c99", "-Wall", "-Wextra", "-Werror"]
+    subprocess.run([*cc, "-mcpu=cortex-m0", "-mthumb", "-Os", "-fpic", "-fno-common", "-ffp-contract=off",
+                    "-fno-builtin", "-DMT_SOFT_FLOAT", "-DMT_SOFT_FLOAT_TEST", f"-I{KERNEL_DIR}", "-c",
+                    str(KERNEL_DIR / "softfloat.c"), "-o", str(obj)], check=True)
+    # integer arguments only: the soft- and hard-float ABIs pass them alike, so the
+    # attribute check that would refuse mixing them can go
+    subprocess.run(["arm-none-eabi-objcopy", "--remove-section", ".ARM.attributes", str(obj)], check=True)
+    startup = ROOT / "ports" / "qemu" / "plugin" / "test"
+    elf = out / "softfloat_m4.elf"
+    subprocess.run([*cc, "-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-O1",
+                    "-ffp-contract=off", "--specs=rdimon.specs", "-T", str(startup / "mps2.ld"),
+                    "-nostartfiles", "-DMT_SF_BAREMETAL=100000", f"-I{KERNEL_DIR}", "-o", str(elf),
+                    str(startup / "startup.c"), str(DRIVER), str(obj), "-lm", "-lc", "-lrdimon"], check=True)
+    qemu = ["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-semihosting", "-kernel", str(elf)]
+    p = subprocess.run(qemu, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                       check=False)
+    assert p.returncode == 0 and "softfloat: ok" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
