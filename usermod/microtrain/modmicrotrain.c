@@ -72,16 +72,25 @@ MT_FLOAT_FUNCS(MT_DECLARE)
 #if defined(MT_SOFT_FLOAT)
 // A soft-float module (armv6m / armv7m) also loads into hard-float firmware
 // (a Cortex-M4F/M7 build accepts armv6m .mpy files), which returns floats in
-// s0 where this module reads r0: every scale would be garbage. Read back two
-// known values (an int, and 1/2 made by the runtime, so no float crosses the
-// call boundary on the way in); on a mismatch the float entry points are left
-// out and HAS_FLOAT is False, so microtrain uses its pure-Python float kernels.
+// s0 where this module reads r0: every scale would be garbage. So read back
+// two known floats: the runtime makes them from their bits in memory (no
+// float crosses the call boundary on the way in; firmware without float
+// support gives a small int, and raises nothing). On a mismatch the float
+// entry points are left out and HAS_FLOAT is False, so microtrain uses its
+// pure-Python float kernels.
+static bool mt_float_abi_probe(uint32_t bits) {
+    union { float f; uint32_t u; } v;
+    v.u = bits;
+    const mp_obj_t o = mp_binary_get_val_array('f', &v.f, 0);
+    if (mp_obj_is_small_int(o)) {
+        return false;
+    }
+    v.f = mp_obj_get_float_to_f(o);
+    return v.u == bits;
+}
+
 static bool mt_float_abi_ok(void) {
-    union { float f; uint32_t u; } v1, v2;
-    v1.f = mp_obj_get_float_to_f(MP_OBJ_NEW_SMALL_INT(-3));
-    v2.f = mp_obj_get_float_to_f(mp_binary_op(MP_BINARY_OP_TRUE_DIVIDE, MP_OBJ_NEW_SMALL_INT(1),
-                                              MP_OBJ_NEW_SMALL_INT(2)));
-    return v1.u == 0xC0400000u && v2.u == 0x3F000000u;  // -3.0f, 0.5f
+    return mt_float_abi_probe(0xC0400000u) && mt_float_abi_probe(0x3EAAAAABu);  // -3.0f, 1/3 rounded
 }
 #else
 static bool mt_float_abi_ok(void) {
