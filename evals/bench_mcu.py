@@ -540,8 +540,9 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         f"Models: the Fashion-MNIST transfer CNN ({meta.get('fmnist', '?')}; 28x28x1, conv3x3(16),",
         "pool, conv3x3(32), pool, depthwise3x3, pointwise(32), pool, fc 288->32, fc 32->10) on",
         "Cortex-M7 (armv7emdp natmod), and the getting-started digits CNN (8x8x1, conv3x3(8), pool,",
-        "fc 128->32, fc 32->10) on Cortex-M0 (armv6m natmod: integer kernels only, so float weight",
-        "gradients run in Python). Trainer in mixed mode, SGD(lr=0.01, momentum=0.9), one",
+        "fc 128->32, fc 32->10) on Cortex-M0 (armv6m natmod: no FPU, its float32 weight gradients",
+        "run natively in the project's software float, see below). Trainer in mixed mode,",
+        "SGD(lr=0.01, momentum=0.9), one",
         f"unmeasured warm-up sample, then {STEPS_B1} measured samples at batch 1 and 16 at batch 16",
         "(evals/mp/bench_train.py); the figures are means per sample:",
         "",
@@ -577,6 +578,14 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "peak heap in KB, transfer CNN last:2 on M7.",
         "",
     ]
+    if meta.get("softfloat"):
+        lines += ["## Software float on Cortex-M0", "",
+                  "Instructions per call of each float32 operation on the M0 (evals/bench_softfloat.py: a",
+                  "bare-metal image on QEMU's micro:bit, counted by the same plugin, the loop's own cost",
+                  "subtracted; normal operands in +-[2^-12, 2^4), int8-product integers): the armv6m",
+                  "natmod's own routines (usermod/microtrain/softfloat.c, exactly rounded like an FPU,",
+                  "docs/numerics.md) next to libgcc's, which the firmware's Python floats use.", "",
+                  meta["softfloat"], ""]
     if meta.get("repeat"):
         lines += ["## Repeatability", "", meta["repeat"], ""]
     if meta.get("profile"):
@@ -663,6 +672,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.host:
         print("bench-mcu: host run of the guest scripts ok")
         return 0
+    from evals import bench_softfloat
+
+    meta["softfloat"] = "\n".join(bench_softfloat.table(*bench_softfloat.measure()))
     print()
     print("\n".join(kernel_table(krows)))
     print()

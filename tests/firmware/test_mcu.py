@@ -5,7 +5,8 @@ The subset of ``make test-mcu`` (ports/qemu/check_mcu.py) that fits in ``make te
 - each board boots, runs a script from the host folder, reports its core and a
   single-precision float, and exits with the script's code;
 - kernel cases bit-exact against the numpy oracle through the board's .mpy
-  (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7);
+  (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7); the M0 runs the float kernels
+  natively (software float), and equals the M4/M7 FPUs at the float32 edges;
 - the .mtm mutation set's first files: accept / ValueError only, the host reader's verdicts;
 - one training run per mode (int8, mixed, float32): checkpoint and trained arrays byte-identical
   to the float32 host twin's (ports/host, FLOAT=single) -- and the twin's checkpoint
@@ -64,6 +65,23 @@ def test_boots_and_runs_a_host_script(built: None, board: str, tmp_path: Path) -
 def test_kernel_cases_bitexact(built: None, board: str, arch: str) -> None:
     ok, n, bad = check_mcu.check_kernels(board, arch, per_op=2, seed=77)
     assert n > 40 and ok == n, "\n".join(bad[:8])
+
+
+def test_m0_float_kernels_native(built: None) -> None:
+    """The armv6m module has the float kernels on the M0 (software float) and leaves them out on the
+    hard-float M7, whose float ABI it does not share; the M0 cases include float ones."""
+    work = check_mcu.WORK / "probe-float"
+    work.mkdir(parents=True, exist_ok=True)
+    f32_ops = {op for op in check_mcu.kernel_cases.ALL_OPS if "f32" in op}
+    assert f32_ops <= check_mcu.module_functions("m0", "armv6m", work)
+    assert not f32_ops & check_mcu.module_functions("m7", "armv6m", work)
+    cases = check_mcu.kernel_cases_for("m0", "armv6m", 2, 77, work)
+    assert {c.op for c in cases} >= f32_ops
+
+
+def test_f32_edges_m0_equals_fpu_boards(built: None) -> None:
+    n, bad = check_mcu.check_f32_edges(BOARDS, seed=99, n_random=512)
+    assert n > 10000 and not bad, "\n".join(bad[:10])
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ modules; an unprefixed global (``topk_mask``, ``relu_s8_forward``) can collide
 with theirs. Here ``nm`` reads the objects of the natmod build for every
 supported arch (built by ``make natmod ARCH=...``, the same objects mpy_ld.py
 links) and fails on any defined global other than the natmod entry point
-``mpy_init``. tests/firmware/test_firmware.py applies the same rule to the firmware-mode
+``mpy_init`` (and, on the soft-float arches, the float ABI names softfloat.c
+provides). tests/firmware/test_firmware.py applies the same rule to the firmware-mode
 objects (host fwport build and the Cortex-M compiles).
 """
 
@@ -18,9 +19,17 @@ from pathlib import Path
 import pytest
 
 from support.harness import KERNEL_DIR, ROOT
-from support.symbols import foreign_globals
+from support.symbols import ENTRY_POINTS, foreign_globals
 
-NATMOD_ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
+NATMOD_ARCHS = ("x64", "armv6m", "armv7m", "armv7emsp", "armv7emdp")
+# The run-time ABI names gcc calls for float arithmetic where there is no FPU.
+# A soft-float natmod cannot link libgcc, so softfloat.c defines exactly these
+# there (armv6m, armv7m); they cannot collide: firmware mode compiles
+# softfloat.c empty and takes them from libgcc (tests/firmware/test_firmware.py).
+SOFTFLOAT_ABI = {"__aeabi_fadd", "__aeabi_fsub", "__aeabi_fmul", "__aeabi_fdiv", "__aeabi_i2f",
+                 "__aeabi_ui2f", "__aeabi_f2iz", "__aeabi_f2uiz", "__aeabi_fcmpeq", "__aeabi_fcmplt",
+                 "__aeabi_fcmple", "__aeabi_fcmpgt", "__aeabi_fcmpge", "__aeabi_fcmpun"}
+SOFT_FLOAT_ARCHS = ("armv6m", "armv7m")
 
 
 def test_check_catches_unprefixed_global(tmp_path: Path) -> None:
@@ -44,5 +53,9 @@ def test_natmod_globals_prefixed(arch: str) -> None:
     objs = sorted(objdir.glob("*.o"))
     # one object per C source: a stale or missing object would hide a symbol
     assert sorted(p.stem for p in objs) == sorted(p.stem for p in KERNEL_DIR.glob("*.c"))
-    bad = foreign_globals(objs, nm)
+    soft = arch in SOFT_FLOAT_ARCHS
+    bad = foreign_globals(objs, nm, ENTRY_POINTS | SOFTFLOAT_ABI if soft else ENTRY_POINTS)
     assert not bad, f"{arch}: globals without the mt_ prefix: {bad}"
+    # the allowed ABI names: all of them, and only from softfloat.o (else none at all)
+    abi = foreign_globals(objs, nm, ENTRY_POINTS)
+    assert sorted(abi) == sorted(f"softfloat.o: {n}" for n in (SOFTFLOAT_ABI if soft else ()))

@@ -98,7 +98,20 @@ def kernel_cases_for(board: str, arch: str, per_op: int, seed: int, work: Path) 
     cases = [c for op in kernel_cases.ALL_OPS for c in kernel_cases.generate(op, per_op, seed)]
     cases += list(kernel_cases.generate_limits())
     limit = KERNEL_HEAP_KB[board] * 1024 // 8
-    return [c for c in cases if c.op in names and len(kernel_harness.encode_cases([c])) <= limit]
+    # and no single buffer (output placeholders included) over a quarter of the heap: the M0's
+    # natmod code sits in its 224 KB heap too, so one 72 KB block may find no room after the
+    # float cases ran (fragmentation)
+    return [c for c in cases if c.op in names and len(kernel_harness.encode_cases([c])) <= limit
+            and _largest_buffer(c) <= KERNEL_HEAP_KB[board] * 1024 // 4]
+
+
+def _largest_buffer(c: Case) -> int:
+    sizes = [0]
+    for a in c.args:
+        if isinstance(a, kernel_harness.Buf):
+            item = 1 if a.kind in "bByY" else (2 if a.kind in "hH" else 4)
+            sizes.append(a.data.nbytes if a.data is not None else a.n * item)
+    return max(sizes)
 
 
 def check_kernels(board: str, arch: str, per_op: int, seed: int) -> tuple[int, int, list[str]]:
@@ -122,6 +135,96 @@ def check_kernels(board: str, arch: str, per_op: int, seed: int) -> tuple[int, i
     if p.returncode != 0:
         bad.append(f"{board}/{arch}: runner exit {p.returncode}: {(p.stdout + p.stderr)[-800:]}")
     return passed, len(cases), bad
+
+
+# --------------------------------------------------------------------------
+# float32 at its edges: the armv6m module's software float == the FPU boards
+
+F32_RUNNER = ROOT / "tests" / "mp" / "f32_edges_runner.py"
+# float32 patterns at the edges: zeros, subnormals, the normal range's ends, 1 and its
+# neighbours, powers of two around 2^24 / 2^31, infinities, quiet and signalling NaNs
+F32_EDGES = [0x00000000, 0x80000000, 0x00000001, 0x80000003, 0x007FFFFF, 0x00400000, 0x00800000, 0x80800001,
+             0x3F800000, 0xBF800001, 0x3F7FFFFF, 0x33800000, 0x34000000, 0x4B800000, 0x4F000000, 0x7F7FFFFF,
+             0xFF7FFFFF, 0x7F000000, 0x0C000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC12345, 0x7F800001,
+             0x3EAAAAAB, 0xC2C80000]
+F32_INTS = [0, 1, -1, 2, 3, 127, -128, 16129, -16256, (1 << 24) + 1, -(1 << 24) - 3, (1 << 25) + 2, 2**31 - 1,
+            -(2**31), 1 << 30, -((1 << 30) + 64)]
+
+
+def f32_edge_calls(seed: int, n_random: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """(a bits, x int32, y float32 bits) per call: every edge scale against every (x, edge y)
+    pair, then random patterns (half of them with exponents near the subnormal range)."""
+    calls = []
+    xs = np.array([x for x in F32_INTS for _ in F32_EDGES], dtype=np.int32)
+    ys = np.array([y for _ in F32_INTS for y in F32_EDGES], dtype=np.uint32)
+    for a in F32_EDGES:
+        calls.append((a, xs, ys))
+    rng = np.random.default_rng(seed)
+    for k in range(16):
+        a = int(rng.integers(0, 2**32, dtype=np.uint64))
+        if k % 2:  # a small scale: products and sums in and around the subnormal range
+            a = (a & 0x807FFFFF) | (int(rng.integers(1, 40)) << 23)
+        x = rng.integers(-(2**31), 2**31, n_random, dtype=np.int64).astype(np.int32)
+        x[::3] = rng.integers(-16256, 16257, len(x[::3]))  # int8 products, as in the kernels
+        y = rng.integers(0, 2**32, n_random, dtype=np.uint64).astype(np.uint32)
+        y[::2] = (y[::2] & 0x807FFFFF) | (rng.integers(0, 50, len(y[::2])).astype(np.uint32) << 23)
+        calls.append((a, x, y))
+    return calls
+
+
+def f32_edge_expected(calls: list[tuple[int, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """numpy float32 (x64 SSE): y + a * float32(x), each operation rounded to float32."""
+    out = []
+    with np.errstate(all="ignore"):
+        for a, x, y in calls:
+            af = np.array([a], dtype=np.uint32).view(np.float32)[0]
+            out.append((y.view(np.float32) + af * x.astype(np.float32)).view(np.uint32))
+    return np.concatenate(out)
+
+
+F32Calls = list[tuple[int, np.ndarray, np.ndarray]]
+
+
+def run_f32_edges(board: str, arch: str, calls: F32Calls) -> np.ndarray | None:
+    """The results of f32_edges_runner.py on a board (None if it did not complete)."""
+    work = WORK / f"f32-{board}-{arch}"
+    work.mkdir(parents=True, exist_ok=True)
+    parts = [struct.pack("<I", len(calls))]
+    for a, x, y in calls:
+        parts += [struct.pack("<II", len(x), a), x.astype("<i4").tobytes(), y.astype("<u4").tobytes()]
+    (work / "in.bin").write_bytes(b"".join(parts))
+    (work / "out.bin").unlink(missing_ok=True)
+    p = qemu_run.run(board, str(F32_RUNNER), ["in.bin", "out.bin"], cwd=work, arch=arch, timeout=300)
+    if p.returncode != 0 or f"F32-EDGES-DONE {len(calls)}" not in p.stdout:
+        return None
+    return np.frombuffer((work / "out.bin").read_bytes(), dtype="<u4")
+
+
+def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, list[str]]:
+    """f32_axpy_i32 at the float32 edges: the M0 (armv6m, software float) equals the M4 (armv7emsp)
+    and M7 (armv7emdp) FPUs bit for bit, NaNs included; every board equals numpy float32 (x64)
+    wherever the result is not a NaN (NaN bits differ between Arm and x64 FPUs by design).
+    Returns (values compared, problems)."""
+    calls = f32_edge_calls(seed, n_random)
+    want = f32_edge_expected(calls)
+    pairs = (("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"))
+    runs = {b: run_f32_edges(b, a, calls) for b, a in pairs if b in boards}
+    bad = [f"f32 edges {b}: the runner did not complete" for b, r in runs.items() if r is None]
+    got = {b: r for b, r in runs.items() if r is not None}
+    nan = (want & 0x7FFFFFFF) > 0x7F800000
+    for b, r in got.items():
+        if len(r) != len(want):
+            bad.append(f"f32 edges {b}: {len(r)} values, expected {len(want)}")
+            continue
+        diff = np.flatnonzero((r != want) & ~nan | (nan != ((r & 0x7FFFFFFF) > 0x7F800000)))
+        bad += [f"f32 edges {b}: value {i}: 0x{r[i]:08x}, numpy 0x{want[i]:08x}" for i in diff[:5]]
+    ref = [b for b in ("m4", "m7") if b in got]
+    if "m0" in got and ref:
+        for b in ref:
+            diff = np.flatnonzero(got["m0"] != got[b]) if len(got["m0"]) == len(got[b]) else [0]
+            bad += [f"f32 edges m0 vs {b}: value {i}: 0x{got['m0'][i]:08x} != 0x{got[b][i]:08x}"
+                    for i in diff[:5]]
+    return len(want), bad
 
 
 # --------------------------------------------------------------------------
@@ -267,6 +370,10 @@ def main(argv: list[str] | None = None) -> int:
             cases[board][1] += n
             problems += bad
             print(f"kernels {board}/{arch}: {ok}/{n} bit-exact", flush=True)
+
+    n_f32, bad_f32 = check_f32_edges(boards, seed=4242, n_random=512 if a.quick else 2048)
+    problems += bad_f32
+    print(f"f32 edges {','.join(boards)}: {n_f32} values, {len(bad_f32)} problems", flush=True)
 
     files, verdicts = mutation_corpus(mutations)
     for board in boards:

@@ -15,6 +15,7 @@ set(MICROTRAIN_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/sparse.c
     ${CMAKE_CURRENT_LIST_DIR}/accumulate.c
     ${CMAKE_CURRENT_LIST_DIR}/mtm_loader.c
+    ${CMAKE_CURRENT_LIST_DIR}/softfloat.c
 )
 
 target_sources(usermod_microtrain INTERFACE ${MICROTRAIN_SOURCES})

@@ -59,8 +59,7 @@
     X(MP_QSTR_mtm_validate, mod_mtm_validate_obj) \
     X(MP_QSTR_mtm_info, mod_mtm_info_obj) \
     X(MP_QSTR_mtm_tensor, mod_mtm_tensor_obj) \
-    X(MP_QSTR_mtm_layer, mod_mtm_layer_obj) \
-    MT_FLOAT_FUNCS(X)
+    X(MP_QSTR_mtm_layer, mod_mtm_layer_obj)
 
 #ifdef MICROPY_ENABLE_DYNRUNTIME
 
@@ -68,6 +67,36 @@
 // Thumb-1 branch that reaches only +-2 KiB.
 #define MT_DECLARE(q, obj) static const mp_obj_fun_builtin_var_t obj;
 MT_FUNCS(MT_DECLARE)
+MT_FLOAT_FUNCS(MT_DECLARE)
+
+#if defined(MT_SOFT_FLOAT)
+// A soft-float module (armv6m / armv7m) also loads into hard-float firmware
+// (a Cortex-M4F/M7 build accepts armv6m .mpy files), which returns floats in
+// s0 where this module reads r0: every scale would be garbage. So read back
+// two known floats: the runtime makes them from their bits in memory (no
+// float crosses the call boundary on the way in; firmware without float
+// support gives a small int, and raises nothing). On a mismatch the float
+// entry points are left out and HAS_FLOAT is False, so microtrain uses its
+// pure-Python float kernels.
+static bool mt_float_abi_probe(uint32_t bits) {
+    union { float f; uint32_t u; } v;
+    v.u = bits;
+    const mp_obj_t o = mp_binary_get_val_array('f', &v.f, 0);
+    if (mp_obj_is_small_int(o)) {
+        return false;
+    }
+    v.f = mp_obj_get_float_to_f(o);
+    return v.u == bits;
+}
+
+static bool mt_float_abi_ok(void) {
+    return mt_float_abi_probe(0xC0400000u) && mt_float_abi_probe(0x3EAAAAABu);  // -3.0f, 1/3 rounded
+}
+#else
+static bool mt_float_abi_ok(void) {
+    return true;
+}
+#endif
 
 mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *args) {
     (void)n_args;
@@ -76,7 +105,11 @@ mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *a
     MP_DYNRUNTIME_INIT_ENTRY
     #define MT_STORE(q, obj) mp_store_global(q, MP_OBJ_FROM_PTR(&obj));
     MT_FUNCS(MT_STORE)
-    mp_store_global(MP_QSTR_HAS_FLOAT, mp_obj_new_bool(MT_HAS_FLOAT));
+    const bool has_float = MT_HAS_FLOAT && mt_float_abi_ok();
+    if (has_float) {
+        MT_FLOAT_FUNCS(MT_STORE)
+    }
+    mp_store_global(MP_QSTR_HAS_FLOAT, mp_obj_new_bool(has_float));
     MP_DYNRUNTIME_INIT_EXIT
 }
 
@@ -908,6 +941,7 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_f32_axpy_i32_obj, 3, 3, mod_f32_a
 static const mp_rom_map_elem_t mt_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR__microtrain) },
     MT_FUNCS(MT_ENTRY)
+    MT_FLOAT_FUNCS(MT_ENTRY)
     #if MT_HAS_FLOAT
     { MP_ROM_QSTR(MP_QSTR_HAS_FLOAT), MP_ROM_TRUE },
     #else

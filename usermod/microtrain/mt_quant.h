@@ -17,11 +17,13 @@
 #define MT_SOFT_MATH 0
 #endif
 
-// Float is only used (weight-gradient accumulation) where the arch has an FPU:
-// soft-float arches cannot link __aeabi_f* helpers in a natmod.
+// Float (weight-gradient accumulation) where the arch has an FPU, or where
+// softfloat.c supplies the __aeabi_f* helpers a soft-float natmod cannot link
+// from libgcc (MT_SOFT_FLOAT: the armv6m / armv7m natmods).
 #if defined(MT_FORCE_NO_FLOAT)
 #define MT_HAS_FLOAT 0
-#elif defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__ARM_FP)
+#elif defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__ARM_FP) || \
+    defined(MT_SOFT_FLOAT)
 #define MT_HAS_FLOAT 1
 #else
 #define MT_HAS_FLOAT 0

@@ -1,0 +1,59 @@
+// The project's own IEEE-754 binary32 arithmetic for cores without an FPU
+// (Cortex-M0/M0+/M3 natmods, which cannot link libgcc). Round to nearest,
+// ties to even, subnormals kept (no flush to zero), exactly what the
+// Cortex-M4F/M7 FPU computes with MicroPython's reset FPSCR (DN=0, FZ=0) and
+// what x64 SSE computes; NaN results follow the Arm FPU (docs/numerics.md,
+// "Software float on Cortex-M0").
+//
+// Operands and results are the float32 bit patterns. In the soft-float
+// natmod build (MT_SOFT_FLOAT_AEABI, set by the Makefile for armv6m/armv7m)
+// these same functions are emitted under the run-time ABI names gcc calls for
+// float arithmetic (__aeabi_fadd, ...), so the float kernels stay plain C;
+// elsewhere (host tests) they carry the mt_ names below. Pure C99.
+#ifndef MT_SOFTFLOAT_H
+#define MT_SOFTFLOAT_H
+
+#include <stdint.h>
+
+#if defined(MT_SOFT_FLOAT_AEABI)
+#define MT_SF_NAME(mt, aeabi) aeabi
+#else
+#define MT_SF_NAME(mt, aeabi) mt
+#endif
+
+#define mt_f32_add MT_SF_NAME(mt_f32_add, __aeabi_fadd)
+#define mt_f32_sub MT_SF_NAME(mt_f32_sub, __aeabi_fsub)
+#define mt_f32_mul MT_SF_NAME(mt_f32_mul, __aeabi_fmul)
+#define mt_f32_div MT_SF_NAME(mt_f32_div, __aeabi_fdiv)
+#define mt_f32_from_i32 MT_SF_NAME(mt_f32_from_i32, __aeabi_i2f)
+#define mt_f32_from_u32 MT_SF_NAME(mt_f32_from_u32, __aeabi_ui2f)
+#define mt_f32_to_i32 MT_SF_NAME(mt_f32_to_i32, __aeabi_f2iz)
+#define mt_f32_to_u32 MT_SF_NAME(mt_f32_to_u32, __aeabi_f2uiz)
+#define mt_f32_eq MT_SF_NAME(mt_f32_eq, __aeabi_fcmpeq)
+#define mt_f32_lt MT_SF_NAME(mt_f32_lt, __aeabi_fcmplt)
+#define mt_f32_le MT_SF_NAME(mt_f32_le, __aeabi_fcmple)
+#define mt_f32_gt MT_SF_NAME(mt_f32_gt, __aeabi_fcmpgt)
+#define mt_f32_ge MT_SF_NAME(mt_f32_ge, __aeabi_fcmpge)
+#define mt_f32_un MT_SF_NAME(mt_f32_un, __aeabi_fcmpun)
+
+uint32_t mt_f32_add(uint32_t a, uint32_t b);
+uint32_t mt_f32_sub(uint32_t a, uint32_t b);
+uint32_t mt_f32_mul(uint32_t a, uint32_t b);
+uint32_t mt_f32_div(uint32_t a, uint32_t b);
+uint32_t mt_f32_from_i32(int32_t x);
+uint32_t mt_f32_from_u32(uint32_t x);
+// C casts (truncation); out of range and NaN saturate like the Arm VCVT:
+// NaN -> 0, too large -> INT32_MAX / INT32_MIN (unsigned: UINT32_MAX / 0).
+int32_t mt_f32_to_i32(uint32_t a);
+uint32_t mt_f32_to_u32(uint32_t a);
+// 1 or 0; every ordered comparison is 0 when an operand is NaN; un: either NaN.
+int mt_f32_eq(uint32_t a, uint32_t b);
+int mt_f32_lt(uint32_t a, uint32_t b);
+int mt_f32_le(uint32_t a, uint32_t b);
+int mt_f32_gt(uint32_t a, uint32_t b);
+int mt_f32_ge(uint32_t a, uint32_t b);
+int mt_f32_un(uint32_t a, uint32_t b);
+// Correctly rounded square root (no ABI name: gcc calls libm's sqrtf).
+uint32_t mt_f32_sqrt(uint32_t a);
+
+#endif
