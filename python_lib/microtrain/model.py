@@ -125,7 +125,8 @@ class Layer:
             self.w_scale = t[t[self.weight_t].qscales].data
         self.gw = self.gb = None
         self.master_w = self.master_b = None  # float32 master copies (float modes)
-        self._row = None  # scratch row of the update
+        self._row = None  # out_c floats of scratch for the update
+        self.touched = None  # sparse training: channels with a gradient since the last update
         self.wr = None
         self.ein_r = 0
         self.ein_top = 0.0
@@ -542,6 +543,10 @@ class Model:
                 if ly.trained:
                     if policy is not None:
                         mask = policy(ly, e)
+                        t = ly.touched
+                        if t is None:
+                            t = ly.touched = bytearray(ly.out_c)
+                        K.update_u8_touch(t, mask)  # the update skips channels no sample touched
                     x = bufs[x_t]
                     if op == OP_CONV2D:
                         conv_gw(p, x, e, mask, tensors[x_t].scale * s, s, ly.gw, ly.gb)

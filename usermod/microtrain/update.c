@@ -1,0 +1,459 @@
+// Optimiser-update primitives over whole trained layers (docs/numerics.md,
+// "Update"): the optimisers of python_lib/microtrain/optim.py are written
+// from these. Everything is float32 with one rounding per operation (one
+// operation per statement, no fused multiply-add), so a double-float and a
+// single-float MicroPython compute the same bits. No libm: floor, sqrt and
+// quantize_multiplier are done here exactly with integer operations.
+//
+// A tensor is n_ch channels of k values (weights: out_c x k; bias: out_c x 1).
+// touched (n_ch bytes, NULL = all): a channel whose byte is 0 is skipped
+// entirely (sparse updates: nothing of it is read or written).
+#include "mt_kernels.h"
+
+// touched |= mask (mask NULL: every channel).
+void mt_update_u8_touch(uint8_t *touched, const uint8_t *mask, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        if (mask == NULL || mask[i] != 0u) {
+            touched[i] = 1u;
+        }
+    }
+}
+
+#if MT_HAS_FLOAT
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define MT_NOCONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define MT_NOCONTRACT
+#endif
+
+typedef union {
+    float f;
+    uint32_t u;
+} mt_f32_bits_t;
+
+static uint32_t mt_bits(float x) {
+    mt_f32_bits_t b;
+    b.f = x;
+    return b.u;
+}
+
+static float mt_from_bits(uint32_t u) {
+    mt_f32_bits_t b;
+    b.u = u;
+    return b.f;
+}
+
+static int mt_finite(float x) {
+    return (mt_bits(x) & 0x7F800000u) != 0x7F800000u;
+}
+
+// floor(x) as an int for |x| < 2^31 (callers clamp first; x is not NaN).
+static int32_t mt_floor_i32(float x) {
+    int32_t t = (int32_t)x;  // truncates toward zero
+    if ((float)t > x) {
+        t -= 1;
+    }
+    return t;
+}
+
+// floor(x) clamped to [-lim, lim] (lim <= 2^30, a float exactly); NaN -> lim.
+static int32_t mt_floor_clamp(float x, int32_t lim) {
+    const float fl = (float)lim;
+    if (!(x < fl)) {
+        return lim;
+    }
+    if (x <= -fl) {
+        return -lim;
+    }
+    const int32_t q = mt_floor_i32(x);
+    return q < -lim ? -lim : q;
+}
+
+// Correctly rounded float32 square root of a finite x >= 0: the classic
+// digit-by-digit root of the significand (one result bit per step, 32-bit
+// integers only), rounded to nearest (a root is never exactly halfway).
+static float mt_sqrt_f32(float x) {
+    uint32_t ix = mt_bits(x);
+    if ((ix & 0x7FFFFFFFu) == 0u) {
+        return x;
+    }
+    int32_t m = (int32_t)(ix >> 23);
+    if (m == 0) {  // subnormal: normalise
+        int32_t i = 0;
+        while ((ix & 0x00800000u) == 0u) {
+            ix <<= 1;
+            ++i;
+        }
+        m -= i - 1;
+    }
+    m -= 127;
+    ix = (ix & 0x007FFFFFu) | 0x00800000u;
+    const int32_t odd = (int32_t)((uint32_t)m & 1u);
+    if (odd) {
+        ix += ix;
+    }
+    m = (m - odd) / 2;
+    ix += ix;
+    uint32_t q = 0, s = 0, r = 0x01000000u;
+    while (r != 0u) {
+        const uint32_t t = s + r;
+        if (t <= ix) {
+            s = t + r;
+            ix -= t;
+            q += r;
+        }
+        ix += ix;
+        r >>= 1;
+    }
+    if (ix != 0u) {
+        q += q & 1u;
+    }
+    return mt_from_bits((q >> 1) + 0x3F000000u + (uint32_t)m * 0x00800000u);
+}
+
+// (m, shift) = quantize_multiplier(real) of docs/numerics.md for a float32
+// real > 0 (finite), exactly: its 24-bit significand is the multiplier.
+void mt_update_quantize_multiplier(float real, int32_t *mult, int32_t *shift) {
+    const uint32_t u = mt_bits(real);
+    int32_t e = (int32_t)(u >> 23);
+    uint32_t mant = u & 0x007FFFFFu;
+    if (e == 0) {
+        e = 1;
+        while ((mant & 0x00800000u) == 0u) {
+            mant <<= 1;
+            --e;
+        }
+    } else {
+        mant |= 0x00800000u;
+    }
+    // real = mant * 2^(e - 150) = (mant / 2^24) * 2^(e - 126)
+    const int32_t sh = e - 126;
+    if (sh > 31) {
+        *mult = 2147483647;
+        *shift = 31;
+        return;
+    }
+    if (sh >= -31) {
+        *mult = (int32_t)(mant << 7);
+        *shift = sh;
+        return;
+    }
+    // round(real * 2^62) = round(mant * 2^(e - 88)), half up; e - 88 < 7
+    uint32_t m2;
+    if (e >= 88) {
+        m2 = mant << (e - 88);
+    } else if (88 - e >= 32) {
+        m2 = 0u;
+    } else {
+        const int32_t d = 88 - e;
+        m2 = (mant + ((uint32_t)1 << (d - 1))) >> d;
+    }
+    *mult = (int32_t)m2;
+    *shift = m2 != 0u ? -31 : 0;
+}
+
+// Index of the first non-finite value of x[0..n), or -1.
+int32_t mt_update_f32_check(const float *x, size_t n) {
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    uint32_t acc = 0;
+    for (size_t i = 0; i < n; ++i) {
+        acc |= (u[i] & 0x7F800000u) + 0x00800000u;  // carries into bit 31 iff inf / NaN
+    }
+    if ((acc & 0x80000000u) == 0u) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (!mt_finite(x[i])) {
+            return (int32_t)i;
+        }
+    }
+    return -1;
+}
+
+// Real value of element i of channel c (master copy, or the dequantised int).
+static float mt_real(const mt_update_src_t *src, int32_t c, size_t i) {
+    if (src->master != NULL) {
+        return src->master[i];
+    }
+    const float q = src->q8 != NULL ? (float)src->q8[i] : (float)src->q32[i];
+    const float t = q * src->f;
+    return t * src->scale[c];
+}
+
+// g = g * (1 / n) + wd * real (the second term only when wd != 0).
+MT_NOCONTRACT
+void mt_update_f32_decay(float *g, int32_t n_ch, int32_t k, const uint8_t *touched, int32_t n, float wd,
+                         const mt_update_src_t *src) {
+    const float inv = 1.0f / (float)n;
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            float d = g[i] * inv;
+            if (wd != 0.0f) {
+                const float t = wd * mt_real(src, c, i);
+                d = d + t;
+            }
+            g[i] = d;
+        }
+    }
+}
+
+// Over the touched elements (cnt of them): g' = g * (1 / n) (stored), mu =
+// sum(g') / cnt, sigma = sqrt(sum((g' - mu)^2) / cnt), g = (g' - mu) * (1 /
+// (sigma + 1e-8)); sums in storage order. Fewer than two elements: g' only.
+MT_NOCONTRACT
+void mt_update_f32_standardize(float *g, int32_t n_ch, int32_t k, const uint8_t *touched, int32_t n) {
+    const float inv_n = 1.0f / (float)n;
+    float s = 0.0f;
+    int32_t cnt = 0;
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            const float v = g[i] * inv_n;
+            g[i] = v;
+            s = s + v;
+        }
+        cnt += k;
+    }
+    if (cnt < 2) {
+        return;
+    }
+    const float fc = (float)cnt;
+    const float mu = s / fc;
+    float ss = 0.0f;
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            const float d = g[i] - mu;
+            const float d2 = d * d;
+            ss = ss + d2;
+        }
+    }
+    const float var = ss / fc;
+    const float sd = mt_sqrt_f32(var);
+    const float den = sd + 1e-8f;
+    const float inv = 1.0f / den;
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            const float d = g[i] - mu;
+            g[i] = d * inv;
+        }
+    }
+}
+
+// y = a * y + b * x.
+MT_NOCONTRACT
+void mt_update_f32_axpby(float *y, const float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a,
+                         float b) {
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            const float t1 = a * y[i];
+            const float t2 = b * x[i];
+            y[i] = t1 + t2;
+        }
+    }
+}
+
+// SGD momentum: v = mom * v + g; g = v.
+MT_NOCONTRACT
+void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const uint8_t *touched, float mom) {
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            const float t = mom * v[i];
+            const float d = t + g[i];
+            v[i] = d;
+            g[i] = d;
+        }
+    }
+}
+
+// Adam: m = b1 * m + (1 - b1) * g; v = b2 * v + ((1 - b2) * g) * g;
+// g = (m / (1 - b1t)) / (sqrt(v / (1 - b2t)) + eps), b1t = b1^t, b2t = b2^t.
+MT_NOCONTRACT
+void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, const uint8_t *touched,
+                        float b1, float b2, float b1t, float b2t, float eps) {
+    const float a1 = 1.0f - b1, a2 = 1.0f - b2;
+    const float c1 = 1.0f - b1t, c2 = 1.0f - b2t;
+    for (int32_t ch = 0; ch < n_ch; ++ch) {
+        if (touched != NULL && touched[ch] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)ch * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            const float d = g[i];
+            const float m1a = b1 * m[i];
+            const float m1b = a1 * d;
+            const float m1 = m1a + m1b;
+            const float m2a = b2 * v[i];
+            const float m2b = a2 * d;
+            const float m2c = m2b * d;
+            const float m2 = m2a + m2c;
+            m[i] = m1;
+            v[i] = m2;
+            const float num = m1 / c1;
+            const float r = m2 / c2;
+            const float den = mt_sqrt_f32(r) + eps;
+            g[i] = num / den;
+        }
+    }
+}
+
+// xorshift16 step (period 65535 over 1..65535).
+static uint32_t mt_xorshift16(uint32_t r) {
+    r ^= (r << 7) & 0xFFFFu;
+    r ^= r >> 9;
+    r ^= (r << 8) & 0xFFFFu;
+    return r;
+}
+
+// The real bias after the step (bias source: master_b, or b * s_in * w_scale).
+MT_NOCONTRACT
+static float mt_bias_new(const mt_update_layer_t *L, int32_t c, float lr) {
+    float old;
+    if (L->master_b != NULL) {
+        old = L->master_b[c];
+    } else {
+        const float t = (float)L->b[c] * L->s_in;
+        old = t * L->w_scale[c];
+    }
+    const float st = lr * L->gb[c];
+    return old - st;
+}
+
+// Pass A of mt_update_s8_apply for channel c: top = max |w_new| (NaN if any
+// is), the new scale and the bias. Returns 0, or 1 when the channel cannot be
+// updated (non-finite values or a scale out of range).
+MT_NOCONTRACT
+static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float *s_new, float *b_new) {
+    const size_t k = (size_t)L->k, base = (size_t)c * k;
+    const float s_old = L->w_scale[c];
+    float top = 0.0f;
+    for (size_t i = base; i < base + k; ++i) {
+        float old;
+        if (L->master_w != NULL) {
+            old = L->master_w[i];
+        } else {
+            old = (float)L->w[i] * s_old;
+        }
+        const float st = lr * L->gw[i];
+        const float v = old - st;
+        const float a = v < 0.0f ? -v : v;
+        if (!(a <= top)) {
+            top = a;  // NaN sticks
+        }
+    }
+    if (!mt_finite(top)) {
+        return 1;
+    }
+    float s = s_old;
+    if (top > 0.0f) {
+        const float t = top / 127.0f;
+        if (t > 0.0f) {
+            s = t;
+        }
+    }
+    const float bf = mt_bias_new(L, c, lr);
+    const float den = L->s_in * s;
+    const float t = den / L->s_out;
+    if (!mt_finite(bf) || !(den > 0.0f) || !mt_finite(t) || !(t > 0.0f)) {
+        return 1;
+    }
+    *s_new = s;
+    *b_new = bf;
+    return 0;
+}
+
+// The fully quantised step of one layer (docs/numerics.md, update_s8_apply):
+// per touched channel c, w_new = w_real - lr * gw (into master_w when there is
+// one), w_scale[c] = max|w_new| / 127 (kept when 0), w = floor(w_new / s + u)
+// clamped to +-127 (u = 0.5, or the next xorshift16 value * 2^-16 when rng >=
+// 0), bias likewise re-expressed in s_in * w_scale[c] (nearest), mult/shift
+// recomputed, gw and gb of the channel zeroed. Every channel is planned
+// before any is written: returns -1 - c when channel c cannot be updated
+// (nothing written), else the new generator state (rng, or -1 if rng < 0).
+// top_tmp: n_ch floats of scratch (the planned scales).
+MT_NOCONTRACT
+int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
+                           float *scratch) {
+    const int32_t n_ch = L->n_ch;
+    const size_t k = (size_t)L->k;
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        float s, bf;
+        if (mt_apply_plan(L, c, lr, &s, &bf)) {
+            return -1 - c;
+        }
+        scratch[c] = s;
+    }
+    uint32_t r = (uint32_t)rng;
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * k;
+        const float s_old = L->w_scale[c];
+        const float s = scratch[c];
+        const float inv = 1.0f / s;
+        const float bf = mt_bias_new(L, c, lr);
+        for (size_t i = base; i < base + k; ++i) {
+            float old;
+            if (L->master_w != NULL) {
+                old = L->master_w[i];
+            } else {
+                old = (float)L->w[i] * s_old;
+            }
+            const float st = lr * L->gw[i];
+            const float v = old - st;
+            if (L->master_w != NULL) {
+                L->master_w[i] = v;
+            }
+            L->gw[i] = 0.0f;
+            const float x = v * inv;
+            float u = 0.5f;
+            if (rng >= 0) {
+                r = mt_xorshift16(r);
+                u = (float)r * 1.52587890625e-05f;  // r * 2^-16, exact
+            }
+            const float y = x + u;
+            L->w[i] = (int8_t)mt_floor_clamp(y, 127);
+        }
+        if (L->master_b != NULL) {
+            L->master_b[c] = bf;
+        }
+        L->gb[c] = 0.0f;
+        const float den = L->s_in * s;
+        const float qb = bf / den;
+        const float qb2 = qb + 0.5f;
+        L->b[c] = mt_floor_clamp(qb2, 1073741824);
+        L->w_scale[c] = s;
+        const float real = den / L->s_out;
+        mt_update_quantize_multiplier(real, &L->mult[c], &L->shift[c]);
+    }
+    return rng >= 0 ? (int32_t)r : -1;
+}
+
+#endif
