@@ -374,10 +374,11 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
             s = t;
         }
     }
+    const float inv = 1.0f / s;
     const float bf = mt_bias_new(L, c, lr);
     const float den = L->s_in * s;
     const float t = den / L->s_out;
-    if (!mt_finite(bf) || !(den > 0.0f) || !mt_finite(t) || !(t > 0.0f)) {
+    if (!mt_finite(inv) || !mt_finite(bf) || !(den > 0.0f) || !mt_finite(t) || !(t > 0.0f)) {
         return 1;
     }
     *s_new = s;

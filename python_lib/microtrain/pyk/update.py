@@ -8,6 +8,7 @@ from microtrain.pyk.checks import F32, S8, _buf, _in8, _in32, _int, _mask, _nove
 
 _t = array('f', [0.0])
 _HALF = 1 / 2
+_BAD = "channel %d: the step gives non-finite weights or a scale out of float32 range"
 _EPS = array('f', b'\x77\xcc\x2b\x32')[0]  # 1e-8 as a float32 (no decimal parse on the board)
 
 
@@ -152,7 +153,11 @@ def update_f32_decay(g, k, touched, n, wd, q, scale, f, master):
 
 
 def _kind_i(o):
-    return type(o) is array and repr(o[0:0])[7] == 'i'
+    # an int32 buffer (the binding's typecode 'i'): array('i') or a view of one
+    t = type(o)
+    if t is array:
+        return repr(o[0:0])[7] == 'i'
+    return t is memoryview and len(o) > 0 and len(bytes(o[0:1])) == 4 and type(o[0]) is int
 
 
 def update_f32_standardize(g, k, touched, n):
@@ -317,8 +322,7 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
             if not a <= top:
                 top = a
         if not top - top == 0:
-            raise _ve(fn, "gw", "channel %d: the step gives non-finite weights or a scale out of float32 range"
-                      % c)
+            raise _ve(fn, "gw", _BAD % c)
         s = s_old
         if top > 0:
             t = _r(top / 127)
@@ -327,9 +331,9 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
         bf = bias_new(c)
         den = _r(s_in * s)
         t = _r(den / s_out)
-        if not (bf - bf == 0 and den > 0 and t - t == 0 and t > 0):
-            raise _ve(fn, "gw", "channel %d: the step gives non-finite weights or a scale out of float32 range"
-                      % c)
+        inv = _r(1 / s)
+        if not (inv - inv == 0 and bf - bf == 0 and den > 0 and t - t == 0 and t > 0):
+            raise _ve(fn, "gw", _BAD % c)
         scratch[c] = s
     r = rng
     for c in chans:
