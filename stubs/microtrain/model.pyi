@@ -61,6 +61,7 @@ class Layer:
     gb: Float32 | None
     master_w: Float32 | None  # float32 master copies (modes "mixed" / "float32")
     master_b: Float32 | None
+    touched: bytearray | None  # sparse training: channels with a gradient since the last update
     wr: Int32 | None  # grad-input weight ratios (internal)
     ein_r: int  # internal: R of the grad-input scale
     ein_top: float  # internal: max weight scale

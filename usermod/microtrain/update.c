@@ -22,7 +22,9 @@ void mt_update_u8_touch(uint8_t *touched, const uint8_t *mask, size_t n) {
 #if MT_HAS_FLOAT
 
 #if defined(__GNUC__) && !defined(__clang__)
-#define MT_NOCONTRACT __attribute__((optimize("fp-contract=off")))
+// The update runs once per batch over every trained parameter: its loops are
+// built for speed (-O2) even in -Os firmware; never contracted (no FMA).
+#define MT_NOCONTRACT __attribute__((optimize("O2", "fp-contract=off", "no-tree-loop-distribute-patterns")))
 #else
 #define MT_NOCONTRACT
 #endif
@@ -154,6 +156,7 @@ void mt_update_quantize_multiplier(float real, int32_t *mult, int32_t *shift) {
 }
 
 // Index of the first non-finite value of x[0..n), or -1.
+MT_NOCONTRACT
 int32_t mt_update_f32_check(const float *x, size_t n) {
     const uint32_t *u = (const uint32_t *)(const void *)x;
     uint32_t acc = 0;
@@ -320,14 +323,6 @@ void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, c
     }
 }
 
-// xorshift16 step (period 65535 over 1..65535).
-static uint32_t mt_xorshift16(uint32_t r) {
-    r ^= (r << 7) & 0xFFFFu;
-    r ^= r >> 9;
-    r ^= (r << 8) & 0xFFFFu;
-    return r;
-}
-
 // The real bias after the step (bias source: master_b, or b * s_in * w_scale).
 MT_NOCONTRACT
 static float mt_bias_new(const mt_update_layer_t *L, int32_t c, float lr) {
@@ -342,26 +337,32 @@ static float mt_bias_new(const mt_update_layer_t *L, int32_t c, float lr) {
     return old - st;
 }
 
+static float mt_max_abs(float top, float v) {
+    const float a = v < 0.0f ? -v : v;
+    return a <= top ? top : a;  // a NaN sticks
+}
+
 // Pass A of mt_update_s8_apply for channel c: top = max |w_new| (NaN if any
 // is), the new scale and the bias. Returns 0, or 1 when the channel cannot be
 // updated (non-finite values or a scale out of range).
 MT_NOCONTRACT
-static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float *s_new, float *b_new) {
+static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float *s_new) {
     const size_t k = (size_t)L->k, base = (size_t)c * k;
     const float s_old = L->w_scale[c];
+    const float *g = L->gw + base;
     float top = 0.0f;
-    for (size_t i = base; i < base + k; ++i) {
-        float old;
-        if (L->master_w != NULL) {
-            old = L->master_w[i];
-        } else {
-            old = (float)L->w[i] * s_old;
+    if (L->master_w != NULL) {
+        const float *m = L->master_w + base;
+        for (size_t i = 0; i < k; ++i) {
+            const float st = lr * g[i];
+            top = mt_max_abs(top, m[i] - st);
         }
-        const float st = lr * L->gw[i];
-        const float v = old - st;
-        const float a = v < 0.0f ? -v : v;
-        if (!(a <= top)) {
-            top = a;  // NaN sticks
+    } else {
+        const int8_t *w = L->w + base;
+        for (size_t i = 0; i < k; ++i) {
+            const float old = (float)w[i] * s_old;
+            const float st = lr * g[i];
+            top = mt_max_abs(top, old - st);
         }
     }
     if (!mt_finite(top)) {
@@ -382,8 +383,72 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
         return 1;
     }
     *s_new = s;
-    *b_new = bf;
     return 0;
+}
+
+// floor(y) clamped to [-127, 127] for |y| < 2^31. Here |y| <= 129: the new
+// values are at most top = 127 * s in magnitude (|v * (1 / s)| <= 127.00005),
+// or all zero when the scale is kept, and u < 1.
+static int8_t mt_q8(float y) {
+    int32_t q = (int32_t)y;  // truncates toward zero
+    if ((float)q > y) {
+        q -= 1;
+    }
+    return (int8_t)(q > 127 ? 127 : (q < -127 ? -127 : q));
+}
+
+// Pass B for one channel: the new values (stored into m when there is a
+// master copy), requantised; g zeroed. Returns the generator state.
+MT_NOCONTRACT
+static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float s_old, float lr, float inv,
+                             int32_t stochastic, uint32_t r) {
+    // four plain loops (no branch inside): master or not, stochastic or not
+    if (m != NULL) {
+        for (size_t i = 0; i < k; ++i) {
+            const float st = lr * g[i];
+            const float v = m[i] - st;
+            m[i] = v;
+            g[i] = 0.0f;
+        }
+        if (stochastic) {
+            for (size_t i = 0; i < k; ++i) {
+                const float x = m[i] * inv;
+                r ^= (r << 7) & 0xFFFFu;
+                r ^= r >> 9;
+                r ^= (r << 8) & 0xFFFFu;
+                const float u = (float)r * 1.52587890625e-05f;  // r * 2^-16, exact
+                w[i] = mt_q8(x + u);
+            }
+        } else {
+            for (size_t i = 0; i < k; ++i) {
+                const float x = m[i] * inv;
+                w[i] = mt_q8(x + 0.5f);
+            }
+        }
+    } else if (stochastic) {
+        for (size_t i = 0; i < k; ++i) {
+            const float old = (float)w[i] * s_old;
+            const float st = lr * g[i];
+            const float v = old - st;
+            g[i] = 0.0f;
+            const float x = v * inv;
+            r ^= (r << 7) & 0xFFFFu;
+            r ^= r >> 9;
+            r ^= (r << 8) & 0xFFFFu;
+            const float u = (float)r * 1.52587890625e-05f;
+            w[i] = mt_q8(x + u);
+        }
+    } else {
+        for (size_t i = 0; i < k; ++i) {
+            const float old = (float)w[i] * s_old;
+            const float st = lr * g[i];
+            const float v = old - st;
+            g[i] = 0.0f;
+            const float x = v * inv;
+            w[i] = mt_q8(x + 0.5f);
+        }
+    }
+    return r;
 }
 
 // The fully quantised step of one layer (docs/numerics.md, update_s8_apply):
@@ -394,7 +459,7 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
 // recomputed, gw and gb of the channel zeroed. Every channel is planned
 // before any is written: returns -1 - c when channel c cannot be updated
 // (nothing written), else the new generator state (rng, or -1 if rng < 0).
-// top_tmp: n_ch floats of scratch (the planned scales).
+// scratch: n_ch floats (the planned scales).
 MT_NOCONTRACT
 int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
                            float *scratch) {
@@ -404,11 +469,9 @@ int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, f
         if (touched != NULL && touched[c] == 0u) {
             continue;
         }
-        float s, bf;
-        if (mt_apply_plan(L, c, lr, &s, &bf)) {
+        if (mt_apply_plan(L, c, lr, &scratch[c])) {
             return -1 - c;
         }
-        scratch[c] = s;
     }
     uint32_t r = (uint32_t)rng;
     for (int32_t c = 0; c < n_ch; ++c) {
@@ -416,32 +479,11 @@ int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, f
             continue;
         }
         const size_t base = (size_t)c * k;
-        const float s_old = L->w_scale[c];
         const float s = scratch[c];
         const float inv = 1.0f / s;
         const float bf = mt_bias_new(L, c, lr);
-        for (size_t i = base; i < base + k; ++i) {
-            float old;
-            if (L->master_w != NULL) {
-                old = L->master_w[i];
-            } else {
-                old = (float)L->w[i] * s_old;
-            }
-            const float st = lr * L->gw[i];
-            const float v = old - st;
-            if (L->master_w != NULL) {
-                L->master_w[i] = v;
-            }
-            L->gw[i] = 0.0f;
-            const float x = v * inv;
-            float u = 0.5f;
-            if (rng >= 0) {
-                r = mt_xorshift16(r);
-                u = (float)r * 1.52587890625e-05f;  // r * 2^-16, exact
-            }
-            const float y = x + u;
-            L->w[i] = (int8_t)mt_floor_clamp(y, 127);
-        }
+        r = mt_apply_row(L->w + base, L->gw + base, L->master_w != NULL ? L->master_w + base : NULL, k,
+                         L->w_scale[c], lr, inv, rng >= 0, r);
         if (L->master_b != NULL) {
             L->master_b[c] = bf;
         }
