@@ -38,7 +38,7 @@ from microtrain.fmt import (
     TENSOR_N,
 )
 from microtrain.loss import argmax
-from microtrain.quant import merge_ratios, softmax_lut, weight_ratios, zeros
+from microtrain.quant import merge_ratios, softmax_lut, zeros
 
 K = kern.K
 
@@ -128,6 +128,7 @@ class Layer:
         self._row = None  # out_c floats of scratch for the update
         self.touched = None  # sparse training: channels with a gradient since the last update
         self.wr = None
+        self._wr_r = None  # R of the grad-input ratios (from the descriptor)
         self.ein_r = 0
         self.ein_top = 0.0
 
@@ -193,15 +194,25 @@ class Layer:
         self.refresh_ratios()
 
     def refresh_ratios(self):
-        """Grad-input weight ratios for the current per-channel weight scales."""
-        p = self.params
-        if self.op == OP_CONV2D:
-            terms = p[_P_CONV_K_H] * p[_P_CONV_K_W] * (p[_P_CONV_OUT_C] // p[_P_CONV_GROUPS])
-        else:
-            terms = p[_P_LIN_OUT_N]
+        """Grad-input weight ratios for the current per-channel weight scales
+        (update_f32_ratios: float32 on every build; the optimiser calls this
+        after each update)."""
         if self.wr is None:
             self.wr = zeros("i", self.out_c)
-        self.ein_r, self.ein_top = weight_ratios(self.w_scale, terms, self.wr)
+        if self._wr_r is None:
+            p = self.params
+            if self.op == OP_CONV2D:
+                terms = p[_P_CONV_K_H] * p[_P_CONV_K_W] * (p[_P_CONV_OUT_C] // p[_P_CONV_GROUPS])
+            else:
+                terms = p[_P_LIN_OUT_N]
+            # R: the largest R <= 15 with max(wr) * terms * 16384 <= 2^31 - 1 (numerics.md)
+            r = 15
+            while r > 0 and (1 << r) * terms * 16384 > 2147483647:
+                r -= 1
+            self._wr_r = r
+        self.ein_r = self._wr_r
+        kern.f32("update_f32_ratios")(self.w_scale, self.ein_r, self.wr)
+        self.ein_top = max(self.w_scale)
 
 
 class _BackwardPlan:

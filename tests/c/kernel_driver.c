@@ -671,6 +671,24 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         *ret = r;
         return 1;
     }
+    if (!strcmp(op, "update_f32_ratios")) {
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+        const float *sw = buf(c, 0, "w_scale", F32, -1, 0, &n);
+        if (!failed(c) && (n < 1 || n > 65535)) {
+            fail(c, "ValueError", "w_scale", "must have 1..65535 channels");
+        }
+        if (!failed(c)) {
+            check(c, "w_scale", mt_scales_check(sw, (int32_t)n));
+        }
+        const int32_t r = checked_int(c, 1, "r", mt_ratio_r_check);
+        int32_t *wr = buf(c, 2, "wr", I32, n, 1, NULL);
+        if (!failed(c)) {
+            mt_update_f32_ratios(sw, (int32_t)n, r, wr);
+        }
+        return 0;
+    }
 #else
     (void)ret;
 #endif

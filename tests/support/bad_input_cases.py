@@ -87,6 +87,7 @@ SPECS: dict[str, list[tuple[str, str]]] = {
                         ("shift", "i32out"), ("gw", "f32io"), ("gb", "f32io"), ("master_w", "skip"),
                         ("master_b", "skip"), ("touched", "skip"), ("lr", "float"), ("s_in", "float"),
                         ("s_out", "float"), ("rng", "int"), ("scratch", "f32io")],
+    "update_f32_ratios": [("w_scale", "f32io"), ("r", "int"), ("wr", "i32out")],
 }
 for _fam in ("linear",):
     for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
@@ -112,6 +113,7 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("update_f32_adam", "g"): ("k", "m", "v"),
     ("update_s8_apply", "w"): ("w_scale", "gw"),
     ("update_s8_apply", "w_scale"): ("w", "b", "mult", "shift", "gb", "scratch"),
+    ("update_f32_ratios", "w_scale"): ("wr",),
 }
 
 
@@ -190,6 +192,7 @@ def _bases() -> dict[str, Case]:
                              i32([m for m, _ in umq]), i32([s for _, s in umq]),
                              f32(rng.normal(0, 1e-3, UPD_N * UPD_K)), f32(rng.normal(0, 1e-3, UPD_N)), None,
                              None, None, 0.01, 0.02, 0.05, 0xACE1, f32(np.zeros(UPD_N))]),
+        ("update_f32_ratios", [f32(UPD_SW), 15, out("i", UPD_N)]),
     ]
     return {op: make_case(op, args, "valid") for op, args in calls}
 
@@ -346,6 +349,12 @@ SCALAR_BAD["update_s8_apply"] = [
     ("w_scale empty", 1, f32(np.zeros(0)), ("w_scale",)),
     ("gw inf", 5, f32(np.r_[np.zeros(5), np.inf, np.zeros(6)]), ("gw",)),
 ]
+SCALAR_BAD["update_f32_ratios"] = [
+    ("w_scale all 0", 0, f32(np.zeros(4)), ("w_scale",)),
+    ("w_scale < 0", 0, f32([0.1, -0.1, 0.2, 0.3]), ("w_scale",)),
+    ("w_scale nan", 0, f32([0.1, np.nan, 0.2, 0.3]), ("w_scale",)),
+    ("w_scale empty", 0, f32([]), ("w_scale", "wr")),
+    ("r 16", 1, 16, ("r",)), ("r -1", 1, -1, ("r",))]
 for _op, _g in (("conv2d", CONV_G), ("linear", None)):
     _n_out = _g.out_c if _g else LIN_OUT
     SCALAR_BAD[f"{_op}_s8_forward"] = [

@@ -125,6 +125,7 @@ OPS: dict[str, OpSpec] = {
     "update_f32_momentum": OpSpec(5, (), _two, (0, 1), True),
     "update_f32_adam": OpSpec(10, (), _three, (0, 1, 2), True),
     "update_s8_apply": OpSpec(15, (), _ret_list, (0, 1, 2, 3, 4, 5, 6, 7, 8, 14), True),
+    "update_f32_ratios": OpSpec(3, (2,), _one, (), True),
 }
 ALL_OPS: tuple[str, ...] = tuple(OPS)
 
@@ -986,6 +987,19 @@ def gen_update_s8_apply(rng: Rng, i: int) -> Case:
     raise AssertionError("unreachable")
 
 
+
+def gen_update_f32_ratios(rng: Rng, i: int) -> Case:
+    n = [1, int(rng.integers(2, 10)), int(rng.integers(10, 300))][i % 3]
+    s = (10.0 ** rng.uniform(-6, -1, n)).astype(np.float32)
+    if i % 4 == 1:
+        s[rng.random(n) < 0.3] = 0.0
+        s[0] = 1e-3
+    if i % 5 == 2:
+        s[:] = s[0]  # ties: every ratio 2^r
+    r = [15, int(rng.integers(0, 16)), 0][i % 3]
+    return make_case("update_f32_ratios", [f32(s), r, out("i", n)])
+
+
 GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "conv2d_s8_forward": gen_conv2d_s8_forward,
     "conv2d_s8_grad_input": gen_conv2d_s8_grad_input,
@@ -1020,6 +1034,7 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "update_f32_momentum": gen_update_f32_momentum,
     "update_f32_adam": gen_update_f32_adam,
     "update_s8_apply": gen_update_s8_apply,
+    "update_f32_ratios": gen_update_f32_ratios,
 }
 assert set(GENERATORS) == set(OPS)
 

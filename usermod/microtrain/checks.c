@@ -348,7 +348,23 @@ const char *mt_positive_check(float x) {
 const char *mt_unit_check(float x) {
     return x >= 0.0f && x < 1.0f ? NULL : "must be in [0, 1)";
 }
+
+const char *mt_scales_check(const float *s, int32_t n) {
+    float top = 0.0f;
+    for (int32_t i = 0; i < n; ++i) {
+        if (!mt_is_finite(s[i]) || !(s[i] >= 0.0f)) {
+            return "must be finite and >= 0";
+        }
+        top = s[i] > top ? s[i] : top;
+    }
+    return top > 0.0f ? NULL : "must have a maximum > 0";
+}
 #endif
+
+const char *mt_ratio_r_check(int32_t r, int32_t *v) {
+    v[0] = r;
+    return r < 0 || r > 15 ? "must be in 0..15, got %d" : NULL;
+}
 
 // ---------------------------------------------------------------------------
 // Messages. No snprintf (natmods have no libc) and no '/' or '%' on ints

@@ -35,7 +35,8 @@
     X(MP_QSTR_update_f32_axpby, mod_update_f32_axpby_obj) \
     X(MP_QSTR_update_f32_momentum, mod_update_f32_momentum_obj) \
     X(MP_QSTR_update_f32_adam, mod_update_f32_adam_obj) \
-    X(MP_QSTR_update_s8_apply, mod_update_s8_apply_obj)
+    X(MP_QSTR_update_s8_apply, mod_update_s8_apply_obj) \
+    X(MP_QSTR_update_f32_ratios, mod_update_f32_ratios_obj)
 #else
 #define MT_FLOAT_FUNCS(X)
 #endif
@@ -1167,6 +1168,26 @@ static mp_obj_t mod_update_s8_apply(size_t n_args, const mp_obj_t *args) {
     return mp_obj_new_int(r);
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_update_s8_apply_obj, 15, 15, mod_update_s8_apply);
+
+// update_f32_ratios(w_scale, r, wr)
+static mp_obj_t mod_update_f32_ratios(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "update_f32_ratios";
+    (void)n_args;
+    size_t n;
+    const float *s = (const float *)mt_buf(fn, "w_scale", args[0], MT_F32, -1, 0, &n);
+    if (n < 1 || n > 65535) {
+        MT_VALUE_ERR(fn, "w_scale", "must have 1..65535 channels");
+    }
+    mt_check(fn, "w_scale", mt_scales_check(s, (int32_t)n));
+    const int32_t r = mt_int(fn, "r", args[1]);
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "r", mt_ratio_r_check(r, v), v);
+    int32_t *wr = mt_out_i32(fn, "wr", args[2], (int32_t)n);
+    mt_no_overlap(fn, "wr", wr, n * 4, "w_scale", s, n * 4);
+    mt_update_f32_ratios(s, (int32_t)n, r, wr);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_update_f32_ratios_obj, 3, 3, mod_update_f32_ratios);
 #endif
 
 #ifndef MICROPY_ENABLE_DYNRUNTIME

@@ -91,7 +91,11 @@ const char *mt_finite_check(float x);
 const char *mt_nonneg_check(float x);
 const char *mt_positive_check(float x);
 const char *mt_unit_check(float x);
+// update_f32_ratios w_scale: every value finite and >= 0, the largest > 0.
+const char *mt_scales_check(const float *s, int32_t n);
 #endif
+// update_f32_ratios r: 0..15.
+const char *mt_ratio_r_check(int32_t r, int32_t *v);
 
 // Messages: "fn: arg: what" (no "arg: " when arg is NULL), each "%d" of what
 // replaced by the next of v[0..MT_MSG_NVALS) (none when v is NULL). Writes at
@@ -191,6 +195,7 @@ void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, c
                         float b1, float b2, float b1t, float b2t, float eps);
 int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
                            float *scratch);
+void mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t *wr);
 #endif
 
 // ---- quant.c (declared in mt_quant.h): mt_dyn_requant_s8 ----

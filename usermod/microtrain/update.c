@@ -342,29 +342,36 @@ static float mt_max_abs(float top, float v) {
     return a <= top ? top : a;  // a NaN sticks
 }
 
-// Pass A of mt_update_s8_apply for channel c: top = max |w_new| (NaN if any
-// is), the new scale and the bias. Returns 0, or 1 when the channel cannot be
-// updated (non-finite values or a scale out of range).
+// Pass A of mt_update_s8_apply for channel c: the new values w_new into gw
+// (gb: the new bias), top = max |w_new| (NaN if any is), the new scale.
+// Returns 0, or 1 when the channel cannot be updated (non-finite values or a
+// scale out of range).
 MT_NOCONTRACT
 static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float *s_new) {
     const size_t k = (size_t)L->k, base = (size_t)c * k;
     const float s_old = L->w_scale[c];
-    const float *g = L->gw + base;
+    float *g = L->gw + base;
     float top = 0.0f;
     if (L->master_w != NULL) {
         const float *m = L->master_w + base;
         for (size_t i = 0; i < k; ++i) {
             const float st = lr * g[i];
-            top = mt_max_abs(top, m[i] - st);
+            const float v = m[i] - st;
+            g[i] = v;
+            top = mt_max_abs(top, v);
         }
     } else {
         const int8_t *w = L->w + base;
         for (size_t i = 0; i < k; ++i) {
             const float old = (float)w[i] * s_old;
             const float st = lr * g[i];
-            top = mt_max_abs(top, old - st);
+            const float v = old - st;
+            g[i] = v;
+            top = mt_max_abs(top, v);
         }
     }
+    const float bf = mt_bias_new(L, c, lr);
+    L->gb[c] = bf;
     if (!mt_finite(top)) {
         return 1;
     }
@@ -376,7 +383,6 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
         }
     }
     const float inv = 1.0f / s;
-    const float bf = mt_bias_new(L, c, lr);
     const float den = L->s_in * s;
     const float t = den / L->s_out;
     if (!mt_finite(inv) || !mt_finite(bf) || !(den > 0.0f) || !mt_finite(t) || !(t > 0.0f)) {
@@ -386,66 +392,40 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
     return 0;
 }
 
-// floor(y) clamped to [-127, 127] for |y| < 2^31. Here |y| <= 129: the new
-// values are at most top = 127 * s in magnitude (|v * (1 / s)| <= 127.00005),
-// or all zero when the scale is kept, and u < 1.
+// The int8 level of y = x + 128 + u (0 < y < 256: |x| <= 127.00005, see
+// mt_apply_row): trunc(y) - 128 = floor(y) - 128, at least -127.
 static int8_t mt_q8(float y) {
-    int32_t q = (int32_t)y;  // truncates toward zero
-    if ((float)q > y) {
-        q -= 1;
-    }
-    return (int8_t)(q > 127 ? 127 : (q < -127 ? -127 : q));
+    const int32_t q = (int32_t)y - 128;
+    return (int8_t)(q < -127 ? -127 : q);
 }
 
-// Pass B for one channel: the new values (stored into m when there is a
-// master copy), requantised; g zeroed. Returns the generator state.
+// Pass B for one channel: w = level of g * (1 / s) (g holds the new values,
+// copied to the master when there is one), g zeroed. |g| <= top and
+// s = top / 127 (or g all zero / tiny when the scale was kept), so
+// |g * (1 / s)| <= 127 * (1 + 2^-22). Returns the generator state.
 MT_NOCONTRACT
-static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float s_old, float lr, float inv,
-                             int32_t stochastic, uint32_t r) {
-    // four plain loops (no branch inside): master or not, stochastic or not
+static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv, int32_t stochastic,
+                             uint32_t r) {
     if (m != NULL) {
         for (size_t i = 0; i < k; ++i) {
-            const float st = lr * g[i];
-            const float v = m[i] - st;
-            m[i] = v;
-            g[i] = 0.0f;
+            m[i] = g[i];
         }
-        if (stochastic) {
-            for (size_t i = 0; i < k; ++i) {
-                const float x = m[i] * inv;
-                r ^= (r << 7) & 0xFFFFu;
-                r ^= r >> 9;
-                r ^= (r << 8) & 0xFFFFu;
-                const float u = (float)r * 1.52587890625e-05f;  // r * 2^-16, exact
-                w[i] = mt_q8(x + u);
-            }
-        } else {
-            for (size_t i = 0; i < k; ++i) {
-                const float x = m[i] * inv;
-                w[i] = mt_q8(x + 0.5f);
-            }
-        }
-    } else if (stochastic) {
+    }
+    if (stochastic) {
         for (size_t i = 0; i < k; ++i) {
-            const float old = (float)w[i] * s_old;
-            const float st = lr * g[i];
-            const float v = old - st;
+            const float x = g[i] * inv;
             g[i] = 0.0f;
-            const float x = v * inv;
             r ^= (r << 7) & 0xFFFFu;
             r ^= r >> 9;
             r ^= (r << 8) & 0xFFFFu;
-            const float u = (float)r * 1.52587890625e-05f;
+            const float u = mt_from_bits(0x43000000u | r);  // 128 + r * 2^-16, exact
             w[i] = mt_q8(x + u);
         }
     } else {
         for (size_t i = 0; i < k; ++i) {
-            const float old = (float)w[i] * s_old;
-            const float st = lr * g[i];
-            const float v = old - st;
+            const float x = g[i] * inv;
             g[i] = 0.0f;
-            const float x = v * inv;
-            w[i] = mt_q8(x + 0.5f);
+            w[i] = mt_q8(x + 128.5f);
         }
     }
     return r;
@@ -453,13 +433,14 @@ static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float s_ol
 
 // The fully quantised step of one layer (docs/numerics.md, update_s8_apply):
 // per touched channel c, w_new = w_real - lr * gw (into master_w when there is
-// one), w_scale[c] = max|w_new| / 127 (kept when 0), w = floor(w_new / s + u)
-// clamped to +-127 (u = 0.5, or the next xorshift16 value * 2^-16 when rng >=
-// 0), bias likewise re-expressed in s_in * w_scale[c] (nearest), mult/shift
+// one), w_scale[c] = max|w_new| / 127 (kept when 0), w = trunc(w_new / s + 128
+// + u) - 128 clamped to >= -127 (u = 0.5, or the next xorshift16 value * 2^-16
+// when rng >= 0), bias re-expressed in s_in * w_scale[c] (nearest), mult/shift
 // recomputed, gw and gb of the channel zeroed. Every channel is planned
-// before any is written: returns -1 - c when channel c cannot be updated
-// (nothing written), else the new generator state (rng, or -1 if rng < 0).
-// scratch: n_ch floats (the planned scales).
+// (w_new into gw, the new bias into gb, the scale into scratch) before the
+// model is written: returns -1 - c when channel c cannot be updated (w,
+// w_scale, b, mult, shift and the master copies unchanged), else the new
+// generator state (rng, or -1 if rng < 0).
 MT_NOCONTRACT
 int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
                            float *scratch) {
@@ -481,9 +462,9 @@ int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, f
         const size_t base = (size_t)c * k;
         const float s = scratch[c];
         const float inv = 1.0f / s;
-        const float bf = mt_bias_new(L, c, lr);
-        r = mt_apply_row(L->w + base, L->gw + base, L->master_w != NULL ? L->master_w + base : NULL, k,
-                         L->w_scale[c], lr, inv, rng >= 0, r);
+        r = mt_apply_row(L->w + base, L->gw + base, L->master_w != NULL ? L->master_w + base : NULL, k, inv,
+                         rng >= 0, r);
+        const float bf = L->gb[c];
         if (L->master_b != NULL) {
             L->master_b[c] = bf;
         }
@@ -497,6 +478,22 @@ int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, f
         mt_update_quantize_multiplier(real, &L->mult[c], &L->shift[c]);
     }
     return rng >= 0 ? (int32_t)r : -1;
+}
+
+// wr[i] = floor((2^R * w_scale[i]) / top + 0.5), top = max(w_scale) > 0: the
+// grad-input weight ratios (docs/numerics.md, conv2d grad input) in float32.
+MT_NOCONTRACT
+void mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t *wr) {
+    float top = 0.0f;
+    for (int32_t i = 0; i < n; ++i) {
+        top = w_scale[i] > top ? w_scale[i] : top;
+    }
+    const float one = (float)((int32_t)1 << r);
+    for (int32_t i = 0; i < n; ++i) {
+        const float a = one * w_scale[i];
+        const float q = a / top;
+        wr[i] = mt_floor_i32(q + 0.5f);
+    }
 }
 
 #endif

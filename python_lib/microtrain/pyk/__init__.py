@@ -47,7 +47,7 @@ WHERE = {
     "f32_axpy_i32": "accumulate",
     "update_u8_touch": "update", "update_f32_check": "update", "update_f32_decay": "update",
     "update_f32_standardize": "update", "update_f32_axpby": "update", "update_f32_momentum": "update",
-    "update_f32_adam": "update", "update_s8_apply": "update",
+    "update_f32_adam": "update", "update_s8_apply": "update", "update_f32_ratios": "update",
     "mtm_validate": "mtm_loader", "mtm_info": "mtm_loader", "mtm_tensor": "mtm_loader",
     "mtm_layer": "mtm_loader",
     "crc32": "mtm_loader",

@@ -8,6 +8,7 @@ from microtrain.pyk.checks import F32, S8, _buf, _in8, _in32, _int, _mask, _nove
 
 _t = array('f', [0.0])
 _HALF = 1 / 2
+_U_HALF = 128 + 1 / 2  # nearest: trunc(x + 128.5) - 128
 _BAD = "channel %d: the step gives non-finite weights or a scale out of float32 range"
 _EPS = array('f', b'\x77\xcc\x2b\x32')[0]  # 1e-8 as a float32 (no decimal parse on the board)
 
@@ -297,30 +298,20 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
             if objs[i] is not None and objs[j] is not None:
                 _nover(fn, names[i], objs[i], names[j], objs[j])
     W = _in8(fn, "w", w, nw)
-    if W is w:  # an array('b'): read the old values from a copy (w is written per channel)
-        W = w
     chans = _chans(touched, nc)
-
-    def old_w(c, i, s_old):
-        if master_w is not None:
-            return master_w[i]
-        return _r(W[i] * s_old)
-
-    def bias_new(c):
-        if master_b is not None:
-            old = master_b[c]
-        else:
-            old = _r(_r(_r(b[c]) * s_in) * w_scale[c])
-        return _r(old - _r(lr * gb[c]))
-
-    for c in chans:  # plan: nothing is written until every channel passes
+    for c in chans:  # plan: the new values into gw / gb; the model is written after every channel passed
         s_old = w_scale[c]
         top = 0.0
         for i in range(c * k, c * k + k):
-            v = _r(old_w(c, i, s_old) - _r(lr * gw[i]))
+            old = master_w[i] if master_w is not None else _r(W[i] * s_old)
+            v = _r(old - _r(lr * gw[i]))
+            gw[i] = v
             a = -v if v < 0 else v
             if not a <= top:
                 top = a
+        old = master_b[c] if master_b is not None else _r(_r(_r(b[c]) * s_in) * s_old)
+        bf = _r(old - _r(lr * gb[c]))
+        gb[c] = bf
         if not top - top == 0:
             raise _ve(fn, "gw", _BAD % c)
         s = s_old
@@ -328,21 +319,18 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
             t = _r(top / 127)
             if t > 0:
                 s = t
-        bf = bias_new(c)
+        inv = _r(1 / s)
         den = _r(s_in * s)
         t = _r(den / s_out)
-        inv = _r(1 / s)
         if not (inv - inv == 0 and bf - bf == 0 and den > 0 and t - t == 0 and t > 0):
             raise _ve(fn, "gw", _BAD % c)
         scratch[c] = s
     r = rng
     for c in chans:
-        s_old = w_scale[c]
         s = scratch[c]
         inv = _r(1 / s)
-        bf = bias_new(c)
         for i in range(c * k, c * k + k):
-            v = _r(old_w(c, i, s_old) - _r(lr * gw[i]))
+            v = gw[i]
             if master_w is not None:
                 master_w[i] = v
             gw[i] = 0.0
@@ -351,10 +339,12 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
                 r ^= (r << 7) & 0xFFFF
                 r ^= r >> 9
                 r ^= (r << 8) & 0xFFFF
-                u = math.ldexp(r, -16)
+                u = 128 + math.ldexp(r, -16)  # exact in float32
             else:
-                u = _HALF
-            w[i] = _floor_clamp(_r(x + u), 127) & wm
+                u = _U_HALF
+            q = int(_r(x + u)) - 128  # 0 < x + u < 256: int() truncates = floor
+            w[i] = (-127 if q < -127 else q) & wm
+        bf = gb[c]
         if master_b is not None:
             master_b[c] = bf
         gb[c] = 0.0
@@ -363,3 +353,28 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
         w_scale[c] = s
         mult[c], shift[c] = _qm(_r(den / s_out))
     return r if rng >= 0 else -1
+
+
+def update_f32_ratios(w_scale, r, wr):
+    fn = "update_f32_ratios"
+    _buf(fn, "w_scale", w_scale, F32, -1, False)
+    n = len(w_scale)
+    if n < 1 or n > 65535:
+        raise _ve(fn, "w_scale", "must have 1..65535 channels")
+    top = 0.0
+    for v in w_scale:
+        if not (v - v == 0 and v >= 0):
+            raise _ve(fn, "w_scale", "must be finite and >= 0")
+        if v > top:
+            top = v
+    if not top > 0:
+        raise _ve(fn, "w_scale", "must have a maximum > 0")
+    r = _int(fn, "r", r)
+    if r < 0 or r > 15:
+        raise _ve(fn, "r", "must be in 0..15, got " + str(r))
+    from microtrain.pyk.checks import I32T
+    _buf(fn, "wr", wr, I32T, n, True)
+    _nover(fn, "wr", wr, "w_scale", w_scale)
+    one = 1 << r
+    for i in range(n):
+        wr[i] = math.floor(_r(_r(_r(one * w_scale[i]) / top) + _HALF))

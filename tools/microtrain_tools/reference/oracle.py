@@ -67,6 +67,7 @@ __all__ = [
     "update_f32_check",
     "update_f32_decay",
     "update_f32_momentum",
+    "update_f32_ratios",
     "update_f32_standardize",
     "update_quantize_multiplier",
     "update_s8_apply",
@@ -809,6 +810,13 @@ def update_f32_adam(g_in: ArrayLike, m_in: ArrayLike, v_in: ArrayLike, k: int, t
     return g.reshape(-1), m.reshape(-1), v.reshape(-1)
 
 
+def update_f32_ratios(w_scale: ArrayLike, r: int) -> NDArray[np.int32]:
+    """Grad-input weight ratios in float32: floor((2^r * s) / max(s) + 0.5)."""
+    s = np.asarray(w_scale, dtype=np.float32).reshape(-1)
+    top = s.max()
+    return np.floor((np.float32(1 << r) * s) / top + np.float32(0.5)).astype(np.int32)
+
+
 def update_quantize_multiplier(real: np.float32) -> tuple[int, int]:
     """quantize_multiplier of a float32 real > 0, exactly: m = q * 2^31 is an integer for a 24-bit
     significand; below 2^-32, m = round-half-up(real * 2^62) with shift -31 ((0, 0) when 0)."""
@@ -827,7 +835,8 @@ def update_s8_apply(w_in: ArrayLike, w_scale: ArrayLike, b_in: ArrayLike, mult_i
                     master_b: ArrayLike | None, touched: ArrayLike | None, lr: float, s_in: float,
                     s_out: float, rng: int, scratch: ArrayLike) -> tuple[int, list[NDArray[np.generic]]]:
     """The fully quantised step of one layer -> (new rng, [w, w_scale, b, mult, shift, gw, gb,
-    master_w, master_b (when given), scratch]). Raises ValueError when a channel cannot be updated."""
+    master_w, master_b (when given), scratch]). Raises ValueError when a channel cannot be updated
+    (the device then leaves the planned new values in gw / gb)."""
     fn = "update_s8_apply"
     sw = np.array(w_scale, dtype=np.float32).reshape(-1)
     n_ch = sw.size
@@ -855,7 +864,8 @@ def update_s8_apply(w_in: ArrayLike, w_scale: ArrayLike, b_in: ArrayLike, mult_i
         den = si * s
         real = den / so
         inv = np.float32(1.0) / s
-    bad = ~np.isfinite(inv) | ~np.isfinite(top) | ~np.isfinite(bf) | ~(den > 0) | ~np.isfinite(real) | ~(real > 0)
+    bad = ~np.isfinite(inv) | ~np.isfinite(top) | ~np.isfinite(bf) | ~(den > 0) | ~np.isfinite(real)
+    bad |= ~(real > 0)
     if bad.any():
         c = int(rows[np.flatnonzero(bad)[0]])
         raise _fail(fn, "gw", f"channel {c}: the step gives non-finite weights or a scale out of "
@@ -869,11 +879,12 @@ def update_s8_apply(w_in: ArrayLike, w_scale: ArrayLike, b_in: ArrayLike, mult_i
             r ^= r >> 9
             r ^= (r << 8) & 0xFFFF
             u[i] = r
-        y = x + (u * np.float32(2.0**-16)).reshape(rows.size, k)
+        y = x + (np.float32(128.0) + u * np.float32(2.0**-16)).reshape(rows.size, k)  # 128 + u: exact
         rng = r
     else:
-        y = x + np.float32(0.5)
-    w[rows] = np.clip(np.floor(y), -127, 127).astype(np.int64)
+        y = x + np.float32(128.5)
+    # 0 < y < 256: the level is floor(y) - 128 (stochastic or nearest at 2^-16 resolution), >= -127
+    w[rows] = np.maximum(np.floor(y).astype(np.int64) - 128, -127)
     qb = np.floor(bf / den + np.float32(0.5))
     b[rows] = np.clip(qb, -(2**30), 2**30).astype(np.int64)
     for j, c in enumerate(rows):

@@ -270,15 +270,14 @@ def _quantize_multiplier(real: float, fl: Floats) -> tuple[int, int]:
 
 
 def _weight_ratios(s_w: F32, terms: int, fl: Floats) -> tuple[NDArray[np.int32], int]:
-    if not fl.single:
-        return o.weight_ratios(s_w, terms)
-    top = fl(np.max(s_w))
+    """The device's update_f32_ratios (float32 on every build)."""
+    top = np.float32(np.max(s_w))
     if not top > 0.0:
         raise ValueError("weight_ratios: scales must have max > 0")
     r = 15
     while r > 0 and (1 << r) * terms * 16384 > o.INT32_MAX:
         r -= 1
-    wr = np.floor(fl.arr(s_w) * (1 << r) / top + fl.lit("0.5"))  # one * s_w[i]: int * float
+    wr = np.floor((np.float32(1 << r) * np.asarray(s_w, np.float32)) / top + np.float32(0.5))
     return wr.astype(np.int32), r
 
 
@@ -483,11 +482,11 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float
     x = vals * (np.float32(1.0) / s)[:, None]
     if opt.rounding == "stochastic" or (opt.rounding == "auto" and ly.master_w is None):
         u, rng = _xorshift16(rng, rows.size * k)  # one draw per updated weight, in storage order
-        y = x + u.reshape(rows.size, k)
+        y = x + (np.float32(128.0) + u).reshape(rows.size, k)  # 128 + r * 2^-16: exact
     else:
-        y = x + np.float32(0.5)
+        y = x + np.float32(128.5)
     w = ly.w.reshape(c_n, k).copy()
-    w[rows] = np.clip(np.floor(y), -127, 127).astype(np.int8)
+    w[rows] = np.maximum(np.floor(y).astype(np.int64) - 128, -127).astype(np.int8)  # 0 < y < 256
     ly.w = w.reshape(-1)
     den = s_in * s
     qb = np.floor(bf / den + np.float32(0.5))
