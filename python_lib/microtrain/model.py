@@ -127,6 +127,7 @@ class Layer:
         self.master_w = self.master_b = None  # float32 master copies (float modes)
         self._row = None  # out_c floats of scratch for the update
         self.touched = None  # sparse training: channels with a gradient since the last update
+        self._params = None  # the optimiser's views of w and b (optim.Param)
         self.wr = None
         self._wr_r = None  # R of the grad-input ratios (from the descriptor)
         self.ein_r = 0

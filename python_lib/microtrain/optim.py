@@ -200,8 +200,12 @@ class _Optimizer:
         r = self.rng
         for ly in layers:
             st = self._st.get(ly.index)
-            self.direction(Param(ly, False), st, n)
-            self.direction(Param(ly, True), st, n)
+            pw, pb = ly._params or (Param(ly, False), Param(ly, True))
+            ly._params = pw, pb
+            pw.touched = pb.touched = ly.touched
+            pw.master, pb.master = ly.master_w, ly.master_b
+            self.direction(pw, st, n)
+            self.direction(pb, st, n)
             sr = self.rounding == "stochastic" or (self.rounding == "auto" and ly.master_w is None)
             r2 = F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, ly.master_w,
                                    ly.master_b, ly.touched, lr, ly.in_scale, ly.out_scale, r if sr else -1,

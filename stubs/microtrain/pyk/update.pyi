@@ -5,6 +5,7 @@ from _microtrain import update_f32_axpby as update_f32_axpby
 from _microtrain import update_f32_check as update_f32_check
 from _microtrain import update_f32_decay as update_f32_decay
 from _microtrain import update_f32_momentum as update_f32_momentum
+from _microtrain import update_f32_ratios as update_f32_ratios
 from _microtrain import update_f32_standardize as update_f32_standardize
 from _microtrain import update_s8_apply as update_s8_apply
 from _microtrain import update_u8_touch as update_u8_touch
