@@ -183,7 +183,7 @@ class _Optimizer:
             layers = layers.trained_layers
         if not layers:
             raise ValueError("step: no trained layers (use model.set_trained or a Trainer first)")
-        lr = self.lr if lr is None else _num("step: lr", lr, 0.0, True)
+        lr = self.lr if lr is None else _num("step: lr", lr, 0.0, False)  # a schedule may reach 0
         if type(n) is not int or not 1 <= n <= 16777216:
             raise ValueError("step: n must be an int in 1..16777216, got %r" % (n,))
         for ly in layers:

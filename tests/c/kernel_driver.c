@@ -653,7 +653,7 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
             fail(c, "ValueError", "master_b", "must be given with master_w (both or neither)");
         }
         const uint8_t *touched = upd_touched(c, 9, (int32_t)nc);
-        const float lr = checked_float(c, 10, "lr", mt_positive_check);
+        const float lr = checked_float(c, 10, "lr", mt_nonneg_check);
         L.s_in = checked_float(c, 11, "s_in", mt_positive_check);
         L.s_out = checked_float(c, 12, "s_out", mt_positive_check);
         const int32_t rng = checked_int(c, 13, "rng", mt_update_rng_check);

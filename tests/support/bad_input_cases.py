@@ -342,7 +342,7 @@ SCALAR_BAD["update_s8_apply"] = [
     ("master_w only", 7, f32(np.zeros(12)), ("master_b",)),
     ("master_b only", 8, f32(np.zeros(4)), ("master_b",)),
     ("master_w length", 7, f32(np.zeros(11)), ("master_w",)),
-    ("lr 0", 10, 0.0, ("lr",)), ("lr -1", 10, -1.0, ("lr",)), ("lr inf", 10, _INF, ("lr",)),
+    ("lr -1", 10, -1.0, ("lr",)), ("lr inf", 10, _INF, ("lr",)),
     ("s_in nan", 11, _NAN, ("s_in",)), ("s_out 0", 12, 0.0, ("s_out",)),
     ("rng 0", 13, 0, ("rng",)), ("rng 65536", 13, 65536, ("rng",)), ("rng -2", 13, -2, ("rng",)),
     ("w not a multiple", 0, s8(np.zeros(13), "b"), ("w",)),

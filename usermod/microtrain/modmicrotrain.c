@@ -1139,7 +1139,7 @@ static mp_obj_t mod_update_s8_apply(size_t n_args, const mp_obj_t *args) {
         MT_VALUE_ERR(fn, "master_b", "must be given with master_w (both or neither)");
     }
     const uint8_t *touched = mt_touched(fn, args[9], L.n_ch);
-    const float lr = mt_fscalar(fn, "lr", args[10], mt_positive_check);
+    const float lr = mt_fscalar(fn, "lr", args[10], mt_nonneg_check);  // a schedule may end at 0
     L.s_in = mt_fscalar(fn, "s_in", args[11], mt_positive_check);
     L.s_out = mt_fscalar(fn, "s_out", args[12], mt_positive_check);
     const int32_t rng = mt_int(fn, "rng", args[13]);

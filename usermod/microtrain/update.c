@@ -343,9 +343,11 @@ static float mt_bias_new(const mt_update_layer_t *L, int32_t c, float lr) {
     return old - st;
 }
 
-static float mt_max_abs(float top, float v) {
-    const float a = v < 0.0f ? -v : v;
-    return a <= top ? top : a;  // a NaN sticks
+// max(top, |v|) on the bits: for non-negative floats the integer order is
+// the float order, and a NaN's bits exceed every other value's (it sticks).
+static uint32_t mt_max_abs_bits(uint32_t top, float v) {
+    const uint32_t a = mt_bits(v) & 0x7FFFFFFFu;
+    return a > top ? a : top;
 }
 
 // Pass A of mt_update_s8_apply for channel c: the new values w_new into gw
@@ -357,14 +359,14 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
     const size_t k = (size_t)L->k, base = (size_t)c * k;
     const float s_old = L->w_scale[c];
     float *g = L->gw + base;
-    float top = 0.0f;
+    uint32_t tb = 0;
     if (L->master_w != NULL) {
         const float *m = L->master_w + base;
         for (size_t i = 0; i < k; ++i) {
             const float st = lr * g[i];
             const float v = m[i] - st;
             g[i] = v;
-            top = mt_max_abs(top, v);
+            tb = mt_max_abs_bits(tb, v);
         }
     } else {
         const int8_t *w = L->w + base;
@@ -373,9 +375,10 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
             const float st = lr * g[i];
             const float v = old - st;
             g[i] = v;
-            top = mt_max_abs(top, v);
+            tb = mt_max_abs_bits(tb, v);
         }
     }
+    const float top = mt_from_bits(tb);
     const float bf = mt_bias_new(L, c, lr);
     L->gb[c] = bf;
     if (!mt_finite(top)) {

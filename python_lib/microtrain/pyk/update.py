@@ -284,7 +284,7 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
     if (master_w is None) != (master_b is None):
         raise _ve(fn, "master_b", "must be given with master_w (both or neither)")
     touched = _touched(fn, touched, nc)
-    lr = _flt(fn, "lr", lr, 2)
+    lr = _flt(fn, "lr", lr, 1)
     s_in = _flt(fn, "s_in", s_in, 2)
     s_out = _flt(fn, "s_out", s_out, 2)
     rng = _int(fn, "rng", rng)
