@@ -92,6 +92,9 @@ class Tensor:
                                                self.numel * ITEMSIZE[self.dtype])
 
 
+_ratios = None  # update_f32_ratios, looked up on first use
+
+
 class Layer:
     """One layer: op, fused activation, descriptor (`params`), tensors.
 
@@ -212,7 +215,10 @@ class Layer:
                 r -= 1
             self._wr_r = r
         self.ein_r = self._wr_r
-        kern.f32("update_f32_ratios")(self.w_scale, self.ein_r, self.wr)
+        global _ratios
+        if _ratios is None:
+            _ratios = kern.f32("update_f32_ratios")
+        _ratios(self.w_scale, self.ein_r, self.wr)
         self.ein_top = max(self.w_scale)
 
 

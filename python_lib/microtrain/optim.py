@@ -186,12 +186,13 @@ class _Optimizer:
         lr = self.lr if lr is None else _num("step: lr", lr, 0.0, False)  # a schedule may reach 0
         if type(n) is not int or not 1 <= n <= 16777216:
             raise ValueError("step: n must be an int in 1..16777216, got %r" % (n,))
+        check = F.update_f32_check
         for ly in layers:
-            for name, g in (("gw", ly.gw), ("gb", ly.gb)):
-                i = F.update_f32_check(g)
-                if i >= 0:
-                    raise ValueError("step: layer %s: %s[%d] is not finite (a diverged gradient; "
-                                     "nothing was updated)" % (ly.name, name, i))
+            i = check(ly.gw)
+            j = check(ly.gb)
+            if i >= 0 or j >= 0:
+                raise ValueError("step: layer %s: %s is not finite (a diverged gradient; nothing was "
+                                 "updated)" % (ly.name, ("gw[%d]" % i) if i >= 0 else ("gb[%d]" % j)))
         for ly in layers:
             self.state(ly)  # allocate before anything is written
             if ly._row is None or len(ly._row) != len(ly.b):
@@ -228,7 +229,8 @@ class SGD(_Optimizer):
         self.n_state = 1 if momentum else 0
 
     def direction(self, p, st, n):
-        self.prepare(p, n)
+        if n != 1 or self.standardize or self.weight_decay:
+            self.prepare(p, n)
         if st is not None:
             F.update_f32_momentum(p.g, st[p.i], p.k, p.touched, self.momentum)  # v = m v + d; d = v
 

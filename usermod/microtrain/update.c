@@ -161,9 +161,11 @@ int32_t mt_update_f32_check(const float *x, size_t n) {
     const uint32_t *u = (const uint32_t *)(const void *)x;
     uint32_t acc = 0, acc2 = 0;
     size_t i = 0;
-    for (; i + 2 <= n; i += 2) {  // two at a time: the loop overhead is most of the work
+    for (; i + 4 <= n; i += 4) {  // four at a time: the loop overhead is most of the work
         acc |= (u[i] & 0x7F800000u) + 0x00800000u;  // carries into bit 31 iff inf / NaN
         acc2 |= (u[i + 1] & 0x7F800000u) + 0x00800000u;
+        acc |= (u[i + 2] & 0x7F800000u) + 0x00800000u;
+        acc2 |= (u[i + 3] & 0x7F800000u) + 0x00800000u;
     }
     for (; i < n; ++i) {
         acc |= (u[i] & 0x7F800000u) + 0x00800000u;
@@ -288,12 +290,23 @@ void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const u
         if (touched != NULL && touched[c] == 0u) {
             continue;
         }
-        const size_t base = (size_t)c * (size_t)k;
-        for (size_t i = base; i < base + (size_t)k; ++i) {
-            const float t = mom * v[i];
-            const float d = t + g[i];
-            v[i] = d;
-            g[i] = d;
+        float *gc = g + (size_t)c * (size_t)k, *vc = v + (size_t)c * (size_t)k;
+        size_t i = 0;
+        for (; i + 2 <= (size_t)k; i += 2) {  // two at a time: less loop overhead per value
+            const float t0 = mom * vc[i];
+            const float t1 = mom * vc[i + 1];
+            const float d0 = t0 + gc[i];
+            const float d1 = t1 + gc[i + 1];
+            vc[i] = d0;
+            gc[i] = d0;
+            vc[i + 1] = d1;
+            gc[i + 1] = d1;
+        }
+        if (i < (size_t)k) {
+            const float t = mom * vc[i];
+            const float d = t + gc[i];
+            vc[i] = d;
+            gc[i] = d;
         }
     }
 }
