@@ -130,11 +130,11 @@ class Layer:
         self.master_w = self.master_b = None  # float32 master copies (float modes)
         self._row = None  # out_c floats of scratch for the update
         self.touched = None  # sparse training: channels with a gradient since the last update
-        self._params = None  # the optimiser's views of w and b (optim.Param)
+        self._params = None  # the optimiser's views of w and b (optim.Param) and s_in, s_out
         self.wr = None
         self._wr_r = None  # R of the grad-input ratios (from the descriptor)
         self.ein_r = 0
-        self.ein_top = 0.0
+        self._ein_top = None
 
     @property
     def kind(self):
@@ -219,7 +219,15 @@ class Layer:
         if _ratios is None:
             _ratios = kern.f32("update_f32_ratios")
         _ratios(self.w_scale, self.ein_r, self.wr)
-        self.ein_top = max(self.w_scale)
+        self._ein_top = None  # max(w_scale), found when backward first needs it
+
+    @property
+    def ein_top(self):
+        """max(w_scale): the grad-input error scale factor (made on first use after an update)."""
+        t = self._ein_top
+        if t is None:
+            t = self._ein_top = max(self.w_scale)
+        return t
 
 
 class _BackwardPlan:

@@ -201,15 +201,17 @@ class _Optimizer:
         r = self.rng
         for ly in layers:
             st = self._st.get(ly.index)
-            pw, pb = ly._params or (Param(ly, False), Param(ly, True))
-            ly._params = pw, pb
+            pp = ly._params
+            if pp is None:  # made once per layer: the scales of its input and output do not change
+                pp = ly._params = (Param(ly, False), Param(ly, True), ly.in_scale, ly.out_scale)
+            pw, pb, s_in, s_out = pp
             pw.touched = pb.touched = ly.touched
             pw.master, pb.master = ly.master_w, ly.master_b
             self.direction(pw, st, n)
             self.direction(pb, st, n)
             sr = self.rounding == "stochastic" or (self.rounding == "auto" and ly.master_w is None)
             r2 = F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, ly.master_w,
-                                   ly.master_b, ly.touched, lr, ly.in_scale, ly.out_scale, r if sr else -1,
+                                   ly.master_b, ly.touched, lr, s_in, s_out, r if sr else -1,
                                    ly._row)
             if sr:
                 r = r2
