@@ -102,6 +102,44 @@ def dyn_requant_s8(acc: _I32, out: _Out8, /) -> int: ...
 def f32_axpy_i32(x: _I32, a: float, y: _F32, /) -> None:
     """y[i] += float32(a) * float32(x[i]) (FPU builds only)."""
 
+# -- optimiser-update primitives (update.c, docs/numerics.md "Update") ---------------------------
+# A tensor is len(g) / k channels of k values; ``touched`` = None (every channel) or one byte per
+# channel, 0 = skip the channel entirely. All float32 (FPU builds; update_u8_touch everywhere).
+
+def update_u8_touch(touched: _Out8, mask: _Mask, /) -> None:
+    """touched[c] = 1 where mask[c] != 0 (every channel when mask is None)."""
+
+def update_f32_check(x: _F32, /) -> int:
+    """Index of the first inf / NaN in x, or -1."""
+
+def update_f32_decay(g: _F32, k: int, touched: _Mask, n: int, wd: float, q: _Buf | None,
+                     scale: _F32 | None, f: float, master: _F32 | None, /) -> None:
+    """g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
+    (q int8 or int32)."""
+
+def update_f32_standardize(g: _F32, k: int, touched: _Mask, n: int, /) -> None:
+    """g = (g / n - mean) / (std + 1e-8) over the touched values."""
+
+def update_f32_axpby(y: _F32, x: _F32, k: int, touched: _Mask, a: float, b: float, /) -> None:
+    """y = a * y + b * x."""
+
+def update_f32_momentum(g: _F32, v: _F32, k: int, touched: _Mask, mom: float, /) -> None:
+    """v = mom * v + g; g = v."""
+
+def update_f32_adam(g: _F32, m: _F32, v: _F32, k: int, touched: _Mask, b1: float, b2: float,
+                    b1t: float, b2t: float, eps: float, /) -> None:
+    """Adam moments and direction with bias correction (b1t = b1^t, b2t = b2^t)."""
+
+def update_s8_apply(w: _Out8, w_scale: _F32, b: _I32, mult: _I32, shift: _I32, gw: _F32, gb: _F32,
+                    master_w: _F32 | None, master_b: _F32 | None, touched: _Mask, lr: float, s_in: float,
+                    s_out: float, rng: int, scratch: _F32, /) -> int:
+    """The fully quantised step of a layer: w_new = w_real - lr * gw, per-channel refit of
+    w_scale, requantisation (rng = -1: nearest, else xorshift16 stochastic), bias and mult/shift,
+    gradient sums zeroed. Returns the new rng."""
+
+def update_f32_ratios(w_scale: _F32, r: int, wr: _I32, /) -> None:
+    """wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ratios)."""
+
 # -- .mtm model files (docs/format.md) ------------------------------------------------------------
 
 def mtm_validate(buf: _Buf, /) -> None:

@@ -38,7 +38,7 @@ from microtrain.fmt import (
     TENSOR_N,
 )
 from microtrain.loss import argmax
-from microtrain.quant import merge_ratios, softmax_lut, weight_ratios, zeros
+from microtrain.quant import merge_ratios, softmax_lut, zeros
 
 K = kern.K
 
@@ -92,6 +92,9 @@ class Tensor:
                                                self.numel * ITEMSIZE[self.dtype])
 
 
+_ratios = None  # update_f32_ratios, looked up on first use
+
+
 class Layer:
     """One layer: op, fused activation, descriptor (`params`), tensors.
 
@@ -125,10 +128,13 @@ class Layer:
             self.w_scale = t[t[self.weight_t].qscales].data
         self.gw = self.gb = None
         self.master_w = self.master_b = None  # float32 master copies (float modes)
-        self._row = None  # scratch row of the update
+        self._row = None  # out_c floats of scratch for the update
+        self.touched = None  # sparse training: channels with a gradient since the last update
+        self._params = None  # the optimiser's views of w and b (optim.Param) and s_in, s_out
         self.wr = None
+        self._wr_r = None  # R of the grad-input ratios (from the descriptor)
         self.ein_r = 0
-        self.ein_top = 0.0
+        self._ein_top = None
 
     @property
     def kind(self):
@@ -192,15 +198,36 @@ class Layer:
         self.refresh_ratios()
 
     def refresh_ratios(self):
-        """Grad-input weight ratios for the current per-channel weight scales."""
-        p = self.params
-        if self.op == OP_CONV2D:
-            terms = p[_P_CONV_K_H] * p[_P_CONV_K_W] * (p[_P_CONV_OUT_C] // p[_P_CONV_GROUPS])
-        else:
-            terms = p[_P_LIN_OUT_N]
+        """Grad-input weight ratios for the current per-channel weight scales
+        (update_f32_ratios: float32 on every build; the optimiser calls this
+        after each update)."""
         if self.wr is None:
             self.wr = zeros("i", self.out_c)
-        self.ein_r, self.ein_top = weight_ratios(self.w_scale, terms, self.wr)
+        if self._wr_r is None:
+            p = self.params
+            if self.op == OP_CONV2D:
+                terms = p[_P_CONV_K_H] * p[_P_CONV_K_W] * (p[_P_CONV_OUT_C] // p[_P_CONV_GROUPS])
+            else:
+                terms = p[_P_LIN_OUT_N]
+            # R: the largest R <= 15 with max(wr) * terms * 16384 <= 2^31 - 1 (numerics.md)
+            r = 15
+            while r > 0 and (1 << r) * terms * 16384 > 2147483647:
+                r -= 1
+            self._wr_r = r
+        self.ein_r = self._wr_r
+        global _ratios
+        if _ratios is None:
+            _ratios = kern.f32("update_f32_ratios")
+        _ratios(self.w_scale, self.ein_r, self.wr)
+        self._ein_top = None  # max(w_scale), found when backward first needs it
+
+    @property
+    def ein_top(self):
+        """max(w_scale): the grad-input error scale factor (made on first use after an update)."""
+        t = self._ein_top
+        if t is None:
+            t = self._ein_top = max(self.w_scale)
+        return t
 
 
 class _BackwardPlan:
@@ -542,6 +569,10 @@ class Model:
                 if ly.trained:
                     if policy is not None:
                         mask = policy(ly, e)
+                        t = ly.touched
+                        if t is None:
+                            t = ly.touched = bytearray(ly.out_c)
+                        K.update_u8_touch(t, mask)  # the update skips channels no sample touched
                     x = bufs[x_t]
                     if op == OP_CONV2D:
                         conv_gw(p, x, e, mask, tensors[x_t].scale * s, s, ly.gw, ly.gb)

@@ -1,21 +1,24 @@
 # Optimisers and learning-rate schedules.
 #
 # Fully quantised update (Deutel et al., arXiv 2407.10734): for each output
-# channel c of a trained layer, w = dequant(w_q) - step, the channel's scale
-# is refitted to the new range (max|w| / 127), w is requantised to int8, the
-# int32 bias is re-expressed in the new scale and the requantisation
-# multiplier (s_in * s_w[c] / s_out) is recomputed. With a float32 master copy
-# (modes "float32", and "mixed" for the last trained layer) the step is applied
-# to the master and the int8 weights are its quantisation.
+# channel c of a trained layer, w = dequant(w_q) - lr * direction, the
+# channel's scale is refitted to the new range (max|w| / 127), w is
+# requantised to int8, the int32 bias is re-expressed in the new scale and the
+# requantisation multiplier (s_in * s_w[c] / s_out) is recomputed. With a
+# float32 master copy (modes "float32", and "mixed" for the last trained
+# layer) the step is applied to the master and the int8 weights are its
+# quantisation.
 #
-# Every float intermediate that is kept is stored in an array('f'), but the
-# unstored ones follow the platform's Python float: single- and double-float
-# builds give different checkpoints (docs/training.md); the float32 host twin
-# (ports/host) reproduces a single-float board bit for bit.
+# The arithmetic runs in the update primitives of _microtrain (update.c, or
+# their pure-Python twins microtrain.pyk.update), over whole layers and in
+# float32 only: double- and single-float MicroPython builds give the same
+# bits (docs/training.md). An optimiser here only says which primitives to
+# chain for the direction; `update_s8_apply` then does the rest.
 import array
 import math
 
-from microtrain.quant import BIAS_LIMIT, quantize_multiplier, zeros
+from microtrain import kern
+from microtrain.quant import zeros
 
 
 class Constant:
@@ -58,27 +61,75 @@ def schedule(spec):
     raise ValueError("schedule: expected 'constant', 'step', 'cosine' or a callable, got %r" % (spec,))
 
 
+class _F32:
+    # The float32 update primitives: native where the build has an FPU, else
+    # the pure-Python ones (attribute lookup once, then cached).
+    def __getattr__(self, name):
+        f = kern.f32(name)
+        setattr(self, name, f)
+        return f
+
+
+F = _F32()
+
+
+def _num(name, v, lo, lo_open, hi=None):
+    """v as checked hyperparameter: a finite number, > lo (lo_open) or >= lo, < hi."""
+    if type(v) is not float and type(v) is not int:
+        raise TypeError("%s must be a number, got %r" % (name, v))
+    ok = v - v == 0 and (v > lo if lo_open else v >= lo) and (hi is None or v < hi)
+    if not ok:
+        rng = ("> %g" if lo_open else ">= %g") % lo
+        if hi is not None:
+            rng = "in [%g, %g)" % (lo, hi)
+        raise ValueError("%s must be finite and %s, got %r" % (name, rng, v))
+    return v
+
+
+def _f32(v):
+    return array.array("f", (v,))[0]
+
+
+class Param:
+    """One trained tensor of a layer as the update primitives take it: `g` the
+    gradient sum (the direction is built in place), `k` values per output
+    channel, `touched` the channels to update (None: all), `q`, `scale`, `f`,
+    `master` where its real values come from (update_f32_decay), `i` = 0 for
+    the weights and 1 for the bias (the index of its optimiser state)."""
+
+    def __init__(self, ly, bias):
+        self.touched = ly.touched
+        self.scale = ly.w_scale
+        if bias:
+            self.g, self.k, self.q, self.f, self.master, self.i = ly.gb, 1, ly.b, ly.in_scale, ly.master_b, 1
+        else:
+            self.g, self.k, self.q, self.f, self.master, self.i = (ly.gw, len(ly.w) // len(ly.b), ly.w, 1.0,
+                                                                   ly.master_w, 0)
+
+
 class _Optimizer:
+    n_state = 0  # float32 state arrays per tensor (SGD momentum 1, Adam 2)
+
     def __init__(self, lr, weight_decay, standardize, rounding="auto"):
-        if not lr > 0.0:
-            raise ValueError("lr must be > 0")
+        self.lr = _num("lr", lr, 0.0, True)
+        self.weight_decay = _num("weight_decay", weight_decay, 0.0, False)
         if rounding not in ("auto", "nearest", "stochastic"):
             raise ValueError("rounding must be 'auto', 'nearest' or 'stochastic'")
         self.rounding = rounding
         self.rng = 0xACE1  # xorshift16 state of stochastic rounding (small ints on every port)
-        self.lr = lr
-        self.weight_decay = weight_decay
         self.standardize = standardize
         self.steps = 0
         self._st = {}  # layer index -> state arrays
 
     def state(self, ly):
-        """The optimiser's float32 state arrays for layer ly (made on first use):
-        SGD with momentum [w, b] velocities, Adam [m_w, m_b, v_w, v_b]; None for
-        plain SGD."""
+        """The optimiser's float32 state arrays for layer ly (made on first use),
+        n_state per tensor: [w, b] (SGD momentum), [m_w, m_b, v_w, v_b] (Adam);
+        None when n_state is 0."""
         st = self._st.get(ly.index)
-        if st is None:
-            st = self._new_state(ly)
+        if st is None and self.n_state:
+            st = []
+            for _ in range(self.n_state):
+                st += [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
             self._st[ly.index] = st
         return st
 
@@ -93,23 +144,82 @@ class _Optimizer:
 
     def load_state(self, ly, w_state, b_state):
         """Continue from a checkpoint's state for layer ly (see state_tensors):
-        the arrays are used in place. Ignored by optimisers that keep none."""
+        the arrays are used in place; later ones (Adam's second moments, not in
+        format v1.0) restart at zero. Ignored by optimisers that keep none."""
+        if not self.n_state:
+            return
+        for name, a in (("weights", w_state), ("bias", b_state)):
+            i = F.update_f32_check(a)
+            if i >= 0:
+                raise ValueError("load_state: layer %s: %s state [%d] is not finite" % (ly.name, name, i))
+        st = [w_state, b_state]
+        for _ in range(self.n_state - 1):
+            st += [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
+        self._st[ly.index] = st
+
+    def prepare(self, p, n):
+        """The common start of a direction: g / n, standardised, plus weight decay."""
+        if self.standardize:
+            F.update_f32_standardize(p.g, p.k, p.touched, n)
+            n = 1
+        if n != 1 or self.weight_decay:
+            F.update_f32_decay(p.g, p.k, p.touched, n, self.weight_decay, p.q, p.scale, p.f, p.master)
+
+    def direction(self, p, st, n):
+        """Turn p.g (the sum of n samples' gradients) into the step direction, in place."""
         raise NotImplementedError
+
+    def begin(self, t):
+        """Called once per step (t = the new step count) before any layer."""
 
     def step(self, layers, n=1, lr=None):
         """Apply the gradients summed over n samples to every layer in
-        `layers` (a Model: its trained layers), then zero the sums."""
+        `layers` (a Model: its trained layers), then zero the sums.
+
+        All or nothing: arguments and gradient sums are checked before any
+        state changes, so a failing step raises one ValueError and leaves
+        weights, scales, biases, masters, moments, sums and counters as they were."""
         if not isinstance(layers, (list, tuple)):
             layers = layers.trained_layers
         if not layers:
             raise ValueError("step: no trained layers (use model.set_trained or a Trainer first)")
-        lr = self.lr if lr is None else lr
-        self.steps += 1
+        lr = self.lr if lr is None else _num("step: lr", lr, 0.0, False)  # a schedule may reach 0
+        if type(n) is not int or not 1 <= n <= 16777216:
+            raise ValueError("step: n must be an int in 1..16777216, got %r" % (n,))
+        check = F.update_f32_check
         for ly in layers:
-            _update(self, ly, lr, 1.0 / n)
-        model = layers[0].model
-        model.train_steps += 1  # optimiser updates, saved in checkpoints
-        model.rebind()
+            i = check(ly.gw)
+            j = check(ly.gb)
+            if i >= 0 or j >= 0:
+                raise ValueError("step: layer %s: %s is not finite (a diverged gradient; nothing was "
+                                 "updated)" % (ly.name, ("gw[%d]" % i) if i >= 0 else ("gb[%d]" % j)))
+        for ly in layers:
+            self.state(ly)  # allocate before anything is written
+            if ly._row is None or len(ly._row) != len(ly.b):
+                ly._row = zeros("f", len(ly.b))
+        self.begin(self.steps + 1)
+        r = self.rng
+        for ly in layers:
+            st = self._st.get(ly.index)
+            pp = ly._params
+            if pp is None:  # made once per layer: the scales of its input and output do not change
+                pp = ly._params = (Param(ly, False), Param(ly, True), ly.in_scale, ly.out_scale)
+            pw, pb, s_in, s_out = pp
+            pw.touched = pb.touched = ly.touched
+            pw.master, pb.master = ly.master_w, ly.master_b
+            self.direction(pw, st, n)
+            self.direction(pb, st, n)
+            sr = self.rounding == "stochastic" or (self.rounding == "auto" and ly.master_w is None)
+            r2 = F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, ly.master_w,
+                                   ly.master_b, ly.touched, lr, s_in, s_out, r if sr else -1,
+                                   ly._row)
+            if sr:
+                r = r2
+            ly.touched = None
+            ly.refresh_ratios()
+        self.rng = r
+        self.steps += 1
+        layers[0].model.train_steps += 1  # optimiser updates, saved in checkpoints
 
 
 class SGD(_Optimizer):
@@ -117,16 +227,14 @@ class SGD(_Optimizer):
 
     def __init__(self, lr=0.01, momentum=0.0, weight_decay=0.0, standardize=False, rounding="auto"):
         super().__init__(lr, weight_decay, standardize, rounding)
-        self.momentum = momentum
+        self.momentum = _num("momentum", momentum, 0.0, False, 1.0)
+        self.n_state = 1 if momentum else 0
 
-    def _new_state(self, ly):
-        if not self.momentum:
-            return None
-        return [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
-
-    def load_state(self, ly, w_state, b_state):
-        if self.momentum:
-            self._st[ly.index] = [w_state, b_state]
+    def direction(self, p, st, n):
+        if n != 1 or self.standardize or self.weight_decay:
+            self.prepare(p, n)
+        if st is not None:
+            F.update_f32_momentum(p.g, st[p.i], p.k, p.touched, self.momentum)  # v = m v + d; d = v
 
     def __repr__(self):
         return "SGD(lr=%g, momentum=%g, weight_decay=%g, standardize=%s, rounding=%r)" % (
@@ -136,167 +244,41 @@ class SGD(_Optimizer):
 class Adam(_Optimizer):
     """Adam (Kingma & Ba) with bias correction; state only for trained layers."""
 
+    n_state = 2
+
     def __init__(self, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, standardize=False,
                  rounding="auto"):
         super().__init__(lr, weight_decay, standardize, rounding)
-        self.beta1, self.beta2, self.eps = beta1, beta2, eps
+        self.beta1 = _num("beta1", beta1, 0.0, False, 1.0)
+        self.beta2 = _num("beta2", beta2, 0.0, False, 1.0)
+        self.eps = _num("eps", eps, 0.0, True)
+        self._bt = array.array("f", (1.0, 1.0, 1.0, 1.0))  # beta1^t, beta2^t (float32 products); next
 
-    def _new_state(self, ly):
-        nw, nb = len(ly.w), len(ly.b)
-        return [zeros("f", nw), zeros("f", nb), zeros("f", nw), zeros("f", nb)]
+    def begin(self, t):
+        # beta^t as a running float32 product (exact on every build); kept on success only
+        bt = self._bt
+        bt[2] = bt[0] * _f32(self.beta1)
+        bt[3] = bt[1] * _f32(self.beta2)
 
-    def load_state(self, ly, w_state, b_state):
-        # second moments are not in format v1.0: they start at zero
-        self._st[ly.index] = [w_state, b_state, zeros("f", len(ly.w)), zeros("f", len(ly.b))]
+    def direction(self, p, st, n):
+        self.prepare(p, n)
+        bt = self._bt
+        F.update_f32_adam(p.g, st[p.i], st[p.i + 2], p.k, p.touched, self.beta1, self.beta2, bt[2], bt[3],
+                          self.eps)
+
+    def step(self, layers, n=1, lr=None):
+        super().step(layers, n, lr)
+        bt = self._bt
+        bt[0], bt[1] = bt[2], bt[3]
 
     def __repr__(self):
         return "Adam(lr=%g, betas=(%g, %g), eps=%g, weight_decay=%g, standardize=%s, rounding=%r)" % (
             self.lr, self.beta1, self.beta2, self.eps, self.weight_decay, self.standardize, self.rounding)
 
 
-def _standardize(g, inv_n, buf):
-    """buf = (g * inv_n - mean) / (std + 1e-8) over the whole tensor (Deutel eq. 8)."""
-    n = len(g)
-    s = 0.0
-    for i in range(n):
-        v = g[i] * inv_n
-        buf[i] = v
-        s += v
-    mu = s / n
-    ss = 0.0
-    for i in range(n):
-        d = buf[i] - mu
-        ss += d * d
-    inv = 1.0 / (math.sqrt(ss / n) + 1e-8)
-    for i in range(n):
-        buf[i] = (buf[i] - mu) * inv
-
-
-def _directions(opt, ly, g, inv_n, st_a, st_b, t, wvals):
-    """Turn the summed gradient g (float32) into the update direction, in place.
-
-    wvals(i) -> current real weight, for weight decay."""
-    n = len(g)
-    if opt.standardize and n > 1:
-        _standardize(g, inv_n, g)
-        inv_n = 1.0
-    wd = opt.weight_decay
-    if isinstance(opt, SGD):
-        mom = opt.momentum
-        for i in range(n):
-            d = g[i] * inv_n
-            if wd:
-                d += wd * wvals(i)
-            if st_a is not None:
-                d = mom * st_a[i] + d
-                st_a[i] = d
-            g[i] = d
-    else:
-        b1, b2, eps = opt.beta1, opt.beta2, opt.eps
-        c1 = 1.0 - b1 ** t
-        c2 = 1.0 - b2 ** t
-        sq = math.sqrt
-        for i in range(n):
-            d = g[i] * inv_n
-            if wd:
-                d += wd * wvals(i)
-            m = b1 * st_a[i] + (1.0 - b1) * d
-            v = b2 * st_b[i] + (1.0 - b2) * d * d
-            st_a[i] = m
-            st_b[i] = v
-            g[i] = (m / c1) / (sq(v / c2) + eps)
-
-
-def _update(opt, ly, lr, inv_n):
-    st = opt.state(ly)
-    w, sw, b, gw, gb = ly.w, ly.w_scale, ly.b, ly.gw, ly.gb
-    master_w, master_b = ly.master_w, ly.master_b
-    out_c = len(b)
-    k = len(w) // out_c
-    s_in = ly.in_scale
-    s_out = ly.out_scale
-    t = opt.steps
-    if master_w is not None:
-        def wv(i):
-            return master_w[i]
-
-        def bv(c):
-            return master_b[c]
-    else:
-        def wv(i):
-            return w[i] * sw[i // k]
-
-        def bv(c):
-            return b[c] * s_in * sw[c]
-    if isinstance(opt, SGD):
-        sa_w = st[0] if st is not None else None
-        sa_b = st[1] if st is not None else None
-        sb_w = sb_b = None
-    else:
-        sa_w, sa_b, sb_w, sb_b = st
-    _directions(opt, ly, gw, inv_n, sa_w, sb_w, t, wv)
-    _directions(opt, ly, gb, inv_n, sa_b, sb_b, t, bv)
-    row = ly._row
-    if row is None or len(row) != k:
-        row = ly._row = zeros("f", k)
-    fl = math.floor
-    mult, shift = ly.mult, ly.shift
-    sr = opt.rounding == "stochastic" or (opt.rounding == "auto" and master_w is None)
-    r = opt.rng
-    for c in range(out_c):
-        base = c * k
-        s_old = sw[c]
-        top = 0.0
-        if master_w is not None:
-            for i in range(k):
-                v = master_w[base + i] - lr * gw[base + i]
-                master_w[base + i] = v
-                row[i] = v
-                gw[base + i] = 0.0
-                if v > top:
-                    top = v
-                elif -v > top:
-                    top = -v
-            bf = master_b[c] - lr * gb[c]
-            master_b[c] = bf
-        else:
-            for i in range(k):
-                v = w[base + i] * s_old - lr * gw[base + i]
-                row[i] = v
-                gw[base + i] = 0.0
-                if v > top:
-                    top = v
-                elif -v > top:
-                    top = -v
-            bf = b[c] * s_in * s_old - lr * gb[c]
-        gb[c] = 0.0
-        if top > 0.0:
-            sw[c] = top / 127.0  # stored as float32: read back below
-        s = sw[c]
-        inv = 1.0 / s
-        if sr:
-            # stochastic rounding: floor(v + u), u uniform in [0, 1) from xorshift16,
-            # so steps smaller than half a quantisation step still move w on average
-            for i in range(k):
-                r ^= (r << 7) & 0xFFFF
-                r ^= r >> 9
-                r ^= (r << 8) & 0xFFFF
-                q = int(fl(row[i] * inv + r * 0.0000152587890625))
-                w[base + i] = 127 if q > 127 else (-127 if q < -127 else q)
-        else:
-            for i in range(k):
-                q = int(fl(row[i] * inv + 0.5))
-                w[base + i] = 127 if q > 127 else (-127 if q < -127 else q)
-        q = int(fl(bf / (s_in * s) + 0.5))
-        b[c] = BIAS_LIMIT if q > BIAS_LIMIT else (-BIAS_LIMIT if q < -BIAS_LIMIT else q)
-        mult[c], shift[c] = quantize_multiplier(s_in * s / s_out)
-    opt.rng = r
-    ly.refresh_ratios()
-
-
 def xorshift16_skip(r, n):
-    """The stochastic-rounding generator state n draws after r (period 65535).
-    _update inlines the same step in its hot loop."""
+    """The stochastic-rounding generator state n draws after r (period 65535),
+    as update_s8_apply steps it."""
     for _ in range(n % 65535):
         r ^= (r << 7) & 0xFFFF
         r ^= r >> 9
@@ -305,14 +287,12 @@ def xorshift16_skip(r, n):
 
 
 def make_master(ly):
-    """Float32 master copy of a trained layer's weights and bias (float modes)."""
+    """Float32 master copy of a trained layer's weights and bias (float modes):
+    the dequantised values (w_q * w_scale[c], (b_q * s_in) * w_scale[c]),
+    computed in float32 by update_f32_decay (0 * 1 + 1 * real)."""
     k = len(ly.w) // len(ly.b)
-    sw, w, b = ly.w_scale, ly.w, ly.b
-    s_in = ly.in_scale
-    mw = array.array("f", bytes(4 * len(w)))
-    for i in range(len(w)):
-        mw[i] = w[i] * sw[i // k]
-    mb = array.array("f", bytes(4 * len(b)))
-    for c in range(len(b)):
-        mb[c] = b[c] * s_in * sw[c]
+    mw = zeros("f", len(ly.w))
+    mb = zeros("f", len(ly.b))
+    F.update_f32_decay(mw, k, None, 1, 1.0, ly.w, ly.w_scale, 1.0, None)
+    F.update_f32_decay(mb, 1, None, 1, 1.0, ly.b, ly.w_scale, ly.in_scale, None)
     ly.master_w, ly.master_b = mw, mb

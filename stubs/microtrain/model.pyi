@@ -61,10 +61,13 @@ class Layer:
     gb: Float32 | None
     master_w: Float32 | None  # float32 master copies (modes "mixed" / "float32")
     master_b: Float32 | None
+    touched: bytearray | None  # sparse training: channels with a gradient since the last update
     wr: Int32 | None  # grad-input weight ratios (internal)
     ein_r: int  # internal: R of the grad-input scale
-    ein_top: float  # internal: max weight scale
     def __init__(self, model: Model, index: int, row: Int32) -> None: ...
+    @property
+    def ein_top(self) -> float:
+        """internal: max weight scale (made on first use after an update)."""
     @property
     def kind(self) -> str: ...
     @property

@@ -27,7 +27,29 @@ class Cosine:
 
 def schedule(spec: str | Callable[[float, int, int], float] | None) -> Callable[[float, int, int], float]: ...
 
+class _F32:
+    """The float32 update primitives of _microtrain (docs/numerics.md, "Update"): native where
+    the build has an FPU, else microtrain.pyk.update's (same bits)."""
+
+    def __getattr__(self, name: str) -> Callable[..., Any]: ...
+
+F: _F32
+
+class Param:
+    """One trained tensor of a layer as the update primitives take it."""
+
+    g: Float32  # gradient sum; the direction is built in it
+    k: int  # values per output channel (1 for the bias)
+    touched: bytearray | None  # channels to update (None: all)
+    q: Any  # int8 weights or int32 bias (real values without a master copy)
+    scale: Float32  # per-channel weight scales
+    f: float  # 1.0 for weights, s_in for the bias
+    master: Float32 | None  # float32 master copy
+    i: int  # 0 weights, 1 bias: index into the optimiser state
+    def __init__(self, ly: Layer, bias: bool) -> None: ...
+
 class _Optimizer:
+    n_state: int  # float32 state arrays per tensor (SGD momentum 1, Adam 2)
     lr: float
     weight_decay: float
     standardize: bool
@@ -44,6 +66,12 @@ class _Optimizer:
     def load_state(self, ly: Layer, w_state: Float32, b_state: Float32) -> None:
         """Continue from a checkpoint's state for ly (used in place; ignored without momentum;
         Adam's second moments restart at zero)."""
+    def prepare(self, p: Param, n: int) -> None:
+        """The common start of a direction: g / n, standardised, plus weight decay."""
+    def direction(self, p: Param, st: list[Any] | None, n: int) -> None:
+        """Turn p.g (the sum of n samples' gradients) into the step direction, in place."""
+    def begin(self, t: int) -> None:
+        """Called once per step (t = the new step count) before any layer."""
     def step(self, layers: Model | list[Layer] | tuple[Layer, ...], n: int = 1,
              lr: float | None = None) -> None: ...
 

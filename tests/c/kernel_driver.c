@@ -476,6 +476,227 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
     return 1;
 }
 
+// ---------------------------------------------------------------------------
+// update.c: the binding's checks in its order (modmicrotrain.c, mod_update_*)
+
+static int is_none(const call_t *c, int i) {
+    return i < c->na && c->a[i].tag == 'N';
+}
+
+#if MT_HAS_FLOAT
+typedef const char *(*float_check_t)(float x);
+static float checked_float(call_t *c, int i, const char *name, float_check_t chk) {
+    const float x = (float)float_arg(c, i, name);
+    if (!failed(c)) {
+        check(c, name, chk(x));
+    }
+    return x;
+}
+
+// g (any length) then k: returns g, sets *n (elements) and *n_ch.
+static float *upd_g(call_t *c, int gi, const char *name, int ki, int32_t *k, uint32_t *n, int32_t *n_ch) {
+    (void)buf(c, gi, name, F32, -1, 0, n);
+    float *g = buf(c, gi, name, F32, *n, 1, NULL);
+    *k = int_arg(c, ki, "k");
+    if (!failed(c)) {
+        int32_t v[MT_MSG_NVALS];
+        check_v(c, "k", mt_update_k_check(*k, *n, v), v);
+    }
+    *n_ch = failed(c) ? 0 : (int32_t)(*n / (uint32_t)*k);
+    return g;
+}
+
+static const uint8_t *upd_touched(call_t *c, int i, int32_t n_ch) {
+    if (failed(c) || is_none(c, i)) {
+        return NULL;
+    }
+    return (const uint8_t *)buf(c, i, "touched", S8, n_ch, 0, NULL);
+}
+#endif
+
+static int run_update(call_t *c, const char *op, int32_t *ret) {
+    uint32_t n = 0;
+    if (!strcmp(op, "update_u8_touch")) {
+        if (!want_args(c, 2)) {
+            return 0;
+        }
+        (void)buf(c, 0, "touched", S8, -1, 0, &n);
+        uint8_t *t = buf(c, 0, "touched", S8, n, 1, NULL);
+        const uint8_t *mask = mask_arg(c, 1, (int32_t)n);
+        if (!failed(c)) {
+            mt_update_u8_touch(t, mask, n);
+        }
+        return 0;
+    }
+#if MT_HAS_FLOAT
+    int32_t k = 0, n_ch = 0;
+    if (!strcmp(op, "update_f32_check")) {
+        if (!want_args(c, 1)) {
+            return 0;
+        }
+        const float *x = buf(c, 0, "x", F32, -1, 0, &n);
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = mt_update_f32_check(x, n);
+        return 1;
+    }
+    if (!strcmp(op, "update_f32_decay")) {
+        if (!want_args(c, 9)) {
+            return 0;
+        }
+        float *g = upd_g(c, 0, "g", 1, &k, &n, &n_ch);
+        const uint8_t *touched = upd_touched(c, 2, n_ch);
+        const int32_t cnt = checked_int(c, 3, "n", mt_update_n_check);
+        const float wd = checked_float(c, 4, "wd", mt_nonneg_check);
+        mt_update_src_t src = {NULL, NULL, NULL, NULL, 1.0f};
+        if (!failed(c) && !is_none(c, 8)) {
+            src.master = buf(c, 8, "master", F32, n, 0, NULL);
+        } else if (!failed(c)) {
+            if (c->a[5].tag == 'T' && c->a[5].kind == 'i') {
+                src.q32 = buf(c, 5, "q", I32, n, 0, NULL);
+            } else {
+                src.q8 = buf(c, 5, "q", S8, n, 0, NULL);
+            }
+            src.scale = buf(c, 6, "scale", F32, n_ch, 0, NULL);
+            src.f = checked_float(c, 7, "f", mt_finite_check);
+        }
+        if (!failed(c)) {
+            mt_update_f32_decay(g, n_ch, k, touched, cnt, wd, &src);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "update_f32_standardize")) {
+        if (!want_args(c, 4)) {
+            return 0;
+        }
+        float *g = upd_g(c, 0, "g", 1, &k, &n, &n_ch);
+        const uint8_t *touched = upd_touched(c, 2, n_ch);
+        const int32_t cnt = checked_int(c, 3, "n", mt_update_n_check);
+        if (!failed(c)) {
+            mt_update_f32_standardize(g, n_ch, k, touched, cnt);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "update_f32_axpby")) {
+        if (!want_args(c, 6)) {
+            return 0;
+        }
+        float *y = upd_g(c, 0, "y", 2, &k, &n, &n_ch);
+        const float *x = buf(c, 1, "x", F32, n, 0, NULL);
+        const uint8_t *touched = upd_touched(c, 3, n_ch);
+        const float a = checked_float(c, 4, "a", mt_finite_check);
+        const float b = checked_float(c, 5, "b", mt_finite_check);
+        if (!failed(c)) {
+            mt_update_f32_axpby(y, x, n_ch, k, touched, a, b);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "update_f32_momentum")) {
+        if (!want_args(c, 5)) {
+            return 0;
+        }
+        float *g = upd_g(c, 0, "g", 2, &k, &n, &n_ch);
+        float *v = buf(c, 1, "v", F32, n, 1, NULL);
+        const uint8_t *touched = upd_touched(c, 3, n_ch);
+        const float mom = checked_float(c, 4, "mom", mt_unit_check);
+        if (!failed(c)) {
+            mt_update_f32_momentum(g, v, n_ch, k, touched, mom);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "update_f32_adam")) {
+        if (!want_args(c, 10)) {
+            return 0;
+        }
+        float *g = upd_g(c, 0, "g", 3, &k, &n, &n_ch);
+        float *m = buf(c, 1, "m", F32, n, 1, NULL);
+        float *v = buf(c, 2, "v", F32, n, 1, NULL);
+        const uint8_t *touched = upd_touched(c, 4, n_ch);
+        const float b1 = checked_float(c, 5, "b1", mt_unit_check);
+        const float b2 = checked_float(c, 6, "b2", mt_unit_check);
+        const float b1t = checked_float(c, 7, "b1t", mt_unit_check);
+        const float b2t = checked_float(c, 8, "b2t", mt_unit_check);
+        const float eps = checked_float(c, 9, "eps", mt_positive_check);
+        if (!failed(c)) {
+            mt_update_f32_adam(g, m, v, n_ch, k, touched, b1, b2, b1t, b2t, eps);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "update_s8_apply")) {
+        if (!want_args(c, 15)) {
+            return 0;
+        }
+        mt_update_layer_t L;
+        uint32_t nw = 0, nc = 0;
+        (void)buf(c, 0, "w", S8, -1, 0, &nw);
+        L.w = buf(c, 0, "w", S8, nw, 1, NULL);
+        (void)buf(c, 1, "w_scale", F32, -1, 0, &nc);
+        if (!failed(c) && (nc < 1 || nc > 65535)) {
+            fail(c, "ValueError", "w_scale", "must have 1..65535 channels");
+        }
+        L.w_scale = buf(c, 1, "w_scale", F32, nc, 1, NULL);
+        if (!failed(c) && (nw % nc != 0 || nw < nc)) {
+            const int32_t v[MT_MSG_NVALS] = {(int32_t)nw, (int32_t)nc, 0};
+            fail_v(c, "ValueError", "w", "has %d elements, not a positive multiple of %d channels", v);
+        }
+        L.n_ch = (int32_t)nc;
+        L.k = nc ? (int32_t)(nw / nc) : 0;
+        L.b = buf(c, 2, "b", I32, nc, 1, NULL);
+        L.mult = buf(c, 3, "mult", I32, nc, 1, NULL);
+        L.shift = buf(c, 4, "shift", I32, nc, 1, NULL);
+        L.gw = buf(c, 5, "gw", F32, nw, 1, NULL);
+        L.gb = buf(c, 6, "gb", F32, nc, 1, NULL);
+        L.master_w = is_none(c, 7) ? NULL : buf(c, 7, "master_w", F32, nw, 1, NULL);
+        L.master_b = is_none(c, 8) ? NULL : buf(c, 8, "master_b", F32, nc, 1, NULL);
+        if (!failed(c) && is_none(c, 7) != is_none(c, 8)) {
+            fail(c, "ValueError", "master_b", "must be given with master_w (both or neither)");
+        }
+        const uint8_t *touched = upd_touched(c, 9, (int32_t)nc);
+        const float lr = checked_float(c, 10, "lr", mt_nonneg_check);
+        L.s_in = checked_float(c, 11, "s_in", mt_positive_check);
+        L.s_out = checked_float(c, 12, "s_out", mt_positive_check);
+        const int32_t rng = checked_int(c, 13, "rng", mt_update_rng_check);
+        float *scratch = buf(c, 14, "scratch", F32, nc, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        const int32_t r = mt_update_s8_apply(&L, touched, lr, rng, scratch);
+        if (r < -1) {
+            const int32_t v[MT_MSG_NVALS] = {-1 - r, 0, 0};
+            fail_v(c, "ValueError", "gw",
+                   "channel %d: the step gives non-finite weights or a scale out of float32 range", v);
+            return 0;
+        }
+        *ret = r;
+        return 1;
+    }
+    if (!strcmp(op, "update_f32_ratios")) {
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+        const float *sw = buf(c, 0, "w_scale", F32, -1, 0, &n);
+        if (!failed(c) && (n < 1 || n > 65535)) {
+            fail(c, "ValueError", "w_scale", "must have 1..65535 channels");
+        }
+        if (!failed(c)) {
+            check(c, "w_scale", mt_scales_check(sw, (int32_t)n));
+        }
+        const int32_t r = checked_int(c, 1, "r", mt_ratio_r_check);
+        int32_t *wr = buf(c, 2, "wr", I32, n, 1, NULL);
+        if (!failed(c)) {
+            mt_update_f32_ratios(sw, (int32_t)n, r, wr);
+        }
+        return 0;
+    }
+#else
+    (void)ret;
+#endif
+    fail(c, "DriverError", "op", "no float support");
+    return 0;
+}
+
+
 static int run_misc(call_t *c, const char *op, int32_t *ret) {
     uint32_t n = 0;
     if (!strcmp(op, "relu_s8_forward") || !strcmp(op, "relu6_s8_forward")) {
@@ -677,6 +898,9 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         fail(c, "DriverError", "op", "no float support");
 #endif
         return 0;
+    }
+    if (!strncmp(op, "update_", 7)) {
+        return run_update(c, op, ret);
     }
     fail(c, "DriverError", "op", "unknown function");
     return 0;

@@ -338,8 +338,8 @@ def _trained_arrays(data: bytes) -> list[np.ndarray]:
 
 
 def test_f32_fallback_imports_only_its_modules_in_256k(tmp_path: Path) -> None:
-    """kern.f32 on a natmod without float kernels imports only microtrain.pyk's conv2d
-    and linear modules (with the helpers they import), never the .mtm validator or the
+    """kern.f32 on a natmod without float kernels imports only microtrain.pyk's conv2d,
+    linear and update modules (with the helpers they import), never the .mtm validator or the
     other kernels, in a 256 KB heap from source; the training steps it drives equal the
     ones with the native float kernels."""
     ensure_natmod()
@@ -367,7 +367,8 @@ def test_f32_fallback_imports_only_its_modules_in_256k(tmp_path: Path) -> None:
     assert pure["NATIVE_F32"] == "False" and native["NATIVE_F32"] == "True"
     mods = set(pure["PYK"].split())
     assert mods == {"microtrain.pyk", "microtrain.pyk.conv2d", "microtrain.pyk.linear",
-                    "microtrain.pyk.checks", "microtrain.pyk.quant", "microtrain.pyk.accumulate"}, mods
+                    "microtrain.pyk.checks", "microtrain.pyk.quant", "microtrain.pyk.accumulate",
+                    "microtrain.pyk.update"}, mods
     assert native["PYK"] == ""
     assert int(pure["HEAP"]) < 256 * 1024
     w_pure, w_native = (tmp_path / "w0.bin").read_bytes(), (tmp_path / "w1.bin").read_bytes()

@@ -70,6 +70,24 @@ SPECS: dict[str, list[tuple[str, str]]] = {
     "topk_mask": [("norms", "i32"), ("k", "int"), ("mask", "s8out")],
     "dyn_requant_s8": [("acc", "i32"), ("out", "s8out")],
     "f32_axpy_i32": [("x", "i32"), ("a", "float"), ("y", "f32io")],
+    # update primitives: optional arguments ("skip") get their bad values in SCALAR_BAD
+    "update_u8_touch": [("touched", "s8io"), ("mask", "skip")],
+    "update_f32_check": [("x", "f32any")],
+    "update_f32_decay": [("g", "f32io"), ("k", "int"), ("touched", "skip"), ("n", "int"), ("wd", "float"),
+                         ("q", "skip"), ("scale", "skip"), ("f", "skip"), ("master", "skip")],
+    "update_f32_standardize": [("g", "f32io"), ("k", "int"), ("touched", "skip"), ("n", "int")],
+    "update_f32_axpby": [("y", "f32io"), ("x", "f32io"), ("k", "int"), ("touched", "skip"), ("a", "float"),
+                         ("b", "float")],
+    "update_f32_momentum": [("g", "f32io"), ("v", "f32io"), ("k", "int"), ("touched", "skip"),
+                            ("mom", "float")],
+    "update_f32_adam": [("g", "f32io"), ("m", "f32io"), ("v", "f32io"), ("k", "int"), ("touched", "skip"),
+                        ("b1", "float"), ("b2", "float"), ("b1t", "float"), ("b2t", "float"),
+                        ("eps", "float")],
+    "update_s8_apply": [("w", "s8io"), ("w_scale", "f32io"), ("b", "i32out"), ("mult", "i32out"),
+                        ("shift", "i32out"), ("gw", "f32io"), ("gb", "f32io"), ("master_w", "skip"),
+                        ("master_b", "skip"), ("touched", "skip"), ("lr", "float"), ("s_in", "float"),
+                        ("s_out", "float"), ("rng", "int"), ("scratch", "f32io")],
+    "update_f32_ratios": [("w_scale", "f32io"), ("r", "int"), ("wr", "i32out")],
 }
 for _fam in ("linear",):
     for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
@@ -87,7 +105,20 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("topk_mask", "norms"): ("k", "mask"),
     ("dyn_requant_s8", "acc"): ("out",),
     ("f32_axpy_i32", "x"): ("y",),
+    ("update_u8_touch", "touched"): ("mask",),
+    ("update_f32_decay", "g"): ("k", "touched", "q", "scale", "master"),
+    ("update_f32_standardize", "g"): ("k",),
+    ("update_f32_axpby", "y"): ("k", "x"),
+    ("update_f32_momentum", "g"): ("k", "v"),
+    ("update_f32_adam", "g"): ("k", "m", "v"),
+    ("update_s8_apply", "w"): ("w_scale", "gw"),
+    ("update_s8_apply", "w_scale"): ("w", "b", "mult", "shift", "gb", "scratch"),
+    ("update_f32_ratios", "w_scale"): ("wr",),
 }
+
+
+UPD_N, UPD_K = 4, 3  # update primitives: 4 channels of 3 values
+UPD_SW = np.array([0.01, 0.02, 0.005, 0.03], np.float32)
 
 
 def _bases() -> dict[str, Case]:
@@ -106,6 +137,7 @@ def _bases() -> dict[str, Case]:
     pdesc = i32(p.pool_desc())
     px, pe = r8(p.n_in), r8(p.n_out)
     lut = oracle.make_softmax_lut(0.1)
+    umq = [oracle.update_quantize_multiplier(np.float32(0.02) * s / np.float32(0.05)) for s in UPD_SW]
     # relu backward: with e overlapping y's last element, zeroing e[0] (y[0] <= zp)
     # would flip the decision for y[-1] (inside the active range)
     ry = r8(16)
@@ -145,6 +177,22 @@ def _bases() -> dict[str, Case]:
         ("topk_mask", [i32(rng.integers(0, 50, 8)), 3, out("Y", 8)]),
         ("dyn_requant_s8", [i32(rng.integers(-(2**20), 2**20, 12)), out("Y", 12)]),
         ("f32_axpy_i32", [i32(rng.integers(-(2**20), 2**20, 12)), 0.5, inout(f32(rng.normal(0, 1, 12)))]),
+        ("update_u8_touch", [Buf("Y", np.array([0, 1, 0, 0, 1], np.uint8)), u8([1, 0, 0, 1, 0])]),
+        ("update_f32_check", [f32(rng.normal(0, 1, 7))]),
+        ("update_f32_decay", [f32(rng.normal(0, 1, UPD_N * UPD_K)), UPD_K, None, 3, 1e-3,
+                              s8(r8(UPD_N * UPD_K)), f32(UPD_SW), 1.0, None]),
+        ("update_f32_standardize", [f32(rng.normal(0, 1, UPD_N * UPD_K)), UPD_K, None, 2]),
+        ("update_f32_axpby", [f32(rng.normal(0, 1, UPD_N * UPD_K)), f32(rng.normal(0, 1, UPD_N * UPD_K)),
+                              UPD_K, None, 0.9, 1.0]),
+        ("update_f32_momentum", [f32(rng.normal(0, 1, UPD_N * UPD_K)), f32(rng.normal(0, 1, UPD_N * UPD_K)),
+                                 UPD_K, None, 0.9]),
+        ("update_f32_adam", [f32(rng.normal(0, 1, UPD_N * UPD_K)), f32(rng.normal(0, 1, UPD_N * UPD_K)),
+                             f32(rng.random(UPD_N * UPD_K)), UPD_K, None, 0.9, 0.999, 0.81, 0.998, 1e-8]),
+        ("update_s8_apply", [s8(r8(UPD_N * UPD_K), "b"), f32(UPD_SW), i32(rng.integers(-500, 500, UPD_N)),
+                             i32([m for m, _ in umq]), i32([s for _, s in umq]),
+                             f32(rng.normal(0, 1e-3, UPD_N * UPD_K)), f32(rng.normal(0, 1e-3, UPD_N)), None,
+                             None, None, 0.01, 0.02, 0.05, 0xACE1, f32(np.zeros(UPD_N))]),
+        ("update_f32_ratios", [f32(UPD_SW), 15, out("i", UPD_N)]),
     ]
     return {op: make_case(op, args, "valid") for op, args in calls}
 
@@ -190,7 +238,7 @@ def _wrong_types(kind: str, n: int) -> list[Arg]:
                 Expr(f"array('I', bytes({4 * n}))")]
     if kind == "u32":
         return [Expr(f"array('f', bytes({4 * n}))"), Expr(f"array('b', bytes({4 * n}))"), Expr(f"[0] * {n}")]
-    if kind == "f32io":
+    if kind in ("f32io", "f32any"):
         return [Expr(f"array('i', bytes({4 * n}))"), _zeros("Y", 4 * n), Expr(f"[0.0] * {n}")]
     if kind == "int":
         return [3.5, Expr("'3'"), Expr("[3]"), Expr("b'3'")]
@@ -266,7 +314,47 @@ SCALAR_BAD: dict[str, list[tuple[str, int, Arg, tuple[str, ...]]]] = {
     "l1_norm_s8": [("c 0", 1, 0, ("c",)), ("c -2", 1, -2, ("c",)), ("len(e) % c != 0", 1, 5, ("e", "c")),
                    ("c 65536", 1, 65536, ("c",))],
     "topk_mask": [("k -1", 1, -1, ("k",)), ("k > len", 1, 9, ("k",))],
+    "update_u8_touch": [("mask length", 1, u8(np.ones(6)), ("mask",))],
 }
+_NAN, _INF = float("nan"), float("inf")
+_T_LONG, _T_SHORT = u8(np.ones(UPD_N + 1)), u8(np.ones(UPD_N - 1))
+for _op, _ki in (("update_f32_decay", 1), ("update_f32_standardize", 1), ("update_f32_axpby", 2),
+                 ("update_f32_momentum", 2), ("update_f32_adam", 3)):
+    SCALAR_BAD[_op] = [("k 0", _ki, 0, ("k",)), ("k not dividing", _ki, 5, ("k",)),
+                       ("k > len", _ki, 13, ("k",)),
+                       ("touched long", _ki + 1, _T_LONG, ("touched",)),
+                       ("touched short", _ki + 1, _T_SHORT, ("touched",))]
+for _op, _i in (("update_f32_decay", 3), ("update_f32_standardize", 3)):
+    SCALAR_BAD[_op] += [("n 0", _i, 0, ("n",)), ("n 2^24 + 1", _i, 2**24 + 1, ("n",))]
+SCALAR_BAD["update_f32_decay"] += [
+    ("wd -1", 4, -1.0, ("wd",)), ("wd nan", 4, _NAN, ("wd",)), ("wd inf", 4, _INF, ("wd",)),
+    ("q length", 5, s8(np.zeros(13)), ("q",)),
+    ("scale length", 6, f32(np.ones(5)), ("scale",)), ("f nan", 7, _NAN, ("f",)),
+    ("master length", 8, f32(np.zeros(11)), ("master",))]
+SCALAR_BAD["update_f32_axpby"] += [("a inf", 4, _INF, ("a",)), ("b nan", 5, _NAN, ("b",))]
+SCALAR_BAD["update_f32_momentum"] += [("mom 1", 4, 1.0, ("mom",)), ("mom -0.1", 4, -0.1, ("mom",)),
+                                      ("mom nan", 4, _NAN, ("mom",))]
+SCALAR_BAD["update_f32_adam"] += [("b1 1", 5, 1.0, ("b1",)), ("b2 -1", 6, -1.0, ("b2",)),
+                                  ("b1t 1", 7, 1.0, ("b1t",)), ("b2t nan", 8, _NAN, ("b2t",)),
+                                  ("eps 0", 9, 0.0, ("eps",)), ("eps inf", 9, _INF, ("eps",))]
+SCALAR_BAD["update_s8_apply"] = [
+    ("touched long", 9, _T_LONG, ("touched",)),
+    ("master_w only", 7, f32(np.zeros(12)), ("master_b",)),
+    ("master_b only", 8, f32(np.zeros(4)), ("master_b",)),
+    ("master_w length", 7, f32(np.zeros(11)), ("master_w",)),
+    ("lr -1", 10, -1.0, ("lr",)), ("lr inf", 10, _INF, ("lr",)),
+    ("s_in nan", 11, _NAN, ("s_in",)), ("s_out 0", 12, 0.0, ("s_out",)),
+    ("rng 0", 13, 0, ("rng",)), ("rng 65536", 13, 65536, ("rng",)), ("rng -2", 13, -2, ("rng",)),
+    ("w not a multiple", 0, s8(np.zeros(13), "b"), ("w",)),
+    ("w_scale empty", 1, f32(np.zeros(0)), ("w_scale",)),
+    ("gw inf", 5, f32(np.r_[np.zeros(5), np.inf, np.zeros(6)]), ("gw",)),
+]
+SCALAR_BAD["update_f32_ratios"] = [
+    ("w_scale all 0", 0, f32(np.zeros(4)), ("w_scale",)),
+    ("w_scale < 0", 0, f32([0.1, -0.1, 0.2, 0.3]), ("w_scale",)),
+    ("w_scale nan", 0, f32([0.1, np.nan, 0.2, 0.3]), ("w_scale",)),
+    ("w_scale empty", 0, f32([]), ("w_scale", "wr")),
+    ("r 16", 1, 16, ("r",)), ("r -1", 1, -1, ("r",))]
 for _op, _g in (("conv2d", CONV_G), ("linear", None)):
     _n_out = _g.out_c if _g else LIN_OUT
     SCALAR_BAD[f"{_op}_s8_forward"] = [
@@ -297,14 +385,12 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
 }
 for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
     OVERLAPS[f"linear_s8_{_suffix}"] = OVERLAPS[f"conv2d_s8_{_suffix}"]
-
-
-OUT_KINDS = ("s8out", "s8io", "i32out", "f32io")
+OUT_KINDS = ("s8out", "s8io", "i32out", "f32io", "f32any")
 
 
 def _base_kind(kind: str) -> str:
     """Kind of a shared (hidden) base buffer that can hold an argument of this kind."""
-    return {"i32": "i", "i32out": "i", "u32": "i", "f32io": "f"}.get(kind, "Y")
+    return {"i32": "i", "i32out": "i", "u32": "i", "f32io": "f", "f32any": "f"}.get(kind, "Y")
 
 
 def _typed(kind: str, data: np.ndarray) -> np.ndarray:
@@ -388,11 +474,13 @@ def _variants(op: str) -> list[Bad]:
                 bad.append(Bad("mask", err_case(op, _with(base, i, w), _names(op, "mask"), ("TypeError",),
                                             f"mask {w!r}")))
             continue
+        if kind == "skip":
+            continue
         names = _names(op, name)
         for w in _wrong_types(kind, n):
             bad.append(Bad("type", err_case(op, _with(base, i, w), names, ("TypeError",), f"{name}: {w!r}")))
         bad.append(Bad("none", err_case(op, _with(base, i, None), names, ("TypeError",), f"{name} None")))
-        if isinstance(a, Buf):
+        if isinstance(a, Buf) and kind != "f32any":  # f32any: any length is valid
             for m in (n + 1, n - 1) if n else (n + 1,):
                 resized = _with(base, i, _resized(a, kind, m))
                 bad.append(Bad("length", err_case(op, resized, names, ("ValueError",), f"{name} length {m}")))

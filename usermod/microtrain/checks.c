@@ -307,6 +307,65 @@ const char *mt_index_check(int32_t i, uint32_t n, int32_t *v) {
     return i < 0 || (uint32_t)i >= n ? "must be in 0..%d, got %d" : NULL;
 }
 
+const char *mt_update_k_check(int32_t k, uint32_t n, int32_t *v) {
+    v[0] = (int32_t)n;
+    if (k < 1 || (uint32_t)k > n) {
+        return "must be in 1..len(g) (%d)";
+    }
+    const uint32_t q = mt_udiv_u32(n, (uint32_t)k);  // no divide instruction on Cortex-M0
+    return q * (uint32_t)k != n ? "must divide len(g) (%d)" : NULL;
+}
+
+const char *mt_update_n_check(int32_t n, int32_t *v) {
+    v[0] = n;
+    return n < 1 || n > 16777216 ? "must be in 1..16777216, got %d" : NULL;
+}
+
+const char *mt_update_rng_check(int32_t rng, int32_t *v) {
+    v[0] = rng;
+    return rng == -1 || (rng >= 1 && rng <= 65535) ? NULL : "must be -1 (nearest) or a state in 1..65535, got %d";
+}
+
+#if MT_HAS_FLOAT
+// x - x is 0 for finite x and NaN for inf / NaN.
+static int mt_is_finite(float x) {
+    const float z = x - x;
+    return z == z;
+}
+
+const char *mt_finite_check(float x) {
+    return mt_is_finite(x) ? NULL : "must be finite";
+}
+
+const char *mt_nonneg_check(float x) {
+    return mt_is_finite(x) && x >= 0.0f ? NULL : "must be finite and >= 0";
+}
+
+const char *mt_positive_check(float x) {
+    return mt_is_finite(x) && x > 0.0f ? NULL : "must be finite and > 0";
+}
+
+const char *mt_unit_check(float x) {
+    return x >= 0.0f && x < 1.0f ? NULL : "must be in [0, 1)";
+}
+
+const char *mt_scales_check(const float *s, int32_t n) {
+    float top = 0.0f;
+    for (int32_t i = 0; i < n; ++i) {
+        if (!mt_is_finite(s[i]) || !(s[i] >= 0.0f)) {
+            return "must be finite and >= 0";
+        }
+        top = s[i] > top ? s[i] : top;
+    }
+    return top > 0.0f ? NULL : "must have a maximum > 0";
+}
+#endif
+
+const char *mt_ratio_r_check(int32_t r, int32_t *v) {
+    v[0] = r;
+    return r < 0 || r > 15 ? "must be in 0..15, got %d" : NULL;
+}
+
 // ---------------------------------------------------------------------------
 // Messages. No snprintf (natmods have no libc) and no '/' or '%' on ints
 // (Cortex-M0 has no divide instruction): digits by mt_udiv_u32.

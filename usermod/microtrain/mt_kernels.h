@@ -78,6 +78,24 @@ const char *mt_topk_channels_check(uint32_t c);
 const char *mt_topk_k_check(int32_t k, uint32_t c, int32_t *v);
 // Entry index of the .mtm accessors: 0 <= i < n.
 const char *mt_index_check(int32_t i, uint32_t n, int32_t *v);
+// update_*: k (values per channel) >= 1 dividing n = len(g); samples n: 1..2^24.
+const char *mt_update_k_check(int32_t k, uint32_t n, int32_t *v);
+const char *mt_update_n_check(int32_t n, int32_t *v);
+// update_s8_apply rng: -1 (round to nearest) or a xorshift16 state 1..65535.
+const char *mt_update_rng_check(int32_t rng, int32_t *v);
+#if MT_HAS_FLOAT
+// Float scalars of the update primitives: finite (any value), finite and >= 0
+// (weight decay), finite and > 0 (lr, eps, scales), in [0, 1) (momentum,
+// betas and their powers).
+const char *mt_finite_check(float x);
+const char *mt_nonneg_check(float x);
+const char *mt_positive_check(float x);
+const char *mt_unit_check(float x);
+// update_f32_ratios w_scale: every value finite and >= 0, the largest > 0.
+const char *mt_scales_check(const float *s, int32_t n);
+#endif
+// update_f32_ratios r: 0..15.
+const char *mt_ratio_r_check(int32_t r, int32_t *v);
 
 // Messages: "fn: arg: what" (no "arg: " when arg is NULL), each "%d" of what
 // replaced by the next of v[0..MT_MSG_NVALS) (none when v is NULL). Writes at
@@ -142,6 +160,43 @@ int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint
 // ---- sparse.c ----
 void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms);
 void mt_topk_mask(const int32_t *norms, int32_t c, int32_t k, uint8_t *mask);
+
+// ---- update.c ----
+// touched |= mask over n channels (mask NULL: all).
+void mt_update_u8_touch(uint8_t *touched, const uint8_t *mask, size_t n);
+#if MT_HAS_FLOAT
+// Where the real values of a tensor come from: master[i] when not NULL, else
+// ((float)q[i] * f) * scale[c] with q = q8 (weights) or q32 (bias).
+typedef struct {
+    const float *master;
+    const int8_t *q8;
+    const int32_t *q32;
+    const float *scale;
+    float f;
+} mt_update_src_t;
+// One trained layer as mt_update_s8_apply updates it (n_ch = out_c channels of k weights).
+typedef struct {
+    int8_t *w;
+    float *w_scale;
+    int32_t *b, *mult, *shift;
+    float *gw, *gb, *master_w, *master_b;
+    int32_t n_ch, k;
+    float s_in, s_out;
+} mt_update_layer_t;
+int32_t mt_update_f32_check(const float *x, size_t n);
+void mt_update_quantize_multiplier(float real, int32_t *mult, int32_t *shift);
+void mt_update_f32_decay(float *g, int32_t n_ch, int32_t k, const uint8_t *touched, int32_t n, float wd,
+                         const mt_update_src_t *src);
+void mt_update_f32_standardize(float *g, int32_t n_ch, int32_t k, const uint8_t *touched, int32_t n);
+void mt_update_f32_axpby(float *y, const float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a,
+                         float b);
+void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const uint8_t *touched, float mom);
+void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, const uint8_t *touched,
+                        float b1, float b2, float b1t, float b2t, float eps);
+int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
+                           float *scratch);
+void mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t *wr);
+#endif
 
 // ---- quant.c (declared in mt_quant.h): mt_dyn_requant_s8 ----
 #if MT_HAS_FLOAT

@@ -270,15 +270,14 @@ def _quantize_multiplier(real: float, fl: Floats) -> tuple[int, int]:
 
 
 def _weight_ratios(s_w: F32, terms: int, fl: Floats) -> tuple[NDArray[np.int32], int]:
-    if not fl.single:
-        return o.weight_ratios(s_w, terms)
-    top = fl(np.max(s_w))
+    """The device's update_f32_ratios (float32 on every build)."""
+    top = np.float32(np.max(s_w))
     if not top > 0.0:
         raise ValueError("weight_ratios: scales must have max > 0")
     r = 15
     while r > 0 and (1 << r) * terms * 16384 > o.INT32_MAX:
         r -= 1
-    wr = np.floor(fl.arr(s_w) * (1 << r) / top + fl.lit("0.5"))  # one * s_w[i]: int * float
+    wr = np.floor((np.float32(1 << r) * np.asarray(s_w, np.float32)) / top + np.float32(0.5))
     return wr.astype(np.int32), r
 
 
@@ -321,6 +320,7 @@ class RefLayer:
         self.master_w: F32 | None = None
         self.master_b: F32 | None = None
         self.state: list[F32] | None = None
+        self.touched: NDArray[np.bool_] | None = None  # channels with a gradient since the update (sparse)
         p = self.params
         self.terms = p[6] * p[7] * (p[5] // p[12]) if self.op == Op.CONV2D else p[1]
         self.wr = np.zeros(self.out_c, dtype=np.int32)
@@ -334,10 +334,9 @@ class RefLayer:
 
     def make_master(self) -> None:
         """Master copies: the dequantised values, stored float32."""
-        fl = self.fl
-        sw = fl.arr(self.w_scale)
-        self.master_w = _f32(self.w.astype(fl.dtype) * np.repeat(sw, self.k))
-        self.master_b = _f32(self.b.astype(fl.dtype) * self.s_in * sw)
+        sw = self.w_scale.astype(np.float32)  # float32 operations (update_f32_decay on the device)
+        self.master_w = self.w.astype(np.float32) * np.repeat(sw, self.k)
+        self.master_b = (self.b.astype(np.float32) * np.float32(self.s_in)) * sw
 
     def w_real(self) -> NDArray[np.floating]:
         fl = self.fl
@@ -356,107 +355,160 @@ class RefLayer:
 # the optimiser update (docs/training.md, Update)
 
 
-def _direction(opt: SGD | Adam, g: F32, inv_n: float, wreal: Callable[[], NDArray[np.floating]],
-               st_a: F32 | None, st_b: F32 | None, t: int, fl: Floats = DOUBLE
-               ) -> tuple[F32, F32 | None, F32 | None]:
-    """(new g = the direction, new st_a, new st_b) for one tensor's summed gradient g.
-
-    Every unstored value is a platform float (``fl``): numpy float64 or float32 operations."""
-    n = g.size
-    gd = fl.arr(g)
-    one = fl.lit("1.0")
-    if opt.standardize and n > 1:  # device: a one-element tensor is not standardised
-        v = gd * inv_n  # device: g * (1 / n), the spec's g / n
-        stored = fl.arr(_f32(v))
-        mu = _seq_sum(v) / n  # device: the sum of the unrounded products
-        dev = stored - mu
-        inv = one / (fl.sqrt(_seq_sum(dev * dev) / n) + fl.lit("1e-08"))
-        gd = fl.arr(_f32((stored - mu) * inv))
-        inv_n = one
-    d = gd * inv_n
-    if opt.weight_decay:
-        d = d + fl.param(opt.weight_decay) * wreal()
-    if isinstance(opt, SGD):
-        if st_a is not None:
-            d = fl.param(opt.momentum) * fl.arr(st_a) + d
-            st_a = _f32(d)
-        return _f32(d), st_a, st_b
-    assert st_a is not None and st_b is not None
-    b1, b2 = fl.param(opt.beta1), fl.param(opt.beta2)
-    c1 = one - fl.pow(b1, t)
-    c2 = one - fl.pow(b2, t)
-    m1 = b1 * fl.arr(st_a) + (one - b1) * d
-    m2 = b2 * fl.arr(st_b) + (one - b2) * d * d
-    # device: the direction uses the unrounded (platform float) moments; the stored state is float32
-    sq = np.sqrt(m2 / c2)  # correctly rounded, equal to math.sqrt (float32: sqrtf)
-    return _f32((m1 / c1) / (sq + fl.param(opt.eps))), _f32(m1), _f32(m2)
+def _f(v: float) -> np.float32:
+    """A Python float as the update primitives take it: rounded to float32."""
+    return np.float32(v)
 
 
-def _xorshift16(r: int, n: int, fl: Floats = DOUBLE) -> tuple[NDArray[np.floating], int]:
-    """n uniforms r * 2^-16 of the stochastic-rounding generator, and its new state."""
-    out = np.empty(n, dtype=fl.dtype)
+def _rows(ly: RefLayer) -> NDArray[np.intp]:
+    """The channels the update touches (docs/training.md, Sparse policies): all without a policy."""
+    if ly.touched is None:
+        return np.arange(ly.out_c)
+    return np.flatnonzero(ly.touched)
+
+
+def _prepare(opt: SGD | Adam, g: F32, real: Callable[[], F32], rows: NDArray[np.intp], n: int,
+             wd: np.float32) -> None:
+    """g (out_c x k, float32, in place on rows): g / n, standardised, plus weight decay."""
+    one = np.float32(1.0)
+    if opt.standardize:
+        inv_n = one / np.float32(n)
+        sub = g[rows] * inv_n
+        g[rows] = sub
+        flat = sub.reshape(-1)
+        if flat.size >= 2:
+            cnt = np.float32(flat.size)
+            mu = np.add.accumulate(flat)[-1] / cnt
+            d = flat - mu
+            var = np.add.accumulate(d * d)[-1] / cnt
+            inv = one / (np.sqrt(var) + np.float32(1e-8))
+            g[rows] = ((sub - mu) * inv).astype(np.float32)
+        n = 1
+    if n != 1 or wd != 0.0:
+        d = g[rows] * (one / np.float32(n))
+        if wd != 0.0:
+            d = d + wd * real()[rows]
+        g[rows] = d
+
+
+def _xorshift16(r: int, n: int) -> tuple[F32, int]:
+    """n uniforms r * 2^-16 of the stochastic-rounding generator (float32, exact), and its new state."""
+    out = np.empty(n, dtype=np.float32)
     for i in range(n):
         r ^= (r << 7) & 0xFFFF
         r ^= r >> 9
         r ^= (r << 8) & 0xFFFF
         out[i] = r
-    return out * fl.lit("1.52587890625e-05"), r  # the literal 0.0000152587890625 as mpy-cross stores it
+    return out * np.float32(2.0 ** -16), r
 
 
-def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, t: int, rng: int, fl: Floats = DOUBLE) -> int:
-    """Update one layer; returns the new state of the stochastic-rounding generator."""
-    inv_n = fl.lit("1.0") / n
+def quantize_multiplier_f32(real: np.float32) -> tuple[int, int]:
+    """quantize_multiplier of a float32 > 0, exact: q * 2^31 is an integer for a 24-bit significand,
+    and the tiny-value branch rounds real * 2^62 half up (docs/numerics.md, update_s8_apply)."""
+    q, e = math.frexp(float(real))
+    if e > 31:
+        return o.INT32_MAX, 31
+    if e >= -31:
+        return int(q * 2.0 ** 31), e
+    m = math.floor(float(real) * 2.0 ** 62 + 0.5)  # exact in double: at most 24 significant bits + the half
+    return (m, -31) if m else (0, 0)
+
+
+def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float32, np.float32], rng: int,
+            fl: Floats = DOUBLE) -> int:
+    """Update one layer (all float32, docs/training.md, Update); returns the new generator state."""
+    k, c_n = ly.k, ly.out_c
+    rows = _rows(ly)
+    wd = _f(fl.param(opt.weight_decay))
+    lr32 = _f(lr)
     if ly.state is None:
         if isinstance(opt, SGD):
             if opt.momentum:
-                ly.state = [np.zeros(len(ly.w), np.float32), np.zeros(ly.out_c, np.float32)]
+                ly.state = [np.zeros(len(ly.w), np.float32), np.zeros(c_n, np.float32)]
         else:
-            ly.state = [np.zeros(len(ly.w), np.float32), np.zeros(ly.out_c, np.float32),
-                        np.zeros(len(ly.w), np.float32), np.zeros(ly.out_c, np.float32)]
+            ly.state = [np.zeros(len(ly.w), np.float32), np.zeros(c_n, np.float32),
+                        np.zeros(len(ly.w), np.float32), np.zeros(c_n, np.float32)]
+    sw_old = ly.w_scale.astype(np.float32)
+    s_in, s_out = _f(ly.s_in), _f(ly.s_out)
+
+    def wreal() -> F32:
+        if ly.master_w is not None:
+            return ly.master_w.reshape(c_n, k)
+        return ly.w.astype(np.float32).reshape(c_n, k) * sw_old[:, None]
+
+    def breal() -> F32:
+        if ly.master_b is not None:
+            return ly.master_b.reshape(c_n, 1)
+        return ((ly.b.astype(np.float32) * s_in) * sw_old).reshape(c_n, 1)
+
+    gw = ly.gw.astype(np.float32).reshape(c_n, k).copy()
+    gb = ly.gb.astype(np.float32).reshape(c_n, 1).copy()
     st = ly.state
-    if isinstance(opt, SGD):
-        sa_w, sa_b = (st[0], st[1]) if st is not None else (None, None)
-        sb_w = sb_b = None
+    for i, (g, real) in enumerate(((gw, wreal), (gb, breal))):
+        _prepare(opt, g, real, rows, n, wd)
+        if st is None:
+            continue
+        shape = g.shape
+        if isinstance(opt, SGD):
+            v = st[i].reshape(shape).copy()
+            d = _f(fl.param(opt.momentum)) * v[rows] + g[rows]
+            v[rows] = d
+            g[rows] = d
+            st[i] = v.reshape(-1)
+        else:
+            b1, b2 = _f(fl.param(opt.beta1)), _f(fl.param(opt.beta2))
+            one = np.float32(1.0)
+            m = st[i].reshape(shape).copy()
+            v = st[i + 2].reshape(shape).copy()
+            d = g[rows]
+            m1 = b1 * m[rows] + (one - b1) * d
+            m2 = b2 * v[rows] + ((one - b2) * d) * d
+            m[rows] = m1
+            v[rows] = m2
+            g[rows] = (m1 / (one - bt[0])) / (np.sqrt(m2 / (one - bt[1])) + _f(fl.param(opt.eps)))
+            st[i] = m.reshape(-1)
+            st[i + 2] = v.reshape(-1)
+    # apply: new real values, refit, requantise (update_s8_apply)
+    old = wreal()
+    vals = old[rows] - lr32 * gw[rows]
+    top = np.abs(vals).max(axis=1)
+    if not np.all(np.isfinite(top)):
+        raise ValueError("update: non-finite weights")
+    t127 = top / np.float32(127.0)
+    s_new = sw_old.copy()
+    s_new[rows] = np.where(t127 > 0.0, t127, sw_old[rows])
+    s = s_new[rows]
+    bf = breal()[rows, 0] - lr32 * gb[rows, 0]
+    x = vals * (np.float32(1.0) / s)[:, None]
+    if opt.rounding == "stochastic" or (opt.rounding == "auto" and ly.master_w is None):
+        u, rng = _xorshift16(rng, rows.size * k)  # one draw per updated weight, in storage order
+        y = x + (np.float32(128.0) + u).reshape(rows.size, k)  # 128 + r * 2^-16: exact
     else:
-        assert st is not None
-        sa_w, sa_b, sb_w, sb_b = st
-    gw, sa_w, sb_w = _direction(opt, ly.gw, inv_n, ly.w_real, sa_w, sb_w, t, fl)
-    gb, sa_b, sb_b = _direction(opt, ly.gb, inv_n, ly.b_real, sa_b, sb_b, t, fl)
-    if st is not None:
-        assert sa_w is not None and sa_b is not None
-        ly.state = [sa_w, sa_b] if isinstance(opt, SGD) else [sa_w, sa_b, sb_w, sb_b]  # type: ignore[list-item]
-    k, c_n = ly.k, ly.out_c
-    gw2 = fl.arr(gw).reshape(c_n, k)
-    s_old = fl.arr(ly.w_scale)
+        y = x + np.float32(128.5)
+    w = ly.w.reshape(c_n, k).copy()
+    w[rows] = np.maximum(np.floor(y).astype(np.int64) - 128, -127).astype(np.int8)  # 0 < y < 256
+    ly.w = w.reshape(-1)
+    den = s_in * s
+    qb = np.floor(bf / den + np.float32(0.5))
+    ly.b = ly.b.copy()
+    ly.b[rows] = np.clip(qb, -BIAS_LIMIT, BIAS_LIMIT).astype(np.int64)
     if ly.master_w is not None:
         assert ly.master_b is not None
-        v = fl.arr(ly.master_w).reshape(c_n, k) - lr * gw2
-        bf = fl.arr(ly.master_b) - lr * fl.arr(gb)
-        ly.master_w = _f32(v).reshape(-1)
-        ly.master_b = _f32(bf)
-    else:
-        v = ly.w.astype(fl.dtype).reshape(c_n, k) * s_old[:, None] - lr * gw2
-        bf = ly.b.astype(fl.dtype) * ly.s_in * s_old - lr * fl.arr(gb)
-    row = fl.arr(_f32(v))
-    top = np.abs(v).max(axis=1)  # device: the maximum of the unrounded values
-    sw = np.where(top > 0.0, _f32(top / fl.lit("127.0")), ly.w_scale).astype(np.float32)
-    s = fl.arr(sw)
-    inv = fl.lit("1.0") / s
-    half = fl.lit("0.5")
-    if opt.rounding == "stochastic" or (opt.rounding == "auto" and ly.master_w is None):
-        # floor(v + u), u from xorshift16 (one draw per weight, in storage order; biases round to nearest)
-        u, rng = _xorshift16(rng, c_n * k, fl)
-        q = np.floor(row * inv[:, None] + u.reshape(c_n, k))
-    else:
-        q = np.floor(row * inv[:, None] + half)
-    ly.w = np.clip(q, -127, 127).astype(np.int8).reshape(-1)
-    qb = np.floor(bf / (ly.s_in * s) + half)  # device: the unrounded bias value
-    ly.b = np.clip(qb, -BIAS_LIMIT, BIAS_LIMIT).astype(np.int64)
-    ly.w_scale = sw
-    for c in range(c_n):
-        ly.mult[c], ly.shift[c] = _quantize_multiplier(ly.s_in * fl(s[c]) / ly.s_out, fl)
-    ly.gw = np.zeros_like(ly.gw)
-    ly.gb = np.zeros_like(ly.gb)
+        mw = ly.master_w.reshape(c_n, k).copy()
+        mw[rows] = vals
+        ly.master_w = mw.reshape(-1)
+        mb = ly.master_b.copy()
+        mb[rows] = bf
+        ly.master_b = mb
+    ly.w_scale = s_new
+    real_m = den / s_out
+    for j, c in enumerate(rows):
+        ly.mult[c], ly.shift[c] = quantize_multiplier_f32(real_m[j])
+    gw[rows] = 0.0
+    gb[rows] = 0.0
+    ly.gw = gw.reshape(-1)
+    ly.gb = gb.reshape(-1)
+    ly.touched = None
     ly.refresh_ratios()
     return rng
 
@@ -527,6 +579,7 @@ class RefTrainer:
         self.lut = softmax_lut(self.m.tensors[self.m.output].scale, fl)
         self.pending = 0
         self.opt_steps = 0
+        self.bt = (np.float32(1.0), np.float32(1.0))
         self.rng = 0xACE1  # device: the optimiser's xorshift16 state starts here (not in checkpoints)
         if continue_rng:
             draws = sum(len(rl.w) for rl in trained if self.opt.rounding == "stochastic"
@@ -637,6 +690,9 @@ class RefTrainer:
                     s_x = fl(self.m.tensors[x_t].scale)
                     gw_fn = o.conv2d_s8_grad_weight_f32 if conv else o.linear_s8_grad_weight_f32
                     rl.gw, rl.gb = gw_fn(p, vals[x_t], e, mask, s_x * s, s, rl.gw, rl.gb)
+                    if self.sparse is not None:  # the device ORs every sample's mask (all: no mask)
+                        hit = np.ones(rl.out_c, bool) if mask is None else mask.astype(bool)
+                        rl.touched = hit if rl.touched is None else (rl.touched | hit)
                 if need:
                     if rl is not None:
                         wr, r, top = rl.wr, rl.r, rl.top
@@ -688,8 +744,11 @@ class RefTrainer:
         """Apply the gradients of the samples since the last update."""
         if self.pending:
             self.opt_steps += 1
+            if isinstance(self.opt, Adam):  # beta^t as running float32 products
+                self.bt = (self.bt[0] * _f(self.fl.param(self.opt.beta1)),
+                           self.bt[1] * _f(self.fl.param(self.opt.beta2)))
             for j in sorted(self.layers):
-                self.rng = _update(self.opt, self.layers[j], self.lr, self.pending, self.opt_steps, self.rng,
+                self.rng = _update(self.opt, self.layers[j], self.lr, self.pending, self.bt, self.rng,
                                    self.fl)
             self.train_steps += 1
             self.pending = 0
