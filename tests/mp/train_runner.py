@@ -61,9 +61,10 @@ def record(f, name, tc, data):
     f.write(struct.pack("<H", len(nb)))
     f.write(nb)
     f.write(tc.encode())
-    raw = bytes(data)
-    f.write(struct.pack("<I", len(raw)))
-    f.write(raw)
+    # written from the buffer itself: a bytes() copy of a large layer can
+    # fail in a 256 KB heap after training
+    f.write(struct.pack("<I", len(data) * struct.calcsize(tc)))
+    f.write(data)
 
 
 def main(cfg_path):
