@@ -46,10 +46,13 @@ def trainer_record(b):
     tail = bytes(b[s_off + s_len - n:s_off + s_len])
     if tail[:len(TRAINER_TAG)] != TRAINER_TAG or tail[-1] != 0 or b[s_off + s_len - n - 1] != 0:
         return None
-    try:
-        return int(str(tail[len(TRAINER_TAG):-1], "ascii"), 16)
-    except ValueError:
-        return None
+    r = 0
+    for c in tail[len(TRAINER_TAG):-1]:  # exactly 8 lowercase hex digits
+        d = b"0123456789abcdef".find(bytes((c,)))
+        if d < 0:
+            return None
+        r = (r << 4) | d
+    return r
 
 
 def _finite(a):
@@ -100,23 +103,37 @@ def _sync():
         sync()
 
 
-def _verify(tmp):
-    """Read the written file back and run load()'s validator on it (None if it is
-    valid, else the message); skipped (True) when the heap cannot hold it."""
+def _verify(tmp, size):
+    """Read the written file back and run load()'s validator on it: None if it is
+    valid, else the message; True (skipped) when the heap cannot hold it."""
     from microtrain import kern
-    from microtrain.model import _read_file
+    from microtrain.quant import zeros
 
     gc.collect()
     try:
-        view, words = _read_file(tmp)
+        if os.stat(tmp)[6] != size:
+            return "the file has %d bytes, %d were written (file system full?)" % (os.stat(tmp)[6], size)
+        words = zeros("i", (size + 3) >> 2)  # word-aligned, as load() reads it
+        buf = memoryview(words)
+        try:
+            import uctypes
+
+            buf = uctypes.bytearray_at(uctypes.addressof(words), size)
+        except ImportError:  # no uctypes: validate a bytes copy
+            buf = None
+        with open(tmp, "rb") as f:
+            if buf is None:
+                buf = f.read()
+            elif f.readinto(buf) != size:
+                return "short read back"
     except MemoryError:
         return True
     try:
-        kern.K.mtm_validate(view if view is not None else bytes(words))
+        kern.K.mtm_validate(buf)
     except ValueError as e:
         return str(e)
     finally:
-        view = words = None
+        buf = words = None
         gc.collect()
     return None
 
@@ -152,8 +169,8 @@ def save(model, path, trainer=None):
     check(model, trainer)
     tmp = path + ".tmp"
     try:
-        _write(model, tmp, trainer)
-        bad = _verify(tmp)
+        size = _write(model, tmp, trainer)
+        bad = _verify(tmp, size)
         if bad is not None and bad is not True:
             raise ValueError("save: the checkpoint would not load (%s); the previous checkpoint is kept" % bad)
     except BaseException:
@@ -272,4 +289,5 @@ def _write(model, tmp, trainer):
                 crc = _crc(pad[:8 - (n & 7)], crc)
         _put(f, struct.pack("<I", crc & 0xFFFFFFFF), 4)
         f.flush()
+    return total
 

@@ -57,6 +57,7 @@ MAX_ELEMS = 1 << 26  # the kernels' largest tensor (checks.c)
 MAX_NAME = 63
 # Runtime limits (docs/format.md, "Runtime limits"): a file within them runs inference
 # and a training step; the C loader and the device's pure-Python loader check the same.
+TRAINER_TAG = b"trainer:rng="  # the trainer record: tag, 8 lowercase hex digits, NUL
 SCALE_MIN = 2.0**-40  # every activation scale and weight scale: products stay normal in float32
 SCALE_MAX = 2.0**40
 MAX_GAP_HW = 65536  # global_avgpool positions
@@ -190,6 +191,9 @@ class Model:
     trained: bool = False
     has_state: bool = False
     train_steps: int = 0
+    # the trainer record of a checkpoint (docs/format.md, "Trainer record"): Trainer.fit's
+    # shuffle-generator state, the string pool's last string; None in other files
+    trainer_rng: int | None = None
 
     def layer(self, name: str) -> Layer:
         for ly in self.layers:
@@ -506,6 +510,8 @@ def write(m: Model) -> bytes:
             noff, nlen, foff, flen, int(ly.inputs[0]), _idx(ly.inputs[1] if len(ly.inputs) > 1 else None),
             int(ly.output), _idx(ly.weight), _idx(ly.bias), _idx(ly.mult), _idx(ly.shift),
             *[_idx(s) for s in ly.state], 0, *params)
+    if m.trainer_rng is not None:
+        pool.extend(TRAINER_TAG + b"%08x\0" % (m.trainer_rng & 0xFFFFFFFF))
     n_t, n_l = len(m.tensors), len(m.layers)
     tt_off = HEADER_SIZE
     lt_off = tt_off + TENSOR_ENTRY * n_t
@@ -662,9 +668,22 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
         ins = [in0] if n_in == 1 else [in0, in1]
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),
                             _opt(sh), [_opt(s) for s in state], fused, bool(lflags & LFLAG_TRAINED)))
-    m = Model(tensors, layers, inp, outp, flags_trained, bool(flags & FLAG_HAS_STATE), steps)
+    m = Model(tensors, layers, inp, outp, flags_trained, bool(flags & FLAG_HAS_STATE), steps,
+              trainer_record(pool))
     validate(m)
     return m
+
+
+def trainer_record(pool: bytes) -> int | None:
+    """The shuffle-generator state of a string pool ending with the trainer record, else None."""
+    n = len(TRAINER_TAG) + 9
+    tail = bytes(pool[-n:])
+    if len(pool) < n + 1 or pool[-n - 1] != 0 or not tail.startswith(TRAINER_TAG) or tail[-1] != 0:
+        return None
+    digits = tail[len(TRAINER_TAG):-1]
+    if any(c not in b"0123456789abcdef" for c in digits):
+        return None
+    return int(digits, 16)
 
 
 def save(m: Model, path: str | os.PathLike[str]) -> None:
