@@ -430,6 +430,9 @@ class Model:
         bufs, steps = self._plan(keep_from)
         if start == 0:
             xb = bufs[self.input.index]
+            if x is None or isinstance(x, (int, float)):
+                raise TypeError("forward: the input must be an int8 buffer (bytes, bytearray, array('b') "
+                                "or a memoryview of one), got %s" % type(x).__name__)
             if len(x) != len(xb):
                 raise ValueError("forward: input has %d values, the model takes %d %s" %
                                  (len(x), len(xb), self.input.shape))
