@@ -4,8 +4,11 @@
 #       around every save and DONE at the end
 #   rel_train.py heap MODEL DATA CKPT            one epoch and a save in whatever heap -X gave:
 #       prints OK, or MEMORY (a MemoryError, with the model still usable for inference)
-#   rel_train.py soak MODEL DATA CKPT STEPS      STEPS training steps with evaluations and
-#       saves; prints LIVE <bytes> after each round (the live heap after a collection)
+#   rel_train.py scratch MODEL TRAIN TEST EPOCHS LR  from-scratch training (issue 14, finding 4):
+#       prints ACC <held-out accuracy> and SCALE <largest weight scale of the first layer>
+#   rel_train.py soak MODEL DATA CKPT STEPS ROUND  STEPS training steps with an evaluation, a
+#       save and a reload every ROUND steps; prints LIVE <bytes> after each round (the live heap
+#       after a collection)
 import gc
 import os
 import sys
@@ -62,14 +65,14 @@ def heap(model, data, ck):
     print("OK")
 
 
-def soak(model, data, ck, steps):
+def soak(model, data, ck, steps, per_round):
     ds = FileDataset(data)
     m = mt.load(model)
     tr = trainer(m, "last:2", "mixed")  # lighter than "all": more steps per second
     n = len(ds)
     done = 0
     while done < steps:
-        k = min(steps - done, 2000)
+        k = min(steps - done, per_round)
         for i in range(k):
             x, y = ds[(done + i) % n]
             tr.step(x, y)
@@ -83,14 +86,26 @@ def soak(model, data, ck, steps):
     print("DONE", done)
 
 
+def scratch(model, train, test, epochs, lr):
+    m = mt.load(model)
+    tr = mt.Trainer(m, train="all", mode="float32", optimizer=optim.SGD(lr=lr, momentum=0.9), batch=1,
+                    log_every=0, seed=1)
+    tr.fit(FileDataset(train), epochs, verbose=False)
+    print("ACC", tr.evaluate(FileDataset(test), confusion=False)["acc"])
+    print("SCALE", max(tr.layers[0].w_scale))
+
+
 def main():
     cmd = sys.argv[1]
+    if cmd == "scratch":
+        scratch(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6]))
+        return
     if cmd == "resume":
         resume(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     elif cmd == "heap":
         heap(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        soak(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        soak(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
 
 
 main()

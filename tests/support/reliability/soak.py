@@ -19,11 +19,12 @@ class SoakResult:
     log: list[str] = field(default_factory=list)
 
 
-def run(steps: int) -> SoakResult:
+def run(steps: int, round_steps: int = 2000) -> SoakResult:
     model, data = files(64)
     d = BUILD / "soak"
     d.mkdir(parents=True, exist_ok=True)
-    p = run_mp("rel_train.py", ["soak", str(model), str(data), str(d / "ck.mtm"), str(steps)], heapsize="256K",
+    p = run_mp("rel_train.py", ["soak", str(model), str(data), str(d / "ck.mtm"), str(steps), str(round_steps)],
+               heapsize="256K",
                timeout=7200)
     res = SoakResult()
     for ln in p.stdout.splitlines():
