@@ -172,7 +172,8 @@ def save(model, path, trainer=None):
         size = _write(model, tmp, trainer)
         bad = _verify(tmp, size)
         if bad is not None and bad is not True:
-            raise ValueError("save: the checkpoint would not load (%s); the previous checkpoint is kept" % bad)
+            raise ValueError("save: the checkpoint would not load (%s); the previous checkpoint is kept"
+                             % bad)
     except BaseException:
         _remove(tmp)  # a partial or refused file (disk full, bad value): nothing stale left behind
         raise

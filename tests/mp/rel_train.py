@@ -79,8 +79,7 @@ def soak(model, data, ck, steps, per_round):
         done += k
         tr.evaluate(ds, confusion=False)
         tr.save(ck)
-        m2 = mt.load(ck)  # the checkpoint loads
-        m2 = None
+        mt.load(ck)  # the checkpoint loads (and is dropped again)
         gc.collect()
         print("LIVE", gc.mem_alloc(), done)
     print("DONE", done)

@@ -17,7 +17,8 @@ def _natmod() -> None:
 
 def test_libfuzzer_loader_and_kernels_short() -> None:
     if fuzz.clang() is None:
-        pytest.fail("clang-14 with libFuzzer is required (tools/setup.sh installs clang-14 libclang-rt-14-dev)")
+        pytest.fail("clang-14 with libFuzzer is required "
+                    "(tools/setup.sh installs clang-14 libclang-rt-14-dev)")
     r = fuzz.run(10_000, seed=11)
     assert r.crashes == 0, "\n".join(r.log)
     assert r.execs == 10_000

@@ -82,8 +82,10 @@ def _state_nan() -> bytes:
 LIMITS = {
     "act_scale": (lambda: _linear(4, 3, in_scale=2.0**41), "PER_TENSOR scale outside 2^-40..2^40"),
     "act_scale_tiny": (lambda: _linear(4, 3, in_scale=2.0**-41), "PER_TENSOR scale outside 2^-40..2^40"),
-    "weight_scale": (lambda: _linear(4, 3, w_scale=3.4e38), "weight scale (qscales value) outside 2^-40..2^40"),
-    "classes": (lambda: _linear(1, 40000), "model output larger than 32767 values (cross_entropy class limit)"),
+    "weight_scale": (lambda: _linear(4, 3, w_scale=3.4e38),
+                     "weight scale (qscales value) outside 2^-40..2^40"),
+    "classes": (lambda: _linear(1, 40000),
+                "model output larger than 32767 values (cross_entropy class limit)"),
     "conv_terms": (_conv_terms, "k_h * k_w * out_c / groups must be <= 131071 (grad-input bound)"),
     "gap_hw": (_gap, "hw must be <= 65536 (global_avgpool positions)"),
     "act_numel": (_relu_big, "activation larger than 2^26 values"),

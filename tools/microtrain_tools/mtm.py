@@ -351,8 +351,9 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
             _geom_ok(c, in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l)
             c(k_h * k_w * (in_c // g) <= 32768, "k_h * k_w * in_c / groups > 32768")
             c(out_h * out_w <= 65536, "out_h * out_w > 65536")
-            c(k_h * k_w * (out_c // g) <= MAX_GRAD_TERMS,
-              f"k_h * k_w * out_c / groups = {k_h * k_w * (out_c // g)} > {MAX_GRAD_TERMS} (grad-input bound)")
+            terms = k_h * k_w * (out_c // g)
+            c(terms <= MAX_GRAD_TERMS,
+              f"k_h * k_w * out_c / groups = {terms} > {MAX_GRAD_TERMS} (grad-input bound)")
             c(tuple(x.shape) == (in_h, in_w, in_c), f"input shape {tuple(x.shape)} != {(in_h, in_w, in_c)}")
             c(tuple(y.shape) == (out_h, out_w, out_c),
               f"output shape {tuple(y.shape)} != {(out_h, out_w, out_c)}")

@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
            or bd.clear != bd.cases or bd.unchanged != bd.cases or not bd.same_checkpoint or sk.leak)
     for p in problems[:40]:
         print("  problem:", p[:400])
-    print(f"reliability: fuzz_execs={fz.execs} crashes={fz.crashes} abuse_calls={ab.calls} crashes={ab.crashes} "
+    print(f"reliability: fuzz_execs={fz.execs} crashes={fz.crashes} abuse_calls={ab.calls} "
+          f"crashes={ab.crashes} "
           f"kills={kl.kills} torn={kl.torn} resume_exact={kl.resume_exact}/{kl.kills} heaps={hp.heaps} "
           f"crashes={hp.crashes} bad_inputs={bd.cases} model_unchanged={bd.unchanged}/{bd.cases} "
           f"soak_steps={sk.steps} leak={sk.leak} scratch_acc={sc.acc:.4f}")

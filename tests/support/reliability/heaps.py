@@ -31,8 +31,8 @@ def run(sizes: list[int]) -> HeapResult:
         out = p.stdout.split()
         last = ((p.stdout + p.stderr).strip().splitlines() or [""])[-1]  # the unix port prints tracebacks
         # on stdout
-        clean = (p.returncode == 0 and out[:1] == ["OK"]) or (p.returncode == 0 and out[:2] == ["MEMORY", "True"]) \
-            or (p.returncode == 1 and last.startswith("MemoryError"))
+        clean = ((p.returncode == 0 and (out[:1] == ["OK"] or out[:2] == ["MEMORY", "True"]))
+                 or (p.returncode == 1 and last.startswith("MemoryError")))
         if out[:1] == ["OK"]:
             res.ok += 1
             from microtrain_tools import mtm

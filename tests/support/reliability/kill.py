@@ -59,9 +59,9 @@ def run(trials: int, seed: int = 1) -> KillResult:
             f.unlink(missing_ok=True)
         at = rng.randrange(EPOCHS)
         delay = rng.uniform(0.0, 0.003)
-        proc = subprocess.Popen([str(MICROPYTHON), "-X", "heapsize=16M", str(MP_DIR / "rel_train.py"), "resume",
-                                 str(model), str(data), str(ck), str(EPOCHS)], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, env=mp_env())
+        proc = subprocess.Popen([str(MICROPYTHON), "-X", "heapsize=16M", str(MP_DIR / "rel_train.py"),
+                                 "resume", str(model), str(data), str(ck), str(EPOCHS)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=mp_env())
         assert proc.stdout is not None
         for line in proc.stdout:
             if line.startswith(f"SAVING {at}"):

@@ -2,7 +2,8 @@
 calibrated activation ranges, trained on the device from scratch (SGD momentum 0.9, float32
 mode, batch 1), held-out accuracy (optionally next to PyTorch's on the same weights, data and
 order). The issue's lr 0.02 diverges in PyTorch too on this network and data (chance level
-after two epochs), so the case runs at lr 0.005, where PyTorch learns (0.86 after one epoch). Activation ranges stay fixed at calibration until on-device range adaptation lands,
+after two epochs), so the case runs at lr 0.005, where PyTorch learns (0.86 after one epoch).
+Activation ranges stay fixed at calibration until on-device range adaptation lands,
 so this measures the current behaviour."""
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def run(epochs: int = 1, lr: float = 0.005, with_torch: bool = False) -> Scratch
     (out / "model.mtm").write_bytes(data)
     write_mtd(out / "train.mtd", cv.quantize_input(data, x[:N_TRAIN]), y[:N_TRAIN].numpy())
     write_mtd(out / "test.mtd", cv.quantize_input(data, x[N_TRAIN:]), y[N_TRAIN:].numpy())
-    p = run_mp("rel_train.py", ["scratch", str(out / "model.mtm"), str(out / "train.mtd"), str(out / "test.mtd"),
-                                str(epochs), repr(lr)], timeout=7200)
+    p = run_mp("rel_train.py", ["scratch", str(out / "model.mtm"), str(out / "train.mtd"),
+                                str(out / "test.mtd"), str(epochs), repr(lr)], timeout=7200)
     vals = dict(ln.split()[:2] for ln in p.stdout.splitlines() if ln[:3] in ("ACC", "SCA"))
     if "ACC" not in vals:
         raise RuntimeError(f"scratch run failed: {p.stdout[-500:]} {p.stderr[-2000:]}")

@@ -23,9 +23,8 @@ def run(steps: int, round_steps: int = 2000) -> SoakResult:
     model, data = files(64)
     d = BUILD / "soak"
     d.mkdir(parents=True, exist_ok=True)
-    p = run_mp("rel_train.py", ["soak", str(model), str(data), str(d / "ck.mtm"), str(steps), str(round_steps)],
-               heapsize="256K",
-               timeout=7200)
+    p = run_mp("rel_train.py", ["soak", str(model), str(data), str(d / "ck.mtm"), str(steps),
+                                str(round_steps)], heapsize="256K", timeout=7200)
     res = SoakResult()
     for ln in p.stdout.splitlines():
         if ln.startswith("LIVE"):
