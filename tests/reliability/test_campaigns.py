@@ -48,6 +48,6 @@ def test_bad_inputs_clear_errors_and_model_unchanged() -> None:
 
 
 def test_soak_short_no_leak() -> None:
-    r = soak.run(3_000, round_steps=500)
-    assert r.steps == 3_000 and len(r.live) == 6
+    r = soak.run(1_500, round_steps=250)
+    assert r.steps == 1_500 and len(r.live) == 6
     assert r.leak == 0, "\n".join(r.log)
