@@ -20,6 +20,13 @@ BUILD = ROOT / "build" / "reliability"
 MP_DIR = ROOT / "tests" / "mp"
 
 
+def workdir(name: str) -> Path:
+    """A directory of its own for one campaign run (runs may go on side by side)."""
+    d = BUILD / f"{name}-{os.getpid()}"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
 def mp_env(pure: bool = False) -> dict[str, str]:
     """MICROPYPATH: the natmod (unless pure) and the device package."""
     path = str(PYTHON_LIB) if pure else f"{NATMOD_X64}:{PYTHON_LIB}"

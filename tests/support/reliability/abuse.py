@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from support.bad_input_cases import BASES
 from support.harness import Buf
 from support.kernel_harness import to_raw
-from support.reliability import BUILD, run_mp
+from support.reliability import run_mp, workdir
 
 CHUNK = 5000  # calls per micropython process
 
@@ -42,8 +42,7 @@ def _literal(a: object) -> str:
 
 
 def bases_file() -> str:
-    BUILD.mkdir(parents=True, exist_ok=True)
-    p = BUILD / "abuse_bases.py"
+    p = workdir("abuse") / "bases.py"
     items = [f"({op!r}, [{', '.join(_literal(a) for a in case.args)}])" for op, case in sorted(BASES.items())]
     p.write_text("[\n" + ",\n".join(items) + "\n]\n")
     return str(p)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from support.reliability import BUILD, run_mp
+from support.reliability import run_mp, workdir
 from support.reliability.train_files import files
 
 
@@ -21,8 +21,7 @@ class BadResult:
 
 def run() -> BadResult:
     model, data = files(24)
-    d = BUILD / "bad"
-    d.mkdir(parents=True, exist_ok=True)
+    d = workdir("bad")
     res = BadResult()
     ck = {}
     for with_bad in ("1", "0"):

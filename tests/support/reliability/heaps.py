@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from support.reliability import BUILD, run_mp
+from support.reliability import run_mp, workdir
 from support.reliability.train_files import files
 
 
@@ -20,8 +20,7 @@ class HeapResult:
 
 def run(sizes: list[int]) -> HeapResult:
     model, data = files(24)
-    d = BUILD / "heaps"
-    d.mkdir(parents=True, exist_ok=True)
+    d = workdir("heaps")
     res = HeapResult()
     for h in sizes:
         ck = d / "ck.mtm"

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from support.harness import MICROPYTHON
-from support.reliability import BUILD, MP_DIR, mp_env, run_mp
+from support.reliability import MP_DIR, mp_env, run_mp, workdir
 from support.reliability.train_files import files
 
 EPOCHS = 6
@@ -43,8 +43,7 @@ def _valid(path: str) -> bool:
 
 def run(trials: int, seed: int = 1) -> KillResult:
     model, data = files(24)
-    d = BUILD / "kill"
-    d.mkdir(parents=True, exist_ok=True)
+    d = workdir("kill")
     ref = d / "ref.mtm"
     ref.unlink(missing_ok=True)
     p = run_mp("rel_train.py", ["resume", str(model), str(data), str(ref), str(EPOCHS)], timeout=600)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from support.reliability import BUILD, run_mp
+from support.reliability import run_mp, workdir
 from support.reliability.train_files import files
 
 LEAK_BYTES = 1024  # growth of the live heap from the second round to the last that counts as a leak
@@ -21,8 +21,7 @@ class SoakResult:
 
 def run(steps: int, round_steps: int = 2000) -> SoakResult:
     model, data = files(64)
-    d = BUILD / "soak"
-    d.mkdir(parents=True, exist_ok=True)
+    d = workdir("soak")
     p = run_mp("rel_train.py", ["soak", str(model), str(data), str(d / "ck.mtm"), str(steps),
                                 str(round_steps)], heapsize="256K", timeout=7200)
     res = SoakResult()
