@@ -15,7 +15,8 @@ NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/
 export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)/tools:$(ROOT)
 
-.PHONY: setup test test-twin demo natmod natmod-all check-kernels lint clean dist train-eval parity models models-update
+.PHONY: setup test test-twin demo natmod natmod-all check-kernels lint clean dist train-eval parity models models-update \
+	fuzz reliability
 
 ## setup: install the toolchain, venv (pinned) and MicroPython core once.
 setup: $(SETUP_STAMP)
@@ -82,6 +83,19 @@ models: $(SETUP_STAMP)
 ## models-update: retrain them and replace the shipped files (after a recipe change).
 models-update: $(SETUP_STAMP)
 	@$(PY) -m evals.base_models --update
+
+## fuzz: libFuzzer + ASan/UBSan on the .mtm loader and the kernels of accepted files
+## (tests/c/mtm_libfuzzer.c), FUZZ_EXECS executions (default 1,000,000).
+FUZZ_EXECS ?= 1000000
+fuzz: $(SETUP_STAMP)
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -c "import sys; from support.reliability import fuzz; \
+	    r = fuzz.run($(FUZZ_EXECS)); print(*r.log, sep='\n'); \
+	    print(f'fuzz: execs={r.execs} crashes={r.crashes}'); sys.exit(1 if r.crashes else 0)"
+
+## reliability: the long reliability campaigns (fuzzing, abusive calls, kill -9 during saves,
+## small heaps, bad inputs, soak, from-scratch case); ends with the summary line (issue 14).
+reliability: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.reliability
 
 ## lint: ruff over every Python folder.
 lint: $(SETUP_STAMP)

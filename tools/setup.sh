@@ -12,6 +12,9 @@ command -v make >/dev/null 2>&1 || need_apt="$need_apt make"
 command -v cmake >/dev/null 2>&1 || need_apt="$need_apt cmake"  # tests/test_firmware.py: usermod cmake check
 command -v qemu-system-arm >/dev/null 2>&1 || need_apt="$need_apt qemu-system-arm"  # ports/qemu: the Cortex-M boards (make test-mcu)
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt="$need_apt python3-venv"
+# libFuzzer (clang's -fsanitize=fuzzer runtime) for make fuzz / make reliability and the short
+# fuzz run of make test: Debian bookworm's clang 14.
+command -v clang-14 >/dev/null 2>&1 || need_apt="$need_apt clang-14 libclang-rt-14-dev"
 # Real data for parity, transfer learning and the demo (offline Debian package).
 [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || need_apt="$need_apt dataset-fashion-mnist"
 if [ -n "$need_apt" ]; then

@@ -1,6 +1,8 @@
 # Checkpoints: the model written back as a .mtm file (docs/format.md,
-# "Checkpoints"), atomically: a temporary file is written, flushed, closed
-# and renamed over the target, so a reset mid-write leaves the old file.
+# "Checkpoints"), atomically: a temporary file is written, flushed, closed,
+# read back through the same validator load() runs, and only then renamed
+# over the target, so a reset mid-write or a bad value leaves the old file.
+import gc
 import os
 import struct
 
@@ -30,6 +32,118 @@ def _crc(data, crc):
     return kern.py("crc32")(data, crc)
 
 
+SCALE_MIN = 9.094947017729282e-13  # 2^-40: the validator's scale range (format.md, Runtime limits)
+SCALE_MAX = 1099511627776.0  # 2^40
+TRAINER_TAG = b"trainer:rng="  # the pool's trainer record: tag + 8 hex digits + NUL
+
+
+def trainer_record(b):
+    """The shuffle-generator state a checkpoint's string pool ends with, or None."""
+    s_off, s_len = struct.unpack_from("<II", b, 36)
+    n = len(TRAINER_TAG) + 9
+    if s_len < n + 1:
+        return None
+    tail = bytes(b[s_off + s_len - n:s_off + s_len])
+    if tail[:len(TRAINER_TAG)] != TRAINER_TAG or tail[-1] != 0 or b[s_off + s_len - n - 1] != 0:
+        return None
+    r = 0
+    for c in tail[len(TRAINER_TAG):-1]:  # exactly 8 lowercase hex digits
+        d = b"0123456789abcdef".find(bytes((c,)))
+        if d < 0:
+            return None
+        r = (r << 4) | d
+    return r
+
+
+def _finite(a):
+    # one C-level sum first (inf and NaN propagate); element by element only if it
+    # is not finite, since a float32 sum of large finite values can overflow
+    t = sum(a)
+    if t - t == 0.0:
+        return True
+    for v in a:
+        if not -3.5e38 < v < 3.5e38:
+            return False
+    return True
+
+
+def check(model, trainer=None):
+    """Raise ValueError naming the layer if the checkpoint of `model` (with
+    `trainer`'s state) would break the validator's value rules; the cheap
+    part of save()'s checks, done before anything is written."""
+    for ly in model.layers:
+        if not (ly.trained or ly.modified):
+            continue
+        for v in ly.w_scale:
+            if not SCALE_MIN <= v <= SCALE_MAX:
+                raise ValueError("save: layer %s: weight scale %r outside 2^-40..2^40 (training diverged: "
+                                 "lower the learning rate); the previous checkpoint is kept" % (ly.name, v))
+    for li, slots in _state_arrays(model, trainer).items():
+        for k in range(4):
+            if slots[k] is not None and not _finite(slots[k]):
+                raise ValueError("save: layer %s: %s not finite (a failed update?); the previous "
+                                 "checkpoint is kept" % (model.layers[li].name,
+                                                          ("master weights", "master bias",
+                                                           "optimiser state (weights)",
+                                                           "optimiser state (bias)")[k]))
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _sync():
+    # the directory entry of the rename: os.sync() where the port has it (bare-metal
+    # VFS ports); the unix port has neither sync nor fsync (flush + close only)
+    sync = getattr(os, "sync", None)
+    if sync is not None:
+        sync()
+
+
+def _verify(tmp, size):
+    """Read the written file back and run load()'s validator on it: None if it is
+    valid, else the message; True (skipped) when the heap cannot hold it."""
+    from microtrain import kern
+    from microtrain.quant import zeros
+
+    gc.collect()
+    try:
+        if os.stat(tmp)[6] != size:
+            return "the file has %d bytes, %d were written (file system full?)" % (os.stat(tmp)[6], size)
+        words = zeros("i", (size + 3) >> 2)  # word-aligned, as load() reads it
+        buf = memoryview(words)
+        try:
+            import uctypes
+
+            buf = uctypes.bytearray_at(uctypes.addressof(words), size)
+        except ImportError:  # no uctypes: validate a bytes copy
+            buf = None
+        with open(tmp, "rb") as f:
+            if buf is None:
+                buf = f.read()
+            elif f.readinto(buf) != size:
+                return "short read back"
+    except MemoryError:
+        return True
+    try:
+        kern.K.mtm_validate(buf)
+    except ValueError as e:
+        return str(e)
+    finally:
+        buf = words = None
+        gc.collect()
+    return None
+
+
+def _put(f, data, n):
+    got = f.write(data)
+    if got is not None and got != n:  # a short write: the file system is full
+        raise OSError(28, "save: short write (%d of %d bytes): file system full?" % (got, n))
+
+
 def _state_arrays(model, trainer):
     """{layer index: [slot0..3 arrays or None]} for the checkpoint's STATE tensors."""
     out = {}
@@ -49,7 +163,29 @@ def _state_arrays(model, trainer):
 
 
 def save(model, path, trainer=None):
-    """Write `model` (with trained layers, optimiser state if `trainer`) to path."""
+    """Write `model` (with trained layers, optimiser state and the shuffle
+    generator if `trainer`) to path. A file the validator would refuse is never
+    written over path: ValueError, and the previous file stays as it was."""
+    check(model, trainer)
+    tmp = path + ".tmp"
+    try:
+        size = _write(model, tmp, trainer)
+        bad = _verify(tmp, size)
+        if bad is not None and bad is not True:
+            raise ValueError("save: the checkpoint would not load (%s); the previous checkpoint is kept"
+                             % bad)
+    except BaseException:
+        _remove(tmp)  # a partial or refused file (disk full, bad value): nothing stale left behind
+        raise
+    try:
+        os.rename(tmp, path)
+    except OSError:  # FAT (most boards) will not rename over an existing file
+        _remove(path)
+        os.rename(tmp, path)
+    _sync()
+
+
+def _write(model, tmp, trainer):
     b = model._bytes
     tensors = model.tensors
     u32 = struct.unpack_from
@@ -78,7 +214,15 @@ def save(model, path, trainer=None):
     n_l = len(model.layers)
     new_lt = HEADER_SIZE + TENSOR_ENTRY * n_t
     new_s = new_lt + LAYER_ENTRY * n_l
-    new_d = (new_s + s_len + 7) & ~7
+    # the pool, with the trainer record (shuffle generator) replaced or appended
+    pool_len = s_len
+    if trainer_record(b) is not None:
+        pool_len -= len(TRAINER_TAG) + 9
+    rec = b""
+    if trainer is not None and getattr(trainer, "_rng", None) is not None:
+        rec = TRAINER_TAG + bytes("%08x" % (trainer._rng & 0xFFFFFFFF), "ascii") + b"\0"
+    new_slen = pool_len + len(rec)
+    new_d = (new_s + new_slen + 7) & ~7
     # data placement
     offs = []
     pos = new_d
@@ -100,7 +244,7 @@ def save(model, path, trainer=None):
     flags = FLAG_TRAINED | (FLAG_HAS_STATE if new_state else 0)
 
     head = bytearray(b[0:HEADER_SIZE])
-    struct.pack_into("<IIIIIIIIIIIII", head, 12, flags, total, n_t, HEADER_SIZE, n_l, new_lt, new_s, s_len,
+    struct.pack_into("<IIIIIIIIIIIII", head, 12, flags, total, n_t, HEADER_SIZE, n_l, new_lt, new_s, new_slen,
                      new_d, d_len, remap[model.input.index], remap[model.output.index],
                      model.train_steps & 0xFFFFFFFF)
     table = bytearray(TENSOR_ENTRY * n_t + LAYER_ENTRY * n_l)
@@ -133,23 +277,18 @@ def save(model, path, trainer=None):
                          idx(ly.weight_t), idx(ly.bias_t), idx(ly.mult_t), idx(ly.shift_t), *sl)
     # string offsets in the layer entries are relative to the pool: unchanged
     pad = bytes(8)
-    tmp = path + ".tmp"
     crc = 0
     with open(tmp, "wb") as f:
-        for part in (head, table, memoryview(b)[s_off:s_off + s_len], pad[:new_d - new_s - s_len]):
-            f.write(part)
+        for part in (head, table, memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen]):
+            _put(f, part, len(part))
             crc = _crc(part, crc)
         for a, n in items:
-            f.write(a)
+            _put(f, a, n)
             crc = _crc(a, crc)
             if n & 7:
-                f.write(pad[:8 - (n & 7)])
+                _put(f, pad[:8 - (n & 7)], 8 - (n & 7))
                 crc = _crc(pad[:8 - (n & 7)], crc)
-        f.write(struct.pack("<I", crc & 0xFFFFFFFF))
+        _put(f, struct.pack("<I", crc & 0xFFFFFFFF), 4)
         f.flush()
-    try:
-        os.rename(tmp, path)
-    except OSError:  # FAT (most boards) will not rename over an existing file
-        os.remove(path)
-        os.rename(tmp, path)
+    return total
 

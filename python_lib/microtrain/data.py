@@ -16,11 +16,23 @@ class FileDataset:
 
     def __init__(self, path):
         self.path = path
-        self._f = open(path, "rb")
-        head = self._f.read(16)
-        if len(head) != 16 or head[:4] != MAGIC:
-            raise ValueError("FileDataset: %s is not a .mtd file" % path)
-        self.n, self.numel, _ = struct.unpack("<III", head[4:])
+        f = self._f = open(path, "rb")
+        try:
+            head = f.read(16)
+            if len(head) != 16 or head[:4] != MAGIC:
+                raise ValueError("FileDataset: %s is not a .mtd file" % path)
+            self.n, self.numel, _ = struct.unpack("<III", head[4:])
+            size = f.seek(0, 2)  # the records must be there: the header's count is not trusted
+            if size is None:
+                size = f.tell()
+            want = 16 + self.n * (1 + self.numel)
+            if (self.n and not self.numel) or size != want:
+                raise ValueError("FileDataset: %s: the header says %d records of %d values (%d bytes), the "
+                                 "file has %d bytes (truncated or not a .mtd file)" %
+                                 (path, self.n, self.numel, want, size))
+        except BaseException:
+            f.close()
+            raise
         self._rec = bytearray(1 + self.numel)
         self._x = memoryview(self._rec)[1:]
 
@@ -46,9 +58,17 @@ class FileDataset:
         with open(path, "wb") as f:
             f.write(MAGIC + struct.pack("<III", n, numel, 0))
             lb = bytearray(1)
-            for x, label in samples:
-                if len(x) != numel:
-                    raise ValueError("FileDataset.write: samples differ in size")
+            for i in range(n):
+                s = samples[i]
+                if not isinstance(s, (tuple, list)) or len(s) != 2:
+                    raise TypeError("FileDataset.write: sample %d must be an (x, label) pair" % i)
+                x, label = s
+                if type(label) is not int or not 0 <= label <= 255:
+                    raise ValueError("FileDataset.write: sample %d: label must be an int in 0..255, got %r"
+                                     % (i, label))
+                if isinstance(x, str) or len(x) != numel:
+                    raise ValueError("FileDataset.write: sample %d: x must be an int8 buffer of %d values"
+                                     % (i, numel))
                 lb[0] = label
                 f.write(lb)
                 f.write(x)

@@ -317,18 +317,39 @@ class Model:
         """Layer indices for a train spec: "last:N" (the last N layers with
         parameters), "all", a name, or a list of names / indices."""
         weighted = [ly.index for ly in self.layers if ly.w is not None]
+        if not weighted:
+            raise ValueError("train=%r: the model has no layers with parameters (conv2d / linear)" % (spec,))
         if spec is None or spec == "all":
             return weighted
         if isinstance(spec, str) and spec.startswith("last:"):
-            n = int(spec[5:])
+            try:
+                n = int(spec[5:])
+            except ValueError:
+                n = 0
             if not 1 <= n <= len(weighted):
-                raise ValueError("train=%r: the model has %d layers with parameters" % (spec, len(weighted)))
+                raise ValueError("train=%r: need 'last:N' with N in 1..%d (the layers with parameters)" %
+                                 (spec, len(weighted)))
             return weighted[-n:]
+        orig = spec
         if isinstance(spec, (str, int)):
             spec = [spec]
+        if not isinstance(spec, (list, tuple)) or not spec:
+            raise ValueError("train=%r: expected 'last:N', 'all', a layer name, an index or a non-empty "
+                             "list of them" % (spec,))
         out = []
+        n_l = len(self.layers)
         for s in spec:
-            ly = self.layers[s] if isinstance(s, int) else self.layer(s)
+            if type(s) is int:
+                if not 0 <= s < n_l:
+                    raise ValueError("train=%r: layer index %d outside 0..%d" % (orig, s, n_l - 1))
+                ly = self.layers[s]
+            elif isinstance(s, str):
+                try:
+                    ly = self.layer(s)
+                except KeyError:
+                    raise ValueError("train=%r: no layer named %r" % (orig, s)) from None
+            else:
+                raise ValueError("train=%r: %r is neither a layer name nor an index" % (orig, s))
             if ly.w is None:
                 raise ValueError("layer %s (%s) has no parameters to train" % (ly.name, ly.kind))
             if ly.index not in out:
@@ -436,10 +457,17 @@ class Model:
         bufs, steps = self._plan(keep_from)
         if start == 0:
             xb = bufs[self.input.index]
+            if x is None or isinstance(x, (int, float)):
+                raise TypeError("forward: the input must be an int8 buffer (bytes, bytearray, array('b') "
+                                "or a memoryview of one), got %s" % type(x).__name__)
             if len(x) != len(xb):
                 raise ValueError("forward: input has %d values, the model takes %d %s" %
                                  (len(x), len(xb), self.input.shape))
-            xb[:] = x  # raw byte copy: bytes, bytearray and array('b') all work
+            try:
+                xb[:] = x  # raw byte copy: bytes, bytearray and array('b') all work
+            except (TypeError, ValueError, NotImplementedError):
+                raise TypeError("forward: the input must be an int8 buffer (bytes, bytearray, array('b') "
+                                "or a memoryview of one), got %s" % type(x).__name__) from None
         for i in range(start, len(steps)):
             s = steps[i]
             s[0](*s[1])
@@ -465,8 +493,15 @@ class Model:
         out = out if out is not None else bytearray(t.numel)
         inv, zp, fl = 1.0 / t.scale, t.zero_point, math.floor
         for i in range(t.numel):
-            q = int(fl(values[i] * inv + 0.5)) + zp
-            out[i] = (127 if q > 127 else (-128 if q < -128 else q)) & 0xFF
+            x = values[i]
+            v = x * inv + 0.5
+            if -256.0 < v < 256.0:  # beyond, q saturates the same: no int() of a huge float
+                q = int(fl(v)) + zp
+                out[i] = (127 if q > 127 else (-128 if q < -128 else q)) & 0xFF
+            elif x - x == 0.0:  # finite (inf - inf and NaN - NaN are NaN), v large or overflowed
+                out[i] = 127 if v > 0.0 else 0x80
+            else:
+                raise ValueError("quantize_input: value %d is %r (not a finite number)" % (i, x))
         return out
 
     def dequantize_output(self, q=None):

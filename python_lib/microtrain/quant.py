@@ -11,16 +11,22 @@ BIAS_LIMIT = const(1073741824)  # |bias| <= 2^30 (numerics.md)
 
 
 def zeros(typecode, n):
-    """array(typecode) of n zeros, grown in 512-element steps: building it from
-    bytes(n * size) would need twice its size at once (a 74 KB gradient buffer
-    would need 148 KB free), while growing in place needs little more than n."""
+    """array(typecode) of n zeros, grown in place: building it from bytes(n * size)
+    would need twice its size at once (a 74 KB gradient buffer would need 148 KB
+    free). It starts from the top bits of n and doubles by extending with itself
+    (MicroPython re-reads its own buffer after a move), adding one element for
+    each set bit of n: log2(n) reallocations, so the copying is linear in n, and
+    no temporary beyond the array itself."""
     size = 1 if typecode in "bB" else (2 if typecode in "hH" else 4)
-    k = n if n < 512 else 512
-    z = bytes(k * size)
-    a = array.array(typecode, z)
-    while len(a) < n:
-        m = n - len(a)
-        a.extend(z if m >= k else z[:m * size])
+    p = 0
+    while (n >> p) > 512:
+        p += 1
+    a = array.array(typecode, bytes((n >> p) * size))
+    while p:
+        p -= 1
+        a.extend(a)
+        if (n >> p) & 1:
+            a.append(0)
     return a
 
 

@@ -22,6 +22,13 @@ def _live():
     return gc.mem_alloc()
 
 
+def _sample(samples, i):
+    s = samples[i]
+    if not isinstance(s, (tuple, list)) or len(s) != 2:
+        raise TypeError("sample %d must be an (x, label) pair, got %s" % (i, type(s).__name__))
+    return s
+
+
 class Trainer:
     """Train `model` on (x, label) samples.
 
@@ -35,42 +42,82 @@ class Trainer:
     schedule:  "constant", "step", "cosine", or callable(lr0, epoch, epochs).
     log:       path of a JSON-lines training log (or None).
     log_every: a "step" log record every that many samples (0: none).
-    seed:      seed of the per-epoch shuffle in fit (xorshift32).
+    seed:      seed of the per-epoch shuffle in fit (xorshift32); None: continue
+               the shuffle sequence a checkpoint saved (else seed 1).
+
+    Every argument is checked before the model is touched: a failed
+    construction raises one ValueError / TypeError and leaves the model (and
+    any trainer already using it) as it was.
     """
 
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
-                 schedule=None, log=None, log_every=100, seed=1):
+                 schedule=None, log=None, log_every=100, seed=None):
         if mode not in MODES:
             raise ValueError("Trainer: mode must be one of %s, got %r" % (MODES, mode))
-        if batch < 1:
-            raise ValueError("Trainer: batch must be >= 1")
+        if type(batch) is not int or batch < 1:
+            raise ValueError("Trainer: batch must be an int >= 1, got %r" % (batch,))
+        if optimizer is not None and not isinstance(optimizer, optim._Optimizer):
+            raise TypeError("Trainer: optimizer must be an optimiser object such as SGD(lr=0.01) or "
+                            "Adam(), got %r" % (optimizer,))
+        if sparse is not None and not hasattr(sparse, "observe"):
+            raise TypeError("Trainer: sparse must be None, DynamicSparse(...) or StaticSparse(...), got %r"
+                            % (sparse,))
+        if type(log_every) is not int or log_every < 0:
+            raise ValueError("Trainer: log_every must be an int >= 0, got %r" % (log_every,))
+        if seed is not None and type(seed) is not int:
+            raise ValueError("Trainer: seed must be an int or None, got %r" % (seed,))
+        if log is not None and not isinstance(log, str):
+            raise TypeError("Trainer: log must be a path (str) or None, got %r" % (log,))
+        sched = optim.schedule(schedule)
+        idx = model.select(train)  # raises on a bad spec before anything changes
         self.model = model
         self.mode = mode
         self.opt = optimizer if optimizer is not None else optim.SGD(lr=0.01, momentum=0.9)
         self.sparse = sparse
         self.batch = batch
-        self.schedule = optim.schedule(schedule)
-        self.layers = model.set_trained(train)
-        self.first = self.layers[0].index
-        for ly in self.layers:
-            ly.master_w = ly.master_b = None
-        if mode == "float32":
+        self.schedule = sched
+        prev = [ly.index for ly in model.layers if ly.trained]
+        prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers]
+        try:
+            self.layers = model.set_trained(idx)
+            self.first = self.layers[0].index
             for ly in self.layers:
-                optim.make_master(ly)
-        elif mode == "mixed":
-            optim.make_master(self.layers[-1])
-        self._resume_state()
-        for ly in self.layers:
-            self.opt.state(ly)  # optimiser state now, while large free blocks remain
-        self.lr = self.opt.lr
+                ly.master_w = ly.master_b = None
+            if mode == "float32":
+                for ly in self.layers:
+                    optim.make_master(ly)
+            elif mode == "mixed":
+                optim.make_master(self.layers[-1])
+            self._resume_state()
+            for ly in self.layers:
+                self.opt.state(ly)  # optimiser state now, while large free blocks remain
+        except BaseException:
+            # out of memory (or a bad checkpoint state) half way: the model as it was
+            for ly, mw, mb in prev_master:
+                ly.master_w, ly.master_b = mw, mb
+                if ly.trained and ly.index not in prev:
+                    ly.trained = False
+                    ly.gw = ly.gb = ly.grad = None
+            if prev:
+                model.set_trained(prev)
+            else:
+                model._bw = None
+                model.trained_layers = []
+            raise
+        self._lr = self.opt.lr
         self.pending = 0
         self.steps = 0
         self.epoch = 0
         self.log_path = log
         self.log_every = log_every
-        self._rng = (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1
+        rec = None
+        if seed is None:
+            from microtrain.checkpoint import trainer_record
+
+            rec = trainer_record(model._bytes)
+        self._rng = rec or ((1 if seed is None else seed) * 2654435761 + 12345) & 0xFFFFFFFF or 1
         self.bwd_us = 0  # time in backward, for sparse-speed reports
         self.heap_live = 0  # largest live heap at an epoch end (bytes)
         self.correct = 0
@@ -81,6 +128,22 @@ class Trainer:
                 f.write(json.dumps({"kind": "config", "train": [ly.name for ly in self.layers],
                                     "mode": mode, "optimizer": repr(self.opt), "sparse": repr(sparse),
                                     "batch": batch}) + "\n")
+
+    @property
+    def lr(self):
+        """The learning rate of the next update (fit sets it from the schedule each epoch)."""
+        return self._lr
+
+    @lr.setter
+    def lr(self, v):
+        if type(v) not in (int, float) or not v >= 0 or v - v != 0:  # also refuses NaN and inf
+            raise ValueError("Trainer.lr must be a finite number >= 0, got %r" % (v,))
+        self._lr = v
+
+    def _check_label(self, label):
+        n = self.model.output.numel
+        if type(label) is not int or not 0 <= label < n:
+            raise ValueError("label must be an int class index in 0..%d, got %r" % (n - 1, label))
 
     def _resume_state(self):
         """Take master copies / optimiser state from a checkpoint's STATE tensors."""
@@ -109,6 +172,7 @@ class Trainer:
         """One sample: forward, loss, backward; an update every `batch` samples.
         Returns the loss (float)."""
         m = self.model
+        self._check_label(label)
         out = m.forward(x, self.first, self._start)
         loss, err, s = cross_entropy(m, label, out)
         if argmax(out) == label:
@@ -181,7 +245,7 @@ class Trainer:
             t0 = time.ticks_ms()
             for i in range(n):
                 if fc is None:
-                    x, y = samples[order[i]]
+                    x, y = _sample(samples, order[i])
                     self.step(x, y)
                 else:
                     self.step(None, fc.load(order[i]))  # the boundary values are in place
@@ -216,7 +280,8 @@ class Trainer:
         loss_sum = 0.0
         n = len(samples)
         for i in range(n):
-            x, y = samples[i]
+            x, y = _sample(samples, i)
+            self._check_label(y)
             out = m.forward(x, self.first)
             loss, _, _ = cross_entropy(m, y, out)
             loss_sum += loss

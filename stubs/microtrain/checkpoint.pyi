@@ -2,4 +2,10 @@
 from microtrain.model import Model
 from microtrain.trainer import Trainer
 
+SCALE_MIN: float
+SCALE_MAX: float
+TRAINER_TAG: bytes
+
+def trainer_record(b: bytes | bytearray | memoryview) -> int | None: ...
+def check(model: Model, trainer: Trainer | None = None) -> None: ...
 def save(model: Model, path: str, trainer: Trainer | None = None) -> None: ...

@@ -215,7 +215,8 @@ class Ctx:
         """The numpy reference of the doc's Trainer: SGD(0.005, momentum 0.9), batch 8, mixed."""
         r = tr.RefTrainer(mtm.read(start if start is not None else self.model), train=train, mode="mixed",
                           optimizer=tr.SGD(lr=0.005, momentum=0.9), sparse=sparse, batch=8)
-        r.fit(list(self.xtr), list(self.ytr), epochs=epochs, seed=1)
+        # a resumed Trainer continues the checkpoint's shuffle sequence (trainer record)
+        r.fit(list(self.xtr), list(self.ytr), epochs=epochs, seed=None if start is not None else 1)
         return r
 
 

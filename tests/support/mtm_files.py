@@ -113,7 +113,9 @@ def _interesting(rng: random.Random, old: int, code: str, b: bytes) -> int:
                old + 1, old - 1, old + 8, old - 8, old * 2, old ^ (1 << rng.randrange(bits)),
                rng.randrange(n_t + 2), len(b), len(b) - 4, len(b) + 4, 127, 128, -128, -129, 255, 256,
                31, 32, -31, -32, 22, 23, 0x3F800000, 0x7FC00000, 0x7F800000, 0xBF800000, 0x00000001,
-               1 << 30, (1 << 30) + 1, rng.getrandbits(bits)]
+               1 << 30, (1 << 30) + 1, rng.getrandbits(bits),
+               # the runtime limits: scales 2^-40..2^40 (float32 bits), classes, gap hw, grad terms
+               87 << 23, (87 << 23) - 1, 167 << 23, (167 << 23) + 1, 32767, 131071, 131072]
     return rng.choice(choices) & mask
 
 
@@ -147,7 +149,8 @@ def mutate(rng: random.Random, base: bytes, valid: list[bytes]) -> tuple[str, by
         if d_len >= 4:
             k = d_off + 4 * rng.randrange(d_len // 4)
             v = rng.choice([0, 0xFFFFFFFF, 0x80000000, (1 << 30) + 1, 0xC0000000 - 1, 32, 0xFFFFFFE0 - 1,
-                            0x7FC00000, 0x7F800000, 0xFF800000, 0x80000000, 1, rng.getrandbits(32)])
+                            0x7FC00000, 0x7F800000, 0xFF800000, 0x80000000, 1, rng.getrandbits(32),
+                            87 << 23, (87 << 23) - 1, 167 << 23, (167 << 23) + 1])
             struct.pack_into("<I", b, k, v)
         return kind, bytes(fix_crc(b))
     if kind == "pool":  # string pool: names, NULs, UTF-8, duplicates

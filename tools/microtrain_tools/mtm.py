@@ -55,6 +55,14 @@ MAX_LAYERS = 1024
 MAX_DIM = 65535
 MAX_ELEMS = 1 << 26  # the kernels' largest tensor (checks.c)
 MAX_NAME = 63
+# Runtime limits (docs/format.md, "Runtime limits"): a file within them runs inference
+# and a training step; the C loader and the device's pure-Python loader check the same.
+TRAINER_TAG = b"trainer:rng="  # the trainer record: tag, 8 lowercase hex digits, NUL
+SCALE_MIN = 2.0**-40  # every activation scale and weight scale: products stay normal in float32
+SCALE_MAX = 2.0**40
+MAX_GAP_HW = 65536  # global_avgpool positions
+MAX_GRAD_TERMS = 131071  # conv k_h * k_w * out_c / groups: the grad-input bound (checks.c mt_wr_check)
+MAX_CLASSES = 32767  # model output values: softmax_xent_s8 classes
 MAX_FUSED = 255
 NONE = 0xFFFFFFFF
 INT32_MAX = 2**31 - 1
@@ -183,6 +191,9 @@ class Model:
     trained: bool = False
     has_state: bool = False
     train_steps: int = 0
+    # the trainer record of a checkpoint (docs/format.md, "Trainer record"): Trainer.fit's
+    # shuffle-generator state, the string pool's last string; None in other files
+    trainer_rng: int | None = None
 
     def layer(self, name: str) -> Layer:
         for ly in self.layers:
@@ -230,6 +241,7 @@ def _validate_tensor(m: Model, i: int, t: Tensor) -> None:
         c(dtype == DType.INT8, "activation must be int8")
         c(t.data is None, "activation must not have data")
         c(quant == Quant.PER_TENSOR, "activation must be PER_TENSOR quantised")
+        c(t.numel <= MAX_ELEMS, f"activation of {t.numel} values: larger than 2^26 values")
     else:
         c(t.data is not None, f"{kind.name} tensor without data")
         assert t.data is not None
@@ -238,10 +250,11 @@ def _validate_tensor(m: Model, i: int, t: Tensor) -> None:
         if kind == Kind.STATE:
             c(m.has_state, "STATE tensor in a file without HAS_STATE")
             c(dtype == DType.FLOAT32 and quant == Quant.NONE, "STATE must be float32, quant NONE")
+            c(bool(np.all(np.isfinite(t.data))), "STATE value not finite")
         c(quant != Quant.PER_TENSOR, "PER_TENSOR quant is for activations only")
     if quant == Quant.PER_TENSOR:
         s = _f32(t.scale)
-        c(math.isfinite(s) and s > 0, f"scale {t.scale} must be finite and > 0")
+        c(SCALE_MIN <= s <= SCALE_MAX, f"scale {t.scale} outside 2^-40..2^40")
         c(-128 <= t.zero_point <= 127, f"zero point {t.zero_point} outside [-128, 127]")
         c(t.qscales is None, "PER_TENSOR must not have qscales")
     else:
@@ -257,7 +270,8 @@ def _validate_tensor(m: Model, i: int, t: Tensor) -> None:
           f"qscales tensor {q} must be a float32 CONST of shape ({t.shape[0]},)")
         if qt.data is not None:
             v = np.asarray(qt.data, dtype=np.float64)
-            c(bool(np.all(np.isfinite(v) & (v > 0))), f"qscales tensor {q} has a scale <= 0 or not finite")
+            c(bool(np.all((v >= SCALE_MIN) & (v <= SCALE_MAX))),
+              f"qscales tensor {q}: a weight scale outside 2^-40..2^40 (or not finite)")
     elif quant == Quant.BIAS:
         c(dtype == DType.INT32 and kind == Kind.CONST, "BIAS tensor must be an int32 CONST")
         c(t.qscales is None, "BIAS must not have qscales")
@@ -337,6 +351,9 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
             _geom_ok(c, in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l)
             c(k_h * k_w * (in_c // g) <= 32768, "k_h * k_w * in_c / groups > 32768")
             c(out_h * out_w <= 65536, "out_h * out_w > 65536")
+            terms = k_h * k_w * (out_c // g)
+            c(terms <= MAX_GRAD_TERMS,
+              f"k_h * k_w * out_c / groups = {terms} > {MAX_GRAD_TERMS} (grad-input bound)")
             c(tuple(x.shape) == (in_h, in_w, in_c), f"input shape {tuple(x.shape)} != {(in_h, in_w, in_c)}")
             c(tuple(y.shape) == (out_h, out_w, out_c),
               f"output shape {tuple(y.shape)} != {(out_h, out_w, out_c)}")
@@ -389,6 +406,7 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
     elif op == Op.GLOBAL_AVGPOOL:
         hw, ch = p
         c(hw >= 1 and ch >= 1, "sizes must be >= 1")
+        c(hw <= MAX_GAP_HW, f"hw {hw} > {MAX_GAP_HW} (global_avgpool positions)")
         c(len(x.shape) == 3 and x.shape[0] * x.shape[1] == hw and x.shape[2] == ch,
           f"input shape {tuple(x.shape)} does not match hw={hw}, c={ch}")
         c(tuple(y.shape) == (1, 1, ch), f"output shape {tuple(y.shape)} != {(1, 1, ch)}")
@@ -439,6 +457,8 @@ def validate(m: Model) -> None:
         consumed.update(ly.inputs)
     c = _Check("model")
     c(m.output == m.layers[-1].output, "output is not the last layer's output")
+    n_out = m.tensors[m.output].numel
+    c(n_out <= MAX_CLASSES, f"output of {n_out} values: more than {MAX_CLASSES} (cross_entropy class limit)")
     for i, t in enumerate(m.tensors):
         if t.kind == Kind.ACTIVATION:
             c(i in produced, f"activation tensor {i} is never produced")
@@ -491,6 +511,8 @@ def write(m: Model) -> bytes:
             noff, nlen, foff, flen, int(ly.inputs[0]), _idx(ly.inputs[1] if len(ly.inputs) > 1 else None),
             int(ly.output), _idx(ly.weight), _idx(ly.bias), _idx(ly.mult), _idx(ly.shift),
             *[_idx(s) for s in ly.state], 0, *params)
+    if m.trainer_rng is not None:
+        pool.extend(TRAINER_TAG + b"%08x\0" % (m.trainer_rng & 0xFFFFFFFF))
     n_t, n_l = len(m.tensors), len(m.layers)
     tt_off = HEADER_SIZE
     lt_off = tt_off + TENSOR_ENTRY * n_t
@@ -647,9 +669,22 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
         ins = [in0] if n_in == 1 else [in0, in1]
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),
                             _opt(sh), [_opt(s) for s in state], fused, bool(lflags & LFLAG_TRAINED)))
-    m = Model(tensors, layers, inp, outp, flags_trained, bool(flags & FLAG_HAS_STATE), steps)
+    m = Model(tensors, layers, inp, outp, flags_trained, bool(flags & FLAG_HAS_STATE), steps,
+              trainer_record(pool))
     validate(m)
     return m
+
+
+def trainer_record(pool: bytes) -> int | None:
+    """The shuffle-generator state of a string pool ending with the trainer record, else None."""
+    n = len(TRAINER_TAG) + 9
+    tail = bytes(pool[-n:])
+    if len(pool) < n + 1 or pool[-n - 1] != 0 or not tail.startswith(TRAINER_TAG) or tail[-1] != 0:
+        return None
+    digits = tail[len(TRAINER_TAG):-1]
+    if any(c not in b"0123456789abcdef" for c in digits):
+        return None
+    return int(digits, 16)
 
 
 def save(m: Model, path: str | os.PathLike[str]) -> None:

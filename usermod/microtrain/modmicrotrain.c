@@ -174,7 +174,9 @@ static void *mt_buf(const char *fn, const char *name, mp_obj_t o, mt_dtype_t dt,
     if (o == mp_const_none) {
         MT_TYPE_ERR(fn, name, "expected a buffer, got None");
     }
-    if (!mp_get_buffer(o, &bi, writable ? MP_BUFFER_WRITE : MP_BUFFER_READ)) {
+    // str has the buffer protocol (its UTF-8 bytes) but is text, not an int8 buffer:
+    // refused as the pure-Python kernels refuse it
+    if (mp_obj_is_str(o) || !mp_get_buffer(o, &bi, writable ? MP_BUFFER_WRITE : MP_BUFFER_READ)) {
         MT_TYPE_ERR(fn, name, writable ? "expected a writable buffer (bytearray or array)" : "expected a buffer");
     }
     if (!mt_typecode_ok(dt, bi.typecode)) {

@@ -29,6 +29,14 @@
 #define MTM_FLAG_TRAINED 1u
 #define MTM_FLAG_HAS_STATE 2u
 #define MTM_MAX_DIM 65535u
+// Runtime limits the validator enforces so that every accepted file can run
+// inference and a training step (docs/format.md, "Runtime limits").
+#define MTM_MAX_ELEMS (1u << 26)      // any activation: the kernels' buffer limit
+#define MTM_SCALE_MIN_BITS (87u << 23)  // 2^-40 as IEEE binary32 bits
+#define MTM_SCALE_MAX_BITS (167u << 23) // 2^40
+#define MTM_MAX_GAP_HW 65536u         // global_avgpool positions
+#define MTM_MAX_GRAD_TERMS 131071u    // conv k_h*k_w*out_c/groups: grad-input bound
+#define MTM_MAX_CLASSES 32767u        // model output values: softmax_xent_s8 classes
 #define MTM_SET_WORDS (MTM_MAX_TENSORS >> 5)
 
 // ---------------------------------------------------------------------------
@@ -73,9 +81,15 @@ static int mul_ok(uint32_t a, uint32_t b, uint32_t *r) {
     return 1;
 }
 
-// IEEE binary32 bits: finite and > 0 (denormals included).
-static int f32_pos_finite(uint32_t bits) {
-    return bits != 0 && (bits >> 31) == 0 && ((bits >> 23) & 0xFFu) != 0xFFu;
+// IEEE binary32 bits of a scale in [2^-40, 2^40] (positive floats order as their bits):
+// products of two scales stay normal and finite in float32, with room for |bias| 2^30.
+static int f32_scale_ok(uint32_t bits) {
+    return bits >= MTM_SCALE_MIN_BITS && bits <= MTM_SCALE_MAX_BITS;
+}
+
+// IEEE binary32 bits: finite (not inf or NaN).
+static int f32_finite(uint32_t bits) {
+    return ((bits >> 23) & 0xFFu) != 0xFFu;
 }
 
 static int all_zero(const uint8_t *b, uint32_t from, uint32_t to) {
@@ -296,6 +310,10 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
             if (q != MTM_Q_TENSOR) {
                 FAIL_T("activation must be PER_TENSOR quantised");
             }
+            uint32_t n_act;
+            if (!numel(c, i, &n_act) || n_act > MTM_MAX_ELEMS) {
+                FAIL_T("activation larger than 2^26 values");
+            }
         } else {
             if (q == MTM_Q_TENSOR) {
                 FAIL_T("PER_TENSOR quant is for activations only");
@@ -323,13 +341,20 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
                 FAIL_T("non-zero bytes in the data blob gap before this tensor");
             }
             prev_end = off + ln;
+            if (kind == MTM_K_STATE) {
+                for (uint32_t k = 0; k < ln; k += 4) {
+                    if (!f32_finite(rd32(c->b, off + k))) {
+                        FAIL_T("STATE value not finite");
+                    }
+                }
+            }
         }
         const uint32_t sc = T_SCALE(c, i);
         const int32_t zp = T_ZP(c, i);
         const uint32_t qs = T_QS(c, i);
         if (q == MTM_Q_TENSOR) {
-            if (!f32_pos_finite(sc)) {
-                FAIL_T("PER_TENSOR scale must be finite and > 0");
+            if (!f32_scale_ok(sc)) {
+                FAIL_T("PER_TENSOR scale outside 2^-40..2^40");
             }
             if (zp < -128 || zp > 127) {
                 FAIL_T("zero point outside [-128, 127]");
@@ -370,8 +395,8 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
         }
         const uint32_t off = T_OFF(c, qt), n = T_DIM(c, qt, 0);
         for (uint32_t k = 0; k < n; ++k) {
-            if (!f32_pos_finite(rd32(c->b, off + 4 * k))) {
-                FAIL_T("qscales value not finite or <= 0");
+            if (!f32_scale_ok(rd32(c->b, off + 4 * k))) {
+                FAIL_T("weight scale (qscales value) outside 2^-40..2^40");
             }
         }
     }
@@ -493,6 +518,11 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
             return "output shape != (out_h, out_w, out_c)";
         }
         const int32_t cpg = (int32_t)mt_udiv_u32((uint32_t)d->in_c, (uint32_t)d->groups);
+        const uint32_t opg = mt_udiv_u32((uint32_t)d->out_c, (uint32_t)d->groups);
+        uint32_t terms;  // grad-input sum terms; k_h * k_w <= 32768 (conv check)
+        if (!mul_ok((uint32_t)d->k_h * (uint32_t)d->k_w, opg, &terms) || terms > MTM_MAX_GRAD_TERMS) {
+            return "k_h * k_w * out_c / groups must be <= 131071 (grad-input bound)";
+        }
         if ((m = weighted_ok(c, j, 4, d->out_c, d->k_h, d->k_w, cpg)) != NULL) {
             return m;
         }
@@ -552,6 +582,9 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     } else if (op == MTM_OP_GAP) {
         if (p[0] < 1 || p[1] < 1) {
             return "hw and c must be >= 1";
+        }
+        if ((uint32_t)p[0] > MTM_MAX_GAP_HW) {
+            return "hw must be <= 65536 (global_avgpool positions)";
         }
         if (T_RANK(c, x) != 3 || T_DIM(c, x, 0) * T_DIM(c, x, 1) != (uint32_t)p[0] ||
             T_DIM(c, x, 2) != (uint32_t)p[1]) {
@@ -703,6 +736,10 @@ static const char *check_graph(const mtm_ctx_t *c, uint32_t *produced, uint32_t 
     uint32_t i;
     if (L_U32(c, c->n_l - 1, 32) != c->output) {
         FAIL("output is not the last layer's output");
+    }
+    uint32_t n_out;
+    if (!numel(c, c->output, &n_out) || n_out > MTM_MAX_CLASSES) {
+        FAIL("model output larger than 32767 values (cross_entropy class limit)");
     }
     for (i = 0; i < c->n_t; ++i) {
         if (T_KIND(c, i) != MTM_K_ACT) {

@@ -48,6 +48,25 @@ def _kind(o):
     return None
 
 
+def _mv_probe(o):
+    # (itemsize, writable) of an empty memoryview; itemsize 2 stands for "neither 1 nor 4".
+    # The size check of a slice assignment comes before the read-only check.
+    try:
+        o[0:0] = array('i')
+        return 4, True
+    except TypeError:
+        return 4, False
+    except ValueError:
+        pass
+    try:
+        o[0:0] = b""
+        return 1, True
+    except TypeError:
+        return 1, False
+    except ValueError:
+        return 2, True
+
+
 def _buf(fn, name, o, dt, n, wr):
     # Checks a buffer argument like the binding's mt_buf; returns its kind.
     if o is None:
@@ -58,7 +77,14 @@ def _buf(fn, name, o, dt, n, wr):
     cnt = len(o)
     if k == 'm':
         ok = True
-        if cnt:
+        if not cnt:
+            # an empty view: itemsize and writability from slice assignments. Which 4-byte
+            # typecode ('i', 'I' or 'f') it has cannot be told from Python: any is taken.
+            isz, writable = _mv_probe(o)
+            if wr and not writable:
+                raise _te(fn, name, "expected a writable buffer (bytearray or array)")
+            ok = isz == 1 if dt == S8 else isz == 4
+        else:
             if wr:
                 try:
                     o[0] = o[0]

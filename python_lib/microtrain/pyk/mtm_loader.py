@@ -84,9 +84,9 @@ def _i32(b, off):
     return _unp("<i", b, off)[0]
 
 
-def _f32ok(bits):
-    # IEEE binary32 bits: finite and > 0
-    return bits != 0 and (bits >> 31) == 0 and ((bits >> 23) & 0xFF) != 0xFF
+def _scale_ok(bits):
+    # IEEE binary32 bits of a scale in [2^-40, 2^40] (positive floats order as their bits)
+    return (87 << 23) <= bits <= (167 << 23)
 
 
 def _zeros_in(b, lo, hi):
@@ -218,6 +218,8 @@ def _check_tensors(c):
                 c.fail("activation with data offset/length", 1, i)
             if q != 1:
                 c.fail("activation must be PER_TENSOR quantised", 1, i)
+            if not 0 <= _numel(t) <= 67108864:
+                c.fail("activation larger than 2^26 values", 1, i)
         else:
             if q == 1:
                 c.fail("PER_TENSOR quant is for activations only", 1, i)
@@ -238,10 +240,14 @@ def _check_tensors(c):
             if not _zeros_in(b, prev_end, off):
                 c.fail("non-zero bytes in the data blob gap before this tensor", 1, i)
             prev_end = off + ln
+            if kind == KIND_STATE:
+                for k in range(off, off + ln, 4):
+                    if (_u32(b, k) >> 23) & 0xFF == 0xFF:
+                        c.fail("STATE value not finite", 1, i)
         sc, zp, qs = t[11], t[12], t[13]
         if q == 1:
-            if not _f32ok(sc):
-                c.fail("PER_TENSOR scale must be finite and > 0", 1, i)
+            if not _scale_ok(sc):
+                c.fail("PER_TENSOR scale outside 2^-40..2^40", 1, i)
             if zp < -128 or zp > 127:
                 c.fail("zero point outside [-128, 127]", 1, i)
             if qs != NONE:
@@ -269,8 +275,8 @@ def _check_tensors(c):
             c.fail("qscales tensor must be a float32 CONST quant NONE of shape (shape[0],)", 1, i)
         off = qt[9]
         for k in range(qt[5]):
-            if not _f32ok(_u32(b, off + 4 * k)):
-                c.fail("qscales value not finite or <= 0", 1, i)
+            if not _scale_ok(_u32(b, off + 4 * k)):
+                c.fail("weight scale (qscales value) outside 2^-40..2^40", 1, i)
     if not _zeros_in(b, prev_end, d_end):
         c.fail("non-zero bytes in the data blob after the last tensor", 1, n_t - 1)
 
@@ -344,6 +350,8 @@ def _op_rules(c, L, p, op, act):
             return "input shape != (in_h, in_w, in_c)"
         if not _shape_is(y, 3, (p[3], p[4], p[5])):
             return "output shape != (out_h, out_w, out_c)"
+        if p[6] * p[7] * (p[5] // p[12]) > 131071:
+            return "k_h * k_w * out_c / groups must be <= 131071 (grad-input bound)"
         m = _weighted_ok(c, L, 4, (p[5], p[6], p[7], p[2] // p[12]))
         if m:
             return m
@@ -388,6 +396,8 @@ def _op_rules(c, L, p, op, act):
     elif op == OP_GAP:
         if p[0] < 1 or p[1] < 1:
             return "hw and c must be >= 1"
+        if p[0] > 65536:
+            return "hw must be <= 65536 (global_avgpool positions)"
         if x[1] != 3 or (x[5] * x[6]) & M32 != p[0] or x[7] != p[1]:
             return "input shape does not match hw, c"
         if not _shape_is(y, 3, (1, 1, p[1])):
@@ -488,6 +498,8 @@ def _check_graph(c, produced, consumed):
     n_t = c.n_t
     if _u32(b, c.lt_off + LAYER_ENTRY * (c.n_l - 1) + 32) != c.output:
         c.fail("output is not the last layer's output")
+    if not 0 <= _numel(c.t(c.output)) <= 32767:
+        c.fail("model output larger than 32767 values (cross_entropy class limit)")
     for i in range(n_t):
         if c.t(i)[2] != KIND_ACT:
             continue

@@ -191,9 +191,18 @@ def softmax_lut(scale: float, fl: Floats = DOUBLE) -> NDArray[np.uint32]:
     return np.array([math.floor(c * fl.exp(-sc * d) + half) for d in range(256)], dtype=np.uint32)
 
 
+def shuffle_state(seed: int) -> int:
+    """The device's initial shuffle-generator state for ``Trainer(seed=...)``."""
+    return (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1  # device: a zero state becomes 1
+
+
 def shuffle_order(n: int, epochs: int, seed: int = 1) -> list[list[int]]:
     """Per-epoch sample orders of ``Trainer.fit(shuffle=True)``: xorshift32 Fisher-Yates from the end."""
-    r = (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1  # device: a zero state becomes 1
+    return shuffle_orders_from(shuffle_state(seed), n, epochs)[0]
+
+
+def shuffle_orders_from(r: int, n: int, epochs: int) -> tuple[list[list[int]], int]:
+    """Per-epoch orders from generator state ``r``, and the state after them (saved in checkpoints)."""
     order = list(range(n))
     out = []
     for _ in range(epochs):
@@ -204,7 +213,7 @@ def shuffle_order(n: int, epochs: int, seed: int = 1) -> list[list[int]]:
             j = r % (i + 1)
             order[i], order[j] = order[j], order[i]
         out.append(list(order))
-    return out
+    return out, r
 
 
 Schedule = Callable[[float, int, int], float]
@@ -586,6 +595,9 @@ class RefTrainer:
                         or (self.opt.rounding == "auto" and rl.master_w is None))
             self.rng = _xorshift16(self.rng, (self.m.train_steps * draws) % 65535)[1]
         self.train_steps = self.m.train_steps
+        # Trainer(seed=None): the shuffle continues a checkpoint's trainer record, else seed 1
+        rec = self.m.trainer_rng
+        self.shuffle_rng = rec if rec is not None else shuffle_state(1)
         self.losses: list[float] = []
 
     def _resume(self) -> None:
@@ -754,15 +766,21 @@ class RefTrainer:
             self.pending = 0
 
     def fit(self, xs: Sequence[ArrayLike], ys: Sequence[int], epochs: int = 1, shuffle: bool = True,
-            seed: int = 1, schedule: str | Schedule | None = None,
+            seed: int | None = None, schedule: str | Schedule | None = None,
             progress: bool = False) -> list[float]:
         """``Trainer.fit``: per-epoch mean loss. ``schedule``: see ``schedule_lr`` (the named
-        schedules are the device's, bit for bit; a callable is evaluated in double)."""
+        schedules are the device's, bit for bit; a callable is evaluated in double). ``seed``:
+        the device's ``Trainer(seed=...)``; None continues the shuffle sequence (a checkpoint's)."""
         from tqdm import tqdm
 
         fl = self.fl
         n = len(ys)
-        orders = shuffle_order(n, epochs, seed) if shuffle else [list(range(n))] * epochs
+        if seed is not None:
+            self.shuffle_rng = shuffle_state(seed)
+        if shuffle:
+            orders, self.shuffle_rng = shuffle_orders_from(self.shuffle_rng, n, epochs)
+        else:
+            orders = [list(range(n))] * epochs
         means = []
         for ep in range(epochs):
             self.lr = schedule_lr(schedule, self.opt.lr, ep, epochs, fl)
@@ -842,6 +860,7 @@ class RefTrainer:
         m.tensors = tensors
         m.input, m.output = remap[m.input], remap[m.output]
         m.trained, m.has_state, m.train_steps = True, bool(new_state), self.train_steps
+        m.trainer_rng = self.shuffle_rng if state else None  # trainer.save writes it, model.save not
         return m
 
 
