@@ -149,10 +149,151 @@ static void win_scatter_x(int32_t *gw, int32_t go, const int8_t *x, int32_t xo, 
     }
 }
 
-void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
-                       const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
-    mt_geom_t g;
-    geom_init(p, &g);
+// groups == 1: every window row is one run of nkx * in_c bytes in x and in
+// w. Two neighbouring outputs of a row whose windows have the same valid
+// taps (all but the border columns) share their weight offsets: they go
+// through dot_2x2 together (x runs stride_w * in_c apart), two output
+// channels at a time; the others through dot_1x2. An odd last channel is
+// computed twice (same bits, written twice).
+static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
+                           const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
+    const int32_t out_c = p->out_c, zp = p->in_zp, out_zp = p->out_zp;
+    const int32_t lo = p->act_min - out_zp, hi = p->act_max - out_zp;
+    const int32_t dx = p->stride_w * p->in_c;  // x offset between neighbouring outputs
+    int32_t yo = 0;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        int32_t ox = 0;
+        while (ox < p->out_w) {
+            mt_win_t wa;
+            win_init(p, g, oy, ox, &wa);
+            int32_t two = 0;
+            if (ox + 1 < p->out_w) {
+                mt_win_t wb;
+                win_init(p, g, oy, ox + 1, &wb);
+                two = wb.run == wa.run && wb.w_off == wa.w_off;
+            }
+            for (int32_t oc = 0; oc < out_c; oc += 2) {
+                const int32_t ob = oc + 1 < out_c ? oc + 1 : oc;
+                const int8_t *wp = w + oc * g->w_oc + wa.w_off;
+                const int32_t dw = (ob - oc) * g->w_oc;
+                int32_t s[4];  // element stores: an initialiser may become a memset call
+                s[0] = s[1] = s[2] = s[3] = 0;
+                int32_t xo = wa.x_off;
+                for (int32_t ky = 0; ky < wa.nky; ++ky, xo += g->x_row, wp += g->w_row) {
+                    if (two) {
+                        dot_2x2(x + xo, x + xo + dx, wp, wp + dw, wa.run, zp, s);
+                    } else {
+                        dot_1x2(x + xo, wp, wp + dw, wa.run, zp, s);
+                    }
+                }
+                // |bias| <= 2^30 and |dot| <= 32768 * 255 * 128 < 2^30: exact.
+                y[yo + oc] = mt_out_s8(bias[oc] + s[0], mult[oc], shift[oc], lo, hi, out_zp);
+                y[yo + ob] = mt_out_s8(bias[ob] + s[1], mult[ob], shift[ob], lo, hi, out_zp);
+                if (two) {
+                    y[yo + out_c + oc] = mt_out_s8(bias[oc] + s[2], mult[oc], shift[oc], lo, hi, out_zp);
+                    y[yo + out_c + ob] = mt_out_s8(bias[ob] + s[3], mult[ob], shift[ob], lo, hi, out_zp);
+                }
+            }
+            ox += 1 + two;
+            yo += (1 + two) * out_c;
+        }
+    }
+}
+
+// n interior 3x3 depthwise outputs of one channel: xp at the first window's
+// top-left tap (channel c), rows xr apart, taps C apart, windows sx apart;
+// outputs C apart from yp. acc = bf + sum x * w, bf = bias - zp * sum w.
+static MT_NOINLINE void dw3x3_run(const int8_t *xp, int32_t C, int32_t xr, int32_t sx, int32_t n, const int8_t *wc,
+                                  int32_t bf, const int32_t *q, int8_t *yp) {
+    const int32_t w0 = wc[0], w1 = wc[1], w2 = wc[2], w3 = wc[3], w4 = wc[4], w5 = wc[5], w6 = wc[6], w7 = wc[7],
+                  w8 = wc[8];
+    const int32_t m = q[0], sh = q[1], lo = q[2], hi = q[3], out_zp = q[4];
+    for (int32_t i = 0; i < n; ++i, xp += sx, yp += C) {
+        const int8_t *r1 = xp + xr, *r2 = r1 + xr;
+        int32_t acc = bf + xp[0] * w0 + xp[C] * w1 + xp[2 * C] * w2;
+        acc += r1[0] * w3 + r1[C] * w4 + r1[2 * C] * w5;
+        acc += r2[0] * w6 + r2[C] * w7 + r2[2 * C] * w8;
+        *yp = mt_out_s8(acc, m, sh, lo, hi, out_zp);
+    }
+}
+
+// Depthwise (cpg == opg == 1): channel outermost, so a channel's weights,
+// bias and requant parameters are loaded once for all its outputs (x and y
+// are walked in_c apart). Windows lying wholly inside the input (a run of
+// columns per interior row) take the fast path: sum x * w over the full
+// kernel plus the per-channel constant bias - zp * sum w, unrolled for 3x3;
+// border windows sum (x - zp) * w over their valid taps (win_dot).
+static void conv_fwd_dw(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
+                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
+    const int32_t C = p->in_c, zp = p->in_zp, out_zp = p->out_zp;
+    const int32_t lo = p->act_min - out_zp, hi = p->act_max - out_zp;
+    const int32_t k_h = p->k_h, k_w = p->k_w, nk = g->w_oc, xr = g->x_row;
+    const int32_t sx = p->stride_w * C;  // x step between neighbouring outputs
+    // Interior columns [ix0, ix1): bx >= 0 and bx + k_w <= in_w; rows alike.
+    int32_t ix0 = 0, ix1, iy0 = 0, iy1;
+    while (ix0 < p->out_w && ix0 * p->stride_w < p->pad_left) {
+        ++ix0;
+    }
+    for (ix1 = ix0; ix1 < p->out_w && ix1 * p->stride_w - p->pad_left + k_w <= p->in_w; ++ix1) {
+    }
+    while (iy0 < p->out_h && iy0 * p->stride_h < p->pad_top) {
+        ++iy0;
+    }
+    for (iy1 = iy0; iy1 < p->out_h && iy1 * p->stride_h - p->pad_top + k_h <= p->in_h; ++iy1) {
+    }
+    const int32_t bx0 = ix0 * p->stride_w - p->pad_left;  // first interior window's column
+    for (int32_t c = 0; c < C; ++c) {
+        const int8_t *wc = w + c * nk;
+        int32_t sw = 0;
+        for (int32_t k = 0; k < nk; ++k) {
+            sw += wc[k];
+        }
+        // |zp * sw| <= 128 * 255 * 128; the fast path's sum equals the
+        // contract's bias + sum (x - zp) * w, within 2^31 (mt_conv2d_check).
+        const int32_t b = bias[c], bf = b - zp * sw;
+        int32_t q[5];  // element stores: an initialiser may become a memcpy call
+        q[0] = mult[c];
+        q[1] = shift[c];
+        q[2] = lo;
+        q[3] = hi;
+        q[4] = out_zp;
+        int8_t *yp = y + c;
+        for (int32_t oy = 0; oy < p->out_h; ++oy) {
+            for (int32_t ox = 0; ox < p->out_w; ++ox, yp += C) {
+                if (ox == ix0 && ix1 > ix0 && oy >= iy0 && oy < iy1) {  // this row's interior run
+                    const int8_t *xp = x + ((oy * p->stride_h - p->pad_top) * p->in_w + bx0) * C + c;
+                    const int32_t n = ix1 - ix0;
+                    if (k_h == 3 && k_w == 3) {
+                        dw3x3_run(xp, C, xr, sx, n, wc, bf, q, yp);
+                    } else {
+                        int8_t *yq = yp;
+                        for (int32_t i = 0; i < n; ++i, xp += sx, yq += C) {
+                            int32_t acc = bf;
+                            const int8_t *wk = wc;
+                            for (int32_t ky = 0, xo = 0; ky < k_h; ++ky, xo += xr, wk += k_w) {
+                                acc += dot_strided(xp + xo, C, wk, k_w, 0);
+                            }
+                            *yq = mt_out_s8(acc, q[0], q[1], lo, hi, out_zp);
+                        }
+                    }
+                    ox += n;
+                    yp += n * C;
+                    if (ox == p->out_w) {
+                        break;
+                    }
+                }
+                mt_win_t win;
+                win_init(p, g, oy, ox, &win);
+                const int32_t acc = b + win_dot(x, win.x_off + c, wc, win.w_off, &win, xr, C, g->w_row, zp);
+                *yp = mt_out_s8(acc, q[0], q[1], lo, hi, out_zp);
+            }
+        }
+    }
+}
+
+// The general case (groups > 1 and not depthwise): position by position.
+static void conv_fwd_groups(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
+                            const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
     // Clamp before adding out_zp: requant may return values near +-2^31, and
     // clamp(r + zp, lo, hi) == clamp(r, lo - zp, hi - zp) + zp exactly.
     const int32_t lo = p->act_min - p->out_zp, hi = p->act_max - p->out_zp;
@@ -160,17 +301,29 @@ void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const in
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
         for (int32_t ox = 0; ox < p->out_w; ++ox) {
             mt_win_t win;
-            win_init(p, &g, oy, ox, &win);
+            win_init(p, g, oy, ox, &win);
             int32_t xo = win.x_off, wo = win.w_off, oc = 0;
-            for (int32_t gi = 0; gi < p->groups; ++gi, xo += g.cpg) {
-                for (int32_t j = 0; j < g.opg; ++j, ++oc, wo += g.w_oc) {
+            for (int32_t gi = 0; gi < p->groups; ++gi, xo += g->cpg) {
+                for (int32_t j = 0; j < g->opg; ++j, ++oc, wo += g->w_oc) {
                     // |bias| <= 2^30 and |dot| <= 32768 * 255 * 128 < 2^30: exact.
-                    const int32_t acc = bias[oc] + win_dot(x, xo, w, wo, &win, g.x_row, p->in_c, g.w_row, p->in_zp);
-                    const int32_t r = mt_requant(acc, mult[oc], shift[oc]);
-                    y[yi++] = (int8_t)(mt_clamp(r, lo, hi) + p->out_zp);
+                    const int32_t acc = bias[oc] + win_dot(x, xo, w, wo, &win, g->x_row, p->in_c, g->w_row, p->in_zp);
+                    y[yi++] = mt_out_s8(acc, mult[oc], shift[oc], lo, hi, p->out_zp);
                 }
             }
         }
+    }
+}
+
+void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
+                       const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
+    mt_geom_t g;
+    geom_init(p, &g);
+    if (p->groups == 1) {
+        conv_fwd_dense(p, &g, x, w, bias, mult, shift, y);
+    } else if (g.cpg == 1 && g.opg == 1) {
+        conv_fwd_dw(p, &g, x, w, bias, mult, shift, y);
+    } else {
+        conv_fwd_groups(p, &g, x, w, bias, mult, shift, y);
     }
 }
 
