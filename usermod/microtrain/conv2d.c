@@ -149,35 +149,145 @@ static void win_scatter_x(int32_t *gw, int32_t go, const int8_t *x, int32_t xo, 
     }
 }
 
-// groups == 1: every window row is one run of nkx * in_c bytes in x and in
-// w. Two neighbouring outputs of a row whose windows have the same valid
-// taps (all but the border columns) share their weight offsets: they go
-// through dot_2x2 together (x runs stride_w * in_c apart), two output
-// channels at a time; the others through dot_1x2. An odd last channel is
-// computed twice (same bits, written twice).
+// Output columns [*o0, *o1) whose windows lie wholly inside the input
+// along one axis: o * stride - pad >= 0 and o * stride - pad + k <= in.
+static void interior(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t out, int32_t *o0, int32_t *o1) {
+    int32_t o = 0;
+    while (o < out && o * stride < pad) {
+        ++o;
+    }
+    *o0 = o;
+    while (o < out && o * stride - pad + k <= in) {
+        ++o;
+    }
+    *o1 = o;
+}
+
+// Full windows, zero point folded out: s[0] = xa . wa, s[1] = xa . wb,
+// s[2] = xb . wa, s[3] = xb . wb over nky rows of run bytes (x rows xr
+// apart, pixel B dx after pixel A; the weights of a full window are one
+// contiguous run per channel, channel B dw after channel A).
+static MT_NOINLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa,
+                                     int32_t dw, int32_t run, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int32_t ky = 0; ky < nky; ++ky, xa += xr) {
+        const int8_t *xp = xa;
+        const int8_t *end = wa + run;
+#if MT_DSP
+        for (const int8_t *end4 = wa + (run & ~3); wa != end4; xp += 4, wa += 4) {
+            const uint32_t u = mt_load_u32(wa + dw), v = mt_load_u32(wa);
+            const uint32_t ve = mt_sxtb16(v), vo = mt_sxtb16_ror8(v), ue = mt_sxtb16(u), uo = mt_sxtb16_ror8(u);
+            uint32_t t = mt_load_u32(xp + dx);
+            uint32_t h = mt_sxtb16(t);
+            s2 = mt_smlad(h, ve, s2);
+            s3 = mt_smlad(h, ue, s3);
+            h = mt_sxtb16_ror8(t);
+            s2 = mt_smlad(h, vo, s2);
+            s3 = mt_smlad(h, uo, s3);
+            t = mt_load_u32(xp);
+            h = mt_sxtb16(t);
+            s0 = mt_smlad(h, ve, s0);
+            s1 = mt_smlad(h, ue, s1);
+            h = mt_sxtb16_ror8(t);
+            s0 = mt_smlad(h, vo, s0);
+            s1 = mt_smlad(h, uo, s1);
+        }
+#endif
+        for (; wa != end; ++xp, ++wa) {
+            const int32_t a = xp[0], b = xp[dx], u = wa[0], v = wa[dw];
+            s0 += a * u;
+            s1 += a * v;
+            s2 += b * u;
+            s3 += b * v;
+        }
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+}
+
+// sum w[i], i < n.
+static int32_t sum_s8(const int8_t *w, int32_t n) {
+    int32_t s = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        s += w[i];
+    }
+    return s;
+}
+
+// groups == 1: every window row is one run of nkx * in_c bytes in x and w.
+// Output channels outermost, two at a time (an odd last channel is computed
+// twice: same bits, written twice), so their requant constants and the
+// zero-point term stay put over all positions. Each row of outputs:
+// - the interior run (windows wholly inside x, >= 2 of them overall): two
+//   neighbouring outputs per dot_2x2_full pass, the zero point folded out as
+//   sum (x - zp) * w = sum x * w - zp * sum w, sum w once per channel;
+// - the border windows: their valid taps, x - zp per term (dot_2x2 when two
+//   neighbours have the same valid taps, else dot_1x2).
 static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
                            const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
-    const int32_t out_c = p->out_c, zp = p->in_zp, out_zp = p->out_zp;
+    const int32_t out_c = p->out_c, out_w = p->out_w, zp = p->in_zp, out_zp = p->out_zp;
     const int32_t lo = p->act_min - out_zp, hi = p->act_max - out_zp;
     const int32_t dx = p->stride_w * p->in_c;  // x offset between neighbouring outputs
-    int32_t yo = 0;
-    for (int32_t oy = 0; oy < p->out_h; ++oy) {
-        int32_t ox = 0;
-        while (ox < p->out_w) {
-            mt_win_t wa;
-            win_init(p, g, oy, ox, &wa);
-            int32_t two = 0;
-            if (ox + 1 < p->out_w) {
-                mt_win_t wb;
-                win_init(p, g, oy, ox + 1, &wb);
-                two = wb.run == wa.run && wb.w_off == wa.w_off;
-            }
-            for (int32_t oc = 0; oc < out_c; oc += 2) {
-                const int32_t ob = oc + 1 < out_c ? oc + 1 : oc;
-                const int8_t *wp = w + oc * g->w_oc + wa.w_off;
-                const int32_t dw = (ob - oc) * g->w_oc;
-                int32_t s[4];  // element stores: an initialiser may become a memset call
+    const int32_t yrow = out_w * out_c;
+    int32_t ix0, ix1, iy0, iy1;
+    interior(p->k_w, p->stride_w, p->pad_left, p->in_w, out_w, &ix0, &ix1);
+    interior(p->k_h, p->stride_h, p->pad_top, p->in_h, p->out_h, &iy0, &iy1);
+    if ((ix1 - ix0) * (iy1 - iy0) < 2) {  // the sums of w would cost more than they save
+        ix1 = ix0;
+    }
+    const int32_t full_run = p->k_w * p->in_c;
+    for (int32_t oc = 0; oc < out_c; oc += 2) {
+        const int32_t ob = oc + 1 < out_c ? oc + 1 : oc;
+        const int32_t dw = (ob - oc) * g->w_oc;
+        const int8_t *wc = w + oc * g->w_oc;
+        mt_rq_t qa, qb;
+        mt_rq_init(&qa, mult[oc], shift[oc], lo, hi, out_zp);
+        mt_rq_init(&qb, mult[ob], shift[ob], lo, hi, out_zp);
+        // |bias| <= 2^30 and each term of a partial sum (x * w or -zp * w of
+        // a tap not yet added, or (x - zp) * w) is <= 32640 in magnitude, at
+        // most 32768 terms: every intermediate stays below 2^31.
+        int32_t fa = 0, fb = 0;
+        if (ix1 > ix0) {
+            fa = bias[oc] - zp * sum_s8(wc, g->w_oc);
+            fb = bias[ob] - zp * sum_s8(wc + dw, g->w_oc);
+        }
+        for (int32_t oy = 0; oy < p->out_h; ++oy) {
+            int8_t *yr = y + oy * yrow;
+            const int32_t inner = oy >= iy0 && oy < iy1 && ix1 > ix0;
+            int32_t ox = 0;
+            while (ox < out_w) {
+                int32_t s[4];
+                if (inner && ox == ix0) {
+                    const int8_t *xp = x + ((oy * p->stride_h - p->pad_top) * p->in_w) * p->in_c
+                                       + (ix0 * p->stride_w - p->pad_left) * p->in_c;
+                    for (; ox + 1 < ix1; ox += 2, xp += 2 * dx) {
+                        dot_2x2_full(xp, dx, g->x_row, p->k_h, wc, dw, full_run, s);
+                        int8_t *yp = yr + ox * out_c;
+                        yp[oc] = mt_rq_out(fa + s[0], &qa);
+                        yp[ob] = mt_rq_out(fb + s[1], &qb);
+                        yp[out_c + oc] = mt_rq_out(fa + s[2], &qa);
+                        yp[out_c + ob] = mt_rq_out(fb + s[3], &qb);
+                    }
+                    if (ox < ix1) {  // an odd one: pixel B = pixel A
+                        dot_2x2_full(xp, 0, g->x_row, p->k_h, wc, dw, full_run, s);
+                        yr[ox * out_c + oc] = mt_rq_out(fa + s[0], &qa);
+                        yr[ox * out_c + ob] = mt_rq_out(fb + s[1], &qb);
+                        ++ox;
+                    }
+                    continue;
+                }
+                mt_win_t wa;
+                win_init(p, g, oy, ox, &wa);
+                int32_t two = 0;
+                if (ox + 1 < out_w && !(inner && ox + 1 == ix0)) {
+                    mt_win_t wb;
+                    win_init(p, g, oy, ox + 1, &wb);
+                    two = wb.run == wa.run && wb.w_off == wa.w_off;
+                }
                 s[0] = s[1] = s[2] = s[3] = 0;
+                const int8_t *wp = wc + wa.w_off;
                 int32_t xo = wa.x_off;
                 for (int32_t ky = 0; ky < wa.nky; ++ky, xo += g->x_row, wp += g->w_row) {
                     if (two) {
@@ -186,16 +296,16 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
                         dot_1x2(x + xo, wp, wp + dw, wa.run, zp, s);
                     }
                 }
+                int8_t *yp = yr + ox * out_c;
                 // |bias| <= 2^30 and |dot| <= 32768 * 255 * 128 < 2^30: exact.
-                y[yo + oc] = mt_out_s8(bias[oc] + s[0], mult[oc], shift[oc], lo, hi, out_zp);
-                y[yo + ob] = mt_out_s8(bias[ob] + s[1], mult[ob], shift[ob], lo, hi, out_zp);
+                yp[oc] = mt_rq_out(bias[oc] + s[0], &qa);
+                yp[ob] = mt_rq_out(bias[ob] + s[1], &qb);
                 if (two) {
-                    y[yo + out_c + oc] = mt_out_s8(bias[oc] + s[2], mult[oc], shift[oc], lo, hi, out_zp);
-                    y[yo + out_c + ob] = mt_out_s8(bias[ob] + s[3], mult[ob], shift[ob], lo, hi, out_zp);
+                    yp[out_c + oc] = mt_rq_out(bias[oc] + s[2], &qa);
+                    yp[out_c + ob] = mt_rq_out(bias[ob] + s[3], &qb);
                 }
+                ox += 1 + two;
             }
-            ox += 1 + two;
-            yo += (1 + two) * out_c;
         }
     }
 }
