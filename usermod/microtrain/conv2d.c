@@ -167,8 +167,8 @@ static void interior(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t
 // s[2] = xb . wa, s[3] = xb . wb over nky rows of run bytes (x rows xr
 // apart, pixel B dx after pixel A; the weights of a full window are one
 // contiguous run per channel, channel B dw after channel A).
-static MT_NOINLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa,
-                                     int32_t dw, int32_t run, int32_t *s) {
+static MT_INLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa,
+                                   int32_t dw, int32_t run, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     for (int32_t ky = 0; ky < nky; ++ky, xa += xr) {
         const int8_t *xp = xa;
@@ -209,11 +209,50 @@ static MT_NOINLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, i
 
 // sum w[i], i < n.
 static int32_t sum_s8(const int8_t *w, int32_t n) {
-    int32_t s = 0;
-    for (int32_t i = 0; i < n; ++i) {
+    int32_t s = 0, i = 0;
+#if MT_DSP
+    const uint32_t ones = 0x00010001u;
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t v = mt_load_u32(w + i);
+        s = mt_smlad(mt_sxtb16(v), ones, s);
+        s = mt_smlad(mt_sxtb16_ror8(v), ones, s);
+    }
+#endif
+    for (; i < n; ++i) {
         s += w[i];
     }
     return s;
+}
+
+// One row's interior run for two output channels (A, B = A + dob): n
+// outputs from x at xp (neighbours dx apart) to y at yp (out_c apart), two
+// per dot_2x2_full pass. Out of line, so the pass is inlined into a loop
+// of its own rather than into the whole loop nest.
+typedef struct {
+    int32_t dx, xr, nky, run, dw, out_c, dob, fa, fb;
+    mt_rq_t qa, qb;
+} mt_dense_t;
+
+static MT_NOINLINE void dense_run(const mt_dense_t *d, const int8_t *xp, const int8_t *wa, int32_t n, int8_t *yp) {
+    int32_t s[4];
+    for (; n >= 2; n -= 2, xp += 2 * d->dx, yp += 2 * d->out_c) {
+        dot_2x2_full(xp, d->dx, d->xr, d->nky, wa, d->dw, d->run, s);
+        // Both outputs of a channel before the stores: an int8_t store may
+        // alias *d, whose fields would be loaded again after each one.
+        int8_t a0 = mt_rq_out(d->fa + s[0], &d->qa), a1 = mt_rq_out(d->fa + s[2], &d->qa);
+        yp[0] = a0;
+        yp[d->out_c] = a1;
+        a0 = mt_rq_out(d->fb + s[1], &d->qb);
+        a1 = mt_rq_out(d->fb + s[3], &d->qb);
+        yp[d->dob] = a0;
+        yp[d->out_c + d->dob] = a1;
+    }
+    if (n) {  // an odd one: pixel B = pixel A
+        dot_2x2_full(xp, 0, d->xr, d->nky, wa, d->dw, d->run, s);
+        const int8_t a0 = mt_rq_out(d->fa + s[0], &d->qa), b0 = mt_rq_out(d->fb + s[1], &d->qb);
+        yp[0] = a0;
+        yp[d->dob] = b0;
+    }
 }
 
 // groups == 1: every window row is one run of nkx * in_c bytes in x and w.
@@ -237,7 +276,15 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
     if ((ix1 - ix0) * (iy1 - iy0) < 2) {  // the sums of w would cost more than they save
         ix1 = ix0;
     }
-    const int32_t full_run = p->k_w * p->in_c;
+    // Interior rows that are whole output rows and follow each other in x
+    // as their outputs do (1x1 kernels, stride 1) form one run.
+    const int32_t merge = ix0 == 0 && ix1 == out_w && p->stride_h * g->x_row == out_w * dx;
+    mt_dense_t d;
+    d.dx = dx;
+    d.xr = g->x_row;
+    d.nky = p->k_h;
+    d.run = p->k_w * p->in_c;
+    d.out_c = out_c;
     for (int32_t oc = 0; oc < out_c; oc += 2) {
         const int32_t ob = oc + 1 < out_c ? oc + 1 : oc;
         const int32_t dw = (ob - oc) * g->w_oc;
@@ -245,37 +292,34 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
         mt_rq_t qa, qb;
         mt_rq_init(&qa, mult[oc], shift[oc], lo, hi, out_zp);
         mt_rq_init(&qb, mult[ob], shift[ob], lo, hi, out_zp);
-        // |bias| <= 2^30 and each term of a partial sum (x * w or -zp * w of
-        // a tap not yet added, or (x - zp) * w) is <= 32640 in magnitude, at
-        // most 32768 terms: every intermediate stays below 2^31.
-        int32_t fa = 0, fb = 0;
         if (ix1 > ix0) {
-            fa = bias[oc] - zp * sum_s8(wc, g->w_oc);
-            fb = bias[ob] - zp * sum_s8(wc + dw, g->w_oc);
+            // |bias| <= 2^30 and each term of a partial sum (x * w, -zp * w
+            // of a tap not yet added, or (x - zp) * w) is <= 32640 in
+            // magnitude, at most 32768 terms: intermediates stay below 2^31.
+            d.fa = bias[oc] - zp * sum_s8(wc, g->w_oc);
+            d.fb = bias[ob] - zp * sum_s8(wc + dw, g->w_oc);
+            d.dw = dw;
+            d.dob = ob - oc;
+            d.qa = qa;
+            d.qb = qb;
         }
         for (int32_t oy = 0; oy < p->out_h; ++oy) {
             int8_t *yr = y + oy * yrow;
             const int32_t inner = oy >= iy0 && oy < iy1 && ix1 > ix0;
+            if (inner && merge) {  // all interior rows as one run
+                const int8_t *xp = x + (oy * p->stride_h - p->pad_top) * g->x_row;
+                dense_run(&d, xp, wc, (iy1 - iy0) * out_w, yr + oc);
+                oy = iy1 - 1;
+                continue;
+            }
             int32_t ox = 0;
             while (ox < out_w) {
                 int32_t s[4];
                 if (inner && ox == ix0) {
                     const int8_t *xp = x + ((oy * p->stride_h - p->pad_top) * p->in_w) * p->in_c
                                        + (ix0 * p->stride_w - p->pad_left) * p->in_c;
-                    for (; ox + 1 < ix1; ox += 2, xp += 2 * dx) {
-                        dot_2x2_full(xp, dx, g->x_row, p->k_h, wc, dw, full_run, s);
-                        int8_t *yp = yr + ox * out_c;
-                        yp[oc] = mt_rq_out(fa + s[0], &qa);
-                        yp[ob] = mt_rq_out(fb + s[1], &qb);
-                        yp[out_c + oc] = mt_rq_out(fa + s[2], &qa);
-                        yp[out_c + ob] = mt_rq_out(fb + s[3], &qb);
-                    }
-                    if (ox < ix1) {  // an odd one: pixel B = pixel A
-                        dot_2x2_full(xp, 0, g->x_row, p->k_h, wc, dw, full_run, s);
-                        yr[ox * out_c + oc] = mt_rq_out(fa + s[0], &qa);
-                        yr[ox * out_c + ob] = mt_rq_out(fb + s[1], &qb);
-                        ++ox;
-                    }
+                    dense_run(&d, xp, wc, ix1 - ix0, yr + ix0 * out_c + oc);
+                    ox = ix1;
                     continue;
                 }
                 mt_win_t wa;

@@ -14,7 +14,9 @@
 #define MT_NOINLINE __attribute__((noinline))
 // Out of line, and not every includer uses every block.
 #define MT_BLOCK __attribute__((noinline, unused))
+#define MT_INLINE inline __attribute__((always_inline))
 #else
+#define MT_INLINE inline
 #define MT_NOINLINE
 #define MT_BLOCK
 #endif
