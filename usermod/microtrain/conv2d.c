@@ -233,10 +233,11 @@ typedef struct {
     mt_rq_t qa, qb;
 } mt_dense_t;
 
-static MT_NOINLINE void dense_run(const mt_dense_t *d, const int8_t *xp, const int8_t *wa, int32_t n, int8_t *yp) {
+static MT_INLINE void dense_run_k(const mt_dense_t *d, const int8_t *xp, const int8_t *wa, int32_t n, int8_t *yp,
+                                  int32_t nky) {
     int32_t s[4];
     for (; n >= 2; n -= 2, xp += 2 * d->dx, yp += 2 * d->out_c) {
-        dot_2x2_full(xp, d->dx, d->xr, d->nky, wa, d->dw, d->run, s);
+        dot_2x2_full(xp, d->dx, d->xr, nky, wa, d->dw, d->run, s);
         // Both outputs of a channel before the stores: an int8_t store may
         // alias *d, whose fields would be loaded again after each one.
         int8_t a0 = mt_rq_out(d->fa + s[0], &d->qa), a1 = mt_rq_out(d->fa + s[2], &d->qa);
@@ -248,10 +249,19 @@ static MT_NOINLINE void dense_run(const mt_dense_t *d, const int8_t *xp, const i
         yp[d->out_c + d->dob] = a1;
     }
     if (n) {  // an odd one: pixel B = pixel A
-        dot_2x2_full(xp, 0, d->xr, d->nky, wa, d->dw, d->run, s);
+        dot_2x2_full(xp, 0, d->xr, nky, wa, d->dw, d->run, s);
         const int8_t a0 = mt_rq_out(d->fa + s[0], &d->qa), b0 = mt_rq_out(d->fb + s[1], &d->qb);
         yp[0] = a0;
         yp[d->dob] = b0;
+    }
+}
+
+// 1-row kernels (1x1) get a copy without the row loop.
+static MT_NOINLINE void dense_run(const mt_dense_t *d, const int8_t *xp, const int8_t *wa, int32_t n, int8_t *yp) {
+    if (d->nky == 1) {
+        dense_run_k(d, xp, wa, n, yp, 1);
+    } else {
+        dense_run_k(d, xp, wa, n, yp, d->nky);
     }
 }
 
