@@ -364,92 +364,134 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
     }
 }
 
-// n interior 3x3 depthwise outputs of one channel: xp at the first window's
-// top-left tap (channel c), rows xr apart, taps C apart, windows sx apart;
-// outputs C apart from yp. acc = bf + sum x * w, bf = bias - zp * sum w.
-static MT_NOINLINE void dw3x3_run(const int8_t *xp, int32_t C, int32_t xr, int32_t sx, int32_t n, const int8_t *wc,
-                                  int32_t bf, const int32_t *q, int8_t *yp) {
-    const int32_t w0 = wc[0], w1 = wc[1], w2 = wc[2], w3 = wc[3], w4 = wc[4], w5 = wc[5], w6 = wc[6], w7 = wc[7],
-                  w8 = wc[8];
-    const int32_t m = q[0], sh = q[1], lo = q[2], hi = q[3], out_zp = q[4];
-    for (int32_t i = 0; i < n; ++i, xp += sx, yp += C) {
-        const int8_t *r1 = xp + xr, *r2 = r1 + xr;
-        int32_t acc = bf + xp[0] * w0 + xp[C] * w1 + xp[2 * C] * w2;
-        acc += r1[0] * w3 + r1[C] * w4 + r1[2 * C] * w5;
-        acc += r2[0] * w6 + r2[C] * w7 + r2[2 * C] * w8;
-        *yp = mt_out_s8(acc, m, sh, lo, hi, out_zp);
+// acc + x * (low / high half of a packed weight pair), x a sign-extended
+// byte: SMLABB / SMLABT on armv7e-m; plain C elsewhere (same value).
+#if MT_DSP
+#define MAC_LO(acc, x, wp) mt_smlabb((uint32_t)(x), (uint32_t)(wp), (acc))
+#define MAC_HI(acc, x, wp) mt_smlabt((uint32_t)(x), (uint32_t)(wp), (acc))
+#else
+#define MAC_LO(acc, x, wp) ((acc) + (x) * mt_lo16((uint32_t)(wp)))
+#define MAC_HI(acc, x, wp) ((acc) + (x) * mt_hi16((uint32_t)(wp)))
+#endif
+
+// n depthwise 3x3 outputs of one channel over windows whose columns are all
+// inside x: xp at the first window's top-left tap of its first row (channel
+// c), kernel rows 1 and 2 at xp + o1, xp + o2, taps C apart, windows sx
+// apart; outputs C apart from yp. acc = bf + sum x * w with the nine weights
+// as 16-bit pairs wp[0..4] (five registers, not nine). A kernel row lying
+// outside x has zero weights and an offset to a row inside, so border rows
+// take this path too; bf = bias - zp * (sum of the weights used).
+static MT_NOINLINE void dw3x3_run(const int8_t *xp, int32_t C, int32_t o1, int32_t o2, int32_t sx, int32_t n,
+                                  const int32_t *wp, int32_t bf, const mt_rq_t *q, int8_t *yp) {
+    const int32_t w01 = wp[0], w23 = wp[1], w45 = wp[2], w67 = wp[3], w8 = wp[4];
+    const mt_rq_t qc = *q;
+    const int32_t C2 = 2 * C;
+    for (int8_t *end = yp + n * C; yp != end; xp += sx, yp += C) {
+        const int8_t *r = xp;
+        int32_t acc = MAC_LO(bf, r[0], w01);
+        acc = MAC_HI(acc, r[C], w01);
+        acc = MAC_LO(acc, r[C2], w23);
+        r = xp + o1;
+        acc = MAC_HI(acc, r[0], w23);
+        acc = MAC_LO(acc, r[C], w45);
+        acc = MAC_HI(acc, r[C2], w45);
+        r = xp + o2;
+        acc = MAC_LO(acc, r[0], w67);
+        acc = MAC_HI(acc, r[C], w67);
+        acc = MAC_LO(acc, r[C2], w8);
+        *yp = mt_rq_out(acc, &qc);
     }
 }
 
+// sum (x - zp) * w over the valid taps of one depthwise window: nky rows of
+// nkx taps; x from xo (rows xr apart, taps C apart), w from wo (rows k_w apart).
+static int32_t dw_taps(const int8_t *x, int32_t xo, int32_t C, int32_t xr, const int8_t *w, int32_t k_w, int32_t nky,
+                       int32_t nkx, int32_t zp) {
+    int32_t acc = 0;
+    for (int32_t ky = 0; ky < nky; ++ky, xo += xr, w += k_w) {
+        for (int32_t kx = 0, xi = xo; kx < nkx; ++kx, xi += C) {
+            acc += ((int32_t)x[xi] - zp) * (int32_t)w[kx];
+        }
+    }
+    return acc;
+}
+
 // Depthwise (cpg == opg == 1): channel outermost, so a channel's weights,
-// bias and requant parameters are loaded once for all its outputs (x and y
-// are walked in_c apart). Windows lying wholly inside the input (a run of
-// columns per interior row) take the fast path: sum x * w over the full
-// kernel plus the per-channel constant bias - zp * sum w, unrolled for 3x3;
-// border windows sum (x - zp) * w over their valid taps (win_dot).
+// bias and requant constants are set up once for all its outputs (x and y
+// are walked in_c apart). Per output row, the windows whose columns are all
+// inside x form a run: 3x3 kernels take dw3x3_run for it on every row (rows
+// outside x masked), other kernels a plain loop on interior rows, with the
+// zero point folded out (sum (x - zp) * w = sum x * w - zp * sum w). The
+// remaining (border) windows sum (x - zp) * w over their valid taps.
 static void conv_fwd_dw(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
                         const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
-    const int32_t C = p->in_c, zp = p->in_zp, out_zp = p->out_zp;
+    const int32_t C = p->in_c, zp = p->in_zp, out_zp = p->out_zp, out_w = p->out_w;
     const int32_t lo = p->act_min - out_zp, hi = p->act_max - out_zp;
     const int32_t k_h = p->k_h, k_w = p->k_w, nk = g->w_oc, xr = g->x_row;
     const int32_t sx = p->stride_w * C;  // x step between neighbouring outputs
-    // Interior columns [ix0, ix1): bx >= 0 and bx + k_w <= in_w; rows alike.
-    int32_t ix0 = 0, ix1, iy0 = 0, iy1;
-    while (ix0 < p->out_w && ix0 * p->stride_w < p->pad_left) {
-        ++ix0;
-    }
-    for (ix1 = ix0; ix1 < p->out_w && ix1 * p->stride_w - p->pad_left + k_w <= p->in_w; ++ix1) {
-    }
-    while (iy0 < p->out_h && iy0 * p->stride_h < p->pad_top) {
-        ++iy0;
-    }
-    for (iy1 = iy0; iy1 < p->out_h && iy1 * p->stride_h - p->pad_top + k_h <= p->in_h; ++iy1) {
-    }
+    int32_t ix0, ix1, iy0, iy1;
+    interior(k_w, p->stride_w, p->pad_left, p->in_w, out_w, &ix0, &ix1);
+    interior(k_h, p->stride_h, p->pad_top, p->in_h, p->out_h, &iy0, &iy1);
     const int32_t bx0 = ix0 * p->stride_w - p->pad_left;  // first interior window's column
+    const int is3x3 = k_h == 3 && k_w == 3;
     for (int32_t c = 0; c < C; ++c) {
         const int8_t *wc = w + c * nk;
-        int32_t sw = 0;
-        for (int32_t k = 0; k < nk; ++k) {
-            sw += wc[k];
-        }
-        // |zp * sw| <= 128 * 255 * 128; the fast path's sum equals the
-        // contract's bias + sum (x - zp) * w, within 2^31 (mt_conv2d_check).
-        const int32_t b = bias[c], bf = b - zp * sw;
-        int32_t q[5];  // element stores: an initialiser may become a memcpy call
-        q[0] = mult[c];
-        q[1] = shift[c];
-        q[2] = lo;
-        q[3] = hi;
-        q[4] = out_zp;
+        mt_rq_t q;
+        mt_rq_init(&q, mult[c], shift[c], lo, hi, out_zp);
+        const int32_t b = bias[c];
         int8_t *yp = y + c;
-        for (int32_t oy = 0; oy < p->out_h; ++oy) {
-            for (int32_t ox = 0; ox < p->out_w; ++ox, yp += C) {
-                if (ox == ix0 && ix1 > ix0 && oy >= iy0 && oy < iy1) {  // this row's interior run
-                    const int8_t *xp = x + ((oy * p->stride_h - p->pad_top) * p->in_w + bx0) * C + c;
-                    const int32_t n = ix1 - ix0;
-                    if (k_h == 3 && k_w == 3) {
-                        dw3x3_run(xp, C, xr, sx, n, wc, bf, q, yp);
-                    } else {
-                        int8_t *yq = yp;
-                        for (int32_t i = 0; i < n; ++i, xp += sx, yq += C) {
-                            int32_t acc = bf;
-                            const int8_t *wk = wc;
-                            for (int32_t ky = 0, xo = 0; ky < k_h; ++ky, xo += xr, wk += k_w) {
-                                acc += dot_strided(xp + xo, C, wk, k_w, 0);
-                            }
-                            *yq = mt_out_s8(acc, q[0], q[1], lo, hi, out_zp);
+        for (int32_t oy = 0; oy < p->out_h; ++oy, yp += out_w * C) {
+            const int32_t by = oy * p->stride_h - p->pad_top;
+            int32_t ky0, ky1;
+            tap_range(by, k_h, p->in_h, &ky0, &ky1);
+            int32_t done = 0;  // the interior column run [ix0, ix1) is done
+            if (ix1 > ix0 && (is3x3 || (oy >= iy0 && oy < iy1))) {
+                const int8_t *xp = x + ((by + ky0) * p->in_w + bx0) * C + c;
+                // |bias| <= 2^30 and each term of a partial sum (x * w, or
+                // -zp * w of a tap not yet added) is <= 2^14 in magnitude, at
+                // most 32768 terms: intermediates stay below 2^31.
+                int32_t sw = 0;
+                if (is3x3) {
+                    int32_t wv[9], off[3];
+                    for (int32_t ky = 0; ky < 3; ++ky) {
+                        const int32_t in = ky >= ky0 && ky < ky1;
+                        off[ky] = in ? (ky - ky0) * xr : 0;
+                        for (int32_t kx = 0; kx < 3; ++kx) {
+                            wv[ky * 3 + kx] = in ? wc[ky * 3 + kx] : 0;
+                            sw += wv[ky * 3 + kx];
                         }
                     }
-                    ox += n;
-                    yp += n * C;
-                    if (ox == p->out_w) {
-                        break;
+                    int32_t wp[5];
+                    wp[0] = (int32_t)mt_pack16(wv[0], wv[1]);
+                    wp[1] = (int32_t)mt_pack16(wv[2], wv[3]);
+                    wp[2] = (int32_t)mt_pack16(wv[4], wv[5]);
+                    wp[3] = (int32_t)mt_pack16(wv[6], wv[7]);
+                    wp[4] = wv[8];
+                    // row 0 at offset 0: off[0] is 0 whether row 0 is in x or not
+                    dw3x3_run(xp, C, off[1], off[2], sx, ix1 - ix0, wp, b - zp * sw, &q, yp + ix0 * C);
+                } else {
+                    for (int32_t k = 0; k < nk; ++k) {
+                        sw += wc[k];
+                    }
+                    int8_t *yq = yp + ix0 * C;
+                    for (int32_t i = ix0; i < ix1; ++i, xp += sx, yq += C) {
+                        const int32_t acc = b - zp * sw + dw_taps(x, (int32_t)(xp - x), C, xr, wc, k_w, k_h, k_w, 0);
+                        *yq = mt_rq_out(acc, &q);
                     }
                 }
-                mt_win_t win;
-                win_init(p, g, oy, ox, &win);
-                const int32_t acc = b + win_dot(x, win.x_off + c, wc, win.w_off, &win, xr, C, g->w_row, zp);
-                *yp = mt_out_s8(acc, q[0], q[1], lo, hi, out_zp);
+                done = 1;
+            }
+            for (int32_t ox = 0; ox < out_w; ++ox) {
+                if (done && ox == ix0) {
+                    ox = ix1 - 1;
+                    continue;
+                }
+                const int32_t bx = ox * p->stride_w - p->pad_left;
+                int32_t kx0, kx1;
+                tap_range(bx, k_w, p->in_w, &kx0, &kx1);
+                const int32_t xo = ((by + ky0) * p->in_w + bx + kx0) * C + c;
+                const int32_t acc = b + dw_taps(x, xo, C, xr, wc + ky0 * k_w + kx0, k_w, ky1 - ky0, kx1 - kx0, zp);
+                yp[ox * C] = mt_rq_out(acc, &q);
             }
         }
     }
