@@ -374,33 +374,65 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
 #define MAC_HI(acc, x, wp) ((acc) + (x) * mt_hi16((uint32_t)(wp)))
 #endif
 
-// n depthwise 3x3 outputs of one channel over windows whose columns are all
-// inside x: xp at the first window's top-left tap of its first row (channel
-// c), kernel rows 1 and 2 at xp + o1, xp + o2, taps C apart, windows sx
-// apart; outputs C apart from yp. acc = bf + sum x * w with the nine weights
-// as 16-bit pairs wp[0..4] (five registers, not nine). A kernel row lying
-// outside x has zero weights and an offset to a row inside, so border rows
-// take this path too; bf = bias - zp * (sum of the weights used).
-static MT_NOINLINE void dw3x3_run(const int8_t *xp, int32_t C, int32_t o1, int32_t o2, int32_t sx, int32_t n,
-                                  const int32_t *wp, int32_t bf, const mt_rq_t *q, int8_t *yp) {
-    const int32_t w01 = wp[0], w23 = wp[1], w45 = wp[2], w67 = wp[3], w8 = wp[4];
+// n depthwise 3x3 outputs of one channel, windows sx apart in x and outputs
+// ys apart from yp (a run along a row or down a column). xp is the first
+// window's first tap inside x (channel c); kernel rows 1, 2 at offsets o1,
+// o2 and kernel columns 1, 2 at offsets a1, a2 from it. acc = bf + sum x * w
+// with the nine weights as 16-bit pairs wp[0..4] (five registers, not
+// nine). A kernel row or column lying outside x has zero weights and offset
+// 0 (or that of a tap inside), so border windows take this path too; bf =
+// bias - zp * (sum of the weights used).
+typedef struct {
+    int32_t o1, o2, a1, a2, sx, ys, bf;
+    int32_t wp[5];
+} mt_dw3_t;
+
+static MT_NOINLINE void dw3x3_run(const mt_dw3_t *d, const int8_t *xp, int32_t n, const mt_rq_t *q, int8_t *yp) {
+    const int32_t w01 = d->wp[0], w23 = d->wp[1], w45 = d->wp[2], w67 = d->wp[3], w8 = d->wp[4];
+    const int32_t o1 = d->o1, o2 = d->o2, a1 = d->a1, a2 = d->a2, sx = d->sx, ys = d->ys, bf = d->bf;
     const mt_rq_t qc = *q;
-    const int32_t C2 = 2 * C;
-    for (int8_t *end = yp + n * C; yp != end; xp += sx, yp += C) {
+    for (; n > 0; --n, xp += sx, yp += ys) {
         const int8_t *r = xp;
         int32_t acc = MAC_LO(bf, r[0], w01);
-        acc = MAC_HI(acc, r[C], w01);
-        acc = MAC_LO(acc, r[C2], w23);
+        acc = MAC_HI(acc, r[a1], w01);
+        acc = MAC_LO(acc, r[a2], w23);
         r = xp + o1;
         acc = MAC_HI(acc, r[0], w23);
-        acc = MAC_LO(acc, r[C], w45);
-        acc = MAC_HI(acc, r[C2], w45);
+        acc = MAC_LO(acc, r[a1], w45);
+        acc = MAC_HI(acc, r[a2], w45);
         r = xp + o2;
         acc = MAC_LO(acc, r[0], w67);
-        acc = MAC_HI(acc, r[C], w67);
-        acc = MAC_LO(acc, r[C2], w8);
+        acc = MAC_HI(acc, r[a1], w67);
+        acc = MAC_LO(acc, r[a2], w8);
         *yp = mt_rq_out(acc, &qc);
     }
+}
+
+// Weights and offsets of dw3x3_run for windows whose valid taps are kernel
+// rows [ky0, ky1) and columns [kx0, kx1) (rows xr, columns C apart in x).
+static void dw3_setup(mt_dw3_t *d, const int8_t *wc, int32_t ky0, int32_t ky1, int32_t kx0, int32_t kx1, int32_t xr,
+                      int32_t C, int32_t bias, int32_t zp) {
+    int32_t wv[9], sw = 0;
+    for (int32_t ky = 0; ky < 3; ++ky) {
+        for (int32_t kx = 0; kx < 3; ++kx) {
+            const int32_t v = ky >= ky0 && ky < ky1 && kx >= kx0 && kx < kx1 ? wc[ky * 3 + kx] : 0;
+            wv[ky * 3 + kx] = v;
+            sw += v;
+        }
+    }
+    d->wp[0] = (int32_t)mt_pack16(wv[0], wv[1]);
+    d->wp[1] = (int32_t)mt_pack16(wv[2], wv[3]);
+    d->wp[2] = (int32_t)mt_pack16(wv[4], wv[5]);
+    d->wp[3] = (int32_t)mt_pack16(wv[6], wv[7]);
+    d->wp[4] = wv[8];
+    // Offsets from the first valid tap; outside taps (zero weight) read it.
+    d->o1 = 1 >= ky0 && 1 < ky1 ? (1 - ky0) * xr : 0;
+    d->o2 = 2 < ky1 ? (2 - ky0) * xr : 0;
+    d->a1 = 1 >= kx0 && 1 < kx1 ? (1 - kx0) * C : 0;
+    d->a2 = 2 < kx1 ? (2 - kx0) * C : 0;
+    // |bias| <= 2^30 and each term of a partial sum (x * w, or -zp * w of a
+    // tap not yet added) is <= 2^14 in magnitude: no overflow.
+    d->bf = bias - zp * sw;
 }
 
 // sum (x - zp) * w over the valid taps of one depthwise window: nky rows of
@@ -418,80 +450,86 @@ static int32_t dw_taps(const int8_t *x, int32_t xo, int32_t C, int32_t xr, const
 
 // Depthwise (cpg == opg == 1): channel outermost, so a channel's weights,
 // bias and requant constants are set up once for all its outputs (x and y
-// are walked in_c apart). Per output row, the windows whose columns are all
-// inside x form a run: 3x3 kernels take dw3x3_run for it on every row (rows
-// outside x masked), other kernels a plain loop on interior rows, with the
-// zero point folded out (sum (x - zp) * w = sum x * w - zp * sum w). The
-// remaining (border) windows sum (x - zp) * w over their valid taps.
+// are walked in_c apart), with the zero point folded out (sum (x - zp) * w =
+// sum x * w - zp * sum w). 3x3 kernels: per output row, the windows whose
+// columns are all inside x form one dw3x3_run (kernel rows outside x
+// masked); per border column, the windows of the interior rows form one run
+// down the column (kernel columns masked); the corners are single windows.
+// Other kernels: the interior windows by a plain loop, the others summing
+// (x - zp) * w over their valid taps.
 static void conv_fwd_dw(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
                         const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
-    const int32_t C = p->in_c, zp = p->in_zp, out_zp = p->out_zp, out_w = p->out_w;
+    const int32_t C = p->in_c, zp = p->in_zp, out_zp = p->out_zp, out_w = p->out_w, out_h = p->out_h;
     const int32_t lo = p->act_min - out_zp, hi = p->act_max - out_zp;
     const int32_t k_h = p->k_h, k_w = p->k_w, nk = g->w_oc, xr = g->x_row;
-    const int32_t sx = p->stride_w * C;  // x step between neighbouring outputs
+    const int32_t sx = p->stride_w * C, sy = p->stride_h * xr;  // x steps between neighbouring outputs
+    const int32_t yr = out_w * C;
     int32_t ix0, ix1, iy0, iy1;
     interior(k_w, p->stride_w, p->pad_left, p->in_w, out_w, &ix0, &ix1);
-    interior(k_h, p->stride_h, p->pad_top, p->in_h, p->out_h, &iy0, &iy1);
-    const int32_t bx0 = ix0 * p->stride_w - p->pad_left;  // first interior window's column
+    interior(k_h, p->stride_h, p->pad_top, p->in_h, out_h, &iy0, &iy1);
     const int is3x3 = k_h == 3 && k_w == 3;
     for (int32_t c = 0; c < C; ++c) {
         const int8_t *wc = w + c * nk;
         mt_rq_t q;
         mt_rq_init(&q, mult[c], shift[c], lo, hi, out_zp);
         const int32_t b = bias[c];
-        int8_t *yp = y + c;
-        for (int32_t oy = 0; oy < p->out_h; ++oy, yp += out_w * C) {
-            const int32_t by = oy * p->stride_h - p->pad_top;
-            int32_t ky0, ky1;
-            tap_range(by, k_h, p->in_h, &ky0, &ky1);
-            int32_t done = 0;  // the interior column run [ix0, ix1) is done
-            if (ix1 > ix0 && (is3x3 || (oy >= iy0 && oy < iy1))) {
-                const int8_t *xp = x + ((by + ky0) * p->in_w + bx0) * C + c;
-                // |bias| <= 2^30 and each term of a partial sum (x * w, or
-                // -zp * w of a tap not yet added) is <= 2^14 in magnitude, at
-                // most 32768 terms: intermediates stay below 2^31.
-                int32_t sw = 0;
-                if (is3x3) {
-                    int32_t wv[9], off[3];
-                    for (int32_t ky = 0; ky < 3; ++ky) {
-                        const int32_t in = ky >= ky0 && ky < ky1;
-                        off[ky] = in ? (ky - ky0) * xr : 0;
-                        for (int32_t kx = 0; kx < 3; ++kx) {
-                            wv[ky * 3 + kx] = in ? wc[ky * 3 + kx] : 0;
-                            sw += wv[ky * 3 + kx];
-                        }
-                    }
-                    int32_t wp[5];
-                    wp[0] = (int32_t)mt_pack16(wv[0], wv[1]);
-                    wp[1] = (int32_t)mt_pack16(wv[2], wv[3]);
-                    wp[2] = (int32_t)mt_pack16(wv[4], wv[5]);
-                    wp[3] = (int32_t)mt_pack16(wv[6], wv[7]);
-                    wp[4] = wv[8];
-                    // row 0 at offset 0: off[0] is 0 whether row 0 is in x or not
-                    dw3x3_run(xp, C, off[1], off[2], sx, ix1 - ix0, wp, b - zp * sw, &q, yp + ix0 * C);
-                } else {
-                    for (int32_t k = 0; k < nk; ++k) {
-                        sw += wc[k];
-                    }
-                    int8_t *yq = yp + ix0 * C;
-                    for (int32_t i = ix0; i < ix1; ++i, xp += sx, yq += C) {
-                        const int32_t acc = b - zp * sw + dw_taps(x, (int32_t)(xp - x), C, xr, wc, k_w, k_h, k_w, 0);
-                        *yq = mt_rq_out(acc, &q);
-                    }
+        if (is3x3) {
+            mt_dw3_t d;
+            d.sx = sx;
+            d.ys = C;
+            // rows: the interior column run [ix0, ix1)
+            for (int32_t oy = 0; oy < out_h && ix1 > ix0; ++oy) {
+                const int32_t by = oy * p->stride_h - p->pad_top, bx = ix0 * p->stride_w - p->pad_left;
+                int32_t ky0, ky1;
+                tap_range(by, 3, p->in_h, &ky0, &ky1);
+                if (oy <= iy0 || oy >= iy1) {  // weights change only at border rows
+                    dw3_setup(&d, wc, ky0, ky1, 0, 3, xr, C, b, zp);
                 }
-                done = 1;
+                dw3x3_run(&d, x + ((by + ky0) * p->in_w + bx) * C + c, ix1 - ix0, &q, y + oy * yr + ix0 * C + c);
+            }
+            // columns: the border columns, over the interior rows [iy0, iy1)
+            d.sx = sy;
+            d.ys = yr;
+            for (int32_t ox = 0; ox < out_w && iy1 > iy0; ++ox) {
+                if (ox == ix0 && ix1 > ix0) {
+                    ox = ix1 - 1;
+                    continue;
+                }
+                const int32_t by = iy0 * p->stride_h - p->pad_top, bx = ox * p->stride_w - p->pad_left;
+                int32_t kx0, kx1;
+                tap_range(bx, 3, p->in_w, &kx0, &kx1);
+                dw3_setup(&d, wc, 0, 3, kx0, kx1, xr, C, b, zp);
+                dw3x3_run(&d, x + (by * p->in_w + bx + kx0) * C + c, iy1 - iy0, &q, y + iy0 * yr + ox * C + c);
+            }
+        }
+        int32_t sw = 0;
+        for (int32_t k = 0; k < nk && !is3x3; ++k) {
+            sw += wc[k];
+        }
+        for (int32_t oy = 0; oy < out_h; ++oy) {
+            const int32_t by = oy * p->stride_h - p->pad_top;
+            const int32_t row_in = oy >= iy0 && oy < iy1;
+            if (is3x3 && row_in) {  // done by the column runs above
+                continue;
             }
             for (int32_t ox = 0; ox < out_w; ++ox) {
-                if (done && ox == ix0) {
+                const int32_t col_in = ox >= ix0 && ox < ix1;
+                if (is3x3 && col_in) {  // done by the row runs above
                     ox = ix1 - 1;
                     continue;
                 }
                 const int32_t bx = ox * p->stride_w - p->pad_left;
-                int32_t kx0, kx1;
-                tap_range(bx, k_w, p->in_w, &kx0, &kx1);
-                const int32_t xo = ((by + ky0) * p->in_w + bx + kx0) * C + c;
-                const int32_t acc = b + dw_taps(x, xo, C, xr, wc + ky0 * k_w + kx0, k_w, ky1 - ky0, kx1 - kx0, zp);
-                yp[ox * C] = mt_rq_out(acc, &q);
+                int32_t acc;
+                if (row_in && col_in) {  // an interior window (not 3x3)
+                    acc = b - zp * sw + dw_taps(x, (by * p->in_w + bx) * C + c, C, xr, wc, k_w, k_h, k_w, 0);
+                } else {
+                    int32_t ky0, ky1, kx0, kx1;
+                    tap_range(by, k_h, p->in_h, &ky0, &ky1);
+                    tap_range(bx, k_w, p->in_w, &kx0, &kx1);
+                    const int32_t xo = ((by + ky0) * p->in_w + bx + kx0) * C + c;
+                    acc = b + dw_taps(x, xo, C, xr, wc + ky0 * k_w + kx0, k_w, ky1 - ky0, kx1 - kx0, zp);
+                }
+                y[oy * yr + ox * C + c] = mt_rq_out(acc, &q);
             }
         }
     }
