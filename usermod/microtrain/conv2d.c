@@ -408,6 +408,52 @@ static MT_NOINLINE void dw3x3_run(const mt_dw3_t *d, const int8_t *xp, int32_t n
     }
 }
 
+// dw3x3_run for a run along a row with stride 1 and all kernel columns
+// inside x (a1 = C, a2 = 2C, sx = ys = C): two outputs per iteration share
+// the loads of their two common columns and the requant constants.
+static MT_NOINLINE void dw3x3_run_s1(const mt_dw3_t *d, const int8_t *xp, int32_t n, const mt_rq_t *q, int8_t *yp) {
+    const int32_t w01 = d->wp[0], w23 = d->wp[1], w45 = d->wp[2], w67 = d->wp[3], w8 = d->wp[4];
+    const int32_t o1 = d->o1, o2 = d->o2, C = d->ys, bf = d->bf;
+    const mt_rq_t qc = *q;
+    for (; n >= 2; n -= 2, xp += 2 * C, yp += 2 * C) {
+        const int8_t *r = xp;
+        int32_t x0 = r[0], x1 = r[C], x2 = r[2 * C], x3 = r[3 * C];
+        int32_t a = MAC_LO(bf, x0, w01), b = MAC_LO(bf, x1, w01);
+        a = MAC_HI(a, x1, w01);
+        b = MAC_HI(b, x2, w01);
+        a = MAC_LO(a, x2, w23);
+        b = MAC_LO(b, x3, w23);
+        r = xp + o1;
+        x0 = r[0];
+        x1 = r[C];
+        x2 = r[2 * C];
+        x3 = r[3 * C];
+        a = MAC_HI(a, x0, w23);
+        b = MAC_HI(b, x1, w23);
+        a = MAC_LO(a, x1, w45);
+        b = MAC_LO(b, x2, w45);
+        a = MAC_HI(a, x2, w45);
+        b = MAC_HI(b, x3, w45);
+        r = xp + o2;
+        x0 = r[0];
+        x1 = r[C];
+        x2 = r[2 * C];
+        x3 = r[3 * C];
+        a = MAC_LO(a, x0, w67);
+        b = MAC_LO(b, x1, w67);
+        a = MAC_HI(a, x1, w67);
+        b = MAC_HI(b, x2, w67);
+        a = MAC_LO(a, x2, w8);
+        b = MAC_LO(b, x3, w8);
+        const int8_t ya = mt_rq_out(a, &qc), yb = mt_rq_out(b, &qc);
+        yp[0] = ya;
+        yp[C] = yb;
+    }
+    if (n) {
+        dw3x3_run(d, xp, 1, q, yp);
+    }
+}
+
 // Weights and offsets of dw3x3_run for windows whose valid taps are kernel
 // rows [ky0, ky1) and columns [kx0, kx1) (rows xr, columns C apart in x).
 static void dw3_setup(mt_dw3_t *d, const int8_t *wc, int32_t ky0, int32_t ky1, int32_t kx0, int32_t kx1, int32_t xr,
@@ -485,7 +531,12 @@ static void conv_fwd_dw(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
                 if (oy <= iy0 || oy >= iy1) {  // weights change only at border rows
                     dw3_setup(&d, wc, ky0, ky1, 0, 3, xr, C, b, zp);
                 }
-                dw3x3_run(&d, x + ((by + ky0) * p->in_w + bx) * C + c, ix1 - ix0, &q, y + oy * yr + ix0 * C + c);
+                const int8_t *xp = x + ((by + ky0) * p->in_w + bx) * C + c;
+                if (p->stride_w == 1) {
+                    dw3x3_run_s1(&d, xp, ix1 - ix0, &q, y + oy * yr + ix0 * C + c);
+                } else {
+                    dw3x3_run(&d, xp, ix1 - ix0, &q, y + oy * yr + ix0 * C + c);
+                }
             }
             // columns: the border columns, over the interior rows [iy0, iy1)
             d.sx = sy;
