@@ -11,6 +11,18 @@
 // cpg elements (depthwise: cpg == 1, a strided single-element loop).
 // Positions in buffers are int32 offsets rather than bumped pointers, so no
 // out-of-range pointer is ever formed after the last tap.
+//
+// Forward, three loop structures (integer sums are exact, so each may sum in
+// its own order; the bounds are in the comments):
+// - groups == 1 (conv_fwd_dense): output channels outermost, two at a time
+//   (register blocking, mt_runs.h): windows wholly inside x go two
+//   neighbours per pass (2 pixels x 2 channels, SMLAD on armv7e-m) with the
+//   zero point folded out, sum (x - zp) * w = sum x * w - zp * sum w; border
+//   windows run over their valid taps with x - zp per term.
+// - depthwise, cpg == opg == 1 (conv_fwd_dw): channel outermost with its
+//   weights in registers; 3x3 windows in runs along rows and down border
+//   columns, kernel rows / columns outside x masked by zero weights.
+// - other groups (conv_fwd_groups): position by position, as the backward.
 #include "mt_kernels.h"
 
 // Valid taps [*k0, *k1) of a window starting at input index `base`. The
@@ -170,8 +182,8 @@ static void interior(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t
 static MT_INLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa,
                                    int32_t dw, int32_t run, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (int32_t ky = 0; ky < nky; ++ky, xa += xr) {
-        const int8_t *xp = xa;
+    for (int32_t ky = 0, xo = 0; ky < nky; ++ky, xo += xr) {
+        const int8_t *xp = xa + xo;
         const int8_t *end = wa + run;
 #if MT_DSP
         for (const int8_t *end4 = wa + (run & ~3); wa != end4; xp += 4, wa += 4) {
@@ -224,20 +236,21 @@ static int32_t sum_s8(const int8_t *w, int32_t n) {
     return s;
 }
 
-// One row's interior run for two output channels (A, B = A + dob): n
-// outputs from x at xp (neighbours dx apart) to y at yp (out_c apart), two
-// per dot_2x2_full pass. Out of line, so the pass is inlined into a loop
-// of its own rather than into the whole loop nest.
+// A run of interior outputs for two output channels (A, B = A + dob): n
+// windows from x (neighbours dx apart) to y (out_c apart), two per
+// dot_2x2_full pass. dense_run is out of line, so the pass is inlined into
+// a loop of its own rather than into the whole loop nest.
 typedef struct {
     int32_t dx, xr, nky, run, dw, out_c, dob, fa, fb;
     mt_rq_t qa, qb;
 } mt_dense_t;
 
-static MT_INLINE void dense_run_k(const mt_dense_t *d, const int8_t *xp, const int8_t *wa, int32_t n, int8_t *yp,
+static MT_INLINE void dense_run_k(const mt_dense_t *d, const int8_t *x, const int8_t *wa, int32_t n, int8_t *y,
                                   int32_t nky) {
-    int32_t s[4];
-    for (; n >= 2; n -= 2, xp += 2 * d->dx, yp += 2 * d->out_c) {
-        dot_2x2_full(xp, d->dx, d->xr, nky, wa, d->dw, d->run, s);
+    int32_t s[4], xo = 0, yo = 0;
+    for (; n >= 2; n -= 2, xo += 2 * d->dx, yo += 2 * d->out_c) {
+        int8_t *yp = y + yo;
+        dot_2x2_full(x + xo, d->dx, d->xr, nky, wa, d->dw, d->run, s);
         // Both outputs of a channel before the stores: an int8_t store may
         // alias *d, whose fields would be loaded again after each one.
         int8_t a0 = mt_rq_out(d->fa + s[0], &d->qa), a1 = mt_rq_out(d->fa + s[2], &d->qa);
@@ -249,10 +262,10 @@ static MT_INLINE void dense_run_k(const mt_dense_t *d, const int8_t *xp, const i
         yp[d->out_c + d->dob] = a1;
     }
     if (n) {  // an odd one: pixel B = pixel A
-        dot_2x2_full(xp, 0, d->xr, nky, wa, d->dw, d->run, s);
+        dot_2x2_full(x + xo, 0, d->xr, nky, wa, d->dw, d->run, s);
         const int8_t a0 = mt_rq_out(d->fa + s[0], &d->qa), b0 = mt_rq_out(d->fb + s[1], &d->qb);
-        yp[0] = a0;
-        yp[d->dob] = b0;
+        y[yo] = a0;
+        y[yo + d->dob] = b0;
     }
 }
 
@@ -341,9 +354,9 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
                     two = wb.run == wa.run && wb.w_off == wa.w_off;
                 }
                 s[0] = s[1] = s[2] = s[3] = 0;
-                const int8_t *wp = wc + wa.w_off;
-                int32_t xo = wa.x_off;
-                for (int32_t ky = 0; ky < wa.nky; ++ky, xo += g->x_row, wp += g->w_row) {
+                int32_t xo = wa.x_off, wo = wa.w_off;
+                for (int32_t ky = 0; ky < wa.nky; ++ky, xo += g->x_row, wo += g->w_row) {
+                    const int8_t *wp = wc + wo;
                     if (two) {
                         dot_2x2(x + xo, x + xo + dx, wp, wp + dw, wa.run, zp, s);
                     } else {
@@ -387,12 +400,14 @@ typedef struct {
     int32_t wp[5];
 } mt_dw3_t;
 
-static MT_NOINLINE void dw3x3_run(const mt_dw3_t *d, const int8_t *xp, int32_t n, const mt_rq_t *q, int8_t *yp) {
+static MT_NOINLINE void dw3x3_run(const mt_dw3_t *d, const int8_t *x, int32_t n, const mt_rq_t *q, int8_t *y) {
     const int32_t w01 = d->wp[0], w23 = d->wp[1], w45 = d->wp[2], w67 = d->wp[3], w8 = d->wp[4];
     const int32_t o1 = d->o1, o2 = d->o2, a1 = d->a1, a2 = d->a2, sx = d->sx, ys = d->ys, bf = d->bf;
     const mt_rq_t qc = *q;
-    for (; n > 0; --n, xp += sx, yp += ys) {
-        const int8_t *r = xp;
+    // int32 offsets, not bumped pointers: nothing points past x or y after
+    // the last output.
+    for (int32_t xi = 0, yi = 0; n > 0; --n, xi += sx, yi += ys) {
+        const int8_t *xp = x + xi, *r = xp;
         int32_t acc = MAC_LO(bf, r[0], w01);
         acc = MAC_HI(acc, r[a1], w01);
         acc = MAC_LO(acc, r[a2], w23);
@@ -404,19 +419,20 @@ static MT_NOINLINE void dw3x3_run(const mt_dw3_t *d, const int8_t *xp, int32_t n
         acc = MAC_LO(acc, r[0], w67);
         acc = MAC_HI(acc, r[a1], w67);
         acc = MAC_LO(acc, r[a2], w8);
-        *yp = mt_rq_out(acc, &qc);
+        y[yi] = mt_rq_out(acc, &qc);
     }
 }
 
 // dw3x3_run for a run along a row with stride 1 and all kernel columns
 // inside x (a1 = C, a2 = 2C, sx = ys = C): two outputs per iteration share
 // the loads of their two common columns and the requant constants.
-static MT_NOINLINE void dw3x3_run_s1(const mt_dw3_t *d, const int8_t *xp, int32_t n, const mt_rq_t *q, int8_t *yp) {
+static MT_NOINLINE void dw3x3_run_s1(const mt_dw3_t *d, const int8_t *x, int32_t n, const mt_rq_t *q, int8_t *y) {
     const int32_t w01 = d->wp[0], w23 = d->wp[1], w45 = d->wp[2], w67 = d->wp[3], w8 = d->wp[4];
     const int32_t o1 = d->o1, o2 = d->o2, C = d->ys, bf = d->bf;
     const mt_rq_t qc = *q;
-    for (; n >= 2; n -= 2, xp += 2 * C, yp += 2 * C) {
-        const int8_t *r = xp;
+    int32_t i = 0;  // offset of the pair in x and y (both step C)
+    for (; n >= 2; n -= 2, i += 2 * C) {
+        const int8_t *xp = x + i, *r = xp;
         int32_t x0 = r[0], x1 = r[C], x2 = r[2 * C], x3 = r[3 * C];
         int32_t a = MAC_LO(bf, x0, w01), b = MAC_LO(bf, x1, w01);
         a = MAC_HI(a, x1, w01);
@@ -446,11 +462,11 @@ static MT_NOINLINE void dw3x3_run_s1(const mt_dw3_t *d, const int8_t *xp, int32_
         a = MAC_LO(a, x2, w8);
         b = MAC_LO(b, x3, w8);
         const int8_t ya = mt_rq_out(a, &qc), yb = mt_rq_out(b, &qc);
-        yp[0] = ya;
-        yp[C] = yb;
+        y[i] = ya;
+        y[i + C] = yb;
     }
     if (n) {
-        dw3x3_run(d, xp, 1, q, yp);
+        dw3x3_run(d, x + i, 1, q, y + i);
     }
 }
 

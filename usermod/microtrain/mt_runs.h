@@ -1,5 +1,7 @@
-// Innermost runs shared by conv2d.c and linear.c. They are static and kept
-// out of line on purpose: on Cortex-M0 (8 low registers) the accumulator and
+// Innermost runs shared by conv2d.c and linear.c, the forward's register
+// blocks (dot_2x2, dot_1x2: two channels x one or two pixels per pass) and
+// the inlined requant of one output (mt_rq_t). They are static and kept out
+// of line on purpose: on Cortex-M0 (8 low registers) the accumulator and
 // pointers stay in registers instead of being spilled by the enclosing loop
 // nest. Each including file gets its own copy.
 #ifndef MT_RUNS_H
