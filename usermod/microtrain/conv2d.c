@@ -365,11 +365,11 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
                 }
                 int8_t *yp = yr + ox * out_c;
                 // |bias| <= 2^30 and |dot| <= 32768 * 255 * 128 < 2^30: exact.
-                yp[oc] = mt_rq_out(bias[oc] + s[0], &qa);
-                yp[ob] = mt_rq_out(bias[ob] + s[1], &qb);
+                yp[oc] = mt_rq_out_call(bias[oc] + s[0], &qa);
+                yp[ob] = mt_rq_out_call(bias[ob] + s[1], &qb);
                 if (two) {
-                    yp[out_c + oc] = mt_rq_out(bias[oc] + s[2], &qa);
-                    yp[out_c + ob] = mt_rq_out(bias[ob] + s[3], &qb);
+                    yp[out_c + oc] = mt_rq_out_call(bias[oc] + s[2], &qa);
+                    yp[out_c + ob] = mt_rq_out_call(bias[ob] + s[3], &qb);
                 }
                 ox += 1 + two;
             }
@@ -596,7 +596,7 @@ static void conv_fwd_dw(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
                     const int32_t xo = ((by + ky0) * p->in_w + bx + kx0) * C + c;
                     acc = b + dw_taps(x, xo, C, xr, wc + ky0 * k_w + kx0, k_w, ky1 - ky0, kx1 - kx0, zp);
                 }
-                y[oy * yr + ox * C + c] = mt_rq_out(acc, &q);
+                y[oy * yr + ox * C + c] = mt_rq_out_call(acc, &q);
             }
         }
     }

@@ -158,7 +158,12 @@ static inline int8_t mt_rq_out(int32_t acc, const mt_rq_t *q) {
     return (int8_t)(mt_clamp(r, q->lo, q->hi) + q->zp);
 }
 
-static inline int8_t mt_out_s8(int32_t acc, int32_t m, int32_t shift, int32_t lo, int32_t hi, int32_t zp) {
+// Out of line, for the paths that requantise few outputs (code size).
+static MT_BLOCK int8_t mt_rq_out_call(int32_t acc, const mt_rq_t *q) {
+    return mt_rq_out(acc, q);
+}
+
+static MT_BLOCK int8_t mt_out_s8(int32_t acc, int32_t m, int32_t shift, int32_t lo, int32_t hi, int32_t zp) {
     mt_rq_t q;
     mt_rq_init(&q, m, shift, lo, hi, zp);
     return mt_rq_out(acc, &q);
