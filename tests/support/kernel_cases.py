@@ -924,6 +924,14 @@ def generate_limits() -> list[Case]:
     args = [i32(g.desc(127, 0, -128, 127)), s8(np.full(g.n_in, -128)), s8(ones), i32([2**30, -(2**30)]),
             i32([2**31 - 1, 2**31 - 1]), i32([-25, -25]), out("Y", g.n_out)]
     cases.append(make_case("conv2d_s8_forward", args, "limit: depthwise k*k 32768, folded zero point"))
+    # depthwise with stride * in_c and stride * in_w * in_c beyond int32 (one output: never stepped)
+    c = 60000
+    g = ConvGeom(1, 1, c, 1, 1, c, 1, 1, 65535, 65535, 0, 0, c)
+    rng = np.random.default_rng(5)
+    args = [i32(g.desc(-128, 3, -128, 127)), s8(_int8(rng, c)), s8(_int8(rng, c)),
+            i32(rng.integers(-(2**20), 2**20, c)), i32(np.full(c, 1 << 30)), i32(rng.integers(-12, -3, c)),
+            out("Y", c)]
+    cases.append(make_case("conv2d_s8_forward", args, "limit: depthwise stride * in_c > 2^31"))
     return cases + generate_forward_blocks()
 
 

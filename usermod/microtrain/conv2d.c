@@ -291,7 +291,10 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
                            const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
     const int32_t out_c = p->out_c, out_w = p->out_w, zp = p->in_zp, out_zp = p->out_zp;
     const int32_t lo = p->act_min - out_zp, hi = p->act_max - out_zp;
-    const int32_t dx = p->stride_w * p->in_c;  // x offset between neighbouring outputs
+    // x offset between neighbouring outputs: with out_w > 1, stride_w <
+    // in_w + k_w and k_w * in_c <= 32768 (groups == 1), so it fits in int32;
+    // with out_w == 1 it is never used (and may not fit).
+    const int32_t dx = out_w > 1 ? p->stride_w * p->in_c : 0;
     const int32_t yrow = out_w * out_c;
     int32_t ix0, ix1, iy0, iy1;
     interior(p->k_w, p->stride_w, p->pad_left, p->in_w, out_w, &ix0, &ix1);
@@ -301,7 +304,7 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
     }
     // Interior rows that are whole output rows and follow each other in x
     // as their outputs do (1x1 kernels, stride 1) form one run.
-    const int32_t merge = ix0 == 0 && ix1 == out_w && p->stride_h * g->x_row == out_w * dx;
+    const int32_t merge = p->stride_h == 1 && ix0 == 0 && ix1 == out_w && out_w * dx == g->x_row;
     mt_dense_t d;
     d.dx = dx;
     d.xr = g->x_row;
@@ -524,11 +527,14 @@ static void conv_fwd_dw(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
     const int32_t C = p->in_c, zp = p->in_zp, out_zp = p->out_zp, out_w = p->out_w, out_h = p->out_h;
     const int32_t lo = p->act_min - out_zp, hi = p->act_max - out_zp;
     const int32_t k_h = p->k_h, k_w = p->k_w, nk = g->w_oc, xr = g->x_row;
-    const int32_t sx = p->stride_w * C, sy = p->stride_h * xr;  // x steps between neighbouring outputs
     const int32_t yr = out_w * C;
     int32_t ix0, ix1, iy0, iy1;
     interior(k_w, p->stride_w, p->pad_left, p->in_w, out_w, &ix0, &ix1);
     interior(k_h, p->stride_h, p->pad_top, p->in_h, out_h, &iy0, &iy1);
+    // x steps between neighbouring interior windows (along a row, down a
+    // column): with two interior windows, stride < in and they fit in int32;
+    // with fewer they are never used (and may not fit).
+    const int32_t sx = ix1 - ix0 > 1 ? p->stride_w * C : 0, sy = iy1 - iy0 > 1 ? p->stride_h * xr : 0;
     const int is3x3 = k_h == 3 && k_w == 3;
     for (int32_t c = 0; c < C; ++c) {
         const int8_t *wc = w + c * nk;
