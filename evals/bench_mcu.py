@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -531,7 +531,9 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "variant; `gi` the input gradient (dense). Data are fixed pseudo-random int8. M4 and M7",
         "run the same Thumb-2 code (the armv7emsp and armv7emdp natmods differ only in how",
         "doubles are passed), so their instruction counts agree; their cycles would not (the M7",
-        "dual-issues).",
+        "dual-issues). The m0 rows run the armv6m natmod (Cortex-M0 code: no DSP, no float",
+        "kernels) on the M7 firmware, whose heap holds the buffers (the M0 board's does not); the",
+        "same Thumb-1 code executes the same instructions on either core.",
         "",
         *kernel_table(krows),
         "",
@@ -628,6 +630,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows, kruns[b] = bench_kernels(*brd(b))
         krows += rows
         print(f"kernels on {b}: done ({time.time() - t0:.0f} s)", flush=True)
+    if not a.quick and not a.host:
+        # M0 rows: the armv6m natmod on the M7 firmware, whose heap holds the four shapes' buffers
+        # (the M0 board's 224 KB does not); the same Thumb-1 code executes the same instructions.
+        m7 = bds["m7"]
+        rows, _ = bench_kernels(Board(m7.name, m7.firmware, "armv6m", m7.heap_kb), fmaps["m7"])
+        krows += [replace(r, board="m0") for r in rows]
+        print(f"kernels on m0 (armv6m natmod): done ({time.time() - t0:.0f} s)", flush=True)
     if not a.host:
         empty = regions(kruns["m7"])["empty"][0]
         meta["marker_cost"] = f"{sum(empty):,}"

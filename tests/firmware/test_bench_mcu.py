@@ -37,5 +37,8 @@ def test_attribution_and_repeatability() -> None:
     assert loop[native] == 0 and loop[interp] > 1000 * 10  # bytecode of 1000 iterations
     f256, f512 = reg["fc256"][0][native], reg["fc512"][0][native]
     assert f256 > 16384  # at least one instruction per MAC
-    assert 1.9 < f512 / f256 < 2.1  # twice the MACs
+    # twice the MACs: 16,384 more cost at least one instruction each, and what does not scale
+    # with the MACs (argument checks, one requant per output) is a small part of the call
+    assert f512 - f256 > 16384
+    assert 0 <= 2 * f256 - f512 < f256 // 4
     assert runs[0].results["py_sum"] == str(sum(range(1000)))

@@ -1046,7 +1046,8 @@ assert set(GENERATORS) == set(OPS)
 def generate_limits() -> list[Case]:
     """Calls at the overflow bounds the descriptor checks allow, with the extreme
     operands (x - zp = -255, w = e = -128): every int32 accumulator at its
-    largest legal magnitude. Deterministic; a few large tensors."""
+    largest legal magnitude; then generate_forward_blocks(). Deterministic; a
+    few large tensors."""
     cases = []
     # linear forward: in_n = 32768, |bias| = 2^30
     n = 32768
@@ -1099,6 +1100,106 @@ def generate_limits() -> list[Case]:
     # l1 norm: 2^24 - 1 positions of -128 in one channel (2^31 - 128)
     cases.append(make_case("l1_norm_s8", [s8(np.full(2**24 - 1, -128)), 1, out("i", 1)],
                            "limit: 2^24 - 1 positions"))
+    # conv2d forward with the zero point folded out (interior windows): the
+    # dense path (two interior positions) and the depthwise path (one 128 x
+    # 256 window per channel), x - zp = -255, w = -128 (channel 0) / 127
+    ones = np.r_[np.full(32768, -128), np.full(32768, 127)]
+    g = ConvGeom(16, 17, 128, 1, 2, 2, 16, 16, 1, 1, 0, 0, 1)
+    args = [i32(g.desc(127, 0, -128, 127)), s8(np.full(g.n_in, -128)), s8(ones), i32([2**30, -(2**30)]),
+            i32([2**31 - 1, 2**31 - 1]), i32([-25, -25]), out("Y", g.n_out)]
+    cases.append(make_case("conv2d_s8_forward", args, "limit: k*k*cpg 32768, folded zero point"))
+    g = ConvGeom(128, 256, 2, 1, 1, 2, 128, 256, 1, 1, 0, 0, 2)
+    args = [i32(g.desc(127, 0, -128, 127)), s8(np.full(g.n_in, -128)), s8(ones), i32([2**30, -(2**30)]),
+            i32([2**31 - 1, 2**31 - 1]), i32([-25, -25]), out("Y", g.n_out)]
+    cases.append(make_case("conv2d_s8_forward", args, "limit: depthwise k*k 32768, folded zero point"))
+    # depthwise with stride * in_c and stride * in_w * in_c beyond int32 (one output: never stepped)
+    c = 60000
+    g = ConvGeom(1, 1, c, 1, 1, c, 1, 1, 65535, 65535, 0, 0, c)
+    rng = np.random.default_rng(5)
+    args = [i32(g.desc(-128, 3, -128, 127)), s8(_int8(rng, c)), s8(_int8(rng, c)),
+            i32(rng.integers(-(2**20), 2**20, c)), i32(np.full(c, 1 << 30)), i32(rng.integers(-12, -3, c)),
+            out("Y", c)]
+    cases.append(make_case("conv2d_s8_forward", args, "limit: depthwise stride * in_c > 2^31"))
+    return cases + generate_forward_blocks()
+
+
+def _fwd_case(rng: Rng, g: ConvGeom, i: int, label: str) -> Case:
+    """conv2d_s8_forward on geometry g; i picks zero points (-128 / 127 / 0 /
+    random), activation window and requant mode as gen_conv2d_s8_forward."""
+    in_zp, out_zp = _zp(rng, i), _zp(rng, i // 5 + 1)
+    act_min, act_max = _act(rng, out_zp, i // 3)
+    x, w = _activations(rng, g.n_in, in_zp, i // 2), _weights(rng, g.cpg * g.k_h * g.k_w * g.out_c, i)
+    bias, mult, shift, mode = _fwd_qparams(rng, g, i, _scales(rng, g.out_c, i % 2 == 0), x, in_zp, w)
+    args: list[Arg] = [i32(g.desc(in_zp, out_zp, act_min, act_max)), s8(x, _kind_in(rng)),
+                       s8(w, _kind_in(rng)), bias, mult, shift, out(_kind_out(rng), g.n_out)]
+    return make_case("conv2d_s8_forward", args, f"{label}/{mode}")
+
+
+def _geom(in_h: int, in_w: int, in_c: int, out_c: int, k_h: int, k_w: int, s_h: int, s_w: int, p_t: int,
+          p_l: int, groups: int, p_b: int | None = None, p_r: int | None = None) -> ConvGeom:
+    """A geometry with the largest output the padding allows (bottom / right
+    padding p_b / p_r, by default as top / left)."""
+    p_b = p_t if p_b is None else p_b
+    p_r = p_l if p_r is None else p_r
+    out_h = (in_h + p_t + p_b - k_h) // s_h + 1
+    out_w = (in_w + p_l + p_r - k_w) // s_w + 1
+    return ConvGeom(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, groups)
+
+
+def generate_forward_blocks(seed: int = 4242) -> list[Case]:
+    """The register-blocked forward paths (conv2d.c, linear.c, mt_runs.h) at
+    their edges: channel counts 1..5 and not multiples of 4 (odd last output
+    channel, byte tails after the 4-byte steps), interior runs of odd length
+    (a lone last pair member), 1x1 runs merged over rows, border rows and
+    columns (masked 3x3 depthwise runs, corners), inputs smaller than the
+    kernel, strides, groups, long runs, zero points at the extremes and every
+    requant mode. Deterministic."""
+    rng = np.random.default_rng(seed)
+    geoms: list[tuple[str, ConvGeom]] = []
+    # dense: 3x3 pad 1 over odd widths, every small channel count
+    for ci, co in ((1, 1), (2, 3), (3, 5), (5, 2), (7, 4), (9, 1), (4, 5), (6, 3)):
+        geoms.append(("blk-dense3x3", _geom(6, 9, ci, co, 3, 3, 1, 1, 1, 1, 1)))
+    # dense: stride 2, asymmetric kernels and padding, no padding
+    geoms += [("blk-dense-s2", _geom(9, 10, 3, 3, 3, 3, 2, 2, 1, 0, 1)),
+              ("blk-dense-s2", _geom(7, 11, 5, 2, 3, 2, 2, 1, 0, 1, 1)),
+              ("blk-dense-asym", _geom(8, 7, 2, 5, 2, 3, 1, 1, 1, 2, 1, 0, 0)),
+              ("blk-dense-nopad", _geom(5, 8, 4, 3, 3, 3, 1, 1, 0, 0, 1)),
+              ("blk-dense-small", _geom(2, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1)),  # no interior window
+              ("blk-dense-small", _geom(3, 4, 5, 1, 3, 3, 1, 1, 0, 0, 1, 0, 0)),  # 1x2 outputs, both interior
+              ("blk-dense-long", _geom(5, 6, 37, 3, 3, 3, 1, 1, 1, 1, 1)),  # 111-byte rows
+              ("blk-dense-long", _geom(3, 5, 64, 5, 3, 3, 1, 2, 1, 1, 1))]
+    # dense 1x1: rows merged into one run (stride 1) or not (stride 2)
+    for ci, co in ((1, 1), (3, 2), (4, 5), (5, 3), (33, 7)):
+        geoms.append(("blk-pw", _geom(5, 7, ci, co, 1, 1, 1, 1, 0, 0, 1)))
+    geoms.append(("blk-pw-s2", _geom(6, 7, 6, 3, 1, 1, 2, 2, 0, 0, 1)))
+    # depthwise 3x3: every border shape, strides, channel counts 1..5 and 13
+    for c, (h, w), (s_h, s_w), (p_t, p_l, p_b, p_r) in (
+            (1, (6, 9), (1, 1), (1, 1, 1, 1)), (2, (5, 8), (1, 1), (2, 2, 0, 0)),
+            (3, (7, 7), (2, 2), (1, 1, 1, 1)), (4, (9, 6), (1, 2), (1, 0, 1, 2)),
+            (5, (6, 10), (2, 1), (0, 2, 2, 1)), (13, (8, 8), (1, 1), (1, 1, 1, 1)),
+            (3, (3, 3), (1, 1), (1, 1, 1, 1)), (2, (2, 2), (1, 1), (1, 1, 1, 1)),
+            (4, (1, 1), (1, 1), (1, 1, 1, 1)), (5, (1, 7), (1, 1), (1, 1, 1, 1)),
+            (3, (6, 2), (1, 1), (2, 1, 0, 1)), (2, (4, 5), (1, 1), (0, 0, 0, 0))):
+        geoms.append(("blk-dw3x3", _geom(h, w, c, c, 3, 3, s_h, s_w, p_t, p_l, c, p_b, p_r)))
+    # depthwise, other kernels (plain interior loop), and channel multiplier / groups (general path)
+    geoms += [("blk-dw-k", _geom(9, 8, 3, 3, 5, 5, 1, 1, 2, 2, 3)),
+              ("blk-dw-k", _geom(6, 9, 5, 5, 1, 3, 1, 1, 0, 1, 5)),
+              ("blk-dw-k", _geom(7, 5, 2, 2, 3, 1, 2, 1, 1, 0, 2)),
+              ("blk-dw-k", _geom(5, 5, 4, 4, 1, 1, 1, 1, 0, 0, 4)),
+              ("blk-dw-mult", _geom(6, 6, 3, 6, 3, 3, 1, 1, 1, 1, 3)),
+              ("blk-grouped", _geom(6, 7, 6, 4, 3, 3, 1, 1, 1, 1, 2))]
+    cases = [_fwd_case(rng, g, i, label) for i, (label, g) in enumerate(geoms)]
+    # linear: 4-row blocks, then 2 and 1; byte tails after the 4- and 8-byte steps
+    sizes = ((1, 1), (3, 2), (4, 3), (5, 4), (7, 5), (9, 6), (13, 7), (37, 9), (255, 11), (64, 8))
+    for i, (in_n, out_n) in enumerate(sizes):
+        in_zp, out_zp = _zp(rng, i), _zp(rng, i // 5 + 2)
+        act_min, act_max = _act(rng, out_zp, i // 3)
+        x, w = _activations(rng, in_n, in_zp, i // 2), _weights(rng, in_n * out_n, i)
+        g = ConvGeom(1, 1, in_n, 1, 1, out_n, 1, 1, 1, 1, 0, 0, 1)
+        bias, mult, shift, mode = _fwd_qparams(rng, g, i, _scales(rng, out_n, i % 2 == 0), x, in_zp, w)
+        args: list[Arg] = [i32([in_n, out_n, in_zp, out_zp, act_min, act_max]), s8(x, _kind_in(rng)),
+                           s8(w, _kind_in(rng)), bias, mult, shift, out(_kind_out(rng), out_n)]
+        cases.append(make_case("linear_s8_forward", args, f"blk-linear {in_n}x{out_n}/{mode}"))
     return cases
 
 

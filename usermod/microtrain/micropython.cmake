@@ -30,5 +30,9 @@ target_include_directories(usermod_microtrain INTERFACE ${CMAKE_CURRENT_LIST_DIR
 # py/usermod.cmake from the port's directory, the one defining the firmware
 # target, so the property is visible where our sources are compiled.
 set_property(SOURCE ${MICROTRAIN_SOURCES} APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
+# The kernels with register-blocked loops at -O2, as in the natmod
+# (usermod/microtrain/Makefile says why -fno-schedule-insns).
+set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/conv2d.c ${CMAKE_CURRENT_LIST_DIR}/linear.c
+             APPEND PROPERTY COMPILE_OPTIONS -O2 -fno-schedule-insns)
 
 target_link_libraries(usermod INTERFACE usermod_microtrain)

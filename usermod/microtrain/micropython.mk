@@ -19,3 +19,6 @@ CFLAGS_USERMOD += -I$(MICROTRAIN_MOD_DIR)
 # headers) do not inherit the flag.
 MICROTRAIN_OBJ := $(addprefix $(BUILD)/, $(patsubst $(USER_C_MODULES)/%.c,%.o,$(MICROTRAIN_SRC_C)))
 $(MICROTRAIN_OBJ): private CFLAGS += -ffp-contract=off
+# The kernels with register-blocked loops at -O2 (ports build at -Os), as in
+# the natmod (usermod/microtrain/Makefile says why -fno-schedule-insns).
+$(filter %/conv2d.o %/linear.o,$(MICROTRAIN_OBJ)): private CFLAGS += -O2 -fno-schedule-insns

@@ -65,6 +65,20 @@ static inline int32_t mt_smlad(uint32_t a, uint32_t b, int32_t acc) {
     return r;
 }
 
+// acc + lo(a) * lo(b), acc + lo(a) * hi(b): single 16 x 16 multiply-adds
+// (SMLABB / SMLABT; a packed weight pair stays one register).
+static inline int32_t mt_smlabb(uint32_t a, uint32_t b, int32_t acc) {
+    int32_t r;
+    __asm__("smlabb %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+    return r;
+}
+
+static inline int32_t mt_smlabt(uint32_t a, uint32_t b, int32_t acc) {
+    int32_t r;
+    __asm__("smlabt %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+    return r;
+}
+
 // Halfwise a + b, a - b (wrapping 16-bit).
 static inline uint32_t mt_sadd16(uint32_t a, uint32_t b) {
     uint32_t r;
@@ -105,6 +119,14 @@ static inline uint32_t mt_sxtb16_ror8(uint32_t v) {
 // Wrapping add like the instruction (the kernels keep sums far from 2^31).
 static inline int32_t mt_smlad(uint32_t a, uint32_t b, int32_t acc) {
     return (int32_t)((uint32_t)acc + (uint32_t)(mt_lo16(a) * mt_lo16(b)) + (uint32_t)(mt_hi16(a) * mt_hi16(b)));
+}
+
+static inline int32_t mt_smlabb(uint32_t a, uint32_t b, int32_t acc) {
+    return (int32_t)((uint32_t)acc + (uint32_t)(mt_lo16(a) * mt_lo16(b)));
+}
+
+static inline int32_t mt_smlabt(uint32_t a, uint32_t b, int32_t acc) {
+    return (int32_t)((uint32_t)acc + (uint32_t)(mt_lo16(a) * mt_hi16(b)));
 }
 
 static inline uint32_t mt_sadd16(uint32_t a, uint32_t b) {
