@@ -83,6 +83,7 @@ static MT_NOINLINE void axpy_w_strided(int32_t *a, int32_t as, const int8_t *w, 
     }
 }
 
+#if MT_SOFT_MATH  // the Cortex-M0 weight gradient (scatter)
 // g[i] += ev * (x[i] - zp), i < n.
 static MT_NOINLINE void axpy_x_run(int32_t *g, const int8_t *x, int32_t n, int32_t ev, int32_t zp) {
     for (const int8_t *end = x + n; x != end; ++x, ++g) {
@@ -97,6 +98,8 @@ static MT_NOINLINE void axpy_x_strided(int32_t *g, const int8_t *x, int32_t xs, 
         *g += ev * ((int32_t)x[xi] - zp);
     }
 }
+
+#endif
 
 // A window row is either one run (groups == 1: run elements contiguous, or
 // depthwise: nkx taps in_c apart) or nkx runs of cpg. The row loops below pick
@@ -134,6 +137,7 @@ static void win_scatter_w(int32_t *a, int32_t ao, const int8_t *w, int32_t wo, i
     }
 }
 
+#if MT_SOFT_MATH
 // gw[window] += ev * (x[window] - zp) (grad-weight scatter).
 static void win_scatter_x(int32_t *gw, int32_t go, const int8_t *x, int32_t xo, int32_t ev, int32_t zp,
                           const mt_win_t *win, int32_t x_row, int32_t x_tap, int32_t w_row) {
@@ -148,6 +152,7 @@ static void win_scatter_x(int32_t *gw, int32_t go, const int8_t *x, int32_t xo, 
         }
     }
 }
+#endif
 
 void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
@@ -173,6 +178,253 @@ void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const in
         }
     }
 }
+
+#if !MT_SOFT_MATH || MT_HAS_FLOAT
+// Outputs [*o0, *o1) whose tap k lands inside the input,
+// 0 <= o * stride - pad + k < in; possibly empty (*o0 == *o1).
+static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t out, int32_t *o0,
+                      int32_t *o1) {
+    int32_t lo = 0, hi = 0;
+    if (k < pad) {  // ceil((pad - k) / stride)
+        lo = stride == 1 ? pad - k : (int32_t)mt_udiv_u32((uint32_t)(pad - k + stride - 1), (uint32_t)stride);
+    }
+    const int32_t last = in - 1 + pad - k;  // largest allowed o * stride
+    if (last >= 0) {
+        hi = 1 + (stride == 1 ? last : (int32_t)mt_udiv_u32((uint32_t)last, (uint32_t)stride));
+    }
+    if (hi > out) {
+        hi = out;
+    }
+    if (lo > hi) {
+        lo = hi;
+    }
+    *o0 = lo;
+    *o1 = hi;
+}
+
+// ---- Backward, register-blocked (docs/numerics.md: int32 sums are exact, so
+// their order is free). Every weight-gradient sum is taken over one tap's
+// rectangle of valid output positions, a block of weights at a time: the
+// block's sums stay in registers while the rectangle is walked once. On
+// armv7e-m the Arm DSP halfword multiply-accumulates (mt_dsp.h) take four
+// channels from one word load; elsewhere the same code runs on their exact C
+// equivalents. The zero point comes out of the sums:
+// sum e * (x - zp) = sum e * x - zp * sum e (|each part| <= 2^30: exact).
+#include "mt_dsp.h"
+
+// One tap's valid output positions: noy rows of nox columns. Offsets (not
+// pointers) step through e and x, so nothing points outside the buffers.
+typedef struct {
+    int32_t nox, noy;
+    int32_t e_col, x_col;  // offset steps between neighbouring columns
+    int32_t e_row, x_row;  // offset steps between neighbouring rows
+} mt_rect_t;
+
+// Sums over the rectangle of two output channels times four input channels:
+// e holds an oc quad (the pair is bytes 0 and 2, or 1 and 3 when sh == 8),
+// x four consecutive input channels. s[0..3]: first oc by ci 0..3; s[4..7]:
+// second oc. Each sum <= 65536 * 128 * 128 = 2^30.
+static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t sh, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const uint32_t ev = mt_sxtb16(mt_load_u32(e + ei) >> sh);
+            const uint32_t xw = mt_load_u32(x + xi);
+            const uint32_t xa = mt_sxtb16(xw), xb = mt_sxtb16_ror8(xw);  // ci 0, 2 / ci 1, 3
+            s0 = mt_smlabb(ev, xa, s0);
+            s1 = mt_smlabb(ev, xb, s1);
+            s2 = mt_smlabt(ev, xa, s2);
+            s3 = mt_smlabt(ev, xb, s3);
+            s4 = mt_smlatb(ev, xa, s4);
+            s5 = mt_smlatb(ev, xb, s5);
+            s6 = mt_smlatt(ev, xa, s6);
+            s7 = mt_smlatt(ev, xb, s7);
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+
+// Four output channels (an e quad) times one input channel: s[0..3] by oc.
+static MT_NOINLINE void rect_4x1(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const uint32_t ew = mt_load_u32(e + ei);
+            const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);  // oc 0, 2 / oc 1, 3
+            const uint32_t xv = (uint32_t)(int32_t)x[xi];
+            s0 = mt_smlabb(ea, xv, s0);
+            s1 = mt_smlabb(eb, xv, s1);
+            s2 = mt_smlatb(ea, xv, s2);
+            s3 = mt_smlatb(eb, xv, s3);
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+}
+
+// One output channel times four input channels: s[0..3] by ci.
+static MT_NOINLINE void rect_1x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const uint32_t ev = (uint32_t)(int32_t)e[ei];
+            const uint32_t xw = mt_load_u32(x + xi);
+            const uint32_t xa = mt_sxtb16(xw), xb = mt_sxtb16_ror8(xw);
+            s0 = mt_smlabb(xa, ev, s0);
+            s1 = mt_smlabb(xb, ev, s1);
+            s2 = mt_smlatb(xa, ev, s2);
+            s3 = mt_smlatb(xb, ev, s3);
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+}
+
+// One output channel times one input channel.
+static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_rect_t *r) {
+    int32_t s = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            s += (int32_t)e[ei] * (int32_t)x[xi];
+        }
+    }
+    return s;
+}
+
+// Where the finished sums go: the int32 gradient (stored) or the float32
+// one (gf[i] = gf[i] + scale * (float)s, the contract's single add).
+typedef struct {
+    int32_t *gi;
+    float *gf;
+    float scale;
+} mt_sink_t;
+
+static void sink_put(const mt_sink_t *o, int32_t i, int32_t s) {
+#if MT_HAS_FLOAT
+    if (o->gf) {
+        // Rounded product in its own variable: float32 result even with x87
+        // excess precision; no FMA (-std=c99 implies -ffp-contract=off).
+        const float d = o->scale * (float)s;
+        o->gf[i] = o->gf[i] + d;
+        return;
+    }
+#endif
+    o->gi[i] = s;
+}
+
+static int oc_on(const uint8_t *mask, int32_t oc) {
+    return !mask || mask[oc];
+}
+
+// All weight-gradient sums of the active output channels, each handed to
+// the sink once (zero sums too: x + 0.0f is not an identity for -0.0f or a
+// NaN scale); then the bias sums. Masked channels are skipped entirely.
+static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                       const mt_sink_t *ow, const mt_sink_t *ob) {
+    static const int8_t one = 1;  // x of the sums of e (column and row steps 0)
+    mt_geom_t g;
+    geom_init(p, &g);
+    const int32_t zp = p->in_zp, out_c = p->out_c, in_c = p->in_c, cpg = g.cpg;
+    int32_t s[8], se[4];
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        int32_t oy0, oy1;
+        out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            int32_t ox0, ox1;
+            out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
+            mt_rect_t r, r1;
+            r.nox = ox1 - ox0;
+            r.noy = r.nox > 0 ? oy1 - oy0 : 0;
+            if (r.noy == 0) {
+                r.nox = 0;
+            }
+            // Steps only where there is a next column / row (bounded there).
+            r.e_col = out_c;
+            r.x_col = r.nox > 1 ? p->stride_w * in_c : 0;
+            r.e_row = p->out_w * out_c;
+            r.x_row = r.noy > 1 ? p->stride_h * g.x_row : 0;
+            int32_t eb = 0, xb = 0;
+            if (r.noy > 0) {
+                eb = (oy0 * p->out_w + ox0) * out_c;
+                xb = ((oy0 * p->stride_h - p->pad_top + ky) * p->in_w + ox0 * p->stride_w - p->pad_left + kx) * in_c;
+            }
+            r1 = r;
+            r1.x_col = r1.x_row = 0;
+            const int32_t wt = ky * g.w_row + kx * cpg;  // tap offset inside one oc's weights
+            for (int32_t gi = 0, oc = 0; gi < p->groups; ++gi) {
+                const int8_t *xg = x + xb + gi * cpg;
+                const int32_t oc_end = oc + g.opg;
+                while (oc < oc_end) {
+                    const int8_t *eq = e + eb + oc;
+                    const int32_t wo = oc * g.w_oc + wt;
+                    if (oc + 4 <= oc_end && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) &&
+                        oc_on(mask, oc + 3)) {
+                        rect_4x1(eq, &one, &r1, se);
+                        int32_t c = 0;
+                        for (; c + 4 <= cpg; c += 4) {
+                            for (uint32_t h = 0; h < 2; ++h) {  // oc pairs (0, 2) then (1, 3)
+                                rect_2x4(eq, xg + c, &r, 8 * h, s);
+                                for (int32_t k = 0; k < 4; ++k) {
+                                    sink_put(ow, wo + (int32_t)h * g.w_oc + c + k, s[k] - zp * se[h]);
+                                    sink_put(ow, wo + (int32_t)(h + 2) * g.w_oc + c + k, s[4 + k] - zp * se[h + 2]);
+                                }
+                            }
+                        }
+                        for (; c < cpg; ++c) {
+                            rect_4x1(eq, xg + c, &r, s);
+                            for (int32_t q = 0; q < 4; ++q) {
+                                sink_put(ow, wo + q * g.w_oc + c, s[q] - zp * se[q]);
+                            }
+                        }
+                        oc += 4;
+                        continue;
+                    }
+                    if (oc_on(mask, oc)) {
+                        const int32_t se1 = rect_1x1(eq, &one, &r1);
+                        int32_t c = 0;
+                        for (; c + 4 <= cpg; c += 4) {
+                            rect_1x4(eq, xg + c, &r, s);
+                            for (int32_t k = 0; k < 4; ++k) {
+                                sink_put(ow, wo + c + k, s[k] - zp * se1);
+                            }
+                        }
+                        for (; c < cpg; ++c) {
+                            sink_put(ow, wo + c, rect_1x1(eq, xg + c, &r) - zp * se1);
+                        }
+                    }
+                    ++oc;
+                }
+            }
+        }
+    }
+    // Bias: sums of e over every position, as one row.
+    mt_rect_t rb = {p->out_h * p->out_w, 1, out_c, 0, 0, 0};
+    for (int32_t oc = 0; oc < out_c;) {
+        if (oc + 4 <= out_c && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) && oc_on(mask, oc + 3)) {
+            rect_4x1(e + oc, &one, &rb, se);
+            for (int32_t q = 0; q < 4; ++q) {
+                sink_put(ob, oc + q, se[q]);
+            }
+            oc += 4;
+            continue;
+        }
+        if (oc_on(mask, oc)) {
+            sink_put(ob, oc, rect_1x1(e + oc, &one, &rb));
+        }
+        ++oc;
+    }
+}
+#endif
 
 // Position-major: tap ranges and window offsets are computed once per output
 // position; each (position, oc) first tests the error and the mask, so a
@@ -208,6 +460,7 @@ int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, co
     return mt_dyn_requant_s8(acc, (size_t)n, ein);
 }
 
+#if MT_SOFT_MATH
 // Zero every row first (masked rows stay 0), then scatter position-major,
 // testing the mask and the error before any window work.
 void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
@@ -242,92 +495,32 @@ void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, cons
         }
     }
 }
-
-#if MT_HAS_FLOAT
-// Outputs [*o0, *o1) whose tap k lands inside the input,
-// 0 <= o * stride - pad + k < in; possibly empty (*o0 == *o1).
-static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t out, int32_t *o0,
-                      int32_t *o1) {
-    int32_t lo = 0, hi = 0;
-    if (k < pad) {  // ceil((pad - k) / stride)
-        lo = stride == 1 ? pad - k : (int32_t)mt_udiv_u32((uint32_t)(pad - k + stride - 1), (uint32_t)stride);
-    }
-    const int32_t last = in - 1 + pad - k;  // largest allowed o * stride
-    if (last >= 0) {
-        hi = 1 + (stride == 1 ? last : (int32_t)mt_udiv_u32((uint32_t)last, (uint32_t)stride));
-    }
-    if (hi > out) {
-        hi = out;
-    }
-    if (lo > hi) {
-        lo = hi;
-    }
-    *o0 = lo;
-    *o1 = hi;
-}
-
-// Gather order: each weight's int32 sum is complete before its single float
-// add, as the contract requires (no int32 scratch). Taps outermost so the
-// valid output ranges are computed once per tap, not per channel. Zero sums
-// are still added (x + 0.0f is not an identity for -0.0f or a NaN scale).
-void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
-                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
-    mt_geom_t g;
-    geom_init(p, &g);
-    const int32_t zp = p->in_zp, out_c = p->out_c, in_c = p->in_c;
-    // x step between neighbouring outputs of a row; stride_w * in_c is only
-    // bounded (and only used) when out_w > 1.
-    const int32_t x_ox = p->out_w > 1 ? p->stride_w * in_c : 0;
-    for (int32_t ky = 0; ky < p->k_h; ++ky) {
-        int32_t oy0, oy1;
-        out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
-        for (int32_t kx = 0; kx < p->k_w; ++kx) {
-            int32_t ox0, ox1;
-            out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
-            const int32_t nox = ox1 - ox0;
-            // No valid output column: every sum is 0 and no offset is formed.
-            const int32_t oy_end = nox > 0 ? oy1 : oy0;
-            const int32_t ix0 = ox0 * p->stride_w - p->pad_left + kx;
-            int32_t oc = 0;
-            for (int32_t gi = 0; gi < p->groups; ++gi) {
-                const int32_t c0 = gi * g.cpg;
-                for (int32_t j = 0; j < g.opg; ++j, ++oc) {
-                    if (mask && !mask[oc]) {
-                        continue;
-                    }
-                    float *gwp = gw + oc * g.w_oc + ky * g.w_row + kx * g.cpg;
-                    for (int32_t ci = 0; ci < g.cpg; ++ci) {
-                        int32_t s = 0;
-                        for (int32_t oy = oy0; oy < oy_end; ++oy) {
-                            const int32_t iy = oy * p->stride_h - p->pad_top + ky;
-                            const int8_t *ep = e + (oy * p->out_w + ox0) * out_c + oc;
-                            const int8_t *xp = x + (iy * p->in_w + ix0) * in_c + c0 + ci;
-                            int32_t eo = 0, xo = 0;
-                            for (int32_t i = 0; i < nox; ++i, eo += out_c, xo += x_ox) {
-                                s += (int32_t)ep[eo] * ((int32_t)xp[xo] - zp);
-                            }
-                        }
-                        // Rounded product in its own variable: float32 result
-                        // even with x87 excess precision; no FMA contraction
-                        // (-std=c99 implies -ffp-contract=off).
-                        const float d = w_scale * (float)s;
-                        gwp[ci] = gwp[ci] + d;
-                    }
+#else
+// Masked rows are written as zeros (not computed), every other weight once.
+void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
+                           const uint8_t *mask, int32_t *gw, int32_t *gb) {
+    if (mask) {
+        const int32_t w_oc = p->k_h * p->k_w * (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
+        for (int32_t oc = 0; oc < p->out_c; ++oc) {
+            if (!mask[oc]) {
+                gb[oc] = 0;
+                for (int32_t i = oc * w_oc, end = i + w_oc; i < end; ++i) {
+                    gw[i] = 0;
                 }
             }
         }
     }
-    const int32_t npos = p->out_h * p->out_w;
-    for (int32_t oc = 0; oc < out_c; ++oc) {
-        if (mask && !mask[oc]) {
-            continue;
-        }
-        int32_t s = 0;  // <= 65536 * 128
-        for (int32_t i = 0, ei = oc; i < npos; ++i, ei += out_c) {
-            s += e[ei];
-        }
-        const float d = b_scale * (float)s;
-        gb[oc] = gb[oc] + d;
-    }
+    const mt_sink_t ow = {gw, 0, 0}, ob = {gb, 0, 0};
+    gw_blocked(p, x, e, mask, &ow, &ob);
+}
+#endif
+
+#if MT_HAS_FLOAT
+// Each weight's int32 sum is complete before its single float multiply and
+// add, as the contract requires; masked rows untouched.
+void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
+                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
+    const mt_sink_t ow = {0, gw, w_scale}, ob = {0, gb, b_scale};
+    gw_blocked(p, x, e, mask, &ow, &ob);
 }
 #endif
