@@ -224,6 +224,83 @@ typedef struct {
 // e holds an oc quad (the pair is bytes 0 and 2, or 1 and 3 when sh == 8),
 // x four consecutive input channels. s[0..3]: first oc by ci 0..3; s[4..7]:
 // second oc. Each sum <= 65536 * 128 * 128 = 2^30.
+#if MT_DSP && defined(__thumb2__)
+// One position: 2 loads, 3 unpacks, 8 halfword multiply-accumulates, then the
+// column steps (ldrd of ec, xc from the frame).
+#define MT_POS_2X4(EROR)                         \
+    "ldr %[t0], [%[pe]]\n\t"                     \
+    "ldr %[t1], [%[px]]\n\t"                     \
+    "sxtb16 %[t0], %[t0]" EROR "\n\t"            \
+    "sxtb16 %[t2], %[t1]\n\t"                    \
+    "sxtb16 %[t1], %[t1], ror #8\n\t"            \
+    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t"      \
+    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t"      \
+    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t"      \
+    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t"      \
+    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t"      \
+    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t"      \
+    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t"      \
+    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t"      \
+    "ldrd %[t0], %[t2], %[col]\n\t"              \
+    "add %[pe], %[pe], %[t0]\n\t"                \
+    "add %[px], %[px], %[t2]\n\t"
+
+// The whole rectangle in one asm loop (GCC at -Os spills the accumulators of
+// the C loop): two positions per turn, entered at the second when nox is odd.
+#define MT_RECT_2X4(EROR)                                                                            \
+    __asm__ volatile("mov %[s0], #0\n\t"                                                             \
+                     "mov %[s1], #0\n\t"                                                             \
+                     "mov %[s2], #0\n\t"                                                             \
+                     "mov %[s3], #0\n\t"                                                             \
+                     "mov %[s4], #0\n\t"                                                             \
+                     "mov %[s5], #0\n\t"                                                             \
+                     "mov %[s6], #0\n\t"                                                             \
+                     "mov %[s7], #0\n\t"                                                             \
+                     "1:\n\t"                                                                         \
+                     "ldr %[t0], %[odd]\n\t"                                                          \
+                     "cmp %[t0], #0\n\t"                                                              \
+                     "bne 3f\n\t"                                                                     \
+                     "2:\n\t" MT_POS_2X4(EROR) "3:\n\t" MT_POS_2X4(EROR)                              \
+                     "cmp %[pe], %[end]\n\t"                                                          \
+                     "bne 2b\n\t"                                                                     \
+                     "ldrd %[t0], %[t2], %[skip]\n\t"                                                 \
+                     "add %[pe], %[pe], %[t0]\n\t"                                                    \
+                     "add %[px], %[px], %[t2]\n\t"                                                    \
+                     "ldr %[t0], %[erow]\n\t"                                                         \
+                     "add %[end], %[end], %[t0]\n\t"                                                  \
+                     "ldr %[t0], %[rows]\n\t"                                                         \
+                     "subs %[t0], %[t0], #1\n\t"                                                      \
+                     "str %[t0], %[rows]\n\t"                                                         \
+                     "bne 1b\n\t"                                                                     \
+                     : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4), \
+                       [s5] "=&r"(s5), [s6] "=&r"(s6), [s7] "=&r"(s7), [pe] "+r"(pe), [px] "+r"(px),  \
+                       [end] "+r"(end), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2),               \
+                       [rows] "+m"(rows)                                                              \
+                     : [col] "m"(prm[0]), [skip] "m"(prm[2]), [erow] "m"(prm[4]), [odd] "m"(prm[5]),  \
+                       "m"(*(const int32_t(*)[6])prm)                                                 \
+                     : "cc", "memory")
+
+static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t sh, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    if (r->noy > 0) {
+        // Addresses as integers: the loop steps one column past each row.
+        const int32_t nox = r->nox;
+        // ec, xc | steps from a row's end to the next row's start | e_row | nox odd
+        const int32_t prm[6] = {r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
+                                r->e_row, nox & 1};
+        uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
+        uint32_t end = pe + (uint32_t)(nox * r->e_col);
+        int32_t rows = r->noy;
+        if (sh) {
+            MT_RECT_2X4(", ror #8");
+        } else {
+            MT_RECT_2X4("");
+        }
+        (void)t0, (void)t1, (void)t2;
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+#else
 static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t sh, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
     const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
@@ -246,6 +323,7 @@ static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect
     }
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
+#endif
 
 // Four output channels (an e quad) times one input channel: s[0..3] by oc.
 static MT_NOINLINE void rect_4x1(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t *s) {
