@@ -75,6 +75,7 @@ static MT_NOINLINE int32_t dot_strided(const int8_t *x, int32_t xs, const int8_t
     return acc;
 }
 
+#if MT_SOFT_MATH  // the Cortex-M0 input gradient (scatter)
 // a[i * as] += s * w[i], i < n.
 static MT_NOINLINE void axpy_w_strided(int32_t *a, int32_t as, const int8_t *w, int32_t n, int32_t s) {
     int32_t ai = 0;
@@ -82,6 +83,7 @@ static MT_NOINLINE void axpy_w_strided(int32_t *a, int32_t as, const int8_t *w, 
         a[ai] += s * (int32_t)*w;
     }
 }
+#endif
 
 #if MT_SOFT_MATH  // the Cortex-M0 weight gradient (scatter)
 // g[i] += ev * (x[i] - zp), i < n.
@@ -122,6 +124,7 @@ static int32_t win_dot(const int8_t *x, int32_t xo, const int8_t *w, int32_t wo,
     return acc;
 }
 
+#if MT_SOFT_MATH
 // acc[window] += s * w[window] (grad-input scatter).
 static void win_scatter_w(int32_t *a, int32_t ao, const int8_t *w, int32_t wo, int32_t s, const mt_win_t *win,
                           int32_t a_row, int32_t a_tap, int32_t w_row) {
@@ -136,6 +139,7 @@ static void win_scatter_w(int32_t *a, int32_t ao, const int8_t *w, int32_t wo, i
         }
     }
 }
+#endif
 
 #if MT_SOFT_MATH
 // gw[window] += ev * (x[window] - zp) (grad-weight scatter).
@@ -504,6 +508,205 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
 }
 #endif
 
+#if !MT_SOFT_MATH
+// ---- Grad input, tap-major: for each tap, acc[in pos, ci] += sum over oc of
+// e[out pos, oc] * wr[oc] * w[oc, tap, ci] over the tap's rectangle of valid
+// output positions, a GEMM. The weights of one tap, four input channels and
+// up to MT_GI_QUADS oc quads are packed once into halfword pairs that match
+// the unpacked error words (oc 0, 2 and oc 1, 3), with wr folded in; each
+// position then costs one word load and two unpacks per oc quad and one dual
+// multiply-accumulate per oc pair and ci.
+//
+// wr * w must fit a halfword: wr is split into digits d (wr = sum d_j *
+// 2^(k + 8 j), d_j <= 256; k = common trailing zero bits) and each digit is
+// one pass, its sums scaled by 2^(k + 8 j) into acc. Every partial sum is a
+// sum of parts of the terms e * wr * w, each part at most as large as its
+// term, so mt_wr_check's bound keeps all of them in int32.
+#define MT_GI_QUADS 16  // 16 quads * 8 words: 512 bytes of stack
+
+// acc[pos, 0..nc) += mult * sum over the nq packed quads of e[pos, quad] . wp.
+static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
+                               const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult) {
+    int32_t eo = 0, ao = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+        int32_t ei = eo, ai = ao;
+        for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
+            int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            const uint32_t *w = wp;
+            for (int32_t q = 0; q < nq; ++q, w += 8) {
+                const uint32_t ew = mt_load_u32(e + ei + qoff[q]);
+                const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
+                s0 = mt_smlad(ea, w[0], s0);
+                s1 = mt_smlad(ea, w[1], s1);
+                s2 = mt_smlad(ea, w[2], s2);
+                s3 = mt_smlad(ea, w[3], s3);
+                s0 = mt_smlad(eb, w[4], s0);
+                s1 = mt_smlad(eb, w[5], s1);
+                s2 = mt_smlad(eb, w[6], s2);
+                s3 = mt_smlad(eb, w[7], s3);
+            }
+            int32_t *a = acc + ai;
+            a[0] += s0 * mult;
+            if (nc > 1) {
+                a[1] += s1 * mult;
+                if (nc > 2) {
+                    a[2] += s2 * mult;
+                    if (nc > 3) {
+                        a[3] += s3 * mult;
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The tap's valid output rectangle and its e / acc bases (offsets of the
+// first position; 0 when empty).
+static void tap_rect(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, int32_t kx, mt_rect_t *r,
+                     int32_t *eb, int32_t *xb) {
+    int32_t oy0, oy1, ox0, ox1;
+    out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
+    out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
+    r->nox = ox1 - ox0;
+    r->noy = r->nox > 0 ? oy1 - oy0 : 0;
+    if (r->noy == 0) {
+        r->nox = 0;
+    }
+    // Steps only where there is a next column / row (bounded there).
+    r->e_col = p->out_c;
+    r->x_col = r->nox > 1 ? p->stride_w * p->in_c : 0;
+    r->e_row = p->out_w * p->out_c;
+    r->x_row = r->noy > 1 ? p->stride_h * g->x_row : 0;
+    *eb = *xb = 0;
+    if (r->noy > 0) {
+        *eb = (oy0 * p->out_w + ox0) * p->out_c;
+        *xb = ((oy0 * p->stride_h - p->pad_top + ky) * p->in_w + ox0 * p->stride_w - p->pad_left + kx) * p->in_c;
+    }
+}
+
+// Scatter of the output channels outside whole quads (opg % 4 of each group,
+// all of them for depthwise): per position, acc[window row] += (e * wr) * w.
+static void gi_singles(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
+                       const int32_t *wr, const uint8_t *mask, int32_t *acc) {
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            mt_rect_t r;
+            int32_t eb, ab;
+            tap_rect(p, g, ky, kx, &r, &eb, &ab);
+            const int32_t wt = ky * g->w_row + kx * g->cpg;
+            for (int32_t gi = 0; gi < p->groups; ++gi) {
+                for (int32_t oc = gi * g->opg + (g->opg & ~3); oc < (gi + 1) * g->opg; ++oc) {
+                    if (!oc_on(mask, oc) || wr[oc] == 0) {
+                        continue;
+                    }
+                    const int8_t *wo = w + oc * g->w_oc + wt;
+                    int32_t eo = eb + oc, ao = ab + gi * g->cpg;
+                    for (int32_t row = 0; row < r.noy; ++row, eo += r.e_row, ao += r.x_row) {
+                        int32_t ei = eo, ai = ao;
+                        for (int32_t i = 0; i < r.nox; ++i, ei += r.e_col, ai += r.x_col) {
+                            const int32_t ev = e[ei];
+                            if (ev != 0) {
+                                axpy_w_run(acc + ai, wo, g->cpg, ev * wr[oc]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
+                       const uint8_t *mask, int32_t *acc) {
+    mt_geom_t g;
+    geom_init(p, &g);
+    gi_singles(p, &g, e, w, wr, mask, acc);
+    const int32_t nquads = g.opg >> 2;
+    if (nquads == 0) {
+        return;
+    }
+    // Digits of wr over the channels in whole quads that are on.
+    uint32_t orv = 0;
+    for (int32_t gi = 0; gi < p->groups; ++gi) {
+        for (int32_t oc = gi * g.opg, end = oc + 4 * nquads; oc < end; ++oc) {
+            if (oc_on(mask, oc)) {
+                orv |= (uint32_t)wr[oc];
+            }
+        }
+    }
+    if (orv == 0) {
+        return;
+    }
+    uint32_t k = 0, top = 0;
+    while (!((orv >> k) & 1u)) {
+        ++k;
+    }
+    for (int32_t gi = 0; gi < p->groups; ++gi) {
+        for (int32_t oc = gi * g.opg, end = oc + 4 * nquads; oc < end; ++oc) {
+            if (oc_on(mask, oc) && ((uint32_t)wr[oc] >> k) > top) {
+                top = (uint32_t)wr[oc] >> k;
+            }
+        }
+    }
+    // One pass when wr >> k <= 256, else base-256 digits (wr <= 131071: <= 3).
+    const uint32_t dmask = top <= 256u ? 0xFFFFFFFFu : 0xFFu;
+    const int32_t npass = top <= 256u ? 1 : (top < 65536u ? 2 : 3);
+    uint32_t wp[8 * MT_GI_QUADS];
+    int32_t qoff[MT_GI_QUADS];
+    for (int32_t pass = 0; pass < npass; ++pass) {
+        const uint32_t sh = k + 8u * (uint32_t)pass;
+        const int32_t mult = (int32_t)((uint32_t)1 << sh);
+        for (int32_t ky = 0; ky < p->k_h; ++ky) {
+            for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                mt_rect_t r;
+                int32_t eb, ab;
+                tap_rect(p, &g, ky, kx, &r, &eb, &ab);
+                if (r.noy == 0) {
+                    continue;
+                }
+                const int32_t wt = ky * g.w_row + kx * g.cpg;
+                for (int32_t gi = 0; gi < p->groups; ++gi) {
+                    for (int32_t cb = 0; cb < g.cpg; cb += 4) {
+                        const int32_t nc = g.cpg - cb < 4 ? g.cpg - cb : 4;
+                        int32_t q = 0;
+                        while (q < nquads) {
+                            // pack up to MT_GI_QUADS quads that have a channel on
+                            int32_t nq = 0;
+                            for (; q < nquads && nq < MT_GI_QUADS; ++q) {
+                                const int32_t o0 = gi * g.opg + 4 * q;
+                                uint32_t any = 0;
+                                int32_t wv[4][4];  // [oc in quad][ci]
+                                for (int32_t h = 0; h < 4; ++h) {
+                                    const int32_t oc = o0 + h;
+                                    const int32_t d = oc_on(mask, oc) ? (int32_t)(((uint32_t)wr[oc] >> sh) & dmask) : 0;
+                                    any |= (uint32_t)d;
+                                    for (int32_t c = 0; c < 4; ++c) {
+                                        wv[h][c] = c < nc ? d * (int32_t)w[oc * g.w_oc + wt + cb + c] : 0;
+                                    }
+                                }
+                                if (!any) {
+                                    continue;
+                                }
+                                uint32_t *wq = wp + 8 * nq;
+                                for (int32_t c = 0; c < 4; ++c) {
+                                    wq[c] = mt_pack16(wv[0][c], wv[2][c]);
+                                    wq[4 + c] = mt_pack16(wv[1][c], wv[3][c]);
+                                }
+                                qoff[nq++] = o0;
+                            }
+                            if (nq > 0) {
+                                gi_rect(e + eb, acc + ab + gi * g.cpg + cb, &r, wp, qoff, nq, nc, mult);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+#endif
+
+#if MT_SOFT_MATH
 // Position-major: tap ranges and window offsets are computed once per output
 // position; each (position, oc) first tests the error and the mask, so a
 // dropped channel or a zero error costs a byte test and no window work.
@@ -537,6 +740,17 @@ int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, co
     }
     return mt_dyn_requant_s8(acc, (size_t)n, ein);
 }
+#else
+int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
+                             const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
+    const int32_t n = p->in_h * p->in_w * p->in_c;
+    for (int32_t i = 0; i < n; ++i) {
+        acc[i] = 0;
+    }
+    gi_blocked(p, e, w, wr, mask, acc);
+    return mt_dyn_requant_s8(acc, (size_t)n, ein);
+}
+#endif
 
 #if MT_SOFT_MATH
 // Zero every row first (masked rows stay 0), then scatter position-major,
