@@ -369,6 +369,27 @@ static MT_NOINLINE void rect_1x4(const int8_t *e, const int8_t *x, const mt_rect
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
 }
 
+// Depthwise: four channels, each its own e times (x - zp) (zp in both
+// halves of zp2; x - zp fits a halfword). s[0..3] by channel.
+static MT_NOINLINE void rect_dw4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t zp2, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const uint32_t ew = mt_load_u32(e + ei), xw = mt_load_u32(x + xi);
+            const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
+            const uint32_t xa = mt_ssub16(mt_sxtb16(xw), zp2), xb = mt_ssub16(mt_sxtb16_ror8(xw), zp2);
+            s0 = mt_smlabb(ea, xa, s0);
+            s2 = mt_smlatt(ea, xa, s2);
+            s1 = mt_smlabb(eb, xb, s1);
+            s3 = mt_smlatt(eb, xb, s3);
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+}
+
 // One output channel times one input channel.
 static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_rect_t *r) {
     int32_t s = 0;
@@ -443,6 +464,26 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
             r1 = r;
             r1.x_col = r1.x_row = 0;
             const int32_t wt = ky * g.w_row + kx * cpg;  // tap offset inside one oc's weights
+            if (cpg == 1 && g.opg == 1) {  // depthwise: channel quads, then single channels
+                const uint32_t zp2 = mt_pack16(zp, zp);
+                for (int32_t oc = 0; oc < out_c;) {
+                    if (oc + 4 <= out_c && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) &&
+                        oc_on(mask, oc + 3)) {
+                        rect_dw4(e + eb + oc, x + xb + oc, &r, zp2, s);
+                        for (int32_t q = 0; q < 4; ++q) {
+                            sink_put(ow, (oc + q) * g.w_oc + wt, s[q]);
+                        }
+                        oc += 4;
+                        continue;
+                    }
+                    if (oc_on(mask, oc)) {
+                        const int32_t se1 = rect_1x1(e + eb + oc, &one, &r1);
+                        sink_put(ow, oc * g.w_oc + wt, rect_1x1(e + eb + oc, x + xb + oc, &r) - zp * se1);
+                    }
+                    ++oc;
+                }
+                continue;
+            }
             for (int32_t gi = 0, oc = 0; gi < p->groups; ++gi) {
                 const int8_t *xg = x + xb + gi * cpg;
                 const int32_t oc_end = oc + g.opg;
