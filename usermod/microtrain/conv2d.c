@@ -659,100 +659,81 @@ static void gi_singles(const mt_conv2d_params_t *p, const mt_geom_t *g, const in
 }
 
 // ---- Depthwise (one input and one output channel per group) ----
-// Grad input gathers: each input position sums its valid taps for four
-// channels at once (an error word unpacked to channels 0, 2 and 1, 3 against
-// the packed weights of those channels), then scales each channel's sum by
-// its wr (every term of a channel carries the same wr): acc = wr[c] * sum.
-// Channels past the last whole quad go through gi_singles.
-#define MT_DW_TAPS 64  // k_h * k_w of the gather path: 2 words per tap, 512 bytes
+// Grad input, tap-major over channel quads: acc[in pos, c] += e[out pos, c] *
+// w[c, tap] for four channels per error word (unpacked to channels 0, 2 and
+// 1, 3 against the tap's packed weights of those channels); then each
+// channel's sum is scaled by its wr once (all its terms carry the same wr;
+// |sum| <= k_h * k_w * 16384, times wr within mt_wr_check's bound). Channels
+// past the last whole quad go through gi_singles.
+#define MT_DW_QUADS 64  // channel quads per tap chunk: 2 words each, 512 bytes
 
-// Steps of the gather: from one valid tap to the next along a row (kx +=
-// stride_w: one output column left) and from one tap row to the next.
-typedef struct {
-    int32_t e_col, e_row;  // -in_c, -out_w * in_c
-    int32_t w_col, w_row;  // 2 * stride_w, 2 * stride_h * k_w words
-} mt_dwg_t;
-
-// s[0..4) = sums over nky x nkx taps for the channel quad at e (the first tap).
-static MT_NOINLINE void dw_gather4(const int8_t *e, const uint32_t *w, int32_t nkx, int32_t nky, const mt_dwg_t *st,
-                                   int32_t *s) {
-    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    const int32_t ec = st->e_col, wc = st->w_col;
-    int32_t eo = 0, wo = 0;
-    for (int32_t ky = 0; ky < nky; ++ky, eo += st->e_row, wo += st->w_row) {
-        int32_t ei = eo, wi = wo;
-        for (int32_t kx = 0; kx < nkx; ++kx, ei += ec, wi += wc) {
-            const uint32_t ew = mt_load_u32(e + ei);
-            const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
-            s0 = mt_smlabb(ea, w[wi], s0);
-            s2 = mt_smlatt(ea, w[wi], s2);
-            s1 = mt_smlabb(eb, w[wi + 1], s1);
-            s3 = mt_smlatt(eb, w[wi + 1], s3);
-        }
-    }
-    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
-}
-
-// Valid taps of input coordinate i along one axis: the first k = k0 (with
-// output o0 = (i + pad - k0) / stride < out) and their number n (0 if none).
-static void dw_axis(int32_t i, int32_t pad, int32_t stride, int32_t k, int32_t out, int32_t *k0, int32_t *o0,
-                    int32_t *n) {
-    const uint32_t t = (uint32_t)(i + pad);
-    uint32_t q = stride == 1 ? t : mt_udiv_u32(t, (uint32_t)stride);
-    uint32_t kf = t - q * (uint32_t)stride;  // (i + pad) mod stride
-    if (q >= (uint32_t)out) {  // skip taps whose output lies past the end
-        kf += (q - (uint32_t)(out - 1)) * (uint32_t)stride;
-        q = (uint32_t)(out - 1);
-    }
-    *k0 = (int32_t)kf;
-    *o0 = (int32_t)q;
-    *n = 0;
-    if (kf < (uint32_t)k) {  // taps kf, kf + stride, ... < k, outputs q, q - 1, ... >= 0
-        const uint32_t left = (uint32_t)k - 1u - kf;
-        const uint32_t nk = 1u + (stride == 1 ? left : mt_udiv_u32(left, (uint32_t)stride));
-        *n = (int32_t)(nk < q + 1u ? nk : q + 1u);
-    }
-}
-
-static void gi_depthwise(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
-                         const uint8_t *mask, int32_t *acc) {
-    // Locals: acc stores could alias *p.
-    const int32_t C = p->in_c, kk = p->k_h * p->k_w, in_w = p->in_w;
-    const mt_dwg_t st = {-C, -p->out_w * C, 2 * p->stride_w, 2 * p->stride_h * p->k_w};
-    uint32_t wp[2 * MT_DW_TAPS];
-    int32_t s[4];
-    for (int32_t c = 0; c + 4 <= C; c += 4) {
-        int32_t wc[4];  // wr of the channels that are on
-        uint32_t any = 0;
-        for (int32_t h = 0; h < 4; ++h) {
-            wc[h] = oc_on(mask, c + h) ? wr[c + h] : 0;
-            any |= (uint32_t)wc[h];
-        }
-        if (!any) {
-            continue;  // acc stays 0
-        }
-        for (int32_t t = 0; t < kk; ++t) {
-            const int8_t *wt = w + c * kk + t;
-            wp[2 * t] = mt_pack16(wt[0], wt[2 * kk]);
-            wp[2 * t + 1] = mt_pack16(wt[kk], wt[3 * kk]);
-        }
-        for (int32_t iy = 0; iy < p->in_h; ++iy) {
-            int32_t ky0, oy0, nky;
-            dw_axis(iy, p->pad_top, p->stride_h, p->k_h, p->out_h, &ky0, &oy0, &nky);
-            int32_t *a = acc + iy * in_w * C + c;
-            for (int32_t ix = 0; ix < in_w; ++ix, a += C) {
-                int32_t kx0, ox0, nkx;
-                dw_axis(ix, p->pad_left, p->stride_w, p->k_w, p->out_w, &kx0, &ox0, &nkx);
-                if (nky == 0 || nkx == 0) {
-                    continue;  // no tap reaches this input: acc stays 0
-                }
-                dw_gather4(e + (oy0 * p->out_w + ox0) * C + c, wp + 2 * (ky0 * p->k_w + kx0), nkx, nky, &st, s);
-                // |sum| <= kk * 16384, times wr: within mt_wr_check's bound.
-                a[0] = s[0] * wc[0];
-                a[1] = s[1] * wc[1];
-                a[2] = s[2] * wc[2];
-                a[3] = s[3] * wc[3];
+// acc[pos, quad] += e[pos, quad] . w[quad] over the rectangle, for the nq
+// quads at channel offsets qoff[] with packed weights wp[2 q], wp[2 q + 1].
+static MT_NOINLINE void dw_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
+                                const int32_t *qoff, int32_t nq) {
+    int32_t eo = 0, ao = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+        int32_t ei = eo, ai = ao;
+        for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
+            const int8_t *ep = e + ei;
+            int32_t *ap = acc + ai;
+            for (int32_t q = 0; q < nq; ++q) {
+                const int32_t o = qoff[q];
+                const uint32_t ew = mt_load_u32(ep + o);
+                const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
+                // all loads before the stores (acc may alias wp as far as C knows)
+                const uint32_t w0 = wp[2 * q], w1 = wp[2 * q + 1];
+                int32_t *a = ap + o;
+                const int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+                a[0] = mt_smlabb(ea, w0, a0);
+                a[1] = mt_smlabb(eb, w1, a1);
+                a[2] = mt_smlatt(ea, w0, a2);
+                a[3] = mt_smlatt(eb, w1, a3);
             }
+        }
+    }
+}
+
+static void gi_depthwise(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
+                         const int32_t *wr, const uint8_t *mask, int32_t *acc) {
+    const int32_t C = p->in_c, kk = p->k_h * p->k_w;
+    uint32_t wp[2 * MT_DW_QUADS];
+    int32_t qoff[MT_DW_QUADS];
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            mt_rect_t r;
+            int32_t eb, ab;
+            tap_rect(p, g, ky, kx, &r, &eb, &ab);
+            if (r.noy == 0) {
+                continue;
+            }
+            const int32_t t = ky * p->k_w + kx;
+            for (int32_t c = 0; c + 4 <= C;) {
+                int32_t nq = 0;
+                for (; c + 4 <= C && nq < MT_DW_QUADS; c += 4) {
+                    int32_t v[4];
+                    uint32_t any = 0;
+                    for (int32_t h = 0; h < 4; ++h) {
+                        const int32_t on = oc_on(mask, c + h) && wr[c + h] != 0;
+                        v[h] = on ? w[(c + h) * kk + t] : 0;
+                        any |= (uint32_t)on;
+                    }
+                    if (any) {
+                        wp[2 * nq] = mt_pack16(v[0], v[2]);
+                        wp[2 * nq + 1] = mt_pack16(v[1], v[3]);
+                        qoff[nq++] = c;
+                    }
+                }
+                if (nq > 0) {
+                    dw_rect(e + eb, acc + ab, &r, wp, qoff, nq);
+                }
+            }
+        }
+    }
+    const int32_t n = p->in_h * p->in_w * C, cq = C & ~3;
+    for (int32_t i = 0; i < n; i += C) {
+        for (int32_t c = 0; c < cq; ++c) {
+            acc[i + c] *= oc_on(mask, c) ? wr[c] : 0;
         }
     }
 }
@@ -761,8 +742,8 @@ static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_
                        const uint8_t *mask, int32_t *acc) {
     mt_geom_t g;
     geom_init(p, &g);
-    if (g.cpg == 1 && g.opg == 1 && p->k_h * p->k_w <= MT_DW_TAPS) {
-        gi_depthwise(p, e, w, wr, mask, acc);
+    if (g.cpg == 1 && g.opg == 1) {
+        gi_depthwise(p, &g, e, w, wr, mask, acc);
         gi_singles(p, &g, e, w, wr, mask, p->in_c & ~3, acc);
         return;
     }
