@@ -858,7 +858,8 @@ assert set(GENERATORS) == set(OPS)
 def generate_limits() -> list[Case]:
     """Calls at the overflow bounds the descriptor checks allow, with the extreme
     operands (x - zp = -255, w = e = -128): every int32 accumulator at its
-    largest legal magnitude. Deterministic; a few large tensors."""
+    largest legal magnitude; then backward_block_cases(). Deterministic; a few
+    large tensors."""
     cases = []
     # linear forward: in_n = 32768, |bias| = 2^30
     n = 32768
@@ -911,6 +912,76 @@ def generate_limits() -> list[Case]:
     # l1 norm: 2^24 - 1 positions of -128 in one channel (2^31 - 128)
     cases.append(make_case("l1_norm_s8", [s8(np.full(2**24 - 1, -128)), 1, out("i", 1)],
                            "limit: 2^24 - 1 positions"))
+    # conv2d grad weight at the bound through the channel-block paths (4 oc x 4 ci)
+    g = ConvGeom(256, 256, 4, 256, 256, 4, 1, 1, 1, 1, 0, 0, 1)
+    d = i32(g.desc(127, 0, -128, 127))
+    xs, es = s8(np.full(g.n_in, -128)), s8(np.full(g.n_out, -128))
+    cases.append(make_case("conv2d_s8_grad_weight", [d, xs, es, None, out("i", g.n_w), out("i", 4)],
+                           "limit: out_h*out_w 65536, 4x4 channel block"))
+    cases.append(make_case("conv2d_s8_grad_weight_f32",
+                           [d, xs, es, None, 1.0, 1.0, f32(np.zeros(g.n_w)), f32(np.zeros(4))],
+                           "limit: out_h*out_w 65536, 4x4 channel block"))
+    # depthwise grad input at the wr bound (every channel sum scaled by wr once)
+    g = ConvGeom(6, 6, 8, 6, 6, 8, 3, 3, 1, 1, 1, 1, 8)  # terms = 9
+    top = 131071 // 9
+    args = [i32(g.desc(0, 0, -128, 127)), s8(np.full(g.n_out, -128)), s8(np.full(g.n_w, -128)),
+            i32(np.full(g.out_c, top)), None, out("i", g.n_in), out("Y", g.n_in)]
+    cases.append(make_case("conv2d_s8_grad_input", args, f"limit: depthwise wr {top}"))
+    return cases + backward_block_cases()
+
+
+def backward_block_cases(n: int = 48, seed: int = 1109) -> list[Case]:
+    """Shapes that exercise the blocked backward kernels' edges: channel counts
+    around their blocks of 4 (1..5, odd, > 16), depthwise and grouped layers,
+    strides up to 3, kernels up to 5 wide, borders, masks, zero points
+    -128 / 127 and the largest grad-input ratios. Deterministic."""
+    rng = np.random.default_rng(seed)
+    chans = [1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 17, 33]
+    cases = []
+    for i in range(n):
+        kind = ["dense", "dense", "depthwise", "grouped"][i % 4]
+        k_h, k_w = int(rng.integers(1, 6)), int(rng.integers(1, 4))
+        s_h, s_w = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        groups = 1
+        in_c, out_c = int(rng.choice(chans)), int(rng.choice(chans))
+        if kind == "depthwise":
+            in_c = out_c = groups = int(rng.choice([4, 5, 7, 8, 9, 12, 13, 33]))
+        elif kind == "grouped":
+            groups = int(rng.integers(2, 4))
+            in_c, out_c = groups * int(rng.integers(3, 7)), groups * int(rng.integers(3, 9))
+        in_h, out_h, p_t = _axis(rng, k_h, s_h, 9, rng.random() < 0.7)
+        in_w, out_w, p_l = _axis(rng, k_w, s_w, 9, rng.random() < 0.7)
+        g = ConvGeom(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, groups)
+        in_zp = [-128, 127, int(rng.integers(-128, 128))][i % 3]
+        label = f"blocks: {kind} {in_c}->{out_c} k{k_h}x{k_w} s{s_h}x{s_w}"
+        e = _int8(rng, g.n_out, ["uniform", "small", "sparse", "ties"][i % 4])
+        terms = g.k_h * g.k_w * g.opg
+        cases.append(make_case("conv2d_s8_grad_input",
+                               [i32(g.desc(in_zp, 0, -128, 127)), s8(e), s8(_weights(rng, g.n_w, i)),
+                                _wr(rng, g.out_c, terms, i), _mask(rng, g.out_c, i // 4), out("i", g.n_in),
+                                out("Y", g.n_in)], label))
+        x = _int8(rng, g.n_in, ["uniform", "ties"][i % 2])
+        dg = i32(g.desc(in_zp, 0, -128, 127))
+        cases.append(make_case("conv2d_s8_grad_weight",
+                               [dg, s8(x), s8(e), _mask(rng, g.out_c, i // 4 + 1), out("i", g.n_w),
+                                out("i", g.out_c)], label))
+        ws, bs = _f32_scales(rng, i)
+        cases.append(make_case("conv2d_s8_grad_weight_f32",
+                               [dg, s8(x), s8(e), _mask(rng, g.out_c, i // 4 + 2), ws, bs,
+                                _f32_acc(rng, g.n_w, i), _f32_acc(rng, g.out_c, i + 1)], label))
+        in_n = int(rng.choice([1, 2, 3, 4, 5, 7, 9, 13, 64]))
+        out_n = int(rng.choice([1, 2, 3, 4, 5, 7, 9, 13]))
+        lab = f"blocks: linear {in_n}x{out_n}"
+        el, xl = _int8(rng, out_n, ["uniform", "sparse"][i % 2]), _int8(rng, in_n)
+        d = i32([in_n, out_n, in_zp, 0, -128, 127])
+        cases.append(make_case("linear_s8_grad_input", [d, s8(el), s8(_weights(rng, in_n * out_n, i)),
+                                                        _wr(rng, out_n, out_n, i), _mask(rng, out_n, i // 4),
+                                                        out("i", in_n), out("Y", in_n)], lab))
+        cases.append(make_case("linear_s8_grad_weight", [d, s8(xl), s8(el), _mask(rng, out_n, i // 4 + 1),
+                                                         out("i", in_n * out_n), out("i", out_n)], lab))
+        cases.append(make_case("linear_s8_grad_weight_f32", [d, s8(xl), s8(el), _mask(rng, out_n, i // 4 + 2),
+                                                             ws, bs, _f32_acc(rng, in_n * out_n, i),
+                                                             _f32_acc(rng, out_n, i + 2)], lab))
     return cases
 
 
