@@ -566,8 +566,10 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
 #define MT_GI_QUADS 16  // 16 quads * 8 words: 512 bytes of stack
 
 // acc[pos, 0..nc) += mult * sum over the nq packed quads of e[pos, quad] . wp.
+// qoff: 4 channel offsets per quad; only the first is used when the quad's
+// channels are consecutive (one word load), all four when gather is set.
 static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
-                               const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult) {
+                               const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult, int gather) {
     int32_t eo = 0, ao = 0;
     for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
         int32_t ei = eo, ai = ao;
@@ -575,8 +577,17 @@ static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *
             int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
             const uint32_t *w = wp;
             for (int32_t q = 0; q < nq; ++q, w += 8) {
-                const uint32_t ew = mt_load_u32(e + ei + qoff[q]);
-                const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
+                const int32_t *o = qoff + 4 * q;
+                uint32_t ea, eb;
+                if (gather) {
+                    const int8_t *ep = e + ei;
+                    ea = mt_pkhbt16((uint32_t)(int32_t)ep[o[0]], (uint32_t)(int32_t)ep[o[2]]);
+                    eb = mt_pkhbt16((uint32_t)(int32_t)ep[o[1]], (uint32_t)(int32_t)ep[o[3]]);
+                } else {
+                    const uint32_t ew = mt_load_u32(e + ei + o[0]);
+                    ea = mt_sxtb16(ew);
+                    eb = mt_sxtb16_ror8(ew);
+                }
                 s0 = mt_smlad(ea, w[0], s0);
                 s1 = mt_smlad(ea, w[1], s1);
                 s2 = mt_smlad(ea, w[2], s2);
@@ -747,15 +758,21 @@ static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_
         gi_singles(p, &g, e, w, wr, mask, p->in_c & ~3, acc);
         return;
     }
-    gi_singles(p, &g, e, w, wr, mask, 0, acc);
-    const int32_t nquads = g.opg >> 2;
-    if (nquads == 0) {
+    // Dense: whole quads of consecutive channels (the rest scattered); masked:
+    // quads of the channels that are on, gathered byte by byte, so dropped
+    // channels cost nothing.
+    const int gather = mask != 0;
+    const int32_t nquads = g.opg >> 2, qspan = gather ? g.opg : 4 * nquads;
+    if (!gather) {
+        gi_singles(p, &g, e, w, wr, mask, 0, acc);
+    }
+    if (qspan == 0) {
         return;
     }
-    // Digits of wr over the channels in whole quads that are on.
+    // Digits of wr over the channels of the quads that are on.
     uint32_t orv = 0;
     for (int32_t gi = 0; gi < p->groups; ++gi) {
-        for (int32_t oc = gi * g.opg, end = oc + 4 * nquads; oc < end; ++oc) {
+        for (int32_t oc = gi * g.opg, end = oc + qspan; oc < end; ++oc) {
             if (oc_on(mask, oc)) {
                 orv |= (uint32_t)wr[oc];
             }
@@ -769,7 +786,7 @@ static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_
         ++k;
     }
     for (int32_t gi = 0; gi < p->groups; ++gi) {
-        for (int32_t oc = gi * g.opg, end = oc + 4 * nquads; oc < end; ++oc) {
+        for (int32_t oc = gi * g.opg, end = oc + qspan; oc < end; ++oc) {
             if (oc_on(mask, oc) && ((uint32_t)wr[oc] >> k) > top) {
                 top = (uint32_t)wr[oc] >> k;
             }
@@ -779,7 +796,7 @@ static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_
     const uint32_t dmask = top <= 256u ? 0xFFFFFFFFu : 0xFFu;
     const int32_t npass = top <= 256u ? 1 : (top < 65536u ? 2 : 3);
     uint32_t wp[8 * MT_GI_QUADS];
-    int32_t qoff[MT_GI_QUADS];
+    int32_t qoff[4 * MT_GI_QUADS];
     for (int32_t pass = 0; pass < npass; ++pass) {
         const uint32_t sh = k + 8u * (uint32_t)pass;
         const int32_t mult = (int32_t)((uint32_t)1 << sh);
@@ -795,20 +812,36 @@ static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_
                 for (int32_t gi = 0; gi < p->groups; ++gi) {
                     for (int32_t cb = 0; cb < g.cpg; cb += 4) {
                         const int32_t nc = g.cpg - cb < 4 ? g.cpg - cb : 4;
-                        int32_t q = 0;
-                        while (q < nquads) {
+                        int32_t oc = gi * g.opg;
+                        const int32_t oc_end = oc + qspan;
+                        while (oc < oc_end) {
                             // pack up to MT_GI_QUADS quads that have a channel on
                             int32_t nq = 0;
-                            for (; q < nquads && nq < MT_GI_QUADS; ++q) {
-                                const int32_t o0 = gi * g.opg + 4 * q;
+                            while (oc < oc_end && nq < MT_GI_QUADS) {
+                                int32_t *ch = qoff + 4 * nq, nch = 0;
+                                if (gather) {
+                                    for (; oc < oc_end && nch < 4; ++oc) {
+                                        if (mask[oc]) {
+                                            ch[nch++] = oc;
+                                        }
+                                    }
+                                } else {
+                                    for (; nch < 4; ++nch, ++oc) {
+                                        ch[nch] = oc;
+                                    }
+                                }
                                 uint32_t any = 0;
-                                int32_t wv[4][4];  // [oc in quad][ci]
+                                int32_t wv[4][4];  // [channel in quad][ci]
                                 for (int32_t h = 0; h < 4; ++h) {
-                                    const int32_t oc = o0 + h;
-                                    const int32_t d = oc_on(mask, oc) ? (int32_t)(((uint32_t)wr[oc] >> sh) & dmask) : 0;
+                                    if (h >= nch) {  // padding: a real channel with weight 0
+                                        ch[h] = nch ? ch[0] : gi * g.opg;
+                                    }
+                                    const int32_t c_ = ch[h];
+                                    const int32_t d =
+                                        h < nch && oc_on(mask, c_) ? (int32_t)(((uint32_t)wr[c_] >> sh) & dmask) : 0;
                                     any |= (uint32_t)d;
                                     for (int32_t c = 0; c < 4; ++c) {
-                                        wv[h][c] = c < nc ? d * (int32_t)w[oc * g.w_oc + wt + cb + c] : 0;
+                                        wv[h][c] = c < nc ? d * (int32_t)w[c_ * g.w_oc + wt + cb + c] : 0;
                                     }
                                 }
                                 if (!any) {
@@ -819,10 +852,10 @@ static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_
                                     wq[c] = mt_pack16(wv[0][c], wv[2][c]);
                                     wq[4 + c] = mt_pack16(wv[1][c], wv[3][c]);
                                 }
-                                qoff[nq++] = o0;
+                                ++nq;
                             }
                             if (nq > 0) {
-                                gi_rect(e + eb, acc + ab + gi * g.cpg + cb, &r, wp, qoff, nq, nc, mult);
+                                gi_rect(e + eb, acc + ab + gi * g.cpg + cb, &r, wp, qoff, nq, nc, mult, gather);
                             }
                         }
                     }

@@ -137,20 +137,45 @@ static MT_NOINLINE void scale2_x_run(int32_t *g0, int32_t *g1, const int8_t *x, 
     }
 }
 
-// Rows two at a time (a masked row has error 0: its row is zeros).
+// g[i] = ev * (x[i] - zp), i < n (one row; as scale2_x_run).
+static MT_NOINLINE void scale1_x_run(int32_t *g, const int8_t *x, int32_t n, int32_t ev, int32_t zp) {
+    const uint32_t zp2 = mt_pack16(zp, zp), u = (uint32_t)ev;
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t xw = mt_load_u32(x + i);
+        const uint32_t xa = mt_ssub16(mt_sxtb16(xw), zp2), xb = mt_ssub16(mt_sxtb16_ror8(xw), zp2);
+        g[i] = mt_smlabb(xa, u, 0);
+        g[i + 1] = mt_smlabb(xb, u, 0);
+        g[i + 2] = mt_smlatb(xa, u, 0);
+        g[i + 3] = mt_smlatb(xb, u, 0);
+    }
+    for (; i < n; ++i) {
+        g[i] = ev * ((int32_t)x[i] - zp);
+    }
+}
+
+// Rows with a zero error (masked rows count as such) are zero-filled without
+// reading x; two neighbouring rows with errors share each unpacked x word.
 void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb) {
     const int32_t in_n = p->in_n, out_n = p->out_n, zp = p->in_zp;
-    for (int32_t o = 0; o < out_n; o += 2) {
-        const int32_t e0 = (mask && !mask[o]) ? 0 : e[o];
-        gb[o] = e0;
-        if (o + 1 == out_n) {  // last odd row: paired with itself
-            scale2_x_run(gw + o * in_n, gw + o * in_n, x, in_n, e0, e0, zp);
-            break;
+    for (int32_t o = 0; o < out_n; ++o) {
+        gb[o] = (mask && !mask[o]) ? 0 : e[o];
+    }
+    for (int32_t o = 0; o < out_n;) {
+        int32_t *gt = gw + o * in_n;
+        if (gb[o] == 0) {
+            for (int32_t i = 0; i < in_n; ++i) {
+                gt[i] = 0;
+            }
+            ++o;
+        } else if (o + 1 < out_n && gb[o + 1] != 0) {
+            scale2_x_run(gt, gt + in_n, x, in_n, gb[o], gb[o + 1], zp);
+            o += 2;
+        } else {
+            scale1_x_run(gt, x, in_n, gb[o], zp);
+            ++o;
         }
-        const int32_t e1 = (mask && !mask[o + 1]) ? 0 : e[o + 1];
-        gb[o + 1] = e1;
-        scale2_x_run(gw + o * in_n, gw + (o + 1) * in_n, x, in_n, e0, e1, zp);
     }
 }
 #endif
