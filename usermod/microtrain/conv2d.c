@@ -249,8 +249,9 @@ typedef struct {
     "add %[pe], %[pe], %[t0]\n\t"                \
     "add %[px], %[px], %[t2]\n\t"
 
-// The whole rectangle in one asm loop (GCC at -Os spills the accumulators of
-// the C loop): two positions per turn, entered at the second when nox is odd.
+// The whole rectangle in one asm loop (GCC spills accumulators of the C loop,
+// at -Os and -O2): two positions per turn, entered at the second when nox is
+// odd.
 #define MT_RECT_2X4(EROR)                                                                            \
     __asm__ volatile("mov %[s0], #0\n\t"                                                             \
                      "mov %[s1], #0\n\t"                                                             \
@@ -866,6 +867,8 @@ static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_
 }
 #endif
 
+// Cortex-M0 (MT_SOFT_MATH) keeps the position-major scatter: 8 low registers
+// and no halfword multiply-accumulates, so the blocks above would spill.
 #if MT_SOFT_MATH
 // Position-major: tap ranges and window offsets are computed once per output
 // position; each (position, oc) first tests the error and the mask, so a
