@@ -212,8 +212,9 @@ static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_
 // block's sums stay in registers while the rectangle is walked once. On
 // armv7e-m the Arm DSP halfword multiply-accumulates (mt_dsp.h) take four
 // channels from one word load; elsewhere the same code runs on their exact C
-// equivalents. The zero point comes out of the sums:
-// sum e * (x - zp) = sum e * x - zp * sum e (|each part| <= 2^30: exact).
+// equivalents. The 2x4 blocks take the zero point out of their sums,
+// sum e * (x - zp) = sum e * x - zp * sum e (|each part| <= 2^30: exact);
+// the other blocks subtract it from x (x - zp is a halfword, -255..255).
 #include "mt_dsp.h"
 
 // One tap's valid output positions: noy rows of nox columns. Offsets (not
@@ -330,8 +331,9 @@ static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect
 }
 #endif
 
-// Four output channels (an e quad) times one input channel: s[0..3] by oc.
-static MT_NOINLINE void rect_4x1(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t *s) {
+// Four output channels (an e quad) times one input channel minus zp:
+// s[0..3] by oc.
+static MT_NOINLINE void rect_4x1(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t zp, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
     int32_t eo = 0, xo = 0;
@@ -340,7 +342,7 @@ static MT_NOINLINE void rect_4x1(const int8_t *e, const int8_t *x, const mt_rect
         for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
             const uint32_t ew = mt_load_u32(e + ei);
             const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);  // oc 0, 2 / oc 1, 3
-            const uint32_t xv = (uint32_t)(int32_t)x[xi];
+            const uint32_t xv = (uint32_t)((int32_t)x[xi] - zp);  // a halfword: -255..255
             s0 = mt_smlabb(ea, xv, s0);
             s1 = mt_smlabb(eb, xv, s1);
             s2 = mt_smlatb(ea, xv, s2);
@@ -350,8 +352,9 @@ static MT_NOINLINE void rect_4x1(const int8_t *e, const int8_t *x, const mt_rect
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
 }
 
-// One output channel times four input channels: s[0..3] by ci.
-static MT_NOINLINE void rect_1x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t *s) {
+// One output channel times four input channels minus zp (zp2: zp in both
+// halves): s[0..3] by ci.
+static MT_NOINLINE void rect_1x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t zp2, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
     int32_t eo = 0, xo = 0;
@@ -360,7 +363,7 @@ static MT_NOINLINE void rect_1x4(const int8_t *e, const int8_t *x, const mt_rect
         for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
             const uint32_t ev = (uint32_t)(int32_t)e[ei];
             const uint32_t xw = mt_load_u32(x + xi);
-            const uint32_t xa = mt_sxtb16(xw), xb = mt_sxtb16_ror8(xw);
+            const uint32_t xa = mt_ssub16(mt_sxtb16(xw), zp2), xb = mt_ssub16(mt_sxtb16_ror8(xw), zp2);
             s0 = mt_smlabb(xa, ev, s0);
             s1 = mt_smlabb(xb, ev, s1);
             s2 = mt_smlatb(xa, ev, s2);
@@ -391,15 +394,15 @@ static MT_NOINLINE void rect_dw4(const int8_t *e, const int8_t *x, const mt_rect
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
 }
 
-// One output channel times one input channel.
-static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_rect_t *r) {
+// One output channel times one input channel minus zp.
+static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t zp) {
     int32_t s = 0;
     const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
     int32_t eo = 0, xo = 0;
     for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
         int32_t ei = eo, xi = xo;
         for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
-            s += (int32_t)e[ei] * (int32_t)x[xi];
+            s += (int32_t)e[ei] * ((int32_t)x[xi] - zp);
         }
     }
     return s;
@@ -439,6 +442,7 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
     mt_geom_t g;
     geom_init(p, &g);
     const int32_t zp = p->in_zp, out_c = p->out_c, in_c = p->in_c, cpg = g.cpg;
+    const uint32_t zp2 = mt_pack16(zp, zp);
     int32_t s[8], se[4];
     for (int32_t ky = 0; ky < p->k_h; ++ky) {
         int32_t oy0, oy1;
@@ -466,7 +470,6 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
             r1.x_col = r1.x_row = 0;
             const int32_t wt = ky * g.w_row + kx * cpg;  // tap offset inside one oc's weights
             if (cpg == 1 && g.opg == 1) {  // depthwise: channel quads, then single channels
-                const uint32_t zp2 = mt_pack16(zp, zp);
                 for (int32_t oc = 0; oc < out_c;) {
                     if (oc + 4 <= out_c && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) &&
                         oc_on(mask, oc + 3)) {
@@ -478,8 +481,7 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                         continue;
                     }
                     if (oc_on(mask, oc)) {
-                        const int32_t se1 = rect_1x1(e + eb + oc, &one, &r1);
-                        sink_put(ow, oc * g.w_oc + wt, rect_1x1(e + eb + oc, x + xb + oc, &r) - zp * se1);
+                        sink_put(ow, oc * g.w_oc + wt, rect_1x1(e + eb + oc, x + xb + oc, &r, zp));
                     }
                     ++oc;
                 }
@@ -493,7 +495,9 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                     const int32_t wo = oc * g.w_oc + wt;
                     if (oc + 4 <= oc_end && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) &&
                         oc_on(mask, oc + 3)) {
-                        rect_4x1(eq, &one, &r1, se);
+                        if (cpg >= 4) {  // sums of e for the 2x4 blocks
+                            rect_4x1(eq, &one, &r1, 0, se);
+                        }
                         int32_t c = 0;
                         for (; c + 4 <= cpg; c += 4) {
                             for (uint32_t h = 0; h < 2; ++h) {  // oc pairs (0, 2) then (1, 3)
@@ -505,25 +509,24 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                             }
                         }
                         for (; c < cpg; ++c) {
-                            rect_4x1(eq, xg + c, &r, s);
+                            rect_4x1(eq, xg + c, &r, zp, s);
                             for (int32_t q = 0; q < 4; ++q) {
-                                sink_put(ow, wo + q * g.w_oc + c, s[q] - zp * se[q]);
+                                sink_put(ow, wo + q * g.w_oc + c, s[q]);
                             }
                         }
                         oc += 4;
                         continue;
                     }
                     if (oc_on(mask, oc)) {
-                        const int32_t se1 = rect_1x1(eq, &one, &r1);
                         int32_t c = 0;
                         for (; c + 4 <= cpg; c += 4) {
-                            rect_1x4(eq, xg + c, &r, s);
+                            rect_1x4(eq, xg + c, &r, zp2, s);
                             for (int32_t k = 0; k < 4; ++k) {
-                                sink_put(ow, wo + c + k, s[k] - zp * se1);
+                                sink_put(ow, wo + c + k, s[k]);
                             }
                         }
                         for (; c < cpg; ++c) {
-                            sink_put(ow, wo + c, rect_1x1(eq, xg + c, &r) - zp * se1);
+                            sink_put(ow, wo + c, rect_1x1(eq, xg + c, &r, zp));
                         }
                     }
                     ++oc;
@@ -535,7 +538,7 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
     mt_rect_t rb = {p->out_h * p->out_w, 1, out_c, 0, 0, 0};
     for (int32_t oc = 0; oc < out_c;) {
         if (oc + 4 <= out_c && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) && oc_on(mask, oc + 3)) {
-            rect_4x1(e + oc, &one, &rb, se);
+            rect_4x1(e + oc, &one, &rb, 0, se);
             for (int32_t q = 0; q < 4; ++q) {
                 sink_put(ob, oc + q, se[q]);
             }
@@ -543,7 +546,7 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
             continue;
         }
         if (oc_on(mask, oc)) {
-            sink_put(ob, oc, rect_1x1(e + oc, &one, &rb));
+            sink_put(ob, oc, rect_1x1(e + oc, &one, &rb, 0));
         }
         ++oc;
     }
@@ -577,26 +580,34 @@ static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *
         for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
             int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
             const uint32_t *w = wp;
-            for (int32_t q = 0; q < nq; ++q, w += 8) {
-                const int32_t *o = qoff + 4 * q;
-                uint32_t ea, eb;
-                if (gather) {
-                    const int8_t *ep = e + ei;
-                    ea = mt_pkhbt16((uint32_t)(int32_t)ep[o[0]], (uint32_t)(int32_t)ep[o[2]]);
-                    eb = mt_pkhbt16((uint32_t)(int32_t)ep[o[1]], (uint32_t)(int32_t)ep[o[3]]);
-                } else {
-                    const uint32_t ew = mt_load_u32(e + ei + o[0]);
-                    ea = mt_sxtb16(ew);
-                    eb = mt_sxtb16_ror8(ew);
+            if (gather) {
+                const int8_t *ep = e + ei;
+                for (int32_t q = 0; q < nq; ++q, w += 8) {
+                    const int32_t *o = qoff + 4 * q;
+                    const uint32_t ea = mt_pkhbt16((uint32_t)(int32_t)ep[o[0]], (uint32_t)(int32_t)ep[o[2]]);
+                    const uint32_t eb = mt_pkhbt16((uint32_t)(int32_t)ep[o[1]], (uint32_t)(int32_t)ep[o[3]]);
+                    s0 = mt_smlad(ea, w[0], s0);
+                    s1 = mt_smlad(ea, w[1], s1);
+                    s2 = mt_smlad(ea, w[2], s2);
+                    s3 = mt_smlad(ea, w[3], s3);
+                    s0 = mt_smlad(eb, w[4], s0);
+                    s1 = mt_smlad(eb, w[5], s1);
+                    s2 = mt_smlad(eb, w[6], s2);
+                    s3 = mt_smlad(eb, w[7], s3);
                 }
-                s0 = mt_smlad(ea, w[0], s0);
-                s1 = mt_smlad(ea, w[1], s1);
-                s2 = mt_smlad(ea, w[2], s2);
-                s3 = mt_smlad(ea, w[3], s3);
-                s0 = mt_smlad(eb, w[4], s0);
-                s1 = mt_smlad(eb, w[5], s1);
-                s2 = mt_smlad(eb, w[6], s2);
-                s3 = mt_smlad(eb, w[7], s3);
+            } else {
+                for (int32_t q = 0; q < nq; ++q, w += 8) {
+                    const uint32_t ew = mt_load_u32(e + ei + qoff[4 * q]);
+                    const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
+                    s0 = mt_smlad(ea, w[0], s0);
+                    s1 = mt_smlad(ea, w[1], s1);
+                    s2 = mt_smlad(ea, w[2], s2);
+                    s3 = mt_smlad(ea, w[3], s3);
+                    s0 = mt_smlad(eb, w[4], s0);
+                    s1 = mt_smlad(eb, w[5], s1);
+                    s2 = mt_smlad(eb, w[6], s2);
+                    s3 = mt_smlad(eb, w[7], s3);
+                }
             }
             int32_t *a = acc + ai;
             a[0] += s0 * mult;
