@@ -65,6 +65,20 @@ static inline int32_t mt_smlad(uint32_t a, uint32_t b, int32_t acc) {
     return r;
 }
 
+// acc + lo(a) * lo(b), acc + lo(a) * hi(b): single 16 x 16 multiply-adds
+// (SMLABB / SMLABT; a packed weight pair stays one register).
+static inline int32_t mt_smlabb(uint32_t a, uint32_t b, int32_t acc) {
+    int32_t r;
+    __asm__("smlabb %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+    return r;
+}
+
+static inline int32_t mt_smlabt(uint32_t a, uint32_t b, int32_t acc) {
+    int32_t r;
+    __asm__("smlabt %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+    return r;
+}
+
 // Halfwise a + b, a - b (wrapping 16-bit).
 static inline uint32_t mt_sadd16(uint32_t a, uint32_t b) {
     uint32_t r;
@@ -92,19 +106,7 @@ static inline uint32_t mt_pkhtb16(uint32_t a, uint32_t b) {
     return r;
 }
 
-// acc + (chosen half of a) * (chosen half of b): b = bottom, t = top half.
-static inline int32_t mt_smlabb(uint32_t a, uint32_t b, int32_t acc) {
-    int32_t r;
-    __asm__("smlabb %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
-    return r;
-}
-
-static inline int32_t mt_smlabt(uint32_t a, uint32_t b, int32_t acc) {
-    int32_t r;
-    __asm__("smlabt %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
-    return r;
-}
-
+// acc + hi(a) * lo(b), acc + hi(a) * hi(b) (SMLATB / SMLATT).
 static inline int32_t mt_smlatb(uint32_t a, uint32_t b, int32_t acc) {
     int32_t r;
     __asm__("smlatb %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
@@ -132,6 +134,14 @@ static inline int32_t mt_smlad(uint32_t a, uint32_t b, int32_t acc) {
     return (int32_t)((uint32_t)acc + (uint32_t)(mt_lo16(a) * mt_lo16(b)) + (uint32_t)(mt_hi16(a) * mt_hi16(b)));
 }
 
+static inline int32_t mt_smlabb(uint32_t a, uint32_t b, int32_t acc) {
+    return (int32_t)((uint32_t)acc + (uint32_t)(mt_lo16(a) * mt_lo16(b)));
+}
+
+static inline int32_t mt_smlabt(uint32_t a, uint32_t b, int32_t acc) {
+    return (int32_t)((uint32_t)acc + (uint32_t)(mt_lo16(a) * mt_hi16(b)));
+}
+
 static inline uint32_t mt_sadd16(uint32_t a, uint32_t b) {
     return mt_pack16(mt_lo16(a) + mt_lo16(b), mt_hi16(a) + mt_hi16(b));
 }
@@ -146,15 +156,6 @@ static inline uint32_t mt_pkhbt16(uint32_t a, uint32_t b) {
 
 static inline uint32_t mt_pkhtb16(uint32_t a, uint32_t b) {
     return (a & 0xFFFF0000u) | (b >> 16);
-}
-
-// Wrapping adds like the instructions (the kernels keep sums far from 2^31).
-static inline int32_t mt_smlabb(uint32_t a, uint32_t b, int32_t acc) {
-    return (int32_t)((uint32_t)acc + (uint32_t)(mt_lo16(a) * mt_lo16(b)));
-}
-
-static inline int32_t mt_smlabt(uint32_t a, uint32_t b, int32_t acc) {
-    return (int32_t)((uint32_t)acc + (uint32_t)(mt_lo16(a) * mt_hi16(b)));
 }
 
 static inline int32_t mt_smlatb(uint32_t a, uint32_t b, int32_t acc) {
