@@ -87,6 +87,7 @@ static MT_NOINLINE int32_t dot_strided(const int8_t *x, int32_t xs, const int8_t
     return acc;
 }
 
+#if MT_SOFT_MATH  // the Cortex-M0 input gradient (scatter)
 // a[i * as] += s * w[i], i < n.
 static MT_NOINLINE void axpy_w_strided(int32_t *a, int32_t as, const int8_t *w, int32_t n, int32_t s) {
     int32_t ai = 0;
@@ -94,7 +95,9 @@ static MT_NOINLINE void axpy_w_strided(int32_t *a, int32_t as, const int8_t *w, 
         a[ai] += s * (int32_t)*w;
     }
 }
+#endif
 
+#if MT_SOFT_MATH  // the Cortex-M0 weight gradient (scatter)
 // g[i] += ev * (x[i] - zp), i < n.
 static MT_NOINLINE void axpy_x_run(int32_t *g, const int8_t *x, int32_t n, int32_t ev, int32_t zp) {
     for (const int8_t *end = x + n; x != end; ++x, ++g) {
@@ -109,6 +112,8 @@ static MT_NOINLINE void axpy_x_strided(int32_t *g, const int8_t *x, int32_t xs, 
         *g += ev * ((int32_t)x[xi] - zp);
     }
 }
+
+#endif
 
 // A window row is either one run (groups == 1: run elements contiguous, or
 // depthwise: nkx taps in_c apart) or nkx runs of cpg. The row loops below pick
@@ -131,6 +136,7 @@ static int32_t win_dot(const int8_t *x, int32_t xo, const int8_t *w, int32_t wo,
     return acc;
 }
 
+#if MT_SOFT_MATH
 // acc[window] += s * w[window] (grad-input scatter).
 static void win_scatter_w(int32_t *a, int32_t ao, const int8_t *w, int32_t wo, int32_t s, const mt_win_t *win,
                           int32_t a_row, int32_t a_tap, int32_t w_row) {
@@ -145,7 +151,9 @@ static void win_scatter_w(int32_t *a, int32_t ao, const int8_t *w, int32_t wo, i
         }
     }
 }
+#endif
 
+#if MT_SOFT_MATH
 // gw[window] += ev * (x[window] - zp) (grad-weight scatter).
 static void win_scatter_x(int32_t *gw, int32_t go, const int8_t *x, int32_t xo, int32_t ev, int32_t zp,
                           const mt_win_t *win, int32_t x_row, int32_t x_tap, int32_t w_row) {
@@ -160,6 +168,7 @@ static void win_scatter_x(int32_t *gw, int32_t go, const int8_t *x, int32_t xo, 
         }
     }
 }
+#endif
 
 // Output columns [*o0, *o1) whose windows lie wholly inside the input
 // along one axis: o * stride - pad >= 0 and o * stride - pad + k <= in.
@@ -644,6 +653,704 @@ void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const in
     }
 }
 
+#if !MT_SOFT_MATH || MT_HAS_FLOAT
+// Outputs [*o0, *o1) whose tap k lands inside the input,
+// 0 <= o * stride - pad + k < in; possibly empty (*o0 == *o1).
+static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t out, int32_t *o0,
+                      int32_t *o1) {
+    int32_t lo = 0, hi = 0;
+    if (k < pad) {  // ceil((pad - k) / stride)
+        lo = stride == 1 ? pad - k : (int32_t)mt_udiv_u32((uint32_t)(pad - k + stride - 1), (uint32_t)stride);
+    }
+    const int32_t last = in - 1 + pad - k;  // largest allowed o * stride
+    if (last >= 0) {
+        hi = 1 + (stride == 1 ? last : (int32_t)mt_udiv_u32((uint32_t)last, (uint32_t)stride));
+    }
+    if (hi > out) {
+        hi = out;
+    }
+    if (lo > hi) {
+        lo = hi;
+    }
+    *o0 = lo;
+    *o1 = hi;
+}
+
+// ---- Backward, register-blocked (docs/numerics.md: int32 sums are exact, so
+// their order is free). Every weight-gradient sum is taken over one tap's
+// rectangle of valid output positions, a block of weights at a time: the
+// block's sums stay in registers while the rectangle is walked once. On
+// armv7e-m the Arm DSP halfword multiply-accumulates (mt_dsp.h) take four
+// channels from one word load; elsewhere the same code runs on their exact C
+// equivalents. The 2x4 blocks take the zero point out of their sums,
+// sum e * (x - zp) = sum e * x - zp * sum e (|each part| <= 2^30: exact);
+// the other blocks subtract it from x (x - zp is a halfword, -255..255).
+#include "mt_dsp.h"
+
+// One tap's valid output positions: noy rows of nox columns. Offsets (not
+// pointers) step through e and x, so nothing points outside the buffers.
+typedef struct {
+    int32_t nox, noy;
+    int32_t e_col, x_col;  // offset steps between neighbouring columns
+    int32_t e_row, x_row;  // offset steps between neighbouring rows
+} mt_rect_t;
+
+// Sums over the rectangle of two output channels times four input channels:
+// e holds an oc quad (the pair is bytes 0 and 2, or 1 and 3 when sh == 8),
+// x four consecutive input channels. s[0..3]: first oc by ci 0..3; s[4..7]:
+// second oc. Each sum <= 65536 * 128 * 128 = 2^30.
+#if MT_DSP && defined(__thumb2__)
+// One position: 2 loads, 3 unpacks, 8 halfword multiply-accumulates, then the
+// column steps (ldrd of ec, xc from the frame).
+#define MT_POS_2X4(EROR)                         \
+    "ldr %[t0], [%[pe]]\n\t"                     \
+    "ldr %[t1], [%[px]]\n\t"                     \
+    "sxtb16 %[t0], %[t0]" EROR "\n\t"            \
+    "sxtb16 %[t2], %[t1]\n\t"                    \
+    "sxtb16 %[t1], %[t1], ror #8\n\t"            \
+    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t"      \
+    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t"      \
+    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t"      \
+    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t"      \
+    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t"      \
+    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t"      \
+    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t"      \
+    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t"      \
+    "ldrd %[t0], %[t2], %[col]\n\t"              \
+    "add %[pe], %[pe], %[t0]\n\t"                \
+    "add %[px], %[px], %[t2]\n\t"
+
+// The whole rectangle in one asm loop (GCC spills accumulators of the C loop,
+// at -Os and -O2): two positions per turn, entered at the second when nox is
+// odd.
+#define MT_RECT_2X4(EROR)                                                                            \
+    __asm__ volatile("mov %[s0], #0\n\t"                                                             \
+                     "mov %[s1], #0\n\t"                                                             \
+                     "mov %[s2], #0\n\t"                                                             \
+                     "mov %[s3], #0\n\t"                                                             \
+                     "mov %[s4], #0\n\t"                                                             \
+                     "mov %[s5], #0\n\t"                                                             \
+                     "mov %[s6], #0\n\t"                                                             \
+                     "mov %[s7], #0\n\t"                                                             \
+                     "1:\n\t"                                                                         \
+                     "ldr %[t0], %[odd]\n\t"                                                          \
+                     "cmp %[t0], #0\n\t"                                                              \
+                     "bne 3f\n\t"                                                                     \
+                     "2:\n\t" MT_POS_2X4(EROR) "3:\n\t" MT_POS_2X4(EROR)                              \
+                     "cmp %[pe], %[end]\n\t"                                                          \
+                     "bne 2b\n\t"                                                                     \
+                     "ldrd %[t0], %[t2], %[skip]\n\t"                                                 \
+                     "add %[pe], %[pe], %[t0]\n\t"                                                    \
+                     "add %[px], %[px], %[t2]\n\t"                                                    \
+                     "ldr %[t0], %[erow]\n\t"                                                         \
+                     "add %[end], %[end], %[t0]\n\t"                                                  \
+                     "ldr %[t0], %[rows]\n\t"                                                         \
+                     "subs %[t0], %[t0], #1\n\t"                                                      \
+                     "str %[t0], %[rows]\n\t"                                                         \
+                     "bne 1b\n\t"                                                                     \
+                     : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4), \
+                       [s5] "=&r"(s5), [s6] "=&r"(s6), [s7] "=&r"(s7), [pe] "+r"(pe), [px] "+r"(px),  \
+                       [end] "+r"(end), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2),               \
+                       [rows] "+m"(rows)                                                              \
+                     : [col] "m"(prm[0]), [skip] "m"(prm[2]), [erow] "m"(prm[4]), [odd] "m"(prm[5]),  \
+                       "m"(*(const int32_t(*)[6])prm)                                                 \
+                     : "cc", "memory")
+
+static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t sh, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    if (r->noy > 0) {
+        // Addresses as integers: the loop steps one column past each row.
+        const int32_t nox = r->nox;
+        // ec, xc | steps from a row's end to the next row's start | e_row | nox odd
+        const int32_t prm[6] = {r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
+                                r->e_row, nox & 1};
+        uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
+        uint32_t end = pe + (uint32_t)(nox * r->e_col);
+        int32_t rows = r->noy;
+        if (sh) {
+            MT_RECT_2X4(", ror #8");
+        } else {
+            MT_RECT_2X4("");
+        }
+        (void)t0, (void)t1, (void)t2;
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+#else
+static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t sh, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const uint32_t ev = mt_sxtb16(mt_load_u32(e + ei) >> sh);
+            const uint32_t xw = mt_load_u32(x + xi);
+            const uint32_t xa = mt_sxtb16(xw), xb = mt_sxtb16_ror8(xw);  // ci 0, 2 / ci 1, 3
+            s0 = mt_smlabb(ev, xa, s0);
+            s1 = mt_smlabb(ev, xb, s1);
+            s2 = mt_smlabt(ev, xa, s2);
+            s3 = mt_smlabt(ev, xb, s3);
+            s4 = mt_smlatb(ev, xa, s4);
+            s5 = mt_smlatb(ev, xb, s5);
+            s6 = mt_smlatt(ev, xa, s6);
+            s7 = mt_smlatt(ev, xb, s7);
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+#endif
+
+// Four output channels (an e quad) times one input channel minus zp:
+// s[0..3] by oc.
+static MT_NOINLINE void rect_4x1(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t zp, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const uint32_t ew = mt_load_u32(e + ei);
+            const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);  // oc 0, 2 / oc 1, 3
+            const uint32_t xv = (uint32_t)((int32_t)x[xi] - zp);  // a halfword: -255..255
+            s0 = mt_smlabb(ea, xv, s0);
+            s1 = mt_smlabb(eb, xv, s1);
+            s2 = mt_smlatb(ea, xv, s2);
+            s3 = mt_smlatb(eb, xv, s3);
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+}
+
+// One output channel times four input channels minus zp (zp2: zp in both
+// halves): s[0..3] by ci.
+static MT_NOINLINE void rect_1x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t zp2, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const uint32_t ev = (uint32_t)(int32_t)e[ei];
+            const uint32_t xw = mt_load_u32(x + xi);
+            const uint32_t xa = mt_ssub16(mt_sxtb16(xw), zp2), xb = mt_ssub16(mt_sxtb16_ror8(xw), zp2);
+            s0 = mt_smlabb(xa, ev, s0);
+            s1 = mt_smlabb(xb, ev, s1);
+            s2 = mt_smlatb(xa, ev, s2);
+            s3 = mt_smlatb(xb, ev, s3);
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+}
+
+// Depthwise: four channels, each its own e times (x - zp) (zp in both
+// halves of zp2; x - zp fits a halfword). s[0..3] by channel.
+static MT_NOINLINE void rect_dw4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t zp2, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const uint32_t ew = mt_load_u32(e + ei), xw = mt_load_u32(x + xi);
+            const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
+            const uint32_t xa = mt_ssub16(mt_sxtb16(xw), zp2), xb = mt_ssub16(mt_sxtb16_ror8(xw), zp2);
+            s0 = mt_smlabb(ea, xa, s0);
+            s2 = mt_smlatt(ea, xa, s2);
+            s1 = mt_smlabb(eb, xb, s1);
+            s3 = mt_smlatt(eb, xb, s3);
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+}
+
+// One output channel times one input channel minus zp.
+static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t zp) {
+    int32_t s = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            s += (int32_t)e[ei] * ((int32_t)x[xi] - zp);
+        }
+    }
+    return s;
+}
+
+// Where the finished sums go: the int32 gradient (stored) or the float32
+// one (gf[i] = gf[i] + scale * (float)s, the contract's single add).
+typedef struct {
+    int32_t *gi;
+    float *gf;
+    float scale;
+} mt_sink_t;
+
+static void sink_put(const mt_sink_t *o, int32_t i, int32_t s) {
+#if MT_HAS_FLOAT
+    if (o->gf) {
+        // Rounded product in its own variable: float32 result even with x87
+        // excess precision; no FMA (-std=c99 implies -ffp-contract=off).
+        const float d = o->scale * (float)s;
+        o->gf[i] = o->gf[i] + d;
+        return;
+    }
+#endif
+    o->gi[i] = s;
+}
+
+static int oc_on(const uint8_t *mask, int32_t oc) {
+    return !mask || mask[oc];
+}
+
+// All weight-gradient sums of the active output channels, each handed to
+// the sink once (zero sums too: x + 0.0f is not an identity for -0.0f or a
+// NaN scale); then the bias sums. Masked channels are skipped entirely.
+static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                       const mt_sink_t *ow, const mt_sink_t *ob) {
+    static const int8_t one = 1;  // x of the sums of e (column and row steps 0)
+    mt_geom_t g;
+    geom_init(p, &g);
+    const int32_t zp = p->in_zp, out_c = p->out_c, in_c = p->in_c, cpg = g.cpg;
+    const uint32_t zp2 = mt_pack16(zp, zp);
+    int32_t s[8], se[4];
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        int32_t oy0, oy1;
+        out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            int32_t ox0, ox1;
+            out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
+            mt_rect_t r, r1;
+            r.nox = ox1 - ox0;
+            r.noy = r.nox > 0 ? oy1 - oy0 : 0;
+            if (r.noy == 0) {
+                r.nox = 0;
+            }
+            // Steps only where there is a next column / row (bounded there).
+            r.e_col = out_c;
+            r.x_col = r.nox > 1 ? p->stride_w * in_c : 0;
+            r.e_row = p->out_w * out_c;
+            r.x_row = r.noy > 1 ? p->stride_h * g.x_row : 0;
+            int32_t eb = 0, xb = 0;
+            if (r.noy > 0) {
+                eb = (oy0 * p->out_w + ox0) * out_c;
+                xb = ((oy0 * p->stride_h - p->pad_top + ky) * p->in_w + ox0 * p->stride_w - p->pad_left + kx) * in_c;
+            }
+            r1 = r;
+            r1.x_col = r1.x_row = 0;
+            const int32_t wt = ky * g.w_row + kx * cpg;  // tap offset inside one oc's weights
+            if (cpg == 1 && g.opg == 1) {  // depthwise: channel quads, then single channels
+                for (int32_t oc = 0; oc < out_c;) {
+                    if (oc + 4 <= out_c && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) &&
+                        oc_on(mask, oc + 3)) {
+                        rect_dw4(e + eb + oc, x + xb + oc, &r, zp2, s);
+                        for (int32_t q = 0; q < 4; ++q) {
+                            sink_put(ow, (oc + q) * g.w_oc + wt, s[q]);
+                        }
+                        oc += 4;
+                        continue;
+                    }
+                    if (oc_on(mask, oc)) {
+                        sink_put(ow, oc * g.w_oc + wt, rect_1x1(e + eb + oc, x + xb + oc, &r, zp));
+                    }
+                    ++oc;
+                }
+                continue;
+            }
+            for (int32_t gi = 0, oc = 0; gi < p->groups; ++gi) {
+                const int8_t *xg = x + xb + gi * cpg;
+                const int32_t oc_end = oc + g.opg;
+                while (oc < oc_end) {
+                    const int8_t *eq = e + eb + oc;
+                    const int32_t wo = oc * g.w_oc + wt;
+                    if (oc + 4 <= oc_end && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) &&
+                        oc_on(mask, oc + 3)) {
+                        if (cpg >= 4) {  // sums of e for the 2x4 blocks
+                            rect_4x1(eq, &one, &r1, 0, se);
+                        }
+                        int32_t c = 0;
+                        for (; c + 4 <= cpg; c += 4) {
+                            for (uint32_t h = 0; h < 2; ++h) {  // oc pairs (0, 2) then (1, 3)
+                                rect_2x4(eq, xg + c, &r, 8 * h, s);
+                                for (int32_t k = 0; k < 4; ++k) {
+                                    sink_put(ow, wo + (int32_t)h * g.w_oc + c + k, s[k] - zp * se[h]);
+                                    sink_put(ow, wo + (int32_t)(h + 2) * g.w_oc + c + k, s[4 + k] - zp * se[h + 2]);
+                                }
+                            }
+                        }
+                        for (; c < cpg; ++c) {
+                            rect_4x1(eq, xg + c, &r, zp, s);
+                            for (int32_t q = 0; q < 4; ++q) {
+                                sink_put(ow, wo + q * g.w_oc + c, s[q]);
+                            }
+                        }
+                        oc += 4;
+                        continue;
+                    }
+                    if (oc_on(mask, oc)) {
+                        int32_t c = 0;
+                        for (; c + 4 <= cpg; c += 4) {
+                            rect_1x4(eq, xg + c, &r, zp2, s);
+                            for (int32_t k = 0; k < 4; ++k) {
+                                sink_put(ow, wo + c + k, s[k]);
+                            }
+                        }
+                        for (; c < cpg; ++c) {
+                            sink_put(ow, wo + c, rect_1x1(eq, xg + c, &r, zp));
+                        }
+                    }
+                    ++oc;
+                }
+            }
+        }
+    }
+    // Bias: sums of e over every position, as one row.
+    mt_rect_t rb = {p->out_h * p->out_w, 1, out_c, 0, 0, 0};
+    for (int32_t oc = 0; oc < out_c;) {
+        if (oc + 4 <= out_c && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) && oc_on(mask, oc + 3)) {
+            rect_4x1(e + oc, &one, &rb, 0, se);
+            for (int32_t q = 0; q < 4; ++q) {
+                sink_put(ob, oc + q, se[q]);
+            }
+            oc += 4;
+            continue;
+        }
+        if (oc_on(mask, oc)) {
+            sink_put(ob, oc, rect_1x1(e + oc, &one, &rb, 0));
+        }
+        ++oc;
+    }
+}
+#endif
+
+#if !MT_SOFT_MATH
+// ---- Grad input, tap-major: for each tap, acc[in pos, ci] += sum over oc of
+// e[out pos, oc] * wr[oc] * w[oc, tap, ci] over the tap's rectangle of valid
+// output positions, a GEMM. The weights of one tap, four input channels and
+// up to MT_GI_QUADS oc quads are packed once into halfword pairs that match
+// the unpacked error words (oc 0, 2 and oc 1, 3), with wr folded in; each
+// position then costs one word load and two unpacks per oc quad and one dual
+// multiply-accumulate per oc pair and ci.
+//
+// wr * w must fit a halfword: wr is split into digits d (wr = sum d_j *
+// 2^(k + 8 j), d_j <= 256; k = common trailing zero bits) and each digit is
+// one pass, its sums scaled by 2^(k + 8 j) into acc. Every partial sum is a
+// sum of parts of the terms e * wr * w, each part at most as large as its
+// term, so mt_wr_check's bound keeps all of them in int32.
+#define MT_GI_QUADS 16  // 16 quads * 8 words: 512 bytes of stack
+
+// acc[pos, 0..nc) += mult * sum over the nq packed quads of e[pos, quad] . wp.
+// qoff: 4 channel offsets per quad; only the first is used when the quad's
+// channels are consecutive (one word load), all four when gather is set.
+static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
+                               const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult, int gather) {
+    int32_t eo = 0, ao = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+        int32_t ei = eo, ai = ao;
+        for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
+            int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            const uint32_t *w = wp;
+            if (gather) {
+                const int8_t *ep = e + ei;
+                for (int32_t q = 0; q < nq; ++q, w += 8) {
+                    const int32_t *o = qoff + 4 * q;
+                    const uint32_t ea = mt_pkhbt16((uint32_t)(int32_t)ep[o[0]], (uint32_t)(int32_t)ep[o[2]]);
+                    const uint32_t eb = mt_pkhbt16((uint32_t)(int32_t)ep[o[1]], (uint32_t)(int32_t)ep[o[3]]);
+                    s0 = mt_smlad(ea, w[0], s0);
+                    s1 = mt_smlad(ea, w[1], s1);
+                    s2 = mt_smlad(ea, w[2], s2);
+                    s3 = mt_smlad(ea, w[3], s3);
+                    s0 = mt_smlad(eb, w[4], s0);
+                    s1 = mt_smlad(eb, w[5], s1);
+                    s2 = mt_smlad(eb, w[6], s2);
+                    s3 = mt_smlad(eb, w[7], s3);
+                }
+            } else {
+                for (int32_t q = 0; q < nq; ++q, w += 8) {
+                    const uint32_t ew = mt_load_u32(e + ei + qoff[4 * q]);
+                    const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
+                    s0 = mt_smlad(ea, w[0], s0);
+                    s1 = mt_smlad(ea, w[1], s1);
+                    s2 = mt_smlad(ea, w[2], s2);
+                    s3 = mt_smlad(ea, w[3], s3);
+                    s0 = mt_smlad(eb, w[4], s0);
+                    s1 = mt_smlad(eb, w[5], s1);
+                    s2 = mt_smlad(eb, w[6], s2);
+                    s3 = mt_smlad(eb, w[7], s3);
+                }
+            }
+            int32_t *a = acc + ai;
+            a[0] += s0 * mult;
+            if (nc > 1) {
+                a[1] += s1 * mult;
+                if (nc > 2) {
+                    a[2] += s2 * mult;
+                    if (nc > 3) {
+                        a[3] += s3 * mult;
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The tap's valid output rectangle and its e / acc bases (offsets of the
+// first position; 0 when empty).
+static void tap_rect(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, int32_t kx, mt_rect_t *r,
+                     int32_t *eb, int32_t *xb) {
+    int32_t oy0, oy1, ox0, ox1;
+    out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
+    out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
+    r->nox = ox1 - ox0;
+    r->noy = r->nox > 0 ? oy1 - oy0 : 0;
+    if (r->noy == 0) {
+        r->nox = 0;
+    }
+    // Steps only where there is a next column / row (bounded there).
+    r->e_col = p->out_c;
+    r->x_col = r->nox > 1 ? p->stride_w * p->in_c : 0;
+    r->e_row = p->out_w * p->out_c;
+    r->x_row = r->noy > 1 ? p->stride_h * g->x_row : 0;
+    *eb = *xb = 0;
+    if (r->noy > 0) {
+        *eb = (oy0 * p->out_w + ox0) * p->out_c;
+        *xb = ((oy0 * p->stride_h - p->pad_top + ky) * p->in_w + ox0 * p->stride_w - p->pad_left + kx) * p->in_c;
+    }
+}
+
+// Scatter of the output channels outside whole quads (opg % 4 of each group;
+// for depthwise, the channels from oc_from on): per position,
+// acc[window row] += (e * wr) * w.
+static void gi_singles(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
+                       const int32_t *wr, const uint8_t *mask, int32_t oc_from, int32_t *acc) {
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            mt_rect_t r;
+            int32_t eb, ab;
+            tap_rect(p, g, ky, kx, &r, &eb, &ab);
+            const int32_t wt = ky * g->w_row + kx * g->cpg;
+            for (int32_t gi = 0; gi < p->groups; ++gi) {
+                for (int32_t oc = gi * g->opg + (g->opg & ~3); oc < (gi + 1) * g->opg; ++oc) {
+                    if (oc < oc_from || !oc_on(mask, oc) || wr[oc] == 0) {
+                        continue;
+                    }
+                    const int8_t *wo = w + oc * g->w_oc + wt;
+                    int32_t eo = eb + oc, ao = ab + gi * g->cpg;
+                    for (int32_t row = 0; row < r.noy; ++row, eo += r.e_row, ao += r.x_row) {
+                        int32_t ei = eo, ai = ao;
+                        for (int32_t i = 0; i < r.nox; ++i, ei += r.e_col, ai += r.x_col) {
+                            const int32_t ev = e[ei];
+                            if (ev != 0) {
+                                axpy_w_run(acc + ai, wo, g->cpg, ev * wr[oc]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---- Depthwise (one input and one output channel per group) ----
+// Grad input, tap-major over channel quads: acc[in pos, c] += e[out pos, c] *
+// w[c, tap] for four channels per error word (unpacked to channels 0, 2 and
+// 1, 3 against the tap's packed weights of those channels); then each
+// channel's sum is scaled by its wr once (all its terms carry the same wr;
+// |sum| <= k_h * k_w * 16384, times wr within mt_wr_check's bound). Channels
+// past the last whole quad go through gi_singles.
+#define MT_DW_QUADS 64  // channel quads per tap chunk: 2 words each, 512 bytes
+
+// acc[pos, quad] += e[pos, quad] . w[quad] over the rectangle, for the nq
+// quads at channel offsets qoff[] with packed weights wp[2 q], wp[2 q + 1].
+static MT_NOINLINE void dw_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
+                                const int32_t *qoff, int32_t nq) {
+    int32_t eo = 0, ao = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+        int32_t ei = eo, ai = ao;
+        for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
+            const int8_t *ep = e + ei;
+            int32_t *ap = acc + ai;
+            for (int32_t q = 0; q < nq; ++q) {
+                const int32_t o = qoff[q];
+                const uint32_t ew = mt_load_u32(ep + o);
+                const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
+                // all loads before the stores (acc may alias wp as far as C knows)
+                const uint32_t w0 = wp[2 * q], w1 = wp[2 * q + 1];
+                int32_t *a = ap + o;
+                const int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+                a[0] = mt_smlabb(ea, w0, a0);
+                a[1] = mt_smlabb(eb, w1, a1);
+                a[2] = mt_smlatt(ea, w0, a2);
+                a[3] = mt_smlatt(eb, w1, a3);
+            }
+        }
+    }
+}
+
+static void gi_depthwise(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
+                         const int32_t *wr, const uint8_t *mask, int32_t *acc) {
+    const int32_t C = p->in_c, kk = p->k_h * p->k_w;
+    uint32_t wp[2 * MT_DW_QUADS];
+    int32_t qoff[MT_DW_QUADS];
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            mt_rect_t r;
+            int32_t eb, ab;
+            tap_rect(p, g, ky, kx, &r, &eb, &ab);
+            if (r.noy == 0) {
+                continue;
+            }
+            const int32_t t = ky * p->k_w + kx;
+            for (int32_t c = 0; c + 4 <= C;) {
+                int32_t nq = 0;
+                for (; c + 4 <= C && nq < MT_DW_QUADS; c += 4) {
+                    int32_t v[4];
+                    uint32_t any = 0;
+                    for (int32_t h = 0; h < 4; ++h) {
+                        const int32_t on = oc_on(mask, c + h) && wr[c + h] != 0;
+                        v[h] = on ? w[(c + h) * kk + t] : 0;
+                        any |= (uint32_t)on;
+                    }
+                    if (any) {
+                        wp[2 * nq] = mt_pack16(v[0], v[2]);
+                        wp[2 * nq + 1] = mt_pack16(v[1], v[3]);
+                        qoff[nq++] = c;
+                    }
+                }
+                if (nq > 0) {
+                    dw_rect(e + eb, acc + ab, &r, wp, qoff, nq);
+                }
+            }
+        }
+    }
+    const int32_t n = p->in_h * p->in_w * C, cq = C & ~3;
+    for (int32_t i = 0; i < n; i += C) {
+        for (int32_t c = 0; c < cq; ++c) {
+            acc[i + c] *= oc_on(mask, c) ? wr[c] : 0;
+        }
+    }
+}
+
+static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
+                       const uint8_t *mask, int32_t *acc) {
+    mt_geom_t g;
+    geom_init(p, &g);
+    if (g.cpg == 1 && g.opg == 1) {
+        gi_depthwise(p, &g, e, w, wr, mask, acc);
+        gi_singles(p, &g, e, w, wr, mask, p->in_c & ~3, acc);
+        return;
+    }
+    // Dense: whole quads of consecutive channels (the rest scattered); masked:
+    // quads of the channels that are on, gathered byte by byte, so dropped
+    // channels cost nothing.
+    const int gather = mask != 0;
+    const int32_t nquads = g.opg >> 2, qspan = gather ? g.opg : 4 * nquads;
+    if (!gather) {
+        gi_singles(p, &g, e, w, wr, mask, 0, acc);
+    }
+    if (qspan == 0) {
+        return;
+    }
+    // Digits of wr over the channels of the quads that are on.
+    uint32_t orv = 0;
+    for (int32_t gi = 0; gi < p->groups; ++gi) {
+        for (int32_t oc = gi * g.opg, end = oc + qspan; oc < end; ++oc) {
+            if (oc_on(mask, oc)) {
+                orv |= (uint32_t)wr[oc];
+            }
+        }
+    }
+    if (orv == 0) {
+        return;
+    }
+    uint32_t k = 0, top = 0;
+    while (!((orv >> k) & 1u)) {
+        ++k;
+    }
+    for (int32_t gi = 0; gi < p->groups; ++gi) {
+        for (int32_t oc = gi * g.opg, end = oc + qspan; oc < end; ++oc) {
+            if (oc_on(mask, oc) && ((uint32_t)wr[oc] >> k) > top) {
+                top = (uint32_t)wr[oc] >> k;
+            }
+        }
+    }
+    // One pass when wr >> k <= 256, else base-256 digits (wr <= 131071: <= 3).
+    const uint32_t dmask = top <= 256u ? 0xFFFFFFFFu : 0xFFu;
+    const int32_t npass = top <= 256u ? 1 : (top < 65536u ? 2 : 3);
+    uint32_t wp[8 * MT_GI_QUADS];
+    int32_t qoff[4 * MT_GI_QUADS];
+    for (int32_t pass = 0; pass < npass; ++pass) {
+        const uint32_t sh = k + 8u * (uint32_t)pass;
+        const int32_t mult = (int32_t)((uint32_t)1 << sh);
+        for (int32_t ky = 0; ky < p->k_h; ++ky) {
+            for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                mt_rect_t r;
+                int32_t eb, ab;
+                tap_rect(p, &g, ky, kx, &r, &eb, &ab);
+                if (r.noy == 0) {
+                    continue;
+                }
+                const int32_t wt = ky * g.w_row + kx * g.cpg;
+                for (int32_t gi = 0; gi < p->groups; ++gi) {
+                    for (int32_t cb = 0; cb < g.cpg; cb += 4) {
+                        const int32_t nc = g.cpg - cb < 4 ? g.cpg - cb : 4;
+                        int32_t oc = gi * g.opg;
+                        const int32_t oc_end = oc + qspan;
+                        while (oc < oc_end) {
+                            // pack up to MT_GI_QUADS quads that have a channel on
+                            int32_t nq = 0;
+                            while (oc < oc_end && nq < MT_GI_QUADS) {
+                                int32_t *ch = qoff + 4 * nq, nch = 0;
+                                if (gather) {
+                                    for (; oc < oc_end && nch < 4; ++oc) {
+                                        if (mask[oc]) {
+                                            ch[nch++] = oc;
+                                        }
+                                    }
+                                } else {
+                                    for (; nch < 4; ++nch, ++oc) {
+                                        ch[nch] = oc;
+                                    }
+                                }
+                                uint32_t any = 0;
+                                int32_t wv[4][4];  // [channel in quad][ci]
+                                for (int32_t h = 0; h < 4; ++h) {
+                                    if (h >= nch) {  // padding: a real channel with weight 0
+                                        ch[h] = nch ? ch[0] : gi * g.opg;
+                                    }
+                                    const int32_t c_ = ch[h];
+                                    const int32_t d =
+                                        h < nch && oc_on(mask, c_) ? (int32_t)(((uint32_t)wr[c_] >> sh) & dmask) : 0;
+                                    any |= (uint32_t)d;
+                                    for (int32_t c = 0; c < 4; ++c) {
+                                        wv[h][c] = c < nc ? d * (int32_t)w[c_ * g.w_oc + wt + cb + c] : 0;
+                                    }
+                                }
+                                if (!any) {
+                                    continue;
+                                }
+                                uint32_t *wq = wp + 8 * nq;
+                                for (int32_t c = 0; c < 4; ++c) {
+                                    wq[c] = mt_pack16(wv[0][c], wv[2][c]);
+                                    wq[4 + c] = mt_pack16(wv[1][c], wv[3][c]);
+                                }
+                                ++nq;
+                            }
+                            if (nq > 0) {
+                                gi_rect(e + eb, acc + ab + gi * g.cpg + cb, &r, wp, qoff, nq, nc, mult, gather);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+#endif
+
+// Cortex-M0 (MT_SOFT_MATH) keeps the position-major scatter: 8 low registers
+// and no halfword multiply-accumulates, so the blocks above would spill.
+#if MT_SOFT_MATH
 // Position-major: tap ranges and window offsets are computed once per output
 // position; each (position, oc) first tests the error and the mask, so a
 // dropped channel or a zero error costs a byte test and no window work.
@@ -677,7 +1384,19 @@ int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, co
     }
     return mt_dyn_requant_s8(acc, (size_t)n, ein);
 }
+#else
+int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
+                             const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
+    const int32_t n = p->in_h * p->in_w * p->in_c;
+    for (int32_t i = 0; i < n; ++i) {
+        acc[i] = 0;
+    }
+    gi_blocked(p, e, w, wr, mask, acc);
+    return mt_dyn_requant_s8(acc, (size_t)n, ein);
+}
+#endif
 
+#if MT_SOFT_MATH
 // Zero every row first (masked rows stay 0), then scatter position-major,
 // testing the mask and the error before any window work.
 void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
@@ -712,92 +1431,32 @@ void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, cons
         }
     }
 }
-
-#if MT_HAS_FLOAT
-// Outputs [*o0, *o1) whose tap k lands inside the input,
-// 0 <= o * stride - pad + k < in; possibly empty (*o0 == *o1).
-static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t out, int32_t *o0,
-                      int32_t *o1) {
-    int32_t lo = 0, hi = 0;
-    if (k < pad) {  // ceil((pad - k) / stride)
-        lo = stride == 1 ? pad - k : (int32_t)mt_udiv_u32((uint32_t)(pad - k + stride - 1), (uint32_t)stride);
-    }
-    const int32_t last = in - 1 + pad - k;  // largest allowed o * stride
-    if (last >= 0) {
-        hi = 1 + (stride == 1 ? last : (int32_t)mt_udiv_u32((uint32_t)last, (uint32_t)stride));
-    }
-    if (hi > out) {
-        hi = out;
-    }
-    if (lo > hi) {
-        lo = hi;
-    }
-    *o0 = lo;
-    *o1 = hi;
-}
-
-// Gather order: each weight's int32 sum is complete before its single float
-// add, as the contract requires (no int32 scratch). Taps outermost so the
-// valid output ranges are computed once per tap, not per channel. Zero sums
-// are still added (x + 0.0f is not an identity for -0.0f or a NaN scale).
-void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
-                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
-    mt_geom_t g;
-    geom_init(p, &g);
-    const int32_t zp = p->in_zp, out_c = p->out_c, in_c = p->in_c;
-    // x step between neighbouring outputs of a row; stride_w * in_c is only
-    // bounded (and only used) when out_w > 1.
-    const int32_t x_ox = p->out_w > 1 ? p->stride_w * in_c : 0;
-    for (int32_t ky = 0; ky < p->k_h; ++ky) {
-        int32_t oy0, oy1;
-        out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
-        for (int32_t kx = 0; kx < p->k_w; ++kx) {
-            int32_t ox0, ox1;
-            out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
-            const int32_t nox = ox1 - ox0;
-            // No valid output column: every sum is 0 and no offset is formed.
-            const int32_t oy_end = nox > 0 ? oy1 : oy0;
-            const int32_t ix0 = ox0 * p->stride_w - p->pad_left + kx;
-            int32_t oc = 0;
-            for (int32_t gi = 0; gi < p->groups; ++gi) {
-                const int32_t c0 = gi * g.cpg;
-                for (int32_t j = 0; j < g.opg; ++j, ++oc) {
-                    if (mask && !mask[oc]) {
-                        continue;
-                    }
-                    float *gwp = gw + oc * g.w_oc + ky * g.w_row + kx * g.cpg;
-                    for (int32_t ci = 0; ci < g.cpg; ++ci) {
-                        int32_t s = 0;
-                        for (int32_t oy = oy0; oy < oy_end; ++oy) {
-                            const int32_t iy = oy * p->stride_h - p->pad_top + ky;
-                            const int8_t *ep = e + (oy * p->out_w + ox0) * out_c + oc;
-                            const int8_t *xp = x + (iy * p->in_w + ix0) * in_c + c0 + ci;
-                            int32_t eo = 0, xo = 0;
-                            for (int32_t i = 0; i < nox; ++i, eo += out_c, xo += x_ox) {
-                                s += (int32_t)ep[eo] * ((int32_t)xp[xo] - zp);
-                            }
-                        }
-                        // Rounded product in its own variable: float32 result
-                        // even with x87 excess precision; no FMA contraction
-                        // (-std=c99 implies -ffp-contract=off).
-                        const float d = w_scale * (float)s;
-                        gwp[ci] = gwp[ci] + d;
-                    }
+#else
+// Masked rows are written as zeros (not computed), every other weight once.
+void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
+                           const uint8_t *mask, int32_t *gw, int32_t *gb) {
+    if (mask) {
+        const int32_t w_oc = p->k_h * p->k_w * (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
+        for (int32_t oc = 0; oc < p->out_c; ++oc) {
+            if (!mask[oc]) {
+                gb[oc] = 0;
+                for (int32_t i = oc * w_oc, end = i + w_oc; i < end; ++i) {
+                    gw[i] = 0;
                 }
             }
         }
     }
-    const int32_t npos = p->out_h * p->out_w;
-    for (int32_t oc = 0; oc < out_c; ++oc) {
-        if (mask && !mask[oc]) {
-            continue;
-        }
-        int32_t s = 0;  // <= 65536 * 128
-        for (int32_t i = 0, ei = oc; i < npos; ++i, ei += out_c) {
-            s += e[ei];
-        }
-        const float d = b_scale * (float)s;
-        gb[oc] = gb[oc] + d;
-    }
+    const mt_sink_t ow = {gw, 0, 0}, ob = {gb, 0, 0};
+    gw_blocked(p, x, e, mask, &ow, &ob);
+}
+#endif
+
+#if MT_HAS_FLOAT
+// Each weight's int32 sum is complete before its single float multiply and
+// add, as the contract requires; masked rows untouched.
+void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
+                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
+    const mt_sink_t ow = {0, gw, w_scale}, ob = {0, gb, b_scale};
+    gw_blocked(p, x, e, mask, &ow, &ob);
 }
 #endif

@@ -5,13 +5,16 @@
 #include "mt_kernels.h"
 
 #include "mt_runs.h"
+#include "mt_dsp.h"
 
+#if MT_SOFT_MATH  // the Cortex-M0 weight gradient
 // g[i] = ev * (x[i] - zp), i < n.
 static MT_NOINLINE void scale_x_run(int32_t *g, const int8_t *x, int32_t n, int32_t ev, int32_t zp) {
     for (const int8_t *end = x + n; x != end; ++x, ++g) {
         *g = ev * ((int32_t)*x - zp);
     }
 }
+#endif
 
 // s[k] += (x - zp) . w[k * ws ...], k < 4, over n bytes: x is loaded (and
 // on armv7e-m unpacked) once for four weight rows.
@@ -84,6 +87,7 @@ void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const in
     }
 }
 
+#if MT_SOFT_MATH
 // Output-row outermost: a dropped channel or a zero error skips its whole
 // weight row.
 int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
@@ -104,6 +108,48 @@ int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, co
     return mt_dyn_requant_s8(acc, (size_t)in_n, ein);
 }
 
+#else
+// acc[i] += s0 * w0[i] + s1 * w1[i] + s2 * w2[i] + s3 * w3[i], i < n: four
+// weight rows per pass over acc.
+static MT_NOINLINE void axpy4_w_run(int32_t *acc, const int8_t *const *w, int32_t n, const int32_t *s) {
+    const int8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    const int32_t s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+    for (int32_t i = 0; i < n; ++i) {
+        acc[i] += s0 * (int32_t)w0[i] + s1 * (int32_t)w1[i] + s2 * (int32_t)w2[i] + s3 * (int32_t)w3[i];
+    }
+}
+
+// Rows with a zero error or dropped are skipped; the others go four per
+// pass over acc (acc's partial sums are sums of some of its terms, all
+// bounded by mt_wr_check(wr, out_n, out_n)).
+int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
+                             const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
+    const int32_t in_n = p->in_n;
+    for (int32_t i = 0; i < in_n; ++i) {
+        acc[i] = 0;
+    }
+    const int8_t *rows[4];
+    int32_t sv[4], k = 0;
+    for (int32_t o = 0; o < p->out_n; ++o) {
+        const int32_t ev = e[o];
+        if (ev == 0 || (mask && !mask[o])) {
+            continue;
+        }
+        rows[k] = w + o * in_n;
+        sv[k++] = ev * wr[o];
+        if (k == 4) {
+            axpy4_w_run(acc, rows, in_n, sv);
+            k = 0;
+        }
+    }
+    for (int32_t j = 0; j < k; ++j) {
+        axpy_w_run(acc, rows[j], in_n, sv[j]);
+    }
+    return mt_dyn_requant_s8(acc, (size_t)in_n, ein);
+}
+#endif
+
+#if MT_SOFT_MATH
 // Masked rows are written as zeros without reading x.
 void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb) {
@@ -122,11 +168,102 @@ void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, cons
         }
     }
 }
+#else
+// g0[i] = e0 * (x[i] - zp) and g1[i] = e1 * (x[i] - zp), i < n: x unpacked
+// four at a time with the zero point subtracted halfwise (|x - zp| <= 255).
+static MT_NOINLINE void scale2_x_run(int32_t *g0, int32_t *g1, const int8_t *x, int32_t n, int32_t e0, int32_t e1,
+                                     int32_t zp) {
+    const uint32_t zp2 = mt_pack16(zp, zp), u0 = (uint32_t)e0, u1 = (uint32_t)e1;
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t xw = mt_load_u32(x + i);
+        const uint32_t xa = mt_ssub16(mt_sxtb16(xw), zp2), xb = mt_ssub16(mt_sxtb16_ror8(xw), zp2);
+        g0[i] = mt_smlabb(xa, u0, 0);
+        g0[i + 1] = mt_smlabb(xb, u0, 0);
+        g0[i + 2] = mt_smlatb(xa, u0, 0);
+        g0[i + 3] = mt_smlatb(xb, u0, 0);
+        g1[i] = mt_smlabb(xa, u1, 0);
+        g1[i + 1] = mt_smlabb(xb, u1, 0);
+        g1[i + 2] = mt_smlatb(xa, u1, 0);
+        g1[i + 3] = mt_smlatb(xb, u1, 0);
+    }
+    for (; i < n; ++i) {
+        const int32_t v = (int32_t)x[i] - zp;
+        g0[i] = e0 * v;
+        g1[i] = e1 * v;
+    }
+}
+
+// g[i] = ev * (x[i] - zp), i < n (one row; as scale2_x_run).
+static MT_NOINLINE void scale1_x_run(int32_t *g, const int8_t *x, int32_t n, int32_t ev, int32_t zp) {
+    const uint32_t zp2 = mt_pack16(zp, zp), u = (uint32_t)ev;
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t xw = mt_load_u32(x + i);
+        const uint32_t xa = mt_ssub16(mt_sxtb16(xw), zp2), xb = mt_ssub16(mt_sxtb16_ror8(xw), zp2);
+        g[i] = mt_smlabb(xa, u, 0);
+        g[i + 1] = mt_smlabb(xb, u, 0);
+        g[i + 2] = mt_smlatb(xa, u, 0);
+        g[i + 3] = mt_smlatb(xb, u, 0);
+    }
+    for (; i < n; ++i) {
+        g[i] = ev * ((int32_t)x[i] - zp);
+    }
+}
+
+// Rows with a zero error (masked rows count as such) are zero-filled without
+// reading x; two neighbouring rows with errors share each unpacked x word.
+void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
+                           const uint8_t *mask, int32_t *gw, int32_t *gb) {
+    const int32_t in_n = p->in_n, out_n = p->out_n, zp = p->in_zp;
+    for (int32_t o = 0; o < out_n; ++o) {
+        gb[o] = (mask && !mask[o]) ? 0 : e[o];
+    }
+    for (int32_t o = 0; o < out_n;) {
+        int32_t *gt = gw + o * in_n;
+        if (gb[o] == 0) {
+            for (int32_t i = 0; i < in_n; ++i) {
+                gt[i] = 0;
+            }
+            ++o;
+        } else if (o + 1 < out_n && gb[o + 1] != 0) {
+            scale2_x_run(gt, gt + in_n, x, in_n, gb[o], gb[o + 1], zp);
+            o += 2;
+        } else {
+            scale1_x_run(gt, x, in_n, gb[o], zp);
+            ++o;
+        }
+    }
+}
+#endif
 
 #if MT_HAS_FLOAT
 // Each weight's "sum" is the single term e[o] * (x[i] - zp). Zero errors are
 // still added (x + 0.0f is not an identity for -0.0f or a NaN scale), so the
-// result is exactly gw[i] + w_scale * (float)term per element.
+// result is exactly gw[i] + w_scale * (float)term per element. The terms of
+// four elements come from one word of x, unpacked halfwise with the zero
+// point subtracted (|x - zp| <= 255).
+static MT_NOINLINE void axpy_f32_x_run(float *g, const int8_t *x, int32_t n, int32_t ev, int32_t zp, float sc) {
+    const uint32_t zp2 = mt_pack16(zp, zp), u = (uint32_t)ev;
+    int32_t i = 0;
+    // Rounded products in their own variables: float32 results even with x87
+    // excess precision; no FMA (-std=c99 implies -ffp-contract=off).
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t xw = mt_load_u32(x + i);
+        const uint32_t xa = mt_ssub16(mt_sxtb16(xw), zp2), xb = mt_ssub16(mt_sxtb16_ror8(xw), zp2);
+        const float d0 = sc * (float)mt_smlabb(xa, u, 0), d1 = sc * (float)mt_smlabb(xb, u, 0);
+        const float d2 = sc * (float)mt_smlatb(xa, u, 0), d3 = sc * (float)mt_smlatb(xb, u, 0);
+        g[i] = g[i] + d0;
+        g[i + 1] = g[i + 1] + d1;
+        g[i + 2] = g[i + 2] + d2;
+        g[i + 3] = g[i + 3] + d3;
+    }
+    for (; i < n; ++i) {
+        const float d = sc * (float)(ev * ((int32_t)x[i] - zp));
+        g[i] = g[i] + d;
+    }
+}
+
 void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
                                const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
     const int32_t in_n = p->in_n, zp = p->in_zp;
@@ -135,15 +272,8 @@ void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, 
         if (mask && !mask[o]) {
             continue;  // masked rows untouched
         }
-        const int32_t ev = e[o];
-        float *gt = gw + wo;
-        for (int32_t i = 0; i < in_n; ++i) {
-            // Rounded product in its own variable: float32 result even with
-            // x87 excess precision; no FMA (-std=c99 implies -ffp-contract=off).
-            const float d = w_scale * (float)(ev * ((int32_t)x[i] - zp));
-            gt[i] = gt[i] + d;
-        }
-        const float db = b_scale * (float)ev;
+        axpy_f32_x_run(gw + wo, x, in_n, e[o], zp, w_scale);
+        const float db = b_scale * (float)e[o];
         gb[o] = gb[o] + db;
     }
 }

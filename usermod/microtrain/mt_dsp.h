@@ -106,6 +106,19 @@ static inline uint32_t mt_pkhtb16(uint32_t a, uint32_t b) {
     return r;
 }
 
+// acc + hi(a) * lo(b), acc + hi(a) * hi(b) (SMLATB / SMLATT).
+static inline int32_t mt_smlatb(uint32_t a, uint32_t b, int32_t acc) {
+    int32_t r;
+    __asm__("smlatb %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+    return r;
+}
+
+static inline int32_t mt_smlatt(uint32_t a, uint32_t b, int32_t acc) {
+    int32_t r;
+    __asm__("smlatt %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+    return r;
+}
+
 #else
 
 static inline uint32_t mt_sxtb16(uint32_t v) {
@@ -143,6 +156,14 @@ static inline uint32_t mt_pkhbt16(uint32_t a, uint32_t b) {
 
 static inline uint32_t mt_pkhtb16(uint32_t a, uint32_t b) {
     return (a & 0xFFFF0000u) | (b >> 16);
+}
+
+static inline int32_t mt_smlatb(uint32_t a, uint32_t b, int32_t acc) {
+    return (int32_t)((uint32_t)acc + (uint32_t)(mt_hi16(a) * mt_lo16(b)));
+}
+
+static inline int32_t mt_smlatt(uint32_t a, uint32_t b, int32_t acc) {
+    return (int32_t)((uint32_t)acc + (uint32_t)(mt_hi16(a) * mt_hi16(b)));
 }
 
 #endif
