@@ -936,7 +936,11 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                 eb = (oy0 * p->out_w + ox0) * out_c;
                 xb = ((oy0 * p->stride_h - p->pad_top + ky) * p->in_w + ox0 * p->stride_w - p->pad_left + kx) * in_c;
             }
-            r1 = r;
+            // field by field: a struct copy is a memcpy call on armv6m, which natmods lack
+            r1.nox = r.nox;
+            r1.noy = r.noy;
+            r1.e_col = r.e_col;
+            r1.e_row = r.e_row;
             r1.x_col = r1.x_row = 0;
             const int32_t wt = ky * g.w_row + kx * cpg;  // tap offset inside one oc's weights
             if (cpg == 1 && g.opg == 1) {  // depthwise: channel quads, then single channels
