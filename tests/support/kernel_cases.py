@@ -67,6 +67,20 @@ def _grad_in(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
     return int(sh), [np.asarray(acc), np.asarray(ein)]
 
 
+def _three(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    a, b, c = r  # type: ignore[misc]
+    return None, [np.asarray(a), np.asarray(b), np.asarray(c)]
+
+
+def _ret(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    return int(r), []  # type: ignore[call-overload]
+
+
+def _ret_list(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    ret, outs = r  # type: ignore[misc]
+    return int(ret), [np.asarray(o) for o in outs]
+
+
 def _shifted(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
     o, sh = r  # type: ignore[misc]
     return int(sh), [np.asarray(o)]
@@ -103,6 +117,15 @@ OPS: dict[str, OpSpec] = {
     "topk_mask": OpSpec(3, (2,), _one),
     "dyn_requant_s8": OpSpec(2, (1,), _shifted),
     "f32_axpy_i32": OpSpec(3, (), _one, (2,), True),
+    "update_u8_touch": OpSpec(2, (), _one, (0,)),
+    "update_f32_check": OpSpec(1, (), _ret, (), True),
+    "update_f32_decay": OpSpec(9, (), _one, (0,), True),
+    "update_f32_standardize": OpSpec(4, (), _one, (0,), True),
+    "update_f32_axpby": OpSpec(6, (), _one, (0,), True),
+    "update_f32_momentum": OpSpec(5, (), _two, (0, 1), True),
+    "update_f32_adam": OpSpec(10, (), _three, (0, 1, 2), True),
+    "update_s8_apply": OpSpec(15, (), _ret_list, (0, 1, 2, 3, 4, 5, 6, 7, 8, 14), True),
+    "update_f32_ratios": OpSpec(3, (2,), _one, (), True),
 }
 ALL_OPS: tuple[str, ...] = tuple(OPS)
 
@@ -821,6 +844,162 @@ def gen_f32_axpy_i32(rng: Rng, i: int) -> Case:
     return make_case("f32_axpy_i32", [i32(x), a, f32(y)])
 
 
+# --------------------------------------------------------------------------
+# optimiser-update primitives (update.c)
+
+
+def _upd_shape(rng: Rng, i: int) -> tuple[int, int]:
+    """(channels, values per channel): single values, a bias (k = 1), small and larger layers."""
+    return [(1, 1), (int(rng.integers(1, 9)), 1), (int(rng.integers(1, 6)), int(rng.integers(2, 12))),
+            (int(rng.integers(4, 33)), int(rng.integers(9, 80)))][i % 4]
+
+
+def _touched(rng: Rng, n_ch: int, i: int) -> Buf | None:
+    """None (all), none touched, random (0 or any non-zero byte), all touched."""
+    v = (i // 4) % 4
+    if v == 0:
+        return None
+    if v == 1:
+        t = np.zeros(n_ch, np.uint8)
+    elif v == 2:
+        t = (rng.integers(0, 2, n_ch) * rng.choice([1, 7, 255])).astype(np.uint8)
+    else:
+        t = np.full(n_ch, rng.choice([1, 255]), np.uint8)
+    return u8(t) if rng.integers(2) else Buf("Y", t)
+
+
+def _grads(rng: Rng, n: int, i: int) -> NDArray[np.float32]:
+    """Gradient-like float32 values: spread over magnitudes, with zeros, tiny and signed values."""
+    g = rng.normal(0, 10.0 ** rng.uniform(-6, 1), n)
+    if i % 5 == 3:
+        g[rng.random(n) < 0.3] = 0.0
+    if i % 7 == 5:
+        g = g * 1e-38  # subnormal float32 values
+    return g.astype(np.float32)
+
+
+def gen_update_u8_touch(rng: Rng, i: int) -> Case:
+    n = [1, int(rng.integers(2, 20)), int(rng.integers(20, 300))][i % 3]
+    t = (rng.integers(0, 2, n) * rng.choice([1, 255])).astype(np.uint8)
+    mask = None if i % 4 == 0 else s8((rng.integers(0, 2, n) * rng.choice([1, 255])).astype(np.uint8),
+                                      _kind_in(rng))
+    return make_case("update_u8_touch", [Buf("Y", t), mask])
+
+
+def gen_update_f32_check(rng: Rng, i: int) -> Case:
+    n = [0, 1, int(rng.integers(2, 50)), int(rng.integers(50, 400))][i % 4]
+    x = _grads(rng, n, i)
+    if n and i % 3:
+        x[int(rng.integers(0, n))] = rng.choice([np.inf, -np.inf, np.nan])
+    return make_case("update_f32_check", [f32(x)])
+
+
+def gen_update_f32_decay(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    g = _grads(rng, n_ch * k, i)
+    wd = [0.0, float(10.0 ** rng.uniform(-5, -1)), 1.0][i % 3]
+    n = [1, int(rng.integers(2, 70)), 3][(i // 3) % 3]
+    scale = f32(10.0 ** rng.uniform(-4, -1, n_ch))
+    src = (i // 2) % 3
+    if src == 0:  # weights: int8, f = 1
+        q: Arg = s8(_int8(rng, n_ch * k), _kind_in(rng))
+        f = 1.0
+        master = None
+    elif src == 1:  # bias: int32 up to 2^30, f = s_in
+        q = i32(rng.integers(-(2**30), 2**30, n_ch * k, endpoint=True))
+        f = float(10.0 ** rng.uniform(-3, 0))
+        master = None
+    else:
+        q, f = s8(_int8(rng, n_ch * k)), 1.0
+        master = f32(rng.normal(0, 0.1, n_ch * k))
+    return make_case("update_f32_decay", [f32(g), k, _touched(rng, n_ch, i), n, wd, q, scale, f, master])
+
+
+def gen_update_f32_standardize(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    n = [1, int(rng.integers(2, 40))][i % 2]
+    return make_case("update_f32_standardize", [f32(_grads(rng, n_ch * k, i)), k, _touched(rng, n_ch, i), n])
+
+
+def gen_update_f32_axpby(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    a, b = [(float(rng.uniform(0, 1)), 1.0), (1.0, float(rng.uniform(0, 1))), (0.0, -1.0),
+            (float(rng.normal()), float(rng.normal()))][(i // 2) % 4]
+    return make_case("update_f32_axpby", [f32(_grads(rng, n_ch * k, i)), f32(_grads(rng, n_ch * k, i + 1)),
+                                          k, _touched(rng, n_ch, i), a, b])
+
+
+def gen_update_f32_momentum(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    mom = [0.9, 0.0, float(rng.uniform(0, 1)), 0.99][(i // 2) % 4]
+    return make_case("update_f32_momentum", [f32(_grads(rng, n_ch * k, i)), f32(_grads(rng, n_ch * k, i + 2)),
+                                             k, _touched(rng, n_ch, i), mom])
+
+
+def gen_update_f32_adam(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    b1, b2 = [(0.9, 0.999), (float(rng.uniform(0, 1)), float(rng.uniform(0, 1))), (0.0, 0.0)][(i // 2) % 3]
+    t = int(rng.integers(1, 50))
+    b1t, b2t = float(np.float32(b1) ** t), float(np.float32(b2) ** t)
+    eps = [1e-8, float(10.0 ** rng.uniform(-10, -2))][i % 2]
+    m = _grads(rng, n_ch * k, i + 1)
+    v = np.abs(_grads(rng, n_ch * k, i + 2)) ** 2
+    return make_case("update_f32_adam", [f32(_grads(rng, n_ch * k, i)), f32(m), f32(v.astype(np.float32)), k,
+                                         _touched(rng, n_ch, i), b1, b2, b1t, b2t, eps])
+
+
+def gen_update_s8_apply(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    n = n_ch * k
+    sw = (10.0 ** rng.uniform(-4, -1, n_ch)).astype(np.float32)
+    if i % 6 == 5:
+        sw[0] = 1e-38  # tiny scales: multipliers below 2^-32 (shift -31, denormal m)
+    w = _int8(rng, n, ["uniform", "sparse"][i % 2]).astype(np.int8)
+    if i % 9 == 4:
+        w[:] = 0  # all-zero rows: the scale is kept when the step is zero too
+    s_in = float(10.0 ** rng.uniform(-3, 0))
+    s_out = float(10.0 ** rng.uniform(-2, 0)) if i % 6 != 2 else float(rng.choice([1e8, 1e30]))  # m < 2^30
+    b = rng.integers(-(2**20), 2**20, n_ch)
+    if i % 8 == 7:
+        b[0] = 2**30
+    real = s_in * sw.astype(np.float64) / s_out
+    mult = [oracle.quantize_multiplier(float(r))[0] for r in real]
+    shift = [oracle.quantize_multiplier(float(r))[1] for r in real]
+    gw = _grads(rng, n, i) * np.float32(rng.choice([1.0, 0.0, 30.0]) if i % 10 == 9 else 1.0)
+    if i % 6 == 5:  # the tiny scale gets a step large enough for a normal new scale
+        gw = rng.normal(0, 1e-2, n).astype(np.float32)
+    gb = _grads(rng, n_ch, i + 1)
+    master = (i // 2) % 3 == 1
+    mw = f32(w.astype(np.float32) * np.repeat(sw, k) + rng.normal(0, 1e-4, n).astype(np.float32)) if master \
+        else None
+    mb = f32(rng.normal(0, 0.01, n_ch)) if master else None
+    lr = [0.01, float(10.0 ** rng.uniform(-4, 0)), 1.0][(i // 3) % 3]
+    r = [-1, int(rng.integers(1, 65536)), 0xACE1][i % 3]
+    touched = _touched(rng, n_ch, i)
+    for _ in range(2):
+        try:
+            args: list[Arg] = [s8(w, ["b", "Y", "b", "B"][i % 4]), f32(sw), i32(b), i32(mult), i32(shift),
+                               f32(gw), f32(gb), mw, mb, touched, lr, s_in, s_out, r, f32(np.zeros(n_ch))]
+            return make_case("update_s8_apply", args)
+        except ValueError:  # a subnormal new scale (1 / s = inf): take a larger step
+            gw = rng.normal(0, 1e-2, n).astype(np.float32)
+            s_out = 1.0
+    raise AssertionError("unreachable")
+
+
+
+def gen_update_f32_ratios(rng: Rng, i: int) -> Case:
+    n = [1, int(rng.integers(2, 10)), int(rng.integers(10, 300))][i % 3]
+    s = (10.0 ** rng.uniform(-6, -1, n)).astype(np.float32)
+    if i % 4 == 1:
+        s[rng.random(n) < 0.3] = 0.0
+        s[0] = 1e-3
+    if i % 5 == 2:
+        s[:] = s[0]  # ties: every ratio 2^r
+    r = [15, int(rng.integers(0, 16)), 0][i % 3]
+    return make_case("update_f32_ratios", [f32(s), r, out("i", n)])
+
+
 GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "conv2d_s8_forward": gen_conv2d_s8_forward,
     "conv2d_s8_grad_input": gen_conv2d_s8_grad_input,
@@ -847,6 +1026,15 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "topk_mask": gen_topk_mask,
     "dyn_requant_s8": gen_dyn_requant_s8,
     "f32_axpy_i32": gen_f32_axpy_i32,
+    "update_u8_touch": gen_update_u8_touch,
+    "update_f32_check": gen_update_f32_check,
+    "update_f32_decay": gen_update_f32_decay,
+    "update_f32_standardize": gen_update_f32_standardize,
+    "update_f32_axpby": gen_update_f32_axpby,
+    "update_f32_momentum": gen_update_f32_momentum,
+    "update_f32_adam": gen_update_f32_adam,
+    "update_s8_apply": gen_update_s8_apply,
+    "update_f32_ratios": gen_update_f32_ratios,
 }
 assert set(GENERATORS) == set(OPS)
 
