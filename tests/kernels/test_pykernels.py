@@ -296,6 +296,7 @@ x = open(sys.argv[2], "rb").read()
 n = m.input.numel
 for i in range(len(x) // n):
     print("OUT", " ".join(str(v) for v in m.forward(x[i * n:(i + 1) * n])))
+gc.collect()  # the compiler's garbage from the imports, before the Trainer's arrays
 t = mt.Trainer(m, train="last:2", optimizer=mt.SGD(lr=0.05, momentum=0.9))
 for i in range(4):
     t.step(x[i * n:(i + 1) * n], i)
