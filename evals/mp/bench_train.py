@@ -45,19 +45,6 @@ def _heap():
         heap_peak = h
 
 
-def wrap2(f, b, e):
-    def w(a1, a2):
-        if PROBE:
-            r = f(a1, a2)
-            _heap()
-            return r
-        mark(b)
-        r = f(a1, a2)
-        mark(e)
-        return r
-    return w
-
-
 def wrap3(f, b, e):
     def w(a1, a2, a3):
         if PROBE:
@@ -105,7 +92,7 @@ def main(argv):
     x, y = data[0]
     trainer.step(x, y)  # warm-up sample and update (unmeasured)
     trainer.flush()
-    model.forward = wrap2(model.forward, code("fwd"), code("fwd_end"))
+    model.forward = wrap3(model.forward, code("fwd"), code("fwd_end"))  # (x, keep_from, start)
     model.backward = wrap3(model.backward, code("bwd"), code("bwd_end"))
     trainer.opt.step = wrap3(trainer.opt.step, code("upd"), code("upd_end"))
     cs, cs_end = code("step"), code("step_end")
