@@ -70,6 +70,8 @@ SPECS: dict[str, list[tuple[str, str]]] = {
     "topk_mask": [("norms", "i32"), ("k", "int"), ("mask", "s8out")],
     "dyn_requant_s8": [("acc", "i32"), ("out", "s8out")],
     "f32_axpy_i32": [("x", "i32"), ("a", "float"), ("y", "f32io")],
+    "lut_s8_forward": [("x", "s8"), ("table", "s8"), ("y", "s8out")],
+    "lut_s8_grad_input": [("x", "s8"), ("e", "s8"), ("dtable", "i32"), ("ein", "s8out")],
 }
 for _fam in ("linear",):
     for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
@@ -87,6 +89,8 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("topk_mask", "norms"): ("k", "mask"),
     ("dyn_requant_s8", "acc"): ("out",),
     ("f32_axpy_i32", "x"): ("y",),
+    ("lut_s8_forward", "x"): ("y",),
+    ("lut_s8_grad_input", "x"): ("e", "ein"),
 }
 
 
@@ -145,6 +149,9 @@ def _bases() -> dict[str, Case]:
         ("topk_mask", [i32(rng.integers(0, 50, 8)), 3, out("Y", 8)]),
         ("dyn_requant_s8", [i32(rng.integers(-(2**20), 2**20, 12)), out("Y", 12)]),
         ("f32_axpy_i32", [i32(rng.integers(-(2**20), 2**20, 12)), 0.5, inout(f32(rng.normal(0, 1, 12)))]),
+        ("lut_s8_forward", [s8(r8(16)), s8(oracle.lut_tables("tanh", 0.03, 2, 0.01, 0)[0]), out("Y", 16)]),
+        ("lut_s8_grad_input", [s8(r8(16)), s8(r8(16)), i32(oracle.lut_tables("silu", 0.03, 2, 0.02, -9)[1]),
+                               out("Y", 16)]),
     ]
     return {op: make_case(op, args, "valid") for op, args in calls}
 
@@ -266,6 +273,8 @@ SCALAR_BAD: dict[str, list[tuple[str, int, Arg, tuple[str, ...]]]] = {
     "l1_norm_s8": [("c 0", 1, 0, ("c",)), ("c -2", 1, -2, ("c",)), ("len(e) % c != 0", 1, 5, ("e", "c")),
                    ("c 65536", 1, 65536, ("c",))],
     "topk_mask": [("k -1", 1, -1, ("k",)), ("k > len", 1, 9, ("k",))],
+    "lut_s8_grad_input": [("dtable 2^24", 2, i32(np.r_[np.zeros(100), 2**24, np.zeros(155)]), ("dtable",)),
+                          ("dtable -2^24", 2, i32(np.r_[-(2**24), np.zeros(255)]), ("dtable",))],
 }
 for _op, _g in (("conv2d", CONV_G), ("linear", None)):
     _n_out = _g.out_c if _g else LIN_OUT
@@ -294,6 +303,8 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "global_avgpool_s8_forward": [("y", "x")], "global_avgpool_s8_grad_input": [("ein", "e")],
     "add_s8_forward": [("y", "x1"), ("y", "x2")], "add_s8_grad_merge": [("out", "ea"), ("out", "eb")],
     "softmax_xent_s8": [("err", "logits"), ("stats", "lut")],
+    "lut_s8_forward": [("y", "x"), ("y", "table")],
+    "lut_s8_grad_input": [("ein", "x"), ("ein", "e")],
 }
 for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
     OVERLAPS[f"linear_s8_{_suffix}"] = OVERLAPS[f"conv2d_s8_{_suffix}"]

@@ -103,6 +103,8 @@ OPS: dict[str, OpSpec] = {
     "topk_mask": OpSpec(3, (2,), _one),
     "dyn_requant_s8": OpSpec(2, (1,), _shifted),
     "f32_axpy_i32": OpSpec(3, (), _one, (2,), True),
+    "lut_s8_forward": OpSpec(3, (2,), _one),
+    "lut_s8_grad_input": OpSpec(4, (3,), _shifted),
 }
 ALL_OPS: tuple[str, ...] = tuple(OPS)
 
@@ -821,6 +823,53 @@ def gen_f32_axpy_i32(rng: Rng, i: int) -> Case:
     return make_case("f32_axpy_i32", [i32(x), a, f32(y)])
 
 
+# --------------------------------------------------------------------------
+# lookup-table activations
+
+
+def _lut_tables(rng: Rng, i: int) -> tuple[NDArray[np.int8], NDArray[np.int32]]:
+    """Tables of a real activation (every function, random quantisation), or random ones."""
+    names = list(oracle.LUT_FUNCTIONS)
+    if i % 4 == 3:
+        table = rng.integers(-128, 128, 256).astype(np.int8)
+        top = int(rng.choice([1, 2**15, oracle.LUT_DMAX]))
+        dtable = rng.integers(-top, top + 1, 256).astype(np.int32)
+        if i % 8 == 7:  # the bound itself, both signs
+            dtable[rng.integers(0, 256, 8)] = oracle.LUT_DMAX
+            dtable[rng.integers(0, 256, 8)] = -oracle.LUT_DMAX
+        return table, dtable
+    name = names[(i // 4) % len(names)]
+    s_in = float(np.float32(10.0 ** rng.uniform(-2.5, -0.5)))
+    s_out = float(np.float32(10.0 ** rng.uniform(-2.5, -0.5)))
+    table, dtable, _ = oracle.lut_tables(name, s_in, _zp(rng, i), s_out, _zp(rng, i + 1),
+                                         float(rng.uniform(0.01, 0.3)))
+    return table, dtable
+
+
+def gen_lut_s8_forward(rng: Rng, i: int) -> Case:
+    n = _len(rng, i)
+    table, _ = _lut_tables(rng, i)
+    x = _int8(rng, n)
+    if i % 3 == 2:  # in place: y is x
+        return make_case("lut_s8_forward", [s8(x, _kind_out(rng)), s8(table, _kind_in(rng)), Alias(0)],
+                         "in-place")
+    return make_case("lut_s8_forward", [s8(x, _kind_in(rng)), s8(table, _kind_in(rng)), out(_kind_out(rng), n)])
+
+
+def gen_lut_s8_grad_input(rng: Rng, i: int) -> Case:
+    n = _len(rng, i)
+    _, dtable = _lut_tables(rng, i)
+    x = _int8(rng, n)
+    e = _int8(rng, n, ["uniform", "small", "sparse"][i % 3])
+    if i % 5 == 4 and n:  # extreme errors on the extreme table entries
+        e[:] = -128
+    if i % 7 == 6:  # ein is e (in place)
+        return make_case("lut_s8_grad_input", [s8(x, _kind_in(rng)), s8(e, _kind_out(rng)), i32(dtable),
+                                               Alias(1)], "ein-is-e")
+    return make_case("lut_s8_grad_input", [s8(x, _kind_in(rng)), s8(e, _kind_in(rng)), i32(dtable),
+                                           out(_kind_out(rng), n)])
+
+
 GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "conv2d_s8_forward": gen_conv2d_s8_forward,
     "conv2d_s8_grad_input": gen_conv2d_s8_grad_input,
@@ -847,6 +896,8 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "topk_mask": gen_topk_mask,
     "dyn_requant_s8": gen_dyn_requant_s8,
     "f32_axpy_i32": gen_f32_axpy_i32,
+    "lut_s8_forward": gen_lut_s8_forward,
+    "lut_s8_grad_input": gen_lut_s8_grad_input,
 }
 assert set(GENERATORS) == set(OPS)
 
@@ -911,6 +962,11 @@ def generate_limits() -> list[Case]:
     # l1 norm: 2^24 - 1 positions of -128 in one channel (2^31 - 128)
     cases.append(make_case("l1_norm_s8", [s8(np.full(2**24 - 1, -128)), 1, out("i", 1)],
                            "limit: 2^24 - 1 positions"))
+    # lut grad: e = -128 on |dtable| = 2^24 - 1, both signs (|acc| = 2^31 - 128)
+    dt = np.r_[np.full(128, oracle.LUT_DMAX), np.full(128, -oracle.LUT_DMAX)]
+    xs8 = s8(np.array([-128, -1, 0, 127, 5]))
+    cases.append(make_case("lut_s8_grad_input", [xs8, s8(np.full(5, -128)), i32(dt), out("Y", 5)],
+                           "limit: |dtable| 2^24 - 1"))
     return cases
 
 

@@ -307,6 +307,17 @@ const char *mt_index_check(int32_t i, uint32_t n, int32_t *v) {
     return i < 0 || (uint32_t)i >= n ? "must be in 0..%d, got %d" : NULL;
 }
 
+const char *mt_lut_dtable_check(const int32_t *dtable, int32_t *v) {
+    for (int32_t i = 0; i < 256; ++i) {
+        if (dtable[i] > MT_LUT_DMAX || dtable[i] < -MT_LUT_DMAX) {
+            v[0] = i;
+            v[1] = dtable[i];
+            return "dtable[%d] = %d is outside -16777215..16777215";
+        }
+    }
+    return NULL;
+}
+
 // ---------------------------------------------------------------------------
 // Messages. No snprintf (natmods have no libc) and no '/' or '%' on ints
 // (Cortex-M0 has no divide instruction): digits by mt_udiv_u32.
