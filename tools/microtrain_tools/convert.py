@@ -126,8 +126,45 @@ def _describe(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
     return f"layer '{node.name}' ({node.op} {node.target})"
 
 
+# Lookup-table activations (op LUT, docs/numerics.md): module class / function /
+# method -> the oracle's function name (oracle.LUT_FUNCTIONS). One entry each.
+_LUT_MODULES: dict[type, str] = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.Hardswish: "hardswish",
+                                 nn.Hardsigmoid: "hardsigmoid", nn.LeakyReLU: "leaky_relu", nn.SiLU: "silu",
+                                 nn.GELU: "gelu"}
+_LUT_FUNCTIONS: dict[Any, str] = {torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
+                                  F.tanh: "tanh", F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid",
+                                  F.leaky_relu: "leaky_relu", F.silu: "silu", F.gelu: "gelu"}
+_LUT_METHODS: dict[str, str] = {"sigmoid": "sigmoid", "tanh": "tanh"}
+
+
+def _lut_activation(node: torch.fx.Node, modules: dict[str, nn.Module]) -> tuple[str, float] | None:
+    """(function name, LeakyReLU slope) if ``node`` is a lookup-table activation, else None."""
+    where = _describe(node, modules)
+    if node.op == "call_module":
+        mod = modules[str(node.target)]
+        fn = _LUT_MODULES.get(type(mod))
+        slope = float(getattr(mod, "negative_slope", 0.01))
+        approx = getattr(mod, "approximate", "none")
+    elif node.op == "call_function" and node.target in _LUT_FUNCTIONS:
+        fn = _LUT_FUNCTIONS[node.target]
+        slope = float(node.kwargs.get("negative_slope", node.args[1] if len(node.args) > 1 else 0.01)) \
+            if fn == "leaky_relu" else 0.01
+        approx = node.kwargs.get("approximate", "none")
+    elif node.op == "call_method" and node.target in _LUT_METHODS:
+        fn, slope, approx = _LUT_METHODS[str(node.target)], 0.01, "none"
+    else:
+        return None
+    if fn is None:
+        return None
+    if fn == "gelu" and approx != "none":
+        raise ConvertError(f"{where}: GELU(approximate={approx!r}) is not supported: use approximate='none'")
+    return fn, slope
+
+
 def _classify(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
     where = _describe(node, modules)
+    if _lut_activation(node, modules) is not None:
+        return "lut"
     if node.op == "call_module":
         mod = modules[str(node.target)]
         if isinstance(mod, (nn.Conv2d, nn.Conv1d)):
@@ -308,6 +345,14 @@ class _Planner:
             pl.output = self.values[node] = self.new_value(node, same_as=x)
             if pl.output.shape != x.shape:
                 raise ConvertError(f"{where}: shape changes")
+            self.layers.append(pl)
+        elif kind == "lut":  # own output quantisation: calibrated like a conv's output
+            fn, slope = _lut_activation(node, self.modules) or ("", 0.0)
+            pl = _PLayer(kind, self.name(node), [x], x, attrs={"fn": fn, "slope": slope})
+            pl.output = self.values[node] = self.new_value(node, calib=node)
+            if pl.output.shape != x.shape:
+                raise ConvertError(f"{where}: shape changes")
+            pl.fused.append(fn)
             self.layers.append(pl)
         elif kind in ("maxpool", "avgpool", "gap"):
             if len(x.shape) != 3:
@@ -540,6 +585,11 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         op = Op.CONV2D if pl.kind == "conv" else Op.LINEAR
         return Layer(op, pl.name, ins, out, params, pl.act, wi, bi, mi, si, fused=fused)
     n_out = math.prod(pl.output.shape)
+    if pl.kind == "lut":  # tables from the float32 scales widened to double, as the contract says
+        table, dtable, d_shift = o.lut_tables(pl.attrs["fn"], float(np.float32(x.scale)), x.zp,
+                                              float(np.float32(y.scale)), y.zp, pl.attrs["slope"])
+        ti, di = em.const(table, DType.INT8), em.const(dtable, DType.INT32)
+        return Layer(Op.LUT, pl.name, ins, out, [n_out, x.zp, y.zp, d_shift], weight=ti, bias=di, fused=fused)
     if pl.kind == "relu":
         return Layer(Op.RELU, pl.name, ins, out, [n_out, x.zp], fused=fused)
     if pl.kind == "relu6":
@@ -710,6 +760,8 @@ def _run_layer(m: Model, ly: Layer, vals: dict[int, NDArray[np.int8]]) -> NDArra
         fn: Callable[..., NDArray[np.int8]] = (o.conv2d_s8_forward if ly.op == Op.CONV2D
                                                 else o.linear_s8_forward)
         return fn(p, x, m.data(ly.weight).reshape(-1), m.data(ly.bias), m.data(ly.mult), m.data(ly.shift))
+    if ly.op == Op.LUT:
+        return o.lut_s8_forward(x, m.data(ly.weight))
     if ly.op == Op.RELU:
         return o.relu_s8_forward(x, p[1])
     if ly.op == Op.RELU6:

@@ -574,6 +574,8 @@ class RefTrainer:
                 y = o.conv2d_s8_forward(p, xin, *self._wbmsh(j))
             elif ly.op == Op.LINEAR:
                 y = o.linear_s8_forward(p, xin, *self._wbmsh(j))
+            elif ly.op == Op.LUT:
+                y = o.lut_s8_forward(xin, self.m.data(ly.weight))
             elif ly.op == Op.RELU:
                 y = o.relu_s8_forward(xin, p[1])
             elif ly.op == Op.RELU6:
@@ -648,6 +650,9 @@ class RefTrainer:
                     arrive(x_t, ein, fl.ldexp(s * top, sh - r))
             elif not need:
                 pass
+            elif ly.op == Op.LUT:  # from the stored input, base scale s * 2^-d_shift
+                ein, sh = o.lut_s8_grad_input(vals[x_t], e, self.m.data(ly.bias))
+                arrive(x_t, ein, fl.ldexp(s, sh - p[3]))
             elif ly.op == Op.RELU:
                 arrive(x_t, o.relu_s8_backward(y, p[1], e), s)
             elif ly.op == Op.RELU6:
