@@ -264,6 +264,7 @@ class Model:
         self._lut = None
         self._lut_scale = 0.0
         self._ce = None  # (err, stats) of the output, for cross_entropy
+        self._lb = None  # (err, int32 scratch) of the output, for mse / bce
         self._last_out = None
         self._last_keep = -2  # keep_from of the last forward (backward checks it)
         self._bw = None  # backward plan of the trained layers

@@ -853,7 +853,8 @@ def gen_lut_s8_forward(rng: Rng, i: int) -> Case:
     if i % 3 == 2:  # in place: y is x
         return make_case("lut_s8_forward", [s8(x, _kind_out(rng)), s8(table, _kind_in(rng)), Alias(0)],
                          "in-place")
-    return make_case("lut_s8_forward", [s8(x, _kind_in(rng)), s8(table, _kind_in(rng)), out(_kind_out(rng), n)])
+    return make_case("lut_s8_forward", [s8(x, _kind_in(rng)), s8(table, _kind_in(rng)),
+                                        out(_kind_out(rng), n)])
 
 
 def gen_lut_s8_grad_input(rng: Rng, i: int) -> Case:

@@ -137,7 +137,8 @@ def test_training_bitexact_vs_reference(lut: tuple[tc.Setup, nn.Module, torch.Te
         assert not np.array_equal(dev["L0.w"], s.m.data(s.m.layers[0].weight).reshape(-1))
 
 
-def test_last2_training_lowers_the_loss(lut: tuple[tc.Setup, nn.Module, torch.Tensor], tmp_path: Path) -> None:
+def test_last2_training_lowers_the_loss(lut: tuple[tc.Setup, nn.Module, torch.Tensor],
+                                        tmp_path: Path) -> None:
     s, _, _ = lut
     ensure_natmod()
     # a shifted task (labels rotated by one): the converted model starts far from it

@@ -807,8 +807,10 @@ def _sigmoid(r: NDArray[np.float64]) -> NDArray[np.float64]:
     return 0.5 * (1.0 + np.tanh(0.5 * r))  # no overflow for large |r|
 
 
-def lut_function(name: str, alpha: float = 0.01) -> tuple[Callable[[NDArray[np.float64]], NDArray[np.float64]],
-                                                         Callable[[NDArray[np.float64]], NDArray[np.float64]]]:
+RealFn = Callable[[NDArray[np.float64]], NDArray[np.float64]]
+
+
+def lut_function(name: str, alpha: float = 0.01) -> tuple[RealFn, RealFn]:
     """(f, f') in float64 for an activation of LUT_FUNCTIONS; f' as PyTorch's autograd
     defines it at the kinks."""
     if name == "sigmoid":
@@ -830,7 +832,8 @@ def lut_function(name: str, alpha: float = 0.01) -> tuple[Callable[[NDArray[np.f
     if name == "gelu":
         erf = np.vectorize(math.erf, otypes=[np.float64])
         return (lambda r: 0.5 * r * (1.0 + erf(r / math.sqrt(2.0))),
-                lambda r: 0.5 * (1.0 + erf(r / math.sqrt(2.0))) + r * np.exp(-0.5 * r * r) / math.sqrt(2.0 * math.pi))
+                lambda r: (0.5 * (1.0 + erf(r / math.sqrt(2.0)))
+                           + r * np.exp(-0.5 * r * r) / math.sqrt(2.0 * math.pi)))
     raise ValueError(f"lut_function: unknown activation {name!r} (known: {', '.join(LUT_FUNCTIONS)})")
 
 
