@@ -111,6 +111,23 @@ def test_bitexact_in_micropython(lut: tuple[tc.Setup, nn.Module, torch.Tensor], 
     assert np.array_equal(got, want), f"{int(np.sum(np.any(got != want, axis=1)))} samples differ"
 
 
+def test_to_torch_round_trip(lut: tuple[tc.Setup, nn.Module, torch.Tensor]) -> None:
+    from microtrain_tools.to_torch import ToTorchError, to_state_dict
+
+    s, net, xe = lut
+    fresh = LutNet()
+    sd, _ = to_state_dict(s.m, fresh)
+    fresh.load_state_dict(sd, strict=True)
+    fresh.eval()
+    with torch.no_grad():
+        agree = float((fresh(xe).argmax(1) == net(xe).argmax(1)).float().mean())
+    assert agree >= 0.95, agree  # the dequantised weights compute what the trained ones do
+    wrong = LutNet()
+    wrong.act3 = nn.Tanh()  # the file has a Sigmoid there
+    with pytest.raises(ToTorchError, match="act3.*'sigmoid'"):
+        to_state_dict(s.m, wrong)
+
+
 def test_agrees_with_pytorch(lut: tuple[tc.Setup, nn.Module, torch.Tensor]) -> None:
     s, net, xe = lut
     with torch.no_grad():

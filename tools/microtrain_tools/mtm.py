@@ -707,7 +707,8 @@ def summary(m: Model) -> str:
              f" input {m.tensors[m.input].shape} -> output {m.tensors[m.output].shape}"]
     total = 0
     for ly in m.layers:
-        np_ = sum(m.tensors[i].numel for i in (ly.weight, ly.bias) if i is not None)
+        wb = (ly.weight, ly.bias) if ly.op in WEIGHTED else ()  # LUT tables are not parameters
+        np_ = sum(m.tensors[i].numel for i in wb if i is not None)
         total += np_
         act = "" if ly.act == Act.NONE else f"+{Act(ly.act).name.lower()}"
         ins = ",".join(str(m.tensors[i].shape) for i in ly.inputs)
