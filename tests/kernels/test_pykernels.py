@@ -507,6 +507,11 @@ def _field_edits(valid: list[bytes]) -> list[bytes]:
         # values in the blob: bias / mult / shift / qscales on their limits
         data_off = [int(struct.unpack_from("<I", f, 64 + 48 * i + 24)[0]) for i in range(n_t)]
         for ly in m.layers:
+            if ly.op == mtm.Op.LUT:  # the derivative table on its limit |d| <= 2^24 - 1
+                assert ly.bias is not None
+                out += [_edit(f, data_off[ly.bias] + 4 * k, "<i", v) for k in (0, 255)
+                        for v in (2**24 - 1, 2**24, -(2**24) + 1, -(2**24))]
+                continue
             if ly.weight is None:
                 continue
             n = m.tensors[ly.weight].shape[0]
