@@ -9,7 +9,7 @@
 """
 from microtrain.data import FileDataset, Subset
 from microtrain.kern import NATIVE
-from microtrain.loss import argmax, cross_entropy
+from microtrain.loss import argmax, bce, cross_entropy, mse
 from microtrain.model import Layer, Model, Tensor, load
 from microtrain.optim import SGD, Adam, Constant, Cosine, StepLR
 from microtrain.sparse import DynamicSparse, StaticSparse
@@ -17,4 +17,5 @@ from microtrain.trainer import Trainer
 
 __version__ = "0.1.0"
 __all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
-           "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "argmax", "FileDataset", "Subset"]
+           "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",
+           "Subset"]

@@ -31,6 +31,7 @@ from microtrain.fmt import (
     OP_CONV2D,
     OP_GAP,
     OP_LINEAR,
+    OP_LUT,
     OP_MAXPOOL,
     OP_NAMES,
     OP_RELU,
@@ -59,6 +60,7 @@ _P_CONV_K_H = const(6)
 _P_CONV_K_W = const(7)
 _P_CONV_GROUPS = const(12)
 _P_LIN_OUT_N = const(1)  # linear: (in_n, out_n, ...)
+_P_LUT_DSHIFT = const(3)  # lut: (n, in_zp, out_zp, d_shift)
 
 
 class Tensor:
@@ -126,6 +128,11 @@ class Layer:
             self.mult = t[self.mult_t].data
             self.shift = t[self.shift_t].data
             self.w_scale = t[t[self.weight_t].qscales].data
+        # lut: the forward table (weight slot) and the derivative table (bias slot)
+        self.table = self.dtable = None
+        if self.op == OP_LUT:
+            self.table = model.tensors[self.weight_t].data
+            self.dtable = model.tensors[self.bias_t].data
         self.gw = self.gb = None
         self.master_w = self.master_b = None  # float32 master copies (float modes)
         self._row = None  # out_c floats of scratch for the update
@@ -284,6 +291,7 @@ class Model:
         self._lut = None
         self._lut_scale = 0.0
         self._ce = None  # (err, stats) of the output, for cross_entropy
+        self._lb = None  # (err, int32 scratch) of the output, for mse / bce
         self._last_out = None
         self._last_keep = -2  # keep_from of the last forward (backward checks it)
         self._bw = None  # backward plan of the trained layers
@@ -424,6 +432,8 @@ class Model:
             return (K.conv2d_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, y), ly)
         if op == OP_LINEAR:
             return (K.linear_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, y), ly)
+        if op == OP_LUT:
+            return (K.lut_s8_forward, (x, ly.table, y), ly)
         if op == OP_RELU:
             return (K.relu_s8_forward, (x, p[_P_RELU_ZP], y), ly)
         if op == OP_RELU6:
@@ -629,6 +639,10 @@ class Model:
                 else:
                     K.relu6_s8_backward(y, p[_P_RELU_ZP], p[_P_RELU6_Q6], dest)
                 self._arrive(x_t, dest, s, cur, scale, ebuf, etmp, emerge)
+            elif op == OP_LUT:  # from the stored input; base scale s * 2^-d_shift
+                dest = self._dest(x_t, cur, ebuf, etmp)
+                sh = K.lut_s8_grad_input(bufs[x_t], e, ly.dtable, dest)
+                self._arrive(x_t, dest, ldexp(s, sh - p[_P_LUT_DSHIFT]), cur, scale, ebuf, etmp, emerge)
             elif op == OP_MAXPOOL:
                 dest = self._dest(x_t, cur, ebuf, etmp)
                 sh = K.maxpool_s8_grad_input(p, bufs[x_t], e, accv[j], dest)

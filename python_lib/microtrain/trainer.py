@@ -6,7 +6,7 @@ import time
 
 from microtrain import optim
 from microtrain.fmt import KIND_STATE
-from microtrain.loss import argmax, cross_entropy
+from microtrain.loss import LOSSES, argmax
 from microtrain.quant import zeros
 
 MODES = ("int8", "mixed", "float32")
@@ -48,12 +48,16 @@ class Trainer:
     Every argument is checked before the model is touched: a failed
     construction raises one ValueError / TypeError and leaves the model (and
     any trainer already using it) as it was.
+    loss:      "xent" (softmax cross-entropy, targets are class indices), "mse"
+               (mean squared error), "bce" (binary cross-entropy with logits),
+               or callable(model, target, out) -> (loss, err, err_scale)
+               (docs/api.md, "Losses"). Samples are (x, target) pairs.
     """
 
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
-                 schedule=None, log=None, log_every=100, seed=None):
+                 schedule=None, log=None, log_every=100, seed=None, loss="xent"):
         if mode not in MODES:
             raise ValueError("Trainer: mode must be one of %s, got %r" % (MODES, mode))
         if type(batch) is not int or batch < 1:
@@ -72,6 +76,13 @@ class Trainer:
             raise TypeError("Trainer: log must be a path (str) or None, got %r" % (log,))
         sched = optim.schedule(schedule)
         idx = model.select(train)  # raises on a bad spec before anything changes
+        if callable(loss):
+            self.loss_fn = loss
+        elif loss in LOSSES:
+            self.loss_fn = LOSSES[loss]
+        else:
+            raise ValueError("Trainer: loss must be 'xent', 'mse', 'bce' or a callable, got %r" % (loss,))
+        self.classes = loss == "xent"  # accuracy and confusion only for class labels
         self.model = model
         self.mode = mode
         self.opt = optimizer if optimizer is not None else optim.SGD(lr=0.01, momentum=0.9)
@@ -170,12 +181,13 @@ class Trainer:
 
     def step(self, x, label):
         """One sample: forward, loss, backward; an update every `batch` samples.
-        Returns the loss (float)."""
+        `label` is the loss's target (a class index for "xent"). Returns the loss (float)."""
         m = self.model
-        self._check_label(label)
+        if self.classes:
+            self._check_label(label)
         out = m.forward(x, self.first, self._start)
-        loss, err, s = cross_entropy(m, label, out)
-        if argmax(out) == label:
+        loss, err, s = self.loss_fn(m, label, out)
+        if self.classes and argmax(out) == label:
             self.correct += 1
         self.seen += 1
         self.loss_sum += loss
@@ -250,12 +262,14 @@ class Trainer:
                 else:
                     self.step(None, fc.load(order[i]))  # the boundary values are in place
                 if verbose and (i + 1) % 500 == 0:
-                    print("  epoch %d: %d/%d loss=%.4f acc=%.4f" % (
-                        ep + 1, i + 1, n, self.loss_sum / self.seen, self.correct / self.seen))
+                    print("  epoch %d: %d/%d loss=%.4f%s" % (
+                        ep + 1, i + 1, n, self.loss_sum / self.seen,
+                        (" acc=%.4f" % (self.correct / self.seen)) if self.classes else ""))
             self.flush()
             dt = time.ticks_diff(time.ticks_ms(), t0)
+            acc = self.correct / max(1, self.seen) if self.classes else None
             rec = {"kind": "epoch", "epoch": ep, "loss": self.loss_sum / max(1, self.seen),
-                   "acc": self.correct / max(1, self.seen), "lr": self.lr, "t_ms": dt,
+                   "acc": acc, "lr": self.lr, "t_ms": dt,
                    "heap": _heap(), "heap_live": _live()}
             if rec["heap_live"] > self.heap_live:
                 self.heap_live = rec["heap_live"]
@@ -264,34 +278,40 @@ class Trainer:
                 ev = self.evaluate(eval_samples)
                 rec["eval_acc"] = ev["acc"]
             if verbose:
-                print("epoch %d/%d lr=%.5f loss=%.4f acc=%.4f%s time=%.1fs" % (
-                    ep + 1, epochs, self.lr, rec["loss"], rec["acc"],
-                    (" eval_acc=%.4f" % rec["eval_acc"]) if "eval_acc" in rec else "", dt / 1000.0))
+                print("epoch %d/%d lr=%.5f loss=%.4f%s%s time=%.1fs" % (
+                    ep + 1, epochs, self.lr, rec["loss"], (" acc=%.4f" % rec["acc"]) if self.classes else "",
+                    (" eval_acc=%.4f" % rec["eval_acc"]) if rec.get("eval_acc") is not None else "",
+                    dt / 1000.0))
             history.append(rec)
         return history
 
     def evaluate(self, samples, confusion=True):
         """Accuracy and mean loss on samples (forward only; same buffers as training).
-        Returns {"acc", "loss", "n", "confusion"}; also logged."""
+        Returns {"acc", "loss", "n", "confusion"}; also logged. Accuracy and
+        confusion are None unless the loss is "xent"."""
         m = self.model
         n_cls = m.output.numel
+        if not self.classes:
+            confusion = False
         conf = [[0] * n_cls for _ in range(n_cls)] if confusion else None
         correct = 0
         loss_sum = 0.0
         n = len(samples)
         for i in range(n):
             x, y = _sample(samples, i)
-            self._check_label(y)
+            if self.classes:
+                self._check_label(y)
             out = m.forward(x, self.first)
-            loss, _, _ = cross_entropy(m, y, out)
+            loss, _, _ = self.loss_fn(m, y, out)
             loss_sum += loss
-            p = argmax(out)
-            if p == y:
-                correct += 1
-            if conf is not None:
-                conf[y][p] += 1
+            if self.classes:
+                p = argmax(out)
+                if p == y:
+                    correct += 1
+                if conf is not None:
+                    conf[y][p] += 1
         rec = {"kind": "eval", "epoch": self.epoch, "loss": loss_sum / max(1, n),
-               "acc": correct / max(1, n), "n": n, "confusion": conf}
+               "acc": correct / max(1, n) if self.classes else None, "n": n, "confusion": conf}
         self._log(rec)
         return rec
 

@@ -10,7 +10,9 @@ from microtrain.data import FileDataset as FileDataset
 from microtrain.data import Subset as Subset
 from microtrain.kern import NATIVE as NATIVE
 from microtrain.loss import argmax as argmax
+from microtrain.loss import bce as bce
 from microtrain.loss import cross_entropy as cross_entropy
+from microtrain.loss import mse as mse
 from microtrain.model import Layer as Layer
 from microtrain.model import Model as Model
 from microtrain.model import Tensor as Tensor

@@ -1,8 +1,9 @@
 # Buffer type aliases shared by the microtrain stubs (not a module of the package).
 from array import array
-from typing import Protocol, TypeAlias
+from collections.abc import Callable
+from typing import Any, Protocol, TypeAlias
 
-from microtrain.model import Layer
+from microtrain.model import Layer, Model
 
 Int8In: TypeAlias = bytes | bytearray | memoryview | array[int]
 """An int8 tensor to read: bytes, bytearray, array('b') / array('B') or a memoryview of one."""
@@ -17,6 +18,9 @@ Mask: TypeAlias = bytes | bytearray | memoryview | array[int]
 
 TrainSpec: TypeAlias = str | int | list[str | int] | tuple[str | int, ...] | None
 """Which layers to train: "last:N", "all" (or None), a layer name or index, or a list of them."""
+
+LossFn: TypeAlias = Callable[[Model, Any, Int8In], tuple[float, Any, float]]
+"""A loss: (model, target, int8 output) -> (loss, int8 error of the output, its real scale)."""
 
 class Policy(Protocol):
     """A sparse-update policy: DynamicSparse, StaticSparse or your own object with these two methods."""

@@ -3,7 +3,7 @@
 
 MAGIC: bytes  # b"MTMF"
 VERSION_MAJOR: int  # 1
-VERSION_MINOR: int  # 0
+VERSION_MINOR: int  # 1
 HEADER_SIZE: int  # 64
 TENSOR_ENTRY: int  # 48
 LAYER_ENTRY: int  # 152
@@ -43,10 +43,11 @@ OP_MAXPOOL: int  # 5
 OP_AVGPOOL: int  # 6
 OP_GAP: int  # 7 (global average pool)
 OP_ADD: int  # 8
+OP_LUT: int  # 9 (format 1.1)
 ACT_NONE: int  # 0
 ACT_RELU: int  # 1
 ACT_RELU6: int  # 2
 N_PARAMS: tuple[int, ...]  # descriptor length per op code
 ITEMSIZE: tuple[int, ...]  # bytes per element per dtype code
-OP_NAMES: tuple[str, ...]  # op code -> name: "conv2d", "linear", ..., "add"
+OP_NAMES: tuple[str, ...]  # op code -> name: "conv2d", "linear", ..., "add", "lut"
 ACT_NAMES: tuple[str, ...]  # fused activation code -> "", "relu", "relu6"

@@ -57,6 +57,8 @@ class Layer:
     mult: Int32 | None  # requantisation multipliers (Q31), one per output channel
     shift: Int32 | None  # requantisation shifts
     w_scale: Float32 | None  # per-output-channel weight scales
+    table: Int8In | None  # lut layers: the 256-entry forward table (index x + 128)
+    dtable: Int32 | None  # lut layers: the 256-entry derivative table (numerics.md)
     gw: Float32 | None  # float32 gradient sums of the pending batch
     gb: Float32 | None
     master_w: Float32 | None  # float32 master copies (modes "mixed" / "float32")

@@ -2,7 +2,7 @@
 from collections.abc import Callable
 from typing import Any
 
-from microtrain._types import Int8In, Policy, Samples, TrainSpec
+from microtrain._types import Int8In, LossFn, Policy, Samples, TrainSpec
 from microtrain.model import Layer, Model
 from microtrain.optim import SGD, Adam
 
@@ -28,11 +28,16 @@ class Trainer:
     correct: int  # running accuracy / loss of the current epoch
     seen: int
     loss_sum: float
+    loss_fn: LossFn  # the loss: cross_entropy, mse, bce or the user's callable
+    classes: bool  # loss "xent": accuracy and confusion are counted
     def __init__(self, model: Model, train: TrainSpec = "last:1",
                  mode: str = "int8", optimizer: SGD | Adam | None = None, sparse: Policy | None = None,
                  batch: int = 1, schedule: str | Callable[[float, int, int], float] | None = None,
                  log: str | None = None, log_every: int = 100, seed: int | None = None) -> None: ...
     def step(self, x: Int8In, label: int) -> float: ...
+                 log: str | None = None, log_every: int = 100, seed: int = 1,
+                 loss: str | LossFn = "xent") -> None: ...
+    def step(self, x: Int8In, label: Any) -> float: ...
     def flush(self) -> None: ...
     def fit(self, samples: Samples, epochs: int = 1, shuffle: bool = True,
             eval_samples: Samples | None = None, verbose: bool = True,

@@ -743,6 +743,37 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         }
         return 0;
     }
+    if (!strcmp(op, "lut_s8_forward")) {
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+        const int8_t *x = buf(c, 0, "x", S8, -1, 0, &n);
+        const int8_t *table = buf(c, 1, "table", S8, 256, 0, NULL);
+        int8_t *y = buf(c, 2, "y", S8, n, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        mt_lut_s8_forward(x, table, y, n);
+        return 0;
+    }
+    if (!strcmp(op, "lut_s8_grad_input")) {
+        if (!want_args(c, 4)) {
+            return 0;
+        }
+        const int8_t *x = buf(c, 0, "x", S8, -1, 0, &n);
+        const int8_t *e = buf(c, 1, "e", S8, n, 0, NULL);
+        const int32_t *dtable = buf(c, 2, "dtable", I32, 256, 0, NULL);
+        if (!failed(c)) {
+            int32_t v[MT_MSG_NVALS];
+            check_v(c, "dtable", mt_lut_dtable_check(dtable, v), v);
+        }
+        int8_t *ein = buf(c, 3, "ein", S8, n, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = mt_lut_s8_grad_input(x, e, dtable, ein, n);
+        return 1;
+    }
     if (!strcmp(op, "global_avgpool_s8_forward")) {
         if (!want_args(c, 4)) {
             return 0;

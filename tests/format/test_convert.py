@@ -348,18 +348,9 @@ def test_writer_validates() -> None:
 # unsupported models
 
 
-class _Sig(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(1, 4, 3)
-        self.gate = nn.Sigmoid()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.gate(self.conv(x))
-
-
 @pytest.mark.parametrize("model,pattern", [
-    (_Sig(), r"layer 'gate' \(Sigmoid\): unsupported op"),
+    (nn.Sequential(nn.Conv2d(1, 4, 3), nn.GELU(approximate="tanh")),
+     r"layer '1' \(GELU\).*approximate='none'"),
     (nn.Sequential(nn.Conv2d(1, 4, 3, dilation=2)), r"layer '0' \(Conv2d\): dilation"),
     (nn.Sequential(nn.Conv2d(1, 4, 3, padding=1, padding_mode="reflect")), r"layer '0' \(Conv2d\).*reflect"),
     (nn.Sequential(nn.Conv2d(1, 4, 3), nn.AvgPool2d(2, padding=1)),

@@ -295,6 +295,43 @@ def softmax_problem(c: int, scale: float, seed: int) -> Problem:
     return Problem(f"softmax_xent-C{c}", [case], check)
 
 
+_TORCH_ACTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "sigmoid": torch.sigmoid, "tanh": torch.tanh, "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid,
+    "leaky_relu": lambda t: F.leaky_relu(t, 0.1), "silu": F.silu, "gelu": F.gelu}
+
+
+def lut_problem(fn: str, seed: int) -> Problem:
+    """lut forward within one output step of PyTorch's function, lut grad input vs its autograd,
+    both on the dequantised input (the tables come from the oracle, the reference from torch)."""
+    rng = np.random.default_rng(seed)
+    n, s_in, z_in, s_e = 600, 7.0 / 255, -5, 0.003
+    f = _TORCH_ACTS[fn]
+    grid = torch.tensor(s_in * (np.arange(-128, 128) - z_in), dtype=torch.float64)
+    lo, hi = min(float(f(grid).min()), 0.0), max(float(f(grid).max()), 0.0)
+    s_out = float(np.float32((hi - lo) / 255))
+    z_out = int(np.clip(round(-128 - lo / s_out), -128, 127))
+    table, dtable, d_shift = oracle.lut_tables(fn, s_in, z_in, s_out, z_out, 0.1)
+    x = rng.integers(-128, 128, n)
+    e = rng.integers(-128, 128, n)
+    xt = torch.tensor(s_in * (x - z_in), dtype=torch.float64, requires_grad=True)
+    yt = f(xt)
+    yt.backward(torch.tensor(s_e * e, dtype=torch.float64))
+    assert xt.grad is not None
+    dx_t, y_t = xt.grad.numpy(), yt.detach().numpy()
+    cases = [Case("lut_s8_forward", [s8(x), s8(table), out("Y", n)]),
+             Case("lut_s8_grad_input", [s8(x), s8(e), i32(dtable), out("Y", n)])]
+
+    def check(res: list[Result]) -> None:
+        _ok(res)
+        y = s_out * (res[0].out_array(0).astype(np.float64) - z_out)
+        assert np.max(np.abs(y - y_t)) <= 0.5 * s_out * (1 + 1e-9), f"{fn}: forward off by more than 1/2 step"
+        shift = res[1].ret
+        assert isinstance(shift, int)
+        _close(f"{fn} dx", res[1].out_array(0).astype(np.float64) * s_e * 2.0 ** (shift - d_shift), dx_t)
+
+    return Problem(f"lut-{fn}", cases, check)
+
+
 def _problems() -> list[Problem]:
     probs = [conv_problem(n, g, 100 + i) for i, (n, g) in enumerate(CONV_SHAPES.items())]
     probs += [linear_problem(64, 10, 1), linear_problem(300, 32, 2), linear_problem(7, 3, 3)]
@@ -302,6 +339,7 @@ def _problems() -> list[Problem]:
               for k in ("max", "avg")]
     probs += [global_avgpool_problem(5), relu_problem(False, 6), relu_problem(True, 7), merge_problem(8)]
     probs += [softmax_problem(10, 0.1, 9), softmax_problem(100, 0.05, 10), softmax_problem(3, 0.5, 11)]
+    probs += [lut_problem(fn, 300 + i) for i, fn in enumerate(_TORCH_ACTS)]
     return probs
 
 

@@ -8,6 +8,9 @@
 #   samples: path of the samples file: n_samples rows of `numel` int8 values
 #   numel:   values per sample
 #   labels:  list of labels, one per sample
+#   loss:    "xent" (default), "mse" or "bce": the Trainer's loss
+#   targets: null, or {"path", "n", "kind": "f" | "b"}: per-sample targets of the loss
+#            instead of the labels (n float32 or int8 values per sample in the file)
 #   order:   list of sample indices to step through, in order
 #   train, mode, batch: Trainer arguments
 #   opt:     {"kind": "sgd", "lr", "momentum", "weight_decay", "standardize"} or
@@ -77,8 +80,18 @@ def main(cfg_path):
     fit = cfg.get("fit")
     tr = mt.Trainer(m, train=cfg["train"], mode=cfg["mode"], optimizer=make_opt(cfg["opt"]),
                     sparse=make_sparse(cfg.get("sparse")), batch=cfg["batch"], log=cfg.get("log"),
-                    seed=fit.get("seed", 1) if fit else 1)
+                    seed=fit.get("seed", 1) if fit else 1, loss=cfg.get("loss", "xent"))
     labels = cfg["labels"]
+    tg = cfg.get("targets")
+    if tg:
+        with open(tg["path"], "rb") as f:
+            traw = f.read()
+        tn = tg["n"]
+        if tg["kind"] == "f":
+            tarr = array("f", traw)
+            labels = [tarr[i * tn:(i + 1) * tn] for i in range(len(tarr) // tn)]
+        else:
+            labels = [traw[i * tn:(i + 1) * tn] for i in range(len(traw) // tn)]
     mv = memoryview(data)
     losses = array("d")
     if fit:

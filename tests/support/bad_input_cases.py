@@ -88,6 +88,8 @@ SPECS: dict[str, list[tuple[str, str]]] = {
                         ("master_b", "skip"), ("touched", "skip"), ("lr", "float"), ("s_in", "float"),
                         ("s_out", "float"), ("rng", "int"), ("scratch", "f32io")],
     "update_f32_ratios": [("w_scale", "f32io"), ("r", "int"), ("wr", "i32out")],
+    "lut_s8_forward": [("x", "s8"), ("table", "s8"), ("y", "s8out")],
+    "lut_s8_grad_input": [("x", "s8"), ("e", "s8"), ("dtable", "i32"), ("ein", "s8out")],
 }
 for _fam in ("linear",):
     for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
@@ -114,6 +116,8 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("update_s8_apply", "w"): ("w_scale", "gw"),
     ("update_s8_apply", "w_scale"): ("w", "b", "mult", "shift", "gb", "scratch"),
     ("update_f32_ratios", "w_scale"): ("wr",),
+    ("lut_s8_forward", "x"): ("y",),
+    ("lut_s8_grad_input", "x"): ("e", "ein"),
 }
 
 
@@ -193,6 +197,9 @@ def _bases() -> dict[str, Case]:
                              f32(rng.normal(0, 1e-3, UPD_N * UPD_K)), f32(rng.normal(0, 1e-3, UPD_N)), None,
                              None, None, 0.01, 0.02, 0.05, 0xACE1, f32(np.zeros(UPD_N))]),
         ("update_f32_ratios", [f32(UPD_SW), 15, out("i", UPD_N)]),
+        ("lut_s8_forward", [s8(r8(16)), s8(oracle.lut_tables("tanh", 0.03, 2, 0.01, 0)[0]), out("Y", 16)]),
+        ("lut_s8_grad_input", [s8(r8(16)), s8(r8(16)), i32(oracle.lut_tables("silu", 0.03, 2, 0.02, -9)[1]),
+                               out("Y", 16)]),
     ]
     return {op: make_case(op, args, "valid") for op, args in calls}
 
@@ -315,6 +322,8 @@ SCALAR_BAD: dict[str, list[tuple[str, int, Arg, tuple[str, ...]]]] = {
                    ("c 65536", 1, 65536, ("c",))],
     "topk_mask": [("k -1", 1, -1, ("k",)), ("k > len", 1, 9, ("k",))],
     "update_u8_touch": [("mask length", 1, u8(np.ones(6)), ("mask",))],
+    "lut_s8_grad_input": [("dtable 2^24", 2, i32(np.r_[np.zeros(100), 2**24, np.zeros(155)]), ("dtable",)),
+                          ("dtable -2^24", 2, i32(np.r_[-(2**24), np.zeros(255)]), ("dtable",))],
 }
 _NAN, _INF = float("nan"), float("inf")
 _T_LONG, _T_SHORT = u8(np.ones(UPD_N + 1)), u8(np.ones(UPD_N - 1))
@@ -382,6 +391,8 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "global_avgpool_s8_forward": [("y", "x")], "global_avgpool_s8_grad_input": [("ein", "e")],
     "add_s8_forward": [("y", "x1"), ("y", "x2")], "add_s8_grad_merge": [("out", "ea"), ("out", "eb")],
     "softmax_xent_s8": [("err", "logits"), ("stats", "lut")],
+    "lut_s8_forward": [("y", "x"), ("y", "table")],
+    "lut_s8_grad_input": [("ein", "x"), ("ein", "e")],
 }
 for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
     OVERLAPS[f"linear_s8_{_suffix}"] = OVERLAPS[f"conv2d_s8_{_suffix}"]

@@ -126,6 +126,8 @@ OPS: dict[str, OpSpec] = {
     "update_f32_adam": OpSpec(10, (), _three, (0, 1, 2), True),
     "update_s8_apply": OpSpec(15, (), _ret_list, (0, 1, 2, 3, 4, 5, 6, 7, 8, 14), True),
     "update_f32_ratios": OpSpec(3, (2,), _one, (), True),
+    "lut_s8_forward": OpSpec(3, (2,), _one),
+    "lut_s8_grad_input": OpSpec(4, (3,), _shifted),
 }
 ALL_OPS: tuple[str, ...] = tuple(OPS)
 
@@ -998,6 +1000,51 @@ def gen_update_f32_ratios(rng: Rng, i: int) -> Case:
         s[:] = s[0]  # ties: every ratio 2^r
     r = [15, int(rng.integers(0, 16)), 0][i % 3]
     return make_case("update_f32_ratios", [f32(s), r, out("i", n)])
+# lookup-table activations
+
+
+def _lut_tables(rng: Rng, i: int) -> tuple[NDArray[np.int8], NDArray[np.int32]]:
+    """Tables of a real activation (every function, random quantisation), or random ones."""
+    names = list(oracle.LUT_FUNCTIONS)
+    if i % 4 == 3:
+        table = rng.integers(-128, 128, 256).astype(np.int8)
+        top = int(rng.choice([1, 2**15, oracle.LUT_DMAX]))
+        dtable = rng.integers(-top, top + 1, 256).astype(np.int32)
+        if i % 8 == 7:  # the bound itself, both signs
+            dtable[rng.integers(0, 256, 8)] = oracle.LUT_DMAX
+            dtable[rng.integers(0, 256, 8)] = -oracle.LUT_DMAX
+        return table, dtable
+    name = names[(i // 4) % len(names)]
+    s_in = float(np.float32(10.0 ** rng.uniform(-2.5, -0.5)))
+    s_out = float(np.float32(10.0 ** rng.uniform(-2.5, -0.5)))
+    table, dtable, _ = oracle.lut_tables(name, s_in, _zp(rng, i), s_out, _zp(rng, i + 1),
+                                         float(rng.uniform(0.01, 0.3)))
+    return table, dtable
+
+
+def gen_lut_s8_forward(rng: Rng, i: int) -> Case:
+    n = _len(rng, i)
+    table, _ = _lut_tables(rng, i)
+    x = _int8(rng, n)
+    if i % 3 == 2:  # in place: y is x
+        return make_case("lut_s8_forward", [s8(x, _kind_out(rng)), s8(table, _kind_in(rng)), Alias(0)],
+                         "in-place")
+    return make_case("lut_s8_forward", [s8(x, _kind_in(rng)), s8(table, _kind_in(rng)),
+                                        out(_kind_out(rng), n)])
+
+
+def gen_lut_s8_grad_input(rng: Rng, i: int) -> Case:
+    n = _len(rng, i)
+    _, dtable = _lut_tables(rng, i)
+    x = _int8(rng, n)
+    e = _int8(rng, n, ["uniform", "small", "sparse"][i % 3])
+    if i % 5 == 4 and n:  # extreme errors on the extreme table entries
+        e[:] = -128
+    if i % 7 == 6:  # ein is e (in place)
+        return make_case("lut_s8_grad_input", [s8(x, _kind_in(rng)), s8(e, _kind_out(rng)), i32(dtable),
+                                               Alias(1)], "ein-is-e")
+    return make_case("lut_s8_grad_input", [s8(x, _kind_in(rng)), s8(e, _kind_in(rng)), i32(dtable),
+                                           out(_kind_out(rng), n)])
 
 
 GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
@@ -1035,6 +1082,8 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "update_f32_adam": gen_update_f32_adam,
     "update_s8_apply": gen_update_s8_apply,
     "update_f32_ratios": gen_update_f32_ratios,
+    "lut_s8_forward": gen_lut_s8_forward,
+    "lut_s8_grad_input": gen_lut_s8_grad_input,
 }
 assert set(GENERATORS) == set(OPS)
 
@@ -1270,6 +1319,11 @@ def backward_block_cases(n: int = 48, seed: int = 1109) -> list[Case]:
         cases.append(make_case("linear_s8_grad_weight_f32", [d, s8(xl), s8(el), _mask(rng, out_n, i // 4 + 2),
                                                              ws, bs, _f32_acc(rng, in_n * out_n, i),
                                                              _f32_acc(rng, out_n, i + 2)], lab))
+    # lut grad: e = -128 on |dtable| = 2^24 - 1, both signs (|acc| = 2^31 - 128)
+    dt = np.r_[np.full(128, oracle.LUT_DMAX), np.full(128, -oracle.LUT_DMAX)]
+    xs8 = s8(np.array([-128, -1, 0, 127, 5]))
+    cases.append(make_case("lut_s8_grad_input", [xs8, s8(np.full(5, -128)), i32(dt), out("Y", 5)],
+                           "limit: |dtable| 2^24 - 1"))
     return cases
 
 

@@ -72,9 +72,19 @@ def torch_model_files() -> list[bytes]:
         def forward(self, x):  # noqa: ANN001, ANN202
             return self.fc2(F.relu(self.fc1(x)))
 
+    class Lut(nn.Module):  # format 1.1: LUT layers (tables in the weight / bias slots)
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv1d(2, 4, 3)
+            self.act = nn.Hardswish()
+            self.fc = nn.Linear(4 * 6, 3)
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return torch.sigmoid(self.fc(torch.flatten(F.leaky_relu(self.act(self.c(x)), 0.2), 1)))
+
     torch.manual_seed(0)
     out = []
-    for cls, shape in ((Res1d, (8, 3, 16)), (Cnn, (8, 2, 16, 16)), (Mlp, (8, 12))):
+    for cls, shape in ((Res1d, (8, 3, 16)), (Cnn, (8, 2, 16, 16)), (Mlp, (8, 12)), (Lut, (8, 2, 8))):
         m = convert.convert(cls().eval(), torch.randn(*shape), progress=False)
         out.append(m)
     # a checkpoint: TRAINED + HAS_STATE with all four state slots of the last layer

@@ -548,10 +548,45 @@ def _lookup(node: torch.fx.Node, modules: dict[str, nn.Module]) -> OpEntry | Ref
     if node.op == "call_method":
         return _BY_METHOD.get(str(node.target))
     return None
+# Lookup-table activations (op LUT, docs/numerics.md): module class / function /
+# method -> the oracle's function name (oracle.LUT_FUNCTIONS). One entry each.
+_LUT_MODULES: dict[type, str] = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.Hardswish: "hardswish",
+                                 nn.Hardsigmoid: "hardsigmoid", nn.LeakyReLU: "leaky_relu", nn.SiLU: "silu",
+                                 nn.GELU: "gelu"}
+_LUT_FUNCTIONS: dict[Any, str] = {torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
+                                  F.tanh: "tanh", F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid",
+                                  F.leaky_relu: "leaky_relu", F.silu: "silu", F.gelu: "gelu"}
+_LUT_METHODS: dict[str, str] = {"sigmoid": "sigmoid", "tanh": "tanh"}
+
+
+def _lut_activation(node: torch.fx.Node, modules: dict[str, nn.Module]) -> tuple[str, float] | None:
+    """(function name, LeakyReLU slope) if ``node`` is a lookup-table activation, else None."""
+    where = _describe(node, modules)
+    if node.op == "call_module":
+        mod = modules[str(node.target)]
+        fn = _LUT_MODULES.get(type(mod))
+        slope = float(getattr(mod, "negative_slope", 0.01))
+        approx = getattr(mod, "approximate", "none")
+    elif node.op == "call_function" and node.target in _LUT_FUNCTIONS:
+        fn = _LUT_FUNCTIONS[node.target]
+        slope = float(node.kwargs.get("negative_slope", node.args[1] if len(node.args) > 1 else 0.01)) \
+            if fn == "leaky_relu" else 0.01
+        approx = node.kwargs.get("approximate", "none")
+    elif node.op == "call_method" and node.target in _LUT_METHODS:
+        fn, slope, approx = _LUT_METHODS[str(node.target)], 0.01, "none"
+    else:
+        return None
+    if fn is None:
+        return None
+    if fn == "gelu" and approx != "none":
+        raise ConvertError(f"{where}: GELU(approximate={approx!r}) is not supported: use approximate='none'")
+    return fn, slope
 
 
 def _classify(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
     where = _describe(node, modules)
+    if _lut_activation(node, modules) is not None:  # lookup-table activations (op LUT)
+        return "lut"
     if _is_meta(node):
         return "meta"
     if node.op not in ("call_module", "call_function", "call_method"):
@@ -703,6 +738,14 @@ class _Planner:
         elif kind in ("relu", "relu6"):
             pl = self.layer(kind, node, [x])
             pl.output = self.values[node] = _Value(x.shape, x.signal_1d, same_as=x)
+        elif kind == "lut":  # own output quantisation: calibrated like a conv's output
+            fn, slope = _lut_activation(node, self.modules) or ("", 0.0)
+            pl = self.layer(kind, node, [x])
+            pl.attrs.update({"fn": fn, "slope": slope})
+            pl.output = self.values[node] = self.new_value(node, calib=node)
+            if pl.output.shape != x.shape:
+                raise self.fail(node, "shape changes")
+            pl.fused.append(fn)
         elif kind in ("maxpool", "avgpool", "gap", "gmp"):
             if len(in_tshape) not in (3, 4) or len(x.shape) != 3:
                 raise self.fail(node, "pooling needs an (N, C, H, W) or (N, C, L) input")
@@ -1101,6 +1144,11 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         op = Op.CONV2D if pl.kind == "conv" else Op.LINEAR
         return Layer(op, pl.name, ins, out, params, pl.act, wi, bi, mi, si, fused=fused)
     n_out = math.prod(pl.output.shape)
+    if pl.kind == "lut":  # tables from the float32 scales widened to double, as the contract says
+        table, dtable, d_shift = o.lut_tables(pl.attrs["fn"], float(np.float32(x.scale)), x.zp,
+                                              float(np.float32(y.scale)), y.zp, pl.attrs["slope"])
+        ti, di = em.const(table, DType.INT8), em.const(dtable, DType.INT32)
+        return Layer(Op.LUT, pl.name, ins, out, [n_out, x.zp, y.zp, d_shift], weight=ti, bias=di, fused=fused)
     if pl.kind == "relu":
         return Layer(Op.RELU, pl.name, ins, out, [n_out, x.zp], fused=fused)
     if pl.kind == "relu6":
@@ -1354,6 +1402,8 @@ def _run_layer(m: Model, ly: Layer, vals: dict[int, NDArray[np.int8]]) -> NDArra
         fn: Callable[..., NDArray[np.int8]] = (o.conv2d_s8_forward if ly.op == Op.CONV2D
                                                 else o.linear_s8_forward)
         return fn(p, x, m.data(ly.weight).reshape(-1), m.data(ly.bias), m.data(ly.mult), m.data(ly.shift))
+    if ly.op == Op.LUT:
+        return o.lut_s8_forward(x, m.data(ly.weight))
     if ly.op == Op.RELU:
         return o.relu_s8_forward(x, p[1])
     if ly.op == Op.RELU6:

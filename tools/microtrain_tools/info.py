@@ -95,6 +95,8 @@ def weighted_layers(m: Model) -> list[int]:
 
 
 def _params(m: Model, ly: mtm.Layer) -> int:
+    if ly.op not in mtm.WEIGHTED:  # a LUT layer's tables are constants, not parameters
+        return 0
     return sum(m.tensors[i].numel for i in (ly.weight, ly.bias) if i is not None)
 
 

@@ -44,7 +44,7 @@ __all__ = [
 
 MAGIC = b"MTMF"
 VERSION_MAJOR = 1
-VERSION_MINOR = 0
+VERSION_MINOR = 1  # 1.1 adds the LUT op; a file without one is written as 1.0
 HEADER_SIZE = 64
 TENSOR_ENTRY = 48
 LAYER_ENTRY = 152
@@ -115,6 +115,7 @@ class Op(IntEnum):
     AVGPOOL = 6
     GLOBAL_AVGPOOL = 7
     ADD = 8
+    LUT = 9
 
 
 class Act(IntEnum):
@@ -124,7 +125,7 @@ class Act(IntEnum):
 
 
 N_PARAMS = {Op.CONV2D: 17, Op.LINEAR: 6, Op.RELU: 2, Op.RELU6: 3, Op.MAXPOOL: 11,
-            Op.AVGPOOL: 11, Op.GLOBAL_AVGPOOL: 2, Op.ADD: 13}
+            Op.AVGPOOL: 11, Op.GLOBAL_AVGPOOL: 2, Op.ADD: 13, Op.LUT: 4}
 N_INPUTS = {op: (2 if op == Op.ADD else 1) for op in Op}
 WEIGHTED = (Op.CONV2D, Op.LINEAR)
 
@@ -317,7 +318,11 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
     c(ly.output not in produced, f"output tensor {ly.output} is already produced")
     slots = {"weight": ly.weight, "bias": ly.bias, "mult": ly.mult, "shift": ly.shift}
     for nm, idx in slots.items():
-        if op in WEIGHTED:
+        if op == Op.LUT and nm in ("weight", "bias"):  # the table and the derivative table
+            c(idx is not None and 0 <= idx < n_t, f"{nm} tensor index {idx} out of range")
+            assert idx is not None
+            c(m.tensors[idx].kind == Kind.CONST, f"{nm} tensor {idx} is not a CONST")
+        elif op in WEIGHTED:
             c(idx is not None and 0 <= idx < n_t, f"{nm} tensor index {idx} out of range")
             assert idx is not None
             c(m.tensors[idx].kind == Kind.CONST, f"{nm} tensor {idx} is not a CONST")
@@ -387,6 +392,20 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
                 st = m.tensors[idx]
                 c(st.dtype == DType.FLOAT32 and tuple(st.shape) == shapes[s],
                   f"state[{s}] must be float32 of shape {shapes[s]}")
+    elif op == Op.LUT:
+        assert ly.weight is not None and ly.bias is not None
+        n, z_in, z_out, d_shift = p
+        c(tuple(x.shape) == tuple(y.shape), "input and output shapes differ")
+        c(n == x.numel, f"n {n} != {x.numel}")
+        c((z_in, z_out) == (x.zero_point, y.zero_point), "zero points differ from the tensors'")
+        c(0 <= d_shift <= 24, "d_shift outside [0, 24]")
+        tb, dt = m.tensors[ly.weight], m.tensors[ly.bias]
+        c(tb.dtype == DType.INT8 and tb.quant == Quant.NONE and tuple(tb.shape) == (256,),
+          "table must be int8 quant NONE of shape (256,)")
+        c(dt.dtype == DType.INT32 and dt.quant == Quant.NONE and tuple(dt.shape) == (256,),
+          "dtable must be int32 quant NONE of shape (256,)")
+        assert dt.data is not None
+        c(bool(np.all(np.abs(dt.data.astype(np.int64)) <= 2**24 - 1)), "|dtable| > 2^24 - 1")
     elif op in (Op.RELU, Op.RELU6):
         c(tuple(x.shape) == tuple(y.shape), "input and output shapes differ")
         c(p[0] == x.numel, f"n {p[0]} != {x.numel}")
@@ -532,7 +551,8 @@ def write(m: Model) -> bytes:
                                      float(t.scale), int(t.zero_point), _idx(t.qscales), 0)
     total = d_off + len(blob) + 4
     flags = (FLAG_TRAINED if m.trained else 0) | (FLAG_HAS_STATE if m.has_state else 0)
-    header = _HEADER.pack(MAGIC, VERSION_MAJOR, VERSION_MINOR, HEADER_SIZE, flags, total, n_t, tt_off,
+    minor = 1 if any(ly.op == Op.LUT for ly in m.layers) else 0  # the oldest version that has every op
+    header = _HEADER.pack(MAGIC, VERSION_MAJOR, minor, HEADER_SIZE, flags, total, n_t, tt_off,
                           n_l, lt_off, s_off, len(pool), d_off, len(blob), m.input, m.output,
                           m.train_steps)
     body = header + tensor_bytes + layer_bytes + pool + b"\0" * (d_off - s_off - len(pool)) + blob
@@ -667,6 +687,8 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
         if act not in Act._value2member_map_:
             raise ValueError(f"{where}: unknown act {act}")
         ins = [in0] if n_in == 1 else [in0, in1]
+        if op == Op.LUT and vmin < 1:
+            raise ValueError(f"{where}: LUT layer in a version 1.0 file (needs 1.1)")
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),
                             _opt(sh), [_opt(s) for s in state], fused, bool(lflags & LFLAG_TRAINED)))
     m = Model(tensors, layers, inp, outp, flags_trained, bool(flags & FLAG_HAS_STATE), steps,
@@ -720,7 +742,8 @@ def summary(m: Model) -> str:
              f" input {m.tensors[m.input].shape} -> output {m.tensors[m.output].shape}"]
     total = 0
     for ly in m.layers:
-        np_ = sum(m.tensors[i].numel for i in (ly.weight, ly.bias) if i is not None)
+        wb = (ly.weight, ly.bias) if ly.op in WEIGHTED else ()  # LUT tables are not parameters
+        np_ = sum(m.tensors[i].numel for i in wb if i is not None)
         total += np_
         act = "" if ly.act == Act.NONE else f"+{Act(ly.act).name.lower()}"
         ins = ",".join(str(m.tensors[i].shape) for i in ly.inputs)

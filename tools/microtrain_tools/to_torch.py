@@ -21,6 +21,8 @@ the int8 file computes, up to quantisation of the activations:
   ``running_var + eps == 1``). The folded bias goes into the conv's bias, or, for a
   bias-less conv, into the BatchNorm's ``bias`` (beta); a non-affine BatchNorm holds it
   as ``running_mean = -bias``.
+- LUT layers (Sigmoid, Tanh, Hardswish, ...) have no parameters; where the layer name is a
+  module, it must be that activation (``fused`` names the function).
 - Everything the file does not describe (modules without weights in the file, buffers
   such as ``num_batches_tracked``) keeps the value of the freshly built module, or of
   ``--state-dict`` when given.
@@ -46,6 +48,11 @@ from microtrain_tools import mtm
 from microtrain_tools.mtm import Model, Op
 
 __all__ = ["ToTorchError", "build_parser", "dequantized_params", "load_module", "main", "to_state_dict"]
+
+
+# LUT activation modules by class name -> the function a LUT layer names in its fused string
+_LUT_MODULES = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Hardswish": "hardswish", "Hardsigmoid": "hardsigmoid",
+                "LeakyReLU": "leaky_relu", "SiLU": "silu", "GELU": "gelu"}
 
 
 class ToTorchError(ValueError):
@@ -104,6 +111,12 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
     notes: list[str] = []
     done: set[str] = set()
     for ly in m.layers:
+        if ly.op == Op.LUT:  # an activation: no parameters, but the module must compute it
+            mod = mods.get(ly.name)
+            if mod is not None and _LUT_MODULES.get(type(mod).__name__) != ly.fused:
+                raise ToTorchError(f"layer '{ly.name}' ({type(mod).__name__}): the file has the activation "
+                                   f"'{ly.fused}' here")
+            continue
         if ly.op not in mtm.WEIGHTED:
             continue
         name, mod = _find_module(mods, ly.name)

@@ -9,6 +9,7 @@ set(MICROTRAIN_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/conv2d.c
     ${CMAKE_CURRENT_LIST_DIR}/linear.c
     ${CMAKE_CURRENT_LIST_DIR}/activation.c
+    ${CMAKE_CURRENT_LIST_DIR}/lut.c
     ${CMAKE_CURRENT_LIST_DIR}/pool.c
     ${CMAKE_CURRENT_LIST_DIR}/add.c
     ${CMAKE_CURRENT_LIST_DIR}/softmax_xent.c

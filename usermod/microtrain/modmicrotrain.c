@@ -65,6 +65,8 @@
     X(MP_QSTR_topk_mask, mod_topk_mask_obj) \
     X(MP_QSTR_update_u8_touch, mod_update_u8_touch_obj) \
     X(MP_QSTR_dyn_requant_s8, mod_dyn_requant_s8_obj) \
+    X(MP_QSTR_lut_s8_forward, mod_lut_s8_forward_obj) \
+    X(MP_QSTR_lut_s8_grad_input, mod_lut_s8_grad_input_obj) \
     X(MP_QSTR_mtm_validate, mod_mtm_validate_obj) \
     X(MP_QSTR_mtm_info, mod_mtm_info_obj) \
     X(MP_QSTR_mtm_tensor, mod_mtm_tensor_obj) \
@@ -793,6 +795,44 @@ static mp_obj_t mod_softmax_xent_s8(size_t n_args, const mp_obj_t *args) {
     return mp_obj_new_int(mt_softmax_xent_s8(q, (int32_t)c, label, lut, err, stats));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_softmax_xent_s8_obj, 5, 5, mod_softmax_xent_s8);
+
+// ---------------------------------------------------------------------------
+// lookup-table activations
+
+static mp_obj_t mod_lut_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "lut_s8_forward";
+    (void)n_args;
+    size_t n;
+    const int8_t *x = mt_in_s8(fn, "x", args[0], -1, &n);
+    const int8_t *table = mt_in_s8(fn, "table", args[1], 256, NULL);
+    int8_t *y = mt_out_s8(fn, "y", args[2], (int32_t)n);
+    mt_inplace_ok(fn, y, x, n);
+    mt_no_overlap(fn, "y", y, n, "table", table, 256);
+    mt_lut_s8_forward(x, table, y, n);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_lut_s8_forward_obj, 3, 3, mod_lut_s8_forward);
+
+static mp_obj_t mod_lut_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "lut_s8_grad_input";
+    (void)n_args;
+    size_t n;
+    const int8_t *x = mt_in_s8(fn, "x", args[0], -1, &n);
+    const int8_t *e = mt_in_s8(fn, "e", args[1], (int32_t)n, NULL);
+    const int32_t *dtable = mt_in_i32(fn, "dtable", args[2], 256);
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "dtable", mt_lut_dtable_check(dtable, v), v);
+    int8_t *ein = mt_out_s8(fn, "ein", args[3], (int32_t)n);
+    // ein may be exactly e (each element is read before it is written); x is
+    // read again in the second pass, so ein must not touch it.
+    if (ein != e) {
+        mt_no_overlap(fn, "ein", ein, n, "e", e, n);
+    }
+    mt_no_overlap(fn, "ein", ein, n, "x", x, n);
+    mt_no_overlap(fn, "ein", ein, n, "dtable", dtable, 1024);
+    return mp_obj_new_int(mt_lut_s8_grad_input(x, e, dtable, ein, n));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_lut_s8_grad_input_obj, 4, 4, mod_lut_s8_grad_input);
 
 // ---------------------------------------------------------------------------
 // sparse-update helpers

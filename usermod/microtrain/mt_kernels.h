@@ -76,6 +76,9 @@ const char *mt_l1_norm_len_check(uint32_t n, int32_t c, int32_t *v);
 // topk_mask: 1..65535 channels, 0 <= k <= c.
 const char *mt_topk_channels_check(uint32_t c);
 const char *mt_topk_k_check(int32_t k, uint32_t c, int32_t *v);
+// lut_s8_grad_input dtable: 256 entries, each |d| <= 2^24 - 1 (e * d stays in int32).
+#define MT_LUT_DMAX 16777215
+const char *mt_lut_dtable_check(const int32_t *dtable, int32_t *v);
 // Entry index of the .mtm accessors: 0 <= i < n.
 const char *mt_index_check(int32_t i, uint32_t n, int32_t *v);
 // update_*: k (values per channel) >= 1 dividing n = len(g); samples n: 1..2^24.
@@ -197,6 +200,10 @@ int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, f
                            float *scratch);
 void mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t *wr);
 #endif
+// ---- lut.c ----
+// table: 256 int8 (index x + 128); dtable: 256 int32. Returns the dyn shift.
+void mt_lut_s8_forward(const int8_t *x, const int8_t *table, int8_t *y, size_t n);
+int32_t mt_lut_s8_grad_input(const int8_t *x, const int8_t *e, const int32_t *dtable, int8_t *ein, size_t n);
 
 // ---- quant.c (declared in mt_quant.h): mt_dyn_requant_s8 ----
 #if MT_HAS_FLOAT

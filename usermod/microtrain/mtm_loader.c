@@ -26,6 +26,7 @@
 #define MTM_OP_AVGPOOL 6u
 #define MTM_OP_GAP 7u
 #define MTM_OP_ADD 8u
+#define MTM_OP_LUT 9u
 #define MTM_FLAG_TRAINED 1u
 #define MTM_FLAG_HAS_STATE 2u
 #define MTM_MAX_DIM 65535u
@@ -415,8 +416,8 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 #define L_U32(c, j, off) rd32((c)->b, L_ENT(c, j) + (off))
 #define L_PARAM(c, j, k) rdi32((c)->b, L_ENT(c, j) + MTM_PARAMS_OFF + 4 * (k))
 
-static const uint8_t mtm_n_params[9] = {0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS, 2, 3, MT_POOL_NPARAMS,
-                                        MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS};
+static const uint8_t mtm_n_params[10] = {0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS, 2, 3, MT_POOL_NPARAMS,
+                                         MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS, 4};
 
 static const char *act_rule(uint32_t act, int32_t out_zp, int32_t a_min, int32_t a_max) {
     if (a_min < -128 || a_max > 127 || a_min > a_max) {
@@ -506,6 +507,35 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     const int32_t *p = u.a;
     const uint32_t x = L_U32(c, j, 24), x2 = L_U32(c, j, 28), y = L_U32(c, j, 32);
     const char *m;
+    if (op == MTM_OP_LUT) {  // params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
+        const uint32_t t = L_U32(c, j, 36), d = L_U32(c, j, 40);
+        if (!same_shape(c, x, y)) {
+            return "input and output shapes differ";
+        }
+        if (!numel_is(c, x, p[0])) {
+            return "n != numel";
+        }
+        if (p[1] != T_ZP(c, x) || p[2] != T_ZP(c, y)) {
+            return "zero points differ from the tensors'";
+        }
+        if (p[3] < 0 || p[3] > 24) {
+            return "d_shift outside [0, 24]";
+        }
+        if (T_DTYPE(c, t) != MTM_DT_INT8 || T_QUANT(c, t) != MTM_Q_NONE || !shape_is(c, t, 1, 256, 0, 0, 0)) {
+            return "table must be int8 quant NONE of shape (256,)";
+        }
+        if (T_DTYPE(c, d) != MTM_DT_INT32 || T_QUANT(c, d) != MTM_Q_NONE || !shape_is(c, d, 1, 256, 0, 0, 0)) {
+            return "dtable must be int32 quant NONE of shape (256,)";
+        }
+        const uint32_t o = T_OFF(c, d);
+        for (uint32_t k = 0; k < 256; ++k) {
+            const int32_t v = rdi32(c->b, o + 4 * k);
+            if (v > MT_LUT_DMAX || v < -MT_LUT_DMAX) {
+                return "|dtable| > 2^24 - 1";
+            }
+        }
+        return NULL;
+    }
     if (op == MTM_OP_CONV2D) {
         const mt_conv2d_params_t *d = &u.conv;
         if ((m = mt_conv2d_check(d)) != NULL) {
@@ -624,8 +654,11 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         const uint32_t op = rd8(c->b, e), act = rd8(c->b, e + 1), n_p = rd8(c->b, e + 2), n_in = rd8(c->b, e + 3);
         const uint32_t lflags = L_U32(c, j, 4);
         const uint32_t noff = L_U32(c, j, 8), nlen = L_U32(c, j, 12), foff = L_U32(c, j, 16), flen = L_U32(c, j, 20);
-        if (op < MTM_OP_CONV2D || op > MTM_OP_ADD) {
+        if (op < MTM_OP_CONV2D || op > MTM_OP_LUT) {
             FAIL_L("unknown op");
+        }
+        if (op == MTM_OP_LUT && rd16(c->b, 6) < 1) {
+            FAIL_L("LUT layer in a version 1.0 file (needs 1.1)");
         }
         if (n_in != (op == MTM_OP_ADD ? 2u : 1u)) {
             FAIL_L("n_inputs does not match the op");
@@ -689,7 +722,11 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         }
         for (uint32_t s = 0; s < 4; ++s) {
             const uint32_t t = L_U32(c, j, 36 + 4 * s);
-            if (weighted ? (t >= c->n_t || T_KIND(c, t) != MTM_K_CONST) : t != MTM_NONE) {
+            if (op == MTM_OP_LUT) {
+                if (s < 2 ? (t >= c->n_t || T_KIND(c, t) != MTM_K_CONST) : t != MTM_NONE) {
+                    FAIL_L("LUT needs CONST weight (table) and bias (dtable), and mult/shift NONE");
+                }
+            } else if (weighted ? (t >= c->n_t || T_KIND(c, t) != MTM_K_CONST) : t != MTM_NONE) {
                 FAIL_L("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR and NONE otherwise");
             }
         }
@@ -788,8 +825,8 @@ const char *mt_mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int3
     if (b[0] != 'M' || b[1] != 'T' || b[2] != 'M' || b[3] != 'F') {
         FAIL("bad magic (expected MTMF)");
     }
-    if (rd16(b, 4) != 1 || rd16(b, 6) > 0) {
-        FAIL("unsupported version (reader is 1.0)");
+    if (rd16(b, 4) != 1 || rd16(b, 6) > 1) {
+        FAIL("unsupported version (reader is 1.1)");
     }
     if (rd32(b, 8) != MTM_HEADER_SIZE) {
         FAIL("header_size != 64");

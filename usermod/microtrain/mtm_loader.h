@@ -1,4 +1,4 @@
-// Validator and accessors of the `.mtm` model file (docs/format.md, v1.0).
+// Validator and accessors of the `.mtm` model file (docs/format.md, v1.1).
 // Pure C99, no MicroPython include, no allocation, no libc, no division and
 // no 64-bit multiply (builds for armv6m natmods). The byte buffer is read
 // little-endian byte by byte, so it needs no alignment.

@@ -37,6 +37,7 @@ WHERE = {
     "linear_s8_grad_weight_f32": "linear",
     "relu_s8_forward": "activation", "relu6_s8_forward": "activation", "relu_s8_backward": "activation",
     "relu6_s8_backward": "activation",
+    "lut_s8_forward": "lut", "lut_s8_grad_input": "lut",
     "maxpool_s8_forward": "pool", "maxpool_s8_grad_input": "pool", "avgpool_s8_forward": "pool",
     "avgpool_s8_grad_input": "pool", "global_avgpool_s8_forward": "pool",
     "global_avgpool_s8_grad_input": "pool",

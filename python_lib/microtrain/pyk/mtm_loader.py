@@ -20,6 +20,7 @@ from microtrain.fmt import (
     OP_CONV2D,
     OP_GAP,
     OP_LINEAR,
+    OP_LUT,
     OP_RELU,
     OP_RELU6,
     PARAMS_OFF,
@@ -342,6 +343,26 @@ def _same_shape(a, b):
 def _op_rules(c, L, p, op, act):
     x = c.t(L[9])
     y = c.t(L[11])
+    if op == OP_LUT:  # params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
+        tt, dt = c.t(L[12]), c.t(L[13])
+        if not _same_shape(x, y):
+            return "input and output shapes differ"
+        if p[0] < 1 or _numel(x) != p[0]:
+            return "n != numel"
+        if p[1] != x[12] or p[2] != y[12]:
+            return "zero points differ from the tensors'"
+        if p[3] < 0 or p[3] > 24:
+            return "d_shift outside [0, 24]"
+        if tt[0] != 1 or tt[3] != 0 or not _shape_is(tt, 1, (256,)):
+            return "table must be int8 quant NONE of shape (256,)"
+        if dt[0] != 2 or dt[3] != 0 or not _shape_is(dt, 1, (256,)):
+            return "dtable must be int32 quant NONE of shape (256,)"
+        o = dt[9]
+        for k in range(256):
+            v = _i32(c.b, o + 4 * k)
+            if v > 16777215 or v < -16777215:
+                return "|dtable| > 2^24 - 1"
+        return None
     if op == OP_CONV2D:
         m = _conv_check(p[:17])
         if m:
@@ -427,8 +448,10 @@ def _check_layers(c, produced, consumed):
         L = _unp(_LFMT, b, e)
         op, act, n_p, n_in, lflags = L[0], L[1], L[2], L[3], L[4]
         noff, nlen, foff, flen = L[5], L[6], L[7], L[8]
-        if op < 1 or op > 8:
+        if op < 1 or op > OP_LUT:
             c.fail("unknown op", 2, j)
+        if op == OP_LUT and _unp("<H", b, 6)[0] < 1:
+            c.fail("LUT layer in a version 1.0 file (needs 1.1)", 2, j)
         if n_in != (2 if op == OP_ADD else 1):
             c.fail("n_inputs does not match the op", 2, j)
         if n_p != N_PARAMS[op]:
@@ -473,7 +496,10 @@ def _check_layers(c, produced, consumed):
             c.fail("output tensor is already produced", 2, j)
         for s in range(4):
             t = L[12 + s]
-            if (t >= n_t or c.t(t)[2] != KIND_CONST) if weighted else t != NONE:
+            if op == OP_LUT:
+                if (t >= n_t or c.t(t)[2] != KIND_CONST) if s < 2 else t != NONE:
+                    c.fail("LUT needs CONST weight (table) and bias (dtable), and mult/shift NONE", 2, j)
+            elif (t >= n_t or c.t(t)[2] != KIND_CONST) if weighted else t != NONE:
                 c.fail("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR and NONE otherwise",
                        2, j)
         for s in range(4):
@@ -530,8 +556,8 @@ def _validate(b, ln):
         return "file too large", 0, -1
     if b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
         return "bad magic (expected MTMF)", 0, -1
-    if _unp("<H", b, 4)[0] != 1 or _unp("<H", b, 6)[0] > 0:
-        return "unsupported version (reader is 1.0)", 0, -1
+    if _unp("<H", b, 4)[0] != 1 or _unp("<H", b, 6)[0] > 1:
+        return "unsupported version (reader is 1.1)", 0, -1
     if _u32(b, 8) != HEADER_SIZE:
         return "header_size != 64", 0, -1
     if _u32(b, 16) != ln:

@@ -12,7 +12,7 @@ Host-side helpers (multipliers, LUTs, weight ratios, loss) live at the end.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +48,11 @@ __all__ = [
     "linear_s8_grad_input",
     "linear_s8_grad_weight",
     "linear_s8_grad_weight_f32",
+    "LUT_FUNCTIONS",
+    "lut_function",
+    "lut_s8_forward",
+    "lut_s8_grad_input",
+    "lut_tables",
     "make_softmax_lut",
     "maxpool_s8_forward",
     "maxpool_s8_grad_input",
@@ -501,6 +506,29 @@ def relu6_s8_backward(y: ArrayLike, zp: int, q6: int, e: ArrayLike) -> I8:
     ya = _s8(y, fn, "y")
     ea = _s8(e, fn, "e", ya.size)
     return np.where((ya > int(zp)) & (ya < int(q6)), ea, 0).astype(np.int8)
+
+
+# --------------------------------------------------------------------------
+# lookup-table activations
+
+
+def lut_s8_forward(x: ArrayLike, table: ArrayLike) -> I8:
+    """y = table[x + 128]."""
+    fn = "lut_s8_forward"
+    xa = _s8(x, fn, "x")
+    t = _s8(table, fn, "table", 256)
+    return t[xa + 128].astype(np.int8)
+
+
+def lut_s8_grad_input(x: ArrayLike, e: ArrayLike, dtable: ArrayLike) -> tuple[I8, int]:
+    """ein, shift = dyn_requant(e * dtable[x + 128])."""
+    fn = "lut_s8_grad_input"
+    xa = _s8(x, fn, "x")
+    ea = _s8(e, fn, "e", xa.size)
+    d = _i32(dtable, fn, "dtable", 256)
+    if np.any(np.abs(d) > LUT_DMAX):
+        raise _fail(fn, "dtable", "entries outside -16777215..16777215")
+    return dyn_requant(ea * d[xa + 128])
 
 
 # --------------------------------------------------------------------------
@@ -994,3 +1022,65 @@ def add_params(s1: float, z1: int, s2: float, z2: int, s_out: float, z_out: int,
     mo, sho = quantize_multiplier(twice_max / (2.0**left_shift * float(s_out)))
     return [int(n), int(z1), int(z2), int(z_out), m1, sh1, m2, sh2, mo, sho,
             int(left_shift), int(act_min), int(act_max)]
+
+
+# --------------------------------------------------------------------------
+# lookup-table activations: the float functions and their tables (numerics.md)
+
+LUT_DMAX = 2**24 - 1
+# name -> True when it takes a parameter (LeakyReLU's negative_slope)
+LUT_FUNCTIONS: dict[str, bool] = {"sigmoid": False, "tanh": False, "hardswish": False,
+                                  "hardsigmoid": False, "leaky_relu": True, "silu": False, "gelu": False}
+
+
+def _sigmoid(r: NDArray[np.float64]) -> NDArray[np.float64]:
+    return 0.5 * (1.0 + np.tanh(0.5 * r))  # no overflow for large |r|
+
+
+RealFn = Callable[[NDArray[np.float64]], NDArray[np.float64]]
+
+
+def lut_function(name: str, alpha: float = 0.01) -> tuple[RealFn, RealFn]:
+    """(f, f') in float64 for an activation of LUT_FUNCTIONS; f' as PyTorch's autograd
+    defines it at the kinks."""
+    if name == "sigmoid":
+        return _sigmoid, lambda r: _sigmoid(r) * (1.0 - _sigmoid(r))
+    if name == "tanh":
+        return np.tanh, lambda r: 1.0 - np.tanh(r) ** 2
+    if name == "hardsigmoid":
+        return (lambda r: np.clip(r + 3.0, 0.0, 6.0) / 6.0,
+                lambda r: np.where((r > -3.0) & (r < 3.0), 1.0 / 6.0, 0.0))
+    if name == "hardswish":
+        return (lambda r: r * np.clip(r + 3.0, 0.0, 6.0) / 6.0,
+                lambda r: np.where(r < -3.0, 0.0, np.where(r <= 3.0, r / 3.0 + 0.5, 1.0)))
+    if name == "leaky_relu":
+        a = float(alpha)
+        return (lambda r: np.where(r > 0, r, a * r), lambda r: np.where(r > 0, 1.0, a))
+    if name == "silu":
+        return (lambda r: r * _sigmoid(r),
+                lambda r: _sigmoid(r) * (1.0 + r * (1.0 - _sigmoid(r))))
+    if name == "gelu":
+        erf = np.vectorize(math.erf, otypes=[np.float64])
+        return (lambda r: 0.5 * r * (1.0 + erf(r / math.sqrt(2.0))),
+                lambda r: (0.5 * (1.0 + erf(r / math.sqrt(2.0)))
+                           + r * np.exp(-0.5 * r * r) / math.sqrt(2.0 * math.pi)))
+    raise ValueError(f"lut_function: unknown activation {name!r} (known: {', '.join(LUT_FUNCTIONS)})")
+
+
+def lut_tables(name: str, s_in: float, z_in: int, s_out: float, z_out: int,
+               alpha: float = 0.01) -> tuple[I8, I32, int]:
+    """(table int8, dtable int32, d_shift) of numerics.md for activation ``name``
+    between input (s_in, z_in) and output (s_out, z_out)."""
+    f, df = lut_function(name, alpha)
+    x = np.arange(-128, 128, dtype=np.float64)
+    r = float(s_in) * (x - int(z_in))
+    q = np.floor(f(r) / float(s_out) + 0.5) + int(z_out)
+    inside = (q >= -128) & (q <= 127)
+    table = np.clip(q, -128, 127).astype(np.int8)
+    slope = df(r)
+    top = float(np.max(np.abs(slope)))
+    d_shift = 0
+    while d_shift < 24 and math.floor(2.0 ** (d_shift + 1) * top + 0.5) <= 32767:
+        d_shift += 1
+    dtable = np.where(inside, np.floor(2.0**d_shift * slope + 0.5), 0).astype(np.int32)
+    return table, dtable, d_shift

@@ -48,6 +48,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -547,7 +548,8 @@ class RefTrainer:
 
     def __init__(self, model: mtm.Model, train: str | int | Sequence[str | int] | None = "last:1",
                  mode: str = "int8", optimizer: SGD | Adam | None = None, sparse: Policy | None = None,
-                 batch: int = 1, continue_rng: bool = True, floats: str = "double") -> None:
+                 batch: int = 1, continue_rng: bool = True, floats: str = "double",
+                 loss: str = "xent") -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if floats not in FLOATS:
@@ -558,6 +560,9 @@ class RefTrainer:
         self._fl_arg: tuple[Floats, ...] = (fl,) if fl.single else ()
         if batch < 1:
             raise ValueError("batch must be >= 1")
+        if loss not in ("xent", "mse", "bce"):
+            raise ValueError(f"loss must be 'xent', 'mse' or 'bce', got {loss!r}")
+        self.loss_kind = loss
         self.m = copy.deepcopy(model)
         self.mode = mode
         self.opt = optimizer if optimizer is not None else SGD(lr=0.01, momentum=0.9)
@@ -639,6 +644,8 @@ class RefTrainer:
                 y = o.conv2d_s8_forward(p, xin, *self._wbmsh(j))
             elif ly.op == Op.LINEAR:
                 y = o.linear_s8_forward(p, xin, *self._wbmsh(j))
+            elif ly.op == Op.LUT:
+                y = o.lut_s8_forward(xin, self.m.data(ly.weight))
             elif ly.op == Op.RELU:
                 y = o.relu_s8_forward(xin, p[1])
             elif ly.op == Op.RELU6:
@@ -656,13 +663,94 @@ class RefTrainer:
             vals[ly.output] = y
         return vals
 
-    def loss(self, out: NDArray[np.int8], label: int) -> tuple[float, NDArray[np.int8], float]:
-        """(loss, int8 output error, its real scale)."""
+    def loss(self, out: NDArray[np.int8], label: Any) -> tuple[float, NDArray[np.int8], float]:
+        """(loss, int8 output error, its real scale) of the trainer's loss; ``label`` is its
+        target (a class index for ``"xent"``)."""
+        if self.loss_kind == "mse":
+            return self._mse(out, label)
+        if self.loss_kind == "bce":
+            return self._bce(out, label)
         fl = self.fl
+        label = int(label)
         err, sh, stats = o.softmax_xent_s8(out, label, self.lut)
         s_out = fl(self.m.tensors[self.m.output].scale)
         loss = s_out * (int(stats[2]) - int(out[label])) + fl.log(int(stats[1]) / fl.lit("65536.0"))
         return loss, err, fl.ldexp(1.0, sh - 15)
+
+    def _pot_requant(self, d: list[float]) -> tuple[NDArray[np.int8], int]:
+        """device: loss.pot_requant (docs/training.md, "Forward and loss")."""
+        fl = self.fl
+        m = fl.lit("0.0")
+        for v in d:
+            if abs(v) > m:
+                m = abs(v)
+        if m == 0.0:
+            return np.zeros(len(d), dtype=np.int8), 0
+        k = math.frexp(float(m))[1] - 7
+        if fl.ldexp(m, -k) > 127.0:
+            k += 1
+        half = fl.lit("0.5")
+        err = np.empty(len(d), dtype=np.int8)
+        for i, v in enumerate(d):
+            u = fl.ldexp(v, -k)
+            err[i] = math.floor(u + half) if u >= 0.0 else -math.floor(half - u)
+        return err, k
+
+    def _target(self, target: ArrayLike, n: int, fn: str) -> tuple[NDArray[Any], bool]:
+        """device: loss._int8_target: bytes / int8 / uint8 arrays are int8 targets (signed)."""
+        if isinstance(target, (bytes, bytearray, memoryview)):
+            return np.frombuffer(bytes(target), dtype=np.int8), True
+        t = np.asarray(target).reshape(-1)
+        if t.size != n:
+            raise ValueError(f"{fn}: target has {t.size} values, the output has {n}")
+        if t.dtype in (np.int8, np.uint8):
+            return t.view(np.int8), True
+        return t, False
+
+    def _mse(self, out: NDArray[np.int8], target: ArrayLike) -> tuple[float, NDArray[np.int8], float]:
+        fl = self.fl
+        n = out.size
+        t, int8 = self._target(target, n, "mse")
+        ot = self.m.tensors[self.m.output]
+        s, zp = fl(ot.scale), ot.zero_point
+        q = out.astype(np.int64)
+        if int8:
+            dq = q - t.astype(np.int64)
+            err, sh = o.dyn_requant(dq)
+            ssq = int(np.sum(dq * dq))
+            return s * s * ssq / n, err, fl.ldexp(fl.lit("2.0") * s / n, sh)
+        d = []
+        loss = fl.lit("0.0")
+        for i in range(n):
+            v = s * int(q[i] - zp) - fl(float(t[i]))
+            d.append(v)
+            loss += v * v
+        err, k = self._pot_requant(d)
+        return loss / n, err, fl.ldexp(fl.lit("2.0") / n, k)
+
+    def _bce(self, out: NDArray[np.int8], target: ArrayLike) -> tuple[float, NDArray[np.int8], float]:
+        fl = self.fl
+        n = out.size
+        t, int8 = self._target(target, n, "bce")
+        ot = self.m.tensors[self.m.output]
+        s, zp = fl(ot.scale), ot.zero_point
+        one = fl.lit("1.0")
+        d = []
+        loss = fl.lit("0.0")
+        for i in range(n):
+            r = int(t[i]) if int8 else fl(float(t[i]))
+            z = s * int(int(out[i]) - zp)
+            if z >= 0.0:
+                e = fl.exp(-z)
+                p = one / (one + e)
+                loss += z - r * z + fl.log(one + e)
+            else:
+                e = fl.exp(z)
+                p = e / (one + e)
+                loss += -r * z + fl.log(one + e)
+            d.append(p - r)
+        err, k = self._pot_requant(d)
+        return loss / n, err, fl.ldexp(one / n, k)
 
     def backward(self, vals: dict[int, NDArray[np.int8]], err: NDArray[np.int8], err_scale: float) -> None:
         region = self.region
@@ -716,6 +804,9 @@ class RefTrainer:
                     arrive(x_t, ein, fl.ldexp(s * top, sh - r))
             elif not need:
                 pass
+            elif ly.op == Op.LUT:  # from the stored input, base scale s * 2^-d_shift
+                ein, sh = o.lut_s8_grad_input(vals[x_t], e, self.m.data(ly.bias))
+                arrive(x_t, ein, fl.ldexp(s, sh - p[3]))
             elif ly.op == Op.RELU:
                 arrive(x_t, o.relu_s8_backward(y, p[1], e), s)
             elif ly.op == Op.RELU6:
@@ -735,14 +826,14 @@ class RefTrainer:
 
     # -- the public steps ----------------------------------------------------------------
 
-    def step(self, x: ArrayLike, label: int) -> float:
+    def step(self, x: ArrayLike, label: Any) -> float:
         """One sample: forward, loss, policy, backward; an update every ``batch`` samples."""
         return float(self._step(x, label))
 
-    def _step(self, x: ArrayLike, label: int) -> float:
+    def _step(self, x: ArrayLike, label: Any) -> float:
         """``step`` returning the loss as a platform float."""
         vals = self.forward(x)
-        loss, err, s = self.loss(vals[self.m.output], int(label))
+        loss, err, s = self.loss(vals[self.m.output], label)
         self.losses.append(float(loss))
         if self.sparse is not None:
             self.sparse.observe(loss, *self._fl_arg)
@@ -765,7 +856,7 @@ class RefTrainer:
             self.train_steps += 1
             self.pending = 0
 
-    def fit(self, xs: Sequence[ArrayLike], ys: Sequence[int], epochs: int = 1, shuffle: bool = True,
+    def fit(self, xs: Sequence[ArrayLike], ys: Sequence[Any], epochs: int = 1, shuffle: bool = True,
             seed: int | None = None, schedule: str | Schedule | None = None,
             progress: bool = False) -> list[float]:
         """``Trainer.fit``: per-epoch mean loss. ``schedule``: see ``schedule_lr`` (the named
@@ -786,7 +877,7 @@ class RefTrainer:
             self.lr = schedule_lr(schedule, self.opt.lr, ep, epochs, fl)
             total = fl.lit("0.0")
             for i in tqdm(orders[ep], desc=f"epoch {ep + 1}/{epochs}", disable=not progress, leave=False):
-                total += self._step(xs[i], int(ys[i]))
+                total += self._step(xs[i], ys[i])
             self.flush()
             means.append(float(total / max(1, n)))
         return means
