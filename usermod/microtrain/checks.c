@@ -364,6 +364,8 @@ const char *mt_scales_check(const float *s, int32_t n) {
 const char *mt_ratio_r_check(int32_t r, int32_t *v) {
     v[0] = r;
     return r < 0 || r > 15 ? "must be in 0..15, got %d" : NULL;
+}
+
 const char *mt_lut_dtable_check(const int32_t *dtable, int32_t *v) {
     for (int32_t i = 0; i < 256; ++i) {
         if (dtable[i] > MT_LUT_DMAX || dtable[i] < -MT_LUT_DMAX) {
