@@ -74,8 +74,6 @@ class Trainer:
             raise ValueError("Trainer: seed must be an int or None, got %r" % (seed,))
         if log is not None and not isinstance(log, str):
             raise TypeError("Trainer: log must be a path (str) or None, got %r" % (log,))
-        sched = optim.schedule(schedule)
-        idx = model.select(train)  # raises on a bad spec before anything changes
         if callable(loss):
             self.loss_fn = loss
         elif loss in LOSSES:
@@ -83,6 +81,8 @@ class Trainer:
         else:
             raise ValueError("Trainer: loss must be 'xent', 'mse', 'bce' or a callable, got %r" % (loss,))
         self.classes = loss == "xent"  # accuracy and confusion only for class labels
+        sched = optim.schedule(schedule)
+        idx = model.select(train)  # raises on a bad spec before anything changes
         self.model = model
         self.mode = mode
         self.opt = optimizer if optimizer is not None else optim.SGD(lr=0.01, momentum=0.9)
@@ -228,6 +228,10 @@ class Trainer:
         a file path, or None; see microtrain.cache.make).
         Returns a list of per-epoch dicts (loss, acc, eval acc)."""
         fc = None
+        if cache and not self.classes:  # the cache stores class labels, not regression targets
+            if cache != "auto":
+                raise ValueError("fit: the feature cache needs class labels (loss 'xent'); use cache=None")
+            cache = None
         if cache:
             from microtrain import cache as fcache
 
