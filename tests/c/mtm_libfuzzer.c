@@ -204,6 +204,14 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                 need("gap grad c", mt_gap_channels_check(prm[0], (uint32_t)prm[1]));
                 mt_global_avgpool_s8_forward(x, prm[0], prm[1], y);
                 mt_global_avgpool_s8_grad_input(e, prm[0], prm[1], ein);
+            } else if (op == 9) {  // LUT: weight slot = table, bias slot = derivative table
+                int32_t tt[MTM_TENSOR_N], td[MTM_TENSOR_N], v[MT_MSG_NVALS];
+                mt_mtm_tensor(b, (uint32_t)l[12], tt);
+                mt_mtm_tensor(b, (uint32_t)l[13], td);
+                const int32_t *dt = (const int32_t *)(const void *)(b + td[9]);
+                need("lut dtable", mt_lut_dtable_check(dt, v));
+                mt_lut_s8_forward(x, (const int8_t *)(b + tt[9]), y, ny);
+                (void)mt_lut_s8_grad_input(x, e, dt, ein, nx);
             } else {
                 mt_add_params_t p;
                 memcpy(&p, prm, sizeof p);

@@ -15,7 +15,8 @@ from support.harness import KERNEL_DIR, ROOT
 from support.reliability import BUILD
 
 TARGET = ROOT / "tests" / "c" / "mtm_libfuzzer.c"
-SOURCES = ["mtm_loader.c", "checks.c", "quant.c", "conv2d.c", "linear.c", "activation.c", "pool.c", "add.c",
+SOURCES = ["mtm_loader.c", "checks.c", "quant.c", "conv2d.c", "linear.c", "activation.c", "lut.c", "pool.c",
+           "add.c",
            "softmax_xent.c", "sparse.c", "accumulate.c"]
 
 
