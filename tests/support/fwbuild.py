@@ -9,6 +9,7 @@ manifests that ours include).
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 from microtrain_tools import paths
@@ -65,3 +66,22 @@ def frozen_firmware() -> tuple[Path, str]:
     return make_fwport(FW_BUILD / "frozen", "FLOAT", ["NO_ENV=1",
         f"FROZEN_MANIFEST={ROOT / 'ports' / 'rp2' / 'manifest.py'}", f"MICROPY_MANIFEST_PORT_DIR={port}",
         f"MPY_LIB_DIR={FW_BUILD / 'standin-mpy-lib'}", f"MICROPY_MPYCROSS={MPY_CROSS}"])
+
+
+TWIN = ROOT / "build" / "host" / "single" / "micropython-fw"
+PYLIB = ROOT / "build" / "qemu" / "pylib"  # microtrain compiled with mpy-cross, as the boards run it
+
+
+def build_twin() -> Path:
+    """The float32 host twin (ports/host FLOAT=single) and the compiled package in
+    PYLIB, both built incrementally; returns the twin's binary."""
+    p = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "host"), "FLOAT=single"],
+                       capture_output=True, text=True, timeout=900, check=False)
+    assert p.returncode == 0, f"twin build failed:\n{(p.stdout + p.stderr)[-3000:]}"
+    sys.path.insert(0, str(ROOT / "ports" / "qemu"))
+    try:
+        import qemu_run
+    finally:
+        sys.path.remove(str(ROOT / "ports" / "qemu"))
+    assert qemu_run.build_pylib() == PYLIB
+    return TWIN

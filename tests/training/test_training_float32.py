@@ -16,7 +16,6 @@ import json
 import random
 import struct
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,27 +28,17 @@ from microtrain_tools import mtm
 from microtrain_tools.reference import mpfloat
 from microtrain_tools.reference import train_ref as tr
 from support import training_cases as tt
+from support.fwbuild import PYLIB, build_twin
 from support.harness import ROOT
 
-TWIN = ROOT / "build" / "host" / "single" / "micropython-fw"
 LIB = ROOT / "ports" / "common" / "lib"  # json.py: the firmware has no built-in json
-PYLIB = ROOT / "build" / "qemu" / "pylib"  # microtrain compiled with mpy-cross, as the boards run it
 HEAP = "2m"  # numerics do not depend on the heap; the largest runs need more than 256 KB here
 
 
 @pytest.fixture(scope="module")
 def twin() -> Path:
     """Build the twin and the compiled microtrain package (both incremental)."""
-    p = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "host"), "FLOAT=single"],
-                       capture_output=True, text=True, timeout=900, check=False)
-    assert p.returncode == 0, f"twin build failed:\n{(p.stdout + p.stderr)[-3000:]}"
-    sys.path.insert(0, str(ROOT / "ports" / "qemu"))
-    try:
-        import qemu_run
-    finally:
-        sys.path.remove(str(ROOT / "ports" / "qemu"))
-    assert qemu_run.build_pylib() == PYLIB
-    return TWIN
+    return build_twin()
 
 
 def run_twin(exe: Path, script: Path, args: Sequence[str], cwd: Path,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,10 @@ from microtrain_tools import mtm
 from microtrain_tools.reference import oracle as o
 from microtrain_tools.reference import train_ref as tr
 from support import training_cases as tt
+from support.fwbuild import PYLIB, build_twin
 from support.harness import MICROPYTHON, ROOT
 from support.kernel_harness import binary_has_builtin_microtrain, micropython_env
 
-TWIN = ROOT / "build" / "host" / "single" / "micropython-fw"
-PYLIB = ROOT / "build" / "qemu" / "pylib"
 LIB = ROOT / "ports" / "common" / "lib"
 
 SCRIPT = r'''
@@ -191,16 +189,7 @@ def _unix(pure: bool = False) -> tuple[list[str], dict[str, str]]:
 @pytest.fixture(scope="module")
 def twin() -> Path:
     """The float32 host twin and the compiled package (both incremental; test_training_float32's)."""
-    p = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "host"), "FLOAT=single"],
-                       capture_output=True, text=True, timeout=900, check=False)
-    assert p.returncode == 0, f"twin build failed:\n{(p.stdout + p.stderr)[-3000:]}"
-    sys.path.insert(0, str(ROOT / "ports" / "qemu"))
-    try:
-        import qemu_run
-    finally:
-        sys.path.remove(str(ROOT / "ports" / "qemu"))
-    assert qemu_run.build_pylib() == PYLIB
-    return TWIN
+    return build_twin()
 
 
 OPTS = {"sgdm": {"kind": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.001},
