@@ -21,15 +21,6 @@ def _out(model, out, fn):
     return out
 
 
-def _out_n(model, target, out, fn):
-    """(out, n) for a loss with one target value per output."""
-    out = _out(model, out, fn)
-    n = len(out)
-    if len(target) != n:
-        raise ValueError("%s: target has %d values, the output has %d" % (fn, len(target), n))
-    return out, n
-
-
 def cross_entropy(model, label, out=None):
     """(loss, err, err_scale) for the last forward's int8 output (or `out`).
 
@@ -103,7 +94,10 @@ def mse(model, target, out=None):
     target: the real values (list, tuple, array('f'/'d')), or an int8 buffer
     (bytes, bytearray, array('b')) in the output's own quantisation.
     loss = sum((y - t)^2) / n over the n outputs (PyTorch's MSELoss)."""
-    out, n = _out_n(model, target, out, "mse")
+    out = _out(model, out, "mse")
+    n = len(out)
+    if len(target) != n:
+        raise ValueError("mse: target has %d values, the output has %d" % (len(target), n))
     err, acc = loss_buffers(model, n)
     t = model.output
     s, zp = t.scale, t.zero_point
@@ -137,7 +131,10 @@ def bce(model, target, out=None):
     """Binary cross-entropy of the output logits against `target` (values in
     0..1, one per output): (loss, err, err_scale), PyTorch's BCEWithLogitsLoss
     (mean over the n outputs)."""
-    out, n = _out_n(model, target, out, "bce")
+    out = _out(model, out, "bce")
+    n = len(out)
+    if len(target) != n:
+        raise ValueError("bce: target has %d values, the output has %d" % (len(target), n))
     err, _ = loss_buffers(model, n)
     t = model.output
     s, zp = t.scale, t.zero_point
