@@ -53,6 +53,34 @@ if not NATIVE:
     K = _Py()
 
 
+def release(mod):
+    """Forget the pure-Python kernel module microtrain.pyk.`mod` and the kernels
+    cached from it, so the GC can free its code (the .mtm validator is ~40 KB of
+    heap when compiled on the board and only `load` and a checkpoint's read-back
+    need it; the next use imports it again). Nothing to do with native kernels."""
+    if NATIVE:
+        return
+    import sys
+
+    import microtrain.pyk as pyk
+
+    try:
+        K.__dict__, pyk.__dict__  # noqa: B018 (ports without __dict__: keep the module)
+    except AttributeError:
+        return
+
+    for name, m in pyk.WHERE.items():
+        if m == mod and name in K.__dict__:
+            # None first: MicroPython's map delete keeps the old value in the
+            # freed slot, where the GC would still see the function
+            setattr(K, name, None)
+            delattr(K, name)
+    sys.modules.pop("microtrain.pyk." + mod, None)
+    if mod in pyk.__dict__:  # the package's reference to its imported submodule
+        setattr(pyk, mod, None)
+        delattr(pyk, mod)
+
+
 def f32(name):
     """A float32 kernel: native where the build has an FPU (HAS_FLOAT), else the
     pure-Python one (same numerics; used on Cortex-M0 natmods): only its module

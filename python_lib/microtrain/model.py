@@ -779,4 +779,6 @@ def load(src):
     else:
         buf = src
     K.mtm_validate(buf)
-    return Model(buf, words)
+    m = Model(buf, words)
+    kern.release("mtm_loader")
+    return m
