@@ -545,9 +545,8 @@ def fit_section(mt: Times, n_fit: int) -> list[str]:
         f"| RAM cache | {_ms(b)} |",
         f"| saved | {_ms(a - b)} ({100 * (a - b) / a:.1f} %) |",
         "",
-        "One fit per round, the minimum over the rounds. While the Python update dominates the step",
-        "(see the profile below), the saving is a few per cent, close to the noise of CPU time on a",
-        "loaded machine; the instruction counts on M7 below are exact.",
+        "One fit per round, the minimum over the rounds (CPU time: noisy on a loaded machine; the",
+        "exact instruction counts of a training sample on Cortex-M7 are in performance.md).",
         "",
         "The training forward alone (`model.forward(x, first)`, last:2) takes "
         f"{_ms(f)} ms per sample;",
