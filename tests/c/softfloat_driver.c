@@ -209,6 +209,10 @@ static void check_pair(uint32_t a, uint32_t b) {
     check_float("mul", a, b, mt_f32_mul(a, b), r, 1);
     r = fa / fb;
     check_float("div", a, b, mt_f32_div(a, b), r, 1);
+    // an int8 weight level (and 128) times b: the update's fused conversion and product
+    const int32_t w = (int32_t)(a % 257u) - 128;
+    r = (float)w * fb;
+    check_float("mul_i8", bits((float)w), b, mt_f32_mul_i8(w, b), r, 1);
     if (mt_f32_eq(a, b) != (fa == fb)) {
         fail("eq", a, b, (uint32_t)mt_f32_eq(a, b), fa == fb);
     }

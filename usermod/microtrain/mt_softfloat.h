@@ -53,6 +53,9 @@ int mt_f32_le(uint32_t a, uint32_t b);
 int mt_f32_gt(uint32_t a, uint32_t b);
 int mt_f32_ge(uint32_t a, uint32_t b);
 int mt_f32_un(uint32_t a, uint32_t b);
+// (float)w * s, one rounding, for an integer |w| <= 128 (no ABI name: the
+// update's int8 path calls it directly).
+uint32_t mt_f32_mul_i8(int32_t w, uint32_t s);
 // Correctly rounded square root (no ABI name: gcc calls libm's sqrtf).
 uint32_t mt_f32_sqrt(uint32_t a);
 

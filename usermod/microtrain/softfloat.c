@@ -202,7 +202,12 @@ SF_INLINE uint32_t add_impl(uint32_t a, uint32_t b) {
     }
     const uint32_t eb = b2 >> 24;
     if (eb == 0) {
-        return add_finite(a, b);  // b zero or subnormal
+        if (b2 == 0) {
+            // x + 0 = x exactly (zero gradients and weights are common); two zeros:
+            // -0 only when both are -0 (round to nearest)
+            return a2 != 0 ? a : (a & b);
+        }
+        return add_finite(a, b);  // b subnormal
     }
     // Fast path, both normal: significands with the leading 1 at bit 30, the
     // 7 low bits zero, so a shift by up to 7 loses nothing.
@@ -326,6 +331,11 @@ static SF_NOINLINE uint32_t mul_slow(uint32_t a, uint32_t b) {
 
 uint32_t mt_f32_mul(uint32_t a, uint32_t b) {
     if ((uint32_t)((a << 1 >> 24) - 1) >= 0xFEu || (uint32_t)((b << 1 >> 24) - 1) >= 0xFEu) {
+        // a zero times a finite number (common in training: zero gradients,
+        // zero weights) is a signed zero; everything else out of line
+        if (((a << 1) == 0 && (b << 1) < 0xFF000000u) || ((b << 1) == 0 && (a << 1) < 0xFF000000u)) {
+            return (a ^ b) & SIGN;
+        }
         return mul_slow(a, b);
     }
     // Fast path, both normal. Significands as 8 high + 16 low bits: the partial
@@ -358,6 +368,45 @@ uint32_t mt_f32_mul(uint32_t a, uint32_t b) {
         return sign + ((uint32_t)e << 23) + z;
     }
     return round_pack_edge(sign, e, z);
+}
+
+// w * s for an integer |w| <= 128 (an int8 weight level), exactly as
+// mt_f32_mul(mt_f32_from_i32(w), s) (the conversion is exact): for a normal s
+// the product of w and s's 24-bit significand is exact in 32 bits, so it is
+// normalised and rounded once, with no 16-bit partial products.
+uint32_t mt_f32_mul_i8(int32_t w, uint32_t s) {
+    const uint32_t es = s << 1 >> 24;
+    if (w == 0 || es - 1u >= 0xFEu) {
+        return mt_f32_mul(mt_f32_from_i32(w), s);  // zeros, subnormal s, infinities, NaN
+    }
+    uint32_t sign = s & SIGN, aw = (uint32_t)w;
+    if (w < 0) {
+        aw = 0u - aw;
+        sign ^= SIGN;
+    }
+    uint32_t m = ((s & FRAC_MASK) | HIDDEN) * aw;  // in [2^23, 2^31)
+    int32_t e = (int32_t)es + 6;  // round_pack's exponent for the leading 1 at bit 30
+    if (m < 0x08000000u) {
+        m <<= 4;
+        e -= 4;
+    }
+    if (m < 0x20000000u) {
+        m <<= 2;
+        e -= 2;
+    }
+    if (m < 0x40000000u) {
+        m <<= 1;
+        e -= 1;
+    }
+    if ((uint32_t)e < 0xFDu) {
+        const uint32_t low = m & 0x7Fu;  // exact: nothing below bit 0 was lost
+        m = (m + 0x40u) >> 7;
+        if (low == 0x40u) {
+            m &= ~1u;
+        }
+        return sign + ((uint32_t)e << 23) + m;
+    }
+    return round_pack_edge(sign, e, m);
 }
 
 // ---------------------------------------------------------------------------

@@ -9,6 +9,9 @@
 // touched (n_ch bytes, NULL = all): a channel whose byte is 0 is skipped
 // entirely (sparse updates: nothing of it is read or written).
 #include "mt_kernels.h"
+#if defined(MT_SOFT_FLOAT)
+#include "mt_softfloat.h"
+#endif
 
 // touched |= mask (mask NULL: every channel).
 void mt_update_u8_touch(uint8_t *touched, const uint8_t *mask, size_t n) {
@@ -383,8 +386,16 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
         }
     } else {
         const int8_t *w = L->w + base;
+#if defined(MT_SOFT_FLOAT)
+        const uint32_t sb = mt_bits(s_old);
+#endif
         for (size_t i = 0; i < k; ++i) {
+#if defined(MT_SOFT_FLOAT)
+            // software float: conversion and product in one rounding (the same bits)
+            const float old = mt_from_bits(mt_f32_mul_i8(w[i], sb));
+#else
             const float old = (float)w[i] * s_old;
+#endif
             const float st = lr * g[i];
             const float v = old - st;
             g[i] = v;
