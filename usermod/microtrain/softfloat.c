@@ -376,8 +376,11 @@ uint32_t mt_f32_mul(uint32_t a, uint32_t b) {
 // normalised and rounded once, with no 16-bit partial products.
 uint32_t mt_f32_mul_i8(int32_t w, uint32_t s) {
     const uint32_t es = s << 1 >> 24;
-    if (w == 0 || es - 1u >= 0xFEu) {
-        return mt_f32_mul(mt_f32_from_i32(w), s);  // zeros, subnormal s, infinities, NaN
+    if (es - 1u >= 0xFEu || w == 0) {
+        if (w == 0 && es != 0xFFu) {
+            return s & SIGN;  // +0 * finite s
+        }
+        return mt_f32_mul(mt_f32_from_i32(w), s);  // zero or subnormal s, infinities, NaN
     }
     uint32_t sign = s & SIGN, aw = (uint32_t)w;
     if (w < 0) {
@@ -407,6 +410,56 @@ uint32_t mt_f32_mul_i8(int32_t w, uint32_t s) {
         return sign + ((uint32_t)e << 23) + m;
     }
     return round_pack_edge(sign, e, m);
+}
+
+// (int32_t)(x + u), the sum rounded once to float32 and truncated, for u in
+// [128, 129) (the update's 128 + rounding offset) and |x| < 128; other
+// operands take the general path. With z = x + u exact and 1 <= z < 256 in
+// [2^k, 2^(k+1)), round-to-nearest-even gives an integer n exactly when
+// z >= n - 2^(k-24) (half an ulp; the tie goes to n, whose significand is
+// even), so trunc(fl(z)) = floor(z + 2^(k-24)). z is held in fixed point with
+// 24 fraction bits, rounded down (x's lower bits only push z up within one
+// 2^-24 step, which cannot cross an integer after adding a multiple of 2^-24).
+int32_t mt_f32_add_trunc(uint32_t x, uint32_t u) {
+    const uint32_t ex = x << 1 >> 24;
+    if ((u >> 16) == 0x4300u && ex <= 133u) {
+        const uint32_t zu = (u << 8) | 0x80000000u;  // u * 2^24: 2^31 + the fraction
+        uint32_t mx = x & FRAC_MASK, z;
+        if (ex != 0) {
+            mx |= HIDDEN;
+        }
+        const int32_t sh = (int32_t)(ex != 0 ? ex : 1u) - 126;  // |x| * 2^24 = mx * 2^sh
+        uint32_t xf, lost = 0;
+        if (sh >= 0) {
+            xf = mx << sh;  // < 2^31
+        } else if (sh > -32) {
+            xf = mx >> -sh;
+            lost = (mx << (32 + sh)) != 0 ? 1u : 0u;
+        } else {
+            xf = 0;
+            lost = mx != 0 ? 1u : 0u;
+        }
+        if (x & SIGN) {
+            z = zu - xf - lost;  // floor of u - |x| (> 0: |x| < 128 <= u)
+        } else {
+            z = zu + xf;
+            if (z < zu) {
+                z = 0;  // z >= 256: general path
+            }
+        }
+        const uint32_t n = z >> 24;
+        if (n != 0) {
+            uint32_t h = 128;  // 2^k, the largest power of two <= n
+            while (h > n) {
+                h >>= 1;
+            }
+            const uint32_t r = z + h;
+            if (r >= z) {
+                return (int32_t)(r >> 24);
+            }
+        }
+    }
+    return mt_f32_to_i32(mt_f32_add(x, u));
 }
 
 // ---------------------------------------------------------------------------

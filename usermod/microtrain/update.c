@@ -427,10 +427,17 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
 
 // The int8 level of y = x + 128 + u (0 < y < 256: |x| <= 127.00005, see
 // mt_apply_row): trunc(y) - 128 = floor(y) - 128, at least -127.
-static int8_t mt_q8(float y) {
-    const int32_t q = (int32_t)y - 128;
+// (Software float: t = trunc(y) comes from mt_f32_add_trunc.)
+static int8_t mt_q8i(int32_t t) {
+    const int32_t q = t - 128;
     return (int8_t)(q < -127 ? -127 : q);
 }
+
+#if !defined(MT_SOFT_FLOAT)
+static int8_t mt_q8(float y) {
+    return mt_q8i((int32_t)y);
+}
+#endif
 
 // Pass B for one channel: w = level of g * (1 / s) (g holds the new values,
 // copied to the master when there is one), g zeroed. |g| <= top and
@@ -451,14 +458,23 @@ static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv,
             r ^= (r << 7) & 0xFFFFu;
             r ^= r >> 9;
             r ^= (r << 8) & 0xFFFFu;
+#if defined(MT_SOFT_FLOAT)
+            // software float: the sum and its truncation in one step (the same level)
+            w[i] = mt_q8i(mt_f32_add_trunc(mt_bits(x), 0x43000000u | r));
+#else
             const float u = mt_from_bits(0x43000000u | r);  // 128 + r * 2^-16, exact
             w[i] = mt_q8(x + u);
+#endif
         }
     } else {
         for (size_t i = 0; i < k; ++i) {
             const float x = g[i] * inv;
             g[i] = 0.0f;
+#if defined(MT_SOFT_FLOAT)
+            w[i] = mt_q8i(mt_f32_add_trunc(mt_bits(x), 0x43008000u));  // + 128.5
+#else
             w[i] = mt_q8(x + 128.5f);
+#endif
         }
     }
     return r;
