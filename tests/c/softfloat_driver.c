@@ -312,6 +312,13 @@ int main(int argc, char **argv) {
     static const uint32_t US[4] = {0x43000000u, 0x43008000u, 0x43000001u, 0x4300FFFFu};
     for (int iu = 0; iu < 4; ++iu) {
         const double u = (double)flt(US[iu]);
+        for (uint32_t z = 0; z < 2; ++z) {  // +-0 + u
+            volatile float r = flt(z << 31) + flt(US[iu]);
+            if (mt_f32_add_trunc(z << 31, US[iu]) != host_to_i32(r)) {
+                fail("add_trunc", z << 31, US[iu], (uint32_t)mt_f32_add_trunc(z << 31, US[iu]),
+                     (uint32_t)host_to_i32(r));
+            }
+        }
         for (int32_t n = 1; n <= 257; ++n) {
             for (int32_t below = 0; below < 2; ++below) {
                 int32_t k = 0;  // the binade of z: [2^k, 2^(k+1)), just below n or at n

@@ -389,15 +389,16 @@ uint32_t mt_f32_mul_i8(int32_t w, uint32_t s) {
     }
     uint32_t m = ((s & FRAC_MASK) | HIDDEN) * aw;  // in [2^23, 2^31)
     int32_t e = (int32_t)es + 6;  // round_pack's exponent for the leading 1 at bit 30
-    if (m < 0x08000000u) {
+    // shift tests, not compares (Thumb-1 builds each compare's constant first)
+    if (!(m >> 27)) {
         m <<= 4;
         e -= 4;
     }
-    if (m < 0x20000000u) {
+    if (!(m >> 29)) {
         m <<= 2;
         e -= 2;
     }
-    if (m < 0x40000000u) {
+    if (!(m >> 30)) {
         m <<= 1;
         e -= 1;
     }
@@ -422,41 +423,38 @@ uint32_t mt_f32_mul_i8(int32_t w, uint32_t s) {
 // 2^-24 step, which cannot cross an integer after adding a multiple of 2^-24).
 int32_t mt_f32_add_trunc(uint32_t x, uint32_t u) {
     const uint32_t ex = x << 1 >> 24;
-    if ((u >> 16) == 0x4300u && ex <= 133u) {
-        const uint32_t zu = (u << 8) | 0x80000000u;  // u * 2^24: 2^31 + the fraction
-        uint32_t mx = x & FRAC_MASK, z;
-        if (ex != 0) {
-            mx |= HIDDEN;
-        }
-        const int32_t sh = (int32_t)(ex != 0 ? ex : 1u) - 126;  // |x| * 2^24 = mx * 2^sh
-        uint32_t xf, lost = 0;
-        if (sh >= 0) {
-            xf = mx << sh;  // < 2^31
-        } else if (sh > -32) {
-            xf = mx >> -sh;
-            lost = (mx << (32 + sh)) != 0 ? 1u : 0u;
-        } else {
-            xf = 0;
-            lost = mx != 0 ? 1u : 0u;
-        }
-        if (x & SIGN) {
-            z = zu - xf - lost;  // floor of u - |x| (> 0: |x| < 128 <= u)
-        } else {
-            z = zu + xf;
-            if (z < zu) {
-                z = 0;  // z >= 256: general path
+    if ((u >> 16) == 0x4300u) {
+        if (ex - 1u < 133u) {  // x normal, |x| < 128
+            const uint32_t top = 0x80000000u;
+            const uint32_t zu = (u << 8) | top;  // u * 2^24: 2^31 + the fraction
+            const uint32_t mx = (x << 8) | top;  // |x| = mx * 2^(ex - 158)
+            const uint32_t d = 134u - ex;        // |x| * 2^24 = mx >> d, d >= 1
+            uint32_t xf = 0, lost = 1, z;
+            if (d < 32u) {
+                xf = mx >> d;
+                lost = (mx << (32u - d)) != 0 ? 1u : 0u;
             }
-        }
-        const uint32_t n = z >> 24;
-        if (n != 0) {
-            uint32_t h = 128;  // 2^k, the largest power of two <= n
-            while (h > n) {
-                h >>= 1;
+            if (x & SIGN) {
+                z = zu - xf - lost;  // floor of u - |x| (> 0: |x| < 128 <= u)
+            } else {
+                z = zu + xf;
+                if (z < zu) {
+                    z = 0;  // z >= 256: general path
+                }
             }
-            const uint32_t r = z + h;
-            if (r >= z) {
-                return (int32_t)(r >> 24);
+            const uint32_t n = z >> 24;
+            if (n != 0) {
+                uint32_t h = 128;  // 2^k, the largest power of two <= n
+                while (h > n) {
+                    h >>= 1;
+                }
+                const uint32_t r = z + h;
+                if (r >= z) {
+                    return (int32_t)(r >> 24);
+                }
             }
+        } else if ((x << 1) == 0) {
+            return 128;  // +-0 + u = u
         }
     }
     return mt_f32_to_i32(mt_f32_add(x, u));
