@@ -338,36 +338,36 @@ uint32_t mt_f32_mul(uint32_t a, uint32_t b) {
         }
         return mul_slow(a, b);
     }
-    // Fast path, both normal. Significands as 8 high + 16 low bits: the partial
-    // products fit 32 bits; z = the 48-bit product >> 16, sticky for the rest.
+    const int32_t e = (int32_t)(a << 1 >> 24) + (int32_t)(b << 1 >> 24) - 128;
+    if ((uint32_t)e >= 0xFCu) {
+        return mul_slow(a, b);  // the result may leave the normal range
+    }
+    // Fast path, both normal, the result normal: sign and exponent first (the
+    // operands are dead after that, fewer registers live on Thumb-1).
+    // Significands as 8 high + 16 low bits: the partial products fit 32 bits;
+    // z = the 48-bit product >> 16, sticky for the rest.
+    uint32_t base = ((a ^ b) & SIGN) + ((uint32_t)e << 23);
     const uint32_t a0 = a & 0xFFFFu, b0 = b & 0xFFFFu;
+    const uint32_t a1 = (a << 9 >> 25) + 0x80u, b1 = (b << 9 >> 25) + 0x80u;
     const uint32_t lo = a0 * b0;
-    const uint32_t sticky = lo << 16;
-    uint32_t z = lo >> 16;
-    const uint32_t a1 = (a << 9 >> 25) + 0x80u;
+    uint32_t z = (a1 * b1) << 16;
     z += a1 * b0;
-    const uint32_t b1 = (b << 9 >> 25) + 0x80u;
     z += a0 * b1;
-    z += (a1 * b1) << 16;
-    if (sticky) {
+    z += lo >> 16;
+    if (lo << 16) {
         z |= 1u;
     }
-    int32_t e = (int32_t)(a << 1 >> 24) + (int32_t)(b << 1 >> 24) - 128;
     if ((int32_t)z < 0) {  // product in [2, 4)
         z = (z >> 1) | (z & 1u);
-        ++e;
+        base += 1u << 23;
     }
-    const uint32_t sign = (a ^ b) & SIGN;
-    if ((uint32_t)e < 0xFDu) {
-        // in range: round to nearest-even and pack (a carry bumps the exponent)
-        const uint32_t low = z & 0x7Fu;
-        z = (z + 0x40u) >> 7;
-        if (low == 0x40u) {
-            z &= ~1u;
-        }
-        return sign + ((uint32_t)e << 23) + z;
+    // round to nearest-even and pack (a carry bumps the exponent, at most to 0xFE)
+    const uint32_t low = z & 0x7Fu;
+    z = (z + 0x40u) >> 7;
+    if (low == 0x40u) {
+        z &= ~1u;
     }
-    return round_pack_edge(sign, e, z);
+    return base + z;
 }
 
 // w * s for an integer |w| <= 128 (an int8 weight level), exactly as
