@@ -427,15 +427,16 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
 
 // The int8 level of y = x + 128 + u (0 < y < 256: |x| <= 127.00005, see
 // mt_apply_row): trunc(y) - 128 = floor(y) - 128, at least -127.
+#if defined(MT_SOFT_FLOAT)
 // (Software float: t = trunc(y) comes from mt_f32_add_trunc.)
 static int8_t mt_q8i(int32_t t) {
     const int32_t q = t - 128;
     return (int8_t)(q < -127 ? -127 : q);
 }
-
-#if !defined(MT_SOFT_FLOAT)
+#else
 static int8_t mt_q8(float y) {
-    return mt_q8i((int32_t)y);
+    const int32_t q = (int32_t)y - 128;
+    return (int8_t)(q < -127 ? -127 : q);
 }
 #endif
 
