@@ -586,7 +586,10 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
                   "bare-metal image on QEMU's micro:bit, counted by the same plugin, the loop's own cost",
                   "subtracted; normal operands in +-[2^-12, 2^4), int8-product integers): the armv6m",
                   "natmod's own routines (usermod/microtrain/softfloat.c, exactly rounded like an FPU,",
-                  "docs/numerics.md) next to libgcc's, which the firmware's Python floats use.", "",
+                  "docs/numerics.md) next to libgcc's, which the firmware's Python floats use. Below the",
+                  "ABI routines: a zero operand (zero gradients and weights are common), and the two fused",
+                  "routines of the update's int8 path (int8 level x scale; trunc(x + 128 + offset)), next",
+                  "to the libgcc calls the same C makes.", "",
                   meta["softfloat"], ""]
     if meta.get("repeat"):
         lines += ["## Repeatability", "", meta["repeat"], ""]

@@ -5,7 +5,8 @@ Builds evals/softfloat/ops.c for Cortex-M0 twice: with usermod/microtrain/softfl
 firmware's own Python floats use), runs each under QEMU with the project's counting
 plugin (ports/qemu/plugin) and prints, per operation, the instructions of one call
 (the loop's own cost subtracted) on operands typical of training: normal numbers in
-+-[2^-12, 2^4), int8-product integers.
++-[2^-12, 2^4), int8-product integers, zero operands, and the update's int8 path
+(int8 level times a scale, trunc(x + 128 + offset) with |x| < 128).
 
     .venv/bin/python -m evals.bench_softfloat
 """
@@ -21,7 +22,13 @@ SRC = ROOT / "evals" / "softfloat"
 BUILD = ROOT / "build" / "softfloat-bench"
 PLUGIN = ROOT / "build" / "qemu-plugin" / "mtcount.so"
 N_CALLS = 1024
-OPS = ["fadd", "fsub", "fmul", "fdiv", "i2f", "f2iz", "fcmplt"]  # marker order in ops.c, after the empty loop
+OPS = ["fadd", "fsub", "fmul", "fdiv", "i2f", "f2iz", "fcmplt", "fadd0", "fmul0", "mul_i8",
+       "add_trunc"]  # marker order in ops.c, after the empty loop
+# the table's first column: ABI routines, the zero-operand cases, the update's fused routines
+# (libgcc: the calls the C code makes instead)
+LABELS = {"fadd0": "`__aeabi_fadd(x, 0)`", "fmul0": "`__aeabi_fmul(x, 0)`",
+          "mul_i8": "`mt_f32_mul_i8(w, s)` (libgcc: `i2f` + `fmul`)",
+          "add_trunc": "`mt_f32_add_trunc(x, u)` (libgcc: `fadd` + `f2iz`)"}
 CFLAGS = ["-mcpu=cortex-m0", "-mthumb", "-Os", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffreestanding",
           "-nostdlib", "-T", str(SRC / "m0.ld")]
 
@@ -68,7 +75,7 @@ def measure() -> tuple[dict[str, float], dict[str, float]]:
 
 def table(ours: dict[str, float], gcc: dict[str, float]) -> list[str]:
     return (["| operation | softfloat.c (armv6m natmod) | libgcc (M0 firmware) |", "|---|---:|---:|"]
-            + [f"| `__aeabi_{op}` | {ours[op]:.1f} | {gcc[op]:.1f} |" for op in OPS])
+            + [f"| {LABELS.get(op, f'`__aeabi_{op}`')} | {ours[op]:.1f} | {gcc[op]:.1f} |" for op in OPS])
 
 
 def main() -> int:

@@ -26,6 +26,8 @@ __attribute__((section(".vectors"), used)) static const void *const vectors[16] 
 
 volatile uint32_t sink;
 static uint32_t A[N_CALLS], B[N_CALLS], V[N_CALLS];
+static int8_t W[N_CALLS];  // int8 weight levels
+static uint16_t U[N_CALLS];  // stochastic-rounding offsets
 
 // xorshift32: the operands (no .data to copy)
 static uint32_t next(uint32_t *s) {
@@ -79,6 +81,26 @@ __attribute__((noinline)) uint32_t mt_none(uint32_t a, uint32_t b) {
         }                                          \
     } while (0)
 
+#if defined(MT_SOFT_FLOAT)
+uint32_t mt_f32_mul_i8(int32_t w, uint32_t s);
+int32_t mt_f32_add_trunc(uint32_t x, uint32_t u);
+#else
+// libgcc has no fused forms: what the C code computes with it
+static uint32_t mt_f32_mul_i8(int32_t w, uint32_t s) {
+    return __aeabi_fmul(__aeabi_i2f(w), s);
+}
+static int32_t mt_f32_add_trunc(uint32_t x, uint32_t u) {
+    return __aeabi_f2iz(__aeabi_fadd(x, u));
+}
+#endif
+
+static uint32_t mul_i8(uint32_t w, uint32_t s) {
+    return mt_f32_mul_i8((int32_t)w, s);
+}
+static uint32_t add_trunc(uint32_t x, uint32_t u) {
+    return (uint32_t)mt_f32_add_trunc(x, u);
+}
+
 static uint32_t to_int(uint32_t a) {
     return (uint32_t)__aeabi_f2iz(a);
 }
@@ -92,8 +114,11 @@ void reset_handler(void) {
         A[i] = normal(&s);
         B[i] = normal(&s);
         V[i] = (uint32_t)((int32_t)(next(&s) & 0x7FFFu) - 16384);  // about an int8 x int8 product
+        W[i] = (int8_t)(next(&s) & 0xFFu);
+        U[i] = (uint16_t)next(&s);
     }
-    // markers: 0 none, 1 fadd, 2 fsub, 3 fmul, 4 fdiv, 5 i2f, 6 f2iz, 7 fcmplt, then the end
+    // markers: 0 none, 1 fadd, 2 fsub, 3 fmul, 4 fdiv, 5 i2f, 6 f2iz, 7 fcmplt, 8 fadd(x, 0),
+    // 9 fmul(x, 0), 10 mul_i8, 11 add_trunc, then the end
     LOOP2(mt_none);
     LOOP2(__aeabi_fadd);
     LOOP2(__aeabi_fsub);
@@ -102,6 +127,24 @@ void reset_handler(void) {
     LOOP1(from_int, V);
     LOOP1(to_int, A);
     LOOP2(__aeabi_fcmplt);
+    // zero operands (zero gradients, weights): x + 0, x * 0
+    mt_mark();
+    for (int i = 0; i < N_CALLS; ++i) {
+        acc += __aeabi_fadd(A[i], 0u);
+    }
+    mt_mark();
+    for (int i = 0; i < N_CALLS; ++i) {
+        acc += __aeabi_fmul(A[i], 0u);
+    }
+    // the update's int8 path: level x scale, trunc(x + 128.x)
+    mt_mark();
+    for (int i = 0; i < N_CALLS; ++i) {
+        acc += mul_i8((uint32_t)(int32_t)W[i], A[i]);
+    }
+    mt_mark();
+    for (int i = 0; i < N_CALLS; ++i) {
+        acc += add_trunc(A[i], 0x43000000u | U[i]);  // x + 128 + r * 2^-16, |x| < 16
+    }
     mt_mark();
     sink = acc;
     semihost_exit();

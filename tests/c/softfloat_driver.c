@@ -209,6 +209,20 @@ static void check_pair(uint32_t a, uint32_t b) {
     check_float("mul", a, b, mt_f32_mul(a, b), r, 1);
     r = fa / fb;
     check_float("div", a, b, mt_f32_div(a, b), r, 1);
+    // an int8 weight level (and 128) times b: the update's fused conversion and product
+    const int32_t w = (int32_t)(a % 257u) - 128;
+    r = (float)w * fb;
+    check_float("mul_i8", bits((float)w), b, mt_f32_mul_i8(w, b), r, 1);
+    // requantisation: a value below 128 in magnitude plus 128 + an offset in [0, 1)
+    const uint32_t xs = (a & 0x807FFFFFu) | (((a >> 23) % 134u) << 23), us = 0x43000000u | (b & 0xFFFFu);
+    r = flt(xs) + flt(us);
+    if (mt_f32_add_trunc(xs, us) != host_to_i32(r)) {
+        fail("add_trunc", xs, us, (uint32_t)mt_f32_add_trunc(xs, us), (uint32_t)host_to_i32(r));
+    }
+    r = fa + fb;
+    if (mt_f32_add_trunc(a, b) != host_to_i32(r)) {
+        fail("add_trunc", a, b, (uint32_t)mt_f32_add_trunc(a, b), (uint32_t)host_to_i32(r));
+    }
     if (mt_f32_eq(a, b) != (fa == fb)) {
         fail("eq", a, b, (uint32_t)mt_f32_eq(a, b), fa == fb);
     }
@@ -291,6 +305,40 @@ int main(int argc, char **argv) {
             check_unary((uint32_t)(((uint64_t)1 << sh) + (uint64_t)(int64_t)d));
             check_unary(0u - (uint32_t)(((uint64_t)1 << sh) + (uint64_t)(int64_t)d));
             unary += 2;
+        }
+    }
+    // add_trunc at its rounding points: z = x + u within a few quarter-ulps of
+    // every integer (ties included), for offsets u at both ends of [128, 129)
+    static const uint32_t US[4] = {0x43000000u, 0x43008000u, 0x43000001u, 0x4300FFFFu};
+    for (int iu = 0; iu < 4; ++iu) {
+        const double u = (double)flt(US[iu]);
+        for (uint32_t z = 0; z < 2; ++z) {  // +-0 + u
+            volatile float r = flt(z << 31) + flt(US[iu]);
+            if (mt_f32_add_trunc(z << 31, US[iu]) != host_to_i32(r)) {
+                fail("add_trunc", z << 31, US[iu], (uint32_t)mt_f32_add_trunc(z << 31, US[iu]),
+                     (uint32_t)host_to_i32(r));
+            }
+        }
+        for (int32_t n = 1; n <= 257; ++n) {
+            for (int32_t below = 0; below < 2; ++below) {
+                int32_t k = 0;  // the binade of z: [2^k, 2^(k+1)), just below n or at n
+                while ((1 << (k + 1)) <= n - below) {
+                    ++k;
+                }
+                for (int32_t d = -6; d <= 6; ++d) {
+                    const double x = (double)n + d * ldexp(1.0, k - 26) - u;
+                    const float fx = (float)x;
+                    if ((double)fx != x) {
+                        continue;
+                    }
+                    volatile float r = fx + flt(US[iu]);
+                    const int32_t got = mt_f32_add_trunc(bits(fx), US[iu]);
+                    if (got != host_to_i32(r)) {
+                        fail("add_trunc", bits(fx), US[iu], (uint32_t)got, (uint32_t)host_to_i32(r));
+                    }
+                    ++pairs;
+                }
+            }
         }
     }
     if (failures) {

@@ -53,6 +53,12 @@ int mt_f32_le(uint32_t a, uint32_t b);
 int mt_f32_gt(uint32_t a, uint32_t b);
 int mt_f32_ge(uint32_t a, uint32_t b);
 int mt_f32_un(uint32_t a, uint32_t b);
+// (float)w * s, one rounding, for an integer |w| <= 128 (no ABI name: the
+// update's int8 path calls it directly).
+uint32_t mt_f32_mul_i8(int32_t w, uint32_t s);
+// (int32_t)(x + u): the float32 sum truncated, fast for u in [128, 129) and
+// |x| < 128 (the update's requantisation to int8 levels).
+int32_t mt_f32_add_trunc(uint32_t x, uint32_t u);
 // Correctly rounded square root (no ABI name: gcc calls libm's sqrtf).
 uint32_t mt_f32_sqrt(uint32_t a);
 

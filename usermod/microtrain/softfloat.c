@@ -202,7 +202,12 @@ SF_INLINE uint32_t add_impl(uint32_t a, uint32_t b) {
     }
     const uint32_t eb = b2 >> 24;
     if (eb == 0) {
-        return add_finite(a, b);  // b zero or subnormal
+        if (b2 == 0) {
+            // x + 0 = x exactly (zero gradients and weights are common); two zeros:
+            // -0 only when both are -0 (round to nearest)
+            return a2 != 0 ? a : (a & b);
+        }
+        return add_finite(a, b);  // b subnormal
     }
     // Fast path, both normal: significands with the leading 1 at bit 30, the
     // 7 low bits zero, so a shift by up to 7 loses nothing.
@@ -326,38 +331,133 @@ static SF_NOINLINE uint32_t mul_slow(uint32_t a, uint32_t b) {
 
 uint32_t mt_f32_mul(uint32_t a, uint32_t b) {
     if ((uint32_t)((a << 1 >> 24) - 1) >= 0xFEu || (uint32_t)((b << 1 >> 24) - 1) >= 0xFEu) {
+        // a zero times a finite number (common in training: zero gradients,
+        // zero weights) is a signed zero; everything else out of line
+        if (((a << 1) == 0 && (b << 1) < 0xFF000000u) || ((b << 1) == 0 && (a << 1) < 0xFF000000u)) {
+            return (a ^ b) & SIGN;
+        }
         return mul_slow(a, b);
     }
-    // Fast path, both normal. Significands as 8 high + 16 low bits: the partial
-    // products fit 32 bits; z = the 48-bit product >> 16, sticky for the rest.
+    const int32_t e = (int32_t)(a << 1 >> 24) + (int32_t)(b << 1 >> 24) - 128;
+    if ((uint32_t)e >= 0xFCu) {
+        return mul_slow(a, b);  // the result may leave the normal range
+    }
+    // Fast path, both normal, the result normal: sign and exponent first (the
+    // operands are dead after that, fewer registers live on Thumb-1).
+    // Significands as 8 high + 16 low bits: the partial products fit 32 bits;
+    // z = the 48-bit product >> 16, sticky for the rest.
+    uint32_t base = ((a ^ b) & SIGN) + ((uint32_t)e << 23);
     const uint32_t a0 = a & 0xFFFFu, b0 = b & 0xFFFFu;
+    const uint32_t a1 = (a << 9 >> 25) + 0x80u, b1 = (b << 9 >> 25) + 0x80u;
     const uint32_t lo = a0 * b0;
-    const uint32_t sticky = lo << 16;
-    uint32_t z = lo >> 16;
-    const uint32_t a1 = (a << 9 >> 25) + 0x80u;
+    uint32_t z = (a1 * b1) << 16;
     z += a1 * b0;
-    const uint32_t b1 = (b << 9 >> 25) + 0x80u;
     z += a0 * b1;
-    z += (a1 * b1) << 16;
-    if (sticky) {
+    z += lo >> 16;
+    if (lo << 16) {
         z |= 1u;
     }
-    int32_t e = (int32_t)(a << 1 >> 24) + (int32_t)(b << 1 >> 24) - 128;
     if ((int32_t)z < 0) {  // product in [2, 4)
         z = (z >> 1) | (z & 1u);
-        ++e;
+        base += 1u << 23;
     }
-    const uint32_t sign = (a ^ b) & SIGN;
-    if ((uint32_t)e < 0xFDu) {
-        // in range: round to nearest-even and pack (a carry bumps the exponent)
-        const uint32_t low = z & 0x7Fu;
-        z = (z + 0x40u) >> 7;
-        if (low == 0x40u) {
-            z &= ~1u;
+    // round to nearest-even and pack (a carry bumps the exponent, at most to 0xFE)
+    const uint32_t low = z & 0x7Fu;
+    z = (z + 0x40u) >> 7;
+    if (low == 0x40u) {
+        z &= ~1u;
+    }
+    return base + z;
+}
+
+// w * s for an integer |w| <= 128 (an int8 weight level), exactly as
+// mt_f32_mul(mt_f32_from_i32(w), s) (the conversion is exact): for a normal s
+// the product of w and s's 24-bit significand is exact in 32 bits, so it is
+// normalised and rounded once, with no 16-bit partial products.
+uint32_t mt_f32_mul_i8(int32_t w, uint32_t s) {
+    const uint32_t es = s << 1 >> 24;
+    if (es - 1u >= 0xFEu || w == 0) {
+        if (w == 0 && es != 0xFFu) {
+            return s & SIGN;  // +0 * finite s
         }
-        return sign + ((uint32_t)e << 23) + z;
+        return mt_f32_mul(mt_f32_from_i32(w), s);  // zero or subnormal s, infinities, NaN
     }
-    return round_pack_edge(sign, e, z);
+    uint32_t sign = s & SIGN, aw = (uint32_t)w;
+    if (w < 0) {
+        aw = 0u - aw;
+        sign ^= SIGN;
+    }
+    uint32_t m = ((s & FRAC_MASK) | HIDDEN) * aw;  // in [2^23, 2^31)
+    int32_t e = (int32_t)es + 6;  // round_pack's exponent for the leading 1 at bit 30
+    // shift tests, not compares (Thumb-1 builds each compare's constant first)
+    if (!(m >> 27)) {
+        m <<= 4;
+        e -= 4;
+    }
+    if (!(m >> 29)) {
+        m <<= 2;
+        e -= 2;
+    }
+    if (!(m >> 30)) {
+        m <<= 1;
+        e -= 1;
+    }
+    if ((uint32_t)e < 0xFDu) {
+        const uint32_t low = m & 0x7Fu;  // exact: nothing below bit 0 was lost
+        m = (m + 0x40u) >> 7;
+        if (low == 0x40u) {
+            m &= ~1u;
+        }
+        return sign + ((uint32_t)e << 23) + m;
+    }
+    return round_pack_edge(sign, e, m);
+}
+
+// (int32_t)(x + u), the sum rounded once to float32 and truncated, for u in
+// [128, 129) (the update's 128 + rounding offset) and |x| < 128; other
+// operands take the general path. With z = x + u exact and 1 <= z < 256 in
+// [2^k, 2^(k+1)), round-to-nearest-even gives an integer n exactly when
+// z >= n - 2^(k-24) (half an ulp; the tie goes to n, whose significand is
+// even), so trunc(fl(z)) = floor(z + 2^(k-24)). z is held in fixed point with
+// 24 fraction bits, rounded down (x's lower bits only push z up within one
+// 2^-24 step, which cannot cross an integer after adding a multiple of 2^-24).
+int32_t mt_f32_add_trunc(uint32_t x, uint32_t u) {
+    const uint32_t ex = x << 1 >> 24;
+    if ((u >> 16) == 0x4300u) {
+        if (ex - 1u < 133u) {  // x normal, |x| < 128
+            const uint32_t top = 0x80000000u;
+            const uint32_t zu = (u << 8) | top;  // u * 2^24: 2^31 + the fraction
+            const uint32_t mx = (x << 8) | top;  // |x| = mx * 2^(ex - 158)
+            const uint32_t d = 134u - ex;        // |x| * 2^24 = mx >> d, d >= 1
+            uint32_t xf = 0, lost = 1, z;
+            if (d < 32u) {
+                xf = mx >> d;
+                lost = (mx << (32u - d)) != 0 ? 1u : 0u;
+            }
+            if (x & SIGN) {
+                z = zu - xf - lost;  // floor of u - |x| (> 0: |x| < 128 <= u)
+            } else {
+                z = zu + xf;
+                if (z < zu) {
+                    z = 0;  // z >= 256: general path
+                }
+            }
+            const uint32_t n = z >> 24;
+            if (n != 0) {
+                uint32_t h = 128;  // 2^k, the largest power of two <= n
+                while (h > n) {
+                    h >>= 1;
+                }
+                const uint32_t r = z + h;
+                if (r >= z) {
+                    return (int32_t)(r >> 24);
+                }
+            }
+        } else if ((x << 1) == 0) {
+            return 128;  // +-0 + u = u
+        }
+    }
+    return mt_f32_to_i32(mt_f32_add(x, u));
 }
 
 // ---------------------------------------------------------------------------

@@ -9,6 +9,9 @@
 // touched (n_ch bytes, NULL = all): a channel whose byte is 0 is skipped
 // entirely (sparse updates: nothing of it is read or written).
 #include "mt_kernels.h"
+#if defined(MT_SOFT_FLOAT)
+#include "mt_softfloat.h"
+#endif
 
 // touched |= mask (mask NULL: every channel).
 void mt_update_u8_touch(uint8_t *touched, const uint8_t *mask, size_t n) {
@@ -383,8 +386,16 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
         }
     } else {
         const int8_t *w = L->w + base;
+#if defined(MT_SOFT_FLOAT)
+        const uint32_t sb = mt_bits(s_old);
+#endif
         for (size_t i = 0; i < k; ++i) {
+#if defined(MT_SOFT_FLOAT)
+            // software float: conversion and product in one rounding (the same bits)
+            const float old = mt_from_bits(mt_f32_mul_i8(w[i], sb));
+#else
             const float old = (float)w[i] * s_old;
+#endif
             const float st = lr * g[i];
             const float v = old - st;
             g[i] = v;
@@ -416,10 +427,18 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
 
 // The int8 level of y = x + 128 + u (0 < y < 256: |x| <= 127.00005, see
 // mt_apply_row): trunc(y) - 128 = floor(y) - 128, at least -127.
+#if defined(MT_SOFT_FLOAT)
+// (Software float: t = trunc(y) comes from mt_f32_add_trunc.)
+static int8_t mt_q8i(int32_t t) {
+    const int32_t q = t - 128;
+    return (int8_t)(q < -127 ? -127 : q);
+}
+#else
 static int8_t mt_q8(float y) {
     const int32_t q = (int32_t)y - 128;
     return (int8_t)(q < -127 ? -127 : q);
 }
+#endif
 
 // Pass B for one channel: w = level of g * (1 / s) (g holds the new values,
 // copied to the master when there is one), g zeroed. |g| <= top and
@@ -440,14 +459,23 @@ static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv,
             r ^= (r << 7) & 0xFFFFu;
             r ^= r >> 9;
             r ^= (r << 8) & 0xFFFFu;
+#if defined(MT_SOFT_FLOAT)
+            // software float: the sum and its truncation in one step (the same level)
+            w[i] = mt_q8i(mt_f32_add_trunc(mt_bits(x), 0x43000000u | r));
+#else
             const float u = mt_from_bits(0x43000000u | r);  // 128 + r * 2^-16, exact
             w[i] = mt_q8(x + u);
+#endif
         }
     } else {
         for (size_t i = 0; i < k; ++i) {
             const float x = g[i] * inv;
             g[i] = 0.0f;
+#if defined(MT_SOFT_FLOAT)
+            w[i] = mt_q8i(mt_f32_add_trunc(mt_bits(x), 0x43008000u));  // + 128.5
+#else
             w[i] = mt_q8(x + 128.5f);
+#endif
         }
     }
     return r;
