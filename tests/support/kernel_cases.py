@@ -1319,6 +1319,25 @@ def backward_block_cases(n: int = 48, seed: int = 1109) -> list[Case]:
         cases.append(make_case("linear_s8_grad_weight_f32", [d, s8(xl), s8(el), _mask(rng, out_n, i // 4 + 2),
                                                              ws, bs, _f32_acc(rng, in_n * out_n, i),
                                                              _f32_acc(rng, out_n, i + 2)], lab))
+    # max-pool grad with disjoint windows (stride >= kernel: the kernel's direct
+    # path): full and border-clipped 2x2 windows, inputs no window covers
+    # (7 -> 3), other kernel sizes; errors with and without a routed -128 (shift
+    # 1 then), ties in x (the first maximum wins)
+    for j, (in_h, in_w, k, s, pad) in enumerate([(28, 28, 2, 2, 0), (7, 7, 2, 2, 0), (7, 6, 2, 2, 1),
+                                                 (9, 8, 3, 3, 1), (5, 9, 2, 3, 0), (6, 6, 1, 2, 0)]):
+        out_h, out_w = (in_h + 2 * pad - k) // s + 1, (in_w + 2 * pad - k) // s + 1
+        c = [16, 3, 5, 4, 1, 7][j]
+        g = ConvGeom(in_h, in_w, c, out_h, out_w, c, k, k, s, s, pad, pad, c)
+        for ek in ("uniform", "sparse", "no-128"):
+            e = _int8(rng, g.n_out, "sparse" if ek == "sparse" else "uniform")
+            if ek == "no-128":
+                e = np.maximum(e, -127).astype(np.int8)
+            else:
+                e[0] = -128
+            x = _int8(rng, g.n_in, ["uniform", "ties"][(j + len(ek)) % 2])
+            cases.append(make_case("maxpool_s8_grad_input", [i32(g.pool_desc()), s8(x), s8(e), out("i", g.n_in),
+                                                             out("Y", g.n_in)],
+                                   f"disjoint: {in_h}x{in_w}x{c} k{k} s{s} p{pad} {ek}"))
     # lut grad: e = -128 on |dtable| = 2^24 - 1, both signs (|acc| = 2^31 - 128)
     dt = np.r_[np.full(128, oracle.LUT_DMAX), np.full(128, -oracle.LUT_DMAX)]
     xs8 = s8(np.array([-128, -1, 0, 127, 5]))
