@@ -1149,6 +1149,11 @@ def generate_limits() -> list[Case]:
     # l1 norm: 2^24 - 1 positions of -128 in one channel (2^31 - 128)
     cases.append(make_case("l1_norm_s8", [s8(np.full(2**24 - 1, -128)), 1, out("i", 1)],
                            "limit: 2^24 - 1 positions"))
+    # l1 norm of channel quads: 16-bit lanes flushed every 511 positions (511 * 128
+    # is the most a lane takes); position counts around the multiples of 511
+    for npos, c in ((511, 4), (512, 8), (1533, 5), (1534, 12), (3000, 7)):
+        cases.append(make_case("l1_norm_s8", [s8(np.full(npos * c, -128)), c, out("i", c)],
+                               f"limit: {npos} positions of -128, {c} channels"))
     # conv2d forward with the zero point folded out (interior windows): the
     # dense path (two interior positions) and the depthwise path (one 128 x
     # 256 window per channel), x - zp = -255, w = -128 (channel 0) / 127

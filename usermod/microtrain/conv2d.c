@@ -1235,6 +1235,79 @@ static void gi_depthwise(const mt_conv2d_params_t *p, const mt_geom_t *g, const 
     }
 }
 
+// ---- Masked grad input, groups == 1: the selected output channels four at a
+// time (a sparse update keeps few of them). Per position the four products
+// e * wr (int32) are formed once; each input channel of the tap then takes
+// them in 32-bit multiply-accumulates against the four weight runs, so wr is
+// not split into halfword digits (one pass, where the packed path needs one
+// per digit) and nothing is packed. Padding channels of a last short group
+// have wr 0. Sums are exact in any order (mt_wr_check bounds every partial
+// sum of the terms e * wr * w).
+typedef struct {
+    const int8_t *w[4];  // the tap's weight runs (in_c each)
+    int32_t eo[4];       // channel offsets in an error row
+    int32_t wr[4];
+    int32_t n;  // in_c
+} mt_sel4_t;
+
+static MT_NOINLINE void gi_sel_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
+    const int8_t *w0 = s->w[0], *w1 = s->w[1], *w2 = s->w[2], *w3 = s->w[3];
+    const int32_t n = s->n;
+    int32_t eo = 0, ao = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+        int32_t ei = eo, ai = ao;
+        for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
+            const int8_t *ep = e + ei;
+            const int32_t v0 = ep[s->eo[0]] * s->wr[0], v1 = ep[s->eo[1]] * s->wr[1];
+            const int32_t v2 = ep[s->eo[2]] * s->wr[2], v3 = ep[s->eo[3]] * s->wr[3];
+            if ((v0 | v1 | v2 | v3) == 0) {
+                continue;
+            }
+            int32_t *a = acc + ai;
+            for (int32_t c = 0; c < n; ++c) {
+                a[c] += v0 * w0[c] + v1 * w1[c] + v2 * w2[c] + v3 * w3[c];
+            }
+        }
+    }
+}
+
+static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
+                        const int32_t *wr, const uint8_t *mask, int32_t *acc) {
+    int32_t oc = 0;
+    while (oc < p->out_c) {
+        int32_t ch[4], n = 0;
+        for (; oc < p->out_c && n < 4; ++oc) {
+            if (mask[oc] && wr[oc] != 0) {
+                ch[n++] = oc;
+            }
+        }
+        if (n == 0) {
+            break;
+        }
+        mt_sel4_t s;
+        s.n = p->in_c;
+        for (int32_t h = 0; h < 4; ++h) {
+            s.eo[h] = ch[h < n ? h : 0];
+            s.wr[h] = h < n ? wr[ch[h]] : 0;
+        }
+        for (int32_t ky = 0; ky < p->k_h; ++ky) {
+            for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                mt_rect_t r;
+                int32_t eb, ab;
+                tap_rect(p, g, ky, kx, &r, &eb, &ab);
+                if (r.noy == 0) {
+                    continue;
+                }
+                const int32_t wt = ky * g->w_row + kx * g->cpg;
+                for (int32_t h = 0; h < 4; ++h) {
+                    s.w[h] = w + s.eo[h] * g->w_oc + wt;
+                }
+                gi_sel_rect(e + eb, acc + ab, &r, &s);
+            }
+        }
+    }
+}
+
 static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
                        const uint8_t *mask, int32_t *acc) {
     mt_geom_t g;
@@ -1242,6 +1315,10 @@ static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_
     if (g.cpg == 1 && g.opg == 1) {
         gi_depthwise(p, &g, e, w, wr, mask, acc);
         gi_singles(p, &g, e, w, wr, mask, p->in_c & ~3, acc);
+        return;
+    }
+    if (mask && p->groups == 1) {
+        gi_selected(p, &g, e, w, wr, mask, acc);
         return;
     }
     // Dense: whole quads of consecutive channels (the rest scattered); masked:
