@@ -878,6 +878,35 @@ static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_r
     return s;
 }
 
+// Two output channels that need not be neighbours (e at offsets 0 and db)
+// times four input channels: s[0..3] the first oc by ci 0..3, s[4..7] the
+// second, without the zero point (the caller folds it out, as for the 2x4
+// blocks). The pair's errors are packed into one word per position, so the
+// masked weight gradient gets the 2x4 block's halfword MACs for any two
+// selected channels.
+static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const uint32_t ev = mt_pkhbt16((uint32_t)(int32_t)e[ei], (uint32_t)(int32_t)e[ei + db]);
+            const uint32_t xw = mt_load_u32(x + xi);
+            const uint32_t xa = mt_sxtb16(xw), xb = mt_sxtb16_ror8(xw);  // ci 0, 2 / ci 1, 3
+            s0 = mt_smlabb(ev, xa, s0);
+            s1 = mt_smlabb(ev, xb, s1);
+            s2 = mt_smlabt(ev, xa, s2);
+            s3 = mt_smlabt(ev, xb, s3);
+            s4 = mt_smlatb(ev, xa, s4);
+            s5 = mt_smlatb(ev, xb, s5);
+            s6 = mt_smlatt(ev, xa, s6);
+            s7 = mt_smlatt(ev, xb, s7);
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+
 // Where the finished sums go: the int32 gradient (stored) or the float32
 // one (gf[i] = gf[i] + scale * (float)s, the contract's single add).
 typedef struct {
@@ -958,6 +987,56 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                         sink_put(ow, oc * g.w_oc + wt, rect_1x1(e + eb + oc, x + xb + oc, &r, zp));
                     }
                     ++oc;
+                }
+                continue;
+            }
+            if (mask && cpg >= 4) {
+                // Masked: the selected channels of each group in pairs (a last
+                // odd one alone), whatever their distance.
+                for (int32_t gi = 0; gi < p->groups; ++gi) {
+                    const int8_t *xg = x + xb + gi * cpg;
+                    const int32_t oc_end = (gi + 1) * g.opg;
+                    int32_t a = -1;  // a selected channel waiting for its pair
+                    for (int32_t oc = gi * g.opg; oc <= oc_end; ++oc) {
+                        if (oc < oc_end && !mask[oc]) {
+                            continue;
+                        }
+                        if (oc < oc_end && a < 0) {
+                            a = oc;
+                            continue;
+                        }
+                        if (a < 0) {
+                            break;
+                        }
+                        const int32_t wa = a * g.w_oc + wt;
+                        int32_t c = 0;
+                        if (oc < oc_end) {  // the pair (a, oc)
+                            const int32_t wb = oc * g.w_oc + wt;
+                            const int32_t sea = rect_1x1(e + eb + a, &one, &r1, 0);
+                            const int32_t seb = rect_1x1(e + eb + oc, &one, &r1, 0);
+                            for (; c + 4 <= cpg; c += 4) {
+                                rect_2x4g(e + eb + a, oc - a, xg + c, &r, s);
+                                for (int32_t k = 0; k < 4; ++k) {
+                                    sink_put(ow, wa + c + k, s[k] - zp * sea);
+                                    sink_put(ow, wb + c + k, s[4 + k] - zp * seb);
+                                }
+                            }
+                            for (int32_t cc = c; cc < cpg; ++cc) {
+                                sink_put(ow, wb + cc, rect_1x1(e + eb + oc, xg + cc, &r, zp));
+                            }
+                        } else {  // the last one alone
+                            for (; c + 4 <= cpg; c += 4) {
+                                rect_1x4(e + eb + a, xg + c, &r, zp2, s);
+                                for (int32_t k = 0; k < 4; ++k) {
+                                    sink_put(ow, wa + c + k, s[k]);
+                                }
+                            }
+                        }
+                        for (; c < cpg; ++c) {
+                            sink_put(ow, wa + c, rect_1x1(e + eb + a, xg + c, &r, zp));
+                        }
+                        a = -1;
+                    }
                 }
                 continue;
             }
