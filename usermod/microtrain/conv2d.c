@@ -907,6 +907,23 @@ static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, 
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
 
+// The same pair times one input channel minus zp: s[0], s[1] by oc.
+static MT_NOINLINE void rect_2x1g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t zp,
+                                  int32_t *s) {
+    int32_t s0 = 0, s1 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const int32_t xv = (int32_t)x[xi] - zp;
+            s0 += (int32_t)e[ei] * xv;
+            s1 += (int32_t)e[ei + db] * xv;
+        }
+    }
+    s[0] = s0, s[1] = s1;
+}
+
 // Where the finished sums go: the int32 gradient (stored) or the float32
 // one (gf[i] = gf[i] + scale * (float)s, the contract's single add).
 typedef struct {
@@ -990,7 +1007,7 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                 }
                 continue;
             }
-            if (mask && cpg >= 4) {
+            if (mask) {
                 // Masked: the selected channels of each group in pairs (a last
                 // odd one alone), whatever their distance.
                 for (int32_t gi = 0; gi < p->groups; ++gi) {
@@ -1012,17 +1029,21 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                         int32_t c = 0;
                         if (oc < oc_end) {  // the pair (a, oc)
                             const int32_t wb = oc * g.w_oc + wt;
-                            const int32_t sea = rect_1x1(e + eb + a, &one, &r1, 0);
-                            const int32_t seb = rect_1x1(e + eb + oc, &one, &r1, 0);
-                            for (; c + 4 <= cpg; c += 4) {
-                                rect_2x4g(e + eb + a, oc - a, xg + c, &r, s);
-                                for (int32_t k = 0; k < 4; ++k) {
-                                    sink_put(ow, wa + c + k, s[k] - zp * sea);
-                                    sink_put(ow, wb + c + k, s[4 + k] - zp * seb);
+                            if (cpg >= 4) {
+                                const int32_t sea = rect_1x1(e + eb + a, &one, &r1, 0);
+                                const int32_t seb = rect_1x1(e + eb + oc, &one, &r1, 0);
+                                for (; c + 4 <= cpg; c += 4) {
+                                    rect_2x4g(e + eb + a, oc - a, xg + c, &r, s);
+                                    for (int32_t k = 0; k < 4; ++k) {
+                                        sink_put(ow, wa + c + k, s[k] - zp * sea);
+                                        sink_put(ow, wb + c + k, s[4 + k] - zp * seb);
+                                    }
                                 }
                             }
-                            for (int32_t cc = c; cc < cpg; ++cc) {
-                                sink_put(ow, wb + cc, rect_1x1(e + eb + oc, xg + cc, &r, zp));
+                            for (; c < cpg; ++c) {
+                                rect_2x1g(e + eb + a, oc - a, xg + c, &r, zp, s);
+                                sink_put(ow, wa + c, s[0]);
+                                sink_put(ow, wb + c, s[1]);
                             }
                         } else {  // the last one alone
                             for (; c + 4 <= cpg; c += 4) {
@@ -1387,11 +1408,47 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
     }
 }
 
+// Masked depthwise: each selected channel alone, tap by tap, with its ratio
+// folded into the tap's weight (|wr * w| < 2^24): acc[in pos, c] += e[out pos,
+// c] * (wr[c] * w[c, tap]). The same integers as the quad path's
+// (sum e * w) * wr, without a pass over the channels that are off.
+static void gi_dw_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
+                           const int32_t *wr, const uint8_t *mask, int32_t *acc) {
+    const int32_t kk = p->k_h * p->k_w;
+    for (int32_t c = 0; c < p->out_c; ++c) {
+        if (!mask[c] || wr[c] == 0) {
+            continue;
+        }
+        for (int32_t ky = 0; ky < p->k_h; ++ky) {
+            for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                mt_rect_t r;
+                int32_t eb, ab;
+                tap_rect(p, g, ky, kx, &r, &eb, &ab);
+                const int32_t m = wr[c] * w[c * kk + ky * p->k_w + kx];
+                if (r.noy == 0 || m == 0) {
+                    continue;
+                }
+                int32_t eo = eb + c, ao = ab + c;
+                for (int32_t row = 0; row < r.noy; ++row, eo += r.e_row, ao += r.x_row) {
+                    int32_t ei = eo, ai = ao;
+                    for (int32_t i = 0; i < r.nox; ++i, ei += r.e_col, ai += r.x_col) {
+                        acc[ai] += e[ei] * m;
+                    }
+                }
+            }
+        }
+    }
+}
+
 static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
                        const uint8_t *mask, int32_t *acc) {
     mt_geom_t g;
     geom_init(p, &g);
     if (g.cpg == 1 && g.opg == 1) {
+        if (mask) {
+            gi_dw_selected(p, &g, e, w, wr, mask, acc);
+            return;
+        }
         gi_depthwise(p, &g, e, w, wr, mask, acc);
         gi_singles(p, &g, e, w, wr, mask, p->in_c & ~3, acc);
         return;
