@@ -3,20 +3,6 @@
 #include "mt_kernels.h"
 #include "mt_dsp.h"
 
-// Four bytes to any address (mt_load_u32's counterpart): one STR where
-// unaligned access exists, byte stores elsewhere; no aliasing UB.
-static inline void mt_store_u32(int8_t *p, uint32_t v) {
-#if defined(__GNUC__)
-    *(mt_u32_unaligned_t *)(void *)p = v;
-#else
-    uint8_t *b = (uint8_t *)p;
-    b[0] = (uint8_t)v;
-    b[1] = (uint8_t)(v >> 8);
-    b[2] = (uint8_t)(v >> 16);
-    b[3] = (uint8_t)(v >> 24);
-#endif
-}
-
 // y = max(x, zp). Element-wise, so y == x (in place) is fine.
 void mt_relu_s8_forward(const int8_t *x, int8_t *y, size_t n, int32_t zp) {
     for (size_t i = 0; i < n; ++i) {

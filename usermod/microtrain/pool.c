@@ -2,6 +2,7 @@
 // Descriptors passed mt_pool_check: every window overlaps the input (pad < k
 // and the last window starts inside), all indices fit in int32.
 #include "mt_kernels.h"
+#include "mt_dsp.h"
 
 // Valid tap range [k0, k1) of the window starting at input coordinate i0
 // (may be negative: padding). Computed once per output row/column instead of
@@ -73,11 +74,16 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
     const int32_t c = p->c;
     const int32_t n_in = p->in_h * p->in_w * c;
     const int32_t row_stride = p->in_w * c;
-    for (int32_t i = 0; i < n_in; ++i) {
+    int32_t i = 0;
+    for (; i + 4 <= n_in; i += 4) {
+        acc[i] = acc[i + 1] = acc[i + 2] = acc[i + 3] = 0;
+        mt_store_u32(ein + i, 0);
+    }
+    for (; i < n_in; ++i) {
         acc[i] = 0;
         ein[i] = 0;
     }
-    int32_t m128 = 0;  // a routed -128
+    int32_t emin = 0;  // the smallest routed error: -128 needs shift 1
     const int8_t *ep = e;
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
         const int32_t iy0 = oy * p->stride_h - p->pad_top;
@@ -89,30 +95,31 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
             mt_window(ix0, p->k_w, p->in_w, &kx0, &kx1);
             const int32_t first = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
             if (ky1 - ky0 == 2 && kx1 - kx0 == 2) {  // the common full 2x2 window, unrolled
+                // the window's two rows (both inside x) and their outputs
+                const int8_t *xa = x + first, *xb = xa + row_stride;
+                int32_t *aa = acc + first;
+                int8_t *ea = ein + first;
                 for (int32_t ch = 0; ch < c; ++ch) {
                     const int32_t ev = ep[ch];
                     if (ev == 0) {
                         continue;
                     }
                     // strict '>' in ky-major, kx-minor order: the first maximum
-                    int32_t o = first + ch, arg = o, best = x[o];
-                    o += c;
-                    if (x[o] > best) {
-                        best = x[o];
-                        arg = o;
+                    int32_t o = ch, best = xa[ch];
+                    if (xa[ch + c] > best) {
+                        best = xa[ch + c];
+                        o = ch + c;
                     }
-                    o += row_stride - c;
-                    if (x[o] > best) {
-                        best = x[o];
-                        arg = o;
+                    if (xb[ch] > best) {
+                        best = xb[ch];
+                        o = ch + row_stride;
                     }
-                    o += c;
-                    if (x[o] > best) {
-                        arg = o;
+                    if (xb[ch + c] > best) {
+                        o = ch + row_stride + c;
                     }
-                    acc[arg] = ev;
-                    ein[arg] = (int8_t)ev;
-                    m128 |= ev == INT8_MIN;
+                    aa[o] = ev;
+                    ea[o] = (int8_t)ev;
+                    emin = ev < emin ? ev : emin;
                 }
                 continue;
             }
@@ -134,15 +141,15 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                 }
                 acc[arg] = ev;
                 ein[arg] = (int8_t)ev;
-                m128 |= ev == INT8_MIN;
+                emin = ev < emin ? ev : emin;
             }
         }
     }
-    if (!m128) {
+    if (emin > INT8_MIN) {
         return 0;
     }
     const int32_t shift = mt_dyn_shift(128u);
-    for (int32_t i = 0; i < n_in; ++i) {
+    for (i = 0; i < n_in; ++i) {
         ein[i] = mt_dyn_apply(acc[i], shift);
     }
     return shift;
