@@ -878,6 +878,7 @@ static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_r
     return s;
 }
 
+#if !MT_SOFT_MATH  // the masked pairs below (Cortex-M0 keeps one channel at a time)
 // Two output channels that need not be neighbours (e at offsets 0 and db)
 // times four input channels: s[0..3] the first oc by ci 0..3, s[4..7] the
 // second, without the zero point (the caller folds it out, as for the 2x4
@@ -923,6 +924,7 @@ static MT_NOINLINE void rect_2x1g(const int8_t *e, int32_t db, const int8_t *x, 
     }
     s[0] = s0, s[1] = s1;
 }
+#endif
 
 // Where the finished sums go: the int32 gradient (stored) or the float32
 // one (gf[i] = gf[i] + scale * (float)s, the contract's single add).
@@ -1007,6 +1009,7 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                 }
                 continue;
             }
+#if !MT_SOFT_MATH
             if (mask) {
                 // Masked: the selected channels of each group in pairs (a last
                 // odd one alone), whatever their distance.
@@ -1061,6 +1064,7 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                 }
                 continue;
             }
+#endif
             for (int32_t gi = 0, oc = 0; gi < p->groups; ++gi) {
                 const int8_t *xg = x + xb + gi * cpg;
                 const int32_t oc_end = oc + g.opg;
