@@ -1340,9 +1340,9 @@ def backward_block_cases(n: int = 48, seed: int = 1109) -> list[Case]:
             else:
                 e[0] = -128
             x = _int8(rng, g.n_in, ["uniform", "ties"][(j + len(ek)) % 2])
-            cases.append(make_case("maxpool_s8_grad_input", [i32(g.pool_desc()), s8(x), s8(e), out("i", g.n_in),
-                                                             out("Y", g.n_in)],
-                                   f"disjoint: {in_h}x{in_w}x{c} k{k} s{s} p{pad} {ek}"))
+            args = [i32(g.pool_desc()), s8(x), s8(e), out("i", g.n_in), out("Y", g.n_in)]
+            label = f"disjoint: {in_h}x{in_w}x{c} k{k} s{s} p{pad} {ek}"
+            cases.append(make_case("maxpool_s8_grad_input", args, label))
     # lut grad: e = -128 on |dtable| = 2^24 - 1, both signs (|acc| = 2^31 - 128)
     dt = np.r_[np.full(128, oracle.LUT_DMAX), np.full(128, -oracle.LUT_DMAX)]
     xs8 = s8(np.array([-128, -1, 0, 127, 5]))
