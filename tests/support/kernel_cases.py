@@ -1149,6 +1149,11 @@ def generate_limits() -> list[Case]:
     # l1 norm: 2^24 - 1 positions of -128 in one channel (2^31 - 128)
     cases.append(make_case("l1_norm_s8", [s8(np.full(2**24 - 1, -128)), 1, out("i", 1)],
                            "limit: 2^24 - 1 positions"))
+    # l1 norm of channel quads: 16-bit lanes flushed every 511 positions (511 * 128
+    # is the most a lane takes); position counts around the multiples of 511
+    for npos, c in ((511, 4), (512, 8), (1533, 5), (1534, 12), (3000, 7)):
+        cases.append(make_case("l1_norm_s8", [s8(np.full(npos * c, -128)), c, out("i", c)],
+                               f"limit: {npos} positions of -128, {c} channels"))
     # conv2d forward with the zero point folded out (interior windows): the
     # dense path (two interior positions) and the depthwise path (one 128 x
     # 256 window per channel), x - zp = -255, w = -128 (channel 0) / 127
@@ -1319,6 +1324,25 @@ def backward_block_cases(n: int = 48, seed: int = 1109) -> list[Case]:
         cases.append(make_case("linear_s8_grad_weight_f32", [d, s8(xl), s8(el), _mask(rng, out_n, i // 4 + 2),
                                                              ws, bs, _f32_acc(rng, in_n * out_n, i),
                                                              _f32_acc(rng, out_n, i + 2)], lab))
+    # max-pool grad with disjoint windows (stride >= kernel: the kernel's direct
+    # path): full and border-clipped 2x2 windows, inputs no window covers
+    # (7 -> 3), other kernel sizes; errors with and without a routed -128 (shift
+    # 1 then), ties in x (the first maximum wins)
+    for j, (in_h, in_w, k, s, pad) in enumerate([(14, 14, 2, 2, 0), (7, 7, 2, 2, 0), (7, 6, 2, 2, 1),
+                                                 (9, 8, 3, 3, 1), (5, 9, 2, 3, 0), (6, 6, 1, 2, 0)]):
+        out_h, out_w = (in_h + 2 * pad - k) // s + 1, (in_w + 2 * pad - k) // s + 1
+        c = [16, 3, 5, 4, 1, 7][j]
+        g = ConvGeom(in_h, in_w, c, out_h, out_w, c, k, k, s, s, pad, pad, c)
+        for ek in ("uniform", "sparse", "no-128"):
+            e = _int8(rng, g.n_out, "sparse" if ek == "sparse" else "uniform")
+            if ek == "no-128":
+                e = np.maximum(e, -127).astype(np.int8)
+            else:
+                e[0] = -128
+            x = _int8(rng, g.n_in, ["uniform", "ties"][(j + len(ek)) % 2])
+            args = [i32(g.pool_desc()), s8(x), s8(e), out("i", g.n_in), out("Y", g.n_in)]
+            label = f"disjoint: {in_h}x{in_w}x{c} k{k} s{s} p{pad} {ek}"
+            cases.append(make_case("maxpool_s8_grad_input", args, label))
     # lut grad: e = -128 on |dtable| = 2^24 - 1, both signs (|acc| = 2^31 - 128)
     dt = np.r_[np.full(128, oracle.LUT_DMAX), np.full(128, -oracle.LUT_DMAX)]
     xs8 = s8(np.array([-128, -1, 0, 127, 5]))

@@ -1,6 +1,7 @@
 // Stand-alone ReLU / ReLU6 on int8 tensors (docs/numerics.md, "relu / relu6").
 // Scale and zero point pass through unchanged, so these are pure clamps.
 #include "mt_kernels.h"
+#include "mt_dsp.h"
 
 // y = max(x, zp). Element-wise, so y == x (in place) is fine.
 void mt_relu_s8_forward(const int8_t *x, int8_t *y, size_t n, int32_t zp) {
@@ -20,8 +21,22 @@ void mt_relu6_s8_forward(const int8_t *x, int8_t *y, size_t n, int32_t zp, int32
 }
 
 // Error passes where the stored output was strictly above zp, else 0.
+// Four bytes per step: with y and zp biased to unsigned (xor 0x80), each
+// 16-bit lane of bytes 0, 2 (then 1, 3) holds y' + 255 - zp' (0..510, no
+// carry between lanes), whose bit 8 is set iff y' > zp'; those bits make the
+// byte mask. Plain C: the same on every target. e may be y (word by word).
 void mt_relu_s8_backward(const int8_t *y, int8_t *e, size_t n, int32_t zp) {
-    for (size_t i = 0; i < n; ++i) {
+    const uint32_t z = (uint32_t)(zp + 128);  // 0..255
+    const uint32_t zl = 0x00FF00FFu - (z | (z << 16));
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t yw = mt_load_u32(y + i) ^ 0x80808080u;
+        const uint32_t a = (yw & 0x00FF00FFu) + zl;
+        const uint32_t b = ((yw >> 8) & 0x00FF00FFu) + zl;
+        const uint32_t keep = ((a >> 8) & 0x00010001u) | (b & 0x01000100u);
+        mt_store_u32(e + i, mt_load_u32(e + i) & (keep * 0xFFu));
+    }
+    for (; i < n; ++i) {
         if (y[i] <= zp) {
             e[i] = 0;
         }

@@ -878,6 +878,54 @@ static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_r
     return s;
 }
 
+#if !MT_SOFT_MATH  // the masked pairs below (Cortex-M0 keeps one channel at a time)
+// Two output channels that need not be neighbours (e at offsets 0 and db)
+// times four input channels: s[0..3] the first oc by ci 0..3, s[4..7] the
+// second, without the zero point (the caller folds it out, as for the 2x4
+// blocks). The pair's errors are packed into one word per position, so the
+// masked weight gradient gets the 2x4 block's halfword MACs for any two
+// selected channels.
+static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const uint32_t ev = mt_pkhbt16((uint32_t)(int32_t)e[ei], (uint32_t)(int32_t)e[ei + db]);
+            const uint32_t xw = mt_load_u32(x + xi);
+            const uint32_t xa = mt_sxtb16(xw), xb = mt_sxtb16_ror8(xw);  // ci 0, 2 / ci 1, 3
+            s0 = mt_smlabb(ev, xa, s0);
+            s1 = mt_smlabb(ev, xb, s1);
+            s2 = mt_smlabt(ev, xa, s2);
+            s3 = mt_smlabt(ev, xb, s3);
+            s4 = mt_smlatb(ev, xa, s4);
+            s5 = mt_smlatb(ev, xb, s5);
+            s6 = mt_smlatt(ev, xa, s6);
+            s7 = mt_smlatt(ev, xb, s7);
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+
+// The same pair times one input channel minus zp: s[0], s[1] by oc.
+static MT_NOINLINE void rect_2x1g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t zp,
+                                  int32_t *s) {
+    int32_t s0 = 0, s1 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const int32_t xv = (int32_t)x[xi] - zp;
+            s0 += (int32_t)e[ei] * xv;
+            s1 += (int32_t)e[ei + db] * xv;
+        }
+    }
+    s[0] = s0, s[1] = s1;
+}
+#endif
+
 // Where the finished sums go: the int32 gradient (stored) or the float32
 // one (gf[i] = gf[i] + scale * (float)s, the contract's single add).
 typedef struct {
@@ -961,6 +1009,62 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                 }
                 continue;
             }
+#if !MT_SOFT_MATH
+            if (mask) {
+                // Masked: the selected channels of each group in pairs (a last
+                // odd one alone), whatever their distance.
+                for (int32_t gi = 0; gi < p->groups; ++gi) {
+                    const int8_t *xg = x + xb + gi * cpg;
+                    const int32_t oc_end = (gi + 1) * g.opg;
+                    int32_t a = -1;  // a selected channel waiting for its pair
+                    for (int32_t oc = gi * g.opg; oc <= oc_end; ++oc) {
+                        if (oc < oc_end && !mask[oc]) {
+                            continue;
+                        }
+                        if (oc < oc_end && a < 0) {
+                            a = oc;
+                            continue;
+                        }
+                        if (a < 0) {
+                            break;
+                        }
+                        const int32_t wa = a * g.w_oc + wt;
+                        int32_t c = 0;
+                        if (oc < oc_end) {  // the pair (a, oc)
+                            const int32_t wb = oc * g.w_oc + wt;
+                            if (cpg >= 4) {
+                                const int32_t sea = rect_1x1(e + eb + a, &one, &r1, 0);
+                                const int32_t seb = rect_1x1(e + eb + oc, &one, &r1, 0);
+                                for (; c + 4 <= cpg; c += 4) {
+                                    rect_2x4g(e + eb + a, oc - a, xg + c, &r, s);
+                                    for (int32_t k = 0; k < 4; ++k) {
+                                        sink_put(ow, wa + c + k, s[k] - zp * sea);
+                                        sink_put(ow, wb + c + k, s[4 + k] - zp * seb);
+                                    }
+                                }
+                            }
+                            for (; c < cpg; ++c) {
+                                rect_2x1g(e + eb + a, oc - a, xg + c, &r, zp, s);
+                                sink_put(ow, wa + c, s[0]);
+                                sink_put(ow, wb + c, s[1]);
+                            }
+                        } else {  // the last one alone
+                            for (; c + 4 <= cpg; c += 4) {
+                                rect_1x4(e + eb + a, xg + c, &r, zp2, s);
+                                for (int32_t k = 0; k < 4; ++k) {
+                                    sink_put(ow, wa + c + k, s[k]);
+                                }
+                            }
+                        }
+                        for (; c < cpg; ++c) {
+                            sink_put(ow, wa + c, rect_1x1(e + eb + a, xg + c, &r, zp));
+                        }
+                        a = -1;
+                    }
+                }
+                continue;
+            }
+#endif
             for (int32_t gi = 0, oc = 0; gi < p->groups; ++gi) {
                 const int8_t *xg = x + xb + gi * cpg;
                 const int32_t oc_end = oc + g.opg;
@@ -1235,13 +1339,126 @@ static void gi_depthwise(const mt_conv2d_params_t *p, const mt_geom_t *g, const 
     }
 }
 
+// ---- Masked grad input, groups == 1: the selected output channels four at a
+// time (a sparse update keeps few of them). Per position the four products
+// e * wr (int32) are formed once; each input channel of the tap then takes
+// them in 32-bit multiply-accumulates against the four weight runs, so wr is
+// not split into halfword digits (one pass, where the packed path needs one
+// per digit) and nothing is packed. Padding channels of a last short group
+// have wr 0. Sums are exact in any order (mt_wr_check bounds every partial
+// sum of the terms e * wr * w).
+typedef struct {
+    const int8_t *w[4];  // the tap's weight runs (in_c each)
+    int32_t eo[4];       // channel offsets in an error row
+    int32_t wr[4];
+    int32_t n;  // in_c
+} mt_sel4_t;
+
+static MT_NOINLINE void gi_sel_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
+    const int8_t *w0 = s->w[0], *w1 = s->w[1], *w2 = s->w[2], *w3 = s->w[3];
+    const int32_t n = s->n;
+    int32_t eo = 0, ao = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+        int32_t ei = eo, ai = ao;
+        for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
+            const int8_t *ep = e + ei;
+            const int32_t v0 = ep[s->eo[0]] * s->wr[0], v1 = ep[s->eo[1]] * s->wr[1];
+            const int32_t v2 = ep[s->eo[2]] * s->wr[2], v3 = ep[s->eo[3]] * s->wr[3];
+            if ((v0 | v1 | v2 | v3) == 0) {
+                continue;
+            }
+            int32_t *a = acc + ai;
+            for (int32_t c = 0; c < n; ++c) {
+                a[c] += v0 * w0[c] + v1 * w1[c] + v2 * w2[c] + v3 * w3[c];
+            }
+        }
+    }
+}
+
+static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
+                        const int32_t *wr, const uint8_t *mask, int32_t *acc) {
+    int32_t oc = 0;
+    while (oc < p->out_c) {
+        int32_t ch[4], n = 0;
+        for (; oc < p->out_c && n < 4; ++oc) {
+            if (mask[oc] && wr[oc] != 0) {
+                ch[n++] = oc;
+            }
+        }
+        if (n == 0) {
+            break;
+        }
+        mt_sel4_t s;
+        s.n = p->in_c;
+        for (int32_t h = 0; h < 4; ++h) {
+            s.eo[h] = ch[h < n ? h : 0];
+            s.wr[h] = h < n ? wr[ch[h]] : 0;
+        }
+        for (int32_t ky = 0; ky < p->k_h; ++ky) {
+            for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                mt_rect_t r;
+                int32_t eb, ab;
+                tap_rect(p, g, ky, kx, &r, &eb, &ab);
+                if (r.noy == 0) {
+                    continue;
+                }
+                const int32_t wt = ky * g->w_row + kx * g->cpg;
+                for (int32_t h = 0; h < 4; ++h) {
+                    s.w[h] = w + s.eo[h] * g->w_oc + wt;
+                }
+                gi_sel_rect(e + eb, acc + ab, &r, &s);
+            }
+        }
+    }
+}
+
+// Masked depthwise: each selected channel alone, tap by tap, with its ratio
+// folded into the tap's weight (|wr * w| < 2^24): acc[in pos, c] += e[out pos,
+// c] * (wr[c] * w[c, tap]). The same integers as the quad path's
+// (sum e * w) * wr, without a pass over the channels that are off.
+static void gi_dw_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
+                           const int32_t *wr, const uint8_t *mask, int32_t *acc) {
+    const int32_t kk = p->k_h * p->k_w;
+    for (int32_t c = 0; c < p->out_c; ++c) {
+        if (!mask[c] || wr[c] == 0) {
+            continue;
+        }
+        for (int32_t ky = 0; ky < p->k_h; ++ky) {
+            for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                mt_rect_t r;
+                int32_t eb, ab;
+                tap_rect(p, g, ky, kx, &r, &eb, &ab);
+                const int32_t m = wr[c] * w[c * kk + ky * p->k_w + kx];
+                if (r.noy == 0 || m == 0) {
+                    continue;
+                }
+                int32_t eo = eb + c, ao = ab + c;
+                for (int32_t row = 0; row < r.noy; ++row, eo += r.e_row, ao += r.x_row) {
+                    int32_t ei = eo, ai = ao;
+                    for (int32_t i = 0; i < r.nox; ++i, ei += r.e_col, ai += r.x_col) {
+                        acc[ai] += e[ei] * m;
+                    }
+                }
+            }
+        }
+    }
+}
+
 static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
                        const uint8_t *mask, int32_t *acc) {
     mt_geom_t g;
     geom_init(p, &g);
     if (g.cpg == 1 && g.opg == 1) {
+        if (mask) {
+            gi_dw_selected(p, &g, e, w, wr, mask, acc);
+            return;
+        }
         gi_depthwise(p, &g, e, w, wr, mask, acc);
         gi_singles(p, &g, e, w, wr, mask, p->in_c & ~3, acc);
+        return;
+    }
+    if (mask && p->groups == 1) {
+        gi_selected(p, &g, e, w, wr, mask, acc);
         return;
     }
     // Dense: whole quads of consecutive channels (the rest scattered); masked:

@@ -30,6 +30,20 @@ static inline uint32_t mt_load_u32(const int8_t *p) {
 }
 #endif
 
+// Four bytes to any address, mt_load_u32's counterpart (byte stores where
+// the core has no unaligned access).
+static inline void mt_store_u32(int8_t *p, uint32_t v) {
+#if defined(__GNUC__)
+    *(mt_u32_unaligned_t *)(void *)p = v;
+#else
+    uint8_t *b = (uint8_t *)p;
+    b[0] = (uint8_t)v;
+    b[1] = (uint8_t)(v >> 8);
+    b[2] = (uint8_t)(v >> 16);
+    b[3] = (uint8_t)(v >> 24);
+#endif
+}
+
 static inline int32_t mt_lo16(uint32_t v) {
     return (int32_t)(int16_t)(uint16_t)(v & 0xFFFFu);
 }

@@ -2,6 +2,7 @@
 // Descriptors passed mt_pool_check: every window overlaps the input (pad < k
 // and the last window starts inside), all indices fit in int32.
 #include "mt_kernels.h"
+#include "mt_dsp.h"
 
 // Valid tap range [k0, k1) of the window starting at input coordinate i0
 // (may be negative: padding). Computed once per output row/column instead of
@@ -63,8 +64,102 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
     }
 }
 
+// Windows that do not overlap (stride >= k on both axes): every input takes
+// at most one error, so acc would hold the routed errors themselves and
+// M = max |acc| <= 128. Each error is written to acc and ein at once, with
+// no requantisation pass: shift 0 (ein = acc) unless some routed error is
+// -128, then dyn_requant's shift for M = 128. Same bits as the general path.
+static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t *acc,
+                                     int8_t *ein) {
+    const int32_t c = p->c;
+    const int32_t n_in = p->in_h * p->in_w * c;
+    const int32_t row_stride = p->in_w * c;
+    int32_t i = 0;
+    for (; i + 4 <= n_in; i += 4) {
+        acc[i] = acc[i + 1] = acc[i + 2] = acc[i + 3] = 0;
+        mt_store_u32(ein + i, 0);
+    }
+    for (; i < n_in; ++i) {
+        acc[i] = 0;
+        ein[i] = 0;
+    }
+    int32_t emin = 0;  // the smallest routed error: -128 needs shift 1
+    const int8_t *ep = e;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_top;
+        int32_t ky0, ky1;
+        mt_window(iy0, p->k_h, p->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox, ep += c) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_left;
+            int32_t kx0, kx1;
+            mt_window(ix0, p->k_w, p->in_w, &kx0, &kx1);
+            const int32_t first = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
+            if (ky1 - ky0 == 2 && kx1 - kx0 == 2) {  // the common full 2x2 window, unrolled
+                // the window's two rows (both inside x) and their outputs
+                const int8_t *xa = x + first, *xb = xa + row_stride;
+                int32_t *aa = acc + first;
+                int8_t *ea = ein + first;
+                for (int32_t ch = 0; ch < c; ++ch) {
+                    const int32_t ev = ep[ch];
+                    if (ev == 0) {
+                        continue;
+                    }
+                    // strict '>' in ky-major, kx-minor order: the first maximum
+                    int32_t o = ch, best = xa[ch];
+                    if (xa[ch + c] > best) {
+                        best = xa[ch + c];
+                        o = ch + c;
+                    }
+                    if (xb[ch] > best) {
+                        best = xb[ch];
+                        o = ch + row_stride;
+                    }
+                    if (xb[ch + c] > best) {
+                        o = ch + row_stride + c;
+                    }
+                    aa[o] = ev;
+                    ea[o] = (int8_t)ev;
+                    emin = ev < emin ? ev : emin;
+                }
+                continue;
+            }
+            for (int32_t ch = 0; ch < c; ++ch) {
+                const int32_t ev = ep[ch];
+                if (ev == 0) {
+                    continue;
+                }
+                int32_t best = INT8_MIN - 1, arg = 0;
+                int32_t off = first + ch;
+                for (int32_t ky = ky0; ky < ky1; ++ky, off += row_stride) {
+                    int32_t o = off;
+                    for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                        if (x[o] > best) {
+                            best = x[o];
+                            arg = o;
+                        }
+                    }
+                }
+                acc[arg] = ev;
+                ein[arg] = (int8_t)ev;
+                emin = ev < emin ? ev : emin;
+            }
+        }
+    }
+    if (emin > INT8_MIN) {
+        return 0;
+    }
+    const int32_t shift = mt_dyn_shift(128u);
+    for (i = 0; i < n_in; ++i) {
+        ein[i] = mt_dyn_apply(acc[i], shift);
+    }
+    return shift;
+}
+
 int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e,
                               int32_t *acc, int8_t *ein) {
+    if (p->stride_h >= p->k_h && p->stride_w >= p->k_w) {
+        return maxpool_grad_disjoint(p, x, e, acc, ein);
+    }
     const int32_t c = p->c;
     const int32_t n_in = p->in_h * p->in_w * c;
     const int32_t row_stride = p->in_w * c;
