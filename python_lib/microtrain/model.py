@@ -188,7 +188,11 @@ class Layer:
             # the large float32 sums first, while the heap is least fragmented
             self.gw = zeros("f", len(self.w))
             self.gb = zeros("f", len(self.b))
-            self.w = array.array("b", self.w)
+            # a raw byte copy: array("b", view) would convert element by element, and a
+            # view of the file bytes reads 0..255, which CircuitPython refuses to store
+            w = zeros("b", len(self.w))
+            w[:] = self.w
+            self.w = w
             self.b = array.array("i", self.b)
             self.mult = array.array("i", self.mult)
             self.shift = array.array("i", self.shift)

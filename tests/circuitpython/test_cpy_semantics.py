@@ -1,0 +1,156 @@
+"""CircuitPython semantics (issue 16), checked on the real unix MicroPython.
+
+``tests/mp/cpy_semantics.py`` runs a script with bytearray / array / memoryview
+element stores range-checked (CircuitPython raises OverflowError where
+MicroPython truncates) and ``time`` reduced to a CircuitPython board's
+(no ``ticks_*``). Under it:
+
+- the checker itself raises on an out-of-range store and on ``time.ticks_ms``
+  (so the checks below can fail);
+- seeded cases of every pure-Python kernel, also with memoryview arguments,
+  are bit-exact against the numpy oracle;
+- the device package trains (Trainer steps, sparse updates, checkpoint save,
+  JSON log) with the pure-Python kernels and with the native module, and
+  every weight, state array and loss equals the unchecked native run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from support import kernel_cases
+from support.harness import (
+    BUILD_TEST,
+    MICROPYTHON,
+    NATMOD_X64,
+    PYTHON_LIB,
+    ROOT,
+    RUNNER,
+    Case,
+    RunOutcome,
+    assert_complete,
+    decode_results,
+    ensure_natmod,
+    failures,
+    write_cases,
+)
+from support.kernel_cases import ALL_OPS
+from support.training_cases import DYN, SGDM, Setup, build_setups, device, labels_of, read_dump
+from support.training_cases import RUNNER as TRAIN_RUNNER
+
+CPY = ROOT / "tests" / "mp" / "cpy_semantics.py"
+SHIM = ROOT / "tests" / "mp" / "pykernel_shim.py"
+SEED = 1616
+
+
+def _run(args: list[str], path: str, pure: bool, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, MICROPYPATH=path)
+    if pure:
+        env["MICROTRAIN_PURE"] = "1"
+    else:
+        env.pop("MICROTRAIN_PURE", None)
+    return subprocess.run([str(MICROPYTHON), str(CPY), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, check=False)
+
+
+def _stores(out: str) -> int:
+    m = re.search(r"cpy_semantics: checked_stores=(\d+)", out)
+    assert m, out[-2000:]
+    return int(m.group(1))
+
+
+def test_checker_refuses_what_circuitpython_refuses(tmp_path: Path) -> None:
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import time\nfrom array import array\n"
+        "def t(f):\n"
+        "    try:\n        f()\n        print('ok')\n"
+        "    except Exception as e:\n        print(type(e).__name__)\n"
+        "a = array('b', [0, 0])\n"
+        "t(lambda: a.__setitem__(0, 127))\n"
+        "t(lambda: a.__setitem__(0, 128))\n"
+        "t(lambda: memoryview(a).__setitem__(1, 255))\n"
+        "t(lambda: memoryview(a)[0:2].__setitem__(1, -128))\n"
+        "t(lambda: bytearray(2).__setitem__(0, -1))\n"
+        "t(lambda: memoryview(bytearray(2))[1:].__setitem__(0, 256))\n"
+        "t(lambda: array('b', memoryview(b'\\xff')))\n"
+        "t(lambda: array('b', b'\\xff'))\n"
+        "t(lambda: array('i', [0]).__setitem__(0, 1 << 31))\n"
+        "t(lambda: time.ticks_ms())\n"
+        "t(lambda: time.monotonic_ns())\n")
+    p = _run([str(script)], str(PYTHON_LIB), pure=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[:11] == ["ok", "OverflowError", "OverflowError", "ok", "OverflowError",
+                                     "OverflowError", "OverflowError", "ok", "OverflowError",
+                                     "AttributeError", "ok"]
+
+
+def _run_cases(cases: list[Case], name: str) -> tuple[RunOutcome, int]:
+    wd = BUILD_TEST / "runs"
+    wd.mkdir(parents=True, exist_ok=True)
+    cpath = wd / f"cpy-{name}-{os.getpid()}.cases"
+    rpath = cpath.with_suffix(".results")
+    write_cases(cpath, cases)
+    rpath.unlink(missing_ok=True)
+    proc = _run(["--host-time", str(SHIM), str(RUNNER), str(cpath), str(rpath)], str(PYTHON_LIB), pure=True)
+    ncases, results = decode_results(rpath.read_bytes() if rpath.exists() else b"")
+    outcome = RunOutcome(results, proc.returncode, proc.stdout, proc.stderr, ncases or len(cases), cpath)
+    return outcome, _stores(proc.stdout)
+
+
+def test_pure_python_kernels_store_in_range() -> None:
+    from kernels.test_pykernels import _as_views as as_views  # the same view cases
+
+    src = kernel_cases.generate_all(SEED, 12)
+    flat = [c for op in ALL_OPS for c in src[op]]
+    rng = random.Random(SEED)
+    views = [as_views(c, rng) for op in ALL_OPS for c in kernel_cases.generate_all(SEED + 1, 4)[op]]
+    outcome, stores = _run_cases(flat + views, "kernels")
+    assert_complete(outcome, flat + views, "cpy_semantics + pykernels")
+    bad = failures(flat + views, outcome.results)
+    assert not bad, "\n".join(bad)
+    assert stores > 10000
+
+
+@pytest.fixture(scope="module")
+def setups(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Setup]:
+    return build_setups(tmp_path_factory.mktemp("cpy_training"))
+
+
+@pytest.mark.parametrize("kernels", ["pure", "native"])
+def test_device_package_trains_under_circuitpython_rules(setups: dict[str, Setup], tmp_path: Path,
+                                                          kernels: str) -> None:
+    """Trainer steps (mixed mode, SGD + momentum, dynamic sparse updates, batch 2), a checkpoint
+    save and a JSON log under the checks equal the unchecked native run bit for bit."""
+    s = setups["res"]
+    extra: dict[str, Any] = {"log": str(tmp_path / "ref.log"), "save": str(tmp_path / "ref.mtm")}
+    kw: dict[str, Any] = dict(order=range(6), labels=labels_of(s), train="all", mode="mixed", opt=SGDM,
+                              sparse=DYN, batch=2, **extra)
+    ref = device(s, tmp_path, "ref", **kw)
+    cfg = json.loads((tmp_path / "ref.json").read_text())
+    cfg.update(out=str(tmp_path / "cpy.dump"), log=str(tmp_path / "cpy.log"), save=str(tmp_path / "cpy.mtm"))
+    (tmp_path / "cpy.json").write_text(json.dumps(cfg))
+    if kernels == "native":
+        ensure_natmod()
+        path = f"{NATMOD_X64}:{PYTHON_LIB}"
+    else:
+        path = str(PYTHON_LIB)
+    p = _run([str(TRAIN_RUNNER), str(tmp_path / "cpy.json")], path, pure=kernels == "pure")
+    assert p.returncode == 0 and "TRAIN-RUNNER-DONE" in p.stdout, (p.stdout + p.stderr)[-3000:]
+    assert _stores(p.stdout) > 100
+    got = read_dump(tmp_path / "cpy.dump")
+    assert ref.keys() == got.keys()
+    diffs = [k for k in ref if not np.array_equal(ref[k], got[k])]
+    assert not diffs, f"runs under CircuitPython rules differ in {diffs}"
+    assert (tmp_path / "cpy.mtm").read_bytes() == (tmp_path / "ref.mtm").read_bytes()
+    n_log = len((tmp_path / "ref.log").read_text().splitlines())
+    assert n_log > 0 and len((tmp_path / "cpy.log").read_text().splitlines()) == n_log
