@@ -53,7 +53,7 @@ function plot() {
   g.clearRect(0, 0, c.width, c.height);
   if (!losses.length) return;
   const n = Math.max(losses.length, 10);
-  const top = Math.max(...losses.map((p) => p.loss), 1e-9);
+  const top = 1.1 * Math.max(...losses.map((p) => p.loss), 1e-9);
   const x = (i) => 30 + (i / (n - 1)) * (c.width - 40);
   const line = (color, y) => {
     g.strokeStyle = color;
@@ -62,7 +62,7 @@ function plot() {
     g.stroke();
   };
   line("#c0392b", (p) => c.height - 20 - (p.loss / top) * (c.height - 30));
-  line("#2471a3", (p) => c.height - 20 - p.acc * (c.height - 30));
+  line("#2471a3", (p) => c.height - 20 - 0.9 * p.acc * (c.height - 30));
   g.fillStyle = "#333";
   g.fillText("steps: " + losses.length + "  loss: " + losses[losses.length - 1].loss.toFixed(4) +
              "  running acc: " + losses[losses.length - 1].acc.toFixed(3), 34, 12);
@@ -114,7 +114,7 @@ async function main() {
   mp = await loadMicroPython({ heapsize: 8 * 1024 * 1024, stdout: print, stderr: print });
   const manifest = await putFiles();
   run("import sys\nsys.path.insert(0, '/lib')\nimport lab_session as L");
-  setStatus("Ready: MicroPython " + run("sys.version") + ", " + manifest.files.length + " files in its file system (" +
+  setStatus("Ready: MicroPython " + mp.pyimport("sys").version + ", " + manifest.files.length + " files in its file system (" +
             ((performance.now() - t0) / 1000).toFixed(1) + " s). Kernels: pure Python.");
   const on = (id, f) => ($(id).onclick = async () => {
     if (busy) return;

@@ -120,7 +120,8 @@ def build_site(site: Path = SITE) -> Path:
 class _Handler(http.server.SimpleHTTPRequestHandler):
     extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
                       ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
-                      ".py": "text/plain", ".mtm": "application/octet-stream", ".mtd": "application/octet-stream"}
+                      ".py": "text/plain", ".mtm": "application/octet-stream",
+                      ".mtd": "application/octet-stream"}
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
         pass
@@ -128,7 +129,8 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 def serve(site: Path, port: int) -> http.server.ThreadingHTTPServer:
     """An HTTP server of the site on 127.0.0.1:port (0: any free port), in a thread."""
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), functools.partial(_Handler, directory=str(site)))
+    handler = functools.partial(_Handler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return httpd
 
@@ -232,6 +234,10 @@ def browser_run(url: str, steps: int, screenshot: Path) -> tuple[list[str], str,
         dt = time.monotonic() - t0
         wd.js("document.getElementById('b-save').click()")
         wd.wait("return document.body.dataset.saved", 60)
+        # the code cell runs on the same interpreter: the trained model is there
+        wd.js("document.getElementById('cell').value = 'print(\\'cell:\\', L.n_steps, L.mt.NATIVE)'")
+        wd.js("document.getElementById('b-run').click()")
+        wd.wait("return document.getElementById('out').textContent.includes('cell: ')", 60)
         lines = wd.js("return [...document.querySelectorAll('#losses li')].map(e => e.textContent)")
         out = wd.js("return document.getElementById('out').textContent")
         png = wd.cmd("GET", "/screenshot")
@@ -247,35 +253,51 @@ def lab_test(steps: int, screenshot: Path) -> int:
     host, host_out = host_run(site, steps)
     httpd = serve(site, 0)
     try:
-        page, page_out, dt = browser_run(f"http://127.0.0.1:{httpd.server_address[1]}/index.html", steps, screenshot)
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
+        page, page_out, dt = browser_run(url, steps, screenshot)
     finally:
         httpd.shutdown()
     same = sum(1 for a, b in zip(page, host, strict=False) if a.split()[:2] == b.split()[:2])
     saved = [ln for ln in page_out.splitlines() if ln.startswith("saved ")]
     host_saved = [ln for ln in host_out.splitlines() if ln.startswith("saved ")]
-    print(f"lab: page trained {len(page)} steps in {dt:.1f} s ({1000 * dt / max(1, len(page)):.0f} ms per step, "
+    ms = 1000 * dt / max(1, len(page))
+    print(f"lab: page trained {len(page)} steps in {dt:.1f} s ({ms:.0f} ms per step, "
           "pure-Python kernels in WebAssembly)")
-    print(f"lab: checkpoint page: {saved[-1] if saved else 'none'} | host: {host_saved[-1] if host_saved else 'none'}")
+    print(f"lab: checkpoint page: {saved[-1] if saved else 'none'} | "
+          f"host: {host_saved[-1] if host_saved else 'none'}")
+    cell = [ln for ln in page_out.splitlines() if ln.startswith("cell: ")]
+    print(f"lab: code cell printed {cell[-1] if cell else 'nothing'!r}")
     if len(page) != steps or same != steps or saved != host_saved:
         for a, b in zip(page, host, strict=False):
             if a.split()[:2] != b.split()[:2]:
                 print(f"lab: differs: page {a} | host {b}")
                 break
     print(f"lab: browser=chromium steps={steps} losses_identical={same}/{steps} screenshot={screenshot}")
-    return 0 if same == steps == len(page) and saved == host_saved and saved else 1
+    ok = same == steps == len(page) and saved == host_saved and saved and cell == [f"cell: {steps} False"]
+    return 0 if ok else 1
 
 
-def main(argv: list[str] | None = None, prog: str = "microtrain lab") -> int:
-    ap = argparse.ArgumentParser(prog=prog, description=(
-        "Serve the browser lab (ports/webassembly/, docs/lab.md): MicroPython's WebAssembly port running "
-        "microtrain with a digits CNN and data, step by step: load, predict, train the last layer with a "
-        "live plot, save and download the checkpoint, and a code cell. Example: microtrain lab --port 8016"))
+DESCRIPTION = (
+    "Serve the browser lab (ports/webassembly/, docs/lab.md) on this machine: MicroPython's\n"
+    "WebAssembly port in the page runs the microtrain package (pure-Python kernels) with a digits\n"
+    "CNN and 300 real 8x8 digits in its file system: load, predict, train the last layer with a\n"
+    "live loss / accuracy plot, save and download the checkpoint, and an editable code cell on\n"
+    "the same interpreter. Open the printed address in a browser; Ctrl-C stops the server.\n"
+    "--test N: headless chromium trains N steps on the page, the same script runs on the unix\n"
+    "MicroPython, and the losses must be identical bit for bit (make lab-test).")
+EXAMPLE = "  microtrain lab              # then open http://127.0.0.1:8016/index.html\n"
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--port", type=int, default=8016, help="HTTP port on 127.0.0.1 (default 8016)")
     ap.add_argument("--build-only", action="store_true", help="write build/lab/site and exit")
     ap.add_argument("--test", type=int, metavar="N", default=0,
                     help="headless chromium trains N steps; compare with the host run (make lab-test)")
-    ap.add_argument("--screenshot", type=Path, default=LAB / "lab.png", help="screenshot path of --test")
-    args = ap.parse_args(argv)
+    ap.add_argument("--screenshot", type=Path, default=LAB / "lab.png",
+                    help="screenshot of --test (default build/lab/lab.png)")
+
+
+def run(args: argparse.Namespace) -> int:
     if args.test:
         return lab_test(args.test, args.screenshot)
     site = build_site()
@@ -283,7 +305,7 @@ def main(argv: list[str] | None = None, prog: str = "microtrain lab") -> int:
         print(f"lab: {site}")
         return 0
     httpd = serve(site, args.port)
-    print(f"lab: http://127.0.0.1:{httpd.server_address[1]}/index.html (Ctrl-C stops)")
+    print(f"lab: http://127.0.0.1:{httpd.server_address[1]}/index.html (Ctrl-C stops)", flush=True)
     try:
         while True:
             time.sleep(3600)
@@ -293,4 +315,7 @@ def main(argv: list[str] | None = None, prog: str = "microtrain lab") -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(prog="python -m microtrain_tools.lab"))
+    _ap = argparse.ArgumentParser(prog="python -m microtrain_tools.lab", description=DESCRIPTION,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(_ap)
+    raise SystemExit(run(_ap.parse_args()))
