@@ -154,3 +154,25 @@ def test_device_package_trains_under_circuitpython_rules(setups: dict[str, Setup
     assert (tmp_path / "cpy.mtm").read_bytes() == (tmp_path / "ref.mtm").read_bytes()
     n_log = len((tmp_path / "ref.log").read_text().splitlines())
     assert n_log > 0 and len((tmp_path / "cpy.log").read_text().splitlines()) == n_log
+
+
+def test_refused_native_module_is_reported(tmp_path: Path) -> None:
+    """A _microtrain.mpy that the interpreter refuses (ValueError: another arch / .mpy version; on
+    CircuitPython every MicroPython .mpy) is not a silent fallback: one line says why, NATIVE is
+    False, kern.NATIVE_ERROR holds the reason, and the package still works (pure-Python kernels)."""
+    ensure_natmod()
+    data = bytearray((NATMOD_X64 / "_microtrain.mpy").read_bytes())
+    data[2] = (data[2] & 0x03) | (9 << 2)  # the header's arch field: an arch this binary is not
+    (tmp_path / "_microtrain.mpy").write_bytes(bytes(data))
+    src = ("import microtrain as mt\nprint('native', mt.NATIVE, mt.kern.NATIVE_ERROR)\n"
+           "print('kernel', mt.kern.K.dyn_requant_s8 is mt.kern.py('dyn_requant_s8'))\n")
+    env = dict(os.environ, MICROPYPATH=f"{tmp_path}:{PYTHON_LIB}")
+    env.pop("MICROTRAIN_PURE", None)
+    p = subprocess.run([str(MICROPYTHON), "-c", src], capture_output=True, text=True, timeout=60, env=env,
+                       check=False)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    m = re.fullmatch(r"microtrain: _microtrain not loaded \((incompatible .mpy [a-z]+)\): "
+                     r"using the pure-Python kernels", lines[0])
+    assert m, lines
+    assert lines[1:] == [f"native False {m.group(1)}", "kernel True"]
