@@ -176,3 +176,40 @@ def test_refused_native_module_is_reported(tmp_path: Path) -> None:
                      r"using the pure-Python kernels", lines[0])
     assert m, lines
     assert lines[1:] == [f"native False {m.group(1)}", "kernel True"]
+
+
+def test_dist_circuitpython_bundle(tmp_path: Path) -> None:
+    """make dist's CircuitPython bundle: lib/microtrain holds every package source unchanged (no
+    MicroPython .mpy, which CircuitPython refuses), its zip is the same tree and reproducible, and
+    the bundle's package loads a model and predicts under CircuitPython rules."""
+    import zipfile
+
+    from microtrain_tools import dist
+
+    ensure_natmod()
+    outs = []
+    for name in ("a", "b"):
+        args = ["--no-build", "--archs", "x64", "--out", str(tmp_path / name), "--quiet"]
+        assert dist.main(args) == 0
+        outs.append(tmp_path / name)
+    lib = outs[0] / "circuitpython" / "lib"
+    srcs = sorted(p.relative_to(PYTHON_LIB).as_posix() for p in (PYTHON_LIB / "microtrain").rglob("*.py"))
+    got = sorted(p.relative_to(lib).as_posix() for p in lib.rglob("*") if p.is_file())
+    assert got == srcs
+    assert all((lib / s).read_bytes() == (PYTHON_LIB / s).read_bytes() for s in srcs)
+    zips = [next(o.glob("microtrain-circuitpython-*.zip")) for o in outs]
+    assert zips[0].read_bytes() == zips[1].read_bytes()
+    with zipfile.ZipFile(zips[0]) as z:
+        assert sorted(z.namelist()) == ["lib/" + s for s in srcs]
+        assert all(z.read("lib/" + s) == (PYTHON_LIB / s).read_bytes() for s in srcs)
+    from support.digits_model import digits_model
+
+    dm = digits_model(4)
+    (tmp_path / "m.mtm").write_bytes(dm.mtm)
+    script = tmp_path / "predict.py"
+    script.write_text(f"import microtrain as mt\nm = mt.load({str(tmp_path / 'm.mtm')!r})\n"
+                      + "".join(f"print(list(m.forward({bytes(x.tobytes())!r})))\n" for x in dm.x))
+    p = _run([str(script)], str(lib), pure=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [ln for ln in p.stdout.splitlines() if ln.startswith("[")]
+    assert rows == [str([int(v) for v in row]) for row in dm.expected]
