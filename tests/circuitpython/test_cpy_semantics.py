@@ -213,3 +213,31 @@ def test_dist_circuitpython_bundle(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stdout + p.stderr
     rows = [ln for ln in p.stdout.splitlines() if ln.startswith("[")]
     assert rows == [str([int(v) for v in row]) for row in dm.expected]
+
+
+def test_quantize_input_stores_fit_any_int8_buffer(tmp_path: Path) -> None:
+    """Model.quantize_input into its own bytearray, a given array('b'), array('B') or a memoryview
+    of array('b'), under CircuitPython rules: the same int8 values as the host converter's."""
+    from microtrain_tools import convert as cv
+    from support.digits_model import digits_model
+
+    dm = digits_model(4)
+    (tmp_path / "m.mtm").write_bytes(dm.mtm)
+    rng = np.random.default_rng(16)
+    x = rng.uniform(-0.6, 1.6, size=(3, 1, 8, 8))
+    x[0, 0, 0, :3] = [1e30, -1e30, 0.0]  # saturating values
+    expected = cv.quantize_input(dm.mtm, x)
+    script = tmp_path / "q.py"
+    rows = [[float(v) for v in row.reshape(-1)] for row in x]
+    script.write_text(
+        "from array import array\nimport microtrain as mt\n"
+        f"m = mt.load({str(tmp_path / 'm.mtm')!r})\n"
+        f"for vals in {rows!r}:\n"
+        "    outs = [m.quantize_input(vals), m.quantize_input(vals, array('b', bytes(64))),\n"
+        "            m.quantize_input(vals, array('B', bytes(64))),\n"
+        "            m.quantize_input(vals, memoryview(array('b', bytes(64))))]\n"
+        "    print(' '.join(bytes(o).hex() for o in outs))\n")
+    p = _run([str(script)], str(PYTHON_LIB), pure=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = [ln.split() for ln in p.stdout.splitlines() if not ln.startswith("cpy_semantics")]
+    assert got == [[row.tobytes().hex()] * 4 for row in expected]
