@@ -44,7 +44,18 @@ from support.harness import (
     write_cases,
 )
 from support.kernel_cases import ALL_OPS
-from support.training_cases import DYN, SGDM, Setup, build_setups, device, labels_of, read_dump
+from support.training_cases import (
+    ADAM,
+    DYN,
+    SGD,
+    SGDM,
+    STATIC,
+    Setup,
+    build_setups,
+    device,
+    labels_of,
+    read_dump,
+)
 from support.training_cases import RUNNER as TRAIN_RUNNER
 
 CPY = ROOT / "tests" / "mp" / "cpy_semantics.py"
@@ -126,16 +137,29 @@ def setups(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Setup]:
     return build_setups(tmp_path_factory.mktemp("cpy_training"))
 
 
-@pytest.mark.parametrize("kernels", ["pure", "native"])
+# (kernels, model, Trainer arguments): every mode, both optimisers, both sparse policies,
+# Trainer.fit with the feature cache and shuffling, batches, checkpoint and log
+RUNS = {
+    "pure-mixed-sgdm-dynamic": ("pure", "res", dict(train="all", mode="mixed", opt=SGDM, sparse=DYN,
+                                                     batch=2)),
+    "native-mixed-sgdm-dynamic": ("native", "res", dict(train="all", mode="mixed", opt=SGDM, sparse=DYN,
+                                                       batch=2)),
+    "pure-int8-adam-static-fit": ("pure", "cnn", dict(train="last:2", mode="int8", opt=ADAM, sparse=STATIC,
+                                                      batch=3,
+                                                      fit={"epochs": 2, "shuffle": True, "seed": 5})),
+    "pure-float32-sgd": ("pure", "misc", dict(train="all", mode="float32", opt=SGD, batch=2)),
+}
+
+
+@pytest.mark.parametrize("run", list(RUNS))
 def test_device_package_trains_under_circuitpython_rules(setups: dict[str, Setup], tmp_path: Path,
-                                                          kernels: str) -> None:
-    """Trainer steps (mixed mode, SGD + momentum, dynamic sparse updates, batch 2), a checkpoint
-    save and a JSON log under the checks equal the unchecked native run bit for bit."""
-    s = setups["res"]
+                                                          run: str) -> None:
+    """Trainer steps or fit, a checkpoint save and a JSON log under the checks equal the
+    unchecked native run bit for bit."""
+    kernels, name, kw = RUNS[run]
+    s = setups[name]
     extra: dict[str, Any] = {"log": str(tmp_path / "ref.log"), "save": str(tmp_path / "ref.mtm")}
-    kw: dict[str, Any] = dict(order=range(6), labels=labels_of(s), train="all", mode="mixed", opt=SGDM,
-                              sparse=DYN, batch=2, **extra)
-    ref = device(s, tmp_path, "ref", **kw)
+    ref = device(s, tmp_path, "ref", order=range(6), labels=labels_of(s), **kw, **extra)
     cfg = json.loads((tmp_path / "ref.json").read_text())
     cfg.update(out=str(tmp_path / "cpy.dump"), log=str(tmp_path / "cpy.log"), save=str(tmp_path / "cpy.mtm"))
     (tmp_path / "cpy.json").write_text(json.dumps(cfg))
