@@ -174,6 +174,7 @@ def build_circuitpython(out: Path, python_lib: Path, sources: list[Path], versio
     bundle = out / "circuitpython"
     if bundle.exists():
         shutil.rmtree(bundle)
+    out.mkdir(parents=True, exist_ok=True)
     zpath = out / f"microtrain-circuitpython-{version}.zip"
     with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
         for rel in sources:
