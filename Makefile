@@ -99,7 +99,7 @@ reliability: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 
 ## lint: ruff over every Python folder.
 lint: $(SETUP_STAMP)
-	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals ports/qemu
+	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals ports/qemu ports/webassembly
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy
@@ -135,3 +135,28 @@ bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7emsp armv7emdp,bu
 .PHONY: bench
 bench: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.bench_host --saved
+
+## lab-setup: what the browser lab's test needs, once: Debian's chromium and chromium-driver
+## (apt) and MicroPython's WebAssembly port (npm, pinned in tools/microtrain_tools/lab.py).
+LAB_STAMP := build/lab/.setup-stamp
+.PHONY: lab lab-setup lab-test
+lab-setup: $(LAB_STAMP)
+$(LAB_STAMP): $(SETUP_STAMP) tools/microtrain_tools/lab.py
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
+	    echo "lab-setup: apt-get install chromium chromium-driver"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+	@command -v npm >/dev/null 2>&1 || { echo "lab-setup: apt-get install npm"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
+	@$(PY) -c "from microtrain_tools import lab; print('lab-setup:', lab.ensure_wasm())"
+	@mkdir -p build/lab && touch $@
+
+## lab: serve the browser lab on http://127.0.0.1:8016 (docs/lab.md; `microtrain lab --help`).
+lab: $(LAB_STAMP)
+	@$(PY) -m microtrain_tools.cli lab
+
+## lab-test: headless chromium trains LAB_STEPS steps on the lab page; the losses must equal the
+## host run of the same script bit for bit; screenshot in build/lab/lab.png.
+LAB_STEPS ?= 60
+lab-test: $(LAB_STAMP) build/natmod/x64/_microtrain.mpy
+	@$(PY) -m microtrain_tools.cli lab --test $(LAB_STEPS) --screenshot $(ROOT)/build/lab/lab.png

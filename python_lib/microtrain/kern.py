@@ -20,13 +20,21 @@ def _pure_requested():
 
 PURE = _pure_requested()
 NATIVE = False
+# Why a _microtrain module that is there could not be used (None: absent, or loaded).
+NATIVE_ERROR = None
 if not PURE:
     try:
         import _microtrain as K
 
         NATIVE = True
-    except (ImportError, ValueError):  # absent, or a .mpy built for another arch
+    except ImportError:  # absent: the pure-Python kernels, silently (a supported setup)
         pass
+    except ValueError as e:
+        # present but refused: a .mpy for another arch or .mpy version, or CircuitPython
+        # refusing a MicroPython .mpy ("use CircuitPython mpy-cross"). The package still
+        # works (same results, slower): say so once, since the copy was meant to be used.
+        NATIVE_ERROR = str(e)
+        print("microtrain: _microtrain not loaded (%s): using the pure-Python kernels" % NATIVE_ERROR)
 
 
 def py(name):

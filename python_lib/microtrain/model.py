@@ -188,7 +188,11 @@ class Layer:
             # the large float32 sums first, while the heap is least fragmented
             self.gw = zeros("f", len(self.w))
             self.gb = zeros("f", len(self.b))
-            self.w = array.array("b", self.w)
+            # a raw byte copy: array("b", view) would convert element by element, and a
+            # view of the file bytes reads 0..255, which CircuitPython refuses to store
+            w = zeros("b", len(self.w))
+            w[:] = self.w
+            self.w = w
             self.b = array.array("i", self.b)
             self.mult = array.array("i", self.mult)
             self.shift = array.array("i", self.shift)
@@ -500,16 +504,25 @@ class Model:
         if len(values) != t.numel:
             raise ValueError("quantize_input: got %d values, the input has %d %s" %
                              (len(values), t.numel, t.shape))
-        out = out if out is not None else bytearray(t.numel)
+        mk = 0xFF  # stores must fit the element (CircuitPython refuses 200 in a signed one)
+        if out is None:
+            out = bytearray(t.numel)
+        elif t.numel:
+            try:
+                out[0] = -1
+                if out[0] == -1:
+                    mk = -1  # signed elements: the value itself
+            except OverflowError:  # CircuitPython: unsigned elements
+                pass
         inv, zp, fl = 1.0 / t.scale, t.zero_point, math.floor
         for i in range(t.numel):
             x = values[i]
             v = x * inv + 0.5
             if -256.0 < v < 256.0:  # beyond, q saturates the same: no int() of a huge float
                 q = int(fl(v)) + zp
-                out[i] = (127 if q > 127 else (-128 if q < -128 else q)) & 0xFF
+                out[i] = (127 if q > 127 else (-128 if q < -128 else q)) & mk
             elif x - x == 0.0:  # finite (inf - inf and NaN - NaN are NaN), v large or overflowed
-                out[i] = 127 if v > 0.0 else 0x80
+                out[i] = (127 if v > 0.0 else -128) & mk
             else:
                 raise ValueError("quantize_input: value %d is %r (not a finite number)" % (i, x))
         return out

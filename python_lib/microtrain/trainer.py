@@ -2,7 +2,6 @@
 # cross_entropy, Model.backward, an optimiser, a sparse policy).
 import gc
 import json
-import time
 
 from microtrain import optim
 from microtrain.fmt import KIND_STATE
@@ -10,6 +9,27 @@ from microtrain.loss import LOSSES, argmax
 from microtrain.quant import zeros
 
 MODES = ("int8", "mixed", "float32")
+
+
+try:
+    from time import ticks_diff, ticks_ms, ticks_us
+except ImportError:  # CircuitPython boards: no ticks_*, monotonic clocks instead
+    try:
+        from time import monotonic_ns as _ns
+    except ImportError:  # builds without long ints: a float clock
+        from time import monotonic
+
+        def _ns():
+            return int(monotonic() * 1e9)
+
+    def ticks_us():
+        return _ns() // 1000
+
+    def ticks_ms():
+        return _ns() // 1000000
+
+    def ticks_diff(a, b):
+        return a - b
 
 
 def _heap():
@@ -194,16 +214,16 @@ class Trainer:
         policy = self.sparse
         if policy is not None:
             policy.observe(loss)
-        t0 = time.ticks_us()
+        t0 = ticks_us()
         m.backward(err, s, policy)
-        self.bwd_us += time.ticks_diff(time.ticks_us(), t0)
+        self.bwd_us += ticks_diff(ticks_us(), t0)
         self.pending += 1
         self.steps += 1
         if self.pending >= self.batch:
             self.flush()
         if self.log_path and self.log_every and self.steps % self.log_every == 0:
             self._log({"kind": "step", "step": self.steps, "epoch": self.epoch, "loss": loss,
-                       "lr": self.lr, "t_ms": time.ticks_ms(), "heap": _heap()})
+                       "lr": self.lr, "t_ms": ticks_ms(), "heap": _heap()})
         return loss
 
     def flush(self):
@@ -258,7 +278,7 @@ class Trainer:
                 self._shuffle(order)
             self.correct = self.seen = 0
             self.loss_sum = 0.0
-            t0 = time.ticks_ms()
+            t0 = ticks_ms()
             for i in range(n):
                 if fc is None:
                     x, y = _sample(samples, order[i])
@@ -270,7 +290,7 @@ class Trainer:
                         ep + 1, i + 1, n, self.loss_sum / self.seen,
                         (" acc=%.4f" % (self.correct / self.seen)) if self.classes else ""))
             self.flush()
-            dt = time.ticks_diff(time.ticks_ms(), t0)
+            dt = ticks_diff(ticks_ms(), t0)
             acc = self.correct / max(1, self.seen) if self.classes else None
             rec = {"kind": "epoch", "epoch": ep, "loss": self.loss_sum / max(1, self.seen),
                    "acc": acc, "lr": self.lr, "t_ms": dt,

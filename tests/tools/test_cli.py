@@ -33,7 +33,7 @@ from microtrain_tools.mtm import Op
 from support.harness import ROOT, binary_has_builtin_microtrain
 
 ENTRY = Path(sys.executable).parent / "microtrain"
-COMMANDS = ("convert", "to-torch", "info", "run", "deploy", "flash", "plot", "build")
+COMMANDS = ("convert", "to-torch", "info", "run", "deploy", "flash", "plot", "lab", "build")
 
 
 def microtrain(*args: str, env: dict[str, str] | None = None, timeout: float = 120,

@@ -1,6 +1,6 @@
 """The `microtrain` command: host-side tools around the device library.
 
-Subcommands: convert, to-torch, info, run, deploy, flash, plot, build
+Subcommands: convert, to-torch, info, run, deploy, flash, plot, lab, build
 (``microtrain COMMAND --help`` explains each, with an example). Errors are one line on
 stderr, ``microtrain COMMAND: error: ...``, with exit code 2; ``run`` passes the
 script's exit code through.
@@ -236,6 +236,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     pl.add_argument("--confusion", default=None, metavar="CM.png", help="confusion matrix PNG")
     pl.add_argument("--title", default=None, help="figure title")
     pl.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+
+    from microtrain_tools import lab
+
+    lb = _sub(sub, "lab", "serve the browser lab: MicroPython WebAssembly training a model in a web page",
+              lab.DESCRIPTION, lab.EXAMPLE, lab.run)
+    lab.add_arguments(lb)
 
     b = _sub(sub, "build", "build the native module (.mpy) for one or all architectures",
              "Build the native module build/natmod/<arch>/_microtrain.mpy with `make natmod`\n"

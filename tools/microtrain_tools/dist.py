@@ -22,6 +22,15 @@ with <= 31-bit small ints: the host micropython 1.29 and boards from 1.23 on. mp
 the package's arch. Every written .mpy header is checked (magic, version 6, arch, sub-version
 3 for native code, small-int bits).
 
+It also writes the CircuitPython bundle (``--no-circuitpython`` skips it): CircuitPython
+refuses MicroPython-built .mpy files and its own mpy-cross is not in the package registries, so
+the bundle holds the package sources, laid out as on the CIRCUITPY drive::
+
+    circuitpython/lib/microtrain/*.py (and pyk/*.py)
+    microtrain-circuitpython-<version>.zip   the same lib/ folder, zipped (reproducibly)
+
+(docs/circuitpython.md: install it, or build the C module into the firmware).
+
 The last line printed is ``dist: ok archs=x64,armv6m,armv7emsp,armv7emdp`` (the archs built).
 """
 
@@ -33,6 +42,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,6 +169,24 @@ def build_arch(arch: str, out: Path, natmod_dir: Path, python_lib: Path, mpy_cro
     return pkg_dir
 
 
+def build_circuitpython(out: Path, python_lib: Path, sources: list[Path], version: str) -> Path:
+    """``out/circuitpython/lib/microtrain/`` (sources) and its zip; returns the zip."""
+    bundle = out / "circuitpython"
+    if bundle.exists():
+        shutil.rmtree(bundle)
+    out.mkdir(parents=True, exist_ok=True)
+    zpath = out / f"microtrain-circuitpython-{version}.zip"
+    with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
+        for rel in sources:
+            dest = bundle / "lib" / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(python_lib / rel, dest)
+            info = zipfile.ZipInfo(("lib" / rel).as_posix(), date_time=(2024, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, (python_lib / rel).read_bytes())
+    return zpath
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m microtrain_tools.dist",
@@ -179,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-build", action="store_true",
                     help="do not run `make natmod` for each arch; use the natmods as they are")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--no-circuitpython", action="store_true",
+                    help="do not write the CircuitPython bundle (circuitpython/ and its .zip)")
     args = ap.parse_args(argv)
 
     archs: list[str] = list(dict.fromkeys(args.archs))
@@ -196,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             for arch in archs:
                 built.append(build_arch(arch, args.out, args.natmod_dir, args.python_lib, args.mpy_cross,
                                         sources, version, bar))
+        cpy = None if args.no_circuitpython else build_circuitpython(args.out, args.python_lib, sources,
+                                                                     version)
     except DistError as e:
         print(f"dist: error: {e}", file=sys.stderr)
         return 1
@@ -206,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         py = sum(p.stat().st_size for p in d.rglob("*.mpy")) - native
         print(f"  {d.name:<16} {len(sources) + 1:>5} {native:>9} {py:>9}")
     print(f"version {version}; install: mpremote mip install <package dir>/package.json")
+    if cpy is not None:
+        print(f"CircuitPython bundle (sources): {args.out / 'circuitpython'}/lib and {cpy}: copy lib/ to "
+              "CIRCUITPY (docs/circuitpython.md)")
     print(f"dist: ok archs={','.join(archs)}")
     return 0
 

@@ -129,8 +129,25 @@ def _in8(fn, name, o, n):
 
 
 def _out8(fn, name, o, n):
-    # Mask to store a signed value v as `v & mask` (255 for unsigned buffers).
-    return -1 if _buf(fn, name, o, S8, n, True) == 'b' else 255
+    # Mask to store a signed value v as `v & mask`: -1 (v itself) for signed
+    # buffers, 255 for unsigned ones. Every store must fit the element type
+    # (CircuitPython raises OverflowError where MicroPython truncates), so a
+    # memoryview's signedness is probed: a signed element reads back -1.
+    k = _buf(fn, name, o, S8, n, True)
+    if k == 'b':
+        return -1
+    if k != 'm' or not len(o):
+        return 255
+    v = o[0]
+    if v < 0:
+        return -1
+    try:
+        o[0] = -1
+    except OverflowError:  # CircuitPython: an unsigned element
+        return 255
+    s = o[0]
+    o[0] = v
+    return -1 if s < 0 else 255
 
 
 def _in32(fn, name, o, n, dt=I32T):

@@ -4,7 +4,7 @@
 import math
 from array import array
 
-from microtrain.pyk.checks import F32, S8, _buf, _in8, _in32, _int, _mask, _nover, _te, _ve
+from microtrain.pyk.checks import F32, S8, _buf, _in8, _in32, _int, _mask, _nover, _out8, _te, _ve
 
 _t = array('f', [0.0])
 _HALF = 1 / 2
@@ -262,7 +262,7 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
     fn = "update_s8_apply"
     _buf(fn, "w", w, S8, -1, False)
     nw = len(w)
-    wm = -1 if _buf(fn, "w", w, S8, nw, True) == 'b' else 255
+    wm = _out8(fn, "w", w, nw)  # store mask that keeps every store in the element's range
     _buf(fn, "w_scale", w_scale, F32, -1, False)
     nc = len(w_scale)
     if nc < 1 or nc > 65535:

@@ -1,0 +1,135 @@
+// The lab page: MicroPython's WebAssembly port with the microtrain package,
+// a model and a data set in its file system (listed in manifest.json by
+// `microtrain lab`), driven step by step from the buttons; every step runs
+// Python code on one interpreter, which the code cell shares.
+import { loadMicroPython } from "./vendor/micropython.mjs";
+
+const $ = (id) => document.getElementById(id);
+const out = $("out");
+const losses = [];  // {step, hex, loss, acc}
+let mp = null;
+let busy = false;
+
+function print(line) {
+  out.textContent += line + "\n";
+  out.scrollTop = out.scrollHeight;
+}
+
+function setStatus(s) {
+  $("status").textContent = s;
+}
+
+async function putFiles() {
+  const manifest = await (await fetch("manifest.json")).json();
+  for (const path of manifest.files) {
+    const parts = path.split("/");
+    for (let i = 1; i < parts.length; i++) {
+      const dir = "/" + parts.slice(0, i).join("/");
+      if (!mp.FS.analyzePath(dir).exists) mp.FS.mkdir(dir);
+    }
+    const data = new Uint8Array(await (await fetch("fs/" + path)).arrayBuffer());
+    mp.FS.writeFile("/" + path, data);
+  }
+  return manifest;
+}
+
+function run(code) {
+  // Python errors print their traceback on stderr (shown in the output);
+  // the page goes on so that the learner can fix the code and rerun it.
+  try {
+    return mp.runPython(code);
+  } catch (e) {
+    print(String(e));
+    return null;
+  }
+}
+
+// one frame between steps so the plot and the text update while training
+const frame = () => new Promise((r) => setTimeout(r, 0));
+
+function plot() {
+  const c = $("plot");
+  const g = c.getContext("2d");
+  g.clearRect(0, 0, c.width, c.height);
+  if (!losses.length) return;
+  const n = Math.max(losses.length, 10);
+  const top = 1.1 * Math.max(...losses.map((p) => p.loss), 1e-9);
+  const x = (i) => 30 + (i / (n - 1)) * (c.width - 40);
+  const line = (color, y) => {
+    g.strokeStyle = color;
+    g.beginPath();
+    losses.forEach((p, i) => (i ? g.lineTo(x(i), y(p)) : g.moveTo(x(i), y(p))));
+    g.stroke();
+  };
+  line("#c0392b", (p) => c.height - 20 - (p.loss / top) * (c.height - 30));
+  line("#2471a3", (p) => c.height - 20 - 0.9 * p.acc * (c.height - 30));
+  g.fillStyle = "#333";
+  g.fillText("steps: " + losses.length + "  loss: " + losses[losses.length - 1].loss.toFixed(4) +
+             "  running acc: " + losses[losses.length - 1].acc.toFixed(3), 34, 12);
+}
+
+async function train(steps) {
+  busy = true;
+  losses.length = 0;
+  $("losses").textContent = "";
+  run("L.begin(lr=0.005)");
+  const L = mp.pyimport("lab_session");  // a proxy: L.step() returns its Python str
+  const t0 = performance.now();
+  for (let i = 0; i < steps; i++) {
+    let r;
+    try {
+      r = L.step();
+    } catch (e) {
+      print(String(e));
+      break;
+    }
+    const [step, hex, loss, acc] = r.split(" ");
+    losses.push({ step: +step, hex, loss: +loss, acc: +acc });
+    const li = document.createElement("li");
+    li.textContent = r;
+    $("losses").appendChild(li);
+    $("train-state").textContent = "step " + step + "/" + steps;
+    plot();
+    await frame();
+  }
+  const s = (performance.now() - t0) / 1000;
+  print("trained " + losses.length + " steps in " + s.toFixed(1) + " s (" + (1000 * s / losses.length).toFixed(0) +
+        " ms per step)");
+  $("train-state").textContent = "done: " + losses.length + " steps";
+  document.body.dataset.trained = String(losses.length);
+  busy = false;
+}
+
+function save() {
+  run('L.save("digits_trained.mtm")');
+  const data = mp.FS.readFile("/digits_trained.mtm");
+  const a = $("download");
+  a.href = URL.createObjectURL(new Blob([data], { type: "application/octet-stream" }));
+  a.hidden = false;
+  document.body.dataset.saved = String(data.length);
+}
+
+async function main() {
+  const t0 = performance.now();
+  mp = await loadMicroPython({ heapsize: 8 * 1024 * 1024, stdout: print, stderr: print });
+  const manifest = await putFiles();
+  run("import sys\nsys.path.insert(0, '/lib')\nimport lab_session as L");
+  setStatus("Ready: MicroPython " + mp.pyimport("sys").version + ", " + manifest.files.length + " files in its file system (" +
+            ((performance.now() - t0) / 1000).toFixed(1) + " s). Kernels: pure Python.");
+  const on = (id, f) => ($(id).onclick = async () => {
+    if (busy) return;
+    await f();
+  });
+  on("b-load", () => run("L.load()"));
+  on("b-predict", () => run("L.predict(20)"));
+  on("b-train", () => train(parseInt($("steps").value, 10)));
+  on("b-save", save);
+  on("b-run", () => run($("cell").value));
+  for (const b of document.querySelectorAll("button")) b.disabled = false;
+  document.body.dataset.ready = "1";
+}
+
+main().catch((e) => {
+  setStatus("Failed: " + e);
+  document.body.dataset.error = String(e);
+});
