@@ -65,7 +65,7 @@ class PrototypeHead:
         self.layer = ly
         self.metric = metric
         self.dtype = dtype
-        self.dim = d = t.numel
+        self.dim = t.numel
         self.zp = t.zero_point
         self.names = []
         self.sums = []  # per class: array('i', dim), the sum of its embeddings

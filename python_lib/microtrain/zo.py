@@ -125,17 +125,16 @@ class ZO:
         if not batch:
             raise ValueError("ZO.step: empty batch")
         layers, base, e = self.layers, self._base, self.eps
-        for ly, b in zip(layers, base):
-            b[:] = ly.w
-        bs = base
+        for j in range(len(layers)):
+            base[j][:] = layers[j].w
         r0 = self.rng
         r = r0
-        for ly, b in zip(layers, bs):
-            r = _perturb(ly.w, b, r, e)
+        for j in range(len(layers)):
+            r = _perturb(layers[j].w, base[j], r, e)
         lp = self._loss(batch)
         r = r0
-        for ly, b in zip(layers, bs):
-            r = _perturb(ly.w, b, r, -e)
+        for j in range(len(layers)):
+            r = _perturb(layers[j].w, base[j], r, -e)
         lm = self._loss(batch)
         delta = self.lr * (lp - lm) / (2 * e)
         mag = abs(delta)
@@ -143,8 +142,8 @@ class ZO:
         thr = int((mag - whole) * 65536.0)
         neg = 1 if delta < 0 else 0
         rz = r0
-        for ly, b in zip(layers, bs):
-            r, rz = _update(ly.w, b, r, rz, whole, thr, neg)
+        for j in range(len(layers)):
+            r, rz = _update(layers[j].w, base[j], r, rz, whole, thr, neg)
         self.rng = r
         if self.trainer is not None:
             self.trainer.flush()

@@ -166,7 +166,7 @@ class ZORef:
     def _loss(self, xs: Sequence[ArrayLike], ys: Sequence[int], backward: bool) -> float:
         t = self.t
         total = 0.0
-        for x, y in zip(xs, ys):
+        for x, y in zip(xs, ys, strict=True):
             vals = t.forward(x)
             loss, err, s = t.loss(vals[t.m.output], int(y))
             total += loss
@@ -195,10 +195,10 @@ class ZORef:
             z, r = self._signs(len(w), r)
             signs.append(z)
         e = self.eps
-        for rl, b, z in zip(layers, base, signs):
+        for rl, b, z in zip(layers, base, signs, strict=True):
             rl[:] = np.clip(b.astype(np.int32) + e * z, -127, 127).astype(np.int8)
         lp = self._loss(xs, ys, bool(self.bp))
-        for rl, b, z in zip(layers, base, signs):
+        for rl, b, z in zip(layers, base, signs, strict=True):
             rl[:] = np.clip(b.astype(np.int32) - e * z, -127, 127).astype(np.int8)
         lm = self._loss(xs, ys, bool(self.bp))
         g = (lp - lm) / (2 * e)
@@ -207,7 +207,7 @@ class ZORef:
         whole = int(math.floor(mag))
         frac = mag - whole
         thr = int(frac * 65536.0)
-        for rl, b, z in zip(layers, base, signs):
+        for rl, b, z in zip(layers, base, signs, strict=True):
             n = len(rl)
             u = np.empty(n, dtype=np.int64)
             for i in range(n):  # one xorshift32 draw per weight: its low 16 bits against thr
