@@ -80,6 +80,11 @@ class PrototypeHead:
             len(self.names), self.layer.name, self.dim, self.metric, self.dtype)
 
     @property
+    def nbytes(self):
+        """Bytes of the head's arrays: the int32 sums and the int8 prototype matrix."""
+        return len(self.names) * self.dim * 4 + len(self._w)
+
+    @property
     def classes(self):
         """The class names, in score order."""
         return list(self.names)
