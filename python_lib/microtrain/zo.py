@@ -152,15 +152,20 @@ class ZO:
         return lp, lm
 
     def fit(self, samples, epochs=1, batch=16, order=None):
-        """Consecutive batches of `samples` (in `order`, default as given); the
-        last one may be shorter. Returns the mean of (L+ + L-) / 2 per epoch."""
+        """Consecutive batches of `samples` (in `order`, default as given; each
+        batch's inputs are copied); the last one may be shorter. Returns the
+        mean of (L+ + L-) / 2 per epoch."""
         n = len(samples)
         order = order if order is not None else range(n)
         out = []
         for _ in range(epochs):
             tot, k = 0.0, 0
             for s in range(0, n, batch):
-                lp, lm = self.step([samples[order[i]] for i in range(s, min(n, s + batch))])
+                b = []
+                for i in range(s, min(n, s + batch)):
+                    x, y = samples[order[i]]
+                    b.append((bytes(x), y))  # a FileDataset reuses x
+                lp, lm = self.step(b)
                 tot += lp + lm
                 k += 1
             out.append(tot / (2 * k) if k else 0.0)
