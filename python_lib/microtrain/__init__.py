@@ -26,18 +26,20 @@ def __getattr__(name):
         from microtrain.replay import Replay as v
     elif name == "ZO":
         from microtrain.zo import ZO as v
-    else:
+    elif name in _SUBMODULES:
         # MicroPython's `from microtrain import sub` asks this function before it
-        # imports the submodule: import it here, as the import would
+        # imports the submodule: import it here, as the import would (dir() too)
         import sys
 
-        try:
-            __import__("microtrain." + name)
-        except ImportError:
-            raise AttributeError(name) from None
+        __import__("microtrain." + name)
         v = sys.modules["microtrain." + name]
+    else:
+        raise AttributeError(name)
     return v
 
+
+_SUBMODULES = ("cache", "checkpoint", "data", "fmt", "kern", "loss", "model", "optim", "proto", "quant",
+               "replay", "sparse", "trainer", "zo")
 __all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
            "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",
-           "Subset"]
+           "Subset", "PrototypeHead", "Replay", "ZO"]  # the last three: __getattr__ above

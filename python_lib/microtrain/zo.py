@@ -64,7 +64,7 @@ class ZO:
     seed:  the xorshift32 generator of the perturbations and of the rounding.
     """
 
-    def __init__(self, model, train="last:2", lr=1.0, eps=1, bp=None, optimizer=None, mode="int8", seed=1,
+    def __init__(self, model, train="last:2", lr=50.0, eps=2, bp=None, optimizer=None, mode="int8", seed=1,
                  loss="xent"):
         if type(eps) is not int or not 1 <= eps <= 127:
             raise ValueError("ZO: eps must be an int 1..127 (weight quanta), got %r" % (eps,))

@@ -708,7 +708,9 @@ objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, '
         'optim.StepLR': mt.StepLR(), 'optim.Cosine': mt.Cosine(), 'sparse.DynamicSparse': t.sparse,
         'sparse.StaticSparse': mt.StaticSparse(), 'data.FileDataset': mt.FileDataset('x.mtd'),
         'data.Subset': mt.Subset([], 0, 0),
-        'cache.FeatureCache': FeatureCache(m, t.first, [(bytes(m.input.numel), 1)])}
+        'cache.FeatureCache': FeatureCache(m, t.first, [(bytes(m.input.numel), 1)]),
+        'proto.PrototypeHead': mt.PrototypeHead(m, 'fc1'), 'replay.Replay': mt.Replay(),
+        'zo.ZO': mt.ZO(mt.load('digits.mtm'), train='last:1')}
 from microtrain.optim import Param
 objs['optim.Param'] = Param(t.layers[0], False)
 print(json.dumps({k: [n for n in dir(o) if not n.startswith('_')] for k, o in objs.items()}))
