@@ -68,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n== replay: smartwatch subject {replay.FIRST} then {replay.SECOND}", flush=True)
     r = replay.run(SEEDS, echo=echo)
     out["replay"] = r
-    print(ex.table([["device", _pct(r["without_before"]), _pct(r["without"]), _pct(r["with"]), _pct(r["keep"])],
-                    ["torch fp32", "", _pct(r["torch_without"]), _pct(r["torch_with"]), _pct(r["torch_keep"])]],
+    print(ex.table([["device", _pct(r["without_before"]), _pct(r["without"]), _pct(r["with"]),
+                     _pct(r["keep"])],
+                    ["torch fp32", "", _pct(r["torch_without"]), _pct(r["torch_with"]),
+                     _pct(r["torch_keep"])]],
                    ["", f"s{replay.FIRST} after s{replay.FIRST} %", f"after s{replay.SECOND}, no replay %",
                     "with replay %", "keep (pts)"]))
     print(f"replay buffer: {r['replay_bytes']} bytes ({replay.REPLAY['capacity']} samples of the first "
@@ -80,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     out["zo"] = z
     rows = [[name, _pct(m["device"]), _pct(m["torch"]), f"{m['gap']:.2f}", _pct(z["backprop"]),
              f"{m['bp_gap']:.2f}", str(m["state_bytes"])] for name, m in z["modes"].items()]
-    print(ex.table(rows, ["mode", "device %", "torch SPSA %", "gap (pts)", "torch backprop %", "vs backprop (pts)",
+    print(ex.table(rows, ["mode", "device %", "torch SPSA %", "gap (pts)", "torch backprop %",
+                          "vs backprop (pts)",
                           "training state bytes"]))
     print(f"budget: {z['epochs']} epochs of {z['n_train']} images, batch {z['batch']}")
 

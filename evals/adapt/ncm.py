@@ -69,19 +69,22 @@ def run(seeds: list[int], shots: int = 5, metric: str = "cosine", dtype: str = "
         rng = np.random.default_rng(seed)
         idx = np.concatenate([rng.choice(np.flatnonzero(ytr == c), shots, replace=False) for c in range(10)])
         shot_file = mtd(f"ncm_shots_s{seed}", qtr[idx], ytr[idx])
-        dev = device({"kind": "ncm", "model": str(ref.mtm), "layer": layer_name, "metric": metric, "dtype": dtype,
+        dev = device({"kind": "ncm", "model": str(ref.mtm), "layer": layer_name, "metric": metric,
+                      "dtype": dtype,
                       "shots": str(shot_file), "test": str(test)}, f"ncm_s{seed}", echo)
         pr = ar.ProtoRef(zp, metric, dtype)
         for c in range(10):
             pr.add_class(str(c), np.stack([oracle.forward(q)[out_t] for q in qtr[idx][ytr[idx] == c]]))
         ref_pred = np.array([int(pr.predict(e)) for e in e_test])
         t_pred = torch_ncm(torch_embed(ref.model, xtr[idx], layer_name), ytr[idx], f_test, metric)
-        r = {"device": dev["acc"], "numpy": float((ref_pred == yte).mean()), "torch": float((t_pred == yte).mean()),
+        r = {"device": dev["acc"], "numpy": float((ref_pred == yte).mean()),
+             "torch": float((t_pred == yte).mean()),
              "same_predictions": bool((np.array(dev["preds"]) == ref_pred).all()),
              "head_bytes": dev["head_bytes"], "predict_ms": dev["predict_ms"]}
         res["seeds"][seed] = r
         if echo:
-            print(f"  ncm seed {seed}: device {r['device']:.4f} numpy {r['numpy']:.4f} torch {r['torch']:.4f} "
+            print(f"  ncm seed {seed}: device {r['device']:.4f} numpy {r['numpy']:.4f} "
+                  f"torch {r['torch']:.4f} "
                   f"same predictions {r['same_predictions']}", flush=True)
     s = list(res["seeds"].values())
     res["acc"] = float(np.mean([v["device"] for v in s]))

@@ -99,14 +99,16 @@ def run(seeds: list[int], echo: bool = False) -> dict[str, Any]:
         idx = held[w.subject[held] == subj]
         idx = idx[np.argsort(w.order[idx])]
         parts[subj] = (idx[:WINDOWS], idx[WINDOWS:])
-    files = [mtd(f"replay_s{s}", ex.quantize(ref.mtm, w.x[parts[s][0]]), w.y[parts[s][0]]) for s in (FIRST, SECOND)]
+    files = [mtd(f"replay_s{s}", ex.quantize(ref.mtm, w.x[parts[s][0]]), w.y[parts[s][0]])
+             for s in (FIRST, SECOND)]
     rest = parts[FIRST][1]
     test = mtd(f"replay_s{FIRST}_rest", ex.quantize(ref.mtm, w.x[rest]), w.y[rest])
     res: dict[str, Any] = {"seeds": {}}
     for seed in seeds:
         r: dict[str, Any] = {}
         for tag, rp in (("without", None), ("with", {**REPLAY, "seed": seed})):
-            cfg = {"kind": "replay", "model": str(ref.mtm), **CFG, "seed": seed, "phases": [str(f) for f in files],
+            cfg = {"kind": "replay", "model": str(ref.mtm), **CFG, "seed": seed,
+                   "phases": [str(f) for f in files],
                    "test": str(test), "replay": rp}
             d = device(cfg, f"replay_{tag}_s{seed}", echo)
             t = torch_run(ref.model, [(w.x[parts[s][0]], w.y[parts[s][0]]) for s in (FIRST, SECOND)],
@@ -117,7 +119,8 @@ def run(seeds: list[int], echo: bool = False) -> dict[str, Any]:
         res["seeds"][seed] = r
         if echo:
             print(f"  replay seed {seed}: subject {FIRST} after {FIRST}/{SECOND}: without "
-                  f"{r['without']['device']} with {r['with']['device']} (torch without {r['without']['torch']} "
+                  f"{r['without']['device']} with {r['with']['device']} "
+                  f"(torch without {r['without']['torch']} "
                   f"with {r['with']['torch']})", flush=True)
     s = list(res["seeds"].values())
     for k in ("keep", "torch_keep"):

@@ -134,7 +134,8 @@ def run(seeds: list[int], modes: tuple[str, ...] = ("zo", "hybrid"), echo: bool 
             r["seeds"][seed] = {"device": d["acc"], "torch": t, "before": d["acc_before"],
                                 "state_bytes": d["state_bytes"], "device_s": time.perf_counter() - t0}
             if echo:
-                print(f"  zo {name} seed {seed}: device {d['acc_before']:.4f} -> {d['acc']:.4f}, torch SPSA {t:.4f}, "
+                print(f"  zo {name} seed {seed}: device {d['acc_before']:.4f} -> {d['acc']:.4f}, "
+                      f"torch SPSA {t:.4f}, "
                       f"torch backprop {bp[-1]:.4f}", flush=True)
     res["backprop"] = float(np.mean(bp))
     for r in res["modes"].values():
