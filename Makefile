@@ -73,9 +73,10 @@ train-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.train_eval
 
 ## adapt-eval: prototype head, replay, zeroth-order training (and LoRA when evals/adapt/lora.py
-## exists) on real data vs the host references and PyTorch float32 (docs/adapt.md, ~20 min).
+## exists) on real data vs the host references and PyTorch float32 (docs/adapt.md).
+## ADAPT_EVAL_ARGS=--hybrid adds the hybrid (SPSA body, backprop head).
 adapt-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
-	@$(PY) -m evals.adapt_eval
+	@$(PY) -m evals.adapt_eval $(ADAPT_EVAL_ARGS)
 
 ## parity: int8 models inside micropython == numpy oracle bit for bit, and agree with PyTorch (real data).
 parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
