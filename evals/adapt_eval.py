@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     s0 = next(iter(n["seeds"].values()))
     print(f"head: {s0['head_bytes']} bytes (10 classes), predict {s0['predict_ms']:.2f} ms/sample "
           f"(model forward included, host micropython)")
+    n10 = ncm.run(SEEDS, shots=10, echo=echo)
+    out["ncm10"] = n10
+    print(f"10-shot: device {_pct(n10['acc'])} %, numpy {_pct(n10['numpy'])} %, "
+          f"torch fp32 {_pct(n10['torch'])} %, same predictions {all(r['same_predictions'] for r in n10['seeds'].values())}")
     ncm_gap = abs(n["acc"] - n["numpy"]) * 100
     ncm_torch_gap = abs(n["acc"] - n["torch"]) * 100
 
