@@ -66,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
           f"(model forward included, host micropython)")
     n10 = ncm.run(SEEDS, shots=10, echo=echo)
     out["ncm10"] = n10
+    same10 = all(r["same_predictions"] for r in n10["seeds"].values())
     print(f"10-shot: device {_pct(n10['acc'])} %, numpy {_pct(n10['numpy'])} %, "
-          f"torch fp32 {_pct(n10['torch'])} %, same predictions {all(r['same_predictions'] for r in n10['seeds'].values())}")
+          f"torch fp32 {_pct(n10['torch'])} %, same predictions {same10}")
     ncm_gap = abs(n["acc"] - n["numpy"]) * 100
     ncm_torch_gap = abs(n["acc"] - n["torch"]) * 100
 
