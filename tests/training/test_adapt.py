@@ -39,10 +39,14 @@ def base(s: Setup) -> dict[str, Any]:
             "labels": [int(v) for v in s.ys]}
 
 
-@pytest.mark.parametrize("metric", ["cosine", "l2"])
-@pytest.mark.parametrize("dtype", ["int8", "float32"])
+@pytest.mark.parametrize("metric,dtype,pure", [("cosine", "int8", False), ("l2", "int8", False),
+                                               ("cosine", "float32", False), ("l2", "float32", False),
+                                               ("cosine", "float32", True)])
 def test_prototype_head_scores_equal_the_reference(setups: dict[str, Setup], tmp_path: Path, metric: str,
-                                                   dtype: str) -> None:
+                                                   dtype: str, pure: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    if pure:  # the pure-Python kernels (boards without the native module)
+        monkeypatch.setenv("MICROTRAIN_PURE", "1")
     s = setups["cnn"]
     layer = s.m.layers[-2].name
     shots = []
