@@ -38,8 +38,8 @@ def __getattr__(name):
     return v
 
 
-_SUBMODULES = ("cache", "checkpoint", "data", "fmt", "kern", "loss", "model", "optim", "proto", "quant",
-               "replay", "sparse", "trainer", "zo")
+_SUBMODULES = ("cache", "checkpoint", "data", "fmt", "kern", "loss", "model", "optim", "proto", "pyk",
+               "quant", "replay", "sparse", "trainer", "zo")
 __all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
            "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",
            "Subset", "PrototypeHead", "Replay", "ZO"]  # the last three: __getattr__ above
