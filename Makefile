@@ -15,7 +15,7 @@ NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/
 export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)/tools:$(ROOT)
 
-.PHONY: setup test test-twin demo natmod natmod-all check-kernels lint clean dist train-eval parity models models-update \
+.PHONY: setup test test-twin demo natmod natmod-all check-kernels lint clean dist train-eval adapt-eval parity models models-update \
 	fuzz reliability
 
 ## setup: install the toolchain, venv (pinned) and MicroPython core once.
@@ -71,6 +71,12 @@ demo: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 ## personalisation, sparse, 256 KB heap).
 train-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.train_eval
+
+## adapt-eval: prototype head, replay, zeroth-order training (and LoRA when evals/adapt/lora.py
+## exists) on real data vs the host references and PyTorch float32 (docs/adapt.md).
+## ADAPT_EVAL_ARGS=--hybrid adds the hybrid (SPSA body, backprop head).
+adapt-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
+	@$(PY) -m evals.adapt_eval $(ADAPT_EVAL_ARGS)
 
 ## parity: int8 models inside micropython == numpy oracle bit for bit, and agree with PyTorch (real data).
 parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy

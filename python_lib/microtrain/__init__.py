@@ -16,6 +16,30 @@ from microtrain.sparse import DynamicSparse, StaticSparse
 from microtrain.trainer import Trainer
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # the adaptation methods (docs/adapt.md) load on first use: no heap until then
+    if name == "PrototypeHead":
+        from microtrain.proto import PrototypeHead as v
+    elif name == "Replay":
+        from microtrain.replay import Replay as v
+    elif name == "ZO":
+        from microtrain.zo import ZO as v
+    elif name in _SUBMODULES:
+        # MicroPython's `from microtrain import sub` asks this function before it
+        # imports the submodule: import it here, as the import would (dir() too)
+        import sys
+
+        __import__("microtrain." + name)
+        v = sys.modules["microtrain." + name]
+    else:
+        raise AttributeError(name)
+    return v
+
+
+_SUBMODULES = ("cache", "checkpoint", "data", "fmt", "kern", "loss", "model", "optim", "proto", "pyk",
+               "quant", "replay", "sparse", "trainer", "zo")
 __all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
            "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",
-           "Subset"]
+           "Subset", "PrototypeHead", "Replay", "ZO"]  # the last three: __getattr__ above

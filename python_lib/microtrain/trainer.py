@@ -72,12 +72,15 @@ class Trainer:
                (mean squared error), "bce" (binary cross-entropy with logits),
                or callable(model, target, out) -> (loss, err, err_scale)
                (docs/api.md, "Losses"). Samples are (x, target) pairs.
+    replay:    None or a microtrain.replay.Replay: after each sample, it may keep
+               the sample's inputs of the first trained layer and mixes in
+               replayed samples (docs/adapt.md, "Replay").
     """
 
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
-                 schedule=None, log=None, log_every=100, seed=None, loss="xent"):
+                 schedule=None, log=None, log_every=100, seed=None, loss="xent", replay=None):
         if mode not in MODES:
             raise ValueError("Trainer: mode must be one of %s, got %r" % (MODES, mode))
         if type(batch) is not int or batch < 1:
@@ -100,6 +103,9 @@ class Trainer:
             self.loss_fn = LOSSES[loss]
         else:
             raise ValueError("Trainer: loss must be 'xent', 'mse', 'bce' or a callable, got %r" % (loss,))
+        if replay is not None and (loss != "xent" or not hasattr(replay, "after_step")):
+            raise ValueError("Trainer: replay must be None or a Replay(...), with the 'xent' loss")
+        self.replay = replay
         self.classes = loss == "xent"  # accuracy and confusion only for class labels
         sched = optim.schedule(schedule)
         idx = model.select(train)  # raises on a bad spec before anything changes
@@ -221,6 +227,8 @@ class Trainer:
         self.steps += 1
         if self.pending >= self.batch:
             self.flush()
+        if self.replay is not None:
+            self.replay.after_step(self, label)
         if self.log_path and self.log_every and self.steps % self.log_every == 0:
             self._log({"kind": "step", "step": self.steps, "epoch": self.epoch, "loss": loss,
                        "lr": self.lr, "t_ms": ticks_ms(), "heap": _heap()})

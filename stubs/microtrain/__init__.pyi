@@ -22,9 +22,12 @@ from microtrain.optim import Adam as Adam
 from microtrain.optim import Constant as Constant
 from microtrain.optim import Cosine as Cosine
 from microtrain.optim import StepLR as StepLR
+from microtrain.proto import PrototypeHead as PrototypeHead
+from microtrain.replay import Replay as Replay
 from microtrain.sparse import DynamicSparse as DynamicSparse
 from microtrain.sparse import StaticSparse as StaticSparse
 from microtrain.trainer import Trainer as Trainer
+from microtrain.zo import ZO as ZO
 
 __version__: str
 __all__: list[str]

@@ -5,6 +5,7 @@ from typing import Any
 from microtrain._types import Int8In, LossFn, Policy, Samples, TrainSpec
 from microtrain.model import Layer, Model
 from microtrain.optim import SGD, Adam
+from microtrain.replay import Replay
 
 MODES: tuple[str, ...]  # ("int8", "mixed", "float32")
 
@@ -28,13 +29,14 @@ class Trainer:
     correct: int  # running accuracy / loss of the current epoch
     seen: int
     loss_sum: float
+    replay: Replay | None  # mixes replayed samples into step() (docs/adapt.md)
     loss_fn: LossFn  # the loss: cross_entropy, mse, bce or the user's callable
     classes: bool  # loss "xent": accuracy and confusion are counted
     def __init__(self, model: Model, train: TrainSpec = "last:1",
                  mode: str = "int8", optimizer: SGD | Adam | None = None, sparse: Policy | None = None,
                  batch: int = 1, schedule: str | Callable[[float, int, int], float] | None = None,
                  log: str | None = None, log_every: int = 100, seed: int | None = None,
-                 loss: str | LossFn = "xent") -> None: ...
+                 loss: str | LossFn = "xent", replay: Replay | None = None) -> None: ...
     def step(self, x: Int8In, label: Any) -> float: ...
     def flush(self) -> None: ...
     def fit(self, samples: Samples, epochs: int = 1, shuffle: bool = True,

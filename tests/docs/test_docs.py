@@ -46,6 +46,7 @@ import pytest
 from numpy.typing import NDArray
 
 from microtrain_tools import convert, mtm
+from microtrain_tools.reference import adapt_ref as ar
 from microtrain_tools.reference import train_ref as tr
 from support.harness import (
     MICROPYTHON,
@@ -446,12 +447,49 @@ def _check_resume(ctx: Ctx, out: str) -> None:
     assert floats(lines[1])[0] == pytest.approx(ctx.acc(ck2), abs=1e-12)
 
 
+def _check_proto(ctx: Ctx, out: str) -> None:
+    """The 5-shot head of repl.md by adapt_ref.ProtoRef on the oracle's fc1 embeddings."""
+    m = mtm.read(ctx.model)
+    fc1 = next(ly for ly in m.layers if ly.name == "fc1")
+    oracle = tr.RefTrainer(m, "last:1")
+    ref = ar.ProtoRef(m.tensors[fc1.output].zero_point, "cosine", "int8")
+    for c in range(10):
+        idx = np.flatnonzero(ctx.ytr == c)[:5]
+        ref.add_class(str(c), np.stack([oracle.forward(ctx.xtr[i])[fc1.output] for i in idx]))
+    emb = [oracle.forward(x)[fc1.output] for x in ctx.xte]
+    acc = float(np.mean([ref.predict(e) == str(y) for e, y in zip(emb, ctx.yte, strict=True)]))
+    lines = out.splitlines()
+    assert floats(lines[1])[-1] == pytest.approx(acc, abs=1e-12)
+    assert parse_array(lines[2]) == [round(v, 1) for v in ref.scores(emb[0])]
+
+
+def _check_zo(ctx: Ctx, out: str) -> None:
+    """repl.md's SPSA run by adapt_ref.ZORef: the losses and the accuracy after."""
+    m = mtm.read(ctx.model)
+    last = max(j for j, ly in enumerate(m.layers) if ly.weight is not None)
+    ref = ar.ZORef(m, [last], None, lr=50.0, eps=2, seed=1)
+    losses = []
+    for _ in range(2):
+        tot, k = 0.0, 0
+        for s in range(0, len(ctx.ytr), 16):
+            lp, lm = ref.step(list(ctx.xtr[s:s + 16]), [int(v) for v in ctx.ytr[s:s + 16]])
+            tot += lp + lm
+            k += 1
+        losses.append(tot / (2 * k))
+    acc = float(np.mean([int(np.argmax(ref.t.forward(x)[m.output])) == y for x, y in zip(ctx.xte, ctx.yte,
+                                                                                          strict=True)]))
+    lines = out.splitlines()
+    assert floats(lines[1])[0] == pytest.approx(ctx.acc(ctx.model), abs=1e-12)
+    assert floats(lines[2]) == pytest.approx(losses, abs=1e-12)
+    assert floats(lines[3])[0] == pytest.approx(acc, abs=1e-12)
+
+
 CHECKS: dict[str, Callable[[Ctx, str], None]] = {
     "first-import": _check_first_import, "arch": _check_arch, "train": _check_train, "fc2": _check_fc2,
     "forward": _check_forward, "accuracy": _check_accuracy, "quantize": _check_quantize, "loss": _check_loss,
     "gradients": _check_gradients, "one-step": _check_one_step, "trainer": _check_trainer,
     "dynamic": _check_dynamic, "static": _check_static, "checkpoint": _check_checkpoint,
-    "resume": _check_resume,
+    "resume": _check_resume, "proto": _check_proto, "zo": _check_zo,
 }
 
 
@@ -527,7 +565,7 @@ def test_repl_walkthrough_runs(started: tuple[Ctx, list[Block], list[str]], tmp_
     ctx.load()
     done = run_checks(ctx, blocks, outs)
     assert set(done) == {"fc2", "forward", "accuracy", "quantize", "loss", "gradients", "one-step", "trainer",
-                         "dynamic", "static", "checkpoint", "resume"}
+                         "dynamic", "static", "checkpoint", "resume", "proto", "zo"}
     assert sum(b.output is not None for b in blocks) >= 12
 
 
@@ -605,7 +643,9 @@ def test_stub_package_lists_exactly_dir_microtrain(pure: bool) -> None:
     ensure_natmod()
     subs = stub_modules()
     init = stub_names(_parse(INIT_STUB))
-    want = init | set(subs)
+    # pyk: a package, stubbed as a folder; dir() lists every submodule (microtrain's
+    # __getattr__ imports them, as `from microtrain import pyk` needs)
+    want = init | set(subs) | {"pyk"}
     native, first, full = mp_json(_DIR % json.dumps(sorted(subs)), pure=pure)
     assert native is (not pure)
     assert set(full) == want, \
@@ -670,7 +710,9 @@ objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, '
         'optim.StepLR': mt.StepLR(), 'optim.Cosine': mt.Cosine(), 'sparse.DynamicSparse': t.sparse,
         'sparse.StaticSparse': mt.StaticSparse(), 'data.FileDataset': mt.FileDataset('x.mtd'),
         'data.Subset': mt.Subset([], 0, 0),
-        'cache.FeatureCache': FeatureCache(m, t.first, [(bytes(m.input.numel), 1)])}
+        'cache.FeatureCache': FeatureCache(m, t.first, [(bytes(m.input.numel), 1)]),
+        'proto.PrototypeHead': mt.PrototypeHead(m, 'fc1'), 'replay.Replay': mt.Replay(),
+        'zo.ZO': mt.ZO(mt.load('digits.mtm'), train='last:1')}
 from microtrain.optim import Param
 objs['optim.Param'] = Param(t.layers[0], False)
 print(json.dumps({k: [n for n in dir(o) if not n.startswith('_')] for k, o in objs.items()}))

@@ -16,6 +16,8 @@
 #   opt:     {"kind": "sgd", "lr", "momentum", "weight_decay", "standardize"} or
 #            {"kind": "adam", "lr", "beta1", "beta2", "eps", "weight_decay", "standardize"}
 #   sparse:  null, {"kind": "dynamic", "lmin", "lmax", "form"} or {"kind": "static", "ratio"}
+#   replay:  null, or Replay(...) keyword arguments (capacity, policy, k, seed, path):
+#            Trainer(replay=...)
 #   fit:     null, or {"epochs": E, "shuffle": bool, "seed": S}: instead of stepping through
 #            `order`, Trainer(seed=S).fit() over the samples listed in `order` (dump "loss" =
 #            the per-epoch mean losses); optional "cache": fit's cache argument (default
@@ -80,7 +82,8 @@ def main(cfg_path):
     fit = cfg.get("fit")
     tr = mt.Trainer(m, train=cfg["train"], mode=cfg["mode"], optimizer=make_opt(cfg["opt"]),
                     sparse=make_sparse(cfg.get("sparse")), batch=cfg["batch"], log=cfg.get("log"),
-                    seed=fit.get("seed", 1) if fit else 1, loss=cfg.get("loss", "xent"))
+                    seed=fit.get("seed", 1) if fit else 1, loss=cfg.get("loss", "xent"),
+                    replay=mt.Replay(**cfg["replay"]) if cfg.get("replay") else None)
     labels = cfg["labels"]
     tg = cfg.get("targets")
     if tg:

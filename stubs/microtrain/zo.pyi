@@ -1,0 +1,28 @@
+# microtrain.zo: forward-only (zeroth-order, SPSA) training and the hybrid (docs/adapt.md).
+from collections.abc import Sequence
+from typing import Any
+
+from microtrain._types import Int8In, LossFn, Samples, TrainSpec
+from microtrain.model import Layer, Model
+from microtrain.optim import SGD, Adam
+from microtrain.trainer import Trainer
+
+M32: int
+
+class ZO:
+    model: Model
+    lr: float  # weight quanta per unit of the gradient estimate
+    eps: int  # perturbation, weight quanta
+    loss_fn: LossFn
+    rng: int  # xorshift32 state
+    layers: list[Layer]  # the zeroth-order layers
+    trainer: Trainer | None  # the backprop layers' (hybrid)
+    steps: int
+    last: tuple[float, float]  # (L+, L-) of the last step
+    def __init__(self, model: Model, train: TrainSpec = "last:2", lr: float = 50.0, eps: int = 2,
+                 bp: TrainSpec = None, optimizer: SGD | Adam | None = None, mode: str = "int8", seed: int = 1,
+                 loss: str = "xent") -> None: ...
+    def step(self, batch: list[tuple[Int8In, Any]]) -> tuple[float, float]: ...
+    def fit(self, samples: Samples, epochs: int = 1, batch: int = 16,
+            order: Sequence[int] | None = None) -> list[float]: ...
+    def evaluate(self, samples: Samples) -> float: ...

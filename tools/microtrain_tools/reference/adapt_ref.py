@@ -1,0 +1,229 @@
+"""References for the adaptation methods of docs/adapt.md, written from that page.
+
+- :class:`ProtoRef`: the prototype (nearest-class-mean) head on int8 embeddings, with
+  numpy vectors (the device uses a kernel matrix-vector product; same integers).
+- :class:`ReplayRef`: the replay buffer's sampling decisions and the mixed-in steps,
+  on top of :class:`train_ref.RefTrainer` (a replayed sample is stepped from its
+  input: the frozen prefix gives the same stored features).
+- :class:`ZORef`: the int8 SPSA step (zeroth-order training) with the oracle's forward
+  and the training reference's loss.
+- :func:`xorshift32`: the generator both sides draw from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from microtrain_tools import mtm
+from microtrain_tools.reference import train_ref as tr
+
+__all__ = ["ProtoRef", "ReplayRef", "ZORef", "embed", "xorshift32", "seed_state"]
+
+M32 = 0xFFFFFFFF
+
+
+def xorshift32(r: int) -> int:
+    """One step of the 13/17/5 xorshift32 generator (the Trainer's shuffle generator)."""
+    r ^= (r << 13) & M32
+    r ^= r >> 17
+    r ^= (r << 5) & M32
+    return r
+
+
+def seed_state(seed: int) -> int:
+    """The generator state of an integer seed (as Trainer(seed=...))."""
+    return (seed * 2654435761 + 12345) & M32 or 1
+
+
+def embed(m: mtm.Model, x: ArrayLike, layer: str) -> NDArray[np.int8]:
+    """The int8 output of ``layer`` for one int8 input, by the numpy oracle."""
+    ref = tr.RefTrainer(m, "last:1")
+    vals = ref.forward(np.asarray(x, dtype=np.int8))
+    j = [ly.name for ly in m.layers].index(layer)
+    return vals[m.layers[j].output]
+
+
+class ProtoRef:
+    """The prototype head on int8 embeddings of zero point ``zp``."""
+
+    def __init__(self, zp: int, metric: str = "cosine", dtype: str = "int8") -> None:
+        self.zp, self.metric, self.dtype = zp, metric, dtype
+        self.names: list[str] = []
+        self.sums: list[NDArray[np.int64]] = []
+        self.counts: list[int] = []
+
+    def add_class(self, name: str, emb: NDArray[np.int8]) -> None:
+        """Add (or extend) a class from a (k, dim) array of its embeddings."""
+        s = emb.astype(np.int64).sum(axis=0)
+        if name in self.names:
+            c = self.names.index(name)
+            self.sums[c] = self.sums[c] + s
+            self.counts[c] += len(emb)
+        else:
+            self.names.append(name)
+            self.sums.append(s)
+            self.counts.append(len(emb))
+
+    def _vector(self, c: int) -> tuple[NDArray[np.int64], int]:
+        """(v, k): the prototype is v / k, in int8 units."""
+        s, n = self.sums[c], self.counts[c]
+        if self.dtype == "int8":
+            return (2 * s + n) // (2 * n), 1
+        return s, n
+
+    def scores(self, e: NDArray[np.int8]) -> list[float]:
+        x = e.astype(np.int64) - self.zp
+        out = []
+        for c in range(len(self.names)):
+            v, k = self._vector(c)
+            p = v - k * self.zp  # k * (prototype - zp)
+            num = int(np.dot(x, p))
+            rr = int(np.dot(p, p))
+            if self.metric == "cosine":
+                out.append(num / math.sqrt(rr) if rr else 0.0)
+            else:
+                out.append(float(2 * num * k - rr) / float(k * k))
+        return out
+
+    def predict(self, e: NDArray[np.int8]) -> str:
+        sc = self.scores(e)
+        return self.names[int(np.argmax(sc))]  # the first maximum, as the device
+
+
+class ReplayRef:
+    """The replay buffer (docs/adapt.md, "Replay") over sample indices: ``xs[i]`` is the
+    stored sample's input. ``step`` is Trainer.step with Trainer(replay=Replay(...))."""
+
+    def __init__(self, capacity: int, policy: str = "reservoir", k: int = 1, seed: int = 1) -> None:
+        self.capacity, self.policy, self.k = capacity, policy, k
+        self.rng = seed_state(seed)
+        self.items: list[tuple[ArrayLike, int]] = []
+        self.seen = 0
+
+    def _draw(self, n: int) -> int:
+        self.rng = xorshift32(self.rng)
+        return self.rng % n
+
+    def add(self, x: ArrayLike, y: int) -> None:
+        self.seen += 1
+        if len(self.items) < self.capacity:
+            self.items.append((x, y))
+            return
+        if self.policy == "reservoir":
+            j = self._draw(self.seen)
+            if j < self.capacity:
+                self.items[j] = (x, y)
+            return
+        counts: dict[int, int] = {}
+        for _, c in self.items:
+            counts[c] = counts.get(c, 0) + 1
+        big = max(counts.values())
+        if counts.get(y, 0) < big:
+            # evict from the largest class (the first one in label order on a tie)
+            victim = min(c for c, v in counts.items() if v == big)
+            slots = [i for i, (_, c) in enumerate(self.items) if c == victim]
+        else:
+            slots = [i for i, (_, c) in enumerate(self.items) if c == y]
+        self.items[slots[self._draw(len(slots))]] = (x, y)
+
+    def step(self, t: tr.RefTrainer, x: ArrayLike, y: int) -> float:
+        loss = t.step(x, y)
+        had = len(self.items)
+        self.add(x, y)
+        if had:
+            for _ in range(self.k):
+                rx, ry = self.items[self._draw(len(self.items))]
+                t.step(rx, ry)
+        return loss
+
+
+class ZORef:
+    """Zeroth-order training (docs/adapt.md, "Forward-only training"): int8 SPSA on the
+    weights of ``zo`` layers, backprop (``RefTrainer``) on the ``bp`` ones."""
+
+    def __init__(self, m: mtm.Model, zo: Sequence[int], bp: Sequence[int] | None, lr: float, eps: int = 1,
+                 seed: int = 1, opt: tr.SGD | tr.Adam | None = None, mode: str = "int8") -> None:
+        self.t = t = tr.RefTrainer(m, list(bp) if bp else list(zo), mode if bp else "int8",
+                                   opt or tr.SGD(lr=0.0), batch=1 << 30)
+        self.zo, self.bp = list(zo), list(bp or [])
+        # the zeroth-order layers' int8 weights, read by the forward in place of the file's
+        self.w = {j: t.m.data(t.m.layers[j].weight).reshape(-1).astype(np.int8).copy() for j in self.zo}
+        orig = t._wbmsh
+
+        def wbmsh(j: int) -> tuple[ArrayLike, ArrayLike, ArrayLike, ArrayLike]:
+            wb = orig(j)
+            return (self.w[j], *wb[1:]) if j in self.w else wb
+
+        t._wbmsh = wbmsh  # type: ignore[method-assign]
+        self.lr, self.eps = lr, eps
+        self.rng = seed_state(seed)
+
+    def _loss(self, xs: Sequence[ArrayLike], ys: Sequence[int], backward: bool) -> float:
+        t = self.t
+        total = 0.0
+        for x, y in zip(xs, ys, strict=True):
+            vals = t.forward(x)
+            loss, err, s = t.loss(vals[t.m.output], int(y))
+            total += loss
+            if backward:  # Trainer.step of the backprop layers; applied after both passes
+                t.backward(vals, err, s)
+                t.pending += 1
+        return total / len(ys)
+
+    def _signs(self, n: int, r: int) -> tuple[NDArray[np.int8], int]:
+        """n signs (+1 / -1), 32 per xorshift32 draw, low bit first: 1 means -1."""
+        words = []
+        for _ in range((n + 31) // 32):
+            r = xorshift32(r)
+            words.append(r)
+        bits = np.unpackbits(np.array(words, dtype="<u4").view(np.uint8), bitorder="little")[:n]
+        return (1 - 2 * bits.astype(np.int8)).astype(np.int8), r
+
+    def step(self, xs: Sequence[ArrayLike], ys: Sequence[int]) -> tuple[float, float]:
+        t = self.t
+        layers = [self.w[j] for j in self.zo]
+        base = [w.copy() for w in layers]
+        r0 = self.rng
+        signs = []
+        r = r0
+        for w in layers:
+            z, r = self._signs(len(w), r)
+            signs.append(z)
+        e = self.eps
+        for rl, b, z in zip(layers, base, signs, strict=True):
+            rl[:] = np.clip(b.astype(np.int32) + e * z, -127, 127).astype(np.int8)
+        lp = self._loss(xs, ys, bool(self.bp))
+        for rl, b, z in zip(layers, base, signs, strict=True):
+            rl[:] = np.clip(b.astype(np.int32) - e * z, -127, 127).astype(np.int8)
+        lm = self._loss(xs, ys, bool(self.bp))
+        g = (lp - lm) / (2 * e)
+        delta = self.lr * g  # weight quanta along -z
+        mag = abs(delta)
+        whole = int(math.floor(mag))
+        frac = mag - whole
+        thr = int(frac * 65536.0)
+        for rl, b, z in zip(layers, base, signs, strict=True):
+            n = len(rl)
+            u = np.empty(n, dtype=np.int64)
+            for i in range(n):  # one xorshift32 draw per weight: its low 16 bits against thr
+                r = xorshift32(r)
+                u[i] = whole + (1 if (r & 0xFFFF) < thr else 0)
+            step = -np.sign(delta) * u * z.astype(np.int64)
+            rl[:] = np.clip(b.astype(np.int64) + step, -127, 127).astype(np.int8)
+        self.rng = r
+        if self.bp:
+            t.flush()
+        return lp, lm
+
+    def arrays(self) -> dict[str, Any]:
+        """The trained state: ``L<i>.w`` of the zeroth-order layers, and the reference
+        trainer's arrays of the backprop ones."""
+        out = {f"L{j}.w": w for j, w in self.w.items()}
+        if self.bp:
+            out.update(self.t.arrays())
+        return out
