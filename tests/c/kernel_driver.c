@@ -842,6 +842,74 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         *ret = mt_add_s8_grad_merge(ea, ra, eb, rb, n, o);
         return 1;
     }
+    if (!strcmp(op, "concat_s8_forward") || !strcmp(op, "concat_s8_grad_input")) {
+        const int fwd = !strcmp(op, "concat_s8_forward");
+        if (!want_args(c, 4)) {
+            return 0;
+        }
+        int32_t d[MT_CONCAT_NPARAMS];
+        mt_concat_params_t p;
+        desc_arg(c, d, MT_CONCAT_NPARAMS);
+        memcpy(&p, d, sizeof p);
+        if (!failed(c)) {
+            check(c, "desc", mt_concat_check(&p));
+        }
+        if (failed(c)) {
+            return 0;
+        }
+        const int64_t n1 = (int64_t)p.hw * p.c1, n2 = (int64_t)p.hw * p.c2;
+        if (fwd) {
+            const int8_t *x1 = buf(c, 1, "x1", S8, n1, 0, NULL);
+            const int8_t *x2 = buf(c, 2, "x2", S8, n2, 0, NULL);
+            int8_t *y = buf(c, 3, "y", S8, n1 + n2, 1, NULL);
+            if (!failed(c)) {
+                mt_concat_s8_forward(&p, x1, x2, y);
+            }
+            return 0;
+        }
+        const int8_t *e = buf(c, 1, "e", S8, n1 + n2, 0, NULL);
+        const int32_t part = checked_int(c, 2, "part", mt_part_check);
+        if (failed(c)) {
+            return 0;
+        }
+        int8_t *ein = buf(c, 3, "ein", S8, part ? n2 : n1, 1, NULL);
+        if (!failed(c)) {
+            mt_concat_s8_grad_input(&p, e, part, ein);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "upsample_s8_forward") || !strcmp(op, "upsample_s8_grad_input")) {
+        const int fwd = !strcmp(op, "upsample_s8_forward");
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+        int32_t d[MT_UPSAMPLE_NPARAMS];
+        mt_upsample_params_t p;
+        desc_arg(c, d, MT_UPSAMPLE_NPARAMS);
+        memcpy(&p, d, sizeof p);
+        if (!failed(c)) {
+            check(c, "desc", mt_upsample_check(&p));
+        }
+        if (failed(c)) {
+            return 0;
+        }
+        const int64_t nin = (int64_t)p.in_h * p.in_w * p.c, nout = (int64_t)p.out_h * p.out_w * p.c;
+        if (fwd) {
+            const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
+            int8_t *y = buf(c, 2, "y", S8, nout, 1, NULL);
+            if (!failed(c)) {
+                mt_upsample_s8_forward(&p, x, y);
+            }
+            return 0;
+        }
+        const int8_t *e = buf(c, 1, "e", S8, nout, 0, NULL);
+        int8_t *ein = buf(c, 2, "ein", S8, nin, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = mt_upsample_s8_grad_input(&p, e, ein);
+        return 1;
+    }
     if (!strcmp(op, "softmax_xent_s8")) {
         if (!want_args(c, 5)) {
             return 0;

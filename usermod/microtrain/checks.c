@@ -170,6 +170,64 @@ const char *mt_add_check(const mt_add_params_t *p) {
     return mt_act_check(p->act_min, p->act_max);
 }
 
+const char *mt_concat_check(const mt_concat_params_t *p) {
+    if (p->hw < 1 || p->hw > MT_MAX_ELEMS) {
+        return "hw must be in 1..2^26";
+    }
+    if (!mt_dim_ok(p->c1) || !mt_dim_ok(p->c2) || p->c1 + p->c2 > MT_MAX_DIM) {
+        return "c1, c2 must be >= 1 with c1 + c2 <= 65535";
+    }
+    if (!mt_elems_ok(1, p->hw, p->c1 + p->c2)) {
+        return "tensor too large (more than 2^26 elements)";
+    }
+    if (!mt_zp_ok(p->in1_zp) || !mt_zp_ok(p->in2_zp) || !mt_zp_ok(p->out_zp)) {
+        return "zero points must be in -128..127";
+    }
+    if (p->m1 < 0 || p->m2 < 0) {
+        return "multipliers must be >= 0 (Q31)";
+    }
+    if (p->sh1 < -31 || p->sh1 > 23 || p->sh2 < -31 || p->sh2 > 23) {
+        return "shifts sh1, sh2 must be in -31..23";
+    }
+    return NULL;
+}
+
+// One axis: factor 1..255 and (in - 1) * f + 1 <= out <= in * f.
+static int mt_up_axis_ok(int32_t in, int32_t out, int32_t f) {
+    if (f < 1 || f > 255) {
+        return 0;
+    }
+    return (in - 1) * f + 1 <= out && out <= in * f;  // in <= 65535, f <= 255: no overflow
+}
+
+const char *mt_upsample_check(const mt_upsample_params_t *p) {
+    if (!mt_dim_ok(p->in_h) || !mt_dim_ok(p->in_w) || !mt_dim_ok(p->c) || !mt_dim_ok(p->out_h) ||
+        !mt_dim_ok(p->out_w)) {
+        return "in_h, in_w, c, out_h, out_w must be in 1..65535";
+    }
+    if (!mt_up_axis_ok(p->in_h, p->out_h, p->f_h) || !mt_up_axis_ok(p->in_w, p->out_w, p->f_w)) {
+        return "f_h, f_w must be in 1..255 with (in - 1) * f + 1 <= out <= in * f";
+    }
+    if (!mt_elems_ok(p->in_h, p->in_w, p->c) || !mt_elems_ok(p->out_h, p->out_w, p->c)) {
+        return "tensor too large (more than 2^26 elements)";
+    }
+    if (p->mode != 0 && p->mode != 1) {
+        return "mode must be 0 (nearest) or 1 (zero insertion)";
+    }
+    if (!mt_zp_ok(p->zp)) {
+        return "zp must be in -128..127";
+    }
+    return NULL;
+}
+
+const char *mt_part_check(int32_t part, int32_t *v) {
+    if (part != 0 && part != 1) {
+        v[0] = part;
+        return "must be 0 or 1, got %d";
+    }
+    return NULL;
+}
+
 const char *mt_requant_params_check(const int32_t *mult, const int32_t *shift, int32_t n) {
     for (int32_t i = 0; i < n; ++i) {
         if (mult[i] < 0) {

@@ -60,6 +60,10 @@
     X(MP_QSTR_global_avgpool_s8_grad_input, mod_global_avgpool_s8_grad_input_obj) \
     X(MP_QSTR_add_s8_forward, mod_add_s8_forward_obj) \
     X(MP_QSTR_add_s8_grad_merge, mod_add_s8_grad_merge_obj) \
+    X(MP_QSTR_concat_s8_forward, mod_concat_s8_forward_obj) \
+    X(MP_QSTR_concat_s8_grad_input, mod_concat_s8_grad_input_obj) \
+    X(MP_QSTR_upsample_s8_forward, mod_upsample_s8_forward_obj) \
+    X(MP_QSTR_upsample_s8_grad_input, mod_upsample_s8_grad_input_obj) \
     X(MP_QSTR_softmax_xent_s8, mod_softmax_xent_s8_obj) \
     X(MP_QSTR_l1_norm_s8, mod_l1_norm_s8_obj) \
     X(MP_QSTR_topk_mask, mod_topk_mask_obj) \
@@ -315,6 +319,14 @@ typedef union {
     mt_add_params_t s;
     int32_t a[MT_ADD_NPARAMS];
 } mt_add_desc_u;
+typedef union {
+    mt_concat_params_t s;
+    int32_t a[MT_CONCAT_NPARAMS];
+} mt_concat_desc_u;
+typedef union {
+    mt_upsample_params_t s;
+    int32_t a[MT_UPSAMPLE_NPARAMS];
+} mt_upsample_desc_u;
 
 static void mt_desc(const char *fn, mp_obj_t o, int32_t *dst, int32_t n) {
     const int32_t *src = mt_in_i32(fn, "desc", o, n);
@@ -774,6 +786,78 @@ static mp_obj_t mod_add_s8_grad_merge(size_t n_args, const mp_obj_t *args) {
     return mp_obj_new_int(mt_add_s8_grad_merge(ea, ra, eb, rb, n, out));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_add_s8_grad_merge_obj, 5, 5, mod_add_s8_grad_merge);
+
+// ---------------------------------------------------------------------------
+// channel concatenation, upsampling
+
+static mp_obj_t mod_concat_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "concat_s8_forward";
+    (void)n_args;
+    mt_concat_desc_u u;
+    mt_desc(fn, args[0], u.a, MT_CONCAT_NPARAMS);
+    mt_check(fn, "desc", mt_concat_check(&u.s));
+    const int32_t n1 = u.s.hw * u.s.c1, n2 = u.s.hw * u.s.c2, n = n1 + n2;
+    const int8_t *x1 = mt_in_s8(fn, "x1", args[1], n1, NULL);
+    const int8_t *x2 = mt_in_s8(fn, "x2", args[2], n2, NULL);
+    int8_t *y = mt_out_s8(fn, "y", args[3], n);
+    mt_no_overlap(fn, "y", y, (size_t)n, "x1", x1, (size_t)n1);
+    mt_no_overlap(fn, "y", y, (size_t)n, "x2", x2, (size_t)n2);
+    mt_concat_s8_forward(&u.s, x1, x2, y);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_concat_s8_forward_obj, 4, 4, mod_concat_s8_forward);
+
+static mp_obj_t mod_concat_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "concat_s8_grad_input";
+    (void)n_args;
+    mt_concat_desc_u u;
+    mt_desc(fn, args[0], u.a, MT_CONCAT_NPARAMS);
+    mt_check(fn, "desc", mt_concat_check(&u.s));
+    const int32_t n = u.s.hw * (u.s.c1 + u.s.c2);
+    const int8_t *e = mt_in_s8(fn, "e", args[1], n, NULL);
+    const int32_t part = mt_int(fn, "part", args[2]);
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "part", mt_part_check(part, v), v);
+    const int32_t m = u.s.hw * (part ? u.s.c2 : u.s.c1);
+    int8_t *ein = mt_out_s8(fn, "ein", args[3], m);
+    mt_no_overlap(fn, "ein", ein, (size_t)m, "e", e, (size_t)n);
+    mt_concat_s8_grad_input(&u.s, e, part, ein);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_concat_s8_grad_input_obj, 4, 4, mod_concat_s8_grad_input);
+
+static const mt_upsample_params_t *mt_upsample_desc(const char *fn, mp_obj_t o, mt_upsample_desc_u *u) {
+    mt_desc(fn, o, u->a, MT_UPSAMPLE_NPARAMS);
+    mt_check(fn, "desc", mt_upsample_check(&u->s));
+    return &u->s;
+}
+
+static mp_obj_t mod_upsample_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "upsample_s8_forward";
+    (void)n_args;
+    mt_upsample_desc_u u;
+    const mt_upsample_params_t *p = mt_upsample_desc(fn, args[0], &u);
+    const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
+    const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
+    int8_t *y = mt_out_s8(fn, "y", args[2], nout);
+    mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
+    mt_upsample_s8_forward(p, x, y);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_upsample_s8_forward_obj, 3, 3, mod_upsample_s8_forward);
+
+static mp_obj_t mod_upsample_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "upsample_s8_grad_input";
+    (void)n_args;
+    mt_upsample_desc_u u;
+    const mt_upsample_params_t *p = mt_upsample_desc(fn, args[0], &u);
+    const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
+    const int8_t *e = mt_in_s8(fn, "e", args[1], nout, NULL);
+    int8_t *ein = mt_out_s8(fn, "ein", args[2], nin);
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
+    return mp_obj_new_int(mt_upsample_s8_grad_input(p, e, ein));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_upsample_s8_grad_input_obj, 3, 3, mod_upsample_s8_grad_input);
 
 // ---------------------------------------------------------------------------
 // softmax cross-entropy
