@@ -212,6 +212,21 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                 need("lut dtable", mt_lut_dtable_check(dt, v));
                 mt_lut_s8_forward(x, (const int8_t *)(b + tt[9]), y, ny);
                 (void)mt_lut_s8_grad_input(x, e, dt, ein, nx);
+            } else if (op == 10) {  // CONCAT: e and ein sized for the output / one input
+                mt_concat_params_t p;
+                memcpy(&p, prm, sizeof p);
+                need("concat", mt_concat_check(&p));
+                mt_concat_s8_forward(&p, x, act[l[10]], y);
+                int8_t *ein2 = xmalloc(numel[l[10]]);
+                mt_concat_s8_grad_input(&p, e, 0, ein);
+                mt_concat_s8_grad_input(&p, e, 1, ein2);
+                free(ein2);
+            } else if (op == 11) {
+                mt_upsample_params_t p;
+                memcpy(&p, prm, sizeof p);
+                need("upsample", mt_upsample_check(&p));
+                mt_upsample_s8_forward(&p, x, y);
+                (void)mt_upsample_s8_grad_input(&p, e, ein);
             } else {
                 mt_add_params_t p;
                 memcpy(&p, prm, sizeof p);

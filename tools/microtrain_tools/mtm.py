@@ -44,7 +44,7 @@ __all__ = [
 
 MAGIC = b"MTMF"
 VERSION_MAJOR = 1
-VERSION_MINOR = 1  # 1.1 adds the LUT op; a file without one is written as 1.0
+VERSION_MINOR = 2  # 1.1 adds the LUT op, 1.2 CONCAT / UPSAMPLE; files are written as the oldest that fits
 HEADER_SIZE = 64
 TENSOR_ENTRY = 48
 LAYER_ENTRY = 152
@@ -116,6 +116,8 @@ class Op(IntEnum):
     GLOBAL_AVGPOOL = 7
     ADD = 8
     LUT = 9
+    CONCAT = 10
+    UPSAMPLE = 11
 
 
 class Act(IntEnum):
@@ -125,8 +127,10 @@ class Act(IntEnum):
 
 
 N_PARAMS = {Op.CONV2D: 17, Op.LINEAR: 6, Op.RELU: 2, Op.RELU6: 3, Op.MAXPOOL: 11,
-            Op.AVGPOOL: 11, Op.GLOBAL_AVGPOOL: 2, Op.ADD: 13, Op.LUT: 4}
-N_INPUTS = {op: (2 if op == Op.ADD else 1) for op in Op}
+            Op.AVGPOOL: 11, Op.GLOBAL_AVGPOOL: 2, Op.ADD: 13, Op.LUT: 4, Op.CONCAT: 10, Op.UPSAMPLE: 9}
+N_INPUTS = {op: (2 if op in (Op.ADD, Op.CONCAT) else 1) for op in Op}
+# the first minor version of each op newer than 1.0
+OP_MINOR = {Op.LUT: 1, Op.CONCAT: 2, Op.UPSAMPLE: 2}
 WEIGHTED = (Op.CONV2D, Op.LINEAR)
 
 
@@ -406,6 +410,31 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
           "dtable must be int32 quant NONE of shape (256,)")
         assert dt.data is not None
         c(bool(np.all(np.abs(dt.data.astype(np.int64)) <= 2**24 - 1)), "|dtable| > 2^24 - 1")
+    elif op == Op.CONCAT:
+        x2 = m.tensors[ly.inputs[1]]
+        hw, c1, c2, z1, z2, zo, m1, sh1, m2, sh2 = p
+        c(1 <= hw <= MAX_ELEMS and c1 >= 1 and c2 >= 1 and c1 + c2 <= MAX_DIM
+          and hw * (c1 + c2) <= MAX_ELEMS, "sizes outside the limits")
+        r = len(y.shape)
+        c(len(x.shape) == r and len(x2.shape) == r, "inputs and output ranks differ")
+        c(tuple(x.shape[:-1]) == tuple(x2.shape[:-1]) == tuple(y.shape[:-1]),
+          "inputs and output differ outside the channel (last) axis")
+        c((x.shape[-1], x2.shape[-1], y.shape[-1]) == (c1, c2, c1 + c2), "channel counts differ from c1, c2, c1 + c2")
+        c(x.numel == hw * c1, "hw != the product of the leading dims")
+        c((z1, z2, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
+        c(m1 >= 0 and m2 >= 0, "negative multiplier")
+        c(-31 <= sh1 <= 23 and -31 <= sh2 <= 23, "shift outside [-31, 23]")
+    elif op == Op.UPSAMPLE:
+        in_h, in_w, ch, out_h, out_w, f_h, f_w, mode, zp = p
+        c(min(in_h, in_w, ch, out_h, out_w) >= 1 and max(in_h, in_w, ch, out_h, out_w) <= MAX_DIM,
+          "sizes outside 1..65535")
+        c(1 <= f_h <= 255 and 1 <= f_w <= 255 and (in_h - 1) * f_h + 1 <= out_h <= in_h * f_h
+          and (in_w - 1) * f_w + 1 <= out_w <= in_w * f_w, "factors outside 1..255 or out size not matching")
+        c(max(in_h * in_w * ch, out_h * out_w * ch) <= MAX_ELEMS, "tensor larger than 2^26 values")
+        c(mode in (0, 1), f"mode {mode} not 0 or 1")
+        c(zp == x.zero_point, f"zp {zp} != input zero point {x.zero_point}")
+        c(tuple(x.shape) == (in_h, in_w, ch), f"input shape {tuple(x.shape)} != {(in_h, in_w, ch)}")
+        c(tuple(y.shape) == (out_h, out_w, ch), f"output shape {tuple(y.shape)} != {(out_h, out_w, ch)}")
     elif op in (Op.RELU, Op.RELU6):
         c(tuple(x.shape) == tuple(y.shape), "input and output shapes differ")
         c(p[0] == x.numel, f"n {p[0]} != {x.numel}")
@@ -441,7 +470,7 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         c(all(-31 <= s <= 31 for s in (sh1, sh2, sho)), "shift outside [-31, 31]")
         c(min(m1, m2, mo) >= 0, "negative multiplier")
         _act_ok(c, act, zo, a_min, a_max)
-    if op in (Op.RELU, Op.RELU6, Op.MAXPOOL, Op.AVGPOOL, Op.GLOBAL_AVGPOOL):
+    if op in (Op.RELU, Op.RELU6, Op.MAXPOOL, Op.AVGPOOL, Op.GLOBAL_AVGPOOL, Op.UPSAMPLE):
         c(_f32(x.scale) == _f32(y.scale) and x.zero_point == y.zero_point,
           "input and output quantisation differ")
 
@@ -551,7 +580,7 @@ def write(m: Model) -> bytes:
                                      float(t.scale), int(t.zero_point), _idx(t.qscales), 0)
     total = d_off + len(blob) + 4
     flags = (FLAG_TRAINED if m.trained else 0) | (FLAG_HAS_STATE if m.has_state else 0)
-    minor = 1 if any(ly.op == Op.LUT for ly in m.layers) else 0  # the oldest version that has every op
+    minor = max((OP_MINOR.get(Op(ly.op), 0) for ly in m.layers), default=0)  # the oldest version with every op
     header = _HEADER.pack(MAGIC, VERSION_MAJOR, minor, HEADER_SIZE, flags, total, n_t, tt_off,
                           n_l, lt_off, s_off, len(pool), d_off, len(blob), m.input, m.output,
                           m.train_steps)
@@ -689,6 +718,8 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
         ins = [in0] if n_in == 1 else [in0, in1]
         if op == Op.LUT and vmin < 1:
             raise ValueError(f"{where}: LUT layer in a version 1.0 file (needs 1.1)")
+        if op in (Op.CONCAT, Op.UPSAMPLE) and vmin < 2:
+            raise ValueError(f"{where}: {Op(op).name} layer in a version 1.0 / 1.1 file (needs 1.2)")
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),
                             _opt(sh), [_opt(s) for s in state], fused, bool(lflags & LFLAG_TRAINED)))
     m = Model(tensors, layers, inp, outp, flags_trained, bool(flags & FLAG_HAS_STATE), steps,
