@@ -415,12 +415,9 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         hw, c1, c2, z1, z2, zo, m1, sh1, m2, sh2 = p
         c(1 <= hw <= MAX_ELEMS and c1 >= 1 and c2 >= 1 and c1 + c2 <= MAX_DIM
           and hw * (c1 + c2) <= MAX_ELEMS, "sizes outside the limits")
-        r = len(y.shape)
-        c(len(x.shape) == r and len(x2.shape) == r, "inputs and output ranks differ")
-        c(tuple(x.shape[:-1]) == tuple(x2.shape[:-1]) == tuple(y.shape[:-1]),
-          "inputs and output differ outside the channel (last) axis")
-        c((x.shape[-1], x2.shape[-1], y.shape[-1]) == (c1, c2, c1 + c2), "channel counts differ from c1, c2, c1 + c2")
-        c(x.numel == hw * c1, "hw != the product of the leading dims")
+        c((x.shape[-1], x2.shape[-1], y.shape[-1]) == (c1, c2, c1 + c2),
+          "channel (last) dims differ from c1, c2, c1 + c2")
+        c((x.numel, x2.numel, y.numel) == (hw * c1, hw * c2, hw * (c1 + c2)), "numel != hw * channels")
         c((z1, z2, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
         c(m1 >= 0 and m2 >= 0, "negative multiplier")
         c(-31 <= sh1 <= 23 and -31 <= sh2 <= 23, "shift outside [-31, 23]")

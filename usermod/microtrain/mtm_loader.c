@@ -423,24 +423,17 @@ static const uint8_t mtm_n_params[12] = {0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS
                                          MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS, 4, MT_CONCAT_NPARAMS,
                                          MT_UPSAMPLE_NPARAMS};
 
-// CONCAT shapes: x, x2, y of one rank, equal leading dims, last dims c1, c2,
-// c1 + c2, and hw = the product of the leading dims.
+// CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
+// hw positions of them (numel = hw * its channels; the kernel reads flat
+// NHWC, so a (1, 1, c) pooled map joins (n,) features).
 static const char *concat_shapes(const mtm_ctx_t *c, uint32_t x, uint32_t x2, uint32_t y, const int32_t *p) {
-    const uint32_t r = T_RANK(c, y);
-    if (T_RANK(c, x) != r || T_RANK(c, x2) != r) {
-        return "inputs and output ranks differ";
+    if (T_DIM(c, x, T_RANK(c, x) - 1) != (uint32_t)p[1] || T_DIM(c, x2, T_RANK(c, x2) - 1) != (uint32_t)p[2] ||
+        T_DIM(c, y, T_RANK(c, y) - 1) != (uint32_t)p[1] + (uint32_t)p[2]) {
+        return "channel (last) dims differ from c1, c2, c1 + c2";
     }
-    for (uint32_t d = 0; d + 1 < r; ++d) {
-        if (T_DIM(c, x, d) != T_DIM(c, y, d) || T_DIM(c, x2, d) != T_DIM(c, y, d)) {
-            return "inputs and output differ outside the channel (last) axis";
-        }
-    }
-    if (T_DIM(c, x, r - 1) != (uint32_t)p[1] || T_DIM(c, x2, r - 1) != (uint32_t)p[2] ||
-        T_DIM(c, y, r - 1) != (uint32_t)p[1] + (uint32_t)p[2]) {
-        return "channel counts differ from c1, c2, c1 + c2";
-    }
-    if (!numel_is(c, x, p[0] * p[1])) {  // the check bounded hw * c1 <= 2^26
-        return "hw != the product of the leading dims";
+    // the descriptor check bounded hw * (c1 + c2) <= 2^26
+    if (!numel_is(c, x, p[0] * p[1]) || !numel_is(c, x2, p[0] * p[2]) || !numel_is(c, y, p[0] * (p[1] + p[2]))) {
+        return "numel != hw * channels";
     }
     return NULL;
 }

@@ -414,16 +414,10 @@ def _op_rules(c, L, p, op, act):
         if m:
             return m
         x2 = c.t(L[10])
-        r = y[1]
-        if x[1] != r or x2[1] != r:
-            return "inputs and output ranks differ"
-        for d in range(r - 1):
-            if x[5 + d] != y[5 + d] or x2[5 + d] != y[5 + d]:
-                return "inputs and output differ outside the channel (last) axis"
-        if x[4 + r] != p[1] or x2[4 + r] != p[2] or y[4 + r] != p[1] + p[2]:
-            return "channel counts differ from c1, c2, c1 + c2"
-        if _numel(x) != p[0] * p[1]:
-            return "hw != the product of the leading dims"
+        if x[4 + x[1]] != p[1] or x2[4 + x2[1]] != p[2] or y[4 + y[1]] != p[1] + p[2]:
+            return "channel (last) dims differ from c1, c2, c1 + c2"
+        if _numel(x) != p[0] * p[1] or _numel(x2) != p[0] * p[2] or _numel(y) != p[0] * (p[1] + p[2]):
+            return "numel != hw * channels"
         if p[3] != x[12] or p[4] != x2[12] or p[5] != y[12]:
             return "zero points differ from the tensors'"
         return None
