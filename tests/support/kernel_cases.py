@@ -1065,8 +1065,8 @@ def _concat_desc(rng: Rng, i: int) -> tuple[list[int], str]:
         s = float(10.0 ** rng.uniform(-2.5, -0.5))
         return oracle.concat_params(s, zo, s, zo, s, zo, hw, c1, c2), "copy"
     if kind == 4:  # extreme multipliers and shifts within the rules
-        return [hw, c1, c2, z1, z2, zo, int(rng.integers(0, 2**31)), int(rng.integers(-31, 24)),
-                int(rng.integers(0, 2**31)), int(rng.choice([-31, 23]))], "extreme"
+        return [hw, c1, c2, z1, z2, zo, int(rng.integers(0, 2**31)), int(rng.integers(-31, 8)),
+                int(rng.integers(0, 2**31)), int(rng.choice([-31, 7]))], "extreme"
     s1, s2, so = (float(10.0 ** rng.uniform(-2.5, -0.5)) for _ in range(3))
     return oracle.concat_params(s1, z1, s2, z2, so, zo, hw, c1, c2), "rescale"
 
@@ -1215,10 +1215,10 @@ def generate_limits() -> list[Case]:
     desc = [4, 127, 127, -128, 2**31 - 1, 0, 2**31 - 1, 0, 2**31 - 1, -31, 22, -128, 127]
     cases.append(make_case("add_s8_forward", [i32(desc), s8([-128] * 4), s8([-128] * 4), out("Y", 4)],
                            "limit: left_shift 22"))
-    # concat: |x - zp| = 255 at shift 23 with the largest multiplier (saturates)
-    desc = [2, 2, 1, 127, -128, 0, 2**31 - 1, 23, 2**31 - 1, 23]
+    # concat: |x - zp| * 2^16 = 255 * 2^16 at shift 7 with the largest multiplier (saturates)
+    desc = [2, 2, 1, 127, -128, 0, 2**31 - 1, 7, 2**31 - 1, 7]
     cases.append(make_case("concat_s8_forward", [i32(desc), s8([-128] * 4), s8([127] * 2), out("Y", 6)],
-                           "limit: shift 23"))
+                           "limit: shift 7"))
     # upsample grad: a 255 x 255 block of -128 per input (|acc| = 128 * 255^2)
     desc = [1, 2, 1, 255, 510, 255, 255, 0, 0]
     cases.append(make_case("upsample_s8_grad_input", [i32(desc), s8(np.full(255 * 510, -128)), out("Y", 2)],

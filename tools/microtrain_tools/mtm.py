@@ -420,7 +420,7 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         c((x.numel, x2.numel, y.numel) == (hw * c1, hw * c2, hw * (c1 + c2)), "numel != hw * channels")
         c((z1, z2, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
         c(m1 >= 0 and m2 >= 0, "negative multiplier")
-        c(-31 <= sh1 <= 23 and -31 <= sh2 <= 23, "shift outside [-31, 23]")
+        c(-31 <= sh1 <= 7 and -31 <= sh2 <= 7, "shift outside [-31, 7]")
     elif op == Op.UPSAMPLE:
         in_h, in_w, ch, out_h, out_w, f_h, f_w, mode, zp = p
         c(min(in_h, in_w, ch, out_h, out_w) >= 1 and max(in_h, in_w, ch, out_h, out_w) <= MAX_DIM,

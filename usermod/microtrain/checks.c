@@ -186,8 +186,8 @@ const char *mt_concat_check(const mt_concat_params_t *p) {
     if (p->m1 < 0 || p->m2 < 0) {
         return "multipliers must be >= 0 (Q31)";
     }
-    if (p->sh1 < -31 || p->sh1 > 23 || p->sh2 < -31 || p->sh2 > 23) {
-        return "shifts sh1, sh2 must be in -31..23";
+    if (p->sh1 < -31 || p->sh1 > 7 || p->sh2 < -31 || p->sh2 > 7) {
+        return "shifts sh1, sh2 must be in -31..7";
     }
     return NULL;
 }

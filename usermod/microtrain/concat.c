@@ -9,8 +9,9 @@ static void mt_concat_part(const int8_t *x, int32_t hw, int32_t c, int32_t zp, i
     const int32_t lo = -128 - out_zp, hi = 127 - out_zp;
     for (int32_t p = 0; p < hw; ++p, x += c, y += c_out) {
         for (int32_t k = 0; k < c; ++k) {
-            // |x - zp| <= 255 and sh <= 23: the left shift stays below 2^31.
-            y[k] = (int8_t)(mt_clamp(mt_requant(x[k] - zp, m, sh), lo, hi) + out_zp);
+            // |x - zp| * 2^16 <= 255 * 2^16 and sh <= 7: the left shift stays below 2^31.
+            // (The 2^16 as a multiply: left-shifting a negative value is UB.)
+            y[k] = (int8_t)(mt_clamp(mt_requant((x[k] - zp) * 65536, m, sh), lo, hi) + out_zp);
         }
     }
 }

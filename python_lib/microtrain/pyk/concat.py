@@ -16,8 +16,8 @@ def _concat_check(d):
         return "zero points must be in -128..127"
     if m1 < 0 or m2 < 0:
         return "multipliers must be >= 0 (Q31)"
-    if sh1 < -31 or sh1 > 23 or sh2 < -31 or sh2 > 23:
-        return "shifts sh1, sh2 must be in -31..23"
+    if sh1 < -31 or sh1 > 7 or sh2 < -31 or sh2 > 7:
+        return "shifts sh1, sh2 must be in -31..7"
     return None
 
 
@@ -28,7 +28,7 @@ def _concat_desc(fn, desc):
 
 
 def _part(X, hw, c, zp, m, sh, zo, c_out, off, y, ym):
-    if m == 0x40000000 and sh == 1 and zp == zo:  # factor 1, same zero point: a copy
+    if m == 0x40000000 and sh == -15 and zp == zo:  # factor 1, same zero point: a copy
         for p in range(hw):
             y[p * c_out + off:p * c_out + off + c] = X[p * c:p * c + c]
         return
@@ -37,7 +37,7 @@ def _part(X, hw, c, zp, m, sh, zo, c_out, off, y, ym):
     for p in range(hw):
         o = p * c_out + off
         for k in range(c):
-            r = rq(X[i] - zp, m, sh) + zo
+            r = rq((X[i] - zp) << 16, m, sh) + zo
             y[o + k] = (127 if r > 127 else (-128 if r < -128 else r)) & ym
             i += 1
 

@@ -525,8 +525,8 @@ def _concat_desc(desc: Sequence[int], fn: str) -> list[int]:
     if not 1 <= hw <= 2**26 or c1 < 1 or c2 < 1 or c1 + c2 > 65535 or hw * (c1 + c2) > 2**26:
         raise _fail(fn, "desc", "sizes outside the limits")
     _check_act(-128, 127, (z1, z2, zo), fn)
-    if m1 < 0 or m2 < 0 or not (-31 <= sh1 <= 23 and -31 <= sh2 <= 23):
-        raise _fail(fn, "desc", "multiplier < 0 or shift outside [-31, 23]")
+    if m1 < 0 or m2 < 0 or not (-31 <= sh1 <= 7 and -31 <= sh2 <= 7):
+        raise _fail(fn, "desc", "multiplier < 0 or shift outside [-31, 7]")
     return d
 
 
@@ -534,8 +534,8 @@ def concat_s8_forward(desc: Sequence[int], x1: ArrayLike, x2: ArrayLike) -> I8:
     """Channel concatenation, each input requantised to the output -> y (int8, hw*(c1+c2))."""
     fn = "concat_s8_forward"
     hw, c1, c2, z1, z2, zo, m1, sh1, m2, sh2 = _concat_desc(desc, fn)
-    a = requant(_s8(x1, fn, "x1", hw * c1) - z1, m1, sh1) + zo
-    b = requant(_s8(x2, fn, "x2", hw * c2) - z2, m2, sh2) + zo
+    a = requant((_s8(x1, fn, "x1", hw * c1) - z1) << 16, m1, sh1) + zo
+    b = requant((_s8(x2, fn, "x2", hw * c2) - z2) << 16, m2, sh2) + zo
     y = np.concatenate([a.reshape(hw, c1), b.reshape(hw, c2)], axis=1)
     return np.clip(y, -128, 127).astype(np.int8).reshape(-1)
 
@@ -553,9 +553,9 @@ def concat_s8_grad_input(desc: Sequence[int], e: ArrayLike, part: int) -> I8:
 
 def concat_params(s1: float, z1: int, s2: float, z2: int, s_out: float, z_out: int,
                   hw: int, c1: int, c2: int) -> list[int]:
-    """The 10-int concat descriptor for the given scales and zero points."""
-    m1, sh1 = quantize_multiplier(float(np.float32(s1)) / float(np.float32(s_out)))
-    m2, sh2 = quantize_multiplier(float(np.float32(s2)) / float(np.float32(s_out)))
+    """The 10-int concat descriptor for the given scales and zero points (float32 scales, as stored)."""
+    m1, sh1 = quantize_multiplier(float(np.float32(s1)) / float(np.float32(s_out)) * 2.0**-16)
+    m2, sh2 = quantize_multiplier(float(np.float32(s2)) / float(np.float32(s_out)) * 2.0**-16)
     return [int(hw), int(c1), int(c2), int(z1), int(z2), int(z_out), m1, sh1, m2, sh2]
 
 
