@@ -1074,8 +1074,8 @@ def _concat_desc(rng: Rng, i: int) -> tuple[list[int], str]:
 def gen_concat_s8_forward(rng: Rng, i: int) -> Case:
     desc, label = _concat_desc(rng, i)
     hw, c1, c2 = desc[:3]
-    args: list[Arg] = [i32(desc), s8(_int8(rng, hw * c1), _kind_in(rng)), s8(_int8(rng, hw * c2), _kind_in(rng)),
-                       out(_kind_out(rng), hw * (c1 + c2))]
+    args: list[Arg] = [i32(desc), s8(_int8(rng, hw * c1), _kind_in(rng)),
+                       s8(_int8(rng, hw * c2), _kind_in(rng)), out(_kind_out(rng), hw * (c1 + c2))]
     return make_case("concat_s8_forward", args, label)
 
 

@@ -104,6 +104,21 @@ def test_bitexact_in_micropython(ops: tuple[tc.Setup, nn.Module, torch.Tensor], 
     assert np.array_equal(got, want), f"{int(np.sum(np.any(got != want, axis=1)))} samples differ"
 
 
+def test_to_torch_round_trip(ops: tuple[tc.Setup, nn.Module, torch.Tensor]) -> None:
+    from microtrain_tools.to_torch import to_state_dict
+
+    s, net, xe = ops
+    fresh = OpsNet()
+    sd, _ = to_state_dict(s.m, fresh)
+    fresh.load_state_dict(sd, strict=True)
+    fresh.eval()
+    with torch.no_grad():  # the transposed conv's weights went back unflipped and untransposed
+        assert float(torch.cosine_similarity(fresh.convt.weight.flatten(), net.convt.weight.flatten(),
+                                             dim=0)) > 0.99
+        agree = float((fresh(xe).argmax(1) == net(xe).argmax(1)).float().mean())
+    assert agree >= 0.95, agree
+
+
 def test_agrees_with_pytorch(ops: tuple[tc.Setup, nn.Module, torch.Tensor]) -> None:
     s, net, xe = ops
     with torch.no_grad():

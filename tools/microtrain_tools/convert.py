@@ -557,7 +557,8 @@ REGISTRY: tuple[OpEntry, ...] = (
     OpEntry("upsample", "nn.Upsample(scale_factor=k), nn.UpsamplingNearest2d, F.interpolate(x, "
             "scale_factor=k or size=...)", "UPSAMPLE (mode 0, nearest)",
             "mode 'nearest' only, integer factors 1..255 (2-D maps and 1-D signals)",
-            modules=(nn.Upsample, nn.UpsamplingNearest2d), functions=(F.interpolate,), accept=_accept_upsample),
+            modules=(nn.Upsample, nn.UpsamplingNearest2d), functions=(F.interpolate,),
+            accept=_accept_upsample),
     OpEntry("convt", "nn.ConvTranspose2d, nn.ConvTranspose1d",
             "UPSAMPLE (mode 1, zero insertion) then CONV2D (stride 1, flipped kernel): trained like a conv",
             "groups 1, dilation 1, padding <= kernel - 1, any stride and output_padding",
@@ -928,8 +929,8 @@ class _Planner:
             raise self.fail(node, "joins a flattened (C, H, W) map, which the device holds in NHWC order: "
                                   "concatenate the maps along dim 1 before flattening (or pool them first)")
         if not feats and any(v.shape[:-1] != vals[0].shape[:-1] for v in vals):
-            raise self.fail(node, "inputs of shapes " + ", ".join(str(v.shape) for v in vals) + " (NHWC) differ "
-                                  "outside the channels")
+            shapes = ", ".join(str(v.shape) for v in vals)
+            raise self.fail(node, f"inputs of shapes {shapes} (NHWC) differ outside the channels")
         base = self.name(node)
         cur = vals[0]
         chans = [v.shape[-1] for v in vals]

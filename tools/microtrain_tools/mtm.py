@@ -577,7 +577,7 @@ def write(m: Model) -> bytes:
                                      float(t.scale), int(t.zero_point), _idx(t.qscales), 0)
     total = d_off + len(blob) + 4
     flags = (FLAG_TRAINED if m.trained else 0) | (FLAG_HAS_STATE if m.has_state else 0)
-    minor = max((OP_MINOR.get(Op(ly.op), 0) for ly in m.layers), default=0)  # the oldest version with every op
+    minor = max((OP_MINOR.get(Op(ly.op), 0) for ly in m.layers), default=0)  # oldest version with every op
     header = _HEADER.pack(MAGIC, VERSION_MAJOR, minor, HEADER_SIZE, flags, total, n_t, tt_off,
                           n_l, lt_off, s_off, len(pool), d_off, len(blob), m.input, m.output,
                           m.train_steps)
