@@ -279,6 +279,8 @@ class ConvGeom:
     pad_top: int
     pad_left: int
     groups: int
+    dil_h: int = 1
+    dil_w: int = 1
 
     @property
     def cpg(self) -> int:
@@ -303,7 +305,11 @@ class ConvGeom:
     def desc(self, in_zp: int, out_zp: int, act_min: int, act_max: int) -> list[int]:
         return [self.in_h, self.in_w, self.in_c, self.out_h, self.out_w, self.out_c, self.k_h, self.k_w,
                 self.stride_h, self.stride_w, self.pad_top, self.pad_left, self.groups,
-                in_zp, out_zp, act_min, act_max]
+                in_zp, out_zp, act_min, act_max] + ([self.dil_h, self.dil_w] if self.dilated else [])
+
+    @property
+    def dilated(self) -> bool:
+        return self.dil_h != 1 or self.dil_w != 1
 
     def pool_desc(self) -> list[int]:
         return [self.in_h, self.in_w, self.in_c, self.out_h, self.out_w, self.k_h, self.k_w,
@@ -323,7 +329,7 @@ def _axis(rng: Rng, k: int, stride: int, max_in: int, pad: bool) -> tuple[int, i
 
 
 CONV_VARIANTS = ("generic", "pointwise", "stride2", "padded", "depthwise", "depthwise_mult",
-                 "grouped", "conv1d", "odd", "large", "generic", "big")
+                 "grouped", "conv1d", "odd", "large", "generic", "big", "dilated")
 
 
 def conv_geom(rng: Rng, variant: str) -> ConvGeom:
@@ -362,6 +368,16 @@ def conv_geom(rng: Rng, variant: str) -> ConvGeom:
         k_h = k_w = 3
         pad = True
         max_in = 24
+    if variant == "dilated":  # dilation 1..4 per axis (19-int descriptor; 1, 1 as well), padded or not
+        d_h, d_w = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        if d_h == d_w == 1:
+            d_w = 2
+        k_h, k_w = int(rng.integers(1, 4)), int(rng.integers(2, 4))
+        groups = int(rng.choice([1, in_c]))
+        out_c = groups * int(rng.integers(1, 3))
+        in_h, out_h, p_t = _axis(rng, (k_h - 1) * d_h + 1, s_h, 12, pad)
+        in_w, out_w, p_l = _axis(rng, (k_w - 1) * d_w + 1, s_w, 12, pad)
+        return ConvGeom(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, groups, d_h, d_w)
     if variant == "conv1d":
         in_h, out_h, p_t, k_h, s_h = 1, 1, 0, 1, 1
         k_w = int(rng.integers(1, 6))

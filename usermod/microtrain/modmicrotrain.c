@@ -305,7 +305,8 @@ static void mt_check_v(const char *fn, const char *arg, const char *msg, const i
 // Descriptors: array('i') of exactly N ints copied into the params struct.
 typedef union {
     mt_conv2d_params_t s;
-    int32_t a[MT_CONV2D_NPARAMS];
+    mt_conv2d_dil_params_t d;
+    int32_t a[MT_CONV2D_DIL_NPARAMS];
 } mt_conv2d_desc_u;
 typedef union {
     mt_linear_params_t s;
@@ -335,10 +336,22 @@ static void mt_desc(const char *fn, mp_obj_t o, int32_t *dst, int32_t n) {
     }
 }
 
-// Fills *u (no struct return: that would need memcpy, absent in natmods).
-static const mt_conv2d_params_t *mt_conv2d_desc(const char *fn, mp_obj_t o, mt_conv2d_desc_u *u) {
-    mt_desc(fn, o, u->a, MT_CONV2D_NPARAMS);
-    mt_check(fn, "desc", mt_conv2d_check(&u->s));
+// Fills *u (no struct return: that would need memcpy, absent in natmods): 17
+// ints, or 19 with dil_h, dil_w; *dil is set when a dilation is above 1 (the
+// dilated kernels run; dilation 1, 1 is the plain conv).
+static const mt_conv2d_params_t *mt_conv2d_desc(const char *fn, mp_obj_t o, mt_conv2d_desc_u *u, int *dil) {
+    size_t n;
+    const int32_t *src = (const int32_t *)mt_buf(fn, "desc", o, MT_I32, -1, 0, &n);
+    if (n != MT_CONV2D_NPARAMS && n != MT_CONV2D_DIL_NPARAMS) {
+        const int32_t v[MT_MSG_NVALS] = {(int32_t)(n < 0x7FFFFFFF ? n : 0x7FFFFFFF), MT_CONV2D_NPARAMS, 0};
+        mt_raise(&mp_type_ValueError, fn, "desc", MT_MSG_LENGTH, v);
+    }
+    u->a[17] = u->a[18] = 1;
+    for (size_t i = 0; i < n; ++i) {
+        u->a[i] = src[i];
+    }
+    *dil = n == MT_CONV2D_DIL_NPARAMS && (u->d.dil_h != 1 || u->d.dil_w != 1);
+    mt_check(fn, "desc", *dil ? mt_conv2d_dil_check(&u->d) : mt_conv2d_check(&u->s));
     return &u->s;
 }
 // Fills *u (no struct return: that would need memcpy, absent in natmods).
@@ -382,7 +395,8 @@ static mp_obj_t mod_conv2d_s8_forward(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "conv2d_s8_forward";
     (void)n_args;
     mt_conv2d_desc_u pu;
-    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    int dil;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
     const int32_t nin = mt_conv_in_n(p), nout = mt_conv_out_n(p);
     const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
     const int8_t *w = mt_in_s8(fn, "w", args[2], mt_conv_w_n(p), NULL);
@@ -393,7 +407,11 @@ static mp_obj_t mod_conv2d_s8_forward(size_t n_args, const mp_obj_t *args) {
     mt_check_qparams(fn, bias, mult, shift, p->out_c);
     mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
     mt_no_overlap(fn, "y", y, (size_t)nout, "w", w, (size_t)mt_conv_w_n(p));
-    mt_conv2d_s8_forward(p, x, w, bias, mult, shift, y);
+    if (dil) {
+        mt_conv2d_dil_s8_forward(&pu.d, x, w, bias, mult, shift, y);
+    } else {
+        mt_conv2d_s8_forward(p, x, w, bias, mult, shift, y);
+    }
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_forward_obj, 7, 7, mod_conv2d_s8_forward);
@@ -402,7 +420,8 @@ static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "conv2d_s8_grad_input";
     (void)n_args;
     mt_conv2d_desc_u pu;
-    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    int dil;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
     const int32_t nin = mt_conv_in_n(p), nout = mt_conv_out_n(p);
     const int8_t *e = mt_in_s8(fn, "e", args[1], nout, NULL);
     const int8_t *w = mt_in_s8(fn, "w", args[2], mt_conv_w_n(p), NULL);
@@ -423,7 +442,8 @@ static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     }
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "w", w, (size_t)mt_conv_w_n(p));
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "wr", wr, (size_t)p->out_c * 4);
-    return mp_obj_new_int(mt_conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
+    return mp_obj_new_int(dil ? mt_conv2d_dil_s8_grad_input(&pu.d, e, w, wr, mask, acc, ein)
+                              : mt_conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_input_obj, 7, 7, mod_conv2d_s8_grad_input);
 
@@ -431,7 +451,8 @@ static mp_obj_t mod_conv2d_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "conv2d_s8_grad_weight";
     (void)n_args;
     mt_conv2d_desc_u pu;
-    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    int dil;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
     const int8_t *x = mt_in_s8(fn, "x", args[1], mt_conv_in_n(p), NULL);
     const int8_t *e = mt_in_s8(fn, "e", args[2], mt_conv_out_n(p), NULL);
     const uint8_t *mask = mt_mask(fn, args[3], p->out_c);
@@ -439,7 +460,11 @@ static mp_obj_t mod_conv2d_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_c);
     mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
                         (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
-    mt_conv2d_s8_grad_weight(p, x, e, mask, gw, gb);
+    if (dil) {
+        mt_conv2d_dil_s8_grad_weight(&pu.d, x, e, mask, gw, gb);
+    } else {
+        mt_conv2d_s8_grad_weight(p, x, e, mask, gw, gb);
+    }
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_obj, 6, 6, mod_conv2d_s8_grad_weight);
@@ -449,7 +474,8 @@ static mp_obj_t mod_conv2d_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     static const char fn[] = "conv2d_s8_grad_weight_f32";
     (void)n_args;
     mt_conv2d_desc_u pu;
-    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    int dil;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
     const int8_t *x = mt_in_s8(fn, "x", args[1], mt_conv_in_n(p), NULL);
     const int8_t *e = mt_in_s8(fn, "e", args[2], mt_conv_out_n(p), NULL);
     const uint8_t *mask = mt_mask(fn, args[3], p->out_c);
@@ -459,7 +485,11 @@ static mp_obj_t mod_conv2d_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     float *gb = mt_out_f32(fn, "gb", args[7], p->out_c);
     mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
                         (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
-    mt_conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    if (dil) {
+        mt_conv2d_dil_s8_grad_weight_f32(&pu.d, x, e, mask, w_scale, b_scale, gw, gb);
+    } else {
+        mt_conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    }
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_f32_obj, 8, 8, mod_conv2d_s8_grad_weight_f32);

@@ -19,6 +19,12 @@ typedef struct {
             pad_top, pad_left, groups, in_zp, out_zp, act_min, act_max;
 } mt_conv2d_params_t;
 #define MT_CONV2D_NPARAMS 17
+// A dilated conv2d: the conv2d descriptor then dil_h, dil_w (19 ints).
+typedef struct {
+    mt_conv2d_params_t c;
+    int32_t dil_h, dil_w;
+} mt_conv2d_dil_params_t;
+#define MT_CONV2D_DIL_NPARAMS 19
 
 typedef struct {
     int32_t in_n, out_n, in_zp, out_zp, act_min, act_max;
@@ -48,6 +54,7 @@ typedef struct {
 // Validation: NULL when the descriptor is consistent, else a static message
 // naming the offending field. Buffer lengths follow from a valid descriptor.
 const char *mt_conv2d_check(const mt_conv2d_params_t *p);
+const char *mt_conv2d_dil_check(const mt_conv2d_dil_params_t *p);
 const char *mt_linear_check(const mt_linear_params_t *p);
 const char *mt_pool_check(const mt_pool_params_t *p);
 const char *mt_add_check(const mt_add_params_t *p);
@@ -136,6 +143,18 @@ void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, cons
 #if MT_HAS_FLOAT
 void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
                                const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb);
+#endif
+
+// Dilated convs (a 19-int descriptor with dil_h or dil_w > 1): plain loops, same numerics.
+void mt_conv2d_dil_s8_forward(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *w,
+                              const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
+int32_t mt_conv2d_dil_s8_grad_input(const mt_conv2d_dil_params_t *p, const int8_t *e, const int8_t *w,
+                                    const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein);
+void mt_conv2d_dil_s8_grad_weight(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *e,
+                                  const uint8_t *mask, int32_t *gw, int32_t *gb);
+#if MT_HAS_FLOAT
+void mt_conv2d_dil_s8_grad_weight_f32(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *e,
+                                      const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb);
 #endif
 
 // ---- linear.c ----

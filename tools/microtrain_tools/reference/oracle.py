@@ -218,6 +218,8 @@ class _Geom:
     pad_top: int
     pad_left: int
     groups: int
+    dil_h: int = 1
+    dil_w: int = 1
 
     @property
     def cpg(self) -> int:
@@ -241,8 +243,8 @@ class _Geom:
 
     def taps(self) -> tuple[I64, NDArray[np.bool_]]:
         """Flat input position ``iy * in_w + ix`` and validity, both (OH, OW, KH, KW)."""
-        iy = np.arange(self.out_h)[:, None] * self.stride_h - self.pad_top + np.arange(self.k_h)
-        ix = np.arange(self.out_w)[:, None] * self.stride_w - self.pad_left + np.arange(self.k_w)
+        iy = np.arange(self.out_h)[:, None] * self.stride_h - self.pad_top + np.arange(self.k_h) * self.dil_h
+        ix = np.arange(self.out_w)[:, None] * self.stride_w - self.pad_left + np.arange(self.k_w) * self.dil_w
         vy = (iy >= 0) & (iy < self.in_h)
         vx = (ix >= 0) & (ix < self.in_w)
         iy = np.clip(iy, 0, self.in_h - 1)
@@ -272,8 +274,10 @@ def _check_geom(g: _Geom, fn: str) -> None:
         raise _fail(fn, "desc", "all sizes must be >= 1")
     if g.in_c % g.groups or g.out_c % g.groups:
         raise _fail(fn, "desc", "in_c and out_c must be divisible by groups")
-    if not (0 <= g.pad_top < g.k_h and 0 <= g.pad_left < g.k_w):
-        raise _fail(fn, "desc", "padding must satisfy 0 <= pad < k")
+    if not (1 <= g.dil_h <= 255 and 1 <= g.dil_w <= 255):
+        raise _fail(fn, "desc", "dilation outside 1..255")
+    if not (0 <= g.pad_top < (g.k_h - 1) * g.dil_h + 1 and 0 <= g.pad_left < (g.k_w - 1) * g.dil_w + 1):
+        raise _fail(fn, "desc", "padding must satisfy 0 <= pad < (k - 1) * dil + 1")
     if (g.out_h - 1) * g.stride_h - g.pad_top >= g.in_h:
         raise _fail(fn, "desc", "last window row starts outside the input")
     if (g.out_w - 1) * g.stride_w - g.pad_left >= g.in_w:
@@ -298,9 +302,9 @@ class _ConvDesc:
 
 def _conv_desc(desc: Sequence[int], fn: str) -> _ConvDesc:
     d = [int(v) for v in desc]
-    if len(d) != 17:
-        raise _fail(fn, "desc", f"length {len(d)}, expected 17")
-    g = _Geom(*d[:13])
+    if len(d) not in (17, 19):
+        raise _fail(fn, "desc", f"length {len(d)}, expected 17 (or 19 with dil_h, dil_w)")
+    g = _Geom(*d[:13], *d[17:19])
     _check_geom(g, fn)
     _check_act(d[15], d[16], (d[13], d[14]), fn)
     if g.k_h * g.k_w * g.cpg > 32768:
