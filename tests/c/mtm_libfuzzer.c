@@ -134,7 +134,22 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                 for (int32_t c = 0; c < oc; ++c) {
                     mask[c] = (uint8_t)(c & 1);
                 }
-                if (op == 1) {
+                if (op == 1 && np == MT_CONV2D_DIL_NPARAMS) {  // dilated
+                    mt_conv2d_dil_params_t p;
+                    memcpy(&p, prm, sizeof p);
+                    need("conv2d dil", mt_conv2d_dil_check(&p));
+                    const int32_t terms = p.c.k_h * p.c.k_w * (p.c.out_c / p.c.groups);
+                    for (int32_t c = 0; c < oc; ++c) {
+                        wr[c] = ratio_one(terms);
+                    }
+                    need("conv2d wr", mt_wr_check(wr, oc, terms));
+                    mt_conv2d_dil_s8_forward(&p, x, w, bias, mult, shift, y);
+                    (void)mt_conv2d_dil_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+                    mt_conv2d_dil_s8_grad_weight(&p, x, e, mask, gwi, gbi);
+                    memset(gwf, 0, 4 * nw);
+                    memset(gbf, 0, 4u * (size_t)oc);
+                    mt_conv2d_dil_s8_grad_weight_f32(&p, x, e, NULL, 0.001f, 0.5f, gwf, gbf);
+                } else if (op == 1) {
                     mt_conv2d_params_t p;
                     memcpy(&p, prm, sizeof p);
                     need("conv2d", mt_conv2d_check(&p));

@@ -1,12 +1,12 @@
-"""Channel concatenation, nearest upsampling and transposed convs in whole models.
+"""Channel concatenation, nearest upsampling, transposed and dilated convs in whole models.
 
 A small U-Net-like digits CNN (a strided conv down, back up by ``nn.Upsample``,
-``F.interpolate`` and ``nn.ConvTranspose2d``, joined to the skip with a three-way
-``torch.cat``) is trained for a moment in PyTorch and converted (format 1.2: CONCAT
+``F.interpolate`` (after a dilated conv) and ``nn.ConvTranspose2d``, joined to the skip
+with a four-way ``torch.cat``) is trained for a moment in PyTorch and converted (format 1.2: CONCAT
 and UPSAMPLE layers; the transposed conv is a zero-inserting UPSAMPLE and a conv). Its
 int8 outputs in the real ``micropython`` (native and pure-Python kernels) must equal the
 numpy oracle's bit for bit, its top-1 must agree with PyTorch's, on-device training
-(backward through every new op, the transposed conv trained) must equal the training
+(backward through every new op, the transposed and the dilated convs trained) must equal the training
 reference bit for bit, and ``last:2`` training must lower the loss.
 """
 
@@ -36,7 +36,7 @@ class OpsNet(nn.Module):
         self.down = nn.Conv2d(8, 8, 3, stride=2, padding=1)
         self.up = nn.Upsample(scale_factor=2)
         self.convt = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
-        self.side = nn.Conv2d(8, 4, 1)
+        self.side = nn.Conv2d(8, 4, 3, padding=2, dilation=2)
         self.conv2 = nn.Conv2d(24, 12, 3, stride=2, padding=1)
         self.fc1 = nn.Linear(12 * 4 * 4, 16)
         self.fc2 = nn.Linear(16 + 8, 10)
@@ -88,6 +88,8 @@ def test_converts_to_new_layers(ops: tuple[tc.Setup, nn.Module, torch.Tensor]) -
     assert ups == {"up": 0, "interpolate": 0, "convt:zeros": 1}
     convt = s.m.layers[[n for _, n in kinds].index("convt")]
     assert convt.op == Op.CONV2D and convt.fused.startswith("conv_transpose")
+    side = s.m.layers[[n for _, n in kinds].index("side")]
+    assert side.params[17:] == [2, 2]  # a dilated conv: dil_h, dil_w after the 17 conv params
     assert s.path.read_bytes()[6] == 2  # version 1.2
 
 

@@ -304,8 +304,8 @@ def _accept_pool(node: torch.fx.Node, mod: nn.Module | None) -> str:
 
 def _accept_conv(node: torch.fx.Node, mod: nn.Module | None) -> str:
     assert isinstance(mod, (nn.Conv1d, nn.Conv2d))
-    if any(d != 1 for d in mod.dilation):
-        raise _Fail(f"dilation {tuple(mod.dilation)} is not supported (only 1)")
+    if any(not 1 <= d <= 255 for d in mod.dilation):
+        raise _Fail(f"dilation {tuple(mod.dilation)}: only 1..255 converts")
     if mod.padding_mode != "zeros":
         raise _Fail(f"padding_mode '{mod.padding_mode}' is not supported (only 'zeros')")
     return "conv"
@@ -481,7 +481,8 @@ _CONSTPAD = (nn.ZeroPad1d, nn.ZeroPad2d, nn.ConstantPad1d, nn.ConstantPad2d)
 
 REGISTRY: tuple[OpEntry, ...] = (
     OpEntry("conv", "nn.Conv2d, nn.Conv1d (groups: depthwise / grouped; padding int, tuple, 'same', 'valid')",
-            "CONV2D (a Conv1d is a conv with H = 1)", "dilation 1, padding_mode 'zeros'",
+            "CONV2D (a Conv1d is a conv with H = 1; a dilated conv has dil_h, dil_w, format 1.2)",
+            "dilation 1..255, padding_mode 'zeros'",
             modules=(nn.Conv1d, nn.Conv2d), accept=_accept_conv),
     OpEntry("linear", "nn.Linear", "LINEAR", "after a flatten of (C, H, W) the columns are permuted to NHWC",
             modules=(nn.Linear,)),
@@ -1262,6 +1263,8 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
             is1d = isinstance(mod, (nn.Conv1d, nn.ConvTranspose1d))
             ks = (1, mod.kernel_size[0]) if is1d else _pair(mod.kernel_size)
             st = (1, mod.stride[0]) if is1d else _pair(mod.stride)
+            dl = (1, mod.dilation[0]) if is1d else _pair(mod.dilation)
+            ke = ((ks[0] - 1) * dl[0] + 1, (ks[1] - 1) * dl[1] + 1)  # the window's extent
             if pl.attrs.get("transposed"):  # stride 1 over the zero-inserted input, padding k - 1 - p
                 st = (1, 1)
                 tp = (0, mod.padding[0]) if is1d else _pair(mod.padding)
@@ -1270,22 +1273,22 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
                 if mod.padding == "valid":
                     pd = (0, 0)
                 else:  # 'same': PyTorch pads total // 2 before, the rest after
-                    pd = ((ks[0] - 1) // 2, (ks[1] - 1) // 2)
+                    pd = ((ke[0] - 1) // 2, (ke[1] - 1) // 2)
             else:
                 pd = (0, mod.padding[0]) if is1d else _pair(mod.padding)
             pad = pl.attrs.get("pad")
             if pad is not None:  # zero padding before: top / left add, bottom / right is out_h, out_w
                 pd = (pd[0] + pad[0], pd[1] + pad[2])
             at = pl.attrs.get("at", "")
-            if not (pd[0] < ks[0] and pd[1] < ks[1]):
+            if not (pd[0] < ke[0] and pd[1] < ke[1]):
                 what = " (its own plus the zero padding before it)" if pad is not None else ""
-                raise ConvertError(f"{where}: padding {pd}{what} must be smaller than the kernel {ks}{at}")
+                raise ConvertError(f"{where}: padding {pd}{what} must be smaller than the kernel {ke}{at}")
             if (out_h - 1) * st[0] - pd[0] >= in_h or (out_w - 1) * st[1] - pd[1] >= in_w:
                 raise ConvertError(f"{where}: the padding leaves whole windows outside the input (output "
                                    f"{out_h} x {out_w} of {in_h} x {in_w}): pad less{at}")
             pre = pl.attrs.get("pre_bn")
-            if pre is not None and (pd != (0, 0) or (out_h - 1) * st[0] + ks[0] > in_h
-                                    or (out_w - 1) * st[1] + ks[1] > in_w):
+            if pre is not None and (pd != (0, 0) or (out_h - 1) * st[0] + ke[0] > in_h
+                                    or (out_w - 1) * st[1] + ke[1] > in_w):
                 raise ConvertError(f"{pre.where}: cannot be folded exactly into '{pl.name}', which pads its "
                                    "input (the padding would not see the BatchNorm's shift): put the "
                                    f"BatchNorm after a conv, or give '{pl.name}' padding 0{pre.at}")
@@ -1294,6 +1297,8 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
             w = w.transpose(0, 2, 3, 1)  # OIHW -> OHWI
             params = [in_h, in_w, in_c, out_h, out_w, out_c, ks[0], ks[1], st[0], st[1], pd[0], pd[1],
                       int(mod.groups), x.zp, y.zp, a_min, a_max]
+            if dl != (1, 1):
+                params += list(dl)
         else:
             assert isinstance(mod, nn.Linear)
             xs = pl.inputs[0].shape

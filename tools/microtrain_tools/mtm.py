@@ -309,7 +309,9 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
     c(isinstance(ly.act, int) and ly.act in Act._value2member_map_, f"unknown act {ly.act}")
     act = Act(ly.act)
     c(act == Act.NONE or op in (*WEIGHTED, Op.ADD), "fused activation on an op without one")
-    c(len(ly.params) == N_PARAMS[op], f"{len(ly.params)} params, expected {N_PARAMS[op]}")
+    dilated = op == Op.CONV2D and len(ly.params) == 19  # dil_h, dil_w after the 17 (format 1.2)
+    c(len(ly.params) == N_PARAMS[op] or dilated, f"{len(ly.params)} params, expected {N_PARAMS[op]}")
+    c(not dilated or tuple(ly.params[17:]) != (1, 1), "19-param CONV2D needs a dilation above 1")
     c(all(-(2**31) <= int(v) <= INT32_MAX for v in ly.params), "param outside int32")
     c(len(ly.inputs) == N_INPUTS[op], f"{len(ly.inputs)} inputs, expected {N_INPUTS[op]}")
     c(not ly.trained or m.trained, "TRAINED layer in a file without TRAINED")
@@ -349,7 +351,9 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         mu, sh = m.tensors[ly.mult], m.tensors[ly.shift]
         if op == Op.CONV2D:
             in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, g = p[:13]
-            in_zp, out_zp, a_min, a_max = p[13:]
+            in_zp, out_zp, a_min, a_max = p[13:17]
+            d_h, d_w = p[17:19] if dilated else (1, 1)
+            c(1 <= d_h <= 255 and 1 <= d_w <= 255, "dil_h, dil_w must be in 1..255")
             c(min(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, g) >= 1, "sizes must be >= 1")
             # The kernels' own limits (checks.c): dims and strides <= 65535, tensors <= 2^26 values.
             c(max(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w) <= MAX_DIM,
@@ -357,7 +361,7 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
             c(max(in_h * in_w * in_c, out_h * out_w * out_c) <= MAX_ELEMS, "tensor larger than 2^26 values")
             c(out_c * k_h * k_w * (in_c // g) <= MAX_ELEMS, "weight larger than 2^26 values")
             c(in_c % g == 0 and out_c % g == 0, "in_c and out_c must be divisible by groups")
-            _geom_ok(c, in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l)
+            _geom_ok(c, in_h, in_w, out_h, out_w, (k_h - 1) * d_h + 1, (k_w - 1) * d_w + 1, s_h, s_w, p_t, p_l)
             c(k_h * k_w * (in_c // g) <= 32768, "k_h * k_w * in_c / groups > 32768")
             c(out_h * out_w <= 65536, "out_h * out_w > 65536")
             terms = k_h * k_w * (out_c // g)
@@ -577,7 +581,8 @@ def write(m: Model) -> bytes:
                                      float(t.scale), int(t.zero_point), _idx(t.qscales), 0)
     total = d_off + len(blob) + 4
     flags = (FLAG_TRAINED if m.trained else 0) | (FLAG_HAS_STATE if m.has_state else 0)
-    minor = max((OP_MINOR.get(Op(ly.op), 0) for ly in m.layers), default=0)  # oldest version with every op
+    minor = max((2 if ly.op == Op.CONV2D and len(ly.params) == 19 else OP_MINOR.get(Op(ly.op), 0)
+                 for ly in m.layers), default=0)  # the oldest version with every op (a dilated conv: 1.2)
     header = _HEADER.pack(MAGIC, VERSION_MAJOR, minor, HEADER_SIZE, flags, total, n_t, tt_off,
                           n_l, lt_off, s_off, len(pool), d_off, len(blob), m.input, m.output,
                           m.train_steps)
@@ -715,6 +720,8 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
         ins = [in0] if n_in == 1 else [in0, in1]
         if op == Op.LUT and vmin < 1:
             raise ValueError(f"{where}: LUT layer in a version 1.0 file (needs 1.1)")
+        if op == Op.CONV2D and n_p == 19 and vmin < 2:
+            raise ValueError(f"{where}: dilated CONV2D (19 params) in a version 1.0 / 1.1 file (needs 1.2)")
         if op in (Op.CONCAT, Op.UPSAMPLE) and vmin < 2:
             raise ValueError(f"{where}: {Op(op).name} layer in a version 1.0 / 1.1 file (needs 1.2)")
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),

@@ -516,6 +516,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     union {
         int32_t a[20];
         mt_conv2d_params_t conv;
+        mt_conv2d_dil_params_t dconv;
         mt_linear_params_t lin;
         mt_pool_params_t pool;
         mt_add_params_t add;
@@ -559,7 +560,9 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     }
     if (op == MTM_OP_CONV2D) {
         const mt_conv2d_params_t *d = &u.conv;
-        if ((m = mt_conv2d_check(d)) != NULL) {
+        // 19 params: dil_h, dil_w follow (a dilated conv, format 1.2)
+        if ((m = rd8(c->b, L_ENT(c, j) + 2) == MT_CONV2D_DIL_NPARAMS ? mt_conv2d_dil_check(&u.dconv)
+                                                                   : mt_conv2d_check(d)) != NULL) {
             return m;
         }
         if (!shape_is(c, x, 3, d->in_h, d->in_w, d->in_c, 0)) {
@@ -715,8 +718,12 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         if (n_in != (two_in ? 2u : 1u)) {
             FAIL_L("n_inputs does not match the op");
         }
-        if (n_p != mtm_n_params[op]) {
+        const int dilated = op == MTM_OP_CONV2D && n_p == MT_CONV2D_DIL_NPARAMS;
+        if (n_p != mtm_n_params[op] && !dilated) {
             FAIL_L("n_params does not match the op");
+        }
+        if (dilated && (rd16(c->b, 6) < 2 || (L_PARAM(c, j, 17) == 1 && L_PARAM(c, j, 18) == 1))) {
+            FAIL_L("19-param CONV2D needs version 1.2 and a dilation above 1");
         }
         for (uint32_t k = n_p; k < 20; ++k) {
             if (L_PARAM(c, j, k) != 0) {

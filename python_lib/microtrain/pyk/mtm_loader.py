@@ -366,7 +366,7 @@ def _op_rules(c, L, p, op, act):
                 return "|dtable| > 2^24 - 1"
         return None
     if op == OP_CONV2D:
-        m = _conv_check(p[:17])
+        m = _conv_check(p[:17], p[17:19] if L[2] == 19 else None)  # 19 params: dil_h, dil_w
         if m:
             return m
         if not _shape_is(x, 3, (p[0], p[1], p[2])):
@@ -485,8 +485,11 @@ def _check_layers(c, produced, consumed):
         two = op == OP_ADD or op == OP_CONCAT
         if n_in != (2 if two else 1):
             c.fail("n_inputs does not match the op", 2, j)
-        if n_p != N_PARAMS[op]:
+        dilated = op == OP_CONV2D and n_p == 19
+        if n_p != N_PARAMS[op] and not dilated:
             c.fail("n_params does not match the op", 2, j)
+        if dilated and (_unp("<H", b, 6)[0] < 2 or _unp("<2i", b, e + PARAMS_OFF + 68) == (1, 1)):
+            c.fail("19-param CONV2D needs version 1.2 and a dilation above 1", 2, j)
         p = _unp("<20i", b, e + PARAMS_OFF)
         for k in range(n_p, N_PARAMS_MAX):
             if p[k]:
