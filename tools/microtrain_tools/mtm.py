@@ -361,7 +361,8 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
             c(max(in_h * in_w * in_c, out_h * out_w * out_c) <= MAX_ELEMS, "tensor larger than 2^26 values")
             c(out_c * k_h * k_w * (in_c // g) <= MAX_ELEMS, "weight larger than 2^26 values")
             c(in_c % g == 0 and out_c % g == 0, "in_c and out_c must be divisible by groups")
-            _geom_ok(c, in_h, in_w, out_h, out_w, (k_h - 1) * d_h + 1, (k_w - 1) * d_w + 1, s_h, s_w, p_t, p_l)
+            ke_h, ke_w = (k_h - 1) * d_h + 1, (k_w - 1) * d_w + 1  # the dilated window's extent
+            _geom_ok(c, in_h, in_w, out_h, out_w, ke_h, ke_w, s_h, s_w, p_t, p_l)
             c(k_h * k_w * (in_c // g) <= 32768, "k_h * k_w * in_c / groups > 32768")
             c(out_h * out_w <= 65536, "out_h * out_w > 65536")
             terms = k_h * k_w * (out_c // g)
