@@ -11,3 +11,5 @@ def py(name: str) -> Callable[..., Any]:
     """The pure-Python kernel `name` (imports only the microtrain.pyk module holding it)."""
 def f32(name: str) -> Callable[..., Any]:
     """A float32 kernel: native where the build has an FPU (HAS_FLOAT), else the pure-Python one."""
+def release(mod: str) -> None:
+    """Forget the pure-Python kernel module microtrain.pyk.`mod` so the GC can free its code."""
