@@ -210,17 +210,8 @@ def _act(lo, hi):
     return None
 
 
-def _conv_check(d, dil=None):
-    # dil: (dil_h, dil_w) of a 19-int descriptor (checks.c: mt_conv2d_dil_check)
+def _conv_check(d):
     in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, g, izp, ozp, lo, hi = d
-    kh, kw = k_h, k_w
-    mpt, mpl = "pad_top must be in 0..k_h-1", "pad_left must be in 0..k_w-1"
-    if dil is not None:
-        if not (1 <= dil[0] <= 255 and 1 <= dil[1] <= 255):
-            return "dil_h, dil_w must be in 1..255"
-        kh = (k_h - 1) * dil[0] + 1 if _dim(k_h) else k_h
-        kw = (k_w - 1) * dil[1] + 1 if _dim(k_w) else k_w
-        mpt, mpl = "pad_top must be in 0..(k_h-1)*dil_h", "pad_left must be in 0..(k_w-1)*dil_w"
     if not (_dim(in_h) and _dim(in_w) and _dim(in_c)):
         return "in_h, in_w, in_c must be in 1..65535"
     if not (_dim(out_h) and _dim(out_w) and _dim(out_c)):
@@ -240,10 +231,12 @@ def _conv_check(d, dil=None):
         return "weight tensor too large (more than 2^26 elements)"
     if out_h * out_w > 65536:
         return "out_h * out_w must be <= 65536"
-    m = _axis(in_h, out_h, kh, s_h, p_t, mpt, "out_h too large: last window starts below the input")
+    m = _axis(in_h, out_h, k_h, s_h, p_t, "pad_top must be in 0..k_h-1",
+              "out_h too large: last window starts below the input")
     if m:
         return m
-    m = _axis(in_w, out_w, kw, s_w, p_l, mpl, "out_w too large: last window starts right of the input")
+    m = _axis(in_w, out_w, k_w, s_w, p_l, "pad_left must be in 0..k_w-1",
+              "out_w too large: last window starts right of the input")
     if m:
         return m
     if not (-128 <= izp <= 127 and -128 <= ozp <= 127):
@@ -324,19 +317,11 @@ def _wr_check(wr, n, terms):
 
 
 def _conv_desc(fn, o):
-    # 17 ints, or 19 with dil_h, dil_w: a 19-tuple only when a dilation is above 1
-    try:
-        n = len(o)
-    except TypeError:
-        n = 0
-    if n == 19 and _kind(o) in ('i', 'm'):
-        d = _desc(fn, o, 19)
-        if d[17] != 1 or d[18] != 1:
-            _chk(fn, "desc", _conv_check(d[:17], d[17:]))
-            return d
-        d = d[:17]
-    else:
-        d = _desc(fn, o, 17)
+    if type(o) is array and len(o) == 19 or type(o) is memoryview and len(o) == 19:
+        from microtrain.pyk.conv2d_dil import _dil_desc  # 19 ints: dil_h, dil_w follow
+
+        return _dil_desc(fn, o)
+    d = _desc(fn, o, 17)
     _chk(fn, "desc", _conv_check(d))
     return d
 

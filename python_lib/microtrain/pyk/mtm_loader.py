@@ -366,7 +366,12 @@ def _op_rules(c, L, p, op, act):
                 return "|dtable| > 2^24 - 1"
         return None
     if op == OP_CONV2D:
-        m = _conv_check(p[:17], p[17:19] if L[2] == 19 else None)  # 19 params: dil_h, dil_w
+        if L[2] == 19:  # dil_h, dil_w follow
+            from microtrain.pyk.conv2d_dil import _dil_check
+
+            m = _dil_check(p[:19])
+        else:
+            m = _conv_check(p[:17])
         if m:
             return m
         if not _shape_is(x, 3, (p[0], p[1], p[2])):
