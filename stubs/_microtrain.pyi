@@ -92,6 +92,15 @@ def add_s8_forward(desc: _I32, x1: _In8, x2: _In8, y: _Out8, /) -> None: ...
 def add_s8_grad_merge(ea: _In8, ra: int, eb: _In8, rb: int, out: _Out8, /) -> int:
     """out = dyn_requant(ea * ra + eb * rb); returns the shift (ra, rb in 0..2^15)."""
 
+# -- channel concatenation (desc: 10 int32), upsampling (desc: 9 int32) -------------------------
+
+def concat_s8_forward(desc: _I32, x1: _In8, x2: _In8, y: _Out8, /) -> None: ...
+def concat_s8_grad_input(desc: _I32, e: _In8, part: int, ein: _Out8, /) -> None:
+    """The output error's slice of input ``part`` (0 or 1), exact, same scale."""
+def upsample_s8_forward(desc: _I32, x: _In8, y: _Out8, /) -> None: ...
+def upsample_s8_grad_input(desc: _I32, e: _In8, ein: _Out8, /) -> int:
+    """ein = dyn_requant(sum of the errors each input fed); returns the shift."""
+
 # -- loss, sparse updates, misc -----------------------------------------------------------------
 
 def softmax_xent_s8(logits: _In8, label: int, lut: array[int], err: _Out8, stats: _I32, /) -> int:

@@ -28,6 +28,7 @@ from microtrain.fmt import (
     NONE_I32,
     OP_ADD,
     OP_AVGPOOL,
+    OP_CONCAT,
     OP_CONV2D,
     OP_GAP,
     OP_LINEAR,
@@ -36,6 +37,7 @@ from microtrain.fmt import (
     OP_NAMES,
     OP_RELU,
     OP_RELU6,
+    OP_UPSAMPLE,
     TENSOR_N,
 )
 from microtrain.loss import argmax
@@ -450,6 +452,10 @@ class Model:
             return (K.global_avgpool_s8_forward, (x, p[_P_GAP_HW], p[_P_GAP_C], y), ly)
         if op == OP_ADD:
             return (K.add_s8_forward, (p, x, bufs[ly.inputs[1]], y), ly)
+        if op == OP_CONCAT:
+            return (K.concat_s8_forward, (p, x, bufs[ly.inputs[1]], y), ly)
+        if op == OP_UPSAMPLE:
+            return (K.upsample_s8_forward, (p, x, y), ly)
         raise ValueError("unknown op %d" % op)
 
     def rebind(self):
@@ -668,6 +674,17 @@ class Model:
                 dest = self._dest(x_t, cur, ebuf, etmp)
                 K.global_avgpool_s8_grad_input(e, p[_P_GAP_HW], dest)
                 self._arrive(x_t, dest, s / p[_P_GAP_HW], cur, scale, ebuf, etmp, emerge)
+            elif op == OP_UPSAMPLE:  # sum of the errors each input fed; base scale s
+                dest = self._dest(x_t, cur, ebuf, etmp)
+                sh = K.upsample_s8_grad_input(p, e, dest)
+                self._arrive(x_t, dest, ldexp(s, sh), cur, scale, ebuf, etmp, emerge)
+            if op == OP_CONCAT:  # each input its slice of e, exact, same scale
+                for part in (0, 1):
+                    t = ly.inputs[part]
+                    if t in region:
+                        dest = self._dest(t, cur, ebuf, etmp)
+                        K.concat_s8_grad_input(p, e, part, dest)
+                        self._arrive(t, dest, s, cur, scale, ebuf, etmp, emerge)
             if op == OP_ADD:
                 for t in ly.inputs:
                     if t in region:

@@ -3,7 +3,7 @@
 
 MAGIC: bytes  # b"MTMF"
 VERSION_MAJOR: int  # 1
-VERSION_MINOR: int  # 1
+VERSION_MINOR: int  # 2
 HEADER_SIZE: int  # 64
 TENSOR_ENTRY: int  # 48
 LAYER_ENTRY: int  # 152
@@ -44,6 +44,8 @@ OP_AVGPOOL: int  # 6
 OP_GAP: int  # 7 (global average pool)
 OP_ADD: int  # 8
 OP_LUT: int  # 9 (format 1.1)
+OP_CONCAT: int  # 10 (format 1.2)
+OP_UPSAMPLE: int  # 11 (format 1.2)
 ACT_NONE: int  # 0
 ACT_RELU: int  # 1
 ACT_RELU6: int  # 2

@@ -263,12 +263,23 @@ typedef char linear_size_ok[sizeof(mt_linear_params_t) == MT_LINEAR_NPARAMS * 4 
 typedef char pool_size_ok[sizeof(mt_pool_params_t) == MT_POOL_NPARAMS * 4 ? 1 : -1];
 typedef char add_size_ok[sizeof(mt_add_params_t) == MT_ADD_NPARAMS * 4 ? 1 : -1];
 
-static int conv_desc(call_t *c, mt_conv2d_params_t *p) {
-    int32_t d[MT_CONV2D_NPARAMS];
-    desc_arg(c, d, MT_CONV2D_NPARAMS);
+// 17 ints, or 19 with dil_h, dil_w (as the binding: *dil when a dilation is above 1).
+static int conv_desc(call_t *c, mt_conv2d_dil_params_t *p, int *dil) {
+    int32_t d[MT_CONV2D_DIL_NPARAMS] = {0};
+    uint32_t n = 0;
+    const int32_t *src = (const int32_t *)buf(c, 0, "desc", I32, -1, 0, &n);
+    if (src && n != MT_CONV2D_NPARAMS && n != MT_CONV2D_DIL_NPARAMS) {
+        const int32_t v[MT_MSG_NVALS] = {(int32_t)n, MT_CONV2D_NPARAMS, 0};
+        fail_v(c, "ValueError", "desc", MT_MSG_LENGTH, v);
+    }
+    d[17] = d[18] = 1;
+    for (uint32_t k = 0; !failed(c) && k < n; ++k) {
+        d[k] = src[k];
+    }
     memcpy(p, d, sizeof *p);
+    *dil = n == MT_CONV2D_DIL_NPARAMS && (p->dil_h != 1 || p->dil_w != 1);
     if (!failed(c)) {
-        check(c, "desc", mt_conv2d_check(p));
+        check(c, "desc", *dil ? mt_conv2d_dil_check(p) : mt_conv2d_check(&p->c));
     }
     return !failed(c);
 }
@@ -305,10 +316,12 @@ static int want_args(call_t *c, int n) {
 }
 
 static int run_conv(call_t *c, const char *op, int32_t *ret) {
-    mt_conv2d_params_t p;
-    if (!conv_desc(c, &p)) {
+    mt_conv2d_dil_params_t pd;
+    int dil;
+    if (!conv_desc(c, &pd, &dil)) {
         return 0;
     }
+    const mt_conv2d_params_t p = pd.c;
     const int32_t nin = p.in_h * p.in_w * p.in_c, nout = p.out_h * p.out_w * p.out_c;
     const int32_t cpg = p.in_c / p.groups, opg = p.out_c / p.groups;
     const int32_t nw = p.out_c * p.k_h * p.k_w * cpg;
@@ -325,7 +338,11 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
         check(c, "bias", mt_bias_check(bias, p.out_c));
         check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_c));
         if (!failed(c)) {
-            mt_conv2d_s8_forward(&p, x, w, bias, mult, shift, y);
+            if (dil) {
+                mt_conv2d_dil_s8_forward(&pd, x, w, bias, mult, shift, y);
+            } else {
+                mt_conv2d_s8_forward(&p, x, w, bias, mult, shift, y);
+            }
         }
         return 0;
     }
@@ -343,7 +360,8 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
-        *ret = mt_conv2d_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+        *ret = dil ? mt_conv2d_dil_s8_grad_input(&pd, e, w, wr, mask, acc, ein)
+                   : mt_conv2d_s8_grad_input(&p, e, w, wr, mask, acc, ein);
         return 1;
     }
     const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
@@ -353,7 +371,11 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
         int32_t *gw = buf(c, 4, "gw", I32, nw, 1, NULL);
         int32_t *gb = buf(c, 5, "gb", I32, p.out_c, 1, NULL);
         if (!failed(c)) {
-            mt_conv2d_s8_grad_weight(&p, x, e, mask, gw, gb);
+            if (dil) {
+                mt_conv2d_dil_s8_grad_weight(&pd, x, e, mask, gw, gb);
+            } else {
+                mt_conv2d_s8_grad_weight(&p, x, e, mask, gw, gb);
+            }
         }
         return 0;
     }
@@ -363,7 +385,11 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
     float *gw = buf(c, 6, "gw", F32, nw, 1, NULL);
     float *gb = buf(c, 7, "gb", F32, p.out_c, 1, NULL);
     if (!failed(c)) {
-        mt_conv2d_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
+        if (dil) {
+            mt_conv2d_dil_s8_grad_weight_f32(&pd, x, e, mask, ws, bs, gw, gb);
+        } else {
+            mt_conv2d_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
+        }
     }
 #else
     fail(c, "DriverError", "op", "no float support");
@@ -840,6 +866,74 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         *ret = mt_add_s8_grad_merge(ea, ra, eb, rb, n, o);
+        return 1;
+    }
+    if (!strcmp(op, "concat_s8_forward") || !strcmp(op, "concat_s8_grad_input")) {
+        const int fwd = !strcmp(op, "concat_s8_forward");
+        if (!want_args(c, 4)) {
+            return 0;
+        }
+        int32_t d[MT_CONCAT_NPARAMS];
+        mt_concat_params_t p;
+        desc_arg(c, d, MT_CONCAT_NPARAMS);
+        memcpy(&p, d, sizeof p);
+        if (!failed(c)) {
+            check(c, "desc", mt_concat_check(&p));
+        }
+        if (failed(c)) {
+            return 0;
+        }
+        const int64_t n1 = (int64_t)p.hw * p.c1, n2 = (int64_t)p.hw * p.c2;
+        if (fwd) {
+            const int8_t *x1 = buf(c, 1, "x1", S8, n1, 0, NULL);
+            const int8_t *x2 = buf(c, 2, "x2", S8, n2, 0, NULL);
+            int8_t *y = buf(c, 3, "y", S8, n1 + n2, 1, NULL);
+            if (!failed(c)) {
+                mt_concat_s8_forward(&p, x1, x2, y);
+            }
+            return 0;
+        }
+        const int8_t *e = buf(c, 1, "e", S8, n1 + n2, 0, NULL);
+        const int32_t part = checked_int(c, 2, "part", mt_part_check);
+        if (failed(c)) {
+            return 0;
+        }
+        int8_t *ein = buf(c, 3, "ein", S8, part ? n2 : n1, 1, NULL);
+        if (!failed(c)) {
+            mt_concat_s8_grad_input(&p, e, part, ein);
+        }
+        return 0;
+    }
+    if (!strcmp(op, "upsample_s8_forward") || !strcmp(op, "upsample_s8_grad_input")) {
+        const int fwd = !strcmp(op, "upsample_s8_forward");
+        if (!want_args(c, 3)) {
+            return 0;
+        }
+        int32_t d[MT_UPSAMPLE_NPARAMS];
+        mt_upsample_params_t p;
+        desc_arg(c, d, MT_UPSAMPLE_NPARAMS);
+        memcpy(&p, d, sizeof p);
+        if (!failed(c)) {
+            check(c, "desc", mt_upsample_check(&p));
+        }
+        if (failed(c)) {
+            return 0;
+        }
+        const int64_t nin = (int64_t)p.in_h * p.in_w * p.c, nout = (int64_t)p.out_h * p.out_w * p.c;
+        if (fwd) {
+            const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
+            int8_t *y = buf(c, 2, "y", S8, nout, 1, NULL);
+            if (!failed(c)) {
+                mt_upsample_s8_forward(&p, x, y);
+            }
+            return 0;
+        }
+        const int8_t *e = buf(c, 1, "e", S8, nout, 0, NULL);
+        int8_t *ein = buf(c, 2, "ein", S8, nin, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = mt_upsample_s8_grad_input(&p, e, ein);
         return 1;
     }
     if (!strcmp(op, "softmax_xent_s8")) {

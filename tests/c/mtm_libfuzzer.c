@@ -134,7 +134,22 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                 for (int32_t c = 0; c < oc; ++c) {
                     mask[c] = (uint8_t)(c & 1);
                 }
-                if (op == 1) {
+                if (op == 1 && np == MT_CONV2D_DIL_NPARAMS) {  // dilated
+                    mt_conv2d_dil_params_t p;
+                    memcpy(&p, prm, sizeof p);
+                    need("conv2d dil", mt_conv2d_dil_check(&p));
+                    const int32_t terms = p.c.k_h * p.c.k_w * (p.c.out_c / p.c.groups);
+                    for (int32_t c = 0; c < oc; ++c) {
+                        wr[c] = ratio_one(terms);
+                    }
+                    need("conv2d wr", mt_wr_check(wr, oc, terms));
+                    mt_conv2d_dil_s8_forward(&p, x, w, bias, mult, shift, y);
+                    (void)mt_conv2d_dil_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+                    mt_conv2d_dil_s8_grad_weight(&p, x, e, mask, gwi, gbi);
+                    memset(gwf, 0, 4 * nw);
+                    memset(gbf, 0, 4u * (size_t)oc);
+                    mt_conv2d_dil_s8_grad_weight_f32(&p, x, e, NULL, 0.001f, 0.5f, gwf, gbf);
+                } else if (op == 1) {
                     mt_conv2d_params_t p;
                     memcpy(&p, prm, sizeof p);
                     need("conv2d", mt_conv2d_check(&p));
@@ -212,6 +227,21 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                 need("lut dtable", mt_lut_dtable_check(dt, v));
                 mt_lut_s8_forward(x, (const int8_t *)(b + tt[9]), y, ny);
                 (void)mt_lut_s8_grad_input(x, e, dt, ein, nx);
+            } else if (op == 10) {  // CONCAT: e and ein sized for the output / one input
+                mt_concat_params_t p;
+                memcpy(&p, prm, sizeof p);
+                need("concat", mt_concat_check(&p));
+                mt_concat_s8_forward(&p, x, act[l[10]], y);
+                int8_t *ein2 = xmalloc(numel[l[10]]);
+                mt_concat_s8_grad_input(&p, e, 0, ein);
+                mt_concat_s8_grad_input(&p, e, 1, ein2);
+                free(ein2);
+            } else if (op == 11) {
+                mt_upsample_params_t p;
+                memcpy(&p, prm, sizeof p);
+                need("upsample", mt_upsample_check(&p));
+                mt_upsample_s8_forward(&p, x, y);
+                (void)mt_upsample_s8_grad_input(&p, e, ein);
             } else {
                 mt_add_params_t p;
                 memcpy(&p, prm, sizeof p);

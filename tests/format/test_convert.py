@@ -351,7 +351,8 @@ def test_writer_validates() -> None:
 @pytest.mark.parametrize("model,pattern", [
     (nn.Sequential(nn.Conv2d(1, 4, 3), nn.GELU(approximate="tanh")),
      r"layer '1' \(GELU\).*approximate='none'"),
-    (nn.Sequential(nn.Conv2d(1, 4, 3, dilation=2)), r"layer '0' \(Conv2d\): dilation"),
+    (nn.Sequential(nn.Conv2d(1, 4, 1, dilation=256)), r"layer '0' \(Conv2d\): dilation \(256, 256\): only "
+                                                       r"1..255"),
     (nn.Sequential(nn.Conv2d(1, 4, 3, padding=1, padding_mode="reflect")), r"layer '0' \(Conv2d\).*reflect"),
     (nn.Sequential(nn.Conv2d(1, 4, 3), nn.AvgPool2d(2, padding=1)),
      r"layer '1' \(AvgPool2d\).*count_include"),

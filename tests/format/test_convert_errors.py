@@ -37,13 +37,13 @@ class Cat(nn.Module):
         self.a, self.b = nn.Conv2d(1, 4, 3, padding=1), nn.Conv2d(1, 4, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([self.a(x), self.b(x)], 1)
+        return torch.cat([self.a(x), self.b(x)], 2)  # along H: only channels concatenate
 
 
 class Up(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.a, self.up = nn.Conv2d(1, 4, 3), nn.Upsample(scale_factor=2)
+        self.a, self.up = nn.Conv2d(1, 4, 3), nn.Upsample(scale_factor=2, mode="bilinear")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.up(self.a(x))
@@ -120,10 +120,21 @@ class Branch(nn.Module):
 
 # (model, calibration shape, pattern of the one-line message)
 REFUSED = [
-    (Cat(), IMG, r"^layer 'cat' \(function cat\): unsupported op: there is no concatenation kernel yet: join "
-                 r"branches with an add"),
-    (Up(), IMG, r"^layer 'up' \(Upsample\): unsupported op: there is no upsampling kernel"),
-    (Gru(), (8, 8, 8), r"^layer 'gru' \(GRU\): unsupported op: there are no recurrent layers: use nn.Conv1d"),
+    (Cat(), IMG, r"^layer 'cat' \(function cat\): cat over dim 2 of rank-4 tensors: only the channel / "
+                 r"feature dim 1 converts"),
+    (Up(), IMG, r"^layer 'up' \(Upsample\): mode 'bilinear': only mode 'nearest' converts"),
+    (Fn(lambda y: F.interpolate(y, scale_factor=1.5)), IMG, r"^layer 'interpolate' .*scale_factor 1.5: only "
+                                                             r"integer factors convert"),
+    (Fn(lambda y: torch.stack([y, y], 1)), IMG, r"^layer 'stack' \(function stack\): unsupported op: "
+                                                r"stacking adds a dim"),
+    (Fn(nn.ConvTranspose2d(4, 4, 2, stride=2, groups=2)), IMG, r"^layer 'fn' \(ConvTranspose2d\): groups 2: "
+                                                               r"only groups 1"),
+    (Fn(nn.ConvTranspose2d(4, 4, 2, stride=2, padding=2)), IMG, r"^layer 'fn' \(ConvTranspose2d\): padding "
+                                                                r"\(2, 2\) must be below the kernel"),
+    (Fn(lambda y: torch.cat([torch.flatten(y, 1), torch.flatten(y, 1)], 1)), IMG,
+     r"^layer 'cat' .*joins a flattened \(C, H, W\) map"),
+    (Gru(), (8, 8, 8), r"^layer 'gru' \(GRU\): unsupported op: recurrent layers \(GRU / LSTM / RNN\) are not "
+                       r"supported yet: use nn.Conv1d"),
     (Fn(nn.PixelShuffle(2)), IMG, r"^layer 'fn' \(PixelShuffle\): unsupported op: no device kernel for it "
                                   r"\(see `microtrain convert --list-ops`"),
     (Fn(lambda y: y.clamp(-1, 1)), IMG, r"^layer 'clamp' \(method \.clamp\(\)\): clamp\(-1, 1\): only "
@@ -255,7 +266,7 @@ def test_cli_refusal_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
                        str(tmp_path / "m.mtm"), "-q"], capsys)
     assert rc == 2 and not (tmp_path / "m.mtm").exists()
     line = _one_error_line(err)
-    assert "layer 'cat' (function cat): unsupported op" in line and "test_convert_errors.py:" in line
+    assert "layer 'cat' (function cat): cat over dim 2" in line and "test_convert_errors.py:" in line
 
 
 def test_cli_pickled_class_from_a_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -73,7 +73,7 @@ def test_every_binding_function_is_covered() -> None:
     names = {n for n in proc.stdout.split() if not n.startswith("_") and n != "HAS_FLOAT"}
     names = {n for n in names if not n.startswith("mtm_")}  # model-file accessors: tested elsewhere
     assert names == set(ALL_OPS)
-    assert len(ALL_OPS) == 36
+    assert len(ALL_OPS) == 40
 
 
 def _labels(cases: list[Case]) -> set[str]:
@@ -106,7 +106,7 @@ def test_generator_covers_edge_cases(cases: dict[str, list[Case]]) -> None:
         assert any(d[6] == d[7] == 1 for d in descs), "1x1"
         assert {-128, 127} <= {int(d[13]) for d in descs}, "input zero points -128 and 127"
     for op in [o for o in ALL_OPS if o.endswith(("_grad_input", "_grad_weight")) and "pool" not in o
-               and not o.startswith("lut_")]:
+               and not o.startswith(("lut_", "concat_", "upsample_"))]:
         mi = 4 if "input" in op else 3
         assert _mask_kinds(cases[op], mi) == {"none", "zero", "random", "one"}, op
     fwd = cases["conv2d_s8_forward"] + cases["linear_s8_forward"]
@@ -116,5 +116,11 @@ def test_generator_covers_edge_cases(cases: dict[str, list[Case]]) -> None:
         assert _labels(cases[op]) == set(POOL_VARIANTS), op
     for op in ("relu_s8_forward", "relu6_s8_forward", "add_s8_forward", "add_s8_grad_merge"):
         assert any(isinstance(a, Alias) for c in cases[op] for a in c.args), f"{op}: in-place call"
+    assert {"copy", "rescale", "extreme"} <= {c.label.split("/")[0] for c in cases["concat_s8_forward"]}
+    assert {0, 1} == {c.args[2] for c in cases["concat_s8_grad_input"]}, "both parts"
+    for op in ("upsample_s8_forward", "upsample_s8_grad_input"):
+        descs = [np.asarray(c.args[0].data) for c in cases[op] if isinstance(c.args[0], Buf)]
+        assert {0, 1} == {int(d[7]) for d in descs}, f"{op}: both modes"
+        assert any(d[3] < d[0] * d[5] for d in descs), f"{op}: clipped output (a transposed conv's size)"
     ks = Counter(int(c.args[1]) == 0 for c in cases["topk_mask"] if isinstance(c.args[1], int))
     assert ks[True] and ks[False], "topk with k = 0 and k > 0"

@@ -228,6 +228,62 @@ def global_avgpool_problem(seed: int) -> Problem:
     return Problem("global_avgpool", [case], check)
 
 
+def concat_problem(seed: int) -> Problem:
+    """torch.cat(dim=1) of two NCHW maps: forward within a step, each input's error its slice."""
+    rng = np.random.default_rng(seed)
+    h, w, c1, c2 = 5, 6, 3, 4
+    s1, z1, s2, z2, so, zo = 0.02, 5, 0.05, -9, 0.11, 3  # so: the output range holds both inputs
+    x1, x2 = rng.integers(-128, 128, h * w * c1), rng.integers(-128, 128, h * w * c2)
+    e = rng.integers(-128, 128, h * w * (c1 + c2))
+    t1 = torch.tensor((s1 * (x1 - z1)).reshape(1, h, w, c1).transpose(0, 3, 1, 2), requires_grad=True)
+    t2 = torch.tensor((s2 * (x2 - z2)).reshape(1, h, w, c2).transpose(0, 3, 1, 2), requires_grad=True)
+    y_t = torch.cat([t1, t2], 1)
+    y_t.backward(torch.tensor((0.01 * e).reshape(1, h, w, c1 + c2).transpose(0, 3, 1, 2)))
+    desc = oracle.concat_params(s1, z1, s2, z2, so, zo, h * w, c1, c2)
+    cases = [Case("concat_s8_forward", [i32(desc), s8(x1), s8(x2), out("Y", h * w * (c1 + c2))]),
+             Case("concat_s8_grad_input", [i32(desc), s8(e), 0, out("Y", h * w * c1)]),
+             Case("concat_s8_grad_input", [i32(desc), s8(e), 1, out("Y", h * w * c2)])]
+
+    def nhwc(t: torch.Tensor) -> Arr:
+        return t.detach().numpy().transpose(0, 2, 3, 1).reshape(-1)
+
+    def check(res: list[Result]) -> None:
+        _ok(res)
+        y = so * (res[0].out_array(0).astype(np.float64) - zo)
+        assert np.max(np.abs(y - nhwc(y_t))) <= so / 2 + 1e-12  # rounded once to the output grid
+        assert t1.grad is not None and t2.grad is not None
+        _close("dx1", res[1].out_array(0).astype(np.float64) * 0.01, nhwc(t1.grad))
+        _close("dx2", res[2].out_array(0).astype(np.float64) * 0.01, nhwc(t2.grad))
+
+    return Problem("concat", cases, check)
+
+
+def upsample_problem(seed: int, mode: int) -> Problem:
+    """F.interpolate(nearest) (mode 0) and the zero insertion of conv_transpose2d (mode 1), backward."""
+    rng = np.random.default_rng(seed)
+    h, w, c, f, s_e = 4, 5, 3, 2, 0.01
+    e = rng.integers(-128, 128, h * f * w * f * c)
+    x_t = torch.tensor(rng.normal(0, 1, (1, c, h, w)), requires_grad=True)
+    e_t = torch.tensor((s_e * e).reshape(1, h * f, w * f, c).transpose(0, 3, 1, 2))
+    if mode == 0:
+        y_t = F.interpolate(x_t, scale_factor=f, mode="nearest")
+    else:  # a 1x1 identity transposed conv with stride f: values at multiples of f, zeros between
+        y_t = F.conv_transpose2d(x_t, torch.eye(c, dtype=torch.float64)[:, :, None, None], stride=f,
+                                 output_padding=f - 1)
+    y_t.backward(e_t)
+    desc = [h, w, c, h * f, w * f, f, f, mode, 0]
+    case = Case("upsample_s8_grad_input", [i32(desc), s8(e), out("Y", h * w * c)])
+
+    def check(res: list[Result]) -> None:
+        _ok(res)
+        shift = res[0].ret
+        assert isinstance(shift, int) and x_t.grad is not None
+        got = res[0].out_array(0).astype(np.float64) * s_e * 2.0**shift
+        _close("dx", got, x_t.grad.numpy().transpose(0, 2, 3, 1).reshape(-1))
+
+    return Problem(f"upsample-mode{mode}", [case], check)
+
+
 def relu_problem(six: bool, seed: int) -> Problem:
     rng = np.random.default_rng(seed)
     n, zp, s = 500, -20, 0.05
@@ -338,6 +394,7 @@ def _problems() -> list[Problem]:
     probs += [pool_problem(k, n, g, 200 + i) for i, (n, g) in enumerate(POOL_SHAPES.items())
               for k in ("max", "avg")]
     probs += [global_avgpool_problem(5), relu_problem(False, 6), relu_problem(True, 7), merge_problem(8)]
+    probs += [concat_problem(21), upsample_problem(22, 0), upsample_problem(23, 1)]
     probs += [softmax_problem(10, 0.1, 9), softmax_problem(100, 0.05, 10), softmax_problem(3, 0.5, 11)]
     probs += [lut_problem(fn, 300 + i) for i, fn in enumerate(_TORCH_ACTS)]
     return probs

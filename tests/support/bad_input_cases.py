@@ -90,6 +90,10 @@ SPECS: dict[str, list[tuple[str, str]]] = {
     "update_f32_ratios": [("w_scale", "f32io"), ("r", "int"), ("wr", "i32out")],
     "lut_s8_forward": [("x", "s8"), ("table", "s8"), ("y", "s8out")],
     "lut_s8_grad_input": [("x", "s8"), ("e", "s8"), ("dtable", "i32"), ("ein", "s8out")],
+    "concat_s8_forward": [("desc", "desc"), ("x1", "s8"), ("x2", "s8"), ("y", "s8out")],
+    "concat_s8_grad_input": [("desc", "desc"), ("e", "s8"), ("part", "int"), ("ein", "s8out")],
+    "upsample_s8_forward": [("desc", "desc"), ("x", "s8"), ("y", "s8out")],
+    "upsample_s8_grad_input": [("desc", "desc"), ("e", "s8"), ("ein", "s8out")],
 }
 for _fam in ("linear",):
     for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
@@ -121,6 +125,8 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
+CONCAT_DESC = oracle.concat_params(0.02, 3, 0.05, -7, 0.04, 1, 6, 2, 3)
+UPSAMPLE_DESC = [2, 3, 3, 4, 5, 2, 2, 0, 5]  # 2x3 -> 4x5 (the last column clipped)
 UPD_N, UPD_K = 4, 3  # update primitives: 4 channels of 3 values
 UPD_SW = np.array([0.01, 0.02, 0.005, 0.03], np.float32)
 
@@ -200,6 +206,10 @@ def _bases() -> dict[str, Case]:
         ("lut_s8_forward", [s8(r8(16)), s8(oracle.lut_tables("tanh", 0.03, 2, 0.01, 0)[0]), out("Y", 16)]),
         ("lut_s8_grad_input", [s8(r8(16)), s8(r8(16)), i32(oracle.lut_tables("silu", 0.03, 2, 0.02, -9)[1]),
                                out("Y", 16)]),
+        ("concat_s8_forward", [i32(CONCAT_DESC), s8(r8(12)), s8(r8(18)), out("Y", 30)]),
+        ("concat_s8_grad_input", [i32(CONCAT_DESC), s8(r8(30)), 1, out("Y", 18)]),
+        ("upsample_s8_forward", [i32(UPSAMPLE_DESC), s8(r8(18)), out("Y", 60)]),
+        ("upsample_s8_grad_input", [i32(UPSAMPLE_DESC), s8(r8(60)), out("Y", 18)]),
     ]
     return {op: make_case(op, args, "valid") for op, args in calls}
 
@@ -281,12 +291,21 @@ ADD_DESC_BAD = {"n -1": (0, -1), "in1_zp 128": (1, 128), "m1 < 0": (4, -1), "sh1
                 "sh2 -32": (7, -32), "m_out < 0": (8, -5), "sh_out 32": (9, 32), "left_shift 23": (10, 23),
                 "act_min > act_max": (11, 50)}
 
+CONCAT_DESC_BAD = {"hw 0": (0, 0), "c1 0": (1, 0), "c1 + c2 65536": ((1, 2), (40000, 25536)),
+                   "in2_zp 128": (4, 128), "out_zp -129": (5, -129), "m1 < 0": (6, -1), "sh1 8": (7, 8),
+                   "sh2 -32": (9, -32), "2^26 + elements": ((0, 1, 2), (2**25, 1, 2))}
+UPSAMPLE_DESC_BAD = {"in_h 0": (0, 0), "c 65536": (2, 65536), "f_h 0": (5, 0),
+                     "f_w 256": ((4, 6), (768, 256)), "out_h > in_h * f_h": (3, 5), "out_w too small": (4, 4),
+                     "mode 2": (7, 2), "zp 128": (8, 128),
+                     "2^26 + elements": ((0, 1, 2, 3, 4), (4096, 4096, 4, 8192, 8192))}
+
 
 def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
     d0 = base.args[0]
     assert isinstance(d0, Buf) and d0.data is not None
     table = (CONV_DESC_BAD if op.startswith("conv2d") else LINEAR_DESC_BAD if op.startswith("linear")
-             else ADD_DESC_BAD if op.startswith("add") else POOL_DESC_BAD)
+             else ADD_DESC_BAD if op.startswith("add") else CONCAT_DESC_BAD if op.startswith("concat")
+             else UPSAMPLE_DESC_BAD if op.startswith("upsample") else POOL_DESC_BAD)
     res = []
     for label, (idx, val) in table.items():
         d = np.asarray(d0.data, dtype=np.int64).copy()
@@ -314,6 +333,7 @@ SCALAR_BAD: dict[str, list[tuple[str, int, Arg, tuple[str, ...]]]] = {
     "global_avgpool_s8_grad_input": [("hw 0", 1, 0, ("hw",)), ("hw 65537", 1, 65537, ("hw",)),
                                      ("hw -3", 1, -3, ("hw",))],
     "add_s8_grad_merge": [("ra -1", 1, -1, ("ra",)), ("rb 32769", 3, 32769, ("rb",))],
+    "concat_s8_grad_input": [("part 2", 2, 2, ("part",)), ("part -1", 2, -1, ("part",))],
     "softmax_xent_s8": [("label -1", 1, -1, ("label",)), ("label C", 1, 10, ("label",)),
                         ("lut[0] != 2^16", 2, u32(np.r_[65535, oracle.make_softmax_lut(0.1)[1:]]), ("lut",)),
                         ("lut increasing", 2, u32(np.r_[65536, 100, 200, np.zeros(253)]), ("lut",)),
@@ -393,6 +413,8 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "softmax_xent_s8": [("err", "logits"), ("stats", "lut")],
     "lut_s8_forward": [("y", "x"), ("y", "table")],
     "lut_s8_grad_input": [("ein", "x"), ("ein", "e")],
+    "concat_s8_forward": [("y", "x1"), ("y", "x2")], "concat_s8_grad_input": [("ein", "e")],
+    "upsample_s8_forward": [("y", "x")], "upsample_s8_grad_input": [("ein", "e")],
 }
 for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
     OVERLAPS[f"linear_s8_{_suffix}"] = OVERLAPS[f"conv2d_s8_{_suffix}"]

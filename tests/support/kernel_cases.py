@@ -128,6 +128,10 @@ OPS: dict[str, OpSpec] = {
     "update_f32_ratios": OpSpec(3, (2,), _one, (), True),
     "lut_s8_forward": OpSpec(3, (2,), _one),
     "lut_s8_grad_input": OpSpec(4, (3,), _shifted),
+    "concat_s8_forward": OpSpec(4, (3,), _one),
+    "concat_s8_grad_input": OpSpec(4, (3,), _one),
+    "upsample_s8_forward": OpSpec(3, (2,), _one),
+    "upsample_s8_grad_input": OpSpec(3, (2,), _shifted),
 }
 ALL_OPS: tuple[str, ...] = tuple(OPS)
 
@@ -275,6 +279,8 @@ class ConvGeom:
     pad_top: int
     pad_left: int
     groups: int
+    dil_h: int = 1
+    dil_w: int = 1
 
     @property
     def cpg(self) -> int:
@@ -299,7 +305,11 @@ class ConvGeom:
     def desc(self, in_zp: int, out_zp: int, act_min: int, act_max: int) -> list[int]:
         return [self.in_h, self.in_w, self.in_c, self.out_h, self.out_w, self.out_c, self.k_h, self.k_w,
                 self.stride_h, self.stride_w, self.pad_top, self.pad_left, self.groups,
-                in_zp, out_zp, act_min, act_max]
+                in_zp, out_zp, act_min, act_max] + ([self.dil_h, self.dil_w] if self.dilated else [])
+
+    @property
+    def dilated(self) -> bool:
+        return self.dil_h != 1 or self.dil_w != 1
 
     def pool_desc(self) -> list[int]:
         return [self.in_h, self.in_w, self.in_c, self.out_h, self.out_w, self.k_h, self.k_w,
@@ -319,7 +329,7 @@ def _axis(rng: Rng, k: int, stride: int, max_in: int, pad: bool) -> tuple[int, i
 
 
 CONV_VARIANTS = ("generic", "pointwise", "stride2", "padded", "depthwise", "depthwise_mult",
-                 "grouped", "conv1d", "odd", "large", "generic", "big")
+                 "grouped", "conv1d", "odd", "large", "generic", "big", "dilated")
 
 
 def conv_geom(rng: Rng, variant: str) -> ConvGeom:
@@ -358,6 +368,16 @@ def conv_geom(rng: Rng, variant: str) -> ConvGeom:
         k_h = k_w = 3
         pad = True
         max_in = 24
+    if variant == "dilated":  # dilation 1..4 per axis (19-int descriptor; 1, 1 as well), padded or not
+        d_h, d_w = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        if d_h == d_w == 1:
+            d_w = 2
+        k_h, k_w = int(rng.integers(1, 4)), int(rng.integers(2, 4))
+        groups = int(rng.choice([1, in_c]))
+        out_c = groups * int(rng.integers(1, 3))
+        in_h, out_h, p_t = _axis(rng, (k_h - 1) * d_h + 1, s_h, 12, pad)
+        in_w, out_w, p_l = _axis(rng, (k_w - 1) * d_w + 1, s_w, 12, pad)
+        return ConvGeom(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, groups, d_h, d_w)
     if variant == "conv1d":
         in_h, out_h, p_t, k_h, s_h = 1, 1, 0, 1, 1
         k_w = int(rng.integers(1, 6))
@@ -1047,6 +1067,70 @@ def gen_lut_s8_grad_input(rng: Rng, i: int) -> Case:
                                            out(_kind_out(rng), n)])
 
 
+# --------------------------------------------------------------------------
+# channel concatenation, upsampling
+
+
+def _concat_desc(rng: Rng, i: int) -> tuple[list[int], str]:
+    hw = [1, int(rng.integers(2, 40)), int(rng.integers(40, 200)), 3][i % 4]
+    c1 = [1, int(rng.integers(1, 9)), int(rng.integers(9, 40))][i % 3]
+    c2 = [int(rng.integers(1, 9)), 1, int(rng.integers(9, 40))][(i // 3) % 3]
+    z1, z2, zo = _zp(rng, i), _zp(rng, i // 5 + 1), _zp(rng, i // 25 + 2)
+    kind = i % 5
+    if kind == 0:  # same quantisation: a copy
+        s = float(10.0 ** rng.uniform(-2.5, -0.5))
+        return oracle.concat_params(s, zo, s, zo, s, zo, hw, c1, c2), "copy"
+    if kind == 4:  # extreme multipliers and shifts within the rules
+        return [hw, c1, c2, z1, z2, zo, int(rng.integers(0, 2**31)), int(rng.integers(-31, 8)),
+                int(rng.integers(0, 2**31)), int(rng.choice([-31, 7]))], "extreme"
+    s1, s2, so = (float(10.0 ** rng.uniform(-2.5, -0.5)) for _ in range(3))
+    return oracle.concat_params(s1, z1, s2, z2, so, zo, hw, c1, c2), "rescale"
+
+
+def gen_concat_s8_forward(rng: Rng, i: int) -> Case:
+    desc, label = _concat_desc(rng, i)
+    hw, c1, c2 = desc[:3]
+    args: list[Arg] = [i32(desc), s8(_int8(rng, hw * c1), _kind_in(rng)),
+                       s8(_int8(rng, hw * c2), _kind_in(rng)), out(_kind_out(rng), hw * (c1 + c2))]
+    return make_case("concat_s8_forward", args, label)
+
+
+def gen_concat_s8_grad_input(rng: Rng, i: int) -> Case:
+    desc, label = _concat_desc(rng, i)
+    hw, c1, c2 = desc[:3]
+    part = i % 2
+    args: list[Arg] = [i32(desc), s8(_int8(rng, hw * (c1 + c2)), _kind_in(rng)), part,
+                       out(_kind_out(rng), hw * (c2 if part else c1))]
+    return make_case("concat_s8_grad_input", args, f"{label}/part{part}")
+
+
+def _upsample_desc(rng: Rng, i: int) -> list[int]:
+    in_h = [1, int(rng.integers(1, 6)), int(rng.integers(2, 12))][i % 3]
+    in_w = [int(rng.integers(1, 6)), 1, int(rng.integers(2, 12))][(i // 3) % 3]
+    c = int(rng.integers(1, 9))
+    f_h = [2, 1, 3, int(rng.integers(1, 6)), 255 if in_h == 1 else 4][i % 5]
+    f_w = [2, 3, 1, int(rng.integers(1, 6)), 255 if in_w == 1 else 2][(i // 2) % 5]
+    # out from the smallest (in - 1) * f + 1 (a transposed conv, no output_padding) to in * f
+    out_h = in_h * f_h - int(rng.integers(0, f_h)) if i % 4 == 1 else in_h * f_h
+    out_w = in_w * f_w - int(rng.integers(0, f_w)) if i % 4 == 1 else in_w * f_w
+    return [in_h, in_w, c, out_h, out_w, f_h, f_w, (i // 2) % 2, _zp(rng, i)]
+
+
+def gen_upsample_s8_forward(rng: Rng, i: int) -> Case:
+    d = _upsample_desc(rng, i)
+    n_in, n_out = d[0] * d[1] * d[2], d[3] * d[4] * d[2]
+    args: list[Arg] = [i32(d), s8(_int8(rng, n_in), _kind_in(rng)), out(_kind_out(rng), n_out)]
+    return make_case("upsample_s8_forward", args, f"mode{d[7]}")
+
+
+def gen_upsample_s8_grad_input(rng: Rng, i: int) -> Case:
+    d = _upsample_desc(rng, i)
+    n_in, n_out = d[0] * d[1] * d[2], d[3] * d[4] * d[2]
+    e = _int8(rng, n_out, ["uniform", "small", "ties", "const", "sparse"][i % 5])
+    args: list[Arg] = [i32(d), s8(e, _kind_in(rng)), out(_kind_out(rng), n_in)]
+    return make_case("upsample_s8_grad_input", args, f"mode{d[7]}")
+
+
 GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "conv2d_s8_forward": gen_conv2d_s8_forward,
     "conv2d_s8_grad_input": gen_conv2d_s8_grad_input,
@@ -1084,6 +1168,10 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "update_f32_ratios": gen_update_f32_ratios,
     "lut_s8_forward": gen_lut_s8_forward,
     "lut_s8_grad_input": gen_lut_s8_grad_input,
+    "concat_s8_forward": gen_concat_s8_forward,
+    "concat_s8_grad_input": gen_concat_s8_grad_input,
+    "upsample_s8_forward": gen_upsample_s8_forward,
+    "upsample_s8_grad_input": gen_upsample_s8_grad_input,
 }
 assert set(GENERATORS) == set(OPS)
 
@@ -1143,6 +1231,14 @@ def generate_limits() -> list[Case]:
     desc = [4, 127, 127, -128, 2**31 - 1, 0, 2**31 - 1, 0, 2**31 - 1, -31, 22, -128, 127]
     cases.append(make_case("add_s8_forward", [i32(desc), s8([-128] * 4), s8([-128] * 4), out("Y", 4)],
                            "limit: left_shift 22"))
+    # concat: |x - zp| * 2^16 = 255 * 2^16 at shift 7 with the largest multiplier (saturates)
+    desc = [2, 2, 1, 127, -128, 0, 2**31 - 1, 7, 2**31 - 1, 7]
+    cases.append(make_case("concat_s8_forward", [i32(desc), s8([-128] * 4), s8([127] * 2), out("Y", 6)],
+                           "limit: shift 7"))
+    # upsample grad: a 255 x 255 block of -128 per input (|acc| = 128 * 255^2)
+    desc = [1, 2, 1, 255, 510, 255, 255, 0, 0]
+    cases.append(make_case("upsample_s8_grad_input", [i32(desc), s8(np.full(255 * 510, -128)), out("Y", 2)],
+                           "limit: 255 x 255 block"))
     # softmax: C = 32767 classes, every table entry 2^16 (S just below 2^31)
     cases.append(make_case("softmax_xent_s8", [s8(np.zeros(32767)), 5, u32(np.full(256, 65536)),
                                                out("Y", 32767), out("i", 3)], "limit: C 32767"))

@@ -143,7 +143,7 @@ class _PreBn:
 
 @dataclass(eq=False)
 class _PLayer:
-    kind: str  # conv, linear, relu, relu6, maxpool, avgpool, gap, add
+    kind: str  # conv, linear, relu, relu6, maxpool, avgpool, gap, add, lut, concat, upsample
     name: str
     inputs: list[_Value]
     output: _Value
@@ -304,8 +304,8 @@ def _accept_pool(node: torch.fx.Node, mod: nn.Module | None) -> str:
 
 def _accept_conv(node: torch.fx.Node, mod: nn.Module | None) -> str:
     assert isinstance(mod, (nn.Conv1d, nn.Conv2d))
-    if any(d != 1 for d in mod.dilation):
-        raise _Fail(f"dilation {tuple(mod.dilation)} is not supported (only 1)")
+    if any(not 1 <= d <= 255 for d in mod.dilation):
+        raise _Fail(f"dilation {tuple(mod.dilation)}: only 1..255 converts")
     if mod.padding_mode != "zeros":
         raise _Fail(f"padding_mode '{mod.padding_mode}' is not supported (only 'zeros')")
     return "conv"
@@ -420,12 +420,69 @@ def _accept_dropout(node: torch.fx.Node, mod: nn.Module | None) -> str:
     return "alias"
 
 
+def _accept_cat(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    a = _bind(node, ("tensors", "dim"), {"dim": 0})
+    ts = a["tensors"]
+    if not isinstance(ts, (tuple, list)) or len(ts) < 2 or not all(isinstance(t, torch.fx.Node) for t in ts):
+        raise _Fail("cat needs a list of at least two traced tensors")
+    rank = len(_meta_shape(ts[0]))
+    if rank not in (2, 3, 4) or int(a["dim"]) % rank != 1:
+        raise _Fail(f"cat over dim {a['dim']} of rank-{rank} tensors: only the channel / feature dim 1 "
+                    "converts (the device concatenates channels)")
+    return "concat"
+
+
+def _up_factors(node: torch.fx.Node, mod: nn.Module | None) -> tuple[int, int]:
+    """Integer (f_h, f_w) of a nearest upsampling; refuses other modes and fractional factors."""
+    if mod is not None:
+        mode, sf = getattr(mod, "mode", "nearest"), getattr(mod, "scale_factor", None)
+    else:
+        a = _bind(node, ("input", "size", "scale_factor", "mode"), {"size": None, "scale_factor": None,
+                                                                   "mode": "nearest"})
+        mode, sf = a["mode"], a["scale_factor"]
+    if mode not in ("nearest", "nearest-exact"):
+        raise _Fail(f"mode {mode!r}: only mode 'nearest' converts (integer factors)")
+    for f in (sf if isinstance(sf, (tuple, list)) else () if sf is None else (sf,)):
+        if float(f) != int(f) or int(f) < 1:
+            raise _Fail(f"scale_factor {sf}: only integer factors convert")
+    src = node.args[0]
+    assert isinstance(src, torch.fx.Node)
+    i, o_ = _meta_shape(src), _meta_shape(node)
+    if len(i) not in (3, 4):
+        raise _Fail("upsampling needs an (N, C, H, W) or (N, C, L) input")
+    ins = (1, *i[2:]) if len(i) == 3 else i[2:]
+    outs = (1, *o_[2:]) if len(o_) == 3 else o_[2:]
+    fs = tuple(b // a_ for a_, b in zip(ins, outs, strict=True))
+    if any(b != a_ * f for a_, b, f in zip(ins, outs, fs, strict=True)) or not all(1 <= f <= 255 for f in fs):
+        raise _Fail(f"size {tuple(o_[2:])} from {tuple(i[2:])}: only integer factors 1..255 convert")
+    return fs[0], fs[1]
+
+
+def _accept_upsample(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    _up_factors(node, mod)
+    return "upsample"
+
+
+def _accept_convt(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    assert isinstance(mod, (nn.ConvTranspose1d, nn.ConvTranspose2d))
+    if any(d != 1 for d in mod.dilation):
+        raise _Fail(f"dilation {tuple(mod.dilation)} is not supported (only 1)")
+    if mod.groups != 1:
+        raise _Fail(f"groups {mod.groups}: only groups 1 converts for a transposed conv")
+    if mod.padding_mode != "zeros":
+        raise _Fail(f"padding_mode '{mod.padding_mode}' is not supported (only 'zeros')")
+    if any(p > k - 1 for p, k in zip(mod.padding, mod.kernel_size, strict=True)):  # type: ignore[arg-type]
+        raise _Fail(f"padding {tuple(mod.padding)} must be below the kernel {tuple(mod.kernel_size)}")
+    return "convt"
+
+
 _ADAPTIVE = (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d)
 _CONSTPAD = (nn.ZeroPad1d, nn.ZeroPad2d, nn.ConstantPad1d, nn.ConstantPad2d)
 
 REGISTRY: tuple[OpEntry, ...] = (
     OpEntry("conv", "nn.Conv2d, nn.Conv1d (groups: depthwise / grouped; padding int, tuple, 'same', 'valid')",
-            "CONV2D (a Conv1d is a conv with H = 1)", "dilation 1, padding_mode 'zeros'",
+            "CONV2D (a Conv1d is a conv with H = 1; a dilated conv has dil_h, dil_w, format 1.2)",
+            "dilation 1..255, padding_mode 'zeros'",
             modules=(nn.Conv1d, nn.Conv2d), accept=_accept_conv),
     OpEntry("linear", "nn.Linear", "LINEAR", "after a flatten of (C, H, W) the columns are permuted to NHWC",
             modules=(nn.Linear,)),
@@ -494,19 +551,30 @@ REGISTRY: tuple[OpEntry, ...] = (
             modules=(nn.Softmax, nn.LogSoftmax), functions=(F.softmax, torch.softmax, F.log_softmax,
                                                             torch.log_softmax),
             methods=("softmax", "log_softmax"), accept=_accept_softmax),
+    OpEntry("concat", "torch.cat / torch.concat([a, b, ...], dim=1)",
+            "CONCAT (two inputs; more are a chain of CONCATs)",
+            "along the channel / feature dim 1 only; each input keeps its own quantisation",
+            functions=(torch.cat, torch.concat), accept=_accept_cat),
+    OpEntry("upsample", "nn.Upsample(scale_factor=k), nn.UpsamplingNearest2d, F.interpolate(x, "
+            "scale_factor=k or size=...)", "UPSAMPLE (mode 0, nearest)",
+            "mode 'nearest' only, integer factors 1..255 (2-D maps and 1-D signals)",
+            modules=(nn.Upsample, nn.UpsamplingNearest2d), functions=(F.interpolate,),
+            accept=_accept_upsample),
+    OpEntry("convt", "nn.ConvTranspose2d, nn.ConvTranspose1d",
+            "UPSAMPLE (mode 1, zero insertion) then CONV2D (stride 1, flipped kernel): trained like a conv",
+            "groups 1, dilation 1, padding <= kernel - 1, any stride and output_padding",
+            modules=(nn.ConvTranspose1d, nn.ConvTranspose2d), accept=_accept_convt),
 )
 
 REFUSALS: tuple[Refusal, ...] = (
-    Refusal("nn.ConvTranspose2d / 1d, F.conv_transpose2d", "there is no transposed-conv kernel yet",
-            modules=(nn.ConvTranspose1d, nn.ConvTranspose2d),
-            functions=(F.conv_transpose1d, F.conv_transpose2d)),
-    Refusal("nn.Upsample, F.interpolate", "there is no upsampling kernel yet",
-            modules=(nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d),
-            functions=(F.interpolate,)),
-    Refusal("torch.cat, torch.stack", "there is no concatenation kernel yet: join branches with an add "
-            "(x + y) of equal shapes", functions=(torch.cat, torch.concat, torch.stack)),
-    Refusal("nn.GRU, nn.LSTM, nn.RNN", "there are no recurrent layers: use nn.Conv1d over time on "
-            "(N, C, L) windows", modules=(nn.GRU, nn.LSTM, nn.RNN)),
+    Refusal("F.conv_transpose2d / 1d with explicit weights", "use nn.ConvTranspose2d / 1d modules (the file "
+            "stores module weights)", functions=(F.conv_transpose1d, F.conv_transpose2d)),
+    Refusal("nn.UpsamplingBilinear2d", "bilinear upsampling has no kernel: use nn.Upsample(mode='nearest') "
+            "(optionally followed by a conv)", modules=(nn.UpsamplingBilinear2d,)),
+    Refusal("torch.stack", "stacking adds a dim the device does not have: torch.cat along dim 1",
+            functions=(torch.stack,)),
+    Refusal("nn.GRU, nn.LSTM, nn.RNN", "recurrent layers (GRU / LSTM / RNN) are not supported yet: use "
+            "nn.Conv1d over time on (N, C, L) windows", modules=(nn.GRU, nn.LSTM, nn.RNN)),
     Refusal("nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm", "per-sample normalisation has no kernel: use "
             "BatchNorm (it is folded into a conv / linear)",
             modules=(nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d)),
@@ -727,6 +795,9 @@ class _Planner:
     def plan_node(self, node: torch.fx.Node, kind: str) -> None:
         if kind == "meta":
             return
+        if kind == "concat":  # its first argument is the list of tensors
+            self.plan_concat(node)
+            return
         x = self.value_of(node.args[0], node)
         arg0 = node.args[0]
         assert isinstance(arg0, torch.fx.Node)
@@ -777,6 +848,16 @@ class _Planner:
             # element-wise: the device shape of its inputs (PyTorch's may be squeezed, e.g. a pooled (N, C))
             pl.output = self.values[last] = _Value(x.shape, x.signal_1d, calib=last)
             self.values[node] = pl.output
+        elif kind == "upsample":
+            if len(x.shape) != 3:
+                raise self.fail(node, "upsampling needs an (N, C, H, W) or (N, C, L) input")
+            pl = self.layer("upsample", node, [x])
+            pl.attrs["f"] = _up_factors(node, None if node.op != "call_module" else
+                                        self.modules[str(node.target)])
+            pl.attrs["mode"] = 0
+            pl.output = self.values[node] = self.new_value(node, same_as=x)
+        elif kind == "convt":
+            self.plan_convt(node, x, arg0, in_tshape)
         elif kind == "reshape":
             self.plan_reshape(node, x, in_tshape)
         elif kind == "pad":
@@ -825,6 +906,81 @@ class _Planner:
                                    f"(the padding would not see its shift): move it after a conv{pre.at}")
             pl.attrs["pre_bn"] = pre
             pl.fused.insert(0, pre.name + ">")
+        last = node
+        nxt = _single_user(node)
+        if nxt is not None and nxt.op == "call_module" and isinstance(self.modules[str(nxt.target)],
+                                                                      (nn.BatchNorm1d, nn.BatchNorm2d)):
+            pl.bn = self.modules[str(nxt.target)]
+            pl.fused.append(str(nxt.target))
+            pl.attrs["bn_where"] = self.where(nxt) + _at(nxt)
+            self.done.add(nxt)
+            last = nxt
+        last = self.fuse_act(last, pl)
+        pl.output = self.values[last] = self.new_value(last, calib=last)
+        self.values[node] = pl.output
+
+    def plan_concat(self, node: torch.fx.Node) -> None:
+        """torch.cat([a, b, ...], 1): a chain of two-input CONCAT layers; the last one is named after the
+        node and calibrated on its output, the ones before share its quantisation."""
+        ts = _bind(node, ("tensors", "dim"), {"dim": 0})["tensors"]
+        vals = [self.value_of(t, node) for t in ts]
+        out = self.new_value(node, calib=node)
+        feats = len(out.shape) == 1  # (N, F) features: a pooled (1, 1, C) map flattens the same in NHWC
+        if feats and any(len(v.shape) != 1 and v.shape[:-1] != (1, 1) for v in vals):
+            raise self.fail(node, "joins a flattened (C, H, W) map, which the device holds in NHWC order: "
+                                  "concatenate the maps along dim 1 before flattening (or pool them first)")
+        if not feats and any(v.shape[:-1] != vals[0].shape[:-1] for v in vals):
+            shapes = ", ".join(str(v.shape) for v in vals)
+            raise self.fail(node, f"inputs of shapes {shapes} (NHWC) differ outside the channels")
+        base = self.name(node)
+        cur = vals[0]
+        chans = [v.shape[-1] for v in vals]
+        c = chans[0]
+        for k, v in enumerate(vals[1:], start=1):
+            last = k == len(vals) - 1
+            c += chans[k]
+            shape = (c,) if feats else (*vals[0].shape[:-1], c)
+            nxt = out if last else _Value(shape, out.signal_1d, same_as=out)
+            name = base if last else f"{base[:mtm.MAX_NAME - 4]}:{k}"
+            if not last:
+                self.names.add(name)
+            pl = _PLayer("concat", name, [cur, v], nxt, where=self.where(node), attrs={"at": _at(node)})
+            self.layers.append(pl)
+            cur = nxt
+        self.values[node] = out
+
+    def plan_convt(self, node: torch.fx.Node, x: _Value, arg0: torch.fx.Node,
+                   in_tshape: tuple[int, ...]) -> None:
+        """ConvTranspose: a zero-inserting UPSAMPLE (named '<name>:zeros') then a stride-1 conv."""
+        target = str(node.target)
+        mod = self.modules[target]
+        assert isinstance(mod, (nn.ConvTranspose1d, nn.ConvTranspose2d))
+        is1d = isinstance(mod, nn.ConvTranspose1d)
+        if len(in_tshape) != (3 if is1d else 4) or len(x.shape) != 3:
+            raise self.fail(node, f"input of shape {in_tshape}: {type(mod).__name__} needs "
+                                  f"{'(N, C, L)' if is1d else '(N, C, H, W)'} with the batch dim")
+        if arg0 in self.pads:
+            raise self.fail(node, "zero padding before a transposed conv is not supported")
+        if node in self.pre_bn:
+            raise self.fail(node, "a BatchNorm before a transposed conv cannot be folded: put it after")
+        st = (1, mod.stride[0]) if is1d else _pair(mod.stride)
+        op = (0, mod.output_padding[0]) if is1d else _pair(mod.output_padding)
+        h, w, c = x.shape
+        zs = ((h - 1) * st[0] + 1 + op[0], (w - 1) * st[1] + 1 + op[1], c)
+        zname = f"{self.src_name(node)[:mtm.MAX_NAME - 6]}:zeros"
+        if zname in self.names:
+            raise self.fail(node, f"layer name '{zname}' is taken")
+        self.names.add(zname)
+        z = _Value(zs, x.signal_1d, same_as=x)
+        up = _PLayer("upsample", zname, [x], z, where=self.where(node), attrs={"at": _at(node), "f": st,
+                                                                              "mode": 1})
+        self.layers.append(up)
+        self.calls[target] = self.calls.get(target, 0) + 1
+        if self.calls[target] > 1:
+            raise self.fail(node, "module called more than once (shared weights): use one module per call")
+        pl = self.layer("conv", node, [z], module=mod)
+        pl.fused.append("conv_transpose")
+        pl.attrs["transposed"] = True
         last = node
         nxt = _single_user(node)
         if nxt is not None and nxt.op == "call_module" and isinstance(self.modules[str(nxt.target)],
@@ -1040,8 +1196,10 @@ def _bn_affine(bn: nn.Module, where: str) -> tuple[NDArray[np.float64], NDArray[
 def _float_params(pl: _PLayer) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Weight and bias in float64 (PyTorch layout), BatchNorms folded in."""
     mod = pl.module
-    assert isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Linear))
+    assert isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.Linear, nn.ConvTranspose1d, nn.ConvTranspose2d))
     w = mod.weight.detach().double().numpy().copy()
+    if pl.attrs.get("transposed"):  # (in, out, k...) -> the equivalent conv's (out, in, k...), flipped
+        w = np.flip(w.swapaxes(0, 1), axis=tuple(range(2, w.ndim))).copy()
     b = np.zeros(w.shape[0]) if mod.bias is None else mod.bias.detach().double().numpy().copy()
     pre: _PreBn | None = pl.attrs.get("pre_bn")
     if pre is not None:  # layer(x * f + c) = layer'(x): scale the input columns, move c into the bias
@@ -1098,33 +1256,39 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         w, b = _float_params(pl)
         a_min, a_max = _act_limits(pl.act, y.scale, y.zp)
         if pl.kind == "conv":
-            assert isinstance(mod, (nn.Conv1d, nn.Conv2d))
+            assert isinstance(mod, (nn.Conv1d, nn.Conv2d, nn.ConvTranspose1d, nn.ConvTranspose2d))
             where = pl.where
             in_h, in_w, in_c = pl.inputs[0].shape
             out_h, out_w, out_c = pl.output.shape
-            is1d = isinstance(mod, nn.Conv1d)
+            is1d = isinstance(mod, (nn.Conv1d, nn.ConvTranspose1d))
             ks = (1, mod.kernel_size[0]) if is1d else _pair(mod.kernel_size)
             st = (1, mod.stride[0]) if is1d else _pair(mod.stride)
-            if isinstance(mod.padding, str):
+            dl = (1, mod.dilation[0]) if is1d else _pair(mod.dilation)
+            ke = ((ks[0] - 1) * dl[0] + 1, (ks[1] - 1) * dl[1] + 1)  # the window's extent
+            if pl.attrs.get("transposed"):  # stride 1 over the zero-inserted input, padding k - 1 - p
+                st = (1, 1)
+                tp = (0, mod.padding[0]) if is1d else _pair(mod.padding)
+                pd = (ks[0] - 1 - tp[0], ks[1] - 1 - tp[1]) if not is1d else (0, ks[1] - 1 - tp[1])
+            elif isinstance(mod.padding, str):
                 if mod.padding == "valid":
                     pd = (0, 0)
                 else:  # 'same': PyTorch pads total // 2 before, the rest after
-                    pd = ((ks[0] - 1) // 2, (ks[1] - 1) // 2)
+                    pd = ((ke[0] - 1) // 2, (ke[1] - 1) // 2)
             else:
                 pd = (0, mod.padding[0]) if is1d else _pair(mod.padding)
             pad = pl.attrs.get("pad")
             if pad is not None:  # zero padding before: top / left add, bottom / right is out_h, out_w
                 pd = (pd[0] + pad[0], pd[1] + pad[2])
             at = pl.attrs.get("at", "")
-            if not (pd[0] < ks[0] and pd[1] < ks[1]):
+            if not (pd[0] < ke[0] and pd[1] < ke[1]):
                 what = " (its own plus the zero padding before it)" if pad is not None else ""
-                raise ConvertError(f"{where}: padding {pd}{what} must be smaller than the kernel {ks}{at}")
+                raise ConvertError(f"{where}: padding {pd}{what} must be smaller than the kernel {ke}{at}")
             if (out_h - 1) * st[0] - pd[0] >= in_h or (out_w - 1) * st[1] - pd[1] >= in_w:
                 raise ConvertError(f"{where}: the padding leaves whole windows outside the input (output "
                                    f"{out_h} x {out_w} of {in_h} x {in_w}): pad less{at}")
             pre = pl.attrs.get("pre_bn")
-            if pre is not None and (pd != (0, 0) or (out_h - 1) * st[0] + ks[0] > in_h
-                                    or (out_w - 1) * st[1] + ks[1] > in_w):
+            if pre is not None and (pd != (0, 0) or (out_h - 1) * st[0] + ke[0] > in_h
+                                    or (out_w - 1) * st[1] + ke[1] > in_w):
                 raise ConvertError(f"{pre.where}: cannot be folded exactly into '{pl.name}', which pads its "
                                    "input (the padding would not see the BatchNorm's shift): put the "
                                    f"BatchNorm after a conv, or give '{pl.name}' padding 0{pre.at}")
@@ -1133,6 +1297,8 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
             w = w.transpose(0, 2, 3, 1)  # OIHW -> OHWI
             params = [in_h, in_w, in_c, out_h, out_w, out_c, ks[0], ks[1], st[0], st[1], pd[0], pd[1],
                       int(mod.groups), x.zp, y.zp, a_min, a_max]
+            if dl != (1, 1):
+                params += list(dl)
         else:
             assert isinstance(mod, nn.Linear)
             xs = pl.inputs[0].shape
@@ -1162,6 +1328,18 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         out_h, out_w, _ = pl.output.shape
         params = [in_h, in_w, c, out_h, out_w, *pool.ks, *pool.st, *pool.pd]
         return Layer(Op.MAXPOOL if pool.is_max else Op.AVGPOOL, pl.name, ins, out, params, fused=fused)
+    if pl.kind == "concat":
+        x2 = pl.inputs[1].root()
+        c1, c2 = pl.inputs[0].shape[-1], pl.inputs[1].shape[-1]
+        hw = math.prod(pl.output.shape) // (c1 + c2)
+        params = o.concat_params(x.scale, x.zp, x2.scale, x2.zp, y.scale, y.zp, hw, c1, c2)
+        return Layer(Op.CONCAT, pl.name, ins, out, params, fused=fused)
+    if pl.kind == "upsample":
+        in_h, in_w, c = pl.inputs[0].shape
+        out_h, out_w, _ = pl.output.shape
+        f_h, f_w = pl.attrs["f"]
+        params = [in_h, in_w, c, out_h, out_w, f_h, f_w, pl.attrs["mode"], x.zp]
+        return Layer(Op.UPSAMPLE, pl.name, ins, out, params, fused=fused)
     assert pl.kind == "add"
     x2 = pl.inputs[1].root()
     a_min, a_max = _act_limits(pl.act, y.scale, y.zp)
@@ -1416,6 +1594,10 @@ def _run_layer(m: Model, ly: Layer, vals: dict[int, NDArray[np.int8]]) -> NDArra
         return o.global_avgpool_s8_forward(x, p[0], p[1])
     if ly.op == Op.ADD:
         return o.add_s8_forward(p, x, vals[ly.inputs[1]])
+    if ly.op == Op.CONCAT:
+        return o.concat_s8_forward(p, x, vals[ly.inputs[1]])
+    if ly.op == Op.UPSAMPLE:
+        return o.upsample_s8_forward(p, x)
     raise ValueError(f"layer '{ly.name}': unknown op {ly.op}")
 
 

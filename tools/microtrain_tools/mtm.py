@@ -44,7 +44,7 @@ __all__ = [
 
 MAGIC = b"MTMF"
 VERSION_MAJOR = 1
-VERSION_MINOR = 1  # 1.1 adds the LUT op; a file without one is written as 1.0
+VERSION_MINOR = 2  # 1.1 adds the LUT op, 1.2 CONCAT / UPSAMPLE; files are written as the oldest that fits
 HEADER_SIZE = 64
 TENSOR_ENTRY = 48
 LAYER_ENTRY = 152
@@ -116,6 +116,8 @@ class Op(IntEnum):
     GLOBAL_AVGPOOL = 7
     ADD = 8
     LUT = 9
+    CONCAT = 10
+    UPSAMPLE = 11
 
 
 class Act(IntEnum):
@@ -125,8 +127,10 @@ class Act(IntEnum):
 
 
 N_PARAMS = {Op.CONV2D: 17, Op.LINEAR: 6, Op.RELU: 2, Op.RELU6: 3, Op.MAXPOOL: 11,
-            Op.AVGPOOL: 11, Op.GLOBAL_AVGPOOL: 2, Op.ADD: 13, Op.LUT: 4}
-N_INPUTS = {op: (2 if op == Op.ADD else 1) for op in Op}
+            Op.AVGPOOL: 11, Op.GLOBAL_AVGPOOL: 2, Op.ADD: 13, Op.LUT: 4, Op.CONCAT: 10, Op.UPSAMPLE: 9}
+N_INPUTS = {op: (2 if op in (Op.ADD, Op.CONCAT) else 1) for op in Op}
+# the first minor version of each op newer than 1.0
+OP_MINOR = {Op.LUT: 1, Op.CONCAT: 2, Op.UPSAMPLE: 2}
 WEIGHTED = (Op.CONV2D, Op.LINEAR)
 
 
@@ -305,7 +309,9 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
     c(isinstance(ly.act, int) and ly.act in Act._value2member_map_, f"unknown act {ly.act}")
     act = Act(ly.act)
     c(act == Act.NONE or op in (*WEIGHTED, Op.ADD), "fused activation on an op without one")
-    c(len(ly.params) == N_PARAMS[op], f"{len(ly.params)} params, expected {N_PARAMS[op]}")
+    dilated = op == Op.CONV2D and len(ly.params) == 19  # dil_h, dil_w after the 17 (format 1.2)
+    c(len(ly.params) == N_PARAMS[op] or dilated, f"{len(ly.params)} params, expected {N_PARAMS[op]}")
+    c(not dilated or tuple(ly.params[17:]) != (1, 1), "19-param CONV2D needs a dilation above 1")
     c(all(-(2**31) <= int(v) <= INT32_MAX for v in ly.params), "param outside int32")
     c(len(ly.inputs) == N_INPUTS[op], f"{len(ly.inputs)} inputs, expected {N_INPUTS[op]}")
     c(not ly.trained or m.trained, "TRAINED layer in a file without TRAINED")
@@ -345,7 +351,9 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         mu, sh = m.tensors[ly.mult], m.tensors[ly.shift]
         if op == Op.CONV2D:
             in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, g = p[:13]
-            in_zp, out_zp, a_min, a_max = p[13:]
+            in_zp, out_zp, a_min, a_max = p[13:17]
+            d_h, d_w = p[17:19] if dilated else (1, 1)
+            c(1 <= d_h <= 255 and 1 <= d_w <= 255, "dil_h, dil_w must be in 1..255")
             c(min(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, g) >= 1, "sizes must be >= 1")
             # The kernels' own limits (checks.c): dims and strides <= 65535, tensors <= 2^26 values.
             c(max(in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w) <= MAX_DIM,
@@ -353,7 +361,8 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
             c(max(in_h * in_w * in_c, out_h * out_w * out_c) <= MAX_ELEMS, "tensor larger than 2^26 values")
             c(out_c * k_h * k_w * (in_c // g) <= MAX_ELEMS, "weight larger than 2^26 values")
             c(in_c % g == 0 and out_c % g == 0, "in_c and out_c must be divisible by groups")
-            _geom_ok(c, in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l)
+            ke_h, ke_w = (k_h - 1) * d_h + 1, (k_w - 1) * d_w + 1  # the dilated window's extent
+            _geom_ok(c, in_h, in_w, out_h, out_w, ke_h, ke_w, s_h, s_w, p_t, p_l)
             c(k_h * k_w * (in_c // g) <= 32768, "k_h * k_w * in_c / groups > 32768")
             c(out_h * out_w <= 65536, "out_h * out_w > 65536")
             terms = k_h * k_w * (out_c // g)
@@ -406,6 +415,28 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
           "dtable must be int32 quant NONE of shape (256,)")
         assert dt.data is not None
         c(bool(np.all(np.abs(dt.data.astype(np.int64)) <= 2**24 - 1)), "|dtable| > 2^24 - 1")
+    elif op == Op.CONCAT:
+        x2 = m.tensors[ly.inputs[1]]
+        hw, c1, c2, z1, z2, zo, m1, sh1, m2, sh2 = p
+        c(1 <= hw <= MAX_ELEMS and c1 >= 1 and c2 >= 1 and c1 + c2 <= MAX_DIM
+          and hw * (c1 + c2) <= MAX_ELEMS, "sizes outside the limits")
+        c((x.shape[-1], x2.shape[-1], y.shape[-1]) == (c1, c2, c1 + c2),
+          "channel (last) dims differ from c1, c2, c1 + c2")
+        c((x.numel, x2.numel, y.numel) == (hw * c1, hw * c2, hw * (c1 + c2)), "numel != hw * channels")
+        c((z1, z2, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
+        c(m1 >= 0 and m2 >= 0, "negative multiplier")
+        c(-31 <= sh1 <= 7 and -31 <= sh2 <= 7, "shift outside [-31, 7]")
+    elif op == Op.UPSAMPLE:
+        in_h, in_w, ch, out_h, out_w, f_h, f_w, mode, zp = p
+        c(min(in_h, in_w, ch, out_h, out_w) >= 1 and max(in_h, in_w, ch, out_h, out_w) <= MAX_DIM,
+          "sizes outside 1..65535")
+        c(1 <= f_h <= 255 and 1 <= f_w <= 255 and (in_h - 1) * f_h + 1 <= out_h <= in_h * f_h
+          and (in_w - 1) * f_w + 1 <= out_w <= in_w * f_w, "factors outside 1..255 or out size not matching")
+        c(max(in_h * in_w * ch, out_h * out_w * ch) <= MAX_ELEMS, "tensor larger than 2^26 values")
+        c(mode in (0, 1), f"mode {mode} not 0 or 1")
+        c(zp == x.zero_point, f"zp {zp} != input zero point {x.zero_point}")
+        c(tuple(x.shape) == (in_h, in_w, ch), f"input shape {tuple(x.shape)} != {(in_h, in_w, ch)}")
+        c(tuple(y.shape) == (out_h, out_w, ch), f"output shape {tuple(y.shape)} != {(out_h, out_w, ch)}")
     elif op in (Op.RELU, Op.RELU6):
         c(tuple(x.shape) == tuple(y.shape), "input and output shapes differ")
         c(p[0] == x.numel, f"n {p[0]} != {x.numel}")
@@ -441,7 +472,7 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         c(all(-31 <= s <= 31 for s in (sh1, sh2, sho)), "shift outside [-31, 31]")
         c(min(m1, m2, mo) >= 0, "negative multiplier")
         _act_ok(c, act, zo, a_min, a_max)
-    if op in (Op.RELU, Op.RELU6, Op.MAXPOOL, Op.AVGPOOL, Op.GLOBAL_AVGPOOL):
+    if op in (Op.RELU, Op.RELU6, Op.MAXPOOL, Op.AVGPOOL, Op.GLOBAL_AVGPOOL, Op.UPSAMPLE):
         c(_f32(x.scale) == _f32(y.scale) and x.zero_point == y.zero_point,
           "input and output quantisation differ")
 
@@ -551,7 +582,8 @@ def write(m: Model) -> bytes:
                                      float(t.scale), int(t.zero_point), _idx(t.qscales), 0)
     total = d_off + len(blob) + 4
     flags = (FLAG_TRAINED if m.trained else 0) | (FLAG_HAS_STATE if m.has_state else 0)
-    minor = 1 if any(ly.op == Op.LUT for ly in m.layers) else 0  # the oldest version that has every op
+    minor = max((2 if ly.op == Op.CONV2D and len(ly.params) == 19 else OP_MINOR.get(Op(ly.op), 0)
+                 for ly in m.layers), default=0)  # the oldest version with every op (a dilated conv: 1.2)
     header = _HEADER.pack(MAGIC, VERSION_MAJOR, minor, HEADER_SIZE, flags, total, n_t, tt_off,
                           n_l, lt_off, s_off, len(pool), d_off, len(blob), m.input, m.output,
                           m.train_steps)
@@ -689,6 +721,10 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
         ins = [in0] if n_in == 1 else [in0, in1]
         if op == Op.LUT and vmin < 1:
             raise ValueError(f"{where}: LUT layer in a version 1.0 file (needs 1.1)")
+        if op == Op.CONV2D and n_p == 19 and vmin < 2:
+            raise ValueError(f"{where}: dilated CONV2D (19 params) in a version 1.0 / 1.1 file (needs 1.2)")
+        if op in (Op.CONCAT, Op.UPSAMPLE) and vmin < 2:
+            raise ValueError(f"{where}: {Op(op).name} layer in a version 1.0 / 1.1 file (needs 1.2)")
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),
                             _opt(sh), [_opt(s) for s in state], fused, bool(lflags & LFLAG_TRAINED)))
     m = Model(tensors, layers, inp, outp, flags_trained, bool(flags & FLAG_HAS_STATE), steps,

@@ -122,7 +122,15 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
         name, mod = _find_module(mods, ly.name)
         where = f"layer '{ly.name}' ({type(mod).__name__})"
         w, b = dequantized_params(m, ly, master)
-        if ly.op == Op.CONV2D:
+        if ly.op == Op.CONV2D and ly.fused.split(",")[0] == "conv_transpose":
+            if not isinstance(mod, (nn.ConvTranspose1d, nn.ConvTranspose2d)):
+                raise ToTorchError(f"{where}: the file has a transposed conv here, the module a "
+                                   f"{type(mod).__name__}")
+            # the converter's equivalent conv, OHWI and flipped -> (in, out, kH, kW)
+            w = np.flip(w.transpose(3, 0, 1, 2), axis=(2, 3))
+            if isinstance(mod, nn.ConvTranspose1d):
+                w = w[:, :, 0, :]
+        elif ly.op == Op.CONV2D:
             if not isinstance(mod, (nn.Conv1d, nn.Conv2d)):
                 raise ToTorchError(f"{where}: the file has a conv here, the module a {type(mod).__name__}")
             w = w.transpose(0, 3, 1, 2)  # OHWI -> OIHW

@@ -57,7 +57,9 @@ static const char *mt_act_check(int32_t lo, int32_t hi) {
     return NULL;
 }
 
-const char *mt_conv2d_check(const mt_conv2d_params_t *p) {
+// The conv rules with the window extents kh, kw ((k - 1) * dil + 1 for a dilated conv).
+static const char *mt_conv2d_check_k(const mt_conv2d_params_t *p, int32_t kh, int32_t kw, const char *msg_pt,
+                                     const char *msg_pl) {
     if (!mt_dim_ok(p->in_h) || !mt_dim_ok(p->in_w) || !mt_dim_ok(p->in_c)) {
         return "in_h, in_w, in_c must be in 1..65535";
     }
@@ -96,13 +98,13 @@ const char *mt_conv2d_check(const mt_conv2d_params_t *p) {
     if ((uint32_t)p->out_h * (uint32_t)p->out_w > 65536u) {
         return "out_h * out_w must be <= 65536";
     }
-    const char *m = mt_axis_check(p->in_h, p->out_h, p->k_h, p->stride_h, p->pad_top,
-                                  "pad_top must be in 0..k_h-1", "out_h too large: last window starts below the input");
+    const char *m = mt_axis_check(p->in_h, p->out_h, kh, p->stride_h, p->pad_top, msg_pt,
+                                  "out_h too large: last window starts below the input");
     if (m) {
         return m;
     }
-    m = mt_axis_check(p->in_w, p->out_w, p->k_w, p->stride_w, p->pad_left,
-                      "pad_left must be in 0..k_w-1", "out_w too large: last window starts right of the input");
+    m = mt_axis_check(p->in_w, p->out_w, kw, p->stride_w, p->pad_left, msg_pl,
+                      "out_w too large: last window starts right of the input");
     if (m) {
         return m;
     }
@@ -110,6 +112,21 @@ const char *mt_conv2d_check(const mt_conv2d_params_t *p) {
         return "in_zp and out_zp must be in -128..127";
     }
     return mt_act_check(p->act_min, p->act_max);
+}
+
+const char *mt_conv2d_check(const mt_conv2d_params_t *p) {
+    return mt_conv2d_check_k(p, p->k_h, p->k_w, "pad_top must be in 0..k_h-1", "pad_left must be in 0..k_w-1");
+}
+
+const char *mt_conv2d_dil_check(const mt_conv2d_dil_params_t *p) {
+    if (p->dil_h < 1 || p->dil_h > 255 || p->dil_w < 1 || p->dil_w > 255) {
+        return "dil_h, dil_w must be in 1..255";
+    }
+    // the window extents; k <= 65535 is checked first inside, and a bad k gives its own message there
+    const int32_t kh = p->c.k_h >= 1 && p->c.k_h <= MT_MAX_DIM ? (p->c.k_h - 1) * p->dil_h + 1 : p->c.k_h;
+    const int32_t kw = p->c.k_w >= 1 && p->c.k_w <= MT_MAX_DIM ? (p->c.k_w - 1) * p->dil_w + 1 : p->c.k_w;
+    return mt_conv2d_check_k(&p->c, kh, kw, "pad_top must be in 0..(k_h-1)*dil_h",
+                             "pad_left must be in 0..(k_w-1)*dil_w");
 }
 
 const char *mt_linear_check(const mt_linear_params_t *p) {
@@ -168,6 +185,64 @@ const char *mt_add_check(const mt_add_params_t *p) {
         return "left_shift must be in 0..22";
     }
     return mt_act_check(p->act_min, p->act_max);
+}
+
+const char *mt_concat_check(const mt_concat_params_t *p) {
+    if (p->hw < 1 || p->hw > MT_MAX_ELEMS) {
+        return "hw must be in 1..2^26";
+    }
+    if (!mt_dim_ok(p->c1) || !mt_dim_ok(p->c2) || p->c1 + p->c2 > MT_MAX_DIM) {
+        return "c1, c2 must be >= 1 with c1 + c2 <= 65535";
+    }
+    if (!mt_elems_ok(1, p->hw, p->c1 + p->c2)) {
+        return "tensor too large (more than 2^26 elements)";
+    }
+    if (!mt_zp_ok(p->in1_zp) || !mt_zp_ok(p->in2_zp) || !mt_zp_ok(p->out_zp)) {
+        return "zero points must be in -128..127";
+    }
+    if (p->m1 < 0 || p->m2 < 0) {
+        return "multipliers must be >= 0 (Q31)";
+    }
+    if (p->sh1 < -31 || p->sh1 > 7 || p->sh2 < -31 || p->sh2 > 7) {
+        return "shifts sh1, sh2 must be in -31..7";
+    }
+    return NULL;
+}
+
+// One axis: factor 1..255 and (in - 1) * f + 1 <= out <= in * f.
+static int mt_up_axis_ok(int32_t in, int32_t out, int32_t f) {
+    if (f < 1 || f > 255) {
+        return 0;
+    }
+    return (in - 1) * f + 1 <= out && out <= in * f;  // in <= 65535, f <= 255: no overflow
+}
+
+const char *mt_upsample_check(const mt_upsample_params_t *p) {
+    if (!mt_dim_ok(p->in_h) || !mt_dim_ok(p->in_w) || !mt_dim_ok(p->c) || !mt_dim_ok(p->out_h) ||
+        !mt_dim_ok(p->out_w)) {
+        return "in_h, in_w, c, out_h, out_w must be in 1..65535";
+    }
+    if (!mt_up_axis_ok(p->in_h, p->out_h, p->f_h) || !mt_up_axis_ok(p->in_w, p->out_w, p->f_w)) {
+        return "f_h, f_w must be in 1..255 with (in - 1) * f + 1 <= out <= in * f";
+    }
+    if (!mt_elems_ok(p->in_h, p->in_w, p->c) || !mt_elems_ok(p->out_h, p->out_w, p->c)) {
+        return "tensor too large (more than 2^26 elements)";
+    }
+    if (p->mode != 0 && p->mode != 1) {
+        return "mode must be 0 (nearest) or 1 (zero insertion)";
+    }
+    if (!mt_zp_ok(p->zp)) {
+        return "zp must be in -128..127";
+    }
+    return NULL;
+}
+
+const char *mt_part_check(int32_t part, int32_t *v) {
+    if (part != 0 && part != 1) {
+        v[0] = part;
+        return "must be 0 or 1, got %d";
+    }
+    return NULL;
 }
 
 const char *mt_requant_params_check(const int32_t *mult, const int32_t *shift, int32_t n) {

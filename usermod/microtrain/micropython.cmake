@@ -12,6 +12,8 @@ set(MICROTRAIN_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/lut.c
     ${CMAKE_CURRENT_LIST_DIR}/pool.c
     ${CMAKE_CURRENT_LIST_DIR}/add.c
+    ${CMAKE_CURRENT_LIST_DIR}/concat.c
+    ${CMAKE_CURRENT_LIST_DIR}/upsample.c
     ${CMAKE_CURRENT_LIST_DIR}/softmax_xent.c
     ${CMAKE_CURRENT_LIST_DIR}/sparse.c
     ${CMAKE_CURRENT_LIST_DIR}/accumulate.c

@@ -60,6 +60,10 @@
     X(MP_QSTR_global_avgpool_s8_grad_input, mod_global_avgpool_s8_grad_input_obj) \
     X(MP_QSTR_add_s8_forward, mod_add_s8_forward_obj) \
     X(MP_QSTR_add_s8_grad_merge, mod_add_s8_grad_merge_obj) \
+    X(MP_QSTR_concat_s8_forward, mod_concat_s8_forward_obj) \
+    X(MP_QSTR_concat_s8_grad_input, mod_concat_s8_grad_input_obj) \
+    X(MP_QSTR_upsample_s8_forward, mod_upsample_s8_forward_obj) \
+    X(MP_QSTR_upsample_s8_grad_input, mod_upsample_s8_grad_input_obj) \
     X(MP_QSTR_softmax_xent_s8, mod_softmax_xent_s8_obj) \
     X(MP_QSTR_l1_norm_s8, mod_l1_norm_s8_obj) \
     X(MP_QSTR_topk_mask, mod_topk_mask_obj) \
@@ -301,7 +305,8 @@ static void mt_check_v(const char *fn, const char *arg, const char *msg, const i
 // Descriptors: array('i') of exactly N ints copied into the params struct.
 typedef union {
     mt_conv2d_params_t s;
-    int32_t a[MT_CONV2D_NPARAMS];
+    mt_conv2d_dil_params_t d;
+    int32_t a[MT_CONV2D_DIL_NPARAMS];
 } mt_conv2d_desc_u;
 typedef union {
     mt_linear_params_t s;
@@ -315,6 +320,14 @@ typedef union {
     mt_add_params_t s;
     int32_t a[MT_ADD_NPARAMS];
 } mt_add_desc_u;
+typedef union {
+    mt_concat_params_t s;
+    int32_t a[MT_CONCAT_NPARAMS];
+} mt_concat_desc_u;
+typedef union {
+    mt_upsample_params_t s;
+    int32_t a[MT_UPSAMPLE_NPARAMS];
+} mt_upsample_desc_u;
 
 static void mt_desc(const char *fn, mp_obj_t o, int32_t *dst, int32_t n) {
     const int32_t *src = mt_in_i32(fn, "desc", o, n);
@@ -323,10 +336,22 @@ static void mt_desc(const char *fn, mp_obj_t o, int32_t *dst, int32_t n) {
     }
 }
 
-// Fills *u (no struct return: that would need memcpy, absent in natmods).
-static const mt_conv2d_params_t *mt_conv2d_desc(const char *fn, mp_obj_t o, mt_conv2d_desc_u *u) {
-    mt_desc(fn, o, u->a, MT_CONV2D_NPARAMS);
-    mt_check(fn, "desc", mt_conv2d_check(&u->s));
+// Fills *u (no struct return: that would need memcpy, absent in natmods): 17
+// ints, or 19 with dil_h, dil_w; *dil is set when a dilation is above 1 (the
+// dilated kernels run; dilation 1, 1 is the plain conv).
+static const mt_conv2d_params_t *mt_conv2d_desc(const char *fn, mp_obj_t o, mt_conv2d_desc_u *u, int *dil) {
+    size_t n;
+    const int32_t *src = (const int32_t *)mt_buf(fn, "desc", o, MT_I32, -1, 0, &n);
+    if (n != MT_CONV2D_NPARAMS && n != MT_CONV2D_DIL_NPARAMS) {
+        const int32_t v[MT_MSG_NVALS] = {(int32_t)(n < 0x7FFFFFFF ? n : 0x7FFFFFFF), MT_CONV2D_NPARAMS, 0};
+        mt_raise(&mp_type_ValueError, fn, "desc", MT_MSG_LENGTH, v);
+    }
+    u->a[17] = u->a[18] = 1;
+    for (size_t i = 0; i < n; ++i) {
+        u->a[i] = src[i];
+    }
+    *dil = n == MT_CONV2D_DIL_NPARAMS && (u->d.dil_h != 1 || u->d.dil_w != 1);
+    mt_check(fn, "desc", *dil ? mt_conv2d_dil_check(&u->d) : mt_conv2d_check(&u->s));
     return &u->s;
 }
 // Fills *u (no struct return: that would need memcpy, absent in natmods).
@@ -370,7 +395,8 @@ static mp_obj_t mod_conv2d_s8_forward(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "conv2d_s8_forward";
     (void)n_args;
     mt_conv2d_desc_u pu;
-    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    int dil;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
     const int32_t nin = mt_conv_in_n(p), nout = mt_conv_out_n(p);
     const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
     const int8_t *w = mt_in_s8(fn, "w", args[2], mt_conv_w_n(p), NULL);
@@ -381,7 +407,11 @@ static mp_obj_t mod_conv2d_s8_forward(size_t n_args, const mp_obj_t *args) {
     mt_check_qparams(fn, bias, mult, shift, p->out_c);
     mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
     mt_no_overlap(fn, "y", y, (size_t)nout, "w", w, (size_t)mt_conv_w_n(p));
-    mt_conv2d_s8_forward(p, x, w, bias, mult, shift, y);
+    if (dil) {
+        mt_conv2d_dil_s8_forward(&pu.d, x, w, bias, mult, shift, y);
+    } else {
+        mt_conv2d_s8_forward(p, x, w, bias, mult, shift, y);
+    }
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_forward_obj, 7, 7, mod_conv2d_s8_forward);
@@ -390,7 +420,8 @@ static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "conv2d_s8_grad_input";
     (void)n_args;
     mt_conv2d_desc_u pu;
-    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    int dil;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
     const int32_t nin = mt_conv_in_n(p), nout = mt_conv_out_n(p);
     const int8_t *e = mt_in_s8(fn, "e", args[1], nout, NULL);
     const int8_t *w = mt_in_s8(fn, "w", args[2], mt_conv_w_n(p), NULL);
@@ -411,7 +442,8 @@ static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     }
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "w", w, (size_t)mt_conv_w_n(p));
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "wr", wr, (size_t)p->out_c * 4);
-    return mp_obj_new_int(mt_conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
+    return mp_obj_new_int(dil ? mt_conv2d_dil_s8_grad_input(&pu.d, e, w, wr, mask, acc, ein)
+                              : mt_conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_input_obj, 7, 7, mod_conv2d_s8_grad_input);
 
@@ -419,7 +451,8 @@ static mp_obj_t mod_conv2d_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "conv2d_s8_grad_weight";
     (void)n_args;
     mt_conv2d_desc_u pu;
-    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    int dil;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
     const int8_t *x = mt_in_s8(fn, "x", args[1], mt_conv_in_n(p), NULL);
     const int8_t *e = mt_in_s8(fn, "e", args[2], mt_conv_out_n(p), NULL);
     const uint8_t *mask = mt_mask(fn, args[3], p->out_c);
@@ -427,7 +460,11 @@ static mp_obj_t mod_conv2d_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_c);
     mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
                         (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
-    mt_conv2d_s8_grad_weight(p, x, e, mask, gw, gb);
+    if (dil) {
+        mt_conv2d_dil_s8_grad_weight(&pu.d, x, e, mask, gw, gb);
+    } else {
+        mt_conv2d_s8_grad_weight(p, x, e, mask, gw, gb);
+    }
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_obj, 6, 6, mod_conv2d_s8_grad_weight);
@@ -437,7 +474,8 @@ static mp_obj_t mod_conv2d_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     static const char fn[] = "conv2d_s8_grad_weight_f32";
     (void)n_args;
     mt_conv2d_desc_u pu;
-    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu);
+    int dil;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
     const int8_t *x = mt_in_s8(fn, "x", args[1], mt_conv_in_n(p), NULL);
     const int8_t *e = mt_in_s8(fn, "e", args[2], mt_conv_out_n(p), NULL);
     const uint8_t *mask = mt_mask(fn, args[3], p->out_c);
@@ -447,7 +485,11 @@ static mp_obj_t mod_conv2d_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     float *gb = mt_out_f32(fn, "gb", args[7], p->out_c);
     mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
                         (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
-    mt_conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    if (dil) {
+        mt_conv2d_dil_s8_grad_weight_f32(&pu.d, x, e, mask, w_scale, b_scale, gw, gb);
+    } else {
+        mt_conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    }
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_f32_obj, 8, 8, mod_conv2d_s8_grad_weight_f32);
@@ -774,6 +816,78 @@ static mp_obj_t mod_add_s8_grad_merge(size_t n_args, const mp_obj_t *args) {
     return mp_obj_new_int(mt_add_s8_grad_merge(ea, ra, eb, rb, n, out));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_add_s8_grad_merge_obj, 5, 5, mod_add_s8_grad_merge);
+
+// ---------------------------------------------------------------------------
+// channel concatenation, upsampling
+
+static mp_obj_t mod_concat_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "concat_s8_forward";
+    (void)n_args;
+    mt_concat_desc_u u;
+    mt_desc(fn, args[0], u.a, MT_CONCAT_NPARAMS);
+    mt_check(fn, "desc", mt_concat_check(&u.s));
+    const int32_t n1 = u.s.hw * u.s.c1, n2 = u.s.hw * u.s.c2, n = n1 + n2;
+    const int8_t *x1 = mt_in_s8(fn, "x1", args[1], n1, NULL);
+    const int8_t *x2 = mt_in_s8(fn, "x2", args[2], n2, NULL);
+    int8_t *y = mt_out_s8(fn, "y", args[3], n);
+    mt_no_overlap(fn, "y", y, (size_t)n, "x1", x1, (size_t)n1);
+    mt_no_overlap(fn, "y", y, (size_t)n, "x2", x2, (size_t)n2);
+    mt_concat_s8_forward(&u.s, x1, x2, y);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_concat_s8_forward_obj, 4, 4, mod_concat_s8_forward);
+
+static mp_obj_t mod_concat_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "concat_s8_grad_input";
+    (void)n_args;
+    mt_concat_desc_u u;
+    mt_desc(fn, args[0], u.a, MT_CONCAT_NPARAMS);
+    mt_check(fn, "desc", mt_concat_check(&u.s));
+    const int32_t n = u.s.hw * (u.s.c1 + u.s.c2);
+    const int8_t *e = mt_in_s8(fn, "e", args[1], n, NULL);
+    const int32_t part = mt_int(fn, "part", args[2]);
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "part", mt_part_check(part, v), v);
+    const int32_t m = u.s.hw * (part ? u.s.c2 : u.s.c1);
+    int8_t *ein = mt_out_s8(fn, "ein", args[3], m);
+    mt_no_overlap(fn, "ein", ein, (size_t)m, "e", e, (size_t)n);
+    mt_concat_s8_grad_input(&u.s, e, part, ein);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_concat_s8_grad_input_obj, 4, 4, mod_concat_s8_grad_input);
+
+static const mt_upsample_params_t *mt_upsample_desc(const char *fn, mp_obj_t o, mt_upsample_desc_u *u) {
+    mt_desc(fn, o, u->a, MT_UPSAMPLE_NPARAMS);
+    mt_check(fn, "desc", mt_upsample_check(&u->s));
+    return &u->s;
+}
+
+static mp_obj_t mod_upsample_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "upsample_s8_forward";
+    (void)n_args;
+    mt_upsample_desc_u u;
+    const mt_upsample_params_t *p = mt_upsample_desc(fn, args[0], &u);
+    const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
+    const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
+    int8_t *y = mt_out_s8(fn, "y", args[2], nout);
+    mt_no_overlap(fn, "y", y, (size_t)nout, "x", x, (size_t)nin);
+    mt_upsample_s8_forward(p, x, y);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_upsample_s8_forward_obj, 3, 3, mod_upsample_s8_forward);
+
+static mp_obj_t mod_upsample_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "upsample_s8_grad_input";
+    (void)n_args;
+    mt_upsample_desc_u u;
+    const mt_upsample_params_t *p = mt_upsample_desc(fn, args[0], &u);
+    const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
+    const int8_t *e = mt_in_s8(fn, "e", args[1], nout, NULL);
+    int8_t *ein = mt_out_s8(fn, "ein", args[2], nin);
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
+    return mp_obj_new_int(mt_upsample_s8_grad_input(p, e, ein));
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_upsample_s8_grad_input_obj, 3, 3, mod_upsample_s8_grad_input);
 
 // ---------------------------------------------------------------------------
 // softmax cross-entropy

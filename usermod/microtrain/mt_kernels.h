@@ -19,6 +19,12 @@ typedef struct {
             pad_top, pad_left, groups, in_zp, out_zp, act_min, act_max;
 } mt_conv2d_params_t;
 #define MT_CONV2D_NPARAMS 17
+// A dilated conv2d: the conv2d descriptor then dil_h, dil_w (19 ints).
+typedef struct {
+    mt_conv2d_params_t c;
+    int32_t dil_h, dil_w;
+} mt_conv2d_dil_params_t;
+#define MT_CONV2D_DIL_NPARAMS 19
 
 typedef struct {
     int32_t in_n, out_n, in_zp, out_zp, act_min, act_max;
@@ -35,12 +41,27 @@ typedef struct {
 } mt_add_params_t;
 #define MT_ADD_NPARAMS 13
 
+typedef struct {
+    int32_t hw, c1, c2, in1_zp, in2_zp, out_zp, m1, sh1, m2, sh2;
+} mt_concat_params_t;
+#define MT_CONCAT_NPARAMS 10
+
+typedef struct {
+    int32_t in_h, in_w, c, out_h, out_w, f_h, f_w, mode, zp;
+} mt_upsample_params_t;
+#define MT_UPSAMPLE_NPARAMS 9
+
 // Validation: NULL when the descriptor is consistent, else a static message
 // naming the offending field. Buffer lengths follow from a valid descriptor.
 const char *mt_conv2d_check(const mt_conv2d_params_t *p);
+const char *mt_conv2d_dil_check(const mt_conv2d_dil_params_t *p);
 const char *mt_linear_check(const mt_linear_params_t *p);
 const char *mt_pool_check(const mt_pool_params_t *p);
 const char *mt_add_check(const mt_add_params_t *p);
+const char *mt_concat_check(const mt_concat_params_t *p);
+const char *mt_upsample_check(const mt_upsample_params_t *p);
+// concat_s8_grad_input part: 0 or 1.
+const char *mt_part_check(int32_t part, int32_t *v);
 // Checks a per-channel requant multiplier/shift pair array.
 const char *mt_requant_params_check(const int32_t *mult, const int32_t *shift, int32_t n);
 // Checks |bias| <= 2^30 (keeps forward accumulators exact in int32).
@@ -124,6 +145,18 @@ void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, 
                                const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb);
 #endif
 
+// Dilated convs (a 19-int descriptor with dil_h or dil_w > 1): plain loops, same numerics.
+void mt_conv2d_dil_s8_forward(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *w,
+                              const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
+int32_t mt_conv2d_dil_s8_grad_input(const mt_conv2d_dil_params_t *p, const int8_t *e, const int8_t *w,
+                                    const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein);
+void mt_conv2d_dil_s8_grad_weight(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *e,
+                                  const uint8_t *mask, int32_t *gw, int32_t *gb);
+#if MT_HAS_FLOAT
+void mt_conv2d_dil_s8_grad_weight_f32(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *e,
+                                      const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb);
+#endif
+
 // ---- linear.c ----
 void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
@@ -154,6 +187,14 @@ void mt_global_avgpool_s8_grad_input(const int8_t *e, int32_t hw, int32_t c, int
 // ---- add.c ----
 void mt_add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y);
 int32_t mt_add_s8_grad_merge(const int8_t *ea, int32_t ra, const int8_t *eb, int32_t rb, size_t n, int8_t *out);
+
+// ---- concat.c ----
+void mt_concat_s8_forward(const mt_concat_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y);
+void mt_concat_s8_grad_input(const mt_concat_params_t *p, const int8_t *e, int32_t part, int8_t *ein);
+
+// ---- upsample.c ----
+void mt_upsample_s8_forward(const mt_upsample_params_t *p, const int8_t *x, int8_t *y);
+int32_t mt_upsample_s8_grad_input(const mt_upsample_params_t *p, const int8_t *e, int8_t *ein);
 
 // ---- softmax_xent.c ----
 // stats[3] = {shift, S, qmax}; returns shift. Requires 1 <= c, c * 65536 < 2^31.

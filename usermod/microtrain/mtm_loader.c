@@ -27,6 +27,9 @@
 #define MTM_OP_GAP 7u
 #define MTM_OP_ADD 8u
 #define MTM_OP_LUT 9u
+#define MTM_OP_CONCAT 10u
+#define MTM_OP_UPSAMPLE 11u
+#define MTM_OP_LAST MTM_OP_UPSAMPLE
 #define MTM_FLAG_TRAINED 1u
 #define MTM_FLAG_HAS_STATE 2u
 #define MTM_MAX_DIM 65535u
@@ -416,8 +419,24 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 #define L_U32(c, j, off) rd32((c)->b, L_ENT(c, j) + (off))
 #define L_PARAM(c, j, k) rdi32((c)->b, L_ENT(c, j) + MTM_PARAMS_OFF + 4 * (k))
 
-static const uint8_t mtm_n_params[10] = {0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS, 2, 3, MT_POOL_NPARAMS,
-                                         MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS, 4};
+static const uint8_t mtm_n_params[12] = {0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS, 2, 3, MT_POOL_NPARAMS,
+                                         MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS, 4, MT_CONCAT_NPARAMS,
+                                         MT_UPSAMPLE_NPARAMS};
+
+// CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
+// hw positions of them (numel = hw * its channels; the kernel reads flat
+// NHWC, so a (1, 1, c) pooled map joins (n,) features).
+static const char *concat_shapes(const mtm_ctx_t *c, uint32_t x, uint32_t x2, uint32_t y, const int32_t *p) {
+    if (T_DIM(c, x, T_RANK(c, x) - 1) != (uint32_t)p[1] || T_DIM(c, x2, T_RANK(c, x2) - 1) != (uint32_t)p[2] ||
+        T_DIM(c, y, T_RANK(c, y) - 1) != (uint32_t)p[1] + (uint32_t)p[2]) {
+        return "channel (last) dims differ from c1, c2, c1 + c2";
+    }
+    // the descriptor check bounded hw * (c1 + c2) <= 2^26
+    if (!numel_is(c, x, p[0] * p[1]) || !numel_is(c, x2, p[0] * p[2]) || !numel_is(c, y, p[0] * (p[1] + p[2]))) {
+        return "numel != hw * channels";
+    }
+    return NULL;
+}
 
 static const char *act_rule(uint32_t act, int32_t out_zp, int32_t a_min, int32_t a_max) {
     if (a_min < -128 || a_max > 127 || a_min > a_max) {
@@ -497,9 +516,12 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     union {
         int32_t a[20];
         mt_conv2d_params_t conv;
+        mt_conv2d_dil_params_t dconv;
         mt_linear_params_t lin;
         mt_pool_params_t pool;
         mt_add_params_t add;
+        mt_concat_params_t cat;
+        mt_upsample_params_t up;
     } u;
     for (uint32_t k = 0; k < 20; ++k) {
         u.a[k] = L_PARAM(c, j, k);
@@ -538,7 +560,9 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     }
     if (op == MTM_OP_CONV2D) {
         const mt_conv2d_params_t *d = &u.conv;
-        if ((m = mt_conv2d_check(d)) != NULL) {
+        // 19 params: dil_h, dil_w follow (a dilated conv, format 1.2)
+        if ((m = rd8(c->b, L_ENT(c, j) + 2) == MT_CONV2D_DIL_NPARAMS ? mt_conv2d_dil_check(&u.dconv)
+                                                                   : mt_conv2d_check(d)) != NULL) {
             return m;
         }
         if (!shape_is(c, x, 3, d->in_h, d->in_w, d->in_c, 0)) {
@@ -596,7 +620,34 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         }
         return act_rule(act, d->out_zp, d->act_min, d->act_max);
     }
-    if (op == MTM_OP_RELU || op == MTM_OP_RELU6) {
+    if (op == MTM_OP_CONCAT) {
+        const mt_concat_params_t *d = &u.cat;
+        if ((m = mt_concat_check(d)) != NULL) {
+            return m;
+        }
+        if ((m = concat_shapes(c, x, x2, y, p)) != NULL) {
+            return m;
+        }
+        if (d->in1_zp != T_ZP(c, x) || d->in2_zp != T_ZP(c, x2) || d->out_zp != T_ZP(c, y)) {
+            return "zero points differ from the tensors'";
+        }
+        return NULL;
+    }
+    if (op == MTM_OP_UPSAMPLE) {
+        const mt_upsample_params_t *d = &u.up;
+        if ((m = mt_upsample_check(d)) != NULL) {
+            return m;
+        }
+        if (!shape_is(c, x, 3, d->in_h, d->in_w, d->c, 0)) {
+            return "input shape != (in_h, in_w, c)";
+        }
+        if (!shape_is(c, y, 3, d->out_h, d->out_w, d->c, 0)) {
+            return "output shape != (out_h, out_w, c)";
+        }
+        if (d->zp != T_ZP(c, x)) {
+            return "zp != input zero point";
+        }
+    } else if (op == MTM_OP_RELU || op == MTM_OP_RELU6) {
         if (!same_shape(c, x, y)) {
             return "input and output shapes differ";
         }
@@ -654,17 +705,25 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         const uint32_t op = rd8(c->b, e), act = rd8(c->b, e + 1), n_p = rd8(c->b, e + 2), n_in = rd8(c->b, e + 3);
         const uint32_t lflags = L_U32(c, j, 4);
         const uint32_t noff = L_U32(c, j, 8), nlen = L_U32(c, j, 12), foff = L_U32(c, j, 16), flen = L_U32(c, j, 20);
-        if (op < MTM_OP_CONV2D || op > MTM_OP_LUT) {
+        if (op < MTM_OP_CONV2D || op > MTM_OP_LAST) {
             FAIL_L("unknown op");
         }
         if (op == MTM_OP_LUT && rd16(c->b, 6) < 1) {
             FAIL_L("LUT layer in a version 1.0 file (needs 1.1)");
         }
-        if (n_in != (op == MTM_OP_ADD ? 2u : 1u)) {
+        if (op >= MTM_OP_CONCAT && rd16(c->b, 6) < 2) {
+            FAIL_L("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)");
+        }
+        const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT;
+        if (n_in != (two_in ? 2u : 1u)) {
             FAIL_L("n_inputs does not match the op");
         }
-        if (n_p != mtm_n_params[op]) {
+        const int dilated = op == MTM_OP_CONV2D && n_p == MT_CONV2D_DIL_NPARAMS;
+        if (n_p != mtm_n_params[op] && !dilated) {
             FAIL_L("n_params does not match the op");
+        }
+        if (dilated && (rd16(c->b, 6) < 2 || (L_PARAM(c, j, 17) == 1 && L_PARAM(c, j, 18) == 1))) {
+            FAIL_L("19-param CONV2D needs version 1.2 and a dilation above 1");
         }
         for (uint32_t k = n_p; k < 20; ++k) {
             if (L_PARAM(c, j, k) != 0) {
@@ -704,17 +763,17 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         }
         // graph: inputs available, output fresh, kinds of referenced tensors
         const uint32_t in0 = L_U32(c, j, 24), in1 = L_U32(c, j, 28), out = L_U32(c, j, 32);
-        if (op == MTM_OP_ADD ? in1 >= c->n_t : in1 != MTM_NONE) {
-            FAIL_L("in1 must be a tensor for ADD and NONE otherwise");
+        if (two_in ? in1 >= c->n_t : in1 != MTM_NONE) {
+            FAIL_L("in1 must be a tensor for ADD / CONCAT and NONE otherwise");
         }
         if (in0 >= c->n_t || out >= c->n_t) {
             FAIL_L("tensor index out of range");
         }
         if (T_KIND(c, in0) != MTM_K_ACT || T_KIND(c, out) != MTM_K_ACT ||
-            (op == MTM_OP_ADD && T_KIND(c, in1) != MTM_K_ACT)) {
+            (two_in && T_KIND(c, in1) != MTM_K_ACT)) {
             FAIL_L("input / output tensor is not an activation");
         }
-        if (!set_has(produced, in0) || (op == MTM_OP_ADD && !set_has(produced, in1))) {
+        if (!set_has(produced, in0) || (two_in && !set_has(produced, in1))) {
             FAIL_L("input tensor is neither the model input nor an earlier output");
         }
         if (set_has(produced, out)) {
@@ -748,7 +807,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         }
         set_add(produced, out);
         set_add(consumed, in0);
-        if (op == MTM_OP_ADD) {
+        if (two_in) {
             set_add(consumed, in1);
         }
     }
@@ -825,8 +884,8 @@ const char *mt_mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int3
     if (b[0] != 'M' || b[1] != 'T' || b[2] != 'M' || b[3] != 'F') {
         FAIL("bad magic (expected MTMF)");
     }
-    if (rd16(b, 4) != 1 || rd16(b, 6) > 1) {
-        FAIL("unsupported version (reader is 1.1)");
+    if (rd16(b, 4) != 1 || rd16(b, 6) > 2) {
+        FAIL("unsupported version (reader is 1.2)");
     }
     if (rd32(b, 8) != MTM_HEADER_SIZE) {
         FAIL("header_size != 64");

@@ -42,6 +42,8 @@ WHERE = {
     "avgpool_s8_grad_input": "pool", "global_avgpool_s8_forward": "pool",
     "global_avgpool_s8_grad_input": "pool",
     "add_s8_forward": "add", "add_s8_grad_merge": "add",
+    "concat_s8_forward": "concat", "concat_s8_grad_input": "concat",
+    "upsample_s8_forward": "upsample", "upsample_s8_grad_input": "upsample",
     "softmax_xent_s8": "softmax_xent",
     "l1_norm_s8": "sparse", "topk_mask": "sparse",
     "dyn_requant_s8": "quant",

@@ -84,6 +84,10 @@ def conv2d_s8_forward(desc, x, w, bias, mult, shift, y):
     _qcheck(fn, B, MU, SH, out_c)
     _nover(fn, "y", y, "x", x)
     _nover(fn, "y", y, "w", w)
+    if len(d) == 19:  # dilated: plain loops in their own module
+        from microtrain.pyk.conv2d_dil import _forward
+
+        return _forward(d, X, W, B, MU, SH, y, ym)
     in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, groups, izp, ozp, lo, hi = d
     lo -= ozp
     hi -= ozp
@@ -170,6 +174,10 @@ def conv2d_s8_grad_input(desc, e, w, wr, mask, acc, ein):
 
 
 def _grad_input(d, E, W, WR, mask, acc):
+    if len(d) == 19:
+        from microtrain.pyk.conv2d_dil import _grad_input as gi
+
+        return gi(d, E, W, WR, mask, acc)
     in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, groups = d[:13]
     cpg = in_c // groups
     opg = out_c // groups
@@ -249,6 +257,10 @@ def _grad_input(d, E, W, WR, mask, acc):
 
 def _grad_weight(d, X, E, mask, gw, gb):
     # int32 weight / bias gradients into gw, gb; masked rows are zeroed.
+    if len(d) == 19:
+        from microtrain.pyk.conv2d_dil import _grad_weight as gw_dil
+
+        return gw_dil(d, X, E, mask, gw, gb)
     in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, groups, izp = d[:14]
     cpg = in_c // groups
     opg = out_c // groups

@@ -17,12 +17,14 @@ from microtrain.fmt import (
     N_PARAMS_MAX,
     NONE,
     OP_ADD,
+    OP_CONCAT,
     OP_CONV2D,
     OP_GAP,
     OP_LINEAR,
     OP_LUT,
     OP_RELU,
     OP_RELU6,
+    OP_UPSAMPLE,
     PARAMS_OFF,
     TENSOR_ENTRY,
     TENSOR_N,
@@ -364,7 +366,12 @@ def _op_rules(c, L, p, op, act):
                 return "|dtable| > 2^24 - 1"
         return None
     if op == OP_CONV2D:
-        m = _conv_check(p[:17])
+        if L[2] == 19:  # dil_h, dil_w follow
+            from microtrain.pyk.conv2d_dil import _dil_check
+
+            m = _dil_check(p[:19])
+        else:
+            m = _conv_check(p[:17])
         if m:
             return m
         if not _shape_is(x, 3, (p[0], p[1], p[2])):
@@ -405,7 +412,33 @@ def _op_rules(c, L, p, op, act):
         if m:
             return m
         return _act_rule(act, p[3], p[11], p[12])
-    if op == OP_RELU or op == OP_RELU6:
+    if op == OP_CONCAT:
+        from microtrain.pyk.concat import _concat_check
+
+        m = _concat_check(p[:10])
+        if m:
+            return m
+        x2 = c.t(L[10])
+        if x[4 + x[1]] != p[1] or x2[4 + x2[1]] != p[2] or y[4 + y[1]] != p[1] + p[2]:
+            return "channel (last) dims differ from c1, c2, c1 + c2"
+        if _numel(x) != p[0] * p[1] or _numel(x2) != p[0] * p[2] or _numel(y) != p[0] * (p[1] + p[2]):
+            return "numel != hw * channels"
+        if p[3] != x[12] or p[4] != x2[12] or p[5] != y[12]:
+            return "zero points differ from the tensors'"
+        return None
+    if op == OP_UPSAMPLE:
+        from microtrain.pyk.upsample import _upsample_check
+
+        m = _upsample_check(p[:9])
+        if m:
+            return m
+        if not _shape_is(x, 3, (p[0], p[1], p[2])):
+            return "input shape != (in_h, in_w, c)"
+        if not _shape_is(y, 3, (p[3], p[4], p[2])):
+            return "output shape != (out_h, out_w, c)"
+        if p[8] != x[12]:
+            return "zp != input zero point"
+    elif op == OP_RELU or op == OP_RELU6:
         if not _same_shape(x, y):
             return "input and output shapes differ"
         if p[0] < 1 or _numel(x) != p[0]:
@@ -448,14 +481,20 @@ def _check_layers(c, produced, consumed):
         L = _unp(_LFMT, b, e)
         op, act, n_p, n_in, lflags = L[0], L[1], L[2], L[3], L[4]
         noff, nlen, foff, flen = L[5], L[6], L[7], L[8]
-        if op < 1 or op > OP_LUT:
+        if op < 1 or op > OP_UPSAMPLE:
             c.fail("unknown op", 2, j)
         if op == OP_LUT and _unp("<H", b, 6)[0] < 1:
             c.fail("LUT layer in a version 1.0 file (needs 1.1)", 2, j)
-        if n_in != (2 if op == OP_ADD else 1):
+        if op >= OP_CONCAT and _unp("<H", b, 6)[0] < 2:
+            c.fail("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)", 2, j)
+        two = op == OP_ADD or op == OP_CONCAT
+        if n_in != (2 if two else 1):
             c.fail("n_inputs does not match the op", 2, j)
-        if n_p != N_PARAMS[op]:
+        dilated = op == OP_CONV2D and n_p == 19
+        if n_p != N_PARAMS[op] and not dilated:
             c.fail("n_params does not match the op", 2, j)
+        if dilated and (_unp("<H", b, 6)[0] < 2 or _unp("<2i", b, e + PARAMS_OFF + 68) == (1, 1)):
+            c.fail("19-param CONV2D needs version 1.2 and a dilation above 1", 2, j)
         p = _unp("<20i", b, e + PARAMS_OFF)
         for k in range(n_p, N_PARAMS_MAX):
             if p[k]:
@@ -484,13 +523,13 @@ def _check_layers(c, produced, consumed):
         if flen > 255 or not c.string_ok(foff, flen):
             c.fail("bad fused string (0..255 bytes of UTF-8, NUL-terminated in the pool)", 2, j)
         in0, in1, out = L[9], L[10], L[11]
-        if (in1 >= n_t) if op == OP_ADD else (in1 != NONE):
-            c.fail("in1 must be a tensor for ADD and NONE otherwise", 2, j)
+        if (in1 >= n_t) if two else (in1 != NONE):
+            c.fail("in1 must be a tensor for ADD / CONCAT and NONE otherwise", 2, j)
         if in0 >= n_t or out >= n_t:
             c.fail("tensor index out of range", 2, j)
-        if c.t(in0)[2] != KIND_ACT or c.t(out)[2] != KIND_ACT or (op == OP_ADD and c.t(in1)[2] != KIND_ACT):
+        if c.t(in0)[2] != KIND_ACT or c.t(out)[2] != KIND_ACT or (two and c.t(in1)[2] != KIND_ACT):
             c.fail("input / output tensor is not an activation", 2, j)
-        if not produced[in0] or (op == OP_ADD and not produced[in1]):
+        if not produced[in0] or (two and not produced[in1]):
             c.fail("input tensor is neither the model input nor an earlier output", 2, j)
         if produced[out]:
             c.fail("output tensor is already produced", 2, j)
@@ -515,7 +554,7 @@ def _check_layers(c, produced, consumed):
             c.fail(m, 2, j)
         produced[out] = 1
         consumed[in0] = 1
-        if op == OP_ADD:
+        if two:
             consumed[in1] = 1
 
 
@@ -556,8 +595,8 @@ def _validate(b, ln):
         return "file too large", 0, -1
     if b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
         return "bad magic (expected MTMF)", 0, -1
-    if _unp("<H", b, 4)[0] != 1 or _unp("<H", b, 6)[0] > 1:
-        return "unsupported version (reader is 1.1)", 0, -1
+    if _unp("<H", b, 4)[0] != 1 or _unp("<H", b, 6)[0] > 2:
+        return "unsupported version (reader is 1.2)", 0, -1
     if _u32(b, 8) != HEADER_SIZE:
         return "header_size != 64", 0, -1
     if _u32(b, 16) != ln:

@@ -16,7 +16,7 @@ from support.reliability import BUILD
 
 TARGET = ROOT / "tests" / "c" / "mtm_libfuzzer.c"
 SOURCES = ["mtm_loader.c", "checks.c", "quant.c", "conv2d.c", "linear.c", "activation.c", "lut.c", "pool.c",
-           "add.c",
+           "add.c", "concat.c", "upsample.c",
            "softmax_xent.c", "sparse.c", "accumulate.c"]
 
 

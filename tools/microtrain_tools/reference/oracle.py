@@ -33,6 +33,9 @@ __all__ = [
     "add_s8_forward",
     "add_s8_grad_merge",
     "avgpool_s8_forward",
+    "concat_params",
+    "concat_s8_forward",
+    "concat_s8_grad_input",
     "avgpool_s8_grad_input",
     "conv2d_s8_forward",
     "conv2d_s8_grad_input",
@@ -77,6 +80,8 @@ __all__ = [
     "update_quantize_multiplier",
     "update_s8_apply",
     "update_u8_touch",
+    "upsample_s8_forward",
+    "upsample_s8_grad_input",
     "weight_ratios",
     "wrap32",
     "xent_loss",
@@ -213,6 +218,8 @@ class _Geom:
     pad_top: int
     pad_left: int
     groups: int
+    dil_h: int = 1
+    dil_w: int = 1
 
     @property
     def cpg(self) -> int:
@@ -236,8 +243,8 @@ class _Geom:
 
     def taps(self) -> tuple[I64, NDArray[np.bool_]]:
         """Flat input position ``iy * in_w + ix`` and validity, both (OH, OW, KH, KW)."""
-        iy = np.arange(self.out_h)[:, None] * self.stride_h - self.pad_top + np.arange(self.k_h)
-        ix = np.arange(self.out_w)[:, None] * self.stride_w - self.pad_left + np.arange(self.k_w)
+        iy = np.arange(self.out_h)[:, None] * self.stride_h - self.pad_top + np.arange(self.k_h) * self.dil_h
+        ix = np.arange(self.out_w)[:, None] * self.stride_w - self.pad_left + np.arange(self.k_w) * self.dil_w
         vy = (iy >= 0) & (iy < self.in_h)
         vx = (ix >= 0) & (ix < self.in_w)
         iy = np.clip(iy, 0, self.in_h - 1)
@@ -267,8 +274,10 @@ def _check_geom(g: _Geom, fn: str) -> None:
         raise _fail(fn, "desc", "all sizes must be >= 1")
     if g.in_c % g.groups or g.out_c % g.groups:
         raise _fail(fn, "desc", "in_c and out_c must be divisible by groups")
-    if not (0 <= g.pad_top < g.k_h and 0 <= g.pad_left < g.k_w):
-        raise _fail(fn, "desc", "padding must satisfy 0 <= pad < k")
+    if not (1 <= g.dil_h <= 255 and 1 <= g.dil_w <= 255):
+        raise _fail(fn, "desc", "dilation outside 1..255")
+    if not (0 <= g.pad_top < (g.k_h - 1) * g.dil_h + 1 and 0 <= g.pad_left < (g.k_w - 1) * g.dil_w + 1):
+        raise _fail(fn, "desc", "padding must satisfy 0 <= pad < (k - 1) * dil + 1")
     if (g.out_h - 1) * g.stride_h - g.pad_top >= g.in_h:
         raise _fail(fn, "desc", "last window row starts outside the input")
     if (g.out_w - 1) * g.stride_w - g.pad_left >= g.in_w:
@@ -293,9 +302,9 @@ class _ConvDesc:
 
 def _conv_desc(desc: Sequence[int], fn: str) -> _ConvDesc:
     d = [int(v) for v in desc]
-    if len(d) != 17:
-        raise _fail(fn, "desc", f"length {len(d)}, expected 17")
-    g = _Geom(*d[:13])
+    if len(d) not in (17, 19):
+        raise _fail(fn, "desc", f"length {len(d)}, expected 17 (or 19 with dil_h, dil_w)")
+    g = _Geom(*d[:13], *d[17:19])
     _check_geom(g, fn)
     _check_act(d[15], d[16], (d[13], d[14]), fn)
     if g.k_h * g.k_w * g.cpg > 32768:
@@ -506,6 +515,97 @@ def relu6_s8_backward(y: ArrayLike, zp: int, q6: int, e: ArrayLike) -> I8:
     ya = _s8(y, fn, "y")
     ea = _s8(e, fn, "e", ya.size)
     return np.where((ya > int(zp)) & (ya < int(q6)), ea, 0).astype(np.int8)
+
+
+# --------------------------------------------------------------------------
+# channel concatenation and nearest / zero-insertion upsampling
+
+
+def _concat_desc(desc: Sequence[int], fn: str) -> list[int]:
+    d = [int(v) for v in desc]
+    if len(d) != 10:
+        raise _fail(fn, "desc", f"length {len(d)}, expected 10")
+    hw, c1, c2, z1, z2, zo, m1, sh1, m2, sh2 = d
+    if not 1 <= hw <= 2**26 or c1 < 1 or c2 < 1 or c1 + c2 > 65535 or hw * (c1 + c2) > 2**26:
+        raise _fail(fn, "desc", "sizes outside the limits")
+    _check_act(-128, 127, (z1, z2, zo), fn)
+    if m1 < 0 or m2 < 0 or not (-31 <= sh1 <= 7 and -31 <= sh2 <= 7):
+        raise _fail(fn, "desc", "multiplier < 0 or shift outside [-31, 7]")
+    return d
+
+
+def concat_s8_forward(desc: Sequence[int], x1: ArrayLike, x2: ArrayLike) -> I8:
+    """Channel concatenation, each input requantised to the output -> y (int8, hw*(c1+c2))."""
+    fn = "concat_s8_forward"
+    hw, c1, c2, z1, z2, zo, m1, sh1, m2, sh2 = _concat_desc(desc, fn)
+    a = requant((_s8(x1, fn, "x1", hw * c1) - z1) << 16, m1, sh1) + zo
+    b = requant((_s8(x2, fn, "x2", hw * c2) - z2) << 16, m2, sh2) + zo
+    y = np.concatenate([a.reshape(hw, c1), b.reshape(hw, c2)], axis=1)
+    return np.clip(y, -128, 127).astype(np.int8).reshape(-1)
+
+
+def concat_s8_grad_input(desc: Sequence[int], e: ArrayLike, part: int) -> I8:
+    """The slice of the output error that belongs to input ``part`` (exact, same scale)."""
+    fn = "concat_s8_grad_input"
+    hw, c1, c2 = _concat_desc(desc, fn)[:3]
+    if int(part) not in (0, 1):
+        raise _fail(fn, "part", "must be 0 or 1")
+    ea = _s8(e, fn, "e", hw * (c1 + c2)).reshape(hw, c1 + c2)
+    sl = ea[:, :c1] if int(part) == 0 else ea[:, c1:]
+    return sl.astype(np.int8).reshape(-1)
+
+
+def concat_params(s1: float, z1: int, s2: float, z2: int, s_out: float, z_out: int,
+                  hw: int, c1: int, c2: int) -> list[int]:
+    """The 10-int concat descriptor for the given scales and zero points (float32 scales, as stored)."""
+    m1, sh1 = quantize_multiplier(float(np.float32(s1)) / float(np.float32(s_out)) * 2.0**-16)
+    m2, sh2 = quantize_multiplier(float(np.float32(s2)) / float(np.float32(s_out)) * 2.0**-16)
+    return [int(hw), int(c1), int(c2), int(z1), int(z2), int(z_out), m1, sh1, m2, sh2]
+
+
+def _upsample_desc(desc: Sequence[int], fn: str) -> list[int]:
+    d = [int(v) for v in desc]
+    if len(d) != 9:
+        raise _fail(fn, "desc", f"length {len(d)}, expected 9")
+    in_h, in_w, c, out_h, out_w, f_h, f_w, mode, zp = d
+    if not all(1 <= v <= 65535 for v in (in_h, in_w, c, out_h, out_w)):
+        raise _fail(fn, "desc", "sizes outside 1..65535")
+    if not (1 <= f_h <= 255 and 1 <= f_w <= 255) or mode not in (0, 1):
+        raise _fail(fn, "desc", "factor outside 1..255 or mode not 0/1")
+    if not ((in_h - 1) * f_h + 1 <= out_h <= in_h * f_h and (in_w - 1) * f_w + 1 <= out_w <= in_w * f_w):
+        raise _fail(fn, "desc", "out size does not match the factor")
+    if in_h * in_w * c > 2**26 or out_h * out_w * c > 2**26:
+        raise _fail(fn, "desc", "tensor too large")
+    _check_act(-128, 127, (zp,), fn)
+    return d
+
+
+def upsample_s8_forward(desc: Sequence[int], x: ArrayLike) -> I8:
+    """Nearest (mode 0) or zero-insertion (mode 1) upsampling -> y (int8, out_h*out_w*c)."""
+    fn = "upsample_s8_forward"
+    in_h, in_w, c, out_h, out_w, f_h, f_w, mode, zp = _upsample_desc(desc, fn)
+    xa = _s8(x, fn, "x", in_h * in_w * c).reshape(in_h, in_w, c)
+    oy = np.arange(out_h)
+    ox = np.arange(out_w)
+    y = xa[oy // f_h][:, ox // f_w]
+    if mode == 1:
+        hit = ((oy % f_h) == 0)[:, None] & ((ox % f_w) == 0)[None, :]
+        y = np.where(hit[..., None], y, zp)
+    return y.astype(np.int8).reshape(-1)
+
+
+def upsample_s8_grad_input(desc: Sequence[int], e: ArrayLike) -> tuple[I8, int]:
+    """Sum of the errors of the positions each input fed -> (ein, shift), base scale s_e."""
+    fn = "upsample_s8_grad_input"
+    in_h, in_w, c, out_h, out_w, f_h, f_w, mode, _ = _upsample_desc(desc, fn)
+    ea = _s8(e, fn, "e", out_h * out_w * c).reshape(out_h, out_w, c)
+    acc = np.zeros((in_h, in_w, c), dtype=np.int64)
+    oy = np.arange(out_h)
+    ox = np.arange(out_w)
+    if mode == 1:
+        ea = np.where((((oy % f_h) == 0)[:, None] & ((ox % f_w) == 0)[None, :])[..., None], ea, 0)
+    np.add.at(acc, (np.repeat(oy // f_h, out_w), np.tile(ox // f_w, out_h)), ea.reshape(-1, c))
+    return dyn_requant(acc)
 
 
 # --------------------------------------------------------------------------

@@ -658,6 +658,10 @@ class RefTrainer:
                 y = o.global_avgpool_s8_forward(xin, p[0], p[1])
             elif ly.op == Op.ADD:
                 y = o.add_s8_forward(p, xin, vals[ly.inputs[1]])
+            elif ly.op == Op.CONCAT:
+                y = o.concat_s8_forward(p, xin, vals[ly.inputs[1]])
+            elif ly.op == Op.UPSAMPLE:
+                y = o.upsample_s8_forward(p, xin)
             else:
                 raise ValueError(f"layer {ly.name}: unknown op {ly.op}")
             vals[ly.output] = y
@@ -819,6 +823,13 @@ class RefTrainer:
                 arrive(x_t, ein, fl.ldexp(s, sh - 16))
             elif ly.op == Op.GLOBAL_AVGPOOL:
                 arrive(x_t, o.global_avgpool_s8_grad_input(e, p[0]), s / p[0])
+            elif ly.op == Op.UPSAMPLE:  # the sum of the errors each input fed, base scale s
+                ein, sh = o.upsample_s8_grad_input(p, e)
+                arrive(x_t, ein, fl.ldexp(s, sh))
+            if ly.op == Op.CONCAT:  # each input its slice, exact, same scale (part 0 first)
+                for part, t in enumerate(ly.inputs):
+                    if t in region:
+                        arrive(t, o.concat_s8_grad_input(p, e, part), s)
             if ly.op == Op.ADD:
                 for t in ly.inputs:
                     if t in region:
