@@ -113,14 +113,17 @@ class LoRA:
 
     calib:  samples ((x, label) pairs or x buffers) to set the scale of A's int8
             output u from A x on them (docs/lora.md); None: from the input range.
+    headroom: u's range over the largest |A x| of calib at the start (A grows).
     seed:   of A's random init (xorshift32; B starts at zero, so the adapted model
             computes the base model).
     Train with Trainer(model, train=lora.train, mode=...); save() writes the
     adapters alone; merge() folds them into the base layers (requantised)."""
 
-    def __init__(self, model, rank=4, layers="last:3", calib=None, seed=1, _data=None):
+    def __init__(self, model, rank=4, layers="last:3", calib=None, seed=1, headroom=4, _data=None):
         if type(rank) is not int or not 1 <= rank <= 256:
             raise ValueError("LoRA: rank must be an int in 1..256, got %r" % (rank,))
+        if type(headroom) not in (int, float) or not 1 <= headroom <= 127:
+            raise ValueError("LoRA: headroom must be a number in 1..127, got %r" % (headroom,))
         if type(seed) is not int:
             raise ValueError("LoRA: seed must be an int, got %r" % (seed,))
         if model._lora is not None:
@@ -139,6 +142,7 @@ class LoRA:
         self.model = model
         self.rank = rank
         self.seed = seed
+        self.headroom = headroom
         self._file = model._bytes  # the base this was attached to (its length and CRC)
         self._merged = False
         self.adapters = [_Adapter(model.layers[j]) for j in idx]
@@ -173,7 +177,7 @@ class LoRA:
         else:
             s_u = data[0]
         ut = _tensor(m, ushape, s_u, 0)
-        vt = _tensor(m, shp, yt.scale, 0)
+        vt = _tensor(m, shp, _f32(2.0 * yt.scale), 0)  # B's output: the whole range of y
         ad.u, ad.v = ut, vt
         # A: the base geometry with r outputs
         if conv:
@@ -209,12 +213,13 @@ class LoRA:
             n.mult = zeros("i", len(n.b))
             n.shift = zeros("i", len(n.b))
             _mults(n, n.mult, n.shift)
-        # the add: exact power-of-two multipliers (docs/lora.md), the base's activation clamp
+        # the add: exact power-of-two multipliers (docs/lora.md), the base's activation clamp;
+        # v at 2 s_y, z at 2 s_y (activation) or s_y: twice_max = 4 s_y, out 4 s_y / (2^20 s_y)
         o = 3 if not conv else 14
-        if ly.act != ACT_NONE:  # z at 2 s_y, v at s_y: twice_max = 4 s_y
-            m1, s1, m2, s2, mo, so = 1 << 30, 0, 1 << 30, -1, 1 << 30, -17
-        else:  # z and v at s_y: twice_max = 2 s_y
-            m1, s1, m2, s2, mo, so = 1 << 30, 0, 1 << 30, 0, 1 << 30, -18
+        if ly.act != ACT_NONE:
+            m1, s1, m2, s2, mo, so = 1 << 30, 0, 1 << 30, 0, 1 << 30, -17
+        else:
+            m1, s1, m2, s2, mo, so = 1 << 30, -1, 1 << 30, 0, 1 << 30, -17
         padd = array.array("i", (yt.numel, zt.zero_point, 0, p[o], m1, s1, m2, s2, mo, so, 20, p[o + 1],
                                  p[o + 2]))
         add = _Node(m, OP_ADD, ly.act, ly.name + ".lora_add", (zt.index, vt.index), ly.output, padd)
@@ -305,8 +310,8 @@ class LoRA:
 
     def calibrate(self, samples, passes=4):
         """Set each adapter's u scale from A x on `samples` (docs/lora.md): the largest
-        |u| seen, times 2 (room for A to grow), over 127. A pass that saturates u
-        (|q| = 127) retries with 4x the scale."""
+        |u| seen, times `headroom` (room for A to grow in training), over 127. A pass
+        that saturates u (|q| = 127) retries with 4x the scale."""
         m = self.model
         first = min(ad.a.index for ad in self.adapters)
         todo = list(self.adapters)
@@ -329,7 +334,7 @@ class LoRA:
                     self._set_u(ad, _f32(s * 4.0))
                     again.append(ad)
                 elif top[i] > 0:
-                    self._set_u(ad, _f32(_f32(s * top[i]) / 63.5))
+                    self._set_u(ad, _f32(_f32(s * top[i]) / _f32(127.0 / self.headroom)))
             todo = again
             if not todo:
                 break

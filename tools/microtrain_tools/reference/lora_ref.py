@@ -54,6 +54,7 @@ class Attached:
     model: mtm.Model  # the rewritten model
     rank: int
     seed: int
+    headroom: float = 4
     adapters: list[Adapter] = field(default_factory=list)
 
     @property
@@ -98,13 +99,13 @@ def _u_scale0(m: mtm.Model, x: int) -> np.float32:
 
 
 def attach(base: mtm.Model, rank: int = 4, layers: str | Sequence[str | int] = "last:3",
-           calib: Sequence[ArrayLike] | None = None, seed: int = 1,
+           calib: Sequence[ArrayLike] | None = None, seed: int = 1, headroom: float = 4,
            data: dict[str, list[NDArray]] | None = None) -> Attached:
     """The model with adapters on ``layers`` (device: ``LoRA(model, rank, layers, calib, seed)``).
     ``data``: adapter values from an adapter file (``read_adapters``) instead of the init."""
     m = copy.deepcopy(base)
     idx = tr.select(m, layers)
-    out = Attached(m, rank, seed)
+    out = Attached(m, rank, seed, headroom)
     rng = (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1
     new_layers: list[mtm.Layer] = []
     for j, ly in enumerate(m.layers):
@@ -133,7 +134,7 @@ def attach(base: mtm.Model, rank: int = 4, layers: str | Sequence[str | int] = "
             s_u = f32(data[ly.name][0][0])
             aw, asc, ab, bw, bsc, bb = data[ly.name][1:]
         u = _act(m, shp[:-1] + (rank,), float(s_u), 0)
-        v = _act(m, shp, yt.scale, 0)
+        v = _act(m, shp, float(f32(2.0) * f32(yt.scale)), 0)
         if conv:
             pa = list(p)
             pa[5], pa[14], pa[15], pa[16] = rank, 0, -128, 127
@@ -158,10 +159,7 @@ def attach(base: mtm.Model, rank: int = 4, layers: str | Sequence[str | int] = "
             nodes.append(mtm.Layer(ly.op, f"{ly.name}.{nm}", [xin], yout, pa if nm == "lora_A" else pb,
                                    Act.NONE, wt, bt, mt_, st, fused="lora"))
         o = 14 if conv else 3
-        if act:
-            mul = [1 << 30, 0, 1 << 30, -1, 1 << 30, -17]
-        else:
-            mul = [1 << 30, 0, 1 << 30, 0, 1 << 30, -18]
+        mul = [1 << 30, 0 if act else -1, 1 << 30, 0, 1 << 30, -17]
         padd = [yt.numel, m.tensors[z].zero_point, 0, p[o], *mul, 20, p[o + 1], p[o + 2]]
         add = mtm.Layer(Op.ADD, f"{ly.name}.lora_add", [z, v], ly.output, padd, ly.act, fused="lora")
         # the base: output z; with a fused activation at twice the scale (shift - 1), no clamp
@@ -193,7 +191,8 @@ def _set_u(at: Attached, ad: Adapter, s: np.float32) -> None:
 
 
 def calibrate(at: Attached, samples: Sequence[ArrayLike], passes: int = 4) -> None:
-    """LoRA.calibrate: u's scale = 2 * max |u| / 127 over the samples; 4x and again when saturated."""
+    """LoRA.calibrate: u's scale = headroom * max |u| / 127 over the samples; 4x and again when
+    saturated."""
     todo = list(at.adapters)
     for _ in range(passes):
         ref = tr.RefTrainer(at.model, at.train)
@@ -209,7 +208,7 @@ def calibrate(at: Attached, samples: Sequence[ArrayLike], passes: int = 4) -> No
                 _set_u(at, ad, s * f32(4.0))
                 again.append(ad)
             elif top[i] > 0:
-                _set_u(at, ad, (s * f32(top[i])) / f32(63.5))
+                _set_u(at, ad, (s * f32(top[i])) / f32(127.0 / at.headroom))
         todo = again
         if not todo:
             break
