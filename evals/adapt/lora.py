@@ -48,8 +48,8 @@ def device(cfg: dict[str, Any], tag: str, echo: bool = False) -> dict[str, Any]:
     cpath.write_text(json.dumps(cfg))
     env = dict(os.environ)
     env["MICROPYPATH"] = f"{paths.natmod_dir('x64')}:{paths.PYTHON_LIB}"
-    p = subprocess.run([paths.micropython(), str(SCRIPT), str(cpath)], capture_output=True, text=True, env=env,
-                       cwd=WORK, check=False)
+    p = subprocess.run([paths.micropython(), str(SCRIPT), str(cpath)], capture_output=True, text=True,
+                       env=env, cwd=WORK, check=False)
     res = None
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):

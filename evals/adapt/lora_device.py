@@ -26,7 +26,7 @@ def main(path):
     opt = mt.SGD(lr=cfg["lr"], momentum=cfg["momentum"])
     tr = mt.Trainer(model, train=lora.train, mode=cfg["mode"], optimizer=opt, batch=cfg["batch"],
                     schedule=cfg["schedule"], seed=cfg["seed"])
-    print("device: %r, mode %s, %r" % (lora, tr.mode, opt))
+    print("device: %r, mode %s, %r" % (lora, tr.mode, opt))  # noqa: UP031 (MicroPython)
     tr.fit(train, epochs=cfg["epochs"], verbose=False)
     acc = tr.evaluate(test, confusion=False)["acc"]
     lora.save(cfg["adapters"])

@@ -138,7 +138,8 @@ class LoRA:
                                  (ly.name, ly.params[12]))
             sh = ly.shift
             if ly.act != ACT_NONE and min(sh) - 1 < -31:
-                raise ValueError("LoRA: layer %s: output multiplier too small for the adapter's sum" % ly.name)
+                raise ValueError("LoRA: layer %s: output multiplier too small for the adapter's sum" %
+                                 ly.name)
         self.model = model
         self.rank = rank
         self.seed = seed
@@ -470,12 +471,13 @@ def load(model, path):
     magic, ver, n, rank, base_len, base_crc, seed = struct.unpack_from(_HEAD, data, 0)
     if ver != VERSION:
         raise ValueError(where + "version %d, this reads %d" % (ver, VERSION))
-    if (_crc(memoryview(data)[:len(data) - 4], 0) & 0xFFFFFFFF) != struct.unpack_from("<I", data, len(data) - 4)[0]:
+    end = len(data) - 4
+    if (_crc(memoryview(data)[:end], 0) & 0xFFFFFFFF) != struct.unpack_from("<I", data, end)[0]:
         raise ValueError(where + "CRC mismatch (a damaged or truncated file)")
     my_len, my_crc = _base_id(model._bytes)
     if (base_len, base_crc) != (my_len, my_crc):
-        raise ValueError(where + "made for another base model (base %d bytes, CRC %08x; this model: %d bytes, "
-                         "CRC %08x)" % (base_len, base_crc, my_len, my_crc))
+        raise ValueError(where + "made for another base model (base %d bytes, CRC %08x; this model: "
+                         "%d bytes, CRC %08x)" % (base_len, base_crc, my_len, my_crc))
     if not 1 <= rank <= 256 or n < 1:
         raise ValueError(where + "bad rank %d or adapter count %d" % (rank, n))
     pos = hs
@@ -499,9 +501,9 @@ def load(model, path):
         if sum(sizes) != nb or pos + nb > len(data) - 4 or not s_u > 0.0:
             raise ValueError(where + "adapter %r: bad sizes or scale" % name)
         vals = [s_u]
-        for tc, sz in zip("bfibfi", sizes):
-            vals.append(array.array(tc, data[pos:pos + sz]))
-            pos += sz
+        for i in range(6):
+            vals.append(array.array("bfibfi"[i], data[pos:pos + sizes[i]]))
+            pos += sizes[i]
         for sc in (vals[2], vals[5]):
             for v in sc:
                 if not 2.0 ** -40 <= v <= 2.0 ** 40:

@@ -13,7 +13,6 @@ Every float value the device computes in Python is rounded to float32 after each
 from __future__ import annotations
 
 import copy
-import math
 import struct
 import zlib
 from collections.abc import Sequence
@@ -63,7 +62,8 @@ class Attached:
         return [self.model.layers[j].name for ad in self.adapters for j in (ad.a, ad.b)]
 
 
-def _qmult(s_in: float, w_scale: NDArray[np.float32], s_out: float) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+def _qmult(s_in: float, w_scale: NDArray[np.float32], s_out: float
+           ) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
     real = (f32(s_in) * w_scale.astype(np.float32)) / f32(s_out)
     mm = [tr.quantize_multiplier_f32(v) for v in real]
     return np.array([m for m, _ in mm], np.int32), np.array([s for _, s in mm], np.int32)
@@ -156,7 +156,7 @@ def attach(base: mtm.Model, rank: int = 4, layers: str | Sequence[str | int] = "
             bt = _const(m, np.asarray(b, np.int32), DType.INT32, Quant.BIAS)
             mt_ = _const(m, mu, DType.INT32)
             st = _const(m, sh, DType.INT32)
-            nodes.append(mtm.Layer(ly.op, f"{ly.name}.{nm}", [xin], yout, pa if nm == "lora_A" else pb,
+            nodes.append(mtm.Layer(ly.op, f"{ly.name}.{nm}", [xin], yout, pp,
                                    Act.NONE, wt, bt, mt_, st, fused="lora"))
         o = 14 if conv else 3
         mul = [1 << 30, 0 if act else -1, 1 << 30, 0, 1 << 30, -17]
@@ -250,8 +250,8 @@ def write_adapters(path: str | Path, base: bytes, base_model: mtm.Model, rank: i
         k = len(v[1]) // rank
         payload = b"".join(np.ascontiguousarray(a).tobytes() for a in v[1:])
         nb = name.encode()
-        out += _ENTRY.pack(len(nb), int(ly.op), int(ly.act), out_c, k, rank, float(v[0][0]), len(payload)) + nb
-        out += payload
+        out += _ENTRY.pack(len(nb), int(ly.op), int(ly.act), out_c, k, rank, float(v[0][0]), len(payload))
+        out += nb + payload
     out += struct.pack("<I", zlib.crc32(bytes(out)) & 0xFFFFFFFF)
     Path(path).write_bytes(bytes(out))
 
@@ -281,7 +281,7 @@ def read_adapters(path: str | Path, base: bytes | None = None) -> tuple[int, int
         if sum(sizes) != nb or r != rank:
             raise ValueError(f"{path}: adapter {name!r}: bad sizes")
         vals: list[NDArray] = [np.array([s_u], np.float32)]
-        for dt, sz in zip(("<i1", "<f4", "<i4", "<i1", "<f4", "<i4"), sizes):
+        for dt, sz in zip(("<i1", "<f4", "<i4", "<i1", "<f4", "<i4"), sizes, strict=True):
             vals.append(np.frombuffer(b, dt, sz // np.dtype(dt).itemsize, pos).copy())
             pos += sz
         out[name] = vals
