@@ -98,3 +98,74 @@ def test_lora_device_equals_reference(setups: dict[str, Setup], tmp_path: Path, 
     # merging changes predictions only where the adapter's int8 rounding of u mattered
     agree = float(np.mean(dev["preds"] == dev["merged_preds"]))
     assert agree >= 0.9, agree
+
+
+def test_to_torch_merges_as_the_device_and_exports_float_adapters(setups: dict[str, Setup],
+                                                                   tmp_path: Path) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from microtrain_tools import to_torch
+    from support.torch_models import Cnn2d
+
+    s = setups["cnn"]
+    rank = 3
+    at = lr.attach(s.m, rank, "last:3", [s.xs[i] for i in range(16)], seed=5)
+    # a mild training: u keeps inside its int8 range (checked below), where the int8 adapter
+    # path computes the float one up to rounding
+    ref = tr.RefTrainer(at.model, at.train, "float32", tr.SGD(lr=0.02), None, 4)
+    for i in range(40):
+        ref.step(s.xs[i], int(s.ys[i]))
+    ref.flush()
+    vals = lr.values(at, ref)
+    ad = tmp_path / "a.mtl"
+    lr.write_adapters(ad, s.path.read_bytes(), s.m, rank, 5, vals)
+    merged_pt, base_pt, lora_pt = tmp_path / "merged.pt", tmp_path / "base.pt", tmp_path / "lora.pt"
+    mod = "support.torch_models:Cnn2d"
+    assert to_torch.main([str(s.path), "--module", mod, "--lora", str(ad), "-o", str(merged_pt), "-q"]) == 0
+    want, _ = to_torch.to_state_dict(lr.merge(s.m, rank, vals), Cnn2d())
+    got = torch.load(merged_pt)
+    assert set(got) == set(want) and all(torch.equal(got[k], want[k]) for k in want)
+    assert to_torch.main([str(s.path), "--module", mod, "--lora", str(ad), "--lora-out", str(lora_pt),
+                          "-o", str(base_pt), "-q"]) == 0
+    lt = torch.load(lora_pt)
+    assert len(lt) == 4 * len(vals)
+    # the float base with the float adapters computes what the int8 adapted model computes
+    net = Cnn2d().eval()
+    net.load_state_dict(torch.load(base_pt))
+    mods = dict(net.named_modules())
+
+    def hook(name: str) -> Any:
+        def f(mod: Any, inp: tuple[torch.Tensor, ...], out: torch.Tensor) -> torch.Tensor:
+            a = (lt[f"{name}.lora_A.weight"], lt[f"{name}.lora_A.bias"], lt[f"{name}.lora_B.weight"],
+                 lt[f"{name}.lora_B.bias"])
+            if isinstance(mod, torch.nn.Conv2d):
+                u = F.conv2d(inp[0], a[0], a[1], mod.stride, mod.padding)
+                return out + F.conv2d(u, a[2], a[3])
+            return out + F.linear(F.linear(inp[0], a[0], a[1]), a[2], a[3])
+        return f
+
+    for name in vals:
+        mods[name].register_forward_hook(hook(name))
+    t_in = s.m.tensors[s.m.input]
+    xf = (t_in.scale * (s.xe[:100].astype(np.float32) - t_in.zero_point)).reshape(100, 8, 8, 1)
+    with torch.no_grad():
+        logits = net(torch.from_numpy(xf.transpose(0, 3, 1, 2).copy())).numpy()
+    dev = np.array([np.argmax(ref.forward(s.xe[i])[at.model.output]) for i in range(100)])
+    # as close as the base's float and int8 forwards are to each other (same samples)
+    net0 = Cnn2d().eval()
+    net0.load_state_dict(torch.load(base_pt))
+    with torch.no_grad():
+        logits0 = net0(torch.from_numpy(xf.transpose(0, 3, 1, 2).copy())).numpy()
+    r0 = tr.RefTrainer(s.m, "last:1")
+    dev0 = np.array([np.argmax(r0.forward(s.xe[i])[s.m.output]) for i in range(100)])
+    agree, agree0 = float(np.mean(logits.argmax(1) == dev)), float(np.mean(logits0.argmax(1) == dev0))
+    top_u = max(int(np.abs(ref.forward(s.xe[i])[a.u].astype(np.int32)).max()) for i in range(100)
+                for a in at.adapters)
+    assert top_u < 127
+    assert agree >= agree0 - 0.05, (agree, agree0)
+    assert float(np.abs(logits - logits0).max()) > 0.05  # the adapters change the model
+    # an adapter file is refused by another base, on the host as on the device
+    with pytest.raises(ValueError, match="made for another base model"):
+        to_torch.main([str(setups["misc"].path), "--module", "tests.support.training_cases:Misc", "--lora",
+                       str(ad), "-o", str(tmp_path / "x.pt"), "-q"])
