@@ -169,3 +169,33 @@ def test_to_torch_merges_as_the_device_and_exports_float_adapters(setups: dict[s
     with pytest.raises(ValueError, match="made for another base model"):
         to_torch.main([str(setups["misc"].path), "--module", "tests.support.training_cases:Misc", "--lora",
                        str(ad), "-o", str(tmp_path / "x.pt"), "-q"])
+
+
+def test_adapter_file_is_validated_on_the_device(setups: dict[str, Setup], tmp_path: Path) -> None:
+    s = setups["cnn"]
+    at = lr.attach(s.m, 2, "last:2", None, seed=3)
+    good = tmp_path / "good.mtl"
+    lr.write_adapters(good, s.path.read_bytes(), s.m, 2, 3, lr.values(at))
+    b = bytearray(good.read_bytes())
+    cases = {"good": bytes(b), "flipped": bytes(b[:40] + bytes([b[40] ^ 1]) + b[41:]), "short": bytes(b[:-9]),
+             "junk": b"MTLX" + bytes(b[4:])}
+    for k, v in cases.items():
+        (tmp_path / f"{k}.mtl").write_bytes(v)
+    code = f"""
+import microtrain as mt
+from microtrain import lora
+for k, base in (("good", {str(s.path)!r}), ("flipped", {str(s.path)!r}), ("short", {str(s.path)!r}),
+                ("junk", {str(s.path)!r}), ("good", {str(setups['misc'].path)!r})):
+    try:
+        ad = lora.load(mt.load(base), {str(tmp_path)!r} + "/" + k + ".mtl")
+        print(k, "OK", ad.n_params)
+    except ValueError as e:
+        print(k, "ValueError", e)
+"""
+    p = run_micropython(code, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert lines[0].startswith("good OK ")
+    assert "CRC mismatch" in lines[1] and "CRC mismatch" in lines[2]
+    assert "not a LoRA adapter file" in lines[3]
+    assert "made for another base model" in lines[4]
