@@ -26,6 +26,8 @@ def __getattr__(name):
         from microtrain.replay import Replay as v
     elif name == "ZO":
         from microtrain.zo import ZO as v
+    elif name == "LoRA":
+        from microtrain.lora import LoRA as v
     elif name in _SUBMODULES:
         # MicroPython's `from microtrain import sub` asks this function before it
         # imports the submodule: import it here, as the import would (dir() too)
@@ -38,8 +40,8 @@ def __getattr__(name):
     return v
 
 
-_SUBMODULES = ("cache", "checkpoint", "data", "fmt", "kern", "loss", "model", "optim", "proto", "pyk",
+_SUBMODULES = ("cache", "checkpoint", "data", "fmt", "kern", "lora", "loss", "model", "optim", "proto", "pyk",
                "quant", "replay", "sparse", "trainer", "zo")
 __all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
            "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",
-           "Subset", "PrototypeHead", "Replay", "ZO"]  # the last three: __getattr__ above
+           "Subset", "PrototypeHead", "Replay", "ZO", "LoRA"]  # the last four: __getattr__ above

@@ -262,6 +262,8 @@ class _BackwardPlan:
 class Model:
     """A loaded .mtm model. See `load`."""
 
+    _lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
+
     def __init__(self, buf, words):
         self._bytes = buf  # 1-byte view of the whole file (validated)
         self._words = words  # array('i') of the whole file, or None
@@ -768,6 +770,9 @@ class Model:
             sum(ly.n_params for ly in self.layers), self.size)
 
     def save(self, path, trainer=None):
+        if self._lora is not None:
+            raise ValueError("save: LoRA adapters are attached: lora.save(path) writes them, lora.merge() "
+                             "folds them into the model first")
         from microtrain import checkpoint
 
         checkpoint.save(self, path, trainer)

@@ -280,12 +280,19 @@ float32(s_in * s_w[o] * q). BatchNorms that the converter folded into a conv/lin
 are set to the identity (weight 1, bias 0, running_mean 0, running_var 1 - eps) and the
 folded weights/bias go into the conv/linear (into the BatchNorm's beta when the conv has
 no bias). Conv weights are reshaped OHWI -> OIHW (Conv1d: (O, I/g, K)); a Linear after a
-flatten of a conv output gets its columns back in PyTorch's CHW order."""
+flatten of a conv output gets its columns back in PyTorch's CHW order.
+
+With --lora ADAPTERS.mtl (a device's LoRA.save, docs/lora.md) the adapters are merged
+into the model first, exactly as the device's LoRA.merge() does (W + B A requantised per
+output channel); with --lora-out they are written as float tensors instead, next to the
+unchanged base."""
 
 EXAMPLE = """\
 example:
   microtrain to-torch adapted.mtm --module mymodels:DigitsCNN --state-dict base.pt -o adapted.pt
   python -c "import torch, mymodels; m = mymodels.DigitsCNN(); m.load_state_dict(torch.load('adapted.pt'))"
+  microtrain to-torch base.mtm --module mymodels:DigitsCNN --lora adapters.mtl -o merged.pt
+  microtrain to-torch base.mtm --module mymodels:DigitsCNN --lora adapters.mtl --lora-out lora.pt -o base.pt
 """
 
 
@@ -305,8 +312,53 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--master", action="store_true",
                    help="use the float32 master weights of a checkpoint where it has them "
                         "(float32/mixed training modes) instead of the dequantised int8 weights")
+    p.add_argument("--lora", default=None, metavar="ADAPTERS.mtl",
+                   help="LoRA adapter file made on the device for MODEL.mtm (refused for another base): "
+                        "merged into the weights, as LoRA.merge() does on the device")
+    p.add_argument("--lora-out", default=None, metavar="LORA.pt",
+                   help="with --lora: do not merge; write the adapters here as float32 tensors "
+                        "('<layer>.lora_A.weight', '.lora_A.bias', '.lora_B.weight', '.lora_B.bias' in "
+                        "the layer's PyTorch layout: y = layer(x) + B(A(x)))")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     return p
+
+
+def lora_tensors(m: Model, base: bytes, path: str | os.PathLike[str]) -> dict[str, NDArray[np.float32]]:
+    """The adapters of an adapter file for base ``m`` (its file bytes ``base``) as float32 arrays
+    in PyTorch layout:
+    ``<layer>.lora_A.weight`` (rank, in) or (rank, in_c, k_h, k_w), ``<layer>.lora_B.weight``
+    (out, rank) or (out, rank, 1, 1), and their biases; ``y = layer(x) + lora_B(lora_A(x))``."""
+    from microtrain_tools.reference import lora_ref
+
+    rank, _, vals = lora_ref.read_adapters(path, base)
+    out: dict[str, NDArray[np.float32]] = {}
+    for name, v in vals.items():
+        ly = m.layer(name)
+        s_u = np.float64(v[0][0])
+        s_x = np.float64(np.float32(m.tensors[ly.inputs[0]].scale))
+        aw, asc, ab, bw, bsc, bb = v[1:]
+        a = (asc.astype(np.float32)[:, None] * aw.astype(np.float32).reshape(rank, -1)).astype(np.float32)
+        b = (bsc.astype(np.float32)[:, None] * bw.astype(np.float32).reshape(-1, rank)).astype(np.float32)
+        if ly.op == Op.CONV2D:
+            p = ly.params
+            a = a.reshape(rank, p[6], p[7], p[2]).transpose(0, 3, 1, 2)
+            b = b.reshape(-1, rank, 1, 1)
+        else:
+            shp = m.tensors[ly.inputs[0]].shape
+            if len(shp) == 3:  # the device's NHWC flatten -> PyTorch's CHW order
+                h, w, c = shp
+                a = a.reshape(rank, h, w, c).transpose(0, 3, 1, 2).reshape(rank, -1)
+        out[f"{name}.lora_A.weight"] = np.ascontiguousarray(a)
+        out[f"{name}.lora_A.bias"] = (s_x * asc.astype(np.float64) * ab).astype(np.float32)
+        out[f"{name}.lora_B.weight"] = np.ascontiguousarray(b)
+        out[f"{name}.lora_B.bias"] = (s_u * bsc.astype(np.float64) * bb).astype(np.float32)
+    return out
+
+
+def torch_tensor(a: NDArray[np.float32]) -> Any:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(a))
 
 
 def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) -> int:
@@ -321,6 +373,20 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
         m = mtm.load(args.model)
     except ValueError as e:
         raise ValueError(f"{args.model}: not a valid .mtm file: {e}") from None
+    if args.lora_out and not args.lora:
+        raise ValueError("--lora-out needs --lora ADAPTERS.mtl")
+    extra = ""
+    if args.lora:
+        from microtrain_tools.reference import lora_ref
+
+        if args.lora_out:
+            lt = lora_tensors(m, Path(args.model).read_bytes(), args.lora)
+            save_state_dict({k: torch_tensor(v) for k, v in lt.items()}, args.lora_out)
+            extra = f"; adapters of {len(lt) // 4} layers -> {args.lora_out}"
+        else:
+            rank, _, vals = lora_ref.read_adapters(args.lora, Path(args.model).read_bytes())
+            m = lora_ref.merge(m, rank, vals)
+            extra = f" with the adapters of {', '.join(vals)} merged ({args.lora})"
     module = load_module(args.module, args.state_dict)
     sd, notes = to_state_dict(m, module, master=args.master)
     module.load_state_dict(sd, strict=True)  # proves the result loads strictly
@@ -328,7 +394,7 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
     if not args.quiet:
         n = sum(1 for ly in m.layers if ly.op in mtm.WEIGHTED)
         what = f"checkpoint after {m.train_steps} steps" if m.trained else "model"
-        print(f"{args.model} ({what}): {n} conv/linear layers -> {args.output}")
+        print(f"{args.model} ({what}): {n} conv/linear layers -> {args.output}{extra}")
         for s in notes:
             print(f"  {s}")
     return 0
