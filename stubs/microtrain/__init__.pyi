@@ -16,6 +16,7 @@ from microtrain.loss import mse as mse
 from microtrain.model import Layer as Layer
 from microtrain.model import Model as Model
 from microtrain.model import Tensor as Tensor
+from microtrain.lora import LoRA as LoRA
 from microtrain.model import load as load
 from microtrain.optim import SGD as SGD
 from microtrain.optim import Adam as Adam

@@ -712,7 +712,8 @@ objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, '
         'data.Subset': mt.Subset([], 0, 0),
         'cache.FeatureCache': FeatureCache(m, t.first, [(bytes(m.input.numel), 1)]),
         'proto.PrototypeHead': mt.PrototypeHead(m, 'fc1'), 'replay.Replay': mt.Replay(),
-        'zo.ZO': mt.ZO(mt.load('digits.mtm'), train='last:1')}
+        'zo.ZO': mt.ZO(mt.load('digits.mtm'), train='last:1'),
+        'lora.LoRA': mt.LoRA(mt.load('digits.mtm'), rank=2, layers='last:1')}
 from microtrain.optim import Param
 objs['optim.Param'] = Param(t.layers[0], False)
 print(json.dumps({k: [n for n in dir(o) if not n.startswith('_')] for k, o in objs.items()}))
