@@ -188,7 +188,8 @@ def idiom_models() -> list[tuple[str, Callable[[], nn.Module], tuple[int, ...]]]
         ("clamp06", lambda: _Fn(lambda t: t.clamp(0, 6), lambda t: torch.clip(t, 0, 6)), d),
         ("maxpool_fn", lambda: _Pool(lambda t: F.max_pool2d(t, 2), 16 * 4 * 4), d),
         ("avgpool", lambda: _Pool(lambda t: F.avg_pool2d(t, 2), 16 * 4 * 4), d),
-        ("avgpool_padded", lambda: _Pool(nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), 16 * 4 * 4), d),
+        ("avgpool_padded", lambda: _Pool(nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), 16 * 4 * 4),
+         d),
         ("adaptive_avg", lambda: _Pool(nn.AdaptiveAvgPool2d(1), 16), d),
         ("adaptive_max", lambda: _Pool(lambda t: F.adaptive_max_pool2d(t, 1), 16), d),
         ("mean_pool", lambda: _Pool(lambda t: t.mean((2, 3)), 16), d),
@@ -196,8 +197,8 @@ def idiom_models() -> list[tuple[str, Callable[[], nn.Module], tuple[int, ...]]]
         ("residual_add", _Residual, d),
         ("zero_pad", _Pad, d),
         ("reshape_dropout", _Reshape, d),
-        ("final_softmax", lambda: _seq(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                                       nn.Linear(128, 10), nn.Softmax(dim=1)), d),
+        ("final_softmax", lambda: _seq(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                       nn.Flatten(), nn.Linear(128, 10), nn.Softmax(dim=1)), d),
     ]
     for name, act in luts:
         out.append((name, lambda a=act: _Act(a()), d))  # type: ignore[misc]
@@ -337,7 +338,8 @@ def run_device(cfg: dict[str, Any], work: Path, tag: str, heapsize: str = HEAP) 
                        capture_output=True, text=True, env=env, timeout=3600)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
     if p.returncode != 0 or not lines:
-        raise RuntimeError(f"device run {tag} failed (exit {p.returncode}):\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+        raise RuntimeError(f"device run {tag} failed (exit {p.returncode}):\n"
+                           f"{p.stdout[-2000:]}{p.stderr[-2000:]}")
     return dict(json.loads(lines[-1][7:]))
 
 
@@ -510,9 +512,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           (f" (not used: {'; '.join(missing)})" if missing else ""))
     for r in results:
         if r.torch_mse is not None and r.device_mse is not None:
+            rel = 100 * (r.device_mse / r.torch_mse - 1)
             print(f"autoencoder: fine-tuned on the device, held-out reconstruction MSE {r.device_mse:.4f} vs "
-                  f"PyTorch {r.torch_mse:.4f} on the same protocol ({100 * (r.device_mse / r.torch_mse - 1):+.1f} "
-                  f"%, bar +{100 * AE_TOL:.0f} %)")
+                  f"PyTorch {r.torch_mse:.4f} on the same protocol ({rel:+.1f} %, bar +{100 * AE_TOL:.0f} %)")
     print(f"coverage: {time.perf_counter() - t0:.0f} s; micropython (unix port, x64 natmod) with "
           f"-X heapsize={HEAP}")
     print(summary(results, len(used)))

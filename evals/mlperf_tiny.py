@@ -42,8 +42,8 @@ from numpy.typing import NDArray
 
 from evals import datasets as ds
 
-__all__ = ["AutoEncoder", "DsCnnS", "MobileNetV1", "ResNet8", "MlperfCase", "cases", "fmnist_rgb", "har_frames",
-           "train_autoencoder", "train_classifier"]
+__all__ = ["AutoEncoder", "DsCnnS", "MobileNetV1", "ResNet8", "MlperfCase", "cases", "fmnist_rgb",
+           "har_frames", "train_autoencoder", "train_classifier"]
 
 F32 = NDArray[np.float32]
 I64 = NDArray[np.int64]
@@ -147,7 +147,8 @@ class MobileNetV1(nn.Module):
         super().__init__()
         c = int(32 * alpha)
         a, b = _tf_same(3, 2, size)
-        layers: list[nn.Module] = [nn.ZeroPad2d((a, b, a, b)), nn.Conv2d(3, c, 3, 2, bias=False), *_bn_relu(c)]
+        layers: list[nn.Module] = [nn.ZeroPad2d((a, b, a, b)), nn.Conv2d(3, c, 3, 2, bias=False),
+                                   *_bn_relu(c)]
         size = -(-size // 2)
         for f, s in _MOBILENET_BLOCKS:
             layers += _dw_sep(c, int(f * alpha), s, size)
@@ -198,7 +199,7 @@ def har_frames(frames: int, hop: int = 4, stride: int = 64) -> tuple[F32, I64, I
 
 
 def fmnist_rgb(x: F32, size: int) -> F32:
-    """(N, 1, 28, 28) images -> (N, 3, size, size): upsampled by size // 28 (nearest), zero-padded, 3 channels."""
+    """(N, 1, 28, 28) -> (N, 3, size, size): upsampled by size // 28 (nearest), zero-padded, 3 channels."""
     k = size // 28
     if k > 1:
         x = x.repeat(k, axis=2).repeat(k, axis=3)
@@ -294,8 +295,8 @@ def _kws(quick: bool, log: Callable[[str], None]) -> MlperfCase:
                       time.perf_counter() - t0, info)
 
 
-def _fmnist_case(name: str, factory: Callable[[], nn.Module], size: int, n_train: int, epochs: int, n_test: int,
-                 n_tune: int, log: Callable[[str], None]) -> MlperfCase:
+def _fmnist_case(name: str, factory: Callable[[], nn.Module], size: int, n_train: int, epochs: int,
+                 n_test: int, n_tune: int, log: Callable[[str], None]) -> MlperfCase:
     xs, ys = ds.fashion_mnist("train")
     xt, yt = ds.fashion_mnist("test")
     idx = np.random.default_rng(0).permutation(len(ys))[:n_train]

@@ -54,7 +54,8 @@ def main(path):
     res = {"native": mt.NATIVE, "fwd_ms": fwd_ms, "layers": [ly.name for ly in tr.layers]}
     b = tr.evaluate(tune, confusion=False)
     e = tr.evaluate(test, confusion=False)
-    res.update(tune_before=b["loss"], tune_acc_before=b["acc"], test_before=e["loss"], test_acc_before=e["acc"])
+    res.update(tune_before=b["loss"], tune_acc_before=b["acc"], test_before=e["loss"],
+               test_acc_before=e["acc"])
     t0 = time.ticks_ms()
     hist = tr.fit(tune, epochs=cfg["epochs"], verbose=False, cache="auto" if kind == "u8" else None)
     res["train_s"] = time.ticks_diff(time.ticks_ms(), t0) / 1000.0
