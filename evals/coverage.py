@@ -287,10 +287,10 @@ def ops_cases() -> list[Case]:
     return [small_case(n, "ops", m, tuple(s)) for n, m, s in coverage_ops.models()]
 
 
-def mlperf_cases(quick: bool = False, only: Sequence[str] = (),
+def mlperf_cases(mode: str = "full", only: Sequence[str] = (),
                  log: Callable[[str], None] | None = None) -> list[Case]:
     return [Case(c.name, "mlperf", c.model, c.x_test, c.y_test, c.x_tune, c.y_tune, c.calib, c.loss, c.info,
-                 c.train_s) for c in mlp.cases(quick, log, tuple(only))]
+                 c.train_s) for c in mlp.cases(mode, log, tuple(only))]
 
 
 # --------------------------------------------------------------------------
@@ -464,7 +464,8 @@ def summary(results: Sequence[Result], ops: int) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m evals.coverage", description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="MLPerf models trained on fewer samples and epochs")
+    p.add_argument("--mode", choices=tuple(mlp.SIZES), default="full",
+                   help="MLPerf models: full, quick (fewer samples, epochs) or smoke (untrained, 4 inputs)")
     p.add_argument("--only", nargs="*", default=[], help="run only these models (names)")
     p.add_argument("--no-mlperf", action="store_true", help="the idiom and ops models only")
     p.add_argument("--work", type=Path, default=WORKDIR)
@@ -495,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for name in mlperf:
         bar.set_postfix_str(f"{name}: training")
-        for c in mlperf_cases(a.quick, (name,), lambda s, n=name: bar.set_postfix_str(f"{n}: {s}")):
+        for c in mlperf_cases(a.mode, (name,), lambda s, n=name: bar.set_postfix_str(f"{n}: {s}")):
             done(c)
     for name in idioms:
         bar.set_postfix_str(f"{name}: training")

@@ -234,8 +234,10 @@ def train_classifier(model: nn.Module, x: F32 | Callable[[NDArray[np.intp]], F32
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-4)
-    steps = epochs * -(-len(y) // batch)
+    steps = max(1, epochs * -(-len(y) // batch))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, lr, total_steps=steps, pct_start=0.15)
+    if epochs == 0:  # smoke tests: the seeded initial weights
+        return model.eval()
     model.train()
     yt = torch.from_numpy(y)
     for ep in range(epochs):
@@ -260,7 +262,7 @@ def train_autoencoder(model: nn.Module, x: F32, epochs: int, lr: float, batch: i
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     xt = torch.from_numpy(x)
-    model.train()
+    model.train(epochs > 0)
     for ep in range(epochs):
         tot = 0.0
         for idx in torch.randperm(len(x), generator=gen).split(batch):
@@ -280,67 +282,85 @@ def _acc(model: nn.Module, x: F32, y: I64) -> float:
                       .argmax(1).numpy() == y).mean())
 
 
-def _kws(quick: bool, log: Callable[[str], None]) -> MlperfCase:
+# training sizes: full (make coverage), quick (a minute each), smoke (seeded init, no training: tests)
+SIZES: dict[str, dict[str, tuple[int, ...]]] = {
+    # name: (epochs, training samples, test samples, fine-tuning samples); 0 = all
+    "full": {"ds_cnn_s": (10, 0, 0, 0), "resnet8": (3, 8000, 1000, 500), "mobilenet_v1": (3, 3000, 500, 300),
+             "autoencoder": (20, 0, 0, 0)},
+    "quick": {"ds_cnn_s": (3, 0, 300, 200), "resnet8": (2, 2000, 300, 200),
+              "mobilenet_v1": (2, 1000, 100, 100), "autoencoder": (5, 0, 300, 200)},
+    "smoke": {"ds_cnn_s": (0, 64, 4, 8), "resnet8": (0, 64, 4, 8), "mobilenet_v1": (0, 64, 4, 8),
+              "autoencoder": (0, 64, 4, 8)},
+}
+
+
+def _cut(idx: NDArray[np.intp], n: int) -> NDArray[np.intp]:
+    return idx[:n] if n else idx
+
+
+def _kws(size: tuple[int, ...], log: Callable[[str], None]) -> MlperfCase:
+    epochs, n_train, n_test, n_tune = size
     x, y, subj = har_frames(49)
     x = x[:, None]
-    pre = np.flatnonzero(np.isin(subj, ds.PRETRAIN_SUBJECTS))
-    ho = np.flatnonzero(~np.isin(subj, ds.PRETRAIN_SUBJECTS))
-    rng = np.random.default_rng(0)
-    ho = rng.permutation(ho)
+    pre = _cut(np.flatnonzero(np.isin(subj, ds.PRETRAIN_SUBJECTS)), n_train)
+    ho = np.random.default_rng(0).permutation(np.flatnonzero(~np.isin(subj, ds.PRETRAIN_SUBJECTS)))
     t0 = time.perf_counter()
-    m = train_classifier(DsCnnS(n_classes=7), x[pre], y[pre], 4 if quick else 20, 3e-3, seed=0, progress=log)
-    tune, test = ho[:len(ho) // 2], ho[len(ho) // 2:]
-    info = f"HAR 49x10 frames, {len(pre)} pretraining windows, float acc {_acc(m, x[test], y[test]):.3f}"
+    m = train_classifier(DsCnnS(n_classes=7), x[pre], y[pre], epochs, 3e-3, seed=0, progress=log)
+    tune, test = _cut(ho[:len(ho) // 2], n_tune), _cut(ho[len(ho) // 2:], n_test)
+    info = (f"HAR 49x10 frames, {len(pre)} pretraining windows x {epochs} epochs, float acc "
+            f"{_acc(m, x[test], y[test]):.3f}; fine-tuned on the held-out subjects")
     return MlperfCase("ds_cnn_s", m, (1, 49, 10), x[test], y[test], x[tune], y[tune], x[pre], "xent",
                       time.perf_counter() - t0, info)
 
 
-def _fmnist_case(name: str, factory: Callable[[], nn.Module], size: int, n_train: int, epochs: int,
-                 n_test: int, n_tune: int, log: Callable[[str], None]) -> MlperfCase:
+def _fmnist_case(name: str, factory: Callable[[], nn.Module], res: int, size: tuple[int, ...],
+                 log: Callable[[str], None]) -> MlperfCase:
+    epochs, n_train, n_test, n_tune = size
     xs, ys = ds.fashion_mnist("train")
     xt, yt = ds.fashion_mnist("test")
     idx = np.random.default_rng(0).permutation(len(ys))[:n_train]
     t0 = time.perf_counter()
-    m = train_classifier(factory(), lambda b: fmnist_rgb(xs[idx[b]], size), ys[idx], epochs, 3e-3, seed=0,
+    m = train_classifier(factory(), lambda b: fmnist_rgb(xs[idx[b]], res), ys[idx], epochs, 3e-3, seed=0,
                          progress=log)
-    x_test = fmnist_rgb(xt[:n_test], size)
+    x_test = fmnist_rgb(xt[:n_test], res)
     # fine-tuning: MNIST digits in the same frame (a new task on the device)
     xm, ym, _, _ = ds.mnist5k_split()
-    x_tune = fmnist_rgb(xm[:n_tune], size)
-    calib = fmnist_rgb(xs[idx[:500]], size)
-    info = (f"Fashion-MNIST as {size}x{size}x3, {n_train} training images x {epochs} epochs, float acc "
+    x_tune = fmnist_rgb(xm[:n_tune], res)
+    calib = fmnist_rgb(xs[idx[:500]], res)
+    info = (f"Fashion-MNIST as {res}x{res}x3, {n_train} training images x {epochs} epochs, float acc "
             f"{_acc(m, x_test, yt[:n_test]):.3f}; fine-tuned on MNIST")
-    return MlperfCase(name, m, (3, size, size), x_test, yt[:n_test], x_tune, ym[:n_tune], calib, "xent",
+    return MlperfCase(name, m, (3, res, res), x_test, yt[:n_test], x_tune, ym[:n_tune], calib, "xent",
                       time.perf_counter() - t0, info)
 
 
-def _ad(quick: bool, log: Callable[[str], None]) -> MlperfCase:
+def _ad(size: tuple[int, ...], log: Callable[[str], None]) -> MlperfCase:
+    epochs, n_train, n_test, n_tune = size
     x, _, subj = har_frames(64, stride=32)
     x = x.reshape(len(x), 640)
-    pre = np.flatnonzero(np.isin(subj, ds.PRETRAIN_SUBJECTS))
+    pre = _cut(np.flatnonzero(np.isin(subj, ds.PRETRAIN_SUBJECTS)), n_train)
     ho = np.random.default_rng(0).permutation(np.flatnonzero(~np.isin(subj, ds.PRETRAIN_SUBJECTS)))
     t0 = time.perf_counter()
-    m = train_autoencoder(AutoEncoder(), x[pre], 5 if quick else 30, 1e-3, seed=0, progress=log)
-    tune, test = ho[:len(ho) // 2], ho[len(ho) // 2:]
+    m = train_autoencoder(AutoEncoder(), x[pre], epochs, 1e-3, seed=0, progress=log)
+    tune, test = _cut(ho[:len(ho) // 2], n_tune), _cut(ho[len(ho) // 2:], n_test)
     with torch.no_grad():
         mse = float(F.mse_loss(m(torch.from_numpy(x[test])), torch.from_numpy(x[test])))
-    info = f"HAR 64x10 frames = 640 values, {len(pre)} pretraining windows, held-out MSE {mse:.4f}"
+    info = (f"HAR 64x10 frames = 640 values, {len(pre)} pretraining windows x {epochs} epochs, held-out "
+            f"MSE {mse:.4f}; fine-tuned on the held-out subjects")
     z = np.zeros(len(x), dtype=np.int64)
     return MlperfCase("autoencoder", m, (640,), x[test], z[test], x[tune], z[tune], x[pre], "mse",
                       time.perf_counter() - t0, info)
 
 
-def cases(quick: bool = False, log: Callable[[str], None] | None = None,
+def cases(mode: str = "full", log: Callable[[str], None] | None = None,
           only: tuple[str, ...] = ()) -> list[MlperfCase]:
-    """The four models, trained (``quick``: fewer epochs and samples, for tests)."""
+    """The four models, trained; ``mode`` "full", "quick" or "smoke" (:data:`SIZES`)."""
     lg = log or (lambda s: None)
+    sz = SIZES[mode]
     makers: dict[str, Callable[[], MlperfCase]] = {
-        "ds_cnn_s": lambda: _kws(quick, lg),
-        "resnet8": lambda: _fmnist_case("resnet8", ResNet8, 32, 2000 if quick else 12000, 2 if quick else 4,
-                                        300 if quick else 1000, 200 if quick else 500, lg),
-        "mobilenet_v1": lambda: _fmnist_case("mobilenet_v1", lambda: MobileNetV1(10), 96,
-                                             1000 if quick else 6000, 2 if quick else 4,
-                                             100 if quick else 500, 100 if quick else 300, lg),
-        "autoencoder": lambda: _ad(quick, lg),
+        "ds_cnn_s": lambda: _kws(sz["ds_cnn_s"], lg),
+        "resnet8": lambda: _fmnist_case("resnet8", ResNet8, 32, sz["resnet8"], lg),
+        "mobilenet_v1": lambda: _fmnist_case("mobilenet_v1", lambda: MobileNetV1(10), 96, sz["mobilenet_v1"],
+                                             lg),
+        "autoencoder": lambda: _ad(sz["autoencoder"], lg),
     }
     return [make() for name, make in makers.items() if not only or name in only]

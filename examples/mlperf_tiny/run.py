@@ -2,7 +2,7 @@
 written in PyTorch at their published sizes, trained briefly on installed data, converted, run
 bit-exact inside MicroPython and fine-tuned there (README.md says which data and why).
 
-    .venv/bin/python examples/mlperf_tiny/run.py [--quick] [--only resnet8 ...]
+    .venv/bin/python examples/mlperf_tiny/run.py [--mode quick] [--only resnet8 ...]
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ NAMES = ("ds_cnn_s", "resnet8", "mobilenet_v1", "autoencoder")
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="train on fewer samples and epochs (a minute each)")
+    ap.add_argument("--mode", choices=("full", "quick", "smoke"), default="full",
+                    help="quick: fewer samples and epochs; smoke: untrained (seeded init), 4 inputs")
     ap.add_argument("--only", nargs="*", choices=NAMES, default=list(NAMES))
     ap.add_argument("--work", type=Path, default=cov.WORKDIR / "mlperf_tiny")
     args = ap.parse_args()
     results = []
     for name in args.only:
         print(f"{name}: training in PyTorch ...", flush=True)
-        (c,) = cov.mlperf_cases(args.quick, (name,), lambda s: print(f"  {s}", flush=True))
+        (c,) = cov.mlperf_cases(args.mode, (name,), lambda s: print(f"  {s}", flush=True))
         n = sum(p.numel() for p in c.model.parameters())
         print(f"  {n} parameters; {c.info} ({c.train_s:.0f} s)")
         print("  converting, running and fine-tuning inside micropython ...", flush=True)
