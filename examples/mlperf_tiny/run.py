@@ -42,7 +42,8 @@ def main() -> int:
         if r.torch_mse is not None and r.device_mse is not None:
             print(f"autoencoder: held-out reconstruction MSE after fine-tuning: device {r.device_mse:.4f}, "
                   f"PyTorch {r.torch_mse:.4f} ({100 * (r.device_mse / r.torch_mse - 1):+.1f} %)")
-    ok = all(r.ok for r in results)
+    # smoke: untrained models (seeded init), so only conversion and bit-exactness count
+    ok = all(r.bitexact == r.n if args.mode == "smoke" else r.ok for r in results)
     print(f"mlperf_tiny: models={sum(r.ok for r in results)}/{len(results)} "
           f"agree_min={min(r.agree for r in results):.4f} "
           f"bitexact={sum(r.bitexact for r in results)}/{sum(r.n for r in results)} "
