@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from evals import datasets as ds
+from microtrain_tools import paths
 
 __all__ = ["AutoEncoder", "DsCnnS", "MobileNetV1", "ResNet8", "MlperfCase", "cases", "fmnist_rgb",
            "har_frames", "train_autoencoder", "train_classifier"]
@@ -294,6 +295,25 @@ SIZES: dict[str, dict[str, tuple[int, ...]]] = {
 }
 
 
+CACHE = paths.BUILD / "coverage" / "models"  # trained float models, by name, recipe and sizes
+RECIPE = 1  # bump when a model, its data or its training changes
+
+
+def _cached(name: str, size: tuple[int, ...], make: Callable[[], nn.Module],
+            train: Callable[[nn.Module], nn.Module]) -> nn.Module:
+    """``train(make())``, or the state_dict a previous run saved (seeded training gives the same)."""
+    path = CACHE / f"{name}-r{RECIPE}-{'-'.join(map(str, size))}.pt"
+    model = make()
+    if path.exists():
+        model.load_state_dict(torch.load(path))
+        return model.eval()
+    model = train(model)
+    if size[0]:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        torch.save(model.state_dict(), path)
+    return model
+
+
 def _cut(idx: NDArray[np.intp], n: int) -> NDArray[np.intp]:
     return idx[:n] if n else idx
 
@@ -305,7 +325,8 @@ def _kws(size: tuple[int, ...], log: Callable[[str], None]) -> MlperfCase:
     pre = _cut(np.flatnonzero(np.isin(subj, ds.PRETRAIN_SUBJECTS)), n_train)
     ho = np.random.default_rng(0).permutation(np.flatnonzero(~np.isin(subj, ds.PRETRAIN_SUBJECTS)))
     t0 = time.perf_counter()
-    m = train_classifier(DsCnnS(n_classes=7), x[pre], y[pre], epochs, 3e-3, seed=0, progress=log)
+    m = _cached("ds_cnn_s", size, lambda: DsCnnS(n_classes=7),
+                lambda m: train_classifier(m, x[pre], y[pre], epochs, 3e-3, seed=0, progress=log))
     tune, test = _cut(ho[:len(ho) // 2], n_tune), _cut(ho[len(ho) // 2:], n_test)
     info = (f"HAR 49x10 frames, {len(pre)} pretraining windows x {epochs} epochs, float acc "
             f"{_acc(m, x[test], y[test]):.3f}; fine-tuned on the held-out subjects")
@@ -320,8 +341,8 @@ def _fmnist_case(name: str, factory: Callable[[], nn.Module], res: int, size: tu
     xt, yt = ds.fashion_mnist("test")
     idx = np.random.default_rng(0).permutation(len(ys))[:n_train]
     t0 = time.perf_counter()
-    m = train_classifier(factory(), lambda b: fmnist_rgb(xs[idx[b]], res), ys[idx], epochs, 3e-3, seed=0,
-                         progress=log)
+    m = _cached(name, size, factory, lambda m: train_classifier(
+        m, lambda b: fmnist_rgb(xs[idx[b]], res), ys[idx], epochs, 3e-3, seed=0, progress=log))
     x_test = fmnist_rgb(xt[:n_test], res)
     # fine-tuning: MNIST digits in the same frame (a new task on the device)
     xm, ym, _, _ = ds.mnist5k_split()
@@ -340,7 +361,8 @@ def _ad(size: tuple[int, ...], log: Callable[[str], None]) -> MlperfCase:
     pre = _cut(np.flatnonzero(np.isin(subj, ds.PRETRAIN_SUBJECTS)), n_train)
     ho = np.random.default_rng(0).permutation(np.flatnonzero(~np.isin(subj, ds.PRETRAIN_SUBJECTS)))
     t0 = time.perf_counter()
-    m = train_autoencoder(AutoEncoder(), x[pre], epochs, 1e-3, seed=0, progress=log)
+    m = _cached("autoencoder", size, AutoEncoder,
+                lambda m: train_autoencoder(m, x[pre], epochs, 1e-3, seed=0, progress=log))
     tune, test = _cut(ho[:len(ho) // 2], n_tune), _cut(ho[len(ho) // 2:], n_test)
     with torch.no_grad():
         mse = float(F.mse_loss(m(torch.from_numpy(x[test])), torch.from_numpy(x[test])))
