@@ -56,6 +56,9 @@ RUNNER = Path(__file__).resolve().parent / "mp" / "coverage_runner.py"
 WORKDIR = paths.BUILD / "coverage"
 HEAP = "64m"  # the MLPerf models do not fit 256 KB yet (issue 13)
 MIN_AGREE = 0.98
+# Activation ranges: the 99.99 % percentile, as evals/refmodels.py found for Fashion-MNIST. Measured on
+# DS-CNN-S (HAR, 371 held-out windows): top-1 agreement 0.978 with min/max, 0.995 with 99.99 %.
+CALIB: dict[str, Any] = {"method": "percentile", "percentile": 99.99}
 AE_TOL = 0.05
 F32 = NDArray[np.float32]
 I64 = NDArray[np.int64]
@@ -390,7 +393,7 @@ def run_case(c: Case, work: Path = WORKDIR, heapsize: str = HEAP) -> Result:
     t0 = time.perf_counter()
     work.mkdir(parents=True, exist_ok=True)
     model_path = work / f"{c.name}.mtm"
-    m = cv.convert(c.model, c.calib, progress=False)
+    m = cv.convert(c.model, c.calib, progress=False, **CALIB)
     model_path.write_bytes(mtm.write(m))
     qt, qn = cv.quantize_input(m, c.x_test), cv.quantize_input(m, c.x_tune)
     qt.tofile(work / f"{c.name}.test.bin")
