@@ -227,14 +227,14 @@ class MlperfCase:
 
 
 def train_classifier(model: nn.Module, x: F32 | Callable[[NDArray[np.intp]], F32], y: I64, epochs: int,
-                     lr: float, batch: int = 64, seed: int = 0, progress: Callable[[str], None] | None = None
-                     ) -> nn.Module:
+                     lr: float, batch: int = 64, seed: int = 0, progress: Callable[[str], None] | None = None,
+                     weight_decay: float = 1e-4) -> nn.Module:
     """Adam with a cosine schedule, label smoothing 0.1 (keeps the logits' range, so the int8 output
     step, small), one thread, seeded. ``x`` is an array or a function of batch indices."""
     torch.manual_seed(seed)
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=1e-4)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     steps = max(1, epochs * -(-len(y) // batch))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, lr, total_steps=steps, pct_start=0.15)
     if epochs == 0:  # smoke tests: the seeded initial weights
