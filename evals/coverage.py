@@ -102,16 +102,19 @@ class _Fn(nn.Module):
 
 
 class _Pool(nn.Module):
-    """conv -> relu -> pool(x) -> (flatten) -> linear: the pooling spellings."""
+    """conv -> relu -> conv -> relu -> pool(x) -> (flatten) -> linear: the pooling spellings. Two convs:
+    one conv's 16 channels pooled globally classify digits poorly (accuracy 0.56; agreement 0.93)."""
 
     def __init__(self, pool: Callable[[torch.Tensor], torch.Tensor], feats: int) -> None:
         super().__init__()
         self.pool = pool
         self.conv = nn.Conv2d(1, 16, 3, padding=1)
-        self.fc = nn.Linear(feats, 10)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.fc = nn.Linear(2 * feats, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.pool(F.relu(self.conv(x))).reshape(x.shape[0], -1))
+        x = F.relu(self.conv2(F.relu(self.conv(x))))
+        return self.fc(self.pool(x).reshape(x.shape[0], -1))
 
 
 class _Residual(nn.Module):
