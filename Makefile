@@ -78,7 +78,7 @@ parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 
 ## coverage: bring-your-own-model suite (issue 12): the four MLPerf Tiny models and one small model
 ## per docs/ops.md idiom, trained briefly, converted, bit-exact in micropython vs the oracle, top-1
-## agreement with PyTorch, fine-tuned on the device (~15-20 min idle; unix port, large heap).
+## agreement with PyTorch, fine-tuned on the device (unix port, large heap). Prints wall and CPU time.
 ## Quicker: .venv/bin/python -m evals.coverage --mode quick
 coverage: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.coverage
