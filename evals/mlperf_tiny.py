@@ -286,7 +286,7 @@ def _acc(model: nn.Module, x: F32, y: I64) -> float:
 # training sizes: full (make coverage), quick (a minute each), smoke (seeded init, no training: tests)
 SIZES: dict[str, dict[str, tuple[int, ...]]] = {
     # name: (epochs, training samples, test samples, fine-tuning samples); 0 = all
-    "full": {"ds_cnn_s": (10, 0, 0, 0), "resnet8": (3, 8000, 1000, 500), "mobilenet_v1": (3, 3000, 500, 300),
+    "full": {"ds_cnn_s": (10, 0, 0, 0), "resnet8": (3, 8000, 1000, 500), "mobilenet_v1": (4, 6000, 500, 300),
              "autoencoder": (20, 0, 0, 0)},
     "quick": {"ds_cnn_s": (3, 0, 300, 200), "resnet8": (2, 2000, 300, 200),
               "mobilenet_v1": (2, 1000, 100, 100), "autoencoder": (5, 0, 300, 200)},
