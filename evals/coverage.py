@@ -153,7 +153,8 @@ class _Reshape(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(1, 16, 3, padding=1)
+        self.conv0 = nn.Conv2d(1, 16, 3, padding=1)  # two convs: see _Pool
+        self.conv = nn.Conv2d(16, 16, 3, padding=1)
         self.gap = nn.AdaptiveAvgPool2d(1)
         self.drop = nn.Dropout(0.2)
         self.ident = nn.Identity()
@@ -161,7 +162,7 @@ class _Reshape(nn.Module):
         self.fc2 = nn.Linear(16, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.gap(F.relu(self.conv(x))).squeeze(-1).squeeze(-1).unsqueeze(-1)
+        x = self.gap(F.relu(self.conv(F.relu(self.conv0(x))))).squeeze(-1).squeeze(-1).unsqueeze(-1)
         x = self.drop(x.view(x.size(0), -1))
         x = F.dropout(F.relu(self.fc1(self.ident(x))), 0.1, training=self.training)
         return self.fc2(x.contiguous())
@@ -205,8 +206,10 @@ def idiom_models() -> list[tuple[str, Callable[[], nn.Module], tuple[int, ...]]]
         ("residual_add", _Residual, d),
         ("zero_pad", _Pad, d),
         ("reshape_dropout", _Reshape, d),
+        # LogSoftmax: trained with cross-entropy on its output, that is on the logits (log_softmax is
+        # idempotent); a final Softmax trained that way grows its logits (loss rose when fine-tuned)
         ("final_softmax", lambda: _seq(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                                       nn.Flatten(), nn.Linear(128, 10), nn.Softmax(dim=1)), d),
+                                       nn.Flatten(), nn.Linear(128, 10), nn.LogSoftmax(dim=1)), d),
     ]
     for name, act in luts:
         out.append((name, lambda a=act: _Act(a()), d))  # type: ignore[misc]
