@@ -154,12 +154,12 @@ class _Reshape(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.conv0 = nn.Conv2d(1, 16, 3, padding=1)  # two convs: see _Pool
-        self.conv = nn.Conv2d(16, 16, 3, padding=1)
+        self.conv = nn.Conv2d(16, 32, 3, padding=1)
         self.gap = nn.AdaptiveAvgPool2d(1)
-        self.drop = nn.Dropout(0.2)
+        self.drop = nn.Dropout(0.1)
         self.ident = nn.Identity()
-        self.fc1 = nn.Linear(16, 16)
-        self.fc2 = nn.Linear(16, 10)
+        self.fc1 = nn.Linear(32, 32)
+        self.fc2 = nn.Linear(32, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.gap(F.relu(self.conv(F.relu(self.conv0(x))))).squeeze(-1).squeeze(-1).unsqueeze(-1)
