@@ -15,7 +15,7 @@ NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/
 export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)/tools:$(ROOT)
 
-.PHONY: setup test test-twin demo natmod natmod-all check-kernels lint clean dist train-eval adapt-eval parity models models-update \
+.PHONY: setup test test-twin demo natmod natmod-all check-kernels lint clean dist train-eval adapt-eval parity coverage models models-update \
 	fuzz reliability
 
 ## setup: install the toolchain, venv (pinned) and MicroPython core once.
@@ -81,6 +81,13 @@ adapt-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 ## parity: int8 models inside micropython == numpy oracle bit for bit, and agree with PyTorch (real data).
 parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.parity
+
+## coverage: bring-your-own-model suite (issue 12): the four MLPerf Tiny models and one small model
+## per docs/ops.md idiom, trained briefly, converted, bit-exact in micropython vs the oracle, top-1
+## agreement with PyTorch, fine-tuned on the device (unix port, large heap). Prints wall and CPU time.
+## Quicker: .venv/bin/python -m evals.coverage --mode quick
+coverage: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
+	@$(PY) -m evals.coverage
 
 ## models: retrain the shipped float base models (evals/models) from their recipes and compare.
 models: $(SETUP_STAMP)

@@ -232,6 +232,7 @@ class OpEntry:
     functions: tuple[Any, ...] = ()
     methods: tuple[str, ...] = ()
     accept: _Accept | None = None
+    lut: str = ""  # kind "lut": the activation's name in oracle.LUT_FUNCTIONS (its table is built from it)
 
 
 @dataclass(frozen=True)
@@ -479,6 +480,23 @@ def _accept_convt(node: torch.fx.Node, mod: nn.Module | None) -> str:
 _ADAPTIVE = (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d)
 _CONSTPAD = (nn.ZeroPad1d, nn.ZeroPad2d, nn.ConstantPad1d, nn.ConstantPad2d)
 
+def _accept_lut(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    approx = mod.approximate if isinstance(mod, nn.GELU) else node.kwargs.get("approximate", "none")
+    if approx != "none":
+        raise _Fail(f"GELU(approximate={approx!r}) is not supported: use approximate='none'")
+    return "lut"
+
+
+_LUT_BECOMES = "LUT: a 256-entry int8 table (and its derivative table for backward), built by the converter"
+_LUT_NOTES = "its own output scale, calibrated like a conv's output"
+
+
+def _lut(forms: str, fn: str, modules: tuple[type, ...], functions: tuple[Any, ...],
+         methods: tuple[str, ...] = (), notes: str = _LUT_NOTES) -> OpEntry:
+    return OpEntry("lut", forms, _LUT_BECOMES, notes, modules=modules, functions=functions, methods=methods,
+                   accept=_accept_lut, lut=fn)
+
+
 REGISTRY: tuple[OpEntry, ...] = (
     OpEntry("conv", "nn.Conv2d, nn.Conv1d (groups: depthwise / grouped; padding int, tuple, 'same', 'valid')",
             "CONV2D (a Conv1d is a conv with H = 1; a dilated conv has dil_h, dil_w, format 1.2)",
@@ -564,6 +582,14 @@ REGISTRY: tuple[OpEntry, ...] = (
             "UPSAMPLE (mode 1, zero insertion) then CONV2D (stride 1, flipped kernel): trained like a conv",
             "groups 1, dilation 1, padding <= kernel - 1, any stride and output_padding",
             modules=(nn.ConvTranspose1d, nn.ConvTranspose2d), accept=_accept_convt),
+    _lut("nn.Sigmoid, torch.sigmoid, F.sigmoid, x.sigmoid()", "sigmoid", (nn.Sigmoid,),
+         (torch.sigmoid, F.sigmoid), ("sigmoid",)),
+    _lut("nn.Tanh, torch.tanh, F.tanh, x.tanh()", "tanh", (nn.Tanh,), (torch.tanh, F.tanh), ("tanh",)),
+    _lut("nn.Hardswish, F.hardswish", "hardswish", (nn.Hardswish,), (F.hardswish,)),
+    _lut("nn.Hardsigmoid, F.hardsigmoid", "hardsigmoid", (nn.Hardsigmoid,), (F.hardsigmoid,)),
+    _lut("nn.LeakyReLU, F.leaky_relu (any negative_slope)", "leaky_relu", (nn.LeakyReLU,), (F.leaky_relu,)),
+    _lut("nn.SiLU, F.silu", "silu", (nn.SiLU,), (F.silu,)),
+    _lut("nn.GELU, F.gelu", "gelu", (nn.GELU,), (F.gelu,), notes=f"approximate='none' only; {_LUT_NOTES}"),
 )
 
 REFUSALS: tuple[Refusal, ...] = (
@@ -616,45 +642,21 @@ def _lookup(node: torch.fx.Node, modules: dict[str, nn.Module]) -> OpEntry | Ref
     if node.op == "call_method":
         return _BY_METHOD.get(str(node.target))
     return None
-# Lookup-table activations (op LUT, docs/numerics.md): module class / function /
-# method -> the oracle's function name (oracle.LUT_FUNCTIONS). One entry each.
-_LUT_MODULES: dict[type, str] = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.Hardswish: "hardswish",
-                                 nn.Hardsigmoid: "hardsigmoid", nn.LeakyReLU: "leaky_relu", nn.SiLU: "silu",
-                                 nn.GELU: "gelu"}
-_LUT_FUNCTIONS: dict[Any, str] = {torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
-                                  F.tanh: "tanh", F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid",
-                                  F.leaky_relu: "leaky_relu", F.silu: "silu", F.gelu: "gelu"}
-_LUT_METHODS: dict[str, str] = {"sigmoid": "sigmoid", "tanh": "tanh"}
-
-
-def _lut_activation(node: torch.fx.Node, modules: dict[str, nn.Module]) -> tuple[str, float] | None:
-    """(function name, LeakyReLU slope) if ``node`` is a lookup-table activation, else None."""
-    where = _describe(node, modules)
+def _lut_activation(node: torch.fx.Node, modules: dict[str, nn.Module]) -> tuple[str, float]:
+    """(function name, LeakyReLU slope) of a node the registry classified as "lut"."""
+    e = _lookup(node, modules)
+    assert isinstance(e, OpEntry) and e.lut, node
+    slope = 0.01  # PyTorch's default negative_slope
     if node.op == "call_module":
-        mod = modules[str(node.target)]
-        fn = _LUT_MODULES.get(type(mod))
-        slope = float(getattr(mod, "negative_slope", 0.01))
-        approx = getattr(mod, "approximate", "none")
-    elif node.op == "call_function" and node.target in _LUT_FUNCTIONS:
-        fn = _LUT_FUNCTIONS[node.target]
-        slope = float(node.kwargs.get("negative_slope", node.args[1] if len(node.args) > 1 else 0.01)) \
-            if fn == "leaky_relu" else 0.01
-        approx = node.kwargs.get("approximate", "none")
-    elif node.op == "call_method" and node.target in _LUT_METHODS:
-        fn, slope, approx = _LUT_METHODS[str(node.target)], 0.01, "none"
-    else:
-        return None
-    if fn is None:
-        return None
-    if fn == "gelu" and approx != "none":
-        raise ConvertError(f"{where}: GELU(approximate={approx!r}) is not supported: use approximate='none'")
-    return fn, slope
+        slope = float(getattr(modules[str(node.target)], "negative_slope", slope))
+    elif e.lut == "leaky_relu":
+        slope = float(_bind(node, ("input", "negative_slope", "inplace"), {"negative_slope": slope})
+                      ["negative_slope"])
+    return e.lut, slope
 
 
 def _classify(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
     where = _describe(node, modules)
-    if _lut_activation(node, modules) is not None:  # lookup-table activations (op LUT)
-        return "lut"
     if _is_meta(node):
         return "meta"
     if node.op not in ("call_module", "call_function", "call_method"):
@@ -810,7 +812,7 @@ class _Planner:
             pl = self.layer(kind, node, [x])
             pl.output = self.values[node] = _Value(x.shape, x.signal_1d, same_as=x)
         elif kind == "lut":  # own output quantisation: calibrated like a conv's output
-            fn, slope = _lut_activation(node, self.modules) or ("", 0.0)
+            fn, slope = _lut_activation(node, self.modules)
             pl = self.layer(kind, node, [x])
             pl.attrs.update({"fn": fn, "slope": slope})
             pl.output = self.values[node] = self.new_value(node, calib=node)
