@@ -44,6 +44,13 @@ class Trainer:
     log_every: a "step" log record every that many samples (0: none).
     seed:      seed of the per-epoch shuffle in fit (xorshift32); None: continue
                the shuffle sequence a checkpoint saved (else seed 1).
+    health:    count the trained layers' saturated outputs (two native calls per
+               trained layer and sample): per-epoch "health" in fit's results and the
+               log, with warnings when training saturates or diverges.
+    adapt_ranges: double a trained layer's output range between updates when more
+               than 1/64 of its outputs saturated (docs/training.md, "Health and range
+               adaptation"): from-scratch and large-lr training keep learning instead
+               of clamping. Implies health.
 
     Every argument is checked before the model is touched: a failed
     construction raises one ValueError / TypeError and leaves the model (and
@@ -57,7 +64,8 @@ class Trainer:
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
-                 schedule=None, log=None, log_every=100, seed=None, loss="xent"):
+                 schedule=None, log=None, log_every=100, seed=None, loss="xent", health=True,
+                 adapt_ranges=False):
         if mode not in MODES:
             raise ValueError("Trainer: mode must be one of %s, got %r" % (MODES, mode))
         if type(batch) is not int or batch < 1:
@@ -81,6 +89,8 @@ class Trainer:
         else:
             raise ValueError("Trainer: loss must be 'xent', 'mse', 'bce' or a callable, got %r" % (loss,))
         self.classes = loss == "xent"  # accuracy and confusion only for class labels
+        if type(adapt_ranges) is not bool or type(health) is not bool:
+            raise ValueError("Trainer: health and adapt_ranges must be True or False")
         sched = optim.schedule(schedule)
         idx = model.select(train)  # raises on a bad spec before anything changes
         self.model = model
@@ -104,6 +114,12 @@ class Trainer:
             self._resume_state()
             for ly in self.layers:
                 self.opt.state(ly)  # optimiser state now, while large free blocks remain
+            self._mon = None
+            if health or adapt_ranges:
+                from microtrain.health import Health
+
+                self._mon = Health(model, self.layers, adapt_ranges)
+                self._bufs = model._plan(self.first)[0]
         except BaseException:
             # out of memory (or a bad checkpoint state) half way: the model as it was
             for ly, mw, mb in prev_master:
@@ -118,6 +134,7 @@ class Trainer:
                 model.trained_layers = []
             raise
         self._lr = self.opt.lr
+        self.health = None  # the last epoch's health record (fit)
         self.pending = 0
         self.steps = 0
         self.epoch = 0
@@ -186,6 +203,8 @@ class Trainer:
         if self.classes:
             self._check_label(label)
         out = m.forward(x, self.first, self._start)
+        if self._mon is not None:
+            self._mon.count(self._bufs)
         loss, err, s = self.loss_fn(m, label, out)
         if self.classes and argmax(out) == label:
             self.correct += 1
@@ -211,6 +230,8 @@ class Trainer:
         if self.pending:
             self.opt.step(self.layers, self.pending, self.lr)  # counts model.train_steps
             self.pending = 0
+            if self._mon is not None:
+                self._mon.update()  # range adaptation between updates
 
     def _shuffle(self, order):
         r = self._rng
@@ -251,6 +272,7 @@ class Trainer:
         for i in range(n):
             order[i] = i
         history = []
+        m_out = self.model.output.numel
         for ep in range(epochs):
             self.epoch = ep
             self.lr = self.schedule(self.opt.lr, ep, epochs)
@@ -277,6 +299,10 @@ class Trainer:
                    "heap": _heap(), "heap_live": _live()}
             if rec["heap_live"] > self.heap_live:
                 self.heap_live = rec["heap_live"]
+            if self._mon is not None:
+                h = self.health = rec["health"] = self._mon.epoch(rec["loss"], m_out if self.classes else 0)
+                for w in h["warnings"]:
+                    print("microtrain: warning: epoch %d: %s" % (ep + 1, w))
             self._log(rec)
             if eval_samples is not None:
                 ev = self.evaluate(eval_samples)

@@ -31,7 +31,7 @@ class ScratchResult:
     steps: int
 
 
-def run(epochs: int = 1, lr: float = 0.005, with_torch: bool = False) -> ScratchResult:
+def run(epochs: int = 1, lr: float = 0.005, with_torch: bool = False, adapt: bool = True) -> ScratchResult:
     from sklearn.datasets import load_digits
 
     d = load_digits()
@@ -48,7 +48,8 @@ def run(epochs: int = 1, lr: float = 0.005, with_torch: bool = False) -> Scratch
     write_mtd(out / "train.mtd", cv.quantize_input(data, x[:N_TRAIN]), y[:N_TRAIN].numpy())
     write_mtd(out / "test.mtd", cv.quantize_input(data, x[N_TRAIN:]), y[N_TRAIN:].numpy())
     p = run_mp("rel_train.py", ["scratch", str(out / "model.mtm"), str(out / "train.mtd"),
-                                str(out / "test.mtd"), str(epochs), repr(lr)], timeout=7200)
+                                str(out / "test.mtd"), str(epochs), repr(lr), "1" if adapt else "0"],
+                timeout=7200)
     vals = dict(ln.split()[:2] for ln in p.stdout.splitlines() if ln[:3] in ("ACC", "SCA"))
     if "ACC" not in vals:
         raise RuntimeError(f"scratch run failed: {p.stdout[-500:]} {p.stderr[-2000:]}")
