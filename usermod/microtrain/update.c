@@ -72,13 +72,19 @@ static int32_t mt_floor_clamp(float x, int32_t lim) {
     return q < -lim ? -lim : q;
 }
 
-// Correctly rounded float32 square root of a finite x >= 0: the classic
-// digit-by-digit root of the significand (one result bit per step, 32-bit
-// integers only), rounded to nearest (a root is never exactly halfway).
+// Correctly rounded float32 square root: the classic digit-by-digit root of
+// the significand (one result bit per step, 32-bit integers only), rounded to
+// nearest (a root is never exactly halfway). Outside finite x >= 0 (only
+// non-finite or abused state gets there; docs/numerics.md, "Non-finite
+// values"): +-0 and +inf are returned, a NaN quieted (bit 22 set), a
+// negative x gives the quiet NaN 0x7FC00000.
 static float mt_sqrt_f32(float x) {
     uint32_t ix = mt_bits(x);
-    if ((ix & 0x7FFFFFFFu) == 0u) {
+    if ((ix & 0x7FFFFFFFu) == 0u || ix == 0x7F800000u) {
         return x;
+    }
+    if (ix > 0x7F800000u) {  // a NaN of either sign, or x < 0
+        return mt_from_bits((ix & 0x7FFFFFFFu) > 0x7F800000u ? (ix | 0x00400000u) : 0x7FC00000u);
     }
     int32_t m = (int32_t)(ix >> 23);
     if (m == 0) {  // subnormal: normalise
