@@ -32,6 +32,21 @@ def std(fn):
     fn(g, 4, None, 1)
     return bytes(g).hex()
 
+def apply(fn):
+    # channel 0 cannot be updated (its scale is inf): both raise, with or without rng
+    out = []
+    for rng in (-1, 44257):
+        w_scale = array('f', [float('inf'), 0.02])
+        try:
+            r = fn(array('b', [1, -2, 3, 4]), w_scale, array('i', [5, 6]), array('i', [1 << 30] * 2),
+                   array('i', [-7, -7]), array('f', [1e-3] * 4), array('f', [1e-3] * 2), None, None, None,
+                   0.01, 0.02, 0.05, rng, array('f', [0.0, 0.0]))
+            out.append('R%d' % r)
+        except ValueError as e:
+            out.append('E:' + str(e).replace(' ', '_'))
+    return ','.join(out)
+
+print('APPLY', apply(N.update_s8_apply), apply(kernel('update_s8_apply')))
 print('ADAM', run(N.update_f32_adam), run(kernel('update_f32_adam')))
 print('STD', std(N.update_f32_standardize), std(kernel('update_f32_standardize')))
 """
@@ -80,3 +95,6 @@ def test_update_primitives_agree_on_non_finite_values() -> None:
     assert g.view(np.uint32)[0] == 0x7FC00000  # v = -1: sqrt of a negative
     assert g[3] == 0.0  # v = +inf: 1 / inf
     assert out["STD"][0] == out["STD"][1], "native and pure-Python standardize differ on a NaN"
+    # a refused channel 0 used to return -1 - 0 = -1, the success value without rng: silently nothing
+    assert out["APPLY"][0] == out["APPLY"][1]
+    assert all(v.startswith("E:update_s8_apply:_gw:_channel_0") for v in out["APPLY"][0].split(",")), out

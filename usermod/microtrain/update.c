@@ -466,7 +466,7 @@ static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv,
 // when rng >= 0), bias re-expressed in s_in * w_scale[c] (nearest), mult/shift
 // recomputed, gw and gb of the channel zeroed. Every channel is planned
 // (w_new into gw, the new bias into gb, the scale into scratch) before the
-// model is written: returns -1 - c when channel c cannot be updated (w,
+// model is written: returns -2 - c when channel c cannot be updated (w,
 // w_scale, b, mult, shift and the master copies unchanged), else the new
 // generator state (rng, or -1 if rng < 0).
 MT_NOCONTRACT
@@ -479,7 +479,7 @@ int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, f
             continue;
         }
         if (mt_apply_plan(L, c, lr, &scratch[c])) {
-            return -1 - c;
+            return -2 - c;  // never -1: that is the success value without rng
         }
     }
     uint32_t r = (uint32_t)rng;

@@ -111,7 +111,7 @@ def update_u8_touch(touched, mask):
     n = len(touched)
     _buf(fn, "touched", touched, S8, n, True)
     _mask(fn, mask, n)
-    if mask is not None:
+    if mask is not None and n:  # as the native check: two empty buffers do not overlap
         _nover(fn, "touched", touched, "mask", mask)
     for i in range(n):
         if mask is None or mask[i]:
