@@ -301,8 +301,9 @@ class Trainer:
                 self.heap_live = rec["heap_live"]
             if self._mon is not None:
                 h = self.health = rec["health"] = self._mon.epoch(rec["loss"], m_out if self.classes else 0)
-                for w in h["warnings"]:
-                    print("microtrain: warning: epoch %d: %s" % (ep + 1, w))
+                if verbose:  # else the record (and the log) carry them
+                    for w in h["warnings"]:
+                        print("microtrain: warning: epoch %d: %s" % (ep + 1, w))
             self._log(rec)
             if eval_samples is not None:
                 ev = self.evaluate(eval_samples)
