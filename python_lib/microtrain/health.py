@@ -142,6 +142,21 @@ class Health:
         g.grown += 1
         return True
 
+    def running(self):
+        """(saturated fraction of the logits, of the other trained outputs) so far this
+        epoch (None where there is none): the per-step log's health."""
+        out = self.model.output.index
+        lg = None
+        hs = hn = 0
+        for g in self.groups:
+            n = self.ep * g.numel
+            if g.ly.output == out:
+                lg = g.ep_sat / n if n else 0.0
+            else:
+                hs += g.ep_sat
+                hn += n
+        return lg, (hs / hn if hn else None)
+
     def epoch(self, loss, classes):
         """The epoch's health record (and warnings); resets the epoch counters."""
         hid_s = hid_n = 0

@@ -221,8 +221,11 @@ class Trainer:
         if self.pending >= self.batch:
             self.flush()
         if self.log_path and self.log_every and self.steps % self.log_every == 0:
-            self._log({"kind": "step", "step": self.steps, "epoch": self.epoch, "loss": loss,
-                       "lr": self.lr, "t_ms": time.ticks_ms(), "heap": _heap()})
+            rec = {"kind": "step", "step": self.steps, "epoch": self.epoch, "loss": loss,
+                   "lr": self.lr, "t_ms": time.ticks_ms(), "heap": _heap()}
+            if self._mon is not None:
+                rec["sat_logits"], rec["sat_act"] = self._mon.running()
+            self._log(rec)
         return loss
 
     def flush(self):
