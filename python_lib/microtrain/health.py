@@ -45,10 +45,11 @@ def chain(model, ly):
 
 class _Group:
     # one trained layer's output: its saturation table and counters
-    def __init__(self, ly, numel, scr, adapt):
+    def __init__(self, ly, numel, scr, adapt, is_out):
         self.ly = ly
         self.numel = numel
         self.scr = scr
+        self.out = is_out
         tab = bytearray(256)  # value v -> tab[v + 128]: 1 where v is a saturated output
         if ly.act != ACT_RELU6:  # relu6's own clamp is the activation, not saturation
             tab[255] = 1
@@ -58,6 +59,7 @@ class _Group:
         self.ch = chain(ly.model, ly) if adapt else None
         self.sat = 0  # saturated outputs since the last update (adaptation window)
         self.ep_sat = 0  # ... since the epoch started
+        self.ep_n = 0  # samples counted this epoch
         self.grown = 0  # range doublings so far
         self.scale0 = max(ly.w_scale)
 
@@ -68,14 +70,12 @@ class Health:
     def __init__(self, model, layers, adapt):
         self.model = model
         self.adapt = adapt
-        n = 0
-        for ly in layers:
-            k = model.tensors[ly.output].numel
-            if k > n:
-                n = k
-        scr = bytearray(n)
-        self.groups = [_Group(ly, model.tensors[ly.output].numel,
-                              memoryview(scr)[:model.tensors[ly.output].numel], adapt) for ly in layers]
+        # scratch: the layer's output-error buffer, free between a forward and the
+        # backward that fills it (no extra RAM)
+        eb = model._bw.ebuf
+        out = model.output.index
+        self.groups = [_Group(ly, model.tensors[ly.output].numel, eb[ly.output], adapt, ly.output == out)
+                       for ly in layers]
         self.cnt = None
         self.win = 0  # samples since the last update
         self.ep = 0  # samples since the epoch started
@@ -89,11 +89,16 @@ class Health:
 
             c = self.cnt = zeros("i", 1)
         lut, l1 = K.lut_s8_forward, K.l1_norm_s8
+        # health alone samples the hidden layers every 16th sample (their outputs can be
+        # large); the output layer and range adaptation count every sample
+        every = self.adapt or not self.ep & 15
         for g in self.groups:
-            lut(bufs[g.ly.output], g.tab, g.scr)
-            l1(g.scr, 1, c)
-            g.sat += c[0]
-            g.ep_sat += c[0]
+            if every or g.out:
+                lut(bufs[g.ly.output], g.tab, g.scr)
+                l1(g.scr, 1, c)
+                g.sat += c[0]
+                g.ep_sat += c[0]
+                g.ep_n += 1
         self.win += 1
         self.ep += 1
 
@@ -145,12 +150,11 @@ class Health:
     def running(self):
         """(saturated fraction of the logits, of the other trained outputs) so far this
         epoch (None where there is none): the per-step log's health."""
-        out = self.model.output.index
         lg = None
         hs = hn = 0
         for g in self.groups:
-            n = self.ep * g.numel
-            if g.ly.output == out:
+            n = g.ep_n * g.numel
+            if g.out:
                 lg = g.ep_sat / n if n else 0.0
             else:
                 hs += g.ep_sat
@@ -160,15 +164,14 @@ class Health:
     def epoch(self, loss, classes):
         """The epoch's health record (and warnings); resets the epoch counters."""
         hid_s = hid_n = 0
-        out = self.model.output.index
         sat_logits = None
         growth, gname = 1.0, None
         layers = {}
         for g in self.groups:
-            n = self.ep * g.numel
+            n = g.ep_n * g.numel
             f = g.ep_sat / n if n else 0.0
             layers[g.ly.name] = f
-            if g.ly.output == out:
+            if g.out:
                 sat_logits = f
             else:
                 hid_s += g.ep_sat
@@ -177,7 +180,7 @@ class Health:
             r = top / g.scale0
             if r > growth:
                 growth, gname = r, g.ly.name
-            g.ep_sat = 0
+            g.ep_sat = g.ep_n = 0
         self.ep = 0
         rec = {"sat_act": hid_s / hid_n if hid_n else None, "sat_logits": sat_logits, "sat": layers,
                "w_scale_growth": growth, "ranges_grown": sum(g.grown for g in self.groups)}
