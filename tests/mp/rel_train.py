@@ -100,7 +100,8 @@ def scratch(model, train, test, epochs, lr, adapt):
 def main():
     cmd = sys.argv[1]
     if cmd == "scratch":
-        scratch(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6]), sys.argv[7] == "1")
+        a = sys.argv
+        scratch(a[2], a[3], a[4], int(a[5]), float(a[6]), a[7] == "1")
         return
     if cmd == "resume":
         resume(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
