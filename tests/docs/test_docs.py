@@ -670,7 +670,8 @@ objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, '
         'optim.StepLR': mt.StepLR(), 'optim.Cosine': mt.Cosine(), 'sparse.DynamicSparse': t.sparse,
         'sparse.StaticSparse': mt.StaticSparse(), 'data.FileDataset': mt.FileDataset('x.mtd'),
         'data.Subset': mt.Subset([], 0, 0),
-        'cache.FeatureCache': FeatureCache(m, t.first, [(bytes(m.input.numel), 1)])}
+        'cache.FeatureCache': FeatureCache(m, t.first, [(bytes(m.input.numel), 1)]),
+        'health.Health': t._mon}
 from microtrain.optim import Param
 objs['optim.Param'] = Param(t.layers[0], False)
 print(json.dumps({k: [n for n in dir(o) if not n.startswith('_')] for k, o in objs.items()}))

@@ -318,7 +318,7 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
             v = _r(old - _r(lr * gw[i]))
             gw[i] = v
             a = -v if v < 0 else v
-            if not a <= top:
+            if not a <= top and top == top:  # a NaN sticks (update.c compares |bits|)
                 top = a
         old = master_b[c] if master_b is not None else _r(_r(_r(b[c]) * s_in) * s_old)
         bf = _r(old - _r(lr * gb[c]))
