@@ -46,7 +46,8 @@ class Trainer:
                the shuffle sequence a checkpoint saved (else seed 1).
     health:    count the trained layers' saturated outputs (two native calls per
                trained layer and sample): per-epoch "health" in fit's results and the
-               log, with warnings when training saturates or diverges.
+               log, with warnings when training saturates or diverges (off by default:
+               ~5 KB of heap).
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead
@@ -64,7 +65,7 @@ class Trainer:
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
-                 schedule=None, log=None, log_every=100, seed=None, loss="xent", health=True,
+                 schedule=None, log=None, log_every=100, seed=None, loss="xent", health=False,
                  adapt_ranges=False):
         if mode not in MODES:
             raise ValueError("Trainer: mode must be one of %s, got %r" % (MODES, mode))

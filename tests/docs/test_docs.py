@@ -663,7 +663,7 @@ import json
 import microtrain as mt
 from microtrain.cache import FeatureCache
 m = mt.load('digits.mtm')
-t = mt.Trainer(m, train='last:2', sparse=mt.DynamicSparse())
+t = mt.Trainer(m, train='last:2', sparse=mt.DynamicSparse(), health=True)
 mt.FileDataset.write('x.mtd', [(bytes(m.input.numel), 1)])
 objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, 'trainer.Trainer': t,
         'optim.SGD': t.opt, 'optim.Adam': mt.Adam(), 'optim.Constant': mt.Constant(),

@@ -90,7 +90,7 @@ def soak(model, data, ck, steps, per_round):
 def scratch(model, train, test, epochs, lr, adapt):
     m = mt.load(model)
     tr = mt.Trainer(m, train="all", mode="float32", optimizer=optim.SGD(lr=lr, momentum=0.9), batch=1,
-                    log_every=0, seed=1, adapt_ranges=adapt)
+                    log_every=0, seed=1, health=True, adapt_ranges=adapt)
     hist = tr.fit(FileDataset(train), epochs, verbose=False)
     print("HEALTH", json.dumps(hist[-1]["health"]))
     print("ACC", tr.evaluate(FileDataset(test), confusion=False)["acc"])
