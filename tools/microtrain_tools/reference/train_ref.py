@@ -1060,6 +1060,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--no-shuffle", action="store_true")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--adapt-ranges", action="store_true",
+                   help="Trainer(adapt_ranges=True): double saturated trained layers' output ranges")
     p.add_argument("--floats", default="double", choices=FLOATS,
                    help="Python floats of the MicroPython reproduced: double (host unix port) or float32 "
                         "(single-precision boards, the float32 host twin)")
@@ -1083,7 +1085,8 @@ def main(argv: list[str] | None = None) -> int:
                 else StaticSparse(float(vals[0]))
         spec: str | list[str | int] = args.train if args.train == "all" or args.train.startswith("last:") \
             else list(args.train.split(","))
-        ref = RefTrainer(m, spec, args.mode, opt, sparse, args.batch, floats=args.floats)
+        ref = RefTrainer(m, spec, args.mode, opt, sparse, args.batch, floats=args.floats,
+                         adapt_ranges=args.adapt_ranges)
         means = ref.fit(list(xs), list(ys), args.epochs, shuffle=not args.no_shuffle, seed=args.seed,
                         progress=True)
         mtm.save(ref.checkpoint(), Path(args.output))
