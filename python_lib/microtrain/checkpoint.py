@@ -11,6 +11,7 @@ from microtrain.fmt import (
     FLAG_HAS_STATE,
     FLAG_TRAINED,
     HEADER_SIZE,
+    KIND_ACT,
     KIND_STATE,
     LAYER_ENTRY,
     NONE,
@@ -258,6 +259,8 @@ def _write(model, tmp, trainer):
         struct.pack_into("<I", table, e + 24, offs[i])
         if t.qscales >= 0:
             struct.pack_into("<I", table, e + 40, remap[t.qscales])
+        if t.kind == KIND_ACT:  # the current scale: range adaptation may have changed it
+            struct.pack_into("<f", table, e + 32, t.scale)
     slot_idx = {}
     for j, (li, k, a, shape) in enumerate(new_state):
         e = TENSOR_ENTRY * (len(keep) + j)

@@ -64,6 +64,14 @@ class Trainer:
     log_every: a "step" log record every that many samples (0: none).
     seed:      seed of the per-epoch shuffle in fit (xorshift32); None: continue
                the shuffle sequence a checkpoint saved (else seed 1).
+    health:    count the trained layers' saturated outputs (two native calls per
+               trained layer and sample): per-epoch "health" in fit's results and the
+               log, with warnings when training saturates or diverges (off by default:
+               ~5 KB of heap).
+    adapt_ranges: double a trained layer's output range between updates when more
+               than 1/64 of its outputs saturated (docs/training.md, "Health and range
+               adaptation"): from-scratch and large-lr training keep learning instead
+               of clamping. Implies health.
 
     Every argument is checked before the model is touched: a failed
     construction raises one ValueError / TypeError and leaves the model (and
@@ -80,7 +88,8 @@ class Trainer:
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
-                 schedule=None, log=None, log_every=100, seed=None, loss="xent", replay=None):
+                 schedule=None, log=None, log_every=100, seed=None, loss="xent", replay=None, health=False,
+                 adapt_ranges=False):
         if mode not in MODES:
             raise ValueError("Trainer: mode must be one of %s, got %r" % (MODES, mode))
         if type(batch) is not int or batch < 1:
@@ -107,6 +116,8 @@ class Trainer:
             raise ValueError("Trainer: replay must be None or a Replay(...), with the 'xent' loss")
         self.replay = replay
         self.classes = loss == "xent"  # accuracy and confusion only for class labels
+        if type(adapt_ranges) is not bool or type(health) is not bool:
+            raise ValueError("Trainer: health and adapt_ranges must be True or False")
         sched = optim.schedule(schedule)
         idx = model.select(train)  # raises on a bad spec before anything changes
         self.model = model
@@ -130,6 +141,12 @@ class Trainer:
             self._resume_state()
             for ly in self.layers:
                 self.opt.state(ly)  # optimiser state now, while large free blocks remain
+            self._mon = None
+            if health or adapt_ranges:
+                from microtrain.health import Health
+
+                self._mon = Health(model, self.layers, adapt_ranges)
+                self._bufs = model._plan(self.first)[0]
         except BaseException:
             # out of memory (or a bad checkpoint state) half way: the model as it was
             for ly, mw, mb in prev_master:
@@ -144,6 +161,7 @@ class Trainer:
                 model.trained_layers = []
             raise
         self._lr = self.opt.lr
+        self.health = None  # the last epoch's health record (fit)
         self.pending = 0
         self.steps = 0
         self.epoch = 0
@@ -212,6 +230,8 @@ class Trainer:
         if self.classes:
             self._check_label(label)
         out = m.forward(x, self.first, self._start)
+        if self._mon is not None:
+            self._mon.count(self._bufs)
         loss, err, s = self.loss_fn(m, label, out)
         if self.classes and argmax(out) == label:
             self.correct += 1
@@ -230,8 +250,11 @@ class Trainer:
         if self.replay is not None:
             self.replay.after_step(self, label)
         if self.log_path and self.log_every and self.steps % self.log_every == 0:
-            self._log({"kind": "step", "step": self.steps, "epoch": self.epoch, "loss": loss,
-                       "lr": self.lr, "t_ms": ticks_ms(), "heap": _heap()})
+            rec = {"kind": "step", "step": self.steps, "epoch": self.epoch, "loss": loss,
+                   "lr": self.lr, "t_ms": ticks_ms(), "heap": _heap()}
+            if self._mon is not None:
+                rec["sat_logits"], rec["sat_act"] = self._mon.running()
+            self._log(rec)
         return loss
 
     def flush(self):
@@ -239,6 +262,8 @@ class Trainer:
         if self.pending:
             self.opt.step(self.layers, self.pending, self.lr)  # counts model.train_steps
             self.pending = 0
+            if self._mon is not None:
+                self._mon.update()  # range adaptation between updates
 
     def _shuffle(self, order):
         r = self._rng
@@ -279,6 +304,7 @@ class Trainer:
         for i in range(n):
             order[i] = i
         history = []
+        m_out = self.model.output.numel
         for ep in range(epochs):
             self.epoch = ep
             self.lr = self.schedule(self.opt.lr, ep, epochs)
@@ -305,6 +331,11 @@ class Trainer:
                    "heap": _heap(), "heap_live": _live()}
             if rec["heap_live"] > self.heap_live:
                 self.heap_live = rec["heap_live"]
+            if self._mon is not None:
+                h = self.health = rec["health"] = self._mon.epoch(rec["loss"], m_out if self.classes else 0)
+                if verbose:  # else the record (and the log) carry them
+                    for w in h["warnings"]:
+                        print("microtrain: warning: epoch %d: %s" % (ep + 1, w))
             self._log(rec)
             if eval_samples is not None:
                 ev = self.evaluate(eval_samples)

@@ -32,11 +32,13 @@ class Trainer:
     replay: Replay | None  # mixes replayed samples into step() (docs/adapt.md)
     loss_fn: LossFn  # the loss: cross_entropy, mse, bce or the user's callable
     classes: bool  # loss "xent": accuracy and confusion are counted
+    health: dict[str, Any] | None  # the last epoch's health record (fit with health=True)
     def __init__(self, model: Model, train: TrainSpec = "last:1",
                  mode: str = "int8", optimizer: SGD | Adam | None = None, sparse: Policy | None = None,
                  batch: int = 1, schedule: str | Callable[[float, int, int], float] | None = None,
                  log: str | None = None, log_every: int = 100, seed: int | None = None,
-                 loss: str | LossFn = "xent", replay: Replay | None = None) -> None: ...
+                 loss: str | LossFn = "xent", replay: Replay | None = None, health: bool = False,
+                 adapt_ranges: bool = False) -> None: ...
     def step(self, x: Int8In, label: Any) -> float: ...
     def flush(self) -> None: ...
     def fit(self, samples: Samples, epochs: int = 1, shuffle: bool = True,

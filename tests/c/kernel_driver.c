@@ -689,7 +689,7 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         }
         const int32_t r = mt_update_s8_apply(&L, touched, lr, rng, scratch);
         if (r < -1) {
-            const int32_t v[MT_MSG_NVALS] = {-1 - r, 0, 0};
+            const int32_t v[MT_MSG_NVALS] = {-2 - r, 0, 0};
             fail_v(c, "ValueError", "gw",
                    "channel %d: the step gives non-finite weights or a scale out of float32 range", v);
             return 0;

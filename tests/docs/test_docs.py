@@ -703,7 +703,7 @@ import json
 import microtrain as mt
 from microtrain.cache import FeatureCache
 m = mt.load('digits.mtm')
-t = mt.Trainer(m, train='last:2', sparse=mt.DynamicSparse())
+t = mt.Trainer(m, train='last:2', sparse=mt.DynamicSparse(), health=True)
 mt.FileDataset.write('x.mtd', [(bytes(m.input.numel), 1)])
 objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, 'trainer.Trainer': t,
         'optim.SGD': t.opt, 'optim.Adam': mt.Adam(), 'optim.Constant': mt.Constant(),
@@ -713,7 +713,8 @@ objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, '
         'cache.FeatureCache': FeatureCache(m, t.first, [(bytes(m.input.numel), 1)]),
         'proto.PrototypeHead': mt.PrototypeHead(m, 'fc1'), 'replay.Replay': mt.Replay(),
         'zo.ZO': mt.ZO(mt.load('digits.mtm'), train='last:1'),
-        'lora.LoRA': mt.LoRA(mt.load('digits.mtm'), rank=2, layers='last:1')}
+        'lora.LoRA': mt.LoRA(mt.load('digits.mtm'), rank=2, layers='last:1'),
+        'health.Health': t._mon}
 from microtrain.optim import Param
 objs['optim.Param'] = Param(t.layers[0], False)
 print(json.dumps({k: [n for n in dir(o) if not n.startswith('_')] for k, o in objs.items()}))

@@ -4,12 +4,14 @@
 #       around every save and DONE at the end
 #   rel_train.py heap MODEL DATA CKPT            one epoch and a save in whatever heap -X gave:
 #       prints OK, or MEMORY (a MemoryError, with the model still usable for inference)
-#   rel_train.py scratch MODEL TRAIN TEST EPOCHS LR  from-scratch training (issue 14, finding 4):
-#       prints ACC <held-out accuracy> and SCALE <largest weight scale of the first layer>
+#   rel_train.py scratch MODEL TRAIN TEST EPOCHS LR ADAPT  from-scratch training (issue 14,
+#       finding 4), ADAPT 1: Trainer(adapt_ranges=True): prints HEALTH <the last epoch's health
+#       record>, ACC <held-out accuracy> and SCALE <largest weight scale of the first layer>
 #   rel_train.py soak MODEL DATA CKPT STEPS ROUND  STEPS training steps with an evaluation, a
 #       save and a reload every ROUND steps; prints LIVE <bytes> after each round (the live heap
 #       after a collection)
 import gc
+import json
 import os
 import sys
 
@@ -85,11 +87,12 @@ def soak(model, data, ck, steps, per_round):
     print("DONE", done)
 
 
-def scratch(model, train, test, epochs, lr):
+def scratch(model, train, test, epochs, lr, adapt):
     m = mt.load(model)
     tr = mt.Trainer(m, train="all", mode="float32", optimizer=optim.SGD(lr=lr, momentum=0.9), batch=1,
-                    log_every=0, seed=1)
-    tr.fit(FileDataset(train), epochs, verbose=False)
+                    log_every=0, seed=1, health=True, adapt_ranges=adapt)
+    hist = tr.fit(FileDataset(train), epochs, verbose=False)
+    print("HEALTH", json.dumps(hist[-1]["health"]))
     print("ACC", tr.evaluate(FileDataset(test), confusion=False)["acc"])
     print("SCALE", max(tr.layers[0].w_scale))
 
@@ -97,7 +100,8 @@ def scratch(model, train, test, epochs, lr):
 def main():
     cmd = sys.argv[1]
     if cmd == "scratch":
-        scratch(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6]))
+        a = sys.argv
+        scratch(a[2], a[3], a[4], int(a[5]), float(a[6]), a[7] == "1")
         return
     if cmd == "resume":
         resume(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))

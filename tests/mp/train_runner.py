@@ -24,6 +24,7 @@
 #            "auto"), "verbose": fit's verbose (default false)
 #   eval:    null, or {"samples": path, "labels": [...]}: trainer.evaluate() after training
 #            (dump "eval" = [acc, mean loss])
+#   adapt_ranges: Trainer(adapt_ranges=...) (default false)
 #   log:     null or the path of the trainer's JSON-lines log
 #   flush:   call trainer.flush() after the steps (default true)
 #   save:    null or a path: trainer.save(path) after the steps
@@ -83,7 +84,8 @@ def main(cfg_path):
     tr = mt.Trainer(m, train=cfg["train"], mode=cfg["mode"], optimizer=make_opt(cfg["opt"]),
                     sparse=make_sparse(cfg.get("sparse")), batch=cfg["batch"], log=cfg.get("log"),
                     seed=fit.get("seed", 1) if fit else 1, loss=cfg.get("loss", "xent"),
-                    replay=mt.Replay(**cfg["replay"]) if cfg.get("replay") else None)
+                    replay=mt.Replay(**cfg["replay"]) if cfg.get("replay") else None,
+                    adapt_ranges=cfg.get("adapt_ranges", False))
     labels = cfg["labels"]
     tg = cfg.get("targets")
     if tg:

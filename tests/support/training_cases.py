@@ -167,8 +167,10 @@ def ref_sparse(c: dict[str, Any] | None) -> tr.DynamicSparse | tr.StaticSparse |
 
 def reference(s: Setup, *, order: Sequence[int], labels: Sequence[int], train: Any, mode: str,
               opt: dict[str, Any], sparse: dict[str, Any] | None = None, batch: int = 1,
-              model: mtm.Model | None = None, flush: bool = True) -> tr.RefTrainer:
-    ref = tr.RefTrainer(model or s.m, train, mode, ref_opt(opt), ref_sparse(sparse), batch)
+              model: mtm.Model | None = None, flush: bool = True,
+              adapt_ranges: bool = False) -> tr.RefTrainer:
+    ref = tr.RefTrainer(model or s.m, train, mode, ref_opt(opt), ref_sparse(sparse), batch,
+                        adapt_ranges=adapt_ranges)
     for i in order:
         ref.step(s.xs[i], int(labels[i]))
     if flush:

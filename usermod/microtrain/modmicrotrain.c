@@ -1350,7 +1350,7 @@ static mp_obj_t mod_update_s8_apply(size_t n_args, const mp_obj_t *args) {
     }
     const int32_t r = mt_update_s8_apply(&L, touched, lr, rng, scratch);
     if (r < -1) {
-        const int32_t vv[MT_MSG_NVALS] = {-1 - r, 0, 0};
+        const int32_t vv[MT_MSG_NVALS] = {-2 - r, 0, 0};
         mt_raise(&mp_type_ValueError, fn, "gw",
                  "channel %d: the step gives non-finite weights or a scale out of float32 range", vv);
     }

@@ -75,13 +75,19 @@ static int32_t mt_floor_clamp(float x, int32_t lim) {
     return q < -lim ? -lim : q;
 }
 
-// Correctly rounded float32 square root of a finite x >= 0: the classic
-// digit-by-digit root of the significand (one result bit per step, 32-bit
-// integers only), rounded to nearest (a root is never exactly halfway).
+// Correctly rounded float32 square root: the classic digit-by-digit root of
+// the significand (one result bit per step, 32-bit integers only), rounded to
+// nearest (a root is never exactly halfway). Outside finite x >= 0 (only
+// non-finite or abused state gets there; docs/numerics.md, "Non-finite
+// values"): +-0 and +inf are returned, a NaN quieted (bit 22 set), a
+// negative x gives the quiet NaN 0x7FC00000.
 static float mt_sqrt_f32(float x) {
     uint32_t ix = mt_bits(x);
-    if ((ix & 0x7FFFFFFFu) == 0u) {
+    if ((ix & 0x7FFFFFFFu) == 0u || ix == 0x7F800000u) {
         return x;
+    }
+    if (ix > 0x7F800000u) {  // a NaN of either sign, or x < 0
+        return mt_from_bits((ix & 0x7FFFFFFFu) > 0x7F800000u ? (ix | 0x00400000u) : 0x7FC00000u);
     }
     int32_t m = (int32_t)(ix >> 23);
     if (m == 0) {  // subnormal: normalise
@@ -488,7 +494,7 @@ static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv,
 // when rng >= 0), bias re-expressed in s_in * w_scale[c] (nearest), mult/shift
 // recomputed, gw and gb of the channel zeroed. Every channel is planned
 // (w_new into gw, the new bias into gb, the scale into scratch) before the
-// model is written: returns -1 - c when channel c cannot be updated (w,
+// model is written: returns -2 - c when channel c cannot be updated (w,
 // w_scale, b, mult, shift and the master copies unchanged), else the new
 // generator state (rng, or -1 if rng < 0).
 MT_NOCONTRACT
@@ -501,7 +507,7 @@ int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, f
             continue;
         }
         if (mt_apply_plan(L, c, lr, &scratch[c])) {
-            return -1 - c;
+            return -2 - c;  // never -1: that is the success value without rng
         }
     }
     uint32_t r = (uint32_t)rng;

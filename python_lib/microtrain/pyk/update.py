@@ -11,12 +11,23 @@ _HALF = 1 / 2
 _U_HALF = 128 + 1 / 2  # nearest: trunc(x + 128.5) - 128
 _BAD = "channel %d: the step gives non-finite weights or a scale out of float32 range"
 _EPS = array('f', b'\x77\xcc\x2b\x32')[0]  # 1e-8 as a float32 (no decimal parse on the board)
+_QNAN = array('f', b'\x00\x00\xc0\x7f')[0]  # the quiet NaN 0x7FC00000
 
 
 def _r(x):
     # x rounded to float32
     _t[0] = x
     return _t[0]
+
+
+def _sqrt(x):
+    # update.c's mt_sqrt_f32 outside finite x >= 0 (numerics.md, "Non-finite values"):
+    # a NaN stays (quiet), x < 0 gives 0x7FC00000 (math.sqrt raises), +inf stays
+    if x != x:
+        return x
+    if x < 0:
+        return _QNAN
+    return math.sqrt(x)
 
 
 def _flt(fn, name, v, what):
@@ -100,7 +111,7 @@ def update_u8_touch(touched, mask):
     n = len(touched)
     _buf(fn, "touched", touched, S8, n, True)
     _mask(fn, mask, n)
-    if mask is not None:
+    if mask is not None and n:  # as the native check: two empty buffers do not overlap
         _nover(fn, "touched", touched, "mask", mask)
     for i in range(n):
         if mask is None or mask[i]:
@@ -187,7 +198,7 @@ def update_f32_standardize(g, k, touched, n):
         for i in range(c * k, c * k + k):
             d = _r(g[i] - mu)
             ss = _r(ss + _r(d * d))
-    sd = _r(math.sqrt(_r(ss / fc)))
+    sd = _r(_sqrt(_r(ss / fc)))
     inv = _r(1 / _r(sd + _EPS))
     for c in chans:
         for i in range(c * k, c * k + k):
@@ -246,7 +257,7 @@ def update_f32_adam(g, m, v, k, touched, b1, b2, b1t, b2t, eps):
         _nover(fn, "v", v, "touched", touched)
     a1, a2 = _r(1 - b1), _r(1 - b2)
     c1, c2 = _r(1 - b1t), _r(1 - b2t)
-    sq = math.sqrt
+    sq = _sqrt
     for c in _chans(touched, n_ch):
         for i in range(c * k, c * k + k):
             d = g[i]
@@ -307,7 +318,7 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
             v = _r(old - _r(lr * gw[i]))
             gw[i] = v
             a = -v if v < 0 else v
-            if not a <= top:
+            if not a <= top and top == top:  # a NaN sticks (update.c compares |bits|)
                 top = a
         old = master_b[c] if master_b is not None else _r(_r(_r(b[c]) * s_in) * s_old)
         bf = _r(old - _r(lr * gb[c]))

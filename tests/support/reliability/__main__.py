@@ -50,11 +50,15 @@ def main(argv: list[str] | None = None) -> int:
          f"{bd.same_checkpoint}", bd.log)
     sk = soak.run(a.soak_steps)
     note(f"soak: {sk.steps} steps, live heap {sk.live[:1]}..{sk.live[-1:]} bytes", sk.log)
-    sc = scratch.run(epochs=1)
-    note(f"scratch: held-out acc {sc.acc:.4f} after {sc.steps} steps, first-layer weight scale "
-         f"{sc.first_scale:.4g} (fixed activation ranges: adaptation not done yet)", [])
+    sc = scratch.run()
+    h = sc.health
+    note(f"scratch: held-out acc {sc.acc:.4f} after {sc.steps} steps (lr {scratch.LR}, adapt_ranges), "
+         f"first-layer weight scale {sc.first_scale:.4g}, {h.get('ranges_grown')} ranges doubled, "
+         f"saturated logits {h.get('sat_logits')}",
+         [] if sc.acc >= 0.95 else [f"held-out accuracy {sc.acc:.4f} < 0.95; health {h}"])
     bad = (fz.crashes or ab.crashes or ab.mismatches or kl.torn or kl.resume_exact != kl.kills or hp.crashes
-           or bd.clear != bd.cases or bd.unchanged != bd.cases or not bd.same_checkpoint or sk.leak)
+           or bd.clear != bd.cases or bd.unchanged != bd.cases or not bd.same_checkpoint or sk.leak
+           or sc.acc < 0.95)
     for p in problems[:40]:
         print("  problem:", p[:400])
     print(f"reliability: fuzz_execs={fz.execs} crashes={fz.crashes} abuse_calls={ab.calls} "

@@ -549,7 +549,7 @@ class RefTrainer:
     def __init__(self, model: mtm.Model, train: str | int | Sequence[str | int] | None = "last:1",
                  mode: str = "int8", optimizer: SGD | Adam | None = None, sparse: Policy | None = None,
                  batch: int = 1, continue_rng: bool = True, floats: str = "double",
-                 loss: str = "xent") -> None:
+                 loss: str = "xent", adapt_ranges: bool = False) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if floats not in FLOATS:
@@ -604,6 +604,81 @@ class RefTrainer:
         rec = self.m.trainer_rng
         self.shuffle_rng = rec if rec is not None else shuffle_state(1)
         self.losses: list[float] = []
+        # range adaptation (docs/training.md, "Health and range adaptation"): per trained layer,
+        # its saturated-output count in the current update window and its chain
+        self.adapt_ranges = adapt_ranges
+        self.win = 0
+        self.sat: dict[int, int] = {j: 0 for j in self.layers}
+        self.chains: dict[int, tuple[list[int], list[int]] | None] = {
+            j: self._chain(j) if adapt_ranges else None for j in self.layers}
+
+    def _chain(self, j: int) -> tuple[list[int], list[int]] | None:
+        """(tensors whose scale follows layer j's output, the trained layers reading them), or None
+        when its range cannot adapt (device: health.chain)."""
+        ly = self.m.layers[j]
+        if ly.act not in (Act.NONE, Act.RELU):
+            return None
+        ts, cons = [ly.output], []
+        i = 0
+        while i < len(ts):
+            t = ts[i]
+            i += 1
+            for k, c in enumerate(self.m.layers):
+                if t not in c.inputs:
+                    continue
+                if c.op == Op.MAXPOOL:
+                    ts.append(c.output)
+                elif c.op in (Op.CONV2D, Op.LINEAR) and k in self.layers:
+                    cons.append(k)
+                else:
+                    return None
+        return ts, cons
+
+    def _count(self, vals: dict[int, NDArray[np.int8]]) -> None:
+        """Saturated outputs of each trained layer: 127 (unless relu6), and -128 without activation."""
+        for j in self.layers:
+            ly = self.m.layers[j]
+            y = vals[ly.output]
+            n = 0
+            if ly.act != Act.RELU6:
+                n += int(np.count_nonzero(y == 127))
+            if ly.act == Act.NONE:
+                n += int(np.count_nonzero(y == -128))
+            self.sat[j] += n
+        self.win += 1
+
+    def _adapt(self) -> None:
+        """After an update: double the output range of each layer with more than 1/64 of the
+        window's outputs saturated (exact: shifts -1 / +1, consumers' biases floor(b / 2 + 1/2))."""
+        if self.adapt_ranges and self.win:
+            for j in sorted(self.layers):
+                ch = self.chains[j]
+                numel = int(np.prod(self.m.tensors[self.m.layers[j].output].shape))
+                if ch is None or not self.sat[j] * 64 > self.win * numel:
+                    continue
+                ts, cons = ch
+                rl = self.layers[j]
+                tens = self.m.tensors
+                if not tens[ts[0]].scale * 2.0 <= mtm.SCALE_MAX:
+                    continue
+                if (rl.shift <= -31).any() or any((self.layers[c].shift >= 31).any() for c in cons):
+                    continue
+                rl.shift = rl.shift - 1
+                for c in cons:
+                    rc = self.layers[c]
+                    rc.shift = rc.shift + 1
+                    rc.b = (rc.b + 1) >> 1
+                for t in ts:
+                    tens[t].scale = tens[t].scale * 2.0
+                rl.s_out = self.fl(tens[ts[0]].scale)
+                for c in cons:
+                    rc = self.layers[c]
+                    rc.s_in = self.fl(tens[self.m.layers[c].inputs[0]].scale)
+                if self.m.output in ts:
+                    self.lut = softmax_lut(tens[self.m.output].scale, self.fl)
+        for j in self.sat:
+            self.sat[j] = 0
+        self.win = 0
 
     def _resume(self) -> None:
         t = self.m.tensors
@@ -844,6 +919,7 @@ class RefTrainer:
     def _step(self, x: ArrayLike, label: Any) -> float:
         """``step`` returning the loss as a platform float."""
         vals = self.forward(x)
+        self._count(vals)
         loss, err, s = self.loss(vals[self.m.output], label)
         self.losses.append(float(loss))
         if self.sparse is not None:
@@ -866,6 +942,7 @@ class RefTrainer:
                                    self.fl)
             self.train_steps += 1
             self.pending = 0
+            self._adapt()
 
     def fit(self, xs: Sequence[ArrayLike], ys: Sequence[Any], epochs: int = 1, shuffle: bool = True,
             seed: int | None = None, schedule: str | Schedule | None = None,
@@ -994,6 +1071,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--no-shuffle", action="store_true")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--adapt-ranges", action="store_true",
+                   help="Trainer(adapt_ranges=True): double saturated trained layers' output ranges")
     p.add_argument("--floats", default="double", choices=FLOATS,
                    help="Python floats of the MicroPython reproduced: double (host unix port) or float32 "
                         "(single-precision boards, the float32 host twin)")
@@ -1017,7 +1096,8 @@ def main(argv: list[str] | None = None) -> int:
                 else StaticSparse(float(vals[0]))
         spec: str | list[str | int] = args.train if args.train == "all" or args.train.startswith("last:") \
             else list(args.train.split(","))
-        ref = RefTrainer(m, spec, args.mode, opt, sparse, args.batch, floats=args.floats)
+        ref = RefTrainer(m, spec, args.mode, opt, sparse, args.batch, floats=args.floats,
+                         adapt_ranges=args.adapt_ranges)
         means = ref.fit(list(xs), list(ys), args.epochs, shuffle=not args.no_shuffle, seed=args.seed,
                         progress=True)
         mtm.save(ref.checkpoint(), Path(args.output))
