@@ -15,7 +15,6 @@ import microtrain.trainer
 from bench_mark import code, flush, mark, result
 from microtrain import cache
 
-
 # The Trainer's clock (its backward timer and log times), replaced: as in bench_train.py.
 microtrain.trainer.ticks_us = int
 microtrain.trainer.ticks_ms = int

@@ -20,7 +20,6 @@ _heap0 = gc.mem_alloc()
 import microtrain as mt  # noqa: E402  (after the heap reading: the package's own RAM)
 import microtrain.trainer  # noqa: E402
 
-
 # The Trainer's clock (its backward timer and log times), replaced: QEMU's semihosting
 # clock follows the host's wall clock and the cost of reading and dividing it varies with
 # its value, so counts would not repeat. Builtins cost about what reading a hardware timer
