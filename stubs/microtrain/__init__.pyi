@@ -9,6 +9,7 @@ etc.), but everything a program needs is re-exported here.
 from microtrain.data import FileDataset as FileDataset
 from microtrain.data import Subset as Subset
 from microtrain.kern import NATIVE as NATIVE
+from microtrain.lora import LoRA as LoRA
 from microtrain.loss import argmax as argmax
 from microtrain.loss import bce as bce
 from microtrain.loss import cross_entropy as cross_entropy
@@ -16,7 +17,6 @@ from microtrain.loss import mse as mse
 from microtrain.model import Layer as Layer
 from microtrain.model import Model as Model
 from microtrain.model import Tensor as Tensor
-from microtrain.lora import LoRA as LoRA
 from microtrain.model import load as load
 from microtrain.optim import SGD as SGD
 from microtrain.optim import Adam as Adam

@@ -10,7 +10,6 @@ NATIVE_ERROR: str | None  # why a _microtrain that is there was refused (ValueEr
 
 def py(name: str) -> Callable[..., Any]:
     """The pure-Python kernel `name` (imports only the microtrain.pyk module holding it)."""
-def release(mod: str) -> None: ...  # forget a pure-Python kernel module (its code can be freed)
 def f32(name: str) -> Callable[..., Any]:
     """A float32 kernel: native where the build has an FPU (HAS_FLOAT), else the pure-Python one."""
 def release(mod: str) -> None:
