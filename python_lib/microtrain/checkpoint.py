@@ -17,6 +17,8 @@ from microtrain.fmt import (
     NONE,
     Q_NONE,
     TENSOR_ENTRY,
+    TRAINER_TAG,
+    trainer_record,
 )
 
 try:
@@ -35,25 +37,6 @@ def _crc(data, crc):
 
 SCALE_MIN = 9.094947017729282e-13  # 2^-40: the validator's scale range (format.md, Runtime limits)
 SCALE_MAX = 1099511627776.0  # 2^40
-TRAINER_TAG = b"trainer:rng="  # the pool's trainer record: tag + 8 hex digits + NUL
-
-
-def trainer_record(b):
-    """The shuffle-generator state a checkpoint's string pool ends with, or None."""
-    s_off, s_len = struct.unpack_from("<II", b, 36)
-    n = len(TRAINER_TAG) + 9
-    if s_len < n + 1:
-        return None
-    tail = bytes(b[s_off + s_len - n:s_off + s_len])
-    if tail[:len(TRAINER_TAG)] != TRAINER_TAG or tail[-1] != 0 or b[s_off + s_len - n - 1] != 0:
-        return None
-    r = 0
-    for c in tail[len(TRAINER_TAG):-1]:  # exactly 8 lowercase hex digits
-        d = b"0123456789abcdef".find(bytes((c,)))
-        if d < 0:
-            return None
-        r = (r << 4) | d
-    return r
 
 
 def _finite(a):

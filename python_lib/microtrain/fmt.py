@@ -73,3 +73,29 @@ ITEMSIZE = (0, 1, 4, 4, 1)  # bytes per element (index: DT_*)
 OP_NAMES = ("?", "conv2d", "linear", "relu", "relu6", "maxpool", "avgpool", "global_avgpool", "add", "lut",
             "concat", "upsample")
 ACT_NAMES = ("", "relu", "relu6")
+
+# The trainer record at the end of a checkpoint's string pool (the shuffle
+# generator's state, docs/format.md): written by checkpoint.py, read when a
+# Trainer starts. Here, not in checkpoint.py, so a Trainer does not compile
+# the whole checkpoint module (on a fragmented heap) to read 21 bytes.
+TRAINER_TAG = b"trainer:rng="  # tag + 8 lowercase hex digits + NUL
+
+
+def trainer_record(b):
+    """The shuffle-generator state a checkpoint's string pool ends with, or None."""
+    from struct import unpack_from
+
+    s_off, s_len = unpack_from("<II", b, 36)
+    n = len(TRAINER_TAG) + 9
+    if s_len < n + 1:
+        return None
+    tail = bytes(b[s_off + s_len - n:s_off + s_len])
+    if tail[:len(TRAINER_TAG)] != TRAINER_TAG or tail[-1] != 0 or b[s_off + s_len - n - 1] != 0:
+        return None
+    r = 0
+    for c in tail[len(TRAINER_TAG):-1]:  # exactly 8 lowercase hex digits
+        d = b"0123456789abcdef".find(bytes((c,)))
+        if d < 0:
+            return None
+        r = (r << 4) | d
+    return r

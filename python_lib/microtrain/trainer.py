@@ -4,7 +4,7 @@ import gc
 import json
 
 from microtrain import optim
-from microtrain.fmt import KIND_STATE
+from microtrain.fmt import KIND_STATE, trainer_record
 from microtrain.loss import LOSSES, argmax
 from microtrain.quant import zeros
 
@@ -169,8 +169,6 @@ class Trainer:
         self.log_every = log_every
         rec = None
         if seed is None:
-            from microtrain.checkpoint import trainer_record
-
             rec = trainer_record(model._bytes)
         self._rng = rec or ((1 if seed is None else seed) * 2654435761 + 12345) & 0xFFFFFFFF or 1
         self.bwd_us = 0  # time in backward, for sparse-speed reports

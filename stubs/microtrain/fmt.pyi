@@ -53,3 +53,6 @@ N_PARAMS: tuple[int, ...]  # descriptor length per op code
 ITEMSIZE: tuple[int, ...]  # bytes per element per dtype code
 OP_NAMES: tuple[str, ...]  # op code -> name: "conv2d", "linear", ..., "add", "lut"
 ACT_NAMES: tuple[str, ...]  # fused activation code -> "", "relu", "relu6"
+
+TRAINER_TAG: bytes  # the trainer record's tag at the end of a checkpoint's string pool
+def trainer_record(b: bytes | bytearray | memoryview) -> int | None: ...

@@ -104,6 +104,7 @@ def _expected() -> dict[str, tuple[Any, str | None]]:
         "ITEMSIZE": (tuple([0] + [np.dtype(d.np).itemsize for d in sorted(mtm.DType)]), None),
         "OP_NAMES": (tuple(["?"] + [op.name.lower() for op in sorted(mtm.Op)]), None),
         "ACT_NAMES": (tuple("" if a == mtm.Act.NONE else a.name.lower() for a in sorted(mtm.Act)), None),
+        "TRAINER_TAG": (mtm.TRAINER_TAG, None),
     }
     for op in mtm.Op:
         if op != mtm.Op.GLOBAL_AVGPOOL:
