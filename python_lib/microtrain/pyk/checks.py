@@ -333,16 +333,6 @@ def _wr_check(wr, n, terms):
     return None
 
 
-def _conv_desc(fn, o):
-    if type(o) is array and len(o) == 19 or type(o) is memoryview and len(o) == 19:
-        from microtrain.pyk.conv2d_dil import _dil_desc  # 19 ints: dil_h, dil_w follow
-
-        return _dil_desc(fn, o)
-    d = _desc(fn, o, 17)
-    _chk(fn, "desc", _conv_check(d))
-    return d
-
-
 def _linear_desc(fn, o):
     d = _desc(fn, o, 6)
     _chk(fn, "desc", _linear_check(d))

@@ -6,7 +6,8 @@ from microtrain.pyk.checks import (
     I32,
     M32,
     _chk,
-    _conv_desc,
+    _conv_check,
+    _desc,
     _flt,
     _in8,
     _in32,
@@ -19,6 +20,16 @@ from microtrain.pyk.checks import (
     _wr_check,
 )
 from microtrain.pyk.quant import _dyn, _rq_params, _zero32
+
+
+def _conv_desc(fn, o):
+    if type(o) is array and len(o) == 19 or type(o) is memoryview and len(o) == 19:
+        from microtrain.pyk.conv2d_dil import _dil_desc  # 19 ints: dil_h, dil_w follow
+
+        return _dil_desc(fn, o)
+    d = _desc(fn, o, 17)
+    _chk(fn, "desc", _conv_check(d))
+    return d
 
 
 def _conv_bufs(d):
