@@ -3,7 +3,8 @@
 #       each; starts from CKPT when it exists (a killed run resumes), printing SAVING / SAVED
 #       around every save and DONE at the end
 #   rel_train.py heap MODEL DATA CKPT            one epoch and a save in whatever heap -X gave:
-#       prints OK, or MEMORY (a MemoryError, with the model still usable for inference)
+#       prints OK, or MEMORY PHASE SAME (a MemoryError in "train" or "save", with the model
+#       still usable for inference; SAME: True when it infers as before training, else "trained")
 #   rel_train.py scratch MODEL TRAIN TEST EPOCHS LR ADAPT  from-scratch training (issue 14,
 #       finding 4), ADAPT 1: Trainer(adapt_ranges=True): prints HEALTH <the last epoch's health
 #       record>, ACC <held-out accuracy> and SCALE <largest weight scale of the first layer>
@@ -54,15 +55,18 @@ def heap(model, data, ck):
     m = mt.load(model)
     x = bytes(ds[0][0])
     ref = bytes(m.forward(x))
+    phase = "train"
     try:
         tr = trainer(m)
         tr.fit(ds, 1, verbose=False)
+        phase = "save"  # the epoch is done: the model is trained, the file not yet written
         tr.save(ck)
     except MemoryError:
         tr = None
         gc.collect()
-        # the model still runs after the failure (its file weights are untouched)
-        print("MEMORY", bytes(m.forward(x)) == ref or "trained")
+        # the model still runs after the failure: unchanged if it came before the first
+        # update (the Trainer's set-up), trained if it came in save()
+        print("MEMORY", phase, bytes(m.forward(x)) == ref or "trained")
         return
     print("OK")
 
