@@ -25,15 +25,17 @@ def mtd(name: str, xq: NDArray[np.int8], y: NDArray[np.integer]) -> Path:
     return p
 
 
-def device(cfg: dict[str, Any], tag: str, echo: bool = False) -> dict[str, Any]:
-    """Run evals/mp/adapt_device.py with cfg in micropython (x64 natmod); its RESULT dict."""
-    WORK.mkdir(parents=True, exist_ok=True)
-    cpath = WORK / f"{tag}.json"
+def device(cfg: dict[str, Any], tag: str, echo: bool = False, script: Path = SCRIPT,
+           work: Path = WORK) -> dict[str, Any]:
+    """Run `script` (evals/mp/adapt_device.py) with cfg in micropython (x64 natmod) in `work`;
+    its RESULT dict."""
+    work.mkdir(parents=True, exist_ok=True)
+    cpath = work / f"{tag}.json"
     cpath.write_text(json.dumps(cfg))
     env = dict(os.environ)
     env["MICROPYPATH"] = f"{paths.natmod_dir('x64')}:{paths.PYTHON_LIB}"
-    p = subprocess.run([paths.micropython(), str(SCRIPT), str(cpath)], capture_output=True, text=True,
-                       env=env, cwd=WORK, check=False)
+    p = subprocess.run([paths.micropython(), str(script), str(cpath)], capture_output=True, text=True,
+                       env=env, cwd=work, check=False)
     res = None
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):

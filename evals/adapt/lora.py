@@ -13,9 +13,6 @@ last:N fine-tuning (same protocol, seed 1).
 from __future__ import annotations
 
 import copy
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +25,7 @@ import torch.nn.functional as F
 from evals import experiments as ex
 from evals import train_eval as te
 from evals import transfer_model as tm
+from evals.adapt import common
 from microtrain_tools import mtm, paths
 from microtrain_tools.reference import lora_ref
 
@@ -43,22 +41,7 @@ COMPARE = (("last:1", "mixed"), ("last:2", "mixed"), ("last:3", "mixed"))
 
 def device(cfg: dict[str, Any], tag: str, echo: bool = False) -> dict[str, Any]:
     """lora_device.py with cfg in micropython; its RESULT dict."""
-    WORK.mkdir(parents=True, exist_ok=True)
-    cpath = WORK / f"{tag}.json"
-    cpath.write_text(json.dumps(cfg))
-    env = dict(os.environ)
-    env["MICROPYPATH"] = f"{paths.natmod_dir('x64')}:{paths.PYTHON_LIB}"
-    p = subprocess.run([paths.micropython(), str(SCRIPT), str(cpath)], capture_output=True, text=True,
-                       env=env, cwd=WORK, check=False)
-    res = None
-    for line in p.stdout.splitlines():
-        if line.startswith("RESULT "):
-            res = json.loads(line[7:])
-        elif echo:
-            print(f"  [{tag}] {line}", flush=True)
-    if p.returncode != 0 or res is None:
-        raise RuntimeError(f"device run {tag} failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-2000:]}")
-    return res
+    return common.device(cfg, tag, echo, script=SCRIPT, work=WORK)
 
 
 def _a_torch(m: mtm.Model, name: str, a: np.ndarray, scale: np.ndarray, rank: int) -> torch.Tensor:
