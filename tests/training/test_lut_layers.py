@@ -10,7 +10,6 @@ must lower the loss.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from evals import parity as par
-from microtrain_tools import convert as cv
-from microtrain_tools import mtm
 from microtrain_tools.mtm import Op
 from microtrain_tools.reference import oracle
-from support import training_cases as tc
-from support.harness import ensure_natmod
-from support.torch_models import train_quick
+from support import model_suite as ms
 
 
 class LutNet(nn.Module):
@@ -57,35 +51,11 @@ class LutNet(nn.Module):
 
 
 @pytest.fixture(scope="module")
-def lut(tmp_path_factory: pytest.TempPathFactory) -> tuple[tc.Setup, nn.Module, torch.Tensor]:
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    x = torch.tensor(d.images / 16.0, dtype=torch.float32)[:, None]
-    y = torch.tensor(d.target, dtype=torch.long)
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
-    x, y = x[perm], y[perm]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        torch.manual_seed(1)
-        net = train_quick(LutNet(), x[:1000], y[:1000], epochs=12)
-    finally:
-        torch.set_num_threads(threads)
-    work = tmp_path_factory.mktemp("lut")
-    path = work / "lut.mtm"
-    cv.convert_to_file(net, x[:256], path, progress=False)
-    m = mtm.load(path)
-    xs = cv.quantize_input(m, x[1000:1400])
-    xe = cv.quantize_input(m, x[1400:])
-    s, e = work / "lut-train.bin", work / "lut-eval.bin"
-    xs.tofile(s)
-    xe.tofile(e)
-    setup = tc.Setup("lut", path, m, xs, y[1000:1400].numpy(), xe, y[1400:].numpy(), s, e)
-    return setup, net, x[1400:]
+def lut(tmp_path_factory: pytest.TempPathFactory) -> ms.Suite:
+    return ms.build("lut", LutNet, tmp_path_factory.mktemp("lut"))
 
 
-def test_converts_to_lut_layers(lut: tuple[tc.Setup, nn.Module, torch.Tensor]) -> None:
+def test_converts_to_lut_layers(lut: ms.Suite) -> None:
     s, _, _ = lut
     fns = [ly.fused for ly in s.m.layers if ly.op == Op.LUT]
     assert sorted(fns) == sorted(oracle.LUT_FUNCTIONS), fns
@@ -98,20 +68,12 @@ def test_converts_to_lut_layers(lut: tuple[tc.Setup, nn.Module, torch.Tensor]) -
 
 
 @pytest.mark.parametrize("pure", [False, True], ids=["native", "pure"])
-def test_bitexact_in_micropython(lut: tuple[tc.Setup, nn.Module, torch.Tensor], pure: bool,
-                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    s, _, _ = lut
-    ensure_natmod()
-    q = s.xe if not pure else s.xe[:40]
-    if pure:
-        monkeypatch.setenv("MICROTRAIN_PURE", "1")
-    # the pure kernels compiled from source need more than the default 256 KB heap (not a memory test)
-    got, _ = par.run_device(s.path, q, tmp_path, progress=False, heapsize="2m" if pure else "256k")
-    want = par.run_oracle(s.m, q, progress=False)
-    assert np.array_equal(got, want), f"{int(np.sum(np.any(got != want, axis=1)))} samples differ"
+def test_bitexact_in_micropython(lut: ms.Suite, pure: bool, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ms.check_bitexact(lut[0], pure, 40, tmp_path, monkeypatch)
 
 
-def test_to_torch_round_trip(lut: tuple[tc.Setup, nn.Module, torch.Tensor]) -> None:
+def test_to_torch_round_trip(lut: ms.Suite) -> None:
     from microtrain_tools.to_torch import ToTorchError, to_state_dict
 
     s, net, xe = lut
@@ -128,41 +90,15 @@ def test_to_torch_round_trip(lut: tuple[tc.Setup, nn.Module, torch.Tensor]) -> N
         to_state_dict(s.m, wrong)
 
 
-def test_agrees_with_pytorch(lut: tuple[tc.Setup, nn.Module, torch.Tensor]) -> None:
-    s, net, xe = lut
-    with torch.no_grad():
-        ref = net(xe).argmax(1).numpy()
-    got = par.run_oracle(s.m, s.xe, progress=False).argmax(1)
-    agree = float(np.mean(got == ref))
-    assert agree >= 0.98, f"top-1 agreement with PyTorch {agree:.4f}"
-    assert float(np.mean(ref == s.ye)) >= 0.9  # the float model learned the task
+def test_agrees_with_pytorch(lut: ms.Suite) -> None:
+    ms.check_agrees_with_pytorch(lut)
 
 
 @pytest.mark.parametrize("train,mode,batch", [("all", "int8", 2), ("last:2", "mixed", 1)])
-def test_training_bitexact_vs_reference(lut: tuple[tc.Setup, nn.Module, torch.Tensor], tmp_path: Path,
-                                        train: str, mode: str, batch: int) -> None:
-    s, _, _ = lut
-    ensure_natmod()
-    order = list(range(24))
-    labels = tc.labels_of(s)
-    dev = tc.device(s, tmp_path, "lut", order=order, labels=labels, train=train, mode=mode, opt=tc.SGDM,
-                    batch=batch)
-    ref = tc.reference(s, order=order, labels=labels, train=train, mode=mode, opt=tc.SGDM, batch=batch)
-    assert not tc.differences(ref.arrays(), tc.state_of(dev))
-    assert np.array_equal(np.asarray(ref.losses), dev["loss"])
-    if train == "all":  # the LUT backward ran: the first conv's weights moved
-        assert not np.array_equal(dev["L0.w"], s.m.data(s.m.layers[0].weight).reshape(-1))
+def test_training_bitexact_vs_reference(lut: ms.Suite, tmp_path: Path, train: str, mode: str,
+                                        batch: int) -> None:
+    ms.check_training_bitexact(lut[0], tmp_path, train, mode, batch)
 
 
-def test_last2_training_lowers_the_loss(lut: tuple[tc.Setup, nn.Module, torch.Tensor],
-                                        tmp_path: Path) -> None:
-    s, _, _ = lut
-    ensure_natmod()
-    # a shifted task (labels rotated by one): the converted model starts far from it
-    labels = (s.ys + 1) % 10
-    dev = tc.device(s, tmp_path, "lut-fit", order=list(range(200)), labels=labels, train="last:2",
-                    mode="mixed", opt={"kind": "sgd", "lr": 0.05, "momentum": 0.9}, batch=4,
-                    fit={"epochs": 3, "shuffle": True, "seed": 3})
-    loss = dev["loss"]
-    assert loss[-1] < 0.7 * loss[0], f"per-epoch losses {loss}"
-    assert os.path.exists(s.path)
+def test_last2_training_lowers_the_loss(lut: ms.Suite, tmp_path: Path) -> None:
+    ms.check_last2_lowers_the_loss(lut[0], tmp_path)
