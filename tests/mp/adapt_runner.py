@@ -9,19 +9,10 @@
 #   kind "zo":    train, bp, lr, eps, seed, batch, order (indices), opt ({"lr", "momentum"}), mode,
 #                 out (path of a dump in train_runner.py's format)
 import json
-import struct
 import sys
 
 import microtrain as mt
-
-
-def record(f, name, tc, data):
-    nb = name.encode()
-    f.write(struct.pack("<H", len(nb)))
-    f.write(nb)
-    f.write(tc.encode())
-    f.write(struct.pack("<I", len(data) * struct.calcsize(tc)))
-    f.write(data)
+from runner_lib import record
 
 
 def proto(cfg, m, xs):

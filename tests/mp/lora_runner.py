@@ -11,28 +11,12 @@
 # out (dump: train_runner.py's records; "loss", "u_scale", trained layers "L<i>.*" by
 # index in the adapted model, merged base layers "M<i>.*" by index in the file).
 import json
-import struct
 import sys
 from array import array
 
 import microtrain as mt
 from microtrain import lora
-
-
-def make_opt(c):
-    kw = {"lr": c["lr"], "weight_decay": c.get("weight_decay", 0.0)}
-    if c["kind"] == "sgd":
-        return mt.SGD(momentum=c.get("momentum", 0.0), **kw)
-    return mt.Adam(beta1=c.get("beta1", 0.9), beta2=c.get("beta2", 0.999), eps=c.get("eps", 1e-8), **kw)
-
-
-def record(f, name, tc, data):
-    nb = name.encode()
-    f.write(struct.pack("<H", len(nb)))
-    f.write(nb)
-    f.write(tc.encode())
-    f.write(struct.pack("<I", len(data) * struct.calcsize(tc)))
-    f.write(data)
+from runner_lib import make_opt, record
 
 
 def main(cfg_path):

@@ -37,21 +37,11 @@
 # trained layer i: "L<i>.<field>" for w, b, mult, shift, w_scale, gw, gb,
 # master_w, master_b, st0..st3 (optimiser state arrays).
 import json
-import struct
 import sys
 from array import array
 
 import microtrain as mt
-
-
-def make_opt(c):
-    kw = {"lr": c["lr"], "weight_decay": c.get("weight_decay", 0.0),
-          "standardize": c.get("standardize", False)}
-    if "rounding" in c:
-        kw["rounding"] = c["rounding"]
-    if c["kind"] == "sgd":
-        return mt.SGD(momentum=c.get("momentum", 0.0), **kw)
-    return mt.Adam(beta1=c.get("beta1", 0.9), beta2=c.get("beta2", 0.999), eps=c.get("eps", 1e-8), **kw)
+from runner_lib import make_opt, record
 
 
 def make_sparse(c):
@@ -60,17 +50,6 @@ def make_sparse(c):
     if c["kind"] == "dynamic":
         return mt.DynamicSparse(c["lmin"], c["lmax"], c.get("form", "text"))
     return mt.StaticSparse(c["ratio"])
-
-
-def record(f, name, tc, data):
-    nb = name.encode()
-    f.write(struct.pack("<H", len(nb)))
-    f.write(nb)
-    f.write(tc.encode())
-    # written from the buffer itself: a bytes() copy of a large layer can
-    # fail in a 256 KB heap after training
-    f.write(struct.pack("<I", len(data) * struct.calcsize(tc)))
-    f.write(data)
 
 
 def main(cfg_path):
