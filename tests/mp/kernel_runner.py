@@ -18,12 +18,20 @@ def rd(f, fmt):
     return struct.unpack(fmt, f.read(struct.calcsize(fmt)))
 
 
-def make_buf(kind, n, raw):
-    if kind == "y":
-        return raw
-    if kind == "Y":
-        return bytearray(raw)
-    return array(kind, raw)
+def make_buf(kind, n, size, f, has_data):
+    if kind in "yY":
+        raw = f.read(n * size) if has_data else bytes([POISON]) * (n * size)
+        return raw if kind == "y" else bytearray(raw)
+    # one allocation of the array itself (array(kind, bytes) would need the
+    # bytes beside it: twice a large buffer, more than a 256 KB heap allows)
+    a = array(kind, range(n))
+    if has_data:
+        f.readinto(a)
+    else:
+        p = struct.unpack("<" + kind, bytes([POISON]) * size)[0]
+        for i in range(n):
+            a[i] = p
+    return a
 
 
 def read_arg(f, args, kinds, outs):
@@ -39,11 +47,7 @@ def read_arg(f, args, kinds, outs):
         kind, flags, n = rd(f, "<BBI")
         kind = chr(kind)
         size = 1 if kind in BYTE_KINDS else 4
-        if flags & 2:
-            raw = f.read(n * size)
-        else:
-            raw = bytes([POISON]) * (n * size)
-        obj = make_buf(kind, n, raw)
+        obj = make_buf(kind, n, size, f, flags & 2)
         if flags & 1:
             outs.append((kind, obj))
         return obj, ("-" + kind) if flags & 4 else kind

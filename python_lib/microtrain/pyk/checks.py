@@ -228,7 +228,12 @@ def _act(lo, hi):
 
 
 def _conv_check(d):
-    in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, g, izp, ozp, lo, hi = d
+    in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, g, izp, ozp, lo, hi = d[:17]
+    dh = dw = 1
+    if len(d) > 17:  # mt_conv2d_dil_check: dil_h, dil_w follow; windows span (k - 1) * dil + 1
+        dh, dw = d[17], d[18]
+        if not (1 <= dh <= 255 and 1 <= dw <= 255):
+            return "dil_h, dil_w must be in 1..255"
     if not (_dim(in_h) and _dim(in_w) and _dim(in_c)):
         return "in_h, in_w, in_c must be in 1..65535"
     if not (_dim(out_h) and _dim(out_w) and _dim(out_c)):
@@ -248,11 +253,14 @@ def _conv_check(d):
         return "weight tensor too large (more than 2^26 elements)"
     if out_h * out_w > 65536:
         return "out_h * out_w must be <= 65536"
-    m = _axis(in_h, out_h, k_h, s_h, p_t, "pad_top must be in 0..k_h-1",
+    dil = len(d) > 17
+    m = _axis(in_h, out_h, (k_h - 1) * dh + 1, s_h, p_t,
+              "pad_top must be in 0..(k_h-1)*dil_h" if dil else "pad_top must be in 0..k_h-1",
               "out_h too large: last window starts below the input")
     if m:
         return m
-    m = _axis(in_w, out_w, k_w, s_w, p_l, "pad_left must be in 0..k_w-1",
+    m = _axis(in_w, out_w, (k_w - 1) * dw + 1, s_w, p_l,
+              "pad_left must be in 0..(k_w-1)*dil_w" if dil else "pad_left must be in 0..k_w-1",
               "out_w too large: last window starts right of the input")
     if m:
         return m

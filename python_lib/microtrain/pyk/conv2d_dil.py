@@ -1,46 +1,8 @@
 # Dilated convs (the dilated functions of conv2d.c): plain loops over the taps,
 # for conv2d.py's kernels when the descriptor has 19 ints with a dilation
 # above 1. Arguments arrive checked.
-from microtrain.fmt import MAX_ELEMS
-from microtrain.pyk.checks import _act, _axis, _chk, _conv_check, _desc, _dim
+from microtrain.pyk.checks import _chk, _conv_check, _desc
 from microtrain.pyk.quant import _requant, _zero32
-
-
-def _dil_check(d):
-    # mt_conv2d_dil_check: checks.py's _conv_check with the window extent (k - 1) * dil + 1
-    in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, s_h, s_w, p_t, p_l, g, izp, ozp, lo, hi, dh, dw = d
-    if not (1 <= dh <= 255 and 1 <= dw <= 255):
-        return "dil_h, dil_w must be in 1..255"
-    if not (_dim(in_h) and _dim(in_w) and _dim(in_c)):
-        return "in_h, in_w, in_c must be in 1..65535"
-    if not (_dim(out_h) and _dim(out_w) and _dim(out_c)):
-        return "out_h, out_w, out_c must be in 1..65535"
-    if not (_dim(k_h) and _dim(k_w) and _dim(s_h) and _dim(s_w)):
-        return "k_h, k_w, stride_h, stride_w must be in 1..65535"
-    if g < 1 or g > in_c or g > out_c:
-        return "groups must be in 1..min(in_c, out_c)"
-    if in_c % g or out_c % g:
-        return "in_c and out_c must be divisible by groups"
-    if in_h * in_w * in_c > MAX_ELEMS or out_h * out_w * out_c > MAX_ELEMS:
-        return "tensor too large (more than 2^26 elements)"
-    kk = k_h * k_w * (in_c // g)
-    if kk > 32768:
-        return "k_h * k_w * in_c / groups must be <= 32768"
-    if out_c * kk > MAX_ELEMS:
-        return "weight tensor too large (more than 2^26 elements)"
-    if out_h * out_w > 65536:
-        return "out_h * out_w must be <= 65536"
-    m = _axis(in_h, out_h, (k_h - 1) * dh + 1, s_h, p_t, "pad_top must be in 0..(k_h-1)*dil_h",
-              "out_h too large: last window starts below the input")
-    if m:
-        return m
-    m = _axis(in_w, out_w, (k_w - 1) * dw + 1, s_w, p_l, "pad_left must be in 0..(k_w-1)*dil_w",
-              "out_w too large: last window starts right of the input")
-    if m:
-        return m
-    if not (-128 <= izp <= 127 and -128 <= ozp <= 127):
-        return "in_zp and out_zp must be in -128..127"
-    return _act(lo, hi)
 
 
 def _dil_desc(fn, o):
@@ -50,7 +12,7 @@ def _dil_desc(fn, o):
         d = d[:17]
         _chk(fn, "desc", _conv_check(d))
         return d
-    _chk(fn, "desc", _dil_check(d))
+    _chk(fn, "desc", _conv_check(d))
     return d
 
 

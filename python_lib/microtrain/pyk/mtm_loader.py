@@ -366,12 +366,7 @@ def _op_rules(c, L, p, op, act):
                 return "|dtable| > 2^24 - 1"
         return None
     if op == OP_CONV2D:
-        if L[2] == 19:  # dil_h, dil_w follow
-            from microtrain.pyk.conv2d_dil import _dil_check
-
-            m = _dil_check(p[:19])
-        else:
-            m = _conv_check(p[:17])
+        m = _conv_check(p[:19] if L[2] == 19 else p[:17])  # 19: dil_h, dil_w follow
         if m:
             return m
         if not _shape_is(x, 3, (p[0], p[1], p[2])):
