@@ -264,43 +264,20 @@ def _act(rng: Rng, out_zp: int, i: int) -> tuple[int, int]:
 # geometry
 
 
-@dataclass
-class ConvGeom:
-    in_h: int
-    in_w: int
-    in_c: int
-    out_h: int
-    out_w: int
-    out_c: int
-    k_h: int
-    k_w: int
-    stride_h: int
-    stride_w: int
-    pad_top: int
-    pad_left: int
-    groups: int
-    dil_h: int = 1
-    dil_w: int = 1
-
-    @property
-    def cpg(self) -> int:
-        return self.in_c // self.groups
-
-    @property
-    def opg(self) -> int:
-        return self.out_c // self.groups
+class ConvGeom(oracle._Geom):
+    """The oracle's conv / pool geometry, with the kernels' descriptors and the harness's names."""
 
     @property
     def n_in(self) -> int:
-        return self.in_h * self.in_w * self.in_c
+        return self.in_size
 
     @property
     def n_out(self) -> int:
-        return self.out_h * self.out_w * self.out_c
+        return self.out_size
 
     @property
     def n_w(self) -> int:
-        return self.out_c * self.k_h * self.k_w * self.cpg
+        return self.w_size
 
     def desc(self, in_zp: int, out_zp: int, act_min: int, act_max: int) -> list[int]:
         return [self.in_h, self.in_w, self.in_c, self.out_h, self.out_w, self.out_c, self.k_h, self.k_w,
