@@ -3,7 +3,7 @@
 Each case runs evals/mp/mem_case.py on the M7 firmware built with HEAPPEAK=1
 (ports/qemu/heappeak.c: the firmware tracks the GC heap's high-water mark, the
 live bytes at every allocation, within 256 B), in a heap large enough to
-measure the peak (``--heap``, default 1 MB), with the microtrain package as
+measure the peak (``--heap``, default 2 MB), with the microtrain package as
 .mpy bytecode and the armv7emdp natmod, as `make bench-mcu` runs them. The
 peak counts everything from before ``import microtrain`` on: package, model
 objects, buffers, the script's samples.
@@ -73,6 +73,7 @@ CASES = (
 @dataclass
 class MemResult:
     case: MemCase
+    fw: str
     load: str
     phases: dict[str, int]  # phase -> peak bytes since start, after that phase
     error: str | None  # phase of a MemoryError / failure
@@ -95,13 +96,15 @@ def _qemu_run() -> object:
     return qemu_run
 
 
-def firmware() -> Path:
-    """The M7 single-float firmware with the mtheap module (make -C ports/qemu HEAPPEAK=1)."""
+def firmware(fw: str) -> Path:
+    """The M7 single-float firmware with the mtheap module (make -C ports/qemu HEAPPEAK=1);
+    fw "builtin": with BUILTIN=1 (kernels and package in flash)."""
+    builtin = fw == "builtin"
     p = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "qemu"), "BOARD=m7", "FLOAT=single",
-                        "HEAPPEAK=1"], capture_output=True, text=True)
+                        "HEAPPEAK=1", f"BUILTIN={int(builtin)}"], capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"mem-mcu: firmware build failed:\n{(p.stdout + p.stderr)[-3000:]}")
-    return ROOT / "build" / "qemu" / "m7-single-heappeak" / "firmware.elf"
+    return ROOT / "build" / "qemu" / ("m7-single-heappeak" + ("-builtin" if builtin else "")) / "firmware.elf"
 
 
 def models() -> None:
@@ -148,9 +151,8 @@ def predict(c: MemCase, load: str) -> int:
     return file_ram + int(r["total"])
 
 
-def run_case(c: MemCase, elf: Path, load: str, heap: str, timeout: float = 3600) -> MemResult:
+def run_case(c: MemCase, fw: str, elf: Path, load: str, heap: str, timeout: float = 3600) -> MemResult:
     qr = _qemu_run()
-    qr.build_pylib()  # type: ignore[attr-defined]
     mtm_path = BUILD / f"{c.model}.mtm"
     args = [mtm_path.name, f"{c.model}.mtd", c.train, c.mode, f"{c.sparse:g}", str(c.batch), str(c.steps)]
     extra: list[str] = []
@@ -159,7 +161,10 @@ def run_case(c: MemCase, elf: Path, load: str, heap: str, timeout: float = 3600)
             raise SystemExit(f"mem-mcu: {mtm_path} does not fit the flash area at {ROM_ADDR:#x}")
         args.append(str(ROM_ADDR))
         extra = ["-device", f"loader,file={mtm_path},addr={ROM_ADDR:#x},force-raw=on"]
-    paths = [str(MP_DIR), *qr.default_paths("m7")]  # type: ignore[attr-defined]
+    paths = [str(MP_DIR)]
+    if fw == "natmod":  # the package as .mpy files and the natmod, read into the heap on import
+        qr.build_pylib()  # type: ignore[attr-defined]
+        paths += qr.default_paths("m7")  # type: ignore[attr-defined]
     cmd = qr.qemu_cmd("m7", str(MP_DIR / "mem_case.py"), args, heap=heap, paths=paths,  # type: ignore
                       extra=extra)
     cmd[cmd.index("-kernel") + 1] = str(elf)
@@ -172,7 +177,7 @@ def run_case(c: MemCase, elf: Path, load: str, heap: str, timeout: float = 3600)
     if error is None and (p.returncode != 0 or "peak" not in phases):
         error = f"rc{p.returncode}"
         sys.stderr.write(f"{c.name}: {p.stdout[-2000:]}\n{p.stderr[-2000:]}\n")
-    return MemResult(c, load, phases, error, predict(c, load), time.time() - t0)
+    return MemResult(c, fw, load, phases, error, predict(c, load), time.time() - t0)
 
 
 def _kb(n: int) -> str:
@@ -182,45 +187,53 @@ def _kb(n: int) -> str:
 def table(results: Sequence[MemResult]) -> list[str]:
     phases = ("import", "load", "infer", "trainer", "train")
     head = " | ".join(f"after {p}" for p in phases)
-    lines = [f"| case | model bytes | {head} | peak | info | info err |",
-             "|---|---|" + "---|" * len(phases) + "---|---|---|"]
+    lines = [f"| case | kernels, package | model bytes | {head} | peak | info | info err |",
+             "|---|---|---|" + "---|" * len(phases) + "---|---|---|"]
     for r in results:
         cells = [_kb(r.phases[p]) if p in r.phases else "-" for p in phases]
         peak = f"FAIL({r.error})" if r.error else _kb(r.peak)
-        lines.append(f"| {r.case.name} | {r.load} | " + " | ".join(cells) +
+        lines.append(f"| {r.case.name} | {r.fw} | {r.load} | " + " | ".join(cells) +
                      f" | {peak} | {_kb(r.pred)} | {r.err:.2f} |")
     return lines
 
 
-def summary(results: Sequence[MemResult]) -> str:
+def summary(results: Sequence[MemResult], tag: str = "") -> str:
     parts = [f"{r.case.name}={'FAIL(' + r.error + ')' if r.error else _kb(r.peak)}" for r in results]
     errs = [r.err for r in results if not r.error]
     parts.append(f"info_err={max(errs):.2f}" if errs else "info_err=n/a")
-    return "mem-mcu: " + " ".join(parts)
+    return f"mem-mcu{tag}: " + " ".join(parts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--load", choices=("rom", "file", "both"), default="rom",
                     help="model bytes in flash (rom) or read from the file into the heap")
-    ap.add_argument("--heap", default="1m", help="GC heap of the runs (large enough to measure the peak)")
+    ap.add_argument("--heap", default="2m", help="GC heap of the runs (large enough to measure the peak)")
+    ap.add_argument("--fw", choices=("natmod", "builtin", "both"), default="both",
+                    help="kernels and package: natmod + .mpy files (read into the heap on import), or "
+                         "built into the firmware (flash)")
     ap.add_argument("--only", nargs="*", default=(), help="case names")
     a = ap.parse_args(argv)
-    elf = firmware()
     models()
     loads = ("file", "rom") if a.load == "both" else (a.load,)
+    fws = ("natmod", "builtin") if a.fw == "both" else (a.fw,)
     results: list[MemResult] = []
-    for load in loads:
-        for c in CASES:
-            if a.only and c.name not in a.only:
-                continue
-            r = run_case(c, elf, load, a.heap)
-            results.append(r)
-            print(f"{c.name} ({load}): peak {'FAIL(' + r.error + ')' if r.error else _kb(r.peak)} KB, "
-                  f"info {_kb(r.pred)} KB, phases {r.phases} ({r.seconds:.0f} s)", flush=True)
+    for fw in fws:
+        elf = firmware(fw)
+        for load in loads:
+            for c in CASES:
+                if a.only and c.name not in a.only:
+                    continue
+                r = run_case(c, fw, elf, load, a.heap)
+                results.append(r)
+                peak = f"FAIL({r.error})" if r.error else _kb(r.peak)
+                print(f"{c.name} ({fw}, {load}): peak {peak} KB, info {_kb(r.pred)} KB, "
+                      f"phases {r.phases} ({r.seconds:.0f} s)", flush=True)
     print("\n".join(table(results)))
-    # the acceptance line: the last load mode's runs (rom unless --load file)
-    print(summary([r for r in results if r.load == loads[-1]]))
+    for fw in fws[:-1]:
+        print(summary([r for r in results if r.fw == fw and r.load == loads[-1]], f" ({fw})"))
+    # the acceptance line: the last configuration (built-in, model in flash, unless told otherwise)
+    print(summary([r for r in results if r.fw == fws[-1] and r.load == loads[-1]]))
     return 0
 
 
