@@ -126,6 +126,9 @@ class Trainer:
         self.sparse = sparse
         self.batch = batch
         self.schedule = sched
+        from microtrain.memplan import run as memcheck
+
+        memcheck(model, idx, mode, self.opt, sparse)  # MemoryError saying what fits, before allocating
         prev = [ly.index for ly in model.layers if ly.trained]
         prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers]
         try:
@@ -147,7 +150,7 @@ class Trainer:
 
                 self._mon = Health(model, self.layers, adapt_ranges)
                 self._bufs = model._plan(self.first)[0]
-        except BaseException:
+        except BaseException as e:
             # out of memory (or a bad checkpoint state) half way: the model as it was
             for ly, mw, mb in prev_master:
                 ly.master_w, ly.master_b = mw, mb
@@ -159,6 +162,10 @@ class Trainer:
             else:
                 model._bw = None
                 model.trained_layers = []
+            if isinstance(e, MemoryError):
+                from microtrain.memplan import run as memcheck
+
+                memcheck(model, idx, mode, self.opt, sparse, True)  # the same, with what was needed
             raise
         self._lr = self.opt.lr
         self.health = None  # the last epoch's health record (fit)
