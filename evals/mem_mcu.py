@@ -22,9 +22,9 @@ Fashion-MNIST transfer CNN of evals/models):
 - mbv1_sparse: MobileNetV1-0.25 96x96, last:3, DynamicSparse(0.1), mixed, SGD momentum, batch 1;
 - fmnist_all: transfer CNN, all layers, mixed, SGD momentum, batch 16.
 
-``microtrain info``'s prediction per case (tools/microtrain_tools/info.py:
-activations, or the training total, plus the file when it is read into RAM)
-is printed next to the measurement; info_err is the largest |pred - peak| /
+``microtrain info``'s prediction per case (tools/microtrain_tools/info.py
+``peak_heap``: package, model objects, file when read into RAM, one sample,
+inference, training) is printed next to the measurement; info_err is the largest |pred - peak| /
 peak. A case that fails prints its phase (``FAIL(phase)``), never a number.
 Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K info_err=P``.
 """
@@ -137,18 +137,17 @@ def models() -> None:
                   yt[:SAMPLES])
 
 
-def predict(c: MemCase, load: str) -> int:
-    """microtrain info's RAM figure for the case (bytes): what the planner says today."""
+def predict(c: MemCase, fw: str, load: str) -> int:
+    """microtrain info's peak heap for the case (bytes; info.peak_heap)."""
     from microtrain_tools import info, mtm
 
     path = BUILD / f"{c.model}.mtm"
     m = mtm.read(path.read_bytes())
-    file_ram = path.stat().st_size if load == "file" else 0
-    if c.train == "-":
-        return file_ram + info.inference_ram(m)
-    n = len(info.weighted_layers(m)) if c.train == "all" else int(c.train.split(":")[1])
-    r = info.train_ram(m, n, momentum=True, mode=c.mode, sparse=c.sparse > 0)
-    return file_ram + int(r["total"])
+    tr = None
+    if c.train != "-":
+        n = len(info.weighted_layers(m)) if c.train == "all" else int(c.train.split(":")[1])
+        tr = info.train_ram(m, n, momentum=True, mode=c.mode, sparse=c.sparse > 0)
+    return info.peak_heap(m, path.stat().st_size, fw, "flash" if load == "rom" else "file", tr)["total"]
 
 
 def run_case(c: MemCase, fw: str, elf: Path, load: str, heap: str, timeout: float = 3600) -> MemResult:
@@ -177,7 +176,7 @@ def run_case(c: MemCase, fw: str, elf: Path, load: str, heap: str, timeout: floa
     if error is None and (p.returncode != 0 or "peak" not in phases):
         error = f"rc{p.returncode}"
         sys.stderr.write(f"{c.name}: {p.stdout[-2000:]}\n{p.stderr[-2000:]}\n")
-    return MemResult(c, fw, load, phases, error, predict(c, load), time.time() - t0)
+    return MemResult(c, fw, load, phases, error, predict(c, fw, load), time.time() - t0)
 
 
 def _kb(n: int) -> str:

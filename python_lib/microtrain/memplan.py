@@ -144,11 +144,10 @@ def run(model, idx, mode, opt, sparse, failed=False):
     finally:
         import sys
 
-        import microtrain
-
         sys.modules.pop("microtrain.memplan", None)
+        microtrain = sys.modules.get("microtrain")  # the package's reference to this module
         try:
-            if "memplan" in microtrain.__dict__:
+            if microtrain is not None and "memplan" in microtrain.__dict__:
                 # None first: MicroPython's map delete keeps the old value in the freed slot
                 microtrain.memplan = None
                 del microtrain.memplan
