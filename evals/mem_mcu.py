@@ -11,7 +11,9 @@ objects, buffers, the script's samples.
 Model bytes (``--load``): ``rom`` (default): QEMU's loader puts the .mtm into
 the board's flash (the MPS2's code memory, outside the heap) and the script
 passes ``mt.load()`` a bytearray over it; ``file``: ``mt.load(path)`` reads
-the file into the heap.
+the file into the heap; ``frozen`` (builtin firmware, ResNet-8 only: the
+image has room for one model below the flash area QEMU leaves free): the
+.mtm as the bytes constant ``MODEL`` of a module frozen into the firmware.
 
 The cases (MLPerf Tiny models at their published sizes, evals/mlperf_tiny.py,
 with seeded untrained weights: memory does not depend on the values; the
@@ -96,12 +98,30 @@ def _qemu_run() -> object:
     return qemu_run
 
 
+FROZEN = {"resnet8": "mt_frozen_resnet8"}  # model -> frozen module holding MODEL = b"..."
+
+
+def frozen_modules() -> Path:
+    """build/mem/frozen/<module>.py for FROZEN (the BUILTIN firmware freezes the folder)."""
+    d = BUILD / "frozen"
+    d.mkdir(parents=True, exist_ok=True)
+    for model, mod in FROZEN.items():
+        data = (BUILD / f"{model}.mtm").read_bytes()
+        src = f"# {model}.mtm, frozen into the firmware: the bytes stay in flash\nMODEL = {data!r}\n"
+        p = d / f"{mod}.py"
+        if not p.is_file() or p.read_text() != src:
+            p.write_text(src)
+    return d
+
+
 def firmware(fw: str) -> Path:
     """The M7 single-float firmware with the mtheap module (make -C ports/qemu HEAPPEAK=1);
     fw "builtin": with BUILTIN=1 (kernels and package in flash)."""
     builtin = fw == "builtin"
     p = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "qemu"), "BOARD=m7", "FLOAT=single",
-                        "HEAPPEAK=1", f"BUILTIN={int(builtin)}"], capture_output=True, text=True)
+                        "HEAPPEAK=1", f"BUILTIN={int(builtin)}",
+                        *([f"MT_FROZEN_DIR={frozen_modules()}"] if builtin else [])],
+                       capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"mem-mcu: firmware build failed:\n{(p.stdout + p.stderr)[-3000:]}")
     return ROOT / "build" / "qemu" / ("m7-single-heappeak" + ("-builtin" if builtin else "")) / "firmware.elf"
@@ -147,7 +167,7 @@ def predict(c: MemCase, fw: str, load: str) -> int:
     if c.train != "-":
         n = len(info.weighted_layers(m)) if c.train == "all" else int(c.train.split(":")[1])
         tr = info.train_ram(m, n, momentum=True, mode=c.mode, sparse=c.sparse > 0)
-    return info.peak_heap(m, path.stat().st_size, fw, "flash" if load == "rom" else "file", tr)["total"]
+    return info.peak_heap(m, path.stat().st_size, fw, "file" if load == "file" else "flash", tr)["total"]
 
 
 def run_case(c: MemCase, fw: str, elf: Path, load: str, heap: str, timeout: float = 3600) -> MemResult:
@@ -155,7 +175,9 @@ def run_case(c: MemCase, fw: str, elf: Path, load: str, heap: str, timeout: floa
     mtm_path = BUILD / f"{c.model}.mtm"
     args = [mtm_path.name, f"{c.model}.mtd", c.train, c.mode, f"{c.sparse:g}", str(c.batch), str(c.steps)]
     extra: list[str] = []
-    if load == "rom":
+    if load == "frozen":
+        args.append("frozen:" + FROZEN[c.model])
+    elif load == "rom":
         if ROM_ADDR + mtm_path.stat().st_size > ROM_END:
             raise SystemExit(f"mem-mcu: {mtm_path} does not fit the flash area at {ROM_ADDR:#x}")
         args.append(str(ROM_ADDR))
@@ -205,8 +227,9 @@ def summary(results: Sequence[MemResult], tag: str = "") -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--load", choices=("rom", "file", "both"), default="rom",
-                    help="model bytes in flash (rom) or read from the file into the heap")
+    ap.add_argument("--load", choices=("rom", "file", "frozen", "both", "all"), default="rom",
+                    help="model bytes in flash (rom), read from the file into the heap, a frozen bytes "
+                         "constant (builtin, ResNet-8); both: file and rom; all: the three")
     ap.add_argument("--heap", default="2m", help="GC heap of the runs (large enough to measure the peak)")
     ap.add_argument("--fw", choices=("natmod", "builtin", "both"), default="both",
                     help="kernels and package: natmod + .mpy files (read into the heap on import), or "
@@ -214,14 +237,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=(), help="case names")
     a = ap.parse_args(argv)
     models()
-    loads = ("file", "rom") if a.load == "both" else (a.load,)
+    loads = {"both": ("file", "rom"), "all": ("file", "frozen", "rom")}.get(a.load, (a.load,))
     fws = ("natmod", "builtin") if a.fw == "both" else (a.fw,)
     results: list[MemResult] = []
     for fw in fws:
         elf = firmware(fw)
         for load in loads:
             for c in CASES:
-                if a.only and c.name not in a.only:
+                if (a.only and c.name not in a.only) or (load == "frozen" and (fw != "builtin"
+                                                                               or c.model not in FROZEN)):
                     continue
                 r = run_case(c, fw, elf, load, a.heap)
                 results.append(r)

@@ -7,7 +7,8 @@
 # TRAIN "-" (inference only), "last:N" or "all"; MODE int8|mixed|float32;
 # SPARSE 0 or lambda_min of DynamicSparse(lambda_min, 1.0); SGD momentum 0.9.
 # ROM_ADDR: the model's bytes are in flash there (QEMU's loader put them
-# there): mt.load() gets a bytearray over them instead of the path.
+# there): mt.load() gets a bytearray over them instead of the path;
+# "frozen:MODULE": mt.load(MODULE.MODEL), a bytes constant frozen into the firmware.
 # Prints "mem.<phase>=<peak bytes since start>" after import, load,
 # inference, Trainer set-up and training, and "mem.error=<phase>" on a
 # MemoryError (the peak so far is still printed: a lower bound).
@@ -35,7 +36,9 @@ def main(argv):
 
     mark("import")
     phase = "load"
-    if len(argv) > 7:
+    if len(argv) > 7 and argv[7].startswith("frozen:"):
+        src = __import__(argv[7][7:]).MODEL  # a bytes constant of a frozen module: in flash
+    elif len(argv) > 7:
         import os
 
         import uctypes

@@ -2,3 +2,4 @@
 # package and the port's small json module as bytecode in flash.
 package("microtrain", base_path="../../python_lib")
 module("json.py", base_path="../common/lib")
+freeze("$(MT_FROZEN_DIR)")  # extra modules (Makefile: MT_FROZEN_DIR), none by default
