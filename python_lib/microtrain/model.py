@@ -329,7 +329,7 @@ class Model:
             return None
         try:
             return K.mtm_view(memoryview(self._bytes)[off:off + n], code)
-        except ValueError:
+        except (TypeError, ValueError):  # e.g. CircuitPython's memoryview of another type
             return None
 
     def _raw(self, off, n):

@@ -39,6 +39,12 @@ from the end; every layer from first on is on the backward path:
   loss         softmax cross-entropy: exp table (256 uint32) + stats (3 int32) + the
                int8 error of the logits: 1036 + output size;
   total        the sum of the above (allocated once, when training is set up).
+
+Peak heap of a 32-bit board (docs/memory.md): the interpreter, script and package
+(per deployment: built into the firmware, or natmod + .mpy files in the heap), the
+model objects (221 B per tensor, 455 B per layer), the model file when it is read
+into RAM, one FileDataset record, the inference plan (+ 141 B per layer), and the
+training total; constants measured by `make mem-mcu` on the Cortex-M7 firmware.
 """
 
 from __future__ import annotations
