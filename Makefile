@@ -134,6 +134,13 @@ test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7emsp armv7emd
 
 .PHONY: firmware-mcu twin test-mcu
 
+## mem-mcu: peak heap of the issue-13 cases (ResNet-8 inference, DS-CNN-S last:2, MobileNetV1
+## last:3 sparse, transfer CNN all) on the M7 firmware built with HEAPPEAK=1 (the firmware tracks
+## the heap's high-water mark), next to `microtrain info`'s prediction (evals/mem_mcu.py).
+.PHONY: mem-mcu
+mem-mcu: $(SETUP_STAMP) build/natmod/armv7emdp/_microtrain.mpy
+	@$(PY) -m evals.mem_mcu
+
 ## bench-mcu: instruction counts per kernel MAC and per training sample on the QEMU Cortex-M
 ## firmware (M0/M4/M7) with the project's TCG plugin; writes docs/performance.md.
 .PHONY: bench-mcu

@@ -174,3 +174,8 @@ def mtm_layer(buf: _Buf, i: int, out: _I32, /) -> None:
     name_len, fused_off, fused_len (string offsets absolute in the file), in0, in1, out,
     weight, bias, mult, shift, state[0..4) (-1 = none), then the absolute file offset of
     the layer's int32 params (its kernel descriptor)."""
+
+def mtm_view(view: memoryview, typecode: int, /) -> memoryview:
+    """view (1-byte items over 4 * n bytes, 4-byte aligned) retyped in place to n int32
+    (typecode ord('i')) or float32 (ord('f')) items and returned: zero-copy tensors of a model
+    loaded from a bytes-like object. The pure-Python kernel returns a copy (an array)."""

@@ -40,8 +40,8 @@ def __getattr__(name):
     return v
 
 
-_SUBMODULES = ("cache", "checkpoint", "data", "fmt", "kern", "lora", "loss", "model", "optim", "proto", "pyk",
-               "quant", "replay", "sparse", "trainer", "zo")
+_SUBMODULES = ("cache", "checkpoint", "data", "fmt", "kern", "lora", "loss", "memplan", "model", "optim",
+               "proto", "pyk", "quant", "replay", "sparse", "trainer", "zo")
 __all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
            "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",
            "Subset", "PrototypeHead", "Replay", "ZO", "LoRA"]  # the last four: __getattr__ above

@@ -24,6 +24,7 @@ from microtrain.fmt import (
     INFO_N,
     ITEMSIZE,
     KIND_ACT,
+    KIND_STATE,
     LAYER_N,
     NONE_I32,
     OP_ADD,
@@ -282,10 +283,13 @@ class Model:
             if t.dtype == DT_INT8:
                 t.data = self._s8(t.data_off, t.data_len) if t.data_len else None
             elif t.dtype == DT_INT32:
-                t.data = self._i32(t.data_off, t.data_len >> 2)
+                t.data = self._i32(t.data_off, t.data_len >> 2, t.kind == KIND_STATE)
             elif t.dtype == DT_F32:
-                # float32 values (per-channel scales, optimiser state): small, copied
-                t.data = array.array("f", self._raw(t.data_off, t.data_len))
+                # per-channel scales: views like the weights; optimiser state and master
+                # copies (STATE) are updated in place: copied
+                t.data = None if t.kind == KIND_STATE else self._view(t.data_off, t.data_len, 102)
+                if t.data is None:
+                    t.data = array.array("f", self._raw(t.data_off, t.data_len))
             self.tensors.append(t)
         self.layers = []
         row = zeros("i", LAYER_N)
@@ -310,11 +314,23 @@ class Model:
     def _s8(self, off, n):
         return memoryview(self._bytes)[off:off + n]
 
-    def _i32(self, off, n):
+    def _i32(self, off, n, copy=False):
         if self._words is not None:
             off >>= 2
             return memoryview(self._words)[off:off + n]
-        return array.array("i", self._raw(off, 4 * n))  # no int32 view of bytes: copy
+        v = None if copy else self._view(off, 4 * n, 105)
+        return v if v is not None else array.array("i", self._raw(off, 4 * n))
+
+    def _view(self, off, n, code):
+        # int32 / float32 items in place in a bytes-like model (frozen bytes, flash): a
+        # 1-byte view retyped by the loader binding; None where it cannot be (an unaligned
+        # buffer, or the pure-Python kernels, which copy), and the caller copies
+        if not kern.NATIVE:
+            return None
+        try:
+            return K.mtm_view(memoryview(self._bytes)[off:off + n], code)
+        except (TypeError, ValueError):  # e.g. CircuitPython's memoryview of another type
+            return None
 
     def _raw(self, off, n):
         # bytes off..off+n of the file for array(typecode, ...), which takes a

@@ -49,6 +49,26 @@ def _sample(samples, i):
     return s
 
 
+
+def _mem_free():
+    f = getattr(gc, "mem_free", None)  # not on CPython
+    if f is None:
+        return 1 << 62
+    gc.collect()
+    return f()
+
+
+def _memcheck(model, idx, mode, opt, sparse, failed=False):
+    # microtrain.memplan: MemoryError with the bytes needed per item, the free heap and what
+    # would fit. Compiling it needs heap too: if that fails, the caller's MemoryError stands.
+    try:
+        from microtrain.memplan import run
+    except MemoryError:
+        if failed:
+            return
+        raise
+    run(model, idx, mode, opt, sparse, failed)
+
 class Trainer:
     """Train `model` on (x, label) samples.
 
@@ -126,6 +146,14 @@ class Trainer:
         self.sparse = sparse
         self.batch = batch
         self.schedule = sched
+        # before allocating: when even the float32 sums, optimiser state and master copies exceed
+        # the free heap, a MemoryError saying what fits (the full count only then: no import)
+        need = 0
+        for i in idx:
+            ly = model.layers[i]
+            need += 4 * (len(ly.w) + len(ly.b)) * (1 + self.opt.n_state + (mode == "float32"))
+        if need > _mem_free():
+            _memcheck(model, idx, mode, self.opt, sparse)
         prev = [ly.index for ly in model.layers if ly.trained]
         prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers]
         try:
@@ -147,7 +175,7 @@ class Trainer:
 
                 self._mon = Health(model, self.layers, adapt_ranges)
                 self._bufs = model._plan(self.first)[0]
-        except BaseException:
+        except BaseException as e:
             # out of memory (or a bad checkpoint state) half way: the model as it was
             for ly, mw, mb in prev_master:
                 ly.master_w, ly.master_b = mw, mb
@@ -159,6 +187,8 @@ class Trainer:
             else:
                 model._bw = None
                 model.trained_layers = []
+            if isinstance(e, MemoryError):
+                _memcheck(model, idx, mode, self.opt, sparse, True)  # the same, with what was needed
             raise
         self._lr = self.opt.lr
         self.health = None  # the last epoch's health record (fit)

@@ -55,7 +55,15 @@ def make_sparse(c):
 def main(cfg_path):
     with open(cfg_path) as f:
         cfg = json.load(f)
-    m = mt.load(cfg["model"])
+    src = cfg["model"]
+    if cfg.get("load") in ("bytes", "bytearray", "memoryview"):  # a model in place (flash, frozen)
+        with open(src, "rb") as f:
+            src = f.read()
+        if cfg["load"] == "bytearray":
+            src = bytearray(src)
+        elif cfg["load"] == "memoryview":
+            src = memoryview(src)
+    m = mt.load(src)
     numel = cfg["numel"]
     with open(cfg["samples"], "rb") as f:
         data = f.read()

@@ -39,6 +39,12 @@ from the end; every layer from first on is on the backward path:
   loss         softmax cross-entropy: exp table (256 uint32) + stats (3 int32) + the
                int8 error of the logits: 1036 + output size;
   total        the sum of the above (allocated once, when training is set up).
+
+Peak heap of a 32-bit board (docs/memory.md): the interpreter, script and package
+(per deployment: built into the firmware, or natmod + .mpy files in the heap), the
+model objects (221 B per tensor, 455 B per layer), the model file when it is read
+into RAM, one FileDataset record, the inference plan (+ 141 B per layer), and the
+training total; constants measured by `make mem-mcu` on the Cortex-M7 firmware.
 """
 
 from __future__ import annotations
@@ -154,6 +160,38 @@ TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "mast
                "loss")
 
 
+# Peak heap on a 32-bit board (MicroPython's 16-byte GC blocks), measured with `make mem-mcu` on
+# the Cortex-M7 QEMU firmware (docs/memory.md): the interpreter, the script and `import
+# microtrain` per deployment (kernels and package built into the firmware, or the natmod .mpy
+# and the package's .mpy files, both read into the heap); then per model object: a Tensor, a
+# Layer (with its descriptor view), and per layer the forward plan's step and buffer objects.
+PACKAGE_BYTES = {"builtin": 10_416, "natmod": 117_040}
+TENSOR_OBJ_BYTES = 221
+LAYER_OBJ_BYTES = 455
+PLAN_BYTES_PER_LAYER = 141
+DEPLOYS = tuple(PACKAGE_BYTES)
+
+
+def peak_heap(m: Model, file_bytes: int, deploy: str = "builtin", model_in: str = "flash",
+              train: dict[str, Any] | None = None) -> dict[str, int]:
+    """Peak heap (bytes per item, and "total") of: import, load (the model in flash, i.e. a
+    bytes-like object, or read from a file), inference of one sample from a FileDataset, then
+    a Trainer with ``train`` (a :func:`train_ram` result) and its training steps."""
+    if deploy not in PACKAGE_BYTES:
+        raise ValueError(f"deploy must be one of {', '.join(DEPLOYS)}")
+    n_l = len(m.layers)
+    r = {
+        "package": PACKAGE_BYTES[deploy],
+        "model_objects": TENSOR_OBJ_BYTES * len(m.tensors) + LAYER_OBJ_BYTES * n_l,
+        "model_file": file_bytes if model_in == "file" else 0,
+        "sample": m.tensors[m.input].numel,  # the FileDataset's record buffer
+        "inference": inference_ram(m) + PLAN_BYTES_PER_LAYER * n_l,
+        "training": int(train["total"]) if train else 0,
+    }
+    r["total"] = sum(r.values())
+    return r
+
+
 def _op_name(ly: mtm.Layer) -> str:
     s = Op(ly.op).name.lower()
     return s if ly.act == Act.NONE else f"{s}+{Act(ly.act).name.lower()}"
@@ -198,6 +236,8 @@ def report(path: Path, m: Model, train_last: int | None, momentum: bool = False,
     }
     if train_last is not None:
         r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse)
+    r["peak_heap"] = {f"{d}-{w}": peak_heap(m, len(data), d, w, r.get("train"))
+                      for d in DEPLOYS for w in ("flash", "file")}
     return r
 
 
@@ -235,6 +275,12 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
         for k in TRAIN_ITEMS:
             out.append(f"  {labels[k]:<40} {tr[k]:>9} B")
         out.append(f"  {'total':<40} {tr['total']:>9} B  (+ {r['file_bytes']} B model file if in RAM)")
+    out.append("peak heap, 32-bit board (package, model objects, model file, one sample, inference"
+               + (", training" if tr else "") + "; docs/memory.md):")
+    for k, v in r["peak_heap"].items():
+        d, w = k.split("-")
+        what = "kernels and package built in" if d == "builtin" else "natmod and .mpy package"
+        out.append(f"  {what + ', model in ' + w:<48} {v['total']:>9} B")
     return "\n".join(out)
 
 

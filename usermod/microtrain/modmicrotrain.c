@@ -17,6 +17,8 @@
 #endif
 #pragma GCC diagnostic pop
 
+#include "py/objarray.h"
+
 #include "mt_kernels.h"
 #include "mtm_loader.h"
 
@@ -74,7 +76,8 @@
     X(MP_QSTR_mtm_validate, mod_mtm_validate_obj) \
     X(MP_QSTR_mtm_info, mod_mtm_info_obj) \
     X(MP_QSTR_mtm_tensor, mod_mtm_tensor_obj) \
-    X(MP_QSTR_mtm_layer, mod_mtm_layer_obj)
+    X(MP_QSTR_mtm_layer, mod_mtm_layer_obj) \
+    X(MP_QSTR_mtm_view, mod_mtm_view_obj)
 
 #ifdef MICROPY_ENABLE_DYNRUNTIME
 
@@ -1047,6 +1050,38 @@ static mp_obj_t mod_mtm_validate(size_t n_args, const mp_obj_t *args) {
     MT_VALUE_ERR(fn, NULL, what);
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_validate_obj, 1, 1, mod_mtm_validate);
+
+// mtm_view(view, typecode): `view`, a memoryview of 1-byte items over 4 * n bytes of a
+// model (memoryview(buf)[off:off + 4 * n]), retyped in place to n int32 (typecode
+// ord('i')) or float32 (ord('f')) items: the zero-copy int32 / float32 tensors of a
+// model loaded from a bytes-like object (frozen bytes, flash), which Python cannot
+// make (no memoryview.cast). The items pointer stays at the start of the buffer
+// (the GC keeps a block alive only through pointers to its start); the offset,
+// counted in items, is what changes. Returns `view`.
+static mp_obj_t mod_mtm_view(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "mtm_view";
+    (void)n_args;
+    if (mp_obj_get_type(args[0])->name != MP_QSTR_memoryview) {
+        MT_TYPE_ERR(fn, "view", "must be a memoryview");
+    }
+    const int32_t code = mt_int(fn, "typecode", args[1]);
+    if (code != 'i' && code != 'f') {
+        MT_VALUE_ERR(fn, "typecode", "must be ord('i') or ord('f')");
+    }
+    mp_obj_array_t *o = MP_OBJ_TO_PTR(args[0]);
+    const int tc = (int)(o->typecode & ~(size_t)MP_OBJ_ARRAY_TYPECODE_FLAG_RW);
+    if (!mt_typecode_ok(MT_S8, tc)) {
+        MT_VALUE_ERR(fn, "view", "must have 1-byte items");
+    }
+    if (o->len % 4 != 0 || o->free % 4 != 0 || ((uintptr_t)o->items & 3u) != 0) {
+        MT_VALUE_ERR(fn, "view", "must be 4-byte aligned, a multiple of 4 bytes long");
+    }
+    o->typecode = (o->typecode & MP_OBJ_ARRAY_TYPECODE_FLAG_RW) | (size_t)code;
+    o->free /= 4;
+    o->len /= 4;
+    return args[0];
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_mtm_view_obj, 2, 2, mod_mtm_view);
 
 static mp_obj_t mod_mtm_info(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "mtm_info";

@@ -52,7 +52,7 @@ WHERE = {
     "update_f32_standardize": "update", "update_f32_axpby": "update", "update_f32_momentum": "update",
     "update_f32_adam": "update", "update_s8_apply": "update", "update_f32_ratios": "update",
     "mtm_validate": "mtm_loader", "mtm_info": "mtm_loader", "mtm_tensor": "mtm_loader",
-    "mtm_layer": "mtm_loader",
+    "mtm_layer": "mtm_loader", "mtm_view": "mtm_loader",
     "crc32": "mtm_loader",
 }
 

@@ -41,6 +41,7 @@ from microtrain.pyk.checks import (
     _linear_check,
     _out32,
     _pool_check,
+    _te,
     _ve,
 )
 
@@ -697,6 +698,20 @@ def mtm_validate(buf):
     except UnicodeError:
         text = "".join(chr(v) if v < 128 else "?" for v in full)
     raise ValueError(text)
+
+
+def mtm_view(view, typecode):
+    """int32 / float32 items of a 1-byte memoryview. The C binding retypes the view in place
+    (zero-copy); Python cannot, so this returns a copy with the same values."""
+    fn = "mtm_view"
+    if type(view) is not memoryview:
+        raise _te(fn, "view", "must be a memoryview")
+    typecode = _int(fn, "typecode", typecode)
+    if typecode != 105 and typecode != 102:
+        raise _ve(fn, "typecode", "must be ord('i') or ord('f')")
+    if len(view) & 3:
+        raise _ve(fn, "view", "must be 4-byte aligned, a multiple of 4 bytes long")
+    return array(chr(typecode), bytes(view))
 
 
 def _tables_buf(fn, buf):

@@ -1,0 +1,79 @@
+# Peak heap of one case of `make mem-mcu` (evals/mem_mcu.py), on the HEAPPEAK
+# firmware (ports/qemu/heappeak.c: the firmware tracks the heap's high-water
+# mark itself, so transient peaks inside a call count too):
+#
+#   mem_case.py MODEL.mtm DATA.mtd TRAIN MODE SPARSE BATCH STEPS [ROM_ADDR]
+#
+# TRAIN "-" (inference only), "last:N" or "all"; MODE int8|mixed|float32;
+# SPARSE 0 or lambda_min of DynamicSparse(lambda_min, 1.0); SGD momentum 0.9.
+# ROM_ADDR: the model's bytes are in flash there (QEMU's loader put them
+# there): mt.load() gets a bytearray over them instead of the path;
+# "frozen:MODULE": mt.load(MODULE.MODEL), a bytes constant frozen into the firmware.
+# Prints "mem.<phase>=<peak bytes since start>" after import, load,
+# inference, Trainer set-up and training, and "mem.error=<phase>" on a
+# MemoryError (the peak so far is still printed: a lower bound).
+import mtheap
+
+mtheap.start()  # first: the package import counts
+
+import gc  # noqa: E402
+import sys  # noqa: E402
+
+phase = "import"
+
+
+def mark(name):
+    global phase
+    print("mem.%s=%d" % (name, mtheap.peak()))
+    phase = name
+
+
+def main(argv):
+    global phase
+    path, data_path, train, mode, sparse, batch, steps = argv[:7]
+    sparse, batch, steps = float(sparse), int(batch), int(steps)
+    import microtrain as mt
+
+    mark("import")
+    phase = "load"
+    if len(argv) > 7 and argv[7].startswith("frozen:"):
+        src = __import__(argv[7][7:]).MODEL  # a bytes constant of a frozen module: in flash
+    elif len(argv) > 7:
+        import os
+
+        import uctypes
+
+        src = uctypes.bytearray_at(int(argv[7]), os.stat(path)[6])
+    else:
+        src = path
+    model = mt.load(src)
+    data = mt.FileDataset(data_path)
+    mark("load")
+    phase = "infer"
+    for i in range(2):
+        x, y = data[i % len(data)]
+        model.forward(x)
+    mark("infer")
+    if train == "-":
+        return
+    phase = "trainer"
+    policy = mt.DynamicSparse(sparse, 1.0) if sparse > 0 else None
+    trainer = mt.Trainer(model, train=train, mode=mode, optimizer=mt.SGD(lr=0.01, momentum=0.9),
+                         sparse=policy, batch=batch, log=None)
+    mark("trainer")
+    phase = "train"
+    for i in range(steps):
+        x, y = data[i % len(data)]
+        trainer.step(x, y)
+    trainer.flush()
+    mark("train")
+
+
+try:
+    main(sys.argv[1:])
+except MemoryError:
+    gc.collect()
+    print("mem.error=%s" % phase)
+    print("mem.peak=%d" % mtheap.peak())
+    sys.exit(2)
+print("mem.peak=%d" % mtheap.peak())

@@ -1,0 +1,155 @@
+# The Trainer's memory check (docs/memory.md): the bytes a Trainer is about to
+# allocate, from the model's shapes only (nothing is allocated to find them),
+# compared with the free heap before it allocates; a shortfall raises a
+# MemoryError that says what is needed, what is free and what would fit.
+# Imported by Trainer when it is created, and forgotten again (run()).
+import gc
+
+from microtrain.fmt import OP_AVGPOOL, OP_CONV2D, OP_LINEAR, OP_MAXPOOL
+
+
+# heap bytes of one buffer of n bytes: the array object (16 B) and the data
+# rounded up to the GC's 16-byte blocks
+def _buf(n):
+    return 16 + ((n + 15) & ~15) if n else 0
+
+
+def _plan_bytes(model, first):
+    # the forward plan that keeps what backward reads (Model._plan's best fit)
+    tensors, layers = model.tensors, model.layers
+    last_use = {}
+    for ly in layers:
+        for t in ly.inputs:
+            last_use[t] = ly.index
+    keep = set()
+    for ly in layers[first:]:
+        for t in ly.inputs:
+            keep.add(t)
+        keep.add(ly.output)
+    inp, out_t = model.input.index, model.output.index
+    free, size = [], {}
+    total = _buf(model.input.numel)
+    for ly in layers:
+        n = tensors[ly.output].numel
+        best = -1
+        if ly.output != out_t:
+            for k in range(len(free)):
+                if free[k] >= n and (best < 0 or free[k] < free[best]):
+                    best = k
+        if best >= 0:
+            size[ly.output] = free.pop(best)
+        else:
+            size[ly.output] = n
+            total += _buf(n)
+        for k, ti in enumerate(ly.inputs):
+            if k and ti == ly.inputs[0]:
+                continue
+            if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != out_t:
+                free.append(size[ti])
+    return total
+
+
+def need(model, idx, mode, n_state, sparse):
+    """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
+    moments, sparse) allocates: a list of (item, bytes)."""
+    layers = model.layers
+    grads = state = master = copies = sp = 0
+    for i in idx:
+        ly = layers[i]
+        wn, c = len(ly.w), len(ly.b)
+        p = _buf(4 * wn) + _buf(4 * c)
+        if not ly.trained:  # a trained layer has its copies and gradient sums already
+            grads += p
+            # int8 weights; int32 bias, mult, shift, grad-input ratios; float32 scales, update row
+            copies += _buf(wn) + 6 * _buf(4 * c)
+        state += n_state * p
+        if mode == "float32" or (mode == "mixed" and i == idx[-1]):
+            master += p
+        if sparse is not None:
+            sp += _buf(4 * c) + _buf(c)
+    first = idx[0]
+    region = set()
+    consumers = {}
+    for ly in layers[first:]:
+        region.add(ly.output)
+    for ly in layers[first:]:
+        for t in ly.inputs:
+            if t in region:
+                consumers[t] = consumers.get(t, 0) + 1
+    bw = _plan_bytes(model, first) if first not in model._plans else 0
+    acc = 0
+    for t in region:
+        n = model.tensors[t].numel
+        bw += _buf(n) * (3 if consumers.get(t, 0) > 1 else 1)
+    for ly in layers[first:]:
+        if ly.inputs[0] in region and ly.op in (OP_CONV2D, OP_LINEAR, OP_MAXPOOL, OP_AVGPOOL):
+            acc = max(acc, model.tensors[ly.inputs[0]].numel)
+    bw += _buf(4 * acc)
+    loss = 0 if model._ce is not None else _buf(4 * 256) + _buf(model.output.numel) + _buf(12)
+    return [("gradients", grads), ("optimiser state", state), ("master copies", master),
+            ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
+
+
+def _total(items):
+    t = 0
+    for _, n in items:
+        t += n
+    return t
+
+
+def _kb(n):
+    return "%.1f KB" % (n / 1024)
+
+
+def check(model, idx, mode, opt, sparse, failed=False):
+    """Raise MemoryError when the Trainer's allocations exceed the free heap (or
+    failed: they did not fit), naming the need per item, the free bytes and
+    what would fit: fewer of these layers, mode int8, an optimiser without state."""
+    mem_free = getattr(gc, "mem_free", None)
+    if mem_free is None:  # CPython
+        return
+    gc.collect()
+    free = mem_free()
+    items = need(model, idx, mode, opt.n_state, sparse)
+    total = _total(items)
+    if total <= free and not failed:
+        return
+    parts = ", ".join("%s %s" % (k, _kb(n)) for k, n in items if n)
+    fits = []
+    for k in range(len(idx) - 1, 0, -1):
+        n = _total(need(model, idx[-k:], mode, opt.n_state, sparse))
+        if n <= free:
+            names = [model.layers[i].name for i in idx[-k:]]
+            fits.append("train=%r (%s)" % (names, _kb(n)))
+            break
+    if mode != "int8":
+        n = _total(need(model, idx, "int8", opt.n_state, sparse))
+        if n <= free:
+            fits.append("mode='int8' (%s)" % _kb(n))
+    if opt.n_state:
+        n = _total(need(model, idx, mode, 0, sparse))
+        if n <= free:
+            fits.append("an optimiser without state, SGD(momentum=0) (%s)" % _kb(n))
+    raise MemoryError("Trainer: training %d layer(s) needs about %s (%s) but %s of heap %s free; "
+                      "would fit: %s" % (len(idx), _kb(total), parts, _kb(free),
+                                         "was" if failed else "is", "; ".join(fits) or "nothing smaller "
+                                         "of these (train fewer layers or a smaller model)"))
+
+
+def run(model, idx, mode, opt, sparse, failed=False):
+    """check(), then forget this module so the GC can free its code (Trainer imports it
+    again only if its allocation fails)."""
+    try:
+        check(model, idx, mode, opt, sparse, failed)
+    finally:
+        import sys
+
+        sys.modules.pop("microtrain.memplan", None)
+        microtrain = sys.modules.get("microtrain")  # the package's reference to this module
+        try:
+            if microtrain is not None and "memplan" in microtrain.__dict__:
+                # None first: MicroPython's map delete keeps the old value in the freed slot
+                microtrain.memplan = None
+                del microtrain.memplan
+        except AttributeError:  # ports without module __dict__
+            pass

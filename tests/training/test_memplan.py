@@ -1,0 +1,64 @@
+"""The Trainer's memory check (python_lib/microtrain/memplan.py, issue 13), in the real micropython
+binary, on an MLP of 100 k weights: with the free heap between what training every layer needs
+and what training the last one needs (a ballast takes the rest), ``Trainer(train="all")`` raises
+a MemoryError that states the bytes needed and free and names a smaller set of layers, the model
+is left as it was, and a Trainer on the named layers is then created and trains.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from microtrain_tools import convert as cv
+from microtrain_tools import mtm
+from support.harness import run_micropython
+
+SCRIPT = """
+import gc
+import microtrain as mt
+from microtrain import memplan
+m = mt.load(%r)
+opt = mt.SGD(lr=0.01, momentum=0.9)
+idx = m.select("all")
+tot = lambda items: sum(n for _, n in items)
+n_all = tot(memplan.need(m, idx, "mixed", 1, None))
+n_one = tot(memplan.need(m, idx[-1:], "mixed", 1, None))
+gc.collect()
+ballast = []  # in 4 KB pieces: the free heap is not one block
+while gc.mem_free() - 4200 > (n_all + n_one) // 2:
+    ballast.append(bytearray(4096))
+try:
+    mt.Trainer(m, train="all", mode="mixed", optimizer=opt)
+    print("NO-ERROR")
+except MemoryError as e:
+    msg = str(e)
+    print("MSG", msg)
+    print("UNTOUCHED", int(not any(ly.trained for ly in m.layers)))
+    names = eval(msg.split("would fit: train=")[1].split(" (")[0])
+    t = mt.Trainer(m, train=names, mode="mixed", optimizer=opt)
+    x = bytearray(m.input.numel)
+    t.step(x, 0)
+    print("FIT", len(names), len(idx), len(t.layers))
+"""
+
+
+def test_trainer_says_what_fits(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                        nn.Linear(128, 10)).eval()
+    x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+    path = tmp_path / "mlp.mtm"
+    path.write_bytes(mtm.write(cv.convert(net, x, progress=False)))
+    p = run_micropython(SCRIPT % str(path), heapsize="4m")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "NO-ERROR" not in p.stdout
+    msg = p.stdout.split("MSG ", 1)[1].splitlines()[0]
+    assert "needs about" in msg and "of heap is free" in msg and "gradients" in msg
+    assert "UNTOUCHED 1" in p.stdout
+    fit = p.stdout.split("FIT ", 1)[1].split()
+    n_fit, n_all, n_made = (int(v) for v in fit)
+    assert 1 <= n_fit < n_all and n_made == n_fit
