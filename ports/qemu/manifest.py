@@ -1,3 +1,4 @@
+# ruff: noqa: F821  (package / module / freeze are defined by MicroPython's makemanifest.py)
 # Frozen-code manifest of the BUILTIN=1 firmware (Makefile): the microtrain
 # package and the port's small json module as bytecode in flash.
 package("microtrain", base_path="../../python_lib")
