@@ -195,6 +195,44 @@ def test_standalone_relu_linear_bn_and_biasless() -> None:
     assert np.abs(deq - ref).max() < 0.1 * np.abs(ref).max()
 
 
+def test_dead_channels_convert_bitexact(cnn2d, digits, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A channel whose weight scale would be below the format's 2^-40 floor (a BatchNorm with
+    gamma ~ 0, a pruned row scaled to ~0) is a dead channel: it converts (zeros, scale 1.0, its
+    bias kept), agrees with PyTorch, and micropython runs the file bit for bit like the oracle."""
+    from evals import parity as par
+    from support.harness import ensure_natmod
+
+    net = Cnn2d()
+    net.load_state_dict(cnn2d.state_dict())
+    net.eval()
+    with torch.no_grad():
+        net.features[1].weight[3] = 1e-13  # folded conv weights ~1e-13: scale < 2^-40, bias = beta
+        net.fc1.weight[5] *= 1e-15
+        net.features[4].weight[6] = 0.0  # an exactly dead depthwise channel (as before: scale 1.0)
+    assert float(net.features[1].bias[3].detach()) != 0.0
+    xte = digits[2]
+    m = cv.convert(net, digits[0][:256], progress=False)
+    conv0, fc1 = m.layer("features.0"), m.layer("fc1")
+    for ly, ch in ((conv0, 3), (fc1, 5), (m.layer("features.3"), 6)):
+        w = m.tensors[ly.weight]
+        assert w.qscales is not None
+        assert float(m.data(w.qscales)[ch]) == 1.0 and not m.data(ly.weight)[ch].any()
+    b0 = m.data(conv0.bias)[3]
+    assert b0 != 0 and abs(int(b0)) < 2**30  # the dead channel's output (its bias) is representable
+    data = mtm.write(m)
+    with torch.no_grad():
+        ref = net(xte).numpy().astype(np.float64)
+    deq = cv.dequantize_output(data, cv.run_mtm(data, xte))
+    assert float((deq.argmax(1) == ref.argmax(1)).mean()) >= 0.97  # the float model, dead channels and all
+    assert float(np.abs(deq - ref).mean() / np.abs(ref).mean()) < 0.06
+    path = tmp_path / "dead.mtm"
+    path.write_bytes(data)
+    q = cv.quantize_input(m, xte)
+    ensure_natmod()
+    dev, _ = par.run_device(path, q, tmp_path, "dead", progress=False)
+    assert np.array_equal(dev, cv.run_mtm(m, q))
+
+
 # --------------------------------------------------------------------------
 # file format
 
