@@ -12,7 +12,7 @@ except ImportError:  # CPython (host debugging of the pure-Python kernels)
 
 MAGIC = b"MTMF"
 VERSION_MAJOR = const(1)
-VERSION_MINOR = const(2)  # 1: the LUT op, 2: CONCAT / UPSAMPLE (files are written with the oldest that fits)
+VERSION_MINOR = const(3)  # 1: LUT, 2: CONCAT / UPSAMPLE, 3: Adam second moments (files: the oldest that fits)
 HEADER_SIZE = const(64)
 TENSOR_ENTRY = const(48)
 LAYER_ENTRY = const(152)
@@ -29,7 +29,7 @@ NONE_I32 = const(-1)  # the same as the accessors (mtm_tensor / mtm_layer) repor
 # int32 values the accessors fill in: mtm_info, mtm_tensor, mtm_layer
 INFO_N = const(15)
 TENSOR_N = const(14)
-LAYER_N = const(21)
+LAYER_N = const(23)
 
 # header flags, tensor flags, layer flags
 FLAG_TRAINED = const(1)
@@ -78,24 +78,39 @@ ACT_NAMES = ("", "relu", "relu6")
 # generator's state, docs/format.md): written by checkpoint.py, read when a
 # Trainer starts. Here, not in checkpoint.py, so a Trainer does not compile
 # the whole checkpoint module (on a fragmented heap) to read 21 bytes.
-TRAINER_TAG = b"trainer:rng="  # tag + 8 lowercase hex digits + NUL
+TRAINER_TAG = b"trainer:rng="  # tag + 8 lowercase hex digits (+ ADAM_TAG + 16 for Adam) + NUL
+ADAM_TAG = b",adam="  # Adam's beta1^t, beta2^t: float32 bits, 8 hex digits each
 
 
-def trainer_record(b):
-    """The shuffle-generator state a checkpoint's string pool ends with, or None."""
+def trainer_record(b, full=False):
+    """The shuffle-generator state a checkpoint's string pool ends with, or None;
+    full: (state, (beta1^t, beta2^t) float32 bits or None, record length) or None."""
     from struct import unpack_from
 
     s_off, s_len = unpack_from("<II", b, 36)
-    n = len(TRAINER_TAG) + 9
-    if s_len < n + 1:
-        return None
-    tail = bytes(b[s_off + s_len - n:s_off + s_len])
-    if tail[:len(TRAINER_TAG)] != TRAINER_TAG or tail[-1] != 0 or b[s_off + s_len - n - 1] != 0:
-        return None
-    r = 0
-    for c in tail[len(TRAINER_TAG):-1]:  # exactly 8 lowercase hex digits
-        d = b"0123456789abcdef".find(bytes((c,)))
-        if d < 0:
-            return None
-        r = (r << 4) | d
-    return r
+    end = s_off + s_len
+    for extra in (len(ADAM_TAG) + 16, 0):
+        n = len(TRAINER_TAG) + 9 + extra
+        if s_len < n + 1 or b[end - 1] != 0 or b[end - n - 1] != 0:
+            continue
+        if bytes(b[end - n:end - n + len(TRAINER_TAG)]) != TRAINER_TAG:
+            continue
+        p = end - n + len(TRAINER_TAG)
+        if extra and bytes(b[p + 8:p + 8 + len(ADAM_TAG)]) != ADAM_TAG:
+            continue
+        v = []
+        for q, k in ((p, 8), (p + 8 + len(ADAM_TAG), 8), (p + 16 + len(ADAM_TAG), 8))[:3 if extra else 1]:
+            r = 0
+            for c in bytes(b[q:q + k]):  # exactly 8 lowercase hex digits
+                d = b"0123456789abcdef".find(bytes((c,)))
+                if d < 0:
+                    break
+                r = (r << 4) | d
+            else:
+                v.append(r)
+        if len(v) != (3 if extra else 1):
+            continue
+        if not full:
+            return v[0]
+        return v[0], (v[1], v[2]) if extra else None, n
+    return None

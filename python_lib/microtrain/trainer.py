@@ -207,7 +207,11 @@ class Trainer:
                 ly.master_w = t[st[0]].data
                 ly.master_b = t[st[1]].data
             if st[2] >= 0:
-                self.opt.load_state(ly, t[st[2]].data, t[st[3]].data)
+                v = (t[st[4]].data, t[st[5]].data) if st[4] >= 0 and st[5] >= 0 else ()  # Adam (1.3)
+                self.opt.load_state(ly, t[st[2]].data, t[st[3]].data, *v)
+        rec = trainer_record(self.model._bytes, True)
+        if rec is not None and rec[1] is not None and hasattr(self.opt, "set_bt_bits"):
+            self.opt.set_bt_bits(rec[1])  # Adam's bias correction continues at beta^t
         # stochastic rounding: continue the xorshift16 sequence where the saved run
         # stopped (one draw per weight without a master copy, per update; period 65535)
         draws = 0
