@@ -93,7 +93,7 @@ import _microtrain as mt
 buf = open(sys.argv[1], 'rb').read()
 mt.mtm_validate(buf)
 info = array('i', [0] * 15); mt.mtm_info(buf, info); print('I', *info)
-t = array('i', [0] * 14); l = array('i', [0] * 21)
+t = array('i', [0] * 14); l = array('i', [0] * 23)
 for i in range(info[4]):
     mt.mtm_tensor(buf, i, t); print('T', *t)
 for i in range(info[5]):
@@ -131,7 +131,8 @@ def _expected_accessors(b: bytes) -> list[str]:
         p_off = lt + 152 * j + 72
         assert list(struct.unpack_from(f"<{len(ly.params)}i", b, p_off)) == list(ly.params)
         assert (e[0], e[9], e[11]) == (ly.op, ly.inputs[0], ly.output)
-        lines.append("L " + " ".join(str(_i32(v)) for v in [*e, p_off]))
+        v = [mtm.NONE if k is None else k for k in ly.state[4:]]  # state[4], state[5] (format 1.3)
+        lines.append("L " + " ".join(str(_i32(v)) for v in [*e, p_off, *v]))
     return lines
 
 

@@ -90,7 +90,7 @@ def _state(b, e, s):
         return _u32(b, e + 52 + 4 * s)
     if _unp("<H", b, 6)[0] < 3:
         return NONE
-    v = _unp("<H", b, e + 64 + 2 * s)[0]
+    v = _unp("<H", b, e + 60 + 2 * s)[0]  # s 4, 5: offsets 68, 70
     return NONE if v == 0xFFFF else v
 
 
