@@ -139,14 +139,16 @@ class _Optimizer:
         (Adam); None when there is none (yet)."""
         return self._st.get(ly.index)
 
-    def load_state(self, ly, *arrays):
+    def load_state(self, ly, w_state, b_state, v_w=None, v_b=None):
         """Continue from a checkpoint's state for layer ly (see state_tensors):
         the arrays are used in place; missing ones (Adam's second moments in a
         file older than format 1.3) restart at zero. Ignored by optimisers that
         keep none."""
         if not self.n_state:
             return
-        st = list(arrays[:2 * self.n_state])
+        st = [w_state, b_state]
+        if self.n_state > 1 and v_w is not None and v_b is not None:
+            st += [v_w, v_b]
         for k, a in enumerate(st):
             i = F.update_f32_check(a)
             if i >= 0:
