@@ -67,7 +67,7 @@ class Trainer:
     health:    count the trained layers' saturated outputs (two native calls per
                trained layer and sample): per-epoch "health" in fit's results and the
                log, with warnings when training saturates or diverges (off by default:
-               ~5 KB of heap).
+               ~5.7 KB of live heap for last:2, 14 KB of minimum heap: docs/training.md).
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead
