@@ -82,35 +82,33 @@ TRAINER_TAG = b"trainer:rng="  # tag + 8 lowercase hex digits (+ ADAM_TAG + 16 f
 ADAM_TAG = b",adam="  # Adam's beta1^t, beta2^t: float32 bits, 8 hex digits each
 
 
+def _hex8(b, q):
+    # 8 lowercase hex digits at b[q:q + 8] as an int, else None
+    r = 0
+    for c in bytes(b[q:q + 8]):
+        d = c - 48 if 48 <= c <= 57 else c - 87 if 97 <= c <= 102 else -1
+        if d < 0:
+            return None
+        r = r << 4 | d
+    return r
+
+
 def trainer_record(b, full=False):
     """The shuffle-generator state a checkpoint's string pool ends with, or None;
     full: (state, (beta1^t, beta2^t) float32 bits or None, record length) or None."""
     from struct import unpack_from
 
     s_off, s_len = unpack_from("<II", b, 36)
-    end = s_off + s_len
-    for extra in (len(ADAM_TAG) + 16, 0):
-        n = len(TRAINER_TAG) + 9 + extra
-        if s_len < n + 1 or b[end - 1] != 0 or b[end - n - 1] != 0:
+    end = s_off + s_len - 1  # the pool's last byte: the record's NUL
+    for n in (42, 20):  # the record's length without the NUL: with and without the Adam part
+        p = end - n
+        if s_len < n + 2 or b[end] or b[p - 1] or bytes(b[p:p + 12]) != TRAINER_TAG:
             continue
-        if bytes(b[end - n:end - n + len(TRAINER_TAG)]) != TRAINER_TAG:
-            continue
-        p = end - n + len(TRAINER_TAG)
-        if extra and bytes(b[p + 8:p + 8 + len(ADAM_TAG)]) != ADAM_TAG:
-            continue
-        v = []
-        for q, k in ((p, 8), (p + 8 + len(ADAM_TAG), 8), (p + 16 + len(ADAM_TAG), 8))[:3 if extra else 1]:
-            r = 0
-            for c in bytes(b[q:q + k]):  # exactly 8 lowercase hex digits
-                d = b"0123456789abcdef".find(bytes((c,)))
-                if d < 0:
-                    break
-                r = (r << 4) | d
-            else:
-                v.append(r)
-        if len(v) != (3 if extra else 1):
-            continue
-        if not full:
-            return v[0]
-        return v[0], (v[1], v[2]) if extra else None, n
+        r, a1, a2 = _hex8(b, p + 12), 0, 0
+        if n == 42:
+            if bytes(b[p + 20:p + 26]) != ADAM_TAG:
+                continue
+            a1, a2 = _hex8(b, p + 26), _hex8(b, p + 34)
+        if r is not None and a1 is not None and a2 is not None:
+            return (r, (a1, a2) if n == 42 else None, n + 1) if full else r
     return None
