@@ -214,9 +214,9 @@ def _write(model, tmp, trainer):
     rec = b""
     if trainer is not None and getattr(trainer, "_rng", None) is not None:
         rec = TRAINER_TAG + bytes("%08x" % (trainer._rng & 0xFFFFFFFF), "ascii")
-        bits = getattr(trainer.opt, "bt_bits", None)
-        if bits is not None:  # Adam's bias correction: beta1^t, beta2^t
-            rec += ADAM_TAG + bytes("%08x%08x" % bits(), "ascii")
+        bt = getattr(trainer.opt, "_bt", None)
+        if bt is not None:  # Adam's bias correction: beta1^t, beta2^t (float32 bits)
+            rec += ADAM_TAG + bytes("%08x%08x" % struct.unpack_from("<2I", bt), "ascii")
         rec += b"\0"
     new_slen = pool_len + len(rec)
     new_d = (new_s + new_slen + 7) & ~7

@@ -255,17 +255,6 @@ class Adam(_Optimizer):
         self.eps = _num("eps", eps, 0.0, True)
         self._bt = array.array("f", (1.0, 1.0, 1.0, 1.0))  # beta1^t, beta2^t (float32 products); next
 
-    def bt_bits(self):
-        """beta1^t, beta2^t as float32 bit patterns (the checkpoint's trainer record)."""
-        import struct
-
-        return struct.unpack_from("<2I", self._bt)
-
-    def set_bt_bits(self, bits):
-        import struct
-
-        struct.pack_into("<2I", self._bt, 0, bits[0], bits[1])
-
     def begin(self, t):
         # beta^t as a running float32 product (exact on every build); kept on success only
         bt = self._bt

@@ -87,10 +87,6 @@ class Adam(_Optimizer):
     eps: float
     def __init__(self, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
                  weight_decay: float = 0.0, standardize: bool = False, rounding: str = "auto") -> None: ...
-    def bt_bits(self) -> tuple[int, int]:
-        """beta1^t, beta2^t (the bias correction's float32 running products) as bit patterns."""
-    def set_bt_bits(self, bits: tuple[int, int]) -> None:
-        """Continue the bias correction from bt_bits() values (a checkpoint's trainer record)."""
 
 def make_master(ly: Layer) -> None: ...
 def xorshift16_skip(r: int, n: int) -> int: ...
