@@ -83,15 +83,13 @@ def _u32(b, off):
     return _unp("<I", b, off)[0]
 
 
-def _state(b, e, s):
-    # state slot s (0..5) of the layer entry at e, or NONE: slots 4, 5 (Adam's second
-    # moments, format 1.3) are the u16 at entry offsets 68, 70 (0xFFFF absent); older: absent
-    if s < 4:
-        return _u32(b, e + 52 + 4 * s)
+def _slots(b, e):
+    # the 6 state slots of the layer entry at e (NONE: absent); 4, 5 (Adam's second moments,
+    # format 1.3) are the u16 pair at entry offset 68 (0xFFFF: absent; before 1.3 absent)
+    v = _unp("<4I2H", b, e + 52)
     if _unp("<H", b, 6)[0] < 3:
-        return NONE
-    v = _unp("<H", b, e + 60 + 2 * s)[0]  # s 4, 5: offsets 68, 70
-    return NONE if v == 0xFFFF else v
+        return v[:4] + (NONE, NONE)
+    return v[:4] + (NONE if v[4] == 0xFFFF else v[4], NONE if v[5] == 0xFFFF else v[5])
 
 
 def _i32(b, off):
@@ -338,8 +336,7 @@ def _weighted_ok(c, L, wr, wd, e):
     m = _qparams_ok(c, bt, mt, st, oc)
     if m:
         return m
-    for s in range(6):
-        si = _state(c.b, e, s)
+    for s, si in enumerate(_slots(c.b, e)):
         if si == NONE:
             continue
         tt = c.t(si)
@@ -552,11 +549,12 @@ def _check_layers(c, produced, consumed):
             elif (t >= n_t or c.t(t)[2] != KIND_CONST) if weighted else t != NONE:
                 c.fail("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR and NONE otherwise",
                        2, j)
+        sl = _slots(b, e)
         for s in range(6):
-            t = _state(b, e, s)
+            t = sl[s]
             if t == NONE:
                 continue
-            if s >= 4 and _state(b, e, s - 2) == NONE:
+            if s >= 4 and sl[s - 2] == NONE:
                 c.fail("state[4] / state[5] (second moments) set without state[2] / state[3]", 2, j)
             if not has_state or not weighted:
                 c.fail("state slot set without HAS_STATE or on a non-weighted op", 2, j)
@@ -589,7 +587,7 @@ def _check_graph(c, produced, consumed):
     refs = bytearray(n_t)
     for j in range(c.n_l):
         e = c.lt_off + LAYER_ENTRY * j
-        for t in _unp("<4I", b, e + 36) + tuple(_state(b, e, s) for s in range(6)):
+        for t in _unp("<4I", b, e + 36) + _slots(b, e):
             if t != NONE and refs[t] < 2:
                 refs[t] += 1
     for i in range(n_t):
@@ -775,5 +773,6 @@ def mtm_layer(buf, i, out):
     out[5] = _s32(L[5] + s_off)
     out[7] = _s32(L[7] + s_off)
     out[20] = _s32(e + PARAMS_OFF)
-    out[21] = _s32(_state(b, e, 4))
-    out[22] = _s32(_state(b, e, 5))
+    sl = _slots(b, e)
+    out[21] = _s32(sl[4])
+    out[22] = _s32(sl[5])
