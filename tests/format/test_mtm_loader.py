@@ -282,4 +282,4 @@ def test_format_1_3_state_slots(valid_files: list[bytes], tmp_path: Path) -> Non
     for (name, data), line in zip(cases.items(), out[0], strict=True):
         host_ok = host_verdict(data)[0]
         assert (line == "ok") == (name == "valid") == host_ok, (name, line, host_verdict(data))
-    assert "reserved" in out[0][1] and "second moments" in out[0][3]
+    assert "reserved" in out[0][1] and "set without state[2]" in out[0][3]

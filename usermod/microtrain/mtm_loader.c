@@ -809,7 +809,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
                 continue;
             }
             if (s >= 4 && l_state(c->b, e, s - 2) == MTM_NONE) {
-                FAIL_L("state[4] / state[5] (second moments) set without state[2] / state[3]");
+                FAIL_L("state[4] / state[5] set without state[2] / state[3]");
             }
             if (!has_state || !weighted) {
                 FAIL_L("state slot set without HAS_STATE or on a non-weighted op");

@@ -555,7 +555,7 @@ def _check_layers(c, produced, consumed):
             if t == NONE:
                 continue
             if s >= 4 and sl[s - 2] == NONE:
-                c.fail("state[4] / state[5] (second moments) set without state[2] / state[3]", 2, j)
+                c.fail("state[4] / state[5] set without state[2] / state[3]", 2, j)
             if not has_state or not weighted:
                 c.fail("state slot set without HAS_STATE or on a non-weighted op", 2, j)
             if t >= n_t or c.t(t)[2] != KIND_STATE:
