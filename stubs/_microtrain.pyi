@@ -170,10 +170,11 @@ def mtm_tensor(buf: _Buf, i: int, out: _I32, /) -> None:
     data_off, data_len, scale (the float32's bits), zero_point, qscales (-1 = none)."""
 
 def mtm_layer(buf: _Buf, i: int, out: _I32, /) -> None:
-    """Layer entry i into out (21 int32): op, act, n_params, n_inputs, flags, name_off,
+    """Layer entry i into out (23 int32): op, act, n_params, n_inputs, flags, name_off,
     name_len, fused_off, fused_len (string offsets absolute in the file), in0, in1, out,
-    weight, bias, mult, shift, state[0..4) (-1 = none), then the absolute file offset of
-    the layer's int32 params (its kernel descriptor)."""
+    weight, bias, mult, shift, state[0..4) (-1 = none), the absolute file offset of the
+    layer's int32 params (its kernel descriptor), then state[4], state[5] (Adam's second
+    moments, format 1.3; -1 = none)."""
 
 def mtm_view(view: memoryview, typecode: int, /) -> memoryview:
     """view (1-byte items over 4 * n bytes, 4-byte aligned) retyped in place to n int32

@@ -7,6 +7,7 @@ import os
 import struct
 
 from microtrain.fmt import (
+    ADAM_TAG,
     DT_F32,
     FLAG_HAS_STATE,
     FLAG_TRAINED,
@@ -15,6 +16,10 @@ from microtrain.fmt import (
     KIND_STATE,
     LAYER_ENTRY,
     NONE,
+    OP_CONCAT,
+    OP_CONV2D,
+    OP_LUT,
+    OP_UPSAMPLE,
     Q_NONE,
     TENSOR_ENTRY,
     TRAINER_TAG,
@@ -63,13 +68,13 @@ def check(model, trainer=None):
                 raise ValueError("save: layer %s: weight scale %r outside 2^-40..2^40 (training diverged: "
                                  "lower the learning rate); the previous checkpoint is kept" % (ly.name, v))
     for li, slots in _state_arrays(model, trainer).items():
-        for k in range(4):
+        for k in range(6):
             if slots[k] is not None and not _finite(slots[k]):
                 raise ValueError("save: layer %s: %s not finite (a failed update?); the previous "
                                  "checkpoint is kept" % (model.layers[li].name,
                                                           ("master weights", "master bias",
                                                            "optimiser state (weights)",
-                                                           "optimiser state (bias)")[k]))
+                                                           "optimiser state (bias)")[min(k, 2 + (k & 1))]))
 
 
 def _remove(path):
@@ -132,7 +137,7 @@ def _put(f, data, n):
 
 
 def _state_arrays(model, trainer):
-    """{layer index: [slot0..3 arrays or None]} for the checkpoint's STATE tensors."""
+    """{layer index: [slot0..5 arrays or None]} for the checkpoint's STATE tensors."""
     out = {}
     if trainer is None:
         return out
@@ -140,10 +145,10 @@ def _state_arrays(model, trainer):
     for ly in model.layers:
         if not ly.trained:
             continue
-        slots = [ly.master_w, ly.master_b, None, None]
+        slots = [ly.master_w, ly.master_b, None, None, None, None]
         st = opt.state_tensors(ly)
         if st is not None:
-            slots[2], slots[3] = st
+            slots[2:2 + len(st)] = st
         if any(s is not None for s in slots):
             out[ly.index] = slots
     return out
@@ -192,7 +197,7 @@ def _write(model, tmp, trainer):
         slots = states.get(ly.index)
         if slots is None:
             continue
-        for k in range(4):
+        for k in range(6):
             a = slots[k]
             if a is not None:
                 ref = ly.weight_t if k % 2 == 0 else ly.bias_t
@@ -203,11 +208,16 @@ def _write(model, tmp, trainer):
     new_s = new_lt + LAYER_ENTRY * n_l
     # the pool, with the trainer record (shuffle generator) replaced or appended
     pool_len = s_len
-    if trainer_record(b) is not None:
-        pool_len -= len(TRAINER_TAG) + 9
+    old = trainer_record(b, True)
+    if old is not None:
+        pool_len -= old[2]
     rec = b""
     if trainer is not None and getattr(trainer, "_rng", None) is not None:
-        rec = TRAINER_TAG + bytes("%08x" % (trainer._rng & 0xFFFFFFFF), "ascii") + b"\0"
+        rec = TRAINER_TAG + bytes("%08x" % (trainer._rng & 0xFFFFFFFF), "ascii")
+        bt = getattr(trainer.opt, "_bt", None)
+        if bt is not None:  # Adam's bias correction: beta1^t, beta2^t (float32 bits)
+            rec += ADAM_TAG + bytes("%08x%08x" % struct.unpack_from("<2I", bt), "ascii")
+        rec += b"\0"
     new_slen = pool_len + len(rec)
     new_d = (new_s + new_slen + 7) & ~7
     # data placement
@@ -230,7 +240,17 @@ def _write(model, tmp, trainer):
     total = pos + 4
     flags = FLAG_TRAINED | (FLAG_HAS_STATE if new_state else 0)
 
+    # the oldest version with every op of the file (format.md, Header), 1.3 for Adam's second moments
+    minor = 0
+    for ly in model.layers:
+        if ly.op == OP_LUT:
+            minor = max(minor, 1)
+        elif ly.op == OP_CONCAT or ly.op == OP_UPSAMPLE or (ly.op == OP_CONV2D and len(ly.params) == 19):
+            minor = 2
+    if any(k >= 4 for _, k, _, _ in new_state):
+        minor = 3
     head = bytearray(b[0:HEADER_SIZE])
+    struct.pack_into("<H", head, 6, minor)
     struct.pack_into("<IIIIIIIIIIIII", head, 12, flags, total, n_t, HEADER_SIZE, n_l, new_lt, new_s, new_slen,
                      new_d, d_len, remap[model.input.index], remap[model.output.index],
                      model.train_steps & 0xFFFFFFFF)
@@ -261,9 +281,10 @@ def _write(model, tmp, trainer):
         table[e:e + LAYER_ENTRY] = b[src:src + LAYER_ENTRY]
         struct.pack_into("<I", table, e + 4, 1 if (ly.trained or ly.modified) else (ly.flags & 1))
         in1 = ly.inputs[1] if len(ly.inputs) > 1 else -1
-        sl = [slot_idx.get((ly.index, k), NONE) for k in range(4)]
-        struct.pack_into("<IIIIIIIIIII", table, e + 24, idx(ly.inputs[0]), idx(in1), idx(ly.output),
-                         idx(ly.weight_t), idx(ly.bias_t), idx(ly.mult_t), idx(ly.shift_t), *sl)
+        sl = [slot_idx.get((ly.index, k), NONE) for k in range(6)]
+        struct.pack_into("<IIIIIIIIIIIHH", table, e + 24, idx(ly.inputs[0]), idx(in1), idx(ly.output),
+                         idx(ly.weight_t), idx(ly.bias_t), idx(ly.mult_t), idx(ly.shift_t), *sl[:4],
+                         *((sl[4] & 0xFFFF, sl[5] & 0xFFFF) if minor >= 3 else (0, 0)))
     # string offsets in the layer entries are relative to the pool: unchanged
     pad = bytes(8)
     crc = 0

@@ -12,7 +12,7 @@ except ImportError:  # CPython (host debugging of the pure-Python kernels)
 
 MAGIC = b"MTMF"
 VERSION_MAJOR = const(1)
-VERSION_MINOR = const(2)  # 1: the LUT op, 2: CONCAT / UPSAMPLE (files are written with the oldest that fits)
+VERSION_MINOR = const(3)  # 1: LUT, 2: CONCAT / UPSAMPLE, 3: Adam second moments (files: the oldest that fits)
 HEADER_SIZE = const(64)
 TENSOR_ENTRY = const(48)
 LAYER_ENTRY = const(152)
@@ -29,7 +29,7 @@ NONE_I32 = const(-1)  # the same as the accessors (mtm_tensor / mtm_layer) repor
 # int32 values the accessors fill in: mtm_info, mtm_tensor, mtm_layer
 INFO_N = const(15)
 TENSOR_N = const(14)
-LAYER_N = const(21)
+LAYER_N = const(23)
 
 # header flags, tensor flags, layer flags
 FLAG_TRAINED = const(1)
@@ -78,24 +78,37 @@ ACT_NAMES = ("", "relu", "relu6")
 # generator's state, docs/format.md): written by checkpoint.py, read when a
 # Trainer starts. Here, not in checkpoint.py, so a Trainer does not compile
 # the whole checkpoint module (on a fragmented heap) to read 21 bytes.
-TRAINER_TAG = b"trainer:rng="  # tag + 8 lowercase hex digits + NUL
+TRAINER_TAG = b"trainer:rng="  # tag + 8 lowercase hex digits (+ ADAM_TAG + 16 for Adam) + NUL
+ADAM_TAG = b",adam="  # Adam's beta1^t, beta2^t: float32 bits, 8 hex digits each
 
 
-def trainer_record(b):
-    """The shuffle-generator state a checkpoint's string pool ends with, or None."""
+def _hex8(b, q):
+    # 8 lowercase hex digits at b[q:q + 8] as an int, else None
+    r = 0
+    for c in bytes(b[q:q + 8]):
+        d = c - 48 if 48 <= c <= 57 else c - 87 if 97 <= c <= 102 else -1
+        if d < 0:
+            return None
+        r = r << 4 | d
+    return r
+
+
+def trainer_record(b, full=False):
+    """The shuffle-generator state a checkpoint's string pool ends with, or None;
+    full: (state, (beta1^t, beta2^t) float32 bits or None, record length) or None."""
     from struct import unpack_from
 
     s_off, s_len = unpack_from("<II", b, 36)
-    n = len(TRAINER_TAG) + 9
-    if s_len < n + 1:
-        return None
-    tail = bytes(b[s_off + s_len - n:s_off + s_len])
-    if tail[:len(TRAINER_TAG)] != TRAINER_TAG or tail[-1] != 0 or b[s_off + s_len - n - 1] != 0:
-        return None
-    r = 0
-    for c in tail[len(TRAINER_TAG):-1]:  # exactly 8 lowercase hex digits
-        d = b"0123456789abcdef".find(bytes((c,)))
-        if d < 0:
-            return None
-        r = (r << 4) | d
-    return r
+    end = s_off + s_len - 1  # the pool's last byte: the record's NUL
+    for n in (42, 20):  # the record's length without the NUL: with and without the Adam part
+        p = end - n
+        if s_len < n + 2 or b[end] or b[p - 1] or bytes(b[p:p + 12]) != TRAINER_TAG:
+            continue
+        r, a1, a2 = _hex8(b, p + 12), 0, 0
+        if n == 42:
+            if bytes(b[p + 20:p + 26]) != ADAM_TAG:
+                continue
+            a1, a2 = _hex8(b, p + 26), _hex8(b, p + 34)
+        if r is not None and a1 is not None and a2 is not None:
+            return (r, (a1, a2) if n == 42 else None, n + 1) if full else r
+    return None

@@ -118,7 +118,7 @@ class Layer:
         self.inputs = (row[9],) if row[10] == NONE_I32 else (row[9], row[10])
         self.output = row[11]
         self.weight_t, self.bias_t, self.mult_t, self.shift_t = row[12], row[13], row[14], row[15]
-        self.state_t = (row[16], row[17], row[18], row[19])
+        self.state_t = (row[16], row[17], row[18], row[19], row[21], row[22])  # [4], [5]: format 1.3
         self.params = model._i32(row[20], row[2])  # the kernel descriptor, zero-copy
         self.trained = False
         self.modified = False  # parameters updated on the device (TRAINED flag in checkpoints)

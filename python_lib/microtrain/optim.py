@@ -135,25 +135,26 @@ class _Optimizer:
 
     def state_tensors(self, ly):
         """The state a checkpoint stores for layer ly (docs/format.md, STATE
-        slots 2 and 3): (for the weights, for the bias), the SGD momentum or
-        Adam's first moments; None when there is none (yet)."""
-        st = self._st.get(ly.index)
-        if st is None:
-            return None
-        return st[0], st[1]
+        slots 2 to 5): [weights, bias] (SGD momentum) or [m_w, m_b, v_w, v_b]
+        (Adam); None when there is none (yet)."""
+        return self._st.get(ly.index)
 
-    def load_state(self, ly, w_state, b_state):
+    def load_state(self, ly, w_state, b_state, v_w=None, v_b=None):
         """Continue from a checkpoint's state for layer ly (see state_tensors):
-        the arrays are used in place; later ones (Adam's second moments, not in
-        format v1.0) restart at zero. Ignored by optimisers that keep none."""
+        the arrays are used in place; missing ones (Adam's second moments in a
+        file older than format 1.3) restart at zero. Ignored by optimisers that
+        keep none."""
         if not self.n_state:
             return
-        for name, a in (("weights", w_state), ("bias", b_state)):
+        st = [w_state, b_state]
+        if self.n_state > 1 and v_w is not None and v_b is not None:
+            st += [v_w, v_b]
+        for k, a in enumerate(st):
             i = F.update_f32_check(a)
             if i >= 0:
-                raise ValueError("load_state: layer %s: %s state [%d] is not finite" % (ly.name, name, i))
-        st = [w_state, b_state]
-        for _ in range(self.n_state - 1):
+                raise ValueError("load_state: layer %s: %s state [%d] is not finite" % (
+                    ly.name, ("weights", "bias")[k & 1], i))
+        while len(st) < 2 * self.n_state:
             st += [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
         self._st[ly.index] = st
 

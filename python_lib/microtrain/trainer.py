@@ -87,7 +87,7 @@ class Trainer:
     health:    count the trained layers' saturated outputs (two native calls per
                trained layer and sample): per-epoch "health" in fit's results and the
                log, with warnings when training saturates or diverges (off by default:
-               ~5 KB of heap).
+               ~5.7 KB of live heap for last:2, 14 KB of minimum heap: docs/training.md).
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead
@@ -237,7 +237,14 @@ class Trainer:
                 ly.master_w = t[st[0]].data
                 ly.master_b = t[st[1]].data
             if st[2] >= 0:
-                self.opt.load_state(ly, t[st[2]].data, t[st[3]].data)
+                v = (t[st[4]].data, t[st[5]].data) if st[4] >= 0 and st[5] >= 0 else ()  # Adam (1.3)
+                self.opt.load_state(ly, t[st[2]].data, t[st[3]].data, *v)
+        rec = trainer_record(self.model._bytes, True)
+        bt = getattr(self.opt, "_bt", None)  # Adam's beta1^t, beta2^t: its bias correction continues
+        if rec is not None and rec[1] is not None and bt is not None:
+            from struct import pack_into
+
+            pack_into("<2I", bt, 0, rec[1][0], rec[1][1])
         # stochastic rounding: continue the xorshift16 sequence where the saved run
         # stopped (one draw per weight without a master copy, per update; period 65535)
         draws = 0

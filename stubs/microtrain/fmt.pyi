@@ -3,7 +3,7 @@
 
 MAGIC: bytes  # b"MTMF"
 VERSION_MAJOR: int  # 1
-VERSION_MINOR: int  # 2
+VERSION_MINOR: int  # 3
 HEADER_SIZE: int  # 64
 TENSOR_ENTRY: int  # 48
 LAYER_ENTRY: int  # 152
@@ -19,7 +19,7 @@ NONE: int  # 0xFFFFFFFF: no tensor, in the file
 NONE_I32: int  # -1: no tensor, as the accessors report it
 INFO_N: int  # 15 int32 values filled by mtm_info
 TENSOR_N: int  # 14, by mtm_tensor
-LAYER_N: int  # 21, by mtm_layer
+LAYER_N: int  # 23, by mtm_layer
 FLAG_TRAINED: int  # 1 (header flags)
 FLAG_HAS_STATE: int  # 2 (header flags)
 TFLAG_SIGNAL_1D: int  # 1 (tensor flags)
@@ -55,4 +55,8 @@ OP_NAMES: tuple[str, ...]  # op code -> name: "conv2d", "linear", ..., "add", "l
 ACT_NAMES: tuple[str, ...]  # fused activation code -> "", "relu", "relu6"
 
 TRAINER_TAG: bytes  # the trainer record's tag at the end of a checkpoint's string pool
-def trainer_record(b: bytes | bytearray | memoryview) -> int | None: ...
+ADAM_TAG: bytes  # in the trainer record: Adam's beta1^t, beta2^t follow (float32 bits, 16 hex digits)
+def trainer_record(b: bytes | bytearray | memoryview, full: bool = False
+                   ) -> int | tuple[int, tuple[int, int] | None, int] | None:
+    """The shuffle state of the checkpoint's trainer record, or None; full: (state, Adam's
+    (beta1^t, beta2^t) bits or None, record length)."""

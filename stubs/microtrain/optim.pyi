@@ -60,12 +60,13 @@ class _Optimizer:
     def state(self, ly: Layer) -> list[Any] | None:
         """The float32 state arrays of layer ly (made on first use): SGD momentum [w, b],
         Adam [m_w, m_b, v_w, v_b]; None for plain SGD."""
-    def state_tensors(self, ly: Layer) -> tuple[Float32, Float32] | None:
-        """What a checkpoint stores for ly (STATE slots 2, 3): SGD momentum / Adam first
-        moments for the weights and the bias; None when there is none (yet)."""
-    def load_state(self, ly: Layer, w_state: Float32, b_state: Float32) -> None:
+    def state_tensors(self, ly: Layer) -> list[Float32] | None:
+        """What a checkpoint stores for ly (STATE slots 2 to 5): [w, b] SGD momentum or
+        Adam's [m_w, m_b, v_w, v_b]; None when there is none (yet)."""
+    def load_state(self, ly: Layer, w_state: Float32, b_state: Float32, v_w: Float32 | None = None,
+                   v_b: Float32 | None = None) -> None:
         """Continue from a checkpoint's state for ly (used in place; ignored without momentum;
-        Adam's second moments restart at zero)."""
+        without v_w, v_b (a file older than 1.3) Adam's second moments restart at zero)."""
     def prepare(self, p: Param, n: int) -> None:
         """The common start of a direction: g / n, standardised, plus weight decay."""
     def direction(self, p: Param, st: list[Any] | None, n: int) -> None:

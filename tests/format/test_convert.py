@@ -195,6 +195,57 @@ def test_standalone_relu_linear_bn_and_biasless() -> None:
     assert np.abs(deq - ref).max() < 0.1 * np.abs(ref).max()
 
 
+def test_dead_channels_convert_bitexact(cnn2d, digits, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A channel whose weight scale would be below the format's 2^-40 floor (a BatchNorm with
+    gamma ~ 0, a pruned row scaled to ~0) is a dead channel: it converts (zeros, scale 1.0, its
+    bias kept), agrees with PyTorch, and micropython runs the file bit for bit like the oracle."""
+    from evals import parity as par
+    from support.harness import ensure_natmod
+
+    xte = digits[2]
+
+    def dead(ch: int) -> nn.Module:
+        net = Cnn2d()
+        net.load_state_dict(cnn2d.state_dict())
+        net.eval()
+        with torch.no_grad():
+            net.features[1].weight[ch] = 1e-13  # folded conv weights ~1e-13: scale < 2^-40, bias = beta
+            net.fc1.weight[5] *= 1e-15
+            net.features[4].weight[6] = 0.0  # an exactly dead depthwise channel (as before: scale 1.0)
+        return net
+
+    def acc(net: nn.Module) -> float:
+        with torch.no_grad():
+            return float((net(xte).argmax(1) == digits[3]).float().mean())
+
+    # a channel training could have let die: the one whose loss costs the float model least
+    ch = max(range(8), key=lambda c: acc(dead(c)))
+    net = dead(ch)
+    assert float(net.features[1].bias[ch].detach()) != 0.0
+    m = cv.convert(net, digits[0][:256], progress=False)
+    conv0, fc1 = m.layer("features.0"), m.layer("fc1")
+    for ly, c in ((conv0, ch), (fc1, 5), (m.layer("features.3"), 6)):
+        w = m.tensors[ly.weight]
+        assert w.qscales is not None
+        assert float(m.data(w.qscales)[c]) == 1.0 and not m.data(ly.weight)[c].any()
+    b0 = m.data(conv0.bias)[ch]
+    assert b0 != 0 and abs(int(b0)) < 2**30  # the dead channel's output (its bias) is representable
+    data = mtm.write(m)
+    with torch.no_grad():
+        ref = net(xte).numpy().astype(np.float64)
+    deq = cv.dequantize_output(data, cv.run_mtm(data, xte))
+    agree = float((deq.argmax(1) == ref.argmax(1)).mean())
+    err = float(np.abs(deq - ref).mean() / np.abs(ref).mean())
+    print(f"dead channel {ch}: float acc {acc(net):.3f}, int8 top-1 agreement {agree:.3f}, rel err {err:.4f}")
+    assert agree >= 0.97 and err < 0.06  # the float model, dead channels and all
+    path = tmp_path / "dead.mtm"
+    path.write_bytes(data)
+    q = cv.quantize_input(m, xte)
+    ensure_natmod()
+    dev, _ = par.run_device(path, q, tmp_path, "dead", progress=False)
+    assert np.array_equal(dev, cv.run_mtm(m, q))
+
+
 # --------------------------------------------------------------------------
 # file format
 

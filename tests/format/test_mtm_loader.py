@@ -93,7 +93,7 @@ import _microtrain as mt
 buf = open(sys.argv[1], 'rb').read()
 mt.mtm_validate(buf)
 info = array('i', [0] * 15); mt.mtm_info(buf, info); print('I', *info)
-t = array('i', [0] * 14); l = array('i', [0] * 21)
+t = array('i', [0] * 14); l = array('i', [0] * 23)
 for i in range(info[4]):
     mt.mtm_tensor(buf, i, t); print('T', *t)
 for i in range(info[5]):
@@ -131,7 +131,8 @@ def _expected_accessors(b: bytes) -> list[str]:
         p_off = lt + 152 * j + 72
         assert list(struct.unpack_from(f"<{len(ly.params)}i", b, p_off)) == list(ly.params)
         assert (e[0], e[9], e[11]) == (ly.op, ly.inputs[0], ly.output)
-        lines.append("L " + " ".join(str(_i32(v)) for v in [*e, p_off]))
+        v = [mtm.NONE if k is None else k for k in ly.state[4:]]  # state[4], state[5] (format 1.3)
+        lines.append("L " + " ".join(str(_i32(v)) for v in [*e, p_off, *v]))
     return lines
 
 
@@ -235,3 +236,50 @@ def test_kernel_limit_rejected_by_c_loader(valid_files: list[bytes], tmp_path: P
 def test_python_reader_rejects_kernel_limits(valid_files: list[bytes]) -> None:
     with pytest.raises(ValueError):
         mtm.read(_stride_file(valid_files))
+
+
+def test_format_1_3_state_slots(valid_files: list[bytes], tmp_path: Path) -> None:
+    """Adam's second moments (state[4], state[5]: the u16 pair at layer-entry offset 68, format
+    1.3): the C validator, the pure-Python one and mtm.py accept the valid checkpoint and refuse
+    the same broken ones, C and pure-Python with the same message; mtm.py round-trips the file."""
+    from support.harness import PYTHON_LIB
+
+    good = valid_files[-1]
+    m = mtm.read(good)
+    assert good[6] == 3 and m.adam_bt is not None and m.trainer_rng is not None
+    assert mtm.write(m) == good
+    j = [k for k, ly in enumerate(m.layers) if ly.state[4] is not None][0]
+    e = 64 + 48 * len(m.tensors) + 152 * j
+
+    def edit(off: int, fmt: str, *v: int) -> bytes:
+        b = bytearray(good)
+        struct.pack_into(fmt, b, off, *v)
+        return bytes(fix_crc(b))
+
+    cases = {
+        "valid": good,
+        "minor 2": edit(6, "<H", 2),  # the word at 68 is reserved before 1.3
+        "state[4] absent": edit(e + 68, "<H", 0xFFFF),  # its tensor is then referenced by nobody
+        "state[2] absent": edit(e + 60, "<I", mtm.NONE),
+        "state[5] out of range": edit(e + 70, "<H", len(m.tensors)),
+        "state[4] is the bias's": edit(e + 68, "<H", m.layers[j].state[5]),  # wrong shape, referenced twice
+    }
+    paths = []
+    for k, data in enumerate(cases.values()):
+        paths.append(tmp_path / f"s{k}.mtm")
+        paths[-1].write_bytes(data)
+    src = ("import sys\ntry:\n    import _microtrain as mt\nexcept ImportError:\n"
+           "    from microtrain.pyk import mtm_loader as mt\nfor p in sys.argv[1:]:\n"
+           "    try:\n        mt.mtm_validate(open(p,'rb').read()); print('ok')\n"
+           "    except ValueError as e:\n        print(e)\n")
+    out = []
+    for path in (str(NATMOD_X64), str(PYTHON_LIB)):  # the C validator, then the pure-Python one
+        p = subprocess.run([str(MICROPYTHON), "-c", src, *map(str, paths)], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, MICROPYPATH=path), check=False)
+        out.append(p.stdout.splitlines())
+        assert len(out[-1]) == len(cases), p.stderr
+    assert out[0] == out[1]
+    for (name, data), line in zip(cases.items(), out[0], strict=True):
+        host_ok = host_verdict(data)[0]
+        assert (line == "ok") == (name == "valid") == host_ok, (name, line, host_verdict(data))
+    assert "reserved" in out[0][1] and "set without state[2]" in out[0][3]

@@ -32,7 +32,7 @@ def main(path, with_accessors):
     f = open(path, "rb")
     assert f.read(4) == b"MTMC"
     (count,) = struct.unpack("<I", f.read(4))
-    info, ten, lay = array("i", [0] * 15), array("i", [0] * 14), array("i", [0] * 21)
+    info, ten, lay = array("i", [0] * 15), array("i", [0] * 14), array("i", [0] * 23)
     for k in range(count):
         (n,) = struct.unpack("<I", f.read(4))
         # one file at a time (a big corpus read at once makes every GC slow);

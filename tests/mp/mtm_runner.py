@@ -35,7 +35,7 @@ def check(buf, info, ten, lay):
 
 
 def main(path):
-    info, ten, lay = array("i", [0] * 15), array("i", [0] * 14), array("i", [0] * 21)
+    info, ten, lay = array("i", [0] * 15), array("i", [0] * 14), array("i", [0] * 23)
     with open(path, "rb") as f:
         assert f.read(4) == b"MTMC"
         (count,) = struct.unpack("<I", f.read(4))

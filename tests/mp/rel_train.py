@@ -1,7 +1,7 @@
 # MicroPython side of the training campaigns of tests/support/reliability/:
-#   rel_train.py resume MODEL DATA CKPT EPOCHS   train epoch by epoch, trainer.save(CKPT) after
-#       each; starts from CKPT when it exists (a killed run resumes), printing SAVING / SAVED
-#       around every save and DONE at the end
+#   rel_train.py resume MODEL DATA CKPT EPOCHS [OPT]  train epoch by epoch, trainer.save(CKPT)
+#       after each; starts from CKPT when it exists (a killed run resumes), printing SAVING / SAVED
+#       around every save and DONE at the end; OPT "sgd" (momentum, the default) or "adam"
 #   rel_train.py heap MODEL DATA CKPT            one epoch and a save in whatever heap -X gave:
 #       prints OK, or MEMORY PHASE SAME (a MemoryError in "train" or "save", with the model
 #       still usable for inference; SAME: True when it infers as before training, else "trained")
@@ -31,16 +31,16 @@ def exists(p):
         return False
 
 
-def trainer(m, train="all", mode="float32"):
+def trainer(m, train="all", mode="float32", opt="sgd"):
     # seed=None: a checkpoint's shuffle sequence continues (trainer record)
-    return mt.Trainer(m, train=train, mode=mode, optimizer=optim.SGD(lr=0.02, momentum=0.9),
-                      batch=BATCH, log_every=0)
+    o = optim.Adam(lr=0.002) if opt == "adam" else optim.SGD(lr=0.02, momentum=0.9)
+    return mt.Trainer(m, train=train, mode=mode, optimizer=o, batch=BATCH, log_every=0)
 
 
-def resume(model, data, ck, epochs):
+def resume(model, data, ck, epochs, opt="sgd"):
     ds = FileDataset(data)
     m = mt.load(ck if exists(ck) else model)
-    tr = trainer(m)
+    tr = trainer(m, opt=opt)
     per_epoch = (len(ds) + BATCH - 1) // BATCH
     for ep in range(m.train_steps // per_epoch, epochs):
         tr.fit(ds, 1, verbose=False)
@@ -108,7 +108,7 @@ def main():
         scratch(a[2], a[3], a[4], int(a[5]), float(a[6]), a[7] == "1")
         return
     if cmd == "resume":
-        resume(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        resume(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), *sys.argv[6:7])
     elif cmd == "heap":
         heap(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

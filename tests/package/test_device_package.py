@@ -105,6 +105,7 @@ def _expected() -> dict[str, tuple[Any, str | None]]:
         "OP_NAMES": (tuple(["?"] + [op.name.lower() for op in sorted(mtm.Op)]), None),
         "ACT_NAMES": (tuple("" if a == mtm.Act.NONE else a.name.lower() for a in sorted(mtm.Act)), None),
         "TRAINER_TAG": (mtm.TRAINER_TAG, None),
+        "ADAM_TAG": (mtm.ADAM_TAG, None),
     }
     for op in mtm.Op:
         if op != mtm.Op.GLOBAL_AVGPOOL:

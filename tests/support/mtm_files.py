@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 import struct
 import zlib
@@ -98,6 +99,20 @@ def torch_model_files() -> list[bytes]:
         ck.tensors.append(mtm.Tensor(mtm.DType.FLOAT32, shape, mtm.Kind.STATE, mtm.Quant.NONE,
                                      data=rng.standard_normal(shape).astype(np.float32)))
         ly.state[s] = len(ck.tensors) - 1
+    # a format 1.3 Adam checkpoint: masters, first and second moments (state[0..6)) of a conv
+    # (rank-4 weights) and a linear layer, and the trainer record with beta1^t, beta2^t
+    ad = copy.deepcopy(out[1])
+    ad.trained, ad.has_state, ad.train_steps = True, True, 3
+    ad.trainer_rng, ad.adam_bt = 0x1234ABCD, (0x3F3A9FBD, 0x3F7F3B97)  # f32 0.9^3, 0.999^3
+    for ly in (ad.layer("dw"), ad.layers[-1]):
+        ly.trained = True
+        for s in range(6):
+            shape = ad.tensors[ly.bias if s & 1 else ly.weight].shape  # type: ignore[index]
+            data = rng.standard_normal(shape).astype(np.float32)
+            ad.tensors.append(mtm.Tensor(mtm.DType.FLOAT32, shape, mtm.Kind.STATE, mtm.Quant.NONE,
+                                         data=np.abs(data) if s >= 4 else data))
+            ly.state[s] = len(ad.tensors) - 1
+    out.append(ad)
     return [mtm.write(m) for m in out]
 
 

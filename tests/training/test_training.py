@@ -290,7 +290,7 @@ def _checkpoint_matches_dump(ck: mtm.Model, dump: dict[str, NDArray[Any]], train
                "shift": ck.data(ly.shift), "w_scale": ck.data(wt.qscales)}
         for k, v in got.items():
             assert v.tobytes() == dump[p + k].tobytes(), f"checkpoint {ly.name}.{k}"
-        slots = {0: "master_w", 1: "master_b", 2: "st0", 3: "st1"}
+        slots = {0: "master_w", 1: "master_b", 2: "st0", 3: "st1", 4: "st2", 5: "st3"}
         for k, key in slots.items():
             if state and p + key in dump:
                 assert ly.state[k] is not None, f"{ly.name}: state slot {k} missing"
@@ -329,22 +329,62 @@ def test_resume_equals_uninterrupted_sgd_momentum(setups: dict[str, Setup], tmp_
     assert not diffs, "resumed vs uninterrupted:\n" + "\n".join(diffs)
 
 
-def test_resume_adam_restores_first_moments(setups: dict[str, Setup], tmp_path: Path) -> None:
-    """Format v1.0 has slots for Adam's first moments but not its second moments (docs/training.md,
-    Checkpoints): the checkpoint holds the first moments, a resumed run restores them and restarts
-    the second moments at zero, so it is NOT the uninterrupted run (the documented limitation)."""
+@pytest.mark.parametrize("mode", ["float32", "int8"])
+def test_resume_adam_equals_uninterrupted(setups: dict[str, Setup], tmp_path: Path, mode: str) -> None:
+    """Format 1.3 keeps Adam's second moments (state[4], state[5]) and the trainer record its bias
+    correction (beta1^t, beta2^t): Adam interrupted by trainer.save and resumed in a new interpreter
+    is the uninterrupted run, bit for bit, and the device checkpoint is the reference's."""
+    s = setups["res"]
+    kw: dict[str, Any] = dict(labels=labels_of(s), train="last:2", mode=mode, opt=ADAM, batch=4)
+    ck = tmp_path / "ck.mtm"
+    first = device(s, tmp_path, "first", order=range(16), save=str(ck), **kw)
+    data = ck.read_bytes()
+    ck_model = mtm.read(data)
+    assert data[6] == 3 and ck_model.adam_bt is not None  # version 1.3, bias correction recorded
+    _checkpoint_matches_dump(ck_model, first, "last:2", state=True)  # masters, m and v
+    assert all(ck_model.layers[j].state[4] is not None for j in tr.select(ck_model, "last:2"))
+    assert data == mtm.write(reference(s, order=range(16), **kw).checkpoint())
+    resumed = device(s, tmp_path, "resumed", order=range(16, 32), model=ck, **kw)
+    whole = device(s, tmp_path, "whole", order=range(32), **kw)
+    diffs = differences(state_of(whole), state_of(resumed), ("uninterrupted", "resumed"))
+    assert not diffs, "resumed Adam vs uninterrupted:\n" + "\n".join(diffs)
+    diffs = differences(reference(s, order=range(16, 32), model=ck_model, **kw).arrays(), state_of(resumed))
+    assert not diffs, "resumed Adam vs the reference resumed from the checkpoint:\n" + "\n".join(diffs)
+
+
+def test_resume_adam_from_a_1_2_checkpoint(setups: dict[str, Setup], tmp_path: Path) -> None:
+    """A checkpoint older than format 1.3 (first moments only, no bias-correction record) still
+    loads and resumes as docs/training.md says: second moments and bias correction restart."""
     s = setups["res"]
     kw: dict[str, Any] = dict(labels=labels_of(s), train="last:2", mode="float32", opt=ADAM, batch=4)
     ck = tmp_path / "ck.mtm"
-    first = device(s, tmp_path, "first", order=range(16), save=str(ck), **kw)
-    ck_model = mtm.load(ck)
-    _checkpoint_matches_dump(ck_model, first, "last:2", state=True)  # master copies + first moments
-    resumed = device(s, tmp_path, "resumed", order=range(16, 32), model=ck, **kw)
+    device(s, tmp_path, "first", order=range(16), save=str(ck), **kw)
+    old = mtm.load(ck)
+    for ly in old.layers:
+        ly.state[4] = ly.state[5] = None
+    old.tensors, remap = _drop_unreferenced(old)
+    for ly in old.layers:
+        ly.state = [None if v is None else remap[v] for v in ly.state]
+    old.adam_bt = None
+    data = mtm.write(old)
+    assert data[6] == 0  # written as the oldest version that fits: 1.0
+    old_path = tmp_path / "old.mtm"
+    old_path.write_bytes(data)
+    resumed = device(s, tmp_path, "resumed", order=range(16, 32), model=old_path, **kw)
     whole = device(s, tmp_path, "whole", order=range(32), **kw)
-    assert differences(state_of(whole), state_of(resumed)), "the second moments cannot have been restored"
-    diffs = differences(reference(s, order=range(16, 32), model=ck_model, **kw).arrays(), state_of(resumed))
-    assert not diffs, "resumed Adam vs docs/training.md (first moments restored, second at 0):\n" + \
-        "\n".join(diffs)
+    assert differences(state_of(whole), state_of(resumed)), "second moments cannot have been restored"
+    diffs = differences(reference(s, order=range(16, 32), model=mtm.read(data), **kw).arrays(),
+                        state_of(resumed))
+    assert not diffs, "resumed Adam (1.0 file) vs docs/training.md:\n" + "\n".join(diffs)
+
+
+def _drop_unreferenced(m: mtm.Model) -> tuple[list[mtm.Tensor], dict[int, int]]:
+    """m's tensors without STATE tensors no layer references, and the old -> new index map."""
+    used = {v for ly in m.layers for v in ly.state if v is not None}
+    keep = [i for i, t in enumerate(m.tensors) if t.kind != mtm.Kind.STATE or i in used]
+    remap = {old: new for new, old in enumerate(keep)}
+    assert all(remap[i] == i for i, t in enumerate(m.tensors) if t.kind != mtm.Kind.STATE)  # STATE comes last
+    return [m.tensors[i] for i in keep], remap
 
 
 SAVE_SCRIPT = r"""

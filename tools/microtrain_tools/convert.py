@@ -1229,7 +1229,16 @@ def _quant_weights(em: _Emitter, pl: _PLayer, w: NDArray[np.float64], b: NDArray
                    s_in: float, s_out: float) -> tuple[int, int, int, int]:
     out_c = w.shape[0]
     absmax = np.abs(w.reshape(out_c, -1)).max(axis=1)
-    s_w = np.where(absmax > 0, absmax / 127.0, 1.0).astype(np.float32)
+    if not np.all(np.isfinite(absmax)):
+        raise ConvertError(f"layer '{pl.name}': weights not finite")
+    # A channel whose scale would fall below the format's floor (2^-40) holds weights
+    # under 127 * 2^-40, below what int8 at any valid scale represents: it is a dead
+    # channel, stored as zeros with the all-zero channel's scale 1.0 (which keeps its bias
+    # representable; a floored 2^-40 scale would overflow the int32 bias).
+    s_w = (absmax / 127.0).astype(np.float32)
+    dead = ~(s_w >= np.float32(mtm.SCALE_MIN))
+    s_w = np.where(dead, np.float32(1.0), s_w).astype(np.float32)
+    w = np.where(dead.reshape((-1,) + (1,) * (w.ndim - 1)), 0.0, w)
     if not np.all(np.isfinite(s_w) & (s_w > 0)):
         raise ConvertError(f"layer '{pl.name}': weights not finite")
     s_w64 = s_w.astype(np.float64).reshape((-1,) + (1,) * (w.ndim - 1))

@@ -44,7 +44,7 @@ __all__ = [
 
 MAGIC = b"MTMF"
 VERSION_MAJOR = 1
-VERSION_MINOR = 2  # 1.1 adds the LUT op, 1.2 CONCAT / UPSAMPLE; files are written as the oldest that fits
+VERSION_MINOR = 3  # 1.1 LUT, 1.2 CONCAT / UPSAMPLE, 1.3 Adam state[4..6); files: the oldest that fits
 HEADER_SIZE = 64
 TENSOR_ENTRY = 48
 LAYER_ENTRY = 152
@@ -58,6 +58,7 @@ MAX_NAME = 63
 # Runtime limits (docs/format.md, "Runtime limits"): a file within them runs inference
 # and a training step; the C loader and the device's pure-Python loader check the same.
 TRAINER_TAG = b"trainer:rng="  # the trainer record: tag, 8 lowercase hex digits, NUL
+ADAM_TAG = b",adam="  # optionally after them: Adam's beta1^t, beta2^t as 2 x 8 hex digits (f32 bits)
 SCALE_MIN = 2.0**-40  # every activation scale and weight scale: products stay normal in float32
 SCALE_MAX = 2.0**40
 MAX_GAP_HW = 65536  # global_avgpool positions
@@ -74,7 +75,8 @@ LFLAG_TRAINED = 1
 
 _HEADER = struct.Struct("<4sHHIIIIIIIIIIIIII")
 _TENSOR = struct.Struct("<BBBBI4IIIfiII")
-_LAYER = struct.Struct("<BBBBIIIIIIIIIIII4II20i")
+_LAYER = struct.Struct("<BBBBIIIIIIIIIIII4IHH20i")  # the HH: state[4], state[5] (1.3; else a reserved 0)
+NONE16 = 0xFFFF  # an absent state[4] / state[5] in a 1.3 file
 assert _HEADER.size == HEADER_SIZE and _TENSOR.size == TENSOR_ENTRY and _LAYER.size == LAYER_ENTRY
 
 
@@ -182,7 +184,9 @@ class Layer:
     bias: int | None = None
     mult: int | None = None
     shift: int | None = None
-    state: list[int | None] = field(default_factory=lambda: [None, None, None, None])
+    # master weight, master bias, 1st moments of weight / bias (SGD momentum, Adam m),
+    # Adam's 2nd moments of weight / bias (format 1.3)
+    state: list[int | None] = field(default_factory=lambda: [None] * 6)
     fused: str = ""
     trained: bool = False
 
@@ -199,6 +203,8 @@ class Model:
     # the trainer record of a checkpoint (docs/format.md, "Trainer record"): Trainer.fit's
     # shuffle-generator state, the string pool's last string; None in other files
     trainer_rng: int | None = None
+    # with it, for Adam: the float32 bit patterns of beta1^t and beta2^t (bias correction)
+    adam_bt: tuple[int, int] | None = None
 
     def layer(self, name: str) -> Layer:
         for ly in self.layers:
@@ -334,11 +340,13 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
             c(m.tensors[idx].kind == Kind.CONST, f"{nm} tensor {idx} is not a CONST")
         else:
             c(idx is None, f"{nm} given for an op without one")
-    c(len(ly.state) == 4, "state must have 4 slots")
+    c(len(ly.state) == 6, "state must have 6 slots")
     for s, idx in enumerate(ly.state):
         if idx is None:
             continue
+        c(s < 4 or ly.state[s - 2] is not None, f"state[{s}] (second moments) set without state[{s - 2}]")
         c(m.has_state and op in WEIGHTED, f"state[{s}] set without HAS_STATE or on a non-weighted op")
+        c(s < 4 or idx < NONE16, f"state[{s}] tensor index {idx} does not fit its u16")
         c(0 <= idx < n_t and m.tensors[idx].kind == Kind.STATE, f"state[{s}] tensor {idx} is not STATE")
 
     p = [int(v) for v in ly.params]
@@ -395,7 +403,7 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         c(in_zp == x.zero_point, f"in_zp {in_zp} != input zero point {x.zero_point}")
         c(out_zp == y.zero_point, f"out_zp {out_zp} != output zero point {y.zero_point}")
         _act_ok(c, act, out_zp, a_min, a_max)
-        shapes = [wshape, (out_c,), wshape, (out_c,)]
+        shapes = [wshape, (out_c,)] * 3
         for s, idx in enumerate(ly.state):
             if idx is not None:
                 st = m.tensors[idx]
@@ -487,6 +495,7 @@ def validate(m: Model) -> None:
     c(m.tensors[m.input].kind == Kind.ACTIVATION, "input is not an activation")
     c(0 <= m.train_steps <= 0xFFFFFFFF, "train_steps outside u32")
     c(m.trained or m.train_steps == 0, "train_steps without TRAINED")
+    c(m.adam_bt is None or m.trainer_rng is not None, "adam_bt without trainer_rng (its record holds both)")
     for i, t in enumerate(m.tensors):
         _validate_tensor(m, i, t)
     names: set[str] = set()
@@ -551,6 +560,10 @@ def write(m: Model) -> bytes:
             pool.extend(raw + b"\0")
         return pool_idx[s], len(raw)
 
+    minor = max((2 if ly.op == Op.CONV2D and len(ly.params) == 19 else OP_MINOR.get(Op(ly.op), 0)
+                 for ly in m.layers), default=0)  # the oldest version with every op (a dilated conv: 1.2)
+    if any(s is not None for ly in m.layers for s in ly.state[4:]):
+        minor = 3  # Adam's second moments
     layer_bytes = bytearray()
     for ly in m.layers:
         noff, nlen = intern(ly.name)
@@ -560,9 +573,13 @@ def write(m: Model) -> bytes:
             int(ly.op), int(ly.act), len(ly.params), len(ly.inputs), LFLAG_TRAINED if ly.trained else 0,
             noff, nlen, foff, flen, int(ly.inputs[0]), _idx(ly.inputs[1] if len(ly.inputs) > 1 else None),
             int(ly.output), _idx(ly.weight), _idx(ly.bias), _idx(ly.mult), _idx(ly.shift),
-            *[_idx(s) for s in ly.state], 0, *params)
+            *[_idx(s) for s in ly.state[:4]],
+            *[(NONE16 if s is None else int(s)) if minor >= 3 else 0 for s in ly.state[4:]], *params)
     if m.trainer_rng is not None:
-        pool.extend(TRAINER_TAG + b"%08x\0" % (m.trainer_rng & 0xFFFFFFFF))
+        pool.extend(TRAINER_TAG + b"%08x" % (m.trainer_rng & 0xFFFFFFFF))
+        if m.adam_bt is not None:
+            pool.extend(ADAM_TAG + b"%08x%08x" % (m.adam_bt[0] & 0xFFFFFFFF, m.adam_bt[1] & 0xFFFFFFFF))
+        pool.extend(b"\0")
     n_t, n_l = len(m.tensors), len(m.layers)
     tt_off = HEADER_SIZE
     lt_off = tt_off + TENSOR_ENTRY * n_t
@@ -582,8 +599,6 @@ def write(m: Model) -> bytes:
                                      float(t.scale), int(t.zero_point), _idx(t.qscales), 0)
     total = d_off + len(blob) + 4
     flags = (FLAG_TRAINED if m.trained else 0) | (FLAG_HAS_STATE if m.has_state else 0)
-    minor = max((2 if ly.op == Op.CONV2D and len(ly.params) == 19 else OP_MINOR.get(Op(ly.op), 0)
-                 for ly in m.layers), default=0)  # the oldest version with every op (a dilated conv: 1.2)
     header = _HEADER.pack(MAGIC, VERSION_MAJOR, minor, HEADER_SIZE, flags, total, n_t, tt_off,
                           n_l, lt_off, s_off, len(pool), d_off, len(blob), m.input, m.output,
                           m.train_steps)
@@ -703,7 +718,7 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
     for j in range(n_l):
         f = _LAYER.unpack_from(b, lt_off + LAYER_ENTRY * j)
         op, act, n_p, n_in, lflags, noff, nlen, foff, flen, in0, in1, out, w, bi, mu, sh = f[:16]
-        state, res, params = list(f[16:20]), f[20], list(f[21:])
+        state, res, params = list(f[16:20]), f[20] | (f[21] << 16), list(f[22:])
         where = f"layer {j}"
         name = _string(pool, noff, nlen, f"{where} name")
         where = f"layer {j} '{name}'"
@@ -714,8 +729,9 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
             raise ValueError(f"{where}: n_params {n_p} bad or unused params not zero")
         if n_in not in (1, 2) or (n_in == 1 and in1 != NONE):
             raise ValueError(f"{where}: n_inputs {n_in} inconsistent with in1")
-        if lflags & ~LFLAG_TRAINED or res:
+        if lflags & ~LFLAG_TRAINED or (res and vmin < 3):
             raise ValueError(f"{where}: unknown flags or non-zero reserved field")
+        state += [v if vmin >= 3 and v != NONE16 else NONE for v in f[20:22]]
         if act not in Act._value2member_map_:
             raise ValueError(f"{where}: unknown act {act}")
         ins = [in0] if n_in == 1 else [in0, in1]
@@ -727,22 +743,33 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
             raise ValueError(f"{where}: {Op(op).name} layer in a version 1.0 / 1.1 file (needs 1.2)")
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),
                             _opt(sh), [_opt(s) for s in state], fused, bool(lflags & LFLAG_TRAINED)))
+    rec = trainer_record(pool)
     m = Model(tensors, layers, inp, outp, flags_trained, bool(flags & FLAG_HAS_STATE), steps,
-              trainer_record(pool))
+              None if rec is None else rec[0], None if rec is None else rec[1])
     validate(m)
     return m
 
 
-def trainer_record(pool: bytes) -> int | None:
-    """The shuffle-generator state of a string pool ending with the trainer record, else None."""
-    n = len(TRAINER_TAG) + 9
-    tail = bytes(pool[-n:])
-    if len(pool) < n + 1 or pool[-n - 1] != 0 or not tail.startswith(TRAINER_TAG) or tail[-1] != 0:
-        return None
-    digits = tail[len(TRAINER_TAG):-1]
-    if any(c not in b"0123456789abcdef" for c in digits):
-        return None
-    return int(digits, 16)
+def trainer_record(pool: bytes) -> tuple[int, tuple[int, int] | None] | None:
+    """(shuffle-generator state, Adam's (beta1^t, beta2^t) f32 bits or None) of a string pool
+    ending with the trainer record, else None."""
+    hexd = b"0123456789abcdef"
+    for n_adam in (len(ADAM_TAG) + 16, 0):
+        n = len(TRAINER_TAG) + 8 + n_adam + 1
+        tail = bytes(pool[-n:])
+        if len(pool) < n + 1 or pool[-n - 1] != 0 or not tail.startswith(TRAINER_TAG) or tail[-1] != 0:
+            continue
+        digits = tail[len(TRAINER_TAG):len(TRAINER_TAG) + 8]
+        adam = tail[len(TRAINER_TAG) + 8:-1]
+        if any(c not in hexd for c in digits) or (n_adam and (not adam.startswith(ADAM_TAG) or any(
+                c not in hexd for c in adam[len(ADAM_TAG):]))):
+            continue
+        bt = None
+        if n_adam:
+            a = adam[len(ADAM_TAG):]
+            bt = (int(a[:8], 16), int(a[8:], 16))
+        return int(digits, 16), bt
+    return None
 
 
 def save(m: Model, path: str | os.PathLike[str]) -> None:

@@ -419,6 +419,20 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 #define L_U32(c, j, off) rd32((c)->b, L_ENT(c, j) + (off))
 #define L_PARAM(c, j, k) rdi32((c)->b, L_ENT(c, j) + MTM_PARAMS_OFF + 4 * (k))
 
+// State slot s (0..5) of the layer entry at e, or MTM_NONE. Slots 4 and 5 (Adam's
+// second moments, format 1.3) are the two u16 at entry offsets 68 and 70, 0xFFFF
+// when absent; in older files that word is reserved (0) and they are absent.
+static uint32_t l_state(const uint8_t *b, uint32_t e, uint32_t s) {
+    if (s < 4) {
+        return rd32(b, e + 52 + 4 * s);
+    }
+    if (rd16(b, 6) < 3) {
+        return MTM_NONE;
+    }
+    const uint32_t v = rd16(b, e + 68 + 2 * (s - 4));
+    return v == 0xFFFFu ? MTM_NONE : v;
+}
+
 static const uint8_t mtm_n_params[12] = {0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS, 2, 3, MT_POOL_NPARAMS,
                                          MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS, 4, MT_CONCAT_NPARAMS,
                                          MT_UPSAMPLE_NPARAMS};
@@ -496,8 +510,8 @@ static const char *weighted_ok(const mtm_ctx_t *c, uint32_t j, uint32_t wr, int3
     if (m) {
         return m;
     }
-    for (uint32_t s = 0; s < 4; ++s) {
-        const uint32_t st = L_U32(c, j, 52 + 4 * s);
+    for (uint32_t s = 0; s < 6; ++s) {
+        const uint32_t st = l_state(c->b, L_ENT(c, j), s);
         if (st == MTM_NONE) {
             continue;
         }
@@ -737,7 +751,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         if (act != 0 && !weighted && op != MTM_OP_ADD) {
             FAIL_L("fused activation on an op without one");
         }
-        if ((lflags & ~1u) != 0 || L_U32(c, j, 68) != 0) {
+        if ((lflags & ~1u) != 0 || (rd16(c->b, 6) < 3 && L_U32(c, j, 68) != 0)) {
             FAIL_L("unknown layer flags or non-zero reserved field");
         }
         if ((lflags & 1u) && !(c->flags & MTM_FLAG_TRAINED)) {
@@ -789,10 +803,13 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
                 FAIL_L("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR and NONE otherwise");
             }
         }
-        for (uint32_t s = 0; s < 4; ++s) {
-            const uint32_t t = L_U32(c, j, 52 + 4 * s);
+        for (uint32_t s = 0; s < 6; ++s) {
+            const uint32_t t = l_state(c->b, e, s);
             if (t == MTM_NONE) {
                 continue;
+            }
+            if (s >= 4 && l_state(c->b, e, s - 2) == MTM_NONE) {
+                FAIL_L("state[4] / state[5] set without state[2] / state[3]");
             }
             if (!has_state || !weighted) {
                 FAIL_L("state slot set without HAS_STATE or on a non-weighted op");
@@ -852,8 +869,11 @@ static const char *check_graph(const mtm_ctx_t *c, uint32_t *produced, uint32_t 
     set_clear(produced);
     set_clear(consumed);
     for (uint32_t j = 0; j < c->n_l; ++j) {
-        for (uint32_t s = 0; s < 8; ++s) {
+        for (uint32_t s = 0; s < 4; ++s) {
             ref(produced, consumed, L_U32(c, j, 36 + 4 * s));
+        }
+        for (uint32_t s = 0; s < 6; ++s) {
+            ref(produced, consumed, l_state(c->b, L_ENT(c, j), s));
         }
     }
     for (i = 0; i < c->n_t; ++i) {
@@ -884,8 +904,8 @@ const char *mt_mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int3
     if (b[0] != 'M' || b[1] != 'T' || b[2] != 'M' || b[3] != 'F') {
         FAIL("bad magic (expected MTMF)");
     }
-    if (rd16(b, 4) != 1 || rd16(b, 6) > 2) {
-        FAIL("unsupported version (reader is 1.2)");
+    if (rd16(b, 4) != 1 || rd16(b, 6) > 3) {
+        FAIL("unsupported version (reader is 1.3)");
     }
     if (rd32(b, 8) != MTM_HEADER_SIZE) {
         FAIL("header_size != 64");
@@ -1035,6 +1055,8 @@ void mt_mtm_layer(const uint8_t *b, uint32_t i, int32_t *out) {
     out[5] = as_i32(rd32(b, e + 8) + s_off);
     out[7] = as_i32(rd32(b, e + 16) + s_off);
     out[20] = as_i32(e + MTM_PARAMS_OFF);
+    out[21] = as_i32(l_state(b, e, 4));
+    out[22] = as_i32(l_state(b, e, 5));
 }
 
 const uint8_t *mt_mtm_layer_name(const uint8_t *b, uint32_t len, uint32_t i, uint32_t *name_len) {

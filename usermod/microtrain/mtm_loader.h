@@ -1,4 +1,4 @@
-// Validator and accessors of the `.mtm` model file (docs/format.md, v1.1).
+// Validator and accessors of the `.mtm` model file (docs/format.md, v1.3).
 // Pure C99, no MicroPython include, no allocation, no libc, no division and
 // no 64-bit multiply (builds for armv6m natmods). The byte buffer is read
 // little-endian byte by byte, so it needs no alignment.
@@ -49,8 +49,9 @@ void mt_mtm_tensor(const uint8_t *buf, uint32_t i, int32_t *out);
 
 // Layer entry i: op, act, n_params, n_inputs, flags, name_off (absolute),
 // name_len, fused_off (absolute), fused_len, in0, in1, out, weight, bias,
-// mult, shift, state[0..4), params_off (absolute file offset of params).
-#define MTM_LAYER_N 21
+// mult, shift, state[0..4), params_off (absolute file offset of params),
+// state[4], state[5] (Adam's second moments, format 1.3; -1 when absent).
+#define MTM_LAYER_N 23
 void mt_mtm_layer(const uint8_t *buf, uint32_t i, int32_t *out);
 
 uint32_t mt_mtm_n_tensors(const uint8_t *buf);

@@ -84,6 +84,15 @@ def _u32(b, off):
     return _unp("<I", b, off)[0]
 
 
+def _slots(b, e):
+    # the 6 state slots of the layer entry at e (NONE: absent); 4, 5 (Adam's second moments,
+    # format 1.3) are the u16 pair at entry offset 68 (0xFFFF: absent; before 1.3 absent)
+    v = _unp("<4I2H", b, e + 52)
+    if _unp("<H", b, 6)[0] < 3:
+        return v[:4] + (NONE, NONE)
+    return v[:4] + (NONE if v[4] == 0xFFFF else v[4], NONE if v[5] == 0xFFFF else v[5])
+
+
 def _i32(b, off):
     return _unp("<i", b, off)[0]
 
@@ -312,7 +321,7 @@ def _qparams_ok(c, bt, mt, st, n):
     return None
 
 
-def _weighted_ok(c, L, wr, wd):
+def _weighted_ok(c, L, wr, wd, e):
     oc = wd[0]
     wt, bt, mt, st = c.t(L[12]), c.t(L[13]), c.t(L[14]), c.t(L[15])
     if not _shape_is(wt, wr, wd):
@@ -328,8 +337,7 @@ def _weighted_ok(c, L, wr, wd):
     m = _qparams_ok(c, bt, mt, st, oc)
     if m:
         return m
-    for s in range(4):
-        si = L[16 + s]
+    for s, si in enumerate(_slots(c.b, e)):
         if si == NONE:
             continue
         tt = c.t(si)
@@ -343,7 +351,7 @@ def _same_shape(a, b):
     return a[1] == b[1] and a[5] == b[5] and a[6] == b[6] and a[7] == b[7] and a[8] == b[8]
 
 
-def _op_rules(c, L, p, op, act):
+def _op_rules(c, L, p, op, act, e):
     x = c.t(L[9])
     y = c.t(L[11])
     if op == OP_LUT:  # params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
@@ -376,7 +384,7 @@ def _op_rules(c, L, p, op, act):
             return "output shape != (out_h, out_w, out_c)"
         if p[6] * p[7] * (p[5] // p[12]) > 131071:
             return "k_h * k_w * out_c / groups must be <= 131071 (grad-input bound)"
-        m = _weighted_ok(c, L, 4, (p[5], p[6], p[7], p[2] // p[12]))
+        m = _weighted_ok(c, L, 4, (p[5], p[6], p[7], p[2] // p[12]), e)
         if m:
             return m
         if p[13] != x[12] or p[14] != y[12]:
@@ -390,7 +398,7 @@ def _op_rules(c, L, p, op, act):
             return "input numel != in_n"
         if not _shape_is(y, 1, (p[1],)):
             return "output shape != (out_n,)"
-        m = _weighted_ok(c, L, 2, (p[1], p[0]))
+        m = _weighted_ok(c, L, 2, (p[1], p[0]), e)
         if m:
             return m
         if p[2] != x[12] or p[3] != y[12]:
@@ -500,7 +508,7 @@ def _check_layers(c, produced, consumed):
             c.fail("unknown act", 2, j)
         if act and not weighted and op != OP_ADD:
             c.fail("fused activation on an op without one", 2, j)
-        if (lflags & ~1) or _u32(b, e + 68):
+        if (lflags & ~1) or (_unp("<H", b, 6)[0] < 3 and _u32(b, e + 68)):
             c.fail("unknown layer flags or non-zero reserved field", 2, j)
         if (lflags & 1) and not (c.flags & 1):
             c.fail("TRAINED layer in a file without TRAINED", 2, j)
@@ -537,15 +545,18 @@ def _check_layers(c, produced, consumed):
             elif (t >= n_t or c.t(t)[2] != KIND_CONST) if weighted else t != NONE:
                 c.fail("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR and NONE otherwise",
                        2, j)
-        for s in range(4):
-            t = L[16 + s]
+        sl = _slots(b, e)
+        for s in range(6):
+            t = sl[s]
             if t == NONE:
                 continue
+            if s >= 4 and sl[s - 2] == NONE:
+                c.fail("state[4] / state[5] set without state[2] / state[3]", 2, j)
             if not has_state or not weighted:
                 c.fail("state slot set without HAS_STATE or on a non-weighted op", 2, j)
             if t >= n_t or c.t(t)[2] != KIND_STATE:
                 c.fail("state slot tensor is not a STATE tensor", 2, j)
-        m = _op_rules(c, L, p, op, act)
+        m = _op_rules(c, L, p, op, act, e)
         if m:
             c.fail(m, 2, j)
         produced[out] = 1
@@ -571,7 +582,8 @@ def _check_graph(c, produced, consumed):
     # reference counts of CONST/STATE tensors (0, 1, 2 = twice or more)
     refs = bytearray(n_t)
     for j in range(c.n_l):
-        for t in _unp("<8I", b, c.lt_off + LAYER_ENTRY * j + 36):
+        e = c.lt_off + LAYER_ENTRY * j
+        for t in _unp("<4I", b, e + 36) + _slots(b, e):
             if t != NONE and refs[t] < 2:
                 refs[t] += 1
     for i in range(n_t):
@@ -591,8 +603,8 @@ def _validate(b, ln):
         return "file too large", 0, -1
     if b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
         return "bad magic (expected MTMF)", 0, -1
-    if _unp("<H", b, 4)[0] != 1 or _unp("<H", b, 6)[0] > 2:
-        return "unsupported version (reader is 1.2)", 0, -1
+    if _unp("<H", b, 4)[0] != 1 or _unp("<H", b, 6)[0] > 3:
+        return "unsupported version (reader is 1.3)", 0, -1
     if _u32(b, 8) != HEADER_SIZE:
         return "header_size != 64", 0, -1
     if _u32(b, 16) != ln:
@@ -771,3 +783,6 @@ def mtm_layer(buf, i, out):
     out[5] = _s32(L[5] + s_off)
     out[7] = _s32(L[7] + s_off)
     out[20] = _s32(e + PARAMS_OFF)
+    sl = _slots(b, e)
+    out[21] = _s32(sl[4])
+    out[22] = _s32(sl[5])

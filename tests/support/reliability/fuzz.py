@@ -54,8 +54,10 @@ def build() -> Path:
 
 
 def seeds() -> Path:
-    """Valid files to start from: the small PyTorch models of the format tests and the digits CNN."""
-    d = BUILD / "fuzz_seeds"
+    """Valid files to start from: the small PyTorch models of the format tests (with a format 1.3
+    Adam checkpoint) and the digits CNN. The folder is named by the newest format version the seeds
+    cover, so a build folder seeded before 1.3 is not reused."""
+    d = BUILD / "fuzz_seeds_1.3"
     if not d.exists() or not any(d.iterdir()):
         from support.digits_model import digits_model
         from support.mtm_files import torch_model_files

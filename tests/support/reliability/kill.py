@@ -5,7 +5,8 @@ script in a fresh directory and SIGKILLs it at a random moment of a random save 
 "SAVING" line, after a random delay of 0..3 ms: before, inside or just after the write,
 the validation or the rename). Then the checkpoint must be absent or load (torn counts
 those that do not), and the script run again resumes from it to E epochs: the final
-checkpoint must equal the reference byte for byte (resume_exact)."""
+checkpoint must equal the reference byte for byte (resume_exact). Even trials train with
+SGD + momentum, odd ones with Adam (its second moments and bias correction: format 1.3)."""
 
 from __future__ import annotations
 
@@ -44,12 +45,14 @@ def _valid(path: str) -> bool:
 def run(trials: int, seed: int = 1) -> KillResult:
     model, data = files(24)
     d = workdir("kill")
-    ref = d / "ref.mtm"
-    ref.unlink(missing_ok=True)
-    p = run_mp("rel_train.py", ["resume", str(model), str(data), str(ref), str(EPOCHS)], timeout=600)
-    if "DONE" not in p.stdout:
-        raise RuntimeError(f"reference run failed: {p.stdout[-500:]} {p.stderr[-2000:]}")
-    want = ref.read_bytes()
+    want = {}
+    for opt in ("sgd", "adam"):
+        ref = d / f"ref_{opt}.mtm"
+        ref.unlink(missing_ok=True)
+        p = run_mp("rel_train.py", ["resume", str(model), str(data), str(ref), str(EPOCHS), opt], timeout=600)
+        if "DONE" not in p.stdout:
+            raise RuntimeError(f"reference run ({opt}) failed: {p.stdout[-500:]} {p.stderr[-2000:]}")
+        want[opt] = ref.read_bytes()
     rng = random.Random(seed)
     res = KillResult()
     for k in range(trials):
@@ -58,8 +61,9 @@ def run(trials: int, seed: int = 1) -> KillResult:
             f.unlink(missing_ok=True)
         at = rng.randrange(EPOCHS)
         delay = rng.uniform(0.0, 0.003)
+        opt = ("sgd", "adam")[k & 1]
         proc = subprocess.Popen([str(MICROPYTHON), "-X", "heapsize=16M", str(MP_DIR / "rel_train.py"),
-                                 "resume", str(model), str(data), str(ck), str(EPOCHS)],
+                                 "resume", str(model), str(data), str(ck), str(EPOCHS), opt],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=mp_env())
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -74,9 +78,9 @@ def run(trials: int, seed: int = 1) -> KillResult:
             res.torn += 1
             res.log.append(f"trial {k}: torn checkpoint after a kill in save {at}")
             continue
-        p = run_mp("rel_train.py", ["resume", str(model), str(data), str(ck), str(EPOCHS)], timeout=600)
-        if "DONE" in p.stdout and ck.read_bytes() == want:
+        p = run_mp("rel_train.py", ["resume", str(model), str(data), str(ck), str(EPOCHS), opt], timeout=600)
+        if "DONE" in p.stdout and ck.read_bytes() == want[opt]:
             res.resume_exact += 1
         else:
-            res.log.append(f"trial {k}: resumed run differs (kill in save {at}): {p.stderr[-300:]}")
+            res.log.append(f"trial {k} ({opt}): resumed run differs (kill in save {at}): {p.stderr[-300:]}")
     return res

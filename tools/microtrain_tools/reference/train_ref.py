@@ -594,6 +594,8 @@ class RefTrainer:
         self.pending = 0
         self.opt_steps = 0
         self.bt = (np.float32(1.0), np.float32(1.0))
+        if isinstance(self.opt, Adam) and self.m.adam_bt is not None:  # the trainer record's beta^t
+            self.bt = tuple(np.array(self.m.adam_bt, dtype=np.uint32).view(np.float32))  # type: ignore[assignment]
         self.rng = 0xACE1  # device: the optimiser's xorshift16 state starts here (not in checkpoints)
         if continue_rng:
             draws = sum(len(rl.w) for rl in trained if self.opt.rounding == "stochastic"
@@ -693,8 +695,13 @@ class RefTrainer:
                 if isinstance(self.opt, SGD) and self.opt.momentum:
                     rl.state = [a, b]
                 elif isinstance(self.opt, Adam):
-                    # format v1.0 keeps Adam's first moments only: the second moments restart at zero
-                    rl.state = [a, b, np.zeros_like(a), np.zeros_like(b)]
+                    # format 1.3 keeps Adam's second moments (state[4], state[5]); older files
+                    # have the first moments only and the second moments restart at zero
+                    va, vb = np.zeros_like(a), np.zeros_like(b)
+                    if st[4] is not None and st[5] is not None:
+                        va = _f32(self.m.data(st[4])).reshape(-1).copy()
+                        vb = _f32(self.m.data(st[5])).reshape(-1).copy()
+                    rl.state = [a, b, va, vb]
 
     # -- forward / backward --------------------------------------------------------------
 
@@ -1011,7 +1018,7 @@ class RefTrainer:
             ly.inputs = [remap[i] for i in ly.inputs]
             ly.output = remap[ly.output]
             ly.weight, ly.bias, ly.mult, ly.shift = rm(ly.weight), rm(ly.bias), rm(ly.mult), rm(ly.shift)
-            ly.state = [None, None, None, None]
+            ly.state = [None] * 6
             rl = self.layers.get(j)
             if rl is None:
                 continue
@@ -1026,9 +1033,9 @@ class RefTrainer:
             tensors[ly.shift].data = rl.shift.astype(np.int32)
             tensors[wt.qscales].data = rl.w_scale.astype(np.float32)
             if state:
-                slots: list[F32 | None] = [rl.master_w, rl.master_b, None, None]
+                slots: list[F32 | None] = [rl.master_w, rl.master_b, None, None, None, None]
                 if rl.state is not None:
-                    slots[2], slots[3] = rl.state[0], rl.state[1]
+                    slots[2:2 + len(rl.state)] = rl.state  # SGD momentum, or Adam's m and v
                 for k, a in enumerate(slots):
                     if a is not None:
                         shape = wt.shape if k % 2 == 0 else tensors[ly.bias].shape
@@ -1040,6 +1047,9 @@ class RefTrainer:
         m.input, m.output = remap[m.input], remap[m.output]
         m.trained, m.has_state, m.train_steps = True, bool(new_state), self.train_steps
         m.trainer_rng = self.shuffle_rng if state else None  # trainer.save writes it, model.save not
+        m.adam_bt = None
+        if state and isinstance(self.opt, Adam):
+            m.adam_bt = tuple(int(v) for v in np.array(self.bt, dtype=np.float32).view(np.uint32))  # type: ignore[assignment]
         return m
 
 
