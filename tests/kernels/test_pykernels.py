@@ -294,10 +294,13 @@ import microtrain as mt
 m = mt.load(sys.argv[1])
 x = open(sys.argv[2], "rb").read()
 n = m.input.numel
+# the Trainer's arrays before inference compiles the forward kernels: a from-source heap
+# is fragmented by the compiler (at 256 KB after inference the largest free block was
+# 2.5 KB of 143 KB free, and the 5 KB optimiser state failed)
+gc.collect()
+t = mt.Trainer(m, train="last:2", optimizer=mt.SGD(lr=0.05, momentum=0.9))
 for i in range(len(x) // n):
     print("OUT", " ".join(str(v) for v in m.forward(x[i * n:(i + 1) * n])))
-gc.collect()  # the compiler's garbage from the imports, before the Trainer's arrays
-t = mt.Trainer(m, train="last:2", optimizer=mt.SGD(lr=0.05, momentum=0.9))
 for i in range(4):
     t.step(x[i * n:(i + 1) * n], i)
 t.flush()

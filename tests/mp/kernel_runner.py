@@ -19,11 +19,11 @@ def rd(f, fmt):
 
 
 def make_buf(kind, n, size, f, has_data):
-    if kind in "yY":
+    if kind in BYTE_KINDS:
         raw = f.read(n * size) if has_data else bytes([POISON]) * (n * size)
-        return raw if kind == "y" else bytearray(raw)
-    # one allocation of the array itself (array(kind, bytes) would need the
-    # bytes beside it: twice a large buffer, more than a 256 KB heap allows)
+        return raw if kind == "y" else bytearray(raw) if kind == "Y" else array(kind, raw)
+    # 4-byte items: one allocation of the array itself (array(kind, bytes) would
+    # need the bytes beside it: twice a large buffer, more than a 256 KB heap allows)
     a = array(kind, range(n))
     if has_data:
         f.readinto(a)
@@ -131,9 +131,10 @@ def main():
                 write_str(out, repr(ret))
             out.write(struct.pack("<B", len(outs)))
             for kind, obj in outs:
-                raw = bytes(obj)
-                out.write(struct.pack("<BI", ord(kind), len(raw)))
-                out.write(raw)
+                # written from the buffer itself: a bytes() copy of a large output
+                # does not fit beside it in a 256 KB heap
+                out.write(struct.pack("<BI", ord(kind), len(obj) * (1 if kind in BYTE_KINDS else 4)))
+                out.write(obj)
         args = kinds = call = outs = exc = ret = None
     out.close()
     f.close()
