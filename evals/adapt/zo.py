@@ -24,6 +24,7 @@ from evals import transfer_model as tm
 from evals.adapt.common import device, mtd
 from microtrain_tools import mtm
 from microtrain_tools.reference import adapt_ref as ar
+from microtrain_tools.reference import oracle
 
 N_TRAIN = 2000  # MNIST-5k training images used (the sample budget: EPOCHS passes over them)
 EPOCHS = 2
@@ -36,7 +37,7 @@ MODES: dict[str, dict[str, Any]] = {
 
 
 def _signs(n: int, r: int) -> tuple[NDArray[np.float32], int]:
-    z, r = ar.ZORef._signs(None, n, r)  # type: ignore[arg-type]  # the generator only
+    z, r = oracle.zo_signs(n, r)
     return z.astype(np.float32), r
 
 
