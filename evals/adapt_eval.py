@@ -109,12 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     out["zo"] = z
     label = {"zo": "SPSA, both layers (forward only)", "hybrid": "hybrid: SPSA fc1, backprop fc2"}
     rows = [[label[name], _pct(m["device"]), _pct(m["torch"]), f"{m['parity']:.2f}", f"{m['gap']:.2f}",
-             f"{m['gap_torch_bp']:.2f}", str(m["train_heap"]), str(m["ram_saved"])]
-            for name, m in z["modes"].items()]
+             f"{m['gap_device_bp']:.2f}", f"{m['gap_torch_bp']:.2f}", str(m["train_heap"]),
+             str(m["ram_saved"])] for name, m in z["modes"].items()]
     rows.append(["backprop, both layers", _pct(z["backprop_device"]), _pct(z["backprop_torch"]), "", "", "",
-                 str(z["bp_heap"]), ""])
-    print(ex.table(rows, ["method", "device %", "torch same method %", "parity (pts)",
-                          "gap to device bp (pts)", "gap to torch bp (pts)", "train heap B", "RAM saved B"]))
+                 "", str(z["bp_heap"]), ""])
+    print(ex.table(rows, ["method", "device %", "torch same method %", "parity (pts)", "gap (pts)",
+                          "to device bp", "to torch bp", "train heap B", "RAM saved B"]))
     zc = z["cfg"]["zo"]
     print(f"budget: {z['epochs']} epochs of {z['n_train']} images, batch {z['batch']} (every method); "
           f"SPSA: {zc['queries']} queries a batch, lr {zc['lr_sched']} by epoch, eps {zo.EPS}; "

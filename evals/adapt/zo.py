@@ -10,14 +10,15 @@ samples.
 - "zo": both layers (fc1, fc2: 9.5k weights) by SPSA on the device (microtrain.zo, ``queries``
   updates per batch, a per-epoch lr schedule), next to PyTorch float32 doing the same SPSA (the same
   xorshift32 sign stream, perturbations of eps quanta (eps * the channel's int8 scale), the same step
-  lr * (L+ - L-) / (2 eps) quanta along -z, without rounding).
+  lr * (L+ - L-) / (2 eps) quanta along -z, the weights kept within +-127 quanta, without rounding).
 - "hybrid" (ElasticZO): fc1 by SPSA, fc2 by backprop on the gradients of both perturbed passes: a
   forward-only *body*, not a forward-only method.
-- backprop of both layers at the same budget: on the device (Trainer, int8, SGD 0.02 momentum 0.9;
+- backprop of both layers at the same budget: on the device (Trainer, int8, SGD 0.005 momentum 0.9;
   also the RAM reference) and in PyTorch float32 (the same optimiser).
 
-``gap`` of a method = device backprop minus the method on the device (pp, mean of the seeds): the
-issue's measure. ``parity`` = |device - PyTorch doing the same method|. RAM: the heap the training
+``gap`` of a method = backprop minus the method on the device (pp, mean of the seeds; backprop
+the better of the device's and PyTorch's means): the issue's measure. ``parity`` = |device -
+PyTorch doing the same method|. RAM: the heap the training
 adds after one batch (model buffers excluded), method vs device backprop."""
 
 from __future__ import annotations
@@ -44,13 +45,15 @@ N_TRAIN = 2000  # MNIST-5k training images used (the sample budget: EPOCHS passe
 EPOCHS = 2
 BATCH = 16
 EPS = 4  # weight quanta: +-1 quantum is lost in the int8 forward's rounding
-BP = {"bp_lr": 0.02, "momentum": 0.9}
+# backprop's SGD step: the best of 0.002-0.05 for PyTorch on these seeds (mean accuracy 0.002: 79.5 %,
+# 0.003: 83.1 %, 0.005: 83.7 %, 0.01: 78.8 %, 0.02: 58.0 % (seed 3 diverges), 0.05: 21.5 %)
+BP = {"bp_lr": 0.005, "momentum": 0.9}
 MODES: dict[str, dict[str, Any]] = {
     # 64 queries a batch (query averaging as in MeZO / DeepZero, here as sequential updates on the
     # batch) and a step size that drops by 3 after the first epoch: the best of a small sweep
     # (docs/adapt.md: 1 query 24.8 %, 16: 36-50 %, 32: 50-62 %, 64: 64-66 %)
     "zo": {"train": "last:2", "bp": None, "lr": 100.0, "queries": 64, "lr_sched": [150.0, 50.0]},
-    "hybrid": {"train": "last:2", "bp": "last:1", "lr": 100.0, "queries": 1, **BP},
+    "hybrid": {"train": "last:2", "bp": "last:1", "lr": 100.0, "queries": 1, "bp_lr": 0.02, "momentum": 0.9},
 }
 
 
@@ -72,6 +75,11 @@ def torch_spsa(module: torch.nn.Module, m: mtm.Model, mode: dict[str, Any], f: N
     scales = {n: torch.from_numpy(m.data(m.tensors[names[n].weight].qscales).astype(np.float32))[:, None]
               for n in zo_names}
     mods = dict(model.named_modules())
+
+    def clamp(n: str, w: torch.Tensor) -> torch.Tensor:
+        # the int8 weights' range (+-127 quanta of the channel): part of the method, which
+        # stores the weights in int8 (without it the float weights run away at this lr)
+        return torch.clamp(w, -127.0 * scales[n], 127.0 * scales[n])
 
     def head(x: torch.Tensor) -> torch.Tensor:
         return mods["fc2"](F.relu(mods["fc1"](x)))
@@ -99,14 +107,14 @@ def torch_spsa(module: torch.nn.Module, m: mtm.Model, mode: dict[str, Any], f: N
                     opt.zero_grad()
                 for sign in (1.0, -1.0):
                     for n in zo_names:
-                        mods[n].weight.copy_(base[n] + sign * EPS * scales[n] * zs[n])
+                        mods[n].weight.copy_(clamp(n, base[n] + sign * EPS * scales[n] * zs[n]))
                     loss = F.cross_entropy(head(xb), yb)
                     if opt is not None:
                         (loss / 2).backward()
                     losses.append(float(loss.detach()))
                 delta = lr * (losses[0] - losses[1]) / (2 * EPS)
                 for n in zo_names:
-                    mods[n].weight.copy_(base[n] - delta * scales[n] * zs[n])
+                    mods[n].weight.copy_(clamp(n, base[n] - delta * scales[n] * zs[n]))
                 if opt is not None:
                     opt.step()
                 r = ar.xorshift32(r)  # keeps the sign stream independent of the rounding draws
@@ -115,7 +123,7 @@ def torch_spsa(module: torch.nn.Module, m: mtm.Model, mode: dict[str, Any], f: N
 
 def torch_backprop(module: torch.nn.Module, x: NDArray[np.float32], y: NDArray[np.int64], seed: int
                    ) -> torch.nn.Module:
-    """Backprop on fc1 and fc2 with the same samples, order and batch: SGD(0.02, momentum 0.9)."""
+    """Backprop on fc1 and fc2 with the same samples, order and batch: SGD (BP)."""
     torch.manual_seed(seed)
     torch.set_num_threads(1)
     model = copy.deepcopy(module).float().eval()
@@ -181,7 +189,7 @@ def run(seeds: list[int], modes: tuple[str, ...] = ("zo", "hybrid"), echo: bool 
     sv = list(res["seeds"].values())
     res["backprop_device"] = float(np.mean([v["bp_device"] for v in sv]))
     res["backprop_torch"] = float(np.mean([v["bp_torch"] for v in sv]))
-    res["backprop"] = res["backprop_device"]
+    res["backprop"] = max(res["backprop_device"], res["backprop_torch"])  # the stricter reference
     res["bp_heap"] = int(max(v["bp_heap"] for v in sv))
     for r in res["modes"].values():
         s = list(r["seeds"].values())
@@ -189,7 +197,8 @@ def run(seeds: list[int], modes: tuple[str, ...] = ("zo", "hybrid"), echo: bool 
         r["torch"] = float(np.mean([v["torch"] for v in s]))
         r["before"] = float(np.mean([v["before"] for v in s]))
         r["parity"] = abs(r["device"] - r["torch"]) * 100
-        r["gap"] = (res["backprop_device"] - r["device"]) * 100
+        r["gap"] = (res["backprop"] - r["device"]) * 100
+        r["gap_device_bp"] = (res["backprop_device"] - r["device"]) * 100
         r["gap_torch_bp"] = (res["backprop_torch"] - r["device"]) * 100
         r["train_heap"] = int(max(v["train_heap"] for v in s))
         r["ram_saved"] = res["bp_heap"] - r["train_heap"]
