@@ -74,7 +74,7 @@ train-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 
 ## adapt-eval: prototype head, replay, zeroth-order training (and LoRA when evals/adapt/lora.py
 ## exists) on real data vs the host references and PyTorch float32 (docs/adapt.md).
-## ADAPT_EVAL_ARGS=--hybrid adds the hybrid (SPSA body, backprop head).
+## ADAPT_EVAL_ARGS=--no-hybrid skips the hybrid (SPSA body, backprop head).
 adapt-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.adapt_eval $(ADAPT_EVAL_ARGS)
 

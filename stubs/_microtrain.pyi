@@ -112,6 +112,13 @@ def l1_norm_s8(e: _In8, c: int, norms: _I32, /) -> None: ...
 def topk_mask(norms: _I32, k: int, mask: _Out8, /) -> None:
     """mask[i] = 1 for the k largest norms (ties to the lower index), else 0."""
 
+def zo_perturb_s8(base: _In8, eps: int, rng: array[int], w: _Out8, /) -> None:
+    """w = clamp(base + eps z, -127, 127), z = +-1 from the xorshift32 state rng[0] (advanced);
+    w may be base itself. eps in -127..127."""
+def zo_update_s8(base: _In8, step: int, rng: array[int], w: _Out8, /) -> None:
+    """w = clamp(base - sign(step) m z, -127, 127): z from rng[0] as zo_perturb_s8's, m =
+    |step| / 2^16 stochastically rounded by draws from rng[1] (both advanced). |step| <= 255 * 2^16."""
+
 def dyn_requant_s8(acc: _I32, out: _Out8, /) -> int: ...
 def f32_axpy_i32(x: _I32, a: float, y: _F32, /) -> None:
     """y[i] += float32(a) * float32(x[i]) (FPU builds only)."""

@@ -8,11 +8,14 @@ from microtrain.optim import SGD, Adam
 from microtrain.trainer import Trainer
 
 M32: int
+STEP_MAX: float  # weight quanta
 
 class ZO:
     model: Model
     lr: float  # weight quanta per unit of the gradient estimate
     eps: int  # perturbation, weight quanta
+    queries: int  # SPSA updates per batch
+    first: int  # index of the first zeroth-order layer
     loss_fn: LossFn
     rng: int  # xorshift32 state
     layers: list[Layer]  # the zeroth-order layers
@@ -21,7 +24,7 @@ class ZO:
     last: tuple[float, float]  # (L+, L-) of the last step
     def __init__(self, model: Model, train: TrainSpec = "last:2", lr: float = 50.0, eps: int = 2,
                  bp: TrainSpec = None, optimizer: SGD | Adam | None = None, mode: str = "int8", seed: int = 1,
-                 loss: str = "xent") -> None: ...
+                 loss: str = "xent", queries: int = 1) -> None: ...
     def step(self, batch: list[tuple[Int8In, Any]]) -> tuple[float, float]: ...
     def fit(self, samples: Samples, epochs: int = 1, batch: int = 16,
             order: Sequence[int] | None = None) -> list[float]: ...

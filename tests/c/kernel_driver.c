@@ -996,6 +996,25 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         }
         return 0;
     }
+    if (!strcmp(op, "zo_perturb_s8") || !strcmp(op, "zo_update_s8")) {
+        const int upd = op[3] == 'u';
+        if (!want_args(c, 4)) {
+            return 0;
+        }
+        const int8_t *base = buf(c, 0, "base", S8, -1, 0, &n);
+        const int32_t s = upd ? checked_int(c, 1, "step", mt_zo_step_check) : checked_int(c, 1, "eps", mt_zo_eps_check);
+        uint32_t *rng = buf(c, 2, "rng", U32, upd ? 2 : 1, 1, NULL);
+        int8_t *w = buf(c, 3, "w", S8, n, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        if (upd) {
+            mt_zo_update_s8(base, n, s, rng, w);
+        } else {
+            mt_zo_perturb_s8(base, n, s, rng, w);
+        }
+        return 0;
+    }
     if (!strcmp(op, "dyn_requant_s8")) {
         if (!want_args(c, 2)) {
             return 0;

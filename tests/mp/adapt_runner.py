@@ -39,7 +39,7 @@ def zo(cfg, m, xs, labels):
     o = cfg.get("opt")
     z = mt.ZO(m, train=cfg["train"], bp=cfg.get("bp"), lr=cfg["lr"], eps=cfg["eps"], seed=cfg["seed"],
               optimizer=mt.SGD(lr=o["lr"], momentum=o.get("momentum", 0.0)) if o else None,
-              mode=cfg.get("mode", "int8"))
+              mode=cfg.get("mode", "int8"), queries=cfg.get("queries", 1))
     order, b = cfg["order"], cfg["batch"]
     losses = []
     for s in range(0, len(order), b):

@@ -11,12 +11,18 @@ from microtrain import pyk
 
 
 class _Kernels:
-    pass
+    # each kernel's module imported on first use, as microtrain.kern does on a
+    # board (importing every module up front left the heap test to the luck of
+    # the import order's fragmentation)
+    def __getattr__(self, name):
+        if name not in pyk.WHERE:
+            raise AttributeError(name)
+        f = pyk.kernel(name)
+        setattr(self, name, f)
+        return f
 
 
 ns = _Kernels()
-for name in pyk.WHERE:
-    setattr(ns, name, pyk.kernel(name))
 ns.HAS_FLOAT = pyk.HAS_FLOAT
 sys.modules["_microtrain"] = ns
 runner = sys.argv.pop(1)

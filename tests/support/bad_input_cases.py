@@ -40,7 +40,7 @@ CONV_G = ConvGeom(5, 6, 4, 3, 3, 6, 3, 3, 2, 2, 1, 1, 2)  # grouped, stride 2, p
 POOL_G = ConvGeom(6, 6, 3, 3, 3, 3, 3, 3, 2, 2, 1, 1, 3)
 LIN_IN, LIN_OUT = 10, 4
 
-# name, kind: desc | s8 | s8out | s8io | i32 | i32out | u32 | f32io | mask | int | float
+# name, kind: desc | s8 | s8out | s8io | i32 | i32out | u32 | u32io | f32io | mask | int | float
 SPECS: dict[str, list[tuple[str, str]]] = {
     "conv2d_s8_forward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("bias", "i32"), ("mult", "i32"),
                           ("shift", "i32"), ("y", "s8out")],
@@ -68,6 +68,8 @@ SPECS: dict[str, list[tuple[str, str]]] = {
                         ("stats", "i32out")],
     "l1_norm_s8": [("e", "s8"), ("c", "int"), ("norms", "i32out")],
     "topk_mask": [("norms", "i32"), ("k", "int"), ("mask", "s8out")],
+    "zo_perturb_s8": [("base", "s8"), ("eps", "int"), ("rng", "u32io"), ("w", "s8out")],
+    "zo_update_s8": [("base", "s8"), ("step", "int"), ("rng", "u32io"), ("w", "s8out")],
     "dyn_requant_s8": [("acc", "i32"), ("out", "s8out")],
     "f32_axpy_i32": [("x", "i32"), ("a", "float"), ("y", "f32io")],
     # update primitives: optional arguments ("skip") get their bad values in SCALAR_BAD
@@ -109,6 +111,8 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("add_s8_grad_merge", "ea"): ("eb", "out"),
     ("softmax_xent_s8", "logits"): ("label", "err"),
     ("topk_mask", "norms"): ("k", "mask"),
+    ("zo_perturb_s8", "base"): ("w",),
+    ("zo_update_s8", "base"): ("w",),
     ("dyn_requant_s8", "acc"): ("out",),
     ("f32_axpy_i32", "x"): ("y",),
     ("update_u8_touch", "touched"): ("mask",),
@@ -185,6 +189,8 @@ def _bases() -> dict[str, Case]:
         ("softmax_xent_s8", [s8(r8(10)), 3, u32(lut), out("Y", 10), out("i", 3)]),
         ("l1_norm_s8", [s8(r8(24)), 4, out("i", 4)]),
         ("topk_mask", [i32(rng.integers(0, 50, 8)), 3, out("Y", 8)]),
+        ("zo_perturb_s8", [s8(r8(40)), 3, u32([0x9E3779B9]), out("Y", 40)]),
+        ("zo_update_s8", [s8(r8(40)), -150000, u32([0x9E3779B9, 12345]), out("Y", 40)]),
         ("dyn_requant_s8", [i32(rng.integers(-(2**20), 2**20, 12)), out("Y", 12)]),
         ("f32_axpy_i32", [i32(rng.integers(-(2**20), 2**20, 12)), 0.5, inout(f32(rng.normal(0, 1, 12)))]),
         ("update_u8_touch", [Buf("Y", np.array([0, 1, 0, 0, 1], np.uint8)), u8([1, 0, 0, 1, 0])]),
@@ -253,7 +259,7 @@ def _wrong_types(kind: str, n: int) -> list[Arg]:
     if kind in ("i32", "i32out", "desc"):
         return [_zeros("Y", 4 * n), Expr(f"array('f', bytes({4 * n}))"), Expr(f"[0] * {n}"),
                 Expr(f"array('I', bytes({4 * n}))")]
-    if kind == "u32":
+    if kind in ("u32", "u32io"):
         return [Expr(f"array('f', bytes({4 * n}))"), Expr(f"array('b', bytes({4 * n}))"), Expr(f"[0] * {n}")]
     if kind in ("f32io", "f32any"):
         return [Expr(f"array('i', bytes({4 * n}))"), _zeros("Y", 4 * n), Expr(f"[0.0] * {n}")]
@@ -341,6 +347,9 @@ SCALAR_BAD: dict[str, list[tuple[str, int, Arg, tuple[str, ...]]]] = {
     "l1_norm_s8": [("c 0", 1, 0, ("c",)), ("c -2", 1, -2, ("c",)), ("len(e) % c != 0", 1, 5, ("e", "c")),
                    ("c 65536", 1, 65536, ("c",))],
     "topk_mask": [("k -1", 1, -1, ("k",)), ("k > len", 1, 9, ("k",))],
+    "zo_perturb_s8": [("eps 128", 1, 128, ("eps",)), ("eps -128", 1, -128, ("eps",))],
+    "zo_update_s8": [("step 255 * 2^16 + 1", 1, 255 * 65536 + 1, ("step",)),
+                     ("step -(255 * 2^16 + 1)", 1, -(255 * 65536 + 1), ("step",))],
     "update_u8_touch": [("mask length", 1, u8(np.ones(6)), ("mask",))],
     "lut_s8_grad_input": [("dtable 2^24", 2, i32(np.r_[np.zeros(100), 2**24, np.zeros(155)]), ("dtable",)),
                           ("dtable -2^24", 2, i32(np.r_[-(2**24), np.zeros(255)]), ("dtable",))],
@@ -415,15 +424,16 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "lut_s8_grad_input": [("ein", "x"), ("ein", "e")],
     "concat_s8_forward": [("y", "x1"), ("y", "x2")], "concat_s8_grad_input": [("ein", "e")],
     "upsample_s8_forward": [("y", "x")], "upsample_s8_grad_input": [("ein", "e")],
+    "zo_perturb_s8": [("w", "base")], "zo_update_s8": [("w", "base")],
 }
 for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
     OVERLAPS[f"linear_s8_{_suffix}"] = OVERLAPS[f"conv2d_s8_{_suffix}"]
-OUT_KINDS = ("s8out", "s8io", "i32out", "f32io", "f32any")
+OUT_KINDS = ("s8out", "s8io", "i32out", "u32io", "f32io", "f32any")
 
 
 def _base_kind(kind: str) -> str:
     """Kind of a shared (hidden) base buffer that can hold an argument of this kind."""
-    return {"i32": "i", "i32out": "i", "u32": "i", "f32io": "f", "f32any": "f"}.get(kind, "Y")
+    return {"i32": "i", "i32out": "i", "u32": "i", "u32io": "i", "f32io": "f", "f32any": "f"}.get(kind, "Y")
 
 
 def _typed(kind: str, data: np.ndarray) -> np.ndarray:

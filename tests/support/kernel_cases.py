@@ -91,6 +91,11 @@ def _softmax(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
     return int(sh), [np.asarray(err), np.asarray(stats)]
 
 
+def _zo(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    w, state = r  # type: ignore[misc]
+    return None, [np.asarray(state), np.asarray(w)]  # argument order: rng, then w
+
+
 OPS: dict[str, OpSpec] = {
     "conv2d_s8_forward": OpSpec(7, (6,), _one),
     "conv2d_s8_grad_input": OpSpec(7, (5, 6), _grad_in),
@@ -115,6 +120,8 @@ OPS: dict[str, OpSpec] = {
     "softmax_xent_s8": OpSpec(5, (3, 4), _softmax),
     "l1_norm_s8": OpSpec(3, (2,), _one),
     "topk_mask": OpSpec(3, (2,), _one),
+    "zo_perturb_s8": OpSpec(4, (3,), _zo, (2,)),
+    "zo_update_s8": OpSpec(4, (3,), _zo, (2,)),
     "dyn_requant_s8": OpSpec(2, (1,), _shifted),
     "f32_axpy_i32": OpSpec(3, (), _one, (2,), True),
     "update_u8_touch": OpSpec(2, (), _one, (0,)),
@@ -843,6 +850,43 @@ def gen_f32_axpy_i32(rng: Rng, i: int) -> Case:
     return make_case("f32_axpy_i32", [i32(x), a, f32(y)])
 
 
+def _zo_state(rng: Rng, i: int, n: int) -> list[int]:
+    # any 32-bit state, a state with bit 31 set (signed array('i') storage), or 1
+    return [[int(rng.integers(1, 2**32)), 0x80000001 + int(rng.integers(0, 2**30)), 1][(i + k) % 3]
+            for k in range(n)]
+
+
+def _zo_base(rng: Rng, i: int, n: int) -> NDArray[np.int8]:
+    b = _int8(rng, n, ["uniform", "small", "ties", "const"][i % 4])
+    if i % 7 == 3:
+        b[: n // 2] = -128  # off the weight range: clamped to -127 as every result
+    return b
+
+
+def gen_zo_perturb_s8(rng: Rng, i: int) -> Case:
+    n = [0, 1, 31, 32, 33, int(rng.integers(2, 64)), int(rng.integers(64, 700))][i % 7]
+    eps = [1, -1, 0, 127, -127, int(rng.integers(-127, 128)), 4][(i // 2) % 7]
+    state = u32(_zo_state(rng, i, 1), ["I", "i"][(i // 3) % 2])
+    b = _zo_base(rng, i, n)
+    if i % 5 == 4:  # in place: w is base
+        return make_case("zo_perturb_s8", [s8(b, _kind_out(rng)), eps, state, Alias(0)], "in-place")
+    return make_case("zo_perturb_s8", [s8(b, _kind_in(rng)), eps, state, out(_kind_out(rng), n)],
+                     f"n={n},eps={eps}")
+
+
+def gen_zo_update_s8(rng: Rng, i: int) -> Case:
+    n = [0, 1, 31, 32, 33, int(rng.integers(2, 64)), int(rng.integers(64, 700))][i % 7]
+    mag = [0, 1, 65535, 65536, 65537, int(rng.integers(0, 4 * 65536)), 255 * 65536,
+           int(rng.integers(0, 255 * 65536 + 1)), 32768][(i // 2) % 9]
+    step = mag if (i // 3) % 2 else -mag
+    state = u32(_zo_state(rng, i, 2), ["I", "i"][(i // 5) % 2])
+    b = _zo_base(rng, i, n)
+    if i % 5 == 4:
+        return make_case("zo_update_s8", [s8(b, _kind_out(rng)), step, state, Alias(0)], "in-place")
+    return make_case("zo_update_s8", [s8(b, _kind_in(rng)), step, state, out(_kind_out(rng), n)],
+                     f"n={n},step={step}")
+
+
 # --------------------------------------------------------------------------
 # optimiser-update primitives (update.c)
 
@@ -1132,6 +1176,8 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "softmax_xent_s8": gen_softmax_xent_s8,
     "l1_norm_s8": gen_l1_norm_s8,
     "topk_mask": gen_topk_mask,
+    "zo_perturb_s8": gen_zo_perturb_s8,
+    "zo_update_s8": gen_zo_update_s8,
     "dyn_requant_s8": gen_dyn_requant_s8,
     "f32_axpy_i32": gen_f32_axpy_i32,
     "update_u8_touch": gen_update_u8_touch,
@@ -1222,6 +1268,14 @@ def generate_limits() -> list[Case]:
     # l1 norm: 2^24 - 1 positions of -128 in one channel (2^31 - 128)
     cases.append(make_case("l1_norm_s8", [s8(np.full(2**24 - 1, -128)), 1, out("i", 1)],
                            "limit: 2^24 - 1 positions"))
+    # zeroth order: the largest step (255 quanta) and eps from both ends of int8 saturates
+    ends = np.r_[np.full(40, -128), np.full(40, 127), np.zeros(40)]
+    for st in (255 * 65536, -255 * 65536):
+        cases.append(make_case("zo_update_s8", [s8(ends), st, u32([0x12345678, 0xFFFFFFFF]), out("Y", 120)],
+                               f"limit: step {st}"))
+    for e in (127, -127):
+        cases.append(make_case("zo_perturb_s8", [s8(ends), e, u32([0xFFFFFFFF]), out("Y", 120)],
+                               f"limit: eps {e}"))
     # l1 norm of channel quads: 16-bit lanes flushed every 511 positions (511 * 128
     # is the most a lane takes); position counts around the multiples of 511
     for npos, c in ((511, 4), (512, 8), (1533, 5), (1534, 12), (3000, 7)):

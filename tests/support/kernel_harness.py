@@ -63,7 +63,7 @@ RUNNER = ROOT / "tests" / "mp" / "kernel_runner.py"
 DRIVER_SRC = ROOT / "tests" / "c" / "kernel_driver.c"
 KERNEL_DIR = ROOT / "usermod" / "microtrain"
 KERNEL_SOURCES = ("quant", "checks", "conv2d", "linear", "activation", "lut", "pool", "add", "concat",
-                  "upsample", "softmax_xent", "sparse", "accumulate", "update")
+                  "upsample", "softmax_xent", "sparse", "accumulate", "update", "zo")
 DRIVER_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-g")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                   "-fno-omit-frame-pointer")

@@ -107,24 +107,24 @@ def test_replay_trains_as_the_reference(setups: dict[str, Setup], tmp_path: Path
     assert plain.train_steps < t.train_steps
 
 
-@pytest.mark.parametrize("bp", [None, "last:1"])
+@pytest.mark.parametrize("bp,queries", [(None, 1), ("last:1", 1), (None, 3)])
 def test_zeroth_order_steps_equal_the_reference(setups: dict[str, Setup], tmp_path: Path,
-                                                bp: str | None) -> None:
+                                                bp: str | None, queries: int) -> None:
     s = setups["cnn"]
     order = list(range(48))
     labels = [int(v) for v in labels_of(s)]
     opt = {"lr": 0.05, "momentum": 0.9}
     cfg = {**base(s), "labels": labels, "kind": "zo", "train": "last:2", "bp": bp, "lr": 20.0, "eps": 2,
            "seed": 5, "batch": 8, "order": order, "opt": opt, "mode": "mixed",
-           "out": str(tmp_path / "zo.dump")}
-    got = run(tmp_path, f"zo-{bp}", cfg, heap="256k")
+           "out": str(tmp_path / "zo.dump"), "queries": queries}
+    got = run(tmp_path, f"zo-{bp}-{queries}", cfg, heap="256k")
     from support.training_cases import read_dump
 
     dump = read_dump(tmp_path / "zo.dump")
     weighted = [j for j, ly in enumerate(s.m.layers) if ly.weight is not None]
     zo = weighted[-2:-1] if bp else weighted[-2:]
     ref = ar.ZORef(s.m, zo, weighted[-1:] if bp else None, lr=20.0, eps=2, seed=5,
-                   opt=tr.SGD(lr=0.05, momentum=0.9), mode="mixed")
+                   opt=tr.SGD(lr=0.05, momentum=0.9), mode="mixed", queries=queries)
     losses = []
     for st in range(0, len(order), 8):
         idx = order[st:st + 8]

@@ -401,6 +401,18 @@ const char *mt_update_rng_check(int32_t rng, int32_t *v) {
     return rng == -1 || (rng >= 1 && rng <= 65535) ? NULL : "must be -1 (nearest) or a state in 1..65535, got %d";
 }
 
+const char *mt_zo_eps_check(int32_t eps, int32_t *v) {
+    v[0] = eps;
+    return eps < -127 || eps > 127 ? "must be in -127..127, got %d" : NULL;
+}
+
+const char *mt_zo_step_check(int32_t step, int32_t *v) {
+    v[0] = -MT_ZO_STEP_MAX;
+    v[1] = MT_ZO_STEP_MAX;
+    v[2] = step;
+    return step < -MT_ZO_STEP_MAX || step > MT_ZO_STEP_MAX ? "must be in %d..%d, got %d" : NULL;
+}
+
 #if MT_HAS_FLOAT
 // x - x is 0 for finite x and NaN for inf / NaN.
 static int mt_is_finite(float x) {

@@ -18,6 +18,7 @@ set(MICROTRAIN_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/sparse.c
     ${CMAKE_CURRENT_LIST_DIR}/accumulate.c
     ${CMAKE_CURRENT_LIST_DIR}/update.c
+    ${CMAKE_CURRENT_LIST_DIR}/zo.c
     ${CMAKE_CURRENT_LIST_DIR}/mtm_loader.c
     ${CMAKE_CURRENT_LIST_DIR}/softfloat.c
 )

@@ -4,7 +4,7 @@ MICROTRAIN_MOD_DIR := $(USERMOD_DIR)
 
 MICROTRAIN_SRC_C := $(addprefix $(MICROTRAIN_MOD_DIR)/, \
     modmicrotrain.c quant.c checks.c conv2d.c linear.c activation.c lut.c pool.c add.c concat.c upsample.c \
-    softmax_xent.c sparse.c accumulate.c update.c mtm_loader.c softfloat.c)
+    softmax_xent.c sparse.c accumulate.c update.c zo.c mtm_loader.c softfloat.c)
 SRC_USERMOD_C += $(MICROTRAIN_SRC_C)
 
 CFLAGS_USERMOD += -I$(MICROTRAIN_MOD_DIR)

@@ -69,6 +69,8 @@
     X(MP_QSTR_softmax_xent_s8, mod_softmax_xent_s8_obj) \
     X(MP_QSTR_l1_norm_s8, mod_l1_norm_s8_obj) \
     X(MP_QSTR_topk_mask, mod_topk_mask_obj) \
+    X(MP_QSTR_zo_perturb_s8, mod_zo_perturb_s8_obj) \
+    X(MP_QSTR_zo_update_s8, mod_zo_update_s8_obj) \
     X(MP_QSTR_update_u8_touch, mod_update_u8_touch_obj) \
     X(MP_QSTR_dyn_requant_s8, mod_dyn_requant_s8_obj) \
     X(MP_QSTR_lut_s8_forward, mod_lut_s8_forward_obj) \
@@ -983,6 +985,47 @@ static mp_obj_t mod_topk_mask(size_t n_args, const mp_obj_t *args) {
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_topk_mask_obj, 3, 3, mod_topk_mask);
+
+// ---------------------------------------------------------------------------
+// zeroth-order (SPSA) perturbation and update: base, a scalar, the generator
+// state (in place), w (may be base itself, else disjoint from it).
+
+// Checks in argument order: base, the scalar (eps of the perturbation, n_rng 1;
+// step of the update, n_rng 2), rng (n_rng states), w; then the overlaps. Runs
+// the kernel.
+static void mt_zo_call(const char *fn, const char *sname, const mp_obj_t *args, int32_t n_rng) {
+    size_t n;
+    const int8_t *base = mt_in_s8(fn, "base", args[0], -1, &n);
+    const int32_t s = mt_int(fn, sname, args[1]);
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, sname, n_rng == 1 ? mt_zo_eps_check(s, v) : mt_zo_step_check(s, v), v);
+    uint32_t *rng = (uint32_t *)mt_buf(fn, "rng", args[2], MT_U32, n_rng, 1, NULL);
+    int8_t *w = mt_out_s8(fn, "w", args[3], (int32_t)n);
+    if ((const int8_t *)w != base) {  // the very same buffer is fine: read before written
+        mt_no_overlap(fn, "w", w, n, "base", base, n);
+    }
+    mt_no_overlap(fn, "w", w, n, "rng", rng, (size_t)n_rng * 4);
+    mt_no_overlap(fn, "rng", rng, (size_t)n_rng * 4, "base", base, n);
+    if (n_rng == 1) {
+        mt_zo_perturb_s8(base, n, s, rng, w);
+    } else {
+        mt_zo_update_s8(base, n, s, rng, w);
+    }
+}
+
+static mp_obj_t mod_zo_perturb_s8(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    mt_zo_call("zo_perturb_s8", "eps", args, 1);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_zo_perturb_s8_obj, 4, 4, mod_zo_perturb_s8);
+
+static mp_obj_t mod_zo_update_s8(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    mt_zo_call("zo_update_s8", "step", args, 2);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_zo_update_s8_obj, 4, 4, mod_zo_update_s8);
 
 static mp_obj_t mod_dyn_requant_s8(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "dyn_requant_s8";

@@ -107,6 +107,10 @@ const char *mt_update_k_check(int32_t k, uint32_t n, int32_t *v);
 const char *mt_update_n_check(int32_t n, int32_t *v);
 // update_s8_apply rng: -1 (round to nearest) or a xorshift16 state 1..65535.
 const char *mt_update_rng_check(int32_t rng, int32_t *v);
+// zo_perturb_s8 eps: -127..127; zo_update_s8 step: |step| <= MT_ZO_STEP_MAX (255 quanta in Q16).
+#define MT_ZO_STEP_MAX 16711680
+const char *mt_zo_eps_check(int32_t eps, int32_t *v);
+const char *mt_zo_step_check(int32_t step, int32_t *v);
 #if MT_HAS_FLOAT
 // Float scalars of the update primitives: finite (any value), finite and >= 0
 // (weight decay), finite and > 0 (lr, eps, scales), in [0, 1) (momentum,
@@ -204,6 +208,11 @@ int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint
 // ---- sparse.c ----
 void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms);
 void mt_topk_mask(const int32_t *norms, int32_t c, int32_t k, uint8_t *mask);
+
+// ---- zo.c ----
+// rng: the xorshift32 sign state (perturb), {sign state, rounding state} (update); both advanced.
+void mt_zo_perturb_s8(const int8_t *base, size_t n, int32_t eps, uint32_t *rng, int8_t *w);
+void mt_zo_update_s8(const int8_t *base, size_t n, int32_t step, uint32_t *rng, int8_t *w);
 
 // ---- update.c ----
 // touched |= mask over n channels (mask NULL: all).

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from microtrain_tools import mtm
+from microtrain_tools.reference import oracle
 from microtrain_tools.reference import train_ref as tr
 
 __all__ = ["ProtoRef", "ReplayRef", "ZORef", "embed", "xorshift32", "seed_state"]
@@ -147,7 +148,8 @@ class ZORef:
     weights of ``zo`` layers, backprop (``RefTrainer``) on the ``bp`` ones."""
 
     def __init__(self, m: mtm.Model, zo: Sequence[int], bp: Sequence[int] | None, lr: float, eps: int = 1,
-                 seed: int = 1, opt: tr.SGD | tr.Adam | None = None, mode: str = "int8") -> None:
+                 seed: int = 1, opt: tr.SGD | tr.Adam | None = None, mode: str = "int8",
+                 queries: int = 1) -> None:
         self.t = t = tr.RefTrainer(m, list(bp) if bp else list(zo), mode if bp else "int8",
                                    opt or tr.SGD(lr=0.0), batch=1 << 30)
         self.zo, self.bp = list(zo), list(bp or [])
@@ -160,7 +162,7 @@ class ZORef:
             return (self.w[j], *wb[1:]) if j in self.w else wb
 
         t._wbmsh = wbmsh  # type: ignore[method-assign]
-        self.lr, self.eps = lr, eps
+        self.lr, self.eps, self.queries = lr, eps, queries
         self.rng = seed_state(seed)
 
     def _loss(self, xs: Sequence[ArrayLike], ys: Sequence[int], backward: bool) -> float:
@@ -175,47 +177,36 @@ class ZORef:
                 t.pending += 1
         return total / len(ys)
 
-    def _signs(self, n: int, r: int) -> tuple[NDArray[np.int8], int]:
-        """n signs (+1 / -1), 32 per xorshift32 draw, low bit first: 1 means -1."""
-        words = []
-        for _ in range((n + 31) // 32):
-            r = xorshift32(r)
-            words.append(r)
-        bits = np.unpackbits(np.array(words, dtype="<u4").view(np.uint8), bitorder="little")[:n]
-        return (1 - 2 * bits.astype(np.int8)).astype(np.int8), r
-
     def step(self, xs: Sequence[ArrayLike], ys: Sequence[int]) -> tuple[float, float]:
+        """``queries`` SPSA updates on the batch; the mean (L+, L-)."""
+        sp = sm = 0.0
+        for _ in range(self.queries):
+            lp, lm = self._query(xs, ys)
+            sp += lp
+            sm += lm
+        return sp / self.queries, sm / self.queries
+
+    def _query(self, xs: Sequence[ArrayLike], ys: Sequence[int]) -> tuple[float, float]:
         t = self.t
         layers = [self.w[j] for j in self.zo]
         base = [w.copy() for w in layers]
         r0 = self.rng
-        signs = []
-        r = r0
-        for w in layers:
-            z, r = self._signs(len(w), r)
-            signs.append(z)
         e = self.eps
-        for rl, b, z in zip(layers, base, signs, strict=True):
-            rl[:] = np.clip(b.astype(np.int32) + e * z, -127, 127).astype(np.int8)
+        st = np.array([r0], dtype=np.uint32)
+        for rl, b in zip(layers, base, strict=True):
+            rl[:], st = oracle.zo_perturb_s8(b, e, st)
         lp = self._loss(xs, ys, bool(self.bp))
-        for rl, b, z in zip(layers, base, signs, strict=True):
-            rl[:] = np.clip(b.astype(np.int32) - e * z, -127, 127).astype(np.int8)
+        st = np.array([r0], dtype=np.uint32)
+        for rl, b in zip(layers, base, strict=True):
+            rl[:], st = oracle.zo_perturb_s8(b, -e, st)
         lm = self._loss(xs, ys, bool(self.bp))
-        g = (lp - lm) / (2 * e)
-        delta = self.lr * g  # weight quanta along -z
-        mag = abs(delta)
-        whole = int(math.floor(mag))
-        frac = mag - whole
-        thr = int(frac * 65536.0)
-        for rl, b, z in zip(layers, base, signs, strict=True):
-            n = len(rl)
-            u = np.empty(n, dtype=np.int64)
-            for i in range(n):  # one xorshift32 draw per weight: its low 16 bits against thr
-                r = xorshift32(r)
-                u[i] = whole + (1 if (r & 0xFFFF) < thr else 0)
-            step = -np.sign(delta) * u * z.astype(np.int64)
-            rl[:] = np.clip(b.astype(np.int64) + step, -127, 127).astype(np.int8)
-        self.rng = r
+        delta = self.lr * (lp - lm) / (2 * e)  # weight quanta along -z
+        mag = min(abs(delta), 255.0)  # 255 quanta saturate any int8 weight
+        q = int(mag * 65536.0)
+        st2 = np.array([r0, int(st[0])], dtype=np.uint32)
+        for rl, b in zip(layers, base, strict=True):
+            rl[:], st2 = oracle.zo_update_s8(b, -q if delta < 0 else q, st2)
+        self.rng = int(st2[1])
         if self.bp:
             t.flush()
         return lp, lm

@@ -85,6 +85,10 @@ __all__ = [
     "weight_ratios",
     "wrap32",
     "xent_loss",
+    "xorshift32",
+    "zo_perturb_s8",
+    "zo_signs",
+    "zo_update_s8",
 ]
 
 
@@ -818,6 +822,72 @@ def f32_axpy_i32(x: ArrayLike, a: float, y_in: ArrayLike) -> F32:
     xa = _i32(x, "f32_axpy_i32", "x")
     y = _f32(y_in, "f32_axpy_i32", "y", xa.size)
     return y + np.float32(a) * xa.astype(np.int32).astype(np.float32)
+
+
+# --------------------------------------------------------------------------
+# zeroth-order (SPSA) primitives (docs/numerics.md, "Zeroth order")
+
+ZO_STEP_MAX = 255 * 65536
+
+
+def xorshift32(r: int) -> int:
+    """One 13/17/5 xorshift32 step of a 32-bit state."""
+    r &= 0xFFFFFFFF
+    r ^= (r << 13) & 0xFFFFFFFF
+    r ^= r >> 17
+    r ^= (r << 5) & 0xFFFFFFFF
+    return r
+
+
+def zo_signs(n: int, r: int) -> tuple[I64, int]:
+    """n signs (+1 / -1) from state r: bit i mod 32 (low first) of the (i div 32)-th
+    next draw, a set bit -1 -> (signs int64, state after the ceil(n / 32) draws)."""
+    words = []
+    for _ in range((n + 31) // 32):
+        r = xorshift32(r)
+        words.append(r)
+    bits = np.unpackbits(np.array(words, dtype="<u4").view(np.uint8), bitorder="little")[:n]
+    return 1 - 2 * bits.astype(np.int64), r
+
+
+def _zo_state(rng: ArrayLike, fn: str, n: int) -> list[int]:
+    a = np.asarray(rng).reshape(-1)
+    if a.size != n:
+        raise _fail(fn, "rng", f"length {a.size}, expected {n}")
+    return [int(v) & 0xFFFFFFFF for v in a.astype(np.int64)]
+
+
+def zo_perturb_s8(base: ArrayLike, eps: int, rng: ArrayLike) -> tuple[I8, NDArray[np.uint32]]:
+    """w = clamp(base + eps z, -127, 127), z = zo_signs(len(base), rng[0]) -> (w, new rng)."""
+    fn = "zo_perturb_s8"
+    b = _s8(base, fn, "base")
+    eps = int(eps)
+    if not -127 <= eps <= 127:
+        raise _fail(fn, "eps", f"must be in -127..127, got {eps}")
+    (r,) = _zo_state(rng, fn, 1)
+    z, r = zo_signs(b.size, r)
+    return np.clip(b + eps * z, -127, 127).astype(np.int8), np.array([r], dtype=np.uint32)
+
+
+def zo_update_s8(base: ArrayLike, step: int, rng: ArrayLike) -> tuple[I8, NDArray[np.uint32]]:
+    """w = clamp(base - sign(step) m z, -127, 127) with z = zo_signs(len(base), rng[0]) and
+    m[i] = (|step| >> 16) + (1 if the low 16 bits of the i-th next draw from rng[1] are
+    < |step| & 0xFFFF) -> (w, new rng)."""
+    fn = "zo_update_s8"
+    b = _s8(base, fn, "base")
+    step = int(step)
+    if not -ZO_STEP_MAX <= step <= ZO_STEP_MAX:
+        raise _fail(fn, "step", f"must be in {-ZO_STEP_MAX}..{ZO_STEP_MAX}, got {step}")
+    rz, r = _zo_state(rng, fn, 2)
+    z, rz = zo_signs(b.size, rz)
+    mag = abs(step)
+    low = np.empty(b.size, dtype=np.int64)
+    for i in range(b.size):  # one draw per weight, in order
+        r = xorshift32(r)
+        low[i] = r & 0xFFFF
+    m = (mag >> 16) + (low < (mag & 0xFFFF)).astype(np.int64)
+    w = np.clip(b - int(np.sign(step)) * m * z, -127, 127).astype(np.int8)
+    return w, np.array([rz, r], dtype=np.uint32)
 
 
 # --------------------------------------------------------------------------
