@@ -192,6 +192,11 @@ class Health:
         elif chance is not None and loss > 3.0 * chance:
             warn.append("loss %.4g is far above chance (ln %d = %.4g): diverging? lower the learning rate"
                         % (loss, classes, chance))
+        elif chance is not None and loss >= chance:
+            # a whole epoch no better than uniform guessing: a too large (or too small) step
+            # that leaves the loss where it started (issue 14: lr 0.02 from scratch, silently)
+            warn.append("loss %.4g is not below chance (ln %d = %.4g): not learning; try another "
+                        "learning rate, check the labels" % (loss, classes, chance))
         if not self.adapt:
             if sat_logits is not None and sat_logits > 0.05:
                 warn.append("%.0f%% of the outputs sit at the int8 clamp: training stops learning there "

@@ -103,3 +103,15 @@ def test_scratch_case_learns_only_with_adaptation() -> None:
     off = sc.run(adapt=False)
     assert off.acc < 0.5 and off.health["sat_logits"] > 0.05 and off.health["warnings"], off
     assert np.isfinite(on.health["w_scale_growth"]) and not on.health["warnings"], on
+
+
+def test_scratch_case_at_the_issues_lr_warns() -> None:
+    """At issue 14's lr 0.02 the case diverges in PyTorch too (the campaign's docstring); the device
+    must then say so: its epochs stay at chance, and the health record warns that it is not
+    learning (before, it ran silently)."""
+    from support.reliability import scratch as sc
+
+    r = sc.run(epochs=2, lr=sc.ISSUE_LR)
+    assert r.acc < 0.5, r  # if it learns, the warning is not owed (and this test needs a new case)
+    assert any("not learning" in w for w in r.health["warnings"]), r
+

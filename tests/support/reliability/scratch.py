@@ -27,6 +27,7 @@ from support.reliability import BUILD, run_mp
 N_TRAIN = 1400
 EPOCHS = 3
 LR = 0.002
+ISSUE_LR = 0.02  # the lr of issue 14's report: diverges here, so health must warn
 
 
 @dataclass
