@@ -7,7 +7,8 @@
 # momentum, weight_decay, batch, epochs, schedule, sparse (null or
 # {"kind": "dynamic", "lambda_min": .., "lambda_max": ..} or
 # {"kind": "static", "ratio": ..}), seed, log (JSON-lines path or null),
-# save (checkpoint path or null), eval_before (bool).
+# save (checkpoint path or null), eval_before (bool), health / adapt_ranges
+# (bool, Trainer options).
 # Prints progress and one final line "RESULT {json}".
 import gc
 import json
@@ -39,7 +40,8 @@ def main(path):
             policy = mt.StaticSparse(sp["ratio"])
     tr = mt.Trainer(model, train=cfg.get("layers", "last:1"), mode=cfg.get("mode", "int8"), optimizer=opt,
                     sparse=policy, batch=cfg.get("batch", 1), schedule=cfg.get("schedule"),
-                    log=cfg.get("log"), seed=cfg.get("seed", 1))
+                    log=cfg.get("log"), seed=cfg.get("seed", 1), health=cfg.get("health", False),
+                    adapt_ranges=cfg.get("adapt_ranges", False))
     print("device: %s, %d train / %d test samples, native=%s, train %s, mode %s, %r, batch %d" % (
         cfg["model"], len(train), len(test), mt.NATIVE, [ly.name for ly in tr.layers], tr.mode, opt,
         tr.batch))
