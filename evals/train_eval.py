@@ -39,8 +39,14 @@ from microtrain_tools.mtd import write_mtd
 
 WORK = ex.ROOT / "build" / "train_eval"
 
-# (a) transfer protocol: chosen once on the training data's behaviour, shared by device and PyTorch
-TRANSFER = ex.Protocol(lr=0.02, momentum=0.9, batch=16, epochs=5, schedule="cosine", seed=1)
+# (a) transfer protocol, shared by device and PyTorch; the step size is PyTorch's, from a sweep of
+# the PyTorch side alone (5 seeds each, held-out accuracy mean +- sd, last:2 / last:1):
+#   lr 0.02: 89.50 +- 1.79 / 70.62 +- 0.84; 0.01: 90.62 +- 0.87 / 70.86 +- 1.18;
+#   0.005: 91.04 +- 0.38 / 69.98 +- 0.84.
+# At 0.02 (used before) momentum SGD kills most of fc1's 32 ReLU units in PyTorch itself, so
+# last:2 results there hinge on which units die: run on the device's sample orders PyTorch gives
+# 85.16 (one seed 71.7). 0.01 is the best for last:1 and stable for last:2.
+TRANSFER = ex.Protocol(lr=0.01, momentum=0.9, batch=16, epochs=5, schedule="cosine", seed=1)
 # Every configuration runs once per seed (device: shuffle order and stochastic rounding; PyTorch:
 # shuffle order; scratch: also the random init); results are means, with the spread over seeds.
 SEEDS = (1, 2, 3, 4, 5)
