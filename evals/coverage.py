@@ -60,7 +60,9 @@ HEAP = "64m"  # the MLPerf models do not fit 256 KB yet (issue 13)
 MIN_AGREE = 0.98
 # Activation ranges of the MLPerf models: the 99.99 % percentile, as evals/refmodels.py found for
 # Fashion-MNIST. Measured on DS-CNN-S (HAR, 371 held-out windows): top-1 agreement 0.978 with min/max,
-# 0.995 with 99.99 %. The small models use the converter's default (min/max), as a user would.
+# 0.995 with 99.99 %; MobileNetV1 (5 x 30,000 images): 0.990 with either on the 500 held-out images,
+# on 1,500 further test images 0.983 with min/max, 0.985 with 99.99 %. The small models use the
+# converter's default (min/max), as a user would.
 CALIB: dict[str, Any] = {"method": "percentile", "percentile": 99.99}
 AE_TOL = 0.05
 F32 = NDArray[np.float32]
