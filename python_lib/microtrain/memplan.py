@@ -5,7 +5,7 @@
 # Imported by Trainer when it is created, and forgotten again (run()).
 import gc
 
-from microtrain.fmt import OP_AVGPOOL, OP_CONV2D, OP_LINEAR, OP_MAXPOOL
+from microtrain.fmt import needs_scratch
 
 
 # heap bytes of one buffer of n bytes: the array object (16 B) and the data
@@ -82,7 +82,7 @@ def need(model, idx, mode, n_state, sparse):
         n = model.tensors[t].numel
         bw += _buf(n) * (3 if consumers.get(t, 0) > 1 else 1)
     for ly in layers[first:]:
-        if ly.inputs[0] in region and ly.op in (OP_CONV2D, OP_LINEAR, OP_MAXPOOL, OP_AVGPOOL):
+        if ly.inputs[0] in region and needs_scratch(ly.op, ly.params):
             acc = max(acc, model.tensors[ly.inputs[0]].numel)
     bw += _buf(4 * acc)
     loss = 0 if model._ce is not None else _buf(4 * 256) + _buf(model.output.numel) + _buf(12)

@@ -40,6 +40,7 @@ from microtrain.fmt import (
     OP_RELU6,
     OP_UPSAMPLE,
     TENSOR_N,
+    needs_scratch,
 )
 from microtrain.loss import argmax
 from microtrain.quant import merge_ratios, softmax_lut, zeros
@@ -593,17 +594,20 @@ class Model:
             if consumers.get(t, 0) > 1:
                 etmp[t] = zeros("b", n)
                 emerge[t] = zeros("b", n)
+        # one int32 grad-input scratch for the layers that need one: conv / linear, and
+        # pools whose windows overlap (disjoint windows need none: pool.c)
         acc_n = 0
+        need = []
         for ly in self.layers[first:]:
-            if ly.inputs[0] in region and ly.op in (OP_CONV2D, OP_LINEAR, OP_MAXPOOL, OP_AVGPOOL):
+            if ly.inputs[0] in region and needs_scratch(ly.op, ly.params):
+                need.append(ly)
                 n = self.tensors[ly.inputs[0]].numel
                 if n > acc_n:
                     acc_n = n
         acc = zeros("i", acc_n) if acc_n else None
         accv = {}
-        for ly in self.layers[first:]:
-            if ly.inputs[0] in region and acc is not None:
-                accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
+        for ly in need:
+            accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
         self._bw = _BackwardPlan(first, region, bufs, ebuf, etmp, emerge, accv)
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
@@ -682,11 +686,11 @@ class Model:
                 self._arrive(x_t, dest, ldexp(s, sh - p[_P_LUT_DSHIFT]), cur, scale, ebuf, etmp, emerge)
             elif op == OP_MAXPOOL:
                 dest = self._dest(x_t, cur, ebuf, etmp)
-                sh = K.maxpool_s8_grad_input(p, bufs[x_t], e, accv[j], dest)
+                sh = K.maxpool_s8_grad_input(p, bufs[x_t], e, accv.get(j), dest)
                 self._arrive(x_t, dest, ldexp(s, sh), cur, scale, ebuf, etmp, emerge)
             elif op == OP_AVGPOOL:
                 dest = self._dest(x_t, cur, ebuf, etmp)
-                sh = K.avgpool_s8_grad_input(p, e, accv[j], dest)
+                sh = K.avgpool_s8_grad_input(p, e, accv.get(j), dest)
                 self._arrive(x_t, dest, ldexp(s, sh - 16), cur, scale, ebuf, etmp, emerge)
             elif op == OP_GAP:
                 dest = self._dest(x_t, cur, ebuf, etmp)
