@@ -594,23 +594,56 @@ class Model:
             if consumers.get(t, 0) > 1:
                 etmp[t] = zeros("b", n)
                 emerge[t] = zeros("b", n)
-        # one int32 grad-input scratch for the layers that need one: conv / linear, and
-        # pools whose windows overlap (disjoint windows need none: pool.c)
-        acc_n = 0
-        need = []
-        for ly in self.layers[first:]:
-            if ly.inputs[0] in region and needs_scratch(ly.op, ly.params):
-                need.append(ly)
-                n = self.tensors[ly.inputs[0]].numel
-                if n > acc_n:
-                    acc_n = n
-        acc = zeros("i", acc_n) if acc_n else None
+        need, acc_n, host = self._scratch_plan(first, region)
+        acc = None
+        if host is not None:  # the int32 scratch in place in an idle int8 error buffer
+            acc = self._i32_over(ebuf[host], acc_n)
+        if acc is None and acc_n:
+            acc = zeros("i", acc_n)
         accv = {}
         for ly in need:
             accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
         self._bw = _BackwardPlan(first, region, bufs, ebuf, etmp, emerge, accv)
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
+
+    def _scratch_plan(self, first, region):
+        # backward's one int32 grad-input scratch, shared by the layers that need one
+        # (conv / linear; pools whose windows overlap: disjoint ones need none, pool.c):
+        # (those layers, its size in int32, the tensor whose int8 error buffer can hold it
+        # or None). That buffer must be idle while any of them runs: a tensor with one
+        # consumer, below every scratch user (backward runs from the last layer down, so
+        # its error is written only after the last use of the scratch), of 4 * size bytes
+        # at least. memplan.py counts the same.
+        need, acc_n = [], 0
+        for ly in self.layers[first:]:
+            if ly.inputs[0] in region and needs_scratch(ly.op, ly.params):
+                need.append(ly)
+                n = self.tensors[ly.inputs[0]].numel
+                if n > acc_n:
+                    acc_n = n
+        if not need or not kern.NATIVE:  # the pure-Python kernels' mtm_view copies
+            return need, acc_n, None
+        low = need[0].index
+        cons = {}
+        for ly in self.layers[first:]:
+            for t in ly.inputs:
+                if t in region:
+                    cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
+        for ly in self.layers[first:]:
+            t = ly.output
+            c = cons.get(t, -1)
+            if 0 <= c < low and self.tensors[t].numel >= 4 * acc_n:
+                return need, acc_n, t
+        return need, acc_n, None
+
+    def _i32_over(self, buf, n):
+        # n int32 items over the first 4n bytes of an int8 buffer (the loader binding
+        # retypes the view in place), or None where it cannot (unaligned)
+        try:
+            return K.mtm_view(memoryview(buf)[:4 * n], 105)
+        except (TypeError, ValueError):
+            return None
 
     def backward(self, err, err_scale, policy=None):
         """Back-propagate the int8 error of the output (real value err_scale * err)

@@ -24,7 +24,9 @@ from the end; every layer from first on is on the backward path:
                first input (in values) of a conv2d / linear layer or a maxpool /
                avgpool whose windows overlap (stride < kernel: disjoint windows need
                no scratch) from first on, among inputs produced by a layer from first
-               on (no error flows into frozen layers);
+               on (no error flows into frozen layers); 0 when the int8 error buffer of
+               an activation with one consumer, below every such layer, can hold it
+               (that buffer is idle while they run: the native kernels retype it);
   grads        float32 gradient accumulators of the trained layers:
                4 * (weights + biases);
   optimizer    float32 state, 4 * (weights + biases) per moment: one with
@@ -73,6 +75,24 @@ def _needs_scratch(ly: mtm.Layer) -> bool:
         return True
     p = ly.params  # pool descriptor: ..., k_h, k_w, stride_h, stride_w at 5..8
     return ly.op in (Op.MAXPOOL, Op.AVGPOOL) and (p[7] < p[5] or p[8] < p[6])
+
+
+def _scratch_bytes(m: Model, first: int, region: set[int]) -> int:
+    """The int32 scratch's bytes of RAM (module doc): 0 when an idle error buffer holds it."""
+    path = m.layers[first:]
+    users = [j for j, ly in enumerate(path, first) if _needs_scratch(ly) and ly.inputs[0] in region]
+    n = max((m.tensors[m.layers[j].inputs[0]].numel for j in users), default=0)
+    if not users:
+        return 0
+    cons: dict[int, int] = {}
+    for j, ly in enumerate(path, first):
+        for t in ly.inputs:
+            if t in region:
+                cons[t] = -1 if t in cons else j  # -1: two consumers or more
+    for ly in path:
+        if 0 <= cons.get(ly.output, -1) < users[0] and m.tensors[ly.output].numel >= 4 * n:
+            return 0
+    return 4 * n
 
 
 def forward_plan_bytes(m: Model, keep: set[int]) -> int:
@@ -135,8 +155,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         for t in ly.inputs:
             consumers[t] = consumers.get(t, 0) + 1
     errors = sum(m.tensors[t].numel * (3 if consumers.get(t, 0) > 1 else 1) for t in region)
-    scratch = 4 * max((m.tensors[ly.inputs[0]].numel for ly in path
-                       if _needs_scratch(ly) and ly.inputs[0] in region), default=0)
+    scratch = _scratch_bytes(m, first, region)
     params = [_params(m, ly) for ly in trained]
     out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
