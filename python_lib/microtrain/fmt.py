@@ -74,14 +74,6 @@ OP_NAMES = ("?", "conv2d", "linear", "relu", "relu6", "maxpool", "avgpool", "glo
             "concat", "upsample")
 ACT_NAMES = ("", "relu", "relu6")
 
-
-def needs_scratch(op, p):
-    # Whether a layer's grad input needs backward's int32 scratch (p: its descriptor):
-    # conv2d / linear, and pools whose windows overlap (disjoint ones need none, pool.c)
-    if op == OP_CONV2D or op == OP_LINEAR:
-        return True
-    return (op == OP_MAXPOOL or op == OP_AVGPOOL) and (p[7] < p[5] or p[8] < p[6])
-
 # The trainer record at the end of a checkpoint's string pool (the shuffle
 # generator's state, docs/format.md): written by checkpoint.py, read when a
 # Trainer starts. Here, not in checkpoint.py, so a Trainer does not compile

@@ -40,7 +40,6 @@ from microtrain.fmt import (
     OP_RELU6,
     OP_UPSAMPLE,
     TENSOR_N,
-    needs_scratch,
 )
 from microtrain.loss import argmax
 from microtrain.quant import merge_ratios, softmax_lut, zeros
@@ -597,7 +596,10 @@ class Model:
         need, acc_n, host = self._scratch_plan(first, region)
         acc = None
         if host is not None:  # the int32 scratch in place in an idle int8 error buffer
-            acc = self._i32_over(ebuf[host], acc_n)
+            try:  # retyped by the loader binding (an unaligned buffer cannot be)
+                acc = K.mtm_view(memoryview(ebuf[host])[:4 * acc_n], 105)
+            except (TypeError, ValueError):
+                pass
         if acc is None and acc_n:
             acc = zeros("i", acc_n)
         accv = {}
@@ -608,42 +610,26 @@ class Model:
         return self.trained_layers
 
     def _scratch_plan(self, first, region):
-        # backward's one int32 grad-input scratch, shared by the layers that need one
-        # (conv / linear; pools whose windows overlap: disjoint ones need none, pool.c):
-        # (those layers, its size in int32, the tensor whose int8 error buffer can hold it
-        # or None). That buffer must be idle while any of them runs: a tensor with one
-        # consumer, below every scratch user (backward runs from the last layer down, so
-        # its error is written only after the last use of the scratch), of 4 * size bytes
-        # at least. memplan.py counts the same.
-        need, acc_n = [], 0
+        # backward's int32 grad-input scratch (docs/memory.md), for memplan.py too: the
+        # layers that need it (conv / linear; pools whose windows overlap, pool.c), its
+        # size, and the tensor whose int8 error buffer can hold it (else None): one with
+        # a single consumer below every such layer (its error is written after the
+        # scratch's last use), of 4 bytes per value. Not with the pure-Python kernels,
+        # whose mtm_view copies.
+        need, n, cons = [], 0, {}
         for ly in self.layers[first:]:
-            if ly.inputs[0] in region and needs_scratch(ly.op, ly.params):
+            t, p, op = ly.inputs[0], ly.params, ly.op
+            if t in region and (op == OP_CONV2D or op == OP_LINEAR or (
+                    (op == OP_MAXPOOL or op == OP_AVGPOOL) and (p[7] < p[5] or p[8] < p[6]))):
                 need.append(ly)
-                n = self.tensors[ly.inputs[0]].numel
-                if n > acc_n:
-                    acc_n = n
-        if not need or not kern.NATIVE:  # the pure-Python kernels' mtm_view copies
-            return need, acc_n, None
-        low = need[0].index
-        cons = {}
-        for ly in self.layers[first:]:
+                n = max(n, self.tensors[t].numel)
             for t in ly.inputs:
-                if t in region:
-                    cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
-        for ly in self.layers[first:]:
-            t = ly.output
-            c = cons.get(t, -1)
-            if 0 <= c < low and self.tensors[t].numel >= 4 * acc_n:
-                return need, acc_n, t
-        return need, acc_n, None
-
-    def _i32_over(self, buf, n):
-        # n int32 items over the first 4n bytes of an int8 buffer (the loader binding
-        # retypes the view in place), or None where it cannot (unaligned)
-        try:
-            return K.mtm_view(memoryview(buf)[:4 * n], 105)
-        except (TypeError, ValueError):
-            return None
+                cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
+        if need and kern.NATIVE:
+            for ly in self.layers[first:]:
+                if 0 <= cons.get(ly.output, -1) < need[0].index and self.tensors[ly.output].numel >= 4 * n:
+                    return need, n, ly.output
+        return need, n, None
 
     def backward(self, err, err_scale, policy=None):
         """Back-propagate the int8 error of the output (real value err_scale * err)

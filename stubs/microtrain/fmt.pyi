@@ -1,8 +1,6 @@
 # microtrain.fmt: the .mtm format constants on the device (docs/format.md); the same values
 # as tools/microtrain_tools/mtm.py and usermod/microtrain/mtm_loader.h / .c.
 
-from collections.abc import Sequence
-
 MAGIC: bytes  # b"MTMF"
 VERSION_MAJOR: int  # 1
 VERSION_MINOR: int  # 3
@@ -55,10 +53,6 @@ N_PARAMS: tuple[int, ...]  # descriptor length per op code
 ITEMSIZE: tuple[int, ...]  # bytes per element per dtype code
 OP_NAMES: tuple[str, ...]  # op code -> name: "conv2d", "linear", ..., "add", "lut"
 ACT_NAMES: tuple[str, ...]  # fused activation code -> "", "relu", "relu6"
-
-def needs_scratch(op: int, p: Sequence[int]) -> bool:
-    """Whether the layer's grad input needs backward's int32 scratch: conv2d / linear, and
-    max / average pools whose windows overlap (p: the layer's descriptor)."""
 
 TRAINER_TAG: bytes  # the trainer record's tag at the end of a checkpoint's string pool
 ADAM_TAG: bytes  # in the trainer record: Adam's beta1^t, beta2^t follow (float32 bits, 16 hex digits)
