@@ -689,7 +689,7 @@ def gen_maxpool_s8_grad_input(rng: Rng, i: int) -> Case:
     e = _int8(rng, g.n_out, ["uniform", "small", "const"][i % 3])
     args: list[Arg] = [i32(g.pool_desc()), s8(_pool_x(rng, g.n_in, variant, i), _kind_in(rng)),
                        s8(e, _kind_in(rng)), _pool_acc(rng, g), out(_kind_out(rng), g.n_in)]
-    return make_case("maxpool_s8_grad_input", args, variant + (" no acc" if args[3] is None else ""))
+    return make_case("maxpool_s8_grad_input", args, variant + ("/no acc" if args[3] is None else ""))
 
 
 def gen_avgpool_s8_forward(rng: Rng, i: int) -> Case:
@@ -706,7 +706,7 @@ def gen_avgpool_s8_grad_input(rng: Rng, i: int) -> Case:
     e = _int8(rng, g.n_out, ["uniform", "small", "const"][i % 3])
     args: list[Arg] = [i32(g.pool_desc()), s8(e, _kind_in(rng)), _pool_acc(rng, g),
                        out(_kind_out(rng), g.n_in)]
-    return make_case("avgpool_s8_grad_input", args, variant + (" no acc" if args[2] is None else ""))
+    return make_case("avgpool_s8_grad_input", args, variant + ("/no acc" if args[2] is None else ""))
 
 
 def gen_global_avgpool_s8_forward(rng: Rng, i: int) -> Case:
