@@ -5,8 +5,6 @@
 # Imported by Trainer when it is created, and forgotten again (run()).
 import gc
 
-from microtrain.fmt import OP_AVGPOOL, OP_CONV2D, OP_LINEAR, OP_MAXPOOL
-
 
 # heap bytes of one buffer of n bytes: the array object (16 B) and the data
 # rounded up to the GC's 16-byte blocks
@@ -77,14 +75,12 @@ def need(model, idx, mode, n_state, sparse):
             if t in region:
                 consumers[t] = consumers.get(t, 0) + 1
     bw = _plan_bytes(model, first) if first not in model._plans else 0
-    acc = 0
     for t in region:
         n = model.tensors[t].numel
         bw += _buf(n) * (3 if consumers.get(t, 0) > 1 else 1)
-    for ly in layers[first:]:
-        if ly.inputs[0] in region and ly.op in (OP_CONV2D, OP_LINEAR, OP_MAXPOOL, OP_AVGPOOL):
-            acc = max(acc, model.tensors[ly.inputs[0]].numel)
-    bw += _buf(4 * acc)
+    _, acc, host = model._scratch_plan(first, region)
+    if host is None:  # else the scratch lives in that tensor's error buffer
+        bw += _buf(4 * acc)
     loss = 0 if model._ce is not None else _buf(4 * 256) + _buf(model.output.numel) + _buf(12)
     return [("gradients", grads), ("optimiser state", state), ("master copies", master),
             ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]

@@ -593,20 +593,43 @@ class Model:
             if consumers.get(t, 0) > 1:
                 etmp[t] = zeros("b", n)
                 emerge[t] = zeros("b", n)
-        acc_n = 0
-        for ly in self.layers[first:]:
-            if ly.inputs[0] in region and ly.op in (OP_CONV2D, OP_LINEAR, OP_MAXPOOL, OP_AVGPOOL):
-                n = self.tensors[ly.inputs[0]].numel
-                if n > acc_n:
-                    acc_n = n
-        acc = zeros("i", acc_n) if acc_n else None
+        need, acc_n, host = self._scratch_plan(first, region)
+        acc = None
+        if host is not None:  # the int32 scratch in place in an idle int8 error buffer
+            try:  # retyped by the loader binding (an unaligned buffer cannot be)
+                acc = K.mtm_view(memoryview(ebuf[host])[:4 * acc_n], 105)
+            except (TypeError, ValueError):
+                pass
+        if acc is None and acc_n:
+            acc = zeros("i", acc_n)
         accv = {}
-        for ly in self.layers[first:]:
-            if ly.inputs[0] in region and acc is not None:
-                accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
+        for ly in need:
+            accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
         self._bw = _BackwardPlan(first, region, bufs, ebuf, etmp, emerge, accv)
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
+
+    def _scratch_plan(self, first, region):
+        # backward's int32 grad-input scratch (docs/memory.md), for memplan.py too: the
+        # layers that need it (conv / linear; pools whose windows overlap, pool.c), its
+        # size, and the tensor whose int8 error buffer can hold it (else None): one with
+        # a single consumer below every such layer (its error is written after the
+        # scratch's last use), of 4 bytes per value. Not with the pure-Python kernels,
+        # whose mtm_view copies.
+        need, n, cons = [], 0, {}
+        for ly in self.layers[first:]:
+            t, p, op = ly.inputs[0], ly.params, ly.op
+            if t in region and (op == OP_CONV2D or op == OP_LINEAR or (
+                    (op == OP_MAXPOOL or op == OP_AVGPOOL) and (p[7] < p[5] or p[8] < p[6]))):
+                need.append(ly)
+                n = max(n, self.tensors[t].numel)
+            for t in ly.inputs:
+                cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
+        if need and kern.NATIVE:
+            for ly in self.layers[first:]:
+                if 0 <= cons.get(ly.output, -1) < need[0].index and self.tensors[ly.output].numel >= 4 * n:
+                    return need, n, ly.output
+        return need, n, None
 
     def backward(self, err, err_scale, policy=None):
         """Back-propagate the int8 error of the output (real value err_scale * err)
@@ -682,11 +705,11 @@ class Model:
                 self._arrive(x_t, dest, ldexp(s, sh - p[_P_LUT_DSHIFT]), cur, scale, ebuf, etmp, emerge)
             elif op == OP_MAXPOOL:
                 dest = self._dest(x_t, cur, ebuf, etmp)
-                sh = K.maxpool_s8_grad_input(p, bufs[x_t], e, accv[j], dest)
+                sh = K.maxpool_s8_grad_input(p, bufs[x_t], e, accv.get(j), dest)
                 self._arrive(x_t, dest, ldexp(s, sh), cur, scale, ebuf, etmp, emerge)
             elif op == OP_AVGPOOL:
                 dest = self._dest(x_t, cur, ebuf, etmp)
-                sh = K.avgpool_s8_grad_input(p, e, accv[j], dest)
+                sh = K.avgpool_s8_grad_input(p, e, accv.get(j), dest)
                 self._arrive(x_t, dest, ldexp(s, sh - 16), cur, scale, ebuf, etmp, emerge)
             elif op == OP_GAP:
                 dest = self._dest(x_t, cur, ebuf, etmp)

@@ -462,6 +462,19 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
     return 0;
 }
 
+static int is_none(const call_t *c, int i);
+
+// The binding's mt_pool_acc: None only where the windows do not overlap.
+static int32_t *pool_acc(call_t *c, int i, const mt_pool_params_t *p, int32_t n) {
+    if (is_none(c, i)) {
+        if (!failed(c)) {
+            check(c, "acc", mt_pool_no_acc_check(p));
+        }
+        return NULL;
+    }
+    return buf(c, i, "acc", I32, n, 1, NULL);
+}
+
 static int run_pool(call_t *c, const char *op, int32_t *ret) {
     mt_pool_params_t p;
     if (!pool_desc(c, &p)) {
@@ -484,7 +497,7 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
     if (!strcmp(op, "maxpool_s8_grad_input")) {
         const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
         const int8_t *e = buf(c, 2, "e", S8, nout, 0, NULL);
-        int32_t *acc = buf(c, 3, "acc", I32, nin, 1, NULL);
+        int32_t *acc = pool_acc(c, 3, &p, nin);
         int8_t *ein = buf(c, 4, "ein", S8, nin, 1, NULL);
         if (failed(c)) {
             return 0;
@@ -493,7 +506,7 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
         return 1;
     }
     const int8_t *e = buf(c, 1, "e", S8, nout, 0, NULL);
-    int32_t *acc = buf(c, 2, "acc", I32, nin, 1, NULL);
+    int32_t *acc = pool_acc(c, 2, &p, nin);
     int8_t *ein = buf(c, 3, "ein", S8, nin, 1, NULL);
     if (failed(c)) {
         return 0;

@@ -114,6 +114,8 @@ def test_generator_covers_edge_cases(cases: dict[str, list[Case]]) -> None:
     assert any(c.label == "requant-probe" for c in cases["linear_s8_forward"])
     for op in ("maxpool_s8_forward", "maxpool_s8_grad_input", "avgpool_s8_forward", "avgpool_s8_grad_input"):
         assert _labels(cases[op]) == set(POOL_VARIANTS), op
+    for op, ai in (("maxpool_s8_grad_input", 3), ("avgpool_s8_grad_input", 2)):
+        assert any(c.args[ai] is None for c in cases[op]), f"{op}: acc None (disjoint windows)"
     for op in ("relu_s8_forward", "relu6_s8_forward", "add_s8_forward", "add_s8_grad_merge"):
         assert any(isinstance(a, Alias) for c in cases[op] for a in c.args), f"{op}: in-place call"
     assert {"copy", "rescale", "extreme"} <= {c.label.split("/")[0] for c in cases["concat_s8_forward"]}

@@ -407,6 +407,10 @@ for _op, _g in (("conv2d", CONV_G), ("linear", None)):
         ("wr overflow", 3, i32(np.full(_n_out, 131071)), ("wr",)),
     ]
 
+# buffers that may be None only under a condition the base call does not meet (pool
+# grad-input scratch: windows that do not overlap): None is a ValueError there
+NONE_NEEDS_DISJOINT = {("maxpool_s8_grad_input", "acc"), ("avgpool_s8_grad_input", "acc")}
+
 # (output, input) pairs of the same element type that a caller can make overlap
 OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "conv2d_s8_forward": [("y", "x"), ("y", "w")],
@@ -522,7 +526,11 @@ def _variants(op: str) -> list[Bad]:
         names = _names(op, name)
         for w in _wrong_types(kind, n):
             bad.append(Bad("type", err_case(op, _with(base, i, w), names, ("TypeError",), f"{name}: {w!r}")))
-        bad.append(Bad("none", err_case(op, _with(base, i, None), names, ("TypeError",), f"{name} None")))
+        if (op, name) in NONE_NEEDS_DISJOINT:  # POOL_G's windows overlap
+            bad.append(Bad("none", err_case(op, _with(base, i, None), names, ("ValueError",),
+                                            f"{name} None, overlapping windows")))
+        else:
+            bad.append(Bad("none", err_case(op, _with(base, i, None), names, ("TypeError",), f"{name} None")))
         if isinstance(a, Buf) and kind != "f32any":  # f32any: any length is valid
             for m in (n + 1, n - 1) if n else (n + 1,):
                 resized = _with(base, i, _resized(a, kind, m))

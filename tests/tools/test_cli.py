@@ -190,9 +190,24 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     errors = 0
     for t in made_in_tail:
         errors += numel[t] if fan_out[t] < 2 else 3 * numel[t]  # + arrival and merge buffers
-    scratch_ops = (Op.CONV2D, Op.LINEAR, Op.MAXPOOL, Op.AVGPOOL)
-    scratch_values = [numel[ly.inputs[0]] for ly in tail
-                      if ly.op in scratch_ops and ly.inputs[0] in made_in_tail]
+    # the int32 grad-input scratch: conv / linear and pools whose windows overlap use it
+    # (disjoint ones need none); replay backward from the last layer: it costs nothing when
+    # an error buffer (one consumer) of 4 bytes per value is still unwritten and not an
+    # input of the user whenever a user runs
+    def uses_scratch(ly: mtm.Layer) -> bool:
+        p = ly.params
+        pool = ly.op in (Op.MAXPOOL, Op.AVGPOOL) and (p[7] < p[5] or p[8] < p[6])
+        return ly.inputs[0] in made_in_tail and (ly.op in (Op.CONV2D, Op.LINEAR) or pool)
+
+    scratch_values = [numel[ly.inputs[0]] for ly in tail if uses_scratch(ly)]
+    need = 4 * max(scratch_values, default=0)
+    written: set[int] = set()
+    idle = {t for t in made_in_tail if fan_out[t] == 1 and numel[t] >= need}
+    for ly in reversed(tail):
+        if uses_scratch(ly):
+            idle -= written | set(ly.inputs)
+        written |= set(ly.inputs) & made_in_tail
+    scratch = 0 if scratch_values and idle else need
     n_w = [m.tensors[ly.weight].numel for ly in trained]
     n_c = [m.tensors[ly.bias].numel for ly in trained]
     n_params = [w + c for w, c in zip(n_w, n_c, strict=True)]
@@ -201,7 +216,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     master = 4 * (sum(n_params) if mode == "float32" else n_params[-1] if mode == "mixed" else 0)
     # int8 w; int32 bias, mult, shift, ratio and float32 scale per channel; float32 row of w/c
     copies = sum(w + c * (4 + 4 + 4 + 4 + 4) + 4 * (w // c) for w, c in zip(n_w, n_c, strict=True))
-    out.update(forward=forward_plan(keep), errors=errors, scratch=4 * max(scratch_values, default=0),
+    out.update(forward=forward_plan(keep), errors=errors, scratch=scratch,
                grads=grads, optimizer_state=moments * grads, master=master, copies=copies,
                sparse_bytes=(4 + 1) * sum(n_c) if "--sparse" in opts else 0,
                loss=256 * 4 + 3 * 4 + numel[m.output])

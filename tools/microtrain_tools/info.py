@@ -21,9 +21,12 @@ from the end; every layer from first on is on the backward path:
                on, plus two more (arrival and merge buffers) for each of those that
                feeds two or more layers;
   scratch      one int32 grad-input accumulator shared by all layers: 4 * the largest
-               first input (in values) of a conv2d / linear / maxpool / avgpool layer
-               from first on, among inputs produced by a layer from first on (no
-               error flows into frozen layers);
+               first input (in values) of a conv2d / linear layer or a maxpool /
+               avgpool whose windows overlap (stride < kernel: disjoint windows need
+               no scratch) from first on, among inputs produced by a layer from first
+               on (no error flows into frozen layers); 0 when the int8 error buffer of
+               an activation with one consumer, below every such layer, can hold it
+               (that buffer is idle while they run: the native kernels retype it);
   grads        float32 gradient accumulators of the trained layers:
                4 * (weights + biases);
   optimizer    float32 state, 4 * (weights + biases) per moment: one with
@@ -64,7 +67,32 @@ MODES = ("int8", "mixed", "float32")
 LOSS_BYTES = 256 * 4 + 3 * 4
 COPY_BYTES_PER_CHANNEL = 5 * 4
 SPARSE_BYTES_PER_CHANNEL = 4 + 1
-_SCRATCH_OPS = (Op.CONV2D, Op.LINEAR, Op.MAXPOOL, Op.AVGPOOL)
+
+
+def _needs_scratch(ly: mtm.Layer) -> bool:
+    """Whether the layer's grad input needs the int32 scratch (fmt.needs_scratch on the device)."""
+    if ly.op in (Op.CONV2D, Op.LINEAR):
+        return True
+    p = ly.params  # pool descriptor: ..., k_h, k_w, stride_h, stride_w at 5..8
+    return ly.op in (Op.MAXPOOL, Op.AVGPOOL) and (p[7] < p[5] or p[8] < p[6])
+
+
+def _scratch_bytes(m: Model, first: int, region: set[int]) -> int:
+    """The int32 scratch's bytes of RAM (module doc): 0 when an idle error buffer holds it."""
+    path = m.layers[first:]
+    users = [j for j, ly in enumerate(path, first) if _needs_scratch(ly) and ly.inputs[0] in region]
+    n = max((m.tensors[m.layers[j].inputs[0]].numel for j in users), default=0)
+    if not users:
+        return 0
+    cons: dict[int, int] = {}
+    for j, ly in enumerate(path, first):
+        for t in ly.inputs:
+            if t in region:
+                cons[t] = -1 if t in cons else j  # -1: two consumers or more
+    for ly in path:
+        if 0 <= cons.get(ly.output, -1) < users[0] and m.tensors[ly.output].numel >= 4 * n:
+            return 0
+    return 4 * n
 
 
 def forward_plan_bytes(m: Model, keep: set[int]) -> int:
@@ -127,8 +155,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         for t in ly.inputs:
             consumers[t] = consumers.get(t, 0) + 1
     errors = sum(m.tensors[t].numel * (3 if consumers.get(t, 0) > 1 else 1) for t in region)
-    scratch = 4 * max((m.tensors[ly.inputs[0]].numel for ly in path
-                       if ly.op in _SCRATCH_OPS and ly.inputs[0] in region), default=0)
+    scratch = _scratch_bytes(m, first, region)
     params = [_params(m, ly) for ly in trained]
     out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]

@@ -165,6 +165,13 @@ const char *mt_pool_check(const mt_pool_params_t *p) {
                          "pad_left must be in 0..k_w-1", "out_w too large: last window starts right of the input");
 }
 
+const char *mt_pool_no_acc_check(const mt_pool_params_t *p) {
+    if (p->stride_h < p->k_h || p->stride_w < p->k_w) {
+        return "None needs windows that do not overlap (stride_h >= k_h and stride_w >= k_w)";
+    }
+    return NULL;
+}
+
 const char *mt_add_check(const mt_add_params_t *p) {
     if (p->n < 0 || p->n > MT_MAX_ELEMS) {
         return "n must be in 0..2^26";

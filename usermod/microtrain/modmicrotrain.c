@@ -667,6 +667,15 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_relu6_s8_backward_obj, 4, 4, mod_
 // ---------------------------------------------------------------------------
 // pools
 
+// A pool grad-input scratch: None (NULL) where the windows do not overlap.
+static int32_t *mt_pool_acc(const char *fn, mp_obj_t o, const mt_pool_params_t *p, int32_t n) {
+    if (o == mp_const_none) {
+        mt_check(fn, "acc", mt_pool_no_acc_check(p));
+        return NULL;
+    }
+    return mt_out_i32(fn, "acc", o, n);
+}
+
 static mp_obj_t mod_maxpool_s8_forward(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "maxpool_s8_forward";
     (void)n_args;
@@ -689,11 +698,13 @@ static mp_obj_t mod_maxpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
     const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
     const int8_t *e = mt_in_s8(fn, "e", args[2], nout, NULL);
-    int32_t *acc = mt_out_i32(fn, "acc", args[3], nin);
+    int32_t *acc = mt_pool_acc(fn, args[3], p, nin);
     int8_t *ein = mt_out_s8(fn, "ein", args[4], nin);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "x", x, (size_t)nin);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
-    mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
+    if (acc != NULL) {
+        mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
+    }
     return mp_obj_new_int(mt_maxpool_s8_grad_input(p, x, e, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_maxpool_s8_grad_input_obj, 5, 5, mod_maxpool_s8_grad_input);
@@ -719,10 +730,12 @@ static mp_obj_t mod_avgpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     const mt_pool_params_t *p = mt_pool_desc(fn, args[0], &pu);
     const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
     const int8_t *e = mt_in_s8(fn, "e", args[1], nout, NULL);
-    int32_t *acc = mt_out_i32(fn, "acc", args[2], nin);
+    int32_t *acc = mt_pool_acc(fn, args[2], p, nin);
     int8_t *ein = mt_out_s8(fn, "ein", args[3], nin);
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
-    mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
+    if (acc != NULL) {
+        mt_no_overlap(fn, "ein", ein, (size_t)nin, "acc", acc, (size_t)nin * 4);
+    }
     return mp_obj_new_int(mt_avgpool_s8_grad_input(p, e, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_avgpool_s8_grad_input_obj, 4, 4, mod_avgpool_s8_grad_input);

@@ -57,6 +57,8 @@ const char *mt_conv2d_check(const mt_conv2d_params_t *p);
 const char *mt_conv2d_dil_check(const mt_conv2d_dil_params_t *p);
 const char *mt_linear_check(const mt_linear_params_t *p);
 const char *mt_pool_check(const mt_pool_params_t *p);
+// maxpool / avgpool grad_input acc = None (NULL): only when windows do not overlap.
+const char *mt_pool_no_acc_check(const mt_pool_params_t *p);
 const char *mt_add_check(const mt_add_params_t *p);
 const char *mt_concat_check(const mt_concat_params_t *p);
 const char *mt_upsample_check(const mt_upsample_params_t *p);
@@ -180,6 +182,8 @@ void mt_relu_s8_backward(const int8_t *y, int8_t *e, size_t n, int32_t zp);
 void mt_relu6_s8_backward(const int8_t *y, int8_t *e, size_t n, int32_t zp, int32_t q6);
 
 // ---- pool.c ----
+// Grad input: acc may be NULL when the windows do not overlap (stride >= k on
+// both axes, mt_pool_no_acc_check): no scratch, the same ein and shift.
 void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y);
 int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e,
                               int32_t *acc, int8_t *ein);

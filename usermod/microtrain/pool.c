@@ -66,9 +66,10 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
 
 // Windows that do not overlap (stride >= k on both axes): every input takes
 // at most one error, so acc would hold the routed errors themselves and
-// M = max |acc| <= 128. Each error is written to acc and ein at once, with
-// no requantisation pass: shift 0 (ein = acc) unless some routed error is
-// -128, then dyn_requant's shift for M = 128. Same bits as the general path.
+// M = max |acc| <= 128. Each error is written to ein (and acc, when given) at
+// once, with no requantisation pass: shift 0 (ein = acc) unless some routed
+// error is -128, then dyn_requant's shift for M = 128, applied to ein itself
+// (it holds acc's values): no scratch is needed. Same bits as the general path.
 static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t *acc,
                                      int8_t *ein) {
     const int32_t c = p->c;
@@ -76,12 +77,15 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
     const int32_t row_stride = p->in_w * c;
     int32_t i = 0;
     for (; i + 4 <= n_in; i += 4) {
-        acc[i] = acc[i + 1] = acc[i + 2] = acc[i + 3] = 0;
         mt_store_u32(ein + i, 0);
     }
     for (; i < n_in; ++i) {
-        acc[i] = 0;
         ein[i] = 0;
+    }
+    if (acc != NULL) {
+        for (i = 0; i < n_in; ++i) {
+            acc[i] = 0;
+        }
     }
     int32_t emin = 0;  // the smallest routed error: -128 needs shift 1
     const int8_t *ep = e;
@@ -97,7 +101,6 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
             if (ky1 - ky0 == 2 && kx1 - kx0 == 2) {  // the common full 2x2 window, unrolled
                 // the window's two rows (both inside x) and their outputs
                 const int8_t *xa = x + first, *xb = xa + row_stride;
-                int32_t *aa = acc + first;
                 int8_t *ea = ein + first;
                 for (int32_t ch = 0; ch < c; ++ch) {
                     const int32_t ev = ep[ch];
@@ -117,7 +120,9 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                     if (xb[ch + c] > best) {
                         o = ch + row_stride + c;
                     }
-                    aa[o] = ev;
+                    if (acc != NULL) {
+                        acc[first + o] = ev;
+                    }
                     ea[o] = (int8_t)ev;
                     emin = ev < emin ? ev : emin;
                 }
@@ -139,7 +144,9 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                         }
                     }
                 }
-                acc[arg] = ev;
+                if (acc != NULL) {
+                    acc[arg] = ev;
+                }
                 ein[arg] = (int8_t)ev;
                 emin = ev < emin ? ev : emin;
             }
@@ -150,7 +157,7 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
     }
     const int32_t shift = mt_dyn_shift(128u);
     for (i = 0; i < n_in; ++i) {
-        ein[i] = mt_dyn_apply(acc[i], shift);
+        ein[i] = mt_dyn_apply(ein[i], shift);
     }
     return shift;
 }
@@ -232,7 +239,81 @@ void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
     }
 }
 
+// Windows that do not overlap, no scratch: every input takes at most one
+// e * recip(n), so M = max |acc| = max over windows of max|e| * recip(n) comes
+// from e alone. A first pass over e finds M, the second writes each tap's
+// dyn_apply(e * recip(n), shift) (uncovered inputs 0): the same bits as
+// dyn_requant of the accumulator, without it (DS-CNN's 25x5 pool: 8000 int32).
+static uint32_t avgpool_recip(uint32_t n) {
+    return mt_udiv_u32(((uint32_t)1 << 16) + (n >> 1), n);
+}
+
+static int32_t avgpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *e, int8_t *ein) {
+    const int32_t c = p->c;
+    const int32_t n_in = p->in_h * p->in_w * c;
+    const int32_t row_stride = p->in_w * c;
+    for (int32_t i = 0; i < n_in; ++i) {
+        ein[i] = 0;
+    }
+    uint32_t m = 0, last_n = 0, r = 0;
+    const int8_t *ep = e;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_top;
+        int32_t ky0, ky1;
+        mt_window(iy0, p->k_h, p->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox, ep += c) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_left;
+            int32_t kx0, kx1;
+            mt_window(ix0, p->k_w, p->in_w, &kx0, &kx1);
+            const uint32_t n = (uint32_t)((ky1 - ky0) * (kx1 - kx0));
+            if (n != last_n) {
+                r = avgpool_recip(n);
+                last_n = n;
+            }
+            uint32_t em = 0;
+            for (int32_t ch = 0; ch < c; ++ch) {
+                const uint32_t a = mt_abs_u32(ep[ch]);
+                em = a > em ? a : em;
+            }
+            // |e| * recip(n) <= 128 * 2^16: no overflow
+            m = em * r > m ? em * r : m;
+        }
+    }
+    const int32_t shift = mt_dyn_shift(m);
+    last_n = 0;
+    ep = e;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        const int32_t iy0 = oy * p->stride_h - p->pad_top;
+        int32_t ky0, ky1;
+        mt_window(iy0, p->k_h, p->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < p->out_w; ++ox, ep += c) {
+            const int32_t ix0 = ox * p->stride_w - p->pad_left;
+            int32_t kx0, kx1;
+            mt_window(ix0, p->k_w, p->in_w, &kx0, &kx1);
+            const uint32_t n = (uint32_t)((ky1 - ky0) * (kx1 - kx0));
+            if (n != last_n) {
+                r = avgpool_recip(n);
+                last_n = n;
+            }
+            int32_t row = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
+            for (int32_t ky = ky0; ky < ky1; ++ky, row += row_stride) {
+                int32_t o = row;
+                for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                    int8_t *op = ein + o;
+                    for (int32_t ch = 0; ch < c; ++ch) {
+                        op[ch] = mt_dyn_apply(ep[ch] * (int32_t)r, shift);
+                    }
+                }
+            }
+        }
+    }
+    return shift;
+}
+
 int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int32_t *acc, int8_t *ein) {
+    if (acc == NULL) {
+        return avgpool_grad_disjoint(p, e, ein);
+    }
     const int32_t c = p->c;
     const int32_t n_in = p->in_h * p->in_w * c;
     const int32_t row_stride = p->in_w * c;
@@ -254,7 +335,7 @@ int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int
             if (n != last_n) {
                 // recip(n) = (2^16 + n/2) / n; n is the same for all interior
                 // windows, so the division runs only at the borders.
-                r = (int32_t)mt_udiv_u32(((uint32_t)1 << 16) + (n >> 1), n);
+                r = (int32_t)avgpool_recip(n);
                 last_n = n;
             }
             // |acc| <= 255 windows * 128 * 2^16 < 2^31 (k_h*k_w <= 255).

@@ -648,7 +648,9 @@ def maxpool_s8_forward(desc: Sequence[int], x: ArrayLike) -> I8:
 
 
 def maxpool_s8_grad_input(desc: Sequence[int], x: ArrayLike, e: ArrayLike) -> tuple[I8, int, I32]:
-    """Route each error to the window's first maximum -> (ein, shift, acc), base scale s_e."""
+    """Route each error to the window's first maximum -> (ein, shift, acc), base scale s_e.
+
+    The kernel's acc may be None where windows do not overlap: the same ein and shift."""
     fn = "maxpool_s8_grad_input"
     g = _pool_geom(desc, fn)
     cols = g.cols(_s8(x, fn, "x", g.in_size), _MAXPOOL_PAD)
@@ -681,7 +683,9 @@ def avgpool_s8_forward(desc: Sequence[int], x: ArrayLike) -> I8:
 
 
 def avgpool_s8_grad_input(desc: Sequence[int], e: ArrayLike) -> tuple[I8, int, I32]:
-    """acc += e * recip(n) on every valid tap -> (ein, shift, acc), base scale s_e * 2^-16."""
+    """acc += e * recip(n) on every valid tap -> (ein, shift, acc), base scale s_e * 2^-16.
+
+    The kernel's acc may be None where windows do not overlap: the same ein and shift."""
     fn = "avgpool_s8_grad_input"
     g = _pool_geom(desc, fn)
     ea = _s8(e, fn, "e", g.out_size).reshape(g.out_h, g.out_w, g.in_c)

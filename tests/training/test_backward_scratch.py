@@ -1,0 +1,78 @@
+"""Backward's int32 grad-input scratch (python_lib/microtrain/model.py ``_scratch_plan``,
+docs/memory.md), in the real micropython binary.
+
+Pools whose windows do not overlap take no scratch (``acc=None``), and the scratch of the
+conv / linear layers lives in the int8 error buffer of an activation that is idle while they
+run, when one is large enough. On the 2-D test CNN trained from its third-last weighted layer
+(a conv whose output feeds a disjoint 2x2 average pool, then two linears) the scratch is that
+conv output's error buffer: training must still equal the numpy reference bit for bit, and
+the pure-Python kernels (which cannot retype a buffer, so allocate the scratch) must agree.
+``microtrain info`` and the Trainer's memory check count the scratch the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from microtrain_tools import info
+from microtrain_tools.reference import train_ref as tr
+from support.harness import run_micropython
+from support.training_cases import SGDM, Setup, device, differences, labels_of, reference, state_of
+
+PLAN = """
+import microtrain as mt
+from microtrain import memplan
+m = mt.load(%r)
+idx = m.select(%r)
+need = dict(memplan.need(m, idx, "mixed", 1, None))
+t = mt.Trainer(m, train=%r, mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9))
+bw = m._bw
+need_l, n, host = m._scratch_plan(bw.first, bw.region)
+print("PLAN", n, host, [ly.index for ly in need_l])
+if host is not None:
+    v = bw.accv[need_l[0].index]
+    v[0] = 0x01020304  # the scratch writes into the host's int8 error buffer
+    print("ALIAS", list(bw.ebuf[host][:4]))
+print("NEED", need["backward buffers"])
+"""
+
+
+def _plan(s: Setup, train: str, pure: bool, mp: pytest.MonkeyPatch) -> dict[str, str]:
+    with mp.context() as c:
+        if pure:
+            c.setenv("MICROTRAIN_PURE", "1")
+        p = run_micropython(PLAN % (str(s.path), train, train))
+    assert p.returncode == 0, p.stdout + p.stderr
+    return {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if " " in ln}
+
+
+def test_scratch_in_an_idle_error_buffer(setups: dict[str, Setup], monkeypatch: pytest.MonkeyPatch) -> None:
+    s = setups["cnn"]
+    native, pure = _plan(s, "last:3", False, monkeypatch), _plan(s, "last:3", True, monkeypatch)
+    n, host, users = native["PLAN"].split(" ", 2)
+    assert host != "None", native
+    assert native["ALIAS"] == "[4, 3, 2, 1]", native  # little-endian int32 over the int8 buffer
+    assert pure["PLAN"] == f"{n} None {users}", pure  # the pure-Python kernels allocate it
+    # the memory check counts it once, in the pure run only: 16 B header + 16-byte blocks
+    assert int(pure["NEED"]) - int(native["NEED"]) == 16 + ((4 * int(n) + 15) & ~15)
+    assert info.train_ram(s.m, 3)["scratch"] == 0
+    first = info.weighted_layers(s.m)[-3]
+    host_t = int(host)
+    assert s.m.layers[first].output == host_t  # the conv's output, read only by the 2x2 average pool
+
+
+def test_training_with_the_scratch_in_place_equals_reference(setups: dict[str, Setup],
+                                                             tmp_path: Path) -> None:
+    s = setups["cnn"]
+    kw: dict[str, Any] = dict(order=range(8), labels=labels_of(s), train="last:3", mode="mixed", opt=SGDM,
+                              batch=2)
+    dev = device(s, tmp_path, "native", **kw)
+    ref = reference(s, **kw)
+    assert dev["loss"].tolist() == ref.losses, "per-step losses differ"
+    diffs = differences(ref.arrays(), state_of(dev))
+    assert not diffs, "\n".join(diffs)
+    j = tr.select(s.m, "last:3")[0]
+    assert any(dev[f"L{j}.w"] != s.m.data(s.m.layers[j].weight).reshape(-1))
