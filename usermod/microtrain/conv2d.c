@@ -885,6 +885,76 @@ static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_r
 // blocks). The pair's errors are packed into one word per position, so the
 // masked weight gradient gets the 2x4 block's halfword MACs for any two
 // selected channels.
+#if MT_DSP && defined(__thumb2__)
+// One position of the pair: its two error bytes packed into halfwords (oc a
+// low, oc b high; db from the frame, no register left for it), then as
+// MT_POS_2X4.
+#define MT_POS_2X4G                              \
+    "ldr %[t2], %[db]\n\t"                       \
+    "ldrsb %[t1], [%[pe], %[t2]]\n\t"            \
+    "ldrsb %[t0], [%[pe]]\n\t"                   \
+    "pkhbt %[t0], %[t0], %[t1], lsl #16\n\t"     \
+    "ldr %[t1], [%[px]]\n\t"                     \
+    "sxtb16 %[t2], %[t1]\n\t"                    \
+    "sxtb16 %[t1], %[t1], ror #8\n\t"            \
+    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t"      \
+    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t"      \
+    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t"      \
+    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t"      \
+    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t"      \
+    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t"      \
+    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t"      \
+    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t"      \
+    "ldrd %[t0], %[t2], %[col]\n\t"              \
+    "add %[pe], %[pe], %[t0]\n\t"                \
+    "add %[px], %[px], %[t2]\n\t"
+
+// The rectangle in one asm loop, as MT_RECT_2X4 (the C loop spills).
+static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    if (r->noy > 0) {
+        const int32_t nox = r->nox;
+        // ec, xc | steps from a row's end to the next row's start | e_row | nox odd | db
+        const int32_t prm[7] = {r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
+                                r->e_row, nox & 1, db};
+        uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
+        uint32_t end = pe + (uint32_t)(nox * r->e_col);
+        int32_t rows = r->noy;
+        __asm__ volatile("mov %[s0], #0\n\t"
+                         "mov %[s1], #0\n\t"
+                         "mov %[s2], #0\n\t"
+                         "mov %[s3], #0\n\t"
+                         "mov %[s4], #0\n\t"
+                         "mov %[s5], #0\n\t"
+                         "mov %[s6], #0\n\t"
+                         "mov %[s7], #0\n\t"
+                         "1:\n\t"
+                         "ldr %[t0], %[odd]\n\t"
+                         "cmp %[t0], #0\n\t"
+                         "bne 3f\n\t"
+                         "2:\n\t" MT_POS_2X4G "3:\n\t" MT_POS_2X4G
+                         "cmp %[pe], %[end]\n\t"
+                         "bne 2b\n\t"
+                         "ldrd %[t0], %[t2], %[skip]\n\t"
+                         "add %[pe], %[pe], %[t0]\n\t"
+                         "add %[px], %[px], %[t2]\n\t"
+                         "ldr %[t0], %[erow]\n\t"
+                         "add %[end], %[end], %[t0]\n\t"
+                         "ldr %[t0], %[rows]\n\t"
+                         "subs %[t0], %[t0], #1\n\t"
+                         "str %[t0], %[rows]\n\t"
+                         "bne 1b\n\t"
+                         : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4),
+                           [s5] "=&r"(s5), [s6] "=&r"(s6), [s7] "=&r"(s7), [pe] "+r"(pe), [px] "+r"(px),
+                           [end] "+r"(end), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [rows] "+m"(rows)
+                         : [col] "m"(prm[0]), [skip] "m"(prm[2]), [erow] "m"(prm[4]), [odd] "m"(prm[5]),
+                           [db] "m"(prm[6]), "m"(*(const int32_t(*)[7])prm)
+                         : "cc", "memory");
+        (void)t0, (void)t1, (void)t2;
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+#else
 static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
     const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
@@ -907,6 +977,8 @@ static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, 
     }
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
+
+#endif
 
 // The same pair times one input channel minus zp: s[0], s[1] by oc.
 static MT_NOINLINE void rect_2x1g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t zp,
