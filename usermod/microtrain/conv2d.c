@@ -1105,13 +1105,12 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                         if (oc < oc_end) {  // the pair (a, oc)
                             const int32_t wb = oc * g.w_oc + wt;
                             if (cpg >= 4) {
-                                const int32_t sea = rect_1x1(e + eb + a, &one, &r1, 0);
-                                const int32_t seb = rect_1x1(e + eb + oc, &one, &r1, 0);
+                                rect_2x1g(e + eb + a, oc - a, &one, &r1, 0, se);  // both sums of e, one pass
                                 for (; c + 4 <= cpg; c += 4) {
                                     rect_2x4g(e + eb + a, oc - a, xg + c, &r, s);
                                     for (int32_t k = 0; k < 4; ++k) {
-                                        sink_put(ow, wa + c + k, s[k] - zp * sea);
-                                        sink_put(ow, wb + c + k, s[4 + k] - zp * seb);
+                                        sink_put(ow, wa + c + k, s[k] - zp * se[0]);
+                                        sink_put(ow, wb + c + k, s[4 + k] - zp * se[1]);
                                     }
                                 }
                             }
@@ -1447,6 +1446,41 @@ static MT_NOINLINE void gi_sel_rect(const int8_t *e, int32_t *acc, const mt_rect
     }
 }
 
+// The same sums when every product e * wr fits a halfword (wr <= 256:
+// -32768 <= e * wr <= 32512; R = 8 makes the top ratio 256 for 3x3 convs of
+// 32 channels): the four weight runs of the tap packed into halfword pairs
+// (wp[2 c] = w0, w1; wp[2 c + 1] = w2, w3) of up to MT_SEL_CHUNK input
+// channels, then per position and input channel two dual multiply-adds.
+#define MT_SEL_CHUNK 64
+
+static MT_NOINLINE void gi_sel_rect_p(const int8_t *e, int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
+    uint32_t wp[2 * MT_SEL_CHUNK];
+    for (int32_t c0 = 0; c0 < s->n; c0 += MT_SEL_CHUNK) {
+        const int32_t n = s->n - c0 < MT_SEL_CHUNK ? s->n - c0 : MT_SEL_CHUNK;
+        for (int32_t c = 0; c < n; ++c) {
+            wp[2 * c] = mt_pack16(s->w[0][c0 + c], s->w[1][c0 + c]);
+            wp[2 * c + 1] = mt_pack16(s->w[2][c0 + c], s->w[3][c0 + c]);
+        }
+        int32_t eo = 0, ao = c0;
+        for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+            int32_t ei = eo, ai = ao;
+            for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
+                const int8_t *ep = e + ei;
+                const int32_t v0 = ep[s->eo[0]] * s->wr[0], v1 = ep[s->eo[1]] * s->wr[1];
+                const int32_t v2 = ep[s->eo[2]] * s->wr[2], v3 = ep[s->eo[3]] * s->wr[3];
+                if ((v0 | v1 | v2 | v3) == 0) {
+                    continue;
+                }
+                const uint32_t v01 = mt_pack16(v0, v1), v23 = mt_pack16(v2, v3);
+                int32_t *a = acc + ai;
+                for (int32_t c = 0; c < n; ++c) {
+                    a[c] = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
+                }
+            }
+        }
+    }
+}
+
 static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
                         const int32_t *wr, const uint8_t *mask, int32_t *acc) {
     int32_t oc = 0;
@@ -1462,9 +1496,11 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
         }
         mt_sel4_t s;
         s.n = p->in_c;
+        int half = 1;  // every e * wr fits a halfword
         for (int32_t h = 0; h < 4; ++h) {
             s.eo[h] = ch[h < n ? h : 0];
             s.wr[h] = h < n ? wr[ch[h]] : 0;
+            half &= s.wr[h] <= 256;
         }
         for (int32_t ky = 0; ky < p->k_h; ++ky) {
             for (int32_t kx = 0; kx < p->k_w; ++kx) {
@@ -1478,7 +1514,11 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
                 for (int32_t h = 0; h < 4; ++h) {
                     s.w[h] = w + s.eo[h] * g->w_oc + wt;
                 }
-                gi_sel_rect(e + eb, acc + ab, &r, &s);
+                if (half) {
+                    gi_sel_rect_p(e + eb, acc + ab, &r, &s);
+                } else {
+                    gi_sel_rect(e + eb, acc + ab, &r, &s);
+                }
             }
         }
     }
