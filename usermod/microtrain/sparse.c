@@ -15,24 +15,39 @@
 // target.
 #define MT_L1_LANE_RUN 511
 
+#if !MT_DSP
 static uint32_t mt_abs4_u8(uint32_t w) {
     const uint32_t s = (w >> 7) & 0x01010101u;  // 1 in each negative byte
     return (w ^ (s * 0xFFu)) + s;               // per byte: ~b + 1 = |b|; b >= 0: b
 }
+#endif
 
 void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms) {
     const int32_t cq = c & ~3;
     for (int32_t k = 0; k < cq; k += 4) {
         uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         size_t o = (size_t)k;
-        for (size_t i = 0; i < n_pos;) {
-            size_t end = n_pos - i < MT_L1_LANE_RUN ? n_pos : i + MT_L1_LANE_RUN;
+        // count-down runs: at -Os GCC kept an up-counting index in memory
+        for (size_t left = n_pos; left > 0;) {
+            size_t run = left < MT_L1_LANE_RUN ? left : MT_L1_LANE_RUN;
+            left -= run;
             uint32_t l02 = 0, l13 = 0;
-            for (; i < end; ++i, o += (size_t)c) {
+#if MT_DSP
+            // SSUB8 + SEL make |e|, UXTAB16 adds bytes into the lanes
+            do {
+                const uint32_t a = mt_abs8(mt_load_u32(e + o));
+                l02 = mt_uxtab16(l02, a);
+                l13 = mt_uxtab16_ror8(l13, a);
+                o += (size_t)c;
+            } while (--run);
+#else
+            do {
                 const uint32_t a = mt_abs4_u8(mt_load_u32(e + o));
                 l02 += a & 0x00FF00FFu;
                 l13 += (a >> 8) & 0x00FF00FFu;
-            }
+                o += (size_t)c;
+            } while (--run);
+#endif
             s0 += l02 & 0xFFFFu;
             s2 += l02 >> 16;
             s1 += l13 & 0xFFFFu;
