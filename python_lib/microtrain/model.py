@@ -232,15 +232,17 @@ class Layer:
         global _ratios
         if _ratios is None:
             _ratios = kern.f32("update_f32_ratios")
-        _ratios(self.w_scale, self.ein_r, self.wr)
-        self._ein_top = None  # max(w_scale), found when backward first needs it
+        # the index of max(w_scale): read when backward first needs it (one float, where
+        # max() over the array would box every scale: most of a training step's garbage)
+        self._ein_i = _ratios(self.w_scale, self.ein_r, self.wr)
+        self._ein_top = None
 
     @property
     def ein_top(self):
         """max(w_scale): the grad-input error scale factor (made on first use after an update)."""
         t = self._ein_top
         if t is None:
-            t = self._ein_top = max(self.w_scale)
+            t = self._ein_top = self.w_scale[self._ein_i]
         return t
 
 
