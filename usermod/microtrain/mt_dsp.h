@@ -149,6 +149,19 @@ static inline uint32_t mt_keep_above8(uint32_t y, uint32_t zp4, uint32_t e) {
     return r;
 }
 
+// Running first maximum of signed bytes: where v > *best (strictly, so ties
+// keep the earlier tap) *best takes v's byte and *idx code's byte.
+static inline void mt_max8_first(uint32_t *best, uint32_t *idx, uint32_t v, uint32_t code) {
+    uint32_t b = *best, i = *idx, t;
+    __asm__("ssub8 %[t], %[b], %[v]\n\tsel %[b], %[b], %[v]\n\tsel %[i], %[i], %[c]"
+            : [t] "=&r"(t), [b] "+r"(b), [i] "+r"(i)
+            : [v] "r"(v), [c] "r"(code)
+            : "cc");
+    (void)t;
+    *best = b;
+    *idx = i;
+}
+
 // acc + bytes 0 and 2 (or 1 and 3) of v, zero-extended, per halfword.
 static inline uint32_t mt_uxtab16(uint32_t acc, uint32_t v) {
     uint32_t r;
