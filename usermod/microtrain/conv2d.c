@@ -1169,6 +1169,21 @@ static void gw_tap(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, 
     }
 }
 
+// Both sums of e over the rectangle of a packed pair, in halfword lanes:
+// at most MT_GW_PACK_MAX (256) terms of -128..127 each, so a lane stays
+// within -32768..32512 and SADD16 never wraps.
+static MT_NOINLINE void rect_sum2p(const uint32_t *pk, int32_t pos0, int32_t out_w, const mt_rect_t *r, int32_t *se) {
+    uint32_t acc = 0;
+    int32_t o = pos0;
+    for (int32_t row = 0; row < r->noy; ++row, o += out_w) {
+        for (int32_t i = 0; i < r->nox; ++i) {
+            acc = mt_sadd16(acc, pk[o + i]);
+        }
+    }
+    se[0] = mt_lo16(acc);
+    se[1] = mt_hi16(acc);
+}
+
 // Masked weight gradient, pairs of selected channels (cpg >= 4, at most
 // MT_GW_PACK_MAX output positions): pair outermost, its errors packed once
 // into halfword pairs, then every tap and input quad over the packed words
@@ -1176,7 +1191,6 @@ static void gw_tap(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, 
 // odd channel is left to gw_blocked (its pair loop skips the pairs).
 static void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *e,
                             const uint8_t *mask, const mt_sink_t *ow) {
-    static const int8_t one = 1;
     uint32_t pk[MT_GW_PACK_MAX];
     const int32_t out_c = p->out_c, cpg = g->cpg, zp = p->in_zp, npos = p->out_h * p->out_w;
     int32_t s[8], se[2];
@@ -1196,15 +1210,12 @@ static void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, con
             }
             for (int32_t ky = 0; ky < p->k_h; ++ky) {
                 for (int32_t kx = 0; kx < p->k_w; ++kx) {
-                    mt_rect_t r, r1, rp;
+                    mt_rect_t r, rp;
                     int32_t pos0, xb;
                     gw_tap(p, g, ky, kx, &r, &pos0, &xb);
                     const int32_t eb = pos0 * out_c;
-                    r1.nox = rp.nox = r.nox;
-                    r1.noy = rp.noy = r.noy;
-                    r1.e_col = r.e_col;
-                    r1.e_row = r.e_row;
-                    r1.x_col = r1.x_row = 0;
+                    rp.nox = r.nox;
+                    rp.noy = r.noy;
                     rp.e_col = 4;
                     rp.e_row = 4 * p->out_w;
                     rp.x_col = r.x_col;
@@ -1212,7 +1223,7 @@ static void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, con
                     const int8_t *xg = x + xb + gi * cpg;
                     const int32_t wt = ky * g->w_row + kx * cpg;
                     const int32_t wa = a * g->w_oc + wt, wb = b * g->w_oc + wt;
-                    rect_2x1g(e + eb + a, b - a, &one, &r1, 0, se);  // both sums of e, one pass
+                    rect_sum2p(pk, pos0, p->out_w, &r, se);
                     int32_t c = 0;
                     for (; c + 4 <= cpg; c += 4) {
                         rect_2x4p((const int8_t *)pk + 4 * pos0, xg + c, &rp, s);
