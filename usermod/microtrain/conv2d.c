@@ -1689,6 +1689,10 @@ static MT_NOINLINE void gi_sel_rect(const int8_t *e, int32_t *acc, const mt_rect
 
 static MT_NOINLINE void gi_sel_rect_p(const int8_t *e, int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
     uint32_t wp[2 * MT_SEL_CHUNK];
+    // locals: acc stores may alias the struct's int32 fields, so GCC reloaded them every position
+    const int32_t o0 = s->eo[0], o1 = s->eo[1], o2 = s->eo[2], o3 = s->eo[3];
+    const int32_t r0 = s->wr[0], r1 = s->wr[1], r2 = s->wr[2], r3 = s->wr[3];
+    const int32_t nox = r->nox, noy = r->noy, e_col = r->e_col, a_col = r->x_col;
     for (int32_t c0 = 0; c0 < s->n; c0 += MT_SEL_CHUNK) {
         const int32_t n = s->n - c0 < MT_SEL_CHUNK ? s->n - c0 : MT_SEL_CHUNK;
         for (int32_t c = 0; c < n; ++c) {
@@ -1696,18 +1700,47 @@ static MT_NOINLINE void gi_sel_rect_p(const int8_t *e, int32_t *acc, const mt_re
             wp[2 * c + 1] = mt_pack16(s->w[2][c0 + c], s->w[3][c0 + c]);
         }
         int32_t eo = 0, ao = c0;
-        for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+        for (int32_t row = 0; row < noy; ++row, eo += r->e_row, ao += r->x_row) {
             int32_t ei = eo, ai = ao;
-            for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
+            for (int32_t i = 0; i < nox; ++i, ei += e_col, ai += a_col) {
                 const int8_t *ep = e + ei;
-                const int32_t v0 = ep[s->eo[0]] * s->wr[0], v1 = ep[s->eo[1]] * s->wr[1];
-                const int32_t v2 = ep[s->eo[2]] * s->wr[2], v3 = ep[s->eo[3]] * s->wr[3];
+                const int32_t v0 = ep[o0] * r0, v1 = ep[o1] * r1, v2 = ep[o2] * r2, v3 = ep[o3] * r3;
                 if ((v0 | v1 | v2 | v3) == 0) {
                     continue;
                 }
                 const uint32_t v01 = mt_pack16(v0, v1), v23 = mt_pack16(v2, v3);
                 int32_t *a = acc + ai;
-                for (int32_t c = 0; c < n; ++c) {
+                int32_t c = 0;
+#if MT_DSP && defined(__thumb2__)
+                if (n >= 2) {  // two input channels a turn in one asm loop (the C loop spilled)
+                    uint32_t pa = (uint32_t)(uintptr_t)a, pw = (uint32_t)(uintptr_t)wp, t0, t1, t2, t3, t4, t5;
+                    const uint32_t pend = pa + 4u * (uint32_t)(n & ~1);
+                    __asm__ volatile("1:\n\t"
+                                     "ldrd %[t0], %[t1], [%[pa]]\n\t"
+                                     "ldrd %[t2], %[t3], [%[pw]], #8\n\t"
+                                     "ldrd %[t4], %[t5], [%[pw]], #8\n\t"
+                                     "smlad %[t0], %[v01], %[t2], %[t0]\n\t"
+                                     "smlad %[t0], %[v23], %[t3], %[t0]\n\t"
+                                     "smlad %[t1], %[v01], %[t4], %[t1]\n\t"
+                                     "smlad %[t1], %[v23], %[t5], %[t1]\n\t"
+                                     "strd %[t0], %[t1], [%[pa]], #8\n\t"
+                                     "cmp %[pa], %[pend]\n\t"
+                                     "bne 1b\n\t"
+                                     : [pa] "+r"(pa), [pw] "+r"(pw), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2),
+                                       [t3] "=&r"(t3), [t4] "=&r"(t4), [t5] "=&r"(t5)
+                                     : [v01] "r"(v01), [v23] "r"(v23), [pend] "r"(pend)
+                                     : "cc", "memory");
+                    (void)t2, (void)t3, (void)t4, (void)t5;
+                    c = n & ~1;
+                }
+#endif
+                for (; c + 2 <= n; c += 2) {  // two input channels a turn
+                    const int32_t x0 = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
+                    const int32_t x1 = mt_smlad(v23, wp[2 * c + 3], mt_smlad(v01, wp[2 * c + 2], a[c + 1]));
+                    a[c] = x0;
+                    a[c + 1] = x1;
+                }
+                if (c < n) {
                     a[c] = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
                 }
             }
