@@ -400,6 +400,14 @@ class TrainRow:
     heap_package: int  # bytes of the imported microtrain package (bytecode in RAM)
     prepass: int = 0  # unmeasured training samples between the warm-up and the measured ones
     rates: tuple[float, ...] = ()  # DynamicSparse's rate of each measured sample
+    garbage: int = 0  # bytes a measured step leaves to the garbage collector
+    heap_free: int = 0  # free heap after the collection before the measured samples
+    gc_cost: float = 0.0  # instructions of one gc.collect() after the run
+
+    @property
+    def gc_per_step(self) -> float:
+        """One collection's cost amortised over the steps that fill the free heap."""
+        return self.gc_cost * self.garbage / self.heap_free if self.heap_free else float("nan")
 
     @property
     def interp(self) -> float:
@@ -435,7 +443,8 @@ def bench_train(board: Board | None, fmap: FirmwareMap | None, model: str, train
         update_per_param=(tot("upd") / len(upd) / params) if upd else float("nan"), params=params,
         heap_peak=int(run.results["heap.peak"]), heap_total=int(run.results["heap.total"]),
         heap_package=int(run.results["heap.package"]), prepass=prepass,
-        rates=tuple(float(run.results[f"rate.{i}"]) for i in range(n) if f"rate.{i}" in run.results)), run
+        rates=tuple(float(run.results[f"rate.{i}"]) for i in range(n) if f"rate.{i}" in run.results),
+        garbage=int(run.results["garbage"]), heap_free=int(run.results["heap.free"]), gc_cost=tot("gc")), run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -580,6 +589,16 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         *[f"- {r.board} {r.model} {r.train} batch {r.batch} {_when(r)}: "
           + ", ".join(f"{v:.2f}" for v in r.rates) for r in trows
           if r.rates and r.batch == 1 and r.train == "all"],
+        "",
+        "The heap is collected (`gc.collect()`, unmeasured) just before the measured samples, so no",
+        "garbage collection falls inside them by chance of where the heap happens to fill up. Its",
+        "cost is reported instead: a step leaves *garbage* bytes, a collection costs *gc* instructions",
+        "(one `gc.collect()` at the end of the run), and training pays one every *free heap / garbage*",
+        "steps, *gc / step* amortised (all-layer batch-1 rows):",
+        "",
+        *[f"- {r.board} {r.model} {r.train} {'DynamicSparse' if r.sparse else 'dense'} {_when(r)}: "
+          f"garbage {r.garbage:,} B a step, free heap {r.heap_free / 1024:.0f} KB, gc {_m(r.gc_cost)}, "
+          f"gc / step {_m(r.gc_per_step)}" for r in trows if r.batch == 1 and r.train == "all"],
         "",
         "Figures:",
         "",

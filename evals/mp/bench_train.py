@@ -9,6 +9,11 @@
 # data[2], ... in order; the measured samples continue the same sequence. With
 # PREPASS = len(data) the policy has seen one pass of the data (its L_max is
 # established) and the measured samples are data[1..STEPS] seen a second time.
+# The heap is collected (gc.collect(), unmeasured) just before the measured samples, so that
+# no collection falls inside them by chance of where the heap fills up; instead the run
+# reports the garbage the measured steps leave ("garbage", bytes a step), the free heap
+# after that collection ("heap.free") and, after the probe, the cost of one collection
+# (marker "gc"): training pays one collection every heap.free / garbage steps.
 # Markers: "inf" around model.forward(x) of the frozen model (NINFER samples);
 # then, after one unmeasured warm-up step (and the PREPASS steps), per sample "step" around
 # Trainer.step, with "fwd", "bwd" and "upd" (the optimiser update, every BATCH
@@ -101,20 +106,31 @@ def main(argv):
     model.backward = wrap3(model.backward, code("bwd"), code("bwd_end"))
     trainer.opt.step = wrap3(trainer.opt.step, code("upd"), code("upd_end"))
     cs, cs_end = code("step"), code("step_end")
+    cg, cg_end = code("gc"), code("gc_end")
+    gc.collect()
+    result("heap.free", gc.mem_free())
+    garbage = 0
     for i in range(steps):
         x, y = data[(prepass + i + 1) % n]
+        a0 = gc.mem_alloc()
         mark(cs)
         trainer.step(x, y)
         mark(cs_end)
+        garbage += gc.mem_alloc() - a0
         if policy is not None:
             result("rate.%d" % i, policy.rate)
         flush()
+    result("garbage", garbage // steps)
     PROBE = True
     x, y = data[0]
     trainer.step(x, y)
     trainer.flush()
     _heap()
     result("heap.peak", heap_peak)
+    mark(cg)
+    gc.collect()
+    mark(cg_end)
+    flush()
     result("done", 1)
 
 
