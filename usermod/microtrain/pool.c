@@ -69,6 +69,21 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
 // M = max |acc| <= 128. Each error is written to acc and ein at once, with
 // no requantisation pass: shift 0 (ein = acc) unless some routed error is
 // -128, then dyn_requant's shift for M = 128. Same bits as the general path.
+#if MT_DSP
+// Routes byte J of the error word ew to its window tap (byte J of tap: 0, 1 in
+// the first row, 2, 3 in the second) in acc and ein, if it is not zero.
+#define MT_ROUTE1(J)                                                                                    \
+    do {                                                                                                \
+        const int32_t ev_ = (int8_t)(uint8_t)(ew >> (8 * (J)));                                         \
+        if (ev_ != 0) {                                                                                 \
+            const uint32_t t_ = (tap >> (8 * (J))) & 3u;                                                \
+            const int32_t at_ = ch + (J) + ((t_ & 1u) ? c : 0) + ((t_ & 2u) ? row_stride : 0);          \
+            aa[at_] = ev_;                                                                              \
+            ea[at_] = (int8_t)ev_;                                                                      \
+        }                                                                                               \
+    } while (0)
+#endif
+
 static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t *acc,
                                      int8_t *ein) {
     const int32_t c = p->c;
@@ -105,8 +120,8 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                 int32_t ch = 0;
 #if MT_DSP
                 // four channels a step: the taps' first maximum and its tap (0..3) per byte
-                // with SSUB8 + SEL, then each non-zero error routed to its tap
-                const int32_t off[4] = {0, c, row_stride, row_stride + c};
+                // with SSUB8 + SEL, then each non-zero error routed to its tap (unrolled; a
+                // -128 among the four found once per word)
                 for (; ch + 4 <= c; ch += 4) {
                     const uint32_t ew = mt_load_u32(ep + ch);
                     if (ew == 0) {
@@ -116,16 +131,14 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                     mt_max8_first(&best, &tap, mt_load_u32(xa + ch + c), 0x01010101u);
                     mt_max8_first(&best, &tap, mt_load_u32(xb + ch), 0x02020202u);
                     mt_max8_first(&best, &tap, mt_load_u32(xb + ch + c), 0x03030303u);
-                    uint32_t ev4 = ew;
-                    for (int32_t o = ch; o < ch + 4; ++o, tap >>= 8, ev4 >>= 8) {
-                        const int32_t ev = (int8_t)(uint8_t)ev4;
-                        if (ev != 0) {
-                            const int32_t at = o + off[tap & 3u];
-                            aa[at] = ev;
-                            ea[at] = (int8_t)ev;
-                            emin = ev < emin ? ev : emin;
-                        }
+                    const uint32_t m = ew ^ 0x80808080u;  // a zero byte where e is -128
+                    if (((m - 0x01010101u) & ~m & 0x80808080u) != 0) {
+                        emin = INT8_MIN;
                     }
+                    MT_ROUTE1(0);
+                    MT_ROUTE1(1);
+                    MT_ROUTE1(2);
+                    MT_ROUTE1(3);
                 }
 #endif
                 for (; ch < c; ++ch) {
