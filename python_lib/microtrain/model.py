@@ -106,6 +106,8 @@ class Layer:
     For a trained layer `w`, `b`, `mult`, `shift`, `w_scale` are private
     mutable copies and `gw`, `gb` the float32 gradient sums of the batch."""
 
+    _touch = None  # (touched buffer, its zeros), reused by every batch of a sparse policy
+
     def __init__(self, model, index, row):
         self.model = model
         self.index = index
@@ -654,8 +656,13 @@ class Model:
                     if policy is not None:
                         mask = policy(ly, e)
                         t = ly.touched
-                        if t is None:
-                            t = ly.touched = bytearray(ly.out_c)
+                        if t is None:  # the first sample since the update: none touched yet
+                            tb = ly._touch
+                            if tb is None:  # kept with zeros to clear it: a new array a sample was garbage
+                                c = ly.out_c
+                                tb = ly._touch = (bytearray(c), bytes(c))
+                            t = ly.touched = tb[0]
+                            t[:] = tb[1]
                         K.update_u8_touch(t, mask)  # the update skips channels no sample touched
                     x = bufs[x_t]
                     if op == OP_CONV2D:
