@@ -401,8 +401,9 @@ class TrainRow:
     prepass: int = 0  # unmeasured training samples between the warm-up and the measured ones
     rates: tuple[float, ...] = ()  # DynamicSparse's rate of each measured sample
     garbage: int = 0  # bytes a measured step leaves to the garbage collector
-    heap_free: int = 0  # free heap after the collection before the measured samples
+    heap_free: int = 0  # free heap after a collection (at the end of the run)
     gc_cost: float = 0.0  # instructions of one gc.collect() after the run
+    gc_in: int = 0  # measured steps that held a collection
 
     @property
     def gc_per_step(self) -> float:
@@ -444,7 +445,8 @@ def bench_train(board: Board | None, fmap: FirmwareMap | None, model: str, train
         heap_peak=int(run.results["heap.peak"]), heap_total=int(run.results["heap.total"]),
         heap_package=int(run.results["heap.package"]), prepass=prepass,
         rates=tuple(float(run.results[f"rate.{i}"]) for i in range(n) if f"rate.{i}" in run.results),
-        garbage=int(run.results["garbage"]), heap_free=int(run.results["heap.free"]), gc_cost=tot("gc")), run
+        garbage=int(run.results["garbage"]), heap_free=int(run.results["heap.free"]), gc_cost=tot("gc"),
+        gc_in=int(run.results["gc.in"])), run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -590,15 +592,17 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
           + ", ".join(f"{v:.2f}" for v in r.rates) for r in trows
           if r.rates and r.batch == 1 and r.train == "all"],
         "",
-        "The heap is collected (`gc.collect()`, unmeasured) just before the measured samples, so no",
-        "garbage collection falls inside them by chance of where the heap happens to fill up. Its",
-        "cost is reported instead: a step leaves *garbage* bytes, a collection costs *gc* instructions",
-        "(one `gc.collect()` at the end of the run), and training pays one every *free heap / garbage*",
-        "steps, *gc / step* amortised (all-layer batch-1 rows):",
+        "Garbage collections run where the heap fills up, so one may fall inside a measured sample",
+        "(it then counts in that sample, as it would on a board) or in none. So that this is visible,",
+        "the runs report how many measured samples held a collection, the garbage a step leaves, the",
+        "cost of one collection (*gc*, one `gc.collect()` at the end of the run) and the free heap",
+        "after it: training pays one collection every *free heap / garbage* steps, *gc / step*",
+        "amortised (all-layer batch-1 rows):",
         "",
         *[f"- {r.board} {r.model} {r.train} {'DynamicSparse' if r.sparse else 'dense'} {_when(r)}: "
-          f"garbage {r.garbage:,} B a step, free heap {r.heap_free / 1024:.0f} KB, gc {_m(r.gc_cost)}, "
-          f"gc / step {_m(r.gc_per_step)}" for r in trows if r.batch == 1 and r.train == "all"],
+          f"{r.gc_in} of {r.steps} measured samples held a collection; garbage {r.garbage:,} B a step, "
+          f"free heap {r.heap_free / 1024:.0f} KB, gc {_m(r.gc_cost)}, gc / step {_m(r.gc_per_step)}"
+          for r in trows if r.batch == 1 and r.train == "all"],
         "",
         "Figures:",
         "",

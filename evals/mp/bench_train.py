@@ -9,11 +9,12 @@
 # data[2], ... in order; the measured samples continue the same sequence. With
 # PREPASS = len(data) the policy has seen one pass of the data (its L_max is
 # established) and the measured samples are data[1..STEPS] seen a second time.
-# The heap is collected (gc.collect(), unmeasured) just before the measured samples, so that
-# no collection falls inside them by chance of where the heap fills up; instead the run
-# reports the garbage the measured steps leave ("garbage", bytes a step), the free heap
-# after that collection ("heap.free") and, after the probe, the cost of one collection
-# (marker "gc"): training pays one collection every heap.free / garbage steps.
+# Garbage collections run where the heap fills up, which may be inside a measured sample (it
+# then counts there, as on a board). The run reports the garbage a measured step leaves
+# ("garbage", bytes a step, over the steps without a collection), how many measured steps
+# held a collection ("gc.in"), and after the probe the cost of one collection (marker "gc")
+# and the free heap it leaves ("heap.free"): training pays one collection every
+# heap.free / garbage steps.
 # Markers: "inf" around model.forward(x) of the frozen model (NINFER samples);
 # then, after one unmeasured warm-up step (and the PREPASS steps), per sample "step" around
 # Trainer.step, with "fwd", "bwd" and "upd" (the optimiser update, every BATCH
@@ -107,20 +108,24 @@ def main(argv):
     trainer.opt.step = wrap3(trainer.opt.step, code("upd"), code("upd_end"))
     cs, cs_end = code("step"), code("step_end")
     cg, cg_end = code("gc"), code("gc_end")
-    gc.collect()
-    result("heap.free", gc.mem_free())
-    garbage = 0
+    garbage = clean = collected = 0
     for i in range(steps):
         x, y = data[(prepass + i + 1) % n]
         a0 = gc.mem_alloc()
         mark(cs)
         trainer.step(x, y)
         mark(cs_end)
-        garbage += gc.mem_alloc() - a0
+        a1 = gc.mem_alloc()
+        if a1 >= a0:
+            garbage += a1 - a0
+            clean += 1
+        else:  # the heap shrank: a collection ran inside this step
+            collected += 1
         if policy is not None:
             result("rate.%d" % i, policy.rate)
         flush()
-    result("garbage", garbage // steps)
+    result("garbage", garbage // clean if clean else 0)
+    result("gc.in", collected)
     PROBE = True
     x, y = data[0]
     trainer.step(x, y)
@@ -131,6 +136,7 @@ def main(argv):
     gc.collect()
     mark(cg_end)
     flush()
+    result("heap.free", gc.mem_free())
     result("done", 1)
 
 
