@@ -1795,11 +1795,48 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
 // folded into the tap's weight (|wr * w| < 2^24): acc[in pos, c] += e[out pos,
 // c] * (wr[c] * w[c, tap]). The same integers as the quad path's
 // (sum e * w) * wr, without a pass over the channels that are off.
+// Kernels of up to this many taps go position-major (the tap weights times
+// wr on the stack): the error of a selected channel is read once per output
+// position, zero errors (a ReLU's zeros) cost a test, and a small output (7x7)
+// pays no per-tap row loops.
+#define MT_DW_SEL_TAPS 25
+
 static void gi_dw_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
                            const int32_t *wr, const uint8_t *mask, int32_t *acc) {
     const int32_t kk = p->k_h * p->k_w;
     for (int32_t c = 0; c < p->out_c; ++c) {
         if (!mask[c] || wr[c] == 0) {
+            continue;
+        }
+        if (kk <= MT_DW_SEL_TAPS) {
+            int32_t m[MT_DW_SEL_TAPS];
+            for (int32_t t = 0; t < kk; ++t) {
+                m[t] = wr[c] * w[c * kk + t];
+            }
+            const int32_t C = p->in_c;
+            int32_t ei = c;
+            for (int32_t oy = 0; oy < p->out_h; ++oy) {
+                const int32_t iy0 = oy * p->stride_h - p->pad_top;
+                int32_t ky0, ky1;
+                tap_range(iy0, p->k_h, p->in_h, &ky0, &ky1);
+                for (int32_t ox = 0; ox < p->out_w; ++ox, ei += p->out_c) {
+                    const int32_t ev = e[ei];
+                    if (ev == 0) {
+                        continue;
+                    }
+                    const int32_t ix0 = ox * p->stride_w - p->pad_left;
+                    int32_t kx0, kx1;
+                    tap_range(ix0, p->k_w, p->in_w, &kx0, &kx1);
+                    int32_t row = ((iy0 + ky0) * p->in_w + ix0 + kx0) * C + c;
+                    for (int32_t ky = ky0; ky < ky1; ++ky, row += g->x_row) {
+                        const int32_t *mk = m + ky * p->k_w;
+                        int32_t ai = row;
+                        for (int32_t kx = kx0; kx < kx1; ++kx, ai += C) {
+                            acc[ai] += ev * mk[kx];
+                        }
+                    }
+                }
+            }
             continue;
         }
         for (int32_t ky = 0; ky < p->k_h; ++ky) {
