@@ -108,7 +108,28 @@ void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms) {
 // mask[i] = 1 iff fewer than k channels rank ahead of i, where j ranks ahead
 // if norms[j] > norms[i], or equal with j < i (ties go to the lower index).
 // O(c^2) but stops counting as soon as k channels are ahead.
+//
+// For k <= c / 2 (a sparse update keeps few) k passes instead, each marking the
+// first maximum among the unmarked channels: that is the next channel in the
+// same order (larger norm first, ties to the lower index), so the same mask in
+// O(c k) without the early-exit loops' branches.
 void mt_topk_mask(const int32_t *norms, int32_t c, int32_t k, uint8_t *mask) {
+    if (2 * k <= c) {
+        for (int32_t i = 0; i < c; ++i) {
+            mask[i] = 0;
+        }
+        for (int32_t n = 0; n < k; ++n) {
+            int32_t best = -1, bv = 0;
+            for (int32_t i = 0; i < c; ++i) {
+                if (!mask[i] && (best < 0 || norms[i] > bv)) {
+                    best = i;
+                    bv = norms[i];
+                }
+            }
+            mask[best] = 1;
+        }
+        return;
+    }
     for (int32_t i = 0; i < c; ++i) {
         const int32_t v = norms[i];
         int32_t ahead = 0;
