@@ -30,6 +30,12 @@ void mt_relu_s8_backward(const int8_t *y, int8_t *e, size_t n, int32_t zp) {
     size_t i = 0;
 #if MT_DSP
     const uint32_t zp4 = ((uint32_t)zp & 0xFFu) * 0x01010101u;
+    for (size_t m = n >> 3; m > 0; --m, i += 8) {  // two words a turn, counting down
+        const uint32_t a = mt_keep_above8(mt_load_u32(y + i), zp4, mt_load_u32(e + i));
+        const uint32_t b = mt_keep_above8(mt_load_u32(y + i + 4), zp4, mt_load_u32(e + i + 4));
+        mt_store_u32(e + i, a);
+        mt_store_u32(e + i + 4, b);
+    }
     for (; i + 4 <= n; i += 4) {
         mt_store_u32(e + i, mt_keep_above8(mt_load_u32(y + i), zp4, mt_load_u32(e + i)));
     }
