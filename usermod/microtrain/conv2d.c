@@ -1763,7 +1763,7 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
         }
         mt_sel4_t s;
         s.n = p->in_c;
-        int half = 1;  // every e * wr fits a halfword
+        int half = MT_DSP;  // every e * wr fits a halfword (SMLAD pays only where it is one instruction)
         for (int32_t h = 0; h < 4; ++h) {
             s.eo[h] = ch[h < n ? h : 0];
             s.wr[h] = h < n ? wr[ch[h]] : 0;
