@@ -160,8 +160,9 @@ def update_s8_apply(w: _Out8, w_scale: _F32, b: _I32, mult: _I32, shift: _I32, g
     w_scale, requantisation (rng = -1: nearest, else xorshift16 stochastic), bias and mult/shift,
     gradient sums zeroed. Returns the new rng."""
 
-def update_f32_ratios(w_scale: _F32, r: int, wr: _I32, /) -> None:
-    """wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ratios)."""
+def update_f32_ratios(w_scale: _F32, r: int, wr: _I32, /) -> int:
+    """wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ratios).
+    Returns the index of the first maximum of w_scale."""
 
 # -- .mtm model files (docs/format.md) ------------------------------------------------------------
 

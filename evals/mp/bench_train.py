@@ -1,12 +1,22 @@
 # Instructions per inference and per training sample of a model (run on the
 # QEMU firmware by evals/bench_mcu.py, which reads the markers):
 #
-#   bench_train.py MODEL.mtm DATA.mtd TRAIN SPARSE BATCH STEPS MODE NINFER
+#   bench_train.py MODEL.mtm DATA.mtd TRAIN SPARSE BATCH STEPS MODE NINFER [PREPASS]
 #
 # TRAIN "last:1" | "last:2" | "all"; SPARSE 0 (dense) or lambda_min of
 # DynamicSparse(lambda_min, 1.0); MODE "int8" | "mixed" | "float32".
+# PREPASS (default 0): unmeasured training samples after the warm-up, data[1],
+# data[2], ... in order; the measured samples continue the same sequence. With
+# PREPASS = len(data) the policy has seen one pass of the data (its L_max is
+# established) and the measured samples are data[1..STEPS] seen a second time.
+# Garbage collections run where the heap fills up, which may be inside a measured sample (it
+# then counts there, as on a board). The run reports the garbage a measured step leaves
+# ("garbage", bytes a step, over the steps without a collection), how many measured steps
+# held a collection ("gc.in"), and after the probe the cost of one collection (marker "gc")
+# and the free heap it leaves ("heap.free"): training pays one collection every
+# heap.free / garbage steps.
 # Markers: "inf" around model.forward(x) of the frozen model (NINFER samples);
-# then, after one unmeasured warm-up step, per sample "step" around
+# then, after one unmeasured warm-up step (and the PREPASS steps), per sample "step" around
 # Trainer.step, with "fwd", "bwd" and "upd" (the optimiser update, every BATCH
 # samples) nested inside it. A last, unmeasured probe step records the live heap
 # (gc.collect(); gc.mem_alloc()) at the end of forward, backward and update.
@@ -55,8 +65,9 @@ def wrap3(f, b, e):
 
 def main(argv):
     global PROBE
-    path, data_path, train, sparse, batch, steps, mode, ninfer = argv
+    path, data_path, train, sparse, batch, steps, mode, ninfer = argv[:8]
     sparse, batch, steps, ninfer = float(sparse), int(batch), int(steps), int(ninfer)
+    prepass = int(argv[8]) if len(argv) > 8 else 0
     gc.collect()
     result("heap.package", gc.mem_alloc() - _heap0)
     result("heap.start", gc.mem_alloc())
@@ -87,23 +98,45 @@ def main(argv):
     x, y = data[0]
     trainer.step(x, y)  # warm-up sample and update (unmeasured)
     trainer.flush()
+    n = len(data)
+    for i in range(prepass):  # unmeasured: the policy sees the data before the measured samples
+        x, y = data[(i + 1) % n]
+        trainer.step(x, y)
+    trainer.flush()
     model.forward = wrap3(model.forward, code("fwd"), code("fwd_end"))  # (x, keep_from, start)
     model.backward = wrap3(model.backward, code("bwd"), code("bwd_end"))
     trainer.opt.step = wrap3(trainer.opt.step, code("upd"), code("upd_end"))
     cs, cs_end = code("step"), code("step_end")
-    n = len(data)
+    cg, cg_end = code("gc"), code("gc_end")
+    garbage = clean = collected = 0
     for i in range(steps):
-        x, y = data[(i + 1) % n]
+        x, y = data[(prepass + i + 1) % n]
+        a0 = gc.mem_alloc()
         mark(cs)
         trainer.step(x, y)
         mark(cs_end)
+        a1 = gc.mem_alloc()
+        if a1 >= a0:
+            garbage += a1 - a0
+            clean += 1
+        else:  # the heap shrank: a collection ran inside this step
+            collected += 1
+        if policy is not None:
+            result("rate.%d" % i, policy.rate)
         flush()
+    result("garbage", garbage // clean if clean else 0)
+    result("gc.in", collected)
     PROBE = True
     x, y = data[0]
     trainer.step(x, y)
     trainer.flush()
     _heap()
     result("heap.peak", heap_peak)
+    mark(cg)
+    gc.collect()
+    mark(cg_end)
+    flush()
+    result("heap.free", gc.mem_free())
     result("done", 1)
 
 

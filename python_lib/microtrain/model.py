@@ -106,6 +106,8 @@ class Layer:
     For a trained layer `w`, `b`, `mult`, `shift`, `w_scale` are private
     mutable copies and `gw`, `gb` the float32 gradient sums of the batch."""
 
+    _touch = None  # (touched buffer, its zeros), reused by every batch of a sparse policy
+
     def __init__(self, model, index, row):
         self.model = model
         self.index = index
@@ -232,15 +234,17 @@ class Layer:
         global _ratios
         if _ratios is None:
             _ratios = kern.f32("update_f32_ratios")
-        _ratios(self.w_scale, self.ein_r, self.wr)
-        self._ein_top = None  # max(w_scale), found when backward first needs it
+        # the index of max(w_scale): read when backward first needs it (one float, where
+        # max() over the array would box every scale: most of a training step's garbage)
+        self._ein_i = _ratios(self.w_scale, self.ein_r, self.wr)
+        self._ein_top = None
 
     @property
     def ein_top(self):
         """max(w_scale): the grad-input error scale factor (made on first use after an update)."""
         t = self._ein_top
         if t is None:
-            t = self._ein_top = max(self.w_scale)
+            t = self._ein_top = self.w_scale[self._ein_i]
         return t
 
 
@@ -675,8 +679,13 @@ class Model:
                     if policy is not None:
                         mask = policy(ly, e)
                         t = ly.touched
-                        if t is None:
-                            t = ly.touched = bytearray(ly.out_c)
+                        if t is None:  # the first sample since the update: none touched yet
+                            tb = ly._touch
+                            if tb is None:  # kept with zeros to clear it: a new array a sample was garbage
+                                c = ly.out_c
+                                tb = ly._touch = (bytearray(c), bytes(c))
+                            t = ly.touched = tb[0]
+                            t[:] = tb[1]
                         K.update_u8_touch(t, mask)  # the update skips channels no sample touched
                     x = bufs[x_t]
                     if op == OP_CONV2D:

@@ -52,17 +52,21 @@ class DynamicSparse:
         return self.rate
 
     def __call__(self, ly, e):
-        c = ly.out_c
-        k = int(math.ceil(self.rate * c))
+        # per layer, once: its buffers, C and whether it makes the model output (out_c is a
+        # property and these lookups were a third of the policy's Python per call)
+        b = self._bufs.get(ly.index)
+        if b is None or b[4] is not ly:
+            c = ly.out_c
+            is_out = ly.output == ly.model.output.index
+            b = self._bufs[ly.index] = (zeros("i", c), bytearray(c), c, is_out, ly)
+        c = b[2]
+        k = math.ceil(self.rate * c)
         self.seen += c
         # the classifier stays dense: keeping only the largest logit errors
         # (nearly always the true class) never pushes the other logits down
-        if k >= c or ly.output == ly.model.output.index:
+        if k >= c or b[3]:
             self.kept += c
             return None
-        b = self._bufs.get(ly.index)
-        if b is None:
-            b = self._bufs[ly.index] = (zeros("i", c), bytearray(c))
         K.l1_norm_s8(e, c, b[0])
         K.topk_mask(b[0], k, b[1])
         self.kept += k

@@ -724,7 +724,8 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         const int32_t r = checked_int(c, 1, "r", mt_ratio_r_check);
         int32_t *wr = buf(c, 2, "wr", I32, n, 1, NULL);
         if (!failed(c)) {
-            mt_update_f32_ratios(sw, (int32_t)n, r, wr);
+            *ret = mt_update_f32_ratios(sw, (int32_t)n, r, wr);
+            return 1;
         }
         return 0;
     }

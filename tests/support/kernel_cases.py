@@ -81,6 +81,11 @@ def _ret_list(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
     return int(ret), [np.asarray(o) for o in outs]
 
 
+def _ret_one(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    ret, o = r  # type: ignore[misc]
+    return int(ret), [np.asarray(o)]
+
+
 def _shifted(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
     o, sh = r  # type: ignore[misc]
     return int(sh), [np.asarray(o)]
@@ -132,7 +137,7 @@ OPS: dict[str, OpSpec] = {
     "update_f32_momentum": OpSpec(5, (), _two, (0, 1), True),
     "update_f32_adam": OpSpec(10, (), _three, (0, 1, 2), True),
     "update_s8_apply": OpSpec(15, (), _ret_list, (0, 1, 2, 3, 4, 5, 6, 7, 8, 14), True),
-    "update_f32_ratios": OpSpec(3, (2,), _one, (), True),
+    "update_f32_ratios": OpSpec(3, (2,), _ret_one, (), True),
     "lut_s8_forward": OpSpec(3, (2,), _one),
     "lut_s8_grad_input": OpSpec(4, (3,), _shifted),
     "concat_s8_forward": OpSpec(4, (3,), _one),

@@ -311,7 +311,7 @@ def test_nesterov_from_the_primitives_equals_numpy(setups: dict[str, tt.Setup], 
                     f"step {si} layer {j}: {name}"
             if st["mw"] is not None:
                 assert dev[p + "master_w"].tobytes() == st["mw"].astype(np.float32).tobytes()
-            wr = o.update_f32_ratios(st["w_scale"], int(dev[p + "ein"][1]))
+            _, wr = o.update_f32_ratios(st["w_scale"], int(dev[p + "ein"][1]))
             assert dev[p + "wr"].tobytes() == wr.tobytes(), f"step {si} layer {j}: wr"
 
 

@@ -885,6 +885,141 @@ static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_r
 // blocks). The pair's errors are packed into one word per position, so the
 // masked weight gradient gets the 2x4 block's halfword MACs for any two
 // selected channels.
+#if MT_DSP && defined(__thumb2__)
+// One position of the pair: its two error bytes packed into halfwords (oc a
+// low, oc b high; db from the frame, no register left for it), then as
+// MT_POS_2X4.
+#define MT_POS_2X4G                              \
+    "ldr %[t2], %[db]\n\t"                       \
+    "ldrsb %[t1], [%[pe], %[t2]]\n\t"            \
+    "ldrsb %[t0], [%[pe]]\n\t"                   \
+    "pkhbt %[t0], %[t0], %[t1], lsl #16\n\t"     \
+    "ldr %[t1], [%[px]]\n\t"                     \
+    "sxtb16 %[t2], %[t1]\n\t"                    \
+    "sxtb16 %[t1], %[t1], ror #8\n\t"            \
+    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t"      \
+    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t"      \
+    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t"      \
+    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t"      \
+    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t"      \
+    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t"      \
+    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t"      \
+    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t"      \
+    "ldrd %[t0], %[t2], %[col]\n\t"              \
+    "add %[pe], %[pe], %[t0]\n\t"                \
+    "add %[px], %[px], %[t2]\n\t"
+
+// The rectangle in one asm loop, as MT_RECT_2X4 (the C loop spills).
+static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    if (r->noy > 0) {
+        const int32_t nox = r->nox;
+        // ec, xc | steps from a row's end to the next row's start | e_row | nox odd | db
+        const int32_t prm[7] = {r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
+                                r->e_row, nox & 1, db};
+        uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
+        uint32_t end = pe + (uint32_t)(nox * r->e_col);
+        int32_t rows = r->noy;
+        __asm__ volatile("mov %[s0], #0\n\t"
+                         "mov %[s1], #0\n\t"
+                         "mov %[s2], #0\n\t"
+                         "mov %[s3], #0\n\t"
+                         "mov %[s4], #0\n\t"
+                         "mov %[s5], #0\n\t"
+                         "mov %[s6], #0\n\t"
+                         "mov %[s7], #0\n\t"
+                         "1:\n\t"
+                         "ldr %[t0], %[odd]\n\t"
+                         "cmp %[t0], #0\n\t"
+                         "bne 3f\n\t"
+                         "2:\n\t" MT_POS_2X4G "3:\n\t" MT_POS_2X4G
+                         "cmp %[pe], %[end]\n\t"
+                         "bne 2b\n\t"
+                         "ldrd %[t0], %[t2], %[skip]\n\t"
+                         "add %[pe], %[pe], %[t0]\n\t"
+                         "add %[px], %[px], %[t2]\n\t"
+                         "ldr %[t0], %[erow]\n\t"
+                         "add %[end], %[end], %[t0]\n\t"
+                         "ldr %[t0], %[rows]\n\t"
+                         "subs %[t0], %[t0], #1\n\t"
+                         "str %[t0], %[rows]\n\t"
+                         "bne 1b\n\t"
+                         : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4),
+                           [s5] "=&r"(s5), [s6] "=&r"(s6), [s7] "=&r"(s7), [pe] "+r"(pe), [px] "+r"(px),
+                           [end] "+r"(end), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [rows] "+m"(rows)
+                         : [col] "m"(prm[0]), [skip] "m"(prm[2]), [erow] "m"(prm[4]), [odd] "m"(prm[5]),
+                           [db] "m"(prm[6]), "m"(*(const int32_t(*)[7])prm)
+                         : "cc", "memory");
+        (void)t0, (void)t1, (void)t2;
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+// One position of a packed pair: its error word already holds the two
+// channels' errors as halfwords (oc a low, oc b high), so no unpack.
+#define MT_POS_2X4P                              \
+    "ldr %[t0], [%[pe]]\n\t"                     \
+    "ldr %[t1], [%[px]]\n\t"                     \
+    "sxtb16 %[t2], %[t1]\n\t"                    \
+    "sxtb16 %[t1], %[t1], ror #8\n\t"            \
+    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t"      \
+    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t"      \
+    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t"      \
+    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t"      \
+    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t"      \
+    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t"      \
+    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t"      \
+    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t"      \
+    "ldrd %[t0], %[t2], %[col]\n\t"              \
+    "add %[pe], %[pe], %[t0]\n\t"                \
+    "add %[px], %[px], %[t2]\n\t"
+
+// rect_2x4g over a packed pair (e: the pair's words, e_col / e_row in bytes
+// of them): 15 instructions a position where the gathered loads take 19.
+static MT_NOINLINE void rect_2x4p(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    if (r->noy > 0) {
+        const int32_t nox = r->nox;
+        const int32_t prm[6] = {r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
+                                r->e_row, nox & 1};
+        uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
+        uint32_t end = pe + (uint32_t)(nox * r->e_col);
+        int32_t rows = r->noy;
+        __asm__ volatile("mov %[s0], #0\n\t"
+                         "mov %[s1], #0\n\t"
+                         "mov %[s2], #0\n\t"
+                         "mov %[s3], #0\n\t"
+                         "mov %[s4], #0\n\t"
+                         "mov %[s5], #0\n\t"
+                         "mov %[s6], #0\n\t"
+                         "mov %[s7], #0\n\t"
+                         "1:\n\t"
+                         "ldr %[t0], %[odd]\n\t"
+                         "cmp %[t0], #0\n\t"
+                         "bne 3f\n\t"
+                         "2:\n\t" MT_POS_2X4P "3:\n\t" MT_POS_2X4P
+                         "cmp %[pe], %[end]\n\t"
+                         "bne 2b\n\t"
+                         "ldrd %[t0], %[t2], %[skip]\n\t"
+                         "add %[pe], %[pe], %[t0]\n\t"
+                         "add %[px], %[px], %[t2]\n\t"
+                         "ldr %[t0], %[erow]\n\t"
+                         "add %[end], %[end], %[t0]\n\t"
+                         "ldr %[t0], %[rows]\n\t"
+                         "subs %[t0], %[t0], #1\n\t"
+                         "str %[t0], %[rows]\n\t"
+                         "bne 1b\n\t"
+                         : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4),
+                           [s5] "=&r"(s5), [s6] "=&r"(s6), [s7] "=&r"(s7), [pe] "+r"(pe), [px] "+r"(px),
+                           [end] "+r"(end), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [rows] "+m"(rows)
+                         : [col] "m"(prm[0]), [skip] "m"(prm[2]), [erow] "m"(prm[4]), [odd] "m"(prm[5]),
+                           "m"(*(const int32_t(*)[6])prm)
+                         : "cc", "memory");
+        (void)t0, (void)t1, (void)t2;
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+#define MT_GW_PACKED 1
+#else
 static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
     const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
@@ -908,7 +1043,62 @@ static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, 
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
 
+#endif
+
 // The same pair times one input channel minus zp: s[0], s[1] by oc.
+#if MT_DSP && defined(__thumb2__)
+// One position: three byte loads, x - zp, two multiply-accumulates, the steps.
+#define MT_POS_2X1G                              \
+    "ldrsb %[t0], [%[pe]]\n\t"                   \
+    "ldrsb %[t1], [%[pe], %[db]]\n\t"            \
+    "ldrsb %[t2], [%[px]]\n\t"                   \
+    "sub %[t2], %[t2], %[zp]\n\t"                \
+    "mla %[s0], %[t0], %[t2], %[s0]\n\t"         \
+    "mla %[s1], %[t1], %[t2], %[s1]\n\t"         \
+    "add %[pe], %[pe], %[ec]\n\t"                \
+    "add %[px], %[px], %[xc]\n\t"
+
+// The rectangle in one asm loop, two positions per turn as MT_RECT_2X4 (the C
+// loop's index arithmetic cost a third more).
+static MT_NOINLINE void rect_2x1g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t zp,
+                                  int32_t *s) {
+    int32_t s0 = 0, s1 = 0;
+    if (r->noy > 0) {
+        const int32_t nox = r->nox;
+        // steps from a row's end to the next row's start | e_row | nox odd
+        const int32_t prm[5] = {r->e_row - nox * r->e_col, r->x_row - nox * r->x_col, r->e_row, nox & 1, 0};
+        uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
+        uint32_t end = pe + (uint32_t)(nox * r->e_col);
+        int32_t rows = r->noy;
+        const int32_t ec = r->e_col, xc = r->x_col;
+        __asm__ volatile("mov %[s0], #0\n\t"
+                         "mov %[s1], #0\n\t"
+                         "1:\n\t"
+                         "ldr %[t0], %[odd]\n\t"
+                         "cmp %[t0], #0\n\t"
+                         "bne 3f\n\t"
+                         "2:\n\t" MT_POS_2X1G "3:\n\t" MT_POS_2X1G
+                         "cmp %[pe], %[end]\n\t"
+                         "bne 2b\n\t"
+                         "ldrd %[t0], %[t2], %[skip]\n\t"
+                         "add %[pe], %[pe], %[t0]\n\t"
+                         "add %[px], %[px], %[t2]\n\t"
+                         "ldr %[t0], %[erow]\n\t"
+                         "add %[end], %[end], %[t0]\n\t"
+                         "ldr %[t0], %[rows]\n\t"
+                         "subs %[t0], %[t0], #1\n\t"
+                         "str %[t0], %[rows]\n\t"
+                         "bne 1b\n\t"
+                         : [s0] "=&r"(s0), [s1] "=&r"(s1), [pe] "+r"(pe), [px] "+r"(px), [end] "+r"(end),
+                           [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [rows] "+m"(rows)
+                         : [db] "r"(db), [zp] "r"(zp), [ec] "r"(ec), [xc] "r"(xc), [skip] "m"(prm[0]),
+                           [erow] "m"(prm[2]), [odd] "m"(prm[3]), "m"(*(const int32_t(*)[5])prm)
+                         : "cc", "memory");
+        (void)t0, (void)t1, (void)t2;
+    }
+    s[0] = s0, s[1] = s1;
+}
+#else
 static MT_NOINLINE void rect_2x1g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t zp,
                                   int32_t *s) {
     int32_t s0 = 0, s1 = 0;
@@ -924,6 +1114,7 @@ static MT_NOINLINE void rect_2x1g(const int8_t *e, int32_t db, const int8_t *x, 
     }
     s[0] = s0, s[1] = s1;
 }
+#endif
 #endif
 
 // Where the finished sums go: the int32 gradient (stored) or the float32
@@ -951,6 +1142,109 @@ static int oc_on(const uint8_t *mask, int32_t oc) {
     return !mask || mask[oc];
 }
 
+#ifdef MT_GW_PACKED
+// Output positions whose pair errors fit the stack buffer (1 KB) of gw_pairs_packed.
+#define MT_GW_PACK_MAX 256
+
+// The valid output rectangle of tap (ky, kx) for the weight gradient, its
+// first output position (pos0) and input offset (xb); steps as gw_blocked's.
+static void gw_tap(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, int32_t kx, mt_rect_t *r,
+                   int32_t *pos0, int32_t *xb) {
+    int32_t oy0, oy1, ox0, ox1;
+    out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
+    out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
+    r->nox = ox1 - ox0;
+    r->noy = r->nox > 0 ? oy1 - oy0 : 0;
+    if (r->noy == 0) {
+        r->nox = 0;
+    }
+    r->e_col = p->out_c;
+    r->x_col = r->nox > 1 ? p->stride_w * p->in_c : 0;
+    r->e_row = p->out_w * p->out_c;
+    r->x_row = r->noy > 1 ? p->stride_h * g->x_row : 0;
+    *pos0 = *xb = 0;
+    if (r->noy > 0) {
+        *pos0 = oy0 * p->out_w + ox0;
+        *xb = ((oy0 * p->stride_h - p->pad_top + ky) * p->in_w + ox0 * p->stride_w - p->pad_left + kx) * p->in_c;
+    }
+}
+
+// Both sums of e over the rectangle of a packed pair, in halfword lanes:
+// at most MT_GW_PACK_MAX (256) terms of -128..127 each, so a lane stays
+// within -32768..32512 and SADD16 never wraps.
+static MT_NOINLINE void rect_sum2p(const uint32_t *pk, int32_t pos0, int32_t out_w, const mt_rect_t *r, int32_t *se) {
+    uint32_t acc = 0;
+    int32_t o = pos0;
+    for (int32_t row = 0; row < r->noy; ++row, o += out_w) {
+        for (int32_t i = 0; i < r->nox; ++i) {
+            acc = mt_sadd16(acc, pk[o + i]);
+        }
+    }
+    se[0] = mt_lo16(acc);
+    se[1] = mt_hi16(acc);
+}
+
+// Masked weight gradient, pairs of selected channels (cpg >= 4, at most
+// MT_GW_PACK_MAX output positions): pair outermost, its errors packed once
+// into halfword pairs, then every tap and input quad over the packed words
+// (rect_2x4p); the input channels past the last quad as gw_blocked. A last
+// odd channel is left to gw_blocked (its pair loop skips the pairs).
+static void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *e,
+                            const uint8_t *mask, const mt_sink_t *ow) {
+    uint32_t pk[MT_GW_PACK_MAX];
+    const int32_t out_c = p->out_c, cpg = g->cpg, zp = p->in_zp, npos = p->out_h * p->out_w;
+    int32_t s[8], se[2];
+    for (int32_t gi = 0; gi < p->groups; ++gi) {
+        const int32_t oc_end = (gi + 1) * g->opg;
+        int32_t a = -1;
+        for (int32_t b = gi * g->opg; b < oc_end; ++b) {
+            if (!mask[b]) {
+                continue;
+            }
+            if (a < 0) {
+                a = b;
+                continue;
+            }
+            for (int32_t i = 0, o = 0; i < npos; ++i, o += out_c) {
+                pk[i] = mt_pkhbt16((uint32_t)(int32_t)e[o + a], (uint32_t)(int32_t)e[o + b]);
+            }
+            for (int32_t ky = 0; ky < p->k_h; ++ky) {
+                for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                    mt_rect_t r, rp;
+                    int32_t pos0, xb;
+                    gw_tap(p, g, ky, kx, &r, &pos0, &xb);
+                    const int32_t eb = pos0 * out_c;
+                    rp.nox = r.nox;
+                    rp.noy = r.noy;
+                    rp.e_col = 4;
+                    rp.e_row = 4 * p->out_w;
+                    rp.x_col = r.x_col;
+                    rp.x_row = r.x_row;
+                    const int8_t *xg = x + xb + gi * cpg;
+                    const int32_t wt = ky * g->w_row + kx * cpg;
+                    const int32_t wa = a * g->w_oc + wt, wb = b * g->w_oc + wt;
+                    rect_sum2p(pk, pos0, p->out_w, &r, se);
+                    int32_t c = 0;
+                    for (; c + 4 <= cpg; c += 4) {
+                        rect_2x4p((const int8_t *)pk + 4 * pos0, xg + c, &rp, s);
+                        for (int32_t k = 0; k < 4; ++k) {
+                            sink_put(ow, wa + c + k, s[k] - zp * se[0]);
+                            sink_put(ow, wb + c + k, s[4 + k] - zp * se[1]);
+                        }
+                    }
+                    for (; c < cpg; ++c) {
+                        rect_2x1g(e + eb + a, b - a, xg + c, &r, zp, s);
+                        sink_put(ow, wa + c, s[0]);
+                        sink_put(ow, wb + c, s[1]);
+                    }
+                }
+            }
+            a = -1;
+        }
+    }
+}
+#endif
+
 // All weight-gradient sums of the active output channels, each handed to
 // the sink once (zero sums too: x + 0.0f is not an identity for -0.0f or a
 // NaN scale); then the bias sums. Masked channels are skipped entirely.
@@ -962,6 +1256,14 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
     const int32_t zp = p->in_zp, out_c = p->out_c, in_c = p->in_c, cpg = g.cpg;
     const uint32_t zp2 = mt_pack16(zp, zp);
     int32_t s[8], se[4];
+    int packed = 0;  // the masked pairs done by gw_pairs_packed
+#ifdef MT_GW_PACKED
+    if (mask && cpg >= 4 && p->out_h * p->out_w <= MT_GW_PACK_MAX) {
+        gw_pairs_packed(p, &g, x, e, mask, ow);
+        packed = 1;
+    }
+#endif
+    (void)packed;  // no masked pair path on Cortex-M0
     for (int32_t ky = 0; ky < p->k_h; ++ky) {
         int32_t oy0, oy1;
         out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
@@ -1028,18 +1330,21 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                         if (a < 0) {
                             break;
                         }
+                        if (oc < oc_end && packed) {  // done by gw_pairs_packed
+                            a = -1;
+                            continue;
+                        }
                         const int32_t wa = a * g.w_oc + wt;
                         int32_t c = 0;
                         if (oc < oc_end) {  // the pair (a, oc)
                             const int32_t wb = oc * g.w_oc + wt;
                             if (cpg >= 4) {
-                                const int32_t sea = rect_1x1(e + eb + a, &one, &r1, 0);
-                                const int32_t seb = rect_1x1(e + eb + oc, &one, &r1, 0);
+                                rect_2x1g(e + eb + a, oc - a, &one, &r1, 0, se);  // both sums of e, one pass
                                 for (; c + 4 <= cpg; c += 4) {
                                     rect_2x4g(e + eb + a, oc - a, xg + c, &r, s);
                                     for (int32_t k = 0; k < 4; ++k) {
-                                        sink_put(ow, wa + c + k, s[k] - zp * sea);
-                                        sink_put(ow, wb + c + k, s[4 + k] - zp * seb);
+                                        sink_put(ow, wa + c + k, s[k] - zp * se[0]);
+                                        sink_put(ow, wb + c + k, s[4 + k] - zp * se[1]);
                                     }
                                 }
                             }
@@ -1375,6 +1680,74 @@ static MT_NOINLINE void gi_sel_rect(const int8_t *e, int32_t *acc, const mt_rect
     }
 }
 
+// The same sums when every product e * wr fits a halfword (wr <= 256:
+// -32768 <= e * wr <= 32512; R = 8 makes the top ratio 256 for 3x3 convs of
+// 32 channels): the four weight runs of the tap packed into halfword pairs
+// (wp[2 c] = w0, w1; wp[2 c + 1] = w2, w3) of up to MT_SEL_CHUNK input
+// channels, then per position and input channel two dual multiply-adds.
+#define MT_SEL_CHUNK 64
+
+static MT_NOINLINE void gi_sel_rect_p(const int8_t *e, int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
+    uint32_t wp[2 * MT_SEL_CHUNK];
+    // locals: acc stores may alias the struct's int32 fields, so GCC reloaded them every position
+    const int32_t o0 = s->eo[0], o1 = s->eo[1], o2 = s->eo[2], o3 = s->eo[3];
+    const int32_t r0 = s->wr[0], r1 = s->wr[1], r2 = s->wr[2], r3 = s->wr[3];
+    const int32_t nox = r->nox, noy = r->noy, e_col = r->e_col, a_col = r->x_col;
+    for (int32_t c0 = 0; c0 < s->n; c0 += MT_SEL_CHUNK) {
+        const int32_t n = s->n - c0 < MT_SEL_CHUNK ? s->n - c0 : MT_SEL_CHUNK;
+        for (int32_t c = 0; c < n; ++c) {
+            wp[2 * c] = mt_pack16(s->w[0][c0 + c], s->w[1][c0 + c]);
+            wp[2 * c + 1] = mt_pack16(s->w[2][c0 + c], s->w[3][c0 + c]);
+        }
+        int32_t eo = 0, ao = c0;
+        for (int32_t row = 0; row < noy; ++row, eo += r->e_row, ao += r->x_row) {
+            int32_t ei = eo, ai = ao;
+            for (int32_t i = 0; i < nox; ++i, ei += e_col, ai += a_col) {
+                const int8_t *ep = e + ei;
+                const int32_t v0 = ep[o0] * r0, v1 = ep[o1] * r1, v2 = ep[o2] * r2, v3 = ep[o3] * r3;
+                if ((v0 | v1 | v2 | v3) == 0) {
+                    continue;
+                }
+                const uint32_t v01 = mt_pack16(v0, v1), v23 = mt_pack16(v2, v3);
+                int32_t *a = acc + ai;
+                int32_t c = 0;
+#if MT_DSP && defined(__thumb2__)
+                if (n >= 2) {  // two input channels a turn in one asm loop (the C loop spilled)
+                    uint32_t pa = (uint32_t)(uintptr_t)a, pw = (uint32_t)(uintptr_t)wp, t0, t1, t2, t3, t4, t5;
+                    const uint32_t pend = pa + 4u * (uint32_t)(n & ~1);
+                    __asm__ volatile("1:\n\t"
+                                     "ldrd %[t0], %[t1], [%[pa]]\n\t"
+                                     "ldrd %[t2], %[t3], [%[pw]], #8\n\t"
+                                     "ldrd %[t4], %[t5], [%[pw]], #8\n\t"
+                                     "smlad %[t0], %[v01], %[t2], %[t0]\n\t"
+                                     "smlad %[t0], %[v23], %[t3], %[t0]\n\t"
+                                     "smlad %[t1], %[v01], %[t4], %[t1]\n\t"
+                                     "smlad %[t1], %[v23], %[t5], %[t1]\n\t"
+                                     "strd %[t0], %[t1], [%[pa]], #8\n\t"
+                                     "cmp %[pa], %[pend]\n\t"
+                                     "bne 1b\n\t"
+                                     : [pa] "+r"(pa), [pw] "+r"(pw), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2),
+                                       [t3] "=&r"(t3), [t4] "=&r"(t4), [t5] "=&r"(t5)
+                                     : [v01] "r"(v01), [v23] "r"(v23), [pend] "r"(pend)
+                                     : "cc", "memory");
+                    (void)t2, (void)t3, (void)t4, (void)t5;
+                    c = n & ~1;
+                }
+#endif
+                for (; c + 2 <= n; c += 2) {  // two input channels a turn
+                    const int32_t x0 = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
+                    const int32_t x1 = mt_smlad(v23, wp[2 * c + 3], mt_smlad(v01, wp[2 * c + 2], a[c + 1]));
+                    a[c] = x0;
+                    a[c + 1] = x1;
+                }
+                if (c < n) {
+                    a[c] = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
+                }
+            }
+        }
+    }
+}
+
 static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
                         const int32_t *wr, const uint8_t *mask, int32_t *acc) {
     int32_t oc = 0;
@@ -1390,9 +1763,11 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
         }
         mt_sel4_t s;
         s.n = p->in_c;
+        int half = MT_DSP;  // every e * wr fits a halfword (SMLAD pays only where it is one instruction)
         for (int32_t h = 0; h < 4; ++h) {
             s.eo[h] = ch[h < n ? h : 0];
             s.wr[h] = h < n ? wr[ch[h]] : 0;
+            half &= s.wr[h] <= 256;
         }
         for (int32_t ky = 0; ky < p->k_h; ++ky) {
             for (int32_t kx = 0; kx < p->k_w; ++kx) {
@@ -1406,7 +1781,11 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
                 for (int32_t h = 0; h < 4; ++h) {
                     s.w[h] = w + s.eo[h] * g->w_oc + wt;
                 }
-                gi_sel_rect(e + eb, acc + ab, &r, &s);
+                if (half) {
+                    gi_sel_rect_p(e + eb, acc + ab, &r, &s);
+                } else {
+                    gi_sel_rect(e + eb, acc + ab, &r, &s);
+                }
             }
         }
     }
@@ -1416,11 +1795,48 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
 // folded into the tap's weight (|wr * w| < 2^24): acc[in pos, c] += e[out pos,
 // c] * (wr[c] * w[c, tap]). The same integers as the quad path's
 // (sum e * w) * wr, without a pass over the channels that are off.
+// Kernels of up to this many taps go position-major (the tap weights times
+// wr on the stack): the error of a selected channel is read once per output
+// position, zero errors (a ReLU's zeros) cost a test, and a small output (7x7)
+// pays no per-tap row loops.
+#define MT_DW_SEL_TAPS 25
+
 static void gi_dw_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
                            const int32_t *wr, const uint8_t *mask, int32_t *acc) {
     const int32_t kk = p->k_h * p->k_w;
     for (int32_t c = 0; c < p->out_c; ++c) {
         if (!mask[c] || wr[c] == 0) {
+            continue;
+        }
+        if (kk <= MT_DW_SEL_TAPS) {
+            int32_t m[MT_DW_SEL_TAPS];
+            for (int32_t t = 0; t < kk; ++t) {
+                m[t] = wr[c] * w[c * kk + t];
+            }
+            const int32_t C = p->in_c;
+            int32_t ei = c;
+            for (int32_t oy = 0; oy < p->out_h; ++oy) {
+                const int32_t iy0 = oy * p->stride_h - p->pad_top;
+                int32_t ky0, ky1;
+                tap_range(iy0, p->k_h, p->in_h, &ky0, &ky1);
+                for (int32_t ox = 0; ox < p->out_w; ++ox, ei += p->out_c) {
+                    const int32_t ev = e[ei];
+                    if (ev == 0) {
+                        continue;
+                    }
+                    const int32_t ix0 = ox * p->stride_w - p->pad_left;
+                    int32_t kx0, kx1;
+                    tap_range(ix0, p->k_w, p->in_w, &kx0, &kx1);
+                    int32_t row = ((iy0 + ky0) * p->in_w + ix0 + kx0) * C + c;
+                    for (int32_t ky = ky0; ky < ky1; ++ky, row += g->x_row) {
+                        const int32_t *mk = m + ky * p->k_w;
+                        int32_t ai = row;
+                        for (int32_t kx = kx0; kx < kx1; ++kx, ai += C) {
+                            acc[ai] += ev * mk[kx];
+                        }
+                    }
+                }
+            }
             continue;
         }
         for (int32_t ky = 0; ky < p->k_h; ++ky) {

@@ -37,6 +37,8 @@ set_property(SOURCE ${MICROTRAIN_SOURCES} APPEND PROPERTY COMPILE_OPTIONS -ffp-c
 # The kernels with register-blocked loops at -O2, as in the natmod
 # (usermod/microtrain/Makefile says why -fno-schedule-insns).
 set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/conv2d.c ${CMAKE_CURRENT_LIST_DIR}/linear.c
+             ${CMAKE_CURRENT_LIST_DIR}/quant.c ${CMAKE_CURRENT_LIST_DIR}/sparse.c
+             ${CMAKE_CURRENT_LIST_DIR}/pool.c ${CMAKE_CURRENT_LIST_DIR}/activation.c
              APPEND PROPERTY COMPILE_OPTIONS -O2 -fno-schedule-insns)
 
 target_link_libraries(usermod INTERFACE usermod_microtrain)

@@ -21,4 +21,5 @@ MICROTRAIN_OBJ := $(addprefix $(BUILD)/, $(patsubst $(USER_C_MODULES)/%.c,%.o,$(
 $(MICROTRAIN_OBJ): private CFLAGS += -ffp-contract=off
 # The kernels with register-blocked loops at -O2 (ports build at -Os), as in
 # the natmod (usermod/microtrain/Makefile says why -fno-schedule-insns).
-$(filter %/conv2d.o %/linear.o,$(MICROTRAIN_OBJ)): private CFLAGS += -O2 -fno-schedule-insns
+$(filter %/conv2d.o %/linear.o %/quant.o %/sparse.o %/pool.o %/activation.o,$(MICROTRAIN_OBJ)): private CFLAGS += \
+    -O2 -fno-schedule-insns

@@ -1449,7 +1449,7 @@ static mp_obj_t mod_update_s8_apply(size_t n_args, const mp_obj_t *args) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_update_s8_apply_obj, 15, 15, mod_update_s8_apply);
 
-// update_f32_ratios(w_scale, r, wr)
+// update_f32_ratios(w_scale, r, wr) -> index of the first max(w_scale)
 static mp_obj_t mod_update_f32_ratios(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "update_f32_ratios";
     (void)n_args;
@@ -1464,8 +1464,7 @@ static mp_obj_t mod_update_f32_ratios(size_t n_args, const mp_obj_t *args) {
     mt_check_v(fn, "r", mt_ratio_r_check(r, v), v);
     int32_t *wr = mt_out_i32(fn, "wr", args[2], (int32_t)n);
     mt_no_overlap(fn, "wr", wr, n * 4, "w_scale", s, n * 4);
-    mt_update_f32_ratios(s, (int32_t)n, r, wr);
-    return mp_const_none;
+    return mp_obj_new_int(mt_update_f32_ratios(s, (int32_t)n, r, wr));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_update_f32_ratios_obj, 3, 3, mod_update_f32_ratios);
 #endif

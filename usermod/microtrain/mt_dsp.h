@@ -133,6 +133,48 @@ static inline int32_t mt_smlatt(uint32_t a, uint32_t b, int32_t acc) {
     return r;
 }
 
+// |b| of each signed byte of v as an unsigned byte (-128 -> 128): 0 - b with
+// its GE flags (set where b <= 0) selecting -b or b. One asm statement: the
+// compiler does not track GE between statements.
+static inline uint32_t mt_abs8(uint32_t v) {
+    uint32_t r;
+    __asm__("ssub8 %0, %2, %1\n\tsel %0, %0, %1" : "=&r"(r) : "r"(v), "r"(0u) : "cc");
+    return r;
+}
+
+// e with the bytes whose y (signed) is <= zp (zp in every byte of zp4) zeroed.
+static inline uint32_t mt_keep_above8(uint32_t y, uint32_t zp4, uint32_t e) {
+    uint32_t r;
+    __asm__("ssub8 %0, %1, %2\n\tsel %0, %4, %3" : "=&r"(r) : "r"(zp4), "r"(y), "r"(e), "r"(0u) : "cc");
+    return r;
+}
+
+// Running first maximum of signed bytes: where v > *best (strictly, so ties
+// keep the earlier tap) *best takes v's byte and *idx code's byte.
+static inline void mt_max8_first(uint32_t *best, uint32_t *idx, uint32_t v, uint32_t code) {
+    uint32_t b = *best, i = *idx, t;
+    __asm__("ssub8 %[t], %[b], %[v]\n\tsel %[b], %[b], %[v]\n\tsel %[i], %[i], %[c]"
+            : [t] "=&r"(t), [b] "+r"(b), [i] "+r"(i)
+            : [v] "r"(v), [c] "r"(code)
+            : "cc");
+    (void)t;
+    *best = b;
+    *idx = i;
+}
+
+// acc + bytes 0 and 2 (or 1 and 3) of v, zero-extended, per halfword.
+static inline uint32_t mt_uxtab16(uint32_t acc, uint32_t v) {
+    uint32_t r;
+    __asm__("uxtab16 %0, %1, %2" : "=r"(r) : "r"(acc), "r"(v));
+    return r;
+}
+
+static inline uint32_t mt_uxtab16_ror8(uint32_t acc, uint32_t v) {
+    uint32_t r;
+    __asm__("uxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(acc), "r"(v));
+    return r;
+}
+
 #else
 
 static inline uint32_t mt_sxtb16(uint32_t v) {

@@ -252,7 +252,7 @@ void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, c
                         float b1, float b2, float b1t, float b2t, float eps);
 int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
                            float *scratch);
-void mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t *wr);
+int32_t mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t *wr);
 #endif
 // ---- lut.c ----
 // table: 256 int8 (index x + 128); dtable: 256 int32. Returns the dyn shift.

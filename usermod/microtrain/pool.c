@@ -70,14 +70,34 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
 // once, with no requantisation pass: shift 0 (ein = acc) unless some routed
 // error is -128, then dyn_requant's shift for M = 128, applied to ein itself
 // (it holds acc's values): no scratch is needed. Same bits as the general path.
+#if MT_DSP
+// Routes byte J of the error word ew to its window tap (byte J of tap: 0, 1 in
+// the first row, 2, 3 in the second) in ein (ea = ein + first) and acc, if it
+// is not zero.
+#define MT_ROUTE1(J)                                                                                    \
+    do {                                                                                                \
+        const int32_t ev_ = (int8_t)(uint8_t)(ew >> (8 * (J)));                                         \
+        if (ev_ != 0) {                                                                                 \
+            const uint32_t t_ = (tap >> (8 * (J))) & 3u;                                                \
+            const int32_t at_ = ch + (J) + ((t_ & 1u) ? c : 0) + ((t_ & 2u) ? row_stride : 0);          \
+            if (acc != NULL) {                                                                          \
+                acc[first + at_] = ev_;                                                                 \
+            }                                                                                           \
+            ea[at_] = (int8_t)ev_;                                                                      \
+        }                                                                                               \
+    } while (0)
+#endif
+
 static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t *acc,
                                      int8_t *ein) {
     const int32_t c = p->c;
     const int32_t n_in = p->in_h * p->in_w * c;
     const int32_t row_stride = p->in_w * c;
     int32_t i = 0;
-    for (; i + 4 <= n_in; i += 4) {
+    // eight a turn, counting down (the -Os loop of four kept its bounds in memory)
+    for (int32_t m = n_in >> 3; m > 0; --m, i += 8) {
         mt_store_u32(ein + i, 0);
+        mt_store_u32(ein + i + 4, 0);
     }
     for (; i < n_in; ++i) {
         ein[i] = 0;
@@ -102,7 +122,31 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                 // the window's two rows (both inside x) and their outputs
                 const int8_t *xa = x + first, *xb = xa + row_stride;
                 int8_t *ea = ein + first;
-                for (int32_t ch = 0; ch < c; ++ch) {
+                int32_t ch = 0;
+#if MT_DSP
+                // four channels a step: the taps' first maximum and its tap (0..3) per byte
+                // with SSUB8 + SEL, then each non-zero error routed to its tap (unrolled; a
+                // -128 among the four found once per word)
+                for (; ch + 4 <= c; ch += 4) {
+                    const uint32_t ew = mt_load_u32(ep + ch);
+                    if (ew == 0) {
+                        continue;
+                    }
+                    uint32_t best = mt_load_u32(xa + ch), tap = 0;
+                    mt_max8_first(&best, &tap, mt_load_u32(xa + ch + c), 0x01010101u);
+                    mt_max8_first(&best, &tap, mt_load_u32(xb + ch), 0x02020202u);
+                    mt_max8_first(&best, &tap, mt_load_u32(xb + ch + c), 0x03030303u);
+                    const uint32_t m = ew ^ 0x80808080u;  // a zero byte where e is -128
+                    if (((m - 0x01010101u) & ~m & 0x80808080u) != 0) {
+                        emin = INT8_MIN;
+                    }
+                    MT_ROUTE1(0);
+                    MT_ROUTE1(1);
+                    MT_ROUTE1(2);
+                    MT_ROUTE1(3);
+                }
+#endif
+                for (; ch < c; ++ch) {
                     const int32_t ev = ep[ch];
                     if (ev == 0) {
                         continue;

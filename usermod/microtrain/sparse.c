@@ -15,24 +15,76 @@
 // target.
 #define MT_L1_LANE_RUN 511
 
+#if !MT_DSP
 static uint32_t mt_abs4_u8(uint32_t w) {
     const uint32_t s = (w >> 7) & 0x01010101u;  // 1 in each negative byte
     return (w ^ (s * 0xFFu)) + s;               // per byte: ~b + 1 = |b|; b >= 0: b
 }
+#endif
 
 void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms) {
     const int32_t cq = c & ~3;
-    for (int32_t k = 0; k < cq; k += 4) {
+    int32_t k = 0;
+#if MT_DSP
+    // two quads a position while eight channels remain: one loop's overhead for both
+    for (; k + 8 <= cq; k += 8) {
+        uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;  // no array: memset
+        size_t o = (size_t)k;
+        for (size_t left = n_pos; left > 0;) {
+            size_t run = left < MT_L1_LANE_RUN ? left : MT_L1_LANE_RUN;
+            left -= run;
+            uint32_t a02 = 0, a13 = 0, b02 = 0, b13 = 0;
+            do {
+                const uint32_t a = mt_abs8(mt_load_u32(e + o)), b = mt_abs8(mt_load_u32(e + o + 4));
+                a02 = mt_uxtab16(a02, a);
+                a13 = mt_uxtab16_ror8(a13, a);
+                b02 = mt_uxtab16(b02, b);
+                b13 = mt_uxtab16_ror8(b13, b);
+                o += (size_t)c;
+            } while (--run);
+            s0 += a02 & 0xFFFFu;
+            s2 += a02 >> 16;
+            s1 += a13 & 0xFFFFu;
+            s3 += a13 >> 16;
+            s4 += b02 & 0xFFFFu;
+            s6 += b02 >> 16;
+            s5 += b13 & 0xFFFFu;
+            s7 += b13 >> 16;
+        }
+        norms[k] = (int32_t)s0;
+        norms[k + 1] = (int32_t)s1;
+        norms[k + 2] = (int32_t)s2;
+        norms[k + 3] = (int32_t)s3;
+        norms[k + 4] = (int32_t)s4;
+        norms[k + 5] = (int32_t)s5;
+        norms[k + 6] = (int32_t)s6;
+        norms[k + 7] = (int32_t)s7;
+    }
+#endif
+    for (; k < cq; k += 4) {
         uint32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         size_t o = (size_t)k;
-        for (size_t i = 0; i < n_pos;) {
-            size_t end = n_pos - i < MT_L1_LANE_RUN ? n_pos : i + MT_L1_LANE_RUN;
+        // count-down runs: at -Os GCC kept an up-counting index in memory
+        for (size_t left = n_pos; left > 0;) {
+            size_t run = left < MT_L1_LANE_RUN ? left : MT_L1_LANE_RUN;
+            left -= run;
             uint32_t l02 = 0, l13 = 0;
-            for (; i < end; ++i, o += (size_t)c) {
+#if MT_DSP
+            // SSUB8 + SEL make |e|, UXTAB16 adds bytes into the lanes
+            do {
+                const uint32_t a = mt_abs8(mt_load_u32(e + o));
+                l02 = mt_uxtab16(l02, a);
+                l13 = mt_uxtab16_ror8(l13, a);
+                o += (size_t)c;
+            } while (--run);
+#else
+            do {
                 const uint32_t a = mt_abs4_u8(mt_load_u32(e + o));
                 l02 += a & 0x00FF00FFu;
                 l13 += (a >> 8) & 0x00FF00FFu;
-            }
+                o += (size_t)c;
+            } while (--run);
+#endif
             s0 += l02 & 0xFFFFu;
             s2 += l02 >> 16;
             s1 += l13 & 0xFFFFu;
@@ -43,7 +95,7 @@ void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms) {
         norms[k + 2] = (int32_t)s2;
         norms[k + 3] = (int32_t)s3;
     }
-    for (int32_t k = cq; k < c; ++k) {
+    for (k = cq; k < c; ++k) {
         uint32_t s = 0;
         size_t o = (size_t)k;
         for (size_t i = 0; i < n_pos; ++i, o += (size_t)c) {
@@ -56,7 +108,28 @@ void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms) {
 // mask[i] = 1 iff fewer than k channels rank ahead of i, where j ranks ahead
 // if norms[j] > norms[i], or equal with j < i (ties go to the lower index).
 // O(c^2) but stops counting as soon as k channels are ahead.
+//
+// For k <= c / 2 (a sparse update keeps few) k passes instead, each marking the
+// first maximum among the unmarked channels: that is the next channel in the
+// same order (larger norm first, ties to the lower index), so the same mask in
+// O(c k) without the early-exit loops' branches.
 void mt_topk_mask(const int32_t *norms, int32_t c, int32_t k, uint8_t *mask) {
+    if (2 * k <= c) {
+        for (int32_t i = 0; i < c; ++i) {
+            mask[i] = 0;
+        }
+        for (int32_t n = 0; n < k; ++n) {
+            int32_t best = -1, bv = 0;
+            for (int32_t i = 0; i < c; ++i) {
+                if (!mask[i] && (best < 0 || norms[i] > bv)) {
+                    best = i;
+                    bv = norms[i];
+                }
+            }
+            mask[best] = 1;
+        }
+        return;
+    }
     for (int32_t i = 0; i < c; ++i) {
         const int32_t v = norms[i];
         int32_t ahead = 0;

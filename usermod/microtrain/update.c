@@ -538,11 +538,17 @@ int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, f
 
 // wr[i] = floor((2^R * w_scale[i]) / top + 0.5), top = max(w_scale) > 0: the
 // grad-input weight ratios (docs/numerics.md, conv2d grad input) in float32.
+// Returns the index of the first maximum, so the caller reads top without
+// boxing every scale (max() over an array('f') allocates a float each).
 MT_NOCONTRACT
-void mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t *wr) {
+int32_t mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t *wr) {
     float top = 0.0f;
+    int32_t at = 0;
     for (int32_t i = 0; i < n; ++i) {
-        top = w_scale[i] > top ? w_scale[i] : top;
+        if (w_scale[i] > top) {
+            top = w_scale[i];
+            at = i;
+        }
     }
     const float one = (float)((int32_t)1 << r);
     for (int32_t i = 0; i < n; ++i) {
@@ -550,6 +556,7 @@ void mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t *w
         const float q = a / top;
         wr[i] = mt_floor_i32(q + 0.5f);
     }
+    return at;
 }
 
 #endif

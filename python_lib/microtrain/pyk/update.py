@@ -373,6 +373,7 @@ def update_f32_ratios(w_scale, r, wr):
     if n < 1 or n > 65535:
         raise _ve(fn, "w_scale", "must have 1..65535 channels")
     top = 0.0
+    at = -1
     for v in w_scale:
         if not (v - v == 0 and v >= 0):
             raise _ve(fn, "w_scale", "must be finite and >= 0")
@@ -388,4 +389,8 @@ def update_f32_ratios(w_scale, r, wr):
     _nover(fn, "wr", wr, "w_scale", w_scale)
     one = 1 << r
     for i in range(n):
-        wr[i] = math.floor(_r(_r(_r(one * w_scale[i]) / top) + _HALF))
+        v = w_scale[i]
+        if at < 0 and v == top:  # the first maximum, found in the pass that reads every scale anyway
+            at = i
+        wr[i] = math.floor(_r(_r(_r(one * v) / top) + _HALF))
+    return at

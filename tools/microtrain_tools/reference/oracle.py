@@ -1017,11 +1017,12 @@ def update_f32_adam(g_in: ArrayLike, m_in: ArrayLike, v_in: ArrayLike, k: int, t
     return g.reshape(-1), m.reshape(-1), v.reshape(-1)
 
 
-def update_f32_ratios(w_scale: ArrayLike, r: int) -> NDArray[np.int32]:
-    """Grad-input weight ratios in float32: floor((2^r * s) / max(s) + 0.5)."""
+def update_f32_ratios(w_scale: ArrayLike, r: int) -> tuple[int, NDArray[np.int32]]:
+    """Grad-input weight ratios in float32: floor((2^r * s) / max(s) + 0.5), with the index of
+    the first maximum of s (the kernel's return value)."""
     s = np.asarray(w_scale, dtype=np.float32).reshape(-1)
     top = s.max()
-    return np.floor((np.float32(1 << r) * s) / top + np.float32(0.5)).astype(np.int32)
+    return int(np.argmax(s)), np.floor((np.float32(1 << r) * s) / top + np.float32(0.5)).astype(np.int32)
 
 
 def update_quantize_multiplier(real: np.float32) -> tuple[int, int]:
