@@ -510,7 +510,7 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
     fields = [
         "m7", f"conv3x3={k('conv3x3', 'fwd')}", f"dw3x3={k('dw3x3', 'fwd')}", f"pw={k('pw', 'fwd')}",
         f"fc={k('fc', 'fwd')}", f"gi_conv3x3={k('conv3x3', 'gi')}", f"gw_conv3x3={k('conv3x3', 'gw_f32')}",
-        f"update_per_param={l2.update_per_param:.0f}" if l2 else f"update_per_param={na}",
+        f"update_per_param={l2.update_per_param:.1f}" if l2 else f"update_per_param={na}",
         f"py_share_last2={100 * l2.py_share:.1f}%" if l2 else f"py_share_last2={na}",
         f"py_share_all={100 * al.py_share:.1f}%" if al else f"py_share_all={na}",
         f"sparse01_bwd={al_ss.bwd / al_sp_ss.bwd:.2f}" if al_ss and al_sp_ss else f"sparse01_bwd={na}",
