@@ -222,6 +222,50 @@ def test_snapped_layer_converts_exactly(small_models) -> None:  # type: ignore[n
     assert np.abs(q0 * s0[:, None, None, None] - w0).max() > 1e-4 * np.abs(w0).max()
 
 
+
+def test_snapped_layer_with_batchnorm_converts_exactly(small_models) -> None:  # type: ignore[no-untyped-def]
+    """snap_to_int8_grid(conv2, bn2): the converter's folded int8 weights times their scales are the
+    folded float weights W * gamma / sqrt(var + eps)."""
+    ref, x, _ = small_models["fmnist"]
+    model = copy.deepcopy(ref.model)
+    rm.snap_to_int8_grid(model.conv2, model.bn2)
+    bn = model.bn2
+    f = (bn.weight.detach().double() / torch.sqrt(bn.running_var.double() + bn.eps)).numpy()
+    w = model.conv2.weight.detach().double().numpy() * f[:, None, None, None]
+    m = cv.convert(model, x[:100], progress=False)
+    ly = m.layer("conv2")
+    q = m.data(ly.weight).astype(np.float64)  # OHWI
+    s = m.data(m.tensors[ly.weight].qscales).astype(np.float64)
+    np.testing.assert_allclose(q * s[:, None, None, None], w.transpose(0, 2, 3, 1), rtol=1e-6, atol=0)
+    # and without snapping the same conversion is not exact
+    f0 = (ref.model.bn2.weight.detach().double() / torch.sqrt(ref.model.bn2.running_var.double()
+                                                               + ref.model.bn2.eps)).numpy()
+    w0 = ref.model.conv2.weight.detach().double().numpy() * f0[:, None, None, None]
+    m0 = cv.convert(ref.model, x[:100], progress=False)
+    ly0 = m0.layer("conv2")
+    q0 = m0.data(ly0.weight).astype(np.float64)
+    s0 = m0.data(m0.tensors[ly0.weight].qscales).astype(np.float64)
+    w0 = w0.transpose(0, 2, 3, 1)
+    assert np.abs(q0 * s0[:, None, None, None] - w0).max() > 1e-4 * np.abs(w0).max()
+
+
+def test_snap_epoch_freezes_batchnorm() -> None:
+    """train_snapped with "conv2+bn2": bn2's running stats and gamma and conv2's weight do not move in
+    the snapped epoch (the fold stays on the grid), while the layers after it do."""
+    torch.set_num_threads(2)
+    x, y = ds.fashion_mnist("train")
+    model = rm.FmnistCNN()
+    cfg = rm.TrainConfig("test", epochs=1, batch=64, lr=3e-3, weight_decay=1e-4, seed=0,
+                         snap="conv2+bn2", snap_epochs=1, snap_lr=1e-3)
+    first = copy.deepcopy(model)
+    rm.train_classifier(first, x[:1000], y[:1000], cfg, "brief", progress=False)
+    rm.snap_to_int8_grid(first.conv2, first.bn2)
+    rm.train_snapped(model, x[:1000], y[:1000], cfg, "brief", progress=False)
+    for name in ("conv2.weight", "bn2.weight", "bn2.running_mean", "bn2.running_var"):
+        assert torch.equal(model.state_dict()[name], first.state_dict()[name]), name
+    assert not torch.equal(model.fc1.weight, first.fc1.weight)
+    assert all(p.requires_grad for p in model.parameters())
+
 def test_bars_and_bitexact_count() -> None:
     rng = np.random.default_rng(0)
     ref = rng.integers(-128, 128, size=(50, 10), dtype=np.int8)
