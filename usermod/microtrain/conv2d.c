@@ -191,9 +191,34 @@ static void interior(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t
 static MT_INLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa,
                                    int32_t dw, int32_t run, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#if MT_SSE2
+    __m128i q0 = _mm_setzero_si128(), q1 = q0, q2 = q0, q3 = q0;
+#endif
     for (int32_t ky = 0, xo = 0; ky < nky; ++ky, xo += xr) {
         const int8_t *xp = xa + xo;
         const int8_t *end = wa + run;
+#if MT_SSE2
+        // 16 bytes a step: each int8 sign-extended to int16 (interleaved with
+        // its sign mask), PMADDWD adds products in pairs into int32 lanes
+        // (|pair| <= 2 * 128 * 128): integer sums, so the order is free
+        for (const int8_t *end16 = wa + (run & ~15); wa != end16; xp += 16, wa += 16) {
+            const __m128i z = _mm_setzero_si128();
+            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)wa);
+            const __m128i u = _mm_loadu_si128((const __m128i *)(const void *)(wa + dw));
+            const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)xp);
+            const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(xp + dx));
+            const __m128i sv = _mm_cmpgt_epi8(z, v), su = _mm_cmpgt_epi8(z, u);
+            const __m128i sa = _mm_cmpgt_epi8(z, a), sb = _mm_cmpgt_epi8(z, b);
+            const __m128i vl = _mm_unpacklo_epi8(v, sv), vh = _mm_unpackhi_epi8(v, sv);
+            const __m128i ul = _mm_unpacklo_epi8(u, su), uh = _mm_unpackhi_epi8(u, su);
+            const __m128i al = _mm_unpacklo_epi8(a, sa), ah = _mm_unpackhi_epi8(a, sa);
+            const __m128i bl = _mm_unpacklo_epi8(b, sb), bh = _mm_unpackhi_epi8(b, sb);
+            q0 = _mm_add_epi32(q0, _mm_add_epi32(_mm_madd_epi16(al, vl), _mm_madd_epi16(ah, vh)));
+            q1 = _mm_add_epi32(q1, _mm_add_epi32(_mm_madd_epi16(al, ul), _mm_madd_epi16(ah, uh)));
+            q2 = _mm_add_epi32(q2, _mm_add_epi32(_mm_madd_epi16(bl, vl), _mm_madd_epi16(bh, vh)));
+            q3 = _mm_add_epi32(q3, _mm_add_epi32(_mm_madd_epi16(bl, ul), _mm_madd_epi16(bh, uh)));
+        }
+#endif
 #if MT_DSP
         for (const int8_t *end4 = wa + (run & ~3); wa != end4; xp += 4, wa += 4) {
             const uint32_t u = mt_load_u32(wa + dw), v = mt_load_u32(wa);
@@ -222,6 +247,12 @@ static MT_INLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int
             s3 += b * v;
         }
     }
+#if MT_SSE2
+    s0 += mt_sse_hsum(q0);
+    s1 += mt_sse_hsum(q1);
+    s2 += mt_sse_hsum(q2);
+    s3 += mt_sse_hsum(q3);
+#endif
     s[0] = s0;
     s[1] = s1;
     s[2] = s2;

@@ -16,6 +16,16 @@
 #define MT_DSP 0
 #endif
 
+// x86-64 (the host natmod): SSE2 is part of the base ISA. The forward's
+// interior dot products use PMADDWD on sign-extended bytes (8 products a
+// step), as the Arm build uses SMLAD: exact integer sums, the same bits.
+#if defined(__x86_64__) && defined(__SSE2__)
+#define MT_SSE2 1
+#include <emmintrin.h>
+#else
+#define MT_SSE2 0
+#endif
+
 // Four bytes from any address (no alignment assumed). GCC/Clang: one LDR on
 // cores with unaligned access, byte loads elsewhere; no aliasing UB.
 #if defined(__GNUC__)
@@ -222,6 +232,16 @@ static inline int32_t mt_smlatt(uint32_t a, uint32_t b, int32_t acc) {
     return (int32_t)((uint32_t)acc + (uint32_t)(mt_hi16(a) * mt_hi16(b)));
 }
 
+#endif
+
+#if MT_SSE2
+// The sum of the four int32 lanes (modulo 2^32, as the lanes' own sums; the
+// callers' true sums fit an int32, so the result is exact).
+static inline int32_t mt_sse_hsum(__m128i q) {
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4E));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xB1));
+    return _mm_cvtsi128_si32(q);
+}
 #endif
 
 #endif
