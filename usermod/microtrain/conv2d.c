@@ -198,25 +198,19 @@ static MT_INLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int
         const int8_t *xp = xa + xo;
         const int8_t *end = wa + run;
 #if MT_SSE2
-        // 16 bytes a step: each int8 sign-extended to int16 (interleaved with
-        // its sign mask), PMADDWD adds products in pairs into int32 lanes
-        // (|pair| <= 2 * 128 * 128): integer sums, so the order is free
+        // 16 bytes a step, widened to int16, PMADDWD into int32 lanes:
+        // integer sums, so the order is free
         for (const int8_t *end16 = wa + (run & ~15); wa != end16; xp += 16, wa += 16) {
             const __m128i z = _mm_setzero_si128();
-            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)wa);
-            const __m128i u = _mm_loadu_si128((const __m128i *)(const void *)(wa + dw));
-            const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)xp);
-            const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(xp + dx));
-            const __m128i sv = _mm_cmpgt_epi8(z, v), su = _mm_cmpgt_epi8(z, u);
-            const __m128i sa = _mm_cmpgt_epi8(z, a), sb = _mm_cmpgt_epi8(z, b);
-            const __m128i vl = _mm_unpacklo_epi8(v, sv), vh = _mm_unpackhi_epi8(v, sv);
-            const __m128i ul = _mm_unpacklo_epi8(u, su), uh = _mm_unpackhi_epi8(u, su);
-            const __m128i al = _mm_unpacklo_epi8(a, sa), ah = _mm_unpackhi_epi8(a, sa);
-            const __m128i bl = _mm_unpacklo_epi8(b, sb), bh = _mm_unpackhi_epi8(b, sb);
-            q0 = _mm_add_epi32(q0, _mm_add_epi32(_mm_madd_epi16(al, vl), _mm_madd_epi16(ah, vh)));
-            q1 = _mm_add_epi32(q1, _mm_add_epi32(_mm_madd_epi16(al, ul), _mm_madd_epi16(ah, uh)));
-            q2 = _mm_add_epi32(q2, _mm_add_epi32(_mm_madd_epi16(bl, vl), _mm_madd_epi16(bh, vh)));
-            q3 = _mm_add_epi32(q3, _mm_add_epi32(_mm_madd_epi16(bl, ul), _mm_madd_epi16(bh, uh)));
+            __m128i vl, vh, ul, uh, al, ah, bl, bh;
+            mt_sse_widen(mt_sse_load(wa), z, &vl, &vh);
+            mt_sse_widen(mt_sse_load(wa + dw), z, &ul, &uh);
+            mt_sse_widen(mt_sse_load(xp), z, &al, &ah);
+            mt_sse_widen(mt_sse_load(xp + dx), z, &bl, &bh);
+            q0 = mt_sse_dot(q0, al, ah, vl, vh);
+            q1 = mt_sse_dot(q1, al, ah, ul, uh);
+            q2 = mt_sse_dot(q2, bl, bh, vl, vh);
+            q3 = mt_sse_dot(q3, bl, bh, ul, uh);
         }
 #endif
 #if MT_DSP

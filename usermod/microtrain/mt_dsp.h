@@ -235,6 +235,24 @@ static inline int32_t mt_smlatt(uint32_t a, uint32_t b, int32_t acc) {
 #endif
 
 #if MT_SSE2
+// The 16 int8 of v as two vectors of 8 int16 (interleaved with their sign
+// mask: a sign extension in SSE2), minus zp in every lane (|v - zp| <= 255).
+static inline void mt_sse_widen(__m128i v, __m128i zp, __m128i *lo, __m128i *hi) {
+    const __m128i sv = _mm_cmpgt_epi8(_mm_setzero_si128(), v);
+    *lo = _mm_sub_epi16(_mm_unpacklo_epi8(v, sv), zp);
+    *hi = _mm_sub_epi16(_mm_unpackhi_epi8(v, sv), zp);
+}
+
+// acc + the dot product of two widened 16-byte runs, in int32 lanes (PMADDWD
+// adds products in pairs: |pair| <= 2 * 255 * 128).
+static inline __m128i mt_sse_dot(__m128i acc, __m128i al, __m128i ah, __m128i bl, __m128i bh) {
+    return _mm_add_epi32(acc, _mm_add_epi32(_mm_madd_epi16(al, bl), _mm_madd_epi16(ah, bh)));
+}
+
+static inline __m128i mt_sse_load(const int8_t *p) {
+    return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+
 // The sum of the four int32 lanes (modulo 2^32, as the lanes' own sums; the
 // callers' true sums fit an int32, so the result is exact).
 static inline int32_t mt_sse_hsum(__m128i q) {

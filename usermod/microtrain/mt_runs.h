@@ -71,22 +71,15 @@ static MT_BLOCK void dot_2x2(const int8_t *xa, const int8_t *xb, const int8_t *w
         const __m128i z = _mm_setzero_si128(), zpv = _mm_set1_epi16((int16_t)zp);
         __m128i q0 = z, q1 = z, q2 = z, q3 = z;
         for (const int8_t *end16 = wa + (n & ~15); wa != end16; xa += 16, xb += 16, wa += 16, wb += 16) {
-            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)wa);
-            const __m128i u = _mm_loadu_si128((const __m128i *)(const void *)wb);
-            const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)xa);
-            const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)xb);
-            const __m128i sv = _mm_cmpgt_epi8(z, v), su = _mm_cmpgt_epi8(z, u);
-            const __m128i sa = _mm_cmpgt_epi8(z, a), sb = _mm_cmpgt_epi8(z, b);
-            const __m128i vl = _mm_unpacklo_epi8(v, sv), vh = _mm_unpackhi_epi8(v, sv);
-            const __m128i ul = _mm_unpacklo_epi8(u, su), uh = _mm_unpackhi_epi8(u, su);
-            const __m128i al = _mm_sub_epi16(_mm_unpacklo_epi8(a, sa), zpv);
-            const __m128i ah = _mm_sub_epi16(_mm_unpackhi_epi8(a, sa), zpv);
-            const __m128i bl = _mm_sub_epi16(_mm_unpacklo_epi8(b, sb), zpv);
-            const __m128i bh = _mm_sub_epi16(_mm_unpackhi_epi8(b, sb), zpv);
-            q0 = _mm_add_epi32(q0, _mm_add_epi32(_mm_madd_epi16(al, vl), _mm_madd_epi16(ah, vh)));
-            q1 = _mm_add_epi32(q1, _mm_add_epi32(_mm_madd_epi16(al, ul), _mm_madd_epi16(ah, uh)));
-            q2 = _mm_add_epi32(q2, _mm_add_epi32(_mm_madd_epi16(bl, vl), _mm_madd_epi16(bh, vh)));
-            q3 = _mm_add_epi32(q3, _mm_add_epi32(_mm_madd_epi16(bl, ul), _mm_madd_epi16(bh, uh)));
+            __m128i vl, vh, ul, uh, al, ah, bl, bh;
+            mt_sse_widen(mt_sse_load(wa), z, &vl, &vh);
+            mt_sse_widen(mt_sse_load(wb), z, &ul, &uh);
+            mt_sse_widen(mt_sse_load(xa), zpv, &al, &ah);
+            mt_sse_widen(mt_sse_load(xb), zpv, &bl, &bh);
+            q0 = mt_sse_dot(q0, al, ah, vl, vh);
+            q1 = mt_sse_dot(q1, al, ah, ul, uh);
+            q2 = mt_sse_dot(q2, bl, bh, vl, vh);
+            q3 = mt_sse_dot(q3, bl, bh, ul, uh);
         }
         s0 += mt_sse_hsum(q0);
         s1 += mt_sse_hsum(q1);
@@ -139,16 +132,12 @@ static MT_BLOCK void dot_1x2(const int8_t *x, const int8_t *wa, const int8_t *wb
         const __m128i z = _mm_setzero_si128(), zpv = _mm_set1_epi16((int16_t)zp);
         __m128i q0 = z, q1 = z;
         for (const int8_t *end16 = wa + (n & ~15); wa != end16; x += 16, wa += 16, wb += 16) {
-            const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)wa);
-            const __m128i u = _mm_loadu_si128((const __m128i *)(const void *)wb);
-            const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)x);
-            const __m128i sv = _mm_cmpgt_epi8(z, v), su = _mm_cmpgt_epi8(z, u), sa = _mm_cmpgt_epi8(z, a);
-            const __m128i al = _mm_sub_epi16(_mm_unpacklo_epi8(a, sa), zpv);
-            const __m128i ah = _mm_sub_epi16(_mm_unpackhi_epi8(a, sa), zpv);
-            q0 = _mm_add_epi32(q0, _mm_add_epi32(_mm_madd_epi16(al, _mm_unpacklo_epi8(v, sv)),
-                                                 _mm_madd_epi16(ah, _mm_unpackhi_epi8(v, sv))));
-            q1 = _mm_add_epi32(q1, _mm_add_epi32(_mm_madd_epi16(al, _mm_unpacklo_epi8(u, su)),
-                                                 _mm_madd_epi16(ah, _mm_unpackhi_epi8(u, su))));
+            __m128i vl, vh, ul, uh, al, ah;
+            mt_sse_widen(mt_sse_load(wa), z, &vl, &vh);
+            mt_sse_widen(mt_sse_load(wb), z, &ul, &uh);
+            mt_sse_widen(mt_sse_load(x), zpv, &al, &ah);
+            q0 = mt_sse_dot(q0, al, ah, vl, vh);
+            q1 = mt_sse_dot(q1, al, ah, ul, uh);
         }
         s0 += mt_sse_hsum(q0);
         s1 += mt_sse_hsum(q1);
