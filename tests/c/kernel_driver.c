@@ -1029,6 +1029,21 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         }
         return 0;
     }
+    if (!strcmp(op, "zo_perturb_h_s8")) {
+        if (!want_args(c, 6)) {
+            return 0;
+        }
+        const int8_t *base = buf(c, 0, "base", S8, -1, 0, &n);
+        const int32_t eps = checked_int(c, 1, "eps", mt_zo_eps_check);
+        uint32_t *rng = buf(c, 2, "rng", U32, 1, 1, NULL);
+        const int32_t row = checked_int(c, 3, "row", mt_zo_index_check);
+        const int32_t i0 = checked_int(c, 4, "i0", mt_zo_index_check);
+        int8_t *w = buf(c, 5, "w", S8, n, 1, NULL);
+        if (!failed(c)) {
+            mt_zo_perturb_h_s8(base, n, eps, (uint32_t)row, (uint32_t)i0, rng, w);
+        }
+        return 0;
+    }
     if (!strcmp(op, "dyn_requant_s8")) {
         if (!want_args(c, 2)) {
             return 0;

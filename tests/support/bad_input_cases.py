@@ -69,6 +69,8 @@ SPECS: dict[str, list[tuple[str, str]]] = {
     "l1_norm_s8": [("e", "s8"), ("c", "int"), ("norms", "i32out")],
     "topk_mask": [("norms", "i32"), ("k", "int"), ("mask", "s8out")],
     "zo_perturb_s8": [("base", "s8"), ("eps", "int"), ("rng", "u32io"), ("w", "s8out")],
+    "zo_perturb_h_s8": [("base", "s8"), ("eps", "int"), ("rng", "u32io"), ("row", "int"), ("i0", "int"),
+                        ("w", "s8out")],
     "zo_update_s8": [("base", "s8"), ("step", "int"), ("rng", "u32io"), ("w", "s8out")],
     "dyn_requant_s8": [("acc", "i32"), ("out", "s8out")],
     "f32_axpy_i32": [("x", "i32"), ("a", "float"), ("y", "f32io")],
@@ -112,6 +114,7 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("softmax_xent_s8", "logits"): ("label", "err"),
     ("topk_mask", "norms"): ("k", "mask"),
     ("zo_perturb_s8", "base"): ("w",),
+    ("zo_perturb_h_s8", "base"): ("w",),
     ("zo_update_s8", "base"): ("w",),
     ("dyn_requant_s8", "acc"): ("out",),
     ("f32_axpy_i32", "x"): ("y",),
@@ -190,6 +193,7 @@ def _bases() -> dict[str, Case]:
         ("l1_norm_s8", [s8(r8(24)), 4, out("i", 4)]),
         ("topk_mask", [i32(rng.integers(0, 50, 8)), 3, out("Y", 8)]),
         ("zo_perturb_s8", [s8(r8(40)), 3, u32([0x9E3779B9]), out("Y", 40)]),
+        ("zo_perturb_h_s8", [s8(r8(40)), 3, u32([0x9E3779B9]), 5, 9, out("Y", 40)]),
         ("zo_update_s8", [s8(r8(40)), -150000, u32([0x9E3779B9, 12345]), out("Y", 40)]),
         ("dyn_requant_s8", [i32(rng.integers(-(2**20), 2**20, 12)), out("Y", 12)]),
         ("f32_axpy_i32", [i32(rng.integers(-(2**20), 2**20, 12)), 0.5, inout(f32(rng.normal(0, 1, 12)))]),
@@ -348,6 +352,8 @@ SCALAR_BAD: dict[str, list[tuple[str, int, Arg, tuple[str, ...]]]] = {
                    ("c 65536", 1, 65536, ("c",))],
     "topk_mask": [("k -1", 1, -1, ("k",)), ("k > len", 1, 9, ("k",))],
     "zo_perturb_s8": [("eps 128", 1, 128, ("eps",)), ("eps -128", 1, -128, ("eps",))],
+    "zo_perturb_h_s8": [("eps 128", 1, 128, ("eps",)), ("row -1", 3, -1, ("row",)),
+                        ("row 2^24", 3, 2**24, ("row",)), ("i0 -1", 4, -1, ("i0",))],
     "zo_update_s8": [("step 255 * 2^16 + 1", 1, 255 * 65536 + 1, ("step",)),
                      ("step -(255 * 2^16 + 1)", 1, -(255 * 65536 + 1), ("step",))],
     "update_u8_touch": [("mask length", 1, u8(np.ones(6)), ("mask",))],
@@ -428,7 +434,7 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "lut_s8_grad_input": [("ein", "x"), ("ein", "e")],
     "concat_s8_forward": [("y", "x1"), ("y", "x2")], "concat_s8_grad_input": [("ein", "e")],
     "upsample_s8_forward": [("y", "x")], "upsample_s8_grad_input": [("ein", "e")],
-    "zo_perturb_s8": [("w", "base")], "zo_update_s8": [("w", "base")],
+    "zo_perturb_s8": [("w", "base")], "zo_update_s8": [("w", "base")], "zo_perturb_h_s8": [("w", "base")],
 }
 for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
     OVERLAPS[f"linear_s8_{_suffix}"] = OVERLAPS[f"conv2d_s8_{_suffix}"]

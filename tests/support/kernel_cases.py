@@ -126,6 +126,7 @@ OPS: dict[str, OpSpec] = {
     "l1_norm_s8": OpSpec(3, (2,), _one),
     "topk_mask": OpSpec(3, (2,), _one),
     "zo_perturb_s8": OpSpec(4, (3,), _zo, (2,)),
+    "zo_perturb_h_s8": OpSpec(6, (5,), _zo, (2,)),
     "zo_update_s8": OpSpec(4, (3,), _zo, (2,)),
     "dyn_requant_s8": OpSpec(2, (1,), _shifted),
     "f32_axpy_i32": OpSpec(3, (), _one, (2,), True),
@@ -889,6 +890,20 @@ def gen_zo_perturb_s8(rng: Rng, i: int) -> Case:
                      f"n={n},eps={eps}")
 
 
+def gen_zo_perturb_h_s8(rng: Rng, i: int) -> Case:
+    n = [0, 1, 31, 32, 33, int(rng.integers(2, 64)), int(rng.integers(64, 700))][i % 7]
+    eps = [1, -1, 0, 127, -127, int(rng.integers(-127, 128)), 4][(i // 2) % 7]
+    state = u32(_zo_state(rng, i, 1), ["I", "i"][(i // 3) % 2])
+    row = [0, 1, 63, int(rng.integers(0, 2**10)), 2**24 - 1, int(rng.integers(0, 2**24))][(i // 4) % 6]
+    i0 = [0, 0, 7, int(rng.integers(0, 2**12)), 2**24 - 1, int(rng.integers(0, 2**24))][(i // 5) % 6]
+    b = _zo_base(rng, i, n)
+    if i % 5 == 4:
+        return make_case("zo_perturb_h_s8", [s8(b, _kind_out(rng)), eps, state, row, i0, Alias(0)],
+                         "in-place")
+    return make_case("zo_perturb_h_s8", [s8(b, _kind_in(rng)), eps, state, row, i0, out(_kind_out(rng), n)],
+                     f"n={n},eps={eps},row={row},i0={i0}")
+
+
 def gen_zo_update_s8(rng: Rng, i: int) -> Case:
     n = [0, 1, 31, 32, 33, int(rng.integers(2, 64)), int(rng.integers(64, 700))][i % 7]
     mag = [0, 1, 65535, 65536, 65537, int(rng.integers(0, 4 * 65536)), 255 * 65536,
@@ -1192,6 +1207,7 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "l1_norm_s8": gen_l1_norm_s8,
     "topk_mask": gen_topk_mask,
     "zo_perturb_s8": gen_zo_perturb_s8,
+    "zo_perturb_h_s8": gen_zo_perturb_h_s8,
     "zo_update_s8": gen_zo_update_s8,
     "dyn_requant_s8": gen_dyn_requant_s8,
     "f32_axpy_i32": gen_f32_axpy_i32,

@@ -420,6 +420,11 @@ const char *mt_zo_step_check(int32_t step, int32_t *v) {
     return step < -MT_ZO_STEP_MAX || step > MT_ZO_STEP_MAX ? "must be in %d..%d, got %d" : NULL;
 }
 
+const char *mt_zo_index_check(int32_t x, int32_t *v) {
+    v[0] = x;
+    return x < 0 || x > 16777215 ? "must be in 0..16777215, got %d" : NULL;
+}
+
 #if MT_HAS_FLOAT
 // x - x is 0 for finite x and NaN for inf / NaN.
 static int mt_is_finite(float x) {

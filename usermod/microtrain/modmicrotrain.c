@@ -70,6 +70,7 @@
     X(MP_QSTR_l1_norm_s8, mod_l1_norm_s8_obj) \
     X(MP_QSTR_topk_mask, mod_topk_mask_obj) \
     X(MP_QSTR_zo_perturb_s8, mod_zo_perturb_s8_obj) \
+    X(MP_QSTR_zo_perturb_h_s8, mod_zo_perturb_h_s8_obj) \
     X(MP_QSTR_zo_update_s8, mod_zo_update_s8_obj) \
     X(MP_QSTR_update_u8_touch, mod_update_u8_touch_obj) \
     X(MP_QSTR_dyn_requant_s8, mod_dyn_requant_s8_obj) \
@@ -1032,6 +1033,32 @@ static mp_obj_t mod_zo_perturb_s8(size_t n_args, const mp_obj_t *args) {
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_zo_perturb_s8_obj, 4, 4, mod_zo_perturb_s8);
+
+// zo_perturb_h_s8(base, eps, rng, row, i0, w): checks in argument order, then the
+// overlaps (as mt_zo_call).
+static mp_obj_t mod_zo_perturb_h_s8(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "zo_perturb_h_s8";
+    (void)n_args;
+    size_t n;
+    int32_t v[MT_MSG_NVALS];
+    const int8_t *base = mt_in_s8(fn, "base", args[0], -1, &n);
+    const int32_t eps = mt_int(fn, "eps", args[1]);
+    mt_check_v(fn, "eps", mt_zo_eps_check(eps, v), v);
+    uint32_t *rng = (uint32_t *)mt_buf(fn, "rng", args[2], MT_U32, 1, 1, NULL);
+    const int32_t row = mt_int(fn, "row", args[3]);
+    mt_check_v(fn, "row", mt_zo_index_check(row, v), v);
+    const int32_t i0 = mt_int(fn, "i0", args[4]);
+    mt_check_v(fn, "i0", mt_zo_index_check(i0, v), v);
+    int8_t *w = mt_out_s8(fn, "w", args[5], (int32_t)n);
+    if ((const int8_t *)w != base) {
+        mt_no_overlap(fn, "w", w, n, "base", base, n);
+    }
+    mt_no_overlap(fn, "w", w, n, "rng", rng, 4);
+    mt_no_overlap(fn, "rng", rng, 4, "base", base, n);
+    mt_zo_perturb_h_s8(base, n, eps, (uint32_t)row, (uint32_t)i0, rng, w);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_zo_perturb_h_s8_obj, 6, 6, mod_zo_perturb_h_s8);
 
 static mp_obj_t mod_zo_update_s8(size_t n_args, const mp_obj_t *args) {
     (void)n_args;

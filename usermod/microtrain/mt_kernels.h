@@ -113,6 +113,8 @@ const char *mt_update_rng_check(int32_t rng, int32_t *v);
 #define MT_ZO_STEP_MAX 16711680
 const char *mt_zo_eps_check(int32_t eps, int32_t *v);
 const char *mt_zo_step_check(int32_t step, int32_t *v);
+// zo_perturb_h_s8 row and first index i0: 0..2^24 - 1.
+const char *mt_zo_index_check(int32_t x, int32_t *v);
 #if MT_HAS_FLOAT
 // Float scalars of the update primitives: finite (any value), finite and >= 0
 // (weight decay), finite and > 0 (lr, eps, scales), in [0, 1) (momentum,
@@ -216,6 +218,8 @@ void mt_topk_mask(const int32_t *norms, int32_t c, int32_t k, uint8_t *mask);
 // ---- zo.c ----
 // rng: the xorshift32 sign state (perturb), {sign state, rounding state} (update); both advanced.
 void mt_zo_perturb_s8(const int8_t *base, size_t n, int32_t eps, uint32_t *rng, int8_t *w);
+void mt_zo_perturb_h_s8(const int8_t *base, size_t n, int32_t eps, uint32_t row, uint32_t i0, uint32_t *rng,
+                        int8_t *w);
 void mt_zo_update_s8(const int8_t *base, size_t n, int32_t step, uint32_t *rng, int8_t *w);
 
 // ---- update.c ----

@@ -32,6 +32,33 @@ void mt_zo_perturb_s8(const int8_t *base, size_t n, int32_t eps, uint32_t *rng, 
     *rng = r;
 }
 
+// The same along a column of a Hadamard matrix: w[i] = sat(base[i] + eps h[i] z[i]),
+// h[i] = -1 where popcount(row & (i0 + i)) is odd, else +1, z drawn as above. For a
+// fixed state, rows 0..P-1 give P orthogonal directions over any P indices of
+// 0..P-1 (P a power of two): the directions of the activity perturbation in
+// microtrain.zo, whose estimates are then exact instead of random. row 0 is
+// mt_zo_perturb_s8.
+void mt_zo_perturb_h_s8(const int8_t *base, size_t n, int32_t eps, uint32_t row, uint32_t i0, uint32_t *rng,
+                        int8_t *w) {
+    uint32_t r = *rng;
+    for (size_t i = 0; i < n;) {
+        r = mt_zo_next(r);
+        uint32_t bits = r;
+        const size_t end = n - i < 32 ? n : i + 32;
+        for (; i < end; ++i, bits >>= 1) {
+            uint32_t p = row & (i0 + (uint32_t)i);
+            p ^= p >> 16;
+            p ^= p >> 8;
+            p ^= p >> 4;
+            p ^= p >> 2;
+            p ^= p >> 1;
+            const int32_t s = -(int32_t)((bits ^ p) & 1u);  // the two signs' product
+            w[i] = mt_zo_sat((int32_t)base[i] + ((eps ^ s) - s));
+        }
+    }
+    *rng = r;
+}
+
 // w[i] = sat(base[i] - sign(step) m[i] z[i]), m[i] = (|step| >> 16) + (1 if the
 // low 16 bits of the next rounding draw are < (|step| & 0xFFFF)): |step| / 65536
 // weight quanta, stochastically rounded. rng = {sign state, rounding state}, the

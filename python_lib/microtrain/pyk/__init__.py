@@ -46,7 +46,7 @@ WHERE = {
     "upsample_s8_forward": "upsample", "upsample_s8_grad_input": "upsample",
     "softmax_xent_s8": "softmax_xent",
     "l1_norm_s8": "sparse", "topk_mask": "sparse",
-    "zo_perturb_s8": "zo", "zo_update_s8": "zo",
+    "zo_perturb_s8": "zo", "zo_perturb_h_s8": "zo", "zo_update_s8": "zo",
     "dyn_requant_s8": "quant",
     "f32_axpy_i32": "accumulate",
     "update_u8_touch": "update", "update_f32_check": "update", "update_f32_decay": "update",

@@ -1,4 +1,4 @@
-# zeroth-order (SPSA) primitives (zo.c): the sign perturbation and the
+# zeroth-order (SPSA) primitives (zo.c): the sign perturbation (along a Hadamard row too) and the
 # stochastically rounded update of int8 weights, signs regenerated from a
 # xorshift32 state (docs/numerics.md, "Zeroth order"). One loop for both:
 # every pure-Python kernel module costs heap on a board.
@@ -13,7 +13,7 @@ def _xs(r):
     return r ^ ((r << 5) & M32)
 
 
-def _zo(fn, sname, base, s, rng, w, upd):
+def _zo(fn, sname, base, s, rng, w, upd, hrow=None):
     # the binding's order: base, the scalar, rng, w, then the overlaps
     B = _in8(fn, "base", base, -1)
     s = _int(fn, sname, s)
@@ -21,6 +21,12 @@ def _zo(fn, sname, base, s, rng, w, upd):
     if s < -lim or s > lim:
         raise _ve(fn, sname, "must be in " + str(-lim) + ".." + str(lim) + ", got " + str(s))
     k = _buf(fn, "rng", rng, U32, 2 if upd else 1, True)
+    row = i0 = 0
+    if hrow is not None:  # zo_perturb_h_s8's Hadamard row and first index, checked before w
+        row, i0 = _int(fn, "row", hrow[0]), _int(fn, "i0", hrow[1])
+        for name, v in (("row", row), ("i0", i0)):
+            if v < 0 or v > 16777215:
+                raise _ve(fn, name, "must be in 0..16777215, got " + str(v))
     mask = _out8(fn, "w", w, len(B))
     _nover(fn, "w", w, "rng", rng)
     _nover(fn, "rng", rng, "base", base)
@@ -39,7 +45,12 @@ def _zo(fn, sname, base, s, rng, w, upd):
             u = whole + 1 if (r & 0xFFFF) < thr else whole
             v = B[i] - u if (bits & 1) == neg else B[i] + u  # -sign(step) * z = -1
         else:
-            v = B[i] - s if bits & 1 else B[i] + s
+            p = row & (i0 + i)  # the Hadamard sign: the parity of p
+            h = 0
+            while p:
+                h ^= p & 1
+                p >>= 1
+            v = B[i] - s if (bits ^ h) & 1 else B[i] + s
         bits >>= 1
         w[i] = (127 if v > 127 else (-127 if v < -127 else v)) & mask
     for j, v in enumerate((rz, r)[:2 if upd else 1]):
@@ -55,6 +66,10 @@ def _zo(fn, sname, base, s, rng, w, upd):
 
 def zo_perturb_s8(base, eps, rng, w):
     _zo("zo_perturb_s8", "eps", base, eps, rng, w, False)
+
+
+def zo_perturb_h_s8(base, eps, rng, row, i0, w):
+    _zo("zo_perturb_h_s8", "eps", base, eps, rng, w, False, (row, i0))
 
 
 def zo_update_s8(base, step, rng, w):

@@ -86,6 +86,7 @@ __all__ = [
     "wrap32",
     "xent_loss",
     "xorshift32",
+    "zo_perturb_h_s8",
     "zo_perturb_s8",
     "zo_signs",
     "zo_update_s8",
@@ -871,6 +872,35 @@ def zo_perturb_s8(base: ArrayLike, eps: int, rng: ArrayLike) -> tuple[I8, NDArra
     (r,) = _zo_state(rng, fn, 1)
     z, r = zo_signs(b.size, r)
     return np.clip(b + eps * z, -127, 127).astype(np.int8), np.array([r], dtype=np.uint32)
+
+
+def hadamard_signs(row: int, i0: int, n: int) -> I64:
+    """h[i] = -1 where popcount(row & (i0 + i)) is odd, else +1: entries i0.. of row ``row`` of
+    the Sylvester Hadamard matrix (any size that is a power of two above both)."""
+    idx = (np.arange(n, dtype=np.int64) + int(i0)) & int(row)
+    par = np.zeros(n, dtype=np.int64)
+    while idx.any():
+        par ^= idx & 1
+        idx >>= 1
+    return 1 - 2 * par
+
+
+def zo_perturb_h_s8(base: ArrayLike, eps: int, rng: ArrayLike, row: int, i0: int
+                    ) -> tuple[I8, NDArray[np.uint32]]:
+    """w = clamp(base + eps h z, -127, 127), h = hadamard_signs(row, i0, len(base)), z =
+    zo_signs(len(base), rng[0]) -> (w, new rng). row 0 is zo_perturb_s8."""
+    fn = "zo_perturb_h_s8"
+    b = _s8(base, fn, "base")
+    eps = int(eps)
+    if not -127 <= eps <= 127:
+        raise _fail(fn, "eps", f"must be in -127..127, got {eps}")
+    (r,) = _zo_state(rng, fn, 1)
+    for name, v in (("row", int(row)), ("i0", int(i0))):
+        if not 0 <= v <= 16777215:
+            raise _fail(fn, name, f"must be in 0..16777215, got {v}")
+    z, r = zo_signs(b.size, r)
+    h = hadamard_signs(int(row), int(i0), b.size)
+    return np.clip(b + eps * h * z, -127, 127).astype(np.int8), np.array([r], dtype=np.uint32)
 
 
 def zo_update_s8(base: ArrayLike, step: int, rng: ArrayLike) -> tuple[I8, NDArray[np.uint32]]:
