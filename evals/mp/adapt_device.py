@@ -8,8 +8,9 @@
 #   "replay": model, layers, mode, lr, momentum, batch, epochs, seed, phases (list of .mtd:
 #             learnt one after the other), test (.mtd: the first phase's held-out
 #             samples), replay (null or Replay keyword arguments).
-#   "zo":     model, train, bp, lr, eps, seed, batch, epochs, test, optimizer lr / momentum
-#             for bp, mode; zeroth-order (or hybrid) training on train (.mtd).
+#   "zo":     model, train, bp, perturb, lr, eps, seed, batch, epochs, test, optimizer lr /
+#             momentum for bp or perturb "outputs", mode; zeroth-order (or hybrid) training on
+#             train (.mtd).
 # Prints progress and one final line "RESULT {json}".
 import gc
 import json
@@ -62,7 +63,8 @@ def replay(cfg, model):
 
 
 def zo(cfg, model):
-    opt = mt.SGD(lr=cfg["bp_lr"], momentum=cfg.get("momentum", 0.0)) if cfg.get("bp") else None
+    outs = cfg.get("perturb") == "outputs"
+    opt = mt.SGD(lr=cfg["bp_lr"], momentum=cfg.get("momentum", 0.0)) if cfg.get("bp") or outs else None
     train = mt.FileDataset(cfg["train_mtd"])
     test = mt.FileDataset(cfg["test"])
     n = len(train)
@@ -71,8 +73,9 @@ def zo(cfg, model):
 
     gc.collect()
     h0 = gc.mem_alloc()
-    z = mt.ZO(model, train=cfg["train"], bp=cfg.get("bp"), lr=cfg["lr"], eps=cfg["eps"], seed=cfg["seed"],
-              optimizer=opt, mode=cfg.get("mode", "int8"), queries=cfg.get("queries", 1))
+    z = mt.ZO(model, train=cfg["train"], bp=cfg.get("bp"), lr=None if outs else cfg["lr"], eps=cfg["eps"],
+              seed=cfg["seed"], optimizer=opt, mode=cfg.get("mode", "int8"), queries=cfg.get("queries", 1),
+              perturb=cfg.get("perturb", "weights"))
     gc.collect()
     state_bytes = gc.mem_alloc() - h0
     acc0 = z.evaluate(test)

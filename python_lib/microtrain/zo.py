@@ -1,14 +1,24 @@
-# Forward-only (zeroth-order) training: SPSA on the int8 weights, with the
-# perturbation regenerated from a seeded generator instead of stored, and the
-# hybrid (ElasticZO: zeroth-order body, backprop head). docs/adapt.md,
-# "Forward-only training". Imported on use (mt.ZO).
+# Forward-only (zeroth-order) training, two ways (docs/adapt.md, "Forward-only
+# training"). Imported on use (mt.ZO).
 #
-# The passes over the weights are the zo_perturb_s8 / zo_update_s8 kernels
-# (docs/numerics.md, "Zeroth order"). Without backprop layers the frozen
-# prefix runs once per sample and step: its outputs are kept for the batch and
-# every perturbed pass starts at the first zeroth-order layer.
+# perturb="weights": SPSA on the int8 weights, the perturbation regenerated
+# from a seeded generator instead of stored, and the hybrid (ElasticZO:
+# zeroth-order body, backprop head). The passes over the weights are the
+# zo_perturb_s8 / zo_update_s8 kernels (docs/numerics.md, "Zeroth order").
+# Without backprop layers the frozen prefix runs once per sample and step: its
+# outputs are kept for the batch and every perturbed pass starts at the first
+# zeroth-order layer.
+#
+# perturb="outputs": activity (node) perturbation. The trained layers' outputs,
+# not their weights, are perturbed along Hadamard rows times a per-sample sign
+# vector (zo_perturb_h_s8), so the estimate of dL/d(output) has as many unknowns
+# as outputs (fc1 + fc2 of the transfer CNN: 42, against 9.5k weights) and is
+# exact once every row is used. Each layer's weight gradient is then local: the
+# estimate times the layer's own input (the grad-weight kernels), applied by the
+# Trainer's optimiser. Forward passes only: no error travels between layers.
 import array
 
+from microtrain.fmt import ACT_RELU, ACT_RELU6, OP_CONV2D, OP_LINEAR
 from microtrain.kern import K
 from microtrain.loss import LOSSES, argmax
 
@@ -17,26 +27,48 @@ STEP_MAX = 255.0  # weight quanta: any larger step saturates every int8 weight a
 
 
 class ZO:
-    """SPSA training of the int8 weights of the layers `train` ("last:N", names ...).
+    """Forward-only training of the layers `train` ("last:N", names ...).
 
-    lr:      step size in weight quanta per unit of the gradient estimate.
-    eps:     perturbation in weight quanta (int >= 1).
-    queries: SPSA steps per batch (each a new perturbation of the weights left by
-             the one before, on the same samples: more forward passes, no more data).
-    bp:      layers (a subset of `train`, after all the others) trained by backprop
-             instead: the hybrid. optimizer / mode are theirs (as Trainer's).
+    perturb: "weights" (SPSA on the int8 weights) or "outputs" (activity
+             perturbation of the layers' outputs; conv / linear layers only).
+    lr:      "weights": step size in weight quanta per unit of the gradient
+             estimate (default 50). "outputs": not used (the optimiser's lr).
+    eps:     perturbation in quanta of the weights / of the outputs (int >= 1).
+    queries: "weights": SPSA steps per batch (each a new perturbation of the weights
+             left by the one before, on the same samples: more forward passes, no
+             more data). "outputs": Hadamard rows per sample (two forward passes
+             of the trained layers each); default all of them (the next power of
+             two above the number of outputs): the estimate is then exact.
+    bp:      ("weights") layers (a subset of `train`, after all the others) trained
+             by backprop instead: the hybrid. optimizer / mode are theirs (as Trainer's).
+    optimizer, mode: ("outputs") the update of the estimated gradients, as Trainer's.
     seed:    the xorshift32 generator of the perturbations and of the rounding.
     """
 
-    def __init__(self, model, train="last:2", lr=50.0, eps=2, bp=None, optimizer=None, mode="int8", seed=1,
-                 loss="xent", queries=1):
+    def __init__(self, model, train="last:2", lr=None, eps=2, bp=None, optimizer=None, mode="int8", seed=1,
+                 loss="xent", queries=None, perturb="weights"):
+        if perturb not in ("weights", "outputs"):
+            raise ValueError("ZO: perturb must be 'weights' or 'outputs', got %r" % (perturb,))
+        outs = perturb == "outputs"
         if type(eps) is not int or not 1 <= eps <= 127:
-            raise ValueError("ZO: eps must be an int 1..127 (weight quanta), got %r" % (eps,))
+            raise ValueError("ZO: eps must be an int 1..127 (quanta), got %r" % (eps,))
+        if outs and lr is not None:
+            raise ValueError("ZO: perturb='outputs' updates with the optimiser: give optimizer=SGD(lr=...), "
+                             "not lr")
+        if lr is None:
+            lr = 50.0
         if type(lr) not in (int, float) or not lr >= 0:
             raise ValueError("ZO: lr must be a number >= 0, got %r" % (lr,))
-        if type(queries) is not int or queries < 1:
+        if queries is not None and (type(queries) is not int or queries < 1):
             raise ValueError("ZO: queries must be an int >= 1, got %r" % (queries,))
+        if outs and bp is not None:
+            raise ValueError("ZO: bp (the hybrid) is for perturb='weights'")
         idx = model.select(train)
+        self.perturb = perturb
+        if outs:
+            self._init_outputs(model, idx, eps, queries, optimizer, mode, seed, loss)
+            return
+        queries = queries or 1
         bpi = model.select(bp) if bp is not None else []
         for j in bpi:
             if j not in idx:
@@ -89,7 +121,124 @@ class ZO:
         self.steps = 0
         self.last = (0.0, 0.0)
 
+    def _init_outputs(self, model, idx, eps, queries, optimizer, mode, seed, loss):
+        from microtrain import kern
+        from microtrain.trainer import Trainer
+
+        zl, d = [], 0
+        for j in idx:
+            ly = model.layers[j]
+            if ly.op != OP_CONV2D and ly.op != OP_LINEAR:
+                raise ValueError("ZO: perturb='outputs' trains conv2d / linear layers; %s is %s"
+                                 % (ly.name, ly.kind))
+            n = model.tensors[ly.output].numel
+            # (layer, first coordinate, outputs, fused activation to mask by, its grad-weight kernel)
+            act = ly.act if ly.act in (ACT_RELU, ACT_RELU6) else 0
+            gw = kern.f32("conv2d_s8_grad_weight_f32" if ly.op == OP_CONV2D else "linear_s8_grad_weight_f32")
+            zl.append((ly, d, n, act, gw))
+            d += n
+        p = 1
+        while p < d:
+            p <<= 1
+        if p > 1 << 24:
+            raise ValueError("ZO: %d outputs to perturb; at most 2^24" % d)
+        if queries is not None and queries > p:
+            raise ValueError("ZO: queries must be <= %d (the Hadamard rows for %d outputs), got %d"
+                             % (p, d, queries))
+        self.model = model
+        self.eps = eps
+        self.lr = 0.0
+        self.queries = queries or p
+        self.rows = p
+        self.loss_fn = LOSSES[loss]
+        self.rng = (seed * 2654435761 + 12345) & M32 or 1
+        self.trainer = Trainer(model, train=idx, mode=mode, optimizer=optimizer, batch=1 << 30, loss=loss)
+        self.layers = self.trainer.layers
+        self.first = self.layers[0].index
+        self._zl = zl
+        self._at = {}
+        for z in zl:
+            self._at[z[0].index] = z
+        self._s1 = array.array("I", [0])
+        # the sample's signs, then its error
+        self._z = array.array("b", bytes(max(n for _, _, n, _, _ in zl)))
+        self._c = array.array("f", bytes(4 * p))  # (L+ - L-) / (2 eps) per row, then the transform
+        self._zero = bytes(len(self._z))
+        self.steps = 0
+        self.last = (0.0, 0.0)
+
+    def _sample_outputs(self, x, label):
+        """One sample of activity perturbation: adds its estimated gradient to the
+        trained layers' sums. Returns (sum of L+, sum of L-) over the rows."""
+        m, zl, e, q = self.model, self._zl, self.eps, self.queries
+        first, s1, c = self.first, self._s1, self._c
+        bufs, steps = m._plan(first)
+        last = len(steps)
+        out = m.forward(x, first)
+        r0 = self.rng
+        at = self._at
+        sp = sm = 0.0
+        for k in range(q):
+            lk = []
+            for sg in (e, -e):
+                s1[0] = r0
+                for i in range(first, last):
+                    st = steps[i]
+                    st[0](*st[1])
+                    z = at.get(i)
+                    if z is not None:
+                        y = bufs[z[0].output]
+                        K.zo_perturb_h_s8(y, sg, s1, k, z[1], y)
+                lk.append(self.loss_fn(m, label, out)[0])
+            sp += lk[0]
+            sm += lk[1]
+            c[k] = (lk[0] - lk[1]) / (2 * e)
+        self.rng = s1[0]
+        if sp - sm != sp - sm:
+            raise ValueError("ZO.step: the loss is not a number")
+        for k in range(q, self.rows):
+            c[k] = 0.0
+        # sum_k c[k] h_k[i] for every coordinate i: the fast Walsh-Hadamard transform of c
+        # (h_k[i] = (-1)^popcount(k & i) is symmetric in k and i)
+        h, p = 1, self.rows
+        while h < p:
+            for a in range(0, p, 2 * h):
+                for b in range(a, a + h):
+                    u, v = c[b], c[b + h]
+                    c[b], c[b + h] = u + v, u - v
+            h <<= 1
+        m.forward(None, first, first)  # the clean outputs and inputs again, for the gradients
+        zb, zero, tensors = self._z, self._zero, m.tensors
+        s1[0] = r0
+        for ly, o, n, act, gw in zl:
+            zv = memoryview(zb)[:n]
+            K.zo_perturb_h_s8(memoryview(zero)[:n], 1, s1, 0, o, zv)  # the sample's signs z
+            amax = 0.0
+            for i in range(o, o + n):
+                a = abs(c[i])
+                if a > amax:
+                    amax = a
+            if amax == 0.0:
+                continue
+            f = 127.0 / amax
+            for i in range(n):  # the estimate c z as int8, scale amax / 127 (per output quantum)
+                zv[i] = int(c[o + i] * f + (0.5 if c[o + i] > 0 else -0.5)) * zv[i]
+            y = bufs[ly.output]
+            pr = ly.params
+            if act == ACT_RELU:
+                K.relu_s8_backward(y, pr[-2], zv)
+            elif act:
+                K.relu6_s8_backward(y, pr[-2], pr[-1], zv)
+            s = amax / (127.0 * q * tensors[ly.output].scale)  # real dL/dy per unit of zv
+            xt = ly.inputs[0]
+            gw(pr, bufs[xt], zv, None, tensors[xt].scale * s, s, ly.gw, ly.gb)
+        self.trainer.pending += 1
+        return sp, sm
+
     def __repr__(self):
+        if self.perturb == "outputs":
+            return "<ZO %s perturb='outputs' eps=%d queries=%d/%d %r>" % (
+                [ly.name for ly in self.layers], self.eps, self.queries, self.rows, self.trainer.opt)
         return "<ZO %s lr=%g eps=%d%s%s>" % ([ly.name for ly in self.layers], self.lr, self.eps,
                                               " queries=%d" % self.queries if self.queries > 1 else "",
                                               " bp=%s" % [ly.name for ly in self.trainer.layers]
@@ -133,6 +282,17 @@ class ZO:
         mean loss at w + eps z and at w - eps z. Returns the mean L+ and L-."""
         if not batch:
             raise ValueError("ZO.step: empty batch")
+        if self.perturb == "outputs":
+            sp = sm = 0.0
+            for x, y in batch:
+                a, b = self._sample_outputs(x, y)
+                sp += a
+                sm += b
+            self.trainer.flush()
+            self.steps += 1
+            n = len(batch) * self.queries
+            self.last = (sp / n, sm / n)
+            return self.last
         if self._bufs is not None:
             self._prefix(batch)
         sp = sm = 0.0

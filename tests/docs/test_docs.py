@@ -484,12 +484,30 @@ def _check_zo(ctx: Ctx, out: str) -> None:
     assert floats(lines[3])[0] == pytest.approx(acc, abs=1e-12)
 
 
+def _check_zo_outputs(ctx: Ctx, out: str) -> None:
+    """repl.md's activity perturbation run by adapt_ref.ZOOutRef: the losses and the accuracy after."""
+    m = mtm.read(ctx.model)
+    weighted = [j for j, ly in enumerate(m.layers) if ly.weight is not None]
+    ref = ar.ZOOutRef(m, weighted[-2:], eps=4, seed=1, opt=tr.SGD(lr=0.01, momentum=0.9))
+    tot, k = 0.0, 0
+    for s in range(0, len(ctx.ytr), 16):
+        lp, lm = ref.step(list(ctx.xtr[s:s + 16]), [int(v) for v in ctx.ytr[s:s + 16]])
+        tot += lp + lm
+        k += 1
+    acc = float(np.mean([int(np.argmax(ref.t.forward(x)[m.output])) == y for x, y in zip(ctx.xte, ctx.yte,
+                                                                                          strict=True)]))
+    lines = out.splitlines()
+    assert floats(lines[1]) == pytest.approx([tot / (2 * k)], abs=1e-12)
+    assert floats(lines[2])[0] == pytest.approx(acc, abs=1e-12)
+
+
 CHECKS: dict[str, Callable[[Ctx, str], None]] = {
     "first-import": _check_first_import, "arch": _check_arch, "train": _check_train, "fc2": _check_fc2,
     "forward": _check_forward, "accuracy": _check_accuracy, "quantize": _check_quantize, "loss": _check_loss,
     "gradients": _check_gradients, "one-step": _check_one_step, "trainer": _check_trainer,
     "dynamic": _check_dynamic, "static": _check_static, "checkpoint": _check_checkpoint,
     "resume": _check_resume, "proto": _check_proto, "zo": _check_zo,
+    "zo-outputs": _check_zo_outputs,
 }
 
 
@@ -565,7 +583,7 @@ def test_repl_walkthrough_runs(started: tuple[Ctx, list[Block], list[str]], tmp_
     ctx.load()
     done = run_checks(ctx, blocks, outs)
     assert set(done) == {"fc2", "forward", "accuracy", "quantize", "loss", "gradients", "one-step", "trainer",
-                         "dynamic", "static", "checkpoint", "resume", "proto", "zo"}
+                         "dynamic", "static", "checkpoint", "resume", "proto", "zo", "zo-outputs"}
     assert sum(b.output is not None for b in blocks) >= 12
 
 

@@ -37,9 +37,9 @@ def proto(cfg, m, xs):
 
 def zo(cfg, m, xs, labels):
     o = cfg.get("opt")
-    z = mt.ZO(m, train=cfg["train"], bp=cfg.get("bp"), lr=cfg["lr"], eps=cfg["eps"], seed=cfg["seed"],
+    z = mt.ZO(m, train=cfg["train"], bp=cfg.get("bp"), lr=cfg.get("lr"), eps=cfg["eps"], seed=cfg["seed"],
               optimizer=mt.SGD(lr=o["lr"], momentum=o.get("momentum", 0.0)) if o else None,
-              mode=cfg.get("mode", "int8"), queries=cfg.get("queries", 1))
+              mode=cfg.get("mode", "int8"), queries=cfg.get("queries"), perturb=cfg.get("perturb", "weights"))
     order, b = cfg["order"], cfg["batch"]
     losses = []
     for s in range(0, len(order), b):
@@ -49,6 +49,8 @@ def zo(cfg, m, xs, labels):
             record(f, "L%d.w" % ly.index, "b", ly.w)
         if z.trainer is not None:
             for ly in z.trainer.layers:
+                if z.perturb == "outputs":
+                    record(f, "L%d.w" % ly.index, "b", ly.w)
                 for name, tc in (("w", "b"), ("b", "i"), ("mult", "i"), ("shift", "i"), ("w_scale", "f")):
                     record(f, "L%d.%s" % (ly.index, name), tc, getattr(ly, name))
     return {"losses": losses, "repr": repr(z)}

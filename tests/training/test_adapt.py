@@ -136,3 +136,34 @@ def test_zeroth_order_steps_equal_the_reference(setups: dict[str, Setup], tmp_pa
     assert not diff, diff
     start = s.m.data(s.m.layers[zo[0]].weight).reshape(-1)
     assert (dump[f"L{zo[0]}.w"] != start).any()  # the steps moved the weights
+
+
+@pytest.mark.parametrize("queries,mode", [(None, "mixed"), (5, "int8")])
+def test_activity_perturbation_equals_the_reference(setups: dict[str, Setup], tmp_path: Path,
+                                                     queries: int | None, mode: str) -> None:
+    """ZO(perturb="outputs"): every loss and the trained layers' state equal ZOOutRef's."""
+    s = setups["cnn"]
+    order = list(range(24))
+    labels = [int(v) for v in labels_of(s)]
+    cfg = {**base(s), "labels": labels, "kind": "zo", "train": "last:2", "perturb": "outputs", "eps": 3,
+           "seed": 7, "batch": 6, "order": order, "opt": {"lr": 0.05, "momentum": 0.9}, "mode": mode,
+           "out": str(tmp_path / "zo.dump"), "queries": queries}
+    got = run(tmp_path, f"zo-out-{queries}", cfg, heap="1m")
+    from support.training_cases import read_dump
+
+    dump = read_dump(tmp_path / "zo.dump")
+    weighted = [j for j, ly in enumerate(s.m.layers) if ly.weight is not None]
+    ref = ar.ZOOutRef(s.m, weighted[-2:], eps=3, seed=7, opt=tr.SGD(lr=0.05, momentum=0.9), mode=mode,
+                      queries=queries)
+    losses = []
+    for st in range(0, len(order), 6):
+        idx = order[st:st + 6]
+        losses.append(list(ref.step([s.xs[i] for i in idx], [labels[i] for i in idx])))
+    assert got["losses"] == losses
+    fields = (".w", ".b", ".mult", ".shift", ".w_scale")
+    want = {k: v for k, v in ref.arrays().items() if k.endswith(fields)}
+    diff = differences(want, dump)
+    assert not diff, diff
+    for j in weighted[-2:]:  # both layers learnt
+        assert (dump[f"L{j}.w"] != s.m.data(s.m.layers[j].weight).reshape(-1)).any()
+    assert "perturb='outputs'" in got["repr"]

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from microtrain_tools import mtm
+from microtrain_tools.mtm import Act, Op
 from microtrain_tools.reference import oracle
 from microtrain_tools.reference import train_ref as tr
 
@@ -218,3 +219,102 @@ class ZORef:
         if self.bp:
             out.update(self.t.arrays())
         return out
+
+
+class ZOOutRef:
+    """Activity perturbation (microtrain.zo, perturb="outputs"; docs/adapt.md): per sample, the
+    outputs of the ``zo`` layers moved by +-eps along ``queries`` Hadamard rows times the sample's
+    signs, the estimate (1 / q) sum_k (L+ - L-) / (2 eps) h_k z as int8 per layer, masked by the
+    fused activation, into each layer's float32 gradient sums; ``RefTrainer``'s optimiser applies
+    them per batch. Floats as the device's: c in float32 storage (so are the transform's sums),
+    the rest in the platform's floats (``fl``)."""
+
+    def __init__(self, m: mtm.Model, zo: Sequence[int], eps: int, seed: int, opt: tr.SGD | tr.Adam,
+                 mode: str = "int8", queries: int | None = None) -> None:
+        self.t = tr.RefTrainer(m, list(zo), mode, opt, batch=1 << 30)
+        self.zo = list(zo)
+        self.eps = eps
+        self.rng = seed_state(seed)
+        self.off: dict[int, int] = {}
+        d = 0
+        for j in self.zo:
+            self.off[j] = d
+            d += int(np.prod(m.tensors[m.layers[j].output].shape))
+        self.rows = 1
+        while self.rows < d:
+            self.rows <<= 1
+        self.q = queries or self.rows
+
+    def _pass(self, x: ArrayLike, y: int, eps: int, k: int, r0: int) -> tuple[float, int]:
+        """The loss with the outputs moved along row k (signs from r0), and the state after."""
+        st = np.array([r0], dtype=np.uint32)
+
+        def after(j: int, out: NDArray[np.int8]) -> NDArray[np.int8]:
+            nonlocal st
+            if j not in self.off:
+                return out
+            w, st = oracle.zo_perturb_h_s8(out, eps, st, k, self.off[j])
+            return w
+
+        t = self.t
+        return t.loss(t.forward(x, after)[t.m.output], int(y))[0], int(st[0])
+
+    def _sample(self, x: ArrayLike, y: int) -> tuple[float, float]:
+        t, e, q, fl = self.t, self.eps, self.q, self.t.fl
+        vals = t.forward(x)
+        r0, r1 = self.rng, self.rng
+        c = np.zeros(self.rows, dtype=np.float32)
+        sp = sm = 0.0
+        for k in range(q):
+            lp, r1 = self._pass(x, y, e, k, r0)
+            lm, r1 = self._pass(x, y, -e, k, r0)
+            sp, sm = fl(sp + lp), fl(sm + lm)
+            c[k] = np.float32(fl(lp - lm) / (2 * e))
+        self.rng = r1
+        h = 1
+        while h < self.rows:  # the fast Walsh-Hadamard transform, float32 results
+            for a in range(0, self.rows, 2 * h):
+                u, v = c[a:a + h].copy(), c[a + h:a + 2 * h].copy()
+                c[a:a + h], c[a + h:a + 2 * h] = u + v, u - v
+            h <<= 1
+        st = np.array([r0], dtype=np.uint32)
+        for j in self.zo:
+            ly = t.m.layers[j]
+            o, n = self.off[j], int(np.prod(t.m.tensors[ly.output].shape))
+            z, st = oracle.zo_perturb_h_s8(np.zeros(n, dtype=np.int8), 1, st, 0, o)
+            cj = [fl(v) for v in c[o:o + n]]
+            amax = max(abs(v) for v in cj)
+            if amax == 0.0:
+                continue
+            f = fl.lit("127.0") / amax
+            half = fl.lit("0.5")
+            ev = np.array([int(v * f + (half if v > 0 else -half)) for v in cj], dtype=np.int64)
+            err = (ev * z.astype(np.int64)).astype(np.int8)
+            yv, p = vals[ly.output], ly.params
+            if ly.act == Act.RELU:
+                err = oracle.relu_s8_backward(yv, p[-2], err)
+            elif ly.act == Act.RELU6:
+                err = oracle.relu6_s8_backward(yv, p[-2], p[-1], err)
+            s = amax / (fl.lit("127.0") * q * fl(t.m.tensors[ly.output].scale))
+            x_t = ly.inputs[0]
+            conv = ly.op == Op.CONV2D
+            gw_fn = oracle.conv2d_s8_grad_weight_f32 if conv else oracle.linear_s8_grad_weight_f32
+            rl = t.layers[j]
+            rl.gw, rl.gb = gw_fn(p, vals[x_t], err, None, fl(t.m.tensors[x_t].scale) * s, s, rl.gw, rl.gb)
+        t.pending += 1
+        return sp, sm
+
+    def step(self, xs: Sequence[ArrayLike], ys: Sequence[int]) -> tuple[float, float]:
+        """One batch: every sample's estimate, then the update; the mean (L+, L-) per row."""
+        fl = self.t.fl
+        sp = sm = 0.0
+        for x, y in zip(xs, ys, strict=True):
+            a, b = self._sample(x, y)
+            sp, sm = fl(sp + a), fl(sm + b)
+        self.t.flush()
+        n = len(ys) * self.q
+        return sp / n, sm / n
+
+    def arrays(self) -> dict[str, Any]:
+        """The reference trainer's arrays (the trained layers' w, b, mult, shift, ...)."""
+        return self.t.arrays()

@@ -713,8 +713,10 @@ class RefTrainer:
         return (self.m.data(ly.weight).reshape(-1), self.m.data(ly.bias), self.m.data(ly.mult),
                 self.m.data(ly.shift))
 
-    def forward(self, x: ArrayLike) -> dict[int, NDArray[np.int8]]:
-        """Every activation of one int8 sample (NHWC), by tensor index."""
+    def forward(self, x: ArrayLike, after: Callable[[int, NDArray[np.int8]], NDArray[np.int8]] | None = None
+                ) -> dict[int, NDArray[np.int8]]:
+        """Every activation of one int8 sample (NHWC), by tensor index. ``after(j, y)``, when
+        given, replaces layer j's output y before the later layers read it."""
         xa = np.frombuffer(bytes(x), dtype=np.int8) if isinstance(x, (bytes, bytearray, memoryview)) \
             else np.asarray(x).reshape(-1)
         vals: dict[int, NDArray[np.int8]] = {self.m.input: xa.view(np.int8) if xa.dtype == np.uint8
@@ -746,7 +748,7 @@ class RefTrainer:
                 y = o.upsample_s8_forward(p, xin)
             else:
                 raise ValueError(f"layer {ly.name}: unknown op {ly.op}")
-            vals[ly.output] = y
+            vals[ly.output] = y if after is None else after(j, y)
         return vals
 
     def loss(self, out: NDArray[np.int8], label: Any) -> tuple[float, NDArray[np.int8], float]:
