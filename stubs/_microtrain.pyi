@@ -117,6 +117,9 @@ def topk_mask(norms: _I32, k: int, mask: _Out8, /) -> None:
 def zo_perturb_s8(base: _In8, eps: int, rng: array[int], w: _Out8, /) -> None:
     """w = clamp(base + eps z, -127, 127), z = +-1 from the xorshift32 state rng[0] (advanced);
     w may be base itself. eps in -127..127."""
+def zo_perturb_h_s8(base: _In8, eps: int, rng: array[int], row: int, i0: int, w: _Out8, /) -> None:
+    """w = clamp(base + eps h z, -127, 127): z as zo_perturb_s8's, h[i] = -1 where popcount(row &
+    (i0 + i)) is odd, else +1 (a Hadamard row). row, i0 in 0..2^24 - 1."""
 def zo_update_s8(base: _In8, step: int, rng: array[int], w: _Out8, /) -> None:
     """w = clamp(base - sign(step) m z, -127, 127): z from rng[0] as zo_perturb_s8's, m =
     |step| / 2^16 stochastically rounded by draws from rng[1] (both advanced). |step| <= 255 * 2^16."""

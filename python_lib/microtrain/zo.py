@@ -69,6 +69,7 @@ class ZO:
             self._init_outputs(model, idx, eps, queries, optimizer, mode, seed, loss)
             return
         queries = queries or 1
+        self.rows = 0
         bpi = model.select(bp) if bp is not None else []
         for j in bpi:
             if j not in idx:

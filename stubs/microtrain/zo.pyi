@@ -1,4 +1,5 @@
-# microtrain.zo: forward-only (zeroth-order, SPSA) training and the hybrid (docs/adapt.md).
+# microtrain.zo: forward-only (zeroth-order) training: SPSA, the hybrid and activity perturbation
+# (docs/adapt.md).
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,19 +13,21 @@ STEP_MAX: float  # weight quanta
 
 class ZO:
     model: Model
-    lr: float  # weight quanta per unit of the gradient estimate
-    eps: int  # perturbation, weight quanta
-    queries: int  # SPSA updates per batch
+    perturb: str  # "weights" (SPSA) or "outputs" (activity perturbation)
+    lr: float  # weight quanta per unit of the gradient estimate ("outputs": 0, the optimiser's)
+    eps: int  # perturbation, quanta of the weights / outputs
+    queries: int  # SPSA updates per batch / Hadamard rows per sample
+    rows: int  # "outputs": the Hadamard size (0 for "weights")
     first: int  # index of the first zeroth-order layer
     loss_fn: LossFn
     rng: int  # xorshift32 state
     layers: list[Layer]  # the zeroth-order layers
-    trainer: Trainer | None  # the backprop layers' (hybrid)
+    trainer: Trainer | None  # the backprop layers' (hybrid), the update's ("outputs")
     steps: int
     last: tuple[float, float]  # (L+, L-) of the last step
-    def __init__(self, model: Model, train: TrainSpec = "last:2", lr: float = 50.0, eps: int = 2,
+    def __init__(self, model: Model, train: TrainSpec = "last:2", lr: float | None = None, eps: int = 2,
                  bp: TrainSpec = None, optimizer: SGD | Adam | None = None, mode: str = "int8", seed: int = 1,
-                 loss: str = "xent", queries: int = 1) -> None: ...
+                 loss: str = "xent", queries: int | None = None, perturb: str = "weights") -> None: ...
     def step(self, batch: list[tuple[Int8In, Any]]) -> tuple[float, float]: ...
     def fit(self, samples: Samples, epochs: int = 1, batch: int = 16,
             order: Sequence[int] | None = None) -> list[float]: ...
