@@ -15,29 +15,13 @@ static int8_t mt_zo_sat(int32_t v) {
     return (int8_t)(v > 127 ? 127 : (v < -127 ? -127 : v));
 }
 
-// w[i] = sat(base[i] + eps z[i]); z[i] = -1 where bit (i mod 32) of the
-// (i div 32)-th next draw is set, else +1. base may be w itself (each element is
-// read before it is written).
-void mt_zo_perturb_s8(const int8_t *base, size_t n, int32_t eps, uint32_t *rng, int8_t *w) {
-    uint32_t r = *rng;
-    for (size_t i = 0; i < n;) {
-        r = mt_zo_next(r);
-        uint32_t bits = r;
-        const size_t end = n - i < 32 ? n : i + 32;
-        for (; i < end; ++i, bits >>= 1) {
-            const int32_t s = -(int32_t)(bits & 1u);  // 0 or -1: eps or -eps
-            w[i] = mt_zo_sat((int32_t)base[i] + ((eps ^ s) - s));
-        }
-    }
-    *rng = r;
-}
-
-// The same along a column of a Hadamard matrix: w[i] = sat(base[i] + eps h[i] z[i]),
-// h[i] = -1 where popcount(row & (i0 + i)) is odd, else +1, z drawn as above. For a
+// w[i] = sat(base[i] + eps h[i] z[i]) along a column of a Hadamard matrix:
+// h[i] = -1 where popcount(row & (i0 + i)) is odd, else +1; z[i] = -1 where bit
+// (i mod 32) of the (i div 32)-th next draw is set, else +1. base may be w itself
+// (each element is read before it is written). For a
 // fixed state, rows 0..P-1 give P orthogonal directions over any P indices of
 // 0..P-1 (P a power of two): the directions of the activity perturbation in
-// microtrain.zo, whose estimates are then exact instead of random. row 0 is
-// mt_zo_perturb_s8.
+// microtrain.zo, whose estimates are then exact instead of random.
 void mt_zo_perturb_h_s8(const int8_t *base, size_t n, int32_t eps, uint32_t row, uint32_t i0, uint32_t *rng,
                         int8_t *w) {
     uint32_t r = *rng;
@@ -57,6 +41,11 @@ void mt_zo_perturb_h_s8(const int8_t *base, size_t n, int32_t eps, uint32_t row,
         }
     }
     *rng = r;
+}
+
+// Row 0 (h = +1): w[i] = sat(base[i] + eps z[i]), the SPSA weight perturbation.
+void mt_zo_perturb_s8(const int8_t *base, size_t n, int32_t eps, uint32_t *rng, int8_t *w) {
+    mt_zo_perturb_h_s8(base, n, eps, 0, 0, rng, w);
 }
 
 // w[i] = sat(base[i] - sign(step) m[i] z[i]), m[i] = (|step| >> 16) + (1 if the
