@@ -24,6 +24,7 @@ from microtrain.fmt import (
     INFO_N,
     ITEMSIZE,
     KIND_ACT,
+    KIND_CONST,
     KIND_STATE,
     LAYER_N,
     NONE_I32,
@@ -69,23 +70,45 @@ _P_LUT_DSHIFT = const(3)  # lut: (n, in_zp, out_zp, d_shift)
 class Tensor:
     """One tensor of the file: shape (NHWC), dtype, quantisation, data view."""
 
+    # The common values live on the class and an instance stores only what differs: every
+    # attribute costs 8 bytes of the instance's hash table (rounded up to the next table
+    # size), and a 0.0 scale would be a float object of its own (docs/memory.md)
+    dtype = DT_INT8
+    kind = KIND_CONST
+    quant = 0
+    flags = 0
+    data_off = 0
+    data_len = 0
+    scale = 0.0
+    zero_point = 0
+    qscales = NONE_I32
+    data = None  # view (or mutable copy) of the values for CONST / STATE
+
     def __init__(self, index, row, scale):
         self.index = index
-        self.dtype = row[0]
-        self.kind = row[2]
-        self.quant = row[3]
-        self.flags = row[4]
+        if row[0] != DT_INT8:
+            self.dtype = row[0]
+        if row[2] != KIND_CONST:
+            self.kind = row[2]
+        if row[3]:
+            self.quant = row[3]
+        if row[4]:
+            self.flags = row[4]
         self.shape = tuple(row[5 + d] for d in range(row[1]))
-        self.data_off = row[9]
-        self.data_len = row[10]
-        self.scale = scale
-        self.zero_point = row[12]
-        self.qscales = row[13]
+        if row[9]:
+            self.data_off = row[9]
+        if row[10]:
+            self.data_len = row[10]
+        if scale != 0.0:
+            self.scale = scale
+        if row[12]:
+            self.zero_point = row[12]
+        if row[13] != NONE_I32:
+            self.qscales = row[13]
         n = 1
         for d in self.shape:
             n *= d
         self.numel = n
-        self.data = None  # view (or mutable copy) of the values for CONST / STATE
 
     def __repr__(self):
         dt = ("?", "int8", "int32", "float32", "uint8")[self.dtype]
@@ -108,24 +131,52 @@ class Layer:
 
     _touch = None  # (touched buffer, its zeros), reused by every batch of a sparse policy
 
+    # Defaults on the class, as for Tensor: a frozen layer stores only what its op uses
+    # (a conv 18 attributes, an add 9) and training sets the rest on the trained layers
+    act = 0
+    flags = 0
+    fused = ""
+    weight_t = bias_t = mult_t = shift_t = NONE_I32
+    state_t = (NONE_I32,) * 6
+    trained = False
+    modified = False  # parameters updated on the device (TRAINED flag in checkpoints)
+    grad = None  # (gw, gb) float32 arrays while trained
+    w = b = mult = shift = w_scale = None
+    table = dtable = None  # lut: the forward table (weight slot) and the derivative table (bias slot)
+    gw = gb = None
+    master_w = master_b = None  # float32 master copies (float modes)
+    _row = None  # out_c floats of scratch for the update
+    touched = None  # sparse training: channels with a gradient since the last update
+    _params = None  # the optimiser's views of w and b (optim.Param) and s_in, s_out
+    wr = None
+    _wr_r = None  # R of the grad-input ratios (from the descriptor)
+    ein_r = 0
+    _ein_top = None
+
     def __init__(self, model, index, row):
         self.model = model
         self.index = index
         self.op = row[0]
-        self.act = row[1]
-        self.flags = row[4]
+        if row[1]:
+            self.act = row[1]
+        if row[4]:
+            self.flags = row[4]
         b = model._bytes
         self.name = str(bytes(b[row[5]:row[5] + row[6]]), "utf-8")
-        self.fused = str(bytes(b[row[7]:row[7] + row[8]]), "utf-8")
+        if row[8]:
+            self.fused = str(bytes(b[row[7]:row[7] + row[8]]), "utf-8")
         self.inputs = (row[9],) if row[10] == NONE_I32 else (row[9], row[10])
         self.output = row[11]
-        self.weight_t, self.bias_t, self.mult_t, self.shift_t = row[12], row[13], row[14], row[15]
-        self.state_t = (row[16], row[17], row[18], row[19], row[21], row[22])  # [4], [5]: format 1.3
+        if row[12] != NONE_I32:
+            self.weight_t = row[12]
+        if row[13] != NONE_I32:
+            self.bias_t = row[13]
+        if row[14] != NONE_I32:
+            self.mult_t, self.shift_t = row[14], row[15]
+        st = (row[16], row[17], row[18], row[19], row[21], row[22])  # [4], [5]: format 1.3
+        if st != Layer.state_t:
+            self.state_t = st
         self.params = model._i32(row[20], row[2])  # the kernel descriptor, zero-copy
-        self.trained = False
-        self.modified = False  # parameters updated on the device (TRAINED flag in checkpoints)
-        self.grad = None  # (gw, gb) float32 arrays while trained
-        self.w = self.b = self.mult = self.shift = self.w_scale = None
         if self.op == OP_CONV2D or self.op == OP_LINEAR:
             t = model.tensors
             self.w = t[self.weight_t].data
@@ -133,20 +184,9 @@ class Layer:
             self.mult = t[self.mult_t].data
             self.shift = t[self.shift_t].data
             self.w_scale = t[t[self.weight_t].qscales].data
-        # lut: the forward table (weight slot) and the derivative table (bias slot)
-        self.table = self.dtable = None
         if self.op == OP_LUT:
             self.table = model.tensors[self.weight_t].data
             self.dtable = model.tensors[self.bias_t].data
-        self.gw = self.gb = None
-        self.master_w = self.master_b = None  # float32 master copies (float modes)
-        self._row = None  # out_c floats of scratch for the update
-        self.touched = None  # sparse training: channels with a gradient since the last update
-        self._params = None  # the optimiser's views of w and b (optim.Param) and s_in, s_out
-        self.wr = None
-        self._wr_r = None  # R of the grad-input ratios (from the descriptor)
-        self.ein_r = 0
-        self._ein_top = None
 
     @property
     def kind(self):
