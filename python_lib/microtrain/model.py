@@ -123,6 +123,41 @@ class Tensor:
 _ratios = None  # update_f32_ratios, looked up on first use
 
 
+def _nothing():
+    pass
+
+
+def _place(model, bufs, owner, last_use):
+    # the inference plan's placement (microtrain/place.py), imported for it and forgotten
+    # again: where the package is loaded as .mpy files its code would stay in the heap.
+    # Compiled from source on a full heap it may not fit: None, and the plan falls back
+    # to whole buffers (the training plans' placement: more RAM, the same results)
+    try:
+        from microtrain.place import place
+    except MemoryError:
+        _forget()
+        return None
+    try:
+        return place(model, bufs, owner, last_use)
+    finally:
+        _forget()
+
+
+def _forget():
+    import sys
+
+    import microtrain
+
+    sys.modules.pop("microtrain.place", None)
+    try:  # not dir(): it would call the package's __getattr__ for every name
+        d = microtrain.__dict__
+    except AttributeError:
+        return
+    if "place" in d:
+        setattr(microtrain, "place", None)  # noqa: B010 (the map keeps a deleted value)
+        delattr(microtrain, "place")
+
+
 class Layer:
     """One layer: op, fused activation, descriptor (`params`), tensors.
 
@@ -344,6 +379,7 @@ class Model:
         self.output = self.tensors[info[13]]
         self._plans = {}
         self._owner = {}  # plan key -> {tensor: the whole buffer it uses}
+        self._fused = {}  # plan key -> its fused conv + add pairs (_fusable), or None
         self._lut = None
         self._lut_scale = 0.0
         self._ce = None  # (err, stats) of the output, for cross_entropy
@@ -463,7 +499,10 @@ class Model:
         inp = self.input.index
         out_t = self.output.index
         bufs[inp] = zeros("b", self.input.numel)
-        for ly in layers:
+        fz = None
+        if keep_from is None:
+            fz = _place(self, bufs, owner, last_use)
+        for ly in layers if fz is None else ():
             t = tensors[ly.output]
             n = t.numel
             buf = None
@@ -484,18 +523,26 @@ class Model:
                 if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != out_t:
                     free.append(owner[ti])
         self._owner[key] = owner
+        self._fused[key] = fz
         steps = []
         for ly in layers:
-            steps.append(self._step(ly, bufs))
+            steps.append(self._step(ly, bufs, fz))
         plan = (bufs, steps)
         # buffers of other plans stay cached: inference and training plans coexist
         self._plans[key] = plan
         return plan
 
-    def _step(self, ly, bufs):
+    def _step(self, ly, bufs, fz=None):
         op, p = ly.op, ly.params
-        x = bufs[ly.inputs[0]]
-        y = bufs[ly.output]
+        x = bufs.get(ly.inputs[0])
+        y = bufs.get(ly.output)
+        f = fz.get(ly.index) if fz else None
+        if type(f) is int:  # done by its conv (conv2d_add_s8_forward)
+            return (_nothing, (), ly)
+        if f is not None:
+            a, side, tile = f
+            return (K.conv2d_add_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, a.params, side,
+                                              bufs[a.output], tile), ly)
         if op == OP_CONV2D:
             return (K.conv2d_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, y), ly)
         if op == OP_LINEAR:
@@ -523,10 +570,11 @@ class Model:
     def rebind(self):
         """Rebuild the forward call tables after a layer's parameter arrays were
         replaced (make_trainable; the optimisers call it after each update)."""
-        for plan in self._plans.values():
+        for key, plan in self._plans.items():
             bufs, steps = plan
+            fz = self._fused.get(key)
             for i in range(len(steps)):
-                steps[i] = self._step(steps[i][2], bufs)
+                steps[i] = self._step(steps[i][2], bufs, fz)
 
     # -- inference -------------------------------------------------------------------------
 
@@ -560,7 +608,12 @@ class Model:
 
     def activation(self, t, keep_from=None):
         """The buffer of tensor index t in the given plan (after forward)."""
-        return self._plan(keep_from)[0][t]
+        b = self._plan(keep_from)[0].get(t)
+        if b is None:
+            raise ValueError("activation: tensor %d is not kept whole in this plan (a conv's output added "
+                             "into the residual path a few rows at a time); use a plan with keep_from at or "
+                             "before its layer" % t)
+        return b
 
     def predict(self, x):
         """Class index: argmax of the int8 output (the first maximum wins)."""

@@ -779,9 +779,9 @@ def gen_conv2d_add_s8_forward(rng: Rng, i: int) -> Case:
     kind = i % 5
     rows = [1, 2, 3, g.out_h, g.out_h + 2][kind]
     nt = rows * row + (int(rng.integers(1, row)) if kind == 2 and row > 1 else 0)
-    args: list[Arg] = [i32(g.desc(in_zp, out_zp, act_min, act_max)), s8(x, _kind_in(rng)), s8(w, _kind_in(rng)),
-                       bias, mult, shift, i32(add), side, s8(_int8(rng, n), _kind_out(rng)),
-                       s8(np.zeros(nt), _kind_out(rng))]
+    args: list[Arg] = [i32(g.desc(in_zp, out_zp, act_min, act_max)), s8(x, _kind_in(rng)),
+                       s8(w, _kind_in(rng)), bias, mult, shift, i32(add), side,
+                       s8(_int8(rng, n), _kind_out(rng)), s8(np.zeros(nt), _kind_out(rng))]
     return make_case("conv2d_add_s8_forward", args, f"{variant}/{mode}/tile{rows}/side{side}")
 
 
