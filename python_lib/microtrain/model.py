@@ -146,16 +146,15 @@ def _place(model, bufs, owner, last_use):
 def _forget():
     import sys
 
-    import microtrain
-
     sys.modules.pop("microtrain.place", None)
+    pkg = sys.modules.get("microtrain")  # not imported here: the package imports this module
     try:  # not dir(): it would call the package's __getattr__ for every name
-        d = microtrain.__dict__
+        d = pkg.__dict__
     except AttributeError:
         return
     if "place" in d:
-        setattr(microtrain, "place", None)  # noqa: B010 (the map keeps a deleted value)
-        delattr(microtrain, "place")
+        setattr(pkg, "place", None)  # noqa: B010 (the map keeps a deleted value)
+        delattr(pkg, "place")
 
 
 class Layer:
