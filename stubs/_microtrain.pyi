@@ -93,6 +93,11 @@ def global_avgpool_s8_grad_input(e: _In8, hw: int, ein: _Out8, /) -> None: ...
 def add_s8_forward(desc: _I32, x1: _In8, x2: _In8, y: _Out8, /) -> None: ...
 def add_s8_grad_merge(ea: _In8, ra: int, eb: _In8, rb: int, out: _Out8, /) -> int:
     """out = dyn_requant(ea * ra + eb * rb); returns the shift (ra, rb in 0..2^15)."""
+def conv2d_add_s8_forward(desc: _I32, x: _In8, w: _In8, bias: _I32, mult: _I32, shift: _I32, add_desc: _I32,
+                          side: int, skip: _Out8, tile: _Out8, /) -> None:
+    """skip = add_s8_forward(add_desc, conv, skip) (side 1: (skip, conv)), conv = conv2d_s8_forward's
+    output made a block of rows at a time in tile (at least one row, out_w * out_c; its contents
+    after the call are undefined): the conv's output never exists whole. Not for dilated convs."""
 
 # -- channel concatenation (desc: 10 int32), upsampling (desc: 9 int32) -------------------------
 

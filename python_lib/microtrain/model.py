@@ -24,6 +24,7 @@ from microtrain.fmt import (
     INFO_N,
     ITEMSIZE,
     KIND_ACT,
+    KIND_CONST,
     KIND_STATE,
     LAYER_N,
     NONE_I32,
@@ -69,23 +70,45 @@ _P_LUT_DSHIFT = const(3)  # lut: (n, in_zp, out_zp, d_shift)
 class Tensor:
     """One tensor of the file: shape (NHWC), dtype, quantisation, data view."""
 
+    # The common values live on the class and an instance stores only what differs: every
+    # attribute costs 8 bytes of the instance's hash table (rounded up to the next table
+    # size), and a 0.0 scale would be a float object of its own (docs/memory.md)
+    dtype = DT_INT8
+    kind = KIND_CONST
+    quant = 0
+    flags = 0
+    data_off = 0
+    data_len = 0
+    scale = 0.0
+    zero_point = 0
+    qscales = NONE_I32
+    data = None  # view (or mutable copy) of the values for CONST / STATE
+
     def __init__(self, index, row, scale):
         self.index = index
-        self.dtype = row[0]
-        self.kind = row[2]
-        self.quant = row[3]
-        self.flags = row[4]
+        if row[0] != DT_INT8:
+            self.dtype = row[0]
+        if row[2] != KIND_CONST:
+            self.kind = row[2]
+        if row[3]:
+            self.quant = row[3]
+        if row[4]:
+            self.flags = row[4]
         self.shape = tuple(row[5 + d] for d in range(row[1]))
-        self.data_off = row[9]
-        self.data_len = row[10]
-        self.scale = scale
-        self.zero_point = row[12]
-        self.qscales = row[13]
+        if row[9]:
+            self.data_off = row[9]
+        if row[10]:
+            self.data_len = row[10]
+        if scale != 0.0:
+            self.scale = scale
+        if row[12]:
+            self.zero_point = row[12]
+        if row[13] != NONE_I32:
+            self.qscales = row[13]
         n = 1
         for d in self.shape:
             n *= d
         self.numel = n
-        self.data = None  # view (or mutable copy) of the values for CONST / STATE
 
     def __repr__(self):
         dt = ("?", "int8", "int32", "float32", "uint8")[self.dtype]
@@ -100,6 +123,40 @@ class Tensor:
 _ratios = None  # update_f32_ratios, looked up on first use
 
 
+def _nothing():
+    pass
+
+
+def _place(model, bufs, owner, last_use):
+    # the inference plan's placement (microtrain/place.py), imported for it and forgotten
+    # again: where the package is loaded as .mpy files its code would stay in the heap.
+    # Compiled from source on a full heap it may not fit: None, and the plan falls back
+    # to whole buffers (the training plans' placement: more RAM, the same results)
+    try:
+        from microtrain.place import place
+    except MemoryError:
+        _forget()
+        return None
+    try:
+        return place(model, bufs, owner, last_use)
+    finally:
+        _forget()
+
+
+def _forget():
+    import sys
+
+    sys.modules.pop("microtrain.place", None)
+    pkg = sys.modules.get("microtrain")  # not imported here: the package imports this module
+    try:  # not dir(): it would call the package's __getattr__ for every name
+        d = pkg.__dict__
+    except AttributeError:
+        return
+    if "place" in d:
+        setattr(pkg, "place", None)  # noqa: B010 (the map keeps a deleted value)
+        delattr(pkg, "place")
+
+
 class Layer:
     """One layer: op, fused activation, descriptor (`params`), tensors.
 
@@ -108,24 +165,52 @@ class Layer:
 
     _touch = None  # (touched buffer, its zeros), reused by every batch of a sparse policy
 
+    # Defaults on the class, as for Tensor: a frozen layer stores only what its op uses
+    # (a conv 18 attributes, an add 9) and training sets the rest on the trained layers
+    act = 0
+    flags = 0
+    fused = ""
+    weight_t = bias_t = mult_t = shift_t = NONE_I32
+    state_t = (NONE_I32,) * 6
+    trained = False
+    modified = False  # parameters updated on the device (TRAINED flag in checkpoints)
+    grad = None  # (gw, gb) float32 arrays while trained
+    w = b = mult = shift = w_scale = None
+    table = dtable = None  # lut: the forward table (weight slot) and the derivative table (bias slot)
+    gw = gb = None
+    master_w = master_b = None  # float32 master copies (float modes)
+    _row = None  # out_c floats of scratch for the update
+    touched = None  # sparse training: channels with a gradient since the last update
+    _params = None  # the optimiser's views of w and b (optim.Param) and s_in, s_out
+    wr = None
+    _wr_r = None  # R of the grad-input ratios (from the descriptor)
+    ein_r = 0
+    _ein_top = None
+
     def __init__(self, model, index, row):
         self.model = model
         self.index = index
         self.op = row[0]
-        self.act = row[1]
-        self.flags = row[4]
+        if row[1]:
+            self.act = row[1]
+        if row[4]:
+            self.flags = row[4]
         b = model._bytes
         self.name = str(bytes(b[row[5]:row[5] + row[6]]), "utf-8")
-        self.fused = str(bytes(b[row[7]:row[7] + row[8]]), "utf-8")
+        if row[8]:
+            self.fused = str(bytes(b[row[7]:row[7] + row[8]]), "utf-8")
         self.inputs = (row[9],) if row[10] == NONE_I32 else (row[9], row[10])
         self.output = row[11]
-        self.weight_t, self.bias_t, self.mult_t, self.shift_t = row[12], row[13], row[14], row[15]
-        self.state_t = (row[16], row[17], row[18], row[19], row[21], row[22])  # [4], [5]: format 1.3
+        if row[12] != NONE_I32:
+            self.weight_t = row[12]
+        if row[13] != NONE_I32:
+            self.bias_t = row[13]
+        if row[14] != NONE_I32:
+            self.mult_t, self.shift_t = row[14], row[15]
+        st = (row[16], row[17], row[18], row[19], row[21], row[22])  # [4], [5]: format 1.3
+        if st != Layer.state_t:
+            self.state_t = st
         self.params = model._i32(row[20], row[2])  # the kernel descriptor, zero-copy
-        self.trained = False
-        self.modified = False  # parameters updated on the device (TRAINED flag in checkpoints)
-        self.grad = None  # (gw, gb) float32 arrays while trained
-        self.w = self.b = self.mult = self.shift = self.w_scale = None
         if self.op == OP_CONV2D or self.op == OP_LINEAR:
             t = model.tensors
             self.w = t[self.weight_t].data
@@ -133,20 +218,9 @@ class Layer:
             self.mult = t[self.mult_t].data
             self.shift = t[self.shift_t].data
             self.w_scale = t[t[self.weight_t].qscales].data
-        # lut: the forward table (weight slot) and the derivative table (bias slot)
-        self.table = self.dtable = None
         if self.op == OP_LUT:
             self.table = model.tensors[self.weight_t].data
             self.dtable = model.tensors[self.bias_t].data
-        self.gw = self.gb = None
-        self.master_w = self.master_b = None  # float32 master copies (float modes)
-        self._row = None  # out_c floats of scratch for the update
-        self.touched = None  # sparse training: channels with a gradient since the last update
-        self._params = None  # the optimiser's views of w and b (optim.Param) and s_in, s_out
-        self.wr = None
-        self._wr_r = None  # R of the grad-input ratios (from the descriptor)
-        self.ein_r = 0
-        self._ein_top = None
 
     @property
     def kind(self):
@@ -304,6 +378,7 @@ class Model:
         self.output = self.tensors[info[13]]
         self._plans = {}
         self._owner = {}  # plan key -> {tensor: the whole buffer it uses}
+        self._fused = {}  # plan key -> its fused conv + add pairs (_fusable), or None
         self._lut = None
         self._lut_scale = 0.0
         self._ce = None  # (err, stats) of the output, for cross_entropy
@@ -423,7 +498,10 @@ class Model:
         inp = self.input.index
         out_t = self.output.index
         bufs[inp] = zeros("b", self.input.numel)
-        for ly in layers:
+        fz = None
+        if keep_from is None:
+            fz = _place(self, bufs, owner, last_use)
+        for ly in layers if fz is None else ():
             t = tensors[ly.output]
             n = t.numel
             buf = None
@@ -444,18 +522,26 @@ class Model:
                 if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != out_t:
                     free.append(owner[ti])
         self._owner[key] = owner
+        self._fused[key] = fz
         steps = []
         for ly in layers:
-            steps.append(self._step(ly, bufs))
+            steps.append(self._step(ly, bufs, fz))
         plan = (bufs, steps)
         # buffers of other plans stay cached: inference and training plans coexist
         self._plans[key] = plan
         return plan
 
-    def _step(self, ly, bufs):
+    def _step(self, ly, bufs, fz=None):
         op, p = ly.op, ly.params
-        x = bufs[ly.inputs[0]]
-        y = bufs[ly.output]
+        x = bufs.get(ly.inputs[0])
+        y = bufs.get(ly.output)
+        f = fz.get(ly.index) if fz else None
+        if type(f) is int:  # done by its conv (conv2d_add_s8_forward)
+            return (_nothing, (), ly)
+        if f is not None:
+            a, side, tile = f
+            return (K.conv2d_add_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, a.params, side,
+                                              bufs[a.output], tile), ly)
         if op == OP_CONV2D:
             return (K.conv2d_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, y), ly)
         if op == OP_LINEAR:
@@ -483,10 +569,11 @@ class Model:
     def rebind(self):
         """Rebuild the forward call tables after a layer's parameter arrays were
         replaced (make_trainable; the optimisers call it after each update)."""
-        for plan in self._plans.values():
+        for key, plan in self._plans.items():
             bufs, steps = plan
+            fz = self._fused.get(key)
             for i in range(len(steps)):
-                steps[i] = self._step(steps[i][2], bufs)
+                steps[i] = self._step(steps[i][2], bufs, fz)
 
     # -- inference -------------------------------------------------------------------------
 
@@ -520,7 +607,12 @@ class Model:
 
     def activation(self, t, keep_from=None):
         """The buffer of tensor index t in the given plan (after forward)."""
-        return self._plan(keep_from)[0][t]
+        b = self._plan(keep_from)[0].get(t)
+        if b is None:
+            raise ValueError("activation: tensor %d is not kept whole in this plan (a conv's output added "
+                             "into the residual path a few rows at a time); use a plan with keep_from at or "
+                             "before its layer" % t)
+        return b
 
     def predict(self, x):
         """Class index: argmax of the int8 output (the first maximum wins)."""

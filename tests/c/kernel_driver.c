@@ -315,6 +315,58 @@ static int want_args(call_t *c, int n) {
     return 1;
 }
 
+// conv2d_add_s8_forward: the binding's checks, in its order, then the kernel.
+static int run_conv_add(call_t *c) {
+    mt_conv2d_dil_params_t pd;
+    int dil;
+    if (!conv_desc(c, &pd, &dil)) {
+        return 0;
+    }
+    if (dil) {
+        fail(c, "ValueError", "desc", "a dilated conv has no row-block form");
+        return 0;
+    }
+    const mt_conv2d_params_t p = pd.c;
+    const int32_t nin = p.in_h * p.in_w * p.in_c, nout = p.out_h * p.out_w * p.out_c;
+    const int32_t nw = p.out_c * p.k_h * p.k_w * (p.in_c / p.groups);
+    const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
+    const int8_t *w = buf(c, 2, "w", S8, nw, 0, NULL);
+    const int32_t *bias = buf(c, 3, "bias", I32, p.out_c, 0, NULL);
+    const int32_t *mult = buf(c, 4, "mult", I32, p.out_c, 0, NULL);
+    const int32_t *shift = buf(c, 5, "shift", I32, p.out_c, 0, NULL);
+    if (failed(c)) {
+        return 0;
+    }
+    check(c, "bias", mt_bias_check(bias, p.out_c));
+    check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_c));
+    const int32_t *ad = buf(c, 6, "add_desc", I32, MT_ADD_NPARAMS, 0, NULL);
+    if (failed(c)) {
+        return 0;
+    }
+    mt_add_params_t a;
+    memcpy(&a, ad, sizeof a);
+    check(c, "add_desc", mt_add_check(&a));
+    if (!failed(c)) {
+        int32_t v[MT_MSG_NVALS];
+        check_v(c, "add_desc", mt_conv_add_n_check(a.n, nout, v), v);
+    }
+    const int32_t side = checked_int(c, 7, "side", mt_part_check);
+    int8_t *skip = buf(c, 8, "skip", S8, nout, 1, NULL);
+    uint32_t nt = 0;
+    int8_t *tile = buf(c, 9, "tile", S8, -1, 1, &nt);
+    const int32_t row = p.out_w * p.out_c;
+    if (!failed(c)) {
+        int32_t v[MT_MSG_NVALS];
+        check_v(c, "tile", mt_tile_check(nt, row, v), v);
+    }
+    if (failed(c)) {
+        return 0;
+    }
+    const int32_t rows = (int32_t)nt / row < p.out_h ? (int32_t)nt / row : p.out_h;
+    mt_conv2d_add_s8_forward(&p, x, w, bias, mult, shift, &a, side, skip, tile, rows);
+    return 0;
+}
+
 static int run_conv(call_t *c, const char *op, int32_t *ret) {
     mt_conv2d_dil_params_t pd;
     int dil;
@@ -1142,6 +1194,9 @@ static int run_helper(call_t *c, const char *op) {
 static int run_call(call_t *c, const char *op, int32_t *ret) {
     if (op[0] == '_') {
         return run_helper(c, op);
+    }
+    if (!strcmp(op, "conv2d_add_s8_forward")) {
+        return want_args(c, 10) && run_conv_add(c);
     }
     if (!strncmp(op, "conv2d_", 7) || !strncmp(op, "linear_", 7)) {
         const int is_f32 = strstr(op, "_f32") != NULL;

@@ -152,7 +152,9 @@ def test_bitexact_vs_oracle(op: str, pyk_run: tuple[list[Case], RunOutcome]) -> 
 def test_cases_cover_the_edge_cases(cases: dict[str, list[Case]]) -> None:
     """Guard: the generated set holds what the fallback must get right."""
     for op in [o for o in ALL_OPS if o.startswith("conv2d_")]:
-        assert {c.label.split("/")[0] for c in cases[op]} == set(CONV_VARIANTS), op
+        # the row-block conv + add takes no dilated conv (its binding refuses one)
+        want = set(CONV_VARIANTS) - ({"dilated"} if op == "conv2d_add_s8_forward" else set())
+        assert {c.label.split("/")[0] for c in cases[op]} == want, op
         descs = [np.asarray(c.args[0].data) for c in cases[op] if isinstance(c.args[0], Buf)]
         assert any(d[12] == d[2] and d[5] > d[2] for d in descs), "depthwise with channel multiplier"
         assert any(1 < d[12] < d[2] for d in descs), "grouped"

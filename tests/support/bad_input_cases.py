@@ -64,6 +64,10 @@ SPECS: dict[str, list[tuple[str, str]]] = {
     "global_avgpool_s8_grad_input": [("e", "s8"), ("hw", "int"), ("ein", "s8out")],
     "add_s8_forward": [("desc", "desc"), ("x1", "s8"), ("x2", "s8"), ("y", "s8out")],
     "add_s8_grad_merge": [("ea", "s8"), ("ra", "int"), ("eb", "s8"), ("rb", "int"), ("out", "s8out")],
+    # tile: any length of at least one output row (its bad values are in SCALAR_BAD)
+    "conv2d_add_s8_forward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("bias", "i32"), ("mult", "i32"),
+                              ("shift", "i32"), ("add_desc", "i32"), ("side", "int"), ("skip", "s8io"),
+                              ("tile", "skip")],
     "softmax_xent_s8": [("logits", "s8"), ("label", "int"), ("lut", "u32"), ("err", "s8out"),
                         ("stats", "i32out")],
     "l1_norm_s8": [("e", "s8"), ("c", "int"), ("norms", "i32out")],
@@ -134,6 +138,8 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
 
 CONCAT_DESC = oracle.concat_params(0.02, 3, 0.05, -7, 0.04, 1, 6, 2, 3)
 UPSAMPLE_DESC = [2, 3, 3, 4, 5, 2, 2, 0, 5]  # 2x3 -> 4x5 (the last column clipped)
+CONV_ROW = CONV_G.out_w * CONV_G.out_c  # conv2d_add_s8_forward: one output row of its tile
+CONV_ADD_DESC = oracle.add_params(0.02, 2, 0.05, -7, 0.06, 1, 1, 127, CONV_G.n_out)
 UPD_N, UPD_K = 4, 3  # update primitives: 4 channels of 3 values
 UPD_SW = np.array([0.01, 0.02, 0.005, 0.03], np.float32)
 
@@ -189,6 +195,9 @@ def _bases() -> dict[str, Case]:
         ("add_s8_forward", [i32(oracle.add_params(0.02, 3, 0.05, -7, 0.06, 1, -128, 127, 20)), s8(r8(20)),
                             s8(r8(20)), out("Y", 20)]),
         ("add_s8_grad_merge", [s8(r8(20)), 32768, s8(r8(20)), 12000, out("Y", 20)]),
+        ("conv2d_add_s8_forward", [cdesc, s8(x), s8(w), i32(rng.integers(-500, 500, g.out_c)),
+                                   i32([m for m, _ in mq]), i32([s for _, s in mq]), i32(CONV_ADD_DESC), 1,
+                                   inout(s8(r8(g.n_out), "Y")), s8(np.zeros(2 * CONV_ROW), "Y")]),
         ("softmax_xent_s8", [s8(r8(10)), 3, u32(lut), out("Y", 10), out("i", 3)]),
         ("l1_norm_s8", [s8(r8(24)), 4, out("i", 4)]),
         ("topk_mask", [i32(rng.integers(0, 50, 8)), 3, out("Y", 8)]),
@@ -413,6 +422,17 @@ for _op, _g in (("conv2d", CONV_G), ("linear", None)):
         ("wr overflow", 3, i32(np.full(_n_out, 131071)), ("wr",)),
     ]
 
+_bad_add = list(CONV_ADD_DESC)
+_bad_add[10] = 23
+SCALAR_BAD["conv2d_add_s8_forward"] = [
+    *[(lb, i, v, nm) for lb, i, v, nm in SCALAR_BAD["conv2d_s8_forward"]],
+    ("add_desc n != out", 6, i32([CONV_G.n_out + 1, *CONV_ADD_DESC[1:]]), ("add_desc",)),
+    ("add_desc left_shift 23", 6, i32(_bad_add), ("add_desc",)),
+    ("side 2", 7, 2, ("side",)), ("side -1", 7, -1, ("side",)),
+    ("tile shorter than a row", 9, s8(np.zeros(CONV_ROW - 1), "Y"), ("tile",)),
+    ("tile empty", 9, s8(np.zeros(0), "Y"), ("tile",)),
+]
+
 # buffers that may be None only under a condition the base call does not meet (pool
 # grad-input scratch: windows that do not overlap): None is a ValueError there
 NONE_NEEDS_DISJOINT = {("maxpool_s8_grad_input", "acc"), ("avgpool_s8_grad_input", "acc")}
@@ -429,6 +449,8 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "avgpool_s8_forward": [("y", "x")], "avgpool_s8_grad_input": [("ein", "e")],
     "global_avgpool_s8_forward": [("y", "x")], "global_avgpool_s8_grad_input": [("ein", "e")],
     "add_s8_forward": [("y", "x1"), ("y", "x2")], "add_s8_grad_merge": [("out", "ea"), ("out", "eb")],
+    # (tile is scratch, not an output the harness compares: its overlaps are not listed)
+    "conv2d_add_s8_forward": [("skip", "x"), ("skip", "w")],
     "softmax_xent_s8": [("err", "logits"), ("stats", "lut")],
     "lut_s8_forward": [("y", "x"), ("y", "table")],
     "lut_s8_grad_input": [("ein", "x"), ("ein", "e")],

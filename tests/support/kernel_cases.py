@@ -122,6 +122,7 @@ OPS: dict[str, OpSpec] = {
     "global_avgpool_s8_grad_input": OpSpec(3, (2,), _one),
     "add_s8_forward": OpSpec(4, (3,), _one),
     "add_s8_grad_merge": OpSpec(5, (4,), _shifted),
+    "conv2d_add_s8_forward": OpSpec(10, (), _one, (8,)),
     "softmax_xent_s8": OpSpec(5, (3, 4), _softmax),
     "l1_norm_s8": OpSpec(3, (2,), _one),
     "topk_mask": OpSpec(3, (2,), _one),
@@ -757,6 +758,34 @@ def gen_add_s8_forward(rng: Rng, i: int) -> Case:
     return make_case("add_s8_forward", args, label)
 
 
+def gen_conv2d_add_s8_forward(rng: Rng, i: int) -> Case:
+    """A conv case's layer (no dilation) into an add over skip, with tiles of one row, a
+    few rows (not dividing out_h), a size that is no multiple of a row, the whole output
+    and more; the conv output as x1 or x2."""
+    variant = [v for v in CONV_VARIANTS if v != "dilated"][i % (len(CONV_VARIANTS) - 1)]
+    g = conv_geom(rng, variant)
+    in_zp, out_zp = _zp(rng, i), _zp(rng, i // 5 + 1)
+    act_min, act_max = _act(rng, out_zp, i // 3)
+    s_w = _scales(rng, g.out_c, i % 2 == 0)
+    x, w = _activations(rng, g.n_in, in_zp, i // 2), _weights(rng, g.n_w, i)
+    bias, mult, shift, mode = _fwd_qparams(rng, g, i, s_w, x, in_zp, w)
+    n = g.n_out
+    s1, s2, so = (float(10.0 ** rng.uniform(-2.5, -0.5)) for _ in range(3))
+    zs, zo = _zp(rng, i // 7 + 2), _zp(rng, i // 3 + 3)
+    a_min, a_max = _act(rng, zo, i // 4)
+    side = i % 2
+    z1, z2 = (out_zp, zs) if side == 0 else (zs, out_zp)
+    add = oracle.add_params(s1, z1, s2, z2, so, zo, a_min, a_max, n, 20)
+    row = g.out_w * g.out_c
+    kind = i % 5
+    rows = [1, 2, 3, g.out_h, g.out_h + 2][kind]
+    nt = rows * row + (int(rng.integers(1, row)) if kind == 2 and row > 1 else 0)
+    args: list[Arg] = [i32(g.desc(in_zp, out_zp, act_min, act_max)), s8(x, _kind_in(rng)),
+                       s8(w, _kind_in(rng)), bias, mult, shift, i32(add), side,
+                       s8(_int8(rng, n), _kind_out(rng)), s8(np.zeros(nt), _kind_out(rng))]
+    return make_case("conv2d_add_s8_forward", args, f"{variant}/{mode}/tile{rows}/side{side}")
+
+
 def gen_add_s8_grad_merge(rng: Rng, i: int) -> Case:
     n = _len(rng, i)
     kind = i % 4
@@ -1203,6 +1232,7 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "global_avgpool_s8_grad_input": gen_global_avgpool_s8_grad_input,
     "add_s8_forward": gen_add_s8_forward,
     "add_s8_grad_merge": gen_add_s8_grad_merge,
+    "conv2d_add_s8_forward": gen_conv2d_add_s8_forward,
     "softmax_xent_s8": gen_softmax_xent_s8,
     "l1_norm_s8": gen_l1_norm_s8,
     "topk_mask": gen_topk_mask,

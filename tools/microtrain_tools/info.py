@@ -4,19 +4,29 @@ RAM model (bytes), the buffers the device runtime (python_lib/microtrain) alloca
 every activation and error is int8, one sample, NHWC:
 
 Inference
-  activations  the forward plan: the model input gets a buffer; layer by layer, each
-               output takes the smallest free buffer at least its size (the first
-               such in freeing order on ties), else a new one of its size (the model
-               output always a new one); after a layer ran, the buffers of its inputs
-               whose last consumer it was are free again (never the model input's or
-               output's). The sum of the buffers made. The model bytes are reported
-               apart (model file): they are in RAM only when the file is read into a
-               bytes object rather than frozen into flash.
+  activations  the inference plan: the model input gets a buffer; layer by layer,
+               each output takes the first bytes of the smallest free segment of a
+               buffer that holds it (the first such in freeing order on ties; the
+               rest of the segment stays free), else a new buffer of its size (the
+               model output always a new one); after a layer ran, the segments of its
+               inputs whose last consumer it was are free again, merged with free
+               neighbours in the same buffer (the model input's too, never the
+               output's). A conv2d whose only consumer is an add whose other input
+               (skip) exists before it, dies at the add and is read by nothing in
+               between is fused with the add: its output never exists whole, it runs a
+               block of rows at a time through a tile (the largest free segment of at
+               least one output row, else a new buffer of about 2 KB of whole rows)
+               and adds into skip in place; the add's output is skip's segment. The
+               sum of the buffers made. The model bytes are reported apart (model
+               file): they are in RAM only when the file is read into a bytes object
+               rather than frozen into flash.
 
 Training the last N weighted (conv/linear) layers; "first" = the N-th weighted layer
 from the end; every layer from first on is on the backward path:
-  forward      the same plan, but every activation read or written by a layer from
-               first on is never freed (backward needs it);
+  forward      the training plan: whole buffers only (the smallest free buffer at
+               least the output's size, else a new one; no segments, no fusion), and
+               every activation read or written by a layer from first on is never freed
+               (backward needs it);
   errors       one int8 error buffer per activation produced by a layer from first
                on, plus two more (arrival and merge buffers) for each of those that
                feeds two or more layers;
@@ -45,8 +55,8 @@ from the end; every layer from first on is on the backward path:
 
 Peak heap of a 32-bit board (docs/memory.md): the interpreter, script and package
 (per deployment: built into the firmware, or natmod + .mpy files in the heap), the
-model objects (221 B per tensor, 455 B per layer), the model file when it is read
-into RAM, one FileDataset record, the inference plan (+ 141 B per layer), and the
+model objects (156 B per tensor, 146 B per layer: fitted together), the model file when it
+is read into RAM, one FileDataset record, the inference plan (+ 140 B per layer), and the
 training total; constants measured by `make mem-mcu` on the Cortex-M7 firmware.
 """
 
@@ -119,9 +129,117 @@ def forward_plan_bytes(m: Model, keep: set[int]) -> int:
     return total
 
 
+TILE_BYTES = 2048  # model.py _TILE: a new tile for a fused conv + add
+
+
+def fused_pairs(m: Model, last_use: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """{conv layer: (add layer, skip tensor)} of the inference plan (model.py ``Model._fusable``):
+    a conv2d whose only consumer is an add whose other input exists before the conv, dies at
+    the add and is read by nothing in between; the conv's output never exists whole."""
+    made: dict[int, int] = {}
+    uses: dict[int, int] = {}
+    for j, ly in enumerate(m.layers):
+        made[ly.output] = j
+        for t in ly.inputs:
+            uses[t] = uses.get(t, 0) + 1
+    ends = (m.input, m.output)
+    fz: dict[int, tuple[int, int]] = {}
+    for j, a in enumerate(m.layers):
+        if a.op != Op.ADD or len(a.inputs) != 2 or a.inputs[0] == a.inputs[1] or a.output in ends:
+            continue
+        for side in (0, 1):
+            c, k = a.inputs[side], a.inputs[1 - side]
+            i = made.get(c, -1)
+            if i < 0 or uses[c] != 1 or c in ends or k in ends or last_use.get(k) != j:
+                continue
+            cv, p = m.layers[i], m.layers[i].params
+            dilated = len(p) > 17 and (p[17], p[18]) != (1, 1)
+            if cv.op != Op.CONV2D or i in fz or made.get(k, -1) >= i or dilated:
+                continue
+            if any(k in ly.inputs for ly in m.layers[i:j]):
+                continue
+            fz[i] = (j, k)
+            break
+    return fz
+
+
+def inference_plan_bytes(m: Model) -> int:
+    """Bytes of the inference plan's buffers (model.py ``Model._place``): tensors in the
+    smallest free segment of a buffer that holds them (free neighbours merge), the input's
+    buffer reused once read, fused conv + add pairs through a tile."""
+    last_use: dict[int, int] = {}
+    for j, ly in enumerate(m.layers):
+        for t in ly.inputs:
+            last_use[t] = j
+    fz = fused_pairs(m, last_use)
+    adds = {j: k for j, k in fz.values()}
+    n_in = m.tensors[m.input].numel
+    total = n_in
+    nbuf = 1  # buffer ids; the model input's is 0
+    free: list[list[int]] = []  # [buffer, offset, length]
+    seg: dict[int, list[int]] = {m.input: [0, 0, n_in]}
+
+    def take(j: int, n: int) -> list[int]:
+        f = free[j]
+        if f[2] == n:
+            return free.pop(j)
+        f[1] += n
+        f[2] -= n
+        return [f[0], f[1] - n, n]
+
+    def give(t: list[int]) -> None:
+        b, off, n = t
+        j = 0
+        while j < len(free):
+            f = free[j]
+            if f[0] == b and (f[1] + f[2] == off or off + n == f[1]):
+                off, n = min(off, f[1]), n + f[2]
+                free.pop(j)
+            else:
+                j += 1
+        free.append([b, off, n])
+
+    for j, ly in enumerate(m.layers):
+        if j in adds:
+            seg[ly.output] = seg.pop(adds[j])
+        elif j in fz:
+            row, n = ly.params[4] * ly.params[5], m.tensors[ly.output].numel
+            best = -1
+            for q in range(len(free)):
+                if free[q][2] >= row and (best < 0 or free[q][2] > free[best][2]):
+                    best = q
+            if best >= 0:
+                t = take(best, min(free[best][2], n))
+            else:
+                size = min(n, row * max(1, TILE_BYTES // row))
+                t = [nbuf, 0, size]
+                nbuf += 1
+                total += size
+            give(t)
+        else:
+            n = m.tensors[ly.output].numel
+            best = -1
+            if ly.output != m.output:
+                for q in range(len(free)):
+                    if free[q][2] >= n and (best < 0 or free[q][2] < free[best][2]):
+                        best = q
+            if best >= 0:
+                seg[ly.output] = take(best, n)
+            else:
+                seg[ly.output] = [nbuf, 0, n]
+                nbuf += 1
+                total += n
+        for q, t in enumerate(ly.inputs):
+            if q and t == ly.inputs[0]:
+                continue
+            if last_use.get(t) == j and t != m.output and t in seg:
+                give(seg.pop(t))
+    return total
+
+
 def inference_ram(m: Model) -> int:
     """Bytes of activation buffers of one forward pass (see the module doc)."""
-    return forward_plan_bytes(m, set())
+    return inference_plan_bytes(m)
 
 
 def weighted_layers(m: Model) -> list[int]:
@@ -192,10 +310,10 @@ TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "mast
 # microtrain` per deployment (kernels and package built into the firmware, or the natmod .mpy
 # and the package's .mpy files, both read into the heap); then per model object: a Tensor, a
 # Layer (with its descriptor view), and per layer the forward plan's step and buffer objects.
-PACKAGE_BYTES = {"builtin": 10_416, "natmod": 117_040}
-TENSOR_OBJ_BYTES = 221
-LAYER_OBJ_BYTES = 455
-PLAN_BYTES_PER_LAYER = 141
+PACKAGE_BYTES = {"builtin": 11_088, "natmod": 127_840}
+TENSOR_OBJ_BYTES = 156
+LAYER_OBJ_BYTES = 146
+PLAN_BYTES_PER_LAYER = 140
 DEPLOYS = tuple(PACKAGE_BYTES)
 
 

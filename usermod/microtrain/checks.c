@@ -244,6 +244,24 @@ const char *mt_upsample_check(const mt_upsample_params_t *p) {
     return NULL;
 }
 
+const char *mt_conv_add_n_check(int32_t n, int32_t nout, int32_t *v) {
+    if (n != nout) {
+        v[0] = n;
+        v[1] = nout;
+        return "n is %d, the conv output has %d elements";
+    }
+    return NULL;
+}
+
+const char *mt_tile_check(uint32_t nt, int32_t row, int32_t *v) {
+    if (nt < (uint32_t)row) {
+        v[0] = (int32_t)nt;
+        v[1] = row;
+        return "has %d elements, expected at least %d (one output row)";
+    }
+    return NULL;
+}
+
 const char *mt_part_check(int32_t part, int32_t *v) {
     if (part != 0 && part != 1) {
         v[0] = part;

@@ -678,6 +678,43 @@ void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const in
     }
 }
 
+// Output rows [r0, r1) are the whole output of a conv over the input rows they
+// read: start at input row r0 * stride_h - pad_top (or keep the part of the top
+// padding that is left), with the rows below as the input's height. Every
+// output element is the same exact integer sum as in the full call.
+void mt_conv2d_s8_forward_rows(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
+                               const int32_t *bias, const int32_t *mult, const int32_t *shift, int32_t r0,
+                               int32_t r1, int8_t *y) {
+    // field by field: a struct copy may become a memcpy call, which natmods cannot link
+    mt_conv2d_params_t q;
+    q.in_h = p->in_h;
+    q.in_w = p->in_w;
+    q.in_c = p->in_c;
+    q.out_h = r1 - r0;
+    q.out_w = p->out_w;
+    q.out_c = p->out_c;
+    q.k_h = p->k_h;
+    q.k_w = p->k_w;
+    q.stride_h = p->stride_h;
+    q.stride_w = p->stride_w;
+    q.pad_top = p->pad_top;
+    q.pad_left = p->pad_left;
+    q.groups = p->groups;
+    q.in_zp = p->in_zp;
+    q.out_zp = p->out_zp;
+    q.act_min = p->act_min;
+    q.act_max = p->act_max;
+    const int32_t top = r0 * p->stride_h - p->pad_top;  // < in_h: the window of row r0 starts inside
+    if (top >= 0) {
+        x += top * p->in_w * p->in_c;
+        q.in_h = p->in_h - top;
+        q.pad_top = 0;
+    } else {
+        q.pad_top = -top;
+    }
+    mt_conv2d_s8_forward(&q, x, w, bias, mult, shift, y);
+}
+
 #if !MT_SOFT_MATH || MT_HAS_FLOAT
 // Outputs [*o0, *o1) whose tap k lands inside the input,
 // 0 <= o * stride - pad + k < in; possibly empty (*o0 == *o1).

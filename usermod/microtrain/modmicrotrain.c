@@ -62,6 +62,7 @@
     X(MP_QSTR_global_avgpool_s8_grad_input, mod_global_avgpool_s8_grad_input_obj) \
     X(MP_QSTR_add_s8_forward, mod_add_s8_forward_obj) \
     X(MP_QSTR_add_s8_grad_merge, mod_add_s8_grad_merge_obj) \
+    X(MP_QSTR_conv2d_add_s8_forward, mod_conv2d_add_s8_forward_obj) \
     X(MP_QSTR_concat_s8_forward, mod_concat_s8_forward_obj) \
     X(MP_QSTR_concat_s8_grad_input, mod_concat_s8_grad_input_obj) \
     X(MP_QSTR_upsample_s8_forward, mod_upsample_s8_forward_obj) \
@@ -807,6 +808,55 @@ static mp_obj_t mod_add_s8_forward(size_t n_args, const mp_obj_t *args) {
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_add_s8_forward_obj, 4, 4, mod_add_s8_forward);
+
+// conv2d_s8_forward into add_s8_forward, over the add's other input, a block of rows at a time
+// (add.c): (desc, x, w, bias, mult, shift, add_desc, side, skip, tile).
+static mp_obj_t mod_conv2d_add_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "conv2d_add_s8_forward";
+    (void)n_args;
+    mt_conv2d_desc_u pu;
+    int dil;
+    const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
+    if (dil) {
+        MT_VALUE_ERR(fn, "desc", "a dilated conv has no row-block form");
+    }
+    const int32_t nin = mt_conv_in_n(p), nout = mt_conv_out_n(p), nw = mt_conv_w_n(p);
+    const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
+    const int8_t *w = mt_in_s8(fn, "w", args[2], nw, NULL);
+    const int32_t *bias = mt_in_i32(fn, "bias", args[3], p->out_c);
+    const int32_t *mult = mt_in_i32(fn, "mult", args[4], p->out_c);
+    const int32_t *shift = mt_in_i32(fn, "shift", args[5], p->out_c);
+    mt_check_qparams(fn, bias, mult, shift, p->out_c);
+    mt_add_desc_u u;
+    const int32_t *ad = mt_in_i32(fn, "add_desc", args[6], MT_ADD_NPARAMS);
+    for (int32_t i = 0; i < MT_ADD_NPARAMS; ++i) {
+        u.a[i] = ad[i];
+    }
+    mt_check(fn, "add_desc", mt_add_check(&u.s));
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "add_desc", mt_conv_add_n_check(u.s.n, nout, v), v);
+    const int32_t side = mt_int(fn, "side", args[7]);
+    mt_check_v(fn, "side", mt_part_check(side, v), v);
+    int8_t *skip = mt_out_s8(fn, "skip", args[8], nout);
+    size_t nt;
+    int8_t *tile = (int8_t *)mt_buf(fn, "tile", args[9], MT_S8, -1, 1, &nt);
+    const int32_t row = p->out_w * p->out_c;
+    mt_check_v(fn, "tile", mt_tile_check((uint32_t)nt, row, v), v);
+    int32_t rows = (int32_t)mt_udiv_u32((uint32_t)nt, (uint32_t)row);
+    if (rows > p->out_h) {
+        rows = p->out_h;
+    }
+    const size_t used = (size_t)rows * (size_t)row;
+    // the conv reads x and w while skip and tile are written: no two may share a byte
+    mt_no_overlap(fn, "skip", skip, (size_t)nout, "x", x, (size_t)nin);
+    mt_no_overlap(fn, "skip", skip, (size_t)nout, "w", w, (size_t)nw);
+    mt_no_overlap(fn, "tile", tile, used, "x", x, (size_t)nin);
+    mt_no_overlap(fn, "tile", tile, used, "w", w, (size_t)nw);
+    mt_no_overlap(fn, "tile", tile, used, "skip", skip, (size_t)nout);
+    mt_conv2d_add_s8_forward(p, x, w, bias, mult, shift, &u.s, side, skip, tile, rows);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_add_s8_forward_obj, 10, 10, mod_conv2d_add_s8_forward);
 
 static int32_t mt_ratio(const char *fn, const char *name, mp_obj_t o) {
     const int32_t r = mt_int(fn, name, o);

@@ -62,6 +62,10 @@ const char *mt_pool_no_acc_check(const mt_pool_params_t *p);
 const char *mt_add_check(const mt_add_params_t *p);
 const char *mt_concat_check(const mt_concat_params_t *p);
 const char *mt_upsample_check(const mt_upsample_params_t *p);
+// conv2d_add_s8_forward: the add's n equals the conv's output size; tile: at least one
+// output row (nt elements >= row = out_w * out_c).
+const char *mt_conv_add_n_check(int32_t n, int32_t nout, int32_t *v);
+const char *mt_tile_check(uint32_t nt, int32_t row, int32_t *v);
 // concat_s8_grad_input part: 0 or 1.
 const char *mt_part_check(int32_t part, int32_t *v);
 // Checks a per-channel requant multiplier/shift pair array.
@@ -143,6 +147,10 @@ size_t mt_msg_put_int(char *buf, size_t cap, size_t pos, int32_t x);
 // ---- conv2d.c ----
 void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
+// Output rows [r0, r1) only (0 <= r0 < r1 <= out_h) into y ((r1 - r0) * out_w * out_c).
+void mt_conv2d_s8_forward_rows(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
+                               const int32_t *bias, const int32_t *mult, const int32_t *shift, int32_t r0,
+                               int32_t r1, int8_t *y);
 // mask: NULL for dense, else out_c bytes (0 = channel dropped). Returns dyn shift.
 int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
                              const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein);
@@ -196,6 +204,12 @@ void mt_global_avgpool_s8_grad_input(const int8_t *e, int32_t hw, int32_t c, int
 
 // ---- add.c ----
 void mt_add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y);
+// skip = add(conv(x), skip) (side 1: add(skip, conv(x))) through tile (tile_rows >= 1 rows of
+// out_w * out_c); a->n = out_h * out_w * out_c; no buffer overlaps another.
+void mt_conv2d_add_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
+                              const int32_t *bias, const int32_t *mult, const int32_t *shift,
+                              const mt_add_params_t *a, int32_t side, int8_t *skip, int8_t *tile,
+                              int32_t tile_rows);
 int32_t mt_add_s8_grad_merge(const int8_t *ea, int32_t ra, const int8_t *eb, int32_t rb, size_t n, int8_t *out);
 
 // ---- concat.c ----

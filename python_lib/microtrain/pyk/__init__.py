@@ -41,7 +41,7 @@ WHERE = {
     "maxpool_s8_forward": "pool", "maxpool_s8_grad_input": "pool", "avgpool_s8_forward": "pool",
     "avgpool_s8_grad_input": "pool", "global_avgpool_s8_forward": "pool",
     "global_avgpool_s8_grad_input": "pool",
-    "add_s8_forward": "add", "add_s8_grad_merge": "add",
+    "add_s8_forward": "add", "add_s8_grad_merge": "add", "conv2d_add_s8_forward": "add",
     "concat_s8_forward": "concat", "concat_s8_grad_input": "concat",
     "upsample_s8_forward": "upsample", "upsample_s8_grad_input": "upsample",
     "softmax_xent_s8": "softmax_xent",

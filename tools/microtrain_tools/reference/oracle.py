@@ -37,6 +37,7 @@ __all__ = [
     "concat_s8_forward",
     "concat_s8_grad_input",
     "avgpool_s8_grad_input",
+    "conv2d_add_s8_forward",
     "conv2d_s8_forward",
     "conv2d_s8_grad_input",
     "conv2d_s8_grad_weight",
@@ -743,6 +744,23 @@ def add_s8_forward(desc: Sequence[int], x1: ArrayLike, x2: ArrayLike) -> I8:
     b = requant((_s8(x2, fn, "x2", n) - z2) << ls, m2, sh2)
     y = requant(a + b, mo, sho) + zo
     return np.clip(y, act_min, act_max).astype(np.int8)
+
+
+def conv2d_add_s8_forward(desc: Sequence[int], x: ArrayLike, w: ArrayLike, bias: ArrayLike, mult: ArrayLike,
+                          shift: ArrayLike, add_desc: Sequence[int], side: int, skip: ArrayLike,
+                          tile: object = None) -> I8:
+    """A conv2d straight into a residual add over its other input -> the new skip (int8):
+    add_s8_forward(add_desc, conv, skip) for side 0, (skip, conv) for side 1. The
+    kernels make it a block of rows at a time through ``tile`` (scratch: its contents
+    afterwards are not defined, so it is not an output here); by definition the same
+    as the two calls."""
+    fn = "conv2d_add_s8_forward"
+    if side not in (0, 1):
+        raise _fail(fn, "side", "must be 0 or 1")
+    y = conv2d_s8_forward(desc, x, w, bias, mult, shift)
+    if int(add_desc[0]) != y.size:
+        raise _fail(fn, "add_desc", f"n is {int(add_desc[0])}, the conv output has {y.size} elements")
+    return add_s8_forward(add_desc, y, skip) if side == 0 else add_s8_forward(add_desc, skip, y)
 
 
 def add_s8_grad_merge(ea: ArrayLike, ra: int, eb: ArrayLike, rb: int) -> tuple[I8, int]:
