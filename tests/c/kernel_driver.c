@@ -696,6 +696,18 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         }
         return 0;
     }
+    if (!strcmp(op, "update_f32_scale")) {
+        if (!want_args(c, 4)) {
+            return 0;
+        }
+        float *x = upd_g(c, 0, "x", 1, &k, &n, &n_ch);
+        const uint8_t *touched = upd_touched(c, 2, n_ch);
+        const float a = checked_float(c, 3, "a", mt_finite_check);
+        if (!failed(c)) {
+            mt_update_f32_scale(x, n_ch, k, touched, a);
+        }
+        return 0;
+    }
     if (!strcmp(op, "update_f32_adam")) {
         if (!want_args(c, 10)) {
             return 0;
@@ -714,7 +726,8 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         }
         return 0;
     }
-    if (!strcmp(op, "update_s8_apply")) {
+    if (!strcmp(op, "update_s8_apply") || !strcmp(op, "update_s8_apply_keep")) {
+        const int keep = op[15] == '_';  // update_s8_apply_keep: gw, gb read only, scratch 2 n_ch
         if (!want_args(c, 15)) {
             return 0;
         }
@@ -736,8 +749,8 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         L.b = buf(c, 2, "b", I32, nc, 1, NULL);
         L.mult = buf(c, 3, "mult", I32, nc, 1, NULL);
         L.shift = buf(c, 4, "shift", I32, nc, 1, NULL);
-        L.gw = buf(c, 5, "gw", F32, nw, 1, NULL);
-        L.gb = buf(c, 6, "gb", F32, nc, 1, NULL);
+        L.gw = buf(c, 5, "gw", F32, nw, !keep, NULL);
+        L.gb = buf(c, 6, "gb", F32, nc, !keep, NULL);
         L.master_w = is_none(c, 7) ? NULL : buf(c, 7, "master_w", F32, nw, 1, NULL);
         L.master_b = is_none(c, 8) ? NULL : buf(c, 8, "master_b", F32, nc, 1, NULL);
         if (!failed(c) && is_none(c, 7) != is_none(c, 8)) {
@@ -748,11 +761,12 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         L.s_in = checked_float(c, 11, "s_in", mt_positive_check);
         L.s_out = checked_float(c, 12, "s_out", mt_positive_check);
         const int32_t rng = checked_int(c, 13, "rng", mt_update_rng_check);
-        float *scratch = buf(c, 14, "scratch", F32, nc, 1, NULL);
+        float *scratch = buf(c, 14, "scratch", F32, keep ? 2 * nc : nc, 1, NULL);
         if (failed(c)) {
             return 0;
         }
-        const int32_t r = mt_update_s8_apply(&L, touched, lr, rng, scratch);
+        const int32_t r = keep ? mt_update_s8_apply_keep(&L, touched, lr, rng, scratch)
+                               : mt_update_s8_apply(&L, touched, lr, rng, scratch);
         if (r < -1) {
             const int32_t v[MT_MSG_NVALS] = {-2 - r, 0, 0};
             fail_v(c, "ValueError", "gw",

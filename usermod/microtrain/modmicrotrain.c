@@ -36,8 +36,10 @@
     X(MP_QSTR_update_f32_standardize, mod_update_f32_standardize_obj) \
     X(MP_QSTR_update_f32_axpby, mod_update_f32_axpby_obj) \
     X(MP_QSTR_update_f32_momentum, mod_update_f32_momentum_obj) \
+    X(MP_QSTR_update_f32_scale, mod_update_f32_scale_obj) \
     X(MP_QSTR_update_f32_adam, mod_update_f32_adam_obj) \
     X(MP_QSTR_update_s8_apply, mod_update_s8_apply_obj) \
+    X(MP_QSTR_update_s8_apply_keep, mod_update_s8_apply_keep_obj) \
     X(MP_QSTR_update_f32_ratios, mod_update_f32_ratios_obj)
 #else
 #define MT_FLOAT_FUNCS(X)
@@ -1435,6 +1437,24 @@ static mp_obj_t mod_update_f32_momentum(size_t n_args, const mp_obj_t *args) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_update_f32_momentum_obj, 5, 5, mod_update_f32_momentum);
 
+// update_f32_scale(x, k, touched, a)
+static mp_obj_t mod_update_f32_scale(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "update_f32_scale";
+    (void)n_args;
+    int32_t k;
+    size_t n_all;
+    float *x = mt_update_g(fn, "x", args[0], args[1], &k, &n_all);
+    const int32_t n_ch = (int32_t)mt_udiv_u32((uint32_t)n_all, (uint32_t)k);
+    const uint8_t *touched = mt_touched(fn, args[2], n_ch);
+    const float a = mt_fscalar(fn, "a", args[3], mt_finite_check);
+    if (touched != NULL) {
+        mt_no_overlap(fn, "x", x, n_all * 4, "touched", touched, (size_t)n_ch);
+    }
+    mt_update_f32_scale(x, n_ch, k, touched, a);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_update_f32_scale_obj, 4, 4, mod_update_f32_scale);
+
 // update_f32_adam(g, m, v, k, touched, b1, b2, b1t, b2t, eps)
 static mp_obj_t mod_update_f32_adam(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "update_f32_adam";
@@ -1465,10 +1485,9 @@ static mp_obj_t mod_update_f32_adam(size_t n_args, const mp_obj_t *args) {
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_update_f32_adam_obj, 10, 10, mod_update_f32_adam);
 
 // update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touched, lr, s_in, s_out, rng,
-// scratch) -> the new rng
-static mp_obj_t mod_update_s8_apply(size_t n_args, const mp_obj_t *args) {
-    static const char fn[] = "update_s8_apply";
-    (void)n_args;
+// scratch) -> the new rng; update_s8_apply_keep (keep = 1): the same arguments, gw and gb
+// only read, scratch of 2 * n_ch.
+static mp_obj_t mt_s8_apply_call(const char *fn, const mp_obj_t *args, int keep) {
     mt_update_layer_t L;
     size_t nw, nc;
     (void)mt_in_s8(fn, "w", args[0], -1, &nw);
@@ -1488,8 +1507,9 @@ static mp_obj_t mod_update_s8_apply(size_t n_args, const mp_obj_t *args) {
     L.b = mt_out_i32(fn, "b", args[2], L.n_ch);
     L.mult = mt_out_i32(fn, "mult", args[3], L.n_ch);
     L.shift = mt_out_i32(fn, "shift", args[4], L.n_ch);
-    L.gw = mt_out_f32(fn, "gw", args[5], (int32_t)nw);
-    L.gb = mt_out_f32(fn, "gb", args[6], L.n_ch);
+    // keep: read only (mt_update_s8_apply_keep never writes them)
+    L.gw = (float *)mt_buf(fn, "gw", args[5], MT_F32, (int32_t)nw, !keep, NULL);
+    L.gb = (float *)mt_buf(fn, "gb", args[6], MT_F32, L.n_ch, !keep, NULL);
     L.master_w = mt_opt_out_f32(fn, "master_w", args[7], (int32_t)nw);
     L.master_b = mt_opt_out_f32(fn, "master_b", args[8], L.n_ch);
     if ((L.master_w == NULL) != (L.master_b == NULL)) {
@@ -1502,21 +1522,26 @@ static mp_obj_t mod_update_s8_apply(size_t n_args, const mp_obj_t *args) {
     const int32_t rng = mt_int(fn, "rng", args[13]);
     int32_t v[MT_MSG_NVALS];
     mt_check_v(fn, "rng", mt_update_rng_check(rng, v), v);
-    float *scratch = mt_out_f32(fn, "scratch", args[14], L.n_ch);
-    // every written buffer apart from every other one and from touched
+    const size_t n_scr = keep ? 2 * nc : nc;
+    float *scratch = mt_out_f32(fn, "scratch", args[14], (int32_t)n_scr);
+    // every written buffer apart from every other one and from the buffers only read
+    // (touched; keep: gw and gb too, which may share memory with each other)
     const void *p[11] = {L.w, L.w_scale, L.b, L.mult, L.shift, L.gw, L.gb, L.master_w, L.master_b, scratch,
                          touched};
-    const size_t sz[11] = {nw, nc * 4, nc * 4, nc * 4, nc * 4, nw * 4, nc * 4, nw * 4, nc * 4, nc * 4, nc};
+    const size_t sz[11] = {nw, nc * 4, nc * 4, nc * 4, nc * 4, nw * 4, nc * 4, nw * 4, nc * 4, n_scr * 4, nc};
     static const char *const nm[11] = {"w", "w_scale", "b", "mult", "shift", "gw", "gb", "master_w", "master_b",
                                        "scratch", "touched"};
     for (int i = 0; i < 10; ++i) {
+        const int ro_i = keep && (i == 5 || i == 6);
         for (int j = i + 1; j < 11; ++j) {
-            if (p[i] != NULL && p[j] != NULL) {
+            const int ro_j = j == 10 || (keep && (j == 5 || j == 6));
+            if (p[i] != NULL && p[j] != NULL && !(ro_i && ro_j)) {
                 mt_no_overlap(fn, nm[i], p[i], sz[i], nm[j], p[j], sz[j]);
             }
         }
     }
-    const int32_t r = mt_update_s8_apply(&L, touched, lr, rng, scratch);
+    const int32_t r = keep ? mt_update_s8_apply_keep(&L, touched, lr, rng, scratch)
+                           : mt_update_s8_apply(&L, touched, lr, rng, scratch);
     if (r < -1) {
         const int32_t vv[MT_MSG_NVALS] = {-2 - r, 0, 0};
         mt_raise(&mp_type_ValueError, fn, "gw",
@@ -1524,7 +1549,18 @@ static mp_obj_t mod_update_s8_apply(size_t n_args, const mp_obj_t *args) {
     }
     return mp_obj_new_int(r);
 }
+
+static mp_obj_t mod_update_s8_apply(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    return mt_s8_apply_call("update_s8_apply", args, 0);
+}
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_update_s8_apply_obj, 15, 15, mod_update_s8_apply);
+
+static mp_obj_t mod_update_s8_apply_keep(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    return mt_s8_apply_call("update_s8_apply_keep", args, 1);
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_update_s8_apply_keep_obj, 15, 15, mod_update_s8_apply_keep);
 
 // update_f32_ratios(w_scale, r, wr) -> index of the first max(w_scale)
 static mp_obj_t mod_update_f32_ratios(size_t n_args, const mp_obj_t *args) {

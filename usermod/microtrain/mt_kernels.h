@@ -266,10 +266,17 @@ void mt_update_f32_standardize(float *g, int32_t n_ch, int32_t k, const uint8_t 
 void mt_update_f32_axpby(float *y, const float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a,
                          float b);
 void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const uint8_t *touched, float mom);
+// x = a * x: SGD momentum at batch 1 scales v before a sample's gradient goes into it.
+void mt_update_f32_scale(float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a);
 void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, const uint8_t *touched,
                         float b1, float b2, float b1t, float b2t, float eps);
 int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
                            float *scratch);
+// mt_update_s8_apply with gw and gb only read (the step direction is the optimiser's
+// momentum, which must survive the step): the same results bit for bit; scratch holds
+// 2 n_ch (the new scales, then the new biases).
+int32_t mt_update_s8_apply_keep(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
+                                float *scratch);
 int32_t mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t *wr);
 #endif
 // ---- lut.c ----

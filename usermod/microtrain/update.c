@@ -320,6 +320,22 @@ void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const u
     }
 }
 
+// x = a * x on the touched channels: SGD momentum at batch 1 scales v by the
+// momentum coefficient and then accumulates the sample's gradient straight
+// into it (no float32 gradient sums).
+MT_NOCONTRACT
+void mt_update_f32_scale(float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a) {
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            x[i] = a * x[i];
+        }
+    }
+}
+
 // Adam: m = b1 * m + (1 - b1) * g; v = b2 * v + ((1 - b2) * g) * g;
 // g = (m / (1 - b1t)) / (sqrt(v / (1 - b2t)) + eps), b1t = b1^t, b2t = b2^t.
 MT_NOCONTRACT
@@ -372,12 +388,50 @@ static uint32_t mt_max_abs_bits(uint32_t top, float v) {
     return a > top ? a : top;
 }
 
-// Pass A of mt_update_s8_apply for channel c: the new values w_new into gw
-// (gb: the new bias), top = max |w_new| (NaN if any is), the new scale.
-// Returns 0, or 1 when the channel cannot be updated (non-finite values or a
-// scale out of range).
+// mt_update_s8_apply and mt_update_s8_apply_keep share mt_apply and its
+// helpers below, keep a constant argument. With an FPU they are always
+// inlined: each entry point gets its own loops, none testing keep per value.
+// With software float (code in a small GC heap, float operations far dearer
+// than a test) there is one copy, keep tested at run time.
+#if defined(__GNUC__) && !defined(MT_SOFT_FLOAT)
+#define MT_APPLY_STEP static inline __attribute__((always_inline))
+#define MT_APPLY_BODY MT_APPLY_STEP
+#elif defined(__GNUC__)
+#define MT_APPLY_STEP static inline
+#define MT_APPLY_BODY static __attribute__((noinline))
+#else
+#define MT_APPLY_STEP static inline
+#define MT_APPLY_BODY static
+#endif
+
+// The new value of weight i of a channel without a master copy: (float)w[i] *
+// s0 - lr * g[i], s0 the channel's scale before the step.
 MT_NOCONTRACT
-static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float *s_new) {
+MT_APPLY_STEP float mt_step_q(const int8_t *w, const float *g, size_t i, float s0, float lr) {
+#if defined(MT_SOFT_FLOAT)
+    // software float: conversion and product in one rounding (the same bits)
+    const float old = mt_from_bits(mt_f32_mul_i8(w[i], mt_bits(s0)));
+#else
+    const float old = (float)w[i] * s0;
+#endif
+    const float st = lr * g[i];
+    return old - st;
+}
+
+// The same with a master copy: m[i] - lr * g[i].
+MT_NOCONTRACT
+MT_APPLY_STEP float mt_step_m(const float *m, const float *g, size_t i, float lr) {
+    const float st = lr * g[i];
+    return m[i] - st;
+}
+
+// Pass A for channel c: top = max |w_new| (NaN if any is), the new bias into
+// *b_new, the new scale into *s_new. w_new is stored over gw unless keep
+// (then gw is only read and pass B recomputes w_new). Returns 0, or 1 when
+// the channel cannot be updated (non-finite values or a scale out of range).
+MT_NOCONTRACT
+MT_APPLY_STEP int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, const int keep, float *s_new,
+                                float *b_new) {
     const size_t k = (size_t)L->k, base = (size_t)c * k;
     const float s_old = L->w_scale[c];
     float *g = L->gw + base;
@@ -385,32 +439,25 @@ static int mt_apply_plan(const mt_update_layer_t *L, int32_t c, float lr, float 
     if (L->master_w != NULL) {
         const float *m = L->master_w + base;
         for (size_t i = 0; i < k; ++i) {
-            const float st = lr * g[i];
-            const float v = m[i] - st;
-            g[i] = v;
+            const float v = mt_step_m(m, g, i, lr);
+            if (!keep) {
+                g[i] = v;
+            }
             tb = mt_max_abs_bits(tb, v);
         }
     } else {
         const int8_t *w = L->w + base;
-#if defined(MT_SOFT_FLOAT)
-        const uint32_t sb = mt_bits(s_old);
-#endif
         for (size_t i = 0; i < k; ++i) {
-#if defined(MT_SOFT_FLOAT)
-            // software float: conversion and product in one rounding (the same bits)
-            const float old = mt_from_bits(mt_f32_mul_i8(w[i], sb));
-#else
-            const float old = (float)w[i] * s_old;
-#endif
-            const float st = lr * g[i];
-            const float v = old - st;
-            g[i] = v;
+            const float v = mt_step_q(w, g, i, s_old, lr);
+            if (!keep) {
+                g[i] = v;
+            }
             tb = mt_max_abs_bits(tb, v);
         }
     }
     const float top = mt_from_bits(tb);
     const float bf = mt_bias_new(L, c, lr);
-    L->gb[c] = bf;
+    *b_new = bf;
     if (!mt_finite(top)) {
         return 1;
     }
@@ -446,22 +493,43 @@ static int8_t mt_q8(float y) {
 }
 #endif
 
-// Pass B for one channel: w = level of g * (1 / s) (g holds the new values,
-// copied to the master when there is one), g zeroed. |g| <= top and
-// s = top / 127 (or g all zero / tiny when the scale was kept), so
-// |g * (1 / s)| <= 127 * (1 + 2^-22). Returns the generator state.
+// Element i's new value in pass B: from g, where pass A planned it (g[i]
+// zeroed), or, keep, recomputed from the master m or from w with pass A's
+// very expressions (the same bits; g only read). Stored into the master when
+// there is one (after it was read). w[i] is read here before the caller
+// writes it.
 MT_NOCONTRACT
-static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv, int32_t stochastic,
-                             uint32_t r) {
-    if (m != NULL) {
+MT_APPLY_STEP float mt_row_value(const int8_t *w, float *g, float *m, size_t i, float s0, float lr,
+                                 const int keep) {
+    if (!keep) {
+        const float v = g[i];
+        g[i] = 0.0f;
+        return v;
+    }
+    if (m == NULL) {
+        return mt_step_q(w, g, i, s0, lr);
+    }
+    const float v = mt_step_m(m, g, i, lr);
+    m[i] = v;
+    return v;
+}
+
+// Pass B for one channel: w = level of w_new * (1 / s) (w_new from
+// mt_row_value; without keep the master takes the planned values first).
+// |w_new| <= top and s = top / 127 (or w_new all zero / tiny when the scale
+// was kept), so |w_new * (1 / s)| <= 127 * (1 + 2^-22). s0: the scale before
+// the step (keep recomputes w_new from it). Returns the generator state.
+MT_NOCONTRACT
+MT_APPLY_STEP uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv, int32_t stochastic,
+                                    uint32_t r, float s0, float lr, const int keep) {
+    if (m != NULL && !keep) {
         for (size_t i = 0; i < k; ++i) {
             m[i] = g[i];
         }
     }
     if (stochastic) {
         for (size_t i = 0; i < k; ++i) {
-            const float x = g[i] * inv;
-            g[i] = 0.0f;
+            const float x = mt_row_value(w, g, m, i, s0, lr, keep) * inv;
             r ^= (r << 7) & 0xFFFFu;
             r ^= r >> 9;
             r ^= (r << 8) & 0xFFFFu;
@@ -475,8 +543,7 @@ static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv,
         }
     } else {
         for (size_t i = 0; i < k; ++i) {
-            const float x = g[i] * inv;
-            g[i] = 0.0f;
+            const float x = mt_row_value(w, g, m, i, s0, lr, keep) * inv;
 #if defined(MT_SOFT_FLOAT)
             w[i] = mt_q8i(mt_f32_add_trunc(mt_bits(x), 0x43008000u));  // + 128.5
 #else
@@ -485,6 +552,52 @@ static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv,
         }
     }
     return r;
+}
+
+// The step of both entry points below. keep = 0: the new values are planned
+// over gw and gb (zeroed in pass B), the scales in scratch[0..n_ch). keep =
+// 1: gw and gb are only read; the new biases go to scratch[n_ch..2 n_ch) and
+// pass B recomputes the new weights.
+MT_NOCONTRACT
+MT_APPLY_BODY int32_t mt_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
+                               float *scratch, const int keep) {
+    const int32_t n_ch = L->n_ch;
+    const size_t k = (size_t)L->k;
+    float *bias = keep ? scratch + n_ch : L->gb;
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        if (mt_apply_plan(L, c, lr, keep, &scratch[c], &bias[c])) {
+            return -2 - c;  // never -1: that is the success value without rng
+        }
+    }
+    uint32_t r = (uint32_t)rng;
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * k;
+        const float s = scratch[c];
+        const float inv = 1.0f / s;
+        r = mt_apply_row(L->w + base, L->gw + base, L->master_w != NULL ? L->master_w + base : NULL, k, inv,
+                         rng >= 0, r, L->w_scale[c], lr, keep);
+        const float bf = bias[c];
+        if (L->master_b != NULL) {
+            L->master_b[c] = bf;
+        }
+        if (!keep) {
+            L->gb[c] = 0.0f;
+        }
+        const float den = L->s_in * s;
+        const float qb = bf / den;
+        const float qb2 = qb + 0.5f;
+        L->b[c] = mt_floor_clamp(qb2, 1073741824);
+        L->w_scale[c] = s;
+        const float real = den / L->s_out;
+        mt_update_quantize_multiplier(real, &L->mult[c], &L->shift[c]);
+    }
+    return rng >= 0 ? (int32_t)r : -1;
 }
 
 // The fully quantised step of one layer (docs/numerics.md, update_s8_apply):
@@ -500,40 +613,18 @@ static uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv,
 MT_NOCONTRACT
 int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
                            float *scratch) {
-    const int32_t n_ch = L->n_ch;
-    const size_t k = (size_t)L->k;
-    for (int32_t c = 0; c < n_ch; ++c) {
-        if (touched != NULL && touched[c] == 0u) {
-            continue;
-        }
-        if (mt_apply_plan(L, c, lr, &scratch[c])) {
-            return -2 - c;  // never -1: that is the success value without rng
-        }
-    }
-    uint32_t r = (uint32_t)rng;
-    for (int32_t c = 0; c < n_ch; ++c) {
-        if (touched != NULL && touched[c] == 0u) {
-            continue;
-        }
-        const size_t base = (size_t)c * k;
-        const float s = scratch[c];
-        const float inv = 1.0f / s;
-        r = mt_apply_row(L->w + base, L->gw + base, L->master_w != NULL ? L->master_w + base : NULL, k, inv,
-                         rng >= 0, r);
-        const float bf = L->gb[c];
-        if (L->master_b != NULL) {
-            L->master_b[c] = bf;
-        }
-        L->gb[c] = 0.0f;
-        const float den = L->s_in * s;
-        const float qb = bf / den;
-        const float qb2 = qb + 0.5f;
-        L->b[c] = mt_floor_clamp(qb2, 1073741824);
-        L->w_scale[c] = s;
-        const float real = den / L->s_out;
-        mt_update_quantize_multiplier(real, &L->mult[c], &L->shift[c]);
-    }
-    return rng >= 0 ? (int32_t)r : -1;
+    return mt_apply(L, touched, lr, rng, scratch, 0);
+}
+
+// The same step with gw and gb only read (they may be the optimiser's
+// momentum, which must survive the step): the same results bit for bit
+// (w_new recomputed in pass B with pass A's expressions), scratch of 2 n_ch
+// (the new scales, then the new biases). On failure (-2 - c) nothing but
+// scratch is written.
+MT_NOCONTRACT
+int32_t mt_update_s8_apply_keep(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
+                                float *scratch) {
+    return mt_apply(L, touched, lr, rng, scratch, 1);
 }
 
 // wr[i] = floor((2^R * w_scale[i]) / top + 0.5), top = max(w_scale) > 0: the
