@@ -237,6 +237,18 @@ def update_f32_momentum(g, v, k, touched, mom):
             g[i] = d
 
 
+def update_f32_scale(x, k, touched, a):
+    fn = "update_f32_scale"
+    n_all, k, n_ch = _g(fn, "x", x, k)
+    touched = _touched(fn, touched, n_ch)
+    a = _flt(fn, "a", a, 0)
+    if touched is not None:
+        _nover(fn, "x", x, "touched", touched)
+    for c in _chans(touched, n_ch):
+        for i in range(c * k, c * k + k):
+            x[i] = a * x[i]
+
+
 def update_f32_adam(g, m, v, k, touched, b1, b2, b1t, b2t, eps):
     fn = "update_f32_adam"
     n_all, k, n_ch = _g(fn, "g", g, k)
@@ -270,7 +282,20 @@ def update_f32_adam(g, m, v, k, touched, b1, b2, b1t, b2t, eps):
 
 def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touched, lr, s_in, s_out, rng,
                     scratch):
-    fn = "update_s8_apply"
+    return _apply("update_s8_apply", w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touched, lr,
+                  s_in, s_out, rng, scratch, False)
+
+
+def update_s8_apply_keep(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touched, lr, s_in, s_out,
+                         rng, scratch):
+    return _apply("update_s8_apply_keep", w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touched, lr,
+                  s_in, s_out, rng, scratch, True)
+
+
+def _apply(fn, w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touched, lr, s_in, s_out, rng, scratch,
+           keep):
+    # keep (update_s8_apply_keep): gw and gb only read, the new biases in scratch[nc:], the new
+    # weights recomputed in pass B with pass A's expressions (the same bits)
     _buf(fn, "w", w, S8, -1, False)
     nw = len(w)
     wm = _out8(fn, "w", w, nw)  # store mask that keeps every store in the element's range
@@ -286,8 +311,8 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
     _buf(fn, "b", b, I32T, nc, True)
     _buf(fn, "mult", mult, I32T, nc, True)
     _buf(fn, "shift", shift, I32T, nc, True)
-    _buf(fn, "gw", gw, F32, nw, True)
-    _buf(fn, "gb", gb, F32, nc, True)
+    _buf(fn, "gw", gw, F32, nw, not keep)
+    _buf(fn, "gb", gb, F32, nc, not keep)
     if master_w is not None:
         _buf(fn, "master_w", master_w, F32, nw, True)
     if master_b is not None:
@@ -301,28 +326,31 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
     rng = _int(fn, "rng", rng)
     if not (rng == -1 or 1 <= rng <= 65535):
         raise _ve(fn, "rng", "must be -1 (nearest) or a state in 1..65535, got " + str(rng))
-    _buf(fn, "scratch", scratch, F32, nc, True)
+    _buf(fn, "scratch", scratch, F32, 2 * nc if keep else nc, True)
     objs = (w, w_scale, b, mult, shift, gw, gb, master_w, master_b, scratch, touched)
     names = ("w", "w_scale", "b", "mult", "shift", "gw", "gb", "master_w", "master_b", "scratch", "touched")
+    ro = (5, 6, 10) if keep else (10,)  # only read: these may share memory with each other
     for i in range(10):
         for j in range(i + 1, 11):
-            if objs[i] is not None and objs[j] is not None:
+            if objs[i] is not None and objs[j] is not None and not (i in ro and j in ro):
                 _nover(fn, names[i], objs[i], names[j], objs[j])
     W = _in8(fn, "w", w, nw)
     chans = _chans(touched, nc)
-    for c in chans:  # plan: the new values into gw / gb; the model is written after every channel passed
+    bias, bo = (scratch, nc) if keep else (gb, 0)  # where the new bias of channel c goes: bias[bo + c]
+    for c in chans:  # plan: every channel checked before the model is written
         s_old = w_scale[c]
         top = 0.0
         for i in range(c * k, c * k + k):
             old = master_w[i] if master_w is not None else _r(W[i] * s_old)
             v = _r(old - _r(lr * gw[i]))
-            gw[i] = v
+            if not keep:
+                gw[i] = v
             a = -v if v < 0 else v
             if not a <= top and top == top:  # a NaN sticks (update.c compares |bits|)
                 top = a
         old = master_b[c] if master_b is not None else _r(_r(_r(b[c]) * s_in) * s_old)
         bf = _r(old - _r(lr * gb[c]))
-        gb[c] = bf
+        bias[bo + c] = bf
         if not top - top == 0:
             raise _ve(fn, "gw", _BAD % c)
         s = s_old
@@ -339,12 +367,17 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
     r = rng
     for c in chans:
         s = scratch[c]
+        s_old = w_scale[c]
         inv = _r(1 / s)
         for i in range(c * k, c * k + k):
-            v = gw[i]
+            if keep:  # pass A's expressions again (w[i] / master_w[i] read before they are written)
+                old = master_w[i] if master_w is not None else _r(W[i] * s_old)
+                v = _r(old - _r(lr * gw[i]))
+            else:
+                v = gw[i]
+                gw[i] = 0.0
             if master_w is not None:
                 master_w[i] = v
-            gw[i] = 0.0
             x = _r(v * inv)
             if rng >= 0:
                 r ^= (r << 7) & 0xFFFF
@@ -355,10 +388,11 @@ def update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touc
                 u = _U_HALF
             q = int(_r(x + u)) - 128  # 0 < x + u < 256: int() truncates = floor
             w[i] = (-127 if q < -127 else q) & wm
-        bf = gb[c]
+        bf = bias[bo + c]
         if master_b is not None:
             master_b[c] = bf
-        gb[c] = 0.0
+        if not keep:
+            gb[c] = 0.0
         den = _r(s_in * s)
         b[c] = _floor_clamp(_r(_r(bf / den) + _HALF), 1073741824)
         w_scale[c] = s
