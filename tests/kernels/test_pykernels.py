@@ -27,6 +27,7 @@ import struct
 import subprocess
 import zlib
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -212,7 +213,7 @@ def _as_views(case: Case, rng: random.Random) -> Case:
             args.append(Alias(a.index + nb, out=a.out))
         else:
             args.append(a)
-    return Case(case.op, args, case.label + "/views", expected=case.expected)
+    return replace(case, args=args, label=case.label + "/views")  # expected (or the error) kept
 
 
 def test_memoryview_arguments_bitexact() -> None:
@@ -387,7 +388,9 @@ def test_f32_fallback_imports_only_its_modules_in_256k(tmp_path: Path) -> None:
 
 # Two *outputs* overlapping (gw and gb views of one buffer) cannot be seen from
 # Python (no addresses) and no result is right for both: documented limitation.
-UNDETECTABLE_OVERLAPS = ("gw overlaps gb", "gb overlaps gw")
+# update_s8_apply_keep reads gw / gb again after writing w_scale / scratch (its
+# gw, gb are compared as outputs: they must come back unchanged), so the same.
+UNDETECTABLE_OVERLAPS = ("gw overlaps gb", "gb overlaps gw", "w_scale overlaps gw", "scratch overlaps gb")
 
 
 @pytest.fixture(scope="module")

@@ -96,6 +96,12 @@ SPECS: dict[str, list[tuple[str, str]]] = {
                         ("master_b", "skip"), ("touched", "skip"), ("lr", "float"), ("s_in", "float"),
                         ("s_out", "float"), ("rng", "int"), ("scratch", "f32io")],
     "update_f32_ratios": [("w_scale", "f32io"), ("r", "int"), ("wr", "i32out")],
+    "update_f32_scale": [("x", "f32io"), ("k", "int"), ("touched", "skip"), ("a", "float")],
+    # gw, gb: only read, but compared after the call (unchanged): in-out kinds here
+    "update_s8_apply_keep": [("w", "s8io"), ("w_scale", "f32io"), ("b", "i32out"), ("mult", "i32out"),
+                             ("shift", "i32out"), ("gw", "f32io"), ("gb", "f32io"), ("master_w", "skip"),
+                             ("master_b", "skip"), ("touched", "skip"), ("lr", "float"), ("s_in", "float"),
+                             ("s_out", "float"), ("rng", "int"), ("scratch", "f32io")],
     "lut_s8_forward": [("x", "s8"), ("table", "s8"), ("y", "s8out")],
     "lut_s8_grad_input": [("x", "s8"), ("e", "s8"), ("dtable", "i32"), ("ein", "s8out")],
     "concat_s8_forward": [("desc", "desc"), ("x1", "s8"), ("x2", "s8"), ("y", "s8out")],
@@ -131,6 +137,9 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("update_s8_apply", "w"): ("w_scale", "gw"),
     ("update_s8_apply", "w_scale"): ("w", "b", "mult", "shift", "gb", "scratch"),
     ("update_f32_ratios", "w_scale"): ("wr",),
+    ("update_f32_scale", "x"): ("k",),
+    ("update_s8_apply_keep", "w"): ("w_scale", "gw"),
+    ("update_s8_apply_keep", "w_scale"): ("w", "b", "mult", "shift", "gb", "scratch"),
     ("lut_s8_forward", "x"): ("y",),
     ("lut_s8_grad_input", "x"): ("e", "ein"),
 }
@@ -229,6 +238,13 @@ def _bases() -> dict[str, Case]:
         ("concat_s8_grad_input", [i32(CONCAT_DESC), s8(r8(30)), 1, out("Y", 18)]),
         ("upsample_s8_forward", [i32(UPSAMPLE_DESC), s8(r8(18)), out("Y", 60)]),
         ("upsample_s8_grad_input", [i32(UPSAMPLE_DESC), s8(r8(60)), out("Y", 18)]),
+        # (new bases last: the ones above keep their random data)
+        ("update_f32_scale", [f32(rng.normal(0, 1, UPD_N * UPD_K)), UPD_K, None, 0.9]),
+        ("update_s8_apply_keep", [s8(r8(UPD_N * UPD_K), "b"), f32(UPD_SW),
+                                  i32(rng.integers(-500, 500, UPD_N)), i32([m for m, _ in umq]),
+                                  i32([s for _, s in umq]),
+                                  f32(rng.normal(0, 1e-3, UPD_N * UPD_K)), f32(rng.normal(0, 1e-3, UPD_N)),
+                                  None, None, None, 0.01, 0.02, 0.05, 0xACE1, f32(np.zeros(2 * UPD_N))]),
     ]
     return {op: make_case(op, args, "valid") for op, args in calls}
 
@@ -372,7 +388,7 @@ SCALAR_BAD: dict[str, list[tuple[str, int, Arg, tuple[str, ...]]]] = {
 _NAN, _INF = float("nan"), float("inf")
 _T_LONG, _T_SHORT = u8(np.ones(UPD_N + 1)), u8(np.ones(UPD_N - 1))
 for _op, _ki in (("update_f32_decay", 1), ("update_f32_standardize", 1), ("update_f32_axpby", 2),
-                 ("update_f32_momentum", 2), ("update_f32_adam", 3)):
+                 ("update_f32_momentum", 2), ("update_f32_adam", 3), ("update_f32_scale", 1)):
     SCALAR_BAD[_op] = [("k 0", _ki, 0, ("k",)), ("k not dividing", _ki, 5, ("k",)),
                        ("k > len", _ki, 13, ("k",)),
                        ("touched long", _ki + 1, _T_LONG, ("touched",)),
@@ -402,6 +418,13 @@ SCALAR_BAD["update_s8_apply"] = [
     ("w_scale empty", 1, f32(np.zeros(0)), ("w_scale",)),
     ("gw inf", 5, f32(np.r_[np.zeros(5), np.inf, np.zeros(6)]), ("gw",)),
 ]
+SCALAR_BAD["update_s8_apply_keep"] = [
+    *SCALAR_BAD["update_s8_apply"],
+    ("scratch of n_ch (update_s8_apply's)", 14, f32(np.zeros(UPD_N)), ("scratch",)),
+    ("gb nan", 6, f32([0.0, 0.0, np.nan, 0.0]), ("gw",)),  # a refused channel is reported on gw
+]
+SCALAR_BAD["update_f32_scale"] += [("a inf", 3, _INF, ("a",)), ("a nan", 3, _NAN, ("a",)),
+                                   ("a beyond float32", 3, 1e39, ("a",))]
 SCALAR_BAD["update_f32_ratios"] = [
     ("w_scale all 0", 0, f32(np.zeros(4)), ("w_scale",)),
     ("w_scale < 0", 0, f32([0.1, -0.1, 0.2, 0.3]), ("w_scale",)),
@@ -457,6 +480,9 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "concat_s8_forward": [("y", "x1"), ("y", "x2")], "concat_s8_grad_input": [("ein", "e")],
     "upsample_s8_forward": [("y", "x")], "upsample_s8_grad_input": [("ein", "e")],
     "zo_perturb_s8": [("w", "base")], "zo_update_s8": [("w", "base")], "zo_perturb_h_s8": [("w", "base")],
+    # gw and gb are only read: they may share memory with each other (the call succeeds with the
+    # oracle's answer), not with an output
+    "update_s8_apply_keep": [("w_scale", "gw"), ("scratch", "gb"), ("gw", "gb")],
 }
 for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
     OVERLAPS[f"linear_s8_{_suffix}"] = OVERLAPS[f"conv2d_s8_{_suffix}"]

@@ -137,8 +137,11 @@ OPS: dict[str, OpSpec] = {
     "update_f32_standardize": OpSpec(4, (), _one, (0,), True),
     "update_f32_axpby": OpSpec(6, (), _one, (0,), True),
     "update_f32_momentum": OpSpec(5, (), _two, (0, 1), True),
+    "update_f32_scale": OpSpec(4, (), _one, (0,), True),
     "update_f32_adam": OpSpec(10, (), _three, (0, 1, 2), True),
     "update_s8_apply": OpSpec(15, (), _ret_list, (0, 1, 2, 3, 4, 5, 6, 7, 8, 14), True),
+    # gw and gb compared too: they must come back unchanged
+    "update_s8_apply_keep": OpSpec(15, (), _ret_list, (0, 1, 2, 3, 4, 5, 6, 7, 8, 14), True),
     "update_f32_ratios": OpSpec(3, (2,), _ret_one, (), True),
     "lut_s8_forward": OpSpec(3, (2,), _one),
     "lut_s8_grad_input": OpSpec(4, (3,), _shifted),
@@ -1038,6 +1041,12 @@ def gen_update_f32_momentum(rng: Rng, i: int) -> Case:
                                              k, _touched(rng, n_ch, i), mom])
 
 
+def gen_update_f32_scale(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    a = [0.9, 0.0, float(rng.uniform(0, 1)), -1.5, float(rng.normal(0, 10)), 1.0, 1e-30, 3e37][(i // 2) % 8]
+    return make_case("update_f32_scale", [f32(_grads(rng, n_ch * k, i)), k, _touched(rng, n_ch, i), a])
+
+
 def gen_update_f32_adam(rng: Rng, i: int) -> Case:
     n_ch, k = _upd_shape(rng, i)
     b1, b2 = [(0.9, 0.999), (float(rng.uniform(0, 1)), float(rng.uniform(0, 1))), (0.0, 0.0)][(i // 2) % 3]
@@ -1051,6 +1060,18 @@ def gen_update_f32_adam(rng: Rng, i: int) -> Case:
 
 
 def gen_update_s8_apply(rng: Rng, i: int) -> Case:
+    return _apply_case(rng, i, "update_s8_apply")
+
+
+def gen_update_s8_apply_keep(rng: Rng, i: int) -> Case:
+    """update_s8_apply's cases with gw / gb kept and a 2 n_ch scratch of random values (the
+    untouched channels' entries must stay); every 7th case makes a touched channel fail (inf / NaN
+    in its gw or gb, or an inf scale): the oracle's ValueError."""
+    return _apply_case(rng, i, "update_s8_apply_keep")
+
+
+def _apply_case(rng: Rng, i: int, op: str) -> Case:
+    keep = op == "update_s8_apply_keep"
     n_ch, k = _upd_shape(rng, i)
     n = n_ch * k
     sw = (10.0 ** rng.uniform(-4, -1, n_ch)).astype(np.float32)
@@ -1078,16 +1099,38 @@ def gen_update_s8_apply(rng: Rng, i: int) -> Case:
     lr = [0.01, float(10.0 ** rng.uniform(-4, 0)), 1.0][(i // 3) % 3]
     r = [-1, int(rng.integers(1, 65536)), 0xACE1][i % 3]
     touched = _touched(rng, n_ch, i)
+    scratch = rng.normal(0, 1, 2 * n_ch).astype(np.float32) if keep else np.zeros(n_ch)
+    args: list[Arg]
+    if keep and i % 7 == 6:
+        hit = np.flatnonzero(np.ones(n_ch) if touched is None else np.asarray(touched.data) != 0)
+        if hit.size:
+            c = int(rng.choice(hit))
+            how = int(rng.integers(0, 2 if master else 3))
+            bad = float(rng.choice([np.inf, -np.inf, np.nan]))
+            if how == 0:
+                gw[c * k + int(rng.integers(0, k))] = bad
+            elif how == 1:
+                gb = gb.copy()
+                gb[c] = bad
+            else:
+                sw[c] = np.inf  # no master: the old weights (float)w * inf
+            args = [s8(w, ["b", "Y", "b", "B"][i % 4]), f32(sw), i32(b), i32(mult), i32(shift),
+                    f32(gw), f32(gb), mw, mb, touched, lr, s_in, s_out, r, f32(scratch)]
+            try:
+                oracle_call(op, args)
+            except ValueError as e:
+                return Case(op, args, "failing channel", expect_error=True, error_type="ValueError",
+                            error_has=(str(e),))
+            raise AssertionError(f"{op}: channel {c} was made to fail but the oracle accepts the call")
     for _ in range(2):
         try:
-            args: list[Arg] = [s8(w, ["b", "Y", "b", "B"][i % 4]), f32(sw), i32(b), i32(mult), i32(shift),
-                               f32(gw), f32(gb), mw, mb, touched, lr, s_in, s_out, r, f32(np.zeros(n_ch))]
-            return make_case("update_s8_apply", args)
+            args = [s8(w, ["b", "Y", "b", "B"][i % 4]), f32(sw), i32(b), i32(mult), i32(shift),
+                    f32(gw), f32(gb), mw, mb, touched, lr, s_in, s_out, r, f32(scratch)]
+            return make_case(op, args)
         except ValueError:  # a subnormal new scale (1 / s = inf): take a larger step
             gw = rng.normal(0, 1e-2, n).astype(np.float32)
             s_out = 1.0
     raise AssertionError("unreachable")
-
 
 
 def gen_update_f32_ratios(rng: Rng, i: int) -> Case:
@@ -1247,8 +1290,10 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "update_f32_standardize": gen_update_f32_standardize,
     "update_f32_axpby": gen_update_f32_axpby,
     "update_f32_momentum": gen_update_f32_momentum,
+    "update_f32_scale": gen_update_f32_scale,
     "update_f32_adam": gen_update_f32_adam,
     "update_s8_apply": gen_update_s8_apply,
+    "update_s8_apply_keep": gen_update_s8_apply_keep,
     "update_f32_ratios": gen_update_f32_ratios,
     "lut_s8_forward": gen_lut_s8_forward,
     "lut_s8_grad_input": gen_lut_s8_grad_input,

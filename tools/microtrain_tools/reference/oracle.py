@@ -77,9 +77,11 @@ __all__ = [
     "update_f32_decay",
     "update_f32_momentum",
     "update_f32_ratios",
+    "update_f32_scale",
     "update_f32_standardize",
     "update_quantize_multiplier",
     "update_s8_apply",
+    "update_s8_apply_keep",
     "update_u8_touch",
     "upsample_s8_forward",
     "upsample_s8_grad_input",
@@ -1047,6 +1049,20 @@ def update_f32_momentum(g_in: ArrayLike, v_in: ArrayLike, k: int, touched: Array
     return g.reshape(-1), v.reshape(-1)
 
 
+def update_f32_scale(x_in: ArrayLike, k: int, touched: ArrayLike | None, a: float) -> F32:
+    """x = a * x on the touched channels (a finite)."""
+    fn = "update_f32_scale"
+    x, n_ch = _upd_g(x_in, k, fn, "x")
+    rows = _touched_rows(touched, n_ch, fn)
+    with np.errstate(over="ignore"):
+        a32 = np.float32(a)  # a float32 once (a double beyond its range: inf)
+    if not np.isfinite(a32):
+        raise _fail(fn, "a", "must be finite")
+    with np.errstate(over="ignore", under="ignore"):
+        x[rows] = a32 * x[rows]
+    return x.reshape(-1)
+
+
 def update_f32_adam(g_in: ArrayLike, m_in: ArrayLike, v_in: ArrayLike, k: int, touched: ArrayLike | None,
                     b1: float, b2: float, b1t: float, b2t: float, eps: float) -> tuple[F32, F32, F32]:
     """Adam on the touched channels -> (g = direction, m, v)."""
@@ -1093,7 +1109,40 @@ def update_s8_apply(w_in: ArrayLike, w_scale: ArrayLike, b_in: ArrayLike, mult_i
     """The fully quantised step of one layer -> (new rng, [w, w_scale, b, mult, shift, gw, gb,
     master_w, master_b (when given), scratch]). Raises ValueError when a channel cannot be updated
     (the device then leaves the planned new values in gw / gb)."""
-    fn = "update_s8_apply"
+    rng, outs, _, _ = _s8_apply("update_s8_apply", w_in, w_scale, b_in, mult_in, shift_in, gw_in, gb_in,
+                                master_w, master_b, touched, lr, s_in, s_out, rng, scratch)
+    return rng, outs
+
+
+def update_s8_apply_keep(w_in: ArrayLike, w_scale: ArrayLike, b_in: ArrayLike, mult_in: ArrayLike,
+                         shift_in: ArrayLike, gw_in: ArrayLike, gb_in: ArrayLike, master_w: ArrayLike | None,
+                         master_b: ArrayLike | None, touched: ArrayLike | None, lr: float, s_in: float,
+                         s_out: float, rng: int, scratch: ArrayLike) -> tuple[int, list[NDArray[np.generic]]]:
+    """update_s8_apply on copies of gw and gb -> (new rng, [w, w_scale, b, mult, shift, gw, gb
+    (both unchanged), master_w, master_b (when given), scratch]); scratch holds 2 n_ch values:
+    the new scales of the touched channels at [c], their new biases at [n_ch + c] (the others
+    unchanged). Raises ValueError as update_s8_apply does (the device then has written nothing
+    but scratch)."""
+    fn = "update_s8_apply_keep"
+    n_ch = np.asarray(w_scale).size
+    scr = np.array(scratch, dtype=np.float32).reshape(-1)
+    if scr.size != 2 * n_ch:
+        raise _fail(fn, "scratch", f"length {scr.size}, expected {2 * n_ch}")
+    gw = np.array(gw_in, dtype=np.float32).reshape(-1)
+    gb = np.array(gb_in, dtype=np.float32).reshape(-1)
+    rng, outs, rows, bf = _s8_apply(fn, w_in, w_scale, b_in, mult_in, shift_in, gw.copy(), gb.copy(),
+                                    master_w, master_b, touched, lr, s_in, s_out, rng, scr[:n_ch])
+    scr[:n_ch] = outs[-1]
+    scr[n_ch + rows] = bf
+    return rng, [*outs[:5], gw, gb, *outs[7:-1], scr]
+
+
+def _s8_apply(fn: str, w_in: ArrayLike, w_scale: ArrayLike, b_in: ArrayLike, mult_in: ArrayLike,
+              shift_in: ArrayLike, gw_in: ArrayLike, gb_in: ArrayLike, master_w: ArrayLike | None,
+              master_b: ArrayLike | None, touched: ArrayLike | None, lr: float, s_in: float, s_out: float,
+              rng: int, scratch: ArrayLike
+              ) -> tuple[int, list[NDArray[np.generic]], NDArray[np.intp], F32]:
+    """update_s8_apply -> (new rng, outputs, the touched channels, their new real biases)."""
     sw = np.array(w_scale, dtype=np.float32).reshape(-1)
     n_ch = sw.size
     w = _s8(w_in, fn, "w").reshape(n_ch, -1).copy()
@@ -1109,8 +1158,8 @@ def update_s8_apply(w_in: ArrayLike, w_scale: ArrayLike, b_in: ArrayLike, mult_i
     rows = _touched_rows(touched, n_ch, fn)
     lr32, si, so = np.float32(lr), np.float32(s_in), np.float32(s_out)
     s_old = sw[rows]
-    old = mw[rows] if mw is not None else w[rows].astype(np.float32) * s_old[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
+        old = mw[rows] if mw is not None else w[rows].astype(np.float32) * s_old[:, None]
         vals = old - lr32 * gw[rows]
         top = np.abs(vals).max(axis=1) if k else np.zeros(rows.size, np.float32)
         t127 = top / np.float32(127.0)
@@ -1160,7 +1209,7 @@ def update_s8_apply(w_in: ArrayLike, w_scale: ArrayLike, b_in: ArrayLike, mult_i
     if mb is not None:
         outs.append(mb)
     outs.append(scr)
-    return (rng if rng >= 0 else -1), outs
+    return (rng if rng >= 0 else -1), outs, rows, bf.astype(np.float32)
 
 
 # --------------------------------------------------------------------------
