@@ -98,3 +98,70 @@ def test_update_primitives_agree_on_non_finite_values() -> None:
     # a refused channel 0 used to return -1 - 0 = -1, the success value without rng: silently nothing
     assert out["APPLY"][0] == out["APPLY"][1]
     assert all(v.startswith("E:update_s8_apply:_gw:_channel_0") for v in out["APPLY"][0].split(",")), out
+
+
+KEEP_SCRIPT = r"""
+from array import array
+import _microtrain as N
+from microtrain.pyk import kernel
+
+def layer(master, bad):
+    # 3 channels of 2; channel 1 is refused when bad (a NaN in its gw)
+    g = [1e-3, -2e-3, 5e-4, 3e-3, -1e-3, 2e-3]
+    if bad:
+        g[2] = float('nan')
+    L = [array('b', [1, -2, 3, 4, 5, -6]), array('f', [0.02, 0.03, 0.01]), array('i', [5, -6, 7]),
+         array('i', [1 << 30] * 3), array('i', [-7] * 3), array('f', g), array('f', [1e-3, -2e-3, 4e-3])]
+    L += [array('f', [0.02, -0.061, 0.09, 0.12, 0.05, -0.06]), array('f', [0.1, -0.2, 0.3])] if master \
+        else [None, None]
+    return L
+
+def call(fn, L, rng, scratch):
+    try:
+        return 'R%d' % fn(*L, None, 0.5, 0.02, 0.05, rng, scratch)
+    except ValueError as e:
+        return 'E:' + str(e).replace(' ', '_')
+
+def dump(L):
+    return '/'.join(bytes(x).hex() for x in L if x is not None)
+
+def keep(fk, fa):
+    out = []
+    for rng in (-1, 44257):
+        for master in (False, True):
+            # refused channel 1: nothing but scratch written (channel 0 was planned first)
+            L = layer(master, True)
+            before = dump(L)
+            r = call(fk, L, rng, array('f', [0.0] * 6))
+            out.append(r + (':same' if dump(L) == before else ':CHANGED'))
+            # accepted: the results of update_s8_apply on copies of gw and gb; gw, gb unchanged
+            L, A = layer(master, False), layer(master, False)
+            rk = call(fk, L, rng, array('f', [0.0] * 6))
+            ra = call(fa, A, rng, array('f', [0.0] * 3))
+            fresh = layer(master, False)
+            kept = bytes(L[5]) == bytes(fresh[5]) and bytes(L[6]) == bytes(fresh[6])
+            A[5], A[6] = L[5], L[6]
+            out.append(rk + (':eq' if rk == ra and dump(L) == dump(A) and kept else ':DIFFER'))
+    return ','.join(out)
+
+print('KEEP', keep(N.update_s8_apply_keep, N.update_s8_apply),
+      keep(kernel('update_s8_apply_keep'), kernel('update_s8_apply')))
+"""
+
+
+def test_apply_keep_refuses_a_channel_without_writing_anything() -> None:
+    """update_s8_apply_keep, native and pure Python: a refused channel (a NaN in its gw) raises
+    before anything but scratch is written, whichever the rounding and with or without masters;
+    accepted, it gives update_s8_apply's results and returns gw / gb unchanged."""
+    p = run_micropython(KEEP_SCRIPT)
+    assert p.returncode == 0, p.stderr
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("KEEP")]
+    _, native, pure = line.split()
+    assert native == pure, (native, pure)
+    items = native.split(",")
+    assert len(items) == 8, items
+    msg = ("update_s8_apply_keep: gw: channel 1: the step gives non-finite weights or a scale out of "
+           "float32 range")
+    for refused, accepted in zip(items[0::2], items[1::2], strict=True):
+        assert refused == "E:" + msg.replace(" ", "_") + ":same", refused
+        assert accepted.startswith("R") and accepted.endswith(":eq"), accepted
