@@ -157,6 +157,9 @@ def update_f32_axpby(y: _F32, x: _F32, k: int, touched: _Mask, a: float, b: floa
 def update_f32_momentum(g: _F32, v: _F32, k: int, touched: _Mask, mom: float, /) -> None:
     """v = mom * v + g; g = v."""
 
+def update_f32_scale(x: _F32, k: int, touched: _Mask, a: float, /) -> None:
+    """x = a * x (a finite): SGD momentum at batch 1 scales v before the sample's gradient."""
+
 def update_f32_adam(g: _F32, m: _F32, v: _F32, k: int, touched: _Mask, b1: float, b2: float,
                     b1t: float, b2t: float, eps: float, /) -> None:
     """Adam moments and direction with bias correction (b1t = b1^t, b2t = b2^t)."""
@@ -167,6 +170,13 @@ def update_s8_apply(w: _Out8, w_scale: _F32, b: _I32, mult: _I32, shift: _I32, g
     """The fully quantised step of a layer: w_new = w_real - lr * gw, per-channel refit of
     w_scale, requantisation (rng = -1: nearest, else xorshift16 stochastic), bias and mult/shift,
     gradient sums zeroed. Returns the new rng."""
+
+def update_s8_apply_keep(w: _Out8, w_scale: _F32, b: _I32, mult: _I32, shift: _I32, gw: _F32, gb: _F32,
+                         master_w: _F32 | None, master_b: _F32 | None, touched: _Mask, lr: float, s_in: float,
+                         s_out: float, rng: int, scratch: _F32, /) -> int:
+    """update_s8_apply with gw and gb only read (the optimiser's momentum as the step direction):
+    the same results bit for bit; scratch holds 2 * len(w_scale) floats (new scales, new biases).
+    Returns the new rng."""
 
 def update_f32_ratios(w_scale: _F32, r: int, wr: _I32, /) -> int:
     """wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ratios).

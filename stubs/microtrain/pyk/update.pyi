@@ -6,6 +6,8 @@ from _microtrain import update_f32_check as update_f32_check
 from _microtrain import update_f32_decay as update_f32_decay
 from _microtrain import update_f32_momentum as update_f32_momentum
 from _microtrain import update_f32_ratios as update_f32_ratios
+from _microtrain import update_f32_scale as update_f32_scale
 from _microtrain import update_f32_standardize as update_f32_standardize
 from _microtrain import update_s8_apply as update_s8_apply
+from _microtrain import update_s8_apply_keep as update_s8_apply_keep
 from _microtrain import update_u8_touch as update_u8_touch
