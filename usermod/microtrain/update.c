@@ -389,7 +389,7 @@ static uint32_t mt_max_abs_bits(uint32_t top, float v) {
 }
 
 // mt_update_s8_apply and mt_update_s8_apply_keep share mt_apply and its
-// helpers below, keep a constant argument. With an FPU they are always
+// helpers below, with keep a constant argument. With an FPU they are always
 // inlined: each entry point gets its own loops, none testing keep per value.
 // With software float (code in a small GC heap, float operations far dearer
 // than a test) there is one copy, keep tested at run time.
@@ -494,10 +494,10 @@ static int8_t mt_q8(float y) {
 #endif
 
 // Element i's new value in pass B: from g, where pass A planned it (g[i]
-// zeroed), or, keep, recomputed from the master m or from w with pass A's
-// very expressions (the same bits; g only read). Stored into the master when
-// there is one (after it was read). w[i] is read here before the caller
-// writes it.
+// zeroed; mt_apply_row has copied it to the master already), or, keep,
+// recomputed from the master m or from w with pass A's very expressions (the
+// same bits; g only read), then stored into the master when there is one.
+// w[i] is read here before the caller writes it.
 MT_NOCONTRACT
 MT_APPLY_STEP float mt_row_value(const int8_t *w, float *g, float *m, size_t i, float s0, float lr,
                                  const int keep) {
