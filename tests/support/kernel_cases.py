@@ -1603,6 +1603,27 @@ def backward_block_cases(n: int = 48, seed: int = 1109) -> list[Case]:
             args = [i32(g.pool_desc()), s8(x), s8(e), out("i", g.n_in), out("Y", g.n_in)]
             label = f"disjoint: {in_h}x{in_w}x{c} k{k} s{s} p{pad} {ek}"
             cases.append(make_case("maxpool_s8_grad_input", args, label))
+    # the same windows with the activation mask (the 2x2 path four channels a word on
+    # armv7e-m): relu, relu6 and none, partly kept; in place over the activation and not
+    ra = np.random.default_rng(seed + 1)
+    for j, (in_h, in_w, k, s, pad) in enumerate([(14, 14, 2, 2, 0), (7, 7, 2, 2, 0), (7, 6, 2, 2, 1),
+                                                 (9, 8, 3, 3, 1), (5, 9, 2, 3, 0), (6, 6, 1, 2, 0),
+                                                 (4, 8, 2, 2, 0)]):
+        out_h, out_w = (in_h + 2 * pad - k) // s + 1, (in_w + 2 * pad - k) // s + 1
+        c = [16, 3, 5, 4, 1, 7, 8][j]
+        g = ConvGeom(in_h, in_w, c, out_h, out_w, c, k, k, s, s, pad, pad, c)
+        for mi, (lo, hi) in enumerate(((-20, 128), (-20, 60), (-129, 128), (0, 1))):
+            e = _int8(ra, g.n_out, ["uniform", "sparse"][mi % 2])
+            if mi == 1:
+                e[0] = -128
+            t = _int8(ra, g.n_in, "ties") if (j + mi) % 3 == 2 else _near(ra, g.n_in, [lo, hi, 0])
+            for op in ("maxpool_s8_grad_input_act", "avgpool_s8_grad_input_act"):
+                inplace = (j + mi + (op[0] == "m")) % 2 == 0
+                args = [i32(g.pool_desc()), s8(t, "Y" if inplace else "y"), s8(e), lo, hi,
+                        Alias(1) if inplace else out("Y", g.n_in)]
+                label = f"disjoint act: {in_h}x{in_w}x{c} k{k} s{s} p{pad} ({lo}, {hi})" + (
+                    " in place" if inplace else "")
+                cases.append(make_case(op, args, label))
     # lut grad: e = -128 on |dtable| = 2^24 - 1, both signs (|acc| = 2^31 - 128)
     dt = np.r_[np.full(128, oracle.LUT_DMAX), np.full(128, -oracle.LUT_DMAX)]
     xs8 = s8(np.array([-128, -1, 0, 127, 5]))
