@@ -66,8 +66,8 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
 
 // The activation mask of the _act grad-input kernels: an input keeps its error
 // only where lo < t < hi, t its stored activation (the pool's input). The
-// error may be written over t itself (ein == t): each position's t is read
-// before its error is stored, and each position is stored once.
+// error may be written over t itself (ein == t): every position is in at most
+// one window, whose reads of t (maximum, mask) come before its stores.
 typedef struct {
     const int8_t *t;
     int32_t lo, hi;
