@@ -546,6 +546,24 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
         }
         return 0;
     }
+    if (strstr(op, "_act") != NULL) {  // the binding's mt_pool_grad_act
+        const int is_max = op[0] == 'm';
+        check(c, "desc", mt_pool_disjoint_check(&p));
+        const int8_t *t = buf(c, 1, is_max ? "x" : "y", S8, nin, 0, NULL);
+        const int8_t *e = buf(c, 2, "e", S8, nout, 0, NULL);
+        const int32_t lo = checked_int(c, 3, "lo", mt_act_lo_check);
+        const int32_t hi = checked_int(c, 4, "hi", mt_act_hi_check);
+        if (!failed(c)) {
+            check(c, "hi", mt_act_order_check(lo, hi));
+        }
+        int8_t *ein = buf(c, 5, "ein", S8, nin, 1, NULL);
+        if (failed(c)) {
+            return 0;
+        }
+        *ret = is_max ? mt_maxpool_s8_grad_input_act(&p, t, e, lo, hi, ein)
+                      : mt_avgpool_s8_grad_input_act(&p, t, e, lo, hi, ein);
+        return 1;
+    }
     if (!strcmp(op, "maxpool_s8_grad_input")) {
         const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
         const int8_t *e = buf(c, 2, "e", S8, nout, 0, NULL);
@@ -1223,7 +1241,8 @@ static int run_call(call_t *c, const char *op, int32_t *ret) {
     if (!strncmp(op, "maxpool_", 8) || !strncmp(op, "avgpool_", 8)) {
         const int is_max = op[0] == 'm';
         const int is_grad = strstr(op, "grad_input") != NULL;
-        if (!want_args(c, is_grad ? (is_max ? 5 : 4) : 3)) {
+        const int is_act = strstr(op, "_act") != NULL;
+        if (!want_args(c, is_act ? 6 : is_grad ? (is_max ? 5 : 4) : 3)) {
             return 0;
         }
         return run_pool(c, op, ret);

@@ -211,6 +211,18 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                     mt_avgpool_s8_forward(&p, x, y);
                     (void)mt_avgpool_s8_grad_input(&p, e, acc, ein);
                 }
+                if (!mt_pool_disjoint_check(&p)) {  // with the relu6 mask: into ein, then over a copy of x
+                    const int32_t lo = e[0], hi = lo + 40 > 128 ? 128 : lo + 40;
+                    if (op == 5) {
+                        (void)mt_maxpool_s8_grad_input_act(&p, x, e, lo, hi, ein);
+                        memcpy(ein, x, nx);
+                        (void)mt_maxpool_s8_grad_input_act(&p, ein, e, lo, hi, ein);
+                    } else {
+                        (void)mt_avgpool_s8_grad_input_act(&p, x, e, lo, hi, ein);
+                        memcpy(ein, x, nx);
+                        (void)mt_avgpool_s8_grad_input_act(&p, ein, e, lo, hi, ein);
+                    }
+                }
             } else if (op == 7) {
                 int32_t v[MT_MSG_NVALS];
                 need("gap hw", mt_hw_check(prm[0], v));

@@ -23,7 +23,7 @@ from support.harness import (
     failures,
     run_cases_micropython,
 )
-from support.kernel_cases import ALL_OPS, CONV_VARIANTS, POOL_VARIANTS
+from support.kernel_cases import ALL_OPS, CONV_VARIANTS, POOL_DISJOINT_VARIANTS, POOL_VARIANTS
 
 SEED = 4242
 PER_OP = 72  # a multiple of the variant cycles (12 conv variants, 6 mask kinds, ...)
@@ -64,7 +64,7 @@ def test_bitexact_vs_oracle(op: str, mp_run: tuple[list[Case], RunOutcome]) -> N
 
 
 def test_every_binding_function_is_covered() -> None:
-    """The generator table lists exactly the module's functions (all 46)."""
+    """The generator table lists exactly the module's functions (all 48)."""
     ensure_natmod()
     from support.harness import run_micropython
 
@@ -73,7 +73,7 @@ def test_every_binding_function_is_covered() -> None:
     names = {n for n in proc.stdout.split() if not n.startswith("_") and n != "HAS_FLOAT"}
     names = {n for n in names if not n.startswith("mtm_")}  # model-file accessors: tested elsewhere
     assert names == set(ALL_OPS)
-    assert len(ALL_OPS) == 46
+    assert len(ALL_OPS) == 48
 
 
 def _labels(cases: list[Case]) -> set[str]:
@@ -118,6 +118,24 @@ def test_generator_covers_edge_cases(cases: dict[str, list[Case]]) -> None:
         assert _labels(cases[op]) == set(POOL_VARIANTS), op
     for op, ai in (("maxpool_s8_grad_input", 3), ("avgpool_s8_grad_input", 2)):
         assert any(c.args[ai] is None for c in cases[op]), f"{op}: acc None (disjoint windows)"
+    for op in ("maxpool_s8_grad_input_act", "avgpool_s8_grad_input_act"):
+        # disjoint windows only (overlapping ones are refused): every pool variant but "overlap"
+        assert _labels(cases[op]) == set(POOL_DISJOINT_VARIANTS) == set(POOL_VARIANTS) - {"overlap"}, op
+        descs = [np.asarray(c.args[0].data) for c in cases[op] if isinstance(c.args[0], Buf)]
+        assert all(d[7] >= d[5] and d[8] >= d[6] for d in descs), f"{op}: overlapping windows"
+        assert any(d[7] > d[5] or d[8] > d[6] for d in descs), f"{op}: gaps between the windows"
+        assert any(d[9] > 0 or d[10] > 0 for d in descs), f"{op}: padding"
+        where = Counter(c.label.split("/")[2] for c in cases[op])
+        assert where["in-place"] and where["own ein"], f"{op}: ein the activation itself and its own buffer"
+        assert all(isinstance(c.args[5], Alias) and c.args[5].index == 1
+                   for c in cases[op] if c.label.endswith("in-place")), f"{op}: in place is ein = x"
+        kinds = {c.label.split("/")[1] for c in cases[op]}
+        assert {"none", "relu", "relu6", "upper only", "empty", "range"} == kinds, f"{op}: mask kinds"
+        los = {c.args[3] for c in cases[op] if c.label.split("/")[1] in ("relu", "relu6")}
+        assert {-128, 127} <= los, f"{op}: zero points -128 and 127"
+        assert any(c.label.startswith("ties") for c in cases[op]), f"{op}: ties"
+    assert any(c.expected is not None and c.expected.ret == 1 for c in cases["maxpool_s8_grad_input_act"]), \
+        "maxpool_s8_grad_input_act: an error of -128 (shift 1: the requantisation pass over ein)"
     for op in ("relu_s8_forward", "relu6_s8_forward", "add_s8_forward", "add_s8_grad_merge"):
         assert any(isinstance(a, Alias) for c in cases[op] for a in c.args), f"{op}: in-place call"
     assert {"copy", "rescale", "extreme"} <= {c.label.split("/")[0] for c in cases["concat_s8_forward"]}

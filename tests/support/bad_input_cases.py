@@ -38,6 +38,8 @@ TV = ("TypeError", "ValueError")
 
 CONV_G = ConvGeom(5, 6, 4, 3, 3, 6, 3, 3, 2, 2, 1, 1, 2)  # grouped, stride 2, padded
 POOL_G = ConvGeom(6, 6, 3, 3, 3, 3, 3, 3, 2, 2, 1, 1, 3)
+# the _act kernels: disjoint windows, a gap between them (stride_w 3 > k_w 2) and padding
+POOL_D = ConvGeom(6, 7, 3, 3, 3, 3, 2, 2, 2, 3, 0, 1, 3)
 LIN_IN, LIN_OUT = 10, 4
 
 # name, kind: desc | s8 | s8out | s8io | i32 | i32out | u32 | u32io | f32io | mask | int | float
@@ -60,6 +62,10 @@ SPECS: dict[str, list[tuple[str, str]]] = {
                               ("ein", "s8out")],
     "avgpool_s8_forward": [("desc", "desc"), ("x", "s8"), ("y", "s8out")],
     "avgpool_s8_grad_input": [("desc", "desc"), ("e", "s8"), ("acc", "i32out"), ("ein", "s8out")],
+    "maxpool_s8_grad_input_act": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("lo", "int"), ("hi", "int"),
+                                  ("ein", "s8out")],
+    "avgpool_s8_grad_input_act": [("desc", "desc"), ("y", "s8"), ("e", "s8"), ("lo", "int"), ("hi", "int"),
+                                  ("ein", "s8out")],
     "global_avgpool_s8_forward": [("x", "s8"), ("hw", "int"), ("c", "int"), ("y", "s8out")],
     "global_avgpool_s8_grad_input": [("e", "s8"), ("hw", "int"), ("ein", "s8out")],
     "add_s8_forward": [("desc", "desc"), ("x1", "s8"), ("x2", "s8"), ("y", "s8out")],
@@ -168,6 +174,9 @@ def _bases() -> dict[str, Case]:
     p = POOL_G
     pdesc = i32(p.pool_desc())
     px, pe = r8(p.n_in), r8(p.n_out)
+    pd = POOL_D  # its own generator: the other bases keep their data
+    rd = np.random.default_rng(SEED + 1)
+    ddesc, dx, de = i32(pd.pool_desc()), rd.integers(-128, 128, pd.n_in), rd.integers(-128, 128, pd.n_out)
     lut = oracle.make_softmax_lut(0.1)
     umq = [oracle.update_quantize_multiplier(np.float32(0.02) * s / np.float32(0.05)) for s in UPD_SW]
     # relu backward: with e overlapping y's last element, zeroing e[0] (y[0] <= zp)
@@ -199,6 +208,8 @@ def _bases() -> dict[str, Case]:
         ("maxpool_s8_grad_input", [pdesc, s8(px), s8(pe), out("i", p.n_in), out("Y", p.n_in)]),
         ("avgpool_s8_forward", [pdesc, s8(px), out("Y", p.n_out)]),
         ("avgpool_s8_grad_input", [pdesc, s8(pe), out("i", p.n_in), out("Y", p.n_in)]),
+        ("maxpool_s8_grad_input_act", [ddesc, s8(dx), s8(de), -5, 40, out("Y", pd.n_in)]),
+        ("avgpool_s8_grad_input_act", [ddesc, s8(dx), s8(de), -5, 40, out("Y", pd.n_in)]),
         ("global_avgpool_s8_forward", [s8(r8(36)), 9, 4, out("Y", 4)]),
         ("global_avgpool_s8_grad_input", [s8(r8(4)), 9, out("Y", 36)]),
         ("add_s8_forward", [i32(oracle.add_params(0.02, 3, 0.05, -7, 0.06, 1, -128, 127, 20)), s8(r8(20)),
@@ -445,6 +456,17 @@ for _op, _g in (("conv2d", CONV_G), ("linear", None)):
         ("wr overflow", 3, i32(np.full(_n_out, 131071)), ("wr",)),
     ]
 
+# the _act kernels: overlapping windows (they keep the scratch path), then lo / hi
+_overlapping = POOL_D.pool_desc()
+_overlapping[7] = 1  # stride_h 1 < k_h 2
+for _op in ("maxpool_s8_grad_input_act", "avgpool_s8_grad_input_act"):
+    SCALAR_BAD[_op] = [
+        ("overlapping windows", 0, i32(_overlapping), ("desc",)),
+        ("overlapping windows (POOL_G)", 0, i32(POOL_G.pool_desc()), ("desc",)),
+        ("lo -130", 3, -130, ("lo",)), ("lo 128", 3, 128, ("lo",)),
+        ("hi 129", 4, 129, ("hi",)), ("hi -129", 4, -129, ("hi",)), ("hi < lo", 4, -6, ("hi",)),
+    ]
+
 _bad_add = list(CONV_ADD_DESC)
 _bad_add[10] = 23
 SCALAR_BAD["conv2d_add_s8_forward"] = [
@@ -470,6 +492,9 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "relu_s8_backward": [("e", "y")], "relu6_s8_backward": [("e", "y")],
     "maxpool_s8_forward": [("y", "x")], "maxpool_s8_grad_input": [("ein", "x"), ("ein", "e")],
     "avgpool_s8_forward": [("y", "x")], "avgpool_s8_grad_input": [("ein", "e")],
+    # ein may be the activation itself, but not overlap it partly
+    "maxpool_s8_grad_input_act": [("ein", "x"), ("ein", "e")],
+    "avgpool_s8_grad_input_act": [("ein", "y"), ("ein", "e")],
     "global_avgpool_s8_forward": [("y", "x")], "global_avgpool_s8_grad_input": [("ein", "e")],
     "add_s8_forward": [("y", "x1"), ("y", "x2")], "add_s8_grad_merge": [("out", "ea"), ("out", "eb")],
     # (tile is scratch, not an output the harness compares: its overlaps are not listed)

@@ -118,6 +118,8 @@ OPS: dict[str, OpSpec] = {
     "maxpool_s8_grad_input": OpSpec(5, (3, 4), _grad_in),
     "avgpool_s8_forward": OpSpec(3, (2,), _one),
     "avgpool_s8_grad_input": OpSpec(4, (2, 3), _grad_in),
+    "maxpool_s8_grad_input_act": OpSpec(6, (5,), _shifted),
+    "avgpool_s8_grad_input_act": OpSpec(6, (5,), _shifted),
     "global_avgpool_s8_forward": OpSpec(4, (3,), _one),
     "global_avgpool_s8_grad_input": OpSpec(3, (2,), _one),
     "add_s8_forward": OpSpec(4, (3,), _one),
@@ -386,9 +388,13 @@ def conv_geom(rng: Rng, variant: str) -> ConvGeom:
 
 
 POOL_VARIANTS = ("generic", "overlap", "padded", "global_like", "ties", "stride2", "odd")
+# the grad-input kernels with the activation mask take windows that do not overlap only
+POOL_DISJOINT_VARIANTS = tuple(v for v in POOL_VARIANTS if v != "overlap")
 
 
-def pool_geom(rng: Rng, variant: str) -> ConvGeom:
+def pool_geom(rng: Rng, variant: str, disjoint: bool = False) -> ConvGeom:
+    """A pool geometry of the variant; disjoint: stride >= k on both axes (any gaps
+    between the windows included), drawn after the variant's own draws."""
     c = int(rng.integers(1, 7))
     k_h, k_w = int(rng.integers(1, 4)), int(rng.integers(1, 4))
     s_h, s_w = int(rng.integers(1, 4)), int(rng.integers(1, 4))
@@ -405,6 +411,10 @@ def pool_geom(rng: Rng, variant: str) -> ConvGeom:
     elif variant == "odd":
         k_h, k_w = int(rng.choice([1, 3, 5])), int(rng.choice([2, 7]))
         max_in = 13
+    if disjoint and variant != "global_like":
+        gap = rng.random() < 0.3  # stride > k: inputs between the windows that no window covers
+        s_h = max(s_h, k_h + (int(rng.integers(1, 3)) if gap else 0))
+        s_w = max(s_w, k_w + (int(rng.integers(0, 3)) if gap else 0))
     in_h, out_h, p_t = _axis(rng, k_h, s_h, max_in, pad)
     in_w, out_w, p_l = _axis(rng, k_w, s_w, max_in, pad)
     if variant == "global_like":
@@ -413,6 +423,8 @@ def pool_geom(rng: Rng, variant: str) -> ConvGeom:
         if k_h * k_w > 255:
             k_h = in_h = 15
             k_w = in_w = 15
+        if disjoint:  # one window: any stride >= k
+            s_h, s_w = k_h, k_w
     return ConvGeom(in_h, in_w, c, out_h, out_w, c, k_h, k_w, s_h, s_w, p_t, p_l, c)
 
 
@@ -717,6 +729,50 @@ def gen_avgpool_s8_grad_input(rng: Rng, i: int) -> Case:
     args: list[Arg] = [i32(g.pool_desc()), s8(e, _kind_in(rng)), _pool_acc(rng, g),
                        out(_kind_out(rng), g.n_in)]
     return make_case("avgpool_s8_grad_input", args, variant + ("/no acc" if args[2] is None else ""))
+
+
+def _pool_act(rng: Rng, i: int) -> tuple[int, int, str]:
+    """(lo, hi) of the _act kernels' mask: none (-129, 128), the producer's fused relu
+    (zp, 128) or relu6 (zp, q6), and the edges: an upper bound only, any range (hi = lo:
+    nothing kept)."""
+    kind = i % 5
+    zp = _zp(rng, i // 5)
+    if kind == 0:
+        return -129, 128, "none"
+    if kind == 1:
+        return zp, 128, "relu"
+    if kind == 2:
+        return zp, _q6(rng, zp, i // 5), "relu6"
+    if kind == 3:
+        return -129, int(rng.integers(-128, 129)), "upper only"
+    return (zp, zp, "empty") if i % 10 == 4 else (zp, int(rng.integers(zp, 129)), "range")
+
+
+def _gen_pool_act(op: str, rng: Rng, i: int) -> Case:
+    """Disjoint windows only (every pool variant but overlap); in place (ein is the
+    activation) or not, for each variant; the activation clustered on the mask's
+    bounds, or the pool cases' own values (ties)."""
+    nv = len(POOL_DISJOINT_VARIANTS)
+    variant = POOL_DISJOINT_VARIANTS[i % nv]
+    g = pool_geom(rng, variant, disjoint=True)
+    lo, hi, kind = _pool_act(rng, i)
+    t = _near(rng, g.n_in, [lo, hi]) if i % 7 in (1, 4) else _pool_x(rng, g.n_in, variant, i)
+    e = _int8(rng, g.n_out, ["uniform", "small", "const", "sparse"][i % 4])
+    if i % 7 == 3 and g.n_out:
+        e[int(rng.integers(0, g.n_out))] = -128  # maxpool: the requantisation pass
+    inplace = (i // nv) % 2 == 1
+    ts = s8(t, _kind_out(rng) if inplace else _kind_in(rng))
+    ein: Arg = Alias(1) if inplace else out(_kind_out(rng), g.n_in)
+    args: list[Arg] = [i32(g.pool_desc()), ts, s8(e, _kind_in(rng)), lo, hi, ein]
+    return make_case(op, args, f"{variant}/{kind}/" + ("in-place" if inplace else "own ein"))
+
+
+def gen_maxpool_s8_grad_input_act(rng: Rng, i: int) -> Case:
+    return _gen_pool_act("maxpool_s8_grad_input_act", rng, i)
+
+
+def gen_avgpool_s8_grad_input_act(rng: Rng, i: int) -> Case:
+    return _gen_pool_act("avgpool_s8_grad_input_act", rng, i)
 
 
 def gen_global_avgpool_s8_forward(rng: Rng, i: int) -> Case:
@@ -1271,6 +1327,8 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "maxpool_s8_grad_input": gen_maxpool_s8_grad_input,
     "avgpool_s8_forward": gen_avgpool_s8_forward,
     "avgpool_s8_grad_input": gen_avgpool_s8_grad_input,
+    "maxpool_s8_grad_input_act": gen_maxpool_s8_grad_input_act,
+    "avgpool_s8_grad_input_act": gen_avgpool_s8_grad_input_act,
     "global_avgpool_s8_forward": gen_global_avgpool_s8_forward,
     "global_avgpool_s8_grad_input": gen_global_avgpool_s8_grad_input,
     "add_s8_forward": gen_add_s8_forward,
@@ -1361,6 +1419,12 @@ def generate_limits() -> list[Case]:
     args = [i32(g.pool_desc()), s8(np.full(g.n_in, -128)), s8(np.r_[np.full(g.n_out - 1, -128), 5]), None,
             out("Y", g.n_in)]
     cases.append(make_case("maxpool_s8_grad_input", args, "limit: no acc, 255-tap disjoint windows"))
+    # and with the activation mask, in place over the activation (relu6 at the int8 ends)
+    t = np.where(np.arange(g.n_in) % 3 == 0, -128, 127)
+    t[::7] = 5
+    for op in ("maxpool_s8_grad_input_act", "avgpool_s8_grad_input_act"):
+        args = [i32(g.pool_desc()), s8(t, "Y"), s8(np.r_[np.full(g.n_out - 1, -128), 5]), -128, 127, Alias(1)]
+        cases.append(make_case(op, args, "limit: act in place, 255-tap disjoint windows"))
     # global average pool: hw = 65536
     cases.append(make_case("global_avgpool_s8_forward", [s8(np.full(65536 * 2, -128)), 65536, 2, out("Y", 2)],
                            "limit: hw 65536"))
@@ -1584,6 +1648,27 @@ def backward_block_cases(n: int = 48, seed: int = 1109) -> list[Case]:
             args = [i32(g.pool_desc()), s8(x), s8(e), out("i", g.n_in), out("Y", g.n_in)]
             label = f"disjoint: {in_h}x{in_w}x{c} k{k} s{s} p{pad} {ek}"
             cases.append(make_case("maxpool_s8_grad_input", args, label))
+    # the same windows with the activation mask (the 2x2 path four channels a word on
+    # armv7e-m): relu, relu6 and none, partly kept; in place over the activation and not
+    ra = np.random.default_rng(seed + 1)
+    for j, (in_h, in_w, k, s, pad) in enumerate([(14, 14, 2, 2, 0), (7, 7, 2, 2, 0), (7, 6, 2, 2, 1),
+                                                 (9, 8, 3, 3, 1), (5, 9, 2, 3, 0), (6, 6, 1, 2, 0),
+                                                 (4, 8, 2, 2, 0)]):
+        out_h, out_w = (in_h + 2 * pad - k) // s + 1, (in_w + 2 * pad - k) // s + 1
+        c = [16, 3, 5, 4, 1, 7, 8][j]
+        g = ConvGeom(in_h, in_w, c, out_h, out_w, c, k, k, s, s, pad, pad, c)
+        for mi, (lo, hi) in enumerate(((-20, 128), (-20, 60), (-129, 128), (0, 1))):
+            e = _int8(ra, g.n_out, ["uniform", "sparse"][mi % 2])
+            if mi == 1:
+                e[0] = -128
+            t = _int8(ra, g.n_in, "ties") if (j + mi) % 3 == 2 else _near(ra, g.n_in, [lo, hi, 0])
+            for op in ("maxpool_s8_grad_input_act", "avgpool_s8_grad_input_act"):
+                inplace = (j + mi + (op[0] == "m")) % 2 == 0
+                args = [i32(g.pool_desc()), s8(t, "Y" if inplace else "y"), s8(e), lo, hi,
+                        Alias(1) if inplace else out("Y", g.n_in)]
+                label = f"disjoint act: {in_h}x{in_w}x{c} k{k} s{s} p{pad} ({lo}, {hi})" + (
+                    " in place" if inplace else "")
+                cases.append(make_case(op, args, label))
     # lut grad: e = -128 on |dtable| = 2^24 - 1, both signs (|acc| = 2^31 - 128)
     dt = np.r_[np.full(128, oracle.LUT_DMAX), np.full(128, -oracle.LUT_DMAX)]
     xs8 = s8(np.array([-128, -1, 0, 127, 5]))

@@ -172,6 +172,13 @@ const char *mt_pool_no_acc_check(const mt_pool_params_t *p) {
     return NULL;
 }
 
+const char *mt_pool_disjoint_check(const mt_pool_params_t *p) {
+    if (p->stride_h < p->k_h || p->stride_w < p->k_w) {
+        return "windows must not overlap (stride_h >= k_h and stride_w >= k_w)";
+    }
+    return NULL;
+}
+
 const char *mt_add_check(const mt_add_params_t *p) {
     if (p->n < 0 || p->n > MT_MAX_ELEMS) {
         return "n must be in 0..2^26";
@@ -323,6 +330,20 @@ const char *mt_level_check(int32_t x, int32_t *v) {
 
 const char *mt_q6_check(int32_t q6, int32_t zp) {
     return q6 < zp ? "must be >= zp" : NULL;
+}
+
+const char *mt_act_lo_check(int32_t lo, int32_t *v) {
+    v[0] = lo;
+    return lo < -129 || lo > 127 ? "must be in -129..127, got %d" : NULL;
+}
+
+const char *mt_act_hi_check(int32_t hi, int32_t *v) {
+    v[0] = hi;
+    return hi < -128 || hi > 128 ? "must be in -128..128, got %d" : NULL;
+}
+
+const char *mt_act_order_check(int32_t lo, int32_t hi) {
+    return hi < lo ? "must be >= lo" : NULL;
 }
 
 const char *mt_hw_check(int32_t hw, int32_t *v) {

@@ -60,6 +60,8 @@
     X(MP_QSTR_maxpool_s8_grad_input, mod_maxpool_s8_grad_input_obj) \
     X(MP_QSTR_avgpool_s8_forward, mod_avgpool_s8_forward_obj) \
     X(MP_QSTR_avgpool_s8_grad_input, mod_avgpool_s8_grad_input_obj) \
+    X(MP_QSTR_maxpool_s8_grad_input_act, mod_maxpool_s8_grad_input_act_obj) \
+    X(MP_QSTR_avgpool_s8_grad_input_act, mod_avgpool_s8_grad_input_act_obj) \
     X(MP_QSTR_global_avgpool_s8_forward, mod_global_avgpool_s8_forward_obj) \
     X(MP_QSTR_global_avgpool_s8_grad_input, mod_global_avgpool_s8_grad_input_obj) \
     X(MP_QSTR_add_s8_forward, mod_add_s8_forward_obj) \
@@ -743,6 +745,48 @@ static mp_obj_t mod_avgpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     return mp_obj_new_int(mt_avgpool_s8_grad_input(p, e, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_avgpool_s8_grad_input_obj, 4, 4, mod_avgpool_s8_grad_input);
+
+// The _act kernels' mask bounds: lo, hi checked in that order, then hi >= lo.
+static void mt_act_bounds(const char *fn, mp_obj_t lo_o, mp_obj_t hi_o, int32_t *lo, int32_t *hi) {
+    int32_t v[MT_MSG_NVALS];
+    *lo = mt_int(fn, "lo", lo_o);
+    mt_check_v(fn, "lo", mt_act_lo_check(*lo, v), v);
+    *hi = mt_int(fn, "hi", hi_o);
+    mt_check_v(fn, "hi", mt_act_hi_check(*hi, v), v);
+    mt_check(fn, "hi", mt_act_order_check(*lo, *hi));
+}
+
+// Grad input with the activation mask: (desc, t, e, lo, hi, ein), t = x (max) or y
+// (avg). ein may be t itself, nothing else may overlap it.
+static mp_obj_t mt_pool_grad_act(const char *fn, const char *t_name, const mp_obj_t *args, int is_max) {
+    mt_pool_desc_u pu;
+    const mt_pool_params_t *p = mt_pool_desc(fn, args[0], &pu);
+    mt_check(fn, "desc", mt_pool_disjoint_check(p));
+    const int32_t nin = p->in_h * p->in_w * p->c, nout = p->out_h * p->out_w * p->c;
+    const int8_t *t = mt_in_s8(fn, t_name, args[1], nin, NULL);
+    const int8_t *e = mt_in_s8(fn, "e", args[2], nout, NULL);
+    int32_t lo, hi;
+    mt_act_bounds(fn, args[3], args[4], &lo, &hi);
+    int8_t *ein = mt_out_s8(fn, "ein", args[5], nin);
+    if ((const void *)ein != (const void *)t) {
+        mt_no_overlap(fn, "ein", ein, (size_t)nin, t_name, t, (size_t)nin);
+    }
+    mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
+    return mp_obj_new_int(is_max ? mt_maxpool_s8_grad_input_act(p, t, e, lo, hi, ein)
+                                 : mt_avgpool_s8_grad_input_act(p, t, e, lo, hi, ein));
+}
+
+static mp_obj_t mod_maxpool_s8_grad_input_act(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    return mt_pool_grad_act("maxpool_s8_grad_input_act", "x", args, 1);
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_maxpool_s8_grad_input_act_obj, 6, 6, mod_maxpool_s8_grad_input_act);
+
+static mp_obj_t mod_avgpool_s8_grad_input_act(size_t n_args, const mp_obj_t *args) {
+    (void)n_args;
+    return mt_pool_grad_act("avgpool_s8_grad_input_act", "y", args, 0);
+}
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_avgpool_s8_grad_input_act_obj, 6, 6, mod_avgpool_s8_grad_input_act);
 
 static int32_t mt_hw(const char *fn, mp_obj_t o) {
     const int32_t hw = mt_int(fn, "hw", o);

@@ -59,6 +59,8 @@ const char *mt_linear_check(const mt_linear_params_t *p);
 const char *mt_pool_check(const mt_pool_params_t *p);
 // maxpool / avgpool grad_input acc = None (NULL): only when windows do not overlap.
 const char *mt_pool_no_acc_check(const mt_pool_params_t *p);
+// maxpool / avgpool grad_input_act: windows that do not overlap.
+const char *mt_pool_disjoint_check(const mt_pool_params_t *p);
 const char *mt_add_check(const mt_add_params_t *p);
 const char *mt_concat_check(const mt_concat_params_t *p);
 const char *mt_upsample_check(const mt_upsample_params_t *p);
@@ -84,6 +86,11 @@ const char *mt_wr_check(const int32_t *wr, int32_t n, int32_t terms);
 // zp and q6 of relu/relu6: an int8 level, -128..127.
 const char *mt_level_check(int32_t x, int32_t *v);
 const char *mt_q6_check(int32_t q6, int32_t zp);
+// The _act kernels' mask bounds (kept where lo < t < hi): lo in -129..127 (-129: no
+// lower bound), hi in -128..128 (128: no upper bound), then hi >= lo.
+const char *mt_act_lo_check(int32_t lo, int32_t *v);
+const char *mt_act_hi_check(int32_t hi, int32_t *v);
+const char *mt_act_order_check(int32_t lo, int32_t hi);
 // global_avgpool hw: 1..65536.
 const char *mt_hw_check(int32_t hw, int32_t *v);
 // A channel count given as an int (global_avgpool, l1_norm): 1..65535.
@@ -199,6 +206,14 @@ int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, con
                               int32_t *acc, int8_t *ein);
 void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y);
 int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int32_t *acc, int8_t *ein);
+// Grad input then the activation mask of the pool's input (its producer's fused relu /
+// relu6): ein[i] = 0 unless lo < t[i] < hi, t = x (max) or y (avg) as before the call;
+// otherwise the bits and shift of the kernel above with acc NULL. Disjoint windows only
+// (mt_pool_disjoint_check); ein may be t itself (in place) or its own buffer.
+int32_t mt_maxpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t lo,
+                                     int32_t hi, int8_t *ein);
+int32_t mt_avgpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *y, const int8_t *e, int32_t lo,
+                                     int32_t hi, int8_t *ein);
 void mt_global_avgpool_s8_forward(const int8_t *x, int32_t hw, int32_t c, int8_t *y);
 void mt_global_avgpool_s8_grad_input(const int8_t *e, int32_t hw, int32_t c, int8_t *ein);
 

@@ -64,12 +64,72 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
     }
 }
 
+// The activation mask of the _act grad-input kernels: an input keeps its error
+// only where lo < t < hi, t its stored activation (the pool's input). The
+// error may be written over t itself (ein == t): every position is in at most
+// one window, whose reads of t (maximum, mask) come before its stores.
+typedef struct {
+    const int8_t *t;
+    int32_t lo, hi;
+} mt_pool_act_t;
+
+static inline int mt_act_keep(int32_t v, const mt_pool_act_t *a) {
+    return v > a->lo && v < a->hi;
+}
+
+// Zeroes the inputs no window covers (disjoint windows leave gaps where
+// stride > k, and rows / columns past the last window): the _act kernels write
+// every covered input from its window and cannot clear ein first (it may be the
+// activation the windows read). Covered = the union of the windows' row bands
+// times the union of their column bands; both are increasing and disjoint.
+static void pool_zero_uncovered(const mt_pool_params_t *p, int8_t *ein) {
+    const int32_t c = p->c;
+    int8_t *rp = ein;
+    int32_t oy = 0, y0 = -p->pad_top;  // the first row band not above iy, its first row
+    for (int32_t iy = 0; iy < p->in_h; ++iy) {
+        while (oy < p->out_h && y0 + p->k_h <= iy) {
+            ++oy;
+            y0 += p->stride_h;
+        }
+        const int row_in = oy < p->out_h && y0 <= iy;
+        int32_t ox = 0, x0 = -p->pad_left;
+        for (int32_t ix = 0; ix < p->in_w; ++ix, rp += c) {
+            while (ox < p->out_w && x0 + p->k_w <= ix) {
+                ++ox;
+                x0 += p->stride_w;
+            }
+            if (!row_in || ox >= p->out_w || x0 > ix) {
+                for (int32_t ch = 0; ch < c; ++ch) {
+                    rp[ch] = 0;
+                }
+            }
+        }
+    }
+}
+
+// Zeroes channel ch's taps of one window (first: its first valid tap at ch).
+static void pool_zero_taps(int8_t *ein, int32_t first, int32_t rows, int32_t cols, int32_t c,
+                           int32_t row_stride) {
+    for (int32_t ky = 0; ky < rows; ++ky, first += row_stride) {
+        int32_t o = first;
+        for (int32_t kx = 0; kx < cols; ++kx, o += c) {
+            ein[o] = 0;
+        }
+    }
+}
+
 // Windows that do not overlap (stride >= k on both axes): every input takes
 // at most one error, so acc would hold the routed errors themselves and
 // M = max |acc| <= 128. Each error is written to ein (and acc, when given) at
 // once, with no requantisation pass: shift 0 (ein = acc) unless some routed
 // error is -128, then dyn_requant's shift for M = 128, applied to ein itself
 // (it holds acc's values): no scratch is needed. Same bits as the general path.
+// With act (the _act kernel; acc is NULL): ein may be x, so it is not cleared
+// first; each window reads its taps (the maximum, and the mask from it) and
+// then writes all of them, the routed error masked (0 where the maximum is
+// outside (lo, hi)). The shift still comes from the unmasked errors, as the
+// kernel then relu backward would have it; dyn_apply(0) = 0 keeps the masked
+// zeros through the requantisation pass.
 #if MT_DSP
 // Routes byte J of the error word ew to its window tap (byte J of tap: 0, 1 in
 // the first row, 2, 3 in the second) in ein (ea = ein + first) and acc, if it
@@ -86,21 +146,43 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
             ea[at_] = (int8_t)ev_;                                                                      \
         }                                                                                               \
     } while (0)
+
+// 0xFF in the bytes of v (signed) inside (lo, hi), else 0.
+static inline uint32_t mt_act_keep4(uint32_t v, const mt_pool_act_t *a) {
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < 32u; j += 8u) {
+        if (mt_act_keep((int8_t)(uint8_t)(v >> j), a)) {
+            k |= 0xFFu << j;
+        }
+    }
+    return k;
+}
+
+// 0xFF in the bytes of tap (each 0..3) equal to t's (t4 = t * 0x01010101), else 0:
+// a byte of tap ^ t4 is 0..3, zero iff neither of its two low bits is set.
+static inline uint32_t mt_tap_sel(uint32_t tap, uint32_t t4) {
+    const uint32_t d = tap ^ t4;
+    return (~(d | (d >> 1)) & 0x01010101u) * 0xFFu;
+}
 #endif
 
 static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t *acc,
-                                     int8_t *ein) {
+                                     int8_t *ein, const mt_pool_act_t *act) {
     const int32_t c = p->c;
     const int32_t n_in = p->in_h * p->in_w * c;
     const int32_t row_stride = p->in_w * c;
     int32_t i = 0;
-    // eight a turn, counting down (the -Os loop of four kept its bounds in memory)
-    for (int32_t m = n_in >> 3; m > 0; --m, i += 8) {
-        mt_store_u32(ein + i, 0);
-        mt_store_u32(ein + i + 4, 0);
-    }
-    for (; i < n_in; ++i) {
-        ein[i] = 0;
+    if (act != NULL) {
+        pool_zero_uncovered(p, ein);
+    } else {
+        // eight a turn, counting down (the -Os loop of four kept its bounds in memory)
+        for (int32_t m = n_in >> 3; m > 0; --m, i += 8) {
+            mt_store_u32(ein + i, 0);
+            mt_store_u32(ein + i + 4, 0);
+        }
+        for (; i < n_in; ++i) {
+            ein[i] = 0;
+        }
     }
     if (acc != NULL) {
         for (i = 0; i < n_in; ++i) {
@@ -121,15 +203,22 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
             if (ky1 - ky0 == 2 && kx1 - kx0 == 2) {  // the common full 2x2 window, unrolled
                 // the window's two rows (both inside x) and their outputs
                 const int8_t *xa = x + first, *xb = xa + row_stride;
-                int8_t *ea = ein + first;
+                int8_t *ea = ein + first, *eb = ea + row_stride;
                 int32_t ch = 0;
 #if MT_DSP
                 // four channels a step: the taps' first maximum and its tap (0..3) per byte
                 // with SSUB8 + SEL, then each non-zero error routed to its tap (unrolled; a
-                // -128 among the four found once per word)
+                // -128 among the four found once per word); with act, the four tap words
+                // written whole: the masked errors in the bytes each tap won
                 for (; ch + 4 <= c; ch += 4) {
                     const uint32_t ew = mt_load_u32(ep + ch);
                     if (ew == 0) {
+                        if (act != NULL) {
+                            mt_store_u32(ea + ch, 0);
+                            mt_store_u32(ea + ch + c, 0);
+                            mt_store_u32(eb + ch, 0);
+                            mt_store_u32(eb + ch + c, 0);
+                        }
                         continue;
                     }
                     uint32_t best = mt_load_u32(xa + ch), tap = 0;
@@ -140,6 +229,14 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                     if (((m - 0x01010101u) & ~m & 0x80808080u) != 0) {
                         emin = INT8_MIN;
                     }
+                    if (act != NULL) {
+                        const uint32_t ek = ew & mt_act_keep4(best, act);
+                        mt_store_u32(ea + ch, ek & mt_tap_sel(tap, 0u));
+                        mt_store_u32(ea + ch + c, ek & mt_tap_sel(tap, 0x01010101u));
+                        mt_store_u32(eb + ch, ek & mt_tap_sel(tap, 0x02020202u));
+                        mt_store_u32(eb + ch + c, ek & mt_tap_sel(tap, 0x03030303u));
+                        continue;
+                    }
                     MT_ROUTE1(0);
                     MT_ROUTE1(1);
                     MT_ROUTE1(2);
@@ -148,7 +245,7 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
 #endif
                 for (; ch < c; ++ch) {
                     const int32_t ev = ep[ch];
-                    if (ev == 0) {
+                    if (ev == 0 && act == NULL) {
                         continue;
                     }
                     // strict '>' in ky-major, kx-minor order: the first maximum
@@ -162,19 +259,32 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                         o = ch + row_stride;
                     }
                     if (xb[ch + c] > best) {
+                        best = xb[ch + c];
                         o = ch + row_stride + c;
+                    }
+                    emin = ev < emin ? ev : emin;
+                    if (act != NULL) {
+                        ea[ch] = 0;
+                        ea[ch + c] = 0;
+                        eb[ch] = 0;
+                        eb[ch + c] = 0;
+                        if (!mt_act_keep(best, act)) {
+                            continue;
+                        }
                     }
                     if (acc != NULL) {
                         acc[first + o] = ev;
                     }
                     ea[o] = (int8_t)ev;
-                    emin = ev < emin ? ev : emin;
                 }
                 continue;
             }
             for (int32_t ch = 0; ch < c; ++ch) {
                 const int32_t ev = ep[ch];
                 if (ev == 0) {
+                    if (act != NULL) {
+                        pool_zero_taps(ein, first + ch, ky1 - ky0, kx1 - kx0, c, row_stride);
+                    }
                     continue;
                 }
                 int32_t best = INT8_MIN - 1, arg = 0;
@@ -188,11 +298,17 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                         }
                     }
                 }
+                emin = ev < emin ? ev : emin;
+                if (act != NULL) {
+                    pool_zero_taps(ein, first + ch, ky1 - ky0, kx1 - kx0, c, row_stride);
+                    if (!mt_act_keep(best, act)) {
+                        continue;
+                    }
+                }
                 if (acc != NULL) {
                     acc[arg] = ev;
                 }
                 ein[arg] = (int8_t)ev;
-                emin = ev < emin ? ev : emin;
             }
         }
     }
@@ -209,7 +325,7 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
 int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e,
                               int32_t *acc, int8_t *ein) {
     if (p->stride_h >= p->k_h && p->stride_w >= p->k_w) {
-        return maxpool_grad_disjoint(p, x, e, acc, ein);
+        return maxpool_grad_disjoint(p, x, e, acc, ein, NULL);
     }
     const int32_t c = p->c;
     const int32_t n_in = p->in_h * p->in_w * c;
@@ -251,6 +367,12 @@ int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, con
     return mt_dyn_requant_s8(acc, (size_t)n_in, ein);
 }
 
+int32_t mt_maxpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t lo,
+                                     int32_t hi, int8_t *ein) {
+    const mt_pool_act_t act = {x, lo, hi};
+    return maxpool_grad_disjoint(p, x, e, NULL, ein, &act);
+}
+
 void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
     const int32_t c = p->c;
     const int32_t row_stride = p->in_w * c;
@@ -288,16 +410,24 @@ void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
 // from e alone. A first pass over e finds M, the second writes each tap's
 // dyn_apply(e * recip(n), shift) (uncovered inputs 0): the same bits as
 // dyn_requant of the accumulator, without it (DS-CNN's 25x5 pool: 8000 int32).
+// With act (the _act kernel): ein may be act->t, so only the uncovered inputs
+// are cleared first, and each tap's value is masked by its t, read just before
+// the tap is written.
 static uint32_t avgpool_recip(uint32_t n) {
     return mt_udiv_u32(((uint32_t)1 << 16) + (n >> 1), n);
 }
 
-static int32_t avgpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *e, int8_t *ein) {
+static int32_t avgpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *e, int8_t *ein,
+                                     const mt_pool_act_t *act) {
     const int32_t c = p->c;
     const int32_t n_in = p->in_h * p->in_w * c;
     const int32_t row_stride = p->in_w * c;
-    for (int32_t i = 0; i < n_in; ++i) {
-        ein[i] = 0;
+    if (act != NULL) {
+        pool_zero_uncovered(p, ein);
+    } else {
+        for (int32_t i = 0; i < n_in; ++i) {
+            ein[i] = 0;
+        }
     }
     uint32_t m = 0, last_n = 0, r = 0;
     const int8_t *ep = e;
@@ -344,6 +474,13 @@ static int32_t avgpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *e,
                 int32_t o = row;
                 for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
                     int8_t *op = ein + o;
+                    if (act != NULL) {
+                        const int8_t *tp = act->t + o;
+                        for (int32_t ch = 0; ch < c; ++ch) {
+                            op[ch] = mt_act_keep(tp[ch], act) ? mt_dyn_apply(ep[ch] * (int32_t)r, shift) : 0;
+                        }
+                        continue;
+                    }
                     for (int32_t ch = 0; ch < c; ++ch) {
                         op[ch] = mt_dyn_apply(ep[ch] * (int32_t)r, shift);
                     }
@@ -356,7 +493,7 @@ static int32_t avgpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *e,
 
 int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int32_t *acc, int8_t *ein) {
     if (acc == NULL) {
-        return avgpool_grad_disjoint(p, e, ein);
+        return avgpool_grad_disjoint(p, e, ein, NULL);
     }
     const int32_t c = p->c;
     const int32_t n_in = p->in_h * p->in_w * c;
@@ -396,6 +533,12 @@ int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int
         }
     }
     return mt_dyn_requant_s8(acc, (size_t)n_in, ein);
+}
+
+int32_t mt_avgpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *y, const int8_t *e, int32_t lo,
+                                     int32_t hi, int8_t *ein) {
+    const mt_pool_act_t act = {y, lo, hi};
+    return avgpool_grad_disjoint(p, e, ein, &act);
 }
 
 // Average over all hw positions per channel. Requires 1 <= hw <= 2^24 so

@@ -66,13 +66,10 @@ def maxpool_s8_grad_input(desc, x, e, acc, ein):
     om = _out8(fn, "ein", ein, nin)
     _nover(fn, "ein", ein, "x", x)
     _nover(fn, "ein", ein, "e", e)
-    in_h, in_w, c, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = d
     if acc is None:
-        for i in range(nin):
-            ein[i] = 0
-        emin = 0
-    else:
-        _zero32(acc, nin)
+        return _max_disjoint(d, X, E, ein, om, None)
+    in_h, in_w, c, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = d
+    _zero32(acc, nin)
     row = in_w * c
     ei = 0
     for oy in range(out_h):
@@ -100,14 +97,52 @@ def maxpool_s8_grad_input(desc, x, e, acc, ein):
                             best = v
                             arg = i
                     o += row
-                if acc is None:  # disjoint windows: each input routed at most once
-                    ein[arg] = ev & om
-                    if ev < emin:
-                        emin = ev
-                else:
-                    acc[arg] += ev
-    if acc is not None:
-        return _dyn(acc, nin, ein, om)
+                acc[arg] += ev
+    return _dyn(acc, nin, ein, om)
+
+
+def _max_disjoint(d, X, E, ein, om, act):
+    # acc None (pool.c maxpool_grad_disjoint): each input routed at most once, so ein
+    # holds the routed errors (requantised at the end if one is -128). act = (lo, hi):
+    # the _act kernel, ein may be x: each window's taps are read (the maximum, its mask)
+    # before all of them are written; the inputs no window covers are zeroed apart
+    c, row = d[2], d[1] * d[2]
+    nin = d[0] * row
+    if act is None:
+        for i in range(nin):
+            ein[i] = 0
+    else:
+        _zero_uncovered(d, ein)
+        lo, hi = act
+    emin = ei = 0
+    for first, rows, cols in _windows(d):
+        span = cols * c
+        for ch in range(c):
+            ev = E[ei + ch]
+            if ev == 0 and act is None:
+                continue
+            best = -129
+            arg = 0
+            o = first + ch
+            for _ in range(rows):
+                for i in range(o, o + span, c):
+                    v = X[i]
+                    if v > best:
+                        best = v
+                        arg = i
+                o += row
+            if ev < emin:
+                emin = ev
+            if act is not None:
+                o = first + ch
+                for _ in range(rows):
+                    for i in range(o, o + span, c):
+                        ein[i] = 0
+                    o += row
+                if ev == 0 or best <= lo or best >= hi:
+                    continue
+            ein[arg] = ev & om
+        ei += c
     if emin > -128:
         return 0
     sh = _dyn_shift(128)
@@ -116,6 +151,73 @@ def maxpool_s8_grad_input(desc, x, e, acc, ein):
         v = ein[i]
         ein[i] = _apply(v - 256 if v > 127 else v, sh, half) & om
     return sh
+
+
+def _windows(d):
+    # (first input offset, valid rows, valid columns) of each window, in order
+    in_h, in_w, c, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = d
+    for oy in range(out_h):
+        iy0 = oy * s_h - p_t
+        ky0 = -iy0 if iy0 < 0 else 0
+        ky1 = in_h - iy0 if in_h - iy0 < k_h else k_h
+        for ox in range(out_w):
+            ix0 = ox * s_w - p_l
+            kx0 = -ix0 if ix0 < 0 else 0
+            kx1 = in_w - ix0 if in_w - ix0 < k_w else k_w
+            yield ((iy0 + ky0) * in_w + ix0 + kx0) * c, ky1 - ky0, kx1 - kx0
+
+
+def _zero_uncovered(d, ein):
+    # zeroes the inputs no window covers (pool.c pool_zero_uncovered): the row bands of
+    # the windows times their column bands are covered, both increasing and disjoint
+    in_h, in_w, c, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = d
+    i = oy = 0
+    y0 = -p_t
+    for iy in range(in_h):
+        while oy < out_h and y0 + k_h <= iy:
+            oy += 1
+            y0 += s_h
+        row_in = oy < out_h and y0 <= iy
+        ox = 0
+        x0 = -p_l
+        for ix in range(in_w):
+            while ox < out_w and x0 + k_w <= ix:
+                ox += 1
+                x0 += s_w
+            if not row_in or ox >= out_w or x0 > ix:
+                for j in range(i, i + c):
+                    ein[j] = 0
+            i += c
+
+
+def _act_args(fn, d, t_name, t, e, lo, hi, ein):
+    # the _act kernels' checks in the binding's order (mt_pool_grad_act): disjoint
+    # windows, t, e, the mask bounds (kept where lo < t < hi), ein (may be t itself)
+    if d[7] < d[5] or d[8] < d[6]:
+        raise _ve(fn, "desc", "windows must not overlap (stride_h >= k_h and stride_w >= k_w)")
+    nin, nout = _pool_sizes(d)
+    T = _in8(fn, t_name, t, nin)
+    E = _in8(fn, "e", e, nout)
+    lo = _int(fn, "lo", lo)
+    if lo < -129 or lo > 127:
+        raise _ve(fn, "lo", "must be in -129..127, got " + str(lo))
+    hi = _int(fn, "hi", hi)
+    if hi < -128 or hi > 128:
+        raise _ve(fn, "hi", "must be in -128..128, got " + str(hi))
+    if hi < lo:
+        raise _ve(fn, "hi", "must be >= lo")
+    om = _out8(fn, "ein", ein, nin)
+    if ein is not t:
+        _nover(fn, "ein", ein, t_name, t)
+    _nover(fn, "ein", ein, "e", e)
+    return T, E, (lo, hi), om
+
+
+def maxpool_s8_grad_input_act(desc, x, e, lo, hi, ein):
+    fn = "maxpool_s8_grad_input_act"
+    d = _pool_desc(fn, desc)
+    X, E, act, om = _act_args(fn, d, "x", x, e, lo, hi, ein)
+    return _max_disjoint(d, X, E, ein, om, act)
 
 
 def _avg(s, n):
@@ -194,23 +296,17 @@ def avgpool_s8_grad_input(desc, e, acc, ein):
 
 
 def _avg_windows(d):
-    # (first input offset, valid rows, valid columns, recip(n)) of each window, in order
-    in_h, in_w, c, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = d
-    for oy in range(out_h):
-        iy0 = oy * s_h - p_t
-        ky0 = -iy0 if iy0 < 0 else 0
-        ky1 = in_h - iy0 if in_h - iy0 < k_h else k_h
-        for ox in range(out_w):
-            ix0 = ox * s_w - p_l
-            kx0 = -ix0 if ix0 < 0 else 0
-            kx1 = in_w - ix0 if in_w - ix0 < k_w else k_w
-            n = (ky1 - ky0) * (kx1 - kx0)
-            yield ((iy0 + ky0) * in_w + ix0 + kx0) * c, ky1 - ky0, kx1 - kx0, (65536 + (n >> 1)) // n
+    # _windows with recip(n) of each window
+    for o, rows, cols in _windows(d):
+        n = rows * cols
+        yield o, rows, cols, (65536 + (n >> 1)) // n
 
 
-def _avg_grad_disjoint(d, E, ein, om, nin):
+def _avg_grad_disjoint(d, E, ein, om, nin, act=None):
     # no scratch (pool.c avgpool_grad_disjoint): max|acc| = the largest |e| * recip(n)
-    # of a window, then each tap's requantised e * recip(n)
+    # of a window, then each tap's requantised e * recip(n). act = (Y, lo, hi): the
+    # _act kernel, ein may be y: only the uncovered inputs are zeroed first, and each
+    # tap is 0 unless lo < y < hi (y read before the tap is written)
     c, row = d[2], d[1] * d[2]
     m = ei = 0
     for _, _, _, r in _avg_windows(d):
@@ -222,20 +318,37 @@ def _avg_grad_disjoint(d, E, ein, om, nin):
         ei += c
     sh = _dyn_shift(m)
     half = 1 << (sh - 1) if sh else 0
-    for i in range(nin):
-        ein[i] = 0
+    if act is None:
+        for i in range(nin):
+            ein[i] = 0
+    else:
+        _zero_uncovered(d, ein)
+        Y, lo, hi = act
     ei = 0
     for o, rows, cols, r in _avg_windows(d):
         for _ in range(rows):
             a = o
             for _ in range(cols):
                 for ch in range(c):
+                    if act is not None:
+                        t = Y[a + ch]
+                        if t <= lo or t >= hi:
+                            ein[a + ch] = 0
+                            continue
                     v = E[ei + ch] * r
                     ein[a + ch] = (_apply(v, sh, half) if sh else v) & om
                 a += c
             o += row
         ei += c
     return sh
+
+
+def avgpool_s8_grad_input_act(desc, y, e, lo, hi, ein):
+    fn = "avgpool_s8_grad_input_act"
+    d = _pool_desc(fn, desc)
+    Y, E, act, om = _act_args(fn, d, "y", y, e, lo, hi, ein)
+    nin = d[0] * d[1] * d[2]
+    return _avg_grad_disjoint(d, E, ein, om, nin, (Y, act[0], act[1]))
 
 
 def _hw(fn, v):

@@ -13,6 +13,14 @@ def _xs(r):
     return r ^ ((r << 5) & M32)
 
 
+def _zo_index(fn, name, v):
+    # each one's type, then its range (row's range before i0's type, as the binding)
+    v = _int(fn, name, v)
+    if v < 0 or v > 16777215:
+        raise _ve(fn, name, "must be in 0..16777215, got " + str(v))
+    return v
+
+
 def _zo(fn, sname, base, s, rng, w, upd, hrow=None):
     # the binding's order: base, the scalar, rng, w, then the overlaps
     B = _in8(fn, "base", base, -1)
@@ -23,10 +31,7 @@ def _zo(fn, sname, base, s, rng, w, upd, hrow=None):
     k = _buf(fn, "rng", rng, U32, 2 if upd else 1, True)
     row = i0 = 0
     if hrow is not None:  # zo_perturb_h_s8's Hadamard row and first index, checked before w
-        row, i0 = _int(fn, "row", hrow[0]), _int(fn, "i0", hrow[1])
-        for name, v in (("row", row), ("i0", i0)):
-            if v < 0 or v > 16777215:
-                raise _ve(fn, name, "must be in 0..16777215, got " + str(v))
+        row, i0 = _zo_index(fn, "row", hrow[0]), _zo_index(fn, "i0", hrow[1])
     mask = _out8(fn, "w", w, len(B))
     _nover(fn, "w", w, "rng", rng)
     _nover(fn, "rng", rng, "base", base)

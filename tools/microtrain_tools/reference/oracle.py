@@ -37,6 +37,7 @@ __all__ = [
     "concat_s8_forward",
     "concat_s8_grad_input",
     "avgpool_s8_grad_input",
+    "avgpool_s8_grad_input_act",
     "conv2d_add_s8_forward",
     "conv2d_s8_forward",
     "conv2d_s8_grad_input",
@@ -60,6 +61,7 @@ __all__ = [
     "make_softmax_lut",
     "maxpool_s8_forward",
     "maxpool_s8_grad_input",
+    "maxpool_s8_grad_input_act",
     "merge_ratios",
     "quantize_multiplier",
     "relu6_q6",
@@ -701,6 +703,53 @@ def avgpool_s8_grad_input(desc: Sequence[int], e: ArrayLike) -> tuple[I8, int, I
     acc = g.scatter(contrib).reshape(-1)
     ein, sh = dyn_requant(acc)
     return ein, sh, acc.astype(np.int32)
+
+
+def _pool_act_check(desc: Sequence[int], fn: str, lo: int, hi: int) -> None:
+    g = _pool_geom(desc, fn)
+    if g.stride_h < g.k_h or g.stride_w < g.k_w:
+        raise _fail(fn, "desc", "windows must not overlap (stride_h >= k_h and stride_w >= k_w)")
+    if not -129 <= int(lo) <= 127:
+        raise _fail(fn, "lo", "outside [-129, 127]")
+    if not -128 <= int(hi) <= 128:
+        raise _fail(fn, "hi", "outside [-128, 128]")
+    if int(hi) < int(lo):
+        raise _fail(fn, "hi", "below lo")
+
+
+def _act_mask(t: ArrayLike, lo: int, hi: int, ein: I8, fn: str) -> I8:
+    """The backward of the activation that produced t: relu (lo = zp, hi = 128), relu6
+    (lo = zp, hi = q6) or none (-129, 128) on the pool's grad input; e kept where lo < t < hi."""
+    lo, hi = int(lo), int(hi)
+    if lo == -129 and hi == 128:
+        return ein
+    if hi == 128:
+        return relu_s8_backward(t, lo, ein)
+    if lo >= -128:
+        return relu6_s8_backward(t, lo, hi, ein)
+    return np.where(_s8(t, fn, "t") < hi, ein, 0).astype(np.int8)  # an upper bound only
+
+
+def maxpool_s8_grad_input_act(desc: Sequence[int], x: ArrayLike, e: ArrayLike, lo: int,
+                              hi: int) -> tuple[I8, int]:
+    """maxpool_s8_grad_input (acc None: disjoint windows only) then the activation mask of x
+    (lo < x < hi, x as before the call) -> (ein, shift). The kernel's ein may be x itself."""
+    fn = "maxpool_s8_grad_input_act"
+    _pool_act_check(desc, fn, lo, hi)
+    ein, sh, _ = maxpool_s8_grad_input(desc, x, e)
+    return _act_mask(x, lo, hi, ein, fn), sh
+
+
+def avgpool_s8_grad_input_act(desc: Sequence[int], y: ArrayLike, e: ArrayLike, lo: int,
+                              hi: int) -> tuple[I8, int]:
+    """avgpool_s8_grad_input (acc None: disjoint windows only) then the activation mask of
+    the pool's input y (lo < y < hi) -> (ein, shift). The kernel's ein may be y itself."""
+    fn = "avgpool_s8_grad_input_act"
+    _pool_act_check(desc, fn, lo, hi)
+    g = _pool_geom(desc, fn)
+    _s8(y, fn, "y", g.in_size)
+    ein, sh, _ = avgpool_s8_grad_input(desc, e)
+    return _act_mask(y, lo, hi, ein, fn), sh
 
 
 def global_avgpool_s8_forward(x: ArrayLike, hw: int, c: int) -> I8:
