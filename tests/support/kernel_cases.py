@@ -482,17 +482,43 @@ def _wr(rng: Rng, n: int, terms: int, i: int) -> Buf:
     return i32(wr)
 
 
-def gen_conv2d_s8_forward(rng: Rng, i: int) -> Case:
-    variant = CONV_VARIANTS[i % len(CONV_VARIANTS)]
+@dataclass
+class ConvLayer:
+    """A conv forward case's layer: geometry, zero points, clamp, input, weights, qparams."""
+
+    g: ConvGeom
+    in_zp: int
+    out_zp: int
+    act_min: int
+    act_max: int
+    x: NDArray[np.generic]
+    w: NDArray[np.generic]
+    bias: Arg
+    mult: Arg
+    shift: Arg
+    mode: str
+
+    def head(self, rng: Rng) -> list[Arg]:
+        """desc, x, w, bias, mult, shift (the kernels' first six arguments)."""
+        return [i32(self.g.desc(self.in_zp, self.out_zp, self.act_min, self.act_max)),
+                s8(self.x, _kind_in(rng)), s8(self.w, _kind_in(rng)), self.bias, self.mult, self.shift]
+
+
+def conv_layer(rng: Rng, i: int, variant: str) -> ConvLayer:
     g = conv_geom(rng, variant)
     in_zp, out_zp = _zp(rng, i), _zp(rng, i // 5 + 1)
     act_min, act_max = _act(rng, out_zp, i // 3)
     s_w = _scales(rng, g.out_c, i % 2 == 0)
     x, w = _activations(rng, g.n_in, in_zp, i // 2), _weights(rng, g.n_w, i)
     bias, mult, shift, mode = _fwd_qparams(rng, g, i, s_w, x, in_zp, w)
-    args: list[Arg] = [i32(g.desc(in_zp, out_zp, act_min, act_max)), s8(x, _kind_in(rng)),
-                       s8(w, _kind_in(rng)), bias, mult, shift, out(_kind_out(rng), g.n_out)]
-    return make_case("conv2d_s8_forward", args, f"{variant}/{mode}")
+    return ConvLayer(g, in_zp, out_zp, act_min, act_max, x, w, bias, mult, shift, mode)
+
+
+def gen_conv2d_s8_forward(rng: Rng, i: int) -> Case:
+    variant = CONV_VARIANTS[i % len(CONV_VARIANTS)]
+    c = conv_layer(rng, i, variant)
+    args: list[Arg] = [*c.head(rng), out(_kind_out(rng), c.g.n_out)]
+    return make_case("conv2d_s8_forward", args, f"{variant}/{c.mode}")
 
 
 def gen_conv2d_s8_grad_input(rng: Rng, i: int) -> Case:
@@ -822,12 +848,8 @@ def gen_conv2d_add_s8_forward(rng: Rng, i: int) -> Case:
     few rows (not dividing out_h), a size that is no multiple of a row, the whole output
     and more; the conv output as x1 or x2."""
     variant = [v for v in CONV_VARIANTS if v != "dilated"][i % (len(CONV_VARIANTS) - 1)]
-    g = conv_geom(rng, variant)
-    in_zp, out_zp = _zp(rng, i), _zp(rng, i // 5 + 1)
-    act_min, act_max = _act(rng, out_zp, i // 3)
-    s_w = _scales(rng, g.out_c, i % 2 == 0)
-    x, w = _activations(rng, g.n_in, in_zp, i // 2), _weights(rng, g.n_w, i)
-    bias, mult, shift, mode = _fwd_qparams(rng, g, i, s_w, x, in_zp, w)
+    c = conv_layer(rng, i, variant)
+    g, out_zp, mode = c.g, c.out_zp, c.mode
     n = g.n_out
     s1, s2, so = (float(10.0 ** rng.uniform(-2.5, -0.5)) for _ in range(3))
     zs, zo = _zp(rng, i // 7 + 2), _zp(rng, i // 3 + 3)
@@ -839,8 +861,7 @@ def gen_conv2d_add_s8_forward(rng: Rng, i: int) -> Case:
     kind = i % 5
     rows = [1, 2, 3, g.out_h, g.out_h + 2][kind]
     nt = rows * row + (int(rng.integers(1, row)) if kind == 2 and row > 1 else 0)
-    args: list[Arg] = [i32(g.desc(in_zp, out_zp, act_min, act_max)), s8(x, _kind_in(rng)),
-                       s8(w, _kind_in(rng)), bias, mult, shift, i32(add), side,
+    args: list[Arg] = [*c.head(rng), i32(add), side,
                        s8(_int8(rng, n), _kind_out(rng)), s8(np.zeros(nt), _kind_out(rng))]
     return make_case("conv2d_add_s8_forward", args, f"{variant}/{mode}/tile{rows}/side{side}")
 

@@ -30,30 +30,21 @@ def maxpool_s8_forward(desc, x, y):
     X = _in8(fn, "x", x, nin)
     ym = _out8(fn, "y", y, nout)
     _nover(fn, "y", y, "x", x)
-    in_h, in_w, c, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = d
-    row = in_w * c
+    c, row = d[2], d[1] * d[2]
     yi = 0
-    for oy in range(out_h):
-        iy0 = oy * s_h - p_t
-        ky0 = -iy0 if iy0 < 0 else 0
-        ky1 = in_h - iy0 if in_h - iy0 < k_h else k_h
-        for ox in range(out_w):
-            ix0 = ox * s_w - p_l
-            kx0 = -ix0 if ix0 < 0 else 0
-            kx1 = in_w - ix0 if in_w - ix0 < k_w else k_w
-            first = ((iy0 + ky0) * in_w + ix0 + kx0) * c
-            span = (kx1 - kx0) * c
-            for ch in range(c):
-                m = -128
-                o = first + ch
-                for _ in range(ky1 - ky0):
-                    for i in range(o, o + span, c):
-                        v = X[i]
-                        if v > m:
-                            m = v
-                    o += row
-                y[yi] = m & ym
-                yi += 1
+    for first, rows, cols in _windows(d):
+        span = cols * c
+        for ch in range(c):
+            m = -128
+            o = first + ch
+            for _ in range(rows):
+                for i in range(o, o + span, c):
+                    v = X[i]
+                    if v > m:
+                        m = v
+                o += row
+            y[yi] = m & ym
+            yi += 1
 
 
 def maxpool_s8_grad_input(desc, x, e, acc, ein):
@@ -68,36 +59,27 @@ def maxpool_s8_grad_input(desc, x, e, acc, ein):
     _nover(fn, "ein", ein, "e", e)
     if acc is None:
         return _max_disjoint(d, X, E, ein, om, None)
-    in_h, in_w, c, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = d
+    c, row = d[2], d[1] * d[2]
     _zero32(acc, nin)
-    row = in_w * c
     ei = 0
-    for oy in range(out_h):
-        iy0 = oy * s_h - p_t
-        ky0 = -iy0 if iy0 < 0 else 0
-        ky1 = in_h - iy0 if in_h - iy0 < k_h else k_h
-        for ox in range(out_w):
-            ix0 = ox * s_w - p_l
-            kx0 = -ix0 if ix0 < 0 else 0
-            kx1 = in_w - ix0 if in_w - ix0 < k_w else k_w
-            first = ((iy0 + ky0) * in_w + ix0 + kx0) * c
-            span = (kx1 - kx0) * c
-            for ch in range(c):
-                ev = E[ei]
-                ei += 1
-                if ev == 0:
-                    continue
-                best = -129
-                arg = 0
-                o = first + ch
-                for _ in range(ky1 - ky0):
-                    for i in range(o, o + span, c):
-                        v = X[i]
-                        if v > best:
-                            best = v
-                            arg = i
-                    o += row
-                acc[arg] += ev
+    for first, rows, cols in _windows(d):
+        span = cols * c
+        for ch in range(c):
+            ev = E[ei]
+            ei += 1
+            if ev == 0:
+                continue
+            best = -129
+            arg = 0
+            o = first + ch
+            for _ in range(rows):
+                for i in range(o, o + span, c):
+                    v = X[i]
+                    if v > best:
+                        best = v
+                        arg = i
+                o += row
+            acc[arg] += ev
     return _dyn(acc, nin, ein, om)
 
 
@@ -234,29 +216,20 @@ def avgpool_s8_forward(desc, x, y):
     X = _in8(fn, "x", x, nin)
     ym = _out8(fn, "y", y, nout)
     _nover(fn, "y", y, "x", x)
-    in_h, in_w, c, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = d
-    row = in_w * c
+    c, row = d[2], d[1] * d[2]
     yi = 0
-    for oy in range(out_h):
-        iy0 = oy * s_h - p_t
-        ky0 = -iy0 if iy0 < 0 else 0
-        ky1 = in_h - iy0 if in_h - iy0 < k_h else k_h
-        for ox in range(out_w):
-            ix0 = ox * s_w - p_l
-            kx0 = -ix0 if ix0 < 0 else 0
-            kx1 = in_w - ix0 if in_w - ix0 < k_w else k_w
-            n = (ky1 - ky0) * (kx1 - kx0)
-            first = ((iy0 + ky0) * in_w + ix0 + kx0) * c
-            span = (kx1 - kx0) * c
-            for ch in range(c):
-                s = 0
-                o = first + ch
-                for _ in range(ky1 - ky0):
-                    for i in range(o, o + span, c):
-                        s += X[i]
-                    o += row
-                y[yi] = _avg(s, n) & ym
-                yi += 1
+    for first, rows, cols in _windows(d):
+        n = rows * cols
+        span = cols * c
+        for ch in range(c):
+            s = 0
+            o = first + ch
+            for _ in range(rows):
+                for i in range(o, o + span, c):
+                    s += X[i]
+                o += row
+            y[yi] = _avg(s, n) & ym
+            yi += 1
 
 
 def avgpool_s8_grad_input(desc, e, acc, ein):
@@ -269,29 +242,18 @@ def avgpool_s8_grad_input(desc, e, acc, ein):
     _nover(fn, "ein", ein, "e", e)
     if acc is None:
         return _avg_grad_disjoint(d, E, ein, om, nin)
-    in_h, in_w, c, out_h, out_w, k_h, k_w, s_h, s_w, p_t, p_l = d
+    c, row = d[2], d[1] * d[2]
     _zero32(acc, nin)
-    row = in_w * c
     ei = 0
-    for oy in range(out_h):
-        iy0 = oy * s_h - p_t
-        ky0 = -iy0 if iy0 < 0 else 0
-        ky1 = in_h - iy0 if in_h - iy0 < k_h else k_h
-        for ox in range(out_w):
-            ix0 = ox * s_w - p_l
-            kx0 = -ix0 if ix0 < 0 else 0
-            kx1 = in_w - ix0 if in_w - ix0 < k_w else k_w
-            n = (ky1 - ky0) * (kx1 - kx0)
-            r = (65536 + (n >> 1)) // n
-            o = ((iy0 + ky0) * in_w + ix0 + kx0) * c
-            for _ in range(ky1 - ky0):
-                a = o
-                for _ in range(kx1 - kx0):
-                    for ch in range(c):
-                        acc[a + ch] += E[ei + ch] * r
-                    a += c
-                o += row
-            ei += c
+    for o, rows, cols, r in _avg_windows(d):
+        for _ in range(rows):
+            a = o
+            for _ in range(cols):
+                for ch in range(c):
+                    acc[a + ch] += E[ei + ch] * r
+                a += c
+            o += row
+        ei += c
     return _dyn(acc, nin, ein, om)
 
 
