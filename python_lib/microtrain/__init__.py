@@ -11,16 +11,24 @@ from microtrain.data import FileDataset, Subset
 from microtrain.kern import NATIVE
 from microtrain.loss import argmax, bce, cross_entropy, mse
 from microtrain.model import Layer, Model, Tensor, load
-from microtrain.optim import SGD, Adam, Constant, Cosine, StepLR
-from microtrain.sparse import DynamicSparse, StaticSparse
-from microtrain.trainer import Trainer
 
 __version__ = "0.1.0"
 
 
+# the training pieces and the adaptation methods (docs/adapt.md) load on first use: inference
+# alone needs no heap (nor compile time) for them
+_LAZY = {"Trainer": "trainer", "SGD": "optim", "Adam": "optim", "Constant": "schedule", "Cosine": "schedule",
+         "StepLR": "schedule", "DynamicSparse": "sparse", "StaticSparse": "sparse"}
+
+
 def __getattr__(name):
-    # the adaptation methods (docs/adapt.md) load on first use: no heap until then
-    if name == "PrototypeHead":
+    if name in _LAZY:
+        import sys
+
+        __import__("microtrain." + _LAZY[name])
+        v = getattr(sys.modules["microtrain." + _LAZY[name]], name)
+        globals()[name] = v  # found directly from now on
+    elif name == "PrototypeHead":
         from microtrain.proto import PrototypeHead as v
     elif name == "Replay":
         from microtrain.replay import Replay as v
@@ -41,7 +49,7 @@ def __getattr__(name):
 
 
 _SUBMODULES = ("cache", "checkpoint", "data", "fmt", "kern", "lora", "loss", "memplan", "model", "optim",
-               "proto", "pyk", "quant", "replay", "sparse", "trainer", "zo")
+               "proto", "pyk", "quant", "replay", "schedule", "sparse", "trainer", "zo")
 __all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
            "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",
            "Subset", "PrototypeHead", "Replay", "ZO", "LoRA"]  # the last four: __getattr__ above

@@ -187,7 +187,8 @@ def _write(model, tmp, trainer):
     # keep every non-STATE tensor (old state is replaced by the current one)
     remap = {}
     keep = []
-    for t in tensors:
+    for i in range(len(tensors)):
+        t = model.tensor(i)  # a frozen layer's constants: read again from the model bytes
         if t.kind != KIND_STATE:
             remap[t.index] = len(keep)
             keep.append(t)
@@ -201,7 +202,7 @@ def _write(model, tmp, trainer):
             a = slots[k]
             if a is not None:
                 ref = ly.weight_t if k % 2 == 0 else ly.bias_t
-                new_state.append((ly.index, k, a, tensors[ref].shape))
+                new_state.append((ly.index, k, a, model.tensor(ref).shape))
     n_t = len(keep) + len(new_state)
     n_l = len(model.layers)
     new_lt = HEADER_SIZE + TENSOR_ENTRY * n_t
@@ -224,10 +225,18 @@ def _write(model, tmp, trainer):
     offs = []
     pos = new_d
     items = []
+    held = {}  # a layer's constants: the layer's arrays (a trained layer's are its copies)
+    for ly in model.layers:
+        if ly.table is not None:
+            held[ly.weight_t], held[ly.bias_t] = ly.table, ly.dtable
+        elif ly.w is not None and ly.weight_t >= 0:
+            held[ly.weight_t], held[ly.bias_t] = ly.w, ly.b
+            held[ly.mult_t], held[ly.shift_t] = ly.mult, ly.shift
+            held[model.tensor(ly.weight_t).qscales] = ly.w_scale
     for t in keep:
         if t.data_len:
             offs.append(pos)
-            items.append((t.data, t.data_len))
+            items.append((held.get(t.index, t.data), t.data_len))
             pos += (t.data_len + 7) & ~7
         else:
             offs.append(0)

@@ -71,11 +71,21 @@ class Health:
         self.model = model
         self.adapt = adapt
         # scratch: the layer's output-error buffer, free between a forward and the
-        # backward that fills it (no extra RAM)
-        eb = model._bw.ebuf
+        # backward that fills it (no extra RAM); an error written over its activation
+        # (a pool's input: model._inplace_errors) is the activation, so those layers share
+        # one buffer of their own
+        bw = model._bw
+        eb, tens = bw.ebuf, model.tensors
         out = model.output.index
-        self.groups = [_Group(ly, model.tensors[ly.output].numel, eb[ly.output], adapt, ly.output == out)
-                       for ly in layers]
+        own = [ly.output for ly in layers if ly.output in bw.inplace]
+        shared = None
+        if own:
+            from microtrain.quant import zeros
+
+            shared = zeros("b", max(tens[t].numel for t in own))
+        self.groups = [_Group(ly, tens[ly.output].numel,
+                              memoryview(shared)[:tens[ly.output].numel] if ly.output in bw.inplace
+                              else eb[ly.output], adapt, ly.output == out) for ly in layers]
         self.cnt = None
         self.win = 0  # samples since the last update
         self.ep = 0  # samples since the epoch started

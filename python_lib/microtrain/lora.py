@@ -77,14 +77,18 @@ class _Node(Layer):
         self.ein_r = 0
         self._ein_top = None
 
-    def make_trainable(self):
+    def make_trainable(self, sums=True):
         if self.w is None:
             raise ValueError("layer %s (%s) has no parameters to train" % (self.name, self.kind))
-        if not self.trained:
+        if self._fold is not None:  # gw / gb were a batch-1 momentum trainer's (Layer.make_trainable)
+            self._fold = None
+            self._folded = False
+            self.gw = self.gb = self.grad = self._params = None
+        if sums and self.gw is None:
             self.gw = zeros("f", len(self.w))
             self.gb = zeros("f", len(self.b))
             self.grad = (self.gw, self.gb)
-            self.trained = True
+        self.trained = True
         self.refresh_ratios()
 
 

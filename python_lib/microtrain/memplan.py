@@ -47,9 +47,10 @@ def _plan_bytes(model, first):
     return total
 
 
-def need(model, idx, mode, n_state, sparse):
+def need(model, idx, mode, n_state, sparse, fold=False):
     """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
-    moments, sparse) allocates: a list of (item, bytes)."""
+    moments, sparse) allocates: a list of (item, bytes). fold: the gradients go into the
+    momentum (batch 1, SGD momentum): no gradient sums."""
     layers = model.layers
     grads = state = master = copies = sp = 0
     for i in idx:
@@ -57,7 +58,7 @@ def need(model, idx, mode, n_state, sparse):
         wn, c = len(ly.w), len(ly.b)
         p = _buf(4 * wn) + _buf(4 * c)
         if not ly.trained:  # a trained layer has its copies and gradient sums already
-            grads += p
+            grads += 0 if fold else p
             # int8 weights; int32 bias, mult, shift, grad-input ratios; float32 scales, update row
             copies += _buf(wn) + 6 * _buf(4 * c)
         state += n_state * p
@@ -75,9 +76,11 @@ def need(model, idx, mode, n_state, sparse):
             if t in region:
                 consumers[t] = consumers.get(t, 0) + 1
     bw = _plan_bytes(model, first) if first not in model._plans else 0
+    inplace = model._inplace_errors(first, region)  # their errors overwrite the activations
     for t in region:
         n = model.tensors[t].numel
-        bw += _buf(n) * (3 if consumers.get(t, 0) > 1 else 1)
+        if t not in inplace:
+            bw += _buf(n) * (3 if consumers.get(t, 0) > 1 else 1)
     _, acc, host = model._scratch_plan(first, region)
     if host is None:  # else the scratch lives in that tensor's error buffer
         bw += _buf(4 * acc)
@@ -97,7 +100,7 @@ def _kb(n):
     return "%.1f KB" % (n / 1024)
 
 
-def check(model, idx, mode, opt, sparse, failed=False):
+def check(model, idx, mode, opt, sparse, fold=False, failed=False):
     """Raise MemoryError when the Trainer's allocations exceed the free heap (or
     failed: they did not fit), naming the need per item, the free bytes and
     what would fit: fewer of these layers, mode int8, an optimiser without state."""
@@ -106,20 +109,20 @@ def check(model, idx, mode, opt, sparse, failed=False):
         return
     gc.collect()
     free = mem_free()
-    items = need(model, idx, mode, opt.n_state, sparse)
+    items = need(model, idx, mode, opt.n_state, sparse, fold)
     total = _total(items)
     if total <= free and not failed:
         return
     parts = ", ".join("%s %s" % (k, _kb(n)) for k, n in items if n)
     fits = []
     for k in range(len(idx) - 1, 0, -1):
-        n = _total(need(model, idx[-k:], mode, opt.n_state, sparse))
+        n = _total(need(model, idx[-k:], mode, opt.n_state, sparse, fold))
         if n <= free:
             names = [model.layers[i].name for i in idx[-k:]]
             fits.append("train=%r (%s)" % (names, _kb(n)))
             break
     if mode != "int8":
-        n = _total(need(model, idx, "int8", opt.n_state, sparse))
+        n = _total(need(model, idx, "int8", opt.n_state, sparse, fold))
         if n <= free:
             fits.append("mode='int8' (%s)" % _kb(n))
     if opt.n_state:
@@ -132,11 +135,11 @@ def check(model, idx, mode, opt, sparse, failed=False):
                                          "of these (train fewer layers or a smaller model)"))
 
 
-def run(model, idx, mode, opt, sparse, failed=False):
+def run(model, idx, mode, opt, sparse, fold=False, failed=False):
     """check(), then forget this module so the GC can free its code (Trainer imports it
     again only if its allocation fails)."""
     try:
-        check(model, idx, mode, opt, sparse, failed)
+        check(model, idx, mode, opt, sparse, fold, failed)
     finally:
         import sys
 

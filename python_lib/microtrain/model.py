@@ -178,6 +178,10 @@ class Layer:
     w = b = mult = shift = w_scale = None
     table = dtable = None  # lut: the forward table (weight slot) and the derivative table (bias slot)
     gw = gb = None
+    # batch-1 SGD momentum (Trainer): gw / gb are the optimiser's momentum arrays and backward
+    # adds each gradient into them after scaling them by _fold (docs/memory.md)
+    _fold = None
+    _folded = False  # scaled and added since the last update
     master_w = master_b = None  # float32 master copies (float modes)
     _row = None  # out_c floats of scratch for the update
     touched = None  # sparse training: channels with a gradient since the last update
@@ -212,15 +216,16 @@ class Layer:
             self.state_t = st
         self.params = model._i32(row[20], row[2])  # the kernel descriptor, zero-copy
         if self.op == OP_CONV2D or self.op == OP_LINEAR:
-            t = model.tensors
-            self.w = t[self.weight_t].data
-            self.b = t[self.bias_t].data
-            self.mult = t[self.mult_t].data
-            self.shift = t[self.shift_t].data
-            self.w_scale = t[t[self.weight_t].qscales].data
+            c = model._const
+            self.w = c(self.weight_t)
+            q = model._trow[13]  # the weights' scales
+            self.b = c(self.bias_t)
+            self.mult = c(self.mult_t)
+            self.shift = c(self.shift_t)
+            self.w_scale = c(q)
         if self.op == OP_LUT:
-            self.table = model.tensors[self.weight_t].data
-            self.dtable = model.tensors[self.bias_t].data
+            self.table = model._const(self.weight_t)
+            self.dtable = model._const(self.bias_t)
 
     @property
     def kind(self):
@@ -258,15 +263,20 @@ class Layer:
 
     # -- training state -------------------------------------------------------------------
 
-    def make_trainable(self):
-        """Private mutable copies of the parameters and float32 gradient sums."""
+    def make_trainable(self, sums=True):
+        """Private mutable copies of the parameters and (sums) float32 gradient sums."""
         if self.w is None:
             raise ValueError("layer %s (%s) has no parameters to train" % (self.name, self.kind))
-        if not self.trained:
-            t = self.model.tensors
+        if self._fold is not None:  # its gw / gb were a batch-1 momentum trainer's momentum
+            self._fold = None
+            self._folded = False
+            self.gw = self.gb = self.grad = self._params = None
+        if sums and self.gw is None:
             # the large float32 sums first, while the heap is least fragmented
             self.gw = zeros("f", len(self.w))
             self.gb = zeros("f", len(self.b))
+            self.grad = (self.gw, self.gb)
+        if not self.trained:
             # a raw byte copy: array("b", view) would convert element by element, and a
             # view of the file bytes reads 0..255, which CircuitPython refuses to store
             w = zeros("b", len(self.w))
@@ -275,14 +285,7 @@ class Layer:
             self.b = array.array("i", self.b)
             self.mult = array.array("i", self.mult)
             self.shift = array.array("i", self.shift)
-            self.w_scale = array.array("f", self.w_scale)
-            t[self.weight_t].data = self.w
-            t[self.bias_t].data = self.b
-            t[self.mult_t].data = self.mult
-            t[self.shift_t].data = self.shift
-            t[t[self.weight_t].qscales].data = self.w_scale
-            self.grad = (self.gw, self.gb)
-            self.wr = zeros("i", self.out_c)
+            self.w_scale = array.array("f", self.w_scale)  # (checkpoints write the layer's arrays)
             self.trained = True
             self.modified = True
         self.refresh_ratios()
@@ -322,14 +325,51 @@ class Layer:
         return t
 
 
+def _act_keep(ly):
+    # (lo, hi): the outputs of ly whose error its fused activation keeps, lo < y < hi (as
+    # relu_s8_backward / relu6_s8_backward; -129, 128: all), from its current descriptor
+    p = ly.params
+    if ly.act == ACT_RELU:
+        return p[_P_ACT_MIN], 128
+    if ly.act == ACT_RELU6:
+        return p[_P_ACT_MIN], p[_P_ACT_MAX]
+    return -129, 128
+
+
+def _fold(ly, mask, sw, s):
+    # Batch 1, SGD momentum: v = m * v now (the sample's channels), and the grad-weight kernel
+    # adds the gradient into v: the bits of update_f32_momentum's m * v + g (each gradient
+    # value is one rounded term). A scale bound keeps v finite (|term| <= scale * 2^31 and
+    # |v| <= max|term| / (1 - m)); past it the gradient has diverged and this layer is left
+    # as it was (the layers above have taken the sample: Trainer.step completes their step).
+    if ly._folded:
+        raise ValueError("backward: layer %s adds its gradient into the momentum (Trainer batch 1): "
+                         "one backward per update" % ly.name)
+    m = ly._fold
+    lim = 3.4e38 * (1.0 - m) / 8589934592.0
+    if not (abs(sw) <= lim and abs(s) <= lim):
+        raise ValueError("backward: layer %s: gradient scale %r is not finite or too large (a diverged "
+                         "gradient; lower the learning rate)" % (ly.name, sw))
+    global _scale
+    if _scale is None:
+        _scale = kern.f32("update_f32_scale")
+    _scale(ly.gw, len(ly.gw) // len(ly.gb), mask, m)
+    _scale(ly.gb, 1, mask, m)
+    ly._folded = True
+
+
+_scale = None
+
+
 class _BackwardPlan:
     # What set_trained prepares for backward: the first trained layer, the
     # tensors whose error is propagated (region), the forward buffers kept
     # for it, the int8 error buffers (ebuf; etmp / emerge for tensors with two
     # consumers) and the int32 accumulator view per layer (accv).
 
-    def __init__(self, first, region, bufs, ebuf, etmp, emerge, accv):
+    def __init__(self, first, region, bufs, ebuf, etmp, emerge, accv, inplace):
         self.first = first
+        self.inplace = inplace
         self.region = region
         self.bufs = bufs
         self.ebuf = ebuf
@@ -352,28 +392,28 @@ class Model:
         self.train_steps = info[14] & 0xFFFFFFFF
         self.size = info[3]
         n_t, n_l = info[4], info[5]
-        row = zeros("i", TENSOR_N)
-        self.tensors = []
+        self._tt = info[6]  # tensor table offset
+        self._trow = zeros("i", TENSOR_N)  # one tensor's fields (mtm_tensor)
+        # A layer holds the views of its constants itself (a trained one its copies): their
+        # Tensor objects are not kept (None in `tensors`; tensor(i) reads one again), about
+        # 100 B of heap per constant.
+        # Constants no layer holds get theirs after the layers.
+        ts = self.tensors = [None] * n_t
+        trow = self._trow
         for i in range(n_t):
-            K.mtm_tensor(buf, i, row)
-            scale = struct.unpack_from("<f", buf, info[6] + 48 * i + 32)[0]
-            t = Tensor(i, row, scale)
-            if t.dtype == DT_INT8:
-                t.data = self._s8(t.data_off, t.data_len) if t.data_len else None
-            elif t.dtype == DT_INT32:
-                t.data = self._i32(t.data_off, t.data_len >> 2, t.kind == KIND_STATE)
-            elif t.dtype == DT_F32:
-                # per-channel scales: views like the weights; optimiser state and master
-                # copies (STATE) are updated in place: copied
-                t.data = None if t.kind == KIND_STATE else self._view(t.data_off, t.data_len, 102)
-                if t.data is None:
-                    t.data = array.array("f", self._raw(t.data_off, t.data_len))
-            self.tensors.append(t)
+            K.mtm_tensor(buf, i, trow)
+            if trow[2] != KIND_CONST:
+                ts[i] = self._read_tensor(i)
+        self._held = held = set()  # the constants the layers take (_const)
         self.layers = []
         row = zeros("i", LAYER_N)
         for j in range(n_l):
             K.mtm_layer(buf, j, row)
             self.layers.append(Layer(self, j, row))
+        for i in range(n_t):
+            if ts[i] is None and i not in held:
+                ts[i] = self._read_tensor(i)
+        self._held = None
         self.input = self.tensors[info[12]]
         self.output = self.tensors[info[13]]
         self._plans = {}
@@ -389,6 +429,43 @@ class Model:
         self.trained_layers = []
 
     # -- views -----------------------------------------------------------------------------
+
+    def _data(self, row):
+        # the values of the tensor whose fields are in row (mtm_tensor): a view of the model
+        # bytes, or a copy for what is updated in place (STATE) or cannot be viewed
+        dt, kind, off, n = row[0], row[2], row[9], row[10]
+        if dt == DT_INT8:
+            return self._s8(off, n) if n else None
+        if dt == DT_INT32:
+            return self._i32(off, n >> 2, kind == KIND_STATE)
+        if dt == DT_F32:
+            # per-channel scales: views like the weights; optimiser state and master
+            # copies (STATE) are updated in place: copied
+            v = None if kind == KIND_STATE else self._view(off, n, 102)
+            return array.array("f", self._raw(off, n)) if v is None else v
+        return None
+
+    def _const(self, i):
+        # a layer's constant i at load: its data, no Tensor object (its fields stay in _trow)
+        K.mtm_tensor(self._bytes, i, self._trow)
+        if self._trow[2] != KIND_CONST:
+            return self._read_tensor(i).data  # (a checkpoint's tensor of another kind)
+        self._held.add(i)
+        return self._data(self._trow)
+
+    def _read_tensor(self, i):
+        buf, row = self._bytes, self._trow
+        K.mtm_tensor(buf, i, row)
+        scale = struct.unpack_from("<f", buf, self._tt + 48 * i + 32)[0]
+        t = Tensor(i, row, scale)
+        t.data = self._data(row)
+        return t
+
+    def tensor(self, i):
+        """Tensor i: tensors[i], or for a layer's constant (None there: the layer holds its
+        data, as w, b, mult, shift, w_scale) one read again from the model bytes."""
+        t = self.tensors[i]
+        return self._read_tensor(i) if t is None else t
 
     def _s8(self, off, n):
         return memoryview(self._bytes)[off:off + n]
@@ -473,6 +550,7 @@ class Model:
     def _plan(self, keep_from):
         """Activation buffers for a forward pass that keeps every activation
         used by layers >= keep_from (None: inference only)."""
+        keep_from = self._keep(keep_from)
         key = -1 if keep_from is None else keep_from
         plan = self._plans.get(key)
         if plan is not None:
@@ -530,6 +608,22 @@ class Model:
         # buffers of other plans stay cached: inference and training plans coexist
         self._plans[key] = plan
         return plan
+
+    def _keep(self, keep_from):
+        # while layers are trained, their plan serves inference too: one set of buffers,
+        # not an inference plan beside the training one (docs/memory.md)
+        if keep_from is None and self._bw is not None:
+            return self._bw.first
+        return keep_from
+
+    def _drop_plans(self, keep):
+        """Forget every forward plan but the one keeping from `keep` (its buffers are garbage
+        then): a Trainer's plan replaces the inference plan."""
+        for key in list(self._plans):
+            if key != keep:
+                del self._plans[key]
+                self._owner.pop(key, None)
+                self._fused.pop(key, None)
 
     def _step(self, ly, bufs, fz=None):
         op, p = ly.op, ly.params
@@ -658,18 +752,20 @@ class Model:
 
     # -- training --------------------------------------------------------------------------
 
-    def set_trained(self, spec):
+    def set_trained(self, spec, sums=True):
         """Mark the layers of `spec` (see `select`) as trained and build the
-        backward plan: error buffers only from the first trained layer on."""
+        backward plan: error buffers only from the first trained layer on.
+        sums=False: no gradient sums (a Trainer that adds gradients into its momentum)."""
         idx = self.select(spec)
         for ly in self.layers:
             if ly.index in idx:
-                ly.make_trainable()
+                ly.make_trainable(sums)
             elif ly.trained:  # trained before: keep its updated weights, drop its gradient buffers
                 ly.trained = False
-                ly.gw = ly.gb = ly.grad = None
-        self.rebind()
+                ly.gw = ly.gb = ly.grad = ly._fold = None
         first = idx[0]
+        self._drop_plans(first)
+        self.rebind()
         for ly in self.layers[first:]:
             if ly.w is not None and not ly.trained:
                 ly.refresh_ratios()  # a frozen conv/linear between trained layers back-propagates
@@ -683,9 +779,10 @@ class Model:
                 if t in region:
                     consumers[t] = consumers.get(t, 0) + 1
         ebuf, etmp, emerge = {}, {}, {}
+        inplace = self._inplace_errors(first, region)
         for t in region:
             n = self.tensors[t].numel
-            ebuf[t] = zeros("b", n)
+            ebuf[t] = bufs[t] if t in inplace else zeros("b", n)
             if consumers.get(t, 0) > 1:
                 etmp[t] = zeros("b", n)
                 emerge[t] = zeros("b", n)
@@ -701,9 +798,29 @@ class Model:
         accv = {}
         for ly in need:
             accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
-        self._bw = _BackwardPlan(first, region, bufs, ebuf, etmp, emerge, accv)
+        self._bw = _BackwardPlan(first, region, bufs, ebuf, etmp, emerge, accv, inplace)
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
+
+    def _inplace_errors(self, first, region):
+        # {t: its producer}: activations whose int8 error is written over the activation
+        # itself (docs/memory.md): t's only reader in backward is a pool with disjoint
+        # windows, and t's producer is a conv / linear whose fused activation mask (_act_keep)
+        # the pool's *_grad_input_act kernel applies as it writes. For memplan.py too.
+        made, cons = {}, {}
+        for ly in self.layers[first:]:
+            made[ly.output] = ly
+            for t in ly.inputs:
+                cons[t] = cons.get(t, 0) + 1
+        out = {}
+        for ly in self.layers[first:]:
+            t, p, op = ly.inputs[0], ly.params, ly.op
+            if (op == OP_MAXPOOL or op == OP_AVGPOOL) and t in region and cons[t] == 1 and p[7] >= p[5] \
+                    and p[8] >= p[6] and t != self.output.index:
+                src = made[t]
+                if src.op == OP_CONV2D or src.op == OP_LINEAR:
+                    out[t] = src
+        return out
 
     def _scratch_plan(self, first, region):
         # backward's int32 grad-input scratch (docs/memory.md), for memplan.py too: the
@@ -722,8 +839,10 @@ class Model:
             for t in ly.inputs:
                 cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
         if need and kern.NATIVE:
+            inplace = self._inplace_errors(first, region)  # those error buffers are activations
             for ly in self.layers[first:]:
-                if 0 <= cons.get(ly.output, -1) < need[0].index and self.tensors[ly.output].numel >= 4 * n:
+                if 0 <= cons.get(ly.output, -1) < need[0].index and self.tensors[ly.output].numel >= 4 * n \
+                        and ly.output not in inplace:
                     return need, n, ly.output
         return need, n, None
 
@@ -740,6 +859,7 @@ class Model:
         bw = self._bw
         first, region, bufs, ebuf, etmp, emerge, accv = (bw.first, bw.region, bw.bufs, bw.ebuf, bw.etmp,
                                                           bw.emerge, bw.accv)
+        inplace = bw.inplace
         if self._last_keep != first:
             raise ValueError("backward: run forward(x, keep_from=%d) first (the first trained layer); "
                              "other forwards do not keep the activations backward needs" % first)
@@ -759,7 +879,9 @@ class Model:
             s = scale[t_out]
             op, p = ly.op, ly.params
             y = bufs[t_out]
-            if ly.act == ACT_RELU:
+            if t_out in inplace:
+                pass  # masked by the pool below, which wrote the error over y
+            elif ly.act == ACT_RELU:
                 K.relu_s8_backward(y, p[_P_ACT_MIN], e)
             elif ly.act == ACT_RELU6:
                 K.relu6_s8_backward(y, p[_P_ACT_MIN], p[_P_ACT_MAX], e)
@@ -780,10 +902,13 @@ class Model:
                             t[:] = tb[1]
                         K.update_u8_touch(t, mask)  # the update skips channels no sample touched
                     x = bufs[x_t]
+                    sw = tensors[x_t].scale * s
+                    if ly._fold is not None:
+                        _fold(ly, mask, sw, s)
                     if op == OP_CONV2D:
-                        conv_gw(p, x, e, mask, tensors[x_t].scale * s, s, ly.gw, ly.gb)
+                        conv_gw(p, x, e, mask, sw, s, ly.gw, ly.gb)
                     else:
-                        lin_gw(p, x, e, mask, tensors[x_t].scale * s, s, ly.gw, ly.gb)
+                        lin_gw(p, x, e, mask, sw, s, ly.gw, ly.gb)
                 if need:
                     dest = self._dest(x_t, cur, ebuf, etmp)
                     gin = K.conv2d_s8_grad_input if op == OP_CONV2D else K.linear_s8_grad_input
@@ -806,11 +931,21 @@ class Model:
                 self._arrive(x_t, dest, ldexp(s, sh - p[_P_LUT_DSHIFT]), cur, scale, ebuf, etmp, emerge)
             elif op == OP_MAXPOOL:
                 dest = self._dest(x_t, cur, ebuf, etmp)
-                sh = K.maxpool_s8_grad_input(p, bufs[x_t], e, accv.get(j), dest)
+                a = inplace.get(x_t)
+                if a is not None:  # over the activation itself, with its producer's mask
+                    lo, hi = _act_keep(a)
+                    sh = K.maxpool_s8_grad_input_act(p, bufs[x_t], e, lo, hi, dest)
+                else:
+                    sh = K.maxpool_s8_grad_input(p, bufs[x_t], e, accv.get(j), dest)
                 self._arrive(x_t, dest, ldexp(s, sh), cur, scale, ebuf, etmp, emerge)
             elif op == OP_AVGPOOL:
                 dest = self._dest(x_t, cur, ebuf, etmp)
-                sh = K.avgpool_s8_grad_input(p, e, accv.get(j), dest)
+                a = inplace.get(x_t)
+                if a is not None:
+                    lo, hi = _act_keep(a)
+                    sh = K.avgpool_s8_grad_input_act(p, bufs[x_t], e, lo, hi, dest)
+                else:
+                    sh = K.avgpool_s8_grad_input(p, e, accv.get(j), dest)
                 self._arrive(x_t, dest, ldexp(s, sh - 16), cur, scale, ebuf, etmp, emerge)
             elif op == OP_GAP:
                 dest = self._dest(x_t, cur, ebuf, etmp)
@@ -866,6 +1001,7 @@ class Model:
 
     def ram(self, keep_from=None):
         """Bytes of activation buffers for a forward pass (keeping from keep_from)."""
+        keep_from = self._keep(keep_from)
         key = -1 if keep_from is None else keep_from
         if key in self._plans:
             bufs = self._plans[key][0]

@@ -1,4 +1,4 @@
-# Optimisers and learning-rate schedules.
+# Optimisers (the schedule classes: microtrain.schedule).
 #
 # Fully quantised update (Deutel et al., arXiv 2407.10734): for each output
 # channel c of a trained layer, w = dequant(w_q) - lr * direction, the
@@ -15,49 +15,27 @@
 # bits (docs/training.md). An optimiser here only says which primitives to
 # chain for the direction; `update_s8_apply` then does the rest.
 import array
-import math
 
 from microtrain import kern
 from microtrain.quant import zeros
 
 
-class Constant:
-    """lr stays at its initial value."""
-
-    def __call__(self, lr0, epoch, epochs):
-        return lr0
-
-
-class StepLR:
-    """lr0 * gamma ** (epoch // step)."""
-
-    def __init__(self, step=10, gamma=0.1):
-        self.step, self.gamma = step, gamma
-
-    def __call__(self, lr0, epoch, epochs):
-        return lr0 * self.gamma ** (epoch // self.step)
-
-
-class Cosine:
-    """Cosine decay from lr0 (first epoch) to lr_min (last epoch)."""
-
-    def __init__(self, lr_min=0.0):
-        self.lr_min = lr_min
-
-    def __call__(self, lr0, epoch, epochs):
-        t = epoch / (epochs - 1) if epochs > 1 else 0.0
-        return self.lr_min + 0.5 * (lr0 - self.lr_min) * (1.0 + math.cos(math.pi * t))
+def _constant(lr0, epoch, epochs):
+    return lr0
 
 
 def schedule(spec):
+    """The learning rate per epoch for Trainer(schedule=spec): lr0 for None / "constant",
+    Cosine() / StepLR() for "cosine" / "step" (microtrain.schedule, loaded only then), or
+    the callable itself."""
     if spec is None or spec == "constant":
-        return Constant()
-    if spec == "cosine":
-        return Cosine()
-    if spec == "step":
-        return StepLR()
+        return _constant
     if callable(spec):
         return spec
+    if spec == "cosine" or spec == "step":
+        from microtrain.schedule import Cosine, StepLR
+
+        return Cosine() if spec == "cosine" else StepLR()
     raise ValueError("schedule: expected 'constant', 'step', 'cosine' or a callable, got %r" % (spec,))
 
 
@@ -196,24 +174,39 @@ class _Optimizer:
                                  "updated)" % (ly.name, ("gw[%d]" % i) if i >= 0 else ("gb[%d]" % j)))
         for ly in layers:
             self.state(ly)  # allocate before anything is written
-            if ly._row is None or len(ly._row) != len(ly.b):
-                ly._row = zeros("f", len(ly.b))
+            c = len(ly.b) << (ly._fold is not None)  # apply_keep: the new scales and biases
+            if ly._row is None or len(ly._row) != c:
+                ly._row = zeros("f", c)
+            if ly._fold is not None and n != 1:
+                raise ValueError("step: layer %s adds its gradient into the momentum (Trainer batch 1): "
+                                 "n must be 1, got %d" % (ly.name, n))
         self.begin(self.steps + 1)
         r = self.rng
         for ly in layers:
             st = self._st.get(ly.index)
             pp = ly._params
             if pp is None:  # made once per layer: the scales of its input and output do not change
-                pp = ly._params = (Param(ly, False), Param(ly, True), ly.in_scale, ly.out_scale)
+                fold = ly._fold is not None  # no direction to build: no Param views
+                pp = ly._params = (None if fold else Param(ly, False), None if fold else Param(ly, True),
+                                   ly.in_scale, ly.out_scale)
             pw, pb, s_in, s_out = pp
-            pw.touched = pb.touched = ly.touched
-            pw.master, pb.master = ly.master_w, ly.master_b
-            self.direction(pw, st, n)
-            self.direction(pb, st, n)
             sr = self.rounding == "stochastic" or (self.rounding == "auto" and ly.master_w is None)
-            r2 = F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, ly.master_w,
-                                   ly.master_b, ly.touched, lr, s_in, s_out, r if sr else -1,
-                                   ly._row)
+            if ly._fold is None:
+                pw.touched = pb.touched = ly.touched
+                pw.master, pb.master = ly.master_w, ly.master_b
+                self.direction(pw, st, n)
+                self.direction(pb, st, n)
+                apply = F.update_s8_apply
+            else:  # gw / gb are the momentum, the gradient already in it (model._fold)
+                if not ly._folded:  # no gradient reached it: v = m v + 0, as update_f32_momentum
+                    F.update_f32_scale(ly.gw, len(ly.gw) // len(ly.gb), ly.touched, ly._fold)
+                    F.update_f32_scale(ly.gb, 1, ly.touched, ly._fold)
+                    ly._folded = True
+                apply = F.update_s8_apply_keep
+            r2 = apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, ly.master_w, ly.master_b,
+                       ly.touched, lr, s_in, s_out, r if sr else -1, ly._row)
+            if ly._fold is not None:
+                ly._folded = False
             if sr:
                 r = r2
             ly.touched = None

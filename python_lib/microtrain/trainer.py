@@ -58,7 +58,7 @@ def _mem_free():
     return f()
 
 
-def _memcheck(model, idx, mode, opt, sparse, failed=False):
+def _memcheck(model, idx, mode, opt, sparse, fold, failed=False):
     # microtrain.memplan: MemoryError with the bytes needed per item, the free heap and what
     # would fit. Compiling it needs heap too: if that fails, the caller's MemoryError stands.
     try:
@@ -67,7 +67,7 @@ def _memcheck(model, idx, mode, opt, sparse, failed=False):
         if failed:
             return
         raise
-    run(model, idx, mode, opt, sparse, failed)
+    run(model, idx, mode, opt, sparse, fold is not None, failed)
 
 class Trainer:
     """Train `model` on (x, label) samples.
@@ -78,7 +78,9 @@ class Trainer:
     optimizer: SGD / Adam (default SGD(lr=0.01, momentum=0.9)).
     sparse:    None, DynamicSparse(...) or StaticSparse(...).
     batch:     samples per update; gradients are summed into one float32
-               buffer per trained layer, so RAM does not grow with it.
+               buffer per trained layer, so RAM does not grow with it. At 1 with
+               plain SGD momentum there are no sums: each gradient goes into the
+               momentum (the same bits; docs/memory.md).
     schedule:  "constant", "step", "cosine", or callable(lr0, epoch, epochs).
     log:       path of a JSON-lines training log (or None).
     log_every: a "step" log record every that many samples (0: none).
@@ -146,18 +148,25 @@ class Trainer:
         self.sparse = sparse
         self.batch = batch
         self.schedule = sched
+        o = self.opt
+        # batch 1, SGD momentum: each gradient goes straight into the momentum (no float32
+        # gradient sums: docs/memory.md); the same bits as the sums (model._fold)
+        self._fold = o.momentum if (batch == 1 and type(o) is optim.SGD and o.momentum and not o.weight_decay
+                                    and not o.standardize) else None
+        model._drop_plans(idx[0])  # the inference plan's buffers: the training plan replaces them
         # before allocating: when even the float32 sums, optimiser state and master copies exceed
         # the free heap, a MemoryError saying what fits (the full count only then: no import)
         need = 0
         for i in idx:
             ly = model.layers[i]
-            need += 4 * (len(ly.w) + len(ly.b)) * (1 + self.opt.n_state + (mode == "float32"))
+            per = (self._fold is None) + self.opt.n_state + (mode == "float32")  # float32 arrays per value
+            need += 4 * (len(ly.w) + len(ly.b)) * per
         if need > _mem_free():
-            _memcheck(model, idx, mode, self.opt, sparse)
+            _memcheck(model, idx, mode, self.opt, sparse, self._fold)
         prev = [ly.index for ly in model.layers if ly.trained]
         prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers]
         try:
-            self.layers = model.set_trained(idx)
+            self.layers = model.set_trained(idx, self._fold is None)
             self.first = self.layers[0].index
             for ly in self.layers:
                 ly.master_w = ly.master_b = None
@@ -168,7 +177,13 @@ class Trainer:
                 optim.make_master(self.layers[-1])
             self._resume_state()
             for ly in self.layers:
-                self.opt.state(ly)  # optimiser state now, while large free blocks remain
+                st = self.opt.state(ly)  # optimiser state now, while large free blocks remain
+                if self._fold is not None:
+                    ly.gw, ly.gb = st
+                    ly.grad = st
+                    ly._fold = self._fold
+                    ly._folded = False
+                    ly._params = None  # the optimiser's views: none in this mode
             self._mon = None
             if health or adapt_ranges:
                 from microtrain.health import Health
@@ -179,6 +194,9 @@ class Trainer:
             # out of memory (or a bad checkpoint state) half way: the model as it was
             for ly, mw, mb in prev_master:
                 ly.master_w, ly.master_b = mw, mb
+                if ly._fold is not None:  # sums that were this trainer's momentum
+                    ly._fold = None
+                    ly.gw = ly.gb = ly.grad = None
                 if ly.trained and ly.index not in prev:
                     ly.trained = False
                     ly.gw = ly.gb = ly.grad = None
@@ -188,7 +206,7 @@ class Trainer:
                 model._bw = None
                 model.trained_layers = []
             if isinstance(e, MemoryError):
-                _memcheck(model, idx, mode, self.opt, sparse, True)  # the same, with what was needed
+                _memcheck(model, idx, mode, self.opt, sparse, self._fold, True)  # with what was needed
             raise
         self._lr = self.opt.lr
         self.health = None  # the last epoch's health record (fit)
@@ -276,7 +294,13 @@ class Trainer:
         if policy is not None:
             policy.observe(loss)
         t0 = ticks_us()
-        m.backward(err, s, policy)
+        try:
+            m.backward(err, s, policy)
+        except ValueError:
+            done = [ly for ly in self.layers if ly._folded] if self._fold is not None else None
+            if done:  # the layers above the one that failed hold the sample in their momentum: their step
+                self.opt.step(done, 1, self.lr)
+            raise
         self.bwd_us += ticks_diff(ticks_us(), t0)
         self.pending += 1
         self.steps += 1

@@ -90,8 +90,7 @@ class ZO:
             if ly.trained:
                 raise ValueError("ZO: layer %s is trained by backprop already" % ly.name)
             if not isinstance(ly.w, array.array):
-                ly.w = array.array("b", ly.w)
-                model.tensors[ly.weight_t].data = ly.w
+                ly.w = array.array("b", ly.w)  # (checkpoints write the layer's arrays)
             ly.modified = True
         model.rebind()
         self._base = [array.array("b", bytes(len(ly.w))) for ly in self.layers]

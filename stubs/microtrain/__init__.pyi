@@ -20,11 +20,11 @@ from microtrain.model import Tensor as Tensor
 from microtrain.model import load as load
 from microtrain.optim import SGD as SGD
 from microtrain.optim import Adam as Adam
-from microtrain.optim import Constant as Constant
-from microtrain.optim import Cosine as Cosine
-from microtrain.optim import StepLR as StepLR
 from microtrain.proto import PrototypeHead as PrototypeHead
 from microtrain.replay import Replay as Replay
+from microtrain.schedule import Constant as Constant
+from microtrain.schedule import Cosine as Cosine
+from microtrain.schedule import StepLR as StepLR
 from microtrain.sparse import DynamicSparse as DynamicSparse
 from microtrain.sparse import StaticSparse as StaticSparse
 from microtrain.trainer import Trainer as Trainer

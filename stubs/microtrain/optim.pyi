@@ -1,29 +1,9 @@
-# microtrain.optim: optimisers (fully quantised update) and learning-rate schedules.
+# microtrain.optim: optimisers (fully quantised update); schedules in microtrain.schedule.
 from collections.abc import Callable
 from typing import Any
 
 from microtrain._types import Float32
 from microtrain.model import Layer, Model
-
-class Constant:
-    """lr stays at its initial value."""
-
-    def __call__(self, lr0: float, epoch: int, epochs: int) -> float: ...
-
-class StepLR:
-    """lr0 * gamma ** (epoch // step)."""
-
-    step: int
-    gamma: float
-    def __init__(self, step: int = 10, gamma: float = 0.1) -> None: ...
-    def __call__(self, lr0: float, epoch: int, epochs: int) -> float: ...
-
-class Cosine:
-    """Cosine decay from lr0 (first epoch) to lr_min (last epoch)."""
-
-    lr_min: float
-    def __init__(self, lr_min: float = 0.0) -> None: ...
-    def __call__(self, lr0: float, epoch: int, epochs: int) -> float: ...
 
 def schedule(spec: str | Callable[[float, int, int], float] | None) -> Callable[[float, int, int], float]: ...
 

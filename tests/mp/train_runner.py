@@ -34,8 +34,9 @@
 # The dump is a sequence of records: u16 name length, name (utf-8), 1 byte
 # array typecode, u32 byte length, the raw array bytes (little-endian). Names:
 # "loss" (array 'd' of the per-step losses), "train_steps" ('i'), and per
-# trained layer i: "L<i>.<field>" for w, b, mult, shift, w_scale, gw, gb,
-# master_w, master_b, st0..st3 (optimiser state arrays).
+# trained layer i: "L<i>.<field>" for w, b, mult, shift, w_scale, gw, gb (not
+# when they are the momentum: batch 1, SGD momentum), master_w, master_b,
+# st0..st3 (optimiser state arrays).
 import json
 import sys
 from array import array
@@ -118,7 +119,7 @@ def main(cfg_path):
             for name, tc in (("w", "b"), ("b", "i"), ("mult", "i"), ("shift", "i"), ("w_scale", "f"),
                              ("gw", "f"), ("gb", "f"), ("master_w", "f"), ("master_b", "f")):
                 a = getattr(ly, name)
-                if a is not None:
+                if a is not None and not (name[0] == "g" and ly._fold is not None):  # gw, gb: st0, st1
                     record(f, p + name, tc, a)
             st = tr.opt.state(ly)  # made by Trainer for every trained layer
             if st is not None:

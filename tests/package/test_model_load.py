@@ -167,7 +167,8 @@ t.save(ck)
 def dump(m):
     outs = [bytes(m.forward(x[i * n:(i + 1) * n])).hex() for i in range(len(x) // n)]
     vals = []
-    for t in m.tensors:
+    for i in range(len(m.tensors)):
+        t = m.tensor(i)  # a layer's constants: read again from the model bytes
         if t.data is not None:
             vals.append("%d:%s" % (t.index, ",".join(repr(v) for v in t.data)))
     return " ".join(outs), " ".join(vals)

@@ -229,6 +229,10 @@ CONFIGS: list[tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int]] 
     ("misc", "all", "int8", SGDM, DYN, 2),
     ("misc", "all", "float32", {**ADAM, "standardize": True}, STATIC, 3),
     ("misc", "last:2", "mixed", {**SGDM, "weight_decay": 1e-3}, DYN_LIN, 1),
+    # batch 1, plain SGD momentum: the gradients go straight into the momentum (no sums)
+    ("res", "all", "int8", SGDM, DYN, 1),
+    ("cnn", "last:2", "mixed", {**SGDM, "rounding": "stochastic"}, STATIC, 1),
+    ("misc", "all", "float32", SGDM, None, 1),
 ]
 
 

@@ -187,8 +187,15 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
         keep |= {*ly.inputs, ly.output}
     made_in_tail = {ly.output for ly in tail}
     fan_out = Counter(t for ly in tail for t in ly.inputs)
+    # an activation read only by a pool with disjoint windows, made by a conv / linear, takes
+    # its error in place (the pool's *_grad_input_act): no error buffer, and it hosts nothing
+    maker = {ly.output: ly for ly in tail}
+    inplace = {ly.inputs[0] for ly in tail if ly.op in (Op.MAXPOOL, Op.AVGPOOL)
+               and ly.params[7] >= ly.params[5] and ly.params[8] >= ly.params[6]
+               and ly.inputs[0] in maker and fan_out[ly.inputs[0]] == 1 and ly.inputs[0] != m.output
+               and maker[ly.inputs[0]].op in (Op.CONV2D, Op.LINEAR)}
     errors = 0
-    for t in made_in_tail:
+    for t in made_in_tail - inplace:
         errors += numel[t] if fan_out[t] < 2 else 3 * numel[t]  # + arrival and merge buffers
     # the int32 grad-input scratch: conv / linear and pools whose windows overlap use it
     # (disjoint ones need none); replay backward from the last layer: it costs nothing when
@@ -202,7 +209,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     scratch_values = [numel[ly.inputs[0]] for ly in tail if uses_scratch(ly)]
     need = 4 * max(scratch_values, default=0)
     written: set[int] = set()
-    idle = {t for t in made_in_tail if fan_out[t] == 1 and numel[t] >= need}
+    idle = {t for t in made_in_tail - inplace if fan_out[t] == 1 and numel[t] >= need}
     for ly in reversed(tail):
         if uses_scratch(ly):
             idle -= written | set(ly.inputs)
@@ -211,13 +218,16 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     n_w = [m.tensors[ly.weight].numel for ly in trained]
     n_c = [m.tensors[ly.bias].numel for ly in trained]
     n_params = [w + c for w, c in zip(n_w, n_c, strict=True)]
-    grads = 4 * sum(n_params)
+    state = 4 * sum(n_params)
+    batch = int(opts[opts.index("--batch") + 1]) if "--batch" in opts else 1
     moments = 2 if "--adam" in opts else 1 if "--momentum" in opts else 0
+    # batch 1, SGD momentum: the device adds each gradient into the momentum, no sums
+    grads = 0 if moments == 1 and batch == 1 else state
     master = 4 * (sum(n_params) if mode == "float32" else n_params[-1] if mode == "mixed" else 0)
     # int8 w; int32 bias, mult, shift, ratio and float32 scale per channel; float32 row of w/c
     copies = sum(w + c * (4 + 4 + 4 + 4 + 4) + 4 * (w // c) for w, c in zip(n_w, n_c, strict=True))
     out.update(forward=forward_plan(keep), errors=errors, scratch=scratch,
-               grads=grads, optimizer_state=moments * grads, master=master, copies=copies,
+               grads=grads, optimizer_state=moments * state, master=master, copies=copies,
                sparse_bytes=(4 + 1) * sum(n_c) if "--sparse" in opts else 0,
                loss=256 * 4 + 3 * 4 + numel[m.output])
     out["total"] = sum(v for k, v in out.items() if k != "inference")
@@ -225,6 +235,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
 
 
 INFO_CASES = [("cnn", 2, ()), ("cnn", 4, ("--momentum", "--mode", "float32")), ("cnn", 5, ()),
+              ("cnn", 3, ("--momentum", "--batch", "4")),
               ("res", 3, ("--mode", "mixed", "--sparse")), ("res", 1, ("--adam",))]
 
 

@@ -64,10 +64,11 @@ tr = mt.Trainer(m, train="last:1", mode="int8")
 for ly in m.layers:
     if ly.w is None:
         continue
-    t = m.tensors
+    # no layer's constants have a Tensor object (tensor(i) reads one again): the layer holds them
+    print("DROPPED", ly.index, int(m.tensors[ly.weight_t] is None), int(ly.trained))
     for name, ti in (("w", ly.weight_t), ("b", ly.bias_t), ("mult", ly.mult_t),
-                     ("w_scale", t[ly.weight_t].qscales)):
-        off = t[ti].data_off
+                     ("w_scale", m.tensor(ly.weight_t).qscales)):
+        off = m.tensor(ti).data_off
         before = getattr(ly, name)[0]
         buf[off] ^= 1  # the lowest bit of the first value (little-endian)
         after = getattr(ly, name)[0]
@@ -89,6 +90,8 @@ def test_frozen_layers_are_views_of_the_buffer(setups: dict[str, Setup]) -> None
         assert trained == ("1" if int(idx) == last else "0")
         # frozen: the buffer's byte is the layer's value; trained: the Trainer's copy
         assert changed == ("0" if trained == "1" else "1"), f"layer {idx} {name}"
+    dropped = [line.split()[1:] for line in p.stdout.splitlines() if line.startswith("DROPPED")]
+    assert len(dropped) == len(weighted) and all(d[1] == "1" for d in dropped), dropped
 
 
 MEM = """

@@ -38,7 +38,9 @@ from the end; every layer from first on is on the backward path:
                an activation with one consumer, below every such layer, can hold it
                (that buffer is idle while they run: the native kernels retype it);
   grads        float32 gradient accumulators of the trained layers:
-               4 * (weights + biases);
+               4 * (weights + biases); none with --momentum at --batch 1 (the Trainer
+               adds each sample's gradient into the momentum: plain SGD momentum, no
+               weight decay or standardisation);
   optimizer    float32 state, 4 * (weights + biases) per moment: one with
                --momentum (SGD momentum), two with --adam, none for plain SGD;
   master       float32 master copies, 4 * (weights + biases): of every trained layer
@@ -55,9 +57,13 @@ from the end; every layer from first on is on the backward path:
 
 Peak heap of a 32-bit board (docs/memory.md): the interpreter, script and package
 (per deployment: built into the firmware, or natmod + .mpy files in the heap), the
-model objects (156 B per tensor, 146 B per layer: fitted together), the model file when it
-is read into RAM, one FileDataset record, the inference plan (+ 140 B per layer), and the
-training total; constants measured by `make mem-mcu` on the Cortex-M7 firmware.
+model objects (156 B per tensor other than the layers' constants, which have no object;
+156 B per layer, + 266 B per conv / linear for the views of its constants), the model file
+when it is read into RAM, one FileDataset record, then the larger of the inference plan
+(+ 140 B per layer) and training: a Trainer's plan replaces the inference plan. Training
+is the total above + 140 B per layer of plan objects + the modules it loads (trainer and
+optim; sparse with --sparse) + 369 B per trained layer; constants measured by
+`make mem-mcu` on the Cortex-M7 firmware.
 """
 
 from __future__ import annotations
@@ -87,6 +93,25 @@ def _needs_scratch(ly: mtm.Layer) -> bool:
     return ly.op in (Op.MAXPOOL, Op.AVGPOOL) and (p[7] < p[5] or p[8] < p[6])
 
 
+def inplace_errors(m: Model, first: int, region: set[int]) -> set[int]:
+    """Activations whose int8 error the device writes over the activation itself (module
+    doc, errors; Model._inplace_errors): the only reader is a pool with disjoint windows and
+    the producer a conv / linear."""
+    path = m.layers[first:]
+    made = {ly.output: ly for ly in path}
+    cons: dict[int, int] = {}
+    for ly in path:
+        for t in ly.inputs:
+            cons[t] = cons.get(t, 0) + 1
+    out: set[int] = set()
+    for ly in path:
+        t, p = ly.inputs[0], ly.params
+        if (ly.op in (Op.MAXPOOL, Op.AVGPOOL) and t in region and cons[t] == 1 and p[7] >= p[5]
+                and p[8] >= p[6] and t != m.output and made[t].op in (Op.CONV2D, Op.LINEAR)):
+            out.add(t)
+    return out
+
+
 def _scratch_bytes(m: Model, first: int, region: set[int]) -> int:
     """The int32 scratch's bytes of RAM (module doc): 0 when an idle error buffer holds it."""
     path = m.layers[first:]
@@ -99,8 +124,10 @@ def _scratch_bytes(m: Model, first: int, region: set[int]) -> int:
         for t in ly.inputs:
             if t in region:
                 cons[t] = -1 if t in cons else j  # -1: two consumers or more
+    inplace = inplace_errors(m, first, region)  # those error buffers are the activations
     for ly in path:
-        if 0 <= cons.get(ly.output, -1) < users[0] and m.tensors[ly.output].numel >= 4 * n:
+        if (0 <= cons.get(ly.output, -1) < users[0] and m.tensors[ly.output].numel >= 4 * n
+                and ly.output not in inplace):
             return 0
     return 4 * n
 
@@ -253,7 +280,7 @@ def _params(m: Model, ly: mtm.Layer) -> int:
 
 
 def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "int8", adam: bool = False,
-              sparse: bool = False) -> dict[str, Any]:
+              sparse: bool = False, batch: int = 1) -> dict[str, Any]:
     """RAM (bytes, per item of the module doc) to train the last ``train_last`` weighted layers."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
@@ -272,12 +299,14 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     for ly in path:
         for t in ly.inputs:
             consumers[t] = consumers.get(t, 0) + 1
-    errors = sum(m.tensors[t].numel * (3 if consumers.get(t, 0) > 1 else 1) for t in region)
+    inplace = inplace_errors(m, first, region)  # their errors overwrite the activations
+    errors = sum(m.tensors[t].numel * (3 if consumers.get(t, 0) > 1 else 1) for t in region - inplace)
     scratch = _scratch_bytes(m, first, region)
     params = [_params(m, ly) for ly in trained]
     out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
-    grads = 4 * sum(params)
+    state = 4 * sum(params)
+    grads = 0 if momentum and batch == 1 else state  # batch 1: into the momentum (Trainer._fold)
     master = {"int8": 0, "mixed": 4 * params[-1], "float32": 4 * sum(params)}[mode]
     copies = sum(w + COPY_BYTES_PER_CHANNEL * c + 4 * (w // c) for w, c in zip(weights, out_c, strict=True))
     r: dict[str, Any] = {
@@ -287,11 +316,12 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         "mode": mode,
         "optimizer": "adam" if adam else "sgd+momentum" if momentum else "sgd",
         "sparse": sparse,
+        "batch": batch,
         "forward": forward_plan_bytes(m, keep),
         "errors": errors,
         "scratch": scratch,
         "grads": grads,
-        "optimizer_state": grads * (2 if adam else 1 if momentum else 0),
+        "optimizer_state": state * (2 if adam else 1 if momentum else 0),
         "master": master,
         "copies": copies,
         "sparse_bytes": SPARSE_BYTES_PER_CHANNEL * sum(out_c) if sparse else 0,
@@ -308,13 +338,35 @@ TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "mast
 # Peak heap on a 32-bit board (MicroPython's 16-byte GC blocks), measured with `make mem-mcu` on
 # the Cortex-M7 QEMU firmware (docs/memory.md): the interpreter, the script and `import
 # microtrain` per deployment (kernels and package built into the firmware, or the natmod .mpy
-# and the package's .mpy files, both read into the heap); then per model object: a Tensor, a
-# Layer (with its descriptor view), and per layer the forward plan's step and buffer objects.
-PACKAGE_BYTES = {"builtin": 11_088, "natmod": 127_840}
+# and the package's .mpy files, both read into the heap); then per model object: a Tensor (the
+# layers' constants have none), a Layer (with its descriptor view) and, for a conv / linear,
+# the views of its constants; per layer the forward plan's step and buffer objects. Training
+# adds the modules it loads (trainer, optim; sparse with a sparse policy) and per trained layer
+# the optimiser's objects (scale tuples, update rows). Fitted to the four cases of mem-mcu.
+PACKAGE_BYTES = {"builtin": 7_488, "natmod": 116_432}
+TRAIN_PACKAGE_BYTES = {"builtin": 3_643, "natmod": 16_971}
+SPARSE_PACKAGE_BYTES = {"builtin": 4_558, "natmod": 5_934}
 TENSOR_OBJ_BYTES = 156
-LAYER_OBJ_BYTES = 146
+LAYER_OBJ_BYTES = 156
+WEIGHTED_LAYER_BYTES = 266
+TRAINED_LAYER_BYTES = 369
 PLAN_BYTES_PER_LAYER = 140
 DEPLOYS = tuple(PACKAGE_BYTES)
+
+
+def layer_consts(m: Model) -> set[int]:
+    """The constant tensors the device's layers hold views of (weights, bias, mult, shift,
+    weight scales, LUT tables): it drops their Tensor objects until a layer is trained."""
+    out: set[int] = set()
+    for ly in m.layers:
+        for i in (ly.weight, ly.bias, ly.mult, ly.shift):
+            if i is not None and m.tensors[i].kind == Kind.CONST:
+                out.add(i)
+        if ly.weight is not None and ly.op != Op.LUT:
+            q = m.tensors[ly.weight].qscales
+            if q is not None and m.tensors[q].kind == Kind.CONST:
+                out.add(q)
+    return out
 
 
 def peak_heap(m: Model, file_bytes: int, deploy: str = "builtin", model_in: str = "flash",
@@ -325,15 +377,24 @@ def peak_heap(m: Model, file_bytes: int, deploy: str = "builtin", model_in: str 
     if deploy not in PACKAGE_BYTES:
         raise ValueError(f"deploy must be one of {', '.join(DEPLOYS)}")
     n_l = len(m.layers)
+    n_w = sum(1 for ly in m.layers if ly.weight is not None and ly.op != Op.LUT)
+    training = 0
+    if train:
+        training = (int(train["total"]) + PLAN_BYTES_PER_LAYER * n_l + TRAIN_PACKAGE_BYTES[deploy]
+                    + TRAINED_LAYER_BYTES * len(train["layers"])
+                    + (SPARSE_PACKAGE_BYTES[deploy] if train["sparse"] else 0))
     r = {
         "package": PACKAGE_BYTES[deploy],
-        "model_objects": TENSOR_OBJ_BYTES * len(m.tensors) + LAYER_OBJ_BYTES * n_l,
+        # the device keeps no Tensor object for the layers' constants (Model.tensor)
+        "model_objects": (TENSOR_OBJ_BYTES * (len(m.tensors) - len(layer_consts(m))) + LAYER_OBJ_BYTES * n_l
+                          + WEIGHTED_LAYER_BYTES * n_w),
         "model_file": file_bytes if model_in == "file" else 0,
         "sample": m.tensors[m.input].numel,  # the FileDataset's record buffer
         "inference": inference_ram(m) + PLAN_BYTES_PER_LAYER * n_l,
-        "training": int(train["total"]) if train else 0,
+        "training": training,
     }
-    r["total"] = sum(r.values())
+    # a Trainer's plan replaces the inference plan (Model._drop_plans): the larger of the two
+    r["total"] = sum(r.values()) - min(r["inference"], r["training"])
     return r
 
 
@@ -363,7 +424,7 @@ def _shape(s: list[int] | tuple[int, ...]) -> str:
 
 
 def report(path: Path, m: Model, train_last: int | None, momentum: bool = False, mode: str = "int8",
-           adam: bool = False, sparse: bool = False) -> dict[str, Any]:
+           adam: bool = False, sparse: bool = False, batch: int = 1) -> dict[str, Any]:
     data = path.read_bytes()
     kinds: dict[str, dict[str, int]] = {}
     for t in m.tensors:
@@ -380,7 +441,7 @@ def report(path: Path, m: Model, train_last: int | None, momentum: bool = False,
         "tensor_kinds": kinds, "tensors": tensors, "inference_activations": inference_ram(m),
     }
     if train_last is not None:
-        r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse)
+        r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse, batch)
     r["peak_heap"] = {f"{d}-{w}": peak_heap(m, len(data), d, w, r.get("train"))
                       for d in DEPLOYS for w in ("flash", "file")}
     return r
@@ -411,7 +472,7 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
     if tr:
         out.append(f"RAM, training the last {tr['train_last']} conv/linear layers "
                    f"({', '.join(tr['layers'])}; mode {tr['mode']}, optimizer {tr['optimizer']}"
-                   f"{', sparse updates' if tr['sparse'] else ''}):")
+                   f"{', sparse updates' if tr['sparse'] else ''}, batch {tr['batch']}):")
         labels = {"forward": f"activations, kept from '{tr['first']}' on", "errors": "int8 error buffers",
                   "scratch": "int32 grad-input scratch", "grads": "float32 gradient accumulators",
                   "optimizer_state": "float32 optimizer state", "master": "float32 master weights",
@@ -450,6 +511,8 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--momentum", action="store_true", help="count SGD momentum buffers (with --train-last)")
     p.add_argument("--adam", action="store_true", help="count Adam's two moment buffers (with --train-last)")
     p.add_argument("--sparse", action="store_true", help="count dynamic sparse-update buffers")
+    p.add_argument("--batch", type=int, default=1, metavar="B",
+                   help="samples per update (default 1: with --momentum, no gradient sums)")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its size")
@@ -467,7 +530,9 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
         m = mtm.load(path)
     except ValueError as e:
         raise ValueError(f"{path}: not a valid .mtm file: {e}") from None
-    r = report(path, m, args.train_last, args.momentum, args.mode, args.adam, args.sparse)
+    if args.batch < 1:
+        raise ValueError(f"--batch {args.batch}: must be >= 1")
+    r = report(path, m, args.train_last, args.momentum, args.mode, args.adam, args.sparse, args.batch)
     print(json.dumps(r, indent=1) if args.json else format_report(r, args.tensors))
     return 0
 

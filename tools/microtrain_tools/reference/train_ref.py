@@ -568,6 +568,11 @@ class RefTrainer:
         self.opt = optimizer if optimizer is not None else SGD(lr=0.01, momentum=0.9)
         self.sparse = sparse
         self.batch = batch
+        o = self.opt
+        # the device keeps gradient sums only where it needs them: at batch 1 with plain SGD
+        # momentum each gradient goes into the momentum (st0 / st1; microtrain Trainer._fold)
+        self.sums = not (batch == 1 and isinstance(o, SGD) and o.momentum and not o.weight_decay
+                         and not o.standardize)
         self.lr = fl.param(self.opt.lr)
         idx = select(self.m, train)
         self.first = idx[0]
@@ -983,8 +988,8 @@ class RefTrainer:
 
     def arrays(self) -> dict[str, NDArray]:
         """Trained state by the names of tests/mp/train_runner.py: ``L<i>.w`` (int8), ``.b``,
-        ``.mult``, ``.shift`` (int32), ``.w_scale``, ``.gw``, ``.gb``, ``.master_w``,
-        ``.master_b``, ``.st0``.. (float32)."""
+        ``.mult``, ``.shift`` (int32), ``.w_scale``, ``.gw``, ``.gb`` (where the device keeps
+        gradient sums: ``sums``), ``.master_w``, ``.master_b``, ``.st0``.. (float32)."""
         out: dict[str, NDArray] = {}
         for j, rl in sorted(self.layers.items()):
             p = f"L{j}."
@@ -993,8 +998,9 @@ class RefTrainer:
             out[p + "mult"] = rl.mult.astype(np.int32)
             out[p + "shift"] = rl.shift.astype(np.int32)
             out[p + "w_scale"] = rl.w_scale.astype(np.float32)
-            out[p + "gw"] = rl.gw.astype(np.float32)
-            out[p + "gb"] = rl.gb.astype(np.float32)
+            if self.sums:
+                out[p + "gw"] = rl.gw.astype(np.float32)
+                out[p + "gb"] = rl.gb.astype(np.float32)
             if rl.master_w is not None and rl.master_b is not None:
                 out[p + "master_w"] = rl.master_w
                 out[p + "master_b"] = rl.master_b

@@ -1,0 +1,113 @@
+"""Where training keeps its bytes (issue 13, docs/memory.md), in the real micropython binary
+with the natmod:
+
+- batch 1 with plain SGD momentum keeps no gradient sums: each trained layer's gw / gb are its
+  momentum arrays, and creating the Trainer allocates about 4 B per trained parameter less than
+  at batch 2 (the results are the reference's bit for bit: tests/training/test_training.py);
+- a gradient whose scale would overflow the momentum raises before the layer changes;
+- a Trainer's plan replaces the inference plan: one set of activation buffers, the same
+  predictions;
+- an activation whose only backward reader is a pool with disjoint windows takes its own error
+  (no error buffer of its own), with the same trained bytes as the reference.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.harness import run_micropython
+from support.training_cases import Setup
+
+SUMS = """
+import gc
+import microtrain as mt
+out = {}
+for batch in (2, 1, 2):  # the first Trainer also makes what every later one shares: not counted
+    m = mt.load(%r)
+    gc.collect()
+    a = gc.mem_alloc()
+    t = mt.Trainer(m, train="all", mode="int8", optimizer=mt.SGD(lr=0.05, momentum=0.9), batch=batch)
+    gc.collect()
+    out[batch] = gc.mem_alloc() - a
+    same = all(ly.gw is t.opt.state(ly)[0] and ly.gb is t.opt.state(ly)[1] for ly in t.layers)
+    print("SAME", batch, int(same))
+    n = sum(len(ly.w) + len(ly.b) for ly in t.layers)
+    t = m = None
+print("HEAP", out[1], out[2], n)
+"""
+
+
+def test_batch1_momentum_keeps_no_gradient_sums(setups: dict[str, Setup]) -> None:
+    p = run_micropython(SUMS % str(setups["cnn"].path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "SAME 1 1" in p.stdout and "SAME 2 0" in p.stdout, p.stdout
+    h1, h2, n = (int(v) for v in p.stdout.split("HEAP ", 1)[1].split())
+    # the float32 sums, 4 B per parameter, in 16-byte GC blocks (two arrays per layer)
+    assert 4 * n <= h2 - h1 <= 4 * n + 64 * len(setups["cnn"].m.layers), (h1, h2, n)
+
+
+DIVERGE = """
+import microtrain as mt
+m = mt.load(%r)
+t = mt.Trainer(m, train="last:2", mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=0.9))
+x = bytearray(m.input.numel)
+t.step(x, 1)  # a normal step: momentum not zero
+before = [(bytes(ly.w), bytes(ly.gw), bytes(ly.b)) for ly in t.layers]
+
+def huge(model, target, out):  # a custom loss whose error scale has diverged
+    loss, err, s = mt.cross_entropy(model, target, out)
+    return loss, err, 1e36
+
+t.loss_fn = huge
+try:
+    t.step(x, 1)
+    print("NO-ERROR")
+except ValueError as e:
+    print("MSG", e)
+print("KEPT", int(before == [(bytes(ly.w), bytes(ly.gw), bytes(ly.b)) for ly in t.layers]))
+"""
+
+
+def test_diverged_gradient_leaves_the_layer(setups: dict[str, Setup]) -> None:
+    p = run_micropython(DIVERGE % str(setups["cnn"].path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "NO-ERROR" not in p.stdout
+    assert "not finite or too large" in p.stdout.split("MSG ", 1)[1], p.stdout
+    assert "KEPT 1" in p.stdout, p.stdout
+
+
+PLAN = """
+import microtrain as mt
+m = mt.load(%r)
+xs = [bytes((i * 37 + k) & 0xFF for k in range(m.input.numel)) for i in range(4)]
+want = [bytes(m.forward(x)) for x in xs]
+t = mt.Trainer(m, train="last:2", mode="int8")
+print("PLANS", len(m._plans), list(m._plans)[0] == t.first)
+print("SAME", int([bytes(m.forward(x)) for x in xs] == want))
+"""
+
+
+def test_the_training_plan_serves_inference(setups: dict[str, Setup]) -> None:
+    p = run_micropython(PLAN % str(setups["res"].path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "PLANS 1 True" in p.stdout and "SAME 1" in p.stdout, p.stdout
+
+
+INPLACE = """
+import microtrain as mt
+m = mt.load(%r)
+t = mt.Trainer(m, train="all", mode="int8")
+bw = m._bw
+for ti in sorted(bw.inplace):
+    print("INPLACE", ti, int(bw.ebuf[ti] is bw.bufs[ti]))
+"""
+
+
+def test_pool_errors_over_their_activations(setups: dict[str, Setup], tmp_path: Path) -> None:
+    s = setups["cnn"]
+    p = run_micropython(INPLACE % str(s.path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [ln.split()[1:] for ln in p.stdout.splitlines() if ln.startswith("INPLACE")]
+    pools = [ly for ly in s.m.layers if ly.op.name in ("MAXPOOL", "AVGPOOL")]
+    assert rows and all(r[1] == "1" for r in rows), p.stdout
+    assert {int(r[0]) for r in rows} <= {ly.inputs[0] for ly in pools}
