@@ -103,7 +103,8 @@ def _kb(n):
 def check(model, idx, mode, opt, sparse, fold=False, failed=False):
     """Raise MemoryError when the Trainer's allocations exceed the free heap (or
     failed: they did not fit), naming the need per item, the free bytes and
-    what would fit: fewer of these layers, mode int8, an optimiser without state."""
+    what would fit: fewer of these layers, mode int8, batch 1 (SGD momentum), an
+    optimiser without state."""
     mem_free = getattr(gc, "mem_free", None)
     if mem_free is None:  # CPython
         return
@@ -125,6 +126,10 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False):
         n = _total(need(model, idx, "int8", opt.n_state, sparse, fold))
         if n <= free:
             fits.append("mode='int8' (%s)" % _kb(n))
+    if not fold and getattr(opt, "momentum", 0) and not opt.weight_decay and not opt.standardize:
+        n = _total(need(model, idx, mode, opt.n_state, sparse, True))
+        if n <= free:
+            fits.append("batch=1 (each gradient into the momentum: no gradient sums) (%s)" % _kb(n))
     if opt.n_state:
         n = _total(need(model, idx, mode, 0, sparse))
         if n <= free:

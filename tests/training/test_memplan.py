@@ -2,7 +2,9 @@
 binary, on an MLP of 100 k weights: with the free heap between what training every layer needs
 and what training the last one needs (a ballast takes the rest), ``Trainer(train="all")`` raises
 a MemoryError that states the bytes needed and free and names a smaller set of layers, the model
-is left as it was, and a Trainer on the named layers is then created and trains.
+is left as it was, and a Trainer on the named layers is then created and trains. At batch 2, with
+the free heap between what batch 1 needs (no gradient sums) and batch 2, the error names batch=1,
+which then trains.
 """
 
 from __future__ import annotations
@@ -64,3 +66,42 @@ def test_trainer_says_what_fits(tmp_path: Path) -> None:
     fit = p.stdout.split("FIT ", 1)[1].split()
     n_fit, n_all, n_made = (int(v) for v in fit)
     assert 1 <= n_fit < n_all and n_made == n_fit
+
+
+BATCH = """
+import gc
+import microtrain as mt
+from microtrain import memplan
+m = mt.load(%r)
+opt = mt.SGD(lr=0.01, momentum=0.9)
+idx = m.select("all")
+tot = lambda items: sum(n for _, n in items)
+n_sums = tot(memplan.need(m, idx, "int8", 1, None))
+n_fold = tot(memplan.need(m, idx, "int8", 1, None, True))
+gc.collect()
+ballast = []
+while gc.mem_free() - 4200 > (n_sums + n_fold) // 2:
+    ballast.append(bytearray(4096))
+try:
+    mt.Trainer(m, train="all", mode="int8", optimizer=opt, batch=2)
+    print("NO-ERROR")
+except MemoryError as e:
+    print("MSG", e)
+t = mt.Trainer(m, train="all", mode="int8", optimizer=opt, batch=1)
+t.step(bytearray(m.input.numel), 0)
+print("FIT", t.steps)
+"""
+
+
+def test_trainer_names_batch_1_when_only_the_sums_do_not_fit(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).eval()
+    x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+    path = tmp_path / "mlp.mtm"
+    path.write_bytes(mtm.write(cv.convert(net, x, progress=False)))
+    p = run_micropython(BATCH % str(path), heapsize="4m")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "NO-ERROR" not in p.stdout
+    msg = p.stdout.split("MSG ", 1)[1].splitlines()[0]
+    assert "gradients" in msg and "would fit:" in msg and "batch=1" in msg, msg
+    assert "FIT 1" in p.stdout
