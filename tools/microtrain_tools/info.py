@@ -58,11 +58,11 @@ from the end; every layer from first on is on the backward path:
 Peak heap of a 32-bit board (docs/memory.md): the interpreter, script and package
 (per deployment: built into the firmware, or natmod + .mpy files in the heap), the
 model objects (156 B per tensor other than the layers' constants, which have no object;
-156 B per layer, + 266 B per conv / linear for the views of its constants), the model file
+90 B per layer, + 322 B per conv / linear for the views of its constants), the model file
 when it is read into RAM, one FileDataset record, then the larger of the inference plan
 (+ 140 B per layer) and training: a Trainer's plan replaces the inference plan. Training
-is the total above + 140 B per layer of plan objects + the modules it loads (trainer and
-optim; sparse with --sparse) + 369 B per trained layer; constants measured by
+is the total above + 140 B per layer of plan objects + its first objects (the sparse module
+too with --sparse) + 320 B per trained layer; constants measured by
 `make mem-mcu` on the Cortex-M7 firmware.
 """
 
@@ -341,15 +341,16 @@ TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "mast
 # and the package's .mpy files, both read into the heap); then per model object: a Tensor (the
 # layers' constants have none), a Layer (with its descriptor view) and, for a conv / linear,
 # the views of its constants; per layer the forward plan's step and buffer objects. Training
-# adds the modules it loads (trainer, optim; sparse with a sparse policy) and per trained layer
-# the optimiser's objects (scale tuples, update rows). Fitted to the four cases of mem-mcu.
-PACKAGE_BYTES = {"builtin": 7_488, "natmod": 116_432}
-TRAIN_PACKAGE_BYTES = {"builtin": 3_643, "natmod": 16_971}
-SPARSE_PACKAGE_BYTES = {"builtin": 4_558, "natmod": 5_934}
+# adds its first objects (trainer, optimiser, loss), the sparse module with a sparse policy, and
+# per trained layer the optimiser's objects (scale tuples, update rows). Fitted to the four
+# cases of mem-mcu.
+PACKAGE_BYTES = {"builtin": 10_624, "natmod": 131_504}
+TRAIN_PACKAGE_BYTES = {"builtin": 1_275, "natmod": 1_187}
+SPARSE_PACKAGE_BYTES = {"builtin": 5_302, "natmod": 6_746}
 TENSOR_OBJ_BYTES = 156
-LAYER_OBJ_BYTES = 156
-WEIGHTED_LAYER_BYTES = 266
-TRAINED_LAYER_BYTES = 369
+LAYER_OBJ_BYTES = 90
+WEIGHTED_LAYER_BYTES = 322
+TRAINED_LAYER_BYTES = 320
 PLAN_BYTES_PER_LAYER = 140
 DEPLOYS = tuple(PACKAGE_BYTES)
 
