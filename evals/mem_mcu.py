@@ -176,7 +176,8 @@ def predict(c: MemCase, fw: str, load: str) -> int:
     tr = None
     if c.train != "-":
         n = len(info.weighted_layers(m)) if c.train == "all" else int(c.train.split(":")[1])
-        tr = info.train_ram(m, n, momentum=True, mode=c.mode, sparse=c.sparse > 0, batch=c.batch)
+        tr = info.train_ram(m, n, momentum=True, mode=c.mode, sparse=c.sparse > 0, batch=c.batch,
+                            sums=False if c.batch == 1 else None)  # as mem_case.py
     return info.peak_heap(m, path.stat().st_size, fw, "file" if load == "file" else "flash", tr)["total"]
 
 

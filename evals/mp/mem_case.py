@@ -58,8 +58,9 @@ def main(argv):
         return
     phase = "trainer"
     policy = mt.DynamicSparse(sparse, 1.0) if sparse > 0 else None
+    # sums=False: no gradient sums at batch 1 (the default with a sparse policy keeps them)
     trainer = mt.Trainer(model, train=train, mode=mode, optimizer=mt.SGD(lr=0.01, momentum=0.9),
-                         sparse=policy, batch=batch, log=None)
+                         sparse=policy, batch=batch, log=None, sums=False if batch == 1 else None)
     mark("trainer")
     phase = "train"
     for i in range(steps):

@@ -89,6 +89,20 @@ def release(mod):
         delattr(pyk, mod)
 
 
+# whether the float32 kernels run on an FPU: native, on a core whose native arch has one
+# (sys.implementation._mpy >> 10: armv6, armv6m, armv7m, armv7em (no FPU), xtensa (lx106)
+# and rv32imc compute floats in software). The Trainer's batch-1 momentum mode (no gradient
+# sums) costs a second float pass per update: cheap on an FPU, ~120 instructions per
+# parameter in software float (Cortex-M0)
+try:
+    from sys import implementation as _impl
+
+    _ARCH = getattr(_impl, "_mpy", 0) >> 10
+except ImportError:
+    _ARCH = 0
+FAST_FLOAT = NATIVE and K.HAS_FLOAT and _ARCH not in (3, 4, 5, 6, 9, 11)
+
+
 def f32(name):
     """A float32 kernel: native where the build has an FPU (HAS_FLOAT), else the
     pure-Python one (same numerics; used on Cortex-M0 natmods): only its module

@@ -129,7 +129,8 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False):
     if not fold and getattr(opt, "momentum", 0) and not opt.weight_decay and not opt.standardize:
         n = _total(need(model, idx, mode, opt.n_state, sparse, True))
         if n <= free:
-            fits.append("batch=1 (each gradient into the momentum: no gradient sums) (%s)" % _kb(n))
+            fits.append("batch=1%s (each gradient into the momentum: no gradient sums) (%s)" % (
+                ", sums=False" if sparse is not None else "", _kb(n)))
     if opt.n_state:
         n = _total(need(model, idx, mode, 0, sparse))
         if n <= free:

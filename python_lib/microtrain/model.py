@@ -179,7 +179,7 @@ class Layer:
     table = dtable = None  # lut: the forward table (weight slot) and the derivative table (bias slot)
     gw = gb = None
     # batch-1 SGD momentum (Trainer): gw / gb are the optimiser's momentum arrays and backward
-    # adds each gradient into them after scaling them by _fold (docs/memory.md)
+    # adds each gradient into them after scaling them by _fold, the momentum (docs/memory.md)
     _fold = None
     _folded = False  # scaled and added since the last update
     master_w = master_b = None  # float32 master copies (float modes)
@@ -346,15 +346,16 @@ def _fold(ly, mask, sw, s):
         raise ValueError("backward: layer %s adds its gradient into the momentum (Trainer batch 1): "
                          "one backward per update" % ly.name)
     m = ly._fold
-    lim = 3.4e38 * (1.0 - m) / 8589934592.0
-    if not (abs(sw) <= lim and abs(s) <= lim):
+    lim = ly.model._flim  # FLT_MAX (1 - m) / 2^33 (Trainer)
+    if not (-lim <= sw <= lim and -lim <= s <= lim):  # (NaN fails too)
         raise ValueError("backward: layer %s: gradient scale %r is not finite or too large (a diverged "
                          "gradient; lower the learning rate)" % (ly.name, sw))
     global _scale
     if _scale is None:
         _scale = kern.f32("update_f32_scale")
-    _scale(ly.gw, len(ly.gw) // len(ly.gb), mask, m)
-    _scale(ly.gb, 1, mask, m)
+    gb = ly.gb
+    _scale(ly.gw, len(ly.gw) // len(gb), mask, m)
+    _scale(gb, 1, mask, m)
     ly._folded = True
 
 

@@ -193,20 +193,19 @@ class _Optimizer:
         r = self.rng
         for ly in layers:
             st = self._st.get(ly.index)
-            pp = ly._params
-            if pp is None:  # made once per layer: the scales of its input and output do not change
-                fold = ly._fold is not None  # no direction to build: no Param views
-                pp = ly._params = (None if fold else Param(ly, False), None if fold else Param(ly, True),
-                                   ly.in_scale, ly.out_scale)
-            pw, pb, s_in, s_out = pp
             sr = self.rounding == "stochastic" or (self.rounding == "auto" and ly.master_w is None)
             if ly._fold is None:
+                pp = ly._params
+                if pp is None:  # made once per layer: the scales of its input and output do not change
+                    pp = ly._params = (Param(ly, False), Param(ly, True), ly.in_scale, ly.out_scale)
+                pw, pb, s_in, s_out = pp
                 pw.touched = pb.touched = ly.touched
                 pw.master, pb.master = ly.master_w, ly.master_b
                 self.direction(pw, st, n)
                 self.direction(pb, st, n)
                 apply = F.update_s8_apply
-            else:  # gw / gb are the momentum, the gradient already in it (model._fold)
+            else:  # gw / gb are the momentum, the gradient already in it (model._fold); no views
+                s_in, s_out = ly.in_scale, ly.out_scale
                 if not ly._folded:  # no gradient reached it: v = m v + 0, as update_f32_momentum
                     F.update_f32_scale(ly.gw, len(ly.gw) // len(ly.gb), ly.touched, ly._fold)
                     F.update_f32_scale(ly.gb, 1, ly.touched, ly._fold)

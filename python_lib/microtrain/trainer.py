@@ -3,7 +3,7 @@
 import gc
 import json
 
-from microtrain import optim
+from microtrain import kern, optim
 from microtrain.fmt import KIND_STATE, trainer_record
 from microtrain.loss import LOSSES, argmax
 from microtrain.quant import zeros
@@ -90,6 +90,13 @@ class Trainer:
                trained layer and sample): per-epoch "health" in fit's results and the
                log, with warnings when training saturates or diverges (off by default:
                ~5.7 KB of live heap for last:2, 14 KB of minimum heap: docs/training.md).
+    sums:      None (default): float32 gradient sums, except at batch 1 with plain SGD
+               momentum, no sparse policy, on a build whose float kernels have an FPU,
+               where each gradient goes into the momentum instead (no sums; the same
+               bits; docs/memory.md); False: that mode wherever batch 1 and SGD momentum
+               allow it (saves 4 B per trained parameter; costs ~120 instructions per
+               parameter per update in software float, ~4 % of a sparse backward);
+               True: always the sums.
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead
@@ -111,7 +118,7 @@ class Trainer:
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
                  schedule=None, log=None, log_every=100, seed=None, loss="xent", replay=None, health=False,
-                 adapt_ranges=False):
+                 adapt_ranges=False, sums=None):
         if mode not in MODES:
             raise ValueError("Trainer: mode must be one of %s, got %r" % (MODES, mode))
         if type(batch) is not int or batch < 1:
@@ -150,9 +157,20 @@ class Trainer:
         self.schedule = sched
         o = self.opt
         # batch 1, SGD momentum: each gradient goes straight into the momentum (no float32
-        # gradient sums: docs/memory.md); the same bits as the sums (model._fold)
-        self._fold = o.momentum if (batch == 1 and type(o) is optim.SGD and o.momentum and not o.weight_decay
-                                    and not o.standardize) else None
+        # gradient sums: docs/memory.md); the same bits as the sums (model._fold). By default
+        # where the float kernels have an FPU (the update's second pass is cheap there) and
+        # without a sparse policy (its backward is the fast path: the momentum scaling would
+        # add 4 % to it)
+        can = batch == 1 and type(o) is optim.SGD and o.momentum and not o.weight_decay and not o.standardize
+        if sums is not None and type(sums) is not bool:
+            raise ValueError("Trainer: sums must be None, True or False, got %r" % (sums,))
+        if sums is False and not can:
+            raise ValueError("Trainer: sums=False needs batch=1 and SGD with momentum (no weight_decay, "
+                             "no standardize)")
+        auto = sums is None and sparse is None and kern.FAST_FLOAT
+        self._fold = o.momentum if can and (sums is False or auto) else None
+        if self._fold is not None:  # the gradient-scale bound that keeps the momentum finite
+            model._flim = 3.4e38 * (1.0 - self._fold) / 8589934592.0
         model._drop_plans(idx[0])  # the inference plan's buffers: the training plan replaces them
         # before allocating: when even the float32 sums, optimiser state and master copies exceed
         # the free heap, a MemoryError saying what fits (the full count only then: no import)
@@ -164,7 +182,10 @@ class Trainer:
         if need > _mem_free():
             _memcheck(model, idx, mode, self.opt, sparse, self._fold)
         prev = [ly.index for ly in model.layers if ly.trained]
-        prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers]
+        # the master copies to restore on a failure: only layers that have one (a list for every
+        # layer would be held, with its tuples, through every allocation below)
+        prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers
+                       if ly.master_w is not None or ly.master_b is not None]
         try:
             self.layers = model.set_trained(idx, self._fold is None)
             self.first = self.layers[0].index
@@ -180,10 +201,8 @@ class Trainer:
                 st = self.opt.state(ly)  # optimiser state now, while large free blocks remain
                 if self._fold is not None:
                     ly.gw, ly.gb = st
-                    ly.grad = st
                     ly._fold = self._fold
                     ly._folded = False
-                    ly._params = None  # the optimiser's views: none in this mode
             self._mon = None
             if health or adapt_ranges:
                 from microtrain.health import Health
@@ -192,8 +211,11 @@ class Trainer:
                 self._bufs = model._plan(self.first)[0]
         except BaseException as e:
             # out of memory (or a bad checkpoint state) half way: the model as it was
+            for ly in model.layers:
+                ly.master_w = ly.master_b = None
             for ly, mw, mb in prev_master:
                 ly.master_w, ly.master_b = mw, mb
+            for ly in model.layers:
                 if ly._fold is not None:  # sums that were this trainer's momentum
                     ly._fold = None
                     ly.gw = ly.gb = ly.grad = None

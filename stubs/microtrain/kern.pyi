@@ -7,6 +7,7 @@ import _microtrain as K  # noqa: F401 - the native module, or a stand-in taking 
 PURE: bool  # MICROTRAIN_PURE=1 was set (os.getenv): the pure-Python kernels even with _microtrain present
 NATIVE: bool  # True when _microtrain (natmod or firmware) is used
 NATIVE_ERROR: str | None  # why a _microtrain that is there was refused (ValueError), else None
+FAST_FLOAT: bool  # the float32 kernels run on an FPU (native, not software float)
 
 def py(name: str) -> Callable[..., Any]:
     """The pure-Python kernel `name` (imports only the microtrain.pyk module holding it)."""

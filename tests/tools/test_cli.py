@@ -222,7 +222,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     batch = int(opts[opts.index("--batch") + 1]) if "--batch" in opts else 1
     moments = 2 if "--adam" in opts else 1 if "--momentum" in opts else 0
     # batch 1, SGD momentum: the device adds each gradient into the momentum, no sums
-    grads = 0 if moments == 1 and batch == 1 else state
+    grads = 0 if moments == 1 and batch == 1 and "--sparse" not in opts else state
     master = 4 * (sum(n_params) if mode == "float32" else n_params[-1] if mode == "mixed" else 0)
     # int8 w; int32 bias, mult, shift, ratio and float32 scale per channel; float32 row of w/c
     copies = sum(w + c * (4 + 4 + 4 + 4 + 4) + 4 * (w // c) for w, c in zip(n_w, n_c, strict=True))

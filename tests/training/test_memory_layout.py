@@ -4,6 +4,8 @@ with the natmod:
 - batch 1 with plain SGD momentum keeps no gradient sums: each trained layer's gw / gb are its
   momentum arrays, and creating the Trainer allocates about 4 B per trained parameter less than
   at batch 2 (the results are the reference's bit for bit: tests/training/test_training.py);
+  Trainer(sums=True) keeps the sums, sums=False drops them with a sparse policy too, and
+  sums=False where the momentum cannot take the gradients is refused;
 - a gradient whose scale would overflow the momentum raises before the layer changes;
 - a Trainer's plan replaces the inference plan: one set of activation buffers, the same
   predictions;
@@ -34,14 +36,29 @@ for batch in (2, 1, 2):  # the first Trainer also makes what every later one sha
     n = sum(len(ly.w) + len(ly.b) for ly in t.layers)
     t = m = None
 print("HEAP", out[1], out[2], n)
+m = mt.load(%r)
+opt = mt.SGD(lr=0.05, momentum=0.9)
+t = mt.Trainer(m, train="last:2", optimizer=opt, sums=True)  # the sums even where they could go
+print("SUMS", int(all(ly.gw is not t.opt.state(ly)[0] for ly in t.layers)))
+t = mt.Trainer(m, train="last:2", optimizer=opt, sparse=mt.DynamicSparse(0.1, 1.0), sums=False)
+print("FORCED", int(all(ly.gw is t.opt.state(ly)[0] for ly in t.layers)))
+for kw in ({"sums": False, "batch": 2}, {"sums": 1}):
+    try:
+        mt.Trainer(m, train="last:2", optimizer=opt, **kw)
+        print("ACCEPTED", kw)
+    except ValueError as e:
+        print("REFUSED", e)
 """
 
 
 def test_batch1_momentum_keeps_no_gradient_sums(setups: dict[str, Setup]) -> None:
-    p = run_micropython(SUMS % str(setups["cnn"].path))
+    p = run_micropython(SUMS % (str(setups["cnn"].path), str(setups["cnn"].path)))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "SAME 1 1" in p.stdout and "SAME 2 0" in p.stdout, p.stdout
-    h1, h2, n = (int(v) for v in p.stdout.split("HEAP ", 1)[1].split())
+    # sums=True keeps them, sums=False drops them with a sparse policy too, and the rest is refused
+    assert "SUMS 1" in p.stdout and "FORCED 1" in p.stdout and "ACCEPTED" not in p.stdout, p.stdout
+    assert p.stdout.count("REFUSED") == 2 and "sums=False needs batch=1" in p.stdout, p.stdout
+    h1, h2, n = (int(v) for v in p.stdout.split("HEAP ", 1)[1].split()[:3])
     # the float32 sums, 4 B per parameter, in 16-byte GC blocks (two arrays per layer)
     assert 4 * n <= h2 - h1 <= 4 * n + 64 * len(setups["cnn"].m.layers), (h1, h2, n)
 

@@ -38,9 +38,9 @@ from the end; every layer from first on is on the backward path:
                an activation with one consumer, below every such layer, can hold it
                (that buffer is idle while they run: the native kernels retype it);
   grads        float32 gradient accumulators of the trained layers:
-               4 * (weights + biases); none with --momentum at --batch 1 (the Trainer
-               adds each sample's gradient into the momentum: plain SGD momentum, no
-               weight decay or standardisation);
+               4 * (weights + biases); none with --momentum at --batch 1 without
+               --sparse, or with --no-sums (the Trainer adds each sample's gradient into
+               the momentum: plain SGD momentum, no weight decay or standardisation);
   optimizer    float32 state, 4 * (weights + biases) per moment: one with
                --momentum (SGD momentum), two with --adam, none for plain SGD;
   master       float32 master copies, 4 * (weights + biases): of every trained layer
@@ -280,7 +280,7 @@ def _params(m: Model, ly: mtm.Layer) -> int:
 
 
 def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "int8", adam: bool = False,
-              sparse: bool = False, batch: int = 1) -> dict[str, Any]:
+              sparse: bool = False, batch: int = 1, sums: bool | None = None) -> dict[str, Any]:
     """RAM (bytes, per item of the module doc) to train the last ``train_last`` weighted layers."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
@@ -306,7 +306,9 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
     state = 4 * sum(params)
-    grads = 0 if momentum and batch == 1 else state  # batch 1: into the momentum (Trainer._fold)
+    # batch 1: into the momentum (Trainer._fold; by default without a sparse policy)
+    fold = momentum and not adam and batch == 1 and (sums is False or (sums is None and not sparse))
+    grads = 0 if fold else state
     master = {"int8": 0, "mixed": 4 * params[-1], "float32": 4 * sum(params)}[mode]
     copies = sum(w + COPY_BYTES_PER_CHANNEL * c + 4 * (w // c) for w, c in zip(weights, out_c, strict=True))
     r: dict[str, Any] = {
@@ -425,7 +427,8 @@ def _shape(s: list[int] | tuple[int, ...]) -> str:
 
 
 def report(path: Path, m: Model, train_last: int | None, momentum: bool = False, mode: str = "int8",
-           adam: bool = False, sparse: bool = False, batch: int = 1) -> dict[str, Any]:
+           adam: bool = False, sparse: bool = False, batch: int = 1,
+           sums: bool | None = None) -> dict[str, Any]:
     data = path.read_bytes()
     kinds: dict[str, dict[str, int]] = {}
     for t in m.tensors:
@@ -442,7 +445,7 @@ def report(path: Path, m: Model, train_last: int | None, momentum: bool = False,
         "tensor_kinds": kinds, "tensors": tensors, "inference_activations": inference_ram(m),
     }
     if train_last is not None:
-        r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse, batch)
+        r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse, batch, sums)
     r["peak_heap"] = {f"{d}-{w}": peak_heap(m, len(data), d, w, r.get("train"))
                       for d in DEPLOYS for w in ("flash", "file")}
     return r
@@ -514,6 +517,8 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--sparse", action="store_true", help="count dynamic sparse-update buffers")
     p.add_argument("--batch", type=int, default=1, metavar="B",
                    help="samples per update (default 1: with --momentum, no gradient sums)")
+    p.add_argument("--no-sums", action="store_true",
+                   help="Trainer(sums=False): no gradient sums with --sparse too (batch 1, --momentum)")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its size")
@@ -533,7 +538,8 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
         raise ValueError(f"{path}: not a valid .mtm file: {e}") from None
     if args.batch < 1:
         raise ValueError(f"--batch {args.batch}: must be >= 1")
-    r = report(path, m, args.train_last, args.momentum, args.mode, args.adam, args.sparse, args.batch)
+    r = report(path, m, args.train_last, args.momentum, args.mode, args.adam, args.sparse, args.batch,
+               False if args.no_sums else None)
     print(json.dumps(r, indent=1) if args.json else format_report(r, args.tensors))
     return 0
 

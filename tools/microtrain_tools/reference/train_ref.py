@@ -570,9 +570,10 @@ class RefTrainer:
         self.batch = batch
         o = self.opt
         # the device keeps gradient sums only where it needs them: at batch 1 with plain SGD
-        # momentum each gradient goes into the momentum (st0 / st1; microtrain Trainer._fold)
+        # momentum and no sparse policy each gradient goes into the momentum (st0 / st1;
+        # microtrain Trainer._fold, its default on a build with an FPU, as the host's)
         self.sums = not (batch == 1 and isinstance(o, SGD) and o.momentum and not o.weight_decay
-                         and not o.standardize)
+                         and not o.standardize and sparse is None)
         self.lr = fl.param(self.opt.lr)
         idx = select(self.m, train)
         self.first = idx[0]
