@@ -128,3 +128,35 @@ def test_pool_errors_over_their_activations(setups: dict[str, Setup], tmp_path: 
     pools = [ly for ly in s.m.layers if ly.op.name in ("MAXPOOL", "AVGPOOL")]
     assert rows and all(r[1] == "1" for r in rows), p.stdout
     assert {int(r[0]) for r in rows} <= {ly.inputs[0] for ly in pools}
+
+
+SPARSE_FOLD = """
+import microtrain as mt
+out = []
+for sums in (True, False):
+    m = mt.load(%r)
+    t = mt.Trainer(m, train="all", mode="int8", optimizer=mt.SGD(lr=0.05, momentum=0.9),
+                   sparse=mt.DynamicSparse(0.1, 1.0), sums=sums)
+    n = m.input.numel
+    with open(%r, "rb") as f:
+        data = f.read(40 * n)
+    losses = [t.step(data[i * n:(i + 1) * n], i %% 10) for i in range(40)]
+    arrs = []
+    for ly in t.layers:
+        arrs += [bytes(ly.w), bytes(ly.b), bytes(ly.mult), bytes(ly.shift), bytes(ly.w_scale)]
+        arrs += [bytes(a) for a in t.opt.state(ly)]
+    out.append((losses, arrs, int(t.layers[0].gw is t.opt.state(t.layers[0])[0])))
+print("FOLDED", out[0][2], out[1][2])
+print("LOSSES", int(out[0][0] == out[1][0]))
+print("ARRAYS", int(out[0][1] == out[1][1]), len(out[0][1]))
+"""
+
+
+def test_sums_false_with_a_sparse_policy_is_the_same_training(setups: dict[str, Setup]) -> None:
+    """sums=False with DynamicSparse (the mode mem-mcu's MobileNetV1 case runs) trains to the same
+    bits as the gradient sums, which tests/training/test_training.py checks against the reference."""
+    s = setups["cnn"]
+    p = run_micropython(SPARSE_FOLD % (str(s.path), str(s.samples)))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "FOLDED 0 1" in p.stdout and "LOSSES 1" in p.stdout, p.stdout
+    assert "ARRAYS 1" in p.stdout, p.stdout
