@@ -69,16 +69,7 @@ def maxpool_s8_grad_input(desc, x, e, acc, ein):
             ei += 1
             if ev == 0:
                 continue
-            best = -129
-            arg = 0
-            o = first + ch
-            for _ in range(rows):
-                for i in range(o, o + span, c):
-                    v = X[i]
-                    if v > best:
-                        best = v
-                        arg = i
-                o += row
+            best, arg = _argmax(X, first + ch, rows, span, c, row)
             acc[arg] += ev
     return _dyn(acc, nin, ein, om)
 
@@ -103,16 +94,7 @@ def _max_disjoint(d, X, E, ein, om, act):
             ev = E[ei + ch]
             if ev == 0 and act is None:
                 continue
-            best = -129
-            arg = 0
-            o = first + ch
-            for _ in range(rows):
-                for i in range(o, o + span, c):
-                    v = X[i]
-                    if v > best:
-                        best = v
-                        arg = i
-                o += row
+            best, arg = _argmax(X, first + ch, rows, span, c, row)
             if ev < emin:
                 emin = ev
             if act is not None:
@@ -133,6 +115,20 @@ def _max_disjoint(d, X, E, ein, om, act):
         v = ein[i]
         ein[i] = _apply(v - 256 if v > 127 else v, sh, half) & om
     return sh
+
+
+def _argmax(X, o, rows, span, c, row):
+    # the largest value of one channel of a window and its first index (pool.c's ties)
+    best = -129
+    arg = 0
+    for _ in range(rows):
+        for i in range(o, o + span, c):
+            v = X[i]
+            if v > best:
+                best = v
+                arg = i
+        o += row
+    return best, arg
 
 
 def _windows(d):
