@@ -81,7 +81,7 @@ def need(model, idx, mode, n_state, sparse, fold=False):
         n = model.tensors[t].numel
         if t not in inplace:
             bw += _buf(n) * (3 if consumers.get(t, 0) > 1 else 1)
-    _, acc, host = model._scratch_plan(first, region)
+    _, acc, host = model._scratch_plan(first, region, inplace)
     if host is None:  # else the scratch lives in that tensor's error buffer
         bw += _buf(4 * acc)
     loss = 0 if model._ce is not None else _buf(4 * 256) + _buf(model.output.numel) + _buf(12)

@@ -787,7 +787,7 @@ class Model:
             if consumers.get(t, 0) > 1:
                 etmp[t] = zeros("b", n)
                 emerge[t] = zeros("b", n)
-        need, acc_n, host = self._scratch_plan(first, region)
+        need, acc_n, host = self._scratch_plan(first, region, inplace)
         acc = None
         if host is not None:  # the int32 scratch in place in an idle int8 error buffer
             try:  # retyped by the loader binding (an unaligned buffer cannot be)
@@ -823,13 +823,14 @@ class Model:
                     out[t] = src
         return out
 
-    def _scratch_plan(self, first, region):
+    def _scratch_plan(self, first, region, inplace):
         # backward's int32 grad-input scratch (docs/memory.md), for memplan.py too: the
         # layers that need it (conv / linear; pools whose windows overlap, pool.c), its
         # size, and the tensor whose int8 error buffer can hold it (else None): one with
         # a single consumer below every such layer (its error is written after the
-        # scratch's last use), of 4 bytes per value. Not with the pure-Python kernels,
-        # whose mtm_view copies.
+        # scratch's last use), of 4 bytes per value, and not an activation taking its own
+        # error (inplace: _inplace_errors). Not with the pure-Python kernels, whose mtm_view
+        # copies.
         need, n, cons = [], 0, {}
         for ly in self.layers[first:]:
             t, p, op = ly.inputs[0], ly.params, ly.op
@@ -840,7 +841,6 @@ class Model:
             for t in ly.inputs:
                 cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
         if need and kern.NATIVE:
-            inplace = self._inplace_errors(first, region)  # those error buffers are activations
             for ly in self.layers[first:]:
                 if 0 <= cons.get(ly.output, -1) < need[0].index and self.tensors[ly.output].numel >= 4 * n \
                         and ly.output not in inplace:

@@ -213,15 +213,14 @@ class Trainer:
             # out of memory (or a bad checkpoint state) half way: the model as it was
             for ly in model.layers:
                 ly.master_w = ly.master_b = None
-            for ly, mw, mb in prev_master:
-                ly.master_w, ly.master_b = mw, mb
-            for ly in model.layers:
                 if ly._fold is not None:  # sums that were this trainer's momentum
                     ly._fold = None
                     ly.gw = ly.gb = ly.grad = None
                 if ly.trained and ly.index not in prev:
                     ly.trained = False
                     ly.gw = ly.gb = ly.grad = None
+            for ly, mw, mb in prev_master:
+                ly.master_w, ly.master_b = mw, mb
             if prev:
                 model.set_trained(prev)
             else:

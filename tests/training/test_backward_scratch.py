@@ -57,7 +57,7 @@ idx = m.select(%r)
 need = dict(memplan.need(m, idx, "mixed", 1, None))
 t = mt.Trainer(m, train=%r, mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9))
 bw = m._bw
-need_l, n, host = m._scratch_plan(bw.first, bw.region)
+need_l, n, host = m._scratch_plan(bw.first, bw.region, bw.inplace)
 print("PLAN", n, host, [ly.index for ly in need_l])
 if host is not None:
     v = bw.accv[need_l[0].index]

@@ -112,7 +112,7 @@ def inplace_errors(m: Model, first: int, region: set[int]) -> set[int]:
     return out
 
 
-def _scratch_bytes(m: Model, first: int, region: set[int]) -> int:
+def _scratch_bytes(m: Model, first: int, region: set[int], inplace: set[int]) -> int:
     """The int32 scratch's bytes of RAM (module doc): 0 when an idle error buffer holds it."""
     path = m.layers[first:]
     users = [j for j, ly in enumerate(path, first) if _needs_scratch(ly) and ly.inputs[0] in region]
@@ -124,8 +124,7 @@ def _scratch_bytes(m: Model, first: int, region: set[int]) -> int:
         for t in ly.inputs:
             if t in region:
                 cons[t] = -1 if t in cons else j  # -1: two consumers or more
-    inplace = inplace_errors(m, first, region)  # those error buffers are the activations
-    for ly in path:
+    for ly in path:  # (inplace: those error buffers are the activations)
         if (0 <= cons.get(ly.output, -1) < users[0] and m.tensors[ly.output].numel >= 4 * n
                 and ly.output not in inplace):
             return 0
@@ -301,7 +300,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
             consumers[t] = consumers.get(t, 0) + 1
     inplace = inplace_errors(m, first, region)  # their errors overwrite the activations
     errors = sum(m.tensors[t].numel * (3 if consumers.get(t, 0) > 1 else 1) for t in region - inplace)
-    scratch = _scratch_bytes(m, first, region)
+    scratch = _scratch_bytes(m, first, region, inplace)
     params = [_params(m, ly) for ly in trained]
     out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
