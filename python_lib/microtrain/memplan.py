@@ -47,12 +47,32 @@ def _plan_bytes(model, first):
     return total
 
 
+def _now_bytes(model, idx):
+    # optim.Now: the shared gradient window (weights, bias, update row), its mask bytes, a
+    # window mask per layer with more than one window, per layer its tuple and jump matrix
+    from microtrain.optim import WINDOW
+
+    n = m = c = 0
+    out = 0
+    for i in idx:
+        ly = model.layers[i]
+        nc = len(ly.b)
+        cc = min(nc, max(1, WINDOW // (len(ly.w) // nc)))
+        n = max(n, cc * (len(ly.w) // nc))
+        m = max(m, cc)
+        c = max(c, nc)
+        out += 112 + (_buf(nc) if cc < nc else 0)
+    return out + _buf(4 * n) + 2 * _buf(4 * m) + 2 * _buf(c) + 64
+
+
 def need(model, idx, mode, n_state, sparse, fold=False):
     """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
-    moments, sparse) allocates: a list of (item, bytes). fold: the gradients go into the
-    momentum (batch 1, SGD momentum): no gradient sums."""
+    moments, sparse) allocates: a list of (item, bytes). fold: no gradient sums, True: the
+    gradients go into the momentum (batch 1, SGD momentum), "now": each layer steps during
+    backward (batch 1, plain SGD: optim.Now's gradient window)."""
     layers = model.layers
-    grads = state = master = copies = sp = 0
+    grads = _now_bytes(model, idx) if fold == "now" else 0
+    state = master = copies = sp = 0
     for i in idx:
         ly = layers[i]
         wn, c = len(ly.w), len(ly.b)
@@ -132,9 +152,19 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False):
             fits.append("batch=1%s (each gradient into the momentum: no gradient sums) (%s)" % (
                 ", sums=False" if sparse is not None else "", _kb(n)))
     if opt.n_state:
-        n = _total(need(model, idx, mode, 0, sparse))
+        n = _total(need(model, idx, mode, 0, sparse, "now"))
         if n <= free:
-            fits.append("an optimiser without state, SGD(momentum=0) (%s)" % _kb(n))
+            fits.append("SGD(momentum=0) at batch=1%s (no optimiser state, each layer steps during "
+                        "backward: no gradient sums) (%s)" % (", sums=False" if sparse is not None else "", _kb(n)))
+        else:
+            n = _total(need(model, idx, mode, 0, sparse))
+            if n <= free:
+                fits.append("an optimiser without state, SGD(momentum=0) (%s)" % _kb(n))
+    elif fold != "now" and not opt.weight_decay and not opt.standardize:
+        n = _total(need(model, idx, mode, 0, sparse, "now"))
+        if n <= free:
+            fits.append("batch=1%s (each layer steps during backward: no gradient sums) (%s)" % (
+                ", sums=False" if sparse is not None else "", _kb(n)))
     raise MemoryError("Trainer: training %d layer(s) needs about %s (%s) but %s of heap %s free; "
                       "would fit: %s" % (len(idx), _kb(total), parts, _kb(free),
                                          "was" if failed else "is", "; ".join(fits) or "nothing smaller "

@@ -380,6 +380,7 @@ class _BackwardPlan:
 
 
 class Model:
+    _now = None  # a batch-1 plain SGD Trainer's optim.Now: trained layers step during backward
     """A loaded .mtm model. See `load`."""
 
     _lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
@@ -906,7 +907,11 @@ class Model:
                     sw = tensors[x_t].scale * s
                     if ly._fold is not None:
                         _fold(ly, mask, sw, s)
-                    if op == OP_CONV2D:
+                    if ly.gw is None:  # steps below, once its grad input used the weights (optim.Now)
+                        if self._now is None:
+                            raise ValueError("backward: layer %s keeps no gradient sums "
+                                             "(set_trained(sums=False)): only a Trainer steps it" % ly.name)
+                    elif op == OP_CONV2D:
                         conv_gw(p, x, e, mask, sw, s, ly.gw, ly.gb)
                     else:
                         lin_gw(p, x, e, mask, sw, s, ly.gw, ly.gb)
@@ -916,6 +921,8 @@ class Model:
                     sh = gin(p, e, ly.w, ly.wr, mask, accv[j], dest)
                     s_in = ldexp(s * ly.ein_top, sh - ly.ein_r)
                     self._arrive(x_t, dest, s_in, cur, scale, ebuf, etmp, emerge)
+                if ly.trained and ly.gw is None:
+                    self._now.layer(ly, conv_gw if op == OP_CONV2D else lin_gw, p, x, e, mask, sw, s)
             elif not need:
                 pass
             elif op == OP_RELU or op == OP_RELU6:

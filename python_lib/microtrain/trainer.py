@@ -67,7 +67,7 @@ def _memcheck(model, idx, mode, opt, sparse, fold, failed=False):
         if failed:
             return
         raise
-    run(model, idx, mode, opt, sparse, fold is not None, failed)
+    run(model, idx, mode, opt, sparse, fold, failed)
 
 class Trainer:
     """Train `model` on (x, label) samples.
@@ -79,8 +79,9 @@ class Trainer:
     sparse:    None, DynamicSparse(...) or StaticSparse(...).
     batch:     samples per update; gradients are summed into one float32
                buffer per trained layer, so RAM does not grow with it. At 1 with
-               plain SGD momentum there are no sums: each gradient goes into the
-               momentum (the same bits; docs/memory.md).
+               SGD momentum there are no sums: each gradient goes into the
+               momentum; with plain SGD each layer steps during backward, a few
+               output channels at a time (the same bits; docs/memory.md).
     schedule:  "constant", "step", "cosine", or callable(lr0, epoch, epochs).
     log:       path of a JSON-lines training log (or None).
     log_every: a "step" log record every that many samples (0: none).
@@ -90,13 +91,17 @@ class Trainer:
                trained layer and sample): per-epoch "health" in fit's results and the
                log, with warnings when training saturates or diverges (off by default:
                ~5.7 KB of live heap for last:2, 14 KB of minimum heap: docs/training.md).
-    sums:      None (default): float32 gradient sums, except at batch 1 with plain SGD
-               momentum, no sparse policy, on a build whose float kernels have an FPU,
-               where each gradient goes into the momentum instead (no sums; the same
-               bits; docs/memory.md); False: that mode wherever batch 1 and SGD momentum
-               allow it (saves 4 B per trained parameter; costs ~120 instructions per
-               parameter per update in software float, ~4 % of a sparse backward);
-               True: always the sums.
+    sums:      None (default): float32 gradient sums, except at batch 1 with SGD (no
+               weight decay or standardize) and no sparse policy: with momentum, on a
+               build whose float kernels have an FPU, each gradient goes into the
+               momentum (no sums; the same bits; docs/memory.md); without momentum each
+               layer steps during backward through an 8 KB gradient window (no sums;
+               the same bits). False: those modes wherever batch 1 and SGD allow them
+               (saves 4 B per trained parameter; momentum: costs ~120 instructions per
+               parameter per update in software float, ~4 % of a sparse backward; plain
+               SGD with a sparse policy: the stochastic-rounding draws follow the update
+               order, last layer first, so the bits differ from the sums'). True:
+               always the sums.
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead
@@ -161,14 +166,19 @@ class Trainer:
         # where the float kernels have an FPU (the update's second pass is cheap there) and
         # without a sparse policy (its backward is the fast path: the momentum scaling would
         # add 4 % to it)
-        can = batch == 1 and type(o) is optim.SGD and o.momentum and not o.weight_decay and not o.standardize
+        sgd1 = batch == 1 and type(o) is optim.SGD and not o.weight_decay and not o.standardize
+        can = sgd1 and o.momentum
         if sums is not None and type(sums) is not bool:
             raise ValueError("Trainer: sums must be None, True or False, got %r" % (sums,))
-        if sums is False and not can:
-            raise ValueError("Trainer: sums=False needs batch=1 and SGD with momentum (no weight_decay, "
-                             "no standardize)")
+        if sums is False and not sgd1:
+            raise ValueError("Trainer: sums=False needs batch=1 and SGD (no weight_decay, no standardize)")
         auto = sums is None and sparse is None and kern.FAST_FLOAT
         self._fold = o.momentum if can and (sums is False or auto) else None
+        # batch 1, plain SGD: each layer steps during backward (optim.Now: no gradient sums, a
+        # window of 8 KB). By default without a sparse policy: then the bits are the sums'
+        # path's; with one (sums=False) the stochastic rounding draws follow the update order
+        now = sgd1 and not o.momentum and (sums is False or (sums is None and sparse is None))
+        prev_now = model._now
         if self._fold is not None:  # the gradient-scale bound that keeps the momentum finite
             model._flim = 3.4e38 * (1.0 - self._fold) / 8589934592.0
         model._drop_plans(idx[0])  # the inference plan's buffers: the training plan replaces them
@@ -177,17 +187,19 @@ class Trainer:
         need = 0
         for i in idx:
             ly = model.layers[i]
-            per = (self._fold is None) + self.opt.n_state + (mode == "float32")  # float32 arrays per value
+            per = (self._fold is None and not now) + self.opt.n_state + (mode == "float32")  # float32 arrays
             need += 4 * (len(ly.w) + len(ly.b)) * per
+        nosums = "now" if now else self._fold is not None
         if need > _mem_free():
-            _memcheck(model, idx, mode, self.opt, sparse, self._fold)
+            _memcheck(model, idx, mode, self.opt, sparse, nosums)
         prev = [ly.index for ly in model.layers if ly.trained]
         # the master copies to restore on a failure: only layers that have one (a list for every
         # layer would be held, with its tuples, through every allocation below)
         prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers
                        if ly.master_w is not None or ly.master_b is not None]
         try:
-            self.layers = model.set_trained(idx, self._fold is None)
+            model._now = None
+            self.layers = model.set_trained(idx, self._fold is None and not now)
             self.first = self.layers[0].index
             for ly in self.layers:
                 ly.master_w = ly.master_b = None
@@ -203,6 +215,10 @@ class Trainer:
                     ly.gw, ly.gb = st
                     ly._fold = self._fold
                     ly._folded = False
+                elif now:  # sums of an earlier trainer
+                    ly.gw = ly.gb = ly.grad = None
+            if now:
+                model._now = optim.Now(self.opt, self.layers, sparse)
             self._mon = None
             if health or adapt_ranges:
                 from microtrain.health import Health
@@ -221,13 +237,14 @@ class Trainer:
                     ly.gw = ly.gb = ly.grad = None
             for ly, mw, mb in prev_master:
                 ly.master_w, ly.master_b = mw, mb
+            model._now = prev_now
             if prev:
-                model.set_trained(prev)
+                model.set_trained(prev, prev_now is None)
             else:
                 model._bw = None
                 model.trained_layers = []
             if isinstance(e, MemoryError):
-                _memcheck(model, idx, mode, self.opt, sparse, self._fold, True)  # with what was needed
+                _memcheck(model, idx, mode, self.opt, sparse, nosums, True)  # with what was needed
             raise
         self._lr = self.opt.lr
         self.health = None  # the last epoch's health record (fit)
@@ -314,6 +331,9 @@ class Trainer:
         policy = self.sparse
         if policy is not None:
             policy.observe(loss)
+        now = m._now
+        if now is not None:
+            now.lr = self.lr
         t0 = ticks_us()
         try:
             m.backward(err, s, policy)
@@ -321,6 +341,8 @@ class Trainer:
             done = [ly for ly in self.layers if ly._folded] if self._fold is not None else None
             if done:  # the layers above the one that failed hold the sample in their momentum: their step
                 self.opt.step(done, 1, self.lr)
+            if now is not None:  # the layers above it took their step during backward
+                now.abandon()
             raise
         self.bwd_us += ticks_diff(ticks_us(), t0)
         self.pending += 1

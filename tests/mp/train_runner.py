@@ -73,7 +73,7 @@ def main(cfg_path):
                     sparse=make_sparse(cfg.get("sparse")), batch=cfg["batch"], log=cfg.get("log"),
                     seed=fit.get("seed", 1) if fit else 1, loss=cfg.get("loss", "xent"),
                     replay=mt.Replay(**cfg["replay"]) if cfg.get("replay") else None,
-                    adapt_ranges=cfg.get("adapt_ranges", False))
+                    adapt_ranges=cfg.get("adapt_ranges", False), sums=cfg.get("sums"))
     labels = cfg["labels"]
     tg = cfg.get("targets")
     if tg:
@@ -119,7 +119,8 @@ def main(cfg_path):
             for name, tc in (("w", "b"), ("b", "i"), ("mult", "i"), ("shift", "i"), ("w_scale", "f"),
                              ("gw", "f"), ("gb", "f"), ("master_w", "f"), ("master_b", "f")):
                 a = getattr(ly, name)
-                if a is not None and not (name[0] == "g" and ly._fold is not None):  # gw, gb: st0, st1
+                # gw, gb: st0, st1 with the momentum mode; None where a layer steps in backward (Now)
+                if a is not None and not (name[0] == "g" and ly._fold is not None):
                     record(f, p + name, tc, a)
             st = tr.opt.state(ly)  # made by Trainer for every trained layer
             if st is not None:

@@ -168,9 +168,9 @@ def ref_sparse(c: dict[str, Any] | None) -> tr.DynamicSparse | tr.StaticSparse |
 def reference(s: Setup, *, order: Sequence[int], labels: Sequence[int], train: Any, mode: str,
               opt: dict[str, Any], sparse: dict[str, Any] | None = None, batch: int = 1,
               model: mtm.Model | None = None, flush: bool = True,
-              adapt_ranges: bool = False) -> tr.RefTrainer:
+              adapt_ranges: bool = False, sums: bool | None = None) -> tr.RefTrainer:
     ref = tr.RefTrainer(model or s.m, train, mode, ref_opt(opt), ref_sparse(sparse), batch,
-                        adapt_ranges=adapt_ranges)
+                        adapt_ranges=adapt_ranges, sums=sums)
     for i in order:
         ref.step(s.xs[i], int(labels[i]))
     if flush:
@@ -233,6 +233,8 @@ CONFIGS: list[tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int]] 
     ("res", "all", "int8", SGDM, DYN, 1),
     ("cnn", "last:2", "mixed", {**SGDM, "rounding": "stochastic"}, STATIC, 1),
     ("misc", "all", "float32", SGDM, None, 1),
+    # batch 1, plain SGD: each layer steps during backward (optim.Now), the draws by jumps
+    ("cnn", "all", "mixed", SGD, None, 1),
 ]
 
 

@@ -16,9 +16,10 @@ with the natmod:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from support.harness import run_micropython
-from support.training_cases import Setup
+from support.training_cases import DYN, N_STEPS, SGD, Setup, device, differences, labels_of, reference, state_of
 
 SUMS = """
 import gc
@@ -160,3 +161,74 @@ def test_sums_false_with_a_sparse_policy_is_the_same_training(setups: dict[str, 
     assert p.returncode == 0, p.stdout + p.stderr
     assert "FOLDED 0 1" in p.stdout and "LOSSES 1" in p.stdout, p.stdout
     assert "ARRAYS 1" in p.stdout, p.stdout
+
+
+NOW = """
+import microtrain as mt
+from microtrain import optim
+
+
+def run(sums, mode, sparse, window, rounding="auto"):
+    m = mt.load(%r)
+    pol = mt.DynamicSparse(0.1, 1.0) if sparse else None
+    t = mt.Trainer(m, train="all", mode=mode, optimizer=mt.SGD(lr=0.05, rounding=rounding), sparse=pol,
+                   sums=sums)
+    if window:  # several windows per layer (the default 2048 floats hold these small layers whole)
+        m._now = optim.Now(t.opt, t.layers, pol, window)
+    n = m.input.numel
+    with open(%r, "rb") as f:
+        data = f.read(30 * n)
+    losses = [t.step(data[i * n:(i + 1) * n], i %% 10) for i in range(30)]
+    arrs = []
+    for ly in t.layers:
+        arrs += [bytes(ly.w), bytes(ly.b), bytes(ly.mult), bytes(ly.shift), bytes(ly.w_scale)]
+        if ly.master_w is not None:
+            arrs += [bytes(ly.master_w), bytes(ly.master_b)]
+    nosums = m._now is not None and all(ly.gw is None for ly in t.layers)
+    return losses, arrs, t.opt.rng, int(nosums), m.train_steps
+
+
+for mode in ("int8", "mixed"):
+    ref = run(True, mode, False, 0)
+    for w in (0, 40):
+        got = run(None, mode, False, w)
+        print("DENSE", mode, w, got[3], int(got[0] == ref[0]), int(got[1] == ref[1]), int(got[2] == ref[2]),
+              int(got[4] == ref[4] == 30))
+ref = run(True, "int8", True, 0, "nearest")
+for w in (0, 40):
+    got = run(False, "int8", True, w, "nearest")
+    print("SPARSE", w, got[3], int(got[0] == ref[0]), int(got[1] == ref[1]))
+print("DEFAULT_SPARSE", run(None, "int8", True, 0)[3])
+"""
+
+
+def test_batch1_plain_sgd_steps_during_backward(setups: dict[str, Setup]) -> None:
+    """Batch 1, plain SGD: no gradient sums, each layer steps during backward a window of
+    channels at a time (optim.Now); the same bits as the sums path: weights, scales, biases,
+    masters, losses and the stochastic-rounding generator (the xorshift16 jumps), with one
+    window per layer and with several; with a sparse policy (sums=False, nearest rounding: the
+    draws follow the update order there) too; by default a sparse policy keeps the sums."""
+    s = setups["cnn"]
+    p = run_micropython(NOW % (str(s.path), str(s.samples)))
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [ln.split() for ln in p.stdout.splitlines() if ln.startswith(("DENSE", "SPARSE"))]
+    assert len(rows) == 6, p.stdout
+    assert all(set(r[3:]) == {"1"} for r in rows if r[0] == "DENSE"), p.stdout
+    assert all(set(r[2:]) == {"1"} for r in rows if r[0] == "SPARSE"), p.stdout
+    assert "DEFAULT_SPARSE 0" in p.stdout, p.stdout
+
+
+def test_plain_sgd_steps_during_backward_with_a_sparse_policy(setups: dict[str, Setup], tmp_path: Path) -> None:
+    """sums=False, plain SGD, DynamicSparse, stochastic rounding (mem-mcu's MobileNetV1 mode):
+    the reference's bits, its updates (and so its draws) in backward order."""
+    s = setups["cnn"]
+    kw: dict[str, Any] = dict(order=range(N_STEPS), labels=labels_of(s), train="all", mode="int8",
+                              opt={**SGD, "rounding": "stochastic"}, sparse=DYN, batch=1, sums=False)
+    dev = device(s, tmp_path, "now", **kw)
+    ref = reference(s, **kw)
+    assert not ref.sums and ref.reverse
+    assert dev["loss"].tolist() == ref.losses, "per-step losses differ"
+    diffs = differences(ref.arrays(), state_of(dev))
+    assert not diffs, "\n".join(diffs)
+    assert int(dev["train_steps"][0]) == ref.train_steps == N_STEPS
+    assert not any(k.endswith((".gw", ".gb")) for k in dev), "no gradient sums"

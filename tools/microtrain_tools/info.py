@@ -41,6 +41,11 @@ from the end; every layer from first on is on the backward path:
                4 * (weights + biases); none with --momentum at --batch 1 without
                --sparse, or with --no-sums (the Trainer adds each sample's gradient into
                the momentum: plain SGD momentum, no weight decay or standardisation);
+               plain SGD at --batch 1 without --sparse, or with --no-sums: each layer
+               steps during backward, a window of output channels at a time: one
+               float32 window of at most 2048 weights (one channel at least) + 2 floats
+               per window channel + 2 B per output channel + one mask per layer with
+               more than one window;
   optimizer    float32 state, 4 * (weights + biases) per moment: one with
                --momentum (SGD momentum), two with --adam, none for plain SGD;
   master       float32 master copies, 4 * (weights + biases): of every trained layer
@@ -83,6 +88,7 @@ MODES = ("int8", "mixed", "float32")
 LOSS_BYTES = 256 * 4 + 3 * 4
 COPY_BYTES_PER_CHANNEL = 5 * 4
 SPARSE_BYTES_PER_CHANNEL = 4 + 1
+WINDOW_FLOATS = 2048  # python_lib/microtrain/optim.py WINDOW
 
 
 def _needs_scratch(ly: mtm.Layer) -> bool:
@@ -305,9 +311,14 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
     state = 4 * sum(params)
-    # batch 1: into the momentum (Trainer._fold; by default without a sparse policy)
-    fold = momentum and not adam and batch == 1 and (sums is False or (sums is None and not sparse))
-    grads = 0 if fold else state
+    # batch 1: into the momentum (Trainer._fold), or plain SGD steps each layer during backward
+    # (optim.Now); by default without a sparse policy
+    nosums = batch == 1 and not adam and (sums is False or (sums is None and not sparse))
+    grads = state
+    if nosums and not momentum:
+        grads = now_window_bytes(m, trained)
+    elif nosums:
+        grads = 0
     master = {"int8": 0, "mixed": 4 * params[-1], "float32": 4 * sum(params)}[mode]
     copies = sum(w + COPY_BYTES_PER_CHANNEL * c + 4 * (w // c) for w, c in zip(weights, out_c, strict=True))
     r: dict[str, Any] = {
@@ -330,6 +341,22 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     }
     r["total"] = sum(r[k] for k in TRAIN_ITEMS)
     return r
+
+
+def now_window_bytes(m: Model, trained: list[mtm.Layer]) -> int:
+    """optim.Now's buffers: a float32 window of at most WINDOW_FLOATS weight gradients (one
+    output channel at least) with its bias and update row, the window masks."""
+    n = w_max = c_max = masks = 0
+    for ly in trained:
+        assert ly.weight is not None and ly.bias is not None
+        nc = m.tensors[ly.bias].numel
+        k = m.tensors[ly.weight].numel // nc
+        cc = min(nc, max(1, WINDOW_FLOATS // k))
+        n = max(n, cc * k)
+        w_max = max(w_max, cc)
+        c_max = max(c_max, nc)
+        masks += nc if cc < nc else 0
+    return 4 * n + 8 * w_max + 2 * c_max + masks
 
 
 TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "master", "copies", "sparse_bytes",
@@ -517,7 +544,8 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--batch", type=int, default=1, metavar="B",
                    help="samples per update (default 1: with --momentum, no gradient sums)")
     p.add_argument("--no-sums", action="store_true",
-                   help="Trainer(sums=False): no gradient sums with --sparse too (batch 1, --momentum)")
+                   help="Trainer(sums=False): no gradient sums with --sparse too (batch 1; SGD with or without "
+                        "--momentum)")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its size")

@@ -549,7 +549,7 @@ class RefTrainer:
     def __init__(self, model: mtm.Model, train: str | int | Sequence[str | int] | None = "last:1",
                  mode: str = "int8", optimizer: SGD | Adam | None = None, sparse: Policy | None = None,
                  batch: int = 1, continue_rng: bool = True, floats: str = "double",
-                 loss: str = "xent", adapt_ranges: bool = False) -> None:
+                 loss: str = "xent", adapt_ranges: bool = False, sums: bool | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if floats not in FLOATS:
@@ -569,11 +569,15 @@ class RefTrainer:
         self.sparse = sparse
         self.batch = batch
         o = self.opt
-        # the device keeps gradient sums only where it needs them: at batch 1 with plain SGD
-        # momentum and no sparse policy each gradient goes into the momentum (st0 / st1;
-        # microtrain Trainer._fold, its default on a build with an FPU, as the host's)
-        self.sums = not (batch == 1 and isinstance(o, SGD) and o.momentum and not o.weight_decay
-                         and not o.standardize and sparse is None)
+        # the device keeps gradient sums only where it needs them (Trainer sums=None / False): at
+        # batch 1 with SGD momentum each gradient goes into the momentum (st0 / st1; Trainer._fold,
+        # its default on a build with an FPU, as the host's), with plain SGD each layer steps
+        # during backward (optim.Now): the same arithmetic; with a sparse policy (sums=False
+        # only) Now's stochastic-rounding draws follow its update order, last layer first
+        sgd1 = batch == 1 and isinstance(o, SGD) and not o.weight_decay and not o.standardize
+        nosums = sgd1 and (sums is False or (sums is None and sparse is None))
+        self.sums = not nosums
+        self.reverse = nosums and not o.momentum and sparse is not None
         self.lr = fl.param(self.opt.lr)
         idx = select(self.m, train)
         self.first = idx[0]
@@ -952,7 +956,7 @@ class RefTrainer:
             if isinstance(self.opt, Adam):  # beta^t as running float32 products
                 self.bt = (self.bt[0] * _f(self.fl.param(self.opt.beta1)),
                            self.bt[1] * _f(self.fl.param(self.opt.beta2)))
-            for j in sorted(self.layers):
+            for j in sorted(self.layers, reverse=self.reverse):
                 self.rng = _update(self.opt, self.layers[j], self.lr, self.pending, self.bt, self.rng,
                                    self.fl)
             self.train_steps += 1
