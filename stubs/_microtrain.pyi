@@ -53,8 +53,11 @@ def conv2d_s8_grad_weight(desc: _I32, x: _In8, e: _In8, mask: _Mask, gw: _I32, g
     """Integer weight / bias gradients (written, masked rows set to 0)."""
 
 def conv2d_s8_grad_weight_f32(desc: _I32, x: _In8, e: _In8, mask: _Mask, w_scale: float, b_scale: float,
-                              gw: _F32, gb: _F32, /) -> None:
-    """Adds w_scale * gw_int into float32 gw and b_scale * gb_int into gb (FPU builds only)."""
+                              gw: _F32, gb: _F32, c0: int = 0, /) -> None:
+    """Adds w_scale * gw_int into float32 gw and b_scale * gb_int into gb (FPU builds only).
+    Without c0, gw / gb hold every output channel; with c0, they hold the window of
+    len(gb) channels from c0 (row r = channel c0 + r), and unless that window is the
+    whole layer every channel outside it must be masked."""
 
 # -- linear (desc: 6 int32: in_n, out_n, in_zp, out_zp, act_min, act_max) ---------------------
 
@@ -64,8 +67,8 @@ def linear_s8_grad_input(desc: _I32, e: _In8, w: _In8, wr: _I32, mask: _Mask, ac
                          /) -> int: ...
 def linear_s8_grad_weight(desc: _I32, x: _In8, e: _In8, mask: _Mask, gw: _I32, gb: _I32, /) -> None: ...
 def linear_s8_grad_weight_f32(desc: _I32, x: _In8, e: _In8, mask: _Mask, w_scale: float, b_scale: float,
-                              gw: _F32, gb: _F32, /) -> None:
-    """FPU builds only."""
+                              gw: _F32, gb: _F32, c0: int = 0, /) -> None:
+    """FPU builds only; the output window c0 as conv2d_s8_grad_weight_f32's."""
 
 # -- activations (y may be x for the forward; backward is in place on e) ----------------------
 

@@ -316,6 +316,41 @@ static int want_args(call_t *c, int n) {
 }
 
 // conv2d_add_s8_forward: the binding's checks, in its order, then the kernel.
+#if MT_HAS_FLOAT
+// gw / gb of a _grad_weight_f32 call (args 6, 7, 8) as the binding's mt_gw_window:
+// the whole layer without c0, else the window of len(gb) channels from c0.
+static int gw_window(call_t *c, const uint8_t *mask, int32_t out_c, int32_t k, float **gw, float **gb,
+                     int32_t *c0) {
+    if (c->na < 9) {
+        *gw = buf(c, 6, "gw", F32, (int64_t)out_c * k, 1, NULL);
+        *gb = buf(c, 7, "gb", F32, out_c, 1, NULL);
+        *c0 = 0;
+        return !failed(c);
+    }
+    uint32_t nw = 0, nb = 0;
+    *gw = buf(c, 6, "gw", F32, -1, 1, &nw);
+    *gb = buf(c, 7, "gb", F32, -1, 1, &nb);
+    *c0 = int_arg(c, 8, "c0");
+    if (failed(c)) {
+        return 0;
+    }
+    const int32_t n = (int32_t)nb;  // case buffers < 2^31
+    int32_t v[MT_MSG_NVALS];
+    check_v(c, "c0", mt_gw_window_c0_check(*c0, out_c, v), v);
+    if (!failed(c)) {
+        check_v(c, "gb", mt_gw_window_n_check(n, *c0, out_c, v), v);
+    }
+    if (!failed(c) && (int64_t)nw != (int64_t)n * k) {
+        const int32_t vl[MT_MSG_NVALS] = {(int32_t)nw, n * k, 0};
+        fail_v(c, "ValueError", "gw", MT_MSG_LENGTH, vl);
+    }
+    if (!failed(c)) {
+        check_v(c, "mask", mt_gw_window_mask_check(mask, *c0, n, out_c, v), v);
+    }
+    return !failed(c);
+}
+#endif
+
 static int run_conv_add(call_t *c) {
     mt_conv2d_dil_params_t pd;
     int dil;
@@ -434,13 +469,13 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
 #if MT_HAS_FLOAT
     const float ws = (float)float_arg(c, 4, "w_scale");
     const float bs = (float)float_arg(c, 5, "b_scale");
-    float *gw = buf(c, 6, "gw", F32, nw, 1, NULL);
-    float *gb = buf(c, 7, "gb", F32, p.out_c, 1, NULL);
-    if (!failed(c)) {
+    float *gw, *gb;
+    int32_t c0;
+    if (!failed(c) && gw_window(c, mask, p.out_c, p.k_h * p.k_w * cpg, &gw, &gb, &c0)) {
         if (dil) {
-            mt_conv2d_dil_s8_grad_weight_f32(&pd, x, e, mask, ws, bs, gw, gb);
+            mt_conv2d_dil_s8_grad_weight_f32(&pd, x, e, mask, ws, bs, gw, gb, c0);
         } else {
-            mt_conv2d_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
+            mt_conv2d_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb, c0);
         }
     }
 #else
@@ -503,10 +538,10 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
 #if MT_HAS_FLOAT
     const float ws = (float)float_arg(c, 4, "w_scale");
     const float bs = (float)float_arg(c, 5, "b_scale");
-    float *gw = buf(c, 6, "gw", F32, nw, 1, NULL);
-    float *gb = buf(c, 7, "gb", F32, p.out_n, 1, NULL);
-    if (!failed(c)) {
-        mt_linear_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb);
+    float *gw, *gb;
+    int32_t c0;
+    if (!failed(c) && gw_window(c, mask, p.out_n, p.in_n, &gw, &gb, &c0)) {
+        mt_linear_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb, c0);
     }
 #else
     fail(c, "DriverError", "op", "no float support");
@@ -1233,7 +1268,8 @@ static int run_call(call_t *c, const char *op, int32_t *ret) {
     if (!strncmp(op, "conv2d_", 7) || !strncmp(op, "linear_", 7)) {
         const int is_f32 = strstr(op, "_f32") != NULL;
         const int is_wt = strstr(op, "grad_weight") != NULL;
-        if (!want_args(c, is_f32 ? 8 : (is_wt ? 6 : 7))) {
+        // the _f32 ones: 8, or 9 with the channel window c0
+        if (!want_args(c, is_f32 ? (c->na == 9 ? 9 : 8) : (is_wt ? 6 : 7))) {
             return 0;
         }
         return op[0] == 'c' ? run_conv(c, op, ret) : run_linear(c, op, ret);

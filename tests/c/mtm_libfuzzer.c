@@ -148,7 +148,7 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                     mt_conv2d_dil_s8_grad_weight(&p, x, e, mask, gwi, gbi);
                     memset(gwf, 0, 4 * nw);
                     memset(gbf, 0, 4u * (size_t)oc);
-                    mt_conv2d_dil_s8_grad_weight_f32(&p, x, e, NULL, 0.001f, 0.5f, gwf, gbf);
+                    mt_conv2d_dil_s8_grad_weight_f32(&p, x, e, NULL, 0.001f, 0.5f, gwf, gbf, 0);
                 } else if (op == 1) {
                     mt_conv2d_params_t p;
                     memcpy(&p, prm, sizeof p);
@@ -164,7 +164,7 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                     mt_conv2d_s8_grad_weight(&p, x, e, mask, gwi, gbi);
                     memset(gwf, 0, 4 * nw);
                     memset(gbf, 0, 4u * (size_t)oc);
-                    mt_conv2d_s8_grad_weight_f32(&p, x, e, NULL, 0.001f, 0.5f, gwf, gbf);
+                    mt_conv2d_s8_grad_weight_f32(&p, x, e, NULL, 0.001f, 0.5f, gwf, gbf, 0);
                 } else {
                     mt_linear_params_t p;
                     memcpy(&p, prm, sizeof p);
@@ -178,7 +178,7 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                     mt_linear_s8_grad_weight(&p, x, e, NULL, gwi, gbi);
                     memset(gwf, 0, 4 * nw);
                     memset(gbf, 0, 4u * (size_t)oc);
-                    mt_linear_s8_grad_weight_f32(&p, x, e, mask, 0.001f, 0.5f, gwf, gbf);
+                    mt_linear_s8_grad_weight_f32(&p, x, e, mask, 0.001f, 0.5f, gwf, gbf, 0);
                 }
                 const int32_t zp = prm[op == 1 ? 14 : 3];
                 if (l[1] == 1) {

@@ -584,6 +584,56 @@ def _overlap_variants(op: str, base: Case) -> list[Bad]:
     return res
 
 
+WINDOW_OPS = ("conv2d_s8_grad_weight_f32", "linear_s8_grad_weight_f32")
+
+
+def _window_variants(op: str, base: Case) -> list[Bad]:
+    """The _grad_weight_f32 channel window c0 (9th argument): gw / gb rows c0 .. c0 + len(gb) - 1,
+    every channel outside masked."""
+    out_c = _n_out_c(op, base)
+    gw = base.args[6]
+    assert isinstance(gw, Buf)
+    k = gw.n // out_c
+
+    def call(c0: Arg, n: int, mask: Arg, n_gw: int | None = None, extra: tuple[Arg, ...] = ()) -> list[Arg]:
+        args = list(base.args)
+        args[3] = mask
+        args[6] = inout(f32(np.linspace(-1, 1, n * k if n_gw is None else n_gw)))
+        args[7] = inout(f32(np.linspace(1, 2, n)))
+        return [*args, c0, *extra]
+
+    def m(on: list[int]) -> Buf:
+        return u8(np.isin(np.arange(out_c), on).astype(np.uint8))
+
+    win = m([1, 2])  # the window c0 = 1, n = 2, dense
+    bad = []
+    for label, args, nm in [
+        ("c0 -1", call(-1, out_c, None), "c0"),
+        ("c0 out_c", call(out_c, 1, m([])), "c0"),
+        ("c0 1, gb all channels", call(1, out_c, win), "gb"),
+        ("c0 0, gb empty", call(0, 0, win), "gb"),
+        ("c0 out_c - 1, gb past out_c", call(out_c - 1, 2, m([out_c - 1])), "gb"),
+        ("window gw one long", call(1, 2, win, 2 * k + 1), "gw"),
+        ("window gw all channels", call(1, 2, win, out_c * k), "gw"),
+        ("window, mask None", call(1, 2, None), "mask"),
+        ("head window, mask None", call(0, 2, None), "mask"),
+        ("window, mask all ones", call(1, 2, m(list(range(out_c)))), "mask"),
+        ("window, channel c0 - 1 set", call(1, 2, m([0, 1])), "mask"),
+        ("window, channel c0 + n set", call(1, 2, m([2, 3])), "mask"),
+    ]:
+        bad.append(Bad("value", err_case(op, args, (f"{op}: {nm}: ",), ("ValueError",), label)))
+    for w in (1.0, Expr("'1'"), None, Expr("[1]")):
+        bad.append(Bad("type", err_case(op, call(w, 2, win), (f"{op}: c0: ",), ("TypeError",), f"c0 {w!r}")))
+    for big in (2**40, -(2**40)):
+        bad.append(Bad("intrange", err_case(op, call(big, 2, win), (f"{op}: c0: ",), ("ValueError",),
+                                            f"c0 {big}")))
+    any_err = ("TypeError", "ValueError", "OverflowError")
+    bad.append(Bad("bigint", err_case(op, call(1 + 2**64, 2, win), (), any_err, "c0 = 1 + 2^64")))
+    bad.append(Bad("argcount", err_case(op, call(1, 2, win, extra=(None,)), (), ("TypeError",),
+                                        "one argument past c0")))
+    return bad
+
+
 def _variants(op: str) -> list[Bad]:
     base = BASES[op]
     spec = SPECS[op]
@@ -636,6 +686,8 @@ def _variants(op: str) -> list[Bad]:
         named = tuple(f"{op}: {x}: " for x in nm)
         bad.append(Bad("value", err_case(op, _with(base, i, v), named, ("ValueError",), label)))
     bad += _overlap_variants(op, base)
+    if op in WINDOW_OPS:
+        bad += _window_variants(op, base)
     bad.append(Bad("argcount", err_case(op, list(base.args[:-1]), (), ("TypeError",), "one argument short")))
     bad.append(Bad("argcount", err_case(op, [*base.args, None], (), ("TypeError",), "one argument too many")))
     return bad

@@ -51,6 +51,7 @@ class OpSpec:
     adapt: Callable[[object], tuple[int | None, list[NDArray[np.generic]]]]
     inouts: tuple[int, ...] = ()  # read and written: passed to the oracle with their contents
     needs_float: bool = False
+    optional: int = 0  # trailing optional arguments (nargs .. nargs + optional)
 
 
 def _one(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
@@ -105,11 +106,11 @@ OPS: dict[str, OpSpec] = {
     "conv2d_s8_forward": OpSpec(7, (6,), _one),
     "conv2d_s8_grad_input": OpSpec(7, (5, 6), _grad_in),
     "conv2d_s8_grad_weight": OpSpec(6, (4, 5), _two),
-    "conv2d_s8_grad_weight_f32": OpSpec(8, (), _two, (6, 7), True),
+    "conv2d_s8_grad_weight_f32": OpSpec(8, (), _two, (6, 7), True, 1),
     "linear_s8_forward": OpSpec(7, (6,), _one),
     "linear_s8_grad_input": OpSpec(7, (5, 6), _grad_in),
     "linear_s8_grad_weight": OpSpec(6, (4, 5), _two),
-    "linear_s8_grad_weight_f32": OpSpec(8, (), _two, (6, 7), True),
+    "linear_s8_grad_weight_f32": OpSpec(8, (), _two, (6, 7), True, 1),
     "relu_s8_forward": OpSpec(3, (2,), _one),
     "relu6_s8_forward": OpSpec(4, (3,), _one),
     "relu_s8_backward": OpSpec(3, (), _one, (2,)),
@@ -168,7 +169,7 @@ def _resolve(args: Sequence[Arg], a: Arg) -> object:
 def oracle_call(op: str, args: Sequence[Arg]) -> Expected:
     """Run the oracle on a call's inputs; outputs in argument order."""
     spec = OPS[op]
-    if len(args) != spec.nargs:
+    if not spec.nargs <= len(args) <= spec.nargs + spec.optional:
         raise ValueError(f"{op}: {len(args)} args, expected {spec.nargs}")
     oargs = [_resolve(args, a) for i, a in enumerate(args) if i not in spec.outs]
     ret, outs = spec.adapt(getattr(oracle, op)(*oargs))
@@ -1515,7 +1516,7 @@ def generate_limits() -> list[Case]:
     args = [i32(g.desc(0, 0, -128, 127)), s8(np.full(g.n_out, -128)), s8(np.full(g.n_w, -128)),
             i32(np.full(g.out_c, top)), None, out("i", g.n_in), out("Y", g.n_in)]
     cases.append(make_case("conv2d_s8_grad_input", args, f"limit: depthwise wr {top}"))
-    return cases + generate_forward_blocks() + backward_block_cases()
+    return cases + generate_forward_blocks() + backward_block_cases() + window_cases()
 
 
 def _fwd_case(rng: Rng, g: ConvGeom, i: int, label: str) -> Case:
@@ -1595,6 +1596,65 @@ def generate_forward_blocks(seed: int = 4242) -> list[Case]:
         args: list[Arg] = [i32([in_n, out_n, in_zp, out_zp, act_min, act_max]), s8(x, _kind_in(rng)),
                            s8(w, _kind_in(rng)), bias, mult, shift, out(_kind_out(rng), out_n)]
         cases.append(make_case("linear_s8_forward", args, f"blk-linear {in_n}x{out_n}/{mode}"))
+    return cases
+
+
+def _window(rng: Rng, out_c: int, i: int) -> tuple[int, int, Buf | None]:
+    """(c0, n, mask) of a _grad_weight_f32 window of n channels from c0: the
+    whole layer given as c0 = 0 (mask None or not), its first or last rows, or
+    rows inside it; the mask dense (every channel of the window set) or sparse
+    inside the window, 0 outside it."""
+    kind = ["inside", "inside", "tail", "head", "whole"][(i // 5) % 5] if out_c > 1 else "whole"
+    if kind == "whole":
+        c0, n = 0, out_c
+    elif kind == "head":
+        c0, n = 0, int(rng.integers(1, out_c))
+    elif kind == "tail":
+        n = int(rng.integers(1, out_c))
+        c0 = out_c - n
+    else:
+        c0 = int(rng.integers(1, out_c))
+        n = int(rng.integers(1, out_c - c0 + 1))
+    if kind == "whole" and i % 2 == 0:
+        return c0, n, None
+    inside = np.zeros(out_c, dtype=bool)
+    if i % 3 == 0:  # dense window
+        inside[c0:c0 + n] = True
+    else:
+        inside[c0:c0 + n] = rng.random(n) < rng.uniform(0.3, 0.8)
+        inside[c0 + int(rng.integers(0, n))] = True
+    vals = rng.choice(np.array([1, 1, 2, 128, 255]), out_c)
+    return c0, n, u8(np.where(inside, vals, 0), str(rng.choice(["y", "Y", "b", "B"])))
+
+
+def window_cases(n: int = 50, seed: int = 2207) -> list[Case]:
+    """The _grad_weight_f32 kernels with their channel window c0 (gw / gb row r =
+    channel c0 + r, every channel outside masked): dense, depthwise, grouped,
+    dilated convs (channel counts across the blocks of 4 and the masked pairs)
+    and linear layers. Deterministic."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for i in range(n):
+        kind = ["large", "depthwise_mult", "grouped", "dilated", "linear"][i % 5]
+        ws, bs = _f32_scales(rng, i)
+        if kind == "linear":
+            in_n, out_c = int(rng.choice([1, 3, 4, 9, 64])), int(rng.choice([2, 3, 5, 8, 13, 17]))
+            c0, nw, mask = _window(rng, out_c, i)
+            d = i32([in_n, out_c, _zp(rng, i), 0, -128, 127])
+            cases.append(make_case("linear_s8_grad_weight_f32",
+                                   [d, s8(_int8(rng, in_n)), s8(_int8(rng, out_c)), mask, ws, bs,
+                                    _f32_acc(rng, nw * in_n, i), _f32_acc(rng, nw, i + 1), c0],
+                                   f"window: linear {in_n}x{out_c} c0={c0} n={nw}"))
+            continue
+        g = conv_geom(rng, "big" if kind == "large" and i % 2 else kind)
+        k = g.n_w // g.out_c
+        c0, nw, mask = _window(rng, g.out_c, i)
+        dg = i32(g.desc(_zp(rng, i), 0, -128, 127))
+        e = _int8(rng, g.n_out, ["uniform", "sparse"][i % 2])
+        cases.append(make_case("conv2d_s8_grad_weight_f32",
+                               [dg, s8(_int8(rng, g.n_in)), s8(e), mask, ws, bs, _f32_acc(rng, nw * k, i),
+                                _f32_acc(rng, nw, i + 1), c0],
+                               f"window: {kind} {g.in_c}->{g.out_c} c0={c0} n={nw}"))
     return cases
 
 

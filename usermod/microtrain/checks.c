@@ -277,6 +277,38 @@ const char *mt_part_check(int32_t part, int32_t *v) {
     return NULL;
 }
 
+// The _grad_weight_f32 window: gw / gb rows are channels c0 .. c0 + n - 1.
+const char *mt_gw_window_c0_check(int32_t c0, int32_t out_c, int32_t *v) {
+    v[0] = out_c - 1;
+    v[1] = c0;
+    return c0 < 0 || c0 >= out_c ? "must be in 0..%d, got %d" : NULL;
+}
+
+const char *mt_gw_window_n_check(int32_t n, int32_t c0, int32_t out_c, int32_t *v) {
+    v[0] = n;
+    v[1] = out_c - c0;  // >= 1 after mt_gw_window_c0_check
+    return n < 1 || n > out_c - c0 ? "has %d elements, expected 1..%d (out_c - c0)" : NULL;
+}
+
+// Channels outside the window have no row to go to: they must be masked.
+const char *mt_gw_window_mask_check(const uint8_t *mask, int32_t c0, int32_t n, int32_t out_c, int32_t *v) {
+    if (c0 == 0 && n == out_c) {
+        return NULL;
+    }
+    if (!mask) {
+        return "required when gw / gb hold a window of the channels (c0, len(gb))";
+    }
+    for (int32_t oc = 0; oc < out_c; ++oc) {
+        if (mask[oc] && (oc < c0 || oc >= c0 + n)) {
+            v[0] = oc;
+            v[1] = c0;
+            v[2] = c0 + n - 1;
+            return "channel %d is set, outside the window %d..%d of gw / gb";
+        }
+    }
+    return NULL;
+}
+
 const char *mt_requant_params_check(const int32_t *mult, const int32_t *shift, int32_t n) {
     for (int32_t i = 0; i < n; ++i) {
         if (mult[i] < 0) {

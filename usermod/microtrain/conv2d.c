@@ -1180,11 +1180,15 @@ static MT_NOINLINE void rect_2x1g(const int8_t *e, int32_t db, const int8_t *x, 
 #endif
 
 // Where the finished sums go: the int32 gradient (stored) or the float32
-// one (gf[i] = gf[i] + scale * (float)s, the contract's single add).
+// one (gf[i] = gf[i] + scale * (float)s, the contract's single add). The
+// float one may hold a window of the output channels: element i of the
+// whole layer is gf[i - base] (an index, so no pointer leaves the array);
+// the int32 sink is always the whole layer (no subtraction on its path).
 typedef struct {
     int32_t *gi;
     float *gf;
     float scale;
+    int32_t base;
 } mt_sink_t;
 
 static void sink_put(const mt_sink_t *o, int32_t i, int32_t s) {
@@ -1193,7 +1197,8 @@ static void sink_put(const mt_sink_t *o, int32_t i, int32_t s) {
         // Rounded product in its own variable: float32 result even with x87
         // excess precision; no FMA (-std=c99 implies -ffp-contract=off).
         const float d = o->scale * (float)s;
-        o->gf[i] = o->gf[i] + d;
+        const int32_t j = i - o->base;
+        o->gf[j] = o->gf[j] + d;
         return;
     }
 #endif
@@ -2145,17 +2150,21 @@ void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, cons
             }
         }
     }
-    const mt_sink_t ow = {gw, 0, 0}, ob = {gb, 0, 0};
+    const mt_sink_t ow = {gw, 0, 0, 0}, ob = {gb, 0, 0, 0};
     gw_blocked(p, x, e, mask, &ow, &ob);
 }
 #endif
 
 #if MT_HAS_FLOAT
 // Each weight's int32 sum is complete before its single float multiply and
-// add, as the contract requires; masked rows untouched.
+// add, as the contract requires; masked rows untouched. gw / gb row r is
+// channel c0 + r: the binding guarantees every channel outside the window is
+// masked, so gw_blocked hands the sinks only rows inside it.
 void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
-                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
-    const mt_sink_t ow = {0, gw, w_scale}, ob = {0, gb, b_scale};
+                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb,
+                               int32_t c0) {
+    const int32_t w_oc = p->k_h * p->k_w * (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
+    const mt_sink_t ow = {0, gw, w_scale, c0 * w_oc}, ob = {0, gb, b_scale, c0};
     gw_blocked(p, x, e, mask, &ow, &ob);
 }
 #endif
@@ -2303,8 +2312,11 @@ void mt_conv2d_dil_s8_grad_weight(const mt_conv2d_dil_params_t *d, const int8_t 
 }
 
 #if MT_HAS_FLOAT
+// gw / gb row r is channel c0 + r; channels outside the window are masked
+// (the binding's check), so only rows inside it are touched.
 void mt_conv2d_dil_s8_grad_weight_f32(const mt_conv2d_dil_params_t *d, const int8_t *x, const int8_t *e,
-                                      const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
+                                      const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb,
+                                      int32_t c0) {
     const mt_conv2d_params_t *p = &d->c;
     const int32_t cpg = (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
     const int32_t opg = (int32_t)mt_udiv_u32((uint32_t)p->out_c, (uint32_t)p->groups);
@@ -2315,8 +2327,9 @@ void mt_conv2d_dil_s8_grad_weight_f32(const mt_conv2d_dil_params_t *d, const int
             if (mask && !mask[oc]) {
                 continue;  // masked rows untouched
             }
-            gb[oc] = gb[oc] + b_scale * (float)mt_dil_gb(p, e, oc);
-            float *gp = gw + oc * k;
+            const int32_t r = oc - c0;
+            gb[r] = gb[r] + b_scale * (float)mt_dil_gb(p, e, oc);
+            float *gp = gw + r * k;
             for (int32_t ky = 0; ky < p->k_h; ++ky) {
                 for (int32_t kx = 0; kx < p->k_w; ++kx) {
                     for (int32_t ci = 0; ci < cpg; ++ci, ++gp) {

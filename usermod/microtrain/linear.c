@@ -264,17 +264,20 @@ static MT_NOINLINE void axpy_f32_x_run(float *g, const int8_t *x, int32_t n, int
     }
 }
 
+// gw / gb row r is output c0 + r; outputs outside the window are masked (the
+// binding's check), so only rows inside it are touched.
 void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
-                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb) {
+                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb,
+                               int32_t c0) {
     const int32_t in_n = p->in_n, zp = p->in_zp;
-    int32_t wo = 0;
-    for (int32_t o = 0; o < p->out_n; ++o, wo += in_n) {
+    for (int32_t o = 0; o < p->out_n; ++o) {
         if (mask && !mask[o]) {
             continue;  // masked rows untouched
         }
-        axpy_f32_x_run(gw + wo, x, in_n, e[o], zp, w_scale);
+        const int32_t r = o - c0;
+        axpy_f32_x_run(gw + r * in_n, x, in_n, e[o], zp, w_scale);
         const float db = b_scale * (float)e[o];
-        gb[o] = gb[o] + db;
+        gb[r] = gb[r] + db;
     }
 }
 #endif

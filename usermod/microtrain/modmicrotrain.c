@@ -313,6 +313,36 @@ static void mt_check_v(const char *fn, const char *arg, const char *msg, const i
     }
 }
 
+#if MT_HAS_FLOAT
+// gw / gb of a _grad_weight_f32 call (args 6, 7, 8): without c0 the whole
+// layer (out_c rows of k floats), as before the window existed; with c0 the
+// window of n = len(gb) channels from c0, whose outside channels must all be
+// masked (the kernels write only rows of the window).
+static void mt_gw_window(const char *fn, size_t n_args, const mp_obj_t *args, const uint8_t *mask, int32_t out_c,
+                         int32_t k, float **gw, float **gb, int32_t *c0, int32_t *n) {
+    if (n_args < 9) {
+        *gw = mt_out_f32(fn, "gw", args[6], out_c * k);
+        *gb = mt_out_f32(fn, "gb", args[7], out_c);
+        *c0 = 0;
+        *n = out_c;
+        return;
+    }
+    size_t nw, nb;
+    *gw = (float *)mt_buf(fn, "gw", args[6], MT_F32, -1, 1, &nw);
+    *gb = (float *)mt_buf(fn, "gb", args[7], MT_F32, -1, 1, &nb);
+    *c0 = mt_int(fn, "c0", args[8]);
+    *n = (int32_t)nb;  // <= 2^26 (mt_buf)
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "c0", mt_gw_window_c0_check(*c0, out_c, v), v);
+    mt_check_v(fn, "gb", mt_gw_window_n_check(*n, *c0, out_c, v), v);
+    if (nw != (size_t)(*n * k)) {  // n <= out_c: n * k <= the layer's weight count
+        const int32_t vl[MT_MSG_NVALS] = {(int32_t)nw, *n * k, 0};
+        mt_raise(&mp_type_ValueError, fn, "gw", MT_MSG_LENGTH, vl);
+    }
+    mt_check_v(fn, "mask", mt_gw_window_mask_check(mask, *c0, *n, out_c, v), v);
+}
+#endif
+
 // Descriptors: array('i') of exactly N ints copied into the params struct.
 typedef union {
     mt_conv2d_params_t s;
@@ -483,7 +513,6 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_obj, 6, 6, 
 #if MT_HAS_FLOAT
 static mp_obj_t mod_conv2d_s8_grad_weight_f32(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "conv2d_s8_grad_weight_f32";
-    (void)n_args;
     mt_conv2d_desc_u pu;
     int dil;
     const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
@@ -492,18 +521,20 @@ static mp_obj_t mod_conv2d_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     const uint8_t *mask = mt_mask(fn, args[3], p->out_c);
     const float w_scale = mt_float(fn, "w_scale", args[4]);
     const float b_scale = mt_float(fn, "b_scale", args[5]);
-    float *gw = mt_out_f32(fn, "gw", args[6], mt_conv_w_n(p));
-    float *gb = mt_out_f32(fn, "gb", args[7], p->out_c);
-    mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
-                        (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
+    const int32_t k = p->k_h * p->k_w * mt_conv_cpg(p);
+    float *gw, *gb;
+    int32_t c0, n;
+    mt_gw_window(fn, n_args, args, mask, p->out_c, k, &gw, &gb, &c0, &n);
+    mt_no_overlap_grads(fn, gw, (size_t)(n * k) * 4, gb, (size_t)n * 4, x, (size_t)mt_conv_in_n(p), e,
+                        (size_t)mt_conv_out_n(p));
     if (dil) {
-        mt_conv2d_dil_s8_grad_weight_f32(&pu.d, x, e, mask, w_scale, b_scale, gw, gb);
+        mt_conv2d_dil_s8_grad_weight_f32(&pu.d, x, e, mask, w_scale, b_scale, gw, gb, c0);
     } else {
-        mt_conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+        mt_conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb, c0);
     }
     return mp_const_none;
 }
-static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_f32_obj, 8, 8, mod_conv2d_s8_grad_weight_f32);
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_weight_f32_obj, 8, 9, mod_conv2d_s8_grad_weight_f32);
 #endif
 
 // ---------------------------------------------------------------------------
@@ -575,7 +606,6 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_weight_obj, 6, 6, 
 #if MT_HAS_FLOAT
 static mp_obj_t mod_linear_s8_grad_weight_f32(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "linear_s8_grad_weight_f32";
-    (void)n_args;
     mt_linear_desc_u pu;
     const mt_linear_params_t *p = mt_linear_desc(fn, args[0], &pu);
     const int8_t *x = mt_in_s8(fn, "x", args[1], p->in_n, NULL);
@@ -583,14 +613,15 @@ static mp_obj_t mod_linear_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     const uint8_t *mask = mt_mask(fn, args[3], p->out_n);
     const float w_scale = mt_float(fn, "w_scale", args[4]);
     const float b_scale = mt_float(fn, "b_scale", args[5]);
-    float *gw = mt_out_f32(fn, "gw", args[6], p->in_n * p->out_n);
-    float *gb = mt_out_f32(fn, "gb", args[7], p->out_n);
-    mt_no_overlap_grads(fn, gw, (size_t)(p->in_n * p->out_n) * 4, gb, (size_t)p->out_n * 4, x,
-                        (size_t)p->in_n, e, (size_t)p->out_n);
-    mt_linear_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb);
+    float *gw, *gb;
+    int32_t c0, n;
+    mt_gw_window(fn, n_args, args, mask, p->out_n, p->in_n, &gw, &gb, &c0, &n);
+    mt_no_overlap_grads(fn, gw, (size_t)(n * p->in_n) * 4, gb, (size_t)n * 4, x, (size_t)p->in_n, e,
+                        (size_t)p->out_n);
+    mt_linear_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb, c0);
     return mp_const_none;
 }
-static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_weight_f32_obj, 8, 8, mod_linear_s8_grad_weight_f32);
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_weight_f32_obj, 8, 9, mod_linear_s8_grad_weight_f32);
 #endif
 
 // ---------------------------------------------------------------------------

@@ -70,6 +70,12 @@ const char *mt_conv_add_n_check(int32_t n, int32_t nout, int32_t *v);
 const char *mt_tile_check(uint32_t nt, int32_t row, int32_t *v);
 // concat_s8_grad_input part: 0 or 1.
 const char *mt_part_check(int32_t part, int32_t *v);
+// The _grad_weight_f32 channel window (gw / gb row r = channel c0 + r, n =
+// len(gb) rows): c0 in 0..out_c-1, n in 1..out_c-c0, and unless the window is
+// the whole layer a mask with every channel outside it 0.
+const char *mt_gw_window_c0_check(int32_t c0, int32_t out_c, int32_t *v);
+const char *mt_gw_window_n_check(int32_t n, int32_t c0, int32_t out_c, int32_t *v);
+const char *mt_gw_window_mask_check(const uint8_t *mask, int32_t c0, int32_t n, int32_t out_c, int32_t *v);
 // Checks a per-channel requant multiplier/shift pair array.
 const char *mt_requant_params_check(const int32_t *mult, const int32_t *shift, int32_t n);
 // Checks |bias| <= 2^30 (keeps forward accumulators exact in int32).
@@ -164,8 +170,11 @@ int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, co
 void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT
+// gw / gb hold output channels c0.. (row r = channel c0 + r); every channel
+// outside the window must be masked (mt_gw_window_mask_check).
 void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
-                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb);
+                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb,
+                               int32_t c0);
 #endif
 
 // Dilated convs (a 19-int descriptor with dil_h or dil_w > 1): plain loops, same numerics.
@@ -177,7 +186,8 @@ void mt_conv2d_dil_s8_grad_weight(const mt_conv2d_dil_params_t *p, const int8_t 
                                   const uint8_t *mask, int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT
 void mt_conv2d_dil_s8_grad_weight_f32(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *e,
-                                      const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb);
+                                      const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb,
+                                      int32_t c0);
 #endif
 
 // ---- linear.c ----
@@ -188,8 +198,10 @@ int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, co
 void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT
+// The window c0 as mt_conv2d_s8_grad_weight_f32's.
 void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
-                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb);
+                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb,
+                               int32_t c0);
 #endif
 
 // ---- activation.c ----

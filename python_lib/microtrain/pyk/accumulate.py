@@ -4,8 +4,9 @@
 from microtrain.pyk.checks import _f32t, _flt, _in32, _outf
 
 
-def _acc_f32(gi, gf, lo, hi, sc):
-    # gf[i] = f32(gf[i] + f32(sc * f32(gi[i]))) for i in [lo, hi)
+def _acc_f32(gi, gf, lo, hi, sc, base=0):
+    # gf[i - base] = f32(gf[i - base] + f32(sc * f32(gi[i]))) for i in [lo, hi)
+    # (base: gf holds a window of gi's rows, the _grad_weight_f32 c0)
     t = _f32t
     for i in range(lo, hi):
         v = gi[i]
@@ -13,7 +14,8 @@ def _acc_f32(gi, gf, lo, hi, sc):
             t[0] = v
             v = t[0]
         t[0] = sc * v
-        gf[i] = gf[i] + t[0]
+        j = i - base
+        gf[j] = gf[j] + t[0]
 
 
 def f32_axpy_i32(x, a, y):

@@ -351,3 +351,36 @@ def _pool_desc(fn, o):
     d = _desc(fn, o, 11)
     _chk(fn, "desc", _pool_check(d))
     return d
+
+
+# c0 not given to a _grad_weight_f32 kernel (not None: the binding refuses an
+# explicit None with a TypeError, so must its twin)
+_WHOLE = object()
+
+
+def _gw_window(fn, out_c, k, mask, gw, gb, c0):
+    # gw / gb of a _grad_weight_f32 call as the binding's mt_gw_window: the whole
+    # layer without c0, else the window of len(gb) channels from c0, every
+    # channel outside it masked. Returns c0.
+    if c0 is _WHOLE:
+        _outf(fn, "gw", gw, out_c * k)
+        _outf(fn, "gb", gb, out_c)
+        return 0
+    _outf(fn, "gw", gw, -1)
+    _outf(fn, "gb", gb, -1)
+    c0 = _int(fn, "c0", c0)
+    n = len(gb)
+    if c0 < 0 or c0 >= out_c:
+        raise _ve(fn, "c0", "must be in 0.." + str(out_c - 1) + ", got " + str(c0))
+    if n < 1 or n > out_c - c0:
+        raise _ve(fn, "gb", "has " + str(n) + " elements, expected 1.." + str(out_c - c0) + " (out_c - c0)")
+    if len(gw) != n * k:
+        raise _ve(fn, "gw", "has " + str(len(gw)) + " elements, expected " + str(n * k))
+    if c0 or n != out_c:
+        if mask is None:
+            raise _ve(fn, "mask", "required when gw / gb hold a window of the channels (c0, len(gb))")
+        for oc in range(out_c):
+            if mask[oc] and (oc < c0 or oc >= c0 + n):
+                raise _ve(fn, "mask", "channel " + str(oc) + " is set, outside the window " + str(c0) + ".."
+                          + str(c0 + n - 1) + " of gw / gb")
+    return c0

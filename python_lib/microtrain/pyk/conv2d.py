@@ -3,19 +3,20 @@ from array import array
 
 from microtrain.pyk.accumulate import _acc_f32
 from microtrain.pyk.checks import (
+    _WHOLE,
     I32,
     M32,
     _chk,
     _conv_check,
     _desc,
     _flt,
+    _gw_window,
     _in8,
     _in32,
     _mask,
     _nover,
     _out8,
     _out32,
-    _outf,
     _qcheck,
     _wr_check,
 )
@@ -338,7 +339,7 @@ def conv2d_s8_grad_weight(desc, x, e, mask, gw, gb):
     _grad_weight(d, X, E, mask, gw, gb)
 
 
-def conv2d_s8_grad_weight_f32(desc, x, e, mask, w_scale, b_scale, gw, gb):
+def conv2d_s8_grad_weight_f32(desc, x, e, mask, w_scale, b_scale, gw, gb, c0=_WHOLE):
     fn = "conv2d_s8_grad_weight_f32"
     d = _conv_desc(fn, desc)
     nin, nout, nw = _conv_bufs(d)
@@ -348,14 +349,13 @@ def conv2d_s8_grad_weight_f32(desc, x, e, mask, w_scale, b_scale, gw, gb):
     mask = _mask(fn, mask, out_c)
     ws = _flt(fn, "w_scale", w_scale)
     bs = _flt(fn, "b_scale", b_scale)
-    _outf(fn, "gw", gw, nw)
-    _outf(fn, "gb", gb, out_c)
-    _nover(fn, "gw", gw, "gb", gb)
     K = nw // out_c
+    c0 = _gw_window(fn, out_c, K, mask, gw, gb, c0)
+    _nover(fn, "gw", gw, "gb", gb)
     iw = array('i', bytes(4 * nw))
     ib = array('i', bytes(4 * out_c))
     _grad_weight(d, X, E, mask, iw, ib)
     for oc in range(out_c):
-        if mask is None or mask[oc]:
-            _acc_f32(iw, gw, oc * K, oc * K + K, ws)
-            _acc_f32(ib, gb, oc, oc + 1, bs)
+        if mask is None or mask[oc]:  # inside the window (_gw_window)
+            _acc_f32(iw, gw, oc * K, oc * K + K, ws, c0 * K)
+            _acc_f32(ib, gb, oc, oc + 1, bs, c0)

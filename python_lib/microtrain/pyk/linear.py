@@ -2,11 +2,13 @@
 from array import array
 
 from microtrain.pyk.checks import (
+    _WHOLE,
     I32,
     M32,
     _chk,
     _f32t,
     _flt,
+    _gw_window,
     _in8,
     _in32,
     _linear_desc,
@@ -14,7 +16,6 @@ from microtrain.pyk.checks import (
     _nover,
     _out8,
     _out32,
-    _outf,
     _qcheck,
     _wr_check,
 )
@@ -125,7 +126,7 @@ def linear_s8_grad_weight(desc, x, e, mask, gw, gb):
             j += in_n
 
 
-def linear_s8_grad_weight_f32(desc, x, e, mask, w_scale, b_scale, gw, gb):
+def linear_s8_grad_weight_f32(desc, x, e, mask, w_scale, b_scale, gw, gb, c0=_WHOLE):
     fn = "linear_s8_grad_weight_f32"
     d = _linear_desc(fn, desc)
     in_n, out_n = d[0], d[1]
@@ -134,20 +135,18 @@ def linear_s8_grad_weight_f32(desc, x, e, mask, w_scale, b_scale, gw, gb):
     mask = _mask(fn, mask, out_n)
     ws = _flt(fn, "w_scale", w_scale)
     bs = _flt(fn, "b_scale", b_scale)
-    _outf(fn, "gw", gw, in_n * out_n)
-    _outf(fn, "gb", gb, out_n)
+    c0 = _gw_window(fn, out_n, in_n, mask, gw, gb, c0)
     _nover(fn, "gw", gw, "gb", gb)
     XZ = _lin_x(X, in_n, d[2])
     t = _f32t
-    j = 0
     for o in range(out_n):
         if mask is not None and not mask[o]:
-            j += in_n
-            continue
+            continue  # every output outside the window is masked (_gw_window)
         ev = E[o]
+        j = (o - c0) * in_n
         for v in XZ:  # |ev * (x - zp)| < 2^24: exact in float32
             t[0] = ws * (ev * v)
             gw[j] = gw[j] + t[0]
             j += 1
         t[0] = bs * ev
-        gb[o] = gb[o] + t[0]
+        gb[o - c0] = gb[o - c0] + t[0]

@@ -436,16 +436,38 @@ def _accumulate_f32(gw: I64, gb: I64, keep: NDArray[np.bool_], w_scale: float, b
     return gw_f.reshape(-1), gb_f
 
 
+def _grad_weight_f32(fn: str, cd: _ConvDesc, x: ArrayLike, e: ArrayLike, mask: ArrayLike | None,
+                     w_scale: float, b_scale: float, gw_in: ArrayLike, gb_in: ArrayLike,
+                     c0: int | None) -> tuple[F32, F32]:
+    """The float32 accumulation into every channel (c0 None) or into the rows of the window
+    c0 .. c0 + len(gb_in) - 1, every channel outside it masked."""
+    out_c, k = cd.geom.out_c, cd.geom.w_size // cd.geom.out_c
+    if c0 is None:
+        c0, n = 0, out_c
+    else:
+        n = np.asarray(gb_in).size
+        if not 0 <= c0 < out_c:
+            raise _fail(fn, "c0", f"must be in 0..{out_c - 1}, got {c0}")
+        if not 1 <= n <= out_c - c0:
+            raise _fail(fn, "gb", f"length {n}, expected 1..{out_c - c0}")
+    gwf = _f32(gw_in, fn, "gw", n * k)
+    gbf = _f32(gb_in, fn, "gb", n)
+    gw, gb, keep = _conv_grad_weight(fn, cd, x, e, mask)
+    inside = np.zeros(out_c, dtype=bool)
+    inside[c0:c0 + n] = True
+    if (c0, n) != (0, out_c) and (mask is None or bool(np.any(keep & ~inside))):
+        raise _fail(fn, "mask", "must be given and 0 outside the window")
+    w = slice(c0, c0 + n)
+    return _accumulate_f32(gw[w], gb[w], keep[w], w_scale, b_scale, gwf, gbf)
+
+
 def conv2d_s8_grad_weight_f32(desc: Sequence[int], x: ArrayLike, e: ArrayLike,
                               mask: ArrayLike | None, w_scale: float, b_scale: float,
-                              gw_in: ArrayLike, gb_in: ArrayLike) -> tuple[F32, F32]:
-    """conv2d grad weight accumulated in float32 -> (gw, gb) new values; masked rows untouched."""
+                              gw_in: ArrayLike, gb_in: ArrayLike, c0: int | None = None) -> tuple[F32, F32]:
+    """conv2d grad weight accumulated in float32 -> (gw, gb) new values; masked rows untouched.
+    With c0, gw_in / gb_in hold channels c0 .. c0 + len(gb_in) - 1 (row r = channel c0 + r)."""
     fn = "conv2d_s8_grad_weight_f32"
-    cd = _conv_desc(desc, fn)
-    gwf = _f32(gw_in, fn, "gw", cd.geom.w_size)
-    gbf = _f32(gb_in, fn, "gb", cd.geom.out_c)
-    gw, gb, keep = _conv_grad_weight(fn, cd, x, e, mask)
-    return _accumulate_f32(gw, gb, keep, w_scale, b_scale, gwf, gbf)
+    return _grad_weight_f32(fn, _conv_desc(desc, fn), x, e, mask, w_scale, b_scale, gw_in, gb_in, c0)
 
 
 # --------------------------------------------------------------------------
@@ -476,14 +498,12 @@ def linear_s8_grad_weight(desc: Sequence[int], x: ArrayLike, e: ArrayLike,
 
 def linear_s8_grad_weight_f32(desc: Sequence[int], x: ArrayLike, e: ArrayLike,
                               mask: ArrayLike | None, w_scale: float, b_scale: float,
-                              gw_in: ArrayLike, gb_in: ArrayLike) -> tuple[F32, F32]:
-    """linear grad weight accumulated in float32 -> (gw, gb) new values."""
+                              gw_in: ArrayLike, gb_in: ArrayLike, c0: int | None = None) -> tuple[F32, F32]:
+    """linear grad weight accumulated in float32 -> (gw, gb) new values; the window c0 as
+    conv2d_s8_grad_weight_f32's."""
     fn = "linear_s8_grad_weight_f32"
     cd = _conv_desc(_linear_desc(desc, fn), fn)
-    gwf = _f32(gw_in, fn, "gw", cd.geom.w_size)
-    gbf = _f32(gb_in, fn, "gb", cd.geom.out_c)
-    gw, gb, keep = _conv_grad_weight(fn, cd, x, e, mask)
-    return _accumulate_f32(gw, gb, keep, w_scale, b_scale, gwf, gbf)
+    return _grad_weight_f32(fn, cd, x, e, mask, w_scale, b_scale, gw_in, gb_in, c0)
 
 
 # --------------------------------------------------------------------------
