@@ -11,17 +11,17 @@ from microtrain.data import FileDataset, Subset
 from microtrain.kern import NATIVE
 from microtrain.loss import argmax, bce, cross_entropy, mse
 from microtrain.model import Layer, Model, Tensor, load
-from microtrain.optim import SGD, Adam
+from microtrain.optim import SGD
 from microtrain.trainer import Trainer
 
 __version__ = "0.1.0"
 
 
-# the sparse policies, the schedules and the adaptation methods (docs/adapt.md) load on first
-# use: no heap until then. (Trainer and the optimisers are imported here: compiled from source
-# later, next to a model's buffers, they would leave a small heap in pieces.)
-_LAZY = {"DynamicSparse": "sparse", "StaticSparse": "sparse", "Constant": "schedule", "Cosine": "schedule",
-         "StepLR": "schedule"}
+# Adam, the sparse policies, the schedules and the adaptation methods (docs/adapt.md) load on
+# first use, before a Trainer exists: no heap until then. (Trainer and SGD are imported here:
+# compiled from source later, next to a model's buffers, they would leave a small heap in pieces.)
+_LAZY = {"Adam": "adam", "DynamicSparse": "sparse", "StaticSparse": "sparse", "Constant": "schedule",
+         "Cosine": "schedule", "StepLR": "schedule"}
 
 
 def __getattr__(name):
@@ -51,8 +51,8 @@ def __getattr__(name):
     return v
 
 
-_SUBMODULES = ("cache", "checkpoint", "data", "fmt", "kern", "lora", "loss", "memplan", "model", "optim",
-               "proto", "pyk", "quant", "replay", "schedule", "sparse", "trainer", "zo")
+_SUBMODULES = ("adam", "cache", "checkpoint", "data", "fmt", "kern", "lora", "loss", "memplan", "model", "now",
+               "optim", "proto", "pyk", "quant", "replay", "schedule", "sparse", "trainer", "zo")
 __all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
            "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",
            "Subset", "PrototypeHead", "Replay", "ZO", "LoRA"]  # the last four: __getattr__ above

@@ -48,9 +48,9 @@ def _plan_bytes(model, first):
 
 
 def _now_bytes(model, idx):
-    # optim.Now: the shared gradient window (weights, bias, update row), its mask bytes, a
+    # now.Now: the shared gradient window (weights, bias, update row), its mask bytes, a
     # window mask per layer with more than one window, per layer its tuple and jump matrix
-    from microtrain.optim import WINDOW
+    from microtrain.now import WINDOW
 
     n = m = c = 0
     out = 0
@@ -69,7 +69,7 @@ def need(model, idx, mode, n_state, sparse, fold=False):
     """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
     moments, sparse) allocates: a list of (item, bytes). fold: no gradient sums, True: the
     gradients go into the momentum (batch 1, SGD momentum), "now": each layer steps during
-    backward (batch 1, plain SGD: optim.Now's gradient window)."""
+    backward (batch 1, plain SGD: now.Now's gradient window)."""
     layers = model.layers
     grads = _now_bytes(model, idx) if fold == "now" else 0
     state = master = copies = sp = 0

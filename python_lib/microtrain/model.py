@@ -380,7 +380,7 @@ class _BackwardPlan:
 
 
 class Model:
-    _now = None  # a batch-1 plain SGD Trainer's optim.Now: trained layers step during backward
+    _now = None  # a batch-1 plain SGD Trainer's now.Now: trained layers step during backward
     """A loaded .mtm model. See `load`."""
 
     _lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
@@ -907,7 +907,7 @@ class Model:
                     sw = tensors[x_t].scale * s
                     if ly._fold is not None:
                         _fold(ly, mask, sw, s)
-                    if ly.gw is None:  # steps below, once its grad input used the weights (optim.Now)
+                    if ly.gw is None:  # steps below, once its grad input used the weights (now.Now)
                         if self._now is None:
                             raise ValueError("backward: layer %s keeps no gradient sums "
                                              "(set_trained(sums=False)): only a Trainer steps it" % ly.name)

@@ -174,7 +174,7 @@ class Trainer:
             raise ValueError("Trainer: sums=False needs batch=1 and SGD (no weight_decay, no standardize)")
         auto = sums is None and sparse is None and kern.FAST_FLOAT
         self._fold = o.momentum if can and (sums is False or auto) else None
-        # batch 1, plain SGD: each layer steps during backward (optim.Now: no gradient sums, a
+        # batch 1, plain SGD: each layer steps during backward (now.Now: no gradient sums, a
         # window of 8 KB). By default without a sparse policy: then the bits are the sums'
         # path's; with one (sums=False) the stochastic rounding draws follow the update order
         now = sgd1 and not o.momentum and (sums is False or (sums is None and sparse is None))
@@ -198,7 +198,8 @@ class Trainer:
         prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers
                        if ly.master_w is not None or ly.master_b is not None]
         try:
-            model._now = None
+            if prev_now is not None:  # (no instance attribute where there was none: a model's map grows)
+                model._now = None
             self.layers = model.set_trained(idx, self._fold is None and not now)
             self.first = self.layers[0].index
             for ly in self.layers:
@@ -218,7 +219,9 @@ class Trainer:
                 elif now:  # sums of an earlier trainer
                     ly.gw = ly.gb = ly.grad = None
             if now:
-                model._now = optim.Now(self.opt, self.layers, sparse)
+                from microtrain.now import Now
+
+                model._now = Now(self.opt, self.layers, sparse)
             self._mon = None
             if health or adapt_ranges:
                 from microtrain.health import Health
@@ -237,7 +240,8 @@ class Trainer:
                     ly.gw = ly.gb = ly.grad = None
             for ly, mw, mb in prev_master:
                 ly.master_w, ly.master_b = mw, mb
-            model._now = prev_now
+            if model._now is not prev_now:
+                model._now = prev_now
             if prev:
                 model.set_trained(prev, prev_now is None)
             else:

@@ -19,7 +19,7 @@ from microtrain.model import Model as Model
 from microtrain.model import Tensor as Tensor
 from microtrain.model import load as load
 from microtrain.optim import SGD as SGD
-from microtrain.optim import Adam as Adam
+from microtrain.adam import Adam as Adam
 from microtrain.proto import PrototypeHead as PrototypeHead
 from microtrain.replay import Replay as Replay
 from microtrain.schedule import Constant as Constant

@@ -4,7 +4,8 @@ from typing import Any
 
 from microtrain._types import Int8In, LossFn, Policy, Samples, TrainSpec
 from microtrain.model import Layer, Model
-from microtrain.optim import SGD, Adam
+from microtrain.adam import Adam
+from microtrain.optim import SGD
 from microtrain.replay import Replay
 
 MODES: tuple[str, ...]  # ("int8", "mixed", "float32")

@@ -5,7 +5,8 @@ from typing import Any
 
 from microtrain._types import Int8In, LossFn, Samples, TrainSpec
 from microtrain.model import Layer, Model
-from microtrain.optim import SGD, Adam
+from microtrain.adam import Adam
+from microtrain.optim import SGD
 from microtrain.trainer import Trainer
 
 M32: int

@@ -713,9 +713,14 @@ def _class_members(tree: ast.Module, name: str) -> set[str]:
             out.add(item.name)
         elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
             out.add(item.target.id)
+    imported = {a.asname or a.name: n.module for n in tree.body if isinstance(n, ast.ImportFrom)
+                and (n.module or "").startswith("microtrain.") for a in n.names}
     for base in node.bases:
         if isinstance(base, ast.Name) and base.id in classes:
             out |= _class_members(tree, base.id)
+        elif isinstance(base, ast.Name) and base.id in imported:  # a base from another stub module
+            mod = str(imported[base.id]).split(".", 1)[1]
+            out |= _class_members(_parse(stub_modules()[mod]), base.id)
     return {n for n in out if not n.startswith("_")}
 
 
@@ -727,7 +732,7 @@ m = mt.load('digits.mtm')
 t = mt.Trainer(m, train='last:2', sparse=mt.DynamicSparse(), health=True)
 mt.FileDataset.write('x.mtd', [(bytes(m.input.numel), 1)])
 objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, 'trainer.Trainer': t,
-        'optim.SGD': t.opt, 'optim.Adam': mt.Adam(), 'schedule.Constant': mt.Constant(),
+        'optim.SGD': t.opt, 'adam.Adam': mt.Adam(), 'schedule.Constant': mt.Constant(),
         'schedule.StepLR': mt.StepLR(), 'schedule.Cosine': mt.Cosine(), 'sparse.DynamicSparse': t.sparse,
         'sparse.StaticSparse': mt.StaticSparse(), 'data.FileDataset': mt.FileDataset('x.mtd'),
         'data.Subset': mt.Subset([], 0, 0),
@@ -738,6 +743,9 @@ objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, '
         'health.Health': t._mon}
 from microtrain.optim import Param
 objs['optim.Param'] = Param(t.layers[0], False)
+m2 = mt.load('digits.mtm')
+t2 = mt.Trainer(m2, train='last:2', optimizer=mt.SGD(lr=0.01))  # batch 1, plain SGD: m2._now
+objs['now.Now'] = m2._now
 print(json.dumps({k: [n for n in dir(o) if not n.startswith('_')] for k, o in objs.items()}))
 """
 

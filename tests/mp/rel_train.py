@@ -33,7 +33,7 @@ def exists(p):
 
 def trainer(m, train="all", mode="float32", opt="sgd"):
     # seed=None: a checkpoint's shuffle sequence continues (trainer record)
-    o = optim.Adam(lr=0.002) if opt == "adam" else optim.SGD(lr=0.02, momentum=0.9)
+    o = mt.Adam(lr=0.002) if opt == "adam" else mt.SGD(lr=0.02, momentum=0.9)
     return mt.Trainer(m, train=train, mode=mode, optimizer=o, batch=BATCH, log_every=0)
 
 

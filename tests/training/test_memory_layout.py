@@ -165,7 +165,7 @@ def test_sums_false_with_a_sparse_policy_is_the_same_training(setups: dict[str, 
 
 NOW = """
 import microtrain as mt
-from microtrain import optim
+from microtrain import now
 
 
 def run(sums, mode, sparse, window, rounding="auto"):
@@ -174,7 +174,7 @@ def run(sums, mode, sparse, window, rounding="auto"):
     t = mt.Trainer(m, train="all", mode=mode, optimizer=mt.SGD(lr=0.05, rounding=rounding), sparse=pol,
                    sums=sums)
     if window:  # several windows per layer (the default 2048 floats hold these small layers whole)
-        m._now = optim.Now(t.opt, t.layers, pol, window)
+        m._now = now.Now(t.opt, t.layers, pol, window)
     n = m.input.numel
     with open(%r, "rb") as f:
         data = f.read(30 * n)
@@ -204,7 +204,7 @@ print("DEFAULT_SPARSE", run(None, "int8", True, 0)[3])
 
 def test_batch1_plain_sgd_steps_during_backward(setups: dict[str, Setup]) -> None:
     """Batch 1, plain SGD: no gradient sums, each layer steps during backward a window of
-    channels at a time (optim.Now); the same bits as the sums path: weights, scales, biases,
+    channels at a time (now.Now); the same bits as the sums path: weights, scales, biases,
     masters, losses and the stochastic-rounding generator (the xorshift16 jumps), with one
     window per layer and with several; with a sparse policy (sums=False, nearest rounding: the
     draws follow the update order there) too; by default a sparse policy keeps the sums."""

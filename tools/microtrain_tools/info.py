@@ -88,7 +88,7 @@ MODES = ("int8", "mixed", "float32")
 LOSS_BYTES = 256 * 4 + 3 * 4
 COPY_BYTES_PER_CHANNEL = 5 * 4
 SPARSE_BYTES_PER_CHANNEL = 4 + 1
-WINDOW_FLOATS = 2048  # python_lib/microtrain/optim.py WINDOW
+WINDOW_FLOATS = 2048  # python_lib/microtrain/now.py WINDOW
 
 
 def _needs_scratch(ly: mtm.Layer) -> bool:
@@ -312,7 +312,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
     state = 4 * sum(params)
     # batch 1: into the momentum (Trainer._fold), or plain SGD steps each layer during backward
-    # (optim.Now); by default without a sparse policy
+    # (now.Now); by default without a sparse policy
     nosums = batch == 1 and not adam and (sums is False or (sums is None and not sparse))
     grads = state
     if nosums and not momentum:
@@ -344,7 +344,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
 
 
 def now_window_bytes(m: Model, trained: list[mtm.Layer]) -> int:
-    """optim.Now's buffers: a float32 window of at most WINDOW_FLOATS weight gradients (one
+    """now.Now's buffers: a float32 window of at most WINDOW_FLOATS weight gradients (one
     output channel at least) with its bias and update row, the window masks."""
     n = w_max = c_max = masks = 0
     for ly in trained:

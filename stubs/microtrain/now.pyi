@@ -1,0 +1,28 @@
+# microtrain.now: batch-1 plain SGD, each trained layer steps during backward (Trainer).
+from typing import Any, Callable
+
+from microtrain.model import Layer
+from microtrain.optim import SGD
+
+WINDOW: int
+
+class Now:
+    """Steps trained layers during backward, a window of output channels at a time."""
+
+    opt: SGD
+    lr: float
+    sparse: bool
+    info: dict[int, tuple[int, bytearray | None, bool, list[int] | None]]
+    total: list[int] | None
+    gw: Any  # array('f'): the gradient window, zero between steps
+    gb: Any
+    row: Any
+    zero: bytes
+    ones: bytes
+    r: int | None
+    done: list[Layer]
+    def __init__(self, opt: SGD, layers: list[Layer], sparse: Any, window: int = WINDOW) -> None: ...
+    def layer(self, ly: Layer, gwk: Callable[..., None] | None, p: Any, x: Any, e: Any, mask: Any, sw: float,
+              s: float) -> None: ...
+    def end(self, layers: list[Layer]) -> None: ...
+    def abandon(self) -> None: ...
