@@ -5,6 +5,8 @@
 # Imported by Trainer when it is created, and forgotten again (run()).
 import gc
 
+from microtrain import kern
+
 
 # heap bytes of one buffer of n bytes: the array object (16 B) and the data
 # rounded up to the GC's 16-byte blocks
@@ -13,7 +15,9 @@ def _buf(n):
 
 
 def _plan_bytes(model, first):
-    # the forward plan that keeps what backward reads (Model._plan's best fit)
+    # the forward plan that keeps what backward reads (Model._plan's best fit): the bytes of
+    # its buffers, and the lengths of those that hold no kept tensor (Model._idle: idle
+    # during backward, where its buffers go), the model input's first
     tensors, layers = model.tensors, model.layers
     last_use = {}
     for ly in layers:
@@ -25,26 +29,36 @@ def _plan_bytes(model, first):
             keep.add(t)
         keep.add(ly.output)
     inp, out_t = model.input.index, model.output.index
-    free, size = [], {}
+    keep.add(out_t)
+    free, bid, size, kept = [], {}, [], []  # free: buffer ids; bid: tensor -> its buffer
     total = _buf(model.input.numel)
     for ly in layers:
         n = tensors[ly.output].numel
         best = -1
         if ly.output != out_t:
             for k in range(len(free)):
-                if free[k] >= n and (best < 0 or free[k] < free[best]):
+                if size[free[k]] >= n and (best < 0 or size[free[k]] < size[free[best]]):
                     best = k
         if best >= 0:
-            size[ly.output] = free.pop(best)
+            b = free.pop(best)
         else:
-            size[ly.output] = n
+            b = len(size)
+            size.append(n)
+            kept.append(False)
             total += _buf(n)
+        bid[ly.output] = b
+        if ly.output in keep:
+            kept[b] = True
         for k, ti in enumerate(ly.inputs):
             if k and ti == ly.inputs[0]:
                 continue
             if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != out_t:
-                free.append(size[ti])
-    return total
+                free.append(bid[ti])
+    idle = [] if inp in keep else [model.input.numel]
+    for b in range(len(size)):
+        if not kept[b]:
+            idle.append(size[b])
+    return total, idle
 
 
 def _now_bytes(model, idx):
@@ -88,22 +102,21 @@ def need(model, idx, mode, n_state, sparse, fold=False):
             sp += _buf(4 * c) + _buf(c)
     first = idx[0]
     region = set()
-    consumers = {}
     for ly in layers[first:]:
         region.add(ly.output)
-    for ly in layers[first:]:
-        for t in ly.inputs:
-            if t in region:
-                consumers[t] = consumers.get(t, 0) + 1
-    bw = _plan_bytes(model, first) if first not in model._plans else 0
+    fw, idle = _plan_bytes(model, first)
+    bw = fw if first not in model._plans else 0
     inplace = model._inplace_errors(first, region)  # their errors overwrite the activations
-    for t in region:
-        n = model.tensors[t].numel
-        if t not in inplace:
-            bw += _buf(n) * (3 if consumers.get(t, 0) > 1 else 1)
-    _, acc, host = model._scratch_plan(first, region, inplace)
-    if host is None:  # else the scratch lives in that tensor's error buffer
-        bw += _buf(4 * acc)
+    _, acc, host = model._scratch_plan(first, region, inplace)  # host: in that error buffer
+    scratch = 4 * acc if acc and host is None else 0
+    # errors and scratch in the forward buffers idle during backward where they fit (Model._pack;
+    # the pure-Python kernels' scratch cannot be retyped: a new one)
+    items, at = model._pack(first, region, inplace, scratch if kern.NATIVE else 0, idle)
+    for i in range(len(items)):
+        if i not in at:
+            bw += _buf(items[i][0])
+    if scratch and not kern.NATIVE:
+        bw += _buf(scratch)
     loss = 0 if model._ce is not None else _buf(4 * 256) + _buf(model.output.numel) + _buf(12)
     return [("gradients", grads), ("optimiser state", state), ("master copies", master),
             ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]

@@ -775,21 +775,32 @@ class Model:
         region = set()
         for ly in self.layers[first:]:
             region.add(ly.output)
-        consumers = {}
-        for ly in self.layers[first:]:
-            for t in ly.inputs:
-                if t in region:
-                    consumers[t] = consumers.get(t, 0) + 1
-        ebuf, etmp, emerge = {}, {}, {}
         inplace = self._inplace_errors(first, region)
-        for t in region:
-            n = self.tensors[t].numel
-            ebuf[t] = bufs[t] if t in inplace else zeros("b", n)
-            if consumers.get(t, 0) > 1:
-                etmp[t] = zeros("b", n)
-                emerge[t] = zeros("b", n)
+        ebuf, etmp, emerge = {}, {}, {}
+        for t in inplace:
+            ebuf[t] = bufs[t]
         need, acc_n, host = self._scratch_plan(first, region, inplace)
+        # the error buffers and the int32 scratch (its own bytes unless an idle error
+        # buffer holds it) go into the forward buffers idle during backward where they fit
+        # (docs/memory.md, "Where backward's buffers live"), else into new buffers
+        idle = self._idle(first)
+        sizes = [len(b) for b in idle]
+        items, at = self._pack(first, region, inplace, 4 * acc_n if acc_n and host is None and kern.NATIVE
+                               else 0, sizes)
         acc = None
+        for i in range(len(items)):
+            n, t, kind = items[i]
+            p = at.get(i)
+            if t < 0:  # the scratch: retyped by the loader binding (an unaligned buffer cannot be)
+                if p is not None:
+                    try:
+                        acc = K.mtm_view(memoryview(idle[p[0]])[p[1]:p[1] + n], 105)
+                    except (TypeError, ValueError):
+                        pass
+                continue
+            v = zeros("b", n) if p is None else memoryview(idle[p[0]])[p[1]:p[1] + n]
+            (ebuf, etmp, emerge)[kind][t] = v
+        items = at = idle = None
         if host is not None:  # the int32 scratch in place in an idle int8 error buffer
             try:  # retyped by the loader binding (an unaligned buffer cannot be)
                 acc = K.mtm_view(memoryview(ebuf[host])[:4 * acc_n], 105)
@@ -803,6 +814,71 @@ class Model:
         self._bw = _BackwardPlan(first, region, bufs, ebuf, etmp, emerge, accv, inplace)
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
+
+    def _idle(self, first):
+        # the whole buffers of the training plan keeping from `first` (see _plan) that hold
+        # no kept tensor: a buffer reused for several tensors only when none of them is kept,
+        # the model input's when no layer from first on reads it. Idle from the end of a
+        # forward to the next one (backward's buffers go there: _pack). In plan order, the
+        # model input's first, as memplan.py and info.py list them.
+        keep = set()
+        for ly in self.layers[first:]:
+            for t in ly.inputs:
+                keep.add(t)
+            keep.add(ly.output)
+        keep.add(self.output.index)
+        owner = self._owner[first]
+        seen, kept = [], []
+        for ly in self.layers:
+            b = owner[ly.output]
+            k = 0
+            while k < len(seen) and seen[k] is not b:
+                k += 1
+            if k == len(seen):
+                seen.append(b)
+                kept.append(False)
+            if ly.output in keep:
+                kept[k] = True
+        out = [] if self.input.index in keep else [self._plans[first][0][self.input.index]]
+        for k in range(len(seen)):
+            if not kept[k]:
+                out.append(seen[k])
+        return out
+
+    def _pack(self, first, region, inplace, scratch, sizes):
+        # backward's buffers in the idle forward buffers of lengths `sizes` (_idle), for
+        # memplan.py too: items (bytes, tensor, kind), kind 0 ebuf, 1 etmp, 2 emerge (the
+        # tensors read by two layers), tensor -1 the int32 scratch (scratch bytes, 0: none);
+        # first fit decreasing (ties in item order), offsets rounded up to 4 (the scratch
+        # is retyped to int32). All are alive through the whole backward: none overlap.
+        # Returns (items, {item index: (buffer index, offset)}); the others get new buffers.
+        cons = {}
+        for ly in self.layers[first:]:
+            for t in ly.inputs:
+                if t in region:
+                    cons[t] = cons.get(t, 0) + 1
+        items = [(scratch, -1, 0)] if scratch else []
+        for ly in self.layers[first:]:
+            t = ly.output
+            if t in inplace:
+                continue
+            n = self.tensors[t].numel
+            items.append((n, t, 0))
+            if cons.get(t, 0) > 1:
+                items.append((n, t, 1))
+                items.append((n, t, 2))
+        at = {}
+        if sizes:
+            used = [0] * len(sizes)
+            for i in sorted(range(len(items)), key=lambda i: (-items[i][0], i)):
+                n = items[i][0]
+                for b in range(len(sizes)):
+                    o = (used[b] + 3) & ~3
+                    if o + n <= sizes[b]:
+                        at[i] = (b, o)
+                        used[b] = o + n
+                        break
+        return items, at
 
     def _inplace_errors(self, first, region):
         # {t: its producer}: activations whose int8 error is written over the activation

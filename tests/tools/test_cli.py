@@ -145,6 +145,7 @@ def models(tmp_path_factory) -> dict[str, Path]:  # type: ignore[no-untyped-def]
 class _Buffer:
     def __init__(self, size: int) -> None:
         self.size = size
+        self.held: set[int] = set()  # every tensor it held in the plan
 
 
 def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> dict[str, int]:
@@ -153,10 +154,13 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     numel = [t.numel for t in m.tensors]
     weighted = [j for j, ly in enumerate(m.layers) if ly.op in (Op.CONV2D, Op.LINEAR)]
 
+    made: list[_Buffer] = []
+
     def forward_plan(keep: set[int]) -> int:
         uses = Counter(t for ly in m.layers for t in ly.inputs)
         pool: list[_Buffer] = []
-        made = [_Buffer(numel[m.input])]
+        made[:] = [_Buffer(numel[m.input])]
+        made[0].held.add(m.input)
         holder = {m.input: made[0]}
         for ly in m.layers:
             # best fit: the smallest free buffer large enough (earliest freed on ties);
@@ -169,6 +173,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
             else:
                 pool.remove(fit)
             holder[ly.output] = fit
+            fit.held.add(ly.output)
             for t in set(ly.inputs):
                 uses[t] -= ly.inputs.count(t)
                 if uses[t] == 0 and t not in keep and t != m.input and t != m.output:
@@ -194,9 +199,6 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
                and ly.params[7] >= ly.params[5] and ly.params[8] >= ly.params[6]
                and ly.inputs[0] in maker and fan_out[ly.inputs[0]] == 1 and ly.inputs[0] != m.output
                and maker[ly.inputs[0]].op in (Op.CONV2D, Op.LINEAR)}
-    errors = 0
-    for t in made_in_tail - inplace:
-        errors += numel[t] if fan_out[t] < 2 else 3 * numel[t]  # + arrival and merge buffers
     # the int32 grad-input scratch: conv / linear and pools whose windows overlap use it
     # (disjoint ones need none); replay backward from the last layer: it costs nothing when
     # an error buffer (one consumer) of 4 bytes per value is still unwritten and not an
@@ -215,6 +217,25 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
             idle -= written | set(ly.inputs)
         written |= set(ly.inputs) & made_in_tail
     scratch = 0 if scratch_values and idle else need
+    forward = forward_plan(keep)
+    # errors and scratch go into the training plan's buffers that held no kept tensor (nor the
+    # output), in the order they were made: first fit decreasing, at offsets rounded up to 4
+    bins = [b for b in made if not b.held & (keep | {m.output})]
+    items = [("scratch", scratch)] if scratch else []
+    for ly in tail:
+        if ly.output not in inplace:
+            items += [("error", numel[ly.output])] * (3 if fan_out[ly.output] > 1 else 1)
+    fill = [0] * len(bins)
+    new = {"scratch": 0, "error": 0}
+    hosted = 0
+    for kind, n in sorted(items, key=lambda it: -it[1]):  # (a stable sort: ties in item order)
+        b = next((k for k in range(len(bins)) if -(-fill[k] // 4) * 4 + n <= bins[k].size), None)
+        if b is None:
+            new[kind] += n
+        else:
+            fill[b] = -(-fill[b] // 4) * 4 + n
+            hosted += n
+    errors, scratch = new["error"], new["scratch"]
     n_w = [m.tensors[ly.weight].numel for ly in trained]
     n_c = [m.tensors[ly.bias].numel for ly in trained]
     n_params = [w + c for w, c in zip(n_w, n_c, strict=True)]
@@ -226,11 +247,12 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     master = 4 * (sum(n_params) if mode == "float32" else n_params[-1] if mode == "mixed" else 0)
     # int8 w; int32 bias, mult, shift, ratio and float32 scale per channel; float32 row of w/c
     copies = sum(w + c * (4 + 4 + 4 + 4 + 4) + 4 * (w // c) for w, c in zip(n_w, n_c, strict=True))
-    out.update(forward=forward_plan(keep), errors=errors, scratch=scratch,
+    out.update(forward=forward, errors=errors, scratch=scratch,
                grads=grads, optimizer_state=moments * state, master=master, copies=copies,
                sparse_bytes=(4 + 1) * sum(n_c) if "--sparse" in opts else 0,
                loss=256 * 4 + 3 * 4 + numel[m.output])
     out["total"] = sum(v for k, v in out.items() if k != "inference")
+    out["hosted"] = hosted  # in idle forward buffers: no RAM of their own, not in the total
     return out
 
 
@@ -261,6 +283,7 @@ def test_info_layers_and_ram(models, name, n_train, extra) -> None:  # type: ign
     for ly in m.layers:
         assert f" {ly.name} " in text.stdout
     assert f"{sim['total']} B" in text.stdout and f"{sim['inference']} B of activations" in text.stdout
+    assert sim["hosted"] > 0 and f"{sim['hosted']} B" in text.stdout  # every case hosts some
     if (name, n_train) == ("res", 3):  # the residual block is trained: its input feeds two trained layers
         assert sim["errors"] > sum(m.tensors[ly.output].numel for ly in m.layers[1:])
 

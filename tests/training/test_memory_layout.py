@@ -10,7 +10,12 @@ with the natmod:
 - a Trainer's plan replaces the inference plan: one set of activation buffers, the same
   predictions;
 - an activation whose only backward reader is a pool with disjoint windows takes its own error
-  (no error buffer of its own), with the same trained bytes as the reference.
+  (no error buffer of its own), with the same trained bytes as the reference;
+- with a frozen prefix, backward's error buffers and int32 scratch live in the forward buffers
+  that are idle during backward (the training plan's buffers that hold no kept activation),
+  without overlapping one another or a kept activation, as `microtrain info` predicts; training
+  so still equals the numpy reference bit for bit, and inference forwards (which overwrite those
+  buffers) between the steps change nothing.
 """
 
 from __future__ import annotations
@@ -18,8 +23,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from microtrain_tools import info
+from microtrain_tools.reference import train_ref as tr
 from support.harness import run_micropython
-from support.training_cases import DYN, N_STEPS, SGD, Setup, device, differences, labels_of, reference, state_of
+from support.training_cases import (
+    DYN,
+    N_STEPS,
+    SGD,
+    SGDM,
+    Setup,
+    device,
+    differences,
+    labels_of,
+    reference,
+    state_of,
+)
 
 SUMS = """
 import gc
@@ -218,7 +238,7 @@ def test_batch1_plain_sgd_steps_during_backward(setups: dict[str, Setup]) -> Non
     assert "DEFAULT_SPARSE 0" in p.stdout, p.stdout
 
 
-def test_plain_sgd_steps_during_backward_with_a_sparse_policy(setups: dict[str, Setup], tmp_path: Path) -> None:
+def test_plain_sgd_steps_during_backward_sparse(setups: dict[str, Setup], tmp_path: Path) -> None:
     """sums=False, plain SGD, DynamicSparse, stochastic rounding (mem-mcu's MobileNetV1 mode):
     the reference's bits, its updates (and so its draws) in backward order."""
     s = setups["cnn"]
@@ -232,3 +252,118 @@ def test_plain_sgd_steps_during_backward_with_a_sparse_policy(setups: dict[str, 
     assert not diffs, "\n".join(diffs)
     assert int(dev["train_steps"][0]) == ref.train_steps == N_STEPS
     assert not any(k.endswith((".gw", ".gb")) for k in dev), "no gradient sums"
+
+HOSTED = """
+import microtrain as mt
+m = mt.load(%r)
+t = mt.Trainer(m, train=%r, mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=0.9))
+bw = m._bw
+idle = m._idle(bw.first)
+_, n, host = m._scratch_plan(bw.first, bw.region, bw.inplace)
+views = []  # (name, int8 view) of every error buffer that is not an activation itself
+for d, k in ((bw.ebuf, "e"), (bw.etmp, "t"), (bw.emerge, "m")):
+    for ti in sorted(d):
+        if ti not in bw.inplace:
+            views.append(("%%s%%d" %% (k, ti), d[ti]))
+acc = None
+for j in bw.accv:
+    if acc is None or len(bw.accv[j]) > len(acc):
+        acc = bw.accv[j]
+kept = [ti for ti in bw.bufs if not any(bw.bufs[ti] is b for b in idle)]
+before = [bytes(bw.bufs[ti]) for ti in kept]
+
+def lit():  # bytes written through a view that show in the idle forward buffers
+    c = 0
+    for b in idle:
+        for v in b:
+            c += v != 0
+    return c
+
+hosted = new = 0
+for name, v in views:
+    for b in idle:
+        b[:] = bytes(len(b))
+    v[:] = b"\\x01" * len(v)
+    c = lit()
+    print("VIEW", name, len(v), c)
+    hosted += c
+    new += len(v) - c
+if acc is not None and host is None:  # (else it is in that error buffer)
+    for b in idle:
+        b[:] = bytes(len(b))
+    for i in range(len(acc)):
+        acc[i] = 0x01010101
+    c = lit()
+    print("VIEW acc", 4 * len(acc), c)
+    hosted += c
+    new += 4 * len(acc) - c
+# no two overlap: each holds its own mark after all were written
+for k in range(len(views)):
+    views[k][1][:] = bytes([k + 1]) * len(views[k][1])
+ok = all(bytes(v) == bytes([k + 1]) * len(v) for k, (_, v) in enumerate(views))
+if acc is not None and host is None:
+    for i in range(len(acc)):
+        acc[i] = -1
+    ok = ok and all(bytes(v) == bytes([k + 1]) * len(v) for k, (_, v) in enumerate(views))
+print("DISJOINT", int(ok))
+print("KEPT", int(before == [bytes(bw.bufs[ti]) for ti in kept]))
+print("HOSTED", hosted, new)
+"""
+
+
+@pytest.mark.parametrize("name", ["cnn", "res", "misc"])
+def test_backward_buffers_in_idle_forward_buffers(setups: dict[str, Setup], name: str) -> None:
+    s = setups[name]
+    p = run_micropython(HOSTED % (str(s.path), "last:2"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    views = [ln.split()[1:] for ln in p.stdout.splitlines() if ln.startswith("VIEW")]
+    # a view is either inside the idle forward buffers or in a buffer of its own, never partly
+    assert views and all(c in ("0", n) for _, n, c in views), p.stdout
+    assert "DISJOINT 1" in p.stdout and "KEPT 1" in p.stdout, p.stdout
+    hosted, new = (int(v) for v in p.stdout.split("HOSTED ", 1)[1].split()[:2])
+    r = info.train_ram(s.m, 2)
+    assert hosted > 0 and (hosted, new) == (r["hosted"], r["errors"] + r["scratch"]), (p.stdout, r)
+
+
+INTERLEAVED = """
+import microtrain as mt
+out = []
+for extra in (0, 1):
+    m = mt.load(%r)
+    t = mt.Trainer(m, train="last:2", mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=0.9), batch=2,
+                   sparse=mt.DynamicSparse(0.1, 1.0), health=bool(extra))
+    n = m.input.numel
+    with open(%r, "rb") as f:
+        data = f.read(24 * n)
+    losses, preds = [], []
+    for i in range(12):
+        losses.append(t.step(data[i * n:(i + 1) * n], i %% 10))
+        if extra:  # inference on the training plan: it overwrites the buffers backward's errors use
+            preds.append(m.predict(data[(23 - i) * n:(24 - i) * n]))
+    arrs = []
+    for ly in t.layers:
+        arrs += [bytes(ly.w), bytes(ly.b), bytes(ly.mult), bytes(ly.shift), bytes(ly.w_scale)]
+    out.append((losses, arrs))
+print("LOSSES", int(out[0][0] == out[1][0]))
+print("ARRAYS", int(out[0][1] == out[1][1]), len(out[0][1]))
+"""
+
+
+def test_hosted_backward_buffers_train_like_the_reference(setups: dict[str, Setup], tmp_path: Path) -> None:
+    """cnn last:2: its errors and scratch are all in idle forward buffers (the test above); the device
+    trains to the reference's bits, and inference forwards plus Health's counting between the steps
+    (both write those buffers) leave the training unchanged: no error outlives its backward."""
+    s = setups["cnn"]
+    assert info.train_ram(s.m, 2)["errors"] + info.train_ram(s.m, 2)["scratch"] == 0
+    kw: dict[str, Any] = dict(order=range(10), labels=labels_of(s), train="last:2", mode="mixed", opt=SGDM,
+                              batch=2)
+    dev = device(s, tmp_path, "hosted", **kw)
+    ref = reference(s, **kw)
+    assert dev["loss"].tolist() == ref.losses, "per-step losses differ"
+    diffs = differences(ref.arrays(), state_of(dev))
+    assert not diffs, "\n".join(diffs)
+    j = tr.select(s.m, "last:2")[0]
+    assert (dev[f"L{j}.w"] != s.m.data(s.m.layers[j].weight).reshape(-1)).any()
+    p = run_micropython(INTERLEAVED % (str(s.path), str(s.samples)))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "LOSSES 1" in p.stdout and "ARRAYS 1" in p.stdout, p.stdout

@@ -28,15 +28,28 @@ from the end; every layer from first on is on the backward path:
                every activation read or written by a layer from first on is never freed
                (backward needs it);
   errors       one int8 error buffer per activation produced by a layer from first
-               on, plus two more (arrival and merge buffers) for each of those that
-               feeds two or more layers;
+               on (none for an activation whose only reader is a maxpool / avgpool with
+               disjoint windows and whose producer is a conv2d / linear: its error is
+               written over it), plus two more (arrival and merge buffers) for each of
+               those that feeds two or more layers;
   scratch      one int32 grad-input accumulator shared by all layers: 4 * the largest
                first input (in values) of a conv2d / linear layer or a maxpool /
                avgpool whose windows overlap (stride < kernel: disjoint windows need
                no scratch) from first on, among inputs produced by a layer from first
-               on (no error flows into frozen layers); 0 when the int8 error buffer of
-               an activation with one consumer, below every such layer, can hold it
-               (that buffer is idle while they run: the native kernels retype it);
+               on (no error flows into frozen layers); none of its own when the int8
+               error buffer of an activation with one consumer, below every such layer,
+               can hold it (that buffer is idle while they run: the native kernels
+               retype it);
+  hosted       errors and scratch live in the forward buffers that are idle during
+               backward where they fit: the training plan's buffers that hold no
+               activation kept for backward (a buffer reused for several tensors only
+               when none of them is kept) and the model input's when no layer from first
+               on reads it, in the order they were made (the input's first). First fit
+               decreasing: the items (the scratch first, then per layer from first on its
+               output's error buffer and arrival / merge buffers) from the largest (ties
+               in that order), each into the first idle buffer with room after what it
+               holds, at an offset rounded up to 4; the rest take new buffers and count
+               above (errors, scratch), the hosted bytes count nothing;
   grads        float32 gradient accumulators of the trained layers:
                4 * (weights + biases); none with --momentum at --batch 1 without
                --sparse, or with --no-sums (the Trainer adds each sample's gradient into
@@ -137,28 +150,76 @@ def _scratch_bytes(m: Model, first: int, region: set[int], inplace: set[int]) ->
     return 4 * n
 
 
-def forward_plan_bytes(m: Model, keep: set[int]) -> int:
-    """Bytes of the activation buffers of the forward plan (module doc); ``keep``: never freed."""
+def training_plan(m: Model, keep: set[int]) -> tuple[int, list[int]]:
+    """The forward plan (module doc) whose tensors in ``keep`` are never freed: the bytes of
+    its buffers, and the sizes of the buffers that hold no tensor of ``keep`` nor the model
+    output (idle from the end of a forward to the next: backward's buffers go there), in
+    the order they were made, the model input's first (model.py ``Model._idle``)."""
     last_use: dict[int, int] = {}
     for j, ly in enumerate(m.layers):
         for t in ly.inputs:
             last_use[t] = j
-    free: list[int] = []  # sizes of free buffers, in the order they were freed
-    size: dict[int, int] = {}  # tensor -> size of the whole buffer it uses
+    free: list[int] = []  # ids of the free buffers, in the order they were freed
+    size: list[int] = []  # buffer id -> its size
+    kept: list[bool] = []  # buffer id -> holds a tensor of keep
+    bid: dict[int, int] = {}  # tensor -> the buffer it uses
     total = m.tensors[m.input].numel
     for j, ly in enumerate(m.layers):
         n = m.tensors[ly.output].numel
-        fits = [k for k, b in enumerate(free) if b >= n] if ly.output != m.output else []
+        fits = [k for k, b in enumerate(free) if size[b] >= n] if ly.output != m.output else []
         if fits:
-            best = min(fits, key=lambda k: (free[k], k))  # smallest; first freed on ties
-            size[ly.output] = free.pop(best)
+            best = min(fits, key=lambda k: (size[free[k]], k))  # smallest; first freed on ties
+            b = free.pop(best)
         else:
-            size[ly.output] = n
+            b = len(size)
+            size.append(n)
+            kept.append(False)
             total += n
+        bid[ly.output] = b
+        kept[b] = kept[b] or ly.output in keep or ly.output == m.output
         for t in dict.fromkeys(ly.inputs):
             if last_use.get(t) == j and t not in keep and t not in (m.input, m.output):
-                free.append(size[t])
-    return total
+                free.append(bid[t])
+    idle = [] if m.input in keep else [m.tensors[m.input].numel]
+    return total, idle + [n for n, k in zip(size, kept, strict=True) if not k]
+
+
+def forward_plan_bytes(m: Model, keep: set[int]) -> int:
+    """Bytes of the activation buffers of the forward plan (module doc); ``keep``: never freed."""
+    return training_plan(m, keep)[0]
+
+
+def backward_items(m: Model, first: int, region: set[int], inplace: set[int], scratch: int) -> list[int]:
+    """Bytes of backward's buffers, in the device's order (model.py ``Model._pack``): the int32
+    scratch (``scratch`` bytes, 0: none) first, then per layer from ``first`` on the error
+    buffer of its output (not for the activations taking their own errors) and, for an
+    output read by two layers or more, its arrival and merge buffers."""
+    cons: dict[int, int] = {}
+    for ly in m.layers[first:]:
+        for t in ly.inputs:
+            if t in region:
+                cons[t] = cons.get(t, 0) + 1
+    items = [scratch] if scratch else []
+    for ly in m.layers[first:]:
+        if ly.output not in inplace:
+            items += [m.tensors[ly.output].numel] * (3 if cons.get(ly.output, 0) > 1 else 1)
+    return items
+
+
+def pack(items: list[int], sizes: list[int]) -> list[tuple[int, int] | None]:
+    """Where each item (bytes) goes among the idle buffers of ``sizes``: (buffer, offset), or None
+    for a new buffer. First fit decreasing (ties in item order), offsets rounded up to 4 (the
+    scratch is retyped to int32); items never overlap (all live through the whole backward)."""
+    used = [0] * len(sizes)
+    at: list[tuple[int, int] | None] = [None] * len(items)
+    for i in sorted(range(len(items)), key=lambda i: (-items[i], i)):
+        for b, cap in enumerate(sizes):
+            o = (used[b] + 3) & ~3
+            if o + items[i] <= cap:
+                at[i] = (b, o)
+                used[b] = o + items[i]
+                break
+    return at
 
 
 TILE_BYTES = 2048  # model.py _TILE: a new tile for a fused conv + add
@@ -300,13 +361,17 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     path = m.layers[first:]
     keep = {t for ly in path for t in (*ly.inputs, ly.output)}
     region = {ly.output for ly in path}
-    consumers: dict[int, int] = {}
-    for ly in path:
-        for t in ly.inputs:
-            consumers[t] = consumers.get(t, 0) + 1
     inplace = inplace_errors(m, first, region)  # their errors overwrite the activations
-    errors = sum(m.tensors[t].numel * (3 if consumers.get(t, 0) > 1 else 1) for t in region - inplace)
+    forward, idle = training_plan(m, keep)
     scratch = _scratch_bytes(m, first, region, inplace)
+    # errors and scratch in the forward buffers idle during backward where they fit: RAM only
+    # for the rest
+    items = backward_items(m, first, region, inplace, scratch)
+    at = pack(items, idle)
+    hosted = sum(n for n, a in zip(items, at, strict=True) if a is not None)
+    if scratch and at[0] is not None:
+        scratch = 0
+    errors = sum(n for n, a in zip(items, at, strict=True) if a is None) - scratch
     params = [_params(m, ly) for ly in trained]
     out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
@@ -329,9 +394,10 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         "optimizer": "adam" if adam else "sgd+momentum" if momentum else "sgd",
         "sparse": sparse,
         "batch": batch,
-        "forward": forward_plan_bytes(m, keep),
+        "forward": forward,
         "errors": errors,
         "scratch": scratch,
+        "hosted": hosted,
         "grads": grads,
         "optimizer_state": state * (2 if adam else 1 if momentum else 0),
         "master": master,
@@ -510,6 +576,9 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
                   "sparse_bytes": "sparse-update norms and masks", "loss": "softmax cross-entropy"}
         for k in TRAIN_ITEMS:
             out.append(f"  {labels[k]:<40} {tr[k]:>9} B")
+            if k == "scratch" and tr["hosted"]:
+                what = "(in idle forward buffers: not counted)"
+                out.append(f"  {what:<40} {tr['hosted']:>9} B")
         out.append(f"  {'total':<40} {tr['total']:>9} B  (+ {r['file_bytes']} B model file if in RAM)")
     out.append("peak heap, 32-bit board (package, model objects, model file, one sample, inference"
                + (", training" if tr else "") + "; docs/memory.md):")
