@@ -62,8 +62,9 @@ def _plan_bytes(model, first):
 
 
 def _now_bytes(model, idx):
-    # now.Now: the shared gradient window (weights, bias, update row), its mask bytes, a
-    # window mask per layer with more than one window, per layer its tuple and jump matrix
+    # now.Now: the shared gradient window (weights; placed with backward's buffers), its bias
+    # and update row, its mask bytes, a window mask per layer with more than one window, per
+    # layer its tuple and jump matrix
     from microtrain.now import WINDOW
 
     n = m = c = 0
@@ -76,7 +77,7 @@ def _now_bytes(model, idx):
         m = max(m, cc)
         c = max(c, nc)
         out += 112 + (_buf(nc) if cc < nc else 0)
-    return out + _buf(4 * n) + 2 * _buf(4 * m) + 2 * _buf(c) + 64
+    return out + 2 * _buf(4 * m) + 2 * _buf(max(c, 256)) + 64, 4 * n  # (the rest, the window)
 
 
 def need(model, idx, mode, n_state, sparse, fold=False):
@@ -85,7 +86,9 @@ def need(model, idx, mode, n_state, sparse, fold=False):
     gradients go into the momentum (batch 1, SGD momentum), "now": each layer steps during
     backward (batch 1, plain SGD: now.Now's gradient window)."""
     layers = model.layers
-    grads = _now_bytes(model, idx) if fold == "now" else 0
+    grads = window = 0
+    if fold == "now":
+        grads, window = _now_bytes(model, idx)
     state = master = copies = sp = 0
     for i in idx:
         ly = layers[i]
@@ -111,12 +114,15 @@ def need(model, idx, mode, n_state, sparse, fold=False):
     scratch = 4 * acc if acc and host is None else 0
     # errors and scratch in the forward buffers idle during backward where they fit (Model._pack;
     # the pure-Python kernels' scratch cannot be retyped: a new one)
-    items, at = model._pack(first, region, inplace, scratch if kern.NATIVE else 0, idle)
+    items, at = model._pack(first, region, inplace, scratch if kern.NATIVE else 0, idle,
+                            window if kern.NATIVE else 0)
     for i in range(len(items)):
         if i not in at:
             bw += _buf(items[i][0])
     if scratch and not kern.NATIVE:
         bw += _buf(scratch)
+    if window and not kern.NATIVE:
+        grads += _buf(window)
     loss = 0 if model._ce is not None else _buf(4 * 256) + _buf(model.output.numel) + _buf(12)
     return [("gradients", grads), ("optimiser state", state), ("master copies", master),
             ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
@@ -168,7 +174,8 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False):
         n = _total(need(model, idx, mode, 0, sparse, "now"))
         if n <= free:
             fits.append("SGD(momentum=0) at batch=1%s (no optimiser state, each layer steps during "
-                        "backward: no gradient sums) (%s)" % (", sums=False" if sparse is not None else "", _kb(n)))
+                        "backward: no gradient sums) (%s)" % (", sums=False" if sparse is not None else "",
+                                                              _kb(n)))
         else:
             n = _total(need(model, idx, mode, 0, sparse))
             if n <= free:

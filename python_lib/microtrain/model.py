@@ -754,10 +754,13 @@ class Model:
 
     # -- training --------------------------------------------------------------------------
 
-    def set_trained(self, spec, sums=True):
+    def set_trained(self, spec, sums=True, window=0):
         """Mark the layers of `spec` (see `select`) as trained and build the
         backward plan: error buffers only from the first trained layer on.
-        sums=False: no gradient sums (a Trainer that adds gradients into its momentum)."""
+        sums=False: no gradient sums (a Trainer that adds gradients into its momentum or
+        steps each layer during backward); window: bytes of a float32 buffer backward
+        uses too (now.Now's gradient window), placed with its buffers (bw.window, or None
+        where no idle forward buffer holds it: a memoryview of its bytes)."""
         idx = self.select(spec)
         for ly in self.layers:
             if ly.index in idx:
@@ -786,15 +789,19 @@ class Model:
         idle = self._idle(first)
         sizes = [len(b) for b in idle]
         items, at = self._pack(first, region, inplace, 4 * acc_n if acc_n and host is None and kern.NATIVE
-                               else 0, sizes)
-        acc = None
+                               else 0, sizes, window if kern.NATIVE else 0)
+        acc = win = None
         for i in range(len(items)):
             n, t, kind = items[i]
             p = at.get(i)
-            if t < 0:  # the scratch: retyped by the loader binding (an unaligned buffer cannot be)
+            if t < 0:  # the scratch / window: retyped by the loader binding (an unaligned buffer cannot be)
                 if p is not None:
+                    v = memoryview(idle[p[0]])[p[1]:p[1] + n]
+                    if t == -2:
+                        win = v  # bytes: now.Now retypes it (and zeroes it through them)
+                        continue
                     try:
-                        acc = K.mtm_view(memoryview(idle[p[0]])[p[1]:p[1] + n], 105)
+                        acc = K.mtm_view(v, 105)
                     except (TypeError, ValueError):
                         pass
                 continue
@@ -812,6 +819,7 @@ class Model:
         for ly in need:
             accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
         self._bw = _BackwardPlan(first, region, bufs, ebuf, etmp, emerge, accv, inplace)
+        self._bw.window = win
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
 
@@ -845,12 +853,12 @@ class Model:
                 out.append(seen[k])
         return out
 
-    def _pack(self, first, region, inplace, scratch, sizes):
+    def _pack(self, first, region, inplace, scratch, sizes, window=0):
         # backward's buffers in the idle forward buffers of lengths `sizes` (_idle), for
         # memplan.py too: items (bytes, tensor, kind), kind 0 ebuf, 1 etmp, 2 emerge (the
-        # tensors read by two layers), tensor -1 the int32 scratch (scratch bytes, 0: none);
-        # first fit decreasing (ties in item order), offsets rounded up to 4 (the scratch
-        # is retyped to int32). All are alive through the whole backward: none overlap.
+        # tensors read by two layers), tensor -1 the int32 scratch (scratch bytes, 0: none),
+        # -2 now.Now's float32 window (window bytes); first fit decreasing (ties in item
+        # order), offsets rounded up to 4 (scratch and window are retyped). All are alive through the whole backward: none overlap.
         # Returns (items, {item index: (buffer index, offset)}); the others get new buffers.
         cons = {}
         for ly in self.layers[first:]:
@@ -858,6 +866,8 @@ class Model:
                 if t in region:
                     cons[t] = cons.get(t, 0) + 1
         items = [(scratch, -1, 0)] if scratch else []
+        if window:  # now.Now's float32 gradient window (tensor -2), zeroed by Now before use
+            items.append((window, -2, 0))
         for ly in self.layers[first:]:
             t = ly.output
             if t in inplace:

@@ -4,11 +4,25 @@ import array
 
 from micropython import const
 
+from microtrain.kern import K
 from microtrain.optim import F
 from microtrain.quant import zeros
 
 WINDOW = const(2048)  # floats of the gradient window (8 KB)
 _LIM = 3.4e38 / 8589934592.0  # FLT_MAX / 2^33: lr * |gradient scale| bound of a step
+
+
+def floats(layers, window=WINDOW):
+    """Floats of the gradient window for these trained layers: the largest window of output
+    channels, at most `window` weights (one channel at least)."""
+    n = 0
+    for ly in layers:
+        nc = len(ly.b)
+        k = len(ly.w) // nc
+        cc = min(nc, max(1, window // k))
+        if cc * k > n:
+            n = cc * k
+    return n
 
 
 class Now:
@@ -23,7 +37,10 @@ class Now:
     sums path's step (layers in forward order) gives it, a precomputed xorshift16 jump;
     with one (sums=False) the draws follow the update order, last layer first."""
 
-    def __init__(self, opt, layers, sparse, window=WINDOW):
+    def __init__(self, opt, layers, sparse, window=WINDOW, raw=None):
+        # raw: a memoryview of at least 4 * floats(layers, window) bytes for the window
+        # (Model.set_trained's bw.window: inside the forward buffers idle during backward,
+        # which each forward overwrites, so the first layer of every backward zeroes it)
         self.opt = opt
         self.lr = opt.lr  # the Trainer sets each sample's rate
         n = m = 0
@@ -42,11 +59,19 @@ class Now:
             if sr:
                 off += len(ly.w)
         self.total = _jump(off) if sparse is None and off else None
-        self.gw = zeros("f", n)
+        self.raw = None
+        if raw is not None:
+            try:  # retyped by the loader binding (the pure-Python one copies: not used then)
+                self.gw = K.mtm_view(raw[:4 * n], 102)
+                self.raw = raw[:4 * n]
+            except (TypeError, ValueError):
+                raw = None
+        if raw is None:
+            self.gw = zeros("f", n)
         self.gb = zeros("f", m)
         self.row = zeros("f", m)
         c = max(len(ly.b) for ly in layers)
-        self.zero = bytes(c)
+        self.zero = bytes(max(c, 256))  # (also the blocks that zero a hosted window)
         self.ones = b"\x01" * c
         self.r = None  # the running generator state in update order (sparse policy)
         self.done = []  # the layers stepped since the last end()
@@ -74,6 +99,13 @@ class Now:
         s_in, s_out = ly.in_scale, ly.out_scale
         t = ly.touched
         gw, gb, row = self.gw, self.gb, self.row
+        raw = self.raw
+        if raw is not None and not self.done:  # the step's first layer: the forward wrote over it
+            z = memoryview(self.zero)
+            n = len(raw)
+            for o in range(0, n, len(z)):  # blocks of 256 B at least, once per step
+                m = n - o if n - o < len(z) else len(z)
+                raw[o:o + m] = z[:m]
         apply = F.update_s8_apply
         try:
             if cc == nc:  # the whole layer in one window

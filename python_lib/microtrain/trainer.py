@@ -200,7 +200,12 @@ class Trainer:
         try:
             if prev_now is not None:  # (no instance attribute where there was none: a model's map grows)
                 model._now = None
-            self.layers = model.set_trained(idx, self._fold is None and not now)
+            win = 0
+            if now:  # the gradient window goes with backward's buffers (idle forward memory)
+                from microtrain.now import Now, floats
+
+                win = 4 * floats([model.layers[i] for i in idx])
+            self.layers = model.set_trained(idx, self._fold is None and not now, win)
             self.first = self.layers[0].index
             for ly in self.layers:
                 ly.master_w = ly.master_b = None
@@ -219,9 +224,7 @@ class Trainer:
                 elif now:  # sums of an earlier trainer
                     ly.gw = ly.gb = ly.grad = None
             if now:
-                from microtrain.now import Now
-
-                model._now = Now(self.opt, self.layers, sparse)
+                model._now = Now(self.opt, self.layers, sparse, raw=model._bw.window)
             self._mon = None
             if health or adapt_ranges:
                 from microtrain.health import Health

@@ -6,6 +6,7 @@ host and are not copied to boards. Submodules are stubbed too (``microtrain.mode
 etc.), but everything a program needs is re-exported here.
 """
 
+from microtrain.adam import Adam as Adam
 from microtrain.data import FileDataset as FileDataset
 from microtrain.data import Subset as Subset
 from microtrain.kern import NATIVE as NATIVE
@@ -19,7 +20,6 @@ from microtrain.model import Model as Model
 from microtrain.model import Tensor as Tensor
 from microtrain.model import load as load
 from microtrain.optim import SGD as SGD
-from microtrain.adam import Adam as Adam
 from microtrain.proto import PrototypeHead as PrototypeHead
 from microtrain.replay import Replay as Replay
 from microtrain.schedule import Constant as Constant

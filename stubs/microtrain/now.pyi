@@ -1,5 +1,6 @@
 # microtrain.now: batch-1 plain SGD, each trained layer steps during backward (Trainer).
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from microtrain.model import Layer
 from microtrain.optim import SGD

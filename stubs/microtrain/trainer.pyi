@@ -3,8 +3,8 @@ from collections.abc import Callable
 from typing import Any
 
 from microtrain._types import Int8In, LossFn, Policy, Samples, TrainSpec
-from microtrain.model import Layer, Model
 from microtrain.adam import Adam
+from microtrain.model import Layer, Model
 from microtrain.optim import SGD
 from microtrain.replay import Replay
 

@@ -4,8 +4,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from microtrain._types import Int8In, LossFn, Samples, TrainSpec
-from microtrain.model import Layer, Model
 from microtrain.adam import Adam
+from microtrain.model import Layer, Model
 from microtrain.optim import SGD
 from microtrain.trainer import Trainer
 

@@ -189,17 +189,21 @@ def forward_plan_bytes(m: Model, keep: set[int]) -> int:
     return training_plan(m, keep)[0]
 
 
-def backward_items(m: Model, first: int, region: set[int], inplace: set[int], scratch: int) -> list[int]:
+def backward_items(m: Model, first: int, region: set[int], inplace: set[int], scratch: int,
+                   window: int = 0) -> list[int]:
     """Bytes of backward's buffers, in the device's order (model.py ``Model._pack``): the int32
-    scratch (``scratch`` bytes, 0: none) first, then per layer from ``first`` on the error
-    buffer of its output (not for the activations taking their own errors) and, for an
-    output read by two layers or more, its arrival and merge buffers."""
+    scratch (``scratch`` bytes, 0: none) first, the float32 gradient window of plain SGD at
+    batch 1 (``window`` bytes, 0: none), then per layer from ``first`` on the error buffer of
+    its output (not for the activations taking their own errors) and, for an output read by
+    two layers or more, its arrival and merge buffers."""
     cons: dict[int, int] = {}
     for ly in m.layers[first:]:
         for t in ly.inputs:
             if t in region:
                 cons[t] = cons.get(t, 0) + 1
     items = [scratch] if scratch else []
+    if window:
+        items.append(window)
     for ly in m.layers[first:]:
         if ly.output not in inplace:
             items += [m.tensors[ly.output].numel] * (3 if cons.get(ly.output, 0) > 1 else 1)
@@ -366,24 +370,27 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     scratch = _scratch_bytes(m, first, region, inplace)
     # errors and scratch in the forward buffers idle during backward where they fit: RAM only
     # for the rest
-    items = backward_items(m, first, region, inplace, scratch)
-    at = pack(items, idle)
-    hosted = sum(n for n, a in zip(items, at, strict=True) if a is not None)
-    if scratch and at[0] is not None:
-        scratch = 0
-    errors = sum(n for n, a in zip(items, at, strict=True) if a is None) - scratch
     params = [_params(m, ly) for ly in trained]
-    out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
-    weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
     state = 4 * sum(params)
     # batch 1: into the momentum (Trainer._fold), or plain SGD steps each layer during backward
-    # (now.Now); by default without a sparse policy
+    # (now.Now, its window placed with backward's buffers); by default without a sparse policy
     nosums = batch == 1 and not adam and (sums is False or (sums is None and not sparse))
-    grads = state
+    grads, window = state, 0
     if nosums and not momentum:
-        grads = now_window_bytes(m, trained)
+        grads, window = now_window_bytes(m, trained)
     elif nosums:
         grads = 0
+    items = backward_items(m, first, region, inplace, scratch, window)
+    at = pack(items, idle)
+    hosted = sum(n for n, a in zip(items, at, strict=True) if a is not None)
+    own_window = bool(window) and at[1 if scratch else 0] is None  # not hosted: a buffer of its own
+    if scratch and at[0] is not None:
+        scratch = 0
+    errors = sum(n for n, a in zip(items, at, strict=True) if a is None) - scratch - (window if own_window else 0)
+    if own_window:
+        grads += window
+    out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
+    weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
     master = {"int8": 0, "mixed": 4 * params[-1], "float32": 4 * sum(params)}[mode]
     copies = sum(w + COPY_BYTES_PER_CHANNEL * c + 4 * (w // c) for w, c in zip(weights, out_c, strict=True))
     r: dict[str, Any] = {
@@ -409,9 +416,10 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     return r
 
 
-def now_window_bytes(m: Model, trained: list[mtm.Layer]) -> int:
-    """now.Now's buffers: a float32 window of at most WINDOW_FLOATS weight gradients (one
-    output channel at least) with its bias and update row, the window masks."""
+def now_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
+    """now.Now's buffers: (its window's bias and update row, the zero / ones masks and the
+    per-layer window masks; the float32 window of at most WINDOW_FLOATS weight gradients, one
+    output channel at least, placed with backward's buffers)."""
     n = w_max = c_max = masks = 0
     for ly in trained:
         assert ly.weight is not None and ly.bias is not None
@@ -422,7 +430,7 @@ def now_window_bytes(m: Model, trained: list[mtm.Layer]) -> int:
         w_max = max(w_max, cc)
         c_max = max(c_max, nc)
         masks += nc if cc < nc else 0
-    return 4 * n + 8 * w_max + 2 * c_max + masks
+    return 8 * w_max + 2 * max(c_max, 256) + masks, 4 * n  # (the rest, the window)
 
 
 TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "master", "copies", "sparse_bytes",
@@ -613,8 +621,8 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--batch", type=int, default=1, metavar="B",
                    help="samples per update (default 1: with --momentum, no gradient sums)")
     p.add_argument("--no-sums", action="store_true",
-                   help="Trainer(sums=False): no gradient sums with --sparse too (batch 1; SGD with or without "
-                        "--momentum)")
+                   help="Trainer(sums=False): no gradient sums with --sparse too (batch 1; SGD with or "
+                        "without --momentum)")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its size")
