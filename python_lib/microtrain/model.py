@@ -858,7 +858,8 @@ class Model:
         # memplan.py too: items (bytes, tensor, kind), kind 0 ebuf, 1 etmp, 2 emerge (the
         # tensors read by two layers), tensor -1 the int32 scratch (scratch bytes, 0: none),
         # -2 now.Now's float32 window (window bytes); first fit decreasing (ties in item
-        # order), offsets rounded up to 4 (scratch and window are retyped). All are alive through the whole backward: none overlap.
+        # order), offsets rounded up to 4 (scratch and window are retyped). All are alive
+        # through the whole backward: none overlap.
         # Returns (items, {item index: (buffer index, offset)}); the others get new buffers.
         cons = {}
         for ly in self.layers[first:]:

@@ -386,7 +386,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     own_window = bool(window) and at[1 if scratch else 0] is None  # not hosted: a buffer of its own
     if scratch and at[0] is not None:
         scratch = 0
-    errors = sum(n for n, a in zip(items, at, strict=True) if a is None) - scratch - (window if own_window else 0)
+    errors = sum(n for n, a in zip(items, at, strict=True) if a is None) - scratch
+    errors -= window if own_window else 0
     if own_window:
         grads += window
     out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
