@@ -221,12 +221,23 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     # errors and scratch go into the training plan's buffers that held no kept tensor (nor the
     # output), in the order they were made: first fit decreasing, at offsets rounded up to 4
     bins = [b for b in made if not b.held & (keep | {m.output})]
+    n_w = [m.tensors[ly.weight].numel for ly in trained]
+    n_c = [m.tensors[ly.bias].numel for ly in trained]
+    batch = int(opts[opts.index("--batch") + 1]) if "--batch" in opts else 1
+    moments = 2 if "--adam" in opts else 1 if "--momentum" in opts else 0
+    # batch 1, plain SGD: each layer steps during backward through a float32 window of whole
+    # output channels, at most 2048 weights (one channel at least), placed with the errors
+    now = moments == 0 and batch == 1 and "--sparse" not in opts
+    per = [min(c, max(1, 2048 // (w // c))) for w, c in zip(n_w, n_c, strict=True)]
+    window = 4 * max(cc * (w // c) for cc, w, c in zip(per, n_w, n_c, strict=True)) if now else 0
     items = [("scratch", scratch)] if scratch else []
+    if window:
+        items.append(("window", window))
     for ly in tail:
         if ly.output not in inplace:
             items += [("error", numel[ly.output])] * (3 if fan_out[ly.output] > 1 else 1)
     fill = [0] * len(bins)
-    new = {"scratch": 0, "error": 0}
+    new = {"scratch": 0, "error": 0, "window": 0}
     hosted = 0
     for kind, n in sorted(items, key=lambda it: -it[1]):  # (a stable sort: ties in item order)
         b = next((k for k in range(len(bins)) if -(-fill[k] // 4) * 4 + n <= bins[k].size), None)
@@ -236,14 +247,16 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
             fill[b] = -(-fill[b] // 4) * 4 + n
             hosted += n
     errors, scratch = new["error"], new["scratch"]
-    n_w = [m.tensors[ly.weight].numel for ly in trained]
-    n_c = [m.tensors[ly.bias].numel for ly in trained]
     n_params = [w + c for w, c in zip(n_w, n_c, strict=True)]
     state = 4 * sum(n_params)
-    batch = int(opts[opts.index("--batch") + 1]) if "--batch" in opts else 1
-    moments = 2 if "--adam" in opts else 1 if "--momentum" in opts else 0
-    # batch 1, SGD momentum: the device adds each gradient into the momentum, no sums
+    # batch 1, SGD momentum: the device adds each gradient into the momentum, no sums; plain
+    # SGD: the window (when not hosted), its bias and row (2 floats per window channel), the
+    # zero / ones masks (2 B per channel of the widest layer, 256 at least), a mask per layer
+    # with more than one window
     grads = 0 if moments == 1 and batch == 1 and "--sparse" not in opts else state
+    if now:
+        grads = new["window"] + 8 * max(per) + 2 * max(max(n_c), 256) + sum(
+            c for cc, c in zip(per, n_c, strict=True) if cc < c)
     master = 4 * (sum(n_params) if mode == "float32" else n_params[-1] if mode == "mixed" else 0)
     # int8 w; int32 bias, mult, shift, ratio and float32 scale per channel; float32 row of w/c
     copies = sum(w + c * (4 + 4 + 4 + 4 + 4) + 4 * (w // c) for w, c in zip(n_w, n_c, strict=True))
