@@ -109,15 +109,16 @@ def need(model, idx, mode, n_state, sparse, fold=False):
         region.add(ly.output)
     fw, idle = _plan_bytes(model, first)
     bw = fw if first not in model._plans else 0
-    inplace = model._inplace_errors(first, region)  # their errors overwrite the activations
-    _, acc, host = model._scratch_plan(first, region, inplace)  # host: in that error buffer
+    inplace = model._inplace_errors(first, region, fold != "now")  # errors over the activations
+    need_s, acc, host = model._scratch_plan(first, region, inplace)  # host: in that error buffer
     scratch = 4 * acc if acc and host is None else 0
     # errors and scratch in the forward buffers idle during backward where they fit (Model._pack;
     # the pure-Python kernels' scratch cannot be retyped: a new one)
     items, at = model._pack(first, region, inplace, scratch if kern.NATIVE else 0, idle,
                             window if kern.NATIVE else 0)
+    redo = scratch and model._recompute_host(first, inplace, need_s, acc)  # (native only)
     for i in range(len(items)):
-        if i not in at:
+        if i not in at and not (items[i][1] == -1 and redo):  # (else in a recomputed activation)
             bw += _buf(items[i][0])
     if scratch and not kern.NATIVE:
         bw += _buf(scratch)

@@ -778,7 +778,7 @@ class Model:
         region = set()
         for ly in self.layers[first:]:
             region.add(ly.output)
-        inplace = self._inplace_errors(first, region)
+        inplace = self._inplace_errors(first, region, not window)
         ebuf, etmp, emerge = {}, {}, {}
         for t in inplace:
             ebuf[t] = bufs[t]
@@ -813,6 +813,15 @@ class Model:
                 acc = K.mtm_view(memoryview(ebuf[host])[:4 * acc_n], 105)
             except (TypeError, ValueError):
                 pass
+        redo = None
+        if acc is None and acc_n:
+            r = self._recompute_host(first, inplace, need, acc_n)
+            if r is not None:  # in an activation whose producer runs again before its pool's backward
+                try:
+                    acc = K.mtm_view(memoryview(self._owner[first][r[0]])[:4 * acc_n], 105)
+                    redo = (r[2], r[1])
+                except (TypeError, ValueError):
+                    pass
         if acc is None and acc_n:
             acc = zeros("i", acc_n)
         accv = {}
@@ -820,6 +829,7 @@ class Model:
             accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
         self._bw = _BackwardPlan(first, region, bufs, ebuf, etmp, emerge, accv, inplace)
         self._bw.window = win
+        self._bw.redo = redo  # (pool index, producer index): the forward to run again there
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
 
@@ -891,11 +901,16 @@ class Model:
                         break
         return items, at
 
-    def _inplace_errors(self, first, region):
+    def _inplace_errors(self, first, region, over=True):
         # {t: its producer}: activations whose int8 error is written over the activation
-        # itself (docs/memory.md): t's only reader in backward is a pool with disjoint
-        # windows, and t's producer is a conv / linear whose fused activation mask (_act_keep)
-        # the pool's *_grad_input_act kernel applies as it writes. For memplan.py too.
+        # itself (docs/memory.md), for memplan.py too:
+        # - t's only reader in backward is a pool with disjoint windows, and t's producer is
+        #   a conv / linear whose fused activation mask (_act_keep) the pool's
+        #   *_grad_input_act kernel applies as it writes;
+        # - (over) t's only reader is a conv / linear, which reads t for its weight gradient
+        #   before its grad input writes t's error, and t's producer reads nothing of t in
+        #   its own backward (no fused activation; not a ReLU layer). Not where the reader
+        #   steps during backward (now.Now: its grad input comes first).
         made, cons = {}, {}
         for ly in self.layers[first:]:
             made[ly.output] = ly
@@ -904,12 +919,34 @@ class Model:
         out = {}
         for ly in self.layers[first:]:
             t, p, op = ly.inputs[0], ly.params, ly.op
-            if (op == OP_MAXPOOL or op == OP_AVGPOOL) and t in region and cons[t] == 1 and p[7] >= p[5] \
-                    and p[8] >= p[6] and t != self.output.index:
-                src = made[t]
+            if t not in region or cons[t] != 1 or t == self.output.index:
+                continue
+            src = made[t]
+            if (op == OP_MAXPOOL or op == OP_AVGPOOL) and p[7] >= p[5] and p[8] >= p[6]:
                 if src.op == OP_CONV2D or src.op == OP_LINEAR:
                     out[t] = src
+            elif over and (op == OP_CONV2D or op == OP_LINEAR) and not src.act and src.op != OP_RELU \
+                    and src.op != OP_RELU6:
+                out[t] = src
         return out
+
+    def _recompute_host(self, first, inplace, need, n):
+        # (t, its producer's index, its reader's index) of an activation whose buffer can hold
+        # the int32 scratch (n values) when nothing else does (docs/memory.md): t takes its
+        # error from a pool with disjoint windows (inplace), every layer using the scratch
+        # comes after that pool (backward runs them before it), and the producer, a conv /
+        # linear, runs its forward again just before the pool's backward: its input is kept.
+        # For memplan.py too. None when there is no such t.
+        if not need or not kern.NATIVE:
+            return None
+        for t, src in inplace.items():
+            for ly in self.layers[src.index + 1:]:
+                if ly.inputs[0] == t:
+                    break
+            if (ly.op == OP_MAXPOOL or ly.op == OP_AVGPOOL) and need[0].index > ly.index and \
+                    self.tensors[t].numel >= 4 * n:
+                return t, src.index, ly.index
+        return None
 
     def _scratch_plan(self, first, region, inplace):
         # backward's int32 grad-input scratch (docs/memory.md), for memplan.py too: the
@@ -959,12 +996,16 @@ class Model:
         scale = {out_t: err_scale}
         conv_gw = kern.f32("conv2d_s8_grad_weight_f32")
         lin_gw = kern.f32("linear_s8_grad_weight_f32")
+        redo = bw.redo
         for j in range(len(self.layers) - 1, first - 1, -1):
             ly = self.layers[j]
             t_out = ly.output
             e = cur.get(t_out)
             if e is None:
                 continue
+            if redo is not None and j == redo[0]:  # its input held the scratch: made again
+                st = self._plans[first][1][redo[1]]
+                st[0](*st[1])
             s = scale[t_out]
             op, p = ly.op, ly.params
             y = bufs[t_out]

@@ -7,6 +7,8 @@ from microtrain.optim import SGD
 
 WINDOW: int
 
+def floats(layers: list[Layer], window: int = WINDOW) -> int: ...
+
 class Now:
     """Steps trained layers during backward, a window of output channels at a time."""
 
@@ -15,14 +17,16 @@ class Now:
     sparse: bool
     info: dict[int, tuple[int, bytearray | None, bool, list[int] | None]]
     total: list[int] | None
-    gw: Any  # array('f'): the gradient window, zero between steps
+    gw: Any  # array('f') or a retyped view: the gradient window
+    raw: memoryview | None  # its bytes when it lives in idle forward buffers (zeroed per step)
     gb: Any
     row: Any
     zero: bytes
     ones: bytes
     r: int | None
     done: list[Layer]
-    def __init__(self, opt: SGD, layers: list[Layer], sparse: Any, window: int = WINDOW) -> None: ...
+    def __init__(self, opt: SGD, layers: list[Layer], sparse: Any, window: int = WINDOW,
+                 raw: memoryview | None = None) -> None: ...
     def layer(self, ly: Layer, gwk: Callable[..., None] | None, p: Any, x: Any, e: Any, mask: Any, sw: float,
               s: float) -> None: ...
     def end(self, layers: list[Layer]) -> None: ...

@@ -29,7 +29,7 @@ import torch.nn as nn
 
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm
-from microtrain_tools.mtm import Op
+from microtrain_tools.mtm import Act, Op
 from support.harness import ROOT, binary_has_builtin_microtrain
 
 ENTRY = Path(sys.executable).parent / "microtrain"
@@ -195,10 +195,21 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     # an activation read only by a pool with disjoint windows, made by a conv / linear, takes
     # its error in place (the pool's *_grad_input_act): no error buffer, and it hosts nothing
     maker = {ly.output: ly for ly in tail}
-    inplace = {ly.inputs[0] for ly in tail if ly.op in (Op.MAXPOOL, Op.AVGPOOL)
-               and ly.params[7] >= ly.params[5] and ly.params[8] >= ly.params[6]
-               and ly.inputs[0] in maker and fan_out[ly.inputs[0]] == 1 and ly.inputs[0] != m.output
-               and maker[ly.inputs[0]].op in (Op.CONV2D, Op.LINEAR)}
+    pooled = {ly.inputs[0] for ly in tail if ly.op in (Op.MAXPOOL, Op.AVGPOOL)
+              and ly.params[7] >= ly.params[5] and ly.params[8] >= ly.params[6]
+              and ly.inputs[0] in maker and fan_out[ly.inputs[0]] == 1 and ly.inputs[0] != m.output
+              and maker[ly.inputs[0]].op in (Op.CONV2D, Op.LINEAR)}
+    batch = int(opts[opts.index("--batch") + 1]) if "--batch" in opts else 1
+    moments = 2 if "--adam" in opts else 1 if "--momentum" in opts else 0
+    now = moments == 0 and batch == 1 and "--sparse" not in opts  # layers step during backward
+    # an input read only by a conv / linear, made without an activation to mask with: its error
+    # goes over it after the weight gradient read it (not when layers step during backward,
+    # where the grad input comes first)
+    over = set() if now else {ly.inputs[0] for ly in tail if ly.op in (Op.CONV2D, Op.LINEAR)
+                              and ly.inputs[0] in maker and fan_out[ly.inputs[0]] == 1
+                              and ly.inputs[0] != m.output and maker[ly.inputs[0]].act == Act.NONE
+                              and maker[ly.inputs[0]].op not in (Op.RELU, Op.RELU6)}
+    inplace = pooled | over
     # the int32 grad-input scratch: conv / linear and pools whose windows overlap use it
     # (disjoint ones need none); replay backward from the last layer: it costs nothing when
     # an error buffer (one consumer) of 4 bytes per value is still unwritten and not an
@@ -223,11 +234,8 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     bins = [b for b in made if not b.held & (keep | {m.output})]
     n_w = [m.tensors[ly.weight].numel for ly in trained]
     n_c = [m.tensors[ly.bias].numel for ly in trained]
-    batch = int(opts[opts.index("--batch") + 1]) if "--batch" in opts else 1
-    moments = 2 if "--adam" in opts else 1 if "--momentum" in opts else 0
     # batch 1, plain SGD: each layer steps during backward through a float32 window of whole
     # output channels, at most 2048 weights (one channel at least), placed with the errors
-    now = moments == 0 and batch == 1 and "--sparse" not in opts
     per = [min(c, max(1, 2048 // (w // c))) for w, c in zip(n_w, n_c, strict=True)]
     window = 4 * max(cc * (w // c) for cc, w, c in zip(per, n_w, n_c, strict=True)) if now else 0
     items = [("scratch", scratch)] if scratch else []
@@ -246,6 +254,13 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
         else:
             fill[b] = -(-fill[b] // 4) * 4 + n
             hosted += n
+    # a scratch nothing holds goes into a pooled conv output that its conv makes again before
+    # the pool's backward, when every scratch user comes after that pool
+    users = [j for j, ly in enumerate(tail, first) if uses_scratch(ly)]
+    readers = {ly.inputs[0]: j for j, ly in enumerate(tail, first)}
+    if new["scratch"] and any(readers[t] < users[0] and numel[t] >= new["scratch"] for t in pooled):
+        hosted += new["scratch"]
+        new["scratch"] = 0
     errors, scratch = new["error"], new["scratch"]
     n_params = [w + c for w, c in zip(n_w, n_c, strict=True)]
     state = 4 * sum(n_params)

@@ -112,10 +112,12 @@ def _needs_scratch(ly: mtm.Layer) -> bool:
     return ly.op in (Op.MAXPOOL, Op.AVGPOOL) and (p[7] < p[5] or p[8] < p[6])
 
 
-def inplace_errors(m: Model, first: int, region: set[int]) -> set[int]:
+def inplace_errors(m: Model, first: int, region: set[int], over: bool = True) -> set[int]:
     """Activations whose int8 error the device writes over the activation itself (module
     doc, errors; Model._inplace_errors): the only reader is a pool with disjoint windows and
-    the producer a conv / linear."""
+    the producer a conv / linear; or (``over``: not where layers step during backward) the
+    only reader is a conv / linear (its weight gradient reads the activation first) and the
+    producer has no fused activation and is no ReLU layer."""
     path = m.layers[first:]
     made = {ly.output: ly for ly in path}
     cons: dict[int, int] = {}
@@ -125,10 +127,36 @@ def inplace_errors(m: Model, first: int, region: set[int]) -> set[int]:
     out: set[int] = set()
     for ly in path:
         t, p = ly.inputs[0], ly.params
-        if (ly.op in (Op.MAXPOOL, Op.AVGPOOL) and t in region and cons[t] == 1 and p[7] >= p[5]
-                and p[8] >= p[6] and t != m.output and made[t].op in (Op.CONV2D, Op.LINEAR)):
+        if t not in region or cons[t] != 1 or t == m.output:
+            continue
+        src = made[t]
+        if ly.op in (Op.MAXPOOL, Op.AVGPOOL) and p[7] >= p[5] and p[8] >= p[6]:
+            if src.op in (Op.CONV2D, Op.LINEAR):
+                out.add(t)
+        elif over and ly.op in (Op.CONV2D, Op.LINEAR) and src.act == Act.NONE and src.op not in (
+                Op.RELU, Op.RELU6):
             out.add(t)
     return out
+
+
+def recompute_host(m: Model, first: int, region: set[int], inplace: set[int]) -> bool:
+    """Whether the int32 scratch, when nothing else holds it, goes into an activation made again
+    before its reader's backward (Model._recompute_host): one whose error a pool with disjoint
+    windows writes over it, made by a conv / linear, at least 4 bytes per scratch value, the
+    pool before every layer using the scratch."""
+    path = m.layers[first:]
+    users = [j for j, ly in enumerate(path, first) if _needs_scratch(ly) and ly.inputs[0] in region]
+    if not users:
+        return False
+    n = max(m.tensors[m.layers[j].inputs[0]].numel for j in users)
+    made = {ly.output: j for j, ly in enumerate(path, first)}
+    for t in inplace:
+        reader = next(j for j in range(made[t] + 1, len(m.layers)) if m.layers[j].inputs[0] == t)
+        ly = m.layers[reader]
+        if (ly.op in (Op.MAXPOOL, Op.AVGPOOL) and m.layers[made[t]].op in (Op.CONV2D, Op.LINEAR)
+                and users[0] > reader and m.tensors[t].numel >= 4 * n):
+            return True
+    return False
 
 
 def _scratch_bytes(m: Model, first: int, region: set[int], inplace: set[int]) -> int:
@@ -365,18 +393,19 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     path = m.layers[first:]
     keep = {t for ly in path for t in (*ly.inputs, ly.output)}
     region = {ly.output for ly in path}
-    inplace = inplace_errors(m, first, region)  # their errors overwrite the activations
-    forward, idle = training_plan(m, keep)
-    scratch = _scratch_bytes(m, first, region, inplace)
-    # errors and scratch in the forward buffers idle during backward where they fit: RAM only
-    # for the rest
-    params = [_params(m, ly) for ly in trained]
-    state = 4 * sum(params)
     # batch 1: into the momentum (Trainer._fold), or plain SGD steps each layer during backward
     # (now.Now, its window placed with backward's buffers); by default without a sparse policy
     nosums = batch == 1 and not adam and (sums is False or (sums is None and not sparse))
+    now = nosums and not momentum
+    inplace = inplace_errors(m, first, region, not now)  # their errors overwrite the activations
+    forward, idle = training_plan(m, keep)
+    scratch = _scratch_bytes(m, first, region, inplace)
+    # errors and scratch in the forward buffers idle during backward where they fit: RAM only
+    # for the rest (the scratch, else, in an activation made again: recompute_host)
+    params = [_params(m, ly) for ly in trained]
+    state = 4 * sum(params)
     grads, window = state, 0
-    if nosums and not momentum:
+    if now:
         grads, window = now_window_bytes(m, trained)
     elif nosums:
         grads = 0
@@ -388,6 +417,9 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         scratch = 0
     errors = sum(n for n, a in zip(items, at, strict=True) if a is None) - scratch
     errors -= window if own_window else 0
+    if scratch and recompute_host(m, first, region, inplace):
+        hosted += scratch
+        scratch = 0
     if own_window:
         grads += window
     out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
