@@ -152,7 +152,8 @@ def test_pool_errors_over_their_activations(setups: dict[str, Setup], tmp_path: 
     # written after the weight gradient read it)
     made = {ly.output: ly for ly in s.m.layers}
     convs = [ly for ly in s.m.layers if ly.op.name in ("CONV2D", "LINEAR") and ly.inputs[0] in made
-             and made[ly.inputs[0]].act.name == "NONE" and made[ly.inputs[0]].op.name not in ("RELU", "RELU6")]
+             and made[ly.inputs[0]].act.name == "NONE"
+             and made[ly.inputs[0]].op.name not in ("RELU", "RELU6")]
     got = {int(r[0]) for r in rows}
     assert got & {ly.inputs[0] for ly in pools} and got & {ly.inputs[0] for ly in convs}, p.stdout
     assert got <= {ly.inputs[0] for ly in pools} | {ly.inputs[0] for ly in convs}
