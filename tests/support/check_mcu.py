@@ -66,6 +66,7 @@ TRAIN_CONFIGS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None, int]]
     ("all", "mixed", {**SGDM, "weight_decay": 1e-3}, {**DYN, "form": "linear"}, 1),
     ("last:2", "float32", {**SGDM, "rounding": "stochastic"}, DYN, 5),
     ("all", "mixed", SGDM, DYN, 1),  # batch 1, SGD momentum: gradients into the momentum
+    ("all", "int8", {"kind": "sgd", "lr": 0.05}, None, 1),  # batch 1, plain SGD: steps in backward
 ]
 
 
