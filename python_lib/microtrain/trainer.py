@@ -81,7 +81,8 @@ class Trainer:
                buffer per trained layer, so RAM does not grow with it. At 1 with
                SGD momentum there are no sums: each gradient goes into the
                momentum; with plain SGD each layer steps during backward, a few
-               output channels at a time (the same bits; docs/memory.md).
+               output channels at a time (the same bits; docs/memory.md). Larger
+               batches with SGD momentum: no sums with sums=False.
     schedule:  "constant", "step", "cosine", or callable(lr0, epoch, epochs).
     log:       path of a JSON-lines training log (or None).
     log_every: a "step" log record every that many samples (0: none).
@@ -100,8 +101,14 @@ class Trainer:
                (saves 4 B per trained parameter; momentum: costs ~120 instructions per
                parameter per update in software float, ~4 % of a sparse backward; plain
                SGD with a sparse policy: the stochastic-rounding draws follow the update
-               order, last layer first, so the bits differ from the sums'). True:
-               always the sums.
+               order, last layer first, so the bits differ from the sums'). At batch n > 1
+               with SGD momentum and no sparse policy, False folds the batch into the
+               momentum: v = momentum * v at the batch's first sample, each gradient
+               added into v times 1 / n, the step applies v (v = m v + sum / n, float32
+               rounded otherwise than the sums; a short last batch weighs 1 / n per
+               sample too; a gradient-scale failure steps nothing, the layers above the
+               failing one keep the sample's share). Refused there with a sparse
+               policy or without momentum. True: always the sums.
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead
