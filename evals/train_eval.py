@@ -9,6 +9,8 @@ b. scratch: a small CNN trained from random init on scikit-learn digits;
 c. personalisation: the smartwatch HAR CNN adapted on a held-out subject's first windows;
 d. sparse: DynamicSparse lambda_min 0.5 and 0.1 against dense on (a), backward time side by side;
 plus (a) last-2 inside `micropython -X heapsize=256k`.
+e. (opt-in, `--fold`, only this): (a) with all layers, mixed, batch 16: the gradient sums against
+   the batch folded into the momentum (Trainer sums=False), seeds 1-3.
 
 Ends with one line:
 `train-eval: seeds=5 transfer_int8_gap=G1 transfer_mixed_gap=G2 scratch_gap=G3 har_gain=H
@@ -130,6 +132,25 @@ def sparse_deeper(work: Path = WORK, echo: bool = True) -> dict[str, dict[str, A
     return out
 
 
+def fold(work: Path = WORK, echo: bool = True, seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, list[float]]:
+    """(e, opt-in: --fold) The transfer CNN, all layers, mixed, SGD momentum, batch 16 ((a)'s
+    protocol): the gradient sums (sums=True) against the batch folded into the momentum
+    (sums=False: each gradient / 16 into v, no sums; docs/memory.md), the same samples and
+    orders per seed. Held-out accuracy per seed."""
+    ref = tm.get_model()
+    data = Data(ref.mtm, work)
+    out: dict[str, list[float]] = {}
+    for sums in (True, False):
+        accs = []
+        for seed in seeds:
+            tag = f"fold_all_mixed_sums{int(sums)}_s{seed}"
+            cfg = TRANSFER.device_cfg(ref.mtm, data.train, data.test, layers="all", mode="mixed", seed=seed,
+                                      sums=sums)
+            accs.append(ex.run_device(cfg, work, tag, echo=echo)["acc"])
+        out["sums" if sums else "fold"] = accs
+    return out
+
+
 def transfer_table(res: dict[str, Any]) -> str:
     rows = []
     for (spec, mode), d in res["device"].items():
@@ -228,8 +249,23 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quiet", action="store_true", help="do not echo the device's progress lines")
     ap.add_argument("--out", default=str(WORK / "results.json"), help="where to write all numbers (JSON)")
+    ap.add_argument("--fold", action="store_true",
+                    help="only (e): transfer all layers, mixed, batch 16, gradient sums against the batch "
+                         "folded into the momentum (Trainer sums=False), seeds 1-3")
     args = ap.parse_args(argv)
     echo = not args.quiet
+    if args.fold:
+        print("== (e) transfer all layers, mixed, SGD momentum, batch 16: sums=True vs False", flush=True)
+        e = fold(echo=echo)
+        print(ex.table([["sums=True (gradient sums)", spread(e["sums"])],
+                        ["sums=False (batch folded into the momentum)", spread(e["fold"])],
+                        ["difference (fold - sums, per seed)",
+                         spread([f - s for f, s in zip(e["fold"], e["sums"], strict=True)])]],
+                       ["Trainer", "held-out acc % (mean +- sd [min..max])"]))
+        pairs = enumerate(zip(e["sums"], e["fold"], strict=True))
+        print("train-eval fold: " + " ".join(f"sums_s{i + 1}={_pct(a)} fold_s{i + 1}={_pct(b)}"
+                                             for i, (a, b) in pairs))
+        return 0
     summary: dict[str, Any] = {}
 
     print("== (a) transfer Fashion-MNIST -> MNIST, and (d) sparse updates", flush=True)

@@ -41,7 +41,7 @@ def main(path):
     tr = mt.Trainer(model, train=cfg.get("layers", "last:1"), mode=cfg.get("mode", "int8"), optimizer=opt,
                     sparse=policy, batch=cfg.get("batch", 1), schedule=cfg.get("schedule"),
                     log=cfg.get("log"), seed=cfg.get("seed", 1), health=cfg.get("health", False),
-                    adapt_ranges=cfg.get("adapt_ranges", False))
+                    adapt_ranges=cfg.get("adapt_ranges", False), sums=cfg.get("sums"))
     print("device: %s, %d train / %d test samples, native=%s, train %s, mode %s, %r, batch %d" % (
         cfg["model"], len(train), len(test), mt.NATIVE, [ly.name for ly in tr.layers], tr.mode, opt,
         tr.batch))

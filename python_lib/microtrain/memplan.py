@@ -83,8 +83,8 @@ def _now_bytes(model, idx):
 def need(model, idx, mode, n_state, sparse, fold=False):
     """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
     moments, sparse) allocates: a list of (item, bytes). fold: no gradient sums, True: the
-    gradients go into the momentum (batch 1, SGD momentum), "now": each layer steps during
-    backward (batch 1, plain SGD: now.Now's gradient window)."""
+    gradients go into the momentum (SGD momentum: batch 1, or a larger batch with sums=False),
+    "now": each layer steps during backward (batch 1, plain SGD: now.Now's gradient window)."""
     layers = model.layers
     grads = window = 0
     if fold == "now":
@@ -140,11 +140,11 @@ def _kb(n):
     return "%.1f KB" % (n / 1024)
 
 
-def check(model, idx, mode, opt, sparse, fold=False, failed=False):
+def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1):
     """Raise MemoryError when the Trainer's allocations exceed the free heap (or
     failed: they did not fit), naming the need per item, the free bytes and
-    what would fit: fewer of these layers, mode int8, batch 1 (SGD momentum), an
-    optimiser without state."""
+    what would fit: fewer of these layers, mode int8, sums=False or batch 1 (SGD
+    momentum), an optimiser without state."""
     mem_free = getattr(gc, "mem_free", None)
     if mem_free is None:  # CPython
         return
@@ -169,8 +169,10 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False):
     if not fold and getattr(opt, "momentum", 0) and not opt.weight_decay and not opt.standardize:
         n = _total(need(model, idx, mode, opt.n_state, sparse, True))
         if n <= free:
-            fits.append("batch=1%s (each gradient into the momentum: no gradient sums) (%s)" % (
-                ", sums=False" if sparse is not None else "", _kb(n)))
+            # a larger batch folds into the momentum too (sums=False), but not with a sparse policy
+            fits.append("%s (each gradient into the momentum: no gradient sums) (%s)" % (
+                "batch=1, sums=False" if sparse is not None else "sums=False or batch=1" if batch > 1
+                else "batch=1", _kb(n)))
     if opt.n_state:
         n = _total(need(model, idx, mode, 0, sparse, "now"))
         if n <= free:
@@ -192,11 +194,11 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False):
                                          "of these (train fewer layers or a smaller model)"))
 
 
-def run(model, idx, mode, opt, sparse, fold=False, failed=False):
+def run(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1):
     """check(), then forget this module so the GC can free its code (Trainer imports it
     again only if its allocation fails)."""
     try:
-        check(model, idx, mode, opt, sparse, fold, failed)
+        check(model, idx, mode, opt, sparse, fold, failed, batch)
     finally:
         import sys
 

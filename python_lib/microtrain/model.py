@@ -342,14 +342,22 @@ def _fold(ly, mask, sw, s):
     # value is one rounded term). A scale bound keeps v finite (|term| <= scale * 2^31 and
     # |v| <= max|term| / (1 - m)); past it the gradient has diverged and this layer is left
     # as it was (the layers above have taken the sample: Trainer.step completes their step).
-    if ly._folded:
+    # Batch n > 1 (Trainer sums=False): v = m * v at the batch's first sample (every channel: no
+    # sparse policy), and each sample's gradient goes in with the scales sw / n, s / n (the
+    # platform float's quotient, rounded to float32 by the kernel's binding): v = m v + sum g / n.
+    # Returns n.
+    model = ly.model
+    n = model._fdiv
+    if ly._folded and n == 1:
         raise ValueError("backward: layer %s adds its gradient into the momentum (Trainer batch 1): "
                          "one backward per update" % ly.name)
-    m = ly._fold
-    lim = ly.model._flim  # FLT_MAX (1 - m) / 2^33 (Trainer)
+    lim = model._flim  # FLT_MAX (1 - m) / 2^33 (Trainer); per sample at any batch
     if not (-lim <= sw <= lim and -lim <= s <= lim):  # (NaN fails too)
         raise ValueError("backward: layer %s: gradient scale %r is not finite or too large (a diverged "
                          "gradient; lower the learning rate)" % (ly.name, sw))
+    if ly._folded:  # a later sample of the batch
+        return n
+    m = ly._fold
     global _scale
     if _scale is None:
         _scale = kern.f32("update_f32_scale")
@@ -357,6 +365,7 @@ def _fold(ly, mask, sw, s):
     _scale(ly.gw, len(ly.gw) // len(gb), mask, m)
     _scale(gb, 1, mask, m)
     ly._folded = True
+    return n
 
 
 _scale = None
@@ -381,6 +390,7 @@ class _BackwardPlan:
 
 class Model:
     _now = None  # a batch-1 plain SGD Trainer's now.Now: trained layers step during backward
+    _fdiv = 1  # the batch a momentum-folding Trainer divides each gradient by (_fold; sums=False)
     """A loaded .mtm model. See `load`."""
 
     _lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
@@ -1033,16 +1043,18 @@ class Model:
                         K.update_u8_touch(t, mask)  # the update skips channels no sample touched
                     x = bufs[x_t]
                     sw = tensors[x_t].scale * s
-                    if ly._fold is not None:
-                        _fold(ly, mask, sw, s)
+                    sb = s
+                    if ly._fold is not None and _fold(ly, mask, sw, s) != 1:
+                        n = ly.model._fdiv  # batch n folded into the momentum: each gradient / n
+                        sw, sb = sw / n, s / n
                     if ly.gw is None:  # steps below, once its grad input used the weights (now.Now)
                         if self._now is None:
                             raise ValueError("backward: layer %s keeps no gradient sums "
                                              "(set_trained(sums=False)): only a Trainer steps it" % ly.name)
                     elif op == OP_CONV2D:
-                        conv_gw(p, x, e, mask, sw, s, ly.gw, ly.gb)
+                        conv_gw(p, x, e, mask, sw, sb, ly.gw, ly.gb)
                     else:
-                        lin_gw(p, x, e, mask, sw, s, ly.gw, ly.gb)
+                        lin_gw(p, x, e, mask, sw, sb, ly.gw, ly.gb)
                 if need:
                     dest = self._dest(x_t, cur, ebuf, etmp)
                     gin = K.conv2d_s8_grad_input if op == OP_CONV2D else K.linear_s8_grad_input

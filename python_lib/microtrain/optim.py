@@ -193,9 +193,10 @@ class _Optimizer:
             c = len(ly.b) << (ly._fold is not None)  # apply_keep: the new scales and biases
             if ly._row is None or len(ly._row) != c:
                 ly._row = zeros("f", c)
-            if ly._fold is not None and n != 1:
-                raise ValueError("step: layer %s adds its gradient into the momentum (Trainer batch 1): "
-                                 "n must be 1, got %d" % (ly.name, n))
+            nb = ly.model._fdiv
+            if ly._fold is not None and n > nb:  # v holds the samples already, each / batch
+                raise ValueError("step: layer %s adds its gradient into the momentum (Trainer batch %d): "
+                                 "n must be at most %d, got %d" % (ly.name, nb, nb, n))
         self.begin(self.steps + 1)
         r = self.rng
         for ly in layers:

@@ -58,7 +58,7 @@ def _mem_free():
     return f()
 
 
-def _memcheck(model, idx, mode, opt, sparse, fold, failed=False):
+def _memcheck(model, idx, mode, opt, sparse, fold, batch, failed=False):
     # microtrain.memplan: MemoryError with the bytes needed per item, the free heap and what
     # would fit. Compiling it needs heap too: if that fails, the caller's MemoryError stands.
     try:
@@ -67,7 +67,7 @@ def _memcheck(model, idx, mode, opt, sparse, fold, failed=False):
         if failed:
             return
         raise
-    run(model, idx, mode, opt, sparse, fold, failed)
+    run(model, idx, mode, opt, sparse, fold, failed, batch)
 
 class Trainer:
     """Train `model` on (x, label) samples.
@@ -81,7 +81,8 @@ class Trainer:
                buffer per trained layer, so RAM does not grow with it. At 1 with
                SGD momentum there are no sums: each gradient goes into the
                momentum; with plain SGD each layer steps during backward, a few
-               output channels at a time (the same bits; docs/memory.md).
+               output channels at a time (the same bits; docs/memory.md). Larger
+               batches with SGD momentum: no sums with sums=False.
     schedule:  "constant", "step", "cosine", or callable(lr0, epoch, epochs).
     log:       path of a JSON-lines training log (or None).
     log_every: a "step" log record every that many samples (0: none).
@@ -100,8 +101,14 @@ class Trainer:
                (saves 4 B per trained parameter; momentum: costs ~120 instructions per
                parameter per update in software float, ~4 % of a sparse backward; plain
                SGD with a sparse policy: the stochastic-rounding draws follow the update
-               order, last layer first, so the bits differ from the sums'). True:
-               always the sums.
+               order, last layer first, so the bits differ from the sums'). At batch n > 1
+               with SGD momentum and no sparse policy, False folds the batch into the
+               momentum: v = momentum * v at the batch's first sample, each gradient
+               added into v times 1 / n, the step applies v (v = m v + sum / n, float32
+               rounded otherwise than the sums; a short last batch weighs 1 / n per
+               sample too; a gradient-scale failure steps nothing, the layers above the
+               failing one keep the sample's share). Refused there with a sparse
+               policy or without momentum. True: always the sums.
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead
@@ -166,14 +173,21 @@ class Trainer:
         # where the float kernels have an FPU (the update's second pass is cheap there) and
         # without a sparse policy (its backward is the fast path: the momentum scaling would
         # add 4 % to it)
-        sgd1 = batch == 1 and type(o) is optim.SGD and not o.weight_decay and not o.standardize
+        sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize
+        sgd1 = batch == 1 and sgd
         can = sgd1 and o.momentum
         if sums is not None and type(sums) is not bool:
             raise ValueError("Trainer: sums must be None, True or False, got %r" % (sums,))
-        if sums is False and not sgd1:
-            raise ValueError("Trainer: sums=False needs batch=1 and SGD (no weight_decay, no standardize)")
+        if sums is False and not sgd:
+            raise ValueError("Trainer: sums=False needs SGD (no weight_decay, no standardize)")
+        if sums is False and batch > 1 and not (o.momentum and sparse is None):
+            # the batch is folded into the momentum: v = m v at the batch's first sample on every
+            # channel; a sparse policy's channels first reached later would need tracking per channel
+            raise ValueError("Trainer: sums=False at batch > 1 needs SGD momentum and no sparse policy")
         auto = sums is None and sparse is None and kern.FAST_FLOAT
-        self._fold = o.momentum if can and (sums is False or auto) else None
+        # batch > 1 (sums=False only): the batch folded into the momentum, each gradient / batch
+        fold = (can and (sums is False or auto)) or (batch > 1 and sums is False)
+        self._fold = o.momentum if fold else None
         # batch 1, plain SGD: each layer steps during backward (now.Now: no gradient sums, a
         # window of 8 KB). By default without a sparse policy: then the bits are the sums'
         # path's; with one (sums=False) the stochastic rounding draws follow the update order
@@ -181,6 +195,8 @@ class Trainer:
         prev_now = model._now
         if self._fold is not None:  # the gradient-scale bound that keeps the momentum finite
             model._flim = 3.4e38 * (1.0 - self._fold) / 8589934592.0
+            if batch > 1 or model._fdiv != 1:  # (no instance attribute at batch 1: a model's map grows)
+                model._fdiv = batch  # each gradient enters the momentum scaled by 1 / batch
         model._drop_plans(idx[0])  # the inference plan's buffers: the training plan replaces them
         # before allocating: when even the float32 sums, optimiser state and master copies exceed
         # the free heap, a MemoryError saying what fits (the full count only then: no import)
@@ -191,7 +207,7 @@ class Trainer:
             need += 4 * (len(ly.w) + len(ly.b)) * per
         nosums = "now" if now else self._fold is not None
         if need > _mem_free():
-            _memcheck(model, idx, mode, self.opt, sparse, nosums)
+            _memcheck(model, idx, mode, self.opt, sparse, nosums, batch)
         prev = [ly.index for ly in model.layers if ly.trained]
         # the master copies to restore on a failure: only layers that have one (a list for every
         # layer would be held, with its tuples, through every allocation below)
@@ -251,7 +267,7 @@ class Trainer:
                 model._bw = None
                 model.trained_layers = []
             if isinstance(e, MemoryError):
-                _memcheck(model, idx, mode, self.opt, sparse, nosums, True)  # with what was needed
+                _memcheck(model, idx, mode, self.opt, sparse, nosums, batch, True)  # with what was needed
             raise
         self._lr = self.opt.lr
         self.health = None  # the last epoch's health record (fit)
@@ -345,8 +361,12 @@ class Trainer:
         try:
             m.backward(err, s, policy)
         except ValueError:
-            done = [ly for ly in self.layers if ly._folded] if self._fold is not None else None
-            if done:  # the layers above the one that failed hold the sample in their momentum: their step
+            # batch 1: the layers above the one that failed hold the sample in their momentum: their
+            # step. A larger batch steps at its end: those layers keep the failed sample's share in v
+            done = None
+            if self._fold is not None and self.batch == 1:
+                done = [ly for ly in self.layers if ly._folded]
+            if done:
                 self.opt.step(done, 1, self.lr)
             if now is not None:  # the layers above it took their step during backward
                 now.abandon()

@@ -237,6 +237,15 @@ CONFIGS: list[tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int]] 
     ("cnn", "all", "mixed", SGD, None, 1),
 ]
 
+# batch > 1 folded into the momentum (Trainer sums=False, docs/memory.md): (model, train, mode, optimizer,
+# batch, samples, flush): a short last batch at the flush (38 = 9 x 4 + 2, 40 = 13 x 3 + 1), and one
+# run that stops mid-batch (the momentum holding m v plus two samples' gradients / 4)
+FOLD_CONFIGS: list[tuple[str, Any, str, dict[str, Any], int, int, bool]] = [
+    ("cnn", "all", "mixed", SGDM, 4, 38, True),
+    ("res", "all", "int8", {**SGDM, "rounding": "stochastic"}, 3, 40, True),
+    ("cnn", "all", "mixed", SGDM, 4, 38, False),
+]
+
 
 def config_id(c: tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int]) -> str:
     name, train, mode, opt, sparse, batch = c

@@ -264,11 +264,12 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     errors, scratch = new["error"], new["scratch"]
     n_params = [w + c for w, c in zip(n_w, n_c, strict=True)]
     state = 4 * sum(n_params)
-    # batch 1, SGD momentum: the device adds each gradient into the momentum, no sums; plain
-    # SGD: the window (when not hosted), its bias and row (2 floats per window channel), the
-    # zero / ones masks (2 B per channel of the widest layer, 256 at least), a mask per layer
-    # with more than one window
-    grads = 0 if moments == 1 and batch == 1 and "--sparse" not in opts else state
+    # SGD momentum at batch 1, or a larger batch with --no-sums (Trainer(sums=False): each gradient
+    # / batch): the device adds each gradient into the momentum, no sums; plain SGD at batch 1:
+    # the window (when not hosted), its bias and row (2 floats per window channel), the zero /
+    # ones masks (2 B per channel of the widest layer, 256 at least), a mask per layer with more
+    # than one window
+    grads = 0 if moments == 1 and (batch == 1 or "--no-sums" in opts) and "--sparse" not in opts else state
     if now:
         grads = new["window"] + 8 * max(per) + 2 * max(max(n_c), 256) + sum(
             c for cc, c in zip(per, n_c, strict=True) if cc < c)
@@ -286,6 +287,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
 
 INFO_CASES = [("cnn", 2, ()), ("cnn", 4, ("--momentum", "--mode", "float32")), ("cnn", 5, ()),
               ("cnn", 3, ("--momentum", "--batch", "4")),
+              ("cnn", 3, ("--momentum", "--batch", "4", "--no-sums")),
               ("res", 3, ("--mode", "mixed", "--sparse")), ("res", 1, ("--adam",))]
 
 
@@ -314,6 +316,15 @@ def test_info_layers_and_ram(models, name, n_train, extra) -> None:  # type: ign
     assert sim["hosted"] > 0 and f"{sim['hosted']} B" in text.stdout  # every case hosts some
     if (name, n_train) == ("res", 3):  # the residual block is trained: its input feeds two trained layers
         assert sim["errors"] > sum(m.tensors[ly.output].numel for ly in m.layers[1:])
+
+
+def test_info_refuses_no_sums_where_the_trainer_does(models) -> None:  # type: ignore[no-untyped-def]
+    """--no-sums at --batch > 1 folds the batch into SGD momentum: without --momentum, with --adam or
+    --sparse the Trainer refuses sums=False, and so does info."""
+    base = ("info", str(models["cnn"]), "--train-last", "2", "--batch", "4", "--no-sums")
+    runs = microtrain_all([*base], [*base, "--adam"], [*base, "--momentum", "--sparse"])
+    for r in runs:
+        assert_one_line_error(r, "info", "--no-sums at --batch 4")
 
 
 DEVICE_RAM = """\

@@ -30,6 +30,7 @@ from microtrain_tools.reference import train_ref as tr
 from support.harness import run_micropython
 from support.training_cases import (
     DYN,
+    FOLD_CONFIGS,
     N_STEPS,
     SGD,
     SGDM,
@@ -63,9 +64,16 @@ t = mt.Trainer(m, train="last:2", optimizer=opt, sums=True)  # the sums even whe
 print("SUMS", int(all(ly.gw is not t.opt.state(ly)[0] for ly in t.layers)))
 t = mt.Trainer(m, train="last:2", optimizer=opt, sparse=mt.DynamicSparse(0.1, 1.0), sums=False)
 print("FORCED", int(all(ly.gw is t.opt.state(ly)[0] for ly in t.layers)))
-for kw in ({"sums": False, "batch": 2}, {"sums": 1}):
+# batch > 1 folds into the momentum only with SGD momentum and no sparse policy
+for kw in ({"sums": False, "batch": 2, "sparse": mt.DynamicSparse(0.1, 1.0)},
+           {"sums": False, "batch": 2, "optimizer": mt.Adam()},
+           {"sums": False, "batch": 2, "optimizer": mt.SGD(lr=0.05, momentum=0.9, weight_decay=1e-3)},
+           {"sums": False, "batch": 2, "optimizer": mt.SGD(lr=0.05)},
+           {"sums": False, "optimizer": mt.Adam()}, {"sums": 1}):
+    a = {"optimizer": opt}
+    a.update(kw)
     try:
-        mt.Trainer(m, train="last:2", optimizer=opt, **kw)
+        mt.Trainer(m, train="last:2", **a)
         print("ACCEPTED", kw)
     except ValueError as e:
         print("REFUSED", e)
@@ -78,10 +86,69 @@ def test_batch1_momentum_keeps_no_gradient_sums(setups: dict[str, Setup]) -> Non
     assert "SAME 1 1" in p.stdout and "SAME 2 0" in p.stdout, p.stdout
     # sums=True keeps them, sums=False drops them with a sparse policy too, and the rest is refused
     assert "SUMS 1" in p.stdout and "FORCED 1" in p.stdout and "ACCEPTED" not in p.stdout, p.stdout
-    assert p.stdout.count("REFUSED") == 2 and "sums=False needs batch=1" in p.stdout, p.stdout
+    refused = [ln for ln in p.stdout.splitlines() if ln.startswith("REFUSED")]
+    assert len(refused) == 6, p.stdout
+    assert all("needs SGD momentum and no sparse policy" in r for r in (refused[0], refused[3])), refused
+    assert all("sums=False needs SGD (no weight_decay" in r for r in refused[1:3] + refused[4:5]), refused
     h1, h2, n = (int(v) for v in p.stdout.split("HEAP ", 1)[1].split()[:3])
     # the float32 sums, 4 B per parameter, in 16-byte GC blocks (two arrays per layer)
     assert 4 * n <= h2 - h1 <= 4 * n + 64 * len(setups["cnn"].m.layers), (h1, h2, n)
+
+
+FOLD_HEAP = """
+import gc
+import microtrain as mt
+out = {}
+for sums in (True, False, True):  # the first Trainer also makes what every later one shares: not counted
+    m = mt.load(%r)
+    gc.collect()
+    a = gc.mem_alloc()
+    t = mt.Trainer(m, train="all", mode="int8", optimizer=mt.SGD(lr=0.05, momentum=0.9), batch=4, sums=sums)
+    gc.collect()
+    out[sums] = gc.mem_alloc() - a
+    same = all(ly.gw is t.opt.state(ly)[0] and ly.gb is t.opt.state(ly)[1] for ly in t.layers)
+    print("SAME", int(sums), int(same))
+    n = sum(len(ly.w) + len(ly.b) for ly in t.layers)
+    t = m = None
+print("HEAP", out[False], out[True], n)
+"""
+
+
+def test_batch_folded_into_the_momentum_keeps_no_gradient_sums(setups: dict[str, Setup]) -> None:
+    """Trainer(batch=4, sums=False): gw / gb are the momentum arrays, and creating it allocates the
+    float32 sums' 4 B per trained parameter less than sums=True."""
+    p = run_micropython(FOLD_HEAP % str(setups["cnn"].path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "SAME 1 0" in p.stdout and "SAME 0 1" in p.stdout, p.stdout
+    h0, h1, n = (int(v) for v in p.stdout.split("HEAP ", 1)[1].split()[:3])
+    assert 4 * n <= h1 - h0 <= 4 * n + 64 * len(setups["cnn"].m.layers), (h0, h1, n)
+
+
+@pytest.mark.parametrize("config", FOLD_CONFIGS,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}-b{c[4]}-n{c[5]}" + ("" if c[6] else "-midbatch")
+                              for c in FOLD_CONFIGS])
+def test_batch_folded_into_the_momentum_equals_the_reference(setups: dict[str, Setup], tmp_path: Path,
+                                                             config: tuple[Any, ...]) -> None:
+    """Batch > 1, sums=False: v = m v at each batch's first sample, every gradient added into v with
+    the scales / batch, the update applying v (a short last batch: 1 / batch per sample too); the
+    device equals the reference bit for bit: losses, weights, scales, biases, masters, momentum,
+    the stochastic-rounding generator's effect, also stopped mid-batch."""
+    name, train, mode, opt, batch, steps, flush = config
+    s = setups[name]
+    kw: dict[str, Any] = dict(order=range(steps), labels=labels_of(s), train=train, mode=mode, opt=opt,
+                              batch=batch, sums=False)
+    dev = device(s, tmp_path, "fold", flush=flush, **kw)
+    ref = reference(s, flush=flush, **kw)
+    assert ref.fold and not ref.sums
+    assert dev["loss"].tolist() == ref.losses, "per-step losses differ"
+    diffs = differences(ref.arrays(), state_of(dev))
+    assert not diffs, "\n".join(diffs)
+    assert int(dev["train_steps"][0]) == ref.train_steps == steps // batch + (flush and steps % batch > 0)
+    assert not any(k.endswith((".gw", ".gb")) for k in dev), "no gradient sums"
+    # not the sums' bits (the batch mean rounds differently): the reference really folds
+    sums = reference(s, flush=flush, **{**kw, "sums": True})
+    assert differences({k: v for k, v in sums.arrays().items() if not k.endswith((".gw", ".gb"))},
+                       ref.arrays())
 
 
 DIVERGE = """
@@ -103,6 +170,23 @@ try:
 except ValueError as e:
     print("MSG", e)
 print("KEPT", int(before == [(bytes(ly.w), bytes(ly.gw), bytes(ly.b)) for ly in t.layers]))
+# batch 2 folded into the momentum (sums=False): the check is per sample; a failure mid-batch steps
+# nothing and counts no sample (the output layer fails first: no layer took any of it)
+t = mt.Trainer(m, train="last:2", mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=0.9), batch=2, sums=False)
+t.step(x, 1)
+before = [(bytes(ly.w), bytes(ly.gw), bytes(ly.b)) for ly in t.layers]
+t.loss_fn = huge
+try:
+    t.step(x, 1)
+    print("NO-ERROR")
+except ValueError as e:
+    print("MSG2", e)
+print("KEPT2", int(before == [(bytes(ly.w), bytes(ly.gw), bytes(ly.b)) for ly in t.layers]), t.pending,
+      m.train_steps)
+t.loss_fn = mt.cross_entropy
+t.step(x, 1)  # the batch completes with the next good sample
+print("STEPPED", t.pending, m.train_steps, int(before != [(bytes(ly.w), bytes(ly.gw), bytes(ly.b))
+                                                         for ly in t.layers]))
 """
 
 
@@ -112,6 +196,9 @@ def test_diverged_gradient_leaves_the_layer(setups: dict[str, Setup]) -> None:
     assert "NO-ERROR" not in p.stdout
     assert "not finite or too large" in p.stdout.split("MSG ", 1)[1], p.stdout
     assert "KEPT 1" in p.stdout, p.stdout
+    assert "not finite or too large" in p.stdout.split("MSG2 ", 1)[1], p.stdout
+    steps = int(p.stdout.split("KEPT2 ", 1)[1].split()[2])
+    assert f"KEPT2 1 1 {steps}" in p.stdout and f"STEPPED 0 {steps + 1} 1" in p.stdout, p.stdout
 
 
 PLAN = """

@@ -3,8 +3,9 @@ binary, on an MLP of 100 k weights: with the free heap between what training eve
 and what training the last one needs (a ballast takes the rest), ``Trainer(train="all")`` raises
 a MemoryError that states the bytes needed and free and names a smaller set of layers, the model
 is left as it was, and a Trainer on the named layers is then created and trains. At batch 2, with
-the free heap between what batch 1 needs (no gradient sums) and batch 2, the error names batch=1,
-which then trains.
+the free heap between what the momentum alone needs (no gradient sums) and the sums, the error
+names sums=False or batch=1, and batch 2 with sums=False (the batch folded into the momentum)
+then trains.
 """
 
 from __future__ import annotations
@@ -87,13 +88,14 @@ try:
     print("NO-ERROR")
 except MemoryError as e:
     print("MSG", e)
-t = mt.Trainer(m, train="all", mode="int8", optimizer=opt, batch=1)
+t = mt.Trainer(m, train="all", mode="int8", optimizer=opt, batch=2, sums=False)  # the batch into the momentum
 t.step(bytearray(m.input.numel), 0)
-print("FIT", t.steps)
+t.step(bytearray(m.input.numel), 1)
+print("FIT", t.steps, m.train_steps)
 """
 
 
-def test_trainer_names_batch_1_when_only_the_sums_do_not_fit(tmp_path: Path) -> None:
+def test_trainer_names_sums_false_when_only_the_sums_do_not_fit(tmp_path: Path) -> None:
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).eval()
     x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
@@ -103,5 +105,5 @@ def test_trainer_names_batch_1_when_only_the_sums_do_not_fit(tmp_path: Path) -> 
     assert p.returncode == 0, p.stdout + p.stderr
     assert "NO-ERROR" not in p.stdout
     msg = p.stdout.split("MSG ", 1)[1].splitlines()[0]
-    assert "gradients" in msg and "would fit:" in msg and "batch=1" in msg, msg
-    assert "FIT 1" in p.stdout
+    assert "gradients" in msg and "would fit:" in msg and "sums=False or batch=1" in msg, msg
+    assert "FIT 2 1" in p.stdout, p.stdout

@@ -65,9 +65,10 @@ def twin_train(exe: Path, s: tt.Setup, tmp: Path, tag: str, *, order: Sequence[i
 
 def reference32(s: tt.Setup, *, order: Sequence[int], labels: Sequence[int], train: Any, mode: str,
                 opt: dict[str, Any], sparse: dict[str, Any] | None = None, batch: int = 1,
-                model: mtm.Model | None = None, flush: bool = True, floats: str = "float32") -> tr.RefTrainer:
+                model: mtm.Model | None = None, flush: bool = True, floats: str = "float32",
+                sums: bool | None = None) -> tr.RefTrainer:
     ref = tr.RefTrainer(model or s.m, train, mode, tt.ref_opt(opt), tt.ref_sparse(sparse), batch,
-                        floats=floats)
+                        floats=floats, sums=sums)
     for i in order:
         ref.step(s.xs[i], int(labels[i]))
     if flush:
@@ -97,6 +98,28 @@ def test_twin_equals_float32_reference(setups: dict[str, tt.Setup], twin: Path, 
     assert ck.read_bytes() == mtm.write(ref.checkpoint()), "checkpoint bytes differ"
     j = tr.select(s.m, train)[-1]
     assert np.any(dev[f"L{j}.w"] != s.m.data(s.m.layers[j].weight).reshape(-1))
+
+
+@pytest.mark.parametrize("config", tt.FOLD_CONFIGS,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}-b{c[4]}-n{c[5]}" + ("" if c[6] else "-midbatch")
+                              for c in tt.FOLD_CONFIGS])
+def test_twin_batch_folded_into_the_momentum(setups: dict[str, tt.Setup], twin: Path, tmp_path: Path,
+                                             config: tuple[Any, ...]) -> None:
+    """Batch > 1, sums=False (each gradient / batch into the momentum) on single floats: the scale's
+    sw / n is a float32 division there; the twin equals the float32 reference bit for bit."""
+    name, train, mode, opt, batch, steps, flush = config
+    s = setups[name]
+    kw: dict[str, Any] = dict(order=range(steps), labels=tt.labels_of(s), train=train, mode=mode, opt=opt,
+                              batch=batch, sums=False, flush=flush)
+    ck = tmp_path / "twin.mtm"
+    dev = twin_train(twin, s, tmp_path, "fold", **kw, **({"save": str(ck)} if flush else {}))
+    ref = reference32(s, **kw)
+    assert ref.fold and int(dev["train_steps"][0]) == ref.train_steps
+    assert dev["loss"].tolist() == ref.losses, "per-step losses differ"
+    diffs = tt.differences(ref.arrays(), tt.state_of(dev), ("float32 reference", "twin"))
+    assert not diffs, "\n".join(diffs)
+    if flush:
+        assert ck.read_bytes() == mtm.write(ref.checkpoint()), "checkpoint bytes differ"
 
 
 def test_double_reference_does_not_model_the_twin(setups: dict[str, tt.Setup], twin: Path,

@@ -53,7 +53,8 @@ from the end; every layer from first on is on the backward path:
   grads        float32 gradient accumulators of the trained layers:
                4 * (weights + biases); none with --momentum at --batch 1 without
                --sparse, or with --no-sums (the Trainer adds each sample's gradient into
-               the momentum: plain SGD momentum, no weight decay or standardisation);
+               the momentum: plain SGD momentum, no weight decay or standardisation; at
+               --batch B > 1, --no-sums without --sparse: each gradient / B);
                plain SGD at --batch 1 without --sparse, or with --no-sums: each layer
                steps during backward, a window of output channels at a time: one
                float32 window of at most 2048 weights (one channel at least) + 2 floats
@@ -394,8 +395,14 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     keep = {t for ly in path for t in (*ly.inputs, ly.output)}
     region = {ly.output for ly in path}
     # batch 1: into the momentum (Trainer._fold), or plain SGD steps each layer during backward
-    # (now.Now, its window placed with backward's buffers); by default without a sparse policy
-    nosums = batch == 1 and not adam and (sums is False or (sums is None and not sparse))
+    # (now.Now, its window placed with backward's buffers); by default without a sparse policy.
+    # A larger batch with sums=False: each gradient / batch into the momentum (SGD momentum only,
+    # no sparse policy: the Trainer refuses the rest)
+    if batch > 1 and sums is False and (adam or not momentum or sparse):
+        raise ValueError(f"--no-sums at --batch {batch}: needs --momentum (SGD momentum) and no --sparse "
+                         "(the Trainer refuses the rest)")
+    nosums = not adam and ((batch == 1 and (sums is False or (sums is None and not sparse)))
+                           or (batch > 1 and sums is False))
     now = nosums and not momentum
     inplace = inplace_errors(m, first, region, not now)  # their errors overwrite the activations
     forward, idle = training_plan(m, keep)
@@ -655,7 +662,8 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
                    help="samples per update (default 1: with --momentum, no gradient sums)")
     p.add_argument("--no-sums", action="store_true",
                    help="Trainer(sums=False): no gradient sums with --sparse too (batch 1; SGD with or "
-                        "without --momentum)")
+                        "without --momentum), or at --batch > 1 with --momentum and no --sparse (each "
+                        "gradient / batch into the momentum)")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its size")

@@ -425,8 +425,10 @@ def quantize_multiplier_f32(real: np.float32) -> tuple[int, int]:
 
 
 def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float32, np.float32], rng: int,
-            fl: Floats = DOUBLE) -> int:
-    """Update one layer (all float32, docs/training.md, Update); returns the new generator state."""
+            fl: Floats = DOUBLE, fold: bool = False) -> int:
+    """Update one layer (all float32, docs/training.md, Update); returns the new generator state.
+    fold: the batch is in the momentum already (RefTrainer sums=False at batch > 1): the direction
+    is v itself, n not used (update_s8_apply_keep)."""
     k, c_n = ly.k, ly.out_c
     rows = _rows(ly)
     wd = _f(fl.param(opt.weight_decay))
@@ -451,10 +453,15 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float
             return ly.master_b.reshape(c_n, 1)
         return ((ly.b.astype(np.float32) * s_in) * sw_old).reshape(c_n, 1)
 
-    gw = ly.gw.astype(np.float32).reshape(c_n, k).copy()
-    gb = ly.gb.astype(np.float32).reshape(c_n, 1).copy()
     st = ly.state
-    for i, (g, real) in enumerate(((gw, wreal), (gb, breal))):
+    if fold:
+        assert st is not None
+        gw = st[0].astype(np.float32).reshape(c_n, k).copy()
+        gb = st[1].astype(np.float32).reshape(c_n, 1).copy()
+    else:
+        gw = ly.gw.astype(np.float32).reshape(c_n, k).copy()
+        gb = ly.gb.astype(np.float32).reshape(c_n, 1).copy()
+    for i, (g, real) in enumerate(() if fold else ((gw, wreal), (gb, breal))):
         _prepare(opt, g, real, rows, n, wd)
         if st is None:
             continue
@@ -514,10 +521,11 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float
     real_m = den / s_out
     for j, c in enumerate(rows):
         ly.mult[c], ly.shift[c] = quantize_multiplier_f32(real_m[j])
-    gw[rows] = 0.0
-    gb[rows] = 0.0
-    ly.gw = gw.reshape(-1)
-    ly.gb = gb.reshape(-1)
+    if not fold:  # (folding: v stays, the gradient sums are unused zeros)
+        gw[rows] = 0.0
+        gb[rows] = 0.0
+        ly.gw = gw.reshape(-1)
+        ly.gb = gb.reshape(-1)
     ly.touched = None
     ly.refresh_ratios()
     return rng
@@ -576,7 +584,16 @@ class RefTrainer:
         # only) Now's stochastic-rounding draws follow its update order, last layer first
         sgd1 = batch == 1 and isinstance(o, SGD) and not o.weight_decay and not o.standardize
         nosums = sgd1 and (sums is False or (sums is None and sparse is None))
-        self.sums = not nosums
+        # batch > 1, sums=False: the batch folded into the momentum (model._fold): v = m v at the
+        # batch's first sample, each gradient added with the scales (s_x s) / batch, s / batch,
+        # the update applies v itself (no / n: a short last batch keeps 1 / batch per sample)
+        self.fold = batch > 1 and sums is False
+        if self.fold and not (isinstance(o, SGD) and o.momentum and not o.weight_decay and not o.standardize
+                              and sparse is None):
+            raise ValueError("sums=False at batch > 1 needs SGD momentum (no weight_decay, no standardize) "
+                             "and no sparse policy")
+        self._folded: set[int] = set()  # layers whose momentum took this batch's m v already
+        self.sums = not nosums and not self.fold
         self.reverse = nosums and not o.momentum and sparse is not None
         self.lr = fl.param(self.opt.lr)
         idx = select(self.m, train)
@@ -599,6 +616,10 @@ class RefTrainer:
         elif mode == "mixed":
             trained[-1].make_master()
         self._resume()
+        if self.fold:  # the momentum exists from the start: the gradients go into it
+            for rl in trained:
+                if rl.state is None:
+                    rl.state = [np.zeros(len(rl.w), np.float32), np.zeros(rl.out_c, np.float32)]
         self.region = {ly.output for ly in self.m.layers[self.first:]}
         self.lut = softmax_lut(self.m.tensors[self.m.output].scale, fl)
         self.pending = 0
@@ -887,7 +908,15 @@ class RefTrainer:
                                                 *self._fl_arg)
                     s_x = fl(self.m.tensors[x_t].scale)
                     gw_fn = o.conv2d_s8_grad_weight_f32 if conv else o.linear_s8_grad_weight_f32
-                    rl.gw, rl.gb = gw_fn(p, vals[x_t], e, mask, s_x * s, s, rl.gw, rl.gb)
+                    if self.fold:  # into the momentum, v = m v first once per batch; scales / batch
+                        if j not in self._folded:
+                            self._scale_momentum(rl)
+                        st = rl.state
+                        assert st is not None
+                        nb = fl(self.batch)  # the device's sw / n: an int operand is a platform float
+                        st[0], st[1] = gw_fn(p, vals[x_t], e, mask, (s_x * s) / nb, s / nb, st[0], st[1])
+                    else:
+                        rl.gw, rl.gb = gw_fn(p, vals[x_t], e, mask, s_x * s, s, rl.gw, rl.gb)
                     if self.sparse is not None:  # the device ORs every sample's mask (all: no mask)
                         hit = np.ones(rl.out_c, bool) if mask is None else mask.astype(bool)
                         rl.touched = hit if rl.touched is None else (rl.touched | hit)
@@ -929,6 +958,13 @@ class RefTrainer:
                     if t in region:
                         arrive(t, e.copy(), s)
 
+    def _scale_momentum(self, rl: RefLayer) -> None:
+        """v = m v (float32, update_f32_scale) of a folding layer, once per batch."""
+        assert rl.state is not None
+        m = _f(self.fl.param(self.opt.momentum))
+        rl.state = [(a * m).astype(np.float32) for a in rl.state]
+        self._folded.add(rl.index)
+
     # -- the public steps ----------------------------------------------------------------
 
     def step(self, x: ArrayLike, label: Any) -> float:
@@ -957,8 +993,11 @@ class RefTrainer:
                 self.bt = (self.bt[0] * _f(self.fl.param(self.opt.beta1)),
                            self.bt[1] * _f(self.fl.param(self.opt.beta2)))
             for j in sorted(self.layers, reverse=self.reverse):
+                if self.fold and j not in self._folded:  # no gradient reached it: v = m v + 0
+                    self._scale_momentum(self.layers[j])
                 self.rng = _update(self.opt, self.layers[j], self.lr, self.pending, self.bt, self.rng,
-                                   self.fl)
+                                   self.fl, self.fold)
+            self._folded.clear()
             self.train_steps += 1
             self.pending = 0
             self._adapt()
