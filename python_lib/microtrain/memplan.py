@@ -80,7 +80,7 @@ def _now_bytes(model, idx):
     return out + 2 * _buf(4 * m) + 2 * _buf(max(c, 256)) + 64, 4 * n  # (the rest, the window)
 
 
-def need(model, idx, mode, n_state, sparse, fold=False):
+def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
     """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
     moments, sparse) allocates: a list of (item, bytes). fold: no gradient sums, True: the
     gradients go into the momentum (SGD momentum: batch 1, or a larger batch with sums=False),
@@ -116,7 +116,7 @@ def need(model, idx, mode, n_state, sparse, fold=False):
     # the pure-Python kernels' scratch cannot be retyped: a new one)
     items, at = model._pack(first, region, inplace, scratch if kern.NATIVE else 0, idle,
                             window if kern.NATIVE else 0)
-    redo = scratch and model._recompute_host(first, inplace, need_s, acc)  # (native only)
+    redo = redo and scratch and model._recompute_host(first, inplace, need_s, acc)  # (native only)
     for i in range(len(items)):
         if i not in at and not (items[i][1] == -1 and redo):  # (else in a recomputed activation)
             bw += _buf(items[i][0])
@@ -140,7 +140,7 @@ def _kb(n):
     return "%.1f KB" % (n / 1024)
 
 
-def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1):
+def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo=False):
     """Raise MemoryError when the Trainer's allocations exceed the free heap (or
     failed: they did not fit), naming the need per item, the free bytes and
     what would fit: fewer of these layers, mode int8, sums=False or batch 1 (SGD
@@ -150,55 +150,60 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1):
         return
     gc.collect()
     free = mem_free()
-    items = need(model, idx, mode, opt.n_state, sparse, fold)
+    items = need(model, idx, mode, opt.n_state, sparse, fold, redo)
     total = _total(items)
     if total <= free and not failed:
         return
     parts = ", ".join("%s %s" % (k, _kb(n)) for k, n in items if n)
     fits = []
     for k in range(len(idx) - 1, 0, -1):
-        n = _total(need(model, idx[-k:], mode, opt.n_state, sparse, fold))
+        n = _total(need(model, idx[-k:], mode, opt.n_state, sparse, fold, redo=redo))
         if n <= free:
             names = [model.layers[i].name for i in idx[-k:]]
             fits.append("train=%r (%s)" % (names, _kb(n)))
             break
     if mode != "int8":
-        n = _total(need(model, idx, "int8", opt.n_state, sparse, fold))
+        n = _total(need(model, idx, "int8", opt.n_state, sparse, fold, redo=redo))
         if n <= free:
             fits.append("mode='int8' (%s)" % _kb(n))
     if not fold and getattr(opt, "momentum", 0) and not opt.weight_decay and not opt.standardize:
-        n = _total(need(model, idx, mode, opt.n_state, sparse, True))
+        n = _total(need(model, idx, mode, opt.n_state, sparse, True, redo=redo))
         if n <= free:
             # a larger batch folds into the momentum too (sums=False), but not with a sparse policy
             fits.append("%s (each gradient into the momentum: no gradient sums) (%s)" % (
                 "batch=1, sums=False" if sparse is not None else "sums=False or batch=1" if batch > 1
                 else "batch=1", _kb(n)))
     if opt.n_state:
-        n = _total(need(model, idx, mode, 0, sparse, "now"))
+        n = _total(need(model, idx, mode, 0, sparse, "now", redo=redo))
         if n <= free:
             fits.append("SGD(momentum=0) at batch=1%s (no optimiser state, each layer steps during "
                         "backward: no gradient sums) (%s)" % (", sums=False" if sparse is not None else "",
                                                               _kb(n)))
         else:
-            n = _total(need(model, idx, mode, 0, sparse))
+            n = _total(need(model, idx, mode, 0, sparse, redo=redo))
             if n <= free:
                 fits.append("an optimiser without state, SGD(momentum=0) (%s)" % _kb(n))
     elif fold != "now" and not opt.weight_decay and not opt.standardize:
-        n = _total(need(model, idx, mode, 0, sparse, "now"))
+        n = _total(need(model, idx, mode, 0, sparse, "now", redo=redo))
         if n <= free:
             fits.append("batch=1%s (each layer steps during backward: no gradient sums) (%s)" % (
                 ", sums=False" if sparse is not None else "", _kb(n)))
+    if not redo:
+        n = _total(need(model, idx, mode, opt.n_state, sparse, fold, True))
+        if n < total and n <= free:
+            fits.append("recompute=True (the int32 scratch in a conv output made again in backward) (%s)"
+                        % _kb(n))
     raise MemoryError("Trainer: training %d layer(s) needs about %s (%s) but %s of heap %s free; "
                       "would fit: %s" % (len(idx), _kb(total), parts, _kb(free),
                                          "was" if failed else "is", "; ".join(fits) or "nothing smaller "
                                          "of these (train fewer layers or a smaller model)"))
 
 
-def run(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1):
+def run(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo=False):
     """check(), then forget this module so the GC can free its code (Trainer imports it
     again only if its allocation fails)."""
     try:
-        check(model, idx, mode, opt, sparse, fold, failed, batch)
+        check(model, idx, mode, opt, sparse, fold, failed, batch, redo)
     finally:
         import sys
 

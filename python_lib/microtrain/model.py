@@ -764,13 +764,15 @@ class Model:
 
     # -- training --------------------------------------------------------------------------
 
-    def set_trained(self, spec, sums=True, window=0):
+    def set_trained(self, spec, sums=True, window=0, redo=False):
         """Mark the layers of `spec` (see `select`) as trained and build the
         backward plan: error buffers only from the first trained layer on.
         sums=False: no gradient sums (a Trainer that adds gradients into its momentum or
         steps each layer during backward); window: bytes of a float32 buffer backward
         uses too (now.Now's gradient window), placed with its buffers (bw.window, or None
-        where no idle forward buffer holds it: a memoryview of its bytes)."""
+        where no idle forward buffer holds it: a memoryview of its bytes); redo: where
+        nothing else holds the int32 scratch, an activation may, made again during backward
+        (_recompute_host; Trainer(recompute=True))."""
         idx = self.select(spec)
         for ly in self.layers:
             if ly.index in idx:
@@ -823,15 +825,16 @@ class Model:
                 acc = K.mtm_view(memoryview(ebuf[host])[:4 * acc_n], 105)
             except (TypeError, ValueError):
                 pass
-        redo = None
-        if acc is None and acc_n:
+        r = None
+        if redo and acc is None and acc_n:
             r = self._recompute_host(first, inplace, need, acc_n)
-            if r is not None:  # in an activation whose producer runs again before its pool's backward
-                try:
-                    acc = K.mtm_view(memoryview(self._owner[first][r[0]])[:4 * acc_n], 105)
-                    redo = (r[2], r[1])
-                except (TypeError, ValueError):
-                    pass
+        redo = None
+        if r is not None:
+            try:  # in an activation whose producer runs again before its pool's backward
+                acc = K.mtm_view(memoryview(self._owner[first][r[0]])[:4 * acc_n], 105)
+                redo = (r[2], r[1])
+            except (TypeError, ValueError):
+                pass
         if acc is None and acc_n:
             acc = zeros("i", acc_n)
         accv = {}

@@ -58,7 +58,7 @@ def _mem_free():
     return f()
 
 
-def _memcheck(model, idx, mode, opt, sparse, fold, batch, failed=False):
+def _memcheck(model, idx, mode, opt, sparse, fold, batch, failed=False, redo=False):
     # microtrain.memplan: MemoryError with the bytes needed per item, the free heap and what
     # would fit. Compiling it needs heap too: if that fails, the caller's MemoryError stands.
     try:
@@ -67,7 +67,7 @@ def _memcheck(model, idx, mode, opt, sparse, fold, batch, failed=False):
         if failed:
             return
         raise
-    run(model, idx, mode, opt, sparse, fold, failed, batch)
+    run(model, idx, mode, opt, sparse, fold, failed, batch, redo)
 
 class Trainer:
     """Train `model` on (x, label) samples.
@@ -109,6 +109,11 @@ class Trainer:
                sample too; a gradient-scale failure steps nothing, the layers above the
                failing one keep the sample's share). Refused there with a sparse
                policy or without momentum. True: always the sums.
+    recompute: where no idle buffer holds backward's int32 grad-input scratch, put it in
+               a conv / linear output read only by a pool (disjoint windows) and run that
+               layer's forward again before the pool's backward (docs/memory.md): the
+               transfer CNN `all` saves its 12.3 KB scratch for +11 % instructions per
+               training step (M7); the same bits. Off by default.
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead
@@ -130,7 +135,7 @@ class Trainer:
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
                  schedule=None, log=None, log_every=100, seed=None, loss="xent", replay=None, health=False,
-                 adapt_ranges=False, sums=None):
+                 adapt_ranges=False, sums=None, recompute=False):
         if mode not in MODES:
             raise ValueError("Trainer: mode must be one of %s, got %r" % (MODES, mode))
         if type(batch) is not int or batch < 1:
@@ -157,8 +162,8 @@ class Trainer:
             raise ValueError("Trainer: replay must be None or a Replay(...), with the 'xent' loss")
         self.replay = replay
         self.classes = loss == "xent"  # accuracy and confusion only for class labels
-        if type(adapt_ranges) is not bool or type(health) is not bool:
-            raise ValueError("Trainer: health and adapt_ranges must be True or False")
+        if type(adapt_ranges) is not bool or type(health) is not bool or type(recompute) is not bool:
+            raise ValueError("Trainer: health, adapt_ranges and recompute must be True or False")
         sched = optim.schedule(schedule)
         idx = model.select(train)  # raises on a bad spec before anything changes
         self.model = model
@@ -207,7 +212,7 @@ class Trainer:
             need += 4 * (len(ly.w) + len(ly.b)) * per
         nosums = "now" if now else self._fold is not None
         if need > _mem_free():
-            _memcheck(model, idx, mode, self.opt, sparse, nosums, batch)
+            _memcheck(model, idx, mode, self.opt, sparse, nosums, batch, False, recompute)
         prev = [ly.index for ly in model.layers if ly.trained]
         # the master copies to restore on a failure: only layers that have one (a list for every
         # layer would be held, with its tuples, through every allocation below)
@@ -221,7 +226,7 @@ class Trainer:
                 from microtrain.now import Now, floats
 
                 win = 4 * floats([model.layers[i] for i in idx])
-            self.layers = model.set_trained(idx, self._fold is None and not now, win)
+            self.layers = model.set_trained(idx, self._fold is None and not now, win, recompute)
             self.first = self.layers[0].index
             for ly in self.layers:
                 ly.master_w = ly.master_b = None
@@ -267,7 +272,7 @@ class Trainer:
                 model._bw = None
                 model.trained_layers = []
             if isinstance(e, MemoryError):
-                _memcheck(model, idx, mode, self.opt, sparse, nosums, batch, True)  # with what was needed
+                _memcheck(model, idx, mode, self.opt, sparse, nosums, batch, True, recompute)  # as needed
             raise
         self._lr = self.opt.lr
         self.health = None  # the last epoch's health record (fit)

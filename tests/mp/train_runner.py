@@ -73,7 +73,8 @@ def main(cfg_path):
                     sparse=make_sparse(cfg.get("sparse")), batch=cfg["batch"], log=cfg.get("log"),
                     seed=fit.get("seed", 1) if fit else 1, loss=cfg.get("loss", "xent"),
                     replay=mt.Replay(**cfg["replay"]) if cfg.get("replay") else None,
-                    adapt_ranges=cfg.get("adapt_ranges", False), sums=cfg.get("sums"))
+                    adapt_ranges=cfg.get("adapt_ranges", False), sums=cfg.get("sums"),
+                    recompute=cfg.get("recompute", False))
     labels = cfg["labels"]
     tg = cfg.get("targets")
     if tg:

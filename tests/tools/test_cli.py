@@ -255,10 +255,11 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
             fill[b] = -(-fill[b] // 4) * 4 + n
             hosted += n
     # a scratch nothing holds goes into a pooled conv output that its conv makes again before
-    # the pool's backward, when every scratch user comes after that pool
+    # the pool's backward, when every scratch user comes after that pool (--recompute)
     users = [j for j, ly in enumerate(tail, first) if uses_scratch(ly)]
     readers = {ly.inputs[0]: j for j, ly in enumerate(tail, first)}
-    if new["scratch"] and any(readers[t] < users[0] and numel[t] >= new["scratch"] for t in pooled):
+    if new["scratch"] and "--recompute" in opts and any(readers[t] < users[0] and numel[t] >= new["scratch"]
+                                                        for t in pooled):
         hosted += new["scratch"]
         new["scratch"] = 0
     errors, scratch = new["error"], new["scratch"]

@@ -130,6 +130,8 @@ REDO = """
 import microtrain as mt
 m = mt.load(%r)
 t = mt.Trainer(m, train="all", mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9), batch=2)
+print("DEFAULT", m._bw.redo)  # off unless asked: it costs a forward of that layer per sample
+t = mt.Trainer(m, train="all", mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9), batch=2, recompute=True)
 bw = m._bw
 print("REDO", bw.redo, sorted(bw.inplace))
 pool, conv = bw.redo
@@ -144,15 +146,17 @@ def test_scratch_in_a_recomputed_activation(redonet: Setup, tmp_path: Path) -> N
     s = redonet
     p = run_micropython(REDO % str(s.path))
     assert p.returncode == 0, p.stdout + p.stderr
+    assert "DEFAULT None" in p.stdout, p.stdout
     assert "REDO (1, 0)" in p.stdout and "ALIAS [4, 3, 2, 1]" in p.stdout, p.stdout
     # info counts no scratch: it is hosted
-    r = info.train_ram(s.m, 3, momentum=True, mode="mixed", batch=2)
+    r = info.train_ram(s.m, 3, momentum=True, mode="mixed", batch=2, recompute=True)
     assert r["scratch"] == 0 and r["hosted"] >= 1024, r
+    assert info.train_ram(s.m, 3, momentum=True, mode="mixed", batch=2)["scratch"] == 1024
     # the same bits as the reference, with sums (batch 2) and stepping during backward (batch 1)
     for tag, opt, batch in (("sums", SGDM, 2), ("now", {"kind": "sgd", "lr": 0.05}, 1)):
         kw: dict[str, Any] = dict(order=range(8), labels=labels_of(s), train="all", mode="mixed", opt=opt,
                                   batch=batch)
-        dev = device(s, tmp_path, tag, **kw)
+        dev = device(s, tmp_path, tag, recompute=True, **kw)
         ref = reference(s, **kw)
         assert dev["loss"].tolist() == ref.losses, f"{tag}: per-step losses differ"
         diffs = differences(ref.arrays(), state_of(dev))

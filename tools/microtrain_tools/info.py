@@ -379,7 +379,8 @@ def _params(m: Model, ly: mtm.Layer) -> int:
 
 
 def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "int8", adam: bool = False,
-              sparse: bool = False, batch: int = 1, sums: bool | None = None) -> dict[str, Any]:
+              sparse: bool = False, batch: int = 1, sums: bool | None = None,
+              recompute: bool = False) -> dict[str, Any]:
     """RAM (bytes, per item of the module doc) to train the last ``train_last`` weighted layers."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
@@ -424,7 +425,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         scratch = 0
     errors = sum(n for n, a in zip(items, at, strict=True) if a is None) - scratch
     errors -= window if own_window else 0
-    if scratch and recompute_host(m, first, region, inplace):
+    if scratch and recompute and recompute_host(m, first, region, inplace):  # Trainer(recompute=True)
         hosted += scratch
         scratch = 0
     if own_window:
@@ -568,7 +569,7 @@ def _shape(s: list[int] | tuple[int, ...]) -> str:
 
 def report(path: Path, m: Model, train_last: int | None, momentum: bool = False, mode: str = "int8",
            adam: bool = False, sparse: bool = False, batch: int = 1,
-           sums: bool | None = None) -> dict[str, Any]:
+           sums: bool | None = None, recompute: bool = False) -> dict[str, Any]:
     data = path.read_bytes()
     kinds: dict[str, dict[str, int]] = {}
     for t in m.tensors:
@@ -585,7 +586,7 @@ def report(path: Path, m: Model, train_last: int | None, momentum: bool = False,
         "tensor_kinds": kinds, "tensors": tensors, "inference_activations": inference_ram(m),
     }
     if train_last is not None:
-        r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse, batch, sums)
+        r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse, batch, sums, recompute)
     r["peak_heap"] = {f"{d}-{w}": peak_heap(m, len(data), d, w, r.get("train"))
                       for d in DEPLOYS for w in ("flash", "file")}
     return r
@@ -664,6 +665,9 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
                    help="Trainer(sums=False): no gradient sums with --sparse too (batch 1; SGD with or "
                         "without --momentum), or at --batch > 1 with --momentum and no --sparse (each "
                         "gradient / batch into the momentum)")
+    p.add_argument("--recompute", action="store_true",
+                   help="Trainer(recompute=True): backward's int32 scratch in a pooled conv output that "
+                        "is computed again in backward, where no idle buffer holds it")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its size")
@@ -684,7 +688,7 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
     if args.batch < 1:
         raise ValueError(f"--batch {args.batch}: must be >= 1")
     r = report(path, m, args.train_last, args.momentum, args.mode, args.adam, args.sparse, args.batch,
-               False if args.no_sums else None)
+               False if args.no_sums else None, args.recompute)
     print(json.dumps(r, indent=1) if args.json else format_report(r, args.tensors))
     return 0
 
