@@ -69,7 +69,6 @@ class _Node(Layer):
         self.table = self.dtable = None
         self.gw = self.gb = None
         self.master_w = self.master_b = None
-        self._row = None
         self.touched = None
         self._params = None
         self.wr = None

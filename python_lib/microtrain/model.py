@@ -183,7 +183,6 @@ class Layer:
     _fold = None
     _folded = False  # scaled and added since the last update
     master_w = master_b = None  # float32 master copies (float modes)
-    _row = None  # out_c floats of scratch for the update
     touched = None  # sparse training: channels with a gradient since the last update
     _params = None  # the optimiser's views of w and b (optim.Param) and s_in, s_out
     wr = None
@@ -314,7 +313,8 @@ class Layer:
         # the index of max(w_scale): read when backward first needs it (one float, where
         # max() over the array would box every scale: most of a training step's garbage)
         self._ein_i = _ratios(self.w_scale, self.ein_r, self.wr)
-        self._ein_top = None
+        if self._ein_top is not None:
+            self._ein_top = None
 
     @property
     def ein_top(self):
@@ -922,8 +922,9 @@ class Model:
         #   *_grad_input_act kernel applies as it writes;
         # - (over) t's only reader is a conv / linear, which reads t for its weight gradient
         #   before its grad input writes t's error, and t's producer reads nothing of t in
-        #   its own backward (no fused activation; not a ReLU layer). Not where the reader
-        #   steps during backward (now.Now: its grad input comes first).
+        #   its own backward: no fused activation, or a conv / linear's fused ReLU / ReLU6,
+        #   whose mask the grad input applies as it writes (lo, hi: _act_keep); not a ReLU
+        #   layer. Not where the reader steps during backward (now.Now: grad input first).
         made, cons = {}, {}
         for ly in self.layers[first:]:
             made[ly.output] = ly
@@ -938,8 +939,8 @@ class Model:
             if (op == OP_MAXPOOL or op == OP_AVGPOOL) and p[7] >= p[5] and p[8] >= p[6]:
                 if src.op == OP_CONV2D or src.op == OP_LINEAR:
                     out[t] = src
-            elif over and (op == OP_CONV2D or op == OP_LINEAR) and not src.act and src.op != OP_RELU \
-                    and src.op != OP_RELU6:
+            elif over and (op == OP_CONV2D or op == OP_LINEAR) and src.op != OP_RELU and src.op != OP_RELU6 \
+                    and (not src.act or src.op == OP_CONV2D or src.op == OP_LINEAR):
                 out[t] = src
         return out
 
@@ -1061,7 +1062,12 @@ class Model:
                 if need:
                     dest = self._dest(x_t, cur, ebuf, etmp)
                     gin = K.conv2d_s8_grad_input if op == OP_CONV2D else K.linear_s8_grad_input
-                    sh = gin(p, e, ly.w, ly.wr, mask, accv[j], dest)
+                    a = inplace.get(x_t)  # over the activation: its producer's mask as it writes
+                    if a is not None and a.act:
+                        lo, hi = _act_keep(a)
+                        sh = gin(p, e, ly.w, ly.wr, mask, accv[j], dest, lo, hi)
+                    else:
+                        sh = gin(p, e, ly.w, ly.wr, mask, accv[j], dest)
                     s_in = ldexp(s * ly.ein_top, sh - ly.ein_r)
                     self._arrive(x_t, dest, s_in, cur, scale, ebuf, etmp, emerge)
                 if ly.trained and ly.gw is None:

@@ -107,6 +107,7 @@ class _Optimizer:
         self.standardize = standardize
         self.steps = 0
         self._st = {}  # layer index -> state arrays
+        self._row = None
 
     def state(self, ly):
         """The optimiser's float32 state arrays for layer ly (made on first use),
@@ -188,15 +189,19 @@ class _Optimizer:
             if i >= 0 or j >= 0:
                 raise ValueError("step: layer %s: %s is not finite (a diverged gradient; nothing was "
                                  "updated)" % (ly.name, ("gw[%d]" % i) if i >= 0 else ("gb[%d]" % j)))
+        c = 0
         for ly in layers:
             self.state(ly)  # allocate before anything is written
-            c = len(ly.b) << (ly._fold is not None)  # apply_keep: the new scales and biases
-            if ly._row is None or len(ly._row) != c:
-                ly._row = zeros("f", c)
+            k = len(ly.b) << (ly._fold is not None)  # apply_keep: the new scales and biases
+            if k > c:
+                c = k
             nb = ly.model._fdiv
             if ly._fold is not None and n > nb:  # v holds the samples already, each / batch
                 raise ValueError("step: layer %s adds its gradient into the momentum (Trainer batch %d): "
                                  "n must be at most %d, got %d" % (ly.name, nb, nb, n))
+        row = self._row  # the update's scratch, one for every layer (they step one after another)
+        if row is None or len(row) < c:
+            row = self._row = zeros("f", c)
         self.begin(self.steps + 1)
         r = self.rng
         for ly in layers:
@@ -219,13 +224,16 @@ class _Optimizer:
                     F.update_f32_scale(ly.gb, 1, ly.touched, ly._fold)
                     ly._folded = True
                 apply = F.update_s8_apply_keep
+            k = len(ly.b) << (ly._fold is not None)
             r2 = apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, ly.master_w, ly.master_b,
-                       ly.touched, lr, s_in, s_out, r if sr else -1, ly._row)
+                       ly.touched, lr, s_in, s_out, r if sr else -1,
+                       row if len(row) == k else memoryview(row)[:k])
             if ly._fold is not None:
                 ly._folded = False
             if sr:
                 r = r2
-            ly.touched = None
+            if ly.touched is not None:  # (no instance attribute where the class default stands)
+                ly.touched = None
             ly.refresh_ratios()
         self.rng = r
         self.steps += 1

@@ -229,7 +229,8 @@ class Trainer:
             self.layers = model.set_trained(idx, self._fold is None and not now, win, recompute)
             self.first = self.layers[0].index
             for ly in self.layers:
-                ly.master_w = ly.master_b = None
+                if ly.master_w is not None or ly.master_b is not None:  # (else the class's None stands:
+                    ly.master_w = ly.master_b = None  # an instance attribute costs map slots)
             if mode == "float32":
                 for ly in self.layers:
                     optim.make_master(ly)
@@ -241,7 +242,8 @@ class Trainer:
                 if self._fold is not None:
                     ly.gw, ly.gb = st
                     ly._fold = self._fold
-                    ly._folded = False
+                    if ly._folded:
+                        ly._folded = False
                 elif now:  # sums of an earlier trainer
                     ly.gw = ly.gb = ly.grad = None
             if now:
@@ -255,7 +257,8 @@ class Trainer:
         except BaseException as e:
             # out of memory (or a bad checkpoint state) half way: the model as it was
             for ly in model.layers:
-                ly.master_w = ly.master_b = None
+                if ly.master_w is not None or ly.master_b is not None:
+                    ly.master_w = ly.master_b = None
                 if ly._fold is not None:  # sums that were this trainer's momentum
                     ly._fold = None
                     ly.gw = ly.gb = ly.grad = None

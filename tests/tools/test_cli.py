@@ -205,9 +205,12 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     # an input read only by a conv / linear, made without an activation to mask with: its error
     # goes over it after the weight gradient read it (not when layers step during backward,
     # where the grad input comes first)
+    # (a conv / linear maker's fused ReLU / ReLU6 mask is applied by the reader's grad input)
     over = set() if now else {ly.inputs[0] for ly in tail if ly.op in (Op.CONV2D, Op.LINEAR)
                               and ly.inputs[0] in maker and fan_out[ly.inputs[0]] == 1
-                              and ly.inputs[0] != m.output and maker[ly.inputs[0]].act == Act.NONE
+                              and ly.inputs[0] != m.output
+                              and (maker[ly.inputs[0]].act == Act.NONE
+                                   or maker[ly.inputs[0]].op in (Op.CONV2D, Op.LINEAR))
                               and maker[ly.inputs[0]].op not in (Op.RELU, Op.RELU6)}
     inplace = pooled | over
     # the int32 grad-input scratch: conv / linear and pools whose windows overlap use it

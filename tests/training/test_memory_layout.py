@@ -235,11 +235,11 @@ def test_pool_errors_over_their_activations(setups: dict[str, Setup], tmp_path: 
     rows = [ln.split()[1:] for ln in p.stdout.splitlines() if ln.startswith("INPLACE")]
     pools = [ly for ly in s.m.layers if ly.op.name in ("MAXPOOL", "AVGPOOL")]
     assert rows and all(r[1] == "1" for r in rows), p.stdout
-    # a pool's input, or a conv / linear's input made without a fused activation (its error is
-    # written after the weight gradient read it)
+    # a pool's input, or a conv / linear's input made without a fused activation or by a conv /
+    # linear (its error is written after the weight gradient read it, with the maker's mask)
     made = {ly.output: ly for ly in s.m.layers}
     convs = [ly for ly in s.m.layers if ly.op.name in ("CONV2D", "LINEAR") and ly.inputs[0] in made
-             and made[ly.inputs[0]].act.name == "NONE"
+             and (made[ly.inputs[0]].act.name == "NONE" or made[ly.inputs[0]].op.name in ("CONV2D", "LINEAR"))
              and made[ly.inputs[0]].op.name not in ("RELU", "RELU6")]
     got = {int(r[0]) for r in rows}
     assert got & {ly.inputs[0] for ly in pools} and got & {ly.inputs[0] for ly in convs}, p.stdout

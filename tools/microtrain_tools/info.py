@@ -118,7 +118,8 @@ def inplace_errors(m: Model, first: int, region: set[int], over: bool = True) ->
     doc, errors; Model._inplace_errors): the only reader is a pool with disjoint windows and
     the producer a conv / linear; or (``over``: not where layers step during backward) the
     only reader is a conv / linear (its weight gradient reads the activation first) and the
-    producer has no fused activation and is no ReLU layer."""
+    producer is no ReLU layer and has no fused activation or is a conv / linear (the reader's
+    grad input applies its ReLU / ReLU6 mask as it writes)."""
     path = m.layers[first:]
     made = {ly.output: ly for ly in path}
     cons: dict[int, int] = {}
@@ -134,8 +135,8 @@ def inplace_errors(m: Model, first: int, region: set[int], over: bool = True) ->
         if ly.op in (Op.MAXPOOL, Op.AVGPOOL) and p[7] >= p[5] and p[8] >= p[6]:
             if src.op in (Op.CONV2D, Op.LINEAR):
                 out.add(t)
-        elif over and ly.op in (Op.CONV2D, Op.LINEAR) and src.act == Act.NONE and src.op not in (
-                Op.RELU, Op.RELU6):
+        elif over and ly.op in (Op.CONV2D, Op.LINEAR) and src.op not in (Op.RELU, Op.RELU6) and (
+                src.act == Act.NONE or src.op in (Op.CONV2D, Op.LINEAR)):
             out.add(t)
     return out
 
