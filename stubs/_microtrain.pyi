@@ -44,10 +44,13 @@ def conv2d_s8_forward(desc: _I32, x: _In8, w: _In8, bias: _I32, mult: _I32, shif
     """y = clamp(requant(bias + sum (x - in_zp) * w) + out_zp, act_min, act_max), NHWC / OHWI."""
 
 def conv2d_s8_grad_input(desc: _I32, e: _In8, w: _In8, wr: _I32, mask: _Mask, acc: _I32, ein: _Out8,
-                         /) -> int:
+                         lo: int = -129, hi: int = 128, /) -> int:
     """Error of the input from the output error ``e``; ``acc`` is int32 scratch of
     in_h * in_w * in_c. Returns the dynamic shift (real scale of ein =
-    s_e * max(s_w) * 2^(shift - R))."""
+    s_e * max(s_w) * 2^(shift - R)). With lo, hi (both or neither), ein holds the input's
+    producer activation y on entry and ein[i] becomes 0 unless lo < y[i] < hi (relu (zp, 128),
+    relu6 (zp, q6), none (-129, 128)): the grad input then relu_s8_backward /
+    relu6_s8_backward on y, the same shift."""
 
 def conv2d_s8_grad_weight(desc: _I32, x: _In8, e: _In8, mask: _Mask, gw: _I32, gb: _I32, /) -> None:
     """Integer weight / bias gradients (written, masked rows set to 0)."""
@@ -64,7 +67,8 @@ def conv2d_s8_grad_weight_f32(desc: _I32, x: _In8, e: _In8, mask: _Mask, w_scale
 def linear_s8_forward(desc: _I32, x: _In8, w: _In8, bias: _I32, mult: _I32, shift: _I32, y: _Out8,
                       /) -> None: ...
 def linear_s8_grad_input(desc: _I32, e: _In8, w: _In8, wr: _I32, mask: _Mask, acc: _I32, ein: _Out8,
-                         /) -> int: ...
+                         lo: int = -129, hi: int = 128, /) -> int:
+    """lo, hi (both or neither; ein then holds the activation) as conv2d_s8_grad_input's."""
 def linear_s8_grad_weight(desc: _I32, x: _In8, e: _In8, mask: _Mask, gw: _I32, gb: _I32, /) -> None: ...
 def linear_s8_grad_weight_f32(desc: _I32, x: _In8, e: _In8, mask: _Mask, w_scale: float, b_scale: float,
                               gw: _F32, gb: _F32, c0: int = 0, /) -> None:

@@ -315,6 +315,22 @@ static int want_args(call_t *c, int n) {
     return 1;
 }
 
+// The binding's mt_grad_act: the conv2d / linear grad input's optional lo, hi (args 7,
+// 8, both or neither), checked; (-129, 128) (no mask) without them.
+static void grad_act(call_t *c, int32_t *lo, int32_t *hi) {
+    *lo = -129;
+    *hi = 128;
+    if (c->na == 8) {
+        fail(c, "TypeError", "hi", MT_MSG_ACT_PAIR);
+    } else if (c->na == 9) {
+        *lo = checked_int(c, 7, "lo", mt_act_lo_check);
+        *hi = checked_int(c, 8, "hi", mt_act_hi_check);
+        if (!failed(c)) {
+            check(c, "hi", mt_act_order_check(*lo, *hi));
+        }
+    }
+}
+
 // conv2d_add_s8_forward: the binding's checks, in its order, then the kernel.
 #if MT_HAS_FLOAT
 // gw / gb of a _grad_weight_f32 call (args 6, 7, 8) as the binding's mt_gw_window:
@@ -443,12 +459,17 @@ static int run_conv(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
+        int32_t lo, hi;
+        grad_act(c, &lo, &hi);
+        if (failed(c)) {
+            return 0;
+        }
         check(c, "wr", mt_wr_check(wr, p.out_c, p.k_h * p.k_w * opg));
         if (failed(c)) {
             return 0;
         }
-        *ret = dil ? mt_conv2d_dil_s8_grad_input(&pd, e, w, wr, mask, acc, ein)
-                   : mt_conv2d_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+        *ret = dil ? mt_conv2d_dil_s8_grad_input(&pd, e, w, wr, mask, lo, hi, acc, ein)
+                   : mt_conv2d_s8_grad_input(&p, e, w, wr, mask, lo, hi, acc, ein);
         return 1;
     }
     const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
@@ -517,11 +538,16 @@ static int run_linear(call_t *c, const char *op, int32_t *ret) {
         if (failed(c)) {
             return 0;
         }
+        int32_t lo, hi;
+        grad_act(c, &lo, &hi);
+        if (failed(c)) {
+            return 0;
+        }
         check(c, "wr", mt_wr_check(wr, p.out_n, p.out_n));
         if (failed(c)) {
             return 0;
         }
-        *ret = mt_linear_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+        *ret = mt_linear_s8_grad_input(&p, e, w, wr, mask, lo, hi, acc, ein);
         return 1;
     }
     const int8_t *x = buf(c, 1, "x", S8, p.in_n, 0, NULL);
@@ -1268,8 +1294,10 @@ static int run_call(call_t *c, const char *op, int32_t *ret) {
     if (!strncmp(op, "conv2d_", 7) || !strncmp(op, "linear_", 7)) {
         const int is_f32 = strstr(op, "_f32") != NULL;
         const int is_wt = strstr(op, "grad_weight") != NULL;
-        // the _f32 ones: 8, or 9 with the channel window c0
-        if (!want_args(c, is_f32 ? (c->na == 9 ? 9 : 8) : (is_wt ? 6 : 7))) {
+        // the _f32 ones: 8, or 9 with the channel window c0; grad input: 7, or 8 / 9
+        // with lo / hi (8: grad_act's error)
+        const int n_gi = c->na == 8 || c->na == 9 ? c->na : 7;
+        if (!want_args(c, is_f32 ? (c->na == 9 ? 9 : 8) : (is_wt ? 6 : n_gi))) {
             return 0;
         }
         return op[0] == 'c' ? run_conv(c, op, ret) : run_linear(c, op, ret);

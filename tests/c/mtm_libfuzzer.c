@@ -144,7 +144,7 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                     }
                     need("conv2d wr", mt_wr_check(wr, oc, terms));
                     mt_conv2d_dil_s8_forward(&p, x, w, bias, mult, shift, y);
-                    (void)mt_conv2d_dil_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+                    (void)mt_conv2d_dil_s8_grad_input(&p, e, w, wr, mask, -129, 128, acc, ein);
                     mt_conv2d_dil_s8_grad_weight(&p, x, e, mask, gwi, gbi);
                     memset(gwf, 0, 4 * nw);
                     memset(gbf, 0, 4u * (size_t)oc);
@@ -159,8 +159,8 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                     }
                     need("conv2d wr", mt_wr_check(wr, oc, terms));
                     mt_conv2d_s8_forward(&p, x, w, bias, mult, shift, y);
-                    (void)mt_conv2d_s8_grad_input(&p, e, w, wr, NULL, acc, ein);
-                    (void)mt_conv2d_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+                    (void)mt_conv2d_s8_grad_input(&p, e, w, wr, NULL, -129, 128, acc, ein);
+                    (void)mt_conv2d_s8_grad_input(&p, e, w, wr, mask, -129, 128, acc, ein);
                     mt_conv2d_s8_grad_weight(&p, x, e, mask, gwi, gbi);
                     memset(gwf, 0, 4 * nw);
                     memset(gbf, 0, 4u * (size_t)oc);
@@ -174,7 +174,7 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                     }
                     need("linear wr", mt_wr_check(wr, oc, p.out_n));
                     mt_linear_s8_forward(&p, x, w, bias, mult, shift, y);
-                    (void)mt_linear_s8_grad_input(&p, e, w, wr, mask, acc, ein);
+                    (void)mt_linear_s8_grad_input(&p, e, w, wr, mask, -129, 128, acc, ein);
                     mt_linear_s8_grad_weight(&p, x, e, NULL, gwi, gbi);
                     memset(gwf, 0, 4 * nw);
                     memset(gbf, 0, 4u * (size_t)oc);

@@ -540,9 +540,11 @@ def _pre_call_arg(kind: str, data: np.ndarray, as_output: bool) -> Buf:
     return inout(buf) if as_output else buf
 
 
-def _overlap_variants(op: str, base: Case) -> list[Bad]:
-    """Output and input views into one hidden buffer, sharing exactly one element."""
-    spec = SPECS[op]
+def _overlap_variants(op: str, base: Case, spec: list[tuple[str, str]] | None = None,
+                      suffix: str = "") -> list[Bad]:
+    """Output and input views into one hidden buffer, sharing exactly one element (spec: the
+    argument kinds, SPECS[op] unless given; suffix: appended to the labels)."""
+    spec = spec or SPECS[op]
     idx = {name: i for i, (name, _) in enumerate(spec)}
     rng = np.random.default_rng(SEED + len(op))
     res = []
@@ -578,7 +580,7 @@ def _overlap_variants(op: str, base: Case) -> list[Bad]:
                 ref: Case | None = make_case(op, pre, "pre-call inputs")
             except ValueError:
                 ref = None
-            label = f"{o_name} overlaps {i_name} ({order})"
+            label = f"{o_name} overlaps {i_name} ({order}){suffix}"
             names = (f"{op}: {o_name}: ", f"{op}: {i_name}: ")
             res.append(Bad("overlap", err_case(op, args, names, ("ValueError",), label, ("overlap",)), ref))
     return res
@@ -631,6 +633,52 @@ def _window_variants(op: str, base: Case) -> list[Bad]:
     bad.append(Bad("bigint", err_case(op, call(1 + 2**64, 2, win), (), any_err, "c0 = 1 + 2^64")))
     bad.append(Bad("argcount", err_case(op, call(1, 2, win, extra=(None,)), (), ("TypeError",),
                                         "one argument past c0")))
+    return bad
+
+
+GRAD_ACT_OPS = ("conv2d_s8_grad_input", "linear_s8_grad_input")
+
+
+def _grad_act_variants(op: str, base: Case) -> list[Bad]:
+    """The grad input's optional activation mask lo, hi (arguments 8, 9; ein then holds the
+    activation): bad bounds, types and int ranges, lo without hi, one argument past hi, and
+    ein (the activation) overlapping the inputs."""
+    rng = np.random.default_rng(SEED + 7)
+    ein = base.args[6]
+    assert isinstance(ein, Buf)
+    y = s8(rng.integers(-128, 128, ein.n), "Y")
+
+    def call(lo: Arg, hi: Arg, extra: tuple[Arg, ...] = ()) -> list[Arg]:
+        args = list(base.args)
+        args[6] = inout(y)
+        return [*args, lo, hi, *extra]
+
+    bad = []
+    for label, lo, hi, nm in [("lo -130", -130, 128, "lo"), ("lo 128", 128, 128, "lo"),
+                              ("hi 129", -5, 129, "hi"), ("hi -129", -129, -129, "hi"),
+                              ("hi < lo", -5, -6, "hi")]:
+        bad.append(Bad("value", err_case(op, call(lo, hi), (f"{op}: {nm}: ",), ("ValueError",), label)))
+    for w in (1.0, Expr("'1'"), None, Expr("[1]")):
+        for nm in ("lo", "hi"):
+            lo, hi = (w, 40) if nm == "lo" else (-5, w)
+            bad.append(Bad("type", err_case(op, call(lo, hi), (f"{op}: {nm}: ",), ("TypeError",),
+                                            f"{nm} {w!r}")))
+    for big in (2**40, -(2**40)):
+        for nm in ("lo", "hi"):
+            lo, hi = (big, 40) if nm == "lo" else (-5, big)
+            bad.append(Bad("intrange", err_case(op, call(lo, hi), (f"{op}: {nm}: ",), ("ValueError",),
+                                                f"{nm} {big}")))
+    any_err = ("TypeError", "ValueError", "OverflowError")
+    bad.append(Bad("bigint", err_case(op, call(-5 + 2**64, 40), (), any_err, "lo = -5 + 2^64")))
+    bad.append(Bad("bigint", err_case(op, call(-5, 40 + 2**64), (), any_err, "hi = 40 + 2^64")))
+    lo_only = call(-5, 40)[:-1]
+    bad.append(Bad("argcount", err_case(op, lo_only, (f"{op}: hi: ",), ("TypeError",), "lo without hi")))
+    past = call(-5, 40, (None,))
+    bad.append(Bad("argcount", err_case(op, past, (), ("TypeError",), "one argument past hi")))
+    # ein holds the activation: an in-out buffer for the oracle's pre-call answer
+    act_base = make_case(op, call(-5, 40), "valid, act")
+    spec = [(n, "s8io" if n == "ein" else k) for n, k in SPECS[op]]
+    bad += _overlap_variants(op, act_base, spec, " act")
     return bad
 
 
@@ -688,6 +736,8 @@ def _variants(op: str) -> list[Bad]:
     bad += _overlap_variants(op, base)
     if op in WINDOW_OPS:
         bad += _window_variants(op, base)
+    if op in GRAD_ACT_OPS:
+        bad += _grad_act_variants(op, base)
     bad.append(Bad("argcount", err_case(op, list(base.args[:-1]), (), ("TypeError",), "one argument short")))
     bad.append(Bad("argcount", err_case(op, [*base.args, None], (), ("TypeError",), "one argument too many")))
     return bad

@@ -52,6 +52,9 @@ class OpSpec:
     inouts: tuple[int, ...] = ()  # read and written: passed to the oracle with their contents
     needs_float: bool = False
     optional: int = 0  # trailing optional arguments (nargs .. nargs + optional)
+    # an output the optional arguments make an input too (the grad input's ein holding
+    # the activation with lo, hi): passed to the oracle with its contents then
+    act_in: int | None = None
 
 
 def _one(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
@@ -104,11 +107,11 @@ def _zo(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
 
 OPS: dict[str, OpSpec] = {
     "conv2d_s8_forward": OpSpec(7, (6,), _one),
-    "conv2d_s8_grad_input": OpSpec(7, (5, 6), _grad_in),
+    "conv2d_s8_grad_input": OpSpec(7, (5, 6), _grad_in, optional=2, act_in=6),
     "conv2d_s8_grad_weight": OpSpec(6, (4, 5), _two),
     "conv2d_s8_grad_weight_f32": OpSpec(8, (), _two, (6, 7), True, 1),
     "linear_s8_forward": OpSpec(7, (6,), _one),
-    "linear_s8_grad_input": OpSpec(7, (5, 6), _grad_in),
+    "linear_s8_grad_input": OpSpec(7, (5, 6), _grad_in, optional=2, act_in=6),
     "linear_s8_grad_weight": OpSpec(6, (4, 5), _two),
     "linear_s8_grad_weight_f32": OpSpec(8, (), _two, (6, 7), True, 1),
     "relu_s8_forward": OpSpec(3, (2,), _one),
@@ -171,7 +174,10 @@ def oracle_call(op: str, args: Sequence[Arg]) -> Expected:
     spec = OPS[op]
     if not spec.nargs <= len(args) <= spec.nargs + spec.optional:
         raise ValueError(f"{op}: {len(args)} args, expected {spec.nargs}")
-    oargs = [_resolve(args, a) for i, a in enumerate(args) if i not in spec.outs]
+    outs = spec.outs
+    if spec.act_in is not None and len(args) > spec.nargs:
+        outs = tuple(i for i in outs if i != spec.act_in)
+    oargs = [_resolve(args, a) for i, a in enumerate(args) if i not in outs]
     ret, outs = spec.adapt(getattr(oracle, op)(*oargs))
     if spec.outs and len(outs) == len(spec.outs) and not spec.inouts:
         # an optional output passed as None (a pool's grad-input scratch) is not compared
@@ -522,6 +528,20 @@ def gen_conv2d_s8_forward(rng: Rng, i: int) -> Case:
     return make_case("conv2d_s8_forward", args, f"{variant}/{c.mode}")
 
 
+def _grad_act(rng: Rng, args: list[Arg], n_in: int, i: int) -> str:
+    """Every other case of the conv2d / linear grad input with the activation mask: ein
+    holds the producer's activation (clustered on the bounds), then lo, hi of its relu
+    (zp, 128), relu6 (zp, q6) or none (-129, 128). Returns the label's suffix."""
+    if i % 2 == 0:
+        return ""
+    kind = (i // 2) % 3
+    zp = _zp(rng, i // 6)
+    lo, hi = [(-129, 128), (zp, 128), (zp, _q6(rng, zp, i // 6))][kind]
+    args[6] = s8(_near(rng, n_in, [lo, hi, zp]), _kind_out(rng))
+    args += [lo, hi]
+    return "/act " + ["none", "relu", "relu6"][kind]
+
+
 def gen_conv2d_s8_grad_input(rng: Rng, i: int) -> Case:
     variant = CONV_VARIANTS[i % len(CONV_VARIANTS)]
     g = conv_geom(rng, variant)
@@ -530,7 +550,8 @@ def gen_conv2d_s8_grad_input(rng: Rng, i: int) -> Case:
     args: list[Arg] = [i32(desc), s8(e, _kind_in(rng)), s8(_weights(rng, g.n_w, i), _kind_in(rng)),
                        _wr(rng, g.out_c, g.k_h * g.k_w * g.opg, i // 2), _mask(rng, g.out_c, i // 3),
                        out("i", g.n_in), out(_kind_out(rng), g.n_in)]
-    return make_case("conv2d_s8_grad_input", args, variant)
+    act = _grad_act(rng, args, g.n_in, i)
+    return make_case("conv2d_s8_grad_input", args, variant + act)
 
 
 def gen_conv2d_s8_grad_weight(rng: Rng, i: int) -> Case:
@@ -622,7 +643,8 @@ def gen_linear_s8_grad_input(rng: Rng, i: int) -> Case:
     args: list[Arg] = [i32([in_n, out_n, _zp(rng, i), _zp(rng, i + 1), -128, 127]), s8(e, _kind_in(rng)),
                        s8(_weights(rng, in_n * out_n, i), _kind_in(rng)), _wr(rng, out_n, out_n, i // 2),
                        _mask(rng, out_n, i // 3), out("i", in_n), out(_kind_out(rng), in_n)]
-    return make_case("linear_s8_grad_input", args, f"{in_n}x{out_n}")
+    act = _grad_act(rng, args, in_n, i)
+    return make_case("linear_s8_grad_input", args, f"{in_n}x{out_n}" + act)
 
 
 def gen_linear_s8_grad_weight(rng: Rng, i: int) -> Case:
@@ -1516,7 +1538,7 @@ def generate_limits() -> list[Case]:
     args = [i32(g.desc(0, 0, -128, 127)), s8(np.full(g.n_out, -128)), s8(np.full(g.n_w, -128)),
             i32(np.full(g.out_c, top)), None, out("i", g.n_in), out("Y", g.n_in)]
     cases.append(make_case("conv2d_s8_grad_input", args, f"limit: depthwise wr {top}"))
-    return cases + generate_forward_blocks() + backward_block_cases() + window_cases()
+    return cases + generate_forward_blocks() + backward_block_cases() + window_cases() + grad_act_cases()
 
 
 def _fwd_case(rng: Rng, g: ConvGeom, i: int, label: str) -> Case:
@@ -1655,6 +1677,46 @@ def window_cases(n: int = 50, seed: int = 2207) -> list[Case]:
                                [dg, s8(_int8(rng, g.n_in)), s8(e), mask, ws, bs, _f32_acc(rng, nw * k, i),
                                 _f32_acc(rng, nw, i + 1), c0],
                                f"window: {kind} {g.in_c}->{g.out_c} c0={c0} n={nw}"))
+    return cases
+
+
+def grad_act_cases(seed: int = 3301) -> list[Case]:
+    """conv2d / linear grad input with the activation mask (ein holds the producer's
+    activation): dense, depthwise, grouped and dilated convs (the blocked kernels' shapes
+    and the plain loops) and linear layers, each with the masks of relu (zp, 128), relu6
+    (zp, q6) and none (-129, 128), with no channel mask and a sparse one, and the largest
+    grad-input ratios (the shift from the whole accumulator). Deterministic."""
+    rng = np.random.default_rng(seed)
+    geoms = {"dense": ConvGeom(6, 7, 5, 6, 7, 9, 3, 3, 1, 1, 1, 1, 1),
+             "depthwise": ConvGeom(7, 7, 8, 4, 4, 8, 3, 3, 2, 2, 1, 1, 8),
+             "grouped": ConvGeom(5, 6, 6, 5, 6, 9, 3, 1, 1, 1, 1, 0, 3),
+             "dilated": ConvGeom(9, 9, 4, 5, 5, 6, 3, 3, 1, 1, 0, 0, 1, 2, 2)}
+    cases = []
+    for j, (name, g) in enumerate([*geoms.items(), ("linear", ConvGeom(1, 1, 37, 1, 1, 11, 1, 1, 1, 1,
+                                                                          0, 0, 1))]):
+        for m, (act, zp) in enumerate((("relu", -128), ("relu", 3), ("relu6", -128), ("relu6", -20),
+                                       ("none", 0))):
+            lo, hi = {"relu": (zp, 128), "relu6": (zp, oracle.relu6_q6(0.04, zp)), "none": (-129, 128)}[act]
+            for sparse in (False, True):
+                k = (j + m + sparse) % 4
+                terms = g.k_h * g.k_w * g.opg
+                mask = None
+                if sparse:  # about a quarter of the channels kept, at least one
+                    keep = rng.random(g.out_c) < 0.25
+                    keep[int(rng.integers(0, g.out_c))] = True
+                    mask = u8(keep.astype(np.uint8))
+                e = _int8(rng, g.n_out, ["uniform", "sparse", "small", "uniform"][k])
+                y = _near(rng, g.n_in, [lo, hi, zp])
+                wr = i32(np.full(g.out_c, 131071 // terms)) if k == 3 else _wr(rng, g.out_c, terms, k)
+                if name == "linear":
+                    desc = i32([g.in_c, g.out_c, zp, 0, -128, 127])
+                else:
+                    desc = i32(g.desc(zp, 0, -128, 127))
+                args: list[Arg] = [desc, s8(e), s8(_weights(rng, g.n_w, k)), wr, mask, out("i", g.n_in),
+                                   s8(y, ["Y", "b", "B", "Y"][k]), lo, hi]
+                op = "linear_s8_grad_input" if name == "linear" else "conv2d_s8_grad_input"
+                cases.append(make_case(op, args, f"grad act: {name} {act} ({lo}, {hi})"
+                                       + (" sparse mask" if sparse else "")))
     return cases
 
 

@@ -2059,7 +2059,8 @@ static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_
 // position; each (position, oc) first tests the error and the mask, so a
 // dropped channel or a zero error costs a byte test and no window work.
 int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
-                             const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
+                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
+                                int8_t *ein) {
     mt_geom_t g;
     geom_init(p, &g);
     const int32_t n = p->in_h * g.x_row;
@@ -2086,17 +2087,18 @@ int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, co
             }
         }
     }
-    return mt_dyn_requant_s8(acc, (size_t)n, ein);
+    return mt_dyn_requant_act_s8(acc, (size_t)n, lo, hi, ein);
 }
 #else
 int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
-                             const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
+                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
+                                int8_t *ein) {
     const int32_t n = p->in_h * p->in_w * p->in_c;
     for (int32_t i = 0; i < n; ++i) {
         acc[i] = 0;
     }
     gi_blocked(p, e, w, wr, mask, acc);
-    return mt_dyn_requant_s8(acc, (size_t)n, ein);
+    return mt_dyn_requant_act_s8(acc, (size_t)n, lo, hi, ein);
 }
 #endif
 
@@ -2218,7 +2220,8 @@ void mt_conv2d_dil_s8_forward(const mt_conv2d_dil_params_t *d, const int8_t *x, 
 }
 
 int32_t mt_conv2d_dil_s8_grad_input(const mt_conv2d_dil_params_t *d, const int8_t *e, const int8_t *w,
-                                    const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
+                                    const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi,
+                                    int32_t *acc, int8_t *ein) {
     const mt_conv2d_params_t *p = &d->c;
     const int32_t cpg = (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
     const int32_t opg = (int32_t)mt_udiv_u32((uint32_t)p->out_c, (uint32_t)p->groups);
@@ -2257,7 +2260,7 @@ int32_t mt_conv2d_dil_s8_grad_input(const mt_conv2d_dil_params_t *d, const int8_
             }
         }
     }
-    return mt_dyn_requant_s8(acc, (size_t)n_in, ein);
+    return mt_dyn_requant_act_s8(acc, (size_t)n_in, lo, hi, ein);
 }
 
 // gw of weight (oc, ky, kx, ci) in group g: |sum| <= out_h * out_w * 128 * 255 < 2^31.

@@ -91,7 +91,8 @@ void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const in
 // Output-row outermost: a dropped channel or a zero error skips its whole
 // weight row.
 int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
-                             const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
+                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
+                                int8_t *ein) {
     const int32_t in_n = p->in_n;
     for (int32_t i = 0; i < in_n; ++i) {
         acc[i] = 0;
@@ -105,7 +106,7 @@ int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, co
         // |s * w| <= 16384 * max(wr); mt_wr_check(wr, out_n, out_n) bounds the sum.
         axpy_w_run(acc, w + wo, in_n, ev * wr[o]);
     }
-    return mt_dyn_requant_s8(acc, (size_t)in_n, ein);
+    return mt_dyn_requant_act_s8(acc, (size_t)in_n, lo, hi, ein);
 }
 
 #else
@@ -123,7 +124,8 @@ static MT_NOINLINE void axpy4_w_run(int32_t *acc, const int8_t *const *w, int32_
 // pass over acc (acc's partial sums are sums of some of its terms, all
 // bounded by mt_wr_check(wr, out_n, out_n)).
 int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
-                             const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein) {
+                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
+                                int8_t *ein) {
     const int32_t in_n = p->in_n;
     for (int32_t i = 0; i < in_n; ++i) {
         acc[i] = 0;
@@ -145,7 +147,7 @@ int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, co
     for (int32_t j = 0; j < k; ++j) {
         axpy_w_run(acc, rows[j], in_n, sv[j]);
     }
-    return mt_dyn_requant_s8(acc, (size_t)in_n, ein);
+    return mt_dyn_requant_act_s8(acc, (size_t)in_n, lo, hi, ein);
 }
 #endif
 

@@ -313,6 +313,30 @@ static void mt_check_v(const char *fn, const char *arg, const char *msg, const i
     }
 }
 
+// The _act kernels' mask bounds: lo, hi checked in that order, then hi >= lo.
+static void mt_act_bounds(const char *fn, mp_obj_t lo_o, mp_obj_t hi_o, int32_t *lo, int32_t *hi) {
+    int32_t v[MT_MSG_NVALS];
+    *lo = mt_int(fn, "lo", lo_o);
+    mt_check_v(fn, "lo", mt_act_lo_check(*lo, v), v);
+    *hi = mt_int(fn, "hi", hi_o);
+    mt_check_v(fn, "hi", mt_act_hi_check(*hi, v), v);
+    mt_check(fn, "hi", mt_act_order_check(*lo, *hi));
+}
+
+// The conv2d / linear grad-input activation mask: the optional args 7, 8 (lo, hi, both
+// or neither; ein then holds the activation), checked; without them (-129, 128), which
+// masks nothing and leaves ein unread (mt_dyn_requant_act_s8).
+static void mt_grad_act(const char *fn, size_t n_args, const mp_obj_t *args, int32_t *lo, int32_t *hi) {
+    *lo = -129;
+    *hi = 128;
+    if (n_args == 8) {
+        MT_TYPE_ERR(fn, "hi", MT_MSG_ACT_PAIR);
+    }
+    if (n_args == 9) {
+        mt_act_bounds(fn, args[7], args[8], lo, hi);
+    }
+}
+
 #if MT_HAS_FLOAT
 // gw / gb of a _grad_weight_f32 call (args 6, 7, 8): without c0 the whole
 // layer (out_c rows of k floats), as before the window existed; with c0 the
@@ -459,7 +483,6 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_forward_obj, 7, 7, mod_
 
 static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "conv2d_s8_grad_input";
-    (void)n_args;
     mt_conv2d_desc_u pu;
     int dil;
     const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
@@ -470,6 +493,8 @@ static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     const uint8_t *mask = mt_mask(fn, args[4], p->out_c);
     int32_t *acc = mt_out_i32(fn, "acc", args[5], nin);
     int8_t *ein = mt_out_s8(fn, "ein", args[6], nin);
+    int32_t lo, hi;
+    mt_grad_act(fn, n_args, args, &lo, &hi);
     const int32_t opg = (int32_t)mt_udiv_u32((uint32_t)p->out_c, (uint32_t)p->groups);
     mt_check(fn, "wr", mt_wr_check(wr, p->out_c, p->k_h * p->k_w * opg));
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "e", e, (size_t)nout);
@@ -483,10 +508,10 @@ static mp_obj_t mod_conv2d_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     }
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "w", w, (size_t)mt_conv_w_n(p));
     mt_no_overlap(fn, "ein", ein, (size_t)nin, "wr", wr, (size_t)p->out_c * 4);
-    return mp_obj_new_int(dil ? mt_conv2d_dil_s8_grad_input(&pu.d, e, w, wr, mask, acc, ein)
-                              : mt_conv2d_s8_grad_input(p, e, w, wr, mask, acc, ein));
+    return mp_obj_new_int(dil ? mt_conv2d_dil_s8_grad_input(&pu.d, e, w, wr, mask, lo, hi, acc, ein)
+                              : mt_conv2d_s8_grad_input(p, e, w, wr, mask, lo, hi, acc, ein));
 }
-static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_input_obj, 7, 7, mod_conv2d_s8_grad_input);
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_conv2d_s8_grad_input_obj, 7, 9, mod_conv2d_s8_grad_input);
 
 static mp_obj_t mod_conv2d_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "conv2d_s8_grad_weight";
@@ -561,7 +586,6 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_forward_obj, 7, 7, mod_
 
 static mp_obj_t mod_linear_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "linear_s8_grad_input";
-    (void)n_args;
     mt_linear_desc_u pu;
     const mt_linear_params_t *p = mt_linear_desc(fn, args[0], &pu);
     const int8_t *e = mt_in_s8(fn, "e", args[1], p->out_n, NULL);
@@ -570,6 +594,8 @@ static mp_obj_t mod_linear_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     const uint8_t *mask = mt_mask(fn, args[4], p->out_n);
     int32_t *acc = mt_out_i32(fn, "acc", args[5], p->in_n);
     int8_t *ein = mt_out_s8(fn, "ein", args[6], p->in_n);
+    int32_t lo, hi;
+    mt_grad_act(fn, n_args, args, &lo, &hi);
     mt_check(fn, "wr", mt_wr_check(wr, p->out_n, p->out_n));
     mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "e", e, (size_t)p->out_n);
     mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "acc", acc, (size_t)p->in_n * 4);
@@ -582,9 +608,9 @@ static mp_obj_t mod_linear_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     }
     mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "w", w, (size_t)(p->in_n * p->out_n));
     mt_no_overlap(fn, "ein", ein, (size_t)p->in_n, "wr", wr, (size_t)p->out_n * 4);
-    return mp_obj_new_int(mt_linear_s8_grad_input(p, e, w, wr, mask, acc, ein));
+    return mp_obj_new_int(mt_linear_s8_grad_input(p, e, w, wr, mask, lo, hi, acc, ein));
 }
-static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_input_obj, 7, 7, mod_linear_s8_grad_input);
+static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_linear_s8_grad_input_obj, 7, 9, mod_linear_s8_grad_input);
 
 static mp_obj_t mod_linear_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "linear_s8_grad_weight";
@@ -776,16 +802,6 @@ static mp_obj_t mod_avgpool_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     return mp_obj_new_int(mt_avgpool_s8_grad_input(p, e, acc, ein));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_avgpool_s8_grad_input_obj, 4, 4, mod_avgpool_s8_grad_input);
-
-// The _act kernels' mask bounds: lo, hi checked in that order, then hi >= lo.
-static void mt_act_bounds(const char *fn, mp_obj_t lo_o, mp_obj_t hi_o, int32_t *lo, int32_t *hi) {
-    int32_t v[MT_MSG_NVALS];
-    *lo = mt_int(fn, "lo", lo_o);
-    mt_check_v(fn, "lo", mt_act_lo_check(*lo, v), v);
-    *hi = mt_int(fn, "hi", hi_o);
-    mt_check_v(fn, "hi", mt_act_hi_check(*hi, v), v);
-    mt_check(fn, "hi", mt_act_order_check(*lo, *hi));
-}
 
 // Grad input with the activation mask: (desc, t, e, lo, hi, ein), t = x (max) or y
 // (avg). ein may be t itself, nothing else may overlap it.

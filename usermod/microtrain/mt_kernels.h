@@ -152,6 +152,8 @@ const char *mt_ratio_r_check(int32_t r, int32_t *v);
 // append at pos, stop at cap - 1 and return the new length (no NUL).
 #define MT_MSG_MAX 224
 #define MT_MSG_LENGTH "has %d elements, expected %d"
+// conv2d / linear grad input: lo given without hi (the optional mask bounds go together).
+#define MT_MSG_ACT_PAIR "must be given with lo (both or neither)"
 size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, const char *what,
                      const int32_t *v);
 size_t mt_msg_put_str(char *buf, size_t cap, size_t pos, const char *s);
@@ -165,8 +167,13 @@ void mt_conv2d_s8_forward_rows(const mt_conv2d_params_t *p, const int8_t *x, con
                                const int32_t *bias, const int32_t *mult, const int32_t *shift, int32_t r0,
                                int32_t r1, int8_t *y);
 // mask: NULL for dense, else out_c bytes (0 = channel dropped). Returns dyn shift.
+// lo, hi: the activation mask of the input's producer (fused relu (zp, 128) / relu6
+// (zp, q6)): ein holds that activation y on entry, then ein[i] = 0 unless lo < y[i] < hi,
+// else the unmasked bits; the same shift (from all of acc). (-129, 128): no mask, ein is
+// not read. ein may not overlap e, w, wr, mask or acc.
 int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
-                             const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein);
+                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
+                                int8_t *ein);
 void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT
@@ -181,7 +188,8 @@ void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, 
 void mt_conv2d_dil_s8_forward(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *w,
                               const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
 int32_t mt_conv2d_dil_s8_grad_input(const mt_conv2d_dil_params_t *p, const int8_t *e, const int8_t *w,
-                                    const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein);
+                                    const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi,
+                                    int32_t *acc, int8_t *ein);
 void mt_conv2d_dil_s8_grad_weight(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *e,
                                   const uint8_t *mask, int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT
@@ -193,8 +201,10 @@ void mt_conv2d_dil_s8_grad_weight_f32(const mt_conv2d_dil_params_t *p, const int
 // ---- linear.c ----
 void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
+// lo, hi: the activation mask, as mt_conv2d_s8_grad_input's.
 int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
-                             const int32_t *wr, const uint8_t *mask, int32_t *acc, int8_t *ein);
+                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
+                                int8_t *ein);
 void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
                            const uint8_t *mask, int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT

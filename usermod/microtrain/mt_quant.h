@@ -74,4 +74,9 @@ static inline int8_t mt_dyn_apply(int32_t v, int32_t shift) {
 // dyn_requant of docs/numerics.md over acc[0..n): writes out, returns shift.
 int32_t mt_dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out);
 
+// dyn_requant with an activation mask: out holds the activation y on entry; then
+// out[i] = lo < y[i] < hi ? dyn_requant(acc)[i] : 0, the same shift (from all of acc).
+// lo < -128 and hi > 127 (no mask): exactly mt_dyn_requant_s8, out not read.
+int32_t mt_dyn_requant_act_s8(const int32_t *acc, size_t n, int32_t lo, int32_t hi, int8_t *out);
+
 #endif

@@ -66,9 +66,8 @@ int32_t mt_dyn_shift(uint32_t max_abs) {
     return s;
 }
 
-// Both passes two elements a turn (half the loop overhead at -Os); the apply
-// branch-free on the sign: |v| = (v ^ s) - s and back, s = 0 or all ones.
-int32_t mt_dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out) {
+// max |acc[i]| over acc[0..n), two elements a turn (half the loop overhead at -Os).
+static uint32_t dyn_max_abs(const int32_t *acc, size_t n) {
     uint32_t m = 0;
     size_t i = 0;
     for (; i + 2 <= n; i += 2) {
@@ -80,9 +79,16 @@ int32_t mt_dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out) {
         const uint32_t a = mt_abs_u32(acc[i]);
         m = a > m ? a : m;
     }
-    const int32_t shift = mt_dyn_shift(m);
+    return m;
+}
+
+// The apply two elements a turn too, branch-free on the sign: |v| = (v ^ s) - s
+// and back, s = 0 or all ones.
+int32_t mt_dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out) {
+    const int32_t shift = mt_dyn_shift(dyn_max_abs(acc, n));
     const uint32_t half = shift > 0 ? ((uint32_t)1 << (shift - 1)) : 0u;
-    for (i = 0; i + 2 <= n; i += 2) {
+    size_t i = 0;
+    for (; i + 2 <= n; i += 2) {
         const uint32_t v = (uint32_t)acc[i], w = (uint32_t)acc[i + 1];
         const uint32_t sv = 0u - (v >> 31), sw = 0u - (w >> 31);
         const uint32_t mv = (((v ^ sv) - sv) + half) >> shift, mw = (((w ^ sw) - sw) + half) >> shift;
@@ -91,6 +97,21 @@ int32_t mt_dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out) {
     }
     if (i < n) {
         out[i] = mt_dyn_apply(acc[i], shift);
+    }
+    return shift;
+}
+
+// The shift from all of acc (masked entries included), as mt_dyn_requant_s8; each
+// y[i] = out[i] is read before out[i] is written, so out may hold the activation.
+// (-129, 128) keeps everything: mt_dyn_requant_s8 itself, out not read.
+int32_t mt_dyn_requant_act_s8(const int32_t *acc, size_t n, int32_t lo, int32_t hi, int8_t *out) {
+    if (lo < -128 && hi > 127) {
+        return mt_dyn_requant_s8(acc, n, out);
+    }
+    const int32_t shift = mt_dyn_shift(dyn_max_abs(acc, n));
+    for (size_t i = 0; i < n; ++i) {
+        const int32_t y = out[i];
+        out[i] = (lo < y && y < hi) ? mt_dyn_apply(acc[i], shift) : 0;
     }
     return shift;
 }

@@ -184,6 +184,32 @@ def _int(fn, name, v):
     return v
 
 
+def _act_bounds(fn, lo, hi):
+    # an activation mask's bounds as the binding's mt_act_bounds: lo, hi, then hi >= lo
+    lo = _int(fn, "lo", lo)
+    if lo < -129 or lo > 127:
+        raise _ve(fn, "lo", "must be in -129..127, got " + str(lo))
+    hi = _int(fn, "hi", hi)
+    if hi < -128 or hi > 128:
+        raise _ve(fn, "hi", "must be in -128..128, got " + str(hi))
+    if hi < lo:
+        raise _ve(fn, "hi", "must be >= lo")
+    return lo, hi
+
+
+# lo / hi not given to a conv2d / linear grad input (an explicit None is a TypeError)
+_NOACT = object()
+
+
+def _grad_act(fn, lo, hi):
+    # the grad input's optional mask bounds (mt_grad_act): None without them
+    if lo is _NOACT and hi is _NOACT:
+        return None
+    if hi is _NOACT or lo is _NOACT:
+        raise _te(fn, "hi", "must be given with lo (both or neither)")
+    return _act_bounds(fn, lo, hi)
+
+
 def _flt(fn, name, v):
     # A float scale argument (float or int), rounded to float32.
     t = type(v)

@@ -3,6 +3,7 @@ from array import array
 
 from microtrain.pyk.accumulate import _acc_f32
 from microtrain.pyk.checks import (
+    _NOACT,
     _WHOLE,
     I32,
     M32,
@@ -10,6 +11,7 @@ from microtrain.pyk.checks import (
     _conv_check,
     _desc,
     _flt,
+    _grad_act,
     _gw_window,
     _in8,
     _in32,
@@ -20,7 +22,7 @@ from microtrain.pyk.checks import (
     _qcheck,
     _wr_check,
 )
-from microtrain.pyk.quant import _dyn, _rq_params, _zero32
+from microtrain.pyk.quant import _dyn, _dyn_act, _rq_params, _zero32
 
 
 def _conv_desc(fn, o):
@@ -163,7 +165,7 @@ def conv2d_s8_forward(desc, x, w, bias, mult, shift, y):
                     oc += 1
 
 
-def conv2d_s8_grad_input(desc, e, w, wr, mask, acc, ein):
+def conv2d_s8_grad_input(desc, e, w, wr, mask, acc, ein, lo=_NOACT, hi=_NOACT):
     fn = "conv2d_s8_grad_input"
     d = _conv_desc(fn, desc)
     nin, nout, nw = _conv_bufs(d)
@@ -174,6 +176,7 @@ def conv2d_s8_grad_input(desc, e, w, wr, mask, acc, ein):
     mask = _mask(fn, mask, out_c)
     _out32(fn, "acc", acc, nin)
     om = _out8(fn, "ein", ein, nin)
+    act = _grad_act(fn, lo, hi)  # ein then holds the activation
     groups = d[12]
     opg = out_c // groups
     _chk(fn, "wr", _wr_check(WR, out_c, d[6] * d[7] * opg))
@@ -182,6 +185,8 @@ def conv2d_s8_grad_input(desc, e, w, wr, mask, acc, ein):
     _nover(fn, "ein", ein, "mask", mask)
     # wr is read after acc is cleared: a copy keeps an overlapping wr intact
     _grad_input(d, E, W, array('i', WR), mask, acc)
+    if act:
+        return _dyn_act(acc, nin, ein, om, act[0], act[1])
     return _dyn(acc, nin, ein, om)
 
 

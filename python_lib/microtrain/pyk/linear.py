@@ -2,12 +2,14 @@
 from array import array
 
 from microtrain.pyk.checks import (
+    _NOACT,
     _WHOLE,
     I32,
     M32,
     _chk,
     _f32t,
     _flt,
+    _grad_act,
     _gw_window,
     _in8,
     _in32,
@@ -19,7 +21,7 @@ from microtrain.pyk.checks import (
     _qcheck,
     _wr_check,
 )
-from microtrain.pyk.quant import _dyn, _zero32
+from microtrain.pyk.quant import _dyn, _dyn_act, _zero32
 
 
 def linear_s8_forward(desc, x, w, bias, mult, shift, y):
@@ -65,7 +67,7 @@ def linear_s8_forward(desc, x, w, bias, mult, shift, y):
         y[o] = (r + ozp) & ym
 
 
-def linear_s8_grad_input(desc, e, w, wr, mask, acc, ein):
+def linear_s8_grad_input(desc, e, w, wr, mask, acc, ein, lo=_NOACT, hi=_NOACT):
     fn = "linear_s8_grad_input"
     d = _linear_desc(fn, desc)
     in_n, out_n = d[0], d[1]
@@ -75,6 +77,7 @@ def linear_s8_grad_input(desc, e, w, wr, mask, acc, ein):
     mask = _mask(fn, mask, out_n)
     _out32(fn, "acc", acc, in_n)
     om = _out8(fn, "ein", ein, in_n)
+    act = _grad_act(fn, lo, hi)  # ein then holds the activation
     _chk(fn, "wr", _wr_check(WR, out_n, out_n))
     _nover(fn, "ein", ein, "e", e)
     _nover(fn, "ein", ein, "w", w)
@@ -91,6 +94,8 @@ def linear_s8_grad_input(desc, e, w, wr, mask, acc, ein):
                 acc[i] += s * w
                 i += 1
         j += in_n
+    if act:
+        return _dyn_act(acc, in_n, ein, om, act[0], act[1])
     return _dyn(acc, in_n, ein, om)
 
 

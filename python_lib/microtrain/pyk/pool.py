@@ -1,6 +1,6 @@
 # max / average / global average pooling (pool.c).
 from microtrain.fmt import MAX_ELEMS
-from microtrain.pyk.checks import _in8, _int, _nover, _out8, _out32, _pool_desc, _ve
+from microtrain.pyk.checks import _act_bounds, _in8, _int, _nover, _out8, _out32, _pool_desc, _ve
 from microtrain.pyk.quant import _dyn, _dyn_shift, _zero32
 
 
@@ -176,14 +176,7 @@ def _act_args(fn, d, t_name, t, e, lo, hi, ein):
     nin, nout = _pool_sizes(d)
     T = _in8(fn, t_name, t, nin)
     E = _in8(fn, "e", e, nout)
-    lo = _int(fn, "lo", lo)
-    if lo < -129 or lo > 127:
-        raise _ve(fn, "lo", "must be in -129..127, got " + str(lo))
-    hi = _int(fn, "hi", hi)
-    if hi < -128 or hi > 128:
-        raise _ve(fn, "hi", "must be in -128..128, got " + str(hi))
-    if hi < lo:
-        raise _ve(fn, "hi", "must be >= lo")
+    lo, hi = _act_bounds(fn, lo, hi)
     om = _out8(fn, "ein", ein, nin)
     if ein is not t:
         _nover(fn, "ein", ein, t_name, t)

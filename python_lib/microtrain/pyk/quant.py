@@ -61,6 +61,27 @@ def _dyn(acc, n, out, om):
     return s
 
 
+def _dyn_act(acc, n, out, om, lo, hi):
+    # dyn_requant of acc[0..n) into out, which holds the activation y on entry: kept
+    # where lo < y < hi, else 0 (mt_dyn_requant_act_s8); the shift from all of acc.
+    if n == 0:
+        return 0
+    a = max(acc)
+    b = min(acc)
+    s = _dyn_shift(a if a > -b else -b)
+    half = (1 << (s - 1)) if s else 0
+    for i in range(n):
+        y = out[i]
+        if om != -1 and y > 127:  # an unsigned buffer holds y & 255
+            y -= 256
+        if lo < y < hi:
+            v = acc[i]
+            out[i] = (((v + half) >> s) if v >= 0 else -((half - v) >> s)) & om
+        else:
+            out[i] = 0
+    return s
+
+
 def _zero32(a, n):
     for i in range(n):
         a[i] = 0

@@ -400,11 +400,28 @@ def _conv_grad_input(fn: str, cd: _ConvDesc, e: ArrayLike, w: ArrayLike, wr: Arr
     return ein, sh, acc.astype(np.int32)
 
 
+def _grad_input_act(fn: str, res: tuple[I8, int, I32], y: ArrayLike | None, lo: int | None,
+                    hi: int | None) -> tuple[I8, int, I32]:
+    """The conv2d / linear grad input's optional activation mask: without lo / hi the grad
+    input itself; with them (and y, the producer's activation that the kernel's ein holds on
+    entry) the grad input then relu_s8_backward / relu6_s8_backward on y, the same shift."""
+    ein, sh, acc = res
+    if lo is None and hi is None:
+        return res
+    if lo is None or hi is None or y is None:
+        raise _fail(fn, "hi", "lo and hi go together (and need y)")
+    _act_bounds_check(fn, lo, hi)
+    _s8(y, fn, "ein", acc.size)
+    return _act_mask(y, lo, hi, ein, fn), sh, acc
+
+
 def conv2d_s8_grad_input(desc: Sequence[int], e: ArrayLike, w: ArrayLike, wr: ArrayLike,
-                         mask: ArrayLike | None) -> tuple[I8, int, I32]:
-    """conv2d grad input -> (ein int8, shift, acc int32 raw accumulator), in_h*in_w*in_c."""
+                         mask: ArrayLike | None, y: ArrayLike | None = None, lo: int | None = None,
+                         hi: int | None = None) -> tuple[I8, int, I32]:
+    """conv2d grad input -> (ein int8, shift, acc int32 raw accumulator), in_h*in_w*in_c.
+    With lo, hi: ein masked by the producer's activation y (lo < y < hi), see _grad_input_act."""
     fn = "conv2d_s8_grad_input"
-    return _conv_grad_input(fn, _conv_desc(desc, fn), e, w, wr, mask)
+    return _grad_input_act(fn, _conv_grad_input(fn, _conv_desc(desc, fn), e, w, wr, mask), y, lo, hi)
 
 
 def _conv_grad_weight(fn: str, cd: _ConvDesc, x: ArrayLike, e: ArrayLike,
@@ -482,10 +499,12 @@ def linear_s8_forward(desc: Sequence[int], x: ArrayLike, w: ArrayLike, bias: Arr
 
 
 def linear_s8_grad_input(desc: Sequence[int], e: ArrayLike, w: ArrayLike, wr: ArrayLike,
-                         mask: ArrayLike | None) -> tuple[I8, int, I32]:
-    """linear grad input -> (ein int8, shift, acc int32), in_n."""
+                         mask: ArrayLike | None, y: ArrayLike | None = None, lo: int | None = None,
+                         hi: int | None = None) -> tuple[I8, int, I32]:
+    """linear grad input -> (ein int8, shift, acc int32), in_n; lo, hi as conv2d's."""
     fn = "linear_s8_grad_input"
-    return _conv_grad_input(fn, _conv_desc(_linear_desc(desc, fn), fn), e, w, wr, mask)
+    res = _conv_grad_input(fn, _conv_desc(_linear_desc(desc, fn), fn), e, w, wr, mask)
+    return _grad_input_act(fn, res, y, lo, hi)
 
 
 def linear_s8_grad_weight(desc: Sequence[int], x: ArrayLike, e: ArrayLike,
@@ -729,6 +748,11 @@ def _pool_act_check(desc: Sequence[int], fn: str, lo: int, hi: int) -> None:
     g = _pool_geom(desc, fn)
     if g.stride_h < g.k_h or g.stride_w < g.k_w:
         raise _fail(fn, "desc", "windows must not overlap (stride_h >= k_h and stride_w >= k_w)")
+    _act_bounds_check(fn, lo, hi)
+
+
+def _act_bounds_check(fn: str, lo: int, hi: int) -> None:
+    """An activation mask's bounds (the _act pools, the conv2d / linear grad input)."""
     if not -129 <= int(lo) <= 127:
         raise _fail(fn, "lo", "outside [-129, 127]")
     if not -128 <= int(hi) <= 128:
