@@ -3,17 +3,18 @@ from microtrain.model import Model
 from microtrain.optim import _Optimizer
 
 def need(model: Model, idx: list[int], mode: str, n_state: int,
-         sparse: object | None, fold: bool | str = False) -> list[tuple[str, int]]:
+         sparse: object | None, fold: bool | str = False, redo: bool = False) -> list[tuple[str, int]]:
     """Heap bytes per item (gradients, optimiser state, master copies, layer copies, sparse
     buffers, backward buffers, loss) that a Trainer on layers idx allocates; fold: the
     gradients go into the momentum (SGD momentum: batch 1, or sums=False at a larger batch),
-    no gradient sums; "now": each layer steps during backward (batch 1, plain SGD)."""
+    no gradient sums; "now": each layer steps during backward (batch 1, plain SGD); redo:
+    Trainer(recompute=True)."""
 
 def check(model: Model, idx: list[int], mode: str, opt: _Optimizer, sparse: object | None,
-          fold: bool | str = False, failed: bool = False, batch: int = 1) -> None:
+          fold: bool | str = False, failed: bool = False, batch: int = 1, redo: bool = False) -> None:
     """MemoryError when need() exceeds the free heap (or failed), naming what would fit
-    (batch: the Trainer's, for the sums=False suggestion)."""
+    (batch: the Trainer's, for the sums=False suggestion; redo: Trainer(recompute=True))."""
 
 def run(model: Model, idx: list[int], mode: str, opt: _Optimizer, sparse: object | None,
-        fold: bool | str = False, failed: bool = False, batch: int = 1) -> None:
+        fold: bool | str = False, failed: bool = False, batch: int = 1, redo: bool = False) -> None:
     """check(), then forget the module (its code can be freed)."""
