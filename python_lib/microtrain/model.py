@@ -1014,13 +1014,13 @@ class Model:
         for j in range(len(self.layers) - 1, first - 1, -1):
             ly = self.layers[j]
             t_out = ly.output
-            e = cur.get(t_out)
+            e = cur.pop(t_out, None)  # (every consumer has arrived: its entries are done)
             if e is None:
                 continue
             if redo is not None and j == redo[0]:  # its input held the scratch: made again
                 st = self._plans[first][1][redo[1]]
                 st[0](*st[1])
-            s = scale[t_out]
+            s = scale.pop(t_out)
             op, p = ly.op, ly.params
             y = bufs[t_out]
             if t_out in inplace:

@@ -19,7 +19,7 @@ def zeros(typecode, n):
     no temporary beyond the array itself."""
     size = 1 if typecode in "bB" else (2 if typecode in "hH" else 4)
     p = 0
-    while (n >> p) > 512:
+    while (n >> p) * size > 64:  # (the first bytes object is the only temporary: 64 B at most)
         p += 1
     a = array.array(typecode, bytes((n >> p) * size))
     while p:
@@ -58,7 +58,7 @@ def softmax_lut(scale, out=None):
     """uint32 table lut[d] = round(2^16 * exp(-scale * d)), d = 0..255."""
     if not scale > 0.0:
         raise ValueError("softmax_lut: scale must be > 0")
-    lut = out if out is not None else array.array("I", bytes(1024))
+    lut = out if out is not None else zeros("I", 256)
     e = math.exp
     for d in range(256):
         lut[d] = int(math.floor(65536.0 * e(-scale * d) + 0.5))
