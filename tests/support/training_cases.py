@@ -178,6 +178,19 @@ def reference(s: Setup, *, order: Sequence[int], labels: Sequence[int], train: A
     return ref
 
 
+def same_as_reference(s: Setup, tmp: Path, tag: str, device_extra: dict[str, Any] | None = None,
+                      **kw: Any) -> tuple[dict[str, NDArray[Any]], tr.RefTrainer]:
+    """Train on the device (``device``, with ``device_extra`` for the runner only) and in the
+    reference with the same arguments; assert the same per-step losses and trained arrays, bit
+    for bit. Returns (the device dump, the reference)."""
+    dev = device(s, tmp, tag, **kw, **(device_extra or {}))
+    ref = reference(s, **kw)
+    assert dev["loss"].tolist() == ref.losses, f"{tag}: per-step losses differ"
+    diffs = differences(ref.arrays(), state_of(dev))
+    assert not diffs, "\n".join(diffs)
+    return dev, ref
+
+
 def differences(want: dict[str, NDArray[Any]], got: dict[str, NDArray[Any]],
                 what: tuple[str, str] = ("reference", "device")) -> list[str]:
     """Names whose arrays differ in any bit (or exist on one side only), with a first example."""

@@ -25,7 +25,7 @@ from microtrain_tools import info
 from microtrain_tools.reference import train_ref as tr
 from support import model_suite as ms
 from support.harness import run_micropython
-from support.training_cases import SGDM, Setup, device, differences, labels_of, reference, state_of
+from support.training_cases import SGDM, Setup, labels_of, same_as_reference
 
 
 class HostNet(nn.Module):
@@ -95,11 +95,7 @@ def test_training_with_the_scratch_in_place_equals_reference(hostnet: Setup, tmp
     s = hostnet
     kw: dict[str, Any] = dict(order=range(8), labels=labels_of(s), train="last:3", mode="mixed", opt=SGDM,
                               batch=2)
-    dev = device(s, tmp_path, "native", **kw)
-    ref = reference(s, **kw)
-    assert dev["loss"].tolist() == ref.losses, "per-step losses differ"
-    diffs = differences(ref.arrays(), state_of(dev))
-    assert not diffs, "\n".join(diffs)
+    dev, _ = same_as_reference(s, tmp_path, "native", **kw)
     j = tr.select(s.m, "last:3")[0]
     assert any(dev[f"L{j}.w"] != s.m.data(s.m.layers[j].weight).reshape(-1))
 
@@ -156,8 +152,4 @@ def test_scratch_in_a_recomputed_activation(redonet: Setup, tmp_path: Path) -> N
     for tag, opt, batch in (("sums", SGDM, 2), ("now", {"kind": "sgd", "lr": 0.05}, 1)):
         kw: dict[str, Any] = dict(order=range(8), labels=labels_of(s), train="all", mode="mixed", opt=opt,
                                   batch=batch)
-        dev = device(s, tmp_path, tag, recompute=True, **kw)
-        ref = reference(s, **kw)
-        assert dev["loss"].tolist() == ref.losses, f"{tag}: per-step losses differ"
-        diffs = differences(ref.arrays(), state_of(dev))
-        assert not diffs, "\n".join(diffs)
+        same_as_reference(s, tmp_path, tag, {"recompute": True}, **kw)
