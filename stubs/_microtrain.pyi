@@ -184,13 +184,15 @@ def update_s8_apply(w: _Out8, w_scale: _F32, b: _I32, mult: _I32, shift: _I32, g
                     s_out: float, rng: int, scratch: _F32, /) -> int:
     """The fully quantised step of a layer: w_new = w_real - lr * gw, per-channel refit of
     w_scale, requantisation (rng = -1: nearest, else xorshift16 stochastic), bias and mult/shift,
-    gradient sums zeroed. Returns the new rng."""
+    gradient sums zeroed; scratch holds at least len(w_scale) floats (the first used). Returns the
+    new rng."""
 
 def update_s8_apply_keep(w: _Out8, w_scale: _F32, b: _I32, mult: _I32, shift: _I32, gw: _F32, gb: _F32,
                          master_w: _F32 | None, master_b: _F32 | None, touched: _Mask, lr: float, s_in: float,
                          s_out: float, rng: int, scratch: _F32, /) -> int:
     """update_s8_apply with gw and gb only read (the optimiser's momentum as the step direction):
-    the same results bit for bit; scratch holds 2 * len(w_scale) floats (new scales, new biases).
+    the same results bit for bit; scratch holds at least 2 * len(w_scale) floats (new scales, new
+    biases).
     Returns the new rng."""
 
 def update_f32_ratios(w_scale: _F32, r: int, wr: _I32, /) -> int:

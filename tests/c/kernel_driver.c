@@ -840,7 +840,12 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         L.s_in = checked_float(c, 11, "s_in", mt_positive_check);
         L.s_out = checked_float(c, 12, "s_out", mt_positive_check);
         const int32_t rng = checked_int(c, 13, "rng", mt_update_rng_check);
-        float *scratch = buf(c, 14, "scratch", F32, keep ? 2 * nc : nc, 1, NULL);
+        uint32_t n_scr = 0;  // at least 2 n_ch (keep) / n_ch: a longer one is lent, its tail unused
+        float *scratch = buf(c, 14, "scratch", F32, -1, 1, &n_scr);
+        if (!failed(c) && n_scr < (uint32_t)(keep ? 2 * nc : nc)) {
+            const int32_t v[MT_MSG_NVALS] = {(int32_t)n_scr, (int32_t)(keep ? 2 * nc : nc), 0};
+            fail_v(c, "ValueError", "scratch", "has %d elements, expected at least %d", v);
+        }
         if (failed(c)) {
             return 0;
         }

@@ -42,7 +42,8 @@ POOL_G = ConvGeom(6, 6, 3, 3, 3, 3, 3, 3, 2, 2, 1, 1, 3)
 POOL_D = ConvGeom(6, 7, 3, 3, 3, 3, 2, 2, 2, 3, 0, 1, 3)
 LIN_IN, LIN_OUT = 10, 4
 
-# name, kind: desc | s8 | s8out | s8io | i32 | i32out | u32 | u32io | f32io | mask | int | float
+# name, kind: desc | s8 | s8out | s8io | i32 | i32out | u32 | u32io | f32io | mask | int | float;
+# f32any: a float32 in-out buffer of any length; f32min: of at least its length (longer is valid)
 SPECS: dict[str, list[tuple[str, str]]] = {
     "conv2d_s8_forward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("bias", "i32"), ("mult", "i32"),
                           ("shift", "i32"), ("y", "s8out")],
@@ -100,14 +101,14 @@ SPECS: dict[str, list[tuple[str, str]]] = {
     "update_s8_apply": [("w", "s8io"), ("w_scale", "f32io"), ("b", "i32out"), ("mult", "i32out"),
                         ("shift", "i32out"), ("gw", "f32io"), ("gb", "f32io"), ("master_w", "skip"),
                         ("master_b", "skip"), ("touched", "skip"), ("lr", "float"), ("s_in", "float"),
-                        ("s_out", "float"), ("rng", "int"), ("scratch", "f32io")],
+                        ("s_out", "float"), ("rng", "int"), ("scratch", "f32min")],
     "update_f32_ratios": [("w_scale", "f32io"), ("r", "int"), ("wr", "i32out")],
     "update_f32_scale": [("x", "f32io"), ("k", "int"), ("touched", "skip"), ("a", "float")],
     # gw, gb: only read, but compared after the call (unchanged): in-out kinds here
     "update_s8_apply_keep": [("w", "s8io"), ("w_scale", "f32io"), ("b", "i32out"), ("mult", "i32out"),
                              ("shift", "i32out"), ("gw", "f32io"), ("gb", "f32io"), ("master_w", "skip"),
                              ("master_b", "skip"), ("touched", "skip"), ("lr", "float"), ("s_in", "float"),
-                             ("s_out", "float"), ("rng", "int"), ("scratch", "f32io")],
+                             ("s_out", "float"), ("rng", "int"), ("scratch", "f32min")],
     "lut_s8_forward": [("x", "s8"), ("table", "s8"), ("y", "s8out")],
     "lut_s8_grad_input": [("x", "s8"), ("e", "s8"), ("dtable", "i32"), ("ein", "s8out")],
     "concat_s8_forward": [("desc", "desc"), ("x1", "s8"), ("x2", "s8"), ("y", "s8out")],
@@ -301,7 +302,7 @@ def _wrong_types(kind: str, n: int) -> list[Arg]:
                 Expr(f"array('I', bytes({4 * n}))")]
     if kind in ("u32", "u32io"):
         return [Expr(f"array('f', bytes({4 * n}))"), Expr(f"array('b', bytes({4 * n}))"), Expr(f"[0] * {n}")]
-    if kind in ("f32io", "f32any"):
+    if kind in ("f32io", "f32any", "f32min"):
         return [Expr(f"array('i', bytes({4 * n}))"), _zeros("Y", 4 * n), Expr(f"[0.0] * {n}")]
     if kind == "int":
         return [3.5, Expr("'3'"), Expr("[3]"), Expr("b'3'")]
@@ -511,12 +512,13 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
 }
 for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
     OVERLAPS[f"linear_s8_{_suffix}"] = OVERLAPS[f"conv2d_s8_{_suffix}"]
-OUT_KINDS = ("s8out", "s8io", "i32out", "u32io", "f32io", "f32any")
+OUT_KINDS = ("s8out", "s8io", "i32out", "u32io", "f32io", "f32any", "f32min")
 
 
 def _base_kind(kind: str) -> str:
     """Kind of a shared (hidden) base buffer that can hold an argument of this kind."""
-    return {"i32": "i", "i32out": "i", "u32": "i", "u32io": "i", "f32io": "f", "f32any": "f"}.get(kind, "Y")
+    return {"i32": "i", "i32out": "i", "u32": "i", "u32io": "i", "f32io": "f", "f32any": "f",
+            "f32min": "f"}.get(kind, "Y")
 
 
 def _typed(kind: str, data: np.ndarray) -> np.ndarray:
@@ -709,7 +711,7 @@ def _variants(op: str) -> list[Bad]:
         else:
             bad.append(Bad("none", err_case(op, _with(base, i, None), names, ("TypeError",), f"{name} None")))
         if isinstance(a, Buf) and kind != "f32any":  # f32any: any length is valid
-            for m in (n + 1, n - 1) if n else (n + 1,):
+            for m in ((n - 1,) if kind == "f32min" else (n + 1, n - 1) if n else (n + 1,)):
                 resized = _with(base, i, _resized(a, kind, m))
                 bad.append(Bad("length", err_case(op, resized, names, ("ValueError",), f"{name} length {m}")))
         if kind in OUT_KINDS:

@@ -1200,6 +1200,8 @@ def _apply_case(rng: Rng, i: int, op: str) -> Case:
     r = [-1, int(rng.integers(1, 65536)), 0xACE1][i % 3]
     touched = _touched(rng, n_ch, i)
     scratch = rng.normal(0, 1, 2 * n_ch).astype(np.float32) if keep else np.zeros(n_ch)
+    if i % 5 == 3:  # a longer scratch (a lent buffer): its tail stays as it was
+        scratch = np.concatenate([scratch, rng.normal(0, 1, 1 + i % 7).astype(np.float32)])
     args: list[Arg]
     if keep and i % 7 == 6:
         hit = np.flatnonzero(np.ones(n_ch) if touched is None else np.asarray(touched.data) != 0)

@@ -1577,7 +1577,7 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_update_f32_adam_obj, 10, 10, mod_
 
 // update_s8_apply(w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touched, lr, s_in, s_out, rng,
 // scratch) -> the new rng; update_s8_apply_keep (keep = 1): the same arguments, gw and gb
-// only read, scratch of 2 * n_ch.
+// only read, scratch of at least 2 * n_ch (n_ch without keep).
 static mp_obj_t mt_s8_apply_call(const char *fn, const mp_obj_t *args, int keep) {
     mt_update_layer_t L;
     size_t nw, nc;
@@ -1613,8 +1613,15 @@ static mp_obj_t mt_s8_apply_call(const char *fn, const mp_obj_t *args, int keep)
     const int32_t rng = mt_int(fn, "rng", args[13]);
     int32_t v[MT_MSG_NVALS];
     mt_check_v(fn, "rng", mt_update_rng_check(rng, v), v);
+    // scratch: at least n_scr floats (a caller may lend a longer buffer: no slice per call);
+    // the kernel uses the first n_scr
     const size_t n_scr = keep ? 2 * nc : nc;
-    float *scratch = mt_out_f32(fn, "scratch", args[14], (int32_t)n_scr);
+    size_t n_have;
+    float *scratch = (float *)mt_buf(fn, "scratch", args[14], MT_F32, -1, 1, &n_have);
+    if (n_have < n_scr) {
+        const int32_t vs[MT_MSG_NVALS] = {(int32_t)n_have, (int32_t)n_scr, 0};
+        mt_raise(&mp_type_ValueError, fn, "scratch", "has %d elements, expected at least %d", vs);
+    }
     // every written buffer apart from every other one and from the buffers only read
     // (touched; keep: gw and gb too, which may share memory with each other)
     const void *p[11] = {L.w, L.w_scale, L.b, L.mult, L.shift, L.gw, L.gb, L.master_w, L.master_b, scratch,

@@ -326,7 +326,10 @@ def _apply(fn, w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touched, 
     rng = _int(fn, "rng", rng)
     if not (rng == -1 or 1 <= rng <= 65535):
         raise _ve(fn, "rng", "must be -1 (nearest) or a state in 1..65535, got " + str(rng))
-    _buf(fn, "scratch", scratch, F32, 2 * nc if keep else nc, True)
+    _buf(fn, "scratch", scratch, F32, -1, True)  # at least n_scr: a lent longer buffer is fine
+    n_scr = 2 * nc if keep else nc
+    if len(scratch) < n_scr:
+        raise _ve(fn, "scratch", "has %d elements, expected at least %d" % (len(scratch), n_scr))
     objs = (w, w_scale, b, mult, shift, gw, gb, master_w, master_b, scratch, touched)
     names = ("w", "w_scale", "b", "mult", "shift", "gw", "gb", "master_w", "master_b", "scratch", "touched")
     ro = (5, 6, 10) if keep else (10,)  # only read: these may share memory with each other

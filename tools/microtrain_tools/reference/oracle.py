@@ -1219,8 +1219,8 @@ def update_s8_apply_keep(w_in: ArrayLike, w_scale: ArrayLike, b_in: ArrayLike, m
     fn = "update_s8_apply_keep"
     n_ch = np.asarray(w_scale).size
     scr = np.array(scratch, dtype=np.float32).reshape(-1)
-    if scr.size != 2 * n_ch:
-        raise _fail(fn, "scratch", f"length {scr.size}, expected {2 * n_ch}")
+    if scr.size < 2 * n_ch:
+        raise _fail(fn, "scratch", f"length {scr.size}, expected at least {2 * n_ch}")
     gw = np.array(gw_in, dtype=np.float32).reshape(-1)
     gb = np.array(gb_in, dtype=np.float32).reshape(-1)
     rng, outs, rows, bf = _s8_apply(fn, w_in, w_scale, b_in, mult_in, shift_in, gw.copy(), gb.copy(),
@@ -1248,6 +1248,8 @@ def _s8_apply(fn: str, w_in: ArrayLike, w_scale: ArrayLike, b_in: ArrayLike, mul
     mw = None if master_w is None else np.array(master_w, dtype=np.float32).reshape(n_ch, k)
     mb = None if master_b is None else np.array(master_b, dtype=np.float32).reshape(n_ch)
     scr = np.array(scratch, dtype=np.float32).reshape(-1)
+    if scr.size < n_ch:  # at least n_ch: the kernel uses the first n_ch
+        raise _fail(fn, "scratch", f"length {scr.size}, expected at least {n_ch}")
     rows = _touched_rows(touched, n_ch, fn)
     lr32, si, so = np.float32(lr), np.float32(s_in), np.float32(s_out)
     s_old = sw[rows]
