@@ -74,7 +74,6 @@ class _Node(Layer):
         self.wr = None
         self._wr_r = None
         self.ein_r = 0
-        self._ein_top = None
 
     def make_trainable(self, sums=True):
         if self.w is None:

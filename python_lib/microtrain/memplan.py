@@ -89,15 +89,17 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
     grads = window = 0
     if fold == "now":
         grads, window = _now_bytes(model, idx)
-    state = master = copies = sp = 0
+    state = master = copies = sp = row = 0
     for i in idx:
         ly = layers[i]
         wn, c = len(ly.w), len(ly.b)
         p = _buf(4 * wn) + _buf(4 * c)
+        if fold != "now":  # the optimiser's update row: the widest layer's, 2 c folded (apply_keep)
+            row = max(row, c << (fold is True))
         if not ly.trained:  # a trained layer has its copies and gradient sums already
             grads += 0 if fold else p
-            # int8 weights; int32 bias, mult, shift, grad-input ratios; float32 scales, update row
-            copies += _buf(wn) + 6 * _buf(4 * c)
+            # int8 weights; int32 bias, mult, shift, grad-input ratios; float32 scales
+            copies += _buf(wn) + 5 * _buf(4 * c)
         state += n_state * p
         if mode == "float32" or (mode == "mixed" and i == idx[-1]):
             master += p
@@ -117,6 +119,9 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
     items, at = model._pack(first, region, inplace, scratch if kern.NATIVE else 0, idle,
                             window if kern.NATIVE else 0)
     redo = redo and scratch and model._recompute_host(first, inplace, need_s, acc)  # (native only)
+    # the update row is backward's int32 scratch retyped, where that is bytes long enough
+    if row and not (kern.NATIVE and acc >= row and (host is not None or (scratch and (0 in at or redo)))):
+        copies += _buf(4 * row)
     for i in range(len(items)):
         if i not in at and not (items[i][1] == -1 and redo):  # (else in a recomputed activation)
             bw += _buf(items[i][0])

@@ -188,7 +188,6 @@ class Layer:
     wr = None
     _wr_r = None  # R of the grad-input ratios (from the descriptor)
     ein_r = 0
-    _ein_top = None
 
     def __init__(self, model, index, row):
         self.model = model
@@ -310,19 +309,14 @@ class Layer:
         global _ratios
         if _ratios is None:
             _ratios = kern.f32("update_f32_ratios")
-        # the index of max(w_scale): read when backward first needs it (one float, where
-        # max() over the array would box every scale: most of a training step's garbage)
+        # the index of max(w_scale): backward reads that one float (max() over the array would
+        # box every scale: most of a training step's garbage; a cached float, 16 B per layer)
         self._ein_i = _ratios(self.w_scale, self.ein_r, self.wr)
-        if self._ein_top is not None:
-            self._ein_top = None
 
     @property
     def ein_top(self):
-        """max(w_scale): the grad-input error scale factor (made on first use after an update)."""
-        t = self._ein_top
-        if t is None:
-            t = self._ein_top = self.w_scale[self._ein_i]
-        return t
+        """max(w_scale): the grad-input error scale factor."""
+        return self.w_scale[self._ein_i]
 
 
 def _act_keep(ly):
@@ -371,6 +365,15 @@ def _fold(ly, mask, sw, s):
 _scale = None
 
 
+def _retyped(v, code):
+    # v (bytes) as int32 / float32 items in place (loader binding mtm_view), None where it
+    # cannot be (unaligned; the pure-Python kernels)
+    try:
+        return K.mtm_view(v, code)
+    except (TypeError, ValueError):
+        return None
+
+
 class _BackwardPlan:
     # What set_trained prepares for backward: the first trained layer, the
     # tensors whose error is propagated (region), the forward buffers kept
@@ -389,9 +392,10 @@ class _BackwardPlan:
 
 
 class Model:
+    """A loaded .mtm model. See `load`."""
+
     _now = None  # a batch-1 plain SGD Trainer's now.Now: trained layers step during backward
     _fdiv = 1  # the batch a momentum-folding Trainer divides each gradient by (_fold; sums=False)
-    """A loaded .mtm model. See `load`."""
 
     _lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
 
@@ -802,7 +806,7 @@ class Model:
         sizes = [len(b) for b in idle]
         items, at = self._pack(first, region, inplace, 4 * acc_n if acc_n and host is None and kern.NATIVE
                                else 0, sizes, window if kern.NATIVE else 0)
-        acc = win = None
+        acc = win = src = None  # src: (buffer, offset) of the int32 scratch's bytes
         for i in range(len(items)):
             n, t, kind = items[i]
             p = at.get(i)
@@ -812,36 +816,38 @@ class Model:
                     if t == -2:
                         win = v  # bytes: now.Now retypes it (and zeroes it through them)
                         continue
-                    try:
-                        acc = K.mtm_view(v, 105)
-                    except (TypeError, ValueError):
-                        pass
+                    acc = _retyped(v, 105)
+                    if acc is not None:
+                        src = (idle[p[0]], p[1])
                 continue
             v = zeros("b", n) if p is None else memoryview(idle[p[0]])[p[1]:p[1] + n]
             (ebuf, etmp, emerge)[kind][t] = v
         items = at = idle = None
         if host is not None:  # the int32 scratch in place in an idle int8 error buffer
-            try:  # retyped by the loader binding (an unaligned buffer cannot be)
-                acc = K.mtm_view(memoryview(ebuf[host])[:4 * acc_n], 105)
-            except (TypeError, ValueError):
-                pass
+            acc = _retyped(memoryview(ebuf[host])[:4 * acc_n], 105)
+            if acc is not None:
+                src = (ebuf[host], 0)
         r = None
         if redo and acc is None and acc_n:
             r = self._recompute_host(first, inplace, need, acc_n)
         redo = None
-        if r is not None:
-            try:  # in an activation whose producer runs again before its pool's backward
-                acc = K.mtm_view(memoryview(self._owner[first][r[0]])[:4 * acc_n], 105)
+        if r is not None:  # in an activation whose producer runs again before its pool's backward
+            b = self._owner[first][r[0]]
+            acc = _retyped(memoryview(b)[:4 * acc_n], 105)
+            if acc is not None:
+                src = (b, 0)
                 redo = (r[2], r[1])
-            except (TypeError, ValueError):
-                pass
         if acc is None and acc_n:
             acc = zeros("i", acc_n)
+        # the same bytes as float32: the optimiser's update scratch (optim.step; idle then)
+        frow = _retyped(memoryview(src[0])[src[1]:src[1] + 4 * acc_n], 102) if src is not None else None
+        src = None
         accv = {}
         for ly in need:
             accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]
         self._bw = _BackwardPlan(first, region, bufs, ebuf, etmp, emerge, accv, inplace)
         self._bw.window = win
+        self._bw.frow = frow  # float32 view of the scratch (None: the optimiser makes its own row)
         self._bw.redo = redo  # (pool index, producer index): the forward to run again there
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
@@ -1031,6 +1037,7 @@ class Model:
                 K.relu6_s8_backward(y, p[_P_ACT_MIN], p[_P_ACT_MAX], e)
             x_t = ly.inputs[0]
             need = x_t in region
+            s_in = None  # the scale of x_t's error written into dest (one input)
             if op == OP_CONV2D or op == OP_LINEAR:
                 mask = None
                 if ly.trained:
@@ -1068,8 +1075,7 @@ class Model:
                         sh = gin(p, e, ly.w, ly.wr, mask, accv[j], dest, lo, hi)
                     else:
                         sh = gin(p, e, ly.w, ly.wr, mask, accv[j], dest)
-                    s_in = ldexp(s * ly.ein_top, sh - ly.ein_r)
-                    self._arrive(x_t, dest, s_in, cur, scale, ebuf, etmp, emerge)
+                    s_in = ldexp(s * ly.w_scale[ly._ein_i], sh - ly.ein_r)  # (ein_top)
                 if ly.trained and ly.gw is None:
                     self._now.layer(ly, conv_gw if op == OP_CONV2D else lin_gw, p, x, e, mask, sw, s)
             elif not need:
@@ -1081,11 +1087,11 @@ class Model:
                     K.relu_s8_backward(y, p[_P_RELU_ZP], dest)
                 else:
                     K.relu6_s8_backward(y, p[_P_RELU_ZP], p[_P_RELU6_Q6], dest)
-                self._arrive(x_t, dest, s, cur, scale, ebuf, etmp, emerge)
+                s_in = s
             elif op == OP_LUT:  # from the stored input; base scale s * 2^-d_shift
                 dest = self._dest(x_t, cur, ebuf, etmp)
                 sh = K.lut_s8_grad_input(bufs[x_t], e, ly.dtable, dest)
-                self._arrive(x_t, dest, ldexp(s, sh - p[_P_LUT_DSHIFT]), cur, scale, ebuf, etmp, emerge)
+                s_in = ldexp(s, sh - p[_P_LUT_DSHIFT])
             elif op == OP_MAXPOOL:
                 dest = self._dest(x_t, cur, ebuf, etmp)
                 a = inplace.get(x_t)
@@ -1094,7 +1100,7 @@ class Model:
                     sh = K.maxpool_s8_grad_input_act(p, bufs[x_t], e, lo, hi, dest)
                 else:
                     sh = K.maxpool_s8_grad_input(p, bufs[x_t], e, accv.get(j), dest)
-                self._arrive(x_t, dest, ldexp(s, sh), cur, scale, ebuf, etmp, emerge)
+                s_in = ldexp(s, sh)
             elif op == OP_AVGPOOL:
                 dest = self._dest(x_t, cur, ebuf, etmp)
                 a = inplace.get(x_t)
@@ -1103,15 +1109,21 @@ class Model:
                     sh = K.avgpool_s8_grad_input_act(p, bufs[x_t], e, lo, hi, dest)
                 else:
                     sh = K.avgpool_s8_grad_input(p, e, accv.get(j), dest)
-                self._arrive(x_t, dest, ldexp(s, sh - 16), cur, scale, ebuf, etmp, emerge)
+                s_in = ldexp(s, sh - 16)
             elif op == OP_GAP:
                 dest = self._dest(x_t, cur, ebuf, etmp)
                 K.global_avgpool_s8_grad_input(e, p[_P_GAP_HW], dest)
-                self._arrive(x_t, dest, s / p[_P_GAP_HW], cur, scale, ebuf, etmp, emerge)
+                s_in = s / p[_P_GAP_HW]
             elif op == OP_UPSAMPLE:  # sum of the errors each input fed; base scale s
                 dest = self._dest(x_t, cur, ebuf, etmp)
                 sh = K.upsample_s8_grad_input(p, e, dest)
-                self._arrive(x_t, dest, ldexp(s, sh), cur, scale, ebuf, etmp, emerge)
+                s_in = ldexp(s, sh)
+            if s_in is not None:  # its error arrives at x_t: the first, or merged with one there
+                if x_t not in cur:
+                    cur[x_t] = dest
+                    scale[x_t] = s_in
+                else:
+                    self._arrive(x_t, dest, s_in, cur, scale, ebuf, etmp, emerge)
             if op == OP_CONCAT:  # each input its slice of e, exact, same scale
                 for part in (0, 1):
                     t = ly.inputs[part]

@@ -114,7 +114,7 @@ class Now:
                 if gwk is not None:
                     gwk(p, x, e, mask, sw, s, gwv, gbv)
                 r = apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, gwv, gbv, ly.master_w, ly.master_b, t,
-                          lr, s_in, s_out, r, row if len(row) == nc else memoryview(row)[:nc])
+                          lr, s_in, s_out, r, row)
             else:
                 src = memoryview(mask) if mask is not None else memoryview(self.ones)
                 W, WS, B, M, S = (memoryview(ly.w), memoryview(ly.w_scale), memoryview(ly.b),
@@ -138,15 +138,17 @@ class Now:
                         gwk(p, x, e, win, sw, s, gwv, gbv, c0)
                     r = apply(W[w0:w1], WS[c0:c1], B[c0:c1], M[c0:c1], S[c0:c1], gwv, gbv,
                               MW[w0:w1] if MW is not None else None, MB[c0:c1] if MB is not None else None,
-                              T[c0:c1] if T is not None else None, lr, s_in, s_out, r, memoryview(row)[:n])
+                              T[c0:c1] if T is not None else None, lr, s_in, s_out, r, row)
         except BaseException:
             gw[:] = array.array("f", bytes(4 * len(gw)))  # the window dirty: zeroed again
             gb[:] = array.array("f", bytes(4 * len(gb)))
             raise
         if sr:
             self.r = r
-        ly.touched = None
-        ly.refresh_ratios()
+        if t is not None:  # (no instance attribute where the class default stands)
+            ly.touched = None
+        if ly.index != ly.model._bw.first:  # the lowest trained layer's grad input never runs
+            ly.refresh_ratios()
         self.done.append(ly)
 
     def end(self, layers):

@@ -199,42 +199,51 @@ class _Optimizer:
             if ly._fold is not None and n > nb:  # v holds the samples already, each / batch
                 raise ValueError("step: layer %s adds its gradient into the momentum (Trainer batch %d): "
                                  "n must be at most %d, got %d" % (ly.name, nb, nb, n))
-        row = self._row  # the update's scratch, one for every layer (they step one after another)
+        # the update's scratch, one for every layer (they step one after another): backward's
+        # int32 scratch as float32 where it is long enough (idle now), else a row of its own
+        bw = layers[0].model._bw
+        row = bw.frow if bw is not None else None
         if row is None or len(row) < c:
-            row = self._row = zeros("f", c)
+            row = self._row
+            if row is None or len(row) < c:
+                row = self._row = zeros("f", c)
         self.begin(self.steps + 1)
         r = self.rng
-        for ly in layers:
-            st = self._st.get(ly.index)
-            sr = self.rounding == "stochastic" or (self.rounding == "auto" and ly.master_w is None)
-            if ly._fold is None:
+        rnd, stm = self.rounding, self._st
+        # the first trained layer's grad input never runs (nothing below it takes errors): its
+        # ratios wait for the next set_trained (make_trainable refreshes them)
+        low = bw.first if bw is not None else -1
+        for ly in layers:  # (each attribute read once: a lookup costs more than the local)
+            mw, t, fold = ly.master_w, ly.touched, ly._fold
+            sr = rnd == "stochastic" or (rnd == "auto" and mw is None)
+            if fold is None:
                 pp = ly._params
                 if pp is None:  # made once per layer: the scales of its input and output do not change
                     pp = ly._params = (Param(ly, False), Param(ly, True), ly.in_scale, ly.out_scale)
                 pw, pb, s_in, s_out = pp
-                pw.touched = pb.touched = ly.touched
-                pw.master, pb.master = ly.master_w, ly.master_b
+                pw.touched = pb.touched = t
+                pw.master, pb.master = mw, ly.master_b
+                st = stm.get(ly.index)
                 self.direction(pw, st, n)
                 self.direction(pb, st, n)
                 apply = F.update_s8_apply
             else:  # gw / gb are the momentum, the gradient already in it (model._fold); no views
                 s_in, s_out = ly.in_scale, ly.out_scale
                 if not ly._folded:  # no gradient reached it: v = m v + 0, as update_f32_momentum
-                    F.update_f32_scale(ly.gw, len(ly.gw) // len(ly.gb), ly.touched, ly._fold)
-                    F.update_f32_scale(ly.gb, 1, ly.touched, ly._fold)
-                    ly._folded = True
+                    F.update_f32_scale(ly.gw, len(ly.gw) // len(ly.gb), t, fold)
+                    F.update_f32_scale(ly.gb, 1, t, fold)
+                    ly._folded = True  # (a refused step leaves v scaled once)
                 apply = F.update_s8_apply_keep
-            k = len(ly.b) << (ly._fold is not None)
-            r2 = apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, ly.master_w, ly.master_b,
-                       ly.touched, lr, s_in, s_out, r if sr else -1,
-                       row if len(row) == k else memoryview(row)[:k])
-            if ly._fold is not None:
+            r2 = apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, mw, ly.master_b, t, lr, s_in,
+                       s_out, r if sr else -1, row)  # (its first channels used)
+            if fold is not None:
                 ly._folded = False
             if sr:
                 r = r2
-            if ly.touched is not None:  # (no instance attribute where the class default stands)
+            if t is not None:  # (no instance attribute where the class default stands)
                 ly.touched = None
-            ly.refresh_ratios()
+            if ly.index != low:
+                ly.refresh_ratios()
         self.rng = r
         self.steps += 1
         layers[0].model.train_steps += 1  # optimiser updates, saved in checkpoints

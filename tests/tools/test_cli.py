@@ -231,6 +231,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
             idle -= written | set(ly.inputs)
         written |= set(ly.inputs) & made_in_tail
     scratch = 0 if scratch_values and idle else need
+    lent = bool(scratch_values and idle)  # the scratch in retyped bytes: the update's row too
     forward = forward_plan(keep)
     # errors and scratch go into the training plan's buffers that held no kept tensor (nor the
     # output), in the order they were made: first fit decreasing, at offsets rounded up to 4
@@ -257,6 +258,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
         else:
             fill[b] = -(-fill[b] // 4) * 4 + n
             hosted += n
+            lent = lent or kind == "scratch"
     # a scratch nothing holds goes into a pooled conv output that its conv makes again before
     # the pool's backward, when every scratch user comes after that pool (--recompute)
     users = [j for j, ly in enumerate(tail, first) if uses_scratch(ly)]
@@ -265,6 +267,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
                                                         for t in pooled):
         hosted += new["scratch"]
         new["scratch"] = 0
+        lent = True
     errors, scratch = new["error"], new["scratch"]
     n_params = [w + c for w, c in zip(n_w, n_c, strict=True)]
     state = 4 * sum(n_params)
@@ -273,13 +276,19 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     # the window (when not hosted), its bias and row (2 floats per window channel), the zero /
     # ones masks (2 B per channel of the widest layer, 256 at least), a mask per layer with more
     # than one window
-    grads = 0 if moments == 1 and (batch == 1 or "--no-sums" in opts) and "--sparse" not in opts else state
+    fold = moments == 1 and (batch == 1 or "--no-sums" in opts) and "--sparse" not in opts
+    grads = 0 if fold else state
     if now:
         grads = new["window"] + 8 * max(per) + 2 * max(max(n_c), 256) + sum(
             c for cc, c in zip(per, n_c, strict=True) if cc < c)
     master = 4 * (sum(n_params) if mode == "float32" else n_params[-1] if mode == "mixed" else 0)
-    # int8 w; int32 bias, mult, shift, ratio and float32 scale per channel; float32 row of w/c
-    copies = sum(w + c * (4 + 4 + 4 + 4 + 4) + 4 * (w // c) for w, c in zip(n_w, n_c, strict=True))
+    # int8 w; int32 bias, mult, shift, ratio and float32 scale per channel; the optimiser's
+    # update row (float32, the widest layer's channels, twice folded into the momentum; none
+    # when the layers step during backward, or where backward's scratch is lent and long enough)
+    copies = sum(w + c * (4 + 4 + 4 + 4 + 4) for w, c in zip(n_w, n_c, strict=True))
+    row = 0 if now else max(n_c) * (2 if fold else 1)
+    if not (lent and max(scratch_values, default=0) >= row):
+        copies += 4 * row
     out.update(forward=forward, errors=errors, scratch=scratch,
                grads=grads, optimizer_state=moments * state, master=master, copies=copies,
                sparse_bytes=(4 + 1) * sum(n_c) if "--sparse" in opts else 0,

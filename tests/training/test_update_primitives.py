@@ -311,8 +311,9 @@ def test_nesterov_from_the_primitives_equals_numpy(setups: dict[str, tt.Setup], 
                     f"step {si} layer {j}: {name}"
             if st["mw"] is not None:
                 assert dev[p + "master_w"].tobytes() == st["mw"].astype(np.float32).tobytes()
-            _, wr = o.update_f32_ratios(st["w_scale"], int(dev[p + "ein"][1]))
-            assert dev[p + "wr"].tobytes() == wr.tobytes(), f"step {si} layer {j}: wr"
+            if j != layers[0]:  # the lowest trained layer's grad input never runs: its ratios wait
+                _, wr = o.update_f32_ratios(st["w_scale"], int(dev[p + "ein"][1]))  # for set_trained
+                assert dev[p + "wr"].tobytes() == wr.tobytes(), f"step {si} layer {j}: wr"
 
 
 def test_sparse_steps_leave_untouched_channels_alone(setups: dict[str, tt.Setup], tmp_path: Path) -> None:

@@ -66,8 +66,10 @@ from the end; every layer from first on is on the backward path:
                in mode float32, of the last one in mode mixed, none in mode int8;
   copies       writable copies of the trained layers (the model bytes are read-only):
                int8 weights (1 B each) + 20 B per output channel (int32 bias, mult,
-               shift, float32 scale, int32 grad-input weight ratio) + one float32
-               row of a channel's weights (the update's scratch);
+               shift, float32 scale, int32 grad-input weight ratio) + the update's
+               float32 scratch row (the widest layer's channels, twice that where
+               the gradient goes into the momentum), none where backward's int32
+               scratch is held in a forward buffer and is long enough (lent to it);
   sparse       with --sparse: int32 channel norms + a 1-byte mask per output channel
                of each trained layer (5 B per channel);
   loss         softmax cross-entropy: exp table (256 uint32) + stats (3 int32) + the
@@ -161,11 +163,18 @@ def recompute_host(m: Model, first: int, region: set[int], inplace: set[int]) ->
     return False
 
 
+def _scratch_elems(m: Model, first: int, region: set[int]) -> int:
+    """The int32 scratch's elements (0: no layer needs it)."""
+    path = m.layers[first:]
+    users = [j for j, ly in enumerate(path, first) if _needs_scratch(ly) and ly.inputs[0] in region]
+    return max((m.tensors[m.layers[j].inputs[0]].numel for j in users), default=0)
+
+
 def _scratch_bytes(m: Model, first: int, region: set[int], inplace: set[int]) -> int:
     """The int32 scratch's bytes of RAM (module doc): 0 when an idle error buffer holds it."""
     path = m.layers[first:]
     users = [j for j, ly in enumerate(path, first) if _needs_scratch(ly) and ly.inputs[0] in region]
-    n = max((m.tensors[m.layers[j].inputs[0]].numel for j in users), default=0)
+    n = _scratch_elems(m, first, region)
     if not users:
         return 0
     cons: dict[int, int] = {}
@@ -409,6 +418,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     inplace = inplace_errors(m, first, region, not now)  # their errors overwrite the activations
     forward, idle = training_plan(m, keep)
     scratch = _scratch_bytes(m, first, region, inplace)
+    acc_n = _scratch_elems(m, first, region)
+    lent = acc_n > 0 and not scratch  # in an idle error buffer: retyped bytes (the update's row too)
     # errors and scratch in the forward buffers idle during backward where they fit: RAM only
     # for the rest (the scratch, else, in an activation made again: recompute_host)
     params = [_params(m, ly) for ly in trained]
@@ -424,17 +435,24 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     own_window = bool(window) and at[1 if scratch else 0] is None  # not hosted: a buffer of its own
     if scratch and at[0] is not None:
         scratch = 0
+        lent = True
     errors = sum(n for n, a in zip(items, at, strict=True) if a is None) - scratch
     errors -= window if own_window else 0
     if scratch and recompute and recompute_host(m, first, region, inplace):  # Trainer(recompute=True)
         hosted += scratch
         scratch = 0
+        lent = True
     if own_window:
         grads += window
     out_c = [m.tensors[ly.bias].numel for ly in trained if ly.bias is not None]
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
     master = {"int8": 0, "mixed": 4 * params[-1], "float32": 4 * sum(params)}[mode]
-    copies = sum(w + COPY_BYTES_PER_CHANNEL * c + 4 * (w // c) for w, c in zip(weights, out_c, strict=True))
+    copies = sum(w + COPY_BYTES_PER_CHANNEL * c for w, c in zip(weights, out_c, strict=True))
+    # the optimiser's update row (now.Now has its own): the widest layer's channels, twice that
+    # where the gradient goes into the momentum; backward's scratch where it is long enough
+    row = 0 if now else max(out_c, default=0) << (1 if nosums else 0)
+    if row and not (lent and acc_n >= row):
+        copies += 4 * row
     r: dict[str, Any] = {
         "train_last": train_last,
         "layers": [ly.name for ly in trained],
