@@ -127,7 +127,8 @@ def upsample_s8_grad_input(desc: _I32, e: _In8, ein: _Out8, /) -> int:
 
 def softmax_xent_s8(logits: _In8, label: int, lut: array[int], err: _Out8, stats: _I32, /) -> int:
     """Int8 error of the logits (Q15 softmax minus one-hot, dynamically requantised) into
-    ``err``; ``stats`` (3 int32) = [shift, S, qmax]; ``lut`` = 256 uint32 exp table.
+    ``err``; ``stats`` (3 int32) = [shift, S, qmax]; ``lut`` = uint32 exp table of 1..256
+    entries (docs/numerics.md).
     Returns the shift: real scale of err = 2^(shift - 15)."""
 
 def l1_norm_s8(e: _In8, c: int, norms: _I32, /) -> None: ...

@@ -129,7 +129,11 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
         bw += _buf(scratch)
     if window and not kern.NATIVE:
         grads += _buf(window)
-    loss = 0 if model._ce is not None else _buf(4 * 256) + _buf(model.output.numel) + _buf(12)
+    # the softmax table's entries (quant.softmax_lut): nonzero while 2^16 exp(-s d) >= 1/2, i.e.
+    # d <= 17 ln 2 / s (no exp loop here: on a double-float port each float is a heap object)
+    dmax = 11.7835 / model.output.scale
+    n_lut = 256 if dmax >= 255 else int(dmax) + 1
+    loss = 0 if model._ce is not None else _buf(4 * n_lut) + _buf(model.output.numel) + _buf(12)
     return [("gradients", grads), ("optimiser state", state), ("master copies", master),
             ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
 

@@ -1159,7 +1159,8 @@ class Model:
     # -- loss ------------------------------------------------------------------------------
 
     def lut(self):
-        """The softmax exp table for the output scale (made once)."""
+        """The softmax exp table for the output scale (made once; made again when the
+        scale changes, in the same array unless the new table is longer)."""
         s = self.output.scale
         if self._lut is None or self._lut_scale != s:
             self._lut = softmax_lut(s, self._lut)

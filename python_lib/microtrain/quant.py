@@ -54,14 +54,22 @@ def quantize_multiplier(real):
     return m, shift
 
 
+def _exp_q16(scale, d):
+    return int(math.floor(65536.0 * math.exp(-scale * d) + 0.5))
+
+
 def softmax_lut(scale, out=None):
-    """uint32 table lut[d] = round(2^16 * exp(-scale * d)), d = 0..255."""
+    """uint32 table lut[d] = round(2^16 * exp(-scale * d)) up to its last nonzero
+    entry (1..256 entries): softmax_xent_s8 reads d >= len(lut) as 0. Fills `out`
+    (zeroing its tail) when it is long enough, else returns a new array."""
     if not scale > 0.0:
         raise ValueError("softmax_lut: scale must be > 0")
-    lut = out if out is not None else zeros("I", 256)
-    e = math.exp
-    for d in range(256):
-        lut[d] = int(math.floor(65536.0 * e(-scale * d) + 0.5))
+    n = 1
+    while n < 256 and _exp_q16(scale, n):  # exp decreases: the first 0 ends the table
+        n += 1
+    lut = out if out is not None and len(out) >= n else zeros("I", n)
+    for d in range(len(lut)):
+        lut[d] = _exp_q16(scale, d) if d < n else 0
     return lut
 
 

@@ -1113,16 +1113,18 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
             int32_t v[MT_MSG_NVALS];
             check_v(c, "label", mt_label_check(label, n, v), v);
         }
-        const uint32_t *lut = buf(c, 2, "lut", U32, 256, 0, NULL);
+        uint32_t n_lut = 0;
+        const uint32_t *lut = buf(c, 2, "lut", U32, -1, 0, &n_lut);
         if (!failed(c)) {
-            check(c, "lut", mt_softmax_lut_check(lut));
+            int32_t v[MT_MSG_NVALS];
+            check_v(c, "lut", mt_softmax_lut_check(lut, n_lut, v), v);
         }
         int8_t *err = buf(c, 3, "err", S8, n, 1, NULL);
         int32_t *stats = buf(c, 4, "stats", I32, 3, 1, NULL);
         if (failed(c)) {
             return 0;
         }
-        *ret = mt_softmax_xent_s8(q, (int32_t)n, label, lut, err, stats);
+        *ret = mt_softmax_xent_s8(q, (int32_t)n, label, lut, (int32_t)n_lut, err, stats);
         return 1;
     }
     if (!strcmp(op, "l1_norm_s8")) {

@@ -655,6 +655,34 @@ def test_softmax_xent_vs_torch(scale):
         assert stats.tolist() == [sh, s_sum, qmax]
 
 
+@pytest.mark.parametrize("scale", [0.004, 0.05, 0.138, 1.0, 30.0])
+def test_softmax_trimmed_table_same_bits(scale):
+    """A table cut after its last nonzero entry (d >= len reads as 0) gives the full table's
+    results, also for logits farther from the max than its length; a table of n entries is the
+    full table with zeros from n on."""
+    full = o.make_softmax_lut(scale)
+    lut = o.trim_softmax_lut(full)
+    n = lut.size
+    assert 1 <= n <= 256 and lut[-1] > 0 and np.array_equal(lut, full[:n]) and not full[n:].any()
+    rng = np.random.default_rng(int(scale * 1000))
+    for _ in range(30):
+        c = int(rng.integers(1, 60))
+        q = rand_s8(rng, c)
+        q[0] = 127
+        q[-1] = -128 if c > 1 else q[-1]
+        label = int(rng.integers(0, c))
+        for a, b in zip(o.softmax_xent_s8(q, label, full), o.softmax_xent_s8(q, label, lut), strict=True):
+            assert np.array_equal(a, b)
+        cut = int(rng.integers(1, 257))  # any length: its zero-padded full table
+        padded = np.r_[full[:cut], np.zeros(256 - cut, np.uint32)]
+        for a, b in zip(o.softmax_xent_s8(q, label, full[:cut]), o.softmax_xent_s8(q, label, padded),
+                        strict=True):
+            assert np.array_equal(a, b)
+    for bad in (np.zeros(0, np.uint32), np.full(257, 65536, np.uint32)):
+        with pytest.raises(ValueError, match="lut"):
+            o.softmax_xent_s8(rand_s8(rng, 4), 0, bad)
+
+
 # --------------------------------------------------------------------------
 # sparse update, misc
 

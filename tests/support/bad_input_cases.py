@@ -151,6 +151,12 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("lut_s8_grad_input", "x"): ("e", "ein"),
 }
 
+# Buffers whose length may be anything in a range: the bad lengths (else len +- 1), and a
+# fragment the message must hold
+LENGTHS_BAD: dict[tuple[str, str], tuple[tuple[int, ...], tuple[str, ...]]] = {
+    ("softmax_xent_s8", "lut"): ((0, 257), ("expected 1..256",)),
+}
+
 
 CONCAT_DESC = oracle.concat_params(0.02, 3, 0.05, -7, 0.04, 1, 6, 2, 3)
 UPSAMPLE_DESC = [2, 3, 3, 4, 5, 2, 2, 0, 5]  # 2x3 -> 4x5 (the last column clipped)
@@ -384,7 +390,9 @@ SCALAR_BAD: dict[str, list[tuple[str, int, Arg, tuple[str, ...]]]] = {
     "softmax_xent_s8": [("label -1", 1, -1, ("label",)), ("label C", 1, 10, ("label",)),
                         ("lut[0] != 2^16", 2, u32(np.r_[65535, oracle.make_softmax_lut(0.1)[1:]]), ("lut",)),
                         ("lut increasing", 2, u32(np.r_[65536, 100, 200, np.zeros(253)]), ("lut",)),
-                        ("lut length 255", 2, u32(oracle.make_softmax_lut(0.1)[:255]), ("lut",))],
+                        ("trimmed lut[0] != 2^16", 2, u32([65537, 30000, 10]), ("lut",)),
+                        ("trimmed lut increasing", 2, u32([65536, 100, 200]), ("lut",)),
+                        ("lut of 1, != 2^16", 2, u32([0]), ("lut",))],
     "l1_norm_s8": [("c 0", 1, 0, ("c",)), ("c -2", 1, -2, ("c",)), ("len(e) % c != 0", 1, 5, ("e", "c")),
                    ("c 65536", 1, 65536, ("c",))],
     "topk_mask": [("k -1", 1, -1, ("k",)), ("k > len", 1, 9, ("k",))],
@@ -711,9 +719,12 @@ def _variants(op: str) -> list[Bad]:
         else:
             bad.append(Bad("none", err_case(op, _with(base, i, None), names, ("TypeError",), f"{name} None")))
         if isinstance(a, Buf) and kind != "f32any":  # f32any: any length is valid
-            for m in ((n - 1,) if kind == "f32min" else (n + 1, n - 1) if n else (n + 1,)):
+            default = (n - 1,) if kind == "f32min" else (n + 1, n - 1) if n else (n + 1,)
+            lengths, has = LENGTHS_BAD.get((op, name), (default, ()))
+            for m in lengths:
                 resized = _with(base, i, _resized(a, kind, m))
-                bad.append(Bad("length", err_case(op, resized, names, ("ValueError",), f"{name} length {m}")))
+                bad.append(Bad("length", err_case(op, resized, names, ("ValueError",), f"{name} length {m}",
+                                                  has)))
         if kind in OUT_KINDS:
             ro = Buf("y", np.zeros(n * (1 if kind.startswith("s8") else 4), dtype=np.int8))
             bad.append(Bad("readonly", err_case(op, _with(base, i, ro), names, ("TypeError",),

@@ -929,6 +929,37 @@ def gen_softmax_xent_s8(rng: Rng, i: int) -> Case:
                                          out(_kind_out(rng), c), out("i", 3)], f"C={c}")
 
 
+def softmax_trimmed_cases(seed: int = 5150) -> list[Case]:
+    """softmax_xent_s8 with tables shorter than 256 entries (d >= len(lut) reads as 0): lengths
+    1..256, the exp table cut anywhere (a nonzero last entry) or after its last nonzero entry, and
+    random non-increasing tables; logits over the whole int8 range, so that some distances to the
+    max exceed the length, and labels among them. Deterministic."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    lengths = [1, 1, 2, 3, 7, 17, 64, 86, 128, 200, 255, 256, 256]
+    for i in range(40):
+        n = lengths[i] if i < len(lengths) else int(rng.integers(1, 257))
+        c = [2, 10, int(rng.integers(3, 40)), int(rng.integers(40, 600))][i % 4]
+        kind = ["exp", "random", "trimmed"][i % 3]
+        if kind == "random":  # any non-increasing table from 2^16, its last entry often far from 0
+            lut = np.r_[65536, -np.sort(-rng.integers(0, 65537, n - 1))].astype(np.int64)
+        elif kind == "exp":
+            lut = oracle.make_softmax_lut(float(10.0 ** rng.uniform(-2.5, 0.5)))[:n]
+        else:  # up to its last nonzero entry (about n long): the full table's results (oracle test)
+            top = np.log(131072.0)  # entry d is nonzero while d <= top / scale
+            scale = float(rng.uniform(top / (n + 0.5), top / max(n - 0.5, 0.5)))
+            lut = oracle.trim_softmax_lut(oracle.make_softmax_lut(scale))
+        q = _int8(rng, c)
+        q[int(rng.integers(0, c))] = 127  # distances up to 255
+        q[int(rng.integers(0, c))] = -128
+        far = np.flatnonzero(127 - q.astype(np.int64) >= lut.size)
+        label = int(rng.choice(far)) if far.size and i % 2 == 0 else int(rng.integers(0, c))
+        args: list[Arg] = [s8(q, _kind_in(rng)), label, u32(lut, "I" if i % 2 else "i"),
+                           out(_kind_out(rng), c), out("i", 3)]
+        cases.append(make_case("softmax_xent_s8", args, f"trimmed lut n={lut.size} {kind}"))
+    return cases
+
+
 # --------------------------------------------------------------------------
 # sparse-update helpers and misc
 
@@ -1540,7 +1571,8 @@ def generate_limits() -> list[Case]:
     args = [i32(g.desc(0, 0, -128, 127)), s8(np.full(g.n_out, -128)), s8(np.full(g.n_w, -128)),
             i32(np.full(g.out_c, top)), None, out("i", g.n_in), out("Y", g.n_in)]
     cases.append(make_case("conv2d_s8_grad_input", args, f"limit: depthwise wr {top}"))
-    return cases + generate_forward_blocks() + backward_block_cases() + window_cases() + grad_act_cases()
+    return (cases + generate_forward_blocks() + backward_block_cases() + window_cases() + grad_act_cases()
+            + softmax_trimmed_cases())
 
 
 def _fwd_case(rng: Rng, g: ConvGeom, i: int, label: str) -> Case:

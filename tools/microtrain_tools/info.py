@@ -72,8 +72,9 @@ from the end; every layer from first on is on the backward path:
                scratch is held in a forward buffer and is long enough (lent to it);
   sparse       with --sparse: int32 channel norms + a 1-byte mask per output channel
                of each trained layer (5 B per channel);
-  loss         softmax cross-entropy: exp table (256 uint32) + stats (3 int32) + the
-               int8 error of the logits: 1036 + output size;
+  loss         softmax cross-entropy: exp table (uint32 up to its last nonzero entry
+               at the output scale, 1..256) + stats (3 int32) + the int8 error of the
+               logits: 4 * entries + 12 + output size;
   total        the sum of the above (allocated once, when training is set up).
 
 Peak heap of a 32-bit board (docs/memory.md): the interpreter, script and package
@@ -97,11 +98,12 @@ from typing import Any
 
 from microtrain_tools import mtm
 from microtrain_tools.mtm import Act, Kind, Model, Op
+from microtrain_tools.reference import oracle
 
 __all__ = ["MODES", "build_parser", "forward_plan_bytes", "inference_ram", "layer_rows", "main", "train_ram"]
 
 MODES = ("int8", "mixed", "float32")
-LOSS_BYTES = 256 * 4 + 3 * 4
+STATS_BYTES = 3 * 4  # softmax_xent_s8's stats
 COPY_BYTES_PER_CHANNEL = 5 * 4
 SPARSE_BYTES_PER_CHANNEL = 4 + 1
 WINDOW_FLOATS = 2048  # python_lib/microtrain/now.py WINDOW
@@ -470,10 +472,16 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         "master": master,
         "copies": copies,
         "sparse_bytes": SPARSE_BYTES_PER_CHANNEL * sum(out_c) if sparse else 0,
-        "loss": LOSS_BYTES + m.tensors[m.output].numel,
+        "loss": loss_bytes(m),
     }
     r["total"] = sum(r[k] for k in TRAIN_ITEMS)
     return r
+
+
+def loss_bytes(m: Model) -> int:
+    """Cross-entropy's buffers: the trimmed exp table at the output scale, stats, the logits' error."""
+    out = m.tensors[m.output]
+    return 4 * oracle.trim_softmax_lut(oracle.make_softmax_lut(out.scale)).size + STATS_BYTES + out.numel
 
 
 def now_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:

@@ -418,11 +418,15 @@ const char *mt_label_check(int32_t label, uint32_t c, int32_t *v) {
     return label < 0 || (uint32_t)label >= c ? "must be in 0..%d, got %d" : NULL;
 }
 
-const char *mt_softmax_lut_check(const uint32_t *lut) {
+const char *mt_softmax_lut_check(const uint32_t *lut, uint32_t n, int32_t *v) {
+    v[0] = (int32_t)n;  // n <= 2^26 (a buffer length)
+    if (n < 1 || n > 256) {
+        return "has %d elements, expected 1..256";
+    }
     if (lut[0] != 65536u) {
         return "lut[0] must be 65536 (exp(0) in Q16)";
     }
-    for (int32_t i = 1; i < 256; ++i) {
+    for (uint32_t i = 1; i < n; ++i) {
         if (lut[i] > lut[i - 1]) {
             return "must be non-increasing (exp of -s*d)";
         }

@@ -1063,12 +1063,13 @@ static mp_obj_t mod_softmax_xent_s8(size_t n_args, const mp_obj_t *args) {
     const int32_t label = mt_int(fn, "label", args[1]);
     int32_t v[MT_MSG_NVALS];
     mt_check_v(fn, "label", mt_label_check(label, (uint32_t)c, v), v);
-    const uint32_t *lut = (const uint32_t *)mt_buf(fn, "lut", args[2], MT_U32, 256, 0, NULL);
-    mt_check(fn, "lut", mt_softmax_lut_check(lut));
+    size_t n_lut;
+    const uint32_t *lut = (const uint32_t *)mt_buf(fn, "lut", args[2], MT_U32, -1, 0, &n_lut);
+    mt_check_v(fn, "lut", mt_softmax_lut_check(lut, (uint32_t)n_lut, v), v);
     int8_t *err = mt_out_s8(fn, "err", args[3], (int32_t)c);
     int32_t *stats = mt_out_i32(fn, "stats", args[4], 3);
     mt_no_overlap(fn, "err", err, c, "logits", q, c);
-    return mp_obj_new_int(mt_softmax_xent_s8(q, (int32_t)c, label, lut, err, stats));
+    return mp_obj_new_int(mt_softmax_xent_s8(q, (int32_t)c, label, lut, (int32_t)n_lut, err, stats));
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(mod_softmax_xent_s8_obj, 5, 5, mod_softmax_xent_s8);
 

@@ -107,10 +107,10 @@ const char *mt_hw_c_check(int32_t hw, int32_t c);
 const char *mt_gap_channels_check(int32_t hw, uint32_t c);
 // add_s8_grad_merge ra, rb: 0..32768.
 const char *mt_ratio_check(int32_t r, int32_t *v);
-// softmax_xent_s8: 1..32767 classes, 0 <= label < c, lut[0] == 65536 and non-increasing (256 entries).
+// softmax_xent_s8: 1..32767 classes, 0 <= label < c; lut: n in 1..256 entries, lut[0] == 65536, non-increasing.
 const char *mt_classes_check(uint32_t c);
 const char *mt_label_check(int32_t label, uint32_t c, int32_t *v);
-const char *mt_softmax_lut_check(const uint32_t *lut);
+const char *mt_softmax_lut_check(const uint32_t *lut, uint32_t n, int32_t *v);
 // l1_norm_s8: len(e) = n (<= 2^26) a multiple of c (checked), fewer than 2^24 positions.
 const char *mt_l1_norm_len_check(uint32_t n, int32_t c, int32_t *v);
 // topk_mask: 1..65535 channels, 0 <= k <= c.
@@ -259,8 +259,9 @@ int32_t mt_upsample_s8_grad_input(const mt_upsample_params_t *p, const int8_t *e
 
 // ---- softmax_xent.c ----
 // stats[3] = {shift, S, qmax}; returns shift. Requires 1 <= c, c * 65536 < 2^31.
-int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut,
-                        int8_t *err, int32_t *stats);
+// lut has n entries (1..256); lut[d] for d >= n reads as 0.
+int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut, int32_t n,
+                           int8_t *err, int32_t *stats);
 
 // ---- sparse.c ----
 void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms);

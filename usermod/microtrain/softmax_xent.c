@@ -8,8 +8,14 @@ static inline int32_t mt_q15_prob(uint32_t v, uint32_t s) {
     return (int32_t)mt_udiv_u32((v << 15) + (s >> 1), s);
 }
 
-int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut,
-                        int8_t *err, int32_t *stats) {
+// A table of n entries stands for the full one with zeros after it (the
+// caller trims the zero tail to save RAM).
+static inline uint32_t mt_exp_at(const uint32_t *lut, int32_t n, int32_t d) {
+    return d < n ? lut[d] : 0u;
+}
+
+int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut, int32_t n,
+                           int8_t *err, int32_t *stats) {
     int32_t qmax = INT8_MIN;
     for (int32_t i = 0; i < c; ++i) {
         if (q[i] > qmax) {
@@ -20,7 +26,7 @@ int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint
     // for the shift below (p is monotone in the table value).
     uint32_t s = 0, vmax = 0;
     for (int32_t i = 0; i < c; ++i) {
-        const uint32_t v = lut[qmax - q[i]];  // d in [0, 255]
+        const uint32_t v = mt_exp_at(lut, n, qmax - q[i]);  // d in [0, 255]
         s += v;
         if (i != label && v > vmax) {
             vmax = v;
@@ -37,7 +43,7 @@ int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint
         int32_t sum = 0;  // <= c * 127 after the first term above 127
         for (int32_t i = 0; i < c && sum <= 127; ++i) {
             if (i != label) {
-                sum += mt_dyn_apply(mt_q15_prob(lut[qmax - q[i]], s), shift);
+                sum += mt_dyn_apply(mt_q15_prob(mt_exp_at(lut, n, qmax - q[i]), s), shift);
             }
         }
         if (sum <= 127) {
@@ -48,7 +54,7 @@ int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint
     int32_t sum = 0;
     for (int32_t i = 0; i < c; ++i) {
         if (i != label) {
-            const int8_t v = mt_dyn_apply(mt_q15_prob(lut[qmax - q[i]], s), shift);
+            const int8_t v = mt_dyn_apply(mt_q15_prob(mt_exp_at(lut, n, qmax - q[i]), s), shift);
             err[i] = v;
             sum += v;
         }

@@ -12,11 +12,14 @@ def softmax_xent_s8(logits, label, lut, err, stats):
     label = _int(fn, "label", label)
     if label < 0 or label >= c:
         raise _ve(fn, "label", "must be in 0.." + str(c - 1) + ", got " + str(label))
-    L = _in32(fn, "lut", lut, 256, U32)
+    L = _in32(fn, "lut", lut, -1, U32)
+    n = len(L)
+    if n < 1 or n > 256:
+        raise _ve(fn, "lut", "has " + str(n) + " elements, expected 1..256")
     if L[0] != 65536:
         raise _ve(fn, "lut", "lut[0] must be 65536 (exp(0) in Q16)")
     prev = 65536
-    for i in range(1, 256):
+    for i in range(1, n):
         v = L[i] & M32
         if v > prev:
             raise _ve(fn, "lut", "must be non-increasing (exp of -s*d)")
@@ -25,11 +28,14 @@ def softmax_xent_s8(logits, label, lut, err, stats):
     _out32(fn, "stats", stats, 3)
     _nover(fn, "err", err, "logits", logits)
     qmax = max(Q)
+    # a distance past the (trimmed) table reads as 0
+    g = [L[qmax - q] if qmax - q < n else 0 for q in Q]
     s = 0
-    for q in Q:
-        s += L[qmax - q]
+    for v in g:
+        s += v
     half = s >> 1
-    g = [((L[qmax - q] << 15) + half) // s for q in Q]
+    for i in range(c):
+        g[i] = ((g[i] << 15) + half) // s
     g[label] = 0
     # zero-sum errors (softmax_xent.c): the smallest shift keeping the sum of
     # the other rounded errors <= 127; err[label] is minus that sum

@@ -73,6 +73,7 @@ __all__ = [
     "rounding_divide_by_pot",
     "softmax_xent_s8",
     "topk_mask",
+    "trim_softmax_lut",
     "update_f32_adam",
     "update_f32_axpby",
     "update_f32_check",
@@ -884,12 +885,15 @@ def softmax_xent_s8(logits: ArrayLike, label: int, lut: ArrayLike) -> tuple[I8, 
     if not 0 <= label < n:
         raise _fail(fn, "label", "outside [0, C)")
     table = np.asarray(lut).reshape(-1).astype(np.int64)
-    if table.size != 256:
-        raise _fail(fn, "lut", f"length {table.size}, expected 256")
+    if not 1 <= table.size <= 256:
+        raise _fail(fn, "lut", f"length {table.size}, expected 1..256")
     if table.min() < 0 or table.max() > 2**16 or table[0] < 1:
         raise _fail(fn, "lut", "entries must be in [0, 2^16] with lut[0] > 0")
     qmax = int(q.max())
-    ld = table[qmax - q]
+    # a trimmed table: lut[d] for d >= len(lut) is 0
+    full = np.zeros(256, dtype=np.int64)
+    full[:table.size] = table
+    ld = full[qmax - q]
     s = int(ld.sum())
     p = (ld * 2**15 + s // 2) // s
     # Zero-sum errors: the smallest shift whose rounded non-label errors sum
@@ -1336,11 +1340,18 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
 
 
 def make_softmax_lut(scale: float) -> NDArray[np.uint32]:
-    """lut[d] = round(2^16 * exp(-scale * d)), d = 0..255 (uint32)."""
+    """lut[d] = round(2^16 * exp(-scale * d)), d = 0..255 (uint32): the full table."""
     if not scale > 0:
         raise ValueError("make_softmax_lut: scale must be > 0")
     d = np.arange(256, dtype=np.float64)
     return np.floor(65536.0 * np.exp(-float(scale) * d) + 0.5).astype(np.uint32)
+
+
+def trim_softmax_lut(lut: ArrayLike) -> NDArray[np.uint32]:
+    """The table up to its last nonzero entry (at least one): softmax_xent_s8 reads the rest as 0."""
+    t = np.asarray(lut, dtype=np.uint32).reshape(-1)
+    nz = np.flatnonzero(t)
+    return t[:int(nz[-1]) + 1 if nz.size else 1].copy()
 
 
 def xent_loss(logits: ArrayLike, label: int, scale: float, stats: ArrayLike) -> float:
