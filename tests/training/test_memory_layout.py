@@ -15,7 +15,9 @@ with the natmod:
   that are idle during backward (the training plan's buffers that hold no kept activation),
   without overlapping one another or a kept activation, as `microtrain info` predicts; training
   so still equals the numpy reference bit for bit, and inference forwards (which overwrite those
-  buffers) between the steps change nothing.
+  buffers) between the steps change nothing;
+- the optimiser's update row is backward's int32 scratch (the same bytes) where that lives in a
+  forward buffer and is long enough, and `microtrain info` counts a row only elsewhere.
 """
 
 from __future__ import annotations
@@ -455,3 +457,57 @@ def test_hosted_backward_buffers_train_like_the_reference(setups: dict[str, Setu
     p = run_micropython(INTERLEAVED % (str(s.path), str(s.samples)))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "LOSSES 1" in p.stdout and "ARRAYS 1" in p.stdout, p.stdout
+
+
+LENT_ROW = """
+import microtrain as mt
+m = mt.load(%r)
+t = mt.Trainer(m, train=%r, mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=%r), batch=2, sums=%r,
+               recompute=%r)
+n = m.input.numel
+with open(%r, "rb") as f:
+    data = f.read(4 * n)
+bw = m._bw
+acc = None
+for j in bw.accv:
+    if acc is None or len(bw.accv[j]) > len(acc):
+        acc = bw.accv[j]
+fr = bw.frow
+shared = 0
+if fr is not None:  # the same bytes as backward's int32 scratch: a write shows through the other
+    acc[0] = 0
+    fr[0] = 1.0
+    shared = int(acc[0] == 0x3F800000)
+for i in range(4):
+    t.step(data[i * n:(i + 1) * n], i)
+print("LENT", int(fr is not None), len(fr) if fr is not None else 0, len(acc) if acc is not None else 0,
+      shared, int(t.opt._row is None), max(len(ly.b) for ly in t.layers))
+"""
+
+
+@pytest.mark.parametrize("name,train,redo,mom", [
+    ("cnn", "last:2", False, 0.9), ("cnn", "all", False, 0.9), ("cnn", "all", True, 0.9),
+    ("res", "all", False, 0.9), ("misc", "last:2", False, 0.9), ("cnn", "last:2", False, 0.0),
+    ("cnn", "all", True, 0.0)])
+def test_the_update_row_is_backward_scratch(setups: dict[str, Setup], name: str, train: str, redo: bool,
+                                            mom: float) -> None:
+    """The optimiser's update row (a float per channel of the widest layer, two with the batch
+    folded into the momentum) is backward's int32 scratch retyped where that lives in a forward
+    buffer and is long enough: the same bytes, and no row of the optimiser's own; elsewhere the
+    optimiser makes one (the bits are the reference's either way: the training tests)."""
+    s = setups[name]
+    fold = mom > 0  # batch 2, sums=False: into the momentum (update_s8_apply_keep: 2 floats a channel)
+    p = run_micropython(LENT_ROW % (str(s.path), train, mom, False if fold else None, redo, str(s.samples)))
+    assert p.returncode == 0, p.stdout + p.stderr
+    lent, n_fr, n_acc, shared, no_row, width = (int(v) for v in p.stdout.split("LENT ", 1)[1].split()[:6])
+    need = (2 if fold else 1) * width
+    used = bool(lent) and n_fr >= need
+    assert not lent or (n_fr == n_acc and shared == 1), p.stdout
+    assert no_row == int(used), p.stdout
+    r = info.train_ram(s.m, len(info.weighted_layers(s.m)) if train == "all" else 2, momentum=fold,
+                       mode="mixed", batch=2, sums=False if fold else None, recompute=redo)
+    copies = sum(s.m.tensors[ly.weight].numel + 20 * s.m.tensors[ly.bias].numel
+                 for ly in (s.m.layers[j] for j in tr.select(s.m, train)))
+    assert r["copies"] == copies + (0 if used else 4 * need), (r["copies"], copies, used)
+    if (name, train, mom) == ("cnn", "last:2", 0.0):  # (32 channels, a 32-value scratch in an idle buffer)
+        assert used, p.stdout
