@@ -310,7 +310,7 @@ class Layer:
         if _ratios is None:
             _ratios = kern.f32("update_f32_ratios")
         # the index of max(w_scale): backward reads that one float (max() over the array would
-        # box every scale: most of a training step's garbage; a cached float, 16 B per layer)
+        # box every scale: most of a training step's garbage); not cached: 16 B per layer
         self._ein_i = _ratios(self.w_scale, self.ein_r, self.wr)
 
     @property
@@ -841,7 +841,6 @@ class Model:
             acc = zeros("i", acc_n)
         # the same bytes as float32: the optimiser's update scratch (optim.step; idle then)
         frow = _retyped(memoryview(src[0])[src[1]:src[1] + 4 * acc_n], 102) if src is not None else None
-        src = None
         accv = {}
         for ly in need:
             accv[ly.index] = memoryview(acc)[:self.tensors[ly.inputs[0]].numel]

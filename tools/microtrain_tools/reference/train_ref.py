@@ -190,13 +190,7 @@ def softmax_lut(scale: float, fl: Floats = DOUBLE) -> NDArray[np.uint32]:
     """lut[d] = floor(2^16 * exp(-scale * d) + 0.5) with the device's exp (the C library's for doubles),
     up to its last nonzero entry, as the device's quant.softmax_lut (the kernel reads the rest as 0)."""
     sc, c, half = fl(scale), fl.lit("65536.0"), fl.lit("0.5")
-    lut: list[int] = []
-    for d in range(256):
-        v = math.floor(c * fl.exp(-sc * d) + half)
-        if not v:  # exp is decreasing: the rest is 0 too (lut[0] = 2^16)
-            break
-        lut.append(v)
-    return np.array(lut, dtype=np.uint32)
+    return o.trim_softmax_lut([math.floor(c * fl.exp(-sc * d) + half) for d in range(256)])
 
 
 def shuffle_state(seed: int) -> int:
