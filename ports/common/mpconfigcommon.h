@@ -12,7 +12,12 @@
 #define MICROPY_STACK_CHECK             (1)
 #define MICROPY_HELPER_REPL             (1)
 #define MICROPY_REPL_AUTO_INDENT        (1)
+#if MT_PORT_LFS
+// board mode: scripts and modules are read from the flash (mtlfs.c's mp_reader_new_file)
+#define MICROPY_READER_VFS              (1)
+#else
 #define MICROPY_READER_POSIX            (1)
+#endif
 // import of .mpy (bytecode; native code too where the port has the emitter)
 #define MICROPY_PERSISTENT_CODE_LOAD    (1)
 #define MICROPY_ALLOC_PATH_MAX          (256)
