@@ -54,7 +54,7 @@ int mt_board_main(int argc, char **argv, char *heap, size_t heap_max, size_t hea
         #if MICROPY_MODULE_FROZEN
         mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR__dot_frozen));
         #endif
-        mp_obj_list_append(mp_sys_path, MP_OBJ_NEW_QSTR(MP_QSTR__slash_lib));
+        mp_obj_list_append(mp_sys_path, mp_obj_new_str("/lib", 4));
 
         int r = image != NULL ? mt_lfs_mount(image, (uint32_t)block_size) : -19;
         if (r != 0) {

@@ -3,7 +3,9 @@
     python ports/qemu/qemu_run.py [--board m7|m4|m0] [--float single|double] [--heap 256k]
                                   [--cwd DIR] [script.py [args...]]
 
-No script: the REPL on the terminal (Ctrl-D leaves; Ctrl-A X quits QEMU). The script, its
+No script: the REPL on the terminal (Ctrl-D leaves; Ctrl-A X quits QEMU). ``--flash IMAGE``:
+board mode (a BOARDMODE=1 firmware: serial REPL on a pseudo-terminal for mpremote, littlefs in
+the flash image; ``SerialBoard`` from Python). The script, its
 imports and every file it opens are read from / written to the host folder QEMU
 runs in (``--cwd``, default the current one) over ARM semihosting; relative
 paths are relative to it, absolute host paths work too. ``sys.path`` holds the
@@ -44,17 +46,18 @@ BOARDS: dict[str, Board] = {
 }
 
 
-def firmware(board: str, flt: str = "single") -> Path:
-    return ROOT / "build" / "qemu" / f"{board}-{flt}" / "firmware.elf"
+def firmware(board: str, flt: str = "single", boardmode: bool = False) -> Path:
+    return ROOT / "build" / "qemu" / f"{board}-{flt}{'-board' if boardmode else ''}" / "firmware.elf"
 
 
-def build(board: str, flt: str = "single", jobs: int = 2) -> Path:
-    """make -C ports/qemu (a no-op when up to date); returns the ELF."""
+def build(board: str, flt: str = "single", jobs: int = 2, boardmode: bool = False) -> Path:
+    """make -C ports/qemu (a no-op when up to date); returns the ELF. boardmode: the BOARDMODE=1
+    firmware (serial REPL, littlefs flash)."""
     proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / "ports" / "qemu"), f"BOARD={board}",
-                           f"FLOAT={flt}"], capture_output=True, text=True)
+                           f"FLOAT={flt}", f"BOARDMODE={int(boardmode)}"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"firmware build {board}-{flt} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
-    return firmware(board, flt)
+    return firmware(board, flt, boardmode)
 
 
 PYLIB = ROOT / "build" / "qemu" / "pylib"
@@ -107,6 +110,74 @@ def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), fl
             "-kernel", str(firmware(board, flt)), "-append", " ".join(fw_args)]
 
 
+def board_cmd(board: str, image: Path | str, heap: str | None = None, flt: str = "single") -> list[str]:
+    """The command line of a board-mode firmware (BOARDMODE=1): REPL on UART 0, which QEMU puts
+    on a pseudo-terminal (it prints "char device redirected to /dev/pts/N"), and the littlefs
+    file system in the flash-image file `image` (microtrain_tools.flashimg makes one).
+    Semihosting carries only this command line and the image's bytes."""
+    from microtrain_tools import flashimg
+
+    fw_args = ["-X", f"heapsize={heap}"] if heap else []
+    fw_args += ["-f", str(Path(image).resolve()), "-B", str(flashimg.BLOCK_SIZE)]
+    bad = [a for a in fw_args if " " in a]
+    if bad:
+        raise ValueError(f"arguments with spaces cannot pass through semihosting: {bad}")
+    b = BOARDS[board]
+    return ["qemu-system-arm", "-M", b.machine, *b.extra, "-display", "none", "-monitor", "none",
+            "-serial", "pty", "-semihosting-config", "enable=on,target=native",
+            "-kernel", str(firmware(board, flt, boardmode=True)), "-append", " ".join(fw_args)]
+
+
+class SerialBoard:
+    """A board-mode QEMU board, driven as a board owner drives a board: through its serial port
+    (``port``, a pseudo-terminal: ``mpremote connect PORT ...``). ``power_cut()`` kills QEMU at
+    once (SIGKILL): the flash image keeps what had been written to it, nothing else.
+    QEMU's own output (and a firmware fault's message) goes to ``log``."""
+
+    def __init__(self, board: str, image: Path | str, heap: str | None = None, flt: str = "single",
+                 log: Path | str | None = None) -> None:
+        self.cmd = board_cmd(board, image, heap, flt)
+        self.log = Path(log) if log else Path(image).with_suffix(".qemu.log")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = ""
+
+    def start(self, timeout: float = 20) -> str:
+        import re
+        import time
+
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            m = re.search(r"char device redirected to (/dev/pts/\d+)", self.log.read_text(errors="replace"))
+            if m:
+                self.port = m.group(1)
+                return self.port
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"QEMU gave no serial port: {self.log.read_text(errors='replace')[-800:]}")
+
+    def power_cut(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    stop = power_cut
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def __enter__(self) -> SerialBoard:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def run(board: str, script: str, args: Sequence[str] = (), cwd: Path | str | None = None,
         flt: str = "single", heap: str | None = None, paths: Sequence[str] | None = None,
         arch: str | None = None, timeout: float = 600, extra: Sequence[str] = ()
@@ -125,14 +196,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--arch", default=None, help="natmod arch folder on sys.path (default: the board's)")
     ap.add_argument("--cwd", default=None, help="host folder (default: the current one)")
     ap.add_argument("--no-build", action="store_true", help="do not run make first")
+    ap.add_argument("--flash", default=None, metavar="IMAGE",
+                    help="board mode: the BOARDMODE=1 firmware with this littlefs flash image (made "
+                         "fresh if missing) and its REPL on a pseudo-terminal, for mpremote")
     ap.add_argument("script", nargs="?")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
+    if a.flash:
+        return serve(a.board, a.flash, a.heap, a.flt, build_first=not a.no_build)
     if not a.no_build:
         build(a.board, a.flt)
         build_pylib()
     cmd = qemu_cmd(a.board, a.script, a.args, a.flt, a.heap, None, a.arch, interactive=a.script is None)
     return subprocess.call(cmd, cwd=a.cwd or os.getcwd())
+
+
+def serve(board: str, image: str, heap: str | None, flt: str, build_first: bool = True) -> int:
+    """Board mode until Ctrl-C: print the serial port and wait."""
+    from microtrain_tools import flashimg
+
+    if build_first:
+        build(board, flt, boardmode=True)
+    if not Path(image).exists():
+        flashimg.new_image(image)
+    b = SerialBoard(board, image, heap, flt)
+    port = b.start()
+    print(f"{board}: serial port {port} (mpremote connect {port} ...); flash {image}; Ctrl-C stops QEMU",
+          flush=True)
+    try:
+        assert b.proc is not None
+        return b.proc.wait()
+    except KeyboardInterrupt:
+        b.stop()
+        return 0
 
 
 if __name__ == "__main__":
