@@ -134,6 +134,14 @@ test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7emsp armv7emd
 
 .PHONY: firmware-mcu twin test-mcu
 
+## board-test: the QEMU boards driven as their owners drive boards: board-mode firmware (serial
+## REPL on a pseudo-terminal, littlefs flash image), `microtrain deploy --port`, `mpremote run` /
+## `fs cp`, training on the board's flash == the float32 twin, and power cuts (SIGKILL) during
+## save() (tests/support/board_test.py; BOARD_TEST_ARGS="--powercut 60" for more cuts)
+.PHONY: board-test
+board-test: $(SETUP_STAMP) dist
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.board_test $(BOARD_TEST_ARGS)
+
 ## mem-mcu: peak heap of the issue-13 cases (ResNet-8 inference, DS-CNN-S last:2, MobileNetV1
 ## last:3 sparse, transfer CNN all) on the M7 firmware built with HEAPPEAK=1 (the firmware tracks
 ## the heap's high-water mark), next to `microtrain info`'s prediction (evals/mem_mcu.py).

@@ -61,5 +61,21 @@ if [ ! -f "build/$MPY_SDIST/micropython/py/dynruntime.mk" ]; then
     fi
     tar -xzf "build/sdist/$MPY_SDIST.tar.gz" -C build
 fi
+# littlefs's C sources for the board-mode firmware (ports/qemu BOARDMODE=1: the flash file
+# system), from the sdist of the littlefs-python version pinned in requirements.txt (its
+# binding reads and makes the same flash images on the host).
+LFS_VERSION=$(sed -n 's/^littlefs-python==//p' tools/requirements.txt)
+if [ ! -f "build/littlefs/.littlefs-python-$LFS_VERSION" ]; then
+    echo "setup: unpacking littlefs from the littlefs-python $LFS_VERSION sdist"
+    mkdir -p build/sdist
+    if ! .venv/bin/pip download --disable-pip-version-check --no-deps --no-binary :all: \
+        "littlefs-python==$LFS_VERSION" -d build/sdist >build/pip.log 2>&1; then
+        tail -30 build/pip.log; echo "setup: pip download littlefs-python failed" >&2; exit 1
+    fi
+    rm -rf build/littlefs && mkdir -p build/littlefs
+    tar -xzf "build/sdist/littlefs_python-$LFS_VERSION.tar.gz" -C build/littlefs --strip-components=1 \
+        "littlefs_python-$LFS_VERSION/littlefs"
+    touch "build/littlefs/.littlefs-python-$LFS_VERSION"
+fi
 test -x .venv/bin/micropython
 echo "setup: ok"

@@ -57,6 +57,7 @@ BOARDS: dict[str, BoardSpec] = {
 WORK = ROOT / "build" / "qemu" / "board-test"
 RUNNERS = [ROOT / "tests" / "mp" / "train_runner.py", ROOT / "tests" / "mp" / "runner_lib.py"]
 CHECK_CONFIG = 0  # the check_mcu.TRAIN_CONFIGS entry that is trained on the boards
+QUICK_STEPS = 1  # training steps of --quick (make test)
 
 
 def mpremote(port: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -102,8 +103,10 @@ class BoardResult:
     identical: bool = False
 
 
+HOST_FILE = ("/data/hello.txt", b"written on the host by littlefs-python")
 RUN_SCRIPT = """import os, sys
 print("BOARD", sys.implementation._machine)
+print("HOST", open("/data/hello.txt").read())
 print("LIB", sorted(os.listdir("/lib")))
 import microtrain
 m = microtrain.load("model.mtm")
@@ -123,7 +126,7 @@ def check_board(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]], st
     bwork = WORK / board
     shutil.rmtree(bwork, ignore_errors=True)
     bwork.mkdir(parents=True)
-    image = flashimg.new_image(bwork / "flash.img")
+    image = flashimg.new_image(bwork / "flash.img", dict([HOST_FILE]))
     sb = start(board, image)
     try:
         port = sb.port
@@ -137,7 +140,8 @@ def check_board(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]], st
         (bwork / "hello.py").write_text(RUN_SCRIPT)
         p = mpremote(port, "run", str(bwork / "hello.py"))
         want = f"BOARD microtrain-qemu-{board} with {qemu_run.BOARDS[board].cpu}"
-        res.run = p.returncode == 0 and want in p.stdout.splitlines() and "'microtrain'" in p.stdout
+        res.run = (p.returncode == 0 and want in p.stdout.splitlines() and "'microtrain'" in p.stdout
+                   and f"HOST {HOST_FILE[1].decode()}" in p.stdout.splitlines())
         if not res.run:
             problems.append(_fail(f"{board} run", p, sb))
 
@@ -200,8 +204,8 @@ print("LOADED", len(m.layers))
 class PowerCut:
     runs: int = 0
     ok: int = 0
-    old: int = 0  # the checkpoint was the one from before the cut save
-    new: int = 0
+    a: int = 0  # the checkpoint found after the cut is model A's complete save
+    b: int = 0  # ... model B's
 
 
 def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> list[str]:
@@ -270,8 +274,8 @@ def powercut(board: str, work: Path, trained: bytes, runs: int, seed: int, probl
             got = (pwork / "ck.mtm").read_bytes() if loaded else b""
             if loaded and got == before and got in refs:
                 out.ok += 1
-                out.old += got == refs[0]
-                out.new += got == refs[1]
+                out.a += got == refs[0]
+                out.b += got == refs[1]
             else:
                 problems.append(_fail(f"{board} power cut {k}: the checkpoint did not load or is neither "
                                       "complete save", chk, sb))
@@ -295,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [b for b in boards if b not in BOARDS]
     if unknown:
         ap.error(f"unknown boards {unknown} (the table has {', '.join(BOARDS)})")
-    steps = 2 if a.quick else 8
+    steps = QUICK_STEPS if a.quick else 8
     n_cuts = 0 if a.quick else a.powercut
     t0 = time.time()
     build(boards)
@@ -317,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         if share == 0:
             continue
         c = powercut(b, work, twin[CHECK_CONFIG][0], share, a.seed + i, problems)
-        print(f"powercut {b}: {c.ok}/{c.runs} loaded (old {c.old}, new {c.new})", flush=True)
+        print(f"powercut {b}: {c.ok}/{c.runs} loaded (model A {c.a}, model B {c.b})", flush=True)
         cut.runs += c.runs
         cut.ok += c.ok
     for p in problems[:20]:
