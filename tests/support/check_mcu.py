@@ -1,8 +1,10 @@
-"""`make test-mcu`: microtrain on the QEMU Cortex-M0 / M4F / M7 firmware (ports/qemu).
+"""`make test-mcu`: microtrain on the QEMU Cortex-M0 / M4F / M7 firmware (ports/qemu) and the
+RV32IMC firmware (ports/qemu/rv32, microtrain built in).
 
 Per board:
 - kernel cases (tests/support/kernel_cases.py, tests/mp/kernel_runner.py) through the
-  board's .mpy (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7), every output bit-exact
+  board's .mpy (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7) or built-in module
+  (rv32: user C module, float kernels on the project's software float), every output bit-exact
   against the numpy oracle; the cases of functions a module lacks (the armv6m build has no float
   kernels) are left out, cases too big for the board's heap too;
 - the .mtm mutation set of tests/format/test_mtm_loader.py (tests/mp/mtm_runner.py): only
@@ -12,7 +14,8 @@ Per board:
   same run on the float32 host twin (ports/host, FLOAT=single).
 
 Ends with one line
-    test-mcu: m0 cases=A/A train=B/B m4 cases=C/C train=D/D m7 cases=E/E train=F/F
+    test-mcu: m0 cases=A/A train=B/B m4 cases=C/C train=D/D m7 cases=E/E train=F/F rv32 ...
+(one "<board> cases=.. train=.." group per board of BOARDS, in that order)
 and exits 1 unless every count is complete (mutation crashes / disagreements also fail).
 ``--quick`` is the subset tests/firmware/test_mcu.py runs.
 """
@@ -47,12 +50,16 @@ TRAIN_RUNNER = ROOT / "tests" / "mp" / "train_runner.py"
 MTM_RUNNER = ROOT / "tests" / "mp" / "mtm_runner.py"
 # GC heap of the kernel runs: the M0's largest; 2 MB of the M4/M7's 4 MB RAM (a long run of
 # big cases fragments a 256 KB heap; the heap claims are the training runs', at the defaults)
-KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m0": 224}
+KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m0": 224, "rv32": 2048}
 # GC heap of the training runs: the builds' default (256 KB) on M4/M7; the M0's largest (224 KB),
 # since float32 training of every layer plus the runner's dump copies is near its 200 KB default
-TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m0": 224}
-# (board, natmod arch) pairs of the kernel check
-KERNEL_RUNS = [("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"), ("m7", "armv6m")]
+TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m0": 224, "rv32": 256}
+# the boards of the summary line, in its order
+BOARDS = ["m0", "m4", "m7", "rv32"]
+# (board, natmod arch) pairs of the kernel check (rv32: its built-in module; the arch names the run)
+KERNEL_RUNS = [("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"), ("m7", "armv6m"), ("rv32", "rv32imc")]
+# boards whose float32 is the project's software float (usermod/microtrain/softfloat.c)
+SOFT_FLOAT = {"m0": "armv6m", "rv32": "rv32imc"}
 
 SGDM = {"kind": "sgd", "lr": 0.05, "momentum": 0.9}
 ADAM = {"kind": "adam", "lr": 0.01}
@@ -203,13 +210,14 @@ def run_f32_edges(board: str, arch: str, calls: F32Calls) -> np.ndarray | None:
 
 
 def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, list[str]]:
-    """f32_axpy_i32 at the float32 edges: the M0 (armv6m, software float) equals the M4 (armv7emsp)
-    and M7 (armv7emdp) FPUs bit for bit, NaNs included; every board equals numpy float32 (x64)
+    """f32_axpy_i32 at the float32 edges: the software-float boards (M0's armv6m module, rv32's
+    built-in one) equal the M4 (armv7emsp) and M7 (armv7emdp) FPUs bit for bit, NaNs included;
+    every board equals numpy float32 (x64)
     wherever the result is not a NaN (NaN bits differ between Arm and x64 FPUs by design).
     Returns (values compared, problems)."""
     calls = f32_edge_calls(seed, n_random)
     want = f32_edge_expected(calls)
-    pairs = (("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"))
+    pairs = (*SOFT_FLOAT.items(), ("m4", "armv7emsp"), ("m7", "armv7emdp"))
     runs = {b: run_f32_edges(b, a, calls) for b, a in pairs if b in boards}
     bad = [f"f32 edges {b}: the runner did not complete" for b, r in runs.items() if r is None]
     got = {b: r for b, r in runs.items() if r is not None}
@@ -221,10 +229,10 @@ def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, l
         diff = np.flatnonzero((r != want) & ~nan | (nan != ((r & 0x7FFFFFFF) > 0x7F800000)))
         bad += [f"f32 edges {b}: value {i}: 0x{r[i]:08x}, numpy 0x{want[i]:08x}" for i in diff[:5]]
     ref = [b for b in ("m4", "m7") if b in got]
-    if "m0" in got and ref:
+    for s in (s for s in SOFT_FLOAT if s in got):
         for b in ref:
-            diff = np.flatnonzero(got["m0"] != got[b]) if len(got["m0"]) == len(got[b]) else [0]
-            bad += [f"f32 edges m0 vs {b}: value {i}: 0x{got['m0'][i]:08x} != 0x{got[b][i]:08x}"
+            diff = np.flatnonzero(got[s] != got[b]) if len(got[s]) == len(got[b]) else [0]
+            bad += [f"f32 edges {s} vs {b}: value {i}: 0x{got[s][i]:08x} != 0x{got[b][i]:08x}"
                     for i in diff[:5]]
     return len(want), bad
 
@@ -356,7 +364,7 @@ def check_training(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]],
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="microtrain on the QEMU Cortex-M boards")
     ap.add_argument("--quick", action="store_true", help="the pytest subset")
-    ap.add_argument("--boards", default="m0,m4,m7")
+    ap.add_argument("--boards", default=",".join(BOARDS))
     a = ap.parse_args(argv)
     boards = a.boards.split(",")
     per_op, mutations, n_train, steps = (2, 60, 3, 8) if a.quick else (12, 3600, len(TRAIN_CONFIGS), 24)

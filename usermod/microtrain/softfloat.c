@@ -2,7 +2,8 @@
 // armv7m): see mt_softfloat.h for the contract. Built only where the Makefile
 // defines MT_SOFT_FLOAT (natmod) or MT_SOFT_FLOAT_TEST (tests/c/softfloat_driver.c);
 // firmware builds get gcc's helpers from libgcc, so this file is empty there
-// and defines no duplicate.
+// and defines no duplicate. On RISC-V without an FPU (mt_quant.h) it is built
+// by default and replaces libgcc's helpers (MT_SOFT_FLOAT_LIBGCC).
 //
 // Only 32-bit integer operations: Cortex-M0 has no 32x32->64 multiply, no
 // divide and no count-leading-zeros, and a natmod cannot call libgcc's
@@ -10,6 +11,7 @@
 // or from a value carrying a sticky bit (set when any lower bit was lost),
 // so rounding to nearest-even is exact.
 #include <stdint.h>
+#include "mt_quant.h"  // MT_SOFT_FLOAT by default where an arch asks for it (RISC-V without FPU)
 
 #if defined(MT_SOFT_FLOAT) || defined(MT_SOFT_FLOAT_TEST)
 
@@ -656,6 +658,59 @@ int mt_f32_gt(uint32_t a, uint32_t b) {
 int mt_f32_ge(uint32_t a, uint32_t b) {
     return !mt_f32_un(a, b) && !ordered_lt(a, b);
 }
+
+// ---------------------------------------------------------------------------
+// RISC-V without an FPU: libgcc's comparison entry points, which gcc calls for
+// float comparisons. Their results are compared against 0: eq / ne give 0 iff
+// a == b, lt < 0 iff a < b, le <= 0 iff a <= b, gt > 0 iff a > b, ge >= 0 iff
+// a >= b; with a NaN operand every one of them is false (eq / ne / lt / le
+// give 1, gt / ge -1), unord nonzero.
+
+#if defined(MT_SOFT_FLOAT_LIBGCC)
+int __eqsf2(uint32_t a, uint32_t b);
+int __nesf2(uint32_t a, uint32_t b);
+int __ltsf2(uint32_t a, uint32_t b);
+int __lesf2(uint32_t a, uint32_t b);
+int __gtsf2(uint32_t a, uint32_t b);
+int __gesf2(uint32_t a, uint32_t b);
+int __unordsf2(uint32_t a, uint32_t b);
+
+// -1, 0, 1 for ordered operands; nan for a NaN operand.
+SF_INLINE int cmp3(uint32_t a, uint32_t b, int nan) {
+    if (is_nan(a) || is_nan(b)) {
+        return nan;
+    }
+    return ordered_lt(a, b) ? -1 : (ordered_lt(b, a) ? 1 : 0);
+}
+
+int __eqsf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __nesf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __ltsf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __lesf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __gtsf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, -1);
+}
+
+int __gesf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, -1);
+}
+
+int __unordsf2(uint32_t a, uint32_t b) {
+    return mt_f32_un(a, b);
+}
+#endif
 
 #else
 typedef int mt_softfloat_unused_t;  // ISO C: a translation unit is not empty
