@@ -57,7 +57,8 @@ TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m0": 224, "rv32": 256}
 # the boards of the summary line, in its order
 BOARDS = ["m0", "m4", "m7", "rv32"]
 # (board, natmod arch) pairs of the kernel check (rv32: its built-in module; the arch names the run)
-KERNEL_RUNS = [("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"), ("m7", "armv6m"), ("rv32", "rv32imc")]
+KERNEL_RUNS = [("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"), ("m7", "armv6m"),
+               ("rv32", "rv32imc")]
 # boards whose float32 is the project's software float (usermod/microtrain/softfloat.c)
 SOFT_FLOAT = {"m0": "armv6m", "rv32": "rv32imc"}
 

@@ -667,6 +667,7 @@ int mt_f32_ge(uint32_t a, uint32_t b) {
 // give 1, gt / ge -1), unord nonzero.
 
 #if defined(MT_SOFT_FLOAT_LIBGCC)
+uint32_t __mulsf3(uint32_t a, uint32_t b);
 int __eqsf2(uint32_t a, uint32_t b);
 int __nesf2(uint32_t a, uint32_t b);
 int __ltsf2(uint32_t a, uint32_t b);
@@ -681,6 +682,34 @@ SF_INLINE int cmp3(uint32_t a, uint32_t b, int nan) {
         return nan;
     }
     return ordered_lt(a, b) ? -1 : (ordered_lt(b, a) ? 1 : 0);
+}
+
+// mt_f32_mul with the significands' product from one 32x32->64 multiply
+// (MUL + MULHU on rv32im), not four 16-bit partial products.
+uint32_t __mulsf3(uint32_t a, uint32_t b) {
+    if ((uint32_t)((a << 1 >> 24) - 1) >= 0xFEu || (uint32_t)((b << 1 >> 24) - 1) >= 0xFEu) {
+        return mt_f32_mul(a, b);  // zeros, subnormals, infinities, NaNs
+    }
+    const int32_t e = (int32_t)(a << 1 >> 24) + (int32_t)(b << 1 >> 24) - 128;
+    if ((uint32_t)e >= 0xFCu) {
+        return mt_f32_mul(a, b);  // the result may leave the normal range
+    }
+    uint32_t base = ((a ^ b) & SIGN) + ((uint32_t)e << 23);
+    const uint64_t p = (uint64_t)((a & FRAC_MASK) | HIDDEN) * ((b & FRAC_MASK) | HIDDEN);  // [2^46, 2^48)
+    uint32_t z = (uint32_t)(p >> 16);
+    if ((uint32_t)p << 16) {
+        z |= 1u;
+    }
+    if ((int32_t)z < 0) {  // product in [2, 4)
+        z = (z >> 1) | (z & 1u);
+        base += 1u << 23;
+    }
+    const uint32_t low = z & 0x7Fu;
+    z = (z + 0x40u) >> 7;
+    if (low == 0x40u) {
+        z &= ~1u;
+    }
+    return base + z;
 }
 
 int __eqsf2(uint32_t a, uint32_t b) {
