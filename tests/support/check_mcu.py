@@ -238,6 +238,59 @@ def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, l
     return len(want), bad
 
 
+F32_OPS_RUNNER = ROOT / "tests" / "mp" / "f32_ops_runner.py"
+
+
+def f32_ops_expected(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """numpy float32 (x64 SSE) for f32_ops_runner.py: (a + b, a - b, a * b, a / b) bits and the
+    comparison flags per pair (a-major), int(a) per value (0 where it would not fit int32)."""
+    f = vals.view(np.float32)
+    a, b = np.repeat(f, len(f)), np.tile(f, len(f))
+    with np.errstate(all="ignore"):
+        ar = np.stack([a + b, a - b, a * b, a / b], axis=1).view(np.uint32)
+        ar[:, 3] = np.where(b == 0, np.uint32(0xFFFFFFFF), ar[:, 3])
+        flags = ((a < b) | (a <= b) << 1 | (a > b) << 2 | (a >= b) << 3 | (a == b) << 4
+                 | (a != b) << 5).astype(np.uint8)
+        ok = np.isfinite(f) & (f >= -2.0**31) & (f < 2.0**31)
+        ints = np.where(ok, np.trunc(np.where(ok, f, 0)).astype(np.float64), 0).astype(np.int32)
+    return ar, flags, ints
+
+
+def check_f32_ops(boards: list[str]) -> tuple[int, list[str]]:
+    """Python float +, -, *, /, comparisons and int() on every pair of the float32 edge patterns
+    (F32_EDGES plus the int8-range integers): each board equals numpy float32, a NaN result by
+    being a NaN (NaN bits differ between FPUs and software float by design). Returns (values
+    compared per board, problems)."""
+    vals = np.array(F32_EDGES + [int(v) for v in np.array(F32_INTS[:9], np.float32).view(np.uint32)],
+                    dtype=np.uint32)
+    ar, flags, ints = f32_ops_expected(vals)
+    n = len(vals)
+    bad: list[str] = []
+    for board in boards:
+        work = WORK / f"f32ops-{board}"
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "in.bin").write_bytes(struct.pack("<I", n) + vals.astype("<u4").tobytes())
+        (work / "out.bin").unlink(missing_ok=True)
+        p = qemu_run.run(board, str(F32_OPS_RUNNER), ["in.bin", "out.bin"], cwd=work, timeout=300)
+        if p.returncode != 0 or f"F32-OPS-DONE {n}" not in p.stdout:
+            bad.append(f"f32 ops {board}: the runner did not complete: {(p.stdout + p.stderr)[-500:]}")
+            continue
+        raw = (work / "out.bin").read_bytes()
+        rec = np.dtype([("r", "<u4", 4), ("c", "u1")])
+        got = np.frombuffer(raw[:n * n * rec.itemsize], dtype=rec)
+        got_ints = np.frombuffer(raw[n * n * rec.itemsize:], dtype="<i4")
+        nan_w, nan_g = (ar & 0x7FFFFFFF) > 0x7F800000, (got["r"] & 0x7FFFFFFF) > 0x7F800000
+        diff = np.argwhere((got["r"] != ar) & ~nan_w | (nan_w != nan_g))
+        ops = "+-*/"
+        bad += [f"f32 ops {board}: 0x{vals[i // n]:08x} {ops[k]} 0x{vals[i % n]:08x} = "
+                f"0x{got['r'][i, k]:08x}, numpy 0x{ar[i, k]:08x}" for i, k in diff[:5]]
+        bad += [f"f32 ops {board}: compare 0x{vals[i // n]:08x}, 0x{vals[i % n]:08x}: flags "
+                f"{got['c'][i]:06b}, numpy {flags[i]:06b}" for i in np.flatnonzero(got["c"] != flags)[:5]]
+        bad += [f"f32 ops {board}: int(0x{vals[i]:08x}) = {got_ints[i]}, numpy {ints[i]}"
+                for i in np.flatnonzero(got_ints != ints)[:5]]
+    return n * n * 5 + n, bad
+
+
 # --------------------------------------------------------------------------
 # the .mtm mutation set
 
@@ -385,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     n_f32, bad_f32 = check_f32_edges(boards, seed=4242, n_random=512 if a.quick else 2048)
     problems += bad_f32
     print(f"f32 edges {','.join(boards)}: {n_f32} values, {len(bad_f32)} problems", flush=True)
+
+    n_ops, bad_ops = check_f32_ops(boards)
+    problems += bad_ops
+    print(f"f32 ops {','.join(boards)}: {n_ops} values a board, {len(bad_ops)} problems", flush=True)
 
     files, verdicts = mutation_corpus(mutations)
     for board in boards:
