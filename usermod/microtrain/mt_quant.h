@@ -39,6 +39,12 @@
 #define MT_HAS_FLOAT 0
 #endif
 
+// RISC-V with an FPU (the F extension, e.g. rv32imafc): the float kernels on it.
+#if defined(__riscv) && defined(__riscv_flen) && !defined(MT_FORCE_NO_FLOAT)
+#undef MT_HAS_FLOAT
+#define MT_HAS_FLOAT 1
+#endif
+
 #define MT_Q31_HALF ((int32_t)1 << 30)
 
 // Unsigned 32-bit division without a divide instruction (shift-subtract).
