@@ -1,4 +1,4 @@
-"""`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M4/M7 (QEMU).
+"""`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M4/M7 and RV32IMC (QEMU).
 
 The firmware of ports/qemu runs the MicroPython scripts evals/mp/bench_*.py
 under QEMU with the mtcount plugin (ports/qemu/plugin), which counts every
@@ -6,7 +6,9 @@ executed guest instruction, attributed by address to
 
 - ``native``: code outside the firmware image, i.e. the natmod ``.mpy`` that
   MicroPython loaded into its heap at run time (the kernels and their
-  argument checks);
+  argument checks); on a firmware with microtrain built in (rv32), the
+  functions compiled from usermod/microtrain, left out of the map so that
+  they count as the same category;
 - ``interp``: the MicroPython core in the firmware (compilation units under
   ``py/``: VM, runtime, objects, GC, ...), from the firmware's debug info;
 - ``rest``: the rest of the firmware (libc/libm/libgcc, the port, semihosting).
@@ -55,6 +57,9 @@ CATS = ("interp", "rest", "native")  # the plugin's categories: map 0, 1; unmapp
 MARK_SYMBOL = "mp_micropython_heap_lock"
 # compilation units of the MicroPython core (interpreter) in the firmware's DWARF
 INTERP_DIRS = ("py/",)
+# compilation units of microtrain built into a firmware (user C module): "native"
+NATIVE_DIRS = ("usermod/microtrain/",)
+NATIVE = 2  # firmware_map's category of NATIVE_DIRS functions: not written to the map
 
 
 def _qemu_run() -> object:
@@ -71,9 +76,9 @@ def _qemu_run() -> object:
 
 @dataclass(frozen=True)
 class Board:
-    name: str  # m0 / m4 / m7
+    name: str  # m0 / m4 / m7 / rv32
     firmware: Path
-    arch: str  # natmod arch loaded on it
+    arch: str  # natmod arch loaded on it (rv32: its built-in module's)
     heap_kb: int  # GC heap of the runs
 
 
@@ -81,9 +86,10 @@ def boards() -> dict[str, Board]:
     qr = _qemu_run()
     # M7/M4: 512 KB, so that every configuration fits with the microtrain package's bytecode
     # in RAM (~58 KB, as after `mip install`; frozen into flash on a real board); M0: the
-    # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB.
-    heaps = {"m7": 512, "m4": 512, "m0": 224}
-    return {b: Board(b, qr.firmware(b), qr.BOARDS[b].arch, heaps[b]) for b in ("m7", "m4", "m0")}  # type: ignore
+    # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB; rv32: its
+    # package is frozen (no bytecode in RAM), so its build's default heap, as on an ESP32-C3.
+    heaps = {"m7": 512, "m4": 512, "m0": 224, "rv32": 256}
+    return {b: Board(b, qr.firmware(b), qr.BOARDS[b].arch, heaps[b]) for b in heaps}  # type: ignore
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,9 +126,13 @@ def _cu_ranges(elf: object) -> list[tuple[int, int, str]]:
     return out
 
 
-def _is_interp(cu_name: str) -> bool:
+def _in_dirs(cu_name: str, dirs: tuple[str, ...]) -> bool:
     n = cu_name.replace("\\", "/")
-    return any(n.startswith(d) or f"/{d}" in n for d in INTERP_DIRS)
+    return any(n.startswith(d) or f"/{d}" in n for d in dirs)
+
+
+def _is_interp(cu_name: str) -> bool:
+    return _in_dirs(cu_name, INTERP_DIRS)
 
 
 @dataclass
@@ -135,7 +145,9 @@ class FirmwareMap:
 
 def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
     """Every executable byte of the firmware in a category: functions by the DWARF CU
-    that holds them (py/ -> interp, else rest), code between symbols -> rest."""
+    that holds them (py/ -> interp, usermod/microtrain -> native, else rest), code between
+    symbols -> rest. Native functions stay out of the map file: the plugin counts them as
+    unmapped, the category of a natmod's code."""
     from elftools.elf.constants import P_FLAGS
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection
@@ -165,7 +177,7 @@ def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
     def category(a: int, name: str) -> int:
         i = int(np.searchsorted(cu_lo, a, side="right")) - 1
         if i >= 0 and cus[i][0] <= a < cus[i][1]:
-            return 0 if _is_interp(cus[i][2]) else 1
+            return 0 if _is_interp(cus[i][2]) else (NATIVE if _in_dirs(cus[i][2], NATIVE_DIRS) else 1)
         return 1  # libc / libgcc / startup code without debug info
 
     funcs: list[tuple[int, int, str, int]] = []
@@ -189,6 +201,7 @@ def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
             cur = max(cur, min(fe, hi))
         if cur < hi:
             lines.append((cur, hi, "(gap)", 1))
+    lines = [ln for ln in lines if ln[3] != NATIVE]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(f"{s:x} {e:x} {c}\n" for s, e, _, c in lines))
     return FirmwareMap(out, mark, lines, sum(hi - lo for lo, hi in segs))
@@ -489,9 +502,9 @@ def train_table(rows: list[TrainRow]) -> list[str]:
 
 
 def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
-    def k(shape: str, kernel: str) -> str:
+    def k(shape: str, kernel: str, board: str = "m7") -> str:
         for r in krows:
-            if r.board == "m7" and r.shape == shape and r.kernel == kernel:
+            if r.board == board and r.shape == shape and r.kernel == kernel:
                 return f"{r.native / r.macs:.2f}"
         return "n/a"
 
@@ -506,6 +519,7 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
     al_sp = t("m7", "fmnist", "all", 0.1, 1)
     al_ss, al_sp_ss = t("m7", "fmnist", "all", 0.0, 1, PREPASS), t("m7", "fmnist", "all", 0.1, 1, PREPASS)
     d2 = t("m0", "digits", "last:2", 0.0, 1)
+    rv_d2 = t("rv32", "digits", "last:2", 0.0, 1)
     na = "n/a"
     fields = [
         "m7", f"conv3x3={k('conv3x3', 'fwd')}", f"dw3x3={k('dw3x3', 'fwd')}", f"pw={k('pw', 'fwd')}",
@@ -517,6 +531,8 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
         f"sparse01_bwd_cold={al.bwd / al_sp.bwd:.2f}" if al and al_sp else f"sparse01_bwd_cold={na}",
         "m0", f"digits_last2={d2.total:.0f}" if d2 else f"digits_last2={na}",
         f"heap_last2={l2.heap_peak / 1024:.1f}" if l2 else f"heap_last2={na}",
+        "rv32", f"conv3x3={k('conv3x3', 'fwd', 'rv32')}", f"fc={k('fc', 'fwd', 'rv32')}",
+        f"digits_last2={rv_d2.total:.0f}" if rv_d2 else f"digits_last2={na}",
     ]
     return "bench-mcu: " + " ".join(fields)
 
@@ -668,6 +684,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="kernels on M7 and two training runs only")
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/performance.md")
     ap.add_argument("--heap-kb", type=int, default=1024, help="heap of --host runs (64-bit objects)")
+    ap.add_argument("--boards", default="", help="only these boards, e.g. rv32 (default: all; no doc)")
     a = ap.parse_args(argv)
     t0 = time.time()
     if not a.host:
@@ -676,7 +693,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     digits_model()
     bds = boards()
     fmaps: dict[str, FirmwareMap] = {}
-    used = ["m7"] if a.quick else ["m7", "m4", "m0"]
+    used = ["m7"] if a.quick else ["m7", "m4", "m0", "rv32"]
+    if a.boards:
+        used = a.boards.split(",")
     if not a.host:
         for b in used:
             if not bds[b].firmware.is_file():
@@ -689,18 +708,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     krows: list[KernelRow] = []
     meta: dict[str, str] = {"fmnist": origin, "heap_kb": str(bds["m7"].heap_kb)}
     kruns: dict[str, Run] = {}
-    for b in ("m7",) if a.quick else ("m7", "m4"):
+    for b in [b for b in ("m7", "m4", "rv32") if b in used]:
         rows, kruns[b] = bench_kernels(*brd(b))
         krows += rows
         print(f"kernels on {b}: done ({time.time() - t0:.0f} s)", flush=True)
-    if not a.quick and not a.host:
+    if not a.quick and not a.host and "m7" in used and "m0" in used:
         # M0 rows: the armv6m natmod on the M7 firmware, whose heap holds the four shapes' buffers
         # (the M0 board's 224 KB does not); the same Thumb-1 code executes the same instructions.
         m7 = bds["m7"]
         rows, _ = bench_kernels(Board(m7.name, m7.firmware, "armv6m", m7.heap_kb), fmaps["m7"])
         krows += [replace(r, board="m0") for r in rows]
         print(f"kernels on m0 (armv6m natmod): done ({time.time() - t0:.0f} s)", flush=True)
-    if not a.host:
+    if not a.host and "m7" in kruns:
         empty = regions(kruns["m7"])["empty"][0]
         meta["marker_cost"] = f"{sum(empty):,}"
     trows: list[TrainRow] = []
@@ -710,7 +729,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configs = [("last:2", 0.0, 1, 0), ("all", 0.0, 1, 0), ("all", 0.1, 1, 0)]
     # sparse01_bwd's steady state (M7): the same 8 samples after one more pass over the data
     steady = [("all", 0.0, 1, PREPASS), ("all", 0.1, 1, PREPASS)]
-    for bname, model in (("m7", "fmnist"), ("m0", "digits")):
+    for bname, model in (("m7", "fmnist"), ("m0", "digits"), ("rv32", "digits")):
         if bname not in used:
             continue
         for tr, sp, bt, pre in configs + (steady if bname == "m7" else []):
@@ -725,7 +744,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   flush=True)
             if r:
                 trows.append(r)
-    if not a.host:
+    if not a.host and not a.boards:
         # repeatability: the same runs again must give the same count at every marker
         pairs = [(kruns["m7"], bench_kernels(*brd("m7"))[1])]
         again = [("m7", "fmnist")] + ([("m0", "digits")] if "m0" in used else [])
@@ -749,9 +768,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.host:
         print("bench-mcu: host run of the guest scripts ok")
         return 0
-    from evals import bench_softfloat
+    if not a.boards:
+        from evals import bench_softfloat
 
-    meta["softfloat"] = "\n".join(bench_softfloat.table(*bench_softfloat.measure()))
+        meta["softfloat"] = "\n".join(bench_softfloat.table(*bench_softfloat.measure()))
     print()
     print("\n".join(kernel_table(krows)))
     print()
@@ -759,7 +779,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     line = summary_line(krows, trows)
     if trows:
         meta["package_kb"] = f"{trows[0].heap_package / 1024:.1f}"
-    if not a.no_doc:
+    if not a.no_doc and not a.boards:
         write_doc(krows, trows, line, meta)
     print(line)
     return 0

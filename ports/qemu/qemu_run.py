@@ -1,17 +1,18 @@
-"""Run a MicroPython script on the project's QEMU Cortex-M firmware (ports/qemu).
+"""Run a MicroPython script on the project's QEMU firmware (ports/qemu: Cortex-M; ports/qemu/rv32: RV32IMC).
 
-    python ports/qemu/qemu_run.py [--board m7|m4|m0] [--float single|double] [--heap 256k]
+    python ports/qemu/qemu_run.py [--board m7|m4|m0|rv32] [--float single|double] [--heap 256k]
                                   [--cwd DIR] [script.py [args...]]
 
 No script: the REPL on the terminal (Ctrl-D leaves; Ctrl-A X quits QEMU). ``--flash IMAGE``:
 board mode (a BOARDMODE=1 firmware: serial REPL on a pseudo-terminal for mpremote, littlefs in
 the flash image; ``SerialBoard`` from Python). The script, its
 imports and every file it opens are read from / written to the host folder QEMU
-runs in (``--cwd``, default the current one) over ARM semihosting; relative
+runs in (``--cwd``, default the current one) over ARM / RISC-V semihosting; relative
 paths are relative to it, absolute host paths work too. ``sys.path`` holds the
 script's folder, the host folder, then build/qemu/pylib (python_lib/microtrain
 and ports/common/lib's small ``json``, compiled by mpy-cross) and
-build/natmod/<arch> (the board's ``_microtrain.mpy``). The exit code is the
+build/natmod/<arch> (the board's ``_microtrain.mpy``; rv32 has microtrain built in and the
+package frozen, so neither folder is needed there). The exit code is the
 script's (uncaught exception: 1; crash: 3). From Python:
 ``run(board, script, args, cwd=...)`` or ``qemu_cmd(...)``.
 """
@@ -35,6 +36,9 @@ class Board:
     arch: str  # natmod arch of the board's core
     cpu: str
     extra: tuple[str, ...] = ()
+    qemu: str = "qemu-system-arm"
+    src: str = "ports/qemu"  # the firmware's make folder
+    builtin: bool = False  # microtrain built in (user C module) and its package frozen
 
 
 BOARDS: dict[str, Board] = {
@@ -43,6 +47,11 @@ BOARDS: dict[str, Board] = {
     # the micro:bit's nRF51 (16 KB SRAM, 256 KB flash) enlarged to a board-sized M0
     "m0": Board("microbit", "armv6m", "Cortex-M0",
                 ("-global", "nrf51-soc.flash-size=1048576", "-global", "nrf51-soc.sram-size=262144")),
+    # QEMU's virt machine with an RV32IMC core (no F/D/A: what ESP32-C3 / RP2350 RISC-V run);
+    # -bios none: the firmware starts at the reset vector's jump to RAM
+    "rv32": Board("virt", "rv32imc", "RV32IMC",
+                  ("-cpu", "rv32,a=false,f=false,d=false", "-bios", "none"),
+                  qemu="qemu-system-riscv32", src="ports/qemu/rv32", builtin=True),
 }
 
 
@@ -51,9 +60,9 @@ def firmware(board: str, flt: str = "single", boardmode: bool = False) -> Path:
 
 
 def build(board: str, flt: str = "single", jobs: int = 2, boardmode: bool = False) -> Path:
-    """make -C ports/qemu (a no-op when up to date); returns the ELF. boardmode: the BOARDMODE=1
-    firmware (serial REPL, littlefs flash)."""
-    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / "ports" / "qemu"), f"BOARD={board}",
+    """make in the board's port folder (a no-op when up to date); returns the ELF. boardmode: the
+    BOARDMODE=1 firmware (serial REPL, littlefs flash)."""
+    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / BOARDS[board].src), f"BOARD={board}",
                            f"FLOAT={flt}", f"BOARDMODE={int(boardmode)}"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"firmware build {board}-{flt} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
@@ -83,14 +92,17 @@ def build_pylib() -> Path:
 
 
 def default_paths(board: str, arch: str | None = None) -> list[str]:
-    """build/qemu/pylib (compiled microtrain package + json) and the board's natmod folder."""
+    """build/qemu/pylib (compiled microtrain package + json) and the board's natmod folder
+    (none where microtrain is built in: its frozen package comes first on sys.path anyway)."""
+    if BOARDS[board].builtin:
+        return [str(PYLIB)]
     return [str(PYLIB), str(ROOT / "build" / "natmod" / (arch or BOARDS[board].arch))]
 
 
 def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), flt: str = "single",
              heap: str | None = None, paths: Sequence[str] | None = None, arch: str | None = None,
              extra: Sequence[str] = (), interactive: bool = False) -> list[str]:
-    """The qemu-system-arm command line; `extra` goes before -kernel (e.g. -plugin ...).
+    """The qemu-system-arm / -riscv32 command line; `extra` goes before -kernel (e.g. -plugin ...).
     interactive: the REPL on this terminal: input through the board's UART 0 (QEMU's serial0 with
     -nographic; Ctrl-A X quits QEMU), output on the semihosting console."""
     b = BOARDS[board]
@@ -105,7 +117,7 @@ def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), fl
     if bad:  # semihosting passes one space-separated command line
         raise ValueError(f"arguments with spaces cannot pass through semihosting: {bad}")
     io = ["-nographic"] if interactive else ["-display", "none", "-monitor", "none", "-serial", "none"]
-    return ["qemu-system-arm", "-M", b.machine, *b.extra, *io,
+    return [b.qemu, "-M", b.machine, *b.extra, *io,
             "-semihosting-config", "enable=on,target=native", *extra,
             "-kernel", str(firmware(board, flt)), "-append", " ".join(fw_args)]
 
@@ -123,7 +135,7 @@ def board_cmd(board: str, image: Path | str, heap: str | None = None, flt: str =
     if bad:
         raise ValueError(f"arguments with spaces cannot pass through semihosting: {bad}")
     b = BOARDS[board]
-    return ["qemu-system-arm", "-M", b.machine, *b.extra, "-display", "none", "-monitor", "none",
+    return [b.qemu, "-M", b.machine, *b.extra, "-display", "none", "-monitor", "none",
             "-serial", "pty", "-semihosting-config", "enable=on,target=native",
             "-kernel", str(firmware(board, flt, boardmode=True)), "-append", " ".join(fw_args)]
 

@@ -257,6 +257,39 @@ def test_cortex_m_firmware_compile(cpu: list[str], fw_frozen: tuple[Path, str], 
 
 
 # --------------------------------------------------------------------------
+# RISC-V: the firmware-mode sources compile for ESP32-C3 / C6, RP2350 RISC-V (rv32imc, no FPU)
+# and a RISC-V core with a single-precision FPU (rv32imafc); without an FPU the float kernels are
+# built on the project's software float, which then defines libgcc's float entry points
+
+RISCV_LIBGCC_FLOAT = {"__addsf3", "__subsf3", "__mulsf3", "__divsf3", "__floatsisf", "__floatunsisf",
+                      "__fixsfsi", "__fixunssfsi", "__eqsf2", "__nesf2", "__ltsf2", "__lesf2", "__gtsf2",
+                      "__gesf2", "__unordsf2"}
+
+
+@pytest.mark.parametrize("arch,soft", [("rv32imc", True), ("rv32imafc", False)])
+def test_riscv_firmware_compile(arch: str, soft: bool, fw_frozen: tuple[Path, str], tmp_path: Path) -> None:
+    gcc = shutil.which("riscv64-unknown-elf-gcc")
+    assert gcc, "riscv64-unknown-elf-gcc is not installed (tools/setup.sh installs it)"
+    genhdr_build = fw_frozen[0].parent
+    abi = "ilp32f" if "f" in arch[4:] else "ilp32"
+    for c in C_SOURCES:
+        cmd = [gcc, "-c", "-o", str(tmp_path / (c[:-2] + ".o")), f"-march={arch}", f"-mabi={abi}",
+               "--specs=picolibc.specs", "-std=gnu99", "-Os", *UNIX_CWARN, "-ffp-contract=off",
+               f"-I{FWPORT}", f"-I{MPY_DIR}", f"-I{genhdr_build}", f"-I{MODDIR}",
+               "-DMT_FW_FLOAT_IMPL=MICROPY_FLOAT_IMPL_FLOAT", str(MODDIR / c)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"{c} {arch}:\n{proc.stderr[-3000:]}"
+    objs = sorted(tmp_path.glob("*.o"))
+    nm = subprocess.run(["riscv64-unknown-elf-nm", "-g", "--defined-only", *map(str, objs)],
+                        capture_output=True, text=True, check=True).stdout
+    defined = {ln.split()[-1] for ln in nm.splitlines() if ln.strip() and not ln.endswith(":")}
+    assert {"mt_user_cmodule", "mt_f32_axpy_i32", "mt_conv2d_s8_grad_weight_f32"} <= defined  # float kernels
+    assert (defined & RISCV_LIBGCC_FLOAT) == (RISCV_LIBGCC_FLOAT if soft else set())
+    bad = foreign_globals(objs, "riscv64-unknown-elf-nm", allowed=RISCV_LIBGCC_FLOAT if soft else set())
+    assert not bad, f"{arch}: globals without the mt_ prefix: {bad}"
+
+
+# --------------------------------------------------------------------------
 # manifests
 
 

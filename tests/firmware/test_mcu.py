@@ -1,12 +1,14 @@
-"""microtrain on the project's QEMU Cortex-M firmware (ports/qemu) and its float32 host twin.
+"""microtrain on the project's QEMU firmware (ports/qemu: Cortex-M0/M4F/M7; ports/qemu/rv32: RV32IMC
+with microtrain built in) and its float32 host twin.
 
 The subset of ``make test-mcu`` (ports/qemu/check_mcu.py) that fits in ``make test``:
 
 - each board boots, runs a script from the host folder, reports its core and a
   single-precision float, and exits with the script's code;
 - kernel cases bit-exact against the numpy oracle through the board's .mpy
-  (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7); the M0 runs the float kernels
-  natively (software float), and equals the M4/M7 FPUs at the float32 edges;
+  (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7) or built-in module (rv32); the M0
+  and rv32 run the float kernels natively (software float), and equal the M4/M7 FPUs at the
+  float32 edges; every board's Python float operations equal numpy float32 there;
 - the .mtm mutation set's first files: accept / ValueError only, the host reader's verdicts;
 - one training run per mode (int8, mixed, float32): checkpoint and trained arrays byte-identical
   to the float32 host twin's (ports/host, FLOAT=single) -- and the twin's checkpoint
@@ -25,14 +27,14 @@ import pytest
 from support import check_mcu
 from support.check_mcu import ROOT, qemu_run
 
-BOARDS = ["m0", "m4", "m7"]
+BOARDS = ["m0", "m4", "m7", "rv32"]
 
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _toolchain() -> None:
     """make setup installs both: a missing one is a broken setup, not a reason to skip."""
-    for tool in ("qemu-system-arm", "arm-none-eabi-gcc"):
+    for tool in ("qemu-system-arm", "arm-none-eabi-gcc", "qemu-system-riscv32", "riscv64-unknown-elf-gcc"):
         assert shutil.which(tool), f"{tool} missing: run `make setup` (tools/setup.sh installs it)"
 
 
@@ -82,6 +84,11 @@ def test_m0_float_kernels_native(built: None) -> None:
 def test_f32_edges_m0_equals_fpu_boards(built: None) -> None:
     n, bad = check_mcu.check_f32_edges(BOARDS, seed=99, n_random=512)
     assert n > 10000 and not bad, "\n".join(bad[:10])
+
+
+def test_f32_python_ops_equal_numpy(built: None) -> None:
+    n, bad = check_mcu.check_f32_ops(BOARDS)
+    assert n > 1000 and not bad, "\n".join(bad[:10])
 
 
 @pytest.fixture(scope="module")

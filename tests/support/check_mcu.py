@@ -1,8 +1,10 @@
-"""`make test-mcu`: microtrain on the QEMU Cortex-M0 / M4F / M7 firmware (ports/qemu).
+"""`make test-mcu`: microtrain on the QEMU Cortex-M0 / M4F / M7 firmware (ports/qemu) and the
+RV32IMC firmware (ports/qemu/rv32, microtrain built in).
 
 Per board:
 - kernel cases (tests/support/kernel_cases.py, tests/mp/kernel_runner.py) through the
-  board's .mpy (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7), every output bit-exact
+  board's .mpy (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7) or built-in module
+  (rv32: user C module, float kernels on the project's software float), every output bit-exact
   against the numpy oracle; the cases of functions a module lacks (the armv6m build has no float
   kernels) are left out, cases too big for the board's heap too;
 - the .mtm mutation set of tests/format/test_mtm_loader.py (tests/mp/mtm_runner.py): only
@@ -12,7 +14,8 @@ Per board:
   same run on the float32 host twin (ports/host, FLOAT=single).
 
 Ends with one line
-    test-mcu: m0 cases=A/A train=B/B m4 cases=C/C train=D/D m7 cases=E/E train=F/F
+    test-mcu: m0 cases=A/A train=B/B m4 cases=C/C train=D/D m7 cases=E/E train=F/F rv32 ...
+(one "<board> cases=.. train=.." group per board of BOARDS, in that order)
 and exits 1 unless every count is complete (mutation crashes / disagreements also fail).
 ``--quick`` is the subset tests/firmware/test_mcu.py runs.
 """
@@ -47,12 +50,17 @@ TRAIN_RUNNER = ROOT / "tests" / "mp" / "train_runner.py"
 MTM_RUNNER = ROOT / "tests" / "mp" / "mtm_runner.py"
 # GC heap of the kernel runs: the M0's largest; 2 MB of the M4/M7's 4 MB RAM (a long run of
 # big cases fragments a 256 KB heap; the heap claims are the training runs', at the defaults)
-KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m0": 224}
+KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m0": 224, "rv32": 2048}
 # GC heap of the training runs: the builds' default (256 KB) on M4/M7; the M0's largest (224 KB),
 # since float32 training of every layer plus the runner's dump copies is near its 200 KB default
-TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m0": 224}
-# (board, natmod arch) pairs of the kernel check
-KERNEL_RUNS = [("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"), ("m7", "armv6m")]
+TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m0": 224, "rv32": 256}
+# the boards of the summary line, in its order
+BOARDS = ["m0", "m4", "m7", "rv32"]
+# (board, natmod arch) pairs of the kernel check (rv32: its built-in module; the arch names the run)
+KERNEL_RUNS = [("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"), ("m7", "armv6m"),
+               ("rv32", "rv32imc")]
+# boards whose float32 is the project's software float (usermod/microtrain/softfloat.c)
+SOFT_FLOAT = {"m0": "armv6m", "rv32": "rv32imc"}
 
 SGDM = {"kind": "sgd", "lr": 0.05, "momentum": 0.9}
 ADAM = {"kind": "adam", "lr": 0.01}
@@ -203,13 +211,14 @@ def run_f32_edges(board: str, arch: str, calls: F32Calls) -> np.ndarray | None:
 
 
 def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, list[str]]:
-    """f32_axpy_i32 at the float32 edges: the M0 (armv6m, software float) equals the M4 (armv7emsp)
-    and M7 (armv7emdp) FPUs bit for bit, NaNs included; every board equals numpy float32 (x64)
+    """f32_axpy_i32 at the float32 edges: the software-float boards (M0's armv6m module, rv32's
+    built-in one) equal the M4 (armv7emsp) and M7 (armv7emdp) FPUs bit for bit, NaNs included;
+    every board equals numpy float32 (x64)
     wherever the result is not a NaN (NaN bits differ between Arm and x64 FPUs by design).
     Returns (values compared, problems)."""
     calls = f32_edge_calls(seed, n_random)
     want = f32_edge_expected(calls)
-    pairs = (("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"))
+    pairs = (*SOFT_FLOAT.items(), ("m4", "armv7emsp"), ("m7", "armv7emdp"))
     runs = {b: run_f32_edges(b, a, calls) for b, a in pairs if b in boards}
     bad = [f"f32 edges {b}: the runner did not complete" for b, r in runs.items() if r is None]
     got = {b: r for b, r in runs.items() if r is not None}
@@ -221,12 +230,65 @@ def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, l
         diff = np.flatnonzero((r != want) & ~nan | (nan != ((r & 0x7FFFFFFF) > 0x7F800000)))
         bad += [f"f32 edges {b}: value {i}: 0x{r[i]:08x}, numpy 0x{want[i]:08x}" for i in diff[:5]]
     ref = [b for b in ("m4", "m7") if b in got]
-    if "m0" in got and ref:
+    for s in (s for s in SOFT_FLOAT if s in got):
         for b in ref:
-            diff = np.flatnonzero(got["m0"] != got[b]) if len(got["m0"]) == len(got[b]) else [0]
-            bad += [f"f32 edges m0 vs {b}: value {i}: 0x{got['m0'][i]:08x} != 0x{got[b][i]:08x}"
+            diff = np.flatnonzero(got[s] != got[b]) if len(got[s]) == len(got[b]) else [0]
+            bad += [f"f32 edges {s} vs {b}: value {i}: 0x{got[s][i]:08x} != 0x{got[b][i]:08x}"
                     for i in diff[:5]]
     return len(want), bad
+
+
+F32_OPS_RUNNER = ROOT / "tests" / "mp" / "f32_ops_runner.py"
+
+
+def f32_ops_expected(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """numpy float32 (x64 SSE) for f32_ops_runner.py: (a + b, a - b, a * b, a / b) bits and the
+    comparison flags per pair (a-major), int(a) per value (0 where it would not fit int32)."""
+    f = vals.view(np.float32)
+    a, b = np.repeat(f, len(f)), np.tile(f, len(f))
+    with np.errstate(all="ignore"):
+        ar = np.stack([a + b, a - b, a * b, a / b], axis=1).view(np.uint32)
+        ar[:, 3] = np.where(b == 0, np.uint32(0xFFFFFFFF), ar[:, 3])
+        flags = ((a < b) | (a <= b) << 1 | (a > b) << 2 | (a >= b) << 3 | (a == b) << 4
+                 | (a != b) << 5).astype(np.uint8)
+        ok = np.isfinite(f) & (f >= -2.0**31) & (f < 2.0**31)
+        ints = np.where(ok, np.trunc(np.where(ok, f, 0)).astype(np.float64), 0).astype(np.int32)
+    return ar, flags, ints
+
+
+def check_f32_ops(boards: list[str]) -> tuple[int, list[str]]:
+    """Python float +, -, *, /, comparisons and int() on every pair of the float32 edge patterns
+    (F32_EDGES plus the int8-range integers): each board equals numpy float32, a NaN result by
+    being a NaN (NaN bits differ between FPUs and software float by design). Returns (values
+    compared per board, problems)."""
+    vals = np.array(F32_EDGES + [int(v) for v in np.array(F32_INTS[:9], np.float32).view(np.uint32)],
+                    dtype=np.uint32)
+    ar, flags, ints = f32_ops_expected(vals)
+    n = len(vals)
+    bad: list[str] = []
+    for board in boards:
+        work = WORK / f"f32ops-{board}"
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "in.bin").write_bytes(struct.pack("<I", n) + vals.astype("<u4").tobytes())
+        (work / "out.bin").unlink(missing_ok=True)
+        p = qemu_run.run(board, str(F32_OPS_RUNNER), ["in.bin", "out.bin"], cwd=work, timeout=300)
+        if p.returncode != 0 or f"F32-OPS-DONE {n}" not in p.stdout:
+            bad.append(f"f32 ops {board}: the runner did not complete: {(p.stdout + p.stderr)[-500:]}")
+            continue
+        raw = (work / "out.bin").read_bytes()
+        rec = np.dtype([("r", "<u4", 4), ("c", "u1")])
+        got = np.frombuffer(raw[:n * n * rec.itemsize], dtype=rec)
+        got_ints = np.frombuffer(raw[n * n * rec.itemsize:], dtype="<i4")
+        nan_w, nan_g = (ar & 0x7FFFFFFF) > 0x7F800000, (got["r"] & 0x7FFFFFFF) > 0x7F800000
+        diff = np.argwhere((got["r"] != ar) & ~nan_w | (nan_w != nan_g))
+        ops = "+-*/"
+        bad += [f"f32 ops {board}: 0x{vals[i // n]:08x} {ops[k]} 0x{vals[i % n]:08x} = "
+                f"0x{got['r'][i, k]:08x}, numpy 0x{ar[i, k]:08x}" for i, k in diff[:5]]
+        bad += [f"f32 ops {board}: compare 0x{vals[i // n]:08x}, 0x{vals[i % n]:08x}: flags "
+                f"{got['c'][i]:06b}, numpy {flags[i]:06b}" for i in np.flatnonzero(got["c"] != flags)[:5]]
+        bad += [f"f32 ops {board}: int(0x{vals[i]:08x}) = {got_ints[i]}, numpy {ints[i]}"
+                for i in np.flatnonzero(got_ints != ints)[:5]]
+    return n * n * 5 + n, bad
 
 
 # --------------------------------------------------------------------------
@@ -356,7 +418,7 @@ def check_training(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]],
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="microtrain on the QEMU Cortex-M boards")
     ap.add_argument("--quick", action="store_true", help="the pytest subset")
-    ap.add_argument("--boards", default="m0,m4,m7")
+    ap.add_argument("--boards", default=",".join(BOARDS))
     a = ap.parse_args(argv)
     boards = a.boards.split(",")
     per_op, mutations, n_train, steps = (2, 60, 3, 8) if a.quick else (12, 3600, len(TRAIN_CONFIGS), 24)
@@ -376,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     n_f32, bad_f32 = check_f32_edges(boards, seed=4242, n_random=512 if a.quick else 2048)
     problems += bad_f32
     print(f"f32 edges {','.join(boards)}: {n_f32} values, {len(bad_f32)} problems", flush=True)
+
+    n_ops, bad_ops = check_f32_ops(boards)
+    problems += bad_ops
+    print(f"f32 ops {','.join(boards)}: {n_ops} values a board, {len(bad_ops)} problems", flush=True)
 
     files, verdicts = mutation_corpus(mutations)
     for board in boards:

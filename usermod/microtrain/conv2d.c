@@ -253,6 +253,57 @@ static MT_INLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int
     s[3] = s3;
 }
 
+#if MT_RV
+// dot_2x2_full for four pixels (A, A + dx, A + 2 dx, A + 3 dx) and two
+// channels: s[2 i] = pixel i . wa, s[2 i + 1] = pixel i . wb. Six byte loads
+// per eight MACs; four taps per step at immediate offsets, so the six
+// pointers move once per four taps.
+#define MT_RV_TAP(j)                                                                  \
+    do {                                                                              \
+        const int32_t u = wa[j], v = wb[j];                                           \
+        int32_t t = x0[j];                                                            \
+        s0 += t * u;                                                                  \
+        s1 += t * v;                                                                  \
+        t = x1[j];                                                                    \
+        s2 += t * u;                                                                  \
+        s3 += t * v;                                                                  \
+        t = x2[j];                                                                    \
+        s4 += t * u;                                                                  \
+        s5 += t * v;                                                                  \
+        t = x3[j];                                                                    \
+        s6 += t * u;                                                                  \
+        s7 += t * v;                                                                  \
+    } while (0)
+
+static MT_INLINE void dot_4x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa,
+                                   int32_t dw, int32_t run, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    for (int32_t ky = 0, xo = 0; ky < nky; ++ky, xo += xr) {
+        const int8_t *x0 = xa + xo, *x1 = x0 + dx, *x2 = x1 + dx, *x3 = x2 + dx, *wb = wa + dw;
+        const int8_t *end = wa + run;
+        for (const int8_t *end4 = wa + (run & ~3); wa != end4; wa += 4, wb += 4, x0 += 4, x1 += 4, x2 += 4,
+             x3 += 4) {
+            MT_RV_TAP(0);
+            MT_RV_TAP(1);
+            MT_RV_TAP(2);
+            MT_RV_TAP(3);
+        }
+        for (; wa != end; ++wa, ++wb, ++x0, ++x1, ++x2, ++x3) {
+            MT_RV_TAP(0);
+        }
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+    s[4] = s4;
+    s[5] = s5;
+    s[6] = s6;
+    s[7] = s7;
+}
+#undef MT_RV_TAP
+#endif
+
 // sum w[i], i < n.
 static int32_t sum_s8(const int8_t *w, int32_t n) {
     int32_t s = 0, i = 0;
@@ -282,6 +333,18 @@ typedef struct {
 static MT_INLINE void dense_run_k(const mt_dense_t *d, const int8_t *x, const int8_t *wa, int32_t n, int8_t *y,
                                   int32_t nky) {
     int32_t s[4], xo = 0, yo = 0;
+#if MT_RV
+    for (; n >= 4; n -= 4, xo += 4 * d->dx, yo += 4 * d->out_c) {
+        int32_t s8[8];
+        int8_t *yp = y + yo;
+        dot_4x2_full(x + xo, d->dx, d->xr, nky, wa, d->dw, d->run, s8);
+        for (int32_t i = 0; i < 4; ++i, yp += d->out_c) {
+            const int8_t a0 = mt_rq_out(d->fa + s8[2 * i], &d->qa), b0 = mt_rq_out(d->fb + s8[2 * i + 1], &d->qb);
+            yp[0] = a0;
+            yp[d->dob] = b0;
+        }
+    }
+#endif
     for (; n >= 2; n -= 2, xo += 2 * d->dx, yo += 2 * d->out_c) {
         int8_t *yp = y + yo;
         dot_2x2_full(x + xo, d->dx, d->xr, nky, wa, d->dw, d->run, s);

@@ -2,7 +2,8 @@
 // armv7m): see mt_softfloat.h for the contract. Built only where the Makefile
 // defines MT_SOFT_FLOAT (natmod) or MT_SOFT_FLOAT_TEST (tests/c/softfloat_driver.c);
 // firmware builds get gcc's helpers from libgcc, so this file is empty there
-// and defines no duplicate.
+// and defines no duplicate. On RISC-V without an FPU (mt_quant.h) it is built
+// by default and replaces libgcc's helpers (MT_SOFT_FLOAT_LIBGCC).
 //
 // Only 32-bit integer operations: Cortex-M0 has no 32x32->64 multiply, no
 // divide and no count-leading-zeros, and a natmod cannot call libgcc's
@@ -10,6 +11,7 @@
 // or from a value carrying a sticky bit (set when any lower bit was lost),
 // so rounding to nearest-even is exact.
 #include <stdint.h>
+#include "mt_quant.h"  // MT_SOFT_FLOAT by default where an arch asks for it (RISC-V without FPU)
 
 #if defined(MT_SOFT_FLOAT) || defined(MT_SOFT_FLOAT_TEST)
 
@@ -656,6 +658,88 @@ int mt_f32_gt(uint32_t a, uint32_t b) {
 int mt_f32_ge(uint32_t a, uint32_t b) {
     return !mt_f32_un(a, b) && !ordered_lt(a, b);
 }
+
+// ---------------------------------------------------------------------------
+// RISC-V without an FPU: libgcc's comparison entry points, which gcc calls for
+// float comparisons. Their results are compared against 0: eq / ne give 0 iff
+// a == b, lt < 0 iff a < b, le <= 0 iff a <= b, gt > 0 iff a > b, ge >= 0 iff
+// a >= b; with a NaN operand every one of them is false (eq / ne / lt / le
+// give 1, gt / ge -1), unord nonzero.
+
+#if defined(MT_SOFT_FLOAT_LIBGCC)
+uint32_t __mulsf3(uint32_t a, uint32_t b);
+int __eqsf2(uint32_t a, uint32_t b);
+int __nesf2(uint32_t a, uint32_t b);
+int __ltsf2(uint32_t a, uint32_t b);
+int __lesf2(uint32_t a, uint32_t b);
+int __gtsf2(uint32_t a, uint32_t b);
+int __gesf2(uint32_t a, uint32_t b);
+int __unordsf2(uint32_t a, uint32_t b);
+
+// -1, 0, 1 for ordered operands; nan for a NaN operand.
+SF_INLINE int cmp3(uint32_t a, uint32_t b, int nan) {
+    if (is_nan(a) || is_nan(b)) {
+        return nan;
+    }
+    return ordered_lt(a, b) ? -1 : (ordered_lt(b, a) ? 1 : 0);
+}
+
+// mt_f32_mul with the significands' product from one 32x32->64 multiply
+// (MUL + MULHU on rv32im), not four 16-bit partial products.
+uint32_t __mulsf3(uint32_t a, uint32_t b) {
+    if ((uint32_t)((a << 1 >> 24) - 1) >= 0xFEu || (uint32_t)((b << 1 >> 24) - 1) >= 0xFEu) {
+        return mt_f32_mul(a, b);  // zeros, subnormals, infinities, NaNs
+    }
+    const int32_t e = (int32_t)(a << 1 >> 24) + (int32_t)(b << 1 >> 24) - 128;
+    if ((uint32_t)e >= 0xFCu) {
+        return mt_f32_mul(a, b);  // the result may leave the normal range
+    }
+    uint32_t base = ((a ^ b) & SIGN) + ((uint32_t)e << 23);
+    const uint64_t p = (uint64_t)((a & FRAC_MASK) | HIDDEN) * ((b & FRAC_MASK) | HIDDEN);  // [2^46, 2^48)
+    uint32_t z = (uint32_t)(p >> 16);
+    if ((uint32_t)p << 16) {
+        z |= 1u;
+    }
+    if ((int32_t)z < 0) {  // product in [2, 4)
+        z = (z >> 1) | (z & 1u);
+        base += 1u << 23;
+    }
+    const uint32_t low = z & 0x7Fu;
+    z = (z + 0x40u) >> 7;
+    if (low == 0x40u) {
+        z &= ~1u;
+    }
+    return base + z;
+}
+
+int __eqsf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __nesf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __ltsf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __lesf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __gtsf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, -1);
+}
+
+int __gesf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, -1);
+}
+
+int __unordsf2(uint32_t a, uint32_t b) {
+    return mt_f32_un(a, b);
+}
+#endif
 
 #else
 typedef int mt_softfloat_unused_t;  // ISO C: a translation unit is not empty
