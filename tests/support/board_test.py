@@ -41,18 +41,17 @@ from microtrain_tools import flashimg
 from support import check_mcu
 from support.check_mcu import ROOT, qemu_run
 
-
-@dataclass(frozen=True)
-class BoardSpec:
-    arch: str  # the natmod arch `microtrain deploy --arch` copies
-    heap_kb: int  # GC heap of the board-mode firmware
+# The boards of make board-test, in order. What each one is (machine, natmod arch, microtrain
+# built in or not) is qemu_run.BOARDS's; its heap is that of test-mcu's training runs.
+BOARDS = ["m0", "m7", "rv32"]
 
 
-# The boards of make board-test, in order: one row each.
-BOARDS: dict[str, BoardSpec] = {
-    "m0": BoardSpec("armv6m", check_mcu.TRAIN_HEAP_KB["m0"]),
-    "m7": BoardSpec("armv7emdp", check_mcu.TRAIN_HEAP_KB["m7"]),
-}
+def deploy_args(board: str) -> list[str]:
+    """`microtrain deploy`'s package arguments: the natmod arch, or --builtin (rv32: the firmware
+    has microtrain built in, as an ESP32-C3 or RP2350 RISC-V firmware would)."""
+    b = qemu_run.BOARDS[board]
+    return ["--builtin"] if b.builtin else ["--arch", b.arch]
+
 
 WORK = ROOT / "build" / "qemu" / "board-test"
 RUNNERS = [ROOT / "tests" / "mp" / "train_runner.py", ROOT / "tests" / "mp" / "runner_lib.py"]
@@ -81,7 +80,7 @@ def build(boards: list[str]) -> None:
 
 
 def start(board: str, image: Path) -> qemu_run.SerialBoard:
-    sb = qemu_run.SerialBoard(board, image, heap=f"{BOARDS[board].heap_kb}k")
+    sb = qemu_run.SerialBoard(board, image, heap=f"{check_mcu.TRAIN_HEAP_KB[board]}k")
     sb.start()
     return sb
 
@@ -107,7 +106,7 @@ HOST_FILE = ("/data/hello.txt", b"written on the host by littlefs-python")
 RUN_SCRIPT = """import os, sys
 print("BOARD", sys.implementation._machine)
 print("HOST", open("/data/hello.txt").read())
-print("LIB", sorted(os.listdir("/lib")))
+print("ROOT", sorted(os.listdir("/")))
 import microtrain
 m = microtrain.load("model.mtm")
 print("MODEL", len(m.layers), "layers")
@@ -130,8 +129,7 @@ def check_board(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]], st
     sb = start(board, image)
     try:
         port = sb.port
-        dep = microtrain("deploy", "--port", port, "--arch", BOARDS[board].arch, "--model",
-                         str(work / "model.mtm"))
+        dep = microtrain("deploy", "--port", port, *deploy_args(board), "--model", str(work / "model.mtm"))
         res.deploy = dep.returncode == 0 and "microtrain native ok" in dep.stdout
         if not res.deploy:
             problems.append(_fail(f"{board} deploy", dep, sb))
@@ -140,8 +138,9 @@ def check_board(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]], st
         (bwork / "hello.py").write_text(RUN_SCRIPT)
         p = mpremote(port, "run", str(bwork / "hello.py"))
         want = f"BOARD microtrain-qemu-{board} with {qemu_run.BOARDS[board].cpu}"
-        res.run = (p.returncode == 0 and want in p.stdout.splitlines() and "'microtrain'" in p.stdout
-                   and f"HOST {HOST_FILE[1].decode()}" in p.stdout.splitlines())
+        lines = p.stdout.splitlines()
+        res.run = (p.returncode == 0 and want in lines and f"HOST {HOST_FILE[1].decode()}" in lines
+                   and any(ln.startswith("MODEL ") for ln in lines) and "'model.mtm'" in p.stdout)
         if not res.run:
             problems.append(_fail(f"{board} run", p, sb))
 
@@ -231,8 +230,10 @@ def powercut(board: str, work: Path, trained: bytes, runs: int, seed: int, probl
     pwork = WORK / f"powercut-{board}"
     shutil.rmtree(pwork, ignore_errors=True)
     pwork.mkdir(parents=True)
-    dist = board_tools.dist_dir(BOARDS[board].arch)
-    files = {f"/lib/{p.relative_to(dist)}": p.read_bytes() for p in dist.rglob("*.mpy")}
+    files = {}
+    if not qemu_run.BOARDS[board].builtin:  # the package as deploy puts it
+        dist = board_tools.dist_dir(qemu_run.BOARDS[board].arch)
+        files = {f"/lib/{p.relative_to(dist)}": p.read_bytes() for p in dist.rglob("*.mpy")}
     files["/model.mtm"] = (work / "model.mtm").read_bytes()
     files["/trained.mtm"] = trained
     image = flashimg.new_image(pwork / "flash.img", files)
@@ -303,8 +304,6 @@ def main(argv: list[str] | None = None) -> int:
     n_cuts = 0 if a.quick else a.powercut
     t0 = time.time()
     build(boards)
-    if not board_tools.dist_dir(BOARDS[boards[0]].arch).is_dir():
-        subprocess.run(["make", "-C", str(ROOT), "dist"], check=True, capture_output=True)
     WORK.mkdir(parents=True, exist_ok=True)
     work = check_mcu.training_setup()
     twin = check_mcu.twin_training(work, CHECK_CONFIG + 1, steps)

@@ -84,6 +84,21 @@ static int uart_getc(void) {
     return c;
 }
 
+__attribute__((unused)) static void uart_putc(int c) {  // board mode's output
+    while ((REG8(UART0 + 5) & 0x20u) == 0) {  // LSR: transmit holding register empty
+    }
+    REG8(UART0) = (uint8_t)c;
+}
+
+#if MT_PORT_BOARD
+// Board mode (ports/common/mtboard.c): the REPL's output goes out of the UART too.
+void mt_port_uart_tx(const char *str, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        uart_putc((unsigned char)str[i]);
+    }
+}
+#endif
+
 int mt_port_stdin_chr(void) {
     static bool started;
     if (!started) {
@@ -170,6 +185,10 @@ int main(void) {
         argv[argc++] = (char *)"firmware.elf";
     }
     argv[argc] = NULL;
+    #if MT_PORT_BOARD
+    int ret = mt_board_main(argc, argv, gc_heap, sizeof(gc_heap), (size_t)MT_HEAP_KB * 1024);
+    #else
     int ret = mt_port_main(argc, argv, gc_heap, sizeof(gc_heap), (size_t)MT_HEAP_KB * 1024);
+    #endif
     semi_exit(ret);
 }
