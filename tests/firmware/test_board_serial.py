@@ -6,16 +6,22 @@ a littlefs flash image made by littlefs-python: ``microtrain deploy --port`` put
 a model on its flash, ``mpremote run`` runs a host script there (which reads a file the host
 wrote into the image), one training step of the test-mcu runner runs on the board and saves its
 checkpoint to the flash, ``mpremote fs cp`` pulls it back, the host's littlefs reads the same
-bytes from the image, and they equal the float32 twin's checkpoint for the same step.
+bytes from the image, and they equal the float32 twin's checkpoint for the same step. And the
+port's own ``open`` / ``os`` on littlefs, exercised on the board, leave the tree the host's
+littlefs reads.
 """
 
 from __future__ import annotations
 
+import errno
 import shutil
+from pathlib import Path
 
 import pytest
 
+from microtrain_tools import flashimg
 from support import board_test, check_mcu
+from support.check_mcu import qemu_run
 
 BOARD = "m7"
 
@@ -35,3 +41,76 @@ def test_deploy_run_train_pull_over_the_serial_port() -> None:
     r = board_test.check_board(BOARD, work, twin, board_test.QUICK_STEPS, problems)
     assert problems == []
     assert (r.deploy, r.run, r.train, r.pull, r.identical) == (True, True, True, True, True)
+
+
+# The port's own open / os glue on littlefs (ports/common/mtlfs.c), exercised on the board; the
+# host's littlefs (another build of the same library) then reads the tree it left.
+GLUE_SCRIPT = """import os
+os.mkdir("d")
+os.chdir("d")
+print("CWD", os.getcwd())
+with open("t.txt", "w") as f:
+    f.write("one\\ntwo\\n")
+with open("t.txt", "a") as f:
+    f.write("three\\n")
+with open("t.txt") as f:
+    print("LINES", [ln for ln in f])
+with open("b.bin", "wb") as f:
+    f.write(bytes(range(200)))
+with open("b.bin", "r+b") as f:
+    f.seek(100)
+    f.write(b"XY")
+    f.seek(-2, 2)
+    print("TAIL", f.read(), f.tell())
+    f.flush()
+os.chdir("..")
+print("STAT", os.stat("d")[0] == 0x4000, os.stat("d/b.bin")[0] == 0x8000, os.stat("d/b.bin")[6])
+print("LIST", sorted(os.listdir("d")), sorted(e[0:2] for e in os.ilistdir("/d")))
+free0 = os.statvfs("/")[3]
+with open("d/big.bin", "wb") as f:
+    f.write(bytearray(5 * 4096))
+print("STATVFS", free0 - os.statvfs("/")[3] >= 5)
+with open("d/new.txt", "w") as f:
+    f.write("new")
+os.rename("d/new.txt", "d/t.txt")
+os.remove("d/big.bin")
+for bad in (lambda: os.rmdir("d"), lambda: os.remove("d"), lambda: open("nope.txt"),
+            lambda: os.chdir("d/t.txt")):
+    try:
+        bad()
+        print("NO ERROR")
+    except OSError as e:
+        print("ERRNO", e.errno)
+os.mkdir("e")
+os.rmdir("e")
+os.sync()
+print("DONE")
+"""
+
+
+def test_open_and_os_on_the_flash(tmp_path: Path) -> None:
+    board_test.build([BOARD])
+    image = flashimg.new_image(tmp_path / "flash.img")
+    (tmp_path / "glue.py").write_text(GLUE_SCRIPT)
+    with qemu_run.SerialBoard(BOARD, image) as sb:
+        p = board_test.mpremote(sb.port, "run", str(tmp_path / "glue.py"), timeout=120)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and lines[-1] == "DONE", p.stdout + p.stderr + sb.output()
+    assert lines[:-1] == [
+        "CWD /d",
+        "LINES ['one\\n', 'two\\n', 'three\\n']",
+        f"TAIL {bytes([198, 199])!r} 200",
+        "STAT True True 200",
+        "LIST ['b.bin', 't.txt'] [('b.bin', 32768), ('t.txt', 32768)]",
+        "STATVFS True",
+        *(f"ERRNO {e}" for e in (errno.ENOTEMPTY, errno.EISDIR, errno.ENOENT, errno.ENOTDIR)),
+    ]
+    fs = flashimg.mount(image)
+    assert sorted(fs.listdir("/")) == ["d"]
+    assert sorted(fs.listdir("/d")) == ["b.bin", "t.txt"]
+    with fs.open("/d/t.txt", "r") as f:
+        assert f.read() == "new"  # renamed over the old file
+    want = bytearray(range(200))
+    want[100:102] = b"XY"
+    with fs.open("/d/b.bin", "rb") as f:
+        assert f.read() == want

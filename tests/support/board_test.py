@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from littlefs.errors import LittleFSError
+
 from microtrain_tools import board as board_tools
 from microtrain_tools import flashimg
 from support import check_mcu
@@ -103,9 +105,12 @@ class BoardResult:
 
 
 HOST_FILE = ("/data/hello.txt", b"written on the host by littlefs-python")
+# main.py runs at power-on (friendly REPL mode; not after mpremote's soft resets into the raw REPL)
+MAIN_PY = ("/main.py", b"with open('/booted.txt', 'w') as f:\n    f.write('main.py ran')\n")
 RUN_SCRIPT = """import os, sys
 print("BOARD", sys.implementation._machine)
 print("HOST", open("/data/hello.txt").read())
+print("BOOT", open("/booted.txt").read())
 print("ROOT", sorted(os.listdir("/")))
 import microtrain
 m = microtrain.load("model.mtm")
@@ -125,7 +130,7 @@ def check_board(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]], st
     bwork = WORK / board
     shutil.rmtree(bwork, ignore_errors=True)
     bwork.mkdir(parents=True)
-    image = flashimg.new_image(bwork / "flash.img", dict([HOST_FILE]))
+    image = flashimg.new_image(bwork / "flash.img", dict([HOST_FILE, MAIN_PY]))
     sb = start(board, image)
     try:
         port = sb.port
@@ -140,6 +145,7 @@ def check_board(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]], st
         want = f"BOARD microtrain-qemu-{board} with {qemu_run.BOARDS[board].cpu}"
         lines = p.stdout.splitlines()
         res.run = (p.returncode == 0 and want in lines and f"HOST {HOST_FILE[1].decode()}" in lines
+                   and "BOOT main.py ran" in lines
                    and any(ln.startswith("MODEL ") for ln in lines) and "'model.mtm'" in p.stdout)
         if not res.run:
             problems.append(_fail(f"{board} run", p, sb))
@@ -203,8 +209,8 @@ print("LOADED", len(m.layers))
 class PowerCut:
     runs: int = 0
     ok: int = 0
-    a: int = 0  # the checkpoint found after the cut is model A's complete save
-    b: int = 0  # ... model B's
+    old: int = 0  # the checkpoint found after the cut is the last save the host saw complete
+    new: int = 0  # ... the save that was running (or one that completed unseen)
 
 
 def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> list[str]:
@@ -245,38 +251,46 @@ def powercut(board: str, work: Path, trained: bytes, runs: int, seed: int, probl
     for k in range(runs):
         out.runs += 1
         sb = start(board, image)
+        seen: list[str] = []
         try:
             proc = subprocess.Popen([board_tools.tool("mpremote"), "connect", sb.port, "run",
                                      str(pwork / "pc.py")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, stdin=subprocess.DEVNULL)
             try:
-                _read_until(proc, "SAVING", 300)
+                seen += _read_until(proc, "SAVING", 300)
                 if period == 0.0:  # the first run measures how long one save takes
                     t0 = time.monotonic()
-                    _read_until(proc, "SAVED 2", 300)
+                    seen += _read_until(proc, "SAVED 2", 300)
                     period = (time.monotonic() - t0) / 2
-                time.sleep(rng.uniform(0.0, 2.0 * period))
+                time.sleep(rng.uniform(0.0, 3.0 * period))
                 sb.power_cut()
             finally:
                 proc.kill()
-                proc.wait()
+                seen += (proc.communicate()[0] or "").splitlines()
+            saved = [int(ln.split()[1]) for ln in seen if ln.startswith("SAVED ")]
+            done = saved[-1] if saved else 0  # the saves the host saw complete
         except RuntimeError as e:
             problems.append(f"{board} power cut {k}: {e} | qemu: {sb.output()[-300:]}")
             sb.stop()
             continue
         if refs is None:
             refs = (flashimg.read_file(image, "/a.mtm"), flashimg.read_file(image, "/b.mtm"))
-        before = flashimg.read_file(image, "/ck.mtm")  # what the host's littlefs sees after the cut
+        try:  # what the host's littlefs sees after the cut
+            before = flashimg.read_file(image, "/ck.mtm")
+        except LittleFSError as e:
+            before = repr(e).encode()
         sb = start(board, image)
         try:
             chk = mpremote(sb.port, "run", str(pwork / "check.py"), "+", "fs", "cp", ":ck.mtm",
                            str(pwork / "ck.mtm"))
             loaded = chk.returncode == 0 and "LOADED" in chk.stdout
             got = (pwork / "ck.mtm").read_bytes() if loaded else b""
+            # save number n (from 1) writes B when n is odd, A when even; before any, ck is A
+            last = refs[done & 1]
             if loaded and got == before and got in refs:
                 out.ok += 1
-                out.a += got == refs[0]
-                out.b += got == refs[1]
+                out.old += got == last
+                out.new += got != last
             else:
                 problems.append(_fail(f"{board} power cut {k}: the checkpoint did not load or is neither "
                                       "complete save", chk, sb))
@@ -320,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         if share == 0:
             continue
         c = powercut(b, work, twin[CHECK_CONFIG][0], share, a.seed + i, problems)
-        print(f"powercut {b}: {c.ok}/{c.runs} loaded (model A {c.a}, model B {c.b})", flush=True)
+        print(f"powercut {b}: {c.ok}/{c.runs} loaded (the old checkpoint {c.old}, the new one {c.new})",
+              flush=True)
         cut.runs += c.runs
         cut.ok += c.ok
     for p in problems[:20]:
