@@ -98,8 +98,9 @@ def default_paths(board: str, arch: str | None = None) -> list[str]:
 
 def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), flt: str = "single",
              heap: str | None = None, paths: Sequence[str] | None = None, arch: str | None = None,
-             extra: Sequence[str] = (), interactive: bool = False) -> list[str]:
-    """The qemu-system-arm / -riscv32 command line; `extra` goes before -kernel (e.g. -plugin ...).
+             extra: Sequence[str] = (), interactive: bool = False, elf: Path | None = None) -> list[str]:
+    """The qemu-system-arm / -riscv32 command line; `extra` goes before -kernel (e.g. -plugin ...);
+    `elf`: another build of the board's firmware (default: firmware(board, flt)).
     interactive: the REPL on this terminal: input through the board's UART 0 (QEMU's serial0 with
     -nographic; Ctrl-A X quits QEMU), output on the semihosting console."""
     b = BOARDS[board]
@@ -116,7 +117,7 @@ def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), fl
     io = ["-nographic"] if interactive else ["-display", "none", "-monitor", "none", "-serial", "none"]
     return [b.qemu, "-M", b.machine, *b.extra, *io,
             "-semihosting-config", "enable=on,target=native", *extra,
-            "-kernel", str(firmware(board, flt)), "-append", " ".join(fw_args)]
+            "-kernel", str(elf or firmware(board, flt)), "-append", " ".join(fw_args)]
 
 
 def run(board: str, script: str, args: Sequence[str] = (), cwd: Path | str | None = None,

@@ -84,6 +84,15 @@ static int uart_getc(void) {
     return c;
 }
 
+// One character out of the UART (waits for room: LSR bit 5, THR empty). Not the
+// console today (that is semihosting's); for a REPL that lives on the UART alone.
+void mt_port_uart_putc(int c);
+void mt_port_uart_putc(int c) {
+    while ((REG8(UART0 + 5) & 0x20u) == 0) {
+    }
+    REG8(UART0) = (uint8_t)c;
+}
+
 int mt_port_stdin_chr(void) {
     static bool started;
     if (!started) {
