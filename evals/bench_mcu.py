@@ -270,7 +270,7 @@ def run_guest(board: Board | None, fmap: FirmwareMap | None, script: str, args: 
     qr.build_pylib()  # type: ignore[attr-defined]
     paths = [str(MP_DIR), *qr.default_paths(board.name, board.arch)]  # type: ignore[attr-defined]
     cmd = qr.qemu_cmd(board.name, str(MP_DIR / script), list(args), heap=f"{heap_kb}k",  # type: ignore
-                      paths=paths, extra=extra)
+                      paths=paths, extra=extra, elf=board.firmware)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=BUILD,
                        stdin=subprocess.DEVNULL)
     if p.returncode != 0 or "@res done 1" not in p.stdout:
@@ -291,6 +291,16 @@ def regions(run: Run) -> dict[str, list[list[int]]]:
         else:
             open_[name] = c
     return out
+
+
+RV32_LIBGCC = "rv32-libgcc"  # label of the rows of the rv32 firmware built with libgcc's soft float
+
+
+def rv32_libgcc_firmware() -> Path:
+    """The rv32 firmware built with libgcc's float routines (make -C ports/qemu/rv32 SOFTFLOAT=libgcc)."""
+    subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "qemu" / "rv32"), "SOFTFLOAT=libgcc"],
+                   check=True, capture_output=True)
+    return ROOT / "build" / "qemu" / "rv32-single-libgcc" / "firmware.elf"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -585,6 +595,14 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "kernels) on the M7 firmware, whose heap holds the buffers (the M0 board's does not); the",
         "same Thumb-1 code executes the same instructions on either core.",
         "",
+        "The rv32 rows run on the RV32IMC firmware (ports/qemu/rv32), whose kernels are built in",
+        "(user C module): *native* there counts the instructions of the functions compiled from",
+        "usermod/microtrain (found through the firmware's debug info), the same code a natmod holds.",
+        "rv32imc has no SIMD: its forward takes the scalar blocking of `MT_RV` (mt_dsp.h). Its float",
+        "arithmetic is the project's software float under libgcc's names; the rv32-libgcc rows are",
+        "the same firmware built with libgcc's instead (`make -C ports/qemu/rv32 SOFTFLOAT=libgcc`),",
+        "whose float routines count as *rest*, so compare their *call* column.",
+        "",
         *kernel_table(krows),
         "",
         "## Inference and training per sample",
@@ -593,7 +611,9 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "pool, conv3x3(32), pool, depthwise3x3, pointwise(32), pool, fc 288->32, fc 32->10) on",
         "Cortex-M7 (armv7emdp natmod), and the getting-started digits CNN (8x8x1, conv3x3(8), pool,",
         "fc 128->32, fc 32->10) on Cortex-M0 (armv6m natmod: no FPU, its float32 weight gradients",
-        "run natively in the project's software float, see below). Trainer in mixed mode,",
+        "run natively in the project's software float, see below), and the same digits runs on the",
+        "RV32IMC firmware (rv32: microtrain built in, the package frozen; rv32-libgcc: libgcc's soft",
+        "float, last:2 only). Trainer in mixed mode,",
         "SGD(lr=0.01, momentum=0.9), one",
         f"unmeasured warm-up sample, then {STEPS_B1} measured samples at batch 1 and 16 at batch 16",
         "(evals/mp/bench_train.py; *measured* = cold); the figures are means per sample. The M7",
@@ -653,7 +673,8 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         f"after {PREPASS} more samples (steady state); sparse01_bwd_cold: the same ratio of the cold",
         "rows (the first 8 samples after the warm-up); digits_last2:",
         "instructions per training sample of the digits CNN on M0 (last:2, batch 1); heap_last2:",
-        "peak heap in KB, transfer CNN last:2 on M7.",
+        "peak heap in KB, transfer CNN last:2 on M7; rv32: native instructions per MAC of the conv3x3",
+        "and fc forward kernels and digits_last2 on the RV32IMC firmware.",
         "",
     ]
     if meta.get("softfloat"):
@@ -708,7 +729,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     krows: list[KernelRow] = []
     meta: dict[str, str] = {"fmnist": origin, "heap_kb": str(bds["m7"].heap_kb)}
     kruns: dict[str, Run] = {}
-    for b in [b for b in ("m7", "m4", "rv32") if b in used]:
+    for b in [b for b in ("m7", "m4") if b in used]:
         rows, kruns[b] = bench_kernels(*brd(b))
         krows += rows
         print(f"kernels on {b}: done ({time.time() - t0:.0f} s)", flush=True)
@@ -719,6 +740,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows, _ = bench_kernels(Board(m7.name, m7.firmware, "armv6m", m7.heap_kb), fmaps["m7"])
         krows += [replace(r, board="m0") for r in rows]
         print(f"kernels on m0 (armv6m natmod): done ({time.time() - t0:.0f} s)", flush=True)
+    if "rv32" in used and not a.host:
+        rows, kruns["rv32"] = bench_kernels(*brd("rv32"))
+        krows += rows
+        print(f"kernels on rv32: done ({time.time() - t0:.0f} s)", flush=True)
     if not a.host and "m7" in kruns:
         empty = regions(kruns["m7"])["empty"][0]
         meta["marker_cost"] = f"{sum(empty):,}"
@@ -730,7 +755,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # sparse01_bwd's steady state (M7): the same 8 samples after one more pass over the data
     steady = [("all", 0.0, 1, PREPASS), ("all", 0.1, 1, PREPASS)]
     for bname, model in (("m7", "fmnist"), ("m0", "digits"), ("rv32", "digits")):
-        if bname not in used:
+        if bname not in used or (a.host and bname == "rv32"):  # rv32: the same host runs as m0
             continue
         for tr, sp, bt, pre in configs + (steady if bname == "m7" else []):
             r, run = bench_train(*brd(bname), model, tr, sp, bt, STEPS_B1 if bt == 1 else bt,
@@ -744,6 +769,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                   flush=True)
             if r:
                 trows.append(r)
+    if not a.host and "rv32" in used:
+        # the rv32 firmware again with libgcc's soft float in place of the project's (SOFTFLOAT=libgcc)
+        lg = replace(bds["rv32"], firmware=rv32_libgcc_firmware())
+        lg_map = firmware_map(lg.firmware, BUILD / "rv32-libgcc.map")
+        rows, _ = bench_kernels(lg, lg_map)
+        krows += [replace(r, board=RV32_LIBGCC) for r in rows if r.kernel == "gw_f32"]
+        r, _ = bench_train(lg, lg_map, "digits", "last:2", 0.0, 1, STEPS_B1, lg.heap_kb)
+        if r:
+            trows.append(replace(r, board=RV32_LIBGCC))
+            print(f"{RV32_LIBGCC} digits last:2: {r.total:,.0f} instr/sample ({time.time() - t0:.0f} s)",
+                  flush=True)
     if not a.host and not a.boards:
         # repeatability: the same runs again must give the same count at every marker
         pairs = [(kruns["m7"], bench_kernels(*brd("m7"))[1])]

@@ -101,8 +101,9 @@ def default_paths(board: str, arch: str | None = None) -> list[str]:
 
 def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), flt: str = "single",
              heap: str | None = None, paths: Sequence[str] | None = None, arch: str | None = None,
-             extra: Sequence[str] = (), interactive: bool = False) -> list[str]:
-    """The qemu-system-arm / -riscv32 command line; `extra` goes before -kernel (e.g. -plugin ...).
+             extra: Sequence[str] = (), interactive: bool = False, elf: Path | None = None) -> list[str]:
+    """The qemu-system-arm / -riscv32 command line; `extra` goes before -kernel (e.g. -plugin ...);
+    `elf`: another build of the board's firmware (default: firmware(board, flt)).
     interactive: the REPL on this terminal: input through the board's UART 0 (QEMU's serial0 with
     -nographic; Ctrl-A X quits QEMU), output on the semihosting console."""
     b = BOARDS[board]
@@ -119,7 +120,7 @@ def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), fl
     io = ["-nographic"] if interactive else ["-display", "none", "-monitor", "none", "-serial", "none"]
     return [b.qemu, "-M", b.machine, *b.extra, *io,
             "-semihosting-config", "enable=on,target=native", *extra,
-            "-kernel", str(firmware(board, flt)), "-append", " ".join(fw_args)]
+            "-kernel", str(elf or firmware(board, flt)), "-append", " ".join(fw_args)]
 
 
 def board_cmd(board: str, image: Path | str, heap: str | None = None, flt: str = "single") -> list[str]:

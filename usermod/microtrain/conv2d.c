@@ -901,6 +901,36 @@ static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect
     }
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
+#elif MT_RV
+// RISC-V: the same sums from byte loads (no packed multiply-add; an unaligned
+// word costs four byte loads there): per position two e bytes, four x bytes,
+// eight multiplies and adds.
+static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t sh, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    const int8_t *ep = e + (sh >> 3);  // the pair: bytes 0 and 2, or 1 and 3
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const int8_t *pe = ep + ei, *px = x + xi;
+            const int32_t ea = pe[0], eb = pe[2];
+            int32_t t = px[0];
+            s0 += ea * t;
+            s4 += eb * t;
+            t = px[1];
+            s1 += ea * t;
+            s5 += eb * t;
+            t = px[2];
+            s2 += ea * t;
+            s6 += eb * t;
+            t = px[3];
+            s3 += ea * t;
+            s7 += eb * t;
+        }
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
 #else
 static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t sh, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
@@ -1585,6 +1615,59 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
 // acc[pos, 0..nc) += mult * sum over the nq packed quads of e[pos, quad] . wp.
 // qoff: 4 channel offsets per quad; only the first is used when the quad's
 // channels are consecutive (one word load), all four when gather is set.
+#if MT_RV
+// RISC-V (no packed multiply-add): the packed weights unpacked once per call
+// into halfwords, [quad][ci][oc 0..3], then per position and quad four e
+// bytes, sixteen halfword loads, sixteen multiplies and adds.
+static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
+                               const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult, int gather) {
+    int16_t wu[16 * MT_GI_QUADS];
+    for (int32_t q = 0; q < nq; ++q) {
+        for (int32_t c = 0; c < 4; ++c) {
+            int16_t *u = wu + 16 * q + 4 * c;
+            const uint32_t a = wp[8 * q + c], b = wp[8 * q + 4 + c];  // oc 0, 2 / oc 1, 3
+            u[0] = (int16_t)mt_lo16(a);
+            u[1] = (int16_t)mt_lo16(b);
+            u[2] = (int16_t)mt_hi16(a);
+            u[3] = (int16_t)mt_hi16(b);
+        }
+    }
+    int32_t eo = 0, ao = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+        int32_t ei = eo, ai = ao;
+        for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
+            int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            const int8_t *ep = e + ei;
+            const int16_t *u = wu;
+            for (int32_t q = 0; q < nq; ++q, u += 16) {
+                const int32_t *o = qoff + 4 * q;
+                int32_t e0, e1, e2, e3;
+                if (gather) {
+                    e0 = ep[o[0]], e1 = ep[o[1]], e2 = ep[o[2]], e3 = ep[o[3]];
+                } else {
+                    const int8_t *eq = ep + o[0];
+                    e0 = eq[0], e1 = eq[1], e2 = eq[2], e3 = eq[3];
+                }
+                s0 += e0 * u[0] + e1 * u[1] + e2 * u[2] + e3 * u[3];
+                s1 += e0 * u[4] + e1 * u[5] + e2 * u[6] + e3 * u[7];
+                s2 += e0 * u[8] + e1 * u[9] + e2 * u[10] + e3 * u[11];
+                s3 += e0 * u[12] + e1 * u[13] + e2 * u[14] + e3 * u[15];
+            }
+            int32_t *a = acc + ai;
+            a[0] += s0 * mult;
+            if (nc > 1) {
+                a[1] += s1 * mult;
+                if (nc > 2) {
+                    a[2] += s2 * mult;
+                    if (nc > 3) {
+                        a[3] += s3 * mult;
+                    }
+                }
+            }
+        }
+    }
+}
+#else
 static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
                                const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult, int gather) {
     int32_t eo = 0, ao = 0;
@@ -1636,6 +1719,8 @@ static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *
         }
     }
 }
+
+#endif
 
 // The tap's valid output rectangle and its e / acc bases (offsets of the
 // first position; 0 when empty).

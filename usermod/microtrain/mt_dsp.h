@@ -30,7 +30,8 @@
 // multiply and an add per MAC, 31 registers, loads with immediate offsets
 // only): the dense dot products of the forward take their own blocking
 // (conv2d.c, linear.c), more accumulators per loaded byte and four taps per
-// step, so that each pointer moves once per four bytes. MT_FORCE_RV_PATH
+// step, so that each pointer moves once per four bytes; conv2d's backward
+// blocks read bytes and unpacked halfword weights, not packed words. MT_FORCE_RV_PATH
 // builds the same code on the host (C driver under the sanitizers).
 #if defined(__riscv) || defined(MT_FORCE_RV_PATH)
 #define MT_RV 1

@@ -11,7 +11,9 @@
 // or from a value carrying a sticky bit (set when any lower bit was lost),
 // so rounding to nearest-even is exact.
 #include <stdint.h>
-#include "mt_quant.h"  // MT_SOFT_FLOAT by default where an arch asks for it (RISC-V without FPU)
+#if defined(__riscv)
+#include "mt_quant.h"  // MT_SOFT_FLOAT by default on RISC-V without an FPU
+#endif
 
 #if defined(MT_SOFT_FLOAT) || defined(MT_SOFT_FLOAT_TEST)
 

@@ -84,17 +84,20 @@ static int uart_getc(void) {
     return c;
 }
 
-__attribute__((unused)) static void uart_putc(int c) {  // board mode's output
-    while ((REG8(UART0 + 5) & 0x20u) == 0) {  // LSR: transmit holding register empty
+// One character out of the UART (waits for room: LSR bit 5, THR empty): the
+// REPL's output in board mode (BOARDMODE=1, ports/common/mtboard.c); otherwise
+// the console is semihosting's.
+void mt_port_uart_putc(int c);
+void mt_port_uart_putc(int c) {
+    while ((REG8(UART0 + 5) & 0x20u) == 0) {
     }
     REG8(UART0) = (uint8_t)c;
 }
 
 #if MT_PORT_BOARD
-// Board mode (ports/common/mtboard.c): the REPL's output goes out of the UART too.
 void mt_port_uart_tx(const char *str, size_t len) {
     for (size_t i = 0; i < len; i++) {
-        uart_putc((unsigned char)str[i]);
+        mt_port_uart_putc((unsigned char)str[i]);
     }
 }
 #endif
