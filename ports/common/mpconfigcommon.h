@@ -42,7 +42,17 @@
 #define MICROPY_PY_IO                   (0)
 #define MICROPY_PY_UCTYPES              (0)
 #define MICROPY_PY_SYS_STDFILES         (1)
+#if MT_PORT_BOARD
+// Board mode: Ctrl-C on the UART interrupts a running program, as on a board;
+// mtboard.c looks at the UART every few dozen branches of the VM (no interrupt
+// handler), keeping what else arrived for the REPL.
+#define MICROPY_KBD_EXCEPTION           (1)
+void mt_board_poll(void);
+#define MICROPY_VM_HOOK_LOOP            mt_board_poll();
+#define MICROPY_VM_HOOK_RETURN          mt_board_poll();
+#else
 #define MICROPY_KBD_EXCEPTION           (0)
+#endif
 
 #define MP_STATE_PORT MP_STATE_VM
 

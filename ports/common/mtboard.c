@@ -4,7 +4,7 @@
 // the session loop is a board's: boot.py, then main.py (friendly REPL only),
 // then the REPL, whose raw mode and raw-paste mode are what mpremote drives;
 // Ctrl-D (or sys.exit) soft-resets: a fresh heap and interpreter, the flash
-// mounted again, "MPY: soft reboot" on the UART.
+// mounted again, "MPY: soft reboot" on the UART; Ctrl-C interrupts a program.
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +16,41 @@
 #include "mtport.h"
 
 #if MT_PORT_BOARD
+
+// Ctrl-C: while a program runs, the VM calls mt_board_poll at its branches;
+// every MT_POLL_EVERY-th call looks at the UART. Ctrl-C schedules a
+// KeyboardInterrupt; anything else waits in mt_rx for the REPL (and stays in
+// the UART, whose sender QEMU holds back, when mt_rx is full).
+#define MT_POLL_EVERY 64
+#define MT_RX_SIZE 256
+static uint8_t mt_rx[MT_RX_SIZE];
+static uint32_t mt_rx_head, mt_rx_tail;
+
+void mt_board_poll(void) {
+    static unsigned calls;
+    if (++calls < MT_POLL_EVERY) {
+        return;
+    }
+    calls = 0;
+    while (mt_rx_head - mt_rx_tail < MT_RX_SIZE) {
+        int c = mt_port_uart_rx();
+        if (c < 0) {
+            break;
+        }
+        if (c == mp_interrupt_char) {
+            mp_sched_keyboard_interrupt();
+        } else {
+            mt_rx[mt_rx_head++ % MT_RX_SIZE] = (uint8_t)c;
+        }
+    }
+}
+
+int mt_board_stdin_chr(void) {
+    if (mt_rx_head != mt_rx_tail) {
+        return mt_rx[mt_rx_tail++ % MT_RX_SIZE];
+    }
+    return mt_port_stdin_chr();
+}
 
 static int mt_board_usage(void) {
     mp_hal_stdout_tx_str("usage: [-X heapsize=N[k|m]] [-f FLASH.img -B BLOCK_SIZE]\r\n");

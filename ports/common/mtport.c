@@ -47,7 +47,9 @@
 // stdio HAL: fd 0 / 1 (the semihosting console on the boards).
 
 int mp_hal_stdin_rx_chr(void) {
-    #if MT_PORT_SEMIHOSTING
+    #if MT_PORT_BOARD
+    return mt_board_stdin_chr();
+    #elif MT_PORT_SEMIHOSTING
     int c = mt_port_stdin_chr();
     return c < 0 ? CHAR_CTRL_D : c;
     #else

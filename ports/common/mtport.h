@@ -18,8 +18,12 @@ int mt_port_stdin_chr(void);
 #endif
 
 #if MT_PORT_BOARD
-// Board mode (mtboard.c): REPL output to the board's UART, provided by each port.
+// Board mode (mtboard.c): REPL output to the board's UART and one received
+// character without waiting (-1: none), provided by each port.
 void mt_port_uart_tx(const char *str, size_t len);
+int mt_port_uart_rx(void);
+// The REPL's input: what mt_board_poll kept while a program ran, then the UART.
+int mt_board_stdin_chr(void);
 // The board's session loop (never returns): `[-X heapsize=N] [-f FLASH.img -B BLOCK_SIZE]`.
 int mt_board_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap_default);
 #endif

@@ -104,6 +104,11 @@ int mt_port_stdin_chr(void) {
 }
 
 #if MT_PORT_BOARD
+int mt_port_uart_rx(void) {
+    uart_start();
+    return uart_rx();
+}
+
 void mt_port_uart_tx(const char *str, size_t len) {
     uart_start();
     for (size_t i = 0; i < len; i++) {

@@ -114,3 +114,13 @@ def test_open_and_os_on_the_flash(tmp_path: Path) -> None:
     want[100:102] = b"XY"
     with fs.open("/d/b.bin", "rb") as f:
         assert f.read() == want
+
+
+def test_ctrl_c_stops_a_running_main_py(tmp_path: Path) -> None:
+    """main.py runs at power-on and never ends; mpremote's Ctrl-C stops it, as on a board, and
+    the board answers (the loop's counter shows main.py had been running)."""
+    board_test.build([BOARD])
+    image = flashimg.new_image(tmp_path / "flash.img", {"/main.py": b"n = 0\nwhile True:\n    n += 1\n"})
+    with qemu_run.SerialBoard(BOARD, image) as sb:
+        p = board_test.mpremote(sb.port, "resume", "exec", "print('ALIVE', n > 1000)", timeout=60)
+    assert p.returncode == 0 and p.stdout.splitlines() == ["ALIVE True"], p.stdout + p.stderr + sb.output()

@@ -95,6 +95,10 @@ void mt_port_uart_putc(int c) {
 }
 
 #if MT_PORT_BOARD
+int mt_port_uart_rx(void) {
+    return uart_getc();
+}
+
 void mt_port_uart_tx(const char *str, size_t len) {
     for (size_t i = 0; i < len; i++) {
         mt_port_uart_putc((unsigned char)str[i]);
