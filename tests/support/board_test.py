@@ -150,7 +150,7 @@ def check_board(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]], st
         if not res.run:
             problems.append(_fail(f"{board} run", p, sb))
 
-        tag = f"{board}-{CHECK_CONFIG}"
+        tag = f"serial-{board}-{CHECK_CONFIG}"  # not test-mcu's names in the shared folder
         cfg = check_mcu._train_cfg(work, tag, check_mcu.TRAIN_CONFIGS[CHECK_CONFIG], steps)
         p = mpremote(port, "fs", "cp", *map(str, RUNNERS), str(work / cfg), str(work / "x.bin"), ":")
         if p.returncode != 0:
