@@ -280,7 +280,7 @@ def powercut(board: str, work: Path, trained: bytes, runs: int, seed: int, probl
         try:  # what the host's littlefs sees after the cut
             before = flashimg.read_file(image, "/ck.mtm")
             out.mid_write += "ck.mtm.tmp" in flashimg.listdir(image)
-        except LittleFSError as e:
+        except (LittleFSError, OSError) as e:
             before = repr(e).encode()
         sb = start(board, image)
         try:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from littlefs import LittleFS, UserContext
+from littlefs.errors import LittleFSError
 
 __all__ = ["BLOCK_COUNT", "BLOCK_SIZE", "listdir", "mount", "new_image", "read_file"]
 
@@ -56,7 +57,11 @@ def mount(path: Path | str, block_size: int = BLOCK_SIZE) -> LittleFS:
 def read_file(path: Path | str, name: str) -> bytes:
     """The bytes of file `name` in the image (FileNotFoundError if it has none)."""
     fs = mount(path)  # held while the file is open: the binding frees its state with the object
-    with fs.open(name, "rb") as f:
+    try:
+        f = fs.open(name, "rb")
+    except (FileNotFoundError, LittleFSError):
+        raise FileNotFoundError(f"{path}: no file {name}") from None
+    with f:
         return bytes(f.read())
 
 
@@ -79,6 +84,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("name")
     g.add_argument("out")
     a = ap.parse_args(argv)
+    try:
+        _run(a)
+    except (ValueError, OSError, LittleFSError) as e:
+        print(f"flashimg: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run(a: argparse.Namespace) -> None:
     if a.cmd == "new":
         files = {}
         for spec in a.files:
@@ -91,7 +105,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(name)
     else:
         Path(a.out).write_bytes(read_file(a.image, a.name))
-    return 0
 
 
 if __name__ == "__main__":
