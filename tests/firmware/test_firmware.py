@@ -289,6 +289,18 @@ def test_riscv_firmware_compile(arch: str, soft: bool, fw_frozen: tuple[Path, st
     assert not bad, f"{arch}: globals without the mt_ prefix: {bad}"
 
 
+def test_natmod_rv32imc_says_what_the_core_lacks() -> None:
+    """The 1.23 core links no rv32imc natmod: `make natmod ARCH=rv32imc` stops, naming what is
+    missing and the way out (MPY_DIR, or the user C module), and builds nothing."""
+    out = ROOT / "build" / "natmod" / "rv32imc" / "_microtrain.mpy"
+    p = subprocess.run(["make", "-s", "natmod", "ARCH=rv32imc"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode != 0 and not out.exists()
+    msg = p.stderr
+    assert "ARCH=rv32imc is not supported by the MicroPython core" in msg, msg
+    assert "mpy_ld.py" in msg and "MPY_DIR=" in msg and "user C module" in msg, msg
+
+
 # --------------------------------------------------------------------------
 # manifests
 
