@@ -21,7 +21,7 @@
 // cores) run the float kernels on the project's software float by default,
 // under libgcc's names (mt_softfloat.h, MT_SOFT_FLOAT_LIBGCC): it stands in
 // for libgcc's own, faster and with the same bits. -DMT_NO_SOFT_FLOAT keeps
-// libgcc's.
+// libgcc's (firmware only: a natmod cannot link it).
 #if defined(__riscv) && !defined(__riscv_flen) && !defined(MT_SOFT_FLOAT) && !defined(MT_NO_SOFT_FLOAT)
 #define MT_SOFT_FLOAT 1
 #define MT_SOFT_FLOAT_LIBGCC 1
@@ -39,8 +39,9 @@
 #define MT_HAS_FLOAT 0
 #endif
 
-// RISC-V with an FPU (the F extension, e.g. rv32imafc): the float kernels on it.
-#if defined(__riscv) && defined(__riscv_flen) && !defined(MT_FORCE_NO_FLOAT)
+// RISC-V: the float kernels always, on the FPU (the F extension), on the
+// software float above, or on libgcc's (MT_NO_SOFT_FLOAT).
+#if defined(__riscv) && !defined(MT_FORCE_NO_FLOAT)
 #undef MT_HAS_FLOAT
 #define MT_HAS_FLOAT 1
 #endif
