@@ -175,8 +175,7 @@ static const char *mt_lfs_path(const char *path, char *out) {
             if (len == 0 || (len == 1 && p[0] == '.')) {
                 // nothing
             } else if (len == 2 && p[0] == '.' && p[1] == '.') {
-                while (n > 0 && out[n] != '/') {
-                    n--;
+                while (n > 0 && out[--n] != '/') {  // back to the last "/" (the root stays)
                 }
             } else {
                 if (n + 1 + len + 1 > MICROPY_ALLOC_PATH_MAX) {

@@ -43,6 +43,8 @@ def test_deploy_run_train_pull_over_the_serial_port() -> None:
     assert (r.deploy, r.run, r.train, r.pull, r.identical) == (True, True, True, True, True)
 
 
+TEXT = "one\ntwo\nthree\n"  # what GLUE_SCRIPT writes to d/t.txt, in two steps
+
 # The port's own open / os glue on littlefs (ports/common/mtlfs.c), exercised on the board; the
 # host's littlefs (another build of the same library) then reads the tree it left.
 GLUE_SCRIPT = """import os
@@ -63,7 +65,13 @@ with open("b.bin", "r+b") as f:
     f.seek(-2, 2)
     print("TAIL", f.read(), f.tell())
     f.flush()
+os.mkdir("sub")
+os.chdir("sub")
 os.chdir("..")
+print("CWD", os.getcwd(), len(open("./sub/../../d/t.txt").read()))
+os.rmdir("sub")
+os.chdir("..")
+print("CWD", os.getcwd())
 print("STAT", os.stat("d")[0] == 0x4000, os.stat("d/b.bin")[0] == 0x8000, os.stat("d/b.bin")[6])
 print("LIST", sorted(os.listdir("d")), sorted(e[0:2] for e in os.ilistdir("/d")))
 free0 = os.statvfs("/")[3]
@@ -100,6 +108,8 @@ def test_open_and_os_on_the_flash(tmp_path: Path) -> None:
         "CWD /d",
         "LINES ['one\\n', 'two\\n', 'three\\n']",
         f"TAIL {bytes([198, 199])!r} 200",
+        f"CWD /d {len(TEXT)}",
+        "CWD /",
         "STAT True True 200",
         "LIST ['b.bin', 't.txt'] [('b.bin', 32768), ('t.txt', 32768)]",
         "STATVFS True",
