@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import errno
 import shutil
+import time
 from pathlib import Path
 
 import pytest
+import serial  # pyserial: mpremote's own dependency
 
 from microtrain_tools import flashimg
 from support import board_test, check_mcu
@@ -134,3 +136,52 @@ def test_ctrl_c_stops_a_running_main_py(tmp_path: Path) -> None:
     with qemu_run.SerialBoard(BOARD, image) as sb:
         p = board_test.mpremote(sb.port, "resume", "exec", "print('ALIVE', n > 1000)", timeout=60)
     assert p.returncode == 0 and p.stdout.splitlines() == ["ALIVE True"], p.stdout + p.stderr + sb.output()
+
+
+def _read_until(port: serial.Serial, end: bytes, timeout: float = 20) -> bytes:
+    data = b""
+    t0 = time.monotonic()
+    while not data.endswith(end):
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"no {end!r} from the board; got {data!r}")
+        data += port.read(1)
+    return data
+
+
+def _read_n(port: serial.Serial, n: int, timeout: float = 20) -> bytes:
+    data = b""
+    t0 = time.monotonic()
+    while len(data) < n and time.monotonic() - t0 < timeout:
+        data += port.read(n - len(data))
+    return data
+
+
+def test_repl_protocol_on_the_uart(tmp_path: Path) -> None:
+    """What mpremote relies on, byte by byte on the serial port: the friendly REPL's banner and
+    "\\r\\n" line ends, Ctrl-A to the raw REPL, raw-paste mode (Ctrl-E A Ctrl-A: "R\\x01" and a
+    flow-control window), Ctrl-D in the raw REPL: a soft reset that keeps the flash and clears
+    the interpreter."""
+    board_test.build([BOARD])
+    image = flashimg.new_image(tmp_path / "flash.img")
+    with qemu_run.SerialBoard(BOARD, image) as sb, serial.Serial(sb.port, timeout=0.2) as port:
+        port.write(b"\r")
+        _read_until(port, b">>> ")
+        port.write(b"x = 6 * 7\rprint(x)\r")
+        assert _read_until(port, b"42\r\n>>> ").endswith(b">>> print(x)\r\n42\r\n>>> ")
+        port.write(b"\x01")
+        _read_until(port, b"raw REPL; CTRL-B to exit\r\n>")
+        port.write(b"\x05A\x01")
+        assert _read_n(port, 2) == b"R\x01"  # raw paste understood
+        window = int.from_bytes(_read_n(port, 2), "little")
+        assert _read_n(port, 1) == b"\x01" and window > 0
+        code = b"open('kept.txt', 'w').write('on flash')\nprint(x + 1)\n"
+        assert len(code) <= window
+        port.write(code + b"\x04")
+        out = _read_until(port, b"\x04>", timeout=30)
+        assert out == b"\x0443\r\n\x04\x04>", out  # end of input acknowledged, stdout, no error
+        port.write(b"\x04")  # Ctrl-D at the raw prompt: soft reset
+        out = _read_until(port, b"raw REPL; CTRL-B to exit\r\n>")
+        assert out.startswith(b"OK\r\nMPY: soft reboot\r\n"), out
+        port.write(b"print(open('kept.txt').read(), 'x' in globals())\x04")
+        out = _read_until(port, b"\x04>", timeout=30)
+        assert out == b"OKon flash False\r\n\x04\x04>", out
