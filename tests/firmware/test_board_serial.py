@@ -6,9 +6,10 @@ a littlefs flash image made by littlefs-python: ``microtrain deploy --port`` put
 a model on its flash, ``mpremote run`` runs a host script there (which reads a file the host
 wrote into the image), one training step of the test-mcu runner runs on the board and saves its
 checkpoint to the flash, ``mpremote fs cp`` pulls it back, the host's littlefs reads the same
-bytes from the image, and they equal the float32 twin's checkpoint for the same step. And the
+bytes from the image, and they equal the float32 twin's checkpoint for the same step. And: the
 port's own ``open`` / ``os`` on littlefs, exercised on the board, leave the tree the host's
-littlefs reads.
+littlefs reads; mpremote's Ctrl-C stops a main.py that never ends; the REPL protocol mpremote
+relies on (raw REPL, raw paste, Ctrl-D soft reset), byte by byte.
 """
 
 from __future__ import annotations
