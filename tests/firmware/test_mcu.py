@@ -112,25 +112,19 @@ def test_training_equals_the_twin(twin_runs: tuple[Path, dict[int, tuple[bytes, 
 
 
 def test_twin_differs_from_double_host(twin_runs: tuple[Path, dict[int, tuple[bytes, bytes]]]) -> None:
-    """The same runs on the double-float build of the same port: some checkpoint must differ,
-    else the board == twin comparison above could not tell single from double floats."""
-    work, twin = twin_runs
+    """Every training config on the twin and on the double-float build of the same port: some
+    checkpoint must differ, else the board == twin comparison above could not tell single from
+    double floats. All configs, not only the quick ones: whether a given config's few float
+    roundings change a checkpoint depends on the model, which torch trains slightly differently
+    on different CPUs."""
+    work, _ = twin_runs
     # the build folder of tests/test_firmware.py's double-float port (same sources and flags):
     # no second build when that test ran first
     build = ROOT / "build" / "fwport" / "double"
     proc = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "host"), "FLOAT=double",
                            f"BUILD={build}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    exe = build / "micropython-fw"
-    differ = 0
-    for i in twin:
-        tag = f"double{i}"
-        check_mcu._clear(work, tag)
-        name = check_mcu._train_cfg(work, tag, check_mcu.TRAIN_CONFIGS[i], 8)
-        p = subprocess.run([str(exe), "-X", "heapsize=256k", "-p", str(qemu_run.PYLIB),
-                            str(check_mcu.TRAIN_RUNNER), name], cwd=work, capture_output=True, text=True,
-                           timeout=300)
-        got = check_mcu._outputs(work, tag)
-        assert p.returncode == 0 and got is not None, p.stdout + p.stderr
-        differ += got[0] != twin[i][0]
-    assert differ > 0
+    n = len(check_mcu.TRAIN_CONFIGS)
+    single = check_mcu.twin_training(work, n, steps=8, prefix="single")
+    double = check_mcu.twin_training(work, n, steps=8, exe=build / "micropython-fw", prefix="double")
+    assert any(single[i][0] != double[i][0] for i in range(n))

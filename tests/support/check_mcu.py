@@ -312,14 +312,16 @@ def _clear(work: Path, tag: str) -> None:
         (work / f"{tag}{suffix}").unlink(missing_ok=True)
 
 
-def twin_training(work: Path, n_configs: int, steps: int) -> dict[int, tuple[bytes, bytes]]:
+def twin_training(work: Path, n_configs: int, steps: int, exe: Path = TWIN, prefix: str = "twin"
+                  ) -> dict[int, tuple[bytes, bytes]]:
+    """The first n_configs of TRAIN_CONFIGS on a host build of the port (default: the float32 twin)."""
     out = {}
     model = (work / "model.mtm").read_bytes()
     for i, cfg in enumerate(TRAIN_CONFIGS[:n_configs]):
-        tag = f"twin{i}"
+        tag = f"{prefix}{i}"
         _clear(work, tag)
         name = _train_cfg(work, tag, cfg, steps)
-        p = subprocess.run([str(TWIN), "-X", "heapsize=256k", "-p", str(qemu_run.PYLIB),
+        p = subprocess.run([str(exe), "-X", "heapsize=256k", "-p", str(qemu_run.PYLIB),
                             str(TRAIN_RUNNER), name], cwd=work, capture_output=True, text=True, timeout=600)
         got = _outputs(work, tag)
         if p.returncode != 0 or got is None:
