@@ -28,20 +28,32 @@ import torch.nn as nn
 from microtrain_tools import board, mtm, paths
 from microtrain_tools import convert as cv
 
-# the heap in pieces of HOLE bytes: a small object kept between them, until nothing fits
+# the heap in pieces of `hole` bytes: filled with blocks of that size, the gaps left with smaller
+# ones (the list preallocated: its growth would need a block too), then every other block freed,
+# so each free piece lies between two live blocks
 FRAGMENT = """
 import gc
 def fragment(hole):
-    keep, holes = [], []
-    try:
-        while True:
-            keep.append(bytearray(1000))
-            holes.append(bytearray(hole))
-    except MemoryError:
-        pass
-    holes = None
     gc.collect()
-    return keep
+    chunks, fill = [None] * 256, [None] * 4096
+    k = j = 0
+    for n in (hole, 4096, 256, 16):
+        try:
+            while k < 256 and j < 4096:
+                b = bytearray(n)
+                if n == hole:
+                    chunks[k] = b
+                    k += 1
+                else:
+                    fill[j] = b
+                    j += 1
+        except MemoryError:
+            pass
+        b = None
+    for i in range(0, k, 2):
+        chunks[i] = None
+    gc.collect()
+    return chunks, fill
 
 def fits(n):
     try:
@@ -139,7 +151,7 @@ def _kb(msg: str, pattern: str) -> float:
 
 def test_fragmented_heap_trainer_error(tmp_path: Path) -> None:
     path, _ = _mlp(tmp_path)
-    p = _run(TRAINER % {"model": str(path), "hole": 30000}, "400k", tmp_path)
+    p = _run(TRAINER % {"model": str(path), "hole": 30000}, "640k", tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "NO-ERROR" not in p.stdout
     msg = p.stdout.split("MSG ", 1)[1].splitlines()[0]
@@ -168,7 +180,7 @@ def test_model_file_larger_than_the_largest_block(tmp_path: Path) -> None:
     offset = image.index(data)
     x = np.random.default_rng(1).integers(-128, 128, 256, dtype=np.int8)
     p = _run(LOAD % {"model": str(path), "image": str(tmp_path / "flash.romfs"), "hole": 30000,
-                     "offset": offset, "size": len(data), "x": x.tobytes()}, "320k", tmp_path)
+                     "offset": offset, "size": len(data), "x": x.tobytes()}, "400k", tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "NO-ERROR" not in p.stdout
     msg = p.stdout.split("MSG ", 1)[1].splitlines()[0]
