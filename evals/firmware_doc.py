@@ -58,14 +58,12 @@ class Build:
 
 # firmware with microtrain built in (user C module + frozen package); other branches add theirs here
 BUILDS = (
-    Build("m0", "Cortex-M0, no FPU (as an RP2040)", "build/qemu/m0-single-builtin",
-          "make -C ports/qemu BOARD=m0 BUILTIN=1"),
-    Build("m0fw", "Cortex-M0, no FPU, the M0 firmware variant with microtrain built in",
-          "build/qemu/m0fw-single", "make firmware-mcu"),
-    Build("m7", "Cortex-M7, double-precision FPU", "build/qemu/m7-single-builtin",
+    Build("m0fw", "Cortex-M0, no FPU (as an RP2040): the m0 board with microtrain built in",
+          "build/qemu/m0-single-builtin", "make -C ports/qemu BOARD=m0 BUILTIN=1"),
+    Build("m7 BUILTIN=1", "Cortex-M7, double-precision FPU", "build/qemu/m7-single-builtin",
           "make -C ports/qemu BOARD=m7 BUILTIN=1"),
     Build("rv32", "RV32IMC, no FPU (as an ESP32-C3 / RP2350 RISC-V)", "build/qemu/rv32-single",
-          "make firmware-mcu"),
+          "make -C ports/qemu/rv32"),
 )
 
 # kept input sections that occupy flash (the .data image is copied from flash at boot)

@@ -22,7 +22,7 @@ def _has(arch: str) -> bool:
 
 
 @pytest.mark.parametrize(("arch", "needle"), [("xtensawin", "xtensa-esp32-elf-gcc is not on PATH"),
-                                              ("rv32imc", "has no rv32imc natmod support")])
+                                              ("rv32imc", "rv32imc")])
 def test_optional_arch_builds_or_says_what_is_missing(arch: str, needle: str) -> None:
     out = ROOT / "build" / "natmod" / arch / "_microtrain.mpy"
     p = subprocess.run(["make", "-C", str(ROOT), "--no-print-directory", "natmod", f"ARCH={arch}"],
@@ -32,9 +32,9 @@ def test_optional_arch_builds_or_says_what_is_missing(arch: str, needle: str) ->
         dist.check_header(out, arch, native=True)
         return
     assert p.returncode != 0
-    lines = [ln for ln in p.stderr.splitlines() if ln.startswith(f"natmod ARCH={arch}:")]
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("natmod") and f"ARCH={arch}" in ln]
     assert len(lines) == 1 and needle in lines[0], p.stderr
-    assert "docs/firmware.md" in lines[0]
+    assert "docs/firmware.md" in lines[0] and (arch == "xtensawin" or "MPY_DIR" in lines[0])
     # nothing compiled: the check runs before the build
     assert not (ROOT / "build" / "natmod" / arch / "obj").exists() and not out.exists()
     assert "natmod-all: ok" not in p.stdout
