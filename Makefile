@@ -34,11 +34,37 @@ build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
 	@mv usermod/microtrain/_microtrain.mpy $@
 	@echo "natmod: built $@ ($$(stat -c %s $@) bytes)"
 
+## natmod ARCH=xtensawin (ESP32, ESP32-S2/S3) needs ESP-IDF's xtensa-esp32-elf-gcc on PATH;
+## ARCH=rv32imc (ESP32-C3/C6, RP2350 RISC-V) a MicroPython core whose natmod tools know rv32imc
+## (MPY_DIR=<its folder>). Each is checked first and says what is missing; where it is present,
+## natmod-all builds that arch too.
+NATMOD_OPT_ARCHS :=
+ifneq ($(shell command -v xtensa-esp32-elf-gcc 2>/dev/null),)
+NATMOD_OPT_ARCHS += xtensawin
+endif
+ifneq ($(shell grep -ls rv32imc $(MPY_DIR)/py/dynruntime.mk),)
+NATMOD_OPT_ARCHS += rv32imc
+endif
+.PHONY: natmod-needs-xtensawin natmod-needs-rv32imc
+build/natmod/xtensawin/_microtrain.mpy: | natmod-needs-xtensawin
+build/natmod/rv32imc/_microtrain.mpy: | natmod-needs-rv32imc
+natmod-needs-xtensawin:
+	@command -v xtensa-esp32-elf-gcc >/dev/null 2>&1 || { \
+	    echo "natmod ARCH=xtensawin: xtensa-esp32-elf-gcc is not on PATH. It comes with ESP-IDF" \
+	        "(. \$$IDF_PATH/export.sh); no package registry here has it, and clang's Xtensa" \
+	        "backend cannot build the windowed ABI xtensawin uses (docs/firmware.md, ESP32)." >&2; exit 1; }
+natmod-needs-rv32imc:
+	@grep -qs rv32imc $(MPY_DIR)/py/dynruntime.mk || { \
+	    echo "natmod ARCH=rv32imc: the MicroPython core in $(MPY_DIR) has no rv32imc natmod support" \
+	        "(py/dynruntime.mk, tools/mpy_ld.py: the 1.23 core make setup unpacks predates it)." \
+	        "Point MPY_DIR at a core that has it, or build microtrain into the firmware as a" \
+	        "user C module (docs/firmware.md)." >&2; exit 1; }
+
 ## natmod-all: every supported arch, with a size table.
-natmod-all: $(foreach a,$(NATMOD_ARCHS),build/natmod/$(a)/_microtrain.mpy)
+natmod-all: $(foreach a,$(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS),build/natmod/$(a)/_microtrain.mpy)
 	@printf '%-10s %10s\n' arch bytes
-	@for a in $(NATMOD_ARCHS); do printf '%-10s %10s\n' $$a $$(stat -c %s build/natmod/$$a/_microtrain.mpy); done
-	@echo "natmod-all: ok archs=$$(echo $(NATMOD_ARCHS) | tr ' ' ',')"
+	@for a in $(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS); do printf '%-10s %10s\n' $$a $$(stat -c %s build/natmod/$$a/_microtrain.mpy); done
+	@echo "natmod-all: ok archs=$$(echo $(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS) | tr ' ' ',')"
 
 ## dist: dist/<arch>_6.3/ for every arch: _microtrain.mpy + compiled microtrain package + mip package.json.
 dist: $(foreach a,$(NATMOD_ARCHS),build/natmod/$(a)/_microtrain.mpy)
@@ -147,6 +173,14 @@ mem-mcu: $(SETUP_STAMP) build/natmod/armv7emdp/_microtrain.mpy
 bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
 	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)
 	@$(PY) -m evals.bench_mcu
+
+## firmware-doc: the measured tables of docs/firmware.md (natmod size per arch, microtrain's flash
+## in each firmware with it built in, the heap of each example), written by evals/firmware_doc.py
+## (--check: are they current?). Builds listed there that are not built show as "not built".
+.PHONY: firmware-doc
+firmware-doc: $(SETUP_STAMP) natmod-all firmware-mcu
+	@for b in m0 m7; do $(MAKE) --no-print-directory -C ports/qemu BOARD=$$b BUILTIN=1 >/dev/null || exit 1; done
+	@$(PY) -m evals.firmware_doc
 
 ## bench: host time of microtrain (unix micropython, x64 natmod) vs PyTorch eager (one thread),
 ## batch 1: inference and training steps; writes docs/performance-host.md (with the sections of

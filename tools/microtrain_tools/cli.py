@@ -74,7 +74,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from microtrain_tools import board
 
-    cmd, env = board.run_command(args.script, list(args.args), args.heapsize, args.arch, native=not args.pure)
+    cmd, env = board.run_command(args.script, list(args.args), args.heapsize, args.arch, native=not args.pure,
+                                 source=args.source)
+    if args.source and args.heapsize:
+        print("microtrain run: --source compiles the package from .py inside the heap, which leaves "
+              "it in pieces: a board with the .mpy package (or frozen) has larger free blocks than "
+              "this run", file=sys.stderr)
     rc = subprocess.call(cmd, env=env)
     return rc if rc >= 0 else 128 - rc
 
@@ -164,10 +169,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     r = _sub(sub, "run", "run a MicroPython script in the host micropython with microtrain on its path",
              "Run SCRIPT.py in the host MicroPython (the unix port, .venv/bin/micropython, or\n"
-             "$MICROTRAIN_MICROPYTHON) with MICROPYPATH = build/natmod/<arch> (the native module,\n"
-             "built first if missing) and python_lib (the microtrain package): the same code as on a\n"
-             "board. Options of `microtrain run` come before SCRIPT.py; everything after it is\n"
-             "passed to the script (sys.argv). The exit code is the script's.",
+             "$MICROTRAIN_MICROPYTHON) with the package on MICROPYPATH as a board installs it: the\n"
+             "native module (built first if missing) and the microtrain package compiled to .mpy\n"
+             "(`make dist`'s x64 folder, built under build/run/ when the sources change). The same\n"
+             "code, and a heap in as few pieces, as on a board. Options of `microtrain run` come\n"
+             "before SCRIPT.py; everything after it is passed to the script (sys.argv). The exit\n"
+             "code is the script's.",
              "  microtrain run --heapsize 256k train.py --epochs 3   # your script, run as a board would\n",
              _cmd_run)
     r.add_argument("--heapsize", default=None, metavar="SIZE",
@@ -177,6 +184,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                    help="the package's pure-Python kernels: no native module on the path and "
                         "MICROTRAIN_PURE=1 (also overrides a _microtrain built into the binary; "
                         "an error if the binary cannot be switched)")
+    r.add_argument("--source", action="store_true",
+                   help="the package's .py sources (python_lib) and build/natmod/<arch> instead: "
+                        "compiled inside the heap, which leaves a small heap in pieces (not as on a "
+                        "board; says so with --heapsize)")
     r.add_argument("script", metavar="SCRIPT.py", help="the MicroPython script")
     r.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
 
