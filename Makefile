@@ -29,7 +29,7 @@ natmod: build/natmod/$(ARCH)/_microtrain.mpy
 build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
 	@mkdir -p build/natmod/$*
 	@$(MAKE) --no-print-directory -C usermod/microtrain MPY_DIR=$(MPY_DIR) ARCH=$* \
-	    BUILD=$(ROOT)/build/natmod/$*/obj PYTHON=$(PY) MPY_LD="$(PY) $(MPY_DIR)/tools/mpy_ld.py" \
+	    BUILD=../../build/natmod/$*/obj PYTHON=$(PY) MPY_LD="$(PY) $(MPY_DIR)/tools/mpy_ld.py" \
 	    MPY_TOOL="$(PY) $(MPY_DIR)/tools/mpy-tool.py" Q=@ ECHO=@true
 	@mv usermod/microtrain/_microtrain.mpy $@
 	@echo "natmod: built $@ ($$(stat -c %s $@) bytes)"
