@@ -5,15 +5,16 @@
 // what x64 SSE computes; NaN results follow the Arm FPU (docs/numerics.md,
 // "Software float on Cortex-M0").
 //
-// Operands and results are the float32 bit patterns. In the soft-float
-// natmod build (MT_SOFT_FLOAT_AEABI, set by the Makefile for armv6m/armv7m)
-// these same functions are emitted under the run-time ABI names gcc calls for
-// float arithmetic (__aeabi_fadd, ...), so the float kernels stay plain C;
-// elsewhere (host tests) they carry the mt_ names below. Pure C99.
+// Operands and results are the float32 bit patterns. On FPU-less ARM cores
+// (MT_SOFT_FLOAT_AEABI, set by mt_quant.h: armv6m / armv7m natmods and
+// firmware) these same functions are emitted under the run-time ABI names gcc
+// calls for float arithmetic (__aeabi_fadd, ...), so the float kernels stay
+// plain C; elsewhere (host tests) they carry the mt_ names below. Pure C99.
 #ifndef MT_SOFTFLOAT_H
 #define MT_SOFTFLOAT_H
 
 #include <stdint.h>
+#include "mt_quant.h"
 
 #if defined(MT_SOFT_FLOAT_AEABI)
 #define MT_SF_NAME(mt, aeabi) aeabi

@@ -1,8 +1,7 @@
-// IEEE-754 binary32 in integer arithmetic for the FPU-less natmods (armv6m,
-// armv7m): see mt_softfloat.h for the contract. Built only where the Makefile
-// defines MT_SOFT_FLOAT (natmod) or MT_SOFT_FLOAT_TEST (tests/c/softfloat_driver.c);
-// firmware builds get gcc's helpers from libgcc, so this file is empty there
-// and defines no duplicate.
+// IEEE-754 binary32 in integer arithmetic for FPU-less ARM cores (armv6m,
+// armv7m), natmod and firmware: see mt_softfloat.h for the contract. Built
+// where mt_quant.h defines MT_SOFT_FLOAT (those cores) or the tests define
+// MT_SOFT_FLOAT_TEST (tests/c/softfloat_driver.c); empty elsewhere.
 //
 // Only 32-bit integer operations: Cortex-M0 has no 32x32->64 multiply, no
 // divide and no count-leading-zeros, and a natmod cannot call libgcc's
@@ -10,10 +9,33 @@
 // or from a value carrying a sticky bit (set when any lower bit was lost),
 // so rounding to nearest-even is exact.
 #include <stdint.h>
+#include "mt_softfloat.h"
 
 #if defined(MT_SOFT_FLOAT) || defined(MT_SOFT_FLOAT_TEST)
 
-#include "mt_softfloat.h"
+#if defined(MT_SOFT_FLOAT_AEABI) && !defined(MICROPY_ENABLE_DYNRUNTIME) && defined(__GNUC__)
+// In firmware the ABI names are weak definitions. Linked as an object they
+// win over libgcc's archive members, so the whole firmware's float arithmetic
+// runs on these routines; should the link hold another definition (a libgcc
+// member pulled in for a name defined beside ours, e.g. __aeabi_l2f on
+// armv7m, or a port's own float library), that one serves every caller
+// instead of failing with duplicate symbols. (A natmod's linker, mpy_ld.py,
+// takes global symbols only.)
+#pragma weak __aeabi_fadd
+#pragma weak __aeabi_fsub
+#pragma weak __aeabi_fmul
+#pragma weak __aeabi_fdiv
+#pragma weak __aeabi_i2f
+#pragma weak __aeabi_ui2f
+#pragma weak __aeabi_f2iz
+#pragma weak __aeabi_f2uiz
+#pragma weak __aeabi_fcmpeq
+#pragma weak __aeabi_fcmplt
+#pragma weak __aeabi_fcmple
+#pragma weak __aeabi_fcmpgt
+#pragma weak __aeabi_fcmpge
+#pragma weak __aeabi_fcmpun
+#endif
 
 // The natmod builds at -Os; these few routines run per element in the float
 // kernels, so they are compiled for speed and their helpers inlined.
