@@ -1,4 +1,4 @@
-"""`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M4/M7 (QEMU).
+"""`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M3/M4/M7 (QEMU).
 
 The firmware of ports/qemu runs the MicroPython scripts evals/mp/bench_*.py
 under QEMU with the mtcount plugin (ports/qemu/plugin), which counts every
@@ -6,7 +6,8 @@ executed guest instruction, attributed by address to
 
 - ``native``: code outside the firmware image, i.e. the natmod ``.mpy`` that
   MicroPython loaded into its heap at run time (the kernels and their
-  argument checks);
+  argument checks); on a firmware with microtrain built in (m0fw), the
+  compilation units of usermod/microtrain instead;
 - ``interp``: the MicroPython core in the firmware (compilation units under
   ``py/``: VM, runtime, objects, GC, ...), from the firmware's debug info;
 - ``rest``: the rest of the firmware (libc/libm/libgcc, the port, semihosting).
@@ -51,10 +52,12 @@ PYTHON_LIB = ROOT / "python_lib"
 DOC = ROOT / "docs" / "performance.md"
 MICROPYTHON = ROOT / ".venv" / "bin" / "micropython"
 
-CATS = ("interp", "rest", "native")  # the plugin's categories: map 0, 1; unmapped last
+CATS = ("interp", "rest", "native")  # the plugin's categories: map 0, 1, 2; unmapped last
 MARK_SYMBOL = "mp_micropython_heap_lock"
 # compilation units of the MicroPython core (interpreter) in the firmware's DWARF
 INTERP_DIRS = ("py/",)
+# compilation units of microtrain's kernels built into the firmware (the user C module): native
+NATIVE_DIRS = ("usermod/microtrain/",)
 
 
 def _qemu_run() -> object:
@@ -71,9 +74,9 @@ def _qemu_run() -> object:
 
 @dataclass(frozen=True)
 class Board:
-    name: str  # m0 / m4 / m7
+    name: str  # m0 / m0fw / m3 / m4 / m7 (ports/qemu/qemu_run.py)
     firmware: Path
-    arch: str  # natmod arch loaded on it
+    arch: str | None  # natmod arch loaded on it (None: microtrain built into the firmware)
     heap_kb: int  # GC heap of the runs
 
 
@@ -81,9 +84,11 @@ def boards() -> dict[str, Board]:
     qr = _qemu_run()
     # M7/M4: 512 KB, so that every configuration fits with the microtrain package's bytecode
     # in RAM (~58 KB, as after `mip install`; frozen into flash on a real board); M0: the
-    # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB.
-    heaps = {"m7": 512, "m4": 512, "m0": 224}
-    return {b: Board(b, qr.firmware(b), qr.BOARDS[b].arch, heaps[b]) for b in ("m7", "m4", "m0")}  # type: ignore
+    # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB; the
+    # M3 runs the M0's digits runs, with the M0's heap.
+    heaps = {"m7": 512, "m4": 512, "m3": 224, "m0": 224, "m0fw": 224}
+    return {b: Board(b, qr.firmware(b), None if qr.BOARDS[b].builtin else qr.BOARDS[b].arch,  # type: ignore
+                     heaps[b]) for b in heaps}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,9 +125,9 @@ def _cu_ranges(elf: object) -> list[tuple[int, int, str]]:
     return out
 
 
-def _is_interp(cu_name: str) -> bool:
+def _in_dirs(cu_name: str, dirs: tuple[str, ...]) -> bool:
     n = cu_name.replace("\\", "/")
-    return any(n.startswith(d) or f"/{d}" in n for d in INTERP_DIRS)
+    return any(n.startswith(d) or f"/{d}" in n for d in dirs)
 
 
 @dataclass
@@ -135,7 +140,8 @@ class FirmwareMap:
 
 def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
     """Every executable byte of the firmware in a category: functions by the DWARF CU
-    that holds them (py/ -> interp, else rest), code between symbols -> rest."""
+    that holds them (py/ -> interp, usermod/microtrain/ -> native, else rest), code between
+    symbols -> rest."""
     from elftools.elf.constants import P_FLAGS
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection
@@ -165,7 +171,9 @@ def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
     def category(a: int, name: str) -> int:
         i = int(np.searchsorted(cu_lo, a, side="right")) - 1
         if i >= 0 and cus[i][0] <= a < cus[i][1]:
-            return 0 if _is_interp(cus[i][2]) else 1
+            if _in_dirs(cus[i][2], NATIVE_DIRS):
+                return 2
+            return 0 if _in_dirs(cus[i][2], INTERP_DIRS) else 1
         return 1  # libc / libgcc / startup code without debug info
 
     funcs: list[tuple[int, int, str, int]] = []
@@ -220,13 +228,19 @@ def _parse(stdout: str, counts_text: str | None, fmap: FirmwareMap | None) -> Ru
     counts: list[list[int]] = []
     total: list[int] = [0] * len(CATS)
     profile: dict[str, int] = {}
+
+    def native_last(v: list[int]) -> list[int]:
+        # a map with built-in kernels (category 2) adds the plugin's "unmapped" after them: code
+        # outside the image (none, without a natmod) counts as native as well
+        return v[:len(CATS) - 1] + [sum(v[len(CATS) - 1:])]
+
     if counts_text is not None:
         for line in counts_text.splitlines():
             f = line.split()
             if f[0] == "M":
-                counts.append([int(v) for v in f[2:]])
+                counts.append(native_last([int(v) for v in f[2:]]))
             elif f[0] == "E":
-                total = [int(v) for v in f[1:]]
+                total = native_last([int(v) for v in f[1:]])
             elif f[0] == "R" and fmap is not None:
                 i, n = int(f[1]), int(f[2])
                 name = fmap.funcs[i][2] if i < len(fmap.funcs) else "(native)"
@@ -506,6 +520,7 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
     al_sp = t("m7", "fmnist", "all", 0.1, 1)
     al_ss, al_sp_ss = t("m7", "fmnist", "all", 0.0, 1, PREPASS), t("m7", "fmnist", "all", 0.1, 1, PREPASS)
     d2 = t("m0", "digits", "last:2", 0.0, 1)
+    d2_m3, d2_fw = t("m3", "digits", "last:2", 0.0, 1), t("m0fw", "digits", "last:2", 0.0, 1)
     na = "n/a"
     fields = [
         "m7", f"conv3x3={k('conv3x3', 'fwd')}", f"dw3x3={k('dw3x3', 'fwd')}", f"pw={k('pw', 'fwd')}",
@@ -517,6 +532,8 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
         f"sparse01_bwd_cold={al.bwd / al_sp.bwd:.2f}" if al and al_sp else f"sparse01_bwd_cold={na}",
         "m0", f"digits_last2={d2.total:.0f}" if d2 else f"digits_last2={na}",
         f"heap_last2={l2.heap_peak / 1024:.1f}" if l2 else f"heap_last2={na}",
+        "m3", f"digits_last2={d2_m3.total:.0f}" if d2_m3 else f"digits_last2={na}",
+        "m0fw", f"digits_last2={d2_fw.total:.0f}" if d2_fw else f"digits_last2={na}",
     ]
     return "bench-mcu: " + " ".join(fields)
 
@@ -676,7 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     digits_model()
     bds = boards()
     fmaps: dict[str, FirmwareMap] = {}
-    used = ["m7"] if a.quick else ["m7", "m4", "m0"]
+    used = ["m7"] if a.quick else ["m7", "m4", "m0", "m3", "m0fw"]
     if not a.host:
         for b in used:
             if not bds[b].firmware.is_file():
@@ -710,10 +727,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         configs = [("last:2", 0.0, 1, 0), ("all", 0.0, 1, 0), ("all", 0.1, 1, 0)]
     # sparse01_bwd's steady state (M7): the same 8 samples after one more pass over the data
     steady = [("all", 0.0, 1, PREPASS), ("all", 0.1, 1, PREPASS)]
-    for bname, model in (("m7", "fmnist"), ("m0", "digits")):
+    # the M0's digits sample (last:2, batch 1) also on the M3 (armv7m natmod) and on m0fw, the M0
+    # firmware with microtrain built in as the user C module
+    one = [("last:2", 0.0, 1, 0)]
+    runs_of = {"m7": configs + steady, "m0": configs, "m3": one, "m0fw": one}
+    for bname, model in (("m7", "fmnist"), ("m0", "digits"), ("m3", "digits"), ("m0fw", "digits")):
         if bname not in used:
             continue
-        for tr, sp, bt, pre in configs + (steady if bname == "m7" else []):
+        for tr, sp, bt, pre in runs_of[bname]:
             r, run = bench_train(*brd(bname), model, tr, sp, bt, STEPS_B1 if bt == 1 else bt,
                                  a.heap_kb if a.host else bds[bname].heap_kb, prepass=pre)
             if not pre:

@@ -26,7 +26,7 @@
 #ifndef MT_SOFT_FLOAT
 #define MT_SOFT_FLOAT 1
 #endif
-#ifndef MT_SOFT_FLOAT_AEABI
+#if !defined(MT_SOFT_FLOAT_AEABI) && !defined(MT_SOFT_FLOAT_TEST)  // the tests call the mt_ names
 #define MT_SOFT_FLOAT_AEABI 1
 #endif
 #endif
