@@ -57,7 +57,7 @@ from support.fwbuild import (
     standin_port,
 )
 from support.harness import ROOT, RUNNER, compare, decode_results, write_cases
-from support.symbols import SOFTFLOAT_ABI, foreign_globals
+from support.symbols import SOFTFLOAT_ABI, foreign_globals, softfloat_abi_routines
 
 MODDIR = USERMOD / "microtrain"
 C_SOURCES = sorted(p.name for p in MODDIR.glob("*.c"))
@@ -350,3 +350,32 @@ def test_frozen_package_runs_model(fw_frozen: tuple[Path, str], tmp_path: Path) 
     for i, got in enumerate(outs):
         want = [int(v) for v in dm.expected[i]]
         assert json.loads(got) == want, f"sample {i}: firmware {got} oracle {want}"
+
+
+@pytest.mark.parametrize("lto", [False, True], ids=["plain", "lto"])
+def test_soft_float_abi_links_into_firmware(lto: bool, tmp_path: Path) -> None:
+    """A Cortex-M0 program linked with the module's softfloat.c as firmware links it (newlib,
+    libgcc, --gc-sections, with and without -flto): gcc's float calls reach softfloat.c's
+    routines (each ABI name at its mt_ routine's address), not libgcc's."""
+    gcc = shutil.which("arm-none-eabi-gcc")
+    assert gcc, "arm-none-eabi-gcc is not installed (tools/setup.sh installs it)"
+    (tmp_path / "main.c").write_text(
+        "volatile float a = 1.5f, b = 2.25f, c;\n"
+        "volatile int i = -7;\n"
+        "int main(void) { c = (a + b) * a / b - (float)i; return c < b; }\n")
+    elf = tmp_path / "t.elf"
+    proc = subprocess.run([gcc, "-mcpu=cortex-m0", "-mthumb", "-Os", *(["-flto"] if lto else []),
+                           "-std=gnu99", *UNIX_CWARN, "-ffunction-sections", f"-I{MODDIR}",
+                           "--specs=nosys.specs", "-Wl,--gc-sections", "-o", str(elf),
+                           str(tmp_path / "main.c"), str(MODDIR / "softfloat.c")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nm = subprocess.run(["arm-none-eabi-nm", str(elf)], capture_output=True, text=True, check=True)
+    rows = [line.split() for line in nm.stdout.splitlines()]
+    addr = {r[2]: r[0] for r in rows if len(r) == 3}
+    routines = softfloat_abi_routines(MODDIR)
+    # the ABI calls main.c makes
+    for op in ("fadd", "fsub", "fmul", "fdiv", "i2f", "fcmplt"):
+        abi = f"__aeabi_{op}"
+        mt = routines[abi]
+        assert abi in addr and addr[abi] == addr.get(mt), (abi, addr.get(abi), mt, addr.get(mt))

@@ -87,12 +87,9 @@ def test_m0fw_float_abi_is_microtrains(built: None) -> None:
     """In the m0fw firmware every float ABI routine it links (its Python floats' too) is
     softfloat.c's: each name is a weak alias at the address of its mt_ routine (mt_softfloat.h
     pairs them), so no libgcc member took one over (--gc-sections drops the unused ones)."""
-    import re
+    from support.symbols import SOFTFLOAT_ABI, softfloat_abi_routines
 
-    from support.symbols import SOFTFLOAT_ABI
-
-    header = (ROOT / "usermod" / "microtrain" / "mt_softfloat.h").read_text()
-    pairs = dict(re.findall(r"#define (mt_f32_\w+) MT_SF_NAME\(\1, (__aeabi_\w+)\)", header))
+    pairs = {mt: abi for abi, mt in softfloat_abi_routines(ROOT / "usermod" / "microtrain").items()}
     assert set(pairs.values()) == SOFTFLOAT_ABI
     nm = subprocess.run(["arm-none-eabi-nm", str(qemu_run.firmware("m0fw"))], capture_output=True,
                         text=True, check=True).stdout.split()

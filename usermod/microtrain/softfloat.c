@@ -662,10 +662,12 @@ int mt_f32_ge(uint32_t a, uint32_t b) {
 // another definition (a libgcc member pulled in for a name defined beside
 // ours, e.g. __aeabi_l2f on armv7m, or a port's own float library), that one
 // serves every caller instead of failing with duplicate symbols. Aliases, not
-// weak functions: calls between the routines stay direct and inlined. (A
+// weak functions: calls between the routines stay direct and inlined.
+// `used`: with -flto, gcc emits its calls to these names after the link-time
+// optimiser decided what is referenced, which would otherwise drop them. (A
 // natmod's linker, mpy_ld.py, takes global symbols only: there the functions
 // carry the ABI names, mt_softfloat.h.)
-#define MT_SF_ABI(aeabi, mt) __typeof__(mt) aeabi __attribute__((weak, alias(#mt)));
+#define MT_SF_ABI(aeabi, mt) __typeof__(mt) aeabi __attribute__((weak, used, alias(#mt)));
 MT_SF_ABI(__aeabi_fadd, mt_f32_add)
 MT_SF_ABI(__aeabi_fsub, mt_f32_sub)
 MT_SF_ABI(__aeabi_fmul, mt_f32_mul)
