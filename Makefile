@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 MICROPYTHON := $(VENV)/bin/micropython
 MPY_DIR := $(ROOT)/build/mpy_cross_v6_3-1.1.1/micropython
 ARCH ?= x64
-NATMOD_ARCHS := x64 armv6m armv7emsp armv7emdp
+NATMOD_ARCHS := x64 armv6m armv7m armv7emsp armv7emdp
 SETUP_STAMP := build/.setup-stamp
 NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/microtrain/Makefile
 
@@ -24,7 +24,7 @@ $(SETUP_STAMP): tools/setup.sh tools/requirements.txt tools/requirements-data.tx
 	@tools/setup.sh
 	@mkdir -p build && touch $@
 
-## natmod ARCH=x64|armv6m|armv7emsp|armv7emdp: build/natmod/<arch>/_microtrain.mpy
+## natmod ARCH=x64|armv6m|armv7m|armv7emsp|armv7emdp: build/natmod/<arch>/_microtrain.mpy
 natmod: build/natmod/$(ARCH)/_microtrain.mpy
 build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
 	@mkdir -p build/natmod/$*
@@ -143,11 +143,14 @@ lint: $(SETUP_STAMP)
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy
 
-## firmware-mcu: the project's QEMU Cortex-M0/M4F/M7 firmware (ports/qemu/README.md)
-## -> build/qemu/<m0|m4|m7>-single/firmware.elf
+## firmware-mcu: the project's QEMU Cortex-M0/M3/M4F/M7 firmware (ports/qemu/README.md)
+## -> build/qemu/<m0|m3|m4|m7>-single/firmware.elf, and the M0 with microtrain built in (m0fw)
+## -> build/qemu/m0-single-builtin/firmware.elf
 firmware-mcu: $(SETUP_STAMP)
-	@for b in m0 m4 m7; do $(MAKE) --no-print-directory -C ports/qemu BOARD=$$b FLOAT=single >/dev/null || exit 1; \
+	@for b in m0 m3 m4 m7; do $(MAKE) --no-print-directory -C ports/qemu BOARD=$$b FLOAT=single >/dev/null || exit 1; \
 	    echo "firmware-mcu: build/qemu/$$b-single/firmware.elf"; done
+	@$(MAKE) --no-print-directory -C ports/qemu BOARD=m0 FLOAT=single BUILTIN=1 >/dev/null
+	@echo "firmware-mcu: build/qemu/m0-single-builtin/firmware.elf (m0fw)"
 
 ## twin: the float32 host twin (ports/host) -> build/host/single/micropython-fw
 twin: $(SETUP_STAMP)
@@ -155,7 +158,7 @@ twin: $(SETUP_STAMP)
 	@echo "twin: build/host/single/micropython-fw"
 
 ## test-mcu: kernel cases, .mtm mutations and training runs on the QEMU boards (== the twin)
-test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
+test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_mcu
 
 .PHONY: firmware-mcu twin test-mcu
@@ -168,9 +171,9 @@ mem-mcu: $(SETUP_STAMP) build/natmod/armv7emdp/_microtrain.mpy
 	@$(PY) -m evals.mem_mcu
 
 ## bench-mcu: instruction counts per kernel MAC and per training sample on the QEMU Cortex-M
-## firmware (M0/M4/M7) with the project's TCG plugin; writes docs/performance.md.
+## firmware (M0 natmod and built in, M3, M4, M7) with the project's TCG plugin; writes docs/performance.md.
 .PHONY: bench-mcu
-bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
+bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
 	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)
 	@$(PY) -m evals.bench_mcu
 

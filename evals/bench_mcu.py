@@ -1,4 +1,4 @@
-"""`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M4/M7 (QEMU).
+"""`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M3/M4/M7 (QEMU).
 
 The firmware of ports/qemu runs the MicroPython scripts evals/mp/bench_*.py
 under QEMU with the mtcount plugin (ports/qemu/plugin), which counts every
@@ -6,7 +6,8 @@ executed guest instruction, attributed by address to
 
 - ``native``: code outside the firmware image, i.e. the natmod ``.mpy`` that
   MicroPython loaded into its heap at run time (the kernels and their
-  argument checks);
+  argument checks); on a firmware with microtrain built in (m0fw), the
+  compilation units of usermod/microtrain instead;
 - ``interp``: the MicroPython core in the firmware (compilation units under
   ``py/``: VM, runtime, objects, GC, ...), from the firmware's debug info;
 - ``rest``: the rest of the firmware (libc/libm/libgcc, the port, semihosting).
@@ -51,10 +52,12 @@ PYTHON_LIB = ROOT / "python_lib"
 DOC = ROOT / "docs" / "performance.md"
 MICROPYTHON = ROOT / ".venv" / "bin" / "micropython"
 
-CATS = ("interp", "rest", "native")  # the plugin's categories: map 0, 1; unmapped last
+CATS = ("interp", "rest", "native")  # the plugin's categories: map 0, 1, 2; unmapped last
 MARK_SYMBOL = "mp_micropython_heap_lock"
 # compilation units of the MicroPython core (interpreter) in the firmware's DWARF
 INTERP_DIRS = ("py/",)
+# compilation units of microtrain's kernels built into the firmware (the user C module): native
+NATIVE_DIRS = ("usermod/microtrain/",)
 
 
 def _qemu_run() -> object:
@@ -71,9 +74,9 @@ def _qemu_run() -> object:
 
 @dataclass(frozen=True)
 class Board:
-    name: str  # m0 / m4 / m7
+    name: str  # m0 / m0fw / m3 / m4 / m7 (ports/qemu/qemu_run.py)
     firmware: Path
-    arch: str  # natmod arch loaded on it
+    arch: str | None  # natmod arch loaded on it (None: microtrain built into the firmware)
     heap_kb: int  # GC heap of the runs
 
 
@@ -81,9 +84,11 @@ def boards() -> dict[str, Board]:
     qr = _qemu_run()
     # M7/M4: 512 KB, so that every configuration fits with the microtrain package's bytecode
     # in RAM (~58 KB, as after `mip install`; frozen into flash on a real board); M0: the
-    # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB.
-    heaps = {"m7": 512, "m4": 512, "m0": 224}
-    return {b: Board(b, qr.firmware(b), qr.BOARDS[b].arch, heaps[b]) for b in ("m7", "m4", "m0")}  # type: ignore
+    # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB; the
+    # M3 runs the M0's digits runs, with the M0's heap.
+    heaps = {"m7": 512, "m4": 512, "m3": 224, "m0": 224, "m0fw": 224}
+    return {b: Board(b, qr.firmware(b), None if qr.BOARDS[b].builtin else qr.BOARDS[b].arch,  # type: ignore
+                     heaps[b]) for b in heaps}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,9 +125,9 @@ def _cu_ranges(elf: object) -> list[tuple[int, int, str]]:
     return out
 
 
-def _is_interp(cu_name: str) -> bool:
+def _in_dirs(cu_name: str, dirs: tuple[str, ...]) -> bool:
     n = cu_name.replace("\\", "/")
-    return any(n.startswith(d) or f"/{d}" in n for d in INTERP_DIRS)
+    return any(n.startswith(d) or f"/{d}" in n for d in dirs)
 
 
 @dataclass
@@ -135,7 +140,8 @@ class FirmwareMap:
 
 def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
     """Every executable byte of the firmware in a category: functions by the DWARF CU
-    that holds them (py/ -> interp, else rest), code between symbols -> rest."""
+    that holds them (py/ -> interp, usermod/microtrain/ -> native, else rest), code between
+    symbols -> rest."""
     from elftools.elf.constants import P_FLAGS
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection
@@ -165,7 +171,9 @@ def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
     def category(a: int, name: str) -> int:
         i = int(np.searchsorted(cu_lo, a, side="right")) - 1
         if i >= 0 and cus[i][0] <= a < cus[i][1]:
-            return 0 if _is_interp(cus[i][2]) else 1
+            if _in_dirs(cus[i][2], NATIVE_DIRS):
+                return 2
+            return 0 if _in_dirs(cus[i][2], INTERP_DIRS) else 1
         return 1  # libc / libgcc / startup code without debug info
 
     funcs: list[tuple[int, int, str, int]] = []
@@ -220,13 +228,19 @@ def _parse(stdout: str, counts_text: str | None, fmap: FirmwareMap | None) -> Ru
     counts: list[list[int]] = []
     total: list[int] = [0] * len(CATS)
     profile: dict[str, int] = {}
+
+    def native_last(v: list[int]) -> list[int]:
+        # a map with built-in kernels (category 2) adds the plugin's "unmapped" after them: code
+        # outside the image (none, without a natmod) counts as native as well
+        return v[:len(CATS) - 1] + [sum(v[len(CATS) - 1:])]
+
     if counts_text is not None:
         for line in counts_text.splitlines():
             f = line.split()
             if f[0] == "M":
-                counts.append([int(v) for v in f[2:]])
+                counts.append(native_last([int(v) for v in f[2:]]))
             elif f[0] == "E":
-                total = [int(v) for v in f[1:]]
+                total = native_last([int(v) for v in f[1:]])
             elif f[0] == "R" and fmap is not None:
                 i, n = int(f[1]), int(f[2])
                 name = fmap.funcs[i][2] if i < len(fmap.funcs) else "(native)"
@@ -506,6 +520,7 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
     al_sp = t("m7", "fmnist", "all", 0.1, 1)
     al_ss, al_sp_ss = t("m7", "fmnist", "all", 0.0, 1, PREPASS), t("m7", "fmnist", "all", 0.1, 1, PREPASS)
     d2 = t("m0", "digits", "last:2", 0.0, 1)
+    d2_m3, d2_fw = t("m3", "digits", "last:2", 0.0, 1), t("m0fw", "digits", "last:2", 0.0, 1)
     na = "n/a"
     fields = [
         "m7", f"conv3x3={k('conv3x3', 'fwd')}", f"dw3x3={k('dw3x3', 'fwd')}", f"pw={k('pw', 'fwd')}",
@@ -517,6 +532,8 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
         f"sparse01_bwd_cold={al.bwd / al_sp.bwd:.2f}" if al and al_sp else f"sparse01_bwd_cold={na}",
         "m0", f"digits_last2={d2.total:.0f}" if d2 else f"digits_last2={na}",
         f"heap_last2={l2.heap_peak / 1024:.1f}" if l2 else f"heap_last2={na}",
+        "m3", f"digits_last2={d2_m3.total:.0f}" if d2_m3 else f"digits_last2={na}",
+        "m0fw", f"digits_last2={d2_fw.total:.0f}" if d2_fw else f"digits_last2={na}",
     ]
     return "bench-mcu: " + " ".join(fields)
 
@@ -534,7 +551,8 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "is attributed by its address:",
         "",
         "- **native**: code outside the firmware image, i.e. the `_microtrain.mpy` natmod that",
-        "  MicroPython loaded into its heap (the kernels and their argument checks);",
+        "  MicroPython loaded into its heap (the kernels and their argument checks); on m0fw,",
+        "  the firmware's functions from usermod/microtrain (the module built in);",
         "- **interpreter**: the MicroPython core of the firmware (functions whose compilation unit",
         "  is under `py/`: bytecode VM, runtime, objects, GC), from the firmware's debug info;",
         "- **rest**: everything else in the firmware (libc, libm, libgcc, the port, semihosting).",
@@ -577,7 +595,12 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "pool, conv3x3(32), pool, depthwise3x3, pointwise(32), pool, fc 288->32, fc 32->10) on",
         "Cortex-M7 (armv7emdp natmod), and the getting-started digits CNN (8x8x1, conv3x3(8), pool,",
         "fc 128->32, fc 32->10) on Cortex-M0 (armv6m natmod: no FPU, its float32 weight gradients",
-        "run natively in the project's software float, see below). Trainer in mixed mode,",
+        "run natively in the project's software float, see below). The digits last:2 batch-1 row is",
+        "also measured on the Cortex-M3 (armv7m natmod, software float, the M0's heap) and on *m0fw*,",
+        "the M0 firmware with microtrain built in as the user C module (as an RP2040 firmware is",
+        "built, ports/qemu BUILTIN=1: no extra define; its *kernels* are the compilation units of",
+        "usermod/microtrain, whose software float also serves the firmware's Python floats; the",
+        "package is frozen, so its peak heap holds no package bytecode). Trainer in mixed mode,",
         "SGD(lr=0.01, momentum=0.9), one",
         f"unmeasured warm-up sample, then {STEPS_B1} measured samples at batch 1 and 16 at batch 16",
         "(evals/mp/bench_train.py; *measured* = cold); the figures are means per sample. The M7",
@@ -637,7 +660,8 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         f"after {PREPASS} more samples (steady state); sparse01_bwd_cold: the same ratio of the cold",
         "rows (the first 8 samples after the warm-up); digits_last2:",
         "instructions per training sample of the digits CNN on M0 (last:2, batch 1); heap_last2:",
-        "peak heap in KB, transfer CNN last:2 on M7.",
+        "peak heap in KB, transfer CNN last:2 on M7; m3 / m0fw digits_last2: the same digits sample",
+        "on the Cortex-M3 and on the M0 firmware with microtrain built in.",
         "",
     ]
     if meta.get("softfloat"):
@@ -676,7 +700,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     digits_model()
     bds = boards()
     fmaps: dict[str, FirmwareMap] = {}
-    used = ["m7"] if a.quick else ["m7", "m4", "m0"]
+    used = ["m7"] if a.quick else ["m7", "m4", "m0", "m3", "m0fw"]
     if not a.host:
         for b in used:
             if not bds[b].firmware.is_file():
@@ -710,10 +734,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         configs = [("last:2", 0.0, 1, 0), ("all", 0.0, 1, 0), ("all", 0.1, 1, 0)]
     # sparse01_bwd's steady state (M7): the same 8 samples after one more pass over the data
     steady = [("all", 0.0, 1, PREPASS), ("all", 0.1, 1, PREPASS)]
-    for bname, model in (("m7", "fmnist"), ("m0", "digits")):
+    # the M0's digits sample (last:2, batch 1) also on the M3 (armv7m natmod) and on m0fw, the M0
+    # firmware with microtrain built in as the user C module
+    one = [("last:2", 0.0, 1, 0)]
+    runs_of = {"m7": configs + steady, "m0": configs, "m3": one, "m0fw": one}
+    for bname, model in (("m7", "fmnist"), ("m0", "digits"), ("m3", "digits"), ("m0fw", "digits")):
         if bname not in used:
             continue
-        for tr, sp, bt, pre in configs + (steady if bname == "m7" else []):
+        for tr, sp, bt, pre in runs_of[bname]:
             r, run = bench_train(*brd(bname), model, tr, sp, bt, STEPS_B1 if bt == 1 else bt,
                                  a.heap_kb if a.host else bds[bname].heap_kb, prepass=pre)
             if not pre:

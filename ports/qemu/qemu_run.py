@@ -1,6 +1,6 @@
 """Run a MicroPython script on the project's QEMU Cortex-M firmware (ports/qemu).
 
-    python ports/qemu/qemu_run.py [--board m7|m4|m0] [--float single|double] [--heap 256k]
+    python ports/qemu/qemu_run.py [--board m7|m4|m3|m0|m0fw] [--float single|double] [--heap 256k]
                                   [--cwd DIR] [script.py [args...]]
 
 No script: the REPL on the terminal (Ctrl-D leaves; Ctrl-A X quits QEMU). The script, its
@@ -9,7 +9,9 @@ runs in (``--cwd``, default the current one) over ARM semihosting; relative
 paths are relative to it, absolute host paths work too. ``sys.path`` holds the
 script's folder, the host folder, then build/qemu/pylib (python_lib/microtrain
 and ports/common/lib's small ``json``, compiled by mpy-cross) and
-build/natmod/<arch> (the board's ``_microtrain.mpy``). The exit code is the
+build/natmod/<arch> (the board's ``_microtrain.mpy``); a board with microtrain built in
+(``m0fw``: the BUILTIN=1 firmware, kernels as the user C module and the package frozen)
+gets neither. The exit code is the
 script's (uncaught exception: 1; crash: 3). From Python:
 ``run(board, script, args, cwd=...)`` or ``qemu_cmd(...)``.
 """
@@ -33,25 +35,41 @@ class Board:
     arch: str  # natmod arch of the board's core
     cpu: str
     extra: tuple[str, ...] = ()
+    # a firmware variant: ports/qemu's BOARD (None: the board's own name) and BUILTIN=1 (the
+    # kernels built in as the user C module, the package frozen: no natmod, no pylib)
+    base: str | None = None
+    builtin: bool = False
 
+
+# the micro:bit's nRF51 (16 KB SRAM, 256 KB flash) enlarged to a board-sized M0
+MICROBIT_BIG = ("-global", "nrf51-soc.flash-size=1048576", "-global", "nrf51-soc.sram-size=262144")
 
 BOARDS: dict[str, Board] = {
     "m7": Board("mps2-an500", "armv7emdp", "Cortex-M7"),
     "m4": Board("mps2-an386", "armv7emsp", "Cortex-M4F"),
-    # the micro:bit's nRF51 (16 KB SRAM, 256 KB flash) enlarged to a board-sized M0
-    "m0": Board("microbit", "armv6m", "Cortex-M0",
-                ("-global", "nrf51-soc.flash-size=1048576", "-global", "nrf51-soc.sram-size=262144")),
+    "m3": Board("mps2-an385", "armv7m", "Cortex-M3"),
+    "m0": Board("microbit", "armv6m", "Cortex-M0", MICROBIT_BIG),
+    # the M0 as an RP2040-class firmware is built: microtrain as the user C module
+    "m0fw": Board("microbit", "armv6m", "Cortex-M0", MICROBIT_BIG, base="m0", builtin=True),
 }
 
 
+def make_args(board: str, flt: str = "single") -> list[str]:
+    """The variables of `make -C ports/qemu` that build the board's firmware."""
+    b = BOARDS[board]
+    return [f"BOARD={b.base or board}", f"FLOAT={flt}", *(["BUILTIN=1"] if b.builtin else [])]
+
+
 def firmware(board: str, flt: str = "single") -> Path:
-    return ROOT / "build" / "qemu" / f"{board}-{flt}" / "firmware.elf"
+    b = BOARDS[board]
+    variant = "-builtin" if b.builtin else ""
+    return ROOT / "build" / "qemu" / f"{b.base or board}-{flt}{variant}" / "firmware.elf"
 
 
 def build(board: str, flt: str = "single", jobs: int = 2) -> Path:
     """make -C ports/qemu (a no-op when up to date); returns the ELF."""
-    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / "ports" / "qemu"), f"BOARD={board}",
-                           f"FLOAT={flt}"], capture_output=True, text=True)
+    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / "ports" / "qemu"), *make_args(board, flt)],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"firmware build {board}-{flt} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
     return firmware(board, flt)
@@ -80,7 +98,10 @@ def build_pylib() -> Path:
 
 
 def default_paths(board: str, arch: str | None = None) -> list[str]:
-    """build/qemu/pylib (compiled microtrain package + json) and the board's natmod folder."""
+    """build/qemu/pylib (compiled microtrain package + json) and the board's natmod folder;
+    nothing on a board with microtrain built in (its frozen package and module are used)."""
+    if BOARDS[board].builtin and arch is None:
+        return []
     return [str(PYLIB), str(ROOT / "build" / "natmod" / (arch or BOARDS[board].arch))]
 
 

@@ -1,18 +1,20 @@
-"""`make test-mcu`: microtrain on the QEMU Cortex-M0 / M4F / M7 firmware (ports/qemu).
+"""`make test-mcu`: microtrain on the QEMU Cortex-M0 / M3 / M4F / M7 firmware (ports/qemu).
 
-Per board:
+Per board (BOARDS; m0fw is the M0 with microtrain built in as the user C module, as an
+RP2040 firmware is built):
 - kernel cases (tests/support/kernel_cases.py, tests/mp/kernel_runner.py) through the
-  board's .mpy (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7), every output bit-exact
-  against the numpy oracle; the cases of functions a module lacks (the armv6m build has no float
-  kernels) are left out, cases too big for the board's heap too;
+  board's .mpy (armv6m on M0, armv7m on M3, armv7emsp on M4, armv7emdp and armv6m on M7) or, on
+  m0fw, its built-in `_microtrain`, every output bit-exact against the numpy oracle; the cases of
+  functions a module lacks (the armv6m module on the hard-float M7 has no float kernels) are left
+  out, cases too big for the board's heap too;
 - the .mtm mutation set of tests/format/test_mtm_loader.py (tests/mp/mtm_runner.py): only
   accept / ValueError, and the same verdict as the host reader (tools/microtrain_tools/mtm.py);
 - training runs (tests/mp/train_runner.py) in each mode (int8, mixed, float32) on a converted
   digits CNN: the checkpoint and the dump of every trained array equal, byte for byte, those of the
   same run on the float32 host twin (ports/host, FLOAT=single).
 
-Ends with one line
-    test-mcu: m0 cases=A/A train=B/B m4 cases=C/C train=D/D m7 cases=E/E train=F/F
+Ends with one line, a pair of counts per board of BOARDS, in that order
+    test-mcu: m0 cases=A/A train=B/B m0fw cases=C/C train=D/D m3 ... m4 ... m7 ...
 and exits 1 unless every count is complete (mutation crashes / disagreements also fail).
 ``--quick`` is the subset tests/firmware/test_mcu.py runs.
 """
@@ -45,14 +47,23 @@ WORK = ROOT / "build" / "qemu" / "check"
 TWIN = ROOT / "build" / "host" / "single" / "micropython-fw"
 TRAIN_RUNNER = ROOT / "tests" / "mp" / "train_runner.py"
 MTM_RUNNER = ROOT / "tests" / "mp" / "mtm_runner.py"
-# GC heap of the kernel runs: the M0's largest; 2 MB of the M4/M7's 4 MB RAM (a long run of
+# the boards of `make test-mcu`, in the order of its summary line (ports/qemu/qemu_run.py)
+BOARDS = ["m0", "m0fw", "m3", "m4", "m7"]
+# GC heap of the kernel runs: the M0's largest; 2 MB of the M3/M4/M7's 4 MB RAM (a long run of
 # big cases fragments a 256 KB heap; the heap claims are the training runs', at the defaults)
-KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m0": 224}
-# GC heap of the training runs: the builds' default (256 KB) on M4/M7; the M0's largest (224 KB),
-# since float32 training of every layer plus the runner's dump copies is near its 200 KB default
-TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m0": 224}
-# (board, natmod arch) pairs of the kernel check
-KERNEL_RUNS = [("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"), ("m7", "armv6m")]
+KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m3": 2048, "m0": 224, "m0fw": 224}
+# GC heap of the training runs: the builds' default (256 KB) on M3/M4/M7; the M0's largest
+# (224 KB), since float32 training of every layer plus the runner's dump copies is near its
+# 200 KB default
+TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m3": 256, "m0": 224, "m0fw": 224}
+# the module of a board with microtrain built in (no natmod on its path)
+BUILTIN = "builtin"
+# (board, natmod arch or BUILTIN) pairs of the kernel check
+KERNEL_RUNS = [("m0", "armv6m"), ("m0fw", BUILTIN), ("m3", "armv7m"), ("m4", "armv7emsp"),
+               ("m7", "armv7emdp"), ("m7", "armv6m")]
+# soft-float boards whose float32 must equal the FPU boards' bit for bit (check_f32_edges)
+SOFT_FLOAT_RUNS = [("m0", "armv6m"), ("m0fw", BUILTIN), ("m3", "armv7m")]
+FPU_RUNS = [("m4", "armv7emsp"), ("m7", "armv7emdp")]
 
 SGDM = {"kind": "sgd", "lr": 0.05, "momentum": 0.9}
 ADAM = {"kind": "adam", "lr": 0.01}
@@ -84,11 +95,16 @@ def build_all(boards: list[str]) -> None:
 # kernels
 
 
+def _arch(arch: str) -> str | None:
+    """qemu_run's natmod arch (None: the board's built-in module, nothing on sys.path)."""
+    return None if arch == BUILTIN else arch
+
+
 def module_functions(board: str, arch: str, work: Path) -> set[str]:
     probe = work / "probe.py"
     probe.write_text("import _microtrain as m\n"
                      "print('NAMES', ' '.join(n for n in dir(m) if callable(getattr(m, n))))\n")
-    p = qemu_run.run(board, "probe.py", cwd=work, arch=arch, timeout=60)
+    p = qemu_run.run(board, "probe.py", cwd=work, arch=_arch(arch), timeout=60)
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("NAMES ")]
     if p.returncode != 0 or not line:
         raise RuntimeError(f"{board}/{arch}: _microtrain does not import:\n{p.stdout}{p.stderr}")
@@ -123,8 +139,8 @@ def check_kernels(board: str, arch: str, per_op: int, seed: int) -> tuple[int, i
     kernel_harness.write_cases(work / "cases.bin", cases)
     res_path = work / "results.bin"
     res_path.unlink(missing_ok=True)
-    p = qemu_run.run(board, str(kernel_harness.RUNNER), ["cases.bin", "results.bin"], cwd=work, arch=arch,
-                     heap=f"{KERNEL_HEAP_KB[board]}k")
+    p = qemu_run.run(board, str(kernel_harness.RUNNER), ["cases.bin", "results.bin"], cwd=work,
+                     arch=_arch(arch), heap=f"{KERNEL_HEAP_KB[board]}k")
     results = kernel_harness.decode_results(res_path.read_bytes())[1] if res_path.exists() else []
     bad = []
     passed = 0
@@ -140,7 +156,8 @@ def check_kernels(board: str, arch: str, per_op: int, seed: int) -> tuple[int, i
 
 
 # --------------------------------------------------------------------------
-# float32 at its edges: the armv6m module's software float == the FPU boards
+# float32 at its edges: the software float (armv6m / armv7m modules, the M0 firmware's built-in
+# module) == the FPU boards
 
 F32_RUNNER = ROOT / "tests" / "mp" / "f32_edges_runner.py"
 # float32 patterns at the edges: zeros, subnormals, the normal range's ends, 1 and its
@@ -196,21 +213,20 @@ def run_f32_edges(board: str, arch: str, calls: F32Calls) -> np.ndarray | None:
         parts += [struct.pack("<II", len(x), a), x.astype("<i4").tobytes(), y.astype("<u4").tobytes()]
     (work / "in.bin").write_bytes(b"".join(parts))
     (work / "out.bin").unlink(missing_ok=True)
-    p = qemu_run.run(board, str(F32_RUNNER), ["in.bin", "out.bin"], cwd=work, arch=arch, timeout=300)
+    p = qemu_run.run(board, str(F32_RUNNER), ["in.bin", "out.bin"], cwd=work, arch=_arch(arch), timeout=300)
     if p.returncode != 0 or f"F32-EDGES-DONE {len(calls)}" not in p.stdout:
         return None
     return np.frombuffer((work / "out.bin").read_bytes(), dtype="<u4")
 
 
 def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, list[str]]:
-    """f32_axpy_i32 at the float32 edges: the M0 (armv6m, software float) equals the M4 (armv7emsp)
-    and M7 (armv7emdp) FPUs bit for bit, NaNs included; every board equals numpy float32 (x64)
-    wherever the result is not a NaN (NaN bits differ between Arm and x64 FPUs by design).
-    Returns (values compared, problems)."""
+    """f32_axpy_i32 at the float32 edges: the software-float boards (SOFT_FLOAT_RUNS) equal the
+    M4 (armv7emsp) and M7 (armv7emdp) FPUs bit for bit, NaNs included; every board equals numpy
+    float32 (x64) wherever the result is not a NaN (NaN bits differ between Arm and x64 FPUs by
+    design). Returns (values compared, problems)."""
     calls = f32_edge_calls(seed, n_random)
     want = f32_edge_expected(calls)
-    pairs = (("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"))
-    runs = {b: run_f32_edges(b, a, calls) for b, a in pairs if b in boards}
+    runs = {b: run_f32_edges(b, a, calls) for b, a in SOFT_FLOAT_RUNS + FPU_RUNS if b in boards}
     bad = [f"f32 edges {b}: the runner did not complete" for b, r in runs.items() if r is None]
     got = {b: r for b, r in runs.items() if r is not None}
     nan = (want & 0x7FFFFFFF) > 0x7F800000
@@ -220,11 +236,11 @@ def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, l
             continue
         diff = np.flatnonzero((r != want) & ~nan | (nan != ((r & 0x7FFFFFFF) > 0x7F800000)))
         bad += [f"f32 edges {b}: value {i}: 0x{r[i]:08x}, numpy 0x{want[i]:08x}" for i in diff[:5]]
-    ref = [b for b in ("m4", "m7") if b in got]
-    if "m0" in got and ref:
+    ref = [b for b, _ in FPU_RUNS if b in got]
+    for s in [b for b, _ in SOFT_FLOAT_RUNS if b in got]:
         for b in ref:
-            diff = np.flatnonzero(got["m0"] != got[b]) if len(got["m0"]) == len(got[b]) else [0]
-            bad += [f"f32 edges m0 vs {b}: value {i}: 0x{got['m0'][i]:08x} != 0x{got[b][i]:08x}"
+            diff = np.flatnonzero(got[s] != got[b]) if len(got[s]) == len(got[b]) else [0]
+            bad += [f"f32 edges {s} vs {b}: value {i}: 0x{got[s][i]:08x} != 0x{got[b][i]:08x}"
                     for i in diff[:5]]
     return len(want), bad
 
@@ -358,7 +374,7 @@ def check_training(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]],
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="microtrain on the QEMU Cortex-M boards")
     ap.add_argument("--quick", action="store_true", help="the pytest subset")
-    ap.add_argument("--boards", default="m0,m4,m7")
+    ap.add_argument("--boards", default=",".join(BOARDS))
     a = ap.parse_args(argv)
     boards = a.boards.split(",")
     per_op, mutations, n_train, steps = (2, 60, 3, 8) if a.quick else (12, 3600, len(TRAIN_CONFIGS), 24)

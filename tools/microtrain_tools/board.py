@@ -47,7 +47,7 @@ NATMOD_DIR = paths.NATMOD
 DIST_DIR = ROOT / "dist"
 MPY_SUFFIX = "_6.3"  # .mpy format version of the dist folders (MicroPython >= 1.22)
 HOST_ARCHS = ("x64",)
-BOARD_ARCHS = ("armv6m", "armv7emsp", "armv7emdp")
+BOARD_ARCHS = ("armv6m", "armv7m", "armv7emsp", "armv7emdp")
 
 # First flash address of the MicroPython firmware image per ESP chip (MicroPython's
 # ports/esp32 deploy notes): the ESP32 and ESP32-S2 bootloader sits at 0x1000, the

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from microtrain_tools import paths
 
 ROOT = paths.ROOT
-ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
+ARCHS = ("x64", "armv6m", "armv7m", "armv7emsp", "armv7emdp")
 _RAW = argparse.RawDescriptionHelpFormatter
 
 
@@ -196,12 +196,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
              "when missing: _microtrain.mpy and microtrain/*.mpy) into the board's /lib, and the\n"
              "model and script into /, with mpremote; then import the package on the board to\n"
              "check it. --dry-run prints the exact command lines instead of running them.\n"
-             "Architectures: armv6m (Cortex-M0+, RP2040), armv7emsp (Cortex-M4F/M7 single\n"
-             "precision, STM32F4, RP2350), armv7emdp (Cortex-M7 double precision FPU).",
+             "Architectures: armv6m (Cortex-M0+, RP2040), armv7m (Cortex-M3), armv7emsp (Cortex-M4F/M7\n"
+             "single precision, STM32F4, RP2350), armv7emdp (Cortex-M7 double precision FPU).",
              "  microtrain deploy --port /dev/ttyACM0 --arch armv6m --model digits.mtm --script main.py\n",
              _cmd_deploy)
     d.add_argument("--port", default=None, help="serial port of the board, e.g. /dev/ttyACM0 (required)")
-    d.add_argument("--arch", default="armv7emsp", choices=("armv6m", "armv7emsp", "armv7emdp"),
+    d.add_argument("--arch", default="armv7emsp", choices=("armv6m", "armv7m", "armv7emsp", "armv7emdp"),
                    help="the board's native-module architecture (default armv7emsp)")
     d.add_argument("--model", default=None, metavar="MODEL.mtm", help="model file to copy to /")
     d.add_argument("--script", default=None, metavar="SCRIPT.py",
@@ -256,7 +256,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     b = _sub(sub, "build", "build the native module (.mpy) for one or all architectures",
              "Build the native module build/natmod/<arch>/_microtrain.mpy with `make natmod`\n"
-             "(x64 for the host micropython; armv6m, armv7emsp, armv7emdp for boards).",
+             "(x64 for the host micropython; armv6m, armv7m, armv7emsp, armv7emdp for boards).",
              "  microtrain build --arch all\n", _cmd_build)
     b.add_argument("--arch", default="x64", choices=(*ARCHS, "all"), help="target architecture (default x64)")
 
