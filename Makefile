@@ -26,7 +26,13 @@ $(SETUP_STAMP): tools/setup.sh tools/requirements.txt tools/requirements-data.tx
 
 ## natmod ARCH=x64|armv6m|armv7m|armv7emsp|armv7emdp: build/natmod/<arch>/_microtrain.mpy
 natmod: build/natmod/$(ARCH)/_microtrain.mpy
+## Any arch the core's natmod tools do not know stops here, saying so (xtensawin and rv32imc: below).
 build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
+	@if ! grep -q '"$*"' $(MPY_DIR)/tools/mpy_ld.py || ! grep -q 'ARCH),$*)' $(MPY_DIR)/py/dynruntime.mk; then \
+	    echo "natmod: ARCH=$* is not supported by the MicroPython core in $(MPY_DIR)" \
+	         "(its tools/mpy_ld.py and py/dynruntime.mk do not know it; the 1.23 core of make setup" \
+	         "links no RISC-V natmod): give a core that does with MPY_DIR=<micropython folder>," \
+	         "or build microtrain into the firmware as a user C module (docs/firmware.md)" >&2; exit 2; fi
 	@mkdir -p build/natmod/$*
 	@$(MAKE) --no-print-directory -C usermod/microtrain MPY_DIR=$(MPY_DIR) ARCH=$* \
 	    BUILD=../../build/natmod/$*/obj PYTHON=$(PY) MPY_LD="$(PY) $(MPY_DIR)/tools/mpy_ld.py" \
@@ -143,21 +149,23 @@ lint: $(SETUP_STAMP)
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy
 
-## firmware-mcu: the project's QEMU Cortex-M0/M3/M4F/M7 firmware (ports/qemu/README.md)
-## -> build/qemu/<m0|m3|m4|m7>-single/firmware.elf, and the M0 with microtrain built in (m0fw)
-## -> build/qemu/m0-single-builtin/firmware.elf
+## firmware-mcu: the project's QEMU Cortex-M0/M3/M4F/M7 firmware and the RV32IMC one
+## (ports/qemu/README.md, ports/qemu/rv32/README.md) -> build/qemu/<m0|m3|m4|m7|rv32>-single/firmware.elf,
+## and the M0 with microtrain built in (m0fw) -> build/qemu/m0-single-builtin/firmware.elf
 firmware-mcu: $(SETUP_STAMP)
 	@for b in m0 m3 m4 m7; do $(MAKE) --no-print-directory -C ports/qemu BOARD=$$b FLOAT=single >/dev/null || exit 1; \
 	    echo "firmware-mcu: build/qemu/$$b-single/firmware.elf"; done
 	@$(MAKE) --no-print-directory -C ports/qemu BOARD=m0 FLOAT=single BUILTIN=1 >/dev/null
 	@echo "firmware-mcu: build/qemu/m0-single-builtin/firmware.elf (m0fw)"
+	@$(MAKE) --no-print-directory -C ports/qemu/rv32 FLOAT=single >/dev/null
+	@echo "firmware-mcu: build/qemu/rv32-single/firmware.elf"
 
 ## twin: the float32 host twin (ports/host) -> build/host/single/micropython-fw
 twin: $(SETUP_STAMP)
 	@$(MAKE) --no-print-directory -C ports/host FLOAT=single >/dev/null
 	@echo "twin: build/host/single/micropython-fw"
 
-## test-mcu: kernel cases, .mtm mutations and training runs on the QEMU boards (== the twin)
+## test-mcu: kernel cases, .mtm mutations and training runs on the QEMU boards, rv32 included (== the twin)
 test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_mcu
 
@@ -171,7 +179,8 @@ mem-mcu: $(SETUP_STAMP) build/natmod/armv7emdp/_microtrain.mpy
 	@$(PY) -m evals.mem_mcu
 
 ## bench-mcu: instruction counts per kernel MAC and per training sample on the QEMU Cortex-M
-## firmware (M0 natmod and built in, M3, M4, M7) with the project's TCG plugin; writes docs/performance.md.
+## firmware (M0 natmod and built in, M3, M4, M7) and the RV32IMC one with the project's TCG plugin;
+## writes docs/performance.md.
 .PHONY: bench-mcu
 bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
 	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)

@@ -1,4 +1,4 @@
-"""`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M3/M4/M7 (QEMU).
+"""`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M3/M4/M7 and RV32IMC (QEMU).
 
 The firmware of ports/qemu runs the MicroPython scripts evals/mp/bench_*.py
 under QEMU with the mtcount plugin (ports/qemu/plugin), which counts every
@@ -6,8 +6,9 @@ executed guest instruction, attributed by address to
 
 - ``native``: code outside the firmware image, i.e. the natmod ``.mpy`` that
   MicroPython loaded into its heap at run time (the kernels and their
-  argument checks); on a firmware with microtrain built in (m0fw), the
-  compilation units of usermod/microtrain instead;
+  argument checks); on a firmware with microtrain built in (m0fw, rv32), the
+  functions compiled from usermod/microtrain, left out of the map so that
+  they count as the same category;
 - ``interp``: the MicroPython core in the firmware (compilation units under
   ``py/``: VM, runtime, objects, GC, ...), from the firmware's debug info;
 - ``rest``: the rest of the firmware (libc/libm/libgcc, the port, semihosting).
@@ -56,8 +57,9 @@ CATS = ("interp", "rest", "native")  # the plugin's categories: map 0, 1, 2; unm
 MARK_SYMBOL = "mp_micropython_heap_lock"
 # compilation units of the MicroPython core (interpreter) in the firmware's DWARF
 INTERP_DIRS = ("py/",)
-# compilation units of microtrain's kernels built into the firmware (the user C module): native
+# compilation units of microtrain built into a firmware (user C module): "native"
 NATIVE_DIRS = ("usermod/microtrain/",)
+NATIVE = 2  # firmware_map's category of NATIVE_DIRS functions: not written to the map
 
 
 def _qemu_run() -> object:
@@ -74,7 +76,7 @@ def _qemu_run() -> object:
 
 @dataclass(frozen=True)
 class Board:
-    name: str  # m0 / m0fw / m3 / m4 / m7 (ports/qemu/qemu_run.py)
+    name: str  # m0 / m0fw / m3 / m4 / m7 / rv32 (ports/qemu/qemu_run.py)
     firmware: Path
     arch: str | None  # natmod arch loaded on it (None: microtrain built into the firmware)
     heap_kb: int  # GC heap of the runs
@@ -85,8 +87,9 @@ def boards() -> dict[str, Board]:
     # M7/M4: 512 KB, so that every configuration fits with the microtrain package's bytecode
     # in RAM (~58 KB, as after `mip install`; frozen into flash on a real board); M0: the
     # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB; the
-    # M3 runs the M0's digits runs, with the M0's heap.
-    heaps = {"m7": 512, "m4": 512, "m3": 224, "m0": 224, "m0fw": 224}
+    # M3 runs the M0's digits runs, with the M0's heap; rv32: its package is frozen (no bytecode
+    # in RAM), so its build's default heap, as on an ESP32-C3.
+    heaps = {"m7": 512, "m4": 512, "m3": 224, "m0": 224, "m0fw": 224, "rv32": 256}
     return {b: Board(b, qr.firmware(b), None if qr.BOARDS[b].builtin else qr.BOARDS[b].arch,  # type: ignore
                      heaps[b]) for b in heaps}
 
@@ -130,6 +133,10 @@ def _in_dirs(cu_name: str, dirs: tuple[str, ...]) -> bool:
     return any(n.startswith(d) or f"/{d}" in n for d in dirs)
 
 
+def _is_interp(cu_name: str) -> bool:
+    return _in_dirs(cu_name, INTERP_DIRS)
+
+
 @dataclass
 class FirmwareMap:
     path: Path  # the plugin's map file
@@ -140,8 +147,9 @@ class FirmwareMap:
 
 def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
     """Every executable byte of the firmware in a category: functions by the DWARF CU
-    that holds them (py/ -> interp, usermod/microtrain/ -> native, else rest), code between
-    symbols -> rest."""
+    that holds them (py/ -> interp, usermod/microtrain -> native, else rest), code between
+    symbols -> rest. Native functions stay out of the map file: the plugin counts them as
+    unmapped, the category of a natmod's code."""
     from elftools.elf.constants import P_FLAGS
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection
@@ -171,9 +179,7 @@ def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
     def category(a: int, name: str) -> int:
         i = int(np.searchsorted(cu_lo, a, side="right")) - 1
         if i >= 0 and cus[i][0] <= a < cus[i][1]:
-            if _in_dirs(cus[i][2], NATIVE_DIRS):
-                return 2
-            return 0 if _in_dirs(cus[i][2], INTERP_DIRS) else 1
+            return 0 if _is_interp(cus[i][2]) else (NATIVE if _in_dirs(cus[i][2], NATIVE_DIRS) else 1)
         return 1  # libc / libgcc / startup code without debug info
 
     funcs: list[tuple[int, int, str, int]] = []
@@ -197,6 +203,7 @@ def firmware_map(elf_path: Path, out: Path) -> FirmwareMap:
             cur = max(cur, min(fe, hi))
         if cur < hi:
             lines.append((cur, hi, "(gap)", 1))
+    lines = [ln for ln in lines if ln[3] != NATIVE]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(f"{s:x} {e:x} {c}\n" for s, e, _, c in lines))
     return FirmwareMap(out, mark, lines, sum(hi - lo for lo, hi in segs))
@@ -271,7 +278,7 @@ def run_guest(board: Board | None, fmap: FirmwareMap | None, script: str, args: 
     qr.build_pylib()  # type: ignore[attr-defined]
     paths = [str(MP_DIR), *qr.default_paths(board.name, board.arch)]  # type: ignore[attr-defined]
     cmd = qr.qemu_cmd(board.name, str(MP_DIR / script), list(args), heap=f"{heap_kb}k",  # type: ignore
-                      paths=paths, extra=extra)
+                      paths=paths, extra=extra, elf=board.firmware)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=BUILD,
                        stdin=subprocess.DEVNULL)
     if p.returncode != 0 or "@res done 1" not in p.stdout:
@@ -292,6 +299,16 @@ def regions(run: Run) -> dict[str, list[list[int]]]:
         else:
             open_[name] = c
     return out
+
+
+RV32_LIBGCC = "rv32-libgcc"  # label of the rows of the rv32 firmware built with libgcc's soft float
+
+
+def rv32_libgcc_firmware() -> Path:
+    """The rv32 firmware built with libgcc's float routines (make -C ports/qemu/rv32 SOFTFLOAT=libgcc)."""
+    subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "qemu" / "rv32"), "SOFTFLOAT=libgcc"],
+                   check=True, capture_output=True)
+    return ROOT / "build" / "qemu" / "rv32-single-libgcc" / "firmware.elf"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -503,9 +520,9 @@ def train_table(rows: list[TrainRow]) -> list[str]:
 
 
 def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
-    def k(shape: str, kernel: str) -> str:
+    def k(shape: str, kernel: str, board: str = "m7") -> str:
         for r in krows:
-            if r.board == "m7" and r.shape == shape and r.kernel == kernel:
+            if r.board == board and r.shape == shape and r.kernel == kernel:
                 return f"{r.native / r.macs:.2f}"
         return "n/a"
 
@@ -520,6 +537,7 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
     al_sp = t("m7", "fmnist", "all", 0.1, 1)
     al_ss, al_sp_ss = t("m7", "fmnist", "all", 0.0, 1, PREPASS), t("m7", "fmnist", "all", 0.1, 1, PREPASS)
     d2 = t("m0", "digits", "last:2", 0.0, 1)
+    rv_d2 = t("rv32", "digits", "last:2", 0.0, 1)
     d2_m3, d2_fw = t("m3", "digits", "last:2", 0.0, 1), t("m0fw", "digits", "last:2", 0.0, 1)
     na = "n/a"
     fields = [
@@ -534,6 +552,8 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
         f"heap_last2={l2.heap_peak / 1024:.1f}" if l2 else f"heap_last2={na}",
         "m3", f"digits_last2={d2_m3.total:.0f}" if d2_m3 else f"digits_last2={na}",
         "m0fw", f"digits_last2={d2_fw.total:.0f}" if d2_fw else f"digits_last2={na}",
+        "rv32", f"conv3x3={k('conv3x3', 'fwd', 'rv32')}", f"fc={k('fc', 'fwd', 'rv32')}",
+        f"digits_last2={rv_d2.total:.0f}" if rv_d2 else f"digits_last2={na}",
     ]
     return "bench-mcu: " + " ".join(fields)
 
@@ -587,6 +607,14 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "kernels) on the M7 firmware, whose heap holds the buffers (the M0 board's does not); the",
         "same Thumb-1 code executes the same instructions on either core.",
         "",
+        "The rv32 rows run on the RV32IMC firmware (ports/qemu/rv32), whose kernels are built in",
+        "(user C module): *native* there counts the instructions of the functions compiled from",
+        "usermod/microtrain (found through the firmware's debug info), the same code a natmod holds.",
+        "rv32imc has no SIMD: its forward takes the scalar blocking of `MT_RV` (mt_dsp.h). Its float",
+        "arithmetic is the project's software float under libgcc's names; the rv32-libgcc rows are",
+        "the same firmware built with libgcc's instead (`make -C ports/qemu/rv32 SOFTFLOAT=libgcc`),",
+        "whose float routines count as *rest*, so compare their *call* column.",
+        "",
         *kernel_table(krows),
         "",
         "## Inference and training per sample",
@@ -600,7 +628,9 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "the M0 firmware with microtrain built in as the user C module (as an RP2040 firmware is",
         "built, ports/qemu BUILTIN=1: no extra define; its *kernels* are the compilation units of",
         "usermod/microtrain, whose software float also serves the firmware's Python floats; the",
-        "package is frozen, so its peak heap holds no package bytecode). Trainer in mixed mode,",
+        "package is frozen, so its peak heap holds no package bytecode), and the same digits runs on the",
+        "RV32IMC firmware (rv32: microtrain built in, the package frozen; rv32-libgcc: libgcc's soft",
+        "float, last:2 only). Trainer in mixed mode,",
         "SGD(lr=0.01, momentum=0.9), one",
         f"unmeasured warm-up sample, then {STEPS_B1} measured samples at batch 1 and 16 at batch 16",
         "(evals/mp/bench_train.py; *measured* = cold); the figures are means per sample. The M7",
@@ -661,7 +691,8 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "rows (the first 8 samples after the warm-up); digits_last2:",
         "instructions per training sample of the digits CNN on M0 (last:2, batch 1); heap_last2:",
         "peak heap in KB, transfer CNN last:2 on M7; m3 / m0fw digits_last2: the same digits sample",
-        "on the Cortex-M3 and on the M0 firmware with microtrain built in.",
+        "on the Cortex-M3 and on the M0 firmware with microtrain built in; rv32: native instructions",
+        "per MAC of the conv3x3 and fc forward kernels and digits_last2 on the RV32IMC firmware.",
         "",
     ]
     if meta.get("softfloat"):
@@ -692,6 +723,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="kernels on M7 and two training runs only")
     ap.add_argument("--no-doc", action="store_true", help="do not write docs/performance.md")
     ap.add_argument("--heap-kb", type=int, default=1024, help="heap of --host runs (64-bit objects)")
+    ap.add_argument("--boards", default="", help="only these boards, e.g. rv32 (default: all; no doc)")
     a = ap.parse_args(argv)
     t0 = time.time()
     if not a.host:
@@ -700,7 +732,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     digits_model()
     bds = boards()
     fmaps: dict[str, FirmwareMap] = {}
-    used = ["m7"] if a.quick else ["m7", "m4", "m0", "m3", "m0fw"]
+    used = ["m7"] if a.quick else ["m7", "m4", "m0", "m3", "m0fw", "rv32"]
+    if a.boards:
+        used = a.boards.split(",")
     if not a.host:
         for b in used:
             if not bds[b].firmware.is_file():
@@ -713,18 +747,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     krows: list[KernelRow] = []
     meta: dict[str, str] = {"fmnist": origin, "heap_kb": str(bds["m7"].heap_kb)}
     kruns: dict[str, Run] = {}
-    for b in ("m7",) if a.quick else ("m7", "m4"):
+    for b in [b for b in ("m7", "m4") if b in used]:
         rows, kruns[b] = bench_kernels(*brd(b))
         krows += rows
         print(f"kernels on {b}: done ({time.time() - t0:.0f} s)", flush=True)
-    if not a.quick and not a.host:
+    if not a.quick and not a.host and "m7" in used and "m0" in used:
         # M0 rows: the armv6m natmod on the M7 firmware, whose heap holds the four shapes' buffers
         # (the M0 board's 224 KB does not); the same Thumb-1 code executes the same instructions.
         m7 = bds["m7"]
         rows, _ = bench_kernels(Board(m7.name, m7.firmware, "armv6m", m7.heap_kb), fmaps["m7"])
         krows += [replace(r, board="m0") for r in rows]
         print(f"kernels on m0 (armv6m natmod): done ({time.time() - t0:.0f} s)", flush=True)
-    if not a.host:
+    if "rv32" in used and not a.host:
+        rows, kruns["rv32"] = bench_kernels(*brd("rv32"))
+        krows += rows
+        print(f"kernels on rv32: done ({time.time() - t0:.0f} s)", flush=True)
+    if not a.host and "m7" in kruns:
         empty = regions(kruns["m7"])["empty"][0]
         meta["marker_cost"] = f"{sum(empty):,}"
     trows: list[TrainRow] = []
@@ -737,9 +775,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the M0's digits sample (last:2, batch 1) also on the M3 (armv7m natmod) and on m0fw, the M0
     # firmware with microtrain built in as the user C module
     one = [("last:2", 0.0, 1, 0)]
-    runs_of = {"m7": configs + steady, "m0": configs, "m3": one, "m0fw": one}
-    for bname, model in (("m7", "fmnist"), ("m0", "digits"), ("m3", "digits"), ("m0fw", "digits")):
-        if bname not in used:
+    runs_of = {"m7": configs + steady, "m0": configs, "m3": one, "m0fw": one, "rv32": configs}
+    models = {"m7": "fmnist", "m0": "digits", "m3": "digits", "m0fw": "digits", "rv32": "digits"}
+    for bname, model in models.items():
+        if bname not in used or (a.host and bname == "rv32"):  # rv32: the same host runs as m0
             continue
         for tr, sp, bt, pre in runs_of[bname]:
             r, run = bench_train(*brd(bname), model, tr, sp, bt, STEPS_B1 if bt == 1 else bt,
@@ -753,7 +792,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                   flush=True)
             if r:
                 trows.append(r)
-    if not a.host:
+    if not a.host and "rv32" in used:
+        # the rv32 firmware again with libgcc's soft float in place of the project's (SOFTFLOAT=libgcc)
+        lg = replace(bds["rv32"], firmware=rv32_libgcc_firmware())
+        lg_map = firmware_map(lg.firmware, BUILD / "rv32-libgcc.map")
+        rows, _ = bench_kernels(lg, lg_map)
+        krows += [replace(r, board=RV32_LIBGCC) for r in rows if r.kernel == "gw_f32"]
+        r, _ = bench_train(lg, lg_map, "digits", "last:2", 0.0, 1, STEPS_B1, lg.heap_kb)
+        if r:
+            trows.append(replace(r, board=RV32_LIBGCC))
+            print(f"{RV32_LIBGCC} digits last:2: {r.total:,.0f} instr/sample ({time.time() - t0:.0f} s)",
+                  flush=True)
+    if not a.host and not a.boards:
         # repeatability: the same runs again must give the same count at every marker
         pairs = [(kruns["m7"], bench_kernels(*brd("m7"))[1])]
         again = [("m7", "fmnist")] + ([("m0", "digits")] if "m0" in used else [])
@@ -777,9 +827,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.host:
         print("bench-mcu: host run of the guest scripts ok")
         return 0
-    from evals import bench_softfloat
+    if not a.boards:
+        from evals import bench_softfloat
 
-    meta["softfloat"] = "\n".join(bench_softfloat.table(*bench_softfloat.measure()))
+        meta["softfloat"] = "\n".join(bench_softfloat.table(*bench_softfloat.measure()))
     print()
     print("\n".join(kernel_table(krows)))
     print()
@@ -787,7 +838,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     line = summary_line(krows, trows)
     if trows:
         meta["package_kb"] = f"{trows[0].heap_package / 1024:.1f}"
-    if not a.no_doc:
+    if not a.no_doc and not a.boards:
         write_doc(krows, trows, line, meta)
     print(line)
     return 0

@@ -11,6 +11,10 @@ command -v gcc >/dev/null 2>&1 || need_apt="$need_apt gcc"
 command -v make >/dev/null 2>&1 || need_apt="$need_apt make"
 command -v cmake >/dev/null 2>&1 || need_apt="$need_apt cmake"  # tests/test_firmware.py: usermod cmake check
 command -v qemu-system-arm >/dev/null 2>&1 || need_apt="$need_apt qemu-system-arm"  # ports/qemu: the Cortex-M boards (make test-mcu)
+# ports/qemu/rv32: the RV32IMC board (make test-mcu, make bench-mcu): GCC, picolibc, qemu-system-riscv32
+command -v riscv64-unknown-elf-gcc >/dev/null 2>&1 || need_apt="$need_apt gcc-riscv64-unknown-elf"
+[ -f /usr/lib/picolibc/riscv64-unknown-elf/picolibc.specs ] || need_apt="$need_apt picolibc-riscv64-unknown-elf"
+command -v qemu-system-riscv32 >/dev/null 2>&1 || need_apt="$need_apt qemu-system-misc"
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt="$need_apt python3-venv"
 # libFuzzer (clang's -fsanitize=fuzzer runtime) for make fuzz / make reliability and the short
 # fuzz run of make test: Debian bookworm's clang 14.

@@ -37,6 +37,12 @@
 #define MT_PORT_ENV (!MT_PORT_SEMIHOSTING)
 #endif
 
+// fd 1 / 2 (stdout, stderr): POSIX write, unless the port routes its console
+// elsewhere (ports/qemu/rv32: picolibc's semihosting has no fd 1 / 2).
+#ifndef MT_PORT_CONSOLE_WRITE
+#define MT_PORT_CONSOLE_WRITE write
+#endif
+
 // ---------------------------------------------------------------------------
 // stdio HAL: fd 0 / 1 (the semihosting console on the boards).
 
@@ -61,7 +67,7 @@ int mp_hal_stdin_rx_chr(void) {
 mp_uint_t mp_hal_stdout_tx_strn(const char *str, size_t len) {
     size_t left = len;
     while (left > 0) {
-        ssize_t n = write(1, str, left);
+        ssize_t n = MT_PORT_CONSOLE_WRITE(1, str, left);
         if (n <= 0) {
             break;
         }
@@ -278,7 +284,9 @@ static mp_obj_t mt_os_remove(mp_obj_t path_in) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(mt_os_remove_obj, mt_os_remove);
 
-#if MT_PORT_SEMIHOSTING
+#if defined(MT_PORT_RENAME)
+#define mt_rename MT_PORT_RENAME
+#elif MT_PORT_SEMIHOSTING
 // newlib's rename() goes through link(), which semihosting lacks (ENOSYS);
 // rdimon's _rename is the SYS_RENAME call.
 extern int _rename(const char *from, const char *to);
@@ -515,7 +523,7 @@ void gc_collect(void) {
 void nlr_jump_fail(void *val) {
     (void)val;
     static const char msg[] = "mtport: uncaught NLR\n";
-    ssize_t r = write(2, msg, sizeof(msg) - 1);
+    ssize_t r = MT_PORT_CONSOLE_WRITE(2, msg, sizeof(msg) - 1);
     (void)r;
     exit(3);
 }
@@ -525,7 +533,7 @@ void nlr_jump_fail(void *val) {
 // stdout, as the unix port's do too.
 static void mt_stderr_strn(void *env, const char *str, size_t len) {
     (void)env;
-    ssize_t r = write(2, str, len);
+    ssize_t r = MT_PORT_CONSOLE_WRITE(2, str, len);
     (void)r;
 }
 static const mp_print_t mt_stderr_print = { NULL, mt_stderr_strn };

@@ -1,17 +1,17 @@
-"""Run a MicroPython script on the project's QEMU Cortex-M firmware (ports/qemu).
+"""Run a MicroPython script on the project's QEMU firmware (ports/qemu: Cortex-M; ports/qemu/rv32: RV32IMC).
 
-    python ports/qemu/qemu_run.py [--board m7|m4|m3|m0|m0fw] [--float single|double] [--heap 256k]
+    python ports/qemu/qemu_run.py [--board m7|m4|m3|m0|m0fw|rv32] [--float single|double] [--heap 256k]
                                   [--cwd DIR] [script.py [args...]]
 
 No script: the REPL on the terminal (Ctrl-D leaves; Ctrl-A X quits QEMU). The script, its
 imports and every file it opens are read from / written to the host folder QEMU
-runs in (``--cwd``, default the current one) over ARM semihosting; relative
+runs in (``--cwd``, default the current one) over ARM / RISC-V semihosting; relative
 paths are relative to it, absolute host paths work too. ``sys.path`` holds the
 script's folder, the host folder, then build/qemu/pylib (python_lib/microtrain
 and ports/common/lib's small ``json``, compiled by mpy-cross) and
 build/natmod/<arch> (the board's ``_microtrain.mpy``); a board with microtrain built in
-(``m0fw``: the BUILTIN=1 firmware, kernels as the user C module and the package frozen)
-gets neither. The exit code is the
+(``m0fw``: the BUILTIN=1 firmware, kernels as the user C module and the package frozen;
+``rv32``, whose firmware always has it) gets neither. The exit code is the
 script's (uncaught exception: 1; crash: 3). From Python:
 ``run(board, script, args, cwd=...)`` or ``qemu_cmd(...)``.
 """
@@ -35,10 +35,14 @@ class Board:
     arch: str  # natmod arch of the board's core
     cpu: str
     extra: tuple[str, ...] = ()
-    # a firmware variant: ports/qemu's BOARD (None: the board's own name) and BUILTIN=1 (the
-    # kernels built in as the user C module, the package frozen: no natmod, no pylib)
+    qemu: str = "qemu-system-arm"
+    src: str = "ports/qemu"  # the firmware's make folder
+    # a firmware variant of ports/qemu: its BOARD (None: the board's own name) and the make
+    # variables / build-folder suffix that select it
     base: str | None = None
-    builtin: bool = False
+    variant: tuple[str, ...] = ()
+    suffix: str = ""
+    builtin: bool = False  # microtrain built in (user C module) and its package frozen
 
 
 # the micro:bit's nRF51 (16 KB SRAM, 256 KB flash) enlarged to a board-sized M0
@@ -50,25 +54,30 @@ BOARDS: dict[str, Board] = {
     "m3": Board("mps2-an385", "armv7m", "Cortex-M3"),
     "m0": Board("microbit", "armv6m", "Cortex-M0", MICROBIT_BIG),
     # the M0 as an RP2040-class firmware is built: microtrain as the user C module
-    "m0fw": Board("microbit", "armv6m", "Cortex-M0", MICROBIT_BIG, base="m0", builtin=True),
+    "m0fw": Board("microbit", "armv6m", "Cortex-M0", MICROBIT_BIG, base="m0", variant=("BUILTIN=1",),
+                  suffix="-builtin", builtin=True),
+    # QEMU's virt machine with an RV32IMC core (no F/D/A: what ESP32-C3 / RP2350 RISC-V run);
+    # -bios none: the firmware starts at the reset vector's jump to RAM
+    "rv32": Board("virt", "rv32imc", "RV32IMC",
+                  ("-cpu", "rv32,a=false,f=false,d=false", "-bios", "none"),
+                  qemu="qemu-system-riscv32", src="ports/qemu/rv32", builtin=True),
 }
 
 
 def make_args(board: str, flt: str = "single") -> list[str]:
     """The variables of `make -C ports/qemu` that build the board's firmware."""
     b = BOARDS[board]
-    return [f"BOARD={b.base or board}", f"FLOAT={flt}", *(["BUILTIN=1"] if b.builtin else [])]
+    return [f"BOARD={b.base or board}", f"FLOAT={flt}", *b.variant]
 
 
 def firmware(board: str, flt: str = "single") -> Path:
     b = BOARDS[board]
-    variant = "-builtin" if b.builtin else ""
-    return ROOT / "build" / "qemu" / f"{b.base or board}-{flt}{variant}" / "firmware.elf"
+    return ROOT / "build" / "qemu" / f"{b.base or board}-{flt}{b.suffix}" / "firmware.elf"
 
 
 def build(board: str, flt: str = "single", jobs: int = 2) -> Path:
     """make -C ports/qemu (a no-op when up to date); returns the ELF."""
-    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / "ports" / "qemu"), *make_args(board, flt)],
+    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / BOARDS[board].src), *make_args(board, flt)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"firmware build {board}-{flt} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
@@ -107,8 +116,9 @@ def default_paths(board: str, arch: str | None = None) -> list[str]:
 
 def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), flt: str = "single",
              heap: str | None = None, paths: Sequence[str] | None = None, arch: str | None = None,
-             extra: Sequence[str] = (), interactive: bool = False) -> list[str]:
-    """The qemu-system-arm command line; `extra` goes before -kernel (e.g. -plugin ...).
+             extra: Sequence[str] = (), interactive: bool = False, elf: Path | None = None) -> list[str]:
+    """The qemu-system-arm / -riscv32 command line; `extra` goes before -kernel (e.g. -plugin ...);
+    `elf`: another build of the board's firmware (default: firmware(board, flt)).
     interactive: the REPL on this terminal: input through the board's UART 0 (QEMU's serial0 with
     -nographic; Ctrl-A X quits QEMU), output on the semihosting console."""
     b = BOARDS[board]
@@ -123,9 +133,9 @@ def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), fl
     if bad:  # semihosting passes one space-separated command line
         raise ValueError(f"arguments with spaces cannot pass through semihosting: {bad}")
     io = ["-nographic"] if interactive else ["-display", "none", "-monitor", "none", "-serial", "none"]
-    return ["qemu-system-arm", "-M", b.machine, *b.extra, *io,
+    return [b.qemu, "-M", b.machine, *b.extra, *io,
             "-semihosting-config", "enable=on,target=native", *extra,
-            "-kernel", str(firmware(board, flt)), "-append", " ".join(fw_args)]
+            "-kernel", str(elf or firmware(board, flt)), "-append", " ".join(fw_args)]
 
 
 def run(board: str, script: str, args: Sequence[str] = (), cwd: Path | str | None = None,

@@ -197,6 +197,35 @@ static uint32_t host_to_u32(float f) {
     return (uint32_t)f;
 }
 
+#if defined(MT_SOFT_FLOAT_LIBGCC)
+// RISC-V's names (-DMT_SOFT_FLOAT_LIBGCC; add, sub, div and the conversions are
+// the mt_ routines renamed, checked above): __mulsf3's own fast path, and the
+// comparisons with libgcc's conventions (a result compared against 0).
+uint32_t __mulsf3(uint32_t a, uint32_t b);
+int __eqsf2(uint32_t a, uint32_t b);
+int __nesf2(uint32_t a, uint32_t b);
+int __ltsf2(uint32_t a, uint32_t b);
+int __lesf2(uint32_t a, uint32_t b);
+int __gtsf2(uint32_t a, uint32_t b);
+int __gesf2(uint32_t a, uint32_t b);
+int __unordsf2(uint32_t a, uint32_t b);
+
+static void check_libgcc(uint32_t a, uint32_t b) {
+    const float fa = flt(a), fb = flt(b);
+    volatile float r = fa * fb;
+    check_float("__mulsf3", a, b, __mulsf3(a, b), r, 1);
+    const int un = fa != fa || fb != fb;
+    if ((__eqsf2(a, b) == 0) != (fa == fb) || (__nesf2(a, b) != 0) != (fa != fb) ||
+        (__ltsf2(a, b) < 0) != (fa < fb) || (__lesf2(a, b) <= 0) != (fa <= fb) ||
+        (__gtsf2(a, b) > 0) != (fa > fb) || (__gesf2(a, b) >= 0) != (fa >= fb) || (__unordsf2(a, b) != 0) != un) {
+        fail("libgcc cmp", a, b, (uint32_t)__ltsf2(a, b), fa < fb);
+    }
+}
+#define CHECK_LIBGCC(a, b) check_libgcc(a, b)
+#else
+#define CHECK_LIBGCC(a, b) ((void)0)
+#endif
+
 static void check_pair(uint32_t a, uint32_t b) {
     const float fa = flt(a), fb = flt(b);
     // Each result in a volatile: rounded to float32 once, no contraction.
@@ -241,6 +270,7 @@ static void check_pair(uint32_t a, uint32_t b) {
     if (mt_f32_un(a, b) != (fa != fa || fb != fb)) {
         fail("un", a, b, (uint32_t)mt_f32_un(a, b), fa != fa || fb != fb);
     }
+    CHECK_LIBGCC(a, b);
 }
 
 static void check_unary(uint32_t a) {

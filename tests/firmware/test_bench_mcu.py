@@ -1,6 +1,7 @@
-"""The bench-mcu instruction counter on the real M7 firmware: regions of known kind are
-attributed right (native natmod code vs the MicroPython interpreter), native counts scale
-with the work, and two runs give the same count at every marker."""
+"""The bench-mcu instruction counter on the real M7 and RV32IMC firmware: regions of known kind
+are attributed right (native code, the natmod on M7 or the built-in module on rv32, vs the
+MicroPython interpreter), native counts scale with the work, and two runs give the same count
+at every marker."""
 
 from __future__ import annotations
 
@@ -15,19 +16,21 @@ from support.harness import ROOT
 @pytest.fixture(scope="module", autouse=True)
 def _toolchain() -> None:
     """make setup installs both: a missing one is a broken setup, not a reason to skip."""
-    for tool in ("qemu-system-arm", "arm-none-eabi-gcc"):
+    for tool in ("qemu-system-arm", "arm-none-eabi-gcc", "qemu-system-riscv32", "riscv64-unknown-elf-gcc"):
         assert shutil.which(tool), f"{tool} missing: run `make setup` (tools/setup.sh installs it)"
 
 
-def test_attribution_and_repeatability() -> None:
+@pytest.mark.parametrize("name", ["m7", "rv32"])
+def test_attribution_and_repeatability(name: str) -> None:
     from evals import bench_mcu as bm
 
-    subprocess.run(["make", "-s", "-C", str(ROOT), "natmod", "ARCH=armv7emdp"], check=True, timeout=600)
+    if name == "m7":
+        subprocess.run(["make", "-s", "-C", str(ROOT), "natmod", "ARCH=armv7emdp"], check=True, timeout=600)
     subprocess.run(["make", "-s", "-C", str(bm.PLUGIN_DIR), "all"], check=True, timeout=120)
     qr = bm._qemu_run()
-    qr.build("m7")  # type: ignore[attr-defined]
-    board = bm.boards()["m7"]
-    fmap = bm.firmware_map(board.firmware, bm.BUILD / "m7-selftest.map")
+    qr.build(name)  # type: ignore[attr-defined]
+    board = bm.boards()[name]
+    fmap = bm.firmware_map(board.firmware, bm.BUILD / f"{name}-selftest.map")
     runs = [bm.run_guest(board, fmap, "bench_selftest.py", [], heap_kb=256) for _ in range(2)]
     assert runs[0].counts == runs[1].counts and runs[0].total == runs[1].total
     reg = bm.regions(runs[0])

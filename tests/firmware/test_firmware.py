@@ -271,6 +271,55 @@ def test_cortex_m_firmware_compile(cpu: list[str], impl: str, fw_frozen: tuple[P
 
 
 # --------------------------------------------------------------------------
+# RISC-V: the firmware-mode sources compile for ESP32-C3 / C6, RP2350 RISC-V (rv32imc, no FPU)
+# and a RISC-V core with a single-precision FPU (rv32imafc), with the float kernels; without an FPU
+# they are built on the project's software float, which then defines libgcc's float entry points
+# (unless -DMT_NO_SOFT_FLOAT keeps libgcc's)
+
+RISCV_LIBGCC_FLOAT = {"__addsf3", "__subsf3", "__mulsf3", "__divsf3", "__floatsisf", "__floatunsisf",
+                      "__fixsfsi", "__fixunssfsi", "__eqsf2", "__nesf2", "__ltsf2", "__lesf2", "__gtsf2",
+                      "__gesf2", "__unordsf2"}
+
+
+@pytest.mark.parametrize("arch,soft,flags", [("rv32imc", True, []), ("rv32imafc", False, []),
+                                             ("rv32imc", False, ["-DMT_NO_SOFT_FLOAT"])],
+                         ids=["rv32imc", "rv32imafc", "rv32imc-libgcc"])
+def test_riscv_firmware_compile(arch: str, soft: bool, flags: list[str], fw_frozen: tuple[Path, str],
+                                tmp_path: Path) -> None:
+    gcc = shutil.which("riscv64-unknown-elf-gcc")
+    assert gcc, "riscv64-unknown-elf-gcc is not installed (tools/setup.sh installs it)"
+    genhdr_build = fw_frozen[0].parent
+    abi = "ilp32f" if "f" in arch[4:] else "ilp32"
+    for c in C_SOURCES:
+        cmd = [gcc, "-c", "-o", str(tmp_path / (c[:-2] + ".o")), f"-march={arch}", f"-mabi={abi}",
+               "--specs=picolibc.specs", "-std=gnu99", "-Os", *UNIX_CWARN, "-ffp-contract=off",
+               f"-I{FWPORT}", f"-I{MPY_DIR}", f"-I{genhdr_build}", f"-I{MODDIR}",
+               "-DMT_FW_FLOAT_IMPL=MICROPY_FLOAT_IMPL_FLOAT", *flags, str(MODDIR / c)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"{c} {arch}:\n{proc.stderr[-3000:]}"
+    objs = sorted(tmp_path.glob("*.o"))
+    nm = subprocess.run(["riscv64-unknown-elf-nm", "-g", "--defined-only", *map(str, objs)],
+                        capture_output=True, text=True, check=True).stdout
+    defined = {ln.split()[-1] for ln in nm.splitlines() if ln.strip() and not ln.endswith(":")}
+    assert {"mt_user_cmodule", "mt_f32_axpy_i32", "mt_conv2d_s8_grad_weight_f32"} <= defined  # float kernels
+    assert (defined & RISCV_LIBGCC_FLOAT) == (RISCV_LIBGCC_FLOAT if soft else set())
+    bad = foreign_globals(objs, "riscv64-unknown-elf-nm", allowed=RISCV_LIBGCC_FLOAT if soft else set())
+    assert not bad, f"{arch}: globals without the mt_ prefix: {bad}"
+
+
+def test_natmod_rv32imc_says_what_the_core_lacks() -> None:
+    """The 1.23 core links no rv32imc natmod: `make natmod ARCH=rv32imc` stops, naming what is
+    missing and the way out (MPY_DIR, or the user C module), and builds nothing."""
+    out = ROOT / "build" / "natmod" / "rv32imc" / "_microtrain.mpy"
+    p = subprocess.run(["make", "-s", "natmod", "ARCH=rv32imc"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode != 0 and not out.exists()
+    msg = p.stderr
+    assert "ARCH=rv32imc is not supported by the MicroPython core" in msg, msg
+    assert "mpy_ld.py" in msg and "MPY_DIR=" in msg and "user C module" in msg, msg
+
+
+# --------------------------------------------------------------------------
 # manifests
 
 

@@ -1,4 +1,5 @@
-"""microtrain on the project's QEMU Cortex-M firmware (ports/qemu) and its float32 host twin.
+"""microtrain on the project's QEMU firmware (ports/qemu: Cortex-M0/M3/M4F/M7; ports/qemu/rv32: RV32IMC
+with microtrain built in) and its float32 host twin.
 
 The subset of ``make test-mcu`` (ports/qemu/check_mcu.py) that fits in ``make test``:
 
@@ -6,9 +7,10 @@ The subset of ``make test-mcu`` (ports/qemu/check_mcu.py) that fits in ``make te
   single-precision float, and exits with the script's code;
 - kernel cases bit-exact against the numpy oracle through the board's .mpy
   (armv6m on M0, armv7m on M3, armv7emsp on M4, armv7emdp and armv6m on M7) or, on m0fw (the M0
-  firmware with microtrain built in as the user C module, as an RP2040 firmware is built), its
-  built-in module; the M0, m0fw and M3 run the float kernels natively (software float), and
-  equal the M4/M7 FPUs at the float32 edges;
+  firmware with microtrain built in as the user C module, as an RP2040 firmware is built) and
+  rv32, its built-in module; the M0, m0fw, M3 and rv32 run the float kernels natively (software
+  float), and equal the M4/M7 FPUs at the float32 edges; every board's Python float operations
+  equal numpy float32 there;
 - the .mtm mutation set's first files: accept / ValueError only, the host reader's verdicts;
 - one training run per mode (int8, mixed, float32): checkpoint and trained arrays byte-identical
   to the float32 host twin's (ports/host, FLOAT=single) -- and the twin's checkpoint
@@ -34,7 +36,7 @@ BOARDS = check_mcu.BOARDS
 @pytest.fixture(scope="module", autouse=True)
 def _toolchain() -> None:
     """make setup installs both: a missing one is a broken setup, not a reason to skip."""
-    for tool in ("qemu-system-arm", "arm-none-eabi-gcc"):
+    for tool in ("qemu-system-arm", "arm-none-eabi-gcc", "qemu-system-riscv32", "riscv64-unknown-elf-gcc"):
         assert shutil.which(tool), f"{tool} missing: run `make setup` (tools/setup.sh installs it)"
 
 
@@ -103,6 +105,11 @@ def test_m0fw_float_abi_is_microtrains(built: None) -> None:
 def test_f32_edges_m0_equals_fpu_boards(built: None) -> None:
     n, bad = check_mcu.check_f32_edges(BOARDS, seed=99, n_random=512)
     assert n > 10000 and not bad, "\n".join(bad[:10])
+
+
+def test_f32_python_ops_equal_numpy(built: None) -> None:
+    n, bad = check_mcu.check_f32_ops(BOARDS)
+    assert n > 1000 and not bad, "\n".join(bad[:10])
 
 
 @pytest.fixture(scope="module")

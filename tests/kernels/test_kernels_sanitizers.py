@@ -1,11 +1,12 @@
-"""The C kernels on the host under ASan + UBSan, in both math modes.
+"""The C kernels on the host under ASan + UBSan, in both math modes and on the RISC-V paths.
 
 tests/c/kernel_driver.c runs the same case files as the MicroPython runner,
 calling the mt_*_check functions and then the kernels directly; every buffer is
 an exact-size heap block. Built with -fsanitize=address,undefined
 -fno-sanitize-recover=all, once normally and once with -DMT_FORCE_SOFT_MATH
-(the Cortex-M0 integer paths). Any sanitizer report, non-zero exit or
-mismatch with the oracle fails; both modes must agree bit for bit.
+(the Cortex-M0 integer paths), and once with -DMT_FORCE_RV_PATH (the forward
+blocking of rv32 firmware, mt_dsp.h). Any sanitizer report, non-zero exit or
+mismatch with the oracle fails; every mode must agree bit for bit.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from support.kernel_cases import ALL_OPS
 
 SEED = 777
 PER_OP = 96
-MODES = ("hard", "soft")
+MODES = ("hard", "soft", "rv")
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,8 @@ def cases() -> list[Case]:
 def runs(cases: list[Case]) -> dict[str, RunOutcome]:
     out = {}
     for mode in MODES:
-        exe = build_driver(soft_math=mode == "soft")
+        flags = ["-DMT_FORCE_RV_PATH"] if mode == "rv" else []
+        exe = build_driver(soft_math=mode == "soft", extra_flags=flags)
         out[mode] = run_cases_driver(cases, exe, name=f"san-{mode}")
     return out
 
@@ -67,13 +69,15 @@ def test_driver_bitexact(mode: str, op: str, cases: list[Case], runs: dict[str, 
     assert not bad, f"{op} ({mode} math):\n" + "\n".join(bad)
 
 
-def test_math_modes_identical(cases: list[Case], runs: dict[str, RunOutcome]) -> None:
-    """Hardware multiply/divide and the Cortex-M0 integer paths give identical bytes."""
-    hard, soft = runs["hard"].results, runs["soft"].results
-    assert len(hard) == len(soft) == len(cases)
-    diff = [i for i, (a, b) in enumerate(zip(hard, soft, strict=True))
+@pytest.mark.parametrize("mode", ["soft", "rv"])
+def test_math_modes_identical(mode: str, cases: list[Case], runs: dict[str, RunOutcome]) -> None:
+    """Hardware multiply/divide, the Cortex-M0 integer paths and the RISC-V paths give identical
+    bytes."""
+    hard, other = runs["hard"].results, runs[mode].results
+    assert len(hard) == len(other) == len(cases)
+    diff = [i for i, (a, b) in enumerate(zip(hard, other, strict=True))
             if (a.status, a.ret, a.outs, a.exc_msg) != (b.status, b.ret, b.outs, b.exc_msg)]
-    assert not diff, f"{len(diff)} cases differ between modes, first: case {diff[0]} ({cases[diff[0]].op})"
+    assert not diff, f"{len(diff)} cases differ from {mode}, first: case {diff[0]} ({cases[diff[0]].op})"
 
 
 def test_sanitizer_is_live(tmp_path: Path) -> None:

@@ -43,7 +43,9 @@ def run(exe: Path, pairs: int, seed: int) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("kind,flags,pairs", [("asan", ["-O1", "-g", *SANITIZE_FLAGS], 300_000),
                                               ("o2", ["-O2"], 2_000_000),
                                               # the armv7m build's path: a count-leading-zeros instruction
-                                              ("o2-clz", ["-O2", "-DMT_SOFT_FLOAT_TEST_CLZ"], 500_000)])
+                                              ("o2-clz", ["-O2", "-DMT_SOFT_FLOAT_TEST_CLZ"], 500_000),
+                                              # RISC-V's: libgcc's names, __mulsf3, the comparisons
+                                              ("o2-libgcc", ["-O2", "-DMT_SOFT_FLOAT_LIBGCC"], 500_000)])
 def test_softfloat_matches_host_fpu(kind: str, flags: list[str], pairs: int) -> None:
     exe = build(f"softfloat_driver-{kind}", KERNEL_DIR, flags)
     p = run(exe, pairs, seed=11)

@@ -1,12 +1,14 @@
-"""`make test-mcu`: microtrain on the QEMU Cortex-M0 / M3 / M4F / M7 firmware (ports/qemu).
+"""`make test-mcu`: microtrain on the QEMU Cortex-M0 / M3 / M4F / M7 firmware (ports/qemu) and the
+RV32IMC firmware (ports/qemu/rv32, microtrain built in).
 
 Per board (BOARDS; m0fw is the M0 with microtrain built in as the user C module, as an
 RP2040 firmware is built):
 - kernel cases (tests/support/kernel_cases.py, tests/mp/kernel_runner.py) through the
   board's .mpy (armv6m on M0, armv7m on M3, armv7emsp on M4, armv7emdp and armv6m on M7) or, on
-  m0fw, its built-in `_microtrain`, every output bit-exact against the numpy oracle; the cases of
-  functions a module lacks (the armv6m module on the hard-float M7 has no float kernels) are left
-  out, cases too big for the board's heap too;
+  m0fw and rv32, its built-in `_microtrain` (float kernels on the project's software float),
+  every output bit-exact against the numpy oracle; the cases of functions a module lacks (the
+  armv6m module on the hard-float M7 has no float kernels) are left out, cases too big for the
+  board's heap too;
 - the .mtm mutation set of tests/format/test_mtm_loader.py (tests/mp/mtm_runner.py): only
   accept / ValueError, and the same verdict as the host reader (tools/microtrain_tools/mtm.py);
 - training runs (tests/mp/train_runner.py) in each mode (int8, mixed, float32) on a converted
@@ -14,7 +16,7 @@ RP2040 firmware is built):
   same run on the float32 host twin (ports/host, FLOAT=single).
 
 Ends with one line, a pair of counts per board of BOARDS, in that order
-    test-mcu: m0 cases=A/A train=B/B m0fw cases=C/C train=D/D m3 ... m4 ... m7 ...
+    test-mcu: m0 cases=A/A train=B/B m0fw cases=C/C train=D/D m3 ... m4 ... m7 ... rv32 ...
 and exits 1 unless every count is complete (mutation crashes / disagreements also fail).
 ``--quick`` is the subset tests/firmware/test_mcu.py runs.
 """
@@ -48,21 +50,21 @@ TWIN = ROOT / "build" / "host" / "single" / "micropython-fw"
 TRAIN_RUNNER = ROOT / "tests" / "mp" / "train_runner.py"
 MTM_RUNNER = ROOT / "tests" / "mp" / "mtm_runner.py"
 # the boards of `make test-mcu`, in the order of its summary line (ports/qemu/qemu_run.py)
-BOARDS = ["m0", "m0fw", "m3", "m4", "m7"]
+BOARDS = ["m0", "m0fw", "m3", "m4", "m7", "rv32"]
 # GC heap of the kernel runs: the M0's largest; 2 MB of the M3/M4/M7's 4 MB RAM (a long run of
 # big cases fragments a 256 KB heap; the heap claims are the training runs', at the defaults)
-KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m3": 2048, "m0": 224, "m0fw": 224}
+KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m3": 2048, "m0": 224, "m0fw": 224, "rv32": 2048}
 # GC heap of the training runs: the builds' default (256 KB) on M3/M4/M7; the M0's largest
 # (224 KB), since float32 training of every layer plus the runner's dump copies is near its
 # 200 KB default
-TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m3": 256, "m0": 224, "m0fw": 224}
+TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m3": 256, "m0": 224, "m0fw": 224, "rv32": 256}
 # the module of a board with microtrain built in (no natmod on its path)
 BUILTIN = "builtin"
 # (board, natmod arch or BUILTIN) pairs of the kernel check
 KERNEL_RUNS = [("m0", "armv6m"), ("m0fw", BUILTIN), ("m3", "armv7m"), ("m4", "armv7emsp"),
-               ("m7", "armv7emdp"), ("m7", "armv6m")]
+               ("m7", "armv7emdp"), ("m7", "armv6m"), ("rv32", BUILTIN)]
 # soft-float boards whose float32 must equal the FPU boards' bit for bit (check_f32_edges)
-SOFT_FLOAT_RUNS = [("m0", "armv6m"), ("m0fw", BUILTIN), ("m3", "armv7m")]
+SOFT_FLOAT_RUNS = [("m0", "armv6m"), ("m0fw", BUILTIN), ("m3", "armv7m"), ("rv32", BUILTIN)]
 FPU_RUNS = [("m4", "armv7emsp"), ("m7", "armv7emdp")]
 
 SGDM = {"kind": "sgd", "lr": 0.05, "momentum": 0.9}
@@ -245,6 +247,59 @@ def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, l
     return len(want), bad
 
 
+F32_OPS_RUNNER = ROOT / "tests" / "mp" / "f32_ops_runner.py"
+
+
+def f32_ops_expected(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """numpy float32 (x64 SSE) for f32_ops_runner.py: (a + b, a - b, a * b, a / b) bits and the
+    comparison flags per pair (a-major), int(a) per value (0 where it would not fit int32)."""
+    f = vals.view(np.float32)
+    a, b = np.repeat(f, len(f)), np.tile(f, len(f))
+    with np.errstate(all="ignore"):
+        ar = np.stack([a + b, a - b, a * b, a / b], axis=1).view(np.uint32)
+        ar[:, 3] = np.where(b == 0, np.uint32(0xFFFFFFFF), ar[:, 3])
+        flags = ((a < b) | (a <= b) << 1 | (a > b) << 2 | (a >= b) << 3 | (a == b) << 4
+                 | (a != b) << 5).astype(np.uint8)
+        ok = np.isfinite(f) & (f >= -2.0**31) & (f < 2.0**31)
+        ints = np.where(ok, np.trunc(np.where(ok, f, 0)).astype(np.float64), 0).astype(np.int32)
+    return ar, flags, ints
+
+
+def check_f32_ops(boards: list[str]) -> tuple[int, list[str]]:
+    """Python float +, -, *, /, comparisons and int() on every pair of the float32 edge patterns
+    (F32_EDGES plus the int8-range integers): each board equals numpy float32, a NaN result by
+    being a NaN (NaN bits differ between FPUs and software float by design). Returns (values
+    compared per board, problems)."""
+    vals = np.array(F32_EDGES + [int(v) for v in np.array(F32_INTS[:9], np.float32).view(np.uint32)],
+                    dtype=np.uint32)
+    ar, flags, ints = f32_ops_expected(vals)
+    n = len(vals)
+    bad: list[str] = []
+    for board in boards:
+        work = WORK / f"f32ops-{board}"
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "in.bin").write_bytes(struct.pack("<I", n) + vals.astype("<u4").tobytes())
+        (work / "out.bin").unlink(missing_ok=True)
+        p = qemu_run.run(board, str(F32_OPS_RUNNER), ["in.bin", "out.bin"], cwd=work, timeout=300)
+        if p.returncode != 0 or f"F32-OPS-DONE {n}" not in p.stdout:
+            bad.append(f"f32 ops {board}: the runner did not complete: {(p.stdout + p.stderr)[-500:]}")
+            continue
+        raw = (work / "out.bin").read_bytes()
+        rec = np.dtype([("r", "<u4", 4), ("c", "u1")])
+        got = np.frombuffer(raw[:n * n * rec.itemsize], dtype=rec)
+        got_ints = np.frombuffer(raw[n * n * rec.itemsize:], dtype="<i4")
+        nan_w, nan_g = (ar & 0x7FFFFFFF) > 0x7F800000, (got["r"] & 0x7FFFFFFF) > 0x7F800000
+        diff = np.argwhere((got["r"] != ar) & ~nan_w | (nan_w != nan_g))
+        ops = "+-*/"
+        bad += [f"f32 ops {board}: 0x{vals[i // n]:08x} {ops[k]} 0x{vals[i % n]:08x} = "
+                f"0x{got['r'][i, k]:08x}, numpy 0x{ar[i, k]:08x}" for i, k in diff[:5]]
+        bad += [f"f32 ops {board}: compare 0x{vals[i // n]:08x}, 0x{vals[i % n]:08x}: flags "
+                f"{got['c'][i]:06b}, numpy {flags[i]:06b}" for i in np.flatnonzero(got["c"] != flags)[:5]]
+        bad += [f"f32 ops {board}: int(0x{vals[i]:08x}) = {got_ints[i]}, numpy {ints[i]}"
+                for i in np.flatnonzero(got_ints != ints)[:5]]
+    return n * n * 5 + n, bad
+
+
 # --------------------------------------------------------------------------
 # the .mtm mutation set
 
@@ -394,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
     n_f32, bad_f32 = check_f32_edges(boards, seed=4242, n_random=512 if a.quick else 2048)
     problems += bad_f32
     print(f"f32 edges {','.join(boards)}: {n_f32} values, {len(bad_f32)} problems", flush=True)
+
+    n_ops, bad_ops = check_f32_ops(boards)
+    problems += bad_ops
+    print(f"f32 ops {','.join(boards)}: {n_ops} values a board, {len(bad_ops)} problems", flush=True)
 
     files, verdicts = mutation_corpus(mutations)
     for board in boards:

@@ -253,6 +253,57 @@ static MT_INLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int
     s[3] = s3;
 }
 
+#if MT_RV
+// dot_2x2_full for four pixels (A, A + dx, A + 2 dx, A + 3 dx) and two
+// channels: s[2 i] = pixel i . wa, s[2 i + 1] = pixel i . wb. Six byte loads
+// per eight MACs; four taps per step at immediate offsets, so the six
+// pointers move once per four taps.
+#define MT_RV_TAP(j)                                                                  \
+    do {                                                                              \
+        const int32_t u = wa[j], v = wb[j];                                           \
+        int32_t t = x0[j];                                                            \
+        s0 += t * u;                                                                  \
+        s1 += t * v;                                                                  \
+        t = x1[j];                                                                    \
+        s2 += t * u;                                                                  \
+        s3 += t * v;                                                                  \
+        t = x2[j];                                                                    \
+        s4 += t * u;                                                                  \
+        s5 += t * v;                                                                  \
+        t = x3[j];                                                                    \
+        s6 += t * u;                                                                  \
+        s7 += t * v;                                                                  \
+    } while (0)
+
+static MT_INLINE void dot_4x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa,
+                                   int32_t dw, int32_t run, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    for (int32_t ky = 0, xo = 0; ky < nky; ++ky, xo += xr) {
+        const int8_t *x0 = xa + xo, *x1 = x0 + dx, *x2 = x1 + dx, *x3 = x2 + dx, *wb = wa + dw;
+        const int8_t *end = wa + run;
+        for (const int8_t *end4 = wa + (run & ~3); wa != end4; wa += 4, wb += 4, x0 += 4, x1 += 4, x2 += 4,
+             x3 += 4) {
+            MT_RV_TAP(0);
+            MT_RV_TAP(1);
+            MT_RV_TAP(2);
+            MT_RV_TAP(3);
+        }
+        for (; wa != end; ++wa, ++wb, ++x0, ++x1, ++x2, ++x3) {
+            MT_RV_TAP(0);
+        }
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+    s[4] = s4;
+    s[5] = s5;
+    s[6] = s6;
+    s[7] = s7;
+}
+#undef MT_RV_TAP
+#endif
+
 // sum w[i], i < n.
 static int32_t sum_s8(const int8_t *w, int32_t n) {
     int32_t s = 0, i = 0;
@@ -282,6 +333,18 @@ typedef struct {
 static MT_INLINE void dense_run_k(const mt_dense_t *d, const int8_t *x, const int8_t *wa, int32_t n, int8_t *y,
                                   int32_t nky) {
     int32_t s[4], xo = 0, yo = 0;
+#if MT_RV
+    for (; n >= 4; n -= 4, xo += 4 * d->dx, yo += 4 * d->out_c) {
+        int32_t s8[8];
+        int8_t *yp = y + yo;
+        dot_4x2_full(x + xo, d->dx, d->xr, nky, wa, d->dw, d->run, s8);
+        for (int32_t i = 0; i < 4; ++i, yp += d->out_c) {
+            const int8_t a0 = mt_rq_out(d->fa + s8[2 * i], &d->qa), b0 = mt_rq_out(d->fb + s8[2 * i + 1], &d->qb);
+            yp[0] = a0;
+            yp[d->dob] = b0;
+        }
+    }
+#endif
     for (; n >= 2; n -= 2, xo += 2 * d->dx, yo += 2 * d->out_c) {
         int8_t *yp = y + yo;
         dot_2x2_full(x + xo, d->dx, d->xr, nky, wa, d->dw, d->run, s);
@@ -835,6 +898,36 @@ static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect
             MT_RECT_2X4("");
         }
         (void)t0, (void)t1, (void)t2;
+    }
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+#elif MT_RV
+// RISC-V: the same sums from byte loads (no packed multiply-add; an unaligned
+// word costs four byte loads there): per position two e bytes, four x bytes,
+// eight multiplies and adds.
+static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t sh, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    const int32_t nox = r->nox, ec = r->e_col, xc = r->x_col;
+    const int8_t *ep = e + (sh >> 3);  // the pair: bytes 0 and 2, or 1 and 3
+    int32_t eo = 0, xo = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, xo += r->x_row) {
+        int32_t ei = eo, xi = xo;
+        for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
+            const int8_t *pe = ep + ei, *px = x + xi;
+            const int32_t ea = pe[0], eb = pe[2];
+            int32_t t = px[0];
+            s0 += ea * t;
+            s4 += eb * t;
+            t = px[1];
+            s1 += ea * t;
+            s5 += eb * t;
+            t = px[2];
+            s2 += ea * t;
+            s6 += eb * t;
+            t = px[3];
+            s3 += ea * t;
+            s7 += eb * t;
+        }
     }
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
@@ -1522,6 +1615,59 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
 // acc[pos, 0..nc) += mult * sum over the nq packed quads of e[pos, quad] . wp.
 // qoff: 4 channel offsets per quad; only the first is used when the quad's
 // channels are consecutive (one word load), all four when gather is set.
+#if MT_RV
+// RISC-V (no packed multiply-add): the packed weights unpacked once per call
+// into halfwords, [quad][ci][oc 0..3], then per position and quad four e
+// bytes, sixteen halfword loads, sixteen multiplies and adds.
+static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
+                               const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult, int gather) {
+    int16_t wu[16 * MT_GI_QUADS];
+    for (int32_t q = 0; q < nq; ++q) {
+        for (int32_t c = 0; c < 4; ++c) {
+            int16_t *u = wu + 16 * q + 4 * c;
+            const uint32_t a = wp[8 * q + c], b = wp[8 * q + 4 + c];  // oc 0, 2 / oc 1, 3
+            u[0] = (int16_t)mt_lo16(a);
+            u[1] = (int16_t)mt_lo16(b);
+            u[2] = (int16_t)mt_hi16(a);
+            u[3] = (int16_t)mt_hi16(b);
+        }
+    }
+    int32_t eo = 0, ao = 0;
+    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+        int32_t ei = eo, ai = ao;
+        for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
+            int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            const int8_t *ep = e + ei;
+            const int16_t *u = wu;
+            for (int32_t q = 0; q < nq; ++q, u += 16) {
+                const int32_t *o = qoff + 4 * q;
+                int32_t e0, e1, e2, e3;
+                if (gather) {
+                    e0 = ep[o[0]], e1 = ep[o[1]], e2 = ep[o[2]], e3 = ep[o[3]];
+                } else {
+                    const int8_t *eq = ep + o[0];
+                    e0 = eq[0], e1 = eq[1], e2 = eq[2], e3 = eq[3];
+                }
+                s0 += e0 * u[0] + e1 * u[1] + e2 * u[2] + e3 * u[3];
+                s1 += e0 * u[4] + e1 * u[5] + e2 * u[6] + e3 * u[7];
+                s2 += e0 * u[8] + e1 * u[9] + e2 * u[10] + e3 * u[11];
+                s3 += e0 * u[12] + e1 * u[13] + e2 * u[14] + e3 * u[15];
+            }
+            int32_t *a = acc + ai;
+            a[0] += s0 * mult;
+            if (nc > 1) {
+                a[1] += s1 * mult;
+                if (nc > 2) {
+                    a[2] += s2 * mult;
+                    if (nc > 3) {
+                        a[3] += s3 * mult;
+                    }
+                }
+            }
+        }
+    }
+}
+#else
 static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
                                const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult, int gather) {
     int32_t eo = 0, ao = 0;
@@ -1573,6 +1719,8 @@ static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *
         }
     }
 }
+
+#endif
 
 // The tap's valid output rectangle and its e / acc bases (offsets of the
 // first position; 0 when empty).

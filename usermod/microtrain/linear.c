@@ -22,6 +22,39 @@ static MT_NOINLINE void scale_x_run(int32_t *g, const int8_t *x, int32_t n, int3
 // armv7e-m unpacked) once for four weight rows. Rows 1 and 3 are read at an
 // offset from rows 0 and 2: two pointers instead of four keep the loop in
 // registers.
+#if MT_RV
+// RISC-V: four row pointers and four bytes a step at immediate offsets
+// (loads take no register offset), so the five pointers move once per four
+// bytes: per byte of x, one load and one subtraction for four MACs.
+#define MT_RV_COL(j)                                                                  \
+    do {                                                                              \
+        const int32_t a = (int32_t)x[j] - zp;                                         \
+        s0 += a * (int32_t)w0[j];                                                     \
+        s1 += a * (int32_t)w1[j];                                                     \
+        s2 += a * (int32_t)w2[j];                                                     \
+        s3 += a * (int32_t)w3[j];                                                     \
+    } while (0)
+
+static MT_NOINLINE void dot_1x4(const int8_t *x, const int8_t *w, int32_t ws, int32_t n, int32_t zp, int32_t *s) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const int8_t *w0 = w, *w1 = w + ws, *w2 = w1 + ws, *w3 = w2 + ws;
+    const int8_t *end = x + n;
+    for (const int8_t *end4 = x + (n & ~3); x != end4; x += 4, w0 += 4, w1 += 4, w2 += 4, w3 += 4) {
+        MT_RV_COL(0);
+        MT_RV_COL(1);
+        MT_RV_COL(2);
+        MT_RV_COL(3);
+    }
+    for (; x != end; ++x, ++w0, ++w1, ++w2, ++w3) {
+        MT_RV_COL(0);
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+}
+#undef MT_RV_COL
+#else
 static MT_NOINLINE void dot_1x4(const int8_t *x, const int8_t *w, int32_t ws, int32_t n, int32_t zp, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     const int8_t *w2 = w + 2 * ws;
@@ -58,6 +91,7 @@ static MT_NOINLINE void dot_1x4(const int8_t *x, const int8_t *w, int32_t ws, in
     s[2] = s2;
     s[3] = s3;
 }
+#endif
 
 // Four weight rows per pass over x (dot_1x4), then two, then one.
 void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w,
@@ -115,7 +149,19 @@ int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, co
 static MT_NOINLINE void axpy4_w_run(int32_t *acc, const int8_t *const *w, int32_t n, const int32_t *s) {
     const int8_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
     const int32_t s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
-    for (int32_t i = 0; i < n; ++i) {
+    int32_t i = 0;
+#if MT_RV
+    // four values a step at immediate offsets: the five pointers move once per four
+    for (; i + 4 <= n; i += 4) {
+        const int8_t *a = w0 + i, *b = w1 + i, *c = w2 + i, *d = w3 + i;
+        int32_t *t = acc + i;
+        t[0] += s0 * (int32_t)a[0] + s1 * (int32_t)b[0] + s2 * (int32_t)c[0] + s3 * (int32_t)d[0];
+        t[1] += s0 * (int32_t)a[1] + s1 * (int32_t)b[1] + s2 * (int32_t)c[1] + s3 * (int32_t)d[1];
+        t[2] += s0 * (int32_t)a[2] + s1 * (int32_t)b[2] + s2 * (int32_t)c[2] + s3 * (int32_t)d[2];
+        t[3] += s0 * (int32_t)a[3] + s1 * (int32_t)b[3] + s2 * (int32_t)c[3] + s3 * (int32_t)d[3];
+    }
+#endif
+    for (; i < n; ++i) {
         acc[i] += s0 * (int32_t)w0[i] + s1 * (int32_t)w1[i] + s2 * (int32_t)w2[i] + s3 * (int32_t)w3[i];
     }
 }
@@ -175,8 +221,25 @@ void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, cons
 // four at a time with the zero point subtracted halfwise (|x - zp| <= 255).
 static MT_NOINLINE void scale2_x_run(int32_t *g0, int32_t *g1, const int8_t *x, int32_t n, int32_t e0, int32_t e1,
                                      int32_t zp) {
-    const uint32_t zp2 = mt_pack16(zp, zp), u0 = (uint32_t)e0, u1 = (uint32_t)e1;
     int32_t i = 0;
+#if MT_RV
+    // RISC-V: bytes, four a step at immediate offsets (no packed halfwords)
+    for (; i + 4 <= n; i += 4) {
+        const int8_t *xp = x + i;
+        int32_t *a = g0 + i, *b = g1 + i;
+        const int32_t v0 = (int32_t)xp[0] - zp, v1 = (int32_t)xp[1] - zp, v2 = (int32_t)xp[2] - zp,
+                      v3 = (int32_t)xp[3] - zp;
+        a[0] = e0 * v0;
+        a[1] = e0 * v1;
+        a[2] = e0 * v2;
+        a[3] = e0 * v3;
+        b[0] = e1 * v0;
+        b[1] = e1 * v1;
+        b[2] = e1 * v2;
+        b[3] = e1 * v3;
+    }
+#else
+    const uint32_t zp2 = mt_pack16(zp, zp), u0 = (uint32_t)e0, u1 = (uint32_t)e1;
     for (; i + 4 <= n; i += 4) {
         const uint32_t xw = mt_load_u32(x + i);
         const uint32_t xa = mt_ssub16(mt_sxtb16(xw), zp2), xb = mt_ssub16(mt_sxtb16_ror8(xw), zp2);
@@ -189,6 +252,7 @@ static MT_NOINLINE void scale2_x_run(int32_t *g0, int32_t *g1, const int8_t *x, 
         g1[i + 2] = mt_smlatb(xa, u1, 0);
         g1[i + 3] = mt_smlatb(xb, u1, 0);
     }
+#endif
     for (; i < n; ++i) {
         const int32_t v = (int32_t)x[i] - zp;
         g0[i] = e0 * v;
@@ -198,8 +262,18 @@ static MT_NOINLINE void scale2_x_run(int32_t *g0, int32_t *g1, const int8_t *x, 
 
 // g[i] = ev * (x[i] - zp), i < n (one row; as scale2_x_run).
 static MT_NOINLINE void scale1_x_run(int32_t *g, const int8_t *x, int32_t n, int32_t ev, int32_t zp) {
-    const uint32_t zp2 = mt_pack16(zp, zp), u = (uint32_t)ev;
     int32_t i = 0;
+#if MT_RV
+    for (; i + 4 <= n; i += 4) {
+        const int8_t *xp = x + i;
+        int32_t *a = g + i;
+        a[0] = ev * ((int32_t)xp[0] - zp);
+        a[1] = ev * ((int32_t)xp[1] - zp);
+        a[2] = ev * ((int32_t)xp[2] - zp);
+        a[3] = ev * ((int32_t)xp[3] - zp);
+    }
+#else
+    const uint32_t zp2 = mt_pack16(zp, zp), u = (uint32_t)ev;
     for (; i + 4 <= n; i += 4) {
         const uint32_t xw = mt_load_u32(x + i);
         const uint32_t xa = mt_ssub16(mt_sxtb16(xw), zp2), xb = mt_ssub16(mt_sxtb16_ror8(xw), zp2);
@@ -208,6 +282,7 @@ static MT_NOINLINE void scale1_x_run(int32_t *g, const int8_t *x, int32_t n, int
         g[i + 2] = mt_smlatb(xa, u, 0);
         g[i + 3] = mt_smlatb(xb, u, 0);
     }
+#endif
     for (; i < n; ++i) {
         g[i] = ev * ((int32_t)x[i] - zp);
     }

@@ -31,6 +31,16 @@
 #endif
 #endif
 
+// RISC-V cores without an FPU (rv32imc: ESP32-C3 / C6, the RP2350's Hazard3
+// cores) run the float kernels on the project's software float by default,
+// under libgcc's names (mt_softfloat.h, MT_SOFT_FLOAT_LIBGCC): it stands in
+// for libgcc's own, faster and with the same bits. -DMT_NO_SOFT_FLOAT keeps
+// libgcc's (firmware only: a natmod cannot link it).
+#if defined(__riscv) && !defined(__riscv_flen) && !defined(MT_SOFT_FLOAT) && !defined(MT_NO_SOFT_FLOAT)
+#define MT_SOFT_FLOAT 1
+#define MT_SOFT_FLOAT_LIBGCC 1
+#endif
+
 // Float (weight-gradient accumulation) where the arch has an FPU, or where
 // softfloat.c supplies the software float (MT_SOFT_FLOAT, above).
 #if defined(MT_FORCE_NO_FLOAT)
@@ -40,6 +50,13 @@
 #define MT_HAS_FLOAT 1
 #else
 #define MT_HAS_FLOAT 0
+#endif
+
+// RISC-V: the float kernels always, on the FPU (the F extension), on the
+// software float above, or on libgcc's (MT_NO_SOFT_FLOAT).
+#if defined(__riscv) && !defined(MT_FORCE_NO_FLOAT)
+#undef MT_HAS_FLOAT
+#define MT_HAS_FLOAT 1
 #endif
 
 #define MT_Q31_HALF ((int32_t)1 << 30)

@@ -38,6 +38,29 @@
 #define mt_f32_ge MT_SF_NAME(mt_f32_ge, __aeabi_fcmpge)
 #define mt_f32_un MT_SF_NAME(mt_f32_un, __aeabi_fcmpun)
 
+// RISC-V without an FPU (MT_SOFT_FLOAT_LIBGCC, mt_quant.h): the arithmetic and
+// conversions under libgcc's names, so gcc's calls for float C code (kernels
+// and the whole firmware) reach them; softfloat.c adds the comparisons with
+// libgcc's return conventions (__eqsf2 ...) and __mulsf3 (mt_f32_mul's
+// bits, its product from the core's 32x32->64 multiply). Same arguments and
+// results.
+#if defined(MT_SOFT_FLOAT_LIBGCC)
+#undef mt_f32_add
+#undef mt_f32_sub
+#undef mt_f32_div
+#undef mt_f32_from_i32
+#undef mt_f32_from_u32
+#undef mt_f32_to_i32
+#undef mt_f32_to_u32
+#define mt_f32_add __addsf3
+#define mt_f32_sub __subsf3
+#define mt_f32_div __divsf3
+#define mt_f32_from_i32 __floatsisf
+#define mt_f32_from_u32 __floatunsisf
+#define mt_f32_to_i32 __fixsfsi
+#define mt_f32_to_u32 __fixunssfsi
+#endif
+
 uint32_t mt_f32_add(uint32_t a, uint32_t b);
 uint32_t mt_f32_sub(uint32_t a, uint32_t b);
 uint32_t mt_f32_mul(uint32_t a, uint32_t b);

@@ -1,7 +1,9 @@
-// IEEE-754 binary32 in integer arithmetic for FPU-less ARM cores (armv6m,
-// armv7m), natmod and firmware: see mt_softfloat.h for the contract. Built
-// where mt_quant.h defines MT_SOFT_FLOAT (those cores) or the tests define
-// MT_SOFT_FLOAT_TEST (tests/c/softfloat_driver.c); empty elsewhere.
+// IEEE-754 binary32 in integer arithmetic for FPU-less cores: ARM (armv6m,
+// armv7m: natmod and firmware) and RISC-V without the F extension (firmware);
+// see mt_softfloat.h for the contract. Built where mt_quant.h defines
+// MT_SOFT_FLOAT (those cores) or the tests define MT_SOFT_FLOAT_TEST
+// (tests/c/softfloat_driver.c); empty elsewhere. On RISC-V it replaces
+// libgcc's helpers under their names (MT_SOFT_FLOAT_LIBGCC).
 //
 // Only 32-bit integer operations: Cortex-M0 has no 32x32->64 multiply, no
 // divide and no count-leading-zeros, and a natmod cannot call libgcc's
@@ -682,6 +684,88 @@ MT_SF_ABI(__aeabi_fcmple, mt_f32_le)
 MT_SF_ABI(__aeabi_fcmpgt, mt_f32_gt)
 MT_SF_ABI(__aeabi_fcmpge, mt_f32_ge)
 MT_SF_ABI(__aeabi_fcmpun, mt_f32_un)
+#endif
+
+// ---------------------------------------------------------------------------
+// RISC-V without an FPU: libgcc's comparison entry points, which gcc calls for
+// float comparisons. Their results are compared against 0: eq / ne give 0 iff
+// a == b, lt < 0 iff a < b, le <= 0 iff a <= b, gt > 0 iff a > b, ge >= 0 iff
+// a >= b; with a NaN operand every one of them is false (eq / ne / lt / le
+// give 1, gt / ge -1), unord nonzero.
+
+#if defined(MT_SOFT_FLOAT_LIBGCC)
+uint32_t __mulsf3(uint32_t a, uint32_t b);
+int __eqsf2(uint32_t a, uint32_t b);
+int __nesf2(uint32_t a, uint32_t b);
+int __ltsf2(uint32_t a, uint32_t b);
+int __lesf2(uint32_t a, uint32_t b);
+int __gtsf2(uint32_t a, uint32_t b);
+int __gesf2(uint32_t a, uint32_t b);
+int __unordsf2(uint32_t a, uint32_t b);
+
+// -1, 0, 1 for ordered operands; nan for a NaN operand.
+SF_INLINE int cmp3(uint32_t a, uint32_t b, int nan) {
+    if (is_nan(a) || is_nan(b)) {
+        return nan;
+    }
+    return ordered_lt(a, b) ? -1 : (ordered_lt(b, a) ? 1 : 0);
+}
+
+// mt_f32_mul with the significands' product from one 32x32->64 multiply
+// (MUL + MULHU on rv32im), not four 16-bit partial products.
+uint32_t __mulsf3(uint32_t a, uint32_t b) {
+    if ((uint32_t)((a << 1 >> 24) - 1) >= 0xFEu || (uint32_t)((b << 1 >> 24) - 1) >= 0xFEu) {
+        return mt_f32_mul(a, b);  // zeros, subnormals, infinities, NaNs
+    }
+    const int32_t e = (int32_t)(a << 1 >> 24) + (int32_t)(b << 1 >> 24) - 128;
+    if ((uint32_t)e >= 0xFCu) {
+        return mt_f32_mul(a, b);  // the result may leave the normal range
+    }
+    uint32_t base = ((a ^ b) & SIGN) + ((uint32_t)e << 23);
+    const uint64_t p = (uint64_t)((a & FRAC_MASK) | HIDDEN) * ((b & FRAC_MASK) | HIDDEN);  // [2^46, 2^48)
+    uint32_t z = (uint32_t)(p >> 16);
+    if ((uint32_t)p << 16) {
+        z |= 1u;
+    }
+    if ((int32_t)z < 0) {  // product in [2, 4)
+        z = (z >> 1) | (z & 1u);
+        base += 1u << 23;
+    }
+    const uint32_t low = z & 0x7Fu;
+    z = (z + 0x40u) >> 7;
+    if (low == 0x40u) {
+        z &= ~1u;
+    }
+    return base + z;
+}
+
+int __eqsf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __nesf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __ltsf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __lesf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, 1);
+}
+
+int __gtsf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, -1);
+}
+
+int __gesf2(uint32_t a, uint32_t b) {
+    return cmp3(a, b, -1);
+}
+
+int __unordsf2(uint32_t a, uint32_t b) {
+    return mt_f32_un(a, b);
+}
 #endif
 
 #else
