@@ -30,8 +30,8 @@ natmod: build/natmod/$(ARCH)/_microtrain.mpy
 build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
 	@if ! grep -q '"$*"' $(MPY_DIR)/tools/mpy_ld.py || ! grep -q 'ARCH),$*)' $(MPY_DIR)/py/dynruntime.mk; then \
 	    echo "natmod: ARCH=$* is not supported by the MicroPython core in $(MPY_DIR)" \
-	         "(its tools/mpy_ld.py and py/dynruntime.mk do not know it; the 1.23 core of make setup" \
-	         "links no RISC-V natmod): give a core that does with MPY_DIR=<micropython folder>," \
+	         "(its tools/mpy_ld.py and py/dynruntime.mk do not know it): give a core that does with" \
+	         "MPY_DIR=<micropython folder>," \
 	         "or build microtrain into the firmware as a user C module (docs/firmware.md)" >&2; exit 2; fi
 	@mkdir -p build/natmod/$*
 	@$(MAKE) --no-print-directory -C usermod/microtrain MPY_DIR=$(MPY_DIR) ARCH=$* \
