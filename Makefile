@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 MICROPYTHON := $(VENV)/bin/micropython
 MPY_DIR := $(ROOT)/build/mpy_cross_v6_3-1.1.1/micropython
 ARCH ?= x64
-NATMOD_ARCHS := x64 armv6m armv7emsp armv7emdp
+NATMOD_ARCHS := x64 armv6m armv7m armv7emsp armv7emdp
 SETUP_STAMP := build/.setup-stamp
 NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/microtrain/Makefile
 
@@ -24,29 +24,53 @@ $(SETUP_STAMP): tools/setup.sh tools/requirements.txt tools/requirements-data.tx
 	@tools/setup.sh
 	@mkdir -p build && touch $@
 
-## natmod ARCH=x64|armv6m|armv7emsp|armv7emdp: build/natmod/<arch>/_microtrain.mpy
+## natmod ARCH=x64|armv6m|armv7m|armv7emsp|armv7emdp: build/natmod/<arch>/_microtrain.mpy
 natmod: build/natmod/$(ARCH)/_microtrain.mpy
-## natmod ARCH=rv32imc (ESP32-C3 / C6, RP2350 RISC-V): needs a MicroPython core whose mpy_ld.py and
-## dynruntime.mk know rv32imc, given as MPY_DIR=<its folder>; the 1.23 core of make setup knows
-## neither (docs/firmware.md). Any arch the core does not know stops here, saying so.
+## Any arch the core's natmod tools do not know stops here, saying so (xtensawin and rv32imc: below).
 build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
 	@if ! grep -q '"$*"' $(MPY_DIR)/tools/mpy_ld.py || ! grep -q 'ARCH),$*)' $(MPY_DIR)/py/dynruntime.mk; then \
 	    echo "natmod: ARCH=$* is not supported by the MicroPython core in $(MPY_DIR)" \
-	         "(its tools/mpy_ld.py and py/dynruntime.mk do not know it; the 1.23 core of make setup" \
-	         "links no RISC-V natmod): give a core that does with MPY_DIR=<micropython folder>," \
+	         "(its tools/mpy_ld.py and py/dynruntime.mk do not know it): give a core that does with" \
+	         "MPY_DIR=<micropython folder>," \
 	         "or build microtrain into the firmware as a user C module (docs/firmware.md)" >&2; exit 2; fi
 	@mkdir -p build/natmod/$*
 	@$(MAKE) --no-print-directory -C usermod/microtrain MPY_DIR=$(MPY_DIR) ARCH=$* \
-	    BUILD=$(ROOT)/build/natmod/$*/obj PYTHON=$(PY) MPY_LD="$(PY) $(MPY_DIR)/tools/mpy_ld.py" \
+	    BUILD=../../build/natmod/$*/obj PYTHON=$(PY) MPY_LD="$(PY) $(MPY_DIR)/tools/mpy_ld.py" \
 	    MPY_TOOL="$(PY) $(MPY_DIR)/tools/mpy-tool.py" Q=@ ECHO=@true
 	@mv usermod/microtrain/_microtrain.mpy $@
 	@echo "natmod: built $@ ($$(stat -c %s $@) bytes)"
 
+## natmod ARCH=xtensawin (ESP32, ESP32-S2/S3) needs ESP-IDF's xtensa-esp32-elf-gcc on PATH;
+## ARCH=rv32imc (ESP32-C3/C6, RP2350 RISC-V) a MicroPython core whose natmod tools know rv32imc
+## (MPY_DIR=<its folder>). Each is checked first and says what is missing; where it is present,
+## natmod-all builds that arch too.
+NATMOD_OPT_ARCHS :=
+ifneq ($(shell command -v xtensa-esp32-elf-gcc 2>/dev/null),)
+NATMOD_OPT_ARCHS += xtensawin
+endif
+ifneq ($(shell grep -ls rv32imc $(MPY_DIR)/py/dynruntime.mk),)
+NATMOD_OPT_ARCHS += rv32imc
+endif
+.PHONY: natmod-needs-xtensawin natmod-needs-rv32imc
+build/natmod/xtensawin/_microtrain.mpy: | natmod-needs-xtensawin
+build/natmod/rv32imc/_microtrain.mpy: | natmod-needs-rv32imc
+natmod-needs-xtensawin:
+	@command -v xtensa-esp32-elf-gcc >/dev/null 2>&1 || { \
+	    echo "natmod ARCH=xtensawin: xtensa-esp32-elf-gcc is not on PATH. It comes with ESP-IDF" \
+	        "(. \$$IDF_PATH/export.sh); no package registry here has it, and clang's Xtensa" \
+	        "backend cannot build the windowed ABI xtensawin uses (docs/firmware.md, ESP32)." >&2; exit 1; }
+natmod-needs-rv32imc:
+	@grep -qs rv32imc $(MPY_DIR)/py/dynruntime.mk || { \
+	    echo "natmod ARCH=rv32imc: the MicroPython core in $(MPY_DIR) has no rv32imc natmod support" \
+	        "(py/dynruntime.mk, tools/mpy_ld.py: the 1.23 core make setup unpacks predates it)." \
+	        "Point MPY_DIR at a core that has it, or build microtrain into the firmware as a" \
+	        "user C module (docs/firmware.md)." >&2; exit 1; }
+
 ## natmod-all: every supported arch, with a size table.
-natmod-all: $(foreach a,$(NATMOD_ARCHS),build/natmod/$(a)/_microtrain.mpy)
+natmod-all: $(foreach a,$(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS),build/natmod/$(a)/_microtrain.mpy)
 	@printf '%-10s %10s\n' arch bytes
-	@for a in $(NATMOD_ARCHS); do printf '%-10s %10s\n' $$a $$(stat -c %s build/natmod/$$a/_microtrain.mpy); done
-	@echo "natmod-all: ok archs=$$(echo $(NATMOD_ARCHS) | tr ' ' ',')"
+	@for a in $(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS); do printf '%-10s %10s\n' $$a $$(stat -c %s build/natmod/$$a/_microtrain.mpy); done
+	@echo "natmod-all: ok archs=$$(echo $(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS) | tr ' ' ',')"
 
 ## dist: dist/<arch>_6.3/ for every arch: _microtrain.mpy + compiled microtrain package + mip package.json.
 dist: $(foreach a,$(NATMOD_ARCHS),build/natmod/$(a)/_microtrain.mpy)
@@ -125,11 +149,14 @@ lint: $(SETUP_STAMP)
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy
 
-## firmware-mcu: the project's QEMU Cortex-M0/M4F/M7 firmware and the RV32IMC one
-## (ports/qemu/README.md, ports/qemu/rv32/README.md) -> build/qemu/<m0|m4|m7|rv32>-single/firmware.elf
+## firmware-mcu: the project's QEMU Cortex-M0/M3/M4F/M7 firmware and the RV32IMC one
+## (ports/qemu/README.md, ports/qemu/rv32/README.md) -> build/qemu/<m0|m3|m4|m7|rv32>-single/firmware.elf,
+## and the M0 with microtrain built in (m0fw) -> build/qemu/m0-single-builtin/firmware.elf
 firmware-mcu: $(SETUP_STAMP)
-	@for b in m0 m4 m7; do $(MAKE) --no-print-directory -C ports/qemu BOARD=$$b FLOAT=single >/dev/null || exit 1; \
+	@for b in m0 m3 m4 m7; do $(MAKE) --no-print-directory -C ports/qemu BOARD=$$b FLOAT=single >/dev/null || exit 1; \
 	    echo "firmware-mcu: build/qemu/$$b-single/firmware.elf"; done
+	@$(MAKE) --no-print-directory -C ports/qemu BOARD=m0 FLOAT=single BUILTIN=1 >/dev/null
+	@echo "firmware-mcu: build/qemu/m0-single-builtin/firmware.elf (m0fw)"
 	@$(MAKE) --no-print-directory -C ports/qemu/rv32 FLOAT=single >/dev/null
 	@echo "firmware-mcu: build/qemu/rv32-single/firmware.elf"
 
@@ -139,7 +166,7 @@ twin: $(SETUP_STAMP)
 	@echo "twin: build/host/single/micropython-fw"
 
 ## test-mcu: kernel cases, .mtm mutations and training runs on the QEMU boards, rv32 included (== the twin)
-test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
+test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_mcu
 
 .PHONY: firmware-mcu twin test-mcu
@@ -160,11 +187,20 @@ mem-mcu: $(SETUP_STAMP) build/natmod/armv7emdp/_microtrain.mpy
 	@$(PY) -m evals.mem_mcu
 
 ## bench-mcu: instruction counts per kernel MAC and per training sample on the QEMU Cortex-M
-## firmware (M0/M4/M7) and the RV32IMC one with the project's TCG plugin; writes docs/performance.md.
+## firmware (M0 natmod and built in, M3, M4, M7) and the RV32IMC one with the project's TCG plugin;
+## writes docs/performance.md.
 .PHONY: bench-mcu
-bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
+bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
 	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)
 	@$(PY) -m evals.bench_mcu
+
+## firmware-doc: the measured tables of docs/firmware.md (natmod size per arch, microtrain's flash
+## in each firmware with it built in, the heap of each example), written by evals/firmware_doc.py
+## (--check: are they current?). Builds listed there that are not built show as "not built".
+.PHONY: firmware-doc
+firmware-doc: $(SETUP_STAMP) natmod-all firmware-mcu
+	@for b in m0 m7; do $(MAKE) --no-print-directory -C ports/qemu BOARD=$$b BUILTIN=1 >/dev/null || exit 1; done
+	@$(PY) -m evals.firmware_doc
 
 ## bench: host time of microtrain (unix micropython, x64 natmod) vs PyTorch eager (one thread),
 ## batch 1: inference and training steps; writes docs/performance-host.md (with the sections of

@@ -1,4 +1,4 @@
-"""`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M4/M7 and RV32IMC (QEMU).
+"""`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M3/M4/M7 and RV32IMC (QEMU).
 
 The firmware of ports/qemu runs the MicroPython scripts evals/mp/bench_*.py
 under QEMU with the mtcount plugin (ports/qemu/plugin), which counts every
@@ -6,7 +6,7 @@ executed guest instruction, attributed by address to
 
 - ``native``: code outside the firmware image, i.e. the natmod ``.mpy`` that
   MicroPython loaded into its heap at run time (the kernels and their
-  argument checks); on a firmware with microtrain built in (rv32), the
+  argument checks); on a firmware with microtrain built in (m0fw, rv32), the
   functions compiled from usermod/microtrain, left out of the map so that
   they count as the same category;
 - ``interp``: the MicroPython core in the firmware (compilation units under
@@ -53,7 +53,7 @@ PYTHON_LIB = ROOT / "python_lib"
 DOC = ROOT / "docs" / "performance.md"
 MICROPYTHON = ROOT / ".venv" / "bin" / "micropython"
 
-CATS = ("interp", "rest", "native")  # the plugin's categories: map 0, 1; unmapped last
+CATS = ("interp", "rest", "native")  # the plugin's categories: map 0, 1, 2; unmapped last
 MARK_SYMBOL = "mp_micropython_heap_lock"
 # compilation units of the MicroPython core (interpreter) in the firmware's DWARF
 INTERP_DIRS = ("py/",)
@@ -76,9 +76,9 @@ def _qemu_run() -> object:
 
 @dataclass(frozen=True)
 class Board:
-    name: str  # m0 / m4 / m7 / rv32
+    name: str  # m0 / m0fw / m3 / m4 / m7 / rv32 (ports/qemu/qemu_run.py)
     firmware: Path
-    arch: str  # natmod arch loaded on it (rv32: its built-in module's)
+    arch: str | None  # natmod arch loaded on it (None: microtrain built into the firmware)
     heap_kb: int  # GC heap of the runs
 
 
@@ -86,10 +86,12 @@ def boards() -> dict[str, Board]:
     qr = _qemu_run()
     # M7/M4: 512 KB, so that every configuration fits with the microtrain package's bytecode
     # in RAM (~58 KB, as after `mip install`; frozen into flash on a real board); M0: the
-    # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB; rv32: its
-    # package is frozen (no bytecode in RAM), so its build's default heap, as on an ESP32-C3.
-    heaps = {"m7": 512, "m4": 512, "m0": 224, "rv32": 256}
-    return {b: Board(b, qr.firmware(b), qr.BOARDS[b].arch, heaps[b]) for b in heaps}  # type: ignore
+    # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB; the
+    # M3 runs the M0's digits runs, with the M0's heap; rv32: its package is frozen (no bytecode
+    # in RAM), so its build's default heap, as on an ESP32-C3.
+    heaps = {"m7": 512, "m4": 512, "m3": 224, "m0": 224, "m0fw": 224, "rv32": 256}
+    return {b: Board(b, qr.firmware(b), None if qr.BOARDS[b].builtin else qr.BOARDS[b].arch,  # type: ignore
+                     heaps[b]) for b in heaps}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,13 +235,19 @@ def _parse(stdout: str, counts_text: str | None, fmap: FirmwareMap | None) -> Ru
     counts: list[list[int]] = []
     total: list[int] = [0] * len(CATS)
     profile: dict[str, int] = {}
+
+    def native_last(v: list[int]) -> list[int]:
+        # a map with built-in kernels (category 2) adds the plugin's "unmapped" after them: code
+        # outside the image (none, without a natmod) counts as native as well
+        return v[:len(CATS) - 1] + [sum(v[len(CATS) - 1:])]
+
     if counts_text is not None:
         for line in counts_text.splitlines():
             f = line.split()
             if f[0] == "M":
-                counts.append([int(v) for v in f[2:]])
+                counts.append(native_last([int(v) for v in f[2:]]))
             elif f[0] == "E":
-                total = [int(v) for v in f[1:]]
+                total = native_last([int(v) for v in f[1:]])
             elif f[0] == "R" and fmap is not None:
                 i, n = int(f[1]), int(f[2])
                 name = fmap.funcs[i][2] if i < len(fmap.funcs) else "(native)"
@@ -530,6 +538,7 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
     al_ss, al_sp_ss = t("m7", "fmnist", "all", 0.0, 1, PREPASS), t("m7", "fmnist", "all", 0.1, 1, PREPASS)
     d2 = t("m0", "digits", "last:2", 0.0, 1)
     rv_d2 = t("rv32", "digits", "last:2", 0.0, 1)
+    d2_m3, d2_fw = t("m3", "digits", "last:2", 0.0, 1), t("m0fw", "digits", "last:2", 0.0, 1)
     na = "n/a"
     fields = [
         "m7", f"conv3x3={k('conv3x3', 'fwd')}", f"dw3x3={k('dw3x3', 'fwd')}", f"pw={k('pw', 'fwd')}",
@@ -541,6 +550,8 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
         f"sparse01_bwd_cold={al.bwd / al_sp.bwd:.2f}" if al and al_sp else f"sparse01_bwd_cold={na}",
         "m0", f"digits_last2={d2.total:.0f}" if d2 else f"digits_last2={na}",
         f"heap_last2={l2.heap_peak / 1024:.1f}" if l2 else f"heap_last2={na}",
+        "m3", f"digits_last2={d2_m3.total:.0f}" if d2_m3 else f"digits_last2={na}",
+        "m0fw", f"digits_last2={d2_fw.total:.0f}" if d2_fw else f"digits_last2={na}",
         "rv32", f"conv3x3={k('conv3x3', 'fwd', 'rv32')}", f"fc={k('fc', 'fwd', 'rv32')}",
         f"digits_last2={rv_d2.total:.0f}" if rv_d2 else f"digits_last2={na}",
     ]
@@ -560,7 +571,8 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "is attributed by its address:",
         "",
         "- **native**: code outside the firmware image, i.e. the `_microtrain.mpy` natmod that",
-        "  MicroPython loaded into its heap (the kernels and their argument checks);",
+        "  MicroPython loaded into its heap (the kernels and their argument checks); on m0fw,",
+        "  the firmware's functions from usermod/microtrain (the module built in);",
         "- **interpreter**: the MicroPython core of the firmware (functions whose compilation unit",
         "  is under `py/`: bytecode VM, runtime, objects, GC), from the firmware's debug info;",
         "- **rest**: everything else in the firmware (libc, libm, libgcc, the port, semihosting).",
@@ -611,7 +623,12 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "pool, conv3x3(32), pool, depthwise3x3, pointwise(32), pool, fc 288->32, fc 32->10) on",
         "Cortex-M7 (armv7emdp natmod), and the getting-started digits CNN (8x8x1, conv3x3(8), pool,",
         "fc 128->32, fc 32->10) on Cortex-M0 (armv6m natmod: no FPU, its float32 weight gradients",
-        "run natively in the project's software float, see below), and the same digits runs on the",
+        "run natively in the project's software float, see below). The digits last:2 batch-1 row is",
+        "also measured on the Cortex-M3 (armv7m natmod, software float, the M0's heap) and on *m0fw*,",
+        "the M0 firmware with microtrain built in as the user C module (as an RP2040 firmware is",
+        "built, ports/qemu BUILTIN=1: no extra define; its *kernels* are the compilation units of",
+        "usermod/microtrain, whose software float also serves the firmware's Python floats; the",
+        "package is frozen, so its peak heap holds no package bytecode), and the same digits runs on the",
         "RV32IMC firmware (rv32: microtrain built in, the package frozen; rv32-libgcc: libgcc's soft",
         "float, last:2 only). Trainer in mixed mode,",
         "SGD(lr=0.01, momentum=0.9), one",
@@ -673,8 +690,9 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         f"after {PREPASS} more samples (steady state); sparse01_bwd_cold: the same ratio of the cold",
         "rows (the first 8 samples after the warm-up); digits_last2:",
         "instructions per training sample of the digits CNN on M0 (last:2, batch 1); heap_last2:",
-        "peak heap in KB, transfer CNN last:2 on M7; rv32: native instructions per MAC of the conv3x3",
-        "and fc forward kernels and digits_last2 on the RV32IMC firmware.",
+        "peak heap in KB, transfer CNN last:2 on M7; m3 / m0fw digits_last2: the same digits sample",
+        "on the Cortex-M3 and on the M0 firmware with microtrain built in; rv32: native instructions",
+        "per MAC of the conv3x3 and fc forward kernels and digits_last2 on the RV32IMC firmware.",
         "",
     ]
     if meta.get("softfloat"):
@@ -714,7 +732,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     digits_model()
     bds = boards()
     fmaps: dict[str, FirmwareMap] = {}
-    used = ["m7"] if a.quick else ["m7", "m4", "m0", "rv32"]
+    used = ["m7"] if a.quick else ["m7", "m4", "m0", "m3", "m0fw", "rv32"]
     if a.boards:
         used = a.boards.split(",")
     if not a.host:
@@ -754,10 +772,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         configs = [("last:2", 0.0, 1, 0), ("all", 0.0, 1, 0), ("all", 0.1, 1, 0)]
     # sparse01_bwd's steady state (M7): the same 8 samples after one more pass over the data
     steady = [("all", 0.0, 1, PREPASS), ("all", 0.1, 1, PREPASS)]
-    for bname, model in (("m7", "fmnist"), ("m0", "digits"), ("rv32", "digits")):
+    # the M0's digits sample (last:2, batch 1) also on the M3 (armv7m natmod) and on m0fw, the M0
+    # firmware with microtrain built in as the user C module
+    one = [("last:2", 0.0, 1, 0)]
+    runs_of = {"m7": configs + steady, "m0": configs, "m3": one, "m0fw": one, "rv32": configs}
+    models = {"m7": "fmnist", "m0": "digits", "m3": "digits", "m0fw": "digits", "rv32": "digits"}
+    for bname, model in models.items():
         if bname not in used or (a.host and bname == "rv32"):  # rv32: the same host runs as m0
             continue
-        for tr, sp, bt, pre in configs + (steady if bname == "m7" else []):
+        for tr, sp, bt, pre in runs_of[bname]:
             r, run = bench_train(*brd(bname), model, tr, sp, bt, STEPS_B1 if bt == 1 else bt,
                                  a.heap_kb if a.host else bds[bname].heap_kb, prepass=pre)
             if not pre:

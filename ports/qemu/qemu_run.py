@@ -1,6 +1,6 @@
 """Run a MicroPython script on the project's QEMU firmware (ports/qemu: Cortex-M; ports/qemu/rv32: RV32IMC).
 
-    python ports/qemu/qemu_run.py [--board m7|m4|m0|rv32] [--float single|double] [--heap 256k]
+    python ports/qemu/qemu_run.py [--board m7|m4|m3|m0|m0fw|rv32] [--float single|double] [--heap 256k]
                                   [--cwd DIR] [script.py [args...]]
 
 No script: the REPL on the terminal (Ctrl-D leaves; Ctrl-A X quits QEMU). ``--flash IMAGE``:
@@ -11,8 +11,9 @@ runs in (``--cwd``, default the current one) over ARM / RISC-V semihosting; rela
 paths are relative to it, absolute host paths work too. ``sys.path`` holds the
 script's folder, the host folder, then build/qemu/pylib (python_lib/microtrain
 and ports/common/lib's small ``json``, compiled by mpy-cross) and
-build/natmod/<arch> (the board's ``_microtrain.mpy``; rv32 has microtrain built in and the
-package frozen, so neither folder is needed there). The exit code is the
+build/natmod/<arch> (the board's ``_microtrain.mpy``); a board with microtrain built in
+(``m0fw``: the BUILTIN=1 firmware, kernels as the user C module and the package frozen;
+``rv32``, whose firmware always has it) gets neither. The exit code is the
 script's (uncaught exception: 1; crash: 3). From Python:
 ``run(board, script, args, cwd=...)`` or ``qemu_cmd(...)``.
 """
@@ -38,15 +39,25 @@ class Board:
     extra: tuple[str, ...] = ()
     qemu: str = "qemu-system-arm"
     src: str = "ports/qemu"  # the firmware's make folder
+    # a firmware variant of ports/qemu: its BOARD (None: the board's own name) and the make
+    # variables / build-folder suffix that select it
+    base: str | None = None
+    variant: tuple[str, ...] = ()
+    suffix: str = ""
     builtin: bool = False  # microtrain built in (user C module) and its package frozen
 
+
+# the micro:bit's nRF51 (16 KB SRAM, 256 KB flash) enlarged to a board-sized M0
+MICROBIT_BIG = ("-global", "nrf51-soc.flash-size=1048576", "-global", "nrf51-soc.sram-size=262144")
 
 BOARDS: dict[str, Board] = {
     "m7": Board("mps2-an500", "armv7emdp", "Cortex-M7"),
     "m4": Board("mps2-an386", "armv7emsp", "Cortex-M4F"),
-    # the micro:bit's nRF51 (16 KB SRAM, 256 KB flash) enlarged to a board-sized M0
-    "m0": Board("microbit", "armv6m", "Cortex-M0",
-                ("-global", "nrf51-soc.flash-size=1048576", "-global", "nrf51-soc.sram-size=262144")),
+    "m3": Board("mps2-an385", "armv7m", "Cortex-M3"),
+    "m0": Board("microbit", "armv6m", "Cortex-M0", MICROBIT_BIG),
+    # the M0 as an RP2040-class firmware is built: microtrain as the user C module
+    "m0fw": Board("microbit", "armv6m", "Cortex-M0", MICROBIT_BIG, base="m0", variant=("BUILTIN=1",),
+                  suffix="-builtin", builtin=True),
     # QEMU's virt machine with an RV32IMC core (no F/D/A: what ESP32-C3 / RP2350 RISC-V run);
     # -bios none: the firmware starts at the reset vector's jump to RAM
     "rv32": Board("virt", "rv32imc", "RV32IMC",
@@ -55,15 +66,23 @@ BOARDS: dict[str, Board] = {
 }
 
 
+def make_args(board: str, flt: str = "single", boardmode: bool = False) -> list[str]:
+    """The variables of `make -C ports/qemu` that build the board's firmware (boardmode: its
+    BOARDMODE=1 build: serial REPL, littlefs flash)."""
+    b = BOARDS[board]
+    return [f"BOARD={b.base or board}", f"FLOAT={flt}", *b.variant, *(["BOARDMODE=1"] if boardmode else [])]
+
+
 def firmware(board: str, flt: str = "single", boardmode: bool = False) -> Path:
-    return ROOT / "build" / "qemu" / f"{board}-{flt}{'-board' if boardmode else ''}" / "firmware.elf"
+    b = BOARDS[board]
+    folder = f"{b.base or board}-{flt}{b.suffix}{'-board' if boardmode else ''}"
+    return ROOT / "build" / "qemu" / folder / "firmware.elf"
 
 
 def build(board: str, flt: str = "single", jobs: int = 2, boardmode: bool = False) -> Path:
-    """make in the board's port folder (a no-op when up to date); returns the ELF. boardmode: the
-    BOARDMODE=1 firmware (serial REPL, littlefs flash)."""
-    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / BOARDS[board].src), f"BOARD={board}",
-                           f"FLOAT={flt}", f"BOARDMODE={int(boardmode)}"], capture_output=True, text=True)
+    """make in the board's port folder (a no-op when up to date); returns the ELF."""
+    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / BOARDS[board].src),
+                           *make_args(board, flt, boardmode)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"firmware build {board}-{flt} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
     return firmware(board, flt, boardmode)
@@ -92,10 +111,10 @@ def build_pylib() -> Path:
 
 
 def default_paths(board: str, arch: str | None = None) -> list[str]:
-    """build/qemu/pylib (compiled microtrain package + json) and the board's natmod folder
-    (none where microtrain is built in: its frozen package comes first on sys.path anyway)."""
-    if BOARDS[board].builtin:
-        return [str(PYLIB)]
+    """build/qemu/pylib (compiled microtrain package + json) and the board's natmod folder;
+    nothing on a board with microtrain built in (its frozen package and module are used)."""
+    if BOARDS[board].builtin and arch is None:
+        return []
     return [str(PYLIB), str(ROOT / "build" / "natmod" / (arch or BOARDS[board].arch))]
 
 

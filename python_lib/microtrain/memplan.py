@@ -1,8 +1,9 @@
 # The Trainer's memory check (docs/memory.md): the bytes a Trainer is about to
 # allocate, from the model's shapes only (nothing is allocated to find them),
 # compared with the free heap before it allocates; a shortfall raises a
-# MemoryError that says what is needed, what is free and what would fit.
-# Imported by Trainer when it is created, and forgotten again (run()).
+# MemoryError that says what is needed, what is free, the largest free block
+# and what would fit. Imported by Trainer when it is created and by load() when
+# a model file does not fit, and forgotten again (forget()).
 import gc
 
 from microtrain import kern
@@ -138,6 +139,50 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
             ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
 
 
+def largest_free(free=None):
+    """The largest block the heap can give now, in bytes (a lower bound, within 256 B or
+    1/4096 of the free heap), found by allocating: halving between a size that fitted and
+    one that failed, at most 14 tries. MicroPython prints it (micropython.mem_info) but
+    returns only the total (gc.mem_free); a failing allocation is an error path already."""
+    mem_free = getattr(gc, "mem_free", None)
+    if mem_free is None:  # CPython
+        return 0
+    gc.collect()
+    lo, hi = 0, mem_free() if free is None else free
+    n = 0
+    while hi - lo > 256 and n < 14:
+        mid = (lo + hi) >> 1
+        n += 1
+        try:
+            b = bytearray(mid)
+        except MemoryError:
+            hi = mid
+            continue
+        b = None  # noqa: F841 (freed before the next, larger try)
+        lo = mid
+    gc.collect()
+    return lo
+
+
+def file_error(path, size):
+    """Raise the MemoryError of a model file that no heap block holds: its size, the largest
+    free block, and how to keep the model in flash. Returns when a block of that size is free
+    now (the caller tries again)."""
+    gc.collect()
+    free = gc.mem_free()
+    big = largest_free(free)
+    if big >= size:
+        return
+    raise MemoryError(
+        "load: %s is %d bytes, read into one heap block, but the largest free block is %d bytes "
+        "(%d free in total%s); keep the model in flash and load it in place, no copy in the heap: "
+        "mt.load(memoryview(open('/rom/<model>.mtm', 'rb'))) from a ROMFS partition, mt.load(MODEL) "
+        "with MODEL a bytes constant of a module frozen into the firmware, or mt.load(buf) with buf "
+        "a bytearray over memory-mapped flash (uctypes.bytearray_at); or load the file first, "
+        "before anything else allocates (docs/memory.md, Weights in place)"
+        % (path, size, big, free, ": the heap is fragmented" if size <= free else ""))
+
+
 def _total(items):
     t = 0
     for _, n in items:
@@ -164,6 +209,10 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo
     if total <= free and not failed:
         return
     parts = ", ".join("%s %s" % (k, _kb(n)) for k, n in items if n)
+    big = largest_free(free)
+    # what would fit is judged against the largest free block: the total free bytes say
+    # nothing about a heap in pieces (a configuration within it fits however it is laid out)
+    free_all, free = free, min(free, big)
     fits = []
     for k in range(len(idx) - 1, 0, -1):
         n = _total(need(model, idx[-k:], mode, opt.n_state, sparse, fold, redo=redo))
@@ -202,10 +251,22 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo
         if n < total and n <= free:
             fits.append("recompute=True (the int32 scratch in a conv output made again in backward) (%s)"
                         % _kb(n))
-    raise MemoryError("Trainer: training %d layer(s) needs about %s (%s) but %s of heap %s free; "
-                      "would fit: %s" % (len(idx), _kb(total), parts, _kb(free),
-                                         "was" if failed else "is", "; ".join(fits) or "nothing smaller "
-                                         "of these (train fewer layers or a smaller model)"))
+    frag = total <= free_all  # the bytes are free, not in one piece
+    if frag:
+        if total <= big:  # (and now even in one piece: the count above fell short of the real need)
+            state = ("%s of heap is free, its largest free block %s, yet an allocation failed: the "
+                     "count is short of what was allocated" % (_kb(free_all), _kb(big)))
+        else:
+            state = ("the heap is fragmented: %s is free in total but its largest free block is %s"
+                     % (_kb(free_all), _kb(big)))
+        fits.append("a heap in fewer pieces: create the Trainer right after mt.load, with the package "
+                    "installed as .mpy files or frozen (not compiled from .py on the board)")
+    else:
+        state = "%s of heap %s free (largest free block %s)" % (_kb(free_all), "was" if failed else "is",
+                                                                _kb(big))
+    raise MemoryError("Trainer: training %d layer(s) needs about %s (%s) but %s; would fit%s: %s" % (
+        len(idx), _kb(total), parts, state, " (in %s)" % _kb(big) if frag else "",
+        "; ".join(fits) or "nothing smaller of these (train fewer layers or a smaller model)"))
 
 
 def run(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo=False):
@@ -214,14 +275,19 @@ def run(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo=F
     try:
         check(model, idx, mode, opt, sparse, fold, failed, batch, redo)
     finally:
-        import sys
+        forget()
 
-        sys.modules.pop("microtrain.memplan", None)
-        microtrain = sys.modules.get("microtrain")  # the package's reference to this module
-        try:
-            if microtrain is not None and "memplan" in microtrain.__dict__:
-                # None first: MicroPython's map delete keeps the old value in the freed slot
-                microtrain.memplan = None
-                del microtrain.memplan
-        except AttributeError:  # ports without module __dict__
-            pass
+
+def forget():
+    """Drop this module from sys.modules and from the package, so the GC can free its code."""
+    import sys
+
+    sys.modules.pop("microtrain.memplan", None)
+    microtrain = sys.modules.get("microtrain")  # the package's reference to this module
+    try:
+        if microtrain is not None and "memplan" in microtrain.__dict__:
+            # None first: MicroPython's map delete keeps the old value in the freed slot
+            microtrain.memplan = None
+            del microtrain.memplan
+    except AttributeError:  # ports without module __dict__
+        pass

@@ -1229,7 +1229,11 @@ def _read_file(path):
     size = os.stat(path)[6]
     if size < 68 or size & 3:
         raise ValueError("load: %s: not a .mtm file (length %d)" % (path, size))
-    words = zeros("i", size >> 2)  # grown in place: no transient copy of the file size
+    try:
+        words = zeros("i", size >> 2)  # grown in place: no transient copy of the file size
+    except MemoryError:
+        _too_large(path, size)  # raises, saying what fits; returns when the block is free now
+        words = zeros("i", size >> 2)
     if uctypes is not None:
         view = uctypes.bytearray_at(uctypes.addressof(words), size)
     else:
@@ -1239,6 +1243,21 @@ def _read_file(path):
     if got != size:
         raise ValueError("load: %s: short read (%d of %d bytes)" % (path, got, size))
     return view, words
+
+
+def _too_large(path, size):
+    # the file size, the largest free block and how to keep the model in flash (memplan,
+    # imported on this error path only and forgotten again); where even that import does not
+    # fit, the allocation's own MemoryError stands
+    try:
+        from microtrain import memplan
+    except MemoryError:
+        raise MemoryError("load: %s is %d bytes and no heap block that large is free: keep the model "
+                          "in flash, mt.load(bytes-like) (docs/memory.md)" % (path, size)) from None
+    try:
+        memplan.file_error(path, size)
+    finally:
+        memplan.forget()
 
 
 def load(src):

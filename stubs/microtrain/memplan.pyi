@@ -12,9 +12,23 @@ def need(model: Model, idx: list[int], mode: str, n_state: int,
 
 def check(model: Model, idx: list[int], mode: str, opt: _Optimizer, sparse: object | None,
           fold: bool | str = False, failed: bool = False, batch: int = 1, redo: bool = False) -> None:
-    """MemoryError when need() exceeds the free heap (or failed), naming what would fit
+    """MemoryError when need() exceeds the free heap (or failed), with the largest free block
+    (the heap fragmented: the bytes free but not in one piece), naming what would fit in it
     (batch: the Trainer's, for the sums=False suggestion; redo: Trainer(recompute=True))."""
 
 def run(model: Model, idx: list[int], mode: str, opt: _Optimizer, sparse: object | None,
         fold: bool | str = False, failed: bool = False, batch: int = 1, redo: bool = False) -> None:
     """check(), then forget the module (its code can be freed)."""
+
+def forget() -> None:
+    """Drop the module from sys.modules and from the package (its code can be freed)."""
+
+def largest_free(free: int | None = None) -> int:
+    """The largest block the heap can give now (bytes, a lower bound within 256 B), found by
+    halving allocations between a size that fitted and one that failed; free: the free heap
+    already measured (gc.mem_free()). 0 on CPython."""
+
+def file_error(path: str, size: int) -> None:
+    """MemoryError for a model file of size bytes that no free block holds: the size, the
+    largest free block, the free heap and how to keep the model in flash; returns when a
+    block that large is free now."""

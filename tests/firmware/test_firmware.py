@@ -57,7 +57,7 @@ from support.fwbuild import (
     standin_port,
 )
 from support.harness import ROOT, RUNNER, compare, decode_results, write_cases
-from support.symbols import foreign_globals
+from support.symbols import SOFTFLOAT_ABI, foreign_globals, softfloat_abi_routines
 
 MODDIR = USERMOD / "microtrain"
 C_SOURCES = sorted(p.name for p in MODDIR.glob("*.c"))
@@ -232,28 +232,42 @@ def test_cmake_usermod(fw_frozen: tuple[Path, str]) -> None:
 # Cortex-M: the firmware-mode sources compile for the boards' cores
 
 
-@pytest.mark.parametrize("cpu", [
-    ["-mcpu=cortex-m0plus"],
-    ["-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard"],
-    ["-mcpu=cortex-m7", "-mfpu=fpv5-d16", "-mfloat-abi=hard"],
-    ["-mcpu=cortex-m33", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"],
-], ids=["m0plus", "m4f", "m7dp", "m33f"])
-def test_cortex_m_firmware_compile(cpu: list[str], fw_frozen: tuple[Path, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("cpu,impl", [
+    (["-mcpu=cortex-m0plus"], "FLOAT"),
+    (["-mcpu=cortex-m0plus"], "DOUBLE"),
+    (["-mcpu=cortex-m3"], "FLOAT"),
+    (["-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard"], "FLOAT"),
+    (["-mcpu=cortex-m7", "-mfpu=fpv5-d16", "-mfloat-abi=hard"], "FLOAT"),
+    (["-mcpu=cortex-m33", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"], "FLOAT"),
+], ids=["m0plus", "m0plus-double", "m3", "m4f", "m7dp", "m33f"])
+def test_cortex_m_firmware_compile(cpu: list[str], impl: str, fw_frozen: tuple[Path, str],
+                                   tmp_path: Path) -> None:
+    """As the user C module is compiled into firmware, with no define of ours: the float kernels
+    are built on every core, FPU-less ones (M0+, M3) through softfloat.c's weak __aeabi_f*."""
     gcc = shutil.which("arm-none-eabi-gcc")
     assert gcc, "arm-none-eabi-gcc is not installed (tools/setup.sh installs it)"
     genhdr_build = fw_frozen[0].parent
     for c in C_SOURCES:
         cmd = [gcc, "-c", "-o", str(tmp_path / (c[:-2] + ".o")), "-mthumb", *cpu, "-std=gnu99", "-Os",
                *UNIX_CWARN, "-ffp-contract=off", f"-I{FWPORT}", f"-I{MPY_DIR}", f"-I{genhdr_build}",
-               f"-I{MODDIR}", "-DMT_FW_FLOAT_IMPL=MICROPY_FLOAT_IMPL_FLOAT", str(MODDIR / c)]
+               f"-I{MODDIR}", f"-DMT_FW_FLOAT_IMPL=MICROPY_FLOAT_IMPL_{impl}", str(MODDIR / c)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"{c} {' '.join(cpu)}:\n{proc.stderr[-3000:]}"
     nm = subprocess.run(["arm-none-eabi-nm", str(tmp_path / "modmicrotrain.o")], capture_output=True,
                         text=True)
     # the module's globals table is there (MP_REGISTER_MODULE target)
     assert "mt_user_cmodule" in nm.stdout
-    bad = foreign_globals(sorted(tmp_path.glob("*.o")), "arm-none-eabi-nm", allowed=set())
+    # the float kernels are in (the binding calls them only where MT_HAS_FLOAT)
+    assert "U mt_f32_axpy_i32" in nm.stdout
+    soft = "-mfloat-abi=hard" not in cpu
+    objs = sorted(tmp_path.glob("*.o"))
+    bad = foreign_globals(objs, "arm-none-eabi-nm", allowed=SOFTFLOAT_ABI if soft else set())
     assert not bad, f"{' '.join(cpu)}: globals without the mt_ prefix: {bad}"
+    abi = subprocess.run(["arm-none-eabi-nm", "-g", "--defined-only", str(tmp_path / "softfloat.o")],
+                         capture_output=True, text=True, check=True).stdout.split()
+    # FPU-less: every ABI name, weak (libgcc's or a port's own take over without a clash)
+    want = {n: "W" for n in SOFTFLOAT_ABI} if soft else {}
+    assert {n: t for t, n in zip(abi[1::3], abi[2::3], strict=True) if not n.startswith("mt_")} == want
 
 
 # --------------------------------------------------------------------------
@@ -293,15 +307,16 @@ def test_riscv_firmware_compile(arch: str, soft: bool, flags: list[str], fw_froz
     assert not bad, f"{arch}: globals without the mt_ prefix: {bad}"
 
 
-def test_natmod_rv32imc_says_what_the_core_lacks() -> None:
-    """The 1.23 core links no rv32imc natmod: `make natmod ARCH=rv32imc` stops, naming what is
-    missing and the way out (MPY_DIR, or the user C module), and builds nothing."""
-    out = ROOT / "build" / "natmod" / "rv32imc" / "_microtrain.mpy"
-    p = subprocess.run(["make", "-s", "natmod", "ARCH=rv32imc"], cwd=ROOT, capture_output=True, text=True,
+def test_natmod_unknown_arch_says_what_the_core_lacks() -> None:
+    """An arch the core's natmod tools do not know stops `make natmod`, naming what is missing and
+    the way out (MPY_DIR, or the user C module), and builds nothing. (rv32imc and xtensawin have
+    their own messages: tests/firmware/test_natmod_optional_archs.py.)"""
+    out = ROOT / "build" / "natmod" / "armv8m" / "_microtrain.mpy"
+    p = subprocess.run(["make", "-s", "natmod", "ARCH=armv8m"], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
     assert p.returncode != 0 and not out.exists()
     msg = p.stderr
-    assert "ARCH=rv32imc is not supported by the MicroPython core" in msg, msg
+    assert "ARCH=armv8m is not supported by the MicroPython core" in msg, msg
     assert "mpy_ld.py" in msg and "MPY_DIR=" in msg and "user C module" in msg, msg
 
 
@@ -385,3 +400,32 @@ def test_frozen_package_runs_model(fw_frozen: tuple[Path, str], tmp_path: Path) 
     for i, got in enumerate(outs):
         want = [int(v) for v in dm.expected[i]]
         assert json.loads(got) == want, f"sample {i}: firmware {got} oracle {want}"
+
+
+@pytest.mark.parametrize("lto", [False, True], ids=["plain", "lto"])
+def test_soft_float_abi_links_into_firmware(lto: bool, tmp_path: Path) -> None:
+    """A Cortex-M0 program linked with the module's softfloat.c as firmware links it (newlib,
+    libgcc, --gc-sections, with and without -flto): gcc's float calls reach softfloat.c's
+    routines (each ABI name at its mt_ routine's address), not libgcc's."""
+    gcc = shutil.which("arm-none-eabi-gcc")
+    assert gcc, "arm-none-eabi-gcc is not installed (tools/setup.sh installs it)"
+    (tmp_path / "main.c").write_text(
+        "volatile float a = 1.5f, b = 2.25f, c;\n"
+        "volatile int i = -7;\n"
+        "int main(void) { c = (a + b) * a / b - (float)i; return c < b; }\n")
+    elf = tmp_path / "t.elf"
+    proc = subprocess.run([gcc, "-mcpu=cortex-m0", "-mthumb", "-Os", *(["-flto"] if lto else []),
+                           "-std=gnu99", *UNIX_CWARN, "-ffunction-sections", f"-I{MODDIR}",
+                           "--specs=nosys.specs", "-Wl,--gc-sections", "-o", str(elf),
+                           str(tmp_path / "main.c"), str(MODDIR / "softfloat.c")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nm = subprocess.run(["arm-none-eabi-nm", str(elf)], capture_output=True, text=True, check=True)
+    rows = [line.split() for line in nm.stdout.splitlines()]
+    addr = {r[2]: r[0] for r in rows if len(r) == 3}
+    routines = softfloat_abi_routines(MODDIR)
+    # the ABI calls main.c makes
+    for op in ("fadd", "fsub", "fmul", "fdiv", "i2f", "fcmplt"):
+        abi = f"__aeabi_{op}"
+        mt = routines[abi]
+        assert abi in addr and addr[abi] == addr.get(mt), (abi, addr.get(abi), mt, addr.get(mt))

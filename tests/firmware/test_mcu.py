@@ -1,4 +1,4 @@
-"""microtrain on the project's QEMU firmware (ports/qemu: Cortex-M0/M4F/M7; ports/qemu/rv32: RV32IMC
+"""microtrain on the project's QEMU firmware (ports/qemu: Cortex-M0/M3/M4F/M7; ports/qemu/rv32: RV32IMC
 with microtrain built in) and its float32 host twin.
 
 The subset of ``make test-mcu`` (ports/qemu/check_mcu.py) that fits in ``make test``:
@@ -6,9 +6,11 @@ The subset of ``make test-mcu`` (ports/qemu/check_mcu.py) that fits in ``make te
 - each board boots, runs a script from the host folder, reports its core and a
   single-precision float, and exits with the script's code;
 - kernel cases bit-exact against the numpy oracle through the board's .mpy
-  (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7) or built-in module (rv32); the M0
-  and rv32 run the float kernels natively (software float), and equal the M4/M7 FPUs at the
-  float32 edges; every board's Python float operations equal numpy float32 there;
+  (armv6m on M0, armv7m on M3, armv7emsp on M4, armv7emdp and armv6m on M7) or, on m0fw (the M0
+  firmware with microtrain built in as the user C module, as an RP2040 firmware is built) and
+  rv32, its built-in module; the M0, m0fw, M3 and rv32 run the float kernels natively (software
+  float), and equal the M4/M7 FPUs at the float32 edges; every board's Python float operations
+  equal numpy float32 there;
 - the .mtm mutation set's first files: accept / ValueError only, the host reader's verdicts;
 - one training run per mode (int8, mixed, float32): checkpoint and trained arrays byte-identical
   to the float32 host twin's (ports/host, FLOAT=single) -- and the twin's checkpoint
@@ -27,7 +29,7 @@ import pytest
 from support import check_mcu
 from support.check_mcu import ROOT, qemu_run
 
-BOARDS = ["m0", "m4", "m7", "rv32"]
+BOARDS = check_mcu.BOARDS
 
 
 
@@ -40,7 +42,7 @@ def _toolchain() -> None:
 
 @pytest.fixture(scope="module")
 def built() -> None:
-    for arch in ("armv6m", "armv7emsp", "armv7emdp"):
+    for arch in ("armv6m", "armv7m", "armv7emsp", "armv7emdp"):
         if not (ROOT / "build" / "natmod" / arch / "_microtrain.mpy").exists():
             subprocess.run(["make", "natmod", f"ARCH={arch}"], cwd=ROOT, check=True, capture_output=True)
     check_mcu.build_all(BOARDS)
@@ -71,14 +73,33 @@ def test_kernel_cases_bitexact(built: None, board: str, arch: str) -> None:
 
 def test_m0_float_kernels_native(built: None) -> None:
     """The armv6m module has the float kernels on the M0 (software float) and leaves them out on the
-    hard-float M7, whose float ABI it does not share; the M0 cases include float ones."""
+    hard-float M7, whose float ABI it does not share; the M0 cases include float ones. So do the
+    armv7m module on the M3 and the M0 firmware's built-in module (m0fw, no extra define)."""
     work = check_mcu.WORK / "probe-float"
     work.mkdir(parents=True, exist_ok=True)
     f32_ops = {op for op in check_mcu.kernel_cases.ALL_OPS if "f32" in op}
-    assert f32_ops <= check_mcu.module_functions("m0", "armv6m", work)
     assert not f32_ops & check_mcu.module_functions("m7", "armv6m", work)
-    cases = check_mcu.kernel_cases_for("m0", "armv6m", 2, 77, work)
-    assert {c.op for c in cases} >= f32_ops
+    for board, arch in check_mcu.SOFT_FLOAT_RUNS:
+        assert f32_ops <= check_mcu.module_functions(board, arch, work), board
+        cases = check_mcu.kernel_cases_for(board, arch, 2, 77, work)
+        assert {c.op for c in cases} >= f32_ops, board
+
+
+def test_m0fw_float_abi_is_microtrains(built: None) -> None:
+    """In the m0fw firmware every float ABI routine it links (its Python floats' too) is
+    softfloat.c's: each name is a weak alias at the address of its mt_ routine (mt_softfloat.h
+    pairs them), so no libgcc member took one over (--gc-sections drops the unused ones)."""
+    from support.symbols import SOFTFLOAT_ABI, softfloat_abi_routines
+
+    pairs = {mt: abi for abi, mt in softfloat_abi_routines(ROOT / "usermod" / "microtrain").items()}
+    assert set(pairs.values()) == SOFTFLOAT_ABI
+    nm = subprocess.run(["arm-none-eabi-nm", str(qemu_run.firmware("m0fw"))], capture_output=True,
+                        text=True, check=True).stdout.split()
+    syms = {name: (addr, kind) for addr, kind, name in zip(nm[0::3], nm[1::3], nm[2::3], strict=True)}
+    linked = {mt: abi for mt, abi in pairs.items() if abi in syms}
+    assert len(linked) >= len(pairs) - 2, sorted(set(pairs.values()) - set(linked.values()))
+    for mt, abi in linked.items():
+        assert syms[abi] == (syms[mt][0], "W") and syms[mt][1] == "T", (abi, syms[abi], mt, syms.get(mt))
 
 
 def test_f32_edges_m0_equals_fpu_boards(built: None) -> None:
@@ -119,25 +140,19 @@ def test_training_equals_the_twin(twin_runs: tuple[Path, dict[int, tuple[bytes, 
 
 
 def test_twin_differs_from_double_host(twin_runs: tuple[Path, dict[int, tuple[bytes, bytes]]]) -> None:
-    """The same runs on the double-float build of the same port: some checkpoint must differ,
-    else the board == twin comparison above could not tell single from double floats."""
-    work, twin = twin_runs
+    """Every training config on the twin and on the double-float build of the same port: some
+    checkpoint must differ, else the board == twin comparison above could not tell single from
+    double floats. All configs, not only the quick ones: whether a given config's few float
+    roundings change a checkpoint depends on the model, which torch trains slightly differently
+    on different CPUs."""
+    work, _ = twin_runs
     # the build folder of tests/test_firmware.py's double-float port (same sources and flags):
     # no second build when that test ran first
     build = ROOT / "build" / "fwport" / "double"
     proc = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "host"), "FLOAT=double",
                            f"BUILD={build}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    exe = build / "micropython-fw"
-    differ = 0
-    for i in twin:
-        tag = f"double{i}"
-        check_mcu._clear(work, tag)
-        name = check_mcu._train_cfg(work, tag, check_mcu.TRAIN_CONFIGS[i], 8)
-        p = subprocess.run([str(exe), "-X", "heapsize=256k", "-p", str(qemu_run.PYLIB),
-                            str(check_mcu.TRAIN_RUNNER), name], cwd=work, capture_output=True, text=True,
-                           timeout=300)
-        got = check_mcu._outputs(work, tag)
-        assert p.returncode == 0 and got is not None, p.stdout + p.stderr
-        differ += got[0] != twin[i][0]
-    assert differ > 0
+    n = len(check_mcu.TRAIN_CONFIGS)
+    single = check_mcu.twin_training(work, n, steps=8, prefix="single")
+    double = check_mcu.twin_training(work, n, steps=8, exe=build / "micropython-fw", prefix="double")
+    assert any(single[i][0] != double[i][0] for i in range(n))

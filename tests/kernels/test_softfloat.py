@@ -61,6 +61,7 @@ def test_softfloat_driver_sees_a_rounding_error(tmp_path: Path) -> None:
     assert tie in src
     (tmp_path / "softfloat.c").write_text(src.replace(tie, ""))
     shutil.copy(KERNEL_DIR / "mt_softfloat.h", tmp_path)
+    shutil.copy(KERNEL_DIR / "mt_quant.h", tmp_path)  # included by mt_softfloat.h
     exe = build("softfloat_driver-broken", tmp_path, ["-O2"])
     p = run(exe, 50_000, seed=12)
     assert p.returncode == 1 and "MISMATCH" in p.stdout, p.stdout[-2000:]

@@ -19,16 +19,11 @@ from pathlib import Path
 import pytest
 
 from support.harness import KERNEL_DIR, ROOT
-from support.symbols import ENTRY_POINTS, foreign_globals
+from support.symbols import ENTRY_POINTS, SOFTFLOAT_ABI, foreign_globals
 
 NATMOD_ARCHS = ("x64", "armv6m", "armv7m", "armv7emsp", "armv7emdp")
-# The run-time ABI names gcc calls for float arithmetic where there is no FPU.
-# A soft-float natmod cannot link libgcc, so softfloat.c defines exactly these
-# there (armv6m, armv7m); they cannot collide: firmware mode compiles
-# softfloat.c empty and takes them from libgcc (tests/firmware/test_firmware.py).
-SOFTFLOAT_ABI = {"__aeabi_fadd", "__aeabi_fsub", "__aeabi_fmul", "__aeabi_fdiv", "__aeabi_i2f",
-                 "__aeabi_ui2f", "__aeabi_f2iz", "__aeabi_f2uiz", "__aeabi_fcmpeq", "__aeabi_fcmplt",
-                 "__aeabi_fcmple", "__aeabi_fcmpgt", "__aeabi_fcmpge", "__aeabi_fcmpun"}
+# A soft-float natmod cannot link libgcc, so softfloat.c defines the float ABI names there
+# (SOFTFLOAT_ABI); tests/firmware/test_firmware.py checks the firmware-mode objects.
 SOFT_FLOAT_ARCHS = ("armv6m", "armv7m")
 
 

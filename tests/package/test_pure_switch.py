@@ -115,9 +115,12 @@ def test_run_pure_runs_the_pure_python_kernels(tmp_path: Path) -> None:
         builtin = binary_has_builtin_microtrain()
         assert got["IMPORT"] == ["_microtrain missing" if pure and not builtin else "_microtrain ok"]
     cmd, e = board.run_command(str(script), [], native=False)
-    assert e["MICROTRAIN_PURE"] == "1" and str(NATMOD_X64) not in e["MICROPYPATH"]
+    pkg = board.board_package()
+    assert e["MICROTRAIN_PURE"] == "1" and e["MICROPYPATH"].split(":")[0] == str(pkg.parent / "pure")
+    assert not (pkg.parent / "pure" / "_microtrain.mpy").exists()
     cmd, e = board.run_command(str(script), [], native=True)
-    assert "MICROTRAIN_PURE" not in e and e["MICROPYPATH"].startswith(str(NATMOD_X64))
+    assert "MICROTRAIN_PURE" not in e and e["MICROPYPATH"].split(":")[0] == str(pkg)
+    assert (pkg / "_microtrain.mpy").read_bytes() == (NATMOD_X64 / "_microtrain.mpy").read_bytes()
 
 
 def test_run_pure_refuses_a_firmware_it_cannot_switch(tmp_path: Path) -> None:

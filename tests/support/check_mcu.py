@@ -1,21 +1,22 @@
-"""`make test-mcu`: microtrain on the QEMU Cortex-M0 / M4F / M7 firmware (ports/qemu) and the
+"""`make test-mcu`: microtrain on the QEMU Cortex-M0 / M3 / M4F / M7 firmware (ports/qemu) and the
 RV32IMC firmware (ports/qemu/rv32, microtrain built in).
 
-Per board:
+Per board (BOARDS; m0fw is the M0 with microtrain built in as the user C module, as an
+RP2040 firmware is built):
 - kernel cases (tests/support/kernel_cases.py, tests/mp/kernel_runner.py) through the
-  board's .mpy (armv6m on M0, armv7emsp on M4, armv7emdp and armv6m on M7) or built-in module
-  (rv32: user C module, float kernels on the project's software float), every output bit-exact
-  against the numpy oracle; the cases of functions a module lacks (the armv6m build has no float
-  kernels) are left out, cases too big for the board's heap too;
+  board's .mpy (armv6m on M0, armv7m on M3, armv7emsp on M4, armv7emdp and armv6m on M7) or, on
+  m0fw and rv32, its built-in `_microtrain` (float kernels on the project's software float),
+  every output bit-exact against the numpy oracle; the cases of functions a module lacks (the
+  armv6m module on the hard-float M7 has no float kernels) are left out, cases too big for the
+  board's heap too;
 - the .mtm mutation set of tests/format/test_mtm_loader.py (tests/mp/mtm_runner.py): only
   accept / ValueError, and the same verdict as the host reader (tools/microtrain_tools/mtm.py);
 - training runs (tests/mp/train_runner.py) in each mode (int8, mixed, float32) on a converted
   digits CNN: the checkpoint and the dump of every trained array equal, byte for byte, those of the
   same run on the float32 host twin (ports/host, FLOAT=single).
 
-Ends with one line
-    test-mcu: m0 cases=A/A train=B/B m4 cases=C/C train=D/D m7 cases=E/E train=F/F rv32 ...
-(one "<board> cases=.. train=.." group per board of BOARDS, in that order)
+Ends with one line, a pair of counts per board of BOARDS, in that order
+    test-mcu: m0 cases=A/A train=B/B m0fw cases=C/C train=D/D m3 ... m4 ... m7 ... rv32 ...
 and exits 1 unless every count is complete (mutation crashes / disagreements also fail).
 ``--quick`` is the subset tests/firmware/test_mcu.py runs.
 """
@@ -48,19 +49,23 @@ WORK = ROOT / "build" / "qemu" / "check"
 TWIN = ROOT / "build" / "host" / "single" / "micropython-fw"
 TRAIN_RUNNER = ROOT / "tests" / "mp" / "train_runner.py"
 MTM_RUNNER = ROOT / "tests" / "mp" / "mtm_runner.py"
-# GC heap of the kernel runs: the M0's largest; 2 MB of the M4/M7's 4 MB RAM (a long run of
+# the boards of `make test-mcu`, in the order of its summary line (ports/qemu/qemu_run.py)
+BOARDS = ["m0", "m0fw", "m3", "m4", "m7", "rv32"]
+# GC heap of the kernel runs: the M0's largest; 2 MB of the M3/M4/M7's 4 MB RAM (a long run of
 # big cases fragments a 256 KB heap; the heap claims are the training runs', at the defaults)
-KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m0": 224, "rv32": 2048}
-# GC heap of the training runs: the builds' default (256 KB) on M4/M7; the M0's largest (224 KB),
-# since float32 training of every layer plus the runner's dump copies is near its 200 KB default
-TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m0": 224, "rv32": 256}
-# the boards of the summary line, in its order
-BOARDS = ["m0", "m4", "m7", "rv32"]
-# (board, natmod arch) pairs of the kernel check (rv32: its built-in module; the arch names the run)
-KERNEL_RUNS = [("m0", "armv6m"), ("m4", "armv7emsp"), ("m7", "armv7emdp"), ("m7", "armv6m"),
-               ("rv32", "rv32imc")]
-# boards whose float32 is the project's software float (usermod/microtrain/softfloat.c)
-SOFT_FLOAT = {"m0": "armv6m", "rv32": "rv32imc"}
+KERNEL_HEAP_KB = {"m7": 2048, "m4": 2048, "m3": 2048, "m0": 224, "m0fw": 224, "rv32": 2048}
+# GC heap of the training runs: the builds' default (256 KB) on M3/M4/M7; the M0's largest
+# (224 KB), since float32 training of every layer plus the runner's dump copies is near its
+# 200 KB default
+TRAIN_HEAP_KB = {"m7": 256, "m4": 256, "m3": 256, "m0": 224, "m0fw": 224, "rv32": 256}
+# the module of a board with microtrain built in (no natmod on its path)
+BUILTIN = "builtin"
+# (board, natmod arch or BUILTIN) pairs of the kernel check
+KERNEL_RUNS = [("m0", "armv6m"), ("m0fw", BUILTIN), ("m3", "armv7m"), ("m4", "armv7emsp"),
+               ("m7", "armv7emdp"), ("m7", "armv6m"), ("rv32", BUILTIN)]
+# soft-float boards whose float32 must equal the FPU boards' bit for bit (check_f32_edges)
+SOFT_FLOAT_RUNS = [("m0", "armv6m"), ("m0fw", BUILTIN), ("m3", "armv7m"), ("rv32", BUILTIN)]
+FPU_RUNS = [("m4", "armv7emsp"), ("m7", "armv7emdp")]
 
 SGDM = {"kind": "sgd", "lr": 0.05, "momentum": 0.9}
 ADAM = {"kind": "adam", "lr": 0.01}
@@ -92,11 +97,16 @@ def build_all(boards: list[str]) -> None:
 # kernels
 
 
+def _arch(arch: str) -> str | None:
+    """qemu_run's natmod arch (None: the board's built-in module, nothing on sys.path)."""
+    return None if arch == BUILTIN else arch
+
+
 def module_functions(board: str, arch: str, work: Path) -> set[str]:
     probe = work / "probe.py"
     probe.write_text("import _microtrain as m\n"
                      "print('NAMES', ' '.join(n for n in dir(m) if callable(getattr(m, n))))\n")
-    p = qemu_run.run(board, "probe.py", cwd=work, arch=arch, timeout=60)
+    p = qemu_run.run(board, "probe.py", cwd=work, arch=_arch(arch), timeout=60)
     line = [ln for ln in p.stdout.splitlines() if ln.startswith("NAMES ")]
     if p.returncode != 0 or not line:
         raise RuntimeError(f"{board}/{arch}: _microtrain does not import:\n{p.stdout}{p.stderr}")
@@ -131,8 +141,8 @@ def check_kernels(board: str, arch: str, per_op: int, seed: int) -> tuple[int, i
     kernel_harness.write_cases(work / "cases.bin", cases)
     res_path = work / "results.bin"
     res_path.unlink(missing_ok=True)
-    p = qemu_run.run(board, str(kernel_harness.RUNNER), ["cases.bin", "results.bin"], cwd=work, arch=arch,
-                     heap=f"{KERNEL_HEAP_KB[board]}k")
+    p = qemu_run.run(board, str(kernel_harness.RUNNER), ["cases.bin", "results.bin"], cwd=work,
+                     arch=_arch(arch), heap=f"{KERNEL_HEAP_KB[board]}k")
     results = kernel_harness.decode_results(res_path.read_bytes())[1] if res_path.exists() else []
     bad = []
     passed = 0
@@ -148,7 +158,8 @@ def check_kernels(board: str, arch: str, per_op: int, seed: int) -> tuple[int, i
 
 
 # --------------------------------------------------------------------------
-# float32 at its edges: the armv6m module's software float == the FPU boards
+# float32 at its edges: the software float (armv6m / armv7m modules, the M0 firmware's built-in
+# module) == the FPU boards
 
 F32_RUNNER = ROOT / "tests" / "mp" / "f32_edges_runner.py"
 # float32 patterns at the edges: zeros, subnormals, the normal range's ends, 1 and its
@@ -204,22 +215,20 @@ def run_f32_edges(board: str, arch: str, calls: F32Calls) -> np.ndarray | None:
         parts += [struct.pack("<II", len(x), a), x.astype("<i4").tobytes(), y.astype("<u4").tobytes()]
     (work / "in.bin").write_bytes(b"".join(parts))
     (work / "out.bin").unlink(missing_ok=True)
-    p = qemu_run.run(board, str(F32_RUNNER), ["in.bin", "out.bin"], cwd=work, arch=arch, timeout=300)
+    p = qemu_run.run(board, str(F32_RUNNER), ["in.bin", "out.bin"], cwd=work, arch=_arch(arch), timeout=300)
     if p.returncode != 0 or f"F32-EDGES-DONE {len(calls)}" not in p.stdout:
         return None
     return np.frombuffer((work / "out.bin").read_bytes(), dtype="<u4")
 
 
 def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, list[str]]:
-    """f32_axpy_i32 at the float32 edges: the software-float boards (M0's armv6m module, rv32's
-    built-in one) equal the M4 (armv7emsp) and M7 (armv7emdp) FPUs bit for bit, NaNs included;
-    every board equals numpy float32 (x64)
-    wherever the result is not a NaN (NaN bits differ between Arm and x64 FPUs by design).
-    Returns (values compared, problems)."""
+    """f32_axpy_i32 at the float32 edges: the software-float boards (SOFT_FLOAT_RUNS) equal the
+    M4 (armv7emsp) and M7 (armv7emdp) FPUs bit for bit, NaNs included; every board equals numpy
+    float32 (x64) wherever the result is not a NaN (NaN bits differ between Arm and x64 FPUs by
+    design). Returns (values compared, problems)."""
     calls = f32_edge_calls(seed, n_random)
     want = f32_edge_expected(calls)
-    pairs = (*SOFT_FLOAT.items(), ("m4", "armv7emsp"), ("m7", "armv7emdp"))
-    runs = {b: run_f32_edges(b, a, calls) for b, a in pairs if b in boards}
+    runs = {b: run_f32_edges(b, a, calls) for b, a in SOFT_FLOAT_RUNS + FPU_RUNS if b in boards}
     bad = [f"f32 edges {b}: the runner did not complete" for b, r in runs.items() if r is None]
     got = {b: r for b, r in runs.items() if r is not None}
     nan = (want & 0x7FFFFFFF) > 0x7F800000
@@ -229,8 +238,8 @@ def check_f32_edges(boards: list[str], seed: int, n_random: int) -> tuple[int, l
             continue
         diff = np.flatnonzero((r != want) & ~nan | (nan != ((r & 0x7FFFFFFF) > 0x7F800000)))
         bad += [f"f32 edges {b}: value {i}: 0x{r[i]:08x}, numpy 0x{want[i]:08x}" for i in diff[:5]]
-    ref = [b for b in ("m4", "m7") if b in got]
-    for s in (s for s in SOFT_FLOAT if s in got):
+    ref = [b for b, _ in FPU_RUNS if b in got]
+    for s in [b for b, _ in SOFT_FLOAT_RUNS if b in got]:
         for b in ref:
             diff = np.flatnonzero(got[s] != got[b]) if len(got[s]) == len(got[b]) else [0]
             bad += [f"f32 edges {s} vs {b}: value {i}: 0x{got[s][i]:08x} != 0x{got[b][i]:08x}"
@@ -374,14 +383,16 @@ def _clear(work: Path, tag: str) -> None:
         (work / f"{tag}{suffix}").unlink(missing_ok=True)
 
 
-def twin_training(work: Path, n_configs: int, steps: int) -> dict[int, tuple[bytes, bytes]]:
+def twin_training(work: Path, n_configs: int, steps: int, exe: Path = TWIN, prefix: str = "twin"
+                  ) -> dict[int, tuple[bytes, bytes]]:
+    """The first n_configs of TRAIN_CONFIGS on a host build of the port (default: the float32 twin)."""
     out = {}
     model = (work / "model.mtm").read_bytes()
     for i, cfg in enumerate(TRAIN_CONFIGS[:n_configs]):
-        tag = f"twin{i}"
+        tag = f"{prefix}{i}"
         _clear(work, tag)
         name = _train_cfg(work, tag, cfg, steps)
-        p = subprocess.run([str(TWIN), "-X", "heapsize=256k", "-p", str(qemu_run.PYLIB),
+        p = subprocess.run([str(exe), "-X", "heapsize=256k", "-p", str(qemu_run.PYLIB),
                             str(TRAIN_RUNNER), name], cwd=work, capture_output=True, text=True, timeout=600)
         got = _outputs(work, tag)
         if p.returncode != 0 or got is None:

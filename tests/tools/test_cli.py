@@ -27,8 +27,8 @@ import pytest
 import torch
 import torch.nn as nn
 
+from microtrain_tools import board, mtm
 from microtrain_tools import convert as cv
-from microtrain_tools import mtm
 from microtrain_tools.mtm import Act, Op
 from support.harness import ROOT, binary_has_builtin_microtrain
 
@@ -427,8 +427,21 @@ def test_run_in_host_micropython(tmp_path) -> None:
     lines = dict(line.split(" ", 1) for line in r.stdout.strip().splitlines())
     assert lines["argv"] == "['x', '--flag', '7']"
     assert 0.95 * 256 * 1024 < int(lines["heap"]) <= 256 * 1024
-    assert lines["path"] == repr([str(ROOT / "build" / "natmod" / "x64"), str(ROOT / "python_lib")])
+    # the package as a board installs it: the natmod and microtrain/*.mpy in one folder
+    pkg = board.board_package()
+    assert lines["path"] == repr([str(pkg), ".frozen"])
+    natmod = ROOT / "build" / "natmod" / "x64" / "_microtrain.mpy"
+    assert (pkg / "_microtrain.mpy").read_bytes() == natmod.read_bytes()
+    lib = ROOT / "python_lib" / "microtrain"
+    mpys = sorted(p.relative_to(pkg / "microtrain").with_suffix(".py")
+                  for p in (pkg / "microtrain").rglob("*.mpy"))
+    assert mpys == sorted(p.relative_to(lib) for p in lib.rglob("*.py"))
     assert lines["native"] == "True"
+    # --source: the natmod folder and the .py sources, with a note that the heap is not a board's
+    r = microtrain("run", "--source", "--heapsize", "256k", str(script), "x", "0")
+    assert r.returncode == 0, r.stderr
+    assert f"path {[str(ROOT / 'build' / 'natmod' / 'x64'), str(ROOT / 'python_lib')]!r}" in r.stdout
+    assert "--source compiles the package from .py inside the heap" in r.stderr
     # the heap size is real: 200 kB do not fit in 64 kB
     r = microtrain("run", "--heapsize", "64k", str(script), "alloc", "200000")
     assert r.returncode == 1 and "MemoryError" in r.stdout + r.stderr, (r.returncode, r.stderr)
@@ -440,7 +453,7 @@ def test_run_in_host_micropython(tmp_path) -> None:
         assert r.returncode == 0 and "native True" in r.stdout, (r.returncode, r.stdout, r.stderr)
     else:
         assert r.returncode == 1 and "ImportError" in r.stdout + r.stderr, r.stderr
-    assert f"path {[str(ROOT / 'python_lib'), '.frozen']!r}" in r.stdout
+    assert f"path {[str(board.board_package().parent / 'pure'), '.frozen']!r}" in r.stdout
     # MICROTRAIN_MICROPYTHON selects the binary
     env = dict(os.environ, MICROTRAIN_MICROPYTHON=str(tmp_path / "nope"))
     assert_one_line_error(microtrain("run", str(script), env=env), "run", "MICROTRAIN_MICROPYTHON")

@@ -37,9 +37,9 @@ from support.harness import (
     skip_reason_builtin,
 )
 
-ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
+ARCHS = ("x64", "armv6m", "armv7m", "armv7emsp", "armv7emdp")
 # MicroPython's native arch numbers (docs: "MicroPython .mpy files", header byte 2 = arch << 2 | sub-version).
-ARCH_CODE = {"x64": 2, "armv6m": 4, "armv7emsp": 7, "armv7emdp": 8}
+ARCH_CODE = {"x64": 2, "armv6m": 4, "armv7m": 5, "armv7emsp": 7, "armv7emdp": 8}
 MPREMOTE = ROOT / ".venv" / "bin" / "mpremote"
 PY_SOURCES = sorted(p.relative_to(ROOT / "python_lib" / "microtrain").as_posix()  # pyk/ included
                     for p in (ROOT / "python_lib" / "microtrain").rglob("*.py"))
@@ -80,7 +80,7 @@ def test_help() -> None:
 
 def test_last_line(all_dist: tuple[Path, str]) -> None:
     _, stdout = all_dist
-    assert stdout.rstrip("\n").splitlines()[-1] == "dist: ok archs=x64,armv6m,armv7emsp,armv7emdp"
+    assert stdout.rstrip("\n").splitlines()[-1] == "dist: ok archs=x64,armv6m,armv7m,armv7emsp,armv7emdp"
 
 
 @pytest.mark.parametrize("arch", ARCHS)

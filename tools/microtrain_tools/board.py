@@ -1,7 +1,8 @@
 """``microtrain run`` / ``deploy`` / ``flash``: MicroPython on the host and on boards.
 
 - ``run``: the host ``micropython`` (the unix port in the venv) with the native module
-  and the ``microtrain`` package on its path: the same script as on the board.
+  and the ``microtrain`` package compiled to .mpy on its path, as a board installs them:
+  the same script, and the same heap in one piece, as on the board.
 - ``deploy``: ``mpremote`` copies the package for one architecture (``make dist``
   output ``dist/<arch>_6.3/``), a model and a script to a board.
 - ``flash``: MicroPython firmware onto a board: ``esptool`` (ESP32 family, with the
@@ -14,6 +15,7 @@ bad arguments raise ValueError / FileNotFoundError with a one-line message.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -21,12 +23,14 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from microtrain_tools import mtm, paths
 
 __all__ = [
     "BOARD_ARCHS",
+    "board_package",
     "ESP_FLASH_OFFSETS",
     "MPY_SUFFIX",
     "deploy_commands",
@@ -43,7 +47,7 @@ NATMOD_DIR = paths.NATMOD
 DIST_DIR = ROOT / "dist"
 MPY_SUFFIX = "_6.3"  # .mpy format version of the dist folders (MicroPython >= 1.22)
 HOST_ARCHS = ("x64",)
-BOARD_ARCHS = ("armv6m", "armv7emsp", "armv7emdp")
+BOARD_ARCHS = ("armv6m", "armv7m", "armv7emsp", "armv7emdp")
 
 # First flash address of the MicroPython firmware image per ESP chip (MicroPython's
 # ports/esp32 deploy notes): the ESP32 and ESP32-S2 bootloader sits at 0x1000, the
@@ -74,14 +78,54 @@ def _heapsize(s: str) -> str:
     return s
 
 
+RUN_DIR = ROOT / "build" / "run"
+
+
+def board_package(arch: str = "x64") -> Path:
+    """The package as a board installs it (``make dist``'s ``<arch>_6.3`` folder: the natmod
+    and ``microtrain/*.mpy``) for the current sources and natmod: built once per content,
+    under ``build/run/<digest>/``, so concurrent runs never see it half written. Importing
+    .mpy files allocates only their code; compiling the .py sources inside a board-sized heap
+    leaves it in pieces (the largest free block a fraction of the free bytes)."""
+    from microtrain_tools import dist
+
+    natmod = NATMOD_DIR / arch / dist.NATMOD_NAME
+    h = hashlib.sha256(natmod.read_bytes())
+    for rel in dist.python_sources(PYTHON_LIB):
+        h.update(rel.as_posix().encode() + b"\0" + (PYTHON_LIB / rel).read_bytes())
+    home = RUN_DIR / h.hexdigest()[:16]
+    pkg = home / f"{arch}{MPY_SUFFIX}"
+    if (pkg / "package.json").is_file():
+        return pkg
+    if arch not in HOST_ARCHS:
+        raise ValueError(f"--arch {arch}: the host runs {', '.join(HOST_ARCHS)} packages only")
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=RUN_DIR))
+    try:
+        built = dist.host_package(tmp)
+        # the pure-Python kernels' path: the same .mpy package without the native module
+        (tmp / "pure").mkdir()
+        (tmp / "pure" / dist.PACKAGE).symlink_to(Path("..") / built.name / dist.PACKAGE)
+        try:
+            tmp.rename(home)
+        except OSError:  # another run built the same content first
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return pkg
+
+
 def run_command(script: str, args: list[str], heapsize: str | None = None, arch: str = "x64",
-                native: bool = True, build: bool = True,
-                check_pure: bool = True) -> tuple[list[str], dict[str, str]]:
+                native: bool = True, build: bool = True, check_pure: bool = True,
+                source: bool = False) -> tuple[list[str], dict[str, str]]:
     """(argv, environment) to run ``script`` in the host micropython.
 
-    MICROPYPATH = ``build/natmod/<arch>`` (unless ``native`` is False: then the
-    package's pure-Python kernels are used) + ``python_lib`` + MicroPython's defaults.
-    A missing natmod is built with ``make natmod`` when ``build``.
+    MICROPYPATH = the package as a board installs it (:func:`board_package`: the natmod and
+    the package compiled to .mpy), or without the natmod when ``native`` is False (the
+    package's pure-Python kernels), then MicroPython's defaults. ``source``: the natmod
+    folder ``build/natmod/<arch>`` and the .py sources of ``python_lib`` instead (compiled
+    inside the heap: a small heap ends up in pieces, unlike a board's). A missing natmod is
+    built with ``make natmod`` when ``build``.
 
     ``native`` False also sets MICROTRAIN_PURE=1, which makes ``microtrain.kern``
     take the pure-Python kernels even when the binary has ``_microtrain`` built in
@@ -94,9 +138,8 @@ def run_command(script: str, args: list[str], heapsize: str | None = None, arch:
     if not Path(script).is_file():
         raise FileNotFoundError(f"{script}: no such script")
     exe = micropython_binary()
-    path = [str(PYTHON_LIB)]
-    if native:
-        natmod = NATMOD_DIR / arch
+    natmod = NATMOD_DIR / arch
+    if native or not source:  # (the .mpy package is built from the natmod folder too)
         if not (natmod / "_microtrain.mpy").is_file():
             if not build or not (ROOT / "Makefile").is_file():
                 raise FileNotFoundError(f"{natmod / '_microtrain.mpy'} is missing: run `microtrain build`")
@@ -106,7 +149,11 @@ def run_command(script: str, args: list[str], heapsize: str | None = None, arch:
             if proc.returncode or not (natmod / "_microtrain.mpy").is_file():
                 tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
                 raise ValueError(f"make natmod ARCH={arch} failed: {tail[0]}")
-        path.insert(0, str(natmod))
+    if source:
+        path = [str(natmod), str(PYTHON_LIB)] if native else [str(PYTHON_LIB)]
+    else:
+        pkg = board_package(arch)
+        path = [str(pkg if native else pkg.parent / "pure")]
     env = dict(os.environ)
     env["MICROPYPATH"] = ":".join([*path, ".frozen", "~/.micropython/lib", "/usr/lib/micropython"])
     env.pop(PURE_ENV, None)  # the --pure flag decides, not a leftover export

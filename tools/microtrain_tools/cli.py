@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from microtrain_tools import paths
 
 ROOT = paths.ROOT
-ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
+ARCHS = ("x64", "armv6m", "armv7m", "armv7emsp", "armv7emdp")
 _RAW = argparse.RawDescriptionHelpFormatter
 
 
@@ -74,7 +74,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from microtrain_tools import board
 
-    cmd, env = board.run_command(args.script, list(args.args), args.heapsize, args.arch, native=not args.pure)
+    cmd, env = board.run_command(args.script, list(args.args), args.heapsize, args.arch, native=not args.pure,
+                                 source=args.source)
+    if args.source and args.heapsize:
+        print("microtrain run: --source compiles the package from .py inside the heap, which leaves "
+              "it in pieces: a board with the .mpy package (or frozen) has larger free blocks than "
+              "this run", file=sys.stderr)
     rc = subprocess.call(cmd, env=env)
     return rc if rc >= 0 else 128 - rc
 
@@ -164,10 +169,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     r = _sub(sub, "run", "run a MicroPython script in the host micropython with microtrain on its path",
              "Run SCRIPT.py in the host MicroPython (the unix port, .venv/bin/micropython, or\n"
-             "$MICROTRAIN_MICROPYTHON) with MICROPYPATH = build/natmod/<arch> (the native module,\n"
-             "built first if missing) and python_lib (the microtrain package): the same code as on a\n"
-             "board. Options of `microtrain run` come before SCRIPT.py; everything after it is\n"
-             "passed to the script (sys.argv). The exit code is the script's.",
+             "$MICROTRAIN_MICROPYTHON) with the package on MICROPYPATH as a board installs it: the\n"
+             "native module (built first if missing) and the microtrain package compiled to .mpy\n"
+             "(`make dist`'s x64 folder, built under build/run/ when the sources change). The same\n"
+             "code, and a heap in as few pieces, as on a board. Options of `microtrain run` come\n"
+             "before SCRIPT.py; everything after it is passed to the script (sys.argv). The exit\n"
+             "code is the script's.",
              "  microtrain run --heapsize 256k train.py --epochs 3   # your script, run as a board would\n",
              _cmd_run)
     r.add_argument("--heapsize", default=None, metavar="SIZE",
@@ -177,6 +184,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                    help="the package's pure-Python kernels: no native module on the path and "
                         "MICROTRAIN_PURE=1 (also overrides a _microtrain built into the binary; "
                         "an error if the binary cannot be switched)")
+    r.add_argument("--source", action="store_true",
+                   help="the package's .py sources (python_lib) and build/natmod/<arch> instead: "
+                        "compiled inside the heap, which leaves a small heap in pieces (not as on a "
+                        "board; says so with --heapsize)")
     r.add_argument("script", metavar="SCRIPT.py", help="the MicroPython script")
     r.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
 
@@ -185,12 +196,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
              "when missing: _microtrain.mpy and microtrain/*.mpy) into the board's /lib, and the\n"
              "model and script into /, with mpremote; then import the package on the board to\n"
              "check it. --dry-run prints the exact command lines instead of running them.\n"
-             "Architectures: armv6m (Cortex-M0+, RP2040), armv7emsp (Cortex-M4F/M7 single\n"
-             "precision, STM32F4, RP2350), armv7emdp (Cortex-M7 double precision FPU).",
+             "Architectures: armv6m (Cortex-M0+, RP2040), armv7m (Cortex-M3), armv7emsp (Cortex-M4F/M7\n"
+             "single precision, STM32F4, RP2350), armv7emdp (Cortex-M7 double precision FPU).",
              "  microtrain deploy --port /dev/ttyACM0 --arch armv6m --model digits.mtm --script main.py\n",
              _cmd_deploy)
     d.add_argument("--port", default=None, help="serial port of the board, e.g. /dev/ttyACM0 (required)")
-    d.add_argument("--arch", default="armv7emsp", choices=("armv6m", "armv7emsp", "armv7emdp"),
+    d.add_argument("--arch", default="armv7emsp", choices=("armv6m", "armv7m", "armv7emsp", "armv7emdp"),
                    help="the board's native-module architecture (default armv7emsp)")
     d.add_argument("--model", default=None, metavar="MODEL.mtm", help="model file to copy to /")
     d.add_argument("--script", default=None, metavar="SCRIPT.py",
@@ -248,7 +259,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     b = _sub(sub, "build", "build the native module (.mpy) for one or all architectures",
              "Build the native module build/natmod/<arch>/_microtrain.mpy with `make natmod`\n"
-             "(x64 for the host micropython; armv6m, armv7emsp, armv7emdp for boards).",
+             "(x64 for the host micropython; armv6m, armv7m, armv7emsp, armv7emdp for boards).",
              "  microtrain build --arch all\n", _cmd_build)
     b.add_argument("--arch", default="x64", choices=(*ARCHS, "all"), help="target architecture (default x64)")
 

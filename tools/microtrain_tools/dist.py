@@ -31,7 +31,7 @@ the bundle holds the package sources, laid out as on the CIRCUITPY drive::
 
 (docs/circuitpython.md: install it, or build the C module into the firmware).
 
-The last line printed is ``dist: ok archs=x64,armv6m,armv7emsp,armv7emdp`` (the archs built).
+The last line printed is ``dist: ok archs=x64,armv6m,armv7m,armv7emsp,armv7emdp`` (the archs built).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from tqdm import tqdm
 from microtrain_tools import paths
 
 ROOT = paths.ROOT
-ARCHS = ("x64", "armv6m", "armv7emsp", "armv7emdp")
+ARCHS = ("x64", "armv6m", "armv7m", "armv7emsp", "armv7emdp")
 MPY_VERSION = 6
 MPY_SUB_VERSION = 3
 SMALL_INT_BITS = 31

@@ -17,6 +17,20 @@
 #define MT_SOFT_MATH 0
 #endif
 
+// ARM cores without an FPU (Cortex-M0/M0+/M3: armv6m, armv7m), natmod and
+// firmware user C module alike, with no flag from the integrator: the float
+// kernels stay plain C and gcc's run-time ABI calls (__aeabi_fadd, ...) go to
+// the project's own IEEE-exact routines (softfloat.c, mt_softfloat.h), which
+// a natmod needs (it cannot link libgcc) and which beat libgcc's on Cortex-M0.
+#if defined(__arm__) && !defined(__ARM_FP) && !defined(MT_FORCE_NO_FLOAT)
+#ifndef MT_SOFT_FLOAT
+#define MT_SOFT_FLOAT 1
+#endif
+#if !defined(MT_SOFT_FLOAT_AEABI) && !defined(MT_SOFT_FLOAT_TEST)  // the tests call the mt_ names
+#define MT_SOFT_FLOAT_AEABI 1
+#endif
+#endif
+
 // RISC-V cores without an FPU (rv32imc: ESP32-C3 / C6, the RP2350's Hazard3
 // cores) run the float kernels on the project's software float by default,
 // under libgcc's names (mt_softfloat.h, MT_SOFT_FLOAT_LIBGCC): it stands in
@@ -28,8 +42,7 @@
 #endif
 
 // Float (weight-gradient accumulation) where the arch has an FPU, or where
-// softfloat.c supplies the __aeabi_f* helpers a soft-float natmod cannot link
-// from libgcc (MT_SOFT_FLOAT: the armv6m / armv7m natmods).
+// softfloat.c supplies the software float (MT_SOFT_FLOAT, above).
 #if defined(MT_FORCE_NO_FLOAT)
 #define MT_HAS_FLOAT 0
 #elif defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__ARM_FP) || \

@@ -5,17 +5,19 @@
 // what x64 SSE computes; NaN results follow the Arm FPU (docs/numerics.md,
 // "Software float on Cortex-M0").
 //
-// Operands and results are the float32 bit patterns. In the soft-float
-// natmod build (MT_SOFT_FLOAT_AEABI, set by the Makefile for armv6m/armv7m)
-// these same functions are emitted under the run-time ABI names gcc calls for
-// float arithmetic (__aeabi_fadd, ...), so the float kernels stay plain C;
-// elsewhere (host tests) they carry the mt_ names below. Pure C99.
+// Operands and results are the float32 bit patterns. On FPU-less ARM cores
+// (MT_SOFT_FLOAT_AEABI, set by mt_quant.h) gcc's calls for float arithmetic
+// (__aeabi_fadd, ...) reach these functions, so the float kernels stay plain
+// C: in a natmod the functions carry those run-time ABI names themselves; in
+// firmware they keep the mt_ names below and softfloat.c adds the ABI names
+// as weak aliases (it says why). Elsewhere (host tests): the mt_ names. Pure C99.
 #ifndef MT_SOFTFLOAT_H
 #define MT_SOFTFLOAT_H
 
 #include <stdint.h>
+#include "mt_quant.h"
 
-#if defined(MT_SOFT_FLOAT_AEABI)
+#if defined(MT_SOFT_FLOAT_AEABI) && defined(MICROPY_ENABLE_DYNRUNTIME)
 #define MT_SF_NAME(mt, aeabi) aeabi
 #else
 #define MT_SF_NAME(mt, aeabi) mt

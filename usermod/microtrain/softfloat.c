@@ -1,9 +1,9 @@
-// IEEE-754 binary32 in integer arithmetic for the FPU-less natmods (armv6m,
-// armv7m): see mt_softfloat.h for the contract. Built only where the Makefile
-// defines MT_SOFT_FLOAT (natmod) or MT_SOFT_FLOAT_TEST (tests/c/softfloat_driver.c);
-// firmware builds get gcc's helpers from libgcc, so this file is empty there
-// and defines no duplicate. On RISC-V without an FPU (mt_quant.h) it is built
-// by default and replaces libgcc's helpers (MT_SOFT_FLOAT_LIBGCC).
+// IEEE-754 binary32 in integer arithmetic for FPU-less cores: ARM (armv6m,
+// armv7m: natmod and firmware) and RISC-V without the F extension (firmware);
+// see mt_softfloat.h for the contract. Built where mt_quant.h defines
+// MT_SOFT_FLOAT (those cores) or the tests define MT_SOFT_FLOAT_TEST
+// (tests/c/softfloat_driver.c); empty elsewhere. On RISC-V it replaces
+// libgcc's helpers under their names (MT_SOFT_FLOAT_LIBGCC).
 //
 // Only 32-bit integer operations: Cortex-M0 has no 32x32->64 multiply, no
 // divide and no count-leading-zeros, and a natmod cannot call libgcc's
@@ -11,13 +11,9 @@
 // or from a value carrying a sticky bit (set when any lower bit was lost),
 // so rounding to nearest-even is exact.
 #include <stdint.h>
-#if defined(__riscv)
-#include "mt_quant.h"  // MT_SOFT_FLOAT by default on RISC-V without an FPU
-#endif
+#include "mt_softfloat.h"
 
 #if defined(MT_SOFT_FLOAT) || defined(MT_SOFT_FLOAT_TEST)
-
-#include "mt_softfloat.h"
 
 // The natmod builds at -Os; these few routines run per element in the float
 // kernels, so they are compiled for speed and their helpers inlined.
@@ -660,6 +656,35 @@ int mt_f32_gt(uint32_t a, uint32_t b) {
 int mt_f32_ge(uint32_t a, uint32_t b) {
     return !mt_f32_un(a, b) && !ordered_lt(a, b);
 }
+
+#if defined(MT_SOFT_FLOAT_AEABI) && !defined(MICROPY_ENABLE_DYNRUNTIME) && defined(__GNUC__)
+// Firmware: the run-time ABI names as weak aliases of the routines above.
+// Linked as an object they win over libgcc's archive members, so the whole
+// firmware's float arithmetic runs on these routines; should the link hold
+// another definition (a libgcc member pulled in for a name defined beside
+// ours, e.g. __aeabi_l2f on armv7m, or a port's own float library), that one
+// serves every caller instead of failing with duplicate symbols. Aliases, not
+// weak functions: calls between the routines stay direct and inlined.
+// `used`: with -flto, gcc emits its calls to these names after the link-time
+// optimiser decided what is referenced, which would otherwise drop them. (A
+// natmod's linker, mpy_ld.py, takes global symbols only: there the functions
+// carry the ABI names, mt_softfloat.h.)
+#define MT_SF_ABI(aeabi, mt) __typeof__(mt) aeabi __attribute__((weak, used, alias(#mt)));
+MT_SF_ABI(__aeabi_fadd, mt_f32_add)
+MT_SF_ABI(__aeabi_fsub, mt_f32_sub)
+MT_SF_ABI(__aeabi_fmul, mt_f32_mul)
+MT_SF_ABI(__aeabi_fdiv, mt_f32_div)
+MT_SF_ABI(__aeabi_i2f, mt_f32_from_i32)
+MT_SF_ABI(__aeabi_ui2f, mt_f32_from_u32)
+MT_SF_ABI(__aeabi_f2iz, mt_f32_to_i32)
+MT_SF_ABI(__aeabi_f2uiz, mt_f32_to_u32)
+MT_SF_ABI(__aeabi_fcmpeq, mt_f32_eq)
+MT_SF_ABI(__aeabi_fcmplt, mt_f32_lt)
+MT_SF_ABI(__aeabi_fcmple, mt_f32_le)
+MT_SF_ABI(__aeabi_fcmpgt, mt_f32_gt)
+MT_SF_ABI(__aeabi_fcmpge, mt_f32_ge)
+MT_SF_ABI(__aeabi_fcmpun, mt_f32_un)
+#endif
 
 // ---------------------------------------------------------------------------
 // RISC-V without an FPU: libgcc's comparison entry points, which gcc calls for
