@@ -28,6 +28,14 @@ MAX_NAME = const(63)
 MAX_FUSED = const(255)
 NONE = 0xFFFFFFFF  # "no tensor" in the file (not const(): a big int on 32-bit ports)
 NONE_I32 = const(-1)  # the same as the accessors (mtm_tensor / mtm_layer) report it
+SCALE_MIN_BITS = const(729808896)  # 2^-40: scales' range as float32 bits
+SCALE_MAX_BITS = 1400897536  # 2^40 (not const(): a big int on 32-bit ports)
+MAX_GAP_HW = const(65536)
+MAX_GRAD_TERMS = const(131071)
+MAX_CLASSES = const(32767)
+# the trainer record (docs/format.md): tag + 8 hex digits (+ ADAM_TAG + 16 for Adam) + NUL
+TRAINER_TAG = b'trainer:rng='
+ADAM_TAG = b',adam='
 FLAG_TRAINED = const(1)
 FLAG_HAS_STATE = const(2)
 TFLAG_SIGNAL_1D = const(1)
@@ -180,8 +188,7 @@ ACT_NAMES = ('', 'relu', 'relu6')
 # generator's state, docs/format.md): written by checkpoint.py, read when a
 # Trainer starts. Here, not in checkpoint.py, so a Trainer does not compile
 # the whole checkpoint module (on a fragmented heap) to read 21 bytes.
-TRAINER_TAG = b"trainer:rng="  # tag + 8 lowercase hex digits (+ ADAM_TAG + 16 for Adam) + NUL
-ADAM_TAG = b",adam="  # Adam's beta1^t, beta2^t: float32 bits, 8 hex digits each
+# (TRAINER_TAG and ADAM_TAG are in the generated part above.)
 
 
 def _hex8(b, q):
