@@ -196,6 +196,7 @@ HEADER_OFF, TENSOR_OFF, LAYER_OFF = offsets(HEADER), offsets(TENSOR), offsets(LA
 ROOT = Path(__file__).resolve().parents[2]
 C_HEADER = ROOT / "usermod" / "microtrain" / "mtm_layout.h"
 DEVICE_FMT = ROOT / "python_lib" / "microtrain" / "fmt.py"
+DEVICE_STUB = ROOT / "stubs" / "microtrain" / "fmt.pyi"
 GEN_CMD = "python -m microtrain_tools.mtm_layout"
 BEGIN = "# --- generated from tools/microtrain_tools/mtm_layout.py: begin"
 END = "# --- generated: end"
@@ -276,8 +277,9 @@ def device_section() -> str:
          "# entry formats for struct (the f32 scale read as its bits)",
          f"TENSOR_FMT = {fmt(TENSOR, raw_float=True)!r}",
          f"LAYER_HEAD_FMT = {fmt(LAYER[:LAYER.index(('state4', 'H', 1))])!r}  # op .. state[3]",
-         "# byte offsets in the header and in a layer entry"]
+         "# byte offsets in the header, in a tensor entry and in a layer entry"]
     w += [f"H_{_c_name(n)} = const({o})" for n, o in HEADER_OFF.items() if n != "magic"]
+    w += [f"T_{_c_name(n)} = const({o})" for n, o in TENSOR_OFF.items() if n != "dtype"]
     w += [f"L_{_c_name(n)} = const({o})" for n, o in LAYER_OFF.items() if n not in ("op", "params")]
     for title, prefix, row in (("mtm_info", "INFO_", INFO_ROW), ("mtm_tensor", "TROW_", TENSOR_ROW),
                                ("mtm_layer", "LROW_", LAYER_ROW)):
@@ -302,17 +304,47 @@ def device_section() -> str:
     return "\n".join(w)
 
 
-def device_fmt(current: str) -> str:
-    """fmt.py with its generated section replaced."""
+def stub_section() -> str:
+    """The generated part of stubs/microtrain/fmt.pyi: each name of device_section() typed."""
+    import ast
+
+    w = [BEGIN, f"# (`{GEN_CMD}`): do not edit by hand."]
+    for line in device_section().splitlines():
+        if line.startswith("#") or line.startswith(" ") or line == ")" or "=" not in line:
+            continue
+        name, rest = (x.strip() for x in line.split("=", 1))
+        node = ast.parse(line if not line.endswith("(") else line + ")").body[0]
+        assert isinstance(node, ast.Assign)
+        v = node.value
+        if isinstance(v, ast.Call):
+            v = v.args[0]
+        val = ast.literal_eval(v) if not line.endswith("(") else ("op name",)  # OP_NAMES: one per line
+        typ = {bytes: "bytes", str: "str", int: "int"}.get(type(val), "")
+        if isinstance(val, tuple):
+            typ = "tuple[str, ...]" if isinstance(val[0], str) else "tuple[int, ...]"
+        note = rest.split("#", 1)[1].strip() if "#" in rest else repr(val)
+        note = "op code -> name" if name == "OP_NAMES" else note
+        w.append(f"{name}: {typ}  # {note}")
+    w.append(END)
+    return "\n".join(w)
+
+
+def _replace_section(path: Path, current: str, section: str) -> str:
     pat = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if len(pat.findall(current)) != 1:
-        raise ValueError(f"{DEVICE_FMT}: needs exactly one generated section ({BEGIN!r} .. {END!r})")
-    return pat.sub(lambda _: device_section(), current)
+        raise ValueError(f"{path}: needs exactly one generated section ({BEGIN!r} .. {END!r})")
+    return pat.sub(lambda _: section, current)
+
+
+def device_fmt(current: str) -> str:
+    """fmt.py with its generated section replaced."""
+    return _replace_section(DEVICE_FMT, current, device_section())
 
 
 def outputs() -> dict[Path, str]:
     """Every generated file -> the text it must have."""
-    return {C_HEADER: c_header(), DEVICE_FMT: device_fmt(DEVICE_FMT.read_text())}
+    return {C_HEADER: c_header(), DEVICE_FMT: device_fmt(DEVICE_FMT.read_text()),
+            DEVICE_STUB: _replace_section(DEVICE_STUB, DEVICE_STUB.read_text(), stub_section())}
 
 
 def stale() -> list[str]:
