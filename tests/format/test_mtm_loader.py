@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from microtrain_tools import mtm
-from microtrain_tools.mtm_layout import HEADER_SIZE, LAYER_ENTRY, PARAMS_OFF, TENSOR_ENTRY
+from microtrain_tools.mtm_layout import HEADER_OFF, HEADER_SIZE, LAYER_ENTRY, PARAMS_OFF, TENSOR_ENTRY
 from support.harness import MICROPYTHON, NATMOD_X64, ROOT, ensure_natmod
 from support.mtm_files import fix_crc, host_verdict, mutation_corpus, torch_model_files, write_corpus
 
@@ -122,7 +122,7 @@ def _expected_accessors(b: bytes) -> list[str]:
         if t.data is not None:  # zero-copy: the slice is the tensor's bytes
             assert b[e[9]:e[9] + e[10]] == t.data.tobytes()
         lines.append("T " + " ".join(str(_i32(v)) for v in e[:14]))
-    s_off = struct.unpack_from("<I", b, 36)[0]
+    s_off = struct.unpack_from("<I", b, HEADER_OFF["strings_off"])[0]
     lt = HEADER_SIZE + TENSOR_ENTRY * len(m.tensors)
     for j, ly in enumerate(m.layers):
         e = list(struct.unpack_from("<BBBBIIIIIIIIIIIIIIII", b, lt + LAYER_ENTRY * j))
@@ -152,7 +152,7 @@ def test_valid_files_accepted_and_accessors_agree(valid_files: list[bytes], tmp_
 
 def test_validate_messages_name_the_place(valid_files: list[bytes], tmp_path: Path) -> None:
     b = bytearray(valid_files[0])
-    n_t = struct.unpack_from("<I", b, 20)[0]
+    n_t = struct.unpack_from("<I", b, HEADER_OFF["n_tensors"])[0]
     cases = []
     t = bytearray(b)
     t[HEADER_SIZE + TENSOR_ENTRY * 2] = 9  # tensor 2 dtype
@@ -216,7 +216,7 @@ def test_mutation_corpus(valid_files: list[bytes]) -> None:
 def _stride_file(valid_files: list[bytes]) -> bytes:
     """Res1d's first conv (a Conv1d, so out_h = 1) with stride_h = 70000."""
     b = bytearray(valid_files[0])
-    n_t = struct.unpack_from("<I", b, 20)[0]
+    n_t = struct.unpack_from("<I", b, HEADER_OFF["n_tensors"])[0]
     lt = HEADER_SIZE + TENSOR_ENTRY * n_t
     assert b[lt] == mtm.Op.CONV2D
     struct.pack_into("<i", b, lt + PARAMS_OFF + 4 * 8, 70000)
