@@ -159,7 +159,7 @@ size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, con
 size_t mt_msg_put_str(char *buf, size_t cap, size_t pos, const char *s);
 size_t mt_msg_put_int(char *buf, size_t cap, size_t pos, int32_t x);
 
-// ---- conv2d.c ----
+// ---- conv2d_s8_*.c, conv2d_dil_s8.c ----
 void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
                        const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
 // Output rows [r0, r1) only (0 <= r0 < r1 <= out_h) into y ((r1 - r0) * out_w * out_c).

@@ -1,4 +1,4 @@
-// Innermost runs shared by conv2d.c and linear.c, the forward's register
+// Innermost runs shared by conv2d_s8_forward.c and linear.c, the forward's register
 // blocks (dot_2x2, dot_1x2: two channels x one or two pixels per pass) and
 // the inlined requant of one output (mt_rq_t). They are static and kept out
 // of line on purpose: on Cortex-M0 (8 low registers) the accumulator and
@@ -24,7 +24,7 @@
 #endif
 
 // sum (x[i] - zp) * w[i], i < n. x and w end at most one past their run.
-static MT_NOINLINE int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, int32_t zp) {
+static MT_BLOCK int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, int32_t zp) {
     int32_t acc = 0;
     for (const int8_t *end = w + n; w != end; ++w, ++x) {
         acc += ((int32_t)*x - zp) * (int32_t)*w;
@@ -33,7 +33,7 @@ static MT_NOINLINE int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, 
 }
 
 // a[i] += s * w[i], i < n.
-static MT_NOINLINE void axpy_w_run(int32_t *a, const int8_t *w, int32_t n, int32_t s) {
+static MT_BLOCK void axpy_w_run(int32_t *a, const int8_t *w, int32_t n, int32_t s) {
     for (const int8_t *end = w + n; w != end; ++w, ++a) {
         *a += s * (int32_t)*w;
     }
@@ -67,7 +67,7 @@ static MT_BLOCK void dot_2x2(const int8_t *xa, const int8_t *xb, const int8_t *w
     const int8_t *end = wa + n;
 #if MT_SSE2
     if (n >= 16) {
-        // as dot_2x2_full (conv2d.c), x - zp in int16 lanes (|x - zp| <= 255)
+        // as dot_2x2_full (conv2d_s8_forward.c), x - zp in int16 lanes (|x - zp| <= 255)
         const __m128i z = _mm_setzero_si128(), zpv = _mm_set1_epi16((int16_t)zp);
         __m128i q0 = z, q1 = z, q2 = z, q3 = z;
         for (const int8_t *end16 = wa + (n & ~15); wa != end16; xa += 16, xb += 16, wa += 16, wb += 16) {
