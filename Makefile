@@ -142,9 +142,10 @@ fuzz: $(SETUP_STAMP)
 reliability: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.reliability
 
-## lint: ruff over every Python folder.
+## lint: ruff over every Python folder; the files generated from the kernel spec are current.
 lint: $(SETUP_STAMP)
 	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals ports/qemu ports/webassembly
+	@$(PY) -m microtrain_tools.kernelgen --check
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy

@@ -647,7 +647,7 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
 }
 
 // ---------------------------------------------------------------------------
-// update.c: the binding's checks in its order (modmicrotrain.c, mod_update_*)
+// update.c: the binding's checks in its order (mt_bind_update.h, mod_update_*)
 
 static int is_none(const call_t *c, int i) {
     return i < c->na && c->a[i].tag == 'N';

@@ -87,7 +87,11 @@ def test_source_lists_complete() -> None:
     assert C_SOURCES, "no C sources?"
     assert sorted(c_sources("MICROTRAIN_SRC")) == C_SOURCES  # the one list (sources.mk) every build reads
     natmod = (MODDIR / "Makefile").read_text()
-    assert re.search(r"^include sources\.mk\nSRC = \$\(MICROTRAIN_SRC\)$", natmod, re.M)
+    assert re.search(r"^include sources\.mk$", natmod, re.M)
+    assert re.search(r"^SRC = \$\(MICROTRAIN_SRC\) \$\(MICROTRAIN_BIND_H\)$", natmod, re.M)
+    # every header modmicrotrain.c includes from this folder is scanned for qstrs
+    bind_h = [p.name for p in MODDIR.glob("mt_bind*.h")] + ["mt_funcs.h"]
+    assert sorted(c_sources("MICROTRAIN_BIND_H")) == sorted(bind_h)
     mk = (MODDIR / "micropython.mk").read_text()
     assert re.search(r"^include \$\(MICROTRAIN_MOD_DIR\)/sources\.mk$", mk, re.M)
     assert "\nMICROTRAIN_SRC_C := $(addprefix $(MICROTRAIN_MOD_DIR)/,$(MICROTRAIN_SRC))\n" in mk
