@@ -12,8 +12,8 @@ static int32_t mt_dil_pos(int32_t o, int32_t stride, int32_t pad, int32_t k, int
     return i >= 0 && i < n ? i : -1;
 }
 
-void mt_conv2d_dil_s8_forward(const mt_conv2d_dil_params_t *d, const int8_t *x, const int8_t *w,
-                              const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
+void mt_conv2d_dil_s8_forward(const mt_conv2d_dil_params_t *d, const int8_t *x, const int8_t *w, const int32_t *bias,
+                              const int32_t *mult, const int32_t *shift, int8_t *y) {
     const mt_conv2d_params_t *p = &d->c;
     const int32_t cpg = (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
     const int32_t opg = (int32_t)mt_udiv_u32((uint32_t)p->out_c, (uint32_t)p->groups);
@@ -49,8 +49,8 @@ void mt_conv2d_dil_s8_forward(const mt_conv2d_dil_params_t *d, const int8_t *x, 
 }
 
 int32_t mt_conv2d_dil_s8_grad_input(const mt_conv2d_dil_params_t *d, const int8_t *e, const int8_t *w,
-                                    const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi,
-                                    int32_t *acc, int8_t *ein) {
+                                    const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
+                                    int8_t *ein) {
     const mt_conv2d_params_t *p = &d->c;
     const int32_t cpg = (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
     const int32_t opg = (int32_t)mt_udiv_u32((uint32_t)p->out_c, (uint32_t)p->groups);
@@ -93,8 +93,8 @@ int32_t mt_conv2d_dil_s8_grad_input(const mt_conv2d_dil_params_t *d, const int8_
 }
 
 // gw of weight (oc, ky, kx, ci) in group g: |sum| <= out_h * out_w * 128 * 255 < 2^31.
-static int32_t mt_dil_gw(const mt_conv2d_dil_params_t *d, const int8_t *x, const int8_t *e, int32_t oc,
-                         int32_t g, int32_t cpg, int32_t ky, int32_t kx, int32_t ci) {
+static int32_t mt_dil_gw(const mt_conv2d_dil_params_t *d, const int8_t *x, const int8_t *e, int32_t oc, int32_t g,
+                         int32_t cpg, int32_t ky, int32_t kx, int32_t ci) {
     const mt_conv2d_params_t *p = &d->c;
     int32_t s = 0;
     for (int32_t oy = 0; oy < p->out_h; ++oy) {

@@ -24,14 +24,13 @@ static MT_NOINLINE int32_t dot_strided(const int8_t *x, int32_t xs, const int8_t
 }
 
 
-
 // A window row is either one run (groups == 1: run elements contiguous, or
 // depthwise: nkx taps in_c apart) or nkx runs of cpg. The row loops below pick
 // the one-call form whenever possible.
 
 // sum over the window of (x - zp) * w; x at offset xo, w at offset wo.
-static int32_t win_dot(const int8_t *x, int32_t xo, const int8_t *w, int32_t wo, const mt_win_t *win,
-                       int32_t x_row, int32_t x_tap, int32_t w_row, int32_t zp) {
+static int32_t win_dot(const int8_t *x, int32_t xo, const int8_t *w, int32_t wo, const mt_win_t *win, int32_t x_row,
+                       int32_t x_tap, int32_t w_row, int32_t zp) {
     int32_t acc = 0;
     const int32_t run = win->run, nkx = win->nkx;
     for (int32_t ky = 0; ky < win->nky; ++ky, xo += x_row, wo += w_row) {
@@ -65,8 +64,8 @@ static void interior(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t
 // s[2] = xb . wa, s[3] = xb . wb over nky rows of run bytes (x rows xr
 // apart, pixel B dx after pixel A; the weights of a full window are one
 // contiguous run per channel, channel B dw after channel A).
-static MT_INLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa,
-                                   int32_t dw, int32_t run, int32_t *s) {
+static MT_INLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa, int32_t dw,
+                                   int32_t run, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #if MT_SSE2
     __m128i q0 = _mm_setzero_si128(), q1 = q0, q2 = q0, q3 = q0;
@@ -135,31 +134,30 @@ static MT_INLINE void dot_2x2_full(const int8_t *xa, int32_t dx, int32_t xr, int
 // channels: s[2 i] = pixel i . wa, s[2 i + 1] = pixel i . wb. Six byte loads
 // per eight MACs; four taps per step at immediate offsets, so the six
 // pointers move once per four taps.
-#define MT_RV_TAP(j)                                                                  \
-    do {                                                                              \
-        const int32_t u = wa[j], v = wb[j];                                           \
-        int32_t t = x0[j];                                                            \
-        s0 += t * u;                                                                  \
-        s1 += t * v;                                                                  \
-        t = x1[j];                                                                    \
-        s2 += t * u;                                                                  \
-        s3 += t * v;                                                                  \
-        t = x2[j];                                                                    \
-        s4 += t * u;                                                                  \
-        s5 += t * v;                                                                  \
-        t = x3[j];                                                                    \
-        s6 += t * u;                                                                  \
-        s7 += t * v;                                                                  \
+#define MT_RV_TAP(j)                        \
+    do {                                    \
+        const int32_t u = wa[j], v = wb[j]; \
+        int32_t t = x0[j];                  \
+        s0 += t * u;                        \
+        s1 += t * v;                        \
+        t = x1[j];                          \
+        s2 += t * u;                        \
+        s3 += t * v;                        \
+        t = x2[j];                          \
+        s4 += t * u;                        \
+        s5 += t * v;                        \
+        t = x3[j];                          \
+        s6 += t * u;                        \
+        s7 += t * v;                        \
     } while (0)
 
-static MT_INLINE void dot_4x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa,
-                                   int32_t dw, int32_t run, int32_t *s) {
+static MT_INLINE void dot_4x2_full(const int8_t *xa, int32_t dx, int32_t xr, int32_t nky, const int8_t *wa, int32_t dw,
+                                   int32_t run, int32_t *s) {
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
     for (int32_t ky = 0, xo = 0; ky < nky; ++ky, xo += xr) {
         const int8_t *x0 = xa + xo, *x1 = x0 + dx, *x2 = x1 + dx, *x3 = x2 + dx, *wb = wa + dw;
         const int8_t *end = wa + run;
-        for (const int8_t *end4 = wa + (run & ~3); wa != end4; wa += 4, wb += 4, x0 += 4, x1 += 4, x2 += 4,
-             x3 += 4) {
+        for (const int8_t *end4 = wa + (run & ~3); wa != end4; wa += 4, wb += 4, x0 += 4, x1 += 4, x2 += 4, x3 += 4) {
             MT_RV_TAP(0);
             MT_RV_TAP(1);
             MT_RV_TAP(2);
@@ -316,8 +314,8 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
             while (ox < out_w) {
                 int32_t s[4];
                 if (inner && ox == ix0) {
-                    const int8_t *xp = x + ((oy * p->stride_h - p->pad_top) * p->in_w) * p->in_c
-                                       + (ix0 * p->stride_w - p->pad_left) * p->in_c;
+                    const int8_t *xp = x + ((oy * p->stride_h - p->pad_top) * p->in_w) * p->in_c +
+                                       (ix0 * p->stride_w - p->pad_left) * p->in_c;
                     dense_run(&d, xp, wc, ix1 - ix0, yr + ix0 * out_c + oc);
                     ox = ix1;
                     continue;
@@ -360,8 +358,8 @@ static void conv_fwd_dense(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
 #define MAC_LO(acc, x, wp) mt_smlabb((uint32_t)(x), (uint32_t)(wp), (acc))
 #define MAC_HI(acc, x, wp) mt_smlabt((uint32_t)(x), (uint32_t)(wp), (acc))
 #else
-#define MAC_LO(acc, x, wp) ((acc) + (x) * mt_lo16((uint32_t)(wp)))
-#define MAC_HI(acc, x, wp) ((acc) + (x) * mt_hi16((uint32_t)(wp)))
+#define MAC_LO(acc, x, wp) ((acc) + (x)*mt_lo16((uint32_t)(wp)))
+#define MAC_HI(acc, x, wp) ((acc) + (x)*mt_hi16((uint32_t)(wp)))
 #endif
 
 // n depthwise 3x3 outputs of one channel, windows sx apart in x and outputs
@@ -605,8 +603,8 @@ static void conv_fwd_groups(const mt_conv2d_params_t *p, const mt_geom_t *g, con
     }
 }
 
-void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
-                       const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
+void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                          const int32_t *mult, const int32_t *shift, int8_t *y) {
     mt_geom_t g;
     geom_init(p, &g);
     if (p->groups == 1) {
@@ -622,9 +620,8 @@ void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const in
 // read: start at input row r0 * stride_h - pad_top (or keep the part of the top
 // padding that is left), with the rows below as the input's height. Every
 // output element is the same exact integer sum as in the full call.
-void mt_conv2d_s8_forward_rows(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
-                               const int32_t *bias, const int32_t *mult, const int32_t *shift, int32_t r0,
-                               int32_t r1, int8_t *y) {
+void mt_conv2d_s8_forward_rows(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                               const int32_t *mult, const int32_t *shift, int32_t r0, int32_t r1, int8_t *y) {
     // field by field: a struct copy may become a memcpy call, which natmods cannot link
     mt_conv2d_params_t q;
     q.in_h = p->in_h;

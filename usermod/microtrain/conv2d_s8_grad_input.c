@@ -52,7 +52,7 @@ static void win_scatter_w(int32_t *a, int32_t ao, const int8_t *w, int32_t wo, i
 // into halfwords, [quad][ci][oc 0..3], then per position and quad four e
 // bytes, sixteen halfword loads, sixteen multiplies and adds.
 static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
-                               const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult, int gather) {
+                                const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult, int gather) {
     int16_t wu[16 * MT_GI_QUADS];
     for (int32_t q = 0; q < nq; ++q) {
         for (int32_t c = 0; c < 4; ++c) {
@@ -101,7 +101,7 @@ static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *
 }
 #else
 static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
-                               const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult, int gather) {
+                                const int32_t *qoff, int32_t nq, int32_t nc, int32_t mult, int gather) {
     int32_t eo = 0, ao = 0;
     for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
         int32_t ei = eo, ai = ao;
@@ -156,8 +156,8 @@ static MT_NOINLINE void gi_rect(const int8_t *e, int32_t *acc, const mt_rect_t *
 
 // The tap's valid output rectangle and its e / acc bases (offsets of the
 // first position; 0 when empty).
-static void tap_rect(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, int32_t kx, mt_rect_t *r,
-                     int32_t *eb, int32_t *xb) {
+static void tap_rect(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, int32_t kx, mt_rect_t *r, int32_t *eb,
+                     int32_t *xb) {
     int32_t oy0, oy1, ox0, ox1;
     out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
     out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
@@ -638,9 +638,8 @@ static void gi_blocked(const mt_conv2d_params_t *p, const int8_t *e, const int8_
 // Position-major: tap ranges and window offsets are computed once per output
 // position; each (position, oc) first tests the error and the mask, so a
 // dropped channel or a zero error costs a byte test and no window work.
-int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
-                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
-                                int8_t *ein) {
+int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
+                                const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc, int8_t *ein) {
     mt_geom_t g;
     geom_init(p, &g);
     const int32_t n = p->in_h * g.x_row;
@@ -670,9 +669,8 @@ int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, co
     return mt_dyn_requant_act_s8(acc, (size_t)n, lo, hi, ein);
 }
 #else
-int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
-                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
-                                int8_t *ein) {
+int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
+                                const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc, int8_t *ein) {
     const int32_t n = p->in_h * p->in_w * p->in_c;
     for (int32_t i = 0; i < n; ++i) {
         acc[i] = 0;

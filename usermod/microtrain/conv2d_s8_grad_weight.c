@@ -46,58 +46,56 @@ static void win_scatter_x(int32_t *gw, int32_t go, const int8_t *x, int32_t xo, 
 #if MT_DSP && defined(__thumb2__)
 // One position: 2 loads, 3 unpacks, 8 halfword multiply-accumulates, then the
 // column steps (ldrd of ec, xc from the frame).
-#define MT_POS_2X4(EROR)                         \
-    "ldr %[t0], [%[pe]]\n\t"                     \
-    "ldr %[t1], [%[px]]\n\t"                     \
-    "sxtb16 %[t0], %[t0]" EROR "\n\t"            \
-    "sxtb16 %[t2], %[t1]\n\t"                    \
-    "sxtb16 %[t1], %[t1], ror #8\n\t"            \
-    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t"      \
-    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t"      \
-    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t"      \
-    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t"      \
-    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t"      \
-    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t"      \
-    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t"      \
-    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t"      \
-    "ldrd %[t0], %[t2], %[col]\n\t"              \
-    "add %[pe], %[pe], %[t0]\n\t"                \
+#define MT_POS_2X4(EROR)                    \
+    "ldr %[t0], [%[pe]]\n\t"                \
+    "ldr %[t1], [%[px]]\n\t"                \
+    "sxtb16 %[t0], %[t0]" EROR "\n\t"       \
+    "sxtb16 %[t2], %[t1]\n\t"               \
+    "sxtb16 %[t1], %[t1], ror #8\n\t"       \
+    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t" \
+    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t" \
+    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t" \
+    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t" \
+    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t" \
+    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t" \
+    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t" \
+    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t" \
+    "ldrd %[t0], %[t2], %[col]\n\t"         \
+    "add %[pe], %[pe], %[t0]\n\t"           \
     "add %[px], %[px], %[t2]\n\t"
 
 // The whole rectangle in one asm loop (GCC spills accumulators of the C loop,
 // at -Os and -O2): two positions per turn, entered at the second when nox is
 // odd.
-#define MT_RECT_2X4(EROR)                                                                            \
-    __asm__ volatile("mov %[s0], #0\n\t"                                                             \
-                     "mov %[s1], #0\n\t"                                                             \
-                     "mov %[s2], #0\n\t"                                                             \
-                     "mov %[s3], #0\n\t"                                                             \
-                     "mov %[s4], #0\n\t"                                                             \
-                     "mov %[s5], #0\n\t"                                                             \
-                     "mov %[s6], #0\n\t"                                                             \
-                     "mov %[s7], #0\n\t"                                                             \
-                     "1:\n\t"                                                                         \
-                     "ldr %[t0], %[odd]\n\t"                                                          \
-                     "cmp %[t0], #0\n\t"                                                              \
-                     "bne 3f\n\t"                                                                     \
-                     "2:\n\t" MT_POS_2X4(EROR) "3:\n\t" MT_POS_2X4(EROR)                              \
-                     "cmp %[pe], %[end]\n\t"                                                          \
-                     "bne 2b\n\t"                                                                     \
-                     "ldrd %[t0], %[t2], %[skip]\n\t"                                                 \
-                     "add %[pe], %[pe], %[t0]\n\t"                                                    \
-                     "add %[px], %[px], %[t2]\n\t"                                                    \
-                     "ldr %[t0], %[erow]\n\t"                                                         \
-                     "add %[end], %[end], %[t0]\n\t"                                                  \
-                     "ldr %[t0], %[rows]\n\t"                                                         \
-                     "subs %[t0], %[t0], #1\n\t"                                                      \
-                     "str %[t0], %[rows]\n\t"                                                         \
-                     "bne 1b\n\t"                                                                     \
-                     : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4), \
-                       [s5] "=&r"(s5), [s6] "=&r"(s6), [s7] "=&r"(s7), [pe] "+r"(pe), [px] "+r"(px),  \
-                       [end] "+r"(end), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2),               \
-                       [rows] "+m"(rows)                                                              \
-                     : [col] "m"(prm[0]), [skip] "m"(prm[2]), [erow] "m"(prm[4]), [odd] "m"(prm[5]),  \
-                       "m"(*(const int32_t(*)[6])prm)                                                 \
+#define MT_RECT_2X4(EROR)                                                                                              \
+    __asm__ volatile("mov %[s0], #0\n\t"                                                                               \
+                     "mov %[s1], #0\n\t"                                                                               \
+                     "mov %[s2], #0\n\t"                                                                               \
+                     "mov %[s3], #0\n\t"                                                                               \
+                     "mov %[s4], #0\n\t"                                                                               \
+                     "mov %[s5], #0\n\t"                                                                               \
+                     "mov %[s6], #0\n\t"                                                                               \
+                     "mov %[s7], #0\n\t"                                                                               \
+                     "1:\n\t"                                                                                          \
+                     "ldr %[t0], %[odd]\n\t"                                                                           \
+                     "cmp %[t0], #0\n\t"                                                                               \
+                     "bne 3f\n\t"                                                                                      \
+                     "2:\n\t" MT_POS_2X4(EROR) "3:\n\t" MT_POS_2X4(EROR) "cmp %[pe], %[end]\n\t"                       \
+                                                                         "bne 2b\n\t"                                  \
+                                                                         "ldrd %[t0], %[t2], %[skip]\n\t"              \
+                                                                         "add %[pe], %[pe], %[t0]\n\t"                 \
+                                                                         "add %[px], %[px], %[t2]\n\t"                 \
+                                                                         "ldr %[t0], %[erow]\n\t"                      \
+                                                                         "add %[end], %[end], %[t0]\n\t"               \
+                                                                         "ldr %[t0], %[rows]\n\t"                      \
+                                                                         "subs %[t0], %[t0], #1\n\t"                   \
+                                                                         "str %[t0], %[rows]\n\t"                      \
+                                                                         "bne 1b\n\t"                                  \
+                     : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4), [s5] "=&r"(s5), \
+                       [s6] "=&r"(s6), [s7] "=&r"(s7), [pe] "+r"(pe), [px] "+r"(px), [end] "+r"(end), [t0] "=&r"(t0),  \
+                       [t1] "=&r"(t1), [t2] "=&r"(t2), [rows] "+m"(rows)                                               \
+                     : [col] "m"(prm[0]), [skip] "m"(prm[2]), [erow] "m"(prm[4]), [odd] "m"(prm[5]),                   \
+                       "m"(*(const int32_t(*)[6])prm)                                                                  \
                      : "cc", "memory")
 
 static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect_t *r, uint32_t sh, int32_t *s) {
@@ -106,8 +104,8 @@ static MT_NOINLINE void rect_2x4(const int8_t *e, const int8_t *x, const mt_rect
         // Addresses as integers: the loop steps one column past each row.
         const int32_t nox = r->nox;
         // ec, xc | steps from a row's end to the next row's start | e_row | nox odd
-        const int32_t prm[6] = {r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
-                                r->e_row, nox & 1};
+        const int32_t prm[6] = { r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
+                                 r->e_row, nox & 1 };
         uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
         uint32_t end = pe + (uint32_t)(nox * r->e_col);
         int32_t rows = r->noy;
@@ -186,7 +184,7 @@ static MT_NOINLINE void rect_4x1(const int8_t *e, const int8_t *x, const mt_rect
         for (int32_t i = 0; i < nox; ++i, ei += ec, xi += xc) {
             const uint32_t ew = mt_load_u32(e + ei);
             const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);  // oc 0, 2 / oc 1, 3
-            const uint32_t xv = (uint32_t)((int32_t)x[xi] - zp);  // a halfword: -255..255
+            const uint32_t xv = (uint32_t)((int32_t)x[xi] - zp);         // a halfword: -255..255
             s0 = mt_smlabb(ea, xv, s0);
             s1 = mt_smlabb(eb, xv, s1);
             s2 = mt_smlatb(ea, xv, s2);
@@ -263,24 +261,24 @@ static MT_NOINLINE int32_t rect_1x1(const int8_t *e, const int8_t *x, const mt_r
 // One position of the pair: its two error bytes packed into halfwords (oc a
 // low, oc b high; db from the frame, no register left for it), then as
 // MT_POS_2X4.
-#define MT_POS_2X4G                              \
-    "ldr %[t2], %[db]\n\t"                       \
-    "ldrsb %[t1], [%[pe], %[t2]]\n\t"            \
-    "ldrsb %[t0], [%[pe]]\n\t"                   \
-    "pkhbt %[t0], %[t0], %[t1], lsl #16\n\t"     \
-    "ldr %[t1], [%[px]]\n\t"                     \
-    "sxtb16 %[t2], %[t1]\n\t"                    \
-    "sxtb16 %[t1], %[t1], ror #8\n\t"            \
-    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t"      \
-    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t"      \
-    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t"      \
-    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t"      \
-    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t"      \
-    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t"      \
-    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t"      \
-    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t"      \
-    "ldrd %[t0], %[t2], %[col]\n\t"              \
-    "add %[pe], %[pe], %[t0]\n\t"                \
+#define MT_POS_2X4G                          \
+    "ldr %[t2], %[db]\n\t"                   \
+    "ldrsb %[t1], [%[pe], %[t2]]\n\t"        \
+    "ldrsb %[t0], [%[pe]]\n\t"               \
+    "pkhbt %[t0], %[t0], %[t1], lsl #16\n\t" \
+    "ldr %[t1], [%[px]]\n\t"                 \
+    "sxtb16 %[t2], %[t1]\n\t"                \
+    "sxtb16 %[t1], %[t1], ror #8\n\t"        \
+    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t"  \
+    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t"  \
+    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t"  \
+    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t"  \
+    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t"  \
+    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t"  \
+    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t"  \
+    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t"  \
+    "ldrd %[t0], %[t2], %[col]\n\t"          \
+    "add %[pe], %[pe], %[t0]\n\t"            \
     "add %[px], %[px], %[t2]\n\t"
 
 // The rectangle in one asm loop, as MT_RECT_2X4 (the C loop spills).
@@ -289,62 +287,62 @@ static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, 
     if (r->noy > 0) {
         const int32_t nox = r->nox;
         // ec, xc | steps from a row's end to the next row's start | e_row | nox odd | db
-        const int32_t prm[7] = {r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
-                                r->e_row, nox & 1, db};
+        const int32_t prm[7] = { r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col, r->e_row,
+                                 nox & 1,  db };
         uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
         uint32_t end = pe + (uint32_t)(nox * r->e_col);
         int32_t rows = r->noy;
-        __asm__ volatile("mov %[s0], #0\n\t"
-                         "mov %[s1], #0\n\t"
-                         "mov %[s2], #0\n\t"
-                         "mov %[s3], #0\n\t"
-                         "mov %[s4], #0\n\t"
-                         "mov %[s5], #0\n\t"
-                         "mov %[s6], #0\n\t"
-                         "mov %[s7], #0\n\t"
-                         "1:\n\t"
-                         "ldr %[t0], %[odd]\n\t"
-                         "cmp %[t0], #0\n\t"
-                         "bne 3f\n\t"
-                         "2:\n\t" MT_POS_2X4G "3:\n\t" MT_POS_2X4G
-                         "cmp %[pe], %[end]\n\t"
-                         "bne 2b\n\t"
-                         "ldrd %[t0], %[t2], %[skip]\n\t"
-                         "add %[pe], %[pe], %[t0]\n\t"
-                         "add %[px], %[px], %[t2]\n\t"
-                         "ldr %[t0], %[erow]\n\t"
-                         "add %[end], %[end], %[t0]\n\t"
-                         "ldr %[t0], %[rows]\n\t"
-                         "subs %[t0], %[t0], #1\n\t"
-                         "str %[t0], %[rows]\n\t"
-                         "bne 1b\n\t"
-                         : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4),
-                           [s5] "=&r"(s5), [s6] "=&r"(s6), [s7] "=&r"(s7), [pe] "+r"(pe), [px] "+r"(px),
-                           [end] "+r"(end), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [rows] "+m"(rows)
-                         : [col] "m"(prm[0]), [skip] "m"(prm[2]), [erow] "m"(prm[4]), [odd] "m"(prm[5]),
-                           [db] "m"(prm[6]), "m"(*(const int32_t(*)[7])prm)
-                         : "cc", "memory");
+        __asm__ volatile(
+            "mov %[s0], #0\n\t"
+            "mov %[s1], #0\n\t"
+            "mov %[s2], #0\n\t"
+            "mov %[s3], #0\n\t"
+            "mov %[s4], #0\n\t"
+            "mov %[s5], #0\n\t"
+            "mov %[s6], #0\n\t"
+            "mov %[s7], #0\n\t"
+            "1:\n\t"
+            "ldr %[t0], %[odd]\n\t"
+            "cmp %[t0], #0\n\t"
+            "bne 3f\n\t"
+            "2:\n\t" MT_POS_2X4G "3:\n\t" MT_POS_2X4G "cmp %[pe], %[end]\n\t"
+            "bne 2b\n\t"
+            "ldrd %[t0], %[t2], %[skip]\n\t"
+            "add %[pe], %[pe], %[t0]\n\t"
+            "add %[px], %[px], %[t2]\n\t"
+            "ldr %[t0], %[erow]\n\t"
+            "add %[end], %[end], %[t0]\n\t"
+            "ldr %[t0], %[rows]\n\t"
+            "subs %[t0], %[t0], #1\n\t"
+            "str %[t0], %[rows]\n\t"
+            "bne 1b\n\t"
+            : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4), [s5] "=&r"(s5),
+              [s6] "=&r"(s6), [s7] "=&r"(s7), [pe] "+r"(pe), [px] "+r"(px), [end] "+r"(end), [t0] "=&r"(t0),
+              [t1] "=&r"(t1), [t2] "=&r"(t2), [rows] "+m"(rows)
+            : [col] "m"(prm[0]), [skip] "m"(prm[2]), [erow] "m"(prm[4]), [odd] "m"(prm[5]), [db] "m"(prm[6]),
+              "m"(*(const int32_t(*)[7])prm)
+            : "cc", "memory");
         (void)t0, (void)t1, (void)t2;
     }
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
 // One position of a packed pair: its error word already holds the two
 // channels' errors as halfwords (oc a low, oc b high), so no unpack.
-#define MT_POS_2X4P                              \
-    "ldr %[t0], [%[pe]]\n\t"                     \
-    "ldr %[t1], [%[px]]\n\t"                     \
-    "sxtb16 %[t2], %[t1]\n\t"                    \
-    "sxtb16 %[t1], %[t1], ror #8\n\t"            \
-    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t"      \
-    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t"      \
-    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t"      \
-    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t"      \
-    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t"      \
-    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t"      \
-    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t"      \
-    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t"      \
-    "ldrd %[t0], %[t2], %[col]\n\t"              \
-    "add %[pe], %[pe], %[t0]\n\t"                \
+#define MT_POS_2X4P                         \
+    "ldr %[t0], [%[pe]]\n\t"                \
+    "ldr %[t1], [%[px]]\n\t"                \
+    "sxtb16 %[t2], %[t1]\n\t"               \
+    "sxtb16 %[t1], %[t1], ror #8\n\t"       \
+    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t" \
+    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t" \
+    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t" \
+    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t" \
+    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t" \
+    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t" \
+    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t" \
+    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t" \
+    "ldrd %[t0], %[t2], %[col]\n\t"         \
+    "add %[pe], %[pe], %[t0]\n\t"           \
     "add %[px], %[px], %[t2]\n\t"
 
 // rect_2x4g over a packed pair (e: the pair's words, e_col / e_row in bytes
@@ -353,8 +351,8 @@ static MT_NOINLINE void rect_2x4p(const int8_t *e, const int8_t *x, const mt_rec
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
     if (r->noy > 0) {
         const int32_t nox = r->nox;
-        const int32_t prm[6] = {r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
-                                r->e_row, nox & 1};
+        const int32_t prm[6] = { r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
+                                 r->e_row, nox & 1 };
         uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
         uint32_t end = pe + (uint32_t)(nox * r->e_col);
         int32_t rows = r->noy;
@@ -370,8 +368,7 @@ static MT_NOINLINE void rect_2x4p(const int8_t *e, const int8_t *x, const mt_rec
                          "ldr %[t0], %[odd]\n\t"
                          "cmp %[t0], #0\n\t"
                          "bne 3f\n\t"
-                         "2:\n\t" MT_POS_2X4P "3:\n\t" MT_POS_2X4P
-                         "cmp %[pe], %[end]\n\t"
+                         "2:\n\t" MT_POS_2X4P "3:\n\t" MT_POS_2X4P "cmp %[pe], %[end]\n\t"
                          "bne 2b\n\t"
                          "ldrd %[t0], %[t2], %[skip]\n\t"
                          "add %[pe], %[pe], %[t0]\n\t"
@@ -422,14 +419,14 @@ static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, 
 // The same pair times one input channel minus zp: s[0], s[1] by oc.
 #if MT_DSP && defined(__thumb2__)
 // One position: three byte loads, x - zp, two multiply-accumulates, the steps.
-#define MT_POS_2X1G                              \
-    "ldrsb %[t0], [%[pe]]\n\t"                   \
-    "ldrsb %[t1], [%[pe], %[db]]\n\t"            \
-    "ldrsb %[t2], [%[px]]\n\t"                   \
-    "sub %[t2], %[t2], %[zp]\n\t"                \
-    "mla %[s0], %[t0], %[t2], %[s0]\n\t"         \
-    "mla %[s1], %[t1], %[t2], %[s1]\n\t"         \
-    "add %[pe], %[pe], %[ec]\n\t"                \
+#define MT_POS_2X1G                      \
+    "ldrsb %[t0], [%[pe]]\n\t"           \
+    "ldrsb %[t1], [%[pe], %[db]]\n\t"    \
+    "ldrsb %[t2], [%[px]]\n\t"           \
+    "sub %[t2], %[t2], %[zp]\n\t"        \
+    "mla %[s0], %[t0], %[t2], %[s0]\n\t" \
+    "mla %[s1], %[t1], %[t2], %[s1]\n\t" \
+    "add %[pe], %[pe], %[ec]\n\t"        \
     "add %[px], %[px], %[xc]\n\t"
 
 // The rectangle in one asm loop, two positions per turn as MT_RECT_2X4 (the C
@@ -440,7 +437,7 @@ static MT_NOINLINE void rect_2x1g(const int8_t *e, int32_t db, const int8_t *x, 
     if (r->noy > 0) {
         const int32_t nox = r->nox;
         // steps from a row's end to the next row's start | e_row | nox odd
-        const int32_t prm[5] = {r->e_row - nox * r->e_col, r->x_row - nox * r->x_col, r->e_row, nox & 1, 0};
+        const int32_t prm[5] = { r->e_row - nox * r->e_col, r->x_row - nox * r->x_col, r->e_row, nox & 1, 0 };
         uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
         uint32_t end = pe + (uint32_t)(nox * r->e_col);
         int32_t rows = r->noy;
@@ -451,8 +448,7 @@ static MT_NOINLINE void rect_2x1g(const int8_t *e, int32_t db, const int8_t *x, 
                          "ldr %[t0], %[odd]\n\t"
                          "cmp %[t0], #0\n\t"
                          "bne 3f\n\t"
-                         "2:\n\t" MT_POS_2X1G "3:\n\t" MT_POS_2X1G
-                         "cmp %[pe], %[end]\n\t"
+                         "2:\n\t" MT_POS_2X1G "3:\n\t" MT_POS_2X1G "cmp %[pe], %[end]\n\t"
                          "bne 2b\n\t"
                          "ldrd %[t0], %[t2], %[skip]\n\t"
                          "add %[pe], %[pe], %[t0]\n\t"
@@ -524,8 +520,8 @@ static void sink_put(const mt_sink_t *o, int32_t i, int32_t s) {
 
 // The valid output rectangle of tap (ky, kx) for the weight gradient, its
 // first output position (pos0) and input offset (xb); steps as gw_blocked's.
-static void gw_tap(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, int32_t kx, mt_rect_t *r,
-                   int32_t *pos0, int32_t *xb) {
+static void gw_tap(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, int32_t kx, mt_rect_t *r, int32_t *pos0,
+                   int32_t *xb) {
     int32_t oy0, oy1, ox0, ox1;
     out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
     out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
@@ -669,7 +665,7 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
             r1.e_row = r.e_row;
             r1.x_col = r1.x_row = 0;
             const int32_t wt = ky * g.w_row + kx * cpg;  // tap offset inside one oc's weights
-            if (cpg == 1 && g.opg == 1) {  // depthwise: channel quads, then single channels
+            if (cpg == 1 && g.opg == 1) {                // depthwise: channel quads, then single channels
                 for (int32_t oc = 0; oc < out_c;) {
                     if (oc + 4 <= out_c && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) &&
                         oc_on(mask, oc + 3)) {
@@ -794,7 +790,7 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
         }
     }
     // Bias: sums of e over every position, as one row.
-    mt_rect_t rb = {p->out_h * p->out_w, 1, out_c, 0, 0, 0};
+    mt_rect_t rb = { p->out_h * p->out_w, 1, out_c, 0, 0, 0 };
     for (int32_t oc = 0; oc < out_c;) {
         if (oc + 4 <= out_c && oc_on(mask, oc) && oc_on(mask, oc + 1) && oc_on(mask, oc + 2) && oc_on(mask, oc + 3)) {
             rect_4x1(e + oc, &one, &rb, 0, se);
@@ -815,8 +811,8 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
 #if MT_SOFT_MATH
 // Zero every row first (masked rows stay 0), then scatter position-major,
 // testing the mask and the error before any window work.
-void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
-                           const uint8_t *mask, int32_t *gw, int32_t *gb) {
+void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                              int32_t *gw, int32_t *gb) {
     mt_geom_t g;
     geom_init(p, &g);
     const int32_t nw = p->out_c * g.w_oc;
@@ -849,8 +845,8 @@ void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, cons
 }
 #else
 // Masked rows are written as zeros (not computed), every other weight once.
-void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
-                           const uint8_t *mask, int32_t *gw, int32_t *gb) {
+void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                              int32_t *gw, int32_t *gb) {
     if (mask) {
         const int32_t w_oc = p->k_h * p->k_w * (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
         for (int32_t oc = 0; oc < p->out_c; ++oc) {
@@ -862,7 +858,7 @@ void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, cons
             }
         }
     }
-    const mt_sink_t ow = {gw, 0, 0, 0}, ob = {gb, 0, 0, 0};
+    const mt_sink_t ow = { gw, 0, 0, 0 }, ob = { gb, 0, 0, 0 };
     gw_blocked(p, x, e, mask, &ow, &ob);
 }
 #endif
@@ -872,11 +868,10 @@ void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, cons
 // add, as the contract requires; masked rows untouched. gw / gb row r is
 // channel c0 + r: the binding guarantees every channel outside the window is
 // masked, so gw_blocked hands the sinks only rows inside it.
-void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
-                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb,
-                               int32_t c0) {
+void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                                  float w_scale, float b_scale, float *gw, float *gb, int32_t c0) {
     const int32_t w_oc = p->k_h * p->k_w * (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
-    const mt_sink_t ow = {0, gw, w_scale, c0 * w_oc}, ob = {0, gb, b_scale, c0};
+    const mt_sink_t ow = { 0, gw, w_scale, c0 * w_oc }, ob = { 0, gb, b_scale, c0 };
     gw_blocked(p, x, e, mask, &ow, &ob);
 }
 #endif

@@ -41,7 +41,10 @@ MT_FLOAT_FUNCS(MT_DECLARE)
 // entry points are left out and HAS_FLOAT is False, so microtrain uses its
 // pure-Python float kernels.
 static bool mt_float_abi_probe(uint32_t bits) {
-    union { float f; uint32_t u; } v;
+    union {
+        float f;
+        uint32_t u;
+    } v;
     v.u = bits;
     const mp_obj_t o = mp_binary_get_val_array('f', &v.f, 0);
     if (mp_obj_is_small_int(o)) {
@@ -65,7 +68,7 @@ mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *a
     (void)n_kw;
     (void)args;
     MP_DYNRUNTIME_INIT_ENTRY
-    #define MT_STORE(q, fun, obj, n_min, n_max) mp_store_global(q, MP_OBJ_FROM_PTR(&obj));
+#define MT_STORE(q, fun, obj, n_min, n_max) mp_store_global(q, MP_OBJ_FROM_PTR(&obj));
     MT_FUNCS(MT_STORE)
     const bool has_float = MT_HAS_FLOAT && mt_float_abi_ok();
     if (has_float) {
@@ -93,13 +96,12 @@ MT_FLOAT_FUNCS(MT_DEFINE)
 #define MT_ENTRY(q, fun, obj, n_min, n_max) { MP_ROM_QSTR(q), MP_ROM_PTR(&obj) },
 static const mp_rom_map_elem_t mt_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR__microtrain) },
-    MT_FUNCS(MT_ENTRY)
-    MT_FLOAT_FUNCS(MT_ENTRY)
-    #if MT_HAS_FLOAT
-    { MP_ROM_QSTR(MP_QSTR_HAS_FLOAT), MP_ROM_TRUE },
-    #else
-    { MP_ROM_QSTR(MP_QSTR_HAS_FLOAT), MP_ROM_FALSE },
-    #endif
+    MT_FUNCS(MT_ENTRY) MT_FLOAT_FUNCS(MT_ENTRY)
+#if MT_HAS_FLOAT
+        { MP_ROM_QSTR(MP_QSTR_HAS_FLOAT), MP_ROM_TRUE },
+#else
+        { MP_ROM_QSTR(MP_QSTR_HAS_FLOAT), MP_ROM_FALSE },
+#endif
 };
 static MP_DEFINE_CONST_DICT(mt_module_globals, mt_module_globals_table);
 

@@ -70,7 +70,7 @@ static void *mt_buf(const char *fn, const char *name, mp_obj_t o, mt_dtype_t dt,
     }
     const size_t nelem = isz == 1 ? bi.len : bi.len >> 2;
     if (n >= 0 && (nelem != (size_t)n || (bi.len & (isz - 1)) != 0)) {
-        const int32_t v[MT_MSG_NVALS] = {(int32_t)nelem, n, 0};
+        const int32_t v[MT_MSG_NVALS] = { (int32_t)nelem, n, 0 };
         mt_raise(&mp_type_ValueError, fn, name, MT_MSG_LENGTH, v);
     }
     if (nelem > (size_t)(1 << 26)) {
@@ -112,11 +112,11 @@ static int32_t mt_int(const char *fn, const char *name, mp_obj_t o) {
     // 2^64 in a natmod. Every scalar int argument is far below 2^30.
     if (mp_obj_is_small_int(o)) {
         const mp_int_t v = MP_OBJ_SMALL_INT_VALUE(o);
-        #if INTPTR_MAX > 2147483647
+#if INTPTR_MAX > 2147483647
         if (v < -2147483647 - 1 || v > 2147483647) {
             MT_VALUE_ERR(fn, name, "out of int32 range");
         }
-        #endif
+#endif
         return (int32_t)v;
     }
     if (mp_obj_is_int(o)) {
@@ -128,11 +128,11 @@ static int32_t mt_int(const char *fn, const char *name, mp_obj_t o) {
 #if MT_HAS_FLOAT
 // A float scale argument: float or int, else a TypeError naming it.
 static float mt_float(const char *fn, const char *name, mp_obj_t o) {
-    #ifdef MICROPY_ENABLE_DYNRUNTIME
+#ifdef MICROPY_ENABLE_DYNRUNTIME
     const mp_obj_type_t *ft = (const mp_obj_type_t *)MP_OBJ_TO_PTR(mp_load_global(MP_QSTR_float));
-    #else
+#else
     const mp_obj_type_t *ft = &mp_type_float;
-    #endif
+#endif
     if (!mp_obj_is_int(o) && mp_obj_get_type(o) != ft) {
         MT_TYPE_ERR(fn, name, "expected a float");
     }
@@ -141,8 +141,8 @@ static float mt_float(const char *fn, const char *name, mp_obj_t o) {
 #endif
 
 // Outputs must not overlap inputs (kernels read inputs after writing outputs).
-static void mt_no_overlap(const char *fn, const char *out_name, const void *out, size_t out_bytes,
-                          const char *in_name, const void *in, size_t in_bytes) {
+static void mt_no_overlap(const char *fn, const char *out_name, const void *out, size_t out_bytes, const char *in_name,
+                          const void *in, size_t in_bytes) {
     const uintptr_t o0 = (uintptr_t)out, i0 = (uintptr_t)in;
     if (o0 < i0 + in_bytes && i0 < o0 + out_bytes) {
         char what[64];
@@ -222,7 +222,7 @@ static void mt_gw_window(const char *fn, size_t n_args, const mp_obj_t *args, co
     mt_check_v(fn, "c0", mt_gw_window_c0_check(*c0, out_c, v), v);
     mt_check_v(fn, "gb", mt_gw_window_n_check(*n, *c0, out_c, v), v);
     if (nw != (size_t)(*n * k)) {  // n <= out_c: n * k <= the layer's weight count
-        const int32_t vl[MT_MSG_NVALS] = {(int32_t)nw, *n * k, 0};
+        const int32_t vl[MT_MSG_NVALS] = { (int32_t)nw, *n * k, 0 };
         mt_raise(&mp_type_ValueError, fn, "gw", MT_MSG_LENGTH, vl);
     }
     mt_check_v(fn, "mask", mt_gw_window_mask_check(mask, *c0, *n, out_c, v), v);
@@ -270,7 +270,7 @@ static const mt_conv2d_params_t *mt_conv2d_desc(const char *fn, mp_obj_t o, mt_c
     size_t n;
     const int32_t *src = (const int32_t *)mt_buf(fn, "desc", o, MT_I32, -1, 0, &n);
     if (n != MT_CONV2D_NPARAMS && n != MT_CONV2D_DIL_NPARAMS) {
-        const int32_t v[MT_MSG_NVALS] = {(int32_t)(n < 0x7FFFFFFF ? n : 0x7FFFFFFF), MT_CONV2D_NPARAMS, 0};
+        const int32_t v[MT_MSG_NVALS] = { (int32_t)(n < 0x7FFFFFFF ? n : 0x7FFFFFFF), MT_CONV2D_NPARAMS, 0 };
         mt_raise(&mp_type_ValueError, fn, "desc", MT_MSG_LENGTH, v);
     }
     u->a[17] = u->a[18] = 1;

@@ -72,8 +72,8 @@ static mp_obj_t mod_conv2d_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     const uint8_t *mask = mt_mask(fn, args[3], p->out_c);
     int32_t *gw = mt_out_i32(fn, "gw", args[4], mt_conv_w_n(p));
     int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_c);
-    mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x,
-                        (size_t)mt_conv_in_n(p), e, (size_t)mt_conv_out_n(p));
+    mt_no_overlap_grads(fn, gw, (size_t)mt_conv_w_n(p) * 4, gb, (size_t)p->out_c * 4, x, (size_t)mt_conv_in_n(p), e,
+                        (size_t)mt_conv_out_n(p));
     if (dil) {
         mt_conv2d_dil_s8_grad_weight(&pu.d, x, e, mask, gw, gb);
     } else {
@@ -166,8 +166,8 @@ static mp_obj_t mod_linear_s8_grad_weight(size_t n_args, const mp_obj_t *args) {
     const uint8_t *mask = mt_mask(fn, args[3], p->out_n);
     int32_t *gw = mt_out_i32(fn, "gw", args[4], p->in_n * p->out_n);
     int32_t *gb = mt_out_i32(fn, "gb", args[5], p->out_n);
-    mt_no_overlap_grads(fn, gw, (size_t)(p->in_n * p->out_n) * 4, gb, (size_t)p->out_n * 4, x,
-                        (size_t)p->in_n, e, (size_t)p->out_n);
+    mt_no_overlap_grads(fn, gw, (size_t)(p->in_n * p->out_n) * 4, gb, (size_t)p->out_n * 4, x, (size_t)p->in_n, e,
+                        (size_t)p->out_n);
     mt_linear_s8_grad_weight(p, x, e, mask, gw, gb);
     return mp_const_none;
 }
@@ -185,8 +185,7 @@ static mp_obj_t mod_linear_s8_grad_weight_f32(size_t n_args, const mp_obj_t *arg
     float *gw, *gb;
     int32_t c0, n;
     mt_gw_window(fn, n_args, args, mask, p->out_n, p->in_n, &gw, &gb, &c0, &n);
-    mt_no_overlap_grads(fn, gw, (size_t)(n * p->in_n) * 4, gb, (size_t)n * 4, x, (size_t)p->in_n, e,
-                        (size_t)p->out_n);
+    mt_no_overlap_grads(fn, gw, (size_t)(n * p->in_n) * 4, gb, (size_t)n * 4, x, (size_t)p->in_n, e, (size_t)p->out_n);
     mt_linear_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb, c0);
     return mp_const_none;
 }

@@ -239,7 +239,7 @@ static mp_obj_t mt_s8_apply_call(const char *fn, const mp_obj_t *args, int keep)
     L.w_scale = mt_out_f32(fn, "w_scale", args[1], (int32_t)nc);
     const uint32_t kq = mt_udiv_u32((uint32_t)nw, (uint32_t)nc);
     if (kq < 1 || kq * (uint32_t)nc != (uint32_t)nw) {
-        const int32_t v[MT_MSG_NVALS] = {(int32_t)nw, (int32_t)nc, 0};
+        const int32_t v[MT_MSG_NVALS] = { (int32_t)nw, (int32_t)nc, 0 };
         mt_raise(&mp_type_ValueError, fn, "w", "has %d elements, not a positive multiple of %d channels", v);
     }
     L.n_ch = (int32_t)nc;
@@ -268,16 +268,15 @@ static mp_obj_t mt_s8_apply_call(const char *fn, const mp_obj_t *args, int keep)
     size_t n_have;
     float *scratch = (float *)mt_buf(fn, "scratch", args[14], MT_F32, -1, 1, &n_have);
     if (n_have < n_scr) {
-        const int32_t vs[MT_MSG_NVALS] = {(int32_t)n_have, (int32_t)n_scr, 0};
+        const int32_t vs[MT_MSG_NVALS] = { (int32_t)n_have, (int32_t)n_scr, 0 };
         mt_raise(&mp_type_ValueError, fn, "scratch", "has %d elements, expected at least %d", vs);
     }
     // every written buffer apart from every other one and from the buffers only read
     // (touched; keep: gw and gb too, which may share memory with each other)
-    const void *p[11] = {L.w, L.w_scale, L.b, L.mult, L.shift, L.gw, L.gb, L.master_w, L.master_b, scratch,
-                         touched};
-    const size_t sz[11] = {nw, nc * 4, nc * 4, nc * 4, nc * 4, nw * 4, nc * 4, nw * 4, nc * 4, n_scr * 4, nc};
-    static const char *const nm[11] = {"w", "w_scale", "b", "mult", "shift", "gw", "gb", "master_w", "master_b",
-                                       "scratch", "touched"};
+    const void *p[11] = { L.w, L.w_scale, L.b, L.mult, L.shift, L.gw, L.gb, L.master_w, L.master_b, scratch, touched };
+    const size_t sz[11] = { nw, nc * 4, nc * 4, nc * 4, nc * 4, nw * 4, nc * 4, nw * 4, nc * 4, n_scr * 4, nc };
+    static const char *const nm[11] = { "w",  "w_scale",  "b",        "mult",    "shift",  "gw",
+                                        "gb", "master_w", "master_b", "scratch", "touched" };
     for (int i = 0; i < 10; ++i) {
         const int ro_i = keep && (i == 5 || i == 6);
         for (int j = i + 1; j < 11; ++j) {
@@ -290,7 +289,7 @@ static mp_obj_t mt_s8_apply_call(const char *fn, const mp_obj_t *args, int keep)
     const int32_t r = keep ? mt_update_s8_apply_keep(&L, touched, lr, rng, scratch)
                            : mt_update_s8_apply(&L, touched, lr, rng, scratch);
     if (r < -1) {
-        const int32_t vv[MT_MSG_NVALS] = {-2 - r, 0, 0};
+        const int32_t vv[MT_MSG_NVALS] = { -2 - r, 0, 0 };
         mt_raise(&mp_type_ValueError, fn, "gw",
                  "channel %d: the step gives non-finite weights or a scale out of float32 range", vv);
     }

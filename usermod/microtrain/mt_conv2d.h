@@ -83,7 +83,7 @@ MT_SHARED static void win_init(const mt_conv2d_params_t *p, const mt_geom_t *g, 
 // Outputs [*o0, *o1) whose tap k lands inside the input,
 // 0 <= o * stride - pad + k < in; possibly empty (*o0 == *o1).
 MT_SHARED static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t out, int32_t *o0,
-                      int32_t *o1) {
+                                int32_t *o1) {
     int32_t lo = 0, hi = 0;
     if (k < pad) {  // ceil((pad - k) / stride)
         lo = stride == 1 ? pad - k : (int32_t)mt_udiv_u32((uint32_t)(pad - k + stride - 1), (uint32_t)stride);

@@ -123,8 +123,7 @@ static MT_BLOCK void dot_2x2(const int8_t *xa, const int8_t *xb, const int8_t *w
 }
 
 // s[0] += (x - zp) . wa, s[1] += (x - zp) . wb over n bytes.
-static MT_BLOCK void dot_1x2(const int8_t *x, const int8_t *wa, const int8_t *wb, int32_t n, int32_t zp,
-                             int32_t *s) {
+static MT_BLOCK void dot_1x2(const int8_t *x, const int8_t *wa, const int8_t *wb, int32_t n, int32_t zp, int32_t *s) {
     int32_t s0 = s[0], s1 = s[1];
     const int8_t *end = wa + n;
 #if MT_SSE2
