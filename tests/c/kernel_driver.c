@@ -373,7 +373,7 @@ static int run_conv_add(call_t *c) {
         return 0;
     }
     if (dil) {
-        fail(c, "ValueError", "desc", "a dilated conv has no row-block form");
+        fail(c, "ValueError", "desc", MT_MSG_NO_ROW_BLOCK);
         return 0;
     }
     const mt_conv2d_params_t p = pd.c;
@@ -814,13 +814,13 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         (void)buf(c, 0, "w", S8, -1, 0, &nw);
         L.w = buf(c, 0, "w", S8, nw, 1, NULL);
         (void)buf(c, 1, "w_scale", F32, -1, 0, &nc);
-        if (!failed(c) && (nc < 1 || nc > 65535)) {
-            fail(c, "ValueError", "w_scale", "must have 1..65535 channels");
+        if (!failed(c)) {
+            check(c, "w_scale", mt_channel_count_check(nc));
         }
         L.w_scale = buf(c, 1, "w_scale", F32, nc, 1, NULL);
         if (!failed(c) && (nw % nc != 0 || nw < nc)) {
             const int32_t v[MT_MSG_NVALS] = { (int32_t)nw, (int32_t)nc, 0 };
-            fail_v(c, "ValueError", "w", "has %d elements, not a positive multiple of %d channels", v);
+            fail_v(c, "ValueError", "w", MT_MSG_CHANNEL_MULTIPLE, v);
         }
         L.n_ch = (int32_t)nc;
         L.k = nc ? (int32_t)(nw / nc) : 0;
@@ -832,7 +832,7 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         L.master_w = is_none(c, 7) ? NULL : buf(c, 7, "master_w", F32, nw, 1, NULL);
         L.master_b = is_none(c, 8) ? NULL : buf(c, 8, "master_b", F32, nc, 1, NULL);
         if (!failed(c) && is_none(c, 7) != is_none(c, 8)) {
-            fail(c, "ValueError", "master_b", "must be given with master_w (both or neither)");
+            fail(c, "ValueError", "master_b", MT_MSG_MASTER_PAIR);
         }
         const uint8_t *touched = upd_touched(c, 9, (int32_t)nc);
         const float lr = checked_float(c, 10, "lr", mt_nonneg_check);
@@ -843,7 +843,7 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         float *scratch = buf(c, 14, "scratch", F32, -1, 1, &n_scr);
         if (!failed(c) && n_scr < (uint32_t)(keep ? 2 * nc : nc)) {
             const int32_t v[MT_MSG_NVALS] = { (int32_t)n_scr, (int32_t)(keep ? 2 * nc : nc), 0 };
-            fail_v(c, "ValueError", "scratch", "has %d elements, expected at least %d", v);
+            fail_v(c, "ValueError", "scratch", MT_MSG_AT_LEAST, v);
         }
         if (failed(c)) {
             return 0;
@@ -852,8 +852,7 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
                                : mt_update_s8_apply(&L, touched, lr, rng, scratch);
         if (r < -1) {
             const int32_t v[MT_MSG_NVALS] = { -2 - r, 0, 0 };
-            fail_v(c, "ValueError", "gw",
-                   "channel %d: the step gives non-finite weights or a scale out of float32 range", v);
+            fail_v(c, "ValueError", "gw", MT_MSG_BAD_STEP, v);
             return 0;
         }
         *ret = r;
@@ -864,8 +863,8 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const float *sw = buf(c, 0, "w_scale", F32, -1, 0, &n);
-        if (!failed(c) && (n < 1 || n > 65535)) {
-            fail(c, "ValueError", "w_scale", "must have 1..65535 channels");
+        if (!failed(c)) {
+            check(c, "w_scale", mt_channel_count_check(n));
         }
         if (!failed(c)) {
             check(c, "w_scale", mt_scales_check(sw, (int32_t)n));
@@ -1148,7 +1147,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         }
         const int32_t *norms = buf(c, 0, "norms", I32, -1, 0, &n);
         if (!failed(c)) {
-            check(c, "norms", mt_topk_channels_check(n));
+            check(c, "norms", mt_channel_count_check(n));
         }
         const int32_t k = int_arg(c, 1, "k");
         if (!failed(c)) {

@@ -586,7 +586,7 @@ Returns the shift: real scale of err = 2^(shift - 15).
                 "topk_mask",
                 "None",
                 args=(
-                    Arg("norms", "i32", checks=("mt_topk_channels_check",)),
+                    Arg("norms", "i32", checks=("mt_channel_count_check",)),
                     Arg("k", "int", checks=("mt_topk_k_check",)),
                     Arg("mask", "s8", io="out", length="len(norms)"),
                 ),
@@ -800,7 +800,13 @@ g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
                 fpu=True,
                 args=(
                     Arg("w", "s8", io="inout", length="n_ch * k"),
-                    Arg("w_scale", "f32", io="inout", length="n_ch in 1..65535"),
+                    Arg(
+                        "w_scale",
+                        "f32",
+                        io="inout",
+                        length="n_ch in 1..65535",
+                        checks=("mt_channel_count_check",),
+                    ),
                     Arg("b", "i32", io="out", length="n_ch"),
                     Arg("mult", "i32", io="out", length="n_ch"),
                     Arg("shift", "i32", io="out", length="n_ch"),
@@ -886,7 +892,13 @@ new rng.
                 fpu=True,
                 args=(
                     Arg("w", "s8", io="inout", length="n_ch * k"),
-                    Arg("w_scale", "f32", io="inout", length="n_ch in 1..65535"),
+                    Arg(
+                        "w_scale",
+                        "f32",
+                        io="inout",
+                        length="n_ch in 1..65535",
+                        checks=("mt_channel_count_check",),
+                    ),
                     Arg("b", "i32", io="out", length="n_ch"),
                     Arg("mult", "i32", io="out", length="n_ch"),
                     Arg("shift", "i32", io="out", length="n_ch"),
@@ -969,7 +981,11 @@ Returns the new rng.
                 fpu=True,
                 args=(
                     Arg(
-                        "w_scale", "f32", io="in", checks=("mt_scales_check",), length="1..65535", bad="f32io"
+                        "w_scale",
+                        "f32",
+                        checks=("mt_channel_count_check", "mt_scales_check"),
+                        length="1..65535",
+                        bad="f32io",
                     ),
                     Arg("r", "int", checks=("mt_ratio_r_check",)),
                     Arg("wr", "i32", io="out", length="len(w_scale)"),

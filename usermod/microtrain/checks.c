@@ -448,12 +448,12 @@ const char *mt_l1_norm_len_check(uint32_t n, int32_t c, int32_t *v) {
     return NULL;
 }
 
-const char *mt_topk_channels_check(uint32_t c) {
+const char *mt_channel_count_check(uint32_t c) {
     return c < 1 || c > MT_MAX_DIM ? "must hold 1..65535 channels" : NULL;
 }
 
 const char *mt_topk_k_check(int32_t k, uint32_t c, int32_t *v) {
-    v[0] = (int32_t)c;  // c <= 65535 (mt_topk_channels_check)
+    v[0] = (int32_t)c;  // c <= 65535 (mt_channel_count_check)
     v[1] = k;
     return k < 0 || (uint32_t)k > c ? "must be in 0..%d, got %d" : NULL;
 }

@@ -251,7 +251,7 @@ static mp_obj_t mod_conv2d_add_s8_forward(size_t n_args, const mp_obj_t *args) {
     int dil;
     const mt_conv2d_params_t *p = mt_conv2d_desc(fn, args[0], &pu, &dil);
     if (dil) {
-        MT_VALUE_ERR(fn, "desc", "a dilated conv has no row-block form");
+        MT_VALUE_ERR(fn, "desc", MT_MSG_NO_ROW_BLOCK);
     }
     const int32_t nin = mt_conv_in_n(p), nout = mt_conv_out_n(p), nw = mt_conv_w_n(p);
     const int8_t *x = mt_in_s8(fn, "x", args[1], nin, NULL);
@@ -464,7 +464,7 @@ static mp_obj_t mod_topk_mask(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     size_t c;
     const int32_t *norms = (const int32_t *)mt_buf(fn, "norms", args[0], MT_I32, -1, 0, &c);
-    mt_check(fn, "norms", mt_topk_channels_check((uint32_t)c));
+    mt_check(fn, "norms", mt_channel_count_check((uint32_t)c));
     const int32_t k = mt_int(fn, "k", args[1]);
     int32_t v[MT_MSG_NVALS];
     mt_check_v(fn, "k", mt_topk_k_check(k, (uint32_t)c, v), v);

@@ -233,14 +233,12 @@ static mp_obj_t mt_s8_apply_call(const char *fn, const mp_obj_t *args, int keep)
     (void)mt_in_s8(fn, "w", args[0], -1, &nw);
     L.w = mt_out_s8(fn, "w", args[0], (int32_t)nw);
     (void)mt_buf(fn, "w_scale", args[1], MT_F32, -1, 0, &nc);
-    if (nc < 1 || nc > 65535) {
-        MT_VALUE_ERR(fn, "w_scale", "must have 1..65535 channels");
-    }
+    mt_check(fn, "w_scale", mt_channel_count_check((uint32_t)nc));
     L.w_scale = mt_out_f32(fn, "w_scale", args[1], (int32_t)nc);
     const uint32_t kq = mt_udiv_u32((uint32_t)nw, (uint32_t)nc);
     if (kq < 1 || kq * (uint32_t)nc != (uint32_t)nw) {
         const int32_t v[MT_MSG_NVALS] = { (int32_t)nw, (int32_t)nc, 0 };
-        mt_raise(&mp_type_ValueError, fn, "w", "has %d elements, not a positive multiple of %d channels", v);
+        mt_raise(&mp_type_ValueError, fn, "w", MT_MSG_CHANNEL_MULTIPLE, v);
     }
     L.n_ch = (int32_t)nc;
     L.k = (int32_t)kq;
@@ -253,7 +251,7 @@ static mp_obj_t mt_s8_apply_call(const char *fn, const mp_obj_t *args, int keep)
     L.master_w = mt_opt_out_f32(fn, "master_w", args[7], (int32_t)nw);
     L.master_b = mt_opt_out_f32(fn, "master_b", args[8], L.n_ch);
     if ((L.master_w == NULL) != (L.master_b == NULL)) {
-        MT_VALUE_ERR(fn, "master_b", "must be given with master_w (both or neither)");
+        MT_VALUE_ERR(fn, "master_b", MT_MSG_MASTER_PAIR);
     }
     const uint8_t *touched = mt_touched(fn, args[9], L.n_ch);
     const float lr = mt_fscalar(fn, "lr", args[10], mt_nonneg_check);  // a schedule may end at 0
@@ -269,7 +267,7 @@ static mp_obj_t mt_s8_apply_call(const char *fn, const mp_obj_t *args, int keep)
     float *scratch = (float *)mt_buf(fn, "scratch", args[14], MT_F32, -1, 1, &n_have);
     if (n_have < n_scr) {
         const int32_t vs[MT_MSG_NVALS] = { (int32_t)n_have, (int32_t)n_scr, 0 };
-        mt_raise(&mp_type_ValueError, fn, "scratch", "has %d elements, expected at least %d", vs);
+        mt_raise(&mp_type_ValueError, fn, "scratch", MT_MSG_AT_LEAST, vs);
     }
     // every written buffer apart from every other one and from the buffers only read
     // (touched; keep: gw and gb too, which may share memory with each other)
@@ -290,8 +288,7 @@ static mp_obj_t mt_s8_apply_call(const char *fn, const mp_obj_t *args, int keep)
                            : mt_update_s8_apply(&L, touched, lr, rng, scratch);
     if (r < -1) {
         const int32_t vv[MT_MSG_NVALS] = { -2 - r, 0, 0 };
-        mt_raise(&mp_type_ValueError, fn, "gw",
-                 "channel %d: the step gives non-finite weights or a scale out of float32 range", vv);
+        mt_raise(&mp_type_ValueError, fn, "gw", MT_MSG_BAD_STEP, vv);
     }
     return mp_obj_new_int(r);
 }
@@ -312,9 +309,7 @@ static mp_obj_t mod_update_f32_ratios(size_t n_args, const mp_obj_t *args) {
     (void)n_args;
     size_t n;
     const float *s = (const float *)mt_buf(fn, "w_scale", args[0], MT_F32, -1, 0, &n);
-    if (n < 1 || n > 65535) {
-        MT_VALUE_ERR(fn, "w_scale", "must have 1..65535 channels");
-    }
+    mt_check(fn, "w_scale", mt_channel_count_check((uint32_t)n));
     mt_check(fn, "w_scale", mt_scales_check(s, (int32_t)n));
     const int32_t r = mt_int(fn, "r", args[1]);
     int32_t v[MT_MSG_NVALS];

@@ -113,8 +113,9 @@ const char *mt_label_check(int32_t label, uint32_t c, int32_t *v);
 const char *mt_softmax_lut_check(const uint32_t *lut, uint32_t n, int32_t *v);
 // l1_norm_s8: len(e) = n (<= 2^26) a multiple of c (checked), fewer than 2^24 positions.
 const char *mt_l1_norm_len_check(uint32_t n, int32_t c, int32_t *v);
-// topk_mask: 1..65535 channels, 0 <= k <= c.
-const char *mt_topk_channels_check(uint32_t c);
+// topk_mask: 1..65535 channels, 0 <= k <= c. mt_channel_count_check: 1..65535 channels
+// (topk_mask's norms, the w_scale of the update kernels).
+const char *mt_channel_count_check(uint32_t c);
 const char *mt_topk_k_check(int32_t k, uint32_t c, int32_t *v);
 // lut_s8_grad_input dtable: 256 entries, each |d| <= 2^24 - 1 (e * d stays in int32).
 #define MT_LUT_DMAX 16777215
@@ -154,6 +155,12 @@ const char *mt_ratio_r_check(int32_t r, int32_t *v);
 #define MT_MSG_LENGTH "has %d elements, expected %d"
 // conv2d / linear grad input: lo given without hi (the optional mask bounds go together).
 #define MT_MSG_ACT_PAIR "must be given with lo (both or neither)"
+// The binding's other messages, shared with the C test driver.
+#define MT_MSG_NO_ROW_BLOCK "a dilated conv has no row-block form"
+#define MT_MSG_CHANNEL_MULTIPLE "has %d elements, not a positive multiple of %d channels"
+#define MT_MSG_MASTER_PAIR "must be given with master_w (both or neither)"
+#define MT_MSG_AT_LEAST "has %d elements, expected at least %d"
+#define MT_MSG_BAD_STEP "channel %d: the step gives non-finite weights or a scale out of float32 range"
 size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, const char *what, const int32_t *v);
 size_t mt_msg_put_str(char *buf, size_t cap, size_t pos, const char *s);
 size_t mt_msg_put_int(char *buf, size_t cap, size_t pos, int32_t x);
