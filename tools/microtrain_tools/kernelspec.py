@@ -479,7 +479,7 @@ w = clamp(base - sign(step) m z, -127, 127): z from rng[0] as zo_perturb_s8's, m
             Arg("g", "f32", io="inout"),
             Arg("k", "int", checks=("mt_update_k_check",)),
             Arg("touched", "mask", length="len(g) / k", bad="skip"),
-            Arg("n", "int"),
+            Arg("n", "int", checks=("mt_update_n_check",)),
             Arg("wd", "float", checks=("mt_nonneg_check",)),
             Arg("q", "buf", length="len(g), int8 or int32", optional=True, bad="skip"),
             Arg("scale", "f32", length="n_ch", optional=True, bad="skip"),
@@ -495,7 +495,7 @@ g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
             Arg("g", "f32", io="inout"),
             Arg("k", "int", checks=("mt_update_k_check",)),
             Arg("touched", "mask", length="len(g) / k", bad="skip"),
-            Arg("n", "int"),
+            Arg("n", "int", checks=("mt_update_n_check",)),
         ), overlaps=(
             ("g", "touched"),
         ), doc="g = (g / n - mean) / (std + 1e-8) over the touched values."),
