@@ -11,7 +11,10 @@
 //   weights in registers; 3x3 windows in runs along rows and down border
 //   columns, kernel rows / columns outside x masked by zero weights.
 // - other groups (conv_fwd_groups): position by position, as the backward.
+#define MT_CONV2D_WIN 1
+#define MT_CONV2D_BACK 0
 #include "mt_conv2d.h"
+#include "mt_runs.h"
 
 // Depthwise: sum (x[i * xs] - zp) * w[i], i < n (index, not a pointer
 // bump, so nothing points past the buffer after the last tap).

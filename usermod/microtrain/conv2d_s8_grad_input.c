@@ -1,5 +1,10 @@
 // conv2d int8 input gradient (docs/numerics.md); geometry in mt_conv2d.h.
+#include "mt_kernels.h"
+#define MT_CONV2D_WIN MT_SOFT_MATH  // the Cortex-M0 scatter walks windows
+#define MT_CONV2D_BACK 1
 #include "mt_conv2d.h"
+#define MT_RUNS_SCATTER_ONLY 1
+#include "mt_runs.h"
 
 #if MT_SOFT_MATH  // the Cortex-M0 input gradient (scatter)
 // a[i * as] += s * w[i], i < n.

@@ -1,5 +1,8 @@
 // conv2d int8 weight gradients, int32 and float32 (docs/numerics.md);
 // geometry in mt_conv2d.h.
+#include "mt_kernels.h"
+#define MT_CONV2D_WIN MT_SOFT_MATH  // the Cortex-M0 scatter walks windows
+#define MT_CONV2D_BACK 1
 #include "mt_conv2d.h"
 
 #if MT_SOFT_MATH  // the Cortex-M0 weight gradient (scatter)

@@ -4,10 +4,13 @@
 #ifndef MT_CONV2D_H
 #define MT_CONV2D_H
 
+#include "mt_dsp.h"
 #include "mt_kernels.h"
 
-// Static helpers every conv2d_*.c compiles in (inlined where GCC chooses, as
-// in one file); not every file uses each of them.
+// Static helpers, inlined where GCC chooses. An including file first says which
+// parts it uses (a natmod keeps every static function of a file, used or not):
+// MT_CONV2D_WIN, the window of one output position (win_init); MT_CONV2D_BACK,
+// the backward's tap rectangles (out_range, mt_rect_t, oc_on).
 #if defined(__GNUC__)
 #define MT_SHARED __attribute__((unused))
 #else
@@ -59,6 +62,7 @@ MT_SHARED static void geom_init(const mt_conv2d_params_t *p, mt_geom_t *g) {
     g->w_oc = p->k_h * g->w_row;
 }
 
+#if MT_CONV2D_WIN
 MT_SHARED static void win_init(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t oy, int32_t ox, mt_win_t *win) {
     // (out - 1) * stride - pad < in <= 65535: no overflow.
     const int32_t by = oy * p->stride_h - p->pad_top;
@@ -76,10 +80,10 @@ MT_SHARED static void win_init(const mt_conv2d_params_t *p, const mt_geom_t *g, 
     win->x_off = ((by + ky0) * p->in_w + bx + kx0) * p->in_c;
     win->w_off = ky0 * g->w_row + kx0 * g->cpg;
 }
+#endif
 
-#include "mt_runs.h"
 
-#if !MT_SOFT_MATH || MT_HAS_FLOAT
+#if MT_CONV2D_BACK && (!MT_SOFT_MATH || MT_HAS_FLOAT)
 // Outputs [*o0, *o1) whose tap k lands inside the input,
 // 0 <= o * stride - pad + k < in; possibly empty (*o0 == *o1).
 MT_SHARED static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t in, int32_t out, int32_t *o0,
@@ -111,7 +115,6 @@ MT_SHARED static void out_range(int32_t k, int32_t stride, int32_t pad, int32_t 
 // equivalents. The 2x4 blocks take the zero point out of their sums,
 // sum e * (x - zp) = sum e * x - zp * sum e (|each part| <= 2^30: exact);
 // the other blocks subtract it from x (x - zp is a halfword, -255..255).
-#include "mt_dsp.h"
 
 // One tap's valid output positions: noy rows of nox columns. Offsets (not
 // pointers) step through e and x, so nothing points outside the buffers.

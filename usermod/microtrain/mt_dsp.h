@@ -10,6 +10,18 @@
 
 #include <stdint.h>
 
+// Inlining of the register-blocked loops (mt_runs.h, conv2d_s8_*.c).
+#if defined(__GNUC__)
+#define MT_NOINLINE __attribute__((noinline))
+// Out of line, and not every includer uses every block.
+#define MT_BLOCK __attribute__((noinline, unused))
+#define MT_INLINE inline __attribute__((always_inline))
+#else
+#define MT_INLINE inline
+#define MT_NOINLINE
+#define MT_BLOCK
+#endif
+
 #if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
 #define MT_DSP 1
 #else

@@ -12,17 +12,9 @@
 #include "mt_dsp.h"
 #include "mt_quant.h"
 
-#if defined(__GNUC__)
-#define MT_NOINLINE __attribute__((noinline))
-// Out of line, and not every includer uses every block.
-#define MT_BLOCK __attribute__((noinline, unused))
-#define MT_INLINE inline __attribute__((always_inline))
-#else
-#define MT_INLINE inline
-#define MT_NOINLINE
-#define MT_BLOCK
-#endif
-
+// MT_RUNS_SCATTER_ONLY: an includer that needs axpy_w_run alone (a natmod keeps every
+// static function of a file, used or not).
+#if !MT_RUNS_SCATTER_ONLY
 // sum (x[i] - zp) * w[i], i < n. x and w end at most one past their run.
 static MT_BLOCK int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, int32_t zp) {
     int32_t acc = 0;
@@ -32,6 +24,8 @@ static MT_BLOCK int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, int
     return acc;
 }
 
+#endif
+
 // a[i] += s * w[i], i < n.
 static MT_BLOCK void axpy_w_run(int32_t *a, const int8_t *w, int32_t n, int32_t s) {
     for (const int8_t *end = w + n; w != end; ++w, ++a) {
@@ -39,6 +33,7 @@ static MT_BLOCK void axpy_w_run(int32_t *a, const int8_t *w, int32_t n, int32_t 
     }
 }
 
+#if !MT_RUNS_SCATTER_ONLY
 // ---- forward blocks -------------------------------------------------------
 // The forward kernels are register-blocked: one pass over a run computes
 // several (pixel, output channel) sums at once, so each x byte is loaded once
@@ -205,5 +200,7 @@ static MT_BLOCK int8_t mt_out_s8(int32_t acc, int32_t m, int32_t shift, int32_t 
     mt_rq_init(&q, m, shift, lo, hi, zp);
     return mt_rq_out(acc, &q);
 }
+
+#endif
 
 #endif
