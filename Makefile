@@ -142,9 +142,13 @@ fuzz: $(SETUP_STAMP)
 reliability: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.reliability
 
-## lint: ruff over every Python folder.
+## lint: ruff over every Python folder; clang-format over the C of usermod/ and tests/c/
+## (.clang-format); the files generated from the kernel spec are current.
 lint: $(SETUP_STAMP)
 	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals ports/qemu ports/webassembly
+	@clang-format --dry-run --Werror $$(find usermod tests/c -name '*.[ch]' | sort)
+	@echo "clang-format: $$(find usermod tests/c -name '*.[ch]' | wc -l) C files formatted"
+	@$(PY) -m microtrain_tools.kernelgen --check
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy

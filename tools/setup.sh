@@ -19,6 +19,8 @@ python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt="$need_apt pytho
 # libFuzzer (clang's -fsanitize=fuzzer runtime) for make fuzz / make reliability and the short
 # fuzz run of make test: Debian bookworm's clang 14.
 command -v clang-14 >/dev/null 2>&1 || need_apt="$need_apt clang-14 libclang-rt-14-dev"
+# make lint: the C sources' formatting (.clang-format), Debian bookworm's clang-format 14.
+command -v clang-format >/dev/null 2>&1 || need_apt="$need_apt clang-format"
 # Real data for parity, transfer learning and the demo (offline Debian package).
 [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || need_apt="$need_apt dataset-fashion-mnist"
 if [ -n "$need_apt" ]; then

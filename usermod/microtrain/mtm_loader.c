@@ -21,8 +21,7 @@ static uint32_t rd16(const uint8_t *b, uint32_t off) {
     return (uint32_t)b[off] | ((uint32_t)b[off + 1] << 8);
 }
 static uint32_t rd32(const uint8_t *b, uint32_t off) {
-    return (uint32_t)b[off] | ((uint32_t)b[off + 1] << 8) | ((uint32_t)b[off + 2] << 16) |
-           ((uint32_t)b[off + 3] << 24);
+    return (uint32_t)b[off] | ((uint32_t)b[off + 1] << 8) | ((uint32_t)b[off + 2] << 16) | ((uint32_t)b[off + 3] << 24);
 }
 static int32_t rdi32(const uint8_t *b, uint32_t off) {
     const uint32_t u = rd32(b, off);
@@ -187,7 +186,7 @@ static int numel_is(const mtm_ctx_t *c, uint32_t i, int32_t v) {
 
 // Tensor i has exactly this shape (rank r, dims as int32 >= 1).
 static int shape_is(const mtm_ctx_t *c, uint32_t i, uint32_t r, int32_t d0, int32_t d1, int32_t d2, int32_t d3) {
-    const int32_t d[4] = {d0, d1, d2, d3};
+    const int32_t d[4] = { d0, d1, d2, d3 };
     if (T_RANK(c, i) != r) {
         return 0;
     }
@@ -232,9 +231,24 @@ static int string_ok(const mtm_ctx_t *c, uint32_t off, uint32_t n) {
     return utf8_ok(s, n);
 }
 
-#define FAIL(msg) do { *where = MTM_WHERE_FILE; *index = -1; return (msg); } while (0)
-#define FAIL_T(msg) do { *where = MTM_WHERE_TENSOR; *index = (int32_t)i; return (msg); } while (0)
-#define FAIL_L(msg) do { *where = MTM_WHERE_LAYER; *index = (int32_t)j; return (msg); } while (0)
+#define FAIL(msg)                \
+    do {                         \
+        *where = MTM_WHERE_FILE; \
+        *index = -1;             \
+        return (msg);            \
+    } while (0)
+#define FAIL_T(msg)                \
+    do {                           \
+        *where = MTM_WHERE_TENSOR; \
+        *index = (int32_t)i;       \
+        return (msg);              \
+    } while (0)
+#define FAIL_L(msg)               \
+    do {                          \
+        *where = MTM_WHERE_LAYER; \
+        *index = (int32_t)j;      \
+        return (msg);             \
+    } while (0)
 
 // ---------------------------------------------------------------------------
 // step 3: tensors
@@ -401,9 +415,10 @@ static uint32_t l_state(const uint8_t *b, uint32_t e, uint32_t s) {
     return v == MTM_NONE16 ? MTM_NONE : v;
 }
 
-static const uint8_t mtm_n_params[12] = {0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS, 2, 3, MT_POOL_NPARAMS,
-                                         MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS, 4, MT_CONCAT_NPARAMS,
-                                         MT_UPSAMPLE_NPARAMS};
+static const uint8_t mtm_n_params[12] = {
+    0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS,  2, 3, MT_POOL_NPARAMS, MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS,
+    4, MT_CONCAT_NPARAMS, MT_UPSAMPLE_NPARAMS
+};
 
 // CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
 // hw positions of them (numel = hw * its channels; the kernel reads flat
@@ -545,7 +560,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         const mt_conv2d_params_t *d = &u.conv;
         // 19 params: dil_h, dil_w follow (a dilated conv, format 1.2)
         if ((m = rd8(c->b, L_ENT(c, j) + MTM_L_N_PARAMS) == MT_CONV2D_DIL_NPARAMS ? mt_conv2d_dil_check(&u.dconv)
-                                                                   : mt_conv2d_check(d)) != NULL) {
+                                                                                  : mt_conv2d_check(d)) != NULL) {
             return m;
         }
         if (!shape_is(c, x, 3, d->in_h, d->in_w, d->in_c, 0)) {
@@ -756,8 +771,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         if (in0 >= c->n_t || out >= c->n_t) {
             FAIL_L("tensor index out of range");
         }
-        if (T_KIND(c, in0) != MTM_K_ACT || T_KIND(c, out) != MTM_K_ACT ||
-            (two_in && T_KIND(c, in1) != MTM_K_ACT)) {
+        if (T_KIND(c, in0) != MTM_K_ACT || T_KIND(c, out) != MTM_K_ACT || (two_in && T_KIND(c, in1) != MTM_K_ACT)) {
             FAIL_L("input / output tensor is not an activation");
         }
         if (!set_has(produced, in0) || (two_in && !set_has(produced, in1))) {
