@@ -24,7 +24,7 @@ BUILD = ROOT / "build" / "qemu-plugin"
 @pytest.fixture(scope="module", autouse=True)
 def _toolchain() -> None:
     """make setup installs both: a missing one is a broken setup, not a reason to skip."""
-    for tool in ("qemu-system-arm", "arm-none-eabi-gcc"):
+    for tool in ("qemu-system-arm", "arm-none-eabi-gcc", "qemu-system-riscv32", "riscv64-unknown-elf-gcc"):
         assert shutil.which(tool), f"{tool} missing: run `make setup` (tools/setup.sh installs it)"
 
 
@@ -34,7 +34,7 @@ def test_plugin_counts_a_known_loop_exactly() -> None:
     assert p.returncode == 0, p.stdout + p.stderr
     assert "mt_loop 2002 (= 2N+2)" in p.stdout
     assert "mt_loop 6002 (= 2N+2)" in p.stdout
-    assert "plugin check: ok" in p.stdout
+    assert "plugin check arm: ok" in p.stdout and "plugin check rv32: ok" in p.stdout
 
 
 def test_plugin_rejects_overlapping_ranges(tmp_path: Path) -> None:
