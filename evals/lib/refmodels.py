@@ -10,7 +10,7 @@ Both trace with torch.fx and convert with :func:`convert.convert`.
 
 :func:`get_fmnist_model` / :func:`get_har_model` return the float models shipped in
 ``evals/models/<name>.pt`` (state_dict) with ``<name>.json`` (recipe, float accuracy),
-made by `make models` (seeded, one thread: see :mod:`evals.base_models`), and their
+made by `make models` (seeded, one thread: see :mod:`evals.lib.base_models`), and their
 int8 conversion (calibrated on training samples), cached in ``build/models/<name>.mtm``.
 When a recipe changes, the model is trained here first (and `make models-update`
 ships it). The HAR model is trained on the pretraining subjects only, so that it can
@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 from tqdm import tqdm
 
-from evals import datasets as ds
+from evals.lib import datasets as ds
 from microtrain_tools import convert as cv
 from microtrain_tools import paths
 
@@ -358,7 +358,7 @@ def har_calibration(n: int = 100000, seed: int = 1) -> NDArray[np.float32]:
     return w.x[np.sort(idx)]
 
 
-SHIPPED_DIR = Path(__file__).resolve().parent / "models"  # float base models made by `make models`
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "models"  # float base models made by `make models`
 
 
 def _sha256(path: Path) -> str:

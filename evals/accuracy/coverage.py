@@ -3,10 +3,10 @@
 A suite of PyTorch models, each trained briefly here (fixed seeds, one thread), converted,
 run in the real ``micropython`` (x64 natmod) and fine-tuned there:
 
-- the four MLPerf Tiny reference models (:mod:`evals.mlperf_tiny`);
+- the four MLPerf Tiny reference models (:mod:`evals.lib.mlperf_tiny`);
 - one small model per supported idiom of docs/ops.md (:func:`idiom_models`, on scikit-learn's
   8x8 digits, or on smartwatch windows for the 1-D ones);
-- the models of ``evals.coverage_ops`` (the ops added for issue 12).
+- the models of ``evals.accuracy.coverage_ops`` (the ops added for issue 12).
 
 Per model: top-1 agreement of the device's int8 outputs with PyTorch on held-out data
 (>= 0.98), the device's outputs equal the numpy oracle's on every held-out sample (bit-exact),
@@ -45,20 +45,20 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 from tqdm import tqdm
 
-from evals import coverage_ops
-from evals import datasets as ds
-from evals import mlperf_tiny as mlp
+from evals.accuracy import coverage_ops
+from evals.lib import datasets as ds
+from evals.lib import mlperf_tiny as mlp
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm, paths
 
 __all__ = ["MIN_AGREE", "AE_TOL", "Case", "Result", "idiom_models", "idiom_cases", "run_case", "ops_used",
            "main"]
 
-RUNNER = Path(__file__).resolve().parent / "mp" / "coverage_runner.py"
+RUNNER = Path(__file__).resolve().parents[1] / "mp" / "coverage_runner.py"
 WORKDIR = paths.BUILD / "coverage"
 HEAP = "64m"  # the MLPerf models do not fit 256 KB yet (issue 13)
 MIN_AGREE = 0.98
-# Activation ranges of the MLPerf models: the 99.99 % percentile, as evals/refmodels.py found for
+# Activation ranges of the MLPerf models: the 99.99 % percentile, as evals/lib/refmodels.py found for
 # Fashion-MNIST. Measured on DS-CNN-S (HAR, 371 held-out windows): top-1 agreement 0.978 with min/max,
 # 0.995 with 99.99 %; MobileNetV1 (5 x 30,000 images): 0.990 with either on the 500 held-out images,
 # on 1,500 further test images 0.983 with min/max, 0.985 with 99.99 %. The small models use the
@@ -303,7 +303,7 @@ def idiom_cases(only: Sequence[str] = ()) -> list[Case]:
 
 
 def ops_cases(only: Sequence[str] = ()) -> list[Case]:
-    """The models of the ops added for issue 12 (evals/coverage_ops.py)."""
+    """The models of the ops added for issue 12 (evals/accuracy/coverage_ops.py)."""
     return [small_case(n, "ops", m, tuple(s)) for n, m, s in coverage_ops.models() if not only or n in only]
 
 
@@ -489,7 +489,7 @@ def summary(results: Sequence[Result], ops: int) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m evals.coverage", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m evals.accuracy.coverage", description=__doc__.split("\n")[0])
     p.add_argument("--mode", choices=tuple(mlp.SIZES), default="full",
                    help="MLPerf models: full, quick (fewer samples, epochs) or smoke (untrained, 4 inputs)")
     p.add_argument("--only", nargs="*", default=[], help="run only these models (names)")

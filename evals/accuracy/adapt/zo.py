@@ -32,11 +32,11 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
-from evals import datasets as ds
-from evals import experiments as ex
-from evals import transfer_model as tm
-from evals.adapt.common import device, mtd
-from evals.adapt.ncm import torch_embed
+from evals.accuracy.adapt.common import device, mtd
+from evals.accuracy.adapt.ncm import torch_embed
+from evals.lib import datasets as ds
+from evals.lib import experiments as ex
+from evals.lib import transfer_model as tm
 from microtrain_tools import mtm
 from microtrain_tools.reference import adapt_ref as ar
 from microtrain_tools.reference import oracle

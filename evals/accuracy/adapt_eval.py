@@ -1,7 +1,7 @@
 """`make adapt-eval`: the adaptation methods of docs/adapt.md on real data, mean of 3 seeds,
-each next to the same method on the host (issue 15).
+each next to the same method on the host.
 
-- LoRA adapters: evals/adapt/lora.py when present (another branch); else lora_gap=na.
+- LoRA adapters (evals/accuracy/adapt/lora.py).
 - Prototype head, 5- and 10-shot: MNIST digits from the frozen Fashion-MNIST body, and a
   held-out smartwatch activity added to a HAR CNN trained without it (old and new activities);
   device vs the numpy reference (adapt_ref.ProtoRef on the oracle's embeddings) and PyTorch float32.
@@ -14,7 +14,7 @@ each next to the same method on the host (issue 15).
 Ends with ``adapt-eval: lora_gap=G lora_params=P ncm_5shot=A ncm_gap=G2 replay_keep=R zo_gap=G3
 zo_spsa_gap=G5 zo_hybrid_gap=G4`` (gaps in percentage points; ncm_5shot the MNIST one; ncm_gap the
 largest |device - numpy reference| of the four prototype runs; zo_gap = backprop minus activity
-perturbation on the device, the issue's measure; zo_spsa_gap and zo_hybrid_gap the same for SPSA
+perturbation on the device, the headline measure; zo_spsa_gap and zo_hybrid_gap the same for SPSA
 on the weights and for the hybrid, whose head is trained by backprop).
 """
 
@@ -25,8 +25,8 @@ import json
 import time
 from typing import Any
 
-from evals import experiments as ex
-from evals.adapt import common, ncm, ncm_watch, replay, zo
+from evals.accuracy.adapt import common, lora, ncm, ncm_watch, replay, zo
+from evals.lib import experiments as ex
 
 SEEDS = [1, 2, 3]
 
@@ -36,7 +36,7 @@ def _pct(v: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evals.adapt_eval", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m evals.accuracy.adapt_eval", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quiet", action="store_true", help="do not echo the device's progress lines")
     ap.add_argument("--out", default=str(common.WORK / "results.json"), help="all numbers (JSON)")
@@ -47,17 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     out: dict[str, Any] = {}
 
-    print("== LoRA adapters (evals/adapt/lora.py)", flush=True)
-    try:
-        from evals.adapt import lora  # type: ignore[attr-defined]
-    except ImportError:
-        lora = None
-        print("evals/adapt/lora.py is not here (yet): lora_gap=na lora_params=na")
-    if lora is not None:
-        out["lora"] = lora.run(SEEDS)
-        print(json.dumps(out["lora"]))
-    lora_gap = f"{out['lora']['lora_gap']:.2f}" if lora is not None else "na"
-    lora_params = str(out["lora"]["lora_params"]) if lora is not None else "na"
+    print("== LoRA adapters (evals/accuracy/adapt/lora.py)", flush=True)
+    out["lora"] = lora.run(SEEDS)
+    print(json.dumps(out["lora"]))
+    lora_gap = f"{out['lora']['lora_gap']:.2f}"
+    lora_params = str(out["lora"]["lora_params"])
 
     print("\n== prototype head, 5-shot MNIST digits on the Fashion-MNIST body (cosine, int8 prototypes)",
           flush=True)

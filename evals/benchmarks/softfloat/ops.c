@@ -1,4 +1,4 @@
-// Bare-metal Cortex-M0 image for evals/bench_softfloat.py: calls each float
+// Bare-metal Cortex-M0 image for evals/benchmarks/bench_softfloat.py: calls each float
 // operation N_CALLS times on operands typical of training (normal numbers,
 // int8 products); the QEMU counting plugin attributes the instructions to the
 // __aeabi_* functions, so instructions per call come out exactly. Linked with
@@ -45,7 +45,7 @@ static uint32_t normal(uint32_t *s) {
     return (r & 0x807FFFFFu) | ((115u + ((r >> 24) & 15u)) << 23);
 }
 
-// The plugin snapshots the counts each time this runs (evals/bench_softfloat.py).
+// The plugin snapshots the counts each time this runs (evals/benchmarks/bench_softfloat.py).
 __attribute__((noinline)) void mt_mark(void) {
     __asm__ volatile("" ::: "memory");
 }

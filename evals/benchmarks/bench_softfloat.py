@@ -1,6 +1,6 @@
 """Instructions per float32 operation on Cortex-M0 (QEMU micro:bit, exact counts).
 
-Builds evals/softfloat/ops.c for Cortex-M0 twice: with usermod/microtrain/softfloat.c
+Builds evals/benchmarks/softfloat/ops.c for Cortex-M0 twice: with usermod/microtrain/softfloat.c
 (the armv6m natmod's routines, at the natmod's -Os) and with libgcc's (what the M0
 firmware's own Python floats use), runs each under QEMU with the project's counting
 plugin (ports/qemu/plugin) and prints, per operation, the instructions of one call
@@ -8,7 +8,7 @@ plugin (ports/qemu/plugin) and prints, per operation, the instructions of one ca
 +-[2^-12, 2^4), int8-product integers, zero operands, and the update's int8 path
 (int8 level times a scale, trunc(x + 128 + offset) with |x| < 128).
 
-    .venv/bin/python -m evals.bench_softfloat
+    .venv/bin/python -m evals.benchmarks.bench_softfloat
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "evals" / "softfloat"
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "evals" / "benchmarks" / "softfloat"
 BUILD = ROOT / "build" / "softfloat-bench"
 PLUGIN = ROOT / "build" / "qemu-plugin" / "mtcount.so"
 N_CALLS = 1024

@@ -1,5 +1,5 @@
 # MicroPython: LoRA adapters (or, for comparison, last:N fine-tuning) of a .mtm model
-# trained on .mtd samples, as on a board (evals/adapt/lora.py runs it in the host
+# trained on .mtd samples, as on a board (evals/accuracy/adapt/lora.py runs it in the host
 # micropython).
 #
 #   micropython lora_device.py config.json

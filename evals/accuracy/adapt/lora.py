@@ -1,6 +1,6 @@
 """LoRA part of `make adapt-eval`: rank-r adapters on the Fashion-MNIST -> MNIST transfer.
 
-Device: evals/adapt/lora_device.py in the real host micropython (python_lib + the x64 natmod):
+Device: evals/accuracy/adapt/lora_device.py in the real host micropython (python_lib + the x64 natmod):
 ``LoRA(model, rank, layers="last:3")`` on the transfer CNN (pointwise conv, fc1, fc2), trained by
 the Trainer with train_eval's transfer protocol, then saved (adapter file) and merged.
 PyTorch float32: the same adapters (y = W x + B A x, A from the device's init, B = 0, biases on
@@ -23,10 +23,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from evals import experiments as ex
-from evals import train_eval as te
-from evals import transfer_model as tm
-from evals.adapt import common
+from evals.accuracy import train_eval as te
+from evals.accuracy.adapt import common
+from evals.lib import experiments as ex
+from evals.lib import transfer_model as tm
 from microtrain_tools import mtm, paths
 from microtrain_tools.reference import lora_ref
 

@@ -14,10 +14,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from evals import datasets as ds
-from evals import experiments as ex
-from evals import refmodels as rm
-from evals.adapt.common import device, mtd
+from evals.accuracy.adapt.common import device, mtd
+from evals.lib import datasets as ds
+from evals.lib import experiments as ex
+from evals.lib import refmodels as rm
 
 FIRST, SECOND = 9, 10
 WINDOWS = 40  # windows of each subject learnt (the personalisation protocol's)

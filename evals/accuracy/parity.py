@@ -1,6 +1,6 @@
 """Parity of the int8 device path with PyTorch and with the numpy oracle, on real data.
 
-For each reference model (:mod:`evals.refmodels`, trained and cached
+For each reference model (:mod:`evals.lib.refmodels`, trained and cached
 on first use):
 
 1. float predictions of the PyTorch model;
@@ -44,8 +44,8 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm import tqdm
 
-from evals import datasets as ds
-from evals import refmodels as rm
+from evals.lib import datasets as ds
+from evals.lib import refmodels as rm
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm, paths
 
@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 ROOT = paths.ROOT
-RUNNER = Path(__file__).resolve().parent / "mp" / "parity_runner.py"
+RUNNER = Path(__file__).resolve().parents[1] / "mp" / "parity_runner.py"
 WORKDIR = ROOT / "build" / "parity"
 MIN_AGREE = 0.99
 MAX_ACC_DROP = 0.005
@@ -333,7 +333,7 @@ def _report(r: ModelResult) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m evals.parity",
+        prog="python -m evals.accuracy.parity",
         description="Parity of the int8 model run inside micropython (microtrain.load().forward) with "
                     "the numpy oracle (bit for bit) and with the float PyTorch model (top-1 agreement >= "
                     f"{MIN_AGREE}, accuracy drop <= {MAX_ACC_DROP}), on Fashion-MNIST (10,000 test images) "

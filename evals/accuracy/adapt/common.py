@@ -15,7 +15,7 @@ from microtrain_tools import paths
 from microtrain_tools.mtd import write_mtd
 
 WORK = paths.ROOT / "build" / "adapt_eval"
-SCRIPT = Path(__file__).resolve().parent.parent / "mp" / "adapt_device.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "mp" / "adapt_device.py"
 
 
 def mtd(name: str, xq: NDArray[np.int8], y: NDArray[np.integer]) -> Path:

@@ -15,7 +15,7 @@ the file into the heap; ``frozen`` (builtin firmware, ResNet-8 only: the
 image has room for one model below the flash area QEMU leaves free): the
 .mtm as the bytes constant ``MODEL`` of a module frozen into the firmware.
 
-The cases (MLPerf Tiny models at their published sizes, evals/mlperf_tiny.py,
+The cases (MLPerf Tiny models at their published sizes, evals/lib/mlperf_tiny.py,
 with seeded untrained weights: memory does not depend on the values; the
 Fashion-MNIST transfer CNN of evals/models):
 
@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "mem"
 MP_DIR = ROOT / "evals" / "mp"
 # MPS2 code memory (4 MB at 0): the image ends below 256 KB, but QEMU reserves the load
@@ -158,7 +158,7 @@ def models() -> None:
     BUILD.mkdir(parents=True, exist_ok=True)
     need = [n for n in ("resnet8", "ds_cnn_s", "mobilenet_v1") if not (BUILD / f"{n}.mtd").is_file()]
     if need:
-        from evals import mlperf_tiny as mlp
+        from evals.lib import mlperf_tiny as mlp
 
         for c in mlp.cases("smoke", only=tuple(need)):
             m = cv.convert(c.model, c.calib, progress=False, method="percentile", percentile=99.99)
@@ -168,8 +168,8 @@ def models() -> None:
             y = np.concatenate([c.y_tune] * (-(-SAMPLES // len(c.y_tune))))[:SAMPLES]
             write_mtd(BUILD / f"{c.name}.mtd", cv.quantize_input(data, x), y)
     if not (BUILD / "fmnist.mtd").is_file():
-        from evals import datasets as ds
-        from evals import transfer_model as tm
+        from evals.lib import datasets as ds
+        from evals.lib import transfer_model as tm
 
         shutil.copy2(tm.get_model(progress=False).mtm, BUILD / "fmnist.mtm")
         xt, yt = ds.fashion_mnist("test")

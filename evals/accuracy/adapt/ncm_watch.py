@@ -1,7 +1,7 @@
 """Prototype head on the smartwatch data: a held-out activity learnt on the device from k windows
 by a HAR CNN trained without it (issue 15's protocol).
 
-The base model: the HAR reference recipe (evals/refmodels.py, HAR_CONFIG) trained on the
+The base model: the HAR reference recipe (evals/lib/refmodels.py, HAR_CONFIG) trained on the
 pretraining subjects' windows of every activity but ``NEW`` (its logit is never a target),
 calibrated on those windows only, so the model never saw the activity. Per seed: the 6 old
 activities' prototypes from ``OLD_SHOTS`` pretraining windows each, the new one's from k windows
@@ -20,11 +20,11 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
-from evals import datasets as ds
-from evals import experiments as ex
-from evals import refmodels as rm
-from evals.adapt.common import device, mtd
-from evals.adapt.ncm import torch_ncm
+from evals.accuracy.adapt.common import device, mtd
+from evals.accuracy.adapt.ncm import torch_ncm
+from evals.lib import datasets as ds
+from evals.lib import experiments as ex
+from evals.lib import refmodels as rm
 from microtrain_tools import mtm
 from microtrain_tools.reference import adapt_ref as ar
 from microtrain_tools.reference import train_ref as tr

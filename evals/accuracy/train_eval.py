@@ -32,10 +32,10 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from evals import datasets as ds
-from evals import experiments as ex
-from evals import refmodels as rm
-from evals import transfer_model as tm
+from evals.lib import datasets as ds
+from evals.lib import experiments as ex
+from evals.lib import refmodels as rm
+from evals.lib import transfer_model as tm
 from microtrain_tools import convert as cv
 from microtrain_tools.mtd import write_mtd
 
@@ -245,7 +245,7 @@ def personalise(work: Path = WORK, echo: bool = True, seeds: tuple[int, ...] = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evals.train_eval", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m evals.accuracy.train_eval", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quiet", action="store_true", help="do not echo the device's progress lines")
     ap.add_argument("--out", default=str(WORK / "results.json"), help="where to write all numbers (JSON)")

@@ -16,8 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from evals import datasets as ds
-from evals import refmodels as rm
+from evals.lib import datasets as ds
+from evals.lib import refmodels as rm
 
 NAME = "fmnist_transfer"
 

@@ -42,7 +42,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
-from evals import datasets as ds
+from evals.lib import datasets as ds
 from microtrain_tools import paths
 
 __all__ = ["AutoEncoder", "DsCnnS", "MobileNetV1", "ResNet8", "MlperfCase", "cases", "fmnist_rgb",

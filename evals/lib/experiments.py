@@ -30,7 +30,7 @@ from microtrain_tools import convert as cv
 from microtrain_tools import mtm, paths
 
 ROOT = paths.ROOT
-DEVICE_SCRIPT = Path(__file__).resolve().parent / "mp" / "device_train.py"
+DEVICE_SCRIPT = Path(__file__).resolve().parents[1] / "mp" / "device_train.py"
 
 
 # --------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from evals import refmodels as rm
-from evals import transfer_model as tm
+from evals.lib import refmodels as rm
+from evals.lib import transfer_model as tm
 from microtrain_tools import paths
 
 MODELS: dict[str, Callable[..., rm.RefModel]] = {
@@ -42,7 +42,7 @@ def _max_abs_diff(a: Path, b: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evals.base_models", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m evals.lib.base_models", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", default=list(MODELS), help=f"models (default: all of {list(MODELS)})")
     ap.add_argument("--update", action="store_true", help="replace the shipped files with the retrained ones")
