@@ -30,7 +30,7 @@ natmod: build/natmod/$(ARCH)/_microtrain.mpy
 build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
 	@if ! grep -q '"$*"' $(MPY_DIR)/tools/mpy_ld.py || ! grep -q 'ARCH),$*)' $(MPY_DIR)/py/dynruntime.mk; then \
 	    echo "natmod: ARCH=$* is not supported by the MicroPython core in $(MPY_DIR)" \
-	         "(its tools/mpy_ld.py and py/dynruntime.mk do not know it): give a core that does with" \
+	         "(its $(MPY_DIR)/tools/mpy_ld.py and py/dynruntime.mk do not know it): give a core that does with" \
 	         "MPY_DIR=<micropython folder>," \
 	         "or build microtrain into the firmware as a user C module (docs/firmware.md)" >&2; exit 2; fi
 	@mkdir -p build/natmod/$*
@@ -62,7 +62,7 @@ natmod-needs-xtensawin:
 natmod-needs-rv32imc:
 	@grep -qs rv32imc $(MPY_DIR)/py/dynruntime.mk || { \
 	    echo "natmod ARCH=rv32imc: the MicroPython core in $(MPY_DIR) has no rv32imc natmod support" \
-	        "(py/dynruntime.mk, tools/mpy_ld.py: the 1.23 core make setup unpacks predates it)." \
+	        "(py/dynruntime.mk, $(MPY_DIR)/tools/mpy_ld.py: the 1.23 core make setup unpacks predates it)." \
 	        "Point MPY_DIR at a core that has it, or build microtrain into the firmware as a" \
 	        "user C module (docs/firmware.md)." >&2; exit 1; }
 
@@ -142,9 +142,11 @@ fuzz: $(SETUP_STAMP)
 reliability: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.reliability
 
-## lint: ruff over every Python folder.
+## lint: ruff over every Python folder; every repository path the docs and comments name exists
+## (tests/support/doc_paths.py).
 lint: $(SETUP_STAMP)
 	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals ports/qemu ports/webassembly
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.doc_paths
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy

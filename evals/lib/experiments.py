@@ -1,6 +1,6 @@
 """On-device training experiments on real data, each next to the same protocol in PyTorch float32.
 
-The device side is `examples/common/device_train.py` run in the real host `micropython`
+The device side is `evals/mp/device_train.py` run in the real host `micropython`
 (the same code a board runs); the host side fine-tunes the float PyTorch model with the
 same layers, optimiser, learning rate, batch size and epochs.
 
