@@ -114,7 +114,7 @@ adapt-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.accuracy.parity
 
-## coverage: bring-your-own-model suite (issue 12): the four MLPerf Tiny models and one small model
+## coverage: bring-your-own-model suite: the four MLPerf Tiny models and one small model
 ## per docs/ops.md idiom, trained briefly, converted, bit-exact in micropython vs the oracle, top-1
 ## agreement with PyTorch, fine-tuned on the device (unix port, large heap). Prints wall and CPU time.
 ## Quicker: .venv/bin/python -m evals.accuracy.coverage --mode quick
@@ -138,7 +138,7 @@ fuzz: $(SETUP_STAMP)
 	    print(f'fuzz: execs={r.execs} crashes={r.crashes}'); sys.exit(1 if r.crashes else 0)"
 
 ## reliability: the long reliability campaigns (fuzzing, abusive calls, kill -9 during saves,
-## small heaps, bad inputs, soak, from-scratch case); ends with the summary line (issue 14).
+## small heaps, bad inputs, soak, from-scratch case); ends with one `reliability: ...` summary line.
 reliability: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.reliability
 
@@ -173,7 +173,7 @@ test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7m armv7emsp a
 
 .PHONY: firmware-mcu twin test-mcu
 
-## mem-mcu: peak heap of the issue-13 cases (ResNet-8 inference, DS-CNN-S last:2, MobileNetV1
+## mem-mcu: peak heap of the MLPerf-Tiny-class cases (ResNet-8 inference, DS-CNN-S last:2, MobileNetV1
 ## last:3 sparse, transfer CNN all) on the M7 firmware built with HEAPPEAK=1 (the firmware tracks
 ## the heap's high-water mark), next to `microtrain info`'s prediction (evals/benchmarks/mem_mcu.py).
 .PHONY: mem-mcu

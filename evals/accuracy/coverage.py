@@ -1,4 +1,4 @@
-"""`make coverage`: bring-your-own-model coverage (issue 12).
+"""`make coverage`: bring-your-own-model coverage.
 
 A suite of PyTorch models, each trained briefly here (fixed seeds, one thread), converted,
 run in the real ``micropython`` (x64 natmod) and fine-tuned there:
@@ -6,7 +6,7 @@ run in the real ``micropython`` (x64 natmod) and fine-tuned there:
 - the four MLPerf Tiny reference models (:mod:`evals.lib.mlperf_tiny`);
 - one small model per supported idiom of docs/ops.md (:func:`idiom_models`, on scikit-learn's
   8x8 digits, or on smartwatch windows for the 1-D ones);
-- the models of ``evals.accuracy.coverage_ops`` (the ops added for issue 12).
+- the models of ``evals.accuracy.coverage_ops`` (the ops the idiom models above do not cover).
 
 Per model: top-1 agreement of the device's int8 outputs with PyTorch on held-out data
 (>= 0.98), the device's outputs equal the numpy oracle's on every held-out sample (bit-exact),
@@ -15,7 +15,7 @@ fine-tuning samples. The autoencoder is also fine-tuned in PyTorch on the same p
 folded as on the device, same layers, SGD, batch, epochs): its held-out reconstruction MSE on
 the device must be within 5 % of PyTorch's. ``ops`` counts the docs/ops.md rows the suite uses.
 
-The MLPerf models do not fit a 256 KB heap yet (issue 13): every model runs on the unix port
+The MLPerf models do not all fit a 256 KB heap (docs/memory.md): every model runs on the unix port
 with a large heap (``HEAP``). Last line::
 
     coverage: models=K/K agree_min=A bitexact=N/N train=K/K ops=M
@@ -56,13 +56,12 @@ __all__ = ["MIN_AGREE", "AE_TOL", "Case", "Result", "idiom_models", "idiom_cases
 
 RUNNER = Path(__file__).resolve().parents[1] / "mp" / "coverage_runner.py"
 WORKDIR = paths.BUILD / "coverage"
-HEAP = "64m"  # the MLPerf models do not fit 256 KB yet (issue 13)
+HEAP = "64m"  # the MLPerf models do not all fit 256 KB (docs/memory.md)
 MIN_AGREE = 0.98
 # Activation ranges of the MLPerf models: the 99.99 % percentile, as evals/lib/refmodels.py found for
-# Fashion-MNIST. Measured on DS-CNN-S (HAR, 371 held-out windows): top-1 agreement 0.978 with min/max,
-# 0.995 with 99.99 %; MobileNetV1 (5 x 30,000 images): 0.990 with either on the 500 held-out images,
-# on 1,500 further test images 0.983 with min/max, 0.985 with 99.99 %. The small models use the
-# converter's default (min/max), as a user would.
+# Fashion-MNIST: on DS-CNN-S min/max ranges cost top-1 agreement with PyTorch (outliers stretch
+# the int8 step), on MobileNetV1 the two are about equal. The small models use the converter's
+# default (min/max), as a user would.
 CALIB: dict[str, Any] = {"method": "percentile", "percentile": 99.99}
 AE_TOL = 0.05
 F32 = NDArray[np.float32]
@@ -303,7 +302,7 @@ def idiom_cases(only: Sequence[str] = ()) -> list[Case]:
 
 
 def ops_cases(only: Sequence[str] = ()) -> list[Case]:
-    """The models of the ops added for issue 12 (evals/accuracy/coverage_ops.py)."""
+    """The models of evals/accuracy/coverage_ops.py (one per op the idioms do not cover)."""
     return [small_case(n, "ops", m, tuple(s)) for n, m, s in coverage_ops.models() if not only or n in only]
 
 
@@ -346,10 +345,9 @@ class Result:
 # fine-tuning on the device: the last two weighted layers, float32 master copy of the last, with
 # range adaptation (docs/training.md). The float models learned with label smoothing (small
 # logits); plain cross-entropy grows the logits past the output range calibrated for them, and
-# the clamped logits cost what training gains. ops-upsample, tune samples: without adaptation
-# loss 0.211 -> 0.144, accuracy 0.975 -> 0.940 (replayed with the training reference in PyTorch's
-# sample order, the trained weights scored 0.135 in float32 PyTorch but 0.183 through int8);
-# with it 0.211 -> 0.094, 0.975 -> 0.975; PyTorch float32, same protocol: 0.210 -> 0.069, 0.975.
+# the clamped logits cost what training gains (on ops-upsample, without adaptation the accuracy
+# on the tuning samples fell while the float weights had improved; with it, it holds, as in
+# PyTorch float32 on the same protocol).
 PROTOCOL: dict[str, Any] = {"layers": "last:2", "mode": "mixed", "lr": 0.01, "momentum": 0.9, "batch": 8,
                             "epochs": 2, "seed": 1, "adapt_ranges": True}
 AE_PROTOCOL: dict[str, Any] = {"layers": "last:2", "mode": "mixed", "lr": 0.01, "momentum": 0.9, "batch": 8,

@@ -1,4 +1,4 @@
-"""One small model per op added for issue 12 by the `ops` work (channel concatenation, nearest
+"""One small model per op the idiom models do not cover (channel concatenation, nearest
 upsampling, transposed convs), for the `make coverage` runner: it converts, runs and fine-tunes
 each, like the MLPerf Tiny models.
 

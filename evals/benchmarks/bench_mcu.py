@@ -85,7 +85,7 @@ class Board:
 def boards() -> dict[str, Board]:
     qr = _qemu_run()
     # M7/M4: 512 KB, so that every configuration fits with the microtrain package's bytecode
-    # in RAM (~58 KB, as after `mip install`; frozen into flash on a real board); M0: the
+    # in RAM (as after `mip install`; frozen into flash on a real board); M0: the
     # enlarged micro:bit has 256 KB of SRAM and the firmware's largest heap is 224 KB; the
     # M3 runs the M0's digits runs, with the M0's heap; rv32: its package is frozen (no bytecode
     # in RAM), so its build's default heap, as on an ESP32-C3.

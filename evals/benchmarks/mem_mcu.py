@@ -1,4 +1,4 @@
-"""`make mem-mcu`: peak heap of the issue-13 cases on the 32-bit Cortex-M7 QEMU firmware.
+"""`make mem-mcu`: peak heap of the MLPerf-Tiny-class cases on the 32-bit Cortex-M7 QEMU firmware.
 
 Each case runs evals/mp/mem_case.py on the M7 firmware built with HEAPPEAK=1
 (ports/qemu/heappeak.c: the firmware tracks the GC heap's high-water mark, the
@@ -75,8 +75,8 @@ class MemCase:
 CASES = (
     MemCase("resnet8_infer", "resnet8", "-"),
     MemCase("dscnn_last2", "ds_cnn_s", "last:2", sums=False),
-    # plain SGD, int8 (Deutel et al.'s fully quantised training): float32 momentum on the 70.9 k
-    # trained parameters would be 277 KB alone, and mixed mode's master copy 10 KB
+    # plain SGD, int8 (Deutel et al.'s fully quantised training): float32 momentum (4 bytes per
+    # trained parameter) would not fit a board's heap by itself
     MemCase("mbv1_sparse", "mobilenet_v1", "last:3", mode="int8", sparse=0.1, momentum=0.0, sums=False),
     # batch 16 folded into the momentum (each gradient / 16): no gradient sums; the int32 scratch in
     # conv1's output, which conv1 computes again before the first pool's backward

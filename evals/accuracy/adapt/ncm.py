@@ -21,7 +21,7 @@ from microtrain_tools import mtm
 from microtrain_tools.reference import adapt_ref as ar
 from microtrain_tools.reference import train_ref as tr
 
-LAYER = "pool#3"  # the body's features (288 values): 5-shot accuracy 0.67 vs 0.46 from fc1 (seed 1)
+LAYER = "pool#3"  # the body's features: few-shot prototypes separate better there than after fc1
 
 
 def torch_embed(module: torch.nn.Module, x: NDArray[np.float32], layer: str) -> NDArray[np.float32]:

@@ -1,5 +1,5 @@
 """Prototype head on the smartwatch data: a held-out activity learnt on the device from k windows
-by a HAR CNN trained without it (issue 15's protocol).
+by a HAR CNN trained without it (a new class added after deployment).
 
 The base model: the HAR reference recipe (evals/lib/refmodels.py, HAR_CONFIG) trained on the
 pretraining subjects' windows of every activity but ``NEW`` (its logit is never a target),
