@@ -143,10 +143,11 @@ reliability: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.reliability
 
 ## lint: ruff over every Python folder; every repository path the docs and comments name exists
-## (tests/support/doc_paths.py).
+## (tests/support/doc_paths.py); no issue numbers in comments (tests/support/comment_rules.py).
 lint: $(SETUP_STAMP)
 	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals ports/qemu ports/webassembly
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.doc_paths
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.comment_rules
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy
