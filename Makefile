@@ -30,7 +30,7 @@ natmod: build/natmod/$(ARCH)/_microtrain.mpy
 build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
 	@if ! grep -q '"$*"' $(MPY_DIR)/tools/mpy_ld.py || ! grep -q 'ARCH),$*)' $(MPY_DIR)/py/dynruntime.mk; then \
 	    echo "natmod: ARCH=$* is not supported by the MicroPython core in $(MPY_DIR)" \
-	         "(its $(MPY_DIR)/tools/mpy_ld.py and py/dynruntime.mk do not know it): give a core that does with" \
+	         "(the mpy_ld.py and py/dynruntime.mk there do not know it): give a core that does with" \
 	         "MPY_DIR=<micropython folder>," \
 	         "or build microtrain into the firmware as a user C module (docs/firmware.md)" >&2; exit 2; fi
 	@mkdir -p build/natmod/$*
@@ -62,7 +62,7 @@ natmod-needs-xtensawin:
 natmod-needs-rv32imc:
 	@grep -qs rv32imc $(MPY_DIR)/py/dynruntime.mk || { \
 	    echo "natmod ARCH=rv32imc: the MicroPython core in $(MPY_DIR) has no rv32imc natmod support" \
-	        "(py/dynruntime.mk, $(MPY_DIR)/tools/mpy_ld.py: the 1.23 core make setup unpacks predates it)." \
+	        "(py/dynruntime.mk and mpy_ld.py there: the 1.23 core make setup unpacks predates it)." \
 	        "Point MPY_DIR at a core that has it, or build microtrain into the firmware as a" \
 	        "user C module (docs/firmware.md)." >&2; exit 1; }
 
