@@ -142,10 +142,15 @@ fuzz: $(SETUP_STAMP)
 reliability: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.reliability
 
-## lint: ruff over every Python folder; every repository path the docs and comments name exists
-## (tests/support/doc_paths.py); no issue numbers in comments (tests/support/comment_rules.py).
+## lint: ruff over every Python folder; clang-format over the C of usermod/ and tests/c/
+## (.clang-format); the files generated from the kernel spec are current; every repository
+## path the docs and comments name exists (tests/support/doc_paths.py); no issue numbers in
+## comments (tests/support/comment_rules.py).
 lint: $(SETUP_STAMP)
 	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals ports/qemu ports/webassembly
+	@clang-format --dry-run --Werror $$(find usermod tests/c -name '*.[ch]' | sort)
+	@echo "clang-format: $$(find usermod tests/c -name '*.[ch]' | wc -l) C files formatted"
+	@$(PY) -m microtrain_tools.kernelgen --check
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.doc_paths
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.comment_rules
 
@@ -173,6 +178,14 @@ test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7m armv7emsp a
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_mcu
 
 .PHONY: firmware-mcu twin test-mcu
+
+## board-test: the QEMU boards driven as their owners drive boards: board-mode firmware (serial
+## REPL on a pseudo-terminal, littlefs flash image), `microtrain deploy --port`, `mpremote run` /
+## `fs cp`, training on the board's flash == the float32 twin, and power cuts (SIGKILL) during
+## save() (tests/support/board_test.py; BOARD_TEST_ARGS="--powercut 60" for more cuts)
+.PHONY: board-test
+board-test: $(SETUP_STAMP) dist
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.board_test $(BOARD_TEST_ARGS)
 
 ## mem-mcu: peak heap of the MLPerf-Tiny-class cases (ResNet-8 inference, DS-CNN-S last:2, MobileNetV1
 ## last:3 sparse, transfer CNN all) on the M7 firmware built with HEAPPEAK=1 (the firmware tracks

@@ -37,12 +37,10 @@ an FPU: x64, armv7emsp, armv7emdp, Cortex-M4F/M7/M33 firmware). False on armv6m
 (Cortex-M0+) and on Xtensa / RISC-V firmware: those three functions are then
 absent and ``microtrain.kern.f32`` takes them from the pure-Python kernels."""
 
-# -- conv2d (desc: 17 int32, docs/numerics.md "conv2d") ---------------------------------------
+# -- conv2d (desc: 17 int32, docs/numerics.md "conv2d") -------------------------------------------
 
-def conv2d_s8_forward(desc: _I32, x: _In8, w: _In8, bias: _I32, mult: _I32, shift: _I32, y: _Out8,
-                      /) -> None:
+def conv2d_s8_forward(desc: _I32, x: _In8, w: _In8, bias: _I32, mult: _I32, shift: _I32, y: _Out8, /) -> None:
     """y = clamp(requant(bias + sum (x - in_zp) * w) + out_zp, act_min, act_max), NHWC / OHWI."""
-
 def conv2d_s8_grad_input(desc: _I32, e: _In8, w: _In8, wr: _I32, mask: _Mask, acc: _I32, ein: _Out8,
                          lo: int = -129, hi: int = 128, /) -> int:
     """Error of the input from the output error ``e``; ``acc`` is int32 scratch of
@@ -51,10 +49,8 @@ def conv2d_s8_grad_input(desc: _I32, e: _In8, w: _In8, wr: _I32, mask: _Mask, ac
     producer activation y on entry and ein[i] becomes 0 unless lo < y[i] < hi (relu (zp, 128),
     relu6 (zp, q6), none (-129, 128)): the grad input then relu_s8_backward /
     relu6_s8_backward on y, the same shift."""
-
 def conv2d_s8_grad_weight(desc: _I32, x: _In8, e: _In8, mask: _Mask, gw: _I32, gb: _I32, /) -> None:
     """Integer weight / bias gradients (written, masked rows set to 0)."""
-
 def conv2d_s8_grad_weight_f32(desc: _I32, x: _In8, e: _In8, mask: _Mask, w_scale: float, b_scale: float,
                               gw: _F32, gb: _F32, c0: int = 0, /) -> None:
     """Adds w_scale * gw_int into float32 gw and b_scale * gb_int into gb (FPU builds only).
@@ -62,7 +58,7 @@ def conv2d_s8_grad_weight_f32(desc: _I32, x: _In8, e: _In8, mask: _Mask, w_scale
     len(gb) channels from c0 (row r = channel c0 + r), and unless that window is the
     whole layer every channel outside it must be masked."""
 
-# -- linear (desc: 6 int32: in_n, out_n, in_zp, out_zp, act_min, act_max) ---------------------
+# -- linear (desc: 6 int32: in_n, out_n, in_zp, out_zp, act_min, act_max) -------------------------
 
 def linear_s8_forward(desc: _I32, x: _In8, w: _In8, bias: _I32, mult: _I32, shift: _I32, y: _Out8,
                       /) -> None: ...
@@ -74,7 +70,7 @@ def linear_s8_grad_weight_f32(desc: _I32, x: _In8, e: _In8, mask: _Mask, w_scale
                               gw: _F32, gb: _F32, c0: int = 0, /) -> None:
     """FPU builds only; the output window c0 as conv2d_s8_grad_weight_f32's."""
 
-# -- activations (y may be x for the forward; backward is in place on e) ----------------------
+# -- activations (y may be x for the forward; backward is in place on e) --------------------------
 
 def relu_s8_forward(x: _In8, zp: int, y: _Out8, /) -> None: ...
 def relu6_s8_forward(x: _In8, zp: int, q6: int, y: _Out8, /) -> None: ...
@@ -86,7 +82,7 @@ def lut_s8_grad_input(x: _In8, e: _In8, dtable: _I32, ein: _Out8, /) -> int:
     """ein = dyn_requant(e * dtable[x + 128]) from the stored input x (dtable: 256 int32,
     |d| < 2^24); ein may be e. Returns the shift."""
 
-# -- pools (desc: 11 int32) ---------------------------------------------------------------------
+# -- pools (desc: 11 int32) -----------------------------------------------------------------------
 
 def maxpool_s8_forward(desc: _I32, x: _In8, y: _Out8, /) -> None: ...
 def maxpool_s8_grad_input(desc: _I32, x: _In8, e: _In8, acc: _I32 | None, ein: _Out8, /) -> int: ...
@@ -103,7 +99,7 @@ def avgpool_s8_grad_input_act(desc: _I32, y: _In8, e: _In8, lo: int, hi: int, ei
 def global_avgpool_s8_forward(x: _In8, hw: int, c: int, y: _Out8, /) -> None: ...
 def global_avgpool_s8_grad_input(e: _In8, hw: int, ein: _Out8, /) -> None: ...
 
-# -- residual add (desc: 13 int32) --------------------------------------------------------------
+# -- residual add (desc: 13 int32) ----------------------------------------------------------------
 
 def add_s8_forward(desc: _I32, x1: _In8, x2: _In8, y: _Out8, /) -> None: ...
 def add_s8_grad_merge(ea: _In8, ra: int, eb: _In8, rb: int, out: _Out8, /) -> int:
@@ -114,7 +110,7 @@ def conv2d_add_s8_forward(desc: _I32, x: _In8, w: _In8, bias: _I32, mult: _I32, 
     output made a block of rows at a time in tile (at least one row, out_w * out_c; its contents
     after the call are undefined): the conv's output never exists whole. Not for dilated convs."""
 
-# -- channel concatenation (desc: 10 int32), upsampling (desc: 9 int32) -------------------------
+# -- channel concatenation (desc: 10 int32), upsampling (desc: 9 int32) ---------------------------
 
 def concat_s8_forward(desc: _I32, x1: _In8, x2: _In8, y: _Out8, /) -> None: ...
 def concat_s8_grad_input(desc: _I32, e: _In8, part: int, ein: _Out8, /) -> None:
@@ -123,18 +119,16 @@ def upsample_s8_forward(desc: _I32, x: _In8, y: _Out8, /) -> None: ...
 def upsample_s8_grad_input(desc: _I32, e: _In8, ein: _Out8, /) -> int:
     """ein = dyn_requant(sum of the errors each input fed); returns the shift."""
 
-# -- loss, sparse updates, misc -----------------------------------------------------------------
+# -- loss, sparse updates, misc -------------------------------------------------------------------
 
 def softmax_xent_s8(logits: _In8, label: int, lut: array[int], err: _Out8, stats: _I32, /) -> int:
     """Int8 error of the logits (Q15 softmax minus one-hot, dynamically requantised) into
     ``err``; ``stats`` (3 int32) = [shift, S, qmax]; ``lut`` = uint32 exp table of 1..256
     entries (docs/numerics.md).
     Returns the shift: real scale of err = 2^(shift - 15)."""
-
 def l1_norm_s8(e: _In8, c: int, norms: _I32, /) -> None: ...
 def topk_mask(norms: _I32, k: int, mask: _Out8, /) -> None:
     """mask[i] = 1 for the k largest norms (ties to the lower index), else 0."""
-
 def zo_perturb_s8(base: _In8, eps: int, rng: array[int], w: _Out8, /) -> None:
     """w = clamp(base + eps z, -127, 127), z = +-1 from the xorshift32 state rng[0] (advanced);
     w may be base itself. eps in -127..127."""
@@ -144,42 +138,33 @@ def zo_perturb_h_s8(base: _In8, eps: int, rng: array[int], row: int, i0: int, w:
 def zo_update_s8(base: _In8, step: int, rng: array[int], w: _Out8, /) -> None:
     """w = clamp(base - sign(step) m z, -127, 127): z from rng[0] as zo_perturb_s8's, m =
     |step| / 2^16 stochastically rounded by draws from rng[1] (both advanced). |step| <= 255 * 2^16."""
-
 def dyn_requant_s8(acc: _I32, out: _Out8, /) -> int: ...
 def f32_axpy_i32(x: _I32, a: float, y: _F32, /) -> None:
     """y[i] += float32(a) * float32(x[i]) (FPU builds only)."""
 
-# -- optimiser-update primitives (update.c, docs/numerics.md "Update") ---------------------------
-# A tensor is len(g) / k channels of k values; ``touched`` = None (every channel) or one byte per
-# channel, 0 = skip the channel entirely. All float32 (FPU builds; update_u8_touch everywhere).
+# -- optimiser-update primitives (update.c, docs/numerics.md "Update") ----------------------------
+# A tensor is len(g) / k channels of k values; ``touched`` = None (every channel) or one byte
+# per channel, 0 = skip the channel. All float32 (FPU builds; update_u8_touch everywhere).
 
 def update_u8_touch(touched: _Out8, mask: _Mask, /) -> None:
     """touched[c] = 1 where mask[c] != 0 (every channel when mask is None)."""
-
 def update_f32_check(x: _F32, /) -> int:
     """Index of the first inf / NaN in x, or -1."""
-
-def update_f32_decay(g: _F32, k: int, touched: _Mask, n: int, wd: float, q: _Buf | None,
-                     scale: _F32 | None, f: float, master: _F32 | None, /) -> None:
+def update_f32_decay(g: _F32, k: int, touched: _Mask, n: int, wd: float, q: _Buf | None, scale: _F32 | None,
+                     f: float, master: _F32 | None, /) -> None:
     """g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
     (q int8 or int32)."""
-
 def update_f32_standardize(g: _F32, k: int, touched: _Mask, n: int, /) -> None:
     """g = (g / n - mean) / (std + 1e-8) over the touched values."""
-
 def update_f32_axpby(y: _F32, x: _F32, k: int, touched: _Mask, a: float, b: float, /) -> None:
     """y = a * y + b * x."""
-
 def update_f32_momentum(g: _F32, v: _F32, k: int, touched: _Mask, mom: float, /) -> None:
     """v = mom * v + g; g = v."""
-
 def update_f32_scale(x: _F32, k: int, touched: _Mask, a: float, /) -> None:
     """x = a * x (a finite): SGD momentum at batch 1 scales v before the sample's gradient."""
-
-def update_f32_adam(g: _F32, m: _F32, v: _F32, k: int, touched: _Mask, b1: float, b2: float,
-                    b1t: float, b2t: float, eps: float, /) -> None:
+def update_f32_adam(g: _F32, m: _F32, v: _F32, k: int, touched: _Mask, b1: float, b2: float, b1t: float,
+                    b2t: float, eps: float, /) -> None:
     """Adam moments and direction with bias correction (b1t = b1^t, b2t = b2^t)."""
-
 def update_s8_apply(w: _Out8, w_scale: _F32, b: _I32, mult: _I32, shift: _I32, gw: _F32, gb: _F32,
                     master_w: _F32 | None, master_b: _F32 | None, touched: _Mask, lr: float, s_in: float,
                     s_out: float, rng: int, scratch: _F32, /) -> int:
@@ -187,15 +172,13 @@ def update_s8_apply(w: _Out8, w_scale: _F32, b: _I32, mult: _I32, shift: _I32, g
     w_scale, requantisation (rng = -1: nearest, else xorshift16 stochastic), bias and mult/shift,
     gradient sums zeroed; scratch holds at least len(w_scale) floats (the first used). Returns the
     new rng."""
-
 def update_s8_apply_keep(w: _Out8, w_scale: _F32, b: _I32, mult: _I32, shift: _I32, gw: _F32, gb: _F32,
-                         master_w: _F32 | None, master_b: _F32 | None, touched: _Mask, lr: float, s_in: float,
-                         s_out: float, rng: int, scratch: _F32, /) -> int:
+                         master_w: _F32 | None, master_b: _F32 | None, touched: _Mask, lr: float,
+                         s_in: float, s_out: float, rng: int, scratch: _F32, /) -> int:
     """update_s8_apply with gw and gb only read (the optimiser's momentum as the step direction):
     the same results bit for bit; scratch holds at least 2 * len(w_scale) floats (new scales, new
     biases).
     Returns the new rng."""
-
 def update_f32_ratios(w_scale: _F32, r: int, wr: _I32, /) -> int:
     """wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ratios).
     Returns the index of the first maximum of w_scale."""
@@ -205,23 +188,19 @@ def update_f32_ratios(w_scale: _F32, r: int, wr: _I32, /) -> int:
 def mtm_validate(buf: _Buf, /) -> None:
     """Validate a whole .mtm file (every check of docs/format.md, "Validation");
     ValueError "mtm_validate: <check> (tensor i | layer i 'name')" on the first failure."""
-
 def mtm_info(buf: _Buf, out: _I32, /) -> None:
     """Header into out (15 int32): version_major, version_minor, flags, total_len,
     n_tensors, n_layers, tensor_table_off, layer_table_off, strings_off, strings_len,
     data_off, data_len, input, output, train_steps."""
-
 def mtm_tensor(buf: _Buf, i: int, out: _I32, /) -> None:
     """Tensor entry i into out (14 int32): dtype, rank, kind, quant, flags, shape[0..4),
     data_off, data_len, scale (the float32's bits), zero_point, qscales (-1 = none)."""
-
 def mtm_layer(buf: _Buf, i: int, out: _I32, /) -> None:
     """Layer entry i into out (23 int32): op, act, n_params, n_inputs, flags, name_off,
     name_len, fused_off, fused_len (string offsets absolute in the file), in0, in1, out,
     weight, bias, mult, shift, state[0..4) (-1 = none), the absolute file offset of the
     layer's int32 params (its kernel descriptor), then state[4], state[5] (Adam's second
     moments, format 1.3; -1 = none)."""
-
 def mtm_view(view: memoryview, typecode: int, /) -> memoryview:
     """view (1-byte items over 4 * n bytes, 4-byte aligned) retyped in place to n int32
     (typecode ord('i')) or float32 (ord('f')) items and returned: zero-copy tensors of a model

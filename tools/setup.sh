@@ -19,6 +19,8 @@ python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt="$need_apt pytho
 # libFuzzer (clang's -fsanitize=fuzzer runtime) for make fuzz / make reliability and the short
 # fuzz run of make test: Debian bookworm's clang 14.
 command -v clang-14 >/dev/null 2>&1 || need_apt="$need_apt clang-14 libclang-rt-14-dev"
+# make lint: the C sources' formatting (.clang-format), Debian bookworm's clang-format 14.
+command -v clang-format >/dev/null 2>&1 || need_apt="$need_apt clang-format"
 # Real data for parity, transfer learning and the demo (offline Debian package).
 [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || need_apt="$need_apt dataset-fashion-mnist"
 if [ -n "$need_apt" ]; then
@@ -64,6 +66,22 @@ if [ ! -f "build/$MPY_SDIST/micropython/py/dynruntime.mk" ]; then
         tail -30 build/pip.log; echo "setup: pip download mpy-cross-v6-3 failed" >&2; exit 1
     fi
     tar -xzf "build/sdist/$MPY_SDIST.tar.gz" -C build
+fi
+# littlefs's C sources for the board-mode firmware (ports/qemu BOARDMODE=1: the flash file
+# system), from the sdist of the littlefs-python version pinned in requirements.txt (its
+# binding reads and makes the same flash images on the host).
+LFS_VERSION=$(sed -n 's/^littlefs-python==//p' tools/requirements.txt)
+if [ ! -f "build/littlefs/.littlefs-python-$LFS_VERSION" ]; then
+    echo "setup: unpacking littlefs from the littlefs-python $LFS_VERSION sdist"
+    mkdir -p build/sdist
+    if ! .venv/bin/pip download --disable-pip-version-check --no-deps --no-binary :all: \
+        "littlefs-python==$LFS_VERSION" -d build/sdist >build/pip.log 2>&1; then
+        tail -30 build/pip.log; echo "setup: pip download littlefs-python failed" >&2; exit 1
+    fi
+    rm -rf build/littlefs && mkdir -p build/littlefs
+    tar -xzf "build/sdist/littlefs_python-$LFS_VERSION.tar.gz" -C build/littlefs --strip-components=1 \
+        "littlefs_python-$LFS_VERSION/littlefs"
+    touch "build/littlefs/.littlefs-python-$LFS_VERSION"
 fi
 test -x .venv/bin/micropython
 echo "setup: ok"

@@ -12,7 +12,12 @@
 #define MICROPY_STACK_CHECK             (1)
 #define MICROPY_HELPER_REPL             (1)
 #define MICROPY_REPL_AUTO_INDENT        (1)
+#if MT_PORT_LFS
+// board mode: scripts and modules are read from the flash (mtlfs.c's mp_reader_new_file)
+#define MICROPY_READER_VFS              (1)
+#else
 #define MICROPY_READER_POSIX            (1)
+#endif
 // import of .mpy (bytecode; native code too where the port has the emitter)
 #define MICROPY_PERSISTENT_CODE_LOAD    (1)
 #define MICROPY_ALLOC_PATH_MAX          (256)
@@ -37,7 +42,17 @@
 #define MICROPY_PY_IO                   (0)
 #define MICROPY_PY_UCTYPES              (0)
 #define MICROPY_PY_SYS_STDFILES         (1)
+#if MT_PORT_BOARD
+// Board mode: Ctrl-C on the UART interrupts a running program, as on a board;
+// mtboard.c looks at the UART every few dozen branches of the VM (no interrupt
+// handler), keeping what else arrived for the REPL.
+#define MICROPY_KBD_EXCEPTION           (1)
+void mt_board_poll(void);
+#define MICROPY_VM_HOOK_LOOP            mt_board_poll();
+#define MICROPY_VM_HOOK_RETURN          mt_board_poll();
+#else
 #define MICROPY_KBD_EXCEPTION           (0)
+#endif
 
 #define MP_STATE_PORT MP_STATE_VM
 

@@ -47,7 +47,9 @@
 // stdio HAL: fd 0 / 1 (the semihosting console on the boards).
 
 int mp_hal_stdin_rx_chr(void) {
-    #if MT_PORT_SEMIHOSTING
+    #if MT_PORT_BOARD
+    return mt_board_stdin_chr();
+    #elif MT_PORT_SEMIHOSTING
     int c = mt_port_stdin_chr();
     return c < 0 ? CHAR_CTRL_D : c;
     #else
@@ -65,6 +67,10 @@ int mp_hal_stdin_rx_chr(void) {
 }
 
 mp_uint_t mp_hal_stdout_tx_strn(const char *str, size_t len) {
+    #if MT_PORT_BOARD
+    mt_port_uart_tx(str, len);
+    return (mp_uint_t)len;
+    #endif
     size_t left = len;
     while (left > 0) {
         ssize_t n = MT_PORT_CONSOLE_WRITE(1, str, left);
@@ -82,8 +88,23 @@ void mp_hal_stdout_tx_str(const char *str) {
 }
 
 // No "\n" -> "\r\n" here: script output compares byte for byte across ports.
+// A board's serial terminal (and mpremote) wants "\r\n", as every board port sends.
 void mp_hal_stdout_tx_strn_cooked(const char *str, size_t len) {
+    #if MT_PORT_BOARD
+    const char *end = str + len;
+    while (str < end) {
+        const char *nl = memchr(str, '\n', (size_t)(end - str));
+        if (nl == NULL) {
+            mp_hal_stdout_tx_strn(str, (size_t)(end - str));
+            break;
+        }
+        mp_hal_stdout_tx_strn(str, (size_t)(nl - str));
+        mp_hal_stdout_tx_strn("\r\n", 2);
+        str = nl + 1;
+    }
+    #else
     mp_hal_stdout_tx_strn(str, len);
+    #endif
 }
 
 // sys.stdout is always writable; whether input waits is not known to semihosting.
@@ -105,6 +126,7 @@ void mp_hal_delay_ms(mp_uint_t ms) {
     }
 }
 
+#if !MT_PORT_LFS  // board mode: open, os and imports are mtlfs.c's (the flash)
 // ---------------------------------------------------------------------------
 // open(path, mode="r"): binary ("b") or text file on a POSIX descriptor.
 
@@ -372,6 +394,7 @@ const mp_obj_module_t mt_os_module = {
     .globals = (mp_obj_dict_t *)&mt_os_globals,
 };
 MP_REGISTER_MODULE(MP_QSTR_os, mt_os_module);
+#endif // !MT_PORT_LFS
 
 // ---------------------------------------------------------------------------
 // binascii.crc32 and uctypes.addressof / bytearray_at: the two pieces of
@@ -480,6 +503,7 @@ const mp_obj_module_t mt_time_module = {
 };
 MP_REGISTER_MODULE(MP_QSTR_time, mt_time_module);
 
+#if !MT_PORT_LFS
 // ---------------------------------------------------------------------------
 // imports from the host folder. Semihosting cannot tell a directory from a
 // file (and opening a directory succeeds on Linux), so a package is a folder
@@ -510,6 +534,7 @@ mp_import_stat_t mp_import_stat(const char *path) {
     }
     return MP_IMPORT_STAT_NO_EXIST;
 }
+#endif // !MT_PORT_LFS
 
 // ---------------------------------------------------------------------------
 // the runner
@@ -533,6 +558,10 @@ void nlr_jump_fail(void *val) {
 // stdout, as the unix port's do too.
 static void mt_stderr_strn(void *env, const char *str, size_t len) {
     (void)env;
+    #if MT_PORT_BOARD
+    mp_hal_stdout_tx_strn(str, len);  // a board has one serial line
+    return;
+    #endif
     ssize_t r = MT_PORT_CONSOLE_WRITE(2, str, len);
     (void)r;
 }
@@ -583,17 +612,6 @@ static int mt_run(int kind, const char *src) {
     return mt_handle_exc(MP_OBJ_FROM_PTR(nlr.ret_val));
 }
 
-static size_t mt_parse_size(const char *s) {
-    char *end;
-    unsigned long v = strtoul(s, &end, 0);
-    if (*end == 'k' || *end == 'K') {
-        v <<= 10;
-    } else if (*end == 'm' || *end == 'M') {
-        v <<= 20;
-    }
-    return (size_t)v;
-}
-
 static int mt_usage(void) {
     mp_print_str(&mt_stderr_print,
         "usage: [-X heapsize=N[k|m]] [-p DIR]... [-c CODE | script.py] [args...]\n");
@@ -622,7 +640,7 @@ int mt_port_main(int argc, char **argv, char *heap, size_t heap_max, size_t heap
     int a = 1;
     for (; a < argc && argv[a][0] == '-'; a++) {
         if (strcmp(argv[a], "-X") == 0 && a + 1 < argc && strncmp(argv[a + 1], "heapsize=", 9) == 0) {
-            heap_size = mt_parse_size(argv[++a] + 9);
+            heap_size = mt_port_parse_size(argv[++a] + 9);
         } else if (strcmp(argv[a], "-p") == 0 && a + 1 < argc && n_paths < MP_ARRAY_SIZE(paths)) {
             paths[n_paths++] = argv[++a];
         } else if (strcmp(argv[a], "-c") == 0 && a + 1 < argc) {

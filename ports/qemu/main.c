@@ -27,10 +27,13 @@ static uintptr_t semi_call(uintptr_t op, void *arg) {
 }
 
 // REPL input: the machine's UART 0 (QEMU's serial0: the terminal with
-// -nographic), as on a board; output stays on the semihosting console (the
-// same terminal). Semihosting's own console input (SYS_READC) does not
-// deliver characters typed into QEMU 7.2. Waiting is WFI with the UART's
-// receive interrupt enabled but masked (PRIMASK): no handler, no busy loop.
+// -nographic, or a pseudo-terminal with -serial pty), as on a board; output
+// stays on the semihosting console (the same terminal), except in board mode
+// (MT_PORT_BOARD), where it goes out of the UART too. Semihosting's own
+// console input (SYS_READC) does not deliver characters typed into QEMU 7.2.
+// Waiting is WFI with the UART's receive interrupt enabled but masked
+// (PRIMASK): no handler, no busy loop. The UART of each machine is three
+// small functions: uart_init, uart_rx (-1: nothing yet), uart_tx.
 #define REG(addr) (*(volatile uint32_t *)(addr))
 #define NVIC_ISER0 0xE000E100u
 
@@ -40,7 +43,16 @@ static void uart_init(void) {
     REG(UART + 0x500) = 4;  // ENABLE
     REG(UART + 0x304) = 1u << 2;  // INTENSET: RXDRDY
     REG(UART + 0x000) = 1;  // TASKS_STARTRX
+    #if MT_PORT_BOARD
+    REG(UART + 0x008) = 1;  // TASKS_STARTTX
+    #endif
     REG(NVIC_ISER0) = 1u << 2;
+}
+__attribute__((unused)) static void uart_tx(int c) {  // board mode's output
+    REG(UART + 0x11C) = 0;  // EVENTS_TXDRDY
+    REG(UART + 0x51C) = (uint32_t)c;  // TXD
+    while (REG(UART + 0x11C) == 0) {
+    }
 }
 static int uart_rx(void) {
     if (REG(UART + 0x108) == 0) {  // EVENTS_RXDRDY
@@ -64,15 +76,24 @@ static int uart_rx(void) {
     REG(UART + 0x0C) = 2u;  // INTCLEAR: RX
     return c;
 }
+__attribute__((unused)) static void uart_tx(int c) {  // board mode's output
+    while (REG(UART + 0x04) & 1u) {  // STATE: TX full
+    }
+    REG(UART + 0x00) = (uint32_t)c;
+}
 #endif
 
-int mt_port_stdin_chr(void) {
+static void uart_start(void) {
     static bool started;
     if (!started) {
         __asm__ volatile ("cpsid i" ::: "memory");
         uart_init();
         started = true;
     }
+}
+
+int mt_port_stdin_chr(void) {
+    uart_start();
     for (;;) {
         int c = uart_rx();
         if (c >= 0) {
@@ -81,6 +102,20 @@ int mt_port_stdin_chr(void) {
         __asm__ volatile ("wfi" ::: "memory");
     }
 }
+
+#if MT_PORT_BOARD
+int mt_port_uart_rx(void) {
+    uart_start();
+    return uart_rx();
+}
+
+void mt_port_uart_tx(const char *str, size_t len) {
+    uart_start();
+    for (size_t i = 0; i < len; i++) {
+        uart_tx((unsigned char)str[i]);
+    }
+}
+#endif
 
 static uint32_t tick_div;  // SYS_ELAPSED ticks per microsecond
 
@@ -142,7 +177,11 @@ static void mt_start(void) {
         argv[argc++] = (char *)"firmware.elf";
     }
     argv[argc] = NULL;
+    #if MT_PORT_BOARD
+    int ret = mt_board_main(argc, argv, gc_heap, sizeof(gc_heap), (size_t)MT_HEAP_KB * 1024);
+    #else
     int ret = mt_port_main(argc, argv, gc_heap, sizeof(gc_heap), (size_t)MT_HEAP_KB * 1024);
+    #endif
     exit(ret);  // newlib: SYS_EXIT(_EXTENDED) with the code
 }
 

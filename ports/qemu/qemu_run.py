@@ -3,7 +3,9 @@
     python ports/qemu/qemu_run.py [--board m7|m4|m3|m0|m0fw|rv32] [--float single|double] [--heap 256k]
                                   [--cwd DIR] [script.py [args...]]
 
-No script: the REPL on the terminal (Ctrl-D leaves; Ctrl-A X quits QEMU). The script, its
+No script: the REPL on the terminal (Ctrl-D leaves; Ctrl-A X quits QEMU). ``--flash IMAGE``:
+board mode (a BOARDMODE=1 firmware: serial REPL on a pseudo-terminal for mpremote, littlefs in
+the flash image; ``SerialBoard`` from Python). The script, its
 imports and every file it opens are read from / written to the host folder QEMU
 runs in (``--cwd``, default the current one) over ARM / RISC-V semihosting; relative
 paths are relative to it, absolute host paths work too. ``sys.path`` holds the
@@ -64,24 +66,26 @@ BOARDS: dict[str, Board] = {
 }
 
 
-def make_args(board: str, flt: str = "single") -> list[str]:
-    """The variables of `make -C ports/qemu` that build the board's firmware."""
+def make_args(board: str, flt: str = "single", boardmode: bool = False) -> list[str]:
+    """The variables of `make -C ports/qemu` that build the board's firmware (boardmode: its
+    BOARDMODE=1 build: serial REPL, littlefs flash)."""
     b = BOARDS[board]
-    return [f"BOARD={b.base or board}", f"FLOAT={flt}", *b.variant]
+    return [f"BOARD={b.base or board}", f"FLOAT={flt}", *b.variant, *(["BOARDMODE=1"] if boardmode else [])]
 
 
-def firmware(board: str, flt: str = "single") -> Path:
+def firmware(board: str, flt: str = "single", boardmode: bool = False) -> Path:
     b = BOARDS[board]
-    return ROOT / "build" / "qemu" / f"{b.base or board}-{flt}{b.suffix}" / "firmware.elf"
+    folder = f"{b.base or board}-{flt}{b.suffix}{'-board' if boardmode else ''}"
+    return ROOT / "build" / "qemu" / folder / "firmware.elf"
 
 
-def build(board: str, flt: str = "single", jobs: int = 2) -> Path:
-    """make -C ports/qemu (a no-op when up to date); returns the ELF."""
-    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / BOARDS[board].src), *make_args(board, flt)],
-                          capture_output=True, text=True)
+def build(board: str, flt: str = "single", jobs: int = 2, boardmode: bool = False) -> Path:
+    """make in the board's port folder (a no-op when up to date); returns the ELF."""
+    proc = subprocess.run(["make", f"-j{jobs}", "-C", str(ROOT / BOARDS[board].src),
+                           *make_args(board, flt, boardmode)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"firmware build {board}-{flt} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
-    return firmware(board, flt)
+    return firmware(board, flt, boardmode)
 
 
 PYLIB = ROOT / "build" / "qemu" / "pylib"
@@ -138,6 +142,74 @@ def qemu_cmd(board: str, script: str | None = None, args: Sequence[str] = (), fl
             "-kernel", str(elf or firmware(board, flt)), "-append", " ".join(fw_args)]
 
 
+def board_cmd(board: str, image: Path | str, heap: str | None = None, flt: str = "single") -> list[str]:
+    """The command line of a board-mode firmware (BOARDMODE=1): REPL on UART 0, which QEMU puts
+    on a pseudo-terminal (it prints "char device redirected to /dev/pts/N"), and the littlefs
+    file system in the flash-image file `image` (microtrain_tools.flashimg makes one).
+    Semihosting carries only this command line and the image's bytes."""
+    from microtrain_tools import flashimg
+
+    fw_args = ["-X", f"heapsize={heap}"] if heap else []
+    fw_args += ["-f", str(Path(image).resolve()), "-B", str(flashimg.BLOCK_SIZE)]
+    bad = [a for a in fw_args if " " in a]
+    if bad:
+        raise ValueError(f"arguments with spaces cannot pass through semihosting: {bad}")
+    b = BOARDS[board]
+    return [b.qemu, "-M", b.machine, *b.extra, "-display", "none", "-monitor", "none",
+            "-serial", "pty", "-semihosting-config", "enable=on,target=native",
+            "-kernel", str(firmware(board, flt, boardmode=True)), "-append", " ".join(fw_args)]
+
+
+class SerialBoard:
+    """A board-mode QEMU board, driven as a board owner drives a board: through its serial port
+    (``port``, a pseudo-terminal: ``mpremote connect PORT ...``). ``power_cut()`` kills QEMU at
+    once (SIGKILL): the flash image keeps what had been written to it, nothing else.
+    QEMU's own output (and a firmware fault's message) goes to ``log``."""
+
+    def __init__(self, board: str, image: Path | str, heap: str | None = None, flt: str = "single",
+                 log: Path | str | None = None) -> None:
+        self.cmd = board_cmd(board, image, heap, flt)
+        self.log = Path(log) if log else Path(image).with_suffix(".qemu.log")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = ""
+
+    def start(self, timeout: float = 20) -> str:
+        import re
+        import time
+
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            m = re.search(r"char device redirected to (/dev/pts/\d+)", self.log.read_text(errors="replace"))
+            if m:
+                self.port = m.group(1)
+                return self.port
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"QEMU gave no serial port: {self.log.read_text(errors='replace')[-800:]}")
+
+    def power_cut(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    stop = power_cut
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def __enter__(self) -> SerialBoard:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def run(board: str, script: str, args: Sequence[str] = (), cwd: Path | str | None = None,
         flt: str = "single", heap: str | None = None, paths: Sequence[str] | None = None,
         arch: str | None = None, timeout: float = 600, extra: Sequence[str] = ()
@@ -156,14 +228,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--arch", default=None, help="natmod arch folder on sys.path (default: the board's)")
     ap.add_argument("--cwd", default=None, help="host folder (default: the current one)")
     ap.add_argument("--no-build", action="store_true", help="do not run make first")
+    ap.add_argument("--flash", default=None, metavar="IMAGE",
+                    help="board mode: the BOARDMODE=1 firmware with this littlefs flash image (made "
+                         "fresh if missing) and its REPL on a pseudo-terminal, for mpremote")
     ap.add_argument("script", nargs="?")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
+    if a.flash:
+        return serve(a.board, a.flash, a.heap, a.flt, build_first=not a.no_build)
     if not a.no_build:
         build(a.board, a.flt)
         build_pylib()
     cmd = qemu_cmd(a.board, a.script, a.args, a.flt, a.heap, None, a.arch, interactive=a.script is None)
     return subprocess.call(cmd, cwd=a.cwd or os.getcwd())
+
+
+def serve(board: str, image: str, heap: str | None, flt: str, build_first: bool = True) -> int:
+    """Board mode until Ctrl-C: print the serial port and wait."""
+    from microtrain_tools import flashimg
+
+    if build_first:
+        build(board, flt, boardmode=True)
+    if not Path(image).exists():
+        flashimg.new_image(image)
+    b = SerialBoard(board, image, heap, flt)
+    port = b.start()
+    print(f"{board}: serial port {port} (mpremote connect {port} ...); flash {image}; Ctrl-C stops QEMU",
+          flush=True)
+    try:
+        assert b.proc is not None
+        return b.proc.wait()
+    except KeyboardInterrupt:
+        b.stop()
+        return 0
 
 
 if __name__ == "__main__":

@@ -28,10 +28,10 @@ typedef struct {
     double dv;
     char kind;  // buffers: 'y' 'Y' 'b' 'B' 'i' 'I' 'f'
     int out;
-    int hidden;     // a base for views, not an argument of the call
-    uint32_t n;     // elements
-    uint8_t *buf;   // data
-    uint8_t *owned; // malloc'd block to free (buffers only)
+    int hidden;      // a base for views, not an argument of the call
+    uint32_t n;      // elements
+    uint8_t *buf;    // data
+    uint8_t *owned;  // malloc'd block to free (buffers only)
 } arg_t;
 
 typedef struct {
@@ -98,11 +98,11 @@ static void w_u8(uint8_t v) {
     w_bytes(&v, 1);
 }
 static void w_u16(uint16_t v) {
-    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    uint8_t b[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
     w_bytes(b, 2);
 }
 static void w_u32(uint32_t v) {
-    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
     w_bytes(b, 4);
 }
 static void w_i64(int64_t v) {
@@ -178,7 +178,7 @@ static void *buf(call_t *c, int i, const char *name, int dt, int64_t n, int writ
         return NULL;
     }
     if (n >= 0 && (int64_t)a->n != n) {
-        const int32_t v[MT_MSG_NVALS] = {(int32_t)a->n, (int32_t)n, 0};  // case buffers and checked sizes < 2^31
+        const int32_t v[MT_MSG_NVALS] = { (int32_t)a->n, (int32_t)n, 0 };  // case buffers and checked sizes < 2^31
         fail_v(c, "ValueError", name, MT_MSG_LENGTH, v);
         return NULL;
     }
@@ -265,11 +265,11 @@ typedef char add_size_ok[sizeof(mt_add_params_t) == MT_ADD_NPARAMS * 4 ? 1 : -1]
 
 // 17 ints, or 19 with dil_h, dil_w (as the binding: *dil when a dilation is above 1).
 static int conv_desc(call_t *c, mt_conv2d_dil_params_t *p, int *dil) {
-    int32_t d[MT_CONV2D_DIL_NPARAMS] = {0};
+    int32_t d[MT_CONV2D_DIL_NPARAMS] = { 0 };
     uint32_t n = 0;
     const int32_t *src = (const int32_t *)buf(c, 0, "desc", I32, -1, 0, &n);
     if (src && n != MT_CONV2D_NPARAMS && n != MT_CONV2D_DIL_NPARAMS) {
-        const int32_t v[MT_MSG_NVALS] = {(int32_t)n, MT_CONV2D_NPARAMS, 0};
+        const int32_t v[MT_MSG_NVALS] = { (int32_t)n, MT_CONV2D_NPARAMS, 0 };
         fail_v(c, "ValueError", "desc", MT_MSG_LENGTH, v);
     }
     d[17] = d[18] = 1;
@@ -335,8 +335,7 @@ static void grad_act(call_t *c, int32_t *lo, int32_t *hi) {
 #if MT_HAS_FLOAT
 // gw / gb of a _grad_weight_f32 call (args 6, 7, 8) as the binding's mt_gw_window:
 // the whole layer without c0, else the window of len(gb) channels from c0.
-static int gw_window(call_t *c, const uint8_t *mask, int32_t out_c, int32_t k, float **gw, float **gb,
-                     int32_t *c0) {
+static int gw_window(call_t *c, const uint8_t *mask, int32_t out_c, int32_t k, float **gw, float **gb, int32_t *c0) {
     if (c->na < 9) {
         *gw = buf(c, 6, "gw", F32, (int64_t)out_c * k, 1, NULL);
         *gb = buf(c, 7, "gb", F32, out_c, 1, NULL);
@@ -357,7 +356,7 @@ static int gw_window(call_t *c, const uint8_t *mask, int32_t out_c, int32_t k, f
         check_v(c, "gb", mt_gw_window_n_check(n, *c0, out_c, v), v);
     }
     if (!failed(c) && (int64_t)nw != (int64_t)n * k) {
-        const int32_t vl[MT_MSG_NVALS] = {(int32_t)nw, n * k, 0};
+        const int32_t vl[MT_MSG_NVALS] = { (int32_t)nw, n * k, 0 };
         fail_v(c, "ValueError", "gw", MT_MSG_LENGTH, vl);
     }
     if (!failed(c)) {
@@ -374,7 +373,7 @@ static int run_conv_add(call_t *c) {
         return 0;
     }
     if (dil) {
-        fail(c, "ValueError", "desc", "a dilated conv has no row-block form");
+        fail(c, "ValueError", "desc", MT_MSG_NO_ROW_BLOCK);
         return 0;
     }
     const mt_conv2d_params_t p = pd.c;
@@ -647,7 +646,7 @@ static int run_pool(call_t *c, const char *op, int32_t *ret) {
 }
 
 // ---------------------------------------------------------------------------
-// update.c: the binding's checks in its order (modmicrotrain.c, mod_update_*)
+// update.c: the binding's checks in its order (mt_bind_update.h, mod_update_*)
 
 static int is_none(const call_t *c, int i) {
     return i < c->na && c->a[i].tag == 'N';
@@ -719,7 +718,7 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         const uint8_t *touched = upd_touched(c, 2, n_ch);
         const int32_t cnt = checked_int(c, 3, "n", mt_update_n_check);
         const float wd = checked_float(c, 4, "wd", mt_nonneg_check);
-        mt_update_src_t src = {NULL, NULL, NULL, NULL, 1.0f};
+        mt_update_src_t src = { NULL, NULL, NULL, NULL, 1.0f };
         if (!failed(c) && !is_none(c, 8)) {
             src.master = buf(c, 8, "master", F32, n, 0, NULL);
         } else if (!failed(c)) {
@@ -815,13 +814,13 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         (void)buf(c, 0, "w", S8, -1, 0, &nw);
         L.w = buf(c, 0, "w", S8, nw, 1, NULL);
         (void)buf(c, 1, "w_scale", F32, -1, 0, &nc);
-        if (!failed(c) && (nc < 1 || nc > 65535)) {
-            fail(c, "ValueError", "w_scale", "must have 1..65535 channels");
+        if (!failed(c)) {
+            check(c, "w_scale", mt_channel_count_check(nc));
         }
         L.w_scale = buf(c, 1, "w_scale", F32, nc, 1, NULL);
         if (!failed(c) && (nw % nc != 0 || nw < nc)) {
-            const int32_t v[MT_MSG_NVALS] = {(int32_t)nw, (int32_t)nc, 0};
-            fail_v(c, "ValueError", "w", "has %d elements, not a positive multiple of %d channels", v);
+            const int32_t v[MT_MSG_NVALS] = { (int32_t)nw, (int32_t)nc, 0 };
+            fail_v(c, "ValueError", "w", MT_MSG_CHANNEL_MULTIPLE, v);
         }
         L.n_ch = (int32_t)nc;
         L.k = nc ? (int32_t)(nw / nc) : 0;
@@ -833,7 +832,7 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         L.master_w = is_none(c, 7) ? NULL : buf(c, 7, "master_w", F32, nw, 1, NULL);
         L.master_b = is_none(c, 8) ? NULL : buf(c, 8, "master_b", F32, nc, 1, NULL);
         if (!failed(c) && is_none(c, 7) != is_none(c, 8)) {
-            fail(c, "ValueError", "master_b", "must be given with master_w (both or neither)");
+            fail(c, "ValueError", "master_b", MT_MSG_MASTER_PAIR);
         }
         const uint8_t *touched = upd_touched(c, 9, (int32_t)nc);
         const float lr = checked_float(c, 10, "lr", mt_nonneg_check);
@@ -843,8 +842,8 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         uint32_t n_scr = 0;  // at least 2 n_ch (keep) / n_ch: a longer one is lent, its tail unused
         float *scratch = buf(c, 14, "scratch", F32, -1, 1, &n_scr);
         if (!failed(c) && n_scr < (uint32_t)(keep ? 2 * nc : nc)) {
-            const int32_t v[MT_MSG_NVALS] = {(int32_t)n_scr, (int32_t)(keep ? 2 * nc : nc), 0};
-            fail_v(c, "ValueError", "scratch", "has %d elements, expected at least %d", v);
+            const int32_t v[MT_MSG_NVALS] = { (int32_t)n_scr, (int32_t)(keep ? 2 * nc : nc), 0 };
+            fail_v(c, "ValueError", "scratch", MT_MSG_AT_LEAST, v);
         }
         if (failed(c)) {
             return 0;
@@ -852,9 +851,8 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
         const int32_t r = keep ? mt_update_s8_apply_keep(&L, touched, lr, rng, scratch)
                                : mt_update_s8_apply(&L, touched, lr, rng, scratch);
         if (r < -1) {
-            const int32_t v[MT_MSG_NVALS] = {-2 - r, 0, 0};
-            fail_v(c, "ValueError", "gw",
-                   "channel %d: the step gives non-finite weights or a scale out of float32 range", v);
+            const int32_t v[MT_MSG_NVALS] = { -2 - r, 0, 0 };
+            fail_v(c, "ValueError", "gw", MT_MSG_BAD_STEP, v);
             return 0;
         }
         *ret = r;
@@ -865,8 +863,8 @@ static int run_update(call_t *c, const char *op, int32_t *ret) {
             return 0;
         }
         const float *sw = buf(c, 0, "w_scale", F32, -1, 0, &n);
-        if (!failed(c) && (n < 1 || n > 65535)) {
-            fail(c, "ValueError", "w_scale", "must have 1..65535 channels");
+        if (!failed(c)) {
+            check(c, "w_scale", mt_channel_count_check(n));
         }
         if (!failed(c)) {
             check(c, "w_scale", mt_scales_check(sw, (int32_t)n));
@@ -1149,7 +1147,7 @@ static int run_misc(call_t *c, const char *op, int32_t *ret) {
         }
         const int32_t *norms = buf(c, 0, "norms", I32, -1, 0, &n);
         if (!failed(c)) {
-            check(c, "norms", mt_topk_channels_check(n));
+            check(c, "norms", mt_channel_count_check(n));
         }
         const int32_t k = int_arg(c, 1, "k");
         if (!failed(c)) {
@@ -1372,7 +1370,7 @@ int main(int argc, char **argv) {
         free(data);
         return 2;
     }
-    reader_t r = {data + 4, data + len, 0};
+    reader_t r = { data + 4, data + len, 0 };
     const uint32_t ncases = rd_u32(&r);
     w_bytes("MTR1", 4);
     w_u32(ncases);

@@ -119,7 +119,8 @@ static void gen(int g, uint32_t *a, uint32_t *b) {
         case 2: {  // exponent sums / differences at the underflow and overflow edges
             const int32_t e = (int32_t)(rnd() % 256);
             const int32_t t = (rnd() & 1) ? 127 - 126 - 26 + (int32_t)(rnd() % 30) : 127 + 124 + (int32_t)(rnd() % 6);
-            const int32_t f = (rnd() & 1) ? t + 127 - e : e - t + 127;  // mul: ea + eb - 127 ~ t; div: ea - eb + 127 ~ t
+            const int32_t f =
+                (rnd() & 1) ? t + 127 - e : e - t + 127;  // mul: ea + eb - 127 ~ t; div: ea - eb + 127 ~ t
             *a = with_exp(e, e);
             *b = with_exp(f, f);
             break;
@@ -215,9 +216,9 @@ static void check_libgcc(uint32_t a, uint32_t b) {
     volatile float r = fa * fb;
     check_float("__mulsf3", a, b, __mulsf3(a, b), r, 1);
     const int un = fa != fa || fb != fb;
-    if ((__eqsf2(a, b) == 0) != (fa == fb) || (__nesf2(a, b) != 0) != (fa != fb) ||
-        (__ltsf2(a, b) < 0) != (fa < fb) || (__lesf2(a, b) <= 0) != (fa <= fb) ||
-        (__gtsf2(a, b) > 0) != (fa > fb) || (__gesf2(a, b) >= 0) != (fa >= fb) || (__unordsf2(a, b) != 0) != un) {
+    if ((__eqsf2(a, b) == 0) != (fa == fb) || (__nesf2(a, b) != 0) != (fa != fb) || (__ltsf2(a, b) < 0) != (fa < fb) ||
+        (__lesf2(a, b) <= 0) != (fa <= fb) || (__gtsf2(a, b) > 0) != (fa > fb) || (__gesf2(a, b) >= 0) != (fa >= fb) ||
+        (__unordsf2(a, b) != 0) != un) {
         fail("libgcc cmp", a, b, (uint32_t)__ltsf2(a, b), fa < fb);
     }
 }
@@ -339,7 +340,7 @@ int main(int argc, char **argv) {
     }
     // add_trunc at its rounding points: z = x + u within a few quarter-ulps of
     // every integer (ties included), for offsets u at both ends of [128, 129)
-    static const uint32_t US[4] = {0x43000000u, 0x43008000u, 0x43000001u, 0x4300FFFFu};
+    static const uint32_t US[4] = { 0x43000000u, 0x43008000u, 0x43000001u, 0x4300FFFFu };
     for (int iu = 0; iu < 4; ++iu) {
         const double u = (double)flt(US[iu]);
         for (uint32_t z = 0; z < 2; ++z) {  // +-0 + u

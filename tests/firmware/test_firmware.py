@@ -57,6 +57,7 @@ from support.fwbuild import (
     standin_port,
 )
 from support.harness import ROOT, RUNNER, compare, decode_results, write_cases
+from support.kernel_harness import c_sources
 from support.symbols import SOFTFLOAT_ABI, foreign_globals, softfloat_abi_routines
 
 MODDIR = USERMOD / "microtrain"
@@ -82,32 +83,18 @@ def fw_double() -> tuple[Path, str]:
 # the build files themselves
 
 
-def _mk_sources() -> list[str]:
-    text = (MODDIR / "micropython.mk").read_text()
-    m = re.search(r"MICROTRAIN_SRC_C\s*:=\s*\$\(addprefix \$\(MICROTRAIN_MOD_DIR\)/,(.*?)\)", text, re.S)
-    assert m, "micropython.mk: no MICROTRAIN_SRC_C := $(addprefix $(MICROTRAIN_MOD_DIR)/, ...)"
-    return sorted(m.group(1).replace("\\", " ").split())
-
-
-def _cmake_sources() -> list[str]:
-    text = (MODDIR / "micropython.cmake").read_text()
-    m = re.search(r"set\(MICROTRAIN_SOURCES(.*?)\)", text, re.S)
-    assert m
-    return sorted(s.replace("${CMAKE_CURRENT_LIST_DIR}/", "") for s in m.group(1).split())
-
-
-def _natmod_sources() -> list[str]:
-    m = re.search(r"^SRC\s*=\s*(.*)$", (MODDIR / "Makefile").read_text(), re.M)
-    assert m
-    return sorted(m.group(1).split())
-
-
 def test_source_lists_complete() -> None:
     assert C_SOURCES, "no C sources?"
-    assert _mk_sources() == C_SOURCES
-    assert _cmake_sources() == C_SOURCES
-    assert _natmod_sources() == C_SOURCES
+    assert sorted(c_sources("MICROTRAIN_SRC")) == C_SOURCES  # the one list (sources.mk) every build reads
+    natmod = (MODDIR / "Makefile").read_text()
+    assert re.search(r"^include sources\.mk$", natmod, re.M)
+    assert re.search(r"^SRC = \$\(MICROTRAIN_SRC\) \$\(MICROTRAIN_BIND_H\)$", natmod, re.M)
+    # every header modmicrotrain.c includes from this folder is scanned for qstrs
+    bind_h = [p.name for p in MODDIR.glob("mt_bind*.h")] + ["mt_funcs.h"]
+    assert sorted(c_sources("MICROTRAIN_BIND_H")) == sorted(bind_h)
     mk = (MODDIR / "micropython.mk").read_text()
+    assert re.search(r"^include \$\(MICROTRAIN_MOD_DIR\)/sources\.mk$", mk, re.M)
+    assert "\nMICROTRAIN_SRC_C := $(addprefix $(MICROTRAIN_MOD_DIR)/,$(MICROTRAIN_SRC))\n" in mk
     # USERMOD_DIR is reassigned for every module: capture it with an immediate assignment
     assert re.search(r"^MICROTRAIN_MOD_DIR := \$\(USERMOD_DIR\)$", mk, re.M)
     assert re.search(r"^SRC_USERMOD_C \+= \$\(MICROTRAIN_SRC_C\)$", mk, re.M)
@@ -115,6 +102,7 @@ def test_source_lists_complete() -> None:
     assert not re.search(r"^CFLAGS_USERMOD.*-ffp-contract", mk, re.M)
     assert re.search(r"^\$\(MICROTRAIN_OBJ\): private CFLAGS \+= -ffp-contract=off$", mk, re.M)
     cm = (MODDIR / "micropython.cmake").read_text()
+    assert "file(READ ${CMAKE_CURRENT_LIST_DIR}/sources.mk MICROTRAIN_MK)" in cm
     assert "target_sources(usermod_microtrain INTERFACE ${MICROTRAIN_SOURCES})" in cm
     assert "target_compile_options" not in cm  # INTERFACE options would reach the whole firmware
     assert ("set_property(SOURCE ${MICROTRAIN_SOURCES} APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)"

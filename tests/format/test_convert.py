@@ -17,6 +17,7 @@ import torch.nn as nn
 
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm
+from microtrain_tools import mtm_layout as L
 from microtrain_tools.reference import oracle as o
 from support.mtm_files import fix_crc
 from support.torch_models import Cnn2d, Res1d, as_1d, train_quick
@@ -268,7 +269,8 @@ def test_round_trip(cnn2d_file, tmp_path) -> None:  # type: ignore[no-untyped-de
         desc = np.frombuffer(cnn2d_file, dtype="<i4", count=len(ly.params), offset=entry + mtm.PARAMS_OFF)
         assert list(desc) == ly.params and (entry + mtm.PARAMS_OFF) % 8 == 0
     for i in range(len(m.tensors)):
-        off, ln = struct.unpack_from("<II", cnn2d_file, mtm.HEADER_SIZE + mtm.TENSOR_ENTRY * i + 24)
+        entry = mtm.HEADER_SIZE + mtm.TENSOR_ENTRY * i
+        off, ln = struct.unpack_from("<II", cnn2d_file, entry + L.TENSOR_OFF["data_off"])
         if ln:
             assert off % 8 == 0 and off >= d_off
 
@@ -295,7 +297,7 @@ def test_checkpoint_state_round_trip(cnn2d_file) -> None:  # type: ignore[no-unt
 def test_corrupted_files(cnn2d_file, case) -> None:  # type: ignore[no-untyped-def]
     b = bytearray(cnn2d_file)
     t0 = mtm.HEADER_SIZE  # first tensor entry (the input activation)
-    n_t = struct.unpack_from("<I", b, 20)[0]
+    n_t = struct.unpack_from("<I", b, L.HEADER_OFF["n_tensors"])[0]
     lt = t0 + mtm.TENSOR_ENTRY * n_t
     w_entry = t0 + mtm.TENSOR_ENTRY * next(i for i, t in enumerate(mtm.read(cnn2d_file).tensors)
                                            if t.data is not None)
@@ -324,7 +326,7 @@ def test_corrupted_files(cnn2d_file, case) -> None:  # type: ignore[no-untyped-d
         struct.pack_into("<I", b, w_entry + 8, 7)
         fix_crc(b)
     elif case == "align":
-        off = struct.unpack_from("<I", b, w_entry + 24)[0]
+        off = struct.unpack_from("<I", b, w_entry + L.TENSOR_OFF["data_off"])[0]
         struct.pack_into("<I", b, w_entry + 24, off + 4)
         fix_crc(b)
     elif case == "name":
@@ -355,7 +357,7 @@ def test_semantic_corruption_caught_with_valid_crc(cnn2d_file) -> None:  # type:
     # negative multiplier in the data blob
     b = bytearray(cnn2d_file)
     mult = m.layers[0].mult
-    off = struct.unpack_from("<I", b, mtm.HEADER_SIZE + mtm.TENSOR_ENTRY * mult + 24)[0]
+    off = struct.unpack_from("<I", b, mtm.HEADER_SIZE + mtm.TENSOR_ENTRY * mult + L.TENSOR_OFF["data_off"])[0]
     struct.pack_into("<i", b, off, -5)
     with pytest.raises(ValueError, match="negative multiplier"):
         mtm.read(bytes(fix_crc(b)))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from microtrain_tools.reference import oracle
+from support.bad_input_specs import SPECS
 from support.harness import (
     Arg,
     Buf,
@@ -42,83 +43,10 @@ POOL_G = ConvGeom(6, 6, 3, 3, 3, 3, 3, 3, 2, 2, 1, 1, 3)
 POOL_D = ConvGeom(6, 7, 3, 3, 3, 3, 2, 2, 2, 3, 0, 1, 3)
 LIN_IN, LIN_OUT = 10, 4
 
-# name, kind: desc | s8 | s8out | s8io | i32 | i32out | u32 | u32io | f32io | mask | int | float;
-# f32any: a float32 in-out buffer of any length; f32min: of at least its length (longer is valid)
-SPECS: dict[str, list[tuple[str, str]]] = {
-    "conv2d_s8_forward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("bias", "i32"), ("mult", "i32"),
-                          ("shift", "i32"), ("y", "s8out")],
-    "conv2d_s8_grad_input": [("desc", "desc"), ("e", "s8"), ("w", "s8"), ("wr", "i32"), ("mask", "mask"),
-                             ("acc", "i32out"), ("ein", "s8out")],
-    "conv2d_s8_grad_weight": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("mask", "mask"), ("gw", "i32out"),
-                              ("gb", "i32out")],
-    "conv2d_s8_grad_weight_f32": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("mask", "mask"),
-                                  ("w_scale", "float"), ("b_scale", "float"), ("gw", "f32io"),
-                                  ("gb", "f32io")],
-    "relu_s8_forward": [("x", "s8"), ("zp", "int"), ("y", "s8out")],
-    "relu6_s8_forward": [("x", "s8"), ("zp", "int"), ("q6", "int"), ("y", "s8out")],
-    "relu_s8_backward": [("y", "s8"), ("zp", "int"), ("e", "s8io")],
-    "relu6_s8_backward": [("y", "s8"), ("zp", "int"), ("q6", "int"), ("e", "s8io")],
-    "maxpool_s8_forward": [("desc", "desc"), ("x", "s8"), ("y", "s8out")],
-    "maxpool_s8_grad_input": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("acc", "i32out"),
-                              ("ein", "s8out")],
-    "avgpool_s8_forward": [("desc", "desc"), ("x", "s8"), ("y", "s8out")],
-    "avgpool_s8_grad_input": [("desc", "desc"), ("e", "s8"), ("acc", "i32out"), ("ein", "s8out")],
-    "maxpool_s8_grad_input_act": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("lo", "int"), ("hi", "int"),
-                                  ("ein", "s8out")],
-    "avgpool_s8_grad_input_act": [("desc", "desc"), ("y", "s8"), ("e", "s8"), ("lo", "int"), ("hi", "int"),
-                                  ("ein", "s8out")],
-    "global_avgpool_s8_forward": [("x", "s8"), ("hw", "int"), ("c", "int"), ("y", "s8out")],
-    "global_avgpool_s8_grad_input": [("e", "s8"), ("hw", "int"), ("ein", "s8out")],
-    "add_s8_forward": [("desc", "desc"), ("x1", "s8"), ("x2", "s8"), ("y", "s8out")],
-    "add_s8_grad_merge": [("ea", "s8"), ("ra", "int"), ("eb", "s8"), ("rb", "int"), ("out", "s8out")],
-    # tile: any length of at least one output row (its bad values are in SCALAR_BAD)
-    "conv2d_add_s8_forward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("bias", "i32"), ("mult", "i32"),
-                              ("shift", "i32"), ("add_desc", "i32"), ("side", "int"), ("skip", "s8io"),
-                              ("tile", "skip")],
-    "softmax_xent_s8": [("logits", "s8"), ("label", "int"), ("lut", "u32"), ("err", "s8out"),
-                        ("stats", "i32out")],
-    "l1_norm_s8": [("e", "s8"), ("c", "int"), ("norms", "i32out")],
-    "topk_mask": [("norms", "i32"), ("k", "int"), ("mask", "s8out")],
-    "zo_perturb_s8": [("base", "s8"), ("eps", "int"), ("rng", "u32io"), ("w", "s8out")],
-    "zo_perturb_h_s8": [("base", "s8"), ("eps", "int"), ("rng", "u32io"), ("row", "int"), ("i0", "int"),
-                        ("w", "s8out")],
-    "zo_update_s8": [("base", "s8"), ("step", "int"), ("rng", "u32io"), ("w", "s8out")],
-    "dyn_requant_s8": [("acc", "i32"), ("out", "s8out")],
-    "f32_axpy_i32": [("x", "i32"), ("a", "float"), ("y", "f32io")],
-    # update primitives: optional arguments ("skip") get their bad values in SCALAR_BAD
-    "update_u8_touch": [("touched", "s8io"), ("mask", "skip")],
-    "update_f32_check": [("x", "f32any")],
-    "update_f32_decay": [("g", "f32io"), ("k", "int"), ("touched", "skip"), ("n", "int"), ("wd", "float"),
-                         ("q", "skip"), ("scale", "skip"), ("f", "skip"), ("master", "skip")],
-    "update_f32_standardize": [("g", "f32io"), ("k", "int"), ("touched", "skip"), ("n", "int")],
-    "update_f32_axpby": [("y", "f32io"), ("x", "f32io"), ("k", "int"), ("touched", "skip"), ("a", "float"),
-                         ("b", "float")],
-    "update_f32_momentum": [("g", "f32io"), ("v", "f32io"), ("k", "int"), ("touched", "skip"),
-                            ("mom", "float")],
-    "update_f32_adam": [("g", "f32io"), ("m", "f32io"), ("v", "f32io"), ("k", "int"), ("touched", "skip"),
-                        ("b1", "float"), ("b2", "float"), ("b1t", "float"), ("b2t", "float"),
-                        ("eps", "float")],
-    "update_s8_apply": [("w", "s8io"), ("w_scale", "f32io"), ("b", "i32out"), ("mult", "i32out"),
-                        ("shift", "i32out"), ("gw", "f32io"), ("gb", "f32io"), ("master_w", "skip"),
-                        ("master_b", "skip"), ("touched", "skip"), ("lr", "float"), ("s_in", "float"),
-                        ("s_out", "float"), ("rng", "int"), ("scratch", "f32min")],
-    "update_f32_ratios": [("w_scale", "f32io"), ("r", "int"), ("wr", "i32out")],
-    "update_f32_scale": [("x", "f32io"), ("k", "int"), ("touched", "skip"), ("a", "float")],
-    # gw, gb: only read, but compared after the call (unchanged): in-out kinds here
-    "update_s8_apply_keep": [("w", "s8io"), ("w_scale", "f32io"), ("b", "i32out"), ("mult", "i32out"),
-                             ("shift", "i32out"), ("gw", "f32io"), ("gb", "f32io"), ("master_w", "skip"),
-                             ("master_b", "skip"), ("touched", "skip"), ("lr", "float"), ("s_in", "float"),
-                             ("s_out", "float"), ("rng", "int"), ("scratch", "f32min")],
-    "lut_s8_forward": [("x", "s8"), ("table", "s8"), ("y", "s8out")],
-    "lut_s8_grad_input": [("x", "s8"), ("e", "s8"), ("dtable", "i32"), ("ein", "s8out")],
-    "concat_s8_forward": [("desc", "desc"), ("x1", "s8"), ("x2", "s8"), ("y", "s8out")],
-    "concat_s8_grad_input": [("desc", "desc"), ("e", "s8"), ("part", "int"), ("ein", "s8out")],
-    "upsample_s8_forward": [("desc", "desc"), ("x", "s8"), ("y", "s8out")],
-    "upsample_s8_grad_input": [("desc", "desc"), ("e", "s8"), ("ein", "s8out")],
-}
-for _fam in ("linear",):
-    for _suffix in ("forward", "grad_input", "grad_weight", "grad_weight_f32"):
-        SPECS[f"{_fam}_s8_{_suffix}"] = SPECS[f"conv2d_s8_{_suffix}"]
+# SPECS (generated from tools/microtrain_tools/kernelspec.py): per op, (name, kind) of each argument,
+# kind: desc | s8 | s8out | s8io | i32 | i32out | u32 | u32io | f32io | mask | int | float | skip;
+# f32any: a float32 in-out buffer of any length; f32min: of at least its length (longer is valid);
+# skip: an argument whose bad values are in SCALAR_BAD
 assert set(SPECS) == set(ALL_OPS)
 
 # Arguments whose length is free (it sets the others'): a wrong length may be

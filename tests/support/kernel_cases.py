@@ -1599,7 +1599,7 @@ def _geom(in_h: int, in_w: int, in_c: int, out_c: int, k_h: int, k_w: int, s_h: 
 
 
 def generate_forward_blocks(seed: int = 4242) -> list[Case]:
-    """The register-blocked forward paths (conv2d.c, linear.c, mt_runs.h) at
+    """The register-blocked forward paths (conv2d_s8_forward.c, linear.c, mt_runs.h) at
     their edges: channel counts 1..5 and not multiples of 4 (odd last output
     channel, byte tails after the 4-byte steps), interior runs of odd length
     (a lone last pair member), 1x1 runs merged over rows, border rows and

@@ -62,8 +62,20 @@ PYTHON_LIB = paths.PYTHON_LIB
 RUNNER = ROOT / "tests" / "mp" / "kernel_runner.py"
 DRIVER_SRC = ROOT / "tests" / "c" / "kernel_driver.c"
 KERNEL_DIR = ROOT / "usermod" / "microtrain"
-KERNEL_SOURCES = ("quant", "checks", "conv2d", "linear", "activation", "lut", "pool", "add", "concat",
-                  "upsample", "softmax_xent", "sparse", "accumulate", "update", "zo")
+
+
+def c_sources(name: str, kernel_dir: Path = KERNEL_DIR) -> list[str]:
+    """The file names of list ``name`` of usermod/microtrain/sources.mk, where every build takes them."""
+    text = (kernel_dir / "sources.mk").read_text().replace("\\\n", " ")
+    lists: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if " = " in line and not line.startswith("#"):
+            key, words = line.split(" = ", 1)
+            lists[key] = [f for w in words.split() for f in (lists[w[2:-1]] if w.startswith("$(") else [w])]
+    return lists[name]
+
+
+KERNEL_SOURCES = tuple(s.removesuffix(".c") for s in c_sources("MICROTRAIN_KERNEL_SRC"))
 DRIVER_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-g")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                   "-fno-omit-frame-pointer")

@@ -526,6 +526,14 @@ def test_deploy_dry_run_commands(models, dist, tmp_path) -> None:  # type: ignor
         [*mp, "fs", "cp", str(dist / "_microtrain.mpy"), ":/flash/lib/_microtrain.mpy"],
         [*mp, "fs", "cp", str(script), ":/flash/main.py"],
     ]
+    # a firmware with microtrain built in (--builtin): the model and the script only, then the check
+    r = microtrain("deploy", "--port", "/dev/ttyACM0", "--builtin", "--model", str(model), "--script",
+                   str(script), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    got = [c[1:] for c in _lines(r.stdout)]  # without mpremote's path
+    assert got[:2] == [["connect", "/dev/ttyACM0", "fs", "cp", str(model), ":/cnn.mtm"],
+                       ["connect", "/dev/ttyACM0", "fs", "cp", str(script), ":/main.py"]]
+    assert len(got) == 3 and got[2][2] == "exec" and got[2][3].startswith("import microtrain;")
 
 
 def test_deploy_argument_errors(models, dist, tmp_path) -> None:  # type: ignore[no-untyped-def]

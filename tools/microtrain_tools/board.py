@@ -220,16 +220,18 @@ def _check_dist(d: Path) -> None:
 
 def deploy_commands(port: str, arch: str, model: str | None = None, script: str | None = None,
                     dist: str | None = None, lib: str = "/lib", root: str = "/",
-                    verify: bool = True) -> list[list[str]]:
+                    verify: bool = True, builtin: bool = False) -> list[list[str]]:
     """Command lines that put the package, model and script on a board.
 
     The first command is ``make dist`` when the default dist folder does not exist yet.
     Then, with ``mpremote connect PORT``: create ``lib`` if missing, copy
     ``microtrain/`` and ``_microtrain.mpy`` into it, copy the model and the script to
-    ``root``, and (``verify``) import the package on the board."""
+    ``root``, and (``verify``) import the package on the board. ``builtin``: the firmware has
+    microtrain built in (user C module, package frozen, e.g. an ESP32-C3 or RP2350 RISC-V
+    build): only the model and the script are copied (``arch`` is not used)."""
     if not port:
         raise ValueError("--port is required (e.g. /dev/ttyACM0; `mpremote devs` lists them)")
-    if arch not in BOARD_ARCHS:
+    if not builtin and arch not in BOARD_ARCHS:
         raise ValueError(f"--arch {arch}: unknown board architecture (one of {', '.join(BOARD_ARCHS)})")
     for what, p, suffix in (("--model", model, ".mtm"), ("--script", script, ".py")):
         if p is None:
@@ -248,7 +250,9 @@ def deploy_commands(port: str, arch: str, model: str | None = None, script: str 
             raise ValueError(f"{what} {p}: must be an absolute path on the board")
     cmds: list[list[str]] = []
     d = dist_dir(arch, dist)
-    if dist is not None or d.is_dir():
+    if builtin:
+        pass
+    elif dist is not None or d.is_dir():
         _check_dist(d)
     else:
         cmds.append(["make", "-C", str(ROOT), "dist", f"ARCH={arch}"])
@@ -258,9 +262,10 @@ def deploy_commands(port: str, arch: str, model: str | None = None, script: str 
     parent, _, base = lib.rpartition("/")
     parent = parent or "/"
     q = json.dumps  # double-quoted Python string literals: the printed command line stays readable
-    cmds.append([*mp, "exec", f"import os;{q(base)} in os.listdir({q(parent)}) or os.mkdir({q(lib)})"])
-    cmds.append([*mp, "fs", "cp", "-r", str(d / "microtrain"), f":{lib}/"])
-    cmds.append([*mp, "fs", "cp", str(d / "_microtrain.mpy"), f":{lib}/_microtrain.mpy"])
+    if not builtin:
+        cmds.append([*mp, "exec", f"import os;{q(base)} in os.listdir({q(parent)}) or os.mkdir({q(lib)})"])
+        cmds.append([*mp, "fs", "cp", "-r", str(d / "microtrain"), f":{lib}/"])
+        cmds.append([*mp, "fs", "cp", str(d / "_microtrain.mpy"), f":{lib}/_microtrain.mpy"])
     for p in (model, script):
         if p is not None:
             dest = f"{root}/{Path(p).name}" if root != "/" else f"/{Path(p).name}"

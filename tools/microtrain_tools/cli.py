@@ -88,7 +88,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     from microtrain_tools import board
 
     cmds = board.deploy_commands(args.port, args.arch, args.model, args.script, args.dist, args.lib,
-                                 args.root, verify=not args.no_verify)
+                                 args.root, verify=not args.no_verify, builtin=args.builtin)
     return board.run_commands(cmds, args.dry_run, "deploy")
 
 
@@ -211,6 +211,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     d.add_argument("--lib", default="/lib",
                    help="package folder on the board (default /lib; pyboard: /flash/lib)")
     d.add_argument("--root", default="/", help="folder on the board for model and script (default /)")
+    d.add_argument("--builtin", action="store_true",
+                   help="the firmware has microtrain built in (user C module, package frozen): copy "
+                        "only the model and script (--arch is not used)")
     d.add_argument("--no-verify", action="store_true",
                    help="do not import the package on the board afterwards")
     d.add_argument("--dry-run", action="store_true", help="print the commands, do not run them")

@@ -29,13 +29,12 @@ void mt_add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t 
 // output, never all of it. The add is element-wise, so each block's result may
 // replace the skip values it was made from. Same bits as conv2d_s8_forward
 // then add_s8_forward (side 0: the conv output is x1, 1: x2).
-void mt_conv2d_add_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
-                              const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                              const mt_add_params_t *a, int32_t side, int8_t *skip, int8_t *tile,
-                              int32_t tile_rows) {
+void mt_conv2d_add_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                              const int32_t *mult, const int32_t *shift, const mt_add_params_t *a, int32_t side,
+                              int8_t *skip, int8_t *tile, int32_t tile_rows) {
     const int32_t row = p->out_w * p->out_c;
-    mt_add_params_t q = {0, a->in1_zp, a->in2_zp, a->out_zp, a->m1, a->sh1, a->m2, a->sh2, a->m_out,
-                         a->sh_out, a->left_shift, a->act_min, a->act_max};
+    mt_add_params_t q = { 0,      a->in1_zp, a->in2_zp, a->out_zp,     a->m1,      a->sh1,    a->m2,
+                          a->sh2, a->m_out,  a->sh_out, a->left_shift, a->act_min, a->act_max };
     for (int32_t r0 = 0; r0 < p->out_h; r0 += tile_rows) {
         const int32_t r1 = p->out_h - r0 < tile_rows ? p->out_h : r0 + tile_rows;
         mt_conv2d_s8_forward_rows(p, x, w, bias, mult, shift, r0, r1, tile);

@@ -37,8 +37,8 @@ static int mt_dim_ok(int32_t v) {
 }
 
 // Window rule for one axis: pad < k and the last window starts inside.
-static const char *mt_axis_check(int32_t in, int32_t out, int32_t k, int32_t stride, int32_t pad,
-                                 const char *msg_pad, const char *msg_out) {
+static const char *mt_axis_check(int32_t in, int32_t out, int32_t k, int32_t stride, int32_t pad, const char *msg_pad,
+                                 const char *msg_out) {
     if (pad < 0 || pad >= k) {
         return msg_pad;
     }
@@ -143,7 +143,8 @@ const char *mt_linear_check(const mt_linear_params_t *p) {
 }
 
 const char *mt_pool_check(const mt_pool_params_t *p) {
-    if (!mt_dim_ok(p->in_h) || !mt_dim_ok(p->in_w) || !mt_dim_ok(p->c) || !mt_dim_ok(p->out_h) || !mt_dim_ok(p->out_w)) {
+    if (!mt_dim_ok(p->in_h) || !mt_dim_ok(p->in_w) || !mt_dim_ok(p->c) || !mt_dim_ok(p->out_h) ||
+        !mt_dim_ok(p->out_w)) {
         return "in_h, in_w, c, out_h, out_w must be in 1..65535";
     }
     if (!mt_dim_ok(p->k_h) || !mt_dim_ok(p->k_w) || !mt_dim_ok(p->stride_h) || !mt_dim_ok(p->stride_w)) {
@@ -156,13 +157,13 @@ const char *mt_pool_check(const mt_pool_params_t *p) {
     if (!mt_elems_ok(p->in_h, p->in_w, p->c) || !mt_elems_ok(p->out_h, p->out_w, p->c)) {
         return "tensor too large (more than 2^26 elements)";
     }
-    const char *m = mt_axis_check(p->in_h, p->out_h, p->k_h, p->stride_h, p->pad_top,
-                                  "pad_top must be in 0..k_h-1", "out_h too large: last window starts below the input");
+    const char *m = mt_axis_check(p->in_h, p->out_h, p->k_h, p->stride_h, p->pad_top, "pad_top must be in 0..k_h-1",
+                                  "out_h too large: last window starts below the input");
     if (m) {
         return m;
     }
-    return mt_axis_check(p->in_w, p->out_w, p->k_w, p->stride_w, p->pad_left,
-                         "pad_left must be in 0..k_w-1", "out_w too large: last window starts right of the input");
+    return mt_axis_check(p->in_w, p->out_w, p->k_w, p->stride_w, p->pad_left, "pad_left must be in 0..k_w-1",
+                         "out_w too large: last window starts right of the input");
 }
 
 const char *mt_pool_no_acc_check(const mt_pool_params_t *p) {
@@ -390,8 +391,7 @@ const char *mt_channels_check(int32_t c, int32_t *v) {
 
 const char *mt_hw_c_check(int32_t hw, int32_t c) {
     // hw <= 65536 and c <= 65535 (checked first): the product fits in uint32.
-    return (uint32_t)hw * (uint32_t)c > (uint32_t)MT_MAX_ELEMS ? "tensor too large (more than 2^26 elements)"
-                                                                : NULL;
+    return (uint32_t)hw * (uint32_t)c > (uint32_t)MT_MAX_ELEMS ? "tensor too large (more than 2^26 elements)" : NULL;
 }
 
 const char *mt_gap_channels_check(int32_t hw, uint32_t c) {
@@ -448,12 +448,12 @@ const char *mt_l1_norm_len_check(uint32_t n, int32_t c, int32_t *v) {
     return NULL;
 }
 
-const char *mt_topk_channels_check(uint32_t c) {
+const char *mt_channel_count_check(uint32_t c) {
     return c < 1 || c > MT_MAX_DIM ? "must hold 1..65535 channels" : NULL;
 }
 
 const char *mt_topk_k_check(int32_t k, uint32_t c, int32_t *v) {
-    v[0] = (int32_t)c;  // c <= 65535 (mt_topk_channels_check)
+    v[0] = (int32_t)c;  // c <= 65535 (mt_channel_count_check)
     v[1] = k;
     return k < 0 || (uint32_t)k > c ? "must be in 0..%d, got %d" : NULL;
 }
@@ -580,8 +580,7 @@ size_t mt_msg_put_int(char *buf, size_t cap, size_t pos, int32_t x) {
     return pos;
 }
 
-size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, const char *what,
-                     const int32_t *v) {
+size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, const char *what, const int32_t *v) {
     size_t pos = mt_msg_put_str(buf, cap, 0, fn);
     pos = mt_msg_put_str(buf, cap, pos, ": ");
     if (arg) {

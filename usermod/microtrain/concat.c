@@ -3,8 +3,8 @@
 #include "mt_kernels.h"
 
 // One input's channels into their slot of every output position.
-static void mt_concat_part(const int8_t *x, int32_t hw, int32_t c, int32_t zp, int32_t m, int32_t sh,
-                           int32_t out_zp, int32_t c_out, int8_t *y) {
+static void mt_concat_part(const int8_t *x, int32_t hw, int32_t c, int32_t zp, int32_t m, int32_t sh, int32_t out_zp,
+                           int32_t c_out, int8_t *y) {
     // clamp(r + out_zp, -128, 127) == clamp(r, lo, hi) + out_zp without overflow.
     const int32_t lo = -128 - out_zp, hi = 127 - out_zp;
     for (int32_t p = 0; p < hw; ++p, x += c, y += c_out) {

@@ -26,13 +26,13 @@ static MT_NOINLINE void scale_x_run(int32_t *g, const int8_t *x, int32_t n, int3
 // RISC-V: four row pointers and four bytes a step at immediate offsets
 // (loads take no register offset), so the five pointers move once per four
 // bytes: per byte of x, one load and one subtraction for four MACs.
-#define MT_RV_COL(j)                                                                  \
-    do {                                                                              \
-        const int32_t a = (int32_t)x[j] - zp;                                         \
-        s0 += a * (int32_t)w0[j];                                                     \
-        s1 += a * (int32_t)w1[j];                                                     \
-        s2 += a * (int32_t)w2[j];                                                     \
-        s3 += a * (int32_t)w3[j];                                                     \
+#define MT_RV_COL(j)                          \
+    do {                                      \
+        const int32_t a = (int32_t)x[j] - zp; \
+        s0 += a * (int32_t)w0[j];             \
+        s1 += a * (int32_t)w1[j];             \
+        s2 += a * (int32_t)w2[j];             \
+        s3 += a * (int32_t)w3[j];             \
     } while (0)
 
 static MT_NOINLINE void dot_1x4(const int8_t *x, const int8_t *w, int32_t ws, int32_t n, int32_t zp, int32_t *s) {
@@ -94,8 +94,8 @@ static MT_NOINLINE void dot_1x4(const int8_t *x, const int8_t *w, int32_t ws, in
 #endif
 
 // Four weight rows per pass over x (dot_1x4), then two, then one.
-void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w,
-                       const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
+void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                          const int32_t *mult, const int32_t *shift, int8_t *y) {
     const int32_t in_n = p->in_n, out_n = p->out_n, zp = p->in_zp, out_zp = p->out_zp;
     // Clamp before adding out_zp: requant may return values near +-2^31.
     const int32_t lo = p->act_min - out_zp, hi = p->act_max - out_zp;
@@ -124,9 +124,8 @@ void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const in
 #if MT_SOFT_MATH
 // Output-row outermost: a dropped channel or a zero error skips its whole
 // weight row.
-int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
-                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
-                                int8_t *ein) {
+int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
+                                const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc, int8_t *ein) {
     const int32_t in_n = p->in_n;
     for (int32_t i = 0; i < in_n; ++i) {
         acc[i] = 0;
@@ -169,9 +168,8 @@ static MT_NOINLINE void axpy4_w_run(int32_t *acc, const int8_t *const *w, int32_
 // Rows with a zero error or dropped are skipped; the others go four per
 // pass over acc (acc's partial sums are sums of some of its terms, all
 // bounded by mt_wr_check(wr, out_n, out_n)).
-int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
-                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
-                                int8_t *ein) {
+int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
+                                const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc, int8_t *ein) {
     const int32_t in_n = p->in_n;
     for (int32_t i = 0; i < in_n; ++i) {
         acc[i] = 0;
@@ -199,8 +197,8 @@ int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, co
 
 #if MT_SOFT_MATH
 // Masked rows are written as zeros without reading x.
-void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
-                           const uint8_t *mask, int32_t *gw, int32_t *gb) {
+void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                              int32_t *gw, int32_t *gb) {
     const int32_t in_n = p->in_n, zp = p->in_zp;
     int32_t wo = 0;
     for (int32_t o = 0; o < p->out_n; ++o, wo += in_n) {
@@ -290,8 +288,8 @@ static MT_NOINLINE void scale1_x_run(int32_t *g, const int8_t *x, int32_t n, int
 
 // Rows with a zero error (masked rows count as such) are zero-filled without
 // reading x; two neighbouring rows with errors share each unpacked x word.
-void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
-                           const uint8_t *mask, int32_t *gw, int32_t *gb) {
+void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                              int32_t *gw, int32_t *gb) {
     const int32_t in_n = p->in_n, out_n = p->out_n, zp = p->in_zp;
     for (int32_t o = 0; o < out_n; ++o) {
         gb[o] = (mask && !mask[o]) ? 0 : e[o];
@@ -343,9 +341,8 @@ static MT_NOINLINE void axpy_f32_x_run(float *g, const int8_t *x, int32_t n, int
 
 // gw / gb row r is output c0 + r; outputs outside the window are masked (the
 // binding's check), so only rows inside it are touched.
-void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
-                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb,
-                               int32_t c0) {
+void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                                  float w_scale, float b_scale, float *gw, float *gb, int32_t c0) {
     const int32_t in_n = p->in_n, zp = p->in_zp;
     for (int32_t o = 0; o < p->out_n; ++o) {
         if (mask && !mask[o]) {

@@ -2,26 +2,19 @@
 #   make USER_C_MODULES=<repo>/usermod/micropython.cmake
 add_library(usermod_microtrain INTERFACE)
 
-set(MICROTRAIN_SOURCES
-    ${CMAKE_CURRENT_LIST_DIR}/modmicrotrain.c
-    ${CMAKE_CURRENT_LIST_DIR}/quant.c
-    ${CMAKE_CURRENT_LIST_DIR}/checks.c
-    ${CMAKE_CURRENT_LIST_DIR}/conv2d.c
-    ${CMAKE_CURRENT_LIST_DIR}/linear.c
-    ${CMAKE_CURRENT_LIST_DIR}/activation.c
-    ${CMAKE_CURRENT_LIST_DIR}/lut.c
-    ${CMAKE_CURRENT_LIST_DIR}/pool.c
-    ${CMAKE_CURRENT_LIST_DIR}/add.c
-    ${CMAKE_CURRENT_LIST_DIR}/concat.c
-    ${CMAKE_CURRENT_LIST_DIR}/upsample.c
-    ${CMAKE_CURRENT_LIST_DIR}/softmax_xent.c
-    ${CMAKE_CURRENT_LIST_DIR}/sparse.c
-    ${CMAKE_CURRENT_LIST_DIR}/accumulate.c
-    ${CMAKE_CURRENT_LIST_DIR}/update.c
-    ${CMAKE_CURRENT_LIST_DIR}/zo.c
-    ${CMAKE_CURRENT_LIST_DIR}/mtm_loader.c
-    ${CMAKE_CURRENT_LIST_DIR}/softfloat.c
-)
+# The source lists of sources.mk (shared with the make builds): `NAME = words`,
+# lines continued by a backslash, $(MICROTRAIN_KERNEL_SRC) expanded.
+file(READ ${CMAKE_CURRENT_LIST_DIR}/sources.mk MICROTRAIN_MK)
+string(REPLACE "\\\n" " " MICROTRAIN_MK "${MICROTRAIN_MK}")
+foreach(name MICROTRAIN_KERNEL_SRC MICROTRAIN_SRC MICROTRAIN_SRC_O2)
+    string(REGEX MATCH "\n${name} = ([^\n]*)" unused "${MICROTRAIN_MK}")
+    string(REPLACE "$(MICROTRAIN_KERNEL_SRC)" "${MICROTRAIN_KERNEL_SRC}" files "${CMAKE_MATCH_1}")
+    set(${name} "${files}")
+endforeach()
+separate_arguments(MICROTRAIN_SOURCES UNIX_COMMAND "${MICROTRAIN_SRC}")
+list(TRANSFORM MICROTRAIN_SOURCES PREPEND ${CMAKE_CURRENT_LIST_DIR}/)
+separate_arguments(MICROTRAIN_SOURCES_O2 UNIX_COMMAND "${MICROTRAIN_SRC_O2}")
+list(TRANSFORM MICROTRAIN_SOURCES_O2 PREPEND ${CMAKE_CURRENT_LIST_DIR}/)
 
 target_sources(usermod_microtrain INTERFACE ${MICROTRAIN_SOURCES})
 
@@ -36,9 +29,6 @@ target_include_directories(usermod_microtrain INTERFACE ${CMAKE_CURRENT_LIST_DIR
 set_property(SOURCE ${MICROTRAIN_SOURCES} APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
 # The kernels with register-blocked loops at -O2, as in the natmod
 # (usermod/microtrain/Makefile says why -fno-schedule-insns).
-set_property(SOURCE ${CMAKE_CURRENT_LIST_DIR}/conv2d.c ${CMAKE_CURRENT_LIST_DIR}/linear.c
-             ${CMAKE_CURRENT_LIST_DIR}/quant.c ${CMAKE_CURRENT_LIST_DIR}/sparse.c
-             ${CMAKE_CURRENT_LIST_DIR}/pool.c ${CMAKE_CURRENT_LIST_DIR}/activation.c
-             APPEND PROPERTY COMPILE_OPTIONS -O2 -fno-schedule-insns)
+set_property(SOURCE ${MICROTRAIN_SOURCES_O2} APPEND PROPERTY COMPILE_OPTIONS -O2 -fno-schedule-insns)
 
 target_link_libraries(usermod INTERFACE usermod_microtrain)

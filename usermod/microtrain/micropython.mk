@@ -2,9 +2,8 @@
 #   make USER_C_MODULES=<repo>/usermod
 MICROTRAIN_MOD_DIR := $(USERMOD_DIR)
 
-MICROTRAIN_SRC_C := $(addprefix $(MICROTRAIN_MOD_DIR)/, \
-    modmicrotrain.c quant.c checks.c conv2d.c linear.c activation.c lut.c pool.c add.c concat.c upsample.c \
-    softmax_xent.c sparse.c accumulate.c update.c zo.c mtm_loader.c softfloat.c)
+include $(MICROTRAIN_MOD_DIR)/sources.mk
+MICROTRAIN_SRC_C := $(addprefix $(MICROTRAIN_MOD_DIR)/,$(MICROTRAIN_SRC))
 SRC_USERMOD_C += $(MICROTRAIN_SRC_C)
 
 CFLAGS_USERMOD += -I$(MICROTRAIN_MOD_DIR)
@@ -21,5 +20,5 @@ MICROTRAIN_OBJ := $(addprefix $(BUILD)/, $(patsubst $(USER_C_MODULES)/%.c,%.o,$(
 $(MICROTRAIN_OBJ): private CFLAGS += -ffp-contract=off
 # The kernels with register-blocked loops at -O2 (ports build at -Os), as in
 # the natmod (usermod/microtrain/Makefile says why -fno-schedule-insns).
-$(filter %/conv2d.o %/linear.o %/quant.o %/sparse.o %/pool.o %/activation.o,$(MICROTRAIN_OBJ)): private CFLAGS += \
+$(filter $(addprefix %/,$(MICROTRAIN_SRC_O2:.c=.o)),$(MICROTRAIN_OBJ)): private CFLAGS += \
     -O2 -fno-schedule-insns

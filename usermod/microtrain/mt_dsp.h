@@ -10,6 +10,18 @@
 
 #include <stdint.h>
 
+// Inlining of the register-blocked loops (mt_runs.h, conv2d_s8_*.c).
+#if defined(__GNUC__)
+#define MT_NOINLINE __attribute__((noinline))
+// Out of line, and not every includer uses every block.
+#define MT_BLOCK __attribute__((noinline, unused))
+#define MT_INLINE inline __attribute__((always_inline))
+#else
+#define MT_INLINE inline
+#define MT_NOINLINE
+#define MT_BLOCK
+#endif
+
 #if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
 #define MT_DSP 1
 #else
@@ -29,7 +41,7 @@
 // RISC-V (rv32imc: ESP32-C3 / C6, RP2350's Hazard3; no packed SIMD, a
 // multiply and an add per MAC, 31 registers, loads with immediate offsets
 // only): the dense dot products of the forward take their own blocking
-// (conv2d.c, linear.c), more accumulators per loaded byte and four taps per
+// (conv2d_s8_*.c, linear.c), more accumulators per loaded byte and four taps per
 // step, so that each pointer moves once per four bytes; conv2d's backward
 // blocks read bytes and unpacked halfword weights, not packed words. MT_FORCE_RV_PATH
 // builds the same code on the host (C driver under the sanitizers).

@@ -15,8 +15,8 @@
 
 // ---- geometry / quantisation descriptors (field order = the Python array('i')) ----
 typedef struct {
-    int32_t in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, stride_h, stride_w,
-            pad_top, pad_left, groups, in_zp, out_zp, act_min, act_max;
+    int32_t in_h, in_w, in_c, out_h, out_w, out_c, k_h, k_w, stride_h, stride_w, pad_top, pad_left, groups, in_zp,
+        out_zp, act_min, act_max;
 } mt_conv2d_params_t;
 #define MT_CONV2D_NPARAMS 17
 // A dilated conv2d: the conv2d descriptor then dil_h, dil_w (19 ints).
@@ -113,8 +113,9 @@ const char *mt_label_check(int32_t label, uint32_t c, int32_t *v);
 const char *mt_softmax_lut_check(const uint32_t *lut, uint32_t n, int32_t *v);
 // l1_norm_s8: len(e) = n (<= 2^26) a multiple of c (checked), fewer than 2^24 positions.
 const char *mt_l1_norm_len_check(uint32_t n, int32_t c, int32_t *v);
-// topk_mask: 1..65535 channels, 0 <= k <= c.
-const char *mt_topk_channels_check(uint32_t c);
+// topk_mask: 1..65535 channels, 0 <= k <= c. mt_channel_count_check: 1..65535 channels
+// (topk_mask's norms, the w_scale of the update kernels).
+const char *mt_channel_count_check(uint32_t c);
 const char *mt_topk_k_check(int32_t k, uint32_t c, int32_t *v);
 // lut_s8_grad_input dtable: 256 entries, each |d| <= 2^24 - 1 (e * d stays in int32).
 #define MT_LUT_DMAX 16777215
@@ -154,42 +155,44 @@ const char *mt_ratio_r_check(int32_t r, int32_t *v);
 #define MT_MSG_LENGTH "has %d elements, expected %d"
 // conv2d / linear grad input: lo given without hi (the optional mask bounds go together).
 #define MT_MSG_ACT_PAIR "must be given with lo (both or neither)"
-size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, const char *what,
-                     const int32_t *v);
+// The binding's other messages, shared with the C test driver.
+#define MT_MSG_NO_ROW_BLOCK "a dilated conv has no row-block form"
+#define MT_MSG_CHANNEL_MULTIPLE "has %d elements, not a positive multiple of %d channels"
+#define MT_MSG_MASTER_PAIR "must be given with master_w (both or neither)"
+#define MT_MSG_AT_LEAST "has %d elements, expected at least %d"
+#define MT_MSG_BAD_STEP "channel %d: the step gives non-finite weights or a scale out of float32 range"
+size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, const char *what, const int32_t *v);
 size_t mt_msg_put_str(char *buf, size_t cap, size_t pos, const char *s);
 size_t mt_msg_put_int(char *buf, size_t cap, size_t pos, int32_t x);
 
-// ---- conv2d.c ----
-void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
-                       const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
+// ---- conv2d_s8_*.c, conv2d_dil_s8.c ----
+void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                          const int32_t *mult, const int32_t *shift, int8_t *y);
 // Output rows [r0, r1) only (0 <= r0 < r1 <= out_h) into y ((r1 - r0) * out_w * out_c).
-void mt_conv2d_s8_forward_rows(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
-                               const int32_t *bias, const int32_t *mult, const int32_t *shift, int32_t r0,
-                               int32_t r1, int8_t *y);
+void mt_conv2d_s8_forward_rows(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                               const int32_t *mult, const int32_t *shift, int32_t r0, int32_t r1, int8_t *y);
 // mask: NULL for dense, else out_c bytes (0 = channel dropped). Returns dyn shift.
 // lo, hi: the activation mask of the input's producer (fused relu (zp, 128) / relu6
 // (zp, q6)): ein holds that activation y on entry, then ein[i] = 0 unless lo < y[i] < hi,
 // else the unmasked bits; the same shift (from all of acc). (-129, 128): no mask, ein is
 // not read. ein may not overlap e, w, wr, mask or acc.
-int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w,
-                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
-                                int8_t *ein);
-void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
-                           const uint8_t *mask, int32_t *gw, int32_t *gb);
+int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
+                                const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc, int8_t *ein);
+void mt_conv2d_s8_grad_weight(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                              int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT
 // gw / gb hold output channels c0.. (row r = channel c0 + r); every channel
 // outside the window must be masked (mt_gw_window_mask_check).
-void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e,
-                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb,
-                               int32_t c0);
+void mt_conv2d_s8_grad_weight_f32(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                                  float w_scale, float b_scale, float *gw, float *gb, int32_t c0);
 #endif
 
 // Dilated convs (a 19-int descriptor with dil_h or dil_w > 1): plain loops, same numerics.
-void mt_conv2d_dil_s8_forward(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *w,
-                              const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
+void mt_conv2d_dil_s8_forward(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                              const int32_t *mult, const int32_t *shift, int8_t *y);
 int32_t mt_conv2d_dil_s8_grad_input(const mt_conv2d_dil_params_t *p, const int8_t *e, const int8_t *w,
-                                    const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi,
-                                    int32_t *acc, int8_t *ein);
+                                    const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
+                                    int8_t *ein);
 void mt_conv2d_dil_s8_grad_weight(const mt_conv2d_dil_params_t *p, const int8_t *x, const int8_t *e,
                                   const uint8_t *mask, int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT
@@ -199,19 +202,17 @@ void mt_conv2d_dil_s8_grad_weight_f32(const mt_conv2d_dil_params_t *p, const int
 #endif
 
 // ---- linear.c ----
-void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w,
-                       const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y);
+void mt_linear_s8_forward(const mt_linear_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                          const int32_t *mult, const int32_t *shift, int8_t *y);
 // lo, hi: the activation mask, as mt_conv2d_s8_grad_input's.
-int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w,
-                                const int32_t *wr, const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc,
-                                int8_t *ein);
-void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
-                           const uint8_t *mask, int32_t *gw, int32_t *gb);
+int32_t mt_linear_s8_grad_input(const mt_linear_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
+                                const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc, int8_t *ein);
+void mt_linear_s8_grad_weight(const mt_linear_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                              int32_t *gw, int32_t *gb);
 #if MT_HAS_FLOAT
 // The window c0 as mt_conv2d_s8_grad_weight_f32's.
-void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e,
-                               const uint8_t *mask, float w_scale, float b_scale, float *gw, float *gb,
-                               int32_t c0);
+void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                                  float w_scale, float b_scale, float *gw, float *gb, int32_t c0);
 #endif
 
 // ---- activation.c ----
@@ -224,8 +225,8 @@ void mt_relu6_s8_backward(const int8_t *y, int8_t *e, size_t n, int32_t zp, int3
 // Grad input: acc may be NULL when the windows do not overlap (stride >= k on
 // both axes, mt_pool_no_acc_check): no scratch, the same ein and shift.
 void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y);
-int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e,
-                              int32_t *acc, int8_t *ein);
+int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t *acc,
+                                 int8_t *ein);
 void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y);
 int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int32_t *acc, int8_t *ein);
 // Grad input then the activation mask of the pool's input (its producer's fused relu /
@@ -243,10 +244,9 @@ void mt_global_avgpool_s8_grad_input(const int8_t *e, int32_t hw, int32_t c, int
 void mt_add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y);
 // skip = add(conv(x), skip) (side 1: add(skip, conv(x))) through tile (tile_rows >= 1 rows of
 // out_w * out_c); a->n = out_h * out_w * out_c; no buffer overlaps another.
-void mt_conv2d_add_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w,
-                              const int32_t *bias, const int32_t *mult, const int32_t *shift,
-                              const mt_add_params_t *a, int32_t side, int8_t *skip, int8_t *tile,
-                              int32_t tile_rows);
+void mt_conv2d_add_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                              const int32_t *mult, const int32_t *shift, const mt_add_params_t *a, int32_t side,
+                              int8_t *skip, int8_t *tile, int32_t tile_rows);
 int32_t mt_add_s8_grad_merge(const int8_t *ea, int32_t ra, const int8_t *eb, int32_t rb, size_t n, int8_t *out);
 
 // ---- concat.c ----
@@ -260,8 +260,8 @@ int32_t mt_upsample_s8_grad_input(const mt_upsample_params_t *p, const int8_t *e
 // ---- softmax_xent.c ----
 // stats[3] = {shift, S, qmax}; returns shift. Requires 1 <= c, c * 65536 < 2^31.
 // lut has n entries (1..256); lut[d] for d >= n reads as 0.
-int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut, int32_t n,
-                           int8_t *err, int32_t *stats);
+int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut, int32_t n, int8_t *err,
+                           int32_t *stats);
 
 // ---- sparse.c ----
 void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms);
@@ -270,8 +270,7 @@ void mt_topk_mask(const int32_t *norms, int32_t c, int32_t k, uint8_t *mask);
 // ---- zo.c ----
 // rng: the xorshift32 sign state (perturb), {sign state, rounding state} (update); both advanced.
 void mt_zo_perturb_s8(const int8_t *base, size_t n, int32_t eps, uint32_t *rng, int8_t *w);
-void mt_zo_perturb_h_s8(const int8_t *base, size_t n, int32_t eps, uint32_t row, uint32_t i0, uint32_t *rng,
-                        int8_t *w);
+void mt_zo_perturb_h_s8(const int8_t *base, size_t n, int32_t eps, uint32_t row, uint32_t i0, uint32_t *rng, int8_t *w);
 void mt_zo_update_s8(const int8_t *base, size_t n, int32_t step, uint32_t *rng, int8_t *w);
 
 // ---- update.c ----
@@ -301,15 +300,13 @@ void mt_update_quantize_multiplier(float real, int32_t *mult, int32_t *shift);
 void mt_update_f32_decay(float *g, int32_t n_ch, int32_t k, const uint8_t *touched, int32_t n, float wd,
                          const mt_update_src_t *src);
 void mt_update_f32_standardize(float *g, int32_t n_ch, int32_t k, const uint8_t *touched, int32_t n);
-void mt_update_f32_axpby(float *y, const float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a,
-                         float b);
+void mt_update_f32_axpby(float *y, const float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a, float b);
 void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const uint8_t *touched, float mom);
 // x = a * x: SGD momentum at batch 1 scales v before a sample's gradient goes into it.
 void mt_update_f32_scale(float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a);
-void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, const uint8_t *touched,
-                        float b1, float b2, float b1t, float b2t, float eps);
-int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
-                           float *scratch);
+void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, const uint8_t *touched, float b1,
+                        float b2, float b1t, float b2t, float eps);
+int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng, float *scratch);
 // mt_update_s8_apply with gw and gb only read (the step direction is the optimiser's
 // momentum, which must survive the step): the same results bit for bit; scratch holds
 // 2 n_ch (the new scales, then the new biases).

@@ -45,8 +45,7 @@
 // softfloat.c supplies the software float (MT_SOFT_FLOAT, above).
 #if defined(MT_FORCE_NO_FLOAT)
 #define MT_HAS_FLOAT 0
-#elif defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__ARM_FP) || \
-    defined(MT_SOFT_FLOAT)
+#elif defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__ARM_FP) || defined(MT_SOFT_FLOAT)
 #define MT_HAS_FLOAT 1
 #else
 #define MT_HAS_FLOAT 0

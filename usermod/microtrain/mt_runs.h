@@ -1,4 +1,4 @@
-// Innermost runs shared by conv2d.c and linear.c, the forward's register
+// Innermost runs shared by conv2d_s8_forward.c and linear.c, the forward's register
 // blocks (dot_2x2, dot_1x2: two channels x one or two pixels per pass) and
 // the inlined requant of one output (mt_rq_t). They are static and kept out
 // of line on purpose: on Cortex-M0 (8 low registers) the accumulator and
@@ -12,19 +12,11 @@
 #include "mt_dsp.h"
 #include "mt_quant.h"
 
-#if defined(__GNUC__)
-#define MT_NOINLINE __attribute__((noinline))
-// Out of line, and not every includer uses every block.
-#define MT_BLOCK __attribute__((noinline, unused))
-#define MT_INLINE inline __attribute__((always_inline))
-#else
-#define MT_INLINE inline
-#define MT_NOINLINE
-#define MT_BLOCK
-#endif
-
+// MT_RUNS_SCATTER_ONLY: an includer that needs axpy_w_run alone (a natmod keeps every
+// static function of a file, used or not).
+#if !MT_RUNS_SCATTER_ONLY
 // sum (x[i] - zp) * w[i], i < n. x and w end at most one past their run.
-static MT_NOINLINE int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, int32_t zp) {
+static MT_BLOCK int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, int32_t zp) {
     int32_t acc = 0;
     for (const int8_t *end = w + n; w != end; ++w, ++x) {
         acc += ((int32_t)*x - zp) * (int32_t)*w;
@@ -32,13 +24,16 @@ static MT_NOINLINE int32_t dot_run(const int8_t *x, const int8_t *w, int32_t n, 
     return acc;
 }
 
+#endif
+
 // a[i] += s * w[i], i < n.
-static MT_NOINLINE void axpy_w_run(int32_t *a, const int8_t *w, int32_t n, int32_t s) {
+static MT_BLOCK void axpy_w_run(int32_t *a, const int8_t *w, int32_t n, int32_t s) {
     for (const int8_t *end = w + n; w != end; ++w, ++a) {
         *a += s * (int32_t)*w;
     }
 }
 
+#if !MT_RUNS_SCATTER_ONLY
 // ---- forward blocks -------------------------------------------------------
 // The forward kernels are register-blocked: one pass over a run computes
 // several (pixel, output channel) sums at once, so each x byte is loaded once
@@ -67,7 +62,7 @@ static MT_BLOCK void dot_2x2(const int8_t *xa, const int8_t *xb, const int8_t *w
     const int8_t *end = wa + n;
 #if MT_SSE2
     if (n >= 16) {
-        // as dot_2x2_full (conv2d.c), x - zp in int16 lanes (|x - zp| <= 255)
+        // as dot_2x2_full (conv2d_s8_forward.c), x - zp in int16 lanes (|x - zp| <= 255)
         const __m128i z = _mm_setzero_si128(), zpv = _mm_set1_epi16((int16_t)zp);
         __m128i q0 = z, q1 = z, q2 = z, q3 = z;
         for (const int8_t *end16 = wa + (n & ~15); wa != end16; xa += 16, xb += 16, wa += 16, wb += 16) {
@@ -123,8 +118,7 @@ static MT_BLOCK void dot_2x2(const int8_t *xa, const int8_t *xb, const int8_t *w
 }
 
 // s[0] += (x - zp) . wa, s[1] += (x - zp) . wb over n bytes.
-static MT_BLOCK void dot_1x2(const int8_t *x, const int8_t *wa, const int8_t *wb, int32_t n, int32_t zp,
-                             int32_t *s) {
+static MT_BLOCK void dot_1x2(const int8_t *x, const int8_t *wa, const int8_t *wb, int32_t n, int32_t zp, int32_t *s) {
     int32_t s0 = s[0], s1 = s[1];
     const int8_t *end = wa + n;
 #if MT_SSE2
@@ -206,5 +200,7 @@ static MT_BLOCK int8_t mt_out_s8(int32_t acc, int32_t m, int32_t shift, int32_t 
     mt_rq_init(&q, m, shift, lo, hi, zp);
     return mt_rq_out(acc, &q);
 }
+
+#endif
 
 #endif

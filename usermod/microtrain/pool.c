@@ -108,8 +108,7 @@ static void pool_zero_uncovered(const mt_pool_params_t *p, int8_t *ein) {
 }
 
 // Zeroes channel ch's taps of one window (first: its first valid tap at ch).
-static void pool_zero_taps(int8_t *ein, int32_t first, int32_t rows, int32_t cols, int32_t c,
-                           int32_t row_stride) {
+static void pool_zero_taps(int8_t *ein, int32_t first, int32_t rows, int32_t cols, int32_t c, int32_t row_stride) {
     for (int32_t ky = 0; ky < rows; ++ky, first += row_stride) {
         int32_t o = first;
         for (int32_t kx = 0; kx < cols; ++kx, o += c) {
@@ -134,17 +133,17 @@ static void pool_zero_taps(int8_t *ein, int32_t first, int32_t rows, int32_t col
 // Routes byte J of the error word ew to its window tap (byte J of tap: 0, 1 in
 // the first row, 2, 3 in the second) in ein (ea = ein + first) and acc, if it
 // is not zero.
-#define MT_ROUTE1(J)                                                                                    \
-    do {                                                                                                \
-        const int32_t ev_ = (int8_t)(uint8_t)(ew >> (8 * (J)));                                         \
-        if (ev_ != 0) {                                                                                 \
-            const uint32_t t_ = (tap >> (8 * (J))) & 3u;                                                \
-            const int32_t at_ = ch + (J) + ((t_ & 1u) ? c : 0) + ((t_ & 2u) ? row_stride : 0);          \
-            if (acc != NULL) {                                                                          \
-                acc[first + at_] = ev_;                                                                 \
-            }                                                                                           \
-            ea[at_] = (int8_t)ev_;                                                                      \
-        }                                                                                               \
+#define MT_ROUTE1(J)                                                                           \
+    do {                                                                                       \
+        const int32_t ev_ = (int8_t)(uint8_t)(ew >> (8 * (J)));                                \
+        if (ev_ != 0) {                                                                        \
+            const uint32_t t_ = (tap >> (8 * (J))) & 3u;                                       \
+            const int32_t at_ = ch + (J) + ((t_ & 1u) ? c : 0) + ((t_ & 2u) ? row_stride : 0); \
+            if (acc != NULL) {                                                                 \
+                acc[first + at_] = ev_;                                                        \
+            }                                                                                  \
+            ea[at_] = (int8_t)ev_;                                                             \
+        }                                                                                      \
     } while (0)
 
 // 0xFF in the bytes of v (signed) inside (lo, hi), else 0.
@@ -322,8 +321,8 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
     return shift;
 }
 
-int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e,
-                              int32_t *acc, int8_t *ein) {
+int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t *acc,
+                                 int8_t *ein) {
     if (p->stride_h >= p->k_h && p->stride_w >= p->k_w) {
         return maxpool_grad_disjoint(p, x, e, acc, ein, NULL);
     }
@@ -369,7 +368,7 @@ int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, con
 
 int32_t mt_maxpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t lo,
                                      int32_t hi, int8_t *ein) {
-    const mt_pool_act_t act = {x, lo, hi};
+    const mt_pool_act_t act = { x, lo, hi };
     return maxpool_grad_disjoint(p, x, e, NULL, ein, &act);
 }
 
@@ -537,7 +536,7 @@ int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int
 
 int32_t mt_avgpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *y, const int8_t *e, int32_t lo,
                                      int32_t hi, int8_t *ein) {
-    const mt_pool_act_t act = {y, lo, hi};
+    const mt_pool_act_t act = { y, lo, hi };
     return avgpool_grad_disjoint(p, e, ein, &act);
 }
 

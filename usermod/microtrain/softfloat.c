@@ -284,8 +284,8 @@ SF_INLINE uint32_t mul_sig(uint32_t sign, int32_t ea, int32_t eb, uint32_t ma, u
     // 16-bit partial products: ma * mb = hi * 2^32 + mid * 2^16 + lo, all exact in 32 bits
     const uint32_t a1 = ma >> 16, a0 = ma & 0xFFFFu, b1 = mb >> 16, b0 = mb & 0xFFFFu;
     const uint32_t lo = a0 * b0;
-    const uint32_t mid = a1 * b0 + a0 * b1;  // < 2^25
-    const uint32_t hi = a1 * b1;             // < 2^16
+    const uint32_t mid = a1 * b0 + a0 * b1;      // < 2^25
+    const uint32_t hi = a1 * b1;                 // < 2^16
     uint32_t z = (hi << 16) + mid + (lo >> 16);  // the product >> 16, < 2^32; bits lost: lo & 0xFFFF
     const uint32_t sticky = (lo & 0xFFFFu) != 0 ? 1u : 0u;
     int32_t e = ea + eb - 128;
@@ -388,7 +388,7 @@ uint32_t mt_f32_mul_i8(int32_t w, uint32_t s) {
         sign ^= SIGN;
     }
     uint32_t m = ((s & FRAC_MASK) | HIDDEN) * aw;  // in [2^23, 2^31)
-    int32_t e = (int32_t)es + 6;  // round_pack's exponent for the leading 1 at bit 30
+    int32_t e = (int32_t)es + 6;                   // round_pack's exponent for the leading 1 at bit 30
     // shift tests, not compares (Thumb-1 builds each compare's constant first)
     if (!(m >> 27)) {
         m <<= 4;

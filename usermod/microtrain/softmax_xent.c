@@ -14,8 +14,8 @@ static inline uint32_t mt_exp_at(const uint32_t *lut, int32_t n, int32_t d) {
     return d < n ? lut[d] : 0u;
 }
 
-int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut, int32_t n,
-                           int8_t *err, int32_t *stats) {
+int32_t mt_softmax_xent_s8(const int8_t *q, int32_t c, int32_t label, const uint32_t *lut, int32_t n, int8_t *err,
+                           int32_t *stats) {
     int32_t qmax = INT8_MIN;
     for (int32_t i = 0; i < c; ++i) {
         if (q[i] > qmax) {

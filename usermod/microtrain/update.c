@@ -170,7 +170,7 @@ int32_t mt_update_f32_check(const float *x, size_t n) {
     const uint32_t *u = (const uint32_t *)(const void *)x;
     uint32_t acc = 0, acc2 = 0;
     size_t i = 0;
-    for (; i + 4 <= n; i += 4) {  // four at a time: the loop overhead is most of the work
+    for (; i + 4 <= n; i += 4) {                    // four at a time: the loop overhead is most of the work
         acc |= (u[i] & 0x7F800000u) + 0x00800000u;  // carries into bit 31 iff inf / NaN
         acc2 |= (u[i + 1] & 0x7F800000u) + 0x00800000u;
         acc |= (u[i + 2] & 0x7F800000u) + 0x00800000u;
@@ -277,8 +277,7 @@ void mt_update_f32_standardize(float *g, int32_t n_ch, int32_t k, const uint8_t 
 
 // y = a * y + b * x.
 MT_NOCONTRACT
-void mt_update_f32_axpby(float *y, const float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a,
-                         float b) {
+void mt_update_f32_axpby(float *y, const float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a, float b) {
     for (int32_t c = 0; c < n_ch; ++c) {
         if (touched != NULL && touched[c] == 0u) {
             continue;
@@ -339,8 +338,8 @@ void mt_update_f32_scale(float *x, int32_t n_ch, int32_t k, const uint8_t *touch
 // Adam: m = b1 * m + (1 - b1) * g; v = b2 * v + ((1 - b2) * g) * g;
 // g = (m / (1 - b1t)) / (sqrt(v / (1 - b2t)) + eps), b1t = b1^t, b2t = b2^t.
 MT_NOCONTRACT
-void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, const uint8_t *touched,
-                        float b1, float b2, float b1t, float b2t, float eps) {
+void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, const uint8_t *touched, float b1,
+                        float b2, float b1t, float b2t, float eps) {
     const float a1 = 1.0f - b1, a2 = 1.0f - b2;
     const float c1 = 1.0f - b1t, c2 = 1.0f - b2t;
     for (int32_t ch = 0; ch < n_ch; ++ch) {
@@ -499,8 +498,7 @@ static int8_t mt_q8(float y) {
 // same bits; g only read), then stored into the master when there is one.
 // w[i] is read here before the caller writes it.
 MT_NOCONTRACT
-MT_APPLY_STEP float mt_row_value(const int8_t *w, float *g, float *m, size_t i, float s0, float lr,
-                                 const int keep) {
+MT_APPLY_STEP float mt_row_value(const int8_t *w, float *g, float *m, size_t i, float s0, float lr, const int keep) {
     if (!keep) {
         const float v = g[i];
         g[i] = 0.0f;
@@ -520,8 +518,8 @@ MT_APPLY_STEP float mt_row_value(const int8_t *w, float *g, float *m, size_t i, 
 // was kept), so |w_new * (1 / s)| <= 127 * (1 + 2^-22). s0: the scale before
 // the step (keep recomputes w_new from it). Returns the generator state.
 MT_NOCONTRACT
-MT_APPLY_STEP uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv, int32_t stochastic,
-                                    uint32_t r, float s0, float lr, const int keep) {
+MT_APPLY_STEP uint32_t mt_apply_row(int8_t *w, float *g, float *m, size_t k, float inv, int32_t stochastic, uint32_t r,
+                                    float s0, float lr, const int keep) {
     if (m != NULL && !keep) {
         for (size_t i = 0; i < k; ++i) {
             m[i] = g[i];
@@ -580,8 +578,8 @@ MT_APPLY_BODY int32_t mt_apply(const mt_update_layer_t *L, const uint8_t *touche
         const size_t base = (size_t)c * k;
         const float s = scratch[c];
         const float inv = 1.0f / s;
-        r = mt_apply_row(L->w + base, L->gw + base, L->master_w != NULL ? L->master_w + base : NULL, k, inv,
-                         rng >= 0, r, L->w_scale[c], lr, keep);
+        r = mt_apply_row(L->w + base, L->gw + base, L->master_w != NULL ? L->master_w + base : NULL, k, inv, rng >= 0,
+                         r, L->w_scale[c], lr, keep);
         const float bf = bias[c];
         if (L->master_b != NULL) {
             L->master_b[c] = bf;
@@ -611,8 +609,7 @@ MT_APPLY_BODY int32_t mt_apply(const mt_update_layer_t *L, const uint8_t *touche
 // w_scale, b, mult, shift and the master copies unchanged), else the new
 // generator state (rng, or -1 if rng < 0).
 MT_NOCONTRACT
-int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng,
-                           float *scratch) {
+int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng, float *scratch) {
     return mt_apply(L, touched, lr, rng, scratch, 0);
 }
 

@@ -44,8 +44,7 @@ void mt_upsample_s8_forward(const mt_upsample_params_t *p, const int8_t *x, int8
 
 // acc of input (iy, ix, k): the errors of the output positions it fed.
 // |acc| <= 128 * 255 * 255 < 2^31.
-static int32_t mt_upsample_acc(const mt_upsample_params_t *p, const int8_t *e, int32_t iy, int32_t ix,
-                               int32_t k) {
+static int32_t mt_upsample_acc(const mt_upsample_params_t *p, const int8_t *e, int32_t iy, int32_t ix, int32_t k) {
     const int32_t c = p->c, row = p->out_w * c;
     const int32_t oy0 = iy * p->f_h, ox0 = ix * p->f_w;
     if (p->mode) {

@@ -84,14 +84,27 @@ static int uart_getc(void) {
     return c;
 }
 
-// One character out of the UART (waits for room: LSR bit 5, THR empty). Not the
-// console today (that is semihosting's); for a REPL that lives on the UART alone.
+// One character out of the UART (waits for room: LSR bit 5, THR empty): the
+// REPL's output in board mode (BOARDMODE=1, ports/common/mtboard.c); otherwise
+// the console is semihosting's.
 void mt_port_uart_putc(int c);
 void mt_port_uart_putc(int c) {
     while ((REG8(UART0 + 5) & 0x20u) == 0) {
     }
     REG8(UART0) = (uint8_t)c;
 }
+
+#if MT_PORT_BOARD
+int mt_port_uart_rx(void) {
+    return uart_getc();
+}
+
+void mt_port_uart_tx(const char *str, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        mt_port_uart_putc((unsigned char)str[i]);
+    }
+}
+#endif
 
 int mt_port_stdin_chr(void) {
     static bool started;
@@ -179,6 +192,10 @@ int main(void) {
         argv[argc++] = (char *)"firmware.elf";
     }
     argv[argc] = NULL;
+    #if MT_PORT_BOARD
+    int ret = mt_board_main(argc, argv, gc_heap, sizeof(gc_heap), (size_t)MT_HEAP_KB * 1024);
+    #else
     int ret = mt_port_main(argc, argv, gc_heap, sizeof(gc_heap), (size_t)MT_HEAP_KB * 1024);
+    #endif
     semi_exit(ret);
 }

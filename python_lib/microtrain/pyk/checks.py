@@ -1,5 +1,5 @@
 # Argument checks of the pure-Python kernels: the binding's buffer / int /
-# float checks (usermod/microtrain/modmicrotrain.c: mt_buf, mt_int, ...) and
+# float checks (usermod/microtrain/mt_bind.h: mt_buf, mt_int, ...) and
 # the descriptor checks (checks.c), with the binding's exception types and
 # messages ("fn: arg: what").
 from array import array

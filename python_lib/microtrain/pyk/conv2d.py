@@ -1,4 +1,4 @@
-# conv2d (conv2d.c): forward, grad_input, grad_weight, grad_weight_f32.
+# conv2d (conv2d_s8_*.c): forward, grad_input, grad_weight, grad_weight_f32.
 from array import array
 
 from microtrain.pyk.accumulate import _acc_f32

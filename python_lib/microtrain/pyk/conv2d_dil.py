@@ -1,4 +1,4 @@
-# Dilated convs (the dilated functions of conv2d.c): plain loops over the taps,
+# Dilated convs (conv2d_dil_s8.c): plain loops over the taps,
 # for conv2d.py's kernels when the descriptor has 19 ints with a dilation
 # above 1. Arguments arrive checked.
 from microtrain.pyk.checks import _chk, _conv_check, _desc

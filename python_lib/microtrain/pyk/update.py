@@ -302,7 +302,7 @@ def _apply(fn, w, w_scale, b, mult, shift, gw, gb, master_w, master_b, touched, 
     _buf(fn, "w_scale", w_scale, F32, -1, False)
     nc = len(w_scale)
     if nc < 1 or nc > 65535:
-        raise _ve(fn, "w_scale", "must have 1..65535 channels")
+        raise _ve(fn, "w_scale", "must hold 1..65535 channels")
     _buf(fn, "w_scale", w_scale, F32, nc, True)
     k = nw // nc
     if k < 1 or k * nc != nw:
@@ -408,7 +408,7 @@ def update_f32_ratios(w_scale, r, wr):
     _buf(fn, "w_scale", w_scale, F32, -1, False)
     n = len(w_scale)
     if n < 1 or n > 65535:
-        raise _ve(fn, "w_scale", "must have 1..65535 channels")
+        raise _ve(fn, "w_scale", "must hold 1..65535 channels")
     top = 0.0
     at = -1
     for v in w_scale:

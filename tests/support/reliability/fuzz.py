@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from support.harness import KERNEL_DIR, ROOT
+from support.kernel_harness import c_sources
 from support.reliability import BUILD
 
 TARGET = ROOT / "tests" / "c" / "mtm_libfuzzer.c"
-SOURCES = ["mtm_loader.c", "checks.c", "quant.c", "conv2d.c", "linear.c", "activation.c", "lut.c", "pool.c",
-           "add.c", "concat.c", "upsample.c",
-           "softmax_xent.c", "sparse.c", "accumulate.c"]
+SOURCES = ["mtm_loader.c", *c_sources("MICROTRAIN_KERNEL_SRC")]
 
 
 @dataclass

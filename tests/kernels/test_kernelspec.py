@@ -1,0 +1,147 @@
+"""The entry-point spec (tools/microtrain_tools/kernelspec.py) against what carries it.
+
+The generated files must be what ``python -m microtrain_tools.kernelgen --write`` writes;
+the native module must be the spec: the same names, each taking the spec's number of
+arguments (the binding's argument checks run, with the spec's fewest and most; one fewer
+or one more is refused before any of them); and the hand-written bindings run the spec's
+checks on the spec's arguments and test its overlap pairs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from microtrain_tools import kernelgen
+from microtrain_tools.kernelspec import FUNCS
+from support.harness import ROOT, run_micropython
+from support.kernel_harness import ensure_natmod
+
+
+def test_generated_outputs_current() -> None:
+    assert kernelgen.stale() == [], "run: python -m microtrain_tools.kernelgen --write"
+
+
+def test_stale_output_is_caught(tmp_path: Path) -> None:
+    for rel in kernelgen.OUTPUTS:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    assert kernelgen.stale(tmp_path) == []
+    stub = tmp_path / "stubs" / "_microtrain.pyi"
+    text = stub.read_text()
+    stub.write_text(text.replace("def relu_s8_forward(x: _In8, zp: int,", "def relu_s8_forward(x: _In8,"))
+    assert kernelgen.stale(tmp_path) == ["stubs/_microtrain.pyi"]
+    assert kernelgen.write(tmp_path) == ["stubs/_microtrain.pyi"]
+    assert kernelgen.stale(tmp_path) == []
+
+
+def test_kernelgen_check_cli() -> None:
+    assert kernelgen.main(["--check"]) == 0
+
+
+def test_spec_is_the_native_module() -> None:
+    ensure_natmod()
+    spec = {f.name: (f.n_min, f.n_max) for f in FUNCS}
+    # For each name: does the call reach the binding's own checks ("name: ..." messages)
+    # with n - 1, n_min, n_max and n_max + 1 arguments (all None)?
+    src = (
+        "import json, _microtrain as m\n"
+        f"spec = {json.dumps(spec)}\n"
+        "out = {}\n"
+        "for name, (lo, hi) in spec.items():\n"
+        "    f = getattr(m, name, None)\n"
+        "    if f is None:\n"
+        "        out[name] = None\n"
+        "        continue\n"
+        "    seen = []\n"
+        "    for n in (lo - 1, lo, hi, hi + 1):\n"
+        "        try:\n"
+        "            f(*([None] * n))\n"
+        "            seen.append('ran')\n"
+        "        except (TypeError, ValueError) as e:\n"
+        "            seen.append(str(e).startswith(name + ':'))\n"
+        "    out[name] = seen\n"
+        "print(json.dumps(out))\n"
+        "print(json.dumps(sorted(n for n in dir(m) if not n.startswith('_') and n != 'HAS_FLOAT')))\n"
+    )
+    proc = run_micropython(src)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seen_line, names_line = proc.stdout.strip().split("\n")[-2:]
+    assert json.loads(names_line) == sorted(spec)
+    seen = json.loads(seen_line)
+    bad = {n: s for n, s in seen.items() if s != [False, True, True, False]}
+    assert not bad, f"argument counts differ from the spec: {bad}"
+
+
+# --------------------------------------------------------------------------
+# the hand-written bindings against the spec: each check the spec names is called by the
+# function's binding (or a helper it calls) on that argument, and its overlap pairs are the
+# binding's mt_no_overlap pairs
+
+BIND = ROOT / "usermod" / "microtrain"
+# helpers that check an argument on the binding's behalf: helper -> [(argument, check)]
+HELPERS = {
+    "mt_conv2d_desc": [("desc", "mt_conv2d_check"), ("desc", "mt_conv2d_dil_check")],
+    "mt_linear_desc": [("desc", "mt_linear_check")], "mt_pool_desc": [("desc", "mt_pool_check")],
+    "mt_upsample_desc": [("desc", "mt_upsample_check")],
+    "mt_check_qparams": [("bias", "mt_bias_check"), ("mult", "mt_requant_params_check")],
+    "mt_grad_act": [("lo", "mt_act_lo_check"), ("hi", "mt_act_hi_check"), ("hi", "mt_act_order_check")],
+    "mt_act_bounds": [("lo", "mt_act_lo_check"), ("hi", "mt_act_hi_check"), ("hi", "mt_act_order_check")],
+    "mt_gw_window": [("c0", "mt_gw_window_c0_check"), ("gb", "mt_gw_window_n_check"),
+                     ("mask", "mt_gw_window_mask_check")],
+    "mt_pool_acc": [("acc", "mt_pool_no_acc_check")], "mt_update_g": [("k", "mt_update_k_check")],
+    "mt_mtm_tables": [("buf", "mt_mtm_check_tables")], "mt_hw": [("hw", "mt_hw_check")],
+    "mt_channels": [("c", "mt_channels_check")], "mt_update_count": [("n", "mt_update_n_check")],
+}
+GRADS = [("gw", "gb"), ("gw", "x"), ("gw", "e"), ("gb", "x"), ("gb", "e")]
+
+
+def _bodies() -> dict[str, str]:
+    text = "\n".join(p.read_text() for p in sorted(BIND.glob("mt_bind*.h")))
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r"^static [\w *]+?\b(mod_\w+|mt_\w+)\([^)]*\) \{\n(.*?)^\}", text, re.S | re.M)}
+
+
+def _binding(name: str, bodies: dict[str, str]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """(argument, check) pairs and overlap pairs of one binding, with what its helpers do."""
+    body = bodies["mod_" + name]
+    for shared in ("mt_pool_grad_act", "mt_s8_apply_call", "mt_zo_call"):
+        if shared + "(" in body:
+            body += bodies[shared]
+    t = "x" if name.startswith("max") else "y"
+    direct = re.findall(r'mt_check(?:_v)?\(fn, (?:"(\w+)"|(\w+)), (mt_\w+_check)', body)
+    checks = {(a or b, c) for a, b, c in direct}
+    checks |= {(a, c) for a, c in re.findall(r'mt_fscalar\(fn, "(\w+)", args\[\d+\], (mt_\w+_check)\)', body)}
+    checks |= {(a, "mt_level_check") for a in re.findall(r'mt_zp\(fn, "(\w+)"', body)}
+    checks |= {(a, "mt_ratio_check") for a in re.findall(r'mt_ratio\(fn, "(\w+)"', body)}
+    for helper, done in HELPERS.items():
+        if re.search(rf"\b{helper}\(", body):
+            checks |= set(done)
+    checks = {(t if a == "t_name" else "eps" if a == "sname" and "perturb" in name else
+               "step" if a == "sname" else a, c) for a, c in checks}
+    pairs = set(re.findall(r'mt_no_overlap\(fn, "(\w+)", [^;]*?, "(\w+)", ', body))
+    pairs |= {(a, t) for a in re.findall(r'mt_no_overlap\(fn, "(\w+)", [^;]*?, t_name, ', body)}
+    if "mt_no_overlap_grads" in body:
+        pairs |= set(GRADS)
+    if "mt_inplace_ok" in body:
+        pairs.add(("y", "x"))
+    return checks, pairs
+
+
+def test_spec_checks_and_overlaps_are_the_bindings() -> None:
+    bodies = _bodies()
+    bad = []
+    for f in FUNCS:
+        if f.name.startswith("update_s8_apply"):
+            continue  # one loop over every pair of its eleven buffers (mt_s8_apply_call)
+        checks, pairs = _binding(f.name, bodies)
+        spec_checks = {(a.name, c) for a in f.args for c in a.checks}
+        if spec_checks != checks:
+            bad.append(f"{f.name}: checks spec - binding {sorted(spec_checks - checks)}, "
+                       f"binding - spec {sorted(checks - spec_checks)}")
+        if set(f.overlaps) != pairs:
+            bad.append(f"{f.name}: overlaps spec - binding {sorted(set(f.overlaps) - pairs)}, "
+                       f"binding - spec {sorted(pairs - set(f.overlaps))}")
+    assert not bad, "\n".join(bad)
