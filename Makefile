@@ -30,7 +30,7 @@ natmod: build/natmod/$(ARCH)/_microtrain.mpy
 build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
 	@if ! grep -q '"$*"' $(MPY_DIR)/tools/mpy_ld.py || ! grep -q 'ARCH),$*)' $(MPY_DIR)/py/dynruntime.mk; then \
 	    echo "natmod: ARCH=$* is not supported by the MicroPython core in $(MPY_DIR)" \
-	         "(its tools/mpy_ld.py and py/dynruntime.mk do not know it): give a core that does with" \
+	         "(the mpy_ld.py and py/dynruntime.mk there do not know it): give a core that does with" \
 	         "MPY_DIR=<micropython folder>," \
 	         "or build microtrain into the firmware as a user C module (docs/firmware.md)" >&2; exit 2; fi
 	@mkdir -p build/natmod/$*
@@ -62,7 +62,7 @@ natmod-needs-xtensawin:
 natmod-needs-rv32imc:
 	@grep -qs rv32imc $(MPY_DIR)/py/dynruntime.mk || { \
 	    echo "natmod ARCH=rv32imc: the MicroPython core in $(MPY_DIR) has no rv32imc natmod support" \
-	        "(py/dynruntime.mk, tools/mpy_ld.py: the 1.23 core make setup unpacks predates it)." \
+	        "(py/dynruntime.mk and mpy_ld.py there: the 1.23 core make setup unpacks predates it)." \
 	        "Point MPY_DIR at a core that has it, or build microtrain into the firmware as a" \
 	        "user C module (docs/firmware.md)." >&2; exit 1; }
 
@@ -102,32 +102,32 @@ demo: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 ## train-eval: on-device training results on real data vs PyTorch float32 (transfer, scratch,
 ## personalisation, sparse, 256 KB heap).
 train-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
-	@$(PY) -m evals.train_eval
+	@$(PY) -m evals.accuracy.train_eval
 
-## adapt-eval: prototype head, replay, zeroth-order training (and LoRA when evals/adapt/lora.py
-## exists) on real data vs the host references and PyTorch float32 (docs/adapt.md).
+## adapt-eval: LoRA adapters, prototype head, replay, zeroth-order training on real data vs the
+## host references and PyTorch float32 (docs/adapt.md; evals/accuracy/adapt_eval.py).
 ## ADAPT_EVAL_ARGS=--no-hybrid skips the hybrid (SPSA body, backprop head).
 adapt-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
-	@$(PY) -m evals.adapt_eval $(ADAPT_EVAL_ARGS)
+	@$(PY) -m evals.accuracy.adapt_eval $(ADAPT_EVAL_ARGS)
 
 ## parity: int8 models inside micropython == numpy oracle bit for bit, and agree with PyTorch (real data).
 parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
-	@$(PY) -m evals.parity
+	@$(PY) -m evals.accuracy.parity
 
-## coverage: bring-your-own-model suite (issue 12): the four MLPerf Tiny models and one small model
+## coverage: bring-your-own-model suite: the four MLPerf Tiny models and one small model
 ## per docs/ops.md idiom, trained briefly, converted, bit-exact in micropython vs the oracle, top-1
 ## agreement with PyTorch, fine-tuned on the device (unix port, large heap). Prints wall and CPU time.
-## Quicker: .venv/bin/python -m evals.coverage --mode quick
+## Quicker: .venv/bin/python -m evals.accuracy.coverage --mode quick
 coverage: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
-	@$(PY) -m evals.coverage
+	@$(PY) -m evals.accuracy.coverage
 
 ## models: retrain the shipped float base models (evals/models) from their recipes and compare.
 models: $(SETUP_STAMP)
-	@$(PY) -m evals.base_models
+	@$(PY) -m evals.lib.base_models
 
 ## models-update: retrain them and replace the shipped files (after a recipe change).
 models-update: $(SETUP_STAMP)
-	@$(PY) -m evals.base_models --update
+	@$(PY) -m evals.lib.base_models --update
 
 ## fuzz: libFuzzer + ASan/UBSan on the .mtm loader and the kernels of accepted files
 ## (tests/c/mtm_libfuzzer.c), FUZZ_EXECS executions (default 1,000,000).
@@ -138,17 +138,21 @@ fuzz: $(SETUP_STAMP)
 	    print(f'fuzz: execs={r.execs} crashes={r.crashes}'); sys.exit(1 if r.crashes else 0)"
 
 ## reliability: the long reliability campaigns (fuzzing, abusive calls, kill -9 during saves,
-## small heaps, bad inputs, soak, from-scratch case); ends with the summary line (issue 14).
+## small heaps, bad inputs, soak, from-scratch case); ends with one `reliability: ...` summary line.
 reliability: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.reliability
 
 ## lint: ruff over every Python folder; clang-format over the C of usermod/ and tests/c/
-## (.clang-format); the files generated from the kernel spec are current.
+## (.clang-format); the files generated from the kernel spec are current; every repository
+## path the docs and comments name exists (tests/support/doc_paths.py); no issue numbers in
+## comments (tests/support/comment_rules.py).
 lint: $(SETUP_STAMP)
 	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals ports/qemu ports/webassembly
 	@clang-format --dry-run --Werror $$(find usermod tests/c -name '*.[ch]' | sort)
 	@echo "clang-format: $$(find usermod tests/c -name '*.[ch]' | wc -l) C files formatted"
 	@$(PY) -m microtrain_tools.kernelgen --check
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.doc_paths
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.comment_rules
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy
@@ -183,12 +187,12 @@ test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7m armv7emsp a
 board-test: $(SETUP_STAMP) dist
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.board_test $(BOARD_TEST_ARGS)
 
-## mem-mcu: peak heap of the issue-13 cases (ResNet-8 inference, DS-CNN-S last:2, MobileNetV1
+## mem-mcu: peak heap of the MLPerf-Tiny-class cases (ResNet-8 inference, DS-CNN-S last:2, MobileNetV1
 ## last:3 sparse, transfer CNN all) on the M7 firmware built with HEAPPEAK=1 (the firmware tracks
-## the heap's high-water mark), next to `microtrain info`'s prediction (evals/mem_mcu.py).
+## the heap's high-water mark), next to `microtrain info`'s prediction (evals/benchmarks/mem_mcu.py).
 .PHONY: mem-mcu
 mem-mcu: $(SETUP_STAMP) build/natmod/armv7emdp/_microtrain.mpy
-	@$(PY) -m evals.mem_mcu
+	@$(PY) -m evals.benchmarks.mem_mcu
 
 ## bench-mcu: instruction counts per kernel MAC and per training sample on the QEMU Cortex-M
 ## firmware (M0 natmod and built in, M3, M4, M7) and the RV32IMC one with the project's TCG plugin;
@@ -196,23 +200,23 @@ mem-mcu: $(SETUP_STAMP) build/natmod/armv7emdp/_microtrain.mpy
 .PHONY: bench-mcu
 bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
 	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)
-	@$(PY) -m evals.bench_mcu
+	@$(PY) -m evals.benchmarks.bench_mcu
 
 ## firmware-doc: the measured tables of docs/firmware.md (natmod size per arch, microtrain's flash
-## in each firmware with it built in, the heap of each example), written by evals/firmware_doc.py
+## in each firmware with it built in, the heap of each example), written by evals/benchmarks/firmware_doc.py
 ## (--check: are they current?). Builds listed there that are not built show as "not built".
 .PHONY: firmware-doc
 firmware-doc: $(SETUP_STAMP) natmod-all firmware-mcu
 	@for b in m0 m7; do $(MAKE) --no-print-directory -C ports/qemu BOARD=$$b BUILTIN=1 >/dev/null || exit 1; done
-	@$(PY) -m evals.firmware_doc
+	@$(PY) -m evals.benchmarks.firmware_doc
 
 ## bench: host time of microtrain (unix micropython, x64 natmod) vs PyTorch eager (one thread),
 ## batch 1: inference and training steps; writes docs/performance-host.md (with the sections of
-## earlier `-m evals.bench_host --profile-only` / `--mcu-only` runs, if any). Quick check:
-## .venv/bin/python -m evals.bench_host --quick
+## earlier `-m evals.benchmarks.bench_host --profile-only` / `--mcu-only` runs, if any). Quick check:
+## .venv/bin/python -m evals.benchmarks.bench_host --quick
 .PHONY: bench
 bench: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
-	@$(PY) -m evals.bench_host --saved
+	@$(PY) -m evals.benchmarks.bench_host --saved
 
 ## lab-setup: what the browser lab's test needs, once: Debian's chromium and chromium-driver
 ## (apt) and MicroPython's WebAssembly port (npm, pinned in tools/microtrain_tools/lab.py).

@@ -1,6 +1,7 @@
-"""Evaluations on real data (not installed): parity, training results, benchmarks.
+"""Evaluations on real data (not installed), grouped by job: accuracy/ (parity, training
+results), benchmarks/ (instruction counts, host time, heap, firmware size) and lib/ (data sets,
+reference models, the device-run protocol they share).
 
-The back ends of `make parity`, `make train-eval`, `make bench-mcu` and of the
-scripts in examples/. They use the installed host tools (microtrain_tools) and
-the real MicroPython binaries; nothing here is imported by tools/ or tests/.
+They use the installed host tools (microtrain_tools) and the real MicroPython binaries;
+nothing in tools/ imports them.
 """

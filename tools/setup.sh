@@ -9,7 +9,7 @@ need_apt=""
 command -v arm-none-eabi-gcc >/dev/null 2>&1 || need_apt="$need_apt gcc-arm-none-eabi libnewlib-arm-none-eabi"
 command -v gcc >/dev/null 2>&1 || need_apt="$need_apt gcc"
 command -v make >/dev/null 2>&1 || need_apt="$need_apt make"
-command -v cmake >/dev/null 2>&1 || need_apt="$need_apt cmake"  # tests/test_firmware.py: usermod cmake check
+command -v cmake >/dev/null 2>&1 || need_apt="$need_apt cmake"  # tests/firmware/test_firmware.py: usermod cmake check
 command -v qemu-system-arm >/dev/null 2>&1 || need_apt="$need_apt qemu-system-arm"  # ports/qemu: the Cortex-M boards (make test-mcu)
 # ports/qemu/rv32: the RV32IMC board (make test-mcu, make bench-mcu): GCC, picolibc, qemu-system-riscv32
 command -v riscv64-unknown-elf-gcc >/dev/null 2>&1 || need_apt="$need_apt gcc-riscv64-unknown-elf"
@@ -55,7 +55,7 @@ echo "setup: pip install -e . (host tools, 'microtrain' command)"
 pip_quiet --no-deps --no-build-isolation -e .
 .venv/bin/python -c "import numpy, torch, elftools, pytest, hypothesis, microtrain_tools"
 
-# MicroPython 1.23 py/ core + tools/mpy_ld.py for natmod builds, from the
+# MicroPython 1.23 py/ core + micropython/tools/mpy_ld.py for natmod builds, from the
 # mpy-cross-v6-3 sdist (the only registry package that ships them).
 MPY_SDIST=mpy_cross_v6_3-1.1.1
 if [ ! -f "build/$MPY_SDIST/micropython/py/dynruntime.mk" ]; then

@@ -1,4 +1,4 @@
-# MicroPython: the device side of `make adapt-eval` (evals/adapt_eval.py), as on a board.
+# MicroPython: the device side of `make adapt-eval` (evals/accuracy/adapt_eval.py), as on a board.
 #
 #   micropython adapt_device.py config.json
 #

@@ -1,5 +1,5 @@
 # Instructions of Trainer.fit with and without the feature cache (run on the QEMU firmware
-# by `evals/bench_host.py --mcu`, which reads the markers):
+# by `evals/benchmarks/bench_host.py --mcu`, which reads the markers):
 #
 #   bench_cache.py MODEL.mtm DATA.mtd TRAIN BATCH EPOCHS N
 #

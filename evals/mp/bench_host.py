@@ -1,5 +1,5 @@
 # Host time per sample of microtrain in the unix micropython (x64 natmod), run by
-# evals/bench_host.py (`make bench`) in rounds interleaved with PyTorch:
+# evals/benchmarks/bench_host.py (`make bench`) in rounds interleaved with PyTorch:
 #
 #   bench_host.py MODEL.mtm DATA.mtd CLK_TCK N_INFER N_STEP_LAST2 N_STEP_ALL [N_FIT EPOCHS]
 #

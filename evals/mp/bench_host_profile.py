@@ -1,4 +1,4 @@
-# The training steps evals/bench_host.py --profile runs under valgrind's callgrind:
+# The training steps evals/benchmarks/bench_host.py --profile runs under valgrind's callgrind:
 #
 #   bench_host_profile.py MODEL.mtm DATA.mtd TRAIN PHASE STEPS
 #

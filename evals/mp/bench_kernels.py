@@ -1,6 +1,6 @@
 # Instructions per MAC of the native kernels (run on the QEMU firmware by
-# evals/bench_mcu.py): each kernel is called once through the _microtrain
-# .mpy between two markers, on the four fixed shapes of the issue:
+# evals/benchmarks/bench_mcu.py): each kernel is called once through the _microtrain
+# .mpy between two markers, on four fixed shapes (docs/performance.md):
 #   conv3x3  16 -> 32 on 16x16, stride 1, pad 1
 #   dw3x3    depthwise 3x3 x32 on 16x16, stride 1, pad 1
 #   pw       pointwise 32 -> 64 on 8x8

@@ -1,5 +1,5 @@
 # Instructions per inference and per training sample of a model (run on the
-# QEMU firmware by evals/bench_mcu.py, which reads the markers):
+# QEMU firmware by evals/benchmarks/bench_mcu.py, which reads the markers):
 #
 #   bench_train.py MODEL.mtm DATA.mtd TRAIN SPARSE BATCH STEPS MODE NINFER [PREPASS]
 #

@@ -1,4 +1,4 @@
-# Coverage runner, executed by the real `micropython` (see evals.coverage):
+# Coverage runner, executed by the real `micropython` (see evals.accuracy.coverage):
 #
 #   micropython coverage_runner.py CONFIG.json
 #

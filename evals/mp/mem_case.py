@@ -1,4 +1,4 @@
-# Peak heap of one case of `make mem-mcu` (evals/mem_mcu.py), on the HEAPPEAK
+# Peak heap of one case of `make mem-mcu` (evals/benchmarks/mem_mcu.py), on the HEAPPEAK
 # firmware (ports/qemu/heappeak.c: the firmware tracks the heap's high-water
 # mark itself, so transient peaks inside a call count too):
 #

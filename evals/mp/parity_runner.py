@@ -1,4 +1,4 @@
-# Parity runner, executed by the real `micropython` (see evals.parity):
+# Parity runner, executed by the real `micropython` (see evals.accuracy.parity):
 #
 #   micropython parity_runner.py MODEL.mtm INPUT.bin OUTPUT.bin [EVERY] [DUMP]
 #

@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: evals/ runs the protocol
 
-from evals import experiments as ex  # noqa: E402
-from evals import train_eval as te  # noqa: E402
+from evals.accuracy import train_eval as te  # noqa: E402
+from evals.lib import experiments as ex  # noqa: E402
 
 
 def main() -> int:

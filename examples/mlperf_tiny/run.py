@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: evals/ runs the protocol
 
-from evals import coverage as cov  # noqa: E402
+from evals.accuracy import coverage as cov  # noqa: E402
 
 NAMES = ("ds_cnn_s", "resnet8", "mobilenet_v1", "autoencoder")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: evals/ runs the protocol
 
-from evals import train_eval as te  # noqa: E402
+from evals.accuracy import train_eval as te  # noqa: E402
 
 DEMO_EPOCHS, DEMO_TRAIN = 3, 2000
 

@@ -1,4 +1,4 @@
-# microtrain.quant: quantisation helpers (mirrors of tools/microtrain_tools/oracle.py).
+# microtrain.quant: quantisation helpers (mirrors of tools/microtrain_tools/reference/oracle.py).
 from array import array
 from typing import Any
 

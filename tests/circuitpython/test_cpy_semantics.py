@@ -1,4 +1,4 @@
-"""CircuitPython semantics (issue 16), checked on the real unix MicroPython.
+"""CircuitPython semantics (docs/circuitpython.md), checked on the real unix MicroPython.
 
 ``tests/mp/cpy_semantics.py`` runs a script with bytearray / array / memoryview
 element stores range-checked (CircuitPython raises OverflowError where

@@ -1,4 +1,4 @@
-"""docs/firmware.md's measured section (`make firmware-doc`, evals/firmware_doc.py) is current:
+"""docs/firmware.md's measured section (`make firmware-doc`, evals/benchmarks/firmware_doc.py) is current:
 every natmod size and firmware flash row that can be recomputed here equals the build's, the
 others are well formed, and the heap table covers every example folder with existing device
 scripts. Also the generator's map reading against an independent count (the ELF's symbols)."""
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from evals import firmware_doc as fd
+from evals.benchmarks import firmware_doc as fd
 from support.harness import ROOT
 
 
@@ -37,8 +37,8 @@ def test_check_sees_a_stale_row() -> None:
 
 def test_help() -> None:
     env = {"PYTHONPATH": f"{ROOT / 'tools'}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    p = subprocess.run([sys.executable, "-m", "evals.firmware_doc", "--help"], capture_output=True, text=True,
-                       cwd=ROOT, check=False, env=env)
+    p = subprocess.run([sys.executable, "-m", "evals.benchmarks.firmware_doc", "--help"], capture_output=True,
+                       text=True, cwd=ROOT, check=False, env=env)
     assert p.returncode == 0 and "--check" in p.stdout and "firmware.md" in p.stdout, p.stderr
 
 

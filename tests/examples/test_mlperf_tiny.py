@@ -30,7 +30,7 @@ def test_mlperf_models_convert_and_run_bitexact() -> None:
 
 
 def test_coverage_idiom_models_end_to_end() -> None:
-    out = _run(["-m", "evals.coverage", "--no-mlperf", "--only", "residual_add", "hardswish"])
+    out = _run(["-m", "evals.accuracy.coverage", "--no-mlperf", "--only", "residual_add", "hardswish"])
     last = out.strip().splitlines()[-1]
     m = re.fullmatch(r"coverage: models=(\d+)/2 agree_min=([0-9.]+) bitexact=(\d+)/(\d+) train=(\d+)/2 "
                      r"ops=(\d+)", last)

@@ -22,7 +22,7 @@ def _toolchain() -> None:
 
 @pytest.mark.parametrize("name", ["m7", "rv32"])
 def test_attribution_and_repeatability(name: str) -> None:
-    from evals import bench_mcu as bm
+    from evals.benchmarks import bench_mcu as bm
 
     if name == "m7":
         subprocess.run(["make", "-s", "-C", str(ROOT), "natmod", "ARCH=armv7emdp"], check=True, timeout=600)

@@ -4,7 +4,7 @@ No MicroPython source tree is available offline, but the MicroPython 1.23 core
 (py/, shared/, tools/) that ``make setup`` unpacks from the mpy-cross-v6-3 sdist
 is enough to check the integration with MicroPython's own build machinery:
 
-- make: tests/fwport is a tiny host "port" (an interpreter running a script)
+- make: ports/host is a tiny host "port" (an interpreter running a script)
   built with ``USER_C_MODULES=<repo>/usermod``, i.e. py/py.mk includes
   usermod/microtrain/micropython.mk exactly as ``make -C ports/unix`` (or
   stm32) does. Built with the unix port's warnings as errors, once with
@@ -23,9 +23,9 @@ is enough to check the integration with MicroPython's own build machinery:
   M0+ (rp2040), M4F (stm32f4), M7 double FPU (stm32f7/h7), M33 (rp2350).
   In firmware mode too, every defined global symbol starts with ``mt_``.
 - manifests: each ports/<port>/manifest.py is run by MicroPython's real
-  tools/manifestfile.py (stand-in port folder holding the default manifest it
+  micropython/tools/manifestfile.py (stand-in port folder holding the default manifest it
   includes); the rp2 one is frozen into the fwport interpreter with
-  tools/makemanifest.py, and the frozen microtrain package, with the built-in
+  micropython/tools/makemanifest.py, and the frozen microtrain package, with the built-in
   kernels, runs a converted digits model to the oracle's outputs.
 
 What this cannot show: the ESP-IDF / pico-sdk / stm32 builds themselves
@@ -208,7 +208,7 @@ def test_cmake_usermod(fw_frozen: tuple[Path, str]) -> None:
     assert build.returncode == 0, (build.stdout + build.stderr)[-4000:]
     cmds = json.loads((bdir / "compile_commands.json").read_text())
     compiled = sorted(Path(c["file"]).name for c in cmds)
-    # the module's sources and two of the firmware's own (tests/fwport/cmake/CMakeLists.txt)
+    # the module's sources and two of the firmware's own (ports/host/cmake/CMakeLists.txt)
     assert compiled == sorted([*C_SOURCES, "modmath.c", "objfloat.c"])
     for c in cmds:
         ours = Path(c["file"]).parent == MODDIR
@@ -314,7 +314,7 @@ def test_natmod_unknown_arch_says_what_the_core_lacks() -> None:
 
 def _run_manifest(port: str) -> list[tuple[str, str]]:
     """(full path, target path) of each file ports/<port>/manifest.py freezes, per MicroPython's
-    tools/manifestfile.py."""
+    micropython/tools/manifestfile.py."""
     code = (
         "import sys, json\n"
         f"sys.path.insert(0, {str(MPY_DIR / 'tools')!r})\n"

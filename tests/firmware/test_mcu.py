@@ -1,7 +1,7 @@
 """microtrain on the project's QEMU firmware (ports/qemu: Cortex-M0/M3/M4F/M7; ports/qemu/rv32: RV32IMC
 with microtrain built in) and its float32 host twin.
 
-The subset of ``make test-mcu`` (ports/qemu/check_mcu.py) that fits in ``make test``:
+The subset of ``make test-mcu`` (tests/support/check_mcu.py) that fits in ``make test``:
 
 - each board boots, runs a script from the host folder, reports its core and a
   single-precision float, and exits with the script's code;
@@ -146,7 +146,7 @@ def test_twin_differs_from_double_host(twin_runs: tuple[Path, dict[int, tuple[by
     roundings change a checkpoint depends on the model, which torch trains slightly differently
     on different CPUs."""
     work, _ = twin_runs
-    # the build folder of tests/test_firmware.py's double-float port (same sources and flags):
+    # the build folder of tests/firmware/test_firmware.py's double-float port (same sources and flags):
     # no second build when that test ran first
     build = ROOT / "build" / "fwport" / "double"
     proc = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "host"), "FLOAT=double",

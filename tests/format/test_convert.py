@@ -200,7 +200,7 @@ def test_dead_channels_convert_bitexact(cnn2d, digits, tmp_path) -> None:  # typ
     """A channel whose weight scale would be below the format's 2^-40 floor (a BatchNorm with
     gamma ~ 0, a pruned row scaled to ~0) is a dead channel: it converts (zeros, scale 1.0, its
     bias kept), agrees with PyTorch, and micropython runs the file bit for bit like the oracle."""
-    from evals import parity as par
+    from evals.accuracy import parity as par
     from support.harness import ensure_natmod
 
     xte = digits[2]

@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from evals import parity as par
+from evals.accuracy import parity as par
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm
 from microtrain_tools.mtm import Act, Op

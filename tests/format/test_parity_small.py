@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 import torch
 
-from evals import datasets as ds
-from evals import parity as par
-from evals import refmodels as rm
+from evals.accuracy import parity as par
+from evals.lib import datasets as ds
+from evals.lib import refmodels as rm
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm
 from support.harness import ensure_natmod
@@ -282,6 +282,6 @@ def test_bars_and_bitexact_count() -> None:
 
 
 def test_cli_help() -> None:
-    r = subprocess.run([sys.executable, "-m", "evals.parity", "--help"], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "evals.accuracy.parity", "--help"], capture_output=True,
                        text=True, check=False, env={**os.environ, "PYTHONPATH": str(par.ROOT / "tools")})
     assert r.returncode == 0 and "bitexact" in r.stdout and "--limit" in r.stdout

@@ -1,4 +1,4 @@
-# MicroPython-side runner of tests/adapt: the prototype head and zeroth-order
+# MicroPython-side runner of tests/training/test_adapt.py: the prototype head and zeroth-order
 # training on given int8 samples; prints one JSON line "ADAPT <result>".
 #
 # Usage: micropython adapt_runner.py CONFIG.json

@@ -1,5 +1,5 @@
 # Runs another MicroPython script of this folder under two CircuitPython rules
-# that the unix MicroPython does not enforce (issue 16):
+# that the unix MicroPython does not enforce (docs/circuitpython.md):
 # - an element store into a bytearray / array / memoryview must fit the
 #   element's type (CircuitPython raises OverflowError "value must fit in N
 #   byte(s)"; MicroPython silently truncates). bytearray, memoryview and

@@ -1,4 +1,4 @@
-# Every file the validator accepts runs inference and a training step (issue 14, finding 3).
+# Every file the validator accepts runs inference and a training step (validator and runtime agree).
 #   rel_accepted.py CORPUS     (b"MTMC" u32 count, then u32 len + bytes per file)
 # For each accepted file: load, forward on a zero input, then (if it has CONV2D / LINEAR
 # layers) Trainer(train="all") and one step, in int8 and float32 mode alternately.

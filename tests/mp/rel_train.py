@@ -5,9 +5,10 @@
 #   rel_train.py heap MODEL DATA CKPT            one epoch and a save in whatever heap -X gave:
 #       prints OK, or MEMORY PHASE SAME (a MemoryError in "train" or "save", with the model
 #       still usable for inference; SAME: True when it infers as before training, else "trained")
-#   rel_train.py scratch MODEL TRAIN TEST EPOCHS LR ADAPT  from-scratch training (issue 14,
-#       finding 4), ADAPT 1: Trainer(adapt_ranges=True): prints HEALTH <the last epoch's health
-#       record>, ACC <held-out accuracy> and SCALE <largest weight scale of the first layer>
+#   rel_train.py scratch MODEL TRAIN TEST EPOCHS LR ADAPT  from-scratch training
+#       (tests/support/reliability/scratch.py), ADAPT 1: Trainer(adapt_ranges=True):
+#       prints HEALTH <the last epoch's health record>, ACC <held-out accuracy> and
+#       SCALE <largest weight scale of the first layer>
 #   rel_train.py soak MODEL DATA CKPT STEPS ROUND  STEPS training steps with an evaluation, a
 #       save and a reload every ROUND steps; prints LIVE <bytes> after each round (the live heap
 #       after a collection)

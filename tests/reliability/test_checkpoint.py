@@ -1,4 +1,4 @@
-"""Checkpoints that always load (issue 14, findings 1, 9, 10): save() refuses what load()
+"""Checkpoints that always load: save() refuses what load()
 would refuse and keeps the previous file, a full file system leaves the previous file and
 no .tmp, and the trainer record (fit's shuffle generator) round-trips through the host
 tools."""

@@ -1,4 +1,4 @@
-"""Validator and runtime agree (issue 14, finding 3): files beyond a runtime limit are refused
+"""Validator and runtime agree: files beyond a runtime limit are refused
 by the C loader, the pure-Python loader (same message) and mtm.read, naming the limit; the
 converter refuses such a model up front; and every file of the seeded mutation corpus that the
 validator accepts runs inference and a training step."""

@@ -1,5 +1,5 @@
-"""Activation-range adaptation and training health (issue 14, "training that notices";
-docs/training.md, "Health and range adaptation").
+"""Activation-range adaptation and training health: training that notices when it does not
+learn (docs/training.md, "Health and range adaptation").
 
 - Trainer(adapt_ranges=True) on the device equals RefTrainer(adapt_ranges=True) bit for bit
   (losses, every trained array, the checkpoint's bytes with its changed activation scales),
@@ -106,9 +106,9 @@ def test_scratch_case_learns_only_with_adaptation() -> None:
 
 
 def test_scratch_case_at_the_issues_lr_warns() -> None:
-    """At issue 14's lr 0.02 the case diverges in PyTorch too (the campaign's docstring); the device
-    must then say so: its epochs stay at chance, and the health record warns that it is not
-    learning (before, it ran silently)."""
+    """At the lr the case was first run at (scratch.ISSUE_LR) the case diverges in PyTorch too
+    (the campaign's docstring); the device must then say so: its epochs stay at chance, and the
+    health record warns that it is not learning (before, it ran silently)."""
     from support.reliability import scratch as sc
 
     r = sc.run(epochs=2, lr=sc.ISSUE_LR)

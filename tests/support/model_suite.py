@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from evals import parity as par
+from evals.accuracy import parity as par
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm
 from support import training_cases as tc

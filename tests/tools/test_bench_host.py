@@ -1,4 +1,4 @@
-"""`make bench` (evals/bench_host.py) runs end to end and prints its summary line.
+"""`make bench` (evals/benchmarks/bench_host.py) runs end to end and prints its summary line.
 
 A benchmark, not a test of speed: the ratios are not asserted, only that a short run
 (`--quick`: one round of short loops) of both sides works and the line is well formed."""
@@ -21,7 +21,7 @@ def test_quick_bench_prints_a_well_formed_summary_line() -> None:
     doc = ROOT / "docs" / "performance-host.md"
     before = doc.read_bytes() if doc.exists() else None
     env = dict(os.environ, PYTHONPATH=f"{ROOT / 'tools'}:{ROOT}")
-    p = subprocess.run([sys.executable, "-m", "evals.bench_host", "--quick"], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-m", "evals.benchmarks.bench_host", "--quick"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600, check=False)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     lines = p.stdout.strip().splitlines()

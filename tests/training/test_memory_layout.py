@@ -1,4 +1,4 @@
-"""Where training keeps its bytes (issue 13, docs/memory.md), in the real micropython binary
+"""Where training keeps its bytes (docs/memory.md), in the real micropython binary
 with the natmod:
 
 - batch 1 with plain SGD momentum keeps no gradient sums: each trained layer's gw / gb are its

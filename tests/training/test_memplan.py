@@ -1,4 +1,4 @@
-"""The Trainer's memory check (python_lib/microtrain/memplan.py, issue 13), in the real micropython
+"""The Trainer's memory check (python_lib/microtrain/memplan.py, docs/memory.md), in the real micropython
 binary, on an MLP of 100 k weights: with the free heap between what training every layer needs
 and what training the last one needs (a ballast takes the rest), ``Trainer(train="all")`` raises
 a MemoryError that states the bytes needed and free and names a smaller set of layers, the model

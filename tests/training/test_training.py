@@ -7,7 +7,7 @@ depthwise conv + relu6, pointwise conv, max-pool, conv, avg-pool, two linears) a
 linear). Then:
 
 - the device's Trainer (tests/mp/train_runner.py) and the independent numpy reference
-  (tools/microtrain_tools/train_ref.py) train the same steps; every trained layer's int8
+  (tools/microtrain_tools/reference/train_ref.py) train the same steps; every trained layer's int8
   weights, biases, multipliers, shifts, weight scales, gradient sums, master copies and
   optimiser state, and every loss, must be equal bit for bit;
 - the device's per-sample float32 weight gradients must point where PyTorch autograd's

@@ -1,4 +1,4 @@
-"""Weights in place (issue 13): ``mt.load()`` of a bytes-like object (frozen bytes, a view over
+"""Weights in place (docs/memory.md): ``mt.load()`` of a bytes-like object (frozen bytes, a view over
 flash) uses the buffer where it lies, in the real micropython binary with the natmod.
 
 - training a model loaded from bytes / bytearray / memoryview gives the same losses and the same

@@ -1,4 +1,4 @@
-"""The reliability campaigns of issue 14 (``make reliability`` runs the long versions, the
+"""The reliability campaigns (``make reliability`` runs the long versions, the
 tests in tests/reliability/ short ones): libFuzzer on the loader and the kernels, abusive
 calls to the native module and the pure-Python kernels, kill -9 during checkpoint saves, a
 small-heap sweep, a soak, bad inputs, and the from-scratch training case.

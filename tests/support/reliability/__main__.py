@@ -1,12 +1,12 @@
-"""``make reliability``: the long campaigns, ending with the issue's summary line
+"""``make reliability``: the long campaigns, ending with one summary line
 
     reliability: fuzz_execs=N crashes=0 abuse_calls=M crashes=0 kills=K torn=0 resume_exact=K/K
     heaps=H crashes=0 bad_inputs=B model_unchanged=B/B soak_steps=S leak=0 scratch_acc=A
 
 (one line). Exit status 1 if any campaign found a problem (a crash, a verdict mismatch, a torn
 or inexact checkpoint, an unclear error, a changed model, a leak). scratch_acc is
-judged (>= 0.95, with range adaptation); at the issue's own lr 0.02 (which diverges in PyTorch too)
-the run must learn or its health record must warn.
+judged (>= 0.95, with range adaptation); at the lr the case was first run at (scratch.ISSUE_LR,
+which diverges in PyTorch too) the run must learn or its health record must warn.
 --quick runs the short versions (as `make test` does)."""
 
 from __future__ import annotations

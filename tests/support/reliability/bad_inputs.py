@@ -1,4 +1,4 @@
-"""Bad inputs (issue 14, findings 5-8): every case raises one clear one-line error and leaves
+"""Bad inputs: every case raises one clear one-line error and leaves
 the model, trainer and optimiser state as they were; and training interleaved with all the
 cases ends in the same checkpoint, byte for byte, as training without them."""
 

@@ -1,9 +1,9 @@
-"""The from-scratch case of issue 14 (finding 4): an untrained network converted with
+"""The from-scratch case: an untrained network converted with
 calibrated activation ranges, trained on the device from scratch (SGD momentum 0.9, float32
 mode, batch 1), held-out accuracy (optionally next to PyTorch's on the same weights, data and
-order). The issue's lr 0.02 diverges in PyTorch too on this network and data (chance level
-after two epochs); at lr 0.005 PyTorch learns but oscillates (held-out 0.81, 0.91, 0.87, 0.94,
-0.87 over five epochs: never 0.95), so the case runs LR for EPOCHS epochs, where PyTorch
+order). The lr the case was first run at (ISSUE_LR) diverges in PyTorch too on this network and
+data (chance level); at lr 0.005 PyTorch learns but oscillates and never reaches 0.95 held out,
+so the case runs LR for EPOCHS epochs, where PyTorch
 converges. With Trainer(adapt_ranges=True) (the default here) the device learns like PyTorch;
 without it, the fixed calibrated ranges saturate and it stays near chance (the health record
 and its warnings say so)."""
@@ -27,7 +27,7 @@ from support.reliability import BUILD, run_mp
 N_TRAIN = 1400
 EPOCHS = 3
 LR = 0.002
-ISSUE_LR = 0.02  # the lr of issue 14's report: diverges here, so health must warn
+ISSUE_LR = 0.02  # the lr the case was first run at: diverges here, so health must warn
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""How well microtrain learns and how exactly it computes, on real data (see README.md)."""

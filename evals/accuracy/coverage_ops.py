@@ -1,0 +1,91 @@
+"""One small model per op the idiom models do not cover (channel concatenation, nearest
+upsampling, transposed convs), for the `make coverage` runner: it converts, runs and fine-tunes
+each, like the MLPerf Tiny models.
+
+``models()`` returns ``(name, module, input shape CHW)`` triples; the modules are untrained
+(the runner trains them briefly on its data). Each ends in a 4x4 average pooling of its 14x14
+features and a Linear over the 3x3 grid to 10 classes: a global pooling there left the digits
+barely separable (the float models reached 30-85 % on held-out digits, too close to ties for a
+meaningful agreement with the int8 model).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class CatSkip(nn.Module):
+    """DenseNet-style block: every conv sees the concatenation of the ones before it."""
+
+    def __init__(self, c_in: int) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(c_in, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(c_in + 8, 8, 3, padding=1)
+        self.c3 = nn.Conv2d(c_in + 16, 16, 1)
+        self.fc = nn.Linear(16 * 3 * 3, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.cat([x, F.relu(self.c1(x))], 1)
+        b = torch.cat([a, F.relu(self.c2(a))], 1)
+        y = F.max_pool2d(F.relu(self.c3(b)), 2)
+        return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
+
+
+class UpNet(nn.Module):
+    """U-Net-style: down by a strided conv, back up by nearest upsampling, joined to the skip."""
+
+    def __init__(self, c_in: int) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(c_in, 8, 3, padding=1)
+        self.down = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.c2 = nn.Conv2d(24, 16, 3, stride=2, padding=1)
+        self.fc = nn.Linear(16 * 3 * 3, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = F.relu(self.c1(x))
+        d = F.relu(self.down(a))
+        y = F.relu(self.c2(torch.cat([a, self.up(d)], 1)))
+        return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
+
+
+class InterpNet(nn.Module):
+    """F.interpolate(scale_factor=2, mode="nearest") back to the input size after a strided conv."""
+
+    def __init__(self, c_in: int) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(c_in, 8, 3, stride=2, padding=1)
+        self.c2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.fc = nn.Linear(16 * 3 * 3, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.interpolate(F.relu(self.c1(x)), scale_factor=2, mode="nearest")
+        y = F.max_pool2d(F.relu(self.c2(y)), 2)
+        return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
+
+
+class DeconvNet(nn.Module):
+    """A decoder step: nn.ConvTranspose2d(stride 2) after a strided conv, then a classifier."""
+
+    def __init__(self, c_in: int) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(c_in, 16, 3, stride=2, padding=1)
+        self.t1 = nn.ConvTranspose2d(16, 8, 3, stride=2, padding=1, output_padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.fc = nn.Linear(16 * 3 * 3, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn(self.t1(F.relu(self.c1(x)))))
+        y = F.relu(self.c2(y))
+        return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
+
+
+def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
+    """(name, untrained module, input shape CHW): one small model per new op."""
+    c = shape[0]
+    torch.manual_seed(0)
+    return [("ops-concat", CatSkip(c), shape), ("ops-upsample", UpNet(c), shape),
+            ("ops-interpolate", InterpNet(c), shape), ("ops-conv-transpose", DeconvNet(c), shape)]

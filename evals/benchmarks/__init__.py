@@ -1,0 +1,1 @@
+"""What microtrain costs: instruction counts, host time, heap and flash (see README.md)."""

@@ -1,0 +1,295 @@
+"""`make mem-mcu`: peak heap of the MLPerf-Tiny-class cases on the 32-bit Cortex-M7 QEMU firmware.
+
+Each case runs evals/mp/mem_case.py on the M7 firmware built with HEAPPEAK=1
+(ports/qemu/heappeak.c: the firmware tracks the GC heap's high-water mark, the
+live bytes at every allocation, within 256 B), in a heap large enough to
+measure the peak (``--heap``, default 2 MB), with the microtrain package as
+.mpy bytecode and the armv7emdp natmod, as `make bench-mcu` runs them. The
+peak counts everything from before ``import microtrain`` on: package, model
+objects, buffers, the script's samples.
+
+Model bytes (``--load``): ``rom`` (default): QEMU's loader puts the .mtm into
+the board's flash (the MPS2's code memory, outside the heap) and the script
+passes ``mt.load()`` a bytearray over it; ``file``: ``mt.load(path)`` reads
+the file into the heap; ``frozen`` (builtin firmware, ResNet-8 only: the
+image has room for one model below the flash area QEMU leaves free): the
+.mtm as the bytes constant ``MODEL`` of a module frozen into the firmware.
+
+The cases (MLPerf Tiny models at their published sizes, evals/lib/mlperf_tiny.py,
+with seeded untrained weights: memory does not depend on the values; the
+Fashion-MNIST transfer CNN of evals/models):
+
+- resnet8_infer: ResNet-8 32x32x3, inference;
+- dscnn_last2: DS-CNN-S, training last:2, mixed, SGD momentum, batch 1;
+- mbv1_sparse: MobileNetV1-0.25 96x96, last:3, DynamicSparse(0.1), int8, plain SGD, batch 1
+  (each layer steps during backward: Trainer sums=False);
+- fmnist_all: transfer CNN, all layers, mixed, SGD momentum, batch 16 folded into the momentum
+  (Trainer sums=False: each gradient / 16, no gradient sums), recompute=True (backward's int32
+  scratch in conv1's output, which conv1 computes again before the first pool's backward).
+
+``microtrain info``'s prediction per case (tools/microtrain_tools/info.py
+``peak_heap``: package, model objects, file when read into RAM, one sample,
+inference, training) is printed next to the measurement; info_err is the largest |pred - peak| /
+peak. A case that fails prints its phase (``FAIL(phase)``), never a number.
+The held-out cases (HELD_OUT: other layer sets, modes and batches of the same models, to
+which info's constants were not fitted) get a line of their own, ``mem-mcu held-out (FW): ...``.
+Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K info_err=P``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build" / "mem"
+MP_DIR = ROOT / "evals" / "mp"
+# MPS2 code memory (4 MB at 0): the image ends below 256 KB, but QEMU reserves the load
+# addresses of .bss (its 3 MB heap array) after it, up to ~3.2 MB: the model goes above
+ROM_ADDR = 0x00380000
+ROM_END = 0x00400000
+SAMPLES = 17  # samples per .mtd (batch 16 + 1)
+
+
+@dataclass(frozen=True)
+class MemCase:
+    name: str
+    model: str  # build/mem/<model>.mtm
+    train: str  # "-" = inference only
+    mode: str = "mixed"
+    sparse: float = 0.0
+    batch: int = 1
+    steps: int = 3
+    momentum: float = 0.9  # SGD(lr=0.01, momentum=...); 0: plain SGD
+    sums: bool | None = None  # Trainer(sums=...): None the default, False no gradient sums
+    recompute: bool = False  # Trainer(recompute=...): the scratch in a conv output made again
+
+
+CASES = (
+    MemCase("resnet8_infer", "resnet8", "-"),
+    MemCase("dscnn_last2", "ds_cnn_s", "last:2", sums=False),
+    # plain SGD, int8 (Deutel et al.'s fully quantised training): float32 momentum (4 bytes per
+    # trained parameter) would not fit a board's heap by itself
+    MemCase("mbv1_sparse", "mobilenet_v1", "last:3", mode="int8", sparse=0.1, momentum=0.0, sums=False),
+    # batch 16 folded into the momentum (each gradient / 16): no gradient sums; the int32 scratch in
+    # conv1's output, which conv1 computes again before the first pool's backward
+    MemCase("fmnist_all", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True),
+)
+# Held out: microtrain info's constants are fitted to CASES; these other layer sets, modes and
+# batches check the prediction where it was not fitted (their own line, not the acceptance one)
+HELD_OUT = (
+    MemCase("resnet8_last3", "resnet8", "last:3", mode="int8", batch=4, steps=5),
+    MemCase("dscnn_all", "ds_cnn_s", "all", sums=False),
+    MemCase("mbv1_last1", "mobilenet_v1", "last:1", mode="float32", batch=8, steps=9),
+    MemCase("fmnist_last2", "fmnist", "last:2", mode="int8", sums=False),
+)
+
+
+@dataclass
+class MemResult:
+    case: MemCase
+    fw: str
+    load: str
+    phases: dict[str, int]  # phase -> peak bytes since start, after that phase
+    error: str | None  # phase of a MemoryError / failure
+    pred: int  # microtrain info's prediction (bytes)
+    seconds: float
+
+    @property
+    def peak(self) -> int:
+        return self.phases.get("peak", 0)
+
+    @property
+    def err(self) -> float:
+        return abs(self.pred - self.peak) / self.peak if self.peak and not self.error else float("nan")
+
+
+def _qemu_run() -> object:
+    sys.path.insert(0, str(ROOT / "ports" / "qemu"))
+    import qemu_run
+
+    return qemu_run
+
+
+FROZEN = {"resnet8": "mt_frozen_resnet8"}  # model -> frozen module holding MODEL = b"..."
+
+
+def frozen_modules() -> Path:
+    """build/mem/frozen/<module>.py for FROZEN (the BUILTIN firmware freezes the folder)."""
+    d = BUILD / "frozen"
+    d.mkdir(parents=True, exist_ok=True)
+    for model, mod in FROZEN.items():
+        data = (BUILD / f"{model}.mtm").read_bytes()
+        src = f"# {model}.mtm, frozen into the firmware: the bytes stay in flash\nMODEL = {data!r}\n"
+        p = d / f"{mod}.py"
+        if not p.is_file() or p.read_text() != src:
+            p.write_text(src)
+    return d
+
+
+def firmware(fw: str) -> Path:
+    """The M7 single-float firmware with the mtheap module (make -C ports/qemu HEAPPEAK=1);
+    fw "builtin": with BUILTIN=1 (kernels and package in flash)."""
+    builtin = fw == "builtin"
+    p = subprocess.run(["make", "-j2", "-C", str(ROOT / "ports" / "qemu"), "BOARD=m7", "FLOAT=single",
+                        "HEAPPEAK=1", f"BUILTIN={int(builtin)}",
+                        *([f"MT_FROZEN_DIR={frozen_modules()}"] if builtin else [])],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"mem-mcu: firmware build failed:\n{(p.stdout + p.stderr)[-3000:]}")
+    return ROOT / "build" / "qemu" / ("m7-single-heappeak" + ("-builtin" if builtin else "")) / "firmware.elf"
+
+
+def models() -> None:
+    """build/mem/<name>.mtm and .mtd (SAMPLES quantised inputs) of the four models, once."""
+    import numpy as np
+
+    from microtrain_tools import convert as cv
+    from microtrain_tools import mtm
+    from microtrain_tools.mtd import write_mtd
+
+    BUILD.mkdir(parents=True, exist_ok=True)
+    need = [n for n in ("resnet8", "ds_cnn_s", "mobilenet_v1") if not (BUILD / f"{n}.mtd").is_file()]
+    if need:
+        from evals.lib import mlperf_tiny as mlp
+
+        for c in mlp.cases("smoke", only=tuple(need)):
+            m = cv.convert(c.model, c.calib, progress=False, method="percentile", percentile=99.99)
+            data = mtm.write(m)
+            (BUILD / f"{c.name}.mtm").write_bytes(data)
+            x = np.concatenate([c.x_tune] * (-(-SAMPLES // len(c.x_tune))))[:SAMPLES]
+            y = np.concatenate([c.y_tune] * (-(-SAMPLES // len(c.y_tune))))[:SAMPLES]
+            write_mtd(BUILD / f"{c.name}.mtd", cv.quantize_input(data, x), y)
+    if not (BUILD / "fmnist.mtd").is_file():
+        from evals.lib import datasets as ds
+        from evals.lib import transfer_model as tm
+
+        shutil.copy2(tm.get_model(progress=False).mtm, BUILD / "fmnist.mtm")
+        xt, yt = ds.fashion_mnist("test")
+        write_mtd(BUILD / "fmnist.mtd", cv.quantize_input((BUILD / "fmnist.mtm").read_bytes(), xt[:SAMPLES]),
+                  yt[:SAMPLES])
+
+
+def predict(c: MemCase, fw: str, load: str) -> int:
+    """microtrain info's peak heap for the case (bytes; info.peak_heap)."""
+    from microtrain_tools import info, mtm
+
+    path = BUILD / f"{c.model}.mtm"
+    m = mtm.read(path.read_bytes())
+    tr = None
+    if c.train != "-":
+        n = len(info.weighted_layers(m)) if c.train == "all" else int(c.train.split(":")[1])
+        tr = info.train_ram(m, n, momentum=c.momentum > 0, mode=c.mode, sparse=c.sparse > 0, batch=c.batch,
+                            sums=c.sums, recompute=c.recompute)
+    return info.peak_heap(m, path.stat().st_size, fw, "file" if load == "file" else "flash", tr)["total"]
+
+
+def run_case(c: MemCase, fw: str, elf: Path, load: str, heap: str, timeout: float = 3600) -> MemResult:
+    qr = _qemu_run()
+    mtm_path = BUILD / f"{c.model}.mtm"
+    args = [mtm_path.name, f"{c.model}.mtd", c.train, c.mode, f"{c.sparse:g}", str(c.batch), str(c.steps),
+            f"{c.momentum:g}", {None: "-", True: "1", False: "0"}[c.sums], str(int(c.recompute))]
+    extra: list[str] = []
+    if load == "frozen":
+        args.append("frozen:" + FROZEN[c.model])
+    elif load == "rom":
+        if ROM_ADDR + mtm_path.stat().st_size > ROM_END:
+            raise SystemExit(f"mem-mcu: {mtm_path} does not fit the flash area at {ROM_ADDR:#x}")
+        args.append(str(ROM_ADDR))
+        extra = ["-device", f"loader,file={mtm_path},addr={ROM_ADDR:#x},force-raw=on"]
+    paths = [str(MP_DIR)]
+    if fw == "natmod":  # the package as .mpy files and the natmod, read into the heap on import
+        qr.build_pylib()  # type: ignore[attr-defined]
+        paths += qr.default_paths("m7")  # type: ignore[attr-defined]
+    cmd = qr.qemu_cmd("m7", str(MP_DIR / "mem_case.py"), args, heap=heap, paths=paths,  # type: ignore
+                      extra=extra)
+    cmd[cmd.index("-kernel") + 1] = str(elf)
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=BUILD,
+                       stdin=subprocess.DEVNULL)
+    phases = {k: int(v) for k, v in re.findall(r"^mem\.(\w+)=(\d+)$", p.stdout, re.M)}
+    m = re.search(r"^mem\.error=(\w+)$", p.stdout, re.M)
+    error = m.group(1) if m else None
+    if error is None and (p.returncode != 0 or "peak" not in phases):
+        error = f"rc{p.returncode}"
+        sys.stderr.write(f"{c.name}: {p.stdout[-2000:]}\n{p.stderr[-2000:]}\n")
+    return MemResult(c, fw, load, phases, error, predict(c, fw, load), time.time() - t0)
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1024:.1f}"
+
+
+def table(results: Sequence[MemResult]) -> list[str]:
+    phases = ("import", "load", "infer", "trainer", "train")
+    head = " | ".join(f"after {p}" for p in phases)
+    lines = [f"| case | kernels, package | model bytes | {head} | peak | info | info err |",
+             "|---|---|---|" + "---|" * len(phases) + "---|---|---|"]
+    for r in results:
+        cells = [_kb(r.phases[p]) if p in r.phases else "-" for p in phases]
+        peak = f"FAIL({r.error})" if r.error else _kb(r.peak)
+        lines.append(f"| {r.case.name} | {r.fw} | {r.load} | " + " | ".join(cells) +
+                     f" | {peak} | {_kb(r.pred)} | {r.err:.2f} |")
+    return lines
+
+
+def summary(results: Sequence[MemResult], tag: str = "") -> str:
+    parts = [f"{r.case.name}={'FAIL(' + r.error + ')' if r.error else _kb(r.peak)}" for r in results]
+    errs = [r.err for r in results if not r.error]
+    parts.append(f"info_err={max(errs):.2f}" if errs else "info_err=n/a")
+    return f"mem-mcu{tag}: " + " ".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--load", choices=("rom", "file", "frozen", "both", "all"), default="rom",
+                    help="model bytes in flash (rom), read from the file into the heap, a frozen bytes "
+                         "constant (builtin, ResNet-8); both: file and rom; all: the three")
+    ap.add_argument("--heap", default="2m", help="GC heap of the runs (large enough to measure the peak)")
+    ap.add_argument("--fw", choices=("natmod", "builtin", "both"), default="both",
+                    help="kernels and package: natmod + .mpy files (read into the heap on import), or "
+                         "built into the firmware (flash)")
+    ap.add_argument("--only", nargs="*", default=(), help="case names")
+    ap.add_argument("--no-held-out", action="store_true",
+                    help="skip the held-out cases (other layer sets, modes, batches: a check of microtrain "
+                         "info where its constants were not fitted)")
+    a = ap.parse_args(argv)
+    cases = CASES + (() if a.no_held_out else HELD_OUT)
+    models()
+    loads = {"both": ("file", "rom"), "all": ("file", "frozen", "rom")}.get(a.load, (a.load,))
+    fws = ("natmod", "builtin") if a.fw == "both" else (a.fw,)
+    results: list[MemResult] = []
+    for fw in fws:
+        elf = firmware(fw)
+        for load in loads:
+            for c in cases:
+                if (a.only and c.name not in a.only) or (load == "frozen" and (fw != "builtin"
+                                                                               or c.model not in FROZEN)):
+                    continue
+                r = run_case(c, fw, elf, load, a.heap)
+                results.append(r)
+                peak = f"FAIL({r.error})" if r.error else _kb(r.peak)
+                print(f"{c.name} ({fw}, {load}): peak {peak} KB, info {_kb(r.pred)} KB, "
+                      f"phases {r.phases} ({r.seconds:.0f} s)", flush=True)
+    print("\n".join(table(results)))
+    held = [r for r in results if r.case in HELD_OUT and r.load == loads[-1]]
+    results = [r for r in results if r.case not in HELD_OUT]
+    for fw in fws:
+        if any(r.fw == fw for r in held):
+            print(summary([r for r in held if r.fw == fw], f" held-out ({fw})"))
+    for fw in fws[:-1]:
+        print(summary([r for r in results if r.fw == fw and r.load == loads[-1]], f" ({fw})"))
+    # the acceptance line: the last configuration (built-in, model in flash, unless told otherwise)
+    print(summary([r for r in results if r.fw == fws[-1] and r.load == loads[-1]]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""What the accuracy runs and the benchmarks share: data, reference models, protocol (see README.md)."""
