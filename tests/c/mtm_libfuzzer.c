@@ -1,7 +1,7 @@
 // libFuzzer target: the .mtm validator (usermod/microtrain/mtm_loader.c) and, on
 // every file it accepts, the kernels a forward pass and a training step call,
 // with the file's own descriptors, weights and biases. Built by
-// evals/reliability/fuzz.py with clang -fsanitize=fuzzer,address,undefined.
+// tests/support/reliability/fuzz.py with clang -fsanitize=fuzzer,address,undefined.
 //
 // Each input is validated as given, then again with total_len and the CRC
 // fixed up (random bytes almost never carry a right CRC, so without that the

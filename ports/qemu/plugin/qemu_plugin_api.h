@@ -1,7 +1,7 @@
 // The few QEMU TCG plugin API (version 1, QEMU 7.2) declarations that
 // mtcount.c uses. Debian's qemu-system-arm loads plugins but ships no
 // qemu-plugin.h, so they are declared here from the documented API
-// (docs/devel/tcg-plugins.rst of QEMU 7.2): same names, argument types and
+// (qemu/docs/devel/tcg-plugins.rst of QEMU 7.2): same names, argument types and
 // enum values, nothing else.
 #ifndef MT_QEMU_PLUGIN_API_H
 #define MT_QEMU_PLUGIN_API_H
