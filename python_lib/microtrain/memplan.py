@@ -16,8 +16,8 @@ def _buf(n):
 
 
 def _plan_bytes(model, first):
-    # the forward plan that keeps what backward reads (Model._plan's best fit): the bytes of
-    # its buffers, and the lengths of those that hold no kept tensor (Model._idle: idle
+    # the forward plan that keeps what backward reads (Model.plan's best fit): the bytes of
+    # its buffers, and the lengths of those that hold no kept tensor (backward.idle: idle
     # during backward, where its buffers go), the model input's first
     tensors, layers = model.tensors, model.layers
     last_use = {}
@@ -63,10 +63,10 @@ def _plan_bytes(model, first):
 
 
 def _now_bytes(model, idx):
-    # now.Now: the shared gradient window (weights; placed with backward's buffers), its bias
+    # stepwise.StepInBackward: the shared gradient window (weights; placed with backward's buffers), its bias
     # and update row, its mask bytes, a window mask per layer with more than one window, per
     # layer its tuple and jump matrix
-    from microtrain.now import WINDOW
+    from microtrain.stepwise import WINDOW
 
     n = m = c = 0
     out = 0
@@ -85,7 +85,10 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
     """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
     moments, sparse) allocates: a list of (item, bytes). fold: no gradient sums, True: the
     gradients go into the momentum (SGD momentum: batch 1, or a larger batch with sums=False),
-    "now": each layer steps during backward (batch 1, plain SGD: now.Now's gradient window)."""
+    "now": each layer steps during backward (batch 1, plain SGD: the gradient window of
+    stepwise.StepInBackward)."""
+    from microtrain import backward  # (the training plan's rules; loaded for training anyway)
+
     layers = model.layers
     grads = window = 0
     if fold == "now":
@@ -111,15 +114,15 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
     for ly in layers[first:]:
         region.add(ly.output)
     fw, idle = _plan_bytes(model, first)
-    bw = fw if first not in model._plans else 0
-    inplace = model._inplace_errors(first, region, fold != "now")  # errors over the activations
-    need_s, acc, host = model._scratch_plan(first, region, inplace)  # host: in that error buffer
+    bw = fw if not model.has_plan(first) else 0
+    inplace = backward.inplace_errors(model, first, region, fold != "now")  # errors over the activations
+    need_s, acc, host = backward.scratch_plan(model, first, region, inplace)  # host: in that error buffer
     scratch = 4 * acc if acc and host is None else 0
-    # errors and scratch in the forward buffers idle during backward where they fit (Model._pack;
+    # errors and scratch in the forward buffers idle during backward where they fit (backward.pack;
     # the pure-Python kernels' scratch cannot be retyped: a new one)
-    items, at = model._pack(first, region, inplace, scratch if kern.NATIVE else 0, idle,
+    items, at = backward.pack(model, first, region, inplace, scratch if kern.NATIVE else 0, idle,
                             window if kern.NATIVE else 0)
-    redo = redo and scratch and model._recompute_host(first, inplace, need_s, acc)  # (native only)
+    redo = redo and scratch and backward.recompute_host(model, first, inplace, need_s, acc)  # (native only)
     # the update row is backward's int32 scratch retyped, where that is bytes long enough
     if row and not (kern.NATIVE and acc >= row and (host is not None or (scratch and (0 in at or redo)))):
         copies += _buf(4 * row)
@@ -134,7 +137,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
     # d <= 17 ln 2 / s (no exp loop here: on a double-float port each float is a heap object)
     dmax = 11.7835 / model.output.scale
     n_lut = 256 if dmax >= 255 else int(dmax) + 1
-    loss = 0 if model._ce is not None else _buf(4 * n_lut) + _buf(model.output.numel) + _buf(12)
+    loss = 0 if model.ce_bufs is not None else _buf(4 * n_lut) + _buf(model.output.numel) + _buf(12)
     return [("gradients", grads), ("optimiser state", state), ("master copies", master),
             ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
 
