@@ -30,7 +30,8 @@ class Param:
 
 class _Optimizer:
     n_state: int  # float32 state arrays per tensor (SGD momentum 1, Adam 2)
-    lr: float
+    lr: float  # the configured rate (a schedule's lr0), checked > 0
+    rate: float  # the rate of the next update (set_rate; Trainer.lr)
     weight_decay: float
     standardize: bool
     rounding: str  # "auto", "nearest" or "stochastic"
@@ -53,8 +54,47 @@ class _Optimizer:
         """Turn p.g (the sum of n samples' gradients) into the step direction, in place."""
     def begin(self, t: int) -> None:
         """Called once per step (t = the new step count) before any layer."""
+    def set_rate(self, v: float, who: str = "lr") -> None:
+        """Set `rate`: a finite number >= 0 (the one check of a rate)."""
     def step(self, layers: Model | list[Layer] | tuple[Layer, ...], n: int = 1,
              lr: float | None = None) -> None: ...
+    def apply(self, layers: list[Layer] | tuple[Layer, ...], n: int, lr: float | None,
+              upd: Sums | IntoMomentum) -> None:
+        """The update of `layers` from what the update mode holds (its step calls this)."""
+
+class Sums:
+    """Update mode (Model.update), the default: float32 gradient sums per trained layer."""
+
+    late: bool
+    views: dict[int, tuple[Param, Param, float, float]]
+    def __init__(self) -> None: ...
+    def grad(self, ly: Layer, gwk: Callable[..., None], p: Any, x: Any, e: Any, mask: Any, sw: float,
+             s: float) -> None: ...
+    def step(self, opt: _Optimizer, layers: list[Layer], n: int, lr: float | None) -> None: ...
+    def row(self, ly: Layer, n: int) -> int: ...
+    def apply(self, opt: _Optimizer, ly: Layer, n: int, lr: float, r: int, row: Float32) -> int: ...
+    def failed(self, opt: _Optimizer, layers: list[Layer]) -> None: ...
+    def forget(self, ly: Layer) -> None: ...
+    def release(self) -> None: ...
+
+class IntoMomentum:
+    """Update mode of SGD momentum without gradient sums: gw / gb are the momentum."""
+
+    late: bool
+    m: float  # the momentum
+    n: int  # the batch: each gradient enters the momentum / n
+    limit: float  # the gradient-scale bound that keeps the momentum finite
+    layers: list[Layer]
+    folded: set[int]  # layers whose momentum is scaled since the last update
+    def __init__(self, momentum: float, batch: int, layers: list[Layer], opt: _Optimizer) -> None: ...
+    def grad(self, ly: Layer, gwk: Callable[..., None], p: Any, x: Any, e: Any, mask: Any, sw: float,
+             s: float) -> None: ...
+    def step(self, opt: _Optimizer, layers: list[Layer], n: int, lr: float | None) -> None: ...
+    def row(self, ly: Layer, n: int) -> int: ...
+    def apply(self, opt: _Optimizer, ly: Layer, n: int, lr: float, r: int, row: Float32) -> int: ...
+    def failed(self, opt: _Optimizer, layers: list[Layer]) -> None: ...
+    def forget(self, ly: Layer) -> None: ...
+    def release(self) -> None: ...
 
 class SGD(_Optimizer):
     momentum: float
