@@ -1,22 +1,24 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The .mtm format constants on the device (docs/format.md), in one place for
-# model.py, checkpoint.py and the pure-Python loader (pyk/mtm_loader.py).
-# The host's tools/microtrain_tools/mtm.py and the C usermod/microtrain/
-# mtm_loader.c/.h hold the same values; tests/package/test_device_package.py keeps the
-# three copies equal. Small ints are const(): inlined where this module's
-# names are used inside it, plain globals for importers.
+# model.py, checkpoint.py and the pure-Python loader (pyk/mtm_loader.py); the
+# host's mtm.py imports the same layout and the C loader includes the header
+# generated from it (usermod/microtrain/mtm_layout.h). Small ints are const():
+# inlined where this module's names are used inside it, plain globals for importers.
 try:
     from micropython import const
 except ImportError:  # CPython (host debugging of the pure-Python kernels)
     def const(x):
         return x
 
-MAGIC = b"MTMF"
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+MAGIC = b'MTMF'
 VERSION_MAJOR = const(1)
-VERSION_MINOR = const(3)  # 1: LUT, 2: CONCAT / UPSAMPLE, 3: Adam second moments (files: the oldest that fits)
+VERSION_MINOR = const(3)
 HEADER_SIZE = const(64)
 TENSOR_ENTRY = const(48)
 LAYER_ENTRY = const(152)
-PARAMS_OFF = const(72)  # offset of the params inside a layer entry
+PARAMS_OFF = const(72)  # the params in a layer entry
 N_PARAMS_MAX = const(20)
 MAX_TENSORS = const(4096)
 MAX_LAYERS = const(1024)
@@ -26,17 +28,106 @@ MAX_NAME = const(63)
 MAX_FUSED = const(255)
 NONE = 0xFFFFFFFF  # "no tensor" in the file (not const(): a big int on 32-bit ports)
 NONE_I32 = const(-1)  # the same as the accessors (mtm_tensor / mtm_layer) report it
-# int32 values the accessors fill in: mtm_info, mtm_tensor, mtm_layer
-INFO_N = const(15)
-TENSOR_N = const(14)
-LAYER_N = const(23)
-
-# header flags, tensor flags, layer flags
 FLAG_TRAINED = const(1)
 FLAG_HAS_STATE = const(2)
 TFLAG_SIGNAL_1D = const(1)
 LFLAG_TRAINED = const(1)
-
+# entry formats for struct (the f32 scale read as its bits)
+TENSOR_FMT = '<BBBBI4IIIIiII'
+LAYER_HEAD_FMT = '<BBBBIIIIIIIIIIII4I'  # op .. state[3]
+# byte offsets in the header and in a layer entry
+H_VERSION_MAJOR = const(4)
+H_VERSION_MINOR = const(6)
+H_HEADER_SIZE = const(8)
+H_FLAGS = const(12)
+H_TOTAL_LEN = const(16)
+H_N_TENSORS = const(20)
+H_TENSOR_TABLE_OFF = const(24)
+H_N_LAYERS = const(28)
+H_LAYER_TABLE_OFF = const(32)
+H_STRINGS_OFF = const(36)
+H_STRINGS_LEN = const(40)
+H_DATA_OFF = const(44)
+H_DATA_LEN = const(48)
+H_INPUT = const(52)
+H_OUTPUT = const(56)
+H_TRAIN_STEPS = const(60)
+L_ACT = const(1)
+L_N_PARAMS = const(2)
+L_N_INPUTS = const(3)
+L_FLAGS = const(4)
+L_NAME_OFF = const(8)
+L_NAME_LEN = const(12)
+L_FUSED_OFF = const(16)
+L_FUSED_LEN = const(20)
+L_IN0 = const(24)
+L_IN1 = const(28)
+L_OUT = const(32)
+L_WEIGHT = const(36)
+L_BIAS = const(40)
+L_MULT = const(44)
+L_SHIFT = const(48)
+L_STATE = const(52)
+L_STATE4 = const(68)
+L_STATE5 = const(70)
+# the int32 row mtm_info fills: index of each value, and the count
+INFO_VERSION_MAJOR = const(0)
+INFO_VERSION_MINOR = const(1)
+INFO_FLAGS = const(2)
+INFO_TOTAL_LEN = const(3)
+INFO_N_TENSORS = const(4)
+INFO_N_LAYERS = const(5)
+INFO_TENSOR_TABLE_OFF = const(6)
+INFO_LAYER_TABLE_OFF = const(7)
+INFO_STRINGS_OFF = const(8)
+INFO_STRINGS_LEN = const(9)
+INFO_DATA_OFF = const(10)
+INFO_DATA_LEN = const(11)
+INFO_INPUT = const(12)
+INFO_OUTPUT = const(13)
+INFO_TRAIN_STEPS = const(14)
+# the int32 row mtm_tensor fills: index of each value, and the count
+TROW_DTYPE = const(0)
+TROW_RANK = const(1)
+TROW_KIND = const(2)
+TROW_QUANT = const(3)
+TROW_FLAGS = const(4)
+TROW_SHAPE0 = const(5)
+TROW_SHAPE1 = const(6)
+TROW_SHAPE2 = const(7)
+TROW_SHAPE3 = const(8)
+TROW_DATA_OFF = const(9)
+TROW_DATA_LEN = const(10)
+TROW_SCALE = const(11)
+TROW_ZERO_POINT = const(12)
+TROW_QSCALES = const(13)
+# the int32 row mtm_layer fills: index of each value, and the count
+LROW_OP = const(0)
+LROW_ACT = const(1)
+LROW_N_PARAMS = const(2)
+LROW_N_INPUTS = const(3)
+LROW_FLAGS = const(4)
+LROW_NAME_OFF = const(5)
+LROW_NAME_LEN = const(6)
+LROW_FUSED_OFF = const(7)
+LROW_FUSED_LEN = const(8)
+LROW_IN0 = const(9)
+LROW_IN1 = const(10)
+LROW_OUT = const(11)
+LROW_WEIGHT = const(12)
+LROW_BIAS = const(13)
+LROW_MULT = const(14)
+LROW_SHIFT = const(15)
+LROW_STATE0 = const(16)
+LROW_STATE1 = const(17)
+LROW_STATE2 = const(18)
+LROW_STATE3 = const(19)
+LROW_PARAMS_OFF = const(20)
+LROW_STATE4 = const(21)
+LROW_STATE5 = const(22)
+INFO_N = const(15)
+TENSOR_N = const(14)
+LAYER_N = const(23)
 # tensor dtype
 DT_INT8 = const(1)
 DT_INT32 = const(2)
@@ -51,7 +142,6 @@ Q_NONE = const(0)
 Q_TENSOR = const(1)
 Q_CHANNEL = const(2)
 Q_BIAS = const(3)
-
 # layer op and fused activation
 OP_CONV2D = const(1)
 OP_LINEAR = const(2)
@@ -67,12 +157,24 @@ OP_UPSAMPLE = const(11)
 ACT_NONE = const(0)
 ACT_RELU = const(1)
 ACT_RELU6 = const(2)
-
 N_PARAMS = (0, 17, 6, 2, 3, 11, 11, 2, 13, 4, 10, 9)  # params per op (index: OP_*)
 ITEMSIZE = (0, 1, 4, 4, 1)  # bytes per element (index: DT_*)
-OP_NAMES = ("?", "conv2d", "linear", "relu", "relu6", "maxpool", "avgpool", "global_avgpool", "add", "lut",
-            "concat", "upsample")
-ACT_NAMES = ("", "relu", "relu6")
+OP_NAMES = (
+    '?',
+    'conv2d',
+    'linear',
+    'relu',
+    'relu6',
+    'maxpool',
+    'avgpool',
+    'global_avgpool',
+    'add',
+    'lut',
+    'concat',
+    'upsample',
+)
+ACT_NAMES = ('', 'relu', 'relu6')
+# --- generated: end
 
 # The trainer record at the end of a checkpoint's string pool (the shuffle
 # generator's state, docs/format.md): written by checkpoint.py, read when a

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from microtrain_tools import mtm
+from microtrain_tools.mtm_layout import HEADER_SIZE, LAYER_ENTRY, PARAMS_OFF, TENSOR_ENTRY
 from support.harness import MICROPYTHON, NATMOD_X64, ROOT, ensure_natmod
 from support.mtm_files import fix_crc, host_verdict, mutation_corpus, torch_model_files, write_corpus
 
@@ -112,7 +113,7 @@ def _expected_accessors(b: bytes) -> list[str]:
     assert (info[4], info[5], info[12], info[13]) == (len(m.tensors), len(m.layers), m.input, m.output)
     lines = ["I " + " ".join(str(_i32(v)) for v in info)]
     for i, t in enumerate(m.tensors):
-        e = struct.unpack_from("<BBBBI4IIIIiII", b, 64 + 48 * i)
+        e = struct.unpack_from("<BBBBI4IIIIiII", b, HEADER_SIZE + TENSOR_ENTRY * i)
         scale_bits = struct.unpack("<I", struct.pack("<f", t.scale))[0]
         assert (e[0], e[1], e[2], e[3]) == (t.dtype, len(t.shape), t.kind, t.quant)
         assert tuple(e[5:5 + len(t.shape)]) == tuple(t.shape)
@@ -122,13 +123,13 @@ def _expected_accessors(b: bytes) -> list[str]:
             assert b[e[9]:e[9] + e[10]] == t.data.tobytes()
         lines.append("T " + " ".join(str(_i32(v)) for v in e[:14]))
     s_off = struct.unpack_from("<I", b, 36)[0]
-    lt = 64 + 48 * len(m.tensors)
+    lt = HEADER_SIZE + TENSOR_ENTRY * len(m.tensors)
     for j, ly in enumerate(m.layers):
-        e = list(struct.unpack_from("<BBBBIIIIIIIIIIIIIIII", b, lt + 152 * j))
+        e = list(struct.unpack_from("<BBBBIIIIIIIIIIIIIIII", b, lt + LAYER_ENTRY * j))
         e[5] += s_off
         e[7] += s_off
         assert b[e[5]:e[5] + e[6]].decode() == ly.name and b[e[7]:e[7] + e[8]].decode() == ly.fused
-        p_off = lt + 152 * j + 72
+        p_off = lt + LAYER_ENTRY * j + PARAMS_OFF
         assert list(struct.unpack_from(f"<{len(ly.params)}i", b, p_off)) == list(ly.params)
         assert (e[0], e[9], e[11]) == (ly.op, ly.inputs[0], ly.output)
         v = [mtm.NONE if k is None else k for k in ly.state[4:]]  # state[4], state[5] (format 1.3)
@@ -154,11 +155,11 @@ def test_validate_messages_name_the_place(valid_files: list[bytes], tmp_path: Pa
     n_t = struct.unpack_from("<I", b, 20)[0]
     cases = []
     t = bytearray(b)
-    t[64 + 48 * 2] = 9  # tensor 2 dtype
+    t[HEADER_SIZE + TENSOR_ENTRY * 2] = 9  # tensor 2 dtype
     cases.append((bytes(fix_crc(t)), "unknown tensor dtype (tensor 2)"))
     t = bytearray(b)
-    lt = 64 + 48 * n_t
-    t[lt + 152 * 1] = 99  # layer 1 op
+    lt = HEADER_SIZE + TENSOR_ENTRY * n_t
+    t[lt + LAYER_ENTRY * 1] = 99  # layer 1 op
     name = mtm.read(bytes(b)).layers[1].name
     cases.append((bytes(fix_crc(t)), f"unknown op (layer 1 '{name}')"))
     t = bytearray(b)
@@ -216,9 +217,9 @@ def _stride_file(valid_files: list[bytes]) -> bytes:
     """Res1d's first conv (a Conv1d, so out_h = 1) with stride_h = 70000."""
     b = bytearray(valid_files[0])
     n_t = struct.unpack_from("<I", b, 20)[0]
-    lt = 64 + 48 * n_t
+    lt = HEADER_SIZE + TENSOR_ENTRY * n_t
     assert b[lt] == mtm.Op.CONV2D
-    struct.pack_into("<i", b, lt + 72 + 4 * 8, 70000)
+    struct.pack_into("<i", b, lt + PARAMS_OFF + 4 * 8, 70000)
     return bytes(fix_crc(b))
 
 
@@ -249,7 +250,7 @@ def test_format_1_3_state_slots(valid_files: list[bytes], tmp_path: Path) -> Non
     assert good[6] == 3 and m.adam_bt is not None and m.trainer_rng is not None
     assert mtm.write(m) == good
     j = [k for k, ly in enumerate(m.layers) if ly.state[4] is not None][0]
-    e = 64 + 48 * len(m.tensors) + 152 * j
+    e = HEADER_SIZE + TENSOR_ENTRY * len(m.tensors) + LAYER_ENTRY * j
 
     def edit(off: int, fmt: str, *v: int) -> bytes:
         b = bytearray(good)

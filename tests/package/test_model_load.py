@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from microtrain_tools import mtm
+from microtrain_tools.mtm_layout import HEADER_SIZE, TENSOR_ENTRY
 from support.digits_model import digits_model
 from support.kernel_harness import run_micropython
 
@@ -36,7 +37,7 @@ def _mutations(good: bytes, n: int, seed: int = 7) -> list[bytes]:
             cut = int(rng.integers(0, len(b)))
             b = b[:cut] if rng.random() < 0.7 else b + bytes(int(rng.integers(1, 64)))
         else:  # a header or table field, with a valid CRC
-            off = int(rng.integers(0, min(len(b) - 8, 64 + 48 * 40))) & ~3
+            off = int(rng.integers(0, min(len(b) - 8, HEADER_SIZE + TENSOR_ENTRY * 40))) & ~3
             struct.pack_into("<I", b, off, edge[int(rng.integers(0, len(edge)))])
         if kind in (1, 3) and len(b) >= 8 and rng.random() < 0.8:
             struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])) & 0xFFFFFFFF)

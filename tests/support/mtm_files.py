@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from microtrain_tools import mtm
+from microtrain_tools.mtm_layout import HEADER_SIZE, LAYER_ENTRY, TENSOR_ENTRY
 
 __all__ = ["N_MUTATIONS", "fix_crc", "host_verdict", "mutate", "mutation_corpus", "torch_model_files",
            "write_corpus"]
@@ -119,14 +120,14 @@ def torch_model_files() -> list[bytes]:
 def _fields(b: bytes) -> list[tuple[int, str]]:
     """(offset, struct code) of every header, tensor-entry and layer-entry field."""
     n_t, n_l = struct.unpack_from("<I", b, 20)[0], struct.unpack_from("<I", b, 28)[0]
-    out = [(o, "I") for o in range(4, 64, 4)] + [(4, "H"), (6, "H")]
+    out = [(o, "I") for o in range(4, HEADER_SIZE, 4)] + [(4, "H"), (6, "H")]
     for i in range(n_t):
-        e = 64 + 48 * i
-        out += [(e + k, "B") for k in range(4)] + [(e + k, "I") for k in range(4, 48, 4)]
-    lt = 64 + 48 * n_t
+        e = HEADER_SIZE + TENSOR_ENTRY * i
+        out += [(e + k, "B") for k in range(4)] + [(e + k, "I") for k in range(4, TENSOR_ENTRY, 4)]
+    lt = HEADER_SIZE + TENSOR_ENTRY * n_t
     for j in range(n_l):
-        e = lt + 152 * j
-        out += [(e + k, "B") for k in range(4)] + [(e + k, "I") for k in range(4, 152, 4)]
+        e = lt + LAYER_ENTRY * j
+        out += [(e + k, "B") for k in range(4)] + [(e + k, "I") for k in range(4, LAYER_ENTRY, 4)]
     return out
 
 
@@ -181,22 +182,22 @@ def mutate(rng: random.Random, base: bytes, valid: list[bytes]) -> tuple[str, by
     if kind == "pool":  # string pool: names, NULs, UTF-8, duplicates
         s_off, s_len = struct.unpack_from("<II", b, 36)
         n_t, n_l = struct.unpack_from("<I", b, 20)[0], struct.unpack_from("<I", b, 28)[0]
-        lt = 64 + 48 * n_t
+        lt = HEADER_SIZE + TENSOR_ENTRY * n_t
         r = rng.random()
         if r < 0.5 and s_len > 1:
             k = s_off + rng.randrange(s_len)
             b[k] = rng.choice([0, 0x80, 0xC0, 0xC2, 0xE0, 0xED, 0xF0, 0xF4, 0xF5, 0xFF, ord("a"), ord("%")])
         elif n_l >= 2:  # copy another layer's name (or fused) reference
             j, k = rng.sample(range(n_l), 2)
-            src = lt + 152 * k + rng.choice([8, 16])
-            dst = lt + 152 * j + rng.choice([8, 16])
+            src = lt + LAYER_ENTRY * k + rng.choice([8, 16])
+            dst = lt + LAYER_ENTRY * j + rng.choice([8, 16])
             b[dst:dst + 8] = b[src:src + 8]
         return kind, bytes(fix_crc(b))
     other = rng.choice(valid)  # splice: a table entry of another file
-    n = rng.choice([48, 152, 64])
-    if len(other) > n + 64 and len(b) > n + 64:
-        src = rng.randrange(64, len(other) - n - 4)
-        dst = rng.randrange(64, len(b) - n - 4)
+    n = rng.choice([TENSOR_ENTRY, LAYER_ENTRY, HEADER_SIZE])
+    if len(other) > n + HEADER_SIZE and len(b) > n + HEADER_SIZE:
+        src = rng.randrange(HEADER_SIZE, len(other) - n - 4)
+        dst = rng.randrange(HEADER_SIZE, len(b) - n - 4)
         b[dst:dst + n] = other[src:src + n]
     return kind, bytes(fix_crc(b))
 

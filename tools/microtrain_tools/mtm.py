@@ -1,4 +1,4 @@
-"""Reader, writer and validator of the ``.mtm`` model file (docs/format.md, v1.0).
+"""Reader, writer and validator of the ``.mtm`` model file (docs/format.md; the layout: mtm_layout.py).
 
 Pure Python + numpy. ``write`` validates a :class:`Model` and returns the
 canonical bytes; ``read`` checks the envelope (length, magic, version, CRC) and
@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from microtrain_tools import mtm_layout as L
+
 __all__ = [
     "Act",
     "DType",
@@ -42,19 +44,20 @@ __all__ = [
     "write",
 ]
 
-MAGIC = b"MTMF"
-VERSION_MAJOR = 1
-VERSION_MINOR = 3  # 1.1 LUT, 1.2 CONCAT / UPSAMPLE, 1.3 Adam state[4..6); files: the oldest that fits
-HEADER_SIZE = 64
-TENSOR_ENTRY = 48
-LAYER_ENTRY = 152
-N_PARAMS_MAX = 20
-PARAMS_OFF = 72  # offset of params inside a layer entry
-MAX_TENSORS = 4096
-MAX_LAYERS = 1024
-MAX_DIM = 65535
-MAX_ELEMS = 1 << 26  # the kernels' largest tensor (checks.c)
-MAX_NAME = 63
+# The layout (sizes, offsets, codes, limits) is written once, in mtm_layout.py.
+MAGIC = L.MAGIC
+VERSION_MAJOR = L.VERSION_MAJOR
+VERSION_MINOR = L.VERSION_MINOR
+HEADER_SIZE = L.HEADER_SIZE
+TENSOR_ENTRY = L.TENSOR_ENTRY
+LAYER_ENTRY = L.LAYER_ENTRY
+N_PARAMS_MAX = L.N_PARAMS_MAX
+PARAMS_OFF = L.PARAMS_OFF
+MAX_TENSORS = L.MAX_TENSORS
+MAX_LAYERS = L.MAX_LAYERS
+MAX_DIM = L.MAX_DIM
+MAX_ELEMS = L.MAX_ELEMS
+MAX_NAME = L.MAX_NAME
 # Runtime limits (docs/format.md, "Runtime limits"): a file within them runs inference
 # and a training step; the C loader and the device's pure-Python loader check the same.
 TRAINER_TAG = b"trainer:rng="  # the trainer record: tag, 8 lowercase hex digits, NUL
@@ -64,75 +67,45 @@ SCALE_MAX = 2.0**40
 MAX_GAP_HW = 65536  # global_avgpool positions
 MAX_GRAD_TERMS = 131071  # conv k_h * k_w * out_c / groups: the grad-input bound (checks.c mt_wr_check)
 MAX_CLASSES = 32767  # model output values: softmax_xent_s8 classes
-MAX_FUSED = 255
-NONE = 0xFFFFFFFF
+MAX_FUSED = L.MAX_FUSED
+NONE = L.NONE
 INT32_MAX = 2**31 - 1
 
-FLAG_TRAINED = 1
-FLAG_HAS_STATE = 2
-TFLAG_SIGNAL_1D = 1
-LFLAG_TRAINED = 1
+FLAG_TRAINED = L.FLAG_TRAINED
+FLAG_HAS_STATE = L.FLAG_HAS_STATE
+TFLAG_SIGNAL_1D = L.TFLAG_SIGNAL_1D
+LFLAG_TRAINED = L.LFLAG_TRAINED
 
-_HEADER = struct.Struct("<4sHHIIIIIIIIIIIIII")
-_TENSOR = struct.Struct("<BBBBI4IIIfiII")
-_LAYER = struct.Struct("<BBBBIIIIIIIIIIII4IHH20i")  # the HH: state[4], state[5] (1.3; else a reserved 0)
-NONE16 = 0xFFFF  # an absent state[4] / state[5] in a 1.3 file
+_HEADER = struct.Struct(L.HEADER_FMT)
+_TENSOR = struct.Struct(L.TENSOR_FMT)
+_LAYER = struct.Struct(L.LAYER_FMT)  # the HH: state[4], state[5] (1.3; else a reserved 0)
+NONE16 = L.NONE16  # an absent state[4] / state[5] in a 1.3 file
 assert _HEADER.size == HEADER_SIZE and _TENSOR.size == TENSOR_ENTRY and _LAYER.size == LAYER_ENTRY
 
+_NP_DTYPE = {"INT8": "<i1", "INT32": "<i4", "FLOAT32": "<f4", "UINT8": "u1"}
 
-class DType(IntEnum):
-    INT8 = 1
-    INT32 = 2
-    FLOAT32 = 3
-    UINT8 = 4
 
+class _DType(IntEnum):
     @property
     def np(self) -> np.dtype:
-        return np.dtype({1: "<i1", 2: "<i4", 3: "<f4", 4: "u1"}[int(self)])
+        return np.dtype(_NP_DTYPE[self.name])
 
     @property
     def itemsize(self) -> int:
         return self.np.itemsize
 
 
-class Kind(IntEnum):
-    ACTIVATION = 0
-    CONST = 1
-    STATE = 2
+# The codes, by the host's names (members as in the layout's tables).
+DType = _DType("DType", [(h, v) for _, h, v in L.DTYPES], module=__name__)
+Kind = IntEnum("Kind", [(h, v) for _, h, v in L.KINDS], module=__name__)
+Quant = IntEnum("Quant", [(h, v) for _, h, v in L.QUANTS], module=__name__)
+Op = IntEnum("Op", [(o[1], o[2]) for o in L.OPS], module=__name__)
+Act = IntEnum("Act", [(h, v) for _, h, v in L.ACTS], module=__name__)
 
-
-class Quant(IntEnum):
-    NONE = 0
-    PER_TENSOR = 1
-    PER_CHANNEL = 2
-    BIAS = 3
-
-
-class Op(IntEnum):
-    CONV2D = 1
-    LINEAR = 2
-    RELU = 3
-    RELU6 = 4
-    MAXPOOL = 5
-    AVGPOOL = 6
-    GLOBAL_AVGPOOL = 7
-    ADD = 8
-    LUT = 9
-    CONCAT = 10
-    UPSAMPLE = 11
-
-
-class Act(IntEnum):
-    NONE = 0
-    RELU = 1
-    RELU6 = 2
-
-
-N_PARAMS = {Op.CONV2D: 17, Op.LINEAR: 6, Op.RELU: 2, Op.RELU6: 3, Op.MAXPOOL: 11,
-            Op.AVGPOOL: 11, Op.GLOBAL_AVGPOOL: 2, Op.ADD: 13, Op.LUT: 4, Op.CONCAT: 10, Op.UPSAMPLE: 9}
-N_INPUTS = {op: (2 if op in (Op.ADD, Op.CONCAT) else 1) for op in Op}
+N_PARAMS = {Op(o[2]): o[3] for o in L.OPS}
+N_INPUTS = {Op(o[2]): o[4] for o in L.OPS}
 # the first minor version of each op newer than 1.0
-OP_MINOR = {Op.LUT: 1, Op.CONCAT: 2, Op.UPSAMPLE: 2}
+OP_MINOR = {Op(o[2]): o[5] for o in L.OPS if o[5]}
 WEIGHTED = (Op.CONV2D, Op.LINEAR)
 
 

@@ -7,35 +7,8 @@
 #include "mtm_loader.h"
 #include "mt_kernels.h"
 
-#define MTM_DT_INT8 1u
-#define MTM_DT_INT32 2u
-#define MTM_DT_FLOAT32 3u
-#define MTM_DT_UINT8 4u
-#define MTM_K_ACT 0u
-#define MTM_K_CONST 1u
-#define MTM_K_STATE 2u
-#define MTM_Q_NONE 0u
-#define MTM_Q_TENSOR 1u
-#define MTM_Q_CHANNEL 2u
-#define MTM_Q_BIAS 3u
-#define MTM_OP_CONV2D 1u
-#define MTM_OP_LINEAR 2u
-#define MTM_OP_RELU 3u
-#define MTM_OP_RELU6 4u
-#define MTM_OP_MAXPOOL 5u
-#define MTM_OP_AVGPOOL 6u
-#define MTM_OP_GAP 7u
-#define MTM_OP_ADD 8u
-#define MTM_OP_LUT 9u
-#define MTM_OP_CONCAT 10u
-#define MTM_OP_UPSAMPLE 11u
-#define MTM_OP_LAST MTM_OP_UPSAMPLE
-#define MTM_FLAG_TRAINED 1u
-#define MTM_FLAG_HAS_STATE 2u
-#define MTM_MAX_DIM 65535u
 // Runtime limits the validator enforces so that every accepted file can run
 // inference and a training step (docs/format.md, "Runtime limits").
-#define MTM_MAX_ELEMS (1u << 26)      // any activation: the kernels' buffer limit
 #define MTM_SCALE_MIN_BITS (87u << 23)  // 2^-40 as IEEE binary32 bits
 #define MTM_SCALE_MAX_BITS (167u << 23) // 2^40
 #define MTM_MAX_GAP_HW 65536u         // global_avgpool positions
@@ -187,16 +160,16 @@ typedef struct {
 
 // tensor entry field offsets
 #define T_ENT(c, i) (MTM_HEADER_SIZE + MTM_TENSOR_ENTRY * (i))
-#define T_DTYPE(c, i) rd8((c)->b, T_ENT(c, i) + 0)
-#define T_RANK(c, i) rd8((c)->b, T_ENT(c, i) + 1)
-#define T_KIND(c, i) rd8((c)->b, T_ENT(c, i) + 2)
-#define T_QUANT(c, i) rd8((c)->b, T_ENT(c, i) + 3)
-#define T_DIM(c, i, d) rd32((c)->b, T_ENT(c, i) + 8 + 4 * (d))
-#define T_OFF(c, i) rd32((c)->b, T_ENT(c, i) + 24)
-#define T_LEN(c, i) rd32((c)->b, T_ENT(c, i) + 28)
-#define T_SCALE(c, i) rd32((c)->b, T_ENT(c, i) + 32)
-#define T_ZP(c, i) rdi32((c)->b, T_ENT(c, i) + 36)
-#define T_QS(c, i) rd32((c)->b, T_ENT(c, i) + 40)
+#define T_DTYPE(c, i) rd8((c)->b, T_ENT(c, i) + MTM_T_DTYPE)
+#define T_RANK(c, i) rd8((c)->b, T_ENT(c, i) + MTM_T_RANK)
+#define T_KIND(c, i) rd8((c)->b, T_ENT(c, i) + MTM_T_KIND)
+#define T_QUANT(c, i) rd8((c)->b, T_ENT(c, i) + MTM_T_QUANT)
+#define T_DIM(c, i, d) rd32((c)->b, T_ENT(c, i) + MTM_T_SHAPE + 4 * (d))
+#define T_OFF(c, i) rd32((c)->b, T_ENT(c, i) + MTM_T_DATA_OFF)
+#define T_LEN(c, i) rd32((c)->b, T_ENT(c, i) + MTM_T_DATA_LEN)
+#define T_SCALE(c, i) rd32((c)->b, T_ENT(c, i) + MTM_T_SCALE)
+#define T_ZP(c, i) rdi32((c)->b, T_ENT(c, i) + MTM_T_ZERO_POINT)
+#define T_QS(c, i) rd32((c)->b, T_ENT(c, i) + MTM_T_QSCALES)
 
 // Product of a (validated) tensor's dims; 0 if it does not fit in 32 bits.
 static int numel(const mtm_ctx_t *c, uint32_t i, uint32_t *n) {
@@ -278,7 +251,7 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
     for (i = 0; i < c->n_t; ++i) {
         const uint32_t e = T_ENT(c, i);
         const uint32_t dt = T_DTYPE(c, i), rank = T_RANK(c, i), kind = T_KIND(c, i), q = T_QUANT(c, i);
-        const uint32_t tflags = rd32(c->b, e + 4);
+        const uint32_t tflags = rd32(c->b, e + MTM_T_FLAGS);
         if (dt < MTM_DT_INT8 || dt > MTM_DT_UINT8) {
             FAIL_T("unknown tensor dtype");
         }
@@ -297,10 +270,10 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
                 FAIL_T("tensor shape: dims must be 1..65535 below rank, 0 beyond");
             }
         }
-        if ((tflags & ~1u) != 0 || rd32(c->b, e + 44) != 0) {
+        if ((tflags & ~MTM_TFLAG_SIGNAL_1D) != 0 || rd32(c->b, e + MTM_T_RESERVED) != 0) {
             FAIL_T("unknown tensor flags or non-zero reserved field");
         }
-        if ((tflags & 1u) && (rank != 3 || T_DIM(c, i, 0) != 1)) {
+        if ((tflags & MTM_TFLAG_SIGNAL_1D) && (rank != 3 || T_DIM(c, i, 0) != 1)) {
             FAIL_T("SIGNAL_1D tensor must have shape (1, L, C)");
         }
         const uint32_t off = T_OFF(c, i), ln = T_LEN(c, i);
@@ -326,7 +299,7 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
                 if (!(c->flags & MTM_FLAG_HAS_STATE)) {
                     FAIL_T("STATE tensor in a file without HAS_STATE");
                 }
-                if (dt != MTM_DT_FLOAT32 || q != MTM_Q_NONE) {
+                if (dt != MTM_DT_F32 || q != MTM_Q_NONE) {
                     FAIL_T("STATE tensor must be float32, quant NONE");
                 }
             }
@@ -393,7 +366,7 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
             continue;
         }
         const uint32_t qt = T_QS(c, i);
-        if (T_DTYPE(c, qt) != MTM_DT_FLOAT32 || T_KIND(c, qt) != MTM_K_CONST || T_QUANT(c, qt) != MTM_Q_NONE ||
+        if (T_DTYPE(c, qt) != MTM_DT_F32 || T_KIND(c, qt) != MTM_K_CONST || T_QUANT(c, qt) != MTM_Q_NONE ||
             T_RANK(c, qt) != 1 || T_DIM(c, qt, 0) != T_DIM(c, i, 0)) {
             FAIL_T("qscales tensor must be a float32 CONST quant NONE of shape (shape[0],)");
         }
@@ -424,13 +397,13 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 // when absent; in older files that word is reserved (0) and they are absent.
 static uint32_t l_state(const uint8_t *b, uint32_t e, uint32_t s) {
     if (s < 4) {
-        return rd32(b, e + 52 + 4 * s);
+        return rd32(b, e + MTM_L_STATE + 4 * s);
     }
-    if (rd16(b, 6) < 3) {
+    if (rd16(b, MTM_H_VERSION_MINOR) < 3) {
         return MTM_NONE;
     }
-    const uint32_t v = rd16(b, e + 68 + 2 * (s - 4));
-    return v == 0xFFFFu ? MTM_NONE : v;
+    const uint32_t v = rd16(b, e + MTM_L_STATE4 + 2 * (s - 4));
+    return v == MTM_NONE16 ? MTM_NONE : v;
 }
 
 static const uint8_t mtm_n_params[12] = {0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS, 2, 3, MT_POOL_NPARAMS,
@@ -489,7 +462,8 @@ static const char *qparams_ok(const mtm_ctx_t *c, uint32_t bias, uint32_t mult, 
 // Weighted ops (CONV2D / LINEAR): tensors of the slots given the weight shape.
 static const char *weighted_ok(const mtm_ctx_t *c, uint32_t j, uint32_t wr, int32_t w0, int32_t w1, int32_t w2,
                                int32_t w3) {
-    const uint32_t w = L_U32(c, j, 36), b = L_U32(c, j, 40), mu = L_U32(c, j, 44), sh = L_U32(c, j, 48);
+    const uint32_t w = L_U32(c, j, MTM_L_WEIGHT), b = L_U32(c, j, MTM_L_BIAS), mu = L_U32(c, j, MTM_L_MULT),
+                   sh = L_U32(c, j, MTM_L_SHIFT);
     const int32_t oc = w0;
     if (!shape_is(c, w, wr, w0, w1, w2, w3)) {
         return "weight shape does not match the descriptor";
@@ -516,7 +490,7 @@ static const char *weighted_ok(const mtm_ctx_t *c, uint32_t j, uint32_t wr, int3
             continue;
         }
         const int ok = (s & 1u) ? shape_is(c, st, 1, oc, 0, 0, 0) : shape_is(c, st, wr, w0, w1, w2, w3);
-        if (T_DTYPE(c, st) != MTM_DT_FLOAT32 || !ok) {
+        if (T_DTYPE(c, st) != MTM_DT_F32 || !ok) {
             return "state tensor must be float32 with the shape of its weight / bias";
         }
     }
@@ -528,7 +502,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     // The params block read into the kernels' descriptor structs (a union:
     // no struct copies, which could turn into memcpy calls in a natmod).
     union {
-        int32_t a[20];
+        int32_t a[MTM_N_PARAMS_MAX];
         mt_conv2d_params_t conv;
         mt_conv2d_dil_params_t dconv;
         mt_linear_params_t lin;
@@ -537,14 +511,14 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         mt_concat_params_t cat;
         mt_upsample_params_t up;
     } u;
-    for (uint32_t k = 0; k < 20; ++k) {
+    for (uint32_t k = 0; k < MTM_N_PARAMS_MAX; ++k) {
         u.a[k] = L_PARAM(c, j, k);
     }
     const int32_t *p = u.a;
-    const uint32_t x = L_U32(c, j, 24), x2 = L_U32(c, j, 28), y = L_U32(c, j, 32);
+    const uint32_t x = L_U32(c, j, MTM_L_IN0), x2 = L_U32(c, j, MTM_L_IN1), y = L_U32(c, j, MTM_L_OUT);
     const char *m;
     if (op == MTM_OP_LUT) {  // params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
-        const uint32_t t = L_U32(c, j, 36), d = L_U32(c, j, 40);
+        const uint32_t t = L_U32(c, j, MTM_L_WEIGHT), d = L_U32(c, j, MTM_L_BIAS);
         if (!same_shape(c, x, y)) {
             return "input and output shapes differ";
         }
@@ -575,7 +549,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     if (op == MTM_OP_CONV2D) {
         const mt_conv2d_params_t *d = &u.conv;
         // 19 params: dil_h, dil_w follow (a dilated conv, format 1.2)
-        if ((m = rd8(c->b, L_ENT(c, j) + 2) == MT_CONV2D_DIL_NPARAMS ? mt_conv2d_dil_check(&u.dconv)
+        if ((m = rd8(c->b, L_ENT(c, j) + MTM_L_N_PARAMS) == MT_CONV2D_DIL_NPARAMS ? mt_conv2d_dil_check(&u.dconv)
                                                                    : mt_conv2d_check(d)) != NULL) {
             return m;
         }
@@ -716,16 +690,18 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
     set_add(produced, c->input);
     for (j = 0; j < c->n_l; ++j) {
         const uint32_t e = L_ENT(c, j);
-        const uint32_t op = rd8(c->b, e), act = rd8(c->b, e + 1), n_p = rd8(c->b, e + 2), n_in = rd8(c->b, e + 3);
-        const uint32_t lflags = L_U32(c, j, 4);
-        const uint32_t noff = L_U32(c, j, 8), nlen = L_U32(c, j, 12), foff = L_U32(c, j, 16), flen = L_U32(c, j, 20);
+        const uint32_t op = rd8(c->b, e + MTM_L_OP), act = rd8(c->b, e + MTM_L_ACT);
+        const uint32_t n_p = rd8(c->b, e + MTM_L_N_PARAMS), n_in = rd8(c->b, e + MTM_L_N_INPUTS);
+        const uint32_t lflags = L_U32(c, j, MTM_L_FLAGS);
+        const uint32_t noff = L_U32(c, j, MTM_L_NAME_OFF), nlen = L_U32(c, j, MTM_L_NAME_LEN);
+        const uint32_t foff = L_U32(c, j, MTM_L_FUSED_OFF), flen = L_U32(c, j, MTM_L_FUSED_LEN);
         if (op < MTM_OP_CONV2D || op > MTM_OP_LAST) {
             FAIL_L("unknown op");
         }
-        if (op == MTM_OP_LUT && rd16(c->b, 6) < 1) {
+        if (op == MTM_OP_LUT && rd16(c->b, MTM_H_VERSION_MINOR) < 1) {
             FAIL_L("LUT layer in a version 1.0 file (needs 1.1)");
         }
-        if (op >= MTM_OP_CONCAT && rd16(c->b, 6) < 2) {
+        if (op >= MTM_OP_CONCAT && rd16(c->b, MTM_H_VERSION_MINOR) < 2) {
             FAIL_L("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)");
         }
         const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT;
@@ -736,10 +712,11 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         if (n_p != mtm_n_params[op] && !dilated) {
             FAIL_L("n_params does not match the op");
         }
-        if (dilated && (rd16(c->b, 6) < 2 || (L_PARAM(c, j, 17) == 1 && L_PARAM(c, j, 18) == 1))) {
+        if (dilated && (rd16(c->b, MTM_H_VERSION_MINOR) < 2 ||
+                        (L_PARAM(c, j, MT_CONV2D_NPARAMS) == 1 && L_PARAM(c, j, MT_CONV2D_NPARAMS + 1) == 1))) {
             FAIL_L("19-param CONV2D needs version 1.2 and a dilation above 1");
         }
-        for (uint32_t k = n_p; k < 20; ++k) {
+        for (uint32_t k = n_p; k < MTM_N_PARAMS_MAX; ++k) {
             if (L_PARAM(c, j, k) != 0) {
                 FAIL_L("unused params not zero");
             }
@@ -751,18 +728,19 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         if (act != 0 && !weighted && op != MTM_OP_ADD) {
             FAIL_L("fused activation on an op without one");
         }
-        if ((lflags & ~1u) != 0 || (rd16(c->b, 6) < 3 && L_U32(c, j, 68) != 0)) {
+        if ((lflags & ~MTM_LFLAG_TRAINED) != 0 ||
+            (rd16(c->b, MTM_H_VERSION_MINOR) < 3 && L_U32(c, j, MTM_L_STATE4) != 0)) {
             FAIL_L("unknown layer flags or non-zero reserved field");
         }
-        if ((lflags & 1u) && !(c->flags & MTM_FLAG_TRAINED)) {
+        if ((lflags & MTM_LFLAG_TRAINED) && !(c->flags & MTM_FLAG_TRAINED)) {
             FAIL_L("TRAINED layer in a file without TRAINED");
         }
-        if (nlen < 1 || nlen > 63 || !string_ok(c, noff, nlen)) {
+        if (nlen < 1 || nlen > MTM_MAX_NAME || !string_ok(c, noff, nlen)) {
             FAIL_L("bad layer name (1..63 bytes of UTF-8, NUL-terminated in the pool)");
         }
         for (uint32_t k = 0; k < j; ++k) {
-            if (L_U32(c, k, 12) == nlen) {
-                const uint8_t *a = c->b + c->s_off + noff, *b2 = c->b + c->s_off + L_U32(c, k, 8);
+            if (L_U32(c, k, MTM_L_NAME_LEN) == nlen) {
+                const uint8_t *a = c->b + c->s_off + noff, *b2 = c->b + c->s_off + L_U32(c, k, MTM_L_NAME_OFF);
                 uint32_t t = 0;
                 while (t < nlen && a[t] == b2[t]) {
                     ++t;
@@ -772,11 +750,11 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
                 }
             }
         }
-        if (flen > 255 || !string_ok(c, foff, flen)) {
+        if (flen > MTM_MAX_FUSED || !string_ok(c, foff, flen)) {
             FAIL_L("bad fused string (0..255 bytes of UTF-8, NUL-terminated in the pool)");
         }
         // graph: inputs available, output fresh, kinds of referenced tensors
-        const uint32_t in0 = L_U32(c, j, 24), in1 = L_U32(c, j, 28), out = L_U32(c, j, 32);
+        const uint32_t in0 = L_U32(c, j, MTM_L_IN0), in1 = L_U32(c, j, MTM_L_IN1), out = L_U32(c, j, MTM_L_OUT);
         if (two_in ? in1 >= c->n_t : in1 != MTM_NONE) {
             FAIL_L("in1 must be a tensor for ADD / CONCAT and NONE otherwise");
         }
@@ -794,7 +772,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
             FAIL_L("output tensor is already produced");
         }
         for (uint32_t s = 0; s < 4; ++s) {
-            const uint32_t t = L_U32(c, j, 36 + 4 * s);
+            const uint32_t t = L_U32(c, j, MTM_L_WEIGHT + 4 * s);
             if (op == MTM_OP_LUT) {
                 if (s < 2 ? (t >= c->n_t || T_KIND(c, t) != MTM_K_CONST) : t != MTM_NONE) {
                     FAIL_L("LUT needs CONST weight (table) and bias (dtable), and mult/shift NONE");
@@ -847,7 +825,7 @@ static void ref(uint32_t *once, uint32_t *twice, uint32_t t) {
 static const char *check_graph(const mtm_ctx_t *c, uint32_t *produced, uint32_t *consumed, int32_t *where,
                                int32_t *index) {
     uint32_t i;
-    if (L_U32(c, c->n_l - 1, 32) != c->output) {
+    if (L_U32(c, c->n_l - 1, MTM_L_OUT) != c->output) {
         FAIL("output is not the last layer's output");
     }
     uint32_t n_out;
@@ -870,7 +848,7 @@ static const char *check_graph(const mtm_ctx_t *c, uint32_t *produced, uint32_t 
     set_clear(consumed);
     for (uint32_t j = 0; j < c->n_l; ++j) {
         for (uint32_t s = 0; s < 4; ++s) {
-            ref(produced, consumed, L_U32(c, j, 36 + 4 * s));
+            ref(produced, consumed, L_U32(c, j, MTM_L_WEIGHT + 4 * s));
         }
         for (uint32_t s = 0; s < 6; ++s) {
             ref(produced, consumed, l_state(c->b, L_ENT(c, j), s));
@@ -904,13 +882,13 @@ const char *mt_mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int3
     if (b[0] != 'M' || b[1] != 'T' || b[2] != 'M' || b[3] != 'F') {
         FAIL("bad magic (expected MTMF)");
     }
-    if (rd16(b, 4) != 1 || rd16(b, 6) > 3) {
+    if (rd16(b, MTM_H_VERSION_MAJOR) != MTM_VERSION_MAJOR || rd16(b, MTM_H_VERSION_MINOR) > MTM_VERSION_MINOR) {
         FAIL("unsupported version (reader is 1.3)");
     }
-    if (rd32(b, 8) != MTM_HEADER_SIZE) {
+    if (rd32(b, MTM_H_HEADER_SIZE) != MTM_HEADER_SIZE) {
         FAIL("header_size != 64");
     }
-    if (rd32(b, 16) != len) {
+    if (rd32(b, MTM_H_TOTAL_LEN) != len) {
         FAIL("total_len != file length (truncated or padded file)");
     }
     if (mt_mtm_crc32(b, len - 4) != rd32(b, len - 4)) {
@@ -919,16 +897,16 @@ const char *mt_mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int3
     // 2. header
     c->b = b;
     c->len = len;
-    c->flags = rd32(b, 12);
-    c->n_t = rd32(b, 20);
-    c->n_l = rd32(b, 28);
-    c->lt_off = rd32(b, 32);
-    c->s_off = rd32(b, 36);
-    c->s_len = rd32(b, 40);
-    c->d_off = rd32(b, 44);
-    c->d_len = rd32(b, 48);
-    c->input = rd32(b, 52);
-    c->output = rd32(b, 56);
+    c->flags = rd32(b, MTM_H_FLAGS);
+    c->n_t = rd32(b, MTM_H_N_TENSORS);
+    c->n_l = rd32(b, MTM_H_N_LAYERS);
+    c->lt_off = rd32(b, MTM_H_LAYER_TABLE_OFF);
+    c->s_off = rd32(b, MTM_H_STRINGS_OFF);
+    c->s_len = rd32(b, MTM_H_STRINGS_LEN);
+    c->d_off = rd32(b, MTM_H_DATA_OFF);
+    c->d_len = rd32(b, MTM_H_DATA_LEN);
+    c->input = rd32(b, MTM_H_INPUT);
+    c->output = rd32(b, MTM_H_OUTPUT);
     if (c->flags & ~(MTM_FLAG_TRAINED | MTM_FLAG_HAS_STATE)) {
         FAIL("unknown header flags");
     }
@@ -938,7 +916,7 @@ const char *mt_mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int3
     if (c->n_l < 1 || c->n_l > MTM_MAX_LAYERS) {
         FAIL("n_layers outside 1..1024");
     }
-    if (rd32(b, 24) != MTM_HEADER_SIZE) {
+    if (rd32(b, MTM_H_TENSOR_TABLE_OFF) != MTM_HEADER_SIZE) {
         FAIL("tensor_table_off != 64");
     }
     if (c->lt_off != MTM_HEADER_SIZE + MTM_TENSOR_ENTRY * c->n_t) {
@@ -960,7 +938,7 @@ const char *mt_mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int3
     if (c->input >= c->n_t || c->output >= c->n_t) {
         FAIL("input/output tensor index out of range");
     }
-    if (rd32(b, 60) != 0 && !(c->flags & MTM_FLAG_TRAINED)) {
+    if (rd32(b, MTM_H_TRAIN_STEPS) != 0 && !(c->flags & MTM_FLAG_TRAINED)) {
         FAIL("train_steps without TRAINED");
     }
     if (b[c->s_off] != 0) {
@@ -998,76 +976,80 @@ const char *mt_mtm_check_tables(const uint8_t *b, uint32_t len) {
     if (len < MTM_HEADER_SIZE || b[0] != 'M' || b[1] != 'T' || b[2] != 'M' || b[3] != 'F') {
         return "not an .mtm header (too short or bad magic)";
     }
-    const uint32_t n_t = rd32(b, 20), n_l = rd32(b, 28), s_off = rd32(b, 36), s_len = rd32(b, 40);
+    const uint32_t n_t = rd32(b, MTM_H_N_TENSORS), n_l = rd32(b, MTM_H_N_LAYERS);
+    const uint32_t s_off = rd32(b, MTM_H_STRINGS_OFF), s_len = rd32(b, MTM_H_STRINGS_LEN);
+    const uint32_t lt_off = rd32(b, MTM_H_LAYER_TABLE_OFF);
     if (n_t < 1 || n_t > MTM_MAX_TENSORS || n_l < 1 || n_l > MTM_MAX_LAYERS) {
         return "n_tensors / n_layers out of range";
     }
-    if (rd32(b, 24) != MTM_HEADER_SIZE || rd32(b, 32) != MTM_HEADER_SIZE + MTM_TENSOR_ENTRY * n_t ||
-        s_off != rd32(b, 32) + MTM_LAYER_ENTRY * n_l || s_off > len || s_len > len - s_off) {
+    if (rd32(b, MTM_H_TENSOR_TABLE_OFF) != MTM_HEADER_SIZE || lt_off != MTM_HEADER_SIZE + MTM_TENSOR_ENTRY * n_t ||
+        s_off != lt_off + MTM_LAYER_ENTRY * n_l || s_off > len || s_len > len - s_off) {
         return "tables or string pool outside the buffer";
     }
     return NULL;
 }
 
 uint32_t mt_mtm_n_tensors(const uint8_t *b) {
-    return rd32(b, 20);
+    return rd32(b, MTM_H_N_TENSORS);
 }
 
 uint32_t mt_mtm_n_layers(const uint8_t *b) {
-    return rd32(b, 28);
+    return rd32(b, MTM_H_N_LAYERS);
 }
 
 static int32_t as_i32(uint32_t u) {
     return u < 0x80000000u ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
 }
 
+// The rows by name (mtm_layout.h). Runs of u32 fields that the rows keep in the entry's order
+// are copied in loops (tests/format/test_mtm_layout.py checks that they are such runs).
 void mt_mtm_info(const uint8_t *b, int32_t *out) {
-    out[0] = (int32_t)rd16(b, 4);
-    out[1] = (int32_t)rd16(b, 6);
-    out[2] = as_i32(rd32(b, 12));
-    out[3] = as_i32(rd32(b, 16));
-    out[4] = as_i32(rd32(b, 20));
-    out[5] = as_i32(rd32(b, 28));
-    out[6] = as_i32(rd32(b, 24));
-    for (uint32_t k = 0; k < 8; ++k) {  // layer_table_off .. output, train_steps
-        out[7 + k] = as_i32(rd32(b, 32 + 4 * k));
+    out[MTM_INFO_VERSION_MAJOR] = (int32_t)rd16(b, MTM_H_VERSION_MAJOR);
+    out[MTM_INFO_VERSION_MINOR] = (int32_t)rd16(b, MTM_H_VERSION_MINOR);
+    out[MTM_INFO_FLAGS] = as_i32(rd32(b, MTM_H_FLAGS));
+    out[MTM_INFO_TOTAL_LEN] = as_i32(rd32(b, MTM_H_TOTAL_LEN));
+    out[MTM_INFO_N_TENSORS] = as_i32(rd32(b, MTM_H_N_TENSORS));
+    out[MTM_INFO_N_LAYERS] = as_i32(rd32(b, MTM_H_N_LAYERS));
+    out[MTM_INFO_TENSOR_TABLE_OFF] = as_i32(rd32(b, MTM_H_TENSOR_TABLE_OFF));
+    for (uint32_t k = 0; k < MTM_INFO_N - MTM_INFO_LAYER_TABLE_OFF; ++k) {  // layer_table_off .. train_steps
+        out[MTM_INFO_LAYER_TABLE_OFF + k] = as_i32(rd32(b, MTM_H_LAYER_TABLE_OFF + 4 * k));
     }
 }
 
 void mt_mtm_tensor(const uint8_t *b, uint32_t i, int32_t *out) {
     const uint32_t e = MTM_HEADER_SIZE + MTM_TENSOR_ENTRY * i;
-    for (uint32_t k = 0; k < 4; ++k) {
-        out[k] = (int32_t)rd8(b, e + k);
+    for (uint32_t k = 0; k < 4; ++k) {  // dtype, rank, kind, quant
+        out[MTM_TROW_DTYPE + k] = (int32_t)rd8(b, e + MTM_T_DTYPE + k);
     }
-    for (uint32_t k = 0; k < 10; ++k) {  // flags, shape[4], data_off, data_len, scale, zp, qscales
-        out[4 + k] = as_i32(rd32(b, e + 4 + 4 * k));
+    for (uint32_t k = 0; k < MTM_TENSOR_N - MTM_TROW_FLAGS; ++k) {  // flags .. qscales
+        out[MTM_TROW_FLAGS + k] = as_i32(rd32(b, e + MTM_T_FLAGS + 4 * k));
     }
 }
 
 void mt_mtm_layer(const uint8_t *b, uint32_t i, int32_t *out) {
-    const uint32_t e = rd32(b, 32) + MTM_LAYER_ENTRY * i, s_off = rd32(b, 36);
-    for (uint32_t k = 0; k < 4; ++k) {
-        out[k] = (int32_t)rd8(b, e + k);
+    const uint32_t e = rd32(b, MTM_H_LAYER_TABLE_OFF) + MTM_LAYER_ENTRY * i, s_off = rd32(b, MTM_H_STRINGS_OFF);
+    for (uint32_t k = 0; k < 4; ++k) {  // op, act, n_params, n_inputs
+        out[MTM_LROW_OP + k] = (int32_t)rd8(b, e + MTM_L_OP + k);
     }
-    for (uint32_t k = 0; k < 16; ++k) {  // flags .. state[3]
-        out[4 + k] = as_i32(rd32(b, e + 4 + 4 * k));
+    for (uint32_t k = 0; k <= MTM_LROW_STATE3 - MTM_LROW_FLAGS; ++k) {  // flags .. state[3]
+        out[MTM_LROW_FLAGS + k] = as_i32(rd32(b, e + MTM_L_FLAGS + 4 * k));
     }
-    out[5] = as_i32(rd32(b, e + 8) + s_off);
-    out[7] = as_i32(rd32(b, e + 16) + s_off);
-    out[20] = as_i32(e + MTM_PARAMS_OFF);
-    out[21] = as_i32(l_state(b, e, 4));
-    out[22] = as_i32(l_state(b, e, 5));
+    out[MTM_LROW_NAME_OFF] = as_i32(rd32(b, e + MTM_L_NAME_OFF) + s_off);
+    out[MTM_LROW_FUSED_OFF] = as_i32(rd32(b, e + MTM_L_FUSED_OFF) + s_off);
+    out[MTM_LROW_PARAMS_OFF] = as_i32(e + MTM_PARAMS_OFF);
+    out[MTM_LROW_STATE4] = as_i32(l_state(b, e, 4));
+    out[MTM_LROW_STATE5] = as_i32(l_state(b, e, 5));
 }
 
 const uint8_t *mt_mtm_layer_name(const uint8_t *b, uint32_t len, uint32_t i, uint32_t *name_len) {
-    if (mt_mtm_check_tables(b, len) || i >= rd32(b, 28)) {
+    if (mt_mtm_check_tables(b, len) || i >= rd32(b, MTM_H_N_LAYERS)) {
         return NULL;
     }
-    const uint32_t e = rd32(b, 32) + MTM_LAYER_ENTRY * i, s_len = rd32(b, 40);
-    const uint32_t off = rd32(b, e + 8), n = rd32(b, e + 12);
-    if (off >= s_len || n > 63 || n > s_len - off) {
+    const uint32_t e = rd32(b, MTM_H_LAYER_TABLE_OFF) + MTM_LAYER_ENTRY * i, s_len = rd32(b, MTM_H_STRINGS_LEN);
+    const uint32_t off = rd32(b, e + MTM_L_NAME_OFF), n = rd32(b, e + MTM_L_NAME_LEN);
+    if (off >= s_len || n > MTM_MAX_NAME || n > s_len - off) {
         return NULL;
     }
     *name_len = n;
-    return b + rd32(b, 36) + off;
+    return b + rd32(b, MTM_H_STRINGS_OFF) + off;
 }

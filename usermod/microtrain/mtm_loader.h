@@ -7,13 +7,7 @@
 
 #include <stdint.h>
 
-#define MTM_HEADER_SIZE 64u
-#define MTM_TENSOR_ENTRY 48u
-#define MTM_LAYER_ENTRY 152u
-#define MTM_PARAMS_OFF 72u
-#define MTM_MAX_TENSORS 4096u
-#define MTM_MAX_LAYERS 1024u
-#define MTM_NONE 0xFFFFFFFFu
+#include "mtm_layout.h"
 
 // Where a validation failure is (out-parameter of mt_mtm_validate).
 #define MTM_WHERE_FILE 0
@@ -36,22 +30,22 @@ const char *mt_mtm_check_tables(const uint8_t *buf, uint32_t len);
 // for entries, with 0 <= i < n. They fill int32 arrays; u32 fields are stored
 // as their bit pattern (NONE reads as -1, f32 scales as raw bits).
 
+// The rows and their fields, MTM_INFO_* / MTM_TROW_* / MTM_LROW_* and the counts
+// MTM_INFO_N / MTM_TENSOR_N / MTM_LAYER_N, are in mtm_layout.h (generated).
+
 // Header numbers: version_major, version_minor, flags, total_len, n_tensors,
 // n_layers, tensor_table_off, layer_table_off, strings_off, strings_len,
 // data_off, data_len, input, output, train_steps.
-#define MTM_INFO_N 15
 void mt_mtm_info(const uint8_t *buf, int32_t *out);
 
 // Tensor entry i: dtype, rank, kind, quant, flags, shape[0..4), data_off,
 // data_len, scale (f32 bits), zero_point, qscales.
-#define MTM_TENSOR_N 14
 void mt_mtm_tensor(const uint8_t *buf, uint32_t i, int32_t *out);
 
 // Layer entry i: op, act, n_params, n_inputs, flags, name_off (absolute),
 // name_len, fused_off (absolute), fused_len, in0, in1, out, weight, bias,
 // mult, shift, state[0..4), params_off (absolute file offset of params),
 // state[4], state[5] (Adam's second moments, format 1.3; -1 when absent).
-#define MTM_LAYER_N 23
 void mt_mtm_layer(const uint8_t *buf, uint32_t i, int32_t *out);
 
 uint32_t mt_mtm_n_tensors(const uint8_t *buf);

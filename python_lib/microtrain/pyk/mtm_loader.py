@@ -4,13 +4,46 @@ import struct
 from array import array
 
 from microtrain.fmt import (
+    H_FLAGS,
+    H_HEADER_SIZE,
+    H_LAYER_TABLE_OFF,
+    H_N_LAYERS,
+    H_N_TENSORS,
+    H_STRINGS_LEN,
+    H_STRINGS_OFF,
+    H_TENSOR_TABLE_OFF,
+    H_TOTAL_LEN,
+    H_TRAIN_STEPS,
+    H_VERSION_MAJOR,
+    H_VERSION_MINOR,
     HEADER_SIZE,
+    INFO_FLAGS,
+    INFO_LAYER_TABLE_OFF,
     INFO_N,
+    INFO_N_LAYERS,
+    INFO_N_TENSORS,
+    INFO_TENSOR_TABLE_OFF,
+    INFO_TOTAL_LEN,
+    INFO_VERSION_MAJOR,
+    INFO_VERSION_MINOR,
     KIND_ACT,
     KIND_CONST,
     KIND_STATE,
+    L_NAME_LEN,
+    L_NAME_OFF,
+    L_OUT,
+    L_STATE,
+    L_STATE4,
+    L_WEIGHT,
     LAYER_ENTRY,
+    LAYER_HEAD_FMT,
     LAYER_N,
+    LROW_FUSED_OFF,
+    LROW_NAME_OFF,
+    LROW_PARAMS_OFF,
+    LROW_STATE3,
+    LROW_STATE4,
+    LROW_STATE5,
     MAX_LAYERS,
     MAX_TENSORS,
     N_PARAMS,
@@ -27,7 +60,10 @@ from microtrain.fmt import (
     OP_UPSAMPLE,
     PARAMS_OFF,
     TENSOR_ENTRY,
+    TENSOR_FMT,
     TENSOR_N,
+    VERSION_MAJOR,
+    VERSION_MINOR,
 )
 from microtrain.pyk.checks import (
     I32,
@@ -76,8 +112,8 @@ def crc32(data, crc=0):
 
 
 _unp = struct.unpack_from
-_TFMT = "<BBBBIIIIIIIIiII"  # one 48-byte tensor entry
-_LFMT = "<BBBBIIIIIIIIIIIIIIII"  # the first 72 bytes of a layer entry
+_TFMT = TENSOR_FMT  # one tensor entry (the scale as its bits)
+_LFMT = LAYER_HEAD_FMT  # a layer entry up to state[3]
 
 
 def _u32(b, off):
@@ -87,8 +123,8 @@ def _u32(b, off):
 def _slots(b, e):
     # the 6 state slots of the layer entry at e (NONE: absent); 4, 5 (Adam's second moments,
     # format 1.3) are the u16 pair at entry offset 68 (0xFFFF: absent; before 1.3 absent)
-    v = _unp("<4I2H", b, e + 52)
-    if _unp("<H", b, 6)[0] < 3:
+    v = _unp("<4I2H", b, e + L_STATE)
+    if _unp("<H", b, H_VERSION_MINOR)[0] < 3:
         return v[:4] + (NONE, NONE)
     return v[:4] + (NONE if v[4] == 0xFFFF else v[4], NONE if v[5] == 0xFFFF else v[5])
 
@@ -157,7 +193,7 @@ class _V:
     def __init__(self, b, ln):
         self.b = b
         self.len = ln
-        h = _unp("<IIIIIIIIIIIII", b, 12)
+        h = _unp("<IIIIIIIIIIIII", b, H_FLAGS)  # flags .. output
         self.flags, self.n_t, self.n_l = h[0], h[2], h[4]
         self.lt_off, self.s_off, self.s_len, self.d_off, self.d_len = h[5], h[6], h[7], h[8], h[9]
         self.input, self.output = h[10], h[11]
@@ -487,9 +523,9 @@ def _check_layers(c, produced, consumed):
         noff, nlen, foff, flen = L[5], L[6], L[7], L[8]
         if op < 1 or op > OP_UPSAMPLE:
             c.fail("unknown op", 2, j)
-        if op == OP_LUT and _unp("<H", b, 6)[0] < 1:
+        if op == OP_LUT and _unp("<H", b, H_VERSION_MINOR)[0] < 1:
             c.fail("LUT layer in a version 1.0 file (needs 1.1)", 2, j)
-        if op >= OP_CONCAT and _unp("<H", b, 6)[0] < 2:
+        if op >= OP_CONCAT and _unp("<H", b, H_VERSION_MINOR)[0] < 2:
             c.fail("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)", 2, j)
         two = op == OP_ADD or op == OP_CONCAT
         if n_in != (2 if two else 1):
@@ -497,9 +533,10 @@ def _check_layers(c, produced, consumed):
         dilated = op == OP_CONV2D and n_p == 19
         if n_p != N_PARAMS[op] and not dilated:
             c.fail("n_params does not match the op", 2, j)
-        if dilated and (_unp("<H", b, 6)[0] < 2 or _unp("<2i", b, e + PARAMS_OFF + 68) == (1, 1)):
+        if dilated and (_unp("<H", b, H_VERSION_MINOR)[0] < 2
+                        or _unp("<2i", b, e + PARAMS_OFF + 4 * 17) == (1, 1)):  # dil_h, dil_w
             c.fail("19-param CONV2D needs version 1.2 and a dilation above 1", 2, j)
-        p = _unp("<20i", b, e + PARAMS_OFF)
+        p = _unp("<20i", b, e + PARAMS_OFF)  # N_PARAMS_MAX
         for k in range(n_p, N_PARAMS_MAX):
             if p[k]:
                 c.fail("unused params not zero", 2, j)
@@ -508,7 +545,7 @@ def _check_layers(c, produced, consumed):
             c.fail("unknown act", 2, j)
         if act and not weighted and op != OP_ADD:
             c.fail("fused activation on an op without one", 2, j)
-        if (lflags & ~1) or (_unp("<H", b, 6)[0] < 3 and _u32(b, e + 68)):
+        if (lflags & ~1) or (_unp("<H", b, H_VERSION_MINOR)[0] < 3 and _u32(b, e + L_STATE4)):
             c.fail("unknown layer flags or non-zero reserved field", 2, j)
         if (lflags & 1) and not (c.flags & 1):
             c.fail("TRAINED layer in a file without TRAINED", 2, j)
@@ -517,8 +554,8 @@ def _check_layers(c, produced, consumed):
         na = c.s_off + noff
         for k in range(j):
             ek = c.lt_off + LAYER_ENTRY * k
-            if _u32(b, ek + 12) == nlen:
-                nb = c.s_off + _u32(b, ek + 8)
+            if _u32(b, ek + L_NAME_LEN) == nlen:
+                nb = c.s_off + _u32(b, ek + L_NAME_OFF)
                 t = 0
                 while t < nlen and b[na + t] == b[nb + t]:
                     t += 1
@@ -568,7 +605,7 @@ def _check_layers(c, produced, consumed):
 def _check_graph(c, produced, consumed):
     b = c.b
     n_t = c.n_t
-    if _u32(b, c.lt_off + LAYER_ENTRY * (c.n_l - 1) + 32) != c.output:
+    if _u32(b, c.lt_off + LAYER_ENTRY * (c.n_l - 1) + L_OUT) != c.output:
         c.fail("output is not the last layer's output")
     if not 0 <= _numel(c.t(c.output)) <= 32767:
         c.fail("model output larger than 32767 values (cross_entropy class limit)")
@@ -583,7 +620,7 @@ def _check_graph(c, produced, consumed):
     refs = bytearray(n_t)
     for j in range(c.n_l):
         e = c.lt_off + LAYER_ENTRY * j
-        for t in _unp("<4I", b, e + 36) + _slots(b, e):
+        for t in _unp("<4I", b, e + L_WEIGHT) + _slots(b, e):
             if t != NONE and refs[t] < 2:
                 refs[t] += 1
     for i in range(n_t):
@@ -603,11 +640,12 @@ def _validate(b, ln):
         return "file too large", 0, -1
     if b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
         return "bad magic (expected MTMF)", 0, -1
-    if _unp("<H", b, 4)[0] != 1 or _unp("<H", b, 6)[0] > 3:
+    if (_unp("<H", b, H_VERSION_MAJOR)[0] != VERSION_MAJOR
+            or _unp("<H", b, H_VERSION_MINOR)[0] > VERSION_MINOR):
         return "unsupported version (reader is 1.3)", 0, -1
-    if _u32(b, 8) != HEADER_SIZE:
+    if _u32(b, H_HEADER_SIZE) != HEADER_SIZE:
         return "header_size != 64", 0, -1
-    if _u32(b, 16) != ln:
+    if _u32(b, H_TOTAL_LEN) != ln:
         return "total_len != file length (truncated or padded file)", 0, -1
     if crc32(memoryview(b)[0:ln - 4]) != _u32(b, ln - 4):
         return "CRC32 mismatch", 0, -1
@@ -618,7 +656,7 @@ def _validate(b, ln):
         return "n_tensors outside 1..4096", 0, -1
     if c.n_l < 1 or c.n_l > MAX_LAYERS:
         return "n_layers outside 1..1024", 0, -1
-    if _u32(b, 24) != HEADER_SIZE:
+    if _u32(b, H_TENSOR_TABLE_OFF) != HEADER_SIZE:
         return "tensor_table_off != 64", 0, -1
     if c.lt_off != HEADER_SIZE + TENSOR_ENTRY * c.n_t:
         return "layer_table_off != 64 + 48 * n_tensors", 0, -1
@@ -633,7 +671,7 @@ def _validate(b, ln):
         return "data_len inconsistent with total_len or not a multiple of 8", 0, -1
     if c.input >= c.n_t or c.output >= c.n_t:
         return "input/output tensor index out of range", 0, -1
-    if _u32(b, 60) and not c.flags & 1:
+    if _u32(b, H_TRAIN_STEPS) and not c.flags & 1:
         return "train_steps without TRAINED", 0, -1
     if b[c.s_off] & 0xFF:
         return "string pool does not start with NUL", 0, -1
@@ -659,26 +697,26 @@ def _tables(b, ln):
     # mtm_check_tables: NULL (None) when ok, else a message
     if ln < HEADER_SIZE or b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
         return "not an .mtm header (too short or bad magic)"
-    n_t, n_l = _u32(b, 20), _u32(b, 28)
-    s_off, s_len = _u32(b, 36), _u32(b, 40)
+    n_t, n_l = _u32(b, H_N_TENSORS), _u32(b, H_N_LAYERS)
+    s_off, s_len = _u32(b, H_STRINGS_OFF), _u32(b, H_STRINGS_LEN)
     if n_t < 1 or n_t > MAX_TENSORS or n_l < 1 or n_l > MAX_LAYERS:
         return "n_tensors / n_layers out of range"
-    lt = _u32(b, 32)
-    if (_u32(b, 24) != HEADER_SIZE or lt != HEADER_SIZE + TENSOR_ENTRY * n_t
+    lt = _u32(b, H_LAYER_TABLE_OFF)
+    if (_u32(b, H_TENSOR_TABLE_OFF) != HEADER_SIZE or lt != HEADER_SIZE + TENSOR_ENTRY * n_t
             or s_off != lt + LAYER_ENTRY * n_l or s_off > ln or s_len > ln - s_off):
         return "tables or string pool outside the buffer"
     return None
 
 
 def _layer_name(b, ln, i):
-    if _tables(b, ln) or i >= _u32(b, 28):
+    if _tables(b, ln) or i >= _u32(b, H_N_LAYERS):
         return None
-    e = _u32(b, 32) + LAYER_ENTRY * i
-    s_len = _u32(b, 40)
-    off, n = _u32(b, e + 8), _u32(b, e + 12)
+    e = _u32(b, H_LAYER_TABLE_OFF) + LAYER_ENTRY * i
+    s_len = _u32(b, H_STRINGS_LEN)
+    off, n = _u32(b, e + L_NAME_OFF), _u32(b, e + L_NAME_LEN)
     if off >= s_len or n > 63 or n > s_len - off:
         return None
-    o = _u32(b, 36) + off
+    o = _u32(b, H_STRINGS_OFF) + off
     return bytes(b[k] & 0xFF for k in range(o, o + n))
 
 
@@ -741,16 +779,15 @@ def mtm_info(buf, out):
     fn = "mtm_info"
     b = _tables_buf(fn, buf)
     _out32(fn, "out", out, INFO_N)
-    h = _unp("<HHIIIIIIIIIIIIII", b, 4)
-    out[0] = h[0]
-    out[1] = h[1]
-    out[2] = _s32(h[3])
-    out[3] = _s32(h[4])
-    out[4] = _s32(h[5])
-    out[5] = _s32(h[7])
-    out[6] = _s32(h[6])
-    for k in range(8):  # layer_table_off .. output, train_steps
-        out[7 + k] = _s32(h[8 + k])
+    out[INFO_VERSION_MAJOR] = _unp("<H", b, H_VERSION_MAJOR)[0]
+    out[INFO_VERSION_MINOR] = _unp("<H", b, H_VERSION_MINOR)[0]
+    out[INFO_FLAGS] = _s32(_u32(b, H_FLAGS))
+    out[INFO_TOTAL_LEN] = _s32(_u32(b, H_TOTAL_LEN))
+    out[INFO_N_TENSORS] = _s32(_u32(b, H_N_TENSORS))
+    out[INFO_N_LAYERS] = _s32(_u32(b, H_N_LAYERS))
+    out[INFO_TENSOR_TABLE_OFF] = _s32(_u32(b, H_TENSOR_TABLE_OFF))
+    for k in range(INFO_N - INFO_LAYER_TABLE_OFF):  # layer_table_off .. train_steps: consecutive u32
+        out[INFO_LAYER_TABLE_OFF + k] = _s32(_u32(b, H_LAYER_TABLE_OFF + 4 * k))
 
 
 def _index(fn, v, n):
@@ -763,26 +800,26 @@ def _index(fn, v, n):
 def mtm_tensor(buf, i, out):
     fn = "mtm_tensor"
     b = _tables_buf(fn, buf)
-    i = _index(fn, i, _u32(b, 20))
+    i = _index(fn, i, _u32(b, H_N_TENSORS))
     _out32(fn, "out", out, TENSOR_N)
-    t = _unp("<BBBBIIIIIIIIII", b, HEADER_SIZE + TENSOR_ENTRY * i)
-    for k in range(14):
+    t = _unp(_TFMT, b, HEADER_SIZE + TENSOR_ENTRY * i)
+    for k in range(TENSOR_N):  # the entry's fields are the row's, in order
         out[k] = _s32(t[k])
 
 
 def mtm_layer(buf, i, out):
     fn = "mtm_layer"
     b = _tables_buf(fn, buf)
-    i = _index(fn, i, _u32(b, 28))
+    i = _index(fn, i, _u32(b, H_N_LAYERS))
     _out32(fn, "out", out, LAYER_N)
-    e = _u32(b, 32) + LAYER_ENTRY * i
-    s_off = _u32(b, 36)
+    e = _u32(b, H_LAYER_TABLE_OFF) + LAYER_ENTRY * i
+    s_off = _u32(b, H_STRINGS_OFF)
     L = _unp(_LFMT, b, e)
-    for k in range(20):
+    for k in range(LROW_STATE3 + 1):  # op .. state[3]: the entry's fields, in order
         out[k] = _s32(L[k])
-    out[5] = _s32(L[5] + s_off)
-    out[7] = _s32(L[7] + s_off)
-    out[20] = _s32(e + PARAMS_OFF)
+    out[LROW_NAME_OFF] = _s32(L[LROW_NAME_OFF] + s_off)
+    out[LROW_FUSED_OFF] = _s32(L[LROW_FUSED_OFF] + s_off)
+    out[LROW_PARAMS_OFF] = _s32(e + PARAMS_OFF)
     sl = _slots(b, e)
-    out[21] = _s32(sl[4])
-    out[22] = _s32(sl[5])
+    out[LROW_STATE4] = _s32(sl[4])
+    out[LROW_STATE5] = _s32(sl[5])
