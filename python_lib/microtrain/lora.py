@@ -13,7 +13,7 @@ import array
 import math
 import struct
 
-from microtrain import kern
+from microtrain import fmt, kern
 from microtrain.fmt import (
     ACT_NONE,
     DT_INT8,
@@ -74,9 +74,11 @@ class _Node(Layer):
 
 
 def _tensor(model, shape, scale, zp):
-    row = [DT_INT8, len(shape), KIND_ACT, Q_TENSOR, 0, 0, 0, 0, 0, 0, 0, 0, zp, -1]
+    row = [0] * fmt.TENSOR_N  # the fields mtm_tensor would give an activation tensor
+    row[fmt.TROW_DTYPE], row[fmt.TROW_RANK], row[fmt.TROW_KIND] = DT_INT8, len(shape), KIND_ACT
+    row[fmt.TROW_QUANT], row[fmt.TROW_ZERO_POINT], row[fmt.TROW_QSCALES] = Q_TENSOR, zp, -1
     for d in range(len(shape)):
-        row[5 + d] = shape[d]
+        row[fmt.TROW_SHAPE0 + d] = shape[d]
     t = Tensor(len(model.tensors), row, scale)
     model.tensors.append(t)
     return t

@@ -12,7 +12,7 @@ import struct
 
 from micropython import const
 
-from microtrain import kern
+from microtrain import fmt, kern
 from microtrain.fmt import (
     ACT_NAMES,
     DT_F32,
@@ -83,25 +83,25 @@ class Tensor:
 
     def __init__(self, index, row, scale):
         self.index = index
-        if row[0] != DT_INT8:
-            self.dtype = row[0]
-        if row[2] != KIND_CONST:
-            self.kind = row[2]
-        if row[3]:
-            self.quant = row[3]
-        if row[4]:
-            self.flags = row[4]
-        self.shape = tuple(row[5 + d] for d in range(row[1]))
-        if row[9]:
-            self.data_off = row[9]
-        if row[10]:
-            self.data_len = row[10]
+        if row[fmt.TROW_DTYPE] != DT_INT8:
+            self.dtype = row[fmt.TROW_DTYPE]
+        if row[fmt.TROW_KIND] != KIND_CONST:
+            self.kind = row[fmt.TROW_KIND]
+        if row[fmt.TROW_QUANT]:
+            self.quant = row[fmt.TROW_QUANT]
+        if row[fmt.TROW_FLAGS]:
+            self.flags = row[fmt.TROW_FLAGS]
+        self.shape = tuple(row[fmt.TROW_SHAPE0 + d] for d in range(row[fmt.TROW_RANK]))
+        if row[fmt.TROW_DATA_OFF]:
+            self.data_off = row[fmt.TROW_DATA_OFF]
+        if row[fmt.TROW_DATA_LEN]:
+            self.data_len = row[fmt.TROW_DATA_LEN]
         if scale != 0.0:
             self.scale = scale
-        if row[12]:
-            self.zero_point = row[12]
-        if row[13] != NONE_I32:
-            self.qscales = row[13]
+        if row[fmt.TROW_ZERO_POINT]:
+            self.zero_point = row[fmt.TROW_ZERO_POINT]
+        if row[fmt.TROW_QSCALES] != NONE_I32:
+            self.qscales = row[fmt.TROW_QSCALES]
         n = 1
         for d in self.shape:
             n *= d
@@ -185,31 +185,37 @@ class Layer:
     def __init__(self, model, index, row):
         self.model = model
         self.index = index
-        self.op = row[0]
-        if row[1]:
-            self.act = row[1]
-        if row[4]:
-            self.flags = row[4]
+        self.op = row[fmt.LROW_OP]
+        if row[fmt.LROW_ACT]:
+            self.act = row[fmt.LROW_ACT]
+        if row[fmt.LROW_FLAGS]:
+            self.flags = row[fmt.LROW_FLAGS]
         b = model.buf
-        self.name = str(bytes(b[row[5]:row[5] + row[6]]), "utf-8")
-        if row[8]:
-            self.fused = str(bytes(b[row[7]:row[7] + row[8]]), "utf-8")
-        self.inputs = (row[9],) if row[10] == NONE_I32 else (row[9], row[10])
-        self.output = row[11]
-        if row[12] != NONE_I32:
-            self.weight_t = row[12]
-        if row[13] != NONE_I32:
-            self.bias_t = row[13]
-        if row[14] != NONE_I32:
-            self.mult_t, self.shift_t = row[14], row[15]
-        st = (row[16], row[17], row[18], row[19], row[21], row[22])  # [4], [5]: format 1.3
+        o = row[fmt.LROW_NAME_OFF]
+        self.name = str(bytes(b[o:o + row[fmt.LROW_NAME_LEN]]), "utf-8")
+        n = row[fmt.LROW_FUSED_LEN]
+        if n:
+            o = row[fmt.LROW_FUSED_OFF]
+            self.fused = str(bytes(b[o:o + n]), "utf-8")
+        i0, i1 = row[fmt.LROW_IN0], row[fmt.LROW_IN1]
+        self.inputs = (i0,) if i1 == NONE_I32 else (i0, i1)
+        self.output = row[fmt.LROW_OUT]
+        if row[fmt.LROW_WEIGHT] != NONE_I32:
+            self.weight_t = row[fmt.LROW_WEIGHT]
+        if row[fmt.LROW_BIAS] != NONE_I32:
+            self.bias_t = row[fmt.LROW_BIAS]
+        if row[fmt.LROW_MULT] != NONE_I32:
+            self.mult_t, self.shift_t = row[fmt.LROW_MULT], row[fmt.LROW_SHIFT]
+        st = (row[fmt.LROW_STATE0], row[fmt.LROW_STATE1], row[fmt.LROW_STATE2], row[fmt.LROW_STATE3],
+              row[fmt.LROW_STATE4], row[fmt.LROW_STATE5])  # (STATE4, 5: format 1.3)
         if st != Layer.state_t:
             self.state_t = st
-        self.params = model._i32(row[20], row[2])  # the kernel descriptor, zero-copy
+        # the kernel descriptor, zero-copy
+        self.params = model._i32(row[fmt.LROW_PARAMS_OFF], row[fmt.LROW_N_PARAMS])
         if self.op == OP_CONV2D or self.op == OP_LINEAR:
             c = model._const
             self.w = c(self.weight_t)
-            q = model._trow[13]  # the weights' scales
+            q = model._trow[fmt.TROW_QSCALES]  # the weights' scales
             self.b = c(self.bias_t)
             self.mult = c(self.mult_t)
             self.shift = c(self.shift_t)
@@ -341,11 +347,11 @@ class Model:
         self._words = words  # array('i') of the whole file, or None
         info = zeros("i", INFO_N)
         K.mtm_info(buf, info)
-        self.flags = info[2]
-        self.train_steps = info[14] & 0xFFFFFFFF
-        self.size = info[3]
-        n_t, n_l = info[4], info[5]
-        self._tt = info[6]  # tensor table offset
+        self.flags = info[fmt.INFO_FLAGS]
+        self.train_steps = info[fmt.INFO_TRAIN_STEPS] & 0xFFFFFFFF
+        self.size = info[fmt.INFO_TOTAL_LEN]
+        n_t, n_l = info[fmt.INFO_N_TENSORS], info[fmt.INFO_N_LAYERS]
+        self._tt = info[fmt.INFO_TENSOR_TABLE_OFF]  # tensor table offset
         self._trow = zeros("i", TENSOR_N)  # one tensor's fields (mtm_tensor)
         # A layer holds the views of its constants itself (a trained one its copies): their
         # Tensor objects are not kept (None in `tensors`; tensor(i) reads one again), about
@@ -355,7 +361,7 @@ class Model:
         trow = self._trow
         for i in range(n_t):
             K.mtm_tensor(buf, i, trow)
-            if trow[2] != KIND_CONST:
+            if trow[fmt.TROW_KIND] != KIND_CONST:
                 ts[i] = self._read_tensor(i)
         self._held = held = set()  # the constants the layers take (_const)
         self.layers = []
@@ -367,8 +373,8 @@ class Model:
             if ts[i] is None and i not in held:
                 ts[i] = self._read_tensor(i)
         self._held = None
-        self.input = self.tensors[info[12]]
-        self.output = self.tensors[info[13]]
+        self.input = self.tensors[info[fmt.INFO_INPUT]]
+        self.output = self.tensors[info[fmt.INFO_OUTPUT]]
         self._plans = {}
         self._owner = {}  # plan key -> {tensor: the whole buffer it uses}
         self._fused = {}  # plan key -> its fused conv + add pairs (_fusable), or None
@@ -386,7 +392,8 @@ class Model:
     def _data(self, row):
         # the values of the tensor whose fields are in row (mtm_tensor): a view of the model
         # bytes, or a copy for what is updated in place (STATE) or cannot be viewed
-        dt, kind, off, n = row[0], row[2], row[9], row[10]
+        dt, kind = row[fmt.TROW_DTYPE], row[fmt.TROW_KIND]
+        off, n = row[fmt.TROW_DATA_OFF], row[fmt.TROW_DATA_LEN]
         if dt == DT_INT8:
             return self._s8(off, n) if n else None
         if dt == DT_INT32:
@@ -401,7 +408,7 @@ class Model:
     def _const(self, i):
         # a layer's constant i at load: its data, no Tensor object (its fields stay in _trow)
         K.mtm_tensor(self.buf, i, self._trow)
-        if self._trow[2] != KIND_CONST:
+        if self._trow[fmt.TROW_KIND] != KIND_CONST:
             return self._read_tensor(i).data  # (a checkpoint's tensor of another kind)
         self._held.add(i)
         return self._data(self._trow)
@@ -409,7 +416,7 @@ class Model:
     def _read_tensor(self, i):
         buf, row = self.buf, self._trow
         K.mtm_tensor(buf, i, row)
-        scale = struct.unpack_from("<f", buf, self._tt + 48 * i + 32)[0]
+        scale = struct.unpack_from("<f", buf, self._tt + fmt.TENSOR_ENTRY * i + 32)[0]  # (scale: byte 32)
         t = Tensor(i, row, scale)
         t.data = self._data(row)
         return t
