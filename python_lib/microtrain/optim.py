@@ -147,6 +147,10 @@ class _Optimizer:
             st += [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
         self._st[ly.index] = st
 
+    def resume_bias_correction(self, bits):
+        """Continue a checkpoint's bias correction: bits = the float32 bits of (beta1^t, beta2^t)
+        (its trainer record). Nothing for optimisers without one."""
+
     def prepare(self, p, n):
         """The common start of a direction: g / n, standardised, plus weight decay."""
         if self.standardize:

@@ -344,11 +344,8 @@ class Trainer:
                 v = (t[st[4]].data, t[st[5]].data) if st[4] >= 0 and st[5] >= 0 else ()  # Adam (1.3)
                 self.opt.load_state(ly, t[st[2]].data, t[st[3]].data, *v)
         rec = trainer_record(self.model.buf, True)
-        bt = getattr(self.opt, "_bt", None)  # Adam's beta1^t, beta2^t: its bias correction continues
-        if rec is not None and rec[1] is not None and bt is not None:
-            from struct import pack_into
-
-            pack_into("<2I", bt, 0, rec[1][0], rec[1][1])
+        if rec is not None and rec[1] is not None:  # Adam's bias correction continues
+            self.opt.resume_bias_correction(rec[1])
         # stochastic rounding: continue the xorshift16 sequence where the saved run
         # stopped (one draw per weight without a master copy, per update; period 65535)
         draws = 0

@@ -48,6 +48,8 @@ class _Optimizer:
                    v_b: Float32 | None = None) -> None:
         """Continue from a checkpoint's state for ly (used in place; ignored without momentum;
         without v_w, v_b (a file older than 1.3) Adam's second moments restart at zero)."""
+    def resume_bias_correction(self, bits: tuple[int, int]) -> None:
+        """Continue a checkpoint's bias correction (Adam: beta1^t, beta2^t as float32 bits)."""
     def prepare(self, p: Param, n: int) -> None:
         """The common start of a direction: g / n, standardised, plus weight decay."""
     def direction(self, p: Param, st: list[Any] | None, n: int) -> None:
