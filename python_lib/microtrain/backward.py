@@ -10,7 +10,7 @@ import math
 
 from micropython import const
 
-from microtrain import kern
+from microtrain import kern, plan
 from microtrain.fmt import (
     ACT_RELU,
     ACT_RELU6,
@@ -289,15 +289,15 @@ def make(m, first, window, redo):
     region = set()
     for ly in m.layers[first:]:
         region.add(ly.output)
-    inplace = inplace_errors(m, first, region, not window)
+    inplace = plan.inplace_errors(m, first, region, not window)
     ebuf, esecond, emerge = {}, {}, {}
     for t in inplace:
         ebuf[t] = bufs[t]
-    need, acc_n, host = scratch_plan(m, first, region, inplace)
+    need, acc_n, host = plan.scratch_plan(m, first, region, inplace, kern.NATIVE)
     idle_bufs = idle(m, first)
     sizes = [len(b) for b in idle_bufs]
-    items, at = pack(m, first, region, inplace, 4 * acc_n if acc_n and host is None and kern.NATIVE
-                     else 0, sizes, window if kern.NATIVE else 0)
+    items, at = plan.pack(m, first, region, inplace, 4 * acc_n if acc_n and host is None and kern.NATIVE
+                          else 0, sizes, window if kern.NATIVE else 0)
     acc = win = src = None  # src: (buffer, offset) of the int32 scratch's bytes
     for i in range(len(items)):
         n, t, kind = items[i]
@@ -321,7 +321,7 @@ def make(m, first, window, redo):
             src = (ebuf[host], 0)
     r = None
     if redo and acc is None and acc_n:
-        r = recompute_host(m, first, inplace, need, acc_n)
+        r = plan.recompute_host(m, first, inplace, need, acc_n, kern.NATIVE)
     redo = None
     if r is not None:  # in an activation whose producer runs again before its pool's backward
         b = m.owners(first)[r[0]]
@@ -340,142 +340,18 @@ def make(m, first, window, redo):
 
 
 def idle(m, first):
-    # the whole buffers of the training plan keeping from `first` (see _plan) that hold
-    # no kept tensor: a buffer reused for several tensors only when none of them is kept,
-    # the model input's when no layer from first on reads it. Idle from the end of a
-    # forward to the next one (backward's buffers go there: _pack). In plan order, the
-    # model input's first, as memplan.py and info.py list them.
-    keep = set()
-    for ly in m.layers[first:]:
-        for t in ly.inputs:
-            keep.add(t)
-        keep.add(ly.output)
-    keep.add(m.output.index)
+    """The whole buffers of the training plan keeping from `first` that hold no kept tensor
+    (plan.forward_fit): idle from the end of a forward to the next one (backward's buffers go
+    there: plan.pack). In plan order, the model input's first, as memplan.py and info.py
+    list their sizes."""
+    keep = plan.kept(m, first)
+    bid, size, hold = plan.forward_fit(m, keep)
+    made = [None] * len(size)
     owner = m.owners(first)
-    seen, kept = [], []
-    for ly in m.layers:
-        b = owner[ly.output]
-        k = 0
-        while k < len(seen) and seen[k] is not b:
-            k += 1
-        if k == len(seen):
-            seen.append(b)
-            kept.append(False)
-        if ly.output in keep:
-            kept[k] = True
+    for t in bid:
+        made[bid[t]] = owner[t]
     out = [] if m.input.index in keep else [m.plan(first)[0][m.input.index]]
-    for k in range(len(seen)):
-        if not kept[k]:
-            out.append(seen[k])
+    for b in range(len(size)):
+        if not hold[b]:
+            out.append(made[b])
     return out
-
-def pack(m, first, region, inplace, scratch, sizes, window=0):
-    # backward's buffers in the idle forward buffers of lengths `sizes` (_idle), for
-    # memplan.py too: items (bytes, tensor, kind), kind 0 ebuf, 1 esecond, 2 emerge (the
-    # tensors read by two layers), tensor -1 the int32 scratch (scratch bytes, 0: none),
-    # -2 stepwise.StepInBackward's float32 window (window bytes); first fit decreasing (ties in item
-    # order), offsets rounded up to 4 (scratch and window are retyped). All are alive
-    # through the whole backward: none overlap.
-    # Returns (items, {item index: (buffer index, offset)}); the others get new buffers.
-    cons = {}
-    for ly in m.layers[first:]:
-        for t in ly.inputs:
-            if t in region:
-                cons[t] = cons.get(t, 0) + 1
-    items = [(scratch, -1, 0)] if scratch else []
-    if window:  # stepwise.StepInBackward's float32 gradient window (tensor -2), zeroed by it before use
-        items.append((window, -2, 0))
-    for ly in m.layers[first:]:
-        t = ly.output
-        if t in inplace:
-            continue
-        n = m.tensors[t].numel
-        items.append((n, t, 0))
-        if cons.get(t, 0) > 1:
-            items.append((n, t, 1))
-            items.append((n, t, 2))
-    at = {}
-    if sizes:
-        used = [0] * len(sizes)
-        for i in sorted(range(len(items)), key=lambda i: (-items[i][0], i)):
-            n = items[i][0]
-            for b in range(len(sizes)):
-                o = (used[b] + 3) & ~3
-                if o + n <= sizes[b]:
-                    at[i] = (b, o)
-                    used[b] = o + n
-                    break
-    return items, at
-
-def inplace_errors(m, first, region, over=True):
-    # {t: its producer}: activations whose int8 error is written over the activation
-    # itself (docs/memory.md), for memplan.py too:
-    # - t's only reader in backward is a pool with disjoint windows, and t's producer is
-    #   a conv / linear whose fused activation mask (act_keep) the pool's
-    #   *_grad_input_act kernel applies as it writes;
-    # - (over) t's only reader is a conv / linear, which reads t for its weight gradient
-    #   before its grad input writes t's error, and t's producer reads nothing of t in
-    #   its own backward: no fused activation, or a conv / linear's fused ReLU / ReLU6,
-    #   whose mask the grad input applies as it writes (lo, hi: act_keep); not a ReLU
-    #   layer. Not where the reader steps during backward (stepwise.StepInBackward: grad input first).
-    made, cons = {}, {}
-    for ly in m.layers[first:]:
-        made[ly.output] = ly
-        for t in ly.inputs:
-            cons[t] = cons.get(t, 0) + 1
-    out = {}
-    for ly in m.layers[first:]:
-        t, p, op = ly.inputs[0], ly.params, ly.op
-        if t not in region or cons[t] != 1 or t == m.output.index:
-            continue
-        src = made[t]
-        if (op == OP_MAXPOOL or op == OP_AVGPOOL) and p[7] >= p[5] and p[8] >= p[6]:
-            if src.op == OP_CONV2D or src.op == OP_LINEAR:
-                out[t] = src
-        elif over and (op == OP_CONV2D or op == OP_LINEAR) and src.op != OP_RELU and src.op != OP_RELU6 \
-                and (not src.act or src.op == OP_CONV2D or src.op == OP_LINEAR):
-            out[t] = src
-    return out
-
-def recompute_host(m, first, inplace, need, n):
-    # (t, its producer's index, its reader's index) of an activation whose buffer can hold
-    # the int32 scratch (n values) when nothing else does (docs/memory.md): t takes its
-    # error from a pool with disjoint windows (inplace), every layer using the scratch
-    # comes after that pool (backward runs them before it), and the producer, a conv /
-    # linear, runs its forward again just before the pool's backward: its input is kept.
-    # For memplan.py too. None when there is no such t.
-    if not need or not kern.NATIVE:
-        return None
-    for t, src in inplace.items():
-        for ly in m.layers[src.index + 1:]:
-            if ly.inputs[0] == t:
-                break
-        if (ly.op == OP_MAXPOOL or ly.op == OP_AVGPOOL) and need[0].index > ly.index and \
-                m.tensors[t].numel >= 4 * n:
-            return t, src.index, ly.index
-    return None
-
-def scratch_plan(m, first, region, inplace):
-    # backward's int32 grad-input scratch (docs/memory.md), for memplan.py too: the
-    # layers that need it (conv / linear; pools whose windows overlap, pool.c), its
-    # size, and the tensor whose int8 error buffer can hold it (else None): one with
-    # a single consumer below every such layer (its error is written after the
-    # scratch's last use), of 4 bytes per value, and not an activation taking its own
-    # error (inplace: inplace_errors). Not with the pure-Python kernels, whose mtm_view
-    # copies.
-    need, n, cons = [], 0, {}
-    for ly in m.layers[first:]:
-        t, p, op = ly.inputs[0], ly.params, ly.op
-        if t in region and (op == OP_CONV2D or op == OP_LINEAR or (
-                (op == OP_MAXPOOL or op == OP_AVGPOOL) and (p[7] < p[5] or p[8] < p[6]))):
-            need.append(ly)
-            n = max(n, m.tensors[t].numel)
-        for t in ly.inputs:
-            cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
-    if need and kern.NATIVE:
-        for ly in m.layers[first:]:
-            if 0 <= cons.get(ly.output, -1) < need[0].index and m.tensors[ly.output].numel >= 4 * n \
-                    and ly.output not in inplace:
-                return need, n, ly.output
-    return need, n, None
-

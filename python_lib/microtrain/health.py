@@ -72,7 +72,7 @@ class Health:
         self.adapt = adapt
         # scratch: the layer's output-error buffer, free between a forward and the
         # backward that fills it (no extra RAM); an error written over its activation
-        # (a pool's input: backward.inplace_errors) is the activation, so those layers share
+        # (a pool's input: plan.inplace_errors) is the activation, so those layers share
         # one buffer of their own
         bw = model.backward_plan
         eb, tens = bw.ebuf, model.tensors

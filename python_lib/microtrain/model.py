@@ -42,6 +42,7 @@ from microtrain.fmt import (
 )
 from microtrain.loss import argmax
 from microtrain.optim import Sums
+from microtrain.plan import forward_fit, kept
 from microtrain.quant import softmax_lut, zeros
 
 K = kern.K
@@ -520,45 +521,25 @@ class Model:
         for ly in layers:
             for t in ly.inputs:
                 last_use[t] = ly.index
-        keep = set()
-        if keep_from is not None:
-            for ly in layers[keep_from:]:
-                for t in ly.inputs:
-                    keep.add(t)
-                keep.add(ly.output)
-        # best-fit reuse: a buffer is free once its tensor's last consumer ran; a
-        # tensor takes the smallest free buffer that is large enough (a view of
-        # its first bytes: kernels get exact lengths) or a new one of its size.
-        # The model input and output have buffers of their own.
-        free = []  # whole buffers not in use
         owner = {}  # tensor -> the whole buffer it uses
-        bufs = {}
-        inp = self.input.index
-        out_t = self.output.index
-        bufs[inp] = zeros("b", self.input.numel)
+        bufs = {}  # tensor -> its buffer (a view of the first bytes of a larger one: exact lengths)
+        bufs[self.input.index] = zeros("b", self.input.numel)  # the model input's own
         fz = None
         if keep_from is None:
             fz = _place(self, bufs, owner, last_use)
-        for ly in layers if fz is None else ():
-            t = tensors[ly.output]
-            n = t.numel
-            buf = None
-            if ly.output != out_t:
-                best = -1
-                for k in range(len(free)):
-                    if len(free[k]) >= n and (best < 0 or len(free[k]) < len(free[best])):
-                        best = k
-                if best >= 0:
-                    buf = free.pop(best)
-            if buf is None:
-                buf = zeros("b", n)
-            owner[ly.output] = buf
-            bufs[ly.output] = buf if len(buf) == n else memoryview(buf)[:n]
-            for k, ti in enumerate(ly.inputs):
-                if k and ti == ly.inputs[0]:
-                    continue  # x + x: one buffer, freed once
-                if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != out_t:
-                    free.append(owner[ti])
+        if fz is None:  # whole buffers (plan.py's rules): training plans, else where place.py did not fit
+            bid, size, _ = forward_fit(self, set() if keep_from is None else kept(self, keep_from))
+            made = [None] * len(size)
+            for ly in layers:
+                t = ly.output
+                b = bid[t]
+                buf = made[b]
+                if buf is None:  # (made in plan order)
+                    buf = made[b] = zeros("b", size[b])
+                n = tensors[t].numel
+                owner[t] = buf
+                bufs[t] = buf if len(buf) == n else memoryview(buf)[:n]
+            bid = size = made = None
         self._owner[key] = owner
         self._fused[key] = fz
         steps = []

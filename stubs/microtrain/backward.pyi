@@ -62,14 +62,3 @@ BACKWARD: dict[int, _OpBackward]  # op code -> its backward
 def make(m: Model, first: int, window: int, redo: bool) -> BackwardPlan: ...
 def idle(m: Model, first: int) -> list[Any]:
     """The whole buffers of the training plan that hold no kept tensor (idle during backward)."""
-def pack(m: Model, first: int, region: set[int], inplace: dict[int, Layer], scratch: int, sizes: list[int],
-         window: int = 0) -> tuple[list[tuple[int, int, int]], dict[int, tuple[int, int]]]:
-    """Backward's buffers in the idle buffers of lengths sizes: (items, {item: (buffer, offset)})."""
-def inplace_errors(m: Model, first: int, region: set[int], over: bool = True) -> dict[int, Layer]:
-    """{t: its producer}: activations whose int8 error is written over the activation itself."""
-def recompute_host(m: Model, first: int, inplace: dict[int, Layer], need: list[Layer],
-                   n: int) -> tuple[int, int, int] | None:
-    """(t, producer index, reader index) of an activation that can hold the scratch, made again."""
-def scratch_plan(m: Model, first: int, region: set[int],
-                 inplace: dict[int, Layer]) -> tuple[list[Layer], int, int | None]:
-    """(layers using the int32 scratch, its values, the tensor whose error buffer holds it)."""
