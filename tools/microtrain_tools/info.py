@@ -127,17 +127,23 @@ class _Graph:
 
 
 @functools.cache
+def device_module(name: str) -> ModuleType:
+    """python_lib/microtrain/<name>.py run by CPython: plan.py (the device's memory plan of
+    training) or place.py (its inference placement), after the fmt.py they import, so that
+    `info` counts by the rules the device allocates by."""
+    mod = "microtrain_device_" + name
+    if name != "fmt":
+        device_module("fmt")
+    spec = importlib.util.spec_from_file_location(mod, PYTHON_LIB / "microtrain" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def device_plan() -> ModuleType:
-    """python_lib/microtrain/plan.py, the device's memory plan of training, run by CPython (with
-    the fmt.py it imports): `info` counts by the rules the device allocates by."""
-    mods: dict[str, ModuleType] = {}
-    for name, mod in (("fmt", "microtrain_device_fmt"), ("plan", "microtrain_device_plan")):
-        spec = importlib.util.spec_from_file_location(mod, PYTHON_LIB / "microtrain" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        mods[name] = importlib.util.module_from_spec(spec)
-        sys.modules[mod] = mods[name]
-        spec.loader.exec_module(mods[name])
-    return mods["plan"]
+    return device_module("plan")
 
 
 def forward_plan_bytes(m: Model, keep: set[int]) -> int:
@@ -147,112 +153,18 @@ def forward_plan_bytes(m: Model, keep: set[int]) -> int:
     return int(m.tensors[m.input].numel + sum(size))
 
 
-TILE_BYTES = 2048  # model.py _TILE: a new tile for a fused conv + add
-
-
-def fused_pairs(m: Model, last_use: dict[int, int]) -> dict[int, tuple[int, int]]:
-    """{conv layer: (add layer, skip tensor)} of the inference plan (model.py ``Model._fusable``):
-    a conv2d whose only consumer is an add whose other input exists before the conv, dies at
-    the add and is read by nothing in between; the conv's output never exists whole."""
-    made: dict[int, int] = {}
-    uses: dict[int, int] = {}
-    for j, ly in enumerate(m.layers):
-        made[ly.output] = j
-        for t in ly.inputs:
-            uses[t] = uses.get(t, 0) + 1
-    ends = (m.input, m.output)
-    fz: dict[int, tuple[int, int]] = {}
-    for j, a in enumerate(m.layers):
-        if a.op != Op.ADD or len(a.inputs) != 2 or a.inputs[0] == a.inputs[1] or a.output in ends:
-            continue
-        for side in (0, 1):
-            c, k = a.inputs[side], a.inputs[1 - side]
-            i = made.get(c, -1)
-            if i < 0 or uses[c] != 1 or c in ends or k in ends or last_use.get(k) != j:
-                continue
-            cv, p = m.layers[i], m.layers[i].params
-            dilated = len(p) > 17 and (p[17], p[18]) != (1, 1)
-            if cv.op != Op.CONV2D or i in fz or made.get(k, -1) >= i or dilated:
-                continue
-            if any(k in ly.inputs for ly in m.layers[i:j]):
-                continue
-            fz[i] = (j, k)
-            break
-    return fz
-
-
 def inference_plan_bytes(m: Model) -> int:
-    """Bytes of the inference plan's buffers (model.py ``Model._place``): tensors in the
-    smallest free segment of a buffer that holds them (free neighbours merge), the input's
-    buffer reused once read, fused conv + add pairs through a tile."""
+    """Bytes of the inference plan's buffers (module doc): the device's own placement
+    (python_lib/microtrain/place.py) run on this model with host buffers."""
     last_use: dict[int, int] = {}
     for j, ly in enumerate(m.layers):
         for t in ly.inputs:
             last_use[t] = j
-    fz = fused_pairs(m, last_use)
-    adds = {j: k for j, k in fz.values()}
     n_in = m.tensors[m.input].numel
-    total = n_in
-    nbuf = 1  # buffer ids; the model input's is 0
-    free: list[list[int]] = []  # [buffer, offset, length]
-    seg: dict[int, list[int]] = {m.input: [0, 0, n_in]}
-
-    def take(j: int, n: int) -> list[int]:
-        f = free[j]
-        if f[2] == n:
-            return free.pop(j)
-        f[1] += n
-        f[2] -= n
-        return [f[0], f[1] - n, n]
-
-    def give(t: list[int]) -> None:
-        b, off, n = t
-        j = 0
-        while j < len(free):
-            f = free[j]
-            if f[0] == b and (f[1] + f[2] == off or off + n == f[1]):
-                off, n = min(off, f[1]), n + f[2]
-                free.pop(j)
-            else:
-                j += 1
-        free.append([b, off, n])
-
-    for j, ly in enumerate(m.layers):
-        if j in adds:
-            seg[ly.output] = seg.pop(adds[j])
-        elif j in fz:
-            row, n = ly.params[4] * ly.params[5], m.tensors[ly.output].numel
-            best = -1
-            for q in range(len(free)):
-                if free[q][2] >= row and (best < 0 or free[q][2] > free[best][2]):
-                    best = q
-            if best >= 0:
-                t = take(best, min(free[best][2], n))
-            else:
-                size = min(n, row * max(1, TILE_BYTES // row))
-                t = [nbuf, 0, size]
-                nbuf += 1
-                total += size
-            give(t)
-        else:
-            n = m.tensors[ly.output].numel
-            best = -1
-            if ly.output != m.output:
-                for q in range(len(free)):
-                    if free[q][2] >= n and (best < 0 or free[q][2] < free[best][2]):
-                        best = q
-            if best >= 0:
-                seg[ly.output] = take(best, n)
-            else:
-                seg[ly.output] = [nbuf, 0, n]
-                nbuf += 1
-                total += n
-        for q, t in enumerate(ly.inputs):
-            if q and t == ly.inputs[0]:
-                continue
-            if last_use.get(t) == j and t != m.output and t in seg:
-                give(seg.pop(t))
-    return total
+    bufs: dict[int, Any] = {m.input: bytearray(n_in)}
+    owner: dict[int, Any] = {}
+    device_module("place").place(_Graph(m), bufs, owner, last_use)
+    return n_in + sum(len(b) for b in owner.values())
 
 
 def inference_ram(m: Model) -> int:
