@@ -1,7 +1,7 @@
 """`make adapt-eval`: the adaptation methods of docs/adapt.md on real data, mean of 3 seeds,
 each next to the same method on the host (issue 15).
 
-- LoRA adapters: evals/adapt/lora.py when present (another branch); else lora_gap=na.
+- LoRA adapters: evals/adapt/lora.py.
 - Prototype head, 5- and 10-shot: MNIST digits from the frozen Fashion-MNIST body, and a
   held-out smartwatch activity added to a HAR CNN trained without it (old and new activities);
   device vs the numpy reference (adapt_ref.ProtoRef on the oracle's embeddings) and PyTorch float32.
@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from evals import experiments as ex
-from evals.adapt import common, ncm, ncm_watch, replay, zo
+from evals.adapt import common, lora, ncm, ncm_watch, replay, zo
 
 SEEDS = [1, 2, 3]
 
@@ -48,16 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {}
 
     print("== LoRA adapters (evals/adapt/lora.py)", flush=True)
-    try:
-        from evals.adapt import lora  # type: ignore[attr-defined]
-    except ImportError:
-        lora = None
-        print("evals/adapt/lora.py is not here (yet): lora_gap=na lora_params=na")
-    if lora is not None:
-        out["lora"] = lora.run(SEEDS)
-        print(json.dumps(out["lora"]))
-    lora_gap = f"{out['lora']['lora_gap']:.2f}" if lora is not None else "na"
-    lora_params = str(out["lora"]["lora_params"]) if lora is not None else "na"
+    out["lora"] = lora.run(SEEDS)
+    print(json.dumps(out["lora"]))
+    lora_gap = f"{out['lora']['lora_gap']:.2f}"
+    lora_params = str(out["lora"]["lora_params"])
 
     print("\n== prototype head, 5-shot MNIST digits on the Fashion-MNIST body (cosine, int8 prototypes)",
           flush=True)

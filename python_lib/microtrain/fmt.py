@@ -28,6 +28,14 @@ MAX_NAME = const(63)
 MAX_FUSED = const(255)
 NONE = 0xFFFFFFFF  # "no tensor" in the file (not const(): a big int on 32-bit ports)
 NONE_I32 = const(-1)  # the same as the accessors (mtm_tensor / mtm_layer) report it
+SCALE_MIN_BITS = const(729808896)  # 2^-40: scales' range as float32 bits
+SCALE_MAX_BITS = 1400897536  # 2^40 (not const(): a big int on 32-bit ports)
+MAX_GAP_HW = const(65536)
+MAX_GRAD_TERMS = const(131071)
+MAX_CLASSES = const(32767)
+# the trainer record (docs/format.md): tag + 8 hex digits (+ ADAM_TAG + 16 for Adam) + NUL
+TRAINER_TAG = b'trainer:rng='
+ADAM_TAG = b',adam='
 FLAG_TRAINED = const(1)
 FLAG_HAS_STATE = const(2)
 TFLAG_SIGNAL_1D = const(1)
@@ -35,7 +43,7 @@ LFLAG_TRAINED = const(1)
 # entry formats for struct (the f32 scale read as its bits)
 TENSOR_FMT = '<BBBBI4IIIIiII'
 LAYER_HEAD_FMT = '<BBBBIIIIIIIIIIII4I'  # op .. state[3]
-# byte offsets in the header and in a layer entry
+# byte offsets in the header, in a tensor entry and in a layer entry
 H_VERSION_MAJOR = const(4)
 H_VERSION_MINOR = const(6)
 H_HEADER_SIZE = const(8)
@@ -52,6 +60,17 @@ H_DATA_LEN = const(48)
 H_INPUT = const(52)
 H_OUTPUT = const(56)
 H_TRAIN_STEPS = const(60)
+T_RANK = const(1)
+T_KIND = const(2)
+T_QUANT = const(3)
+T_FLAGS = const(4)
+T_SHAPE = const(8)
+T_DATA_OFF = const(24)
+T_DATA_LEN = const(28)
+T_SCALE = const(32)
+T_ZERO_POINT = const(36)
+T_QSCALES = const(40)
+T_RESERVED = const(44)
 L_ACT = const(1)
 L_N_PARAMS = const(2)
 L_N_INPUTS = const(3)
@@ -180,8 +199,7 @@ ACT_NAMES = ('', 'relu', 'relu6')
 # generator's state, docs/format.md): written by checkpoint.py, read when a
 # Trainer starts. Here, not in checkpoint.py, so a Trainer does not compile
 # the whole checkpoint module (on a fragmented heap) to read 21 bytes.
-TRAINER_TAG = b"trainer:rng="  # tag + 8 lowercase hex digits (+ ADAM_TAG + 16 for Adam) + NUL
-ADAM_TAG = b",adam="  # Adam's beta1^t, beta2^t: float32 bits, 8 hex digits each
+# (TRAINER_TAG and ADAM_TAG are in the generated part above.)
 
 
 def _hex8(b, q):

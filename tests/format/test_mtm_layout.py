@@ -61,6 +61,10 @@ def test_sizes_match_struct_and_host() -> None:
     assert dev["N_PARAMS"] == tuple([0] + [mtm.N_PARAMS[op] for op in sorted(mtm.Op)])
     assert dev["OP_NAMES"][1:] == tuple(op.name.lower() for op in sorted(mtm.Op))
     assert dev["ITEMSIZE"][1:] == tuple(d.itemsize for d in sorted(mtm.DType))
+    f32_bits = struct.Struct("<f")
+    assert (dev["SCALE_MIN_BITS"], dev["SCALE_MAX_BITS"]) == tuple(
+        struct.unpack("<I", f32_bits.pack(v))[0] for v in (mtm.SCALE_MIN, mtm.SCALE_MAX))
+    assert (mtm.SCALE_MIN, mtm.SCALE_MAX) == (2.0**-40, 2.0**40)  # docs/format.md, "Runtime limits"
     assert struct.calcsize(dev["TENSOR_FMT"]) == L.TENSOR_ENTRY
     assert struct.calcsize(dev["LAYER_HEAD_FMT"]) == L.LAYER_OFF["state4"]
 

@@ -60,13 +60,13 @@ MAX_ELEMS = L.MAX_ELEMS
 MAX_NAME = L.MAX_NAME
 # Runtime limits (docs/format.md, "Runtime limits"): a file within them runs inference
 # and a training step; the C loader and the device's pure-Python loader check the same.
-TRAINER_TAG = b"trainer:rng="  # the trainer record: tag, 8 lowercase hex digits, NUL
-ADAM_TAG = b",adam="  # optionally after them: Adam's beta1^t, beta2^t as 2 x 8 hex digits (f32 bits)
-SCALE_MIN = 2.0**-40  # every activation scale and weight scale: products stay normal in float32
-SCALE_MAX = 2.0**40
-MAX_GAP_HW = 65536  # global_avgpool positions
-MAX_GRAD_TERMS = 131071  # conv k_h * k_w * out_c / groups: the grad-input bound (checks.c mt_wr_check)
-MAX_CLASSES = 32767  # model output values: softmax_xent_s8 classes
+TRAINER_TAG = L.TRAINER_TAG
+ADAM_TAG = L.ADAM_TAG
+SCALE_MIN = 2.0**-L.SCALE_EXP
+SCALE_MAX = 2.0**L.SCALE_EXP
+MAX_GAP_HW = L.MAX_GAP_HW
+MAX_GRAD_TERMS = L.MAX_GRAD_TERMS
+MAX_CLASSES = L.MAX_CLASSES
 MAX_FUSED = L.MAX_FUSED
 NONE = L.NONE
 INT32_MAX = 2**31 - 1

@@ -142,6 +142,19 @@ MAX_NAME = 63
 MAX_FUSED = 255
 NONE = 0xFFFFFFFF  # "no tensor"
 NONE16 = 0xFFFF  # an absent state[4] / state[5] in a 1.3 file
+# Runtime limits (docs/format.md, "Runtime limits"): a file within them runs inference and a
+# training step; every loader checks them.
+SCALE_EXP = 40  # every activation scale and weight scale in [2^-40, 2^40]: products stay normal in float32
+SCALE_MIN_BITS = (127 - SCALE_EXP) << 23  # as IEEE binary32 bits (positive floats order as their bits)
+SCALE_MAX_BITS = (127 + SCALE_EXP) << 23
+MAX_GAP_HW = 65536  # global_avgpool positions
+MAX_GRAD_TERMS = 131071  # conv k_h * k_w * out_c / groups: the grad-input bound (checks.c mt_wr_check)
+MAX_CLASSES = 32767  # model output values: softmax_xent_s8 classes
+# The trainer record at the end of a checkpoint's string pool (docs/format.md, "Trainer record"):
+# the tag, 8 lowercase hex digits (the shuffle generator's state), optionally ADAM_TAG and Adam's
+# beta1^t, beta2^t as 2 x 8 hex digits (float32 bits), then NUL.
+TRAINER_TAG = b"trainer:rng="
+ADAM_TAG = b",adam="
 
 
 def fmt(fields: list[Field], raw_float: bool = False) -> str:
@@ -183,6 +196,7 @@ HEADER_OFF, TENSOR_OFF, LAYER_OFF = offsets(HEADER), offsets(TENSOR), offsets(LA
 ROOT = Path(__file__).resolve().parents[2]
 C_HEADER = ROOT / "usermod" / "microtrain" / "mtm_layout.h"
 DEVICE_FMT = ROOT / "python_lib" / "microtrain" / "fmt.py"
+DEVICE_STUB = ROOT / "stubs" / "microtrain" / "fmt.pyi"
 GEN_CMD = "python -m microtrain_tools.mtm_layout"
 BEGIN = "# --- generated from tools/microtrain_tools/mtm_layout.py: begin"
 END = "# --- generated: end"
@@ -205,6 +219,11 @@ def c_header() -> str:
          f"#define MTM_MAX_ELEMS {MAX_ELEMS}u  // any activation: the kernels' buffer limit",
          f"#define MTM_MAX_NAME {MAX_NAME}u", f"#define MTM_MAX_FUSED {MAX_FUSED}u",
          f"#define MTM_NONE 0x{NONE:X}u", f"#define MTM_NONE16 0x{NONE16:X}u",
+         f"#define MTM_SCALE_MIN_BITS {SCALE_MIN_BITS}u  // 2^-{SCALE_EXP} as IEEE binary32 bits",
+         f"#define MTM_SCALE_MAX_BITS {SCALE_MAX_BITS}u  // 2^{SCALE_EXP}",
+         f"#define MTM_MAX_GAP_HW {MAX_GAP_HW}u  // global_avgpool positions",
+         f"#define MTM_MAX_GRAD_TERMS {MAX_GRAD_TERMS}u  // conv k_h*k_w*out_c/groups: grad-input bound",
+         f"#define MTM_MAX_CLASSES {MAX_CLASSES}u  // model output values: softmax_xent_s8 classes",
          f"#define MTM_FLAG_TRAINED {FLAG_TRAINED}u", f"#define MTM_FLAG_HAS_STATE {FLAG_HAS_STATE}u",
          f"#define MTM_TFLAG_SIGNAL_1D {TFLAG_SIGNAL_1D}u", f"#define MTM_LFLAG_TRAINED {LFLAG_TRAINED}u", ""]
     for title, prefix, fields in (("header", "MTM_H_", HEADER), ("tensor entry", "MTM_T_", TENSOR),
@@ -247,13 +266,20 @@ def device_section() -> str:
          f"MAX_NAME = const({MAX_NAME})", f"MAX_FUSED = const({MAX_FUSED})",
          f"NONE = 0x{NONE:X}  # \"no tensor\" in the file (not const(): a big int on 32-bit ports)",
          "NONE_I32 = const(-1)  # the same as the accessors (mtm_tensor / mtm_layer) report it",
+         f"SCALE_MIN_BITS = const({SCALE_MIN_BITS})  # 2^-{SCALE_EXP}: scales' range as float32 bits",
+         f"SCALE_MAX_BITS = {SCALE_MAX_BITS}  # 2^{SCALE_EXP} (not const(): a big int on 32-bit ports)",
+         f"MAX_GAP_HW = const({MAX_GAP_HW})", f"MAX_GRAD_TERMS = const({MAX_GRAD_TERMS})",
+         f"MAX_CLASSES = const({MAX_CLASSES})",
+         "# the trainer record (docs/format.md): tag + 8 hex digits (+ ADAM_TAG + 16 for Adam) + NUL",
+         f"TRAINER_TAG = {TRAINER_TAG!r}", f"ADAM_TAG = {ADAM_TAG!r}",
          f"FLAG_TRAINED = const({FLAG_TRAINED})", f"FLAG_HAS_STATE = const({FLAG_HAS_STATE})",
          f"TFLAG_SIGNAL_1D = const({TFLAG_SIGNAL_1D})", f"LFLAG_TRAINED = const({LFLAG_TRAINED})",
          "# entry formats for struct (the f32 scale read as its bits)",
          f"TENSOR_FMT = {fmt(TENSOR, raw_float=True)!r}",
          f"LAYER_HEAD_FMT = {fmt(LAYER[:LAYER.index(('state4', 'H', 1))])!r}  # op .. state[3]",
-         "# byte offsets in the header and in a layer entry"]
+         "# byte offsets in the header, in a tensor entry and in a layer entry"]
     w += [f"H_{_c_name(n)} = const({o})" for n, o in HEADER_OFF.items() if n != "magic"]
+    w += [f"T_{_c_name(n)} = const({o})" for n, o in TENSOR_OFF.items() if n != "dtype"]
     w += [f"L_{_c_name(n)} = const({o})" for n, o in LAYER_OFF.items() if n not in ("op", "params")]
     for title, prefix, row in (("mtm_info", "INFO_", INFO_ROW), ("mtm_tensor", "TROW_", TENSOR_ROW),
                                ("mtm_layer", "LROW_", LAYER_ROW)):
@@ -278,17 +304,47 @@ def device_section() -> str:
     return "\n".join(w)
 
 
-def device_fmt(current: str) -> str:
-    """fmt.py with its generated section replaced."""
+def stub_section() -> str:
+    """The generated part of stubs/microtrain/fmt.pyi: each name of device_section() typed."""
+    import ast
+
+    w = [BEGIN, f"# (`{GEN_CMD}`): do not edit by hand."]
+    for line in device_section().splitlines():
+        if line.startswith("#") or line.startswith(" ") or line == ")" or "=" not in line:
+            continue
+        name, rest = (x.strip() for x in line.split("=", 1))
+        node = ast.parse(line if not line.endswith("(") else line + ")").body[0]
+        assert isinstance(node, ast.Assign)
+        v = node.value
+        if isinstance(v, ast.Call):
+            v = v.args[0]
+        val = ast.literal_eval(v) if not line.endswith("(") else ("op name",)  # OP_NAMES: one per line
+        typ = {bytes: "bytes", str: "str", int: "int"}.get(type(val), "")
+        if isinstance(val, tuple):
+            typ = "tuple[str, ...]" if isinstance(val[0], str) else "tuple[int, ...]"
+        note = rest.split("#", 1)[1].strip() if "#" in rest else repr(val)
+        note = "op code -> name" if name == "OP_NAMES" else note
+        w.append(f"{name}: {typ}  # {note}")
+    w.append(END)
+    return "\n".join(w)
+
+
+def _replace_section(path: Path, current: str, section: str) -> str:
     pat = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if len(pat.findall(current)) != 1:
-        raise ValueError(f"{DEVICE_FMT}: needs exactly one generated section ({BEGIN!r} .. {END!r})")
-    return pat.sub(lambda _: device_section(), current)
+        raise ValueError(f"{path}: needs exactly one generated section ({BEGIN!r} .. {END!r})")
+    return pat.sub(lambda _: section, current)
+
+
+def device_fmt(current: str) -> str:
+    """fmt.py with its generated section replaced."""
+    return _replace_section(DEVICE_FMT, current, device_section())
 
 
 def outputs() -> dict[Path, str]:
     """Every generated file -> the text it must have."""
-    return {C_HEADER: c_header(), DEVICE_FMT: device_fmt(DEVICE_FMT.read_text())}
+    return {C_HEADER: c_header(), DEVICE_FMT: device_fmt(DEVICE_FMT.read_text()),
+            DEVICE_STUB: _replace_section(DEVICE_STUB, DEVICE_STUB.read_text(), stub_section())}
 
 
 def stale() -> list[str]:

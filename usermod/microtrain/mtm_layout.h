@@ -18,6 +18,11 @@
 #define MTM_MAX_FUSED 255u
 #define MTM_NONE 0xFFFFFFFFu
 #define MTM_NONE16 0xFFFFu
+#define MTM_SCALE_MIN_BITS 729808896u  // 2^-40 as IEEE binary32 bits
+#define MTM_SCALE_MAX_BITS 1400897536u  // 2^40
+#define MTM_MAX_GAP_HW 65536u  // global_avgpool positions
+#define MTM_MAX_GRAD_TERMS 131071u  // conv k_h*k_w*out_c/groups: grad-input bound
+#define MTM_MAX_CLASSES 32767u  // model output values: softmax_xent_s8 classes
 #define MTM_FLAG_TRAINED 1u
 #define MTM_FLAG_HAS_STATE 2u
 #define MTM_TFLAG_SIGNAL_1D 1u

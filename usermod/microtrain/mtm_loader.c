@@ -9,11 +9,6 @@
 
 // Runtime limits the validator enforces so that every accepted file can run
 // inference and a training step (docs/format.md, "Runtime limits").
-#define MTM_SCALE_MIN_BITS (87u << 23)  // 2^-40 as IEEE binary32 bits
-#define MTM_SCALE_MAX_BITS (167u << 23) // 2^40
-#define MTM_MAX_GAP_HW 65536u         // global_avgpool positions
-#define MTM_MAX_GRAD_TERMS 131071u    // conv k_h*k_w*out_c/groups: grad-input bound
-#define MTM_MAX_CLASSES 32767u        // model output values: softmax_xent_s8 classes
 #define MTM_SET_WORDS (MTM_MAX_TENSORS >> 5)
 
 // ---------------------------------------------------------------------------

@@ -44,6 +44,10 @@ from microtrain.fmt import (
     LROW_STATE3,
     LROW_STATE4,
     LROW_STATE5,
+    MAX_CLASSES,
+    MAX_ELEMS,
+    MAX_GAP_HW,
+    MAX_GRAD_TERMS,
     MAX_LAYERS,
     MAX_TENSORS,
     N_PARAMS,
@@ -59,6 +63,8 @@ from microtrain.fmt import (
     OP_RELU6,
     OP_UPSAMPLE,
     PARAMS_OFF,
+    SCALE_MAX_BITS,
+    SCALE_MIN_BITS,
     TENSOR_ENTRY,
     TENSOR_FMT,
     TENSOR_N,
@@ -135,7 +141,7 @@ def _i32(b, off):
 
 def _scale_ok(bits):
     # IEEE binary32 bits of a scale in [2^-40, 2^40] (positive floats order as their bits)
-    return (87 << 23) <= bits <= (167 << 23)
+    return SCALE_MIN_BITS <= bits <= SCALE_MAX_BITS
 
 
 def _zeros_in(b, lo, hi):
@@ -267,7 +273,7 @@ def _check_tensors(c):
                 c.fail("activation with data offset/length", 1, i)
             if q != 1:
                 c.fail("activation must be PER_TENSOR quantised", 1, i)
-            if not 0 <= _numel(t) <= 67108864:
+            if not 0 <= _numel(t) <= MAX_ELEMS:
                 c.fail("activation larger than 2^26 values", 1, i)
         else:
             if q == 1:
@@ -418,7 +424,7 @@ def _op_rules(c, L, p, op, act, e):
             return "input shape != (in_h, in_w, in_c)"
         if not _shape_is(y, 3, (p[3], p[4], p[5])):
             return "output shape != (out_h, out_w, out_c)"
-        if p[6] * p[7] * (p[5] // p[12]) > 131071:
+        if p[6] * p[7] * (p[5] // p[12]) > MAX_GRAD_TERMS:
             return "k_h * k_w * out_c / groups must be <= 131071 (grad-input bound)"
         m = _weighted_ok(c, L, 4, (p[5], p[6], p[7], p[2] // p[12]), e)
         if m:
@@ -490,7 +496,7 @@ def _op_rules(c, L, p, op, act, e):
     elif op == OP_GAP:
         if p[0] < 1 or p[1] < 1:
             return "hw and c must be >= 1"
-        if p[0] > 65536:
+        if p[0] > MAX_GAP_HW:
             return "hw must be <= 65536 (global_avgpool positions)"
         if x[1] != 3 or (x[5] * x[6]) & M32 != p[0] or x[7] != p[1]:
             return "input shape does not match hw, c"
@@ -607,7 +613,7 @@ def _check_graph(c, produced, consumed):
     n_t = c.n_t
     if _u32(b, c.lt_off + LAYER_ENTRY * (c.n_l - 1) + L_OUT) != c.output:
         c.fail("output is not the last layer's output")
-    if not 0 <= _numel(c.t(c.output)) <= 32767:
+    if not 0 <= _numel(c.t(c.output)) <= MAX_CLASSES:
         c.fail("model output larger than 32767 values (cross_entropy class limit)")
     for i in range(n_t):
         if c.t(i)[2] != KIND_ACT:

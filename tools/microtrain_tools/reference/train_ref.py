@@ -37,6 +37,10 @@ Library use::
     mtm.save(ref.checkpoint(), "ref-checkpoint.mtm")
 
 Command line: ``python -m microtrain_tools.reference.train_ref --help``.
+
+The trainer is here; its configuration (optimisers, sparse policies, schedules) is in
+``train_ref_config.py`` and the trained-layer state and update in ``train_ref_update.py``,
+both re-exported from here.
 """
 
 from __future__ import annotations
@@ -46,7 +50,6 @@ import copy
 import math
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +60,29 @@ from microtrain_tools import mtm
 from microtrain_tools.mtm import Act, Kind, Op
 from microtrain_tools.reference import oracle as o
 from microtrain_tools.reference.mpfloat import DOUBLE, FLOAT32, Floats
+from microtrain_tools.reference.train_ref_config import (
+    F32,
+    FLOATS,
+    MODES,
+    SGD,
+    Adam,
+    DynamicSparse,
+    Policy,
+    Schedule,
+    StaticSparse,
+    _f32,
+    _merge_ratios,
+    _weight_ratios,
+    _wide,
+    schedule_lr,
+    select,
+    shuffle_order,
+    shuffle_orders_from,
+    shuffle_state,
+    softmax_lut,
+)
+from microtrain_tools.reference.train_ref_update import RefLayer, _f, _update, _xorshift16
+from microtrain_tools.reference.train_ref_update import quantize_multiplier_f32 as quantize_multiplier_f32
 
 __all__ = [
     "SGD",
@@ -71,466 +97,6 @@ __all__ = [
     "shuffle_order",
     "softmax_lut",
 ]
-
-F32 = NDArray[np.float32]
-F64 = NDArray[np.float64]
-I64 = NDArray[np.int64]
-BIAS_LIMIT = 2**30
-MODES = ("int8", "mixed", "float32")
-FLOATS = ("double", "float32")
-
-
-# --------------------------------------------------------------------------
-# configuration
-
-
-@dataclass
-class SGD:
-    lr: float = 0.01
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    standardize: bool = False
-    rounding: str = "auto"  # "nearest", "stochastic", or "auto" (stochastic for layers without a master)
-
-
-@dataclass
-class Adam:
-    lr: float = 0.001
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    weight_decay: float = 0.0
-    standardize: bool = False
-    rounding: str = "auto"
-
-
-class DynamicSparse:
-    """rate from the loss relative to the largest loss seen (docs/training.md, Sparse policies).
-
-    ``dense_output=True`` leaves the layer that produces the model output dense (the fix
-    proposed for the collapse of sparse training; the device does not do it yet)."""
-
-    def __init__(self, lambda_min: float = 0.1, lambda_max: float = 1.0, form: str = "text",
-                 dense_output: bool = True) -> None:
-        if not 0.0 < lambda_min <= lambda_max <= 1.0:
-            raise ValueError("DynamicSparse: need 0 < lambda_min <= lambda_max <= 1")
-        if form not in ("text", "linear"):
-            raise ValueError("DynamicSparse: form must be 'text' or 'linear'")
-        self.lambda_min, self.lambda_max, self.form = lambda_min, lambda_max, form
-        self.dense_output = dense_output
-        self.max_loss = 0.0
-        self.rate = lambda_max
-
-    def observe(self, loss: float, fl: Floats = DOUBLE) -> None:
-        if loss > self.max_loss:
-            self.max_loss = loss
-        r = loss / self.max_loss if self.max_loss > 0.0 else fl.lit("1.0")
-        lo, hi = fl.param(self.lambda_min), fl.param(self.lambda_max)
-        if self.form == "linear":
-            r = lo + (hi - lo) * r
-        self.rate = min(max(r, lo), hi)
-
-    def mask(self, name: str, e: NDArray[np.int8], c: int,
-             is_output: bool = False, fl: Floats = DOUBLE) -> NDArray[np.uint8] | None:
-        k = math.ceil(self.rate * c)
-        if k >= c or (is_output and self.dense_output):
-            return None
-        return o.topk_mask(o.l1_norm_s8(e, c), k)
-
-
-class StaticSparse:
-    """The first ceil(ratio * C) channels (ratio per layer name with a dict; others dense)."""
-
-    def __init__(self, ratio: float | dict[str, float] = 0.5, dense_output: bool = True) -> None:
-        self.ratio = ratio
-        self.dense_output = dense_output
-
-    def observe(self, loss: float, fl: Floats = DOUBLE) -> None:
-        pass
-
-    def mask(self, name: str, e: NDArray[np.int8], c: int,
-             is_output: bool = False, fl: Floats = DOUBLE) -> NDArray[np.uint8] | None:
-        r = self.ratio.get(name, 1.0) if isinstance(self.ratio, dict) else self.ratio
-        k = math.ceil(fl.param(r) * c)
-        if k >= c or (is_output and self.dense_output):
-            return None
-        m = np.zeros(c, dtype=np.uint8)
-        m[:k] = 1
-        return m
-
-
-Policy = DynamicSparse | StaticSparse
-
-
-# --------------------------------------------------------------------------
-# helpers
-
-
-def select(m: mtm.Model, spec: str | int | Sequence[str | int] | None) -> list[int]:
-    """Trained layer indices for ``train``: "last:N", "all", a name / index, or a list of them."""
-    weighted = [j for j, ly in enumerate(m.layers) if ly.op in mtm.WEIGHTED]
-    if spec is None or spec == "all":
-        return weighted
-    if isinstance(spec, str) and spec.startswith("last:"):
-        n = int(spec[5:])
-        if not 1 <= n <= len(weighted):
-            raise ValueError(f"train={spec!r}: the model has {len(weighted)} layers with parameters")
-        return weighted[-n:]
-    items: Sequence[str | int] = [spec] if isinstance(spec, (str, int)) else spec
-    out: set[int] = set()
-    for s in items:
-        j = s if isinstance(s, int) else [ly.name for ly in m.layers].index(s)
-        if m.layers[j].op not in mtm.WEIGHTED:
-            raise ValueError(f"layer {m.layers[j].name} has no parameters to train")
-        out.add(j)
-    return sorted(out)
-
-
-def softmax_lut(scale: float, fl: Floats = DOUBLE) -> NDArray[np.uint32]:
-    """lut[d] = floor(2^16 * exp(-scale * d) + 0.5) with the device's exp (the C library's for doubles),
-    up to its last nonzero entry, as the device's quant.softmax_lut (the kernel reads the rest as 0)."""
-    sc, c, half = fl(scale), fl.lit("65536.0"), fl.lit("0.5")
-    return o.trim_softmax_lut([math.floor(c * fl.exp(-sc * d) + half) for d in range(256)])
-
-
-def shuffle_state(seed: int) -> int:
-    """The device's initial shuffle-generator state for ``Trainer(seed=...)``."""
-    return (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1  # device: a zero state becomes 1
-
-
-def shuffle_order(n: int, epochs: int, seed: int = 1) -> list[list[int]]:
-    """Per-epoch sample orders of ``Trainer.fit(shuffle=True)``: xorshift32 Fisher-Yates from the end."""
-    return shuffle_orders_from(shuffle_state(seed), n, epochs)[0]
-
-
-def shuffle_orders_from(r: int, n: int, epochs: int) -> tuple[list[list[int]], int]:
-    """Per-epoch orders from generator state ``r``, and the state after them (saved in checkpoints)."""
-    order = list(range(n))
-    out = []
-    for _ in range(epochs):
-        for i in range(n - 1, 0, -1):
-            r ^= (r << 13) & 0xFFFFFFFF
-            r ^= r >> 17
-            r ^= (r << 5) & 0xFFFFFFFF
-            j = r % (i + 1)
-            order[i], order[j] = order[j], order[i]
-        out.append(list(order))
-    return out, r
-
-
-Schedule = Callable[[float, int, int], float]
-
-
-def schedule_lr(schedule: str | Schedule | None, lr0: float, epoch: int, epochs: int,
-                fl: Floats = DOUBLE) -> float:
-    """The learning rate of an epoch: ``optim.schedule``'s named schedules ("constant", "step" =
-    ``StepLR()``, "cosine" = ``Cosine()``) as the device computes them in the platform's floats,
-    or a callable's value (evaluated in double, then taken as the device takes a hyperparameter)."""
-    lr = fl.param(lr0)
-    if schedule is None or schedule == "constant":
-        return lr
-    if schedule == "step":  # lr0 * gamma ** (epoch // step), StepLR(step=10, gamma=0.1)
-        return lr * fl.pow(fl.lit("0.1"), epoch // 10)
-    if schedule == "cosine":  # Cosine(lr_min=0.0); epoch / (epochs - 1): both ints become floats
-        t = fl(epoch) / fl(epochs - 1) if epochs > 1 else fl.lit("0.0")
-        lo = fl.lit("0.0")
-        return lo + fl.lit("0.5") * (lr - lo) * (fl.lit("1.0") + fl.cos(fl.pi * t))
-    if callable(schedule):
-        return fl.param(schedule(lr0, epoch, epochs))
-    raise ValueError(f"schedule: expected 'constant', 'step', 'cosine' or a callable, got {schedule!r}")
-
-
-def _f32(v: ArrayLike) -> F32:
-    return np.asarray(v, dtype=np.float32)
-
-
-def _wide(v: ArrayLike) -> F64:
-    return np.asarray(v, dtype=np.float64)
-
-
-def _seq_sum(v: NDArray[np.floating]) -> float:
-    """Left-to-right sum starting at 0.0 (a Python ``for`` loop's ``s += v``), in v's precision."""
-    if v.dtype == np.float32:
-        return np.float32(np.add.accumulate(v)[-1]) if v.size else np.float32(0.0)  # type: ignore[return-value]
-    return float(np.add.accumulate(v)[-1]) if v.size else 0.0
-
-
-# python_lib/microtrain/quant.py's helpers with single-precision floats (the double versions are
-# the oracle's, equal to the device's on a double-float build)
-
-
-def _quantize_multiplier(real: float, fl: Floats) -> tuple[int, int]:
-    if not fl.single:
-        return o.quantize_multiplier(real)
-    if not real > 0.0:
-        if real == 0.0:
-            return 0, 0
-        raise ValueError("quantize_multiplier: real must be finite and >= 0")
-    q, shift = math.frexp(float(real))  # frexpf: exact
-    # device: the literal 2147483648.0 parses to 2147483520.0 in single precision (parse_f32)
-    m = math.floor(fl(q) * fl.lit("2147483648.0") + fl.lit("0.5"))
-    if m == 2147483648:
-        m >>= 1
-        shift += 1
-    if shift > 31:
-        return o.INT32_MAX, 31
-    if shift < -31:
-        m = math.floor(fl.ldexp(real, 62) + fl.lit("0.5"))
-        return (m, -31) if m else (0, 0)
-    return m, shift
-
-
-def _weight_ratios(s_w: F32, terms: int, fl: Floats) -> tuple[NDArray[np.int32], int]:
-    """The device's update_f32_ratios (float32 on every build)."""
-    top = np.float32(np.max(s_w))
-    if not top > 0.0:
-        raise ValueError("weight_ratios: scales must have max > 0")
-    r = 15
-    while r > 0 and (1 << r) * terms * 16384 > o.INT32_MAX:
-        r -= 1
-    wr = np.floor((np.float32(1 << r) * np.asarray(s_w, np.float32)) / top + np.float32(0.5))
-    return wr.astype(np.int32), r
-
-
-def _merge_ratios(s_a: float, s_b: float, fl: Floats) -> tuple[int, int]:
-    if not fl.single:
-        return o.merge_ratios(s_a, s_b)
-    top = s_a if s_a > s_b else s_b
-    if not top > 0.0:
-        return 32768, 32768
-    c, half = fl.lit("32768.0"), fl.lit("0.5")
-    return math.floor(c * s_a / top + half), math.floor(c * s_b / top + half)
-
-
-# --------------------------------------------------------------------------
-# trained layer state
-
-
-class RefLayer:
-    """Mutable parameters, float32 gradient sums, master copies and optimiser state of a trained layer."""
-
-    def __init__(self, m: mtm.Model, j: int, fl: Floats = DOUBLE) -> None:
-        self.fl = fl
-        ly = m.layers[j]
-        self.index, self.name, self.op, self.act = j, ly.name, ly.op, ly.act
-        self.params = list(ly.params)
-        wt = m.tensors[ly.weight] if ly.weight is not None else None
-        if wt is None or wt.qscales is None:
-            raise ValueError(f"layer {ly.name} has no parameters")
-        self.w = m.data(ly.weight).reshape(-1).astype(np.int8)
-        self.b = m.data(ly.bias).astype(np.int64)
-        self.mult = m.data(ly.mult).astype(np.int64)
-        self.shift = m.data(ly.shift).astype(np.int64)
-        self.w_scale = _f32(m.data(wt.qscales)).copy()
-        self.out_c = len(self.b)
-        self.k = len(self.w) // self.out_c
-        self.s_in = fl(m.tensors[ly.inputs[0]].scale)
-        self.s_out = fl(m.tensors[ly.output].scale)
-        self.gw = np.zeros(len(self.w), dtype=np.float32)
-        self.gb = np.zeros(self.out_c, dtype=np.float32)
-        self.master_w: F32 | None = None
-        self.master_b: F32 | None = None
-        self.state: list[F32] | None = None
-        self.touched: NDArray[np.bool_] | None = None  # channels with a gradient since the update (sparse)
-        p = self.params
-        self.terms = p[6] * p[7] * (p[5] // p[12]) if self.op == Op.CONV2D else p[1]
-        self.wr = np.zeros(self.out_c, dtype=np.int32)
-        self.r = 0
-        self.top = 0.0
-        self.refresh_ratios()
-
-    def refresh_ratios(self) -> None:
-        self.wr, self.r = _weight_ratios(self.w_scale, self.terms, self.fl)
-        self.top = self.fl(_wide(self.w_scale).max())
-
-    def make_master(self) -> None:
-        """Master copies: the dequantised values, stored float32."""
-        sw = self.w_scale.astype(np.float32)  # float32 operations (update_f32_decay on the device)
-        self.master_w = self.w.astype(np.float32) * np.repeat(sw, self.k)
-        self.master_b = (self.b.astype(np.float32) * np.float32(self.s_in)) * sw
-
-    def w_real(self) -> NDArray[np.floating]:
-        fl = self.fl
-        if self.master_w is not None:
-            return fl.arr(self.master_w)
-        return self.w.astype(fl.dtype) * np.repeat(fl.arr(self.w_scale), self.k)
-
-    def b_real(self) -> NDArray[np.floating]:
-        fl = self.fl
-        if self.master_b is not None:
-            return fl.arr(self.master_b)
-        return self.b.astype(fl.dtype) * self.s_in * fl.arr(self.w_scale)
-
-
-# --------------------------------------------------------------------------
-# the optimiser update (docs/training.md, Update)
-
-
-def _f(v: float) -> np.float32:
-    """A Python float as the update primitives take it: rounded to float32."""
-    return np.float32(v)
-
-
-def _rows(ly: RefLayer) -> NDArray[np.intp]:
-    """The channels the update touches (docs/training.md, Sparse policies): all without a policy."""
-    if ly.touched is None:
-        return np.arange(ly.out_c)
-    return np.flatnonzero(ly.touched)
-
-
-def _prepare(opt: SGD | Adam, g: F32, real: Callable[[], F32], rows: NDArray[np.intp], n: int,
-             wd: np.float32) -> None:
-    """g (out_c x k, float32, in place on rows): g / n, standardised, plus weight decay."""
-    one = np.float32(1.0)
-    if opt.standardize:
-        inv_n = one / np.float32(n)
-        sub = g[rows] * inv_n
-        g[rows] = sub
-        flat = sub.reshape(-1)
-        if flat.size >= 2:
-            cnt = np.float32(flat.size)
-            mu = np.add.accumulate(flat)[-1] / cnt
-            d = flat - mu
-            var = np.add.accumulate(d * d)[-1] / cnt
-            inv = one / (np.sqrt(var) + np.float32(1e-8))
-            g[rows] = ((sub - mu) * inv).astype(np.float32)
-        n = 1
-    if n != 1 or wd != 0.0:
-        d = g[rows] * (one / np.float32(n))
-        if wd != 0.0:
-            d = d + wd * real()[rows]
-        g[rows] = d
-
-
-def _xorshift16(r: int, n: int) -> tuple[F32, int]:
-    """n uniforms r * 2^-16 of the stochastic-rounding generator (float32, exact), and its new state."""
-    out = np.empty(n, dtype=np.float32)
-    for i in range(n):
-        r ^= (r << 7) & 0xFFFF
-        r ^= r >> 9
-        r ^= (r << 8) & 0xFFFF
-        out[i] = r
-    return out * np.float32(2.0 ** -16), r
-
-
-def quantize_multiplier_f32(real: np.float32) -> tuple[int, int]:
-    """quantize_multiplier of a float32 > 0, exact: q * 2^31 is an integer for a 24-bit significand,
-    and the tiny-value branch rounds real * 2^62 half up (docs/numerics.md, update_s8_apply)."""
-    q, e = math.frexp(float(real))
-    if e > 31:
-        return o.INT32_MAX, 31
-    if e >= -31:
-        return int(q * 2.0 ** 31), e
-    m = math.floor(float(real) * 2.0 ** 62 + 0.5)  # exact in double: at most 24 significant bits + the half
-    return (m, -31) if m else (0, 0)
-
-
-def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float32, np.float32], rng: int,
-            fl: Floats = DOUBLE, fold: bool = False) -> int:
-    """Update one layer (all float32, docs/training.md, Update); returns the new generator state.
-    fold: the batch is in the momentum already (RefTrainer sums=False at batch > 1): the direction
-    is v itself, n not used (update_s8_apply_keep)."""
-    k, c_n = ly.k, ly.out_c
-    rows = _rows(ly)
-    wd = _f(fl.param(opt.weight_decay))
-    lr32 = _f(lr)
-    if ly.state is None:
-        if isinstance(opt, SGD):
-            if opt.momentum:
-                ly.state = [np.zeros(len(ly.w), np.float32), np.zeros(c_n, np.float32)]
-        else:
-            ly.state = [np.zeros(len(ly.w), np.float32), np.zeros(c_n, np.float32),
-                        np.zeros(len(ly.w), np.float32), np.zeros(c_n, np.float32)]
-    sw_old = ly.w_scale.astype(np.float32)
-    s_in, s_out = _f(ly.s_in), _f(ly.s_out)
-
-    def wreal() -> F32:
-        if ly.master_w is not None:
-            return ly.master_w.reshape(c_n, k)
-        return ly.w.astype(np.float32).reshape(c_n, k) * sw_old[:, None]
-
-    def breal() -> F32:
-        if ly.master_b is not None:
-            return ly.master_b.reshape(c_n, 1)
-        return ((ly.b.astype(np.float32) * s_in) * sw_old).reshape(c_n, 1)
-
-    st = ly.state
-    if fold:
-        assert st is not None
-        gw = st[0].astype(np.float32).reshape(c_n, k).copy()
-        gb = st[1].astype(np.float32).reshape(c_n, 1).copy()
-    else:
-        gw = ly.gw.astype(np.float32).reshape(c_n, k).copy()
-        gb = ly.gb.astype(np.float32).reshape(c_n, 1).copy()
-    for i, (g, real) in enumerate(() if fold else ((gw, wreal), (gb, breal))):
-        _prepare(opt, g, real, rows, n, wd)
-        if st is None:
-            continue
-        shape = g.shape
-        if isinstance(opt, SGD):
-            v = st[i].reshape(shape).copy()
-            d = _f(fl.param(opt.momentum)) * v[rows] + g[rows]
-            v[rows] = d
-            g[rows] = d
-            st[i] = v.reshape(-1)
-        else:
-            b1, b2 = _f(fl.param(opt.beta1)), _f(fl.param(opt.beta2))
-            one = np.float32(1.0)
-            m = st[i].reshape(shape).copy()
-            v = st[i + 2].reshape(shape).copy()
-            d = g[rows]
-            m1 = b1 * m[rows] + (one - b1) * d
-            m2 = b2 * v[rows] + ((one - b2) * d) * d
-            m[rows] = m1
-            v[rows] = m2
-            g[rows] = (m1 / (one - bt[0])) / (np.sqrt(m2 / (one - bt[1])) + _f(fl.param(opt.eps)))
-            st[i] = m.reshape(-1)
-            st[i + 2] = v.reshape(-1)
-    # apply: new real values, refit, requantise (update_s8_apply)
-    old = wreal()
-    vals = old[rows] - lr32 * gw[rows]
-    top = np.abs(vals).max(axis=1)
-    if not np.all(np.isfinite(top)):
-        raise ValueError("update: non-finite weights")
-    t127 = top / np.float32(127.0)
-    s_new = sw_old.copy()
-    s_new[rows] = np.where(t127 > 0.0, t127, sw_old[rows])
-    s = s_new[rows]
-    bf = breal()[rows, 0] - lr32 * gb[rows, 0]
-    x = vals * (np.float32(1.0) / s)[:, None]
-    if opt.rounding == "stochastic" or (opt.rounding == "auto" and ly.master_w is None):
-        u, rng = _xorshift16(rng, rows.size * k)  # one draw per updated weight, in storage order
-        y = x + (np.float32(128.0) + u).reshape(rows.size, k)  # 128 + r * 2^-16: exact
-    else:
-        y = x + np.float32(128.5)
-    w = ly.w.reshape(c_n, k).copy()
-    w[rows] = np.maximum(np.floor(y).astype(np.int64) - 128, -127).astype(np.int8)  # 0 < y < 256
-    ly.w = w.reshape(-1)
-    den = s_in * s
-    qb = np.floor(bf / den + np.float32(0.5))
-    ly.b = ly.b.copy()
-    ly.b[rows] = np.clip(qb, -BIAS_LIMIT, BIAS_LIMIT).astype(np.int64)
-    if ly.master_w is not None:
-        assert ly.master_b is not None
-        mw = ly.master_w.reshape(c_n, k).copy()
-        mw[rows] = vals
-        ly.master_w = mw.reshape(-1)
-        mb = ly.master_b.copy()
-        mb[rows] = bf
-        ly.master_b = mb
-    ly.w_scale = s_new
-    real_m = den / s_out
-    for j, c in enumerate(rows):
-        ly.mult[c], ly.shift[c] = quantize_multiplier_f32(real_m[j])
-    if not fold:  # (folding: v stays, the gradient sums are unused zeros)
-        gw[rows] = 0.0
-        gb[rows] = 0.0
-        ly.gw = gw.reshape(-1)
-        ly.gb = gb.reshape(-1)
-    ly.touched = None
-    ly.refresh_ratios()
-    return rng
-
 
 # --------------------------------------------------------------------------
 # the trainer

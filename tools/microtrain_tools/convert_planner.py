@@ -1,0 +1,417 @@
+"""The converter's graph planner: walks the torch.fx graph and plans the file's layers (BatchNorm
+folding, fused activations, folded padding, dropped no-ops).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.fx
+import torch.nn as nn
+
+from microtrain_tools import mtm
+from microtrain_tools.convert_common import (
+    ConvertError,
+    _at,
+    _bind,
+    _describe,
+    _meta_shape,
+    _nhwc_shape,
+    _pair,
+    _PLayer,
+    _Pool,
+    _PreBn,
+    _Value,
+)
+from microtrain_tools.convert_registry import _classify, _lut_activation, _pool_spec, _up_factors
+from microtrain_tools.mtm import Act
+
+
+def _single_user(node: torch.fx.Node) -> torch.fx.Node | None:
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _n(shape: tuple[int, ...]) -> str:
+    """A batch shape with its batch dim shown as N (shapes are found on a 2-sample probe)."""
+    return "(" + ", ".join(["N", *(str(d) for d in shape[1:])]) + ")"
+
+
+def _same_nhwc_order(shape: tuple[int, ...]) -> bool:
+    """A (C, H, W) / (C, L) sample flattens in the same order in NCHW and NHWC."""
+    return len(shape) < 3 or shape[1] == 1 or math.prod(shape[2:]) == 1
+
+
+class _Planner:
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        self.gm = gm
+        self.modules = dict(gm.named_modules())
+        self.values: dict[torch.fx.Node, _Value] = {}
+        self.layers: list[_PLayer] = []
+        self.done: set[torch.fx.Node] = set()
+        self.names: set[str] = set()
+        self.input: _Value | None = None
+        self.output: _Value | None = None
+        self.calls: dict[str, int] = {}
+        self.pads: dict[torch.fx.Node, tuple[int, int, int, int, list[str]]] = {}  # top, bottom, left, right
+        self.pre_bn: dict[torch.fx.Node, _PreBn] = {}
+        self.softmax: str | None = None
+
+    def name(self, node: torch.fx.Node) -> str:
+        base = str(node.target) if node.op == "call_module" else node.name
+        cand = base.encode("utf-8")[-mtm.MAX_NAME:].decode("utf-8", "ignore") or node.name
+        k = 1
+        name = cand
+        while name in self.names:
+            k += 1
+            name = f"{cand[:mtm.MAX_NAME - 4]}#{k}"
+        self.names.add(name)
+        return name
+
+    def src_name(self, node: torch.fx.Node) -> str:
+        return str(node.target) if node.op == "call_module" else node.name
+
+    def where(self, node: torch.fx.Node) -> str:
+        return _describe(node, self.modules)
+
+    def fail(self, node: torch.fx.Node, msg: str) -> ConvertError:
+        return ConvertError(f"{self.where(node)}: {msg}{_at(node)}")
+
+    def value_of(self, arg: Any, node: torch.fx.Node) -> _Value:
+        if not isinstance(arg, torch.fx.Node) or arg not in self.values:
+            raise self.fail(node, "input is not a traced tensor (a constant or a parameter): compute it in "
+                                  "a module of its own")
+        return self.values[arg]
+
+    def new_value(self, node: torch.fx.Node, calib: torch.fx.Node | None = None,
+                  same_as: _Value | None = None) -> _Value:
+        shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node))
+        return _Value(shape, s1d, calib=calib, same_as=same_as)
+
+    def fuse_act(self, node: torch.fx.Node, pl: _PLayer) -> torch.fx.Node:
+        """Fuse a following relu/relu6 if ``node`` is its only producer; return the last node."""
+        nxt = _single_user(node)
+        if nxt is not None and nxt.op != "output":
+            try:
+                kind = _classify(nxt, self.modules)
+            except ConvertError:
+                return node  # refused when its own turn comes
+            if kind in ("relu", "relu6") and nxt.args[0] is node:
+                pl.act = Act.RELU if kind == "relu" else Act.RELU6
+                pl.fused.append(self.src_name(nxt))
+                self.done.add(nxt)
+                return nxt
+        return node
+
+    def plan(self) -> None:
+        for node in self.gm.graph.nodes:
+            if node in self.done:
+                continue
+            if node.op == "placeholder":
+                if self.input is not None:
+                    raise self.fail(node, "a second model input: the file has one input (pass one tensor)")
+                self.input = self.values[node] = self.new_value(node, calib=node)
+                continue
+            if node.op == "output":
+                self.plan_output(node)
+                continue
+            if node.op == "get_attr":
+                raise self.fail(node, "a parameter or buffer used outside a module (e.g. F.conv2d(x, "
+                                      "self.weight)): use nn.Conv2d / nn.Linear modules")
+            self.plan_node(node, _classify(node, self.modules))
+
+    def plan_output(self, node: torch.fx.Node) -> None:
+        out = node.args[0]
+        if not isinstance(out, torch.fx.Node):
+            n = len(out) if isinstance(out, (tuple, list, dict)) else 0
+            raise ConvertError(f"the model returns {n or 'no'} tensors: the file has one output; return only "
+                               "the tensor the device should compute (e.g. the logits)")
+        v = self.value_of(out, node)
+        tshape = _meta_shape(out)
+        if len(tshape) == 2 and len(v.shape) == 3 and not _same_nhwc_order((0, v.shape[2], v.shape[0],
+                                                                              v.shape[1])):
+            raise ConvertError(f"{self.where(out)}: the model output is a flattened (C, H, W) map, which the "
+                               "device holds in NHWC order, not PyTorch's CHW: end the model with a Linear "
+                               f"or a global pool{_at(out)}")
+        self.output = v
+
+    def plan_node(self, node: torch.fx.Node, kind: str) -> None:
+        if kind == "meta":
+            return
+        if kind == "concat":  # its first argument is the list of tensors
+            self.plan_concat(node)
+            return
+        x = self.value_of(node.args[0], node)
+        arg0 = node.args[0]
+        assert isinstance(arg0, torch.fx.Node)
+        in_tshape = _meta_shape(arg0)
+        if kind in ("conv", "linear"):
+            self.plan_weighted(node, kind, x, arg0, in_tshape)
+        elif kind == "bn":
+            self.plan_bn(node, x, in_tshape)
+        elif kind in ("relu", "relu6"):
+            pl = self.layer(kind, node, [x])
+            pl.output = self.values[node] = _Value(x.shape, x.signal_1d, same_as=x)
+        elif kind == "lut":  # own output quantisation: calibrated like a conv's output
+            fn, slope = _lut_activation(node, self.modules)
+            pl = self.layer(kind, node, [x])
+            pl.attrs.update({"fn": fn, "slope": slope})
+            pl.output = self.values[node] = self.new_value(node, calib=node)
+            if pl.output.shape != x.shape:
+                raise self.fail(node, "shape changes")
+            pl.fused.append(fn)
+        elif kind in ("maxpool", "avgpool", "gap", "gmp"):
+            if len(in_tshape) not in (3, 4) or len(x.shape) != 3:
+                raise self.fail(node, "pooling needs an (N, C, H, W) or (N, C, L) input")
+            mod = self.modules[str(node.target)] if node.op == "call_module" else None
+            global_pool = kind in ("gap", "gmp")
+            pool: _Pool | None = None
+            if kind == "gmp":
+                h, w = x.shape[0], x.shape[1]
+                if h * w > 255:
+                    raise self.fail(node, f"a global max pool over {h} x {w} = {h * w} positions: "
+                                          "the max-pool "
+                                          "kernel takes at most 255 (pool to a smaller map first)")
+                pool, kind = _Pool(True, (h, w), (1, 1), (0, 0)), "maxpool"
+            elif kind != "gap":
+                pool = _pool_spec(node, mod)
+            pl = self.layer(kind, node, [x], module=mod)
+            pl.attrs["pool"] = pool
+            if global_pool:  # keepdim or not, the pooled map is (1, 1, C) on the device
+                pl.output = _Value((1, 1, x.shape[2]), x.signal_1d, same_as=x)
+            else:
+                pl.output = self.new_value(node, same_as=x)
+            self.values[node] = pl.output
+        elif kind == "add":
+            y = self.value_of(node.args[1], node)
+            if x.shape != y.shape:
+                raise self.fail(node, f"operands of shapes {x.shape} and {y.shape} (NHWC, no broadcasting)")
+            pl = self.layer("add", node, [x, y])
+            last = self.fuse_act(node, pl)
+            # element-wise: the device shape of its inputs (PyTorch's may be squeezed, e.g. a pooled (N, C))
+            pl.output = self.values[last] = _Value(x.shape, x.signal_1d, calib=last)
+            self.values[node] = pl.output
+        elif kind == "upsample":
+            if len(x.shape) != 3:
+                raise self.fail(node, "upsampling needs an (N, C, H, W) or (N, C, L) input")
+            pl = self.layer("upsample", node, [x])
+            pl.attrs["f"] = _up_factors(node, None if node.op != "call_module" else
+                                        self.modules[str(node.target)])
+            pl.attrs["mode"] = 0
+            pl.output = self.values[node] = self.new_value(node, same_as=x)
+        elif kind == "convt":
+            self.plan_convt(node, x, arg0, in_tshape)
+        elif kind == "reshape":
+            self.plan_reshape(node, x, in_tshape)
+        elif kind == "pad":
+            self.plan_pad(node, x, arg0, in_tshape)
+        elif kind == "softmax":
+            users = list(node.users)
+            if len(users) != 1 or users[0].op != "output":
+                raise self.fail(node, "softmax is only supported as the model's last op (it is stripped: the "
+                                      "file outputs logits): remove it or move it to the end")
+            self.softmax = self.src_name(node)
+            self.values[node] = x
+        else:  # alias
+            self.values[node] = x
+
+    def layer(self, kind: str, node: torch.fx.Node, inputs: list[_Value],
+              module: nn.Module | None = None) -> _PLayer:
+        pl = _PLayer(kind, self.name(node), inputs, inputs[0], module=module,
+                     where=f"{self.where(node)}", attrs={"at": _at(node)})
+        self.layers.append(pl)
+        return pl
+
+    def plan_weighted(self, node: torch.fx.Node, kind: str, x: _Value, arg0: torch.fx.Node,
+                      in_tshape: tuple[int, ...]) -> None:
+        target = str(node.target)
+        mod = self.modules[target]
+        if kind == "linear" and len(in_tshape) != 2:
+            raise self.fail(node, f"Linear on a rank-{len(in_tshape)} input {in_tshape}: it needs "
+                                  "(batch, features): flatten first (torch.flatten(x, 1))")
+        if kind == "conv":
+            want = 3 if isinstance(mod, nn.Conv1d) else 4
+            if len(in_tshape) != want or len(x.shape) != 3:
+                raise self.fail(node, f"input of shape {in_tshape}: {type(mod).__name__} needs "
+                                      f"{'(N, C, L)' if want == 3 else '(N, C, H, W)'} with the batch dim")
+        self.calls[target] = self.calls.get(target, 0) + 1
+        if self.calls[target] > 1:
+            raise self.fail(node, "module called more than once (shared weights): use one module per call")
+        pl = self.layer(kind, node, [x], module=mod)
+        pad = self.pads.get(arg0)
+        if pad is not None:
+            pl.attrs["pad"] = pad[:4]
+            pl.fused.extend(pad[4])
+        pre = self.pre_bn.get(node)
+        if pre is not None:
+            if pad is not None:
+                raise ConvertError(f"{pre.where}: a BatchNorm before zero padding cannot be folded exactly "
+                                   f"(the padding would not see its shift): move it after a conv{pre.at}")
+            pl.attrs["pre_bn"] = pre
+            pl.fused.insert(0, pre.name + ">")
+        last = node
+        nxt = _single_user(node)
+        if nxt is not None and nxt.op == "call_module" and isinstance(self.modules[str(nxt.target)],
+                                                                      (nn.BatchNorm1d, nn.BatchNorm2d)):
+            pl.bn = self.modules[str(nxt.target)]
+            pl.fused.append(str(nxt.target))
+            pl.attrs["bn_where"] = self.where(nxt) + _at(nxt)
+            self.done.add(nxt)
+            last = nxt
+        last = self.fuse_act(last, pl)
+        pl.output = self.values[last] = self.new_value(last, calib=last)
+        self.values[node] = pl.output
+
+    def plan_concat(self, node: torch.fx.Node) -> None:
+        """torch.cat([a, b, ...], 1): a chain of two-input CONCAT layers; the last one is named after the
+        node and calibrated on its output, the ones before share its quantisation."""
+        ts = _bind(node, ("tensors", "dim"), {"dim": 0})["tensors"]
+        vals = [self.value_of(t, node) for t in ts]
+        out = self.new_value(node, calib=node)
+        feats = len(out.shape) == 1  # (N, F) features: a pooled (1, 1, C) map flattens the same in NHWC
+        if feats and any(len(v.shape) != 1 and v.shape[:-1] != (1, 1) for v in vals):
+            raise self.fail(node, "joins a flattened (C, H, W) map, which the device holds in NHWC order: "
+                                  "concatenate the maps along dim 1 before flattening (or pool them first)")
+        if not feats and any(v.shape[:-1] != vals[0].shape[:-1] for v in vals):
+            shapes = ", ".join(str(v.shape) for v in vals)
+            raise self.fail(node, f"inputs of shapes {shapes} (NHWC) differ outside the channels")
+        base = self.name(node)
+        cur = vals[0]
+        chans = [v.shape[-1] for v in vals]
+        c = chans[0]
+        for k, v in enumerate(vals[1:], start=1):
+            last = k == len(vals) - 1
+            c += chans[k]
+            shape = (c,) if feats else (*vals[0].shape[:-1], c)
+            nxt = out if last else _Value(shape, out.signal_1d, same_as=out)
+            name = base if last else f"{base[:mtm.MAX_NAME - 4]}:{k}"
+            if not last:
+                self.names.add(name)
+            pl = _PLayer("concat", name, [cur, v], nxt, where=self.where(node), attrs={"at": _at(node)})
+            self.layers.append(pl)
+            cur = nxt
+        self.values[node] = out
+
+    def plan_convt(self, node: torch.fx.Node, x: _Value, arg0: torch.fx.Node,
+                   in_tshape: tuple[int, ...]) -> None:
+        """ConvTranspose: a zero-inserting UPSAMPLE (named '<name>:zeros') then a stride-1 conv."""
+        target = str(node.target)
+        mod = self.modules[target]
+        assert isinstance(mod, (nn.ConvTranspose1d, nn.ConvTranspose2d))
+        is1d = isinstance(mod, nn.ConvTranspose1d)
+        if len(in_tshape) != (3 if is1d else 4) or len(x.shape) != 3:
+            raise self.fail(node, f"input of shape {in_tshape}: {type(mod).__name__} needs "
+                                  f"{'(N, C, L)' if is1d else '(N, C, H, W)'} with the batch dim")
+        if arg0 in self.pads:
+            raise self.fail(node, "zero padding before a transposed conv is not supported")
+        if node in self.pre_bn:
+            raise self.fail(node, "a BatchNorm before a transposed conv cannot be folded: put it after")
+        st = (1, mod.stride[0]) if is1d else _pair(mod.stride)
+        op = (0, mod.output_padding[0]) if is1d else _pair(mod.output_padding)
+        h, w, c = x.shape
+        zs = ((h - 1) * st[0] + 1 + op[0], (w - 1) * st[1] + 1 + op[1], c)
+        zname = f"{self.src_name(node)[:mtm.MAX_NAME - 6]}:zeros"
+        if zname in self.names:
+            raise self.fail(node, f"layer name '{zname}' is taken")
+        self.names.add(zname)
+        z = _Value(zs, x.signal_1d, same_as=x)
+        up = _PLayer("upsample", zname, [x], z, where=self.where(node), attrs={"at": _at(node), "f": st,
+                                                                              "mode": 1})
+        self.layers.append(up)
+        self.calls[target] = self.calls.get(target, 0) + 1
+        if self.calls[target] > 1:
+            raise self.fail(node, "module called more than once (shared weights): use one module per call")
+        pl = self.layer("conv", node, [z], module=mod)
+        pl.fused.append("conv_transpose")
+        pl.attrs["transposed"] = True
+        last = node
+        nxt = _single_user(node)
+        if nxt is not None and nxt.op == "call_module" and isinstance(self.modules[str(nxt.target)],
+                                                                      (nn.BatchNorm1d, nn.BatchNorm2d)):
+            pl.bn = self.modules[str(nxt.target)]
+            pl.fused.append(str(nxt.target))
+            pl.attrs["bn_where"] = self.where(nxt) + _at(nxt)
+            self.done.add(nxt)
+            last = nxt
+        last = self.fuse_act(last, pl)
+        pl.output = self.values[last] = self.new_value(last, calib=last)
+        self.values[node] = pl.output
+
+    def plan_bn(self, node: torch.fx.Node, x: _Value, in_tshape: tuple[int, ...]) -> None:
+        """A BatchNorm with no conv/linear right before it: fold it into the next one, if that is exact."""
+        where, at = self.where(node), _at(node)
+        cur, flat = node, False
+        while True:
+            users = list(cur.users)
+            if len(users) != 1:
+                raise ConvertError(f"{where}: its output is used {len(users)} times, so it cannot be folded "
+                                   f"into one conv/linear: put it directly after a conv/linear{at}")
+            u = users[0]
+            kind = "output" if u.op == "output" else _classify(u, self.modules)
+            if kind in ("alias", "reshape") and u.args[0] is cur:
+                flat = flat or len(_meta_shape(u)) == 2
+                cur = u
+                continue
+            if kind in ("conv", "linear") and u.args[0] is cur:
+                break
+            what = "the model output" if u.op == "output" else self.where(u)
+            raise ConvertError(f"{where}: a BatchNorm that does not follow a conv/linear is folded into the "
+                               f"next conv/linear, but {what} comes next: put it directly after a "
+                               f"conv/linear (or directly before one){at}")
+        repeat = math.prod(in_tshape[2:]) if flat else 1
+        self.pre_bn[u] = _PreBn(self.modules[str(node.target)], str(node.target), repeat, where, at)
+        self.values[node] = x
+
+    def plan_reshape(self, node: torch.fx.Node, x: _Value, in_tshape: tuple[int, ...]) -> None:
+        out = _meta_shape(node)
+        if len(out) < 2 or out[0] != in_tshape[0]:
+            raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)} changes the batch dim: keep dim 0 "
+                                  "(x.view(x.size(0), -1), torch.flatten(x, 1))")
+        if len(out) == 2:
+            if out[1] != math.prod(in_tshape[1:]):
+                raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)}")
+            self.values[node] = x  # a Linear reads it with its columns permuted to NHWC
+            return
+        if _nhwc_shape(out, self.where(node))[0] == x.shape:
+            self.values[node] = x
+            return
+        if x is self.input:
+            raise self.fail(node, f"reshapes the model input {_n(in_tshape)} -> {_n(out)}: give the model "
+                                  f"its input in the shape its first layer takes, {_n(out)}, and reshape in "
+                                  "your data pipeline")
+        raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)} moves data on the device (NHWC "
+                              f"{x.shape} -> {_nhwc_shape(out, '')[0]}): only reshapes to (N, features) and "
+                              "reshapes that keep the NHWC shape (squeeze / unsqueeze of size-1 dims) "
+                              "convert")
+
+    def plan_pad(self, node: torch.fx.Node, x: _Value, arg0: torch.fx.Node,
+                 in_tshape: tuple[int, ...]) -> None:
+        if node.op == "call_module":
+            p = self.modules[str(node.target)].padding
+            p = tuple(int(v) for v in (p if isinstance(p, (tuple, list)) else (p,) * 4))
+        else:
+            p = tuple(int(v) for v in _bind(node, ("input", "pad"), {})["pad"])
+        rank = len(in_tshape)
+        if rank not in (3, 4) or len(p) not in (2, 4) or (rank == 3 and len(p) == 4 and any(p[2:])):
+            raise self.fail(node, f"padding {p} of a rank-{rank} tensor: only the spatial dims of "
+                                  "(N, C, H, W) / (N, C, L) can be padded")
+        if any(v < 0 for v in p):
+            raise self.fail(node, f"negative padding {p} (cropping) is not supported")
+        left, right = p[0], p[1]
+        top, bottom = (p[2], p[3]) if len(p) == 4 else (0, 0)
+        names = [self.src_name(node)]
+        prev = self.pads.get(arg0)
+        if prev is not None:
+            top, bottom, left, right = top + prev[0], bottom + prev[1], left + prev[2], right + prev[3]
+            names = prev[4] + names
+        for u in node.users:
+            ok = u.op == "call_module" and isinstance(self.modules[str(u.target)], (nn.Conv1d, nn.Conv2d))
+            ok = ok or (u.op != "output" and _classify(u, self.modules) == "pad")
+            if not ok or u.args[0] is not node:
+                what = "the model output" if u.op == "output" else self.where(u)
+                raise self.fail(node, f"zero padding is folded into the conv after it, but {what} reads it: "
+                                      "use the pool's own padding, or pad right before a conv")
+        self.pads[node] = (top, bottom, left, right, names)
+        self.values[node] = x
