@@ -417,7 +417,7 @@ class Model:
     def _read_tensor(self, i):
         buf, row = self.buf, self._trow
         K.mtm_tensor(buf, i, row)
-        scale = struct.unpack_from("<f", buf, self._tt + fmt.TENSOR_ENTRY * i + 32)[0]  # (scale: byte 32)
+        scale = struct.unpack_from("<f", buf, self._tt + fmt.TENSOR_ENTRY * i + fmt.T_SCALE)[0]
         t = Tensor(i, row, scale)
         t.data = self._data(row)
         return t
