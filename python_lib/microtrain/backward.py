@@ -5,7 +5,7 @@
 # One function per op in BACKWARD (op code -> function), in the order of Model._step's
 # forward kernels (model.py): an op's forward is found there, its backward here under the
 # same name. A trained layer's gradient goes to the model's update mode (model.update: the
-# optimiser's gradient sums, the momentum, or a step during backward; optim.py).
+# optimiser's gradient sums, the momentum, or a step during backward; modes.py).
 import math
 
 from micropython import const

@@ -41,8 +41,6 @@ from microtrain.fmt import (
     TENSOR_N,
 )
 from microtrain.loss import argmax
-from microtrain.optim import Sums
-from microtrain.plan import forward_fit, kept
 from microtrain.quant import softmax_lut, zeros
 
 K = kern.K
@@ -120,6 +118,8 @@ class Tensor:
 
 _ratios = None  # update_f32_ratios, looked up on first use
 _backward = None  # microtrain.backward, imported by the first set_trained
+_plan_rules = None  # microtrain.plan, imported by the first plan of whole buffers (training)
+_modes = None  # microtrain.modes, imported by the first set_trained
 
 
 def _nothing():
@@ -337,8 +337,8 @@ class Layer:
 class Model:
     """A loaded .mtm model. See `load`."""
 
-    # how a trained layer's gradient reaches its weights (set_trained: optim.Sums; a Trainer
-    # may put optim.IntoMomentum or stepwise.StepInBackward there): backward hands it each
+    # how a trained layer's gradient reaches its weights (set_trained: modes.Sums; a Trainer
+    # may put modes.IntoMomentum or stepwise.StepInBackward there): backward hands it each
     # trained layer's gradient, the optimiser's step applies what it holds
     update = None
     lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
@@ -528,7 +528,11 @@ class Model:
         if keep_from is None:
             fz = _place(self, bufs, owner, last_use)
         if fz is None:  # whole buffers (plan.py's rules): training plans, else where place.py did not fit
-            bid, size, _ = forward_fit(self, set() if keep_from is None else kept(self, keep_from))
+            global _plan_rules
+            if _plan_rules is None:  # (training, or a heap too small for place.py)
+                from microtrain import plan as _plan_rules
+            keep = set() if keep_from is None else _plan_rules.kept(self, keep_from)
+            bid, size, _ = _plan_rules.forward_fit(self, keep)
             made = [None] * len(size)
             for ly in layers:
                 t = ly.output
@@ -733,11 +737,12 @@ class Model:
         for ly in self.layers[first:]:
             if ly.w is not None and not ly.trained:
                 ly.refresh_ratios()  # a frozen conv/linear between trained layers back-propagates
-        global _backward
+        global _backward, _modes
         if _backward is None:
             from microtrain import backward as _backward
+            from microtrain import modes as _modes
         self.backward_plan = _backward.make(self, first, window, redo)
-        self.update = Sums()
+        self.update = _modes.Sums()
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
 

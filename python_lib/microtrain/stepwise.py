@@ -1,12 +1,13 @@
 # The update mode of batch-1 plain SGD: each trained layer steps during backward
-# (docs/memory.md; the other modes and their interface: optim.py), imported by a Trainer that
+# (docs/memory.md; the other modes and their interface: modes.py), imported by a Trainer that
 # uses it: a model trained otherwise never loads it.
 import array
 
 from micropython import const
 
 from microtrain.kern import K
-from microtrain.optim import F, Sums
+from microtrain.modes import Sums
+from microtrain.optim import F
 from microtrain.quant import zeros
 
 WINDOW = const(2048)  # floats of the gradient window (8 KB)

@@ -193,7 +193,7 @@ class Trainer:
             raise ValueError("Trainer: health, adapt_ranges and recompute must be True or False")
 
     def _update_mode(self, sums):
-        # which update mode (optim.py) the settings give: "sums", "momentum" (each gradient into
+        # which update mode (modes.py, stepwise.py) the settings give: "sums", "momentum" (each gradient into
         # the SGD momentum) or "backward" (plain SGD at batch 1: each layer steps during backward)
         o, batch, sparse = self.opt, self.batch, self.sparse
         sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize
@@ -260,7 +260,9 @@ class Trainer:
             for ly in self.layers:
                 opt.state(ly)  # optimiser state now, while large free blocks remain
             if how == "momentum":
-                model.update = optim.IntoMomentum(opt.momentum, self.batch, self.layers, opt)
+                from microtrain.modes import IntoMomentum
+
+                model.update = IntoMomentum(opt.momentum, self.batch, self.layers, opt)
             elif how == "backward":
                 model.update = StepInBackward(opt, self.layers, self.sparse, raw=model.backward_plan.window)
             self._mon = None

@@ -6,7 +6,7 @@ from typing import Any
 from microtrain._types import Float32, Int8In, Int8Out, Int32, Mask, Policy, TrainSpec
 from microtrain.backward import BackwardPlan
 from microtrain.lora import LoRA
-from microtrain.optim import IntoMomentum, Sums
+from microtrain.modes import IntoMomentum, Sums
 from microtrain.stepwise import StepInBackward
 from microtrain.trainer import Trainer
 
