@@ -61,16 +61,8 @@ class _Node(Layer):
         self.output = output
         self.params = params
 
-    def make_trainable(self, sums=True):
-        # its arrays are its own already: no copies, only the gradient sums
-        if self.w is None:
-            raise ValueError("layer %s (%s) has no parameters to train" % (self.name, self.kind))
-        if sums and self.gw is None:
-            self.gw = zeros("f", len(self.w))
-            self.gb = zeros("f", len(self.b))
-            self.grad = (self.gw, self.gb)
-        self.trained = True
-        self.refresh_ratios()
+    def _own(self):
+        pass  # its arrays are its own already: no copies
 
 
 def _tensor(model, shape, scale, zp):

@@ -156,6 +156,14 @@ def _forget():
         delattr(pkg, "place")
 
 
+def _sums():
+    # the default update mode (modes.Sums), its module imported with the first trained layer
+    global _modes
+    if _modes is None:
+        from microtrain import modes as _modes
+    return _modes.Sums()
+
+
 class Layer:
     """One layer: op, fused activation, descriptor (`params`), tensors.
 
@@ -270,19 +278,25 @@ class Layer:
             self.gw = zeros("f", len(self.w))
             self.gb = zeros("f", len(self.b))
             self.grad = (self.gw, self.gb)
+        if self.model.update is None:  # (a layer made trainable by hand: its sums are stepped)
+            self.model.update = _sums()
         if not self.trained:
-            # a raw byte copy: array("b", view) would convert element by element, and a
-            # view of the file bytes reads 0..255, which CircuitPython refuses to store
-            w = zeros("b", len(self.w))
-            w[:] = self.w
-            self.w = w
-            self.b = array.array("i", self.b)
-            self.mult = array.array("i", self.mult)
-            self.shift = array.array("i", self.shift)
-            self.w_scale = array.array("f", self.w_scale)  # (checkpoints write the layer's arrays)
+            self._own()
             self.trained = True
             self.modified = True
         self.refresh_ratios()
+
+    def _own(self):
+        # private copies of the parameters: a raw byte copy (array("b", view) would convert
+        # element by element, and a view of the file bytes reads 0..255, which CircuitPython
+        # refuses to store)
+        w = zeros("b", len(self.w))
+        w[:] = self.w
+        self.w = w
+        self.b = array.array("i", self.b)
+        self.mult = array.array("i", self.mult)
+        self.shift = array.array("i", self.shift)
+        self.w_scale = array.array("f", self.w_scale)  # (checkpoints write the layer's arrays)
 
     def refresh_ratios(self):
         """Grad-input weight ratios for the current per-channel weight scales
@@ -723,8 +737,12 @@ class Model:
         nothing else holds the int32 scratch, an activation may, made again during backward
         (backward.recompute_host; Trainer(recompute=True))."""
         idx = self.select(spec)
+        global _backward
+        if _backward is None:  # (its code before the training buffers: a heap in fewer pieces)
+            from microtrain import backward as _backward
         if self.update is not None:  # the last trainer's: what it lent the layers goes back
             self.update.release()
+        self.update = _sums()
         for ly in self.layers:
             if ly.index in idx:
                 ly.make_trainable(sums)
@@ -737,12 +755,7 @@ class Model:
         for ly in self.layers[first:]:
             if ly.w is not None and not ly.trained:
                 ly.refresh_ratios()  # a frozen conv/linear between trained layers back-propagates
-        global _backward, _modes
-        if _backward is None:
-            from microtrain import backward as _backward
-            from microtrain import modes as _modes
         self.backward_plan = _backward.make(self, first, window, redo)
-        self.update = _modes.Sums()
         self.trained_layers = [self.layers[i] for i in idx]
         return self.trained_layers
 

@@ -184,12 +184,7 @@ class _Optimizer:
             layers = layers.trained_layers
         if not layers:
             raise ValueError("step: no trained layers (use model.set_trained or a Trainer first)")
-        upd = layers[0].model.update
-        if upd is None:  # layers made trainable by hand (Layer.make_trainable): their sums
-            from microtrain.modes import Sums
-
-            upd = Sums()
-        upd.step(self, layers, n, lr)
+        layers[0].model.update.step(self, layers, n, lr)  # (Sums from the first make_trainable on)
 
     def apply(self, layers, n, lr, upd):
         """The update of `layers` from what the update mode upd (modes.Sums, IntoMomentum) holds:
