@@ -178,7 +178,7 @@ def save(model, path, trainer=None):
 
 
 def _write(model, tmp, trainer):
-    b = model._bytes
+    b = model.buf
     tensors = model.tensors
     u32 = struct.unpack_from
     tt_off = u32("<I", b, 24)[0]
@@ -213,8 +213,8 @@ def _write(model, tmp, trainer):
     if old is not None:
         pool_len -= old[2]
     rec = b""
-    if trainer is not None and getattr(trainer, "_rng", None) is not None:
-        rec = TRAINER_TAG + bytes("%08x" % (trainer._rng & 0xFFFFFFFF), "ascii")
+    if trainer is not None and getattr(trainer, "shuffle_state", None) is not None:
+        rec = TRAINER_TAG + bytes("%08x" % (trainer.shuffle_state & 0xFFFFFFFF), "ascii")
         bt = getattr(trainer.opt, "_bt", None)
         if bt is not None:  # Adam's bias correction: beta1^t, beta2^t (float32 bits)
             rec += ADAM_TAG + bytes("%08x%08x" % struct.unpack_from("<2I", bt), "ascii")

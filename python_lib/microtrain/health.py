@@ -72,9 +72,9 @@ class Health:
         self.adapt = adapt
         # scratch: the layer's output-error buffer, free between a forward and the
         # backward that fills it (no extra RAM); an error written over its activation
-        # (a pool's input: model._inplace_errors) is the activation, so those layers share
+        # (a pool's input: plan.inplace_errors) is the activation, so those layers share
         # one buffer of their own
-        bw = model._bw
+        bw = model.backward_plan
         eb, tens = bw.ebuf, model.tensors
         out = model.output.index
         own = [ly.output for ly in layers if ly.output in bw.inplace]
@@ -145,15 +145,16 @@ class Health:
         sh = ly.shift
         for i in range(len(sh)):
             sh[i] -= 1
+        upd = self.model.update
         for c in cons:
             sh, b = c.shift, c.b
             for i in range(len(sh)):
                 sh[i] += 1
                 b[i] = (b[i] + 1) >> 1
-            c._params = None  # the optimiser's cached input scale
+            upd.forget(c)  # what the update cached of its input scale
         for t in ts:
             tens[t].scale *= 2.0
-        ly._params = None
+        upd.forget(ly)
         g.grown += 1
         return True
 

@@ -1,10 +1,19 @@
-# The inference plan's buffer placement (Model._plan with keep_from None; docs/memory.md):
-# imported by the model for it and forgotten again. tools/microtrain_tools/info.py
-# mirrors it for `microtrain info`.
-from micropython import const
+# The inference plan's buffer placement (Model.plan with keep_from None; docs/memory.md):
+# imported by the model for it and forgotten again. `microtrain info`
+# (tools/microtrain_tools/info.py) runs this same file under CPython to count it.
+try:
+    from micropython import const
 
-from microtrain.fmt import OP_ADD, OP_CONV2D
-from microtrain.quant import zeros
+    from microtrain.fmt import OP_ADD, OP_CONV2D
+    from microtrain.quant import zeros
+except ImportError:  # CPython: info.py loads fmt.py and this file alone (not the package)
+    from microtrain_device_fmt import OP_ADD, OP_CONV2D
+
+    def const(x):
+        return x
+
+    def zeros(typecode, n):
+        return bytearray(n)
 
 _TILE = const(2048)  # bytes of a new tile for a fused conv + add (when no free segment holds a row)
 
@@ -80,7 +89,7 @@ def place(model, bufs, owner, last_use):
     # of one buffer merge again), or a new buffer; the model input's buffer is reused
     # once read; fused conv + add pairs (_fusable) leave out the conv's output and take
     # a tile (the largest free segment, or a new buffer of about _TILE bytes) while the
-    # conv runs. tools/microtrain_tools/info.py mirrors this placement.
+    # conv runs.
     tensors = model.tensors
     inp, out_t = model.input.index, model.output.index
     fz = _fusable(model, last_use)

@@ -172,7 +172,7 @@ class ZO:
         trained layers' sums. Returns (sum of L+, sum of L-) over the rows."""
         m, zl, e, q = self.model, self._zl, self.eps, self.queries
         first, s1, c = self.first, self._s1, self._c
-        bufs, steps = m._plan(first)
+        bufs, steps = m.plan(first)
         last = len(steps)
         out = m.forward(x, first)
         r0 = self.rng
