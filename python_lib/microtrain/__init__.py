@@ -52,7 +52,7 @@ def __getattr__(name):
 
 
 _SUBMODULES = ("adam", "backward", "cache", "checkpoint", "data", "fmt", "kern", "lora", "loss", "memplan",
-               "model", "modes", "optim", "plan", "proto", "pyk", "quant", "replay", "schedule", "sparse",
+               "model", "optim", "plan", "proto", "pyk", "quant", "replay", "schedule", "sparse",
                "stepwise", "trainer", "zo")
 __all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
            "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",

@@ -1,3 +1,4 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # LoRA adapters on a loaded model (docs/lora.md): y = W x + B A x next to a
 # frozen int8 layer W, with A (rank r, the layer's geometry) and B (1x1 / r
 # inputs) ordinary int8 layers that the Trainer trains in any mode.
@@ -13,6 +14,8 @@ import array
 import math
 import struct
 
+from micropython import const
+
 from microtrain import fmt, kern
 from microtrain.fmt import (
     ACT_NONE,
@@ -25,6 +28,18 @@ from microtrain.fmt import (
 )
 from microtrain.model import Layer, Tensor
 from microtrain.quant import quantize_multiplier, zeros
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand. The .mtm byte offsets and accessor-row
+# indices this module reads, private: inlined, no globals entry.
+_TROW_DTYPE = const(0)
+_TROW_RANK = const(1)
+_TROW_KIND = const(2)
+_TROW_QUANT = const(3)
+_TROW_SHAPE0 = const(5)
+_TROW_ZERO_POINT = const(12)
+_TROW_QSCALES = const(13)
+# --- generated: end
 
 MAGIC = b"MTLA"
 VERSION = 1
@@ -67,10 +82,10 @@ class _Node(Layer):
 
 def _tensor(model, shape, scale, zp):
     row = [0] * fmt.TENSOR_N  # the fields mtm_tensor would give an activation tensor
-    row[fmt.TROW_DTYPE], row[fmt.TROW_RANK], row[fmt.TROW_KIND] = DT_INT8, len(shape), KIND_ACT
-    row[fmt.TROW_QUANT], row[fmt.TROW_ZERO_POINT], row[fmt.TROW_QSCALES] = Q_TENSOR, zp, -1
+    row[_TROW_DTYPE], row[_TROW_RANK], row[_TROW_KIND] = DT_INT8, len(shape), KIND_ACT
+    row[_TROW_QUANT], row[_TROW_ZERO_POINT], row[_TROW_QSCALES] = Q_TENSOR, zp, -1
     for d in range(len(shape)):
-        row[fmt.TROW_SHAPE0 + d] = shape[d]
+        row[_TROW_SHAPE0 + d] = shape[d]
     t = Tensor(len(model.tensors), row, scale)
     model.tensors.append(t)
     return t

@@ -1,3 +1,4 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The model: a validated .mtm file used in place, its forward pass, its
 # backward pass for the trained layers, and checkpoint writing.
 #
@@ -50,6 +51,52 @@ try:
 except ImportError:  # CircuitPython and minimal ports: int32 tensors get copied
     uctypes = None
 
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand. The .mtm byte offsets and accessor-row
+# indices this module reads, private: inlined, no globals entry.
+_T_SCALE = const(32)
+_INFO_FLAGS = const(2)
+_INFO_TOTAL_LEN = const(3)
+_INFO_N_TENSORS = const(4)
+_INFO_N_LAYERS = const(5)
+_INFO_TENSOR_TABLE_OFF = const(6)
+_INFO_INPUT = const(12)
+_INFO_OUTPUT = const(13)
+_INFO_TRAIN_STEPS = const(14)
+_TROW_DTYPE = const(0)
+_TROW_RANK = const(1)
+_TROW_KIND = const(2)
+_TROW_QUANT = const(3)
+_TROW_FLAGS = const(4)
+_TROW_SHAPE0 = const(5)
+_TROW_DATA_OFF = const(9)
+_TROW_DATA_LEN = const(10)
+_TROW_ZERO_POINT = const(12)
+_TROW_QSCALES = const(13)
+_LROW_OP = const(0)
+_LROW_ACT = const(1)
+_LROW_N_PARAMS = const(2)
+_LROW_FLAGS = const(4)
+_LROW_NAME_OFF = const(5)
+_LROW_NAME_LEN = const(6)
+_LROW_FUSED_OFF = const(7)
+_LROW_FUSED_LEN = const(8)
+_LROW_IN0 = const(9)
+_LROW_IN1 = const(10)
+_LROW_OUT = const(11)
+_LROW_WEIGHT = const(12)
+_LROW_BIAS = const(13)
+_LROW_MULT = const(14)
+_LROW_SHIFT = const(15)
+_LROW_STATE0 = const(16)
+_LROW_STATE1 = const(17)
+_LROW_STATE2 = const(18)
+_LROW_STATE3 = const(19)
+_LROW_PARAMS_OFF = const(20)
+_LROW_STATE4 = const(21)
+_LROW_STATE5 = const(22)
+# --- generated: end
+
 # Descriptor entries (docs/numerics.md, "Python binding") read here (backward.py reads the
 # backward ones).
 _P_RELU_ZP = const(1)  # relu / relu6: (n, zp[, q6])
@@ -82,25 +129,25 @@ class Tensor:
 
     def __init__(self, index, row, scale):
         self.index = index
-        if row[fmt.TROW_DTYPE] != DT_INT8:
-            self.dtype = row[fmt.TROW_DTYPE]
-        if row[fmt.TROW_KIND] != KIND_CONST:
-            self.kind = row[fmt.TROW_KIND]
-        if row[fmt.TROW_QUANT]:
-            self.quant = row[fmt.TROW_QUANT]
-        if row[fmt.TROW_FLAGS]:
-            self.flags = row[fmt.TROW_FLAGS]
-        self.shape = tuple(row[fmt.TROW_SHAPE0 + d] for d in range(row[fmt.TROW_RANK]))
-        if row[fmt.TROW_DATA_OFF]:
-            self.data_off = row[fmt.TROW_DATA_OFF]
-        if row[fmt.TROW_DATA_LEN]:
-            self.data_len = row[fmt.TROW_DATA_LEN]
+        if row[_TROW_DTYPE] != DT_INT8:
+            self.dtype = row[_TROW_DTYPE]
+        if row[_TROW_KIND] != KIND_CONST:
+            self.kind = row[_TROW_KIND]
+        if row[_TROW_QUANT]:
+            self.quant = row[_TROW_QUANT]
+        if row[_TROW_FLAGS]:
+            self.flags = row[_TROW_FLAGS]
+        self.shape = tuple(row[_TROW_SHAPE0 + d] for d in range(row[_TROW_RANK]))
+        if row[_TROW_DATA_OFF]:
+            self.data_off = row[_TROW_DATA_OFF]
+        if row[_TROW_DATA_LEN]:
+            self.data_len = row[_TROW_DATA_LEN]
         if scale != 0.0:
             self.scale = scale
-        if row[fmt.TROW_ZERO_POINT]:
-            self.zero_point = row[fmt.TROW_ZERO_POINT]
-        if row[fmt.TROW_QSCALES] != NONE_I32:
-            self.qscales = row[fmt.TROW_QSCALES]
+        if row[_TROW_ZERO_POINT]:
+            self.zero_point = row[_TROW_ZERO_POINT]
+        if row[_TROW_QSCALES] != NONE_I32:
+            self.qscales = row[_TROW_QSCALES]
         n = 1
         for d in self.shape:
             n *= d
@@ -118,8 +165,6 @@ class Tensor:
 
 _ratios = None  # update_f32_ratios, looked up on first use
 _backward = None  # microtrain.backward, imported by the first set_trained
-_plan_rules = None  # microtrain.plan, imported by the first plan of whole buffers (training)
-_modes = None  # microtrain.modes, imported by the first set_trained
 
 
 def _nothing():
@@ -134,34 +179,36 @@ def _place(model, bufs, owner, last_use):
     try:
         from microtrain.place import place
     except MemoryError:
-        _forget()
+        _forget("place")
         return None
     try:
         return place(model, bufs, owner, last_use)
     finally:
-        _forget()
+        _forget("place")
 
 
-def _forget():
+def _forget(name):
+    # drop the package's submodule `name` (place, plan: code only a plan needs) so the GC can
+    # free it; the next plan imports it again
     import sys
 
-    sys.modules.pop("microtrain.place", None)
+    sys.modules.pop("microtrain." + name, None)
     pkg = sys.modules.get("microtrain")  # not imported here: the package imports this module
     try:  # not dir(): it would call the package's __getattr__ for every name
         d = pkg.__dict__
     except AttributeError:
         return
-    if "place" in d:
-        setattr(pkg, "place", None)  # noqa: B010 (the map keeps a deleted value)
-        delattr(pkg, "place")
+    if name in d:
+        setattr(pkg, name, None)  # noqa: B010 (the map keeps a deleted value)
+        delattr(pkg, name)
 
 
 def _sums():
-    # the default update mode (modes.Sums), its module imported with the first trained layer
-    global _modes
-    if _modes is None:
-        from microtrain import modes as _modes
-    return _modes.Sums()
+    # the default update mode (backward.Sums), its module imported with the first trained layer
+    global _backward
+    if _backward is None:
+        from microtrain import backward as _backward
+    return _backward.Sums()
 
 
 class Layer:
@@ -194,37 +241,37 @@ class Layer:
     def __init__(self, model, index, row):
         self.model = model
         self.index = index
-        self.op = row[fmt.LROW_OP]
-        if row[fmt.LROW_ACT]:
-            self.act = row[fmt.LROW_ACT]
-        if row[fmt.LROW_FLAGS]:
-            self.flags = row[fmt.LROW_FLAGS]
+        self.op = row[_LROW_OP]
+        if row[_LROW_ACT]:
+            self.act = row[_LROW_ACT]
+        if row[_LROW_FLAGS]:
+            self.flags = row[_LROW_FLAGS]
         b = model.buf
-        o = row[fmt.LROW_NAME_OFF]
-        self.name = str(bytes(b[o:o + row[fmt.LROW_NAME_LEN]]), "utf-8")
-        n = row[fmt.LROW_FUSED_LEN]
+        o = row[_LROW_NAME_OFF]
+        self.name = str(bytes(b[o:o + row[_LROW_NAME_LEN]]), "utf-8")
+        n = row[_LROW_FUSED_LEN]
         if n:
-            o = row[fmt.LROW_FUSED_OFF]
+            o = row[_LROW_FUSED_OFF]
             self.fused = str(bytes(b[o:o + n]), "utf-8")
-        i0, i1 = row[fmt.LROW_IN0], row[fmt.LROW_IN1]
+        i0, i1 = row[_LROW_IN0], row[_LROW_IN1]
         self.inputs = (i0,) if i1 == NONE_I32 else (i0, i1)
-        self.output = row[fmt.LROW_OUT]
-        if row[fmt.LROW_WEIGHT] != NONE_I32:
-            self.weight_t = row[fmt.LROW_WEIGHT]
-        if row[fmt.LROW_BIAS] != NONE_I32:
-            self.bias_t = row[fmt.LROW_BIAS]
-        if row[fmt.LROW_MULT] != NONE_I32:
-            self.mult_t, self.shift_t = row[fmt.LROW_MULT], row[fmt.LROW_SHIFT]
-        st = (row[fmt.LROW_STATE0], row[fmt.LROW_STATE1], row[fmt.LROW_STATE2], row[fmt.LROW_STATE3],
-              row[fmt.LROW_STATE4], row[fmt.LROW_STATE5])  # (STATE4, 5: format 1.3)
+        self.output = row[_LROW_OUT]
+        if row[_LROW_WEIGHT] != NONE_I32:
+            self.weight_t = row[_LROW_WEIGHT]
+        if row[_LROW_BIAS] != NONE_I32:
+            self.bias_t = row[_LROW_BIAS]
+        if row[_LROW_MULT] != NONE_I32:
+            self.mult_t, self.shift_t = row[_LROW_MULT], row[_LROW_SHIFT]
+        st = (row[_LROW_STATE0], row[_LROW_STATE1], row[_LROW_STATE2], row[_LROW_STATE3],
+              row[_LROW_STATE4], row[_LROW_STATE5])  # (STATE4, 5: format 1.3)
         if st != Layer.state_t:
             self.state_t = st
         # the kernel descriptor, zero-copy
-        self.params = model._i32(row[fmt.LROW_PARAMS_OFF], row[fmt.LROW_N_PARAMS])
+        self.params = model._i32(row[_LROW_PARAMS_OFF], row[_LROW_N_PARAMS])
         if self.op == OP_CONV2D or self.op == OP_LINEAR:
             c = model._const
             self.w = c(self.weight_t)
-            q = model._trow[fmt.TROW_QSCALES]  # the weights' scales
+            q = model._trow[_TROW_QSCALES]  # the weights' scales
             self.b = c(self.bias_t)
             self.mult = c(self.mult_t)
             self.shift = c(self.shift_t)
@@ -351,8 +398,8 @@ class Layer:
 class Model:
     """A loaded .mtm model. See `load`."""
 
-    # how a trained layer's gradient reaches its weights (set_trained: modes.Sums; a Trainer
-    # may put modes.IntoMomentum or stepwise.StepInBackward there): backward hands it each
+    # how a trained layer's gradient reaches its weights (set_trained: backward.Sums; a Trainer
+    # may put backward.IntoMomentum or stepwise.StepInBackward there): backward hands it each
     # trained layer's gradient, the optimiser's step applies what it holds
     update = None
     lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
@@ -362,11 +409,11 @@ class Model:
         self._words = words  # array('i') of the whole file, or None
         info = zeros("i", INFO_N)
         K.mtm_info(buf, info)
-        self.flags = info[fmt.INFO_FLAGS]
-        self.train_steps = info[fmt.INFO_TRAIN_STEPS] & 0xFFFFFFFF
-        self.size = info[fmt.INFO_TOTAL_LEN]
-        n_t, n_l = info[fmt.INFO_N_TENSORS], info[fmt.INFO_N_LAYERS]
-        self._tt = info[fmt.INFO_TENSOR_TABLE_OFF]  # tensor table offset
+        self.flags = info[_INFO_FLAGS]
+        self.train_steps = info[_INFO_TRAIN_STEPS] & 0xFFFFFFFF
+        self.size = info[_INFO_TOTAL_LEN]
+        n_t, n_l = info[_INFO_N_TENSORS], info[_INFO_N_LAYERS]
+        self._tt = info[_INFO_TENSOR_TABLE_OFF]  # tensor table offset
         self._trow = zeros("i", TENSOR_N)  # one tensor's fields (mtm_tensor)
         # A layer holds the views of its constants itself (a trained one its copies): their
         # Tensor objects are not kept (None in `tensors`; tensor(i) reads one again), about
@@ -376,7 +423,7 @@ class Model:
         trow = self._trow
         for i in range(n_t):
             K.mtm_tensor(buf, i, trow)
-            if trow[fmt.TROW_KIND] != KIND_CONST:
+            if trow[_TROW_KIND] != KIND_CONST:
                 ts[i] = self._read_tensor(i)
         self._held = held = set()  # the constants the layers take (_const)
         self.layers = []
@@ -388,8 +435,8 @@ class Model:
             if ts[i] is None and i not in held:
                 ts[i] = self._read_tensor(i)
         self._held = None
-        self.input = self.tensors[info[fmt.INFO_INPUT]]
-        self.output = self.tensors[info[fmt.INFO_OUTPUT]]
+        self.input = self.tensors[info[_INFO_INPUT]]
+        self.output = self.tensors[info[_INFO_OUTPUT]]
         self._plans = {}
         self._owner = {}  # plan key -> {tensor: the whole buffer it uses}
         self._fused = {}  # plan key -> its fused conv + add pairs (_fusable), or None
@@ -407,8 +454,8 @@ class Model:
     def _data(self, row):
         # the values of the tensor whose fields are in row (mtm_tensor): a view of the model
         # bytes, or a copy for what is updated in place (STATE) or cannot be viewed
-        dt, kind = row[fmt.TROW_DTYPE], row[fmt.TROW_KIND]
-        off, n = row[fmt.TROW_DATA_OFF], row[fmt.TROW_DATA_LEN]
+        dt, kind = row[_TROW_DTYPE], row[_TROW_KIND]
+        off, n = row[_TROW_DATA_OFF], row[_TROW_DATA_LEN]
         if dt == DT_INT8:
             return self._s8(off, n) if n else None
         if dt == DT_INT32:
@@ -423,7 +470,7 @@ class Model:
     def _const(self, i):
         # a layer's constant i at load: its data, no Tensor object (its fields stay in _trow)
         K.mtm_tensor(self.buf, i, self._trow)
-        if self._trow[fmt.TROW_KIND] != KIND_CONST:
+        if self._trow[_TROW_KIND] != KIND_CONST:
             return self._read_tensor(i).data  # (a checkpoint's tensor of another kind)
         self._held.add(i)
         return self._data(self._trow)
@@ -431,7 +478,7 @@ class Model:
     def _read_tensor(self, i):
         buf, row = self.buf, self._trow
         K.mtm_tensor(buf, i, row)
-        scale = struct.unpack_from("<f", buf, self._tt + fmt.TENSOR_ENTRY * i + fmt.T_SCALE)[0]
+        scale = struct.unpack_from("<f", buf, self._tt + fmt.TENSOR_ENTRY * i + _T_SCALE)[0]
         t = Tensor(i, row, scale)
         t.data = self._data(row)
         return t
@@ -542,11 +589,10 @@ class Model:
         if keep_from is None:
             fz = _place(self, bufs, owner, last_use)
         if fz is None:  # whole buffers (plan.py's rules): training plans, else where place.py did not fit
-            global _plan_rules
-            if _plan_rules is None:  # (training, or a heap too small for place.py)
-                from microtrain import plan as _plan_rules
-            keep = set() if keep_from is None else _plan_rules.kept(self, keep_from)
-            bid, size, _ = _plan_rules.forward_fit(self, keep)
+            from microtrain import plan as rules  # (training, or a heap too small for place.py)
+
+            keep = set() if keep_from is None else rules.kept(self, keep_from)
+            bid, size, _ = rules.forward_fit(self, keep)
             made = [None] * len(size)
             for ly in layers:
                 t = ly.output
@@ -757,6 +803,7 @@ class Model:
                 ly.refresh_ratios()  # a frozen conv/linear between trained layers back-propagates
         self.backward_plan = _backward.make(self, first, window, redo)
         self.trained_layers = [self.layers[i] for i in idx]
+        _forget("plan")  # planned: training does not need plan.py's code
         return self.trained_layers
 
     def backward(self, err, err_scale, policy=None):

@@ -187,7 +187,7 @@ class _Optimizer:
         layers[0].model.update.step(self, layers, n, lr)  # (Sums from the first make_trainable on)
 
     def apply(self, layers, n, lr, upd):
-        """The update of `layers` from what the update mode upd (modes.Sums, IntoMomentum) holds:
+        """The update of `layers` from what the update mode upd (backward.Sums, IntoMomentum) holds:
         the checks, then per layer upd.apply with the shared scratch row and generator."""
         if lr is not None:
             self.set_rate(lr, "step: lr")  # (a schedule may reach 0)

@@ -1,12 +1,12 @@
 # The update mode of batch-1 plain SGD: each trained layer steps during backward
-# (docs/memory.md; the other modes and their interface: modes.py), imported by a Trainer that
+# (docs/memory.md; the other modes and their interface: backward.py), imported by a Trainer that
 # uses it: a model trained otherwise never loads it.
 import array
 
 from micropython import const
 
+from microtrain.backward import Sums
 from microtrain.kern import K
-from microtrain.modes import Sums
 from microtrain.optim import F
 from microtrain.quant import zeros
 

@@ -193,8 +193,9 @@ class Trainer:
             raise ValueError("Trainer: health, adapt_ranges and recompute must be True or False")
 
     def _update_mode(self, sums):
-        # which update mode (modes.py, stepwise.py) the settings give: "sums", "momentum" (each gradient into
-        # the SGD momentum) or "backward" (plain SGD at batch 1: each layer steps during backward)
+        # which update mode (backward.py, stepwise.py) the settings give: "sums", "momentum" (each
+        # gradient into the SGD momentum) or "backward" (plain SGD at batch 1: each layer steps during
+        # backward)
         o, batch, sparse = self.opt, self.batch, self.sparse
         sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize
         sgd1 = batch == 1 and sgd
@@ -260,7 +261,7 @@ class Trainer:
             for ly in self.layers:
                 opt.state(ly)  # optimiser state now, while large free blocks remain
             if how == "momentum":
-                from microtrain.modes import IntoMomentum
+                from microtrain.backward import IntoMomentum
 
                 model.update = IntoMomentum(opt.momentum, self.batch, self.layers, opt)
             elif how == "backward":

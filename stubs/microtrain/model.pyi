@@ -4,9 +4,8 @@ from collections.abc import Callable
 from typing import Any
 
 from microtrain._types import Float32, Int8In, Int8Out, Int32, Mask, Policy, TrainSpec
-from microtrain.backward import BackwardPlan
+from microtrain.backward import BackwardPlan, IntoMomentum, Sums
 from microtrain.lora import LoRA
-from microtrain.modes import IntoMomentum, Sums
 from microtrain.stepwise import StepInBackward
 from microtrain.trainer import Trainer
 

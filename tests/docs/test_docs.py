@@ -747,10 +747,10 @@ m2 = mt.load('digits.mtm')
 t2 = mt.Trainer(m2, train='last:2', optimizer=mt.SGD(lr=0.01))  # batch 1, plain SGD: m2.update
 objs['stepwise.StepInBackward'] = m2.update
 t3 = mt.Trainer(mt.load('digits.mtm'), train='last:1', optimizer=mt.SGD(lr=0.01, momentum=0.9), sums=False)
-objs['modes.IntoMomentum'] = t3.model.update
+objs['backward.IntoMomentum'] = t3.model.update
 m4 = mt.load('digits.mtm')
 m4.set_trained('last:1')
-objs['modes.Sums'] = m4.update
+objs['backward.Sums'] = m4.update
 objs['backward.BackwardPlan'] = m4.backward_plan
 print(json.dumps({k: [n for n in dir(o) if not n.startswith('_')] for k, o in objs.items()}))
 """

@@ -1,49 +1,18 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The .mtm validator and accessors (mtm_loader.c, docs/format.md), and the
 # zlib CRC-32 (binascii.crc32 when the port has it, else a table).
 import struct
 from array import array
 
 from microtrain.fmt import (
-    H_FLAGS,
-    H_HEADER_SIZE,
-    H_LAYER_TABLE_OFF,
-    H_N_LAYERS,
-    H_N_TENSORS,
-    H_STRINGS_LEN,
-    H_STRINGS_OFF,
-    H_TENSOR_TABLE_OFF,
-    H_TOTAL_LEN,
-    H_TRAIN_STEPS,
-    H_VERSION_MAJOR,
-    H_VERSION_MINOR,
     HEADER_SIZE,
-    INFO_FLAGS,
-    INFO_LAYER_TABLE_OFF,
     INFO_N,
-    INFO_N_LAYERS,
-    INFO_N_TENSORS,
-    INFO_TENSOR_TABLE_OFF,
-    INFO_TOTAL_LEN,
-    INFO_VERSION_MAJOR,
-    INFO_VERSION_MINOR,
     KIND_ACT,
     KIND_CONST,
     KIND_STATE,
-    L_NAME_LEN,
-    L_NAME_OFF,
-    L_OUT,
-    L_STATE,
-    L_STATE4,
-    L_WEIGHT,
     LAYER_ENTRY,
     LAYER_HEAD_FMT,
     LAYER_N,
-    LROW_FUSED_OFF,
-    LROW_NAME_OFF,
-    LROW_PARAMS_OFF,
-    LROW_STATE3,
-    LROW_STATE4,
-    LROW_STATE5,
     MAX_CLASSES,
     MAX_ELEMS,
     MAX_GAP_HW,
@@ -88,6 +57,49 @@ from microtrain.pyk.checks import (
 )
 
 try:
+    from micropython import const
+except ImportError:  # CPython (host debugging)
+    def const(x):
+        return x
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand. The .mtm byte offsets and accessor-row
+# indices this module reads, private: inlined, no globals entry.
+_H_VERSION_MAJOR = const(4)
+_H_VERSION_MINOR = const(6)
+_H_HEADER_SIZE = const(8)
+_H_FLAGS = const(12)
+_H_TOTAL_LEN = const(16)
+_H_N_TENSORS = const(20)
+_H_TENSOR_TABLE_OFF = const(24)
+_H_N_LAYERS = const(28)
+_H_LAYER_TABLE_OFF = const(32)
+_H_STRINGS_OFF = const(36)
+_H_STRINGS_LEN = const(40)
+_H_TRAIN_STEPS = const(60)
+_L_NAME_OFF = const(8)
+_L_NAME_LEN = const(12)
+_L_OUT = const(32)
+_L_WEIGHT = const(36)
+_L_STATE = const(52)
+_L_STATE4 = const(68)
+_INFO_VERSION_MAJOR = const(0)
+_INFO_VERSION_MINOR = const(1)
+_INFO_FLAGS = const(2)
+_INFO_TOTAL_LEN = const(3)
+_INFO_N_TENSORS = const(4)
+_INFO_N_LAYERS = const(5)
+_INFO_TENSOR_TABLE_OFF = const(6)
+_INFO_LAYER_TABLE_OFF = const(7)
+_LROW_NAME_OFF = const(5)
+_LROW_FUSED_OFF = const(7)
+_LROW_STATE3 = const(19)
+_LROW_PARAMS_OFF = const(20)
+_LROW_STATE4 = const(21)
+_LROW_STATE5 = const(22)
+# --- generated: end
+
+try:
     import binascii
     _bcrc = binascii.crc32
 except (ImportError, AttributeError):
@@ -129,8 +141,8 @@ def _u32(b, off):
 def _slots(b, e):
     # the 6 state slots of the layer entry at e (NONE: absent); 4, 5 (Adam's second moments,
     # format 1.3) are the u16 pair at entry offset 68 (0xFFFF: absent; before 1.3 absent)
-    v = _unp("<4I2H", b, e + L_STATE)
-    if _unp("<H", b, H_VERSION_MINOR)[0] < 3:
+    v = _unp("<4I2H", b, e + _L_STATE)
+    if _unp("<H", b, _H_VERSION_MINOR)[0] < 3:
         return v[:4] + (NONE, NONE)
     return v[:4] + (NONE if v[4] == 0xFFFF else v[4], NONE if v[5] == 0xFFFF else v[5])
 
@@ -199,7 +211,7 @@ class _V:
     def __init__(self, b, ln):
         self.b = b
         self.len = ln
-        h = _unp("<IIIIIIIIIIIII", b, H_FLAGS)  # flags .. output
+        h = _unp("<IIIIIIIIIIIII", b, _H_FLAGS)  # flags .. output
         self.flags, self.n_t, self.n_l = h[0], h[2], h[4]
         self.lt_off, self.s_off, self.s_len, self.d_off, self.d_len = h[5], h[6], h[7], h[8], h[9]
         self.input, self.output = h[10], h[11]
@@ -529,9 +541,9 @@ def _check_layers(c, produced, consumed):
         noff, nlen, foff, flen = L[5], L[6], L[7], L[8]
         if op < 1 or op > OP_UPSAMPLE:
             c.fail("unknown op", 2, j)
-        if op == OP_LUT and _unp("<H", b, H_VERSION_MINOR)[0] < 1:
+        if op == OP_LUT and _unp("<H", b, _H_VERSION_MINOR)[0] < 1:
             c.fail("LUT layer in a version 1.0 file (needs 1.1)", 2, j)
-        if op >= OP_CONCAT and _unp("<H", b, H_VERSION_MINOR)[0] < 2:
+        if op >= OP_CONCAT and _unp("<H", b, _H_VERSION_MINOR)[0] < 2:
             c.fail("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)", 2, j)
         two = op == OP_ADD or op == OP_CONCAT
         if n_in != (2 if two else 1):
@@ -539,7 +551,7 @@ def _check_layers(c, produced, consumed):
         dilated = op == OP_CONV2D and n_p == 19
         if n_p != N_PARAMS[op] and not dilated:
             c.fail("n_params does not match the op", 2, j)
-        if dilated and (_unp("<H", b, H_VERSION_MINOR)[0] < 2
+        if dilated and (_unp("<H", b, _H_VERSION_MINOR)[0] < 2
                         or _unp("<2i", b, e + PARAMS_OFF + 4 * 17) == (1, 1)):  # dil_h, dil_w
             c.fail("19-param CONV2D needs version 1.2 and a dilation above 1", 2, j)
         p = _unp("<20i", b, e + PARAMS_OFF)  # N_PARAMS_MAX
@@ -551,7 +563,7 @@ def _check_layers(c, produced, consumed):
             c.fail("unknown act", 2, j)
         if act and not weighted and op != OP_ADD:
             c.fail("fused activation on an op without one", 2, j)
-        if (lflags & ~1) or (_unp("<H", b, H_VERSION_MINOR)[0] < 3 and _u32(b, e + L_STATE4)):
+        if (lflags & ~1) or (_unp("<H", b, _H_VERSION_MINOR)[0] < 3 and _u32(b, e + _L_STATE4)):
             c.fail("unknown layer flags or non-zero reserved field", 2, j)
         if (lflags & 1) and not (c.flags & 1):
             c.fail("TRAINED layer in a file without TRAINED", 2, j)
@@ -560,8 +572,8 @@ def _check_layers(c, produced, consumed):
         na = c.s_off + noff
         for k in range(j):
             ek = c.lt_off + LAYER_ENTRY * k
-            if _u32(b, ek + L_NAME_LEN) == nlen:
-                nb = c.s_off + _u32(b, ek + L_NAME_OFF)
+            if _u32(b, ek + _L_NAME_LEN) == nlen:
+                nb = c.s_off + _u32(b, ek + _L_NAME_OFF)
                 t = 0
                 while t < nlen and b[na + t] == b[nb + t]:
                     t += 1
@@ -611,7 +623,7 @@ def _check_layers(c, produced, consumed):
 def _check_graph(c, produced, consumed):
     b = c.b
     n_t = c.n_t
-    if _u32(b, c.lt_off + LAYER_ENTRY * (c.n_l - 1) + L_OUT) != c.output:
+    if _u32(b, c.lt_off + LAYER_ENTRY * (c.n_l - 1) + _L_OUT) != c.output:
         c.fail("output is not the last layer's output")
     if not 0 <= _numel(c.t(c.output)) <= MAX_CLASSES:
         c.fail("model output larger than 32767 values (cross_entropy class limit)")
@@ -626,7 +638,7 @@ def _check_graph(c, produced, consumed):
     refs = bytearray(n_t)
     for j in range(c.n_l):
         e = c.lt_off + LAYER_ENTRY * j
-        for t in _unp("<4I", b, e + L_WEIGHT) + _slots(b, e):
+        for t in _unp("<4I", b, e + _L_WEIGHT) + _slots(b, e):
             if t != NONE and refs[t] < 2:
                 refs[t] += 1
     for i in range(n_t):
@@ -646,12 +658,12 @@ def _validate(b, ln):
         return "file too large", 0, -1
     if b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
         return "bad magic (expected MTMF)", 0, -1
-    if (_unp("<H", b, H_VERSION_MAJOR)[0] != VERSION_MAJOR
-            or _unp("<H", b, H_VERSION_MINOR)[0] > VERSION_MINOR):
+    if (_unp("<H", b, _H_VERSION_MAJOR)[0] != VERSION_MAJOR
+            or _unp("<H", b, _H_VERSION_MINOR)[0] > VERSION_MINOR):
         return "unsupported version (reader is 1.3)", 0, -1
-    if _u32(b, H_HEADER_SIZE) != HEADER_SIZE:
+    if _u32(b, _H_HEADER_SIZE) != HEADER_SIZE:
         return "header_size != 64", 0, -1
-    if _u32(b, H_TOTAL_LEN) != ln:
+    if _u32(b, _H_TOTAL_LEN) != ln:
         return "total_len != file length (truncated or padded file)", 0, -1
     if crc32(memoryview(b)[0:ln - 4]) != _u32(b, ln - 4):
         return "CRC32 mismatch", 0, -1
@@ -662,7 +674,7 @@ def _validate(b, ln):
         return "n_tensors outside 1..4096", 0, -1
     if c.n_l < 1 or c.n_l > MAX_LAYERS:
         return "n_layers outside 1..1024", 0, -1
-    if _u32(b, H_TENSOR_TABLE_OFF) != HEADER_SIZE:
+    if _u32(b, _H_TENSOR_TABLE_OFF) != HEADER_SIZE:
         return "tensor_table_off != 64", 0, -1
     if c.lt_off != HEADER_SIZE + TENSOR_ENTRY * c.n_t:
         return "layer_table_off != 64 + 48 * n_tensors", 0, -1
@@ -677,7 +689,7 @@ def _validate(b, ln):
         return "data_len inconsistent with total_len or not a multiple of 8", 0, -1
     if c.input >= c.n_t or c.output >= c.n_t:
         return "input/output tensor index out of range", 0, -1
-    if _u32(b, H_TRAIN_STEPS) and not c.flags & 1:
+    if _u32(b, _H_TRAIN_STEPS) and not c.flags & 1:
         return "train_steps without TRAINED", 0, -1
     if b[c.s_off] & 0xFF:
         return "string pool does not start with NUL", 0, -1
@@ -703,26 +715,26 @@ def _tables(b, ln):
     # mtm_check_tables: NULL (None) when ok, else a message
     if ln < HEADER_SIZE or b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
         return "not an .mtm header (too short or bad magic)"
-    n_t, n_l = _u32(b, H_N_TENSORS), _u32(b, H_N_LAYERS)
-    s_off, s_len = _u32(b, H_STRINGS_OFF), _u32(b, H_STRINGS_LEN)
+    n_t, n_l = _u32(b, _H_N_TENSORS), _u32(b, _H_N_LAYERS)
+    s_off, s_len = _u32(b, _H_STRINGS_OFF), _u32(b, _H_STRINGS_LEN)
     if n_t < 1 or n_t > MAX_TENSORS or n_l < 1 or n_l > MAX_LAYERS:
         return "n_tensors / n_layers out of range"
-    lt = _u32(b, H_LAYER_TABLE_OFF)
-    if (_u32(b, H_TENSOR_TABLE_OFF) != HEADER_SIZE or lt != HEADER_SIZE + TENSOR_ENTRY * n_t
+    lt = _u32(b, _H_LAYER_TABLE_OFF)
+    if (_u32(b, _H_TENSOR_TABLE_OFF) != HEADER_SIZE or lt != HEADER_SIZE + TENSOR_ENTRY * n_t
             or s_off != lt + LAYER_ENTRY * n_l or s_off > ln or s_len > ln - s_off):
         return "tables or string pool outside the buffer"
     return None
 
 
 def _layer_name(b, ln, i):
-    if _tables(b, ln) or i >= _u32(b, H_N_LAYERS):
+    if _tables(b, ln) or i >= _u32(b, _H_N_LAYERS):
         return None
-    e = _u32(b, H_LAYER_TABLE_OFF) + LAYER_ENTRY * i
-    s_len = _u32(b, H_STRINGS_LEN)
-    off, n = _u32(b, e + L_NAME_OFF), _u32(b, e + L_NAME_LEN)
+    e = _u32(b, _H_LAYER_TABLE_OFF) + LAYER_ENTRY * i
+    s_len = _u32(b, _H_STRINGS_LEN)
+    off, n = _u32(b, e + _L_NAME_OFF), _u32(b, e + _L_NAME_LEN)
     if off >= s_len or n > 63 or n > s_len - off:
         return None
-    o = _u32(b, H_STRINGS_OFF) + off
+    o = _u32(b, _H_STRINGS_OFF) + off
     return bytes(b[k] & 0xFF for k in range(o, o + n))
 
 
@@ -785,15 +797,15 @@ def mtm_info(buf, out):
     fn = "mtm_info"
     b = _tables_buf(fn, buf)
     _out32(fn, "out", out, INFO_N)
-    out[INFO_VERSION_MAJOR] = _unp("<H", b, H_VERSION_MAJOR)[0]
-    out[INFO_VERSION_MINOR] = _unp("<H", b, H_VERSION_MINOR)[0]
-    out[INFO_FLAGS] = _s32(_u32(b, H_FLAGS))
-    out[INFO_TOTAL_LEN] = _s32(_u32(b, H_TOTAL_LEN))
-    out[INFO_N_TENSORS] = _s32(_u32(b, H_N_TENSORS))
-    out[INFO_N_LAYERS] = _s32(_u32(b, H_N_LAYERS))
-    out[INFO_TENSOR_TABLE_OFF] = _s32(_u32(b, H_TENSOR_TABLE_OFF))
-    for k in range(INFO_N - INFO_LAYER_TABLE_OFF):  # layer_table_off .. train_steps: consecutive u32
-        out[INFO_LAYER_TABLE_OFF + k] = _s32(_u32(b, H_LAYER_TABLE_OFF + 4 * k))
+    out[_INFO_VERSION_MAJOR] = _unp("<H", b, _H_VERSION_MAJOR)[0]
+    out[_INFO_VERSION_MINOR] = _unp("<H", b, _H_VERSION_MINOR)[0]
+    out[_INFO_FLAGS] = _s32(_u32(b, _H_FLAGS))
+    out[_INFO_TOTAL_LEN] = _s32(_u32(b, _H_TOTAL_LEN))
+    out[_INFO_N_TENSORS] = _s32(_u32(b, _H_N_TENSORS))
+    out[_INFO_N_LAYERS] = _s32(_u32(b, _H_N_LAYERS))
+    out[_INFO_TENSOR_TABLE_OFF] = _s32(_u32(b, _H_TENSOR_TABLE_OFF))
+    for k in range(INFO_N - _INFO_LAYER_TABLE_OFF):  # layer_table_off .. train_steps: consecutive u32
+        out[_INFO_LAYER_TABLE_OFF + k] = _s32(_u32(b, _H_LAYER_TABLE_OFF + 4 * k))
 
 
 def _index(fn, v, n):
@@ -806,7 +818,7 @@ def _index(fn, v, n):
 def mtm_tensor(buf, i, out):
     fn = "mtm_tensor"
     b = _tables_buf(fn, buf)
-    i = _index(fn, i, _u32(b, H_N_TENSORS))
+    i = _index(fn, i, _u32(b, _H_N_TENSORS))
     _out32(fn, "out", out, TENSOR_N)
     t = _unp(_TFMT, b, HEADER_SIZE + TENSOR_ENTRY * i)
     for k in range(TENSOR_N):  # the entry's fields are the row's, in order
@@ -816,16 +828,16 @@ def mtm_tensor(buf, i, out):
 def mtm_layer(buf, i, out):
     fn = "mtm_layer"
     b = _tables_buf(fn, buf)
-    i = _index(fn, i, _u32(b, H_N_LAYERS))
+    i = _index(fn, i, _u32(b, _H_N_LAYERS))
     _out32(fn, "out", out, LAYER_N)
-    e = _u32(b, H_LAYER_TABLE_OFF) + LAYER_ENTRY * i
-    s_off = _u32(b, H_STRINGS_OFF)
+    e = _u32(b, _H_LAYER_TABLE_OFF) + LAYER_ENTRY * i
+    s_off = _u32(b, _H_STRINGS_OFF)
     L = _unp(_LFMT, b, e)
-    for k in range(LROW_STATE3 + 1):  # op .. state[3]: the entry's fields, in order
+    for k in range(_LROW_STATE3 + 1):  # op .. state[3]: the entry's fields, in order
         out[k] = _s32(L[k])
-    out[LROW_NAME_OFF] = _s32(L[LROW_NAME_OFF] + s_off)
-    out[LROW_FUSED_OFF] = _s32(L[LROW_FUSED_OFF] + s_off)
-    out[LROW_PARAMS_OFF] = _s32(e + PARAMS_OFF)
+    out[_LROW_NAME_OFF] = _s32(L[_LROW_NAME_OFF] + s_off)
+    out[_LROW_FUSED_OFF] = _s32(L[_LROW_FUSED_OFF] + s_off)
+    out[_LROW_PARAMS_OFF] = _s32(e + PARAMS_OFF)
     sl = _slots(b, e)
-    out[LROW_STATE4] = _s32(sl[4])
-    out[LROW_STATE5] = _s32(sl[5])
+    out[_LROW_STATE4] = _s32(sl[4])
+    out[_LROW_STATE5] = _s32(sl[5])
