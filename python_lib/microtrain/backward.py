@@ -1,3 +1,4 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # Backward: the error of the model's output carried back through the layers from the
 # first trained one on (Model.backward), and the plan of its buffers (Model.set_trained).
 # Loaded by the first set_trained: a model that only runs inference never holds it.
@@ -11,10 +12,27 @@ import math
 
 from micropython import const
 
-from microtrain import fmt, kern
-from microtrain.fmt import ACT_RELU, ACT_RELU6, OP_CONV2D, OP_RELU
+from microtrain import kern
 from microtrain.optim import F, Param
 from microtrain.quant import merge_ratios, zeros
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_OP_CONV2D = const(1)
+_OP_LINEAR = const(2)
+_OP_RELU = const(3)
+_OP_RELU6 = const(4)
+_OP_MAXPOOL = const(5)
+_OP_AVGPOOL = const(6)
+_OP_GAP = const(7)
+_OP_ADD = const(8)
+_OP_LUT = const(9)
+_OP_CONCAT = const(10)
+_OP_UPSAMPLE = const(11)
+_ACT_RELU = const(1)
+_ACT_RELU6 = const(2)
+# --- generated: end
 
 K = kern.K
 
@@ -56,9 +74,9 @@ def act_keep(ly):
     """(lo, hi): the outputs of ly whose error its fused activation keeps, lo < y < hi (as
     relu_s8_backward / relu6_s8_backward; -129, 128: all), from its current descriptor."""
     p = ly.params
-    if ly.act == ACT_RELU:
+    if ly.act == _ACT_RELU:
         return p[_P_ACT_MIN], 128
-    if ly.act == ACT_RELU6:
+    if ly.act == _ACT_RELU6:
         return p[_P_ACT_MIN], p[_P_ACT_MAX]
     return -129, 128
 
@@ -89,9 +107,9 @@ def run(m, err, err_scale, policy):
         p = ly.params
         if t_out in inplace:
             pass  # masked by the pool below, which wrote the error over y
-        elif ly.act == ACT_RELU:
+        elif ly.act == _ACT_RELU:
             K.relu_s8_backward(bufs[t_out], p[_P_ACT_MIN], e)
-        elif ly.act == ACT_RELU6:
+        elif ly.act == _ACT_RELU6:
             K.relu6_s8_backward(bufs[t_out], p[_P_ACT_MIN], p[_P_ACT_MAX], e)
         BACKWARD[ly.op](m, bw, cur, scale, ly, j, e, s, policy)
 
@@ -126,7 +144,7 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
     error of the input through the int8 weights."""
     x_t = ly.inputs[0]
     need = x_t in bw.region
-    conv = ly.op == OP_CONV2D
+    conv = ly.op == _OP_CONV2D
     p = ly.params
     mask = gwk = x = upd = None
     sw = 0.0
@@ -177,7 +195,7 @@ def relu(m, bw, cur, scale, ly, j, e, s, policy):
         y = bw.bufs[ly.output]
         dest = _dest(bw, cur, x_t)
         dest[:] = e
-        if ly.op == OP_RELU:
+        if ly.op == _OP_RELU:
             K.relu_s8_backward(y, p[_P_RELU_ZP], dest)
         else:
             K.relu6_s8_backward(y, p[_P_RELU_ZP], p[_P_RELU6_Q6], dest)
@@ -252,10 +270,9 @@ def upsample(m, bw, cur, scale, ly, j, e, s, policy):
         _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh))
 
 
-# (the codes read through fmt once here: an imported name is one more entry in this module's globals)
-BACKWARD = {OP_CONV2D: conv2d, fmt.OP_LINEAR: linear, fmt.OP_LUT: lut, OP_RELU: relu, fmt.OP_RELU6: relu6,
-            fmt.OP_MAXPOOL: maxpool, fmt.OP_AVGPOOL: avgpool, fmt.OP_GAP: global_avgpool, fmt.OP_ADD: add,
-            fmt.OP_CONCAT: concat, fmt.OP_UPSAMPLE: upsample}
+BACKWARD = {_OP_CONV2D: conv2d, _OP_LINEAR: linear, _OP_LUT: lut, _OP_RELU: relu, _OP_RELU6: relu6,
+            _OP_MAXPOOL: maxpool, _OP_AVGPOOL: avgpool, _OP_GAP: global_avgpool, _OP_ADD: add,
+            _OP_CONCAT: concat, _OP_UPSAMPLE: upsample}
 
 
 # -- the plan of backward's buffers (Model.set_trained; memplan.py counts the same) --------

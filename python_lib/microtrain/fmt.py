@@ -13,46 +13,15 @@ except ImportError:  # CPython (host debugging of the pure-Python kernels)
 # --- generated from tools/microtrain_tools/mtm_layout.py: begin
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
 MAGIC = b'MTMF'
-VERSION_MAJOR = const(1)
-VERSION_MINOR = const(3)
-HEADER_SIZE = const(64)
-TENSOR_ENTRY = const(48)
-LAYER_ENTRY = const(152)
-PARAMS_OFF = const(72)  # the params in a layer entry
-N_PARAMS_MAX = const(20)
-MAX_TENSORS = const(4096)
-MAX_LAYERS = const(1024)
 MAX_ELEMS = const(67108864)  # 2^26: the kernels' largest tensor / buffer (checks.c)
 NONE = 0xFFFFFFFF  # "no tensor" in the file (not const(): a big int on 32-bit ports)
-NONE_I32 = const(-1)  # the same as the accessors (mtm_tensor / mtm_layer) report it
-SCALE_MIN_BITS = const(729808896)  # 2^-40: scales' range as float32 bits
 SCALE_MAX_BITS = 1400897536  # 2^40 (not const(): a big int on 32-bit ports)
-MAX_GAP_HW = const(65536)
-MAX_GRAD_TERMS = const(131071)
-MAX_CLASSES = const(32767)
 # the trainer record (docs/format.md): tag + 8 hex digits (+ ADAM_TAG + 16 for Adam) + NUL
 TRAINER_TAG = b'trainer:rng='
 ADAM_TAG = b',adam='
-FLAG_TRAINED = const(1)
-FLAG_HAS_STATE = const(2)
 # entry formats for struct (the f32 scale read as its bits)
 TENSOR_FMT = '<BBBBI4IIIIiII'
 LAYER_HEAD_FMT = '<BBBBIIIIIIIIIIII4I'  # op .. state[3]
-# the lengths of the int32 rows mtm_info, mtm_tensor and mtm_layer fill
-INFO_N = const(15)
-TENSOR_N = const(14)
-LAYER_N = const(23)
-# tensor dtype
-DT_INT8 = const(1)
-DT_INT32 = const(2)
-DT_F32 = const(3)
-# tensor kind
-KIND_ACT = const(0)
-KIND_CONST = const(1)
-KIND_STATE = const(2)
-# tensor quantisation
-Q_NONE = const(0)
-Q_TENSOR = const(1)
 # layer op and fused activation
 OP_CONV2D = const(1)
 OP_LINEAR = const(2)
@@ -60,14 +29,7 @@ OP_RELU = const(3)
 OP_RELU6 = const(4)
 OP_MAXPOOL = const(5)
 OP_AVGPOOL = const(6)
-OP_GAP = const(7)
 OP_ADD = const(8)
-OP_LUT = const(9)
-OP_CONCAT = const(10)
-OP_UPSAMPLE = const(11)
-ACT_NONE = const(0)
-ACT_RELU = const(1)
-ACT_RELU6 = const(2)
 N_PARAMS = (0, 17, 6, 2, 3, 11, 11, 2, 13, 4, 10, 9)  # params per op (index: OP_*)
 ITEMSIZE = (0, 1, 4, 4, 1)  # bytes per element (index: DT_*)
 OP_NAMES = (

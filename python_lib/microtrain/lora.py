@@ -16,22 +16,13 @@ import struct
 
 from micropython import const
 
-from microtrain import fmt, kern
-from microtrain.fmt import (
-    ACT_NONE,
-    DT_INT8,
-    KIND_ACT,
-    OP_ADD,
-    OP_CONV2D,
-    OP_LINEAR,
-    Q_TENSOR,
-)
+from microtrain import kern
 from microtrain.model import Layer, Tensor
 from microtrain.quant import quantize_multiplier, zeros
 
 # --- generated from tools/microtrain_tools/mtm_layout.py: begin
-# (`python -m microtrain_tools.mtm_layout`): do not edit by hand. The .mtm byte offsets and accessor-row
-# indices this module reads, private: inlined, no globals entry.
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
 _TROW_DTYPE = const(0)
 _TROW_RANK = const(1)
 _TROW_KIND = const(2)
@@ -39,6 +30,14 @@ _TROW_QUANT = const(3)
 _TROW_SHAPE0 = const(5)
 _TROW_ZERO_POINT = const(12)
 _TROW_QSCALES = const(13)
+_TENSOR_N = const(14)
+_DT_INT8 = const(1)
+_KIND_ACT = const(0)
+_Q_TENSOR = const(1)
+_OP_CONV2D = const(1)
+_OP_LINEAR = const(2)
+_OP_ADD = const(8)
+_ACT_NONE = const(0)
 # --- generated: end
 
 MAGIC = b"MTLA"
@@ -81,9 +80,9 @@ class _Node(Layer):
 
 
 def _tensor(model, shape, scale, zp):
-    row = [0] * fmt.TENSOR_N  # the fields mtm_tensor would give an activation tensor
-    row[_TROW_DTYPE], row[_TROW_RANK], row[_TROW_KIND] = DT_INT8, len(shape), KIND_ACT
-    row[_TROW_QUANT], row[_TROW_ZERO_POINT], row[_TROW_QSCALES] = Q_TENSOR, zp, -1
+    row = [0] * _TENSOR_N  # the fields mtm_tensor would give an activation tensor
+    row[_TROW_DTYPE], row[_TROW_RANK], row[_TROW_KIND] = _DT_INT8, len(shape), _KIND_ACT
+    row[_TROW_QUANT], row[_TROW_ZERO_POINT], row[_TROW_QSCALES] = _Q_TENSOR, zp, -1
     for d in range(len(shape)):
         row[_TROW_SHAPE0 + d] = shape[d]
     t = Tensor(len(model.tensors), row, scale)
@@ -127,11 +126,11 @@ class LoRA:
         idx = model.select(layers)
         for j in idx:
             ly = model.layers[j]
-            if ly.op == OP_CONV2D and ly.params[12] != 1:
+            if ly.op == _OP_CONV2D and ly.params[12] != 1:
                 raise ValueError("LoRA: layer %s is a grouped conv (groups=%d): adapters need groups=1" %
                                  (ly.name, ly.params[12]))
             sh = ly.shift
-            if ly.act != ACT_NONE and min(sh) - 1 < -31:
+            if ly.act != _ACT_NONE and min(sh) - 1 < -31:
                 raise ValueError("LoRA: layer %s: output multiplier too small for the adapter's sum" %
                                  ly.name)
         self.model = model
@@ -154,7 +153,7 @@ class LoRA:
     def _build(self, ad, data):
         m, ly, r = self.model, ad.base, self.rank
         p = ly.params
-        conv = ly.op == OP_CONV2D
+        conv = ly.op == _OP_CONV2D
         yt = m.tensors[ly.output]
         xt = m.tensors[ly.inputs[0]]
         out_c = ly.out_c
@@ -163,7 +162,7 @@ class LoRA:
         ushape = shp[:-1] + (r,)
         # the base's pre-activation z: with a fused activation at twice the output scale
         # and zero point 0 (its negative values survive until the add), else the output's
-        if ly.act != ACT_NONE:
+        if ly.act != _ACT_NONE:
             zt = _tensor(m, shp, _f32(2.0 * yt.scale), 0)
         else:
             zt = _tensor(m, shp, yt.scale, yt.zero_point)
@@ -182,8 +181,8 @@ class LoRA:
         else:
             pa = array.array("i", (p[0], r, p[2], 0, -128, 127))
             pb = array.array("i", (r, out_c, 0, 0, -128, 127))
-        a = _Node(m, ly.op, ACT_NONE, ly.name + ".lora_A", (ly.inputs[0],), ut.index, pa)
-        b = _Node(m, ly.op, ACT_NONE, ly.name + ".lora_B", (ut.index,), vt.index, pb)
+        a = _Node(m, ly.op, _ACT_NONE, ly.name + ".lora_A", (ly.inputs[0],), ut.index, pa)
+        b = _Node(m, ly.op, _ACT_NONE, ly.name + ".lora_B", (ut.index,), vt.index, pb)
         if data is None:
             # A ~ U(-1/sqrt(k), 1/sqrt(k)) (PyTorch LoRA's kaiming_uniform(a=sqrt(5))) as int8
             # levels -127..127 of scale bound / 127; B = 0
@@ -211,13 +210,13 @@ class LoRA:
         # the add: exact power-of-two multipliers (docs/lora.md), the base's activation clamp;
         # v at 2 s_y, z at 2 s_y (activation) or s_y: twice_max = 4 s_y, out 4 s_y / (2^20 s_y)
         o = 3 if not conv else 14
-        if ly.act != ACT_NONE:
+        if ly.act != _ACT_NONE:
             m1, s1, m2, s2, mo, so = 1 << 30, 0, 1 << 30, 0, 1 << 30, -17
         else:
             m1, s1, m2, s2, mo, so = 1 << 30, -1, 1 << 30, 0, 1 << 30, -17
         padd = array.array("i", (yt.numel, zt.zero_point, 0, p[o], m1, s1, m2, s2, mo, so, 20, p[o + 1],
                                  p[o + 2]))
-        add = _Node(m, OP_ADD, ly.act, ly.name + ".lora_add", (zt.index, vt.index), ly.output, padd)
+        add = _Node(m, _OP_ADD, ly.act, ly.name + ".lora_add", (zt.index, vt.index), ly.output, padd)
         ad.a, ad.b, ad.add = a, b, add
         ad.z = zt
 
@@ -249,14 +248,14 @@ class LoRA:
         ly = ad.base
         if not on:
             ly.rewire(*ad.saved)
-        elif ly.act != ACT_NONE:
+        elif ly.act != _ACT_NONE:
             p = array.array("i", ly.params)
-            o = 3 if ly.op == OP_LINEAR else 14
+            o = 3 if ly.op == _OP_LINEAR else 14
             p[o], p[o + 1], p[o + 2] = 0, -128, 127
             sh = array.array("i", ly.shift)
             for c in range(len(sh)):
                 sh[c] -= 1  # half the multiplier: z = W x at twice the output scale
-            ly.rewire(p, sh, ad.z.index, ACT_NONE)
+            ly.rewire(p, sh, ad.z.index, _ACT_NONE)
         else:
             ly.rewire(ly.params, ly.shift, ad.z.index, ly.act)
 

@@ -13,34 +13,8 @@ import struct
 
 from micropython import const
 
-from microtrain import fmt, kern
-from microtrain.fmt import (
-    ACT_NAMES,
-    DT_F32,
-    DT_INT8,
-    DT_INT32,
-    FLAG_TRAINED,
-    INFO_N,
-    ITEMSIZE,
-    KIND_ACT,
-    KIND_CONST,
-    KIND_STATE,
-    LAYER_N,
-    NONE_I32,
-    OP_ADD,
-    OP_AVGPOOL,
-    OP_CONCAT,
-    OP_CONV2D,
-    OP_GAP,
-    OP_LINEAR,
-    OP_LUT,
-    OP_MAXPOOL,
-    OP_NAMES,
-    OP_RELU,
-    OP_RELU6,
-    OP_UPSAMPLE,
-    TENSOR_N,
-)
+from microtrain import kern
+from microtrain.fmt import ACT_NAMES, ITEMSIZE, OP_NAMES
 from microtrain.loss import argmax
 from microtrain.quant import softmax_lut, zeros
 
@@ -52,8 +26,11 @@ except ImportError:  # CircuitPython and minimal ports: int32 tensors get copied
     uctypes = None
 
 # --- generated from tools/microtrain_tools/mtm_layout.py: begin
-# (`python -m microtrain_tools.mtm_layout`): do not edit by hand. The .mtm byte offsets and accessor-row
-# indices this module reads, private: inlined, no globals entry.
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_TENSOR_ENTRY = const(48)
+_NONE_I32 = const(-1)
+_FLAG_TRAINED = const(1)
 _T_SCALE = const(32)
 _INFO_FLAGS = const(2)
 _INFO_TOTAL_LEN = const(3)
@@ -95,6 +72,26 @@ _LROW_STATE3 = const(19)
 _LROW_PARAMS_OFF = const(20)
 _LROW_STATE4 = const(21)
 _LROW_STATE5 = const(22)
+_INFO_N = const(15)
+_TENSOR_N = const(14)
+_LAYER_N = const(23)
+_DT_INT8 = const(1)
+_DT_INT32 = const(2)
+_DT_F32 = const(3)
+_KIND_ACT = const(0)
+_KIND_CONST = const(1)
+_KIND_STATE = const(2)
+_OP_CONV2D = const(1)
+_OP_LINEAR = const(2)
+_OP_RELU = const(3)
+_OP_RELU6 = const(4)
+_OP_MAXPOOL = const(5)
+_OP_AVGPOOL = const(6)
+_OP_GAP = const(7)
+_OP_ADD = const(8)
+_OP_LUT = const(9)
+_OP_CONCAT = const(10)
+_OP_UPSAMPLE = const(11)
 # --- generated: end
 
 # Descriptor entries (docs/numerics.md, "Python binding") read here (backward.py reads the
@@ -116,22 +113,22 @@ class Tensor:
     # The common values live on the class and an instance stores only what differs: every
     # attribute costs 8 bytes of the instance's hash table (rounded up to the next table
     # size), and a 0.0 scale would be a float object of its own (docs/memory.md)
-    dtype = DT_INT8
-    kind = KIND_CONST
+    dtype = _DT_INT8
+    kind = _KIND_CONST
     quant = 0
     flags = 0
     data_off = 0
     data_len = 0
     scale = 0.0
     zero_point = 0
-    qscales = NONE_I32
+    qscales = _NONE_I32
     data = None  # view (or mutable copy) of the values for CONST / STATE
 
     def __init__(self, index, row, scale):
         self.index = index
-        if row[_TROW_DTYPE] != DT_INT8:
+        if row[_TROW_DTYPE] != _DT_INT8:
             self.dtype = row[_TROW_DTYPE]
-        if row[_TROW_KIND] != KIND_CONST:
+        if row[_TROW_KIND] != _KIND_CONST:
             self.kind = row[_TROW_KIND]
         if row[_TROW_QUANT]:
             self.quant = row[_TROW_QUANT]
@@ -146,7 +143,7 @@ class Tensor:
             self.scale = scale
         if row[_TROW_ZERO_POINT]:
             self.zero_point = row[_TROW_ZERO_POINT]
-        if row[_TROW_QSCALES] != NONE_I32:
+        if row[_TROW_QSCALES] != _NONE_I32:
             self.qscales = row[_TROW_QSCALES]
         n = 1
         for d in self.shape:
@@ -157,7 +154,7 @@ class Tensor:
         dt = ("?", "int8", "int32", "float32", "uint8")[self.dtype]
         kind = ("activation", "const", "state")[self.kind]
         q = ""
-        if self.kind == KIND_ACT:
+        if self.kind == _KIND_ACT:
             q = " scale=%.6g zp=%d" % (self.scale, self.zero_point)
         return "<Tensor %d %s %s %s%s %dB>" % (self.index, kind, dt, self.shape, q,
                                                self.numel * ITEMSIZE[self.dtype])
@@ -224,8 +221,8 @@ class Layer:
     act = 0
     flags = 0
     fused = ""
-    weight_t = bias_t = mult_t = shift_t = NONE_I32
-    state_t = (NONE_I32,) * 6
+    weight_t = bias_t = mult_t = shift_t = _NONE_I32
+    state_t = (_NONE_I32,) * 6
     trained = False
     modified = False  # parameters updated on the device (TRAINED flag in checkpoints)
     grad = None  # (gw, gb) float32 arrays while trained
@@ -254,13 +251,13 @@ class Layer:
             o = row[_LROW_FUSED_OFF]
             self.fused = str(bytes(b[o:o + n]), "utf-8")
         i0, i1 = row[_LROW_IN0], row[_LROW_IN1]
-        self.inputs = (i0,) if i1 == NONE_I32 else (i0, i1)
+        self.inputs = (i0,) if i1 == _NONE_I32 else (i0, i1)
         self.output = row[_LROW_OUT]
-        if row[_LROW_WEIGHT] != NONE_I32:
+        if row[_LROW_WEIGHT] != _NONE_I32:
             self.weight_t = row[_LROW_WEIGHT]
-        if row[_LROW_BIAS] != NONE_I32:
+        if row[_LROW_BIAS] != _NONE_I32:
             self.bias_t = row[_LROW_BIAS]
-        if row[_LROW_MULT] != NONE_I32:
+        if row[_LROW_MULT] != _NONE_I32:
             self.mult_t, self.shift_t = row[_LROW_MULT], row[_LROW_SHIFT]
         st = (row[_LROW_STATE0], row[_LROW_STATE1], row[_LROW_STATE2], row[_LROW_STATE3],
               row[_LROW_STATE4], row[_LROW_STATE5])  # (STATE4, 5: format 1.3)
@@ -268,7 +265,7 @@ class Layer:
             self.state_t = st
         # the kernel descriptor, zero-copy
         self.params = model._i32(row[_LROW_PARAMS_OFF], row[_LROW_N_PARAMS])
-        if self.op == OP_CONV2D or self.op == OP_LINEAR:
+        if self.op == _OP_CONV2D or self.op == _OP_LINEAR:
             c = model._const
             self.w = c(self.weight_t)
             q = model._trow[_TROW_QSCALES]  # the weights' scales
@@ -276,7 +273,7 @@ class Layer:
             self.mult = c(self.mult_t)
             self.shift = c(self.shift_t)
             self.w_scale = c(q)
-        if self.op == OP_LUT:
+        if self.op == _OP_LUT:
             self.table = model._const(self.weight_t)
             self.dtable = model._const(self.bias_t)
 
@@ -293,7 +290,7 @@ class Layer:
     @property
     def out_c(self):
         p = self.params
-        return p[_P_CONV_OUT_C] if self.op == OP_CONV2D else p[_P_LIN_OUT_N]
+        return p[_P_CONV_OUT_C] if self.op == _OP_CONV2D else p[_P_LIN_OUT_N]
 
     @property
     def in_scale(self):
@@ -353,7 +350,7 @@ class Layer:
             self.wr = zeros("i", self.out_c)
         if self._wr_r is None:
             p = self.params
-            if self.op == OP_CONV2D:
+            if self.op == _OP_CONV2D:
                 terms = p[_P_CONV_K_H] * p[_P_CONV_K_W] * (p[_P_CONV_OUT_C] // p[_P_CONV_GROUPS])
             else:
                 terms = p[_P_LIN_OUT_N]
@@ -407,14 +404,14 @@ class Model:
     def __init__(self, buf, words):
         self.buf = buf  # 1-byte view of the whole file (validated)
         self._words = words  # array('i') of the whole file, or None
-        info = zeros("i", INFO_N)
+        info = zeros("i", _INFO_N)
         K.mtm_info(buf, info)
         self.flags = info[_INFO_FLAGS]
         self.train_steps = info[_INFO_TRAIN_STEPS] & 0xFFFFFFFF
         self.size = info[_INFO_TOTAL_LEN]
         n_t, n_l = info[_INFO_N_TENSORS], info[_INFO_N_LAYERS]
         self._tt = info[_INFO_TENSOR_TABLE_OFF]  # tensor table offset
-        self._trow = zeros("i", TENSOR_N)  # one tensor's fields (mtm_tensor)
+        self._trow = zeros("i", _TENSOR_N)  # one tensor's fields (mtm_tensor)
         # A layer holds the views of its constants itself (a trained one its copies): their
         # Tensor objects are not kept (None in `tensors`; tensor(i) reads one again), about
         # 100 B of heap per constant.
@@ -423,11 +420,11 @@ class Model:
         trow = self._trow
         for i in range(n_t):
             K.mtm_tensor(buf, i, trow)
-            if trow[_TROW_KIND] != KIND_CONST:
+            if trow[_TROW_KIND] != _KIND_CONST:
                 ts[i] = self._read_tensor(i)
         self._held = held = set()  # the constants the layers take (_const)
         self.layers = []
-        row = zeros("i", LAYER_N)
+        row = zeros("i", _LAYER_N)
         for j in range(n_l):
             K.mtm_layer(buf, j, row)
             self.layers.append(Layer(self, j, row))
@@ -456,21 +453,21 @@ class Model:
         # bytes, or a copy for what is updated in place (STATE) or cannot be viewed
         dt, kind = row[_TROW_DTYPE], row[_TROW_KIND]
         off, n = row[_TROW_DATA_OFF], row[_TROW_DATA_LEN]
-        if dt == DT_INT8:
+        if dt == _DT_INT8:
             return self._s8(off, n) if n else None
-        if dt == DT_INT32:
-            return self._i32(off, n >> 2, kind == KIND_STATE)
-        if dt == DT_F32:
+        if dt == _DT_INT32:
+            return self._i32(off, n >> 2, kind == _KIND_STATE)
+        if dt == _DT_F32:
             # per-channel scales: views like the weights; optimiser state and master
             # copies (STATE) are updated in place: copied
-            v = None if kind == KIND_STATE else self._view(off, n, 102)
+            v = None if kind == _KIND_STATE else self._view(off, n, 102)
             return array.array("f", self._raw(off, n)) if v is None else v
         return None
 
     def _const(self, i):
         # a layer's constant i at load: its data, no Tensor object (its fields stay in _trow)
         K.mtm_tensor(self.buf, i, self._trow)
-        if self._trow[_TROW_KIND] != KIND_CONST:
+        if self._trow[_TROW_KIND] != _KIND_CONST:
             return self._read_tensor(i).data  # (a checkpoint's tensor of another kind)
         self._held.add(i)
         return self._data(self._trow)
@@ -478,7 +475,7 @@ class Model:
     def _read_tensor(self, i):
         buf, row = self.buf, self._trow
         K.mtm_tensor(buf, i, row)
-        scale = struct.unpack_from("<f", buf, self._tt + fmt.TENSOR_ENTRY * i + _T_SCALE)[0]
+        scale = struct.unpack_from("<f", buf, self._tt + _TENSOR_ENTRY * i + _T_SCALE)[0]
         t = Tensor(i, row, scale)
         t.data = self._data(row)
         return t
@@ -657,27 +654,27 @@ class Model:
             a, side, tile = f
             return (K.conv2d_add_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, a.params, side,
                                               bufs[a.output], tile), ly)
-        if op == OP_CONV2D:
+        if op == _OP_CONV2D:
             return (K.conv2d_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, y), ly)
-        if op == OP_LINEAR:
+        if op == _OP_LINEAR:
             return (K.linear_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, y), ly)
-        if op == OP_LUT:
+        if op == _OP_LUT:
             return (K.lut_s8_forward, (x, ly.table, y), ly)
-        if op == OP_RELU:
+        if op == _OP_RELU:
             return (K.relu_s8_forward, (x, p[_P_RELU_ZP], y), ly)
-        if op == OP_RELU6:
+        if op == _OP_RELU6:
             return (K.relu6_s8_forward, (x, p[_P_RELU_ZP], p[_P_RELU6_Q6], y), ly)
-        if op == OP_MAXPOOL:
+        if op == _OP_MAXPOOL:
             return (K.maxpool_s8_forward, (p, x, y), ly)
-        if op == OP_AVGPOOL:
+        if op == _OP_AVGPOOL:
             return (K.avgpool_s8_forward, (p, x, y), ly)
-        if op == OP_GAP:
+        if op == _OP_GAP:
             return (K.global_avgpool_s8_forward, (x, p[_P_GAP_HW], p[_P_GAP_C], y), ly)
-        if op == OP_ADD:
+        if op == _OP_ADD:
             return (K.add_s8_forward, (p, x, bufs[ly.inputs[1]], y), ly)
-        if op == OP_CONCAT:
+        if op == _OP_CONCAT:
             return (K.concat_s8_forward, (p, x, bufs[ly.inputs[1]], y), ly)
-        if op == OP_UPSAMPLE:
+        if op == _OP_UPSAMPLE:
             return (K.upsample_s8_forward, (p, x, y), ly)
         raise ValueError("unknown op %d" % op)
 
@@ -859,7 +856,7 @@ class Model:
         t = self.tensors
         print("model: %d layers, %d tensors, %d bytes%s" % (
             len(self.layers), len(t), self.size, " (trained %d steps)" % self.train_steps
-            if self.flags & FLAG_TRAINED else ""))
+            if self.flags & _FLAG_TRAINED else ""))
         print("%-3s %-16s %-18s %-16s %-16s %8s" % ("#", "name", "op", "input", "output", "params"))
         total = 0
         for ly in self.layers:

@@ -1,12 +1,21 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The training loop, built only from public pieces (Model.forward,
 # cross_entropy, Model.backward, an optimiser, a sparse policy).
 import gc
 import json
 
+from micropython import const
+
 from microtrain import kern, optim
-from microtrain.fmt import KIND_STATE, trainer_record
+from microtrain.fmt import trainer_record
 from microtrain.loss import LOSSES, argmax
 from microtrain.quant import zeros
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_KIND_STATE = const(2)
+# --- generated: end
 
 MODES = ("int8", "mixed", "float32")
 
@@ -47,7 +56,6 @@ def _sample(samples, i):
     if not isinstance(s, (tuple, list)) or len(s) != 2:
         raise TypeError("sample %d must be an (x, label) pair, got %s" % (i, type(s).__name__))
     return s
-
 
 
 def _mem_free():
@@ -340,7 +348,7 @@ class Trainer:
         t = self.model.tensors
         for ly in self.layers:
             st = ly.state_t
-            if st[0] >= 0 and t[st[0]].kind == KIND_STATE and ly.master_w is not None:
+            if st[0] >= 0 and t[st[0]].kind == _KIND_STATE and ly.master_w is not None:
                 ly.master_w = t[st[0]].data
                 ly.master_b = t[st[1]].data
             if st[2] >= 0:

@@ -294,19 +294,31 @@ def device_names() -> set[str]:
     return names
 
 
+def const_values() -> dict[str, int]:
+    """Name -> value of each small-int constant of the layout on the device: the byte offsets,
+    the accessor-row indices and every `const()` of fmt.py's full section."""
+    found = re.finditer(r"^(\w+) = const\((-?\d+)\)", _device_lines(), re.M)
+    return {**{m.group(1): int(m.group(2)) for m in found}, **detail_values()}
+
+
 def private_section(text: str) -> str:
-    """The generated part of a device module other than fmt.py (text: the module): the byte
-    offsets and accessor-row indices it reads as `_NAME`, private consts."""
+    """The generated part of a device module other than fmt.py (text: the module): the layout's
+    small ints it reads as `_NAME`, private consts."""
     names = _names(text)
-    w = [BEGIN, f"# (`{GEN_CMD}`): do not edit by hand. The .mtm byte offsets and accessor-row",
-         "# indices this module reads, private: inlined, no globals entry."]
-    w += [f"_{n} = const({v})" for n, v in detail_values().items() if "_" + n in names]
+    w = [BEGIN, f"# (`{GEN_CMD}`): do not edit by hand.",
+         "# The .mtm constants this module reads, private: inlined, no globals entry."]
+    w += [f"_{n} = const({v})" for n, v in const_values().items() if "_" + n in names]
     w.append(END)
     return "\n".join(w)
 
 
 def device_section() -> str:
     """The generated part of python_lib/microtrain/fmt.py (between BEGIN and END)."""
+    return "\n".join(_used_lines(_device_lines().split("\n"), device_names()))
+
+
+def _device_lines() -> str:
+    """fmt.py's section with every name of the layout (device_section keeps the used ones)."""
     w = [BEGIN, f"# (`{GEN_CMD}`): do not edit by hand.",
          f"MAGIC = {MAGIC!r}", f"VERSION_MAJOR = const({VERSION_MAJOR})",
          f"VERSION_MINOR = const({VERSION_MINOR})",
@@ -352,7 +364,7 @@ def device_section() -> str:
     w.append(")")
     w.append(f"ACT_NAMES = {tuple('' if v == 0 else n.lower() for n, _, v in ACTS)!r}")
     w.append(END)
-    return "\n".join(_used_lines(w, device_names()))
+    return "\n".join(w)
 
 
 def _used_lines(w: list[str], used: set[str]) -> list[str]:
