@@ -12,9 +12,8 @@ import math
 
 from micropython import const
 
-from microtrain import kern
-from microtrain.optim import F, Param
-from microtrain.quant import merge_ratios, zeros
+# (modules, not their names: fewer entries in this module's globals, which live in RAM)
+from microtrain import kern, optim, quant
 
 # --- generated from tools/microtrain_tools/mtm_layout.py: begin
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
@@ -127,7 +126,7 @@ def _arrive(bw, cur, scale, t, dest, s):
         return
     # a second consumer's error: merge the two (each with its own scale)
     s0 = scale[t]
-    ra, rb = merge_ratios(s0, s)
+    ra, rb = quant.merge_ratios(s0, s)
     emerge = bw.emerge
     out = emerge[t]
     sh = K.add_s8_grad_merge(cur[t], ra, dest, rb, out)
@@ -277,21 +276,20 @@ BACKWARD = {_OP_CONV2D: conv2d, _OP_LINEAR: linear, _OP_LUT: lut, _OP_RELU: relu
 
 # -- the plan of backward's buffers (Model.set_trained; memplan.py counts the same) --------
 
-def _retyped(v, code):
-    # v (bytes) as int32 / float32 items in place (loader binding mtm_view), None where it
-    # cannot be (unaligned; the pure-Python kernels)
-    try:
-        return K.mtm_view(v, code)
-    except (TypeError, ValueError):
-        return None
-
-
 def make(m, first, window, redo):
     """The BackwardPlan of m's training plan keeping from `first` (Model.set_trained):
     the error buffers and the int32 scratch (its own bytes unless an idle error buffer
     holds it) go into the forward buffers idle during backward where they fit
     (docs/memory.md, "Where backward's buffers live"), else into new buffers."""
     from microtrain import plan  # (Model.set_trained forgets it once planned)
+
+    def _retyped(v, code):
+        # v (bytes) as int32 / float32 items in place (loader binding mtm_view), None where it
+        # cannot be (unaligned; the pure-Python kernels)
+        try:
+            return K.mtm_view(v, code)
+        except (TypeError, ValueError):
+            return None
 
     bufs = m.plan(first)[0]
     region = set()
@@ -320,7 +318,7 @@ def make(m, first, window, redo):
                 if acc is not None:
                     src = (idle_bufs[p[0]], p[1])
             continue
-        v = zeros("b", n) if p is None else memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
+        v = quant.zeros("b", n) if p is None else memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
         (ebuf, esecond, emerge)[kind][t] = v
     items = at = idle_bufs = None
     if host is not None:  # the int32 scratch in place in an idle int8 error buffer
@@ -338,7 +336,7 @@ def make(m, first, window, redo):
             src = (b, 0)
             redo = (r[2], r[1])
     if acc is None and acc_n:
-        acc = zeros("i", acc_n)
+        acc = quant.zeros("i", acc_n)
     # the same bytes as float32: the optimiser's update scratch (optim.step; idle then)
     frow = _retyped(memoryview(src[0])[src[1]:src[1] + 4 * acc_n], 102) if src is not None else None
     acc_views = {}
@@ -406,7 +404,8 @@ class Sums:
     def apply(self, opt, ly, n, lr, r, row):
         pp = self.views.get(ly.index)
         if pp is None:  # made once per layer: the scales of its input and output do not change
-            pp = self.views[ly.index] = (Param(ly, False), Param(ly, True), ly.in_scale, ly.out_scale)
+            pp = self.views[ly.index] = (optim.Param(ly, False), optim.Param(ly, True), ly.in_scale,
+                                         ly.out_scale)
         pw, pb, s_in, s_out = pp
         t, mw, mb = ly.touched, ly.master_w, ly.master_b
         pw.touched = pb.touched = t
@@ -414,8 +413,8 @@ class Sums:
         st = opt.state(ly)
         opt.direction(pw, st, n)
         opt.direction(pb, st, n)
-        return F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, mw, mb, t, lr, s_in,
-                                 s_out, r, row)
+        return optim.F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, mw, mb, t, lr,
+                                       s_in, s_out, r, row)
 
     def failed(self, opt, layers):
         pass
@@ -463,8 +462,8 @@ class IntoMomentum:
                              "gradient; lower the learning rate)" % (ly.name, sw))
         if not folded:  # v = m * v now (the sample's channels)
             gb = ly.gb
-            F.update_f32_scale(ly.gw, len(ly.gw) // len(gb), mask, self.m)
-            F.update_f32_scale(gb, 1, mask, self.m)
+            optim.F.update_f32_scale(ly.gw, len(ly.gw) // len(gb), mask, self.m)
+            optim.F.update_f32_scale(gb, 1, mask, self.m)
             self.folded.add(ly.index)
         if n != 1:  # (the platform float's quotient, rounded to float32 by the kernel's binding)
             sw, s = sw / n, s / n
@@ -482,11 +481,11 @@ class IntoMomentum:
     def apply(self, opt, ly, n, lr, r, row):
         t = ly.touched
         if ly.index not in self.folded:  # no gradient reached it: v = m v + 0, as update_f32_momentum
-            F.update_f32_scale(ly.gw, len(ly.gw) // len(ly.gb), t, self.m)
-            F.update_f32_scale(ly.gb, 1, t, self.m)
+            optim.F.update_f32_scale(ly.gw, len(ly.gw) // len(ly.gb), t, self.m)
+            optim.F.update_f32_scale(ly.gb, 1, t, self.m)
             self.folded.add(ly.index)  # (a refused step leaves v scaled once)
-        r = F.update_s8_apply_keep(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, ly.master_w,
-                                   ly.master_b, t, lr, ly.in_scale, ly.out_scale, r, row)
+        r = optim.F.update_s8_apply_keep(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, ly.master_w,
+                                         ly.master_b, t, lr, ly.in_scale, ly.out_scale, r, row)
         self.folded.discard(ly.index)
         return r
 

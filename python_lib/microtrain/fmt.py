@@ -23,13 +23,6 @@ ADAM_TAG = b',adam='
 TENSOR_FMT = '<BBBBI4IIIIiII'
 LAYER_HEAD_FMT = '<BBBBIIIIIIIIIIII4I'  # op .. state[3]
 # layer op and fused activation
-OP_CONV2D = const(1)
-OP_LINEAR = const(2)
-OP_RELU = const(3)
-OP_RELU6 = const(4)
-OP_MAXPOOL = const(5)
-OP_AVGPOOL = const(6)
-OP_ADD = const(8)
 N_PARAMS = (0, 17, 6, 2, 3, 11, 11, 2, 13, 4, 10, 9)  # params per op (index: OP_*)
 ITEMSIZE = (0, 1, 4, 4, 1)  # bytes per element (index: DT_*)
 OP_NAMES = (

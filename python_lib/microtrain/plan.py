@@ -1,3 +1,4 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The memory plan of training, in one place: which buffer each activation of the training
 # plan takes, which of those are idle during backward, where backward's error buffers and
 # int32 scratch go. Model.plan and backward.make allocate by it, memplan.py counts the heap
@@ -7,9 +8,21 @@
 # A model here is anything with `layers` (each with index, op, act, inputs, output, params),
 # `tensors` (each with numel), `input.index` and `output.index`.
 try:
-    from microtrain.fmt import OP_AVGPOOL, OP_CONV2D, OP_LINEAR, OP_MAXPOOL, OP_RELU, OP_RELU6
-except ImportError:  # CPython: info.py loads fmt.py and this file alone (not the package)
-    from microtrain_device_fmt import OP_AVGPOOL, OP_CONV2D, OP_LINEAR, OP_MAXPOOL, OP_RELU, OP_RELU6
+    from micropython import const
+except ImportError:  # CPython: info.py runs this file alone (not the package)
+    def const(x):
+        return x
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_OP_CONV2D = const(1)
+_OP_LINEAR = const(2)
+_OP_RELU = const(3)
+_OP_RELU6 = const(4)
+_OP_MAXPOOL = const(5)
+_OP_AVGPOOL = const(6)
+# --- generated: end
 
 
 def kept(m, first):
@@ -139,11 +152,11 @@ def inplace_errors(m, first, region, over=True):
         if t not in region or cons[t] != 1 or t == m.output.index:
             continue
         src = made[t]
-        if (op == OP_MAXPOOL or op == OP_AVGPOOL) and p[7] >= p[5] and p[8] >= p[6]:
-            if src.op == OP_CONV2D or src.op == OP_LINEAR:
+        if (op == _OP_MAXPOOL or op == _OP_AVGPOOL) and p[7] >= p[5] and p[8] >= p[6]:
+            if src.op == _OP_CONV2D or src.op == _OP_LINEAR:
                 out[t] = src
-        elif over and (op == OP_CONV2D or op == OP_LINEAR) and src.op != OP_RELU and src.op != OP_RELU6 \
-                and (not src.act or src.op == OP_CONV2D or src.op == OP_LINEAR):
+        elif over and (op == _OP_CONV2D or op == _OP_LINEAR) and src.op != _OP_RELU and src.op != _OP_RELU6 \
+                and (not src.act or src.op == _OP_CONV2D or src.op == _OP_LINEAR):
             out[t] = src
     return out
 
@@ -161,7 +174,7 @@ def recompute_host(m, first, inplace, need, n, native=True):
         for ly in m.layers[src.index + 1:]:
             if ly.inputs[0] == t:
                 break
-        if (ly.op == OP_MAXPOOL or ly.op == OP_AVGPOOL) and need[0].index > ly.index and \
+        if (ly.op == _OP_MAXPOOL or ly.op == _OP_AVGPOOL) and need[0].index > ly.index and \
                 m.tensors[t].numel >= 4 * n:
             return t, src.index, ly.index
     return None
@@ -178,8 +191,8 @@ def scratch_plan(m, first, region, inplace, native=True):
     need, n, cons = [], 0, {}
     for ly in m.layers[first:]:
         t, p, op = ly.inputs[0], ly.params, ly.op
-        if t in region and (op == OP_CONV2D or op == OP_LINEAR or (
-                (op == OP_MAXPOOL or op == OP_AVGPOOL) and (p[7] < p[5] or p[8] < p[6]))):
+        if t in region and (op == _OP_CONV2D or op == _OP_LINEAR or (
+                (op == _OP_MAXPOOL or op == _OP_AVGPOOL) and (p[7] < p[5] or p[8] < p[6]))):
             need.append(ly)
             n = max(n, m.tensors[t].numel)
         for t in ly.inputs:

@@ -12,13 +12,6 @@ TRAINER_TAG: bytes  # b'trainer:rng='
 ADAM_TAG: bytes  # b',adam='
 TENSOR_FMT: str  # '<BBBBI4IIIIiII'
 LAYER_HEAD_FMT: str  # op .. state[3]
-OP_CONV2D: int  # 1
-OP_LINEAR: int  # 2
-OP_RELU: int  # 3
-OP_RELU6: int  # 4
-OP_MAXPOOL: int  # 5
-OP_AVGPOOL: int  # 6
-OP_ADD: int  # 8
 N_PARAMS: tuple[int, ...]  # params per op (index: OP_*)
 ITEMSIZE: tuple[int, ...]  # bytes per element (index: DT_*)
 OP_NAMES: tuple[str, ...]  # op code -> name

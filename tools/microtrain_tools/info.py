@@ -129,11 +129,9 @@ class _Graph:
 @functools.cache
 def device_module(name: str) -> ModuleType:
     """python_lib/microtrain/<name>.py run by CPython: plan.py (the device's memory plan of
-    training) or place.py (its inference placement), after the fmt.py they import, so that
-    `info` counts by the rules the device allocates by."""
+    training) or place.py (its inference placement), so that `info` counts by the rules the
+    device allocates by."""
     mod = "microtrain_device_" + name
-    if name != "fmt":
-        device_module("fmt")
     spec = importlib.util.spec_from_file_location(mod, PYTHON_LIB / "microtrain" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
