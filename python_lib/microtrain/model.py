@@ -400,6 +400,7 @@ class Model:
     # trained layer's gradient, the optimiser's step applies what it holds
     update = None
     lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
+    loss_bufs = None  # (err, int32 scratch) of the output, for mse / bce (a class default: a slot less)
 
     def __init__(self, buf, words):
         self.buf = buf  # 1-byte view of the whole file (validated)
@@ -440,7 +441,6 @@ class Model:
         self._lut = None
         self._lut_scale = 0.0
         self.ce_bufs = None  # (err, stats) of the output, for cross_entropy
-        self.loss_bufs = None  # (err, int32 scratch) of the output, for mse / bce
         self.last_out = None
         self._last_keep = -2  # keep_from of the last forward (backward checks it)
         self.backward_plan = None  # backward plan of the trained layers

@@ -144,6 +144,10 @@ class Trainer:
                replayed samples (docs/adapt.md, "Replay").
     """
 
+    # set by fit only: defaults on the class (an instance attribute costs a slot of its dict)
+    health = None  # the last epoch's health record (fit)
+    heap_live = 0  # largest live heap at an epoch end (bytes)
+
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
@@ -307,7 +311,6 @@ class Trainer:
 
     def _start_log(self, seed, log, log_every):
         # the counters, the shuffle's generator and the log's config record
-        self.health = None  # the last epoch's health record (fit)
         self.pending = 0
         self.steps = 0
         self.epoch = 0
@@ -318,7 +321,6 @@ class Trainer:
             rec = trainer_record(self.model.buf)
         self.shuffle_state = rec or ((1 if seed is None else seed) * 2654435761 + 12345) & 0xFFFFFFFF or 1
         self.bwd_us = 0  # time in backward, for sparse-speed reports
-        self.heap_live = 0  # largest live heap at an epoch end (bytes)
         self.correct = 0
         self.seen = 0
         self.loss_sum = 0.0
