@@ -44,20 +44,19 @@ def py(name):
     return kernel(name)
 
 
-class _Py:
-    # Stands in for the _microtrain module: attribute `name` is the pure-Python
-    # kernel, imported on first access and then cached as an instance attribute.
-    HAS_FLOAT = True
+if not NATIVE:  # (the class only then: with native kernels it would be heap for nothing)
+    class _Py:
+        # Stands in for the _microtrain module: attribute `name` is the pure-Python
+        # kernel, imported on first access and then cached as an instance attribute.
+        HAS_FLOAT = True
 
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        f = py(name)
-        setattr(self, name, f)
-        return f
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            f = py(name)
+            setattr(self, name, f)
+            return f
 
-
-if not NATIVE:
     K = _Py()
 
 
