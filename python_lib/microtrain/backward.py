@@ -269,9 +269,19 @@ def upsample(m, bw, cur, scale, ly, j, e, s, policy):
         _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh))
 
 
-BACKWARD = {_OP_CONV2D: conv2d, _OP_LINEAR: linear, _OP_LUT: lut, _OP_RELU: relu, _OP_RELU6: relu6,
-            _OP_MAXPOOL: maxpool, _OP_AVGPOOL: avgpool, _OP_GAP: global_avgpool, _OP_ADD: add,
-            _OP_CONCAT: concat, _OP_UPSAMPLE: upsample}
+# indexed by op code (a list: smaller in RAM than a dict)
+BACKWARD = [None] * (_OP_UPSAMPLE + 1)
+BACKWARD[_OP_CONV2D] = conv2d
+BACKWARD[_OP_LINEAR] = linear
+BACKWARD[_OP_LUT] = lut
+BACKWARD[_OP_RELU] = relu
+BACKWARD[_OP_RELU6] = relu6
+BACKWARD[_OP_MAXPOOL] = maxpool
+BACKWARD[_OP_AVGPOOL] = avgpool
+BACKWARD[_OP_GAP] = global_avgpool
+BACKWARD[_OP_ADD] = add
+BACKWARD[_OP_CONCAT] = concat
+BACKWARD[_OP_UPSAMPLE] = upsample
 
 
 # -- the plan of backward's buffers (Model.set_trained; memplan.py counts the same) --------

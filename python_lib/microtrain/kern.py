@@ -97,6 +97,7 @@ try:
     from sys import implementation as _impl
 
     _ARCH = getattr(_impl, "_mpy", 0) >> 10
+    del _impl  # (not kept: an entry of this module's globals)
 except ImportError:
     _ARCH = 0
 FAST_FLOAT = NATIVE and K.HAS_FLOAT and _ARCH not in (3, 4, 5, 6, 9, 11)

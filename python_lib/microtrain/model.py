@@ -13,9 +13,7 @@ import struct
 
 from micropython import const
 
-from microtrain import kern
-from microtrain.fmt import ACT_NAMES, ITEMSIZE, OP_NAMES
-from microtrain.loss import argmax
+from microtrain import fmt, kern
 from microtrain.quant import softmax_lut, zeros
 
 K = kern.K
@@ -157,10 +155,9 @@ class Tensor:
         if self.kind == _KIND_ACT:
             q = " scale=%.6g zp=%d" % (self.scale, self.zero_point)
         return "<Tensor %d %s %s %s%s %dB>" % (self.index, kind, dt, self.shape, q,
-                                               self.numel * ITEMSIZE[self.dtype])
+                                               self.numel * fmt.ITEMSIZE[self.dtype])
 
 
-_ratios = None  # update_f32_ratios, looked up on first use
 _backward = None  # microtrain.backward, imported by the first set_trained
 
 
@@ -214,6 +211,7 @@ class Layer:
     For a trained layer `w`, `b`, `mult`, `shift`, `w_scale` are private
     mutable copies and `gw`, `gb` the float32 gradient sums of the batch."""
 
+    _ratios = None  # update_f32_ratios, looked up on first use
     _touch = None  # (touched buffer, its zeros), reused by every batch of a sparse policy (touch)
 
     # Defaults on the class, as for Tensor: a frozen layer stores only what its op uses
@@ -279,7 +277,7 @@ class Layer:
 
     @property
     def kind(self):
-        return OP_NAMES[self.op]
+        return fmt.OP_NAMES[self.op]
 
     @property
     def n_params(self):
@@ -302,8 +300,8 @@ class Layer:
 
     def __repr__(self):
         t = self.model.tensors
-        s = "<Layer %d %s %s%s %s -> %s" % (self.index, self.name, OP_NAMES[self.op],
-                                            ("+" + ACT_NAMES[self.act]) if self.act else "",
+        s = "<Layer %d %s %s%s %s -> %s" % (self.index, self.name, fmt.OP_NAMES[self.op],
+                                            ("+" + fmt.ACT_NAMES[self.act]) if self.act else "",
                                             t[self.inputs[0]].shape, t[self.output].shape)
         if self.w is not None:
             s += " params=%d" % self.n_params
@@ -360,12 +358,11 @@ class Layer:
                 r -= 1
             self._wr_r = r
         self.ein_r = self._wr_r
-        global _ratios
-        if _ratios is None:
-            _ratios = kern.f32("update_f32_ratios")
+        if Layer._ratios is None:  # (a class attribute: not an entry of the module's globals)
+            Layer._ratios = kern.f32("update_f32_ratios")
         # the index of max(w_scale): backward reads that one float (max() over the array would
         # box every scale: most of a training step's garbage); not cached: 16 B per layer
-        self._ein_i = _ratios(self.w_scale, self.ein_r, self.wr)
+        self._ein_i = Layer._ratios(self.w_scale, self.ein_r, self.wr)
 
     def touch(self, mask):
         """Sparse training: mark the channels of mask (1 = kept) as having a gradient since
@@ -728,6 +725,8 @@ class Model:
 
     def predict(self, x):
         """Class index: argmax of the int8 output (the first maximum wins)."""
+        from microtrain.loss import argmax  # (here: an entry less in the module's globals)
+
         return argmax(self.forward(x))
 
     def quantize_input(self, values, out=None):
@@ -860,7 +859,7 @@ class Model:
         print("%-3s %-16s %-18s %-16s %-16s %8s" % ("#", "name", "op", "input", "output", "params"))
         total = 0
         for ly in self.layers:
-            op = OP_NAMES[ly.op] + (("+" + ACT_NAMES[ly.act]) if ly.act else "")
+            op = fmt.OP_NAMES[ly.op] + (("+" + fmt.ACT_NAMES[ly.act]) if ly.act else "")
             shp = "+".join(str(t[i].shape) for i in ly.inputs)
             print("%-3d %-16s %-18s %-16s %-16s %8d%s" % (
                 ly.index, ly.name[:16], op, shp, str(t[ly.output].shape), ly.n_params,
