@@ -59,7 +59,7 @@ def concat(m: Model, bw: BackwardPlan, cur: dict[int, Any], scale: dict[int, flo
 def upsample(m: Model, bw: BackwardPlan, cur: dict[int, Any], scale: dict[int, float], ly: Layer, j: int,
              e: Any, s: float, policy: Any) -> None: ...
 
-BACKWARD: dict[int, _OpBackward]  # op code -> its backward
+BACKWARD: list[_OpBackward | None]  # indexed by op code: its backward
 
 def make(m: Model, first: int, window: int, redo: bool) -> BackwardPlan: ...
 def idle(m: Model, first: int) -> list[Any]:
