@@ -20,16 +20,22 @@ __version__ = "0.1.0"
 # Adam, the sparse policies, the schedules and the adaptation methods (docs/adapt.md) load on
 # first use, before a Trainer exists: no heap until then. (Trainer and SGD are imported here:
 # compiled from source later, next to a model's buffers, they would leave a small heap in pieces.)
-_LAZY = {"Adam": "adam", "DynamicSparse": "sparse", "StaticSparse": "sparse", "Constant": "schedule",
-         "Cosine": "schedule", "StepLR": "schedule"}
+# name, its module, ...: a tuple of constants stays in the bytecode (in flash when frozen), a
+# dict would be built in RAM
+_LAZY = ("Adam", "adam", "DynamicSparse", "sparse", "StaticSparse", "sparse", "Constant", "schedule",
+         "Cosine", "schedule", "StepLR", "schedule")
 
 
 def __getattr__(name):
-    if name in _LAZY:
+    lazy = None
+    for i in range(0, len(_LAZY), 2):
+        if _LAZY[i] == name:
+            lazy = "microtrain." + _LAZY[i + 1]
+    if lazy is not None:
         import sys
 
-        __import__("microtrain." + _LAZY[name])
-        v = getattr(sys.modules["microtrain." + _LAZY[name]], name)
+        __import__(lazy)
+        v = getattr(sys.modules[lazy], name)
         globals()[name] = v  # found directly from now on
     elif name == "PrototypeHead":
         from microtrain.proto import PrototypeHead as v
@@ -51,8 +57,9 @@ def __getattr__(name):
     return v
 
 
-_SUBMODULES = ("adam", "cache", "checkpoint", "data", "fmt", "kern", "lora", "loss", "memplan", "model",
-               "now", "optim", "proto", "pyk", "quant", "replay", "schedule", "sparse", "trainer", "zo")
-__all__ = ["NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
+_SUBMODULES = ("adam", "backward", "cache", "checkpoint", "data", "fmt", "kern", "lora", "loss", "memplan",
+               "model", "optim", "plan", "proto", "pyk", "quant", "replay", "schedule", "sparse",
+               "stepwise", "trainer", "zo")
+__all__ = ("NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
            "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",
-           "Subset", "PrototypeHead", "Replay", "ZO", "LoRA"]  # the last four: __getattr__ above
+           "Subset", "PrototypeHead", "Replay", "ZO", "LoRA")  # the last four: __getattr__ above

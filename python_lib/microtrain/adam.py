@@ -18,6 +18,11 @@ class Adam(_Optimizer):
         self.eps = _num("eps", eps, 0.0, True)
         self._bt = array.array("f", (1.0, 1.0, 1.0, 1.0))  # beta1^t, beta2^t (float32 products); next
 
+    def resume_bias_correction(self, bits):
+        from struct import pack_into
+
+        pack_into("<2I", self._bt, 0, bits[0], bits[1])
+
     def begin(self, t):
         # beta^t as a running float32 product (exact on every build); kept on success only
         bt = self._bt

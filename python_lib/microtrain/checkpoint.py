@@ -1,3 +1,4 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # Checkpoints: the model written back as a .mtm file (docs/format.md,
 # "Checkpoints"), atomically: a temporary file is written, flushed, closed,
 # read back through the same validator load() runs, and only then renamed
@@ -6,30 +7,32 @@ import gc
 import os
 import struct
 
-from microtrain.fmt import (
-    ADAM_TAG,
-    DT_F32,
-    FLAG_HAS_STATE,
-    FLAG_TRAINED,
-    HEADER_SIZE,
-    KIND_ACT,
-    KIND_STATE,
-    LAYER_ENTRY,
-    NONE,
-    OP_CONCAT,
-    OP_CONV2D,
-    OP_LUT,
-    OP_UPSAMPLE,
-    Q_NONE,
-    TENSOR_ENTRY,
-    TRAINER_TAG,
-    trainer_record,
-)
+from micropython import const
+
+from microtrain.fmt import ADAM_TAG, NONE, TRAINER_TAG, trainer_record
 
 try:
     from binascii import crc32 as _crc32
 except ImportError:
     _crc32 = None
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_HEADER_SIZE = const(64)
+_TENSOR_ENTRY = const(48)
+_LAYER_ENTRY = const(152)
+_FLAG_TRAINED = const(1)
+_FLAG_HAS_STATE = const(2)
+_DT_F32 = const(3)
+_KIND_ACT = const(0)
+_KIND_STATE = const(2)
+_Q_NONE = const(0)
+_OP_CONV2D = const(1)
+_OP_LUT = const(9)
+_OP_CONCAT = const(10)
+_OP_UPSAMPLE = const(11)
+# --- generated: end
 
 
 def _crc(data, crc):
@@ -178,7 +181,7 @@ def save(model, path, trainer=None):
 
 
 def _write(model, tmp, trainer):
-    b = model._bytes
+    b = model.buf
     tensors = model.tensors
     u32 = struct.unpack_from
     tt_off = u32("<I", b, 24)[0]
@@ -189,7 +192,7 @@ def _write(model, tmp, trainer):
     keep = []
     for i in range(len(tensors)):
         t = model.tensor(i)  # a frozen layer's constants: read again from the model bytes
-        if t.kind != KIND_STATE:
+        if t.kind != _KIND_STATE:
             remap[t.index] = len(keep)
             keep.append(t)
     states = _state_arrays(model, trainer)
@@ -205,16 +208,16 @@ def _write(model, tmp, trainer):
                 new_state.append((ly.index, k, a, model.tensor(ref).shape))
     n_t = len(keep) + len(new_state)
     n_l = len(model.layers)
-    new_lt = HEADER_SIZE + TENSOR_ENTRY * n_t
-    new_s = new_lt + LAYER_ENTRY * n_l
+    new_lt = _HEADER_SIZE + _TENSOR_ENTRY * n_t
+    new_s = new_lt + _LAYER_ENTRY * n_l
     # the pool, with the trainer record (shuffle generator) replaced or appended
     pool_len = s_len
     old = trainer_record(b, True)
     if old is not None:
         pool_len -= old[2]
     rec = b""
-    if trainer is not None and getattr(trainer, "_rng", None) is not None:
-        rec = TRAINER_TAG + bytes("%08x" % (trainer._rng & 0xFFFFFFFF), "ascii")
+    if trainer is not None and getattr(trainer, "shuffle_state", None) is not None:
+        rec = TRAINER_TAG + bytes("%08x" % (trainer.shuffle_state & 0xFFFFFFFF), "ascii")
         bt = getattr(trainer.opt, "_bt", None)
         if bt is not None:  # Adam's bias correction: beta1^t, beta2^t (float32 bits)
             rec += ADAM_TAG + bytes("%08x%08x" % struct.unpack_from("<2I", bt), "ascii")
@@ -247,37 +250,37 @@ def _write(model, tmp, trainer):
         pos += (4 * len(a) + 7) & ~7
     d_len = pos - new_d
     total = pos + 4
-    flags = FLAG_TRAINED | (FLAG_HAS_STATE if new_state else 0)
+    flags = _FLAG_TRAINED | (_FLAG_HAS_STATE if new_state else 0)
 
     # the oldest version with every op of the file (format.md, Header), 1.3 for Adam's second moments
     minor = 0
     for ly in model.layers:
-        if ly.op == OP_LUT:
+        if ly.op == _OP_LUT:
             minor = max(minor, 1)
-        elif ly.op == OP_CONCAT or ly.op == OP_UPSAMPLE or (ly.op == OP_CONV2D and len(ly.params) == 19):
+        elif ly.op == _OP_CONCAT or ly.op == _OP_UPSAMPLE or (ly.op == _OP_CONV2D and len(ly.params) == 19):
             minor = 2
     if any(k >= 4 for _, k, _, _ in new_state):
         minor = 3
-    head = bytearray(b[0:HEADER_SIZE])
+    head = bytearray(b[0:_HEADER_SIZE])
     struct.pack_into("<H", head, 6, minor)
-    struct.pack_into("<IIIIIIIIIIIII", head, 12, flags, total, n_t, HEADER_SIZE, n_l, new_lt, new_s, new_slen,
-                     new_d, d_len, remap[model.input.index], remap[model.output.index],
+    struct.pack_into("<IIIIIIIIIIIII", head, 12, flags, total, n_t, _HEADER_SIZE, n_l, new_lt, new_s,
+                     new_slen, new_d, d_len, remap[model.input.index], remap[model.output.index],
                      model.train_steps & 0xFFFFFFFF)
-    table = bytearray(TENSOR_ENTRY * n_t + LAYER_ENTRY * n_l)
+    table = bytearray(_TENSOR_ENTRY * n_t + _LAYER_ENTRY * n_l)
     for i, t in enumerate(keep):
-        e = TENSOR_ENTRY * i
-        src = tt_off + TENSOR_ENTRY * t.index
-        table[e:e + TENSOR_ENTRY] = b[src:src + TENSOR_ENTRY]
+        e = _TENSOR_ENTRY * i
+        src = tt_off + _TENSOR_ENTRY * t.index
+        table[e:e + _TENSOR_ENTRY] = b[src:src + _TENSOR_ENTRY]
         struct.pack_into("<I", table, e + 24, offs[i])
         if t.qscales >= 0:
             struct.pack_into("<I", table, e + 40, remap[t.qscales])
-        if t.kind == KIND_ACT:  # the current scale: range adaptation may have changed it
+        if t.kind == _KIND_ACT:  # the current scale: range adaptation may have changed it
             struct.pack_into("<f", table, e + 32, t.scale)
     slot_idx = {}
     for j, (li, k, a, shape) in enumerate(new_state):
-        e = TENSOR_ENTRY * (len(keep) + j)
+        e = _TENSOR_ENTRY * (len(keep) + j)
         dims = list(shape) + [0] * (4 - len(shape))
-        struct.pack_into("<BBBBIIIIIIIfiII", table, e, DT_F32, len(shape), KIND_STATE, Q_NONE, 0, dims[0],
+        struct.pack_into("<BBBBIIIIIIIfiII", table, e, _DT_F32, len(shape), _KIND_STATE, _Q_NONE, 0, dims[0],
                          dims[1], dims[2], dims[3], st_offs[j], 4 * len(a), 0.0, 0, NONE, 0)
         slot_idx[(li, k)] = len(keep) + j
 
@@ -285,9 +288,9 @@ def _write(model, tmp, trainer):
         return NONE if v < 0 else remap[v]
 
     for ly in model.layers:
-        e = TENSOR_ENTRY * n_t + LAYER_ENTRY * ly.index
-        src = lt_off + LAYER_ENTRY * ly.index
-        table[e:e + LAYER_ENTRY] = b[src:src + LAYER_ENTRY]
+        e = _TENSOR_ENTRY * n_t + _LAYER_ENTRY * ly.index
+        src = lt_off + _LAYER_ENTRY * ly.index
+        table[e:e + _LAYER_ENTRY] = b[src:src + _LAYER_ENTRY]
         struct.pack_into("<I", table, e + 4, 1 if (ly.trained or ly.modified) else (ly.flags & 1))
         in1 = ly.inputs[1] if len(ly.inputs) > 1 else -1
         sl = [slot_idx.get((ly.index, k), NONE) for k in range(6)]

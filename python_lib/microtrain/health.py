@@ -1,3 +1,4 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # Training health and activation-range adaptation (docs/training.md, "Health and
 # range adaptation"). Imported by the Trainer on first use, not by `import microtrain`.
 #
@@ -11,8 +12,21 @@
 # and biases halved), which the reference (train_ref.py) reproduces bit for bit.
 import math
 
+from micropython import const
+
 from microtrain import kern
-from microtrain.fmt import ACT_NONE, ACT_RELU, ACT_RELU6, OP_CONV2D, OP_LINEAR, OP_MAXPOOL
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_OP_CONV2D = const(1)
+_OP_LINEAR = const(2)
+_OP_MAXPOOL = const(5)
+_ACT_NONE = const(0)
+_ACT_RELU = const(1)
+_ACT_RELU6 = const(2)
+# --- generated: end
+
 
 K = kern.K
 SCALE_MAX = 1099511627776.0  # 2^40: the validator's activation-scale limit
@@ -23,7 +37,7 @@ def chain(model, ly):
     None when the output range of ly cannot be adapted: its output must reach only
     max-pools (same scale) and trained conv / linear layers (their multipliers and
     biases are private copies), and ly's activation must be none or relu."""
-    if ly.act not in (ACT_NONE, ACT_RELU):
+    if ly.act not in (_ACT_NONE, _ACT_RELU):
         return None
     ts = [ly.output]
     cons = []
@@ -34,9 +48,9 @@ def chain(model, ly):
         for c in model.layers:
             if t not in c.inputs:
                 continue
-            if c.op == OP_MAXPOOL:
+            if c.op == _OP_MAXPOOL:
                 ts.append(c.output)
-            elif (c.op == OP_CONV2D or c.op == OP_LINEAR) and c.trained:
+            elif (c.op == _OP_CONV2D or c.op == _OP_LINEAR) and c.trained:
                 cons.append(c)
             else:
                 return None
@@ -51,9 +65,9 @@ class _Group:
         self.scr = scr
         self.out = is_out
         tab = bytearray(256)  # value v -> tab[v + 128]: 1 where v is a saturated output
-        if ly.act != ACT_RELU6:  # relu6's own clamp is the activation, not saturation
+        if ly.act != _ACT_RELU6:  # relu6's own clamp is the activation, not saturation
             tab[255] = 1
-        if ly.act == ACT_NONE:
+        if ly.act == _ACT_NONE:
             tab[0] = 1
         self.tab = tab
         self.ch = chain(ly.model, ly) if adapt else None
@@ -72,9 +86,9 @@ class Health:
         self.adapt = adapt
         # scratch: the layer's output-error buffer, free between a forward and the
         # backward that fills it (no extra RAM); an error written over its activation
-        # (a pool's input: model._inplace_errors) is the activation, so those layers share
+        # (a pool's input: plan.inplace_errors) is the activation, so those layers share
         # one buffer of their own
-        bw = model._bw
+        bw = model.backward_plan
         eb, tens = bw.ebuf, model.tensors
         out = model.output.index
         own = [ly.output for ly in layers if ly.output in bw.inplace]
@@ -145,15 +159,16 @@ class Health:
         sh = ly.shift
         for i in range(len(sh)):
             sh[i] -= 1
+        upd = self.model.update
         for c in cons:
             sh, b = c.shift, c.b
             for i in range(len(sh)):
                 sh[i] += 1
                 b[i] = (b[i] + 1) >> 1
-            c._params = None  # the optimiser's cached input scale
+            upd.forget(c)  # what the update cached of its input scale
         for t in ts:
             tens[t].scale *= 2.0
-        ly._params = None
+        upd.forget(ly)
         g.grown += 1
         return True
 

@@ -44,20 +44,19 @@ def py(name):
     return kernel(name)
 
 
-class _Py:
-    # Stands in for the _microtrain module: attribute `name` is the pure-Python
-    # kernel, imported on first access and then cached as an instance attribute.
-    HAS_FLOAT = True
+if not NATIVE:  # (the class only then: with native kernels it would be heap for nothing)
+    class _Py:
+        # Stands in for the _microtrain module: attribute `name` is the pure-Python
+        # kernel, imported on first access and then cached as an instance attribute.
+        HAS_FLOAT = True
 
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        f = py(name)
-        setattr(self, name, f)
-        return f
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            f = py(name)
+            setattr(self, name, f)
+            return f
 
-
-if not NATIVE:
     K = _Py()
 
 
@@ -98,6 +97,7 @@ try:
     from sys import implementation as _impl
 
     _ARCH = getattr(_impl, "_mpy", 0) >> 10
+    del _impl  # (not kept: an entry of this module's globals)
 except ImportError:
     _ARCH = 0
 FAST_FLOAT = NATIVE and K.HAS_FLOAT and _ARCH not in (3, 4, 5, 6, 9, 11)

@@ -1,3 +1,4 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # LoRA adapters on a loaded model (docs/lora.md): y = W x + B A x next to a
 # frozen int8 layer W, with A (rank r, the layer's geometry) and B (1x1 / r
 # inputs) ordinary int8 layers that the Trainer trains in any mode.
@@ -13,18 +14,31 @@ import array
 import math
 import struct
 
+from micropython import const
+
 from microtrain import kern
-from microtrain.fmt import (
-    ACT_NONE,
-    DT_INT8,
-    KIND_ACT,
-    OP_ADD,
-    OP_CONV2D,
-    OP_LINEAR,
-    Q_TENSOR,
-)
 from microtrain.model import Layer, Tensor
 from microtrain.quant import quantize_multiplier, zeros
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_TROW_DTYPE = const(0)
+_TROW_RANK = const(1)
+_TROW_KIND = const(2)
+_TROW_QUANT = const(3)
+_TROW_SHAPE0 = const(5)
+_TROW_ZERO_POINT = const(12)
+_TROW_QSCALES = const(13)
+_TENSOR_N = const(14)
+_DT_INT8 = const(1)
+_KIND_ACT = const(0)
+_Q_TENSOR = const(1)
+_OP_CONV2D = const(1)
+_OP_LINEAR = const(2)
+_OP_ADD = const(8)
+_ACT_NONE = const(0)
+# --- generated: end
 
 MAGIC = b"MTLA"
 VERSION = 1
@@ -47,53 +61,30 @@ def _mults(ly, mult, shift):
 
 
 class _Node(Layer):
-    # A layer of the adapter path: not in the file; its parameters are private arrays.
+    # A layer of the adapter path: not in the file; its parameters are private arrays. What it
+    # does not set here is Layer's class default.
 
     def __init__(self, model, op, act, name, inputs, output, params):
         self.model = model
         self.index = -1
         self.op = op
         self.act = act
-        self.flags = 0
         self.name = name
         self.fused = "lora"
         self.inputs = inputs
         self.output = output
-        self.weight_t = self.bias_t = self.mult_t = self.shift_t = -1
-        self.state_t = (-1, -1, -1, -1)
         self.params = params
-        self.trained = False
-        self.modified = False
-        self.grad = None
-        self.w = self.b = self.mult = self.shift = self.w_scale = None
-        self.table = self.dtable = None
-        self.gw = self.gb = None
-        self.master_w = self.master_b = None
-        self.touched = None
-        self._params = None
-        self.wr = None
-        self._wr_r = None
-        self.ein_r = 0
 
-    def make_trainable(self, sums=True):
-        if self.w is None:
-            raise ValueError("layer %s (%s) has no parameters to train" % (self.name, self.kind))
-        if self._fold is not None:  # gw / gb were a batch-1 momentum trainer's (Layer.make_trainable)
-            self._fold = None
-            self._folded = False
-            self.gw = self.gb = self.grad = self._params = None
-        if sums and self.gw is None:
-            self.gw = zeros("f", len(self.w))
-            self.gb = zeros("f", len(self.b))
-            self.grad = (self.gw, self.gb)
-        self.trained = True
-        self.refresh_ratios()
+    def _own(self):
+        pass  # its arrays are its own already: no copies
 
 
 def _tensor(model, shape, scale, zp):
-    row = [DT_INT8, len(shape), KIND_ACT, Q_TENSOR, 0, 0, 0, 0, 0, 0, 0, 0, zp, -1]
+    row = [0] * _TENSOR_N  # the fields mtm_tensor would give an activation tensor
+    row[_TROW_DTYPE], row[_TROW_RANK], row[_TROW_KIND] = _DT_INT8, len(shape), _KIND_ACT
+    row[_TROW_QUANT], row[_TROW_ZERO_POINT], row[_TROW_QSCALES] = _Q_TENSOR, zp, -1
     for d in range(len(shape)):
-        row[5 + d] = shape[d]
+        row[_TROW_SHAPE0 + d] = shape[d]
     t = Tensor(len(model.tensors), row, scale)
     model.tensors.append(t)
     return t
@@ -128,32 +119,32 @@ class LoRA:
             raise ValueError("LoRA: headroom must be a number in 1..127, got %r" % (headroom,))
         if type(seed) is not int:
             raise ValueError("LoRA: seed must be an int, got %r" % (seed,))
-        if model._lora is not None:
+        if model.lora is not None:
             raise ValueError("LoRA: the model already has adapters (detach() or merge() them first)")
-        if any(ly.trained for ly in model.layers) or model._bw is not None:
+        if any(ly.trained for ly in model.layers) or model.backward_plan is not None:
             raise ValueError("LoRA: attach adapters before making a Trainer (the model has trained layers)")
         idx = model.select(layers)
         for j in idx:
             ly = model.layers[j]
-            if ly.op == OP_CONV2D and ly.params[12] != 1:
+            if ly.op == _OP_CONV2D and ly.params[12] != 1:
                 raise ValueError("LoRA: layer %s is a grouped conv (groups=%d): adapters need groups=1" %
                                  (ly.name, ly.params[12]))
             sh = ly.shift
-            if ly.act != ACT_NONE and min(sh) - 1 < -31:
+            if ly.act != _ACT_NONE and min(sh) - 1 < -31:
                 raise ValueError("LoRA: layer %s: output multiplier too small for the adapter's sum" %
                                  ly.name)
         self.model = model
         self.rank = rank
         self.seed = seed
         self.headroom = headroom
-        self._file = model._bytes  # the base this was attached to (its length and CRC)
+        self._file = model.buf  # the base this was attached to (its length and CRC)
         self._merged = False
         self.adapters = [_Adapter(model.layers[j]) for j in idx]
         self._rng = (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1
         for ad in self.adapters:
             self._build(ad, None if _data is None else _data[ad.base.name])
         self._relink()
-        model._lora = self
+        model.lora = self
         if _data is None and calib is not None:
             self.calibrate(calib)
 
@@ -162,7 +153,7 @@ class LoRA:
     def _build(self, ad, data):
         m, ly, r = self.model, ad.base, self.rank
         p = ly.params
-        conv = ly.op == OP_CONV2D
+        conv = ly.op == _OP_CONV2D
         yt = m.tensors[ly.output]
         xt = m.tensors[ly.inputs[0]]
         out_c = ly.out_c
@@ -171,7 +162,7 @@ class LoRA:
         ushape = shp[:-1] + (r,)
         # the base's pre-activation z: with a fused activation at twice the output scale
         # and zero point 0 (its negative values survive until the add), else the output's
-        if ly.act != ACT_NONE:
+        if ly.act != _ACT_NONE:
             zt = _tensor(m, shp, _f32(2.0 * yt.scale), 0)
         else:
             zt = _tensor(m, shp, yt.scale, yt.zero_point)
@@ -190,8 +181,8 @@ class LoRA:
         else:
             pa = array.array("i", (p[0], r, p[2], 0, -128, 127))
             pb = array.array("i", (r, out_c, 0, 0, -128, 127))
-        a = _Node(m, ly.op, ACT_NONE, ly.name + ".lora_A", (ly.inputs[0],), ut.index, pa)
-        b = _Node(m, ly.op, ACT_NONE, ly.name + ".lora_B", (ut.index,), vt.index, pb)
+        a = _Node(m, ly.op, _ACT_NONE, ly.name + ".lora_A", (ly.inputs[0],), ut.index, pa)
+        b = _Node(m, ly.op, _ACT_NONE, ly.name + ".lora_B", (ut.index,), vt.index, pb)
         if data is None:
             # A ~ U(-1/sqrt(k), 1/sqrt(k)) (PyTorch LoRA's kaiming_uniform(a=sqrt(5))) as int8
             # levels -127..127 of scale bound / 127; B = 0
@@ -219,13 +210,13 @@ class LoRA:
         # the add: exact power-of-two multipliers (docs/lora.md), the base's activation clamp;
         # v at 2 s_y, z at 2 s_y (activation) or s_y: twice_max = 4 s_y, out 4 s_y / (2^20 s_y)
         o = 3 if not conv else 14
-        if ly.act != ACT_NONE:
+        if ly.act != _ACT_NONE:
             m1, s1, m2, s2, mo, so = 1 << 30, 0, 1 << 30, 0, 1 << 30, -17
         else:
             m1, s1, m2, s2, mo, so = 1 << 30, -1, 1 << 30, 0, 1 << 30, -17
         padd = array.array("i", (yt.numel, zt.zero_point, 0, p[o], m1, s1, m2, s2, mo, so, 20, p[o + 1],
                                  p[o + 2]))
-        add = _Node(m, OP_ADD, ly.act, ly.name + ".lora_add", (zt.index, vt.index), ly.output, padd)
+        add = _Node(m, _OP_ADD, ly.act, ly.name + ".lora_add", (zt.index, vt.index), ly.output, padd)
         ad.a, ad.b, ad.add = a, b, add
         ad.z = zt
 
@@ -256,31 +247,25 @@ class LoRA:
     def _point(self, ad, on):
         ly = ad.base
         if not on:
-            ly.params, ly.shift, ly.output, ly.act = ad.saved
-        elif ly.act != ACT_NONE:
+            ly.rewire(*ad.saved)
+        elif ly.act != _ACT_NONE:
             p = array.array("i", ly.params)
-            o = 3 if ly.op == OP_LINEAR else 14
+            o = 3 if ly.op == _OP_LINEAR else 14
             p[o], p[o + 1], p[o + 2] = 0, -128, 127
             sh = array.array("i", ly.shift)
             for c in range(len(sh)):
                 sh[c] -= 1  # half the multiplier: z = W x at twice the output scale
-            ly.params, ly.shift, ly.output, ly.act = p, sh, ad.z.index, ACT_NONE
+            ly.rewire(p, sh, ad.z.index, _ACT_NONE)
         else:
-            ly.output = ad.z.index
-        ly._wr_r = None
+            ly.rewire(ly.params, ly.shift, ad.z.index, ly.act)
 
     def _reset(self):
-        m = self.model
-        m._plans = {}
-        m._owner = {}
-        m._bw = None
-        m.trained_layers = []
-        m._last_keep = -2
+        self.model.forget_plans()
 
     def detach(self):
         """Restore the model's own graph (the adapters stay in this object: save / attach again)."""
         m = self.model
-        if m._lora is not self:
+        if m.lora is not self:
             return
         for ly in m.layers:
             if ly.trained:
@@ -293,7 +278,7 @@ class LoRA:
             m.layers[i].index = i
         del m.tensors[self._n_tensors():]
         self._reset()
-        m._lora = None
+        m.lora = None
 
     def _n_tensors(self):
         return self.adapters[0].z.index
@@ -301,13 +286,13 @@ class LoRA:
     def attach(self):
         """Put detached adapters back on the model (not after merge)."""
         m = self.model
-        if m._lora is not None or self._merged:
-            raise ValueError("LoRA: the model already has adapters" if m._lora is not None else
+        if m.lora is not None or self._merged:
+            raise ValueError("LoRA: the model already has adapters" if m.lora is not None else
                              "LoRA: merged into the base already")
         for ad in self.adapters:  # the same indices as before: the model's own tensors do not change
             m.tensors += [ad.z, ad.u, ad.v]
         self._relink()
-        m._lora = self
+        m.lora = self
 
     # -- calibration -----------------------------------------------------------------------
 
@@ -320,7 +305,7 @@ class LoRA:
         todo = list(self.adapters)
         for _ in range(passes):
             top = [0] * len(todo)
-            bufs = m._plan(first)[0]
+            bufs = m.plan(first)[0]
             for s in samples:
                 x = s[0] if isinstance(s, (tuple, list)) else s
                 m.forward(x, first)
@@ -366,7 +351,7 @@ class LoRA:
     def __repr__(self):
         return "<LoRA rank=%d on %s, %d params%s>" % (
             self.rank, ",".join(ad.base.name for ad in self.adapters), self.n_params,
-            "" if self.model._lora is self else " (detached)")
+            "" if self.model.lora is self else " (detached)")
 
     # -- adapter files ---------------------------------------------------------------------
 
@@ -476,7 +461,7 @@ def load(model, path):
     end = len(data) - 4
     if (_crc(memoryview(data)[:end], 0) & 0xFFFFFFFF) != struct.unpack_from("<I", data, end)[0]:
         raise ValueError(where + "CRC mismatch (a damaged or truncated file)")
-    my_len, my_crc = _base_id(model._bytes)
+    my_len, my_crc = _base_id(model.buf)
     if (base_len, base_crc) != (my_len, my_crc):
         raise ValueError(where + "made for another base model (base %d bytes, CRC %08x; this model: "
                          "%d bytes, CRC %08x)" % (base_len, base_crc, my_len, my_crc))

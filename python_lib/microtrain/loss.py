@@ -15,7 +15,7 @@ K = kern.K
 
 def _out(model, out, fn):
     if out is None:
-        out = model._last_out
+        out = model.last_out
         if out is None:
             raise ValueError(fn + ": run model.forward first")
     return out
@@ -30,9 +30,9 @@ def cross_entropy(model, label, out=None):
     n = len(out)
     if not 0 <= label < n:
         raise ValueError("cross_entropy: label %d out of range 0..%d" % (label, n - 1))
-    ce = model._ce
+    ce = model.ce_bufs
     if ce is None:
-        ce = model._ce = (zeros("b", n), zeros("i", 3))
+        ce = model.ce_bufs = (zeros("b", n), zeros("i", 3))
     err, stats = ce
     sh = K.softmax_xent_s8(out, label, model.lut(), err, stats)
     q = out[label]
@@ -44,9 +44,9 @@ def cross_entropy(model, label, out=None):
 
 def loss_buffers(model, n):
     """The model's reused (int8 error, int32 scratch) pair of n values for the losses."""
-    lb = model._lb
+    lb = model.loss_bufs
     if lb is None or len(lb[0]) != n:
-        lb = model._lb = (zeros("b", n), zeros("i", n))
+        lb = model.loss_bufs = (zeros("b", n), zeros("i", n))
     return lb
 
 

@@ -6,7 +6,7 @@
 # a model file does not fit, and forgotten again (forget()).
 import gc
 
-from microtrain import kern
+from microtrain import kern, plan
 
 
 # heap bytes of one buffer of n bytes: the array object (16 B) and the data
@@ -16,57 +16,20 @@ def _buf(n):
 
 
 def _plan_bytes(model, first):
-    # the forward plan that keeps what backward reads (Model._plan's best fit): the bytes of
-    # its buffers, and the lengths of those that hold no kept tensor (Model._idle: idle
-    # during backward, where its buffers go), the model input's first
-    tensors, layers = model.tensors, model.layers
-    last_use = {}
-    for ly in layers:
-        for t in ly.inputs:
-            last_use[t] = ly.index
-    keep = set()
-    for ly in layers[first:]:
-        for t in ly.inputs:
-            keep.add(t)
-        keep.add(ly.output)
-    inp, out_t = model.input.index, model.output.index
-    keep.add(out_t)
-    free, bid, size, kept = [], {}, [], []  # free: buffer ids; bid: tensor -> its buffer
-    total = _buf(model.input.numel)
-    for ly in layers:
-        n = tensors[ly.output].numel
-        best = -1
-        if ly.output != out_t:
-            for k in range(len(free)):
-                if size[free[k]] >= n and (best < 0 or size[free[k]] < size[free[best]]):
-                    best = k
-        if best >= 0:
-            b = free.pop(best)
-        else:
-            b = len(size)
-            size.append(n)
-            kept.append(False)
-            total += _buf(n)
-        bid[ly.output] = b
-        if ly.output in keep:
-            kept[b] = True
-        for k, ti in enumerate(ly.inputs):
-            if k and ti == ly.inputs[0]:
-                continue
-            if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != out_t:
-                free.append(bid[ti])
-    idle = [] if inp in keep else [model.input.numel]
-    for b in range(len(size)):
-        if not kept[b]:
-            idle.append(size[b])
+    # the heap of the training plan's buffers (plan.buffers), and the lengths of those idle
+    # during backward (where its buffers go)
+    sizes, idle = plan.buffers(model, first)
+    total = 0
+    for n in sizes:
+        total += _buf(n)
     return total, idle
 
 
 def _now_bytes(model, idx):
-    # now.Now: the shared gradient window (weights; placed with backward's buffers), its bias
+    # stepwise.StepInBackward: the shared gradient window (weights; placed with backward's buffers), its bias
     # and update row, its mask bytes, a window mask per layer with more than one window, per
     # layer its tuple and jump matrix
-    from microtrain.now import WINDOW
+    from microtrain.stepwise import WINDOW
 
     n = m = c = 0
     out = 0
@@ -85,7 +48,8 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
     """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
     moments, sparse) allocates: a list of (item, bytes). fold: no gradient sums, True: the
     gradients go into the momentum (SGD momentum: batch 1, or a larger batch with sums=False),
-    "now": each layer steps during backward (batch 1, plain SGD: now.Now's gradient window)."""
+    "now": each layer steps during backward (batch 1, plain SGD: the gradient window of
+    stepwise.StepInBackward)."""
     layers = model.layers
     grads = window = 0
     if fold == "now":
@@ -111,15 +75,16 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
     for ly in layers[first:]:
         region.add(ly.output)
     fw, idle = _plan_bytes(model, first)
-    bw = fw if first not in model._plans else 0
-    inplace = model._inplace_errors(first, region, fold != "now")  # errors over the activations
-    need_s, acc, host = model._scratch_plan(first, region, inplace)  # host: in that error buffer
+    bw = fw if not model.has_plan(first) else 0
+    inplace = plan.inplace_errors(model, first, region, fold != "now")  # errors over the activations
+    # host: the error buffer holding the scratch
+    need_s, acc, host = plan.scratch_plan(model, first, region, inplace, kern.NATIVE)
     scratch = 4 * acc if acc and host is None else 0
-    # errors and scratch in the forward buffers idle during backward where they fit (Model._pack;
+    # errors and scratch in the forward buffers idle during backward where they fit (plan.pack;
     # the pure-Python kernels' scratch cannot be retyped: a new one)
-    items, at = model._pack(first, region, inplace, scratch if kern.NATIVE else 0, idle,
-                            window if kern.NATIVE else 0)
-    redo = redo and scratch and model._recompute_host(first, inplace, need_s, acc)  # (native only)
+    items, at = plan.pack(model, first, region, inplace, scratch if kern.NATIVE else 0, idle,
+                          window if kern.NATIVE else 0)
+    redo = redo and scratch and plan.recompute_host(model, first, inplace, need_s, acc, kern.NATIVE)
     # the update row is backward's int32 scratch retyped, where that is bytes long enough
     if row and not (kern.NATIVE and acc >= row and (host is not None or (scratch and (0 in at or redo)))):
         copies += _buf(4 * row)
@@ -134,7 +99,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
     # d <= 17 ln 2 / s (no exp loop here: on a double-float port each float is a heap object)
     dmax = 11.7835 / model.output.scale
     n_lut = 256 if dmax >= 255 else int(dmax) + 1
-    loss = 0 if model._ce is not None else _buf(4 * n_lut) + _buf(model.output.numel) + _buf(12)
+    loss = 0 if model.ce_bufs is not None else _buf(4 * n_lut) + _buf(model.output.numel) + _buf(12)
     return [("gradients", grads), ("optimiser state", state), ("master copies", master),
             ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
 

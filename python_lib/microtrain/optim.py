@@ -98,7 +98,8 @@ class _Optimizer:
     n_state = 0  # float32 state arrays per tensor (SGD momentum 1, Adam 2)
 
     def __init__(self, lr, weight_decay, standardize, rounding="auto"):
-        self.lr = _num("lr", lr, 0.0, True)
+        self.lr = _num("lr", lr, 0.0, True)  # the configured rate: a schedule's lr0
+        self.rate = self.lr  # the rate of the next update (set_rate)
         self.weight_decay = _num("weight_decay", weight_decay, 0.0, False)
         if rounding not in ("auto", "nearest", "stochastic"):
             raise ValueError("rounding must be 'auto', 'nearest' or 'stochastic'")
@@ -146,6 +147,10 @@ class _Optimizer:
             st += [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
         self._st[ly.index] = st
 
+    def resume_bias_correction(self, bits):
+        """Continue a checkpoint's bias correction: bits = the float32 bits of (beta1^t, beta2^t)
+        (its trainer record). Nothing for optimisers without one."""
+
     def prepare(self, p, n):
         """The common start of a direction: g / n, standardised, plus weight decay."""
         if self.standardize:
@@ -161,9 +166,16 @@ class _Optimizer:
     def begin(self, t):
         """Called once per step (t = the new step count) before any layer."""
 
+    def set_rate(self, v, who="lr"):
+        """The rate of the next updates (`rate`; Trainer.lr and the schedule each epoch set
+        it): a finite number >= 0, the one check of a rate."""
+        if type(v) not in (int, float) or not v >= 0 or v - v != 0:  # also refuses NaN and inf
+            raise ValueError("%s must be a finite number >= 0, got %r" % (who, v))
+        self.rate = v
+
     def step(self, layers, n=1, lr=None):
         """Apply the gradients summed over n samples to every layer in
-        `layers` (a Model: its trained layers), then zero the sums.
+        `layers` (a Model: its trained layers), then zero the sums, with lr (default `rate`).
 
         All or nothing: arguments and gradient sums are checked before any
         state changes, so a failing step raises one ValueError and leaves
@@ -172,14 +184,14 @@ class _Optimizer:
             layers = layers.trained_layers
         if not layers:
             raise ValueError("step: no trained layers (use model.set_trained or a Trainer first)")
-        now = layers[0].model._now
-        if now is not None and layers[0].index in now.info:  # stepped during backward: the bookkeeping
-            if n != 1:
-                raise ValueError("step: layer %s took its step during backward (Trainer batch 1): n must "
-                                 "be 1, got %d" % (layers[0].name, n))
-            now.end(layers)
-            return
-        lr = self.lr if lr is None else _num("step: lr", lr, 0.0, False)  # a schedule may reach 0
+        layers[0].model.update.step(self, layers, n, lr)  # (Sums from the first make_trainable on)
+
+    def apply(self, layers, n, lr, upd):
+        """The update of `layers` from what the update mode upd (backward.Sums, IntoMomentum) holds:
+        the checks, then per layer upd.apply with the shared scratch row and generator."""
+        if lr is not None:
+            self.set_rate(lr, "step: lr")  # (a schedule may reach 0)
+        lr = self.rate
         if type(n) is not int or not 1 <= n <= 16777216:
             raise ValueError("step: n must be an int in 1..16777216, got %r" % (n,))
         check = F.update_f32_check
@@ -192,16 +204,12 @@ class _Optimizer:
         c = 0
         for ly in layers:
             self.state(ly)  # allocate before anything is written
-            k = len(ly.b) << (ly._fold is not None)  # apply_keep: the new scales and biases
+            k = upd.row(ly, n)  # the floats of the update's scratch row this layer needs
             if k > c:
                 c = k
-            nb = ly.model._fdiv
-            if ly._fold is not None and n > nb:  # v holds the samples already, each / batch
-                raise ValueError("step: layer %s adds its gradient into the momentum (Trainer batch %d): "
-                                 "n must be at most %d, got %d" % (ly.name, nb, nb, n))
         # the update's scratch, one for every layer (they step one after another): backward's
         # int32 scratch as float32 where it is long enough (idle now), else a row of its own
-        bw = layers[0].model._bw
+        bw = layers[0].model.backward_plan
         row = bw.frow if bw is not None else None
         if row is None or len(row) < c:
             row = self._row
@@ -209,35 +217,14 @@ class _Optimizer:
                 row = self._row = zeros("f", c)
         self.begin(self.steps + 1)
         r = self.rng
-        rnd, stm = self.rounding, self._st
+        rnd = self.rounding
         # the first trained layer's grad input never runs (nothing below it takes errors): its
         # ratios wait for the next set_trained (make_trainable refreshes them)
         low = bw.first if bw is not None else -1
-        for ly in layers:  # (each attribute read once: a lookup costs more than the local)
-            mw, t, fold = ly.master_w, ly.touched, ly._fold
-            sr = rnd == "stochastic" or (rnd == "auto" and mw is None)
-            if fold is None:
-                pp = ly._params
-                if pp is None:  # made once per layer: the scales of its input and output do not change
-                    pp = ly._params = (Param(ly, False), Param(ly, True), ly.in_scale, ly.out_scale)
-                pw, pb, s_in, s_out = pp
-                pw.touched = pb.touched = t
-                pw.master, pb.master = mw, ly.master_b
-                st = stm.get(ly.index)
-                self.direction(pw, st, n)
-                self.direction(pb, st, n)
-                apply = F.update_s8_apply
-            else:  # gw / gb are the momentum, the gradient already in it (model._fold); no views
-                s_in, s_out = ly.in_scale, ly.out_scale
-                if not ly._folded:  # no gradient reached it: v = m v + 0, as update_f32_momentum
-                    F.update_f32_scale(ly.gw, len(ly.gw) // len(ly.gb), t, fold)
-                    F.update_f32_scale(ly.gb, 1, t, fold)
-                    ly._folded = True  # (a refused step leaves v scaled once)
-                apply = F.update_s8_apply_keep
-            r2 = apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, mw, ly.master_b, t, lr, s_in,
-                       s_out, r if sr else -1, row)  # (its first channels used)
-            if fold is not None:
-                ly._folded = False
+        for ly in layers:
+            t = ly.touched
+            sr = rnd == "stochastic" or (rnd == "auto" and ly.master_w is None)
+            r2 = upd.apply(self, ly, n, lr, r if sr else -1, row)  # (its first channels used)
             if sr:
                 r = r2
             if t is not None:  # (no instance attribute where the class default stands)

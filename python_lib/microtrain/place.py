@@ -1,10 +1,24 @@
-# The inference plan's buffer placement (Model._plan with keep_from None; docs/memory.md):
-# imported by the model for it and forgotten again. tools/microtrain_tools/info.py
-# mirrors it for `microtrain info`.
-from micropython import const
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
+# The inference plan's buffer placement (Model.plan with keep_from None; docs/memory.md):
+# imported by the model for it and forgotten again. `microtrain info`
+# (tools/microtrain_tools/info.py) runs this same file under CPython to count it.
+try:
+    from micropython import const
 
-from microtrain.fmt import OP_ADD, OP_CONV2D
-from microtrain.quant import zeros
+    from microtrain.quant import zeros
+except ImportError:  # CPython: info.py runs this file alone (not the package)
+    def const(x):
+        return x
+
+    def zeros(typecode, n):
+        return bytearray(n)
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_OP_CONV2D = const(1)
+_OP_ADD = const(8)
+# --- generated: end
 
 _TILE = const(2048)  # bytes of a new tile for a fused conv + add (when no free segment holds a row)
 
@@ -55,7 +69,7 @@ def _fusable(model, last_use):
     ends = (model.input.index, model.output.index)
     fz = {}
     for a in layers:
-        if a.op != OP_ADD or len(a.inputs) != 2 or a.inputs[0] == a.inputs[1] or a.output in ends:
+        if a.op != _OP_ADD or len(a.inputs) != 2 or a.inputs[0] == a.inputs[1] or a.output in ends:
             continue
         for side in (0, 1):
             c, k = a.inputs[side], a.inputs[1 - side]
@@ -64,7 +78,7 @@ def _fusable(model, last_use):
                 continue
             cv = layers[i]
             p = cv.params
-            if cv.op != OP_CONV2D or i in fz or made.get(k, -1) >= i or (len(p) > 17 and (
+            if cv.op != _OP_CONV2D or i in fz or made.get(k, -1) >= i or (len(p) > 17 and (
                     p[17] != 1 or p[18] != 1)):
                 continue
             if any(k in ly.inputs for ly in layers[i:a.index]):
@@ -80,7 +94,7 @@ def place(model, bufs, owner, last_use):
     # of one buffer merge again), or a new buffer; the model input's buffer is reused
     # once read; fused conv + add pairs (_fusable) leave out the conv's output and take
     # a tile (the largest free segment, or a new buffer of about _TILE bytes) while the
-    # conv runs. tools/microtrain_tools/info.py mirrors this placement.
+    # conv runs.
     tensors = model.tensors
     inp, out_t = model.input.index, model.output.index
     fz = _fusable(model, last_use)

@@ -95,7 +95,7 @@ class PrototypeHead:
         """Run the model up to `layer` on the int8 input x; return the int8
         embedding (a buffer the next call overwrites)."""
         m = self.model
-        bufs, steps = m._plan(None)
+        bufs, steps = m.plan(None)
         xb = bufs[m.input.index]
         if len(x) != len(xb):
             raise ValueError("PrototypeHead: input has %d values, the model takes %d %s" %
@@ -275,7 +275,7 @@ class PrototypeHead:
         m = self.model
         e = self.embed(x)
         name = self.names[_argmax(self.scores_of(e))]
-        bufs, steps = m._plan(None)
+        bufs, steps = m.plan(None)
         for i in range(self.layer.index + 1, len(steps)):
             s = steps[i]
             s[0](*s[1])

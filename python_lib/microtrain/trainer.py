@@ -1,12 +1,21 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The training loop, built only from public pieces (Model.forward,
 # cross_entropy, Model.backward, an optimiser, a sparse policy).
 import gc
 import json
 
+from micropython import const
+
 from microtrain import kern, optim
-from microtrain.fmt import KIND_STATE, trainer_record
+from microtrain.fmt import trainer_record
 from microtrain.loss import LOSSES, argmax
 from microtrain.quant import zeros
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_KIND_STATE = const(2)
+# --- generated: end
 
 MODES = ("int8", "mixed", "float32")
 
@@ -49,7 +58,6 @@ def _sample(samples, i):
     return s
 
 
-
 def _mem_free():
     f = getattr(gc, "mem_free", None)  # not on CPython
     if f is None:
@@ -68,6 +76,11 @@ def _memcheck(model, idx, mode, opt, sparse, fold, batch, failed=False, redo=Fal
             return
         raise
     run(model, idx, mode, opt, sparse, fold, failed, batch, redo)
+
+def _nosums(how):
+    # memplan's name of the update mode: False (sums), True (into the momentum), "now" (steps in backward)
+    return "now" if how == "backward" else how == "momentum"
+
 
 class Trainer:
     """Train `model` on (x, label) samples.
@@ -131,11 +144,37 @@ class Trainer:
                replayed samples (docs/adapt.md, "Replay").
     """
 
+    # set by fit only: defaults on the class (an instance attribute costs a slot of its dict)
+    health = None  # the last epoch's health record (fit)
+    heap_live = 0  # largest live heap at an epoch end (bytes)
+
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
                  schedule=None, log=None, log_every=100, seed=None, loss="xent", replay=None, health=False,
                  adapt_ranges=False, sums=None, recompute=False):
+        self._check_args(mode, batch, optimizer, sparse, log_every, seed, log, loss, replay, health,
+                         adapt_ranges, recompute)
+        sched = optim.schedule(schedule)
+        idx = model.select(train)  # raises on a bad spec before anything changes
+        self.model = model
+        self.mode = mode
+        self.opt = optimizer if optimizer is not None else optim.SGD(lr=0.01, momentum=0.9)
+        self.sparse = sparse
+        self.batch = batch
+        self.schedule = sched
+        how = self._update_mode(sums)
+        model.drop_plans(idx[0])  # the inference plan's buffers: the training plan replaces them
+        self._check_memory(idx, how, recompute)
+        self._set_up(idx, how, health or adapt_ranges, adapt_ranges, recompute)
+        self.opt.set_rate(self.opt.lr)  # each trainer starts at the optimiser's rate
+        self._start_log(seed, log, log_every)
+
+    # -- the steps of __init__ ------------------------------------------------------------
+
+    def _check_args(self, mode, batch, optimizer, sparse, log_every, seed, log, loss, replay, health,
+                    adapt_ranges, recompute):
+        # every argument, before the model is touched
         if mode not in MODES:
             raise ValueError("Trainer: mode must be one of %s, got %r" % (MODES, mode))
         if type(batch) is not int or batch < 1:
@@ -164,23 +203,14 @@ class Trainer:
         self.classes = loss == "xent"  # accuracy and confusion only for class labels
         if type(adapt_ranges) is not bool or type(health) is not bool or type(recompute) is not bool:
             raise ValueError("Trainer: health, adapt_ranges and recompute must be True or False")
-        sched = optim.schedule(schedule)
-        idx = model.select(train)  # raises on a bad spec before anything changes
-        self.model = model
-        self.mode = mode
-        self.opt = optimizer if optimizer is not None else optim.SGD(lr=0.01, momentum=0.9)
-        self.sparse = sparse
-        self.batch = batch
-        self.schedule = sched
-        o = self.opt
-        # batch 1, SGD momentum: each gradient goes straight into the momentum (no float32
-        # gradient sums: docs/memory.md); the same bits as the sums (model._fold). By default
-        # where the float kernels have an FPU (the update's second pass is cheap there) and
-        # without a sparse policy (its backward is the fast path: the momentum scaling would
-        # add 4 % to it)
+
+    def _update_mode(self, sums):
+        # which update mode (backward.py, stepwise.py) the settings give: "sums", "momentum" (each
+        # gradient into the SGD momentum) or "backward" (plain SGD at batch 1: each layer steps during
+        # backward)
+        o, batch, sparse = self.opt, self.batch, self.sparse
         sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize
         sgd1 = batch == 1 and sgd
-        can = sgd1 and o.momentum
         if sums is not None and type(sums) is not bool:
             raise ValueError("Trainer: sums must be None, True or False, got %r" % (sums,))
         if sums is False and not sgd:
@@ -189,96 +219,98 @@ class Trainer:
             # the batch is folded into the momentum: v = m v at the batch's first sample on every
             # channel; a sparse policy's channels first reached later would need tracking per channel
             raise ValueError("Trainer: sums=False at batch > 1 needs SGD momentum and no sparse policy")
+        # into the momentum by default where the float kernels have an FPU (the update's second
+        # pass is cheap there) and without a sparse policy (its backward is the fast path: the
+        # momentum scaling would add 4 % to it); the same bits as the sums at batch 1
         auto = sums is None and sparse is None and kern.FAST_FLOAT
-        # batch > 1 (sums=False only): the batch folded into the momentum, each gradient / batch
-        fold = (can and (sums is False or auto)) or (batch > 1 and sums is False)
-        self._fold = o.momentum if fold else None
-        # batch 1, plain SGD: each layer steps during backward (now.Now: no gradient sums, a
-        # window of 8 KB). By default without a sparse policy: then the bits are the sums'
+        if (sgd1 and o.momentum and (sums is False or auto)) or (batch > 1 and sums is False):
+            return "momentum"
+        # steps during backward by default without a sparse policy: then the bits are the sums'
         # path's; with one (sums=False) the stochastic rounding draws follow the update order
-        now = sgd1 and not o.momentum and (sums is False or (sums is None and sparse is None))
-        prev_now = model._now
-        if self._fold is not None:  # the gradient-scale bound that keeps the momentum finite
-            model._flim = 3.4e38 * (1.0 - self._fold) / 8589934592.0
-            if batch > 1 or model._fdiv != 1:  # (no instance attribute at batch 1: a model's map grows)
-                model._fdiv = batch  # each gradient enters the momentum scaled by 1 / batch
-        model._drop_plans(idx[0])  # the inference plan's buffers: the training plan replaces them
+        if sgd1 and not o.momentum and (sums is False or (sums is None and sparse is None)):
+            return "backward"
+        return "sums"
+
+    def _check_memory(self, idx, how, recompute):
         # before allocating: when even the float32 sums, optimiser state and master copies exceed
         # the free heap, a MemoryError saying what fits (the full count only then: no import)
+        model, mode = self.model, self.mode
         need = 0
         for i in idx:
             ly = model.layers[i]
-            per = (self._fold is None and not now) + self.opt.n_state + (mode == "float32")  # float32 arrays
+            per = (how == "sums") + self.opt.n_state + (mode == "float32")  # float32 arrays
             need += 4 * (len(ly.w) + len(ly.b)) * per
-        nosums = "now" if now else self._fold is not None
         if need > _mem_free():
-            _memcheck(model, idx, mode, self.opt, sparse, nosums, batch, False, recompute)
+            _memcheck(model, idx, mode, self.opt, self.sparse, _nosums(how), self.batch, False, recompute)
+
+    def _set_up(self, idx, how, monitor, adapt_ranges, recompute):
+        # the trained layers, their master copies, checkpoint state and update mode; all or
+        # nothing: a failure (out of memory, a bad checkpoint state) leaves the model as it was
+        model, opt = self.model, self.opt
         prev = [ly.index for ly in model.layers if ly.trained]
+        prev_update = model.update
         # the master copies to restore on a failure: only layers that have one (a list for every
         # layer would be held, with its tuples, through every allocation below)
         prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers
                        if ly.master_w is not None or ly.master_b is not None]
         try:
-            if prev_now is not None:  # (no instance attribute where there was none: a model's map grows)
-                model._now = None
             win = 0
-            if now:  # the gradient window goes with backward's buffers (idle forward memory)
-                from microtrain.now import Now, floats
+            if how == "backward":  # the gradient window goes with backward's buffers (idle forward memory)
+                from microtrain.stepwise import StepInBackward, floats
 
                 win = 4 * floats([model.layers[i] for i in idx])
-            self.layers = model.set_trained(idx, self._fold is None and not now, win, recompute)
+            self.layers = model.set_trained(idx, how == "sums", win, recompute)
             self.first = self.layers[0].index
             for ly in self.layers:
                 if ly.master_w is not None or ly.master_b is not None:  # (else the class's None stands:
                     ly.master_w = ly.master_b = None  # an instance attribute costs map slots)
-            if mode == "float32":
+            if self.mode == "float32":
                 for ly in self.layers:
                     optim.make_master(ly)
-            elif mode == "mixed":
+            elif self.mode == "mixed":
                 optim.make_master(self.layers[-1])
             self._resume_state()
             for ly in self.layers:
-                st = self.opt.state(ly)  # optimiser state now, while large free blocks remain
-                if self._fold is not None:
-                    ly.gw, ly.gb = st
-                    ly._fold = self._fold
-                    if ly._folded:
-                        ly._folded = False
-                elif now:  # sums of an earlier trainer
-                    ly.gw = ly.gb = ly.grad = None
-            if now:
-                model._now = Now(self.opt, self.layers, sparse, raw=model._bw.window)
+                opt.state(ly)  # optimiser state now, while large free blocks remain
+            if how == "momentum":
+                from microtrain.backward import IntoMomentum
+
+                model.update = IntoMomentum(opt.momentum, self.batch, self.layers, opt)
+            elif how == "backward":
+                model.update = StepInBackward(opt, self.layers, self.sparse, raw=model.backward_plan.window)
             self._mon = None
-            if health or adapt_ranges:
+            if monitor:
                 from microtrain.health import Health
 
                 self._mon = Health(model, self.layers, adapt_ranges)
-                self._bufs = model._plan(self.first)[0]
+                self._bufs = model.plan(self.first)[0]
         except BaseException as e:
-            # out of memory (or a bad checkpoint state) half way: the model as it was
+            upd = model.update
+            if upd is not None and upd is not prev_update:
+                upd.release()  # (the momentum this trainer lent its layers)
             for ly in model.layers:
                 if ly.master_w is not None or ly.master_b is not None:
                     ly.master_w = ly.master_b = None
-                if ly._fold is not None:  # sums that were this trainer's momentum
-                    ly._fold = None
-                    ly.gw = ly.gb = ly.grad = None
                 if ly.trained and ly.index not in prev:
                     ly.trained = False
                     ly.gw = ly.gb = ly.grad = None
             for ly, mw, mb in prev_master:
                 ly.master_w, ly.master_b = mw, mb
-            if model._now is not prev_now:
-                model._now = prev_now
+            stepwise = prev_update is not None and prev_update.late
             if prev:
-                model.set_trained(prev, prev_now is None)
+                model.set_trained(prev, not stepwise)
+                if stepwise:  # (the earlier trainer's layers step during backward again)
+                    model.update = prev_update
             else:
-                model._bw = None
+                model.backward_plan = None
                 model.trained_layers = []
-            if isinstance(e, MemoryError):
-                _memcheck(model, idx, mode, self.opt, sparse, nosums, batch, True, recompute)  # as needed
+                model.update = None
+            if isinstance(e, MemoryError):  # as needed
+                _memcheck(model, idx, self.mode, opt, self.sparse, _nosums(how), self.batch, True, recompute)
             raise
-        self._lr = self.opt.lr
-        self.health = None  # the last epoch's health record (fit)
+
+    def _start_log(self, seed, log, log_every):
+        # the counters, the shuffle's generator and the log's config record
         self.pending = 0
         self.steps = 0
         self.epoch = 0
@@ -286,29 +318,27 @@ class Trainer:
         self.log_every = log_every
         rec = None
         if seed is None:
-            rec = trainer_record(model._bytes)
-        self._rng = rec or ((1 if seed is None else seed) * 2654435761 + 12345) & 0xFFFFFFFF or 1
+            rec = trainer_record(self.model.buf)
+        self.shuffle_state = rec or ((1 if seed is None else seed) * 2654435761 + 12345) & 0xFFFFFFFF or 1
         self.bwd_us = 0  # time in backward, for sparse-speed reports
-        self.heap_live = 0  # largest live heap at an epoch end (bytes)
         self.correct = 0
         self.seen = 0
         self.loss_sum = 0.0
         if log:
             with open(log, "w") as f:
                 f.write(json.dumps({"kind": "config", "train": [ly.name for ly in self.layers],
-                                    "mode": mode, "optimizer": repr(self.opt), "sparse": repr(sparse),
-                                    "batch": batch}) + "\n")
+                                    "mode": self.mode, "optimizer": repr(self.opt),
+                                    "sparse": repr(self.sparse), "batch": self.batch}) + "\n")
 
     @property
     def lr(self):
-        """The learning rate of the next update (fit sets it from the schedule each epoch)."""
-        return self._lr
+        """The learning rate of the next update: the optimiser's `rate` (fit sets it from the
+        schedule each epoch)."""
+        return self.opt.rate
 
     @lr.setter
     def lr(self, v):
-        if type(v) not in (int, float) or not v >= 0 or v - v != 0:  # also refuses NaN and inf
-            raise ValueError("Trainer.lr must be a finite number >= 0, got %r" % (v,))
-        self._lr = v
+        self.opt.set_rate(v, "Trainer.lr")
 
     def _check_label(self, label):
         n = self.model.output.numel
@@ -320,18 +350,15 @@ class Trainer:
         t = self.model.tensors
         for ly in self.layers:
             st = ly.state_t
-            if st[0] >= 0 and t[st[0]].kind == KIND_STATE and ly.master_w is not None:
+            if st[0] >= 0 and t[st[0]].kind == _KIND_STATE and ly.master_w is not None:
                 ly.master_w = t[st[0]].data
                 ly.master_b = t[st[1]].data
             if st[2] >= 0:
                 v = (t[st[4]].data, t[st[5]].data) if st[4] >= 0 and st[5] >= 0 else ()  # Adam (1.3)
                 self.opt.load_state(ly, t[st[2]].data, t[st[3]].data, *v)
-        rec = trainer_record(self.model._bytes, True)
-        bt = getattr(self.opt, "_bt", None)  # Adam's beta1^t, beta2^t: its bias correction continues
-        if rec is not None and rec[1] is not None and bt is not None:
-            from struct import pack_into
-
-            pack_into("<2I", bt, 0, rec[1][0], rec[1][1])
+        rec = trainer_record(self.model.buf, True)
+        if rec is not None and rec[1] is not None:  # Adam's bias correction continues
+            self.opt.resume_bias_correction(rec[1])
         # stochastic rounding: continue the xorshift16 sequence where the saved run
         # stopped (one draw per weight without a master copy, per update; period 65535)
         draws = 0
@@ -362,22 +389,11 @@ class Trainer:
         policy = self.sparse
         if policy is not None:
             policy.observe(loss)
-        now = m._now
-        if now is not None:
-            now.lr = self.lr
         t0 = ticks_us()
         try:
             m.backward(err, s, policy)
         except ValueError:
-            # batch 1: the layers above the one that failed hold the sample in their momentum: their
-            # step. A larger batch steps at its end: those layers keep the failed sample's share in v
-            done = None
-            if self._fold is not None and self.batch == 1:
-                done = [ly for ly in self.layers if ly._folded]
-            if done:
-                self.opt.step(done, 1, self.lr)
-            if now is not None:  # the layers above it took their step during backward
-                now.abandon()
+            m.update.failed(self.opt, self.layers)  # the layers above the failing one: their step
             raise
         self.bwd_us += ticks_diff(ticks_us(), t0)
         self.pending += 1
@@ -397,20 +413,20 @@ class Trainer:
     def flush(self):
         """Apply the gradients of the samples since the last update."""
         if self.pending:
-            self.opt.step(self.layers, self.pending, self.lr)  # counts model.train_steps
+            self.opt.step(self.layers, self.pending)  # at opt.rate; counts model.train_steps
             self.pending = 0
             if self._mon is not None:
                 self._mon.update()  # range adaptation between updates
 
     def _shuffle(self, order):
-        r = self._rng
+        r = self.shuffle_state
         for i in range(len(order) - 1, 0, -1):
             r ^= (r << 13) & 0xFFFFFFFF
             r ^= r >> 17
             r ^= (r << 5) & 0xFFFFFFFF
             j = r % (i + 1)
             order[i], order[j] = order[j], order[i]
-        self._rng = r
+        self.shuffle_state = r
 
     def fit(self, samples, epochs=1, shuffle=True, eval_samples=None, verbose=True, cache="auto"):
         """Train for `epochs` passes over `samples` (a sequence of (x, label)).

@@ -1,3 +1,4 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # Forward-only (zeroth-order) training, two ways (docs/adapt.md, "Forward-only
 # training"). Imported on use (mt.ZO).
 #
@@ -18,9 +19,19 @@
 # Trainer's optimiser. Forward passes only: no error travels between layers.
 import array
 
-from microtrain.fmt import ACT_RELU, ACT_RELU6, OP_CONV2D, OP_LINEAR
+from micropython import const
+
 from microtrain.kern import K
 from microtrain.loss import LOSSES, argmax
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_OP_CONV2D = const(1)
+_OP_LINEAR = const(2)
+_ACT_RELU = const(1)
+_ACT_RELU6 = const(2)
+# --- generated: end
 
 M32 = 0xFFFFFFFF
 STEP_MAX = 255.0  # weight quanta: any larger step saturates every int8 weight anyway
@@ -128,13 +139,13 @@ class ZO:
         zl, d = [], 0
         for j in idx:
             ly = model.layers[j]
-            if ly.op != OP_CONV2D and ly.op != OP_LINEAR:
+            if ly.op != _OP_CONV2D and ly.op != _OP_LINEAR:
                 raise ValueError("ZO: perturb='outputs' trains conv2d / linear layers; %s is %s"
                                  % (ly.name, ly.kind))
             n = model.tensors[ly.output].numel
             # (layer, first coordinate, outputs, fused activation to mask by, its grad-weight kernel)
-            act = ly.act if ly.act in (ACT_RELU, ACT_RELU6) else 0
-            gw = kern.f32("conv2d_s8_grad_weight_f32" if ly.op == OP_CONV2D else "linear_s8_grad_weight_f32")
+            act = ly.act if ly.act in (_ACT_RELU, _ACT_RELU6) else 0
+            gw = kern.f32("conv2d_s8_grad_weight_f32" if ly.op == _OP_CONV2D else "linear_s8_grad_weight_f32")
             zl.append((ly, d, n, act, gw))
             d += n
         p = 1
@@ -172,7 +183,7 @@ class ZO:
         trained layers' sums. Returns (sum of L+, sum of L-) over the rows."""
         m, zl, e, q = self.model, self._zl, self.eps, self.queries
         first, s1, c = self.first, self._s1, self._c
-        bufs, steps = m._plan(first)
+        bufs, steps = m.plan(first)
         last = len(steps)
         out = m.forward(x, first)
         r0 = self.rng
@@ -225,7 +236,7 @@ class ZO:
                 zv[i] = int(c[o + i] * f + (0.5 if c[o + i] > 0 else -0.5)) * zv[i]
             y = bufs[ly.output]
             pr = ly.params
-            if act == ACT_RELU:
+            if act == _ACT_RELU:
                 K.relu_s8_backward(y, pr[-2], zv)
             elif act:
                 K.relu6_s8_backward(y, pr[-2], pr[-1], zv)

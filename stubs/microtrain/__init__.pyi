@@ -31,4 +31,4 @@ from microtrain.trainer import Trainer as Trainer
 from microtrain.zo import ZO as ZO
 
 __version__: str
-__all__: list[str]
+__all__: tuple[str, ...]

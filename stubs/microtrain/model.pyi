@@ -4,6 +4,9 @@ from collections.abc import Callable
 from typing import Any
 
 from microtrain._types import Float32, Int8In, Int8Out, Int32, Mask, Policy, TrainSpec
+from microtrain.backward import BackwardPlan, IntoMomentum, Sums
+from microtrain.lora import LoRA
+from microtrain.stepwise import StepInBackward
 from microtrain.trainer import Trainer
 
 # The format constants (OP_*, DT_*, KIND_*, FLAG_*, OP_NAMES, ...) live in microtrain.fmt;
@@ -82,6 +85,10 @@ class Layer:
     def out_scale(self) -> float: ...
     def make_trainable(self, sums: bool = True) -> None: ...
     def refresh_ratios(self) -> None: ...
+    def touch(self, mask: Mask) -> None:
+        """Sparse training: mark mask's channels as having a gradient since the last update."""
+    def rewire(self, params: Int32, shift: Int32, output: int, act: int) -> None:
+        """Another descriptor, shifts, output tensor and fused activation (LoRA)."""
 
 class Model:
     """A loaded, validated .mtm model (see ``load``)."""
@@ -94,6 +101,13 @@ class Model:
     input: Tensor
     output: Tensor
     trained_layers: list[Layer]  # set by set_trained (AttributeError before)
+    buf: Int8In  # the whole model file (validated), used in place
+    update: Sums | IntoMomentum | StepInBackward | None  # the update mode (set_trained, Trainer)
+    backward_plan: BackwardPlan | None  # the buffers backward uses (set_trained)
+    lora: LoRA | None  # the attached adapters
+    ce_bufs: tuple[array[int], array[int]] | None  # cross_entropy's (err, stats)
+    loss_bufs: tuple[array[int], array[int]] | None  # mse / bce's (err, int32 scratch)
+    last_out: Any  # the output buffer of the last forward
     def __init__(self, buf: Int8In, words: array[int] | None) -> None: ...
     def layer(self, name: str) -> Layer: ...
     def tensor(self, i: int) -> Tensor: ...
@@ -105,6 +119,12 @@ class Model:
     def dequantize_output(self, q: Int8In | None = None) -> list[float]: ...
     def set_trained(self, spec: TrainSpec, sums: bool = True, window: int = 0,
                     redo: bool = False) -> list[Layer]: ...
+    def plan(self, keep_from: int | None) -> tuple[dict[int, Any], list[Any]]:
+        """The forward plan keeping from keep_from (made on first use): (buffers, steps)."""
+    def owners(self, keep_from: int | None) -> dict[int, Any]: ...
+    def has_plan(self, keep_from: int | None) -> bool: ...
+    def forget_plans(self) -> None: ...
+    def drop_plans(self, keep: int | None) -> None: ...
     def rebind(self) -> None:
         """Rebuild the forward call tables after a layer's parameter arrays were replaced
         (make_trainable; the optimisers call it after each update)."""

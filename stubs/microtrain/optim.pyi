@@ -30,7 +30,8 @@ class Param:
 
 class _Optimizer:
     n_state: int  # float32 state arrays per tensor (SGD momentum 1, Adam 2)
-    lr: float
+    lr: float  # the configured rate (a schedule's lr0), checked > 0
+    rate: float  # the rate of the next update (set_rate; Trainer.lr)
     weight_decay: float
     standardize: bool
     rounding: str  # "auto", "nearest" or "stochastic"
@@ -47,14 +48,21 @@ class _Optimizer:
                    v_b: Float32 | None = None) -> None:
         """Continue from a checkpoint's state for ly (used in place; ignored without momentum;
         without v_w, v_b (a file older than 1.3) Adam's second moments restart at zero)."""
+    def resume_bias_correction(self, bits: tuple[int, int]) -> None:
+        """Continue a checkpoint's bias correction (Adam: beta1^t, beta2^t as float32 bits)."""
     def prepare(self, p: Param, n: int) -> None:
         """The common start of a direction: g / n, standardised, plus weight decay."""
     def direction(self, p: Param, st: list[Any] | None, n: int) -> None:
         """Turn p.g (the sum of n samples' gradients) into the step direction, in place."""
     def begin(self, t: int) -> None:
         """Called once per step (t = the new step count) before any layer."""
+    def set_rate(self, v: float, who: str = "lr") -> None:
+        """Set `rate`: a finite number >= 0 (the one check of a rate)."""
     def step(self, layers: Model | list[Layer] | tuple[Layer, ...], n: int = 1,
              lr: float | None = None) -> None: ...
+    def apply(self, layers: list[Layer] | tuple[Layer, ...], n: int, lr: float | None,
+              upd: Any) -> None:
+        """The update of `layers` from what the update mode holds (its step calls this)."""
 
 class SGD(_Optimizer):
     momentum: float

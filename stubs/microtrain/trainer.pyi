@@ -19,7 +19,8 @@ class Trainer:
     schedule: Callable[[float, int, int], float]
     layers: list[Layer]  # the trained layers, in model order
     first: int  # index of the first trained layer
-    lr: float  # learning rate of the current epoch
+    lr: float  # the rate of the next update: the optimiser's rate (set_rate)
+    shuffle_state: int  # xorshift32 state of fit's shuffle (saved in checkpoints)
     pending: int  # samples whose gradients are not applied yet
     steps: int  # samples seen by step()
     epoch: int

@@ -32,21 +32,40 @@ def test_a_stale_file_is_seen() -> None:
     assert L.c_header() == c_text and L.device_fmt(fmt_text) == fmt_text
     edited = c_text.replace(f"#define MTM_LAYER_ENTRY {L.LAYER_ENTRY}u", "#define MTM_LAYER_ENTRY 151u")
     assert edited != c_text and L.c_header() != edited
-    edited = fmt_text.replace(f"LAYER_N = const({L.LAYER_N})", f"LAYER_N = const({L.LAYER_N + 1})")
+    edited = fmt_text.replace(f"MAX_ELEMS = const({L.MAX_ELEMS})", f"MAX_ELEMS = const({L.MAX_ELEMS + 1})")
     assert edited != fmt_text and L.device_fmt(edited) == fmt_text  # the generator restores it
+    model_py = L.DEVICE_FMT.parent / "model.py"
+    text = model_py.read_text()
+    edited = text.replace(f"_LAYER_N = const({L.LAYER_N})", f"_LAYER_N = const({L.LAYER_N + 1})")
+    assert edited != text and L.outputs()[model_py] == text
+    assert L._replace_section(model_py, edited, L.private_section(edited)) == text
     with pytest.raises(ValueError, match="generated section"):
         L.device_fmt(fmt_text.replace(L.END, ""))
 
 
 def _fmt_values() -> dict[str, Any]:
-    """NAME -> value of every module-level assignment of fmt.py (const(x) read as x)."""
+    """NAME -> value of every module-level assignment of fmt.py (const(x) read as x), and of the
+    private `_NAME = const(x)` the generated sections of the other device modules hold."""
     out: dict[str, Any] = {}
-    for node in ast.parse(L.DEVICE_FMT.read_text()).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+    for path in [L.DEVICE_FMT, *L.device_modules()]:
+        text = path.read_text()
+        if path != L.DEVICE_FMT:
+            sec = re.search(re.escape(L.BEGIN) + ".*?" + re.escape(L.END), text, re.S)
+            if not sec:
+                continue
+            text = sec.group(0)
+        for node in ast.parse(text).body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)):
+                continue
             v = node.value
             if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "const":
                 v = v.args[0]
-            out[node.targets[0].id] = ast.literal_eval(v)
+            name = node.targets[0].id
+            val = ast.literal_eval(v)
+            if path != L.DEVICE_FMT:
+                name = name[1:]
+            assert out.setdefault(name, val) == val, (path, name)  # one value wherever it is
     return out
 
 

@@ -29,7 +29,7 @@ def snapshot(m, tr):
         for a in st or ():
             parts.append(bytes(a))
         parts.append(b"T" if ly.trained else b"F")
-    parts.append(struct.pack("<I", tr._rng))
+    parts.append(struct.pack("<I", tr.shuffle_state))
     return b"".join(parts)
 
 

@@ -120,8 +120,8 @@ def main(cfg_path):
             for name, tc in (("w", "b"), ("b", "i"), ("mult", "i"), ("shift", "i"), ("w_scale", "f"),
                              ("gw", "f"), ("gb", "f"), ("master_w", "f"), ("master_b", "f")):
                 a = getattr(ly, name)
-                # gw, gb: st0, st1 with the momentum mode; None where a layer steps in backward (Now)
-                if a is not None and not (name[0] == "g" and ly._fold is not None):
+                # gw, gb: st0, st1 with the momentum mode; None where a layer steps in backward
+                if a is not None and not (name[0] == "g" and type(m.update).__name__ == "IntoMomentum"):
                     record(f, p + name, tc, a)
             st = tr.opt.state(ly)  # made by Trainer for every trained layer
             if st is not None:

@@ -96,7 +96,7 @@ m = mt.load(sys.argv[1])
 tr = mt.Trainer(m, train="last:2", mode="mixed", optimizer=optim.SGD(lr=0.01, momentum=0.9), seed=9)
 tr.fit(FileDataset(sys.argv[2]), 2, verbose=False)
 tr.save(sys.argv[3])
-print("RNG", tr._rng)
+print("RNG", tr.shuffle_state)
 m.save(sys.argv[4])
 """
 

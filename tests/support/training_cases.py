@@ -246,7 +246,7 @@ CONFIGS: list[tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int]] 
     ("res", "all", "int8", SGDM, DYN, 1),
     ("cnn", "last:2", "mixed", {**SGDM, "rounding": "stochastic"}, STATIC, 1),
     ("misc", "all", "float32", SGDM, None, 1),
-    # batch 1, plain SGD: each layer steps during backward (optim.Now), the draws by jumps
+    # batch 1, plain SGD: each layer steps during backward (stepwise.StepInBackward), the draws by jumps
     ("cnn", "all", "mixed", SGD, None, 1),
 ]
 

@@ -1,4 +1,4 @@
-"""Backward's int32 grad-input scratch (python_lib/microtrain/model.py ``_scratch_plan``,
+"""Backward's int32 grad-input scratch (python_lib/microtrain/plan.py ``scratch_plan``,
 docs/memory.md), in the real micropython binary.
 
 Pools whose windows do not overlap take no scratch (``acc=None``), and the scratch of the
@@ -51,16 +51,16 @@ def hostnet(tmp_path_factory: pytest.TempPathFactory) -> Setup:
 
 PLAN = """
 import microtrain as mt
-from microtrain import memplan
+from microtrain import kern, memplan, plan
 m = mt.load(%r)
 idx = m.select(%r)
 need = dict(memplan.need(m, idx, "mixed", 1, None))
 t = mt.Trainer(m, train=%r, mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9))
-bw = m._bw
-need_l, n, host = m._scratch_plan(bw.first, bw.region, bw.inplace)
+bw = m.backward_plan
+need_l, n, host = plan.scratch_plan(m, bw.first, bw.region, bw.inplace, kern.NATIVE)
 print("PLAN", n, host, [ly.index for ly in need_l])
 if host is not None:
-    v = bw.accv[need_l[0].index]
+    v = bw.acc_views[need_l[0].index]
     v[0] = 0x01020304  # the scratch writes into the host's int8 error buffer
     print("ALIAS", list(bw.ebuf[host][:4]))
 print("NEED", need["backward buffers"])
@@ -103,7 +103,7 @@ def test_training_with_the_scratch_in_place_equals_reference(hostnet: Setup, tmp
 class RedoNet(nn.Module):
     """conv+ReLU (8x8x16, 1024 B) -> 2x2 max pool -> conv+ReLU (4x4x16 input: a 1024-byte
     scratch) -> linear: no idle error buffer holds the scratch, so the first conv's output does,
-    and the conv runs again before the pool's backward (Model._recompute_host); the pool's output
+    and the conv runs again before the pool's backward (plan.recompute_host); the pool's output
     takes its error over itself after conv2's weight gradient read it."""
 
     def __init__(self) -> None:
@@ -126,13 +126,13 @@ REDO = """
 import microtrain as mt
 m = mt.load(%r)
 t = mt.Trainer(m, train="all", mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9), batch=2)
-print("DEFAULT", m._bw.redo)  # off unless asked: it costs a forward of that layer per sample
+print("DEFAULT", m.backward_plan.redo)  # off unless asked: it costs a forward of that layer per sample
 t = mt.Trainer(m, train="all", mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9), batch=2, recompute=True)
-bw = m._bw
+bw = m.backward_plan
 print("REDO", bw.redo, sorted(bw.inplace))
 pool, conv = bw.redo
 t_out = m.layers[conv].output
-acc = bw.accv[max(bw.accv)]
+acc = bw.acc_views[max(bw.acc_views)]
 acc[0] = 0x01020304  # the scratch is the conv output's buffer
 print("ALIAS", list(bw.bufs[t_out][:4]))
 """

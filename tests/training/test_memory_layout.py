@@ -225,7 +225,7 @@ INPLACE = """
 import microtrain as mt
 m = mt.load(%r)
 t = mt.Trainer(m, train="all", mode="int8")
-bw = m._bw
+bw = m.backward_plan
 for ti in sorted(bw.inplace):
     print("INPLACE", ti, int(bw.ebuf[ti] is bw.bufs[ti]))
 """
@@ -283,7 +283,7 @@ def test_sums_false_with_a_sparse_policy_is_the_same_training(setups: dict[str, 
 
 NOW = """
 import microtrain as mt
-from microtrain import now
+from microtrain import stepwise
 
 
 def run(sums, mode, sparse, window, rounding="auto"):
@@ -292,7 +292,7 @@ def run(sums, mode, sparse, window, rounding="auto"):
     t = mt.Trainer(m, train="all", mode=mode, optimizer=mt.SGD(lr=0.05, rounding=rounding), sparse=pol,
                    sums=sums)
     if window:  # several windows per layer (the default 2048 floats hold these small layers whole)
-        m._now = now.Now(t.opt, t.layers, pol, window)
+        m.update = stepwise.StepInBackward(t.opt, t.layers, pol, window)
     n = m.input.numel
     with open(%r, "rb") as f:
         data = f.read(30 * n)
@@ -302,7 +302,7 @@ def run(sums, mode, sparse, window, rounding="auto"):
         arrs += [bytes(ly.w), bytes(ly.b), bytes(ly.mult), bytes(ly.shift), bytes(ly.w_scale)]
         if ly.master_w is not None:
             arrs += [bytes(ly.master_w), bytes(ly.master_b)]
-    nosums = m._now is not None and all(ly.gw is None for ly in t.layers)
+    nosums = isinstance(m.update, stepwise.StepInBackward) and all(ly.gw is None for ly in t.layers)
     return losses, arrs, t.opt.rng, int(nosums), m.train_steps
 
 
@@ -322,7 +322,7 @@ print("DEFAULT_SPARSE", run(None, "int8", True, 0)[3])
 
 def test_batch1_plain_sgd_steps_during_backward(setups: dict[str, Setup]) -> None:
     """Batch 1, plain SGD: no gradient sums, each layer steps during backward a window of
-    channels at a time (now.Now); the same bits as the sums path: weights, scales, biases,
+    channels at a time (stepwise.StepInBackward); the same bits as the sums path: weights, scales, biases,
     masters, losses and the stochastic-rounding generator (the xorshift16 jumps), with one
     window per layer and with several; with a sparse policy (sums=False, nearest rounding: the
     draws follow the update order there) too; by default a sparse policy keeps the sums."""
@@ -349,20 +349,21 @@ def test_plain_sgd_steps_during_backward_sparse(setups: dict[str, Setup], tmp_pa
 
 HOSTED = """
 import microtrain as mt
+from microtrain import backward, kern, plan
 m = mt.load(%r)
 t = mt.Trainer(m, train=%r, mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=0.9))
-bw = m._bw
-idle = m._idle(bw.first)
-_, n, host = m._scratch_plan(bw.first, bw.region, bw.inplace)
+bw = m.backward_plan
+idle = backward.idle(m, bw.first)
+_, n, host = plan.scratch_plan(m, bw.first, bw.region, bw.inplace, kern.NATIVE)
 views = []  # (name, int8 view) of every error buffer that is not an activation itself
-for d, k in ((bw.ebuf, "e"), (bw.etmp, "t"), (bw.emerge, "m")):
+for d, k in ((bw.ebuf, "e"), (bw.esecond, "t"), (bw.emerge, "m")):
     for ti in sorted(d):
         if ti not in bw.inplace:
             views.append(("%%s%%d" %% (k, ti), d[ti]))
 acc = None
-for j in bw.accv:
-    if acc is None or len(bw.accv[j]) > len(acc):
-        acc = bw.accv[j]
+for j in bw.acc_views:
+    if acc is None or len(bw.acc_views[j]) > len(acc):
+        acc = bw.acc_views[j]
 kept = [ti for ti in bw.bufs if not any(bw.bufs[ti] is b for b in idle)]
 before = [bytes(bw.bufs[ti]) for ti in kept]
 
@@ -467,11 +468,11 @@ t = mt.Trainer(m, train=%r, mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=%r)
 n = m.input.numel
 with open(%r, "rb") as f:
     data = f.read(4 * n)
-bw = m._bw
+bw = m.backward_plan
 acc = None
-for j in bw.accv:
-    if acc is None or len(bw.accv[j]) > len(acc):
-        acc = bw.accv[j]
+for j in bw.acc_views:
+    if acc is None or len(bw.acc_views[j]) > len(acc):
+        acc = bw.acc_views[j]
 fr = bw.frow
 shared = 0
 if fr is not None:  # the same bytes as backward's int32 scratch: a write shows through the other

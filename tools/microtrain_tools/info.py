@@ -91,13 +91,17 @@ too with --sparse) + 320 B per trained layer; constants measured by
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import json
 import sys
 from pathlib import Path
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from microtrain_tools import mtm
 from microtrain_tools.mtm import Act, Kind, Model, Op
+from microtrain_tools.paths import PYTHON_LIB
 from microtrain_tools.reference import oracle
 
 __all__ = ["MODES", "build_parser", "forward_plan_bytes", "inference_ram", "layer_rows", "main", "train_ram"]
@@ -106,273 +110,59 @@ MODES = ("int8", "mixed", "float32")
 STATS_BYTES = 3 * 4  # softmax_xent_s8's stats
 COPY_BYTES_PER_CHANNEL = 5 * 4
 SPARSE_BYTES_PER_CHANNEL = 4 + 1
-WINDOW_FLOATS = 2048  # python_lib/microtrain/now.py WINDOW
+WINDOW_FLOATS = 2048  # python_lib/microtrain/stepwise.py WINDOW
 
 
-def _needs_scratch(ly: mtm.Layer) -> bool:
-    """Whether the layer's grad input needs the int32 scratch (fmt.needs_scratch on the device)."""
-    if ly.op in (Op.CONV2D, Op.LINEAR):
-        return True
-    p = ly.params  # pool descriptor: ..., k_h, k_w, stride_h, stride_w at 5..8
-    return ly.op in (Op.MAXPOOL, Op.AVGPOOL) and (p[7] < p[5] or p[8] < p[6])
+class _Graph:
+    """A .mtm model as the device's plan.py reads one (the names of the device's Model):
+    layers with index, op, act, inputs, output and params; tensors with numel; input.index
+    and output.index."""
+
+    def __init__(self, m: Model) -> None:
+        self.tensors = m.tensors
+        self.layers = [SimpleNamespace(index=j, op=int(ly.op), act=int(ly.act), inputs=tuple(ly.inputs),
+                                       output=ly.output, params=ly.params) for j, ly in enumerate(m.layers)]
+        self.input = SimpleNamespace(index=m.input)
+        self.output = SimpleNamespace(index=m.output)
 
 
-def inplace_errors(m: Model, first: int, region: set[int], over: bool = True) -> set[int]:
-    """Activations whose int8 error the device writes over the activation itself (module
-    doc, errors; Model._inplace_errors): the only reader is a pool with disjoint windows and
-    the producer a conv / linear; or (``over``: not where layers step during backward) the
-    only reader is a conv / linear (its weight gradient reads the activation first) and the
-    producer is no ReLU layer and has no fused activation or is a conv / linear (the reader's
-    grad input applies its ReLU / ReLU6 mask as it writes)."""
-    path = m.layers[first:]
-    made = {ly.output: ly for ly in path}
-    cons: dict[int, int] = {}
-    for ly in path:
-        for t in ly.inputs:
-            cons[t] = cons.get(t, 0) + 1
-    out: set[int] = set()
-    for ly in path:
-        t, p = ly.inputs[0], ly.params
-        if t not in region or cons[t] != 1 or t == m.output:
-            continue
-        src = made[t]
-        if ly.op in (Op.MAXPOOL, Op.AVGPOOL) and p[7] >= p[5] and p[8] >= p[6]:
-            if src.op in (Op.CONV2D, Op.LINEAR):
-                out.add(t)
-        elif over and ly.op in (Op.CONV2D, Op.LINEAR) and src.op not in (Op.RELU, Op.RELU6) and (
-                src.act == Act.NONE or src.op in (Op.CONV2D, Op.LINEAR)):
-            out.add(t)
-    return out
+@functools.cache
+def device_module(name: str) -> ModuleType:
+    """python_lib/microtrain/<name>.py run by CPython: plan.py (the device's memory plan of
+    training) or place.py (its inference placement), so that `info` counts by the rules the
+    device allocates by."""
+    mod = "microtrain_device_" + name
+    spec = importlib.util.spec_from_file_location(mod, PYTHON_LIB / "microtrain" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def recompute_host(m: Model, first: int, region: set[int], inplace: set[int]) -> bool:
-    """Whether the int32 scratch, when nothing else holds it, goes into an activation made again
-    before its reader's backward (Model._recompute_host): one whose error a pool with disjoint
-    windows writes over it, made by a conv / linear, at least 4 bytes per scratch value, the
-    pool before every layer using the scratch."""
-    path = m.layers[first:]
-    users = [j for j, ly in enumerate(path, first) if _needs_scratch(ly) and ly.inputs[0] in region]
-    if not users:
-        return False
-    n = max(m.tensors[m.layers[j].inputs[0]].numel for j in users)
-    made = {ly.output: j for j, ly in enumerate(path, first)}
-    for t in inplace:
-        reader = next(j for j in range(made[t] + 1, len(m.layers)) if m.layers[j].inputs[0] == t)
-        ly = m.layers[reader]
-        if (ly.op in (Op.MAXPOOL, Op.AVGPOOL) and m.layers[made[t]].op in (Op.CONV2D, Op.LINEAR)
-                and users[0] > reader and m.tensors[t].numel >= 4 * n):
-            return True
-    return False
-
-
-def _scratch_elems(m: Model, first: int, region: set[int]) -> int:
-    """The int32 scratch's elements (0: no layer needs it)."""
-    path = m.layers[first:]
-    users = [j for j, ly in enumerate(path, first) if _needs_scratch(ly) and ly.inputs[0] in region]
-    return max((m.tensors[m.layers[j].inputs[0]].numel for j in users), default=0)
-
-
-def _scratch_bytes(m: Model, first: int, region: set[int], inplace: set[int]) -> int:
-    """The int32 scratch's bytes of RAM (module doc): 0 when an idle error buffer holds it."""
-    path = m.layers[first:]
-    users = [j for j, ly in enumerate(path, first) if _needs_scratch(ly) and ly.inputs[0] in region]
-    n = _scratch_elems(m, first, region)
-    if not users:
-        return 0
-    cons: dict[int, int] = {}
-    for j, ly in enumerate(path, first):
-        for t in ly.inputs:
-            if t in region:
-                cons[t] = -1 if t in cons else j  # -1: two consumers or more
-    for ly in path:  # (inplace: those error buffers are the activations)
-        if (0 <= cons.get(ly.output, -1) < users[0] and m.tensors[ly.output].numel >= 4 * n
-                and ly.output not in inplace):
-            return 0
-    return 4 * n
-
-
-def training_plan(m: Model, keep: set[int]) -> tuple[int, list[int]]:
-    """The forward plan (module doc) whose tensors in ``keep`` are never freed: the bytes of
-    its buffers, and the sizes of the buffers that hold no tensor of ``keep`` nor the model
-    output (idle from the end of a forward to the next: backward's buffers go there), in
-    the order they were made, the model input's first (model.py ``Model._idle``)."""
-    last_use: dict[int, int] = {}
-    for j, ly in enumerate(m.layers):
-        for t in ly.inputs:
-            last_use[t] = j
-    free: list[int] = []  # ids of the free buffers, in the order they were freed
-    size: list[int] = []  # buffer id -> its size
-    kept: list[bool] = []  # buffer id -> holds a tensor of keep
-    bid: dict[int, int] = {}  # tensor -> the buffer it uses
-    total = m.tensors[m.input].numel
-    for j, ly in enumerate(m.layers):
-        n = m.tensors[ly.output].numel
-        fits = [k for k, b in enumerate(free) if size[b] >= n] if ly.output != m.output else []
-        if fits:
-            best = min(fits, key=lambda k: (size[free[k]], k))  # smallest; first freed on ties
-            b = free.pop(best)
-        else:
-            b = len(size)
-            size.append(n)
-            kept.append(False)
-            total += n
-        bid[ly.output] = b
-        kept[b] = kept[b] or ly.output in keep or ly.output == m.output
-        for t in dict.fromkeys(ly.inputs):
-            if last_use.get(t) == j and t not in keep and t not in (m.input, m.output):
-                free.append(bid[t])
-    idle = [] if m.input in keep else [m.tensors[m.input].numel]
-    return total, idle + [n for n, k in zip(size, kept, strict=True) if not k]
+def device_plan() -> ModuleType:
+    return device_module("plan")
 
 
 def forward_plan_bytes(m: Model, keep: set[int]) -> int:
-    """Bytes of the activation buffers of the forward plan (module doc); ``keep``: never freed."""
-    return training_plan(m, keep)[0]
-
-
-def backward_items(m: Model, first: int, region: set[int], inplace: set[int], scratch: int,
-                   window: int = 0) -> list[int]:
-    """Bytes of backward's buffers, in the device's order (model.py ``Model._pack``): the int32
-    scratch (``scratch`` bytes, 0: none) first, the float32 gradient window of plain SGD at
-    batch 1 (``window`` bytes, 0: none), then per layer from ``first`` on the error buffer of
-    its output (not for the activations taking their own errors) and, for an output read by
-    two layers or more, its arrival and merge buffers."""
-    cons: dict[int, int] = {}
-    for ly in m.layers[first:]:
-        for t in ly.inputs:
-            if t in region:
-                cons[t] = cons.get(t, 0) + 1
-    items = [scratch] if scratch else []
-    if window:
-        items.append(window)
-    for ly in m.layers[first:]:
-        if ly.output not in inplace:
-            items += [m.tensors[ly.output].numel] * (3 if cons.get(ly.output, 0) > 1 else 1)
-    return items
-
-
-def pack(items: list[int], sizes: list[int]) -> list[tuple[int, int] | None]:
-    """Where each item (bytes) goes among the idle buffers of ``sizes``: (buffer, offset), or None
-    for a new buffer. First fit decreasing (ties in item order), offsets rounded up to 4 (the
-    scratch is retyped to int32); items never overlap (all live through the whole backward)."""
-    used = [0] * len(sizes)
-    at: list[tuple[int, int] | None] = [None] * len(items)
-    for i in sorted(range(len(items)), key=lambda i: (-items[i], i)):
-        for b, cap in enumerate(sizes):
-            o = (used[b] + 3) & ~3
-            if o + items[i] <= cap:
-                at[i] = (b, o)
-                used[b] = o + items[i]
-                break
-    return at
-
-
-TILE_BYTES = 2048  # model.py _TILE: a new tile for a fused conv + add
-
-
-def fused_pairs(m: Model, last_use: dict[int, int]) -> dict[int, tuple[int, int]]:
-    """{conv layer: (add layer, skip tensor)} of the inference plan (model.py ``Model._fusable``):
-    a conv2d whose only consumer is an add whose other input exists before the conv, dies at
-    the add and is read by nothing in between; the conv's output never exists whole."""
-    made: dict[int, int] = {}
-    uses: dict[int, int] = {}
-    for j, ly in enumerate(m.layers):
-        made[ly.output] = j
-        for t in ly.inputs:
-            uses[t] = uses.get(t, 0) + 1
-    ends = (m.input, m.output)
-    fz: dict[int, tuple[int, int]] = {}
-    for j, a in enumerate(m.layers):
-        if a.op != Op.ADD or len(a.inputs) != 2 or a.inputs[0] == a.inputs[1] or a.output in ends:
-            continue
-        for side in (0, 1):
-            c, k = a.inputs[side], a.inputs[1 - side]
-            i = made.get(c, -1)
-            if i < 0 or uses[c] != 1 or c in ends or k in ends or last_use.get(k) != j:
-                continue
-            cv, p = m.layers[i], m.layers[i].params
-            dilated = len(p) > 17 and (p[17], p[18]) != (1, 1)
-            if cv.op != Op.CONV2D or i in fz or made.get(k, -1) >= i or dilated:
-                continue
-            if any(k in ly.inputs for ly in m.layers[i:j]):
-                continue
-            fz[i] = (j, k)
-            break
-    return fz
+    """Bytes of the activation buffers of a forward plan of whole buffers whose tensors in
+    ``keep`` are never freed (module doc; plan.forward_fit), the model input's included."""
+    _, size, _ = device_plan().forward_fit(_Graph(m), keep)
+    return int(m.tensors[m.input].numel + sum(size))
 
 
 def inference_plan_bytes(m: Model) -> int:
-    """Bytes of the inference plan's buffers (model.py ``Model._place``): tensors in the
-    smallest free segment of a buffer that holds them (free neighbours merge), the input's
-    buffer reused once read, fused conv + add pairs through a tile."""
+    """Bytes of the inference plan's buffers (module doc): the device's own placement
+    (python_lib/microtrain/place.py) run on this model with host buffers."""
     last_use: dict[int, int] = {}
     for j, ly in enumerate(m.layers):
         for t in ly.inputs:
             last_use[t] = j
-    fz = fused_pairs(m, last_use)
-    adds = {j: k for j, k in fz.values()}
     n_in = m.tensors[m.input].numel
-    total = n_in
-    nbuf = 1  # buffer ids; the model input's is 0
-    free: list[list[int]] = []  # [buffer, offset, length]
-    seg: dict[int, list[int]] = {m.input: [0, 0, n_in]}
-
-    def take(j: int, n: int) -> list[int]:
-        f = free[j]
-        if f[2] == n:
-            return free.pop(j)
-        f[1] += n
-        f[2] -= n
-        return [f[0], f[1] - n, n]
-
-    def give(t: list[int]) -> None:
-        b, off, n = t
-        j = 0
-        while j < len(free):
-            f = free[j]
-            if f[0] == b and (f[1] + f[2] == off or off + n == f[1]):
-                off, n = min(off, f[1]), n + f[2]
-                free.pop(j)
-            else:
-                j += 1
-        free.append([b, off, n])
-
-    for j, ly in enumerate(m.layers):
-        if j in adds:
-            seg[ly.output] = seg.pop(adds[j])
-        elif j in fz:
-            row, n = ly.params[4] * ly.params[5], m.tensors[ly.output].numel
-            best = -1
-            for q in range(len(free)):
-                if free[q][2] >= row and (best < 0 or free[q][2] > free[best][2]):
-                    best = q
-            if best >= 0:
-                t = take(best, min(free[best][2], n))
-            else:
-                size = min(n, row * max(1, TILE_BYTES // row))
-                t = [nbuf, 0, size]
-                nbuf += 1
-                total += size
-            give(t)
-        else:
-            n = m.tensors[ly.output].numel
-            best = -1
-            if ly.output != m.output:
-                for q in range(len(free)):
-                    if free[q][2] >= n and (best < 0 or free[q][2] < free[best][2]):
-                        best = q
-            if best >= 0:
-                seg[ly.output] = take(best, n)
-            else:
-                seg[ly.output] = [nbuf, 0, n]
-                nbuf += 1
-                total += n
-        for q, t in enumerate(ly.inputs):
-            if q and t == ly.inputs[0]:
-                continue
-            if last_use.get(t) == j and t != m.output and t in seg:
-                give(seg.pop(t))
-    return total
+    bufs: dict[int, Any] = {m.input: bytearray(n_in)}
+    owner: dict[int, Any] = {}
+    device_module("place").place(_Graph(m), bufs, owner, last_use)
+    return n_in + sum(len(b) for b in owner.values())
 
 
 def inference_ram(m: Model) -> int:
@@ -405,10 +195,10 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     first = wl[-train_last]
     trained = [m.layers[j] for j in wl[-train_last:]]
     path = m.layers[first:]
-    keep = {t for ly in path for t in (*ly.inputs, ly.output)}
     region = {ly.output for ly in path}
-    # batch 1: into the momentum (Trainer._fold), or plain SGD steps each layer during backward
-    # (now.Now, its window placed with backward's buffers); by default without a sparse policy.
+    # batch 1: into the momentum (optim.IntoMomentum), or plain SGD steps each layer during
+    # backward (stepwise.StepInBackward, its window placed with backward's buffers); by default
+    # without a sparse policy.
     # A larger batch with sums=False: each gradient / batch into the momentum (SGD momentum only,
     # no sparse policy: the Trainer refuses the rest)
     if batch > 1 and sums is False and (adam or not momentum or sparse):
@@ -417,13 +207,15 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     nosums = not adam and ((batch == 1 and (sums is False or (sums is None and not sparse)))
                            or (batch > 1 and sums is False))
     now = nosums and not momentum
-    inplace = inplace_errors(m, first, region, not now)  # their errors overwrite the activations
-    forward, idle = training_plan(m, keep)
-    scratch = _scratch_bytes(m, first, region, inplace)
-    acc_n = _scratch_elems(m, first, region)
+    plan, g = device_plan(), _Graph(m)
+    inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
+    sizes, idle = plan.buffers(g, first)
+    forward = sum(sizes)
+    need, acc_n, host = plan.scratch_plan(g, first, region, inplace)
+    scratch = 4 * acc_n if need and host is None else 0  # (host: an idle error buffer holds it)
     lent = acc_n > 0 and not scratch  # in an idle error buffer: retyped bytes (the update's row too)
     # errors and scratch in the forward buffers idle during backward where they fit: RAM only
-    # for the rest (the scratch, else, in an activation made again: recompute_host)
+    # for the rest (the scratch, else, in an activation made again: plan.recompute_host)
     params = [_params(m, ly) for ly in trained]
     state = 4 * sum(params)
     grads, window = state, 0
@@ -431,8 +223,9 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         grads, window = now_window_bytes(m, trained)
     elif nosums:
         grads = 0
-    items = backward_items(m, first, region, inplace, scratch, window)
-    at = pack(items, idle)
+    placed, where = plan.pack(g, first, region, inplace, scratch, idle, window)
+    items = [n for n, _, _ in placed]
+    at = [where.get(i) for i in range(len(items))]
     hosted = sum(n for n, a in zip(items, at, strict=True) if a is not None)
     own_window = bool(window) and at[1 if scratch else 0] is None  # not hosted: a buffer of its own
     if scratch and at[0] is not None:
@@ -440,7 +233,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         lent = True
     errors = sum(n for n, a in zip(items, at, strict=True) if a is None) - scratch
     errors -= window if own_window else 0
-    if scratch and recompute and recompute_host(m, first, region, inplace):  # Trainer(recompute=True)
+    # Trainer(recompute=True)
+    if scratch and recompute and plan.recompute_host(g, first, inplace, need, acc_n) is not None:
         hosted += scratch
         scratch = 0
         lent = True
@@ -450,8 +244,9 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
     master = {"int8": 0, "mixed": 4 * params[-1], "float32": 4 * sum(params)}[mode]
     copies = sum(w + COPY_BYTES_PER_CHANNEL * c for w, c in zip(weights, out_c, strict=True))
-    # the optimiser's update row (now.Now has its own): the widest layer's channels, twice that
-    # where the gradient goes into the momentum; backward's scratch where it is long enough
+    # the optimiser's update row (stepwise.StepInBackward has its own): the widest layer's
+    # channels, twice that where the gradient goes into the momentum; backward's scratch where
+    # it is long enough
     row = 0 if now else max(out_c, default=0) << (1 if nosums else 0)
     if row and not (lent and acc_n >= row):
         copies += 4 * row
@@ -485,7 +280,7 @@ def loss_bytes(m: Model) -> int:
 
 
 def now_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
-    """now.Now's buffers: (its window's bias and update row, the zero / ones masks and the
+    """stepwise.StepInBackward's buffers: (its window's bias and update row, the zero / ones masks and the
     per-layer window masks; the float32 window of at most WINDOW_FLOATS weight gradients, one
     output channel at least, placed with backward's buffers)."""
     n = w_max = c_max = masks = 0
@@ -514,8 +309,8 @@ TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "mast
 # adds its first objects (trainer, optimiser, loss), the sparse module with a sparse policy, and
 # per trained layer the optimiser's objects (scale tuples, update rows). Fitted to the four
 # cases of mem-mcu.
-PACKAGE_BYTES = {"builtin": 10_624, "natmod": 131_504}
-TRAIN_PACKAGE_BYTES = {"builtin": 1_275, "natmod": 1_187}
+PACKAGE_BYTES = {"builtin": 9_176, "natmod": 128_760}
+TRAIN_PACKAGE_BYTES = {"builtin": 2_587, "natmod": 10_115}
 SPARSE_PACKAGE_BYTES = {"builtin": 5_302, "natmod": 6_746}
 TENSOR_OBJ_BYTES = 156
 LAYER_OBJ_BYTES = 90

@@ -12,9 +12,11 @@ includes ``usermod/microtrain/mtm_layout.h`` and the device package imports
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import struct
 import sys
+import tokenize
 from pathlib import Path
 
 # (name, struct code, count): one field of a table entry, little-endian, no padding
@@ -253,8 +255,70 @@ def c_header() -> str:
     return "\n".join(w)
 
 
+# Every module-level name of fmt.py costs a globals-dict entry in RAM on the device, frozen or
+# not: fmt.py gets only the names the device package uses (the host takes them all from here).
+# The byte offsets and the accessor rows are the layout's details: the device modules that read
+# them get them as private consts in a generated section of their own (`_H_FLAGS = const(12)`:
+# inlined by the compiler, no globals entry).
+
+
+def detail_values() -> dict[str, int]:
+    """Name -> value of each byte offset (H_, T_, L_) and accessor-row index (INFO_, TROW_, LROW_)."""
+    d = {f"H_{_c_name(n)}": o for n, o in HEADER_OFF.items() if n != "magic"}
+    d.update({f"T_{_c_name(n)}": o for n, o in TENSOR_OFF.items() if n != "dtype"})
+    d.update({f"L_{_c_name(n)}": o for n, o in LAYER_OFF.items() if n not in ("op", "params")})
+    for prefix, row in (("INFO_", INFO_ROW), ("TROW_", TENSOR_ROW), ("LROW_", LAYER_ROW)):
+        d.update({f"{prefix}{_c_name(n)}": k for k, n in enumerate(row)})
+    return d
+
+
+_SECTION = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+
+
+def _names(text: str) -> set[str]:
+    """The names in a module's code outside its generated section (not comments or strings)."""
+    src = io.StringIO(_SECTION.sub("", text)).readline
+    return {t.string for t in tokenize.generate_tokens(src) if t.type == tokenize.NAME}
+
+
+def device_modules() -> list[Path]:
+    """The device package's modules other than fmt.py (python_lib/microtrain and pyk/)."""
+    return [p for p in sorted(DEVICE_FMT.parent.rglob("*.py")) if p != DEVICE_FMT]
+
+
+def device_names() -> set[str]:
+    """The names the device package's code uses (fmt.py's generated section not counted)."""
+    names = _names(DEVICE_FMT.read_text())
+    for path in device_modules():
+        names |= _names(path.read_text())
+    return names
+
+
+def const_values() -> dict[str, int]:
+    """Name -> value of each small-int constant of the layout on the device: the byte offsets,
+    the accessor-row indices and every `const()` of fmt.py's full section."""
+    found = re.finditer(r"^(\w+) = const\((-?\d+)\)", _device_lines(), re.M)
+    return {**{m.group(1): int(m.group(2)) for m in found}, **detail_values()}
+
+
+def private_section(text: str) -> str:
+    """The generated part of a device module other than fmt.py (text: the module): the layout's
+    small ints it reads as `_NAME`, private consts."""
+    names = _names(text)
+    w = [BEGIN, f"# (`{GEN_CMD}`): do not edit by hand.",
+         "# The .mtm constants this module reads, private: inlined, no globals entry."]
+    w += [f"_{n} = const({v})" for n, v in const_values().items() if "_" + n in names]
+    w.append(END)
+    return "\n".join(w)
+
+
 def device_section() -> str:
     """The generated part of python_lib/microtrain/fmt.py (between BEGIN and END)."""
+    return "\n".join(_used_lines(_device_lines().split("\n"), device_names()))
+
+
+def _device_lines() -> str:
+    """fmt.py's section with every name of the layout (device_section keeps the used ones)."""
     w = [BEGIN, f"# (`{GEN_CMD}`): do not edit by hand.",
          f"MAGIC = {MAGIC!r}", f"VERSION_MAJOR = const({VERSION_MAJOR})",
          f"VERSION_MINOR = const({VERSION_MINOR})",
@@ -277,16 +341,14 @@ def device_section() -> str:
          f"TFLAG_SIGNAL_1D = const({TFLAG_SIGNAL_1D})", f"LFLAG_TRAINED = const({LFLAG_TRAINED})",
          "# entry formats for struct (the f32 scale read as its bits)",
          f"TENSOR_FMT = {fmt(TENSOR, raw_float=True)!r}",
-         f"LAYER_HEAD_FMT = {fmt(LAYER[:LAYER.index(('state4', 'H', 1))])!r}  # op .. state[3]",
-         "# byte offsets in the header, in a tensor entry and in a layer entry"]
-    w += [f"H_{_c_name(n)} = const({o})" for n, o in HEADER_OFF.items() if n != "magic"]
-    w += [f"T_{_c_name(n)} = const({o})" for n, o in TENSOR_OFF.items() if n != "dtype"]
-    w += [f"L_{_c_name(n)} = const({o})" for n, o in LAYER_OFF.items() if n not in ("op", "params")]
-    for title, prefix, row in (("mtm_info", "INFO_", INFO_ROW), ("mtm_tensor", "TROW_", TENSOR_ROW),
-                               ("mtm_layer", "LROW_", LAYER_ROW)):
-        w.append(f"# the int32 row {title} fills: index of each value, and the count")
-        w += [f"{prefix}{_c_name(n)} = const({k})" for k, n in enumerate(row)]
-    w += [f"INFO_N = const({INFO_N})", f"TENSOR_N = const({TENSOR_N})", f"LAYER_N = const({LAYER_N})"]
+         f"LAYER_HEAD_FMT = {fmt(LAYER[:LAYER.index(('state4', 'H', 1))])!r}  # op .. state[3]"]
+    w.append("# byte offsets in the header, in a tensor entry and in a layer entry")
+    w += [f"{n} = const({v})" for n, v in detail_values().items() if n[0] in "HTL" and n[1] == "_"]
+    for title, prefix in (("mtm_info", "INFO_"), ("mtm_tensor", "TROW_"), ("mtm_layer", "LROW_")):
+        w.append(f"# the int32 row {title} fills: index of each value")
+        w += [f"{n} = const({v})" for n, v in detail_values().items() if n.startswith(prefix)]
+    w += ["# the lengths of the int32 rows mtm_info, mtm_tensor and mtm_layer fill",
+          f"INFO_N = const({INFO_N})", f"TENSOR_N = const({TENSOR_N})", f"LAYER_N = const({LAYER_N})"]
     for title, prefix, items in (("tensor dtype", "DT_", DTYPES), ("tensor kind", "KIND_", KINDS),
                                  ("tensor quantisation", "Q_", QUANTS)):
         w.append(f"# {title}")
@@ -303,6 +365,24 @@ def device_section() -> str:
     w.append(f"ACT_NAMES = {tuple('' if v == 0 else n.lower() for n, _, v in ACTS)!r}")
     w.append(END)
     return "\n".join(w)
+
+
+def _used_lines(w: list[str], used: set[str]) -> list[str]:
+    """The section w (BEGIN, the header line, ..., END) without the assignments of names the
+    device package does not use, nor the comments left with nothing under them."""
+    out, pending, seen, keep = w[:2], [], False, True
+    for line in w[2:-1]:
+        if line.startswith("#"):  # a comment heads the assignments up to the next comment
+            if seen:
+                pending, seen = [], False
+            pending.append(line)
+            continue
+        if not line.startswith((" ", ")")):  # an assignment (else a continuation line)
+            seen, keep = True, line.split("=", 1)[0].strip() in used
+        if keep:
+            out += pending + [line]
+            pending = []
+    return out + [w[-1]]
 
 
 def stub_section() -> str:
@@ -331,7 +411,7 @@ def stub_section() -> str:
 
 
 def _replace_section(path: Path, current: str, section: str) -> str:
-    pat = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+    pat = _SECTION
     if len(pat.findall(current)) != 1:
         raise ValueError(f"{path}: needs exactly one generated section ({BEGIN!r} .. {END!r})")
     return pat.sub(lambda _: section, current)
@@ -344,8 +424,13 @@ def device_fmt(current: str) -> str:
 
 def outputs() -> dict[Path, str]:
     """Every generated file -> the text it must have."""
-    return {C_HEADER: c_header(), DEVICE_FMT: device_fmt(DEVICE_FMT.read_text()),
-            DEVICE_STUB: _replace_section(DEVICE_STUB, DEVICE_STUB.read_text(), stub_section())}
+    out = {C_HEADER: c_header(), DEVICE_FMT: device_fmt(DEVICE_FMT.read_text()),
+           DEVICE_STUB: _replace_section(DEVICE_STUB, DEVICE_STUB.read_text(), stub_section())}
+    for path in device_modules():
+        text = path.read_text()
+        if BEGIN in text:
+            out[path] = _replace_section(path, text, private_section(text))
+    return out
 
 
 def stale() -> list[str]:

@@ -1,76 +1,10 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The .mtm validator and accessors (mtm_loader.c, docs/format.md), and the
 # zlib CRC-32 (binascii.crc32 when the port has it, else a table).
 import struct
 from array import array
 
-from microtrain.fmt import (
-    H_FLAGS,
-    H_HEADER_SIZE,
-    H_LAYER_TABLE_OFF,
-    H_N_LAYERS,
-    H_N_TENSORS,
-    H_STRINGS_LEN,
-    H_STRINGS_OFF,
-    H_TENSOR_TABLE_OFF,
-    H_TOTAL_LEN,
-    H_TRAIN_STEPS,
-    H_VERSION_MAJOR,
-    H_VERSION_MINOR,
-    HEADER_SIZE,
-    INFO_FLAGS,
-    INFO_LAYER_TABLE_OFF,
-    INFO_N,
-    INFO_N_LAYERS,
-    INFO_N_TENSORS,
-    INFO_TENSOR_TABLE_OFF,
-    INFO_TOTAL_LEN,
-    INFO_VERSION_MAJOR,
-    INFO_VERSION_MINOR,
-    KIND_ACT,
-    KIND_CONST,
-    KIND_STATE,
-    L_NAME_LEN,
-    L_NAME_OFF,
-    L_OUT,
-    L_STATE,
-    L_STATE4,
-    L_WEIGHT,
-    LAYER_ENTRY,
-    LAYER_HEAD_FMT,
-    LAYER_N,
-    LROW_FUSED_OFF,
-    LROW_NAME_OFF,
-    LROW_PARAMS_OFF,
-    LROW_STATE3,
-    LROW_STATE4,
-    LROW_STATE5,
-    MAX_CLASSES,
-    MAX_ELEMS,
-    MAX_GAP_HW,
-    MAX_GRAD_TERMS,
-    MAX_LAYERS,
-    MAX_TENSORS,
-    N_PARAMS,
-    N_PARAMS_MAX,
-    NONE,
-    OP_ADD,
-    OP_CONCAT,
-    OP_CONV2D,
-    OP_GAP,
-    OP_LINEAR,
-    OP_LUT,
-    OP_RELU,
-    OP_RELU6,
-    OP_UPSAMPLE,
-    PARAMS_OFF,
-    SCALE_MAX_BITS,
-    SCALE_MIN_BITS,
-    TENSOR_ENTRY,
-    TENSOR_FMT,
-    TENSOR_N,
-    VERSION_MAJOR,
-    VERSION_MINOR,
-)
+from microtrain.fmt import LAYER_HEAD_FMT, N_PARAMS, NONE, SCALE_MAX_BITS, TENSOR_FMT
 from microtrain.pyk.checks import (
     I32,
     M32,
@@ -86,6 +20,78 @@ from microtrain.pyk.checks import (
     _te,
     _ve,
 )
+
+try:
+    from micropython import const
+except ImportError:  # CPython (host debugging)
+    def const(x):
+        return x
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_VERSION_MAJOR = const(1)
+_VERSION_MINOR = const(3)
+_HEADER_SIZE = const(64)
+_TENSOR_ENTRY = const(48)
+_LAYER_ENTRY = const(152)
+_PARAMS_OFF = const(72)
+_N_PARAMS_MAX = const(20)
+_MAX_TENSORS = const(4096)
+_MAX_LAYERS = const(1024)
+_MAX_ELEMS = const(67108864)
+_SCALE_MIN_BITS = const(729808896)
+_MAX_GAP_HW = const(65536)
+_MAX_GRAD_TERMS = const(131071)
+_MAX_CLASSES = const(32767)
+_H_VERSION_MAJOR = const(4)
+_H_VERSION_MINOR = const(6)
+_H_HEADER_SIZE = const(8)
+_H_FLAGS = const(12)
+_H_TOTAL_LEN = const(16)
+_H_N_TENSORS = const(20)
+_H_TENSOR_TABLE_OFF = const(24)
+_H_N_LAYERS = const(28)
+_H_LAYER_TABLE_OFF = const(32)
+_H_STRINGS_OFF = const(36)
+_H_STRINGS_LEN = const(40)
+_H_TRAIN_STEPS = const(60)
+_L_NAME_OFF = const(8)
+_L_NAME_LEN = const(12)
+_L_OUT = const(32)
+_L_WEIGHT = const(36)
+_L_STATE = const(52)
+_L_STATE4 = const(68)
+_INFO_VERSION_MAJOR = const(0)
+_INFO_VERSION_MINOR = const(1)
+_INFO_FLAGS = const(2)
+_INFO_TOTAL_LEN = const(3)
+_INFO_N_TENSORS = const(4)
+_INFO_N_LAYERS = const(5)
+_INFO_TENSOR_TABLE_OFF = const(6)
+_INFO_LAYER_TABLE_OFF = const(7)
+_LROW_NAME_OFF = const(5)
+_LROW_FUSED_OFF = const(7)
+_LROW_STATE3 = const(19)
+_LROW_PARAMS_OFF = const(20)
+_LROW_STATE4 = const(21)
+_LROW_STATE5 = const(22)
+_INFO_N = const(15)
+_TENSOR_N = const(14)
+_LAYER_N = const(23)
+_KIND_ACT = const(0)
+_KIND_CONST = const(1)
+_KIND_STATE = const(2)
+_OP_CONV2D = const(1)
+_OP_LINEAR = const(2)
+_OP_RELU = const(3)
+_OP_RELU6 = const(4)
+_OP_GAP = const(7)
+_OP_ADD = const(8)
+_OP_LUT = const(9)
+_OP_CONCAT = const(10)
+_OP_UPSAMPLE = const(11)
+# --- generated: end
 
 try:
     import binascii
@@ -116,7 +122,6 @@ def crc32(data, crc=0):
     return c ^ M32
 
 
-
 _unp = struct.unpack_from
 _TFMT = TENSOR_FMT  # one tensor entry (the scale as its bits)
 _LFMT = LAYER_HEAD_FMT  # a layer entry up to state[3]
@@ -129,8 +134,8 @@ def _u32(b, off):
 def _slots(b, e):
     # the 6 state slots of the layer entry at e (NONE: absent); 4, 5 (Adam's second moments,
     # format 1.3) are the u16 pair at entry offset 68 (0xFFFF: absent; before 1.3 absent)
-    v = _unp("<4I2H", b, e + L_STATE)
-    if _unp("<H", b, H_VERSION_MINOR)[0] < 3:
+    v = _unp("<4I2H", b, e + _L_STATE)
+    if _unp("<H", b, _H_VERSION_MINOR)[0] < 3:
         return v[:4] + (NONE, NONE)
     return v[:4] + (NONE if v[4] == 0xFFFF else v[4], NONE if v[5] == 0xFFFF else v[5])
 
@@ -141,7 +146,7 @@ def _i32(b, off):
 
 def _scale_ok(bits):
     # IEEE binary32 bits of a scale in [2^-40, 2^40] (positive floats order as their bits)
-    return SCALE_MIN_BITS <= bits <= SCALE_MAX_BITS
+    return _SCALE_MIN_BITS <= bits <= SCALE_MAX_BITS
 
 
 def _zeros_in(b, lo, hi):
@@ -199,13 +204,13 @@ class _V:
     def __init__(self, b, ln):
         self.b = b
         self.len = ln
-        h = _unp("<IIIIIIIIIIIII", b, H_FLAGS)  # flags .. output
+        h = _unp("<IIIIIIIIIIIII", b, _H_FLAGS)  # flags .. output
         self.flags, self.n_t, self.n_l = h[0], h[2], h[4]
         self.lt_off, self.s_off, self.s_len, self.d_off, self.d_len = h[5], h[6], h[7], h[8], h[9]
         self.input, self.output = h[10], h[11]
 
     def t(self, i):
-        return _unp(_TFMT, self.b, HEADER_SIZE + TENSOR_ENTRY * i)
+        return _unp(_TFMT, self.b, _HEADER_SIZE + _TENSOR_ENTRY * i)
 
     def fail(self, msg, where=0, index=-1):
         raise _Fail(msg, where, index)
@@ -266,19 +271,19 @@ def _check_tensors(c):
         if (tflags & 1) and (rank != 3 or t[5] != 1):
             c.fail("SIGNAL_1D tensor must have shape (1, L, C)", 1, i)
         off, ln = t[9], t[10]
-        if kind == KIND_ACT:
+        if kind == _KIND_ACT:
             if dt != 1:
                 c.fail("activation must be int8", 1, i)
             if off or ln:
                 c.fail("activation with data offset/length", 1, i)
             if q != 1:
                 c.fail("activation must be PER_TENSOR quantised", 1, i)
-            if not 0 <= _numel(t) <= MAX_ELEMS:
+            if not 0 <= _numel(t) <= _MAX_ELEMS:
                 c.fail("activation larger than 2^26 values", 1, i)
         else:
             if q == 1:
                 c.fail("PER_TENSOR quant is for activations only", 1, i)
-            if kind == KIND_STATE:
+            if kind == _KIND_STATE:
                 if not has_state:
                     c.fail("STATE tensor in a file without HAS_STATE", 1, i)
                 if dt != 3 or q != 0:
@@ -295,7 +300,7 @@ def _check_tensors(c):
             if not _zeros_in(b, prev_end, off):
                 c.fail("non-zero bytes in the data blob gap before this tensor", 1, i)
             prev_end = off + ln
-            if kind == KIND_STATE:
+            if kind == _KIND_STATE:
                 for k in range(off, off + ln, 4):
                     if (_u32(b, k) >> 23) & 0xFF == 0xFF:
                         c.fail("STATE value not finite", 1, i)
@@ -396,7 +401,7 @@ def _same_shape(a, b):
 def _op_rules(c, L, p, op, act, e):
     x = c.t(L[9])
     y = c.t(L[11])
-    if op == OP_LUT:  # params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
+    if op == _OP_LUT:  # params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
         tt, dt = c.t(L[12]), c.t(L[13])
         if not _same_shape(x, y):
             return "input and output shapes differ"
@@ -416,7 +421,7 @@ def _op_rules(c, L, p, op, act, e):
             if v > 16777215 or v < -16777215:
                 return "|dtable| > 2^24 - 1"
         return None
-    if op == OP_CONV2D:
+    if op == _OP_CONV2D:
         m = _conv_check(p[:19] if L[2] == 19 else p[:17])  # 19: dil_h, dil_w follow
         if m:
             return m
@@ -424,7 +429,7 @@ def _op_rules(c, L, p, op, act, e):
             return "input shape != (in_h, in_w, in_c)"
         if not _shape_is(y, 3, (p[3], p[4], p[5])):
             return "output shape != (out_h, out_w, out_c)"
-        if p[6] * p[7] * (p[5] // p[12]) > MAX_GRAD_TERMS:
+        if p[6] * p[7] * (p[5] // p[12]) > _MAX_GRAD_TERMS:
             return "k_h * k_w * out_c / groups must be <= 131071 (grad-input bound)"
         m = _weighted_ok(c, L, 4, (p[5], p[6], p[7], p[2] // p[12]), e)
         if m:
@@ -432,7 +437,7 @@ def _op_rules(c, L, p, op, act, e):
         if p[13] != x[12] or p[14] != y[12]:
             return "in_zp / out_zp differ from the tensors' zero points"
         return _act_rule(act, p[14], p[15], p[16])
-    if op == OP_LINEAR:
+    if op == _OP_LINEAR:
         m = _linear_check(p[:6])
         if m:
             return m
@@ -446,7 +451,7 @@ def _op_rules(c, L, p, op, act, e):
         if p[2] != x[12] or p[3] != y[12]:
             return "in_zp / out_zp differ from the tensors' zero points"
         return _act_rule(act, p[3], p[4], p[5])
-    if op == OP_ADD:
+    if op == _OP_ADD:
         x2 = c.t(L[10])
         if not _same_shape(x, x2) or not _same_shape(x, y):
             return "inputs and output shapes differ"
@@ -458,7 +463,7 @@ def _op_rules(c, L, p, op, act, e):
         if m:
             return m
         return _act_rule(act, p[3], p[11], p[12])
-    if op == OP_CONCAT:
+    if op == _OP_CONCAT:
         from microtrain.pyk.concat import _concat_check
 
         m = _concat_check(p[:10])
@@ -472,7 +477,7 @@ def _op_rules(c, L, p, op, act, e):
         if p[3] != x[12] or p[4] != x2[12] or p[5] != y[12]:
             return "zero points differ from the tensors'"
         return None
-    if op == OP_UPSAMPLE:
+    if op == _OP_UPSAMPLE:
         from microtrain.pyk.upsample import _upsample_check
 
         m = _upsample_check(p[:9])
@@ -484,19 +489,19 @@ def _op_rules(c, L, p, op, act, e):
             return "output shape != (out_h, out_w, c)"
         if p[8] != x[12]:
             return "zp != input zero point"
-    elif op == OP_RELU or op == OP_RELU6:
+    elif op == _OP_RELU or op == _OP_RELU6:
         if not _same_shape(x, y):
             return "input and output shapes differ"
         if p[0] < 1 or _numel(x) != p[0]:
             return "n != numel"
         if p[1] != x[12]:
             return "zp != input zero point"
-        if op == OP_RELU6 and (p[2] < p[1] or p[2] > 127):
+        if op == _OP_RELU6 and (p[2] < p[1] or p[2] > 127):
             return "need zp <= q6 <= 127"
-    elif op == OP_GAP:
+    elif op == _OP_GAP:
         if p[0] < 1 or p[1] < 1:
             return "hw and c must be >= 1"
-        if p[0] > MAX_GAP_HW:
+        if p[0] > _MAX_GAP_HW:
             return "hw must be <= 65536 (global_avgpool positions)"
         if x[1] != 3 or (x[5] * x[6]) & M32 != p[0] or x[7] != p[1]:
             return "input shape does not match hw, c"
@@ -519,39 +524,39 @@ def _check_layers(c, produced, consumed):
     b = c.b
     n_t = c.n_t
     has_state = c.flags & 2
-    if c.t(c.input)[2] != KIND_ACT:
+    if c.t(c.input)[2] != _KIND_ACT:
         c.fail("model input is not an activation")
     produced[c.input] = 1
     for j in range(c.n_l):
-        e = c.lt_off + LAYER_ENTRY * j
+        e = c.lt_off + _LAYER_ENTRY * j
         L = _unp(_LFMT, b, e)
         op, act, n_p, n_in, lflags = L[0], L[1], L[2], L[3], L[4]
         noff, nlen, foff, flen = L[5], L[6], L[7], L[8]
-        if op < 1 or op > OP_UPSAMPLE:
+        if op < 1 or op > _OP_UPSAMPLE:
             c.fail("unknown op", 2, j)
-        if op == OP_LUT and _unp("<H", b, H_VERSION_MINOR)[0] < 1:
+        if op == _OP_LUT and _unp("<H", b, _H_VERSION_MINOR)[0] < 1:
             c.fail("LUT layer in a version 1.0 file (needs 1.1)", 2, j)
-        if op >= OP_CONCAT and _unp("<H", b, H_VERSION_MINOR)[0] < 2:
+        if op >= _OP_CONCAT and _unp("<H", b, _H_VERSION_MINOR)[0] < 2:
             c.fail("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)", 2, j)
-        two = op == OP_ADD or op == OP_CONCAT
+        two = op == _OP_ADD or op == _OP_CONCAT
         if n_in != (2 if two else 1):
             c.fail("n_inputs does not match the op", 2, j)
-        dilated = op == OP_CONV2D and n_p == 19
+        dilated = op == _OP_CONV2D and n_p == 19
         if n_p != N_PARAMS[op] and not dilated:
             c.fail("n_params does not match the op", 2, j)
-        if dilated and (_unp("<H", b, H_VERSION_MINOR)[0] < 2
-                        or _unp("<2i", b, e + PARAMS_OFF + 4 * 17) == (1, 1)):  # dil_h, dil_w
+        if dilated and (_unp("<H", b, _H_VERSION_MINOR)[0] < 2
+                        or _unp("<2i", b, e + _PARAMS_OFF + 4 * 17) == (1, 1)):  # dil_h, dil_w
             c.fail("19-param CONV2D needs version 1.2 and a dilation above 1", 2, j)
-        p = _unp("<20i", b, e + PARAMS_OFF)  # N_PARAMS_MAX
-        for k in range(n_p, N_PARAMS_MAX):
+        p = _unp("<20i", b, e + _PARAMS_OFF)  # N_PARAMS_MAX
+        for k in range(n_p, _N_PARAMS_MAX):
             if p[k]:
                 c.fail("unused params not zero", 2, j)
-        weighted = op == OP_CONV2D or op == OP_LINEAR
+        weighted = op == _OP_CONV2D or op == _OP_LINEAR
         if act > 2:
             c.fail("unknown act", 2, j)
-        if act and not weighted and op != OP_ADD:
+        if act and not weighted and op != _OP_ADD:
             c.fail("fused activation on an op without one", 2, j)
-        if (lflags & ~1) or (_unp("<H", b, H_VERSION_MINOR)[0] < 3 and _u32(b, e + L_STATE4)):
+        if (lflags & ~1) or (_unp("<H", b, _H_VERSION_MINOR)[0] < 3 and _u32(b, e + _L_STATE4)):
             c.fail("unknown layer flags or non-zero reserved field", 2, j)
         if (lflags & 1) and not (c.flags & 1):
             c.fail("TRAINED layer in a file without TRAINED", 2, j)
@@ -559,9 +564,9 @@ def _check_layers(c, produced, consumed):
             c.fail("bad layer name (1..63 bytes of UTF-8, NUL-terminated in the pool)", 2, j)
         na = c.s_off + noff
         for k in range(j):
-            ek = c.lt_off + LAYER_ENTRY * k
-            if _u32(b, ek + L_NAME_LEN) == nlen:
-                nb = c.s_off + _u32(b, ek + L_NAME_OFF)
+            ek = c.lt_off + _LAYER_ENTRY * k
+            if _u32(b, ek + _L_NAME_LEN) == nlen:
+                nb = c.s_off + _u32(b, ek + _L_NAME_OFF)
                 t = 0
                 while t < nlen and b[na + t] == b[nb + t]:
                     t += 1
@@ -574,7 +579,7 @@ def _check_layers(c, produced, consumed):
             c.fail("in1 must be a tensor for ADD / CONCAT and NONE otherwise", 2, j)
         if in0 >= n_t or out >= n_t:
             c.fail("tensor index out of range", 2, j)
-        if c.t(in0)[2] != KIND_ACT or c.t(out)[2] != KIND_ACT or (two and c.t(in1)[2] != KIND_ACT):
+        if c.t(in0)[2] != _KIND_ACT or c.t(out)[2] != _KIND_ACT or (two and c.t(in1)[2] != _KIND_ACT):
             c.fail("input / output tensor is not an activation", 2, j)
         if not produced[in0] or (two and not produced[in1]):
             c.fail("input tensor is neither the model input nor an earlier output", 2, j)
@@ -582,10 +587,10 @@ def _check_layers(c, produced, consumed):
             c.fail("output tensor is already produced", 2, j)
         for s in range(4):
             t = L[12 + s]
-            if op == OP_LUT:
-                if (t >= n_t or c.t(t)[2] != KIND_CONST) if s < 2 else t != NONE:
+            if op == _OP_LUT:
+                if (t >= n_t or c.t(t)[2] != _KIND_CONST) if s < 2 else t != NONE:
                     c.fail("LUT needs CONST weight (table) and bias (dtable), and mult/shift NONE", 2, j)
-            elif (t >= n_t or c.t(t)[2] != KIND_CONST) if weighted else t != NONE:
+            elif (t >= n_t or c.t(t)[2] != _KIND_CONST) if weighted else t != NONE:
                 c.fail("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR and NONE otherwise",
                        2, j)
         sl = _slots(b, e)
@@ -597,7 +602,7 @@ def _check_layers(c, produced, consumed):
                 c.fail("state[4] / state[5] set without state[2] / state[3]", 2, j)
             if not has_state or not weighted:
                 c.fail("state slot set without HAS_STATE or on a non-weighted op", 2, j)
-            if t >= n_t or c.t(t)[2] != KIND_STATE:
+            if t >= n_t or c.t(t)[2] != _KIND_STATE:
                 c.fail("state slot tensor is not a STATE tensor", 2, j)
         m = _op_rules(c, L, p, op, act, e)
         if m:
@@ -611,12 +616,12 @@ def _check_layers(c, produced, consumed):
 def _check_graph(c, produced, consumed):
     b = c.b
     n_t = c.n_t
-    if _u32(b, c.lt_off + LAYER_ENTRY * (c.n_l - 1) + L_OUT) != c.output:
+    if _u32(b, c.lt_off + _LAYER_ENTRY * (c.n_l - 1) + _L_OUT) != c.output:
         c.fail("output is not the last layer's output")
-    if not 0 <= _numel(c.t(c.output)) <= MAX_CLASSES:
+    if not 0 <= _numel(c.t(c.output)) <= _MAX_CLASSES:
         c.fail("model output larger than 32767 values (cross_entropy class limit)")
     for i in range(n_t):
-        if c.t(i)[2] != KIND_ACT:
+        if c.t(i)[2] != _KIND_ACT:
             continue
         if not produced[i]:
             c.fail("activation is never produced", 1, i)
@@ -625,8 +630,8 @@ def _check_graph(c, produced, consumed):
     # reference counts of CONST/STATE tensors (0, 1, 2 = twice or more)
     refs = bytearray(n_t)
     for j in range(c.n_l):
-        e = c.lt_off + LAYER_ENTRY * j
-        for t in _unp("<4I", b, e + L_WEIGHT) + _slots(b, e):
+        e = c.lt_off + _LAYER_ENTRY * j
+        for t in _unp("<4I", b, e + _L_WEIGHT) + _slots(b, e):
             if t != NONE and refs[t] < 2:
                 refs[t] += 1
     for i in range(n_t):
@@ -634,7 +639,7 @@ def _check_graph(c, produced, consumed):
         if t[3] == 2 and refs[t[13]] < 2:
             refs[t[13]] += 1
     for i in range(n_t):
-        if c.t(i)[2] != KIND_ACT and refs[i] != 1:
+        if c.t(i)[2] != _KIND_ACT and refs[i] != 1:
             c.fail("CONST/STATE tensor not referenced exactly once", 1, i)
 
 
@@ -646,27 +651,27 @@ def _validate(b, ln):
         return "file too large", 0, -1
     if b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
         return "bad magic (expected MTMF)", 0, -1
-    if (_unp("<H", b, H_VERSION_MAJOR)[0] != VERSION_MAJOR
-            or _unp("<H", b, H_VERSION_MINOR)[0] > VERSION_MINOR):
+    if (_unp("<H", b, _H_VERSION_MAJOR)[0] != _VERSION_MAJOR
+            or _unp("<H", b, _H_VERSION_MINOR)[0] > _VERSION_MINOR):
         return "unsupported version (reader is 1.3)", 0, -1
-    if _u32(b, H_HEADER_SIZE) != HEADER_SIZE:
+    if _u32(b, _H_HEADER_SIZE) != _HEADER_SIZE:
         return "header_size != 64", 0, -1
-    if _u32(b, H_TOTAL_LEN) != ln:
+    if _u32(b, _H_TOTAL_LEN) != ln:
         return "total_len != file length (truncated or padded file)", 0, -1
     if crc32(memoryview(b)[0:ln - 4]) != _u32(b, ln - 4):
         return "CRC32 mismatch", 0, -1
     c = _V(b, ln)
     if c.flags & ~3:
         return "unknown header flags", 0, -1
-    if c.n_t < 1 or c.n_t > MAX_TENSORS:
+    if c.n_t < 1 or c.n_t > _MAX_TENSORS:
         return "n_tensors outside 1..4096", 0, -1
-    if c.n_l < 1 or c.n_l > MAX_LAYERS:
+    if c.n_l < 1 or c.n_l > _MAX_LAYERS:
         return "n_layers outside 1..1024", 0, -1
-    if _u32(b, H_TENSOR_TABLE_OFF) != HEADER_SIZE:
+    if _u32(b, _H_TENSOR_TABLE_OFF) != _HEADER_SIZE:
         return "tensor_table_off != 64", 0, -1
-    if c.lt_off != HEADER_SIZE + TENSOR_ENTRY * c.n_t:
+    if c.lt_off != _HEADER_SIZE + _TENSOR_ENTRY * c.n_t:
         return "layer_table_off != 64 + 48 * n_tensors", 0, -1
-    if c.s_off != c.lt_off + LAYER_ENTRY * c.n_l:
+    if c.s_off != c.lt_off + _LAYER_ENTRY * c.n_l:
         return "strings_off != layer_table_off + 152 * n_layers", 0, -1
     if c.s_len < 1 or c.s_off > ln - 4 or c.s_len > ln - 4 - c.s_off:
         return "strings_len out of range", 0, -1
@@ -677,7 +682,7 @@ def _validate(b, ln):
         return "data_len inconsistent with total_len or not a multiple of 8", 0, -1
     if c.input >= c.n_t or c.output >= c.n_t:
         return "input/output tensor index out of range", 0, -1
-    if _u32(b, H_TRAIN_STEPS) and not c.flags & 1:
+    if _u32(b, _H_TRAIN_STEPS) and not c.flags & 1:
         return "train_steps without TRAINED", 0, -1
     if b[c.s_off] & 0xFF:
         return "string pool does not start with NUL", 0, -1
@@ -701,28 +706,28 @@ def _mtm_buf(fn, o):
 
 def _tables(b, ln):
     # mtm_check_tables: NULL (None) when ok, else a message
-    if ln < HEADER_SIZE or b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
+    if ln < _HEADER_SIZE or b[0] & 0xFF != 77 or b[1] & 0xFF != 84 or b[2] & 0xFF != 77 or b[3] & 0xFF != 70:
         return "not an .mtm header (too short or bad magic)"
-    n_t, n_l = _u32(b, H_N_TENSORS), _u32(b, H_N_LAYERS)
-    s_off, s_len = _u32(b, H_STRINGS_OFF), _u32(b, H_STRINGS_LEN)
-    if n_t < 1 or n_t > MAX_TENSORS or n_l < 1 or n_l > MAX_LAYERS:
+    n_t, n_l = _u32(b, _H_N_TENSORS), _u32(b, _H_N_LAYERS)
+    s_off, s_len = _u32(b, _H_STRINGS_OFF), _u32(b, _H_STRINGS_LEN)
+    if n_t < 1 or n_t > _MAX_TENSORS or n_l < 1 or n_l > _MAX_LAYERS:
         return "n_tensors / n_layers out of range"
-    lt = _u32(b, H_LAYER_TABLE_OFF)
-    if (_u32(b, H_TENSOR_TABLE_OFF) != HEADER_SIZE or lt != HEADER_SIZE + TENSOR_ENTRY * n_t
-            or s_off != lt + LAYER_ENTRY * n_l or s_off > ln or s_len > ln - s_off):
+    lt = _u32(b, _H_LAYER_TABLE_OFF)
+    if (_u32(b, _H_TENSOR_TABLE_OFF) != _HEADER_SIZE or lt != _HEADER_SIZE + _TENSOR_ENTRY * n_t
+            or s_off != lt + _LAYER_ENTRY * n_l or s_off > ln or s_len > ln - s_off):
         return "tables or string pool outside the buffer"
     return None
 
 
 def _layer_name(b, ln, i):
-    if _tables(b, ln) or i >= _u32(b, H_N_LAYERS):
+    if _tables(b, ln) or i >= _u32(b, _H_N_LAYERS):
         return None
-    e = _u32(b, H_LAYER_TABLE_OFF) + LAYER_ENTRY * i
-    s_len = _u32(b, H_STRINGS_LEN)
-    off, n = _u32(b, e + L_NAME_OFF), _u32(b, e + L_NAME_LEN)
+    e = _u32(b, _H_LAYER_TABLE_OFF) + _LAYER_ENTRY * i
+    s_len = _u32(b, _H_STRINGS_LEN)
+    off, n = _u32(b, e + _L_NAME_OFF), _u32(b, e + _L_NAME_LEN)
     if off >= s_len or n > 63 or n > s_len - off:
         return None
-    o = _u32(b, H_STRINGS_OFF) + off
+    o = _u32(b, _H_STRINGS_OFF) + off
     return bytes(b[k] & 0xFF for k in range(o, o + n))
 
 
@@ -784,16 +789,16 @@ def _s32(u):
 def mtm_info(buf, out):
     fn = "mtm_info"
     b = _tables_buf(fn, buf)
-    _out32(fn, "out", out, INFO_N)
-    out[INFO_VERSION_MAJOR] = _unp("<H", b, H_VERSION_MAJOR)[0]
-    out[INFO_VERSION_MINOR] = _unp("<H", b, H_VERSION_MINOR)[0]
-    out[INFO_FLAGS] = _s32(_u32(b, H_FLAGS))
-    out[INFO_TOTAL_LEN] = _s32(_u32(b, H_TOTAL_LEN))
-    out[INFO_N_TENSORS] = _s32(_u32(b, H_N_TENSORS))
-    out[INFO_N_LAYERS] = _s32(_u32(b, H_N_LAYERS))
-    out[INFO_TENSOR_TABLE_OFF] = _s32(_u32(b, H_TENSOR_TABLE_OFF))
-    for k in range(INFO_N - INFO_LAYER_TABLE_OFF):  # layer_table_off .. train_steps: consecutive u32
-        out[INFO_LAYER_TABLE_OFF + k] = _s32(_u32(b, H_LAYER_TABLE_OFF + 4 * k))
+    _out32(fn, "out", out, _INFO_N)
+    out[_INFO_VERSION_MAJOR] = _unp("<H", b, _H_VERSION_MAJOR)[0]
+    out[_INFO_VERSION_MINOR] = _unp("<H", b, _H_VERSION_MINOR)[0]
+    out[_INFO_FLAGS] = _s32(_u32(b, _H_FLAGS))
+    out[_INFO_TOTAL_LEN] = _s32(_u32(b, _H_TOTAL_LEN))
+    out[_INFO_N_TENSORS] = _s32(_u32(b, _H_N_TENSORS))
+    out[_INFO_N_LAYERS] = _s32(_u32(b, _H_N_LAYERS))
+    out[_INFO_TENSOR_TABLE_OFF] = _s32(_u32(b, _H_TENSOR_TABLE_OFF))
+    for k in range(_INFO_N - _INFO_LAYER_TABLE_OFF):  # layer_table_off .. train_steps: consecutive u32
+        out[_INFO_LAYER_TABLE_OFF + k] = _s32(_u32(b, _H_LAYER_TABLE_OFF + 4 * k))
 
 
 def _index(fn, v, n):
@@ -806,26 +811,26 @@ def _index(fn, v, n):
 def mtm_tensor(buf, i, out):
     fn = "mtm_tensor"
     b = _tables_buf(fn, buf)
-    i = _index(fn, i, _u32(b, H_N_TENSORS))
-    _out32(fn, "out", out, TENSOR_N)
-    t = _unp(_TFMT, b, HEADER_SIZE + TENSOR_ENTRY * i)
-    for k in range(TENSOR_N):  # the entry's fields are the row's, in order
+    i = _index(fn, i, _u32(b, _H_N_TENSORS))
+    _out32(fn, "out", out, _TENSOR_N)
+    t = _unp(_TFMT, b, _HEADER_SIZE + _TENSOR_ENTRY * i)
+    for k in range(_TENSOR_N):  # the entry's fields are the row's, in order
         out[k] = _s32(t[k])
 
 
 def mtm_layer(buf, i, out):
     fn = "mtm_layer"
     b = _tables_buf(fn, buf)
-    i = _index(fn, i, _u32(b, H_N_LAYERS))
-    _out32(fn, "out", out, LAYER_N)
-    e = _u32(b, H_LAYER_TABLE_OFF) + LAYER_ENTRY * i
-    s_off = _u32(b, H_STRINGS_OFF)
+    i = _index(fn, i, _u32(b, _H_N_LAYERS))
+    _out32(fn, "out", out, _LAYER_N)
+    e = _u32(b, _H_LAYER_TABLE_OFF) + _LAYER_ENTRY * i
+    s_off = _u32(b, _H_STRINGS_OFF)
     L = _unp(_LFMT, b, e)
-    for k in range(LROW_STATE3 + 1):  # op .. state[3]: the entry's fields, in order
+    for k in range(_LROW_STATE3 + 1):  # op .. state[3]: the entry's fields, in order
         out[k] = _s32(L[k])
-    out[LROW_NAME_OFF] = _s32(L[LROW_NAME_OFF] + s_off)
-    out[LROW_FUSED_OFF] = _s32(L[LROW_FUSED_OFF] + s_off)
-    out[LROW_PARAMS_OFF] = _s32(e + PARAMS_OFF)
+    out[_LROW_NAME_OFF] = _s32(L[_LROW_NAME_OFF] + s_off)
+    out[_LROW_FUSED_OFF] = _s32(L[_LROW_FUSED_OFF] + s_off)
+    out[_LROW_PARAMS_OFF] = _s32(e + _PARAMS_OFF)
     sl = _slots(b, e)
-    out[LROW_STATE4] = _s32(sl[4])
-    out[LROW_STATE5] = _s32(sl[5])
+    out[_LROW_STATE4] = _s32(sl[4])
+    out[_LROW_STATE5] = _s32(sl[5])

@@ -1,9 +1,11 @@
-# Batch 1, plain SGD: each trained layer steps during backward (docs/memory.md), imported by
-# a Trainer that does so: a model trained otherwise never loads it.
+# The update mode of batch-1 plain SGD: each trained layer steps during backward
+# (docs/memory.md; the other modes and their interface: backward.py), imported by a Trainer that
+# uses it: a model trained otherwise never loads it.
 import array
 
 from micropython import const
 
+from microtrain.backward import Sums
 from microtrain.kern import K
 from microtrain.optim import F
 from microtrain.quant import zeros
@@ -25,7 +27,7 @@ def floats(layers, window=WINDOW):
     return n
 
 
-class Now:
+class StepInBackward:
     """Batch 1, plain SGD (Trainer sums=None / False): no gradient sums. Backward hands each
     trained layer's gradient here right after the layer's grad input (TTE's operator
     reordering; docs/memory.md): the grad-weight kernel adds a window of output channels
@@ -37,12 +39,13 @@ class Now:
     sums path's step (layers in forward order) gives it, a precomputed xorshift16 jump;
     with one (sums=False) the draws follow the update order, last layer first."""
 
+    late = True  # the gradient after the layer's grad input, which reads the weights first
+
     def __init__(self, opt, layers, sparse, window=WINDOW, raw=None):
         # raw: a memoryview of at least 4 * floats(layers, window) bytes for the window
         # (Model.set_trained's bw.window: inside the forward buffers idle during backward,
         # which each forward overwrites, so the first layer of every backward zeroes it)
-        self.opt = opt
-        self.lr = opt.lr  # the Trainer sets each sample's rate
+        self.opt = opt  # its rate is each step's
         n = m = 0
         off = 0
         self.sparse = sparse is not None
@@ -76,10 +79,10 @@ class Now:
         self.r = None  # the running generator state in update order (sparse policy)
         self.done = []  # the layers stepped since the last end()
 
-    def layer(self, ly, gwk, p, x, e, mask, sw, s):
+    def grad(self, ly, gwk, p, x, e, mask, sw, s):
         """Step trained layer ly with the gradient of one sample (gwk: its float32 grad-weight
         kernel, p, x, e, mask, sw, s its arguments), or with none (gwk None)."""
-        lr = self.lr
+        lr = self.opt.rate
         lim = _LIM / lr if lr > 0 else 3.4e38
         if not (-lim <= sw <= lim and -lim <= s <= lim):  # (NaN fails too)
             raise ValueError("backward: layer %s: gradient scale %r is not finite or too large for lr %r (a "
@@ -147,9 +150,27 @@ class Now:
             self.r = r
         if t is not None:  # (no instance attribute where the class default stands)
             ly.touched = None
-        if ly.index != ly.model._bw.first:  # the lowest trained layer's grad input never runs
+        if ly.index != ly.model.backward_plan.first:  # the lowest trained layer's grad input never runs
             ly.refresh_ratios()
         self.done.append(ly)
+
+    def step(self, opt, layers, n, lr):
+        if layers[0].index not in self.info:  # other layers (stepped by hand): their sums
+            opt.apply(layers, n, lr, Sums())
+            return
+        if n != 1:  # stepped during backward: the bookkeeping
+            raise ValueError("step: layer %s took its step during backward (Trainer batch 1): n must "
+                             "be 1, got %d" % (layers[0].name, n))
+        self.end(layers)
+
+    def failed(self, opt, layers):
+        self.abandon()
+
+    def forget(self, ly):
+        pass
+
+    def release(self):
+        pass
 
     def end(self, layers):
         """The bookkeeping of an optimiser step whose layers stepped during backward (a layer no
@@ -157,7 +178,7 @@ class Now:
         done = self.done
         for ly in layers:
             if ly not in done:
-                self.layer(ly, None, None, None, None, None, 0.0, 0.0)
+                self.grad(ly, None, None, None, None, None, 0.0, 0.0)
         opt = self.opt
         if not self.sparse:
             if self.total is not None:

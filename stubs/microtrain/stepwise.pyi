@@ -1,19 +1,20 @@
-# microtrain.now: batch-1 plain SGD, each trained layer steps during backward (Trainer).
+# microtrain.stepwise: the update mode of batch-1 plain SGD, each trained layer steps during
+# backward (Trainer; the interface of update modes: microtrain.optim).
 from collections.abc import Callable
 from typing import Any
 
 from microtrain.model import Layer
-from microtrain.optim import SGD
+from microtrain.optim import SGD, _Optimizer
 
 WINDOW: int
 
 def floats(layers: list[Layer], window: int = WINDOW) -> int: ...
 
-class Now:
+class StepInBackward:
     """Steps trained layers during backward, a window of output channels at a time."""
 
+    late: bool  # True: grad runs after the layer's grad input
     opt: SGD
-    lr: float
     sparse: bool
     info: dict[int, tuple[int, bytearray | None, bool, list[int] | None]]
     total: list[int] | None
@@ -27,7 +28,11 @@ class Now:
     done: list[Layer]
     def __init__(self, opt: SGD, layers: list[Layer], sparse: Any, window: int = WINDOW,
                  raw: memoryview | None = None) -> None: ...
-    def layer(self, ly: Layer, gwk: Callable[..., None] | None, p: Any, x: Any, e: Any, mask: Any, sw: float,
-              s: float) -> None: ...
+    def grad(self, ly: Layer, gwk: Callable[..., None] | None, p: Any, x: Any, e: Any, mask: Any, sw: float,
+             s: float) -> None: ...
+    def step(self, opt: _Optimizer, layers: list[Layer], n: int, lr: float | None) -> None: ...
+    def failed(self, opt: _Optimizer, layers: list[Layer]) -> None: ...
+    def forget(self, ly: Layer) -> None: ...
+    def release(self) -> None: ...
     def end(self, layers: list[Layer]) -> None: ...
     def abandon(self) -> None: ...

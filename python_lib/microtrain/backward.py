@@ -1,0 +1,515 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
+# Backward: the error of the model's output carried back through the layers from the
+# first trained one on (Model.backward), and the plan of its buffers (Model.set_trained).
+# Loaded by the first set_trained: a model that only runs inference never holds it.
+#
+# One function per op in BACKWARD (op code -> function), in the order of Model._step's
+# forward kernels (model.py): an op's forward is found there, its backward here under the
+# same name. A trained layer's gradient goes to the model's update mode (model.update: the
+# optimiser's gradient sums, the momentum, or a step during backward: Sums and IntoMomentum
+# at the end of this module, stepwise.StepInBackward).
+import math
+
+from micropython import const
+
+# (modules, not their names: fewer entries in this module's globals, which live in RAM)
+from microtrain import kern, optim, quant
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_OP_CONV2D = const(1)
+_OP_LINEAR = const(2)
+_OP_RELU = const(3)
+_OP_RELU6 = const(4)
+_OP_MAXPOOL = const(5)
+_OP_AVGPOOL = const(6)
+_OP_GAP = const(7)
+_OP_ADD = const(8)
+_OP_LUT = const(9)
+_OP_CONCAT = const(10)
+_OP_UPSAMPLE = const(11)
+_ACT_RELU = const(1)
+_ACT_RELU6 = const(2)
+# --- generated: end
+
+K = kern.K
+
+# Descriptor entries read here (docs/numerics.md, "Python binding"; model.py reads the
+# forward ones)
+_P_ACT_MIN = const(-2)  # conv2d, linear, add: the fused activation's clamp is the
+_P_ACT_MAX = const(-1)  # last two entries (act_min = out_zp; act_max = q6 for relu6)
+_P_RELU_ZP = const(1)  # relu / relu6: (n, zp[, q6])
+_P_RELU6_Q6 = const(2)
+_P_GAP_HW = const(0)  # global_avgpool: (hw, c)
+_P_LUT_DSHIFT = const(3)  # lut: (n, in_zp, out_zp, d_shift)
+
+
+class BackwardPlan:
+    """What set_trained prepares for backward: the first trained layer, the tensors whose
+    error is propagated (region), the forward buffers kept for it (bufs), the int8 error
+    buffers (ebuf; for a tensor read by two layers also esecond, the second error to
+    arrive, and emerge, the two merged), the int32 accumulator view per layer that uses
+    one (acc_views), the activations taking their own error (inplace: {tensor: its
+    producer}), the float32 gradient window's bytes (window, or None), the float32 view of
+    the int32 scratch (frow: the optimiser's update row, or None) and the forward to run
+    again before a pool's backward (redo: (pool index, producer index), or None)."""
+
+    def __init__(self, first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, window, frow, redo):
+        self.first = first
+        self.inplace = inplace
+        self.region = region
+        self.bufs = bufs
+        self.ebuf = ebuf
+        self.esecond = esecond
+        self.emerge = emerge
+        self.acc_views = acc_views
+        self.window = window
+        self.frow = frow
+        self.redo = redo
+
+
+def act_keep(ly):
+    """(lo, hi): the outputs of ly whose error its fused activation keeps, lo < y < hi (as
+    relu_s8_backward / relu6_s8_backward; -129, 128: all), from its current descriptor."""
+    p = ly.params
+    if ly.act == _ACT_RELU:
+        return p[_P_ACT_MIN], 128
+    if ly.act == _ACT_RELU6:
+        return p[_P_ACT_MIN], p[_P_ACT_MAX]
+    return -129, 128
+
+
+# -- the pass ----------------------------------------------------------------------------
+
+def run(m, err, err_scale, policy):
+    """Model.backward (docs/api.md): the layers from the last to the first trained one; each
+    layer whose output error is complete (every consumer has arrived) runs its op's
+    function, which hands the error of its input(s) on."""
+    bw = m.backward_plan
+    first = bw.first
+    out_t = m.output.index
+    cur = {out_t: err}  # tensor -> its int8 error so far
+    scale = {out_t: err_scale}  # tensor -> that error's scale
+    bufs, inplace, redo = bw.bufs, bw.inplace, bw.redo
+    layers = m.layers
+    for j in range(len(layers) - 1, first - 1, -1):
+        ly = layers[j]
+        t_out = ly.output
+        e = cur.pop(t_out, None)  # (every consumer has arrived: its entries are done)
+        if e is None:
+            continue
+        if redo is not None and j == redo[0]:  # its input held the scratch: made again
+            st = m.plan(first)[1][redo[1]]
+            st[0](*st[1])
+        s = scale.pop(t_out)
+        p = ly.params
+        if t_out in inplace:
+            pass  # masked by the pool below, which wrote the error over y
+        elif ly.act == _ACT_RELU:
+            K.relu_s8_backward(bufs[t_out], p[_P_ACT_MIN], e)
+        elif ly.act == _ACT_RELU6:
+            K.relu6_s8_backward(bufs[t_out], p[_P_ACT_MIN], p[_P_ACT_MAX], e)
+        BACKWARD[ly.op](m, bw, cur, scale, ly, j, e, s, policy)
+
+
+def _dest(bw, cur, t):
+    # the buffer for an error of t: its first, or the second to arrive (then merged)
+    return bw.ebuf[t] if t not in cur else bw.esecond[t]
+
+
+def _arrive(bw, cur, scale, t, dest, s):
+    # the error dest (scale s) of tensor t is written: t's first, or merged with the one there
+    if t not in cur:
+        cur[t] = dest
+        scale[t] = s
+        return
+    # a second consumer's error: merge the two (each with its own scale)
+    s0 = scale[t]
+    ra, rb = quant.merge_ratios(s0, s)
+    emerge = bw.emerge
+    out = emerge[t]
+    sh = K.add_s8_grad_merge(cur[t], ra, dest, rb, out)
+    emerge[t] = cur[t]
+    bw.ebuf[t] = out
+    cur[t] = out
+    scale[t] = math.ldexp(s0 if s0 > s else s, sh - 15)
+
+
+# -- one function per op (forward: Model._step) -------------------------------------------
+
+def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
+    """conv2d and linear: the trained layer's gradient (to the update mode), then the
+    error of the input through the int8 weights."""
+    x_t = ly.inputs[0]
+    need = x_t in bw.region
+    conv = ly.op == _OP_CONV2D
+    p = ly.params
+    mask = gwk = x = upd = None
+    sw = 0.0
+    if ly.trained:
+        if policy is not None:
+            mask = policy(ly, e)
+            ly.touch(mask)  # the update skips channels no sample touched
+        x = bw.bufs[x_t]
+        sw = m.tensors[x_t].scale * s
+        gwk = kern.f32("conv2d_s8_grad_weight_f32" if conv else "linear_s8_grad_weight_f32")
+        upd = m.update
+        if not upd.late:
+            upd.grad(ly, gwk, p, x, e, mask, sw, s)
+    dest = s_in = None
+    if need:
+        dest = _dest(bw, cur, x_t)
+        gin = K.conv2d_s8_grad_input if conv else K.linear_s8_grad_input
+        a = bw.inplace.get(x_t)  # over the activation: its producer's mask as it writes
+        if a is not None and a.act:
+            lo, hi = act_keep(a)
+            sh = gin(p, e, ly.w, ly.wr, mask, bw.acc_views[j], dest, lo, hi)
+        else:
+            sh = gin(p, e, ly.w, ly.wr, mask, bw.acc_views[j], dest)
+        s_in = math.ldexp(s * ly.ein_top, sh - ly.ein_r)
+    if upd is not None and upd.late:  # after its grad input used the weights (stepwise.StepInBackward)
+        upd.grad(ly, gwk, p, x, e, mask, sw, s)
+    if need:
+        _arrive(bw, cur, scale, x_t, dest, s_in)
+
+
+linear = conv2d
+
+
+def lut(m, bw, cur, scale, ly, j, e, s, policy):
+    """From the stored input; base scale s * 2^-d_shift."""
+    x_t = ly.inputs[0]
+    if x_t in bw.region:
+        dest = _dest(bw, cur, x_t)
+        sh = K.lut_s8_grad_input(bw.bufs[x_t], e, ly.dtable, dest)
+        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh - ly.params[_P_LUT_DSHIFT]))
+
+
+def relu(m, bw, cur, scale, ly, j, e, s, policy):
+    """relu and relu6 layers: the error where the stored output is inside the range."""
+    x_t = ly.inputs[0]
+    if x_t in bw.region:
+        p = ly.params
+        y = bw.bufs[ly.output]
+        dest = _dest(bw, cur, x_t)
+        dest[:] = e
+        if ly.op == _OP_RELU:
+            K.relu_s8_backward(y, p[_P_RELU_ZP], dest)
+        else:
+            K.relu6_s8_backward(y, p[_P_RELU_ZP], p[_P_RELU6_Q6], dest)
+        _arrive(bw, cur, scale, x_t, dest, s)
+
+
+relu6 = relu
+
+
+def maxpool(m, bw, cur, scale, ly, j, e, s, policy):
+    x_t = ly.inputs[0]
+    if x_t in bw.region:
+        p = ly.params
+        dest = _dest(bw, cur, x_t)
+        a = bw.inplace.get(x_t)
+        if a is not None:  # over the activation itself, with its producer's mask
+            lo, hi = act_keep(a)
+            sh = K.maxpool_s8_grad_input_act(p, bw.bufs[x_t], e, lo, hi, dest)
+        else:
+            sh = K.maxpool_s8_grad_input(p, bw.bufs[x_t], e, bw.acc_views.get(j), dest)
+        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh))
+
+
+def avgpool(m, bw, cur, scale, ly, j, e, s, policy):
+    x_t = ly.inputs[0]
+    if x_t in bw.region:
+        p = ly.params
+        dest = _dest(bw, cur, x_t)
+        a = bw.inplace.get(x_t)
+        if a is not None:
+            lo, hi = act_keep(a)
+            sh = K.avgpool_s8_grad_input_act(p, bw.bufs[x_t], e, lo, hi, dest)
+        else:
+            sh = K.avgpool_s8_grad_input(p, e, bw.acc_views.get(j), dest)
+        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh - 16))
+
+
+def global_avgpool(m, bw, cur, scale, ly, j, e, s, policy):
+    x_t = ly.inputs[0]
+    if x_t in bw.region:
+        hw = ly.params[_P_GAP_HW]
+        dest = _dest(bw, cur, x_t)
+        K.global_avgpool_s8_grad_input(e, hw, dest)
+        _arrive(bw, cur, scale, x_t, dest, s / hw)
+
+
+def add(m, bw, cur, scale, ly, j, e, s, policy):
+    """Each input the whole error, same scale."""
+    for t in ly.inputs:
+        if t in bw.region:
+            dest = _dest(bw, cur, t)
+            dest[:] = e
+            _arrive(bw, cur, scale, t, dest, s)
+
+
+def concat(m, bw, cur, scale, ly, j, e, s, policy):
+    """Each input its slice of e, exact, same scale."""
+    for part in (0, 1):
+        t = ly.inputs[part]
+        if t in bw.region:
+            dest = _dest(bw, cur, t)
+            K.concat_s8_grad_input(ly.params, e, part, dest)
+            _arrive(bw, cur, scale, t, dest, s)
+
+
+def upsample(m, bw, cur, scale, ly, j, e, s, policy):
+    """The sum of the errors each input fed; base scale s."""
+    x_t = ly.inputs[0]
+    if x_t in bw.region:
+        dest = _dest(bw, cur, x_t)
+        sh = K.upsample_s8_grad_input(ly.params, e, dest)
+        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh))
+
+
+# indexed by op code (a list: smaller in RAM than a dict)
+BACKWARD = [None] * (_OP_UPSAMPLE + 1)
+BACKWARD[_OP_CONV2D] = conv2d
+BACKWARD[_OP_LINEAR] = linear
+BACKWARD[_OP_LUT] = lut
+BACKWARD[_OP_RELU] = relu
+BACKWARD[_OP_RELU6] = relu6
+BACKWARD[_OP_MAXPOOL] = maxpool
+BACKWARD[_OP_AVGPOOL] = avgpool
+BACKWARD[_OP_GAP] = global_avgpool
+BACKWARD[_OP_ADD] = add
+BACKWARD[_OP_CONCAT] = concat
+BACKWARD[_OP_UPSAMPLE] = upsample
+
+
+# -- the plan of backward's buffers (Model.set_trained; memplan.py counts the same) --------
+
+def make(m, first, window, redo):
+    """The BackwardPlan of m's training plan keeping from `first` (Model.set_trained):
+    the error buffers and the int32 scratch (its own bytes unless an idle error buffer
+    holds it) go into the forward buffers idle during backward where they fit
+    (docs/memory.md, "Where backward's buffers live"), else into new buffers."""
+    from microtrain import plan  # (Model.set_trained forgets it once planned)
+
+    def _retyped(v, code):
+        # v (bytes) as int32 / float32 items in place (loader binding mtm_view), None where it
+        # cannot be (unaligned; the pure-Python kernels)
+        try:
+            return K.mtm_view(v, code)
+        except (TypeError, ValueError):
+            return None
+
+    bufs = m.plan(first)[0]
+    region = set()
+    for ly in m.layers[first:]:
+        region.add(ly.output)
+    inplace = plan.inplace_errors(m, first, region, not window)
+    ebuf, esecond, emerge = {}, {}, {}
+    for t in inplace:
+        ebuf[t] = bufs[t]
+    need, acc_n, host = plan.scratch_plan(m, first, region, inplace, kern.NATIVE)
+    idle_bufs = idle(m, first)
+    sizes = [len(b) for b in idle_bufs]
+    items, at = plan.pack(m, first, region, inplace, 4 * acc_n if acc_n and host is None and kern.NATIVE
+                          else 0, sizes, window if kern.NATIVE else 0)
+    acc = win = src = None  # src: (buffer, offset) of the int32 scratch's bytes
+    for i in range(len(items)):
+        n, t, kind = items[i]
+        p = at.get(i)
+        if t < 0:  # the scratch / window: retyped by the loader binding (an unaligned buffer cannot be)
+            if p is not None:
+                v = memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
+                if t == -2:
+                    win = v  # bytes: stepwise.StepInBackward retypes it (and zeroes it through them)
+                    continue
+                acc = _retyped(v, 105)
+                if acc is not None:
+                    src = (idle_bufs[p[0]], p[1])
+            continue
+        v = quant.zeros("b", n) if p is None else memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
+        (ebuf, esecond, emerge)[kind][t] = v
+    items = at = idle_bufs = None
+    if host is not None:  # the int32 scratch in place in an idle int8 error buffer
+        acc = _retyped(memoryview(ebuf[host])[:4 * acc_n], 105)
+        if acc is not None:
+            src = (ebuf[host], 0)
+    r = None
+    if redo and acc is None and acc_n:
+        r = plan.recompute_host(m, first, inplace, need, acc_n, kern.NATIVE)
+    redo = None
+    if r is not None:  # in an activation whose producer runs again before its pool's backward
+        b = m.owners(first)[r[0]]
+        acc = _retyped(memoryview(b)[:4 * acc_n], 105)
+        if acc is not None:
+            src = (b, 0)
+            redo = (r[2], r[1])
+    if acc is None and acc_n:
+        acc = quant.zeros("i", acc_n)
+    # the same bytes as float32: the optimiser's update scratch (optim.step; idle then)
+    frow = _retyped(memoryview(src[0])[src[1]:src[1] + 4 * acc_n], 102) if src is not None else None
+    acc_views = {}
+    for ly in need:
+        acc_views[ly.index] = memoryview(acc)[:m.tensors[ly.inputs[0]].numel]
+    return BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win, frow, redo)
+
+
+def idle(m, first):
+    """The whole buffers of the training plan keeping from `first` that hold no kept tensor
+    (plan.forward_fit): idle from the end of a forward to the next one (backward's buffers go
+    there: plan.pack). In plan order, the model input's first, as memplan.py and info.py
+    list their sizes."""
+    from microtrain import plan
+
+    keep = plan.kept(m, first)
+    bid, size, hold = plan.forward_fit(m, keep)
+    made = [None] * len(size)
+    owner = m.owners(first)
+    for t in bid:
+        made[bid[t]] = owner[t]
+    out = [] if m.input.index in keep else [m.plan(first)[0][m.input.index]]
+    for b in range(len(size)):
+        if not hold[b]:
+            out.append(made[b])
+    return out
+
+
+# Update modes: how a trained layer's gradient reaches its weights, one object per model
+# (model.update, made by set_trained and a Trainer), loaded when a model is first trained.
+# Every mode has
+#   late                     grad runs after the layer's grad input (else before it)
+#   grad(ly, gwk, p, x, e, mask, sw, s)   one sample's gradient of trained layer ly (Model.backward;
+#                            gwk its float32 grad-weight kernel, the rest that kernel's arguments)
+#   step(opt, layers, n, lr) the optimiser's step (opt.step; opt.apply does the common part)
+#   failed(opt, layers)      after a backward that raised (Trainer.step)
+#   forget(ly)               ly's scales changed (range adaptation)
+#   release()                set_trained replaces the mode: what it lent the layers goes back
+# stepwise.StepInBackward (each layer steps during backward) is the third, loaded on use.
+# The two here share this module with backward: one module object and globals dict less.
+
+
+class Sums:
+    """The default update mode: backward adds each sample's gradient into the trained
+    layer's float32 sums gw / gb; the step turns them into the optimiser's direction and
+    applies it (update_s8_apply)."""
+
+    late = False
+
+    def __init__(self):
+        self.views = {}  # layer index -> (Param w, Param b, s_in, s_out), made at its first step
+
+    def grad(self, ly, gwk, p, x, e, mask, sw, s):
+        if ly.gw is None:
+            raise ValueError("backward: layer %s keeps no gradient sums (set_trained(sums=False)): "
+                             "only a Trainer steps it" % ly.name)
+        gwk(p, x, e, mask, sw, s, ly.gw, ly.gb)
+
+    def step(self, opt, layers, n, lr):
+        opt.apply(layers, n, lr, self)
+
+    def row(self, ly, n):
+        return len(ly.b)
+
+    def apply(self, opt, ly, n, lr, r, row):
+        pp = self.views.get(ly.index)
+        if pp is None:  # made once per layer: the scales of its input and output do not change
+            pp = self.views[ly.index] = (optim.Param(ly, False), optim.Param(ly, True), ly.in_scale,
+                                         ly.out_scale)
+        pw, pb, s_in, s_out = pp
+        t, mw, mb = ly.touched, ly.master_w, ly.master_b
+        pw.touched = pb.touched = t
+        pw.master, pb.master = mw, mb
+        st = opt.state(ly)
+        opt.direction(pw, st, n)
+        opt.direction(pb, st, n)
+        return optim.F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, mw, mb, t, lr,
+                                       s_in, s_out, r, row)
+
+    def failed(self, opt, layers):
+        pass
+
+    def forget(self, ly):
+        self.views.pop(ly.index, None)
+
+    def release(self):
+        pass
+
+
+class IntoMomentum:
+    """SGD momentum without gradient sums (Trainer: batch 1 by default on a build whose float
+    kernels have an FPU, or sums=False): the trained layers' gw / gb are the optimiser's
+    momentum v. At the first sample of a batch backward scales v by the momentum m (the
+    sample's channels at batch 1; at batch n > 1 every channel: no sparse policy), and the
+    grad-weight kernel adds each gradient into v, its scales / n: the bits of
+    update_f32_momentum's m * v + g at batch 1 (each gradient value is one rounded term),
+    v = m v + sum g / n at batch n. The step applies v (update_s8_apply_keep)."""
+
+    late = False
+
+    def __init__(self, momentum, batch, layers, opt):
+        self.m = momentum
+        self.n = batch  # each gradient enters v scaled by 1 / n
+        # a scale bound keeps v finite (|term| <= scale * 2^31 and |v| <= max|term| / (1 - m)):
+        # FLT_MAX (1 - m) / 2^33, per sample at any batch
+        self.limit = 3.4e38 * (1.0 - momentum) / 8589934592.0
+        self.layers = layers
+        self.folded = set()  # indices of the layers whose v is scaled since the last update
+        for ly in layers:
+            ly.gw, ly.gb = opt.state(ly)  # optimiser state now, while large free blocks remain
+
+    def grad(self, ly, gwk, p, x, e, mask, sw, s):
+        # past the bound the gradient has diverged and this layer is left as it was (the layers
+        # above have taken the sample: failed() completes their step at batch 1)
+        n = self.n
+        folded = ly.index in self.folded
+        if folded and n == 1:
+            raise ValueError("backward: layer %s adds its gradient into the momentum (Trainer batch 1): "
+                             "one backward per update" % ly.name)
+        lim = self.limit
+        if not (-lim <= sw <= lim and -lim <= s <= lim):  # (NaN fails too)
+            raise ValueError("backward: layer %s: gradient scale %r is not finite or too large (a diverged "
+                             "gradient; lower the learning rate)" % (ly.name, sw))
+        if not folded:  # v = m * v now (the sample's channels)
+            gb = ly.gb
+            optim.F.update_f32_scale(ly.gw, len(ly.gw) // len(gb), mask, self.m)
+            optim.F.update_f32_scale(gb, 1, mask, self.m)
+            self.folded.add(ly.index)
+        if n != 1:  # (the platform float's quotient, rounded to float32 by the kernel's binding)
+            sw, s = sw / n, s / n
+        gwk(p, x, e, mask, sw, s, ly.gw, ly.gb)
+
+    def step(self, opt, layers, n, lr):
+        opt.apply(layers, n, lr, self)
+
+    def row(self, ly, n):
+        if n > self.n:  # v holds the samples already, each / batch
+            raise ValueError("step: layer %s adds its gradient into the momentum (Trainer batch %d): "
+                             "n must be at most %d, got %d" % (ly.name, self.n, self.n, n))
+        return len(ly.b) << 1  # apply_keep: the new scales and biases
+
+    def apply(self, opt, ly, n, lr, r, row):
+        t = ly.touched
+        if ly.index not in self.folded:  # no gradient reached it: v = m v + 0, as update_f32_momentum
+            optim.F.update_f32_scale(ly.gw, len(ly.gw) // len(ly.gb), t, self.m)
+            optim.F.update_f32_scale(ly.gb, 1, t, self.m)
+            self.folded.add(ly.index)  # (a refused step leaves v scaled once)
+        r = optim.F.update_s8_apply_keep(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, ly.master_w,
+                                         ly.master_b, t, lr, ly.in_scale, ly.out_scale, r, row)
+        self.folded.discard(ly.index)
+        return r
+
+    def failed(self, opt, layers):
+        # batch 1: the layers above the one that failed hold the sample in their momentum: their
+        # step. A larger batch steps at its end: those layers keep the failed sample's share in v
+        if self.n == 1:
+            done = [ly for ly in layers if ly.index in self.folded]
+            if done:
+                opt.step(done, 1)
+
+    def forget(self, ly):
+        pass
+
+    def release(self):
+        for ly in self.layers:  # the momentum goes back to the optimiser alone
+            ly.gw = ly.gb = ly.grad = None

@@ -1,0 +1,206 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
+# The memory plan of training, in one place: which buffer each activation of the training
+# plan takes, which of those are idle during backward, where backward's error buffers and
+# int32 scratch go. Model.plan and backward.make allocate by it, memplan.py counts the heap
+# a Trainer will need with it before anything is allocated, and the host's `microtrain info`
+# (tools/microtrain_tools/info.py) runs this same file under CPython on the .mtm's layers.
+#
+# A model here is anything with `layers` (each with index, op, act, inputs, output, params),
+# `tensors` (each with numel), `input.index` and `output.index`.
+try:
+    from micropython import const
+except ImportError:  # CPython: info.py runs this file alone (not the package)
+    def const(x):
+        return x
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_OP_CONV2D = const(1)
+_OP_LINEAR = const(2)
+_OP_RELU = const(3)
+_OP_RELU6 = const(4)
+_OP_MAXPOOL = const(5)
+_OP_AVGPOOL = const(6)
+# --- generated: end
+
+
+def kept(m, first):
+    """The tensors a training plan keeping from layer `first` never frees: every input and
+    output of the layers from first on (backward reads them), and the model output."""
+    keep = set()
+    for ly in m.layers[first:]:
+        for t in ly.inputs:
+            keep.add(t)
+        keep.add(ly.output)
+    keep.add(m.output.index)
+    return keep
+
+
+def forward_fit(m, keep):
+    """The buffers of a forward plan of whole buffers (training; inference where place.py does
+    not fit): layer by layer, each output takes the smallest free buffer at least its size (the
+    first freed on ties), else a new one (the model output always a new one); after a layer,
+    the buffers of its inputs whose last reader it was are free again, unless they hold a
+    tensor of `keep`, the model input or output. The model input has a buffer of its own, not
+    counted here. Returns (bid: {tensor: buffer id}, size: bytes per buffer id in the order they
+    were made, kept: per buffer id whether it holds a tensor of keep or the model output)."""
+    layers = m.layers
+    inp, out_t = m.input.index, m.output.index
+    last_use = {}
+    for ly in layers:
+        for t in ly.inputs:
+            last_use[t] = ly.index
+    free, bid, size, hold = [], {}, [], []
+    for ly in layers:
+        n = m.tensors[ly.output].numel
+        best = -1
+        if ly.output != out_t:
+            for k in range(len(free)):
+                if size[free[k]] >= n and (best < 0 or size[free[k]] < size[free[best]]):
+                    best = k
+        if best >= 0:
+            b = free.pop(best)
+        else:
+            b = len(size)
+            size.append(n)
+            hold.append(False)
+        bid[ly.output] = b
+        if ly.output in keep or ly.output == out_t:
+            hold[b] = True
+        for k, ti in enumerate(ly.inputs):
+            if k and ti == ly.inputs[0]:
+                continue  # x + x: one buffer, freed once
+            if last_use.get(ti) == ly.index and ti not in keep and ti != inp and ti != out_t:
+                free.append(bid[ti])
+    return bid, size, hold
+
+
+def buffers(m, first):
+    """The training plan keeping from `first` in sizes: (the bytes of each of its buffers, the
+    model input's first; those idle during backward: the model input's when no layer from
+    first on reads it, then the buffers holding no kept tensor, in plan order, as
+    backward.idle lists the buffers themselves)."""
+    keep = kept(m, first)
+    _, size, hold = forward_fit(m, keep)
+    n_in = m.tensors[m.input.index].numel
+    idle = [] if m.input.index in keep else [n_in]
+    for b in range(len(size)):
+        if not hold[b]:
+            idle.append(size[b])
+    return [n_in] + size, idle
+
+
+def pack(m, first, region, inplace, scratch, sizes, window=0):
+    """Backward's buffers in the idle forward buffers of lengths `sizes` (idle_sizes,
+    backward.idle): items (bytes, tensor, kind), kind 0 ebuf, 1 esecond, 2 emerge (the tensors
+    read by two layers), tensor -1 the int32 scratch (scratch bytes, 0: none), -2 the float32
+    gradient window of stepwise.StepInBackward (window bytes); first fit decreasing (ties in
+    item order), offsets rounded up to 4 (scratch and window are retyped). All are alive
+    through the whole backward: none overlap. Returns (items, {item index: (buffer index,
+    offset)}); the others get new buffers."""
+    cons = {}
+    for ly in m.layers[first:]:
+        for t in ly.inputs:
+            if t in region:
+                cons[t] = cons.get(t, 0) + 1
+    items = [(scratch, -1, 0)] if scratch else []
+    if window:  # stepwise.StepInBackward's float32 gradient window (tensor -2), zeroed by it before use
+        items.append((window, -2, 0))
+    for ly in m.layers[first:]:
+        t = ly.output
+        if t in inplace:
+            continue
+        n = m.tensors[t].numel
+        items.append((n, t, 0))
+        if cons.get(t, 0) > 1:
+            items.append((n, t, 1))
+            items.append((n, t, 2))
+    at = {}
+    if sizes:
+        used = [0] * len(sizes)
+        for i in sorted(range(len(items)), key=lambda i: (-items[i][0], i)):
+            n = items[i][0]
+            for b in range(len(sizes)):
+                o = (used[b] + 3) & ~3
+                if o + n <= sizes[b]:
+                    at[i] = (b, o)
+                    used[b] = o + n
+                    break
+    return items, at
+
+
+def inplace_errors(m, first, region, over=True):
+    # {t: its producer}: activations whose int8 error is written over the activation
+    # itself (docs/memory.md):
+    # - t's only reader in backward is a pool with disjoint windows, and t's producer is
+    #   a conv / linear whose fused activation mask (act_keep) the pool's
+    #   *_grad_input_act kernel applies as it writes;
+    # - (over) t's only reader is a conv / linear, which reads t for its weight gradient
+    #   before its grad input writes t's error, and t's producer reads nothing of t in
+    #   its own backward: no fused activation, or a conv / linear's fused ReLU / ReLU6,
+    #   whose mask the grad input applies as it writes (lo, hi: act_keep); not a ReLU
+    #   layer. Not where the reader steps during backward (stepwise.StepInBackward: grad input first).
+    made, cons = {}, {}
+    for ly in m.layers[first:]:
+        made[ly.output] = ly
+        for t in ly.inputs:
+            cons[t] = cons.get(t, 0) + 1
+    out = {}
+    for ly in m.layers[first:]:
+        t, p, op = ly.inputs[0], ly.params, ly.op
+        if t not in region or cons[t] != 1 or t == m.output.index:
+            continue
+        src = made[t]
+        if (op == _OP_MAXPOOL or op == _OP_AVGPOOL) and p[7] >= p[5] and p[8] >= p[6]:
+            if src.op == _OP_CONV2D or src.op == _OP_LINEAR:
+                out[t] = src
+        elif over and (op == _OP_CONV2D or op == _OP_LINEAR) and src.op != _OP_RELU and src.op != _OP_RELU6 \
+                and (not src.act or src.op == _OP_CONV2D or src.op == _OP_LINEAR):
+            out[t] = src
+    return out
+
+
+def recompute_host(m, first, inplace, need, n, native=True):
+    # (t, its producer's index, its reader's index) of an activation whose buffer can hold
+    # the int32 scratch (n values) when nothing else does (docs/memory.md): t takes its
+    # error from a pool with disjoint windows (inplace), every layer using the scratch
+    # comes after that pool (backward runs them before it), and the producer, a conv /
+    # linear, runs its forward again just before the pool's backward: its input is kept.
+    # None when there is no such t (or not native: the pure-Python kernels' mtm_view copies).
+    if not need or not native:
+        return None
+    for t, src in inplace.items():
+        for ly in m.layers[src.index + 1:]:
+            if ly.inputs[0] == t:
+                break
+        if (ly.op == _OP_MAXPOOL or ly.op == _OP_AVGPOOL) and need[0].index > ly.index and \
+                m.tensors[t].numel >= 4 * n:
+            return t, src.index, ly.index
+    return None
+
+
+def scratch_plan(m, first, region, inplace, native=True):
+    # backward's int32 grad-input scratch (docs/memory.md): the
+    # layers that need it (conv / linear; pools whose windows overlap, pool.c), its
+    # size, and the tensor whose int8 error buffer can hold it (else None): one with
+    # a single consumer below every such layer (its error is written after the
+    # scratch's last use), of 4 bytes per value, and not an activation taking its own
+    # error (inplace: inplace_errors). Not with the pure-Python kernels (native False), whose
+    # mtm_view copies.
+    need, n, cons = [], 0, {}
+    for ly in m.layers[first:]:
+        t, p, op = ly.inputs[0], ly.params, ly.op
+        if t in region and (op == _OP_CONV2D or op == _OP_LINEAR or (
+                (op == _OP_MAXPOOL or op == _OP_AVGPOOL) and (p[7] < p[5] or p[8] < p[6]))):
+            need.append(ly)
+            n = max(n, m.tensors[t].numel)
+        for t in ly.inputs:
+            cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
+    if need and native:
+        for ly in m.layers[first:]:
+            if 0 <= cons.get(ly.output, -1) < need[0].index and m.tensors[ly.output].numel >= 4 * n \
+                    and ly.output not in inplace:
+                return need, n, ly.output
+    return need, n, None
+
