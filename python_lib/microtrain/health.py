@@ -219,7 +219,7 @@ class Health:
                         % (loss, classes, chance))
         elif chance is not None and loss >= chance:
             # a whole epoch no better than uniform guessing: a too large (or too small) step
-            # that leaves the loss where it started (issue 14: lr 0.02 from scratch, silently)
+            # that leaves the loss where it started (a too large lr from scratch did so silently)
             warn.append("loss %.4g is not below chance (ln %d = %.4g): not learning; try another "
                         "learning rate, check the labels" % (loss, classes, chance))
         if not self.adapt:

@@ -91,8 +91,8 @@ def release(mod):
 # whether the float32 kernels run on an FPU: native, on a core whose native arch has one
 # (sys.implementation._mpy >> 10: armv6, armv6m, armv7m, armv7em (no FPU), xtensa (lx106)
 # and rv32imc compute floats in software). The Trainer's batch-1 momentum mode (no gradient
-# sums) costs a second float pass per update: cheap on an FPU, ~120 instructions per
-# parameter in software float (Cortex-M0)
+# sums) costs a second float pass per update: cheap on an FPU, dear in software float
+# (Cortex-M0)
 try:
     from sys import implementation as _impl
 

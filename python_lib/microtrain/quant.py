@@ -1,5 +1,5 @@
 # Quantisation helpers shared by the model, the loss and the optimisers.
-# Each mirrors a function of tools/microtrain_tools/oracle.py (same formulas,
+# Each mirrors a function of tools/microtrain_tools/reference/oracle.py (same formulas,
 # same rounding: host round(v) = floor(v + 0.5)).
 import array
 import math

@@ -111,8 +111,8 @@ class Trainer:
                momentum (no sums; the same bits; docs/memory.md); without momentum each
                layer steps during backward through an 8 KB gradient window (no sums;
                the same bits). False: those modes wherever batch 1 and SGD allow them
-               (saves 4 B per trained parameter; momentum: costs ~120 instructions per
-               parameter per update in software float, ~4 % of a sparse backward; plain
+               (saves 4 B per trained parameter; momentum: costs a second float pass per
+               parameter per update in software float and slows a sparse backward; plain
                SGD with a sparse policy: the stochastic-rounding draws follow the update
                order, last layer first, so the bits differ from the sums'). At batch n > 1
                with SGD momentum and no sparse policy, False folds the batch into the
@@ -221,7 +221,7 @@ class Trainer:
             raise ValueError("Trainer: sums=False at batch > 1 needs SGD momentum and no sparse policy")
         # into the momentum by default where the float kernels have an FPU (the update's second
         # pass is cheap there) and without a sparse policy (its backward is the fast path: the
-        # momentum scaling would add 4 % to it); the same bits as the sums at batch 1
+        # momentum scaling would slow it); the same bits as the sums at batch 1
         auto = sums is None and sparse is None and kern.FAST_FLOAT
         if (sgd1 and o.momentum and (sums is False or auto)) or (batch > 1 and sums is False):
             return "momentum"

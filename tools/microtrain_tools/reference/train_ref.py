@@ -145,13 +145,13 @@ class RefTrainer:
         self.batch = batch
         o = self.opt
         # the device keeps gradient sums only where it needs them (Trainer sums=None / False): at
-        # batch 1 with SGD momentum each gradient goes into the momentum (st0 / st1; Trainer._fold,
+        # batch 1 with SGD momentum each gradient goes into the momentum (st0 / st1; backward.IntoMomentum,
         # its default on a build with an FPU, as the host's), with plain SGD each layer steps
-        # during backward (optim.Now): the same arithmetic; with a sparse policy (sums=False
-        # only) Now's stochastic-rounding draws follow its update order, last layer first
+        # during backward (stepwise.StepInBackward): the same arithmetic; with a sparse policy
+        # (sums=False only) its stochastic-rounding draws follow its update order, last layer first
         sgd1 = batch == 1 and isinstance(o, SGD) and not o.weight_decay and not o.standardize
         nosums = sgd1 and (sums is False or (sums is None and sparse is None))
-        # batch > 1, sums=False: the batch folded into the momentum (model._fold): v = m v at the
+        # batch > 1, sums=False: the batch folded into the momentum (backward.IntoMomentum): v = m v at the
         # batch's first sample, each gradient added with the scales (s_x s) / batch, s / batch,
         # the update applies v itself (no / n: a short last batch keeps 1 / batch per sample)
         self.fold = batch > 1 and sums is False
