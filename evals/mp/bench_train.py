@@ -63,6 +63,19 @@ def wrap3(f, b, e):
     return w
 
 
+def wrap2(f, b, e):
+    def w(a1, a2):
+        if PROBE:
+            r = f(a1, a2)
+            _heap()
+            return r
+        mark(b)
+        r = f(a1, a2)
+        mark(e)
+        return r
+    return w
+
+
 def main(argv):
     global PROBE
     path, data_path, train, sparse, batch, steps, mode, ninfer = argv[:8]
@@ -105,7 +118,7 @@ def main(argv):
     trainer.flush()
     model.forward = wrap3(model.forward, code("fwd"), code("fwd_end"))  # (x, keep_from, start)
     model.backward = wrap3(model.backward, code("bwd"), code("bwd_end"))
-    trainer.opt.step = wrap3(trainer.opt.step, code("upd"), code("upd_end"))
+    trainer.opt.step = wrap2(trainer.opt.step, code("upd"), code("upd_end"))  # (layers, n)
     cs, cs_end = code("step"), code("step_end")
     cg, cg_end = code("gc"), code("gc_end")
     garbage = clean = collected = 0
