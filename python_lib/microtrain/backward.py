@@ -382,7 +382,8 @@ def idle(m, first):
 #   grad(ly, gwk, p, x, e, mask, sw, s)   one sample's gradient of trained layer ly (Model.backward;
 #                            gwk its float32 grad-weight kernel, the rest that kernel's arguments)
 #   step(opt, layers, n, lr) the optimiser's step (opt.step; opt.apply does the common part)
-#   failed(opt, layers)      after a backward that raised (Trainer.step)
+#   failed(opt, layers, fresh)  after a backward or update that raised (Trainer.step); fresh:
+#                            no sample was pending (the sums were zero, nothing touched)
 #   forget(ly)               ly's scales changed (range adaptation)
 #   release()                set_trained replaces the mode: what it lent the layers goes back
 # stepwise.StepInBackward (each layer steps during backward) is the third, loaded on use.
@@ -426,8 +427,22 @@ class Sums:
         return optim.F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, mw, mb, t, lr,
                                        s_in, s_out, r, row)
 
-    def failed(self, opt, layers):
-        pass
+    def failed(self, opt, layers, fresh):
+        # the sums held nothing before the failed sample: zero them again (the layers above the
+        # failing one took its gradient), bit for bit, and no channel touched
+        if not fresh:
+            return
+        z = memoryview(quant.zeros("f", 64))
+        for ly in layers:
+            for a in (ly.gw, ly.gb):
+                if a is None:
+                    continue
+                n = len(a)
+                for o in range(0, n, 64):
+                    k = n - o if n - o < 64 else 64
+                    a[o:o + k] = z[:k]
+            if ly.touched is not None:
+                ly.touched = None
 
     def forget(self, ly):
         self.views.pop(ly.index, None)
@@ -499,7 +514,7 @@ class IntoMomentum:
         self.folded.discard(ly.index)
         return r
 
-    def failed(self, opt, layers):
+    def failed(self, opt, layers, fresh):
         # batch 1: the layers above the one that failed hold the sample in their momentum: their
         # step. A larger batch steps at its end: those layers keep the failed sample's share in v
         if self.n == 1:

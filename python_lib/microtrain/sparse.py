@@ -42,6 +42,9 @@ class DynamicSparse:
 
     def observe(self, loss):
         """Set this sample's rate from its loss (called before backward)."""
+        # what undo() puts back (attributes, not a tuple: no garbage per sample)
+        self._ml, self._rt = self.max_loss, self.rate
+        self._kp, self._sn = self.kept, self.seen
         if loss > self.max_loss:
             self.max_loss = loss
         r = loss / self.max_loss if self.max_loss > 0.0 else 1.0
@@ -50,6 +53,11 @@ class DynamicSparse:
             r = lo + (hi - lo) * r
         self.rate = lo if r < lo else (hi if r > hi else r)
         return self.rate
+
+    def undo(self):
+        """The state before the last observe() (a failed training step: Trainer.step)."""
+        self.max_loss, self.rate = self._ml, self._rt
+        self.kept, self.seen = self._kp, self._sn
 
     def __call__(self, ly, e):
         # per layer, once: its buffers, C and whether it makes the model output (out_c is a
@@ -91,7 +99,12 @@ class StaticSparse:
         self.seen = 0
 
     def observe(self, loss):
+        self._kp, self._sn = self.kept, self.seen  # what undo() puts back
         return None
+
+    def undo(self):
+        """The counters before the last observe() (a failed training step: Trainer.step)."""
+        self.kept, self.seen = self._kp, self._sn
 
     def __call__(self, ly, e):
         r = self.ratio.get(ly.name, 1.0) if isinstance(self.ratio, dict) else self.ratio

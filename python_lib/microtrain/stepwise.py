@@ -163,7 +163,7 @@ class StepInBackward:
                              "be 1, got %d" % (layers[0].name, n))
         self.end(layers)
 
-    def failed(self, opt, layers):
+    def failed(self, opt, layers, fresh):
         self.abandon()
 
     def forget(self, ly):

@@ -313,13 +313,14 @@ class Trainer:
         # the counters, the shuffle's generator and the log's config record
         self.pending = 0
         self.steps = 0
-        self.epoch = 0
         self.log_path = log
         self.log_every = log_every
-        rec = None
-        if seed is None:
-            rec = trainer_record(self.model.buf)
-        self.shuffle_state = rec or ((1 if seed is None else seed) * 2654435761 + 12345) & 0xFFFFFFFF or 1
+        # a checkpoint's record: the epochs done (the next fit's shuffle and rate) and, with seed
+        # None, the seed state (an older record's state, without the epoch count, is taken as one)
+        rec = trainer_record(self.model.buf, True)
+        self.epoch = rec[3] or 0 if rec is not None else 0
+        self.shuffle_state = (rec[0] if seed is None and rec is not None else
+                              ((1 if seed is None else seed) * 2654435761 + 12345) & 0xFFFFFFFF or 1)
         self.bwd_us = 0  # time in backward, for sparse-speed reports
         self.correct = 0
         self.seen = 0
@@ -378,28 +379,32 @@ class Trainer:
         m = self.model
         if self.classes:
             self._check_label(label)
+        else:
+            self._check_target(label, "step")
         out = m.forward(x, self.first, self._start)
         if self._mon is not None:
             self._mon.count(self._bufs)
         loss, err, s = self.loss_fn(m, label, out)
-        if self.classes and argmax(out) == label:
-            self.correct += 1
-        self.seen += 1
-        self.loss_sum += loss
+        hit = self.classes and argmax(out) == label
         policy = self.sparse
+        pending = self.pending
         if policy is not None:
             policy.observe(loss)
         t0 = ticks_us()
         try:
             m.backward(err, s, policy)
-        except ValueError:
-            m.update.failed(self.opt, self.layers)  # the layers above the failing one: their step
+            self.bwd_us += ticks_diff(ticks_us(), t0)
+            self.pending += 1
+            if self.pending >= self.batch:
+                self.flush()
+        except BaseException:  # (also KeyboardInterrupt, MemoryError): put back what was there
+            self._failed(pending)
             raise
-        self.bwd_us += ticks_diff(ticks_us(), t0)
-        self.pending += 1
         self.steps += 1
-        if self.pending >= self.batch:
-            self.flush()
+        if hit:
+            self.correct += 1
+        self.seen += 1
+        self.loss_sum += loss
         if self.replay is not None:
             self.replay.after_step(self, label)
         if self.log_path and self.log_every and self.steps % self.log_every == 0:
@@ -410,6 +415,15 @@ class Trainer:
             self._log(rec)
         return loss
 
+    def _failed(self, pending):
+        # a sample whose backward or update raised: the update mode restores what it holds
+        # (the sums of a batch's first sample are zero again), the sparse policy its state
+        self.pending = pending
+        self.model.update.failed(self.opt, self.layers, pending == 0)
+        undo = getattr(self.sparse, "undo", None)
+        if undo is not None:
+            undo()
+
     def flush(self):
         """Apply the gradients of the samples since the last update."""
         if self.pending:
@@ -418,21 +432,36 @@ class Trainer:
             if self._mon is not None:
                 self._mon.update()  # range adaptation between updates
 
-    def _shuffle(self, order):
-        r = self.shuffle_state
+    def _shuffle(self, order, ep):
+        # epoch ep's order: a function of the seed and the epoch only (identity, then Fisher-Yates),
+        # so fit(a) then fit(n - a), with or without a checkpoint between, is fit(n)
+        r = (self.shuffle_state ^ ((ep * 0x9E3779B9) & 0xFFFFFFFF)) or 1
+        for i in range(len(order)):
+            order[i] = i
         for i in range(len(order) - 1, 0, -1):
             r ^= (r << 13) & 0xFFFFFFFF
             r ^= r >> 17
             r ^= (r << 5) & 0xFFFFFFFF
             j = r % (i + 1)
             order[i], order[j] = order[j], order[i]
-        self.shuffle_state = r
 
-    def fit(self, samples, epochs=1, shuffle=True, eval_samples=None, verbose=True, cache="auto"):
-        """Train for `epochs` passes over `samples` (a sequence of (x, label)).
+    def fit(self, samples, epochs=1, shuffle=True, eval_samples=None, verbose=True, cache="auto", total=None):
+        """Train for `epochs` passes over `samples` (a sequence of (x, label)), the epochs after
+        the `epoch` ones already done: fit(a) then fit(n - a) is fit(n). Every sample is
+        checked before the first update (a FileDataset is read once for it).
         cache: the frozen layers' outputs computed once per sample ("auto", "ram",
         a file path, or None; see microtrain.cache.make).
+        total: the schedule's length in epochs (default: the epochs done after this call;
+        give it to each part of a split run with a schedule that depends on it, "cosine").
         Returns a list of per-epoch dicts (loss, acc, eval acc)."""
+        if type(epochs) is not int or epochs < 0:
+            raise ValueError("fit: epochs must be an int >= 0, got %r" % (epochs,))
+        if total is not None and (type(total) is not int or total < self.epoch + epochs):
+            raise ValueError("fit: total must be None or an int >= the epochs done after this call (%d), "
+                             "got %r" % (self.epoch + epochs, total))
+        self.check_data(samples, "fit")
+        if eval_samples is not None:
+            self.check_data(eval_samples, "fit: eval_samples")
         fc = None
         if cache and not self.classes:  # the cache stores class labels, not regression targets
             if cache != "auto":
@@ -443,26 +472,96 @@ class Trainer:
 
             fc = fcache.make(self.model, self.first, samples, epochs, cache, verbose)
         if fc is None:
-            return self._fit(samples, epochs, shuffle, eval_samples, verbose, None)
+            return self._fit(samples, epochs, shuffle, eval_samples, verbose, None, total)
         self._start = self.first  # step() runs only the layers from `first` on
         try:
-            return self._fit(samples, epochs, shuffle, eval_samples, verbose, fc)
+            return self._fit(samples, epochs, shuffle, eval_samples, verbose, fc, total)
         finally:
             self._start = 0
             fc.close()
 
-    def _fit(self, samples, epochs, shuffle, eval_samples, verbose, fc):
+    def check_data(self, samples, who="check_data"):
+        """Check every (x, target) of `samples` as step() would take it, before anything runs:
+        a ValueError / TypeError naming the sample, the rule and what to do."""
+        try:
+            n = len(samples)
+        except TypeError:
+            raise TypeError("%s: samples must be a sequence of (x, label) pairs (a list, a FileDataset), "
+                            "got %s" % (who, type(samples).__name__)) from None
+        for i in range(n):
+            x, y = _sample(samples, i)
+            self._check_sample(x, y, i, who)
+
+    def _check_sample(self, x, y, i, who):
+        # one sample's input (an int8 buffer of the input's size) and target (a class index, or
+        # real values: finite, in 0..1 for bce); i: its index in the data set (-1: step's sample)
+        m = self.model
+        at = who if i < 0 else "%s: sample %d" % (who, i)
+        numel = m.input.numel
+        ok = x is not None and not isinstance(x, (int, float, str))
+        try:
+            ok = ok and len(x) == numel and (numel == 0 or len(bytes(memoryview(x)[0:1])) == 1)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError("%s: x must be an int8 buffer (bytes, bytearray, array('b')) of %d values, the "
+                             "model's input %s, got %s%s; nothing was trained: fix or drop the sample" % (
+                                 at, numel, m.input.shape, type(x).__name__,
+                                 " of %d" % len(x) if hasattr(x, "__len__") else ""))
+        if self.classes:
+            n = m.output.numel
+            if type(y) is not int or not 0 <= y < n:
+                raise ValueError("%s: label must be an int class index in 0..%d, got %r; nothing was trained: "
+                                 "fix or drop the sample" % (at, n - 1, y))
+        else:
+            self._check_target(y, at)
+
+    def _check_target(self, y, at):
+        # a regression target of mse / bce: the output's size, finite, in 0..1 for bce
+        loss, m = self.loss_fn, self.model
+        if loss is not LOSSES.get("mse") and loss is not LOSSES.get("bce"):
+            return  # your own loss checks its targets
+        from array import array
+
+        from microtrain.loss import _int8_target
+
+        n = m.output.numel
+        try:
+            ok = len(y) == n
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError("%s: target must hold %d values (the model's output), got %r; nothing was trained"
+                             % (at, n, y if isinstance(y, (int, float)) else type(y).__name__))
+        if _int8_target(y):
+            return
+        try:
+            f = array("f", y)
+        except (TypeError, ValueError, OverflowError):
+            raise TypeError("%s: target must be numbers, got %s; nothing was trained" % (at, type(y).__name__)) \
+                from None
+        k = optim.F.update_f32_check(f)
+        if k >= 0:
+            raise ValueError("%s: target[%d] is %r: not finite (NaN / inf, or beyond float32); nothing was trained: "
+                             "fix or drop the sample" % (at, k, f[k]))
+        if loss is LOSSES.get("bce") and n and not (min(f) >= 0.0 and max(f) <= 1.0):
+            raise ValueError("%s: bce targets must be in 0..1, got %g..%g; nothing was trained: fix or drop the "
+                             "sample" % (at, min(f), max(f)))
+
+    def _fit(self, samples, epochs, shuffle, eval_samples, verbose, fc, total):
         n = len(samples)
         order = zeros("H" if n < 65536 else "I", n)  # grown in place: the heap may be nearly full
         for i in range(n):
             order[i] = i
         history = []
         m_out = self.model.output.numel
-        for ep in range(epochs):
+        e0 = self.epoch
+        horizon = e0 + epochs if total is None else total
+        for ep in range(e0, e0 + epochs):
             self.epoch = ep
-            self.lr = self.schedule(self.opt.lr, ep, epochs)
+            self.lr = self.schedule(self.opt.lr, ep, horizon)
             if shuffle:
-                self._shuffle(order)
+                self._shuffle(order, ep)
             self.correct = self.seen = 0
             self.loss_sum = 0.0
             t0 = ticks_ms()
@@ -495,10 +594,11 @@ class Trainer:
                 rec["eval_acc"] = ev["acc"]
             if verbose:
                 print("epoch %d/%d lr=%.5f loss=%.4f%s%s time=%.1fs" % (
-                    ep + 1, epochs, self.lr, rec["loss"], (" acc=%.4f" % rec["acc"]) if self.classes else "",
+                    ep + 1, horizon, self.lr, rec["loss"], (" acc=%.4f" % rec["acc"]) if self.classes else "",
                     (" eval_acc=%.4f" % rec["eval_acc"]) if rec.get("eval_acc") is not None else "",
                     dt / 1000.0))
             history.append(rec)
+            self.epoch = ep + 1  # done: a checkpoint now resumes with the next one
         return history
 
     def evaluate(self, samples, confusion=True):

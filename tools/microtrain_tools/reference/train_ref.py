@@ -76,8 +76,8 @@ from microtrain_tools.reference.train_ref_config import (
     _wide,
     schedule_lr,
     select,
+    shuffle_epoch,
     shuffle_order,
-    shuffle_orders_from,
     shuffle_state,
     softmax_lut,
 )
@@ -203,6 +203,7 @@ class RefTrainer:
         # Trainer(seed=None): the shuffle continues a checkpoint's trainer record, else seed 1
         rec = self.m.trainer_rng
         self.shuffle_rng = rec if rec is not None else shuffle_state(1)
+        self.epoch = self.m.trainer_epoch or 0  # epochs fit completed: the next one's shuffle and rate
         self.losses: list[float] = []
         # range adaptation (docs/training.md, "Health and range adaptation"): per trained layer,
         # its saturated-output count in the current update window and its chain
@@ -571,28 +572,30 @@ class RefTrainer:
 
     def fit(self, xs: Sequence[ArrayLike], ys: Sequence[Any], epochs: int = 1, shuffle: bool = True,
             seed: int | None = None, schedule: str | Schedule | None = None,
-            progress: bool = False) -> list[float]:
-        """``Trainer.fit``: per-epoch mean loss. ``schedule``: see ``schedule_lr`` (the named
-        schedules are the device's, bit for bit; a callable is evaluated in double). ``seed``:
-        the device's ``Trainer(seed=...)``; None continues the shuffle sequence (a checkpoint's)."""
+            progress: bool = False, total: int | None = None) -> list[float]:
+        """``Trainer.fit``: per-epoch mean loss, for the epochs after the ``epoch`` already done.
+        ``schedule``: see ``schedule_lr`` (the named schedules are the device's, bit for bit; a
+        callable is evaluated in double), over ``total`` epochs (default: the epochs done after
+        this call). ``seed``: the device's ``Trainer(seed=...)``; None continues the shuffle
+        sequence (a checkpoint's)."""
         from tqdm import tqdm
 
         fl = self.fl
         n = len(ys)
         if seed is not None:
             self.shuffle_rng = shuffle_state(seed)
-        if shuffle:
-            orders, self.shuffle_rng = shuffle_orders_from(self.shuffle_rng, n, epochs)
-        else:
-            orders = [list(range(n))] * epochs
+        e0 = self.epoch
+        horizon = e0 + epochs if total is None else total
         means = []
-        for ep in range(epochs):
-            self.lr = schedule_lr(schedule, self.opt.lr, ep, epochs, fl)
-            total = fl.lit("0.0")
-            for i in tqdm(orders[ep], desc=f"epoch {ep + 1}/{epochs}", disable=not progress, leave=False):
-                total += self._step(xs[i], ys[i])
+        for ep in range(e0, e0 + epochs):
+            self.lr = schedule_lr(schedule, self.opt.lr, ep, horizon, fl)
+            order = shuffle_epoch(self.shuffle_rng, ep, n) if shuffle else range(n)
+            total_loss = fl.lit("0.0")
+            for i in tqdm(order, desc=f"epoch {ep + 1}/{horizon}", disable=not progress, leave=False):
+                total_loss += self._step(xs[i], ys[i])
             self.flush()
-            means.append(float(total / max(1, n)))
+            means.append(float(total_loss / max(1, n)))
+            self.epoch = ep + 1
         return means
 
     # -- results -------------------------------------------------------------------------
@@ -666,6 +669,7 @@ class RefTrainer:
         m.input, m.output = remap[m.input], remap[m.output]
         m.trained, m.has_state, m.train_steps = True, bool(new_state), self.train_steps
         m.trainer_rng = self.shuffle_rng if state else None  # trainer.save writes it, model.save not
+        m.trainer_epoch = self.epoch if state else None
         m.adam_bt = None
         if state and isinstance(self.opt, Adam):
             m.adam_bt = tuple(int(v) for v in np.array(self.bt, dtype=np.float32).view(np.uint32))  # type: ignore[assignment]

@@ -142,24 +142,30 @@ def shuffle_state(seed: int) -> int:
     return (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1  # device: a zero state becomes 1
 
 
-def shuffle_order(n: int, epochs: int, seed: int = 1) -> list[list[int]]:
-    """Per-epoch sample orders of ``Trainer.fit(shuffle=True)``: xorshift32 Fisher-Yates from the end."""
-    return shuffle_orders_from(shuffle_state(seed), n, epochs)[0]
+def epoch_state(base: int, epoch: int) -> int:
+    """The generator state the shuffle of ``epoch`` starts from: a function of the seed state and
+    the epoch number only, so a fit split anywhere (or resumed from a checkpoint) sees the same
+    orders as one uninterrupted fit."""
+    return (base ^ ((epoch * 0x9E3779B9) & 0xFFFFFFFF)) or 1  # device: a zero state becomes 1
 
 
-def shuffle_orders_from(r: int, n: int, epochs: int) -> tuple[list[list[int]], int]:
-    """Per-epoch orders from generator state ``r``, and the state after them (saved in checkpoints)."""
+def shuffle_epoch(base: int, epoch: int, n: int) -> list[int]:
+    """The sample order of one epoch of ``Trainer.fit(shuffle=True)``: xorshift32 Fisher-Yates
+    from the end over the identity order."""
+    r = epoch_state(base, epoch)
     order = list(range(n))
-    out = []
-    for _ in range(epochs):
-        for i in range(n - 1, 0, -1):
-            r ^= (r << 13) & 0xFFFFFFFF
-            r ^= r >> 17
-            r ^= (r << 5) & 0xFFFFFFFF
-            j = r % (i + 1)
-            order[i], order[j] = order[j], order[i]
-        out.append(list(order))
-    return out, r
+    for i in range(n - 1, 0, -1):
+        r ^= (r << 13) & 0xFFFFFFFF
+        r ^= r >> 17
+        r ^= (r << 5) & 0xFFFFFFFF
+        j = r % (i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+def shuffle_order(n: int, epochs: int, seed: int = 1, first: int = 0) -> list[list[int]]:
+    """Per-epoch sample orders of ``Trainer.fit(shuffle=True)`` for epochs first .. first + epochs - 1."""
+    return [shuffle_epoch(shuffle_state(seed), e, n) for e in range(first, first + epochs)]
 
 
 Schedule = Callable[[float, int, int], float]
