@@ -511,8 +511,8 @@ class Trainer:
         if self.classes:
             n = m.output.numel
             if type(y) is not int or not 0 <= y < n:
-                raise ValueError("%s: label must be an int class index in 0..%d, got %r; nothing was trained: "
-                                 "fix or drop the sample" % (at, n - 1, y))
+                raise ValueError("%s: label must be an int class index in 0..%d, got %r; nothing was "
+                                 "trained: fix or drop the sample" % (at, n - 1, y))
         else:
             self._check_target(y, at)
 
@@ -531,22 +531,22 @@ class Trainer:
         except TypeError:
             ok = False
         if not ok:
-            raise ValueError("%s: target must hold %d values (the model's output), got %r; nothing was trained"
-                             % (at, n, y if isinstance(y, (int, float)) else type(y).__name__))
+            raise ValueError("%s: target must hold %d values (the model's output), got %r; nothing was "
+                             "trained" % (at, n, y if isinstance(y, (int, float)) else type(y).__name__))
         if _int8_target(y):
             return
         try:
             f = array("f", y)
         except (TypeError, ValueError, OverflowError):
-            raise TypeError("%s: target must be numbers, got %s; nothing was trained" % (at, type(y).__name__)) \
-                from None
+            raise TypeError("%s: target must be numbers, got %s; nothing was trained" % (
+                at, type(y).__name__)) from None
         k = optim.F.update_f32_check(f)
         if k >= 0:
-            raise ValueError("%s: target[%d] is %r: not finite (NaN / inf, or beyond float32); nothing was trained: "
-                             "fix or drop the sample" % (at, k, f[k]))
+            raise ValueError("%s: target[%d] is %r: not finite (NaN / inf, or beyond float32); nothing was "
+                             "trained: fix or drop the sample" % (at, k, f[k]))
         if loss is LOSSES.get("bce") and n and not (min(f) >= 0.0 and max(f) <= 1.0):
-            raise ValueError("%s: bce targets must be in 0..1, got %g..%g; nothing was trained: fix or drop the "
-                             "sample" % (at, min(f), max(f)))
+            raise ValueError("%s: bce targets must be in 0..1, got %g..%g; nothing was trained: fix or drop "
+                             "the sample" % (at, min(f), max(f)))
 
     def _fit(self, samples, epochs, shuffle, eval_samples, verbose, fc, total):
         n = len(samples)
