@@ -17,6 +17,7 @@ from microtrain.data import FileDataset
 
 MODEL, DATA, CKPT, WITH_BAD = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 TMP = CKPT + ".scratch"
+SAVED = CKPT + ".model"
 
 
 def snapshot(m, tr):
@@ -29,7 +30,7 @@ def snapshot(m, tr):
         for a in st or ():
             parts.append(bytes(a))
         parts.append(b"T" if ly.trained else b"F")
-    parts.append(struct.pack("<I", tr.shuffle_state))
+    parts.append(struct.pack("<II", tr.shuffle_state, tr.epoch))
     return b"".join(parts)
 
 
@@ -106,7 +107,61 @@ def cases(m, tr, ds):
         ("load_corrupt", corrupt_load),
         ("load_missing", lambda: mt.load(CKPT + ".missing")),
         ("save_no_dir", lambda: tr.save("/nonexistent-dir/x.mtm")),
-    ]
+    ] + data_cases(m, tr, ds)
+
+
+def data_cases(m, tr, ds):
+    # a data set with one bad sample somewhere (or bad fit arguments): fit refuses it before
+    # the first update, naming the sample
+    n_in, n = m.input.numel, len(ds)
+    good = [(bytes(ds[i][0]), ds[i][1]) for i in range(n)]
+
+    def fit_with(i, x=None, y=None, pair=None, evals=False):
+        def f():
+            d = list(good)
+            d[i] = pair if pair is not None else (d[i][0] if x is None else x, d[i][1] if y is None else y)
+            if evals:
+                tr.fit(good, 1, verbose=False, eval_samples=d)
+            else:
+                tr.fit(d, 1, verbose=False)
+        return f
+
+    def fit_mtd(i, label):
+        def f():
+            d = list(good)
+            d[i] = (d[i][0], label)
+            FileDataset.write(TMP, d)
+            fd = FileDataset(TMP)
+            try:
+                tr.fit(fd, 1, verbose=False)
+            finally:
+                fd.close()
+        return f
+
+    out = []
+    for i in (0, 5, n - 1):
+        for name, y in (("label_10", m.output.numel), ("label_neg", -1), ("label_float", 1.5), ("label_str", "3"), ("label_big", 1 << 40)):
+            out.append(("fit_%s_at_%d" % (name, i), fit_with(i, y=y)))
+        for name, x in (("x_short", bytes(n_in - 1)), ("x_long", bytes(n_in + 1)), ("x_list", [0] * n_in),
+                        ("x_none", None), ("x_array_f", array("f", [0] * n_in)), ("x_int", 3), ("x_str", "a" * n_in),
+                        ("x_array_i", array("i", [0] * n_in))):
+            if x is None:
+                out.append(("fit_%s_at_%d" % (name, i), fit_with(i, pair=(None, 1))))
+            else:
+                out.append(("fit_%s_at_%d" % (name, i), fit_with(i, x=x)))
+        out.append(("fit_label_none_at_%d" % i, fit_with(i, pair=(bytes(n_in), None))))
+        out.append(("fit_not_pair_at_%d" % i, fit_with(i, pair=(bytes(n_in),))))
+        out.append(("fit_eval_label_at_%d" % i, fit_with(i, y=99, evals=True)))
+        out.append(("fit_mtd_label_at_%d" % i, fit_mtd(i, m.output.numel + 5)))
+    for name, kw in (("epochs_neg", {"epochs": -1}), ("epochs_float", {"epochs": 1.5}),
+                     ("epochs_str", {"epochs": "2"}), ("total_small", {"epochs": 2, "total": 1}),
+                     ("total_float", {"epochs": 1, "total": 2.0}), ("samples_int", {"samples": 5}),
+                     ("samples_none", {"samples": None})):
+        def f(kw=kw):
+            k = dict(kw)
+            tr.fit(k.pop("samples", good), verbose=False, **k)
+        out.append(("fit_" + name, f))
+    return out
 
 
 def main():
@@ -122,6 +177,8 @@ def main():
         k += 1
     cs = cases(m, tr, ds) if WITH_BAD else []
     for name, fn in cs:
+        m.save(SAVED)  # the model file of this point: the case must not touch it either
+        saved = open(SAVED, "rb").read()
         before = snapshot(m, tr)
         status, msg = "UNCLEAR", "no error"
         try:
@@ -133,7 +190,7 @@ def main():
         except Exception as e:  # noqa: BLE001 - any other error type is unclear
             msg = type(e).__name__ + ": " + str(e)
         gc.collect()
-        if snapshot(m, tr) != before:
+        if snapshot(m, tr) != before or open(SAVED, "rb").read() != saved:
             status = "CHANGED"
         print("BAD", name, status, msg.replace("\n", " | "))
         x, y = ds[k % n]  # training goes on between the cases
@@ -145,10 +202,11 @@ def main():
             tr.step(x, y)
             k += 1
     tr.save(CKPT)
-    try:
-        os.remove(TMP)
-    except OSError:
-        pass
+    for p in (TMP, SAVED):
+        try:
+            os.remove(p)
+        except OSError:
+            pass
     print("BAD-DONE", len(cs))
 
 

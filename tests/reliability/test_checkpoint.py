@@ -96,7 +96,7 @@ m = mt.load(sys.argv[1])
 tr = mt.Trainer(m, train="last:2", mode="mixed", optimizer=optim.SGD(lr=0.01, momentum=0.9), seed=9)
 tr.fit(FileDataset(sys.argv[2]), 2, verbose=False)
 tr.save(sys.argv[3])
-print("RNG", tr.shuffle_state)
+print("RNG", tr.shuffle_state, tr.epoch)
 m.save(sys.argv[4])
 """
 
@@ -106,13 +106,13 @@ def test_trainer_record_round_trips_and_old_files_still_load(tmp_path: Path) -> 
     ck, plain = tmp_path / "ck.mtm", tmp_path / "plain.mtm"
     p = run_micropython(FIT, [str(model), str(data), str(ck), str(plain)], heapsize="16M")
     assert p.returncode == 0, p.stdout + p.stderr
-    rng = int(p.stdout.split()[1])
+    rng, ep = int(p.stdout.split()[1]), int(p.stdout.split()[2])
     b = ck.read_bytes()
     m = mtm.read(b)
-    assert m.trainer_rng == rng and rng != 0
+    assert m.trainer_rng == rng and rng != 0 and m.trainer_epoch == ep == 2  # the seed state, epochs done
     assert mtm.write(m) == b  # the host writer keeps the record where the device put it
     s_off, s_len = int.from_bytes(b[36:40], "little"), int.from_bytes(b[40:44], "little")
-    assert b[s_off:s_off + s_len].endswith(b"\0trainer:rng=%08x\0" % rng)  # the pool's last string
+    assert b[s_off:s_off + s_len].endswith(b"\0trainer:rng=%08x,ep=%08x\0" % (rng, ep))  # the pool's last string
     # model.save (no trainer) has none; converted files have none; both load as before
     assert mtm.read(plain.read_bytes()).trainer_rng is None
     assert mtm.read(model.read_bytes()).trainer_rng is None
