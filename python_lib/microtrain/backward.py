@@ -435,12 +435,13 @@ class Sums:
         z = memoryview(quant.zeros("f", 64))
         for ly in layers:
             for a in (ly.gw, ly.gb):
-                if a is None:
-                    continue
-                n = len(a)
-                for o in range(0, n, 64):
-                    k = n - o if n - o < 64 else 64
-                    a[o:o + k] = z[:k]
+                n = len(a) if a is not None else 0
+                try:
+                    for o in range(0, n, 64):
+                        k = n - o if n - o < 64 else 64
+                        a[o:o + k] = z[:k]
+                except (TypeError, ValueError):
+                    pass  # not a float32 array (a buffer put there by hand, refused by the kernel)
             if ly.touched is not None:
                 ly.touched = None
 

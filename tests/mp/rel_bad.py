@@ -140,11 +140,12 @@ def data_cases(m, tr, ds):
 
     out = []
     for i in (0, 5, n - 1):
-        for name, y in (("label_10", m.output.numel), ("label_neg", -1), ("label_float", 1.5), ("label_str", "3"), ("label_big", 1 << 40)):
+        for name, y in (("label_10", m.output.numel), ("label_neg", -1), ("label_float", 1.5),
+                        ("label_str", "3"), ("label_big", 1 << 40)):
             out.append(("fit_%s_at_%d" % (name, i), fit_with(i, y=y)))
         for name, x in (("x_short", bytes(n_in - 1)), ("x_long", bytes(n_in + 1)), ("x_list", [0] * n_in),
-                        ("x_none", None), ("x_array_f", array("f", [0] * n_in)), ("x_int", 3), ("x_str", "a" * n_in),
-                        ("x_array_i", array("i", [0] * n_in))):
+                        ("x_none", None), ("x_array_f", array("f", [0] * n_in)), ("x_int", 3),
+                        ("x_str", "a" * n_in), ("x_array_i", array("i", [0] * n_in))):
             if x is None:
                 out.append(("fit_%s_at_%d" % (name, i), fit_with(i, pair=(None, 1))))
             else:

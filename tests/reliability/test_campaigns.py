@@ -1,13 +1,13 @@
 """Short runs of the reliability campaigns (``make reliability`` runs the long ones):
 libFuzzer on the loader and kernels, abusive calls (native == pure-Python verdicts),
-kill -9 during saves, small heaps, bad inputs and a soak."""
+kill -9 during saves, small heaps, bad inputs, failed training steps, split fits and a soak."""
 
 from __future__ import annotations
 
 import pytest
 
 from support.harness import ensure_natmod
-from support.reliability import abuse, bad_inputs, fuzz, heaps, kill, soak
+from support.reliability import abuse, bad_inputs, failures, fuzz, heaps, kill, resume, soak
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -43,8 +43,20 @@ def test_small_heaps_fail_cleanly() -> None:
 
 def test_bad_inputs_clear_errors_and_model_unchanged() -> None:
     r = bad_inputs.run()
-    assert r.cases >= 40
+    assert r.cases >= 100
     assert r.clear == r.cases and r.unchanged == r.cases and r.same_checkpoint, "\n".join(r.log)
+
+
+def test_failed_steps_change_nothing() -> None:
+    r = failures.run(modes=("mixed",))
+    assert r.cases >= 30 and r.runs == 4, "\n".join(r.log)
+    assert r.unchanged == r.cases and r.same_checkpoint == r.runs, "\n".join(r.log)
+
+
+def test_split_fits_are_exact() -> None:
+    r = resume.run(epochs=3)
+    assert r.splits >= 20, "\n".join(r.log)
+    assert r.exact == r.splits, "\n".join(r.log)
 
 
 def test_soak_short_no_leak() -> None:

@@ -1,10 +1,12 @@
 """``make reliability``: the long campaigns, ending with one summary line
 
     reliability: fuzz_execs=N crashes=0 abuse_calls=M crashes=0 kills=K torn=0 resume_exact=K/K
-    heaps=H crashes=0 bad_inputs=B model_unchanged=B/B soak_steps=S leak=0 scratch_acc=A
+    heaps=H crashes=0 bad_inputs=B model_unchanged=B/B batch1_failures=F unchanged=F/F
+    resume_splits=S exact=S/S soak_steps=S leak=0 scratch_acc=A
 
 (one line). Exit status 1 if any campaign found a problem (a crash, a verdict mismatch, a torn
-or inexact checkpoint, an unclear error, a changed model, a leak). scratch_acc is
+or inexact checkpoint, an unclear error, a changed model, a failed step that changed anything,
+a split fit that differs from the whole one, a leak). scratch_acc is
 judged (>= 0.95, with range adaptation); at the lr the case was first run at (scratch.ISSUE_LR,
 which diverges in PyTorch too) the run must learn or its health record must warn.
 --quick runs the short versions (as `make test` does)."""
@@ -15,7 +17,7 @@ import argparse
 import sys
 import time
 
-from support.reliability import abuse, bad_inputs, fuzz, heaps, kill, scratch, soak
+from support.reliability import abuse, bad_inputs, failures, fuzz, heaps, kill, resume, scratch, soak
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     bd = bad_inputs.run()
     note(f"bad inputs: {bd.cases} cases, {bd.clear} clear, {bd.unchanged} model unchanged, same checkpoint "
          f"{bd.same_checkpoint}", bd.log)
+    fl = failures.run()
+    note(f"failed steps: {fl.cases} faults at every trained layer of a batch-1 step, {fl.unchanged} left "
+         f"everything unchanged, {fl.same_checkpoint}/{fl.runs} runs end in the fault-free checkpoint", fl.log)
+    rs = resume.run()
+    note(f"split fits: {rs.splits} splits, {rs.exact} exact", rs.log)
     sk = soak.run(a.soak_steps)
     note(f"soak: {sk.steps} steps, live heap {sk.live[:1]}..{sk.live[-1:]} bytes", sk.log)
     sc = scratch.run()
@@ -64,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
          [] if hi.acc >= 0.95 or hi_warned else ["lr 0.02 neither learnt nor warned"])
     bad = (fz.crashes or ab.crashes or ab.mismatches or kl.torn or kl.resume_exact != kl.kills or hp.crashes
            or bd.clear != bd.cases or bd.unchanged != bd.cases or not bd.same_checkpoint or sk.leak
+           or fl.unchanged != fl.cases or fl.same_checkpoint != fl.runs or fl.log or rs.exact != rs.splits
+           or rs.log
            or sc.acc < 0.95 or not (hi.acc >= 0.95 or hi_warned))
     for p in problems[:40]:
         print("  problem:", p[:400])
@@ -71,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
           f"crashes={ab.crashes} "
           f"kills={kl.kills} torn={kl.torn} resume_exact={kl.resume_exact}/{kl.kills} heaps={hp.heaps} "
           f"crashes={hp.crashes} bad_inputs={bd.cases} model_unchanged={bd.unchanged}/{bd.cases} "
+          f"batch1_failures={fl.cases} unchanged={fl.unchanged}/{fl.cases} "
+          f"resume_splits={rs.splits} exact={rs.exact}/{rs.splits} "
           f"soak_steps={sk.steps} leak={sk.leak} scratch_acc={sc.acc:.4f}")
     return 1 if bad else 0
 
