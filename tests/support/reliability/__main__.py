@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
          f"{bd.same_checkpoint}", bd.log)
     fl = failures.run()
     note(f"failed steps: {fl.cases} faults at every trained layer of a batch-1 step, {fl.unchanged} left "
-         f"everything unchanged, {fl.same_checkpoint}/{fl.runs} runs end in the fault-free checkpoint", fl.log)
+         f"everything unchanged, {fl.same_checkpoint}/{fl.runs} runs end in the fault-free checkpoint",
+         fl.log)
     rs = resume.run()
     note(f"split fits: {rs.splits} splits, {rs.exact} exact", rs.log)
     sk = soak.run(a.soak_steps)
