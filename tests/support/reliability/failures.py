@@ -48,5 +48,5 @@ def run(modes: tuple[str, ...] = MODES) -> FailResult:
                     elif ln.startswith("SAME "):
                         res.same_checkpoint += ln == "SAME True"
                         if ln != "SAME True":
-                            res.log.append(f"{opt} {mode} {how}: the checkpoint differs from the fault-free run")
+                            res.log.append(f"{opt} {mode} {how}: a checkpoint unlike the fault-free run")
     return res
