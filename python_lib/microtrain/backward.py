@@ -286,11 +286,13 @@ BACKWARD[_OP_UPSAMPLE] = upsample
 
 # -- the plan of backward's buffers (Model.set_trained; memplan.py counts the same) --------
 
-def make(m, first, window, redo):
+def make(m, first, window, redo, copy=0):
     """The BackwardPlan of m's training plan keeping from `first` (Model.set_trained):
     the error buffers and the int32 scratch (its own bytes unless an idle error buffer
     holds it) go into the forward buffers idle during backward where they fit
-    (docs/memory.md, "Where backward's buffers live"), else into new buffers."""
+    (docs/memory.md, "Where backward's buffers live"), else into new buffers. window:
+    StepInBackward's gradient window; copy: IntoMomentum's copy of the momentum (placed as
+    the window, bw.window, but errors go over the activations as with the sums)."""
     from microtrain import plan  # (Model.set_trained forgets it once planned)
 
     def _retyped(v, code):
@@ -306,6 +308,7 @@ def make(m, first, window, redo):
     for ly in m.layers[first:]:
         region.add(ly.output)
     inplace = plan.inplace_errors(m, first, region, not window)
+    window = window or copy
     ebuf, esecond, emerge = {}, {}, {}
     for t in inplace:
         ebuf[t] = bufs[t]
@@ -459,11 +462,15 @@ class IntoMomentum:
     sample's channels at batch 1; at batch n > 1 every channel: no sparse policy), and the
     grad-weight kernel adds each gradient into v, its scales / n: the bits of
     update_f32_momentum's m * v + g at batch 1 (each gradient value is one rounded term),
-    v = m v + sum g / n at batch n. The step applies v (update_s8_apply_keep)."""
+    v = m v + sum g / n at batch n. The step applies v (update_s8_apply_keep).
+    At batch 1 a failed step changes nothing: v of each trained layer but the lowest is
+    copied before it is scaled (copy: float32 bytes placed with backward's buffers, else
+    its own) and put back if a layer below fails (nothing can fail below the lowest)."""
 
     late = False
+    stepping = False  # in step(): a failure there completes the update (failed)
 
-    def __init__(self, momentum, batch, layers, opt):
+    def __init__(self, momentum, batch, layers, opt, raw=None):
         self.m = momentum
         self.n = batch  # each gradient enters v scaled by 1 / n
         # a scale bound keeps v finite (|term| <= scale * 2^31 and |v| <= max|term| / (1 - m)):
@@ -473,10 +480,28 @@ class IntoMomentum:
         self.folded = set()  # indices of the layers whose v is scaled since the last update
         for ly in layers:
             ly.gw, ly.gb = opt.state(ly)  # optimiser state now, while large free blocks remain
+        self.copy = None  # layer index -> (copy of v's weights, of its biases)
+        n = copy_floats(layers) if batch == 1 else 0
+        if n:
+            c = None
+            if raw is not None:
+                try:  # retyped by the loader binding (the pure-Python one copies: not used then)
+                    c = K.mtm_view(raw[:4 * n], 102)
+                except (TypeError, ValueError):
+                    c = None
+            if c is None:
+                c = quant.zeros("f", n)
+            c = memoryview(c)
+            self.copy = {}
+            o = 0
+            for ly in layers[1:]:
+                nw, nb = len(ly.gw), len(ly.gb)
+                self.copy[ly.index] = (c[o:o + nw], c[o + nw:o + nw + nb])
+                o += nw + nb
 
     def grad(self, ly, gwk, p, x, e, mask, sw, s):
-        # past the bound the gradient has diverged and this layer is left as it was (the layers
-        # above have taken the sample: failed() completes their step at batch 1)
+        # past the bound the gradient has diverged and this layer is left as it was (and, at
+        # batch 1, the layers above: failed())
         n = self.n
         folded = ly.index in self.folded
         if folded and n == 1:
@@ -488,6 +513,12 @@ class IntoMomentum:
                              "gradient; lower the learning rate)" % (ly.name, sw))
         if not folded:  # v = m * v now (the sample's channels)
             gb = ly.gb
+            cp = self.copy
+            if cp is not None:
+                c = cp.get(ly.index)
+                if c is not None:  # (the lowest trained layer has none)
+                    c[0][:] = ly.gw
+                    c[1][:] = gb
             optim.F.update_f32_scale(ly.gw, len(ly.gw) // len(gb), mask, self.m)
             optim.F.update_f32_scale(gb, 1, mask, self.m)
             self.folded.add(ly.index)
@@ -496,7 +527,9 @@ class IntoMomentum:
         gwk(p, x, e, mask, sw, s, ly.gw, ly.gb)
 
     def step(self, opt, layers, n, lr):
+        self.stepping = True
         opt.apply(layers, n, lr, self)
+        self.stepping = False
 
     def row(self, ly, n):
         if n > self.n:  # v holds the samples already, each / batch
@@ -516,12 +549,27 @@ class IntoMomentum:
         return r
 
     def failed(self, opt, layers, fresh):
-        # batch 1: the layers above the one that failed hold the sample in their momentum: their
-        # step. A larger batch steps at its end: those layers keep the failed sample's share in v
-        if self.n == 1:
+        # batch 1: v of the layers above the failing one goes back to its copy; a failure in the
+        # update itself (an interrupt between two layers) completes it. A larger batch steps at
+        # its end: those layers keep the failed sample's share in v
+        if self.n != 1:
+            return
+        if self.stepping:
+            self.stepping = False
             done = [ly for ly in layers if ly.index in self.folded]
             if done:
                 opt.step(done, 1)
+            return
+        cp = self.copy or {}
+        for ly in layers:
+            if ly.index in self.folded:
+                c = cp.get(ly.index)
+                if c is not None:
+                    ly.gw[:] = c[0]
+                    ly.gb[:] = c[1]
+            if fresh and ly.touched is not None:
+                ly.touched = None
+        self.folded.clear()
 
     def forget(self, ly):
         pass
@@ -529,3 +577,12 @@ class IntoMomentum:
     def release(self):
         for ly in self.layers:  # the momentum goes back to the optimiser alone
             ly.gw = ly.gb = ly.grad = None
+
+
+def copy_floats(layers):
+    """Floats of IntoMomentum's copy of the momentum at batch 1: the weights and biases of
+    every trained layer but the lowest (memplan.py counts the same)."""
+    n = 0
+    for ly in layers[1:]:
+        n += len(ly.w) + len(ly.b)
+    return n

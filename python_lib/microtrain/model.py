@@ -769,13 +769,14 @@ class Model:
 
     # -- training --------------------------------------------------------------------------
 
-    def set_trained(self, spec, sums=True, window=0, redo=False):
+    def set_trained(self, spec, sums=True, window=0, redo=False, copy=0):
         """Mark the layers of `spec` (see `select`) as trained and build the
         backward plan: error buffers only from the first trained layer on.
         sums=False: no gradient sums (a Trainer that adds gradients into its momentum or
         steps each layer during backward); window: bytes of a float32 buffer backward
         uses too (stepwise.StepInBackward's gradient window), placed with its buffers (bw.window, or None
-        where no idle forward buffer holds it: a memoryview of its bytes); redo: where
+        where no idle forward buffer holds it: a memoryview of its bytes); copy: the same for
+        backward.IntoMomentum's copy of the momentum (window 0); redo: where
         nothing else holds the int32 scratch, an activation may, made again during backward
         (backward.recompute_host; Trainer(recompute=True))."""
         idx = self.select(spec)
@@ -797,7 +798,7 @@ class Model:
         for ly in self.layers[first:]:
             if ly.w is not None and not ly.trained:
                 ly.refresh_ratios()  # a frozen conv/linear between trained layers back-propagates
-        self.backward_plan = _backward.make(self, first, window, redo)
+        self.backward_plan = _backward.make(self, first, window, redo, copy)
         self.trained_layers = [self.layers[i] for i in idx]
         _forget("plan")  # planned: training does not need plan.py's code
         return self.trained_layers

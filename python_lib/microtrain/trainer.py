@@ -254,12 +254,16 @@ class Trainer:
         prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers
                        if ly.master_w is not None or ly.master_b is not None]
         try:
-            win = 0
+            win = cp = 0
             if how == "backward":  # the gradient window goes with backward's buffers (idle forward memory)
                 from microtrain.stepwise import StepInBackward, floats
 
                 win = 4 * floats([model.layers[i] for i in idx])
-            self.layers = model.set_trained(idx, how == "sums", win, recompute)
+            elif how == "momentum" and self.batch == 1:  # so does the momentum's copy (all or nothing)
+                from microtrain.backward import copy_floats
+
+                cp = 4 * copy_floats([model.layers[i] for i in idx])
+            self.layers = model.set_trained(idx, how == "sums", win, recompute, cp)
             self.first = self.layers[0].index
             for ly in self.layers:
                 if ly.master_w is not None or ly.master_b is not None:  # (else the class's None stands:
@@ -275,7 +279,8 @@ class Trainer:
             if how == "momentum":
                 from microtrain.backward import IntoMomentum
 
-                model.update = IntoMomentum(opt.momentum, self.batch, self.layers, opt)
+                model.update = IntoMomentum(opt.momentum, self.batch, self.layers, opt,
+                                            model.backward_plan.window)
             elif how == "backward":
                 model.update = StepInBackward(opt, self.layers, self.sparse, raw=model.backward_plan.window)
             self._mon = None

@@ -1,8 +1,11 @@
 # MicroPython side of the failed-step campaign (tests/support/reliability/failures.py).
 #   rel_fail.py MODEL DATA WORKDIR OPT MODE HOW
 # OPT: sgd (SGD momentum) or adam; MODE: the Trainer's mode; HOW: hook (the sparse policy, a
-# user's callable, raises KeyboardInterrupt / MemoryError / ValueError at one trained layer) or
-# buffer (a trained layer's weight-gradient sums made invalid). Batch 1, every trained layer.
+# user's callable, raises KeyboardInterrupt / MemoryError / ValueError at one trained layer;
+# the update mode is then the gradient sums), hook-nosums (the same with sums=False: SGD adds
+# each gradient into the momentum), buffer (a trained layer's gradient buffer made invalid:
+# the default update mode, into the momentum for SGD on a build with an FPU) or buffer-sums
+# (the same with sums=True). Batch 1, every trained layer.
 # Each failure must raise, and leave weights, optimiser state, counters, the policy's state and
 # the gradient sums exactly as they were; the same sample then steps as if nothing had failed:
 # the run with every failure ends in the bytes of the run without.
@@ -56,19 +59,18 @@ def snapshot(m, tr):
 
 def trainer(m, hook):
     opt = optim.SGD(lr=0.02, momentum=0.9) if OPT == "sgd" else mt.Adam(lr=0.002)
-    # hook: the policy makes the update mode the gradient sums; buffer: sums=True says so
-    return mt.Trainer(m, train="all", mode=MODE, optimizer=opt, sparse=hook, batch=1, seed=2,
-                      sums=None if hook is not None else True)
+    sums = {"hook-nosums": False, "buffer-sums": True}.get(HOW)
+    return mt.Trainer(m, train="all", mode=MODE, optimizer=opt, sparse=hook, batch=1, seed=2, sums=sums)
 
 
 def run(ds, inject):
     m = mt.load(MODEL)
-    hook = Hook() if HOW == "hook" else None
+    hook = Hook() if HOW.startswith("hook") else None
     tr = trainer(m, hook)
     names = [ly.name for ly in tr.layers]
     cases = []
     if inject:
-        if HOW == "hook":
+        if hook is not None:
             for j in range(len(names)):  # backward reaches the last trained layer first
                 for kind in ("interrupt", "memory", "value"):
                     cases.append((names[len(names) - 1 - j], j + 1, kind))
@@ -86,7 +88,7 @@ def run(ds, inject):
         x, y = ds[k % n]
         before = snapshot(m, tr)
         undo = None
-        if HOW == "hook":
+        if hook is not None:
             hook.at, hook.exc = case[1], RAISE[case[2]]
         else:
             ly = tr.layers[case[1]]
@@ -104,7 +106,7 @@ def run(ds, inject):
             status, msg = "ok", "KeyboardInterrupt: " + str(e)
         if undo is not None:
             undo()
-        if HOW == "hook":
+        if hook is not None:
             hook.at = -1
         if snapshot(m, tr) != before:
             status = "CHANGED"
@@ -121,13 +123,14 @@ def main():
         print(r)
     # the reference: the same good steps, no faults
     m2 = mt.load(MODEL)
-    tr2 = trainer(m2, Hook() if HOW == "hook" else None)
+    tr2 = trainer(m2, Hook() if HOW.startswith("hook") else None)
     for i in range(k):
         tr2.step(*data[i % len(data)])
     a, b = WORK + "/failed.mtm", WORK + "/clean.mtm"
     tr.save(a)
     tr2.save(b)
     print("SAME", open(a, "rb").read() == open(b, "rb").read())
+    print("UPDATE", type(m.update).__name__)
     print("FAIL-DONE", len(results))
 
 

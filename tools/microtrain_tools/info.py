@@ -54,7 +54,9 @@ from the end; every layer from first on is on the backward path:
                4 * (weights + biases); none with --momentum at --batch 1 without
                --sparse, or with --no-sums (the Trainer adds each sample's gradient into
                the momentum: plain SGD momentum, no weight decay or standardisation; at
-               --batch B > 1, --no-sums without --sparse: each gradient / B);
+               --batch B > 1, --no-sums without --sparse: each gradient / B; at --batch 1
+               a copy of the momentum of every trained layer but the lowest, placed with
+               backward's buffers like the window below, so that a failed step puts it back);
                plain SGD at --batch 1 without --sparse, or with --no-sums: each layer
                steps during backward, a window of output channels at a time: one
                float32 window of at most 2048 weights (one channel at least) + 2 floats
@@ -223,6 +225,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         grads, window = now_window_bytes(m, trained)
     elif nosums:
         grads = 0
+        if batch == 1:  # backward.IntoMomentum's copy of the momentum (all but the lowest layer)
+            window = 4 * sum(params[1:])
     placed, where = plan.pack(g, first, region, inplace, scratch, idle, window)
     items = [n for n, _, _ in placed]
     at = [where.get(i) for i in range(len(items))]

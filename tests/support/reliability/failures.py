@@ -1,6 +1,7 @@
 """Failed training steps: a fault at every trained layer of a batch-1 step (an exception from
 the sparse policy, a user's callable: KeyboardInterrupt, MemoryError, ValueError; or a trained
-layer's gradient sums made invalid), with SGD momentum and with Adam, in every mode. Each must
+layer's gradient buffer made invalid), with SGD momentum and with Adam, in every mode and
+update mode (gradient sums, each gradient into the momentum: tests/mp/rel_fail.py). Each must
 raise and leave weights, optimiser state, counters, the policy's state and the gradient sums
 as they were; training that steps through all of them ends in the checkpoint, byte for byte,
 of training without them."""
@@ -14,7 +15,7 @@ from support.reliability.train_files import files
 
 OPTS = ("sgd", "adam")
 MODES = ("int8", "mixed", "float32")
-HOWS = ("hook", "buffer")
+HOWS = ("hook", "hook-nosums", "buffer", "buffer-sums")
 
 
 @dataclass
@@ -23,6 +24,7 @@ class FailResult:
     unchanged: int = 0
     same_checkpoint: int = 0  # runs whose checkpoint equals the run without faults
     runs: int = 0
+    modes: set[str] = field(default_factory=set)  # the update modes the runs took (backward.py)
     log: list[str] = field(default_factory=list)
 
 
@@ -33,6 +35,8 @@ def run(modes: tuple[str, ...] = MODES) -> FailResult:
     for opt in OPTS:
         for mode in modes:
             for how in HOWS:
+                if opt == "adam" and how == "hook-nosums":
+                    continue  # (sums=False needs SGD)
                 p = run_mp("rel_fail.py", [str(model), str(data), str(d), opt, mode, how], timeout=600)
                 res.runs += 1
                 if p.returncode != 0 or "FAIL-DONE" not in p.stdout:
@@ -45,6 +49,8 @@ def run(modes: tuple[str, ...] = MODES) -> FailResult:
                         res.unchanged += status == "ok"
                         if status != "ok":
                             res.log.append(f"{name}: {status}: {msg[0] if msg else ''}")
+                    elif ln.startswith("UPDATE "):
+                        res.modes.add(ln.split()[1])
                     elif ln.startswith("SAME "):
                         res.same_checkpoint += ln == "SAME True"
                         if ln != "SAME True":
