@@ -463,14 +463,16 @@ class IntoMomentum:
     grad-weight kernel adds each gradient into v, its scales / n: the bits of
     update_f32_momentum's m * v + g at batch 1 (each gradient value is one rounded term),
     v = m v + sum g / n at batch n. The step applies v (update_s8_apply_keep).
-    At batch 1 a failed step changes nothing: v of each trained layer but the lowest is
-    copied before it is scaled (copy: float32 bytes placed with backward's buffers, else
-    its own) and put back if a layer below fails (nothing can fail below the lowest)."""
+    With copy (batch 1, Trainer sums=None) a failed step changes nothing: v of each trained
+    layer but the lowest is copied before it is scaled (raw: float32 bytes placed with
+    backward's buffers, else a buffer of its own) and put back if a layer below fails (nothing
+    can fail below the lowest). Without (sums=False: the least memory) the layers above the
+    failing one take their step."""
 
     late = False
     stepping = False  # in step(): a failure there completes the update (failed)
 
-    def __init__(self, momentum, batch, layers, opt, raw=None):
+    def __init__(self, momentum, batch, layers, opt, raw=None, copy=False):
         self.m = momentum
         self.n = batch  # each gradient enters v scaled by 1 / n
         # a scale bound keeps v finite (|term| <= scale * 2^31 and |v| <= max|term| / (1 - m)):
@@ -481,7 +483,7 @@ class IntoMomentum:
         for ly in layers:
             ly.gw, ly.gb = opt.state(ly)  # optimiser state now, while large free blocks remain
         self.copy = None  # layer index -> (copy of v's weights, of its biases)
-        n = copy_floats(layers) if batch == 1 else 0
+        n = copy_floats(layers) if copy and batch == 1 else 0
         if n:
             c = None
             if raw is not None:
@@ -549,12 +551,13 @@ class IntoMomentum:
         return r
 
     def failed(self, opt, layers, fresh):
-        # batch 1: v of the layers above the failing one goes back to its copy; a failure in the
-        # update itself (an interrupt between two layers) completes it. A larger batch steps at
-        # its end: those layers keep the failed sample's share in v
+        # batch 1: v of the layers above the failing one goes back to its copy (without one they
+        # take their step); a failure in the update itself (an interrupt between two layers)
+        # completes it. A larger batch steps at its end: those layers keep the failed sample's
+        # share in v
         if self.n != 1:
             return
-        if self.stepping:
+        if self.stepping or self.copy is None:
             self.stepping = False
             done = [ly for ly in layers if ly.index in self.folded]
             if done:

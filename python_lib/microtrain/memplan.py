@@ -44,17 +44,19 @@ def _now_bytes(model, idx):
     return out + 2 * _buf(4 * m) + 2 * _buf(max(c, 256)) + 64, 4 * n  # (the rest, the window)
 
 
-def need(model, idx, mode, n_state, sparse, fold=False, redo=False, batch=1):
+def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
     """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
     moments, sparse) allocates: a list of (item, bytes). fold: no gradient sums, True: the
-    gradients go into the momentum (SGD momentum: batch 1, or a larger batch with sums=False;
-    at batch 1 with a copy of the momentum placed as the window), "now": each layer steps
-    during backward (batch 1, plain SGD: the gradient window of stepwise.StepInBackward)."""
+    gradients go into the momentum (SGD momentum: batch 1, or a larger batch with sums=False),
+    "copy": the same at batch 1 with a copy of the momentum (Trainer sums=None) placed as the
+    window, "now": each layer steps during backward (batch 1, plain SGD: the gradient window of
+    stepwise.StepInBackward)."""
     layers = model.layers
     grads = window = 0
     if fold == "now":
         grads, window = _now_bytes(model, idx)
-    elif fold is True and batch == 1:  # backward.IntoMomentum's copy of the momentum
+    elif fold == "copy":  # backward.IntoMomentum's copy of the momentum
+        fold = True
         for i in idx[1:]:
             window += 4 * (len(layers[i].w) + len(layers[i].b))
     state = master = copies = sp = row = 0
@@ -172,7 +174,7 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo
         return
     gc.collect()
     free = mem_free()
-    items = need(model, idx, mode, opt.n_state, sparse, fold, redo, batch)
+    items = need(model, idx, mode, opt.n_state, sparse, fold, redo)
     total = _total(items)
     if total <= free and not failed:
         return
@@ -183,13 +185,13 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo
     free_all, free = free, min(free, big)
     fits = []
     for k in range(len(idx) - 1, 0, -1):
-        n = _total(need(model, idx[-k:], mode, opt.n_state, sparse, fold, redo, batch))
+        n = _total(need(model, idx[-k:], mode, opt.n_state, sparse, fold, redo=redo))
         if n <= free:
             names = [model.layers[i].name for i in idx[-k:]]
             fits.append("train=%r (%s)" % (names, _kb(n)))
             break
     if mode != "int8":
-        n = _total(need(model, idx, "int8", opt.n_state, sparse, fold, redo, batch))
+        n = _total(need(model, idx, "int8", opt.n_state, sparse, fold, redo=redo))
         if n <= free:
             fits.append("mode='int8' (%s)" % _kb(n))
     if not fold and getattr(opt, "momentum", 0) and not opt.weight_decay and not opt.standardize:
@@ -215,7 +217,7 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo
             fits.append("batch=1%s (each layer steps during backward: no gradient sums) (%s)" % (
                 ", sums=False" if sparse is not None else "", _kb(n)))
     if not redo:
-        n = _total(need(model, idx, mode, opt.n_state, sparse, fold, True, batch))
+        n = _total(need(model, idx, mode, opt.n_state, sparse, fold, True))
         if n < total and n <= free:
             fits.append("recompute=True (the int32 scratch in a conv output made again in backward) (%s)"
                         % _kb(n))

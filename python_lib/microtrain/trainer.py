@@ -78,8 +78,9 @@ def _memcheck(model, idx, mode, opt, sparse, fold, batch, failed=False, redo=Fal
     run(model, idx, mode, opt, sparse, fold, failed, batch, redo)
 
 def _nosums(how):
-    # memplan's name of the update mode: False (sums), True (into the momentum), "now" (steps in backward)
-    return "now" if how == "backward" else how == "momentum"
+    # memplan's name of the update mode: False (sums), True (into the momentum), "copy" (into the
+    # momentum, with its copy), "now" (steps in backward)
+    return "now" if how == "backward" else "copy" if how == "copy" else how == "momentum"
 
 
 class Trainer:
@@ -223,7 +224,9 @@ class Trainer:
         # pass is cheap there) and without a sparse policy (its backward is the fast path: the
         # momentum scaling would slow it); the same bits as the sums at batch 1
         auto = sums is None and sparse is None and kern.FAST_FLOAT
-        if (sgd1 and o.momentum and (sums is False or auto)) or (batch > 1 and sums is False):
+        if sgd1 and o.momentum and auto:
+            return "copy"  # with a copy of the momentum: a failed step puts it back
+        if (sgd1 and o.momentum and sums is False) or (batch > 1 and sums is False):
             return "momentum"
         # steps during backward by default without a sparse policy: then the bits are the sums'
         # path's; with one (sums=False) the stochastic rounding draws follow the update order
@@ -259,7 +262,7 @@ class Trainer:
                 from microtrain.stepwise import StepInBackward, floats
 
                 win = 4 * floats([model.layers[i] for i in idx])
-            elif how == "momentum" and self.batch == 1:  # so does the momentum's copy (all or nothing)
+            elif how == "copy":  # so does the momentum's copy (all or nothing)
                 from microtrain.backward import copy_floats
 
                 cp = 4 * copy_floats([model.layers[i] for i in idx])
@@ -276,11 +279,11 @@ class Trainer:
             self._resume_state()
             for ly in self.layers:
                 opt.state(ly)  # optimiser state now, while large free blocks remain
-            if how == "momentum":
+            if how == "momentum" or how == "copy":
                 from microtrain.backward import IntoMomentum
 
                 model.update = IntoMomentum(opt.momentum, self.batch, self.layers, opt,
-                                            model.backward_plan.window)
+                                            model.backward_plan.window, how == "copy")
             elif how == "backward":
                 model.update = StepInBackward(opt, self.layers, self.sparse, raw=model.backward_plan.window)
             self._mon = None
@@ -509,10 +512,13 @@ class Trainer:
         except (TypeError, ValueError):
             ok = False
         if not ok:
+            try:
+                got = "%s of %d" % (type(x).__name__, len(x))
+            except TypeError:
+                got = type(x).__name__
             raise ValueError("%s: x must be an int8 buffer (bytes, bytearray, array('b')) of %d values, the "
-                             "model's input %s, got %s%s; nothing was trained: fix or drop the sample" % (
-                                 at, numel, m.input.shape, type(x).__name__,
-                                 " of %d" % len(x) if hasattr(x, "__len__") else ""))
+                             "model's input %s, got %s; nothing was trained: fix or drop the sample" % (
+                                 at, numel, m.input.shape, got))
         if self.classes:
             n = m.output.numel
             if type(y) is not int or not 0 <= y < n:

@@ -2,10 +2,10 @@
 #   rel_fail.py MODEL DATA WORKDIR OPT MODE HOW
 # OPT: sgd (SGD momentum) or adam; MODE: the Trainer's mode; HOW: hook (the sparse policy, a
 # user's callable, raises KeyboardInterrupt / MemoryError / ValueError at one trained layer;
-# the update mode is then the gradient sums), hook-nosums (the same with sums=False: SGD adds
-# each gradient into the momentum), buffer (a trained layer's gradient buffer made invalid:
-# the default update mode, into the momentum for SGD on a build with an FPU) or buffer-sums
-# (the same with sums=True). Batch 1, every trained layer.
+# the update mode is then the gradient sums), buffer (a trained layer's gradient buffer or its
+# grad-input ratios made invalid: the default update mode, into the momentum with its copy for
+# SGD on a build with an FPU) or buffer-sums (the same with sums=True). Batch 1, every trained
+# layer.
 # Each failure must raise, and leave weights, optimiser state, counters, the policy's state and
 # the gradient sums exactly as they were; the same sample then steps as if nothing had failed:
 # the run with every failure ends in the bytes of the run without.
@@ -59,7 +59,7 @@ def snapshot(m, tr):
 
 def trainer(m, hook):
     opt = optim.SGD(lr=0.02, momentum=0.9) if OPT == "sgd" else mt.Adam(lr=0.002)
-    sums = {"hook-nosums": False, "buffer-sums": True}.get(HOW)
+    sums = True if HOW == "buffer-sums" else None
     return mt.Trainer(m, train="all", mode=MODE, optimizer=opt, sparse=hook, batch=1, seed=2, sums=sums)
 
 
@@ -76,8 +76,9 @@ def run(ds, inject):
                     cases.append((names[len(names) - 1 - j], j + 1, kind))
         else:
             for j in range(len(names)):
-                for kind in ("short", "bytes"):
-                    cases.append((names[j], j, kind))
+                for kind in ("short", "bytes", "wr"):
+                    if kind != "wr" or j:  # (the lowest trained layer's grad input never runs)
+                        cases.append((names[j], j, kind))
     n = len(ds)
     k = 0
     results = []
@@ -92,11 +93,18 @@ def run(ds, inject):
             hook.at, hook.exc = case[1], RAISE[case[2]]
         else:
             ly = tr.layers[case[1]]
-            good = ly.gw
-            ly.gw = good[:len(good) - 1] if case[2] == "short" else bytearray(4 * len(good))
+            if case[2] == "wr":  # read by the layer's grad input, after its gradient
+                good = ly.wr
+                ly.wr = good[:len(good) - 1]
 
-            def undo(ly=ly, good=good):
-                ly.gw = good
+                def undo(ly=ly, good=good):
+                    ly.wr = good
+            else:
+                good = ly.gw
+                ly.gw = good[:len(good) - 1] if case[2] == "short" else bytearray(4 * len(good))
+
+                def undo(ly=ly, good=good):
+                    ly.gw = good
         status, msg = "NORAISE", ""
         try:
             tr.step(x, y)

@@ -49,18 +49,25 @@ SUMS = """
 import gc
 import microtrain as mt
 out = {}
-for batch in (2, 1, 2):  # the first Trainer also makes what every later one shares: not counted
+# batch 0: batch 1 with sums=False (no sums, no copy of the momentum); 1: the default (with it)
+for batch in (2, 0, 2, 1):  # the first Trainer also makes what every later one shares: not counted
     m = mt.load(%r)
     gc.collect()
     a = gc.mem_alloc()
-    t = mt.Trainer(m, train="all", mode="int8", optimizer=mt.SGD(lr=0.05, momentum=0.9), batch=batch)
+    t = mt.Trainer(m, train="all", mode="int8", optimizer=mt.SGD(lr=0.05, momentum=0.9), batch=batch or 1,
+                   sums=False if batch == 0 else None)
     gc.collect()
     out[batch] = gc.mem_alloc() - a
+    cp = t.model.update.copy if batch < 2 else None
+    if batch == 1:
+        print("MOMCOPY", sum(len(v[0]) + len(v[1]) for v in cp.values()), len(t.layers[0].w) + len(t.layers[0].b))
+    elif batch == 0:
+        print("NOCOPY", int(cp is None))
     same = all(ly.gw is t.opt.state(ly)[0] and ly.gb is t.opt.state(ly)[1] for ly in t.layers)
     print("SAME", batch, int(same))
     n = sum(len(ly.w) + len(ly.b) for ly in t.layers)
     t = m = None
-print("HEAP", out[1], out[2], n)
+print("HEAP", out[0], out[2], n, out[1])
 m = mt.load(%r)
 opt = mt.SGD(lr=0.05, momentum=0.9)
 t = mt.Trainer(m, train="last:2", optimizer=opt, sums=True)  # the sums even where they could go
@@ -86,16 +93,22 @@ for kw in ({"sums": False, "batch": 2, "sparse": mt.DynamicSparse(0.1, 1.0)},
 def test_batch1_momentum_keeps_no_gradient_sums(setups: dict[str, Setup]) -> None:
     p = run_micropython(SUMS % (str(setups["cnn"].path), str(setups["cnn"].path)))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "SAME 1 1" in p.stdout and "SAME 2 0" in p.stdout, p.stdout
+    assert "SAME 0 1" in p.stdout and "SAME 1 1" in p.stdout and "SAME 2 0" in p.stdout, p.stdout
     # sums=True keeps them, sums=False drops them with a sparse policy too, and the rest is refused
     assert "SUMS 1" in p.stdout and "FORCED 1" in p.stdout and "ACCEPTED" not in p.stdout, p.stdout
     refused = [ln for ln in p.stdout.splitlines() if ln.startswith("REFUSED")]
     assert len(refused) == 6, p.stdout
     assert all("needs SGD momentum and no sparse policy" in r for r in (refused[0], refused[3])), refused
     assert all("sums=False needs SGD (no weight_decay" in r for r in refused[1:3] + refused[4:5]), refused
-    h1, h2, n = (int(v) for v in p.stdout.split("HEAP ", 1)[1].split()[:3])
+    h1, h2, n, h0 = (int(v) for v in p.stdout.split("HEAP ", 1)[1].split()[:4])
     # the float32 sums, 4 B per parameter, in 16-byte GC blocks (two arrays per layer)
     assert 4 * n <= h2 - h1 <= 4 * n + 64 * len(setups["cnn"].m.layers), (h1, h2, n)
+    # the default keeps a copy of the momentum of every trained layer but the lowest (so that a
+    # failed step puts it back): in backward's idle buffers where they hold it, else its own
+    copied, lowest = (int(v) for v in p.stdout.split("MOMCOPY ", 1)[1].split()[:2])
+    assert "NOCOPY 1" in p.stdout and copied == n - lowest, p.stdout
+    # (and per layer its two views, their tuple and dict entry, in 16-byte GC blocks)
+    assert h1 <= h0 <= h1 + 4 * copied + 64 * len(setups["cnn"].m.layers) + 256, (h1, h0, copied)
 
 
 FOLD_HEAP = """

@@ -55,8 +55,9 @@ from the end; every layer from first on is on the backward path:
                --sparse, or with --no-sums (the Trainer adds each sample's gradient into
                the momentum: plain SGD momentum, no weight decay or standardisation; at
                --batch B > 1, --no-sums without --sparse: each gradient / B; at --batch 1
-               a copy of the momentum of every trained layer but the lowest, placed with
-               backward's buffers like the window below, so that a failed step puts it back);
+               without --no-sums a copy of the momentum of every trained layer but the
+               lowest, placed with backward's buffers like the window below, so that a
+               failed step puts it back);
                plain SGD at --batch 1 without --sparse, or with --no-sums: each layer
                steps during backward, a window of output channels at a time: one
                float32 window of at most 2048 weights (one channel at least) + 2 floats
@@ -225,8 +226,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         grads, window = now_window_bytes(m, trained)
     elif nosums:
         grads = 0
-        if batch == 1:  # backward.IntoMomentum's copy of the momentum (all but the lowest layer)
-            window = 4 * sum(params[1:])
+        if batch == 1 and sums is None:  # backward.IntoMomentum's copy of the momentum (all but the
+            window = 4 * sum(params[1:])  # lowest layer): a failed step puts it back
     placed, where = plan.pack(g, first, region, inplace, scratch, idle, window)
     items = [n for n, _, _ in placed]
     at = [where.get(i) for i in range(len(items))]
