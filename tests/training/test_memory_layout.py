@@ -60,7 +60,8 @@ for batch in (2, 0, 2, 1):  # the first Trainer also makes what every later one 
     out[batch] = gc.mem_alloc() - a
     cp = t.model.update.copy if batch < 2 else None
     if batch == 1:
-        print("MOMCOPY", sum(len(v[0]) + len(v[1]) for v in cp.values()), len(t.layers[0].w) + len(t.layers[0].b))
+        low = t.layers[0]
+        print("MOMCOPY", sum(len(v[0]) + len(v[1]) for v in cp.values()), len(low.w) + len(low.b))
     elif batch == 0:
         print("NOCOPY", int(cp is None))
     same = all(ly.gw is t.opt.state(ly)[0] and ly.gb is t.opt.state(ly)[1] for ly in t.layers)

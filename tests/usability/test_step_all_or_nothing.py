@@ -23,7 +23,8 @@ def _natmod() -> None:
     ensure_natmod()
 
 
-@pytest.mark.parametrize("opt,how", [("sgd", "buffer"), ("sgd", "hook"), ("adam", "hook"), ("adam", "buffer")])
+@pytest.mark.parametrize("opt,how", [("sgd", "buffer"), ("sgd", "hook"), ("adam", "hook"),
+                                     ("adam", "buffer")])
 def test_a_failed_batch1_step_changes_nothing(opt: str, how: str, tmp_path: Path) -> None:
     model, data = files(24)
     p = run_mp("rel_fail.py", [str(model), str(data), str(tmp_path), opt, "mixed", how], timeout=600)
