@@ -94,6 +94,7 @@ __all__ = [
     "main",
     "schedule_lr",
     "select",
+    "shuffle_epoch",
     "shuffle_order",
     "softmax_lut",
 ]
