@@ -186,8 +186,9 @@ class Health:
                 hn += n
         return lg, (hs / hn if hn else None)
 
-    def epoch(self, loss, classes):
-        """The epoch's health record (and warnings); resets the epoch counters."""
+    def epoch(self, loss, classes, acc=None):
+        """The epoch's health record (and warnings); resets the epoch counters. acc: the
+        epoch's training accuracy (None: not counted)."""
         hid_s = hid_n = 0
         sat_logits = None
         growth, gname = 1.0, None
@@ -210,26 +211,36 @@ class Health:
         rec = {"sat_act": hid_s / hid_n if hid_n else None, "sat_logits": sat_logits, "sat": layers,
                "w_scale_growth": growth, "ranges_grown": sum(g.grown for g in self.groups)}
         warn = []
-        chance = math.log(classes) if classes and classes > 1 else None
-        rec["chance"] = chance
-        if loss - loss != 0.0:
-            warn.append("loss is %r: training diverged (lower the learning rate)" % (loss,))
-        elif chance is not None and loss > 3.0 * chance:
-            warn.append("loss %.4g is far above chance (ln %d = %.4g): diverging? lower the learning rate"
-                        % (loss, classes, chance))
-        elif chance is not None and loss >= chance:
-            # a whole epoch no better than uniform guessing: a too large (or too small) step
-            # that leaves the loss where it started (a too large lr from scratch did so silently)
-            warn.append("loss %.4g is not below chance (ln %d = %.4g): not learning; try another "
-                        "learning rate, check the labels" % (loss, classes, chance))
+        # saturation first: the fixed ranges clamp, the loss and the weight scales then say
+        # "diverging" too, but a lower rate does not help there, the adaptive ranges do
+        sat = []
         if not self.adapt:
             if sat_logits is not None and sat_logits > 0.05:
-                warn.append("%.0f%% of the outputs sit at the int8 clamp: training stops learning there "
-                            "(Trainer(adapt_ranges=True) re-derives the ranges)" % (100 * sat_logits))
+                sat.append("%.0f%% of the logits" % (100 * sat_logits))
             if rec["sat_act"] is not None and rec["sat_act"] > 0.05:
-                warn.append("%.0f%% of the trained layers' activations are saturated (Trainer(adapt_ranges="
-                            "True) re-derives the ranges)" % (100 * rec["sat_act"]))
-        if growth > 1000.0:
+                sat.append("%.0f%% of the trained layers' outputs" % (100 * rec["sat_act"]))
+        if sat:
+            warn.append("saturated: %s sit at the int8 clamp, where training stops learning; use "
+                        "Trainer(adapt_ranges=True), which re-derives the ranges as it trains"
+                        % " and ".join(sat))
+        chance = math.log(classes) if classes and classes > 1 else None
+        rec["chance"] = chance
+        # accuracy clearly above chance: learning, whatever the epoch's mean loss says (its first
+        # samples weigh in too)
+        learning = acc is not None and classes and acc > 2.0 / classes
+        fix = "the saturation above first: adapt_ranges=True" if sat else "lower the learning rate"
+        if loss - loss != 0.0:
+            warn.append("loss is %r: training diverged (%s)" % (loss, fix))
+        elif chance is not None and loss > 3.0 * chance and not learning:
+            warn.append("loss %.4g is far above chance (ln %d = %.4g): diverging? %s" % (
+                loss, classes, chance, fix))
+        elif chance is not None and loss >= chance and not learning:
+            # a whole epoch no better than uniform guessing: a too large (or too small) step
+            # that leaves the loss where it started (a too large lr from scratch did so silently)
+            warn.append("loss %.4g is not below chance (ln %d = %.4g): not learning; %s" % (
+                loss, classes, chance, "the saturation above first (adapt_ranges=True), then another "
+                "learning rate" if sat else "try another learning rate, check the labels"))
+        if growth > 1000.0 and not sat:
             warn.append("weight scale of %s grew %.4gx: diverging? lower the learning rate" % (gname, growth))
         rec["warnings"] = warn
         return rec

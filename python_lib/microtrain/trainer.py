@@ -77,6 +77,16 @@ def _memcheck(model, idx, mode, opt, sparse, fold, batch, failed=False, redo=Fal
         raise
     run(model, idx, mode, opt, sparse, fold, failed, batch, redo)
 
+def _saturation(f):
+    # Trainer(health=None)'s epoch record: f of the samples had logits at the int8 clamp
+    w = []
+    if f > 0.05:
+        w.append("saturated: %.0f%% of the samples had logits at the int8 clamp, where training stops "
+                 "learning; use Trainer(adapt_ranges=True), which re-derives the ranges as it trains "
+                 "(health=True counts every trained layer)" % (100 * f))
+    return {"sat_samples": f, "warnings": w}
+
+
 def _nosums(how):
     # memplan's name of the update mode: False (sums), True (into the momentum), "copy" (into the
     # momentum, with its copy), "now" (steps in backward)
@@ -102,10 +112,13 @@ class Trainer:
     log_every: a "step" log record every that many samples (0: none).
     seed:      seed of the per-epoch shuffle in fit (xorshift32); None: continue
                the shuffle sequence a checkpoint saved (else seed 1).
-    health:    count the trained layers' saturated outputs (two native calls per
-               trained layer and sample): per-epoch "health" in fit's results and the
-               log, with warnings when training saturates or diverges (off by default:
-               ~5.7 KB of live heap for last:2, 14 KB of minimum heap: docs/training.md).
+    health:    None (default, class labels): count the samples whose logits reach the int8
+               clamp (max / min of the output, no allocation): fit warns "saturated" after
+               an epoch where more than 5 % did (docs/training.md). True: count the trained
+               layers' saturated outputs (two native calls per trained layer and sample):
+               per-epoch "health" in fit's results and the log, with warnings when training
+               saturates or diverges (~5.7 KB of live heap for last:2, 14 KB of minimum heap:
+               docs/training.md). False: neither.
     sums:      None (default): float32 gradient sums, except at batch 1 with SGD (no
                weight decay or standardize) and no sparse policy: with momentum, on a
                build whose float kernels have an FPU, each gradient goes into the
@@ -147,12 +160,14 @@ class Trainer:
 
     # set by fit only: defaults on the class (an instance attribute costs a slot of its dict)
     health = None  # the last epoch's health record (fit)
+    sat_n = None  # samples this epoch whose logits reached the clamp (health None), else None
+    _sat_min = -128  # the low clamp of the logits (-129: none, a fused activation's floor)
     heap_live = 0  # largest live heap at an epoch end (bytes)
 
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
 
     def __init__(self, model, train="last:1", mode="int8", optimizer=None, sparse=None, batch=1,
-                 schedule=None, log=None, log_every=100, seed=None, loss="xent", replay=None, health=False,
+                 schedule=None, log=None, log_every=100, seed=None, loss="xent", replay=None, health=None,
                  adapt_ranges=False, sums=None, recompute=False):
         self._check_args(mode, batch, optimizer, sparse, log_every, seed, log, loss, replay, health,
                          adapt_ranges, recompute)
@@ -168,6 +183,11 @@ class Trainer:
         model.drop_plans(idx[0])  # the inference plan's buffers: the training plan replaces them
         self._check_memory(idx, how, recompute)
         self._set_up(idx, how, health or adapt_ranges, adapt_ranges, recompute)
+        if health is None and not adapt_ranges and self.classes:  # the logits' clamp, counted in step
+            self.sat_n = 0
+            out = [ly for ly in model.layers if ly.output == model.output.index]
+            if out and out[0].act:
+                self._sat_min = -129
         self.opt.set_rate(self.opt.lr)  # each trainer starts at the optimiser's rate
         self._start_log(seed, log, log_every)
 
@@ -202,8 +222,10 @@ class Trainer:
             raise ValueError("Trainer: replay must be None or a Replay(...), with the 'xent' loss")
         self.replay = replay
         self.classes = loss == "xent"  # accuracy and confusion only for class labels
-        if type(adapt_ranges) is not bool or type(health) is not bool or type(recompute) is not bool:
-            raise ValueError("Trainer: health, adapt_ranges and recompute must be True or False")
+        if type(adapt_ranges) is not bool or type(recompute) is not bool or not (health is None or
+                                                                                 type(health) is bool):
+            raise ValueError("Trainer: adapt_ranges and recompute must be True or False, health None, "
+                             "True or False")
 
     def _update_mode(self, sums):
         # which update mode (backward.py, stepwise.py) the settings give: "sums", "momentum" (each
@@ -394,6 +416,7 @@ class Trainer:
             self._mon.count(self._bufs)
         loss, err, s = self.loss_fn(m, label, out)
         hit = self.classes and argmax(out) == label
+        sat = self.sat_n is not None and (max(out) == 127 or min(out) == self._sat_min)
         policy = self.sparse
         pending = self.pending
         if policy is not None:
@@ -411,6 +434,8 @@ class Trainer:
         self.steps += 1
         if hit:
             self.correct += 1
+        if sat:
+            self.sat_n += 1
         self.seen += 1
         self.loss_sum += loss
         if self.replay is not None:
@@ -574,6 +599,8 @@ class Trainer:
             if shuffle:
                 self._shuffle(order, ep)
             self.correct = self.seen = 0
+            if self.sat_n is not None:
+                self.sat_n = 0
             self.loss_sum = 0.0
             t0 = ticks_ms()
             for i in range(n):
@@ -594,8 +621,14 @@ class Trainer:
                    "heap": _heap(), "heap_live": _live()}
             if rec["heap_live"] > self.heap_live:
                 self.heap_live = rec["heap_live"]
+            if self.sat_n is not None and self.seen:
+                h = self.health = rec["health"] = _saturation(self.sat_n / self.seen)
+                if verbose:
+                    for w in h["warnings"]:
+                        print("microtrain: warning: epoch %d: %s" % (ep + 1, w))
             if self._mon is not None:
-                h = self.health = rec["health"] = self._mon.epoch(rec["loss"], m_out if self.classes else 0)
+                h = self.health = rec["health"] = self._mon.epoch(rec["loss"], m_out if self.classes else 0,
+                                                                   acc)
                 if verbose:  # else the record (and the log) carry them
                     for w in h["warnings"]:
                         print("microtrain: warning: epoch %d: %s" % (ep + 1, w))

@@ -20,6 +20,6 @@ ACT_NAMES: tuple[str, ...]  # ('', 'relu', 'relu6')
 # --- generated: end
 
 def trainer_record(b: bytes | bytearray | memoryview, full: bool = False
-                   ) -> int | tuple[int, tuple[int, int] | None, int] | None:
-    """The shuffle state of the checkpoint's trainer record, or None; full: (state, Adam's
-    (beta1^t, beta2^t) bits or None, record length)."""
+                   ) -> int | tuple[int, tuple[int, int] | None, int, int | None] | None:
+    """The shuffle seed state of the checkpoint's trainer record, or None; full: (state, Adam's
+    (beta1^t, beta2^t) bits or None, record length, epochs done or None)."""

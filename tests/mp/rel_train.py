@@ -6,7 +6,8 @@
 #       prints OK, or MEMORY PHASE SAME (a MemoryError in "train" or "save", with the model
 #       still usable for inference; SAME: True when it infers as before training, else "trained")
 #   rel_train.py scratch MODEL TRAIN TEST EPOCHS LR ADAPT  from-scratch training
-#       (tests/support/reliability/scratch.py), ADAPT 1: Trainer(adapt_ranges=True):
+#       (tests/support/reliability/scratch.py), ADAPT 1: Trainer(adapt_ranges=True), default: the
+#       Trainer's health and range defaults:
 #       prints HEALTH <the last epoch's health record>, ACC <held-out accuracy> and
 #       SCALE <largest weight scale of the first layer>
 #   rel_train.py soak MODEL DATA CKPT STEPS ROUND  STEPS training steps with an evaluation, a
@@ -94,10 +95,13 @@ def soak(model, data, ck, steps, per_round):
 
 def scratch(model, train, test, epochs, lr, adapt):
     m = mt.load(model)
+    # adapt None: the Trainer's defaults (health=None: the logits' saturation only)
+    kw = {} if adapt is None else {"health": True, "adapt_ranges": adapt}
     tr = mt.Trainer(m, train="all", mode="float32", optimizer=optim.SGD(lr=lr, momentum=0.9), batch=1,
-                    log_every=0, seed=1, health=True, adapt_ranges=adapt)
+                    log_every=0, seed=1, **kw)
     hist = tr.fit(FileDataset(train), epochs, verbose=False)
     print("HEALTH", json.dumps(hist[-1]["health"]))
+    print("FIRST", json.dumps(hist[0]["health"]))
     print("ACC", tr.evaluate(FileDataset(test), confusion=False)["acc"])
     print("SCALE", max(tr.layers[0].w_scale))
 
@@ -106,7 +110,7 @@ def main():
     cmd = sys.argv[1]
     if cmd == "scratch":
         a = sys.argv
-        scratch(a[2], a[3], a[4], int(a[5]), float(a[6]), a[7] == "1")
+        scratch(a[2], a[3], a[4], int(a[5]), float(a[6]), None if a[7] == "default" else a[7] == "1")
         return
     if cmd == "resume":
         resume(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), *sys.argv[6:7])

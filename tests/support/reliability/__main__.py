@@ -2,7 +2,7 @@
 
     reliability: fuzz_execs=N crashes=0 abuse_calls=M crashes=0 kills=K torn=0 resume_exact=K/K
     heaps=H crashes=0 bad_inputs=B model_unchanged=B/B batch1_failures=F unchanged=F/F
-    resume_splits=S exact=S/S soak_steps=S leak=0 scratch_acc=A
+    resume_splits=S exact=S/S soak_steps=S leak=0 scratch_acc=A scratch_default=saturated
 
 (one line). Exit status 1 if any campaign found a problem (a crash, a verdict mismatch, a torn
 or inexact checkpoint, an unclear error, a changed model, a failed step that changed anything,
@@ -70,11 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     note(f"scratch at the issue's lr {scratch.ISSUE_LR}: held-out acc {hi.acc:.4f}, warnings "
          f"{hi.health.get('warnings')}",
          [] if hi.acc >= 0.95 or hi_warned else ["lr 0.02 neither learnt nor warned"])
+    df = scratch.run(epochs=1, adapt=None)
+    df_warned = any(w.startswith("saturated") for w in df.first.get("warnings", []))
+    note(f"scratch with the Trainer's defaults: held-out acc {df.acc:.4f} after one epoch, first epoch's "
+         f"warnings {df.first.get('warnings')}",
+         [] if df.acc >= 0.95 or df_warned else ["the defaults neither learnt nor warned 'saturated'"])
     bad = (fz.crashes or ab.crashes or ab.mismatches or kl.torn or kl.resume_exact != kl.kills or hp.crashes
            or bd.clear != bd.cases or bd.unchanged != bd.cases or not bd.same_checkpoint or sk.leak
            or fl.unchanged != fl.cases or fl.same_checkpoint != fl.runs or fl.log or rs.exact != rs.splits
            or rs.log
-           or sc.acc < 0.95 or not (hi.acc >= 0.95 or hi_warned))
+           or sc.acc < 0.95 or not (hi.acc >= 0.95 or hi_warned) or not (df.acc >= 0.95 or df_warned))
     for p in problems[:40]:
         print("  problem:", p[:400])
     print(f"reliability: fuzz_execs={fz.execs} crashes={fz.crashes} abuse_calls={ab.calls} "
@@ -83,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
           f"crashes={hp.crashes} bad_inputs={bd.cases} model_unchanged={bd.unchanged}/{bd.cases} "
           f"batch1_failures={fl.cases} unchanged={fl.unchanged}/{fl.cases} "
           f"resume_splits={rs.splits} exact={rs.exact}/{rs.splits} "
-          f"soak_steps={sk.steps} leak={sk.leak} scratch_acc={sc.acc:.4f}")
+          f"soak_steps={sk.steps} leak={sk.leak} scratch_acc={sc.acc:.4f} "
+          f"scratch_default={'acc' if df.acc >= 0.95 else 'saturated' if df_warned else 'SILENT'}")
     return 1 if bad else 0
 
 

@@ -37,9 +37,12 @@ class ScratchResult:
     first_scale: float
     steps: int
     health: dict[str, Any]
+    first: dict[str, Any]  # the first epoch's health record
 
 
-def run(epochs: int = EPOCHS, lr: float = LR, with_torch: bool = False, adapt: bool = True) -> ScratchResult:
+def run(epochs: int = EPOCHS, lr: float = LR, with_torch: bool = False,
+        adapt: bool | None = True) -> ScratchResult:
+    """adapt: Trainer(health=True, adapt_ranges=adapt); None: the Trainer's defaults."""
     from sklearn.datasets import load_digits
 
     d = load_digits()
@@ -57,15 +60,17 @@ def run(epochs: int = EPOCHS, lr: float = LR, with_torch: bool = False, adapt: b
     write_mtd(out / "train.mtd", cv.quantize_input(data, x[:N_TRAIN]), y[:N_TRAIN].numpy())
     write_mtd(out / "test.mtd", cv.quantize_input(data, x[N_TRAIN:]), y[N_TRAIN:].numpy())
     p = run_mp("rel_train.py", ["scratch", str(out / "model.mtm"), str(out / "train.mtd"),
-                                str(out / "test.mtd"), str(epochs), repr(lr), "1" if adapt else "0"],
+                                str(out / "test.mtd"), str(epochs), repr(lr),
+                                "default" if adapt is None else "1" if adapt else "0"],
                 timeout=7200)
-    vals = dict(ln.split(None, 1) for ln in p.stdout.splitlines() if ln[:3] in ("ACC", "SCA", "HEA"))
+    vals = dict(ln.split(None, 1) for ln in p.stdout.splitlines() if ln[:3] in ("ACC", "SCA", "HEA", "FIR"))
     if "ACC" not in vals:
         raise RuntimeError(f"scratch run failed: {p.stdout[-500:]} {p.stderr[-2000:]}")
     acc, scale = float(vals["ACC"]), float(vals.get("SCALE", "nan"))
     health = json.loads(vals.get("HEALTH", "{}"))
+    first = json.loads(vals.get("FIRST", "{}"))
     if not with_torch:
-        return ScratchResult(acc, None, scale, epochs * N_TRAIN, health)
+        return ScratchResult(acc, None, scale, epochs * N_TRAIN, health, first)
     # PyTorch float32, same initial weights, same samples in the device's shuffle order
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
     net.train()
@@ -77,7 +82,7 @@ def run(epochs: int = EPOCHS, lr: float = LR, with_torch: bool = False, adapt: b
     net.eval()
     with torch.no_grad():
         torch_acc = float((net(x[N_TRAIN:]).argmax(1) == y[N_TRAIN:]).float().mean())
-    return ScratchResult(acc, torch_acc, scale, epochs * N_TRAIN, health)
+    return ScratchResult(acc, torch_acc, scale, epochs * N_TRAIN, health, first)
 
 
 if __name__ == "__main__":
