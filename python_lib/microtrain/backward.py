@@ -111,6 +111,9 @@ def run(m, err, err_scale, policy):
         elif ly.act == _ACT_RELU6:
             K.relu6_s8_backward(bufs[t_out], p[_P_ACT_MIN], p[_P_ACT_MAX], e)
         BACKWARD[ly.op](m, bw, cur, scale, ly, j, e, s, policy)
+    upd = m.update
+    if upd is not None and upd.late:  # stepwise.StepInBackward: the steps, now that none failed
+        upd.after_backward()
 
 
 def _dest(bw, cur, t):

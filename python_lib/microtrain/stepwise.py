@@ -40,6 +40,11 @@ class StepInBackward:
     with one (sums=False) the draws follow the update order, last layer first."""
 
     late = True  # the gradient after the layer's grad input, which reads the weights first
+    # Each layer's step waits for the end of backward (run: after_backward), so a backward that
+    # fails at any layer has stepped none: the error buffers are all alive through backward and
+    # no error goes over an activation a conv / linear reads for its gradient in this mode
+    # (plan.inplace_errors), so every layer's x and e are still there. Not where backward runs a
+    # forward again (Trainer(recompute=True)): its scratch may take an error's place.
 
     def __init__(self, opt, layers, sparse, window=WINDOW, raw=None):
         # raw: a memoryview of at least 4 * floats(layers, window) bytes for the window
@@ -78,15 +83,38 @@ class StepInBackward:
         self.ones = b"\x01" * c
         self.r = None  # the running generator state in update order (sparse policy)
         self.done = []  # the layers stepped since the last end()
+        bw = layers[0].model.backward_plan
+        self.now = bw is not None and bw.redo is not None  # (recompute: step during backward)
+        self.slots = [[None] * 8 for _ in layers]  # the deferred steps' arguments (no allocation)
+        self.n_slots = 0
 
     def grad(self, ly, gwk, p, x, e, mask, sw, s):
-        """Step trained layer ly with the gradient of one sample (gwk: its float32 grad-weight
-        kernel, p, x, e, mask, sw, s its arguments), or with none (gwk None)."""
+        """Trained layer ly's gradient of one sample (gwk: its float32 grad-weight kernel, p, x,
+        e, mask, sw, s its arguments): checked now, stepped at the end of backward."""
         lr = self.opt.rate
         lim = _LIM / lr if lr > 0 else 3.4e38
         if not (-lim <= sw <= lim and -lim <= s <= lim):  # (NaN fails too)
             raise ValueError("backward: layer %s: gradient scale %r is not finite or too large for lr %r (a "
                              "diverged gradient; lower the learning rate)" % (ly.name, sw, lr))
+        if self.now:
+            self.apply_grad(ly, gwk, p, x, e, mask, sw, s)
+            return
+        a = self.slots[self.n_slots]
+        a[0], a[1], a[2], a[3] = ly, gwk, p, x
+        a[4], a[5], a[6], a[7] = e, mask, sw, s
+        self.n_slots += 1
+
+    def after_backward(self):
+        """The steps of the layers backward reached, in its order (backward.run)."""
+        n = self.n_slots
+        self.n_slots = 0
+        for i in range(n):
+            a = self.slots[i]
+            self.apply_grad(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7])
+
+    def apply_grad(self, ly, gwk, p, x, e, mask, sw, s):
+        """Step trained layer ly with the gradient of one sample, or with none (gwk None)."""
+        lr = self.opt.rate
         opt = self.opt
         cc, win, sr, j = self.info[ly.index]
         r = -1
@@ -164,6 +192,7 @@ class StepInBackward:
         self.end(layers)
 
     def failed(self, opt, layers, fresh):
+        self.n_slots = 0  # (the deferred steps of a failed backward: none taken)
         self.abandon()
 
     def forget(self, ly):
@@ -178,7 +207,7 @@ class StepInBackward:
         done = self.done
         for ly in layers:
             if ly not in done:
-                self.grad(ly, None, None, None, None, None, 0.0, 0.0)
+                self.apply_grad(ly, None, None, None, None, None, 0.0, 0.0)
         opt = self.opt
         if not self.sparse:
             if self.total is not None:
@@ -191,8 +220,8 @@ class StepInBackward:
         layers[0].model.train_steps += 1
 
     def abandon(self):
-        """After a failed backward: the layers above the failure took their step (counted);
-        the rest did not."""
+        """After a failed step: the layers stepped already (an interrupt between the deferred
+        steps, or with recompute) took their step (counted); the rest did not."""
         if self.done:
             opt = self.opt
             if self.r is not None:

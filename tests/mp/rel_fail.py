@@ -1,11 +1,11 @@
 # MicroPython side of the failed-step campaign (tests/support/reliability/failures.py).
 #   rel_fail.py MODEL DATA WORKDIR OPT MODE HOW
-# OPT: sgd (SGD momentum) or adam; MODE: the Trainer's mode; HOW: hook (the sparse policy, a
-# user's callable, raises KeyboardInterrupt / MemoryError / ValueError at one trained layer;
-# the update mode is then the gradient sums), buffer (a trained layer's gradient buffer or its
-# grad-input ratios made invalid: the default update mode, into the momentum with its copy for
-# SGD on a build with an FPU) or buffer-sums (the same with sums=True). Batch 1, every trained
-# layer.
+# OPT: sgd (SGD momentum), sgd0 (plain SGD: by default each layer steps after backward) or
+# adam; MODE: the Trainer's mode; HOW: hook (the sparse policy, a user's callable, raises
+# KeyboardInterrupt / MemoryError / ValueError at one trained layer; the update mode is then the
+# gradient sums), buffer (a trained layer's gradient buffer or its grad-input ratios made
+# invalid: the default update mode, into the momentum with its copy for SGD momentum on a build
+# with an FPU) or buffer-sums (the same with sums=True). Batch 1, every trained layer.
 # Each failure must raise, and leave weights, optimiser state, counters, the policy's state and
 # the gradient sums exactly as they were; the same sample then steps as if nothing had failed:
 # the run with every failure ends in the bytes of the run without.
@@ -58,7 +58,8 @@ def snapshot(m, tr):
 
 
 def trainer(m, hook):
-    opt = optim.SGD(lr=0.02, momentum=0.9) if OPT == "sgd" else mt.Adam(lr=0.002)
+    opt = (optim.SGD(lr=0.02, momentum=0.9) if OPT == "sgd" else optim.SGD(lr=0.02) if OPT == "sgd0"
+           else mt.Adam(lr=0.002))
     sums = True if HOW == "buffer-sums" else None
     return mt.Trainer(m, train="all", mode=MODE, optimizer=opt, sparse=hook, batch=1, seed=2, sums=sums)
 
@@ -75,10 +76,11 @@ def run(ds, inject):
                 for kind in ("interrupt", "memory", "value"):
                     cases.append((names[len(names) - 1 - j], j + 1, kind))
         else:
+            sums = tr.layers[0].gw is not None  # (stepping during backward keeps none)
             for j in range(len(names)):
                 for kind in ("short", "bytes", "wr"):
-                    if kind != "wr" or j:  # (the lowest trained layer's grad input never runs)
-                        cases.append((names[j], j, kind))
+                    if (kind != "wr" or j) and (kind == "wr" or sums):  # (the lowest trained layer's grad
+                        cases.append((names[j], j, kind))  # input never runs)
     n = len(ds)
     k = 0
     results = []

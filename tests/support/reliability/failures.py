@@ -1,10 +1,11 @@
 """Failed training steps: a fault at every trained layer of a batch-1 step (an exception from
 the sparse policy, a user's callable: KeyboardInterrupt, MemoryError, ValueError; or a trained
-layer's gradient buffer or grad-input ratios made invalid), with SGD momentum and with Adam, in
-every mode and update mode (gradient sums, each gradient into the momentum with its copy:
-tests/mp/rel_fail.py). Each must raise and leave weights, optimiser state, counters, the
-policy's state and the gradient sums as they were; training that steps through all of them
-ends in the checkpoint, byte for byte, of training without them."""
+layer's gradient buffer or grad-input ratios made invalid), with SGD momentum, plain SGD and
+Adam, in every mode and update mode (gradient sums, each gradient into the momentum with its
+copy, each layer stepping after backward: tests/mp/rel_fail.py). Each must raise and leave
+weights, optimiser state, counters, the policy's state and the gradient sums as they were;
+training that steps through all of them ends in the checkpoint, byte for byte, of training
+without them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from support.reliability import run_mp, workdir
 from support.reliability.train_files import files
 
-OPTS = ("sgd", "adam")
+OPTS = ("sgd", "sgd0", "adam")
 MODES = ("int8", "mixed", "float32")
 HOWS = ("hook", "buffer", "buffer-sums")
 
