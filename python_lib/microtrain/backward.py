@@ -474,6 +474,7 @@ class IntoMomentum:
 
     late = False
     stepping = False  # in step(): a failure there completes the update (failed)
+    copy = None  # layer index -> (copy of v's weights, of its biases); a class default without
 
     def __init__(self, momentum, batch, layers, opt, raw=None, copy=False):
         self.m = momentum
@@ -485,8 +486,10 @@ class IntoMomentum:
         self.folded = set()  # indices of the layers whose v is scaled since the last update
         for ly in layers:
             ly.gw, ly.gb = opt.state(ly)  # optimiser state now, while large free blocks remain
-        self.copy = None  # layer index -> (copy of v's weights, of its biases)
-        n = copy_floats(layers) if copy and batch == 1 else 0
+        n = 0
+        if copy and batch == 1:  # every trained layer's but the lowest's (memplan.py counts the same)
+            for ly in layers[1:]:
+                n += len(ly.w) + len(ly.b)
         if n:
             c = None
             if raw is not None:
@@ -584,11 +587,3 @@ class IntoMomentum:
         for ly in self.layers:  # the momentum goes back to the optimiser alone
             ly.gw = ly.gb = ly.grad = None
 
-
-def copy_floats(layers):
-    """Floats of IntoMomentum's copy of the momentum at batch 1: the weights and biases of
-    every trained layer but the lowest (memplan.py counts the same)."""
-    n = 0
-    for ly in layers[1:]:
-        n += len(ly.w) + len(ly.b)
-    return n

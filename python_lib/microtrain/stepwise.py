@@ -30,7 +30,8 @@ def floats(layers, window=WINDOW):
 class StepInBackward:
     """Batch 1, plain SGD (Trainer sums=None / False): no gradient sums. Backward hands each
     trained layer's gradient here right after the layer's grad input (TTE's operator
-    reordering; docs/memory.md): the grad-weight kernel adds a window of output channels
+    reordering; docs/memory.md), and the layers step when backward is through: the
+    grad-weight kernel adds a window of output channels
     (at most WINDOW floats, at least one channel) into one shared zeroed buffer and
     update_s8_apply steps those channels (zeroing it again), window after window. The
     arithmetic of each channel is the sums path's (g = 0 + one rounded term per value,

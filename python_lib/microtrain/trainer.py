@@ -77,16 +77,6 @@ def _memcheck(model, idx, mode, opt, sparse, fold, batch, failed=False, redo=Fal
         raise
     run(model, idx, mode, opt, sparse, fold, failed, batch, redo)
 
-def _saturation(f):
-    # Trainer(health=None)'s epoch record: f of the samples had logits at the int8 clamp
-    w = []
-    if f > 0.05:
-        w.append("saturated: %.0f%% of the samples had logits at the int8 clamp, where training stops "
-                 "learning; use Trainer(adapt_ranges=True), which re-derives the ranges as it trains "
-                 "(health=True counts every trained layer)" % (100 * f))
-    return {"sat_samples": f, "warnings": w}
-
-
 def _nosums(how):
     # memplan's name of the update mode: False (sums), True (into the momentum), "copy" (into the
     # momentum, with its copy), "now" (steps in backward)
@@ -185,9 +175,9 @@ class Trainer:
         self._set_up(idx, how, health or adapt_ranges, adapt_ranges, recompute)
         if health is None and not adapt_ranges and self.classes:  # the logits' clamp, counted in step
             self.sat_n = 0
-            out = [ly for ly in model.layers if ly.output == model.output.index]
-            if out and out[0].act:
-                self._sat_min = -129
+            for ly in model.layers:
+                if ly.output == model.output.index and ly.act:
+                    self._sat_min = -129
         self.opt.set_rate(self.opt.lr)  # each trainer starts at the optimiser's rate
         self._start_log(seed, log, log_every)
 
@@ -284,10 +274,9 @@ class Trainer:
                 from microtrain.stepwise import StepInBackward, floats
 
                 win = 4 * floats([model.layers[i] for i in idx])
-            elif how == "copy":  # so does the momentum's copy (all or nothing)
-                from microtrain.backward import copy_floats
-
-                cp = 4 * copy_floats([model.layers[i] for i in idx])
+            elif how == "copy":  # so does the momentum's copy (all or nothing): every trained layer's
+                for i in idx[1:]:  # weights and biases but the lowest's
+                    cp += 4 * (len(model.layers[i].w) + len(model.layers[i].b))
             self.layers = model.set_trained(idx, how == "sums", win, recompute, cp)
             self.first = self.layers[0].index
             for ly in self.layers:
@@ -410,7 +399,7 @@ class Trainer:
         if self.classes:
             self._check_label(label)
         else:
-            self._check_target(label, "step")
+            self._check_sample(None, label, -1, "step")
         out = m.forward(x, self.first, self._start)
         if self._mon is not None:
             self._mon.count(self._bufs)
@@ -428,8 +417,12 @@ class Trainer:
             self.pending += 1
             if self.pending >= self.batch:
                 self.flush()
-        except BaseException:  # (also KeyboardInterrupt, MemoryError): put back what was there
-            self._failed(pending)
+        except BaseException:  # (also KeyboardInterrupt, MemoryError): the update mode restores what
+            self.pending = pending  # it holds (the sums of a batch's first sample are zero again),
+            m.update.failed(self.opt, self.layers, pending == 0)  # the sparse policy its state
+            undo = getattr(policy, "undo", None)
+            if undo is not None:
+                undo()
             raise
         self.steps += 1
         if hit:
@@ -447,15 +440,6 @@ class Trainer:
                 rec["sat_logits"], rec["sat_act"] = self._mon.running()
             self._log(rec)
         return loss
-
-    def _failed(self, pending):
-        # a sample whose backward or update raised: the update mode restores what it holds
-        # (the sums of a batch's first sample are zero again), the sparse policy its state
-        self.pending = pending
-        self.model.update.failed(self.opt, self.layers, pending == 0)
-        undo = getattr(self.sparse, "undo", None)
-        if undo is not None:
-            undo()
 
     def flush(self):
         """Apply the gradients of the samples since the last update."""
@@ -531,30 +515,28 @@ class Trainer:
         m = self.model
         at = who if i < 0 else "%s: sample %d" % (who, i)
         numel = m.input.numel
-        ok = x is not None and not isinstance(x, (int, float, str))
-        try:
-            ok = ok and len(x) == numel and (numel == 0 or len(bytes(memoryview(x)[0:1])) == 1)
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
+        if i >= 0:  # (step's forward checks its x)
+            ok = x is not None and not isinstance(x, (int, float, str))
             try:
-                got = "%s of %d" % (type(x).__name__, len(x))
-            except TypeError:
-                got = type(x).__name__
-            raise ValueError("%s: x must be an int8 buffer (bytes, bytearray, array('b')) of %d values, the "
-                             "model's input %s, got %s; nothing was trained: fix or drop the sample" % (
-                                 at, numel, m.input.shape, got))
+                ok = ok and len(x) == numel and (numel == 0 or len(bytes(memoryview(x)[0:1])) == 1)
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                try:
+                    got = "%s of %d" % (type(x).__name__, len(x))
+                except TypeError:
+                    got = type(x).__name__
+                raise ValueError("%s: x must be an int8 buffer (bytes, bytearray, array('b')) of %d values, "
+                                 "the model's input %s, got %s; nothing was trained: fix or drop the "
+                                 "sample" % (at, numel, m.input.shape, got))
         if self.classes:
             n = m.output.numel
             if type(y) is not int or not 0 <= y < n:
                 raise ValueError("%s: label must be an int class index in 0..%d, got %r; nothing was "
                                  "trained: fix or drop the sample" % (at, n - 1, y))
-        else:
-            self._check_target(y, at)
-
-    def _check_target(self, y, at):
+            return
         # a regression target of mse / bce: the output's size, finite, in 0..1 for bce
-        loss, m = self.loss_fn, self.model
+        loss = self.loss_fn
         if loss is not LOSSES.get("mse") and loss is not LOSSES.get("bce"):
             return  # your own loss checks its targets
         from array import array
@@ -621,8 +603,12 @@ class Trainer:
                    "heap": _heap(), "heap_live": _live()}
             if rec["heap_live"] > self.heap_live:
                 self.heap_live = rec["heap_live"]
-            if self.sat_n is not None and self.seen:
-                h = self.health = rec["health"] = _saturation(self.sat_n / self.seen)
+            if self.sat_n is not None and self.seen:  # (inline: a module-level name costs RAM)
+                f = self.sat_n / self.seen  # of the samples, with logits at the int8 clamp
+                h = self.health = rec["health"] = {"sat_samples": f, "warnings": [] if f <= 0.05 else [
+                    "saturated: %.0f%% of the samples had logits at the int8 clamp, where training stops "
+                    "learning; use Trainer(adapt_ranges=True), which re-derives the ranges as it trains "
+                    "(health=True counts every trained layer)" % (100 * f)]}
                 if verbose:
                     for w in h["warnings"]:
                         print("microtrain: warning: epoch %d: %s" % (ep + 1, w))
