@@ -151,7 +151,6 @@ class Trainer:
     # set by fit only: defaults on the class (an instance attribute costs a slot of its dict)
     health = None  # the last epoch's health record (fit)
     sat_n = None  # samples this epoch whose logits reached the clamp (health None), else None
-    _sat_min = -128  # the low clamp of the logits (-129: none, a fused activation's floor)
     heap_live = 0  # largest live heap at an epoch end (bytes)
 
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
@@ -174,10 +173,12 @@ class Trainer:
         self._check_memory(idx, how, recompute)
         self._set_up(idx, how, health or adapt_ranges, adapt_ranges, recompute)
         if health is None and not adapt_ranges and self.classes:  # the logits' clamp, counted in step
-            self.sat_n = 0
+            act = 0  # (logits with a fused activation: its floor is no clamp, not counted)
             for ly in model.layers:
-                if ly.output == model.output.index and ly.act:
-                    self._sat_min = -129
+                if ly.output == model.output.index:
+                    act = ly.act
+            if not act:
+                self.sat_n = 0
         self.opt.set_rate(self.opt.lr)  # each trainer starts at the optimiser's rate
         self._start_log(seed, log, log_every)
 
@@ -398,14 +399,16 @@ class Trainer:
         m = self.model
         if self.classes:
             self._check_label(label)
-        else:
-            self._check_sample(None, label, -1, "step")
+        elif self.loss_fn is LOSSES.get("mse") or self.loss_fn is LOSSES.get("bce"):
+            from microtrain.datacheck import check_sample
+
+            check_sample(self, None, label, -1, "step")
         out = m.forward(x, self.first, self._start)
         if self._mon is not None:
             self._mon.count(self._bufs)
         loss, err, s = self.loss_fn(m, label, out)
         hit = self.classes and argmax(out) == label
-        sat = self.sat_n is not None and (max(out) == 127 or min(out) == self._sat_min)
+        sat = self.sat_n is not None and (max(out) == 127 or min(out) == -128)
         policy = self.sparse
         pending = self.pending
         if policy is not None:
@@ -476,9 +479,11 @@ class Trainer:
         if total is not None and (type(total) is not int or total < self.epoch + epochs):
             raise ValueError("fit: total must be None or an int >= the epochs done after this call (%d), "
                              "got %r" % (self.epoch + epochs, total))
-        self.check_data(samples, "fit")
+        from microtrain.datacheck import check  # (loaded by fit: step-only training never holds it)
+
+        check(self, samples, "fit")
         if eval_samples is not None:
-            self.check_data(eval_samples, "fit: eval_samples")
+            check(self, eval_samples, "fit: eval_samples")
         fc = None
         if cache and not self.classes:  # the cache stores class labels, not regression targets
             if cache != "auto":
@@ -496,75 +501,6 @@ class Trainer:
         finally:
             self._start = 0
             fc.close()
-
-    def check_data(self, samples, who="check_data"):
-        """Check every (x, target) of `samples` as step() would take it, before anything runs:
-        a ValueError / TypeError naming the sample, the rule and what to do."""
-        try:
-            n = len(samples)
-        except TypeError:
-            raise TypeError("%s: samples must be a sequence of (x, label) pairs (a list, a FileDataset), "
-                            "got %s" % (who, type(samples).__name__)) from None
-        for i in range(n):
-            x, y = _sample(samples, i)
-            self._check_sample(x, y, i, who)
-
-    def _check_sample(self, x, y, i, who):
-        # one sample's input (an int8 buffer of the input's size) and target (a class index, or
-        # real values: finite, in 0..1 for bce); i: its index in the data set (-1: step's sample)
-        m = self.model
-        at = who if i < 0 else "%s: sample %d" % (who, i)
-        numel = m.input.numel
-        if i >= 0:  # (step's forward checks its x)
-            ok = x is not None and not isinstance(x, (int, float, str))
-            try:
-                ok = ok and len(x) == numel and (numel == 0 or len(bytes(memoryview(x)[0:1])) == 1)
-            except (TypeError, ValueError):
-                ok = False
-            if not ok:
-                try:
-                    got = "%s of %d" % (type(x).__name__, len(x))
-                except TypeError:
-                    got = type(x).__name__
-                raise ValueError("%s: x must be an int8 buffer (bytes, bytearray, array('b')) of %d values, "
-                                 "the model's input %s, got %s; nothing was trained: fix or drop the "
-                                 "sample" % (at, numel, m.input.shape, got))
-        if self.classes:
-            n = m.output.numel
-            if type(y) is not int or not 0 <= y < n:
-                raise ValueError("%s: label must be an int class index in 0..%d, got %r; nothing was "
-                                 "trained: fix or drop the sample" % (at, n - 1, y))
-            return
-        # a regression target of mse / bce: the output's size, finite, in 0..1 for bce
-        loss = self.loss_fn
-        if loss is not LOSSES.get("mse") and loss is not LOSSES.get("bce"):
-            return  # your own loss checks its targets
-        from array import array
-
-        from microtrain.loss import _int8_target
-
-        n = m.output.numel
-        try:
-            ok = len(y) == n
-        except TypeError:
-            ok = False
-        if not ok:
-            raise ValueError("%s: target must hold %d values (the model's output), got %r; nothing was "
-                             "trained" % (at, n, y if isinstance(y, (int, float)) else type(y).__name__))
-        if _int8_target(y):
-            return
-        try:
-            f = array("f", y)
-        except (TypeError, ValueError, OverflowError):
-            raise TypeError("%s: target must be numbers, got %s; nothing was trained" % (
-                at, type(y).__name__)) from None
-        k = optim.F.update_f32_check(f)
-        if k >= 0:
-            raise ValueError("%s: target[%d] is %r: not finite (NaN / inf, or beyond float32); nothing was "
-                             "trained: fix or drop the sample" % (at, k, f[k]))
-        if loss is LOSSES.get("bce") and n and not (min(f) >= 0.0 and max(f) <= 1.0):
-            raise ValueError("%s: bce targets must be in 0..1, got %g..%g; nothing was trained: fix or drop "
-                             "the sample" % (at, min(f), max(f)))
 
     def _fit(self, samples, epochs, shuffle, eval_samples, verbose, fc, total):
         n = len(samples)
