@@ -1,6 +1,6 @@
 # The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # Backward: the error of the model's output carried back through the layers from the
-# first trained one on (Model.backward), and the plan of its buffers (Model.set_trained).
+# first trained one on (Model.backward); its buffers are placed by plan.backward_plan.
 # Loaded by the first set_trained: a model that only runs inference never holds it.
 #
 # One function per op in BACKWARD (op code -> function), in the order of Model._step's
@@ -282,97 +282,6 @@ BACKWARD[_OP_GAP] = global_avgpool
 BACKWARD[_OP_ADD] = add
 BACKWARD[_OP_CONCAT] = concat
 BACKWARD[_OP_UPSAMPLE] = upsample
-
-
-# -- the plan of backward's buffers (Model.set_trained; memplan.py counts the same) --------
-
-def make(m, first, window, redo):
-    """The BackwardPlan of m's training plan keeping from `first` (Model.set_trained):
-    the error buffers and the int32 scratch (its own bytes unless an idle error buffer
-    holds it) go into the forward buffers idle during backward where they fit
-    (docs/memory.md, "Where backward's buffers live"), else into new buffers."""
-    from microtrain import plan  # (Model.set_trained forgets it once planned)
-
-    def _retyped(v, code):
-        # v (bytes) as int32 / float32 items in place (loader binding mtm_view), None where it
-        # cannot be (unaligned; the pure-Python kernels)
-        try:
-            return K.mtm_view(v, code)
-        except (TypeError, ValueError):
-            return None
-
-    bufs = m.plan(first)[0]
-    region = set()
-    for ly in m.layers[first:]:
-        region.add(ly.output)
-    inplace = plan.inplace_errors(m, first, region, not window)
-    ebuf, esecond, emerge = {}, {}, {}
-    for t in inplace:
-        ebuf[t] = bufs[t]
-    need, acc_n, host = plan.scratch_plan(m, first, region, inplace, kern.NATIVE)
-    idle_bufs = idle(m, first)
-    sizes = [len(b) for b in idle_bufs]
-    items, at = plan.pack(m, first, region, inplace, 4 * acc_n if acc_n and host is None and kern.NATIVE
-                          else 0, sizes, window if kern.NATIVE else 0)
-    acc = win = src = None  # src: (buffer, offset) of the int32 scratch's bytes
-    for i in range(len(items)):
-        n, t, kind = items[i]
-        p = at.get(i)
-        if t < 0:  # the scratch / window: retyped by the loader binding (an unaligned buffer cannot be)
-            if p is not None:
-                v = memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
-                if t == -2:
-                    win = v  # bytes: stepwise.StepInBackward retypes it (and zeroes it through them)
-                    continue
-                acc = _retyped(v, 105)
-                if acc is not None:
-                    src = (idle_bufs[p[0]], p[1])
-            continue
-        v = quant.zeros("b", n) if p is None else memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
-        (ebuf, esecond, emerge)[kind][t] = v
-    items = at = idle_bufs = None
-    if host is not None:  # the int32 scratch in place in an idle int8 error buffer
-        acc = _retyped(memoryview(ebuf[host])[:4 * acc_n], 105)
-        if acc is not None:
-            src = (ebuf[host], 0)
-    r = None
-    if redo and acc is None and acc_n:
-        r = plan.recompute_host(m, first, inplace, need, acc_n, kern.NATIVE)
-    redo = None
-    if r is not None:  # in an activation whose producer runs again before its pool's backward
-        b = m.owners(first)[r[0]]
-        acc = _retyped(memoryview(b)[:4 * acc_n], 105)
-        if acc is not None:
-            src = (b, 0)
-            redo = (r[2], r[1])
-    if acc is None and acc_n:
-        acc = quant.zeros("i", acc_n)
-    # the same bytes as float32: the optimiser's update scratch (optim.step; idle then)
-    frow = _retyped(memoryview(src[0])[src[1]:src[1] + 4 * acc_n], 102) if src is not None else None
-    acc_views = {}
-    for ly in need:
-        acc_views[ly.index] = memoryview(acc)[:m.tensors[ly.inputs[0]].numel]
-    return BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win, frow, redo)
-
-
-def idle(m, first):
-    """The whole buffers of the training plan keeping from `first` that hold no kept tensor
-    (plan.forward_fit): idle from the end of a forward to the next one (backward's buffers go
-    there: plan.pack). In plan order, the model input's first, as memplan.py and info.py
-    list their sizes."""
-    from microtrain import plan
-
-    keep = plan.kept(m, first)
-    bid, size, hold = plan.forward_fit(m, keep)
-    made = [None] * len(size)
-    owner = m.owners(first)
-    for t in bid:
-        made[bid[t]] = owner[t]
-    out = [] if m.input.index in keep else [m.plan(first)[0][m.input.index]]
-    for b in range(len(size)):
-        if not hold[b]:
-            out.append(made[b])
-    return out
 
 
 # Update modes: how a trained layer's gradient reaches its weights, one object per model

@@ -201,10 +201,11 @@ def _write(model, tmp, trainer):
         slots = states.get(ly.index)
         if slots is None:
             continue
+        ids = ly.tensor_ids()
         for k in range(6):
             a = slots[k]
             if a is not None:
-                ref = ly.weight_t if k % 2 == 0 else ly.bias_t
+                ref = ids[k % 2]  # a weight's state, or a bias's
                 new_state.append((ly.index, k, a, model.tensor(ref).shape))
     n_t = len(keep) + len(new_state)
     n_l = len(model.layers)
@@ -230,12 +231,13 @@ def _write(model, tmp, trainer):
     items = []
     held = {}  # a layer's constants: the layer's arrays (a trained layer's are its copies)
     for ly in model.layers:
+        w_t, b_t, m_t, s_t = ly.tensor_ids()
         if ly.table is not None:
-            held[ly.weight_t], held[ly.bias_t] = ly.table, ly.dtable
-        elif ly.w is not None and ly.weight_t >= 0:
-            held[ly.weight_t], held[ly.bias_t] = ly.w, ly.b
-            held[ly.mult_t], held[ly.shift_t] = ly.mult, ly.shift
-            held[model.tensor(ly.weight_t).qscales] = ly.w_scale
+            held[w_t], held[b_t] = ly.table, ly.dtable
+        elif ly.w is not None and w_t >= 0:
+            held[w_t], held[b_t] = ly.w, ly.b
+            held[m_t], held[s_t] = ly.mult, ly.shift
+            held[model.tensor(w_t).qscales] = ly.w_scale
     for t in keep:
         if t.data_len:
             offs.append(pos)
@@ -294,8 +296,9 @@ def _write(model, tmp, trainer):
         struct.pack_into("<I", table, e + 4, 1 if (ly.trained or ly.modified) else (ly.flags & 1))
         in1 = ly.inputs[1] if len(ly.inputs) > 1 else -1
         sl = [slot_idx.get((ly.index, k), NONE) for k in range(6)]
+        w_t, b_t, m_t, s_t = ly.tensor_ids()
         struct.pack_into("<IIIIIIIIIIIHH", table, e + 24, idx(ly.inputs[0]), idx(in1), idx(ly.output),
-                         idx(ly.weight_t), idx(ly.bias_t), idx(ly.mult_t), idx(ly.shift_t), *sl[:4],
+                         idx(w_t), idx(b_t), idx(m_t), idx(s_t), *sl[:4],
                          *((sl[4] & 0xFFFF, sl[5] & 0xFFFF) if minor >= 3 else (0, 0)))
     # string offsets in the layer entries are relative to the pool: unchanged
     pad = bytes(8)
