@@ -53,7 +53,8 @@ class BackwardPlan:
     one (acc_views), the activations taking their own error (inplace: {tensor: its
     producer}), the float32 gradient window's bytes (window, or None), the float32 view of
     the int32 scratch (frow: the optimiser's update row, or None) and the forward to run
-    again before a pool's backward (redo: (pool index, producer index), or None)."""
+    again before a pool's backward (redo: (pool index, producer index), or None), and the
+    float32 grad-weight kernels (grad_weight[conv]: linear's, conv2d's; looked up once)."""
 
     def __init__(self, first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, window, frow, redo):
         self.first = first
@@ -67,6 +68,7 @@ class BackwardPlan:
         self.window = window
         self.frow = frow
         self.redo = redo
+        self.grad_weight = (kern.f32("linear_s8_grad_weight_f32"), kern.f32("conv2d_s8_grad_weight_f32"))
 
 
 def act_keep(ly):
@@ -93,6 +95,7 @@ def run(m, err, err_scale, policy):
     scale = {out_t: err_scale}  # tensor -> that error's scale
     bufs, inplace, redo = bw.bufs, bw.inplace, bw.redo
     layers = m.layers
+    table = BACKWARD
     for j in range(len(layers) - 1, first - 1, -1):
         ly = layers[j]
         t_out = ly.output
@@ -110,7 +113,7 @@ def run(m, err, err_scale, policy):
             K.relu_s8_backward(bufs[t_out], p[_P_ACT_MIN], e)
         elif ly.act == _ACT_RELU6:
             K.relu6_s8_backward(bufs[t_out], p[_P_ACT_MIN], p[_P_ACT_MAX], e)
-        BACKWARD[ly.op](m, bw, cur, scale, ly, j, e, s, policy)
+        table[ly.op](m, bw, cur, scale, ly, j, e, s, policy)
 
 
 def _dest(bw, cur, t):
@@ -153,7 +156,7 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
             ly.touch(mask)  # the update skips channels no sample touched
         x = bw.bufs[x_t]
         sw = m.tensors[x_t].scale * s
-        gwk = kern.f32("conv2d_s8_grad_weight_f32" if conv else "linear_s8_grad_weight_f32")
+        gwk = bw.grad_weight[conv]
         upd = m.update
         if not upd.late:
             upd.grad(ly, gwk, p, x, e, mask, sw, s)
@@ -171,7 +174,11 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
     if upd is not None and upd.late:  # after its grad input used the weights (stepwise.StepInBackward)
         upd.grad(ly, gwk, p, x, e, mask, sw, s)
     if need:
-        _arrive(bw, cur, scale, x_t, dest, s_in)
+        if x_t not in cur:  # (the usual case, without a call)
+            cur[x_t] = dest
+            scale[x_t] = s_in
+        else:
+            _arrive(bw, cur, scale, x_t, dest, s_in)
 
 
 linear = conv2d
@@ -362,6 +369,7 @@ class IntoMomentum:
         # a scale bound keeps v finite (|term| <= scale * 2^31 and |v| <= max|term| / (1 - m)):
         # FLT_MAX (1 - m) / 2^33, per sample at any batch
         self.limit = 3.4e38 * (1.0 - momentum) / 8589934592.0
+        self.low = -self.limit  # (a float made once, not twice a layer and sample)
         self.layers = layers
         self.folded = set()  # indices of the layers whose v is scaled since the last update
         for ly in layers:
@@ -375,8 +383,8 @@ class IntoMomentum:
         if folded and n == 1:
             raise ValueError("backward: layer %s adds its gradient into the momentum (Trainer batch 1): "
                              "one backward per update" % ly.name)
-        lim = self.limit
-        if not (-lim <= sw <= lim and -lim <= s <= lim):  # (NaN fails too)
+        lim, low = self.limit, self.low
+        if not (low <= sw <= lim and low <= s <= lim):  # (NaN fails too)
             raise ValueError("backward: layer %s: gradient scale %r is not finite or too large (a diverged "
                              "gradient; lower the learning rate)" % (ly.name, sw))
         if not folded:  # v = m * v now (the sample's channels)
