@@ -201,7 +201,7 @@ mem-mcu: $(SETUP_STAMP) build/natmod/armv7emdp/_microtrain.mpy
 ## writes docs/performance.md.
 .PHONY: bench-mcu
 bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
-	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)
+	@$(MAKE) --no-print-directory -s -C evals/benchmarks/qemu_plugin all check PY=$(PY)
 	@$(PY) -m evals.benchmarks.bench_mcu
 
 ## firmware-doc: the measured tables of docs/firmware.md (natmod size per arch, microtrain's flash
