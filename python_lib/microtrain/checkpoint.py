@@ -9,7 +9,7 @@ import struct
 
 from micropython import const
 
-from microtrain.fmt import ADAM_TAG, NONE, TRAINER_TAG, trainer_record
+from microtrain.fmt import ADAM_TAG, NONE, TRAINER_TAG, os_error, trainer_record
 
 try:
     from binascii import crc32 as _crc32
@@ -300,17 +300,21 @@ def _write(model, tmp, trainer):
     # string offsets in the layer entries are relative to the pool: unchanged
     pad = bytes(8)
     crc = 0
-    with open(tmp, "wb") as f:
-        for part in (head, table, memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen]):
-            _put(f, part, len(part))
-            crc = _crc(part, crc)
-        for a, n in items:
-            _put(f, a, n)
-            crc = _crc(a, crc)
-            if n & 7:
-                _put(f, pad[:8 - (n & 7)], 8 - (n & 7))
-                crc = _crc(pad[:8 - (n & 7)], crc)
-        _put(f, struct.pack("<I", crc & 0xFFFFFFFF), 4)
-        f.flush()
+    parts = (head, table, memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen])
+    try:
+        with open(tmp, "wb") as f:
+            for part in parts:
+                _put(f, part, len(part))
+                crc = _crc(part, crc)
+            for a, n in items:
+                _put(f, a, n)
+                crc = _crc(a, crc)
+                if n & 7:
+                    _put(f, pad[:8 - (n & 7)], 8 - (n & 7))
+                    crc = _crc(pad[:8 - (n & 7)], crc)
+            _put(f, struct.pack("<I", crc & 0xFFFFFFFF), 4)
+            f.flush()
+    except OSError as e:  # the port's message names neither the file nor the room a save needs
+        raise os_error(e, "save", tmp[:-4], total) from None
     return total
 

@@ -17,6 +17,7 @@ import struct
 from micropython import const
 
 from microtrain import kern
+from microtrain.fmt import os_error
 from microtrain.model import Layer, Tensor
 from microtrain.quant import quantize_multiplier, zeros
 
@@ -357,10 +358,15 @@ class LoRA:
 
     def save(self, path):
         """Write the adapters alone (docs/lora.md, adapter file): a few KB."""
+        import os
+
         from microtrain.checkpoint import _crc
 
         base_len, base_crc = _base_id(self._file)
-        f = open(path + ".tmp", "wb")
+        try:
+            f = open(path + ".tmp", "wb")
+        except OSError as e:
+            raise os_error(e, "lora.save", path) from None
         try:
             head = struct.pack(_HEAD, MAGIC, VERSION, len(self.adapters), self.rank, base_len, base_crc,
                                self.seed & 0xFFFFFFFF)
@@ -383,10 +389,13 @@ class LoRA:
                     crc = _crc(q, crc)
                     f.write(q)
             f.write(struct.pack("<I", crc & 0xFFFFFFFF))
-        finally:
+        except BaseException as e:  # a full file system: no partial .tmp left, the old file kept
             f.close()
-        import os
-
+            os.remove(path + ".tmp")
+            if isinstance(e, OSError):
+                raise os_error(e, "lora.save", path) from None
+            raise
+        f.close()
         try:
             os.remove(path)
         except OSError:
@@ -448,8 +457,11 @@ def load(model, path):
     made for another base (length / CRC of the .mtm) or whose layers do not match."""
     from microtrain.checkpoint import _crc
 
-    with open(path, "rb") as f:
-        data = f.read()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise os_error(e, "lora.load", path) from None
     where = "lora.load: %s: " % path
     hs = struct.calcsize(_HEAD)
     es = struct.calcsize(_ENTRY)

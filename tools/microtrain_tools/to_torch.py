@@ -201,6 +201,25 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
     return sd, notes
 
 
+def _torch_load(path: str, what: str, weights_only: bool) -> Any:
+    """torch.load, with a file that torch.save() did not write completely named as such (torch's
+    own message speaks of zip archives and memo values)."""
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=weights_only)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError, KeyError) as e:
+        if "Weights only load failed" in str(e):  # a complete file holding more than tensors
+            raise
+        size = Path(path).stat().st_size
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        first = first.split(". ")[0]
+        raise ToTorchError(f"{what} {path}: not a complete file written by torch.save() ({size} bytes: "
+                           f"truncated, corrupt or another format); torch says: {first}") from None
+
+
 def load_module(spec: str, state_dict: str | None = None, what: str = "--module") -> Any:
     """Build the module: ``pkg.mod:Class`` (or a factory; called with no arguments), or a
     ``torch.save``d module file; then load ``state_dict`` (strict) when given. ``PKG.MODULE`` is
@@ -225,20 +244,17 @@ def load_module(spec: str, state_dict: str | None = None, what: str = "--module"
         except TypeError as e:
             raise ToTorchError(f"{what} {spec!r}: cannot be built without arguments: {e}") from None
     elif Path(spec).exists():
-        import torch
-
-        module = torch.load(spec, map_location="cpu", weights_only=False)
+        module = _torch_load(spec, what, weights_only=False)
     else:
         raise ToTorchError(f"{what} {spec!r}: neither PKG.MODULE:CLASS nor an existing file")
-    import torch  # after resolving the spec: a bad spec fails fast
-    import torch.nn as nn
+    import torch.nn as nn  # after resolving the spec: a bad spec fails fast
 
     if isinstance(module, dict):
         raise ToTorchError(f"{what} {spec!r} holds a state_dict: pass PKG.MODULE:CLASS with --state-dict")
     if not isinstance(module, nn.Module):
         raise ToTorchError(f"{what} {spec!r} is not a torch.nn.Module (got {type(module).__name__})")
     if state_dict:
-        sd = torch.load(state_dict, map_location="cpu", weights_only=True)
+        sd = _torch_load(state_dict, "--state-dict", weights_only=True)
         if not isinstance(sd, dict):
             raise ToTorchError(f"--state-dict {state_dict}: not a state_dict (got {type(sd).__name__})")
         want = module.state_dict()
