@@ -90,7 +90,8 @@ def os_error(e, what, path, need=0):
         size = "%d bytes, " % need if need else ""
         m = ("%s: %s: the file system is full (ENOSPC): an atomic save writes the new file beside the old "
              "one before replacing it, so it needs room for a second copy (%splus the file system's own "
-             "blocks); remove files or save to another file system; the previous file is kept" % (what, path, size))
+             "blocks); remove files or save to another file system; the previous file is kept"
+             % (what, path, size))
     elif n == 2:
         m = "%s: %s: no such file or folder" % (what, path)
     else:
