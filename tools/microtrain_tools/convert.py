@@ -512,26 +512,31 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
                      "--list-ops (or docs/ops.md) says which PyTorch modules, functions and idioms convert.")
     p.add_argument("model", nargs="?",
                    help="a torch.save()d nn.Module (.pt), or PKG.MODULE:FACTORY building one")
-    p.add_argument("-o", "--output", help="the .mtm file to write (atomically) (required)")
-    p.add_argument("--calib",
+    p.add_argument("-o", "--output", metavar="OUT.mtm", help="the .mtm file to write (atomically) (required)")
+    p.add_argument("--calib", metavar="X.npz",
                    help="calibration inputs in PyTorch layout (N,C,H,W) / (N,C,L) / (N,F): .npy or .npz "
                         "(required)")
-    p.add_argument("--calib-key", default=None, help="array name inside the .npz (default 'x' or the first)")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N calibration samples")
-    p.add_argument("--state-dict", default=None, help="checkpoint to load into MODULE:FACTORY's module")
+    p.add_argument("--calib-key", default=None, metavar="NAME",
+                   help="array name inside the .npz (default 'x' or the first)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="use only the first N calibration samples")
+    p.add_argument("--state-dict", default=None, metavar="W.pt",
+                   help="checkpoint to load into MODULE:FACTORY's module")
     p.add_argument("--random-weights", action="store_true",
-                   help="convert MODULE:FACTORY's fresh random weights on purpose (training from scratch on "
-                        "the device); without it a model built here needs --state-dict")
+                   help="convert MODULE:FACTORY's initial random weights on purpose (to train from "
+                        "scratch on the device)")
     p.add_argument("--input-shape", default=None, metavar="C,L",
                    help="one sample's shape, e.g. 3,128 or 1,28,28: every calibration sample must have it")
     p.add_argument("--method", choices=("minmax", "percentile"), default="minmax",
                    help="activation range calibration (default minmax)")
-    p.add_argument("--percentile", type=float, default=99.99, help="for --method percentile (default 99.99)")
-    p.add_argument("--batch-size", type=int, default=64, help="calibration batch size (default 64)")
-    p.add_argument("--headroom", type=float, default=1.0,
+    p.add_argument("--percentile", type=float, default=99.99, metavar="P",
+                   help="for --method percentile (default 99.99)")
+    p.add_argument("--batch-size", type=int, default=64, metavar="N",
+                   help="calibration batch size (default 64)")
+    p.add_argument("--headroom", type=float, default=1.0, metavar="F",
                    help="widen activation ranges by this factor (>= 1; for training from scratch on device)")
     p.add_argument("--list-ops", action="store_true",
-                   help="print the PyTorch modules, functions and idioms that convert, and exit")
+                   help="print what converts (as docs/ops.md) and exit")
     p.add_argument("--write-doc", metavar="OPS.md", default=None,
                    help="write that table as Markdown (docs/ops.md) and exit")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")

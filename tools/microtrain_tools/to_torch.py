@@ -289,19 +289,10 @@ def save_state_dict(sd: dict[str, Any], path: str | os.PathLike[str]) -> None:
 DESCRIPTION = """\
 Write a PyTorch state_dict from a .mtm file (a converted model or a checkpoint saved on
 the device after training), for the module class it was converted from. The result
-loads with load_state_dict(strict=True).
-
-Weights are the dequantised int8 file weights exactly (float32(scale[o]) * q), biases
-float32(s_in * s_w[o] * q). BatchNorms that the converter folded into a conv/linear
-are set to the identity (weight 1, bias 0, running_mean 0, running_var 1 - eps) and the
-folded weights/bias go into the conv/linear (into the BatchNorm's beta when the conv has
-no bias). Conv weights are reshaped OHWI -> OIHW (Conv1d: (O, I/g, K)); a Linear after a
-flatten of a conv output gets its columns back in PyTorch's CHW order.
-
-With --lora ADAPTERS.mtl (a device's LoRA.save, docs/lora.md) the adapters are merged
-into the model first, exactly as the device's LoRA.merge() does (W + B A requantised per
-output channel); with --lora-out they are written as float tensors instead, next to the
-unchanged base."""
+loads with load_state_dict(strict=True): the dequantised int8 weights, folded BatchNorms
+set to the identity, layouts back to PyTorch's (how each is mapped: the docstring of
+tools/microtrain_tools/to_torch.py). --lora merges a device's LoRA adapters first, as
+LoRA.merge() does (docs/lora.md)."""
 
 EXAMPLE = """\
 example:
@@ -326,15 +317,13 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
                         "keep these values")
     p.add_argument("-o", "--output", required=True, metavar="OUT.pt", help="state_dict file to write")
     p.add_argument("--master", action="store_true",
-                   help="use the float32 master weights of a checkpoint where it has them "
-                        "(float32/mixed training modes) instead of the dequantised int8 weights")
+                   help="a checkpoint's float32 master weights (float32 / mixed modes), not the int8 ones")
     p.add_argument("--lora", default=None, metavar="ADAPTERS.mtl",
                    help="LoRA adapter file made on the device for MODEL.mtm (refused for another base): "
                         "merged into the weights, as LoRA.merge() does on the device")
     p.add_argument("--lora-out", default=None, metavar="LORA.pt",
                    help="with --lora: do not merge; write the adapters here as float32 tensors "
-                        "('<layer>.lora_A.weight', '.lora_A.bias', '.lora_B.weight', '.lora_B.bias' in "
-                        "the layer's PyTorch layout: y = layer(x) + B(A(x)))")
+                        "(<layer>.lora_A/B.weight/bias: docs/lora.md)")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     return p
 
