@@ -210,8 +210,10 @@ def _torch_load(path: str, what: str, weights_only: bool) -> Any:
 
     try:
         return torch.load(path, map_location="cpu", weights_only=weights_only)
-    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError, KeyError) as e:
-        if "Weights only load failed" in str(e):  # a complete file holding more than tensors
+    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError, KeyError, OSError) as e:
+        # torch reads a cut zip archive as EINVAL; the file's absence or rights stay as they are
+        if "Weights only load failed" in str(e) or isinstance(e, (FileNotFoundError, PermissionError,
+                                                                   IsADirectoryError)):
             raise
         size = Path(path).stat().st_size
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
