@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Log", "plot_confusion", "plot_curves", "read_log"]
+__all__ = ["Log", "curves_figure", "plot_confusion", "plot_curves", "read_log"]
 
 _REQUIRED = {"step": ("step", "loss"), "epoch": ("epoch", "loss"), "eval": ("epoch", "acc")}
 
@@ -99,6 +99,14 @@ def _moving_average(y: np.ndarray, k: int) -> np.ndarray:
 
 def plot_curves(log: Log, out: str | Path, title: str | None = None) -> None:
     """Loss per step, loss per epoch and accuracy per epoch, as one PNG."""
+    fig = curves_figure(log, title)
+    fig.savefig(out, dpi=100)
+    _pyplot().close(fig)
+
+
+def curves_figure(log: Log, title: str | None = None) -> Any:
+    """The matplotlib figure of ``plot_curves`` (three axes: loss per step, loss per epoch,
+    accuracy per epoch; the two epoch panels on one axis of epochs trained)."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     ax = axes[0]
@@ -149,8 +157,7 @@ def plot_curves(log: Log, out: str | Path, title: str | None = None) -> None:
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 def plot_confusion(log: Log, out: str | Path) -> None:
