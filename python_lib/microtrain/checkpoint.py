@@ -9,7 +9,7 @@ import struct
 
 from micropython import const
 
-from microtrain.fmt import ADAM_TAG, NONE, TRAINER_TAG, os_error, trainer_record
+from microtrain.fmt import ADAM_TAG, NONE, TRAINER_TAG, trainer_record
 
 try:
     from binascii import crc32 as _crc32
@@ -79,6 +79,25 @@ def check(model, trainer=None):
                                                            "optimiser state (weights)",
                                                            "optimiser state (bias)")[min(k, 2 + (k & 1))]))
 
+
+def os_error(e, what, path, need=0):
+    """The OSError `e` of `what` on `path` again, with a message naming the path (the
+    port's own names only the number) and, for a full file system, the room an atomic
+    save needs: the new file is written beside the old one before it replaces it. Here, not in
+    fmt.py, so that a model that is never saved does not hold it (load and FileDataset import it
+    on their error path only)."""
+    n = e.errno
+    if n == 28:
+        size = "%d bytes, " % need if need else ""
+        m = ("%s: %s: the file system is full (ENOSPC): an atomic save writes the new file beside the old "
+             "one before replacing it, so it needs room for a second copy (%splus the file system's own "
+             "blocks); remove files or save to another file system; the previous file is kept"
+             % (what, path, size))
+    elif n == 2:
+        m = "%s: %s: no such file or folder" % (what, path)
+    else:
+        m = "%s: %s: %s" % (what, path, e)
+    return OSError(n, m)
 
 def _remove(path):
     try:

@@ -19,7 +19,7 @@ class FileDataset:
         try:
             f = self._f = open(path, "rb")
         except OSError as e:  # the port's message names no path
-            from microtrain.fmt import os_error
+            from microtrain.checkpoint import os_error
 
             raise os_error(e, "FileDataset", path) from None
         try:

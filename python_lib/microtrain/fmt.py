@@ -80,20 +80,3 @@ def trainer_record(b, full=False):
             return (r, (a1, a2) if n == 42 else None, n + 1) if full else r
     return None
 
-
-def os_error(e, what, path, need=0):
-    """The OSError `e` of `what` on `path` again, with a message naming the path (the
-    port's own names only the number) and, for a full file system, the room an atomic
-    save needs: the new file is written beside the old one before it replaces it."""
-    n = e.errno
-    if n == 28:
-        size = "%d bytes, " % need if need else ""
-        m = ("%s: %s: the file system is full (ENOSPC): an atomic save writes the new file beside the old "
-             "one before replacing it, so it needs room for a second copy (%splus the file system's own "
-             "blocks); remove files or save to another file system; the previous file is kept"
-             % (what, path, size))
-    elif n == 2:
-        m = "%s: %s: no such file or folder" % (what, path)
-    else:
-        m = "%s: %s: %s" % (what, path, e)
-    return OSError(n, m)

@@ -17,7 +17,6 @@ import struct
 from micropython import const
 
 from microtrain import kern
-from microtrain.fmt import os_error
 from microtrain.model import Layer, Tensor
 from microtrain.quant import quantize_multiplier, zeros
 
@@ -360,7 +359,7 @@ class LoRA:
         """Write the adapters alone (docs/lora.md, adapter file): a few KB."""
         import os
 
-        from microtrain.checkpoint import _crc
+        from microtrain.checkpoint import _crc, os_error
 
         base_len, base_crc = _base_id(self._file)
         try:
@@ -455,7 +454,7 @@ def _base_id(buf):
 def load(model, path):
     """Attach the adapters of an adapter file (LoRA.save) to `model`. Refuses a file
     made for another base (length / CRC of the .mtm) or whose layers do not match."""
-    from microtrain.checkpoint import _crc
+    from microtrain.checkpoint import _crc, os_error
 
     try:
         with open(path, "rb") as f:

@@ -892,7 +892,9 @@ def _read_file(path):
     try:
         size = os.stat(path)[6]
     except OSError as e:  # the port's message names no path
-        raise fmt.os_error(e, "load", path) from None
+        from microtrain.checkpoint import os_error
+
+        raise os_error(e, "load", path) from None
     if size < 68 or size & 3:
         raise ValueError("load: %s: not a .mtm file (length %d)" % (path, size))
     try:

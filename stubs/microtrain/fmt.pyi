@@ -22,7 +22,3 @@ def trainer_record(b: bytes | bytearray | memoryview, full: bool = False
                    ) -> int | tuple[int, tuple[int, int] | None, int] | None:
     """The shuffle state of the checkpoint's trainer record, or None; full: (state, Adam's
     (beta1^t, beta2^t) bits or None, record length)."""
-
-def os_error(e: OSError, what: str, path: str, need: int = 0) -> OSError:
-    """`e` again with a message naming `path` (and, for a full file system, the room an atomic
-    save of `need` bytes needs)."""
