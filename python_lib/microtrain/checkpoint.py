@@ -80,6 +80,25 @@ def check(model, trainer=None):
                                                            "optimiser state (bias)")[min(k, 2 + (k & 1))]))
 
 
+def os_error(e, what, path, need=0):
+    """The OSError `e` of `what` on `path` again, with a message naming the path (the
+    port's own names only the number) and, for a full file system, the room an atomic
+    save needs: the new file is written beside the old one before it replaces it. Here, not in
+    fmt.py, so that a model that is never saved does not hold it (load and FileDataset import it
+    on their error path only)."""
+    n = e.errno
+    if n == 28:
+        size = "%d bytes, " % need if need else ""
+        m = ("%s: %s: the file system is full (ENOSPC): an atomic save writes the new file beside the old "
+             "one before replacing it, so it needs room for a second copy (%splus the file system's own "
+             "blocks); remove files or save to another file system; the previous file is kept"
+             % (what, path, size))
+    elif n == 2:
+        m = "%s: %s: no such file or folder" % (what, path)
+    else:
+        m = "%s: %s: %s" % (what, path, e)
+    return OSError(n, m)
+
 def _remove(path):
     try:
         os.remove(path)
@@ -303,17 +322,21 @@ def _write(model, tmp, trainer):
     # string offsets in the layer entries are relative to the pool: unchanged
     pad = bytes(8)
     crc = 0
-    with open(tmp, "wb") as f:
-        for part in (head, table, memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen]):
-            _put(f, part, len(part))
-            crc = _crc(part, crc)
-        for a, n in items:
-            _put(f, a, n)
-            crc = _crc(a, crc)
-            if n & 7:
-                _put(f, pad[:8 - (n & 7)], 8 - (n & 7))
-                crc = _crc(pad[:8 - (n & 7)], crc)
-        _put(f, struct.pack("<I", crc & 0xFFFFFFFF), 4)
-        f.flush()
+    parts = (head, table, memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen])
+    try:
+        with open(tmp, "wb") as f:
+            for part in parts:
+                _put(f, part, len(part))
+                crc = _crc(part, crc)
+            for a, n in items:
+                _put(f, a, n)
+                crc = _crc(a, crc)
+                if n & 7:
+                    _put(f, pad[:8 - (n & 7)], 8 - (n & 7))
+                    crc = _crc(pad[:8 - (n & 7)], crc)
+            _put(f, struct.pack("<I", crc & 0xFFFFFFFF), 4)
+            f.flush()
+    except OSError as e:  # the port's message names neither the file nor the room a save needs
+        raise os_error(e, "save", tmp[:-4], total) from None
     return total
 

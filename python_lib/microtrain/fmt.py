@@ -79,3 +79,4 @@ def trainer_record(b, full=False):
         if r is not None and a1 is not None and a2 is not None:
             return (r, (a1, a2) if n == 42 else None, n + 1) if full else r
     return None
+

@@ -891,7 +891,12 @@ class Model:
 def _read_file(path):
     import os
 
-    size = os.stat(path)[6]
+    try:
+        size = os.stat(path)[6]
+    except OSError as e:  # the port's message names no path
+        from microtrain.checkpoint import os_error
+
+        raise os_error(e, "load", path) from None
     if size < 68 or size & 3:
         raise ValueError("load: %s: not a .mtm file (length %d)" % (path, size))
     try:
@@ -942,7 +947,12 @@ def load(src):
             words = None
     else:
         buf = src
-    K.mtm_validate(buf)
+    try:
+        K.mtm_validate(buf)
+    except ValueError as e:
+        if not isinstance(src, str):
+            raise
+        raise ValueError("load: %s: not a valid .mtm file: %s" % (src, e)) from None
     m = Model(buf, words)
     kern.release("mtm_loader")
     return m
