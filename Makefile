@@ -145,7 +145,8 @@ reliability: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 ## lint: ruff over every Python folder; clang-format over the C of usermod/ and tests/c/
 ## (.clang-format); the files generated from the kernel spec are current; every repository
 ## path the docs and comments name exists (tests/support/doc_paths.py); no issue numbers in
-## comments (tests/support/comment_rules.py).
+## comments (tests/support/comment_rules.py); no hand-written source under usermod/, python_lib/
+## or tools/ over 1,000 lines (tests/support/file_sizes.py).
 lint: $(SETUP_STAMP)
 	@$(VENV)/bin/ruff check tools tests examples python_lib stubs evals ports/qemu ports/webassembly
 	@clang-format --dry-run --Werror $$(find usermod tests/c -name '*.[ch]' | sort)
@@ -153,6 +154,7 @@ lint: $(SETUP_STAMP)
 	@$(PY) -m microtrain_tools.kernelgen --check
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.doc_paths
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.comment_rules
+	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.file_sizes
 
 clean:
 	rm -rf build/natmod build/test usermod/microtrain/_microtrain.mpy
@@ -199,7 +201,7 @@ mem-mcu: $(SETUP_STAMP) build/natmod/armv7emdp/_microtrain.mpy
 ## writes docs/performance.md.
 .PHONY: bench-mcu
 bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
-	@$(MAKE) --no-print-directory -s -C ports/qemu/plugin all check PY=$(PY)
+	@$(MAKE) --no-print-directory -s -C evals/benchmarks/qemu_plugin all check PY=$(PY)
 	@$(PY) -m evals.benchmarks.bench_mcu
 
 ## firmware-doc: the measured tables of docs/firmware.md (natmod size per arch, microtrain's flash

@@ -83,13 +83,16 @@ class Data:
 
 def transfer(configs: list[tuple[str, str]], work: Path = WORK, epochs: int | None = None,
              n_train: int | None = None, n_test: int | None = None, echo: bool = True,
-             sparse: list[float] | None = None, seeds: tuple[int, ...] = (1,)) -> dict[str, Any]:
+             sparse: list[float] | None = None, seeds: tuple[int, ...] = (1,),
+             schedule: str | None = None) -> dict[str, Any]:
     """(a) and (d). configs: [(layers spec, mode)]; sparse: lambda_min values run on configs[0]
     (seed 1). Each configuration runs once per seed (the shuffle order on the device, the
-    shuffle and init order in PyTorch); accuracies are the means over the seeds."""
+    shuffle and init order in PyTorch); accuracies are the means over the seeds. epochs and
+    schedule replace the protocol's (on both sides)."""
     ref = tm.get_model()
     data = Data(ref.mtm, work, n_train, n_test)
-    p = TRANSFER if epochs is None else ex.Protocol(**{**TRANSFER.__dict__, "epochs": epochs})
+    p = ex.Protocol(**{**TRANSFER.__dict__, "epochs": epochs or TRANSFER.epochs,
+                       "schedule": schedule or TRANSFER.schedule})
     out: dict[str, Any] = {"device": {}, "torch": {}, "sparse": {}, "seeds": list(seeds)}
     out["frozen_float_acc"] = ex.float_acc(ref.model, data.xte, data.yte)
     for spec, mode in configs:

@@ -1,7 +1,7 @@
 """`make bench-mcu`: instruction counts of microtrain on Cortex-M0/M3/M4/M7 and RV32IMC (QEMU).
 
 The firmware of ports/qemu runs the MicroPython scripts evals/mp/bench_*.py
-under QEMU with the mtcount plugin (ports/qemu/plugin), which counts every
+under QEMU with the mtcount plugin (evals/benchmarks/qemu_plugin), which counts every
 executed guest instruction, attributed by address to
 
 - ``native``: code outside the firmware image, i.e. the natmod ``.mpy`` that
@@ -46,7 +46,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "bench"
-PLUGIN_DIR = ROOT / "ports" / "qemu" / "plugin"
+PLUGIN_DIR = ROOT / "evals" / "benchmarks" / "qemu_plugin"
 PLUGIN = ROOT / "build" / "qemu-plugin" / "mtcount.so"
 MP_DIR = ROOT / "evals" / "mp"
 PYTHON_LIB = ROOT / "python_lib"
@@ -566,7 +566,7 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "Host times next to PyTorch: [performance-host.md](performance-host.md) (`make bench`).",
         "",
         "Instruction counts come from the project's QEMU firmware (ports/qemu) and its TCG plugin",
-        "(ports/qemu/plugin/mtcount.c), which counts every executed guest instruction exactly, so",
+        "(evals/benchmarks/qemu_plugin/mtcount.c), which counts every executed guest instruction exactly, so",
         "the numbers are the same on every machine and every run (times are not). Each instruction",
         "is attributed by its address:",
         "",
@@ -590,7 +590,7 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "```sh",
         "make bench-mcu            # builds the firmware, natmods and plugin; runs everything (minutes)",
         ".venv/bin/python -m evals.benchmarks.bench_mcu --quick   # a subset",
-        "make -C ports/qemu/plugin check   # plugin self-test: a loop of known length, counted exactly",
+        "make -C evals/benchmarks/qemu_plugin check   # plugin self-test: known loops, counted exactly",
         "```",
         "",
         "## Kernels: instructions per MAC",

@@ -3,7 +3,7 @@
 Builds evals/benchmarks/softfloat/ops.c for Cortex-M0 twice: with usermod/microtrain/softfloat.c
 (the armv6m natmod's routines, at the natmod's -Os) and with libgcc's (what the M0
 firmware's own Python floats use), runs each under QEMU with the project's counting
-plugin (ports/qemu/plugin) and prints, per operation, the instructions of one call
+plugin (evals/benchmarks/qemu_plugin) and prints, per operation, the instructions of one call
 (the loop's own cost subtracted) on operands typical of training: normal numbers in
 +-[2^-12, 2^4), int8-product integers, zero operands, and the update's int8 path
 (int8 level times a scale, trunc(x + 128 + offset) with |x| < 128).
@@ -17,10 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from evals.benchmarks.bench_mcu import PLUGIN, PLUGIN_DIR
+
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "evals" / "benchmarks" / "softfloat"
 BUILD = ROOT / "build" / "softfloat-bench"
-PLUGIN = ROOT / "build" / "qemu-plugin" / "mtcount.so"
 N_CALLS = 1024
 OPS = ["fadd", "fsub", "fmul", "fdiv", "i2f", "f2iz", "fcmplt", "fadd0", "fmul0", "mul_i8",
        "add_trunc"]  # marker order in ops.c, after the empty loop
@@ -69,7 +70,7 @@ def per_call(elf: Path) -> dict[str, float]:
 def measure() -> tuple[dict[str, float], dict[str, float]]:
     """(softfloat.c, libgcc): instructions per call of each operation on Cortex-M0."""
     if not PLUGIN.is_file():
-        subprocess.run(["make", "-s", "-C", str(ROOT / "ports" / "qemu" / "plugin"), "all"], check=True)
+        subprocess.run(["make", "-s", "-C", str(PLUGIN_DIR), "all"], check=True)
     return per_call(build("ours", True)), per_call(build("libgcc", False))
 
 

@@ -1,7 +1,7 @@
 """`make mem-mcu`: peak heap of the MLPerf-Tiny-class cases on the 32-bit Cortex-M7 QEMU firmware.
 
 Each case runs evals/mp/mem_case.py on the M7 firmware built with HEAPPEAK=1
-(ports/qemu/heappeak.c: the firmware tracks the GC heap's high-water mark, the
+(evals/benchmarks/heappeak/heappeak.c: the firmware tracks the GC heap's high-water mark, the
 live bytes at every allocation, within 256 B), in a heap large enough to
 measure the peak (``--heap``, default 2 MB), with the microtrain package as
 .mpy bytecode and the armv7emdp natmod, as `make bench-mcu` runs them. The

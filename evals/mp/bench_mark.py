@@ -1,4 +1,4 @@
-# Markers for the instruction counter (ports/qemu/plugin/mtcount.c).
+# Markers for the instruction counter (evals/benchmarks/qemu_plugin/mtcount.c).
 #
 # A marker is one execution of micropython.heap_lock(): the host starts QEMU
 # with mark=<address of mp_micropython_heap_lock in the firmware ELF>, and the

@@ -1,5 +1,5 @@
 # Peak heap of one case of `make mem-mcu` (evals/benchmarks/mem_mcu.py), on the HEAPPEAK
-# firmware (ports/qemu/heappeak.c: the firmware tracks the heap's high-water
+# firmware (evals/benchmarks/heappeak/heappeak.c: the firmware tracks the heap's high-water
 # mark itself, so transient peaks inside a call count too):
 #
 #   mem_case.py MODEL.mtm DATA.mtd TRAIN MODE SPARSE BATCH STEPS MOMENTUM SUMS RECOMPUTE [ROM_ADDR]

@@ -1,6 +1,6 @@
 # The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # Backward: the error of the model's output carried back through the layers from the
-# first trained one on (Model.backward), and the plan of its buffers (Model.set_trained).
+# first trained one on (Model.backward); its buffers are placed by plan.backward_plan.
 # Loaded by the first set_trained: a model that only runs inference never holds it.
 #
 # One function per op in BACKWARD (op code -> function), in the order of Model._step's
@@ -53,7 +53,8 @@ class BackwardPlan:
     one (acc_views), the activations taking their own error (inplace: {tensor: its
     producer}), the float32 gradient window's bytes (window, or None), the float32 view of
     the int32 scratch (frow: the optimiser's update row, or None) and the forward to run
-    again before a pool's backward (redo: (pool index, producer index), or None)."""
+    again before a pool's backward (redo: (pool index, producer index), or None), and the
+    float32 grad-weight kernels (grad_weight[conv]: linear's, conv2d's; looked up once)."""
 
     def __init__(self, first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, window, frow, redo):
         self.first = first
@@ -67,6 +68,7 @@ class BackwardPlan:
         self.window = window
         self.frow = frow
         self.redo = redo
+        self.grad_weight = (kern.f32("linear_s8_grad_weight_f32"), kern.f32("conv2d_s8_grad_weight_f32"))
 
 
 def act_keep(ly):
@@ -93,6 +95,7 @@ def run(m, err, err_scale, policy):
     scale = {out_t: err_scale}  # tensor -> that error's scale
     bufs, inplace, redo = bw.bufs, bw.inplace, bw.redo
     layers = m.layers
+    table = BACKWARD
     for j in range(len(layers) - 1, first - 1, -1):
         ly = layers[j]
         t_out = ly.output
@@ -110,7 +113,7 @@ def run(m, err, err_scale, policy):
             K.relu_s8_backward(bufs[t_out], p[_P_ACT_MIN], e)
         elif ly.act == _ACT_RELU6:
             K.relu6_s8_backward(bufs[t_out], p[_P_ACT_MIN], p[_P_ACT_MAX], e)
-        BACKWARD[ly.op](m, bw, cur, scale, ly, j, e, s, policy)
+        table[ly.op](m, bw, cur, scale, ly, j, e, s, policy)
     upd = m.update
     if upd is not None and upd.late:  # stepwise.StepInBackward: the steps, now that none failed
         upd.after_backward()
@@ -156,7 +159,7 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
             ly.touch(mask)  # the update skips channels no sample touched
         x = bw.bufs[x_t]
         sw = m.tensors[x_t].scale * s
-        gwk = kern.f32("conv2d_s8_grad_weight_f32" if conv else "linear_s8_grad_weight_f32")
+        gwk = bw.grad_weight[conv]
         upd = m.update
         if not upd.late:
             upd.grad(ly, gwk, p, x, e, mask, sw, s)
@@ -174,7 +177,11 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
     if upd is not None and upd.late:  # after its grad input used the weights (stepwise.StepInBackward)
         upd.grad(ly, gwk, p, x, e, mask, sw, s)
     if need:
-        _arrive(bw, cur, scale, x_t, dest, s_in)
+        if x_t not in cur:  # (the usual case, without a call)
+            cur[x_t] = dest
+            scale[x_t] = s_in
+        else:
+            _arrive(bw, cur, scale, x_t, dest, s_in)
 
 
 linear = conv2d
@@ -287,100 +294,6 @@ BACKWARD[_OP_CONCAT] = concat
 BACKWARD[_OP_UPSAMPLE] = upsample
 
 
-# -- the plan of backward's buffers (Model.set_trained; memplan.py counts the same) --------
-
-def make(m, first, window, redo, copy=0):
-    """The BackwardPlan of m's training plan keeping from `first` (Model.set_trained):
-    the error buffers and the int32 scratch (its own bytes unless an idle error buffer
-    holds it) go into the forward buffers idle during backward where they fit
-    (docs/memory.md, "Where backward's buffers live"), else into new buffers. window:
-    StepInBackward's gradient window; copy: IntoMomentum's copy of the momentum (placed as
-    the window, bw.window, but errors go over the activations as with the sums)."""
-    from microtrain import plan  # (Model.set_trained forgets it once planned)
-
-    def _retyped(v, code):
-        # v (bytes) as int32 / float32 items in place (loader binding mtm_view), None where it
-        # cannot be (unaligned; the pure-Python kernels)
-        try:
-            return K.mtm_view(v, code)
-        except (TypeError, ValueError):
-            return None
-
-    bufs = m.plan(first)[0]
-    region = set()
-    for ly in m.layers[first:]:
-        region.add(ly.output)
-    inplace = plan.inplace_errors(m, first, region, not window)
-    window = window or copy
-    ebuf, esecond, emerge = {}, {}, {}
-    for t in inplace:
-        ebuf[t] = bufs[t]
-    need, acc_n, host = plan.scratch_plan(m, first, region, inplace, kern.NATIVE)
-    idle_bufs = idle(m, first)
-    sizes = [len(b) for b in idle_bufs]
-    items, at = plan.pack(m, first, region, inplace, 4 * acc_n if acc_n and host is None and kern.NATIVE
-                          else 0, sizes, window if kern.NATIVE else 0)
-    acc = win = src = None  # src: (buffer, offset) of the int32 scratch's bytes
-    for i in range(len(items)):
-        n, t, kind = items[i]
-        p = at.get(i)
-        if t < 0:  # the scratch / window: retyped by the loader binding (an unaligned buffer cannot be)
-            if p is not None:
-                v = memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
-                if t == -2:
-                    win = v  # bytes: stepwise.StepInBackward retypes it (and zeroes it through them)
-                    continue
-                acc = _retyped(v, 105)
-                if acc is not None:
-                    src = (idle_bufs[p[0]], p[1])
-            continue
-        v = quant.zeros("b", n) if p is None else memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
-        (ebuf, esecond, emerge)[kind][t] = v
-    items = at = idle_bufs = None
-    if host is not None:  # the int32 scratch in place in an idle int8 error buffer
-        acc = _retyped(memoryview(ebuf[host])[:4 * acc_n], 105)
-        if acc is not None:
-            src = (ebuf[host], 0)
-    r = None
-    if redo and acc is None and acc_n:
-        r = plan.recompute_host(m, first, inplace, need, acc_n, kern.NATIVE)
-    redo = None
-    if r is not None:  # in an activation whose producer runs again before its pool's backward
-        b = m.owners(first)[r[0]]
-        acc = _retyped(memoryview(b)[:4 * acc_n], 105)
-        if acc is not None:
-            src = (b, 0)
-            redo = (r[2], r[1])
-    if acc is None and acc_n:
-        acc = quant.zeros("i", acc_n)
-    # the same bytes as float32: the optimiser's update scratch (optim.step; idle then)
-    frow = _retyped(memoryview(src[0])[src[1]:src[1] + 4 * acc_n], 102) if src is not None else None
-    acc_views = {}
-    for ly in need:
-        acc_views[ly.index] = memoryview(acc)[:m.tensors[ly.inputs[0]].numel]
-    return BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win, frow, redo)
-
-
-def idle(m, first):
-    """The whole buffers of the training plan keeping from `first` that hold no kept tensor
-    (plan.forward_fit): idle from the end of a forward to the next one (backward's buffers go
-    there: plan.pack). In plan order, the model input's first, as memplan.py and info.py
-    list their sizes."""
-    from microtrain import plan
-
-    keep = plan.kept(m, first)
-    bid, size, hold = plan.forward_fit(m, keep)
-    made = [None] * len(size)
-    owner = m.owners(first)
-    for t in bid:
-        made[bid[t]] = owner[t]
-    out = [] if m.input.index in keep else [m.plan(first)[0][m.input.index]]
-    for b in range(len(size)):
-        if not hold[b]:
-            out.append(made[b])
-    return out
-
-
 # Update modes: how a trained layer's gradient reaches its weights, one object per model
 # (model.update, made by set_trained and a Trainer), loaded when a model is first trained.
 # Every mode has
@@ -474,7 +387,7 @@ class IntoMomentum:
 
     late = False
     stepping = False  # in step(): a failure there completes the update (failed)
-    copy = None  # layer index -> (copy of v's weights, of its biases); a class default without
+    copy = None  # layer index -> (copy of v's weights, of its biases), where one is made
 
     def __init__(self, momentum, batch, layers, opt, raw=None, copy=False):
         self.m = momentum
@@ -482,6 +395,7 @@ class IntoMomentum:
         # a scale bound keeps v finite (|term| <= scale * 2^31 and |v| <= max|term| / (1 - m)):
         # FLT_MAX (1 - m) / 2^33, per sample at any batch
         self.limit = 3.4e38 * (1.0 - momentum) / 8589934592.0
+        self.low = -self.limit  # (a float made once, not twice a layer and sample)
         self.layers = layers
         self.folded = set()  # indices of the layers whose v is scaled since the last update
         for ly in layers:
@@ -515,8 +429,8 @@ class IntoMomentum:
         if folded and n == 1:
             raise ValueError("backward: layer %s adds its gradient into the momentum (Trainer batch 1): "
                              "one backward per update" % ly.name)
-        lim = self.limit
-        if not (-lim <= sw <= lim and -lim <= s <= lim):  # (NaN fails too)
+        lim, low = self.limit, self.low
+        if not (low <= sw <= lim and low <= s <= lim):  # (NaN fails too)
             raise ValueError("backward: layer %s: gradient scale %r is not finite or too large (a diverged "
                              "gradient; lower the learning rate)" % (ly.name, sw))
         if not folded:  # v = m * v now (the sample's channels)

@@ -80,6 +80,25 @@ def check(model, trainer=None):
                                                            "optimiser state (bias)")[min(k, 2 + (k & 1))]))
 
 
+def os_error(e, what, path, need=0):
+    """The OSError `e` of `what` on `path` again, with a message naming the path (the
+    port's own names only the number) and, for a full file system, the room an atomic
+    save needs: the new file is written beside the old one before it replaces it. Here, not in
+    fmt.py, so that a model that is never saved does not hold it (load and FileDataset import it
+    on their error path only)."""
+    n = e.errno
+    if n == 28:
+        size = "%d bytes, " % need if need else ""
+        m = ("%s: %s: the file system is full (ENOSPC): an atomic save writes the new file beside the old "
+             "one before replacing it, so it needs room for a second copy (%splus the file system's own "
+             "blocks); remove files or save to another file system; the previous file is kept"
+             % (what, path, size))
+    elif n == 2:
+        m = "%s: %s: no such file or folder" % (what, path)
+    else:
+        m = "%s: %s: %s" % (what, path, e)
+    return OSError(n, m)
+
 def _remove(path):
     try:
         os.remove(path)
@@ -201,10 +220,11 @@ def _write(model, tmp, trainer):
         slots = states.get(ly.index)
         if slots is None:
             continue
+        ids = ly.tensor_ids()
         for k in range(6):
             a = slots[k]
             if a is not None:
-                ref = ly.weight_t if k % 2 == 0 else ly.bias_t
+                ref = ids[k % 2]  # a weight's state, or a bias's
                 new_state.append((ly.index, k, a, model.tensor(ref).shape))
     n_t = len(keep) + len(new_state)
     n_l = len(model.layers)
@@ -231,12 +251,13 @@ def _write(model, tmp, trainer):
     items = []
     held = {}  # a layer's constants: the layer's arrays (a trained layer's are its copies)
     for ly in model.layers:
+        w_t, b_t, m_t, s_t = ly.tensor_ids()
         if ly.table is not None:
-            held[ly.weight_t], held[ly.bias_t] = ly.table, ly.dtable
-        elif ly.w is not None and ly.weight_t >= 0:
-            held[ly.weight_t], held[ly.bias_t] = ly.w, ly.b
-            held[ly.mult_t], held[ly.shift_t] = ly.mult, ly.shift
-            held[model.tensor(ly.weight_t).qscales] = ly.w_scale
+            held[w_t], held[b_t] = ly.table, ly.dtable
+        elif ly.w is not None and w_t >= 0:
+            held[w_t], held[b_t] = ly.w, ly.b
+            held[m_t], held[s_t] = ly.mult, ly.shift
+            held[model.tensor(w_t).qscales] = ly.w_scale
     for t in keep:
         if t.data_len:
             offs.append(pos)
@@ -295,23 +316,28 @@ def _write(model, tmp, trainer):
         struct.pack_into("<I", table, e + 4, 1 if (ly.trained or ly.modified) else (ly.flags & 1))
         in1 = ly.inputs[1] if len(ly.inputs) > 1 else -1
         sl = [slot_idx.get((ly.index, k), NONE) for k in range(6)]
+        w_t, b_t, m_t, s_t = ly.tensor_ids()
         struct.pack_into("<IIIIIIIIIIIHH", table, e + 24, idx(ly.inputs[0]), idx(in1), idx(ly.output),
-                         idx(ly.weight_t), idx(ly.bias_t), idx(ly.mult_t), idx(ly.shift_t), *sl[:4],
+                         idx(w_t), idx(b_t), idx(m_t), idx(s_t), *sl[:4],
                          *((sl[4] & 0xFFFF, sl[5] & 0xFFFF) if minor >= 3 else (0, 0)))
     # string offsets in the layer entries are relative to the pool: unchanged
     pad = bytes(8)
     crc = 0
-    with open(tmp, "wb") as f:
-        for part in (head, table, memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen]):
-            _put(f, part, len(part))
-            crc = _crc(part, crc)
-        for a, n in items:
-            _put(f, a, n)
-            crc = _crc(a, crc)
-            if n & 7:
-                _put(f, pad[:8 - (n & 7)], 8 - (n & 7))
-                crc = _crc(pad[:8 - (n & 7)], crc)
-        _put(f, struct.pack("<I", crc & 0xFFFFFFFF), 4)
-        f.flush()
+    parts = (head, table, memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen])
+    try:
+        with open(tmp, "wb") as f:
+            for part in parts:
+                _put(f, part, len(part))
+                crc = _crc(part, crc)
+            for a, n in items:
+                _put(f, a, n)
+                crc = _crc(a, crc)
+                if n & 7:
+                    _put(f, pad[:8 - (n & 7)], 8 - (n & 7))
+                    crc = _crc(pad[:8 - (n & 7)], crc)
+            _put(f, struct.pack("<I", crc & 0xFFFFFFFF), 4)
+            f.flush()
+    except OSError as e:  # the port's message names neither the file nor the room a save needs
+        raise os_error(e, "save", tmp[:-4], total) from None
     return total
 

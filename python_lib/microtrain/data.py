@@ -16,7 +16,12 @@ class FileDataset:
 
     def __init__(self, path):
         self.path = path
-        f = self._f = open(path, "rb")
+        try:
+            f = self._f = open(path, "rb")
+        except OSError as e:  # the port's message names no path
+            from microtrain.checkpoint import os_error
+
+            raise os_error(e, "FileDataset", path) from None
         try:
             head = f.read(16)
             if len(head) != 16 or head[:4] != MAGIC:

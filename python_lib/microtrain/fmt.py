@@ -89,3 +89,4 @@ def trainer_record(b, full=False):
                 return r
             return r, (a1, a2) if n >= 42 else None, n + 1, ep if n == 54 or n == 32 else None
     return None
+

@@ -357,10 +357,15 @@ class LoRA:
 
     def save(self, path):
         """Write the adapters alone (docs/lora.md, adapter file): a few KB."""
-        from microtrain.checkpoint import _crc
+        import os
+
+        from microtrain.checkpoint import _crc, os_error
 
         base_len, base_crc = _base_id(self._file)
-        f = open(path + ".tmp", "wb")
+        try:
+            f = open(path + ".tmp", "wb")
+        except OSError as e:
+            raise os_error(e, "lora.save", path) from None
         try:
             head = struct.pack(_HEAD, MAGIC, VERSION, len(self.adapters), self.rank, base_len, base_crc,
                                self.seed & 0xFFFFFFFF)
@@ -383,10 +388,13 @@ class LoRA:
                     crc = _crc(q, crc)
                     f.write(q)
             f.write(struct.pack("<I", crc & 0xFFFFFFFF))
-        finally:
+        except BaseException as e:  # a full file system: no partial .tmp left, the old file kept
             f.close()
-        import os
-
+            os.remove(path + ".tmp")
+            if isinstance(e, OSError):
+                raise os_error(e, "lora.save", path) from None
+            raise
+        f.close()
         try:
             os.remove(path)
         except OSError:
@@ -446,10 +454,13 @@ def _base_id(buf):
 def load(model, path):
     """Attach the adapters of an adapter file (LoRA.save) to `model`. Refuses a file
     made for another base (length / CRC of the .mtm) or whose layers do not match."""
-    from microtrain.checkpoint import _crc
+    from microtrain.checkpoint import _crc, os_error
 
-    with open(path, "rb") as f:
-        data = f.read()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise os_error(e, "lora.load", path) from None
     where = "lora.load: %s: " % path
     hs = struct.calcsize(_HEAD)
     es = struct.calcsize(_ENTRY)

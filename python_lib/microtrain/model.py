@@ -219,7 +219,6 @@ class Layer:
     act = 0
     flags = 0
     fused = ""
-    weight_t = bias_t = mult_t = shift_t = _NONE_I32
     state_t = (_NONE_I32,) * 6
     trained = False
     modified = False  # parameters updated on the device (TRAINED flag in checkpoints)
@@ -230,8 +229,7 @@ class Layer:
     master_w = master_b = None  # float32 master copies (float modes)
     touched = None  # sparse training: channels with a gradient since the last update
     wr = None
-    _wr_r = None  # R of the grad-input ratios (from the descriptor)
-    ein_r = 0
+    ein_r = None  # R of the grad-input ratios (from the descriptor; None: not worked out yet)
 
     def __init__(self, model, index, row):
         self.model = model
@@ -251,12 +249,6 @@ class Layer:
         i0, i1 = row[_LROW_IN0], row[_LROW_IN1]
         self.inputs = (i0,) if i1 == _NONE_I32 else (i0, i1)
         self.output = row[_LROW_OUT]
-        if row[_LROW_WEIGHT] != _NONE_I32:
-            self.weight_t = row[_LROW_WEIGHT]
-        if row[_LROW_BIAS] != _NONE_I32:
-            self.bias_t = row[_LROW_BIAS]
-        if row[_LROW_MULT] != _NONE_I32:
-            self.mult_t, self.shift_t = row[_LROW_MULT], row[_LROW_SHIFT]
         st = (row[_LROW_STATE0], row[_LROW_STATE1], row[_LROW_STATE2], row[_LROW_STATE3],
               row[_LROW_STATE4], row[_LROW_STATE5])  # (STATE4, 5: format 1.3)
         if st != Layer.state_t:
@@ -265,15 +257,15 @@ class Layer:
         self.params = model._i32(row[_LROW_PARAMS_OFF], row[_LROW_N_PARAMS])
         if self.op == _OP_CONV2D or self.op == _OP_LINEAR:
             c = model._const
-            self.w = c(self.weight_t)
+            self.w = c(row[_LROW_WEIGHT])
             q = model._trow[_TROW_QSCALES]  # the weights' scales
-            self.b = c(self.bias_t)
-            self.mult = c(self.mult_t)
-            self.shift = c(self.shift_t)
+            self.b = c(row[_LROW_BIAS])
+            self.mult = c(row[_LROW_MULT])
+            self.shift = c(row[_LROW_SHIFT])
             self.w_scale = c(q)
         if self.op == _OP_LUT:
-            self.table = model._const(self.weight_t)
-            self.dtable = model._const(self.bias_t)
+            self.table = model._const(row[_LROW_WEIGHT])
+            self.dtable = model._const(row[_LROW_BIAS])
 
     @property
     def kind(self):
@@ -346,7 +338,7 @@ class Layer:
         after each update)."""
         if self.wr is None:
             self.wr = zeros("i", self.out_c)
-        if self._wr_r is None:
+        if self.ein_r is None:
             p = self.params
             if self.op == _OP_CONV2D:
                 terms = p[_P_CONV_K_H] * p[_P_CONV_K_W] * (p[_P_CONV_OUT_C] // p[_P_CONV_GROUPS])
@@ -356,8 +348,7 @@ class Layer:
             r = 15
             while r > 0 and (1 << r) * terms * 16384 > 2147483647:
                 r -= 1
-            self._wr_r = r
-        self.ein_r = self._wr_r
+            self.ein_r = r
         if Layer._ratios is None:  # (a class attribute: not an entry of the module's globals)
             Layer._ratios = kern.f32("update_f32_ratios")
         # the index of max(w_scale): backward reads that one float (max() over the array would
@@ -381,7 +372,15 @@ class Layer:
         """Give the layer another descriptor, shifts, output tensor and fused activation (LoRA
         attaching an adapter); the grad-input ratios follow the new descriptor."""
         self.params, self.shift, self.output, self.act = params, shift, output, act
-        self._wr_r = None
+        self.ein_r = None
+
+    def tensor_ids(self):
+        """(weight, bias, mult, shift): the indices of the layer's parameter tensors, -1 where
+        it has none, read again from the model's layer table (not kept: every attribute of a
+        layer is heap, and only saving needs them)."""
+        row = zeros("i", _LAYER_N)
+        K.mtm_layer(self.model.buf, self.index, row)
+        return row[_LROW_WEIGHT], row[_LROW_BIAS], row[_LROW_MULT], row[_LROW_SHIFT]
 
     @property
     def ein_top(self):
@@ -798,7 +797,10 @@ class Model:
         for ly in self.layers[first:]:
             if ly.w is not None and not ly.trained:
                 ly.refresh_ratios()  # a frozen conv/linear between trained layers back-propagates
-        self.backward_plan = _backward.make(self, first, window, redo, copy)
+        from microtrain import plan as rules
+
+        self.backward_plan = rules.backward_plan(self, first, window, redo, copy)
+        rules = None
         self.trained_layers = [self.layers[i] for i in idx]
         _forget("plan")  # planned: training does not need plan.py's code
         return self.trained_layers
@@ -890,7 +892,12 @@ class Model:
 def _read_file(path):
     import os
 
-    size = os.stat(path)[6]
+    try:
+        size = os.stat(path)[6]
+    except OSError as e:  # the port's message names no path
+        from microtrain.checkpoint import os_error
+
+        raise os_error(e, "load", path) from None
     if size < 68 or size & 3:
         raise ValueError("load: %s: not a .mtm file (length %d)" % (path, size))
     try:
@@ -941,7 +948,12 @@ def load(src):
             words = None
     else:
         buf = src
-    K.mtm_validate(buf)
+    try:
+        K.mtm_validate(buf)
+    except ValueError as e:
+        if not isinstance(src, str):
+            raise
+        raise ValueError("load: %s: not a valid .mtm file: %s" % (src, e)) from None
     m = Model(buf, words)
     kern.release("mtm_loader")
     return m

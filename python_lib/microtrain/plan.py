@@ -1,7 +1,7 @@
 # The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The memory plan of training, in one place: which buffer each activation of the training
 # plan takes, which of those are idle during backward, where backward's error buffers and
-# int32 scratch go. Model.plan and backward.make allocate by it, memplan.py counts the heap
+# int32 scratch go. Model.plan and backward_plan (below) allocate by it, memplan.py counts the heap
 # a Trainer will need with it before anything is allocated, and the host's `microtrain info`
 # (tools/microtrain_tools/info.py) runs this same file under CPython on the .mtm's layers.
 #
@@ -80,7 +80,7 @@ def buffers(m, first):
     """The training plan keeping from `first` in sizes: (the bytes of each of its buffers, the
     model input's first; those idle during backward: the model input's when no layer from
     first on reads it, then the buffers holding no kept tensor, in plan order, as
-    backward.idle lists the buffers themselves)."""
+    idle lists the buffers themselves)."""
     keep = kept(m, first)
     _, size, hold = forward_fit(m, keep)
     n_in = m.tensors[m.input.index].numel
@@ -93,7 +93,7 @@ def buffers(m, first):
 
 def pack(m, first, region, inplace, scratch, sizes, window=0):
     """Backward's buffers in the idle forward buffers of lengths `sizes` (idle_sizes,
-    backward.idle): items (bytes, tensor, kind), kind 0 ebuf, 1 esecond, 2 emerge (the tensors
+    idle): items (bytes, tensor, kind), kind 0 ebuf, 1 esecond, 2 emerge (the tensors
     read by two layers), tensor -1 the int32 scratch (scratch bytes, 0: none), -2 the float32
     gradient window of stepwise.StepInBackward (window bytes); first fit decreasing (ties in
     item order), offsets rounded up to 4 (scratch and window are retyped). All are alive
@@ -204,3 +204,98 @@ def scratch_plan(m, first, region, inplace, native=True):
                 return need, n, ly.output
     return need, n, None
 
+
+# -- the buffers themselves (Model.set_trained, which forgets this module once planned; the
+# device only: info.py runs this file under CPython for the sizes above) --------------------
+
+def backward_plan(m, first, window, redo, copy=0):
+    """The backward.BackwardPlan of m's training plan keeping from `first` (Model.set_trained):
+    the error buffers and the int32 scratch (its own bytes unless an idle error buffer
+    holds it) go into the forward buffers idle during backward where they fit
+    (docs/memory.md, "Where backward's buffers live"), else into new buffers. window:
+    StepInBackward's gradient window; copy: IntoMomentum's copy of the momentum (placed as
+    the window, bw.window, but errors go over the activations as with the sums)."""
+    from microtrain import backward, kern, quant
+
+    K = kern.K
+
+    def _retyped(v, code):
+        # v (bytes) as int32 / float32 items in place (loader binding mtm_view), None where it
+        # cannot be (unaligned; the pure-Python kernels)
+        try:
+            return K.mtm_view(v, code)
+        except (TypeError, ValueError):
+            return None
+
+    bufs = m.plan(first)[0]
+    region = set()
+    for ly in m.layers[first:]:
+        region.add(ly.output)
+    inplace = inplace_errors(m, first, region, not window)
+    window = window or copy
+    ebuf, esecond, emerge = {}, {}, {}
+    for t in inplace:
+        ebuf[t] = bufs[t]
+    need, acc_n, host = scratch_plan(m, first, region, inplace, kern.NATIVE)
+    idle_bufs = idle(m, first)
+    sizes = [len(b) for b in idle_bufs]
+    items, at = pack(m, first, region, inplace, 4 * acc_n if acc_n and host is None and kern.NATIVE
+                          else 0, sizes, window if kern.NATIVE else 0)
+    acc = win = src = None  # src: (buffer, offset) of the int32 scratch's bytes
+    for i in range(len(items)):
+        n, t, kind = items[i]
+        p = at.get(i)
+        if t < 0:  # the scratch / window: retyped by the loader binding (an unaligned buffer cannot be)
+            if p is not None:
+                v = memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
+                if t == -2:
+                    win = v  # bytes: stepwise.StepInBackward retypes it (and zeroes it through them)
+                    continue
+                acc = _retyped(v, 105)
+                if acc is not None:
+                    src = (idle_bufs[p[0]], p[1])
+            continue
+        v = quant.zeros("b", n) if p is None else memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
+        (ebuf, esecond, emerge)[kind][t] = v
+    items = at = idle_bufs = None
+    if host is not None:  # the int32 scratch in place in an idle int8 error buffer
+        acc = _retyped(memoryview(ebuf[host])[:4 * acc_n], 105)
+        if acc is not None:
+            src = (ebuf[host], 0)
+    r = None
+    if redo and acc is None and acc_n:
+        r = recompute_host(m, first, inplace, need, acc_n, kern.NATIVE)
+    redo = None
+    if r is not None:  # in an activation whose producer runs again before its pool's backward
+        b = m.owners(first)[r[0]]
+        acc = _retyped(memoryview(b)[:4 * acc_n], 105)
+        if acc is not None:
+            src = (b, 0)
+            redo = (r[2], r[1])
+    if acc is None and acc_n:
+        acc = quant.zeros("i", acc_n)
+    # the same bytes as float32: the optimiser's update scratch (optim.step; idle then)
+    frow = _retyped(memoryview(src[0])[src[1]:src[1] + 4 * acc_n], 102) if src is not None else None
+    acc_views = {}
+    for ly in need:
+        acc_views[ly.index] = memoryview(acc)[:m.tensors[ly.inputs[0]].numel]
+    return backward.BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win, frow,
+                                 redo)
+
+
+def idle(m, first):
+    """The whole buffers of the training plan keeping from `first` that hold no kept tensor
+    (forward_fit): idle from the end of a forward to the next one (backward's buffers go
+    there: pack). In plan order, the model input's first, as memplan.py and info.py
+    list their sizes."""
+    keep = kept(m, first)
+    bid, size, hold = forward_fit(m, keep)
+    made = [None] * len(size)
+    owner = m.owners(first)
+    for t in bid:
+        made[bid[t]] = owner[t]
+    out = [] if m.input.index in keep else [m.plan(first)[0][m.input.index]]
+    for b in range(len(size)):
+        if not hold[b]:
+            out.append(made[b])
+    return out

@@ -25,6 +25,10 @@ class Replay:
             raise ValueError("Replay: policy must be 'reservoir' or 'balanced', got %r" % (policy,))
         if type(k) is not int or k < 0:
             raise ValueError("Replay: k must be an int >= 0, got %r" % (k,))
+        if type(seed) is not int:
+            raise ValueError("Replay: seed must be an int, got %r" % (seed,))
+        if path is not None and not isinstance(path, str):
+            raise TypeError("Replay: path must be a file name (str) or None, got %r" % (path,))
         self.capacity = capacity
         self.policy = policy
         self.k = k

@@ -11,6 +11,15 @@ from microtrain.quant import zeros
 K = kern.K
 
 
+def _fraction(what, v, alt=""):
+    # a fraction of a layer's output channels, checked when the policy is made, not at its first use
+    num = type(v) is float or type(v) is int
+    if not num or not 0.0 < v <= 1.0:
+        raise (ValueError if num else TypeError)(
+            "%s must be a number in (0, 1]%s (the fraction of a layer's output channels updated per "
+            "sample), got %r" % (what, alt, v))
+
+
 class DynamicSparse:
     """Dynamic sparse gradient updates (Deutel et al., arXiv 2407.10734).
 
@@ -29,8 +38,11 @@ class DynamicSparse:
     true class's error and the other logits are never pushed down."""
 
     def __init__(self, lambda_min=0.1, lambda_max=1.0, form="text"):
-        if not 0.0 < lambda_min <= lambda_max <= 1.0:
-            raise ValueError("DynamicSparse: need 0 < lambda_min <= lambda_max <= 1")
+        _fraction("DynamicSparse: lambda_min", lambda_min)
+        _fraction("DynamicSparse: lambda_max", lambda_max)
+        if lambda_min > lambda_max:
+            raise ValueError("DynamicSparse: lambda_min must be <= lambda_max (the fewest and the most "
+                             "channels kept), got %r > %r" % (lambda_min, lambda_max))
         if form not in ("text", "linear"):
             raise ValueError("DynamicSparse: form must be 'text' or 'linear'")
         self.lambda_min, self.lambda_max, self.form = lambda_min, lambda_max, form
@@ -93,6 +105,14 @@ class StaticSparse:
     model output is always dense."""
 
     def __init__(self, ratio=0.5):
+        if isinstance(ratio, dict):
+            for name, r in ratio.items():
+                if not isinstance(name, str):
+                    raise TypeError("StaticSparse: the keys of ratio must be layer names (str), got %r"
+                                    % (name,))
+                _fraction("StaticSparse: ratio[%r]" % name, r)
+        else:
+            _fraction("StaticSparse: ratio", ratio, " or a dict {layer name: fraction}")
         self.ratio = ratio
         self._masks = {}
         self.kept = 0

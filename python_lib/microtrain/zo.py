@@ -74,6 +74,10 @@ class ZO:
             raise ValueError("ZO: queries must be an int >= 1, got %r" % (queries,))
         if outs and bp is not None:
             raise ValueError("ZO: bp (the hybrid) is for perturb='weights'")
+        if loss not in LOSSES:
+            raise ValueError("ZO: loss must be one of %s, got %r" % (tuple(LOSSES), loss))
+        if type(seed) is not int:
+            raise ValueError("ZO: seed must be an int, got %r" % (seed,))
         idx = model.select(train)
         self.perturb = perturb
         if outs:

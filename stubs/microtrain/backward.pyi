@@ -61,10 +61,6 @@ def upsample(m: Model, bw: BackwardPlan, cur: dict[int, Any], scale: dict[int, f
 
 BACKWARD: list[_OpBackward | None]  # indexed by op code: its backward
 
-def make(m: Model, first: int, window: int, redo: bool, copy: int = 0) -> BackwardPlan: ...
-def idle(m: Model, first: int) -> list[Any]:
-    """The whole buffers of the training plan that hold no kept tensor (idle during backward)."""
-
 class Sums:
     """Update mode (Model.update), the default: float32 gradient sums per trained layer."""
 

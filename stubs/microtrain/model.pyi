@@ -46,10 +46,6 @@ class Layer:
     fused: str  # comma-separated source modules folded into this layer
     inputs: tuple[int, ...]  # input tensor indices (two for add)
     output: int  # output tensor index
-    weight_t: int  # tensor indices (-1 for layers without parameters)
-    bias_t: int
-    mult_t: int
-    shift_t: int
     state_t: tuple[int, int, int, int]  # checkpoint state tensors (-1 = none)
     params: Int32  # the kernel descriptor (zero-copy view)
     trained: bool
@@ -68,7 +64,7 @@ class Layer:
     master_b: Float32 | None
     touched: bytearray | None  # sparse training: channels with a gradient since the last update
     wr: Int32 | None  # grad-input weight ratios (internal)
-    ein_r: int  # internal: R of the grad-input scale
+    ein_r: int | None  # internal: R of the grad-input scale (None until refresh_ratios)
     def __init__(self, model: Model, index: int, row: Int32) -> None: ...
     @property
     def ein_top(self) -> float:
@@ -84,6 +80,8 @@ class Layer:
     @property
     def out_scale(self) -> float: ...
     def make_trainable(self, sums: bool = True) -> None: ...
+    def tensor_ids(self) -> tuple[int, int, int, int]:
+        """(weight, bias, mult, shift) tensor indices, -1 where none (read from the layer table)."""
     def refresh_ratios(self) -> None: ...
     def touch(self, mask: Mask) -> None:
         """Sparse training: mark mask's channels as having a gradient since the last update."""

@@ -1,8 +1,9 @@
 # microtrain.plan: the memory plan of training (the training plan's buffers, those idle during
-# backward, where backward's buffers go), used by Model.plan, backward.make, memplan and the
+# backward, where backward's buffers go), used by Model.plan, Model.set_trained, memplan and the
 # host's `microtrain info` (which runs this file under CPython).
 from typing import Any
 
+from microtrain.backward import BackwardPlan
 from microtrain.model import Layer, Model
 
 def kept(m: Model, first: int) -> set[int]:
@@ -22,3 +23,7 @@ def recompute_host(m: Model, first: int, inplace: dict[int, Layer], need: list[L
 def scratch_plan(m: Model, first: int, region: set[int], inplace: dict[int, Layer],
                  native: bool = True) -> tuple[list[Layer], int, int | None]:
     """(layers using the int32 scratch, its values, the tensor whose error buffer holds it)."""
+def backward_plan(m: Model, first: int, window: int, redo: bool, copy: int = 0) -> BackwardPlan:
+    """Model.set_trained: backward's error buffers and int32 scratch placed (the device only)."""
+def idle(m: Model, first: int) -> list[Any]:
+    """The whole buffers of the training plan that hold no kept tensor (idle during backward)."""

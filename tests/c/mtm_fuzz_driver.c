@@ -1,4 +1,4 @@
-// Host harness for usermod/microtrain/mtm_loader.c (built by
+// Host harness for usermod/microtrain/mtm_loader.c and mtm_access.c (built by
 // tests/format/test_mtm_loader.py with -fsanitize=address,undefined).
 // Usage: mtm_fuzz_driver CORPUS VERDICTS
 // CORPUS: b"MTMC" u32 count, then per file u32 len + bytes (little-endian).

@@ -1,4 +1,4 @@
-"""The instruction-counting QEMU plugin (ports/qemu/plugin) counts exactly and repeatably.
+"""The instruction-counting QEMU plugin (evals/benchmarks/qemu_plugin) counts exactly and repeatably.
 
 A bare-metal Cortex-M7 image runs a loop of known length between two marker
 calls (check_plugin.py asserts mt_loop's count is exactly 2N + 2, the difference
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN_DIR = ROOT / "ports" / "qemu" / "plugin"
+PLUGIN_DIR = ROOT / "evals" / "benchmarks" / "qemu_plugin"
 BUILD = ROOT / "build" / "qemu-plugin"
 
 

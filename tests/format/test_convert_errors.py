@@ -311,7 +311,7 @@ def test_cli_factory_with_arguments_and_control_flow(tmp_path: Path, monkeypatch
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     np.save(tmp_path / "calib.npy", np.zeros((4, 4), dtype=np.float32))
-    common = ["--calib", "calib.npy", "-o", "m.mtm", "-q"]
+    common = ["--calib", "calib.npy", "-o", "m.mtm", "-q", "--random-weights"]
     rc, _, err = _cli(["mt_user_nets:Net", *common], capsys)
     line = _one_error_line(err)
     assert rc == 2 and "cannot be built without arguments" in line

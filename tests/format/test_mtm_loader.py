@@ -1,11 +1,12 @@
-"""The C ``.mtm`` validator (usermod/microtrain/mtm_loader.c) against the Python reader.
+"""The C ``.mtm`` validator and accessors (usermod/microtrain/mtm_loader.c, mtm_access.c)
+against the Python reader.
 
 Valid files come from ``convert.py`` (small PyTorch models) and from hand-made
 checkpoints; ``_microtrain.mtm_validate`` must accept them and the accessors
 must agree with ``mtm.read``. Then a seeded corpus of mutations (byte flips,
 truncations, extensions, field edits with the CRC recomputed so the deeper
 checks are reached) runs through ``mtm_validate`` in ONE MicroPython process
-and through a host build of mtm_loader.c under ASan/UBSan; every verdict
+and through a host build of the validator under ASan/UBSan; every verdict
 (accept / reject) must equal ``mtm.read``'s.
 """
 
@@ -22,6 +23,7 @@ import pytest
 from microtrain_tools import mtm
 from microtrain_tools.mtm_layout import HEADER_OFF, HEADER_SIZE, LAYER_ENTRY, PARAMS_OFF, TENSOR_ENTRY
 from support.harness import MICROPYTHON, NATMOD_X64, ROOT, ensure_natmod
+from support.kernel_harness import c_sources
 from support.mtm_files import fix_crc, host_verdict, mutation_corpus, torch_model_files, write_corpus
 
 RUNNER = ROOT / "tests" / "mp" / "mtm_runner.py"
@@ -63,7 +65,8 @@ def _run_micropython(corpus: Path) -> list[str]:
 def _build_driver(extra: tuple[str, ...] = ()) -> Path:
     BUILD.mkdir(parents=True, exist_ok=True)
     exe = BUILD / ("mtm_fuzz_driver" + ("_soft" if extra else ""))
-    srcs = [DRIVER, KERNEL_DIR / "mtm_loader.c", KERNEL_DIR / "checks.c", KERNEL_DIR / "quant.c"]
+    srcs = [DRIVER, *(KERNEL_DIR / s for s in c_sources("MICROTRAIN_MTM_SRC")), KERNEL_DIR / "checks.c",
+            KERNEL_DIR / "quant.c"]
     cmd = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-g", "-fsanitize=address,undefined",
            "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", *extra, f"-I{KERNEL_DIR}",
            *map(str, srcs), "-o", str(exe)]

@@ -83,7 +83,7 @@ def test_softfloat_m0_code_matches_the_m4_fpu() -> None:
     # integer arguments only: the soft- and hard-float ABIs pass them alike, so the
     # attribute check that would refuse mixing them can go
     subprocess.run(["arm-none-eabi-objcopy", "--remove-section", ".ARM.attributes", str(obj)], check=True)
-    startup = ROOT / "ports" / "qemu" / "plugin" / "test"
+    startup = ROOT / "evals" / "benchmarks" / "qemu_plugin" / "test"
     elf = out / "softfloat_m4.elf"
     subprocess.run([*cc, "-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-O1",
                     "-ffp-contract=off", "--specs=rdimon.specs", "-T", str(startup / "mps2.ld"),

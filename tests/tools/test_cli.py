@@ -149,7 +149,7 @@ class _Buffer:
 
 
 def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> dict[str, int]:
-    """Event-driven re-computation of the RAM model documented in info.py: buffer objects are
+    """Event-driven re-computation of the RAM model documented in docs/memory.md: buffer objects are
     handed out and returned as the layers run; the rest is counted from the mtm.py tensors."""
     numel = [t.numel for t in m.tensors]
     weighted = [j for j, ly in enumerate(m.layers) if ly.op in (Op.CONV2D, Op.LINEAR)]

@@ -363,11 +363,11 @@ def test_plain_sgd_steps_during_backward_sparse(setups: dict[str, Setup], tmp_pa
 
 HOSTED = """
 import microtrain as mt
-from microtrain import backward, kern, plan
+from microtrain import kern, plan
 m = mt.load(%r)
 t = mt.Trainer(m, train=%r, mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=0.9))
 bw = m.backward_plan
-idle = backward.idle(m, bw.first)
+idle = plan.idle(m, bw.first)
 _, n, host = plan.scratch_plan(m, bw.first, bw.region, bw.inplace, kern.NATIVE)
 views = []  # (name, int8 view) of every error buffer that is not an activation itself
 for d, k in ((bw.ebuf, "e"), (bw.esecond, "t"), (bw.emerge, "m")):

@@ -65,9 +65,9 @@ for ly in m.layers:
     if ly.w is None:
         continue
     # no layer's constants have a Tensor object (tensor(i) reads one again): the layer holds them
-    print("DROPPED", ly.index, int(m.tensors[ly.weight_t] is None), int(ly.trained))
-    for name, ti in (("w", ly.weight_t), ("b", ly.bias_t), ("mult", ly.mult_t),
-                     ("w_scale", m.tensor(ly.weight_t).qscales)):
+    w_t, b_t, m_t, _ = ly.tensor_ids()
+    print("DROPPED", ly.index, int(m.tensors[w_t] is None), int(ly.trained))
+    for name, ti in (("w", w_t), ("b", b_t), ("mult", m_t), ("w_scale", m.tensor(w_t).qscales)):
         off = m.tensor(ti).data_off
         before = getattr(ly, name)[0]
         buf[off] ^= 1  # the lowest bit of the first value (little-endian)

@@ -42,7 +42,7 @@ import torch.nn as nn
 from numpy.typing import ArrayLike, NDArray
 
 from microtrain_tools import mtm
-from microtrain_tools.convert_calib import _act_quant, _batches, _calibrate
+from microtrain_tools.convert_calib import _act_quant, _batches, _calibrate, check_samples
 from microtrain_tools.convert_common import ConvertError, ConvertWarning, _at, _describe, _internal
 from microtrain_tools.convert_emit import _emit_layer, _Emitter
 from microtrain_tools.convert_planner import _Planner
@@ -153,6 +153,18 @@ def _layout_hint(gm: torch.fx.GraphModule, shape: tuple[int, ...]) -> str:
     return hint
 
 
+def _any_size(gm: torch.fx.GraphModule, first: torch.Tensor) -> bool:
+    """Whether the model also runs on inputs of twice the calibration data's size (global
+    pooling): then only the calibration data fix the file's input size."""
+    big = torch.zeros((2, first.shape[1], *(2 * d for d in first.shape[2:])))
+    try:
+        with torch.no_grad():
+            gm(big)
+    except Exception:  # noqa: BLE001 - any failure means the size is the model's own
+        return False
+    return True
+
+
 def _looks_like_bytes(batches: list[torch.Tensor]) -> tuple[float, float] | None:
     """(min, max) when the calibration values are all integers in 0..255 with max > 1."""
     lo = min(float(b.min()) for b in batches)
@@ -164,7 +176,8 @@ def _looks_like_bytes(batches: list[torch.Tensor]) -> tuple[float, float] | None
 
 def convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile: float = 99.99,
             batch_size: int = 64, progress: bool = True, headroom: float = 1.0,
-            ranges: dict[str, tuple[float, float]] | None = None) -> Model:
+            ranges: dict[str, tuple[float, float]] | None = None,
+            input_shape: tuple[int, ...] | None = None) -> Model:
     """Convert ``module`` to an int8 :class:`mtm.Model`, calibrating activations on ``calib``.
 
     ``calib``: a float tensor / array of inputs in PyTorch layout with a batch
@@ -176,15 +189,19 @@ def convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile
     the device, so a model that will be trained from scratch there needs room
     for its activations to grow. Raises ConvertError naming the layer and op for
     anything unsupported (``REGISTRY`` lists what converts); warns
-    (:class:`ConvertWarning`) about calibration data that look like 0..255 pixels.
+    (:class:`ConvertWarning`) about calibration data that look like 0..255 pixels. Calibration
+    data with a NaN or an infinity, samples of different shapes (or not of ``input_shape``, one
+    sample's shape without the batch axis, when given) or data constant as a whole are refused
+    naming the first such sample.
     """
     return _convert(module, calib, method=method, percentile=percentile, batch_size=batch_size,
-                    progress=progress, headroom=headroom, ranges=ranges)[0]
+                    progress=progress, headroom=headroom, ranges=ranges, input_shape=input_shape)[0]
 
 
 def _convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentile: float = 99.99,
              batch_size: int = 64, progress: bool = True, headroom: float = 1.0,
-             ranges: dict[str, tuple[float, float]] | None = None) -> tuple[Model, list[str]]:
+             ranges: dict[str, tuple[float, float]] | None = None,
+             input_shape: tuple[int, ...] | None = None) -> tuple[Model, list[str]]:
     """``convert``, also returning notes for the user (e.g. a stripped final softmax)."""
     if not (math.isfinite(headroom) and headroom >= 1.0):
         raise ConvertError("headroom must be a finite number >= 1")
@@ -199,6 +216,7 @@ def _convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentil
     gm.graph.eliminate_dead_code()
     gm.recompile()
     batches = _batches(calib, batch_size)
+    check_samples(batches, input_shape)
     first = batches[0]
     probe = first[:2] if len(first) >= 2 else torch.cat([first, first])  # 2 rows: squeeze() keeps the batch
     with torch.no_grad():
@@ -210,9 +228,11 @@ def _convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentil
                                f"model: "
                                f"{_describe(e.node, dict(gm.named_modules()))} fails with: {msg}{_at(e.node)}"
                                f"{_layout_hint(gm, tuple(first.shape))}") from None
-    shapes = {tuple(b.shape[1:]) for b in batches}
-    if len(shapes) > 1:
-        raise ConvertError(f"calibration batches differ in shape: {sorted(shapes)}")
+    notes = []
+    if input_shape is None and first.dim() >= 3 and _any_size(gm, first):
+        notes.append(f"the model runs on inputs of any size: the calibration data fix the file's input to "
+                     f"{tuple(first.shape[1:])} (pass --input-shape to have the data checked against the "
+                     "size you train with)")
     byte_range = _looks_like_bytes(batches)
     if byte_range is not None:
         warnings.warn(f"calibration data are integers in {byte_range[0]:g}..{byte_range[1]:g}: if the model "
@@ -225,7 +245,6 @@ def _convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentil
     if planner.output is not planner.layers[-1].output:
         raise ConvertError("the model output must be produced by its last layer (the file's output is its "
                            "last layer's)")
-    notes = []
     if planner.softmax is not None:
         planner.layers[-1].fused.append(planner.softmax)
         notes.append(f"the final softmax '{planner.softmax}' is stripped: the file outputs logits "
@@ -390,16 +409,51 @@ def _load_module(spec: str, state_dict: str | None) -> nn.Module:
     return module
 
 
+def _built_with_random_weights(spec: str) -> bool:
+    """Whether MODULE:FACTORY builds its weights from the random generator (two builds under two
+    seeds differ): weights nobody loaded or trained. A factory that loads a checkpoint itself, or a
+    torch.save()d module file, gives the same weights both times."""
+    if ":" not in spec or Path(spec).exists():
+        return False
+    builds = []
+    with torch.random.fork_rng():  # the caller's generator is left as it was
+        for seed in (1, 2):
+            torch.manual_seed(seed)
+            builds.append(_load_module(spec, None).state_dict())
+    a, b = builds
+    return any(a[k].is_floating_point() and not torch.equal(a[k], b[k]) for k in a)
+
+
+def _input_shape(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        shape = tuple(int(v) for v in text.replace("x", ",").split(","))
+    except ValueError:
+        shape = ()
+    if not 1 <= len(shape) <= 3 or min(shape) < 1:
+        raise ConvertError(f"--input-shape {text!r}: expected one sample's shape in PyTorch layout, "
+                           "C,H,W or C,L or F (positive integers, e.g. 3,128)")
+    return shape
+
+
 def _load_calib(path: str, key: str | None, limit: int | None) -> np.ndarray:
     p = Path(path)
-    if p.suffix == ".npy":
-        arr = np.load(p)
-    else:
-        with np.load(p) as z:
-            if key is not None and key not in z.files:
-                raise ConvertError(f"--calib {path}: no array {key!r} (it has {', '.join(z.files)})")
-            k = key or ("x" if "x" in z.files else z.files[0])
-            arr = z[k]
+    try:
+        if p.suffix == ".npy":
+            arr = np.load(p)
+        else:
+            with np.load(p) as z:
+                if key is not None and key not in z.files:
+                    raise ConvertError(f"--calib {path}: no array {key!r} (it has {', '.join(z.files)})")
+                k = key or ("x" if "x" in z.files else z.files[0])
+                arr = z[k]
+    except ValueError as e:
+        if "allow_pickle" not in str(e):
+            raise
+        raise ConvertError(f"--calib {path}: holds Python objects, not one array of numbers (windows of "
+                           "different lengths?): cut or pad them to one length and save one array "
+                           "(N, C, L)") from None
     if arr.dtype.kind not in "fiub":
         raise ConvertError(f"--calib {path}: array of dtype {arr.dtype}, expected numbers")
     return arr[:limit] if limit else arr
@@ -458,21 +512,31 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
                      "--list-ops (or docs/ops.md) says which PyTorch modules, functions and idioms convert.")
     p.add_argument("model", nargs="?",
                    help="a torch.save()d nn.Module (.pt), or PKG.MODULE:FACTORY building one")
-    p.add_argument("-o", "--output", help="the .mtm file to write (atomically) (required)")
-    p.add_argument("--calib",
+    p.add_argument("-o", "--output", metavar="OUT.mtm", help="the .mtm file to write (atomically) (required)")
+    p.add_argument("--calib", metavar="X.npz",
                    help="calibration inputs in PyTorch layout (N,C,H,W) / (N,C,L) / (N,F): .npy or .npz "
                         "(required)")
-    p.add_argument("--calib-key", default=None, help="array name inside the .npz (default 'x' or the first)")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N calibration samples")
-    p.add_argument("--state-dict", default=None, help="checkpoint to load into MODULE:FACTORY's module")
+    p.add_argument("--calib-key", default=None, metavar="NAME",
+                   help="array name inside the .npz (default 'x' or the first)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="use only the first N calibration samples")
+    p.add_argument("--state-dict", default=None, metavar="W.pt",
+                   help="checkpoint to load into MODULE:FACTORY's module")
+    p.add_argument("--random-weights", action="store_true",
+                   help="convert MODULE:FACTORY's initial random weights on purpose (to train from "
+                        "scratch on the device)")
+    p.add_argument("--input-shape", default=None, metavar="C,L",
+                   help="one sample's shape, e.g. 3,128 or 1,28,28: every calibration sample must have it")
     p.add_argument("--method", choices=("minmax", "percentile"), default="minmax",
                    help="activation range calibration (default minmax)")
-    p.add_argument("--percentile", type=float, default=99.99, help="for --method percentile (default 99.99)")
-    p.add_argument("--batch-size", type=int, default=64, help="calibration batch size (default 64)")
-    p.add_argument("--headroom", type=float, default=1.0,
+    p.add_argument("--percentile", type=float, default=99.99, metavar="P",
+                   help="for --method percentile (default 99.99)")
+    p.add_argument("--batch-size", type=int, default=64, metavar="N",
+                   help="calibration batch size (default 64)")
+    p.add_argument("--headroom", type=float, default=1.0, metavar="F",
                    help="widen activation ranges by this factor (>= 1; for training from scratch on device)")
     p.add_argument("--list-ops", action="store_true",
-                   help="print the PyTorch modules, functions and idioms that convert, and exit")
+                   help="print what converts (as docs/ops.md) and exit")
     p.add_argument("--write-doc", metavar="OPS.md", default=None,
                    help="write that table as Markdown (docs/ops.md) and exit")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
@@ -502,10 +566,18 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            shape = _input_shape(args.input_shape)
+            if not args.state_dict and not args.random_weights and _built_with_random_weights(args.model):
+                raise ConvertError(
+                    f"model {args.model!r}: built here with its random initial weights (no --state-dict): "
+                    "the file would predict at chance. Pass --state-dict with the trained weights "
+                    "(torch.save(model.state_dict(), 'model.pt')), or --random-weights to convert the "
+                    "initial weights on purpose (training from scratch on the device)")
             module = _load_module(args.model, args.state_dict)
             calib = _load_calib(args.calib, args.calib_key, args.limit)
             m, notes = _convert(module, calib, method=args.method, percentile=args.percentile,
-                                batch_size=args.batch_size, progress=not args.quiet, headroom=args.headroom)
+                                batch_size=args.batch_size, progress=not args.quiet, headroom=args.headroom,
+                                input_shape=shape)
             mtm.save(m, args.output)
     except (ValueError, OSError, RuntimeError, ImportError, pickle.UnpicklingError) as e:
         print(f"microtrain convert: error: {_one_line(e)}", file=sys.stderr)

@@ -36,6 +36,44 @@ def _batches(calib: Any, batch_size: int) -> list[torch.Tensor]:
     return out
 
 
+def _sample_shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def check_samples(batches: list[torch.Tensor], input_shape: tuple[int, ...] | None = None) -> None:
+    """Refuse calibration data that would give the file a wrong quantisation or input size,
+    naming the first offending sample (its index in the whole set): a NaN or an infinity
+    (it would set or skip a range), a sample of another shape than the first (or than
+    ``input_shape``: the calibration data fix the file's input size), or data that are
+    constant as a whole (the input scale would be about 1e-11)."""
+    want = tuple(input_shape) if input_shape is not None else tuple(batches[0].shape[1:])
+    base = 0
+    for b in batches:
+        if tuple(b.shape[1:]) != want:
+            what = (f"the input shape given, {_sample_shape(want)}" if input_shape is not None
+                    else f"sample 0's {_sample_shape(want)}")
+            got = _sample_shape(tuple(b.shape[1:]))
+            raise ConvertError(f"calibration sample {base} has shape {got}, not {what}: the calibration data "
+                               "fix the file's input size, so every sample "
+                               "must have the length (and channels) the model is trained and run with: "
+                               "cut or pad the windows to one length")
+        bad = ~torch.isfinite(b)
+        if bool(bad.any()):
+            i = int(bad.reshape(len(b), -1).any(dim=1).nonzero()[0, 0])
+            v = b[i][bad[i]][0].item()
+            raise ConvertError(f"calibration sample {base + i} holds {'NaN' if v != v else v} (not finite): "
+                               "the activation ranges would be wrong; remove or repair that sample "
+                               "(e.g. x[np.isfinite(x).all(axis=tuple(range(1, x.ndim)))])")
+        base += len(b)
+    lo = min(float(b.min()) for b in batches)
+    hi = max(float(b.max()) for b in batches)
+    if hi - lo < 1e-6 * max(1.0, abs(lo), abs(hi)):
+        raise ConvertError(f"calibration data are constant: every value of samples 0..{base - 1} is {lo:g}, "
+                           "so the ranges they give (an input scale of about 1e-11 for 0) say nothing about "
+                           "real inputs, which would saturate; calibrate on real inputs (a few hundred "
+                           "typical samples)")
+
+
 class _Recorder(torch.fx.Interpreter):
     def __init__(self, gm: torch.fx.GraphModule, nodes: set[torch.fx.Node]) -> None:
         super().__init__(gm)

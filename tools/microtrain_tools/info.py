@@ -1,94 +1,8 @@
 """``microtrain info``: what a ``.mtm`` file holds and how much RAM it needs.
 
-RAM model (bytes), the buffers the device runtime (python_lib/microtrain) allocates;
-every activation and error is int8, one sample, NHWC:
-
-Inference
-  activations  the inference plan: the model input gets a buffer; layer by layer,
-               each output takes the first bytes of the smallest free segment of a
-               buffer that holds it (the first such in freeing order on ties; the
-               rest of the segment stays free), else a new buffer of its size (the
-               model output always a new one); after a layer ran, the segments of its
-               inputs whose last consumer it was are free again, merged with free
-               neighbours in the same buffer (the model input's too, never the
-               output's). A conv2d whose only consumer is an add whose other input
-               (skip) exists before it, dies at the add and is read by nothing in
-               between is fused with the add: its output never exists whole, it runs a
-               block of rows at a time through a tile (the largest free segment of at
-               least one output row, else a new buffer of about 2 KB of whole rows)
-               and adds into skip in place; the add's output is skip's segment. The
-               sum of the buffers made. The model bytes are reported apart (model
-               file): they are in RAM only when the file is read into a bytes object
-               rather than frozen into flash.
-
-Training the last N weighted (conv/linear) layers; "first" = the N-th weighted layer
-from the end; every layer from first on is on the backward path:
-  forward      the training plan: whole buffers only (the smallest free buffer at
-               least the output's size, else a new one; no segments, no fusion), and
-               every activation read or written by a layer from first on is never freed
-               (backward needs it);
-  errors       one int8 error buffer per activation produced by a layer from first
-               on (none for an activation whose only reader is a maxpool / avgpool with
-               disjoint windows and whose producer is a conv2d / linear: its error is
-               written over it), plus two more (arrival and merge buffers) for each of
-               those that feeds two or more layers;
-  scratch      one int32 grad-input accumulator shared by all layers: 4 * the largest
-               first input (in values) of a conv2d / linear layer or a maxpool /
-               avgpool whose windows overlap (stride < kernel: disjoint windows need
-               no scratch) from first on, among inputs produced by a layer from first
-               on (no error flows into frozen layers); none of its own when the int8
-               error buffer of an activation with one consumer, below every such layer,
-               can hold it (that buffer is idle while they run: the native kernels
-               retype it);
-  hosted       errors and scratch live in the forward buffers that are idle during
-               backward where they fit: the training plan's buffers that hold no
-               activation kept for backward (a buffer reused for several tensors only
-               when none of them is kept) and the model input's when no layer from first
-               on reads it, in the order they were made (the input's first). First fit
-               decreasing: the items (the scratch first, then per layer from first on its
-               output's error buffer and arrival / merge buffers) from the largest (ties
-               in that order), each into the first idle buffer with room after what it
-               holds, at an offset rounded up to 4; the rest take new buffers and count
-               above (errors, scratch), the hosted bytes count nothing;
-  grads        float32 gradient accumulators of the trained layers:
-               4 * (weights + biases); none with --momentum at --batch 1 without
-               --sparse, or with --no-sums (the Trainer adds each sample's gradient into
-               the momentum: plain SGD momentum, no weight decay or standardisation; at
-               --batch B > 1, --no-sums without --sparse: each gradient / B; at --batch 1
-               without --no-sums a copy of the momentum of every trained layer but the
-               lowest, placed with backward's buffers like the window below, so that a
-               failed step puts it back);
-               plain SGD at --batch 1 without --sparse, or with --no-sums: each layer
-               steps during backward, a window of output channels at a time: one
-               float32 window of at most 2048 weights (one channel at least) + 2 floats
-               per window channel + 2 B per output channel + one mask per layer with
-               more than one window;
-  optimizer    float32 state, 4 * (weights + biases) per moment: one with
-               --momentum (SGD momentum), two with --adam, none for plain SGD;
-  master       float32 master copies, 4 * (weights + biases): of every trained layer
-               in mode float32, of the last one in mode mixed, none in mode int8;
-  copies       writable copies of the trained layers (the model bytes are read-only):
-               int8 weights (1 B each) + 20 B per output channel (int32 bias, mult,
-               shift, float32 scale, int32 grad-input weight ratio) + the update's
-               float32 scratch row (the widest layer's channels, twice that where
-               the gradient goes into the momentum), none where backward's int32
-               scratch is held in a forward buffer and is long enough (lent to it);
-  sparse       with --sparse: int32 channel norms + a 1-byte mask per output channel
-               of each trained layer (5 B per channel);
-  loss         softmax cross-entropy: exp table (uint32 up to its last nonzero entry
-               at the output scale, 1..256) + stats (3 int32) + the int8 error of the
-               logits: 4 * entries + 12 + output size;
-  total        the sum of the above (allocated once, when training is set up).
-
-Peak heap of a 32-bit board (docs/memory.md): the interpreter, script and package
-(per deployment: built into the firmware, or natmod + .mpy files in the heap), the
-model objects (156 B per tensor other than the layers' constants, which have no object;
-90 B per layer, + 322 B per conv / linear for the views of its constants), the model file
-when it is read into RAM, one FileDataset record, then the larger of the inference plan
-(+ 140 B per layer) and training: a Trainer's plan replaces the inference plan. Training
-is the total above + 140 B per layer of plan objects + its first objects (the sparse module
-too with --sparse) + 320 B per trained layer; constants measured by
-`make mem-mcu` on the Cortex-M7 firmware.
+The RAM model it applies (the buffers the device runtime allocates, item by item, and the
+peak heap of a 32-bit board) is written out in docs/memory.md, "The RAM model of microtrain
+info"; ``report`` computes it.
 """
 
 from __future__ import annotations
@@ -476,8 +390,9 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p = p or argparse.ArgumentParser(prog="microtrain info")
     p.description = ("Show the layers of a .mtm file (name, op, input/output shapes, parameters,\n"
                      "bytes of constants, folded modules), its tensors, and the RAM it needs for\n"
-                     "inference and to train its last N conv/linear layers on the device.\n\n"
-                     + (__doc__ or "").split("\n\n", 1)[1])
+                     "inference and to train its last N conv/linear layers on the device, item by\n"
+                     "item, with the peak heap of a 32-bit board. How each item is counted:\n"
+                     "docs/memory.md, \"The RAM model of microtrain info\".")
     p.epilog = EXAMPLE
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("model", metavar="MODEL.mtm", help="the .mtm file")

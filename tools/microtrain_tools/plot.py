@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Log", "plot_confusion", "plot_curves", "read_log"]
+__all__ = ["Log", "curves_figure", "plot_confusion", "plot_curves", "read_log"]
 
 _REQUIRED = {"step": ("step", "loss"), "epoch": ("epoch", "loss"), "eval": ("epoch", "acc")}
 
@@ -67,6 +67,9 @@ def read_log(path: str | Path) -> Log:
             elif kind == "epoch":
                 log.epochs.append(rec)
             elif kind == "eval":
+                # where the eval stands on the epoch axis: after the last epoch record before it,
+                # else before training (its own epoch: the one about to run)
+                rec["_trained"] = log.epochs[-1]["epoch"] + 1 if log.epochs else rec["epoch"]
                 cm = rec.get("confusion")
                 if cm is not None:
                     a = np.asarray(cm)
@@ -96,6 +99,14 @@ def _moving_average(y: np.ndarray, k: int) -> np.ndarray:
 
 def plot_curves(log: Log, out: str | Path, title: str | None = None) -> None:
     """Loss per step, loss per epoch and accuracy per epoch, as one PNG."""
+    fig = curves_figure(log, title)
+    fig.savefig(out, dpi=100)
+    _pyplot().close(fig)
+
+
+def curves_figure(log: Log, title: str | None = None) -> Any:
+    """The matplotlib figure of ``plot_curves`` (three axes: loss per step, loss per epoch,
+    accuracy per epoch; the two epoch panels on one axis of epochs trained)."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     ax = axes[0]
@@ -107,27 +118,36 @@ def plot_curves(log: Log, out: str | Path, title: str | None = None) -> None:
         if k > 1:
             ax.plot(s, _moving_average(y, k), color="tab:blue", lw=1.8, label=f"moving average ({k})")
         ax.legend()
+        for a, b in zip(log.steps[:-1], log.steps[1:], strict=True):  # epoch ends, between two records
+            if b.get("epoch") != a.get("epoch"):
+                ax.axvline(0.5 * (a["step"] + b["step"]), color="gray", ls=":", lw=1)
     else:
         ax.text(0.5, 0.5, "no step records", ha="center", va="center", transform=ax.transAxes)
-    ax.set(xlabel="step", ylabel="loss", title="training loss per step")
+    ax.set(xlabel="step (dotted: epoch ends)", ylabel="loss", title="training loss per step")
+    # one x axis for both epoch panels: epochs trained when the value was measured (a train epoch
+    # record at its end, an eval where it stands in the log: 0 = before training)
     ax = axes[1]
     if log.epochs:
-        ax.plot([r["epoch"] for r in log.epochs], [r["loss"] for r in log.epochs], "o-", label="train")
+        ax.plot([r["epoch"] + 1 for r in log.epochs], [r["loss"] for r in log.epochs], "o-", label="train")
     ev = [r for r in log.evals if isinstance(r.get("loss"), (int, float))]
     if ev:
-        ax.plot([r["epoch"] for r in ev], [r["loss"] for r in ev], "s-", label="eval")
+        ax.plot([r["_trained"] for r in ev], [r["loss"] for r in ev], "s-", label="eval")
     if log.epochs or ev:
         ax.legend()
-    ax.set(xlabel="epoch", ylabel="loss", title="loss per epoch")
+    ax.set(xlabel="epochs trained", ylabel="loss", title="loss per epoch")
     ax = axes[2]
     tr = [r for r in log.epochs if isinstance(r.get("acc"), (int, float))]
     if tr:
-        ax.plot([r["epoch"] for r in tr], [r["acc"] for r in tr], "o-", label="train")
+        ax.plot([r["epoch"] + 1 for r in tr], [r["acc"] for r in tr], "o-", label="train")
     if log.evals:
-        ax.plot([r["epoch"] for r in log.evals], [r["acc"] for r in log.evals], "s-", label="eval")
+        ax.plot([r["_trained"] for r in log.evals], [r["acc"] for r in log.evals], "s-", label="eval")
     if tr or log.evals:
         ax.legend()
-    ax.set(xlabel="epoch", ylabel="accuracy", title="accuracy per epoch")
+    ax.set(xlabel="epochs trained", ylabel="accuracy", title="accuracy per epoch")
+    lo = min([0] + [r["_trained"] for r in log.evals] + [r["epoch"] for r in log.epochs])
+    hi = max([1] + [r["_trained"] for r in log.evals] + [r["epoch"] + 1 for r in log.epochs])
+    for a in axes[1:]:
+        a.set_xlim(lo - 0.2, hi + 0.2)
     from matplotlib.ticker import MaxNLocator
 
     for a in axes:
@@ -137,8 +157,7 @@ def plot_curves(log: Log, out: str | Path, title: str | None = None) -> None:
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 def plot_confusion(log: Log, out: str | Path) -> None:

@@ -201,6 +201,27 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
     return sd, notes
 
 
+def _torch_load(path: str, what: str, weights_only: bool) -> Any:
+    """torch.load, with a file that torch.save() did not write completely named as such (torch's
+    own message speaks of zip archives and memo values)."""
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=weights_only)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError, KeyError, OSError) as e:
+        # torch reads a cut zip archive as EINVAL; the file's absence or rights stay as they are
+        if "Weights only load failed" in str(e) or isinstance(e, (FileNotFoundError, PermissionError,
+                                                                   IsADirectoryError)):
+            raise
+        size = Path(path).stat().st_size
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        first = first.split(". ")[0]
+        raise ToTorchError(f"{what} {path}: not a complete file written by torch.save() ({size} bytes: "
+                           f"truncated, corrupt or another format); torch says: {first}") from None
+
+
 def load_module(spec: str, state_dict: str | None = None, what: str = "--module") -> Any:
     """Build the module: ``pkg.mod:Class`` (or a factory; called with no arguments), or a
     ``torch.save``d module file; then load ``state_dict`` (strict) when given. ``PKG.MODULE`` is
@@ -225,20 +246,17 @@ def load_module(spec: str, state_dict: str | None = None, what: str = "--module"
         except TypeError as e:
             raise ToTorchError(f"{what} {spec!r}: cannot be built without arguments: {e}") from None
     elif Path(spec).exists():
-        import torch
-
-        module = torch.load(spec, map_location="cpu", weights_only=False)
+        module = _torch_load(spec, what, weights_only=False)
     else:
         raise ToTorchError(f"{what} {spec!r}: neither PKG.MODULE:CLASS nor an existing file")
-    import torch  # after resolving the spec: a bad spec fails fast
-    import torch.nn as nn
+    import torch.nn as nn  # after resolving the spec: a bad spec fails fast
 
     if isinstance(module, dict):
         raise ToTorchError(f"{what} {spec!r} holds a state_dict: pass PKG.MODULE:CLASS with --state-dict")
     if not isinstance(module, nn.Module):
         raise ToTorchError(f"{what} {spec!r} is not a torch.nn.Module (got {type(module).__name__})")
     if state_dict:
-        sd = torch.load(state_dict, map_location="cpu", weights_only=True)
+        sd = _torch_load(state_dict, "--state-dict", weights_only=True)
         if not isinstance(sd, dict):
             raise ToTorchError(f"--state-dict {state_dict}: not a state_dict (got {type(sd).__name__})")
         want = module.state_dict()
@@ -273,19 +291,10 @@ def save_state_dict(sd: dict[str, Any], path: str | os.PathLike[str]) -> None:
 DESCRIPTION = """\
 Write a PyTorch state_dict from a .mtm file (a converted model or a checkpoint saved on
 the device after training), for the module class it was converted from. The result
-loads with load_state_dict(strict=True).
-
-Weights are the dequantised int8 file weights exactly (float32(scale[o]) * q), biases
-float32(s_in * s_w[o] * q). BatchNorms that the converter folded into a conv/linear
-are set to the identity (weight 1, bias 0, running_mean 0, running_var 1 - eps) and the
-folded weights/bias go into the conv/linear (into the BatchNorm's beta when the conv has
-no bias). Conv weights are reshaped OHWI -> OIHW (Conv1d: (O, I/g, K)); a Linear after a
-flatten of a conv output gets its columns back in PyTorch's CHW order.
-
-With --lora ADAPTERS.mtl (a device's LoRA.save, docs/lora.md) the adapters are merged
-into the model first, exactly as the device's LoRA.merge() does (W + B A requantised per
-output channel); with --lora-out they are written as float tensors instead, next to the
-unchanged base."""
+loads with load_state_dict(strict=True): the dequantised int8 weights, folded BatchNorms
+set to the identity, layouts back to PyTorch's (how each is mapped: the docstring of
+tools/microtrain_tools/to_torch.py). --lora merges a device's LoRA adapters first, as
+LoRA.merge() does (docs/lora.md)."""
 
 EXAMPLE = """\
 example:
@@ -310,15 +319,13 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
                         "keep these values")
     p.add_argument("-o", "--output", required=True, metavar="OUT.pt", help="state_dict file to write")
     p.add_argument("--master", action="store_true",
-                   help="use the float32 master weights of a checkpoint where it has them "
-                        "(float32/mixed training modes) instead of the dequantised int8 weights")
+                   help="a checkpoint's float32 master weights (float32 / mixed modes), not the int8 ones")
     p.add_argument("--lora", default=None, metavar="ADAPTERS.mtl",
                    help="LoRA adapter file made on the device for MODEL.mtm (refused for another base): "
                         "merged into the weights, as LoRA.merge() does on the device")
     p.add_argument("--lora-out", default=None, metavar="LORA.pt",
                    help="with --lora: do not merge; write the adapters here as float32 tensors "
-                        "('<layer>.lora_A.weight', '.lora_A.bias', '.lora_B.weight', '.lora_B.bias' in "
-                        "the layer's PyTorch layout: y = layer(x) + B(A(x)))")
+                        "(<layer>.lora_A/B.weight/bias: docs/lora.md)")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     return p
 

@@ -326,7 +326,8 @@ const char *mt_wr_check(const int32_t *wr, int32_t n, int32_t terms) {
     int32_t mx = 0;
     for (int32_t i = 0; i < n; ++i) {
         if (wr[i] < 0) {
-            return "wr must be >= 0";
+            return "wr must be >= 0 (the grad-input weight ratios: fill wr from the layer's weight "
+                   "scales with update_f32_ratios(w_scale, r, wr))";
         }
         if (wr[i] > mx) {
             mx = wr[i];

@@ -3,13 +3,18 @@
 add_library(usermod_microtrain INTERFACE)
 
 # The source lists of sources.mk (shared with the make builds): `NAME = words`,
-# lines continued by a backslash, $(MICROTRAIN_KERNEL_SRC) expanded.
+# lines continued by a backslash, $(NAME) of an earlier list expanded.
 file(READ ${CMAKE_CURRENT_LIST_DIR}/sources.mk MICROTRAIN_MK)
 string(REPLACE "\\\n" " " MICROTRAIN_MK "${MICROTRAIN_MK}")
-foreach(name MICROTRAIN_KERNEL_SRC MICROTRAIN_SRC MICROTRAIN_SRC_O2)
+set(MICROTRAIN_LISTS "")
+foreach(name MICROTRAIN_KERNEL_SRC MICROTRAIN_MTM_SRC MICROTRAIN_SRC MICROTRAIN_SRC_O2)
     string(REGEX MATCH "\n${name} = ([^\n]*)" unused "${MICROTRAIN_MK}")
-    string(REPLACE "$(MICROTRAIN_KERNEL_SRC)" "${MICROTRAIN_KERNEL_SRC}" files "${CMAKE_MATCH_1}")
+    set(files "${CMAKE_MATCH_1}")
+    foreach(prev IN LISTS MICROTRAIN_LISTS)
+        string(REPLACE "$(${prev})" "${${prev}}" files "${files}")
+    endforeach()
     set(${name} "${files}")
+    list(APPEND MICROTRAIN_LISTS ${name})
 endforeach()
 separate_arguments(MICROTRAIN_SOURCES UNIX_COMMAND "${MICROTRAIN_SRC}")
 list(TRANSFORM MICROTRAIN_SOURCES PREPEND ${CMAKE_CURRENT_LIST_DIR}/)

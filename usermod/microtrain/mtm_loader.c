@@ -1,4 +1,4 @@
-// `.mtm` validator and accessors: see mtm_loader.h and docs/format.md.
+// `.mtm` validator: see mtm_loader.h and docs/format.md (the accessors are in mtm_access.c).
 // The checks follow the "Validation" section step by step; every read is of a
 // range that an earlier check proved to lie inside the buffer. Where the
 // Python reader (tools/microtrain_tools/mtm.py) is more precise than the page
@@ -6,6 +6,7 @@
 // scales) we follow the reader: both must accept and reject the same files.
 #include "mtm_loader.h"
 #include "mt_kernels.h"
+#include "mtm_read.h"
 
 // Runtime limits the validator enforces so that every accepted file can run
 // inference and a training step (docs/format.md, "Runtime limits").
@@ -13,21 +14,6 @@
 
 // ---------------------------------------------------------------------------
 // little helpers
-
-static uint32_t rd8(const uint8_t *b, uint32_t off) {
-    return b[off];
-}
-static uint32_t rd16(const uint8_t *b, uint32_t off) {
-    return (uint32_t)b[off] | ((uint32_t)b[off + 1] << 8);
-}
-static uint32_t rd32(const uint8_t *b, uint32_t off) {
-    return (uint32_t)b[off] | ((uint32_t)b[off + 1] << 8) | ((uint32_t)b[off + 2] << 16) | ((uint32_t)b[off + 3] << 24);
-}
-static int32_t rdi32(const uint8_t *b, uint32_t off) {
-    const uint32_t u = rd32(b, off);
-    // two's complement without implementation-defined conversion
-    return u < 0x80000000u ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
-}
 
 // a * b without overflow; 0 if the product does not fit in 32 bits.
 static int mul_ok(uint32_t a, uint32_t b, uint32_t *r) {
@@ -401,19 +387,6 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 #define L_U32(c, j, off) rd32((c)->b, L_ENT(c, j) + (off))
 #define L_PARAM(c, j, k) rdi32((c)->b, L_ENT(c, j) + MTM_PARAMS_OFF + 4 * (k))
 
-// State slot s (0..5) of the layer entry at e, or MTM_NONE. Slots 4 and 5 (Adam's
-// second moments, format 1.3) are the two u16 at entry offsets 68 and 70, 0xFFFF
-// when absent; in older files that word is reserved (0) and they are absent.
-static uint32_t l_state(const uint8_t *b, uint32_t e, uint32_t s) {
-    if (s < 4) {
-        return rd32(b, e + MTM_L_STATE + 4 * s);
-    }
-    if (rd16(b, MTM_H_VERSION_MINOR) < 3) {
-        return MTM_NONE;
-    }
-    const uint32_t v = rd16(b, e + MTM_L_STATE4 + 2 * (s - 4));
-    return v == MTM_NONE16 ? MTM_NONE : v;
-}
 
 static const uint8_t mtm_n_params[12] = {
     0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS,  2, 3, MT_POOL_NPARAMS, MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS,
@@ -976,89 +949,4 @@ const char *mt_mtm_validate(const uint8_t *b, uint32_t len, int32_t *where, int3
     *where = MTM_WHERE_FILE;
     *index = -1;
     return NULL;
-}
-
-// ---------------------------------------------------------------------------
-// accessors
-
-const char *mt_mtm_check_tables(const uint8_t *b, uint32_t len) {
-    if (len < MTM_HEADER_SIZE || b[0] != 'M' || b[1] != 'T' || b[2] != 'M' || b[3] != 'F') {
-        return "not an .mtm header (too short or bad magic)";
-    }
-    const uint32_t n_t = rd32(b, MTM_H_N_TENSORS), n_l = rd32(b, MTM_H_N_LAYERS);
-    const uint32_t s_off = rd32(b, MTM_H_STRINGS_OFF), s_len = rd32(b, MTM_H_STRINGS_LEN);
-    const uint32_t lt_off = rd32(b, MTM_H_LAYER_TABLE_OFF);
-    if (n_t < 1 || n_t > MTM_MAX_TENSORS || n_l < 1 || n_l > MTM_MAX_LAYERS) {
-        return "n_tensors / n_layers out of range";
-    }
-    if (rd32(b, MTM_H_TENSOR_TABLE_OFF) != MTM_HEADER_SIZE || lt_off != MTM_HEADER_SIZE + MTM_TENSOR_ENTRY * n_t ||
-        s_off != lt_off + MTM_LAYER_ENTRY * n_l || s_off > len || s_len > len - s_off) {
-        return "tables or string pool outside the buffer";
-    }
-    return NULL;
-}
-
-uint32_t mt_mtm_n_tensors(const uint8_t *b) {
-    return rd32(b, MTM_H_N_TENSORS);
-}
-
-uint32_t mt_mtm_n_layers(const uint8_t *b) {
-    return rd32(b, MTM_H_N_LAYERS);
-}
-
-static int32_t as_i32(uint32_t u) {
-    return u < 0x80000000u ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
-}
-
-// The rows by name (mtm_layout.h). Runs of u32 fields that the rows keep in the entry's order
-// are copied in loops (tests/format/test_mtm_layout.py checks that they are such runs).
-void mt_mtm_info(const uint8_t *b, int32_t *out) {
-    out[MTM_INFO_VERSION_MAJOR] = (int32_t)rd16(b, MTM_H_VERSION_MAJOR);
-    out[MTM_INFO_VERSION_MINOR] = (int32_t)rd16(b, MTM_H_VERSION_MINOR);
-    out[MTM_INFO_FLAGS] = as_i32(rd32(b, MTM_H_FLAGS));
-    out[MTM_INFO_TOTAL_LEN] = as_i32(rd32(b, MTM_H_TOTAL_LEN));
-    out[MTM_INFO_N_TENSORS] = as_i32(rd32(b, MTM_H_N_TENSORS));
-    out[MTM_INFO_N_LAYERS] = as_i32(rd32(b, MTM_H_N_LAYERS));
-    out[MTM_INFO_TENSOR_TABLE_OFF] = as_i32(rd32(b, MTM_H_TENSOR_TABLE_OFF));
-    for (uint32_t k = 0; k < MTM_INFO_N - MTM_INFO_LAYER_TABLE_OFF; ++k) {  // layer_table_off .. train_steps
-        out[MTM_INFO_LAYER_TABLE_OFF + k] = as_i32(rd32(b, MTM_H_LAYER_TABLE_OFF + 4 * k));
-    }
-}
-
-void mt_mtm_tensor(const uint8_t *b, uint32_t i, int32_t *out) {
-    const uint32_t e = MTM_HEADER_SIZE + MTM_TENSOR_ENTRY * i;
-    for (uint32_t k = 0; k < 4; ++k) {  // dtype, rank, kind, quant
-        out[MTM_TROW_DTYPE + k] = (int32_t)rd8(b, e + MTM_T_DTYPE + k);
-    }
-    for (uint32_t k = 0; k < MTM_TENSOR_N - MTM_TROW_FLAGS; ++k) {  // flags .. qscales
-        out[MTM_TROW_FLAGS + k] = as_i32(rd32(b, e + MTM_T_FLAGS + 4 * k));
-    }
-}
-
-void mt_mtm_layer(const uint8_t *b, uint32_t i, int32_t *out) {
-    const uint32_t e = rd32(b, MTM_H_LAYER_TABLE_OFF) + MTM_LAYER_ENTRY * i, s_off = rd32(b, MTM_H_STRINGS_OFF);
-    for (uint32_t k = 0; k < 4; ++k) {  // op, act, n_params, n_inputs
-        out[MTM_LROW_OP + k] = (int32_t)rd8(b, e + MTM_L_OP + k);
-    }
-    for (uint32_t k = 0; k <= MTM_LROW_STATE3 - MTM_LROW_FLAGS; ++k) {  // flags .. state[3]
-        out[MTM_LROW_FLAGS + k] = as_i32(rd32(b, e + MTM_L_FLAGS + 4 * k));
-    }
-    out[MTM_LROW_NAME_OFF] = as_i32(rd32(b, e + MTM_L_NAME_OFF) + s_off);
-    out[MTM_LROW_FUSED_OFF] = as_i32(rd32(b, e + MTM_L_FUSED_OFF) + s_off);
-    out[MTM_LROW_PARAMS_OFF] = as_i32(e + MTM_PARAMS_OFF);
-    out[MTM_LROW_STATE4] = as_i32(l_state(b, e, 4));
-    out[MTM_LROW_STATE5] = as_i32(l_state(b, e, 5));
-}
-
-const uint8_t *mt_mtm_layer_name(const uint8_t *b, uint32_t len, uint32_t i, uint32_t *name_len) {
-    if (mt_mtm_check_tables(b, len) || i >= rd32(b, MTM_H_N_LAYERS)) {
-        return NULL;
-    }
-    const uint32_t e = rd32(b, MTM_H_LAYER_TABLE_OFF) + MTM_LAYER_ENTRY * i, s_len = rd32(b, MTM_H_STRINGS_LEN);
-    const uint32_t off = rd32(b, e + MTM_L_NAME_OFF), n = rd32(b, e + MTM_L_NAME_LEN);
-    if (off >= s_len || n > MTM_MAX_NAME || n > s_len - off) {
-        return NULL;
-    }
-    *name_len = n;
-    return b + rd32(b, MTM_H_STRINGS_OFF) + off;
 }

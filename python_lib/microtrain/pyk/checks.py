@@ -359,7 +359,8 @@ def _wr_check(wr, n, terms):
     for i in range(n):
         v = wr[i]
         if v < 0:
-            return "wr must be >= 0"
+            return ("wr must be >= 0 (the grad-input weight ratios: fill wr from the layer's weight "
+                    "scales with update_f32_ratios(w_scale, r, wr))")
         if v > mx:
             mx = v
     if mx * terms > 131071 and mx:

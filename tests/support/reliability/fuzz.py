@@ -16,7 +16,7 @@ from support.kernel_harness import c_sources
 from support.reliability import BUILD
 
 TARGET = ROOT / "tests" / "c" / "mtm_libfuzzer.c"
-SOURCES = ["mtm_loader.c", *c_sources("MICROTRAIN_KERNEL_SRC")]
+SOURCES = [*c_sources("MICROTRAIN_MTM_SRC"), *c_sources("MICROTRAIN_KERNEL_SRC")]
 
 
 @dataclass

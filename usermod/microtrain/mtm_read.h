@@ -1,0 +1,39 @@
+// Little-endian reads of an `.mtm` buffer, shared by the validator (mtm_loader.c) and the
+// accessors (mtm_access.c); private to those two. Byte by byte: the buffer needs no alignment.
+#ifndef MTM_READ_H
+#define MTM_READ_H
+
+#include <stdint.h>
+
+#include "mtm_layout.h"
+
+static inline uint32_t rd8(const uint8_t *b, uint32_t off) {
+    return b[off];
+}
+static inline uint32_t rd16(const uint8_t *b, uint32_t off) {
+    return (uint32_t)b[off] | ((uint32_t)b[off + 1] << 8);
+}
+static inline uint32_t rd32(const uint8_t *b, uint32_t off) {
+    return (uint32_t)b[off] | ((uint32_t)b[off + 1] << 8) | ((uint32_t)b[off + 2] << 16) | ((uint32_t)b[off + 3] << 24);
+}
+static inline int32_t rdi32(const uint8_t *b, uint32_t off) {
+    const uint32_t u = rd32(b, off);
+    // two's complement without implementation-defined conversion
+    return u < 0x80000000u ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
+}
+
+// State slot s (0..5) of the layer entry at e, or MTM_NONE. Slots 4 and 5 (Adam's
+// second moments, format 1.3) are the two u16 at entry offsets 68 and 70, 0xFFFF
+// when absent; in older files that word is reserved (0) and they are absent.
+static inline uint32_t l_state(const uint8_t *b, uint32_t e, uint32_t s) {
+    if (s < 4) {
+        return rd32(b, e + MTM_L_STATE + 4 * s);
+    }
+    if (rd16(b, MTM_H_VERSION_MINOR) < 3) {
+        return MTM_NONE;
+    }
+    const uint32_t v = rd16(b, e + MTM_L_STATE4 + 2 * (s - 4));
+    return v == MTM_NONE16 ? MTM_NONE : v;
+}
+
+#endif
