@@ -386,7 +386,6 @@ class IntoMomentum:
     failing one take their step."""
 
     late = False
-    stepping = False  # in step(): a failure there completes the update (failed)
     copy = None  # layer index -> (copy of v's weights, of its biases), where one is made
 
     def __init__(self, momentum, batch, layers, opt, raw=None, copy=False):
@@ -449,9 +448,16 @@ class IntoMomentum:
         gwk(p, x, e, mask, sw, s, ly.gw, ly.gb)
 
     def step(self, opt, layers, n, lr):
-        self.stepping = True
-        opt.apply(layers, n, lr, self)
-        self.stepping = False
+        k = len(self.folded)
+        try:
+            opt.apply(layers, n, lr, self)
+        except BaseException:
+            # some layers applied already (an interrupt between two): the update completes;
+            # else failed() puts the momentum back (batch 1, with its copy)
+            done = [ly for ly in layers if ly.index in self.folded]
+            if done and len(done) < k:
+                opt.apply(done, n, lr, self)
+            raise
 
     def row(self, ly, n):
         if n > self.n:  # v holds the samples already, each / batch
@@ -477,8 +483,7 @@ class IntoMomentum:
         # share in v
         if self.n != 1:
             return
-        if self.stepping or self.copy is None:
-            self.stepping = False
+        if self.copy is None:
             done = [ly for ly in layers if ly.index in self.folded]
             if done:
                 opt.step(done, 1)

@@ -150,7 +150,6 @@ class Trainer:
 
     # set by fit only: defaults on the class (an instance attribute costs a slot of its dict)
     health = None  # the last epoch's health record (fit)
-    sat_n = None  # samples this epoch whose logits reached the clamp (health None), else None
     heap_live = 0  # largest live heap at an epoch end (bytes)
 
     _start = 0  # first layer step() runs: `first` while fit's feature cache supplies its inputs
@@ -172,6 +171,8 @@ class Trainer:
         model.drop_plans(idx[0])  # the inference plan's buffers: the training plan replaces them
         self._check_memory(idx, how, recompute)
         self._set_up(idx, how, health or adapt_ranges, adapt_ranges, recompute)
+        self.opt.set_rate(self.opt.lr)  # each trainer starts at the optimiser's rate
+        self._start_log(seed, log, log_every)
         if health is None and not adapt_ranges and self.classes:  # the logits' clamp, counted in step
             act = 0  # (logits with a fused activation: its floor is no clamp, not counted)
             for ly in model.layers:
@@ -179,8 +180,6 @@ class Trainer:
                     act = ly.act
             if not act:
                 self.sat_n = 0
-        self.opt.set_rate(self.opt.lr)  # each trainer starts at the optimiser's rate
-        self._start_log(seed, log, log_every)
 
     # -- the steps of __init__ ------------------------------------------------------------
 
@@ -333,6 +332,7 @@ class Trainer:
         # the counters, the shuffle's generator and the log's config record
         self.pending = 0
         self.steps = 0
+        self.sat_n = None  # samples this epoch whose logits reached the clamp (health None)
         self.log_path = log
         self.log_every = log_every
         # a checkpoint's record: the epochs done (the next fit's shuffle and rate) and, with seed

@@ -85,7 +85,6 @@ class IntoMomentum:
     limit: float  # the gradient-scale bound that keeps the momentum finite
     layers: list[Layer]
     folded: set[int]  # layers whose momentum is scaled since the last update
-    stepping: bool  # in step(): a failure there completes the update
     copy: dict[int, tuple[memoryview, memoryview]] | None  # layer index -> the copy of its momentum
     def __init__(self, momentum: float, batch: int, layers: list[Layer], opt: _Optimizer,
                  raw: memoryview | None = None, copy: bool = False) -> None: ...
