@@ -388,7 +388,7 @@ class IntoMomentum:
     late = False
     copy = None  # layer index -> (copy of v's weights, of its biases), where one is made
 
-    def __init__(self, momentum, batch, layers, opt, raw=None, copy=False):
+    def __init__(self, momentum, batch, layers, opt, raw, copy):  # (no defaults: no tuple in RAM)
         self.m = momentum
         self.n = batch  # each gradient enters v scaled by 1 / n
         # a scale bound keeps v finite (|term| <= scale * 2^31 and |v| <= max|term| / (1 - m)):

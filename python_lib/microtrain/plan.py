@@ -208,7 +208,7 @@ def scratch_plan(m, first, region, inplace, native=True):
 # -- the buffers themselves (Model.set_trained, which forgets this module once planned; the
 # device only: info.py runs this file under CPython for the sizes above) --------------------
 
-def backward_plan(m, first, window, redo, copy=0):
+def backward_plan(m, first, window, redo, copy):
     """The backward.BackwardPlan of m's training plan keeping from `first` (Model.set_trained):
     the error buffers and the int32 scratch (its own bytes unless an idle error buffer
     holds it) go into the forward buffers idle during backward where they fit

@@ -179,7 +179,7 @@ class Trainer:
                 if ly.output == model.output.index:
                     act = ly.act
             if not act:
-                self.sat_n = 0
+                self._mon = 0  # (an int: the count itself, no attribute of its own)
 
     # -- the steps of __init__ ------------------------------------------------------------
 
@@ -332,7 +332,6 @@ class Trainer:
         # the counters, the shuffle's generator and the log's config record
         self.pending = 0
         self.steps = 0
-        self.sat_n = None  # samples this epoch whose logits reached the clamp (health None)
         self.log_path = log
         self.log_every = log_every
         # a checkpoint's record: the epochs done (the next fit's shuffle and rate) and, with seed
@@ -404,11 +403,13 @@ class Trainer:
 
             check_sample(self, None, label, -1, "step")
         out = m.forward(x, self.first, self._start)
-        if self._mon is not None:
-            self._mon.count(self._bufs)
+        mon = self._mon  # None, the epoch's count of samples with saturated logits, or a Health
+        lite = type(mon) is int
+        if mon is not None and not lite:
+            mon.count(self._bufs)
         loss, err, s = self.loss_fn(m, label, out)
         hit = self.classes and argmax(out) == label
-        sat = self.sat_n is not None and (max(out) == 127 or min(out) == -128)
+        sat = lite and (max(out) == 127 or min(out) == -128)
         policy = self.sparse
         pending = self.pending
         if policy is not None:
@@ -431,7 +432,7 @@ class Trainer:
         if hit:
             self.correct += 1
         if sat:
-            self.sat_n += 1
+            self._mon = mon + 1
         self.seen += 1
         self.loss_sum += loss
         if self.replay is not None:
@@ -439,7 +440,7 @@ class Trainer:
         if self.log_path and self.log_every and self.steps % self.log_every == 0:
             rec = {"kind": "step", "step": self.steps, "epoch": self.epoch, "loss": loss,
                    "lr": self.lr, "t_ms": ticks_ms(), "heap": _heap()}
-            if self._mon is not None:
+            if self._mon is not None and not lite:
                 rec["sat_logits"], rec["sat_act"] = self._mon.running()
             self._log(rec)
         return loss
@@ -449,8 +450,9 @@ class Trainer:
         if self.pending:
             self.opt.step(self.layers, self.pending)  # at opt.rate; counts model.train_steps
             self.pending = 0
-            if self._mon is not None:
-                self._mon.update()  # range adaptation between updates
+            mon = self._mon
+            if mon is not None and type(mon) is not int:
+                mon.update()  # range adaptation between updates
 
     def _shuffle(self, order, ep):
         # epoch ep's order: a function of the seed and the epoch only (identity, then Fisher-Yates),
@@ -517,8 +519,9 @@ class Trainer:
             if shuffle:
                 self._shuffle(order, ep)
             self.correct = self.seen = 0
-            if self.sat_n is not None:
-                self.sat_n = 0
+            lite = type(self._mon) is int  # (health None: the logits' saturation count)
+            if lite:
+                self._mon = 0
             self.loss_sum = 0.0
             t0 = ticks_ms()
             for i in range(n):
@@ -539,8 +542,8 @@ class Trainer:
                    "heap": _heap(), "heap_live": _live()}
             if rec["heap_live"] > self.heap_live:
                 self.heap_live = rec["heap_live"]
-            if self.sat_n is not None and self.seen:  # (inline: a module-level name costs RAM)
-                f = self.sat_n / self.seen  # of the samples, with logits at the int8 clamp
+            if lite and self.seen:  # (inline: a module-level name costs RAM)
+                f = self._mon / self.seen  # of the samples, with logits at the int8 clamp
                 h = self.health = rec["health"] = {"sat_samples": f, "warnings": [] if f <= 0.05 else [
                     "saturated: %.0f%% of the samples had logits at the int8 clamp, where training stops "
                     "learning; use Trainer(adapt_ranges=True), which re-derives the ranges as it trains "
@@ -548,7 +551,7 @@ class Trainer:
                 if verbose:
                     for w in h["warnings"]:
                         print("microtrain: warning: epoch %d: %s" % (ep + 1, w))
-            if self._mon is not None:
+            elif not lite and self._mon is not None:
                 h = self.health = rec["health"] = self._mon.epoch(rec["loss"], m_out if self.classes else 0,
                                                                    acc)
                 if verbose:  # else the record (and the log) carry them

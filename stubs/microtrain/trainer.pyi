@@ -35,7 +35,6 @@ class Trainer:
     loss_fn: LossFn  # the loss: cross_entropy, mse, bce or the user's callable
     classes: bool  # loss "xent": accuracy and confusion are counted
     health: dict[str, Any] | None  # the last epoch's health record (fit)
-    sat_n: int | None  # samples this epoch whose logits reached the clamp (health=None), else None
     def __init__(self, model: Model, train: TrainSpec = "last:1",
                  mode: str = "int8", optimizer: SGD | Adam | None = None, sparse: Policy | None = None,
                  batch: int = 1, schedule: str | Callable[[float, int, int], float] | None = None,

@@ -40,7 +40,6 @@ n = m.output.numel
 # above chance, then one that is at chance in both
 for loss, acc in ((2.6, 0.6), (2.6, 0.1)):
     print("WARN", acc, tr._mon.epoch(loss, n, acc)["warnings"])
-print("OFF", mt.Trainer(m, train="last:1", health=False).health, type(tr.sat_n).__name__)
 """
 
 
