@@ -9,7 +9,7 @@ import struct
 
 from micropython import const
 
-from microtrain.fmt import ADAM_TAG, EPOCH_TAG, NONE, TRAINER_TAG, trainer_record
+from microtrain.fmt import ADAM_TAG, NONE, TRAINER_TAG, trainer_record
 
 try:
     from binascii import crc32 as _crc32
@@ -237,8 +237,9 @@ def _write(model, tmp, trainer):
         pool_len -= old[2]
     rec = b""
     if trainer is not None and getattr(trainer, "shuffle_state", None) is not None:
-        rec = TRAINER_TAG + bytes("%08x" % (trainer.shuffle_state & 0xFFFFFFFF), "ascii")
-        rec += EPOCH_TAG + bytes("%08x" % (trainer.epoch & 0xFFFFFFFF), "ascii")  # the next fit goes on
+        # the seed state, then the epochs done (the next fit goes on from there)
+        rec = TRAINER_TAG + bytes("%08x%08x" % (trainer.shuffle_state & 0xFFFFFFFF,
+                                                trainer.epoch & 0xFFFFFFFF), "ascii")
         bt = getattr(trainer.opt, "_bt", None)
         if bt is not None:  # Adam's bias correction: beta1^t, beta2^t (float32 bits)
             rec += ADAM_TAG + bytes("%08x%08x" % struct.unpack_from("<2I", bt), "ascii")

@@ -16,10 +16,8 @@ MAGIC = b'MTMF'
 MAX_ELEMS = const(67108864)  # 2^26: the kernels' largest tensor / buffer (checks.c)
 NONE = 0xFFFFFFFF  # "no tensor" in the file (not const(): a big int on 32-bit ports)
 SCALE_MAX_BITS = 1400897536  # 2^40 (not const(): a big int on 32-bit ports)
-# the trainer record (docs/format.md): tag + 8 hex digits (+ EPOCH_TAG + 8) (+ ADAM_TAG + 16 for
-# Adam) + NUL
+# the trainer record (docs/format.md): tag + 8 or 16 hex digits (+ ADAM_TAG + 16 for Adam) + NUL
 TRAINER_TAG = b'trainer:rng='
-EPOCH_TAG = b',ep='
 ADAM_TAG = b',adam='
 # entry formats for struct (the f32 scale read as its bits)
 TENSOR_FMT = '<BBBBI4IIIIiII'
@@ -48,7 +46,7 @@ ACT_NAMES = ('', 'relu', 'relu6')
 # generator's seed state and the epoch count, docs/format.md): written by checkpoint.py, read when a
 # Trainer starts. Here, not in checkpoint.py, so a Trainer does not compile
 # the whole checkpoint module (on a fragmented heap) to read 21 bytes.
-# (TRAINER_TAG, EPOCH_TAG and ADAM_TAG are in the generated part above.)
+# (TRAINER_TAG and ADAM_TAG are in the generated part above.)
 
 
 def _hex8(b, q):
@@ -70,23 +68,20 @@ def trainer_record(b, full=False):
 
     s_off, s_len = unpack_from("<II", b, 36)
     end = s_off + s_len - 1  # the pool's last byte: the record's NUL
-    for n in (54, 42, 32, 20):  # the record's length without the NUL: with / without each part
+    for n in (50, 42, 28, 20):  # the record's length without the NUL: with / without each part
         p = end - n
         if s_len < n + 2 or b[end] or b[p - 1] or bytes(b[p:p + 12]) != TRAINER_TAG:
             continue
-        r, q, ep, a1, a2 = _hex8(b, p + 12), p + 20, 0, 0, 0
-        if n == 54 or n == 32:
-            if bytes(b[q:q + 4]) != EPOCH_TAG:
+        r, q, ep, a1, a2 = _hex8(b, p + 12), p + 20, None, 0, 0
+        if n == 50 or n == 28:  # the epochs done, right after the state
+            ep = _hex8(b, q)
+            if ep is None:
                 continue
-            ep = _hex8(b, q + 4)
-            q += 12
+            q += 8
         if n >= 42:
             if bytes(b[q:q + 6]) != ADAM_TAG:
                 continue
             a1, a2 = _hex8(b, q + 6), _hex8(b, q + 14)
-        if r is not None and ep is not None and a1 is not None and a2 is not None:
-            if not full:
-                return r
-            return r, (a1, a2) if n >= 42 else None, n + 1, ep if n == 54 or n == 32 else None
+        if r is not None and a1 is not None and a2 is not None:
+            return (r, (a1, a2) if n >= 42 else None, n + 1, ep) if full else r
     return None
-

@@ -9,7 +9,6 @@ MAX_ELEMS: int  # 2^26: the kernels' largest tensor / buffer (checks.c)
 NONE: int  # "no tensor" in the file (not const(): a big int on 32-bit ports)
 SCALE_MAX_BITS: int  # 2^40 (not const(): a big int on 32-bit ports)
 TRAINER_TAG: bytes  # b'trainer:rng='
-EPOCH_TAG: bytes  # b',ep='
 ADAM_TAG: bytes  # b',adam='
 TENSOR_FMT: str  # '<BBBBI4IIIIiII'
 LAYER_HEAD_FMT: str  # op .. state[3]

@@ -61,7 +61,6 @@ MAX_NAME = L.MAX_NAME
 # Runtime limits (docs/format.md, "Runtime limits"): a file within them runs inference
 # and a training step; the C loader and the device's pure-Python loader check the same.
 TRAINER_TAG = L.TRAINER_TAG
-EPOCH_TAG = L.EPOCH_TAG
 ADAM_TAG = L.ADAM_TAG
 SCALE_MIN = 2.0**-L.SCALE_EXP
 SCALE_MAX = 2.0**L.SCALE_EXP
@@ -553,8 +552,8 @@ def write(m: Model) -> bytes:
             *[(NONE16 if s is None else int(s)) if minor >= 3 else 0 for s in ly.state[4:]], *params)
     if m.trainer_rng is not None:
         pool.extend(TRAINER_TAG + b"%08x" % (m.trainer_rng & 0xFFFFFFFF))
-        if m.trainer_epoch is not None:
-            pool.extend(EPOCH_TAG + b"%08x" % (m.trainer_epoch & 0xFFFFFFFF))
+        if m.trainer_epoch is not None:  # right after the state (older records: none)
+            pool.extend(b"%08x" % (m.trainer_epoch & 0xFFFFFFFF))
         if m.adam_bt is not None:
             pool.extend(ADAM_TAG + b"%08x%08x" % (m.adam_bt[0] & 0xFFFFFFFF, m.adam_bt[1] & 0xFFFFFFFF))
         pool.extend(b"\0")
@@ -733,29 +732,23 @@ def trainer_record(pool: bytes) -> tuple[int, tuple[int, int] | None, int | None
     """(shuffle-generator seed state, Adam's (beta1^t, beta2^t) f32 bits or None, epochs done
     or None) of a string pool ending with the trainer record, else None."""
     hexd = b"0123456789abcdef"
-
-    def hexes(b: bytes) -> bool:
-        return all(c in hexd for c in b)
-
-    for n_ep in (len(EPOCH_TAG) + 8, 0):
+    for n_ep in (8, 0):
         for n_adam in (len(ADAM_TAG) + 16, 0):
             n = len(TRAINER_TAG) + 8 + n_ep + n_adam + 1
             tail = bytes(pool[-n:])
             if len(pool) < n + 1 or pool[-n - 1] != 0 or not tail.startswith(TRAINER_TAG) or tail[-1] != 0:
                 continue
             q = len(TRAINER_TAG)
-            digits = tail[q:q + 8]
-            ep_part = tail[q + 8:q + 8 + n_ep]
+            digits = tail[q:q + 8 + n_ep]
             adam = tail[q + 8 + n_ep:-1]
-            if not hexes(digits) or (n_ep and (not ep_part.startswith(EPOCH_TAG) or not hexes(
-                    ep_part[len(EPOCH_TAG):]))) or (n_adam and (not adam.startswith(ADAM_TAG) or not hexes(
-                    adam[len(ADAM_TAG):]))):
+            if any(c not in hexd for c in digits) or (n_adam and (not adam.startswith(ADAM_TAG) or any(
+                    c not in hexd for c in adam[len(ADAM_TAG):]))):
                 continue
             bt = None
             if n_adam:
                 a = adam[len(ADAM_TAG):]
                 bt = (int(a[:8], 16), int(a[8:], 16))
-            return int(digits, 16), bt, int(ep_part[len(EPOCH_TAG):], 16) if n_ep else None
+            return int(digits[:8], 16), bt, int(digits[8:], 16) if n_ep else None
     return None
 
 

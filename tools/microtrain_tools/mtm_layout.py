@@ -153,11 +153,10 @@ MAX_GAP_HW = 65536  # global_avgpool positions
 MAX_GRAD_TERMS = 131071  # conv k_h * k_w * out_c / groups: the grad-input bound (checks.c mt_wr_check)
 MAX_CLASSES = 32767  # model output values: softmax_xent_s8 classes
 # The trainer record at the end of a checkpoint's string pool (docs/format.md, "Trainer record"):
-# the tag, 8 lowercase hex digits (the shuffle generator's seed state), optionally EPOCH_TAG and 8
-# hex digits (the epochs fit completed), optionally ADAM_TAG and Adam's beta1^t, beta2^t as
-# 2 x 8 hex digits (float32 bits), then NUL.
+# the tag, 8 lowercase hex digits (the shuffle generator's seed state), optionally 8 more (the
+# epochs fit completed; older records have none), optionally ADAM_TAG and Adam's beta1^t,
+# beta2^t as 2 x 8 hex digits (float32 bits), then NUL.
 TRAINER_TAG = b"trainer:rng="
-EPOCH_TAG = b",ep="
 ADAM_TAG = b",adam="
 
 
@@ -337,9 +336,8 @@ def _device_lines() -> str:
          f"SCALE_MAX_BITS = {SCALE_MAX_BITS}  # 2^{SCALE_EXP} (not const(): a big int on 32-bit ports)",
          f"MAX_GAP_HW = const({MAX_GAP_HW})", f"MAX_GRAD_TERMS = const({MAX_GRAD_TERMS})",
          f"MAX_CLASSES = const({MAX_CLASSES})",
-         "# the trainer record (docs/format.md): tag + 8 hex digits (+ EPOCH_TAG + 8) (+ ADAM_TAG + 16 for",
-         "# Adam) + NUL",
-         f"TRAINER_TAG = {TRAINER_TAG!r}", f"EPOCH_TAG = {EPOCH_TAG!r}", f"ADAM_TAG = {ADAM_TAG!r}",
+         "# the trainer record (docs/format.md): tag + 8 or 16 hex digits (+ ADAM_TAG + 16 for Adam) + NUL",
+         f"TRAINER_TAG = {TRAINER_TAG!r}", f"ADAM_TAG = {ADAM_TAG!r}",
          f"FLAG_TRAINED = const({FLAG_TRAINED})", f"FLAG_HAS_STATE = const({FLAG_HAS_STATE})",
          f"TFLAG_SIGNAL_1D = const({TFLAG_SIGNAL_1D})", f"LFLAG_TRAINED = const({LFLAG_TRAINED})",
          "# entry formats for struct (the f32 scale read as its bits)",
