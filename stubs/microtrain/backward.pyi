@@ -21,9 +21,10 @@ class BackwardPlan:
     emerge: dict[int, Any]  # ... and the two merged
     acc_views: dict[int, Any]  # layer index -> its view of the int32 grad-input scratch
     inplace: dict[int, Layer]  # activations whose error is written over them -> their producer
-    window: memoryview | None  # the float32 gradient window's bytes (StepInBackward)
+    window: memoryview | None  # the float32 gradient window's bytes (StepInBackward; IntoMomentum's copy)
     frow: Any  # the scratch as float32: the optimiser's update row (or None)
     redo: tuple[int, int] | None  # (pool index, producer index): the forward run again there
+    grad_weight: tuple[Any, Any]  # the float32 grad-weight kernels: linear's, conv2d's
     def __init__(self, first: int, region: set[int], bufs: dict[int, Any], ebuf: dict[int, Any],
                  esecond: dict[int, Any], emerge: dict[int, Any], acc_views: dict[int, Any],
                  inplace: dict[int, Layer], window: memoryview | None, frow: Any,
