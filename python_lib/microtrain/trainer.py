@@ -395,25 +395,29 @@ class Trainer:
     def step(self, x, label):
         """One sample: forward, loss, backward; an update every `batch` samples.
         `label` is the loss's target (a class index for "xent"). Returns the loss (float)."""
+        # few locals: the frame is heap-allocated per call on a board (a share of the peak heap)
         m = self.model
         if self.classes:
             self._check_label(label)
-        elif self.loss_fn is LOSSES.get("mse") or self.loss_fn is LOSSES.get("bce"):
-            from microtrain.datacheck import check_sample
-
-            check_sample(self, None, label, -1, "step")
+        elif self.loss_fn is LOSSES.get("mse") or self.loss_fn is LOSSES.get("bce"):  # (no local name)
+            __import__("microtrain.datacheck", None, None, ("check_sample",)).check_sample(
+                self, None, label, -1, "step")
         out = m.forward(x, self.first, self._start)
-        mon = self._mon  # None, the epoch's count of samples with saturated logits, or a Health
-        lite = type(mon) is int
-        if mon is not None and not lite:
-            mon.count(self._bufs)
+        f = self._mon  # None, the epoch's count of samples with saturated logits (int), or a Health
+        if type(f) is int:
+            f = 1 if max(out) == 127 or min(out) == -128 else 0  # bit 0: the logits at the clamp
+        elif f is not None:
+            f.count(self._bufs)
+            f = 0
+        else:
+            f = 0
         loss, err, s = self.loss_fn(m, label, out)
-        hit = self.classes and argmax(out) == label
-        sat = lite and (max(out) == 127 or min(out) == -128)
+        if self.classes and argmax(out) == label:
+            f |= 2  # bit 1: a hit
         policy = self.sparse
-        pending = self.pending
         if policy is not None:
             policy.observe(loss)
+        f |= self.pending << 2  # the samples pending before this one
         t0 = ticks_us()
         try:
             m.backward(err, s, policy)
@@ -422,17 +426,16 @@ class Trainer:
             if self.pending >= self.batch:
                 self.flush()
         except BaseException:  # (also KeyboardInterrupt, MemoryError): the update mode restores what
-            self.pending = pending  # it holds (the sums of a batch's first sample are zero again),
-            m.update.failed(self.opt, self.layers, pending == 0)  # the sparse policy its state
-            undo = getattr(policy, "undo", None)
-            if undo is not None:
-                undo()
+            self.pending = f >> 2  # it holds (the sums of a batch's first sample are zero again),
+            m.update.failed(self.opt, self.layers, f < 4)  # the sparse policy its state
+            if hasattr(policy, "undo"):
+                policy.undo()
             raise
         self.steps += 1
-        if hit:
+        if f & 2:
             self.correct += 1
-        if sat:
-            self._mon = mon + 1
+        if f & 1:
+            self._mon += 1
         self.seen += 1
         self.loss_sum += loss
         if self.replay is not None:
@@ -440,7 +443,7 @@ class Trainer:
         if self.log_path and self.log_every and self.steps % self.log_every == 0:
             rec = {"kind": "step", "step": self.steps, "epoch": self.epoch, "loss": loss,
                    "lr": self.lr, "t_ms": ticks_ms(), "heap": _heap()}
-            if self._mon is not None and not lite:
+            if self._mon is not None and type(self._mon) is not int:
                 rec["sat_logits"], rec["sat_act"] = self._mon.running()
             self._log(rec)
         return loss
