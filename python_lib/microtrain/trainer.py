@@ -361,6 +361,13 @@ class Trainer:
         self.opt.set_rate(v, "Trainer.lr")
 
     def _check_label(self, label):
+        # step's target: a class index, or an mse / bce target (microtrain.datacheck)
+        if not self.classes:
+            if self.loss_fn is LOSSES.get("mse") or self.loss_fn is LOSSES.get("bce"):
+                from microtrain.datacheck import check_sample
+
+                check_sample(self, None, label, -1, "step")
+            return
         n = self.model.output.numel
         if type(label) is not int or not 0 <= label < n:
             raise ValueError("label must be an int class index in 0..%d, got %r" % (n - 1, label))
@@ -397,11 +404,7 @@ class Trainer:
         `label` is the loss's target (a class index for "xent"). Returns the loss (float)."""
         # few locals: the frame is heap-allocated per call on a board (a share of the peak heap)
         m = self.model
-        if self.classes:
-            self._check_label(label)
-        elif self.loss_fn is LOSSES.get("mse") or self.loss_fn is LOSSES.get("bce"):  # (no local name)
-            __import__("microtrain.datacheck", None, None, ("check_sample",)).check_sample(
-                self, None, label, -1, "step")
+        self._check_label(label)
         out = m.forward(x, self.first, self._start)
         f = self._mon  # None, the epoch's count of samples with saturated logits (int), or a Health
         if type(f) is int:
