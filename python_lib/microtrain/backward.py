@@ -301,8 +301,9 @@ BACKWARD[_OP_UPSAMPLE] = upsample
 #   grad(ly, gwk, p, x, e, mask, sw, s)   one sample's gradient of trained layer ly (Model.backward;
 #                            gwk its float32 grad-weight kernel, the rest that kernel's arguments)
 #   step(opt, layers, n, lr) the optimiser's step (opt.step; opt.apply does the common part)
-#   failed(opt, layers, fresh)  after a backward or update that raised (Trainer.step); fresh:
-#                            no sample was pending (the sums were zero, nothing touched)
+#   failed(opt, layers, fresh)  after a backward or update that raised (Trainer.step); fresh bit 0:
+#                            no sample was pending (the sums were zero, nothing touched), bit 1:
+#                            the update raised (backward was through)
 #   forget(ly)               ly's scales changed (range adaptation)
 #   release()                set_trained replaces the mode: what it lent the layers goes back
 # stepwise.StepInBackward (each layer steps during backward) is the third, loaded on use.
@@ -349,7 +350,7 @@ class Sums:
     def failed(self, opt, layers, fresh):
         # the sums held nothing before the failed sample: zero them again (the layers above the
         # failing one took its gradient), bit for bit, and no channel touched
-        if not fresh:
+        if not fresh & 1:
             return
         z = memoryview(quant.zeros("f", 64))
         for ly in layers:
@@ -448,16 +449,7 @@ class IntoMomentum:
         gwk(p, x, e, mask, sw, s, ly.gw, ly.gb)
 
     def step(self, opt, layers, n, lr):
-        k = len(self.folded)
-        try:
-            opt.apply(layers, n, lr, self)
-        except BaseException:
-            # some layers applied already (an interrupt between two): the update completes;
-            # else failed() puts the momentum back (batch 1, with its copy)
-            done = [ly for ly in layers if ly.index in self.folded]
-            if done and len(done) < k:
-                opt.apply(done, n, lr, self)
-            raise
+        opt.apply(layers, n, lr, self)
 
     def row(self, ly, n):
         if n > self.n:  # v holds the samples already, each / batch
@@ -483,7 +475,9 @@ class IntoMomentum:
         # share in v
         if self.n != 1:
             return
-        if self.copy is None:
+        # the update raised after some layers applied (an interrupt between two: at batch 1 a
+        # backward that is through has folded every layer), or no copy: the rest take their step
+        if self.copy is None or (fresh & 2 and len(self.folded) < len(self.layers)):
             done = [ly for ly in layers if ly.index in self.folded]
             if done:
                 opt.step(done, 1)
@@ -495,7 +489,7 @@ class IntoMomentum:
                 if c is not None:
                     ly.gw[:] = c[0]
                     ly.gb[:] = c[1]
-            if fresh and ly.touched is not None:
+            if fresh & 1 and ly.touched is not None:
                 ly.touched = None
         self.folded.clear()
 

@@ -429,8 +429,10 @@ class Trainer:
             if self.pending >= self.batch:
                 self.flush()
         except BaseException:  # (also KeyboardInterrupt, MemoryError): the update mode restores what
-            self.pending = f >> 2  # it holds (the sums of a batch's first sample are zero again),
-            m.update.failed(self.opt, self.layers, f < 4)  # the sparse policy its state
+            # it holds (the sums of a batch's first sample are zero again), the sparse policy its
+            # state; bit 0: no sample was pending, bit 1: the update raised (backward was through)
+            m.update.failed(self.opt, self.layers, (f < 4) | (self.pending != f >> 2) << 1)
+            self.pending = f >> 2
             if hasattr(policy, "undo"):
                 policy.undo()
             raise
