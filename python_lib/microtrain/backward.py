@@ -387,6 +387,7 @@ class IntoMomentum:
     failing one take their step."""
 
     late = False
+    copy = None  # layer index -> (copy of v's weights, of its biases), where one is made
 
     def __init__(self, momentum, batch, layers, opt, raw, copy):  # (no defaults: no tuple in RAM)
         self.m = momentum
@@ -399,7 +400,6 @@ class IntoMomentum:
         self.folded = set()  # indices of the layers whose v is scaled since the last update
         for ly in layers:
             ly.gw, ly.gb = opt.state(ly)  # optimiser state now, while large free blocks remain
-        self.copy = None  # layer index -> (copy of v's weights, of its biases), where one is made
         n = 0
         if copy and batch == 1:  # every trained layer's but the lowest's (memplan.py counts the same)
             for ly in layers[1:]:

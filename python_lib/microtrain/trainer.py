@@ -431,8 +431,9 @@ class Trainer:
         except BaseException:  # (also KeyboardInterrupt, MemoryError): the update mode restores what
             # it holds (the sums of a batch's first sample are zero again), the sparse policy its
             # state; bit 0: no sample was pending, bit 1: the update raised (backward was through)
-            m.update.failed(self.opt, self.layers, (f < 4) | (self.pending != f >> 2) << 1)
+            s = (self.pending != f >> 2) << 1 | (f < 4)  # (a shallow call below: a smaller frame)
             self.pending = f >> 2
+            m.update.failed(self.opt, self.layers, s)
             if hasattr(policy, "undo"):
                 policy.undo()
             raise
