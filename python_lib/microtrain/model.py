@@ -768,14 +768,14 @@ class Model:
 
     # -- training --------------------------------------------------------------------------
 
-    def set_trained(self, spec, sums=True, window=0, redo=False, copy=0):
+    def set_trained(self, spec, sums=True, window=0, redo=False):
         """Mark the layers of `spec` (see `select`) as trained and build the
         backward plan: error buffers only from the first trained layer on.
         sums=False: no gradient sums (a Trainer that adds gradients into its momentum or
         steps each layer during backward); window: bytes of a float32 buffer backward
         uses too (stepwise.StepInBackward's gradient window), placed with its buffers (bw.window, or None
-        where no idle forward buffer holds it: a memoryview of its bytes); copy: the same for
-        backward.IntoMomentum's copy of the momentum (window 0); redo: where
+        where no idle forward buffer holds it: a memoryview of its bytes), negative: -bytes of
+        backward.IntoMomentum's copy of the momentum, placed the same way; redo: where
         nothing else holds the int32 scratch, an activation may, made again during backward
         (backward.recompute_host; Trainer(recompute=True))."""
         idx = self.select(spec)
@@ -799,7 +799,7 @@ class Model:
                 ly.refresh_ratios()  # a frozen conv/linear between trained layers back-propagates
         from microtrain import plan as rules
 
-        self.backward_plan = rules.backward_plan(self, first, window, redo, copy)
+        self.backward_plan = rules.backward_plan(self, first, window, redo)
         rules = None
         self.trained_layers = [self.layers[i] for i in idx]
         _forget("plan")  # planned: training does not need plan.py's code

@@ -208,13 +208,14 @@ def scratch_plan(m, first, region, inplace, native=True):
 # -- the buffers themselves (Model.set_trained, which forgets this module once planned; the
 # device only: info.py runs this file under CPython for the sizes above) --------------------
 
-def backward_plan(m, first, window, redo, copy):
+def backward_plan(m, first, window, redo):
     """The backward.BackwardPlan of m's training plan keeping from `first` (Model.set_trained):
     the error buffers and the int32 scratch (its own bytes unless an idle error buffer
     holds it) go into the forward buffers idle during backward where they fit
-    (docs/memory.md, "Where backward's buffers live"), else into new buffers. window:
-    StepInBackward's gradient window; copy: IntoMomentum's copy of the momentum (placed as
-    the window, bw.window, but errors go over the activations as with the sums)."""
+    (docs/memory.md, "Where backward's buffers live"), else into new buffers. window: bytes
+    of StepInBackward's gradient window, or negative: -bytes of IntoMomentum's copy of the
+    momentum (placed as the window, bw.window, but errors go over the activations as with
+    the sums). (One argument for both: a parameter more is a larger heap-allocated frame.)"""
     from microtrain import backward, kern, quant
 
     K = kern.K
@@ -231,8 +232,9 @@ def backward_plan(m, first, window, redo, copy):
     region = set()
     for ly in m.layers[first:]:
         region.add(ly.output)
-    inplace = inplace_errors(m, first, region, not window)
-    window = window or copy
+    inplace = inplace_errors(m, first, region, window <= 0)
+    if window < 0:
+        window = -window
     ebuf, esecond, emerge = {}, {}, {}
     for t in inplace:
         ebuf[t] = bufs[t]

@@ -277,7 +277,7 @@ class Trainer:
             elif how == "copy":  # so does the momentum's copy (all or nothing): every trained layer's
                 for i in idx[1:]:  # weights and biases but the lowest's
                     cp += 4 * (len(model.layers[i].w) + len(model.layers[i].b))
-            self.layers = model.set_trained(idx, how == "sums", win, recompute, cp)
+            self.layers = model.set_trained(idx, how == "sums", win or -cp, recompute)
             self.first = self.layers[0].index
             for ly in self.layers:
                 if ly.master_w is not None or ly.master_b is not None:  # (else the class's None stands:

@@ -23,7 +23,7 @@ def recompute_host(m: Model, first: int, inplace: dict[int, Layer], need: list[L
 def scratch_plan(m: Model, first: int, region: set[int], inplace: dict[int, Layer],
                  native: bool = True) -> tuple[list[Layer], int, int | None]:
     """(layers using the int32 scratch, its values, the tensor whose error buffer holds it)."""
-def backward_plan(m: Model, first: int, window: int, redo: bool, copy: int) -> BackwardPlan:
+def backward_plan(m: Model, first: int, window: int, redo: bool) -> BackwardPlan:
     """Model.set_trained: backward's error buffers and int32 scratch placed (the device only)."""
 def idle(m: Model, first: int) -> list[Any]:
     """The whole buffers of the training plan that hold no kept tensor (idle during backward)."""
