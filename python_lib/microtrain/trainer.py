@@ -269,15 +269,16 @@ class Trainer:
         prev_master = [(ly, ly.master_w, ly.master_b) for ly in model.layers
                        if ly.master_w is not None or ly.master_b is not None]
         try:
-            win = cp = 0
+            win = 0
             if how == "backward":  # the gradient window goes with backward's buffers (idle forward memory)
                 from microtrain.stepwise import StepInBackward, floats
 
                 win = 4 * floats([model.layers[i] for i in idx])
             elif how == "copy":  # so does the momentum's copy (all or nothing): every trained layer's
-                for i in idx[1:]:  # weights and biases but the lowest's
-                    cp += 4 * (len(model.layers[i].w) + len(model.layers[i].b))
-            self.layers = model.set_trained(idx, how == "sums", win or -cp, recompute)
+                for ly in idx[1:]:  # weights and biases but the lowest's, as -bytes (set_trained);
+                    ly = model.layers[ly]  # (no local more: this frame is on the heap while planning)
+                    win -= 4 * (len(ly.w) + len(ly.b))
+            self.layers = model.set_trained(idx, how == "sums", win, recompute)
             self.first = self.layers[0].index
             for ly in self.layers:
                 if ly.master_w is not None or ly.master_b is not None:  # (else the class's None stands:
