@@ -84,22 +84,21 @@ BIND = ROOT / "usermod" / "microtrain"
 # helpers that check an argument on the binding's behalf: helper -> [(argument, check)]
 HELPERS = {
     "mt_conv2d_desc": [("desc", "mt_conv2d_check"), ("desc", "mt_conv2d_dil_check")],
-    "mt_linear_desc": [("desc", "mt_linear_check")], "mt_pool_desc": [("desc", "mt_pool_check")],
-    "mt_upsample_desc": [("desc", "mt_upsample_check")],
     "mt_check_qparams": [("bias", "mt_bias_check"), ("mult", "mt_requant_params_check")],
     "mt_grad_act": [("lo", "mt_act_lo_check"), ("hi", "mt_act_hi_check"), ("hi", "mt_act_order_check")],
     "mt_act_bounds": [("lo", "mt_act_lo_check"), ("hi", "mt_act_hi_check"), ("hi", "mt_act_order_check")],
     "mt_gw_window": [("c0", "mt_gw_window_c0_check"), ("gb", "mt_gw_window_n_check"),
                      ("mask", "mt_gw_window_mask_check")],
     "mt_pool_acc": [("acc", "mt_pool_no_acc_check")], "mt_update_g": [("k", "mt_update_k_check")],
-    "mt_mtm_tables": [("buf", "mt_mtm_check_tables")], "mt_hw": [("hw", "mt_hw_check")],
-    "mt_channels": [("c", "mt_channels_check")], "mt_update_count": [("n", "mt_update_n_check")],
+    "mt_mtm_tables": [("buf", "mt_mtm_check_tables")],
 }
 GRADS = [("gw", "gb"), ("gw", "x"), ("gw", "e"), ("gb", "x"), ("gb", "e")]
 
 
 def _bodies() -> dict[str, str]:
     text = "\n".join(p.read_text() for p in sorted(BIND.glob("mt_bind*.h")))
+    # the generated prologues: clang-format off, the same layout as the hand-written code
+    text = text.replace("static MT_INLINE void", "static void")
     return {m.group(1): m.group(2) for m in re.finditer(
         r"^static [\w *]+?\b(mod_\w+|mt_\w+)\([^)]*\) \{\n(.*?)^\}", text, re.S | re.M)}
 
@@ -107,26 +106,22 @@ def _bodies() -> dict[str, str]:
 def _binding(name: str, bodies: dict[str, str]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """(argument, check) pairs and overlap pairs of one binding, with what its helpers do."""
     body = bodies["mod_" + name]
-    for shared in ("mt_pool_grad_act", "mt_s8_apply_call", "mt_zo_call"):
-        if shared + "(" in body:
-            body += bodies[shared]
+    for shared in re.findall(r"\b(mt_\w+_args|mt_s8_apply_call)\(fn", body):
+        body += bodies[shared]
     t = "x" if name.startswith("max") else "y"
+    if "t_name" in body:  # the prologue the two pool _act kernels share: t_name is x or y
+        body = body.replace("t_name", f'"{t}"').replace(f"a.{t}", "a.x")
     direct = re.findall(r'mt_check(?:_v)?\(fn, (?:"(\w+)"|(\w+)), (mt_\w+_check)', body)
     checks = {(a or b, c) for a, b, c in direct}
-    checks |= {(a, c) for a, c in re.findall(r'mt_fscalar\(fn, "(\w+)", args\[\d+\], (mt_\w+_check)\)', body)}
-    checks |= {(a, "mt_level_check") for a in re.findall(r'mt_zp\(fn, "(\w+)"', body)}
-    checks |= {(a, "mt_ratio_check") for a in re.findall(r'mt_ratio\(fn, "(\w+)"', body)}
+    scalar = r'mt_(?:fscalar|int_v)\(fn, "(\w+)", args\[\d+\], (mt_\w+_check)\)'
+    checks |= {(a, c) for a, c in re.findall(scalar, body)}
+    checks |= {(a, f"mt_{op}_check") for op, a in re.findall(r'mt_(\w+)_desc\(fn, "(\w+)"', body)}
     for helper, done in HELPERS.items():
         if re.search(rf"\b{helper}\(", body):
             checks |= set(done)
-    checks = {(t if a == "t_name" else "eps" if a == "sname" and "perturb" in name else
-               "step" if a == "sname" else a, c) for a, c in checks}
     pairs = set(re.findall(r'mt_no_overlap\(fn, "(\w+)", [^;]*?, "(\w+)", ', body))
-    pairs |= {(a, t) for a in re.findall(r'mt_no_overlap\(fn, "(\w+)", [^;]*?, t_name, ', body)}
     if "mt_no_overlap_grads" in body:
         pairs |= set(GRADS)
-    if "mt_inplace_ok" in body:
-        pairs.add(("y", "x"))
     return checks, pairs
 
 
