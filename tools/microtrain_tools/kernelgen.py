@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from microtrain_tools.kernelgen_c import bind_gen_h
+from microtrain_tools.kernelgen_c import bind_gen_h, driver_gen_h
 from microtrain_tools.kernelspec import FUNCS, SECTIONS, Arg, Func
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -233,6 +233,7 @@ def bad_specs() -> str:
 OUTPUTS: dict[str, Callable[[str], str]] = {
     "usermod/microtrain/mt_funcs.h": lambda _: funcs_h(),
     "usermod/microtrain/mt_bind_gen.h": lambda _: bind_gen_h(),
+    "tests/c/kernel_driver_gen.h": lambda _: driver_gen_h(),
     "stubs/_microtrain.pyi": lambda _: stubs(),
     "docs/numerics.md": numerics_md,
     "tests/support/bad_input_specs.py": lambda _: bad_specs(),

@@ -240,33 +240,6 @@ static void mt_gw_window(const char *fn, size_t n_args, const mp_obj_t *args, co
 }
 #endif
 
-// Descriptors: array('i') of exactly N ints copied into the params struct.
-typedef union {
-    mt_conv2d_params_t s;
-    mt_conv2d_dil_params_t d;
-    int32_t a[MT_CONV2D_DIL_NPARAMS];
-} mt_conv2d_desc_u;
-typedef union {
-    mt_linear_params_t s;
-    int32_t a[MT_LINEAR_NPARAMS];
-} mt_linear_desc_u;
-typedef union {
-    mt_pool_params_t s;
-    int32_t a[MT_POOL_NPARAMS];
-} mt_pool_desc_u;
-typedef union {
-    mt_add_params_t s;
-    int32_t a[MT_ADD_NPARAMS];
-} mt_add_desc_u;
-typedef union {
-    mt_concat_params_t s;
-    int32_t a[MT_CONCAT_NPARAMS];
-} mt_concat_desc_u;
-typedef union {
-    mt_upsample_params_t s;
-    int32_t a[MT_UPSAMPLE_NPARAMS];
-} mt_upsample_desc_u;
-
 static void mt_desc(const char *fn, const char *name, mp_obj_t o, int32_t *dst, int32_t n) {
     const int32_t *src = mt_in_i32(fn, name, o, n);
     for (int32_t i = 0; i < n; ++i) {
@@ -307,20 +280,6 @@ MT_DESC_READER(pool, MT_POOL_NPARAMS)
 MT_DESC_READER(add, MT_ADD_NPARAMS)
 MT_DESC_READER(concat, MT_CONCAT_NPARAMS)
 MT_DESC_READER(upsample, MT_UPSAMPLE_NPARAMS)
-
-// Sizes follow from a checked descriptor and stay below 2^26.
-static int32_t mt_conv_in_n(const mt_conv2d_params_t *p) {
-    return p->in_h * p->in_w * p->in_c;
-}
-static int32_t mt_conv_out_n(const mt_conv2d_params_t *p) {
-    return p->out_h * p->out_w * p->out_c;
-}
-static int32_t mt_conv_cpg(const mt_conv2d_params_t *p) {
-    return (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
-}
-static int32_t mt_conv_w_n(const mt_conv2d_params_t *p) {
-    return p->out_c * p->k_h * p->k_w * mt_conv_cpg(p);
-}
 
 // Forward of a conv or linear layer: shared parameter checks.
 static void mt_check_qparams(const char *fn, const int32_t *bias, const int32_t *mult, const int32_t *shift,
