@@ -6,8 +6,10 @@
 Outputs (each says in its first line that it is generated; the API table of
 docs/numerics.md sits between marker comments): the module table of
 _microtrain with each entry point's argument counts (usermod/microtrain/mt_funcs.h),
-the stubs (stubs/_microtrain.pyi), the API table of docs/numerics.md and the
-bad-input argument kinds (tests/support/bad_input_specs.py).
+the binding's argument prologues (usermod/microtrain/mt_bind_gen.h) and the C test
+driver's (tests/c/kernel_driver_gen.h), both from kernelgen_c.py, the stubs
+(stubs/_microtrain.pyi), the API table of docs/numerics.md and the bad-input
+argument kinds (tests/support/bad_input_specs.py).
 """
 
 from __future__ import annotations

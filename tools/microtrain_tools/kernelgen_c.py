@@ -1,16 +1,18 @@
 """The C argument prologues of kernelspec.py's entry points, for kernelgen.py to write.
 
 One plan per entry point (its arguments unpacked in the binding's order, each with the
-checks.c checks the spec names, then the overlap tests) rendered into
-usermod/microtrain/mt_bind_gen.h, where a failed check raises (mt_bind.h's helpers).
-Each entry point gets an argument struct and a prologue that fills it; where the spec
-gives the kernel call, the whole binding is written, else the hand-written one calls the
-prologue.
+checks.c checks the spec names, then the overlap tests) rendered twice: into
+usermod/microtrain/mt_bind_gen.h, where a failed check raises (mt_bind.h's helpers), and
+into tests/c/kernel_driver_gen.h, where it records the first failure (kernel_driver.c's
+helpers) and the host driver calls the same kernel without MicroPython. Each entry point
+gets an argument struct and a prologue that fills it; where the spec gives the kernel
+call, the whole function is written, else the hand-written one calls the prologue.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from microtrain_tools.kernelspec import FUNCS, SECTIONS, Arg, Func
@@ -103,7 +105,7 @@ def _fields(p: Plan) -> set[str]:
     return {n for _, n in p.members}
 
 
-def c_expr(text: str, names: set[str], fields: set[str]) -> str:
+def c_expr(text: str, names: set[str]) -> str:
     """The C of a length or call over the argument struct `a`: argument and derived names
     become a->name, descriptor fields a->p->field."""
     def sub(m: re.Match[str]) -> str:
@@ -112,9 +114,7 @@ def c_expr(text: str, names: set[str], fields: set[str]) -> str:
             return "a->" + w
         return w
 
-    out = re.sub(r"(?<![.>\w])[A-Za-z_]\w*\b(?!\s*\()", sub, text)
-    del fields
-    return out
+    return re.sub(r"(?<![.>\w])[A-Za-z_]\w*\b(?!\s*\()", sub, text)
 
 
 def _length(f: Func, a: Arg, desc: str) -> str | None:
@@ -314,9 +314,8 @@ def plan(f: Func) -> Plan:
     return pl
 
 
-def _late(pl: Plan, late: list[tuple[Arg, str]], check_step) -> None:  # type: ignore[no-untyped-def]
+def _late(pl: Plan, late: list[tuple[Arg, str]], check_step: Callable[[Arg, str], Step]) -> None:
     f = pl.func
-    names = {a.name for a in f.args}
     outn = "p->out_c" if "out_c" in " ".join(a.length for a in f.args) else "p->out_n"
     for a, chk in late:
         if chk == "mt_bias_check":
@@ -328,7 +327,6 @@ def _late(pl: Plan, late: list[tuple[Arg, str]], check_step) -> None:  # type: i
             pl.steps.append(Step("wr", "wr", expr=f"mt_wr_check(wr, {outn}, {terms})"))
         else:
             pl.steps.append(check_step(a, chk))
-    del names
     late.clear()
 
 
@@ -380,11 +378,11 @@ def _struct(pl: Plan) -> list[str]:
 
 def _a(pl: Plan, text: str) -> str:
     """text with every argument-struct name as a->name."""
-    return c_expr(text, _fields(pl) | {"opg"}, set()).replace("a->opg", "opg")
+    return c_expr(text, _fields(pl) | {"opg"}).replace("a->opg", "opg")
 
 
 def _call(pl: Plan) -> str:
-    return c_expr(pl.func.call, _fields(pl), set()).replace("a->", "a.")
+    return c_expr(pl.func.call, _fields(pl)).replace("a->", "a.")
 
 
 def _bind_step(pl: Plan, s: Step) -> list[str]:

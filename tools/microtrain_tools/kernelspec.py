@@ -5,7 +5,9 @@ default, the checks.c checks run on it), the buffers that must not share a byte
 (``overlaps``) or may be the very same buffer (``same_ok``), the return value and
 its docstring. ``python -m microtrain_tools.kernelgen --write`` writes from it
 (first line of each: generated): the module table with the argument counts
-(usermod/microtrain/mt_funcs.h), the stubs (stubs/_microtrain.pyi), the API table
+(usermod/microtrain/mt_funcs.h), the binding's and the C test driver's argument
+prologues and kernel calls (usermod/microtrain/mt_bind_gen.h,
+tests/c/kernel_driver_gen.h), the stubs (stubs/_microtrain.pyi), the API table
 of docs/numerics.md and the bad-input argument kinds
 (tests/support/bad_input_specs.py); ``--check`` fails when one is stale.
 
