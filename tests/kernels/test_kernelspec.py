@@ -115,11 +115,11 @@ def _binding(name: str, bodies: dict[str, str]) -> tuple[set[tuple[str, str]], s
     checks = {(a or b, c) for a, b, c in direct}
     scalar = r'mt_(?:fscalar|int_v)\(fn, "(\w+)", args\[\d+\], (mt_\w+_check)\)'
     checks |= {(a, c) for a, c in re.findall(scalar, body)}
-    checks |= {(a, f"mt_{op}_check") for op, a in re.findall(r'mt_(\w+)_desc\(fn, "(\w+)"', body)}
+    checks |= {("desc", f"mt_{op}_check") for op in re.findall(r"mt_(\w+)_desc\(fn, args", body)}
     for helper, done in HELPERS.items():
         if re.search(rf"\b{helper}\(", body):
             checks |= set(done)
-    pairs = set(re.findall(r'mt_no_overlap\(fn, "(\w+)", [^;]*?, "(\w+)", ', body))
+    pairs = set(re.findall(r'mt_no_overlap(?:_unless_same)?\(fn, "(\w+)", [^;]*?, "(\w+)", ', body))
     if "mt_no_overlap_grads" in body:
         pairs |= set(GRADS)
     return checks, pairs

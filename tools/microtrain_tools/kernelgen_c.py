@@ -35,6 +35,7 @@ TWINNED = {v[0]: (k, v[1], v[2]) for k, v in TWINS.items()}
 DESC = {"mt_conv2d_check": "conv2d", "mt_linear_check": "linear", "mt_pool_check": "pool",
         "mt_add_check": "add", "mt_concat_check": "concat", "mt_upsample_check": "upsample"}
 PARAMS_T = {k: f"mt_{k}_params_t" for k in DESC.values()}
+NPARAMS = {k: f"MT_{k.upper()}_NPARAMS" for k in DESC.values()}
 
 # checks.c functions: (C arguments, with {x} the checked argument; has a %d vector)
 CHECKS: dict[str, tuple[str, bool]] = {
@@ -358,12 +359,10 @@ def _overlaps(pl: Plan, desc: str) -> None:
         pl.steps.append(Step("grads", extra=tuple(_bytes(pl, n, desc) for n in ("gw", "gb", "x", "e"))))
         pairs = pairs[5:]
     for o, n in pairs:
-        cond = []
-        if (o, n) in f.same_ok:
-            cond.append(f"(const void *)a->{o} != (const void *)a->{n}")
-        cond += [f"a->{x} != NULL" for x in (o, n) if x in opt]
+        cond = [f"a->{x} != NULL" for x in (o, n) if x in opt]
+        helper = "mt_no_overlap_unless_same" if (o, n) in f.same_ok else "mt_no_overlap"
         pl.steps.append(Step("overlap", o, expr=" && ".join(cond),
-                             extra=(n, _bytes(pl, o, desc), _bytes(pl, n, desc))))
+                             extra=(n, _bytes(pl, o, desc), _bytes(pl, n, desc), helper)))
 
 
 # --------------------------------------------------------------------------
@@ -392,7 +391,10 @@ def _bind_step(pl: Plan, s: Step) -> list[str]:
         dk, un, arg = s.extra
         if dk == "conv2d":
             return [f"a->{s.name} = mt_conv2d_desc(fn, {i}, &a->{un}, &a->dil);"]
-        return [f'a->{s.name} = mt_{dk}_desc(fn, "{arg}", {i}, &a->{un});']
+        if arg != "desc":  # a second descriptor (conv2d_add's add_desc), read as the first
+            return [f'mt_desc(fn, "{arg}", {i}, a->{un}.a, {NPARAMS[dk]});', f"a->{s.name} = &a->{un}.s;",
+                    f'mt_check(fn, "{arg}", mt_{dk}_check(a->{s.name}));']
+        return [f"a->{s.name} = mt_{dk}_desc(fn, {i}, &a->{un});"]
     if s.kind == "nodil":
         return ["if (a->dil) {", '    MT_VALUE_ERR(fn, "desc", MT_MSG_NO_ROW_BLOCK);', "}"]
     if s.kind == "int":
@@ -453,8 +455,8 @@ def _bind_step(pl: Plan, s: Step) -> list[str]:
         gw, gb, x, e = (_a(pl, t) for t in s.extra)
         return [f"mt_no_overlap_grads(fn, a->gw, {gw}, a->gb, {gb}, a->x, {x}, a->e, {e});"]
     if s.kind == "overlap":
-        n, ob, ib = s.extra
-        line = f'mt_no_overlap(fn, "{s.name}", a->{s.name}, {_a(pl, ob)}, "{n}", a->{n}, {_a(pl, ib)});'
+        n, ob, ib, helper = s.extra
+        line = f'{helper}(fn, "{s.name}", a->{s.name}, {_a(pl, ob)}, "{n}", a->{n}, {_a(pl, ib)});'
         if s.expr:
             return [f"if ({s.expr}) {{", "    " + line, "}"]
         return [line]
@@ -530,8 +532,6 @@ def kernel_funcs() -> list[Func]:
 # tests/c/kernel_driver_gen.h: the same plans over kernel_driver.c's helpers, which record
 # the first failure (the prologue then returns 0); the driver tests no overlaps (its case
 # buffers are each their own allocation).
-
-NPARAMS = {k: f"MT_{k.upper()}_NPARAMS" for k in DESC.values()}
 
 
 def _drv_step(pl: Plan, s: Step) -> list[str]:

@@ -168,6 +168,15 @@ static void mt_no_overlap(const char *fn, const char *out_name, const void *out,
     }
 }
 
+// An output that may be the very same buffer as an input (element-wise, read before
+// written), but not overlap it partially.
+static void mt_no_overlap_unless_same(const char *fn, const char *out_name, const void *out, size_t out_bytes,
+                                      const char *in_name, const void *in, size_t in_bytes) {
+    if (out != in) {
+        mt_no_overlap(fn, out_name, out, out_bytes, in_name, in, in_bytes);
+    }
+}
+
 // Weight-gradient outputs must not alias the activations or errors they read.
 static void mt_no_overlap_grads(const char *fn, const void *gw, size_t gw_bytes, const void *gb, size_t gb_bytes,
                                 const void *x, size_t x_bytes, const void *e, size_t e_bytes) {
@@ -268,12 +277,11 @@ static const mt_conv2d_params_t *mt_conv2d_desc(const char *fn, mp_obj_t o, mt_c
 
 // The other descriptors: exactly N ints, then the op's check. Each fills *u (no struct
 // return: that would need memcpy, absent in natmods).
-#define MT_DESC_READER(op, N)                                                                     \
-    static const mt_##op##_params_t *mt_##op##_desc(const char *fn, const char *name, mp_obj_t o, \
-                                                    mt_##op##_desc_u *u) {                        \
-        mt_desc(fn, name, o, u->a, N);                                                            \
-        mt_check(fn, name, mt_##op##_check(&u->s));                                               \
-        return &u->s;                                                                             \
+#define MT_DESC_READER(op, N)                                                                          \
+    static const mt_##op##_params_t *mt_##op##_desc(const char *fn, mp_obj_t o, mt_##op##_desc_u *u) { \
+        mt_desc(fn, "desc", o, u->a, N);                                                               \
+        mt_check(fn, "desc", mt_##op##_check(&u->s));                                                  \
+        return &u->s;                                                                                  \
     }
 MT_DESC_READER(linear, MT_LINEAR_NPARAMS)
 MT_DESC_READER(pool, MT_POOL_NPARAMS)

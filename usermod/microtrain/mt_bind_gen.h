@@ -159,7 +159,7 @@ typedef struct {  // linear_s8_forward
 } mt_linear_s8_forward_args_t;
 static MT_INLINE void mt_linear_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_linear_s8_forward_args_t *a) {
     (void)n_args;
-    a->p = mt_linear_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_linear_desc(fn, args[0], &a->pu);
     a->x = mt_in_s8(fn, "x", args[1], a->p->in_n, NULL);
     a->w = mt_in_s8(fn, "w", args[2], a->p->in_n * a->p->out_n, NULL);
     a->bias = mt_in_i32(fn, "bias", args[3], a->p->out_n);
@@ -191,7 +191,7 @@ typedef struct {  // linear_s8_grad_input
     int32_t hi;
 } mt_linear_s8_grad_input_args_t;
 static MT_INLINE void mt_linear_s8_grad_input_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_linear_s8_grad_input_args_t *a) {
-    a->p = mt_linear_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_linear_desc(fn, args[0], &a->pu);
     a->e = mt_in_s8(fn, "e", args[1], a->p->out_n, NULL);
     a->w = mt_in_s8(fn, "w", args[2], a->p->in_n * a->p->out_n, NULL);
     a->wr = mt_in_i32(fn, "wr", args[3], a->p->out_n);
@@ -232,7 +232,7 @@ typedef struct {  // linear_s8_grad_weight
 } mt_linear_s8_grad_weight_args_t;
 static MT_INLINE void mt_linear_s8_grad_weight_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_linear_s8_grad_weight_args_t *a) {
     (void)n_args;
-    a->p = mt_linear_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_linear_desc(fn, args[0], &a->pu);
     a->x = mt_in_s8(fn, "x", args[1], a->p->in_n, NULL);
     a->e = mt_in_s8(fn, "e", args[2], a->p->out_n, NULL);
     a->mask = mt_mask(fn, args[3], a->p->out_n);
@@ -263,7 +263,7 @@ typedef struct {  // linear_s8_grad_weight_f32
     int32_t n_win;
 } mt_linear_s8_grad_weight_f32_args_t;
 static MT_INLINE void mt_linear_s8_grad_weight_f32_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_linear_s8_grad_weight_f32_args_t *a) {
-    a->p = mt_linear_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_linear_desc(fn, args[0], &a->pu);
     a->x = mt_in_s8(fn, "x", args[1], a->p->in_n, NULL);
     a->e = mt_in_s8(fn, "e", args[2], a->p->out_n, NULL);
     a->mask = mt_mask(fn, args[3], a->p->out_n);
@@ -292,9 +292,7 @@ static MT_INLINE void mt_relu_s8_forward_args(const char *fn, size_t n_args, con
     a->x = mt_in_s8(fn, "x", args[0], -1, &a->x_n);
     a->zp = mt_int_v(fn, "zp", args[1], mt_level_check);
     a->y = mt_out_s8(fn, "y", args[2], (int32_t)a->x_n);
-    if ((const void *)a->y != (const void *)a->x) {
-        mt_no_overlap(fn, "y", a->y, a->x_n, "x", a->x, a->x_n);
-    }
+    mt_no_overlap_unless_same(fn, "y", a->y, a->x_n, "x", a->x, a->x_n);
 }
 static mp_obj_t mod_relu_s8_forward(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "relu_s8_forward";
@@ -318,9 +316,7 @@ static MT_INLINE void mt_relu6_s8_forward_args(const char *fn, size_t n_args, co
     a->q6 = mt_int_v(fn, "q6", args[2], mt_level_check);
     a->y = mt_out_s8(fn, "y", args[3], (int32_t)a->x_n);
     mt_check(fn, "q6", mt_q6_check(a->q6, a->zp));
-    if ((const void *)a->y != (const void *)a->x) {
-        mt_no_overlap(fn, "y", a->y, a->x_n, "x", a->x, a->x_n);
-    }
+    mt_no_overlap_unless_same(fn, "y", a->y, a->x_n, "x", a->x, a->x_n);
 }
 static mp_obj_t mod_relu6_s8_forward(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "relu6_s8_forward";
@@ -341,9 +337,7 @@ static MT_INLINE void mt_relu_s8_backward_args(const char *fn, size_t n_args, co
     a->y = mt_in_s8(fn, "y", args[0], -1, &a->y_n);
     a->zp = mt_int_v(fn, "zp", args[1], mt_level_check);
     a->e = mt_out_s8(fn, "e", args[2], (int32_t)a->y_n);
-    if ((const void *)a->e != (const void *)a->y) {
-        mt_no_overlap(fn, "e", a->e, a->y_n, "y", a->y, a->y_n);
-    }
+    mt_no_overlap_unless_same(fn, "e", a->e, a->y_n, "y", a->y, a->y_n);
 }
 static mp_obj_t mod_relu_s8_backward(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "relu_s8_backward";
@@ -367,9 +361,7 @@ static MT_INLINE void mt_relu6_s8_backward_args(const char *fn, size_t n_args, c
     a->q6 = mt_int_v(fn, "q6", args[2], mt_level_check);
     a->e = mt_out_s8(fn, "e", args[3], (int32_t)a->y_n);
     mt_check(fn, "q6", mt_q6_check(a->q6, a->zp));
-    if ((const void *)a->e != (const void *)a->y) {
-        mt_no_overlap(fn, "e", a->e, a->y_n, "y", a->y, a->y_n);
-    }
+    mt_no_overlap_unless_same(fn, "e", a->e, a->y_n, "y", a->y, a->y_n);
 }
 static mp_obj_t mod_relu6_s8_backward(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "relu6_s8_backward";
@@ -390,9 +382,7 @@ static MT_INLINE void mt_lut_s8_forward_args(const char *fn, size_t n_args, cons
     a->x = mt_in_s8(fn, "x", args[0], -1, &a->x_n);
     a->table = mt_in_s8(fn, "table", args[1], 256, NULL);
     a->y = mt_out_s8(fn, "y", args[2], (int32_t)a->x_n);
-    if ((const void *)a->y != (const void *)a->x) {
-        mt_no_overlap(fn, "y", a->y, a->x_n, "x", a->x, a->x_n);
-    }
+    mt_no_overlap_unless_same(fn, "y", a->y, a->x_n, "x", a->x, a->x_n);
     mt_no_overlap(fn, "y", a->y, a->x_n, "table", a->table, (size_t)256);
 }
 static mp_obj_t mod_lut_s8_forward(size_t n_args, const mp_obj_t *args) {
@@ -418,9 +408,7 @@ static MT_INLINE void mt_lut_s8_grad_input_args(const char *fn, size_t n_args, c
     a->dtable = mt_in_i32(fn, "dtable", args[2], 256);
     mt_check_v(fn, "dtable", mt_lut_dtable_check(a->dtable, v), v);
     a->ein = mt_out_s8(fn, "ein", args[3], (int32_t)a->x_n);
-    if ((const void *)a->ein != (const void *)a->e) {
-        mt_no_overlap(fn, "ein", a->ein, a->x_n, "e", a->e, a->x_n);
-    }
+    mt_no_overlap_unless_same(fn, "ein", a->ein, a->x_n, "e", a->e, a->x_n);
     mt_no_overlap(fn, "ein", a->ein, a->x_n, "x", a->x, a->x_n);
     mt_no_overlap(fn, "ein", a->ein, a->x_n, "dtable", a->dtable, (size_t)256 * 4);
 }
@@ -439,7 +427,7 @@ typedef struct {  // maxpool_s8_forward
 } mt_maxpool_s8_forward_args_t;
 static MT_INLINE void mt_maxpool_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_maxpool_s8_forward_args_t *a) {
     (void)n_args;
-    a->p = mt_pool_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_pool_desc(fn, args[0], &a->pu);
     a->x = mt_in_s8(fn, "x", args[1], a->p->in_h * a->p->in_w * a->p->c, NULL);
     a->y = mt_out_s8(fn, "y", args[2], a->p->out_h * a->p->out_w * a->p->c);
     mt_no_overlap(fn, "y", a->y, (size_t)(a->p->out_h * a->p->out_w * a->p->c), "x", a->x, (size_t)(a->p->in_h * a->p->in_w * a->p->c));
@@ -462,7 +450,7 @@ typedef struct {  // maxpool_s8_grad_input
 } mt_maxpool_s8_grad_input_args_t;
 static MT_INLINE void mt_maxpool_s8_grad_input_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_maxpool_s8_grad_input_args_t *a) {
     (void)n_args;
-    a->p = mt_pool_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_pool_desc(fn, args[0], &a->pu);
     a->x = mt_in_s8(fn, "x", args[1], a->p->in_h * a->p->in_w * a->p->c, NULL);
     a->e = mt_in_s8(fn, "e", args[2], a->p->out_h * a->p->out_w * a->p->c, NULL);
     a->acc = mt_pool_acc(fn, args[3], a->p, a->p->in_h * a->p->in_w * a->p->c);
@@ -488,7 +476,7 @@ typedef struct {  // avgpool_s8_forward
 } mt_avgpool_s8_forward_args_t;
 static MT_INLINE void mt_avgpool_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_avgpool_s8_forward_args_t *a) {
     (void)n_args;
-    a->p = mt_pool_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_pool_desc(fn, args[0], &a->pu);
     a->x = mt_in_s8(fn, "x", args[1], a->p->in_h * a->p->in_w * a->p->c, NULL);
     a->y = mt_out_s8(fn, "y", args[2], a->p->out_h * a->p->out_w * a->p->c);
     mt_no_overlap(fn, "y", a->y, (size_t)(a->p->out_h * a->p->out_w * a->p->c), "x", a->x, (size_t)(a->p->in_h * a->p->in_w * a->p->c));
@@ -510,7 +498,7 @@ typedef struct {  // avgpool_s8_grad_input
 } mt_avgpool_s8_grad_input_args_t;
 static MT_INLINE void mt_avgpool_s8_grad_input_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_avgpool_s8_grad_input_args_t *a) {
     (void)n_args;
-    a->p = mt_pool_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_pool_desc(fn, args[0], &a->pu);
     a->e = mt_in_s8(fn, "e", args[1], a->p->out_h * a->p->out_w * a->p->c, NULL);
     a->acc = mt_pool_acc(fn, args[2], a->p, a->p->in_h * a->p->in_w * a->p->c);
     a->ein = mt_out_s8(fn, "ein", args[3], a->p->in_h * a->p->in_w * a->p->c);
@@ -537,7 +525,7 @@ typedef struct {  // maxpool_s8_grad_input_act
 } mt_maxpool_s8_grad_input_act_args_t;
 static void mt_maxpool_s8_grad_input_act_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_maxpool_s8_grad_input_act_args_t *a, const char *t_name) {
     (void)n_args;
-    a->p = mt_pool_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_pool_desc(fn, args[0], &a->pu);
     mt_check(fn, "desc", mt_pool_disjoint_check(a->p));
     a->x = mt_in_s8(fn, t_name, args[1], a->p->in_h * a->p->in_w * a->p->c, NULL);
     a->e = mt_in_s8(fn, "e", args[2], a->p->out_h * a->p->out_w * a->p->c, NULL);
@@ -545,9 +533,7 @@ static void mt_maxpool_s8_grad_input_act_args(const char *fn, size_t n_args, con
     a->hi = mt_int_v(fn, "hi", args[4], mt_act_hi_check);
     mt_check(fn, "hi", mt_act_order_check(a->lo, a->hi));
     a->ein = mt_out_s8(fn, "ein", args[5], a->p->in_h * a->p->in_w * a->p->c);
-    if ((const void *)a->ein != (const void *)a->x) {
-        mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->in_h * a->p->in_w * a->p->c), t_name, a->x, (size_t)(a->p->in_h * a->p->in_w * a->p->c));
-    }
+    mt_no_overlap_unless_same(fn, "ein", a->ein, (size_t)(a->p->in_h * a->p->in_w * a->p->c), t_name, a->x, (size_t)(a->p->in_h * a->p->in_w * a->p->c));
     mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->in_h * a->p->in_w * a->p->c), "e", a->e, (size_t)(a->p->out_h * a->p->out_w * a->p->c));
 }
 static mp_obj_t mod_maxpool_s8_grad_input_act(size_t n_args, const mp_obj_t *args) {
@@ -618,16 +604,12 @@ typedef struct {  // add_s8_forward
 } mt_add_s8_forward_args_t;
 static MT_INLINE void mt_add_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_add_s8_forward_args_t *a) {
     (void)n_args;
-    a->p = mt_add_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_add_desc(fn, args[0], &a->pu);
     a->x1 = mt_in_s8(fn, "x1", args[1], a->p->n, NULL);
     a->x2 = mt_in_s8(fn, "x2", args[2], a->p->n, NULL);
     a->y = mt_out_s8(fn, "y", args[3], a->p->n);
-    if ((const void *)a->y != (const void *)a->x1) {
-        mt_no_overlap(fn, "y", a->y, (size_t)a->p->n, "x1", a->x1, (size_t)a->p->n);
-    }
-    if ((const void *)a->y != (const void *)a->x2) {
-        mt_no_overlap(fn, "y", a->y, (size_t)a->p->n, "x2", a->x2, (size_t)a->p->n);
-    }
+    mt_no_overlap_unless_same(fn, "y", a->y, (size_t)a->p->n, "x1", a->x1, (size_t)a->p->n);
+    mt_no_overlap_unless_same(fn, "y", a->y, (size_t)a->p->n, "x2", a->x2, (size_t)a->p->n);
 }
 static mp_obj_t mod_add_s8_forward(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "add_s8_forward";
@@ -652,12 +634,8 @@ static MT_INLINE void mt_add_s8_grad_merge_args(const char *fn, size_t n_args, c
     a->eb = mt_in_s8(fn, "eb", args[2], (int32_t)a->ea_n, NULL);
     a->rb = mt_int_v(fn, "rb", args[3], mt_ratio_check);
     a->out = mt_out_s8(fn, "out", args[4], (int32_t)a->ea_n);
-    if ((const void *)a->out != (const void *)a->ea) {
-        mt_no_overlap(fn, "out", a->out, a->ea_n, "ea", a->ea, a->ea_n);
-    }
-    if ((const void *)a->out != (const void *)a->eb) {
-        mt_no_overlap(fn, "out", a->out, a->ea_n, "eb", a->eb, a->ea_n);
-    }
+    mt_no_overlap_unless_same(fn, "out", a->out, a->ea_n, "ea", a->ea, a->ea_n);
+    mt_no_overlap_unless_same(fn, "out", a->out, a->ea_n, "eb", a->eb, a->ea_n);
 }
 static mp_obj_t mod_add_s8_grad_merge(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "add_s8_grad_merge";
@@ -695,7 +673,9 @@ static MT_INLINE void mt_conv2d_add_s8_forward_args(const char *fn, size_t n_arg
     a->mult = mt_in_i32(fn, "mult", args[4], a->p->out_c);
     a->shift = mt_in_i32(fn, "shift", args[5], a->p->out_c);
     mt_check_qparams(fn, a->bias, a->mult, a->shift, a->p->out_c);
-    a->add_desc = mt_add_desc(fn, "add_desc", args[6], &a->add_desc_u);
+    mt_desc(fn, "add_desc", args[6], a->add_desc_u.a, MT_ADD_NPARAMS);
+    a->add_desc = &a->add_desc_u.s;
+    mt_check(fn, "add_desc", mt_add_check(a->add_desc));
     mt_check_v(fn, "add_desc", mt_conv_add_n_check(a->add_desc->n, mt_conv_out_n(a->p), v), v);
     a->side = mt_int_v(fn, "side", args[7], mt_part_check);
     a->skip = mt_out_s8(fn, "skip", args[8], mt_conv_out_n(a->p));
@@ -712,7 +692,7 @@ typedef struct {  // concat_s8_forward
 } mt_concat_s8_forward_args_t;
 static MT_INLINE void mt_concat_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_concat_s8_forward_args_t *a) {
     (void)n_args;
-    a->p = mt_concat_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_concat_desc(fn, args[0], &a->pu);
     a->x1 = mt_in_s8(fn, "x1", args[1], a->p->hw * a->p->c1, NULL);
     a->x2 = mt_in_s8(fn, "x2", args[2], a->p->hw * a->p->c2, NULL);
     a->y = mt_out_s8(fn, "y", args[3], a->p->hw * (a->p->c1 + a->p->c2));
@@ -736,7 +716,7 @@ typedef struct {  // concat_s8_grad_input
 } mt_concat_s8_grad_input_args_t;
 static MT_INLINE void mt_concat_s8_grad_input_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_concat_s8_grad_input_args_t *a) {
     (void)n_args;
-    a->p = mt_concat_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_concat_desc(fn, args[0], &a->pu);
     a->e = mt_in_s8(fn, "e", args[1], a->p->hw * (a->p->c1 + a->p->c2), NULL);
     a->part = mt_int_v(fn, "part", args[2], mt_part_check);
     a->ein = mt_out_s8(fn, "ein", args[3], a->p->hw * (a->part ? a->p->c2 : a->p->c1));
@@ -758,7 +738,7 @@ typedef struct {  // upsample_s8_forward
 } mt_upsample_s8_forward_args_t;
 static MT_INLINE void mt_upsample_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_upsample_s8_forward_args_t *a) {
     (void)n_args;
-    a->p = mt_upsample_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_upsample_desc(fn, args[0], &a->pu);
     a->x = mt_in_s8(fn, "x", args[1], a->p->in_h * a->p->in_w * a->p->c, NULL);
     a->y = mt_out_s8(fn, "y", args[2], a->p->out_h * a->p->out_w * a->p->c);
     mt_no_overlap(fn, "y", a->y, (size_t)(a->p->out_h * a->p->out_w * a->p->c), "x", a->x, (size_t)(a->p->in_h * a->p->in_w * a->p->c));
@@ -779,7 +759,7 @@ typedef struct {  // upsample_s8_grad_input
 } mt_upsample_s8_grad_input_args_t;
 static MT_INLINE void mt_upsample_s8_grad_input_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_upsample_s8_grad_input_args_t *a) {
     (void)n_args;
-    a->p = mt_upsample_desc(fn, "desc", args[0], &a->pu);
+    a->p = mt_upsample_desc(fn, args[0], &a->pu);
     a->e = mt_in_s8(fn, "e", args[1], a->p->out_h * a->p->out_w * a->p->c, NULL);
     a->ein = mt_out_s8(fn, "ein", args[2], a->p->in_h * a->p->in_w * a->p->c);
     mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->in_h * a->p->in_w * a->p->c), "e", a->e, (size_t)(a->p->out_h * a->p->out_w * a->p->c));
@@ -878,9 +858,7 @@ static MT_INLINE void mt_zo_perturb_s8_args(const char *fn, size_t n_args, const
     a->eps = mt_int_v(fn, "eps", args[1], mt_zo_eps_check);
     a->rng = (uint32_t *)mt_buf(fn, "rng", args[2], MT_U32, 1, 1, NULL);
     a->w = mt_out_s8(fn, "w", args[3], (int32_t)a->base_n);
-    if ((const void *)a->w != (const void *)a->base) {
-        mt_no_overlap(fn, "w", a->w, a->base_n, "base", a->base, a->base_n);
-    }
+    mt_no_overlap_unless_same(fn, "w", a->w, a->base_n, "base", a->base, a->base_n);
     mt_no_overlap(fn, "w", a->w, a->base_n, "rng", a->rng, (size_t)1 * 4);
     mt_no_overlap(fn, "rng", a->rng, (size_t)1 * 4, "base", a->base, a->base_n);
 }
@@ -909,9 +887,7 @@ static MT_INLINE void mt_zo_perturb_h_s8_args(const char *fn, size_t n_args, con
     a->row = mt_int_v(fn, "row", args[3], mt_zo_index_check);
     a->i0 = mt_int_v(fn, "i0", args[4], mt_zo_index_check);
     a->w = mt_out_s8(fn, "w", args[5], (int32_t)a->base_n);
-    if ((const void *)a->w != (const void *)a->base) {
-        mt_no_overlap(fn, "w", a->w, a->base_n, "base", a->base, a->base_n);
-    }
+    mt_no_overlap_unless_same(fn, "w", a->w, a->base_n, "base", a->base, a->base_n);
     mt_no_overlap(fn, "w", a->w, a->base_n, "rng", a->rng, (size_t)1 * 4);
     mt_no_overlap(fn, "rng", a->rng, (size_t)1 * 4, "base", a->base, a->base_n);
 }
@@ -936,9 +912,7 @@ static MT_INLINE void mt_zo_update_s8_args(const char *fn, size_t n_args, const 
     a->step = mt_int_v(fn, "step", args[1], mt_zo_step_check);
     a->rng = (uint32_t *)mt_buf(fn, "rng", args[2], MT_U32, 2, 1, NULL);
     a->w = mt_out_s8(fn, "w", args[3], (int32_t)a->base_n);
-    if ((const void *)a->w != (const void *)a->base) {
-        mt_no_overlap(fn, "w", a->w, a->base_n, "base", a->base, a->base_n);
-    }
+    mt_no_overlap_unless_same(fn, "w", a->w, a->base_n, "base", a->base, a->base_n);
     mt_no_overlap(fn, "w", a->w, a->base_n, "rng", a->rng, (size_t)2 * 4);
     mt_no_overlap(fn, "rng", a->rng, (size_t)2 * 4, "base", a->base, a->base_n);
 }
