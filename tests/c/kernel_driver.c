@@ -523,27 +523,17 @@ static int run_helper(call_t *c, const char *op) {
         }
         return 0;
     }
-    if (!strcmp(op, "_doubling_high_mul")) {
+    if (!strcmp(op, "_doubling_high_mul") || !strcmp(op, "_udiv")) {  // out[i] = f(a[i], b[i])
+        const int udiv = op[1] == 'u';
         if (!want_args(c, 3, 3)) {
             return 0;
         }
-        const int32_t *a = buf(c, 0, "a", I32, -1, 0, &n);
-        const int32_t *b = buf(c, 1, "b", I32, n, 0, NULL);
-        int32_t *o = buf(c, 2, "out", I32, n, 1, NULL);
+        const int dt = udiv ? U32 : I32;  // the signed and unsigned views of the same words
+        const int32_t *a = buf(c, 0, udiv ? "n" : "a", dt, -1, 0, &n);
+        const int32_t *b = buf(c, 1, udiv ? "d" : "b", dt, (int64_t)n, 0, NULL);
+        int32_t *o = buf(c, 2, "out", dt, (int64_t)n, 1, NULL);
         for (size_t i = 0; i < n && !failed(c); ++i) {
-            o[i] = mt_doubling_high_mul(a[i], b[i]);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "_udiv")) {
-        if (!want_args(c, 3, 3)) {
-            return 0;
-        }
-        const uint32_t *num = buf(c, 0, "n", U32, -1, 0, &n);
-        const uint32_t *den = buf(c, 1, "d", U32, n, 0, NULL);
-        uint32_t *o = buf(c, 2, "out", U32, n, 1, NULL);
-        for (size_t i = 0; i < n && !failed(c); ++i) {
-            o[i] = mt_udiv_u32(num[i], den[i]);
+            o[i] = udiv ? (int32_t)mt_udiv_u32((uint32_t)a[i], (uint32_t)b[i]) : mt_doubling_high_mul(a[i], b[i]);
         }
         return 0;
     }

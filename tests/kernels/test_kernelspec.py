@@ -3,8 +3,10 @@
 The generated files must be what ``python -m microtrain_tools.kernelgen --write`` writes;
 the native module must be the spec: the same names, each taking the spec's number of
 arguments (the binding's argument checks run, with the spec's fewest and most; one fewer
-or one more is refused before any of them); and the hand-written bindings run the spec's
-checks on the spec's arguments and test its overlap pairs.
+or one more is refused before any of them); and the bindings as compiled (the generated
+prologues of mt_bind_gen.h, the hand-written bodies and the helpers both call) run the
+spec's checks on the spec's arguments and test its overlap pairs: a check the generator
+dropped or a hand-written body that skips one is caught here.
 """
 
 from __future__ import annotations
@@ -76,9 +78,9 @@ def test_spec_is_the_native_module() -> None:
 
 
 # --------------------------------------------------------------------------
-# the hand-written bindings against the spec: each check the spec names is called by the
-# function's binding (or a helper it calls) on that argument, and its overlap pairs are the
-# binding's mt_no_overlap pairs
+# the bindings against the spec: each check the spec names is called by the function's
+# binding (its prologue, or a helper either calls) on that argument, and its overlap pairs
+# are the binding's mt_no_overlap pairs
 
 BIND = ROOT / "usermod" / "microtrain"
 # helpers that check an argument on the binding's behalf: helper -> [(argument, check)]
@@ -86,7 +88,6 @@ HELPERS = {
     "mt_conv2d_desc": [("desc", "mt_conv2d_check"), ("desc", "mt_conv2d_dil_check")],
     "mt_check_qparams": [("bias", "mt_bias_check"), ("mult", "mt_requant_params_check")],
     "mt_grad_act": [("lo", "mt_act_lo_check"), ("hi", "mt_act_hi_check"), ("hi", "mt_act_order_check")],
-    "mt_act_bounds": [("lo", "mt_act_lo_check"), ("hi", "mt_act_hi_check"), ("hi", "mt_act_order_check")],
     "mt_gw_window": [("c0", "mt_gw_window_c0_check"), ("gb", "mt_gw_window_n_check"),
                      ("mask", "mt_gw_window_mask_check")],
     "mt_pool_acc": [("acc", "mt_pool_no_acc_check")], "mt_update_g": [("k", "mt_update_k_check")],

@@ -185,7 +185,7 @@ def _int(fn, name, v):
 
 
 def _act_bounds(fn, lo, hi):
-    # an activation mask's bounds as the binding's mt_act_bounds: lo, hi, then hi >= lo
+    # an activation mask's bounds in the binding's order: lo, hi, then hi >= lo
     lo = _int(fn, "lo", lo)
     if lo < -129 or lo > 127:
         raise _ve(fn, "lo", "must be in -129..127, got " + str(lo))

@@ -169,7 +169,7 @@ def _zero_uncovered(d, ein):
 
 
 def _act_args(fn, d, t_name, t, e, lo, hi, ein):
-    # the _act kernels' checks in the binding's order (mt_pool_grad_act): disjoint
+    # the _act kernels' checks in the binding's order (mt_maxpool_s8_grad_input_act_args): disjoint
     # windows, t, e, the mask bounds (kept where lo < t < hi), ein (may be t itself)
     if d[7] < d[5] or d[8] < d[6]:
         raise _ve(fn, "desc", "windows must not overlap (stride_h >= k_h and stride_w >= k_w)")
