@@ -146,6 +146,10 @@ def _deps(expr: str) -> set[str]:
 
 
 def plan(f: Func) -> Plan:
+    """The binding's steps for f: the arguments in the spec's order, except that a buffer
+    whose length needs a later argument waits for it and an update primitive's k is read
+    with its buffer; each check as soon as what it reads is unpacked (LATE ones last);
+    then the overlap tests."""
     pl = Plan(f)
     args = list(f.args)
     stop = UNTIL.get(f.name)
@@ -184,11 +188,9 @@ def plan(f: Func) -> Plan:
                 pending_checks.remove((a, chk))
 
     deferred: list[Arg] = []
-    order = list(args)
     # k of an update primitive is read with the buffer it divides (mt_update_g)
-    kidx = next((i for i, a in enumerate(order) if "mt_update_k_check" in a.checks), None)
-    i = 0
-    queue = list(order)
+    kidx = next((i for i, a in enumerate(args) if "mt_update_k_check" in a.checks), None)
+    queue = list(args)
     while queue or deferred:
         a = None
         for d in deferred:
@@ -206,7 +208,7 @@ def plan(f: Func) -> Plan:
         i = names.index(a.name)
         ln = _length(f, a, desc)
         late_len = ln is not None and not _deps(ln) <= have | {"n_ch", "p"}
-        if a.kind not in ("desc", "int", "float") and late_len:
+        if a.kind not in ("desc", "int", "float") and late_len:  # global_avgpool's x: after hw, c
             deferred.append(a)
             # a buffer whose length needs later arguments: its checks on them come first
             for chk in a.checks:
@@ -234,7 +236,7 @@ def plan(f: Func) -> Plan:
                 desc = dk
         elif a.kind == "int":
             if a.default is not None:
-                if a.name == "lo":
+                if a.name == "lo":  # lo, hi: both or neither (mt_grad_act)
                     member("int32_t", "lo")
                     member("int32_t", "hi")
                     pl.steps.append(Step("grad_act"))
@@ -266,7 +268,7 @@ def plan(f: Func) -> Plan:
             member("int32_t *", a.name)
             pl.steps.append(Step("pool_acc", a.name, i, expr=ln or ""))
         elif a.kind == "f32" and a.io == "inout" and ln is None and kidx is not None:
-            k = order[kidx]
+            k = args[kidx]
             member("float *", a.name)
             member("size_t", a.name + "_n")
             member("int32_t", "k")
