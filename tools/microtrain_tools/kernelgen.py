@@ -242,7 +242,7 @@ OUTPUTS: dict[str, Callable[[str], str]] = {
     "docs/numerics.md": numerics_md,
     "tests/support/bad_input_specs.py": lambda _: bad_specs(),
     # the pure-Python kernels: their prologue regions
-    **{f"python_lib/microtrain/pyk/{p.name}": pyk_module for p in sorted(PYK.glob("*.py"))},
+    **{str(p.relative_to(ROOT)): pyk_module for p in sorted(PYK.glob("*.py"))},
 }
 
 
