@@ -119,13 +119,12 @@ def _length(nm: Names, a: Arg) -> str | None:
     if not t or t.startswith(("at least", "1..", "a multiple")) or t.endswith("int8 or int32"):
         return None
     F = nm.field
-    special = {
-        "out_c * k_h * k_w * in_c / groups": f"{F('out_c')} * {_conv_k(nm)}" if nm.desc == "conv2d" else "",
-        "hw * (c2 if part else c1)": f"{F('hw')} * ({F('c2')} if part else {F('c1')})" if nm.desc else "",
-        "len(g) / k": "n_ch", "len(x) / k": "n_ch", "len(y) / k": "n_ch",
-    }
-    if t in special:
-        return special[t]
+    if t == "out_c * k_h * k_w * in_c / groups":
+        return f"{F('out_c')} * {_conv_k(nm)}"
+    if t == "hw * (c2 if part else c1)":
+        return f"{F('hw')} * ({F('c2')} if part else {F('c1')})"
+    if t in ("len(g) / k", "len(x) / k", "len(y) / k"):
+        return "n_ch"
     m = re.fullmatch(r"len\((\w+)\)", t)
     if m:
         return m.group(1) + "_n"
