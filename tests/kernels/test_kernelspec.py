@@ -16,7 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-from microtrain_tools import kernelgen
+from microtrain_tools import kernelgen, kernelgen_py
 from microtrain_tools.kernelspec import FUNCS
 from support.harness import ROOT, run_micropython
 from support.kernel_harness import ensure_natmod
@@ -37,6 +37,23 @@ def test_stale_output_is_caught(tmp_path: Path) -> None:
     assert kernelgen.stale(tmp_path) == ["stubs/_microtrain.pyi"]
     assert kernelgen.write(tmp_path) == ["stubs/_microtrain.pyi"]
     assert kernelgen.stale(tmp_path) == []
+
+
+def test_pyk_prologues_generated_and_checked(tmp_path: Path) -> None:
+    """Every pure-Python kernel outside HAND_PY carries its generated prologue; an edited
+    prologue is stale, a removed one is missing."""
+    assert kernelgen_py.missing() == []
+    pyk = tmp_path / "pyk"
+    shutil.copytree(ROOT / "python_lib" / "microtrain" / "pyk", pyk)
+    act = pyk / "activation.py"
+    text = act.read_text()
+    edited = text.replace("if zp < -128 or zp > 127:", "if zp < -127 or zp > 127:", 1)
+    assert edited != text and kernelgen_py.module(edited) == text
+    a = text.index("def relu_s8_backward(")
+    b = text.index(kernelgen_py.END, a) + len(kernelgen_py.END) + 1
+    body_only = text[:a] + "def relu_s8_backward(y, zp, e):\n" + text[b:]
+    act.write_text(body_only)
+    assert kernelgen_py.missing(pyk) == ["relu_s8_backward"]
 
 
 def test_kernelgen_check_cli() -> None:

@@ -7,8 +7,9 @@ Outputs (each says in its first line that it is generated; the API table of
 docs/numerics.md sits between marker comments): the module table of
 _microtrain with each entry point's argument counts (usermod/microtrain/mt_funcs.h),
 the binding's argument prologues (usermod/microtrain/mt_bind_gen.h) and the C test
-driver's (tests/c/kernel_driver_gen.h), both from kernelgen_c.py, the stubs
-(stubs/_microtrain.pyi), the API table of docs/numerics.md and the bad-input
+driver's (tests/c/kernel_driver_gen.h), both from kernelgen_c.py, the pure-Python
+kernels' (a marked region of each in python_lib/microtrain/pyk/, from kernelgen_py.py),
+the stubs (stubs/_microtrain.pyi), the API table of docs/numerics.md and the bad-input
 argument kinds (tests/support/bad_input_specs.py).
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from microtrain_tools.kernelgen_c import bind_gen_h, driver_gen_h
+from microtrain_tools.kernelgen_py import missing as pyk_missing
 from microtrain_tools.kernelgen_py import module as pyk_module
 from microtrain_tools.kernelspec import FUNCS, SECTIONS, Arg, Func
 
@@ -280,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     bad = stale()
     for rel in bad:
         print(f"kernelgen: {rel} is stale: run python -m microtrain_tools.kernelgen --write", file=sys.stderr)
+    for name in pyk_missing():
+        print(f"kernelgen: the pure-Python {name} has no generated prologue region "
+              "(markers: tools/microtrain_tools/kernelgen_py.py)", file=sys.stderr)
+        bad.append(name)
     if not bad:
         print(f"kernelgen: {len(OUTPUTS)} outputs current ({len(FUNCS)} entry points)")
     return 1 if bad else 0

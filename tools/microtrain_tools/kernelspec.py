@@ -7,9 +7,9 @@ its docstring. ``python -m microtrain_tools.kernelgen --write`` writes from it
 (first line of each: generated): the module table with the argument counts
 (usermod/microtrain/mt_funcs.h), the binding's and the C test driver's argument
 prologues and kernel calls (usermod/microtrain/mt_bind_gen.h,
-tests/c/kernel_driver_gen.h), the stubs (stubs/_microtrain.pyi), the API table
-of docs/numerics.md and the bad-input argument kinds
-(tests/support/bad_input_specs.py); ``--check`` fails when one is stale.
+tests/c/kernel_driver_gen.h, a marked region of each pure-Python kernel), the stubs
+(stubs/_microtrain.pyi), the API table of docs/numerics.md and the bad-input argument
+kinds (tests/support/bad_input_specs.py); ``--check`` fails when one is stale.
 
 Kinds: ``desc`` (array('i') parameter block, its op named by its check),
 ``s8`` (1-byte buffer), ``i32`` (array('i')), ``u32`` (array('I') or ('i')),
