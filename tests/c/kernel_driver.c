@@ -1,7 +1,8 @@
 // Host driver for the microtrain C kernels: reads the case file of
 // tests/support/kernel_harness.py, runs every case through the
 // mt_*_check functions (descriptors and scalar arguments, in the binding's
-// order) and the kernel exactly like the binding
+// order: the prologues of kernel_driver_gen.h, generated from the kernel spec
+// like the binding's) and the kernel exactly like the binding
 // (usermod/microtrain/modmicrotrain.c) does, and writes the same results file
 // as tests/mp/kernel_runner.py. Messages come from the same checks and the
 // same formatter (mt_msg_format), so they are the binding's, byte for byte.
@@ -159,8 +160,12 @@ static int kind_ok(int dt, char k) {
     }
 }
 
+static int is_none(const call_t *c, int i) {
+    return i < c->na && c->a[i].tag == 'N';
+}
+
 // Buffer argument i of dtype dt with exactly n elements (n < 0: any); sets *len.
-static void *buf(call_t *c, int i, const char *name, int dt, int64_t n, int writable, uint32_t *len) {
+static void *buf(call_t *c, int i, const char *name, int dt, int64_t n, int writable, size_t *len) {
     if (failed(c)) {
         return NULL;
     }
@@ -219,23 +224,21 @@ static double float_arg(call_t *c, int i, const char *name) {
 }
 
 static const uint8_t *mask_arg(call_t *c, int i, int32_t n) {
-    if (failed(c) || (i < c->na && c->a[i].tag == 'N')) {
+    if (failed(c) || is_none(c, i)) {
         return NULL;
     }
     return (const uint8_t *)buf(c, i, "mask", S8, n, 0, NULL);
 }
 
-static void check(call_t *c, const char *arg, const char *msg) {
-    if (msg) {
-        fail(c, "ValueError", arg, msg);
-    }
-}
-
-// A scalar check of checks.c (msg, with its %d values in v), unless a check failed before.
+// A check of checks.c (msg, with its %d values in v; NULL: none), unless a check failed before.
 static void check_v(call_t *c, const char *arg, const char *msg, const int32_t *v) {
     if (msg) {
         fail_v(c, "ValueError", arg, msg, v);
     }
+}
+
+static void check(call_t *c, const char *arg, const char *msg) {
+    check_v(c, arg, msg, NULL);
 }
 
 // Scalar int argument i, then its check (skipped once anything failed: the
@@ -251,68 +254,31 @@ static int32_t checked_int(call_t *c, int i, const char *name, scalar_check_t ch
 }
 
 // Descriptor: array('i') of exactly n ints copied into dst.
-static void desc_arg(call_t *c, int32_t *dst, int32_t n) {
-    const int32_t *src = (const int32_t *)buf(c, 0, "desc", I32, n, 0, NULL);
+static void desc_arg(call_t *c, int i, const char *name, int32_t *dst, int32_t n) {
+    const int32_t *src = (const int32_t *)buf(c, i, name, I32, n, 0, NULL);
     for (int32_t k = 0; k < n; ++k) {
         dst[k] = src ? src[k] : 0;
     }
 }
 
-typedef char conv_size_ok[sizeof(mt_conv2d_params_t) == MT_CONV2D_NPARAMS * 4 ? 1 : -1];
-typedef char linear_size_ok[sizeof(mt_linear_params_t) == MT_LINEAR_NPARAMS * 4 ? 1 : -1];
-typedef char pool_size_ok[sizeof(mt_pool_params_t) == MT_POOL_NPARAMS * 4 ? 1 : -1];
-typedef char add_size_ok[sizeof(mt_add_params_t) == MT_ADD_NPARAMS * 4 ? 1 : -1];
-
 // 17 ints, or 19 with dil_h, dil_w (as the binding: *dil when a dilation is above 1).
-static int conv_desc(call_t *c, mt_conv2d_dil_params_t *p, int *dil) {
-    int32_t d[MT_CONV2D_DIL_NPARAMS] = { 0 };
-    uint32_t n = 0;
-    const int32_t *src = (const int32_t *)buf(c, 0, "desc", I32, -1, 0, &n);
+static const mt_conv2d_params_t *conv_desc(call_t *c, int i, mt_conv2d_desc_u *u, int *dil) {
+    size_t n = 0;
+    const int32_t *src = (const int32_t *)buf(c, i, "desc", I32, -1, 0, &n);
     if (src && n != MT_CONV2D_NPARAMS && n != MT_CONV2D_DIL_NPARAMS) {
         const int32_t v[MT_MSG_NVALS] = { (int32_t)n, MT_CONV2D_NPARAMS, 0 };
         fail_v(c, "ValueError", "desc", MT_MSG_LENGTH, v);
     }
-    d[17] = d[18] = 1;
-    for (uint32_t k = 0; !failed(c) && k < n; ++k) {
-        d[k] = src[k];
+    memset(u, 0, sizeof *u);
+    u->a[17] = u->a[18] = 1;
+    for (size_t k = 0; !failed(c) && k < n; ++k) {
+        u->a[k] = src[k];
     }
-    memcpy(p, d, sizeof *p);
-    *dil = n == MT_CONV2D_DIL_NPARAMS && (p->dil_h != 1 || p->dil_w != 1);
+    *dil = n == MT_CONV2D_DIL_NPARAMS && (u->d.dil_h != 1 || u->d.dil_w != 1);
     if (!failed(c)) {
-        check(c, "desc", *dil ? mt_conv2d_dil_check(p) : mt_conv2d_check(&p->c));
+        check(c, "desc", *dil ? mt_conv2d_dil_check(&u->d) : mt_conv2d_check(&u->s));
     }
-    return !failed(c);
-}
-static int linear_desc(call_t *c, mt_linear_params_t *p) {
-    int32_t d[MT_LINEAR_NPARAMS];
-    desc_arg(c, d, MT_LINEAR_NPARAMS);
-    memcpy(p, d, sizeof *p);
-    if (!failed(c)) {
-        check(c, "desc", mt_linear_check(p));
-    }
-    return !failed(c);
-}
-static int pool_desc(call_t *c, mt_pool_params_t *p) {
-    int32_t d[MT_POOL_NPARAMS];
-    desc_arg(c, d, MT_POOL_NPARAMS);
-    memcpy(p, d, sizeof *p);
-    if (!failed(c)) {
-        check(c, "desc", mt_pool_check(p));
-    }
-    return !failed(c);
-}
-
-// ---------------------------------------------------------------------------
-// one call per binding function; returns 1 and sets *ret when it returns an int
-
-static int want_args(call_t *c, int n) {
-    if (c->na != n) {
-        char what[64];
-        snprintf(what, sizeof what, "takes %d arguments, got %d", n, c->na);
-        fail(c, "TypeError", "args", what);
-        return 0;
-    }
-    return 1;
+    return &u->s;
 }
 
 // The binding's mt_grad_act: the conv2d / linear grad input's optional lo, hi (args 7,
@@ -331,251 +297,6 @@ static void grad_act(call_t *c, int32_t *lo, int32_t *hi) {
     }
 }
 
-// conv2d_add_s8_forward: the binding's checks, in its order, then the kernel.
-#if MT_HAS_FLOAT
-// gw / gb of a _grad_weight_f32 call (args 6, 7, 8) as the binding's mt_gw_window:
-// the whole layer without c0, else the window of len(gb) channels from c0.
-static int gw_window(call_t *c, const uint8_t *mask, int32_t out_c, int32_t k, float **gw, float **gb, int32_t *c0) {
-    if (c->na < 9) {
-        *gw = buf(c, 6, "gw", F32, (int64_t)out_c * k, 1, NULL);
-        *gb = buf(c, 7, "gb", F32, out_c, 1, NULL);
-        *c0 = 0;
-        return !failed(c);
-    }
-    uint32_t nw = 0, nb = 0;
-    *gw = buf(c, 6, "gw", F32, -1, 1, &nw);
-    *gb = buf(c, 7, "gb", F32, -1, 1, &nb);
-    *c0 = int_arg(c, 8, "c0");
-    if (failed(c)) {
-        return 0;
-    }
-    const int32_t n = (int32_t)nb;  // case buffers < 2^31
-    int32_t v[MT_MSG_NVALS];
-    check_v(c, "c0", mt_gw_window_c0_check(*c0, out_c, v), v);
-    if (!failed(c)) {
-        check_v(c, "gb", mt_gw_window_n_check(n, *c0, out_c, v), v);
-    }
-    if (!failed(c) && (int64_t)nw != (int64_t)n * k) {
-        const int32_t vl[MT_MSG_NVALS] = { (int32_t)nw, n * k, 0 };
-        fail_v(c, "ValueError", "gw", MT_MSG_LENGTH, vl);
-    }
-    if (!failed(c)) {
-        check_v(c, "mask", mt_gw_window_mask_check(mask, *c0, n, out_c, v), v);
-    }
-    return !failed(c);
-}
-#endif
-
-static int run_conv_add(call_t *c) {
-    mt_conv2d_dil_params_t pd;
-    int dil;
-    if (!conv_desc(c, &pd, &dil)) {
-        return 0;
-    }
-    if (dil) {
-        fail(c, "ValueError", "desc", MT_MSG_NO_ROW_BLOCK);
-        return 0;
-    }
-    const mt_conv2d_params_t p = pd.c;
-    const int32_t nin = p.in_h * p.in_w * p.in_c, nout = p.out_h * p.out_w * p.out_c;
-    const int32_t nw = p.out_c * p.k_h * p.k_w * (p.in_c / p.groups);
-    const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
-    const int8_t *w = buf(c, 2, "w", S8, nw, 0, NULL);
-    const int32_t *bias = buf(c, 3, "bias", I32, p.out_c, 0, NULL);
-    const int32_t *mult = buf(c, 4, "mult", I32, p.out_c, 0, NULL);
-    const int32_t *shift = buf(c, 5, "shift", I32, p.out_c, 0, NULL);
-    if (failed(c)) {
-        return 0;
-    }
-    check(c, "bias", mt_bias_check(bias, p.out_c));
-    check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_c));
-    const int32_t *ad = buf(c, 6, "add_desc", I32, MT_ADD_NPARAMS, 0, NULL);
-    if (failed(c)) {
-        return 0;
-    }
-    mt_add_params_t a;
-    memcpy(&a, ad, sizeof a);
-    check(c, "add_desc", mt_add_check(&a));
-    if (!failed(c)) {
-        int32_t v[MT_MSG_NVALS];
-        check_v(c, "add_desc", mt_conv_add_n_check(a.n, nout, v), v);
-    }
-    const int32_t side = checked_int(c, 7, "side", mt_part_check);
-    int8_t *skip = buf(c, 8, "skip", S8, nout, 1, NULL);
-    uint32_t nt = 0;
-    int8_t *tile = buf(c, 9, "tile", S8, -1, 1, &nt);
-    const int32_t row = p.out_w * p.out_c;
-    if (!failed(c)) {
-        int32_t v[MT_MSG_NVALS];
-        check_v(c, "tile", mt_tile_check(nt, row, v), v);
-    }
-    if (failed(c)) {
-        return 0;
-    }
-    const int32_t rows = (int32_t)nt / row < p.out_h ? (int32_t)nt / row : p.out_h;
-    mt_conv2d_add_s8_forward(&p, x, w, bias, mult, shift, &a, side, skip, tile, rows);
-    return 0;
-}
-
-static int run_conv(call_t *c, const char *op, int32_t *ret) {
-    mt_conv2d_dil_params_t pd;
-    int dil;
-    if (!conv_desc(c, &pd, &dil)) {
-        return 0;
-    }
-    const mt_conv2d_params_t p = pd.c;
-    const int32_t nin = p.in_h * p.in_w * p.in_c, nout = p.out_h * p.out_w * p.out_c;
-    const int32_t cpg = p.in_c / p.groups, opg = p.out_c / p.groups;
-    const int32_t nw = p.out_c * p.k_h * p.k_w * cpg;
-    if (!strcmp(op, "conv2d_s8_forward")) {
-        const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
-        const int8_t *w = buf(c, 2, "w", S8, nw, 0, NULL);
-        const int32_t *bias = buf(c, 3, "bias", I32, p.out_c, 0, NULL);
-        const int32_t *mult = buf(c, 4, "mult", I32, p.out_c, 0, NULL);
-        const int32_t *shift = buf(c, 5, "shift", I32, p.out_c, 0, NULL);
-        int8_t *y = buf(c, 6, "y", S8, nout, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        check(c, "bias", mt_bias_check(bias, p.out_c));
-        check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_c));
-        if (!failed(c)) {
-            if (dil) {
-                mt_conv2d_dil_s8_forward(&pd, x, w, bias, mult, shift, y);
-            } else {
-                mt_conv2d_s8_forward(&p, x, w, bias, mult, shift, y);
-            }
-        }
-        return 0;
-    }
-    if (!strcmp(op, "conv2d_s8_grad_input")) {
-        const int8_t *e = buf(c, 1, "e", S8, nout, 0, NULL);
-        const int8_t *w = buf(c, 2, "w", S8, nw, 0, NULL);
-        const int32_t *wr = buf(c, 3, "wr", I32, p.out_c, 0, NULL);
-        const uint8_t *mask = mask_arg(c, 4, p.out_c);
-        int32_t *acc = buf(c, 5, "acc", I32, nin, 1, NULL);
-        int8_t *ein = buf(c, 6, "ein", S8, nin, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        int32_t lo, hi;
-        grad_act(c, &lo, &hi);
-        if (failed(c)) {
-            return 0;
-        }
-        check(c, "wr", mt_wr_check(wr, p.out_c, p.k_h * p.k_w * opg));
-        if (failed(c)) {
-            return 0;
-        }
-        *ret = dil ? mt_conv2d_dil_s8_grad_input(&pd, e, w, wr, mask, lo, hi, acc, ein)
-                   : mt_conv2d_s8_grad_input(&p, e, w, wr, mask, lo, hi, acc, ein);
-        return 1;
-    }
-    const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
-    const int8_t *e = buf(c, 2, "e", S8, nout, 0, NULL);
-    const uint8_t *mask = mask_arg(c, 3, p.out_c);
-    if (!strcmp(op, "conv2d_s8_grad_weight")) {
-        int32_t *gw = buf(c, 4, "gw", I32, nw, 1, NULL);
-        int32_t *gb = buf(c, 5, "gb", I32, p.out_c, 1, NULL);
-        if (!failed(c)) {
-            if (dil) {
-                mt_conv2d_dil_s8_grad_weight(&pd, x, e, mask, gw, gb);
-            } else {
-                mt_conv2d_s8_grad_weight(&p, x, e, mask, gw, gb);
-            }
-        }
-        return 0;
-    }
-#if MT_HAS_FLOAT
-    const float ws = (float)float_arg(c, 4, "w_scale");
-    const float bs = (float)float_arg(c, 5, "b_scale");
-    float *gw, *gb;
-    int32_t c0;
-    if (!failed(c) && gw_window(c, mask, p.out_c, p.k_h * p.k_w * cpg, &gw, &gb, &c0)) {
-        if (dil) {
-            mt_conv2d_dil_s8_grad_weight_f32(&pd, x, e, mask, ws, bs, gw, gb, c0);
-        } else {
-            mt_conv2d_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb, c0);
-        }
-    }
-#else
-    fail(c, "DriverError", "op", "no float support");
-#endif
-    return 0;
-}
-
-static int run_linear(call_t *c, const char *op, int32_t *ret) {
-    mt_linear_params_t p;
-    if (!linear_desc(c, &p)) {
-        return 0;
-    }
-    const int32_t nw = p.in_n * p.out_n;
-    if (!strcmp(op, "linear_s8_forward")) {
-        const int8_t *x = buf(c, 1, "x", S8, p.in_n, 0, NULL);
-        const int8_t *w = buf(c, 2, "w", S8, nw, 0, NULL);
-        const int32_t *bias = buf(c, 3, "bias", I32, p.out_n, 0, NULL);
-        const int32_t *mult = buf(c, 4, "mult", I32, p.out_n, 0, NULL);
-        const int32_t *shift = buf(c, 5, "shift", I32, p.out_n, 0, NULL);
-        int8_t *y = buf(c, 6, "y", S8, p.out_n, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        check(c, "bias", mt_bias_check(bias, p.out_n));
-        check(c, "mult/shift", mt_requant_params_check(mult, shift, p.out_n));
-        if (!failed(c)) {
-            mt_linear_s8_forward(&p, x, w, bias, mult, shift, y);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "linear_s8_grad_input")) {
-        const int8_t *e = buf(c, 1, "e", S8, p.out_n, 0, NULL);
-        const int8_t *w = buf(c, 2, "w", S8, nw, 0, NULL);
-        const int32_t *wr = buf(c, 3, "wr", I32, p.out_n, 0, NULL);
-        const uint8_t *mask = mask_arg(c, 4, p.out_n);
-        int32_t *acc = buf(c, 5, "acc", I32, p.in_n, 1, NULL);
-        int8_t *ein = buf(c, 6, "ein", S8, p.in_n, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        int32_t lo, hi;
-        grad_act(c, &lo, &hi);
-        if (failed(c)) {
-            return 0;
-        }
-        check(c, "wr", mt_wr_check(wr, p.out_n, p.out_n));
-        if (failed(c)) {
-            return 0;
-        }
-        *ret = mt_linear_s8_grad_input(&p, e, w, wr, mask, lo, hi, acc, ein);
-        return 1;
-    }
-    const int8_t *x = buf(c, 1, "x", S8, p.in_n, 0, NULL);
-    const int8_t *e = buf(c, 2, "e", S8, p.out_n, 0, NULL);
-    const uint8_t *mask = mask_arg(c, 3, p.out_n);
-    if (!strcmp(op, "linear_s8_grad_weight")) {
-        int32_t *gw = buf(c, 4, "gw", I32, nw, 1, NULL);
-        int32_t *gb = buf(c, 5, "gb", I32, p.out_n, 1, NULL);
-        if (!failed(c)) {
-            mt_linear_s8_grad_weight(&p, x, e, mask, gw, gb);
-        }
-        return 0;
-    }
-#if MT_HAS_FLOAT
-    const float ws = (float)float_arg(c, 4, "w_scale");
-    const float bs = (float)float_arg(c, 5, "b_scale");
-    float *gw, *gb;
-    int32_t c0;
-    if (!failed(c) && gw_window(c, mask, p.out_n, p.in_n, &gw, &gb, &c0)) {
-        mt_linear_s8_grad_weight_f32(&p, x, e, mask, ws, bs, gw, gb, c0);
-    }
-#else
-    fail(c, "DriverError", "op", "no float support");
-#endif
-    return 0;
-}
-
-static int is_none(const call_t *c, int i);
-
 // The binding's mt_pool_acc: None only where the windows do not overlap.
 static int32_t *pool_acc(call_t *c, int i, const mt_pool_params_t *p, int32_t n) {
     if (is_none(c, i)) {
@@ -587,72 +308,47 @@ static int32_t *pool_acc(call_t *c, int i, const mt_pool_params_t *p, int32_t n)
     return buf(c, i, "acc", I32, n, 1, NULL);
 }
 
-static int run_pool(call_t *c, const char *op, int32_t *ret) {
-    mt_pool_params_t p;
-    if (!pool_desc(c, &p)) {
-        return 0;
+static const uint8_t *upd_touched(call_t *c, int i, int32_t n_ch) {
+    if (failed(c) || is_none(c, i)) {
+        return NULL;
     }
-    const int32_t nin = p.in_h * p.in_w * p.c, nout = p.out_h * p.out_w * p.c;
-    if (!strcmp(op, "maxpool_s8_forward") || !strcmp(op, "avgpool_s8_forward")) {
-        const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
-        int8_t *y = buf(c, 2, "y", S8, nout, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        if (op[0] == 'm') {
-            mt_maxpool_s8_forward(&p, x, y);
-        } else {
-            mt_avgpool_s8_forward(&p, x, y);
-        }
-        return 0;
-    }
-    if (strstr(op, "_act") != NULL) {  // the binding's mt_pool_grad_act
-        const int is_max = op[0] == 'm';
-        check(c, "desc", mt_pool_disjoint_check(&p));
-        const int8_t *t = buf(c, 1, is_max ? "x" : "y", S8, nin, 0, NULL);
-        const int8_t *e = buf(c, 2, "e", S8, nout, 0, NULL);
-        const int32_t lo = checked_int(c, 3, "lo", mt_act_lo_check);
-        const int32_t hi = checked_int(c, 4, "hi", mt_act_hi_check);
-        if (!failed(c)) {
-            check(c, "hi", mt_act_order_check(lo, hi));
-        }
-        int8_t *ein = buf(c, 5, "ein", S8, nin, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        *ret = is_max ? mt_maxpool_s8_grad_input_act(&p, t, e, lo, hi, ein)
-                      : mt_avgpool_s8_grad_input_act(&p, t, e, lo, hi, ein);
-        return 1;
-    }
-    if (!strcmp(op, "maxpool_s8_grad_input")) {
-        const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
-        const int8_t *e = buf(c, 2, "e", S8, nout, 0, NULL);
-        int32_t *acc = pool_acc(c, 3, &p, nin);
-        int8_t *ein = buf(c, 4, "ein", S8, nin, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        *ret = mt_maxpool_s8_grad_input(&p, x, e, acc, ein);
-        return 1;
-    }
-    const int8_t *e = buf(c, 1, "e", S8, nout, 0, NULL);
-    int32_t *acc = pool_acc(c, 2, &p, nin);
-    int8_t *ein = buf(c, 3, "ein", S8, nin, 1, NULL);
-    if (failed(c)) {
-        return 0;
-    }
-    *ret = mt_avgpool_s8_grad_input(&p, e, acc, ein);
-    return 1;
-}
-
-// ---------------------------------------------------------------------------
-// update.c: the binding's checks in its order (mt_bind_update.h, mod_update_*)
-
-static int is_none(const call_t *c, int i) {
-    return i < c->na && c->a[i].tag == 'N';
+    return (const uint8_t *)buf(c, i, "touched", S8, n_ch, 0, NULL);
 }
 
 #if MT_HAS_FLOAT
+// gw / gb of a _grad_weight_f32 call (args 6, 7, 8) as the binding's mt_gw_window:
+// the whole layer without c0, else the window of *n = len(gb) channels from c0.
+static void gw_window(call_t *c, const uint8_t *mask, int32_t out_c, int32_t k, float **gw, float **gb, int32_t *c0,
+                      int32_t *n) {
+    if (c->na < 9) {
+        *gw = buf(c, 6, "gw", F32, (int64_t)out_c * k, 1, NULL);
+        *gb = buf(c, 7, "gb", F32, out_c, 1, NULL);
+        *c0 = 0;
+        *n = out_c;
+        return;
+    }
+    size_t nw = 0, nb = 0;
+    *gw = buf(c, 6, "gw", F32, -1, 1, &nw);
+    *gb = buf(c, 7, "gb", F32, -1, 1, &nb);
+    *c0 = int_arg(c, 8, "c0");
+    *n = (int32_t)nb;  // case buffers < 2^31
+    if (failed(c)) {
+        return;
+    }
+    int32_t v[MT_MSG_NVALS];
+    check_v(c, "c0", mt_gw_window_c0_check(*c0, out_c, v), v);
+    if (!failed(c)) {
+        check_v(c, "gb", mt_gw_window_n_check(*n, *c0, out_c, v), v);
+    }
+    if (!failed(c) && (int64_t)nw != (int64_t)*n * k) {
+        const int32_t vl[MT_MSG_NVALS] = { (int32_t)nw, *n * k, 0 };
+        fail_v(c, "ValueError", "gw", MT_MSG_LENGTH, vl);
+    }
+    if (!failed(c)) {
+        check_v(c, "mask", mt_gw_window_mask_check(mask, *c0, *n, out_c, v), v);
+    }
+}
+
 typedef const char *(*float_check_t)(float x);
 static float checked_float(call_t *c, int i, const char *name, float_check_t chk) {
     const float x = (float)float_arg(c, i, name);
@@ -662,587 +358,164 @@ static float checked_float(call_t *c, int i, const char *name, float_check_t chk
     return x;
 }
 
-// g (any length) then k: returns g, sets *n (elements) and *n_ch.
-static float *upd_g(call_t *c, int gi, const char *name, int ki, int32_t *k, uint32_t *n, int32_t *n_ch) {
+// g (any length, written) then k: returns g, sets *n (elements) and *n_ch.
+static float *upd_g(call_t *c, int gi, const char *name, int ki, int32_t *k, size_t *n, int32_t *n_ch) {
     (void)buf(c, gi, name, F32, -1, 0, n);
-    float *g = buf(c, gi, name, F32, *n, 1, NULL);
+    float *g = buf(c, gi, name, F32, (int64_t)*n, 1, NULL);
     *k = int_arg(c, ki, "k");
     if (!failed(c)) {
         int32_t v[MT_MSG_NVALS];
-        check_v(c, "k", mt_update_k_check(*k, *n, v), v);
+        check_v(c, "k", mt_update_k_check(*k, (uint32_t)*n, v), v);
     }
     *n_ch = failed(c) ? 0 : (int32_t)(*n / (uint32_t)*k);
     return g;
 }
-
-static const uint8_t *upd_touched(call_t *c, int i, int32_t n_ch) {
-    if (failed(c) || is_none(c, i)) {
-        return NULL;
-    }
-    return (const uint8_t *)buf(c, i, "touched", S8, n_ch, 0, NULL);
-}
 #endif
 
-static int run_update(call_t *c, const char *op, int32_t *ret) {
-    uint32_t n = 0;
-    if (!strcmp(op, "update_u8_touch")) {
-        if (!want_args(c, 2)) {
-            return 0;
-        }
-        (void)buf(c, 0, "touched", S8, -1, 0, &n);
-        uint8_t *t = buf(c, 0, "touched", S8, n, 1, NULL);
-        const uint8_t *mask = mask_arg(c, 1, (int32_t)n);
-        if (!failed(c)) {
-            mt_update_u8_touch(t, mask, n);
-        }
-        return 0;
-    }
+// ---------------------------------------------------------------------------
+// one runner per kernel (kernel_driver_gen.h; by hand below where the binding's body is);
+// returns 1 and sets *ret when it returns an int
+
+typedef struct {
+    const char *name;
+    int (*run)(call_t *c, int32_t *ret);
+    int n_min, n_max;
+} run_t;
+
+static int run_conv2d_add_s8_forward(call_t *c, int32_t *ret);
 #if MT_HAS_FLOAT
-    int32_t k = 0, n_ch = 0;
-    if (!strcmp(op, "update_f32_check")) {
-        if (!want_args(c, 1)) {
-            return 0;
-        }
-        const float *x = buf(c, 0, "x", F32, -1, 0, &n);
-        if (failed(c)) {
-            return 0;
-        }
-        *ret = mt_update_f32_check(x, n);
-        return 1;
-    }
-    if (!strcmp(op, "update_f32_decay")) {
-        if (!want_args(c, 9)) {
-            return 0;
-        }
-        float *g = upd_g(c, 0, "g", 1, &k, &n, &n_ch);
-        const uint8_t *touched = upd_touched(c, 2, n_ch);
-        const int32_t cnt = checked_int(c, 3, "n", mt_update_n_check);
-        const float wd = checked_float(c, 4, "wd", mt_nonneg_check);
-        mt_update_src_t src = { NULL, NULL, NULL, NULL, 1.0f };
-        if (!failed(c) && !is_none(c, 8)) {
-            src.master = buf(c, 8, "master", F32, n, 0, NULL);
-        } else if (!failed(c)) {
-            if (c->a[5].tag == 'T' && c->a[5].kind == 'i') {
-                src.q32 = buf(c, 5, "q", I32, n, 0, NULL);
-            } else {
-                src.q8 = buf(c, 5, "q", S8, n, 0, NULL);
-            }
-            src.scale = buf(c, 6, "scale", F32, n_ch, 0, NULL);
-            src.f = checked_float(c, 7, "f", mt_finite_check);
-        }
-        if (!failed(c)) {
-            mt_update_f32_decay(g, n_ch, k, touched, cnt, wd, &src);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "update_f32_standardize")) {
-        if (!want_args(c, 4)) {
-            return 0;
-        }
-        float *g = upd_g(c, 0, "g", 1, &k, &n, &n_ch);
-        const uint8_t *touched = upd_touched(c, 2, n_ch);
-        const int32_t cnt = checked_int(c, 3, "n", mt_update_n_check);
-        if (!failed(c)) {
-            mt_update_f32_standardize(g, n_ch, k, touched, cnt);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "update_f32_axpby")) {
-        if (!want_args(c, 6)) {
-            return 0;
-        }
-        float *y = upd_g(c, 0, "y", 2, &k, &n, &n_ch);
-        const float *x = buf(c, 1, "x", F32, n, 0, NULL);
-        const uint8_t *touched = upd_touched(c, 3, n_ch);
-        const float a = checked_float(c, 4, "a", mt_finite_check);
-        const float b = checked_float(c, 5, "b", mt_finite_check);
-        if (!failed(c)) {
-            mt_update_f32_axpby(y, x, n_ch, k, touched, a, b);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "update_f32_momentum")) {
-        if (!want_args(c, 5)) {
-            return 0;
-        }
-        float *g = upd_g(c, 0, "g", 2, &k, &n, &n_ch);
-        float *v = buf(c, 1, "v", F32, n, 1, NULL);
-        const uint8_t *touched = upd_touched(c, 3, n_ch);
-        const float mom = checked_float(c, 4, "mom", mt_unit_check);
-        if (!failed(c)) {
-            mt_update_f32_momentum(g, v, n_ch, k, touched, mom);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "update_f32_scale")) {
-        if (!want_args(c, 4)) {
-            return 0;
-        }
-        float *x = upd_g(c, 0, "x", 1, &k, &n, &n_ch);
-        const uint8_t *touched = upd_touched(c, 2, n_ch);
-        const float a = checked_float(c, 3, "a", mt_finite_check);
-        if (!failed(c)) {
-            mt_update_f32_scale(x, n_ch, k, touched, a);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "update_f32_adam")) {
-        if (!want_args(c, 10)) {
-            return 0;
-        }
-        float *g = upd_g(c, 0, "g", 3, &k, &n, &n_ch);
-        float *m = buf(c, 1, "m", F32, n, 1, NULL);
-        float *v = buf(c, 2, "v", F32, n, 1, NULL);
-        const uint8_t *touched = upd_touched(c, 4, n_ch);
-        const float b1 = checked_float(c, 5, "b1", mt_unit_check);
-        const float b2 = checked_float(c, 6, "b2", mt_unit_check);
-        const float b1t = checked_float(c, 7, "b1t", mt_unit_check);
-        const float b2t = checked_float(c, 8, "b2t", mt_unit_check);
-        const float eps = checked_float(c, 9, "eps", mt_positive_check);
-        if (!failed(c)) {
-            mt_update_f32_adam(g, m, v, n_ch, k, touched, b1, b2, b1t, b2t, eps);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "update_s8_apply") || !strcmp(op, "update_s8_apply_keep")) {
-        const int keep = op[15] == '_';  // update_s8_apply_keep: gw, gb read only, scratch 2 n_ch
-        if (!want_args(c, 15)) {
-            return 0;
-        }
-        mt_update_layer_t L;
-        uint32_t nw = 0, nc = 0;
-        (void)buf(c, 0, "w", S8, -1, 0, &nw);
-        L.w = buf(c, 0, "w", S8, nw, 1, NULL);
-        (void)buf(c, 1, "w_scale", F32, -1, 0, &nc);
-        if (!failed(c)) {
-            check(c, "w_scale", mt_channel_count_check(nc));
-        }
-        L.w_scale = buf(c, 1, "w_scale", F32, nc, 1, NULL);
-        if (!failed(c) && (nw % nc != 0 || nw < nc)) {
-            const int32_t v[MT_MSG_NVALS] = { (int32_t)nw, (int32_t)nc, 0 };
-            fail_v(c, "ValueError", "w", MT_MSG_CHANNEL_MULTIPLE, v);
-        }
-        L.n_ch = (int32_t)nc;
-        L.k = nc ? (int32_t)(nw / nc) : 0;
-        L.b = buf(c, 2, "b", I32, nc, 1, NULL);
-        L.mult = buf(c, 3, "mult", I32, nc, 1, NULL);
-        L.shift = buf(c, 4, "shift", I32, nc, 1, NULL);
-        L.gw = buf(c, 5, "gw", F32, nw, !keep, NULL);
-        L.gb = buf(c, 6, "gb", F32, nc, !keep, NULL);
-        L.master_w = is_none(c, 7) ? NULL : buf(c, 7, "master_w", F32, nw, 1, NULL);
-        L.master_b = is_none(c, 8) ? NULL : buf(c, 8, "master_b", F32, nc, 1, NULL);
-        if (!failed(c) && is_none(c, 7) != is_none(c, 8)) {
-            fail(c, "ValueError", "master_b", MT_MSG_MASTER_PAIR);
-        }
-        const uint8_t *touched = upd_touched(c, 9, (int32_t)nc);
-        const float lr = checked_float(c, 10, "lr", mt_nonneg_check);
-        L.s_in = checked_float(c, 11, "s_in", mt_positive_check);
-        L.s_out = checked_float(c, 12, "s_out", mt_positive_check);
-        const int32_t rng = checked_int(c, 13, "rng", mt_update_rng_check);
-        uint32_t n_scr = 0;  // at least 2 n_ch (keep) / n_ch: a longer one is lent, its tail unused
-        float *scratch = buf(c, 14, "scratch", F32, -1, 1, &n_scr);
-        if (!failed(c) && n_scr < (uint32_t)(keep ? 2 * nc : nc)) {
-            const int32_t v[MT_MSG_NVALS] = { (int32_t)n_scr, (int32_t)(keep ? 2 * nc : nc), 0 };
-            fail_v(c, "ValueError", "scratch", MT_MSG_AT_LEAST, v);
-        }
-        if (failed(c)) {
-            return 0;
-        }
-        const int32_t r = keep ? mt_update_s8_apply_keep(&L, touched, lr, rng, scratch)
-                               : mt_update_s8_apply(&L, touched, lr, rng, scratch);
-        if (r < -1) {
-            const int32_t v[MT_MSG_NVALS] = { -2 - r, 0, 0 };
-            fail_v(c, "ValueError", "gw", MT_MSG_BAD_STEP, v);
-            return 0;
-        }
-        *ret = r;
-        return 1;
-    }
-    if (!strcmp(op, "update_f32_ratios")) {
-        if (!want_args(c, 3)) {
-            return 0;
-        }
-        const float *sw = buf(c, 0, "w_scale", F32, -1, 0, &n);
-        if (!failed(c)) {
-            check(c, "w_scale", mt_channel_count_check(n));
-        }
-        if (!failed(c)) {
-            check(c, "w_scale", mt_scales_check(sw, (int32_t)n));
-        }
-        const int32_t r = checked_int(c, 1, "r", mt_ratio_r_check);
-        int32_t *wr = buf(c, 2, "wr", I32, n, 1, NULL);
-        if (!failed(c)) {
-            *ret = mt_update_f32_ratios(sw, (int32_t)n, r, wr);
-            return 1;
-        }
-        return 0;
-    }
-#else
+static int run_update_f32_decay(call_t *c, int32_t *ret);
+static int run_update_s8_apply(call_t *c, int32_t *ret);
+static int run_update_s8_apply_keep(call_t *c, int32_t *ret);
+#endif
+
+#include "kernel_driver_gen.h"
+
+static int run_conv2d_add_s8_forward(call_t *c, int32_t *ret) {
     (void)ret;
-#endif
-    fail(c, "DriverError", "op", "no float support");
+    mt_conv2d_add_s8_forward_args_t a;
+    if (!drv_conv2d_add_s8_forward_args(c, &a)) {
+        return 0;
+    }
+    const int32_t row = a.p->out_w * a.p->out_c;
+    const int32_t rows = (int32_t)a.tile_n / row < a.p->out_h ? (int32_t)a.tile_n / row : a.p->out_h;
+    mt_conv2d_add_s8_forward(a.p, a.x, a.w, a.bias, a.mult, a.shift, a.add_desc, a.side, a.skip, a.tile, rows);
     return 0;
 }
 
-
-static int run_misc(call_t *c, const char *op, int32_t *ret) {
-    uint32_t n = 0;
-    if (!strcmp(op, "relu_s8_forward") || !strcmp(op, "relu6_s8_forward")) {
-        const int six = op[4] == '6';
-        if (!want_args(c, six ? 4 : 3)) {
-            return 0;
-        }
-        const int8_t *x = buf(c, 0, "x", S8, -1, 0, &n);
-        const int32_t zp = checked_int(c, 1, "zp", mt_level_check);
-        const int32_t q6 = six ? checked_int(c, 2, "q6", mt_level_check) : 0;
-        int8_t *y = buf(c, six ? 3 : 2, "y", S8, n, 1, NULL);
-        if (six && !failed(c)) {
-            check(c, "q6", mt_q6_check(q6, zp));
-        }
-        if (failed(c)) {
-            return 0;
-        }
-        if (six) {
-            mt_relu6_s8_forward(x, y, n, zp, q6);
-        } else {
-            mt_relu_s8_forward(x, y, n, zp);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "relu_s8_backward") || !strcmp(op, "relu6_s8_backward")) {
-        const int six = op[4] == '6';
-        if (!want_args(c, six ? 4 : 3)) {
-            return 0;
-        }
-        const int8_t *y = buf(c, 0, "y", S8, -1, 0, &n);
-        const int32_t zp = checked_int(c, 1, "zp", mt_level_check);
-        const int32_t q6 = six ? checked_int(c, 2, "q6", mt_level_check) : 0;
-        int8_t *e = buf(c, six ? 3 : 2, "e", S8, n, 1, NULL);
-        if (six && !failed(c)) {
-            check(c, "q6", mt_q6_check(q6, zp));
-        }
-        if (failed(c)) {
-            return 0;
-        }
-        if (six) {
-            mt_relu6_s8_backward(y, e, n, zp, q6);
-        } else {
-            mt_relu_s8_backward(y, e, n, zp);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "lut_s8_forward")) {
-        if (!want_args(c, 3)) {
-            return 0;
-        }
-        const int8_t *x = buf(c, 0, "x", S8, -1, 0, &n);
-        const int8_t *table = buf(c, 1, "table", S8, 256, 0, NULL);
-        int8_t *y = buf(c, 2, "y", S8, n, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        mt_lut_s8_forward(x, table, y, n);
-        return 0;
-    }
-    if (!strcmp(op, "lut_s8_grad_input")) {
-        if (!want_args(c, 4)) {
-            return 0;
-        }
-        const int8_t *x = buf(c, 0, "x", S8, -1, 0, &n);
-        const int8_t *e = buf(c, 1, "e", S8, n, 0, NULL);
-        const int32_t *dtable = buf(c, 2, "dtable", I32, 256, 0, NULL);
-        if (!failed(c)) {
-            int32_t v[MT_MSG_NVALS];
-            check_v(c, "dtable", mt_lut_dtable_check(dtable, v), v);
-        }
-        int8_t *ein = buf(c, 3, "ein", S8, n, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        *ret = mt_lut_s8_grad_input(x, e, dtable, ein, n);
-        return 1;
-    }
-    if (!strcmp(op, "global_avgpool_s8_forward")) {
-        if (!want_args(c, 4)) {
-            return 0;
-        }
-        const int32_t hw = checked_int(c, 1, "hw", mt_hw_check);
-        const int32_t ch = checked_int(c, 2, "c", mt_channels_check);
-        if (!failed(c)) {
-            check(c, "x", mt_hw_c_check(hw, ch));
-        }
-        const int8_t *x = buf(c, 0, "x", S8, (int64_t)hw * ch, 0, NULL);
-        int8_t *y = buf(c, 3, "y", S8, ch, 1, NULL);
-        if (!failed(c)) {
-            mt_global_avgpool_s8_forward(x, hw, ch, y);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "global_avgpool_s8_grad_input")) {
-        if (!want_args(c, 3)) {
-            return 0;
-        }
-        const int8_t *e = buf(c, 0, "e", S8, -1, 0, &n);
-        const int32_t hw = checked_int(c, 1, "hw", mt_hw_check);
-        if (!failed(c)) {
-            check(c, "e", mt_gap_channels_check(hw, n));
-        }
-        int8_t *ein = buf(c, 2, "ein", S8, (int64_t)hw * n, 1, NULL);
-        if (!failed(c)) {
-            mt_global_avgpool_s8_grad_input(e, hw, (int32_t)n, ein);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "add_s8_forward")) {
-        if (!want_args(c, 4)) {
-            return 0;
-        }
-        int32_t d[MT_ADD_NPARAMS];
-        mt_add_params_t p;
-        desc_arg(c, d, MT_ADD_NPARAMS);
-        memcpy(&p, d, sizeof p);
-        if (!failed(c)) {
-            check(c, "desc", mt_add_check(&p));
-        }
-        if (failed(c)) {
-            return 0;
-        }
-        const int8_t *x1 = buf(c, 1, "x1", S8, p.n, 0, NULL);
-        const int8_t *x2 = buf(c, 2, "x2", S8, p.n, 0, NULL);
-        int8_t *y = buf(c, 3, "y", S8, p.n, 1, NULL);
-        if (!failed(c)) {
-            mt_add_s8_forward(&p, x1, x2, y);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "add_s8_grad_merge")) {
-        if (!want_args(c, 5)) {
-            return 0;
-        }
-        const int8_t *ea = buf(c, 0, "ea", S8, -1, 0, &n);
-        const int32_t ra = checked_int(c, 1, "ra", mt_ratio_check);
-        const int8_t *eb = buf(c, 2, "eb", S8, n, 0, NULL);
-        const int32_t rb = checked_int(c, 3, "rb", mt_ratio_check);
-        int8_t *o = buf(c, 4, "out", S8, n, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        *ret = mt_add_s8_grad_merge(ea, ra, eb, rb, n, o);
-        return 1;
-    }
-    if (!strcmp(op, "concat_s8_forward") || !strcmp(op, "concat_s8_grad_input")) {
-        const int fwd = !strcmp(op, "concat_s8_forward");
-        if (!want_args(c, 4)) {
-            return 0;
-        }
-        int32_t d[MT_CONCAT_NPARAMS];
-        mt_concat_params_t p;
-        desc_arg(c, d, MT_CONCAT_NPARAMS);
-        memcpy(&p, d, sizeof p);
-        if (!failed(c)) {
-            check(c, "desc", mt_concat_check(&p));
-        }
-        if (failed(c)) {
-            return 0;
-        }
-        const int64_t n1 = (int64_t)p.hw * p.c1, n2 = (int64_t)p.hw * p.c2;
-        if (fwd) {
-            const int8_t *x1 = buf(c, 1, "x1", S8, n1, 0, NULL);
-            const int8_t *x2 = buf(c, 2, "x2", S8, n2, 0, NULL);
-            int8_t *y = buf(c, 3, "y", S8, n1 + n2, 1, NULL);
-            if (!failed(c)) {
-                mt_concat_s8_forward(&p, x1, x2, y);
-            }
-            return 0;
-        }
-        const int8_t *e = buf(c, 1, "e", S8, n1 + n2, 0, NULL);
-        const int32_t part = checked_int(c, 2, "part", mt_part_check);
-        if (failed(c)) {
-            return 0;
-        }
-        int8_t *ein = buf(c, 3, "ein", S8, part ? n2 : n1, 1, NULL);
-        if (!failed(c)) {
-            mt_concat_s8_grad_input(&p, e, part, ein);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "upsample_s8_forward") || !strcmp(op, "upsample_s8_grad_input")) {
-        const int fwd = !strcmp(op, "upsample_s8_forward");
-        if (!want_args(c, 3)) {
-            return 0;
-        }
-        int32_t d[MT_UPSAMPLE_NPARAMS];
-        mt_upsample_params_t p;
-        desc_arg(c, d, MT_UPSAMPLE_NPARAMS);
-        memcpy(&p, d, sizeof p);
-        if (!failed(c)) {
-            check(c, "desc", mt_upsample_check(&p));
-        }
-        if (failed(c)) {
-            return 0;
-        }
-        const int64_t nin = (int64_t)p.in_h * p.in_w * p.c, nout = (int64_t)p.out_h * p.out_w * p.c;
-        if (fwd) {
-            const int8_t *x = buf(c, 1, "x", S8, nin, 0, NULL);
-            int8_t *y = buf(c, 2, "y", S8, nout, 1, NULL);
-            if (!failed(c)) {
-                mt_upsample_s8_forward(&p, x, y);
-            }
-            return 0;
-        }
-        const int8_t *e = buf(c, 1, "e", S8, nout, 0, NULL);
-        int8_t *ein = buf(c, 2, "ein", S8, nin, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        *ret = mt_upsample_s8_grad_input(&p, e, ein);
-        return 1;
-    }
-    if (!strcmp(op, "softmax_xent_s8")) {
-        if (!want_args(c, 5)) {
-            return 0;
-        }
-        const int8_t *q = buf(c, 0, "logits", S8, -1, 0, &n);
-        if (!failed(c)) {
-            check(c, "logits", mt_classes_check(n));
-        }
-        const int32_t label = int_arg(c, 1, "label");
-        if (!failed(c)) {
-            int32_t v[MT_MSG_NVALS];
-            check_v(c, "label", mt_label_check(label, n, v), v);
-        }
-        uint32_t n_lut = 0;
-        const uint32_t *lut = buf(c, 2, "lut", U32, -1, 0, &n_lut);
-        if (!failed(c)) {
-            int32_t v[MT_MSG_NVALS];
-            check_v(c, "lut", mt_softmax_lut_check(lut, n_lut, v), v);
-        }
-        int8_t *err = buf(c, 3, "err", S8, n, 1, NULL);
-        int32_t *stats = buf(c, 4, "stats", I32, 3, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        *ret = mt_softmax_xent_s8(q, (int32_t)n, label, lut, (int32_t)n_lut, err, stats);
-        return 1;
-    }
-    if (!strcmp(op, "l1_norm_s8")) {
-        if (!want_args(c, 3)) {
-            return 0;
-        }
-        const int8_t *e = buf(c, 0, "e", S8, -1, 0, &n);
-        const int32_t ch = checked_int(c, 1, "c", mt_channels_check);
-        if (!failed(c)) {
-            int32_t v[MT_MSG_NVALS];
-            check_v(c, "e", mt_l1_norm_len_check(n, ch, v), v);
-        }
-        int32_t *norms = buf(c, 2, "norms", I32, ch, 1, NULL);
-        if (!failed(c)) {
-            mt_l1_norm_s8(e, n / (uint32_t)ch, ch, norms);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "topk_mask")) {
-        if (!want_args(c, 3)) {
-            return 0;
-        }
-        const int32_t *norms = buf(c, 0, "norms", I32, -1, 0, &n);
-        if (!failed(c)) {
-            check(c, "norms", mt_channel_count_check(n));
-        }
-        const int32_t k = int_arg(c, 1, "k");
-        if (!failed(c)) {
-            int32_t v[MT_MSG_NVALS];
-            check_v(c, "k", mt_topk_k_check(k, n, v), v);
-        }
-        uint8_t *mask = buf(c, 2, "mask", S8, n, 1, NULL);
-        if (!failed(c)) {
-            mt_topk_mask(norms, (int32_t)n, k, mask);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "zo_perturb_s8") || !strcmp(op, "zo_update_s8")) {
-        const int upd = op[3] == 'u';
-        if (!want_args(c, 4)) {
-            return 0;
-        }
-        const int8_t *base = buf(c, 0, "base", S8, -1, 0, &n);
-        const int32_t s = upd ? checked_int(c, 1, "step", mt_zo_step_check) : checked_int(c, 1, "eps", mt_zo_eps_check);
-        uint32_t *rng = buf(c, 2, "rng", U32, upd ? 2 : 1, 1, NULL);
-        int8_t *w = buf(c, 3, "w", S8, n, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        if (upd) {
-            mt_zo_update_s8(base, n, s, rng, w);
-        } else {
-            mt_zo_perturb_s8(base, n, s, rng, w);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "zo_perturb_h_s8")) {
-        if (!want_args(c, 6)) {
-            return 0;
-        }
-        const int8_t *base = buf(c, 0, "base", S8, -1, 0, &n);
-        const int32_t eps = checked_int(c, 1, "eps", mt_zo_eps_check);
-        uint32_t *rng = buf(c, 2, "rng", U32, 1, 1, NULL);
-        const int32_t row = checked_int(c, 3, "row", mt_zo_index_check);
-        const int32_t i0 = checked_int(c, 4, "i0", mt_zo_index_check);
-        int8_t *w = buf(c, 5, "w", S8, n, 1, NULL);
-        if (!failed(c)) {
-            mt_zo_perturb_h_s8(base, n, eps, (uint32_t)row, (uint32_t)i0, rng, w);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "dyn_requant_s8")) {
-        if (!want_args(c, 2)) {
-            return 0;
-        }
-        const int32_t *acc = buf(c, 0, "acc", I32, -1, 0, &n);
-        int8_t *o = buf(c, 1, "out", S8, n, 1, NULL);
-        if (failed(c)) {
-            return 0;
-        }
-        *ret = mt_dyn_requant_s8(acc, n, o);
-        return 1;
-    }
-    if (!strcmp(op, "f32_axpy_i32")) {
-        if (!want_args(c, 3)) {
-            return 0;
-        }
 #if MT_HAS_FLOAT
-        const int32_t *x = buf(c, 0, "x", I32, -1, 0, &n);
-        const float a = (float)float_arg(c, 1, "a");
-        float *y = buf(c, 2, "y", F32, n, 1, NULL);
-        if (!failed(c)) {
-            mt_f32_axpy_i32(y, x, n, a);
-        }
-#else
-        fail(c, "DriverError", "op", "no float support");
-#endif
+// The binding's mod_update_f32_decay after the prologue: master, else q (int8 or int32),
+// scale and f.
+static int run_update_f32_decay(call_t *c, int32_t *ret) {
+    (void)ret;
+    mt_update_f32_decay_args_t a;
+    if (!drv_update_f32_decay_args(c, &a)) {
         return 0;
     }
-    if (!strncmp(op, "update_", 7)) {
-        return run_update(c, op, ret);
+    mt_update_src_t src = { NULL, NULL, NULL, NULL, 1.0f };
+    if (!is_none(c, 8)) {
+        src.master = buf(c, 8, "master", F32, (int64_t)a.g_n, 0, NULL);
+    } else {
+        if (c->a[5].tag == 'T' && c->a[5].kind == 'i') {
+            src.q32 = buf(c, 5, "q", I32, (int64_t)a.g_n, 0, NULL);
+        } else {
+            src.q8 = buf(c, 5, "q", S8, (int64_t)a.g_n, 0, NULL);
+        }
+        src.scale = buf(c, 6, "scale", F32, a.n_ch, 0, NULL);
+        src.f = checked_float(c, 7, "f", mt_finite_check);
     }
-    fail(c, "DriverError", "op", "unknown function");
+    if (!failed(c)) {
+        mt_update_f32_decay(a.g, a.n_ch, a.k, a.touched, a.n, a.wd, &src);
+    }
     return 0;
+}
+
+// The binding's mt_s8_apply_call (keep: update_s8_apply_keep, gw and gb read only,
+// scratch of at least 2 n_ch).
+static int s8_apply(call_t *c, int32_t *ret, int keep) {
+    mt_update_layer_t L;
+    size_t nw = 0, nc = 0;
+    (void)buf(c, 0, "w", S8, -1, 0, &nw);
+    L.w = buf(c, 0, "w", S8, (int64_t)nw, 1, NULL);
+    (void)buf(c, 1, "w_scale", F32, -1, 0, &nc);
+    if (!failed(c)) {
+        check(c, "w_scale", mt_channel_count_check((uint32_t)nc));
+    }
+    L.w_scale = buf(c, 1, "w_scale", F32, (int64_t)nc, 1, NULL);
+    if (!failed(c) && (nw % nc != 0 || nw < nc)) {
+        const int32_t v[MT_MSG_NVALS] = { (int32_t)nw, (int32_t)nc, 0 };
+        fail_v(c, "ValueError", "w", MT_MSG_CHANNEL_MULTIPLE, v);
+    }
+    L.n_ch = (int32_t)nc;
+    L.k = nc ? (int32_t)(nw / nc) : 0;
+    L.b = buf(c, 2, "b", I32, (int64_t)nc, 1, NULL);
+    L.mult = buf(c, 3, "mult", I32, (int64_t)nc, 1, NULL);
+    L.shift = buf(c, 4, "shift", I32, (int64_t)nc, 1, NULL);
+    L.gw = buf(c, 5, "gw", F32, (int64_t)nw, !keep, NULL);
+    L.gb = buf(c, 6, "gb", F32, (int64_t)nc, !keep, NULL);
+    L.master_w = is_none(c, 7) ? NULL : buf(c, 7, "master_w", F32, (int64_t)nw, 1, NULL);
+    L.master_b = is_none(c, 8) ? NULL : buf(c, 8, "master_b", F32, (int64_t)nc, 1, NULL);
+    if (!failed(c) && is_none(c, 7) != is_none(c, 8)) {
+        fail(c, "ValueError", "master_b", MT_MSG_MASTER_PAIR);
+    }
+    const uint8_t *touched = upd_touched(c, 9, (int32_t)nc);
+    const float lr = checked_float(c, 10, "lr", mt_nonneg_check);
+    L.s_in = checked_float(c, 11, "s_in", mt_positive_check);
+    L.s_out = checked_float(c, 12, "s_out", mt_positive_check);
+    const int32_t rng = checked_int(c, 13, "rng", mt_update_rng_check);
+    size_t n_scr = 0;  // at least 2 n_ch (keep) / n_ch: a longer one is lent, its tail unused
+    float *scratch = buf(c, 14, "scratch", F32, -1, 1, &n_scr);
+    if (!failed(c) && n_scr < (keep ? 2 * nc : nc)) {
+        const int32_t v[MT_MSG_NVALS] = { (int32_t)n_scr, (int32_t)(keep ? 2 * nc : nc), 0 };
+        fail_v(c, "ValueError", "scratch", MT_MSG_AT_LEAST, v);
+    }
+    if (failed(c)) {
+        return 0;
+    }
+    const int32_t r = keep ? mt_update_s8_apply_keep(&L, touched, lr, rng, scratch)
+                           : mt_update_s8_apply(&L, touched, lr, rng, scratch);
+    if (r < -1) {
+        const int32_t v[MT_MSG_NVALS] = { -2 - r, 0, 0 };
+        fail_v(c, "ValueError", "gw", MT_MSG_BAD_STEP, v);
+        return 0;
+    }
+    *ret = r;
+    return 1;
+}
+
+static int run_update_s8_apply(call_t *c, int32_t *ret) {
+    return s8_apply(c, ret, 0);
+}
+
+static int run_update_s8_apply_keep(call_t *c, int32_t *ret) {
+    return s8_apply(c, ret, 1);
+}
+#endif
+
+static int want_args(call_t *c, int n_min, int n_max) {
+    if (c->na < n_min || c->na > n_max) {
+        char what[64];
+        snprintf(what, sizeof what, "takes %d arguments, got %d", n_min, c->na);
+        fail(c, "TypeError", "args", what);
+        return 0;
+    }
+    return 1;
 }
 
 // Driver-only ops (names start with '_'): the integer helpers of mt_quant.h
 // element-wise, so both math modes (hardware / MT_FORCE_SOFT_MATH) are tested
 // directly and not only through what reaches a kernel's int8 output.
 static int run_helper(call_t *c, const char *op) {
-    uint32_t n = 0;
+    size_t n = 0;
     if (!strcmp(op, "_requant")) {
-        if (!want_args(c, 4)) {
+        if (!want_args(c, 4, 4)) {
             return 0;
         }
         const int32_t *acc = buf(c, 0, "acc", I32, -1, 0, &n);
         const int32_t *m = buf(c, 1, "m", I32, n, 0, NULL);
         const int32_t *sh = buf(c, 2, "shift", I32, n, 0, NULL);
         int32_t *o = buf(c, 3, "out", I32, n, 1, NULL);
-        for (uint32_t i = 0; i < n && !failed(c); ++i) {
+        for (size_t i = 0; i < n && !failed(c); ++i) {
             check(c, "m/shift", mt_requant_params_check(&m[i], &sh[i], 1));
             if (!failed(c)) {
                 o[i] = mt_requant(acc[i], m[i], sh[i]);
@@ -1250,37 +523,27 @@ static int run_helper(call_t *c, const char *op) {
         }
         return 0;
     }
-    if (!strcmp(op, "_doubling_high_mul")) {
-        if (!want_args(c, 3)) {
+    if (!strcmp(op, "_doubling_high_mul") || !strcmp(op, "_udiv")) {  // out[i] = f(a[i], b[i])
+        const int udiv = op[1] == 'u';
+        if (!want_args(c, 3, 3)) {
             return 0;
         }
-        const int32_t *a = buf(c, 0, "a", I32, -1, 0, &n);
-        const int32_t *b = buf(c, 1, "b", I32, n, 0, NULL);
-        int32_t *o = buf(c, 2, "out", I32, n, 1, NULL);
-        for (uint32_t i = 0; i < n && !failed(c); ++i) {
-            o[i] = mt_doubling_high_mul(a[i], b[i]);
-        }
-        return 0;
-    }
-    if (!strcmp(op, "_udiv")) {
-        if (!want_args(c, 3)) {
-            return 0;
-        }
-        const uint32_t *num = buf(c, 0, "n", U32, -1, 0, &n);
-        const uint32_t *den = buf(c, 1, "d", U32, n, 0, NULL);
-        uint32_t *o = buf(c, 2, "out", U32, n, 1, NULL);
-        for (uint32_t i = 0; i < n && !failed(c); ++i) {
-            o[i] = mt_udiv_u32(num[i], den[i]);
+        const int dt = udiv ? U32 : I32;  // the signed and unsigned views of the same words
+        const int32_t *a = buf(c, 0, udiv ? "n" : "a", dt, -1, 0, &n);
+        const int32_t *b = buf(c, 1, udiv ? "d" : "b", dt, (int64_t)n, 0, NULL);
+        int32_t *o = buf(c, 2, "out", dt, (int64_t)n, 1, NULL);
+        for (size_t i = 0; i < n && !failed(c); ++i) {
+            o[i] = udiv ? (int32_t)mt_udiv_u32((uint32_t)a[i], (uint32_t)b[i]) : mt_doubling_high_mul(a[i], b[i]);
         }
         return 0;
     }
     if (!strcmp(op, "_dyn_shift")) {
-        if (!want_args(c, 2)) {
+        if (!want_args(c, 2, 2)) {
             return 0;
         }
         const uint32_t *mx = buf(c, 0, "max_abs", U32, -1, 0, &n);
         int32_t *o = buf(c, 1, "out", I32, n, 1, NULL);
-        for (uint32_t i = 0; i < n && !failed(c); ++i) {
+        for (size_t i = 0; i < n && !failed(c); ++i) {
             o[i] = mt_dyn_shift(mx[i]);
         }
         return 0;
@@ -1293,30 +556,20 @@ static int run_call(call_t *c, const char *op, int32_t *ret) {
     if (op[0] == '_') {
         return run_helper(c, op);
     }
-    if (!strcmp(op, "conv2d_add_s8_forward")) {
-        return want_args(c, 10) && run_conv_add(c);
-    }
-    if (!strncmp(op, "conv2d_", 7) || !strncmp(op, "linear_", 7)) {
-        const int is_f32 = strstr(op, "_f32") != NULL;
-        const int is_wt = strstr(op, "grad_weight") != NULL;
-        // the _f32 ones: 8, or 9 with the channel window c0; grad input: 7, or 8 / 9
-        // with lo / hi (8: grad_act's error)
-        const int n_gi = c->na == 8 || c->na == 9 ? c->na : 7;
-        if (!want_args(c, is_f32 ? (c->na == 9 ? 9 : 8) : (is_wt ? 6 : n_gi))) {
-            return 0;
+    for (size_t i = 0; i < sizeof RUNS / sizeof RUNS[0]; ++i) {
+        if (!strcmp(op, RUNS[i].name)) {
+            if (!want_args(c, RUNS[i].n_min, RUNS[i].n_max)) {
+                return 0;
+            }
+            if (!RUNS[i].run) {
+                fail(c, "DriverError", "op", "no float support");
+                return 0;
+            }
+            return RUNS[i].run(c, ret);
         }
-        return op[0] == 'c' ? run_conv(c, op, ret) : run_linear(c, op, ret);
     }
-    if (!strncmp(op, "maxpool_", 8) || !strncmp(op, "avgpool_", 8)) {
-        const int is_max = op[0] == 'm';
-        const int is_grad = strstr(op, "grad_input") != NULL;
-        const int is_act = strstr(op, "_act") != NULL;
-        if (!want_args(c, is_act ? 6 : is_grad ? (is_max ? 5 : 4) : 3)) {
-            return 0;
-        }
-        return run_pool(c, op, ret);
-    }
-    return run_misc(c, op, ret);
+    fail(c, "DriverError", "op", "unknown function");
+    return 0;
 }
 
 // ---------------------------------------------------------------------------

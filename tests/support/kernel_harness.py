@@ -466,7 +466,7 @@ def build_driver(soft_math: bool = False, sanitize: bool = True, kernel_dir: Pat
     srcs = driver_sources(kernel_dir)
     h = hashlib.sha256(" ".join(flags).encode())
     h.update(str(kernel_dir.resolve()).encode())
-    for p in srcs + sorted(kernel_dir.glob("*.h")):
+    for p in srcs + sorted(kernel_dir.glob("*.h")) + sorted(DRIVER_SRC.parent.glob("*.h")):
         h.update(p.name.encode())
         h.update(p.read_bytes())
     tag = ("soft" if soft_math else "hard") + ("-asan" if sanitize else "-plain")

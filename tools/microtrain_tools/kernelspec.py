@@ -5,9 +5,11 @@ default, the checks.c checks run on it), the buffers that must not share a byte
 (``overlaps``) or may be the very same buffer (``same_ok``), the return value and
 its docstring. ``python -m microtrain_tools.kernelgen --write`` writes from it
 (first line of each: generated): the module table with the argument counts
-(usermod/microtrain/mt_funcs.h), the stubs (stubs/_microtrain.pyi), the API table
-of docs/numerics.md and the bad-input argument kinds
-(tests/support/bad_input_specs.py); ``--check`` fails when one is stale.
+(usermod/microtrain/mt_funcs.h), the binding's and the C test driver's argument
+prologues and kernel calls (usermod/microtrain/mt_bind_gen.h,
+tests/c/kernel_driver_gen.h, a marked region of each pure-Python kernel), the stubs
+(stubs/_microtrain.pyi), the API table of docs/numerics.md and the bad-input argument
+kinds (tests/support/bad_input_specs.py); ``--check`` fails when one is stale.
 
 Kinds: ``desc`` (array('i') parameter block, its op named by its check),
 ``s8`` (1-byte buffer), ``i32`` (array('i')), ``u32`` (array('I') or ('i')),
@@ -41,6 +43,9 @@ class Func:
     name: str
     ret: str  # the Python return type: None, int or memoryview
     args: tuple[Arg, ...]
+    # The kernel call of the generated bindings (C, over the unpacked arguments, their
+    # lengths x_n, the descriptor p); "" where the binding body is hand-written.
+    call: str = ""
     returns: str = ""  # what an int return is
     fpu: bool = False  # only where HAS_FLOAT
     overlaps: tuple[tuple[str, str], ...] = ()  # (written, other): no shared byte
@@ -67,7 +72,10 @@ class Section:
 # fmt: off
 SECTIONS: tuple[Section, ...] = (
     Section('conv2d (desc: 17 int32, docs/numerics.md "conv2d")', funcs=(
-        Func("conv2d_s8_forward", "None", args=(
+        Func("conv2d_s8_forward", "None",
+             call="dil ? mt_conv2d_dil_s8_forward(&pu.d, x, w, bias, mult, shift, y) :"
+                  " mt_conv2d_s8_forward(p, x, w, bias, mult, shift, y)",
+             args=(
             Arg("desc", "desc", checks=("mt_conv2d_check", "mt_conv2d_dil_check")),
             Arg("x", "s8", length="in_h * in_w * in_c"),
             Arg("w", "s8", length="out_c * k_h * k_w * in_c / groups"),
@@ -78,7 +86,10 @@ SECTIONS: tuple[Section, ...] = (
         ), overlaps=(
             ("y", "x"), ("y", "w"),
         ), doc="y = clamp(requant(bias + sum (x - in_zp) * w) + out_zp, act_min, act_max), NHWC / OHWI."),
-        Func("conv2d_s8_grad_input", "int", returns="shift", args=(
+        Func("conv2d_s8_grad_input", "int",
+             call="dil ? mt_conv2d_dil_s8_grad_input(&pu.d, e, w, wr, mask, lo, hi, acc, ein) :"
+                  " mt_conv2d_s8_grad_input(p, e, w, wr, mask, lo, hi, acc, ein)",
+             returns="shift", args=(
             Arg("desc", "desc", checks=("mt_conv2d_check", "mt_conv2d_dil_check")),
             Arg("e", "s8", length="out_h * out_w * out_c"),
             Arg("w", "s8", length="out_c * k_h * k_w * in_c / groups"),
@@ -99,7 +110,10 @@ producer activation y on entry and ein[i] becomes 0 unless lo < y[i] < hi (relu 
 relu6 (zp, q6), none (-129, 128)): the grad input then relu_s8_backward /
 relu6_s8_backward on y, the same shift.
 """),
-        Func("conv2d_s8_grad_weight", "None", args=(
+        Func("conv2d_s8_grad_weight", "None",
+             call="dil ? mt_conv2d_dil_s8_grad_weight(&pu.d, x, e, mask, gw, gb) :"
+                  " mt_conv2d_s8_grad_weight(p, x, e, mask, gw, gb)",
+             args=(
             Arg("desc", "desc", checks=("mt_conv2d_check", "mt_conv2d_dil_check")),
             Arg("x", "s8", length="in_h * in_w * in_c"),
             Arg("e", "s8", length="out_h * out_w * out_c"),
@@ -109,7 +123,10 @@ relu6_s8_backward on y, the same shift.
         ), overlaps=(
             ("gw", "gb"), ("gw", "x"), ("gw", "e"), ("gb", "x"), ("gb", "e"),
         ), doc="Integer weight / bias gradients (written, masked rows set to 0)."),
-        Func("conv2d_s8_grad_weight_f32", "None", fpu=True, args=(
+        Func("conv2d_s8_grad_weight_f32", "None",
+             call="dil ? mt_conv2d_dil_s8_grad_weight_f32(&pu.d, x, e, mask, w_scale, b_scale, gw, gb,"
+                  " c0) : mt_conv2d_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb, c0)",
+             fpu=True, args=(
             Arg("desc", "desc", checks=("mt_conv2d_check", "mt_conv2d_dil_check")),
             Arg("x", "s8", length="in_h * in_w * in_c"),
             Arg("e", "s8", length="out_h * out_w * out_c"),
@@ -129,7 +146,9 @@ whole layer every channel outside it must be masked.
 """),
     )),
     Section("linear (desc: 6 int32: in_n, out_n, in_zp, out_zp, act_min, act_max)", funcs=(
-        Func("linear_s8_forward", "None", args=(
+        Func("linear_s8_forward", "None",
+             call="mt_linear_s8_forward(p, x, w, bias, mult, shift, y)",
+             args=(
             Arg("desc", "desc", checks=("mt_linear_check",)),
             Arg("x", "s8", length="in_n"),
             Arg("w", "s8", length="in_n * out_n"),
@@ -140,7 +159,9 @@ whole layer every channel outside it must be masked.
         ), overlaps=(
             ("y", "x"), ("y", "w"),
         )),
-        Func("linear_s8_grad_input", "int", returns="shift", args=(
+        Func("linear_s8_grad_input", "int",
+             call="mt_linear_s8_grad_input(p, e, w, wr, mask, lo, hi, acc, ein)",
+             returns="shift", args=(
             Arg("desc", "desc", checks=("mt_linear_check",)),
             Arg("e", "s8", length="out_n"),
             Arg("w", "s8", length="in_n * out_n"),
@@ -154,7 +175,9 @@ whole layer every channel outside it must be masked.
             ("ein", "e"), ("ein", "acc"), ("acc", "wr"), ("acc", "e"), ("acc", "w"), ("acc", "mask"),
             ("ein", "mask"), ("ein", "w"), ("ein", "wr"),
         ), doc="lo, hi (both or neither; ein then holds the activation) as conv2d_s8_grad_input's."),
-        Func("linear_s8_grad_weight", "None", args=(
+        Func("linear_s8_grad_weight", "None",
+             call="mt_linear_s8_grad_weight(p, x, e, mask, gw, gb)",
+             args=(
             Arg("desc", "desc", checks=("mt_linear_check",)),
             Arg("x", "s8", length="in_n"),
             Arg("e", "s8", length="out_n"),
@@ -164,7 +187,9 @@ whole layer every channel outside it must be masked.
         ), overlaps=(
             ("gw", "gb"), ("gw", "x"), ("gw", "e"), ("gb", "x"), ("gb", "e"),
         )),
-        Func("linear_s8_grad_weight_f32", "None", fpu=True, args=(
+        Func("linear_s8_grad_weight_f32", "None",
+             call="mt_linear_s8_grad_weight_f32(p, x, e, mask, w_scale, b_scale, gw, gb, c0)",
+             fpu=True, args=(
             Arg("desc", "desc", checks=("mt_linear_check",)),
             Arg("x", "s8", length="in_n"),
             Arg("e", "s8", length="out_n"),
@@ -179,7 +204,9 @@ whole layer every channel outside it must be masked.
         ), doc="FPU builds only; the output window c0 as conv2d_s8_grad_weight_f32's."),
     )),
     Section("activations (y may be x for the forward; backward is in place on e)", funcs=(
-        Func("relu_s8_forward", "None", args=(
+        Func("relu_s8_forward", "None",
+             call="mt_relu_s8_forward(x, y, x_n, zp)",
+             args=(
             Arg("x", "s8"),
             Arg("zp", "int", checks=("mt_level_check",)),
             Arg("y", "s8", io="out", length="len(x)"),
@@ -187,7 +214,9 @@ whole layer every channel outside it must be masked.
             ("y", "x"),
         ), same_ok=(("y", "x"),)
         ),
-        Func("relu6_s8_forward", "None", args=(
+        Func("relu6_s8_forward", "None",
+             call="mt_relu6_s8_forward(x, y, x_n, zp, q6)",
+             args=(
             Arg("x", "s8"),
             Arg("zp", "int", checks=("mt_level_check",)),
             Arg("q6", "int", checks=("mt_q6_check", "mt_level_check")),
@@ -196,7 +225,9 @@ whole layer every channel outside it must be masked.
             ("y", "x"),
         ), same_ok=(("y", "x"),)
         ),
-        Func("relu_s8_backward", "None", args=(
+        Func("relu_s8_backward", "None",
+             call="mt_relu_s8_backward(y, e, y_n, zp)",
+             args=(
             Arg("y", "s8"),
             Arg("zp", "int", checks=("mt_level_check",)),
             Arg("e", "s8", io="inout", length="len(y)"),
@@ -204,7 +235,9 @@ whole layer every channel outside it must be masked.
             ("e", "y"),
         ), same_ok=(("e", "y"),)
         ),
-        Func("relu6_s8_backward", "None", args=(
+        Func("relu6_s8_backward", "None",
+             call="mt_relu6_s8_backward(y, e, y_n, zp, q6)",
+             args=(
             Arg("y", "s8"),
             Arg("zp", "int", checks=("mt_level_check",)),
             Arg("q6", "int", checks=("mt_q6_check", "mt_level_check")),
@@ -213,15 +246,19 @@ whole layer every channel outside it must be masked.
             ("e", "y"),
         ), same_ok=(("e", "y"),)
         ),
-        Func("lut_s8_forward", "None", args=(
+        Func("lut_s8_forward", "None",
+             call="mt_lut_s8_forward(x, table, y, x_n)",
+             args=(
             Arg("x", "s8"),
             Arg("table", "s8", length="256"),
             Arg("y", "s8", io="out", length="len(x)"),
         ), overlaps=(
-            ("y", "table"), ("y", "x"),
+            ("y", "x"), ("y", "table"),
         ), same_ok=(("y", "x"),)
         , doc="y = table[x + 128] (table: 256 int8)."),
-        Func("lut_s8_grad_input", "int", returns="shift", args=(
+        Func("lut_s8_grad_input", "int",
+             call="mt_lut_s8_grad_input(x, e, dtable, ein, x_n)",
+             returns="shift", args=(
             Arg("x", "s8"),
             Arg("e", "s8", length="len(x)"),
             Arg("dtable", "i32", length="256", checks=("mt_lut_dtable_check",)),
@@ -235,14 +272,18 @@ ein = dyn_requant(e * dtable[x + 128]) from the stored input x (dtable: 256 int3
 """),
     )),
     Section("pools (desc: 11 int32)", funcs=(
-        Func("maxpool_s8_forward", "None", args=(
+        Func("maxpool_s8_forward", "None",
+             call="mt_maxpool_s8_forward(p, x, y)",
+             args=(
             Arg("desc", "desc", checks=("mt_pool_check",)),
             Arg("x", "s8", length="in_h * in_w * c"),
             Arg("y", "s8", io="out", length="out_h * out_w * c"),
         ), overlaps=(
             ("y", "x"),
         )),
-        Func("maxpool_s8_grad_input", "int", returns="shift", args=(
+        Func("maxpool_s8_grad_input", "int",
+             call="mt_maxpool_s8_grad_input(p, x, e, acc, ein)",
+             returns="shift", args=(
             Arg("desc", "desc", checks=("mt_pool_check",)),
             Arg("x", "s8", length="in_h * in_w * c"),
             Arg("e", "s8", length="out_h * out_w * c"),
@@ -252,14 +293,18 @@ ein = dyn_requant(e * dtable[x + 128]) from the stored input x (dtable: 256 int3
         ), overlaps=(
             ("ein", "x"), ("ein", "e"), ("ein", "acc"),
         )),
-        Func("avgpool_s8_forward", "None", args=(
+        Func("avgpool_s8_forward", "None",
+             call="mt_avgpool_s8_forward(p, x, y)",
+             args=(
             Arg("desc", "desc", checks=("mt_pool_check",)),
             Arg("x", "s8", length="in_h * in_w * c"),
             Arg("y", "s8", io="out", length="out_h * out_w * c"),
         ), overlaps=(
             ("y", "x"),
         )),
-        Func("avgpool_s8_grad_input", "int", returns="shift", args=(
+        Func("avgpool_s8_grad_input", "int",
+             call="mt_avgpool_s8_grad_input(p, e, acc, ein)",
+             returns="shift", args=(
             Arg("desc", "desc", checks=("mt_pool_check",)),
             Arg("e", "s8", length="out_h * out_w * c"),
             Arg("acc", "i32", io="out", length="in_h * in_w * c", optional=True,
@@ -268,7 +313,9 @@ ein = dyn_requant(e * dtable[x + 128]) from the stored input x (dtable: 256 int3
         ), overlaps=(
             ("ein", "e"), ("ein", "acc"),
         )),
-        Func("maxpool_s8_grad_input_act", "int", returns="shift", args=(
+        Func("maxpool_s8_grad_input_act", "int",
+             call="mt_maxpool_s8_grad_input_act(p, x, e, lo, hi, ein)",
+             returns="shift", args=(
             Arg("desc", "desc", checks=("mt_pool_check", "mt_pool_disjoint_check")),
             Arg("x", "s8", length="in_h * in_w * c"),
             Arg("e", "s8", length="out_h * out_w * c"),
@@ -283,9 +330,11 @@ maxpool_s8_grad_input(desc, x, e, None, ein) then ein[i] = 0 unless lo < x[i] < 
 before the call): relu (zp, 128), relu6 (zp, q6), none (-129, 128). Windows must not overlap;
 ein may be x itself. Returns the shift.
 """),
-        Func("avgpool_s8_grad_input_act", "int", returns="shift", args=(
+        Func("avgpool_s8_grad_input_act", "int",
+             call="mt_avgpool_s8_grad_input_act(p, y, e, lo, hi, ein)",
+             returns="shift", args=(
             Arg("desc", "desc", checks=("mt_pool_check", "mt_pool_disjoint_check")),
-            Arg("y", "s8", length="out_h * out_w * c"),
+            Arg("y", "s8", length="in_h * in_w * c"),
             Arg("e", "s8", length="out_h * out_w * c"),
             Arg("lo", "int", checks=("mt_act_lo_check",)),
             Arg("hi", "int", checks=("mt_act_hi_check", "mt_act_order_check")),
@@ -298,7 +347,9 @@ avgpool_s8_grad_input(desc, e, None, ein) then ein[i] = 0 unless lo < y[i] < hi,
 pool's input (lo, hi as maxpool_s8_grad_input_act). Windows must not overlap; ein may be y
 itself. Returns the shift.
 """),
-        Func("global_avgpool_s8_forward", "None", args=(
+        Func("global_avgpool_s8_forward", "None",
+             call="mt_global_avgpool_s8_forward(x, hw, c, y)",
+             args=(
             Arg("x", "s8", length="hw * c", checks=("mt_hw_c_check",)),
             Arg("hw", "int", checks=("mt_hw_check",)),
             Arg("c", "int", checks=("mt_channels_check",)),
@@ -306,7 +357,9 @@ itself. Returns the shift.
         ), overlaps=(
             ("y", "x"),
         )),
-        Func("global_avgpool_s8_grad_input", "None", args=(
+        Func("global_avgpool_s8_grad_input", "None",
+             call="mt_global_avgpool_s8_grad_input(e, hw, (int32_t)e_n, ein)",
+             args=(
             Arg("e", "s8", checks=("mt_gap_channels_check",)),
             Arg("hw", "int", checks=("mt_hw_check",)),
             Arg("ein", "s8", io="out", length="hw * len(e)"),
@@ -315,7 +368,9 @@ itself. Returns the shift.
         )),
     )),
     Section("residual add (desc: 13 int32)", funcs=(
-        Func("add_s8_forward", "None", args=(
+        Func("add_s8_forward", "None",
+             call="mt_add_s8_forward(p, x1, x2, y)",
+             args=(
             Arg("desc", "desc", checks=("mt_add_check",)),
             Arg("x1", "s8", length="n"),
             Arg("x2", "s8", length="n"),
@@ -324,7 +379,9 @@ itself. Returns the shift.
             ("y", "x1"), ("y", "x2"),
         ), same_ok=(("y", "x1"), ("y", "x2"))
         ),
-        Func("add_s8_grad_merge", "int", returns="shift", args=(
+        Func("add_s8_grad_merge", "int",
+             call="mt_add_s8_grad_merge(ea, ra, eb, rb, ea_n, out)",
+             returns="shift", args=(
             Arg("ea", "s8"),
             Arg("ra", "int", checks=("mt_ratio_check",)),
             Arg("eb", "s8", length="len(ea)"),
@@ -355,7 +412,9 @@ after the call are undefined): the conv's output never exists whole. Not for dil
 """),
     )),
     Section("channel concatenation (desc: 10 int32), upsampling (desc: 9 int32)", funcs=(
-        Func("concat_s8_forward", "None", args=(
+        Func("concat_s8_forward", "None",
+             call="mt_concat_s8_forward(p, x1, x2, y)",
+             args=(
             Arg("desc", "desc", checks=("mt_concat_check",)),
             Arg("x1", "s8", length="hw * c1"),
             Arg("x2", "s8", length="hw * c2"),
@@ -363,7 +422,9 @@ after the call are undefined): the conv's output never exists whole. Not for dil
         ), overlaps=(
             ("y", "x1"), ("y", "x2"),
         )),
-        Func("concat_s8_grad_input", "None", args=(
+        Func("concat_s8_grad_input", "None",
+             call="mt_concat_s8_grad_input(p, e, part, ein)",
+             args=(
             Arg("desc", "desc", checks=("mt_concat_check",)),
             Arg("e", "s8", length="hw * (c1 + c2)"),
             Arg("part", "int", checks=("mt_part_check",)),
@@ -371,14 +432,18 @@ after the call are undefined): the conv's output never exists whole. Not for dil
         ), overlaps=(
             ("ein", "e"),
         ), doc="The output error's slice of input ``part`` (0 or 1), exact, same scale."),
-        Func("upsample_s8_forward", "None", args=(
+        Func("upsample_s8_forward", "None",
+             call="mt_upsample_s8_forward(p, x, y)",
+             args=(
             Arg("desc", "desc", checks=("mt_upsample_check",)),
             Arg("x", "s8", length="in_h * in_w * c"),
             Arg("y", "s8", io="out", length="out_h * out_w * c"),
         ), overlaps=(
             ("y", "x"),
         )),
-        Func("upsample_s8_grad_input", "int", returns="shift", args=(
+        Func("upsample_s8_grad_input", "int",
+             call="mt_upsample_s8_grad_input(p, e, ein)",
+             returns="shift", args=(
             Arg("desc", "desc", checks=("mt_upsample_check",)),
             Arg("e", "s8", length="out_h * out_w * c"),
             Arg("ein", "s8", io="out", length="in_h * in_w * c"),
@@ -387,7 +452,9 @@ after the call are undefined): the conv's output never exists whole. Not for dil
         ), doc="ein = dyn_requant(sum of the errors each input fed); returns the shift."),
     )),
     Section("loss, sparse updates, misc", funcs=(
-        Func("softmax_xent_s8", "int", returns="shift", args=(
+        Func("softmax_xent_s8", "int",
+             call="mt_softmax_xent_s8(logits, (int32_t)logits_n, label, lut, (int32_t)lut_n, err, stats)",
+             returns="shift", args=(
             Arg("logits", "s8", checks=("mt_classes_check",)),
             Arg("label", "int", checks=("mt_label_check",)),
             Arg("lut", "u32", length="1..256", checks=("mt_softmax_lut_check",)),
@@ -401,19 +468,25 @@ Int8 error of the logits (Q15 softmax minus one-hot, dynamically requantised) in
 entries (docs/numerics.md).
 Returns the shift: real scale of err = 2^(shift - 15).
 """),
-        Func("l1_norm_s8", "None", args=(
+        Func("l1_norm_s8", "None",
+             call="mt_l1_norm_s8(e, mt_udiv_u32((uint32_t)e_n, (uint32_t)c), c, norms)",
+             args=(
             Arg("e", "s8", length="a multiple of c", checks=("mt_l1_norm_len_check",)),
             Arg("c", "int", checks=("mt_channels_check",)),
             Arg("norms", "i32", io="out", length="c"),
         )),
-        Func("topk_mask", "None", args=(
+        Func("topk_mask", "None",
+             call="mt_topk_mask(norms, (int32_t)norms_n, k, (uint8_t *)mask)",
+             args=(
             Arg("norms", "i32", checks=("mt_channel_count_check",)),
             Arg("k", "int", checks=("mt_topk_k_check",)),
             Arg("mask", "s8", io="out", length="len(norms)"),
         ), doc="mask[i] = 1 for the k largest norms (ties to the lower index), else 0."),
-        Func("zo_perturb_s8", "None", args=(
+        Func("zo_perturb_s8", "None",
+             call="mt_zo_perturb_s8(base, base_n, eps, rng, w)",
+             args=(
             Arg("base", "s8"),
-            Arg("eps", "int"),
+            Arg("eps", "int", checks=("mt_zo_eps_check",)),
             Arg("rng", "u32", io="inout", length="1"),
             Arg("w", "s8", io="out", length="len(base)"),
         ), overlaps=(
@@ -423,7 +496,9 @@ Returns the shift: real scale of err = 2^(shift - 15).
 w = clamp(base + eps z, -127, 127), z = +-1 from the xorshift32 state rng[0] (advanced);
 w may be base itself. eps in -127..127.
 """),
-        Func("zo_perturb_h_s8", "None", args=(
+        Func("zo_perturb_h_s8", "None",
+             call="mt_zo_perturb_h_s8(base, base_n, eps, (uint32_t)row, (uint32_t)i0, rng, w)",
+             args=(
             Arg("base", "s8"),
             Arg("eps", "int", checks=("mt_zo_eps_check",)),
             Arg("rng", "u32", io="inout", length="1"),
@@ -437,9 +512,11 @@ w may be base itself. eps in -127..127.
 w = clamp(base + eps h z, -127, 127): z as zo_perturb_s8's, h[i] = -1 where popcount(row &
 (i0 + i)) is odd, else +1 (a Hadamard row). row, i0 in 0..2^24 - 1.
 """),
-        Func("zo_update_s8", "None", args=(
+        Func("zo_update_s8", "None",
+             call="mt_zo_update_s8(base, base_n, step, rng, w)",
+             args=(
             Arg("base", "s8"),
-            Arg("step", "int"),
+            Arg("step", "int", checks=("mt_zo_step_check",)),
             Arg("rng", "u32", io="inout", length="2"),
             Arg("w", "s8", io="out", length="len(base)"),
         ), overlaps=(
@@ -449,13 +526,17 @@ w = clamp(base + eps h z, -127, 127): z as zo_perturb_s8's, h[i] = -1 where popc
 w = clamp(base - sign(step) m z, -127, 127): z from rng[0] as zo_perturb_s8's, m =
 |step| / 2^16 stochastically rounded by draws from rng[1] (both advanced). |step| <= 255 * 2^16.
 """),
-        Func("dyn_requant_s8", "int", returns="shift", args=(
+        Func("dyn_requant_s8", "int",
+             call="mt_dyn_requant_s8(acc, acc_n, out)",
+             returns="shift", args=(
             Arg("acc", "i32"),
             Arg("out", "s8", io="out", length="len(acc)"),
         ), overlaps=(
             ("out", "acc"),
         )),
-        Func("f32_axpy_i32", "None", fpu=True, args=(
+        Func("f32_axpy_i32", "None",
+             call="mt_f32_axpy_i32(y, x, x_n, a)",
+             fpu=True, args=(
             Arg("x", "i32"),
             Arg("a", "float"),
             Arg("y", "f32", io="inout", length="len(x)"),
@@ -466,13 +547,17 @@ w = clamp(base - sign(step) m z, -127, 127): z from rng[0] as zo_perturb_s8's, m
     Section('optimiser-update primitives (update.c, docs/numerics.md "Update")',
         note="A tensor is len(g) / k channels of k values; ``touched`` = None (every channel) or one byte\n"
         "per channel, 0 = skip the channel. All float32 (FPU builds; update_u8_touch everywhere).", funcs=(
-        Func("update_u8_touch", "None", args=(
+        Func("update_u8_touch", "None",
+             call="mt_update_u8_touch((uint8_t *)touched, mask, touched_n)",
+             args=(
             Arg("touched", "s8", io="inout"),
             Arg("mask", "mask", length="len(touched)", bad="skip"),
         ), overlaps=(
             ("touched", "mask"),
         ), doc="touched[c] = 1 where mask[c] != 0 (every channel when mask is None)."),
-        Func("update_f32_check", "int", returns="index or -1", fpu=True, args=(
+        Func("update_f32_check", "int",
+             call="mt_update_f32_check(x, x_n)",
+             returns="index or -1", fpu=True, args=(
             Arg("x", "f32", bad="f32any"),
         ), doc="Index of the first inf / NaN in x, or -1."),
         Func("update_f32_decay", "None", fpu=True, args=(
@@ -491,7 +576,9 @@ w = clamp(base - sign(step) m z, -127, 127): z from rng[0] as zo_perturb_s8's, m
 g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
 (q int8 or int32).
 """),
-        Func("update_f32_standardize", "None", fpu=True, args=(
+        Func("update_f32_standardize", "None",
+             call="mt_update_f32_standardize(g, n_ch, k, touched, n)",
+             fpu=True, args=(
             Arg("g", "f32", io="inout"),
             Arg("k", "int", checks=("mt_update_k_check",)),
             Arg("touched", "mask", length="len(g) / k", bad="skip"),
@@ -499,7 +586,9 @@ g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
         ), overlaps=(
             ("g", "touched"),
         ), doc="g = (g / n - mean) / (std + 1e-8) over the touched values."),
-        Func("update_f32_axpby", "None", fpu=True, args=(
+        Func("update_f32_axpby", "None",
+             call="mt_update_f32_axpby(y, x, n_ch, k, touched, a, b)",
+             fpu=True, args=(
             Arg("y", "f32", io="inout"),
             Arg("x", "f32", length="len(y)", bad="f32io"),
             Arg("k", "int", checks=("mt_update_k_check",)),
@@ -509,7 +598,9 @@ g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
         ), overlaps=(
             ("y", "x"), ("y", "touched"),
         ), doc="y = a * y + b * x."),
-        Func("update_f32_momentum", "None", fpu=True, args=(
+        Func("update_f32_momentum", "None",
+             call="mt_update_f32_momentum(g, v, n_ch, k, touched, mom)",
+             fpu=True, args=(
             Arg("g", "f32", io="inout"),
             Arg("v", "f32", io="inout", length="len(g)"),
             Arg("k", "int", checks=("mt_update_k_check",)),
@@ -518,7 +609,9 @@ g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
         ), overlaps=(
             ("v", "g"), ("g", "touched"), ("v", "touched"),
         ), doc="v = mom * v + g; g = v."),
-        Func("update_f32_scale", "None", fpu=True, args=(
+        Func("update_f32_scale", "None",
+             call="mt_update_f32_scale(x, n_ch, k, touched, a)",
+             fpu=True, args=(
             Arg("x", "f32", io="inout"),
             Arg("k", "int", checks=("mt_update_k_check",)),
             Arg("touched", "mask", length="len(x) / k", bad="skip"),
@@ -526,7 +619,9 @@ g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
         ), overlaps=(
             ("x", "touched"),
         ), doc="x = a * x (a finite): SGD momentum at batch 1 scales v before the sample's gradient."),
-        Func("update_f32_adam", "None", fpu=True, args=(
+        Func("update_f32_adam", "None",
+             call="mt_update_f32_adam(g, m, v, n_ch, k, touched, b1, b2, b1t, b2t, eps)",
+             fpu=True, args=(
             Arg("g", "f32", io="inout"),
             Arg("m", "f32", io="inout", length="len(g)"),
             Arg("v", "f32", io="inout", length="len(g)"),
@@ -610,7 +705,9 @@ the same results bit for bit; scratch holds at least 2 * len(w_scale) floats (ne
 biases).
 Returns the new rng.
 """),
-        Func("update_f32_ratios", "int", returns="index of the first max(w_scale)", fpu=True, args=(
+        Func("update_f32_ratios", "int",
+             call="mt_update_f32_ratios(w_scale, (int32_t)w_scale_n, r, wr)",
+             returns="index of the first max(w_scale)", fpu=True, args=(
             Arg("w_scale", "f32", length="1..65535",
                 checks=("mt_channel_count_check", "mt_scales_check"), bad="f32io"),
             Arg("r", "int", checks=("mt_ratio_r_check",)),
@@ -629,26 +726,32 @@ Returns the index of the first maximum of w_scale.
 Validate a whole .mtm file (every check of docs/format.md, "Validation");
 ValueError "mtm_validate: <check> (tensor i | layer i 'name')" on the first failure.
 """),
-        Func("mtm_info", "None", args=(
+        Func("mtm_info", "None",
+             call="mt_mtm_info(buf, out)",
+             args=(
             Arg("buf", "buf", checks=("mt_mtm_check_tables",)),
-            Arg("out", "i32", length="MTM_INFO_N"),
+            Arg("out", "i32", io="out", length="MTM_INFO_N"),
         ), doc="""
 Header into out (15 int32): version_major, version_minor, flags, total_len,
 n_tensors, n_layers, tensor_table_off, layer_table_off, strings_off, strings_len,
 data_off, data_len, input, output, train_steps.
 """),
-        Func("mtm_tensor", "None", args=(
+        Func("mtm_tensor", "None",
+             call="mt_mtm_tensor(buf, (uint32_t)i, out)",
+             args=(
             Arg("buf", "buf", checks=("mt_mtm_check_tables",)),
             Arg("i", "int", checks=("mt_index_check",)),
-            Arg("out", "i32", length="MTM_TENSOR_N"),
+            Arg("out", "i32", io="out", length="MTM_TENSOR_N"),
         ), doc="""
 Tensor entry i into out (14 int32): dtype, rank, kind, quant, flags, shape[0..4),
 data_off, data_len, scale (the float32's bits), zero_point, qscales (-1 = none).
 """),
-        Func("mtm_layer", "None", args=(
+        Func("mtm_layer", "None",
+             call="mt_mtm_layer(buf, (uint32_t)i, out)",
+             args=(
             Arg("buf", "buf", checks=("mt_mtm_check_tables",)),
             Arg("i", "int", checks=("mt_index_check",)),
-            Arg("out", "i32", length="MTM_LAYER_N"),
+            Arg("out", "i32", io="out", length="MTM_LAYER_N"),
         ), doc="""
 Layer entry i into out (23 int32): op, act, n_params, n_inputs, flags, name_off,
 name_len, fused_off, fused_len (string offsets absolute in the file), in0, in1, out,

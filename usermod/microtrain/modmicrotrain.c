@@ -81,9 +81,9 @@ mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *a
 #endif
 
 #include "mt_bind.h"
-#include "mt_bind_conv.h"
-#include "mt_bind_ops.h"
 #include "mt_bind_mtm.h"
+#include "mt_bind_gen.h"
+#include "mt_bind_conv.h"
 #include "mt_bind_update.h"
 
 // The function objects, with the argument counts of the spec (mt_funcs.h).

@@ -1,8 +1,13 @@
 // The binding's shared helpers: messages ("fn: arg: what", texts in checks.c), buffer,
-// int and float arguments, overlap tests, descriptors.
+// int and float arguments, overlap tests, descriptors; the generated prologues
+// (mt_bind_gen.h) are made of them.
 // Included once, by modmicrotrain.c: the binding is one translation unit, as it was one file.
 #ifndef MT_BIND_H
 #define MT_BIND_H
+
+// The generated prologues (one caller each) go into their binding: a call and the
+// argument struct in memory would cost more code than the prologue saves.
+#define MT_INLINE inline __attribute__((always_inline))
 
 // bytearray reports typecode BYTEARRAY_TYPECODE (1) through mp_get_buffer.
 #define MT_TC_BYTEARRAY 1
@@ -125,6 +130,17 @@ static int32_t mt_int(const char *fn, const char *name, mp_obj_t o) {
     MT_TYPE_ERR(fn, name, "expected an int");
 }
 
+// An int argument and its scalar check of checks.c (msg with its %d from v).
+static int32_t mt_int_v(const char *fn, const char *name, mp_obj_t o, const char *(*chk)(int32_t, int32_t *)) {
+    const int32_t x = mt_int(fn, name, o);
+    int32_t v[MT_MSG_NVALS];
+    const char *msg = chk(x, v);
+    if (msg) {
+        mt_raise(&mp_type_ValueError, fn, name, msg, v);
+    }
+    return x;
+}
+
 #if MT_HAS_FLOAT
 // A float scale argument: float or int, else a TypeError naming it.
 static float mt_float(const char *fn, const char *name, mp_obj_t o) {
@@ -152,6 +168,15 @@ static void mt_no_overlap(const char *fn, const char *out_name, const void *out,
     }
 }
 
+// An output that may be the very same buffer as an input (element-wise, read before
+// written), but not overlap it partially.
+static void mt_no_overlap_unless_same(const char *fn, const char *out_name, const void *out, size_t out_bytes,
+                                      const char *in_name, const void *in, size_t in_bytes) {
+    if (out != in) {
+        mt_no_overlap(fn, out_name, out, out_bytes, in_name, in, in_bytes);
+    }
+}
+
 // Weight-gradient outputs must not alias the activations or errors they read.
 static void mt_no_overlap_grads(const char *fn, const void *gw, size_t gw_bytes, const void *gb, size_t gb_bytes,
                                 const void *x, size_t x_bytes, const void *e, size_t e_bytes) {
@@ -175,16 +200,6 @@ static void mt_check_v(const char *fn, const char *arg, const char *msg, const i
     }
 }
 
-// The _act kernels' mask bounds: lo, hi checked in that order, then hi >= lo.
-static void mt_act_bounds(const char *fn, mp_obj_t lo_o, mp_obj_t hi_o, int32_t *lo, int32_t *hi) {
-    int32_t v[MT_MSG_NVALS];
-    *lo = mt_int(fn, "lo", lo_o);
-    mt_check_v(fn, "lo", mt_act_lo_check(*lo, v), v);
-    *hi = mt_int(fn, "hi", hi_o);
-    mt_check_v(fn, "hi", mt_act_hi_check(*hi, v), v);
-    mt_check(fn, "hi", mt_act_order_check(*lo, *hi));
-}
-
 // The conv2d / linear grad-input activation mask: the optional args 7, 8 (lo, hi, both
 // or neither; ein then holds the activation), checked; without them (-129, 128), which
 // masks nothing and leaves ein unread (mt_dyn_requant_act_s8).
@@ -195,7 +210,12 @@ static void mt_grad_act(const char *fn, size_t n_args, const mp_obj_t *args, int
         MT_TYPE_ERR(fn, "hi", MT_MSG_ACT_PAIR);
     }
     if (n_args == 9) {
-        mt_act_bounds(fn, args[7], args[8], lo, hi);
+        int32_t v[MT_MSG_NVALS];
+        *lo = mt_int(fn, "lo", args[7]);
+        mt_check_v(fn, "lo", mt_act_lo_check(*lo, v), v);
+        *hi = mt_int(fn, "hi", args[8]);
+        mt_check_v(fn, "hi", mt_act_hi_check(*hi, v), v);
+        mt_check(fn, "hi", mt_act_order_check(*lo, *hi));
     }
 }
 
@@ -229,35 +249,8 @@ static void mt_gw_window(const char *fn, size_t n_args, const mp_obj_t *args, co
 }
 #endif
 
-// Descriptors: array('i') of exactly N ints copied into the params struct.
-typedef union {
-    mt_conv2d_params_t s;
-    mt_conv2d_dil_params_t d;
-    int32_t a[MT_CONV2D_DIL_NPARAMS];
-} mt_conv2d_desc_u;
-typedef union {
-    mt_linear_params_t s;
-    int32_t a[MT_LINEAR_NPARAMS];
-} mt_linear_desc_u;
-typedef union {
-    mt_pool_params_t s;
-    int32_t a[MT_POOL_NPARAMS];
-} mt_pool_desc_u;
-typedef union {
-    mt_add_params_t s;
-    int32_t a[MT_ADD_NPARAMS];
-} mt_add_desc_u;
-typedef union {
-    mt_concat_params_t s;
-    int32_t a[MT_CONCAT_NPARAMS];
-} mt_concat_desc_u;
-typedef union {
-    mt_upsample_params_t s;
-    int32_t a[MT_UPSAMPLE_NPARAMS];
-} mt_upsample_desc_u;
-
-static void mt_desc(const char *fn, mp_obj_t o, int32_t *dst, int32_t n) {
-    const int32_t *src = mt_in_i32(fn, "desc", o, n);
+static void mt_desc(const char *fn, const char *name, mp_obj_t o, int32_t *dst, int32_t n) {
+    const int32_t *src = mt_in_i32(fn, name, o, n);
     for (int32_t i = 0; i < n; ++i) {
         dst[i] = src[i];
     }
@@ -281,32 +274,20 @@ static const mt_conv2d_params_t *mt_conv2d_desc(const char *fn, mp_obj_t o, mt_c
     mt_check(fn, "desc", *dil ? mt_conv2d_dil_check(&u->d) : mt_conv2d_check(&u->s));
     return &u->s;
 }
-// Fills *u (no struct return: that would need memcpy, absent in natmods).
-static const mt_linear_params_t *mt_linear_desc(const char *fn, mp_obj_t o, mt_linear_desc_u *u) {
-    mt_desc(fn, o, u->a, MT_LINEAR_NPARAMS);
-    mt_check(fn, "desc", mt_linear_check(&u->s));
-    return &u->s;
-}
-// Fills *u (no struct return: that would need memcpy, absent in natmods).
-static const mt_pool_params_t *mt_pool_desc(const char *fn, mp_obj_t o, mt_pool_desc_u *u) {
-    mt_desc(fn, o, u->a, MT_POOL_NPARAMS);
-    mt_check(fn, "desc", mt_pool_check(&u->s));
-    return &u->s;
-}
 
-// Sizes follow from a checked descriptor and stay below 2^26.
-static int32_t mt_conv_in_n(const mt_conv2d_params_t *p) {
-    return p->in_h * p->in_w * p->in_c;
-}
-static int32_t mt_conv_out_n(const mt_conv2d_params_t *p) {
-    return p->out_h * p->out_w * p->out_c;
-}
-static int32_t mt_conv_cpg(const mt_conv2d_params_t *p) {
-    return (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
-}
-static int32_t mt_conv_w_n(const mt_conv2d_params_t *p) {
-    return p->out_c * p->k_h * p->k_w * mt_conv_cpg(p);
-}
+// The other descriptors: exactly N ints, then the op's check. Each fills *u (no struct
+// return: that would need memcpy, absent in natmods).
+#define MT_DESC_READER(op, N)                                                                          \
+    static const mt_##op##_params_t *mt_##op##_desc(const char *fn, mp_obj_t o, mt_##op##_desc_u *u) { \
+        mt_desc(fn, "desc", o, u->a, N);                                                               \
+        mt_check(fn, "desc", mt_##op##_check(&u->s));                                                  \
+        return &u->s;                                                                                  \
+    }
+MT_DESC_READER(linear, MT_LINEAR_NPARAMS)
+MT_DESC_READER(pool, MT_POOL_NPARAMS)
+MT_DESC_READER(add, MT_ADD_NPARAMS)
+MT_DESC_READER(concat, MT_CONCAT_NPARAMS)
+MT_DESC_READER(upsample, MT_UPSAMPLE_NPARAMS)
 
 // Forward of a conv or linear layer: shared parameter checks.
 static void mt_check_qparams(const char *fn, const int32_t *bias, const int32_t *mult, const int32_t *shift,
@@ -315,5 +296,42 @@ static void mt_check_qparams(const char *fn, const int32_t *bias, const int32_t 
     mt_check(fn, "mult/shift", mt_requant_params_check(mult, shift, n));
 }
 
+
+// A pool grad-input scratch: None (NULL) where the windows do not overlap.
+static int32_t *mt_pool_acc(const char *fn, mp_obj_t o, const mt_pool_params_t *p, int32_t n) {
+    if (o == mp_const_none) {
+        mt_check(fn, "acc", mt_pool_no_acc_check(p));
+        return NULL;
+    }
+    return mt_out_i32(fn, "acc", o, n);
+}
+
+// The optimiser-update primitives' touched channels: None (every channel) or n bytes.
+static const uint8_t *mt_touched(const char *fn, mp_obj_t o, int32_t n) {
+    return o == mp_const_none ? NULL : (const uint8_t *)mt_buf(fn, "touched", o, MT_S8, n, 0, NULL);
+}
+
+#if MT_HAS_FLOAT
+// A float scalar passing one of checks.c's float checks.
+static float mt_fscalar(const char *fn, const char *name, mp_obj_t o, const char *(*chk)(float)) {
+    const float x = mt_float(fn, name, o);
+    mt_check(fn, name, chk(x));
+    return x;
+}
+
+// g (array('f') of n_ch * k values, written) and k: returns g, sets *k_out and *n_out.
+static float *mt_update_g(const char *fn, const char *name, mp_obj_t g_in, mp_obj_t k_in, int32_t *k_out,
+                          size_t *n_out) {
+    size_t n;
+    (void)mt_buf(fn, name, g_in, MT_F32, -1, 0, &n);
+    float *g = mt_out_f32(fn, name, g_in, (int32_t)n);
+    const int32_t k = mt_int(fn, "k", k_in);
+    int32_t v[MT_MSG_NVALS];
+    mt_check_v(fn, "k", mt_update_k_check(k, (uint32_t)n, v), v);
+    *k_out = k;
+    *n_out = n;
+    return g;
+}
+#endif
 
 #endif

@@ -1,4 +1,5 @@
-// Bindings of the .mtm accessors.
+// Bindings of the .mtm validation and zero-copy view (the accessors mtm_info, mtm_tensor
+// and mtm_layer are generated, mt_bind_gen.h, with the helpers here).
 // Included once, by modmicrotrain.c: the binding is one translation unit, as it was one file.
 #ifndef MT_MT_BIND_MTM_H
 #define MT_MT_BIND_MTM_H
@@ -86,39 +87,6 @@ static mp_obj_t mod_mtm_view(size_t n_args, const mp_obj_t *args) {
     o->free /= 4;
     o->len /= 4;
     return args[0];
-}
-
-static mp_obj_t mod_mtm_info(size_t n_args, const mp_obj_t *args) {
-    static const char fn[] = "mtm_info";
-    (void)n_args;
-    const uint8_t *b = mt_mtm_tables(fn, args[0]);
-    int32_t *out = mt_out_i32(fn, "out", args[1], MTM_INFO_N);
-    mt_mtm_info(b, out);
-    return mp_const_none;
-}
-
-static mp_obj_t mod_mtm_tensor(size_t n_args, const mp_obj_t *args) {
-    static const char fn[] = "mtm_tensor";
-    (void)n_args;
-    const uint8_t *b = mt_mtm_tables(fn, args[0]);
-    const int32_t i = mt_int(fn, "i", args[1]);
-    int32_t v[MT_MSG_NVALS];
-    mt_check_v(fn, "i", mt_index_check(i, mt_mtm_n_tensors(b), v), v);
-    int32_t *out = mt_out_i32(fn, "out", args[2], MTM_TENSOR_N);
-    mt_mtm_tensor(b, (uint32_t)i, out);
-    return mp_const_none;
-}
-
-static mp_obj_t mod_mtm_layer(size_t n_args, const mp_obj_t *args) {
-    static const char fn[] = "mtm_layer";
-    (void)n_args;
-    const uint8_t *b = mt_mtm_tables(fn, args[0]);
-    const int32_t i = mt_int(fn, "i", args[1]);
-    int32_t v[MT_MSG_NVALS];
-    mt_check_v(fn, "i", mt_index_check(i, mt_mtm_n_layers(b), v), v);
-    int32_t *out = mt_out_i32(fn, "out", args[2], MTM_LAYER_N);
-    mt_mtm_layer(b, (uint32_t)i, out);
-    return mp_const_none;
 }
 
 #endif

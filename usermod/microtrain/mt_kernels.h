@@ -51,6 +51,47 @@ typedef struct {
 } mt_upsample_params_t;
 #define MT_UPSAMPLE_NPARAMS 9
 
+// A descriptor as its array('i') is copied in (the binding, the C test driver).
+typedef union {
+    mt_conv2d_params_t s;
+    mt_conv2d_dil_params_t d;
+    int32_t a[MT_CONV2D_DIL_NPARAMS];
+} mt_conv2d_desc_u;
+typedef union {
+    mt_linear_params_t s;
+    int32_t a[MT_LINEAR_NPARAMS];
+} mt_linear_desc_u;
+typedef union {
+    mt_pool_params_t s;
+    int32_t a[MT_POOL_NPARAMS];
+} mt_pool_desc_u;
+typedef union {
+    mt_add_params_t s;
+    int32_t a[MT_ADD_NPARAMS];
+} mt_add_desc_u;
+typedef union {
+    mt_concat_params_t s;
+    int32_t a[MT_CONCAT_NPARAMS];
+} mt_concat_desc_u;
+typedef union {
+    mt_upsample_params_t s;
+    int32_t a[MT_UPSAMPLE_NPARAMS];
+} mt_upsample_desc_u;
+
+// Sizes follow from a checked descriptor and stay below 2^26.
+static inline int32_t mt_conv_in_n(const mt_conv2d_params_t *p) {
+    return p->in_h * p->in_w * p->in_c;
+}
+static inline int32_t mt_conv_out_n(const mt_conv2d_params_t *p) {
+    return p->out_h * p->out_w * p->out_c;
+}
+static inline int32_t mt_conv_cpg(const mt_conv2d_params_t *p) {
+    return (int32_t)mt_udiv_u32((uint32_t)p->in_c, (uint32_t)p->groups);
+}
+static inline int32_t mt_conv_w_n(const mt_conv2d_params_t *p) {
+    return p->out_c * p->k_h * p->k_w * mt_conv_cpg(p);
+}
+
 // Validation: NULL when the descriptor is consistent, else a static message
 // naming the offending field. Buffer lengths follow from a valid descriptor.
 const char *mt_conv2d_check(const mt_conv2d_params_t *p);

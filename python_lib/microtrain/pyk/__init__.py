@@ -2,7 +2,8 @@
 # types and messages) and bit-exact numerics as the native _microtrain module
 # (docs/numerics.md), for boards without the natmod or firmware module. One
 # module per C file of usermod/microtrain (conv2d.py mirrors conv2d_s8_*.c, ...;
-# checks.py holds the binding's argument checks and checks.c), so a board
+# checks.py holds the binding's argument checks and checks.c; each kernel's
+# prologue is generated from the kernel spec, between marker comments), so a board
 # imports only the kernels it calls: microtrain.kern takes them one by one
 # through `kernel(name)`. This file stays small: every `import
 # microtrain.pyk.x` runs it first.

@@ -185,7 +185,7 @@ def _int(fn, name, v):
 
 
 def _act_bounds(fn, lo, hi):
-    # an activation mask's bounds as the binding's mt_act_bounds: lo, hi, then hi >= lo
+    # an activation mask's bounds in the binding's order: lo, hi, then hi >= lo
     lo = _int(fn, "lo", lo)
     if lo < -129 or lo > 127:
         raise _ve(fn, "lo", "must be in -129..127, got " + str(lo))
@@ -220,8 +220,9 @@ def _flt(fn, name, v):
 
 
 def _nover(fn, out_name, out, in_name, inp):
-    # The one overlap Python can see: the very same object.
-    if out is inp:
+    # The one overlap Python can see: the very same object (two empty buffers do not
+    # overlap, as in the native check).
+    if out is inp and len(out):
         raise _ve(fn, out_name, "must not overlap " + in_name)
 
 
