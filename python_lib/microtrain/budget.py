@@ -66,7 +66,8 @@ def _zo_bytes(model, zo, batch, alone):
                     rec += model.tensors[t].numel
             made.add(ly.output)
         n += _buf(rec * batch)
-    return n + 64
+    # the ZO object, its lists and small arrays, the floats of a step (boxed on some ports)
+    return n + 2048
 
 
 def boundary(model, budget, layers="last:2", mode="int8", optimizer=None, batch=16):
