@@ -87,7 +87,8 @@ class TTA:
         self.window, self.floor, self.beta = window, floor, beta
         self.rng = (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1
         self.layers = [model.layers[j] for j in idx]
-        real = []  # per channel: the layer's real requant multiplier, its bias and the bias per output quantum
+        # per channel: the real requant multiplier, the bias, 1 / multiplier, the own (mult, shift)
+        real = []
         for ly in self.layers:
             ly.mult = array.array("i", ly.mult)  # own copies: the requantisation moves, not the weights
             ly.shift = array.array("i", ly.shift)

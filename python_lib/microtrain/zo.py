@@ -47,9 +47,10 @@ class ZO:
     eps:     perturbation in quanta of the weights / of the outputs (int >= 1).
     queries: "weights": SPSA steps per batch (each a new perturbation of the weights
              left by the one before, on the same samples: more forward passes, no
-             more data), or a QScheduler (q chosen as training goes). "outputs": Hadamard rows per sample (two forward passes
-             of the trained layers each); default all of them (the next power of
-             two above the number of outputs): the estimate is then exact.
+             more data), or a QScheduler (q chosen as training goes). "outputs":
+             Hadamard rows per sample (two forward passes of the trained layers each);
+             default all of them (the next power of two above the number of outputs):
+             the estimate is then exact.
     bp:      ("weights") layers (a subset of `train`, after all the others) trained
              by backprop instead: the hybrid. optimizer / mode are theirs (as Trainer's).
     optimizer, mode: ("outputs") the update of the estimated gradients, as Trainer's.

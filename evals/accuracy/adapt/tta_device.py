@@ -38,7 +38,7 @@ def main(path):
             x, y = stream[i]
             ok += t.add(x) == y
             n += 1
-        print("pass: online %.4f %r" % (ok / n, t))
+        print("pass: online %.4f %r" % (ok / n, t))  # noqa: UP031 (MicroPython)
     print("RESULT " + json.dumps({"before": before, "after": acc(model, test), "online": ok / n,
                                   "stopped": t.stopped, "steps": t.steps, "params": t.n_params}))
 
