@@ -1,5 +1,5 @@
 # MicroPython: test-time adaptation without labels (microtrain.tta) on a shifted stream, as on
-# a board (evals/accuracy/adapt/tta.py runs it in the host micropython).
+# a board (evals/accuracy/adapt/less.py runs it in the host micropython).
 #
 #   micropython tta_device.py config.json
 #
