@@ -5,7 +5,8 @@
 #
 # CONFIG: model, samples (n rows of numel int8), numel, labels, order (sample indices to
 # step through), calib (sample indices for LoRA's calibration, or null), rank, layers,
-# seed, memory_floor (optional: MemFLoRA, B trained alone), mode, opt ({"kind": "sgd" | "adam", ...} as train_runner.py), batch,
+# seed, memory_floor (optional: MemFLoRA, B trained alone), mode, opt ({"kind": "sgd" |
+# "adam", ...} as train_runner.py), batch,
 # adapters (path: lora.save after training), reload (bool: load the adapter file onto a
 # fresh model and check it predicts the same), merged (path: model.save after merge),
 # out (dump: train_runner.py's records; "loss", "u_scale", trained layers "L<i>.*" by
