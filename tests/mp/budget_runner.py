@@ -9,7 +9,7 @@ import gc
 import sys
 
 import microtrain as mt
-from microtrain import budget
+import microtrain.budget as budget
 
 
 def main(model, samples, numel, labels, layers, budgets):

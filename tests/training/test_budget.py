@@ -42,7 +42,7 @@ def test_saved_counts_the_rank_r_branch(setups: dict[str, Setup]) -> None:
     s = setups["cnn"]
     code = f"""
 import microtrain as mt
-from microtrain import budget
+import microtrain.budget as budget
 from microtrain.lora import LoRA
 m = mt.load({str(s.path)!r})
 print("FT", *budget.saved(m, m.select("last:3")))

@@ -81,7 +81,7 @@ def _saved(model_file: Path, layers: str, rank: int) -> dict[str, int]:
     """budget.saved for full fine-tuning of `layers` and for MemFLoRA on them, on the device."""
     code = f"""
 import microtrain as mt
-from microtrain import budget
+import microtrain.budget as budget
 from microtrain.lora import LoRA
 m = mt.load({str(model_file)!r})
 print("RESULT", *budget.saved(m, m.select({layers!r})), end=" ")

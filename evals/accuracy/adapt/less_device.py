@@ -48,7 +48,7 @@ def qsched(cfg, model):
 
 
 def hybrid(cfg, model):
-    from microtrain import budget
+    import microtrain.budget as budget
 
     train = mt.FileDataset(cfg["train"])
     test = mt.FileDataset(cfg["test"])
