@@ -8,7 +8,11 @@
 #   hybrid(model, budget, ..)   the ZO made with that boundary
 import array
 
-from micropython import const
+try:
+    from micropython import const
+except ImportError:  # CPython: `microtrain info` runs saved() from this file alone (not the package)
+    def const(x):
+        return x
 
 # --- generated from tools/microtrain_tools/mtm_layout.py: begin
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
@@ -21,13 +25,15 @@ _ACT_RELU6 = const(2)
 # --- generated: end
 
 
-def saved(model, idx):
+def saved(model, idx, plan=None):
     """(inputs, masks, kept): the activation bytes backward reads to train the layers `idx`
     (conv / linear) - the trained layers' inputs, and each ReLU output and max-pool argmax
     as a 1-bit mask - and the bytes of the int8 tensors the training plan keeps from the
     first trained layer on (plan.kept: what this device's backward holds today).
-    MemFLoRA's B layers read the rank-r u, full fine-tuning each layer's full-width input."""
-    from microtrain import plan
+    MemFLoRA's B layers read the rank-r u, full fine-tuning each layer's full-width input.
+    plan: the plan module (the host passes the device's plan.py run by CPython)."""
+    if plan is None:
+        from microtrain import plan
 
     m = model
     inputs = 0

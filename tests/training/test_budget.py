@@ -66,3 +66,9 @@ print("MF", *budget.saved(m, m.select(lo.train)))
     mf_in = sum(2 * int(np.prod(m.tensors[m.layers[j].output].shape[:-1])) for j in wl)
     assert got["MF"][0] == mf_in < ft_in
     assert got["MF"][1] == got["FT"][1]  # the same masks on the way down
+    # `microtrain info --memflora`: the same count on the host, from the .mtm and lora_ref's graph
+    from microtrain_tools import info
+
+    h = info.saved_activations(m, 3, 2)
+    assert [h["ft_inputs"], h["ft_masks"], h["ft_kept"]] == got["FT"]
+    assert [h["mf_inputs"], h["mf_masks"], h["mf_kept"]] == got["MF"]
