@@ -73,7 +73,7 @@ class TTA:
     Use: tta = TTA(model); for x in stream: tta.add(x)  (adapts every `batch` samples);
     tta.predict(x); tta.stopped; tta.reset()."""
 
-    def __init__(self, model, layers="first:1", lr=1.0, eps=0.05, queries=4, batch=16, window=64, floor=0.6,
+    def __init__(self, model, layers="first:1", lr=0.5, eps=0.05, queries=4, batch=16, window=64, floor=0.6,
                  beta=0.9, seed=1):
         if isinstance(layers, str) and layers.startswith("first:"):
             n = int(layers[6:])

@@ -24,7 +24,7 @@ class TTA:
     stopped: bool  # the guard fired
     steps: int
     last: float | None  # the last batch's entropy before its step
-    def __init__(self, model: Model, layers: TrainSpec = "first:1", lr: float = 1.0, eps: float = 0.05,
+    def __init__(self, model: Model, layers: TrainSpec = "first:1", lr: float = 0.5, eps: float = 0.05,
                  queries: int = 4, batch: int = 16, window: int = 64, floor: float = 0.6, beta: float = 0.9,
                  seed: int = 1) -> None: ...
     def predict(self, x: Int8In) -> int: ...

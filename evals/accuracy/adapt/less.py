@@ -51,7 +51,7 @@ MF_LR = 1.0  # B alone: the best of 0.05-1.0 on seed 1 (device and PyTorch alike
 # TTA: the drifts (gain, offset in input units of the [0, 1] images), the stream and held-out sizes
 DRIFTS = ((0.9, 0.05), (1.1, 0.05))
 STREAM, HELD = 600, 400
-TTA = {"layers": "first:1", "lr": 1.0, "eps": 0.05, "queries": 4, "batch": 16, "window": 64, "floor": 0.6,
+TTA = {"layers": "first:1", "lr": 0.5, "eps": 0.05, "queries": 4, "batch": 16, "window": 64, "floor": 0.6,
        "passes": 1}
 TTA_TORCH_LR = 0.001  # SGD momentum 0.9 on conv1's BatchNorm scale and shift
 
