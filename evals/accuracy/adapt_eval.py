@@ -6,6 +6,8 @@ each next to the same method on the host.
   held-out smartwatch activity added to a HAR CNN trained without it (old and new activities);
   device vs the numpy reference (adapt_ref.ProtoRef on the oracle's embeddings) and PyTorch float32.
 - Replay: smartwatch subject 9 then 10; subject 9's accuracy after 10, with minus without.
+- Adapting with less (evals/accuracy/adapt/less.py): MemFLoRA, label-free test-time adaptation,
+  QScheduler, the per-board order boundary.
 - Forward-only: activity perturbation of the last two layers' outputs (ZO(perturb="outputs")),
   SPSA on their weights, and the hybrid (SPSA body, backprop head), against backprop of the same
   layers at the same sample budget, on the device and in PyTorch; PyTorch doing the same method
@@ -15,7 +17,13 @@ Ends with ``adapt-eval: lora_gap=G lora_params=P ncm_5shot=A ncm_gap=G2 replay_k
 zo_spsa_gap=G5 zo_hybrid_gap=G4`` (gaps in percentage points; ncm_5shot the MNIST one; ncm_gap the
 largest |device - numpy reference| of the four prototype runs; zo_gap = backprop minus activity
 perturbation on the device, the headline measure; zo_spsa_gap and zo_hybrid_gap the same for SPSA
-on the weights and for the hybrid, whose head is trained by backprop).
+on the weights and for the hybrid, whose head is trained by backprop), then ``memflora_gap=A
+memflora_act_saving=S tta_gain=T tta_collapse=C qsched_gap=Q hybrid_budget_ok=H/N``
+(evals/accuracy/adapt/less.py: fine-tuning minus MemFLoRA on HAR subject shift, pp; 1 - MemFLoRA's
+saved activations over fine-tuning's; held-out accuracy gain of label-free adaptation on drifted
+streams, pp, and the streams that ended below their start; best fixed q minus QScheduler at one
+forward-pass budget, pp; RAM budgets the boundary trained within). The "Adapting with less" tables
+of docs/adapt.md are rewritten from the run.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import json
 import time
 from typing import Any
 
-from evals.accuracy.adapt import common, lora, ncm, ncm_watch, replay, zo
+from evals.accuracy.adapt import common, less, lora, ncm, ncm_watch, replay, zo
 from evals.lib import experiments as ex
 
 SEEDS = [1, 2, 3]
@@ -118,6 +126,17 @@ def main(argv: list[str] | None = None) -> int:
           f"{zc['momentum']}, eps {zo.EPS} output quanta; SPSA: {sc['queries']} queries a batch, lr "
           f"{sc['lr_sched']} by epoch, eps {zo.EPS}; before training {_pct(z['modes']['zo']['before'])} %")
 
+    print("\n== adapting with less: MemFLoRA, test-time adaptation, QScheduler, the order boundary",
+          flush=True)
+    mf = less.memflora(SEEDS, echo=echo)
+    tt = less.tta(SEEDS, echo=echo)
+    qs = less.qsched(SEEDS, echo=echo)
+    hy = less.hybrid(SEEDS, echo=echo)
+    out["less"] = {"memflora": mf, "tta": tt, "qsched": qs, "hybrid": hy}
+    md = less.markdown(mf, tt, qs, hy, SEEDS)
+    print(md)
+    less.write_doc(md)
+
     minutes = (time.perf_counter() - t_start) / 60
     out["minutes"] = minutes
     common.WORK.mkdir(parents=True, exist_ok=True)
@@ -128,8 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"adapt-eval: lora_gap={lora_gap} lora_params={lora_params} ncm_5shot={_pct(n['acc'])} "
           f"ncm_gap={ncm_gap:.2f} replay_keep={_pct(r['keep'])} zo_gap={z['modes']['zo']['gap']:.2f}"
           f" zo_spsa_gap={z['modes']['spsa']['gap']:.2f}"
-          + (f" zo_hybrid_gap={hyb['gap']:.2f}" if hyb else ""))
+          + (f" zo_hybrid_gap={hyb['gap']:.2f}" if hyb else "")
+          + f" memflora_gap={mf['gap']:.2f} memflora_act_saving={mf['act_saving']:.2f}"
+          f" tta_gain={tt['gain']:.2f} tta_collapse={tt['collapse']} qsched_gap={qs['gap']:.2f}"
+          f" hybrid_budget_ok={hy['ok']}/{hy['n']}")
     ok = ncm_gap <= 0.5 and r["keep"] > 0 and z["modes"]["zo"]["gap"] <= 3.0
+    ok = ok and tt["collapse"] == 0 and hy["ok"] == hy["n"]
     return 0 if ok else 1
 
 

@@ -98,6 +98,7 @@ class _Adapter:
         self.saved = (base.params, base.shift, base.output, base.act)
         self.a = self.b = self.add = None
         self.z = self.u = self.v = None  # base output (pre-add), A's output (rank r), B's output
+        self.s_y = 0.0  # the layer's output scale (memory_floor: B's scale follows u's)
 
 
 class LoRA:
@@ -109,10 +110,15 @@ class LoRA:
     headroom: u's range over the largest |A x| of calib at the start (A grows).
     seed:   of A's random init (xorshift32; B starts at zero, so the adapted model
             computes the base model).
+    memory_floor: MemFLoRA (docs/lora.md): A stays frozen (a random down-projection),
+            only B is trained, its weight scale matched to the layer's output scale
+            (B at full range on u at full range spans y's range), so backward's weight
+            gradients read the rank-r u and never a full-width input.
     Train with Trainer(model, train=lora.train, mode=...); save() writes the
     adapters alone; merge() folds them into the base layers (requantised)."""
 
-    def __init__(self, model, rank=4, layers="last:3", calib=None, seed=1, headroom=4, _data=None):
+    def __init__(self, model, rank=4, layers="last:3", calib=None, seed=1, headroom=4, memory_floor=False,
+                 _data=None):
         if type(rank) is not int or not 1 <= rank <= 256:
             raise ValueError("LoRA: rank must be an int in 1..256, got %r" % (rank,))
         if type(headroom) not in (int, float) or not 1 <= headroom <= 127:
@@ -137,6 +143,7 @@ class LoRA:
         self.rank = rank
         self.seed = seed
         self.headroom = headroom
+        self.memory_floor = bool(memory_floor)
         self._file = model.buf  # the base this was attached to (its length and CRC)
         self._merged = False
         self.adapters = [_Adapter(model.layers[j]) for j in idx]
@@ -203,6 +210,8 @@ class LoRA:
             b.b = zeros("i", out_c)
         else:
             a.w, a.w_scale, a.b, b.w, b.w_scale, b.b = data[1:]
+        if data is None and self.memory_floor:
+            self._match(ad, b, s_u, yt.scale)
         for n in (a, b):
             n.mult = zeros("i", len(n.b))
             n.shift = zeros("i", len(n.b))
@@ -219,6 +228,14 @@ class LoRA:
         add = _Node(m, _OP_ADD, ly.act, ly.name + ".lora_add", (zt.index, vt.index), ly.output, padd)
         ad.a, ad.b, ad.add = a, b, add
         ad.z = zt
+
+    def _match(self, ad, b, s_u, s_y):
+        # MemFLoRA's scale-matched up-projection: 127 r levels of B on u's 127 levels reach
+        # y's 127 levels (B is still zero when its scale changes: the model is unchanged)
+        ad.s_y = s_y
+        s = _f32(_f32(s_y / _f32(127 * self.rank)) / s_u)
+        for c in range(len(b.w_scale)):
+            b.w_scale[c] = s
 
     def _u_scale0(self, xt):
         # u's scale without calibration: |u| up to the input's largest |x - zp|
@@ -329,6 +346,8 @@ class LoRA:
 
     def _set_u(self, ad, s):
         ad.u.scale = s
+        if self.memory_floor:
+            self._match(ad, ad.b, s, ad.s_y)
         _mults(ad.a, ad.a.mult, ad.a.shift)
         _mults(ad.b, ad.b.mult, ad.b.shift)
         self.model.rebind()
@@ -337,20 +356,21 @@ class LoRA:
 
     @property
     def train(self):
-        """The adapter layers' names, for Trainer(train=...)."""
+        """The adapter layers' names, for Trainer(train=...): B alone with memory_floor."""
         out = []
         for ad in self.adapters:
-            out += [ad.a.name, ad.b.name]
+            out += [ad.b.name] if self.memory_floor else [ad.a.name, ad.b.name]
         return out
 
     @property
     def n_params(self):
-        """Trainable values: A and B weights and biases of every adapter."""
-        return sum(ad.a.n_params + ad.b.n_params for ad in self.adapters)
+        """Trainable values: A (not with memory_floor) and B weights and biases of every adapter."""
+        return sum((0 if self.memory_floor else ad.a.n_params) + ad.b.n_params for ad in self.adapters)
 
     def __repr__(self):
-        return "<LoRA rank=%d on %s, %d params%s>" % (
-            self.rank, ",".join(ad.base.name for ad in self.adapters), self.n_params,
+        return "<%s rank=%d on %s, %d params%s>" % (
+            "MemFLoRA" if self.memory_floor else "LoRA", self.rank,
+            ",".join(ad.base.name for ad in self.adapters), self.n_params,
             "" if self.model.lora is self else " (detached)")
 
     # -- adapter files ---------------------------------------------------------------------
@@ -451,9 +471,10 @@ def _base_id(buf):
     return n, struct.unpack_from("<I", buf, n - 4)[0]
 
 
-def load(model, path):
+def load(model, path, memory_floor=False):
     """Attach the adapters of an adapter file (LoRA.save) to `model`. Refuses a file
-    made for another base (length / CRC of the .mtm) or whose layers do not match."""
+    made for another base (length / CRC of the .mtm) or whose layers do not match.
+    memory_floor: train B alone from here on (the file holds B's matched scales already)."""
     from microtrain.checkpoint import _crc, os_error
 
     try:
@@ -510,4 +531,4 @@ def load(model, path):
         got[name] = vals
     if pos != len(data) - 4:
         raise ValueError(where + "%d bytes after the adapters" % (len(data) - 4 - pos))
-    return LoRA(model, rank, names, seed=seed, _data=got)
+    return LoRA(model, rank, names, seed=seed, memory_floor=memory_floor, _data=got)

@@ -47,9 +47,10 @@ class ZO:
     eps:     perturbation in quanta of the weights / of the outputs (int >= 1).
     queries: "weights": SPSA steps per batch (each a new perturbation of the weights
              left by the one before, on the same samples: more forward passes, no
-             more data). "outputs": Hadamard rows per sample (two forward passes
-             of the trained layers each); default all of them (the next power of
-             two above the number of outputs): the estimate is then exact.
+             more data), or a QScheduler (q chosen as training goes). "outputs":
+             Hadamard rows per sample (two forward passes of the trained layers each);
+             default all of them (the next power of two above the number of outputs):
+             the estimate is then exact.
     bp:      ("weights") layers (a subset of `train`, after all the others) trained
              by backprop instead: the hybrid. optimizer / mode are theirs (as Trainer's).
     optimizer, mode: ("outputs") the update of the estimated gradients, as Trainer's.
@@ -70,6 +71,11 @@ class ZO:
             lr = 50.0
         if type(lr) not in (int, float) or not lr >= 0:
             raise ValueError("ZO: lr must be a number >= 0, got %r" % (lr,))
+        sched = None
+        if isinstance(queries, QScheduler):
+            if outs:
+                raise ValueError("ZO: a QScheduler is for perturb='weights'")
+            sched, queries = queries, queries.q
         if queries is not None and (type(queries) is not int or queries < 1):
             raise ValueError("ZO: queries must be an int >= 1, got %r" % (queries,))
         if outs and bp is not None:
@@ -84,6 +90,8 @@ class ZO:
             self._init_outputs(model, idx, eps, queries, optimizer, mode, seed, loss)
             return
         queries = queries or 1
+        self.sched = sched
+        self.passes = 0  # forward passes of a sample so far (the budget QScheduler is compared at)
         self.rows = 0
         bpi = model.select(bp) if bp is not None else []
         for j in bpi:
@@ -181,6 +189,8 @@ class ZO:
         self._zero = bytes(len(self._z))
         self.steps = 0
         self.last = (0.0, 0.0)
+        self.sched = None
+        self.passes = 0
 
     def _sample_outputs(self, x, label):
         """One sample of activity perturbation: adds its estimated gradient to the
@@ -311,12 +321,16 @@ class ZO:
         if self._bufs is not None:
             self._prefix(batch)
         sp = sm = 0.0
-        for _ in range(self.queries):
+        q = self.queries
+        for _ in range(q):
             lp, lm = self._query(batch)
             sp += lp
             sm += lm
         self.steps += 1
-        self.last = (sp / self.queries, sm / self.queries)
+        self.passes += 2 * q * len(batch)
+        self.last = (sp / q, sm / q)
+        if self.sched is not None:
+            self.queries = self.sched.update((self.last[0] + self.last[1]) / 2)
         return self.last
 
     def _query(self, batch):
@@ -377,3 +391,49 @@ class ZO:
             x, y = samples[i]
             ok += argmax(m.forward(x)) == y
         return ok / len(samples) if len(samples) else 0.0
+
+
+class QScheduler:
+    """The query count of ZO(perturb="weights") chosen as training goes (QScheduler's
+    idea): start at q0 queries a batch; when the running mean of the batch loss (decay
+    beta) has not fallen by the fraction tol within `patience` batches, progress has
+    stalled on the noise of the estimate: multiply q by `grow` (up to q_max).
+    ZO(model, ..., queries=QScheduler()); zo.queries is the current q."""
+
+    def __init__(self, q0=1, q_max=64, patience=8, tol=0.02, beta=0.9, grow=2):
+        if type(q0) is not int or type(q_max) is not int or not 1 <= q0 <= q_max:
+            raise ValueError("QScheduler: need ints 1 <= q0 <= q_max, got %r, %r" % (q0, q_max))
+        if type(patience) is not int or patience < 1 or type(grow) is not int or grow < 2:
+            raise ValueError("QScheduler: patience must be an int >= 1 and grow an int >= 2")
+        if not 0.0 <= tol < 1.0 or not 0.0 <= beta < 1.0:
+            raise ValueError("QScheduler: tol and beta must be in [0, 1)")
+        self.q = q0
+        self.q_max = q_max
+        self.patience = patience
+        self.tol = tol
+        self.beta = beta
+        self.grow = grow
+        self.ema = None
+        self.best = None
+        self.wait = 0
+        self.n = 0  # batches seen
+        self.changes = []  # (batch, new q) each time q grew
+
+    def update(self, loss):
+        """The running loss after a batch's mean loss; returns q for the next batch."""
+        self.ema = loss if self.ema is None else self.beta * self.ema + (1.0 - self.beta) * loss
+        if self.best is None or self.ema < self.best * (1.0 - self.tol):
+            self.best = self.ema
+            self.wait = 0
+        else:
+            self.wait += 1
+            if self.wait >= self.patience and self.q < self.q_max:
+                self.q = min(self.q * self.grow, self.q_max)
+                self.changes.append((self.n, self.q))
+                self.wait = 0
+                self.best = self.ema
+        self.n += 1
+        return self.q
+
+    def __repr__(self):
+        return "<QScheduler q=%d (q_max %d) changes %r>" % (self.q, self.q_max, self.changes)

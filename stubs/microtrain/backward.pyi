@@ -24,7 +24,7 @@ class BackwardPlan:
     window: memoryview | None  # the float32 gradient window's bytes (StepInBackward; IntoMomentum's copy)
     frow: Any  # the scratch as float32: the optimiser's update row (or None)
     redo: tuple[int, int] | None  # (pool index, producer index): the forward run again there
-    grad_weight: tuple[Any, Any]  # the float32 grad-weight kernels: linear's, conv2d's
+    grad_weight: tuple[Callable[..., None], Callable[..., None]]  # float32 grad-weight kernels [conv]
     def __init__(self, first: int, region: set[int], bufs: dict[int, Any], ebuf: dict[int, Any],
                  esecond: dict[int, Any], emerge: dict[int, Any], acc_views: dict[int, Any],
                  inplace: dict[int, Layer], window: memoryview | None, frow: Any,
@@ -84,6 +84,7 @@ class IntoMomentum:
     m: float  # the momentum
     n: int  # the batch: each gradient enters the momentum / n
     limit: float  # the gradient-scale bound that keeps the momentum finite
+    low: float  # -limit
     layers: list[Layer]
     folded: set[int]  # layers whose momentum is scaled since the last update
     copy: dict[int, tuple[memoryview, memoryview]] | None  # layer index -> the copy of its momentum

@@ -26,10 +26,29 @@ class ZO:
     trainer: Trainer | None  # the backprop layers' (hybrid), the update's ("outputs")
     steps: int
     last: tuple[float, float]  # (L+, L-) of the last step
+    sched: QScheduler | None  # the query count's scheduler ("weights")
+    passes: int  # forward passes of a sample so far ("weights")
     def __init__(self, model: Model, train: TrainSpec = "last:2", lr: float | None = None, eps: int = 2,
                  bp: TrainSpec = None, optimizer: SGD | Adam | None = None, mode: str = "int8", seed: int = 1,
-                 loss: str = "xent", queries: int | None = None, perturb: str = "weights") -> None: ...
+                 loss: str = "xent", queries: int | QScheduler | None = None,
+                 perturb: str = "weights") -> None: ...
     def step(self, batch: list[tuple[Int8In, Any]]) -> tuple[float, float]: ...
     def fit(self, samples: Samples, epochs: int = 1, batch: int = 16,
             order: Sequence[int] | None = None) -> list[float]: ...
     def evaluate(self, samples: Samples) -> float: ...
+
+class QScheduler:
+    q: int  # the current query count
+    q_max: int
+    patience: int  # batches without progress before q grows
+    tol: float  # the relative fall of the running loss that counts as progress
+    beta: float  # decay of the running loss
+    grow: int  # q's factor on a stall
+    ema: float | None  # the running loss
+    best: float | None
+    wait: int
+    n: int  # batches seen
+    changes: list[tuple[int, int]]  # (batch, new q)
+    def __init__(self, q0: int = 1, q_max: int = 64, patience: int = 8, tol: float = 0.02, beta: float = 0.9,
+                 grow: int = 2) -> None: ...
+    def update(self, loss: float) -> int: ...

@@ -740,6 +740,8 @@ objs = {'model.Model': m, 'model.Layer': m.layers[0], 'model.Tensor': m.input, '
         'proto.PrototypeHead': mt.PrototypeHead(m, 'fc1'), 'replay.Replay': mt.Replay(),
         'zo.ZO': mt.ZO(mt.load('digits.mtm'), train='last:1'),
         'lora.LoRA': mt.LoRA(mt.load('digits.mtm'), rank=2, layers='last:1'),
+        'zo.QScheduler': __import__('microtrain.zo').zo.QScheduler(),
+        'tta.TTA': __import__('microtrain.tta').tta.TTA(mt.load('digits.mtm')),
         'health.Health': t._mon}
 from microtrain.optim import Param
 objs['optim.Param'] = Param(t.layers[0], False)

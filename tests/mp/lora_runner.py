@@ -5,7 +5,8 @@
 #
 # CONFIG: model, samples (n rows of numel int8), numel, labels, order (sample indices to
 # step through), calib (sample indices for LoRA's calibration, or null), rank, layers,
-# seed, mode, opt ({"kind": "sgd" | "adam", ...} as train_runner.py), batch,
+# seed, memory_floor (optional: MemFLoRA, B trained alone), mode, opt ({"kind": "sgd" |
+# "adam", ...} as train_runner.py), batch,
 # adapters (path: lora.save after training), reload (bool: load the adapter file onto a
 # fresh model and check it predicts the same), merged (path: model.save after merge),
 # out (dump: train_runner.py's records; "loss", "u_scale", trained layers "L<i>.*" by
@@ -29,7 +30,8 @@ def main(cfg_path):
         mv = memoryview(f.read(n * numel))
     x = [mv[i * numel:(i + 1) * numel] for i in range(len(mv) // numel)]
     calib = None if cfg.get("calib") is None else [x[i] for i in cfg["calib"]]
-    lo = lora.LoRA(m, rank=cfg["rank"], layers=cfg["layers"], calib=calib, seed=cfg["seed"])
+    lo = lora.LoRA(m, rank=cfg["rank"], layers=cfg["layers"], calib=calib, seed=cfg["seed"],
+                   memory_floor=cfg.get("memory_floor", False))
     print(lo)
     tr = mt.Trainer(m, train=lo.train, mode=cfg["mode"], optimizer=make_opt(cfg["opt"]), batch=cfg["batch"])
     losses = array("d")
@@ -60,7 +62,7 @@ def main(cfg_path):
     lo.save(cfg["adapters"])
     if cfg.get("reload"):
         m2 = mt.load(cfg["model"])
-        lora.load(m2, cfg["adapters"])
+        lora.load(m2, cfg["adapters"], memory_floor=cfg.get("memory_floor", False))
         same = sum(1 for i in range(len(x)) if m2.predict(x[i]) == preds[i])
         print("RELOAD-SAME", same, len(x))
     lo.merge()

@@ -40,9 +40,10 @@ def _layers(s: Setup, spec: Any) -> Any:
     return spec
 
 
-def run_device(s: Setup, tmp: Path, c: tuple[Any, ...]) -> tuple[dict[str, Any], str]:
+def run_device(s: Setup, tmp: Path, c: tuple[Any, ...], memory_floor: bool = False
+               ) -> tuple[dict[str, Any], str]:
     layers, rank, mode, opt, batch, cal = c
-    cfg = {"model": str(s.path), "samples": str(s.samples), "numel": s.numel,
+    cfg = {"memory_floor": memory_floor, "model": str(s.path), "samples": str(s.samples), "numel": s.numel,
            "labels": [int(v) for v in labels_of(s)], "order": list(range(N)),
            "calib": list(range(16)) if cal else None, "rank": rank, "layers": _layers(s, layers), "seed": 7,
            "mode": mode, "opt": opt, "batch": batch, "adapters": str(tmp / "a.mtl"), "reload": True,
@@ -199,3 +200,40 @@ for k, base in (("good", {str(s.path)!r}), ("flipped", {str(s.path)!r}), ("short
     assert "CRC mismatch" in lines[1] and "CRC mismatch" in lines[2]
     assert "not a LoRA adapter file" in lines[3]
     assert "made for another base model" in lines[4]
+
+
+@pytest.mark.parametrize("c", [("last:3", 4, "mixed", SGDM, 4, True), ("pw", 2, "int8", SGD, 2, False)],
+                         ids=lambda c: f"{c[0]}-r{c[1]}-{c[2]}")
+def test_memflora_device_equals_reference(setups: dict[str, Setup], tmp_path: Path, c: Any) -> None:
+    """LoRA(memory_floor=True): A frozen, B trained alone with its scale matched to the layer's
+    output; the same arrays, losses and adapter file as the reference, A untouched."""
+    s = setups["cnn"]
+    layers, rank, mode, opt, batch, cal = c
+    dev, out = run_device(s, tmp_path, c, memory_floor=True)
+    at = lr.attach(s.m, rank, _layers(s, layers), [s.xs[i] for i in range(16)] if cal else None, seed=7,
+                   memory_floor=True)
+    assert at.train == [at.model.layers[ad.b].name for ad in at.adapters]
+    ref = tr.RefTrainer(at.model, at.train, mode, ref_opt(opt), None, batch)
+    ys = labels_of(s)
+    losses = [ref.step(s.xs[i], int(ys[i])) for i in range(N)]
+    ref.flush()
+    want = ref.arrays()
+    got = {k: v for k, v in dev.items() if k.startswith("L")}
+    assert set(want) == set(got) and len(got) > 0
+    assert {int(k[1:].split(".")[0]) for k in got} == {ad.b for ad in at.adapters}  # B alone trained
+    assert differences(want, got) == []
+    assert np.array_equal(np.array(losses), dev["loss"])
+    assert "MemFLoRA rank=" in out
+    vals = lr.values(at, ref)
+    init = lr.values(lr.attach(s.m, rank, _layers(s, layers), [s.xs[i] for i in range(16)] if cal else None,
+                               seed=7, memory_floor=True))
+    for name, v in vals.items():
+        assert np.array_equal(v[1], init[name][1])  # A frozen
+        assert np.any(v[4] != 0)  # B moved from zero
+        # B's initial scale matched: 127 r levels on u's 127 levels span the output's 127 levels
+        s_y = s.m.tensors[s.m.layer(name).output].scale
+        assert np.allclose(init[name][5] * np.float32(127 * rank) * init[name][0][0], s_y, rtol=1e-6)
+    base = s.path.read_bytes()
+    lr.write_adapters(tmp_path / "ref.mtl", base, s.m, rank, 7, vals)
+    assert (tmp_path / "a.mtl").read_bytes() == (tmp_path / "ref.mtl").read_bytes()
+    assert f"RELOAD-SAME {N_PRED} {N_PRED}" in out

@@ -308,9 +308,24 @@ def _shape(s: list[int] | tuple[int, ...]) -> str:
     return "x".join(str(d) for d in s)
 
 
+def saved_activations(m: Model, train_last: int, rank: int) -> dict[str, Any]:
+    """What backward reads to train the last ``train_last`` conv/linear layers, full fine-tuning
+    against MemFLoRA adapters of ``rank`` on them (python_lib/microtrain/budget.py saved(), run by
+    CPython on the .mtm and on the model with the adapters attached as the device attaches them)."""
+    from microtrain_tools.reference import lora_ref
+
+    budget, plan = device_module("budget"), device_plan()
+    wl = weighted_layers(m)
+    ft = budget.saved(_Graph(m), wl[-train_last:], plan)
+    at = lora_ref.attach(m, rank, f"last:{train_last}", memory_floor=True)
+    mf = budget.saved(_Graph(at.model), [ad.b for ad in at.adapters], plan)
+    return {"rank": rank, "ft_inputs": ft[0], "ft_masks": ft[1], "ft_kept": ft[2], "mf_inputs": mf[0],
+            "mf_masks": mf[1], "mf_kept": mf[2], "saving": 1.0 - (mf[0] + mf[1]) / (ft[0] + ft[1])}
+
+
 def report(path: Path, m: Model, train_last: int | None, momentum: bool = False, mode: str = "int8",
            adam: bool = False, sparse: bool = False, batch: int = 1,
-           sums: bool | None = None, recompute: bool = False) -> dict[str, Any]:
+           sums: bool | None = None, recompute: bool = False, memflora: int | None = None) -> dict[str, Any]:
     data = path.read_bytes()
     kinds: dict[str, dict[str, int]] = {}
     for t in m.tensors:
@@ -328,6 +343,8 @@ def report(path: Path, m: Model, train_last: int | None, momentum: bool = False,
     }
     if train_last is not None:
         r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse, batch, sums, recompute)
+        if memflora is not None:
+            r["memflora"] = saved_activations(m, train_last, memflora)
     r["peak_heap"] = {f"{d}-{w}": peak_heap(m, len(data), d, w, r.get("train"))
                       for d in DEPLOYS for w in ("flash", "file")}
     return r
@@ -370,6 +387,14 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
                 what = "(in idle forward buffers: not counted)"
                 out.append(f"  {what:<40} {tr['hosted']:>9} B")
         out.append(f"  {'total':<40} {tr['total']:>9} B  (+ {r['file_bytes']} B model file if in RAM)")
+    mf = r.get("memflora")
+    if mf:
+        out.append("saved activations backward reads (trained layers' inputs + 1-bit ReLU / max-pool masks; "
+                   "the plan keeps):")
+        out.append(f"  {'full fine-tuning':<40} {mf['ft_inputs']:>6} + {mf['ft_masks']} B  "
+                   f"({mf['ft_kept']} B)")
+        out.append(f"  {'MemFLoRA rank ' + str(mf['rank']):<40} {mf['mf_inputs']:>6} + {mf['mf_masks']} B  "
+                   f"({mf['mf_kept']} B)  saving {mf['saving']:.3f}")
     out.append("peak heap, 32-bit board (package, model objects, model file, one sample, inference"
                + (", training" if tr else "") + "; docs/memory.md):")
     for k, v in r["peak_heap"].items():
@@ -412,6 +437,9 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
                         "is computed again in backward, where no idle buffer holds it")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
+    p.add_argument("--memflora", type=int, default=None, metavar="RANK",
+                   help="(with --train-last) the activations backward reads for full fine-tuning and for "
+                        "MemFLoRA adapters of this rank on the same layers (LoRA(memory_floor=True))")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its size")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
@@ -430,7 +458,7 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
     if args.batch < 1:
         raise ValueError(f"--batch {args.batch}: must be >= 1")
     r = report(path, m, args.train_last, args.momentum, args.mode, args.adam, args.sparse, args.batch,
-               False if args.no_sums else None, args.recompute)
+               False if args.no_sums else None, args.recompute, args.memflora)
     print(json.dumps(r, indent=1) if args.json else format_report(r, args.tensors))
     return 0
 

@@ -7,7 +7,7 @@
 # config keys: model, train, test (.mtd), method ("lora" or "finetune"), rank, layers
 # (adapted layers, or the fine-tuned ones), calib (training samples for LoRA's
 # calibration), headroom, mode, lr, momentum, batch, epochs, schedule, seed, adapters
-# (path of the adapter file written after training).
+# (path of the adapter file written after training), memory_floor (MemFLoRA: A frozen, B alone).
 # Prints one final line "RESULT {json}": acc, merged_acc (LoRA), params, file_bytes,
 # heap_train: the largest live heap at an epoch end minus the live heap with the model
 # loaded and the data opened (no feature cache: the same for both methods).
@@ -33,7 +33,8 @@ def main(path):
         from microtrain.lora import LoRA
 
         lora = LoRA(model, rank=cfg["rank"], layers=spec, seed=cfg["seed"],
-                    calib=mt.Subset(train, 0, cfg["calib"]), headroom=cfg.get("headroom", 4))
+                    calib=mt.Subset(train, 0, cfg["calib"]), headroom=cfg.get("headroom", 4),
+                    memory_floor=cfg.get("memory_floor", False))
         spec = lora.train
     opt = mt.SGD(lr=cfg["lr"], momentum=cfg["momentum"])
     tr = mt.Trainer(model, train=spec, mode=cfg["mode"], optimizer=opt, batch=cfg["batch"],

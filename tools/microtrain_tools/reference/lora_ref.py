@@ -55,11 +55,14 @@ class Attached:
     seed: int
     headroom: float = 4
     adapters: list[Adapter] = field(default_factory=list)
+    memory_floor: bool = False
+    s_y: dict[str, float] = field(default_factory=dict)  # per adapter: the layer's output scale
 
     @property
     def train(self) -> list[str]:
-        """The adapter layers' names (Trainer(train=...))."""
-        return [self.model.layers[j].name for ad in self.adapters for j in (ad.a, ad.b)]
+        """The adapter layers' names (Trainer(train=...)): B alone with memory_floor (MemFLoRA)."""
+        return [self.model.layers[j].name for ad in self.adapters
+                for j in ((ad.b,) if self.memory_floor else (ad.a, ad.b))]
 
 
 def _qmult(s_in: float, w_scale: NDArray[np.float32], s_out: float
@@ -92,6 +95,11 @@ def init_a(rank: int, k: int, rng: int) -> tuple[NDArray[np.int8], NDArray[np.fl
     return w, np.full(rank, bound / f32(127.0), np.float32), rng
 
 
+def matched_b_scale(s_y: float, rank: int, s_u: float) -> np.float32:
+    """MemFLoRA's B weight scale: s_y / (127 r) / s_u in float32 (LoRA._match)."""
+    return (f32(s_y) / f32(127 * rank)) / f32(s_u)
+
+
 def _u_scale0(m: mtm.Model, x: int) -> np.float32:
     t = m.tensors[x]
     top = max(t.zero_point + 128, 127 - t.zero_point)
@@ -100,12 +108,13 @@ def _u_scale0(m: mtm.Model, x: int) -> np.float32:
 
 def attach(base: mtm.Model, rank: int = 4, layers: str | Sequence[str | int] = "last:3",
            calib: Sequence[ArrayLike] | None = None, seed: int = 1, headroom: float = 4,
-           data: dict[str, list[NDArray]] | None = None) -> Attached:
-    """The model with adapters on ``layers`` (device: ``LoRA(model, rank, layers, calib, seed)``).
-    ``data``: adapter values from an adapter file (``read_adapters``) instead of the init."""
+           data: dict[str, list[NDArray]] | None = None, memory_floor: bool = False) -> Attached:
+    """The model with adapters on ``layers`` (device: ``LoRA(model, rank, layers, calib, seed,
+    memory_floor=...)``). ``data``: adapter values from an adapter file (``read_adapters``)
+    instead of the init."""
     m = copy.deepcopy(base)
     idx = tr.select(m, layers)
-    out = Attached(m, rank, seed, headroom)
+    out = Attached(m, rank, seed, headroom, memory_floor=memory_floor)
     rng = (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1
     new_layers: list[mtm.Layer] = []
     for j, ly in enumerate(m.layers):
@@ -129,6 +138,8 @@ def attach(base: mtm.Model, rank: int = 4, layers: str | Sequence[str | int] = "
             ab = np.zeros(rank, np.int32)
             bw = np.zeros(out_c * rank, np.int8)
             bsc = np.full(out_c, (f32(1.0) / np.sqrt(f32(rank))) / f32(127.0), np.float32)
+            if memory_floor:
+                bsc[:] = matched_b_scale(yt.scale, rank, float(s_u))
             bb = np.zeros(out_c, np.int32)
         else:
             s_u = f32(data[ly.name][0][0])
@@ -172,6 +183,7 @@ def attach(base: mtm.Model, rank: int = 4, layers: str | Sequence[str | int] = "
             ly.act = Act.NONE
         base_i = len(new_layers) - 1
         new_layers += [*nodes, add]
+        out.s_y[ly.name] = float(yt.scale)
         out.adapters.append(Adapter(ly.name, base_i, base_i + 1, base_i + 2, base_i + 3, z, u, v))
     m.layers = new_layers
     if data is None and calib is not None:
@@ -182,6 +194,10 @@ def attach(base: mtm.Model, rank: int = 4, layers: str | Sequence[str | int] = "
 def _set_u(at: Attached, ad: Adapter, s: np.float32) -> None:
     m = at.model
     m.tensors[ad.u].scale = float(s)
+    if at.memory_floor:
+        qs = m.tensors[m.layers[ad.b].weight].qscales
+        m.tensors[qs].data = np.full(len(m.data(qs)), matched_b_scale(at.s_y[ad.name], at.rank, float(s)),
+                                     np.float32)
     for j in (ad.a, ad.b):
         ly = m.layers[j]
         sc = m.data(m.tensors[ly.weight].qscales)
