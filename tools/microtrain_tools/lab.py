@@ -38,6 +38,8 @@ WASM_PKG = "@micropython/micropython-webassembly-pyscript"
 WASM_VERSION = "1.27.0"  # the version whose results were checked identical under Node
 WASM_DIR = LAB / "npm" / "node_modules" / WASM_PKG
 PAGE_FILES = ("index.html", "lab.js", "lab.css")
+LESSONS = ROOT / "examples" / "lab_lessons"
+DATA_FILES = ("digits.mtm", "digits_train.mtd", "digits_test.mtd", "digits_float.json")
 N_TRAIN, N_TEST = 200, 100
 
 
@@ -83,6 +85,24 @@ def _model_files(dest: Path) -> None:
     yn = y.numpy()
     write_mtd(dest / "digits_train.mtd", xq[400:400 + N_TRAIN], yn[400:400 + N_TRAIN])
     write_mtd(dest / "digits_test.mtd", xq[1300:1300 + N_TEST], yn[1300:1300 + N_TEST])
+    # the float weights the int8 model was made from, for the int8 lesson (PyTorch layout)
+    floats = {k: [round(float(v), 7) for v in t.detach().flatten()] for k, t in net.state_dict().items()}
+    (dest / "digits_float.json").write_text(json.dumps(floats))
+
+
+def lesson_files(dest: Path) -> list[str]:
+    """The model, data and lesson scripts (examples/lab_lessons) copied into dest: what a board or
+    the unix MicroPython needs next to the lessons; the model and data are made once (cached)."""
+    cache = LAB / "data"
+    if not all((cache / name).exists() for name in DATA_FILES):
+        cache.mkdir(parents=True, exist_ok=True)
+        _model_files(cache)
+    dest.mkdir(parents=True, exist_ok=True)
+    files = []
+    for src in [cache / name for name in DATA_FILES] + sorted(LESSONS.glob("*.py")):
+        shutil.copy(src, dest / src.name)
+        files.append(src.name)
+    return files
 
 
 def build_site(site: Path = SITE) -> Path:
@@ -97,14 +117,7 @@ def build_site(site: Path = SITE) -> Path:
         shutil.copy(PORT_DIR / name, site / name)
     for name in ("micropython.mjs", "micropython.wasm"):
         shutil.copy(wasm / name, site / "vendor" / name)
-    cache = LAB / "data"
-    if not (cache / "digits.mtm").exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        _model_files(cache)
-    files = []
-    for name in ("digits.mtm", "digits_train.mtd", "digits_test.mtd"):
-        shutil.copy(cache / name, fs / name)
-        files.append(name)
+    files = lesson_files(fs)
     shutil.copy(PORT_DIR / "lab_session.py", fs / "lab_session.py")
     files.append("lab_session.py")
     pkg = paths.PYTHON_LIB / "microtrain"
