@@ -3,7 +3,6 @@
 # loss and the int8 error of the logits, backward (the last layer's float32 weight
 # gradient, one row per class), one SGD update, and the prediction before and after.
 import microtrain as mt
-
 from lab_common import data, exact, load, picture, signed, verdict
 
 last = None

@@ -6,11 +6,11 @@ import gc
 import time
 
 import microtrain as mt
+from lab_common import TEST, data, exact, load, verdict
 from microtrain import lora, memplan
 
-from lab_common import TEST, data, exact, load, verdict
-
-CONFIGS = (("last:1", "mixed", 0), ("last:2", "mixed", 0), ("all", "mixed", 0), ("LoRA r=2 on last:2", "float32", 2))
+CONFIGS = (("last:1", "mixed", 0), ("last:2", "mixed", 0), ("all", "mixed", 0),
+           ("LoRA r=2 on last:2", "float32", 2))
 last = None
 
 

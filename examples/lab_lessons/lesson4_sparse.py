@@ -4,7 +4,6 @@
 # map of steps x channels. Dropped channels get no gradient and pass no error on: that
 # work is saved.
 import microtrain as mt
-
 from lab_common import data, exact, load, verdict
 
 last = None

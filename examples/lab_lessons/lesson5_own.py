@@ -6,7 +6,6 @@
 import json
 
 import microtrain as mt
-
 from lab_common import TEST, data, exact, load, picture, signed, verdict
 
 own = []  # (8x8 int8 bytes, label)
@@ -89,6 +88,7 @@ def run(epochs=6, lr=0.01):
     global last
     m = _model()
     before = accuracy(held)
+    pred0 = [m.predict(x) for x, _ in held]
     tr = mt.Trainer(m, train="last:2", mode="mixed", optimizer=mt.SGD(lr=lr, momentum=0.9), batch=4)
     losses = []
     n = len(own)
@@ -99,7 +99,9 @@ def run(epochs=6, lr=0.01):
     tr.flush()
     after = accuracy(held)
     last = {"n_train": n, "n_held": len(held), "acc_before": before, "acc_after": after, "epochs": epochs,
-            "pred": [m.predict(x) for x, _ in held], "labels": [y for _, y in held], "losses": losses}
+            "pred_before": pred0,
+            "pred": [m.predict(x) for x, _ in held], "held_x": [signed(x) for x, _ in held],
+            "labels": [y for _, y in held], "losses": losses}
     return last
 
 
