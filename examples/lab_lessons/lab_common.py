@@ -46,6 +46,22 @@ def verdict(n, ok, why):
     return ok
 
 
+def heap_used():
+    """Live heap bytes, or None where gc.collect() cannot free what this call made (the
+    WebAssembly port frees only between calls from the page): then no heap is measured."""
+    import gc
+
+    f = getattr(gc, "mem_alloc", None)
+    if f is None:
+        return None
+    gc.collect()
+    a = f()
+    b = bytearray(8192)
+    b = None  # noqa: F841 (dropped: a working collect frees it)
+    gc.collect()
+    return f() if f() < a + 4096 else None
+
+
 def page_json(name):
     """A lesson's last result as JSON, for the browser lab's pictures."""
     import json

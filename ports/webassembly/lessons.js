@@ -50,32 +50,33 @@ function bars(g, vals, x0, y0, w, h, label, hi) {
 }
 
 const draw = {
-  1(r, n) {
+  1(r) {
     const g = clear($("cv-1a"));
-    const k = r.k;
+    const k = r.k, cell = 32;
     const fmax = Math.max(...r.w_float.map(Math.abs));
-    text(g, "filters of layer " + r.layer + ": float (left) and int8 (right), red > 0 > blue", 4, 14);
+    text(g, "filters of layer " + r.layer + ": float (left) and int8 (right); red > 0 > blue", 4, 14);
+    const grid = (x0, y0, vals, scale, fmt) => {
+      vals.forEach((v, i) => {
+        const t = v / scale;
+        const x = x0 + (i % 3) * cell, y = y0 + Math.floor(i / 3) * cell;
+        g.fillStyle = diverging(t);
+        g.fillRect(x, y, cell, cell);
+        text(g, fmt(v), x + 2, y + cell / 2 + 4, Math.abs(t) > 0.55 ? "#fff" : INK, "10px monospace");
+      });
+      g.strokeStyle = "#888";
+      g.strokeRect(x0, y0, 3 * cell, 3 * cell);
+    };
     r.w_scale.forEach((s, c) => {
-      const x0 = 6 + c * 115;
-      for (let i = 0; i < k; i++) {
-        const cx = i % 3, cy = Math.floor(i / 3);
-        g.fillStyle = diverging(r.w_float[c * k + i] / fmax);
-        g.fillRect(x0 + cx * 16, 26 + cy * 16, 16, 16);
-        g.fillStyle = diverging(r.w_int8[c * k + i] / 127);
-        g.fillRect(x0 + 54 + cx * 16, 26 + cy * 16, 16, 16);
-        text(g, String(r.w_int8[c * k + i]), x0 + 54 + cx * 16 - 1, 96 + cy * 13, INK, "10px monospace");
-        text(g, r.w_float[c * k + i].toFixed(2), x0 + cx * 17 - 2, 96 + cy * 13, INK, "9px monospace");
-      }
-      const a = r.ask;
-      if (c === a.channel) {
+      const x0 = 6 + (c % 3) * 232, y0 = 24 + Math.floor(c / 3) * 150;
+      grid(x0, y0, r.w_float.slice(c * k, c * k + k), fmax, (v) => v.toFixed(2));
+      grid(x0 + 3 * cell + 8, y0, r.w_int8.slice(c * k, c * k + k), 127, (v) => String(v));
+      if (c === r.ask.channel) {
         g.strokeStyle = "#000";
         g.lineWidth = 3;
-        g.strokeRect(x0 + 54 + (a.index % 3) * 16, 26 + Math.floor(a.index / 3) * 16, 16, 16);
+        g.strokeRect(x0 + 3 * cell + 8 + (r.ask.index % 3) * cell, y0 + Math.floor(r.ask.index / 3) * cell, cell, cell);
         g.lineWidth = 1;
       }
-      text(g, "channel " + c, x0, 150);
-      text(g, "scale " + s.toFixed(5), x0, 166);
-      text(g, "zero point 0", x0, 182);
+      text(g, `channel ${c}: scale ${s.toFixed(5)}, zero point 0`, x0, y0 + 3 * cell + 16, INK, "12px sans-serif");
     });
     const h = clear($("cv-1b"));
     text(h, "test digits: float / int8 prediction (label under each, red where wrong)", 4, 14);
@@ -118,7 +119,7 @@ const draw = {
     for (const w of r.rows) {
       const tr = document.createElement("tr");
       for (const v of [w.config, w.mode, w.params, (w.plan_bytes / 1024).toFixed(1) + " KB",
-        (w.heap_bytes / 1024).toFixed(1) + " KB", w.ms_per_step.toFixed(0), w.acc.toFixed(2)]) {
+        w.heap_bytes === null ? "—" : (w.heap_bytes / 1024).toFixed(1) + " KB", w.ms_per_step.toFixed(1), w.acc.toFixed(2)]) {
         const td = document.createElement("td");
         td.textContent = String(v);
         tr.appendChild(td);
@@ -126,18 +127,17 @@ const draw = {
       body.appendChild(tr);
     }
     const g = clear($("cv-3"));
-    const top = Math.max(...r.rows.map((w) => Math.max(w.plan_bytes, w.heap_bytes)));
-    text(g, "planned RAM (dark) and heap taken (light), KB", 4, 14);
+    const top = Math.max(...r.rows.map((w) => w.plan_bytes));
+    text(g, "RAM the planner counts for training, KB", 4, 14);
     r.rows.forEach((w, i) => {
       const y = 24 + i * 30;
-      text(g, w.config, 4, y + 16);
+      text(g, w.config, 4, y + 15);
       g.fillStyle = "#1f4e79";
-      g.fillRect(160, y, (w.plan_bytes / top) * 460, 12);
-      g.fillStyle = "#9dc3e6";
-      g.fillRect(160, y + 13, (w.heap_bytes / top) * 460, 12);
-      text(g, (w.plan_bytes / 1024).toFixed(1), 164 + (w.plan_bytes / top) * 460, y + 11, INK, "11px sans-serif");
+      g.fillRect(160, y, (w.plan_bytes / top) * 440, 20);
+      text(g, (w.plan_bytes / 1024).toFixed(1), 166 + (w.plan_bytes / top) * 440, y + 15);
     });
-    $("sum-3").textContent = `The converted model's accuracy was ${r.acc_before.toFixed(2)} on these ${r.n_eval} digits.`;
+    const heap = r.rows[0].heap_bytes === null ? " Heap taken: — here, because this port's garbage collector frees only between calls from the page; a board or the unix port measures it." : "";
+    $("sum-3").textContent = `The converted model's accuracy was ${r.acc_before.toFixed(2)} on these ${r.n_eval} digits.` + heap;
   },
   4(r) {
     const g = clear($("cv-4"));
@@ -159,7 +159,7 @@ const draw = {
   },
   5(r) {
     const g = clear($("cv-5b"));
-    text(g, `held-out drawings: accuracy ${(100 * r.acc_before).toFixed(0)} % before, ${(100 * r.acc_after).toFixed(0)} % after training on ${r.n_train} drawings`, 4, 14);
+    text(g, `held-out drawings: accuracy ${(100 * r.acc_before).toFixed(0)} % before, ${(100 * r.acc_after).toFixed(0)} % after training on ${r.n_train} drawings; under each: prediction before → after (green: right)`, 4, 14);
     r.held_x.forEach((q, i) => {
       const x0 = 4 + (i % 17) * 40, y0 = 24 + Math.floor(i / 17) * 60;
       digit(g, q, x0, y0, 4);
