@@ -270,7 +270,7 @@ def drawn_strokes(seed: int = 7) -> list[tuple[int, bool, list[list[float]]]]:
 
 # synthetic pointer events on the pad, one drawing: down, moves every few pixels, up
 _DRAW_JS = """
-const [pts, label, held] = arguments;
+const [pts, label, held, keys] = arguments;
 const pad = document.getElementById('pad');
 const b = pad.getBoundingClientRect();
 const ev = (type, x, y) => pad.dispatchEvent(new PointerEvent(type, {bubbles: true, pointerId: 1,
@@ -285,7 +285,8 @@ for (let i = 1; i < pts.length; i++) {
   for (let k = 1; k <= n; k++) ev('pointermove', x0 + (x1 - x0) * k / n, y0 + (y1 - y0) * k / n);
 }
 ev('pointerup', pts[pts.length - 1][0], pts[pts.length - 1][1]);
-document.getElementById(held ? 'test-5' : 'add-5').click();
+if (keys) pad.focus();  // the learner adds it from the keyboard instead
+else document.getElementById(held ? 'test-5' : 'add-5').click();
 return window.lab.lab5.drawn.length;
 """
 
@@ -321,9 +322,19 @@ def lessons_run(wd: WebDriver, shots: Path) -> dict[str, Any]:
     for n in (1, 2, 3, 4):
         wd.js(f"document.getElementById('run-{n}').click()")
         ran += wd.wait(f"return document.body.dataset.lesson{n}", 900) == "ran"
-    drawn = 0
-    for label, held, pts in drawn_strokes():
-        drawn = int(wd.js(_DRAW_JS, pts, label, held))
+    drawn = keyed = want_keys = 0
+    for i, (label, held, pts) in enumerate(drawn_strokes()):
+        # every tenth drawing: its label and Enter / T typed into the focused pad
+        keys = i % 10 == i // 10 % 10
+        drawn = int(wd.js(_DRAW_JS, pts, label, held, keys))
+        if keys:
+            want_keys += 1
+            typed = [{"type": t, "value": k} for k in (str(label), "t" if held else "\ue007")
+                     for t in ("keyDown", "keyUp")]
+            wd.cmd("POST", "/actions", {"actions": [{"type": "key", "id": "kbd", "actions": typed}]})
+            n = int(wd.js("return window.lab.lab5.drawn.length"))
+            keyed += n == drawn + 1 and wd.js("return window.lab.lab5.drawn.at(-1)[0]") == label
+            drawn = n
     wd.js("document.getElementById('run-5').click()")
     ran += wd.wait("return document.body.dataset.lesson5", 900) == "ran"
     answers = _answers(wd)
@@ -335,7 +346,11 @@ def lessons_run(wd: WebDriver, shots: Path) -> dict[str, Any]:
         _shot(wd, f"#lesson{n}", shots / f"lesson{n}.png")
     r = wd.js("return window.lab.results")
     cells = {n: wd.js(f"return document.getElementById('cell-{n}').value") for n in (2, 3, 4, 5)}
+    # offline once served: nothing the page loaded came from another address
+    elsewhere = wd.js("return performance.getEntriesByType('resource').map(e => e.name)"
+                      ".filter(u => !u.startsWith(location.origin)).length")
     return {"ran": ran, "passed": passed, "refused": refused, "wrong": len(wrong), "drawn": drawn,
+            "keyed": keyed, "want_keys": want_keys, "elsewhere": elsewhere,
             "before": r["5"]["acc_before"], "after": r["5"]["acc_after"], "n_held": r["5"]["n_held"],
             "losses": [h for n in (2, 3, 4, 5) for h in r[str(n)]["losses"]], "cells": cells,
             "adds": wd.js("return window.lab.lab5.log")}
@@ -428,7 +443,9 @@ def lab_test(steps: int, screenshot: Path) -> int:
     same_l = sum(1 for a, b in zip(les["losses"], host_l, strict=False) if a == b)
     n_l = len(les["losses"])
     print(f"lab: lessons 2-5 on the host: {same_l}/{n_l} losses identical (host has {len(host_l)}); "
-          f"wrong answers refused {les['refused']}/{les['wrong']}; own drawings held out: {les['n_held']}")
+          f"wrong answers refused {les['refused']}/{les['wrong']}; own drawings held out: {les['n_held']}, "
+          f"added from the keyboard: {les['keyed']}/{les['want_keys']}; "
+          f"resources from elsewhere: {les['elsewhere']}")
     before, after = round(100 * les["before"]), round(100 * les["after"])
     total, same_all = steps + n_l, same + same_l
     print(f"lab: browser=chromium lessons={les['ran']}/5 checks={les['passed']}/5 "
@@ -437,7 +454,8 @@ def lab_test(steps: int, screenshot: Path) -> int:
           f"screenshot={screenshot}")
     ok = (same == steps == len(page) and saved == host_saved and saved and cell == [f"cell: {steps} False"]
           and les["ran"] == 5 and les["passed"] == 5 and les["refused"] == les["wrong"] and les["drawn"] >= 30
-          and after - before >= 20 and same_l == n_l == len(host_l))
+          and after - before >= 20 and same_l == n_l == len(host_l) and les["keyed"] == les["want_keys"] > 0
+          and les["elsewhere"] == 0)
     return 0 if ok else 1
 
 
