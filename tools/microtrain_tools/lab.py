@@ -7,8 +7,10 @@ sources, ports/webassembly/lab_session.py, a small digits CNN (.mtm) and 200
 training / 100 test digits (.mtd) from scikit-learn's real 8x8 digits.
 
 `--test N` (make lab-test) drives the page in headless chromium through
-chromedriver's W3C WebDriver HTTP interface, trains N steps there, runs the same
-script on the unix MicroPython and compares the losses bit for bit.
+chromedriver's W3C WebDriver HTTP interface, trains N steps there, runs the five
+lessons (examples/lab_lessons; lesson 5 with digits drawn through pointer events)
+and passes their checks, runs the same code on the unix MicroPython and compares
+the losses bit for bit.
 """
 
 from __future__ import annotations
@@ -463,10 +465,13 @@ DESCRIPTION = (
     "Serve the browser lab (ports/webassembly/, docs/lab.md) on this machine: MicroPython's\n"
     "WebAssembly port in the page runs the microtrain package (pure-Python kernels) with a digits\n"
     "CNN and 300 real 8x8 digits in its file system: load, predict, train the last layer with a\n"
-    "live loss / accuracy plot, save and download the checkpoint, and an editable code cell on\n"
-    "the same interpreter. Open the printed address in a browser; Ctrl-C stops the server.\n"
-    "--test N: headless chromium trains N steps on the page, the same script runs on the unix\n"
-    "MicroPython, and the losses must be identical bit for bit (make lab-test).")
+    "live loss / accuracy plot, save and download the checkpoint, an editable code cell on\n"
+    "the same interpreter, and five lessons (int8 inside, one step by hand, what to train,\n"
+    "sparse updates, your own drawings; docs/teaching.md). Open the printed address in a\n"
+    "browser; Ctrl-C stops the server.\n"
+    "--test N: headless chromium trains N steps on the page and runs every lesson, the same\n"
+    "code runs on the unix MicroPython, and the losses must be identical bit for bit\n"
+    "(make lab-test).")
 EXAMPLE = "  microtrain lab              # then open http://127.0.0.1:8016/index.html\n"
 
 
