@@ -159,9 +159,10 @@ const draw = {
   },
   5(r) {
     const g = clear($("cv-5b"));
-    text(g, `held-out drawings: accuracy ${(100 * r.acc_before).toFixed(0)} % before, ${(100 * r.acc_after).toFixed(0)} % after training on ${r.n_train} drawings; under each: prediction before → after (green: right)`, 4, 14);
+    text(g, `held-out drawings: accuracy ${(100 * r.acc_before).toFixed(0)} % before, ${(100 * r.acc_after).toFixed(0)} % after training on ${r.n_train} drawings`, 4, 14);
+    text(g, "under each: the prediction before → after (green: right, red: wrong)", 4, 30);
     r.held_x.forEach((q, i) => {
-      const x0 = 4 + (i % 17) * 40, y0 = 24 + Math.floor(i / 17) * 60;
+      const x0 = 4 + (i % 17) * 40, y0 = 40 + Math.floor(i / 17) * 60;
       digit(g, q, x0, y0, 4);
       const p = r.pred[i];
       text(g, `${r.pred_before[i]}→${p}`, x0, y0 + 46, p === r.labels[i] ? "#1e7b34" : "#b03a2e", "12px sans-serif");
