@@ -158,6 +158,7 @@ const draw = {
     $("sum-4").textContent = `${r.kept} of ${r.seen} channel updates were kept (${r.policy}). Backward took ${r.bwd_ms.toFixed(0)} ms for these steps; the same steps with every channel: ${r.bwd_ms_dense.toFixed(0)} ms.`;
   },
   5(r) {
+    $("cv-5b").height = 46 + Math.max(1, Math.ceil(r.n_held / 17)) * 60;  // room for every held-out drawing
     const g = clear($("cv-5b"));
     text(g, `held-out drawings: accuracy ${(100 * r.acc_before).toFixed(0)} % before, ${(100 * r.acc_after).toFixed(0)} % after training on ${r.n_train} drawings`, 4, 14);
     text(g, "under each: the prediction before → after (green: right, red: wrong)", 4, 30);
