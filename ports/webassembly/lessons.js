@@ -150,7 +150,7 @@ const draw = {
     r.heat.forEach((row, s) => {
       if (s % 5 === 0) text(g, "step " + s, 4, y0 + s * rh + 8, INK, "10px sans-serif");
       row.forEach((v, c) => {
-        g.fillStyle = v ? "#b03a2e" : "#f2f3f4";
+        g.fillStyle = v ? "#b03a2e" : "#d5d8dc";
         g.fillRect(x0 + c * cw, y0 + s * rh, cw - 1, rh - 1);
       });
     });
