@@ -239,8 +239,9 @@ $(LAB_STAMP): $(SETUP_STAMP) tools/microtrain_tools/lab.py
 lab: $(LAB_STAMP)
 	@$(PY) -m microtrain_tools.cli lab
 
-## lab-test: headless chromium trains LAB_STEPS steps on the lab page; the losses must equal the
-## host run of the same script bit for bit; screenshot in build/lab/lab.png.
+## lab-test: headless chromium trains LAB_STEPS steps on the lab page and runs its five lessons
+## (digits drawn through pointer events, every check answered); the losses must equal the host
+## run of the same code bit for bit; screenshots in build/lab/ (lab.png, lesson1..5.png).
 LAB_STEPS ?= 60
 lab-test: $(LAB_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m microtrain_tools.cli lab --test $(LAB_STEPS) --screenshot $(ROOT)/build/lab/lab.png

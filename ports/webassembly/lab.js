@@ -3,6 +3,7 @@
 // `microtrain lab`), driven step by step from the buttons; every step runs
 // Python code on one interpreter, which the code cell shares.
 import { loadMicroPython } from "./vendor/micropython.mjs";
+import { setupLessons } from "./lessons.js";
 
 const $ = (id) => document.getElementById(id);
 const out = $("out");
@@ -54,7 +55,7 @@ function plot() {
   if (!losses.length) return;
   const n = Math.max(losses.length, 10);
   const top = 1.1 * Math.max(...losses.map((p) => p.loss), 1e-9);
-  const x = (i) => 30 + (i / (n - 1)) * (c.width - 40);
+  const x = (i) => 40 + (i / (n - 1)) * (c.width - 80);
   const line = (color, y) => {
     g.strokeStyle = color;
     g.beginPath();
@@ -62,10 +63,24 @@ function plot() {
     g.stroke();
   };
   line("#c0392b", (p) => c.height - 20 - (p.loss / top) * (c.height - 30));
-  line("#2471a3", (p) => c.height - 20 - 0.9 * p.acc * (c.height - 30));
+  line("#2471a3", (p) => c.height - 20 - p.acc * (c.height - 30));
+  // axes: steps below, loss on the left, accuracy on the right
+  g.strokeStyle = "#333";
+  g.strokeRect(40, 10, c.width - 80, c.height - 30);
+  g.fillStyle = "#333";
+  g.font = "11px sans-serif";
+  g.fillText("0", 36, c.height - 6);
+  g.fillText(String(n), c.width - 48, c.height - 6);
+  g.fillText("step", c.width / 2, c.height - 6);
+  g.fillStyle = "#c0392b";
+  g.fillText(top.toFixed(2), 2, 20);
+  g.fillText("0", 28, c.height - 20);
+  g.fillStyle = "#2471a3";
+  g.fillText("1.0", c.width - 36, 20);
+  g.fillText("0", c.width - 36, c.height - 20);
   g.fillStyle = "#333";
   g.fillText("steps: " + losses.length + "  loss: " + losses[losses.length - 1].loss.toFixed(4) +
-             "  running acc: " + losses[losses.length - 1].acc.toFixed(3), 34, 12);
+             "  running acc: " + losses[losses.length - 1].acc.toFixed(3), 46, 24);
 }
 
 async function train(steps) {
@@ -125,6 +140,7 @@ async function main() {
   on("b-train", () => train(parseInt($("steps").value, 10)));
   on("b-save", save);
   on("b-run", () => run($("cell").value));
+  window.lab = setupLessons(mp, run, print);
   for (const b of document.querySelectorAll("button")) b.disabled = false;
   document.body.dataset.ready = "1";
 }

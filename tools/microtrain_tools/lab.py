@@ -7,8 +7,10 @@ sources, ports/webassembly/lab_session.py, a small digits CNN (.mtm) and 200
 training / 100 test digits (.mtd) from scikit-learn's real 8x8 digits.
 
 `--test N` (make lab-test) drives the page in headless chromium through
-chromedriver's W3C WebDriver HTTP interface, trains N steps there, runs the same
-script on the unix MicroPython and compares the losses bit for bit.
+chromedriver's W3C WebDriver HTTP interface, trains N steps there, runs the five
+lessons (examples/lab_lessons; lesson 5 with digits drawn through pointer events)
+and passes their checks, runs the same code on the unix MicroPython and compares
+the losses bit for bit.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import functools
 import http.server
 import json
+import math
 import os
 import shutil
 import socket
@@ -37,7 +40,9 @@ SITE = LAB / "site"
 WASM_PKG = "@micropython/micropython-webassembly-pyscript"
 WASM_VERSION = "1.27.0"  # the version whose results were checked identical under Node
 WASM_DIR = LAB / "npm" / "node_modules" / WASM_PKG
-PAGE_FILES = ("index.html", "lab.js", "lab.css")
+PAGE_FILES = ("index.html", "lab.js", "lessons.js", "lab.css")
+LESSONS = ROOT / "examples" / "lab_lessons"
+DATA_FILES = ("digits.mtm", "digits_train.mtd", "digits_test.mtd", "digits_float.json")
 N_TRAIN, N_TEST = 200, 100
 
 
@@ -83,6 +88,24 @@ def _model_files(dest: Path) -> None:
     yn = y.numpy()
     write_mtd(dest / "digits_train.mtd", xq[400:400 + N_TRAIN], yn[400:400 + N_TRAIN])
     write_mtd(dest / "digits_test.mtd", xq[1300:1300 + N_TEST], yn[1300:1300 + N_TEST])
+    # the float weights the int8 model was made from, for the int8 lesson (PyTorch layout)
+    floats = {k: [round(float(v), 7) for v in t.detach().flatten()] for k, t in net.state_dict().items()}
+    (dest / "digits_float.json").write_text(json.dumps(floats))
+
+
+def lesson_files(dest: Path) -> list[str]:
+    """The model, data and lesson scripts (examples/lab_lessons) copied into dest: what a board or
+    the unix MicroPython needs next to the lessons; the model and data are made once (cached)."""
+    cache = LAB / "data"
+    if not all((cache / name).exists() for name in DATA_FILES):
+        cache.mkdir(parents=True, exist_ok=True)
+        _model_files(cache)
+    dest.mkdir(parents=True, exist_ok=True)
+    files = []
+    for src in [cache / name for name in DATA_FILES] + sorted(LESSONS.glob("*.py")):
+        shutil.copy(src, dest / src.name)
+        files.append(src.name)
+    return files
 
 
 def build_site(site: Path = SITE) -> Path:
@@ -97,14 +120,7 @@ def build_site(site: Path = SITE) -> Path:
         shutil.copy(PORT_DIR / name, site / name)
     for name in ("micropython.mjs", "micropython.wasm"):
         shutil.copy(wasm / name, site / "vendor" / name)
-    cache = LAB / "data"
-    if not (cache / "digits.mtm").exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        _model_files(cache)
-    files = []
-    for name in ("digits.mtm", "digits_train.mtd", "digits_test.mtd"):
-        shutil.copy(cache / name, fs / name)
-        files.append(name)
+    files = lesson_files(fs)
     shutil.copy(PORT_DIR / "lab_session.py", fs / "lab_session.py")
     files.append("lab_session.py")
     pkg = paths.PYTHON_LIB / "microtrain"
@@ -215,8 +231,157 @@ class WebDriver:
             self.proc.wait(timeout=10)
 
 
-def browser_run(url: str, steps: int, screenshot: Path) -> tuple[list[str], str, float]:
-    """Load the page, click through load / predict / train N / save; (step lines, output, seconds)."""
+# Lesson 5's scripted learner: digits as strokes in a unit box (y down), drawn with a thick
+# pen and slanted, each with its own small wobble: a hand unlike the digits the model saw.
+STROKES: dict[int, list[tuple[float, float]]] = {
+    0: [(0.5 + 0.32 * math.sin(2 * math.pi * k / 16), 0.5 - 0.45 * math.cos(2 * math.pi * k / 16))
+        for k in range(17)],
+    1: [(0.3, 0.22), (0.55, 0.04), (0.55, 0.96)],
+    2: [(0.2, 0.25), (0.35, 0.06), (0.65, 0.06), (0.8, 0.28), (0.7, 0.5), (0.2, 0.95), (0.85, 0.95)],
+    3: [(0.2, 0.08), (0.75, 0.08), (0.45, 0.45), (0.75, 0.6), (0.75, 0.85), (0.5, 0.97), (0.2, 0.88)],
+    4: [(0.62, 0.96), (0.62, 0.04), (0.12, 0.66), (0.88, 0.66)],
+    5: [(0.8, 0.05), (0.25, 0.05), (0.2, 0.45), (0.6, 0.4), (0.8, 0.6), (0.75, 0.85), (0.5, 0.97),
+        (0.2, 0.88)],
+    6: [(0.7, 0.04), (0.35, 0.35), (0.2, 0.7), (0.35, 0.96), (0.65, 0.96), (0.8, 0.72), (0.6, 0.5),
+        (0.28, 0.62)],
+    7: [(0.12, 0.05), (0.88, 0.05), (0.4, 0.96)],
+    8: [(0.5, 0.5), (0.22, 0.28), (0.5, 0.04), (0.78, 0.28), (0.5, 0.5), (0.2, 0.75), (0.5, 0.97),
+        (0.8, 0.75), (0.5, 0.5)],
+    9: [(0.75, 0.35), (0.5, 0.52), (0.25, 0.35), (0.35, 0.08), (0.7, 0.08), (0.75, 0.35), (0.7, 0.96)],
+}
+DRAW_TRAIN, DRAW_HELD = 5, 3  # drawings per digit: for training, held out
+
+
+def drawn_strokes(seed: int = 7) -> list[tuple[int, bool, list[list[float]]]]:
+    """(label, held_out, points in pad pixels) for every drawing the test makes."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for rep in range(DRAW_TRAIN + DRAW_HELD):
+        for label in range(10):
+            slant, size = rng.uniform(0.3, 0.45), rng.uniform(0.75, 0.95)
+            pts = []
+            for x, y in STROKES[label]:
+                x, y = x + rng.uniform(-0.04, 0.04), y + rng.uniform(-0.04, 0.04)
+                x += slant * (0.5 - y)  # leaning right
+                pts.append([100 + 130 * size * (x - 0.5), 100 + 150 * size * (y - 0.5)])
+            out.append((label, rep >= DRAW_TRAIN, pts))
+    return out
+
+
+# synthetic pointer events on the pad, one drawing: down, moves every few pixels, up
+_DRAW_JS = """
+const [pts, label, held, keys] = arguments;
+const pad = document.getElementById('pad');
+const b = pad.getBoundingClientRect();
+const ev = (type, x, y) => pad.dispatchEvent(new PointerEvent(type, {bubbles: true, pointerId: 1,
+  pointerType: 'mouse', clientX: b.left + x * b.width / pad.width, clientY: b.top + y * b.height / pad.height,
+  buttons: 1}));
+document.getElementById('pen-5').value = '30';
+document.getElementById('label-5').value = String(label);
+ev('pointerdown', pts[0][0], pts[0][1]);
+for (let i = 1; i < pts.length; i++) {
+  const [x0, y0] = pts[i - 1], [x1, y1] = pts[i];
+  const n = Math.max(1, Math.ceil(Math.hypot(x1 - x0, y1 - y0) / 4));
+  for (let k = 1; k <= n; k++) ev('pointermove', x0 + (x1 - x0) * k / n, y0 + (y1 - y0) * k / n);
+}
+ev('pointerup', pts[pts.length - 1][0], pts[pts.length - 1][1]);
+if (keys) pad.focus();  // the learner adds it from the keyboard instead
+else document.getElementById(held ? 'test-5' : 'add-5').click();
+return window.lab.lab5.drawn.length;
+"""
+
+
+def _answers(wd: WebDriver) -> dict[int, Any]:
+    """What a learner who read each lesson's pictures and numbers would answer."""
+    r = wd.js("return window.lab.results")
+    a1 = r["1"]["ask"]
+    best = min(r["3"]["rows"], key=lambda w: w["plan_bytes"])["config"]
+    return {1: a1["q"] * a1["scale"], 2: r["2"]["label"], 3: best, 4: round(r["4"]["saved_pct"], 1), 5: None}
+
+
+def _check(wd: WebDriver, n: int, answer: Any) -> str:
+    if answer is not None:
+        wd.js("document.getElementById(arguments[0]).value = String(arguments[1])", f"ans-{n}", answer)
+    wd.js(f"delete document.body.dataset.check{n}; document.getElementById('chk-{n}').click()")
+    return str(wd.wait(f"return document.body.dataset.check{n}", 60))
+
+
+def _shot(wd: WebDriver, css: str, path: Path) -> None:
+    import base64
+
+    el = wd.cmd("POST", "/element", {"using": "css selector", "value": css})
+    eid = next(iter(el.values()))
+    wd.js("arguments[0].scrollIntoView()", el)
+    path.write_bytes(base64.b64decode(wd.cmd("GET", f"/element/{eid}/screenshot")))
+
+
+def lessons_run(wd: WebDriver, shots: Path) -> dict[str, Any]:
+    """Every lesson on the page: run its cell, answer its check (a wrong answer first, which must
+    fail), lesson 5 with drawings made through pointer events; a screenshot of each lesson."""
+    ran = 0
+    for n in (1, 2, 3, 4):
+        wd.js(f"document.getElementById('run-{n}').click()")
+        ran += wd.wait(f"return document.body.dataset.lesson{n}", 900) == "ran"
+    drawn = keyed = want_keys = 0
+    for i, (label, held, pts) in enumerate(drawn_strokes()):
+        # every tenth drawing: its label and Enter / T typed into the focused pad
+        keys = i % 10 == i // 10 % 10
+        drawn = int(wd.js(_DRAW_JS, pts, label, held, keys))
+        if keys:
+            want_keys += 1
+            typed = [{"type": t, "value": k} for k in (str(label), "t" if held else "\ue007")
+                     for t in ("keyDown", "keyUp")]
+            wd.cmd("POST", "/actions", {"actions": [{"type": "key", "id": "kbd", "actions": typed}]})
+            n = int(wd.js("return window.lab.lab5.drawn.length"))
+            keyed += n == drawn + 1 and wd.js("return window.lab.lab5.drawn.at(-1)[0]") == label
+            drawn = n
+    wd.js("document.getElementById('run-5').click()")
+    ran += wd.wait("return document.body.dataset.lesson5", 900) == "ran"
+    answers = _answers(wd)
+    wrong = {1: answers[1] + 1.0, 2: (answers[2] + 1) % 10, 3: "all" if answers[3] != "all" else "last:1",
+             4: answers[4] + 10.0}
+    refused = sum(_check(wd, n, v) == "failed" for n, v in wrong.items())
+    passed = sum(_check(wd, n, answers[n]) == "passed" for n in (1, 2, 3, 4, 5))
+    for n in (1, 2, 3, 4, 5):
+        _shot(wd, f"#lesson{n}", shots / f"lesson{n}.png")
+    r = wd.js("return window.lab.results")
+    cells = {n: wd.js(f"return document.getElementById('cell-{n}').value") for n in (2, 3, 4, 5)}
+    # offline once served: nothing the page loaded came from another address
+    elsewhere = wd.js("return performance.getEntriesByType('resource').map(e => e.name)"
+                      ".filter(u => !u.startsWith(location.origin)).length")
+    return {"ran": ran, "passed": passed, "refused": refused, "wrong": len(wrong), "drawn": drawn,
+            "keyed": keyed, "want_keys": want_keys, "elsewhere": elsewhere,
+            "before": r["5"]["acc_before"], "after": r["5"]["acc_after"], "n_held": r["5"]["n_held"],
+            "losses": [h for n in (2, 3, 4, 5) for h in r[str(n)]["losses"]], "cells": cells,
+            "adds": wd.js("return window.lab.lab5.log")}
+
+
+def host_lessons(site: Path, cells: dict[int, str], adds: list[str]) -> list[str]:
+    """The page's lesson cells (and lesson 5's drawings, as the page added them) on the unix
+    MicroPython: the losses of lessons 2 to 5, as exact hex."""
+    lines = []
+    for n in (2, 3, 4, 5):
+        if n == 5:
+            lines += ["import lesson5_own", *adds]
+        lines.append(cells[n])
+        lines.append("for h in r['losses']:\n    print('LOSS', h)")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in DATA_FILES + tuple(p.name for p in LESSONS.glob("*.py")):
+            shutil.copy(site / "fs" / name, Path(tmp) / name)
+        (Path(tmp) / "run.py").write_text("\n".join(lines) + "\n")
+        env = dict(os.environ, MICROPYPATH=f"{paths.natmod_dir('x64')}:{paths.PYTHON_LIB}")
+        p = subprocess.run([paths.micropython(), "run.py"], cwd=tmp, env=env, capture_output=True, text=True,
+                           timeout=900, check=False)
+    if p.returncode:
+        raise RuntimeError(f"host lessons failed:\n{p.stdout[-2000:]}{p.stderr}")
+    return [ln[5:] for ln in p.stdout.splitlines() if ln.startswith("LOSS ")]
+
+
+def browser_run(url: str, steps: int, screenshot: Path) -> tuple[list[str], str, float, dict[str, Any]]:
+    """Load the page, click through load / predict / train N / save, then every lesson;
+    (step lines, output, seconds, lessons)."""
     import base64
 
     wd = WebDriver()
@@ -239,11 +404,12 @@ def browser_run(url: str, steps: int, screenshot: Path) -> tuple[list[str], str,
         wd.js("document.getElementById('b-run').click()")
         wd.wait("return document.getElementById('out').textContent.includes('cell: ')", 60)
         lines = wd.js("return [...document.querySelectorAll('#losses li')].map(e => e.textContent)")
-        out = wd.js("return document.getElementById('out').textContent")
-        png = wd.cmd("GET", "/screenshot")
         screenshot.parent.mkdir(parents=True, exist_ok=True)
-        screenshot.write_bytes(base64.b64decode(png))
-        return list(lines), str(out), dt
+        wd.js("window.scrollTo(0, 0)")
+        screenshot.write_bytes(base64.b64decode(wd.cmd("GET", "/screenshot")))
+        lessons = lessons_run(wd, screenshot.parent)
+        out = wd.js("return document.getElementById('out').textContent")
+        return list(lines), str(out), dt, lessons
     finally:
         wd.close()
 
@@ -254,7 +420,7 @@ def lab_test(steps: int, screenshot: Path) -> int:
     httpd = serve(site, 0)
     try:
         url = f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
-        page, page_out, dt = browser_run(url, steps, screenshot)
+        page, page_out, dt, les = browser_run(url, steps, screenshot)
     finally:
         httpd.shutdown()
     same = sum(1 for a, b in zip(page, host, strict=False) if a.split()[:2] == b.split()[:2])
@@ -272,8 +438,26 @@ def lab_test(steps: int, screenshot: Path) -> int:
             if a.split()[:2] != b.split()[:2]:
                 print(f"lab: differs: page {a} | host {b}")
                 break
-    print(f"lab: browser=chromium steps={steps} losses_identical={same}/{steps} screenshot={screenshot}")
-    ok = same == steps == len(page) and saved == host_saved and saved and cell == [f"cell: {steps} False"]
+    for ln in page_out.splitlines():
+        if ln.startswith("lesson "):
+            print("lab:", ln)
+    host_l = host_lessons(site, les["cells"], les["adds"])
+    same_l = sum(1 for a, b in zip(les["losses"], host_l, strict=False) if a == b)
+    n_l = len(les["losses"])
+    print(f"lab: lessons 2-5 on the host: {same_l}/{n_l} losses identical (host has {len(host_l)}); "
+          f"wrong answers refused {les['refused']}/{les['wrong']}; own drawings held out: {les['n_held']}, "
+          f"added from the keyboard: {les['keyed']}/{les['want_keys']}; "
+          f"resources from elsewhere: {les['elsewhere']}")
+    before, after = round(100 * les["before"]), round(100 * les["after"])
+    total, same_all = steps + n_l, same + same_l
+    print(f"lab: browser=chromium lessons={les['ran']}/5 checks={les['passed']}/5 "
+          f"drawn_samples={les['drawn']} own_acc_before={before} own_acc_after={after} "
+          f"losses_identical={same_all}/{total} "
+          f"screenshot={screenshot}")
+    ok = (same == steps == len(page) and saved == host_saved and saved and cell == [f"cell: {steps} False"]
+          and les["ran"] == 5 and les["passed"] == 5 and les["refused"] == les["wrong"] and les["drawn"] >= 30
+          and after - before >= 20 and same_l == n_l == len(host_l) and les["keyed"] == les["want_keys"] > 0
+          and les["elsewhere"] == 0)
     return 0 if ok else 1
 
 
@@ -281,10 +465,13 @@ DESCRIPTION = (
     "Serve the browser lab (ports/webassembly/, docs/lab.md) on this machine: MicroPython's\n"
     "WebAssembly port in the page runs the microtrain package (pure-Python kernels) with a digits\n"
     "CNN and 300 real 8x8 digits in its file system: load, predict, train the last layer with a\n"
-    "live loss / accuracy plot, save and download the checkpoint, and an editable code cell on\n"
-    "the same interpreter. Open the printed address in a browser; Ctrl-C stops the server.\n"
-    "--test N: headless chromium trains N steps on the page, the same script runs on the unix\n"
-    "MicroPython, and the losses must be identical bit for bit (make lab-test).")
+    "live loss / accuracy plot, save and download the checkpoint, an editable code cell on\n"
+    "the same interpreter, and five lessons (int8 inside, one step by hand, what to train,\n"
+    "sparse updates, your own drawings; docs/teaching.md). Open the printed address in a\n"
+    "browser; Ctrl-C stops the server.\n"
+    "--test N: headless chromium trains N steps on the page and runs every lesson, the same\n"
+    "code runs on the unix MicroPython, and the losses must be identical bit for bit\n"
+    "(make lab-test).")
 EXAMPLE = "  microtrain lab              # then open http://127.0.0.1:8016/index.html\n"
 
 
