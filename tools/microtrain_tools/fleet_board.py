@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -110,15 +111,21 @@ class SerialBoard(Board):
         ``microtrain deploy``; the board's samples with ``mpremote fs cp``."""
         from microtrain_tools import paths
 
-        args = ["deploy", "--port", self.port, "--model", str(model)]
-        args += ["--arch", arch] if arch else ["--builtin"]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(paths.ROOT / "tools"),
                                                             os.environ.get("PYTHONPATH", "")])}
-        p = subprocess.run([board_tools.sys.executable, "-m", "microtrain_tools.cli", *args], capture_output=True,
-                           text=True, timeout=900, stdin=subprocess.DEVNULL, env=env)
-        if p.returncode != 0:
-            raise BoardError(f"{self.spec}: deploy: {(p.stdout + p.stderr)[-600:]}")
+        if arch:  # the package of the current sources (deploy takes an existing dist folder as it is)
+            p = subprocess.run([sys.executable, "-m", "microtrain_tools.dist", "--no-build", "--archs", arch],
+                               capture_output=True, text=True, timeout=900, env=env, cwd=paths.ROOT)
+            if p.returncode != 0:
+                raise BoardError(f"{self.spec}: dist: {(p.stdout + p.stderr)[-600:]}")
         with tempfile.TemporaryDirectory() as td:
+            shutil.copyfile(model, Path(td) / "model.mtm")  # (deploy keeps the file's name)
+            args = ["deploy", "--port", self.port, "--model", str(Path(td) / "model.mtm")]
+            args += ["--arch", arch] if arch else ["--builtin"]
+            p = subprocess.run([sys.executable, "-m", "microtrain_tools.cli", *args], capture_output=True,
+                               text=True, timeout=900, stdin=subprocess.DEVNULL, env=env)
+            if p.returncode != 0:
+                raise BoardError(f"{self.spec}: deploy: {(p.stdout + p.stderr)[-600:]}")
             cp = []
             if data is not None:
                 cp += ["fs", "cp", str(data), ":data.mtd", "+"]
