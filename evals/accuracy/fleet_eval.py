@@ -120,7 +120,8 @@ class QemuBoards:
 
     def files(self, n: str) -> dict[str, bytes]:
         img = self.work / f"{n}.img"
-        return {f: flashimg.read_file(img, "/" + f) for f in flashimg.listdir(img) if f.endswith((".mtm", ".bin"))}
+        names = [f for f in flashimg.listdir(img) if f.endswith((".mtm", ".bin"))]
+        return {f: flashimg.read_file(img, "/" + f) for f in names}
 
 
 def torn_files(files: dict[str, bytes]) -> list[str]:
@@ -183,7 +184,8 @@ def one_seed(seed: int, model: Path, files: list[tuple[str, Path]], ports: dict[
             rec.update(faults(work, r, [n for n, _ in files]))
         out[run] = rec
         if echo:
-            print(f"  seed {seed} {run}: {r.status}, acc {[round(100 * r.acc[k], 2) for k in sorted(r.acc)]}, "
+            accs = [round(100 * r.acc[k], 2) for k in sorted(r.acc)]
+            print(f"  seed {seed} {run}: {r.status}, acc {accs}, "
                   f"{rec['seconds']:.0f} s", flush=True)
     return out
 
@@ -248,8 +250,9 @@ def draw_topology(path: Path) -> None:
         box(x, 0.4, 2.0, 0.9, f"{bd}\nmicrotrain.fleet", "#d9ead3")
         arrow(x + 1.0, 3.3, 5.1, 4.3, "")
         arrow(x + 1.0, 1.4, x + 1.0, 2.2, "global.bin down\ndelta.bin up")
-    ax.text(5.0, 3.75, "Message API over TLS: ArrayRecord (float32 trained layers), ConfigRecord, MetricRecord",
-            fontsize=7, ha="center")
+    ax.text(5.0, 3.85, "Message API over TLS: ArrayRecord (float32 trained layers), ConfigRecord, "
+            "MetricRecord",
+            fontsize=7, ha="center", bbox={"fc": "white", "ec": "none"})
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -282,17 +285,20 @@ def _mean_curve(runs: list[dict[int, float]]) -> list[float]:
 def write_doc(res: dict[str, Any], line: str) -> None:
     """The measured part of docs/fleet.md (between its markers) and its figures."""
     draw_topology(DOC.parent / "fleet-topology.png")
-    curves = {"FedAvg (a board killed in round %d)" % KILL_ROUND: _mean_curve([s["fedavg"]["acc"] for s in res["seeds"]]),
+    curves = {f"FedAvg (a board killed in round {KILL_ROUND})":
+              _mean_curve([s["fedavg"]["acc"] for s in res["seeds"]]),
               "FedProx": _mean_curve([s["fedprox"]["acc"] for s in res["seeds"]]),
               f"{ROBUST}, one board poisoned": _mean_curve([s["robust"]["acc"] for s in res["seeds"]]),
-              "centralised (pooled samples)": [100 * float(np.mean(c)) for c in zip(*res["central"], strict=True)]}
+              "centralised (pooled samples)":
+              [100 * float(np.mean(c)) for c in zip(*res["central"], strict=True)]}
     plot_accuracy(DOC.parent / "fleet-accuracy.png", curves)
     rd = res["seeds"][0]["fedavg"]["rounds"][0]
     up = [x["uplink-bytes"] for x in rd["replies"]]
     down = [x["downlink-bytes"] for x in rd["replies"]]
     fp32 = res["seeds"][0]["fedavg"]["fp32"]
     rows = [f"| per board | {down[0]} | {min(up)}-{max(up)} | {fp32} | {fp32} |",
-            f"| {len(up)} boards, one round | {sum(down)} | {sum(up)} | {fp32 * len(up)} | {fp32 * len(up)} |"]
+            f"| {len(up)} boards, one round | {sum(down)} | {sum(up)} | {fp32 * len(up)} | "
+            f"{fp32 * len(up)} |"]
     block = "\n".join([
         "<!-- fleet-eval: begin (make fleet-eval FLEET_ARGS=--write-doc writes this part) -->",
         f"Measured by `make fleet-eval` ({res['date']}, {res['minutes']:.0f} minutes on this machine):",
@@ -303,7 +309,8 @@ def write_doc(res: dict[str, Any], line: str) -> None:
         "| | down | up | float32 down | float32 up |", "|---|---|---|---|---|", *rows, "",
         "<!-- fleet-eval: end -->"])
     text = DOC.read_text()
-    a, b = text.index("<!-- fleet-eval: begin"), text.index("<!-- fleet-eval: end -->") + len("<!-- fleet-eval: end -->")
+    end = "<!-- fleet-eval: end -->"
+    a, b = text.index("<!-- fleet-eval: begin"), text.index(end) + len(end)
     DOC.write_text(text[:a] + block + text[b:])
 
 
@@ -311,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     ap.add_argument("--write-doc", action="store_true", help="rewrite the measured part of docs/fleet.md")
-    ap.add_argument("--figures-only", action="store_true", help="redraw the figures and doc from the last results")
+    ap.add_argument("--figures-only", action="store_true",
+                    help="redraw the figures and the doc from the last results")
     a = ap.parse_args(argv)
     t0 = time.monotonic()
     results = WORK / "results.json"
@@ -323,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if ok else 1
     model, files, pooled, held = data(WORK / "data")
     qemu = QemuBoards(WORK / "qemu", QEMU_BOARDS)
-    res: dict[str, Any] = {"seeds": [], "central": []}
+    res: dict[str, Any] = {"seeds": [], "central": [], "boards": len(files)}
     try:
         print(f"fleet-eval: {len(files)} boards ({', '.join(QEMU_BOARDS)} on QEMU {QEMU} over serial), "
               f"{ROUNDS} rounds, seeds {a.seeds}", flush=True)
@@ -372,8 +380,9 @@ def summarize(res: dict[str, Any]) -> tuple[str, bool, bool, int]:
     completed = all(s[r]["status"] == "finished:completed" and not s[r]["left"] for s in seeds
                     for r in ("fedavg", "fedprox", "robust"))
     gap, pgap, drop = cen - fedavg, cen - fedprox, fedavg - robust
-    n_boards = len(seeds[0]["fedavg"]["rounds"][0]["replies"]) + len(seeds[0]["fedavg"]["rounds"][0]["rejected"])
-    line = (f"fleet: engine=flwr-{fleet_engine.FLWR_VERSION} boards={n_boards} qemu_boards={len(QEMU_BOARDS)} "
+    n_boards = int(res.get("boards", BOARDS))
+    line = (f"fleet: engine=flwr-{fleet_engine.FLWR_VERSION} boards={n_boards} "
+            f"qemu_boards={len(QEMU_BOARDS)} "
             f"rounds={ROUNDS} fedavg_acc={fedavg:.2f} central_acc={cen:.2f} gap={gap:.2f} "
             f"fedprox_gap={pgap:.2f} uplink_bytes={u:.0f} fp32_bytes={f32} killed={killed} "
             f"rejoined={rejoined} poisoned_drop={drop:.2f} torn={torn}")

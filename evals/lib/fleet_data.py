@@ -56,7 +56,8 @@ def har_boards(w: ds.WatchWindows, n_boards: int = 10) -> tuple[list[BoardData],
     return boards, held
 
 
-def dirichlet_boards(y: NDArray[np.int64], n_boards: int, alpha: float = 0.3, seed: int = 0) -> list[BoardData]:
+def dirichlet_boards(y: NDArray[np.int64], n_boards: int, alpha: float = 0.3,
+                     seed: int = 0) -> list[BoardData]:
     """Indices of y split across n_boards with a Dirichlet(alpha) label skew: for each class,
     the boards' shares of its samples are one Dirichlet draw (every board gets at least one
     sample: a draw that leaves one empty is drawn again)."""
