@@ -165,8 +165,8 @@ def killer(work: Path) -> Any:
     return kill
 
 
-def one_seed(seed: int, model: Path, files: list[tuple[str, Path]], ports: dict[str, str], echo: bool
-             ) -> dict[str, Any]:
+def one_seed(seed: int, model: Path, held: Path, files: list[tuple[str, Path]], ports: dict[str, str],
+             echo: bool) -> dict[str, Any]:
     base = replace(SETTINGS, seed=seed)
     out: dict[str, Any] = {}
     for run, strategy, poison in (("fedavg", "fedavg", ""), ("fedprox", "fedprox", ""),
@@ -176,7 +176,7 @@ def one_seed(seed: int, model: Path, files: list[tuple[str, Path]], ports: dict[
                                   deploy=n not in ports) for n, p in files]
         s = replace(base, strategy=strategy, min_train=BOARDS - 1)
         t0 = time.monotonic()
-        r = fleet.run_fleet(work, model, WORK / "held.mtd", boards, s, tls=True,
+        r = fleet.run_fleet(work, model, held, boards, s, tls=True,
                             during=killer(work) if run == "fedavg" else None)
         rec: dict[str, Any] = {"status": r.status, "acc": r.acc, "rounds": r.rounds, "fp32": r.fp32_bytes,
                                "left": r.left, "seconds": time.monotonic() - t0}
@@ -207,6 +207,51 @@ def faults(work: Path, r: fleet.FleetRun, names: list[str]) -> dict[str, Any]:
     for d in sorted((work / "boards").iterdir()):
         torn += [f"{d.name}/{f}" for f in torn_files(local_files(d))]
     return {"killed": int(killed), "rejoined": int(rejoined), "torn": torn}
+
+
+MNIST = fleet.Settings(train="last:2", mode="mixed", lr=0.02, momentum=0.0, batch=16, epochs=1, keep=0.5,
+                       rounds=ROUNDS)
+ALPHA = 0.3
+
+
+def mnist_run(seed: int = 1) -> dict[str, Any]:
+    """The FMNIST-CNN -> MNIST transfer on ten local boards split by a Dirichlet(ALPHA) label
+    skew, FedAvg, next to centralised training on the pooled digits (one seed)."""
+    from evals.lib import transfer_model
+
+    ref = transfer_model.get_model(progress=False)
+    x, y, xt, yt = ds.mnist5k_split()
+    work = WORK / "mnist"
+    work.mkdir(parents=True, exist_ok=True)
+    q, qt = ex.quantize(ref.mtm, x), ex.quantize(ref.mtm, xt)
+    boards = fd.dirichlet_boards(y, BOARDS, ALPHA, seed)
+    specs = []
+    for b in boards:
+        write_mtd(work / f"{b.name}.mtd", q[b.idx], y[b.idx])
+        specs.append(fleet.BoardSpec(b.name, work / f"{b.name}.mtd"))
+    write_mtd(work / "train.mtd", q, y)
+    write_mtd(work / "test.mtd", qt, yt)
+    s = replace(MNIST, seed=seed)
+    r = fleet.run_fleet(work / "run", ref.mtm, work / "test.mtd", specs, s, tls=True)
+    cfg = {"model": str(ref.mtm), "train": str(work / "train.mtd"), "test": str(work / "test.mtd"),
+           "layers": s.train, "mode": s.mode, "lr": s.lr, "momentum": s.momentum, "batch": s.batch,
+           "epochs": s.rounds * s.epochs, "seed": seed}
+    old = ex.DEVICE_SCRIPT
+    try:
+        ex.DEVICE_SCRIPT = paths.ROOT / "evals" / "mp" / "fleet_central.py"
+        cen = ex.run_device(cfg, work, f"central_mnist_s{seed}", echo=False)["acc"]
+    finally:
+        ex.DEVICE_SCRIPT = old
+    top = float(np.mean([np.bincount(y[b.idx], minlength=10).max() / len(b.idx) for b in boards]))
+    return {"status": r.status, "left": r.left, "acc": r.acc, "central": cen, "top_share": top,
+            "sizes": [len(b.idx) for b in boards]}
+
+
+def mnist_line(m: dict[str, Any]) -> str:
+    acc = {int(k): v for k, v in m["acc"].items()}
+    return (f"fleet-mnist: boards={BOARDS} dirichlet_alpha={ALPHA} top_class_share={m['top_share']:.2f} "
+            f"rounds={ROUNDS} fedavg_acc={100 * acc[max(acc)]:.2f} central_acc={100 * m['central'][-1]:.2f} "
+            f"status={m['status']}")
 
 
 def draw_topology(path: Path) -> None:
@@ -302,7 +347,7 @@ def write_doc(res: dict[str, Any], line: str) -> None:
     block = "\n".join([
         "<!-- fleet-eval: begin (make fleet-eval FLEET_ARGS=--write-doc writes this part) -->",
         f"Measured by `make fleet-eval` ({res['date']}, {res['minutes']:.0f} minutes on this machine):",
-        "", "```", line, "```", "",
+        "", "```", line, *([mnist_line(res["mnist"])] if "mnist" in res else []), "```", "",
         "![accuracy per round](fleet-accuracy.png)", "",
         "Bytes per round, FedAvg run of seed 1, round 1 (down: the global file; up: the delta file; "
         "float32: the same values as float32, what a plain float client would send each way):", "",
@@ -318,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     ap.add_argument("--write-doc", action="store_true", help="rewrite the measured part of docs/fleet.md")
+    ap.add_argument("--no-mnist", action="store_true", help="skip the MNIST Dirichlet run")
+    ap.add_argument("--mnist-only", action="store_true", help="only the MNIST Dirichlet run")
     ap.add_argument("--figures-only", action="store_true",
                     help="redraw the figures and the doc from the last results")
     a = ap.parse_args(argv)
@@ -325,10 +372,17 @@ def main(argv: list[str] | None = None) -> int:
     results = WORK / "results.json"
     if a.figures_only:
         res = json.loads(results.read_text())
+        if "mnist" not in res and (WORK / "mnist.json").is_file():
+            res["mnist"] = json.loads((WORK / "mnist.json").read_text())
         line, ok, _, _ = summarize(res)
         write_doc(res, line)
         print(line)
         return 0 if ok else 1
+    if a.mnist_only:
+        m = mnist_run()
+        (WORK / "mnist.json").write_text(json.dumps(m, indent=1, default=str))
+        print(mnist_line(m), flush=True)
+        return 0 if m["status"] == "finished:completed" and not m["left"] else 1
     model, files, pooled, held = data(WORK / "data")
     qemu = QemuBoards(WORK / "qemu", QEMU_BOARDS)
     res: dict[str, Any] = {"seeds": [], "central": [], "boards": len(files)}
@@ -339,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in a.seeds:
             res["central"].append(central(model, pooled, held, seed, WORK / "central"))
             print(f"  seed {seed} central: {[round(100 * x, 2) for x in res['central'][-1]]}", flush=True)
-            res["seeds"].append(one_seed(seed, model, files, ports, echo=True))
+            res["seeds"].append(one_seed(seed, model, held, files, ports, echo=True))
             results.write_text(json.dumps(res, indent=1, default=str))  # (kept if a later seed fails)
     finally:
         qemu.stop()
@@ -347,8 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     res["minutes"] = (time.monotonic() - t0) / 60
     res["date"] = time.strftime("%Y-%m-%d")
     results.write_text(json.dumps(res, indent=1, default=str))
+    if not a.no_mnist:
+        res["mnist"] = mnist_run()
+        print(mnist_line(res["mnist"]), flush=True)
     line, ok, completed, rejected = summarize(res)
     res["line"] = line
+    res["minutes"] = (time.monotonic() - t0) / 60
     results.write_text(json.dumps(res, indent=1, default=str))
     print(f"  runs completed and stopped: {completed}; poisoned replies rejected: {rejected}; "
           f"{res['minutes']:.1f} minutes", flush=True)

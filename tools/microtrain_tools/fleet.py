@@ -105,7 +105,8 @@ def run_fleet(work: Path, model: Path, test: Path, boards: list[BoardSpec], s: S
     try:
         eng.start_superlink()
         for i, b in enumerate(boards):
-            nc: dict[str, Any] = {"board": board_spec(work, b), "board-id": i, "log": str(work / "log" / b.name)}
+            nc: dict[str, Any] = {"board": board_spec(work, b), "board-id": i,
+                                  "log": str(work / "log" / b.name)}
             if b.poison:
                 nc["poison"] = b.poison
             eng.start_supernode(b.name, nc)
@@ -119,8 +120,8 @@ def run_fleet(work: Path, model: Path, test: Path, boards: list[BoardSpec], s: S
         left = eng.stop()
     sj = work / "server.json"
     rec = json.loads(sj.read_text()) if sj.is_file() else {"acc": {}, "rounds": [], "fp32_bytes": 0}
-    return FleetRun(work, r["status"], r["seconds"], {int(k): v for k, v in rec["acc"].items()}, rec["rounds"],
-                    rec["fp32_bytes"], left)
+    acc = {int(k): v for k, v in rec["acc"].items()}
+    return FleetRun(work, r["status"], r["seconds"], acc, rec["rounds"], rec["fp32_bytes"], left)
 
 
 def summary(r: FleetRun) -> str:
@@ -133,10 +134,12 @@ def summary(r: FleetRun) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="the base model (.mtm) every board starts from")
-    p.add_argument("--data", nargs="+", required=True, metavar="MTD", help="one .mtd per board: its own samples")
+    p.add_argument("--data", nargs="+", required=True, metavar="MTD",
+                   help="one .mtd per board: its own samples")
     p.add_argument("--test", required=True, metavar="MTD", help="samples the global model is evaluated on")
     p.add_argument("--port", action="append", default=[], metavar="PORT[=ARCH]",
-                   help="a serial board (the next --data file goes to it); ARCH: natmod to deploy, none: built in")
+                   help="a serial board (the next --data file goes to it); ARCH: natmod to deploy, "
+                        "none: built in")
     p.add_argument("--work", default="build/fleet", help="work folder (default: build/fleet)")
     d = Settings()
     p.add_argument("--strategy", default=d.strategy, choices=STRATEGIES)
@@ -145,7 +148,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", default=d.mode, choices=("int8", "mixed", "float32"))
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--epochs", type=int, default=d.epochs, help="local epochs per round")
-    p.add_argument("--keep", type=float, default=d.keep, help="share of channels a board sends (default: 0.5)")
+    p.add_argument("--keep", type=float, default=d.keep,
+                   help="share of channels a board sends (default: 0.5)")
     p.add_argument("--mu", type=float, default=d.mu, help="FedProx's proximal mu")
     p.add_argument("--insecure", action="store_true", help="no TLS / node authentication")
 

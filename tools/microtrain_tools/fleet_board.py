@@ -30,6 +30,9 @@ from microtrain_tools import board as board_tools
 MAIN = "from microtrain import fleet\nfleet.main('round.json')\n"
 
 
+Reply = tuple[dict[str, Any], bytes]  # the board's FLEET record, the file it sent back
+
+
 class BoardError(RuntimeError):
     """The board's run failed (its output's tail in the message)."""
 
@@ -45,10 +48,10 @@ def _result(out: str, what: str) -> dict[str, Any]:
 class Board:
     spec = ""
 
-    def run(self, cfg: dict[str, Any], put: dict[str, bytes], get: str | None) -> tuple[dict[str, Any], bytes]:
+    def run(self, cfg: dict[str, Any], put: dict[str, bytes], get: str | None) -> Reply:
         raise NotImplementedError
 
-    def round(self, cfg: dict[str, Any], global_file: bytes) -> tuple[dict[str, Any], bytes]:
+    def round(self, cfg: dict[str, Any], global_file: bytes) -> Reply:
         """One round: the board's FLEET record and the delta file's bytes."""
         return self.run({**cfg, "command": "round", "global": "global.bin", "delta": "delta.bin",
                          "save": "fleet.mtm"}, {"global.bin": global_file}, "delta.bin")
@@ -71,15 +74,15 @@ class LocalBoard(Board):
             shutil.copyfile(data, self.root / "data.mtd")
         (self.root / "fleet_main.py").write_text(MAIN)
 
-    def run(self, cfg: dict[str, Any], put: dict[str, bytes], get: str | None) -> tuple[dict[str, Any], bytes]:
+    def run(self, cfg: dict[str, Any], put: dict[str, bytes], get: str | None) -> Reply:
         for name, data in put.items():
             (self.root / name).write_bytes(data)
         (self.root / "round.json").write_text(json.dumps(cfg))
         if get:
             (self.root / get).unlink(missing_ok=True)
         argv, env = board_tools.run_command(str(self.root / "fleet_main.py"), [], heapsize=self.heapsize)
-        proc = subprocess.Popen(argv, cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, cwd=self.root, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
         self.pidfile.write_text(str(proc.pid))
         try:
             out, _ = proc.communicate(timeout=1800)
@@ -133,7 +136,7 @@ class SerialBoard(Board):
             main.write_text(MAIN)
             self._mpremote(*cp, "fs", "cp", str(main), ":fleet_main.py")
 
-    def run(self, cfg: dict[str, Any], put: dict[str, bytes], get: str | None) -> tuple[dict[str, Any], bytes]:
+    def run(self, cfg: dict[str, Any], put: dict[str, bytes], get: str | None) -> Reply:
         with tempfile.TemporaryDirectory() as td:
             args: list[str] = []
             for name, data in {**put, "round.json": json.dumps(cfg).encode()}.items():

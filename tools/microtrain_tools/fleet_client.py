@@ -70,7 +70,8 @@ def train(msg: Message, context: Context) -> Message:
     if nc.get("poison"):
         local = poisoned(str(nc["poison"]), rnd, glob, local)
     metrics = MetricRecord({"num-examples": delta.samples, "train-loss": float(delta.loss),
-                            "train-acc": float(delta.acc), "uplink-bytes": len(up), "downlink-bytes": len(down),
+                            "train-acc": float(delta.acc), "uplink-bytes": len(up),
+                            "downlink-bytes": len(down),
                             "board-id": int(nc.get("board-id", 0))})
     return Message(RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in local.items()}),
                                "metrics": metrics}), reply_to=msg)

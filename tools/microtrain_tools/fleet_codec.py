@@ -69,7 +69,8 @@ def global_bytes(fingerprint: int, rnd: int, arrays: Arrays) -> bytes:
         w = np.ascontiguousarray(arrays[kw], dtype="<f4")
         b = np.ascontiguousarray(arrays[kb], dtype="<f4")
         if w.ndim != 2 or b.shape != (w.shape[0],):
-            raise ValueError(f"layer {i}: weights {w.shape} / bias {b.shape} are not (channels, k) / (channels,)")
+            raise ValueError(f"layer {i}: weights {w.shape} / bias {b.shape} are not (channels, k) / "
+                             "(channels,)")
         out += [struct.pack(LAYER_HEAD, i, w.shape[0], w.shape[1]), w.tobytes(), b.tobytes()]
     return b"".join(out)
 

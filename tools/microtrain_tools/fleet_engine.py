@@ -94,7 +94,8 @@ def kill_tree(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, wait: fl
 def make_certs(d: Path) -> dict[str, Path]:
     """A CA and a SuperLink certificate for 127.0.0.1 / localhost (openssl, 1 day)."""
     d.mkdir(parents=True, exist_ok=True)
-    ca_key, ca, key, csr, crt = (d / n for n in ("ca.key", "ca.crt", "server.key", "server.csr", "server.crt"))
+    names = ("ca.key", "ca.crt", "server.key", "server.csr", "server.crt")
+    ca_key, ca, key, csr, crt = (d / n for n in names)
     ext = d / "server.ext"
     ext.write_text("subjectAltName = IP:127.0.0.1, DNS:localhost\n")
 
@@ -103,9 +104,10 @@ def make_certs(d: Path) -> dict[str, Path]:
 
     ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=microtrain fleet CA",
         "-keyout", str(ca_key), "-out", str(ca))
-    ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(csr))
-    ssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial", "-days", "1",
-        "-extfile", str(ext), "-out", str(crt))
+    ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out",
+        str(csr))
+    ssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial", "-days",
+        "1", "-extfile", str(ext), "-out", str(crt))
     return {"ca": ca, "key": key, "crt": crt}
 
 
@@ -188,7 +190,8 @@ class Engine:
 
     def _start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.work / f"{name}.log", "wb")  # noqa: SIM115 (kept open by the process)
-        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             env=self.env)
         log.close()
         self.procs[name] = p
         self.started.append(p.pid)
@@ -236,8 +239,9 @@ class Engine:
     def start_supernode(self, name: str, node_config: dict[str, Any]) -> subprocess.Popen[bytes]:
         """A SuperNode for one board (`name` unique); node_config: its key/value pairs."""
         cfg = " ".join(f"{k}={_toml(v)}" for k, v in node_config.items())
-        argv = [self._tool("flower-supernode"), *self._tls_args(False), "--superlink", f"127.0.0.1:{self.port}",
-                "--host", "127.0.0.1", "--port", str(free_port()), "--node-config", cfg]
+        argv = [self._tool("flower-supernode"), *self._tls_args(False), "--superlink",
+                f"127.0.0.1:{self.port}", "--host", "127.0.0.1", "--port", str(free_port()),
+                "--node-config", cfg]
         if self.auth:
             keys = self.work / "node-keys"
             keys.mkdir(exist_ok=True)
@@ -272,7 +276,8 @@ class Engine:
         out = self.work / f"run-{int(time.time() * 1000)}.log"
         with open(out, "w") as f:
             p = subprocess.Popen([self._tool("flwr"), "run", str(app), "fleet", "--stream"], stdout=f,
-                                 stderr=subprocess.STDOUT, env=self.env, stdin=subprocess.DEVNULL, cwd=self.work)
+                                 stderr=subprocess.STDOUT, env=self.env, stdin=subprocess.DEVNULL,
+                                 cwd=self.work)
             self.started.append(p.pid)
             try:
                 p.wait(timeout=timeout)

@@ -82,10 +82,11 @@ def checked(base: type[fl.FedAvg], want: dict[str, tuple[int, ...]], log: list[d
     return Checked
 
 
-def make_strategy(rc: dict[str, Any], want: dict[str, tuple[int, ...]], log: list[dict[str, Any]]) -> fl.FedAvg:
+def make_strategy(rc: dict[str, Any], want: dict[str, tuple[int, ...]],
+                  log: list[dict[str, Any]]) -> fl.FedAvg:
     name = str(rc["strategy"])
-    kw: dict[str, Any] = {"fraction_train": 1.0, "fraction_evaluate": 0.0, "min_train_nodes": int(rc["min-train"]),
-                          "min_available_nodes": int(rc["boards"])}
+    kw: dict[str, Any] = {"fraction_train": 1.0, "fraction_evaluate": 0.0,
+                          "min_train_nodes": int(rc["min-train"]), "min_available_nodes": int(rc["boards"])}
     if name == "fedprox":
         kw["proximal_mu"] = float(rc["mu"])
     elif name == "fedtrimmedavg":
