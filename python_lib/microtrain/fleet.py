@@ -105,7 +105,7 @@ def apply(glob):
     """Put the global values into the trained layers (of a new trainer: zero gradient sums)
     in RAM: int8 weights, scales, bias, requantisation, master copies where the mode keeps
     them. The whole file is checked first: a refused file changes nothing."""
-    for ly in glob.each(_gw, _gb):
+    for _ in glob.each(_gw, _gb):
         pass
     for ly in glob.each(lambda ly: ly.master_w if ly.master_w is not None else ly.gw,
                         lambda ly: ly.master_b if ly.master_b is not None else ly.gb):
