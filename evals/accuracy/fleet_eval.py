@@ -346,7 +346,8 @@ def write_doc(res: dict[str, Any], line: str) -> None:
             f"{fp32 * len(up)} |"]
     block = "\n".join([
         "<!-- fleet-eval: begin (make fleet-eval FLEET_ARGS=--write-doc writes this part) -->",
-        f"Measured by `make fleet-eval` ({res['date']}, {res['minutes']:.0f} minutes on this machine):",
+        f"Measured by `make fleet-eval` ({res['date']}, {len(res['seeds'])} seeds"
+        + (f", {res['minutes']:.0f} minutes on this machine" if res["minutes"] else "") + "):",
         "", "```", line, *([mnist_line(res["mnist"])] if "mnist" in res else []), "```", "",
         "![accuracy per round](fleet-accuracy.png)", "",
         "Bytes per round, FedAvg run of seed 1, round 1 (down: the global file; up: the delta file; "
@@ -374,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
         res = json.loads(results.read_text())
         if "mnist" not in res and (WORK / "mnist.json").is_file():
             res["mnist"] = json.loads((WORK / "mnist.json").read_text())
+        if "torn_qemu" not in res:  # results of the seeds done so far: the boards' images now
+            res["torn_qemu"] = [f"{n}/{f}" for n in QEMU_BOARDS
+                                for f in torn_files(QemuBoards(WORK / "qemu", QEMU_BOARDS).files(n))]
+        res.setdefault("minutes", 0.0)
+        res.setdefault("date", time.strftime("%Y-%m-%d"))
         line, ok, _, _ = summarize(res)
         write_doc(res, line)
         print(line)
@@ -433,7 +439,7 @@ def summarize(res: dict[str, Any]) -> tuple[str, bool, bool, int]:
     f32 = seeds[0]["fedavg"]["fp32"]
     killed = sum(s["fedavg"]["killed"] for s in seeds)
     rejoined = sum(s["fedavg"]["rejoined"] for s in seeds)
-    torn = sum(len(s["fedavg"]["torn"]) for s in seeds) + len(res["torn_qemu"])
+    torn = sum(len(s["fedavg"]["torn"]) for s in seeds) + len(res.get("torn_qemu", []))
     rejected = sum(len(rd["rejected"]) for s in seeds for rd in s["robust"]["rounds"])
     completed = all(s[r]["status"] == "finished:completed" and not s[r]["left"] for s in seeds
                     for r in ("fedavg", "fedprox", "robust"))
