@@ -15,7 +15,7 @@ NATMOD_SRC := $(wildcard usermod/microtrain/*.c usermod/microtrain/*.h) usermod/
 export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(ROOT)/tools:$(ROOT)
 
-.PHONY: setup test test-twin demo natmod natmod-all check-kernels lint clean dist train-eval adapt-eval parity coverage models models-update \
+.PHONY: setup test test-twin demo natmod natmod-all check-kernels lint clean dist train-eval adapt-eval parity coverage models models-update fleet-eval \
 	fuzz reliability
 
 ## setup: install the toolchain, venv (pinned) and MicroPython core once.
@@ -109,6 +109,13 @@ train-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 ## ADAPT_EVAL_ARGS=--no-hybrid skips the hybrid (SPSA body, backprop head).
 adapt-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.accuracy.adapt_eval $(ADAPT_EVAL_ARGS)
+
+## fleet-eval: ten boards (two QEMU M7 over their serial REPL) learning together on Flower's
+## deployment engine (docs/fleet.md; evals/accuracy/fleet_eval.py): FedAvg with a board killed,
+## FedProx, a robust strategy with a poisoned board, vs centralised training; 3 seeds.
+## FLEET_ARGS=--write-doc rewrites the measured part of docs/fleet.md and its figures.
+fleet-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy build/natmod/armv7emdp/_microtrain.mpy
+	@$(PY) -m evals.accuracy.fleet_eval $(FLEET_ARGS)
 
 ## parity: int8 models inside micropython == numpy oracle bit for bit, and agree with PyTorch (real data).
 parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy

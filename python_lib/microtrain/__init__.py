@@ -57,8 +57,8 @@ def __getattr__(name):
     return v
 
 
-_SUBMODULES = ("adam", "backward", "cache", "checkpoint", "data", "fmt", "kern", "lora", "loss", "memplan",
-               "model", "optim", "plan", "proto", "pyk", "quant", "replay", "schedule", "sparse",
+_SUBMODULES = ("adam", "backward", "cache", "checkpoint", "data", "fleet", "fmt", "kern", "lora", "loss",
+               "memplan", "model", "optim", "plan", "proto", "pyk", "quant", "replay", "schedule", "sparse",
                "stepwise", "trainer", "zo")
 __all__ = ("NATIVE", "load", "Model", "Layer", "Tensor", "Trainer", "SGD", "Adam", "Constant", "Cosine",
            "StepLR", "DynamicSparse", "StaticSparse", "cross_entropy", "mse", "bce", "argmax", "FileDataset",

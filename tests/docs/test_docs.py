@@ -754,6 +754,12 @@ m4 = mt.load('digits.mtm')
 m4.set_trained('last:1')
 objs['backward.Sums'] = m4.update
 objs['backward.BackwardPlan'] = m4.backward_plan
+from microtrain import fleet
+fleet.export({'model': 'digits.mtm', 'train': 'last:2', 'global': 'g.bin'})
+m5 = mt.load('digits.mtm')
+i5 = m5.select('last:2')
+objs['fleet.Global'] = fleet.Global('g.bin', m5, i5, fleet.fingerprint(m5, i5))
+objs['fleet.ProxSGD'] = fleet.ProxSGD(0.01, lr=0.01)
 print(json.dumps({k: [n for n in dir(o) if not n.startswith('_')] for k, o in objs.items()}))
 """
 

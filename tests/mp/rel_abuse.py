@@ -93,7 +93,8 @@ def verdict(fn, args):
         ret = fn(*args)
     except Exception as e:  # noqa: BLE001 - every outcome is a verdict
         m = str(e)
-        if "positional argument" in m:  # the interpreter's arity message, not the binding's
+        # the interpreter's arity messages (a Python function's, a native one's), not the binding's
+        if "positional argument" in m or m.startswith("function expected at "):
             m = "arity"
         return ("E", type(e).__name__, m)
     outs = tuple(bytes(a) for a in args if type(a) in (bytearray, array))

@@ -1,6 +1,6 @@
 """The `microtrain` command: host-side tools around the device library.
 
-Subcommands: convert, to-torch, info, run, deploy, flash, plot, lab, build
+Subcommands: convert, to-torch, info, run, deploy, flash, plot, lab, fleet, build
 (``microtrain COMMAND --help`` explains each, with an example). Errors are one line on
 stderr, ``microtrain COMMAND: error: ...``, with exit code 2; ``run`` passes the
 script's exit code through.
@@ -256,6 +256,20 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     lb = _sub(sub, "lab", "serve the browser lab: MicroPython WebAssembly training a model in a web page",
               lab.DESCRIPTION, lab.EXAMPLE, lab.run)
     lab.add_arguments(lb)
+
+    from microtrain_tools import fleet
+
+    fl = _sub(sub, "fleet", "boards that learn together: Flower SuperLink, one SuperNode per board",
+              "Federated fine-tuning on Flower's deployment engine (docs/fleet.md): a SuperLink and\n"
+              "one SuperNode per board on 127.0.0.1 (TLS and SuperNode authentication unless\n"
+              "--insecure), each board bridged by a ClientApp over the transport of `microtrain run`\n"
+              "(local micropython) or `microtrain deploy` (--port: a serial board). Each round the\n"
+              "boards get the trained part's global values, train on their own samples and send int8\n"
+              "channel deltas; Flower's strategy aggregates. Everything is stopped by PID at the end.",
+              "  microtrain fleet model.mtm --data a.mtd b.mtd c.mtd --test held.mtd --rounds 5\n"
+              "  microtrain fleet model.mtm --data a.mtd b.mtd --port /dev/ttyACM0=armv7emsp --test t.mtd\n",
+              fleet.main)
+    fleet.add_arguments(fl)
 
     b = _sub(sub, "build", "build the native module (.mpy) for one or all architectures",
              "Build the native module build/natmod/<arch>/_microtrain.mpy with `make natmod`\n"
