@@ -587,6 +587,7 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "",
         "## Reproduce",
         "",
+        "<!-- not run: long -->",
         "```sh",
         "make bench-mcu            # builds the firmware, natmods and plugin; runs everything (minutes)",
         ".venv/bin/python -m evals.benchmarks.bench_mcu --quick   # a subset",
