@@ -258,6 +258,18 @@ def _digits_mlp(work: Path) -> tuple[list[str], Path | None, dict[str, Any] | No
     return [str(out)], None, None
 
 
+def _lab(lesson: str) -> Callable[[Path], tuple[list[str], Path | None, dict[str, Any] | None]]:
+    def prepare(work: Path) -> tuple[list[str], Path | None, dict[str, Any] | None]:
+        # the lessons' model, data and scripts in one folder, as on a board (microtrain lab)
+        from microtrain_tools import lab
+
+        d = work / "lab_lessons"
+        lab.lesson_files(d)
+        return [str(d), lesson], None, None
+
+    return prepare
+
+
 EXAMPLES = (
     Example("transfer_fmnist_mnist", "Fashion-MNIST CNN (`--demo`'s configuration)",
             "evals/mp/device_train.py", _transfer),
@@ -271,6 +283,8 @@ EXAMPLES = (
             _mlperf("autoencoder")),
     Example("digits_mlp", "MLP 64-32-10 on the raw `_microtrain` kernels (no package), one epoch",
             "examples/digits_mlp/train_digits.py", _digits_mlp),
+    *(Example("lab_lessons", f"digits CNN, the lab's `{name}`", "evals/mp/lab_lesson.py", _lab(name))
+      for name in ("lesson1_int8", "lesson2_step", "lesson3_what", "lesson4_sparse", "lesson5_own")),
 )
 
 HEAP_MAX_KB = 8192  # where the bisection starts: every example runs in it
