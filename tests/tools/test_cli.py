@@ -242,6 +242,12 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     # output channels, at most 2048 weights (one channel at least), placed with the errors
     per = [min(c, max(1, 2048 // (w // c))) for w, c in zip(n_w, n_c, strict=True)]
     window = 4 * max(cc * (w // c) for cc, w, c in zip(per, n_w, n_c, strict=True)) if now else 0
+    # SGD momentum at batch 1 (sums left to the Trainer): the momentum of every trained layer but
+    # the lowest is copied before backward folds into it (a failed step puts it back), placed
+    # like the window
+    copy = moments == 1 and batch == 1 and "--sparse" not in opts and "--no-sums" not in opts
+    if copy:
+        window = 4 * sum(w + c for w, c in zip(n_w[1:], n_c[1:], strict=True))
     items = [("scratch", scratch)] if scratch else []
     if window:
         items.append(("window", window))
@@ -277,7 +283,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     # ones masks (2 B per channel of the widest layer, 256 at least), a mask per layer with more
     # than one window
     fold = moments == 1 and (batch == 1 or "--no-sums" in opts) and "--sparse" not in opts
-    grads = 0 if fold else state
+    grads = (new["window"] if copy else 0) if fold else state
     if now:
         grads = new["window"] + 8 * max(per) + 2 * max(max(n_c), 256) + sum(
             c for cc, c in zip(per, n_c, strict=True) if cc < c)
