@@ -429,17 +429,13 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--batch", type=int, default=1, metavar="B",
                    help="samples per update (default 1: with --momentum, no gradient sums)")
     p.add_argument("--no-sums", action="store_true",
-                   help="Trainer(sums=False): no gradient sums with --sparse too (batch 1; SGD with or "
-                        "without --momentum), or at --batch > 1 with --momentum and no --sparse (each "
-                        "gradient / batch into the momentum)")
+                   help="Trainer(sums=False): no gradient sums (docs/memory.md says where it applies)")
     p.add_argument("--recompute", action="store_true",
-                   help="Trainer(recompute=True): backward's int32 scratch in a pooled conv output that "
-                        "is computed again in backward, where no idle buffer holds it")
+                   help="Trainer(recompute=True): the int32 scratch in a conv output made again")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
     p.add_argument("--memflora", type=int, default=None, metavar="RANK",
-                   help="(with --train-last) the activations backward reads for full fine-tuning and for "
-                        "MemFLoRA adapters of this rank on the same layers (LoRA(memory_floor=True))")
+                   help="the activations backward reads: fine-tuning vs MemFLoRA of this rank")
     p.add_argument("--tensors", action="store_true", help="list every tensor with its size")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
