@@ -123,6 +123,8 @@ def test_shell_block_runs(block: Shell) -> None:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["MPLBACKEND"] = "Agg"
+    for k in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS"):  # as a user types it, not as a sub-make of `make test`
+        env.pop(k, None)
     p = subprocess.run(["bash", "-e", "-c", block.code], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=900, check=False, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, f"{block.where}: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
