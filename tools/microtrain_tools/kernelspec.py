@@ -61,6 +61,17 @@ class Func:
         return len(self.args)
 
 
+# update_s8_apply(_keep)'s buffers, in argument order but touched last: no two may share a byte
+_APPLY_BUFFERS = ("w", "w_scale", "b", "mult", "shift", "gw", "gb", "master_w", "master_b", "scratch",
+                  "touched")
+
+
+def _pairs(names: tuple[str, ...], read_only: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
+    """Every pair of names, in order, but those of two buffers the kernel only reads."""
+    return tuple((a, b) for i, a in enumerate(names) for b in names[i + 1:]
+                 if not (a in read_only and b in read_only))
+
+
 @dataclass(frozen=True)
 class Section:
     title: str
@@ -651,20 +662,7 @@ g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
             Arg("s_out", "float", checks=("mt_positive_check",)),
             Arg("rng", "int", checks=("mt_update_rng_check",)),
             Arg("scratch", "f32", io="inout", length="at least n_ch", bad="f32min"),
-        ), overlaps=(
-            ("w", "w_scale"), ("w", "b"), ("w", "mult"), ("w", "shift"), ("w", "gw"), ("w", "gb"),
-            ("w", "master_w"), ("w", "master_b"), ("w", "scratch"), ("w", "touched"), ("w_scale", "b"),
-            ("w_scale", "mult"), ("w_scale", "shift"), ("w_scale", "gw"), ("w_scale", "gb"),
-            ("w_scale", "master_w"), ("w_scale", "master_b"), ("w_scale", "scratch"), ("w_scale", "touched"),
-            ("b", "mult"), ("b", "shift"), ("b", "gw"), ("b", "gb"), ("b", "master_w"), ("b", "master_b"),
-            ("b", "scratch"), ("b", "touched"), ("mult", "shift"), ("mult", "gw"), ("mult", "gb"),
-            ("mult", "master_w"), ("mult", "master_b"), ("mult", "scratch"), ("mult", "touched"),
-            ("shift", "gw"), ("shift", "gb"), ("shift", "master_w"), ("shift", "master_b"),
-            ("shift", "scratch"), ("shift", "touched"), ("gw", "gb"), ("gw", "master_w"), ("gw", "master_b"),
-            ("gw", "scratch"), ("gw", "touched"), ("gb", "master_w"), ("gb", "master_b"), ("gb", "scratch"),
-            ("gb", "touched"), ("master_w", "master_b"), ("master_w", "scratch"), ("master_w", "touched"),
-            ("master_b", "scratch"), ("master_b", "touched"), ("scratch", "touched"),
-        ), doc="""
+        ), overlaps=_pairs(_APPLY_BUFFERS), doc="""
 The fully quantised step of a layer: w_new = w_real - lr * gw, per-channel refit of
 w_scale, requantisation (rng = -1: nearest, else xorshift16 stochastic), bias and mult/shift,
 gradient sums zeroed; scratch holds at least len(w_scale) floats (the first used). Returns the
@@ -686,20 +684,7 @@ new rng.
             Arg("s_out", "float", checks=("mt_positive_check",)),
             Arg("rng", "int", checks=("mt_update_rng_check",)),
             Arg("scratch", "f32", io="inout", length="at least 2 * n_ch", bad="f32min"),
-        ), overlaps=(
-            ("w", "w_scale"), ("w", "b"), ("w", "mult"), ("w", "shift"), ("w", "gw"), ("w", "gb"),
-            ("w", "master_w"), ("w", "master_b"), ("w", "scratch"), ("w", "touched"), ("w_scale", "b"),
-            ("w_scale", "mult"), ("w_scale", "shift"), ("w_scale", "gw"), ("w_scale", "gb"),
-            ("w_scale", "master_w"), ("w_scale", "master_b"), ("w_scale", "scratch"), ("w_scale", "touched"),
-            ("b", "mult"), ("b", "shift"), ("b", "gw"), ("b", "gb"), ("b", "master_w"), ("b", "master_b"),
-            ("b", "scratch"), ("b", "touched"), ("mult", "shift"), ("mult", "gw"), ("mult", "gb"),
-            ("mult", "master_w"), ("mult", "master_b"), ("mult", "scratch"), ("mult", "touched"),
-            ("shift", "gw"), ("shift", "gb"), ("shift", "master_w"), ("shift", "master_b"),
-            ("shift", "scratch"), ("shift", "touched"), ("gw", "master_w"), ("gw", "master_b"),
-            ("gw", "scratch"), ("gb", "master_w"), ("gb", "master_b"), ("gb", "scratch"),
-            ("master_w", "master_b"), ("master_w", "scratch"), ("master_w", "touched"),
-            ("master_b", "scratch"), ("master_b", "touched"), ("scratch", "touched"),
-        ), doc="""
+        ), overlaps=_pairs(_APPLY_BUFFERS, read_only=("gw", "gb", "touched")), doc="""
 update_s8_apply with gw and gb only read (the optimiser's momentum as the step direction):
 the same results bit for bit; scratch holds at least 2 * len(w_scale) floats (new scales, new
 biases).
