@@ -24,12 +24,14 @@ The converter's parts, beside this file: ``convert_registry`` (what converts), `
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import functools
+import io
 import math
 import pickle
 import re
 import sys
-import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +45,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from microtrain_tools import mtm
 from microtrain_tools.convert_calib import _act_quant, _batches, _calibrate, check_samples
-from microtrain_tools.convert_common import ConvertError, ConvertWarning, _at, _describe, _internal
+from microtrain_tools.convert_common import ConvertError, ConvertWarning, _at, _describe
 from microtrain_tools.convert_emit import _emit_layer, _Emitter
 from microtrain_tools.convert_planner import _Planner
 from microtrain_tools.convert_registry import _BY_FUNCTION as _BY_FUNCTION
@@ -51,6 +53,7 @@ from microtrain_tools.convert_registry import _BY_METHOD as _BY_METHOD
 from microtrain_tools.convert_registry import _BY_MODULE as _BY_MODULE
 from microtrain_tools.convert_registry import REFUSALS, REGISTRY, OpEntry, Refusal
 from microtrain_tools.convert_registry import _lookup as _lookup
+from microtrain_tools.convert_trace import trace
 from microtrain_tools.mtm import DType, Kind, Layer, Model, Op, Quant, Tensor
 from microtrain_tools.reference import oracle as o
 
@@ -77,30 +80,10 @@ __all__ = [
 # public API
 
 
-def _trace(model: nn.Module) -> torch.fx.GraphModule:
-    """torch.fx symbolic trace that records each node's source line (for messages)."""
-    tracer = torch.fx.Tracer()
-    tracer.record_stack_traces = True
-    try:
-        graph = tracer.trace(model)
-    except Exception as e:  # noqa: BLE001 - tracing raises anything
-        raise ConvertError(_trace_message(model, e)) from e
-    return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
-
-
-def _trace_message(model: nn.Module, e: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if not _internal(f.filename)]
-    first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-    where = ""
-    if frames:
-        f = frames[-1]
-        where = f" in {f.name}() at {Path(f.filename).name}:{f.lineno} ({(f.line or '').strip()})"
-    msg = f"torch.fx cannot trace {type(model).__name__}{where}: {first}"
-    if "control flow" in str(e) or "iteration" in str(e) or isinstance(e, torch.fx.proxy.TraceError):
-        msg += (": the converter runs forward() once on symbolic tensors, so an if / while / for on a "
-                "tensor's value cannot be traced: decide from constructor arguments or shapes instead, or "
-                "compute it outside the model")
-    return msg
+def _trace(model: nn.Module, example: Callable[[], torch.Tensor] | None = None) -> torch.fx.GraphModule:
+    """torch.fx trace that records each node's source line (for messages); ``example`` lets a
+    branch on the input's shape be traced."""
+    return trace(model, example)[0]
 
 
 class _Shapes(torch.fx.Interpreter):
@@ -158,7 +141,7 @@ def _any_size(gm: torch.fx.GraphModule, first: torch.Tensor) -> bool:
     pooling): then only the calibration data fix the file's input size."""
     big = torch.zeros((2, first.shape[1], *(2 * d for d in first.shape[2:])))
     try:
-        with torch.no_grad():
+        with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):  # fx prints the failing line
             gm(big)
     except Exception:  # noqa: BLE001 - any failure means the size is the model's own
         return False
@@ -212,13 +195,20 @@ def _convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentil
     if not isinstance(module, nn.Module):
         raise ConvertError(f"expected a torch.nn.Module, got {type(module).__name__}")
     model = copy.deepcopy(module).cpu().float().eval()
-    gm = _trace(model)
+
+    @functools.cache
+    def data() -> tuple[list[torch.Tensor], torch.Tensor]:  # the model's own problems are named first
+        batches = _batches(calib, batch_size)
+        check_samples(batches, input_shape)
+        first = batches[0]
+        probe = first[:2] if len(first) >= 2 else torch.cat([first, first])  # 2 rows: squeeze keeps the batch
+        return batches, probe
+
+    gm, shape_known = trace(model, lambda: data()[1])
+    batches, probe = data()
+    first = batches[0]
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    batches = _batches(calib, batch_size)
-    check_samples(batches, input_shape)
-    first = batches[0]
-    probe = first[:2] if len(first) >= 2 else torch.cat([first, first])  # 2 rows: squeeze() keeps the batch
     with torch.no_grad():
         try:
             _Shapes(gm).run(probe)
@@ -229,6 +219,9 @@ def _convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentil
                                f"{_describe(e.node, dict(gm.named_modules()))} fails with: {msg}{_at(e.node)}"
                                f"{_layout_hint(gm, tuple(first.shape))}") from None
     notes = []
+    if shape_known:
+        notes.append(f"forward() branches on its input's shape: converted for inputs of shape "
+                     f"{tuple(first.shape[1:])}")
     if input_shape is None and first.dim() >= 3 and _any_size(gm, first):
         notes.append(f"the model runs on inputs of any size: the calibration data fix the file's input to "
                      f"{tuple(first.shape[1:])} (pass --input-shape to have the data checked against the "
@@ -474,9 +467,16 @@ same table, and `microtrain convert --write-doc docs/ops.md` rewrites this page
 
 Anything else is refused with one line naming the layer (its module path, or
 the traced function / method and the source line), the op, and what to do
-instead; nothing is written. Inputs are `(N, C, H, W)` images, `(N, C, L)`
-1-D signals or `(N, features)` vectors in PyTorch layout; the device holds
-activations as NHWC. The model has one input and one output.
+instead; nothing is written. Every refused op of a model is listed in one
+error (one line each), so all of them can be fixed in one go. Inputs are
+`(N, C, H, W)` images, `(N, C, L)` 1-D signals or `(N, features)` vectors in
+PyTorch layout; the device holds activations as NHWC. The model has one input
+and one output.
+
+`forward()` may branch on its input's rank and shape (`if x.dim() == 3:`):
+the model is then traced with the calibration data's shape known, every dim
+but the batch a plain integer, and the file is made for that shape. A branch
+on a tensor's values or on the batch size cannot be traced.
 """
 
 
@@ -548,7 +548,8 @@ def _one_line(e: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) -> int:
-    """Run ``microtrain convert``: errors are one line on stderr, exit code 2."""
+    """Run ``microtrain convert``: an error is one line on stderr (several refused ops: one line
+    each), exit code 2."""
     if args is None:
         args = build_parser().parse_args(argv)
     if args.list_ops or args.write_doc:
@@ -579,6 +580,14 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
                                 batch_size=args.batch_size, progress=not args.quiet, headroom=args.headroom,
                                 input_shape=shape)
             mtm.save(m, args.output)
+    except ConvertError as e:
+        if len(e.problems) == 1:
+            print(f"microtrain convert: error: {_one_line(e)}", file=sys.stderr)
+        else:  # one line each: a user fixes them all in one go
+            print(f"microtrain convert: error: {len(e.problems)} problems, all listed:", file=sys.stderr)
+            for p in e.problems:
+                print(f"  - {_one_line(Exception(p))}", file=sys.stderr)
+        return 2
     except (ValueError, OSError, RuntimeError, ImportError, pickle.UnpicklingError) as e:
         print(f"microtrain convert: error: {_one_line(e)}", file=sys.stderr)
         return 2

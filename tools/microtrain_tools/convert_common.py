@@ -17,7 +17,22 @@ from microtrain_tools.mtm import Act
 
 
 class ConvertError(ValueError):
-    """An unsupported op/attribute or bad input: one line naming the layer, the op and what to do."""
+    """An unsupported op/attribute or bad input: one line naming the layer, the op and what to do.
+
+    A model with several unsupported ops raises one error listing them all (``problems``: one line
+    each), so a user does not fix one and then meet the next.
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems if problems else [message]
+
+    @classmethod
+    def of(cls, problems: list[str]) -> ConvertError:
+        if len(problems) == 1:
+            return cls(problems[0])
+        listed = " ".join(f"({i}) {p}" for i, p in enumerate(problems, 1))
+        return cls(f"{len(problems)} problems, all listed: {listed}", problems)
 
 
 class ConvertWarning(UserWarning):

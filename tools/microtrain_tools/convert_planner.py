@@ -106,21 +106,42 @@ class _Planner:
         return node
 
     def plan(self) -> None:
+        """Plan every node; raise one ConvertError listing every refused node, not just the first."""
+        problems: list[str] = []
+        blocked: set[torch.fx.Node] = set()  # refused, with nothing to stand in for its output
         for node in self.gm.graph.nodes:
             if node in self.done:
                 continue
-            if node.op == "placeholder":
-                if self.input is not None:
-                    raise self.fail(node, "a second model input: the file has one input (pass one tensor)")
-                self.input = self.values[node] = self.new_value(node, calib=node)
+            if any(a in blocked for a in node.all_input_nodes):
+                blocked.add(node)  # a consequence of an earlier refusal, not a problem of its own
                 continue
-            if node.op == "output":
-                self.plan_output(node)
-                continue
-            if node.op == "get_attr":
-                raise self.fail(node, "a parameter or buffer used outside a module (e.g. F.conv2d(x, "
-                                      "self.weight)): use nn.Conv2d / nn.Linear modules")
-            self.plan_node(node, _classify(node, self.modules))
+            try:
+                self.plan_one(node)
+            except ConvertError as e:
+                problems.append(str(e))
+                if node.op == "get_attr":  # a weight, not an activation: its users fail for the same reason
+                    blocked.add(node)
+                    continue
+                try:  # a stand-in of the traced shape, so the ops after it are still checked
+                    self.values.setdefault(node, self.new_value(node, calib=node))
+                except ConvertError:
+                    blocked.add(node)
+        if problems:
+            raise ConvertError.of(problems)
+
+    def plan_one(self, node: torch.fx.Node) -> None:
+        if node.op == "placeholder":
+            if self.input is not None:
+                raise self.fail(node, "a second model input: the file has one input (pass one tensor)")
+            self.input = self.values[node] = self.new_value(node, calib=node)
+            return
+        if node.op == "output":
+            self.plan_output(node)
+            return
+        if node.op == "get_attr":
+            raise self.fail(node, "a parameter or buffer used outside a module (e.g. F.conv2d(x, "
+                                  "self.weight)): use nn.Conv2d / nn.Linear modules")
+        self.plan_node(node, _classify(node, self.modules))
 
     def plan_output(self, node: torch.fx.Node) -> None:
         out = node.args[0]
