@@ -172,7 +172,8 @@ REFUSED = [
     (Fn(lambda y: torch.flatten(y, 1)), IMG,
      r"^layer 'flatten' .*the model output is a flattened \(C, H, W\) map.*end the model with a Linear"),
     (Fn(lambda y: F.dropout(y, 0.5)), IMG, r"^layer 'dropout' .*training=True .*pass training=self.training"),
-    (Two(), IMG, r"^the model returns 2 tensors: the file has one output"),
+    (Two(), IMG, r"^the model returns 2 tensors \(made by layer 'a' \(Conv2d\), .*\): the file has one "
+                  r"output;.*convert a model per head"),
     (Shared(), IMG, r"^layer 'a' \(Conv2d\): module called more than once \(shared weights\)"),
     (FConv(), IMG, r"^layer 'w' \(get_attr w\): a parameter or buffer used outside a module .*use nn.Conv2d"),
     (Branch(), IMG, r"^torch.fx cannot trace Branch in forward\(\) at test_convert_errors.py:\d+ "

@@ -146,9 +146,13 @@ class _Planner:
     def plan_output(self, node: torch.fx.Node) -> None:
         out = node.args[0]
         if not isinstance(out, torch.fx.Node):
-            n = len(out) if isinstance(out, (tuple, list, dict)) else 0
-            raise ConvertError(f"the model returns {n or 'no'} tensors: the file has one output; return only "
-                               "the tensor the device should compute (e.g. the logits)")
+            outs = list(out.values()) if isinstance(out, dict) else list(out) if isinstance(
+                out, (tuple, list)) else []
+            made = [self.where(o) for o in outs if isinstance(o, torch.fx.Node)]
+            by = f" (made by {', '.join(made)})" if made else ""
+            raise ConvertError(f"the model returns {len(outs) or 'no'} tensors{by}: the file has one output; "
+                               "return only the tensor the device should compute (e.g. the logits); for "
+                               "several heads, convert a model per head")
         v = self.value_of(out, node)
         tshape = _meta_shape(out)
         if len(tshape) == 2 and len(v.shape) == 3 and not _same_nhwc_order((0, v.shape[2], v.shape[0],
