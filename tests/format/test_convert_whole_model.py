@@ -2,6 +2,9 @@
 
 - Every refused op of a model is reported in one error (and one line each from the CLI), so a
   user fixes them all in one go; the ops after a refused one are still checked.
+- An input reshape that leaves the device's bytes in place (``x.view(-1, 1, 28, 28)`` of flat
+  vectors) converts to the file of the model that takes the reshaped input; one that would move
+  bytes (a transpose in NHWC terms) is refused.
 - A branch on the input's rank or shape (``if x.dim() == 3:``) is traced with the input's shape
   known: the file is byte for byte the file of the same model written without the branch. A
   branch on the batch size or on a tensor's values is refused, and the message says which
@@ -143,3 +146,36 @@ def test_a_branch_and_bad_data_are_both_named() -> None:
         cv.convert(ValueBranch().eval(), torch.zeros(*IMG), progress=False)
     first, second = ei.value.problems
     assert "(if x.mean() > 0.5:)" in first and second.startswith("calibration data are constant")
+
+
+class Unflatten(Plain):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.view(-1, 1, 10, 10))
+
+
+class RowsAsChannels(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c, self.f = nn.Conv1d(10, 4, 3), nn.Linear(4 * 8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.f(torch.flatten(torch.relu(self.c(x.squeeze(1))), 1))
+
+
+def test_an_input_reshape_that_keeps_the_bytes_converts() -> None:
+    torch.manual_seed(5)
+    plain = Plain()
+    flat = Unflatten()
+    flat.load_state_dict(plain.state_dict())
+    x = torch.rand(*IMG)
+    m = cv.convert(flat.eval(), x.view(len(x), -1), progress=False)
+    assert _file(flat, x.view(len(x), -1)) == _file(plain, x)
+    assert m.tensors[m.input].shape == (10, 10, 1)
+    q = cv.run_mtm(m, x.view(len(x), -1).numpy())  # the flat data quantise to the same bytes
+    assert np.array_equal(q, cv.run_mtm(m, x.numpy()))
+
+
+def test_an_input_reshape_that_moves_bytes_is_refused() -> None:
+    with pytest.raises(cv.ConvertError, match=r"^layer 'squeeze' .*reshapes the model input \(N, 1, 10, 10\) "
+                                              r"-> \(N, 10, 10\): give the model its input"):
+        cv.convert(RowsAsChannels().eval(), torch.rand(*IMG), progress=False)

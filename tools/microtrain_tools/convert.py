@@ -471,7 +471,9 @@ instead; nothing is written. Every refused op of a model is listed in one
 error (one line each), so all of them can be fixed in one go. Inputs are
 `(N, C, H, W)` images, `(N, C, L)` 1-D signals or `(N, features)` vectors in
 PyTorch layout; the device holds activations as NHWC. The model has one input
-and one output.
+and one output. The input may be reshaped first when that leaves the device's
+bytes in place (flat vectors viewed as a one-channel image): the file then
+takes the reshaped tensor, and data in either shape quantise to the same bytes.
 
 `forward()` may branch on its input's rank and shape (`if x.dim() == 3:`):
 the model is then traced with the calibration data's shape known, every dim

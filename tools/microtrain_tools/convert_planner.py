@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx
 import torch.nn as nn
@@ -42,6 +43,16 @@ def _n(shape: tuple[int, ...]) -> str:
 def _same_nhwc_order(shape: tuple[int, ...]) -> bool:
     """A (C, H, W) / (C, L) sample flattens in the same order in NCHW and NHWC."""
     return len(shape) < 3 or shape[1] == 1 or math.prod(shape[2:]) == 1
+
+
+def _same_device_order(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether a PyTorch reshape from batch shape ``a`` to ``b`` leaves the device's (NHWC) bytes in
+    place."""
+    def nhwc(t: np.ndarray) -> np.ndarray:
+        return t.transpose(0, 2, 3, 1) if t.ndim == 4 else t.transpose(0, 2, 1) if t.ndim == 3 else t
+
+    idx = np.arange(math.prod(a[1:])).reshape(1, *a[1:])
+    return bool(np.array_equal(nhwc(idx).ravel(), nhwc(idx.reshape(1, *b[1:])).ravel()))
 
 
 class _Planner:
@@ -401,6 +412,12 @@ class _Planner:
             return
         if _nhwc_shape(out, self.where(node))[0] == x.shape:
             self.values[node] = x
+            return
+        if x is self.input and x.calib is not None and len(x.calib.users) == 1 and \
+                _same_device_order(in_tshape, out):
+            # the same bytes in another shape: the file's input is the reshaped tensor, and data in the
+            # model's own input layout still quantise to the right bytes (to_nhwc is then a no-op reorder)
+            self.input = self.values[node] = self.new_value(node, calib=x.calib)
             return
         if x is self.input:
             raise self.fail(node, f"reshapes the model input {_n(in_tshape)} -> {_n(out)}: give the model "
