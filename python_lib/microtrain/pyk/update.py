@@ -26,12 +26,22 @@ _U_HALF = 128 + 1 / 2  # nearest: trunc(x + 128.5) - 128
 _BAD = "channel %d: the step gives non-finite weights or a scale out of float32 range"
 _EPS = array('f', b'\x77\xcc\x2b\x32')[0]  # 1e-8 as a float32 (no decimal parse on the board)
 _QNAN = array('f', b'\x00\x00\xc0\x7f')[0]  # the quiet NaN 0x7FC00000
+_TINY = array('f', b'\x00\x00\x80\x00')[0]  # 2^-126, the smallest normal float32
 
 
 def _r(x):
     # x rounded to float32
     _t[0] = x
     return _t[0]
+
+
+def _z(x):
+    # x rounded to float32, a subnormal flushed to a zero of its sign (update.c's mt_ftz)
+    _t[0] = x
+    x = _t[0]
+    if -_TINY < x < _TINY:
+        return x * 0.0
+    return x
 
 
 def _sqrt(x):
@@ -263,7 +273,7 @@ def update_f32_momentum(g, v, k, touched, mom):
     # end of the generated prologue
     for c in _chans(touched, n_ch):
         for i in range(c * k, c * k + k):
-            d = _r(_r(mom * v[i]) + g[i])
+            d = _r(_z(mom * v[i]) + g[i])
             v[i] = d
             g[i] = d
 
@@ -277,7 +287,7 @@ def update_f32_scale(x, k, touched, a):
     # end of the generated prologue
     for c in _chans(touched, n_ch):
         for i in range(c * k, c * k + k):
-            x[i] = a * x[i]
+            x[i] = _z(a * x[i])
 
 
 def update_f32_adam(g, m, v, k, touched, b1, b2, b1t, b2t, eps):
@@ -302,8 +312,8 @@ def update_f32_adam(g, m, v, k, touched, b1, b2, b1t, b2t, eps):
     for c in _chans(touched, n_ch):
         for i in range(c * k, c * k + k):
             d = g[i]
-            m1 = _r(_r(b1 * m[i]) + _r(a1 * d))
-            m2 = _r(_r(b2 * v[i]) + _r(_r(a2 * d) * d))
+            m1 = _r(_z(b1 * m[i]) + _r(a1 * d))
+            m2 = _r(_z(b2 * v[i]) + _r(_r(a2 * d) * d))
             m[i] = m1
             v[i] = m2
             g[i] = _r(m1 / c1) / _r(_r(sq(_r(m2 / c2))) + eps)

@@ -117,6 +117,7 @@ from microtrain_tools.reference.oracle_shape import (
     upsample_s8_grad_input,
 )
 from microtrain_tools.reference.oracle_update import (
+    ftz,
     update_f32_adam,
     update_f32_axpby,
     update_f32_check,
@@ -132,6 +133,7 @@ from microtrain_tools.reference.oracle_update import (
 )
 
 __all__ = [
+    "ftz",
     "add_params",
     "add_s8_forward",
     "add_s8_grad_merge",

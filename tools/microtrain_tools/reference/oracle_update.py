@@ -32,6 +32,15 @@ def _upd_g(g_in: ArrayLike, k: int, fn: str, name: str = "g") -> tuple[F32, int]
     return g.reshape(-1, k).copy(), g.size // k
 
 
+def ftz(x: ArrayLike) -> F32:
+    """float32 x with every subnormal replaced by a zero of its sign (the optimiser state's decay
+    product, docs/numerics.md "Update")."""
+    a = np.asarray(x, dtype=np.float32)
+    u = a.view(np.uint32)
+    return np.where((u & np.uint32(0x7F800000)) != 0, u, u & np.uint32(0x80000000)).astype(
+        np.uint32).view(np.float32)
+
+
 def update_u8_touch(touched: ArrayLike, mask: ArrayLike | None) -> U8:
     """touched | (mask != 0) (mask None: every channel) -> new touched (0 / 1)."""
     t = (_s8(touched, "update_u8_touch", "touched") & 0xFF).astype(np.uint8)
@@ -105,18 +114,19 @@ def update_f32_axpby(y_in: ArrayLike, x: ArrayLike, k: int, touched: ArrayLike |
 
 def update_f32_momentum(g_in: ArrayLike, v_in: ArrayLike, k: int, touched: ArrayLike | None,
                         mom: float) -> tuple[F32, F32]:
-    """v = mom * v + g; g = v (touched channels) -> (g, v)."""
+    """v = ftz(mom * v) + g; g = v (touched channels) -> (g, v)."""
     g, n_ch = _upd_g(g_in, k, "update_f32_momentum")
     v = np.array(v_in, dtype=np.float32).reshape(-1, k)
     rows = _touched_rows(touched, n_ch, "update_f32_momentum")
-    d = np.float32(mom) * v[rows] + g[rows]
+    with np.errstate(under="ignore"):
+        d = ftz(np.float32(mom) * v[rows]) + g[rows]
     v[rows] = d
     g[rows] = d
     return g.reshape(-1), v.reshape(-1)
 
 
 def update_f32_scale(x_in: ArrayLike, k: int, touched: ArrayLike | None, a: float) -> F32:
-    """x = a * x on the touched channels (a finite)."""
+    """x = ftz(a * x) on the touched channels (a finite)."""
     fn = "update_f32_scale"
     x, n_ch = _upd_g(x_in, k, fn, "x")
     rows = _touched_rows(touched, n_ch, fn)
@@ -125,7 +135,7 @@ def update_f32_scale(x_in: ArrayLike, k: int, touched: ArrayLike | None, a: floa
     if not np.isfinite(a32):
         raise _fail(fn, "a", "must be finite")
     with np.errstate(over="ignore", under="ignore"):
-        x[rows] = a32 * x[rows]
+        x[rows] = ftz(a32 * x[rows])
     return x.reshape(-1)
 
 
@@ -139,8 +149,9 @@ def update_f32_adam(g_in: ArrayLike, m_in: ArrayLike, v_in: ArrayLike, k: int, t
     one = np.float32(1.0)
     f1, f2 = np.float32(b1), np.float32(b2)
     d = g[rows]
-    m1 = f1 * m[rows] + (one - f1) * d
-    m2 = f2 * v[rows] + ((one - f2) * d) * d
+    with np.errstate(under="ignore"):
+        m1 = ftz(f1 * m[rows]) + (one - f1) * d
+        m2 = ftz(f2 * v[rows]) + ((one - f2) * d) * d
     m[rows] = m1
     v[rows] = m2
     g[rows] = (m1 / (one - np.float32(b1t))) / (np.sqrt(m2 / (one - np.float32(b2t))) + np.float32(eps))

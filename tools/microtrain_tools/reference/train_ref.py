@@ -528,10 +528,10 @@ class RefTrainer:
                         arrive(t, e.copy(), s)
 
     def _scale_momentum(self, rl: RefLayer) -> None:
-        """v = m v (float32, update_f32_scale) of a folding layer, once per batch."""
+        """v = ftz(m v) (float32, update_f32_scale) of a folding layer, once per batch."""
         assert rl.state is not None
         m = _f(self.fl.param(self.opt.momentum))
-        rl.state = [(a * m).astype(np.float32) for a in rl.state]
+        rl.state = [o.ftz((a * m).astype(np.float32)) for a in rl.state]
         self._folded.add(rl.index)
 
     # -- the public steps ----------------------------------------------------------------

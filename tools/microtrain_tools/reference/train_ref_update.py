@@ -191,7 +191,7 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float
         shape = g.shape
         if isinstance(opt, SGD):
             v = st[i].reshape(shape).copy()
-            d = _f(fl.param(opt.momentum)) * v[rows] + g[rows]
+            d = o.ftz(_f(fl.param(opt.momentum)) * v[rows]) + g[rows]
             v[rows] = d
             g[rows] = d
             st[i] = v.reshape(-1)
@@ -201,8 +201,8 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float
             m = st[i].reshape(shape).copy()
             v = st[i + 2].reshape(shape).copy()
             d = g[rows]
-            m1 = b1 * m[rows] + (one - b1) * d
-            m2 = b2 * v[rows] + ((one - b2) * d) * d
+            m1 = o.ftz(b1 * m[rows]) + (one - b1) * d
+            m2 = o.ftz(b2 * v[rows]) + ((one - b2) * d) * d
             m[rows] = m1
             v[rows] = m2
             g[rows] = (m1 / (one - bt[0])) / (np.sqrt(m2 / (one - bt[1])) + _f(fl.param(opt.eps)))
