@@ -145,6 +145,8 @@ OPS: dict[str, OpSpec] = {
     "update_f32_momentum": OpSpec(5, (), _two, (0, 1), True),
     "update_f32_scale": OpSpec(4, (), _one, (0,), True),
     "update_f32_adam": OpSpec(10, (), _three, (0, 1, 2), True),
+    "update_bf16_momentum": OpSpec(5, (), _two, (0, 1), True),
+    "update_bf16_adam": OpSpec(10, (), _three, (0, 1, 2), True),
     "update_s8_apply": OpSpec(15, (), _ret_list, (0, 1, 2, 3, 4, 5, 6, 7, 8, 14), True),
     # gw and gb compared too: they must come back unchanged
     "update_s8_apply_keep": OpSpec(15, (), _ret_list, (0, 1, 2, 3, 4, 5, 6, 7, 8, 14), True),
@@ -1207,6 +1209,49 @@ def gen_update_f32_adam(rng: Rng, i: int) -> Case:
                                          _touched(rng, n_ch, i), b1, b2, b1t, b2t, eps])
 
 
+def _bf16_state(rng: Rng, n: int, i: int, a: float) -> Buf:
+    """bfloat16 state bytes in any writable byte buffer: _state's values with their lower halves
+    dropped, and every fifth case the upper halves of inf / NaN / the largest finite values."""
+    v = _state(rng, n, i, a).view(np.uint32)
+    if i % 5 == 2 and n:
+        pick = rng.random(n) < 0.2
+        v = np.where(pick, rng.choice(np.array([0x7F800000, 0xFF800000, 0x7FC00000, 0x7F810000, 0x7F7F0000,
+                                                0xFF7F0000], np.uint32), n), v)
+    u16 = (v >> np.uint32(16)).astype("<u2")
+    return Buf(_kind_out(rng), np.frombuffer(u16.tobytes(), np.uint8).astype(np.int8), out=False)
+
+
+def _bf16_grads(rng: Rng, n: int, i: int) -> NDArray[np.float32]:
+    """Gradients, with values whose sum's lower half is a tie every fourth case (the rounding's
+    even rule): multiples of 2^-8 of the state's scale."""
+    g = _grads(rng, n, i)
+    if i % 4 == 3:
+        g = (rng.integers(-512, 512, n) * 2.0 ** -16).astype(np.float32)
+    return g
+
+
+def gen_update_bf16_momentum(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    mom = [0.9, 0.0, float(rng.uniform(0, 1)), 0.99][(i // 2) % 4]
+    v = _bf16_state(rng, n_ch * k, i, mom)
+    g = _bf16_grads(rng, n_ch * k, i)
+    return make_case("update_bf16_momentum", [f32(g), v, k, _touched(rng, n_ch, i), mom])
+
+
+def gen_update_bf16_adam(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    b1, b2 = [(0.9, 0.999), (float(rng.uniform(0, 1)), float(rng.uniform(0, 1))), (0.0, 0.0)][(i // 2) % 3]
+    t = int(rng.integers(1, 50))
+    b1t, b2t = float(np.float32(b1) ** t), float(np.float32(b2) ** t)
+    eps = [1e-8, float(10.0 ** rng.uniform(-10, -2))][i % 2]
+    m = _bf16_state(rng, n_ch * k, i, b1)
+    v = _bf16_state(rng, n_ch * k, i + 1, b2)
+    assert v.data is not None
+    v.data[1::2] &= 0x7F  # second moments are >= 0 (their sign bit clear)
+    return make_case("update_bf16_adam", [f32(_bf16_grads(rng, n_ch * k, i)), m, v, k, _touched(rng, n_ch, i),
+                                          b1, b2, b1t, b2t, eps])
+
+
 def gen_update_s8_apply(rng: Rng, i: int) -> Case:
     return _apply_case(rng, i, "update_s8_apply")
 
@@ -1444,6 +1489,8 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "update_f32_momentum": gen_update_f32_momentum,
     "update_f32_scale": gen_update_f32_scale,
     "update_f32_adam": gen_update_f32_adam,
+    "update_bf16_momentum": gen_update_bf16_momentum,
+    "update_bf16_adam": gen_update_bf16_adam,
     "update_s8_apply": gen_update_s8_apply,
     "update_s8_apply_keep": gen_update_s8_apply_keep,
     "update_f32_ratios": gen_update_f32_ratios,

@@ -377,6 +377,72 @@ void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, c
     }
 }
 
+// A bfloat16 state value: the upper half of a float32, two little-endian bytes
+// (read and written a byte at a time: a byte buffer promises no alignment).
+static float mt_bf16_load(const int8_t *p) {
+    const uint8_t *q = (const uint8_t *)p;
+    return mt_from_bits(((uint32_t)q[0] | ((uint32_t)q[1] << 8)) << 16);
+}
+
+// x rounded to bfloat16, to nearest with ties to even (a carry into the exponent
+// is the right result, up to infinity); a NaN keeps its sign and top bits, quietened.
+static void mt_bf16_store(int8_t *p, float x) {
+    const uint32_t u = mt_bits(x);
+    const uint32_t r =
+        (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) | 0x0040u) : ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    uint8_t *q = (uint8_t *)p;
+    q[0] = (uint8_t)(r & 0xFFu);
+    q[1] = (uint8_t)(r >> 8);
+}
+
+// SGD momentum, bfloat16 state: d = ftz(mom * v) + g; v = bf16(d); g = d.
+MT_NOCONTRACT
+void mt_update_bf16_momentum(float *g, int8_t *v, int32_t n_ch, int32_t k, const uint8_t *touched, float mom) {
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            const float t = mt_ftz(mom * mt_bf16_load(v + 2 * i));
+            const float d = t + g[i];
+            mt_bf16_store(v + 2 * i, d);
+            g[i] = d;
+        }
+    }
+}
+
+// Adam, bfloat16 moments: update_f32_adam's float32 values, each moment rounded
+// when stored; the direction from the float32 values.
+MT_NOCONTRACT
+void mt_update_bf16_adam(float *g, int8_t *m, int8_t *v, int32_t n_ch, int32_t k, const uint8_t *touched, float b1,
+                         float b2, float b1t, float b2t, float eps) {
+    const float a1 = 1.0f - b1, a2 = 1.0f - b2;
+    const float c1 = 1.0f - b1t, c2 = 1.0f - b2t;
+    for (int32_t ch = 0; ch < n_ch; ++ch) {
+        if (touched != NULL && touched[ch] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)ch * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            const float d = g[i];
+            const float m1a = mt_ftz(b1 * mt_bf16_load(m + 2 * i));
+            const float m1b = a1 * d;
+            const float m1 = m1a + m1b;
+            const float m2a = mt_ftz(b2 * mt_bf16_load(v + 2 * i));
+            const float m2b = a2 * d;
+            const float m2c = m2b * d;
+            const float m2 = m2a + m2c;
+            mt_bf16_store(m + 2 * i, m1);
+            mt_bf16_store(v + 2 * i, m2);
+            const float num = m1 / c1;
+            const float r = m2 / c2;
+            const float den = mt_sqrt_f32(r) + eps;
+            g[i] = num / den;
+        }
+    }
+}
+
 // The real bias after the step (bias source: master_b, or b * s_in * w_scale).
 MT_NOCONTRACT
 static float mt_bias_new(const mt_update_layer_t *L, int32_t c, float lr) {
