@@ -5,8 +5,7 @@
 #   mem_case.py MODEL.mtm DATA.mtd TRAIN MODE SPARSE BATCH STEPS MOMENTUM SUMS RECOMPUTE [ROM_ADDR]
 #
 # TRAIN "-" (inference only), "last:N" or "all"; MODE int8|mixed|float32;
-# SPARSE 0 or lambda_min of DynamicSparse(lambda_min, 1.0); SGD(lr=0.01, momentum=MOMENTUM)
-# (MOMENTUM "0.9/bf16": with state="bf16");
+# SPARSE 0 or lambda_min of DynamicSparse(lambda_min, 1.0); SGD(lr=0.01, momentum=MOMENTUM);
 # SUMS Trainer(sums=...): "-" None (the default), "0" False, "1" True; RECOMPUTE
 # Trainer(recompute=...): "0" False, "1" True.
 # ROM_ADDR: the model's bytes are in flash there (QEMU's loader put them
@@ -34,7 +33,6 @@ def mark(name):
 def main(argv):
     global phase
     path, data_path, train, mode, sparse, batch, steps, mom, sums, redo = argv[:10]
-    mom, _, state = mom.partition("/")
     sparse, batch, steps, mom = float(sparse), int(batch), int(steps), float(mom)
     sums = None if sums == "-" else sums == "1"
     import microtrain as mt
@@ -65,9 +63,8 @@ def main(argv):
     policy = mt.DynamicSparse(sparse, 1.0) if sparse > 0 else None
     # sums=False: no gradient sums at batch 1 (the default with a sparse policy keeps them), and at
     # a larger batch with SGD momentum (each gradient / batch into the momentum)
-    opt = mt.SGD(lr=0.01, momentum=mom, state=state or "f32")
-    trainer = mt.Trainer(model, train=train, mode=mode, optimizer=opt, sparse=policy, batch=batch, log=None,
-                         sums=sums, recompute=redo == "1")
+    trainer = mt.Trainer(model, train=train, mode=mode, optimizer=mt.SGD(lr=0.01, momentum=mom),
+                         sparse=policy, batch=batch, log=None, sums=sums, recompute=redo == "1")
     mark("trainer")
     phase = "train"
     for i in range(steps):
