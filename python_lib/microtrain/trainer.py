@@ -223,11 +223,11 @@ class Trainer:
         # backward)
         o, batch, sparse = self.opt, self.batch, self.sparse
         # (a bfloat16 state keeps the gradient sums: the grad-weight kernels add into float32)
-        sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize and not o.half
+        sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize and not (o.half and o.n_state)
         sgd1 = batch == 1 and sgd
         if sums is not None and type(sums) is not bool:
             raise ValueError("Trainer: sums must be None, True or False, got %r" % (sums,))
-        if sums is False and o.half:
+        if sums is False and o.half and o.n_state:
             raise ValueError("Trainer: sums=False needs a float32 optimiser state (state='bf16' keeps the "
                              "gradient sums)")
         if sums is False and not sgd:

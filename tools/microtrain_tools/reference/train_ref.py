@@ -152,7 +152,7 @@ class RefTrainer:
         # (sums=False only) its stochastic-rounding draws follow its update order, last layer first
         # (a bfloat16 state keeps the sums on the device: its grad-weight kernels add into float32)
         sgd1 = (batch == 1 and isinstance(o, SGD) and not o.weight_decay and not o.standardize
-                and o.state == "f32")
+                and (o.state == "f32" or not o.momentum))
         nosums = sgd1 and (sums is False or (sums is None and sparse is None))
         # batch > 1, sums=False: the batch folded into the momentum (backward.IntoMomentum): v = m v at the
         # batch's first sample, each gradient added with the scales (s_x s) / batch, s / batch,
