@@ -165,6 +165,11 @@ def update_f32_scale(x: _F32, k: int, touched: _Mask, a: float, /) -> None:
 def update_f32_adam(g: _F32, m: _F32, v: _F32, k: int, touched: _Mask, b1: float, b2: float, b1t: float,
                     b2t: float, eps: float, /) -> None:
     """Adam moments and direction with bias correction (b1t = b1^t, b2t = b2^t)."""
+def update_bf16_momentum(g: _F32, v: _Out8, k: int, touched: _Mask, mom: float, /) -> None:
+    """update_f32_momentum with a bfloat16 v (2 bytes a value, rounded to nearest even)."""
+def update_bf16_adam(g: _F32, m: _Out8, v: _Out8, k: int, touched: _Mask, b1: float, b2: float, b1t: float,
+                     b2t: float, eps: float, /) -> None:
+    """update_f32_adam with bfloat16 moments (2 bytes a value, rounded to nearest even)."""
 def update_s8_apply(w: _Out8, w_scale: _F32, b: _I32, mult: _I32, shift: _I32, gw: _F32, gb: _F32,
                     master_w: _F32 | None, master_b: _F32 | None, touched: _Mask, lr: float, s_in: float,
                     s_out: float, rng: int, scratch: _F32, /) -> int:

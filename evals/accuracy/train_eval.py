@@ -11,6 +11,8 @@ d. sparse: DynamicSparse lambda_min 0.5 and 0.1 against dense on (a), backward t
 plus (a) last-2 inside `micropython -X heapsize=256k`.
 e. (opt-in, `--fold`, only this): (a) with all layers, mixed, batch 16: the gradient sums against
    the batch folded into the momentum (Trainer sums=False), seeds 1-3.
+f. (opt-in, `--state`, only this): (a), (b) and (c) with the float32 and the bfloat16 optimiser
+   state (SGD(state='bf16')), 5 seeds, the gaps to PyTorch side by side (docs/memory.md).
 
 Ends with one line:
 `train-eval: seeds=5 transfer_int8_gap=G1 transfer_mixed_gap=G2 scratch_gap=G3 har_gain=H
@@ -84,11 +86,12 @@ class Data:
 def transfer(configs: list[tuple[str, str]], work: Path = WORK, epochs: int | None = None,
              n_train: int | None = None, n_test: int | None = None, echo: bool = True,
              sparse: list[float] | None = None, seeds: tuple[int, ...] = (1,),
-             schedule: str | None = None) -> dict[str, Any]:
+             schedule: str | None = None, state: str = "f32", torch_too: bool = True) -> dict[str, Any]:
     """(a) and (d). configs: [(layers spec, mode)]; sparse: lambda_min values run on configs[0]
     (seed 1). Each configuration runs once per seed (the shuffle order on the device, the
     shuffle and init order in PyTorch); accuracies are the means over the seeds. epochs and
-    schedule replace the protocol's (on both sides)."""
+    schedule replace the protocol's (on both sides); state: the device optimiser's state type
+    (torch_too False: no PyTorch runs)."""
     ref = tm.get_model()
     data = Data(ref.mtm, work, n_train, n_test)
     p = ex.Protocol(**{**TRANSFER.__dict__, "epochs": epochs or TRANSFER.epochs,
@@ -98,15 +101,15 @@ def transfer(configs: list[tuple[str, str]], work: Path = WORK, epochs: int | No
     for spec, mode in configs:
         runs = []
         for seed in seeds:
-            tag = f"transfer_{spec.replace(':', '')}_{mode}_s{seed}"
+            tag = f"transfer_{spec.replace(':', '')}_{mode}_s{seed}" + ("" if state == "f32" else f"_{state}")
             cfg = p.device_cfg(ref.mtm, data.train, data.test, layers=spec, mode=mode, seed=seed,
-                               log=str(work / f"{tag}.jsonl"))
+                               log=str(work / f"{tag}.jsonl"), **({} if state == "f32" else {"state": state}))
             runs.append(ex.run_device(cfg, work, tag, echo=echo))
         d = dict(runs[0])
         d["accs"] = [r["acc"] for r in runs]
         d["acc"] = float(np.mean(d["accs"]))
         out["device"][(spec, mode)] = d
-        if spec not in out["torch"]:
+        if torch_too and spec not in out["torch"]:
             names = ex.trained_names(ref.mtm, spec)
             accs = [ex.torch_finetune(ref.model, names, data.xtr, data.ytr, data.xte, data.yte,
                                       ex.Protocol(**{**p.__dict__, "seed": seed}))["acc"] for seed in seeds]
@@ -183,7 +186,7 @@ SCRATCH = ex.Protocol(layers="all", mode="float32", lr=0.02, momentum=0.9, batch
 
 
 def scratch(work: Path = WORK, echo: bool = True, epochs: int | None = None,
-            seeds: tuple[int, ...] = (1,)) -> dict[str, Any]:
+            seeds: tuple[int, ...] = (1,), state: str = "f32", torch_too: bool = True) -> dict[str, Any]:
     """(b): random-init CNN trained fully on the device vs the same init trained in PyTorch, once per
     seed (seed s: torch init seed s - 1, shuffle seed s on both sides)."""
     from sklearn.datasets import load_digits
@@ -207,9 +210,13 @@ def scratch(work: Path = WORK, echo: bool = True, epochs: int | None = None,
         write_mtd(tr, ex.quantize(mfile, xtr), ytr)
         write_mtd(te, ex.quantize(mfile, xte), yte)
         p = ex.Protocol(**{**SCRATCH.__dict__, "seed": seed, **({"epochs": epochs} if epochs else {})})
-        cfg = p.device_cfg(mfile, tr, te, log=str(work / f"scratch_s{seed}.jsonl"))
-        out["device"].append(ex.run_device(cfg, work, f"scratch_s{seed}", echo=echo))
-        out["torch"].append(ex.torch_finetune(init, ex.trained_names(mfile, "all"), xtr, ytr, xte, yte, p))
+        tag = f"scratch_s{seed}" + ("" if state == "f32" else f"_{state}")
+        cfg = p.device_cfg(mfile, tr, te, log=str(work / f"{tag}.jsonl"),
+                           **({} if state == "f32" else {"state": state}))
+        out["device"].append(ex.run_device(cfg, work, tag, echo=echo))
+        if torch_too:
+            names = ex.trained_names(mfile, "all")
+            out["torch"].append(ex.torch_finetune(init, names, xtr, ytr, xte, yte, p))
     return out
 
 
@@ -218,7 +225,8 @@ HAR_ADAPT = ex.Protocol(layers="last:2", mode="mixed", lr=0.05, momentum=0.9, ba
 HAR_ADAPT_WINDOWS = 40  # first windows of the held-out subject used for adaptation
 
 
-def personalise(work: Path = WORK, echo: bool = True, seeds: tuple[int, ...] = (1,)) -> dict[str, Any]:
+def personalise(work: Path = WORK, echo: bool = True, seeds: tuple[int, ...] = (1,), state: str = "f32",
+                torch_too: bool = True) -> dict[str, Any]:
     """(c): HAR CNN pretrained on 8 subjects, adapted on each held-out subject's first windows
     (once per seed: the shuffle order on both sides)."""
     ref = rm.get_har_model()
@@ -237,12 +245,65 @@ def personalise(work: Path = WORK, echo: bool = True, seeds: tuple[int, ...] = (
         devs, tchs = [], []
         for seed in seeds:
             p = ex.Protocol(**{**HAR_ADAPT.__dict__, "seed": seed})
-            devs.append(ex.run_device(p.device_cfg(ref.mtm, tr, te, eval_before=True), work,
-                                      f"har_s{subj}_seed{seed}", echo=echo))
-            tchs.append(ex.torch_finetune(ref.model, names, w.x[a], w.y[a], w.x[b], w.y[b], p)["acc"])
+            st = {} if state == "f32" else {"state": state}
+            devs.append(ex.run_device(p.device_cfg(ref.mtm, tr, te, eval_before=True, **st), work,
+                                      f"har_s{subj}_seed{seed}" + ("" if state == "f32" else f"_{state}"),
+                                      echo=echo))
+            if torch_too:
+                tchs.append(ex.torch_finetune(ref.model, names, w.x[a], w.y[a], w.x[b], w.y[b], p)["acc"])
         res["subjects"][subj] = {"device": devs, "torch": tchs,
                                  "torch_frozen": ex.float_acc(ref.model, w.x[b], w.y[b]), "n_rest": len(b)}
     return res
+
+
+def state_compare(echo: bool = True) -> int:
+    """(f, opt-in: --state) The float32 and the bfloat16 optimiser state on (a), (b) and (c): each
+    device configuration with both, 5 seeds, the gaps to PyTorch (the same runs) side by side."""
+    print("== (f) optimiser state: float32 vs bfloat16 (SGD momentum, gradient sums)", flush=True)
+    rows = []
+    cfgs = [("last:2", "int8"), ("last:1", "int8"), ("last:1", "mixed"), ("last:2", "mixed")]
+    f = transfer(cfgs, echo=echo, seeds=SEEDS)
+    h = transfer(cfgs, echo=echo, seeds=SEEDS, state="bf16", torch_too=False)
+    gaps: dict[str, list[float]] = {"f32": [], "bf16": []}
+    for key in cfgs:
+        t = f["torch"][key[0]]["accs"]
+        row = [f"(a) transfer {key[0]} {key[1]}"]
+        for name, res in (("f32", f), ("bf16", h)):
+            d = res["device"][key]["accs"]
+            g = [ta - da for ta, da in zip(t, d, strict=True)]
+            gaps[name].append(100 * float(np.mean(g)))
+            row += [spread(d), spread(g)]
+        rows.append(row + [spread([a - b for a, b in zip(h["device"][key]["accs"], f["device"][key]["accs"],
+                                                         strict=True)])])
+    sf = scratch(echo=echo, seeds=SEEDS)
+    sh = scratch(echo=echo, seeds=SEEDS, state="bf16", torch_too=False)
+    t = [r["acc"] for r in sf["torch"]]
+    row = ["(b) scratch all float32"]
+    for name, res in (("f32", sf), ("bf16", sh)):
+        d = [r["acc"] for r in res["device"]]
+        g = [ta - da for ta, da in zip(t, d, strict=True)]
+        gaps[name].append(100 * float(np.mean(g)))
+        row += [spread(d), spread(g)]
+    rows.append(row + [spread([a["acc"] - b["acc"] for a, b in zip(sh["device"], sf["device"],
+                                                                    strict=True)])])
+    cf = personalise(echo=echo, seeds=SEEDS)
+    ch = personalise(echo=echo, seeds=SEEDS, state="bf16", torch_too=False)
+    for subj, r in cf["subjects"].items():
+        t = r["torch"]
+        row = [f"(c) HAR subject {subj} last:2 mixed"]
+        for name, res in (("f32", cf), ("bf16", ch)):
+            d = [x["acc"] for x in res["subjects"][subj]["device"]]
+            g = [ta - da for ta, da in zip(t, d, strict=True)]
+            gaps[name].append(100 * float(np.mean(g)))
+            row += [spread(d), spread(g)]
+        rows.append(row + [spread([a["acc"] - b["acc"] for a, b in zip(ch["subjects"][subj]["device"],
+                                                                       r["device"], strict=True)])])
+    print(ex.table(rows, ["configuration", "device f32 %", "gap f32 (pts)", "device bf16 %", "gap bf16 (pts)",
+                          "bf16 - f32 (pts)"]))
+    print(f"train-eval state: seeds={len(SEEDS)} max_gap_f32={max(gaps['f32']):.2f} "
+          f"max_gap_bf16={max(gaps['bf16']):.2f} "
+          f"max_bf16_minus_f32={max(b - a for a, b in zip(gaps['f32'], gaps['bf16'], strict=True)):.2f}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,8 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fold", action="store_true",
                     help="only (e): transfer all layers, mixed, batch 16, gradient sums against the batch "
                          "folded into the momentum (Trainer sums=False), seeds 1-3")
+    ap.add_argument("--state", action="store_true",
+                    help="only (f): (a), (b), (c) with the float32 and the bfloat16 optimiser state, 5 seeds")
     args = ap.parse_args(argv)
     echo = not args.quiet
+    if args.state:
+        return state_compare(echo)
     if args.fold:
         print("== (e) transfer all layers, mixed, SGD momentum, batch 16: sums=True vs False", flush=True)
         e = fold(echo=echo)

@@ -23,7 +23,9 @@ With ``--fit`` it also measures the feature cache (python_lib/microtrain/cache.p
 last:2 over ``--fit`` samples for 3 epochs with ``cache=None`` and ``cache="ram"``.
 
 Writes docs/performance-host.md (unless --no-doc or --quick) and ends with
-``bench: infer_vs_torch=R1 step_last2_vs_torch=R2 step_all_vs_torch=R3`` (microtrain / PyTorch).
+``bench: infer_vs_torch=R1 step_last2_vs_torch=R2 step_all_vs_torch=R3 drift=D`` (microtrain /
+PyTorch; D: a fresh last:2 Trainer's CPU time over its steps 9,000-10,000 divided by its steps
+0-1,000, one run after the rounds: the step time must not grow as the momentum decays).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ DOC = ROOT / "docs" / "performance-host.md"
 N_DATA = 64  # distinct test images the loops cycle through
 BENCHES = ("infer", "step_last2", "step_all")
 FIT_EPOCHS = 3
+N_DRIFT = 10000  # steps of the drift run (its first and last 1,000 timed)
 # sections of --profile-only / --mcu-only / --builds-only runs, for --saved
 SAVED = {"profile": BUILD / "profile.md", "mcu": BUILD / "mcu.md", "builds": BUILD / "builds.md"}
 
@@ -100,11 +103,11 @@ def prepare() -> tuple[Path, Path, nn.Module, np.ndarray, np.ndarray]:
 
 
 def run_micropython(mtm: Path, mtd: Path, counts: dict[str, int], n_fit: int = 0,
-                    natmod: Path = NATMOD) -> dict[str, tuple[int, int, int]]:
+                    natmod: Path = NATMOD, n_drift: int = 0) -> dict[str, tuple[int, int, int]]:
     """One run of evals/mp/bench_host.py -> name -> (samples, wall us, cpu us)."""
     env = dict(os.environ, MICROPYPATH=f"{natmod}:{ROOT / 'python_lib'}")
     args = [str(os.sysconf("SC_CLK_TCK")), str(counts["infer"]), str(counts["step_last2"]),
-            str(counts["step_all"]), str(n_fit), str(FIT_EPOCHS)]
+            str(counts["step_all"]), str(n_fit), str(FIT_EPOCHS), str(n_drift)]
     p = subprocess.run([str(MICROPYTHON), str(SCRIPT), str(mtm), str(mtd), *args], capture_output=True,
                        text=True, env=env, cwd=BUILD, timeout=3600)
     if p.returncode != 0 or "@host done" not in p.stdout:
@@ -459,7 +462,10 @@ def table(mt: Times, pt: Times) -> list[str]:
 
 def summary_line(mt: Times, pt: Times) -> str:
     r = [mt.best(b) / pt.best(b) for b in BENCHES]
-    return f"bench: infer_vs_torch={r[0]:.2f} step_last2_vs_torch={r[1]:.2f} step_all_vs_torch={r[2]:.2f}"
+    line = f"bench: infer_vs_torch={r[0]:.2f} step_last2_vs_torch={r[1]:.2f} step_all_vs_torch={r[2]:.2f}"
+    if "drift_last" in mt.cpu:
+        line += f" drift={mt.best('drift_last') / mt.best('drift_first'):.2f}"
+    return line
 
 
 def machine() -> str:
@@ -622,6 +628,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             pt.add(b, n_pt[b], wall_s, cpu_s)
         print(f"round {r + 1}/{a.rounds}: " + " ".join(
             f"{b} {_ms(mt.cpu[b][-1])}/{_ms(pt.cpu[b][-1])} ms" for b in BENCHES), flush=True)
+    if not a.quick:  # the step time late in a long run against its start (one run: about 10 s)
+        res = run_micropython(mtm, mtd, {b: 1 for b in BENCHES}, 0, n_drift=N_DRIFT)
+        for name in ("drift_first", "drift_last"):
+            n, wall, cpu = res[name]
+            mt.add(name, n, wall * 1e-6, cpu * 1e-6 if cpu >= 0 else -1)
+        print(f"drift: last:2 step {_ms(mt.best('drift_first'))} ms over its first {res['drift_first'][0]}, "
+              f"{_ms(mt.best('drift_last'))} ms over the last {res['drift_last'][0]}", flush=True)
     print()
     print("\n".join(table(mt, pt)))
     fit = fit_section(mt, a.fit) if a.fit else []

@@ -71,6 +71,7 @@ class MemCase:
     momentum: float = 0.9  # SGD(lr=0.01, momentum=...); 0: plain SGD
     sums: bool | None = None  # Trainer(sums=...): None the default, False no gradient sums
     recompute: bool = False  # Trainer(recompute=...): the scratch in a conv output made again
+    state: str = "f32"  # SGD(state=...): "bf16" a 16-bit optimiser state (the gradient sums kept)
 
 
 CASES = (
@@ -90,6 +91,12 @@ HELD_OUT = (
     MemCase("dscnn_all", "ds_cnn_s", "all", sums=False),
     MemCase("mbv1_last1", "mobilenet_v1", "last:1", mode="float32", batch=8, steps=9),
     MemCase("fmnist_last2", "fmnist", "last:2", mode="int8", sums=False),
+)
+# --bf16: fmnist_all with the 16-bit optimiser state (gradient sums kept: a bfloat16 state cannot
+# take the gradients itself) next to the float32 state with the same sums
+BF16 = (
+    MemCase("fmnist_all_sums", "fmnist", "all", batch=16, steps=17, recompute=True),
+    MemCase("fmnist_all_bf16", "fmnist", "all", batch=16, steps=17, recompute=True, state="bf16"),
 )
 
 
@@ -188,8 +195,22 @@ def predict(c: MemCase, fw: str, load: str) -> int:
     if c.train != "-":
         n = len(info.weighted_layers(m)) if c.train == "all" else int(c.train.split(":")[1])
         tr = info.train_ram(m, n, momentum=c.momentum > 0, mode=c.mode, sparse=c.sparse > 0, batch=c.batch,
-                            sums=c.sums, recompute=c.recompute)
+                            sums=c.sums, recompute=c.recompute, bf16=c.state == "bf16")
     return info.peak_heap(m, path.stat().st_size, fw, "file" if load == "file" else "flash", tr)["total"]
+
+
+def _script(state: str) -> Path:
+    """mem_case.py, or for another optimiser state a copy of it whose SGD takes state=...: the
+    script is compiled into the measured heap, so the acceptance cases' script stays as it is."""
+    src = MP_DIR / "mem_case.py"
+    if state == "f32":
+        return src
+    call = "optimizer=mt.SGD(lr=0.01, momentum=mom)"
+    text = src.read_text()
+    assert text.count(call) == 1, "mem_case.py: the SGD call moved"
+    dst = BUILD / f"mem_case_{state}.py"
+    dst.write_text(text.replace(call, f"optimizer=mt.SGD(lr=0.01, momentum=mom, state={state!r})"))
+    return dst
 
 
 def run_case(c: MemCase, fw: str, elf: Path, load: str, heap: str, timeout: float = 3600) -> MemResult:
@@ -209,7 +230,7 @@ def run_case(c: MemCase, fw: str, elf: Path, load: str, heap: str, timeout: floa
     if fw == "natmod":  # the package as .mpy files and the natmod, read into the heap on import
         qr.build_pylib()  # type: ignore[attr-defined]
         paths += qr.default_paths("m7")  # type: ignore[attr-defined]
-    cmd = qr.qemu_cmd("m7", str(MP_DIR / "mem_case.py"), args, heap=heap, paths=paths,  # type: ignore
+    cmd = qr.qemu_cmd("m7", str(_script(c.state)), args, heap=heap, paths=paths,  # type: ignore
                       extra=extra)
     cmd[cmd.index("-kernel") + 1] = str(elf)
     t0 = time.time()
@@ -261,8 +282,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-held-out", action="store_true",
                     help="skip the held-out cases (other layer sets, modes, batches: a check of microtrain "
                          "info where its constants were not fitted)")
+    ap.add_argument("--bf16", action="store_true", help="only fmnist_all with the gradient sums, float32 and "
+                    "bfloat16 optimiser state")
     a = ap.parse_args(argv)
-    cases = CASES + (() if a.no_held_out else HELD_OUT)
+    cases = BF16 if a.bf16 else CASES + (() if a.no_held_out else HELD_OUT)
     models()
     loads = {"both": ("file", "rom"), "all": ("file", "frozen", "rom")}.get(a.load, (a.load,))
     fws = ("natmod", "builtin") if a.fw == "both" else (a.fw,)

@@ -1,7 +1,7 @@
 # Host time per sample of microtrain in the unix micropython (x64 natmod), run by
 # evals/benchmarks/bench_host.py (`make bench`) in rounds interleaved with PyTorch:
 #
-#   bench_host.py MODEL.mtm DATA.mtd CLK_TCK N_INFER N_STEP_LAST2 N_STEP_ALL [N_FIT EPOCHS]
+#   bench_host.py MODEL.mtm DATA.mtd CLK_TCK N_INFER N_STEP_LAST2 N_STEP_ALL [N_FIT EPOCHS [N_DRIFT]]
 #
 # Each measurement is one loop over N samples (cycling through DATA's samples, held in
 # RAM as bytes), timed around the whole loop, nothing subtracted:
@@ -12,6 +12,9 @@
 #              cache=None and cache="ram": per sample and epoch, fill of the cache included;
 #              and N_INFER training forwards model.forward(x, first) vs
 #              20 x N_INFER model.forward(None, first, first) (what the cache leaves)
+#   drift      (when N_DRIFT > 0) N_DRIFT steps of a fresh last:2 Trainer as above, no
+#              warm-up: its first 1,000 steps and its last 1,000 (drift_first, drift_last;
+#              a step must not get slower as the momentum decays)
 # Two clocks: time.ticks_us (wall) and the process's CPU time (utime + stime of
 # /proc/self/stat, in 1/CLK_TCK s; loops are long enough that its resolution does
 # not matter). Output lines: "@host NAME N WALL_US CPU_US".
@@ -43,6 +46,7 @@ def main(argv):
     n_inf, n_l2, n_all = int(argv[3]), int(argv[4]), int(argv[5])
     n_fit = int(argv[6]) if len(argv) > 6 else 0
     epochs = int(argv[7]) if len(argv) > 7 else 3
+    n_drift = int(argv[8]) if len(argv) > 8 else 0
     ds = mt.FileDataset(data_path)
     xs = []
     ys = []
@@ -91,6 +95,16 @@ def main(argv):
             c0, t0 = cpu_us(tck), time.ticks_us()
             tr.fit(samples, epochs=epochs, verbose=False, cache=cache)
             report("fit_last2_" + ("cache" if cache else "nocache"), n_fit * epochs, t0, c0, tck)
+    if n_drift:
+        model = mt.load(path)
+        tr = mt.Trainer(model, train="last:2", mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9))
+        w = 1000 if n_drift >= 2000 else n_drift // 2
+        for i in range(n_drift):
+            if i == 0 or i == n_drift - w:
+                c0, t0 = cpu_us(tck), time.ticks_us()
+            tr.step(xs[i % k], ys[i % k])
+            if i == w - 1 or i == n_drift - 1:
+                report("drift_first" if i == w - 1 else "drift_last", w, t0, c0, tck)
     print("@host done")
 
 

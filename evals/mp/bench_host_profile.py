@@ -7,7 +7,8 @@
 # makes a Trainer (mixed mode, SGD momentum, batch 1), runs 3 warm-up steps and STEPS
 # samples of PHASE:
 #   fwd     model.forward(x, first) (the training forward)
-#   fwdbwd  Trainer.step with the update never due (forward, loss, backward)
+#   fwdbwd  Trainer.step with the update never due (forward, loss, backward), with the
+#           gradient sums (sums=True: into the momentum, batch 1 allows one backward per update)
 #   step    Trainer.step, batch 1 (forward, loss, backward, update)
 # The host runs it with STEPS = 0 and STEPS = N and takes the difference, so start-up,
 # loading and warm-up cancel out.
@@ -35,7 +36,8 @@ def main(argv):
         ys.append(y)
     k = len(xs)
     model = mt.load(path)
-    tr = mt.Trainer(model, train=train, mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9))
+    tr = mt.Trainer(model, train=train, mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9),
+                    sums=True if phase == "fwdbwd" else None)
     for i in range(3):
         tr.step(xs[i % k], ys[i % k])
     if phase == "fwd":

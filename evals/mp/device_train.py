@@ -8,7 +8,7 @@
 # {"kind": "dynamic", "lambda_min": .., "lambda_max": ..} or
 # {"kind": "static", "ratio": ..}), seed, log (JSON-lines path or null),
 # save (checkpoint path or null), eval_before (bool), health / adapt_ranges
-# (bool, Trainer options).
+# (bool, Trainer options), state ("f32" / "bf16": the optimiser state's type).
 # Prints progress and one final line "RESULT {json}".
 import gc
 import json
@@ -27,10 +27,11 @@ def main(path):
     train = mt.FileDataset(cfg["train"])
     test = mt.FileDataset(cfg["test"])
     if cfg.get("optimizer", "sgd") == "adam":
-        opt = mt.Adam(lr=cfg["lr"], weight_decay=cfg.get("weight_decay", 0.0))
+        opt = mt.Adam(lr=cfg["lr"], weight_decay=cfg.get("weight_decay", 0.0), state=cfg.get("state", "f32"))
     else:
         opt = mt.SGD(lr=cfg["lr"], momentum=cfg.get("momentum", 0.0),
-                     weight_decay=cfg.get("weight_decay", 0.0), standardize=cfg.get("standardize", False))
+                     weight_decay=cfg.get("weight_decay", 0.0), standardize=cfg.get("standardize", False),
+                     state=cfg.get("state", "f32"))
     sp = cfg.get("sparse")
     policy = None
     if sp:

@@ -11,8 +11,8 @@ class Adam(_Optimizer):
     n_state = 2
 
     def __init__(self, lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, standardize=False,
-                 rounding="auto"):
-        super().__init__(lr, weight_decay, standardize, rounding)
+                 rounding="auto", state="f32"):
+        super().__init__(lr, weight_decay, standardize, rounding, state)
         self.beta1 = _num("beta1", beta1, 0.0, False, 1.0)
         self.beta2 = _num("beta2", beta2, 0.0, False, 1.0)
         self.eps = _num("eps", eps, 0.0, True)
@@ -32,8 +32,8 @@ class Adam(_Optimizer):
     def direction(self, p, st, n):
         self.prepare(p, n)
         bt = self._bt
-        F.update_f32_adam(p.g, st[p.i], st[p.i + 2], p.k, p.touched, self.beta1, self.beta2, bt[2], bt[3],
-                          self.eps)
+        f = F.update_bf16_adam if self.half else F.update_f32_adam
+        f(p.g, st[p.i], st[p.i + 2], p.k, p.touched, self.beta1, self.beta2, bt[2], bt[3], self.eps)
 
     def step(self, layers, n=1, lr=None):
         super().step(layers, n, lr)
@@ -41,5 +41,6 @@ class Adam(_Optimizer):
         bt[0], bt[1] = bt[2], bt[3]
 
     def __repr__(self):
-        return "Adam(lr=%g, betas=(%g, %g), eps=%g, weight_decay=%g, standardize=%s, rounding=%r)" % (
-            self.lr, self.beta1, self.beta2, self.eps, self.weight_decay, self.standardize, self.rounding)
+        return "Adam(lr=%g, betas=(%g, %g), eps=%g, weight_decay=%g, standardize=%s, rounding=%r%s)" % (
+            self.lr, self.beta1, self.beta2, self.eps, self.weight_decay, self.standardize, self.rounding,
+            ", state='bf16'" if self.half else "")

@@ -44,9 +44,10 @@ def _now_bytes(model, idx):
     return out + 2 * _buf(4 * m) + 2 * _buf(max(c, 256)) + 64, 4 * n  # (the rest, the window)
 
 
-def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
+def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
-    moments, sparse) allocates: a list of (item, bytes). fold: no gradient sums, True: the
+    moments (half: 2 B a value, state='bf16'), sparse) allocates: a list of (item, bytes).
+    fold: no gradient sums, True: the
     gradients go into the momentum (SGD momentum: batch 1, or a larger batch with sums=False),
     "copy": the same at batch 1 with a copy of the momentum (Trainer sums=None) placed as the
     window, "now": each layer steps during backward (batch 1, plain SGD: the gradient window of
@@ -70,7 +71,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False):
             grads += 0 if fold else p
             # int8 weights; int32 bias, mult, shift, grad-input ratios; float32 scales
             copies += _buf(wn) + 5 * _buf(4 * c)
-        state += n_state * p
+        state += n_state * (_buf(2 * wn) + _buf(2 * c) if half else p)
         if mode == "float32" or (mode == "mixed" and i == idx[-1]):
             master += p
         if sparse is not None:
@@ -174,7 +175,8 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo
         return
     gc.collect()
     free = mem_free()
-    items = need(model, idx, mode, opt.n_state, sparse, fold, redo)
+    half = getattr(opt, "half", False)
+    items = need(model, idx, mode, opt.n_state, sparse, fold, redo, half)
     total = _total(items)
     if total <= free and not failed:
         return
@@ -185,22 +187,27 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo
     free_all, free = free, min(free, big)
     fits = []
     for k in range(len(idx) - 1, 0, -1):
-        n = _total(need(model, idx[-k:], mode, opt.n_state, sparse, fold, redo=redo))
+        n = _total(need(model, idx[-k:], mode, opt.n_state, sparse, fold, redo, half))
         if n <= free:
             names = [model.layers[i].name for i in idx[-k:]]
             fits.append("train=%r (%s)" % (names, _kb(n)))
             break
     if mode != "int8":
-        n = _total(need(model, idx, "int8", opt.n_state, sparse, fold, redo=redo))
+        n = _total(need(model, idx, "int8", opt.n_state, sparse, fold, redo, half))
         if n <= free:
             fits.append("mode='int8' (%s)" % _kb(n))
-    if not fold and getattr(opt, "momentum", 0) and not opt.weight_decay and not opt.standardize:
+    if not fold and not half and getattr(opt, "momentum", 0) and not opt.weight_decay and not opt.standardize:
         n = _total(need(model, idx, mode, opt.n_state, sparse, True, redo=redo))
         if n <= free:
             # a larger batch folds into the momentum too (sums=False), but not with a sparse policy
             fits.append("%s (each gradient into the momentum: no gradient sums) (%s)" % (
                 "batch=1, sums=False" if sparse is not None else "sums=False or batch=1" if batch > 1
                 else "batch=1", _kb(n)))
+    if opt.n_state and not half:  # (a bfloat16 state keeps the gradient sums)
+        n = _total(need(model, idx, mode, opt.n_state, sparse, False, redo, True))
+        if n <= free:
+            fits.append("state='bf16' (a 16-bit optimiser state: 2 B a value, with the gradient sums) (%s)"
+                        % _kb(n))
     if opt.n_state:
         n = _total(need(model, idx, mode, 0, sparse, "now", redo=redo))
         if n <= free:
@@ -217,7 +224,7 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo
             fits.append("batch=1%s (each layer steps during backward: no gradient sums) (%s)" % (
                 ", sums=False" if sparse is not None else "", _kb(n)))
     if not redo:
-        n = _total(need(model, idx, mode, opt.n_state, sparse, fold, True))
+        n = _total(need(model, idx, mode, opt.n_state, sparse, fold, True, half))
         if n < total and n <= free:
             fits.append("recompute=True (the int32 scratch in a conv output made again in backward) (%s)"
                         % _kb(n))

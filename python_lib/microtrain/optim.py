@@ -95,15 +95,20 @@ class Param:
 
 
 class _Optimizer:
-    n_state = 0  # float32 state arrays per tensor (SGD momentum 1, Adam 2)
+    n_state = 0  # state arrays per tensor (SGD momentum 1, Adam 2)
+    half = False  # state='bf16': each state value in 2 bytes (an instance attribute only then)
 
-    def __init__(self, lr, weight_decay, standardize, rounding="auto"):
+    def __init__(self, lr, weight_decay, standardize, rounding="auto", state="f32"):
         self.lr = _num("lr", lr, 0.0, True)  # the configured rate: a schedule's lr0
         self.rate = self.lr  # the rate of the next update (set_rate)
         self.weight_decay = _num("weight_decay", weight_decay, 0.0, False)
         if rounding not in ("auto", "nearest", "stochastic"):
             raise ValueError("rounding must be 'auto', 'nearest' or 'stochastic'")
         self.rounding = rounding
+        if state != "f32":
+            if state != "bf16":
+                raise ValueError("state must be 'f32' or 'bf16', got %r" % (state,))
+            self.half = True
         self.rng = 0xACE1  # xorshift16 state of stochastic rounding (small ints on every port)
         self.standardize = standardize
         self.steps = 0
@@ -111,22 +116,38 @@ class _Optimizer:
         self._row = None
 
     def state(self, ly):
-        """The optimiser's float32 state arrays for layer ly (made on first use),
+        """The optimiser's state arrays for layer ly (made on first use),
         n_state per tensor: [w, b] (SGD momentum), [m_w, m_b, v_w, v_b] (Adam);
-        None when n_state is 0."""
+        None when n_state is 0. float32 arrays, or with state='bf16' bytearrays
+        of 2 bytes a value (bfloat16, docs/numerics.md)."""
         st = self._st.get(ly.index)
         if st is None and self.n_state:
             st = []
             for _ in range(self.n_state):
-                st += [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
+                if self.half:
+                    st += [bytearray(2 * len(ly.w)), bytearray(2 * len(ly.b))]
+                else:
+                    st += [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
             self._st[ly.index] = st
         return st
 
     def state_tensors(self, ly):
         """The state a checkpoint stores for layer ly (docs/format.md, STATE
         slots 2 to 5): [weights, bias] (SGD momentum) or [m_w, m_b, v_w, v_b]
-        (Adam); None when there is none (yet)."""
-        return self._st.get(ly.index)
+        (Adam), float32 (a bfloat16 state widened, exactly); None when there is
+        none (yet)."""
+        st = self._st.get(ly.index)
+        if st is None or not self.half:
+            return st
+        from struct import pack_into  # (saving only)
+
+        out = []
+        for a in st:
+            f = bytearray(2 * len(a))
+            for i in range(0, len(a), 2):  # a bfloat16 is the upper half of its float32
+                pack_into("<BB", f, 2 * i + 2, a[i], a[i + 1])
+            out.append(array.array("f", f))
+        return out
 
     def load_state(self, ly, w_state, b_state, v_w=None, v_b=None):
         """Continue from a checkpoint's state for layer ly (see state_tensors):
@@ -145,6 +166,11 @@ class _Optimizer:
                     ly.name, ("weights", "bias")[k & 1], i))
         while len(st) < 2 * self.n_state:
             st += [zeros("f", len(ly.w)), zeros("f", len(ly.b))]
+        if self.half:  # rounded to bfloat16: v = bf16(0 * 0 + x) (x itself stays)
+            for k in range(len(st)):
+                h = bytearray(2 * len(st[k]))
+                F.update_bf16_momentum(st[k], h, 1, None, 0.0)
+                st[k] = h
         self._st[ly.index] = st
 
     def resume_bias_correction(self, bits):
@@ -239,20 +265,23 @@ class _Optimizer:
 class SGD(_Optimizer):
     """SGD with optional momentum, L2 weight decay and gradient standardisation."""
 
-    def __init__(self, lr=0.01, momentum=0.0, weight_decay=0.0, standardize=False, rounding="auto"):
-        super().__init__(lr, weight_decay, standardize, rounding)
+    def __init__(self, lr=0.01, momentum=0.0, weight_decay=0.0, standardize=False, rounding="auto",
+                 state="f32"):
+        super().__init__(lr, weight_decay, standardize, rounding, state)
         self.momentum = _num("momentum", momentum, 0.0, False, 1.0)
         self.n_state = 1 if momentum else 0
 
     def direction(self, p, st, n):
         if n != 1 or self.standardize or self.weight_decay:
             self.prepare(p, n)
-        if st is not None:
-            F.update_f32_momentum(p.g, st[p.i], p.k, p.touched, self.momentum)  # v = m v + d; d = v
+        if st is not None:  # v = m v + d; d = v
+            (F.update_bf16_momentum if self.half else F.update_f32_momentum)(p.g, st[p.i], p.k, p.touched,
+                                                                              self.momentum)
 
     def __repr__(self):
-        return "SGD(lr=%g, momentum=%g, weight_decay=%g, standardize=%s, rounding=%r)" % (
-            self.lr, self.momentum, self.weight_decay, self.standardize, self.rounding)
+        return "SGD(lr=%g, momentum=%g, weight_decay=%g, standardize=%s, rounding=%r%s)" % (
+            self.lr, self.momentum, self.weight_decay, self.standardize, self.rounding,
+            ", state='bf16'" if self.half else "")
 
 
 def xorshift16_skip(r, n):

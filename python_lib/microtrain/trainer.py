@@ -222,10 +222,14 @@ class Trainer:
         # gradient into the SGD momentum) or "backward" (plain SGD at batch 1: each layer steps during
         # backward)
         o, batch, sparse = self.opt, self.batch, self.sparse
-        sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize
+        # (a bfloat16 state keeps the gradient sums: the grad-weight kernels add into float32)
+        sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize and not (o.half and o.n_state)
         sgd1 = batch == 1 and sgd
         if sums is not None and type(sums) is not bool:
             raise ValueError("Trainer: sums must be None, True or False, got %r" % (sums,))
+        if sums is False and o.half and o.n_state:
+            raise ValueError("Trainer: sums=False needs a float32 optimiser state (state='bf16' keeps the "
+                             "gradient sums)")
         if sums is False and not sgd:
             raise ValueError("Trainer: sums=False needs SGD (no weight_decay, no standardize)")
         if sums is False and batch > 1 and not (o.momentum and sparse is None):
@@ -253,8 +257,9 @@ class Trainer:
         need = 0
         for i in idx:
             ly = model.layers[i]
-            per = (how == "sums") + self.opt.n_state + (mode == "float32")  # float32 arrays
-            need += 4 * (len(ly.w) + len(ly.b)) * per
+            per = 2 * ((how == "sums") + (mode == "float32"))  # float32 arrays, the state's 2 or 4 B
+            per += self.opt.n_state * (1 if self.opt.half else 2)
+            need += 2 * (len(ly.w) + len(ly.b)) * per
         if need > _mem_free():
             _memcheck(model, idx, mode, self.opt, self.sparse, _nosums(how), self.batch, False, recompute)
 

@@ -6,4 +6,5 @@ class Adam(_Optimizer):
     beta2: float
     eps: float
     def __init__(self, lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                 weight_decay: float = 0.0, standardize: bool = False, rounding: str = "auto") -> None: ...
+                 weight_decay: float = 0.0, standardize: bool = False, rounding: str = "auto",
+                 state: str = "f32") -> None: ...

@@ -3,7 +3,8 @@ from microtrain.model import Model
 from microtrain.optim import _Optimizer
 
 def need(model: Model, idx: list[int], mode: str, n_state: int,
-         sparse: object | None, fold: bool | str = False, redo: bool = False) -> list[tuple[str, int]]:
+         sparse: object | None, fold: bool | str = False, redo: bool = False,
+         half: bool = False) -> list[tuple[str, int]]:
     """Heap bytes per item (gradients, optimiser state, master copies, layer copies, sparse
     buffers, backward buffers, loss) that a Trainer on layers idx allocates; fold: the
     gradients go into the momentum (SGD momentum: batch 1, or sums=False at a larger batch),

@@ -29,7 +29,8 @@ class Param:
     def __init__(self, ly: Layer, bias: bool) -> None: ...
 
 class _Optimizer:
-    n_state: int  # float32 state arrays per tensor (SGD momentum 1, Adam 2)
+    n_state: int  # state arrays per tensor (SGD momentum 1, Adam 2)
+    half: bool  # state="bf16": 2 bytes a state value (bfloat16 bytearrays)
     lr: float  # the configured rate (a schedule's lr0), checked > 0
     rate: float  # the rate of the next update (set_rate; Trainer.lr)
     weight_decay: float
@@ -37,13 +38,14 @@ class _Optimizer:
     rounding: str  # "auto", "nearest" or "stochastic"
     rng: int  # xorshift16 state of stochastic rounding
     steps: int  # updates applied (Adam's t)
-    def __init__(self, lr: float, weight_decay: float, standardize: bool, rounding: str = "auto") -> None: ...
+    def __init__(self, lr: float, weight_decay: float, standardize: bool, rounding: str = "auto",
+                 state: str = "f32") -> None: ...
     def state(self, ly: Layer) -> list[Any] | None:
-        """The float32 state arrays of layer ly (made on first use): SGD momentum [w, b],
-        Adam [m_w, m_b, v_w, v_b]; None for plain SGD."""
+        """The state arrays of layer ly (made on first use): SGD momentum [w, b], Adam [m_w, m_b,
+        v_w, v_b]; None for plain SGD. array('f'), or bytearrays of bfloat16 with state="bf16"."""
     def state_tensors(self, ly: Layer) -> list[Float32] | None:
         """What a checkpoint stores for ly (STATE slots 2 to 5): [w, b] SGD momentum or
-        Adam's [m_w, m_b, v_w, v_b]; None when there is none (yet)."""
+        Adam's [m_w, m_b, v_w, v_b], float32 (a bfloat16 state widened); None when there is none."""
     def load_state(self, ly: Layer, w_state: Float32, b_state: Float32, v_w: Float32 | None = None,
                    v_b: Float32 | None = None) -> None:
         """Continue from a checkpoint's state for ly (used in place; ignored without momentum;
@@ -67,7 +69,7 @@ class _Optimizer:
 class SGD(_Optimizer):
     momentum: float
     def __init__(self, lr: float = 0.01, momentum: float = 0.0, weight_decay: float = 0.0,
-                 standardize: bool = False, rounding: str = "auto") -> None: ...
+                 standardize: bool = False, rounding: str = "auto", state: str = "f32") -> None: ...
 
 def make_master(ly: Layer) -> None: ...
 def xorshift16_skip(r: int, n: int) -> int: ...

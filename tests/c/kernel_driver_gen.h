@@ -1347,6 +1347,81 @@ static int run_update_f32_adam(call_t *c, int32_t *ret) {
 #endif
 
 #if MT_HAS_FLOAT
+typedef struct {  // update_bf16_momentum
+    float *g;
+    size_t g_n;
+    int32_t k;
+    int32_t n_ch;
+    int8_t *v;
+    const uint8_t *touched;
+    float mom;
+} mt_update_bf16_momentum_args_t;
+static int drv_update_bf16_momentum_args(call_t *c, mt_update_bf16_momentum_args_t *a) {
+    a->g = upd_g(c, 0, "g", 2, &a->k, &a->g_n, &a->n_ch);
+    if (failed(c)) return 0;
+    a->v = buf(c, 1, "v", S8, 2 * (int32_t)a->g_n, 1, NULL);
+    if (failed(c)) return 0;
+    a->touched = upd_touched(c, 3, a->n_ch);
+    if (failed(c)) return 0;
+    a->mom = checked_float(c, 4, "mom", mt_unit_check);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_update_bf16_momentum(call_t *c, int32_t *ret) {
+    mt_update_bf16_momentum_args_t a;
+    if (!drv_update_bf16_momentum_args(c, &a)) return 0;
+    (void)ret;
+    mt_update_bf16_momentum(a.g, a.v, a.n_ch, a.k, a.touched, a.mom);
+    return 0;
+}
+#endif
+
+#if MT_HAS_FLOAT
+typedef struct {  // update_bf16_adam
+    float *g;
+    size_t g_n;
+    int32_t k;
+    int32_t n_ch;
+    int8_t *m;
+    int8_t *v;
+    const uint8_t *touched;
+    float b1;
+    float b2;
+    float b1t;
+    float b2t;
+    float eps;
+} mt_update_bf16_adam_args_t;
+static int drv_update_bf16_adam_args(call_t *c, mt_update_bf16_adam_args_t *a) {
+    a->g = upd_g(c, 0, "g", 3, &a->k, &a->g_n, &a->n_ch);
+    if (failed(c)) return 0;
+    a->m = buf(c, 1, "m", S8, 2 * (int32_t)a->g_n, 1, NULL);
+    if (failed(c)) return 0;
+    a->v = buf(c, 2, "v", S8, 2 * (int32_t)a->g_n, 1, NULL);
+    if (failed(c)) return 0;
+    a->touched = upd_touched(c, 4, a->n_ch);
+    if (failed(c)) return 0;
+    a->b1 = checked_float(c, 5, "b1", mt_unit_check);
+    if (failed(c)) return 0;
+    a->b2 = checked_float(c, 6, "b2", mt_unit_check);
+    if (failed(c)) return 0;
+    a->b1t = checked_float(c, 7, "b1t", mt_unit_check);
+    if (failed(c)) return 0;
+    a->b2t = checked_float(c, 8, "b2t", mt_unit_check);
+    if (failed(c)) return 0;
+    a->eps = checked_float(c, 9, "eps", mt_positive_check);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_update_bf16_adam(call_t *c, int32_t *ret) {
+    mt_update_bf16_adam_args_t a;
+    if (!drv_update_bf16_adam_args(c, &a)) return 0;
+    (void)ret;
+    mt_update_bf16_adam(a.g, a.m, a.v, a.n_ch, a.k, a.touched, a.b1, a.b2, a.b1t, a.b2t, a.eps);
+    return 0;
+}
+#endif
+
+#if MT_HAS_FLOAT
 typedef struct {  // update_f32_ratios
     const float *w_scale;
     size_t w_scale_n;
@@ -1460,6 +1535,16 @@ static const run_t RUNS[] = {
     {"update_f32_adam", run_update_f32_adam, 10, 10},
 #else
     {"update_f32_adam", NULL, 10, 10},
+#endif
+#if MT_HAS_FLOAT
+    {"update_bf16_momentum", run_update_bf16_momentum, 5, 5},
+#else
+    {"update_bf16_momentum", NULL, 5, 5},
+#endif
+#if MT_HAS_FLOAT
+    {"update_bf16_adam", run_update_bf16_adam, 10, 10},
+#else
+    {"update_bf16_adam", NULL, 10, 10},
 #endif
 #if MT_HAS_FLOAT
     {"update_s8_apply", run_update_s8_apply, 15, 15},

@@ -11,6 +11,8 @@ def make_opt(c):
           "standardize": c.get("standardize", False)}
     if "rounding" in c:
         kw["rounding"] = c["rounding"]
+    if "state" in c:
+        kw["state"] = c["state"]
     if c["kind"] == "sgd":
         return mt.SGD(momentum=c.get("momentum", 0.0), **kw)
     return mt.Adam(beta1=c.get("beta1", 0.9), beta2=c.get("beta2", 0.999), eps=c.get("eps", 1e-8), **kw)

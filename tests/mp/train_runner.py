@@ -13,7 +13,7 @@
 #            instead of the labels (n float32 or int8 values per sample in the file)
 #   order:   list of sample indices to step through, in order
 #   train, mode, batch: Trainer arguments
-#   opt:     {"kind": "sgd", "lr", "momentum", "weight_decay", "standardize"} or
+#   opt:     {"kind": "sgd", "lr", "momentum", "weight_decay", "standardize"[, "state"]} or
 #            {"kind": "adam", "lr", "beta1", "beta2", "eps", "weight_decay", "standardize"}
 #   sparse:  null, {"kind": "dynamic", "lmin", "lmax", "form"} or {"kind": "static", "ratio"}
 #   replay:  null, or Replay(...) keyword arguments (capacity, policy, k, seed, path):
@@ -36,7 +36,7 @@
 # "loss" (array 'd' of the per-step losses), "train_steps" ('i'), and per
 # trained layer i: "L<i>.<field>" for w, b, mult, shift, w_scale, gw, gb (not
 # when they are the momentum: batch 1, SGD momentum), master_w, master_b,
-# st0..st3 (optimiser state arrays).
+# st0..st3 (optimiser state arrays; a bfloat16 state widened to float32).
 import json
 import sys
 from array import array
@@ -123,7 +123,8 @@ def main(cfg_path):
                 # gw, gb: st0, st1 with the momentum mode; None where a layer steps in backward
                 if a is not None and not (name[0] == "g" and type(m.update).__name__ == "IntoMomentum"):
                     record(f, p + name, tc, a)
-            st = tr.opt.state(ly)  # made by Trainer for every trained layer
+            # made by Trainer for every trained layer; a bfloat16 state as the float32 it stands for
+            st = tr.opt.state_tensors(ly) if tr.opt.half else tr.opt.state(ly)
             if st is not None:
                 for k in range(len(st)):
                     record(f, p + "st" + str(k), "f", st[k])

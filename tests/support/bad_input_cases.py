@@ -69,6 +69,8 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("update_f32_axpby", "y"): ("k", "x"),
     ("update_f32_momentum", "g"): ("k", "v"),
     ("update_f32_adam", "g"): ("k", "m", "v"),
+    ("update_bf16_momentum", "g"): ("k", "v"),
+    ("update_bf16_adam", "g"): ("k", "m", "v"),
     ("update_s8_apply", "w"): ("w_scale", "gw"),
     ("update_s8_apply", "w_scale"): ("w", "b", "mult", "shift", "gb", "scratch"),
     ("update_f32_ratios", "w_scale"): ("wr",),
@@ -191,8 +193,19 @@ def _bases() -> dict[str, Case]:
                                   i32([s for _, s in umq]),
                                   f32(rng.normal(0, 1e-3, UPD_N * UPD_K)), f32(rng.normal(0, 1e-3, UPD_N)),
                                   None, None, None, 0.01, 0.02, 0.05, 0xACE1, f32(np.zeros(2 * UPD_N))]),
+        ("update_bf16_momentum", [f32(rng.normal(0, 1, UPD_N * UPD_K)), _bf16(rng, UPD_N * UPD_K), UPD_K,
+                                  None, 0.9]),
+        ("update_bf16_adam", [f32(rng.normal(0, 1, UPD_N * UPD_K)), _bf16(rng, UPD_N * UPD_K),
+                              _bf16(rng, UPD_N * UPD_K, True), UPD_K, None, 0.9, 0.999, 0.81, 0.998, 1e-8]),
     ]
     return {op: make_case(op, args, "valid") for op, args in calls}
+
+
+def _bf16(rng: np.random.Generator, n: int, positive: bool = False) -> Buf:
+    """bfloat16 state bytes (a bytearray) of n normal values."""
+    v = rng.random(n) if positive else rng.normal(0, 1, n)
+    u16 = (v.astype(np.float32).view(np.uint32) >> np.uint32(16)).astype("<u2")
+    return Buf("Y", np.frombuffer(u16.tobytes(), np.uint8).astype(np.int8))
 
 
 BASES = _bases()
@@ -336,7 +349,8 @@ SCALAR_BAD: dict[str, list[tuple[str, int, Arg, tuple[str, ...]]]] = {
 _NAN, _INF = float("nan"), float("inf")
 _T_LONG, _T_SHORT = u8(np.ones(UPD_N + 1)), u8(np.ones(UPD_N - 1))
 for _op, _ki in (("update_f32_decay", 1), ("update_f32_standardize", 1), ("update_f32_axpby", 2),
-                 ("update_f32_momentum", 2), ("update_f32_adam", 3), ("update_f32_scale", 1)):
+                 ("update_f32_momentum", 2), ("update_f32_adam", 3), ("update_f32_scale", 1),
+                 ("update_bf16_momentum", 2), ("update_bf16_adam", 3)):
     SCALAR_BAD[_op] = [("k 0", _ki, 0, ("k",)), ("k not dividing", _ki, 5, ("k",)),
                        ("k > len", _ki, 13, ("k",)),
                        ("touched long", _ki + 1, _T_LONG, ("touched",)),
@@ -351,6 +365,8 @@ SCALAR_BAD["update_f32_decay"] += [
 SCALAR_BAD["update_f32_axpby"] += [("a inf", 4, _INF, ("a",)), ("b nan", 5, _NAN, ("b",))]
 SCALAR_BAD["update_f32_momentum"] += [("mom 1", 4, 1.0, ("mom",)), ("mom -0.1", 4, -0.1, ("mom",)),
                                       ("mom nan", 4, _NAN, ("mom",))]
+SCALAR_BAD["update_bf16_momentum"] += [("mom 1", 4, 1.0, ("mom",)), ("mom nan", 4, _NAN, ("mom",))]
+SCALAR_BAD["update_bf16_adam"] += [("b2 -1", 6, -1.0, ("b2",)), ("eps 0", 9, 0.0, ("eps",))]
 SCALAR_BAD["update_f32_adam"] += [("b1 1", 5, 1.0, ("b1",)), ("b2 -1", 6, -1.0, ("b2",)),
                                   ("b1t 1", 7, 1.0, ("b1t",)), ("b2t nan", 8, _NAN, ("b2t",)),
                                   ("eps 0", 9, 0.0, ("eps",)), ("eps inf", 9, _INF, ("eps",))]

@@ -80,6 +80,8 @@ TRAIN_CONFIGS: list[tuple[str, str, dict[str, Any], dict[str, Any] | None, int]]
     ("last:2", "float32", {**SGDM, "rounding": "stochastic"}, DYN, 5),
     ("all", "mixed", SGDM, DYN, 1),  # batch 1, SGD momentum: gradients into the momentum
     ("all", "int8", {"kind": "sgd", "lr": 0.05}, None, 1),  # batch 1, plain SGD: steps in backward
+    ("all", "mixed", {**SGDM, "state": "bf16"}, DYN, 2),  # a bfloat16 momentum
+    ("last:2", "int8", {**ADAM, "state": "bf16"}, None, 1),  # bfloat16 moments
 ]
 
 

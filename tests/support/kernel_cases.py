@@ -145,6 +145,8 @@ OPS: dict[str, OpSpec] = {
     "update_f32_momentum": OpSpec(5, (), _two, (0, 1), True),
     "update_f32_scale": OpSpec(4, (), _one, (0,), True),
     "update_f32_adam": OpSpec(10, (), _three, (0, 1, 2), True),
+    "update_bf16_momentum": OpSpec(5, (), _two, (0, 1), True),
+    "update_bf16_adam": OpSpec(10, (), _three, (0, 1, 2), True),
     "update_s8_apply": OpSpec(15, (), _ret_list, (0, 1, 2, 3, 4, 5, 6, 7, 8, 14), True),
     # gw and gb compared too: they must come back unchanged
     "update_s8_apply_keep": OpSpec(15, (), _ret_list, (0, 1, 2, 3, 4, 5, 6, 7, 8, 14), True),
@@ -1114,6 +1116,22 @@ def _grads(rng: Rng, n: int, i: int) -> NDArray[np.float32]:
     return g.astype(np.float32)
 
 
+def _state(rng: Rng, n: int, i: int, a: float) -> NDArray[np.float32]:
+    """Optimiser-state values; every third case around the smallest normal, where the decay a * v
+    leaves the normal range (flushed to zero, docs/numerics.md "Update"): subnormals, values from
+    2^-128 to 2^-116, and the float32 neighbours of 2^-126 / a (a product on either side of 2^-126)."""
+    if i % 3 != 1 or n == 0:
+        return _grads(rng, n, i + 2)
+    v = rng.choice([-1.0, 1.0], n) * 2.0 ** rng.uniform(-128, -116, n)
+    if a != 0 and np.isfinite(np.float32(2.0 ** -126 / abs(a))):
+        edge = np.float32(2.0 ** -126 / abs(a))
+        near = np.nextafter(edge, np.float32(np.inf) * rng.choice([-1, 1], n)).astype(np.float32)
+        pick = rng.random(n) < 0.3
+        v[pick] = (np.where(rng.random(n) < 0.5, edge, near) * rng.choice([-1.0, 1.0], n))[pick]
+    v[rng.random(n) < 0.1] = 0.0
+    return v.astype(np.float32)
+
+
 def gen_update_u8_touch(rng: Rng, i: int) -> Case:
     n = [1, int(rng.integers(2, 20)), int(rng.integers(20, 300))][i % 3]
     t = (rng.integers(0, 2, n) * rng.choice([1, 255])).astype(np.uint8)
@@ -1168,14 +1186,15 @@ def gen_update_f32_axpby(rng: Rng, i: int) -> Case:
 def gen_update_f32_momentum(rng: Rng, i: int) -> Case:
     n_ch, k = _upd_shape(rng, i)
     mom = [0.9, 0.0, float(rng.uniform(0, 1)), 0.99][(i // 2) % 4]
-    return make_case("update_f32_momentum", [f32(_grads(rng, n_ch * k, i)), f32(_grads(rng, n_ch * k, i + 2)),
-                                             k, _touched(rng, n_ch, i), mom])
+    g = _grads(rng, n_ch * k, i) * (np.float32(1e-36) if i % 6 == 4 else np.float32(1))  # decay-sized terms
+    v = _state(rng, n_ch * k, i, mom)
+    return make_case("update_f32_momentum", [f32(g), f32(v), k, _touched(rng, n_ch, i), mom])
 
 
 def gen_update_f32_scale(rng: Rng, i: int) -> Case:
     n_ch, k = _upd_shape(rng, i)
     a = [0.9, 0.0, float(rng.uniform(0, 1)), -1.5, float(rng.normal(0, 10)), 1.0, 1e-30, 3e37][(i // 2) % 8]
-    return make_case("update_f32_scale", [f32(_grads(rng, n_ch * k, i)), k, _touched(rng, n_ch, i), a])
+    return make_case("update_f32_scale", [f32(_state(rng, n_ch * k, i, a)), k, _touched(rng, n_ch, i), a])
 
 
 def gen_update_f32_adam(rng: Rng, i: int) -> Case:
@@ -1184,10 +1203,54 @@ def gen_update_f32_adam(rng: Rng, i: int) -> Case:
     t = int(rng.integers(1, 50))
     b1t, b2t = float(np.float32(b1) ** t), float(np.float32(b2) ** t)
     eps = [1e-8, float(10.0 ** rng.uniform(-10, -2))][i % 2]
-    m = _grads(rng, n_ch * k, i + 1)
-    v = np.abs(_grads(rng, n_ch * k, i + 2)) ** 2
+    m = _state(rng, n_ch * k, i, b1) if i % 3 == 1 else _grads(rng, n_ch * k, i + 1)
+    v = np.abs(_state(rng, n_ch * k, i, b2)) if i % 3 == 1 else np.abs(_grads(rng, n_ch * k, i + 2)) ** 2
     return make_case("update_f32_adam", [f32(_grads(rng, n_ch * k, i)), f32(m), f32(v.astype(np.float32)), k,
                                          _touched(rng, n_ch, i), b1, b2, b1t, b2t, eps])
+
+
+def _bf16_state(rng: Rng, n: int, i: int, a: float) -> Buf:
+    """bfloat16 state bytes in any writable byte buffer: _state's values with their lower halves
+    dropped, and every fifth case quiet and signalling NaNs and the largest finite values (no
+    infinity: 0 * inf makes the default NaN, whose sign differs between x64 and the boards)."""
+    v = _state(rng, n, i, a).view(np.uint32)
+    if i % 5 == 2 and n:
+        pick = rng.random(n) < 0.2
+        v = np.where(pick, rng.choice(np.array([0x7FC00000, 0xFFC10000, 0x7F810000, 0x7F7F0000, 0xFF7F0000],
+                                               np.uint32), n), v)
+    u16 = (v >> np.uint32(16)).astype("<u2")
+    return Buf(_kind_out(rng), np.frombuffer(u16.tobytes(), np.uint8).astype(np.int8), out=False)
+
+
+def _bf16_grads(rng: Rng, n: int, i: int) -> NDArray[np.float32]:
+    """Gradients, with values whose sum's lower half is a tie every fourth case (the rounding's
+    even rule): multiples of 2^-8 of the state's scale."""
+    g = _grads(rng, n, i)
+    if i % 4 == 3:
+        g = (rng.integers(-512, 512, n) * 2.0 ** -16).astype(np.float32)
+    return g
+
+
+def gen_update_bf16_momentum(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    mom = [0.9, 0.0, float(rng.uniform(0, 1)), 0.99][(i // 2) % 4]
+    v = _bf16_state(rng, n_ch * k, i, mom)
+    g = _bf16_grads(rng, n_ch * k, i)
+    return make_case("update_bf16_momentum", [f32(g), v, k, _touched(rng, n_ch, i), mom])
+
+
+def gen_update_bf16_adam(rng: Rng, i: int) -> Case:
+    n_ch, k = _upd_shape(rng, i)
+    b1, b2 = [(0.9, 0.999), (float(rng.uniform(0, 1)), float(rng.uniform(0, 1))), (0.0, 0.0)][(i // 2) % 3]
+    t = int(rng.integers(1, 50))
+    b1t, b2t = float(np.float32(b1) ** t), float(np.float32(b2) ** t)
+    eps = [1e-8, float(10.0 ** rng.uniform(-10, -2))][i % 2]
+    m = _bf16_state(rng, n_ch * k, i, b1)
+    v = _bf16_state(rng, n_ch * k, i + 1, b2)
+    assert v.data is not None
+    v.data[1::2] &= 0x7F  # second moments are >= 0 (their sign bit clear)
+    return make_case("update_bf16_adam", [f32(_bf16_grads(rng, n_ch * k, i)), m, v, k, _touched(rng, n_ch, i),
+                                          b1, b2, b1t, b2t, eps])
 
 
 def gen_update_s8_apply(rng: Rng, i: int) -> Case:
@@ -1427,6 +1490,8 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "update_f32_momentum": gen_update_f32_momentum,
     "update_f32_scale": gen_update_f32_scale,
     "update_f32_adam": gen_update_f32_adam,
+    "update_bf16_momentum": gen_update_bf16_momentum,
+    "update_bf16_adam": gen_update_bf16_adam,
     "update_s8_apply": gen_update_s8_apply,
     "update_s8_apply_keep": gen_update_s8_apply_keep,
     "update_f32_ratios": gen_update_f32_ratios,

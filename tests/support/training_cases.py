@@ -248,6 +248,10 @@ CONFIGS: list[tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int]] 
     ("misc", "all", "float32", SGDM, None, 1),
     # batch 1, plain SGD: each layer steps during backward (stepwise.StepInBackward), the draws by jumps
     ("cnn", "all", "mixed", SGD, None, 1),
+    # a bfloat16 optimiser state (the gradient sums kept, also at batch 1)
+    ("cnn", "all", "mixed", {**SGDM, "state": "bf16"}, None, 1),
+    ("res", "all", "int8", {**SGDM, "state": "bf16"}, DYN, 3),
+    ("misc", "all", "float32", {**ADAM, "state": "bf16"}, STATIC, 2),
 ]
 
 # batch > 1 folded into the momentum (Trainer sums=False, docs/memory.md): (model, train, mode, optimizer,
@@ -264,5 +268,6 @@ def config_id(c: tuple[str, Any, str, dict[str, Any], dict[str, Any] | None, int
     name, train, mode, opt, sparse, batch = c
     o = opt["kind"] + "".join(f"-{k[:3]}" for k in ("momentum", "weight_decay", "standardize") if opt.get(k))
     o += f"-{opt['rounding']}" if "rounding" in opt else ""
+    o += f"-{opt['state']}" if "state" in opt else ""
     sp = "dense" if sparse is None else sparse["kind"] + ("-lin" if sparse.get("form") == "linear" else "")
     return f"{name}-{train}-{mode}-{o}-{sp}-b{batch}"

@@ -32,3 +32,16 @@ def test_quick_bench_prints_a_well_formed_summary_line() -> None:
     assert any(ln.startswith("| inference (batch 1) |") for ln in lines)
     assert any(ln.startswith("| RAM cache |") for ln in lines)
     assert (doc.read_bytes() if doc.exists() else None) == before
+
+
+def test_drift_run_times_the_first_and_last_steps() -> None:
+    """The drift run (`make bench`'s drift=D, not in --quick) of the micropython side: a short one
+    reports its first and last window of steps, each of the window's length."""
+    ensure_natmod()
+    sys.path.insert(0, str(ROOT))
+    from evals.benchmarks import bench_host as bh
+
+    mtm, mtd, _, _, _ = bh.prepare()
+    res = bh.run_micropython(mtm, mtd, {b: 1 for b in bh.BENCHES}, 0, n_drift=40)
+    assert res["drift_first"][0] == res["drift_last"][0] == 20, res
+    assert res["drift_first"][1] > 0 and res["drift_last"][1] > 0, res

@@ -107,3 +107,51 @@ def test_trainer_names_sums_false_when_only_the_sums_do_not_fit(tmp_path: Path) 
     msg = p.stdout.split("MSG ", 1)[1].splitlines()[0]
     assert "gradients" in msg and "would fit:" in msg and "sums=False or batch=1" in msg, msg
     assert "FIT 2 1" in p.stdout, p.stdout
+
+
+HALF = """
+import gc
+import microtrain as mt
+from microtrain import memplan
+m = mt.load(%r)
+idx = m.select("all")
+tot = lambda items: sum(n for _, n in items)
+n_f32 = tot(memplan.need(m, idx, "int8", 2, None))
+n_bf16 = tot(memplan.need(m, idx, "int8", 2, None, False, False, True))
+print("NEED", n_f32, n_bf16)
+gc.collect()
+ballast = []
+while gc.mem_free() - 4200 > (n_f32 + n_bf16) // 2:
+    ballast.append(bytearray(4096))
+try:
+    mt.Trainer(m, train="all", mode="int8", optimizer=mt.Adam(lr=0.001))
+    print("NO-ERROR")
+except MemoryError as e:
+    print("MSG", e)
+t = mt.Trainer(m, train="all", mode="int8", optimizer=mt.Adam(lr=0.001, state="bf16"))
+t.step(bytearray(m.input.numel), 0)
+print("FIT", t.steps, m.train_steps, len(t.opt.state(t.layers[0])[0]), len(t.layers[0].w))
+"""
+
+
+def test_trainer_proposes_the_16_bit_state_when_it_fits(tmp_path: Path) -> None:
+    """Adam (two float32 moments a value, the gradient sums kept) on a heap between what the
+    bfloat16 state needs and what the float32 state needs: the error proposes state='bf16' with
+    the planner's count (2 B a state value), and Adam(state='bf16') then trains there."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).eval()
+    x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+    path = tmp_path / "mlp.mtm"
+    path.write_bytes(mtm.write(cv.convert(net, x, progress=False)))
+    p = run_micropython(HALF % str(path), heapsize="4m")
+    assert p.returncode == 0, p.stdout + p.stderr
+    n_f32, n_bf16 = (int(v) for v in p.stdout.split("NEED ", 1)[1].split()[:2])
+    n_params = 256 * 256 + 256 + 256 * 10 + 10
+    # two moments, 2 B less a value each (up to the heap's block rounding of each of the 8 arrays)
+    assert abs(n_f32 - n_bf16 - 2 * 2 * n_params) <= 8 * 16, (n_f32, n_bf16)
+    assert "NO-ERROR" not in p.stdout
+    msg = p.stdout.split("MSG ", 1)[1].splitlines()[0]
+    assert f"state='bf16' (a 16-bit optimiser state: 2 B a value, with the gradient sums) " \
+           f"({n_bf16 / 1024:.1f} KB)" in msg, msg
+    fit = [int(v) for v in p.stdout.split("FIT ", 1)[1].split()]
+    assert fit[:2] == [1, 1] and fit[2] == 2 * fit[3], fit  # one step; 2 bytes a state value

@@ -302,14 +302,16 @@ def _checkpoint_matches_dump(ck: mtm.Model, dump: dict[str, NDArray[Any]], train
 
 
 @pytest.mark.parametrize("mode,rounding", [("int8", "auto"), ("mixed", "auto"), ("float32", "auto"),
-                                           ("int8", "nearest"), ("mixed", "nearest")])
+                                           ("int8", "nearest"), ("mixed", "nearest"), ("mixed", "bf16")])
 def test_resume_equals_uninterrupted_sgd_momentum(setups: dict[str, Setup], tmp_path: Path, mode: str,
                                                   rounding: str) -> None:
     """train k steps, trainer.save, new interpreter loads the checkpoint and a new Trainer continues:
-    the result equals the uninterrupted run, bit for bit (weights, scales, masters, momentum)."""
+    the result equals the uninterrupted run, bit for bit (weights, scales, masters, momentum); "bf16":
+    a bfloat16 momentum (saved widened to float32, rounded again when loaded)."""
     s = setups["res"]
     labels = labels_of(s)
-    opt = {**SGDM, "weight_decay": 1e-4} if rounding == "auto" else {**SGDM, "rounding": rounding}
+    opt = ({**SGDM, "weight_decay": 1e-4} if rounding == "auto" else
+           {**SGDM, "state": "bf16"} if rounding == "bf16" else {**SGDM, "rounding": rounding})
     kw: dict[str, Any] = dict(labels=labels, train="all", mode=mode, opt=opt, batch=4)
     k, n = 16, 32
     ck = tmp_path / "ck.mtm"
@@ -331,13 +333,15 @@ def test_resume_equals_uninterrupted_sgd_momentum(setups: dict[str, Setup], tmp_
     assert not diffs, "resumed vs uninterrupted:\n" + "\n".join(diffs)
 
 
-@pytest.mark.parametrize("mode", ["float32", "int8"])
-def test_resume_adam_equals_uninterrupted(setups: dict[str, Setup], tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("mode,state", [("float32", "f32"), ("int8", "f32"), ("int8", "bf16")])
+def test_resume_adam_equals_uninterrupted(setups: dict[str, Setup], tmp_path: Path, mode: str,
+                                          state: str) -> None:
     """Format 1.3 keeps Adam's second moments (state[4], state[5]) and the trainer record its bias
     correction (beta1^t, beta2^t): Adam interrupted by trainer.save and resumed in a new interpreter
     is the uninterrupted run, bit for bit, and the device checkpoint is the reference's."""
     s = setups["res"]
-    kw: dict[str, Any] = dict(labels=labels_of(s), train="last:2", mode=mode, opt=ADAM, batch=4)
+    opt = ADAM if state == "f32" else {**ADAM, "state": state}
+    kw: dict[str, Any] = dict(labels=labels_of(s), train="last:2", mode=mode, opt=opt, batch=4)
     ck = tmp_path / "ck.mtm"
     first = device(s, tmp_path, "first", order=range(16), save=str(ck), **kw)
     data = ck.read_bytes()

@@ -99,8 +99,9 @@ def _params(m: Model, ly: mtm.Layer) -> int:
 
 def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "int8", adam: bool = False,
               sparse: bool = False, batch: int = 1, sums: bool | None = None,
-              recompute: bool = False) -> dict[str, Any]:
-    """RAM (bytes, per item of the module doc) to train the last ``train_last`` weighted layers."""
+              recompute: bool = False, bf16: bool = False) -> dict[str, Any]:
+    """RAM (bytes, per item of the module doc) to train the last ``train_last`` weighted layers;
+    bf16: a 16-bit optimiser state (SGD / Adam state='bf16': 2 B a value, the gradient sums kept)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
     if momentum and adam:
@@ -121,8 +122,10 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     if batch > 1 and sums is False and (adam or not momentum or sparse):
         raise ValueError(f"--no-sums at --batch {batch}: needs --momentum (SGD momentum) and no --sparse "
                          "(the Trainer refuses the rest)")
-    nosums = not adam and ((batch == 1 and (sums is False or (sums is None and not sparse)))
-                           or (batch > 1 and sums is False))
+    if bf16 and sums is False:
+        raise ValueError("--no-sums with --bf16: a 16-bit optimiser state keeps the gradient sums")
+    nosums = not adam and not bf16 and ((batch == 1 and (sums is False or (sums is None and not sparse)))
+                                        or (batch > 1 and sums is False))
     now = nosums and not momentum
     plan, g = device_plan(), _Graph(m)
     inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
@@ -174,7 +177,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         "layers": [ly.name for ly in trained],
         "first": m.layers[first].name,
         "mode": mode,
-        "optimizer": "adam" if adam else "sgd+momentum" if momentum else "sgd",
+        "optimizer": ("adam" if adam else "sgd+momentum" if momentum else "sgd") + ("+bf16" if bf16 else ""),
         "sparse": sparse,
         "batch": batch,
         "forward": forward,
@@ -182,7 +185,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         "scratch": scratch,
         "hosted": hosted,
         "grads": grads,
-        "optimizer_state": state * (2 if adam else 1 if momentum else 0),
+        "optimizer_state": (state // 2 if bf16 else state) * (2 if adam else 1 if momentum else 0),
         "master": master,
         "copies": copies,
         "sparse_bytes": SPARSE_BYTES_PER_CHANNEL * sum(out_c) if sparse else 0,
@@ -325,7 +328,8 @@ def saved_activations(m: Model, train_last: int, rank: int) -> dict[str, Any]:
 
 def report(path: Path, m: Model, train_last: int | None, momentum: bool = False, mode: str = "int8",
            adam: bool = False, sparse: bool = False, batch: int = 1,
-           sums: bool | None = None, recompute: bool = False, memflora: int | None = None) -> dict[str, Any]:
+           sums: bool | None = None, recompute: bool = False, memflora: int | None = None,
+           bf16: bool = False) -> dict[str, Any]:
     data = path.read_bytes()
     kinds: dict[str, dict[str, int]] = {}
     for t in m.tensors:
@@ -342,7 +346,7 @@ def report(path: Path, m: Model, train_last: int | None, momentum: bool = False,
         "tensor_kinds": kinds, "tensors": tensors, "inference_activations": inference_ram(m),
     }
     if train_last is not None:
-        r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse, batch, sums, recompute)
+        r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse, batch, sums, recompute, bf16)
         if memflora is not None:
             r["memflora"] = saved_activations(m, train_last, memflora)
     r["peak_heap"] = {f"{d}-{w}": peak_heap(m, len(data), d, w, r.get("train"))
@@ -378,7 +382,7 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
                    f"{', sparse updates' if tr['sparse'] else ''}, batch {tr['batch']}):")
         labels = {"forward": f"activations, kept from '{tr['first']}' on", "errors": "int8 error buffers",
                   "scratch": "int32 grad-input scratch", "grads": "float32 gradient accumulators",
-                  "optimizer_state": "float32 optimizer state", "master": "float32 master weights",
+                  "optimizer_state": "optimizer state", "master": "float32 master weights",
                   "copies": "writable copies of the trained layers",
                   "sparse_bytes": "sparse-update norms and masks", "loss": "softmax cross-entropy"}
         for k in TRAIN_ITEMS:
@@ -426,6 +430,7 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--momentum", action="store_true", help="count SGD momentum buffers (with --train-last)")
     p.add_argument("--adam", action="store_true", help="count Adam's two moment buffers (with --train-last)")
     p.add_argument("--sparse", action="store_true", help="count dynamic sparse-update buffers")
+    p.add_argument("--bf16", action="store_true", help="a 16-bit optimiser state (state='bf16', with sums)")
     p.add_argument("--batch", type=int, default=1, metavar="B",
                    help="samples per update (default 1: with --momentum, no gradient sums)")
     p.add_argument("--no-sums", action="store_true",
@@ -454,7 +459,7 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
     if args.batch < 1:
         raise ValueError(f"--batch {args.batch}: must be >= 1")
     r = report(path, m, args.train_last, args.momentum, args.mode, args.adam, args.sparse, args.batch,
-               False if args.no_sums else None, args.recompute, args.memflora)
+               False if args.no_sums else None, args.recompute, args.memflora, args.bf16)
     print(json.dumps(r, indent=1) if args.json else format_report(r, args.tensors))
     return 0
 

@@ -67,7 +67,7 @@ FLOAT_CHECKS = ("mt_finite_check", "mt_nonneg_check", "mt_positive_check", "mt_u
 LENGTH_C = {
     "in_h * in_w * in_c": "mt_conv_in_n(p)", "out_h * out_w * out_c": "mt_conv_out_n(p)",
     "out_c * k_h * k_w * in_c / groups": "mt_conv_w_n(p)",
-    "hw * (c2 if part else c1)": "p->hw * (part ? p->c2 : p->c1)",
+    "hw * (c2 if part else c1)": "p->hw * (part ? p->c2 : p->c1)", "2 * len(g)": "2 * (int32_t)g_n",
     "hw * len(e)": "hw * (int32_t)e_n", "len(g) / k": "n_ch", "len(x) / k": "n_ch", "len(y) / k": "n_ch",
 }
 ANY = ("1..256", "a multiple of c", "1..65535")

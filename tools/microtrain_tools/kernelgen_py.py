@@ -132,6 +132,8 @@ def _length(nm: Names, a: Arg) -> str | None:
         return m.group(1) + "_n"
     if t == "hw * len(e)":
         return "hw * e_n"
+    if t == "2 * len(g)":
+        return "2 * g_n"
     args = {x.name for x in nm.f.args}
     fields = set(nm.fields.get(nm.desc, ()))
 

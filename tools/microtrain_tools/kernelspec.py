@@ -646,6 +646,33 @@ g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
         ), overlaps=(
             ("m", "g"), ("v", "g"), ("v", "m"), ("g", "touched"), ("m", "touched"), ("v", "touched"),
         ), doc="Adam moments and direction with bias correction (b1t = b1^t, b2t = b2^t)."),
+        Func("update_bf16_momentum", "None",
+             call="mt_update_bf16_momentum(g, v, n_ch, k, touched, mom)",
+             fpu=True, args=(
+            Arg("g", "f32", io="inout"),
+            Arg("v", "s8", io="inout", length="2 * len(g)"),
+            Arg("k", "int", checks=("mt_update_k_check",)),
+            Arg("touched", "mask", length="len(g) / k", bad="skip"),
+            Arg("mom", "float", checks=("mt_unit_check",)),
+        ), overlaps=(
+            ("v", "g"), ("g", "touched"), ("v", "touched"),
+        ), doc="update_f32_momentum with a bfloat16 v (2 bytes a value, rounded to nearest even)."),
+        Func("update_bf16_adam", "None",
+             call="mt_update_bf16_adam(g, m, v, n_ch, k, touched, b1, b2, b1t, b2t, eps)",
+             fpu=True, args=(
+            Arg("g", "f32", io="inout"),
+            Arg("m", "s8", io="inout", length="2 * len(g)"),
+            Arg("v", "s8", io="inout", length="2 * len(g)"),
+            Arg("k", "int", checks=("mt_update_k_check",)),
+            Arg("touched", "mask", length="len(g) / k", bad="skip"),
+            Arg("b1", "float", checks=("mt_unit_check",)),
+            Arg("b2", "float", checks=("mt_unit_check",)),
+            Arg("b1t", "float", checks=("mt_unit_check",)),
+            Arg("b2t", "float", checks=("mt_unit_check",)),
+            Arg("eps", "float", checks=("mt_positive_check",)),
+        ), overlaps=(
+            ("m", "g"), ("v", "g"), ("v", "m"), ("g", "touched"), ("m", "touched"), ("v", "touched"),
+        ), doc="update_f32_adam with bfloat16 moments (2 bytes a value, rounded to nearest even)."),
         Func("update_s8_apply", "int", returns="rng", fpu=True, args=(
             Arg("w", "s8", io="inout", length="n_ch * k"),
             Arg("w_scale", "f32", io="inout", length="n_ch in 1..65535", checks=("mt_channel_count_check",)),

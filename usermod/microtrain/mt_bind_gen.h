@@ -1197,6 +1197,89 @@ static mp_obj_t mod_update_f32_adam(size_t n_args, const mp_obj_t *args) {
 #endif
 
 #if MT_HAS_FLOAT
+typedef struct {  // update_bf16_momentum
+    float *g;
+    size_t g_n;
+    int32_t k;
+    int32_t n_ch;
+    int8_t *v;
+    const uint8_t *touched;
+    float mom;
+} mt_update_bf16_momentum_args_t;
+static MT_INLINE void mt_update_bf16_momentum_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_update_bf16_momentum_args_t *a) {
+    (void)n_args;
+    a->g = mt_update_g(fn, "g", args[0], args[2], &a->k, &a->g_n);
+    a->n_ch = (int32_t)mt_udiv_u32((uint32_t)a->g_n, (uint32_t)a->k);
+    a->v = mt_out_s8(fn, "v", args[1], 2 * (int32_t)a->g_n);
+    a->touched = mt_touched(fn, args[3], a->n_ch);
+    a->mom = mt_fscalar(fn, "mom", args[4], mt_unit_check);
+    mt_no_overlap(fn, "v", a->v, (size_t)(2 * (int32_t)a->g_n), "g", a->g, a->g_n * 4);
+    if (a->touched != NULL) {
+        mt_no_overlap(fn, "g", a->g, a->g_n * 4, "touched", a->touched, (size_t)a->n_ch);
+    }
+    if (a->touched != NULL) {
+        mt_no_overlap(fn, "v", a->v, (size_t)(2 * (int32_t)a->g_n), "touched", a->touched, (size_t)a->n_ch);
+    }
+}
+static mp_obj_t mod_update_bf16_momentum(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "update_bf16_momentum";
+    mt_update_bf16_momentum_args_t a;
+    mt_update_bf16_momentum_args(fn, n_args, args, &a);
+    mt_update_bf16_momentum(a.g, a.v, a.n_ch, a.k, a.touched, a.mom);
+    return mp_const_none;
+}
+#endif
+
+#if MT_HAS_FLOAT
+typedef struct {  // update_bf16_adam
+    float *g;
+    size_t g_n;
+    int32_t k;
+    int32_t n_ch;
+    int8_t *m;
+    int8_t *v;
+    const uint8_t *touched;
+    float b1;
+    float b2;
+    float b1t;
+    float b2t;
+    float eps;
+} mt_update_bf16_adam_args_t;
+static MT_INLINE void mt_update_bf16_adam_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_update_bf16_adam_args_t *a) {
+    (void)n_args;
+    a->g = mt_update_g(fn, "g", args[0], args[3], &a->k, &a->g_n);
+    a->n_ch = (int32_t)mt_udiv_u32((uint32_t)a->g_n, (uint32_t)a->k);
+    a->m = mt_out_s8(fn, "m", args[1], 2 * (int32_t)a->g_n);
+    a->v = mt_out_s8(fn, "v", args[2], 2 * (int32_t)a->g_n);
+    a->touched = mt_touched(fn, args[4], a->n_ch);
+    a->b1 = mt_fscalar(fn, "b1", args[5], mt_unit_check);
+    a->b2 = mt_fscalar(fn, "b2", args[6], mt_unit_check);
+    a->b1t = mt_fscalar(fn, "b1t", args[7], mt_unit_check);
+    a->b2t = mt_fscalar(fn, "b2t", args[8], mt_unit_check);
+    a->eps = mt_fscalar(fn, "eps", args[9], mt_positive_check);
+    mt_no_overlap(fn, "m", a->m, (size_t)(2 * (int32_t)a->g_n), "g", a->g, a->g_n * 4);
+    mt_no_overlap(fn, "v", a->v, (size_t)(2 * (int32_t)a->g_n), "g", a->g, a->g_n * 4);
+    mt_no_overlap(fn, "v", a->v, (size_t)(2 * (int32_t)a->g_n), "m", a->m, (size_t)(2 * (int32_t)a->g_n));
+    if (a->touched != NULL) {
+        mt_no_overlap(fn, "g", a->g, a->g_n * 4, "touched", a->touched, (size_t)a->n_ch);
+    }
+    if (a->touched != NULL) {
+        mt_no_overlap(fn, "m", a->m, (size_t)(2 * (int32_t)a->g_n), "touched", a->touched, (size_t)a->n_ch);
+    }
+    if (a->touched != NULL) {
+        mt_no_overlap(fn, "v", a->v, (size_t)(2 * (int32_t)a->g_n), "touched", a->touched, (size_t)a->n_ch);
+    }
+}
+static mp_obj_t mod_update_bf16_adam(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "update_bf16_adam";
+    mt_update_bf16_adam_args_t a;
+    mt_update_bf16_adam_args(fn, n_args, args, &a);
+    mt_update_bf16_adam(a.g, a.m, a.v, a.n_ch, a.k, a.touched, a.b1, a.b2, a.b1t, a.b2t, a.eps);
+    return mp_const_none;
+}
+#endif
+
+#if MT_HAS_FLOAT
 typedef struct {  // update_f32_ratios
     const float *w_scale;
     size_t w_scale_n;

@@ -61,6 +61,8 @@
     X(MP_QSTR_update_f32_momentum, mod_update_f32_momentum, mod_update_f32_momentum_obj, 5, 5) \
     X(MP_QSTR_update_f32_scale, mod_update_f32_scale, mod_update_f32_scale_obj, 4, 4) \
     X(MP_QSTR_update_f32_adam, mod_update_f32_adam, mod_update_f32_adam_obj, 10, 10) \
+    X(MP_QSTR_update_bf16_momentum, mod_update_bf16_momentum, mod_update_bf16_momentum_obj, 5, 5) \
+    X(MP_QSTR_update_bf16_adam, mod_update_bf16_adam, mod_update_bf16_adam_obj, 10, 10) \
     X(MP_QSTR_update_s8_apply, mod_update_s8_apply, mod_update_s8_apply_obj, 15, 15) \
     X(MP_QSTR_update_s8_apply_keep, mod_update_s8_apply_keep, mod_update_s8_apply_keep_obj, 15, 15) \
     X(MP_QSTR_update_f32_ratios, mod_update_f32_ratios, mod_update_f32_ratios_obj, 3, 3)

@@ -347,6 +347,11 @@ void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const u
 void mt_update_f32_scale(float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a);
 void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, const uint8_t *touched, float b1,
                         float b2, float b1t, float b2t, float eps);
+// The same with a bfloat16 state (two little-endian bytes a value): the arithmetic is
+// float32, the state rounded to nearest even when stored; g takes the float32 value.
+void mt_update_bf16_momentum(float *g, int8_t *v, int32_t n_ch, int32_t k, const uint8_t *touched, float mom);
+void mt_update_bf16_adam(float *g, int8_t *m, int8_t *v, int32_t n_ch, int32_t k, const uint8_t *touched, float b1,
+                         float b2, float b1t, float b2t, float eps);
 int32_t mt_update_s8_apply(const mt_update_layer_t *L, const uint8_t *touched, float lr, int32_t rng, float *scratch);
 // mt_update_s8_apply with gw and gb only read (the step direction is the optimiser's
 // momentum, which must survive the step): the same results bit for bit; scratch holds

@@ -49,6 +49,16 @@ static float mt_from_bits(uint32_t u) {
     return b.f;
 }
 
+// A subnormal float32 becomes a zero of its sign; everything else is unchanged
+// (docs/numerics.md, "Update": the optimiser state's decay product). An integer
+// test on the exponent bits, branch-free: a float compare on a subnormal would
+// itself take the slow path this avoids.
+static float mt_ftz(float x) {
+    const uint32_t u = mt_bits(x);
+    const uint32_t keep = (u & 0x7F800000u) != 0u ? 0xFFFFFFFFu : 0x80000000u;
+    return mt_from_bits(u & keep);
+}
+
 static int mt_finite(float x) {
     return (mt_bits(x) & 0x7F800000u) != 0x7F800000u;
 }
@@ -291,7 +301,8 @@ void mt_update_f32_axpby(float *y, const float *x, int32_t n_ch, int32_t k, cons
     }
 }
 
-// SGD momentum: v = mom * v + g; g = v.
+// SGD momentum: v = ftz(mom * v) + g; g = v (the decayed state flushed: a
+// value that only decays would otherwise sink through the subnormal range).
 MT_NOCONTRACT
 void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const uint8_t *touched, float mom) {
     for (int32_t c = 0; c < n_ch; ++c) {
@@ -301,8 +312,8 @@ void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const u
         float *gc = g + (size_t)c * (size_t)k, *vc = v + (size_t)c * (size_t)k;
         size_t i = 0;
         for (; i + 2 <= (size_t)k; i += 2) {  // two at a time: less loop overhead per value
-            const float t0 = mom * vc[i];
-            const float t1 = mom * vc[i + 1];
+            const float t0 = mt_ftz(mom * vc[i]);
+            const float t1 = mt_ftz(mom * vc[i + 1]);
             const float d0 = t0 + gc[i];
             const float d1 = t1 + gc[i + 1];
             vc[i] = d0;
@@ -311,7 +322,7 @@ void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const u
             gc[i + 1] = d1;
         }
         if (i < (size_t)k) {
-            const float t = mom * vc[i];
+            const float t = mt_ftz(mom * vc[i]);
             const float d = t + gc[i];
             vc[i] = d;
             gc[i] = d;
@@ -319,9 +330,9 @@ void mt_update_f32_momentum(float *g, float *v, int32_t n_ch, int32_t k, const u
     }
 }
 
-// x = a * x on the touched channels: SGD momentum at batch 1 scales v by the
-// momentum coefficient and then accumulates the sample's gradient straight
-// into it (no float32 gradient sums).
+// x = ftz(a * x) on the touched channels: SGD momentum at batch 1 scales v by
+// the momentum coefficient and then accumulates the sample's gradient straight
+// into it (no float32 gradient sums), so the flush is update_f32_momentum's.
 MT_NOCONTRACT
 void mt_update_f32_scale(float *x, int32_t n_ch, int32_t k, const uint8_t *touched, float a) {
     for (int32_t c = 0; c < n_ch; ++c) {
@@ -330,12 +341,12 @@ void mt_update_f32_scale(float *x, int32_t n_ch, int32_t k, const uint8_t *touch
         }
         const size_t base = (size_t)c * (size_t)k;
         for (size_t i = base; i < base + (size_t)k; ++i) {
-            x[i] = a * x[i];
+            x[i] = mt_ftz(a * x[i]);
         }
     }
 }
 
-// Adam: m = b1 * m + (1 - b1) * g; v = b2 * v + ((1 - b2) * g) * g;
+// Adam: m = ftz(b1 * m) + (1 - b1) * g; v = ftz(b2 * v) + ((1 - b2) * g) * g;
 // g = (m / (1 - b1t)) / (sqrt(v / (1 - b2t)) + eps), b1t = b1^t, b2t = b2^t.
 MT_NOCONTRACT
 void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, const uint8_t *touched, float b1,
@@ -349,15 +360,81 @@ void mt_update_f32_adam(float *g, float *m, float *v, int32_t n_ch, int32_t k, c
         const size_t base = (size_t)ch * (size_t)k;
         for (size_t i = base; i < base + (size_t)k; ++i) {
             const float d = g[i];
-            const float m1a = b1 * m[i];
+            const float m1a = mt_ftz(b1 * m[i]);
             const float m1b = a1 * d;
             const float m1 = m1a + m1b;
-            const float m2a = b2 * v[i];
+            const float m2a = mt_ftz(b2 * v[i]);
             const float m2b = a2 * d;
             const float m2c = m2b * d;
             const float m2 = m2a + m2c;
             m[i] = m1;
             v[i] = m2;
+            const float num = m1 / c1;
+            const float r = m2 / c2;
+            const float den = mt_sqrt_f32(r) + eps;
+            g[i] = num / den;
+        }
+    }
+}
+
+// A bfloat16 state value: the upper half of a float32, two little-endian bytes
+// (read and written a byte at a time: a byte buffer promises no alignment).
+static float mt_bf16_load(const int8_t *p) {
+    const uint8_t *q = (const uint8_t *)p;
+    return mt_from_bits(((uint32_t)q[0] | ((uint32_t)q[1] << 8)) << 16);
+}
+
+// x rounded to bfloat16, to nearest with ties to even (a carry into the exponent
+// is the right result, up to infinity); a NaN keeps its sign and top bits, quietened.
+static void mt_bf16_store(int8_t *p, float x) {
+    const uint32_t u = mt_bits(x);
+    const uint32_t r =
+        (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u >> 16) | 0x0040u) : ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    uint8_t *q = (uint8_t *)p;
+    q[0] = (uint8_t)(r & 0xFFu);
+    q[1] = (uint8_t)(r >> 8);
+}
+
+// SGD momentum, bfloat16 state: d = ftz(mom * v) + g; v = bf16(d); g = d.
+MT_NOCONTRACT
+void mt_update_bf16_momentum(float *g, int8_t *v, int32_t n_ch, int32_t k, const uint8_t *touched, float mom) {
+    for (int32_t c = 0; c < n_ch; ++c) {
+        if (touched != NULL && touched[c] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)c * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            const float t = mt_ftz(mom * mt_bf16_load(v + 2 * i));
+            const float d = t + g[i];
+            mt_bf16_store(v + 2 * i, d);
+            g[i] = d;
+        }
+    }
+}
+
+// Adam, bfloat16 moments: update_f32_adam's float32 values, each moment rounded
+// when stored; the direction from the float32 values.
+MT_NOCONTRACT
+void mt_update_bf16_adam(float *g, int8_t *m, int8_t *v, int32_t n_ch, int32_t k, const uint8_t *touched, float b1,
+                         float b2, float b1t, float b2t, float eps) {
+    const float a1 = 1.0f - b1, a2 = 1.0f - b2;
+    const float c1 = 1.0f - b1t, c2 = 1.0f - b2t;
+    for (int32_t ch = 0; ch < n_ch; ++ch) {
+        if (touched != NULL && touched[ch] == 0u) {
+            continue;
+        }
+        const size_t base = (size_t)ch * (size_t)k;
+        for (size_t i = base; i < base + (size_t)k; ++i) {
+            const float d = g[i];
+            const float m1a = mt_ftz(b1 * mt_bf16_load(m + 2 * i));
+            const float m1b = a1 * d;
+            const float m1 = m1a + m1b;
+            const float m2a = mt_ftz(b2 * mt_bf16_load(v + 2 * i));
+            const float m2b = a2 * d;
+            const float m2c = m2b * d;
+            const float m2 = m2a + m2c;
+            mt_bf16_store(m + 2 * i, m1);
+            mt_bf16_store(v + 2 * i, m2);
             const float num = m1 / c1;
             const float r = m2 / c2;
             const float den = mt_sqrt_f32(r) + eps;

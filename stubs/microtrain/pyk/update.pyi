@@ -1,5 +1,7 @@
 # microtrain.pyk.update: the pure-Python kernels of usermod/microtrain/update.c: same arguments,
 # checks and bit-exact results as the native module's (docs/numerics.md).
+from _microtrain import update_bf16_adam as update_bf16_adam
+from _microtrain import update_bf16_momentum as update_bf16_momentum
 from _microtrain import update_f32_adam as update_f32_adam
 from _microtrain import update_f32_axpby as update_f32_axpby
 from _microtrain import update_f32_check as update_f32_check

@@ -117,6 +117,11 @@ from microtrain_tools.reference.oracle_shape import (
     upsample_s8_grad_input,
 )
 from microtrain_tools.reference.oracle_update import (
+    bf16_to_f32,
+    f32_to_bf16,
+    ftz,
+    update_bf16_adam,
+    update_bf16_momentum,
     update_f32_adam,
     update_f32_axpby,
     update_f32_check,
@@ -132,6 +137,11 @@ from microtrain_tools.reference.oracle_update import (
 )
 
 __all__ = [
+    "bf16_to_f32",
+    "f32_to_bf16",
+    "ftz",
+    "update_bf16_adam",
+    "update_bf16_momentum",
     "add_params",
     "add_s8_forward",
     "add_s8_grad_merge",

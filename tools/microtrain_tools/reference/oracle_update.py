@@ -32,6 +32,15 @@ def _upd_g(g_in: ArrayLike, k: int, fn: str, name: str = "g") -> tuple[F32, int]
     return g.reshape(-1, k).copy(), g.size // k
 
 
+def ftz(x: ArrayLike) -> F32:
+    """float32 x with every subnormal replaced by a zero of its sign (the optimiser state's decay
+    product, docs/numerics.md "Update")."""
+    a = np.asarray(x, dtype=np.float32)
+    u = a.view(np.uint32)
+    return np.where((u & np.uint32(0x7F800000)) != 0, u, u & np.uint32(0x80000000)).astype(
+        np.uint32).view(np.float32)
+
+
 def update_u8_touch(touched: ArrayLike, mask: ArrayLike | None) -> U8:
     """touched | (mask != 0) (mask None: every channel) -> new touched (0 / 1)."""
     t = (_s8(touched, "update_u8_touch", "touched") & 0xFF).astype(np.uint8)
@@ -105,18 +114,19 @@ def update_f32_axpby(y_in: ArrayLike, x: ArrayLike, k: int, touched: ArrayLike |
 
 def update_f32_momentum(g_in: ArrayLike, v_in: ArrayLike, k: int, touched: ArrayLike | None,
                         mom: float) -> tuple[F32, F32]:
-    """v = mom * v + g; g = v (touched channels) -> (g, v)."""
+    """v = ftz(mom * v) + g; g = v (touched channels) -> (g, v)."""
     g, n_ch = _upd_g(g_in, k, "update_f32_momentum")
     v = np.array(v_in, dtype=np.float32).reshape(-1, k)
     rows = _touched_rows(touched, n_ch, "update_f32_momentum")
-    d = np.float32(mom) * v[rows] + g[rows]
+    with np.errstate(under="ignore"):
+        d = ftz(np.float32(mom) * v[rows]) + g[rows]
     v[rows] = d
     g[rows] = d
     return g.reshape(-1), v.reshape(-1)
 
 
 def update_f32_scale(x_in: ArrayLike, k: int, touched: ArrayLike | None, a: float) -> F32:
-    """x = a * x on the touched channels (a finite)."""
+    """x = ftz(a * x) on the touched channels (a finite)."""
     fn = "update_f32_scale"
     x, n_ch = _upd_g(x_in, k, fn, "x")
     rows = _touched_rows(touched, n_ch, fn)
@@ -125,7 +135,7 @@ def update_f32_scale(x_in: ArrayLike, k: int, touched: ArrayLike | None, a: floa
     if not np.isfinite(a32):
         raise _fail(fn, "a", "must be finite")
     with np.errstate(over="ignore", under="ignore"):
-        x[rows] = a32 * x[rows]
+        x[rows] = ftz(a32 * x[rows])
     return x.reshape(-1)
 
 
@@ -139,12 +149,68 @@ def update_f32_adam(g_in: ArrayLike, m_in: ArrayLike, v_in: ArrayLike, k: int, t
     one = np.float32(1.0)
     f1, f2 = np.float32(b1), np.float32(b2)
     d = g[rows]
-    m1 = f1 * m[rows] + (one - f1) * d
-    m2 = f2 * v[rows] + ((one - f2) * d) * d
+    with np.errstate(under="ignore"):
+        m1 = ftz(f1 * m[rows]) + (one - f1) * d
+        m2 = ftz(f2 * v[rows]) + ((one - f2) * d) * d
     m[rows] = m1
     v[rows] = m2
     g[rows] = (m1 / (one - np.float32(b1t))) / (np.sqrt(m2 / (one - np.float32(b2t))) + np.float32(eps))
     return g.reshape(-1), m.reshape(-1), v.reshape(-1)
+
+
+def bf16_to_f32(v: ArrayLike) -> F32:
+    """bfloat16 state bytes (two little-endian bytes a value) -> float32 values."""
+    b = np.frombuffer(np.asarray(v).astype(np.uint8).tobytes(), dtype="<u2")
+    return (b.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def f32_to_bf16(x: ArrayLike) -> NDArray[np.uint8]:
+    """float32 -> bfloat16 bytes, rounded to nearest with ties to even (a NaN keeps its sign and
+    upper bits, quietened)."""
+    u = np.asarray(x, dtype=np.float32).reshape(-1).view(np.uint32).astype(np.uint64)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    r = np.where(nan, (u >> 16) | 0x40, (u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+    return np.frombuffer(r.tobytes(), dtype=np.uint8).copy()
+
+
+def update_bf16_momentum(g_in: ArrayLike, v_in: ArrayLike, k: int, touched: ArrayLike | None,
+                         mom: float) -> tuple[F32, NDArray[np.uint8]]:
+    """update_f32_momentum with a bfloat16 v: d = ftz(mom * v) + g; v = bf16(d); g = d (touched
+    channels) -> (g, v bytes)."""
+    g, n_ch = _upd_g(g_in, k, "update_bf16_momentum")
+    vb = np.asarray(v_in).astype(np.uint8).reshape(-1).copy()
+    v = bf16_to_f32(vb).reshape(-1, k)
+    rows = _touched_rows(touched, n_ch, "update_bf16_momentum")
+    with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+        d = ftz(np.float32(mom) * v[rows]) + g[rows]
+    g[rows] = d
+    vb = vb.reshape(n_ch, 2 * k)
+    vb[rows] = f32_to_bf16(d).reshape(-1, 2 * k)
+    return g.reshape(-1), vb.reshape(-1)
+
+
+def update_bf16_adam(g_in: ArrayLike, m_in: ArrayLike, v_in: ArrayLike, k: int, touched: ArrayLike | None,
+                     b1: float, b2: float, b1t: float, b2t: float,
+                     eps: float) -> tuple[F32, NDArray[np.uint8], NDArray[np.uint8]]:
+    """update_f32_adam with bfloat16 moments, each rounded when stored; the direction from the
+    float32 values -> (g, m bytes, v bytes)."""
+    g, n_ch = _upd_g(g_in, k, "update_bf16_adam")
+    mb = np.asarray(m_in).astype(np.uint8).reshape(-1).copy()
+    vb = np.asarray(v_in).astype(np.uint8).reshape(-1).copy()
+    m = bf16_to_f32(mb).reshape(-1, k)
+    v = bf16_to_f32(vb).reshape(-1, k)
+    rows = _touched_rows(touched, n_ch, "update_bf16_adam")
+    one = np.float32(1.0)
+    f1, f2 = np.float32(b1), np.float32(b2)
+    d = g[rows]
+    with np.errstate(under="ignore", over="ignore", invalid="ignore", divide="ignore"):
+        m1 = ftz(f1 * m[rows]) + (one - f1) * d
+        m2 = ftz(f2 * v[rows]) + ((one - f2) * d) * d
+        g[rows] = (m1 / (one - np.float32(b1t))) / (np.sqrt(m2 / (one - np.float32(b2t))) + np.float32(eps))
+    mb, vb = mb.reshape(n_ch, 2 * k), vb.reshape(n_ch, 2 * k)
+    mb[rows] = f32_to_bf16(m1).reshape(-1, 2 * k)
+    vb[rows] = f32_to_bf16(m2).reshape(-1, 2 * k)
+    return g.reshape(-1), mb.reshape(-1), vb.reshape(-1)
 
 
 def update_f32_ratios(w_scale: ArrayLike, r: int) -> tuple[int, NDArray[np.int32]]:

@@ -150,7 +150,9 @@ class RefTrainer:
         # its default on a build with an FPU, as the host's), with plain SGD each layer steps
         # during backward (stepwise.StepInBackward): the same arithmetic; with a sparse policy
         # (sums=False only) its stochastic-rounding draws follow its update order, last layer first
-        sgd1 = batch == 1 and isinstance(o, SGD) and not o.weight_decay and not o.standardize
+        # (a bfloat16 state keeps the sums on the device: its grad-weight kernels add into float32)
+        sgd1 = (batch == 1 and isinstance(o, SGD) and not o.weight_decay and not o.standardize
+                and (o.state == "f32" or not o.momentum))
         nosums = sgd1 and (sums is False or (sums is None and sparse is None))
         # batch > 1, sums=False: the batch folded into the momentum (backward.IntoMomentum): v = m v at the
         # batch's first sample, each gradient added with the scales (s_x s) / batch, s / batch,
@@ -302,6 +304,8 @@ class RefTrainer:
                         va = _f32(self.m.data(st[4])).reshape(-1).copy()
                         vb = _f32(self.m.data(st[5])).reshape(-1).copy()
                     rl.state = [a, b, va, vb]
+                if rl.state is not None and self.opt.state == "bf16":  # rounded as the device loads it
+                    rl.state = [o.bf16_to_f32(o.f32_to_bf16(x)) for x in rl.state]
 
     # -- forward / backward --------------------------------------------------------------
 
@@ -528,10 +532,10 @@ class RefTrainer:
                         arrive(t, e.copy(), s)
 
     def _scale_momentum(self, rl: RefLayer) -> None:
-        """v = m v (float32, update_f32_scale) of a folding layer, once per batch."""
+        """v = ftz(m v) (float32, update_f32_scale) of a folding layer, once per batch."""
         assert rl.state is not None
         m = _f(self.fl.param(self.opt.momentum))
-        rl.state = [(a * m).astype(np.float32) for a in rl.state]
+        rl.state = [o.ftz((a * m).astype(np.float32)) for a in rl.state]
         self._folded.add(rl.index)
 
     # -- the public steps ----------------------------------------------------------------

@@ -35,6 +35,7 @@ class SGD:
     weight_decay: float = 0.0
     standardize: bool = False
     rounding: str = "auto"  # "nearest", "stochastic", or "auto" (stochastic for layers without a master)
+    state: str = "f32"  # or "bf16": the state rounded to bfloat16 when stored (docs/numerics.md)
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Adam:
     weight_decay: float = 0.0
     standardize: bool = False
     rounding: str = "auto"
+    state: str = "f32"
 
 
 class DynamicSparse:

@@ -147,6 +147,14 @@ def quantize_multiplier_f32(real: np.float32) -> tuple[int, int]:
     return (m, -31) if m else (0, 0)
 
 
+def _stored(opt: SGD | Adam, x: F32) -> F32:
+    """A state value as the optimiser stores it: float32, or rounded to bfloat16 (state='bf16'),
+    kept here as the float32 it stands for."""
+    if opt.state == "bf16":
+        return o.bf16_to_f32(o.f32_to_bf16(x)).reshape(x.shape)
+    return x
+
+
 def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float32, np.float32], rng: int,
             fl: Floats = DOUBLE, fold: bool = False) -> int:
     """Update one layer (all float32, docs/training.md, Update); returns the new generator state.
@@ -191,8 +199,8 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float
         shape = g.shape
         if isinstance(opt, SGD):
             v = st[i].reshape(shape).copy()
-            d = _f(fl.param(opt.momentum)) * v[rows] + g[rows]
-            v[rows] = d
+            d = o.ftz(_f(fl.param(opt.momentum)) * v[rows]) + g[rows]
+            v[rows] = _stored(opt, d)
             g[rows] = d
             st[i] = v.reshape(-1)
         else:
@@ -201,10 +209,10 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float
             m = st[i].reshape(shape).copy()
             v = st[i + 2].reshape(shape).copy()
             d = g[rows]
-            m1 = b1 * m[rows] + (one - b1) * d
-            m2 = b2 * v[rows] + ((one - b2) * d) * d
-            m[rows] = m1
-            v[rows] = m2
+            m1 = o.ftz(b1 * m[rows]) + (one - b1) * d
+            m2 = o.ftz(b2 * v[rows]) + ((one - b2) * d) * d
+            m[rows] = _stored(opt, m1)
+            v[rows] = _stored(opt, m2)
             g[rows] = (m1 / (one - bt[0])) / (np.sqrt(m2 / (one - bt[1])) + _f(fl.param(opt.eps)))
             st[i] = m.reshape(-1)
             st[i + 2] = v.reshape(-1)
