@@ -80,4 +80,10 @@ SPECS: dict[str, list[tuple[str, str]]] = {
                              ("master_b", "skip"), ("touched", "skip"), ("lr", "float"), ("s_in", "float"),
                              ("s_out", "float"), ("rng", "int"), ("scratch", "f32min")],
     "update_f32_ratios": [("w_scale", "f32io"), ("r", "int"), ("wr", "i32out")],
+    "mul_s8_forward": [("desc", "desc"), ("x1", "s8"), ("x2", "s8"), ("y", "s8out")],
+    "mul_s8_grad_x1": [("desc", "desc"), ("e", "s8"), ("x2", "s8"), ("ein", "s8out")],
+    "mul_s8_grad_x2": [("desc", "desc"), ("e", "s8"), ("x1", "s8"), ("acc", "i32out"), ("ein", "s8out")],
+    "matmul_s8_forward": [("desc", "desc"), ("a", "s8"), ("b", "s8"), ("y", "s8out")],
+    "matmul_s8_grad_a": [("desc", "desc"), ("e", "s8"), ("b", "s8"), ("acc", "i32out"), ("ein", "s8out")],
+    "matmul_s8_grad_b": [("desc", "desc"), ("e", "s8"), ("a", "s8"), ("acc", "i32out"), ("ein", "s8out")],
 }

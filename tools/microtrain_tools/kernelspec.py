@@ -704,6 +704,76 @@ wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ra
 Returns the index of the first maximum of w_scale.
 """),
     )),
+    Section("element-wise mul (desc: 11 int32), matmul of two activations (desc: 11 int32)", funcs=(
+        Func("mul_s8_forward", "None",
+             call="mt_mul_s8_forward(p, x1, x2, y)",
+             args=(
+            Arg("desc", "desc", checks=("mt_mul_check",)),
+            Arg("x1", "s8", length="hw * c"),
+            Arg("x2", "s8", length="hw2 * c2"),
+            Arg("y", "s8", io="out", length="hw * c"),
+        ), overlaps=(
+            ("y", "x1"), ("y", "x2"),
+        ), same_ok=(("y", "x1"), ("y", "x2")),
+            doc="y = clamp(requant((x1 - in1_zp) * (x2 - in2_zp)) + out_zp), x2 broadcast (hw2, c2 = 1)."),
+        Func("mul_s8_grad_x1", "int",
+             call="mt_mul_s8_grad_x1(p, e, x2, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_mul_check",)),
+            Arg("e", "s8", length="hw * c"),
+            Arg("x2", "s8", length="hw2 * c2"),
+            Arg("ein", "s8", io="out", length="hw * c"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "x2"),
+        ), same_ok=(("ein", "e"),),
+            doc="ein = dyn_requant(e * (x2 - in2_zp)); base scale s_e * s_2; ein may be e."),
+        Func("mul_s8_grad_x2", "int",
+             call="mt_mul_s8_grad_x2(p, e, x1, acc, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_mul_check",)),
+            Arg("e", "s8", length="hw * c"),
+            Arg("x1", "s8", length="hw * c"),
+            Arg("acc", "i32", io="out", length="hw2 * c2"),
+            Arg("ein", "s8", io="out", length="hw2 * c2"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "x1"), ("ein", "acc"), ("acc", "e"), ("acc", "x1"),
+        ), doc="""
+ein = dyn_requant(acc), acc[j] = sum of e * (x1 - in1_zp) over the elements that read x2[j]
+(int32 scratch of len(x2)); base scale s_e * s_1.
+"""),
+        Func("matmul_s8_forward", "None",
+             call="mt_matmul_s8_forward(p, a, b, y)",
+             args=(
+            Arg("desc", "desc", checks=("mt_matmul_check",)),
+            Arg("a", "s8", length="rows * inner"),
+            Arg("b", "s8", length="inner * cols"),
+            Arg("y", "s8", io="out", length="rows * cols"),
+        ), overlaps=(
+            ("y", "a"), ("y", "b"),
+        ), doc="y = clamp(requant(sum (a - a_zp) * (b - b_zp)) + out_zp): A B, or A B^T with tb 1."),
+        Func("matmul_s8_grad_a", "int",
+             call="mt_matmul_s8_grad_a(p, e, b, acc, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_matmul_check",)),
+            Arg("e", "s8", length="rows * cols"),
+            Arg("b", "s8", length="inner * cols"),
+            Arg("acc", "i32", io="out", length="rows * inner"),
+            Arg("ein", "s8", io="out", length="rows * inner"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "b"), ("ein", "acc"), ("acc", "e"), ("acc", "b"),
+        ), doc="Error of a (acc: int32 scratch of len(a)); base scale s_e * s_b."),
+        Func("matmul_s8_grad_b", "int",
+             call="mt_matmul_s8_grad_b(p, e, a, acc, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_matmul_check",)),
+            Arg("e", "s8", length="rows * cols"),
+            Arg("a", "s8", length="rows * inner"),
+            Arg("acc", "i32", io="out", length="inner * cols"),
+            Arg("ein", "s8", io="out", length="inner * cols"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "a"), ("ein", "acc"), ("acc", "e"), ("acc", "a"),
+        ), doc="Error of b, laid out as b (acc: int32 scratch of len(b)); base scale s_e * s_a."),
+    )),
     Section(".mtm model files (docs/format.md)", kernels=False, funcs=(
         Func("mtm_validate", "None", args=(
             Arg("buf", "buf"),

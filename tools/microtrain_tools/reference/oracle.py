@@ -8,7 +8,8 @@ Argument errors raise ``ValueError`` like the binding.
 
 This module gathers them: one file per op family beside it (``oracle_base``: coercion,
 requantisation, geometry; ``oracle_conv``: conv2d, linear; ``oracle_shape``: relu, concat,
-upsample, LUT; ``oracle_pool``: pools, add; ``oracle_loss``: softmax cross-entropy, sparse
+upsample, LUT; ``oracle_pool``: pools, add; ``oracle_mul``: element-wise mul;
+``oracle_attn``: matmul of two activations; ``oracle_loss``: softmax cross-entropy, sparse
 selection, zeroth order; ``oracle_update``: optimiser updates; ``oracle_host``: host-side
 helpers: multipliers, LUTs, weight ratios, loss). Import it as before:
 ``from microtrain_tools.reference import oracle``.
@@ -16,6 +17,12 @@ helpers: multipliers, LUTs, weight ratios, loss). Import it as before:
 
 from __future__ import annotations
 
+from microtrain_tools.reference.oracle_attn import (
+    matmul_params,
+    matmul_s8_forward,
+    matmul_s8_grad_a,
+    matmul_s8_grad_b,
+)
 from microtrain_tools.reference.oracle_base import (
     F32 as F32,
 )
@@ -90,6 +97,12 @@ from microtrain_tools.reference.oracle_loss import (
 from microtrain_tools.reference.oracle_loss import (
     hadamard_signs as hadamard_signs,
 )
+from microtrain_tools.reference.oracle_mul import (
+    mul_params,
+    mul_s8_forward,
+    mul_s8_grad_x1,
+    mul_s8_grad_x2,
+)
 from microtrain_tools.reference.oracle_pool import (
     add_s8_forward,
     add_s8_grad_merge,
@@ -162,10 +175,18 @@ __all__ = [
     "lut_s8_grad_input",
     "lut_tables",
     "make_softmax_lut",
+    "matmul_params",
+    "matmul_s8_forward",
+    "matmul_s8_grad_a",
+    "matmul_s8_grad_b",
     "maxpool_s8_forward",
     "maxpool_s8_grad_input",
     "maxpool_s8_grad_input_act",
     "merge_ratios",
+    "mul_params",
+    "mul_s8_forward",
+    "mul_s8_grad_x1",
+    "mul_s8_grad_x2",
     "quantize_multiplier",
     "relu6_q6",
     "relu6_s8_backward",

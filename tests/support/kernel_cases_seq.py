@@ -1,0 +1,155 @@
+"""Seeded cases of the sequence / attention kernels (element-wise mul, matmul of two
+activations), registered into kernel_cases.OPS / GENERATORS / generate_limits.
+
+Variants: every broadcast shape of mul (same shape, per channel as squeeze-and-excitation,
+per position, one value), zero points at the int8 ends, saturating and extreme
+multipliers, fused-relu clamps, in-place calls; matmul with both layouts of b (A B and
+A B^T), odd inner sizes (the four-byte steps and their tails), sizes of one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import support.kernel_cases as kc
+from microtrain_tools.reference import oracle
+from support.kernel_harness import Alias, Arg, Case, i32, out, s8
+
+Rng = np.random.Generator
+
+# mul's broadcast kinds, cycled: x2 is (hw2, c2) =
+MUL_KINDS = ("same", "channel", "position", "scalar")
+
+
+def _mul_desc(rng: Rng, i: int) -> tuple[list[int], str]:
+    hw = [1, int(rng.integers(2, 30)), int(rng.integers(30, 120)), 7][(i // 4) % 4]
+    c = [1, int(rng.integers(2, 9)), int(rng.integers(9, 40))][(i // 3) % 3]
+    kind = MUL_KINDS[i % 4]
+    hw2, c2 = {"same": (hw, c), "channel": (1, c), "position": (hw, 1), "scalar": (1, 1)}[kind]
+    z1, z2, zo = kc._zp(rng, i), kc._zp(rng, i // 5 + 1), kc._zp(rng, i // 25 + 2)
+    act_min, act_max = kc._act(rng, zo, i // 2)
+    s1, s2, so = (float(10.0 ** rng.uniform(-2.5, -0.5)) for _ in range(3))
+    d = oracle.mul_params(s1, z1, s2, z2, so, zo, hw, c, hw2, c2, act_min, act_max)
+    label = "tflite"
+    if i % 6 == 5:  # extreme multipliers within the descriptor rules
+        d[7], d[8] = int(rng.integers(0, 2**31)), int(rng.integers(-31, 16))
+        label = "extreme"
+    return d, f"{kind}/{label}"
+
+
+def gen_mul_s8_forward(rng: Rng, i: int) -> Case:
+    d, label = _mul_desc(rng, i)
+    n, n2 = d[0] * d[1], d[2] * d[3]
+    x1, x2 = kc._int8(rng, n), kc._int8(rng, n2)
+    if i % 5 == 3:  # in place: y is x1 (or x2 when it has y's shape)
+        which = 2 if n2 == n and rng.random() < 0.5 else 1
+        args: list[Arg] = [i32(d), s8(x1, kc._kind_out(rng)), s8(x2, kc._kind_out(rng)), Alias(which)]
+        return kc.make_case("mul_s8_forward", args, f"{label}/y-is-x{which}")
+    return kc.make_case("mul_s8_forward", [i32(d), s8(x1, kc._kind_in(rng)), s8(x2, kc._kind_in(rng)),
+                                           out(kc._kind_out(rng), n)], label)
+
+
+def gen_mul_s8_grad_x1(rng: Rng, i: int) -> Case:
+    d, label = _mul_desc(rng, i)
+    n, n2 = d[0] * d[1], d[2] * d[3]
+    e = kc._int8(rng, n, ["uniform", "small", "sparse"][i % 3])
+    x2 = kc._int8(rng, n2)
+    if i % 7 == 6:  # the largest products: e = -128, x2 - zp = -255
+        e[:] = -128
+        d[5], x2[:] = 127, -128
+    if i % 5 == 2:  # ein is e
+        return kc.make_case("mul_s8_grad_x1", [i32(d), s8(e, kc._kind_out(rng)), s8(x2, kc._kind_in(rng)),
+                                               Alias(1)], f"{label}/ein-is-e")
+    return kc.make_case("mul_s8_grad_x1", [i32(d), s8(e, kc._kind_in(rng)), s8(x2, kc._kind_in(rng)),
+                                           out(kc._kind_out(rng), n)], label)
+
+
+def gen_mul_s8_grad_x2(rng: Rng, i: int) -> Case:
+    d, label = _mul_desc(rng, i)
+    n, n2 = d[0] * d[1], d[2] * d[3]
+    e = kc._int8(rng, n, ["uniform", "small", "sparse"][i % 3])
+    x1 = kc._int8(rng, n)
+    if i % 7 == 6:
+        e[:] = -128
+        d[4], x1[:] = 127, -128
+    return kc.make_case("mul_s8_grad_x2", [i32(d), s8(e, kc._kind_in(rng)), s8(x1, kc._kind_in(rng)),
+                                           out("i", n2), out(kc._kind_out(rng), n2)], label)
+
+
+def _matmul_desc(rng: Rng, i: int) -> tuple[list[int], str]:
+    rows = [1, int(rng.integers(2, 9)), int(rng.integers(9, 33)), 4][(i // 2) % 4]
+    inner = [1, 3, 4, int(rng.integers(5, 40)), int(rng.integers(40, 130))][(i // 3) % 5]
+    cols = [1, int(rng.integers(2, 9)), int(rng.integers(9, 33))][(i // 4) % 3]
+    tb = i % 2
+    za, zb, zo = kc._zp(rng, i), kc._zp(rng, i // 5 + 1), kc._zp(rng, i // 25 + 2)
+    act_min, act_max = kc._act(rng, zo, i // 2)
+    sa, sb = (float(10.0 ** rng.uniform(-2.5, -1)) for _ in range(2))
+    so = sa * sb * float(10.0 ** rng.uniform(0.5, 3.5))
+    d = oracle.matmul_params(sa, za, sb, zb, so, zo, rows, inner, cols, tb, act_min, act_max)
+    label = "tflite"
+    if i % 6 == 5:
+        d[7], d[8] = int(rng.integers(0, 2**31)), int(rng.integers(-31, 32))
+        label = "extreme"
+    return d, f"tb{tb}/{label}"
+
+
+def gen_matmul_s8_forward(rng: Rng, i: int) -> Case:
+    d, label = _matmul_desc(rng, i)
+    rows, inner, cols = d[:3]
+    a, b = kc._int8(rng, rows * inner), kc._int8(rng, inner * cols)
+    return kc.make_case("matmul_s8_forward", [i32(d), s8(a, kc._kind_in(rng)), s8(b, kc._kind_in(rng)),
+                                              out(kc._kind_out(rng), rows * cols)], label)
+
+
+def gen_matmul_s8_grad_a(rng: Rng, i: int) -> Case:
+    d, label = _matmul_desc(rng, i)
+    rows, inner, cols = d[:3]
+    e, b = kc._int8(rng, rows * cols, ["uniform", "small", "sparse"][i % 3]), kc._int8(rng, inner * cols)
+    return kc.make_case("matmul_s8_grad_a", [i32(d), s8(e, kc._kind_in(rng)), s8(b, kc._kind_in(rng)),
+                                             out("i", rows * inner), out(kc._kind_out(rng), rows * inner)], label)
+
+
+def gen_matmul_s8_grad_b(rng: Rng, i: int) -> Case:
+    d, label = _matmul_desc(rng, i)
+    rows, inner, cols = d[:3]
+    e, a = kc._int8(rng, rows * cols, ["uniform", "small", "sparse"][i % 3]), kc._int8(rng, rows * inner)
+    return kc.make_case("matmul_s8_grad_b", [i32(d), s8(e, kc._kind_in(rng)), s8(a, kc._kind_in(rng)),
+                                             out("i", inner * cols), out(kc._kind_out(rng), inner * cols)], label)
+
+
+GENERATORS = {
+    "mul_s8_forward": gen_mul_s8_forward,
+    "mul_s8_grad_x1": gen_mul_s8_grad_x1,
+    "mul_s8_grad_x2": gen_mul_s8_grad_x2,
+    "matmul_s8_forward": gen_matmul_s8_forward,
+    "matmul_s8_grad_a": gen_matmul_s8_grad_a,
+    "matmul_s8_grad_b": gen_matmul_s8_grad_b,
+}
+
+
+def limits() -> list[Case]:
+    """The accumulator bounds of docs/numerics.md, hit with the extreme operands."""
+    cases = []
+    # mul: 65535 elements per x2 value (per channel over 65535 positions), e = -128, x1 - zp = -255
+    d = [65535, 1, 1, 1, 127, 0, 0, 2**30, 0, -128, 127]
+    cases.append(kc.make_case("mul_s8_grad_x2", [i32(d), s8(np.full(65535, -128)), s8(np.full(65535, -128)),
+                                                 out("i", 1), out("Y", 1)], "limit: 65535 elements per x2"))
+    # mul forward: the largest product at sh 15
+    d = [2, 2, 1, 2, 127, 127, 0, 2**31 - 1, 15, -128, 127]
+    cases.append(kc.make_case("mul_s8_forward", [i32(d), s8([-128] * 4), s8([-128] * 2), out("Y", 4)],
+                              "limit: sh 15"))
+    # matmul forward: inner 32768 of (-128 - 127) * (-128 - 127), both layouts
+    for tb in (0, 1):
+        d = [1, 32768, 2, tb, 127, 127, 0, 2**31 - 1, -31, -128, 127]
+        b = np.full(65536, -128)
+        cases.append(kc.make_case("matmul_s8_forward", [i32(d), s8(np.full(32768, -128)), s8(b), out("Y", 2)],
+                                  f"limit: inner 32768 tb{tb}"))
+    # matmul grads: 65535 terms of -128 * (-128 - 127)
+    for tb in (0, 1):
+        d = [1, 1, 65535, tb, 127, 127, 0, 2**30, 0, -128, 127]
+        cases.append(kc.make_case("matmul_s8_grad_a", [i32(d), s8(np.full(65535, -128)), s8(np.full(65535, -128)),
+                                                       out("i", 1), out("Y", 1)], f"limit: cols 65535 tb{tb}"))
+        d = [65535, 1, 1, tb, 127, 127, 0, 2**30, 0, -128, 127]
+        cases.append(kc.make_case("matmul_s8_grad_b", [i32(d), s8(np.full(65535, -128)), s8(np.full(65535, -128)),
+                                                       out("i", 1), out("Y", 1)], f"limit: rows 65535 tb{tb}"))
+    return cases
