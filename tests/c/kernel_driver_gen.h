@@ -1553,6 +1553,67 @@ static int run_matmul_s8_grad_b(call_t *c, int32_t *ret) {
     return 1;
 }
 
+typedef struct {  // softmax_s8_forward
+    mt_softmax_desc_u pu;
+    const mt_softmax_params_t *p;
+    const int8_t *x;
+    const uint32_t *lut;
+    size_t lut_n;
+    int8_t *y;
+} mt_softmax_s8_forward_args_t;
+static int drv_softmax_s8_forward_args(call_t *c, mt_softmax_s8_forward_args_t *a) {
+    int32_t v[MT_MSG_NVALS];
+    desc_arg(c, 0, "desc", a->pu.a, MT_SOFTMAX_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_softmax_check(a->p));
+    if (failed(c)) return 0;
+    a->x = buf(c, 1, "x", S8, a->p->outer * a->p->n * a->p->inner, 0, NULL);
+    if (failed(c)) return 0;
+    a->lut = buf(c, 2, "lut", U32, -1, 0, &a->lut_n);
+    if (failed(c)) return 0;
+    check_v(c, "lut", mt_softmax_lut_check(a->lut, (uint32_t)a->lut_n, v), v);
+    if (failed(c)) return 0;
+    a->y = buf(c, 3, "y", S8, a->p->outer * a->p->n * a->p->inner, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_softmax_s8_forward(call_t *c, int32_t *ret) {
+    mt_softmax_s8_forward_args_t a;
+    if (!drv_softmax_s8_forward_args(c, &a)) return 0;
+    (void)ret;
+    mt_softmax_s8_forward(a.p, a.x, a.lut, (int32_t)a.lut_n, a.y);
+    return 0;
+}
+
+typedef struct {  // softmax_s8_grad_input
+    mt_softmax_desc_u pu;
+    const mt_softmax_params_t *p;
+    const int8_t *y;
+    const int8_t *e;
+    int8_t *ein;
+} mt_softmax_s8_grad_input_args_t;
+static int drv_softmax_s8_grad_input_args(call_t *c, mt_softmax_s8_grad_input_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_SOFTMAX_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_softmax_check(a->p));
+    if (failed(c)) return 0;
+    a->y = buf(c, 1, "y", S8, a->p->outer * a->p->n * a->p->inner, 0, NULL);
+    if (failed(c)) return 0;
+    a->e = buf(c, 2, "e", S8, a->p->outer * a->p->n * a->p->inner, 0, NULL);
+    if (failed(c)) return 0;
+    a->ein = buf(c, 3, "ein", S8, a->p->outer * a->p->n * a->p->inner, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_softmax_s8_grad_input(call_t *c, int32_t *ret) {
+    mt_softmax_s8_grad_input_args_t a;
+    if (!drv_softmax_s8_grad_input_args(c, &a)) return 0;
+    *ret = mt_softmax_s8_grad_input(a.p, a.y, a.e, a.ein);
+    return 1;
+}
+
 // Every kernel: name, runner (NULL: not in this build), fewest and most arguments.
 static const run_t RUNS[] = {
     {"conv2d_s8_forward", run_conv2d_s8_forward, 7, 7},
@@ -1661,6 +1722,8 @@ static const run_t RUNS[] = {
     {"matmul_s8_forward", run_matmul_s8_forward, 4, 4},
     {"matmul_s8_grad_a", run_matmul_s8_grad_a, 5, 5},
     {"matmul_s8_grad_b", run_matmul_s8_grad_b, 5, 5},
+    {"softmax_s8_forward", run_softmax_s8_forward, 4, 4},
+    {"softmax_s8_grad_input", run_softmax_s8_grad_input, 4, 4},
 };
 
 #endif

@@ -163,6 +163,8 @@ OPS: dict[str, OpSpec] = {
     "matmul_s8_forward": OpSpec(4, (3,), _one),
     "matmul_s8_grad_a": OpSpec(5, (3, 4), _grad_in),
     "matmul_s8_grad_b": OpSpec(5, (3, 4), _grad_in),
+    "softmax_s8_forward": OpSpec(4, (3,), _one),
+    "softmax_s8_grad_input": OpSpec(4, (3,), _shifted),
 }
 ALL_OPS: tuple[str, ...] = tuple(OPS)
 

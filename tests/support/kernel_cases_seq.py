@@ -1,5 +1,5 @@
 """Seeded cases of the sequence / attention kernels (element-wise mul, matmul of two
-activations), registered into kernel_cases.OPS / GENERATORS / generate_limits.
+activations, softmax inside a model), registered into kernel_cases.OPS / GENERATORS / generate_limits.
 
 Variants: every broadcast shape of mul (same shape, per channel as squeeze-and-excitation,
 per position, one value), zero points at the int8 ends, saturating and extreme
@@ -13,7 +13,7 @@ import numpy as np
 
 import support.kernel_cases as kc
 from microtrain_tools.reference import oracle
-from support.kernel_harness import Alias, Arg, Case, i32, out, s8
+from support.kernel_harness import Alias, Arg, Case, i32, out, s8, u32
 
 Rng = np.random.Generator
 
@@ -105,16 +105,63 @@ def gen_matmul_s8_grad_a(rng: Rng, i: int) -> Case:
     d, label = _matmul_desc(rng, i)
     rows, inner, cols = d[:3]
     e, b = kc._int8(rng, rows * cols, ["uniform", "small", "sparse"][i % 3]), kc._int8(rng, inner * cols)
+    n = rows * inner
     return kc.make_case("matmul_s8_grad_a", [i32(d), s8(e, kc._kind_in(rng)), s8(b, kc._kind_in(rng)),
-                                             out("i", rows * inner), out(kc._kind_out(rng), rows * inner)], label)
+                                             out("i", n), out(kc._kind_out(rng), n)], label)
 
 
 def gen_matmul_s8_grad_b(rng: Rng, i: int) -> Case:
     d, label = _matmul_desc(rng, i)
     rows, inner, cols = d[:3]
     e, a = kc._int8(rng, rows * cols, ["uniform", "small", "sparse"][i % 3]), kc._int8(rng, rows * inner)
+    n = inner * cols
     return kc.make_case("matmul_s8_grad_b", [i32(d), s8(e, kc._kind_in(rng)), s8(a, kc._kind_in(rng)),
-                                             out("i", inner * cols), out(kc._kind_out(rng), inner * cols)], label)
+                                             out("i", n), out(kc._kind_out(rng), n)], label)
+
+
+def _softmax_desc(rng: Rng, i: int) -> list[int]:
+    n = [1, 2, int(rng.integers(3, 17)), int(rng.integers(17, 129)), 256, 10][i % 6]
+    outer = [1, int(rng.integers(2, 9)), 3][(i // 6) % 3]
+    inner = [1, 1, int(rng.integers(2, 6))][(i // 2) % 3]
+    return [outer, n, inner]
+
+
+def _softmax_lut(rng: Rng, i: int) -> np.ndarray:
+    """The exp table of a logit scale (trimmed or not), or any non-increasing table from 2^16."""
+    kind = i % 4
+    if kind == 3:
+        m = int(rng.integers(1, 257))
+        return np.r_[65536, -np.sort(-rng.integers(0, 65537, m - 1))].astype(np.uint32)
+    lut = oracle.make_softmax_lut(float(10.0 ** rng.uniform(-2.5, 0.5)))
+    return oracle.trim_softmax_lut(lut) if kind == 1 else lut
+
+
+def gen_softmax_s8_forward(rng: Rng, i: int) -> Case:
+    d = _softmax_desc(rng, i)
+    n = d[0] * d[1] * d[2]
+    x = kc._int8(rng, n, ["uniform", "small", "const", "ties"][i % 4])
+    lut = u32(_softmax_lut(rng, i), "I" if i % 2 else "i")
+    if i % 5 == 4:  # y is x
+        return kc.make_case("softmax_s8_forward", [i32(d), s8(x, kc._kind_out(rng)), lut, Alias(1)],
+                            f"n={d[1]}/y-is-x")
+    args: list[Arg] = [i32(d), s8(x, kc._kind_in(rng)), lut, out(kc._kind_out(rng), n)]
+    return kc.make_case("softmax_s8_forward", args, f"n={d[1]}")
+
+
+def gen_softmax_s8_grad_input(rng: Rng, i: int) -> Case:
+    d = _softmax_desc(rng, i)
+    n = d[0] * d[1] * d[2]
+    # a real softmax output, or any int8 (the bounds hold for every y)
+    x = kc._int8(rng, n)
+    y = oracle.softmax_s8_forward(d, x, _softmax_lut(rng, i)) if i % 3 else kc._int8(rng, n)
+    e = kc._int8(rng, n, ["uniform", "small", "sparse"][i % 3])
+    if i % 7 == 6:
+        y[:], e[:] = 127, -128
+    if i % 5 == 2:  # ein is e
+        args: list[Arg] = [i32(d), s8(y, kc._kind_in(rng)), s8(e, kc._kind_out(rng)), Alias(2)]
+        return kc.make_case("softmax_s8_grad_input", args, f"n={d[1]}/ein-is-e")
+    return kc.make_case("softmax_s8_grad_input", [i32(d), s8(y, kc._kind_in(rng)), s8(e, kc._kind_in(rng)),
+                                                  out(kc._kind_out(rng), n)], f"n={d[1]}")
 
 
 GENERATORS = {
@@ -124,6 +171,8 @@ GENERATORS = {
     "matmul_s8_forward": gen_matmul_s8_forward,
     "matmul_s8_grad_a": gen_matmul_s8_grad_a,
     "matmul_s8_grad_b": gen_matmul_s8_grad_b,
+    "softmax_s8_forward": gen_softmax_s8_forward,
+    "softmax_s8_grad_input": gen_softmax_s8_grad_input,
 }
 
 
@@ -145,11 +194,19 @@ def limits() -> list[Case]:
         cases.append(kc.make_case("matmul_s8_forward", [i32(d), s8(np.full(32768, -128)), s8(b), out("Y", 2)],
                                   f"limit: inner 32768 tb{tb}"))
     # matmul grads: 65535 terms of -128 * (-128 - 127)
+    big = s8(np.full(65535, -128))
     for tb in (0, 1):
         d = [1, 1, 65535, tb, 127, 127, 0, 2**30, 0, -128, 127]
-        cases.append(kc.make_case("matmul_s8_grad_a", [i32(d), s8(np.full(65535, -128)), s8(np.full(65535, -128)),
-                                                       out("i", 1), out("Y", 1)], f"limit: cols 65535 tb{tb}"))
+        cases.append(kc.make_case("matmul_s8_grad_a", [i32(d), big, big, out("i", 1), out("Y", 1)],
+                                  f"limit: cols 65535 tb{tb}"))
         d = [65535, 1, 1, tb, 127, 127, 0, 2**30, 0, -128, 127]
-        cases.append(kc.make_case("matmul_s8_grad_b", [i32(d), s8(np.full(65535, -128)), s8(np.full(65535, -128)),
-                                                       out("i", 1), out("Y", 1)], f"limit: rows 65535 tb{tb}"))
+        cases.append(kc.make_case("matmul_s8_grad_b", [i32(d), big, big, out("i", 1), out("Y", 1)],
+                                  f"limit: rows 65535 tb{tb}"))
+    # softmax grad: n = 256, every u = 255 and e = -128 at one end, 127 elsewhere
+    d = [1, 256, 1]
+    e = np.r_[-128, np.full(255, 127)]
+    y = s8(np.full(256, 127))
+    cases.append(kc.make_case("softmax_s8_grad_input", [i32(d), y, s8(e), out("Y", 256)], "limit: n 256"))
+    cases.append(kc.make_case("softmax_s8_grad_input", [i32(d), y, s8(-e - 1), out("Y", 256)],
+                              "limit: n 256, signs swapped"))
     return cases

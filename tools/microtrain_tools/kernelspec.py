@@ -704,7 +704,8 @@ wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ra
 Returns the index of the first maximum of w_scale.
 """),
     )),
-    Section("element-wise mul (desc: 11 int32), matmul of two activations (desc: 11 int32)", funcs=(
+    Section("element-wise mul (desc: 11 int32), matmul of two activations (desc: 11 int32), softmax"
+            " (desc: 3 int32)", funcs=(
         Func("mul_s8_forward", "None",
              call="mt_mul_s8_forward(p, x1, x2, y)",
              args=(
@@ -773,6 +774,30 @@ ein = dyn_requant(acc), acc[j] = sum of e * (x1 - in1_zp) over the elements that
         ), overlaps=(
             ("ein", "e"), ("ein", "a"), ("ein", "acc"), ("acc", "e"), ("acc", "a"),
         ), doc="Error of b, laid out as b (acc: int32 scratch of len(b)); base scale s_e * s_a."),
+        Func("softmax_s8_forward", "None",
+             call="mt_softmax_s8_forward(p, x, lut, (int32_t)lut_n, y)",
+             args=(
+            Arg("desc", "desc", checks=("mt_softmax_check",)),
+            Arg("x", "s8", length="outer * n * inner"),
+            Arg("lut", "u32", length="1..256", checks=("mt_softmax_lut_check",)),
+            Arg("y", "s8", io="out", length="outer * n * inner"),
+        ), overlaps=(
+            ("y", "x"), ("y", "lut"),
+        ), same_ok=(("y", "x"),), doc="""
+Softmax over the n of outer x n x inner: y = round(256 * p) - 128 (scale 1/256, zero point
+-128), p from softmax_xent_s8's exp table ``lut`` of x's scale; y may be x.
+"""),
+        Func("softmax_s8_grad_input", "int",
+             call="mt_softmax_s8_grad_input(p, y, e, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_softmax_check",)),
+            Arg("y", "s8", length="outer * n * inner"),
+            Arg("e", "s8", length="outer * n * inner"),
+            Arg("ein", "s8", io="out", length="outer * n * inner"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "y"),
+        ), same_ok=(("ein", "e"),),
+            doc="ein = dyn_requant(u * (256 e - sum u e)), u = y + 128 (stored output); base s_e / 2^16."),
     )),
     Section(".mtm model files (docs/format.md)", kernels=False, funcs=(
         Func("mtm_validate", "None", args=(

@@ -651,3 +651,16 @@ const char *mt_matmul_check(const mt_matmul_params_t *p) {
     }
     return mt_act_check(p->act_min, p->act_max);
 }
+
+// softmax: n <= 256 keeps the backward's int32 products exact (and the
+// forward's S <= 256 * 2^16).
+const char *mt_softmax_check(const mt_softmax_params_t *p) {
+    if (p->n < 1 || p->n > 256) {
+        return "n must be in 1..256";
+    }
+    if (p->outer < 1 || p->inner < 1 || (uint32_t)p->outer > mt_udiv_u32(MT_MAX_ELEMS, (uint32_t)p->n) ||
+        (uint32_t)p->inner > mt_udiv_u32(MT_MAX_ELEMS, (uint32_t)(p->outer * p->n))) {
+        return "outer, inner must be >= 1 with outer * n * inner <= 2^26";
+    }
+    return NULL;
+}

@@ -1375,6 +1375,56 @@ static mp_obj_t mod_matmul_s8_grad_b(size_t n_args, const mp_obj_t *args) {
     return mp_obj_new_int(mt_matmul_s8_grad_b(a.p, a.e, a.a, a.acc, a.ein));
 }
 
+typedef struct {  // softmax_s8_forward
+    mt_softmax_desc_u pu;
+    const mt_softmax_params_t *p;
+    const int8_t *x;
+    const uint32_t *lut;
+    size_t lut_n;
+    int8_t *y;
+} mt_softmax_s8_forward_args_t;
+static MT_INLINE void mt_softmax_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_softmax_s8_forward_args_t *a) {
+    (void)n_args;
+    int32_t v[MT_MSG_NVALS];
+    a->p = mt_softmax_desc(fn, args[0], &a->pu);
+    a->x = mt_in_s8(fn, "x", args[1], a->p->outer * a->p->n * a->p->inner, NULL);
+    a->lut = (const uint32_t *)mt_buf(fn, "lut", args[2], MT_U32, -1, 0, &a->lut_n);
+    mt_check_v(fn, "lut", mt_softmax_lut_check(a->lut, (uint32_t)a->lut_n, v), v);
+    a->y = mt_out_s8(fn, "y", args[3], a->p->outer * a->p->n * a->p->inner);
+    mt_no_overlap_unless_same(fn, "y", a->y, (size_t)(a->p->outer * a->p->n * a->p->inner), "x", a->x, (size_t)(a->p->outer * a->p->n * a->p->inner));
+    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->outer * a->p->n * a->p->inner), "lut", a->lut, a->lut_n * 4);
+}
+static mp_obj_t mod_softmax_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "softmax_s8_forward";
+    mt_softmax_s8_forward_args_t a;
+    mt_softmax_s8_forward_args(fn, n_args, args, &a);
+    mt_softmax_s8_forward(a.p, a.x, a.lut, (int32_t)a.lut_n, a.y);
+    return mp_const_none;
+}
+
+typedef struct {  // softmax_s8_grad_input
+    mt_softmax_desc_u pu;
+    const mt_softmax_params_t *p;
+    const int8_t *y;
+    const int8_t *e;
+    int8_t *ein;
+} mt_softmax_s8_grad_input_args_t;
+static MT_INLINE void mt_softmax_s8_grad_input_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_softmax_s8_grad_input_args_t *a) {
+    (void)n_args;
+    a->p = mt_softmax_desc(fn, args[0], &a->pu);
+    a->y = mt_in_s8(fn, "y", args[1], a->p->outer * a->p->n * a->p->inner, NULL);
+    a->e = mt_in_s8(fn, "e", args[2], a->p->outer * a->p->n * a->p->inner, NULL);
+    a->ein = mt_out_s8(fn, "ein", args[3], a->p->outer * a->p->n * a->p->inner);
+    mt_no_overlap_unless_same(fn, "ein", a->ein, (size_t)(a->p->outer * a->p->n * a->p->inner), "e", a->e, (size_t)(a->p->outer * a->p->n * a->p->inner));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->outer * a->p->n * a->p->inner), "y", a->y, (size_t)(a->p->outer * a->p->n * a->p->inner));
+}
+static mp_obj_t mod_softmax_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "softmax_s8_grad_input";
+    mt_softmax_s8_grad_input_args_t a;
+    mt_softmax_s8_grad_input_args(fn, n_args, args, &a);
+    return mp_obj_new_int(mt_softmax_s8_grad_input(a.p, a.y, a.e, a.ein));
+}
+
 typedef struct {  // mtm_info
     const uint8_t *buf;
     int32_t *out;

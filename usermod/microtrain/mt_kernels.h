@@ -100,6 +100,16 @@ typedef union {
     int32_t a[MT_MATMUL_NPARAMS];
 } mt_matmul_desc_u;
 
+// Softmax over one dimension (softmax_s8.c): outer x n x inner, over the n.
+typedef struct {
+    int32_t outer, n, inner;
+} mt_softmax_params_t;
+#define MT_SOFTMAX_NPARAMS 3
+typedef union {
+    mt_softmax_params_t s;
+    int32_t a[MT_SOFTMAX_NPARAMS];
+} mt_softmax_desc_u;
+
 // Sizes follow from a checked descriptor and stay below 2^26.
 static inline int32_t mt_conv_in_n(const mt_conv2d_params_t *p) {
     return p->in_h * p->in_w * p->in_c;
@@ -391,6 +401,11 @@ int32_t mt_mul_s8_grad_x2(const mt_mul_params_t *p, const int8_t *e, const int8_
 void mt_matmul_s8_forward(const mt_matmul_params_t *p, const int8_t *a, const int8_t *b, int8_t *y);
 int32_t mt_matmul_s8_grad_a(const mt_matmul_params_t *p, const int8_t *e, const int8_t *b, int32_t *acc, int8_t *ein);
 int32_t mt_matmul_s8_grad_b(const mt_matmul_params_t *p, const int8_t *e, const int8_t *a, int32_t *acc, int8_t *ein);
+// ---- softmax_s8.c ----
+const char *mt_softmax_check(const mt_softmax_params_t *p);
+void mt_softmax_s8_forward(const mt_softmax_params_t *p, const int8_t *x, const uint32_t *lut, int32_t lut_n,
+                           int8_t *y);
+int32_t mt_softmax_s8_grad_input(const mt_softmax_params_t *p, const int8_t *y, const int8_t *e, int8_t *ein);
 
 // ---- quant.c (declared in mt_quant.h): mt_dyn_requant_s8 ----
 #if MT_HAS_FLOAT

@@ -48,6 +48,7 @@ WHERE = {
     "upsample_s8_forward": "upsample", "upsample_s8_grad_input": "upsample",
     "mul_s8_forward": "mul_s8", "mul_s8_grad_x1": "mul_s8", "mul_s8_grad_x2": "mul_s8",
     "matmul_s8_forward": "matmul_s8", "matmul_s8_grad_a": "matmul_s8", "matmul_s8_grad_b": "matmul_s8",
+    "softmax_s8_forward": "softmax_s8", "softmax_s8_grad_input": "softmax_s8",
     "softmax_xent_s8": "softmax_xent",
     "l1_norm_s8": "sparse", "topk_mask": "sparse",
     "zo_perturb_s8": "zo", "zo_perturb_h_s8": "zo", "zo_update_s8": "zo",

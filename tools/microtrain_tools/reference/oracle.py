@@ -22,6 +22,8 @@ from microtrain_tools.reference.oracle_attn import (
     matmul_s8_forward,
     matmul_s8_grad_a,
     matmul_s8_grad_b,
+    softmax_s8_forward,
+    softmax_s8_grad_input,
 )
 from microtrain_tools.reference.oracle_base import (
     F32 as F32,
@@ -195,6 +197,8 @@ __all__ = [
     "relu_s8_forward",
     "requant",
     "rounding_divide_by_pot",
+    "softmax_s8_forward",
+    "softmax_s8_grad_input",
     "softmax_xent_s8",
     "topk_mask",
     "trim_softmax_lut",

@@ -87,3 +87,53 @@ def matmul_params(s_a: float, z_a: int, s_b: float, z_b: int, s_out: float, z_ou
     m, sh = quantize_multiplier(float(s_a) * float(s_b) / float(s_out))
     return [int(rows), int(inner), int(cols), int(tb), int(z_a), int(z_b), int(z_out), m, sh, int(act_min),
             int(act_max)]
+
+
+def _softmax_desc(desc: Sequence[int], fn: str) -> list[int]:
+    d = [int(v) for v in desc]
+    if len(d) != 3:
+        raise _fail(fn, "desc", f"length {len(d)}, expected 3")
+    outer, n, inner = d
+    if not (1 <= n <= 256 and outer >= 1 and inner >= 1 and outer * n * inner <= _MAX_ELEMS):
+        raise _fail(fn, "desc", "need 1 <= n <= 256, outer, inner >= 1, outer * n * inner <= 2^26")
+    return d
+
+
+def _rows(d: list[int], v: np.ndarray) -> np.ndarray:
+    """outer x n x inner as (outer * inner) rows of n."""
+    outer, n, inner = d
+    return v.reshape(outer, n, inner).transpose(0, 2, 1).reshape(outer * inner, n)
+
+
+def _unrows(d: list[int], r: np.ndarray) -> np.ndarray:
+    outer, n, inner = d
+    return r.reshape(outer, inner, n).transpose(0, 2, 1).reshape(-1)
+
+
+def softmax_s8_forward(desc: Sequence[int], x: ArrayLike, lut: ArrayLike) -> I8:
+    """Softmax over the n of outer x n x inner -> y (int8, scale 1/256, zero point -128):
+    y = min(floor((lut[d] * 2^8 + S // 2) / S), 255) - 128, d = max - x, S = sum of lut[d]
+    over the row (entries past the table read 0)."""
+    fn = "softmax_s8_forward"
+    d = _softmax_desc(desc, fn)
+    q = _rows(d, _s8(x, fn, "x", d[0] * d[1] * d[2]))
+    t = np.asarray(lut, dtype=np.int64).reshape(-1)
+    if not (1 <= t.size <= 256 and t[0] == 65536 and np.all(np.diff(t) <= 0) and t.min() >= 0):
+        raise _fail(fn, "lut", "need 1..256 non-increasing entries from 65536")
+    dist = q.max(axis=1, keepdims=True) - q
+    v = np.where(dist < t.size, t[np.minimum(dist, t.size - 1)], 0)
+    s = v.sum(axis=1, keepdims=True)
+    u = np.minimum(((v << 8) + (s >> 1)) // s, 255)
+    return _unrows(d, u - 128).astype(np.int8)
+
+
+def softmax_s8_grad_input(desc: Sequence[int], y: ArrayLike, e: ArrayLike) -> tuple[I8, int]:
+    """(ein, shift) from the stored output y: with u = y + 128 (the probability in 1/256),
+    acc = u * (256 e - sum_row u e) = 2^16 p (e - p.e); base scale s_e / 2^16."""
+    fn = "softmax_s8_grad_input"
+    d = _softmax_desc(desc, fn)
+    n_all = d[0] * d[1] * d[2]
+    u = _rows(d, _s8(y, fn, "y", n_all)) + 128
+    ee = _rows(d, _s8(e, fn, "e", n_all))
+    acc = u * (256 * ee - (u * ee).sum(axis=1, keepdims=True))
+    return dyn_requant(_unrows(d, acc))
