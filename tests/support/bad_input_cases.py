@@ -193,6 +193,9 @@ def _bases() -> dict[str, Case]:
         ("matmul_s8_forward", [i32(MATMUL_DESC), s8(r8(15)), s8(r8(20)), out("Y", 12)]),
         ("matmul_s8_grad_a", [i32(MATMUL_DESC), s8(r8(12)), s8(r8(20)), out("i", 15), out("Y", 15)]),
         ("matmul_s8_grad_b", [i32(MATMUL_DESC), s8(r8(12)), s8(r8(15)), out("i", 20), out("Y", 20)]),
+        ("softmax_s8_forward", [i32([3, 5, 2]), s8(r8(30)), u32(oracle.make_softmax_lut(0.05)),
+                                out("Y", 30)]),
+        ("softmax_s8_grad_input", [i32([3, 5, 2]), s8(r8(30)), s8(r8(30)), out("Y", 30)]),
         ("update_f32_scale", [f32(rng.normal(0, 1, UPD_N * UPD_K)), UPD_K, None, 0.9]),
         ("update_s8_apply_keep", [s8(r8(UPD_N * UPD_K), "b"), f32(UPD_SW),
                                   i32(rng.integers(-500, 500, UPD_N)), i32([m for m, _ in umq]),
@@ -296,6 +299,9 @@ MATMUL_DESC_BAD = {"rows 0": (0, 0), "inner 32769": (1, 32769), "cols 65536": (2
                    "a_zp -129": (4, -129), "mult < 0": (7, -1), "sh 32": (8, 32),
                    "act_min > act_max": (9, 50), "2^26 + elements": ((0, 1), (4096, 16385))}
 
+SOFTMAX_DESC_BAD = {"n 0": (1, 0), "n 257": (1, 257), "outer 0": (0, 0), "inner 0": (2, 0),
+                    "2^26 + elements": ((0, 1, 2), (2**16, 256, 5))}
+
 
 def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
     d0 = base.args[0]
@@ -303,7 +309,8 @@ def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
     table = (CONV_DESC_BAD if op.startswith("conv2d") else LINEAR_DESC_BAD if op.startswith("linear")
              else ADD_DESC_BAD if op.startswith("add") else CONCAT_DESC_BAD if op.startswith("concat")
              else UPSAMPLE_DESC_BAD if op.startswith("upsample") else MUL_DESC_BAD if op.startswith("mul_")
-             else MATMUL_DESC_BAD if op.startswith("matmul_") else POOL_DESC_BAD)
+             else MATMUL_DESC_BAD if op.startswith("matmul_")
+             else SOFTMAX_DESC_BAD if op.startswith("softmax_s8_") else POOL_DESC_BAD)
     res = []
     for label, (idx, val) in table.items():
         d = np.asarray(d0.data, dtype=np.int64).copy()
@@ -462,6 +469,7 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "mul_s8_grad_x2": [("ein", "e"), ("ein", "x1")],
     "matmul_s8_forward": [("y", "a"), ("y", "b")], "matmul_s8_grad_a": [("ein", "e"), ("ein", "b")],
     "matmul_s8_grad_b": [("ein", "e"), ("ein", "a")],
+    "softmax_s8_forward": [("y", "x")], "softmax_s8_grad_input": [("ein", "e"), ("ein", "y")],
     "zo_perturb_s8": [("w", "base")], "zo_update_s8": [("w", "base")], "zo_perturb_h_s8": [("w", "base")],
     # gw and gb are only read: they may share memory with each other (the call succeeds with the
     # oracle's answer), not with an output

@@ -1,7 +1,7 @@
 # element-wise mul of two activations, x2 broadcast, and its grads (mul_s8.c).
 from microtrain.fmt import MAX_ELEMS
 from microtrain.pyk.checks import _chk, _desc, _in8, _nover, _out8, _out32
-from microtrain.pyk.quant import _dyn, _requant
+from microtrain.pyk.quant import _dyn, _dyn_shift, _requant
 
 
 def _mul_check(d):
@@ -68,15 +68,28 @@ def mul_s8_grad_x1(desc, e, x2, ein):
     hw, c, hw2, c2, z1, z2 = d[:6]
     sp = c2 if hw2 == hw else 0
     sc = 1 if c2 == c else 0
-    n = hw * c
-    acc = [0] * n
+    # two passes (the largest magnitude, then the values), as mul_s8.c: no list of n
+    mx = 0
     i = 0
     for q in range(hw):
         o = q * sp
         for k in range(c):
-            acc[i] = E[i] * (X2[o + k * sc] - z2)
+            v = E[i] * (X2[o + k * sc] - z2)
+            if v < 0:
+                v = -v
+            if v > mx:
+                mx = v
             i += 1
-    return _dyn(acc, n, ein, ein_m)
+    s = _dyn_shift(mx)
+    h = (1 << (s - 1)) if s else 0
+    i = 0
+    for q in range(hw):
+        o = q * sp
+        for k in range(c):
+            v = E[i] * (X2[o + k * sc] - z2)
+            ein[i] = (((v + h) >> s) if v >= 0 else -((h - v) >> s)) & ein_m
+            i += 1
+    return s
 
 
 def mul_s8_grad_x2(desc, e, x1, acc, ein):

@@ -1,7 +1,7 @@
 # softmax over one dimension inside a model and its grad input (softmax_s8.c).
 from microtrain.fmt import MAX_ELEMS
 from microtrain.pyk.checks import U32, _chk, _desc, _in8, _in32, _nover, _out8
-from microtrain.pyk.quant import _dyn
+from microtrain.pyk.quant import _dyn_shift
 from microtrain.pyk.softmax_xent import _softmax_lut_check
 
 
@@ -53,7 +53,9 @@ def softmax_s8_grad_input(desc, y, e, ein):
     _nover(fn, "ein", ein, "y", y)
     # end of the generated prologue
     outer, n, inner = d
-    acc = [0] * (outer * n * inner)
+    # two passes (the largest magnitude, then the values), as softmax_s8.c: no list of
+    # the whole tensor; a row's T before any of its ein (ein may be e)
+    mx = 0
     for o in range(outer):
         for q in range(inner):
             idx = range(o * n * inner + q, (o + 1) * n * inner + q, inner)
@@ -61,5 +63,20 @@ def softmax_s8_grad_input(desc, y, e, ein):
             for i in idx:
                 tt += (Y[i] + 128) * E[i]
             for i in idx:
-                acc[i] = (Y[i] + 128) * (E[i] * 256 - tt)
-    return _dyn(acc, len(acc), ein, ein_m)
+                v = (Y[i] + 128) * (E[i] * 256 - tt)
+                if v < 0:
+                    v = -v
+                if v > mx:
+                    mx = v
+    s = _dyn_shift(mx)
+    h = (1 << (s - 1)) if s else 0
+    for o in range(outer):
+        for q in range(inner):
+            idx = range(o * n * inner + q, (o + 1) * n * inner + q, inner)
+            tt = 0
+            for i in idx:
+                tt += (Y[i] + 128) * E[i]
+            for i in idx:
+                v = (Y[i] + 128) * (E[i] * 256 - tt)
+                ein[i] = (((v + h) >> s) if v >= 0 else -((h - v) >> s)) & ein_m
+    return s
