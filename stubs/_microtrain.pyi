@@ -183,7 +183,7 @@ def update_f32_ratios(w_scale: _F32, r: int, wr: _I32, /) -> int:
     """wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ratios).
     Returns the index of the first maximum of w_scale."""
 
-# -- element-wise mul (desc: 11 int32), matmul of two activations (desc: 11 int32), softmax (desc: 3 int32) ---
+# -- element-wise mul (desc: 11 int32), matmul of two activations (desc: 11 int32), softmax (desc: 3 int32), LayerNorm (desc: 7 int32) ---
 
 def mul_s8_forward(desc: _I32, x1: _In8, x2: _In8, y: _Out8, /) -> None:
     """y = clamp(requant((x1 - in1_zp) * (x2 - in2_zp)) + out_zp), x2 broadcast (hw2, c2 = 1)."""
@@ -203,6 +203,10 @@ def softmax_s8_forward(desc: _I32, x: _In8, lut: array[int], y: _Out8, /) -> Non
     -128), p from softmax_xent_s8's exp table ``lut`` of x's scale; y may be x."""
 def softmax_s8_grad_input(desc: _I32, y: _In8, e: _In8, ein: _Out8, /) -> int:
     """ein = dyn_requant(u * (256 e - sum u e)), u = y + 128 (stored output); base s_e / 2^16."""
+def layernorm_s8_forward(desc: _I32, x: _In8, y: _Out8, /) -> None:
+    """LayerNorm's normalisation of each row of c, in integers (no affine); y may be x."""
+def layernorm_s8_grad_input(desc: _I32, x: _In8, e: _In8, ein: _Out8, /) -> int:
+    """Error of x from the stored input; base scale s_e / (s_x * 2^8); ein may be e."""
 
 # -- .mtm model files (docs/format.md) ------------------------------------------------------------
 

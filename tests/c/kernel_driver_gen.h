@@ -1614,6 +1614,60 @@ static int run_softmax_s8_grad_input(call_t *c, int32_t *ret) {
     return 1;
 }
 
+typedef struct {  // layernorm_s8_forward
+    mt_layernorm_desc_u pu;
+    const mt_layernorm_params_t *p;
+    const int8_t *x;
+    int8_t *y;
+} mt_layernorm_s8_forward_args_t;
+static int drv_layernorm_s8_forward_args(call_t *c, mt_layernorm_s8_forward_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_LAYERNORM_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_layernorm_check(a->p));
+    if (failed(c)) return 0;
+    a->x = buf(c, 1, "x", S8, a->p->rows * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->y = buf(c, 2, "y", S8, a->p->rows * a->p->c, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_layernorm_s8_forward(call_t *c, int32_t *ret) {
+    mt_layernorm_s8_forward_args_t a;
+    if (!drv_layernorm_s8_forward_args(c, &a)) return 0;
+    (void)ret;
+    mt_layernorm_s8_forward(a.p, a.x, a.y);
+    return 0;
+}
+
+typedef struct {  // layernorm_s8_grad_input
+    mt_layernorm_desc_u pu;
+    const mt_layernorm_params_t *p;
+    const int8_t *x;
+    const int8_t *e;
+    int8_t *ein;
+} mt_layernorm_s8_grad_input_args_t;
+static int drv_layernorm_s8_grad_input_args(call_t *c, mt_layernorm_s8_grad_input_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_LAYERNORM_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_layernorm_check(a->p));
+    if (failed(c)) return 0;
+    a->x = buf(c, 1, "x", S8, a->p->rows * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->e = buf(c, 2, "e", S8, a->p->rows * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->ein = buf(c, 3, "ein", S8, a->p->rows * a->p->c, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_layernorm_s8_grad_input(call_t *c, int32_t *ret) {
+    mt_layernorm_s8_grad_input_args_t a;
+    if (!drv_layernorm_s8_grad_input_args(c, &a)) return 0;
+    *ret = mt_layernorm_s8_grad_input(a.p, a.x, a.e, a.ein);
+    return 1;
+}
+
 // Every kernel: name, runner (NULL: not in this build), fewest and most arguments.
 static const run_t RUNS[] = {
     {"conv2d_s8_forward", run_conv2d_s8_forward, 7, 7},
@@ -1724,6 +1778,8 @@ static const run_t RUNS[] = {
     {"matmul_s8_grad_b", run_matmul_s8_grad_b, 5, 5},
     {"softmax_s8_forward", run_softmax_s8_forward, 4, 4},
     {"softmax_s8_grad_input", run_softmax_s8_grad_input, 4, 4},
+    {"layernorm_s8_forward", run_layernorm_s8_forward, 3, 3},
+    {"layernorm_s8_grad_input", run_layernorm_s8_grad_input, 4, 4},
 };
 
 #endif

@@ -103,3 +103,23 @@ def test_softmax_matches_torch() -> None:
         (p * torch.tensor(se * e.reshape(outer, n, inner), dtype=torch.float64)).sum().backward()
         g, sh = oracle.softmax_s8_grad_input([outer, n, inner], y, e)
         _grad_close(f"softmax grad {outer, n, inner}", g * se * 2.0 ** (sh - 16), tx.grad.numpy())
+
+
+def test_layernorm_matches_torch() -> None:
+    """nn.LayerNorm without its affine (a depthwise 1x1 conv carries gamma and beta)."""
+    rng = np.random.default_rng(RNG_SEED + 3)
+    for rows, c, s_x, zx in ((4, 64, 0.05, 3), (2, 256, 0.01, -7), (3, 17, 0.2, 0)):
+        x = _q(rng, rows * c, zx)
+        tx = torch.tensor(s_x * (x - zx).reshape(rows, c), dtype=torch.float64, requires_grad=True)
+        yr = torch.nn.functional.layer_norm(tx, (c,), eps=1e-5)
+        s_y, zy = 4.0 / 128, 1
+        d = oracle.layernorm_params(s_x, zx, s_y, zy, c, rows, 1e-5)
+        y = oracle.layernorm_s8_forward(d, x).astype(np.int64)
+        ref = yr.detach().numpy().reshape(-1) / s_y + zy
+        inside = (ref > -127) & (ref < 126)
+        assert np.all(np.abs(y - ref)[inside] <= 1), f"layernorm forward {rows, c}"
+        se = 1e-2
+        e = rng.integers(-128, 128, rows * c)
+        (yr * torch.tensor(se * e.reshape(rows, c), dtype=torch.float64)).sum().backward()
+        g, sh = oracle.layernorm_s8_grad_input(d, x, e)
+        _grad_close(f"layernorm grad {rows, c}", g * se / s_x * 2.0 ** (sh - 8), tx.grad.numpy())

@@ -83,6 +83,7 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
 # fragment the message must hold
 LENGTHS_BAD: dict[tuple[str, str], tuple[tuple[int, ...], tuple[str, ...]]] = {
     ("softmax_xent_s8", "lut"): ((0, 257), ("expected 1..256",)),
+    ("softmax_s8_forward", "lut"): ((0, 257), ("expected 1..256",)),
 }
 
 
@@ -92,6 +93,7 @@ CONV_ROW = CONV_G.out_w * CONV_G.out_c  # conv2d_add_s8_forward: one output row 
 CONV_ADD_DESC = oracle.add_params(0.02, 2, 0.05, -7, 0.06, 1, 1, 127, CONV_G.n_out)
 MUL_DESC = oracle.mul_params(0.02, 3, 0.05, -7, 0.04, 1, 6, 4, 1, 4)  # 6 x 4, x2 per channel
 MATMUL_DESC = oracle.matmul_params(0.02, 3, 0.05, -7, 0.01, 1, 3, 5, 4, 1)  # (3 x 5) (4 x 5)^T
+LN_DESC = oracle.layernorm_params(0.05, 3, 0.03, -2, 8, 3)  # 3 rows of 8
 UPD_N, UPD_K = 4, 3  # update primitives: 4 channels of 3 values
 UPD_SW = np.array([0.01, 0.02, 0.005, 0.03], np.float32)
 
@@ -196,6 +198,8 @@ def _bases() -> dict[str, Case]:
         ("softmax_s8_forward", [i32([3, 5, 2]), s8(r8(30)), u32(oracle.make_softmax_lut(0.05)),
                                 out("Y", 30)]),
         ("softmax_s8_grad_input", [i32([3, 5, 2]), s8(r8(30)), s8(r8(30)), out("Y", 30)]),
+        ("layernorm_s8_forward", [i32(LN_DESC), s8(r8(24)), out("Y", 24)]),
+        ("layernorm_s8_grad_input", [i32(LN_DESC), s8(r8(24)), s8(r8(24)), out("Y", 24)]),
         ("update_f32_scale", [f32(rng.normal(0, 1, UPD_N * UPD_K)), UPD_K, None, 0.9]),
         ("update_s8_apply_keep", [s8(r8(UPD_N * UPD_K), "b"), f32(UPD_SW),
                                   i32(rng.integers(-500, 500, UPD_N)), i32([m for m, _ in umq]),
@@ -302,6 +306,10 @@ MATMUL_DESC_BAD = {"rows 0": (0, 0), "inner 32769": (1, 32769), "cols 65536": (2
 SOFTMAX_DESC_BAD = {"n 0": (1, 0), "n 257": (1, 257), "outer 0": (0, 0), "inner 0": (2, 0),
                     "2^26 + elements": ((0, 1, 2), (2**16, 256, 5))}
 
+LAYERNORM_DESC_BAD = {"c 0": (1, 0), "c 257": (1, 257), "rows 0": (0, 0), "in_zp 128": (2, 128),
+                      "eps_q 0": (4, 0), "m < 0": (5, -1), "sh 32": (6, 32),
+                      "2^26 + elements": ((0, 1), (2**19, 129))}
+
 
 def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
     d0 = base.args[0]
@@ -310,7 +318,8 @@ def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
              else ADD_DESC_BAD if op.startswith("add") else CONCAT_DESC_BAD if op.startswith("concat")
              else UPSAMPLE_DESC_BAD if op.startswith("upsample") else MUL_DESC_BAD if op.startswith("mul_")
              else MATMUL_DESC_BAD if op.startswith("matmul_")
-             else SOFTMAX_DESC_BAD if op.startswith("softmax_s8_") else POOL_DESC_BAD)
+             else SOFTMAX_DESC_BAD if op.startswith("softmax_s8_")
+             else LAYERNORM_DESC_BAD if op.startswith("layernorm_") else POOL_DESC_BAD)
     res = []
     for label, (idx, val) in table.items():
         d = np.asarray(d0.data, dtype=np.int64).copy()
@@ -470,6 +479,7 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "matmul_s8_forward": [("y", "a"), ("y", "b")], "matmul_s8_grad_a": [("ein", "e"), ("ein", "b")],
     "matmul_s8_grad_b": [("ein", "e"), ("ein", "a")],
     "softmax_s8_forward": [("y", "x")], "softmax_s8_grad_input": [("ein", "e"), ("ein", "y")],
+    "layernorm_s8_forward": [("y", "x")], "layernorm_s8_grad_input": [("ein", "e"), ("ein", "x")],
     "zo_perturb_s8": [("w", "base")], "zo_update_s8": [("w", "base")], "zo_perturb_h_s8": [("w", "base")],
     # gw and gb are only read: they may share memory with each other (the call succeeds with the
     # oracle's answer), not with an output

@@ -88,4 +88,6 @@ SPECS: dict[str, list[tuple[str, str]]] = {
     "matmul_s8_grad_b": [("desc", "desc"), ("e", "s8"), ("a", "s8"), ("acc", "i32out"), ("ein", "s8out")],
     "softmax_s8_forward": [("desc", "desc"), ("x", "s8"), ("lut", "u32"), ("y", "s8out")],
     "softmax_s8_grad_input": [("desc", "desc"), ("y", "s8"), ("e", "s8"), ("ein", "s8out")],
+    "layernorm_s8_forward": [("desc", "desc"), ("x", "s8"), ("y", "s8out")],
+    "layernorm_s8_grad_input": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("ein", "s8out")],
 }

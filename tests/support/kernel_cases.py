@@ -165,6 +165,8 @@ OPS: dict[str, OpSpec] = {
     "matmul_s8_grad_b": OpSpec(5, (3, 4), _grad_in),
     "softmax_s8_forward": OpSpec(4, (3,), _one),
     "softmax_s8_grad_input": OpSpec(4, (3,), _shifted),
+    "layernorm_s8_forward": OpSpec(3, (2,), _one),
+    "layernorm_s8_grad_input": OpSpec(4, (3,), _shifted),
 }
 ALL_OPS: tuple[str, ...] = tuple(OPS)
 

@@ -164,6 +164,52 @@ def gen_softmax_s8_grad_input(rng: Rng, i: int) -> Case:
                                                   out(kc._kind_out(rng), n)], f"n={d[1]}")
 
 
+def _ln_desc(rng: Rng, i: int) -> list[int]:
+    c = [1, 2, int(rng.integers(3, 33)), int(rng.integers(33, 256)), 256, 64][i % 6]
+    rows = [1, int(rng.integers(2, 9)), 3][(i // 6) % 3]
+    zi, zo = kc._zp(rng, i), kc._zp(rng, i // 5 + 1)
+    s_x = float(10.0 ** rng.uniform(-2.5, -0.5))
+    d = oracle.layernorm_params(s_x, zi, float(10.0 ** rng.uniform(-2, -1)), zo, c, rows,
+                                [1e-5, 1e-3, 1.0][i % 3])
+    if i % 7 == 6:  # extreme multipliers and eps within the descriptor rules
+        d[4], d[5] = int(rng.integers(1, 2**31)), int(rng.integers(0, 2**31))
+        d[6] = int(rng.integers(-31, 32))
+    return d
+
+
+def _ln_x(rng: Rng, i: int, d: list[int]) -> np.ndarray:
+    n = d[0] * d[1]
+    style = ["uniform", "small", "const", "ties", "sparse"][i % 5]
+    x = kc._int8(rng, n, style)
+    if i % 11 == 10:  # one outlier in a flat row: the largest normalised value (sqrt(c - 1))
+        x[:] = -128
+        x[:: d[1]] = 127
+    return x
+
+
+def gen_layernorm_s8_forward(rng: Rng, i: int) -> Case:
+    d = _ln_desc(rng, i)
+    x = _ln_x(rng, i, d)
+    if i % 5 == 3:  # y is x
+        return kc.make_case("layernorm_s8_forward", [i32(d), s8(x, kc._kind_out(rng)), Alias(1)],
+                            f"c={d[1]}/y-is-x")
+    args: list[Arg] = [i32(d), s8(x, kc._kind_in(rng)), out(kc._kind_out(rng), len(x))]
+    return kc.make_case("layernorm_s8_forward", args, f"c={d[1]}")
+
+
+def gen_layernorm_s8_grad_input(rng: Rng, i: int) -> Case:
+    d = _ln_desc(rng, i)
+    x = _ln_x(rng, i, d)
+    e = kc._int8(rng, len(x), ["uniform", "small", "sparse"][i % 3])
+    if i % 4 == 1:
+        e[:] = np.where(np.arange(len(x)) % 2, 127, -128)
+    if i % 5 == 2:  # ein is e
+        args: list[Arg] = [i32(d), s8(x, kc._kind_in(rng)), s8(e, kc._kind_out(rng)), Alias(2)]
+        return kc.make_case("layernorm_s8_grad_input", args, f"c={d[1]}/ein-is-e")
+    return kc.make_case("layernorm_s8_grad_input", [i32(d), s8(x, kc._kind_in(rng)), s8(e, kc._kind_in(rng)),
+                                                    out(kc._kind_out(rng), len(x))], f"c={d[1]}")
+
+
 GENERATORS = {
     "mul_s8_forward": gen_mul_s8_forward,
     "mul_s8_grad_x1": gen_mul_s8_grad_x1,
@@ -173,6 +219,8 @@ GENERATORS = {
     "matmul_s8_grad_b": gen_matmul_s8_grad_b,
     "softmax_s8_forward": gen_softmax_s8_forward,
     "softmax_s8_grad_input": gen_softmax_s8_grad_input,
+    "layernorm_s8_forward": gen_layernorm_s8_forward,
+    "layernorm_s8_grad_input": gen_layernorm_s8_grad_input,
 }
 
 
@@ -209,4 +257,15 @@ def limits() -> list[Case]:
     cases.append(kc.make_case("softmax_s8_grad_input", [i32(d), y, s8(e), out("Y", 256)], "limit: n 256"))
     cases.append(kc.make_case("softmax_s8_grad_input", [i32(d), y, s8(-e - 1), out("Y", 256)],
                               "limit: n 256, signs swapped"))
+    # LayerNorm at c = 256: the largest row sums (|x - zp| = 255 everywhere, S1^2 near 2^32),
+    # one outlier (the largest normalised value), eps_q 1 and 2^31 - 1, errors at the int8 ends
+    one = np.r_[127, np.full(255, -128)]
+    half = np.r_[np.full(128, 127), np.full(128, -128)]
+    for xs, eps_q in ((np.full(256, -128), 1), (one, 1), (one, 2**31 - 1), (half, 1)):
+        d = [1, 256, 127, 0, eps_q, 2**31 - 1, -20]
+        cases.append(kc.make_case("layernorm_s8_forward", [i32(d), s8(xs), out("Y", 256)],
+                                  f"limit: c 256 eps {eps_q}"))
+        for e in (np.r_[-128, np.full(255, 127)], np.r_[127, np.full(255, -128)]):
+            cases.append(kc.make_case("layernorm_s8_grad_input", [i32(d), s8(xs), s8(e), out("Y", 256)],
+                                      f"limit: c 256 eps {eps_q}"))
     return cases

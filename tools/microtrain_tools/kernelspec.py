@@ -705,7 +705,7 @@ Returns the index of the first maximum of w_scale.
 """),
     )),
     Section("element-wise mul (desc: 11 int32), matmul of two activations (desc: 11 int32), softmax"
-            " (desc: 3 int32)", funcs=(
+            " (desc: 3 int32), LayerNorm (desc: 7 int32)", funcs=(
         Func("mul_s8_forward", "None",
              call="mt_mul_s8_forward(p, x1, x2, y)",
              args=(
@@ -798,6 +798,27 @@ Softmax over the n of outer x n x inner: y = round(256 * p) - 128 (scale 1/256, 
             ("ein", "e"), ("ein", "y"),
         ), same_ok=(("ein", "e"),),
             doc="ein = dyn_requant(u * (256 e - sum u e)), u = y + 128 (stored output); base s_e / 2^16."),
+        Func("layernorm_s8_forward", "None",
+             call="mt_layernorm_s8_forward(p, x, y)",
+             args=(
+            Arg("desc", "desc", checks=("mt_layernorm_check",)),
+            Arg("x", "s8", length="rows * c"),
+            Arg("y", "s8", io="out", length="rows * c"),
+        ), overlaps=(
+            ("y", "x"),
+        ), same_ok=(("y", "x"),),
+            doc="LayerNorm's normalisation of each row of c, in integers (no affine); y may be x."),
+        Func("layernorm_s8_grad_input", "int",
+             call="mt_layernorm_s8_grad_input(p, x, e, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_layernorm_check",)),
+            Arg("x", "s8", length="rows * c"),
+            Arg("e", "s8", length="rows * c"),
+            Arg("ein", "s8", io="out", length="rows * c"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "x"),
+        ), same_ok=(("ein", "e"),),
+            doc="Error of x from the stored input; base scale s_e / (s_x * 2^8); ein may be e."),
     )),
     Section(".mtm model files (docs/format.md)", kernels=False, funcs=(
         Func("mtm_validate", "None", args=(

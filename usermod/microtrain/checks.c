@@ -664,3 +664,27 @@ const char *mt_softmax_check(const mt_softmax_params_t *p) {
     }
     return NULL;
 }
+
+// LayerNorm: c <= 256 keeps the row statistics exact in 32 bits; eps_q >= 1
+// keeps the square root >= 1.
+const char *mt_layernorm_check(const mt_layernorm_params_t *p) {
+    if (p->c < 1 || p->c > 256) {
+        return "c must be in 1..256";
+    }
+    if (p->rows < 1 || (uint32_t)p->rows > mt_udiv_u32(MT_MAX_ELEMS, (uint32_t)p->c)) {
+        return "rows must be >= 1 with rows * c <= 2^26";
+    }
+    if (!mt_zp_ok(p->in_zp) || !mt_zp_ok(p->out_zp)) {
+        return "zero points must be in -128..127";
+    }
+    if (p->eps_q < 1) {
+        return "eps_q must be >= 1";
+    }
+    if (p->m < 0) {
+        return "m must be >= 0 (Q31)";
+    }
+    if (p->sh < -31 || p->sh > 31) {
+        return "sh must be in -31..31";
+    }
+    return NULL;
+}

@@ -1425,6 +1425,50 @@ static mp_obj_t mod_softmax_s8_grad_input(size_t n_args, const mp_obj_t *args) {
     return mp_obj_new_int(mt_softmax_s8_grad_input(a.p, a.y, a.e, a.ein));
 }
 
+typedef struct {  // layernorm_s8_forward
+    mt_layernorm_desc_u pu;
+    const mt_layernorm_params_t *p;
+    const int8_t *x;
+    int8_t *y;
+} mt_layernorm_s8_forward_args_t;
+static MT_INLINE void mt_layernorm_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_layernorm_s8_forward_args_t *a) {
+    (void)n_args;
+    a->p = mt_layernorm_desc(fn, args[0], &a->pu);
+    a->x = mt_in_s8(fn, "x", args[1], a->p->rows * a->p->c, NULL);
+    a->y = mt_out_s8(fn, "y", args[2], a->p->rows * a->p->c);
+    mt_no_overlap_unless_same(fn, "y", a->y, (size_t)(a->p->rows * a->p->c), "x", a->x, (size_t)(a->p->rows * a->p->c));
+}
+static mp_obj_t mod_layernorm_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "layernorm_s8_forward";
+    mt_layernorm_s8_forward_args_t a;
+    mt_layernorm_s8_forward_args(fn, n_args, args, &a);
+    mt_layernorm_s8_forward(a.p, a.x, a.y);
+    return mp_const_none;
+}
+
+typedef struct {  // layernorm_s8_grad_input
+    mt_layernorm_desc_u pu;
+    const mt_layernorm_params_t *p;
+    const int8_t *x;
+    const int8_t *e;
+    int8_t *ein;
+} mt_layernorm_s8_grad_input_args_t;
+static MT_INLINE void mt_layernorm_s8_grad_input_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_layernorm_s8_grad_input_args_t *a) {
+    (void)n_args;
+    a->p = mt_layernorm_desc(fn, args[0], &a->pu);
+    a->x = mt_in_s8(fn, "x", args[1], a->p->rows * a->p->c, NULL);
+    a->e = mt_in_s8(fn, "e", args[2], a->p->rows * a->p->c, NULL);
+    a->ein = mt_out_s8(fn, "ein", args[3], a->p->rows * a->p->c);
+    mt_no_overlap_unless_same(fn, "ein", a->ein, (size_t)(a->p->rows * a->p->c), "e", a->e, (size_t)(a->p->rows * a->p->c));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->rows * a->p->c), "x", a->x, (size_t)(a->p->rows * a->p->c));
+}
+static mp_obj_t mod_layernorm_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "layernorm_s8_grad_input";
+    mt_layernorm_s8_grad_input_args_t a;
+    mt_layernorm_s8_grad_input_args(fn, n_args, args, &a);
+    return mp_obj_new_int(mt_layernorm_s8_grad_input(a.p, a.x, a.e, a.ein));
+}
+
 typedef struct {  // mtm_info
     const uint8_t *buf;
     int32_t *out;

@@ -110,6 +110,16 @@ typedef union {
     int32_t a[MT_SOFTMAX_NPARAMS];
 } mt_softmax_desc_u;
 
+// LayerNorm's normalisation (layernorm_s8.c): rows x c, over each row's c.
+typedef struct {
+    int32_t rows, c, in_zp, out_zp, eps_q, m, sh;
+} mt_layernorm_params_t;
+#define MT_LAYERNORM_NPARAMS 7
+typedef union {
+    mt_layernorm_params_t s;
+    int32_t a[MT_LAYERNORM_NPARAMS];
+} mt_layernorm_desc_u;
+
 // Sizes follow from a checked descriptor and stay below 2^26.
 static inline int32_t mt_conv_in_n(const mt_conv2d_params_t *p) {
     return p->in_h * p->in_w * p->in_c;
@@ -406,6 +416,10 @@ const char *mt_softmax_check(const mt_softmax_params_t *p);
 void mt_softmax_s8_forward(const mt_softmax_params_t *p, const int8_t *x, const uint32_t *lut, int32_t lut_n,
                            int8_t *y);
 int32_t mt_softmax_s8_grad_input(const mt_softmax_params_t *p, const int8_t *y, const int8_t *e, int8_t *ein);
+// ---- layernorm_s8.c ----
+const char *mt_layernorm_check(const mt_layernorm_params_t *p);
+void mt_layernorm_s8_forward(const mt_layernorm_params_t *p, const int8_t *x, int8_t *y);
+int32_t mt_layernorm_s8_grad_input(const mt_layernorm_params_t *p, const int8_t *x, const int8_t *e, int8_t *ein);
 
 // ---- quant.c (declared in mt_quant.h): mt_dyn_requant_s8 ----
 #if MT_HAS_FLOAT

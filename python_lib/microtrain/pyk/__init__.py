@@ -49,6 +49,7 @@ WHERE = {
     "mul_s8_forward": "mul_s8", "mul_s8_grad_x1": "mul_s8", "mul_s8_grad_x2": "mul_s8",
     "matmul_s8_forward": "matmul_s8", "matmul_s8_grad_a": "matmul_s8", "matmul_s8_grad_b": "matmul_s8",
     "softmax_s8_forward": "softmax_s8", "softmax_s8_grad_input": "softmax_s8",
+    "layernorm_s8_forward": "layernorm_s8", "layernorm_s8_grad_input": "layernorm_s8",
     "softmax_xent_s8": "softmax_xent",
     "l1_norm_s8": "sparse", "topk_mask": "sparse",
     "zo_perturb_s8": "zo", "zo_perturb_h_s8": "zo", "zo_update_s8": "zo",

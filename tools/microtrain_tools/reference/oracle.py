@@ -9,10 +9,10 @@ Argument errors raise ``ValueError`` like the binding.
 This module gathers them: one file per op family beside it (``oracle_base``: coercion,
 requantisation, geometry; ``oracle_conv``: conv2d, linear; ``oracle_shape``: relu, concat,
 upsample, LUT; ``oracle_pool``: pools, add; ``oracle_mul``: element-wise mul;
-``oracle_attn``: matmul of two activations; ``oracle_loss``: softmax cross-entropy, sparse
-selection, zeroth order; ``oracle_update``: optimiser updates; ``oracle_host``: host-side
-helpers: multipliers, LUTs, weight ratios, loss). Import it as before:
-``from microtrain_tools.reference import oracle``.
+``oracle_attn``: matmul of two activations, softmax; ``oracle_norm``: LayerNorm;
+``oracle_loss``: softmax cross-entropy, sparse selection, zeroth order; ``oracle_update``:
+optimiser updates; ``oracle_host``: host-side helpers: multipliers, LUTs, weight ratios,
+loss). Import it as before: ``from microtrain_tools.reference import oracle``.
 """
 
 from __future__ import annotations
@@ -105,6 +105,11 @@ from microtrain_tools.reference.oracle_mul import (
     mul_s8_grad_x1,
     mul_s8_grad_x2,
 )
+from microtrain_tools.reference.oracle_norm import (
+    layernorm_params,
+    layernorm_s8_forward,
+    layernorm_s8_grad_input,
+)
 from microtrain_tools.reference.oracle_pool import (
     add_s8_forward,
     add_s8_grad_merge,
@@ -167,6 +172,9 @@ __all__ = [
     "global_avgpool_s8_forward",
     "global_avgpool_s8_grad_input",
     "l1_norm_s8",
+    "layernorm_params",
+    "layernorm_s8_forward",
+    "layernorm_s8_grad_input",
     "linear_s8_forward",
     "linear_s8_grad_input",
     "linear_s8_grad_weight",

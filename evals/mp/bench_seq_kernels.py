@@ -1,0 +1,73 @@
+# Instructions per element / MAC of the sequence and attention kernels (run on the QEMU
+# firmware by evals/benchmarks/bench_seq.py): each kernel called once through the
+# _microtrain .mpy between two markers, on fixed shapes:
+#   se      mul, 8x8 positions x 32 channels times a (32,) per-channel scale
+#   gate    mul, 8x8 x 32 times the same shape
+#   qk      matmul Q K^T, 16 x 32 times (16 x 32)^T (tb 1)
+#   av      matmul A V, 16 x 16 times 16 x 32 (tb 0)
+#   sm      softmax over 16 of 16 rows (attention weights)
+# Fixed pseudo-random int8 inputs (the bench_kernels.py generator).
+import array
+import gc
+
+import _microtrain as K
+from bench_kernels import rand_s8
+from bench_mark import code, flush, mark, result
+from microtrain.quant import zeros
+
+
+def timed(name, f, *args):
+    c0, c1 = code(name), code(name + "_end")
+    mark(c0)
+    f(*args)
+    mark(c1)
+
+
+def mul(name, hw, c, hw2, c2):
+    d = array.array("i", [hw, c, hw2, c2, -3, 5, 2, 1518500250, -9, -128, 127])
+    n, n2 = hw * c, hw2 * c2
+    x1, x2, e = rand_s8(n), rand_s8(n2), rand_s8(n, -40, 40)
+    y, ein, ein2, acc = bytearray(n), bytearray(n), bytearray(n2), zeros("i", n2)
+    result(name + ".elems", n)
+    timed(name + ".fwd", K.mul_s8_forward, d, x1, x2, y)
+    timed(name + ".gx1", K.mul_s8_grad_x1, d, e, x2, ein)
+    timed(name + ".gx2", K.mul_s8_grad_x2, d, e, x1, acc, ein2)
+    result(name + ".ysum", sum(y))
+
+
+def matmul(name, rows, inner, cols, tb):
+    d = array.array("i", [rows, inner, cols, tb, -3, 5, 2, 1518500250, -12, -128, 127])
+    a, b, e = rand_s8(rows * inner), rand_s8(inner * cols), rand_s8(rows * cols, -40, 40)
+    y, ea, eb = bytearray(rows * cols), bytearray(rows * inner), bytearray(inner * cols)
+    acca, accb = zeros("i", rows * inner), zeros("i", inner * cols)
+    result(name + ".macs", rows * inner * cols)
+    timed(name + ".fwd", K.matmul_s8_forward, d, a, b, y)
+    timed(name + ".ga", K.matmul_s8_grad_a, d, e, b, acca, ea)
+    timed(name + ".gb", K.matmul_s8_grad_b, d, e, a, accb, eb)
+    result(name + ".ysum", sum(y))
+
+
+def softmax(name, outer, n):
+    d = array.array("i", [outer, n, 1])
+    lut = array.array("I", [int(65536 * 0.92 ** i + 0.5) for i in range(256)])
+    x, e = rand_s8(outer * n), rand_s8(outer * n, -40, 40)
+    y, ein = bytearray(outer * n), bytearray(outer * n)
+    result(name + ".elems", outer * n)
+    timed(name + ".fwd", K.softmax_s8_forward, d, x, lut, y)
+    timed(name + ".gin", K.softmax_s8_grad_input, d, y, e, ein)
+
+
+def main():
+    c0, c1 = code("empty"), code("empty_end")
+    mark(c0)
+    mark(c1)
+    for f, args in ((mul, ("se", 64, 32, 1, 32)), (mul, ("gate", 64, 32, 64, 32)),
+                    (matmul, ("qk", 16, 32, 16, 1)), (matmul, ("av", 16, 16, 32, 0)),
+                    (softmax, ("sm", 16, 16))):
+        gc.collect()
+        f(*args)
+        flush()
+    result("done", 1)
+
+
+main()
