@@ -183,7 +183,7 @@ def update_f32_ratios(w_scale: _F32, r: int, wr: _I32, /) -> int:
     """wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ratios).
     Returns the index of the first maximum of w_scale."""
 
-# -- element-wise mul (desc: 11 int32), matmul of two activations (desc: 11 int32), softmax (desc: 3 int32), LayerNorm (desc: 7 int32) ---
+# -- sequence / attention: mul, matmul (desc: 11 int32), softmax (3), LayerNorm (7) ---------------
 
 def mul_s8_forward(desc: _I32, x1: _In8, x2: _In8, y: _Out8, /) -> None:
     """y = clamp(requant((x1 - in1_zp) * (x2 - in2_zp)) + out_zp), x2 broadcast (hw2, c2 = 1)."""

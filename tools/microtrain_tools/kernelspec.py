@@ -704,8 +704,7 @@ wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ra
 Returns the index of the first maximum of w_scale.
 """),
     )),
-    Section("element-wise mul (desc: 11 int32), matmul of two activations (desc: 11 int32), softmax"
-            " (desc: 3 int32), LayerNorm (desc: 7 int32)", funcs=(
+    Section("sequence / attention: mul, matmul (desc: 11 int32), softmax (3), LayerNorm (7)", funcs=(
         Func("mul_s8_forward", "None",
              call="mt_mul_s8_forward(p, x1, x2, y)",
              args=(
