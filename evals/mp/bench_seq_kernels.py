@@ -6,14 +6,31 @@
 #   qk      matmul Q K^T, 16 x 32 times (16 x 32)^T (tb 1)
 #   av      matmul A V, 16 x 16 times 16 x 32 (tb 0)
 #   sm      softmax over 16 of 16 rows (attention weights)
+#   ln      LayerNorm's normalisation of 16 rows of 64
 # Fixed pseudo-random int8 inputs (the bench_kernels.py generator).
 import array
 import gc
 
 import _microtrain as K
-from bench_kernels import rand_s8
 from bench_mark import code, flush, mark, result
 from microtrain.quant import zeros
+
+_r = 2463534242
+
+
+def rand_s8(n, lo=-128, hi=127):
+    # xorshift32, as bench_kernels.py (which runs its own benchmark when imported)
+    global _r
+    b = bytearray(n)
+    span = hi - lo + 1
+    r = _r
+    for i in range(n):
+        r ^= (r << 13) & 0xFFFFFFFF
+        r ^= r >> 17
+        r ^= (r << 5) & 0xFFFFFFFF
+        b[i] = (lo + r % span) & 0xFF
+    _r = r
+    return b
 
 
 def timed(name, f, *args):
@@ -57,13 +74,22 @@ def softmax(name, outer, n):
     timed(name + ".gin", K.softmax_s8_grad_input, d, y, e, ein)
 
 
+def layernorm(name, rows, c):
+    d = array.array("i", [rows, c, -3, 2, 40, 1518500250, -18])
+    x, e = rand_s8(rows * c), rand_s8(rows * c, -40, 40)
+    y, ein = bytearray(rows * c), bytearray(rows * c)
+    result(name + ".elems", rows * c)
+    timed(name + ".fwd", K.layernorm_s8_forward, d, x, y)
+    timed(name + ".gin", K.layernorm_s8_grad_input, d, x, e, ein)
+
+
 def main():
     c0, c1 = code("empty"), code("empty_end")
     mark(c0)
     mark(c1)
     for f, args in ((mul, ("se", 64, 32, 1, 32)), (mul, ("gate", 64, 32, 64, 32)),
                     (matmul, ("qk", 16, 32, 16, 1)), (matmul, ("av", 16, 16, 32, 0)),
-                    (softmax, ("sm", 16, 16))):
+                    (softmax, ("sm", 16, 16)), (layernorm, ("ln", 16, 64))):
         gc.collect()
         f(*args)
         flush()

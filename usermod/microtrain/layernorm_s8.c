@@ -3,6 +3,7 @@
 // square root and one division per row, so it runs on cores without an FPU or
 // a divide instruction. The affine part (gamma, beta) is a depthwise 1x1 conv.
 #include "mt_kernels.h"
+#include "mt_runs.h"
 
 // floor(sqrt(v)), bit by bit: shifts, compares and subtractions only.
 static uint32_t mt_isqrt_u32(uint32_t v) {
@@ -44,6 +45,8 @@ static int32_t mt_ln_stats(const mt_layernorm_params_t *p, const int8_t *x, int3
 // Q26 (|C a - S1| < 32 R keeps it below 2^31), then the output's scale.
 void mt_layernorm_s8_forward(const mt_layernorm_params_t *p, const int8_t *x, int8_t *y) {
     const int32_t c = p->c, z = p->in_zp, zo = p->out_zp;
+    mt_rq_t q;
+    mt_rq_init(&q, p->m, p->sh, -128 - zo, 127 - zo, zo);
     for (int32_t r = 0; r < p->rows; ++r) {
         const int8_t *xr = x + r * c;
         int8_t *yr = y + r * c;
@@ -51,7 +54,7 @@ void mt_layernorm_s8_forward(const mt_layernorm_params_t *p, const int8_t *x, in
         const int32_t s1 = mt_ln_stats(p, xr, &inv);
         for (int32_t k = 0; k < c; ++k) {  // y may be x: x[k] is read before y[k] is written
             const int32_t t = (c * (xr[k] - z) - s1) * inv;
-            yr[k] = (int8_t)(mt_clamp(mt_requant(t, p->m, p->sh), -128 - zo, 127 - zo) + zo);
+            yr[k] = mt_rq_out(t, &q);
         }
     }
 }

@@ -2,22 +2,45 @@
 // scores Q K^T and weighted values A V (docs/numerics.md, "matmul").
 #include "mt_dsp.h"
 #include "mt_kernels.h"
+#include "mt_runs.h"
 
-// sum_t x[t] * (w[t] - zw) over n contiguous bytes. Four bytes a step through
-// SMLAD on Cortex-M4/M7 (the portable twins elsewhere, the same bits): w - zw
-// fits a halfword. |sum| <= 32768 * 128 * 255 < 2^31 for the callers' n.
-static int32_t mt_dot_zp(const int8_t *x, const int8_t *w, int32_t zw, int32_t n) {
-    const uint32_t zz = mt_pack16(zw, zw);
+// sum_t (x[t] - zx) * (w[t] - zw) over n contiguous bytes. Four bytes a step
+// through SMLAD on Cortex-M4/M7 (the portable twins elsewhere, the same bits):
+// each difference fits a halfword. The callers keep |sum| < 2^31.
+static int32_t mt_dot_zp(const int8_t *x, int32_t zx, const int8_t *w, int32_t zw, int32_t n) {
+    const uint32_t zzx = mt_pack16(zx, zx), zzw = mt_pack16(zw, zw);
     int32_t acc = 0, t = 0;
     for (; t + 4 <= n; t += 4) {
         const uint32_t vx = mt_load_u32(x + t), vw = mt_load_u32(w + t);
-        acc = mt_smlad(mt_sxtb16(vx), mt_ssub16(mt_sxtb16(vw), zz), acc);
-        acc = mt_smlad(mt_sxtb16_ror8(vx), mt_ssub16(mt_sxtb16_ror8(vw), zz), acc);
+        acc = mt_smlad(mt_ssub16(mt_sxtb16(vx), zzx), mt_ssub16(mt_sxtb16(vw), zzw), acc);
+        acc = mt_smlad(mt_ssub16(mt_sxtb16_ror8(vx), zzx), mt_ssub16(mt_sxtb16_ror8(vw), zzw), acc);
     }
     for (; t < n; ++t) {
-        acc += x[t] * (w[t] - zw);
+        acc += (x[t] - zx) * (w[t] - zw);
     }
     return acc;
+}
+
+// Four outputs of y = A B (b inner x cols, row-major) at columns j..j+3: the
+// four sums stay in registers while the inner index walks down b's rows, four
+// bytes of a row a load.
+static void mt_dot4_cols(const int8_t *ar, int32_t za, const int8_t *bc, int32_t zb, int32_t inner, int32_t cols,
+                         int32_t *s) {
+    const uint32_t zz = mt_pack16(zb, zb);
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int32_t t = 0; t < inner; ++t, bc += cols) {
+        const uint32_t av = (uint32_t)(ar[t] - za) & 0xFFFFu;
+        const uint32_t vb = mt_load_u32(bc);
+        const uint32_t even = mt_ssub16(mt_sxtb16(vb), zz), odd = mt_ssub16(mt_sxtb16_ror8(vb), zz);
+        s0 = mt_smlabb(even, av, s0);
+        s1 = mt_smlabb(odd, av, s1);
+        s2 = mt_smlatb(even, av, s2);
+        s3 = mt_smlatb(odd, av, s3);
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
 }
 
 // acc[t] += s * (x[t] - zx), t < n: one row of an outer product.
@@ -27,33 +50,36 @@ static void mt_axpy_zp(int32_t *acc, int32_t s, const int8_t *x, int32_t zx, int
     }
 }
 
-// acc = sum_k (a - a_zp) * (b - b_zp) is exact in int32 (inner <= 32768); the
-// zero point of a is applied per element through x - zx = -(zx - x).
+// acc = sum_k (a - a_zp) * (b - b_zp) is exact in int32 (inner <= 32768), in
+// whatever order the sum is taken.
 void mt_matmul_s8_forward(const mt_matmul_params_t *p, const int8_t *a, const int8_t *b, int8_t *y) {
     const int32_t rows = p->rows, inner = p->inner, cols = p->cols, za = p->a_zp, zb = p->b_zp;
-    const int32_t zo = p->out_zp, lo = p->act_min - zo, hi = p->act_max - zo;
+    mt_rq_t q;
+    mt_rq_init(&q, p->mult, p->sh, p->act_min - p->out_zp, p->act_max - p->out_zp, p->out_zp);
     for (int32_t i = 0; i < rows; ++i) {
         const int8_t *ar = a + i * inner;
-        for (int32_t j = 0; j < cols; ++j) {
-            int32_t acc;
-            if (p->tb) {  // both operands contiguous along the inner dimension
-                // sum (a - za)(b - zb) = sum a (b - zb) - za sum (b - zb): the
-                // parts are below 2^30 and their difference is exact
-                const int8_t *br = b + j * inner;
-                int32_t sb = 0;
-                for (int32_t t = 0; t < inner; ++t) {
-                    sb += br[t] - zb;
-                }
-                acc = (int32_t)((uint32_t)mt_dot_zp(ar, br, zb, inner) - (uint32_t)(za * sb));
-            } else {
-                acc = 0;
-                const int8_t *bc = b + j;
-                for (int32_t t = 0; t < inner; ++t, bc += cols) {
-                    acc += (ar[t] - za) * (*bc - zb);
-                }
+        int8_t *yr = y + i * cols;
+        if (p->tb) {  // both operands contiguous along the inner dimension
+            for (int32_t j = 0; j < cols; ++j) {
+                yr[j] = mt_rq_out(mt_dot_zp(ar, za, b + j * inner, zb, inner), &q);
             }
-            const int32_t r = mt_requant(acc, p->mult, p->sh);
-            y[i * cols + j] = (int8_t)(mt_clamp(r, lo, hi) + zo);
+            continue;
+        }
+        int32_t j = 0;
+        for (; j + 4 <= cols; j += 4) {
+            int32_t s[4];
+            mt_dot4_cols(ar, za, b + j, zb, inner, cols, s);
+            for (int32_t u = 0; u < 4; ++u) {
+                yr[j + u] = mt_rq_out(s[u], &q);
+            }
+        }
+        for (; j < cols; ++j) {
+            int32_t acc = 0;
+            const int8_t *bc = b + j;
+            for (int32_t t = 0; t < inner; ++t, bc += cols) {
+                acc += (ar[t] - za) * (*bc - zb);
+            }
+            yr[j] = mt_rq_out(acc, &q);
         }
     }
 }
@@ -67,7 +93,7 @@ int32_t mt_matmul_s8_grad_a(const mt_matmul_params_t *p, const int8_t *e, const 
         int32_t *ar = acc + i * inner;
         if (!p->tb) {  // B is inner x cols: row k of B against row i of E
             for (int32_t k = 0; k < inner; ++k) {
-                ar[k] = mt_dot_zp(er, b + k * cols, zb, cols);
+                ar[k] = mt_dot_zp(er, 0, b + k * cols, zb, cols);
             }
         } else {  // B is cols x inner: the rows of B weighted by row i of E
             for (int32_t k = 0; k < inner; ++k) {

@@ -2,6 +2,7 @@
 // x2 broadcast over positions and / or channels: gates, squeeze-and-excitation
 // (docs/numerics.md, "element-wise mul").
 #include "mt_kernels.h"
+#include "mt_runs.h"
 
 // x2's element steps: per position (0 when x2 holds one position) and per
 // channel (0 when x2 holds one channel).
@@ -11,27 +12,25 @@ static inline int32_t mt_mul_pos_step(const mt_mul_params_t *p) {
 
 // Element-wise, so y may be x1 (or x2 when it has y's shape).
 void mt_mul_s8_forward(const mt_mul_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y) {
-    const int32_t z1 = p->in1_zp, z2 = p->in2_zp, zo = p->out_zp, m = p->m, sh = p->sh;
-    // clamp(r + zo, lo, hi) == clamp(r, lo - zo, hi - zo) + zo, without overflow.
-    const int32_t lo = p->act_min - zo, hi = p->act_max - zo;
+    const int32_t z1 = p->in1_zp, z2 = p->in2_zp, zo = p->out_zp;
+    mt_rq_t q;  // the requant's constants once, its 64-bit product inline
+    mt_rq_init(&q, p->m, p->sh, p->act_min - zo, p->act_max - zo, zo);
     const int32_t c = p->c, sp = mt_mul_pos_step(p);
     int32_t i = 0;
     if (p->c2 == c) {
-        for (int32_t q = 0; q < p->hw; ++q) {
-            const int8_t *b = x2 + q * sp;
+        for (int32_t r = 0; r < p->hw; ++r) {
+            const int8_t *b = x2 + r * sp;
             for (int32_t k = 0; k < c; ++k, ++i) {
                 // |x - zp| <= 255: the product is below 2^16, sh <= 15 keeps it in int32
-                const int32_t r = mt_requant((x1[i] - z1) * (b[k] - z2), m, sh);
-                y[i] = (int8_t)(mt_clamp(r, lo, hi) + zo);
+                y[i] = mt_rq_out((x1[i] - z1) * (b[k] - z2), &q);
             }
         }
         return;
     }
-    for (int32_t q = 0; q < p->hw; ++q) {  // one x2 value per position
-        const int32_t b = x2[q * sp] - z2;
+    for (int32_t r = 0; r < p->hw; ++r) {  // one x2 value per position
+        const int32_t b = x2[r * sp] - z2;
         for (int32_t k = 0; k < c; ++k, ++i) {
-            const int32_t r = mt_requant((x1[i] - z1) * b, m, sh);
-            y[i] = (int8_t)(mt_clamp(r, lo, hi) + zo);
+            y[i] = mt_rq_out((x1[i] - z1) * b, &q);
         }
     }
 }
