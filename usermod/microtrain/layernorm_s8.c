@@ -3,7 +3,7 @@
 // square root and one division per row, so it runs on cores without an FPU or
 // a divide instruction. The affine part (gamma, beta) is a depthwise 1x1 conv.
 #include "mt_kernels.h"
-#include "mt_runs.h"
+#include "mt_seq.h"
 
 // floor(sqrt(v)), bit by bit: shifts, compares and subtractions only.
 static uint32_t mt_isqrt_u32(uint32_t v) {

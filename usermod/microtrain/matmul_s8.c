@@ -2,25 +2,29 @@
 // scores Q K^T and weighted values A V (docs/numerics.md, "matmul").
 #include "mt_dsp.h"
 #include "mt_kernels.h"
-#include "mt_runs.h"
+#include "mt_seq.h"
 
-// sum_t (x[t] - zx) * (w[t] - zw) over n contiguous bytes. Four bytes a step
-// through SMLAD on Cortex-M4/M7 (the portable twins elsewhere, the same bits):
-// each difference fits a halfword. The callers keep |sum| < 2^31.
+// sum_t (x[t] - zx) * (w[t] - zw) over n contiguous bytes. On Cortex-M4/M7
+// four bytes a step through SMLAD (each difference fits a halfword); elsewhere
+// the plain loop, which the portable SIMD twins would only slow down. The
+// callers keep |sum| < 2^31, so every order gives the same bits.
 static int32_t mt_dot_zp(const int8_t *x, int32_t zx, const int8_t *w, int32_t zw, int32_t n) {
-    const uint32_t zzx = mt_pack16(zx, zx), zzw = mt_pack16(zw, zw);
     int32_t acc = 0, t = 0;
+#if MT_DSP
+    const uint32_t zzx = mt_pack16(zx, zx), zzw = mt_pack16(zw, zw);
     for (; t + 4 <= n; t += 4) {
         const uint32_t vx = mt_load_u32(x + t), vw = mt_load_u32(w + t);
         acc = mt_smlad(mt_ssub16(mt_sxtb16(vx), zzx), mt_ssub16(mt_sxtb16(vw), zzw), acc);
         acc = mt_smlad(mt_ssub16(mt_sxtb16_ror8(vx), zzx), mt_ssub16(mt_sxtb16_ror8(vw), zzw), acc);
     }
+#endif
     for (; t < n; ++t) {
         acc += (x[t] - zx) * (w[t] - zw);
     }
     return acc;
 }
 
+#if MT_DSP
 // Four outputs of y = A B (b inner x cols, row-major) at columns j..j+3: the
 // four sums stay in registers while the inner index walks down b's rows, four
 // bytes of a row a load.
@@ -42,10 +46,24 @@ static void mt_dot4_cols(const int8_t *ar, int32_t za, const int8_t *bc, int32_t
     s[2] = s2;
     s[3] = s3;
 }
+#endif
 
-// acc[t] += s * (x[t] - zx), t < n: one row of an outer product.
+// acc[t] += s * (x[t] - zx), t < n: one row of an outer product (|s| <= 255);
+// four at a time through SMLABB / SMLATB on Cortex-M4/M7.
 static void mt_axpy_zp(int32_t *acc, int32_t s, const int8_t *x, int32_t zx, int32_t n) {
-    for (int32_t t = 0; t < n; ++t) {
+    int32_t t = 0;
+#if MT_DSP
+    const uint32_t zz = mt_pack16(zx, zx), ss = (uint32_t)s & 0xFFFFu;
+    for (; t + 4 <= n; t += 4) {
+        const uint32_t v = mt_load_u32(x + t);
+        const uint32_t even = mt_ssub16(mt_sxtb16(v), zz), odd = mt_ssub16(mt_sxtb16_ror8(v), zz);
+        acc[t] = mt_smlabb(even, ss, acc[t]);
+        acc[t + 1] = mt_smlabb(odd, ss, acc[t + 1]);
+        acc[t + 2] = mt_smlatb(even, ss, acc[t + 2]);
+        acc[t + 3] = mt_smlatb(odd, ss, acc[t + 3]);
+    }
+#endif
+    for (; t < n; ++t) {
         acc[t] += s * (x[t] - zx);
     }
 }
@@ -66,6 +84,7 @@ void mt_matmul_s8_forward(const mt_matmul_params_t *p, const int8_t *a, const in
             continue;
         }
         int32_t j = 0;
+#if MT_DSP
         for (; j + 4 <= cols; j += 4) {
             int32_t s[4];
             mt_dot4_cols(ar, za, b + j, zb, inner, cols, s);
@@ -73,6 +92,7 @@ void mt_matmul_s8_forward(const mt_matmul_params_t *p, const int8_t *a, const in
                 yr[j + u] = mt_rq_out(s[u], &q);
             }
         }
+#endif
         for (; j < cols; ++j) {
             int32_t acc = 0;
             const int8_t *bc = b + j;

@@ -2,7 +2,7 @@
 // x2 broadcast over positions and / or channels: gates, squeeze-and-excitation
 // (docs/numerics.md, "element-wise mul").
 #include "mt_kernels.h"
-#include "mt_runs.h"
+#include "mt_seq.h"
 
 // x2's element steps: per position (0 when x2 holds one position) and per
 // channel (0 when x2 holds one channel).
