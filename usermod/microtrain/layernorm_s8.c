@@ -75,8 +75,8 @@ static uint32_t mt_ln_grad_row(const mt_layernorm_params_t *p, const int8_t *x, 
     }
     for (int32_t k = 0; k < c; ++k) {  // e[k] read before out[k]: out may be e
         const int32_t t = (c * (x[k] - z) - s1) * inv;
-        const int32_t v9 = (int32_t)((uint32_t)(c * e[k] - e1) << 9) - mt_doubling_high_mul(t, g14);
-        const int32_t acc = mt_doubling_high_mul(v9, inv << 4);
+        const int32_t v9 = (int32_t)((uint32_t)(c * e[k] - e1) << 9) - mt_seq_dhm(t, g14);
+        const int32_t acc = mt_seq_dhm(v9, inv << 4);
         if (out) {
             out[k] = mt_dyn_apply(acc, shift);
         } else {

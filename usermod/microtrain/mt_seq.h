@@ -28,4 +28,14 @@ static inline int8_t mt_rq_out(int32_t acc, const mt_rq_t *q) {
 #include "mt_runs.h"
 #endif
 
+// mt_doubling_high_mul inline where the core multiplies 32 x 32 -> 64 (the
+// same bits: floor((a * b + 2^30) / 2^31)); a call to quant.c's on Cortex-M0.
+static inline int32_t mt_seq_dhm(int32_t a, int32_t b) {
+#if MT_SOFT_MATH
+    return mt_doubling_high_mul(a, b);
+#else
+    return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
+#endif
+}
+
 #endif
