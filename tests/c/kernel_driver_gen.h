@@ -1449,6 +1449,300 @@ static int run_update_f32_ratios(call_t *c, int32_t *ret) {
 }
 #endif
 
+typedef struct {  // mul_s8_forward
+    mt_mul_desc_u pu;
+    const mt_mul_params_t *p;
+    const int8_t *x1;
+    const int8_t *x2;
+    int8_t *y;
+} mt_mul_s8_forward_args_t;
+static int drv_mul_s8_forward_args(call_t *c, mt_mul_s8_forward_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_MUL_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_mul_check(a->p));
+    if (failed(c)) return 0;
+    a->x1 = buf(c, 1, "x1", S8, a->p->hw * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->x2 = buf(c, 2, "x2", S8, a->p->hw2 * a->p->c2, 0, NULL);
+    if (failed(c)) return 0;
+    a->y = buf(c, 3, "y", S8, a->p->hw * a->p->c, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_mul_s8_forward(call_t *c, int32_t *ret) {
+    mt_mul_s8_forward_args_t a;
+    if (!drv_mul_s8_forward_args(c, &a)) return 0;
+    (void)ret;
+    mt_mul_s8_forward(a.p, a.x1, a.x2, a.y);
+    return 0;
+}
+
+typedef struct {  // mul_s8_grad_x1
+    mt_mul_desc_u pu;
+    const mt_mul_params_t *p;
+    const int8_t *e;
+    const int8_t *x2;
+    int8_t *ein;
+} mt_mul_s8_grad_x1_args_t;
+static int drv_mul_s8_grad_x1_args(call_t *c, mt_mul_s8_grad_x1_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_MUL_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_mul_check(a->p));
+    if (failed(c)) return 0;
+    a->e = buf(c, 1, "e", S8, a->p->hw * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->x2 = buf(c, 2, "x2", S8, a->p->hw2 * a->p->c2, 0, NULL);
+    if (failed(c)) return 0;
+    a->ein = buf(c, 3, "ein", S8, a->p->hw * a->p->c, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_mul_s8_grad_x1(call_t *c, int32_t *ret) {
+    mt_mul_s8_grad_x1_args_t a;
+    if (!drv_mul_s8_grad_x1_args(c, &a)) return 0;
+    *ret = mt_mul_s8_grad_x1(a.p, a.e, a.x2, a.ein);
+    return 1;
+}
+
+typedef struct {  // mul_s8_grad_x2
+    mt_mul_desc_u pu;
+    const mt_mul_params_t *p;
+    const int8_t *e;
+    const int8_t *x1;
+    int32_t *acc;
+    int8_t *ein;
+} mt_mul_s8_grad_x2_args_t;
+static int drv_mul_s8_grad_x2_args(call_t *c, mt_mul_s8_grad_x2_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_MUL_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_mul_check(a->p));
+    if (failed(c)) return 0;
+    a->e = buf(c, 1, "e", S8, a->p->hw * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->x1 = buf(c, 2, "x1", S8, a->p->hw * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->acc = buf(c, 3, "acc", I32, a->p->hw2 * a->p->c2, 1, NULL);
+    if (failed(c)) return 0;
+    a->ein = buf(c, 4, "ein", S8, a->p->hw2 * a->p->c2, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_mul_s8_grad_x2(call_t *c, int32_t *ret) {
+    mt_mul_s8_grad_x2_args_t a;
+    if (!drv_mul_s8_grad_x2_args(c, &a)) return 0;
+    *ret = mt_mul_s8_grad_x2(a.p, a.e, a.x1, a.acc, a.ein);
+    return 1;
+}
+
+typedef struct {  // matmul_s8_forward
+    mt_matmul_desc_u pu;
+    const mt_matmul_params_t *p;
+    const int8_t *a;
+    const int8_t *b;
+    int8_t *y;
+} mt_matmul_s8_forward_args_t;
+static int drv_matmul_s8_forward_args(call_t *c, mt_matmul_s8_forward_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_MATMUL_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_matmul_check(a->p));
+    if (failed(c)) return 0;
+    a->a = buf(c, 1, "a", S8, a->p->rows * a->p->inner, 0, NULL);
+    if (failed(c)) return 0;
+    a->b = buf(c, 2, "b", S8, a->p->inner * a->p->cols, 0, NULL);
+    if (failed(c)) return 0;
+    a->y = buf(c, 3, "y", S8, a->p->rows * a->p->cols, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_matmul_s8_forward(call_t *c, int32_t *ret) {
+    mt_matmul_s8_forward_args_t a;
+    if (!drv_matmul_s8_forward_args(c, &a)) return 0;
+    (void)ret;
+    mt_matmul_s8_forward(a.p, a.a, a.b, a.y);
+    return 0;
+}
+
+typedef struct {  // matmul_s8_grad_a
+    mt_matmul_desc_u pu;
+    const mt_matmul_params_t *p;
+    const int8_t *e;
+    const int8_t *b;
+    int32_t *acc;
+    int8_t *ein;
+} mt_matmul_s8_grad_a_args_t;
+static int drv_matmul_s8_grad_a_args(call_t *c, mt_matmul_s8_grad_a_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_MATMUL_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_matmul_check(a->p));
+    if (failed(c)) return 0;
+    a->e = buf(c, 1, "e", S8, a->p->rows * a->p->cols, 0, NULL);
+    if (failed(c)) return 0;
+    a->b = buf(c, 2, "b", S8, a->p->inner * a->p->cols, 0, NULL);
+    if (failed(c)) return 0;
+    a->acc = buf(c, 3, "acc", I32, a->p->rows * a->p->inner, 1, NULL);
+    if (failed(c)) return 0;
+    a->ein = buf(c, 4, "ein", S8, a->p->rows * a->p->inner, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_matmul_s8_grad_a(call_t *c, int32_t *ret) {
+    mt_matmul_s8_grad_a_args_t a;
+    if (!drv_matmul_s8_grad_a_args(c, &a)) return 0;
+    *ret = mt_matmul_s8_grad_a(a.p, a.e, a.b, a.acc, a.ein);
+    return 1;
+}
+
+typedef struct {  // matmul_s8_grad_b
+    mt_matmul_desc_u pu;
+    const mt_matmul_params_t *p;
+    const int8_t *e;
+    const int8_t *a;
+    int32_t *acc;
+    int8_t *ein;
+} mt_matmul_s8_grad_b_args_t;
+static int drv_matmul_s8_grad_b_args(call_t *c, mt_matmul_s8_grad_b_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_MATMUL_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_matmul_check(a->p));
+    if (failed(c)) return 0;
+    a->e = buf(c, 1, "e", S8, a->p->rows * a->p->cols, 0, NULL);
+    if (failed(c)) return 0;
+    a->a = buf(c, 2, "a", S8, a->p->rows * a->p->inner, 0, NULL);
+    if (failed(c)) return 0;
+    a->acc = buf(c, 3, "acc", I32, a->p->inner * a->p->cols, 1, NULL);
+    if (failed(c)) return 0;
+    a->ein = buf(c, 4, "ein", S8, a->p->inner * a->p->cols, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_matmul_s8_grad_b(call_t *c, int32_t *ret) {
+    mt_matmul_s8_grad_b_args_t a;
+    if (!drv_matmul_s8_grad_b_args(c, &a)) return 0;
+    *ret = mt_matmul_s8_grad_b(a.p, a.e, a.a, a.acc, a.ein);
+    return 1;
+}
+
+typedef struct {  // softmax_s8_forward
+    mt_softmax_desc_u pu;
+    const mt_softmax_params_t *p;
+    const int8_t *x;
+    const uint32_t *lut;
+    size_t lut_n;
+    int8_t *y;
+} mt_softmax_s8_forward_args_t;
+static int drv_softmax_s8_forward_args(call_t *c, mt_softmax_s8_forward_args_t *a) {
+    int32_t v[MT_MSG_NVALS];
+    desc_arg(c, 0, "desc", a->pu.a, MT_SOFTMAX_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_softmax_check(a->p));
+    if (failed(c)) return 0;
+    a->x = buf(c, 1, "x", S8, a->p->outer * a->p->n * a->p->inner, 0, NULL);
+    if (failed(c)) return 0;
+    a->lut = buf(c, 2, "lut", U32, -1, 0, &a->lut_n);
+    if (failed(c)) return 0;
+    check_v(c, "lut", mt_softmax_lut_check(a->lut, (uint32_t)a->lut_n, v), v);
+    if (failed(c)) return 0;
+    a->y = buf(c, 3, "y", S8, a->p->outer * a->p->n * a->p->inner, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_softmax_s8_forward(call_t *c, int32_t *ret) {
+    mt_softmax_s8_forward_args_t a;
+    if (!drv_softmax_s8_forward_args(c, &a)) return 0;
+    (void)ret;
+    mt_softmax_s8_forward(a.p, a.x, a.lut, (int32_t)a.lut_n, a.y);
+    return 0;
+}
+
+typedef struct {  // softmax_s8_grad_input
+    mt_softmax_desc_u pu;
+    const mt_softmax_params_t *p;
+    const int8_t *y;
+    const int8_t *e;
+    int8_t *ein;
+} mt_softmax_s8_grad_input_args_t;
+static int drv_softmax_s8_grad_input_args(call_t *c, mt_softmax_s8_grad_input_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_SOFTMAX_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_softmax_check(a->p));
+    if (failed(c)) return 0;
+    a->y = buf(c, 1, "y", S8, a->p->outer * a->p->n * a->p->inner, 0, NULL);
+    if (failed(c)) return 0;
+    a->e = buf(c, 2, "e", S8, a->p->outer * a->p->n * a->p->inner, 0, NULL);
+    if (failed(c)) return 0;
+    a->ein = buf(c, 3, "ein", S8, a->p->outer * a->p->n * a->p->inner, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_softmax_s8_grad_input(call_t *c, int32_t *ret) {
+    mt_softmax_s8_grad_input_args_t a;
+    if (!drv_softmax_s8_grad_input_args(c, &a)) return 0;
+    *ret = mt_softmax_s8_grad_input(a.p, a.y, a.e, a.ein);
+    return 1;
+}
+
+typedef struct {  // layernorm_s8_forward
+    mt_layernorm_desc_u pu;
+    const mt_layernorm_params_t *p;
+    const int8_t *x;
+    int8_t *y;
+} mt_layernorm_s8_forward_args_t;
+static int drv_layernorm_s8_forward_args(call_t *c, mt_layernorm_s8_forward_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_LAYERNORM_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_layernorm_check(a->p));
+    if (failed(c)) return 0;
+    a->x = buf(c, 1, "x", S8, a->p->rows * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->y = buf(c, 2, "y", S8, a->p->rows * a->p->c, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_layernorm_s8_forward(call_t *c, int32_t *ret) {
+    mt_layernorm_s8_forward_args_t a;
+    if (!drv_layernorm_s8_forward_args(c, &a)) return 0;
+    (void)ret;
+    mt_layernorm_s8_forward(a.p, a.x, a.y);
+    return 0;
+}
+
+typedef struct {  // layernorm_s8_grad_input
+    mt_layernorm_desc_u pu;
+    const mt_layernorm_params_t *p;
+    const int8_t *x;
+    const int8_t *e;
+    int8_t *ein;
+} mt_layernorm_s8_grad_input_args_t;
+static int drv_layernorm_s8_grad_input_args(call_t *c, mt_layernorm_s8_grad_input_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_LAYERNORM_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_layernorm_check(a->p));
+    if (failed(c)) return 0;
+    a->x = buf(c, 1, "x", S8, a->p->rows * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->e = buf(c, 2, "e", S8, a->p->rows * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->ein = buf(c, 3, "ein", S8, a->p->rows * a->p->c, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_layernorm_s8_grad_input(call_t *c, int32_t *ret) {
+    mt_layernorm_s8_grad_input_args_t a;
+    if (!drv_layernorm_s8_grad_input_args(c, &a)) return 0;
+    *ret = mt_layernorm_s8_grad_input(a.p, a.x, a.e, a.ein);
+    return 1;
+}
+
 // Every kernel: name, runner (NULL: not in this build), fewest and most arguments.
 static const run_t RUNS[] = {
     {"conv2d_s8_forward", run_conv2d_s8_forward, 7, 7},
@@ -1561,6 +1855,16 @@ static const run_t RUNS[] = {
 #else
     {"update_f32_ratios", NULL, 3, 3},
 #endif
+    {"mul_s8_forward", run_mul_s8_forward, 4, 4},
+    {"mul_s8_grad_x1", run_mul_s8_grad_x1, 4, 4},
+    {"mul_s8_grad_x2", run_mul_s8_grad_x2, 5, 5},
+    {"matmul_s8_forward", run_matmul_s8_forward, 4, 4},
+    {"matmul_s8_grad_a", run_matmul_s8_grad_a, 5, 5},
+    {"matmul_s8_grad_b", run_matmul_s8_grad_b, 5, 5},
+    {"softmax_s8_forward", run_softmax_s8_forward, 4, 4},
+    {"softmax_s8_grad_input", run_softmax_s8_grad_input, 4, 4},
+    {"layernorm_s8_forward", run_layernorm_s8_forward, 3, 3},
+    {"layernorm_s8_grad_input", run_layernorm_s8_grad_input, 4, 4},
 };
 
 #endif

@@ -85,6 +85,7 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
 # fragment the message must hold
 LENGTHS_BAD: dict[tuple[str, str], tuple[tuple[int, ...], tuple[str, ...]]] = {
     ("softmax_xent_s8", "lut"): ((0, 257), ("expected 1..256",)),
+    ("softmax_s8_forward", "lut"): ((0, 257), ("expected 1..256",)),
 }
 
 
@@ -92,6 +93,9 @@ CONCAT_DESC = oracle.concat_params(0.02, 3, 0.05, -7, 0.04, 1, 6, 2, 3)
 UPSAMPLE_DESC = [2, 3, 3, 4, 5, 2, 2, 0, 5]  # 2x3 -> 4x5 (the last column clipped)
 CONV_ROW = CONV_G.out_w * CONV_G.out_c  # conv2d_add_s8_forward: one output row of its tile
 CONV_ADD_DESC = oracle.add_params(0.02, 2, 0.05, -7, 0.06, 1, 1, 127, CONV_G.n_out)
+MUL_DESC = oracle.mul_params(0.02, 3, 0.05, -7, 0.04, 1, 6, 4, 1, 4)  # 6 x 4, x2 per channel
+MATMUL_DESC = oracle.matmul_params(0.02, 3, 0.05, -7, 0.01, 1, 3, 5, 4, 1)  # (3 x 5) (4 x 5)^T
+LN_DESC = oracle.layernorm_params(0.05, 3, 0.03, -2, 8, 3)  # 3 rows of 8
 UPD_N, UPD_K = 4, 3  # update primitives: 4 channels of 3 values
 UPD_SW = np.array([0.01, 0.02, 0.005, 0.03], np.float32)
 
@@ -187,6 +191,17 @@ def _bases() -> dict[str, Case]:
         ("upsample_s8_forward", [i32(UPSAMPLE_DESC), s8(r8(18)), out("Y", 60)]),
         ("upsample_s8_grad_input", [i32(UPSAMPLE_DESC), s8(r8(60)), out("Y", 18)]),
         # (new bases last: the ones above keep their random data)
+        ("mul_s8_forward", [i32(MUL_DESC), s8(r8(24)), s8(r8(4)), out("Y", 24)]),
+        ("mul_s8_grad_x1", [i32(MUL_DESC), s8(r8(24)), s8(r8(4)), out("Y", 24)]),
+        ("mul_s8_grad_x2", [i32(MUL_DESC), s8(r8(24)), s8(r8(24)), out("i", 4), out("Y", 4)]),
+        ("matmul_s8_forward", [i32(MATMUL_DESC), s8(r8(15)), s8(r8(20)), out("Y", 12)]),
+        ("matmul_s8_grad_a", [i32(MATMUL_DESC), s8(r8(12)), s8(r8(20)), out("i", 15), out("Y", 15)]),
+        ("matmul_s8_grad_b", [i32(MATMUL_DESC), s8(r8(12)), s8(r8(15)), out("i", 20), out("Y", 20)]),
+        ("softmax_s8_forward", [i32([3, 5, 2]), s8(r8(30)), u32(oracle.make_softmax_lut(0.05)),
+                                out("Y", 30)]),
+        ("softmax_s8_grad_input", [i32([3, 5, 2]), s8(r8(30)), s8(r8(30)), out("Y", 30)]),
+        ("layernorm_s8_forward", [i32(LN_DESC), s8(r8(24)), out("Y", 24)]),
+        ("layernorm_s8_grad_input", [i32(LN_DESC), s8(r8(24)), s8(r8(24)), out("Y", 24)]),
         ("update_f32_scale", [f32(rng.normal(0, 1, UPD_N * UPD_K)), UPD_K, None, 0.9]),
         ("update_s8_apply_keep", [s8(r8(UPD_N * UPD_K), "b"), f32(UPD_SW),
                                   i32(rng.integers(-500, 500, UPD_N)), i32([m for m, _ in umq]),
@@ -293,13 +308,31 @@ UPSAMPLE_DESC_BAD = {"in_h 0": (0, 0), "c 65536": (2, 65536), "f_h 0": (5, 0),
                      "mode 2": (7, 2), "zp 128": (8, 128),
                      "2^26 + elements": ((0, 1, 2, 3, 4), (4096, 4096, 4, 8192, 8192))}
 
+MUL_DESC_BAD = {"hw 0": (0, 0), "c 65536": (1, 65536), "hw2 2": (2, 2), "c2 3": (3, 3),
+                "in2_zp 128": (5, 128), "m < 0": (7, -1), "sh 16": (8, 16), "sh -32": (8, -32),
+                "act_min > act_max": (9, 50), "2^26 + elements": ((0, 1), (2**16, 1025)),
+                "65536 elements per x2 value": ((0, 1, 2, 3), (65536, 1, 1, 1))}
+MATMUL_DESC_BAD = {"rows 0": (0, 0), "inner 32769": (1, 32769), "cols 65536": (2, 65536), "tb 2": (3, 2),
+                   "a_zp -129": (4, -129), "mult < 0": (7, -1), "sh 32": (8, 32),
+                   "act_min > act_max": (9, 50), "2^26 + elements": ((0, 1), (4096, 16385))}
+
+SOFTMAX_DESC_BAD = {"n 0": (1, 0), "n 257": (1, 257), "outer 0": (0, 0), "inner 0": (2, 0),
+                    "2^26 + elements": ((0, 1, 2), (2**16, 256, 5))}
+
+LAYERNORM_DESC_BAD = {"c 0": (1, 0), "c 257": (1, 257), "rows 0": (0, 0), "in_zp 128": (2, 128),
+                      "eps_q 0": (4, 0), "m < 0": (5, -1), "sh 32": (6, 32),
+                      "2^26 + elements": ((0, 1), (2**19, 129))}
+
 
 def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
     d0 = base.args[0]
     assert isinstance(d0, Buf) and d0.data is not None
     table = (CONV_DESC_BAD if op.startswith("conv2d") else LINEAR_DESC_BAD if op.startswith("linear")
              else ADD_DESC_BAD if op.startswith("add") else CONCAT_DESC_BAD if op.startswith("concat")
-             else UPSAMPLE_DESC_BAD if op.startswith("upsample") else POOL_DESC_BAD)
+             else UPSAMPLE_DESC_BAD if op.startswith("upsample") else MUL_DESC_BAD if op.startswith("mul_")
+             else MATMUL_DESC_BAD if op.startswith("matmul_")
+             else SOFTMAX_DESC_BAD if op.startswith("softmax_s8_")
+             else LAYERNORM_DESC_BAD if op.startswith("layernorm_") else POOL_DESC_BAD)
     res = []
     for label, (idx, val) in table.items():
         d = np.asarray(d0.data, dtype=np.int64).copy()
@@ -457,6 +490,12 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "lut_s8_grad_input": [("ein", "x"), ("ein", "e")],
     "concat_s8_forward": [("y", "x1"), ("y", "x2")], "concat_s8_grad_input": [("ein", "e")],
     "upsample_s8_forward": [("y", "x")], "upsample_s8_grad_input": [("ein", "e")],
+    "mul_s8_forward": [("y", "x1"), ("y", "x2")], "mul_s8_grad_x1": [("ein", "e"), ("ein", "x2")],
+    "mul_s8_grad_x2": [("ein", "e"), ("ein", "x1")],
+    "matmul_s8_forward": [("y", "a"), ("y", "b")], "matmul_s8_grad_a": [("ein", "e"), ("ein", "b")],
+    "matmul_s8_grad_b": [("ein", "e"), ("ein", "a")],
+    "softmax_s8_forward": [("y", "x")], "softmax_s8_grad_input": [("ein", "e"), ("ein", "y")],
+    "layernorm_s8_forward": [("y", "x")], "layernorm_s8_grad_input": [("ein", "e"), ("ein", "x")],
     "zo_perturb_s8": [("w", "base")], "zo_update_s8": [("w", "base")], "zo_perturb_h_s8": [("w", "base")],
     # gw and gb are only read: they may share memory with each other (the call succeeds with the
     # oracle's answer), not with an output

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from microtrain_tools.reference import oracle
+from support import kernel_cases_seq
 from support.kernel_harness import (
     Alias,
     Arg,
@@ -157,6 +158,17 @@ OPS: dict[str, OpSpec] = {
     "concat_s8_grad_input": OpSpec(4, (3,), _one),
     "upsample_s8_forward": OpSpec(3, (2,), _one),
     "upsample_s8_grad_input": OpSpec(3, (2,), _shifted),
+    # sequence / attention kernels (their generators: kernel_cases_seq.py)
+    "mul_s8_forward": OpSpec(4, (3,), _one),
+    "mul_s8_grad_x1": OpSpec(4, (3,), _shifted),
+    "mul_s8_grad_x2": OpSpec(5, (3, 4), _grad_in),
+    "matmul_s8_forward": OpSpec(4, (3,), _one),
+    "matmul_s8_grad_a": OpSpec(5, (3, 4), _grad_in),
+    "matmul_s8_grad_b": OpSpec(5, (3, 4), _grad_in),
+    "softmax_s8_forward": OpSpec(4, (3,), _one),
+    "softmax_s8_grad_input": OpSpec(4, (3,), _shifted),
+    "layernorm_s8_forward": OpSpec(3, (2,), _one),
+    "layernorm_s8_grad_input": OpSpec(4, (3,), _shifted),
 }
 ALL_OPS: tuple[str, ...] = tuple(OPS)
 
@@ -1502,6 +1514,7 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "upsample_s8_forward": gen_upsample_s8_forward,
     "upsample_s8_grad_input": gen_upsample_s8_grad_input,
 }
+GENERATORS.update(kernel_cases_seq.GENERATORS)
 assert set(GENERATORS) == set(OPS)
 
 
@@ -1637,7 +1650,7 @@ def generate_limits() -> list[Case]:
             i32(np.full(g.out_c, top)), None, out("i", g.n_in), out("Y", g.n_in)]
     cases.append(make_case("conv2d_s8_grad_input", args, f"limit: depthwise wr {top}"))
     return (cases + generate_forward_blocks() + backward_block_cases() + window_cases() + grad_act_cases()
-            + softmax_trimmed_cases())
+            + softmax_trimmed_cases() + kernel_cases_seq.limits())
 
 
 def _fwd_case(rng: Rng, g: ConvGeom, i: int, label: str) -> Case:

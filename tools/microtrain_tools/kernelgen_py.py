@@ -32,7 +32,9 @@ HAND_PY = HAND + ("zo_perturb_s8", "zo_perturb_h_s8", "zo_update_s8", "update_f3
 
 # The Python reader of each descriptor kind (pyk/checks.py or the kernel's module).
 PY_DESC = {"conv2d": "_conv_desc", "linear": "_linear_desc", "pool": "_pool_desc", "add": "_add_desc",
-           "concat": "_concat_desc", "upsample": "_upsample_desc"}
+           "concat": "_concat_desc", "upsample": "_upsample_desc",
+           "mul": "_mul_desc", "matmul": "_matmul_desc", "softmax": "_softmax_desc",
+           "layernorm": "_layernorm_desc"}
 
 
 def desc_fields(header: Path = ROOT / "usermod" / "microtrain" / "mt_kernels.h") -> dict[str, list[str]]:

@@ -731,6 +731,121 @@ wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ra
 Returns the index of the first maximum of w_scale.
 """),
     )),
+    Section("sequence / attention: mul, matmul (desc: 11 int32), softmax (3), LayerNorm (7)", funcs=(
+        Func("mul_s8_forward", "None",
+             call="mt_mul_s8_forward(p, x1, x2, y)",
+             args=(
+            Arg("desc", "desc", checks=("mt_mul_check",)),
+            Arg("x1", "s8", length="hw * c"),
+            Arg("x2", "s8", length="hw2 * c2"),
+            Arg("y", "s8", io="out", length="hw * c"),
+        ), overlaps=(
+            ("y", "x1"), ("y", "x2"),
+        ), same_ok=(("y", "x1"), ("y", "x2")),
+            doc="y = clamp(requant((x1 - in1_zp) * (x2 - in2_zp)) + out_zp), x2 broadcast (hw2, c2 = 1)."),
+        Func("mul_s8_grad_x1", "int",
+             call="mt_mul_s8_grad_x1(p, e, x2, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_mul_check",)),
+            Arg("e", "s8", length="hw * c"),
+            Arg("x2", "s8", length="hw2 * c2"),
+            Arg("ein", "s8", io="out", length="hw * c"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "x2"),
+        ), same_ok=(("ein", "e"),),
+            doc="ein = dyn_requant(e * (x2 - in2_zp)); base scale s_e * s_2; ein may be e."),
+        Func("mul_s8_grad_x2", "int",
+             call="mt_mul_s8_grad_x2(p, e, x1, acc, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_mul_check",)),
+            Arg("e", "s8", length="hw * c"),
+            Arg("x1", "s8", length="hw * c"),
+            Arg("acc", "i32", io="out", length="hw2 * c2"),
+            Arg("ein", "s8", io="out", length="hw2 * c2"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "x1"), ("ein", "acc"), ("acc", "e"), ("acc", "x1"),
+        ), doc="""
+ein = dyn_requant(acc), acc[j] = sum of e * (x1 - in1_zp) over the elements that read x2[j]
+(int32 scratch of len(x2)); base scale s_e * s_1.
+"""),
+        Func("matmul_s8_forward", "None",
+             call="mt_matmul_s8_forward(p, a, b, y)",
+             args=(
+            Arg("desc", "desc", checks=("mt_matmul_check",)),
+            Arg("a", "s8", length="rows * inner"),
+            Arg("b", "s8", length="inner * cols"),
+            Arg("y", "s8", io="out", length="rows * cols"),
+        ), overlaps=(
+            ("y", "a"), ("y", "b"),
+        ), doc="y = clamp(requant(sum (a - a_zp) * (b - b_zp)) + out_zp): A B, or A B^T with tb 1."),
+        Func("matmul_s8_grad_a", "int",
+             call="mt_matmul_s8_grad_a(p, e, b, acc, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_matmul_check",)),
+            Arg("e", "s8", length="rows * cols"),
+            Arg("b", "s8", length="inner * cols"),
+            Arg("acc", "i32", io="out", length="rows * inner"),
+            Arg("ein", "s8", io="out", length="rows * inner"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "b"), ("ein", "acc"), ("acc", "e"), ("acc", "b"),
+        ), doc="Error of a (acc: int32 scratch of len(a)); base scale s_e * s_b."),
+        Func("matmul_s8_grad_b", "int",
+             call="mt_matmul_s8_grad_b(p, e, a, acc, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_matmul_check",)),
+            Arg("e", "s8", length="rows * cols"),
+            Arg("a", "s8", length="rows * inner"),
+            Arg("acc", "i32", io="out", length="inner * cols"),
+            Arg("ein", "s8", io="out", length="inner * cols"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "a"), ("ein", "acc"), ("acc", "e"), ("acc", "a"),
+        ), doc="Error of b, laid out as b (acc: int32 scratch of len(b)); base scale s_e * s_a."),
+        Func("softmax_s8_forward", "None",
+             call="mt_softmax_s8_forward(p, x, lut, (int32_t)lut_n, y)",
+             args=(
+            Arg("desc", "desc", checks=("mt_softmax_check",)),
+            Arg("x", "s8", length="outer * n * inner"),
+            Arg("lut", "u32", length="1..256", checks=("mt_softmax_lut_check",)),
+            Arg("y", "s8", io="out", length="outer * n * inner"),
+        ), overlaps=(
+            ("y", "x"), ("y", "lut"),
+        ), same_ok=(("y", "x"),), doc="""
+Softmax over the n of outer x n x inner: y = round(256 * p) - 128 (scale 1/256, zero point
+-128), p from softmax_xent_s8's exp table ``lut`` of x's scale; y may be x.
+"""),
+        Func("softmax_s8_grad_input", "int",
+             call="mt_softmax_s8_grad_input(p, y, e, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_softmax_check",)),
+            Arg("y", "s8", length="outer * n * inner"),
+            Arg("e", "s8", length="outer * n * inner"),
+            Arg("ein", "s8", io="out", length="outer * n * inner"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "y"),
+        ), same_ok=(("ein", "e"),),
+            doc="ein = dyn_requant(u * (256 e - sum u e)), u = y + 128 (stored output); base s_e / 2^16."),
+        Func("layernorm_s8_forward", "None",
+             call="mt_layernorm_s8_forward(p, x, y)",
+             args=(
+            Arg("desc", "desc", checks=("mt_layernorm_check",)),
+            Arg("x", "s8", length="rows * c"),
+            Arg("y", "s8", io="out", length="rows * c"),
+        ), overlaps=(
+            ("y", "x"),
+        ), same_ok=(("y", "x"),),
+            doc="LayerNorm's normalisation of each row of c, in integers (no affine); y may be x."),
+        Func("layernorm_s8_grad_input", "int",
+             call="mt_layernorm_s8_grad_input(p, x, e, ein)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_layernorm_check",)),
+            Arg("x", "s8", length="rows * c"),
+            Arg("e", "s8", length="rows * c"),
+            Arg("ein", "s8", io="out", length="rows * c"),
+        ), overlaps=(
+            ("ein", "e"), ("ein", "x"),
+        ), same_ok=(("ein", "e"),),
+            doc="Error of x from the stored input; base scale s_e / (s_x * 2^8); ein may be e."),
+    )),
     Section(".mtm model files (docs/format.md)", kernels=False, funcs=(
         Func("mtm_validate", "None", args=(
             Arg("buf", "buf"),

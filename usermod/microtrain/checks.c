@@ -602,3 +602,88 @@ size_t mt_msg_format(char *buf, size_t cap, const char *fn, const char *arg, con
     }
     return pos;
 }
+
+// Element-wise mul: sizes, broadcast shape, at most 65535 elements per x2 value
+// (keeps the grad of x2 in int32), sh <= 15 (|product| < 2^16 stays in int32).
+const char *mt_mul_check(const mt_mul_params_t *p) {
+    if (p->hw < 1 || p->hw > MT_MAX_ELEMS || !mt_dim_ok(p->c) || !mt_elems_ok(1, p->hw, p->c)) {
+        return "hw, c must be >= 1 with c <= 65535 and hw * c <= 2^26";
+    }
+    if ((p->hw2 != 1 && p->hw2 != p->hw) || (p->c2 != 1 && p->c2 != p->c)) {
+        return "hw2 must be 1 or hw, c2 1 or c";
+    }
+    if ((p->hw2 < p->hw && p->hw > MT_MAX_DIM) || (p->hw2 < p->hw && p->c2 < p->c && p->hw * p->c > MT_MAX_DIM)) {
+        return "a broadcast x2 value may be read by at most 65535 elements";
+    }
+    if (!mt_zp_ok(p->in1_zp) || !mt_zp_ok(p->in2_zp) || !mt_zp_ok(p->out_zp)) {
+        return "zero points must be in -128..127";
+    }
+    if (p->m < 0) {
+        return "m must be >= 0 (Q31)";
+    }
+    if (p->sh < -31 || p->sh > 15) {
+        return "sh must be in -31..15";
+    }
+    return mt_act_check(p->act_min, p->act_max);
+}
+
+// matmul: inner <= 32768 keeps the forward sum in int32, rows and cols <= 65535
+// the gradients'.
+const char *mt_matmul_check(const mt_matmul_params_t *p) {
+    if (!mt_dim_ok(p->rows) || !mt_dim_ok(p->cols) || p->inner < 1 || p->inner > 32768) {
+        return "rows, cols must be in 1..65535, inner in 1..32768";
+    }
+    if (!mt_elems_ok(1, p->rows, p->inner) || !mt_elems_ok(1, p->cols, p->inner) || !mt_elems_ok(1, p->rows, p->cols)) {
+        return "tensor too large (more than 2^26 elements)";
+    }
+    if (p->tb != 0 && p->tb != 1) {
+        return "tb must be 0 (b is inner x cols) or 1 (cols x inner)";
+    }
+    if (!mt_zp_ok(p->a_zp) || !mt_zp_ok(p->b_zp) || !mt_zp_ok(p->out_zp)) {
+        return "zero points must be in -128..127";
+    }
+    if (p->mult < 0) {
+        return "mult must be >= 0 (Q31)";
+    }
+    if (p->sh < -31 || p->sh > 31) {
+        return "sh must be in -31..31";
+    }
+    return mt_act_check(p->act_min, p->act_max);
+}
+
+// softmax: n <= 256 keeps the backward's int32 products exact (and the
+// forward's S <= 256 * 2^16).
+const char *mt_softmax_check(const mt_softmax_params_t *p) {
+    if (p->n < 1 || p->n > 256) {
+        return "n must be in 1..256";
+    }
+    if (p->outer < 1 || p->inner < 1 || (uint32_t)p->outer > mt_udiv_u32(MT_MAX_ELEMS, (uint32_t)p->n) ||
+        (uint32_t)p->inner > mt_udiv_u32(MT_MAX_ELEMS, (uint32_t)(p->outer * p->n))) {
+        return "outer, inner must be >= 1 with outer * n * inner <= 2^26";
+    }
+    return NULL;
+}
+
+// LayerNorm: c <= 256 keeps the row statistics exact in 32 bits; eps_q >= 1
+// keeps the square root >= 1.
+const char *mt_layernorm_check(const mt_layernorm_params_t *p) {
+    if (p->c < 1 || p->c > 256) {
+        return "c must be in 1..256";
+    }
+    if (p->rows < 1 || (uint32_t)p->rows > mt_udiv_u32(MT_MAX_ELEMS, (uint32_t)p->c)) {
+        return "rows must be >= 1 with rows * c <= 2^26";
+    }
+    if (!mt_zp_ok(p->in_zp) || !mt_zp_ok(p->out_zp)) {
+        return "zero points must be in -128..127";
+    }
+    if (p->eps_q < 1) {
+        return "eps_q must be >= 1";
+    }
+    if (p->m < 0) {
+        return "m must be >= 0 (Q31)";
+    }
+    if (p->sh < -31 || p->sh > 31) {
+        return "sh must be in -31..31";
+    }
+    return NULL;
+}

@@ -1303,6 +1303,255 @@ static mp_obj_t mod_update_f32_ratios(size_t n_args, const mp_obj_t *args) {
 }
 #endif
 
+typedef struct {  // mul_s8_forward
+    mt_mul_desc_u pu;
+    const mt_mul_params_t *p;
+    const int8_t *x1;
+    const int8_t *x2;
+    int8_t *y;
+} mt_mul_s8_forward_args_t;
+static MT_INLINE void mt_mul_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_mul_s8_forward_args_t *a) {
+    (void)n_args;
+    a->p = mt_mul_desc(fn, args[0], &a->pu);
+    a->x1 = mt_in_s8(fn, "x1", args[1], a->p->hw * a->p->c, NULL);
+    a->x2 = mt_in_s8(fn, "x2", args[2], a->p->hw2 * a->p->c2, NULL);
+    a->y = mt_out_s8(fn, "y", args[3], a->p->hw * a->p->c);
+    mt_no_overlap_unless_same(fn, "y", a->y, (size_t)(a->p->hw * a->p->c), "x1", a->x1, (size_t)(a->p->hw * a->p->c));
+    mt_no_overlap_unless_same(fn, "y", a->y, (size_t)(a->p->hw * a->p->c), "x2", a->x2, (size_t)(a->p->hw2 * a->p->c2));
+}
+static mp_obj_t mod_mul_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "mul_s8_forward";
+    mt_mul_s8_forward_args_t a;
+    mt_mul_s8_forward_args(fn, n_args, args, &a);
+    mt_mul_s8_forward(a.p, a.x1, a.x2, a.y);
+    return mp_const_none;
+}
+
+typedef struct {  // mul_s8_grad_x1
+    mt_mul_desc_u pu;
+    const mt_mul_params_t *p;
+    const int8_t *e;
+    const int8_t *x2;
+    int8_t *ein;
+} mt_mul_s8_grad_x1_args_t;
+static MT_INLINE void mt_mul_s8_grad_x1_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_mul_s8_grad_x1_args_t *a) {
+    (void)n_args;
+    a->p = mt_mul_desc(fn, args[0], &a->pu);
+    a->e = mt_in_s8(fn, "e", args[1], a->p->hw * a->p->c, NULL);
+    a->x2 = mt_in_s8(fn, "x2", args[2], a->p->hw2 * a->p->c2, NULL);
+    a->ein = mt_out_s8(fn, "ein", args[3], a->p->hw * a->p->c);
+    mt_no_overlap_unless_same(fn, "ein", a->ein, (size_t)(a->p->hw * a->p->c), "e", a->e, (size_t)(a->p->hw * a->p->c));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->hw * a->p->c), "x2", a->x2, (size_t)(a->p->hw2 * a->p->c2));
+}
+static mp_obj_t mod_mul_s8_grad_x1(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "mul_s8_grad_x1";
+    mt_mul_s8_grad_x1_args_t a;
+    mt_mul_s8_grad_x1_args(fn, n_args, args, &a);
+    return mp_obj_new_int(mt_mul_s8_grad_x1(a.p, a.e, a.x2, a.ein));
+}
+
+typedef struct {  // mul_s8_grad_x2
+    mt_mul_desc_u pu;
+    const mt_mul_params_t *p;
+    const int8_t *e;
+    const int8_t *x1;
+    int32_t *acc;
+    int8_t *ein;
+} mt_mul_s8_grad_x2_args_t;
+static MT_INLINE void mt_mul_s8_grad_x2_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_mul_s8_grad_x2_args_t *a) {
+    (void)n_args;
+    a->p = mt_mul_desc(fn, args[0], &a->pu);
+    a->e = mt_in_s8(fn, "e", args[1], a->p->hw * a->p->c, NULL);
+    a->x1 = mt_in_s8(fn, "x1", args[2], a->p->hw * a->p->c, NULL);
+    a->acc = mt_out_i32(fn, "acc", args[3], a->p->hw2 * a->p->c2);
+    a->ein = mt_out_s8(fn, "ein", args[4], a->p->hw2 * a->p->c2);
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->hw2 * a->p->c2), "e", a->e, (size_t)(a->p->hw * a->p->c));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->hw2 * a->p->c2), "x1", a->x1, (size_t)(a->p->hw * a->p->c));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->hw2 * a->p->c2), "acc", a->acc, (size_t)(a->p->hw2 * a->p->c2) * 4);
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->hw2 * a->p->c2) * 4, "e", a->e, (size_t)(a->p->hw * a->p->c));
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->hw2 * a->p->c2) * 4, "x1", a->x1, (size_t)(a->p->hw * a->p->c));
+}
+static mp_obj_t mod_mul_s8_grad_x2(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "mul_s8_grad_x2";
+    mt_mul_s8_grad_x2_args_t a;
+    mt_mul_s8_grad_x2_args(fn, n_args, args, &a);
+    return mp_obj_new_int(mt_mul_s8_grad_x2(a.p, a.e, a.x1, a.acc, a.ein));
+}
+
+typedef struct {  // matmul_s8_forward
+    mt_matmul_desc_u pu;
+    const mt_matmul_params_t *p;
+    const int8_t *a;
+    const int8_t *b;
+    int8_t *y;
+} mt_matmul_s8_forward_args_t;
+static MT_INLINE void mt_matmul_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_matmul_s8_forward_args_t *a) {
+    (void)n_args;
+    a->p = mt_matmul_desc(fn, args[0], &a->pu);
+    a->a = mt_in_s8(fn, "a", args[1], a->p->rows * a->p->inner, NULL);
+    a->b = mt_in_s8(fn, "b", args[2], a->p->inner * a->p->cols, NULL);
+    a->y = mt_out_s8(fn, "y", args[3], a->p->rows * a->p->cols);
+    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->rows * a->p->cols), "a", a->a, (size_t)(a->p->rows * a->p->inner));
+    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->rows * a->p->cols), "b", a->b, (size_t)(a->p->inner * a->p->cols));
+}
+static mp_obj_t mod_matmul_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "matmul_s8_forward";
+    mt_matmul_s8_forward_args_t a;
+    mt_matmul_s8_forward_args(fn, n_args, args, &a);
+    mt_matmul_s8_forward(a.p, a.a, a.b, a.y);
+    return mp_const_none;
+}
+
+typedef struct {  // matmul_s8_grad_a
+    mt_matmul_desc_u pu;
+    const mt_matmul_params_t *p;
+    const int8_t *e;
+    const int8_t *b;
+    int32_t *acc;
+    int8_t *ein;
+} mt_matmul_s8_grad_a_args_t;
+static MT_INLINE void mt_matmul_s8_grad_a_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_matmul_s8_grad_a_args_t *a) {
+    (void)n_args;
+    a->p = mt_matmul_desc(fn, args[0], &a->pu);
+    a->e = mt_in_s8(fn, "e", args[1], a->p->rows * a->p->cols, NULL);
+    a->b = mt_in_s8(fn, "b", args[2], a->p->inner * a->p->cols, NULL);
+    a->acc = mt_out_i32(fn, "acc", args[3], a->p->rows * a->p->inner);
+    a->ein = mt_out_s8(fn, "ein", args[4], a->p->rows * a->p->inner);
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->rows * a->p->inner), "e", a->e, (size_t)(a->p->rows * a->p->cols));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->rows * a->p->inner), "b", a->b, (size_t)(a->p->inner * a->p->cols));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->rows * a->p->inner), "acc", a->acc, (size_t)(a->p->rows * a->p->inner) * 4);
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->rows * a->p->inner) * 4, "e", a->e, (size_t)(a->p->rows * a->p->cols));
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->rows * a->p->inner) * 4, "b", a->b, (size_t)(a->p->inner * a->p->cols));
+}
+static mp_obj_t mod_matmul_s8_grad_a(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "matmul_s8_grad_a";
+    mt_matmul_s8_grad_a_args_t a;
+    mt_matmul_s8_grad_a_args(fn, n_args, args, &a);
+    return mp_obj_new_int(mt_matmul_s8_grad_a(a.p, a.e, a.b, a.acc, a.ein));
+}
+
+typedef struct {  // matmul_s8_grad_b
+    mt_matmul_desc_u pu;
+    const mt_matmul_params_t *p;
+    const int8_t *e;
+    const int8_t *a;
+    int32_t *acc;
+    int8_t *ein;
+} mt_matmul_s8_grad_b_args_t;
+static MT_INLINE void mt_matmul_s8_grad_b_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_matmul_s8_grad_b_args_t *a) {
+    (void)n_args;
+    a->p = mt_matmul_desc(fn, args[0], &a->pu);
+    a->e = mt_in_s8(fn, "e", args[1], a->p->rows * a->p->cols, NULL);
+    a->a = mt_in_s8(fn, "a", args[2], a->p->rows * a->p->inner, NULL);
+    a->acc = mt_out_i32(fn, "acc", args[3], a->p->inner * a->p->cols);
+    a->ein = mt_out_s8(fn, "ein", args[4], a->p->inner * a->p->cols);
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->inner * a->p->cols), "e", a->e, (size_t)(a->p->rows * a->p->cols));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->inner * a->p->cols), "a", a->a, (size_t)(a->p->rows * a->p->inner));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->inner * a->p->cols), "acc", a->acc, (size_t)(a->p->inner * a->p->cols) * 4);
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->inner * a->p->cols) * 4, "e", a->e, (size_t)(a->p->rows * a->p->cols));
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->inner * a->p->cols) * 4, "a", a->a, (size_t)(a->p->rows * a->p->inner));
+}
+static mp_obj_t mod_matmul_s8_grad_b(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "matmul_s8_grad_b";
+    mt_matmul_s8_grad_b_args_t a;
+    mt_matmul_s8_grad_b_args(fn, n_args, args, &a);
+    return mp_obj_new_int(mt_matmul_s8_grad_b(a.p, a.e, a.a, a.acc, a.ein));
+}
+
+typedef struct {  // softmax_s8_forward
+    mt_softmax_desc_u pu;
+    const mt_softmax_params_t *p;
+    const int8_t *x;
+    const uint32_t *lut;
+    size_t lut_n;
+    int8_t *y;
+} mt_softmax_s8_forward_args_t;
+static MT_INLINE void mt_softmax_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_softmax_s8_forward_args_t *a) {
+    (void)n_args;
+    int32_t v[MT_MSG_NVALS];
+    a->p = mt_softmax_desc(fn, args[0], &a->pu);
+    a->x = mt_in_s8(fn, "x", args[1], a->p->outer * a->p->n * a->p->inner, NULL);
+    a->lut = (const uint32_t *)mt_buf(fn, "lut", args[2], MT_U32, -1, 0, &a->lut_n);
+    mt_check_v(fn, "lut", mt_softmax_lut_check(a->lut, (uint32_t)a->lut_n, v), v);
+    a->y = mt_out_s8(fn, "y", args[3], a->p->outer * a->p->n * a->p->inner);
+    mt_no_overlap_unless_same(fn, "y", a->y, (size_t)(a->p->outer * a->p->n * a->p->inner), "x", a->x, (size_t)(a->p->outer * a->p->n * a->p->inner));
+    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->outer * a->p->n * a->p->inner), "lut", a->lut, a->lut_n * 4);
+}
+static mp_obj_t mod_softmax_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "softmax_s8_forward";
+    mt_softmax_s8_forward_args_t a;
+    mt_softmax_s8_forward_args(fn, n_args, args, &a);
+    mt_softmax_s8_forward(a.p, a.x, a.lut, (int32_t)a.lut_n, a.y);
+    return mp_const_none;
+}
+
+typedef struct {  // softmax_s8_grad_input
+    mt_softmax_desc_u pu;
+    const mt_softmax_params_t *p;
+    const int8_t *y;
+    const int8_t *e;
+    int8_t *ein;
+} mt_softmax_s8_grad_input_args_t;
+static MT_INLINE void mt_softmax_s8_grad_input_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_softmax_s8_grad_input_args_t *a) {
+    (void)n_args;
+    a->p = mt_softmax_desc(fn, args[0], &a->pu);
+    a->y = mt_in_s8(fn, "y", args[1], a->p->outer * a->p->n * a->p->inner, NULL);
+    a->e = mt_in_s8(fn, "e", args[2], a->p->outer * a->p->n * a->p->inner, NULL);
+    a->ein = mt_out_s8(fn, "ein", args[3], a->p->outer * a->p->n * a->p->inner);
+    mt_no_overlap_unless_same(fn, "ein", a->ein, (size_t)(a->p->outer * a->p->n * a->p->inner), "e", a->e, (size_t)(a->p->outer * a->p->n * a->p->inner));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->outer * a->p->n * a->p->inner), "y", a->y, (size_t)(a->p->outer * a->p->n * a->p->inner));
+}
+static mp_obj_t mod_softmax_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "softmax_s8_grad_input";
+    mt_softmax_s8_grad_input_args_t a;
+    mt_softmax_s8_grad_input_args(fn, n_args, args, &a);
+    return mp_obj_new_int(mt_softmax_s8_grad_input(a.p, a.y, a.e, a.ein));
+}
+
+typedef struct {  // layernorm_s8_forward
+    mt_layernorm_desc_u pu;
+    const mt_layernorm_params_t *p;
+    const int8_t *x;
+    int8_t *y;
+} mt_layernorm_s8_forward_args_t;
+static MT_INLINE void mt_layernorm_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_layernorm_s8_forward_args_t *a) {
+    (void)n_args;
+    a->p = mt_layernorm_desc(fn, args[0], &a->pu);
+    a->x = mt_in_s8(fn, "x", args[1], a->p->rows * a->p->c, NULL);
+    a->y = mt_out_s8(fn, "y", args[2], a->p->rows * a->p->c);
+    mt_no_overlap_unless_same(fn, "y", a->y, (size_t)(a->p->rows * a->p->c), "x", a->x, (size_t)(a->p->rows * a->p->c));
+}
+static mp_obj_t mod_layernorm_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "layernorm_s8_forward";
+    mt_layernorm_s8_forward_args_t a;
+    mt_layernorm_s8_forward_args(fn, n_args, args, &a);
+    mt_layernorm_s8_forward(a.p, a.x, a.y);
+    return mp_const_none;
+}
+
+typedef struct {  // layernorm_s8_grad_input
+    mt_layernorm_desc_u pu;
+    const mt_layernorm_params_t *p;
+    const int8_t *x;
+    const int8_t *e;
+    int8_t *ein;
+} mt_layernorm_s8_grad_input_args_t;
+static MT_INLINE void mt_layernorm_s8_grad_input_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_layernorm_s8_grad_input_args_t *a) {
+    (void)n_args;
+    a->p = mt_layernorm_desc(fn, args[0], &a->pu);
+    a->x = mt_in_s8(fn, "x", args[1], a->p->rows * a->p->c, NULL);
+    a->e = mt_in_s8(fn, "e", args[2], a->p->rows * a->p->c, NULL);
+    a->ein = mt_out_s8(fn, "ein", args[3], a->p->rows * a->p->c);
+    mt_no_overlap_unless_same(fn, "ein", a->ein, (size_t)(a->p->rows * a->p->c), "e", a->e, (size_t)(a->p->rows * a->p->c));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->rows * a->p->c), "x", a->x, (size_t)(a->p->rows * a->p->c));
+}
+static mp_obj_t mod_layernorm_s8_grad_input(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "layernorm_s8_grad_input";
+    mt_layernorm_s8_grad_input_args_t a;
+    mt_layernorm_s8_grad_input_args(fn, n_args, args, &a);
+    return mp_obj_new_int(mt_layernorm_s8_grad_input(a.p, a.x, a.e, a.ein));
+}
+
 typedef struct {  // mtm_info
     const uint8_t *buf;
     int32_t *out;

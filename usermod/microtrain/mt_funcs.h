@@ -42,6 +42,16 @@
     X(MP_QSTR_zo_update_s8, mod_zo_update_s8, mod_zo_update_s8_obj, 4, 4) \
     X(MP_QSTR_dyn_requant_s8, mod_dyn_requant_s8, mod_dyn_requant_s8_obj, 2, 2) \
     X(MP_QSTR_update_u8_touch, mod_update_u8_touch, mod_update_u8_touch_obj, 2, 2) \
+    X(MP_QSTR_mul_s8_forward, mod_mul_s8_forward, mod_mul_s8_forward_obj, 4, 4) \
+    X(MP_QSTR_mul_s8_grad_x1, mod_mul_s8_grad_x1, mod_mul_s8_grad_x1_obj, 4, 4) \
+    X(MP_QSTR_mul_s8_grad_x2, mod_mul_s8_grad_x2, mod_mul_s8_grad_x2_obj, 5, 5) \
+    X(MP_QSTR_matmul_s8_forward, mod_matmul_s8_forward, mod_matmul_s8_forward_obj, 4, 4) \
+    X(MP_QSTR_matmul_s8_grad_a, mod_matmul_s8_grad_a, mod_matmul_s8_grad_a_obj, 5, 5) \
+    X(MP_QSTR_matmul_s8_grad_b, mod_matmul_s8_grad_b, mod_matmul_s8_grad_b_obj, 5, 5) \
+    X(MP_QSTR_softmax_s8_forward, mod_softmax_s8_forward, mod_softmax_s8_forward_obj, 4, 4) \
+    X(MP_QSTR_softmax_s8_grad_input, mod_softmax_s8_grad_input, mod_softmax_s8_grad_input_obj, 4, 4) \
+    X(MP_QSTR_layernorm_s8_forward, mod_layernorm_s8_forward, mod_layernorm_s8_forward_obj, 3, 3) \
+    X(MP_QSTR_layernorm_s8_grad_input, mod_layernorm_s8_grad_input, mod_layernorm_s8_grad_input_obj, 4, 4) \
     X(MP_QSTR_mtm_validate, mod_mtm_validate, mod_mtm_validate_obj, 1, 1) \
     X(MP_QSTR_mtm_info, mod_mtm_info, mod_mtm_info_obj, 2, 2) \
     X(MP_QSTR_mtm_tensor, mod_mtm_tensor, mod_mtm_tensor_obj, 3, 3) \

@@ -78,6 +78,48 @@ typedef union {
     int32_t a[MT_UPSAMPLE_NPARAMS];
 } mt_upsample_desc_u;
 
+// Element-wise mul (mul_s8.c): x1 holds hw x c, x2 hw2 x c2 with hw2 in {1, hw}
+// and c2 in {1, c} (broadcast over positions / channels).
+typedef struct {
+    int32_t hw, c, hw2, c2, in1_zp, in2_zp, out_zp, m, sh, act_min, act_max;
+} mt_mul_params_t;
+#define MT_MUL_NPARAMS 11
+typedef union {
+    mt_mul_params_t s;
+    int32_t a[MT_MUL_NPARAMS];
+} mt_mul_desc_u;
+
+// Product of two activations (matmul_s8.c): a rows x inner, b inner x cols (tb 0)
+// or cols x inner (tb 1), y rows x cols.
+typedef struct {
+    int32_t rows, inner, cols, tb, a_zp, b_zp, out_zp, mult, sh, act_min, act_max;
+} mt_matmul_params_t;
+#define MT_MATMUL_NPARAMS 11
+typedef union {
+    mt_matmul_params_t s;
+    int32_t a[MT_MATMUL_NPARAMS];
+} mt_matmul_desc_u;
+
+// Softmax over one dimension (softmax_s8.c): outer x n x inner, over the n.
+typedef struct {
+    int32_t outer, n, inner;
+} mt_softmax_params_t;
+#define MT_SOFTMAX_NPARAMS 3
+typedef union {
+    mt_softmax_params_t s;
+    int32_t a[MT_SOFTMAX_NPARAMS];
+} mt_softmax_desc_u;
+
+// LayerNorm's normalisation (layernorm_s8.c): rows x c, over each row's c.
+typedef struct {
+    int32_t rows, c, in_zp, out_zp, eps_q, m, sh;
+} mt_layernorm_params_t;
+#define MT_LAYERNORM_NPARAMS 7
+typedef union {
+    mt_layernorm_params_t s;
+    int32_t a[MT_LAYERNORM_NPARAMS];
+} mt_layernorm_desc_u;
+
 // Sizes follow from a checked descriptor and stay below 2^26.
 static inline int32_t mt_conv_in_n(const mt_conv2d_params_t *p) {
     return p->in_h * p->in_w * p->in_c;
@@ -364,6 +406,25 @@ int32_t mt_update_f32_ratios(const float *w_scale, int32_t n, int32_t r, int32_t
 // table: 256 int8 (index x + 128); dtable: 256 int32. Returns the dyn shift.
 void mt_lut_s8_forward(const int8_t *x, const int8_t *table, int8_t *y, size_t n);
 int32_t mt_lut_s8_grad_input(const int8_t *x, const int8_t *e, const int32_t *dtable, int8_t *ein, size_t n);
+
+// ---- mul_s8.c, matmul_s8.c ----
+const char *mt_mul_check(const mt_mul_params_t *p);
+const char *mt_matmul_check(const mt_matmul_params_t *p);
+void mt_mul_s8_forward(const mt_mul_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y);
+int32_t mt_mul_s8_grad_x1(const mt_mul_params_t *p, const int8_t *e, const int8_t *x2, int8_t *ein);
+int32_t mt_mul_s8_grad_x2(const mt_mul_params_t *p, const int8_t *e, const int8_t *x1, int32_t *acc, int8_t *ein);
+void mt_matmul_s8_forward(const mt_matmul_params_t *p, const int8_t *a, const int8_t *b, int8_t *y);
+int32_t mt_matmul_s8_grad_a(const mt_matmul_params_t *p, const int8_t *e, const int8_t *b, int32_t *acc, int8_t *ein);
+int32_t mt_matmul_s8_grad_b(const mt_matmul_params_t *p, const int8_t *e, const int8_t *a, int32_t *acc, int8_t *ein);
+// ---- softmax_s8.c ----
+const char *mt_softmax_check(const mt_softmax_params_t *p);
+void mt_softmax_s8_forward(const mt_softmax_params_t *p, const int8_t *x, const uint32_t *lut, int32_t lut_n,
+                           int8_t *y);
+int32_t mt_softmax_s8_grad_input(const mt_softmax_params_t *p, const int8_t *y, const int8_t *e, int8_t *ein);
+// ---- layernorm_s8.c ----
+const char *mt_layernorm_check(const mt_layernorm_params_t *p);
+void mt_layernorm_s8_forward(const mt_layernorm_params_t *p, const int8_t *x, int8_t *y);
+int32_t mt_layernorm_s8_grad_input(const mt_layernorm_params_t *p, const int8_t *x, const int8_t *e, int8_t *ein);
 
 // ---- quant.c (declared in mt_quant.h): mt_dyn_requant_s8 ----
 #if MT_HAS_FLOAT

@@ -8,14 +8,23 @@ Argument errors raise ``ValueError`` like the binding.
 
 This module gathers them: one file per op family beside it (``oracle_base``: coercion,
 requantisation, geometry; ``oracle_conv``: conv2d, linear; ``oracle_shape``: relu, concat,
-upsample, LUT; ``oracle_pool``: pools, add; ``oracle_loss``: softmax cross-entropy, sparse
-selection, zeroth order; ``oracle_update``: optimiser updates; ``oracle_host``: host-side
-helpers: multipliers, LUTs, weight ratios, loss). Import it as before:
-``from microtrain_tools.reference import oracle``.
+upsample, LUT; ``oracle_pool``: pools, add; ``oracle_mul``: element-wise mul;
+``oracle_attn``: matmul of two activations, softmax; ``oracle_norm``: LayerNorm;
+``oracle_loss``: softmax cross-entropy, sparse selection, zeroth order; ``oracle_update``:
+optimiser updates; ``oracle_host``: host-side helpers: multipliers, LUTs, weight ratios,
+loss). Import it as before: ``from microtrain_tools.reference import oracle``.
 """
 
 from __future__ import annotations
 
+from microtrain_tools.reference.oracle_attn import (
+    matmul_params,
+    matmul_s8_forward,
+    matmul_s8_grad_a,
+    matmul_s8_grad_b,
+    softmax_s8_forward,
+    softmax_s8_grad_input,
+)
 from microtrain_tools.reference.oracle_base import (
     F32 as F32,
 )
@@ -90,6 +99,17 @@ from microtrain_tools.reference.oracle_loss import (
 from microtrain_tools.reference.oracle_loss import (
     hadamard_signs as hadamard_signs,
 )
+from microtrain_tools.reference.oracle_mul import (
+    mul_params,
+    mul_s8_forward,
+    mul_s8_grad_x1,
+    mul_s8_grad_x2,
+)
+from microtrain_tools.reference.oracle_norm import (
+    layernorm_params,
+    layernorm_s8_forward,
+    layernorm_s8_grad_input,
+)
 from microtrain_tools.reference.oracle_pool import (
     add_s8_forward,
     add_s8_grad_merge,
@@ -162,6 +182,9 @@ __all__ = [
     "global_avgpool_s8_forward",
     "global_avgpool_s8_grad_input",
     "l1_norm_s8",
+    "layernorm_params",
+    "layernorm_s8_forward",
+    "layernorm_s8_grad_input",
     "linear_s8_forward",
     "linear_s8_grad_input",
     "linear_s8_grad_weight",
@@ -172,10 +195,18 @@ __all__ = [
     "lut_s8_grad_input",
     "lut_tables",
     "make_softmax_lut",
+    "matmul_params",
+    "matmul_s8_forward",
+    "matmul_s8_grad_a",
+    "matmul_s8_grad_b",
     "maxpool_s8_forward",
     "maxpool_s8_grad_input",
     "maxpool_s8_grad_input_act",
     "merge_ratios",
+    "mul_params",
+    "mul_s8_forward",
+    "mul_s8_grad_x1",
+    "mul_s8_grad_x2",
     "quantize_multiplier",
     "relu6_q6",
     "relu6_s8_backward",
@@ -184,6 +215,8 @@ __all__ = [
     "relu_s8_forward",
     "requant",
     "rounding_divide_by_pot",
+    "softmax_s8_forward",
+    "softmax_s8_grad_input",
     "softmax_xent_s8",
     "topk_mask",
     "trim_softmax_lut",
