@@ -251,7 +251,7 @@ class LoRA:
         g2 = _tensor(m, gt.shape, gt.scale, gt.zero_point)  # the pool's own output g'
         ut = _tensor(m, m.tensors[ly.output].shape[:-1] + (r,), s_u, 0)
         pt = _tensor(m, (r,), s_u, 0)  # the pool keeps the scale
-        vt = _tensor(m, (out_c,), _f32(2.0 * gt.scale), 0)
+        vt = _tensor(m, (out_c,), gt.scale, 0)  # g's own quantum: no dithering over positions here
         ad.z, ad.u, ad.v, ad.ts = g2, ut, vt, [g2, ut, pt, vt]
         ad.pool = pool
         ad.pool_out = pool.output
@@ -278,9 +278,9 @@ class LoRA:
             n.mult = zeros("i", len(n.b))
             n.shift = zeros("i", len(n.b))
             _mults(n, n.mult, n.shift)
-        # g' at s_g, v at 2 s_g: the add of a layer without an activation
-        padd = array.array("i", (gt.numel, gt.zero_point, 0, gt.zero_point, 1 << 30, -1, 1 << 30, 0, 1 << 30,
-                                 -17, 20, -128, 127))
+        # g' and v at s_g: twice_max = 2 s_g, each input at 1/2, out 2 s_g / (2^20 s_g)
+        padd = array.array("i", (gt.numel, gt.zero_point, 0, gt.zero_point, 1 << 30, 0, 1 << 30, 0, 1 << 30,
+                                 -18, 20, -128, 127))
         ad.a, ad.pu, ad.b = a, pu, b
         ad.add = _Node(m, _OP_ADD, _ACT_NONE, ly.name + ".lora_add", (g2.index, vt.index), pool.output, padd)
 

@@ -233,7 +233,7 @@ def _pooled(at: Attached, ly: mtm.Layer, pj: int, data: dict[str, list[NDArray]]
     ushape = tuple(m.tensors[ly.output].shape[:-1]) + (rank,)
     u = _act(m, ushape, float(s_u), 0)
     pt = _act(m, (rank,), float(s_u), 0)
-    v = _act(m, (out_c,), float(f32(2.0) * f32(gt.scale)), 0)
+    v = _act(m, (out_c,), gt.scale, 0)
     p = list(ly.params)
     if ly.op == Op.CONV2D:
         pa = list(p)
@@ -257,7 +257,7 @@ def _pooled(at: Attached, ly: mtm.Layer, pj: int, data: dict[str, list[NDArray]]
                                fused="lora"))
     nodes.insert(1, mtm.Layer(Op.GLOBAL_AVGPOOL, f"{ly.name}.lora_pool", [u], pt,
                               [m.tensors[u].numel // rank, rank], fused="lora"))
-    padd = [gt.numel, gt.zero_point, 0, gt.zero_point, 1 << 30, -1, 1 << 30, 0, 1 << 30, -17, 20, -128, 127]
+    padd = [gt.numel, gt.zero_point, 0, gt.zero_point, 1 << 30, 0, 1 << 30, 0, 1 << 30, -18, 20, -128, 127]
     nodes.append(mtm.Layer(Op.ADD, f"{ly.name}.lora_add", [g2, v], pool.output, padd, Act.NONE, fused="lora"))
     pool.output = g2
     at.s_y[ly.name] = float(gt.scale)
