@@ -62,9 +62,11 @@ Q_N_TRAIN = 2000
 Q_BUDGET = 2 * 16 * Q_N_TRAIN  # two forward passes of 16 epochs at q = 1, one epoch at q = 16
 Q_GRID = (1, 4, 16)
 Q_CFG = {"train_layers": "last:2", "lr": 100.0, "eps": 4, "batch": 16}
-# patience: about one and a half epochs of batches at q = 1 (a shorter one grew q on the noise of
-# the batch losses, on seed 1)
-Q_AUTO = {"q0": 1, "q_max": 16, "patience": 48, "tol": 0.02}
+# the queries of a step share it (QScheduler's mean of q estimates), the stall read on a slow running
+# loss (beta) over about three epochs of batches at q = 1: chosen on seeds 4-10 (not the reported
+# ones) among patience 50-200, tol 0.01-0.05, share or not; a fast running loss or a short patience
+# grew q on the noise of the batch losses, before the loss had levelled off
+Q_AUTO = {"q0": 1, "q_max": 16, "patience": 100, "tol": 0.02, "beta": 0.98, "share": True}
 
 # the order boundary: budgets in bytes, the transfer CNN's last three layers
 H_BUDGETS = (32 * 1024, 64 * 1024, 128 * 1024)
