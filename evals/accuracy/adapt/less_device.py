@@ -5,7 +5,8 @@
 #
 # config "kind":
 #   "qsched": model, train, test (.mtd), train_layers, lr, eps, seed, batch, budget (forward passes
-#             of a sample), queries (an int, or "auto": a QScheduler with q0, q_max, patience, tol, beta, share).
+#             of a sample), queries (an int, or "auto": a QScheduler with q0, q_max, patience, tol,
+#             beta, share).
 #             SPSA over the training samples, in order and again, until the budget is spent.
 #   "hybrid": model, train, test, layers, budget (heap bytes), mode, bp_lr, momentum, lr, eps, seed,
 #             batch, epochs. budget.hybrid's boundary, trained; the heap training adds, measured after
