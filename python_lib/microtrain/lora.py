@@ -8,6 +8,9 @@
 #   W: x -> z (the base layer, frozen, in place; its output requantised to z)
 #   A: x -> u, B: u -> v, ADD(z, v) -> y (y = the base layer's output tensor,
 #   with the base layer's fused activation)
+# MemFLoRA on a layer read by a global average pool alone: the branch joins behind
+# the pool instead (base and pool unchanged, the pool writing g'):
+#   A: x -> u, POOL: u -> u' (rank r), B: u' -> v, ADD(g', v) -> g
 # so forward, backward, the optimisers, the sparse policies and the feature
 # cache work on the adapters unchanged. detach() restores the file's graph.
 import array
@@ -36,6 +39,7 @@ _KIND_ACT = const(0)
 _Q_TENSOR = const(1)
 _OP_CONV2D = const(1)
 _OP_LINEAR = const(2)
+_OP_GAP = const(7)
 _OP_ADD = const(8)
 _ACT_NONE = const(0)
 # --- generated: end
@@ -98,6 +102,8 @@ class _Adapter:
         self.saved = (base.params, base.shift, base.output, base.act)
         self.a = self.b = self.add = None
         self.z = self.u = self.v = None  # base output (pre-add), A's output (rank r), B's output
+        self.pool = self.pu = None  # memory floor behind a pool: the pool layer, pool of u
+        self.ts = None  # the tensors it added, in order
         self.s_y = 0.0  # the layer's output scale (memory_floor: B's scale follows u's)
 
 
@@ -113,7 +119,9 @@ class LoRA:
     memory_floor: MemFLoRA (docs/lora.md): A stays frozen (a random down-projection),
             only B is trained, its weight scale matched to the layer's output scale
             (B at full range on u at full range spans y's range), so backward's weight
-            gradients read the rank-r u and never a full-width input.
+            gradients read the rank-r u and never a full-width input; on a layer that a
+            global average pool alone reads, the branch joins behind the pool (B on the
+            pooled u), so that backward reads no mask of the layer's output either.
     Train with Trainer(model, train=lora.train, mode=...); save() writes the
     adapters alone; merge() folds them into the base layers (requantised)."""
 
@@ -159,6 +167,10 @@ class LoRA:
 
     def _build(self, ad, data):
         m, ly, r = self.model, ad.base, self.rank
+        if self.memory_floor:
+            pool = self._reader(ly)
+            if pool is not None and pool.op == _OP_GAP:
+                return self._build_pooled(ad, data, pool)
         p = ly.params
         conv = ly.op == _OP_CONV2D
         yt = m.tensors[ly.output]
@@ -191,20 +203,7 @@ class LoRA:
         a = _Node(m, ly.op, _ACT_NONE, ly.name + ".lora_A", (ly.inputs[0],), ut.index, pa)
         b = _Node(m, ly.op, _ACT_NONE, ly.name + ".lora_B", (ut.index,), vt.index, pb)
         if data is None:
-            # A ~ U(-1/sqrt(k), 1/sqrt(k)) (PyTorch LoRA's kaiming_uniform(a=sqrt(5))) as int8
-            # levels -127..127 of scale bound / 127; B = 0
-            bound = _f32(1.0 / _f32(math.sqrt(k)))
-            a.w = array.array("b", bytes(r * k))
-            rng = self._rng
-            w = a.w
-            for i in range(r * k):
-                rng ^= (rng << 13) & 0xFFFFFFFF
-                rng ^= rng >> 17
-                rng ^= (rng << 5) & 0xFFFFFFFF
-                w[i] = rng % 255 - 127
-            self._rng = rng
-            a.w_scale = array.array("f", [_f32(bound / 127.0)] * r)
-            a.b = zeros("i", r)
+            self._init_a(a, r, k)
             b.w = array.array("b", bytes(out_c * r))
             b.w_scale = array.array("f", [_f32(_f32(1.0 / _f32(math.sqrt(r))) / 127.0)] * out_c)
             b.b = zeros("i", out_c)
@@ -228,6 +227,78 @@ class LoRA:
         add = _Node(m, _OP_ADD, ly.act, ly.name + ".lora_add", (zt.index, vt.index), ly.output, padd)
         ad.a, ad.b, ad.add = a, b, add
         ad.z = zt
+        ad.ts = [zt, ut, vt]
+
+    def _reader(self, ly):
+        # the one layer reading ly's output (None if none or several)
+        got = None
+        for o in self.model.layers:
+            if ly.output in o.inputs:
+                if got is not None:
+                    return None
+                got = o
+        return got
+
+    def _build_pooled(self, ad, data, pool):
+        # MemFLoRA behind the pool: pool(act(W x)) + B pool(A x), the branch joining after the
+        # activation, moved through the linear pool: B's gradient reads the r pooled values alone
+        m, ly, r = self.model, ad.base, self.rank
+        p = ly.params
+        out_c = ly.out_c
+        k = len(ly.w) // out_c
+        gt = m.tensors[pool.output]
+        s_u = self._u_scale0(m.tensors[ly.inputs[0]]) if data is None else data[0]
+        g2 = _tensor(m, gt.shape, gt.scale, gt.zero_point)  # the pool's own output g'
+        ut = _tensor(m, m.tensors[ly.output].shape[:-1] + (r,), s_u, 0)
+        pt = _tensor(m, (r,), s_u, 0)  # the pool keeps the scale
+        vt = _tensor(m, (out_c,), gt.scale, 0)  # g's own quantum: no dithering over positions here
+        ad.z, ad.u, ad.v, ad.ts = g2, ut, vt, [g2, ut, pt, vt]
+        ad.pool = pool
+        ad.pool_out = pool.output
+        if ly.op == _OP_CONV2D:
+            pa = array.array("i", p)
+            pa[5], pa[14], pa[15], pa[16] = r, 0, -128, 127
+        else:
+            pa = array.array("i", (p[0], r, p[2], 0, -128, 127))
+        a = _Node(m, ly.op, _ACT_NONE, ly.name + ".lora_A", (ly.inputs[0],), ut.index, pa)
+        pu = _Node(m, _OP_GAP, _ACT_NONE, ly.name + ".lora_pool", (ut.index,), pt.index,
+                   array.array("i", (ut.numel // r, r)))
+        b = _Node(m, _OP_LINEAR, _ACT_NONE, ly.name + ".lora_B", (pt.index,), vt.index,
+                  array.array("i", (r, out_c, 0, 0, -128, 127)))
+        if data is None:
+            self._init_a(a, r, k)
+            b.w = array.array("b", bytes(out_c * r))
+            b.w_scale = zeros("f", out_c)
+            b.b = zeros("i", out_c)
+            self._match(ad, b, s_u, gt.scale)
+        else:
+            a.w, a.w_scale, a.b, b.w, b.w_scale, b.b = data[1:]
+            ad.s_y = gt.scale
+        for n in (a, b):
+            n.mult = zeros("i", len(n.b))
+            n.shift = zeros("i", len(n.b))
+            _mults(n, n.mult, n.shift)
+        # g' and v at s_g: twice_max = 2 s_g, each input at 1/2, out 2 s_g / (2^20 s_g)
+        padd = array.array("i", (gt.numel, gt.zero_point, 0, gt.zero_point, 1 << 30, 0, 1 << 30, 0, 1 << 30,
+                                 -18, 20, -128, 127))
+        ad.a, ad.pu, ad.b = a, pu, b
+        ad.add = _Node(m, _OP_ADD, _ACT_NONE, ly.name + ".lora_add", (g2.index, vt.index), pool.output, padd)
+
+    def _init_a(self, a, r, k):
+        # A ~ U(-1/sqrt(k), 1/sqrt(k)) (PyTorch LoRA's kaiming_uniform(a=sqrt(5))) as int8
+        # levels -127..127 of scale bound / 127; B = 0
+        bound = _f32(1.0 / _f32(math.sqrt(k)))
+        a.w = array.array("b", bytes(r * k))
+        rng = self._rng
+        w = a.w
+        for i in range(r * k):
+            rng ^= (rng << 13) & 0xFFFFFFFF
+            rng ^= rng >> 17
+            rng ^= (rng << 5) & 0xFFFFFFFF
+            w[i] = rng % 255 - 127
+        self._rng = rng
+        a.w_scale = array.array("f", [_f32(bound / 127.0)] * r)
+        a.b = zeros("i", r)
 
     def _match(self, ad, b, s_u, s_y):
         # MemFLoRA's scale-matched up-projection: 127 r levels of B on u's 127 levels reach
@@ -253,7 +324,10 @@ class LoRA:
         for ly in self._orig:
             layers.append(ly)
             for ad in self.adapters:
-                if ad.base is ly:
+                if ad.pool is ly:
+                    self._point(ad, True)
+                    layers += [ad.a, ad.pu, ad.b, ad.add]
+                elif ad.base is ly and ad.pool is None:
                     self._point(ad, True)
                     layers += [ad.a, ad.b, ad.add]
         for i in range(len(layers)):
@@ -263,6 +337,10 @@ class LoRA:
 
     def _point(self, ad, on):
         ly = ad.base
+        if ad.pool is not None:  # the base as it is; the pool writes g' while attached
+            pl = ad.pool
+            pl.rewire(pl.params, pl.shift, ad.z.index if on else ad.pool_out, pl.act)
+            return
         if not on:
             ly.rewire(*ad.saved)
         elif ly.act != _ACT_NONE:
@@ -307,7 +385,7 @@ class LoRA:
             raise ValueError("LoRA: the model already has adapters" if m.lora is not None else
                              "LoRA: merged into the base already")
         for ad in self.adapters:  # the same indices as before: the model's own tensors do not change
-            m.tensors += [ad.z, ad.u, ad.v]
+            m.tensors += ad.ts
         self._relink()
         m.lora = self
 
@@ -346,6 +424,8 @@ class LoRA:
 
     def _set_u(self, ad, s):
         ad.u.scale = s
+        if ad.pool is not None:
+            ad.ts[2].scale = s  # the pooled u (the pool keeps the scale)
         if self.memory_floor:
             self._match(ad, ad.b, s, ad.s_y)
         _mults(ad.a, ad.a.mult, ad.a.shift)
@@ -428,6 +508,10 @@ class LoRA:
         W' = W + B A, bias b + B b_A + b_B, requantised per output channel with
         update_s8_apply; the adapters are detached. model.save() then writes the merged
         layers."""
+        for ad in self.adapters:
+            if ad.pool is not None:
+                raise ValueError("LoRA.merge: %s's memory-floor branch joins behind the pool, after the "
+                                 "activation: it does not fold into the layer" % ad.base.name)
         self.detach()
         self._merged = True
         F = kern.f32

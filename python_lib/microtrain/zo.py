@@ -322,8 +322,12 @@ class ZO:
             self._prefix(batch)
         sp = sm = 0.0
         q = self.queries
+        lr = self.lr
+        sc = self.sched
+        if sc is not None and sc.share:
+            lr = lr * sc.q0 / q  # the q queries share one step: their mean estimate
         for _ in range(q):
-            lp, lm = self._query(batch)
+            lp, lm = self._query(batch, lr)
             sp += lp
             sm += lm
         self.steps += 1
@@ -333,7 +337,7 @@ class ZO:
             self.queries = self.sched.update((self.last[0] + self.last[1]) / 2)
         return self.last
 
-    def _query(self, batch):
+    def _query(self, batch, lr):
         layers, base, e = self.layers, self._base, self.eps
         s1, s2 = self._s1, self._s2
         for j in range(len(layers)):
@@ -348,7 +352,7 @@ class ZO:
             K.zo_perturb_s8(base[j], -e, s1, layers[j].w)
         lm = self._loss(batch)
         # the step in Q16 weight quanta along -z (stochastically rounded by the kernel)
-        delta = self.lr * (lp - lm) / (2 * e)
+        delta = lr * (lp - lm) / (2 * e)
         mag = abs(delta)
         if mag != mag:
             raise ValueError("ZO.step: the loss is not a number")
@@ -398,17 +402,22 @@ class QScheduler:
     idea): start at q0 queries a batch; when the running mean of the batch loss (decay
     beta) has not fallen by the fraction tol within `patience` batches, progress has
     stalled on the noise of the estimate: multiply q by `grow` (up to q_max).
+    share: the q queries of a batch share one step (each at ZO's lr times q0 / q): a
+    batch moves the weights as far as at q0, and more queries average the estimate's
+    noise down, as QScheduler's q queries make one mean estimate; False: each query a
+    full step (as a fixed `queries`).
     ZO(model, ..., queries=QScheduler()); zo.queries is the current q."""
 
-    def __init__(self, q0=1, q_max=64, patience=8, tol=0.02, beta=0.9, grow=2):
+    def __init__(self, q0=1, q_max=64, patience=8, tol=0.02, beta=0.9, grow=2, share=False):
         if type(q0) is not int or type(q_max) is not int or not 1 <= q0 <= q_max:
             raise ValueError("QScheduler: need ints 1 <= q0 <= q_max, got %r, %r" % (q0, q_max))
         if type(patience) is not int or patience < 1 or type(grow) is not int or grow < 2:
             raise ValueError("QScheduler: patience must be an int >= 1 and grow an int >= 2")
         if not 0.0 <= tol < 1.0 or not 0.0 <= beta < 1.0:
             raise ValueError("QScheduler: tol and beta must be in [0, 1)")
-        self.q = q0
+        self.q = self.q0 = q0
         self.q_max = q_max
+        self.share = bool(share)
         self.patience = patience
         self.tol = tol
         self.beta = beta

@@ -39,7 +39,9 @@ class ZO:
 
 class QScheduler:
     q: int  # the current query count
+    q0: int
     q_max: int
+    share: bool  # the queries of a step share it (each at lr q0 / q)
     patience: int  # batches without progress before q grows
     tol: float  # the relative fall of the running loss that counts as progress
     beta: float  # decay of the running loss
@@ -50,5 +52,5 @@ class QScheduler:
     n: int  # batches seen
     changes: list[tuple[int, int]]  # (batch, new q)
     def __init__(self, q0: int = 1, q_max: int = 64, patience: int = 8, tol: float = 0.02, beta: float = 0.9,
-                 grow: int = 2) -> None: ...
+                 grow: int = 2, share: bool = False) -> None: ...
     def update(self, loss: float) -> int: ...

@@ -10,7 +10,8 @@
 # adapters (path: lora.save after training), reload (bool: load the adapter file onto a
 # fresh model and check it predicts the same), merged (path: model.save after merge),
 # out (dump: train_runner.py's records; "loss", "u_scale", trained layers "L<i>.*" by
-# index in the adapted model, merged base layers "M<i>.*" by index in the file).
+# index in the adapted model, merged base layers "M<i>.*" by index in the file; a refused
+# merge, MemFLoRA behind a pool, is printed and not dumped).
 import json
 import sys
 from array import array
@@ -65,16 +66,22 @@ def main(cfg_path):
         lora.load(m2, cfg["adapters"], memory_floor=cfg.get("memory_floor", False))
         same = sum(1 for i in range(len(x)) if m2.predict(x[i]) == preds[i])
         print("RELOAD-SAME", same, len(x))
-    lo.merge()
     record(out, "preds", "i", preds)
-    record(out, "merged_preds", "i", array("i", [m.predict(x[i]) for i in range(len(x))]))
-    for ad in lo.adapters:
-        ly = ad.base
-        p = "M" + str(ly.index) + "."
-        for name, tc in (("w", "b"), ("b", "i"), ("mult", "i"), ("shift", "i"), ("w_scale", "f")):
-            record(out, p + name, tc, getattr(ly, name))
+    try:
+        lo.merge()
+        merged = True
+    except ValueError as e:  # MemFLoRA behind a pool: no fold into the layer
+        print("merge refused:", e)
+        merged = False
+    if merged:
+        record(out, "merged_preds", "i", array("i", [m.predict(x[i]) for i in range(len(x))]))
+        for ad in lo.adapters:
+            ly = ad.base
+            p = "M" + str(ly.index) + "."
+            for name, tc in (("w", "b"), ("b", "i"), ("mult", "i"), ("shift", "i"), ("w_scale", "f")):
+                record(out, p + name, tc, getattr(ly, name))
     out.close()
-    if cfg.get("merged"):
+    if merged and cfg.get("merged"):
         m.save(cfg["merged"])
     print("LORA-RUNNER-DONE")
 

@@ -72,3 +72,34 @@ print("MF", *budget.saved(m, m.select(lo.train)))
     h = info.saved_activations(m, 3, 2)
     assert [h["ft_inputs"], h["ft_masks"], h["ft_kept"]] == got["FT"]
     assert [h["mf_inputs"], h["mf_masks"], h["mf_kept"]] == got["MF"]
+
+
+def test_saved_memflora_behind_the_pool_keeps_the_pooled_branch(setups: dict[str, Setup]) -> None:
+    """MemFLoRA on the residual CNN's conv3 (read by its global average pool alone) and the head:
+    backward reads the pooled u (rank values) and the head's u, no mask; the training plan keeps
+    less than full fine-tuning's; the host count (info --memflora) is the device's."""
+    s = setups["res"]
+    code = f"""
+import microtrain as mt
+import microtrain.budget as budget
+from microtrain.lora import LoRA
+m = mt.load({str(s.path)!r})
+print("FT", *budget.saved(m, m.select("last:2")))
+lo = LoRA(m, rank=3, layers="last:2", memory_floor=True)
+print("MF", *budget.saved(m, m.select(lo.train)))
+"""
+    p = run_micropython(code, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = {ln.split()[0]: [int(v) for v in ln.split()[1:]] for ln in p.stdout.splitlines()}
+    m = s.m
+    wl = [j for j, ly in enumerate(m.layers) if ly.op in mtm.WEIGHTED][-2:]
+    assert m.layers[wl[0] + 1].op == mtm.Op.GLOBAL_AVGPOOL and m.layers[wl[0]].act == mtm.Act.RELU
+    assert got["FT"][:2] == [sum(m.tensors[m.layers[j].inputs[0]].numel for j in wl),
+                             (m.tensors[m.layers[wl[0]].output].numel + 7) // 8]
+    assert got["MF"][:2] == [3 + 3, 0]  # the pooled u, the head's u; no activation after B
+    assert got["MF"][2] < got["FT"][2]
+    from microtrain_tools import info
+
+    h = info.saved_activations(m, 2, 3)
+    assert [h["ft_inputs"], h["ft_masks"], h["ft_kept"]] == got["FT"]
+    assert [h["mf_inputs"], h["mf_masks"], h["mf_kept"]] == got["MF"]

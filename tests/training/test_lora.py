@@ -237,3 +237,33 @@ def test_memflora_device_equals_reference(setups: dict[str, Setup], tmp_path: Pa
     lr.write_adapters(tmp_path / "ref.mtl", base, s.m, rank, 7, vals)
     assert (tmp_path / "a.mtl").read_bytes() == (tmp_path / "ref.mtl").read_bytes()
     assert f"RELOAD-SAME {N_PRED} {N_PRED}" in out
+
+
+def test_memflora_behind_the_pool_equals_reference(setups: dict[str, Setup], tmp_path: Path) -> None:
+    """MemFLoRA on a layer a global average pool alone reads (the residual CNN's conv3, with the
+    conv before it and the linear head): the branch joins behind the pool, B on the pooled u;
+    the same arrays, losses and adapter file as the reference; merge refuses that adapter."""
+    s = setups["res"]
+    c = ("last:3", 3, "mixed", SGDM, 4, True)
+    layers, rank, mode, opt, batch, cal = c
+    dev, out = run_device(s, tmp_path, c, memory_floor=True)
+    at = lr.attach(s.m, rank, layers, [s.xs[i] for i in range(16)], seed=7, memory_floor=True)
+    pooled = [ad for ad in at.adapters if ad.pu is not None]
+    assert len(pooled) == 1 and len(at.adapters) == 3
+    pb = at.model.layers[pooled[0].b]
+    assert pb.op == mtm.Op.LINEAR and at.model.tensors[pb.inputs[0]].shape == (rank,)  # the pooled u
+    ref = tr.RefTrainer(at.model, at.train, mode, ref_opt(opt), None, batch)
+    ys = labels_of(s)
+    losses = [ref.step(s.xs[i], int(ys[i])) for i in range(N)]
+    ref.flush()
+    want = ref.arrays()
+    got = {k: v for k, v in dev.items() if k.startswith("L")}
+    assert set(want) == set(got) and {int(k[1:].split(".")[0]) for k in got} == {ad.b for ad in at.adapters}
+    assert differences(want, got) == []
+    assert np.array_equal(np.array(losses), dev["loss"])
+    vals = lr.values(at, ref)
+    assert np.any(vals[pooled[0].name][4] != 0)  # B behind the pool moved from zero
+    lr.write_adapters(tmp_path / "ref.mtl", s.path.read_bytes(), s.m, rank, 7, vals)
+    assert (tmp_path / "a.mtl").read_bytes() == (tmp_path / "ref.mtl").read_bytes()
+    assert f"RELOAD-SAME {N_PRED} {N_PRED}" in out
+    assert "merge refused" in out and "merged_preds" not in dev

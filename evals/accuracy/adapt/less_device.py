@@ -5,7 +5,8 @@
 #
 # config "kind":
 #   "qsched": model, train, test (.mtd), train_layers, lr, eps, seed, batch, budget (forward passes
-#             of a sample), queries (an int, or "auto": a QScheduler with q0, q_max, patience, tol).
+#             of a sample), queries (an int, or "auto": a QScheduler with q0, q_max, patience, tol,
+#             beta, share).
 #             SPSA over the training samples, in order and again, until the budget is spent.
 #   "hybrid": model, train, test, layers, budget (heap bytes), mode, bp_lr, momentum, lr, eps, seed,
 #             batch, epochs. budget.hybrid's boundary, trained; the heap training adds, measured after
@@ -33,7 +34,8 @@ def qsched(cfg, model):
     test = mt.FileDataset(cfg["test"])
     q = cfg["queries"]
     if q == "auto":
-        q = QScheduler(q0=cfg["q0"], q_max=cfg["q_max"], patience=cfg["patience"], tol=cfg["tol"])
+        q = QScheduler(q0=cfg["q0"], q_max=cfg["q_max"], patience=cfg["patience"], tol=cfg["tol"],
+                       beta=cfg["beta"], share=cfg["share"])
     z = mt.ZO(model, train=cfg["train_layers"], lr=cfg["lr"], eps=cfg["eps"], seed=cfg["seed"], queries=q)
     n, b, i = len(train), cfg["batch"], 0
     while z.passes < cfg["budget"]:

@@ -8,7 +8,7 @@
 # (adapted layers, or the fine-tuned ones), calib (training samples for LoRA's
 # calibration), headroom, mode, lr, momentum, batch, epochs, schedule, seed, adapters
 # (path of the adapter file written after training), memory_floor (MemFLoRA: A frozen, B alone).
-# Prints one final line "RESULT {json}": acc, merged_acc (LoRA), params, file_bytes,
+# Prints one final line "RESULT {json}": acc, merged_acc (LoRA, not MemFLoRA), params, file_bytes,
 # heap_train: the largest live heap at an epoch end minus the live heap with the model
 # loaded and the data opened (no feature cache: the same for both methods).
 import gc
@@ -46,6 +46,7 @@ def main(path):
     if lora is not None:
         lora.save(cfg["adapters"])
         res["file_bytes"] = os.stat(cfg["adapters"])[6]
+    if lora is not None and not lora.memory_floor:  # (MemFLoRA behind a pool does not fold)
         lora.merge()
         res["merged_acc"] = mt.Trainer(model, train="last:1").evaluate(test, confusion=False)["acc"]
     print("RESULT " + json.dumps(res))

@@ -36,7 +36,8 @@ f32 = np.float32
 @dataclass
 class Adapter:
     """One adapted layer: its name and, in the attached model, the indices of the base layer, A, B,
-    the add, and the tensors z (base output), u (A's output), v (B's output)."""
+    the add, and the tensors z (base output), u (A's output), v (B's output). MemFLoRA behind a
+    global average pool: z is the pool's own output g', pu the pool of u and pt its output."""
 
     name: str
     base: int
@@ -46,6 +47,8 @@ class Adapter:
     z: int
     u: int
     v: int
+    pu: int | None = None
+    pt: int | None = None
 
 
 @dataclass
@@ -117,9 +120,24 @@ def attach(base: mtm.Model, rank: int = 4, layers: str | Sequence[str | int] = "
     out = Attached(m, rank, seed, headroom, memory_floor=memory_floor)
     rng = (seed * 2654435761 + 12345) & 0xFFFFFFFF or 1
     new_layers: list[mtm.Layer] = []
+    readers: dict[int, list[int]] = {}
+    for j, ly in enumerate(m.layers):
+        for t in ly.inputs:
+            readers.setdefault(t, []).append(j)
+    behind: dict[int, tuple[str, list[mtm.Layer], Adapter]] = {}  # pool index -> nodes to put after it
     for j, ly in enumerate(m.layers):
         new_layers.append(ly)
+        if j in behind:
+            nm, nodes_, ad_ = behind.pop(j)
+            i0 = len(new_layers)
+            ad_.a, ad_.pu, ad_.b, ad_.add = i0, i0 + 1, i0 + 2, i0 + 3
+            new_layers += nodes_
+            out.adapters.append(ad_)
         if j not in idx:
+            continue
+        rd = readers.get(ly.output, [])
+        if memory_floor and len(rd) == 1 and m.layers[rd[0]].op == Op.GLOBAL_AVGPOOL:
+            rng = _pooled(out, ly, rd[0], data, rng, behind, len(new_layers) - 1)
             continue
         if ly.op == Op.CONV2D and ly.params[12] != 1:
             raise ValueError(f"layer {ly.name}: grouped conv")
@@ -191,9 +209,67 @@ def attach(base: mtm.Model, rank: int = 4, layers: str | Sequence[str | int] = "
     return out
 
 
+def _pooled(at: Attached, ly: mtm.Layer, pj: int, data: dict[str, list[NDArray]] | None, rng: int,
+            behind: dict[int, tuple[str, list[mtm.Layer], Adapter]], base_i: int) -> int:
+    """MemFLoRA on ``ly`` read by the global average pool ``pj`` alone (LoRA._build_pooled): A, the
+    pool of u, B (linear on the pooled u) and the add join behind the pool; returns the new rng."""
+    m, rank = at.model, at.rank
+    pool = m.layers[pj]
+    gt = m.tensors[pool.output]
+    out_c = m.tensors[ly.output].shape[-1]
+    wq = m.data(ly.weight).reshape(-1)
+    k = len(wq) // out_c
+    if data is None:
+        s_u = _u_scale0(m, ly.inputs[0])
+        aw, asc, rng = init_a(rank, k, rng)
+        ab = np.zeros(rank, np.int32)
+        bw = np.zeros(out_c * rank, np.int8)
+        bsc = np.full(out_c, matched_b_scale(gt.scale, rank, float(s_u)), np.float32)
+        bb = np.zeros(out_c, np.int32)
+    else:
+        s_u = f32(data[ly.name][0][0])
+        aw, asc, ab, bw, bsc, bb = data[ly.name][1:]
+    g2 = _act(m, tuple(gt.shape), gt.scale, gt.zero_point)
+    ushape = tuple(m.tensors[ly.output].shape[:-1]) + (rank,)
+    u = _act(m, ushape, float(s_u), 0)
+    pt = _act(m, (rank,), float(s_u), 0)
+    v = _act(m, (out_c,), gt.scale, 0)
+    p = list(ly.params)
+    if ly.op == Op.CONV2D:
+        pa = list(p)
+        pa[5], pa[14], pa[15], pa[16] = rank, 0, -128, 127
+        ashape: tuple[int, ...] = (rank, p[6], p[7], p[2])
+    else:
+        pa = [p[0], rank, p[2], 0, -128, 127]
+        ashape = (rank, p[0])
+    nodes = []
+    for nm, op, pp, w, sc, b, shape, xin, yout, si in (
+            ("lora_A", ly.op, pa, aw, asc, ab, ashape, ly.inputs[0], u, m.tensors[ly.inputs[0]].scale),
+            ("lora_B", Op.LINEAR, [rank, out_c, 0, 0, -128, 127], bw, bsc, bb, (out_c, rank), pt, v,
+             float(s_u))):
+        mu, sh = _qmult(si, sc, m.tensors[yout].scale)
+        qs = _const(m, np.asarray(sc, np.float32), DType.FLOAT32)
+        wt = _const(m, np.asarray(w, np.int8).reshape(shape), DType.INT8, Quant.PER_CHANNEL, qs)
+        bt = _const(m, np.asarray(b, np.int32), DType.INT32, Quant.BIAS)
+        mt_ = _const(m, mu, DType.INT32)
+        st = _const(m, sh, DType.INT32)
+        nodes.append(mtm.Layer(op, f"{ly.name}.{nm}", [xin], yout, pp, Act.NONE, wt, bt, mt_, st,
+                               fused="lora"))
+    nodes.insert(1, mtm.Layer(Op.GLOBAL_AVGPOOL, f"{ly.name}.lora_pool", [u], pt,
+                              [m.tensors[u].numel // rank, rank], fused="lora"))
+    padd = [gt.numel, gt.zero_point, 0, gt.zero_point, 1 << 30, 0, 1 << 30, 0, 1 << 30, -18, 20, -128, 127]
+    nodes.append(mtm.Layer(Op.ADD, f"{ly.name}.lora_add", [g2, v], pool.output, padd, Act.NONE, fused="lora"))
+    pool.output = g2
+    at.s_y[ly.name] = float(gt.scale)
+    behind[pj] = (ly.name, nodes, Adapter(ly.name, base_i, -1, -1, -1, g2, u, v, -1, pt))
+    return rng
+
+
 def _set_u(at: Attached, ad: Adapter, s: np.float32) -> None:
     m = at.model
     m.tensors[ad.u].scale = float(s)
+    if ad.pt is not None:
+        m.tensors[ad.pt].scale = float(s)  # the pooled u (the pool keeps the scale)
     if at.memory_floor:
         qs = m.tensors[m.layers[ad.b].weight].qscales
         m.tensors[qs].data = np.full(len(m.data(qs)), matched_b_scale(at.s_y[ad.name], at.rank, float(s)),
