@@ -380,9 +380,12 @@ STEPS_B1 = 8  # measured samples at batch 1 (each with its update); batch B: B s
 # Steady-state rows: this many unmeasured samples (one pass over the 32 of the .mtd) before the
 # measured ones, so that DynamicSparse's L_max is established (docs/performance.md)
 PREPASS = 32
-SHAPES = ("conv3x3", "dw3x3", "pw", "fc")
+# the element-wise forwards, measured per output element (their "macs" are outputs)
+ELEMWISE = ("avgpool", "maxpool", "add")
+SHAPES = ("conv3x3", "dw3x3", "pw", "fc") + ELEMWISE
 SHAPE_TEXT = {"conv3x3": "conv 3x3 16->32, 16x16, s1 p1", "dw3x3": "depthwise 3x3 x32, 16x16",
-              "pw": "pointwise 32->64, 8x8", "fc": "linear 256->64"}
+              "pw": "pointwise 32->64, 8x8", "fc": "linear 256->64", "avgpool": "avgpool 2x2 s2, 16x16x32",
+              "maxpool": "maxpool 2x2 s2, 16x16x32", "add": "add, 8,192 elements"}
 
 
 @dataclass
@@ -492,8 +495,19 @@ def kernel_table(rows: list[KernelRow]) -> list[str]:
     out = ["| board | shape | MACs | kernel | instr/MAC (native) | instr/MAC (call incl. Python) |",
            "|---|---|---:|---|---:|---:|"]
     for r in rows:
-        out.append(f"| {r.board} | {SHAPE_TEXT[r.shape]} | {r.macs:,} | {r.kernel} | {r.native / r.macs:.2f} "
-                   f"| {r.total / r.macs:.2f} |")
+        if r.shape not in ELEMWISE:
+            out.append(f"| {r.board} | {SHAPE_TEXT[r.shape]} | {r.macs:,} | {r.kernel} "
+                       f"| {r.native / r.macs:.2f} | {r.total / r.macs:.2f} |")
+    return out
+
+
+def elemwise_table(rows: list[KernelRow]) -> list[str]:
+    out = ["| board | kernel | outputs | instr/output (native) | instr/output (call incl. Python) |",
+           "|---|---|---:|---:|---:|"]
+    for r in rows:
+        if r.shape in ELEMWISE:
+            out.append(f"| {r.board} | {SHAPE_TEXT[r.shape]} | {r.macs:,} | {r.native / r.macs:.2f} "
+                       f"| {r.total / r.macs:.2f} |")
     return out
 
 
@@ -543,6 +557,8 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
     fields = [
         "m7", f"conv3x3={k('conv3x3', 'fwd')}", f"dw3x3={k('dw3x3', 'fwd')}", f"pw={k('pw', 'fwd')}",
         f"fc={k('fc', 'fwd')}", f"gi_conv3x3={k('conv3x3', 'gi')}", f"gw_conv3x3={k('conv3x3', 'gw_f32')}",
+        f"avgpool={k('avgpool', 'fwd')}", f"maxpool={k('maxpool', 'fwd')}", f"add={k('add', 'fwd')}",
+        f"dw_gi={k('dw3x3', 'gi')}", f"fc_gw_f32={k('fc', 'gw_f32')}", f"fc_gi={k('fc', 'gi')}",
         f"update_per_param={l2.update_per_param:.1f}" if l2 else f"update_per_param={na}",
         f"py_share_last2={100 * l2.py_share:.1f}%" if l2 else f"py_share_last2={na}",
         f"py_share_all={100 * al.py_share:.1f}%" if al else f"py_share_all={na}",
@@ -617,6 +633,12 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "whose float routines count as *rest*, so compare their *call* column.",
         "",
         *kernel_table(krows),
+        "",
+        "The element-wise forwards, per output element (the same bench script): average and max",
+        "pooling 2x2 stride 2 on 16x16x32, and the residual add of two int8 tensors (TFLite's",
+        "rescaling, left shift 20):",
+        "",
+        *elemwise_table(krows),
         "",
         "## Inference and training per sample",
         "",
@@ -835,6 +857,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta["softfloat"] = "\n".join(bench_softfloat.table(*bench_softfloat.measure()))
     print()
     print("\n".join(kernel_table(krows)))
+    print()
+    print("\n".join(elemwise_table(krows)))
     print()
     print("\n".join(train_table(trows)))
     line = summary_line(krows, trows)
