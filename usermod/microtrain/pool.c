@@ -372,6 +372,19 @@ int32_t mt_maxpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *x,
     return maxpool_grad_disjoint(p, x, e, NULL, ein, &act);
 }
 
+#if MT_DSP
+// mt_avg_round of four channel sums at once, n = 2^n_log (1 <= n_log <= 7):
+// se holds the sums of channels 0, 2 and so those of 1, 3 as halfwords
+// (|S| <= 128 * 128). Half away from zero is floor((S + n/2 - (S < 0)) / n);
+// each lane's bits n_log .. n_log + 7 are that quotient's int8.
+static inline uint32_t avg_round4(uint32_t se, uint32_t so, int32_t n_log) {
+    const uint32_t half = 0x00010001u << (n_log - 1);
+    const uint32_t te = mt_sadd16(se, half - ((se >> 15) & 0x00010001u));
+    const uint32_t to = mt_sadd16(so, half - ((so >> 15) & 0x00010001u));
+    return ((te >> n_log) & 0x00FF00FFu) | ((to << (8 - n_log)) & 0xFF00FF00u);
+}
+#endif
+
 void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
     const int32_t c = p->c;
     const int32_t row_stride = p->in_w * c;
@@ -388,7 +401,25 @@ void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
             const uint32_t n = (uint32_t)((ky1 - ky0) * (kx1 - kx0));
             const int32_t n_log = mt_pow2_log(n);
             const int32_t first = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
-            for (int32_t ch = 0; ch < c; ++ch) {
+            int32_t ch = 0;
+#if MT_DSP
+            if (n_log >= 1 && n_log <= 7) {
+                for (; ch + 4 <= c; ch += 4) {
+                    uint32_t se = 0, so = 0;
+                    int32_t row = first + ch;
+                    for (int32_t ky = ky0; ky < ky1; ++ky, row += row_stride) {
+                        int32_t o = row;
+                        for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                            const uint32_t v = mt_load_u32(x + o);
+                            se = mt_sxtab16(se, v);
+                            so = mt_sxtab16_ror8(so, v);
+                        }
+                    }
+                    mt_store_u32(yp + ch, avg_round4(se, so, n_log));
+                }
+            }
+#endif
+            for (; ch < c; ++ch) {
                 // |S| <= 255 * 128: exact in int32.
                 int32_t s = 0;
                 int32_t row = first + ch;
