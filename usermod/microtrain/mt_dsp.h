@@ -197,6 +197,14 @@ static inline uint32_t mt_keep_above8(uint32_t y, uint32_t zp4, uint32_t e) {
     return r;
 }
 
+// The larger of each pair of signed bytes of a and b (SSUB8 sets GE where
+// a >= b, SEL takes those bytes from a).
+static inline uint32_t mt_max8(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(a), "r"(b) : "cc");
+    return r;
+}
+
 // Running first maximum of signed bytes: where v > *best (strictly, so ties
 // keep the earlier tap) *best takes v's byte and *idx code's byte.
 static inline void mt_max8_first(uint32_t *best, uint32_t *idx, uint32_t v, uint32_t code) {

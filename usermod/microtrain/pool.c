@@ -41,19 +41,34 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
             const int32_t ix0 = ox * p->stride_w - p->pad_left;
             int32_t kx0, kx1;
             mt_window(ix0, p->k_w, p->in_w, &kx0, &kx1);
+            int32_t row = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
+            int32_t ch0 = 0;
+#if MT_DSP
+            // four channels a word: the bytewise maximum over the taps
+            for (; ch0 + 4 <= c; ch0 += 4) {
+                uint32_t best = 0x80808080u;
+                int32_t r = row + ch0;
+                for (int32_t ky = ky0; ky < ky1; ++ky, r += row_stride) {
+                    int32_t o = r;
+                    for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                        best = mt_max8(best, mt_load_u32(x + o));
+                    }
+                }
+                mt_store_u32(yp + ch0, best);
+            }
+#endif
             // Running max over taps with channels innermost: contiguous reads.
             // Every window has a valid tap, so starting from -128 is exact.
-            for (int32_t ch = 0; ch < c; ++ch) {
+            for (int32_t ch = ch0; ch < c; ++ch) {
                 yp[ch] = INT8_MIN;
             }
             // Offsets, not stepped pointers: a pointer stepped past the last
             // row would leave the array (undefined behaviour even unread).
-            int32_t row = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
             for (int32_t ky = ky0; ky < ky1; ++ky, row += row_stride) {
                 int32_t o = row;
                 for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
                     const int8_t *xp = x + o;
-                    for (int32_t ch = 0; ch < c; ++ch) {
+                    for (int32_t ch = ch0; ch < c; ++ch) {
                         if (xp[ch] > yp[ch]) {
                             yp[ch] = xp[ch];
                         }
