@@ -205,6 +205,13 @@ static inline uint32_t mt_max8(uint32_t a, uint32_t b) {
     return r;
 }
 
+// 0xFF in the bytes where a >= b (signed), else 0.
+static inline uint32_t mt_ge8(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("ssub8 %0, %1, %2\n\tsel %0, %3, %4" : "=&r"(r) : "r"(a), "r"(b), "r"(0xFFFFFFFFu), "r"(0u) : "cc");
+    return r;
+}
+
 // Running first maximum of signed bytes: where v > *best (strictly, so ties
 // keep the earlier tap) *best takes v's byte and *idx code's byte.
 static inline void mt_max8_first(uint32_t *best, uint32_t *idx, uint32_t v, uint32_t code) {

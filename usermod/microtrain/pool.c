@@ -83,13 +83,28 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
 // only where lo < t < hi, t its stored activation (the pool's input). The
 // error may be written over t itself (ein == t): every position is in at most
 // one window, whose reads of t (maximum, mask) come before its stores.
+// On armv7e-m the bytewise form too (mt_act_init): keep where t >= l and
+// h >= t, l = lo + 1 and h = hi - 1 clamped to int8 (lo < -128: l = -128,
+// hi > 127: h = 127, always true), and ok 0 when no int8 can be kept.
 typedef struct {
     const int8_t *t;
     int32_t lo, hi;
+    uint32_t l4, h4, ok;
 } mt_pool_act_t;
 
 static inline int mt_act_keep(int32_t v, const mt_pool_act_t *a) {
     return v > a->lo && v < a->hi;
+}
+
+static void mt_act_init(mt_pool_act_t *a, const int8_t *t, int32_t lo, int32_t hi) {
+    a->t = t;
+    a->lo = lo;
+    a->hi = hi;
+    const int32_t l = lo < -128 ? -128 : (lo > 127 ? 128 : lo + 1);
+    const int32_t h = hi > 127 ? 127 : (hi < -128 ? -129 : hi - 1);
+    a->ok = l <= 127 && h >= -128 ? 0xFFFFFFFFu : 0u;
+    a->l4 = ((uint32_t)l & 0xFFu) * 0x01010101u;
+    a->h4 = ((uint32_t)h & 0xFFu) * 0x01010101u;
 }
 
 // Zeroes the inputs no window covers (disjoint windows leave gaps where
@@ -163,13 +178,7 @@ static void pool_zero_taps(int8_t *ein, int32_t first, int32_t rows, int32_t col
 
 // 0xFF in the bytes of v (signed) inside (lo, hi), else 0.
 static inline uint32_t mt_act_keep4(uint32_t v, const mt_pool_act_t *a) {
-    uint32_t k = 0;
-    for (uint32_t j = 0; j < 32u; j += 8u) {
-        if (mt_act_keep((int8_t)(uint8_t)(v >> j), a)) {
-            k |= 0xFFu << j;
-        }
-    }
-    return k;
+    return mt_ge8(v, a->l4) & mt_ge8(a->h4, v) & a->ok;
 }
 
 // 0xFF in the bytes of tap (each 0..3) equal to t's (t4 = t * 0x01010101), else 0:
@@ -383,7 +392,8 @@ int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, con
 
 int32_t mt_maxpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t lo,
                                      int32_t hi, int8_t *ein) {
-    const mt_pool_act_t act = { x, lo, hi };
+    mt_pool_act_t act;
+    mt_act_init(&act, x, lo, hi);
     return maxpool_grad_disjoint(p, x, e, NULL, ein, &act);
 }
 
@@ -582,7 +592,8 @@ int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int
 
 int32_t mt_avgpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *y, const int8_t *e, int32_t lo,
                                      int32_t hi, int8_t *ein) {
-    const mt_pool_act_t act = { y, lo, hi };
+    mt_pool_act_t act;
+    mt_act_init(&act, y, lo, hi);
     return avgpool_grad_disjoint(p, e, ein, &act);
 }
 
