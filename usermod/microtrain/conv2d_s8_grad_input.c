@@ -251,6 +251,7 @@ static MT_NOINLINE void dw_rect(const int8_t *e, int32_t *acc, const mt_rect_t *
     }
 }
 
+#if MT_DSP
 // Two horizontally neighbouring taps (ky, kx) and (ky, kx + 1) at stride_w 1
 // over the acc positions both reach: there the second tap's error is one
 // position left of the first's (e offset - e_col), so each acc quad is loaded
@@ -288,6 +289,8 @@ static MT_NOINLINE void dw_rect2(const int8_t *e, int32_t *acc, const mt_rect_t 
     }
 }
 
+#endif
+
 // The taps t .. t + nt - 1 (nt 1 or 2; 2: dw_rect2's pair) over rectangle r
 // (offsets eb in e, ab in acc of its first position), MT_DW_QUADS / nt channel
 // quads at a time: the quads with some channel on, their weights packed.
@@ -323,15 +326,18 @@ static void dw_pass(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *
             }
         }
         if (nq > 0) {
+#if MT_DSP
             if (nt == 2) {
                 dw_rect2(e + eb, acc + ab, r, wp, qoff, nq);
-            } else {
-                dw_rect(e + eb, acc + ab, r, wp, qoff, nq);
+                continue;
             }
+#endif
+            dw_rect(e + eb, acc + ab, r, wp, qoff, nq);
         }
     }
 }
 
+#if MT_DSP  // the pairs: where the packed multiply-accumulates make them pay
 // Columns [j0, j1) of a tap rectangle r (offsets eb, ab) as a rectangle of
 // their own, with its offsets.
 static void rect_cols(const mt_conv2d_params_t *p, const mt_rect_t *r, int32_t eb, int32_t ab, int32_t j0, int32_t j1,
@@ -375,15 +381,21 @@ static void dw_pair(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_
     dw_pass(p, e, w, wr, mask, acc, &s, se, sa, t, 2);
 }
 
+#endif
+
 static void gi_depthwise(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
                          const int32_t *wr, const uint8_t *mask, int32_t *acc) {
     const int32_t C = p->in_c;
     for (int32_t ky = 0; ky < p->k_h; ++ky) {
         for (int32_t kx = 0; kx < p->k_w;) {
+#if MT_DSP
             if (p->stride_w == 1 && kx + 1 < p->k_w) {
                 dw_pair(p, g, e, w, wr, mask, acc, ky, kx);
                 kx += 2;
-            } else {
+                continue;
+            }
+#endif
+            {
                 mt_rect_t r;
                 int32_t eb, ab;
                 tap_rect(p, g, ky, kx, &r, &eb, &ab);

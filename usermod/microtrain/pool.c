@@ -89,7 +89,9 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
 typedef struct {
     const int8_t *t;
     int32_t lo, hi;
+#if MT_DSP
     uint32_t l4, h4, ok;
+#endif
 } mt_pool_act_t;
 
 static inline int mt_act_keep(int32_t v, const mt_pool_act_t *a) {
@@ -100,11 +102,13 @@ static void mt_act_init(mt_pool_act_t *a, const int8_t *t, int32_t lo, int32_t h
     a->t = t;
     a->lo = lo;
     a->hi = hi;
+#if MT_DSP
     const int32_t l = lo < -128 ? -128 : (lo > 127 ? 128 : lo + 1);
     const int32_t h = hi > 127 ? 127 : (hi < -128 ? -129 : hi - 1);
     a->ok = l <= 127 && h >= -128 ? 0xFFFFFFFFu : 0u;
     a->l4 = ((uint32_t)l & 0xFFu) * 0x01010101u;
     a->h4 = ((uint32_t)h & 0xFFu) * 0x01010101u;
+#endif
 }
 
 // Zeroes the inputs no window covers (disjoint windows leave gaps where
