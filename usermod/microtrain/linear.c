@@ -159,6 +159,16 @@ static MT_NOINLINE void axpy4_w_run(int32_t *acc, const int8_t *const *w, int32_
         t[2] += s0 * (int32_t)a[2] + s1 * (int32_t)b[2] + s2 * (int32_t)c[2] + s3 * (int32_t)d[2];
         t[3] += s0 * (int32_t)a[3] + s1 * (int32_t)b[3] + s2 * (int32_t)c[3] + s3 * (int32_t)d[3];
     }
+#else
+    // two values a step (half the loop overhead; the sums are exact, any order)
+    for (; i + 2 <= n; i += 2) {
+        const int32_t a =
+            acc[i] + s0 * (int32_t)w0[i] + s1 * (int32_t)w1[i] + s2 * (int32_t)w2[i] + s3 * (int32_t)w3[i];
+        const int32_t b = acc[i + 1] + s0 * (int32_t)w0[i + 1] + s1 * (int32_t)w1[i + 1] + s2 * (int32_t)w2[i + 1] +
+                          s3 * (int32_t)w3[i + 1];
+        acc[i] = a;
+        acc[i + 1] = b;
+    }
 #endif
     for (; i < n; ++i) {
         acc[i] += s0 * (int32_t)w0[i] + s1 * (int32_t)w1[i] + s2 * (int32_t)w2[i] + s3 * (int32_t)w3[i];
