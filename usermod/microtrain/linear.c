@@ -430,7 +430,7 @@ void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, 
                                   float w_scale, float b_scale, float *gw, float *gb, int32_t c0) {
     const int32_t in_n = p->in_n, out_n = p->out_n, zp = p->in_zp;
     const int32_t nb = MT_FC_BLOCKED ? in_n - in_n % MT_FC_BLOCK : 0;
-    const float zero_d = w_scale * 0.0f;  // a zero term's addend
+    const float zero_d = nb > 0 ? w_scale * 0.0f : 0.0f;  // a zero term's addend (a float op: only if used)
     for (int32_t i = 0; i < nb; i += MT_FC_BLOCK) {
         float vp[MT_FC_BLOCK], vn[MT_FC_BLOCK];
         for (int32_t k = 0; k < MT_FC_BLOCK; ++k) {

@@ -98,7 +98,7 @@ static inline int mt_act_keep(int32_t v, const mt_pool_act_t *a) {
     return v > a->lo && v < a->hi;
 }
 
-static void mt_act_init(mt_pool_act_t *a, const int8_t *t, int32_t lo, int32_t hi) {
+static inline void mt_act_init(mt_pool_act_t *a, const int8_t *t, int32_t lo, int32_t hi) {
     a->t = t;
     a->lo = lo;
     a->hi = hi;
