@@ -6,12 +6,8 @@
 void mt_add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t *x2, int8_t *y) {
     const int32_t n = p->n;
     const int32_t z1 = p->in1_zp, z2 = p->in2_zp;
-    // The three requants with their constants precomputed (mt_rq_t: a 64-bit
-    // product where the core has one); the clamps are done here, not by q.
-    mt_rq_t q1, q2, qo;
-    mt_rq_init(&q1, p->m1, p->sh1, 0, 0, 0);
-    mt_rq_init(&q2, p->m2, p->sh2, 0, 0, 0);
-    mt_rq_init(&qo, p->m_out, p->sh_out, 0, 0, 0);
+    const int32_t m1 = p->m1, sh1 = p->sh1, m2 = p->m2, sh2 = p->sh2;
+    const int32_t m_out = p->m_out, sh_out = p->sh_out;
     // 2^left_shift as a multiplier: left-shifting a negative value is UB.
     // |x - zp| <= 255 and left_shift <= 22, so the product is < 2^30.
     const int32_t scale_in = (int32_t)((uint32_t)1 << p->left_shift);
@@ -21,9 +17,9 @@ void mt_add_s8_forward(const mt_add_params_t *p, const int8_t *x1, const int8_t 
     const int32_t out_zp = p->out_zp;
     for (int32_t i = 0; i < n; ++i) {
         // sh1, sh2 <= 0 so |a|, |b| <= 255 * 2^22 + 1 and a + b fits int32.
-        const int32_t a = mt_rq_val((x1[i] - z1) * scale_in, &q1);
-        const int32_t b = mt_rq_val((x2[i] - z2) * scale_in, &q2);
-        const int32_t r = mt_rq_val(a + b, &qo);
+        const int32_t a = mt_requant((x1[i] - z1) * scale_in, m1, sh1);
+        const int32_t b = mt_requant((x2[i] - z2) * scale_in, m2, sh2);
+        const int32_t r = mt_requant(a + b, m_out, sh_out);
         y[i] = (int8_t)(mt_clamp(r, lo, hi) + out_zp);
     }
 }

@@ -424,13 +424,14 @@ static inline void axpy_f32_block(float *g, const float *v, float a, float sc) {
 }
 #endif
 
+#if MT_FC_BLOCKED
 // gw / gb row r is output c0 + r; outputs outside the window are masked (the
 // binding's check), so only rows inside it are touched.
 void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
                                   float w_scale, float b_scale, float *gw, float *gb, int32_t c0) {
     const int32_t in_n = p->in_n, out_n = p->out_n, zp = p->in_zp;
-    const int32_t nb = MT_FC_BLOCKED ? in_n - in_n % MT_FC_BLOCK : 0;
-    const float zero_d = nb > 0 ? w_scale * 0.0f : 0.0f;  // a zero term's addend (a float op: only if used)
+    const int32_t nb = in_n - in_n % MT_FC_BLOCK;
+    const float zero_d = w_scale * 0.0f;  // a zero term's addend
     for (int32_t i = 0; i < nb; i += MT_FC_BLOCK) {
         float vp[MT_FC_BLOCK], vn[MT_FC_BLOCK];
         for (int32_t k = 0; k < MT_FC_BLOCK; ++k) {
@@ -467,4 +468,21 @@ void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, 
         gb[r] = gb[r] + db;
     }
 }
+#else
+// gw / gb row r is output c0 + r; outputs outside the window are masked (the
+// binding's check), so only rows inside it are touched.
+void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                                  float w_scale, float b_scale, float *gw, float *gb, int32_t c0) {
+    const int32_t in_n = p->in_n, zp = p->in_zp;
+    for (int32_t o = 0; o < p->out_n; ++o) {
+        if (mask && !mask[o]) {
+            continue;  // masked rows untouched
+        }
+        const int32_t r = o - c0;
+        axpy_f32_x_run(gw + r * in_n, x, in_n, e[o], zp, w_scale);
+        const float db = b_scale * (float)e[o];
+        gb[r] = gb[r] + db;
+    }
+}
+#endif
 #endif

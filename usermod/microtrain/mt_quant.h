@@ -86,41 +86,6 @@ static inline int32_t mt_clamp(int32_t v, int32_t lo, int32_t hi) {
     return v < lo ? lo : (v > hi ? hi : v);
 }
 
-// Requant of one output channel with its constants precomputed (the loops
-// keep one or two of these across many outputs): docs/numerics.md requant,
-// clamp to [lo, hi] (relative to zp), + zp.
-typedef struct {
-    int32_t m, left, right, mask, thr, lo, hi, zp;
-} mt_rq_t;
-
-static inline void mt_rq_init(mt_rq_t *q, int32_t m, int32_t shift, int32_t lo, int32_t hi, int32_t zp) {
-    q->m = m;
-    q->left = shift > 0 ? shift : 0;
-    q->right = shift > 0 ? 0 : -shift;
-    q->mask = (int32_t)(((uint32_t)1 << q->right) - 1u);
-    q->thr = q->mask >> 1;
-    q->lo = lo;
-    q->hi = hi;
-    q->zp = zp;
-}
-
-// mt_requant(acc, q's m and shift), unclamped.
-static inline int32_t mt_rq_val(int32_t acc, const mt_rq_t *q) {
-#if MT_SOFT_MATH
-    return mt_requant(acc, q->m, q->left - q->right);
-#else
-    // mt_requant with a 64-bit product and mt_rounding_divide_by_pot's
-    // mask / threshold from q: the same bits.
-    const int32_t a = (int32_t)((uint32_t)acc << q->left);  // wrap32, as mt_requant
-    const int32_t d = (int32_t)(((int64_t)a * (int64_t)q->m + ((int64_t)1 << 30)) >> 31);
-    return (d >> q->right) + ((d & q->mask) > q->thr + (d < 0 ? 1 : 0) ? 1 : 0);
-#endif
-}
-
-static inline int8_t mt_rq_out(int32_t acc, const mt_rq_t *q) {
-    return (int8_t)(mt_clamp(mt_rq_val(acc, q), q->lo, q->hi) + q->zp);
-}
-
 static inline uint32_t mt_abs_u32(int32_t v) {
     return v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
 }

@@ -1,6 +1,6 @@
 // Innermost runs shared by conv2d_s8_forward.c and linear.c, the forward's register
 // blocks (dot_2x2, dot_1x2: two channels x one or two pixels per pass) and
-// the out-of-line requant of one output (mt_rq_t, mt_quant.h). They are static and kept out
+// the inlined requant of one output (mt_rq_t). They are static and kept out
 // of line on purpose: on Cortex-M0 (8 low registers) the accumulator and
 // pointers stay in registers instead of being spilled by the enclosing loop
 // nest. Each including file gets its own copy.
@@ -157,6 +157,37 @@ static MT_BLOCK void dot_1x2(const int8_t *x, const int8_t *wa, const int8_t *wb
     }
     s[0] = s0;
     s[1] = s1;
+}
+
+// Requant of one output channel with its constants precomputed (the loops
+// keep one or two of these across many outputs): docs/numerics.md requant,
+// clamp to [lo, hi] (relative to zp), + zp.
+typedef struct {
+    int32_t m, left, right, mask, thr, lo, hi, zp;
+} mt_rq_t;
+
+static inline void mt_rq_init(mt_rq_t *q, int32_t m, int32_t shift, int32_t lo, int32_t hi, int32_t zp) {
+    q->m = m;
+    q->left = shift > 0 ? shift : 0;
+    q->right = shift > 0 ? 0 : -shift;
+    q->mask = (int32_t)(((uint32_t)1 << q->right) - 1u);
+    q->thr = q->mask >> 1;
+    q->lo = lo;
+    q->hi = hi;
+    q->zp = zp;
+}
+
+static inline int8_t mt_rq_out(int32_t acc, const mt_rq_t *q) {
+#if MT_SOFT_MATH
+    const int32_t r = mt_requant(acc, q->m, q->left - q->right);
+#else
+    // mt_requant with a 64-bit product and mt_rounding_divide_by_pot's
+    // mask / threshold from q: the same bits.
+    const int32_t a = (int32_t)((uint32_t)acc << q->left);  // wrap32, as mt_requant
+    const int32_t d = (int32_t)(((int64_t)a * (int64_t)q->m + ((int64_t)1 << 30)) >> 31);
+    const int32_t r = (d >> q->right) + ((d & q->mask) > q->thr + (d < 0 ? 1 : 0) ? 1 : 0);
+#endif
+    return (int8_t)(mt_clamp(r, q->lo, q->hi) + q->zp);
 }
 
 // Out of line, for the paths that requantise few outputs (code size).
