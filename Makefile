@@ -203,8 +203,9 @@ board-test: $(SETUP_STAMP) dist
 mem-mcu: $(SETUP_STAMP) build/natmod/armv7emdp/_microtrain.mpy
 	@$(PY) -m evals.benchmarks.mem_mcu
 
-## bench-mcu: instruction counts per kernel MAC and per training sample on the QEMU Cortex-M
-## firmware (M0 natmod and built in, M3, M4, M7) and the RV32IMC one with the project's TCG plugin;
+## bench-mcu: instruction counts per kernel MAC (per output: pooling, add) and per training sample
+## on the QEMU Cortex-M firmware (M0 natmod and built in, M3, M4, M7) and the RV32IMC one with the
+## project's TCG plugin, and the MLPerf Tiny models' training sample beside inference (M7);
 ## writes docs/performance.md.
 .PHONY: bench-mcu
 bench-mcu: $(SETUP_STAMP) firmware-mcu $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)

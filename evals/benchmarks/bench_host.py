@@ -13,7 +13,8 @@ and its int8 conversion) on Fashion-MNIST test images:
   do not require gradients), "all" every parameter.
 
 Both sides run in rounds, interleaved (round r: micropython, then PyTorch), and each figure is
-the minimum over the rounds of one loop's time divided by its samples. A loop is timed around
+the minimum over the rounds of one loop's time divided by its samples (and the median over
+the rounds: the table's last columns, the ``bench-median:`` line). A loop is timed around
 the whole loop (nothing subtracted; microtrain: time.ticks_us and the process's CPU time from
 /proc/self/stat inside micropython; PyTorch: time.perf_counter and time.process_time); its
 length is set from a calibration round so it lasts ``--seconds``. The ratios use process CPU
@@ -36,6 +37,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -74,6 +76,9 @@ class Times:
 
     def best(self, name: str, clock: str = "cpu") -> float:
         return min((self.cpu if clock == "cpu" else self.wall)[name])
+
+    def median(self, name: str, clock: str = "cpu") -> float:
+        return statistics.median((self.cpu if clock == "cpu" else self.wall)[name])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -452,12 +457,21 @@ def table(mt: Times, pt: Times) -> list[str]:
     what = {"infer": "inference (batch 1)", "step_last2": "training step, last:2 (fc1, fc2)",
             "step_all": "training step, all layers"}
     out = ["| | microtrain CPU ms | PyTorch CPU ms | ratio (CPU) | microtrain wall ms | PyTorch wall ms |"
-           " ratio (wall) |", "|---|---:|---:|---:|---:|---:|---:|"]
+           " ratio (wall) | microtrain CPU ms, median | PyTorch CPU ms, median | ratio (CPU, median) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for b in BENCHES:
         out.append(f"| {what[b]} | {_ms(mt.best(b))} | {_ms(pt.best(b))} | {mt.best(b) / pt.best(b):.2f} "
                    f"| {_ms(mt.best(b, 'wall'))} | {_ms(pt.best(b, 'wall'))} "
-                   f"| {mt.best(b, 'wall') / pt.best(b, 'wall'):.2f} |")
+                   f"| {mt.best(b, 'wall') / pt.best(b, 'wall'):.2f} "
+                   f"| {_ms(mt.median(b))} | {_ms(pt.median(b))} | {mt.median(b) / pt.median(b):.2f} |")
     return out
+
+
+def median_line(mt: Times, pt: Times) -> str:
+    """The summary line's ratios from the medians over the rounds (CPU time)."""
+    r = [mt.median(b) / pt.median(b) for b in BENCHES]
+    return (f"bench-median: infer_vs_torch={r[0]:.2f} step_last2_vs_torch={r[1]:.2f} "
+            f"step_all_vs_torch={r[2]:.2f}")
 
 
 def summary_line(mt: Times, pt: Times) -> str:
@@ -521,7 +535,8 @@ def write_doc(mt: Times, pt: Times, line: str, meta: dict[str, str], fit: list[s
         "with `time.ticks_us` and the process's CPU time (`/proc/self/stat`, read inside the",
         "process, so start-up and model loading are not included; garbage collection is), in",
         "PyTorch with `time.perf_counter` and `time.process_time`. Figures are the minimum over",
-        "the rounds of time per sample; ratios are microtrain / PyTorch, from CPU time.",
+        "the rounds of time per sample, and in the last three columns the median over them;",
+        "ratios are microtrain / PyTorch, from CPU time.",
         "",
         *table(mt, pt),
         "",
@@ -656,6 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             meta["profile"] += "\n" + SAVED["builds"].read_text()
         write_doc(mt, pt, line, meta, fit)
         print(f"wrote {DOC.relative_to(ROOT)}")
+    print(median_line(mt, pt))
     print(line)
     return 0
 

@@ -315,6 +315,40 @@ def rv32_libgcc_firmware() -> Path:
 # models and data
 
 
+# MLPerf Tiny models (evals/lib/mlperf_tiny.py, the .mtm / .mtd of `make mem-mcu`), per training
+# sample beside their own inference on M7: model, layers trained, DynamicSparse's lambda_min (0: dense)
+MLPERF = (("ds_cnn_s", "last:2", 0.0), ("resnet8", "last:3", 0.0), ("mobilenet_v1", "last:3", 0.1))
+MLPERF_HEAP_KB = 2048  # MobileNetV1's float32 momentum of its last layers does not fit 512 KB
+MHZ = 480  # a Cortex-M7 board's clock, for the ms column (one instruction per cycle assumed)
+
+
+def mlperf_models() -> None:
+    """build/bench/<name>.mtm / .mtd of the MLPERF models: mem_mcu's, made by it if missing."""
+    from evals.benchmarks import mem_mcu
+
+    mem_mcu.models()
+    BUILD.mkdir(parents=True, exist_ok=True)
+    for name, _, _ in MLPERF:
+        for ext in (".mtm", ".mtd"):
+            src, dst = mem_mcu.BUILD / f"{name}{ext}", BUILD / f"{name}{ext}"
+            if not dst.is_file() or dst.read_bytes() != src.read_bytes():
+                shutil.copy2(src, dst)
+
+
+def mlperf_table(rows: list[TrainRow]) -> list[str]:
+    out = ["| model | train | sparse | per inference | ms at 480 MHz | per training sample | ms at 480 MHz "
+           "| training / inference | backward | update | peak heap |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if r.model not in {m for m, _, _ in MLPERF}:
+            continue
+        sp = f"DynamicSparse({r.sparse:g}, 1.0)" if r.sparse else "dense"
+        out.append(f"| {r.model} | {r.train} | {sp} | {_m(r.infer)} | {r.infer / MHZ / 1e3:.1f} "
+                   f"| {_m(r.total)} | {r.total / MHZ / 1e3:.1f} | {r.total / r.infer:.2f} | {_m(r.bwd)} "
+                   f"| {_m(r.update)} | {r.heap_peak / 1024:.1f} KB |")
+    return out
+
+
 def digits_model() -> Path:
     """The getting-started digits CNN (docs/getting-started.md: conv 1->8, pool, 128->32->10),
     trained and converted the same way, and 32 quantised samples."""
@@ -380,9 +414,12 @@ STEPS_B1 = 8  # measured samples at batch 1 (each with its update); batch B: B s
 # Steady-state rows: this many unmeasured samples (one pass over the 32 of the .mtd) before the
 # measured ones, so that DynamicSparse's L_max is established (docs/performance.md)
 PREPASS = 32
-SHAPES = ("conv3x3", "dw3x3", "pw", "fc")
+# the element-wise forwards, measured per output element (their "macs" are outputs)
+ELEMWISE = ("avgpool", "maxpool", "add")
+SHAPES = ("conv3x3", "dw3x3", "pw", "fc") + ELEMWISE
 SHAPE_TEXT = {"conv3x3": "conv 3x3 16->32, 16x16, s1 p1", "dw3x3": "depthwise 3x3 x32, 16x16",
-              "pw": "pointwise 32->64, 8x8", "fc": "linear 256->64"}
+              "pw": "pointwise 32->64, 8x8", "fc": "linear 256->64", "avgpool": "avgpool 2x2 s2, 16x16x32",
+              "maxpool": "maxpool 2x2 s2, 16x16x32", "add": "add, 8,192 elements"}
 
 
 @dataclass
@@ -492,8 +529,19 @@ def kernel_table(rows: list[KernelRow]) -> list[str]:
     out = ["| board | shape | MACs | kernel | instr/MAC (native) | instr/MAC (call incl. Python) |",
            "|---|---|---:|---|---:|---:|"]
     for r in rows:
-        out.append(f"| {r.board} | {SHAPE_TEXT[r.shape]} | {r.macs:,} | {r.kernel} | {r.native / r.macs:.2f} "
-                   f"| {r.total / r.macs:.2f} |")
+        if r.shape not in ELEMWISE:
+            out.append(f"| {r.board} | {SHAPE_TEXT[r.shape]} | {r.macs:,} | {r.kernel} "
+                       f"| {r.native / r.macs:.2f} | {r.total / r.macs:.2f} |")
+    return out
+
+
+def elemwise_table(rows: list[KernelRow]) -> list[str]:
+    out = ["| board | kernel | outputs | instr/output (native) | instr/output (call incl. Python) |",
+           "|---|---|---:|---:|---:|"]
+    for r in rows:
+        if r.shape in ELEMWISE:
+            out.append(f"| {r.board} | {SHAPE_TEXT[r.shape]} | {r.macs:,} | {r.native / r.macs:.2f} "
+                       f"| {r.total / r.macs:.2f} |")
     return out
 
 
@@ -508,6 +556,8 @@ def train_table(rows: list[TrainRow]) -> list[str]:
            "| peak heap |",
            "|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        if r.model in {m for m, _, _ in MLPERF}:
+            continue  # their own table (mlperf_table)
         sp = f"DynamicSparse({r.sparse:g}, 1.0)" if r.sparse else "dense"
         upp = f"{r.update_per_param:,.0f}" if not math.isnan(r.update_per_param) else "-"
         when = _when(r)
@@ -534,6 +584,7 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
         return None
 
     l2, al = t("m7", "fmnist", "last:2", 0.0, 1), t("m7", "fmnist", "all", 0.0, 1)
+    ds = t("m7", "ds_cnn_s", "last:2", 0.0, 1)
     al_sp = t("m7", "fmnist", "all", 0.1, 1)
     al_ss, al_sp_ss = t("m7", "fmnist", "all", 0.0, 1, PREPASS), t("m7", "fmnist", "all", 0.1, 1, PREPASS)
     d2 = t("m0", "digits", "last:2", 0.0, 1)
@@ -543,11 +594,14 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
     fields = [
         "m7", f"conv3x3={k('conv3x3', 'fwd')}", f"dw3x3={k('dw3x3', 'fwd')}", f"pw={k('pw', 'fwd')}",
         f"fc={k('fc', 'fwd')}", f"gi_conv3x3={k('conv3x3', 'gi')}", f"gw_conv3x3={k('conv3x3', 'gw_f32')}",
+        f"avgpool={k('avgpool', 'fwd')}", f"maxpool={k('maxpool', 'fwd')}", f"add={k('add', 'fwd')}",
+        f"dw_gi={k('dw3x3', 'gi')}", f"fc_gw_f32={k('fc', 'gw_f32')}", f"fc_gi={k('fc', 'gi')}",
         f"update_per_param={l2.update_per_param:.1f}" if l2 else f"update_per_param={na}",
         f"py_share_last2={100 * l2.py_share:.1f}%" if l2 else f"py_share_last2={na}",
         f"py_share_all={100 * al.py_share:.1f}%" if al else f"py_share_all={na}",
         f"sparse01_bwd={al_ss.bwd / al_sp_ss.bwd:.2f}" if al_ss and al_sp_ss else f"sparse01_bwd={na}",
         f"sparse01_bwd_cold={al.bwd / al_sp.bwd:.2f}" if al and al_sp else f"sparse01_bwd_cold={na}",
+        f"dscnn_last2_over_infer={ds.total / ds.infer:.2f}" if ds else f"dscnn_last2_over_infer={na}",
         "m0", f"digits_last2={d2.total:.0f}" if d2 else f"digits_last2={na}",
         f"heap_last2={l2.heap_peak / 1024:.1f}" if l2 else f"heap_last2={na}",
         "m3", f"digits_last2={d2_m3.total:.0f}" if d2_m3 else f"digits_last2={na}",
@@ -618,6 +672,12 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "",
         *kernel_table(krows),
         "",
+        "The element-wise forwards, per output element (the same bench script): average and max",
+        "pooling 2x2 stride 2 on 16x16x32, and the residual add of two int8 tensors (TFLite's",
+        "rescaling, left shift 20):",
+        "",
+        *elemwise_table(krows),
+        "",
         "## Inference and training per sample",
         "",
         f"Models: the Fashion-MNIST transfer CNN ({meta.get('fmnist', '?')}; 28x28x1, conv3x3(16),",
@@ -678,18 +738,34 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "",
         *train_table(trows),
         "",
+        "## MLPerf Tiny models: training per sample beside inference",
+        "",
+        "DS-CNN-S (keyword spotting), ResNet-8 (CIFAR-10) and MobileNetV1-0.25 (96x96 visual wake",
+        "words) at their published sizes (evals/lib/mlperf_tiny.py; the `.mtm` and `.mtd` of `make",
+        "mem-mcu`, evals/benchmarks/mem_mcu.py), on the M7 as above (mixed, SGD momentum 0.9, batch 1,",
+        f"one warm-up sample, then {STEPS_B1} measured), with a {MLPERF_HEAP_KB} KB heap: MobileNetV1's",
+        "float32 momentum of its last three layers does not fit 512 KB. *ms at 480 MHz* converts the",
+        f"instruction counts to time on a {MHZ} MHz Cortex-M7 assuming one instruction per cycle (an",
+        "assumption, not a measurement: the M7 dual-issues some pairs and waits on memory for others).",
+        "*training / inference*: instructions of a training sample over those of an inference.",
+        "",
+        *mlperf_table(trows),
+        "",
         "## Summary line",
         "",
         "```",
         line,
         "```",
         "",
-        "conv3x3 .. gw_conv3x3: native instructions per MAC on M7; update_per_param: instructions",
+        "conv3x3 .. gw_conv3x3, dw_gi (depthwise grad input), fc_gw_f32, fc_gi: native instructions per",
+        "MAC on M7; avgpool, maxpool, add: native instructions per output element on M7;",
+        "update_per_param: instructions",
         "per trained parameter per update (transfer CNN, last:2, batch 1); py_share_*: interpreter",
         "share of a batch-1 training sample (transfer CNN, dense); sparse01_bwd: mean backward",
         "instructions dense / DynamicSparse(0.1, 1.0), all layers trained, batch 1, the rows measured",
         f"after {PREPASS} more samples (steady state); sparse01_bwd_cold: the same ratio of the cold",
-        "rows (the first 8 samples after the warm-up); digits_last2:",
+        "rows (the first 8 samples after the warm-up); dscnn_last2_over_infer: DS-CNN-S's training",
+        "sample (last:2) over its inference, in instructions (the table above); digits_last2:",
         "instructions per training sample of the digits CNN on M0 (last:2, batch 1); heap_last2:",
         "peak heap in KB, transfer CNN last:2 on M7; m3 / m0fw digits_last2: the same digits sample",
         "on the Cortex-M3 and on the M0 firmware with microtrain built in; rv32: native instructions",
@@ -794,6 +870,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                   flush=True)
             if r:
                 trows.append(r)
+    if not a.quick and "m7" in used:
+        mlperf_models()
+        for model, tr, sp in MLPERF:
+            r, _ = bench_train(*brd("m7"), model, tr, sp, 1, STEPS_B1,
+                               a.heap_kb if a.host else MLPERF_HEAP_KB)
+            print(f"m7 {model} {tr} sparse={sp:g}: "
+                  + (f"{r.total:,.0f} instr/sample, inference {r.infer:,.0f}" if r else "ok")
+                  + f" ({time.time() - t0:.0f} s)", flush=True)
+            if r:
+                trows.append(r)
     if not a.host and "rv32" in used:
         # the rv32 firmware again with libgcc's soft float in place of the project's (SOFTFLOAT=libgcc)
         lg = replace(bds["rv32"], firmware=rv32_libgcc_firmware())
@@ -835,6 +921,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta["softfloat"] = "\n".join(bench_softfloat.table(*bench_softfloat.measure()))
     print()
     print("\n".join(kernel_table(krows)))
+    print()
+    print("\n".join(elemwise_table(krows)))
     print()
     print("\n".join(train_table(trows)))
     line = summary_line(krows, trows)

@@ -5,6 +5,9 @@
 #   dw3x3    depthwise 3x3 x32 on 16x16, stride 1, pad 1
 #   pw       pointwise 32 -> 64 on 8x8
 #   fc       linear 256 -> 64
+# and, per output element, the pooling and residual add forwards:
+#   avgpool, maxpool  2x2 stride 2 on 16x16x32
+#   add               8,192 elements
 # Input data are fixed pseudo-random int8 (xorshift32); kernels run the same
 # instruction path for any data except the data-dependent requant / saturation
 # branches, which these data exercise as a model does.
@@ -103,6 +106,34 @@ def run(name, kind, p):
     result(name + ".ysum", sum(y))
 
 
+# the pool descriptor: in_h, in_w, c, out_h, out_w, k_h, k_w, stride_h, stride_w, pad_top, pad_left
+POOL = array.array("i", [16, 16, 32, 8, 8, 2, 2, 2, 2, 0, 0])
+# n, in1_zp, in2_zp, out_zp, m1, sh1, m2, sh2, m_out, sh_out, left_shift, act_min, act_max (TFLite's
+# add: both inputs rescaled to twice the larger scale, left_shift 20)
+ADD = array.array("i", [8192, -3, 7, -5, 1073741824, 0, 1518500250, -1, 1789569707, -20, 20, -128, 127])
+
+
+def run_elementwise():
+    gc.collect()
+    x = rand_s8(16 * 16 * 32)
+    y = bytearray(8 * 8 * 32)
+    for name, f in (("avgpool", K.avgpool_s8_forward), ("maxpool", K.maxpool_s8_forward)):
+        result(name + ".macs", len(y))
+        c0, c1 = code(name + ".fwd"), code(name + ".fwd_end")
+        mark(c0)
+        f(POOL, x, y)
+        mark(c1)
+        result(name + ".ysum", sum(y))
+    x2 = rand_s8(ADD[0])
+    y = bytearray(ADD[0])
+    result("add.macs", ADD[0])
+    c0, c1 = code("add.fwd"), code("add.fwd_end")
+    mark(c0)
+    K.add_s8_forward(ADD, x, x2, y)
+    mark(c1)
+    result("add.ysum", sum(y))
+
+
 def main():
     result("has_float", int(K.HAS_FLOAT))
     # an empty marker pair: the cost of the markers themselves
@@ -112,6 +143,8 @@ def main():
     for name, kind, p in SHAPES:
         run(name, kind, p)
         flush()
+    run_elementwise()
+    flush()
     result("done", 1)
 
 

@@ -587,7 +587,10 @@ def _f32_scales(rng: Rng, i: int) -> tuple[float, float]:
 def _f32_acc(rng: Rng, n: int, i: int) -> Buf:
     if i % 5 == 4:
         return f32(np.zeros(n))
-    return f32(rng.normal(0, 10.0 ** rng.uniform(-4, 0), n))
+    a = rng.normal(0, 10.0 ** rng.uniform(-4, 0), n)
+    if i % 5 == 3:  # negative zeros: a zero term must add +0 (-0 + +0 = +0, -0 + -0 = -0)
+        a[::3] = -0.0
+    return f32(a)
 
 
 def gen_conv2d_s8_grad_weight_f32(rng: Rng, i: int) -> Case:
@@ -672,8 +675,14 @@ def gen_linear_s8_grad_weight(rng: Rng, i: int) -> Case:
 def gen_linear_s8_grad_weight_f32(rng: Rng, i: int) -> Case:
     in_n, out_n = _linear_sizes(rng, i)
     ws, bs = _f32_scales(rng, i)
-    args: list[Arg] = [i32([in_n, out_n, _zp(rng, i), _zp(rng, i + 1), -128, 127]),
-                       s8(_int8(rng, in_n), _kind_in(rng)), s8(_int8(rng, out_n), _kind_in(rng)),
+    if i % 5 == 3:  # past the kernels' column blocks
+        in_n += 40
+    zp = _zp(rng, i)
+    x = _int8(rng, in_n)
+    if i % 5 == 3:  # with _f32_acc's negative zeros: zero terms (x == zp) of negative errors
+        x[::4] = zp
+    args: list[Arg] = [i32([in_n, out_n, zp, _zp(rng, i + 1), -128, 127]),
+                       s8(x, _kind_in(rng)), s8(_int8(rng, out_n), _kind_in(rng)),
                        _mask(rng, out_n, i // 2), ws, bs,
                        _f32_acc(rng, in_n * out_n, i), _f32_acc(rng, out_n, i + 2)]
     return make_case("linear_s8_grad_weight_f32", args, f"{in_n}x{out_n}")

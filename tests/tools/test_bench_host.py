@@ -14,6 +14,7 @@ import sys
 from support.harness import ROOT, ensure_natmod
 
 LINE = re.compile(r"bench: infer_vs_torch=(\S+) step_last2_vs_torch=(\S+) step_all_vs_torch=(\S+)")
+MEDIAN = re.compile(r"bench-median: infer_vs_torch=(\S+) step_last2_vs_torch=(\S+) step_all_vs_torch=(\S+)")
 
 
 def test_quick_bench_prints_a_well_formed_summary_line() -> None:
@@ -28,6 +29,10 @@ def test_quick_bench_prints_a_well_formed_summary_line() -> None:
     m = LINE.fullmatch(lines[-1])
     assert m, lines[-1]
     assert all(math.isfinite(float(v)) and float(v) > 0 for v in m.groups())
+    # the medians over the rounds, the same three ratios
+    med = MEDIAN.fullmatch(lines[-2])
+    assert med, lines[-2]
+    assert all(math.isfinite(float(v)) and float(v) > 0 for v in med.groups())
     # the table and the feature-cache section were printed; --quick leaves the page alone
     assert any(ln.startswith("| inference (batch 1) |") for ln in lines)
     assert any(ln.startswith("| RAM cache |") for ln in lines)

@@ -226,22 +226,21 @@ static void gi_singles(const mt_conv2d_params_t *p, const mt_geom_t *g, const in
 #define MT_DW_QUADS 64  // channel quads per tap chunk: 2 words each, 512 bytes
 
 // acc[pos, quad] += e[pos, quad] . w[quad] over the rectangle, for the nq
-// quads at channel offsets qoff[] with packed weights wp[2 q], wp[2 q + 1].
+// quads at channel offsets qoff[] with packed weights wp[2 q], wp[2 q + 1]:
+// quad by quad, so that its two weight words stay in registers over the
+// rectangle.
 static MT_NOINLINE void dw_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
                                 const int32_t *qoff, int32_t nq) {
-    int32_t eo = 0, ao = 0;
-    for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
-        int32_t ei = eo, ai = ao;
-        for (int32_t i = 0; i < r->nox; ++i, ei += r->e_col, ai += r->x_col) {
-            const int8_t *ep = e + ei;
-            int32_t *ap = acc + ai;
-            for (int32_t q = 0; q < nq; ++q) {
-                const int32_t o = qoff[q];
-                const uint32_t ew = mt_load_u32(ep + o);
+    const int32_t nox = r->nox, e_col = r->e_col, x_col = r->x_col;
+    for (int32_t q = 0; q < nq; ++q) {
+        const uint32_t w0 = wp[2 * q], w1 = wp[2 * q + 1];
+        int32_t eo = qoff[q], ao = qoff[q];
+        for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+            int32_t ei = eo, ai = ao;
+            for (int32_t i = 0; i < nox; ++i, ei += e_col, ai += x_col) {
+                const uint32_t ew = mt_load_u32(e + ei);
                 const uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
-                // all loads before the stores (acc may alias wp as far as C knows)
-                const uint32_t w0 = wp[2 * q], w1 = wp[2 * q + 1];
-                int32_t *a = ap + o;
+                int32_t *a = acc + ai;
                 const int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
                 a[0] = mt_smlabb(ea, w0, a0);
                 a[1] = mt_smlabb(eb, w1, a1);
@@ -252,46 +251,171 @@ static MT_NOINLINE void dw_rect(const int8_t *e, int32_t *acc, const mt_rect_t *
     }
 }
 
-static void gi_depthwise(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
-                         const int32_t *wr, const uint8_t *mask, int32_t *acc) {
-    const int32_t C = p->in_c, kk = p->k_h * p->k_w;
-    uint32_t wp[2 * MT_DW_QUADS];
-    int32_t qoff[MT_DW_QUADS];
-    for (int32_t ky = 0; ky < p->k_h; ++ky) {
-        for (int32_t kx = 0; kx < p->k_w; ++kx) {
-            mt_rect_t r;
-            int32_t eb, ab;
-            tap_rect(p, g, ky, kx, &r, &eb, &ab);
-            if (r.noy == 0) {
-                continue;
-            }
-            const int32_t t = ky * p->k_w + kx;
-            for (int32_t c = 0; c + 4 <= C;) {
-                int32_t nq = 0;
-                for (; c + 4 <= C && nq < MT_DW_QUADS; c += 4) {
-                    int32_t v[4];
-                    uint32_t any = 0;
-                    for (int32_t h = 0; h < 4; ++h) {
-                        const int32_t on = oc_on(mask, c + h) && wr[c + h] != 0;
-                        v[h] = on ? w[(c + h) * kk + t] : 0;
-                        any |= (uint32_t)on;
-                    }
-                    if (any) {
-                        wp[2 * nq] = mt_pack16(v[0], v[2]);
-                        wp[2 * nq + 1] = mt_pack16(v[1], v[3]);
-                        qoff[nq++] = c;
-                    }
-                }
-                if (nq > 0) {
-                    dw_rect(e + eb, acc + ab, &r, wp, qoff, nq);
-                }
+#if MT_DSP
+// Two horizontally neighbouring taps (ky, kx) and (ky, kx + 1) at stride_w 1
+// over the acc positions both reach: there the second tap's error is one
+// position left of the first's (e offset - e_col), so each acc quad is loaded
+// and stored once for both (wp: four words per quad, the first tap's two then
+// the second's).
+// Depthwise at stride 1 steps e and acc by the same C between columns (one
+// offset for both; past a row's last column it is not used).
+static MT_NOINLINE void dw_rect2(const int8_t *e, int32_t *acc, const mt_rect_t *r, const uint32_t *wp,
+                                 const int32_t *qoff, int32_t nq) {
+    const int32_t nox = r->nox, e_col = r->e_col;
+    for (int32_t q = 0; q < nq; ++q) {
+        const uint32_t w0 = wp[4 * q], w1 = wp[4 * q + 1], w2 = wp[4 * q + 2], w3 = wp[4 * q + 3];
+        int32_t eo = qoff[q], ao = qoff[q];
+        for (int32_t row = 0; row < r->noy; ++row, eo += r->e_row, ao += r->x_row) {
+            const int8_t *ep = e + eo;
+            int32_t *ap = acc + ao;
+            for (int32_t i = 0, j = 0; i < nox; ++i, j += e_col) {
+                int32_t *a = ap + j;
+                int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+                uint32_t ew = mt_load_u32(ep + j);
+                uint32_t ea = mt_sxtb16(ew), eb = mt_sxtb16_ror8(ew);
+                a0 = mt_smlabb(ea, w0, a0);
+                a1 = mt_smlabb(eb, w1, a1);
+                a2 = mt_smlatt(ea, w0, a2);
+                a3 = mt_smlatt(eb, w1, a3);
+                ew = mt_load_u32(ep + j - e_col);
+                ea = mt_sxtb16(ew);
+                eb = mt_sxtb16_ror8(ew);
+                a[0] = mt_smlabb(ea, w2, a0);
+                a[1] = mt_smlabb(eb, w3, a1);
+                a[2] = mt_smlatt(ea, w2, a2);
+                a[3] = mt_smlatt(eb, w3, a3);
             }
         }
     }
+}
+
+#endif
+
+// The taps t .. t + nt - 1 (nt 1 or 2; 2: dw_rect2's pair) over rectangle r
+// (offsets eb in e, ab in acc of its first position), MT_DW_QUADS / nt channel
+// quads at a time: the quads with some channel on, their weights packed.
+static void dw_pass(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
+                    const uint8_t *mask, int32_t *acc, const mt_rect_t *r, int32_t eb, int32_t ab, int32_t t,
+                    int32_t nt) {
+    if (r->noy <= 0 || r->nox <= 0) {
+        return;
+    }
+    const int32_t C = p->in_c, kk = p->k_h * p->k_w, wpq = 2 * nt;
+    uint32_t wp[2 * MT_DW_QUADS];
+    int32_t qoff[MT_DW_QUADS];
+    for (int32_t c = 0; c + 4 <= C;) {
+        int32_t nq = 0;
+        for (; c + 4 <= C && nq < MT_DW_QUADS / nt; c += 4) {
+            int32_t v[8];
+            uint32_t any = 0;
+            for (int32_t h = 0; h < 4; ++h) {
+                const int32_t on = oc_on(mask, c + h) && wr[c + h] != 0;
+                v[h] = on ? w[(c + h) * kk + t] : 0;
+                v[4 + h] = on && nt == 2 ? w[(c + h) * kk + t + 1] : 0;
+                any |= (uint32_t)on;
+            }
+            if (any) {
+                uint32_t *pq = wp + wpq * nq;
+                pq[0] = mt_pack16(v[0], v[2]);
+                pq[1] = mt_pack16(v[1], v[3]);
+                if (nt == 2) {
+                    pq[2] = mt_pack16(v[4], v[6]);
+                    pq[3] = mt_pack16(v[5], v[7]);
+                }
+                qoff[nq++] = c;
+            }
+        }
+        if (nq > 0) {
+#if MT_DSP
+            if (nt == 2) {
+                dw_rect2(e + eb, acc + ab, r, wp, qoff, nq);
+                continue;
+            }
+#endif
+            dw_rect(e + eb, acc + ab, r, wp, qoff, nq);
+        }
+    }
+}
+
+#if MT_DSP  // the pairs: where the packed multiply-accumulates make them pay
+// Columns [j0, j1) of a tap rectangle r (offsets eb, ab) as a rectangle of
+// their own, with its offsets.
+static void rect_cols(const mt_conv2d_params_t *p, const mt_rect_t *r, int32_t eb, int32_t ab, int32_t j0, int32_t j1,
+                      mt_rect_t *s, int32_t *seb, int32_t *sab) {
+    *s = *r;
+    s->nox = j1 > j0 ? j1 - j0 : 0;
+    s->x_col = s->nox > 1 ? p->stride_w * p->in_c : 0;
+    *seb = eb + j0 * r->e_col;
+    *sab = ab + j0 * p->stride_w * p->in_c;
+}
+
+// Taps (ky, kx) and (ky, kx + 1) at stride_w 1: the acc columns both reach
+// as a pair, the columns only one of them reaches singly.
+static void dw_pair(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
+                    const int32_t *wr, const uint8_t *mask, int32_t *acc, int32_t ky, int32_t kx) {
+    const int32_t t = ky * p->k_w + kx;
+    mt_rect_t ra, rb, s;
+    int32_t eba, aba, ebb, abb, se, sa;
+    tap_rect(p, g, ky, kx, &ra, &eba, &aba);
+    tap_rect(p, g, ky, kx + 1, &rb, &ebb, &abb);
+    int32_t a0, a1, b0, b1;  // output columns of each tap
+    out_range(kx, 1, p->pad_left, p->in_w, p->out_w, &a0, &a1);
+    out_range(kx + 1, 1, p->pad_left, p->in_w, p->out_w, &b0, &b1);
+    // acc column of output column o: o - pad_left + kx (first tap), + 1 (second)
+    const int32_t alo = a0 + kx, ahi = a1 + kx, blo = b0 + kx + 1, bhi = b1 + kx + 1;
+    const int32_t lo = alo > blo ? alo : blo, hi = ahi < bhi ? ahi : bhi;
+    if (ra.noy <= 0 || rb.noy <= 0 || lo >= hi) {
+        dw_pass(p, e, w, wr, mask, acc, &ra, eba, aba, t, 1);
+        dw_pass(p, e, w, wr, mask, acc, &rb, ebb, abb, t + 1, 1);
+        return;
+    }
+    rect_cols(p, &ra, eba, aba, 0, lo - alo, &s, &se, &sa);
+    dw_pass(p, e, w, wr, mask, acc, &s, se, sa, t, 1);
+    rect_cols(p, &ra, eba, aba, hi - alo, ahi - alo, &s, &se, &sa);
+    dw_pass(p, e, w, wr, mask, acc, &s, se, sa, t, 1);
+    rect_cols(p, &rb, ebb, abb, 0, lo - blo, &s, &se, &sa);
+    dw_pass(p, e, w, wr, mask, acc, &s, se, sa, t + 1, 1);
+    rect_cols(p, &rb, ebb, abb, hi - blo, bhi - blo, &s, &se, &sa);
+    dw_pass(p, e, w, wr, mask, acc, &s, se, sa, t + 1, 1);
+    rect_cols(p, &ra, eba, aba, lo - alo, hi - alo, &s, &se, &sa);
+    dw_pass(p, e, w, wr, mask, acc, &s, se, sa, t, 2);
+}
+
+#endif
+
+static void gi_depthwise(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
+                         const int32_t *wr, const uint8_t *mask, int32_t *acc) {
+    const int32_t C = p->in_c;
+    for (int32_t ky = 0; ky < p->k_h; ++ky) {
+        for (int32_t kx = 0; kx < p->k_w;) {
+#if MT_DSP
+            if (p->stride_w == 1 && kx + 1 < p->k_w) {
+                dw_pair(p, g, e, w, wr, mask, acc, ky, kx);
+                kx += 2;
+                continue;
+            }
+#endif
+            {
+                mt_rect_t r;
+                int32_t eb, ab;
+                tap_rect(p, g, ky, kx, &r, &eb, &ab);
+                dw_pass(p, e, w, wr, mask, acc, &r, eb, ab, ky * p->k_w + kx, 1);
+                ++kx;
+            }
+        }
+    }
+    // each quad channel's sum times its wr, four a step (a channel that is
+    // off had zero weights: its sum is 0)
     const int32_t n = p->in_h * p->in_w * C, cq = C & ~3;
     for (int32_t i = 0; i < n; i += C) {
-        for (int32_t c = 0; c < cq; ++c) {
-            acc[i + c] *= oc_on(mask, c) ? wr[c] : 0;
+        int32_t *a = acc + i;
+        for (int32_t c = 0; c < cq; c += 4) {
+            const int32_t a0 = a[c], a1 = a[c + 1], a2 = a[c + 2], a3 = a[c + 3];
+            const int32_t r0 = wr[c], r1 = wr[c + 1], r2 = wr[c + 2], r3 = wr[c + 3];
+            a[c] = a0 * r0;
+            a[c + 1] = a1 * r1;
+            a[c + 2] = a2 * r2;
+            a[c + 3] = a3 * r3;
         }
     }
 }

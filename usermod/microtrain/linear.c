@@ -159,6 +159,16 @@ static MT_NOINLINE void axpy4_w_run(int32_t *acc, const int8_t *const *w, int32_
         t[2] += s0 * (int32_t)a[2] + s1 * (int32_t)b[2] + s2 * (int32_t)c[2] + s3 * (int32_t)d[2];
         t[3] += s0 * (int32_t)a[3] + s1 * (int32_t)b[3] + s2 * (int32_t)c[3] + s3 * (int32_t)d[3];
     }
+#else
+    // two values a step (half the loop overhead; the sums are exact, any order)
+    for (; i + 2 <= n; i += 2) {
+        const int32_t a =
+            acc[i] + s0 * (int32_t)w0[i] + s1 * (int32_t)w1[i] + s2 * (int32_t)w2[i] + s3 * (int32_t)w3[i];
+        const int32_t b = acc[i + 1] + s0 * (int32_t)w0[i + 1] + s1 * (int32_t)w1[i + 1] + s2 * (int32_t)w2[i + 1] +
+                          s3 * (int32_t)w3[i + 1];
+        acc[i] = a;
+        acc[i + 1] = b;
+    }
 #endif
     for (; i < n; ++i) {
         acc[i] += s0 * (int32_t)w0[i] + s1 * (int32_t)w1[i] + s2 * (int32_t)w2[i] + s3 * (int32_t)w3[i];
@@ -339,6 +349,126 @@ static MT_NOINLINE void axpy_f32_x_run(float *g, const int8_t *x, int32_t n, int
     }
 }
 
+// Column blocks of x: the term e[o] * (x[i] - zp) is exact in float32
+// (|term| <= 128 * 255 < 2^24), and so is |e| * (+-(x - zp)), so each x is
+// converted once per block for every row instead of once per weight. A zero
+// term must be +0 (as (float)0, the sum's other operand may be -0): the
+// block keeps x - zp and zp - x, each with +0 for x == zp, and a row takes
+// the one that gives its sign; a zero error adds w_scale * +0 to the row.
+// Software float (MT_SOFT_FLOAT): a float product costs more than the
+// conversion it saves, so every row takes the per-row path.
+#define MT_FC_BLOCK 16
+#if defined(MT_SOFT_FLOAT)
+#define MT_FC_BLOCKED 0
+#else
+#define MT_FC_BLOCKED 1
+#endif
+
+#if MT_DSP && defined(__ARM_FP)
+// g[k] = g[k] + sc * (a * v[k]), k < MT_FC_BLOCK (a * v[k] exact), the block
+// and the column values moved by one VLDM / VSTM each. VMLA rounds its
+// product before the addition (it is not VFMA): the same two operations.
+static inline void axpy_f32_block(float *g, const float *v, float a, float sc) {
+    // two halves of eight, through the same sixteen registers
+    __asm__ volatile("vldmia %[v]!, {s16-s23}\n\t"
+                     "vldmia %[g], {s24-s31}\n\t"
+                     "vmul.f32 s16, s16, %[a]\n\t"
+                     "vmul.f32 s17, s17, %[a]\n\t"
+                     "vmul.f32 s18, s18, %[a]\n\t"
+                     "vmul.f32 s19, s19, %[a]\n\t"
+                     "vmul.f32 s20, s20, %[a]\n\t"
+                     "vmul.f32 s21, s21, %[a]\n\t"
+                     "vmul.f32 s22, s22, %[a]\n\t"
+                     "vmul.f32 s23, s23, %[a]\n\t"
+                     "vmla.f32 s24, s16, %[sc]\n\t"
+                     "vmla.f32 s25, s17, %[sc]\n\t"
+                     "vmla.f32 s26, s18, %[sc]\n\t"
+                     "vmla.f32 s27, s19, %[sc]\n\t"
+                     "vmla.f32 s28, s20, %[sc]\n\t"
+                     "vmla.f32 s29, s21, %[sc]\n\t"
+                     "vmla.f32 s30, s22, %[sc]\n\t"
+                     "vmla.f32 s31, s23, %[sc]\n\t"
+                     "vstmia %[g]!, {s24-s31}\n\t"
+                     "vldmia %[v], {s16-s23}\n\t"
+                     "vldmia %[g], {s24-s31}\n\t"
+                     "vmul.f32 s16, s16, %[a]\n\t"
+                     "vmul.f32 s17, s17, %[a]\n\t"
+                     "vmul.f32 s18, s18, %[a]\n\t"
+                     "vmul.f32 s19, s19, %[a]\n\t"
+                     "vmul.f32 s20, s20, %[a]\n\t"
+                     "vmul.f32 s21, s21, %[a]\n\t"
+                     "vmul.f32 s22, s22, %[a]\n\t"
+                     "vmul.f32 s23, s23, %[a]\n\t"
+                     "vmla.f32 s24, s16, %[sc]\n\t"
+                     "vmla.f32 s25, s17, %[sc]\n\t"
+                     "vmla.f32 s26, s18, %[sc]\n\t"
+                     "vmla.f32 s27, s19, %[sc]\n\t"
+                     "vmla.f32 s28, s20, %[sc]\n\t"
+                     "vmla.f32 s29, s21, %[sc]\n\t"
+                     "vmla.f32 s30, s22, %[sc]\n\t"
+                     "vmla.f32 s31, s23, %[sc]\n\t"
+                     "vstmia %[g]!, {s24-s31}"
+                     : [g] "+r"(g), [v] "+r"(v)
+                     : [a] "t"(a), [sc] "t"(sc)
+                     : "memory", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "s24", "s25", "s26", "s27",
+                       "s28", "s29", "s30", "s31");
+}
+#else
+// g[k] += sc * (a * v[k]), k < MT_FC_BLOCK (a * v[k] exact).
+static inline void axpy_f32_block(float *g, const float *v, float a, float sc) {
+    for (int32_t k = 0; k < MT_FC_BLOCK; ++k) {
+        const float t = a * v[k];
+        const float d = sc * t;
+        g[k] = g[k] + d;
+    }
+}
+#endif
+
+#if MT_FC_BLOCKED
+// gw / gb row r is output c0 + r; outputs outside the window are masked (the
+// binding's check), so only rows inside it are touched.
+void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
+                                  float w_scale, float b_scale, float *gw, float *gb, int32_t c0) {
+    const int32_t in_n = p->in_n, out_n = p->out_n, zp = p->in_zp;
+    const int32_t nb = in_n - in_n % MT_FC_BLOCK;
+    const float zero_d = w_scale * 0.0f;  // a zero term's addend
+    for (int32_t i = 0; i < nb; i += MT_FC_BLOCK) {
+        float vp[MT_FC_BLOCK], vn[MT_FC_BLOCK];
+        for (int32_t k = 0; k < MT_FC_BLOCK; ++k) {
+            const int32_t v = (int32_t)x[i + k] - zp;
+            vp[k] = (float)v;
+            vn[k] = (float)-v;
+        }
+        for (int32_t o = 0; o < out_n; ++o) {
+            if (mask && !mask[o]) {
+                continue;  // masked rows untouched
+            }
+            float *g = gw + (o - c0) * in_n + i;
+            const int32_t ev = e[o];
+            if (ev > 0) {
+                axpy_f32_block(g, vp, (float)ev, w_scale);
+            } else if (ev < 0) {
+                axpy_f32_block(g, vn, (float)-ev, w_scale);
+            } else {
+                for (int32_t k = 0; k < MT_FC_BLOCK; ++k) {
+                    g[k] = g[k] + zero_d;
+                }
+            }
+        }
+    }
+    for (int32_t o = 0; o < out_n; ++o) {
+        if (mask && !mask[o]) {
+            continue;
+        }
+        const int32_t r = o - c0;
+        if (nb < in_n) {
+            axpy_f32_x_run(gw + r * in_n + nb, x + nb, in_n - nb, e[o], zp, w_scale);
+        }
+        const float db = b_scale * (float)e[o];
+        gb[r] = gb[r] + db;
+    }
+}
+#else
 // gw / gb row r is output c0 + r; outputs outside the window are masked (the
 // binding's check), so only rows inside it are touched.
 void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, const int8_t *e, const uint8_t *mask,
@@ -354,4 +484,5 @@ void mt_linear_s8_grad_weight_f32(const mt_linear_params_t *p, const int8_t *x, 
         gb[r] = gb[r] + db;
     }
 }
+#endif
 #endif

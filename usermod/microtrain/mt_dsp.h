@@ -107,6 +107,19 @@ static inline uint32_t mt_sxtb16_ror8(uint32_t v) {
     return r;
 }
 
+// acc + bytes 0 and 2 (or 1 and 3) of v, sign-extended, per halfword (wrapping).
+static inline uint32_t mt_sxtab16(uint32_t acc, uint32_t v) {
+    uint32_t r;
+    __asm__("sxtab16 %0, %1, %2" : "=r"(r) : "r"(acc), "r"(v));
+    return r;
+}
+
+static inline uint32_t mt_sxtab16_ror8(uint32_t acc, uint32_t v) {
+    uint32_t r;
+    __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(acc), "r"(v));
+    return r;
+}
+
 // acc + lo(a) * lo(b) + hi(a) * hi(b).
 static inline int32_t mt_smlad(uint32_t a, uint32_t b, int32_t acc) {
     int32_t r;
@@ -184,6 +197,21 @@ static inline uint32_t mt_keep_above8(uint32_t y, uint32_t zp4, uint32_t e) {
     return r;
 }
 
+// The larger of each pair of signed bytes of a and b (SSUB8 sets GE where
+// a >= b, SEL takes those bytes from a).
+static inline uint32_t mt_max8(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("ssub8 %0, %1, %2\n\tsel %0, %1, %2" : "=&r"(r) : "r"(a), "r"(b) : "cc");
+    return r;
+}
+
+// 0xFF in the bytes where a >= b (signed), else 0.
+static inline uint32_t mt_ge8(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("ssub8 %0, %1, %2\n\tsel %0, %3, %4" : "=&r"(r) : "r"(a), "r"(b), "r"(0xFFFFFFFFu), "r"(0u) : "cc");
+    return r;
+}
+
 // Running first maximum of signed bytes: where v > *best (strictly, so ties
 // keep the earlier tap) *best takes v's byte and *idx code's byte.
 static inline void mt_max8_first(uint32_t *best, uint32_t *idx, uint32_t v, uint32_t code) {
@@ -218,6 +246,16 @@ static inline uint32_t mt_sxtb16(uint32_t v) {
 
 static inline uint32_t mt_sxtb16_ror8(uint32_t v) {
     return mt_pack16((int32_t)(int8_t)(uint8_t)((v >> 8) & 0xFFu), (int32_t)(int8_t)(uint8_t)(v >> 24));
+}
+
+static inline uint32_t mt_sxtab16(uint32_t acc, uint32_t v) {
+    const uint32_t b = mt_sxtb16(v);
+    return mt_pack16(mt_lo16(acc) + mt_lo16(b), mt_hi16(acc) + mt_hi16(b));
+}
+
+static inline uint32_t mt_sxtab16_ror8(uint32_t acc, uint32_t v) {
+    const uint32_t b = mt_sxtb16_ror8(v);
+    return mt_pack16(mt_lo16(acc) + mt_lo16(b), mt_hi16(acc) + mt_hi16(b));
 }
 
 // Wrapping add like the instruction (the kernels keep sums far from 2^31).

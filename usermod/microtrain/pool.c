@@ -41,19 +41,34 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
             const int32_t ix0 = ox * p->stride_w - p->pad_left;
             int32_t kx0, kx1;
             mt_window(ix0, p->k_w, p->in_w, &kx0, &kx1);
+            int32_t row = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
+            int32_t ch0 = 0;
+#if MT_DSP
+            // four channels a word: the bytewise maximum over the taps
+            for (; ch0 + 4 <= c; ch0 += 4) {
+                uint32_t best = 0x80808080u;
+                int32_t r = row + ch0;
+                for (int32_t ky = ky0; ky < ky1; ++ky, r += row_stride) {
+                    int32_t o = r;
+                    for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                        best = mt_max8(best, mt_load_u32(x + o));
+                    }
+                }
+                mt_store_u32(yp + ch0, best);
+            }
+#endif
             // Running max over taps with channels innermost: contiguous reads.
             // Every window has a valid tap, so starting from -128 is exact.
-            for (int32_t ch = 0; ch < c; ++ch) {
+            for (int32_t ch = ch0; ch < c; ++ch) {
                 yp[ch] = INT8_MIN;
             }
             // Offsets, not stepped pointers: a pointer stepped past the last
             // row would leave the array (undefined behaviour even unread).
-            int32_t row = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
             for (int32_t ky = ky0; ky < ky1; ++ky, row += row_stride) {
                 int32_t o = row;
                 for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
                     const int8_t *xp = x + o;
-                    for (int32_t ch = 0; ch < c; ++ch) {
+                    for (int32_t ch = ch0; ch < c; ++ch) {
                         if (xp[ch] > yp[ch]) {
                             yp[ch] = xp[ch];
                         }
@@ -68,13 +83,32 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
 // only where lo < t < hi, t its stored activation (the pool's input). The
 // error may be written over t itself (ein == t): every position is in at most
 // one window, whose reads of t (maximum, mask) come before its stores.
+// On armv7e-m the bytewise form too (mt_act_init): keep where t >= l and
+// h >= t, l = lo + 1 and h = hi - 1 clamped to int8 (lo < -128: l = -128,
+// hi > 127: h = 127, always true), and ok 0 when no int8 can be kept.
 typedef struct {
     const int8_t *t;
     int32_t lo, hi;
+#if MT_DSP
+    uint32_t l4, h4, ok;
+#endif
 } mt_pool_act_t;
 
 static inline int mt_act_keep(int32_t v, const mt_pool_act_t *a) {
     return v > a->lo && v < a->hi;
+}
+
+static inline void mt_act_init(mt_pool_act_t *a, const int8_t *t, int32_t lo, int32_t hi) {
+    a->t = t;
+    a->lo = lo;
+    a->hi = hi;
+#if MT_DSP
+    const int32_t l = lo < -128 ? -128 : (lo > 127 ? 128 : lo + 1);
+    const int32_t h = hi > 127 ? 127 : (hi < -128 ? -129 : hi - 1);
+    a->ok = l <= 127 && h >= -128 ? 0xFFFFFFFFu : 0u;
+    a->l4 = ((uint32_t)l & 0xFFu) * 0x01010101u;
+    a->h4 = ((uint32_t)h & 0xFFu) * 0x01010101u;
+#endif
 }
 
 // Zeroes the inputs no window covers (disjoint windows leave gaps where
@@ -148,13 +182,7 @@ static void pool_zero_taps(int8_t *ein, int32_t first, int32_t rows, int32_t col
 
 // 0xFF in the bytes of v (signed) inside (lo, hi), else 0.
 static inline uint32_t mt_act_keep4(uint32_t v, const mt_pool_act_t *a) {
-    uint32_t k = 0;
-    for (uint32_t j = 0; j < 32u; j += 8u) {
-        if (mt_act_keep((int8_t)(uint8_t)(v >> j), a)) {
-            k |= 0xFFu << j;
-        }
-    }
-    return k;
+    return mt_ge8(v, a->l4) & mt_ge8(a->h4, v) & a->ok;
 }
 
 // 0xFF in the bytes of tap (each 0..3) equal to t's (t4 = t * 0x01010101), else 0:
@@ -368,9 +396,23 @@ int32_t mt_maxpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *x, con
 
 int32_t mt_maxpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t lo,
                                      int32_t hi, int8_t *ein) {
-    const mt_pool_act_t act = { x, lo, hi };
+    mt_pool_act_t act;
+    mt_act_init(&act, x, lo, hi);
     return maxpool_grad_disjoint(p, x, e, NULL, ein, &act);
 }
+
+#if MT_DSP
+// mt_avg_round of four channel sums at once, n = 2^n_log (1 <= n_log <= 7):
+// se holds the sums of channels 0, 2 and so those of 1, 3 as halfwords
+// (|S| <= 128 * 128). Half away from zero is floor((S + n/2 - (S < 0)) / n);
+// each lane's bits n_log .. n_log + 7 are that quotient's int8.
+static inline uint32_t avg_round4(uint32_t se, uint32_t so, int32_t n_log) {
+    const uint32_t half = 0x00010001u << (n_log - 1);
+    const uint32_t te = mt_sadd16(se, half - ((se >> 15) & 0x00010001u));
+    const uint32_t to = mt_sadd16(so, half - ((so >> 15) & 0x00010001u));
+    return ((te >> n_log) & 0x00FF00FFu) | ((to << (8 - n_log)) & 0xFF00FF00u);
+}
+#endif
 
 void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y) {
     const int32_t c = p->c;
@@ -388,7 +430,25 @@ void mt_avgpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
             const uint32_t n = (uint32_t)((ky1 - ky0) * (kx1 - kx0));
             const int32_t n_log = mt_pow2_log(n);
             const int32_t first = ((iy0 + ky0) * p->in_w + ix0 + kx0) * c;
-            for (int32_t ch = 0; ch < c; ++ch) {
+            int32_t ch = 0;
+#if MT_DSP
+            if (n_log >= 1 && n_log <= 7) {
+                for (; ch + 4 <= c; ch += 4) {
+                    uint32_t se = 0, so = 0;
+                    int32_t row = first + ch;
+                    for (int32_t ky = ky0; ky < ky1; ++ky, row += row_stride) {
+                        int32_t o = row;
+                        for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                            const uint32_t v = mt_load_u32(x + o);
+                            se = mt_sxtab16(se, v);
+                            so = mt_sxtab16_ror8(so, v);
+                        }
+                    }
+                    mt_store_u32(yp + ch, avg_round4(se, so, n_log));
+                }
+            }
+#endif
+            for (; ch < c; ++ch) {
                 // |S| <= 255 * 128: exact in int32.
                 int32_t s = 0;
                 int32_t row = first + ch;
@@ -536,7 +596,8 @@ int32_t mt_avgpool_s8_grad_input(const mt_pool_params_t *p, const int8_t *e, int
 
 int32_t mt_avgpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *y, const int8_t *e, int32_t lo,
                                      int32_t hi, int8_t *ein) {
-    const mt_pool_act_t act = { y, lo, hi };
+    mt_pool_act_t act;
+    mt_act_init(&act, y, lo, hi);
     return avgpool_grad_disjoint(p, e, ein, &act);
 }
 
