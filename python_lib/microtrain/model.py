@@ -165,18 +165,18 @@ def _nothing():
     pass
 
 
-def _place(model, bufs, owner, last_use):
-    # the inference plan's placement (microtrain/place.py), imported for it and forgotten
+def _place(model, bufs, owner, last_use, keep):
+    # the forward plan's placement (microtrain/place.py), imported for it and forgotten
     # again: where the package is loaded as .mpy files its code would stay in the heap.
     # Compiled from source on a full heap it may not fit: None, and the plan falls back
-    # to whole buffers (the training plans' placement: more RAM, the same results)
+    # to whole buffers (plan.forward_fit: more RAM, the same results)
     try:
         from microtrain.place import place
     except MemoryError:
         _forget("place")
         return None
     try:
-        return place(model, bufs, owner, last_use)
+        return place(model, bufs, owner, last_use, keep)
     finally:
         _forget("place")
 
@@ -578,13 +578,22 @@ class Model:
         owner = {}  # tensor -> the whole buffer it uses
         bufs = {}  # tensor -> its buffer (a view of the first bytes of a larger one: exact lengths)
         bufs[self.input.index] = zeros("b", self.input.numel)  # the model input's own
-        fz = None
-        if keep_from is None:
-            fz = _place(self, bufs, owner, last_use)
-        if fz is None:  # whole buffers (plan.py's rules): training plans, else where place.py did not fit
-            from microtrain import plan as rules  # (training, or a heap too small for place.py)
+        keep = ()
+        if keep_from is not None:  # what backward reads is never freed
+            from microtrain import plan as rules
 
-            keep = set() if keep_from is None else rules.kept(self, keep_from)
+            keep = rules.kept(self, keep_from)
+            rules = None
+            _forget("plan")  # (not beside place.py: fewer entries in the module tables at once)
+        fz = _place(self, bufs, owner, last_use, keep)
+        if fz is not None:
+            fz, free = fz
+            if keep_from is not None:
+                fz[-1] = free  # the segments idle during backward, until plan.backward_plan takes them
+            free = None
+        else:  # whole buffers (plan.py's rules) where place.py did not fit
+            from microtrain import plan as rules
+
             bid, size, _ = rules.forward_fit(self, keep)
             made = [None] * len(size)
             for ly in layers:

@@ -126,7 +126,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     now = nosums and not momentum
     plan, g = device_plan(), _Graph(m)
     inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
-    sizes, idle = plan.buffers(g, first)
+    sizes, idle = plan.buffers(g, first, device_module("place").place)
     forward = sum(sizes)
     need, acc_n, host = plan.scratch_plan(g, first, region, inplace)
     scratch = 4 * acc_n if need and host is None else 0  # (host: an idle error buffer holds it)
