@@ -180,6 +180,42 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
                     pool.append(holder[t])
         return sum(b.size for b in made)
 
+    def segment_plan(keep: set[int]) -> tuple[int, list[int]]:
+        # a training plan: each tensor takes the first bytes (rounded up to 4 where the piece is
+        # longer) of the smallest free piece of a buffer that holds it, else a new buffer (the
+        # model output always); a tensor's piece is free again after its last reader unless it
+        # is kept (or the model output), merged with free neighbours of its buffer and put last.
+        # Returns the bytes of all buffers and the free pieces' lengths at the end, in order.
+        uses = Counter(t for ly in m.layers for t in ly.inputs)
+        sizes = [numel[m.input]]
+        free: list[list[int]] = []  # [buffer, offset, length]
+        piece = {m.input: [0, 0, numel[m.input]]}
+        for ly in m.layers:
+            n = numel[ly.output]
+            fits = [f for f in free if f[2] >= n] if ly.output != m.output else []
+            if fits:
+                f = min(fits, key=lambda f: f[2])  # (the first of the smallest)
+                take = min(f[2], -(-n // 4) * 4)
+                if take == f[2]:
+                    free.remove(f)
+                    piece[ly.output] = f
+                else:
+                    piece[ly.output] = [f[0], f[1], take]
+                    f[1] += take
+                    f[2] -= take
+            else:
+                sizes.append(n)
+                piece[ly.output] = [len(sizes) - 1, 0, n]
+            for t in set(ly.inputs):
+                uses[t] -= ly.inputs.count(t)
+                if uses[t] == 0 and t not in keep and t != m.output:
+                    b, off, k = piece.pop(t)
+                    for f in [f for f in free if f[0] == b and (f[1] + f[2] == off or off + k == f[1])]:
+                        free.remove(f)
+                        off, k = min(off, f[1]), k + f[2]
+                    free.append([b, off, k])
+        return sum(sizes), [f[2] for f in free]
+
     out = {"inference": forward_plan(set())}
     if n_train is None:
         return out
@@ -232,10 +268,10 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
         written |= set(ly.inputs) & made_in_tail
     scratch = 0 if scratch_values and idle else need
     lent = bool(scratch_values and idle)  # the scratch in retyped bytes: the update's row too
-    forward = forward_plan(keep)
-    # errors and scratch go into the training plan's buffers that held no kept tensor (nor the
-    # output), in the order they were made: first fit decreasing, at offsets rounded up to 4
-    bins = [b for b in made if not b.held & (keep | {m.output})]
+    forward, idle_pieces = segment_plan(keep)
+    # errors and scratch go into the training plan's pieces free at the end of a forward, in
+    # their order: first fit decreasing, at offsets rounded up to 4
+    bins = [_Buffer(n) for n in idle_pieces]
     n_w = [m.tensors[ly.weight].numel for ly in trained]
     n_c = [m.tensors[ly.bias].numel for ly in trained]
     # batch 1, plain SGD: each layer steps during backward through a float32 window of whole
@@ -332,7 +368,9 @@ def test_info_layers_and_ram(models, name, n_train, extra) -> None:  # type: ign
     for ly in m.layers:
         assert f" {ly.name} " in text.stdout
     assert f"{sim['total']} B" in text.stdout and f"{sim['inference']} B of activations" in text.stdout
-    assert sim["hosted"] > 0 and f"{sim['hosted']} B" in text.stdout  # every case hosts some
+    # every case hosts some but cnn's from the first conv on: their segments are all kept or too small
+    assert sim["hosted"] > 0 or (name, n_train) in (("cnn", 4), ("cnn", 5))
+    assert f"{sim['hosted']} B" in text.stdout
     if (name, n_train) == ("res", 3):  # the residual block is trained: its input feeds two trained layers
         assert sim["errors"] > sum(m.tensors[ly.output].numel for ly in m.layers[1:])
 
