@@ -432,7 +432,7 @@ class Model:
         self.input = self.tensors[info[_INFO_INPUT]]
         self.output = self.tensors[info[_INFO_OUTPUT]]
         self._plans = {}
-        self._owner = {}  # plan key -> {tensor: the whole buffer it uses}
+        self._owner = {}  # plan key -> its whole buffers, each under a tensor it holds
         self._fused = {}  # plan key -> its fused conv + add pairs (_fusable), or None
         self._lut = None
         self._lut_scale = 0.0
@@ -575,9 +575,8 @@ class Model:
         for ly in layers:
             for t in ly.inputs:
                 last_use[t] = ly.index
-        owner = {}  # tensor -> the whole buffer it uses
-        bufs = {}  # tensor -> its buffer (a view of the first bytes of a larger one: exact lengths)
-        bufs[self.input.index] = zeros("b", self.input.numel)  # the model input's own
+        owner = {}  # the whole buffers, each under a tensor it holds
+        bufs = {}  # tensor -> its buffer (a view of the bytes of a larger one: exact lengths)
         keep = ()
         if keep_from is not None:  # what backward reads is never freed
             from microtrain import plan as rules
@@ -594,6 +593,7 @@ class Model:
         else:  # whole buffers (plan.py's rules) where place.py did not fit
             from microtrain import plan as rules
 
+            owner[self.input.index] = bufs[self.input.index] = zeros("b", self.input.numel)
             bid, size, _ = rules.forward_fit(self, keep)
             made = [None] * len(size)
             for ly in layers:
@@ -624,7 +624,8 @@ class Model:
         return keep_from
 
     def owners(self, keep_from):
-        """{tensor: the whole buffer it uses} of the plan keeping from keep_from (made)."""
+        """The whole buffers of the plan keeping from keep_from (made), each under a tensor index it
+        holds: {tensor: buffer}."""
         return self._owner[-1 if keep_from is None else keep_from]
 
     def has_plan(self, keep_from):
@@ -847,13 +848,11 @@ class Model:
         """Bytes of activation buffers for a forward pass (keeping from keep_from)."""
         keep_from = self._keep(keep_from)
         key = -1 if keep_from is None else keep_from
-        if key in self._plans:
-            bufs = self._plans[key][0]
-        else:
-            bufs = self.plan(keep_from)[0]
+        if key not in self._plans:
+            self.plan(keep_from)
             del self._plans[key]
         seen = []
-        total = len(bufs[self.input.index])
+        total = 0
         for b in self._owner[key].values():
             if not any(b is s for s in seen):
                 seen.append(b)

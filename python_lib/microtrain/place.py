@@ -1,6 +1,6 @@
 # The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
-# The forward plans' buffer placement (Model.plan; docs/memory.md): imported by the model
-# for it and forgotten again. `microtrain info`
+# The forward plans' buffer placement by lifetime (Model.plan; docs/memory.md): imported by
+# the model for it and forgotten again. `microtrain info`
 # (tools/microtrain_tools/info.py) runs this same file under CPython to count it.
 try:
     from micropython import const
@@ -21,45 +21,6 @@ _OP_ADD = const(8)
 # --- generated: end
 
 _TILE = const(2048)  # bytes of a new tile for a fused conv + add (when no free segment holds a row)
-
-
-def _take(free, j, n):
-    # the first n bytes of free segment j, rounded up to 4 where the segment is longer: every
-    # segment then starts 4-aligned, so that backward can retype an idle one to int32 / float32
-    f = free[j]
-    n = min(f[2], (n + 3) & ~3)
-    if f[2] == n:
-        return free.pop(j)
-    t = [f[0], f[1], n]
-    f[1] += n
-    f[2] -= n
-    return t
-
-
-def _give(free, t):
-    # segment t is free again, merged with free neighbours in its buffer (appended last)
-    b, off, n = t
-    j = 0
-    while j < len(free):
-        f = free[j]
-        if f[0] is b and (f[1] + f[2] == off or off + n == f[1]):
-            off = min(off, f[1])
-            n += f[2]
-            free.pop(j)
-        else:
-            j += 1
-    free.append([b, off, n])
-
-
-def _new(mk, n):
-    # a new buffer of n bytes (mk: place's stand-ins)
-    return zeros("b", n) if mk is None else mk(n)
-
-
-def _view(t, n):
-    # the first n bytes of segment t
-    b, off = t[0], t[1]
-    return b if off == 0 and n == len(b) else memoryview(b)[off:off + n]
 
 
 def _fusable(model, last_use, keep):
@@ -97,66 +58,106 @@ def _fusable(model, last_use, keep):
             break
     return fz
 
+def _fit(items):
+    # each item in turn at the lowest 4-aligned offset where it overlaps no earlier item alive
+    # at the same time (its offset: it[4]); returns the bytes of the arena
+    size = 0
+    for i in range(len(items)):
+        it = items[i]
+        near = []
+        for j in range(i):
+            o = items[j]
+            if o[1] <= it[2] and it[1] <= o[2]:
+                near.append(o)
+        near.sort(key=lambda o: o[4])
+        off = 0
+        for o in near:
+            if off + it[0] <= o[4]:
+                break
+            off = max(off, (o[4] + o[0] + 3) & ~3)
+        it[4] = off
+        size = max(size, off + it[0])
+    return size
+
+
 def place(model, bufs, owner, last_use, keep=(), mk=None):
-    # The forward plan: each tensor takes the smallest free segment of a buffer that
-    # holds it (its first bytes; the rest stays free, and neighbouring free segments
-    # of one buffer merge again), or a new buffer; the model input's buffer is reused
-    # once read; fused conv + add pairs (_fusable) leave out the conv's output and take
-    # a tile (the largest free segment, or a new buffer of about _TILE bytes) while the
-    # conv runs. A training plan passes keep (plan.kept): those tensors are never freed, so
-    # what backward reads lives on while the frozen prefix's tensors share memory by
-    # lifetime. mk(n) makes a new buffer (None: zeros; plan.buffers counts with stand-ins:
-    # bufs None, no views). Returns (the fused pairs, the free segments at the end: idle until the next
-    # forward, where backward's buffers go).
-    tensors = model.tensors
+    # The forward plan (docs/memory.md): one arena for every activation but the model output
+    # (a buffer of its own), each tensor at an offset chosen by its lifetime, from the layer
+    # that makes it (the model input: before the first) to its last reader, or to the end for
+    # a tensor of keep (a training plan's: backward reads them) and the model input when keep
+    # holds it; in the order the layers make them or largest first, whichever needs the smaller
+    # arena, each at the lowest 4-aligned offset where it overlaps no placed tensor alive at the
+    # same time (_fit). Fused conv + add pairs
+    # (_fusable) leave out the conv's output (the add's output is the skip, updated in place:
+    # one lifetime) and take a tile of about _TILE bytes of whole rows while the conv runs.
+    # bufs None: count only (plan.buffers, info.py): mk(n) makes stand-ins, no views.
+    # Fills owner {a tensor: the whole buffer holding it} (the arena, the output's) and bufs
+    # {tensor: its bytes}; returns (the fused pairs, the gaps of the arena between the tensors
+    # alive at the end of a forward as [arena, offset, length]: idle until the next forward,
+    # where backward's buffers go).
+    tensors, layers = model.tensors, model.layers
     inp, out_t = model.input.index, model.output.index
     fz = _fusable(model, last_use, keep)
-    free = []  # [buffer, offset, length] not in use
-    n = tensors[inp].numel
-    seg = {inp: [mk(n) if bufs is None else bufs[inp], 0, n]}
-    for ly in model.layers:
+    end = len(layers)
+    root = {}  # the add of a fused pair: its output is its skip's bytes
+    items = []  # [bytes, first layer, last layer, tensor (-1 - layer: a tile), offset]
+    life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0]}
+    for ly in layers:
         f = fz.get(ly.index)
-        if type(f) is int:  # the add of a fused pair: its output is skip f, updated in place
-            k = f
-            seg[ly.output] = seg.pop(k)
-            if bufs is not None:
-                bufs[ly.output] = bufs[k]
-        elif f is not None:  # the conv of a fused pair: a tile while it runs
+        t = ly.output
+        if type(f) is int:
+            root[t] = root.get(f, f)
+        elif f is not None:
             p = ly.params
-            row, n = p[4] * p[5], tensors[ly.output].numel
-            best = -1
-            for j in range(len(free)):
-                if free[j][2] >= row and (best < 0 or free[j][2] > free[best][2]):
-                    best = j
-            if best >= 0:
-                t = _take(free, best, min(free[best][2], n))
-            else:
-                b = _new(mk, min(n, row * max(1, _TILE // row)))
-                owner[-1 - ly.index] = b
-                t = [b, 0, len(b)]
+            row, n = p[4] * p[5], tensors[t].numel
+            life[-1 - ly.index] = [min(n, row * max(1, _TILE // row)), ly.index, ly.index, -1 - ly.index, 0]
+        elif t != out_t:
+            life[t] = [tensors[t].numel, ly.index, ly.index, t, 0]
+    for t in last_use:  # how long each lives (through the skips it becomes)
+        u = end if t in keep else last_use[t]
+        r = root.get(t, t)
+        if r in life and life[r][2] < u:
+            life[r][2] = u
+    for t in keep:
+        r = root.get(t, t)
+        if r in life:
+            life[r][2] = end
+    for it in life.values():
+        items.append(it)
+    life = None
+    # two orders, the smaller arena wins (ties: the first): as the layers make them, largest first
+    items.sort(key=lambda it: it[1])
+    size = _fit(items)
+    by_size = sorted(items, key=lambda it: (-it[0], it[1]))
+    if _fit(by_size) < size:
+        items = by_size
+    size = _fit(items)
+    by_size = None
+    arena = (zeros("b", size) if mk is None else mk(size)) if size else None
+    free, at = [], 0
+    for it in sorted(items, key=lambda o: o[4]):  # the gaps between what lives at the end
+        if it[2] >= end and it[0]:
+            if it[4] > at:
+                free.append([arena, at, it[4] - at])
+            at = max(at, (it[4] + it[0] + 3) & ~3)
+    if size > at:
+        free.append([arena, at, size - at])
+    n = tensors[out_t].numel
+    ob = zeros("b", n) if mk is None else mk(n)
+    owner[out_t] = ob
+    if bufs is not None:
+        bufs[out_t] = ob
+    if items:
+        owner[items[0][3]] = arena  # (one entry per buffer: a smaller table)
+    for it in items:
+        t, off, n = it[3], it[4], it[0]
+        v = arena if bufs is None or (off == 0 and n == size) else memoryview(arena)[off:off + n]
+        if t < 0:
             if bufs is not None:
-                f += (_view(t, t[2]),)
-                fz[ly.index] = f
-            _give(free, t)
-        else:
-            n = tensors[ly.output].numel
-            best = -1
-            if ly.output != out_t:
-                for j in range(len(free)):
-                    if free[j][2] >= n and (best < 0 or free[j][2] < free[best][2]):
-                        best = j
-            if best >= 0:
-                t = _take(free, best, n)
-            else:
-                b = _new(mk, n)
-                owner[ly.output] = b
-                t = [b, 0, n]
-            seg[ly.output] = t
-            if bufs is not None:
-                bufs[ly.output] = _view(t, n)
-        for j, ti in enumerate(ly.inputs):
-            if j and ti == ly.inputs[0]:
-                continue
-            if last_use.get(ti) == ly.index and ti != out_t and ti in seg and ti not in keep:
-                _give(free, seg.pop(ti))
+                fz[-1 - t] += (v,)
+        elif bufs is not None:
+            bufs[t] = v
+    for ly in layers:
+        if ly.output in root and bufs is not None:
+            bufs[ly.output] = bufs[root[ly.output]]
     return fz, free

@@ -78,9 +78,9 @@ def forward_fit(m, keep):
 
 def buffers(m, first, place):
     """The training plan keeping from `first` in sizes, counted by place (place.py's place, run
-    with stand-ins: nothing allocated): (the bytes of each of its buffers, the model input's
-    first; the lengths of the segments idle during backward, in the order place leaves them,
-    as idle lists the segments themselves)."""
+    with stand-ins: nothing allocated): (the bytes of each of its buffers; the lengths of the
+    segments idle during backward, in the order place leaves them, as idle lists the segments
+    themselves)."""
     keep = kept(m, first)
     last_use = {}
     for ly in m.layers:
@@ -88,8 +88,12 @@ def buffers(m, first, place):
             last_use[t] = ly.index
     owner = {}
     _, free = place(m, None, owner, last_use, keep, _stand_in)
-    sizes = [m.tensors[m.input.index].numel]
+    made = []
     for b in owner.values():
+        if not any(b is c for c in made):
+            made.append(b)
+    sizes = []
+    for b in made:
         sizes.append(b[0])
     return sizes, [f[2] for f in free]
 

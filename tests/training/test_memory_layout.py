@@ -367,7 +367,7 @@ from microtrain import kern, plan
 m = mt.load(%r)
 t = mt.Trainer(m, train=%r, mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=0.9))
 bw = m.backward_plan
-idle = [bw.bufs[m.input.index]]  # every buffer of the forward plan (the idle segments are in them)
+idle = []  # every buffer of the forward plan (the idle segments are in them)
 for b in m.owners(bw.first).values():
     if not any(b is c for c in idle):
         idle.append(b)
