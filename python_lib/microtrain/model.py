@@ -656,6 +656,9 @@ class Model:
         f = fz.get(ly.index) if fz else None
         if type(f) is int:  # done by its conv (conv2d_add_s8_forward)
             return (_nothing, (), ly)
+        if f is not None and len(f) > 3:  # the b of a chain (place.py): a's rows a band at a time
+            a = f[3]
+            return (f[8], (a, ly, bufs[a.inputs[0]], f, bufs[(ly if f[0] is None else f[0]).output]), ly)
         if f is not None:
             a, side, tile = f
             return (K.conv2d_add_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, a.params, side,

@@ -2,9 +2,12 @@
 # The forward plans' buffer placement by lifetime (Model.plan; docs/memory.md): imported by
 # the model for it and forgotten again. `microtrain info`
 # (tools/microtrain_tools/info.py) runs this same file under CPython to count it.
+from array import array
+
 try:
     from micropython import const
 
+    from microtrain import kern
     from microtrain.quant import zeros
 except ImportError:  # CPython: info.py runs this file alone (not the package)
     def const(x):
@@ -58,6 +61,72 @@ def _fusable(model, last_use, keep):
             break
     return fz
 
+def _chains(model, last_use, keep, fz):
+    # {B index: A} for each conv2d A whose output y only the next layer B reads, B a 3x3 conv2d
+    # of stride 1 and pad 1 down the rows (plain, or fused with an add): y never exists whole,
+    # A makes a band of its rows just before B reads them (Model's _chain), its input's rows
+    # read before B's fused add writes over them (A's pad_top <= its stride). Neither y nor
+    # (for a fused B) anything it adds into is kept; no dilation.
+    layers = model.layers
+    out = {}
+    for b in layers[1:]:
+        a = layers[b.index - 1]
+        pa, pb = a.params, b.params
+        y = a.output
+        if a.op != _OP_CONV2D or b.op != _OP_CONV2D or b.inputs[0] != y or last_use.get(y) != b.index \
+                or y in keep or y == model.output.index or pb[6] != 3 or pb[8] != 1 or pb[10] != 1 \
+                or pa[10] > pa[8] or len(pa) > 17 or len(pb) > 17:
+            continue
+        if type(fz.get(a.index)) is tuple or a.index in out:  # (A fused itself, or a chain's B)
+            continue
+        if last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep:
+            continue  # (A's input would live on only for the band: no saving)
+        out[b.index] = a
+    return out
+
+
+def _chain(a, b, x, f, out):
+    # b's output (fused: b added into the skip out) a block of rows at a time, a's output made a
+    # band of rows at a time just before b reads them (_chains): the same sums as the
+    # two whole calls. f: (add or None, side, tile, a, band, a's, b's and the add's descriptors,
+    # adjusted per block, this function); the band's last two rows are the next block's first.
+    add, side, tile, _, band, da, db, dd, _ = f
+    pa, pb = a.params, b.params
+    hx, xrow, hy, sa, pt, ka = pa[0], pa[1] * pa[2], pa[3], pa[8], pa[10], pa[6]
+    yrow, orow, h = pa[4] * pa[5], pb[4] * pb[5], pb[3]
+    r = len(band) // yrow - 2
+    lo = hi = 0  # a's rows in the band
+    for r0 in range(0, h, r):
+        r1 = min(h, r0 + r)
+        lo2, hi2 = max(r0 - 1, 0), min(hy, r1 + 1)
+        if lo2 > lo:  # the rows read again first, a row at a time (no overlapping copy)
+            for i in range(max(hi - lo2, 0)):
+                band[i * yrow:(i + 1) * yrow] = band[(lo2 - lo + i) * yrow:(lo2 - lo + i + 1) * yrow]
+            hi, lo = max(hi, lo2), lo2
+        if hi2 > hi:
+            xs = hi * sa - pt
+            xe = min(hx, (hi2 - 1) * sa - pt + ka)
+            da[10] = -xs if xs < 0 else 0
+            xs = xs if xs > 0 else 0
+            da[0], da[3] = xe - xs, hi2 - hi
+            kern.K.conv2d_s8_forward(da, memoryview(x)[xs * xrow:xe * xrow], a.w, a.b, a.mult, a.shift,
+                                memoryview(band)[(hi - lo) * yrow:(hi2 - lo) * yrow])
+            hi = hi2
+        db[0], db[3], db[10] = hi - lo, r1 - r0, 1 if r0 == 0 else 0
+        y = memoryview(band)[:(hi - lo) * yrow]
+        o = memoryview(out)[r0 * orow:r1 * orow]
+        if add is None:
+            kern.K.conv2d_s8_forward(db, y, b.w, b.b, b.mult, b.shift, o)
+        else:
+            dd[0] = (r1 - r0) * orow
+            kern.K.conv2d_add_s8_forward(db, y, b.w, b.b, b.mult, b.shift, dd, side, o, tile)
+
+
+def _copy(p):
+    # a descriptor the chain adjusts per band (the model's may be in flash)
+    return array("i", p)
+
+
 def _fit(items):
     # each item in turn at the lowest 4-aligned offset where it overlaps no earlier item alive
     # at the same time (its offset: it[4]); returns the bytes of the arena
@@ -102,22 +171,35 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
     root = {}  # the add of a fused pair: its output is its skip's bytes
     items = []  # [bytes, first layer, last layer, tensor (-1 - layer: a tile), offset]
     life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0]}
+    ch = _chains(model, last_use, keep, fz)
     for ly in layers:
         f = fz.get(ly.index)
         t = ly.output
-        if type(f) is int:
+        c = ch.get(ly.index + 1)
+        if c is not None:  # A of a chain: its rows made in a band while B runs
+            p = ly.params
+            row = p[4] * p[5]
+            k = -3 - 2 * ly.index  # (odd keys: bands, even: tiles)
+            life[k] = [row * (max(1, _TILE // row - 2) + 2), ly.index, ly.index + 1, k, 0]
+        elif type(f) is int:
             root[t] = root.get(f, f)
         elif f is not None:
             p = ly.params
             row, n = p[4] * p[5], tensors[t].numel
-            life[-1 - ly.index] = [min(n, row * max(1, _TILE // row)), ly.index, ly.index, -1 - ly.index, 0]
-        elif t != out_t:
+            k = -2 - 2 * ly.index
+            life[k] = [min(n, row * max(1, _TILE // row)), ly.index, ly.index, k, 0]
+        if c is None and type(f) is not int and f is None and t != out_t:
             life[t] = [tensors[t].numel, ly.index, ly.index, t, 0]
     for t in last_use:  # how long each lives (through the skips it becomes)
         u = end if t in keep else last_use[t]
         r = root.get(t, t)
         if r in life and life[r][2] < u:
             life[r][2] = u
+    for j in ch:  # a chain's A reads its input while B runs
+        t = ch[j].inputs[0]
+        r = root.get(t, t)
+        if r in life and life[r][2] < j:
+            life[r][2] = j
     for t in keep:
         r = root.get(t, t)
         if r in life:
@@ -153,10 +235,21 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
         t, off, n = it[3], it[4], it[0]
         v = arena if bufs is None or (off == 0 and n == size) else memoryview(arena)[off:off + n]
         if t < 0:
-            if bufs is not None:
-                fz[-1 - t] += (v,)
+            if bufs is None:
+                continue
+            if t & 1 == 0:  # the tile of a fused conv
+                fz[(-2 - t) >> 1] += (v,)
         elif bufs is not None:
             bufs[t] = v
+    for it in items:  # (after the tiles) the band of a chain's A, for B's step (A's does nothing)
+        t = it[3]
+        if t < 0 and t & 1 and bufs is not None:
+            j = (-3 - t) >> 1
+            a, b = layers[j], layers[j + 1]
+            f = fz.get(j + 1) or (None, 0, None)
+            fz[j] = 0
+            fz[j + 1] = f + (a, memoryview(arena)[it[4]:it[4] + it[0]], _copy(a.params), _copy(b.params),
+                             None if f[0] is None else _copy(f[0].params), _chain)
     for ly in layers:
         if ly.output in root and bufs is not None:
             bufs[ly.output] = bufs[root[ly.output]]
