@@ -78,9 +78,8 @@ def forward_fit(m, keep):
 
 def buffers(m, first, place):
     """The training plan keeping from `first` in sizes, counted by place (place.py's place, run
-    with stand-ins: nothing allocated): (the bytes of each of its buffers; the lengths of the
-    segments idle during backward, in the order place leaves them, as idle lists the segments
-    themselves)."""
+    with stand-ins: nothing allocated): (the bytes of each of its buffers, the arena and the
+    output's; the lengths of the arena's gaps idle during backward, as idle lists them)."""
     keep = kept(m, first)
     last_use = {}
     for ly in m.layers:
@@ -303,10 +302,10 @@ def backward_plan(m, first, window, redo):
 
 
 def idle(m, first):
-    """The segments of the training plan keeping from `first` that hold no kept tensor at the
-    end of a forward (place.py: Model.plan keeps them with its fused pairs): idle until the
-    next forward (backward's buffers go there: pack). In the order place leaves them, as
-    buffers lists their lengths."""
+    """The gaps of the training plan's arena (keeping from `first`) between the tensors kept at
+    the end of a forward (place.py: Model.plan keeps them with its fused pairs until
+    backward_plan takes them): idle until the next forward (backward's buffers go there:
+    pack). In offset order, as buffers lists their lengths."""
     fz = m._fused.get(first)
     out = []
     for b, off, n in fz.get(-1, ()) if fz else ():
