@@ -588,7 +588,7 @@ class Model:
         if fz is not None:
             fz, free = fz
             if keep_from is not None:
-                fz[-1] = free  # the segments idle during backward, until plan.backward_plan takes them
+                fz[-1] = free  # the arena's gaps idle during backward, until plan.backward_plan takes them
             free = None
         else:  # whole buffers (plan.py's rules) where place.py did not fit
             from microtrain import plan as rules

@@ -23,7 +23,7 @@ _OP_CONV2D = const(1)
 _OP_ADD = const(8)
 # --- generated: end
 
-_TILE = const(2048)  # bytes of a new tile for a fused conv + add (when no free segment holds a row)
+_TILE = const(2048)  # bytes of a fused conv's tile and of a chain's band (at least the rows they need)
 
 
 def _fusable(model, last_use, keep):

@@ -273,7 +273,7 @@ def backward_plan(m, first, window, redo):
     items = at = idle_bufs = None
     fz = m._fused.get(first)
     if fz:
-        fz.pop(-1, None)  # (idle's segments: taken)
+        fz.pop(-1, None)  # (idle's gaps: taken)
         if not fz:
             m._fused[first] = None  # (no fused pair: no table kept)
     if host is not None:  # the int32 scratch in place in an idle int8 error buffer
