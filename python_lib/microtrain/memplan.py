@@ -18,7 +18,9 @@ def _buf(n):
 def _plan_bytes(model, first):
     # the heap of the training plan's buffers (plan.buffers), and the lengths of those idle
     # during backward (where its buffers go)
-    sizes, idle = plan.buffers(model, first)
+    from microtrain.place import place
+
+    sizes, idle = plan.buffers(model, first, place)
     total = 0
     for n in sizes:
         total += _buf(n)

@@ -165,18 +165,18 @@ def _nothing():
     pass
 
 
-def _place(model, bufs, owner, last_use):
-    # the inference plan's placement (microtrain/place.py), imported for it and forgotten
+def _place(model, bufs, owner, last_use, keep):
+    # the forward plan's placement (microtrain/place.py), imported for it and forgotten
     # again: where the package is loaded as .mpy files its code would stay in the heap.
     # Compiled from source on a full heap it may not fit: None, and the plan falls back
-    # to whole buffers (the training plans' placement: more RAM, the same results)
+    # to whole buffers (plan.forward_fit: more RAM, the same results)
     try:
         from microtrain.place import place
     except MemoryError:
         _forget("place")
         return None
     try:
-        return place(model, bufs, owner, last_use)
+        return place(model, bufs, owner, last_use, keep)
     finally:
         _forget("place")
 
@@ -432,7 +432,7 @@ class Model:
         self.input = self.tensors[info[_INFO_INPUT]]
         self.output = self.tensors[info[_INFO_OUTPUT]]
         self._plans = {}
-        self._owner = {}  # plan key -> {tensor: the whole buffer it uses}
+        self._owner = {}  # plan key -> its whole buffers, each under a tensor it holds
         self._fused = {}  # plan key -> its fused conv + add pairs (_fusable), or None
         self._lut = None
         self._lut_scale = 0.0
@@ -575,16 +575,25 @@ class Model:
         for ly in layers:
             for t in ly.inputs:
                 last_use[t] = ly.index
-        owner = {}  # tensor -> the whole buffer it uses
-        bufs = {}  # tensor -> its buffer (a view of the first bytes of a larger one: exact lengths)
-        bufs[self.input.index] = zeros("b", self.input.numel)  # the model input's own
-        fz = None
-        if keep_from is None:
-            fz = _place(self, bufs, owner, last_use)
-        if fz is None:  # whole buffers (plan.py's rules): training plans, else where place.py did not fit
-            from microtrain import plan as rules  # (training, or a heap too small for place.py)
+        owner = {}  # the whole buffers, each under a tensor it holds
+        bufs = {}  # tensor -> its buffer (a view of the bytes of a larger one: exact lengths)
+        keep = ()
+        if keep_from is not None:  # what backward reads is never freed
+            from microtrain import plan as rules
 
-            keep = set() if keep_from is None else rules.kept(self, keep_from)
+            keep = rules.kept(self, keep_from)
+            rules = None
+            _forget("plan")  # (not beside place.py: fewer entries in the module tables at once)
+        fz = _place(self, bufs, owner, last_use, keep)
+        if fz is not None:
+            fz, free = fz
+            if keep_from is not None:
+                fz[-1] = free  # the arena's gaps idle during backward, until plan.backward_plan takes them
+            free = None
+        else:  # whole buffers (plan.py's rules) where place.py did not fit
+            from microtrain import plan as rules
+
+            owner[self.input.index] = bufs[self.input.index] = zeros("b", self.input.numel)
             bid, size, _ = rules.forward_fit(self, keep)
             made = [None] * len(size)
             for ly in layers:
@@ -615,7 +624,8 @@ class Model:
         return keep_from
 
     def owners(self, keep_from):
-        """{tensor: the whole buffer it uses} of the plan keeping from keep_from (made)."""
+        """The whole buffers of the plan keeping from keep_from (made), each under a tensor index it
+        holds: {tensor: buffer}."""
         return self._owner[-1 if keep_from is None else keep_from]
 
     def has_plan(self, keep_from):
@@ -646,6 +656,9 @@ class Model:
         f = fz.get(ly.index) if fz else None
         if type(f) is int:  # done by its conv (conv2d_add_s8_forward)
             return (_nothing, (), ly)
+        if f is not None and len(f) > 3:  # the b of a chain (place.py): a's rows a band at a time
+            a = f[3]
+            return (f[8], (a, ly, bufs[a.inputs[0]], f, bufs[(ly if f[0] is None else f[0]).output]), ly)
         if f is not None:
             a, side, tile = f
             return (K.conv2d_add_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, a.params, side,
@@ -838,13 +851,11 @@ class Model:
         """Bytes of activation buffers for a forward pass (keeping from keep_from)."""
         keep_from = self._keep(keep_from)
         key = -1 if keep_from is None else keep_from
-        if key in self._plans:
-            bufs = self._plans[key][0]
-        else:
-            bufs = self.plan(keep_from)[0]
+        if key not in self._plans:
+            self.plan(keep_from)
             del self._plans[key]
         seen = []
-        total = len(bufs[self.input.index])
+        total = 0
         for b in self._owner[key].values():
             if not any(b is s for s in seen):
                 seen.append(b)

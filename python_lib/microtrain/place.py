@@ -1,10 +1,13 @@
 # The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
-# The inference plan's buffer placement (Model.plan with keep_from None; docs/memory.md):
-# imported by the model for it and forgotten again. `microtrain info`
+# The forward plans' buffer placement by lifetime (Model.plan; docs/memory.md): imported by
+# the model for it and forgotten again. `microtrain info`
 # (tools/microtrain_tools/info.py) runs this same file under CPython to count it.
+from array import array
+
 try:
     from micropython import const
 
+    from microtrain import kern
     from microtrain.quant import zeros
 except ImportError:  # CPython: info.py runs this file alone (not the package)
     def const(x):
@@ -20,46 +23,15 @@ _OP_CONV2D = const(1)
 _OP_ADD = const(8)
 # --- generated: end
 
-_TILE = const(2048)  # bytes of a new tile for a fused conv + add (when no free segment holds a row)
+_TILE = const(2048)  # bytes of a fused conv's tile and of a chain's band (at least the rows they need)
 
 
-def _take(free, j, n):
-    # the first n bytes of free segment j
-    f = free[j]
-    if f[2] == n:
-        return free.pop(j)
-    t = [f[0], f[1], n]
-    f[1] += n
-    f[2] -= n
-    return t
-
-
-def _give(free, t):
-    # segment t is free again, merged with free neighbours in its buffer (appended last)
-    b, off, n = t
-    j = 0
-    while j < len(free):
-        f = free[j]
-        if f[0] is b and (f[1] + f[2] == off or off + n == f[1]):
-            off = min(off, f[1])
-            n += f[2]
-            free.pop(j)
-        else:
-            j += 1
-    free.append([b, off, n])
-
-
-def _view(t):
-    b, off, n = t
-    return b if off == 0 and n == len(b) else memoryview(b)[off:off + n]
-
-
-def _fusable(model, last_use):
+def _fusable(model, last_use, keep):
     # {conv index: (add layer, side), add index: skip} for each conv2d whose only consumer
     # is an add whose other input (skip) exists before the conv, dies at the add and
     # is read by nothing in between: the conv runs a block of rows at a time into a
     # tile and adds it into skip in place (conv2d_add_s8_forward), so its output never
-    # exists whole. Inference plans only: a training plan keeps what backward reads.
+    # exists whole. Not where the conv's output or the skip is kept (keep: backward reads it).
     layers = model.layers
     made, uses = {}, {}
     for ly in layers:
@@ -74,7 +46,8 @@ def _fusable(model, last_use):
         for side in (0, 1):
             c, k = a.inputs[side], a.inputs[1 - side]
             i = made.get(c, -1)
-            if i < 0 or uses[c] != 1 or c in ends or k in ends or last_use.get(k) != a.index:
+            if i < 0 or uses[c] != 1 or c in ends or k in ends or last_use.get(k) != a.index or c in keep \
+                    or k in keep:
                 continue
             cv = layers[i]
             p = cv.params
@@ -88,58 +61,196 @@ def _fusable(model, last_use):
             break
     return fz
 
-def place(model, bufs, owner, last_use):
-    # The inference plan: each tensor takes the smallest free segment of a buffer that
-    # holds it (its first bytes; the rest stays free, and neighbouring free segments
-    # of one buffer merge again), or a new buffer; the model input's buffer is reused
-    # once read; fused conv + add pairs (_fusable) leave out the conv's output and take
-    # a tile (the largest free segment, or a new buffer of about _TILE bytes) while the
-    # conv runs.
-    tensors = model.tensors
-    inp, out_t = model.input.index, model.output.index
-    fz = _fusable(model, last_use)
-    free = []  # [buffer, offset, length] not in use
-    seg = {inp: [bufs[inp], 0, len(bufs[inp])]}
-    for ly in model.layers:
-        f = fz.get(ly.index)
-        if type(f) is int:  # the add of a fused pair: its output is skip f, updated in place
-            k = f
-            seg[ly.output] = seg.pop(k)
-            bufs[ly.output] = bufs[k]
-        elif f is not None:  # the conv of a fused pair: a tile while it runs
-            p = ly.params
-            row, n = p[4] * p[5], tensors[ly.output].numel
-            best = -1
-            for j in range(len(free)):
-                if free[j][2] >= row and (best < 0 or free[j][2] > free[best][2]):
-                    best = j
-            if best >= 0:
-                t = _take(free, best, min(free[best][2], n))
-            else:
-                b = zeros("b", min(n, row * max(1, _TILE // row)))
-                owner[-1 - ly.index] = b
-                t = [b, 0, len(b)]
-            f += (_view(t),)
-            fz[ly.index] = f
-            _give(free, t)
+def _chains(model, last_use, keep, fz):
+    # {B index: A} for each conv2d A whose output y only the next layer B reads, B a 3x3 conv2d
+    # of stride 1 and pad 1 down the rows (plain, or fused with an add): y never exists whole,
+    # A makes a band of its rows just before B reads them (Model's _chain), its input's rows
+    # read before B's fused add writes over them (A's pad_top <= its stride). Neither y nor
+    # (for a fused B) anything it adds into is kept; no dilation.
+    layers = model.layers
+    out = {}
+    for b in layers[1:]:
+        a = layers[b.index - 1]
+        pa, pb = a.params, b.params
+        y = a.output
+        if a.op != _OP_CONV2D or b.op != _OP_CONV2D or b.inputs[0] != y or last_use.get(y) != b.index \
+                or y in keep or y == model.output.index or pb[6] != 3 or pb[8] != 1 or pb[10] != 1 \
+                or pa[10] > pa[8] or len(pa) > 17 or len(pb) > 17:
+            continue
+        if type(fz.get(a.index)) is tuple or a.index in out:  # (A fused itself, or a chain's B)
+            continue
+        if last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep:
+            continue  # (A's input would live on only for the band: no saving)
+        out[b.index] = a
+    return out
+
+
+def _chain(a, b, x, f, out):
+    # b's output (fused: b added into the skip out) a block of rows at a time, a's output made a
+    # band of rows at a time just before b reads them (_chains): the same sums as the
+    # two whole calls. f: (add or None, side, tile, a, band, a's, b's and the add's descriptors,
+    # adjusted per block, this function); the band's last two rows are the next block's first.
+    add, side, tile, _, band, da, db, dd, _ = f
+    pa, pb = a.params, b.params
+    hx, xrow, hy, sa, pt, ka = pa[0], pa[1] * pa[2], pa[3], pa[8], pa[10], pa[6]
+    yrow, orow, h = pa[4] * pa[5], pb[4] * pb[5], pb[3]
+    r = len(band) // yrow - 2
+    lo = hi = 0  # a's rows in the band
+    for r0 in range(0, h, r):
+        r1 = min(h, r0 + r)
+        lo2, hi2 = max(r0 - 1, 0), min(hy, r1 + 1)
+        if lo2 > lo:  # the rows read again first, a row at a time (no overlapping copy)
+            for i in range(max(hi - lo2, 0)):
+                band[i * yrow:(i + 1) * yrow] = band[(lo2 - lo + i) * yrow:(lo2 - lo + i + 1) * yrow]
+            hi, lo = max(hi, lo2), lo2
+        if hi2 > hi:
+            xs = hi * sa - pt
+            xe = min(hx, (hi2 - 1) * sa - pt + ka)
+            da[10] = -xs if xs < 0 else 0
+            xs = xs if xs > 0 else 0
+            da[0], da[3] = xe - xs, hi2 - hi
+            kern.K.conv2d_s8_forward(da, memoryview(x)[xs * xrow:xe * xrow], a.w, a.b, a.mult, a.shift,
+                                memoryview(band)[(hi - lo) * yrow:(hi2 - lo) * yrow])
+            hi = hi2
+        db[0], db[3], db[10] = hi - lo, r1 - r0, 1 if r0 == 0 else 0
+        y = memoryview(band)[:(hi - lo) * yrow]
+        o = memoryview(out)[r0 * orow:r1 * orow]
+        if add is None:
+            kern.K.conv2d_s8_forward(db, y, b.w, b.b, b.mult, b.shift, o)
         else:
-            n = tensors[ly.output].numel
-            best = -1
-            if ly.output != out_t:
-                for j in range(len(free)):
-                    if free[j][2] >= n and (best < 0 or free[j][2] < free[best][2]):
-                        best = j
-            if best >= 0:
-                t = _take(free, best, n)
-            else:
-                b = zeros("b", n)
-                owner[ly.output] = b
-                t = [b, 0, n]
-            seg[ly.output] = t
-            bufs[ly.output] = _view(t)
-        for j, ti in enumerate(ly.inputs):
-            if j and ti == ly.inputs[0]:
+            dd[0] = (r1 - r0) * orow
+            kern.K.conv2d_add_s8_forward(db, y, b.w, b.b, b.mult, b.shift, dd, side, o, tile)
+
+
+def _copy(p):
+    # a descriptor the chain adjusts per band (the model's may be in flash)
+    return array("i", p)
+
+
+def _fit(items):
+    # each item in turn at the lowest 4-aligned offset where it overlaps no earlier item alive
+    # at the same time (its offset: it[4]); returns the bytes of the arena
+    size = 0
+    for i in range(len(items)):
+        it = items[i]
+        near = []
+        for j in range(i):
+            o = items[j]
+            if o[1] <= it[2] and it[1] <= o[2]:
+                near.append(o)
+        near.sort(key=lambda o: o[4])
+        off = 0
+        for o in near:
+            if off + it[0] <= o[4]:
+                break
+            off = max(off, (o[4] + o[0] + 3) & ~3)
+        it[4] = off
+        size = max(size, off + it[0])
+    return size
+
+
+def place(model, bufs, owner, last_use, keep=(), mk=None):
+    # The forward plan (docs/memory.md): one arena for every activation but the model output
+    # (a buffer of its own), each tensor at an offset chosen by its lifetime, from the layer
+    # that makes it (the model input: before the first) to its last reader, or to the end for
+    # a tensor of keep (a training plan's: backward reads them) and the model input when keep
+    # holds it; in the order the layers make them or largest first, whichever needs the smaller
+    # arena, each at the lowest 4-aligned offset where it overlaps no placed tensor alive at the
+    # same time (_fit). Fused conv + add pairs
+    # (_fusable) leave out the conv's output (the add's output is the skip, updated in place:
+    # one lifetime) and take a tile of about _TILE bytes of whole rows while the conv runs.
+    # bufs None: count only (plan.buffers, info.py): mk(n) makes stand-ins, no views.
+    # Fills owner {a tensor: the whole buffer holding it} (the arena, the output's) and bufs
+    # {tensor: its bytes}; returns (the fused pairs, the gaps of the arena between the tensors
+    # alive at the end of a forward as [arena, offset, length]: idle until the next forward,
+    # where backward's buffers go).
+    tensors, layers = model.tensors, model.layers
+    inp, out_t = model.input.index, model.output.index
+    fz = _fusable(model, last_use, keep)
+    end = len(layers)
+    root = {}  # the add of a fused pair: its output is its skip's bytes
+    items = []  # [bytes, first layer, last layer, tensor (-1 - layer: a tile), offset]
+    life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0]}
+    ch = _chains(model, last_use, keep, fz)
+    for ly in layers:
+        f = fz.get(ly.index)
+        t = ly.output
+        c = ch.get(ly.index + 1)
+        if c is not None:  # A of a chain: its rows made in a band while B runs
+            p = ly.params
+            row = p[4] * p[5]
+            k = -3 - 2 * ly.index  # (odd keys: bands, even: tiles)
+            life[k] = [row * (max(1, _TILE // row - 2) + 2), ly.index, ly.index + 1, k, 0]
+        elif type(f) is int:
+            root[t] = root.get(f, f)
+        elif f is not None:
+            p = ly.params
+            row, n = p[4] * p[5], tensors[t].numel
+            k = -2 - 2 * ly.index
+            life[k] = [min(n, row * max(1, _TILE // row)), ly.index, ly.index, k, 0]
+        if c is None and type(f) is not int and f is None and t != out_t:
+            life[t] = [tensors[t].numel, ly.index, ly.index, t, 0]
+    for t in last_use:  # how long each lives (through the skips it becomes)
+        u = end if t in keep else last_use[t]
+        r = root.get(t, t)
+        if r in life and life[r][2] < u:
+            life[r][2] = u
+    for j in ch:  # a chain's A reads its input while B runs
+        t = ch[j].inputs[0]
+        r = root.get(t, t)
+        if r in life and life[r][2] < j:
+            life[r][2] = j
+    for t in keep:
+        r = root.get(t, t)
+        if r in life:
+            life[r][2] = end
+    for it in life.values():
+        items.append(it)
+    life = None
+    # two orders, the smaller arena wins (ties: the first): as the layers make them, largest first
+    items.sort(key=lambda it: it[1])
+    size = _fit(items)
+    by_size = sorted(items, key=lambda it: (-it[0], it[1]))
+    if _fit(by_size) < size:
+        items = by_size
+    size = _fit(items)
+    by_size = None
+    arena = (zeros("b", size) if mk is None else mk(size)) if size else None
+    free, at = [], 0
+    for it in sorted(items, key=lambda o: o[4]):  # the gaps between what lives at the end
+        if it[2] >= end and it[0]:
+            if it[4] > at:
+                free.append([arena, at, it[4] - at])
+            at = max(at, (it[4] + it[0] + 3) & ~3)
+    if size > at:
+        free.append([arena, at, size - at])
+    n = tensors[out_t].numel
+    ob = zeros("b", n) if mk is None else mk(n)
+    owner[out_t] = ob
+    if bufs is not None:
+        bufs[out_t] = ob
+    if items:
+        owner[items[0][3]] = arena  # (one entry per buffer: a smaller table)
+    for it in items:
+        t, off, n = it[3], it[4], it[0]
+        v = arena if bufs is None or (off == 0 and n == size) else memoryview(arena)[off:off + n]
+        if t < 0:
+            if bufs is None:
                 continue
-            if last_use.get(ti) == ly.index and ti != out_t and ti in seg:
-                _give(free, seg.pop(ti))
-    return fz
+            if t & 1 == 0:  # the tile of a fused conv
+                fz[(-2 - t) >> 1] += (v,)
+        elif bufs is not None:
+            bufs[t] = v
+    for it in items:  # (after the tiles) the band of a chain's A, for B's step (A's does nothing)
+        t = it[3]
+        if t < 0 and t & 1 and bufs is not None:
+            j = (-3 - t) >> 1
+            a, b = layers[j], layers[j + 1]
+            f = fz.get(j + 1) or (None, 0, None)
+            fz[j] = 0
+            fz[j + 1] = f + (a, memoryview(arena)[it[4]:it[4] + it[0]], _copy(a.params), _copy(b.params),
+                             None if f[0] is None else _copy(f[0].params), _chain)
+    for ly in layers:
+        if ly.output in root and bufs is not None:
+            bufs[ly.output] = bufs[root[ly.output]]
+    return fz, free

@@ -76,19 +76,30 @@ def forward_fit(m, keep):
     return bid, size, hold
 
 
-def buffers(m, first):
-    """The training plan keeping from `first` in sizes: (the bytes of each of its buffers, the
-    model input's first; those idle during backward: the model input's when no layer from
-    first on reads it, then the buffers holding no kept tensor, in plan order, as
-    idle lists the buffers themselves)."""
+def buffers(m, first, place):
+    """The training plan keeping from `first` in sizes, counted by place (place.py's place, run
+    with stand-ins: nothing allocated): (the bytes of each of its buffers, the arena and the
+    output's; the lengths of the arena's gaps idle during backward, as idle lists them)."""
     keep = kept(m, first)
-    _, size, hold = forward_fit(m, keep)
-    n_in = m.tensors[m.input.index].numel
-    idle = [] if m.input.index in keep else [n_in]
-    for b in range(len(size)):
-        if not hold[b]:
-            idle.append(size[b])
-    return [n_in] + size, idle
+    last_use = {}
+    for ly in m.layers:
+        for t in ly.inputs:
+            last_use[t] = ly.index
+    owner = {}
+    _, free = place(m, None, owner, last_use, keep, _stand_in)
+    made = []
+    for b in owner.values():
+        if not any(b is c for c in made):
+            made.append(b)
+    sizes = []
+    for b in made:
+        sizes.append(b[0])
+    return sizes, [f[2] for f in free]
+
+
+def _stand_in(n):
+    # a new buffer of n bytes, counted only (buffers): a list, so that each is an object of its own
+    return [n]
 
 
 def pack(m, first, region, inplace, scratch, sizes, window=0):
@@ -260,6 +271,11 @@ def backward_plan(m, first, window, redo):
         v = quant.zeros("b", n) if p is None else memoryview(idle_bufs[p[0]])[p[1]:p[1] + n]
         (ebuf, esecond, emerge)[kind][t] = v
     items = at = idle_bufs = None
+    fz = m._fused.get(first)
+    if fz:
+        fz.pop(-1, None)  # (idle's gaps: taken)
+        if not fz:
+            m._fused[first] = None  # (no fused pair: no table kept)
     if host is not None:  # the int32 scratch in place in an idle int8 error buffer
         acc = _retyped(memoryview(ebuf[host])[:4 * acc_n], 105)
         if acc is not None:
@@ -269,7 +285,7 @@ def backward_plan(m, first, window, redo):
         r = recompute_host(m, first, inplace, need, acc_n, kern.NATIVE)
     redo = None
     if r is not None:  # in an activation whose producer runs again before its pool's backward
-        b = m.owners(first)[r[0]]
+        b = bufs[r[0]]
         acc = _retyped(memoryview(b)[:4 * acc_n], 105)
         if acc is not None:
             src = (b, 0)
@@ -286,18 +302,12 @@ def backward_plan(m, first, window, redo):
 
 
 def idle(m, first):
-    """The whole buffers of the training plan keeping from `first` that hold no kept tensor
-    (forward_fit): idle from the end of a forward to the next one (backward's buffers go
-    there: pack). In plan order, the model input's first, as memplan.py and info.py
-    list their sizes."""
-    keep = kept(m, first)
-    bid, size, hold = forward_fit(m, keep)
-    made = [None] * len(size)
-    owner = m.owners(first)
-    for t in bid:
-        made[bid[t]] = owner[t]
-    out = [] if m.input.index in keep else [m.plan(first)[0][m.input.index]]
-    for b in range(len(size)):
-        if not hold[b]:
-            out.append(made[b])
+    """The gaps of the training plan's arena (keeping from `first`) between the tensors kept at
+    the end of a forward (place.py: Model.plan keeps them with its fused pairs until
+    backward_plan takes them): idle until the next forward (backward's buffers go there:
+    pack). In offset order, as buffers lists their lengths."""
+    fz = m._fused.get(first)
+    out = []
+    for b, off, n in fz.get(-1, ()) if fz else ():
+        out.append(b if off == 0 and n == len(b) else memoryview(b)[off:off + n])
     return out

@@ -10,8 +10,9 @@ def kept(m: Model, first: int) -> set[int]:
     """The tensors a training plan keeping from `first` never frees."""
 def forward_fit(m: Model, keep: set[int]) -> tuple[dict[int, int], list[int], list[bool]]:
     """(tensor -> buffer id, bytes per buffer id, holds a kept tensor) of a whole-buffer plan."""
-def buffers(m: Model, first: int) -> tuple[list[int], list[int]]:
-    """(bytes of each buffer of the training plan, the model input's first; the idle ones)."""
+def buffers(m: Model, first: int, place: Any) -> tuple[list[int], list[int]]:
+    """(bytes of each buffer of the training plan (the arena, the output's); the idle gaps'
+    lengths), counted by place.py's place with stand-ins."""
 def pack(m: Model, first: int, region: set[int], inplace: dict[int, Any], scratch: int, sizes: list[int],
          window: int = 0) -> tuple[list[tuple[int, int, int]], dict[int, tuple[int, int]]]:
     """Backward's buffers in the idle buffers of lengths sizes: (items, {item: (buffer, offset)})."""
@@ -26,4 +27,4 @@ def scratch_plan(m: Model, first: int, region: set[int], inplace: dict[int, Laye
 def backward_plan(m: Model, first: int, window: int, redo: bool) -> BackwardPlan:
     """Model.set_trained: backward's error buffers and int32 scratch placed (the device only)."""
 def idle(m: Model, first: int) -> list[Any]:
-    """The whole buffers of the training plan that hold no kept tensor (idle during backward)."""
+    """The gaps of the training plan's arena between its kept tensors (idle during backward)."""

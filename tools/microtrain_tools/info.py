@@ -79,7 +79,8 @@ def inference_plan_bytes(m: Model) -> int:
     bufs: dict[int, Any] = {m.input: bytearray(n_in)}
     owner: dict[int, Any] = {}
     device_module("place").place(_Graph(m), bufs, owner, last_use)
-    return n_in + sum(len(b) for b in owner.values())
+    made: dict[int, int] = {id(b): len(b) for b in owner.values()}  # (one arena holds most tensors)
+    return sum(made.values())
 
 
 def inference_ram(m: Model) -> int:
@@ -129,7 +130,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     now = nosums and not momentum
     plan, g = device_plan(), _Graph(m)
     inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
-    sizes, idle = plan.buffers(g, first)
+    sizes, idle = plan.buffers(g, first, device_module("place").place)
     forward = sum(sizes)
     need, acc_n, host = plan.scratch_plan(g, first, region, inplace)
     scratch = 4 * acc_n if need and host is None else 0  # (host: an idle error buffer holds it)
