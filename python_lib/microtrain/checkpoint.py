@@ -9,6 +9,8 @@ import struct
 
 from micropython import const
 
+_HALF_RUN = const(64)
+
 from microtrain.fmt import ADAM_TAG, NONE, TRAINER_TAG, trainer_record
 
 try:
@@ -47,7 +49,29 @@ SCALE_MIN = 9.094947017729282e-13  # 2^-40: the validator's scale range (format.
 SCALE_MAX = 1099511627776.0  # 2^40
 
 
+def _finite_half(a):
+    # a bfloat16 state (2 bytes a value, little-endian): inf / NaN have every exponent bit set
+    for i in range(1, len(a), 2):
+        if a[i] & 0x7F == 0x7F and a[i - 1] & 0x80:
+            return False
+    return True
+
+
+def _widened(a):
+    # a bfloat16 state as float32 bytes, a few values at a time from one small buffer (the
+    # bfloat16 is the float32's upper half), so a save needs no float32 copy of the state
+    w = bytearray(4 * _HALF_RUN)
+    for i in range(0, len(a), 2 * _HALF_RUN):
+        k = min(2 * _HALF_RUN, len(a) - i)
+        for j in range(0, k, 2):
+            w[2 * j + 2] = a[i + j]
+            w[2 * j + 3] = a[i + j + 1]
+        yield memoryview(w)[:2 * k]
+
+
 def _finite(a):
+    if isinstance(a, bytearray):
+        return _finite_half(a)
     # one C-level sum first (inf and NaN propagate); element by element only if it
     # is not finite, since a float32 sum of large finite values can overflow
     t = sum(a)
@@ -158,6 +182,10 @@ def _put(f, data, n):
         raise OSError(28, "save: short write (%d of %d bytes): file system full?" % (got, n))
 
 
+def _values(a):
+    return len(a) // 2 if isinstance(a, bytearray) else len(a)  # a bfloat16 state: 2 bytes a value
+
+
 def _state_arrays(model, trainer):
     """{layer index: [slot0..5 arrays or None]} for the checkpoint's STATE tensors."""
     out = {}
@@ -168,7 +196,7 @@ def _state_arrays(model, trainer):
         if not ly.trained:
             continue
         slots = [ly.master_w, ly.master_b, None, None, None, None]
-        st = opt.state_tensors(ly)
+        st = opt.state_tensors(ly, True)  # a bfloat16 state as it is: widened while written
         if st is not None:
             slots[2:2 + len(st)] = st
         if any(s is not None for s in slots):
@@ -268,9 +296,10 @@ def _write(model, tmp, trainer):
             offs.append(0)
     st_offs = []
     for _, _, a, _ in new_state:
+        n = 4 * _values(a)
         st_offs.append(pos)
-        items.append((a, 4 * len(a)))
-        pos += (4 * len(a) + 7) & ~7
+        items.append((a, n))
+        pos += (n + 7) & ~7
     d_len = pos - new_d
     total = pos + 4
     flags = _FLAG_TRAINED | (_FLAG_HAS_STATE if new_state else 0)
@@ -304,7 +333,7 @@ def _write(model, tmp, trainer):
         e = _TENSOR_ENTRY * (len(keep) + j)
         dims = list(shape) + [0] * (4 - len(shape))
         struct.pack_into("<BBBBIIIIIIIfiII", table, e, _DT_F32, len(shape), _KIND_STATE, _Q_NONE, 0, dims[0],
-                         dims[1], dims[2], dims[3], st_offs[j], 4 * len(a), 0.0, 0, NONE, 0)
+                         dims[1], dims[2], dims[3], st_offs[j], 4 * _values(a), 0.0, 0, NONE, 0)
         slot_idx[(li, k)] = len(keep) + j
 
     def idx(v):
@@ -331,8 +360,13 @@ def _write(model, tmp, trainer):
                 _put(f, part, len(part))
                 crc = _crc(part, crc)
             for a, n in items:
-                _put(f, a, n)
-                crc = _crc(a, crc)
+                if isinstance(a, bytearray) and n == 2 * len(a):  # a bfloat16 state
+                    for part in _widened(a):
+                        _put(f, part, len(part))
+                        crc = _crc(part, crc)
+                else:
+                    _put(f, a, n)
+                    crc = _crc(a, crc)
                 if n & 7:
                     _put(f, pad[:8 - (n & 7)], 8 - (n & 7))
                     crc = _crc(pad[:8 - (n & 7)], crc)

@@ -131,13 +131,13 @@ class _Optimizer:
             self._st[ly.index] = st
         return st
 
-    def state_tensors(self, ly):
+    def state_tensors(self, ly, raw=False):
         """The state a checkpoint stores for layer ly (docs/format.md, STATE
         slots 2 to 5): [weights, bias] (SGD momentum) or [m_w, m_b, v_w, v_b]
-        (Adam), float32 (a bfloat16 state widened, exactly); None when there is
-        none (yet)."""
+        (Adam), float32 (a bfloat16 state widened, exactly; with raw, its
+        bytearrays as they are); None when there is none (yet)."""
         st = self._st.get(ly.index)
-        if st is None or not self.half:
+        if st is None or not self.half or raw:
             return st
         from struct import pack_into  # (saving only)
 
