@@ -7,6 +7,9 @@ MICROTRAIN_SRC_C := $(addprefix $(MICROTRAIN_MOD_DIR)/,$(MICROTRAIN_SRC))
 SRC_USERMOD_C += $(MICROTRAIN_SRC_C)
 
 CFLAGS_USERMOD += -I$(MICROTRAIN_MOD_DIR)
+# The function table lives in headers (mt_funcs.h ...): qstrs are extracted only from the sources
+# that changed, so a header that gains a function must send every source through extraction again.
+QSTR_GLOBAL_DEPENDENCIES += $(addprefix $(MICROTRAIN_MOD_DIR)/,$(MICROTRAIN_BIND_H))
 
 # -ffp-contract=off: no fused multiply-add, so float gradient accumulation
 # rounds exactly as docs/numerics.md (and the oracle) say. Only on our own
