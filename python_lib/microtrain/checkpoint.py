@@ -9,9 +9,9 @@ import struct
 
 from micropython import const
 
-_HALF_RUN = const(64)
-
 from microtrain.fmt import ADAM_TAG, NONE, TRAINER_TAG, trainer_record
+
+_HALF_RUN = const(64)
 
 try:
     from binascii import crc32 as _crc32

@@ -69,7 +69,10 @@ def _run(args: list[str], path: str, pure: bool, timeout: float = 600.0) -> subp
         env["MICROTRAIN_PURE"] = "1"
     else:
         env.pop("MICROTRAIN_PURE", None)
-    return subprocess.run([str(MICROPYTHON), str(CPY), *args], capture_output=True, text=True,
+    # the heap of the pure-Python kernel runs (test_pykernels): the default one fragments on the
+    # biggest generated cases
+    return subprocess.run([str(MICROPYTHON), "-X", "heapsize=64M", str(CPY), *args], capture_output=True,
+                          text=True,
                           timeout=timeout, env=env, check=False)
 
 
