@@ -13,6 +13,7 @@
 # time, into the layer's gradient sums (idle before and after training), for the checks, the
 # apply and the delta; FedProx keeps an int8 copy of the applied global layer (a quarter of
 # float32) for its proximal term.
+import gc
 import os
 import struct
 
@@ -214,9 +215,11 @@ def _setup(cfg):
     """The base model and a trainer of its trained part (gradient sums on: the proximal term
     joins the direction, which the sums path builds), the trainer's buffers allocated first,
     while the heap is in one piece."""
+    gc.collect()  # the import's garbage: long-lived buffers go low, not above holes
     model = load(cfg["model"])
     idx = model.select(cfg["train"])
     fp = fingerprint(model, idx)
+    gc.collect()  # and the load's
     opt = ProxSGD(cfg.get("mu", 0.0), lr=cfg.get("lr", 0.01), momentum=cfg.get("momentum", 0.0))
     tr = Trainer(model, train=cfg["train"], mode=cfg.get("mode", "mixed"), optimizer=opt,
                  batch=cfg.get("batch", 8), seed=cfg.get("seed", 1), sums=True)
@@ -230,16 +233,23 @@ def run_round(cfg):
     model, idx, fp, tr = _setup(cfg)
     glob = Global(cfg["global"], model, idx, fp)
     apply(glob)
+    if cfg.get("save"):  # the current global model: what the board runs between rounds; before
+        gc.collect()  # FedProx's copy, so that the save's table finds a block
+        model.save(cfg["save"])
     if cfg.get("mu", 0.0):
         tr.opt.snapshot(glob.layers)
-    if cfg.get("save"):
-        model.save(cfg["save"])  # the current global model: what the board runs between rounds
     data = FileDataset(cfg["data"])
+    n = len(data)
     hist = tr.fit(data, epochs=cfg.get("epochs", 1), verbose=False)
     tr.flush()
     h = hist[-1]
-    size = write_delta(cfg["delta"], glob, cfg.get("keep", 1.0), fp, len(data), h["loss"], h["acc"])
-    return {"round": glob.round, "n": len(data), "loss": h["loss"], "acc": h["acc"], "fingerprint": fp,
+    # the delta needs the layers' arrays only: the forward and backward buffers go, so that
+    # its int8 rows find room in a heap the training left in pieces
+    data = hist = model.backward_plan = None
+    model.drop_plans(-1)
+    gc.collect()
+    size = write_delta(cfg["delta"], glob, cfg.get("keep", 1.0), fp, n, h["loss"], h["acc"])
+    return {"round": glob.round, "n": n, "loss": h["loss"], "acc": h["acc"], "fingerprint": fp,
             "delta_bytes": size}
 
 
