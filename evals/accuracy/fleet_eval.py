@@ -198,11 +198,15 @@ def faults(work: Path, r: fleet.FleetRun, names: list[str]) -> dict[str, Any]:
     later = [k for k in ids if k > KILL_ROUND and kid in ids[k]]
     rejoined = False
     if killed and later:
-        # the global it was sent when it came back is the one every other board was sent
+        # the global it was sent when it came back is the one the other boards of that round
+        # were sent (a board that missed round k has no global of it)
         k = later[0]
         mine = (work / "log" / KILL_BOARD / f"global_r{k}.bin").read_bytes()
-        other = next(p for p in (work / "log").iterdir() if p.name != KILL_BOARD)
-        rejoined = mine == (other / f"global_r{k}.bin").read_bytes()
+        took = [names[i] for i in ids[k] if i != kid]
+        if not took:
+            raise RuntimeError(f"faults: round {k} has no reply but {KILL_BOARD}'s: nothing to compare "
+                               "its global with")
+        rejoined = all(mine == (work / "log" / n / f"global_r{k}.bin").read_bytes() for n in took)
     torn = []
     for d in sorted((work / "boards").iterdir()):
         torn += [f"{d.name}/{f}" for f in torn_files(local_files(d))]

@@ -12,9 +12,13 @@
 # RAM: the global values are never held whole. They are read from the file, a layer at a
 # time, into the layer's gradient sums (idle before and after training), for the checks, the
 # apply and the delta; FedProx keeps an int8 copy of the applied global layer (a quarter of
-# float32) for its proximal term.
+# float32) for its proximal term. With a trainer live a small heap has only small free blocks
+# left: the delta's int8 rows are made a block of channels at a time, never a layer's at once.
+import gc
 import os
 import struct
+
+from micropython import const
 
 from microtrain import load
 from microtrain.checkpoint import _crc
@@ -29,6 +33,7 @@ GLOBAL_HEAD = "<4sIIHH"  # magic, fingerprint, round, layers, 0
 DELTA_HEAD = "<4sIIIffHH"  # magic, fingerprint, round, samples, train loss, train acc, layers, 0
 LAYER_HEAD = "<HHI"  # layer index, output channels, values per channel
 DELTA_LAYER = "<HHIHH"  # layer index, output channels, values per channel, channels sent, 0
+_BLOCK = const(8)  # channels a delta quantises at a time
 
 
 def fingerprint(model, idx):
@@ -162,25 +167,36 @@ def _replace(tmp, path):
         os.rename(tmp, path)
 
 
+def _rows(ly, c0, c1, sc, q):
+    """Int8 rows of channels c0..c1 of gw (= global - local, read only) into q (zeros of
+    their size), their scales into sc[c0:c1]: the optimiser's requantisation of a step of
+    -gw at rate 1 from q = 0 (max |delta| = 127 * scale)."""
+    k = len(ly.w) // len(ly.b)
+    n = c1 - c0
+    tmp = (zeros("i", n), zeros("i", n), zeros("i", n), zeros("f", n), zeros("f", 2 * n))
+    g = memoryview(ly.gw)[c0 * k:c1 * k]
+    r = F.update_s8_apply_keep(q, memoryview(sc)[c0:c1], tmp[0], tmp[1], tmp[2], g, tmp[3], None, None, None,
+                               1.0, 1.0, 1.0, -1, tmp[4])
+    if r < -1:
+        raise ValueError("fleet: layer %s: delta of channel %d cannot be quantised" % (ly.name, c0 - 2 - r))
+
+
 def _quantise(ly, keep):
-    """(kept channels, scales, int8 rows) of gw = local - global: per channel int8 with the
-    optimiser's requantisation (from q = 0, a step of -gw at rate 1), the channels with the
-    largest change (max |delta| = 127 * scale)."""
+    """(kept channels, scales) of gw = local - global: per channel the scale of its int8 row
+    (_rows), the channels with the largest change. A block of channels at a time: no row
+    buffer of the whole layer (after training the heap has no such block to spare)."""
     c = len(ly.b)
     k = len(ly.w) // c
     F.update_f32_scale(ly.gw, k, None, -1.0)
-    q = zeros("b", c * k)
     sc = zeros("f", c)
     for i in range(c):  # (per channel) a start scale that any change replaces: a channel
         sc[i] = 1e-30  # without change keeps it and ranks last
-    tmp = (zeros("i", c), zeros("i", c), zeros("i", c), zeros("f", c), zeros("f", c))
-    r = F.update_s8_apply(q, sc, tmp[0], tmp[1], tmp[2], ly.gw, tmp[3], None, None, None, 1.0, 1.0, 1.0, -1,
-                          tmp[4])
-    if r < -1:
-        raise ValueError("fleet: layer %s: delta of channel %d cannot be quantised" % (ly.name, -2 - r))
+    for c0 in range(0, c, _BLOCK):
+        c1 = min(c, c0 + _BLOCK)
+        _rows(ly, c0, c1, sc, zeros("b", (c1 - c0) * k))
     n = c if keep >= 1.0 else max(1, int(keep * c + 0.999999))
     order = sorted(range(c), key=lambda i: -sc[i])
-    return sorted(order[:n]), sc, q, k
+    return sorted(order[:n]), sc, k
 
 
 def write_delta(path, glob, keep, fp, n, loss, acc):
@@ -193,7 +209,7 @@ def write_delta(path, glob, keep, fp, n, loss, acc):
                                     0))
         for ly in glob.each(_gw, _gb):
             _minus_real(ly, len(ly.w) // len(ly.b))
-            kept, sc, q, k = _quantise(ly, keep)
+            kept, sc, k = _quantise(ly, keep)
             c = len(ly.b)
             mask = bytearray((c + 7) >> 3)
             scales, bias = zeros("f", len(kept)), zeros("f", len(kept))
@@ -203,9 +219,10 @@ def write_delta(path, glob, keep, fp, n, loss, acc):
                 bias[j] = ly.gb[i]
             for part in (struct.pack(DELTA_LAYER, ly.index, c, k, len(kept), 0), mask, scales, bias):
                 size += f.write(part)
-            mv = memoryview(q)
-            for i in kept:
-                size += f.write(mv[i * k:(i + 1) * k])
+            for i in kept:  # each kept row again, as _quantise made it (the same scale)
+                q = zeros("b", k)
+                _rows(ly, i, i + 1, sc, q)
+                size += f.write(q)
     _replace(tmp, path)
     return size
 
@@ -214,9 +231,11 @@ def _setup(cfg):
     """The base model and a trainer of its trained part (gradient sums on: the proximal term
     joins the direction, which the sums path builds), the trainer's buffers allocated first,
     while the heap is in one piece."""
+    gc.collect()  # the import's garbage: long-lived buffers go low, not above holes
     model = load(cfg["model"])
     idx = model.select(cfg["train"])
     fp = fingerprint(model, idx)
+    gc.collect()  # and the load's
     opt = ProxSGD(cfg.get("mu", 0.0), lr=cfg.get("lr", 0.01), momentum=cfg.get("momentum", 0.0))
     tr = Trainer(model, train=cfg["train"], mode=cfg.get("mode", "mixed"), optimizer=opt,
                  batch=cfg.get("batch", 8), seed=cfg.get("seed", 1), sums=True)
@@ -230,16 +249,23 @@ def run_round(cfg):
     model, idx, fp, tr = _setup(cfg)
     glob = Global(cfg["global"], model, idx, fp)
     apply(glob)
+    if cfg.get("save"):  # the current global model: what the board runs between rounds; before
+        gc.collect()  # FedProx's copy, so that the save's table finds a block
+        model.save(cfg["save"])
     if cfg.get("mu", 0.0):
         tr.opt.snapshot(glob.layers)
-    if cfg.get("save"):
-        model.save(cfg["save"])  # the current global model: what the board runs between rounds
     data = FileDataset(cfg["data"])
+    n = len(data)
     hist = tr.fit(data, epochs=cfg.get("epochs", 1), verbose=False)
     tr.flush()
     h = hist[-1]
-    size = write_delta(cfg["delta"], glob, cfg.get("keep", 1.0), fp, len(data), h["loss"], h["acc"])
-    return {"round": glob.round, "n": len(data), "loss": h["loss"], "acc": h["acc"], "fingerprint": fp,
+    # the delta needs the layers' arrays only: the forward and backward buffers go, so that
+    # its int8 rows find room in a heap the training left in pieces
+    data = hist = model.backward_plan = None
+    model.drop_plans(-1)
+    gc.collect()
+    size = write_delta(cfg["delta"], glob, cfg.get("keep", 1.0), fp, n, h["loss"], h["acc"])
+    return {"round": glob.round, "n": n, "loss": h["loss"], "acc": h["acc"], "fingerprint": fp,
             "delta_bytes": size}
 
 
