@@ -243,13 +243,22 @@ $(LAB_STAMP): $(SETUP_STAMP) tools/microtrain_tools/lab.py
 	@$(PY) -c "from microtrain_tools import lab; print('lab-setup:', lab.ensure_wasm())"
 	@mkdir -p build/lab && touch $@
 
+## wasm: the lab's own MicroPython WebAssembly build with the C kernels built in
+## (ports/webassembly/Makefile, Debian's emscripten) -> build/wasm/; a minute or two, not in `make test`.
+## lab and lab-test build it when emcc is there, else the page runs the npm package (pure Python).
+.PHONY: wasm
+wasm: $(SETUP_STAMP)
+	@$(MAKE) --no-print-directory -C ports/webassembly -j2 >build/wasm.log 2>&1 || { tail -30 build/wasm.log; exit 1; }
+	@echo "wasm: build/wasm/micropython.wasm"
+LAB_WASM := $(if $(shell command -v emcc 2>/dev/null),wasm)
+
 ## lab: serve the browser lab on http://127.0.0.1:8016 (docs/lab.md; `microtrain lab --help`).
-lab: $(LAB_STAMP)
+lab: $(LAB_STAMP) $(LAB_WASM)
 	@$(PY) -m microtrain_tools.cli lab
 
 ## lab-test: headless chromium trains LAB_STEPS steps on the lab page and runs its five lessons
 ## (digits drawn through pointer events, every check answered); the losses must equal the host
 ## run of the same code bit for bit; screenshots in build/lab/ (lab.png, lesson1..5.png).
 LAB_STEPS ?= 60
-lab-test: $(LAB_STAMP) build/natmod/x64/_microtrain.mpy
+lab-test: $(LAB_STAMP) build/natmod/x64/_microtrain.mpy $(LAB_WASM)
 	@$(PY) -m microtrain_tools.cli lab --test $(LAB_STEPS) --screenshot $(ROOT)/build/lab/lab.png

@@ -21,6 +21,8 @@ python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt="$need_apt pytho
 command -v clang-14 >/dev/null 2>&1 || need_apt="$need_apt clang-14 libclang-rt-14-dev"
 # make lint: the C sources' formatting (.clang-format), Debian bookworm's clang-format 14.
 command -v clang-format >/dev/null 2>&1 || need_apt="$need_apt clang-format"
+# ports/webassembly: the browser lab's own WebAssembly build (make wasm), Debian bookworm's emscripten 3.1.6.
+command -v emcc >/dev/null 2>&1 || need_apt="$need_apt emscripten"
 # Real data for parity, transfer learning and the demo (offline Debian package).
 [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || need_apt="$need_apt dataset-fashion-mnist"
 if [ -n "$need_apt" ]; then

@@ -539,11 +539,13 @@ mp_import_stat_t mp_import_stat(const char *path) {
 // ---------------------------------------------------------------------------
 // the runner
 
+#if !MT_PORT_OWN_GC_COLLECT  // (the WebAssembly build cannot scan its stack: ports/webassembly/main.c)
 void gc_collect(void) {
     gc_collect_start();
     gc_helper_collect_regs_and_stack();
     gc_collect_end();
 }
+#endif
 
 void nlr_jump_fail(void *val) {
     (void)val;

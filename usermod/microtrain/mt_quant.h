@@ -41,11 +41,13 @@
 #define MT_SOFT_FLOAT_LIBGCC 1
 #endif
 
-// Float (weight-gradient accumulation) where the arch has an FPU, or where
-// softfloat.c supplies the software float (MT_SOFT_FLOAT, above).
+// Float (weight-gradient accumulation) where the arch has an FPU (WebAssembly's
+// float32 / float64 are IEEE, with no fused multiply-add), or where softfloat.c
+// supplies the software float (MT_SOFT_FLOAT, above).
 #if defined(MT_FORCE_NO_FLOAT)
 #define MT_HAS_FLOAT 0
-#elif defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__ARM_FP) || defined(MT_SOFT_FLOAT)
+#elif defined(__x86_64__) || defined(__i386__) || defined(__aarch64__) || defined(__ARM_FP) || defined(__wasm__) || \
+    defined(MT_SOFT_FLOAT)
 #define MT_HAS_FLOAT 1
 #else
 #define MT_HAS_FLOAT 0

@@ -1,0 +1,1 @@
+// qstrs specific to the lab's WebAssembly build (none).
