@@ -82,6 +82,7 @@ check-kernels: natmod
 
 ## test: set up, then the whole test suite.
 test: $(SETUP_STAMP) natmod-all
+	@if command -v emcc >/dev/null 2>&1; then $(MAKE) --no-print-directory wasm; fi  # tests/firmware/test_wasm.py
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_kernels
 	@$(PY) -m pytest -q tests
 
@@ -244,7 +245,8 @@ $(LAB_STAMP): $(SETUP_STAMP) tools/microtrain_tools/lab.py
 	@mkdir -p build/lab && touch $@
 
 ## wasm: the lab's own MicroPython WebAssembly build with the C kernels built in
-## (ports/webassembly/Makefile, Debian's emscripten) -> build/wasm/; a minute or two, not in `make test`.
+## (ports/webassembly/Makefile, Debian's emscripten) -> build/wasm/; a minute or two (make test builds it
+## when emcc is there, for tests/firmware/test_wasm.py).
 ## lab and lab-test build it when emcc is there, else the page runs the npm package (pure Python).
 .PHONY: wasm
 wasm: $(SETUP_STAMP)
