@@ -527,8 +527,9 @@ static MT_NOINLINE void list_2x4p(const uint32_t *tl, int32_t n, const int8_t *x
 // then every input quad over that list (list_2x4p). The input channels past
 // the last quad as gw_blocked; a last odd channel as a pair with a zero
 // partner; the biases from the same list.
-static void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *e,
-                            const uint8_t *mask, const mt_sink_t *ow, const mt_sink_t *ob) {
+static MT_NOINLINE void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x,
+                                        const int8_t *e, const uint8_t *mask, const mt_sink_t *ow,
+                                        const mt_sink_t *ob) {
     uint32_t pk[MT_GW_PACK_MAX], yx[MT_GW_PACK_MAX], tl[2 * MT_GW_PACK_MAX];
     const int32_t out_c = p->out_c, cpg = g->cpg, zp = p->in_zp;
     const int32_t ystep = p->stride_h * g->x_row, xstep = p->stride_w * p->in_c;
@@ -630,14 +631,41 @@ static void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, con
 // Weights of one output channel that gw_pairs_scatter sums on the stack.
 #define MT_GW_SCAT_MAX 32
 
+// sa[i] += the sums of the listed positions' packed pair errors (sums ta, tb)
+// times (x - zp) at tap i's input channel, i < w_oc of the listed windows
+// (all inside the input): tap-major over the list, the sums in registers.
+static MT_NOINLINE void scatter_flush(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x,
+                                      const uint32_t *tl, int32_t m, int32_t ta, int32_t tb, int32_t *sa, int32_t *sb) {
+    const int32_t cpg = g->cpg, zp = p->in_zp;
+    for (int32_t ky = 0, i = 0; ky < p->k_h; ++ky) {
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            for (int32_t ci = 0; ci < cpg; ++ci, ++i) {
+                const int8_t *xt = x + (ky * p->in_w + kx) * p->in_c + ci;
+                int32_t s0 = 0, s1 = 0;
+                for (const uint32_t *q = tl, *end = tl + 2 * m; q != end; q += 2) {
+                    const uint32_t xv = (uint32_t)(int32_t)xt[(int32_t)q[1]];
+                    s0 = mt_smlabb(q[0], xv, s0);
+                    s1 = mt_smlatb(q[0], xv, s1);
+                }
+                sa[i] += s0 - zp * ta;
+                sb[i] += s1 - zp * tb;
+            }
+        }
+    }
+}
+
 // Masked weight gradient, the selected channels with few input channels
 // (cpg < 4, at most MT_GW_SCAT_MAX weights per channel) in pairs, a last odd
 // one with a zero partner: position-major, the positions where both errors
 // are zero skipped (after a pool most are), each other one's window added
-// into the pair's int32 sums, which are complete before they go to the sink.
-static void gw_pairs_scatter(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *e,
-                             const uint8_t *mask, const mt_sink_t *ow, const mt_sink_t *ob) {
+// into the pair's int32 sums, which are complete before they go to the sink;
+// the windows wholly inside the input listed and added tap-major
+// (scatter_flush), MT_GW_PACK_MAX at a time.
+static MT_NOINLINE void gw_pairs_scatter(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x,
+                                         const int8_t *e, const uint8_t *mask, const mt_sink_t *ow,
+                                         const mt_sink_t *ob) {
     int32_t sa[MT_GW_SCAT_MAX], sb[MT_GW_SCAT_MAX];
+    uint32_t tl[2 * MT_GW_PACK_MAX];  // listed windows: packed pair errors, input offset
     const int32_t out_c = p->out_c, cpg = g->cpg, zp = p->in_zp, w_oc = g->w_oc, in_c = p->in_c;
     for (int32_t gi = 0; gi < p->groups; ++gi) {
         const int32_t oc_end = (gi + 1) * g->opg;
@@ -654,7 +682,7 @@ static void gw_pairs_scatter(const mt_conv2d_params_t *p, const mt_geom_t *g, co
                 break;
             }
             const int32_t two = b < oc_end, bo = two ? b : a;  // alone: b's errors read as 0
-            int32_t ba = 0, bb = 0;
+            int32_t ba = 0, bb = 0, ta = 0, tb = 0, m = 0;
             for (int32_t i = 0; i < w_oc; ++i) {
                 sa[i] = sb[i] = 0;
             }
@@ -670,6 +698,17 @@ static void gw_pairs_scatter(const mt_conv2d_params_t *p, const mt_geom_t *g, co
                     bb += eb;
                     const int32_t ix = ox * p->stride_w - p->pad_left;
                     const int32_t kx0 = ix < 0 ? -ix : 0, kx1 = p->in_w - ix < p->k_w ? p->in_w - ix : p->k_w;
+                    if (ky0 == 0 && ky1 == p->k_h && kx0 == 0 && kx1 == p->k_w) {
+                        tl[2 * m] = mt_pkhbt16((uint32_t)ea, (uint32_t)eb);
+                        tl[2 * m + 1] = (uint32_t)((iy * p->in_w + ix) * in_c + gi * cpg);
+                        ta += ea;
+                        tb += eb;
+                        if (++m == MT_GW_PACK_MAX) {
+                            scatter_flush(p, g, x, tl, m, ta, tb, sa, sb);
+                            m = ta = tb = 0;
+                        }
+                        continue;
+                    }
                     const int32_t n = (kx1 - kx0) * cpg;  // a kernel row's valid weights
                     for (int32_t ky = ky0; ky < ky1; ++ky) {
                         const int8_t *xr = x + ((iy + ky) * p->in_w + ix + kx0) * in_c + gi * cpg;
@@ -691,6 +730,9 @@ static void gw_pairs_scatter(const mt_conv2d_params_t *p, const mt_geom_t *g, co
                         }
                     }
                 }
+            }
+            if (m > 0) {
+                scatter_flush(p, g, x, tl, m, ta, tb, sa, sb);
             }
             for (int32_t i = 0; i < w_oc; ++i) {
                 sink_put(ow, a * w_oc + i, sa[i]);

@@ -117,6 +117,10 @@ static inline void mt_act_init(mt_pool_act_t *a, const int8_t *t, int32_t lo, in
 // activation the windows read). Covered = the union of the windows' row bands
 // times the union of their column bands; both are increasing and disjoint.
 static void pool_zero_uncovered(const mt_pool_params_t *p, int8_t *ein) {
+    if (p->pad_top == 0 && p->pad_left == 0 && p->stride_h == p->k_h && p->stride_w == p->k_w &&
+        p->out_h * p->k_h == p->in_h && p->out_w * p->k_w == p->in_w) {
+        return;  // the windows tile the input (a 2x2 pool of an even map): nothing to walk
+    }
     const int32_t c = p->c;
     int8_t *rp = ein;
     int32_t oy = 0, y0 = -p->pad_top;  // the first row band not above iy, its first row
@@ -343,7 +347,16 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
         return 0;
     }
     const int32_t shift = mt_dyn_shift(128u);
-    for (i = 0; i < n_in; ++i) {
+    i = 0;
+#if MT_DSP
+    if (shift == 1) {  // dyn_apply(b, 1) = floor((b + (b >= 0)) / 2): a halving add per byte
+        for (; i + 4 <= n_in; i += 4) {
+            const uint32_t w = mt_load_u32(ein + i);
+            mt_store_u32(ein + i, mt_shadd8(w, (~w >> 7) & 0x01010101u));
+        }
+    }
+#endif
+    for (; i < n_in; ++i) {
         ein[i] = mt_dyn_apply(ein[i], shift);
     }
     return shift;
