@@ -482,11 +482,13 @@ static void gw_tap(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, 
 }
 
 // Sums of a packed pair's listed positions times four input channels, as
-// rect_2x4g: tl holds (packed errors, input offset from x) per position, n >= 1
-// of them. One asm loop (the C loop spills accumulators).
-static MT_NOINLINE void list_2x4p(const uint32_t *tl, int32_t n, const int8_t *x, int32_t *s) {
+// rect_2x4g: tl holds (packed errors, input offset from x + base) per
+// position, n >= 1 of them. One asm loop (the C loop spills accumulators);
+// addresses as integers (an offset may be negative, its sum with base not).
+static MT_NOINLINE void list_2x4p(const uint32_t *tl, int32_t n, const int8_t *x, int32_t base, int32_t *s) {
     int32_t s0, s1, s2, s3, s4, s5, s6, s7;
     uint32_t pl = (uint32_t)(uintptr_t)tl, t0, t1, t2;
+    const uint32_t xa = (uint32_t)(uintptr_t)x + (uint32_t)base;
     const uint32_t end = pl + 8u * (uint32_t)n;
     __asm__ volatile("mov %[s0], #0\n\t"
                      "mov %[s1], #0\n\t"
@@ -513,7 +515,7 @@ static MT_NOINLINE void list_2x4p(const uint32_t *tl, int32_t n, const int8_t *x
                      "bne 1b\n\t"
                      : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4), [s5] "=&r"(s5),
                        [s6] "=&r"(s6), [s7] "=&r"(s7), [pl] "+r"(pl), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2)
-                     : [x] "r"(x), [end] "r"(end), "m"(*(const uint32_t(*)[2 * MT_GW_PACK_MAX]) tl)
+                     : [x] "r"(xa), [end] "r"(end), "m"(*(const uint32_t(*)[2 * MT_GW_PACK_MAX]) tl)
                      : "cc", "memory");
     (void)t0, (void)t1, (void)t2;
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
@@ -523,8 +525,9 @@ static MT_NOINLINE void list_2x4p(const uint32_t *tl, int32_t n, const int8_t *x
 // MT_GW_PACK_MAX output positions): pair outermost, the positions where
 // either channel's error is nonzero listed once with their errors packed
 // into halfword pairs (a zero error adds nothing to any sum, and after a
-// pool most are zero); per tap the listed positions inside its rectangle,
-// then every input quad over that list (list_2x4p). The input channels past
+// pool most are zero): those whose window lies inside the input once for
+// every tap, the others per tap where inside its rectangle; then every
+// input quad over that list (list_2x4p). The input channels past
 // the last quad as gw_blocked; a last odd channel as a pair with a zero
 // partner; the biases from the same list.
 static MT_NOINLINE void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x,
@@ -536,6 +539,7 @@ static MT_NOINLINE void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_ge
     int32_t s[8], se[2];
     for (int32_t gi = 0; gi < p->groups; ++gi) {
         const int32_t oc_end = (gi + 1) * g->opg;
+        const int32_t o00 = (-p->pad_top * p->in_w - p->pad_left) * p->in_c + gi * cpg;  // (0, 0)'s input at tap (0, 0)
         int32_t a = -1;
         for (int32_t b = gi * g->opg; b <= oc_end; ++b) {
             if (b < oc_end && !mask[b]) {
@@ -550,13 +554,26 @@ static MT_NOINLINE void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_ge
             }
             const int32_t two = b < oc_end, bo = two ? b : a;  // alone: b's errors read as 0
             const uint32_t bmask = two ? 0xFFFFFFFFu : 0xFFFFu;
-            int32_t n = 0;
-            uint32_t bias = 0;  // both sums of e over every position (<= 256 terms a lane)
+            // tl: the inner windows (na), then per tap the border ones inside it; pk, yx: the
+            // border ones. Offsets from tap (0, 0)'s input, so an inner one serves every tap.
+            int32_t n = 0, na = 0;
+            uint32_t bias = 0, sin = 0;  // both sums of e over every position, the inner ones (<= 256 terms a lane)
             for (int32_t oy = 0, o = 0; oy < p->out_h; ++oy) {
+                const int32_t iy = oy * p->stride_h - p->pad_top;
+                const int yin = iy >= 0 && iy + p->k_h <= p->in_h;
                 for (int32_t ox = 0; ox < p->out_w; ++ox, o += out_c) {
                     const uint32_t w = mt_pkhbt16((uint32_t)(int32_t)e[o + a], (uint32_t)(int32_t)e[o + bo]) & bmask;
-                    if (w) {
-                        bias = mt_sadd16(bias, w);
+                    if (!w) {
+                        continue;
+                    }
+                    bias = mt_sadd16(bias, w);
+                    const int32_t ix = ox * p->stride_w - p->pad_left;
+                    if (yin && ix >= 0 && ix + p->k_w <= p->in_w) {
+                        sin = mt_sadd16(sin, w);
+                        tl[2 * na] = w;
+                        tl[2 * na + 1] = (uint32_t)(oy * ystep + ox * xstep + o00);
+                        ++na;
+                    } else {
                         pk[n] = w;
                         yx[n++] = ((uint32_t)oy << 16) | (uint32_t)ox;
                     }
@@ -572,18 +589,16 @@ static MT_NOINLINE void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_ge
                 for (int32_t kx = 0; kx < p->k_w; ++kx) {
                     int32_t ox0, ox1;
                     out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
-                    // offset of position (0, 0)'s input for this tap (negative where padded: such
-                    // positions are outside the rectangle, never listed)
-                    const int32_t xt = ((ky - p->pad_top) * p->in_w + kx - p->pad_left) * p->in_c + gi * cpg;
-                    int32_t m = 0;
-                    uint32_t acc = 0;
+                    const int32_t xt = (ky * p->in_w + kx) * p->in_c;  // tap (ky, kx)'s input from (0, 0)'s
+                    int32_t m = na;
+                    uint32_t acc = sin;
                     if (oy1 > oy0 && ox1 > ox0) {
                         const uint32_t ny = (uint32_t)(oy1 - oy0), nx = (uint32_t)(ox1 - ox0);
                         for (int32_t i = 0; i < n; ++i) {
                             const int32_t oy = (int32_t)(yx[i] >> 16), ox = (int32_t)(yx[i] & 0xFFFFu);
                             if ((uint32_t)(oy - oy0) < ny && (uint32_t)(ox - ox0) < nx) {
                                 tl[2 * m] = pk[i];
-                                tl[2 * m + 1] = (uint32_t)(oy * ystep + ox * xstep + xt);
+                                tl[2 * m + 1] = (uint32_t)(oy * ystep + ox * xstep + o00);
                                 acc = mt_sadd16(acc, pk[i]);  // <= 256 terms: no lane wraps
                                 ++m;
                             }
@@ -596,7 +611,7 @@ static MT_NOINLINE void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_ge
                     int32_t c = 0;
                     for (; c + 4 <= cpg; c += 4) {
                         if (m > 0) {
-                            list_2x4p(tl, m, x + c, s);
+                            list_2x4p(tl, m, x, xt + c, s);
                         } else {
                             s[0] = s[1] = s[2] = s[3] = s[4] = s[5] = s[6] = s[7] = 0;
                         }
