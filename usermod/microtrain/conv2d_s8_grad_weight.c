@@ -670,8 +670,8 @@ static MT_NOINLINE void scatter_flush(const mt_conv2d_params_t *p, const mt_geom
 }
 
 // Masked weight gradient, the selected channels with few input channels
-// (cpg < 4, at most MT_GW_SCAT_MAX weights per channel) in pairs, a last odd
-// one with a zero partner: position-major, the positions where both errors
+// (cpg < 4, at most MT_GW_SCAT_MAX weights per channel; depthwise too) in
+// pairs of a group, a last odd one with a zero partner: position-major, the positions where both errors
 // are zero skipped (after a pool most are), each other one's window added
 // into the pair's int32 sums, which are complete before they go to the sink;
 // the windows wholly inside the input listed and added tap-major
@@ -782,7 +782,7 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
         gw_pairs_packed(p, &g, x, e, mask, ow, ob);
         return;
     }
-    if (mask && cpg < 4 && g.w_oc <= MT_GW_SCAT_MAX && !(cpg == 1 && g.opg == 1)) {
+    if (mask && cpg < 4 && g.w_oc <= MT_GW_SCAT_MAX) {
         gw_pairs_scatter(p, &g, x, e, mask, ow, ob);
         return;
     }
