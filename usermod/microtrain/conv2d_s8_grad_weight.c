@@ -458,29 +458,6 @@ static void sink_put(const mt_sink_t *o, int32_t i, int32_t s) {
 // Output positions whose pair errors fit the stack buffers of gw_pairs_packed.
 #define MT_GW_PACK_MAX 256
 
-// The valid output rectangle of tap (ky, kx) for the weight gradient, its
-// first output position (pos0) and input offset (xb); steps as gw_blocked's.
-static void gw_tap(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, int32_t kx, mt_rect_t *r, int32_t *pos0,
-                   int32_t *xb) {
-    int32_t oy0, oy1, ox0, ox1;
-    out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
-    out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
-    r->nox = ox1 - ox0;
-    r->noy = r->nox > 0 ? oy1 - oy0 : 0;
-    if (r->noy == 0) {
-        r->nox = 0;
-    }
-    r->e_col = p->out_c;
-    r->x_col = r->nox > 1 ? p->stride_w * p->in_c : 0;
-    r->e_row = p->out_w * p->out_c;
-    r->x_row = r->noy > 1 ? p->stride_h * g->x_row : 0;
-    *pos0 = *xb = 0;
-    if (r->noy > 0) {
-        *pos0 = oy0 * p->out_w + ox0;
-        *xb = ((oy0 * p->stride_h - p->pad_top + ky) * p->in_w + ox0 * p->stride_w - p->pad_left + kx) * p->in_c;
-    }
-}
-
 // Sums of a packed pair's listed positions times four input channels, as
 // rect_2x4g: tl holds (packed errors, input offset from x + base) per
 // position, n >= 1 of them. One asm loop (the C loop spills accumulators);
@@ -527,8 +504,8 @@ static MT_NOINLINE void list_2x4p(const uint32_t *tl, int32_t n, const int8_t *x
 // into halfword pairs (a zero error adds nothing to any sum, and after a
 // pool most are zero): those whose window lies inside the input once for
 // every tap, the others per tap where inside its rectangle; then every
-// input quad over that list (list_2x4p). The input channels past
-// the last quad as gw_blocked; a last odd channel as a pair with a zero
+// input quad over that list (list_2x4p), the input channels past
+// the last quad one at a time; a last odd channel as a pair with a zero
 // partner; the biases from the same list.
 static MT_NOINLINE void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x,
                                         const int8_t *e, const uint8_t *mask, const mt_sink_t *ow,
@@ -622,18 +599,16 @@ static MT_NOINLINE void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_ge
                             }
                         }
                     }
-                    if (c < cpg) {
-                        mt_rect_t r;
-                        int32_t pos0, xb;
-                        gw_tap(p, g, ky, kx, &r, &pos0, &xb);
-                        const int8_t *xg = x + xb + gi * cpg;
-                        const int32_t eb = pos0 * out_c;
-                        for (; c < cpg; ++c) {
-                            rect_2x1g(e + eb + a, bo - a, xg + c, &r, zp, s);
-                            sink_put(ow, wa + c, s[0]);
-                            if (two) {
-                                sink_put(ow, wb + c, s[1]);
-                            }
+                    for (; c < cpg; ++c) {  // past the last quad: one input channel at a time
+                        int32_t s0 = 0, s1 = 0;
+                        for (int32_t i = 0; i < m; ++i) {
+                            const uint32_t xv = (uint32_t)(int32_t)x[xt + c + (int32_t)tl[2 * i + 1]];
+                            s0 = mt_smlabb(tl[2 * i], xv, s0);
+                            s1 = mt_smlatb(tl[2 * i], xv, s1);
+                        }
+                        sink_put(ow, wa + c, s0 - zp * se[0]);
+                        if (two) {
+                            sink_put(ow, wb + c, s1 - zp * se[1]);
                         }
                     }
                 }
