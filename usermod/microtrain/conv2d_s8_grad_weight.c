@@ -329,69 +329,6 @@ static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, 
     }
     s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
-// One position of a packed pair: its error word already holds the two
-// channels' errors as halfwords (oc a low, oc b high), so no unpack.
-#define MT_POS_2X4P                         \
-    "ldr %[t0], [%[pe]]\n\t"                \
-    "ldr %[t1], [%[px]]\n\t"                \
-    "sxtb16 %[t2], %[t1]\n\t"               \
-    "sxtb16 %[t1], %[t1], ror #8\n\t"       \
-    "smlabb %[s0], %[t0], %[t2], %[s0]\n\t" \
-    "smlabb %[s1], %[t0], %[t1], %[s1]\n\t" \
-    "smlabt %[s2], %[t0], %[t2], %[s2]\n\t" \
-    "smlabt %[s3], %[t0], %[t1], %[s3]\n\t" \
-    "smlatb %[s4], %[t0], %[t2], %[s4]\n\t" \
-    "smlatb %[s5], %[t0], %[t1], %[s5]\n\t" \
-    "smlatt %[s6], %[t0], %[t2], %[s6]\n\t" \
-    "smlatt %[s7], %[t0], %[t1], %[s7]\n\t" \
-    "ldrd %[t0], %[t2], %[col]\n\t"         \
-    "add %[pe], %[pe], %[t0]\n\t"           \
-    "add %[px], %[px], %[t2]\n\t"
-
-// rect_2x4g over a packed pair (e: the pair's words, e_col / e_row in bytes
-// of them): one doubleword load a position replaces the gathered byte loads.
-static MT_NOINLINE void rect_2x4p(const int8_t *e, const int8_t *x, const mt_rect_t *r, int32_t *s) {
-    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
-    if (r->noy > 0) {
-        const int32_t nox = r->nox;
-        const int32_t prm[6] = { r->e_col, r->x_col, r->e_row - nox * r->e_col, r->x_row - nox * r->x_col,
-                                 r->e_row, nox & 1 };
-        uint32_t pe = (uint32_t)(uintptr_t)e, px = (uint32_t)(uintptr_t)x, t0, t1, t2;
-        uint32_t end = pe + (uint32_t)(nox * r->e_col);
-        int32_t rows = r->noy;
-        __asm__ volatile("mov %[s0], #0\n\t"
-                         "mov %[s1], #0\n\t"
-                         "mov %[s2], #0\n\t"
-                         "mov %[s3], #0\n\t"
-                         "mov %[s4], #0\n\t"
-                         "mov %[s5], #0\n\t"
-                         "mov %[s6], #0\n\t"
-                         "mov %[s7], #0\n\t"
-                         "1:\n\t"
-                         "ldr %[t0], %[odd]\n\t"
-                         "cmp %[t0], #0\n\t"
-                         "bne 3f\n\t"
-                         "2:\n\t" MT_POS_2X4P "3:\n\t" MT_POS_2X4P "cmp %[pe], %[end]\n\t"
-                         "bne 2b\n\t"
-                         "ldrd %[t0], %[t2], %[skip]\n\t"
-                         "add %[pe], %[pe], %[t0]\n\t"
-                         "add %[px], %[px], %[t2]\n\t"
-                         "ldr %[t0], %[erow]\n\t"
-                         "add %[end], %[end], %[t0]\n\t"
-                         "ldr %[t0], %[rows]\n\t"
-                         "subs %[t0], %[t0], #1\n\t"
-                         "str %[t0], %[rows]\n\t"
-                         "bne 1b\n\t"
-                         : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4),
-                           [s5] "=&r"(s5), [s6] "=&r"(s6), [s7] "=&r"(s7), [pe] "+r"(pe), [px] "+r"(px),
-                           [end] "+r"(end), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [rows] "+m"(rows)
-                         : [col] "m"(prm[0]), [skip] "m"(prm[2]), [erow] "m"(prm[4]), [odd] "m"(prm[5]),
-                           "m"(*(const int32_t(*)[6])prm)
-                         : "cc", "memory");
-        (void)t0, (void)t1, (void)t2;
-    }
-    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
-}
 #define MT_GW_PACKED 1
 #else
 static MT_NOINLINE void rect_2x4g(const int8_t *e, int32_t db, const int8_t *x, const mt_rect_t *r, int32_t *s) {
@@ -518,101 +455,284 @@ static void sink_put(const mt_sink_t *o, int32_t i, int32_t s) {
 
 
 #ifdef MT_GW_PACKED
-// Output positions whose pair errors fit the stack buffer (1 KB) of gw_pairs_packed.
+// Output positions whose pair errors fit the stack buffers of gw_pairs_packed.
 #define MT_GW_PACK_MAX 256
 
-// The valid output rectangle of tap (ky, kx) for the weight gradient, its
-// first output position (pos0) and input offset (xb); steps as gw_blocked's.
-static void gw_tap(const mt_conv2d_params_t *p, const mt_geom_t *g, int32_t ky, int32_t kx, mt_rect_t *r, int32_t *pos0,
-                   int32_t *xb) {
-    int32_t oy0, oy1, ox0, ox1;
-    out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
-    out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
-    r->nox = ox1 - ox0;
-    r->noy = r->nox > 0 ? oy1 - oy0 : 0;
-    if (r->noy == 0) {
-        r->nox = 0;
-    }
-    r->e_col = p->out_c;
-    r->x_col = r->nox > 1 ? p->stride_w * p->in_c : 0;
-    r->e_row = p->out_w * p->out_c;
-    r->x_row = r->noy > 1 ? p->stride_h * g->x_row : 0;
-    *pos0 = *xb = 0;
-    if (r->noy > 0) {
-        *pos0 = oy0 * p->out_w + ox0;
-        *xb = ((oy0 * p->stride_h - p->pad_top + ky) * p->in_w + ox0 * p->stride_w - p->pad_left + kx) * p->in_c;
-    }
-}
-
-// Both sums of e over the rectangle of a packed pair, in halfword lanes:
-// at most MT_GW_PACK_MAX (256) terms of -128..127 each, so a lane stays
-// within -32768..32512 and SADD16 never wraps.
-static MT_NOINLINE void rect_sum2p(const uint32_t *pk, int32_t pos0, int32_t out_w, const mt_rect_t *r, int32_t *se) {
-    uint32_t acc = 0;
-    int32_t o = pos0;
-    for (int32_t row = 0; row < r->noy; ++row, o += out_w) {
-        for (int32_t i = 0; i < r->nox; ++i) {
-            acc = mt_sadd16(acc, pk[o + i]);
-        }
-    }
-    se[0] = mt_lo16(acc);
-    se[1] = mt_hi16(acc);
+// Sums of a packed pair's listed positions times four input channels, as
+// rect_2x4g: tl holds (packed errors, input offset from x + base) per
+// position, n >= 1 of them. One asm loop (the C loop spills accumulators);
+// addresses as integers (an offset may be negative, its sum with base not).
+static MT_NOINLINE void list_2x4p(const uint32_t *tl, int32_t n, const int8_t *x, int32_t base, int32_t *s) {
+    int32_t s0, s1, s2, s3, s4, s5, s6, s7;
+    uint32_t pl = (uint32_t)(uintptr_t)tl, t0, t1, t2;
+    const uint32_t xa = (uint32_t)(uintptr_t)x + (uint32_t)base;
+    const uint32_t end = pl + 8u * (uint32_t)n;
+    __asm__ volatile("mov %[s0], #0\n\t"
+                     "mov %[s1], #0\n\t"
+                     "mov %[s2], #0\n\t"
+                     "mov %[s3], #0\n\t"
+                     "mov %[s4], #0\n\t"
+                     "mov %[s5], #0\n\t"
+                     "mov %[s6], #0\n\t"
+                     "mov %[s7], #0\n\t"
+                     "1:\n\t"
+                     "ldrd %[t0], %[t1], [%[pl]], #8\n\t"
+                     "ldr %[t1], [%[x], %[t1]]\n\t"
+                     "sxtb16 %[t2], %[t1]\n\t"
+                     "sxtb16 %[t1], %[t1], ror #8\n\t"
+                     "smlabb %[s0], %[t0], %[t2], %[s0]\n\t"
+                     "smlabb %[s1], %[t0], %[t1], %[s1]\n\t"
+                     "smlabt %[s2], %[t0], %[t2], %[s2]\n\t"
+                     "smlabt %[s3], %[t0], %[t1], %[s3]\n\t"
+                     "smlatb %[s4], %[t0], %[t2], %[s4]\n\t"
+                     "smlatb %[s5], %[t0], %[t1], %[s5]\n\t"
+                     "smlatt %[s6], %[t0], %[t2], %[s6]\n\t"
+                     "smlatt %[s7], %[t0], %[t1], %[s7]\n\t"
+                     "cmp %[pl], %[end]\n\t"
+                     "bne 1b\n\t"
+                     : [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [s4] "=&r"(s4), [s5] "=&r"(s5),
+                       [s6] "=&r"(s6), [s7] "=&r"(s7), [pl] "+r"(pl), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2)
+                     : [x] "r"(xa), [end] "r"(end), "m"(*(const uint32_t(*)[2 * MT_GW_PACK_MAX]) tl)
+                     : "cc", "memory");
+    (void)t0, (void)t1, (void)t2;
+    s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
 
 // Masked weight gradient, pairs of selected channels (cpg >= 4, at most
-// MT_GW_PACK_MAX output positions): pair outermost, its errors packed once
-// into halfword pairs, then every tap and input quad over the packed words
-// (rect_2x4p); the input channels past the last quad as gw_blocked. A last
-// odd channel is left to gw_blocked (its pair loop skips the pairs).
-static void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *e,
-                            const uint8_t *mask, const mt_sink_t *ow) {
-    uint32_t pk[MT_GW_PACK_MAX];
-    const int32_t out_c = p->out_c, cpg = g->cpg, zp = p->in_zp, npos = p->out_h * p->out_w;
+// MT_GW_PACK_MAX output positions): pair outermost, the positions where
+// either channel's error is nonzero listed once with their errors packed
+// into halfword pairs (a zero error adds nothing to any sum, and after a
+// pool most are zero): those whose window lies inside the input once for
+// every tap, the others per tap where inside its rectangle; then every
+// input quad over that list (list_2x4p), the input channels past
+// the last quad one at a time; a last odd channel as a pair with a zero
+// partner; the biases from the same list.
+static MT_NOINLINE void gw_pairs_packed(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x,
+                                        const int8_t *e, const uint8_t *mask, const mt_sink_t *ow,
+                                        const mt_sink_t *ob) {
+    uint32_t pk[MT_GW_PACK_MAX], yx[MT_GW_PACK_MAX], tl[2 * MT_GW_PACK_MAX];
+    const int32_t out_c = p->out_c, cpg = g->cpg, zp = p->in_zp;
+    const int32_t ystep = p->stride_h * g->x_row, xstep = p->stride_w * p->in_c;
     int32_t s[8], se[2];
     for (int32_t gi = 0; gi < p->groups; ++gi) {
         const int32_t oc_end = (gi + 1) * g->opg;
+        const int32_t o00 = (-p->pad_top * p->in_w - p->pad_left) * p->in_c + gi * cpg;  // (0, 0)'s input at tap (0, 0)
         int32_t a = -1;
-        for (int32_t b = gi * g->opg; b < oc_end; ++b) {
-            if (!mask[b]) {
+        for (int32_t b = gi * g->opg; b <= oc_end; ++b) {
+            if (b < oc_end && !mask[b]) {
                 continue;
             }
-            if (a < 0) {
+            if (b < oc_end && a < 0) {
                 a = b;
                 continue;
             }
-            for (int32_t i = 0, o = 0; i < npos; ++i, o += out_c) {
-                pk[i] = mt_pkhbt16((uint32_t)(int32_t)e[o + a], (uint32_t)(int32_t)e[o + b]);
+            if (a < 0) {
+                break;
             }
-            for (int32_t ky = 0; ky < p->k_h; ++ky) {
-                for (int32_t kx = 0; kx < p->k_w; ++kx) {
-                    mt_rect_t r, rp;
-                    int32_t pos0, xb;
-                    gw_tap(p, g, ky, kx, &r, &pos0, &xb);
-                    const int32_t eb = pos0 * out_c;
-                    rp.nox = r.nox;
-                    rp.noy = r.noy;
-                    rp.e_col = 4;
-                    rp.e_row = 4 * p->out_w;
-                    rp.x_col = r.x_col;
-                    rp.x_row = r.x_row;
-                    const int8_t *xg = x + xb + gi * cpg;
-                    const int32_t wt = ky * g->w_row + kx * cpg;
-                    const int32_t wa = a * g->w_oc + wt, wb = b * g->w_oc + wt;
-                    rect_sum2p(pk, pos0, p->out_w, &r, se);
-                    int32_t c = 0;
-                    for (; c + 4 <= cpg; c += 4) {
-                        rect_2x4p((const int8_t *)pk + 4 * pos0, xg + c, &rp, s);
-                        for (int32_t k = 0; k < 4; ++k) {
-                            sink_put(ow, wa + c + k, s[k] - zp * se[0]);
-                            sink_put(ow, wb + c + k, s[4 + k] - zp * se[1]);
-                        }
+            const int32_t two = b < oc_end, bo = two ? b : a;  // alone: b's errors read as 0
+            const uint32_t bmask = two ? 0xFFFFFFFFu : 0xFFFFu;
+            // tl: the inner windows (na), then per tap the border ones inside it; pk, yx: the
+            // border ones. Offsets from tap (0, 0)'s input, so an inner one serves every tap.
+            int32_t n = 0, na = 0;
+            uint32_t bias = 0, sin = 0;  // both sums of e over every position, the inner ones (<= 256 terms a lane)
+            for (int32_t oy = 0, o = 0; oy < p->out_h; ++oy) {
+                const int32_t iy = oy * p->stride_h - p->pad_top;
+                const int yin = iy >= 0 && iy + p->k_h <= p->in_h;
+                for (int32_t ox = 0; ox < p->out_w; ++ox, o += out_c) {
+                    const uint32_t w = mt_pkhbt16((uint32_t)(int32_t)e[o + a], (uint32_t)(int32_t)e[o + bo]) & bmask;
+                    if (!w) {
+                        continue;
                     }
-                    for (; c < cpg; ++c) {
-                        rect_2x1g(e + eb + a, b - a, xg + c, &r, zp, s);
-                        sink_put(ow, wa + c, s[0]);
-                        sink_put(ow, wb + c, s[1]);
+                    bias = mt_sadd16(bias, w);
+                    const int32_t ix = ox * p->stride_w - p->pad_left;
+                    if (yin && ix >= 0 && ix + p->k_w <= p->in_w) {
+                        sin = mt_sadd16(sin, w);
+                        tl[2 * na] = w;
+                        tl[2 * na + 1] = (uint32_t)(oy * ystep + ox * xstep + o00);
+                        ++na;
+                    } else {
+                        pk[n] = w;
+                        yx[n++] = ((uint32_t)oy << 16) | (uint32_t)ox;
                     }
                 }
+            }
+            sink_put(ob, a, mt_lo16(bias));
+            if (two) {
+                sink_put(ob, b, mt_hi16(bias));
+            }
+            for (int32_t ky = 0; ky < p->k_h; ++ky) {
+                int32_t oy0, oy1;
+                out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
+                for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                    int32_t ox0, ox1;
+                    out_range(kx, p->stride_w, p->pad_left, p->in_w, p->out_w, &ox0, &ox1);
+                    const int32_t xt = (ky * p->in_w + kx) * p->in_c;  // tap (ky, kx)'s input from (0, 0)'s
+                    int32_t m = na;
+                    uint32_t acc = sin;
+                    if (oy1 > oy0 && ox1 > ox0) {
+                        const uint32_t ny = (uint32_t)(oy1 - oy0), nx = (uint32_t)(ox1 - ox0);
+                        for (int32_t i = 0; i < n; ++i) {
+                            const int32_t oy = (int32_t)(yx[i] >> 16), ox = (int32_t)(yx[i] & 0xFFFFu);
+                            if ((uint32_t)(oy - oy0) < ny && (uint32_t)(ox - ox0) < nx) {
+                                tl[2 * m] = pk[i];
+                                tl[2 * m + 1] = (uint32_t)(oy * ystep + ox * xstep + o00);
+                                acc = mt_sadd16(acc, pk[i]);  // <= 256 terms: no lane wraps
+                                ++m;
+                            }
+                        }
+                    }
+                    se[0] = mt_lo16(acc);
+                    se[1] = mt_hi16(acc);
+                    const int32_t wt = ky * g->w_row + kx * cpg;
+                    const int32_t wa = a * g->w_oc + wt, wb = bo * g->w_oc + wt;
+                    int32_t c = 0;
+                    for (; c + 4 <= cpg; c += 4) {
+                        if (m > 0) {
+                            list_2x4p(tl, m, x, xt + c, s);
+                        } else {
+                            s[0] = s[1] = s[2] = s[3] = s[4] = s[5] = s[6] = s[7] = 0;
+                        }
+                        for (int32_t k = 0; k < 4; ++k) {
+                            sink_put(ow, wa + c + k, s[k] - zp * se[0]);
+                            if (two) {
+                                sink_put(ow, wb + c + k, s[4 + k] - zp * se[1]);
+                            }
+                        }
+                    }
+                    for (; c < cpg; ++c) {  // past the last quad: one input channel at a time
+                        int32_t s0 = 0, s1 = 0;
+                        for (int32_t i = 0; i < m; ++i) {
+                            const uint32_t xv = (uint32_t)(int32_t)x[xt + c + (int32_t)tl[2 * i + 1]];
+                            s0 = mt_smlabb(tl[2 * i], xv, s0);
+                            s1 = mt_smlatb(tl[2 * i], xv, s1);
+                        }
+                        sink_put(ow, wa + c, s0 - zp * se[0]);
+                        if (two) {
+                            sink_put(ow, wb + c, s1 - zp * se[1]);
+                        }
+                    }
+                }
+            }
+            a = -1;
+        }
+    }
+}
+
+// Weights of one output channel that gw_pairs_scatter sums on the stack.
+#define MT_GW_SCAT_MAX 32
+
+// sa[i] += the sums of the listed positions' packed pair errors (sums ta, tb)
+// times (x - zp) at tap i's input channel, i < w_oc of the listed windows
+// (all inside the input): tap-major over the list, the sums in registers.
+static MT_NOINLINE void scatter_flush(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x,
+                                      const uint32_t *tl, int32_t m, int32_t ta, int32_t tb, int32_t *sa, int32_t *sb) {
+    const int32_t cpg = g->cpg, zp = p->in_zp;
+    for (int32_t ky = 0, i = 0; ky < p->k_h; ++ky) {
+        for (int32_t kx = 0; kx < p->k_w; ++kx) {
+            for (int32_t ci = 0; ci < cpg; ++ci, ++i) {
+                const int8_t *xt = x + (ky * p->in_w + kx) * p->in_c + ci;
+                int32_t s0 = 0, s1 = 0;
+                for (const uint32_t *q = tl, *end = tl + 2 * m; q != end; q += 2) {
+                    const uint32_t xv = (uint32_t)(int32_t)xt[(int32_t)q[1]];
+                    s0 = mt_smlabb(q[0], xv, s0);
+                    s1 = mt_smlatb(q[0], xv, s1);
+                }
+                sa[i] += s0 - zp * ta;
+                sb[i] += s1 - zp * tb;
+            }
+        }
+    }
+}
+
+// Masked weight gradient, the selected channels with few input channels
+// (cpg < 4, at most MT_GW_SCAT_MAX weights per channel; depthwise too) in
+// pairs of a group, a last odd one with a zero partner: position-major, the positions where both errors
+// are zero skipped (after a pool most are), each other one's window added
+// into the pair's int32 sums, which are complete before they go to the sink;
+// the windows wholly inside the input listed and added tap-major
+// (scatter_flush), MT_GW_PACK_MAX at a time.
+static MT_NOINLINE void gw_pairs_scatter(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x,
+                                         const int8_t *e, const uint8_t *mask, const mt_sink_t *ow,
+                                         const mt_sink_t *ob) {
+    int32_t sa[MT_GW_SCAT_MAX], sb[MT_GW_SCAT_MAX];
+    uint32_t tl[2 * MT_GW_PACK_MAX];  // listed windows: packed pair errors, input offset
+    const int32_t out_c = p->out_c, cpg = g->cpg, zp = p->in_zp, w_oc = g->w_oc, in_c = p->in_c;
+    for (int32_t gi = 0; gi < p->groups; ++gi) {
+        const int32_t oc_end = (gi + 1) * g->opg;
+        int32_t a = -1;
+        for (int32_t b = gi * g->opg; b <= oc_end; ++b) {
+            if (b < oc_end && !mask[b]) {
+                continue;
+            }
+            if (b < oc_end && a < 0) {
+                a = b;
+                continue;
+            }
+            if (a < 0) {
+                break;
+            }
+            const int32_t two = b < oc_end, bo = two ? b : a;  // alone: b's errors read as 0
+            int32_t ba = 0, bb = 0, ta = 0, tb = 0, m = 0;
+            for (int32_t i = 0; i < w_oc; ++i) {
+                sa[i] = sb[i] = 0;
+            }
+            for (int32_t oy = 0, o = 0; oy < p->out_h; ++oy) {
+                const int32_t iy = oy * p->stride_h - p->pad_top;
+                const int32_t ky0 = iy < 0 ? -iy : 0, ky1 = p->in_h - iy < p->k_h ? p->in_h - iy : p->k_h;
+                for (int32_t ox = 0; ox < p->out_w; ++ox, o += out_c) {
+                    const int32_t ea = e[o + a], eb = two ? e[o + bo] : 0;
+                    if ((ea | eb) == 0) {
+                        continue;
+                    }
+                    ba += ea;
+                    bb += eb;
+                    const int32_t ix = ox * p->stride_w - p->pad_left;
+                    const int32_t kx0 = ix < 0 ? -ix : 0, kx1 = p->in_w - ix < p->k_w ? p->in_w - ix : p->k_w;
+                    if (ky0 == 0 && ky1 == p->k_h && kx0 == 0 && kx1 == p->k_w) {
+                        tl[2 * m] = mt_pkhbt16((uint32_t)ea, (uint32_t)eb);
+                        tl[2 * m + 1] = (uint32_t)((iy * p->in_w + ix) * in_c + gi * cpg);
+                        ta += ea;
+                        tb += eb;
+                        if (++m == MT_GW_PACK_MAX) {
+                            scatter_flush(p, g, x, tl, m, ta, tb, sa, sb);
+                            m = ta = tb = 0;
+                        }
+                        continue;
+                    }
+                    const int32_t n = (kx1 - kx0) * cpg;  // a kernel row's valid weights
+                    for (int32_t ky = ky0; ky < ky1; ++ky) {
+                        const int8_t *xr = x + ((iy + ky) * p->in_w + ix + kx0) * in_c + gi * cpg;
+                        int32_t *ga = sa + ky * g->w_row + kx0 * cpg, *gb = sb + ky * g->w_row + kx0 * cpg;
+                        if (cpg == in_c) {  // the row's taps are contiguous
+                            for (int32_t i = 0; i < n; ++i) {
+                                const int32_t xv = (int32_t)xr[i] - zp;
+                                ga[i] += ea * xv;
+                                gb[i] += eb * xv;
+                            }
+                            continue;
+                        }
+                        for (int32_t kx = kx0, i = 0; kx < kx1; ++kx, xr += in_c) {
+                            for (int32_t ci = 0; ci < cpg; ++ci, ++i) {
+                                const int32_t xv = (int32_t)xr[ci] - zp;
+                                ga[i] += ea * xv;
+                                gb[i] += eb * xv;
+                            }
+                        }
+                    }
+                }
+            }
+            if (m > 0) {
+                scatter_flush(p, g, x, tl, m, ta, tb, sa, sb);
+            }
+            for (int32_t i = 0; i < w_oc; ++i) {
+                sink_put(ow, a * w_oc + i, sa[i]);
+                if (two) {
+                    sink_put(ow, bo * w_oc + i, sb[i]);
+                }
+            }
+            sink_put(ob, a, ba);
+            if (two) {
+                sink_put(ob, bo, bb);
             }
             a = -1;
         }
@@ -631,14 +751,17 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
     const int32_t zp = p->in_zp, out_c = p->out_c, in_c = p->in_c, cpg = g.cpg;
     const uint32_t zp2 = mt_pack16(zp, zp);
     int32_t s[8], se[4];
-    int packed = 0;  // the masked pairs done by gw_pairs_packed
 #ifdef MT_GW_PACKED
+    // every selected channel's weights and bias there (no masked pair path on Cortex-M0)
     if (mask && cpg >= 4 && p->out_h * p->out_w <= MT_GW_PACK_MAX) {
-        gw_pairs_packed(p, &g, x, e, mask, ow);
-        packed = 1;
+        gw_pairs_packed(p, &g, x, e, mask, ow, ob);
+        return;
+    }
+    if (mask && cpg < 4 && g.w_oc <= MT_GW_SCAT_MAX) {
+        gw_pairs_scatter(p, &g, x, e, mask, ow, ob);
+        return;
     }
 #endif
-    (void)packed;  // no masked pair path on Cortex-M0
     for (int32_t ky = 0; ky < p->k_h; ++ky) {
         int32_t oy0, oy1;
         out_range(ky, p->stride_h, p->pad_top, p->in_h, p->out_h, &oy0, &oy1);
@@ -704,10 +827,6 @@ static void gw_blocked(const mt_conv2d_params_t *p, const int8_t *x, const int8_
                         }
                         if (a < 0) {
                             break;
-                        }
-                        if (oc < oc_end && packed) {  // done by gw_pairs_packed
-                            a = -1;
-                            continue;
                         }
                         const int32_t wa = a * g.w_oc + wt;
                         int32_t c = 0;

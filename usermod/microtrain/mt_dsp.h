@@ -154,6 +154,13 @@ static inline uint32_t mt_ssub16(uint32_t a, uint32_t b) {
     return r;
 }
 
+// Bytewise floor((a + b) / 2), signed, without overflow (SHADD8).
+static inline uint32_t mt_shadd8(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("shadd8 %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
 // lo half of a with lo half of b as the high half: (lo(a), lo(b)).
 static inline uint32_t mt_pkhbt16(uint32_t a, uint32_t b) {
     uint32_t r;

@@ -117,6 +117,10 @@ static inline void mt_act_init(mt_pool_act_t *a, const int8_t *t, int32_t lo, in
 // activation the windows read). Covered = the union of the windows' row bands
 // times the union of their column bands; both are increasing and disjoint.
 static void pool_zero_uncovered(const mt_pool_params_t *p, int8_t *ein) {
+    if (p->pad_top == 0 && p->pad_left == 0 && p->stride_h == p->k_h && p->stride_w == p->k_w &&
+        p->out_h * p->k_h == p->in_h && p->out_w * p->k_w == p->in_w) {
+        return;  // the windows tile the input (a 2x2 pool of an even map): nothing to walk
+    }
     const int32_t c = p->c;
     int8_t *rp = ein;
     int32_t oy = 0, y0 = -p->pad_top;  // the first row band not above iy, its first row
@@ -185,12 +189,6 @@ static inline uint32_t mt_act_keep4(uint32_t v, const mt_pool_act_t *a) {
     return mt_ge8(v, a->l4) & mt_ge8(a->h4, v) & a->ok;
 }
 
-// 0xFF in the bytes of tap (each 0..3) equal to t's (t4 = t * 0x01010101), else 0:
-// a byte of tap ^ t4 is 0..3, zero iff neither of its two low bits is set.
-static inline uint32_t mt_tap_sel(uint32_t tap, uint32_t t4) {
-    const uint32_t d = tap ^ t4;
-    return (~(d | (d >> 1)) & 0x01010101u) * 0xFFu;
-}
 #endif
 
 static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t *acc,
@@ -236,7 +234,8 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                 // four channels a step: the taps' first maximum and its tap (0..3) per byte
                 // with SSUB8 + SEL, then each non-zero error routed to its tap (unrolled; a
                 // -128 among the four found once per word); with act, the four tap words
-                // written whole: the masked errors in the bytes each tap won
+                // written whole: the masked errors in the bytes each tap won (the maximum,
+                // then per tap in order the bytes equal to it that no earlier tap took)
                 for (; ch + 4 <= c; ch += 4) {
                     const uint32_t ew = mt_load_u32(ep + ch);
                     if (ew == 0) {
@@ -248,22 +247,29 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                         }
                         continue;
                     }
-                    uint32_t best = mt_load_u32(xa + ch), tap = 0;
-                    mt_max8_first(&best, &tap, mt_load_u32(xa + ch + c), 0x01010101u);
-                    mt_max8_first(&best, &tap, mt_load_u32(xb + ch), 0x02020202u);
-                    mt_max8_first(&best, &tap, mt_load_u32(xb + ch + c), 0x03030303u);
                     const uint32_t m = ew ^ 0x80808080u;  // a zero byte where e is -128
                     if (((m - 0x01010101u) & ~m & 0x80808080u) != 0) {
                         emin = INT8_MIN;
                     }
-                    if (act != NULL) {
-                        const uint32_t ek = ew & mt_act_keep4(best, act);
-                        mt_store_u32(ea + ch, ek & mt_tap_sel(tap, 0u));
-                        mt_store_u32(ea + ch + c, ek & mt_tap_sel(tap, 0x01010101u));
-                        mt_store_u32(eb + ch, ek & mt_tap_sel(tap, 0x02020202u));
-                        mt_store_u32(eb + ch + c, ek & mt_tap_sel(tap, 0x03030303u));
+                    if (act != NULL) {  // each tap keeps the bytes it is the first maximum of
+                        const uint32_t v0 = mt_load_u32(xa + ch), v1 = mt_load_u32(xa + ch + c);
+                        const uint32_t v2 = mt_load_u32(xb + ch), v3 = mt_load_u32(xb + ch + c);
+                        const uint32_t top = mt_max8(mt_max8(v0, v1), mt_max8(v2, v3));
+                        uint32_t ek = ew & mt_act_keep4(top, act), at = mt_ge8(v0, top);
+                        mt_store_u32(ea + ch, ek & at);
+                        ek &= ~at;
+                        at = mt_ge8(v1, top);
+                        mt_store_u32(ea + ch + c, ek & at);
+                        ek &= ~at;
+                        at = mt_ge8(v2, top);
+                        mt_store_u32(eb + ch, ek & at);
+                        mt_store_u32(eb + ch + c, ek & ~at);
                         continue;
                     }
+                    uint32_t best = mt_load_u32(xa + ch), tap = 0;
+                    mt_max8_first(&best, &tap, mt_load_u32(xa + ch + c), 0x01010101u);
+                    mt_max8_first(&best, &tap, mt_load_u32(xb + ch), 0x02020202u);
+                    mt_max8_first(&best, &tap, mt_load_u32(xb + ch + c), 0x03030303u);
                     MT_ROUTE1(0);
                     MT_ROUTE1(1);
                     MT_ROUTE1(2);
@@ -343,7 +349,16 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
         return 0;
     }
     const int32_t shift = mt_dyn_shift(128u);
-    for (i = 0; i < n_in; ++i) {
+    i = 0;
+#if MT_DSP
+    if (shift == 1) {  // dyn_apply(b, 1) = floor((b + (b >= 0)) / 2): a halving add per byte
+        for (; i + 4 <= n_in; i += 4) {
+            const uint32_t w = mt_load_u32(ein + i);
+            mt_store_u32(ein + i, mt_shadd8(w, (~w >> 7) & 0x01010101u));
+        }
+    }
+#endif
+    for (; i < n_in; ++i) {
         ein[i] = mt_dyn_apply(ein[i], shift);
     }
     return shift;
