@@ -221,10 +221,9 @@ class _Optimizer:
         if type(n) is not int or not 1 <= n <= 16777216:
             raise ValueError("step: n must be an int in 1..16777216, got %r" % (n,))
         check = F.update_f32_check
-        half = getattr(upd, "half", None) is not None  # (a bfloat16 momentum: finite by its scale bound)
         for ly in layers:
-            if half:
-                break
+            if ly.gw is None and type(upd).__name__ == "IntoMomentum":
+                continue  # a bfloat16 momentum taking the gradients: finite by its scale bound
             i = check(ly.gw)
             j = check(ly.gb)
             if i >= 0 or j >= 0:

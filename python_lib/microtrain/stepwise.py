@@ -273,6 +273,11 @@ def _jump(n):
     return res
 
 
+def half_floats(layers):
+    """Floats of HalfWindow's window for these trained layers."""
+    return floats(layers, HALF_WINDOW)
+
+
 def _clear(a, n, z):
     # a[:n] = +0.0, len(z) values at a time (z zeros of a's item type)
     k = len(z)
@@ -291,9 +296,12 @@ class HalfWindow:
     update_s8_apply steps those channels. A channel refused by update_s8_apply leaves the earlier
     windows of that layer stepped (as StepInBackward's)."""
 
-    def __init__(self, layers, window, raw):
+    def __init__(self, layers, raw, opt, window=HALF_WINDOW):
         # raw: bytes of at least 4 * floats(layers, window) for the rows (the idle forward
-        # buffers, Model.set_trained's bw.window), or None: a buffer of its own
+        # buffers, Model.set_trained's bw.window), or None: a buffer of its own; opt: the
+        # optimiser, whose state(ly) is v
+        self.opt = opt
+        self.a = 1.0  # the next fold's decay (set by IntoMomentum.grad)
         n = floats(layers, window)
         self.tiles = {}  # layer index -> (channels per window, window mask or None: one window)
         m = c = 0
@@ -328,9 +336,11 @@ class HalfWindow:
         _clear(self.gb, nb, self.zf)
         return memoryview(self.gw)[:n], memoryview(self.gb)[:nb]
 
-    def fold(self, ly, st, gwk, p, x, e, mask, sw, s, a):
+    def __call__(self, ly, gwk, p, x, e, mask, sw, s):
         """One sample's gradient of trained layer ly (gwk its float32 grad-weight kernel, p .. s
-        its arguments) into v = st (bytearrays of the weights' and biases' bfloat16 values)."""
+        its arguments) into its v (the bytearrays of the weights' and biases' bfloat16 values),
+        decayed by self.a."""
+        st, a = self.opt.state(ly), self.a
         nc = len(ly.b)
         k = len(ly.w) // nc
         cc, tm = self.tiles[ly.index]
@@ -353,9 +363,11 @@ class HalfWindow:
             upd(gwv, VW[2 * c0 * k:2 * c1 * k], k, t, a)
             upd(gbv, VB[2 * c0:2 * c1], 1, t, a)
 
-    def step(self, ly, st, a, t, lr, r, row):
-        """The step of trained layer ly from v = st over the touched channels t (None: all),
-        stochastic rounding from generator state r (-1: nearest); returns the new state."""
+    def step(self, ly, a, t, lr, r, row):
+        """The step of trained layer ly from its v decayed by a, over the touched channels t
+        (None: all), stochastic rounding from generator state r (-1: nearest); returns the new
+        state."""
+        st = self.opt.state(ly)
         nc = len(ly.b)
         k = len(ly.w) // nc
         cc = self.tiles[ly.index][0]

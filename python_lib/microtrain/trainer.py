@@ -278,9 +278,9 @@ class Trainer:
 
                 win = 4 * floats([model.layers[i] for i in idx])
             elif how == "momentum" and opt.half:  # so does a bfloat16 state's float32 window (as -bytes)
-                from microtrain.stepwise import HALF_WINDOW, floats
+                from microtrain.stepwise import half_floats as floats  # (no local more)
 
-                win = -4 * floats([model.layers[i] for i in idx], HALF_WINDOW)
+                win = -4 * floats([model.layers[i] for i in idx])
             elif how == "copy":  # so does the momentum's copy (all or nothing): every trained layer's
                 for ly in idx[1:]:  # weights and biases but the lowest's, as -bytes (set_trained);
                     ly = model.layers[ly]  # (no local more: this frame is on the heap while planning)
