@@ -13,7 +13,7 @@ from microtrain.quant import zeros
 WINDOW = const(2048)  # floats of the gradient window (8 KB)
 # floats of backward.IntoMomentum's window with a bfloat16 state (it runs each window of channels
 # once per sample and once per step: small, as it may not find room in the idle buffers)
-HALF_WINDOW = const(512)
+HALF_WINDOW = const(256)
 _LIM = 3.4e38 / 8589934592.0  # FLT_MAX / 2^33: lr * |gradient scale| bound of a step
 
 

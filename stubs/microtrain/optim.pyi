@@ -43,7 +43,7 @@ class _Optimizer:
     def state(self, ly: Layer) -> list[Any] | None:
         """The state arrays of layer ly (made on first use): SGD momentum [w, b], Adam [m_w, m_b,
         v_w, v_b]; None for plain SGD. array('f'), or bytearrays of bfloat16 with state="bf16"."""
-    def state_tensors(self, ly: Layer) -> list[Float32] | None:
+    def state_tensors(self, ly: Layer, raw: bool = False) -> list[Any] | None:
         """What a checkpoint stores for ly (STATE slots 2 to 5): [w, b] SGD momentum or
         Adam's [m_w, m_b, v_w, v_b], float32 (a bfloat16 state widened); None when there is none."""
     def load_state(self, ly: Layer, w_state: Float32, b_state: Float32, v_w: Float32 | None = None,

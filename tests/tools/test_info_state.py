@@ -36,12 +36,12 @@ def test_bf16_state_counts_two_bytes_a_value() -> None:
     f = info.train_ram(m, 2, momentum=True)
     h = info.train_ram(m, 2, momentum=True, bf16=True)
     assert f["grads"] == 4 * (32 * 10 + 10) and h["grads"] == 4 * n and h["optimizer_state"] == 2 * n
-    # --no-sums: no sums; the window holds 512 // 64 = 8 channels of the first layer's 64 weights,
-    # all 10 of the second's 32 (HALF_WINDOW floats at most), counted unless backward's idle
+    # --no-sums: no sums; the window holds 256 // 64 = 4 channels of the first layer's 64 weights,
+    # 256 // 32 = 8 of the second's 32 (HALF_WINDOW floats at most), counted unless backward's idle
     # buffers host it
-    assert info.device_const("stepwise", "HALF_WINDOW") == 512
+    assert info.device_const("stepwise", "HALF_WINDOW") == 256
     rest, win = info.half_window_bytes(m, [m.layers[j] for j in info.weighted_layers(m)])
-    assert win == 4 * max(8 * 64, 10 * 32)
+    assert win == 4 * max(4 * 64, 8 * 32)
     for batch in (1, 4):
         z = info.train_ram(m, 2, momentum=True, sums=False, batch=batch, bf16=True)
         assert z["optimizer_state"] == 2 * n and z["grads"] in (rest, rest + win), (z, rest, win)
