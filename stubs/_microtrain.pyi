@@ -166,7 +166,7 @@ def update_f32_adam(g: _F32, m: _F32, v: _F32, k: int, touched: _Mask, b1: float
                     b2t: float, eps: float, /) -> None:
     """Adam moments and direction with bias correction (b1t = b1^t, b2t = b2^t)."""
 def update_bf16_momentum(g: _F32, v: _Out8, k: int, touched: _Mask, mom: float, /) -> None:
-    """update_f32_momentum with a bfloat16 v (2 bytes a value, rounded to nearest even)."""
+    """update_f32_momentum with a bfloat16 v (2 B a value, nearest even); mom in [0, 1]."""
 def update_bf16_adam(g: _F32, m: _Out8, v: _Out8, k: int, touched: _Mask, b1: float, b2: float, b1t: float,
                      b2t: float, eps: float, /) -> None:
     """update_f32_adam with bfloat16 moments (2 bytes a value, rounded to nearest even)."""

@@ -10,7 +10,7 @@ c. personalisation: the smartwatch HAR CNN adapted on a held-out subject's first
 d. sparse: DynamicSparse lambda_min 0.5 and 0.1 against dense on (a), backward time side by side;
 plus (a) last-2 inside `micropython -X heapsize=256k`.
 e. (opt-in, `--fold`, only this): (a) with all layers, mixed, batch 16: the gradient sums against
-   the batch folded into the momentum (Trainer sums=False), seeds 1-3.
+   the batch folded into the momentum (Trainer sums=False), float32 and bfloat16 momentum, seeds 1-3.
 f. (opt-in, `--state`, only this): (a), (b) and (c) with the float32 and the bfloat16 optimiser
    state (SGD(state='bf16')), 5 seeds, the gaps to PyTorch side by side (docs/memory.md).
 
@@ -139,19 +139,20 @@ def sparse_deeper(work: Path = WORK, echo: bool = True) -> dict[str, dict[str, A
 def fold(work: Path = WORK, echo: bool = True, seeds: tuple[int, ...] = (1, 2, 3)) -> dict[str, list[float]]:
     """(e, opt-in: --fold) The transfer CNN, all layers, mixed, SGD momentum, batch 16 ((a)'s
     protocol): the gradient sums (sums=True) against the batch folded into the momentum
-    (sums=False: each gradient / 16 into v, no sums; docs/memory.md), the same samples and
-    orders per seed. Held-out accuracy per seed."""
+    (sums=False: each gradient / 16 into v, no sums; docs/memory.md), and the same fold into a
+    bfloat16 momentum (SGD(state='bf16'), sums=False: each sample's sum rounded to bfloat16;
+    docs/numerics.md), the same samples and orders per seed. Held-out accuracy per seed."""
     ref = tm.get_model()
     data = Data(ref.mtm, work)
     out: dict[str, list[float]] = {}
-    for sums in (True, False):
+    for key, sums, state in (("sums", True, "f32"), ("fold", False, "f32"), ("fold_bf16", False, "bf16")):
         accs = []
         for seed in seeds:
-            tag = f"fold_all_mixed_sums{int(sums)}_s{seed}"
+            tag = f"fold_all_mixed_sums{int(sums)}_s{seed}" + ("" if state == "f32" else f"_{state}")
             cfg = TRANSFER.device_cfg(ref.mtm, data.train, data.test, layers="all", mode="mixed", seed=seed,
-                                      sums=sums)
+                                      sums=sums, **({} if state == "f32" else {"state": state}))
             accs.append(ex.run_device(cfg, work, tag, echo=echo)["acc"])
-        out["sums" if sums else "fold"] = accs
+        out[key] = accs
     return out
 
 
@@ -313,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(WORK / "results.json"), help="where to write all numbers (JSON)")
     ap.add_argument("--fold", action="store_true",
                     help="only (e): transfer all layers, mixed, batch 16, gradient sums against the batch "
-                         "folded into the momentum (Trainer sums=False), seeds 1-3")
+                         "folded into the momentum (Trainer sums=False), float32 and bfloat16, seeds 1-3")
     ap.add_argument("--state", action="store_true",
                     help="only (f): (a), (b), (c) with the float32 and the bfloat16 optimiser state, 5 seeds")
     args = ap.parse_args(argv)
@@ -325,12 +326,15 @@ def main(argv: list[str] | None = None) -> int:
         e = fold(echo=echo)
         print(ex.table([["sums=True (gradient sums)", spread(e["sums"])],
                         ["sums=False (batch folded into the momentum)", spread(e["fold"])],
+                        ["sums=False, bf16 (folded into a bfloat16 momentum)", spread(e["fold_bf16"])],
                         ["difference (fold - sums, per seed)",
-                         spread([f - s for f, s in zip(e["fold"], e["sums"], strict=True)])]],
+                         spread([f - s for f, s in zip(e["fold"], e["sums"], strict=True)])],
+                        ["difference (fold bf16 - fold, per seed)",
+                         spread([h - f for h, f in zip(e["fold_bf16"], e["fold"], strict=True)])]],
                        ["Trainer", "held-out acc % (mean +- sd [min..max])"]))
-        pairs = enumerate(zip(e["sums"], e["fold"], strict=True))
-        print("train-eval fold: " + " ".join(f"sums_s{i + 1}={_pct(a)} fold_s{i + 1}={_pct(b)}"
-                                             for i, (a, b) in pairs))
+        trip = enumerate(zip(e["sums"], e["fold"], e["fold_bf16"], strict=True))
+        print("train-eval fold: " + " ".join(f"sums_s{i + 1}={_pct(a)} fold_s{i + 1}={_pct(b)} "
+                                             f"fold_bf16_s{i + 1}={_pct(c)}" for i, (a, b, c) in trip))
         return 0
     summary: dict[str, Any] = {}
 

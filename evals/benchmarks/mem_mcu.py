@@ -25,7 +25,8 @@ Fashion-MNIST transfer CNN of evals/models):
   (each layer steps during backward: Trainer sums=False);
 - fmnist_all: transfer CNN, all layers, mixed, SGD momentum, batch 16 folded into the momentum
   (Trainer sums=False: each gradient / 16, no gradient sums), recompute=True (backward's int32
-  scratch in conv1's output, which conv1 computes again before the first pool's backward).
+  scratch in conv1's output, which conv1 computes again before the first pool's backward);
+- fmnist_all_bf16: the same with SGD(state='bf16'), a bfloat16 momentum (opt-in, beside it).
 
 ``microtrain info``'s prediction per case (tools/microtrain_tools/info.py
 ``peak_heap``: package, model objects, file when read into RAM, one sample,
@@ -33,7 +34,7 @@ inference, training) is printed next to the measurement; info_err is the largest
 peak. A case that fails prints its phase (``FAIL(phase)``), never a number.
 The held-out cases (HELD_OUT: other layer sets, modes and batches of the same models, to
 which info's constants were not fitted) get a line of their own, ``mem-mcu held-out (FW): ...``.
-Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K info_err=P``.
+Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K fmnist_all_bf16=K info_err=P``.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class MemCase:
     momentum: float = 0.9  # SGD(lr=0.01, momentum=...); 0: plain SGD
     sums: bool | None = None  # Trainer(sums=...): None the default, False no gradient sums
     recompute: bool = False  # Trainer(recompute=...): the scratch in a conv output made again
-    state: str = "f32"  # SGD(state=...): "bf16" a 16-bit optimiser state (the gradient sums kept)
+    state: str = "f32"  # SGD(state=...): "bf16" a 16-bit optimiser state
 
 
 CASES = (
@@ -84,6 +85,9 @@ CASES = (
     # batch 16 folded into the momentum (each gradient / 16): no gradient sums; the int32 scratch in
     # conv1's output, which conv1 computes again before the first pool's backward
     MemCase("fmnist_all", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True),
+    # the same with a bfloat16 momentum (opt-in: SGD(state='bf16')), the gradients folded into it
+    # through a float32 window of a few output channels
+    MemCase("fmnist_all_bf16", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True, state="bf16"),
 )
 # Held out: microtrain info's constants are fitted to CASES; these other layer sets, modes and
 # batches check the prediction where it was not fitted (their own line, not the acceptance one)
@@ -93,11 +97,12 @@ HELD_OUT = (
     MemCase("mbv1_last1", "mobilenet_v1", "last:1", mode="float32", batch=8, steps=9),
     MemCase("fmnist_last2", "fmnist", "last:2", mode="int8", sums=False),
 )
-# --bf16: fmnist_all with the 16-bit optimiser state (gradient sums kept: a bfloat16 state cannot
-# take the gradients itself) next to the float32 state with the same sums
+# --bf16: fmnist_all with the gradient sums, float32 and 16-bit optimiser state, next to the
+# acceptance case and its bfloat16 twin (both folding the batch into the momentum)
 BF16 = (
     MemCase("fmnist_all_sums", "fmnist", "all", batch=16, steps=17, recompute=True),
-    MemCase("fmnist_all_bf16", "fmnist", "all", batch=16, steps=17, recompute=True, state="bf16"),
+    MemCase("fmnist_all_bf16_sums", "fmnist", "all", batch=16, steps=17, recompute=True, state="bf16"),
+    *CASES[-2:],
 )
 
 
@@ -336,8 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-held-out", action="store_true",
                     help="skip the held-out cases (other layer sets, modes, batches: a check of microtrain "
                          "info where its constants were not fitted)")
-    ap.add_argument("--bf16", action="store_true", help="only fmnist_all with the gradient sums, float32 and "
-                    "bfloat16 optimiser state")
+    ap.add_argument("--bf16", action="store_true", help="only fmnist_all with float32 and bfloat16 optimiser "
+                    "state, with the gradient sums and folded into the momentum")
     ap.add_argument("--write-doc", action="store_true",
                     help="write the acceptance cases' table into docs/memory.md (its generated part)")
     a = ap.parse_args(argv)

@@ -398,6 +398,12 @@ class IntoMomentum:
         self.low = -self.limit  # (a float made once, not twice a layer and sample)
         self.layers = layers
         self.folded = set()  # indices of the layers whose v is scaled since the last update
+        if opt.half:  # a bfloat16 v: the layers' gw / gb stay None (the mark of this mode)
+            for ly in layers:
+                opt.state(ly)  # optimiser state now, while large free blocks remain
+            # (no local more: a larger frame of the float32 path too)
+            self.win = __import__("microtrain.stepwise").stepwise.HalfWindow(layers, raw, opt)
+            return
         for ly in layers:
             ly.gw, ly.gb = opt.state(ly)  # optimiser state now, while large free blocks remain
         n = 0
@@ -433,6 +439,13 @@ class IntoMomentum:
         if not (low <= sw <= lim and low <= s <= lim):  # (NaN fails too)
             raise ValueError("backward: layer %s: gradient scale %r is not finite or too large (a diverged "
                              "gradient; lower the learning rate)" % (ly.name, sw))
+        if ly.gw is None:  # a bfloat16 v = bf16(ftz(a v) + g), a window of channels at a time
+            self.folded.add(ly.index)
+            if n != 1:
+                sw, s = sw / n, s / n
+            self.win.a = 1.0 if folded else self.m
+            self.win(ly, gwk, p, x, e, mask, sw, s)  # (a call no deeper than gwk's below: the frame's size)
+            return
         if not folded:  # v = m * v now (the sample's channels)
             gb = ly.gb
             cp = self.copy
@@ -455,10 +468,18 @@ class IntoMomentum:
         if n > self.n:  # v holds the samples already, each / batch
             raise ValueError("step: layer %s adds its gradient into the momentum (Trainer batch %d): "
                              "n must be at most %d, got %d" % (ly.name, self.n, self.n, n))
+        if ly.gw is None:  # a bfloat16 v: update_s8_apply over a window of channels
+            return len(ly.b)
         return len(ly.b) << 1  # apply_keep: the new scales and biases
 
     def apply(self, opt, ly, n, lr, r, row):
         t = ly.touched
+        if ly.gw is None:  # a bfloat16 v widened into the direction (decayed first where no gradient came)
+            n = 1.0 if ly.index in self.folded else self.m  # (n: no local more)
+            self.folded.add(ly.index)  # (a refused step leaves v decayed once)
+            r = self.win.step(ly, n, t, lr, r, row)
+            self.folded.discard(ly.index)
+            return r
         if ly.index not in self.folded:  # no gradient reached it: v = m v + 0, as update_f32_momentum
             optim.F.update_f32_scale(ly.gw, len(ly.gw) // len(ly.gb), t, self.m)
             optim.F.update_f32_scale(ly.gb, 1, t, self.m)

@@ -46,6 +46,25 @@ def _now_bytes(model, idx):
     return out + 2 * _buf(4 * m) + 2 * _buf(max(c, 256)) + 64, 4 * n  # (the rest, the window)
 
 
+def _half_bytes(model, idx):
+    # stepwise.HalfWindow (a bfloat16 momentum taking the gradients): its window's biases, the
+    # zero / ones masks, the float32 zeros, a window mask per layer with more than one window;
+    # the window of weights (placed with backward's buffers)
+    from microtrain.stepwise import HALF_WINDOW
+
+    n = m = c = 0
+    out = 0
+    for i in idx:
+        ly = model.layers[i]
+        nc = len(ly.b)
+        cc = min(nc, max(1, HALF_WINDOW // (len(ly.w) // nc)))
+        n = max(n, cc * (len(ly.w) // nc))
+        m = max(m, cc)
+        c = max(c, nc)
+        out += 48 + (_buf(nc) if cc < nc else 0)
+    return out + _buf(4 * m) + _buf(max(c, 256)) + _buf(c) + _buf(256) + 128, 4 * n  # (the rest, the window)
+
+
 def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     """Bytes per item that Trainer(model, train=idx, mode, an optimiser with n_state
     moments (half: 2 B a value, state='bf16'), sparse) allocates: a list of (item, bytes).
@@ -58,6 +77,9 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     grads = window = 0
     if fold == "now":
         grads, window = _now_bytes(model, idx)
+    elif fold is True and half and n_state:  # the gradients into the bfloat16 momentum
+        grads, window = _half_bytes(model, idx)
+        fold = "half"
     elif fold == "copy":  # backward.IntoMomentum's copy of the momentum
         fold = True
         for i in idx[1:]:
@@ -68,7 +90,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
         wn, c = len(ly.w), len(ly.b)
         p = _buf(4 * wn) + _buf(4 * c)
         if fold != "now":  # the optimiser's update row: the widest layer's, 2 c folded (apply_keep)
-            row = max(row, c << (fold is True))
+            row = max(row, c << (fold is True))  # ("half": update_s8_apply)
         if not ly.trained:  # a trained layer has its copies and gradient sums already
             grads += 0 if fold else p
             # int8 weights; int32 bias, mult, shift, grad-input ratios; float32 scales
@@ -198,18 +220,18 @@ def check(model, idx, mode, opt, sparse, fold=False, failed=False, batch=1, redo
         n = _total(need(model, idx, "int8", opt.n_state, sparse, fold, redo, half))
         if n <= free:
             fits.append("mode='int8' (%s)" % _kb(n))
-    if not fold and not half and getattr(opt, "momentum", 0) and not opt.weight_decay and not opt.standardize:
-        n = _total(need(model, idx, mode, opt.n_state, sparse, True, redo=redo))
+    if not fold and getattr(opt, "momentum", 0) and not opt.weight_decay and not opt.standardize:
+        n = _total(need(model, idx, mode, opt.n_state, sparse, True, redo, half))
         if n <= free:
             # a larger batch folds into the momentum too (sums=False), but not with a sparse policy
             fits.append("%s (each gradient into the momentum: no gradient sums) (%s)" % (
                 "batch=1, sums=False" if sparse is not None else "sums=False or batch=1" if batch > 1
                 else "batch=1", _kb(n)))
-    if opt.n_state and not half:  # (a bfloat16 state keeps the gradient sums)
-        n = _total(need(model, idx, mode, opt.n_state, sparse, False, redo, True))
+    if opt.n_state and not half:  # (the gradient sums kept, but where the batch goes into the momentum)
+        n = _total(need(model, idx, mode, opt.n_state, sparse, fold is True, redo, True))
         if n <= free:
-            fits.append("state='bf16' (a 16-bit optimiser state: 2 B a value, with the gradient sums) (%s)"
-                        % _kb(n))
+            fits.append("state='bf16' (a 16-bit optimiser state: 2 B a value%s) (%s)"
+                        % ("" if fold is True else ", with the gradient sums", _kb(n)))
     if opt.n_state:
         n = _total(need(model, idx, mode, 0, sparse, "now", redo=redo))
         if n <= free:

@@ -222,6 +222,8 @@ class _Optimizer:
             raise ValueError("step: n must be an int in 1..16777216, got %r" % (n,))
         check = F.update_f32_check
         for ly in layers:
+            if ly.gw is None and type(upd).__name__ == "IntoMomentum":
+                continue  # a bfloat16 momentum taking the gradients: finite by its scale bound
             i = check(ly.gw)
             j = check(ly.gb)
             if i >= 0 or j >= 0:

@@ -222,14 +222,12 @@ class Trainer:
         # gradient into the SGD momentum) or "backward" (plain SGD at batch 1: each layer steps during
         # backward)
         o, batch, sparse = self.opt, self.batch, self.sparse
-        # (a bfloat16 state keeps the gradient sums: the grad-weight kernels add into float32)
-        sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize and not (o.half and o.n_state)
-        sgd1 = batch == 1 and sgd
+        # (a bfloat16 state keeps the gradient sums unless sums=False: then each gradient goes
+        # through a float32 window of a few output channels into it, IntoMomentum)
+        sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize
+        sgd1 = batch == 1 and sgd and not (o.half and o.n_state)
         if sums is not None and type(sums) is not bool:
             raise ValueError("Trainer: sums must be None, True or False, got %r" % (sums,))
-        if sums is False and o.half and o.n_state:
-            raise ValueError("Trainer: sums=False needs a float32 optimiser state (state='bf16' keeps the "
-                             "gradient sums)")
         if sums is False and not sgd:
             raise ValueError("Trainer: sums=False needs SGD (no weight_decay, no standardize)")
         if sums is False and batch > 1 and not (o.momentum and sparse is None):
@@ -242,7 +240,7 @@ class Trainer:
         auto = sums is None and sparse is None and kern.FAST_FLOAT
         if sgd1 and o.momentum and auto:
             return "copy"  # with a copy of the momentum: a failed step puts it back
-        if (sgd1 and o.momentum and sums is False) or (batch > 1 and sums is False):
+        if (batch == 1 and sgd and o.momentum and sums is False) or (batch > 1 and sums is False):
             return "momentum"
         # steps during backward by default without a sparse policy: then the bits are the sums'
         # path's; with one (sums=False) the stochastic rounding draws follow the update order
@@ -279,6 +277,10 @@ class Trainer:
                 from microtrain.stepwise import StepInBackward, floats
 
                 win = 4 * floats([model.layers[i] for i in idx])
+            elif how == "momentum" and opt.half:  # so does a bfloat16 state's float32 window (as -bytes)
+                from microtrain.stepwise import half_floats as floats  # (no local more)
+
+                win = -4 * floats([model.layers[i] for i in idx])
             elif how == "copy":  # so does the momentum's copy (all or nothing): every trained layer's
                 for ly in idx[1:]:  # weights and biases but the lowest's, as -bytes (set_trained);
                     ly = model.layers[ly]  # (no local more: this frame is on the heap while planning)

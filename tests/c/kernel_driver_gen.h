@@ -1363,7 +1363,7 @@ static int drv_update_bf16_momentum_args(call_t *c, mt_update_bf16_momentum_args
     if (failed(c)) return 0;
     a->touched = upd_touched(c, 3, a->n_ch);
     if (failed(c)) return 0;
-    a->mom = checked_float(c, 4, "mom", mt_unit_check);
+    a->mom = checked_float(c, 4, "mom", mt_closed_unit_check);
     if (failed(c)) return 0;
     return 1;
 }

@@ -398,7 +398,8 @@ SCALAR_BAD["update_f32_decay"] += [
 SCALAR_BAD["update_f32_axpby"] += [("a inf", 4, _INF, ("a",)), ("b nan", 5, _NAN, ("b",))]
 SCALAR_BAD["update_f32_momentum"] += [("mom 1", 4, 1.0, ("mom",)), ("mom -0.1", 4, -0.1, ("mom",)),
                                       ("mom nan", 4, _NAN, ("mom",))]
-SCALAR_BAD["update_bf16_momentum"] += [("mom 1", 4, 1.0, ("mom",)), ("mom nan", 4, _NAN, ("mom",))]
+SCALAR_BAD["update_bf16_momentum"] += [("mom 1.5", 4, 1.5, ("mom",)), ("mom -0.1", 4, -0.1, ("mom",)),
+                                       ("mom nan", 4, _NAN, ("mom",))]
 SCALAR_BAD["update_bf16_adam"] += [("b2 -1", 6, -1.0, ("b2",)), ("eps 0", 9, 0.0, ("eps",))]
 SCALAR_BAD["update_f32_adam"] += [("b1 1", 5, 1.0, ("b1",)), ("b2 -1", 6, -1.0, ("b2",)),
                                   ("b1t 1", 7, 1.0, ("b1t",)), ("b2t nan", 8, _NAN, ("b2t",)),

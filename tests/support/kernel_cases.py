@@ -1254,7 +1254,8 @@ def _bf16_grads(rng: Rng, n: int, i: int) -> NDArray[np.float32]:
 
 def gen_update_bf16_momentum(rng: Rng, i: int) -> Case:
     n_ch, k = _upd_shape(rng, i)
-    mom = [0.9, 0.0, float(rng.uniform(0, 1)), 0.99][(i // 2) % 4]
+    # (1: a bfloat16 momentum adding a batch's later gradients into itself, or widened at the step)
+    mom = [0.9, 0.0, float(rng.uniform(0, 1)), 0.99, 1.0][(i // 2) % 5]
     v = _bf16_state(rng, n_ch * k, i, mom)
     g = _bf16_grads(rng, n_ch * k, i)
     return make_case("update_bf16_momentum", [f32(g), v, k, _touched(rng, n_ch, i), mom])

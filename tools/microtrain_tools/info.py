@@ -11,6 +11,7 @@ import argparse
 import functools
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -102,7 +103,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
               sparse: bool = False, batch: int = 1, sums: bool | None = None,
               recompute: bool = False, bf16: bool = False) -> dict[str, Any]:
     """RAM (bytes, per item of the module doc) to train the last ``train_last`` weighted layers;
-    bf16: a 16-bit optimiser state (SGD / Adam state='bf16': 2 B a value, the gradient sums kept)."""
+    bf16: a 16-bit optimiser state (SGD / Adam state='bf16': 2 B a value; the gradient sums kept
+    unless sums=False with SGD momentum: then the gradients go into it through a float32 window)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
     if momentum and adam:
@@ -123,10 +125,11 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     if batch > 1 and sums is False and (adam or not momentum or sparse):
         raise ValueError(f"--no-sums at --batch {batch}: needs --momentum (SGD momentum) and no --sparse "
                          "(the Trainer refuses the rest)")
-    if bf16 and sums is False:
-        raise ValueError("--no-sums with --bf16: a 16-bit optimiser state keeps the gradient sums")
-    nosums = not adam and not bf16 and ((batch == 1 and (sums is False or (sums is None and not sparse)))
-                                        or (batch > 1 and sums is False))
+    if bf16 and sums is False and adam:
+        raise ValueError("--no-sums with --bf16 --adam: a 16-bit Adam state keeps the gradient sums")
+    half = bf16 and momentum  # (a bfloat16 SGD momentum: the gradient sums by default)
+    nosums = not adam and ((batch == 1 and (sums is False or (sums is None and not sparse and not half)))
+                           or (batch > 1 and sums is False))
     now = nosums and not momentum
     plan, g = device_plan(), _Graph(m)
     inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
@@ -142,6 +145,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     grads, window = state, 0
     if now:
         grads, window = now_window_bytes(m, trained)
+    elif nosums and half:  # backward.IntoMomentum's float32 window over the bfloat16 momentum
+        grads, window = half_window_bytes(m, trained)
     elif nosums:
         grads = 0
         if batch == 1 and sums is None:  # backward.IntoMomentum's copy of the momentum (all but the
@@ -170,7 +175,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     # the optimiser's update row (stepwise.StepInBackward has its own): the widest layer's
     # channels, twice that where the gradient goes into the momentum; backward's scratch where
     # it is long enough
-    row = 0 if now else max(out_c, default=0) << (1 if nosums else 0)
+    row = 0 if now else max(out_c, default=0) << (1 if nosums and not half else 0)
     if row and not (lent and acc_n >= row):
         copies += 4 * row
     r: dict[str, Any] = {
@@ -217,6 +222,33 @@ def now_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
         c_max = max(c_max, nc)
         masks += nc if cc < nc else 0
     return 8 * w_max + 2 * max(c_max, 256) + masks, 4 * n  # (the rest, the window)
+
+
+def device_const(module: str, name: str) -> int:
+    """The value of ``NAME = const(N)`` in python_lib/microtrain/<module>.py (a device module
+    that CPython cannot import)."""
+    text = (PYTHON_LIB / "microtrain" / f"{module}.py").read_text()
+    found = re.search(rf"^{name} = const\((\d+)\)", text, re.M)
+    assert found is not None, (module, name)
+    return int(found.group(1))
+
+
+def half_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
+    """stepwise.HalfWindow's buffers: (its window's biases, the zero / ones masks, the float32
+    zeros and the per-layer window masks; the float32 window of at most HALF_WINDOW weights, one
+    output channel at least, placed with backward's buffers)."""
+    n = w_max = c_max = masks = 0
+    half = device_const("stepwise", "HALF_WINDOW")
+    for ly in trained:
+        assert ly.weight is not None and ly.bias is not None
+        nc = m.tensors[ly.bias].numel
+        k = m.tensors[ly.weight].numel // nc
+        cc = min(nc, max(1, half // k))
+        n = max(n, cc * k)
+        w_max = max(w_max, cc)
+        c_max = max(c_max, nc)
+        masks += nc if cc < nc else 0
+    return 4 * w_max + max(c_max, 256) + c_max + 256 + masks, 4 * n  # (the rest, the window)
 
 
 TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "master", "copies", "sparse_bytes",
@@ -431,7 +463,8 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--momentum", action="store_true", help="count SGD momentum buffers (with --train-last)")
     p.add_argument("--adam", action="store_true", help="count Adam's two moment buffers (with --train-last)")
     p.add_argument("--sparse", action="store_true", help="count dynamic sparse-update buffers")
-    p.add_argument("--bf16", action="store_true", help="a 16-bit optimiser state (state='bf16', with sums)")
+    p.add_argument("--bf16", action="store_true", help="a 16-bit optimiser state (state='bf16'; "
+                   "with --no-sums and --momentum the gradients go into it through a float32 window)")
     p.add_argument("--batch", type=int, default=1, metavar="B",
                    help="samples per update (default 1: with --momentum, no gradient sums)")
     p.add_argument("--no-sums", action="store_true",

@@ -64,7 +64,8 @@ DONE_BY_HELPER = ("mt_conv2d_check", "mt_conv2d_dil_check", "mt_linear_check", "
                   "mt_update_k_check",
                   "mt_gw_window_c0_check", "mt_gw_window_n_check", "mt_gw_window_mask_check",
                   "mt_mtm_check_tables")
-FLOAT_CHECKS = ("mt_finite_check", "mt_nonneg_check", "mt_positive_check", "mt_unit_check")
+FLOAT_CHECKS = ("mt_finite_check", "mt_nonneg_check", "mt_positive_check", "mt_unit_check",
+                "mt_closed_unit_check")
 
 # Lengths (the spec's words) that are not products of descriptor fields and arguments.
 LENGTH_C = {

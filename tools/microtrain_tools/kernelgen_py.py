@@ -82,7 +82,8 @@ PY_CHECK_CALLS: dict[str, str] = {
     "mt_l1_norm_len_check": "_l1_norm_len_check(fn, {e_n}, {c})",
     "mt_scales_check": "_scales_check(fn, {x})",
 }
-PY_FLOAT = {"mt_finite_check": 0, "mt_nonneg_check": 1, "mt_positive_check": 2, "mt_unit_check": 3}
+PY_FLOAT = {"mt_finite_check": 0, "mt_nonneg_check": 1, "mt_positive_check": 2, "mt_unit_check": 3,
+            "mt_closed_unit_check": 4}
 
 
 class Names:

@@ -653,10 +653,10 @@ g = g * (1 / n) + wd * real, real = master[i] or ((float)q[i] * f) * scale[c]
             Arg("v", "s8", io="inout", length="2 * len(g)"),
             Arg("k", "int", checks=("mt_update_k_check",)),
             Arg("touched", "mask", length="len(g) / k", bad="skip"),
-            Arg("mom", "float", checks=("mt_unit_check",)),
+            Arg("mom", "float", checks=("mt_closed_unit_check",)),
         ), overlaps=(
             ("v", "g"), ("g", "touched"), ("v", "touched"),
-        ), doc="update_f32_momentum with a bfloat16 v (2 bytes a value, rounded to nearest even)."),
+        ), doc="update_f32_momentum with a bfloat16 v (2 B a value, nearest even); mom in [0, 1]."),
         Func("update_bf16_adam", "None",
              call="mt_update_bf16_adam(g, m, v, n_ch, k, touched, b1, b2, b1t, b2t, eps)",
              fpu=True, args=(

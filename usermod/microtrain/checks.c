@@ -524,6 +524,11 @@ const char *mt_unit_check(float x) {
     return x >= 0.0f && x < 1.0f ? NULL : "must be in [0, 1)";
 }
 
+// 1 included: a bfloat16 momentum adds a batch's later gradients, and widens itself, with mom = 1.
+const char *mt_closed_unit_check(float x) {
+    return x >= 0.0f && x <= 1.0f ? NULL : "must be in [0, 1]";
+}
+
 const char *mt_scales_check(const float *s, int32_t n) {
     float top = 0.0f;
     for (int32_t i = 0; i < n; ++i) {

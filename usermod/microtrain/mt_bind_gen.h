@@ -1212,7 +1212,7 @@ static MT_INLINE void mt_update_bf16_momentum_args(const char *fn, size_t n_args
     a->n_ch = (int32_t)mt_udiv_u32((uint32_t)a->g_n, (uint32_t)a->k);
     a->v = mt_out_s8(fn, "v", args[1], 2 * (int32_t)a->g_n);
     a->touched = mt_touched(fn, args[3], a->n_ch);
-    a->mom = mt_fscalar(fn, "mom", args[4], mt_unit_check);
+    a->mom = mt_fscalar(fn, "mom", args[4], mt_closed_unit_check);
     mt_no_overlap(fn, "v", a->v, (size_t)(2 * (int32_t)a->g_n), "g", a->g, a->g_n * 4);
     if (a->touched != NULL) {
         mt_no_overlap(fn, "g", a->g, a->g_n * 4, "touched", a->touched, (size_t)a->n_ch);

@@ -224,6 +224,7 @@ const char *mt_finite_check(float x);
 const char *mt_nonneg_check(float x);
 const char *mt_positive_check(float x);
 const char *mt_unit_check(float x);
+const char *mt_closed_unit_check(float x);
 // update_f32_ratios w_scale: every value finite and >= 0, the largest > 0.
 const char *mt_scales_check(const float *s, int32_t n);
 #endif

@@ -97,9 +97,12 @@ def _fscalar(fn, name, v, what):
     elif what == 2:
         ok = fin and x > 0
         msg = "must be finite and > 0"
-    else:
+    elif what == 3:
         ok = 0 <= x < 1
         msg = "must be in [0, 1)"
+    else:
+        ok = 0 <= x <= 1
+        msg = "must be in [0, 1]"
     if not ok:
         raise _ve(fn, name, msg)
     return x
@@ -353,7 +356,7 @@ def update_bf16_momentum(g, v, k, touched, mom):
     g_n, k, n_ch = _g(fn, "g", g, k)
     v_m = _out8(fn, "v", v, 2 * g_n)
     touched = _touched(fn, touched, n_ch)
-    mom = _fscalar(fn, "mom", mom, 3)
+    mom = _fscalar(fn, "mom", mom, 4)
     _nover(fn, "v", v, "touched", touched)
     # end of the generated prologue
     for c in _chans(touched, n_ch):

@@ -81,7 +81,7 @@ from microtrain_tools.reference.train_ref_config import (
     shuffle_state,
     softmax_lut,
 )
-from microtrain_tools.reference.train_ref_update import RefLayer, _f, _update, _xorshift16
+from microtrain_tools.reference.train_ref_update import RefLayer, _f, _update, _xorshift16, fold_bf16
 from microtrain_tools.reference.train_ref_update import quantize_multiplier_f32 as quantize_multiplier_f32
 
 __all__ = [
@@ -157,9 +157,12 @@ class RefTrainer:
         # batch > 1, sums=False: the batch folded into the momentum (backward.IntoMomentum): v = m v at the
         # batch's first sample, each gradient added with the scales (s_x s) / batch, s / batch,
         # the update applies v itself (no / n: a short last batch keeps 1 / batch per sample)
-        self.fold = batch > 1 and sums is False
+        # (a bfloat16 momentum at batch 1 too: through a float32 window, v = bf16(ftz(m v) + g) per
+        # sample, the direction v widened at the update: not the sums' bits)
+        self.half = sums is False and isinstance(o, SGD) and bool(o.momentum) and o.state == "bf16"
+        self.fold = (batch > 1 and sums is False) or self.half
         if self.fold and not (isinstance(o, SGD) and o.momentum and not o.weight_decay and not o.standardize
-                              and sparse is None):
+                              and (sparse is None or batch == 1)):
             raise ValueError("sums=False at batch > 1 needs SGD momentum (no weight_decay, no standardize) "
                              "and no sparse policy")
         self._folded: set[int] = set()  # layers whose momentum took this batch's m v already
@@ -482,12 +485,20 @@ class RefTrainer:
                     s_x = fl(self.m.tensors[x_t].scale)
                     gw_fn = o.conv2d_s8_grad_weight_f32 if conv else o.linear_s8_grad_weight_f32
                     if self.fold:  # into the momentum, v = m v first once per batch; scales / batch
-                        if j not in self._folded:
+                        if j not in self._folded and not self.half:
                             self._scale_momentum(rl)
                         st = rl.state
                         assert st is not None
                         nb = fl(self.batch)  # the device's sw / n: an int operand is a platform float
-                        st[0], st[1] = gw_fn(p, vals[x_t], e, mask, (s_x * s) / nb, s / nb, st[0], st[1])
+                        if self.half:  # into +0 rows, then folded: v = bf16(ftz(a v) + g)
+                            a = 1.0 if j in self._folded else _f(fl.param(self.opt.momentum))
+                            self._folded.add(j)
+                            tw, tb = gw_fn(p, vals[x_t], e, mask, (s_x * s) / nb, s / nb,
+                                           np.zeros(len(st[0]), np.float32), np.zeros(len(st[1]), np.float32))
+                            fold_bf16(tw, st, 0, rl.k, mask, a)
+                            fold_bf16(tb, st, 1, 1, mask, a)
+                        else:
+                            st[0], st[1] = gw_fn(p, vals[x_t], e, mask, (s_x * s) / nb, s / nb, st[0], st[1])
                     else:
                         rl.gw, rl.gb = gw_fn(p, vals[x_t], e, mask, s_x * s, s, rl.gw, rl.gb)
                     if self.sparse is not None:  # the device ORs every sample's mask (all: no mask)
@@ -566,10 +577,14 @@ class RefTrainer:
                 self.bt = (self.bt[0] * _f(self.fl.param(self.opt.beta1)),
                            self.bt[1] * _f(self.fl.param(self.opt.beta2)))
             for j in sorted(self.layers, reverse=self.reverse):
+                a = 1.0
                 if self.fold and j not in self._folded:  # no gradient reached it: v = m v + 0
-                    self._scale_momentum(self.layers[j])
+                    if self.half:  # (in the widening: d = ftz(m v) + 0)
+                        a = _f(self.fl.param(self.opt.momentum))
+                    else:
+                        self._scale_momentum(self.layers[j])
                 self.rng = _update(self.opt, self.layers[j], self.lr, self.pending, self.bt, self.rng,
-                                   self.fl, self.fold)
+                                   self.fl, self.fold, a)
             self._folded.clear()
             self.train_steps += 1
             self.pending = 0

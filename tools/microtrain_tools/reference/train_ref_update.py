@@ -155,11 +155,21 @@ def _stored(opt: SGD | Adam, x: F32) -> F32:
     return x
 
 
+def fold_bf16(g: F32, st: list[F32], i: int, k: int, touched: NDArray[np.bool_] | None, a: float) -> F32:
+    """update_bf16_momentum(g, v, k, touched, a) on the state st[i] (kept as the float32 its
+    bfloat16 stands for): st[i] = bf16(ftz(a v) + g); returns the float32 sums."""
+    t = None if touched is None else np.asarray(touched).astype(np.uint8)
+    d, vb = o.update_bf16_momentum(g, o.f32_to_bf16(st[i]), k, t, np.float32(a))
+    st[i] = o.bf16_to_f32(vb)
+    return d
+
+
 def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float32, np.float32], rng: int,
-            fl: Floats = DOUBLE, fold: bool = False) -> int:
+            fl: Floats = DOUBLE, fold: bool = False, decay: float = 1.0) -> int:
     """Update one layer (all float32, docs/training.md, Update); returns the new generator state.
     fold: the batch is in the momentum already (RefTrainer sums=False at batch > 1): the direction
-    is v itself, n not used (update_s8_apply_keep)."""
+    is v itself, n not used (update_s8_apply_keep); a bfloat16 v is widened by
+    update_bf16_momentum with g = 0 and mom = decay (backward.IntoMomentum's window)."""
     k, c_n = ly.k, ly.out_c
     rows = _rows(ly)
     wd = _f(fl.param(opt.weight_decay))
@@ -185,7 +195,12 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float
         return ((ly.b.astype(np.float32) * s_in) * sw_old).reshape(c_n, 1)
 
     st = ly.state
-    if fold:
+    if fold and opt.state == "bf16":
+        assert st is not None
+        gw, gb = (fold_bf16(np.zeros(len(st[i]), np.float32), st, i, kk, ly.touched, decay)
+                  for i, kk in ((0, k), (1, 1)))
+        gw, gb = gw.reshape(c_n, k), gb.reshape(c_n, 1)
+    elif fold:
         assert st is not None
         gw = st[0].astype(np.float32).reshape(c_n, k).copy()
         gb = st[1].astype(np.float32).reshape(c_n, 1).copy()
