@@ -51,7 +51,7 @@ BOARDS = 10
 SETTINGS = fleet.Settings(train="last:2", mode="mixed", lr=0.05, momentum=0.0, batch=8, epochs=1, keep=0.5,
                           rounds=ROUNDS, mu=0.01, beta=0.2, malicious=1)
 QEMU_BOARDS = ("s3", "s4")  # on the QEMU M7 over its serial REPL (the two smallest data sets)
-QEMU = "m7"
+QEMU = "m7fw"  # the M7 with microtrain built in: its heap holds no natmod or bytecode
 KILL_BOARD, KILL_ROUND = "s5", 2
 POISON_BOARD = "s6"
 ROBUST = "fedtrimmedavg"
@@ -111,7 +111,8 @@ class QemuBoards:
             sb = self.qr.SerialBoard(QEMU, img, heap="256k")
             ports[n] = sb.start()
             self.boards[n] = sb
-            fleet_board.SerialBoard(ports[n]).deploy(model, files[n], self.qr.BOARDS[QEMU].arch)
+            b = self.qr.BOARDS[QEMU]
+            fleet_board.SerialBoard(ports[n]).deploy(model, files[n], None if b.builtin else b.arch)
         return ports
 
     def stop(self) -> None:

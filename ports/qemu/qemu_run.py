@@ -58,6 +58,10 @@ BOARDS: dict[str, Board] = {
     # the M0 as an RP2040-class firmware is built: microtrain as the user C module
     "m0fw": Board("microbit", "armv6m", "Cortex-M0", MICROBIT_BIG, base="m0", variant=("BUILTIN=1",),
                   suffix="-builtin", builtin=True),
+    # the M7 with microtrain built in (kernels and frozen package in flash): a board's deployment
+    # whose heap holds no natmod or bytecode (the fleet's QEMU boards)
+    "m7fw": Board("mps2-an500", "armv7emdp", "Cortex-M7", base="m7", variant=("BUILTIN=1",),
+                  suffix="-builtin", builtin=True),
     # QEMU's virt machine with an RV32IMC core (no F/D/A: what ESP32-C3 / RP2350 RISC-V run);
     # -bios none: the firmware starts at the reset vector's jump to RAM
     "rv32": Board("virt", "rv32imc", "RV32IMC",

