@@ -319,7 +319,7 @@ def _write(model, tmp, trainer):
                      new_slen, new_d, d_len, remap[model.input.index], remap[model.output.index],
                      model.train_steps & 0xFFFFFFFF)
     slot_idx = {}
-    for j, (li, k, a, shape) in enumerate(new_state):
+    for j, (li, k, _a, _shape) in enumerate(new_state):
         slot_idx[(li, k)] = len(keep) + j
 
     def idx(v):
@@ -338,7 +338,7 @@ def _write(model, tmp, trainer):
             if t.kind == _KIND_ACT:  # the current scale: range adaptation may have changed it
                 struct.pack_into("<f", e, 32, t.scale)
             yield e
-        for j, (li, k, a, shape) in enumerate(new_state):
+        for j, (_li, _k, a, shape) in enumerate(new_state):
             dims = list(shape) + [0] * (4 - len(shape))
             struct.pack_into("<BBBBIIIIIIIfiII", e, 0, _DT_F32, len(shape), _KIND_STATE, _Q_NONE, 0, dims[0],
                              dims[1], dims[2], dims[3], st_offs[j], 4 * _values(a), 0.0, 0, NONE, 0)
