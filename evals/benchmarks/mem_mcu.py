@@ -233,7 +233,7 @@ def doc_section(results: Sequence[MemResult], before: str) -> list[str]:
              "(the columns after it) plus plan, optimiser and trainer objects.", "",
              "| case | import | load | infer | trainer | train | **peak** | package | objects | sample | "
              "inference | training | " + " | ".join(k for k, _ in TRAIN_COLS) + " |",
-             "|---|" + "---:|" * (12 + len(TRAIN_COLS))]
+             "|---|" + "---:|" * (11 + len(TRAIN_COLS))]
     for r in results:
         ph, tr = breakdown(r.case, r.fw, r.load)
         cells = [_kb(r.phases[p]) if p in r.phases else "-" for p in PHASES]

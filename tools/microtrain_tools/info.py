@@ -463,8 +463,7 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--momentum", action="store_true", help="count SGD momentum buffers (with --train-last)")
     p.add_argument("--adam", action="store_true", help="count Adam's two moment buffers (with --train-last)")
     p.add_argument("--sparse", action="store_true", help="count dynamic sparse-update buffers")
-    p.add_argument("--bf16", action="store_true", help="a 16-bit optimiser state (state='bf16'; "
-                   "with --no-sums and --momentum the gradients go into it through a float32 window)")
+    p.add_argument("--bf16", action="store_true", help="a 16-bit optimiser state (state='bf16')")
     p.add_argument("--batch", type=int, default=1, metavar="B",
                    help="samples per update (default 1: with --momentum, no gradient sums)")
     p.add_argument("--no-sums", action="store_true",
