@@ -358,28 +358,28 @@ def _write(model, tmp, trainer):
 
     # string offsets in the layer entries are relative to the pool: unchanged
     pad = bytes(8)
+
+    def parts():  # (buffer, bytes) in file order
+        yield head, len(head)
+        for e in table():
+            yield e, len(e)
+        for p in (memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen]):
+            yield p, len(p)
+        for a, n in items:
+            if isinstance(a, bytearray) and n == 2 * len(a):  # a bfloat16 state
+                for w in _widened(a):
+                    yield w, len(w)
+            else:
+                yield a, n
+            if n & 7:
+                yield pad[:8 - (n & 7)], 8 - (n & 7)
+
     crc = 0
     try:
         with open(tmp, "wb") as f:
-            _put(f, head, len(head))
-            crc = _crc(head, crc)
-            for part in table():
-                _put(f, part, len(part))
+            for part, n in parts():
+                _put(f, part, n)
                 crc = _crc(part, crc)
-            for part in (memoryview(b)[s_off:s_off + pool_len], rec, pad[:new_d - new_s - new_slen]):
-                _put(f, part, len(part))
-                crc = _crc(part, crc)
-            for a, n in items:
-                if isinstance(a, bytearray) and n == 2 * len(a):  # a bfloat16 state
-                    for part in _widened(a):
-                        _put(f, part, len(part))
-                        crc = _crc(part, crc)
-                else:
-                    _put(f, a, n)
-                    crc = _crc(a, crc)
-                if n & 7:
-                    _put(f, pad[:8 - (n & 7)], 8 - (n & 7))
-                    crc = _crc(pad[:8 - (n & 7)], crc)
             _put(f, struct.pack("<I", crc & 0xFFFFFFFF), 4)
             f.flush()
     except OSError as e:  # the port's message names neither the file nor the room a save needs
