@@ -806,13 +806,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.time()
     if not a.host:
         subprocess.run(["make", "-s", "-C", str(PLUGIN_DIR), "all"], check=True)
+    from microtrain_tools import natmod
+
     fm_path, origin = transfer_model()
-    digits_model()
+    digits = digits_model()
     bds = boards()
     fmaps: dict[str, FirmwareMap] = {}
     used = ["m7"] if a.quick else ["m7", "m4", "m0", "m3", "m0fw", "rv32"]
     if a.boards:
         used = a.boards.split(",")
+    # the digits boards load a natmod of the digits model's ops only, as `microtrain deploy
+    # --model` gives them (the whole natmod would take the heap the M3's run needs)
+    for b in ("m0", "m3"):
+        if not a.host and b in used and bds[b].arch:
+            ops = natmod.model_ops(digits)
+            natmod.build(str(bds[b].arch), ops)
+            bds[b] = replace(bds[b], arch=natmod.folder(str(bds[b].arch), ops))
     if not a.host:
         for b in used:
             if not bds[b].firmware.is_file():
