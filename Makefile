@@ -72,10 +72,10 @@ natmod-needs-rv32imc:
 	        "Point MPY_DIR at a core that has it, or build microtrain into the firmware as a" \
 	        "user C module (docs/firmware.md)." >&2; exit 1; }
 
-## natmod-all: every supported arch, with a size table.
-natmod-all: $(foreach a,$(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS),build/natmod/$(a)/_microtrain.mpy)
-	@printf '%-10s %10s\n' arch bytes
-	@for a in $(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS); do printf '%-10s %10s\n' $$a $$(stat -c %s build/natmod/$$a/_microtrain.mpy); done
+## natmod-all: every supported arch, whole and OPS=core, with a size table.
+natmod-all: $(foreach a,$(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS),build/natmod/$(a)/_microtrain.mpy build/natmod/$(a)-core/_microtrain.mpy)
+	@printf '%-10s %10s %10s\n' arch bytes core
+	@for a in $(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS); do printf '%-10s %10s %10s\n' $$a $$(stat -c %s build/natmod/$$a/_microtrain.mpy build/natmod/$$a-core/_microtrain.mpy); done
 	@echo "natmod-all: ok archs=$$(echo $(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS) | tr ' ' ',')"
 
 ## dist: dist/<arch>_6.3/ for every arch: _microtrain.mpy + compiled microtrain package + mip package.json.
