@@ -3,13 +3,15 @@
 Built for conv2d and maxpool: its table is exactly the spec's functions of those ops and of
 none (kernelspec.in_build); each kept kernel is bit-exact against the numpy oracle on the
 seeded cases; a left-out one raises AttributeError naming its op and the build that has it,
-also through the package (a model with a linear layer); and it is smaller than the whole one.
+also through the package (a model with a linear layer); it is smaller than the whole one; and
+`microtrain run --ops` runs a script with it.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,15 @@ def test_smaller_than_the_whole_module(natmod_dir: Path) -> None:
     full = ensure_natmod().stat().st_size
     part = (natmod_dir / "_microtrain.mpy").stat().st_size
     assert part < full * 0.8, (part, full)
+
+
+def test_microtrain_run_ops(natmod_dir: Path, tmp_path: Path) -> None:
+    """`microtrain run --ops` puts that natmod in the package it runs the script with."""
+    script = tmp_path / "names.py"
+    script.write_text("import _microtrain as K\nprint(sorted(n for n in dir(K) if not n.startswith('_')))\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"))
+    proc = subprocess.run([sys.executable, "-m", "microtrain_tools.cli", "run", "--ops", OPS, str(script)],
+                          capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    want = sorted([f.name for f in FUNCS if in_build(f, parse_ops(OPS))] + ["HAS_FLOAT"])
+    assert proc.stdout.strip() == repr(want)
