@@ -28,7 +28,13 @@ $(SETUP_STAMP): tools/setup.sh tools/requirements.txt tools/requirements-data.tx
 ## OPS=core (or op families, e.g. OPS=conv2d,linear,maxpool; kernelspec.py's ops and profiles):
 ## only their kernels, in build/natmod/<arch>-<ops>/ (README of usermod/microtrain).
 OPS ?= all
-natmod: build/natmod/$(ARCH)$(if $(filter-out all,$(OPS)),-$(shell PYTHONPATH=$(ROOT)/tools $(PY) -m microtrain_tools.kernelgen --ops-tag $(OPS)))/_microtrain.mpy
+ifneq ($(filter-out all,$(OPS)),)
+NATMOD_TAG := $(shell PYTHONPATH=$(ROOT)/tools $(PY) -m microtrain_tools.kernelgen --ops-tag '$(OPS)')
+ifeq ($(NATMOD_TAG),)
+$(error OPS=$(OPS): not a set of op families (the message above))
+endif
+endif
+natmod: build/natmod/$(ARCH)$(if $(NATMOD_TAG),-$(NATMOD_TAG))/_microtrain.mpy
 ## Any arch the core's natmod tools do not know stops here, saying so (xtensawin and rv32imc: below).
 ## The folder's name is the arch, then -<ops> for a natmod of some op families only.
 build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC) tools/microtrain_tools/kernelspec.py
