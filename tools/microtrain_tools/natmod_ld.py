@@ -17,10 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-# the binutils prefix of each natmod arch (dynruntime.mk's CROSS)
-CROSS = {"x64": "", "x86": "", "armv6m": "arm-none-eabi-", "armv7m": "arm-none-eabi-",
-         "armv7emsp": "arm-none-eabi-", "armv7emdp": "arm-none-eabi-", "xtensa": "xtensa-lx106-elf-",
-         "xtensawin": "xtensa-esp32-elf-", "rv32imc": "riscv64-unknown-elf-"}
+# the binutils prefix of each arch whose natmod is linked this way (dynruntime.mk's CROSS); the
+# others (xtensawin: its literal sections; rv32imc), not built here, go to mpy_ld.py as they are
+CROSS = {"x64": "", "armv6m": "arm-none-eabi-", "armv7m": "arm-none-eabi-", "armv7emsp": "arm-none-eabi-",
+         "armv7emdp": "arm-none-eabi-"}
 
 # The partial link's layout: one section of each kind mpy_ld.py reads (each at address 0, as it
 # expects of an object), mpy_init leading .text.
@@ -37,16 +37,16 @@ SCRIPT = """SECTIONS
 def main(argv: list[str]) -> int:
     mpy_ld, args = argv[0], argv[1:]
     cmd = [sys.executable, mpy_ld]
-    if "--preprocess" in args or "--arch" not in args or "-o" not in args:
+    arch = args[args.index("--arch") + 1] if "--arch" in args else ""
+    if "--preprocess" in args or arch not in CROSS or "-o" not in args:
         return subprocess.call(cmd + args)
-    arch = args[args.index("--arch") + 1]
     out = Path(args[args.index("-o") + 1])
     objs = [a for a in args if a.endswith(".o")]
     rest = [a for a in args if not a.endswith(".o")]
     script = out.with_name("natmod_gc.ld")
     script.write_text(SCRIPT)
     merged = out.with_name("_microtrain_gc.elf")  # (not *.o: the sources' objects)
-    ld = f"{CROSS.get(arch, '')}ld"
+    ld = f"{CROSS[arch]}ld"
     rc = subprocess.call([ld, "-r", "--gc-sections", "-u", "mpy_init", "-T", str(script), "-o", str(merged),
                           *objs])
     if rc != 0:
