@@ -487,8 +487,22 @@ class TrainRow:
         return 1.0 - self.native_all / self.total if self.total else float("nan")
 
 
+def model_natmod(board: Board, model: str) -> Board:
+    """The board loading the natmod of ``model``'s ops only, as `microtrain deploy --model`
+    gives it (the whole natmod would take heap a small board's run needs)."""
+    from microtrain_tools import natmod
+
+    if board.arch is None:  # microtrain built into the firmware
+        return board
+    ops = natmod.model_ops(BUILD / f"{model}.mtm")
+    natmod.build(board.arch, ops)
+    return replace(board, arch=natmod.folder(board.arch, ops))
+
+
 def bench_train(board: Board | None, fmap: FirmwareMap | None, model: str, train: str, sparse: float,
                 batch: int, steps: int, heap_kb: int, prepass: int = 0) -> tuple[TrainRow | None, Run]:
+    if board is not None:
+        board = model_natmod(board, model)
     run = run_guest(board, fmap, "bench_train.py",
                     [f"{model}.mtm", f"{model}.mtd", train, f"{sparse:g}", str(batch), str(steps), "mixed",
                      "2", str(prepass)],
@@ -691,7 +705,9 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "usermod/microtrain, whose software float also serves the firmware's Python floats; the",
         "package is frozen, so its peak heap holds no package bytecode), and the same digits runs on the",
         "RV32IMC firmware (rv32: microtrain built in, the package frozen; rv32-libgcc: libgcc's soft",
-        "float, last:2 only). Trainer in mixed mode,",
+        "float, last:2 only). Each training run loads the natmod of its model's ops only, as",
+        "`microtrain deploy --model` builds it (`make natmod ARCH=... OPS=...`: the M0 and M3 digits",
+        "runs, conv2d + maxpool + linear); the kernel rows load the whole one. Trainer in mixed mode,",
         "SGD(lr=0.01, momentum=0.9), one",
         f"unmeasured warm-up sample, then {STEPS_B1} measured samples at batch 1 and 16 at batch 16",
         "(evals/mp/bench_train.py; *measured* = cold); the figures are means per sample. The M7",

@@ -19,7 +19,7 @@ from typing import Any
 
 from microtrain_tools import mtm
 from microtrain_tools.mtm import Act, Kind, Model, Op
-from microtrain_tools.paths import PYTHON_LIB
+from microtrain_tools.paths import NATMOD, PYTHON_LIB
 from microtrain_tools.reference import oracle
 
 __all__ = ["MODES", "build_parser", "forward_plan_bytes", "inference_ram", "layer_rows", "main", "train_ram"]
@@ -265,6 +265,11 @@ TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "mast
 # per trained layer the optimiser's objects (scale tuples, update rows). Fitted to the four
 # cases of mem-mcu.
 PACKAGE_BYTES = {"builtin": 9_176, "natmod": 149_288}
+# The natmod's part of that: mem-mcu's board read the whole armv7emdp natmod of the fit into its
+# heap, this many bytes; a deployment's own natmod (deploy's: its model's ops only, natmod.py)
+# takes its place, its size read from the build.
+NATMOD_FIT_BYTES = 98_451
+NATMOD_ARCH = "armv7emdp"  # mem-mcu's board
 TRAIN_PACKAGE_BYTES = {"builtin": 2_587, "natmod": 10_115}
 SPARSE_PACKAGE_BYTES = {"builtin": 5_302, "natmod": 6_746}
 TENSOR_OBJ_BYTES = 156
@@ -290,11 +295,23 @@ def layer_consts(m: Model) -> set[int]:
     return out
 
 
+def natmod_bytes(m: Model, arch: str = NATMOD_ARCH) -> tuple[str, int | None]:
+    """(folder, bytes) of the natmod ``microtrain deploy`` gives ``m`` (its layers' ops) under
+    build/natmod/; bytes None when it is not built."""
+    from microtrain_tools import natmod
+
+    ops = natmod.resolve(",".join(sorted({Op(ly.op).name.lower() for ly in m.layers})))
+    f = natmod.folder(arch, ops)
+    p = NATMOD / f / natmod.NAME
+    return f, (p.stat().st_size if p.is_file() else None)
+
+
 def peak_heap(m: Model, file_bytes: int, deploy: str = "builtin", model_in: str = "flash",
-              train: dict[str, Any] | None = None) -> dict[str, int]:
+              train: dict[str, Any] | None = None, natmod: int | None = None) -> dict[str, int]:
     """Peak heap (bytes per item, and "total") of: import, load (the model in flash, i.e. a
     bytes-like object, or read from a file), inference of one sample from a FileDataset, then
-    a Trainer with ``train`` (a :func:`train_ram` result) and its training steps."""
+    a Trainer with ``train`` (a :func:`train_ram` result) and its training steps. ``natmod``:
+    the bytes of the natmod deployment's module (None: the whole one of the fit)."""
     if deploy not in PACKAGE_BYTES:
         raise ValueError(f"deploy must be one of {', '.join(DEPLOYS)}")
     n_l = len(m.layers)
@@ -305,7 +322,8 @@ def peak_heap(m: Model, file_bytes: int, deploy: str = "builtin", model_in: str 
                     + TRAINED_LAYER_BYTES * len(train["layers"])
                     + (SPARSE_PACKAGE_BYTES[deploy] if train["sparse"] else 0))
     r = {
-        "package": PACKAGE_BYTES[deploy],
+        "package": PACKAGE_BYTES[deploy] + (natmod - NATMOD_FIT_BYTES if natmod and deploy == "natmod"
+                                            else 0),
         # the device keeps no Tensor object for the layers' constants (Model.tensor)
         "model_objects": (TENSOR_OBJ_BYTES * (len(m.tensors) - len(layer_consts(m))) + LAYER_OBJ_BYTES * n_l
                           + WEIGHTED_LAYER_BYTES * n_w),
@@ -382,7 +400,9 @@ def report(path: Path, m: Model, train_last: int | None, momentum: bool = False,
         r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse, batch, sums, recompute, bf16)
         if memflora is not None:
             r["memflora"] = saved_activations(m, train_last, memflora)
-    r["peak_heap"] = {f"{d}-{w}": peak_heap(m, len(data), d, w, r.get("train"))
+    folder, nb = natmod_bytes(m)
+    r["natmod"] = {"folder": folder, "bytes": nb}
+    r["peak_heap"] = {f"{d}-{w}": peak_heap(m, len(data), d, w, r.get("train"), nb)
                       for d in DEPLOYS for w in ("flash", "file")}
     return r
 
@@ -438,6 +458,10 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
         d, w = k.split("-")
         what = "kernels and package built in" if d == "builtin" else "natmod and .mpy package"
         out.append(f"  {what + ', model in ' + w:<48} {v['total']:>9} B")
+    nm = r["natmod"]
+    where = f"build/natmod/{nm['folder']}/"
+    out.append(f"  (natmod: {where}, the model's ops, {nm['bytes']} B)" if nm["bytes"]
+               else f"  (natmod: the whole one; {where}, the model's ops only, is not built)")
     return "\n".join(out)
 
 
