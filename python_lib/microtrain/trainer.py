@@ -285,7 +285,9 @@ class Trainer:
                 for ly in idx[1:]:  # weights and biases but the lowest's, as -bytes (set_trained);
                     ly = model.layers[ly]  # (no local more: this frame is on the heap while planning)
                     win -= 4 * (len(ly.w) + len(ly.b))
-            self.layers = model.set_trained(idx, how == "sums", win, recompute)
+            # (2: the conv output made again may be placed through backward: nothing but Health
+            # reads it after the forward)
+            self.layers = model.set_trained(idx, how == "sums", win, 2 if recompute and not monitor else recompute)
             self.first = self.layers[0].index
             for ly in self.layers:
                 if ly.master_w is not None or ly.master_b is not None:  # (else the class's None stands:

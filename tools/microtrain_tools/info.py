@@ -133,10 +133,14 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     now = nosums and not momentum
     plan, g = device_plan(), _Graph(m)
     inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
-    sizes, idle = plan.buffers(g, first, device_module("place").place)
+    place = device_module("place").place
+    # recompute: the plan placed through backward, each layer's scratch inside it, where smaller
+    bwd = plan.redo_plan(g, first, region, inplace, place) if recompute else None
+    sizes, idle = plan.buffers(g, first, place, bwd)
     forward = sum(sizes)
     need, acc_n, host = plan.scratch_plan(g, first, region, inplace)
-    scratch = 4 * acc_n if need and host is None else 0  # (host: an idle error buffer holds it)
+    # (host: an idle error buffer holds it)
+    scratch = 4 * acc_n if need and host is None and bwd is None else 0
     lent = acc_n > 0 and not scratch  # in an idle error buffer: retyped bytes (the update's row too)
     # errors and scratch in the forward buffers idle during backward where they fit: RAM only
     # for the rest (the scratch, else, in an activation made again: plan.recompute_host)
