@@ -325,8 +325,8 @@ def backward_plan(m, first, window, redo):
             acc_views[ly.index] = _retyped(v, 105) or quant.zeros("i", len(v) >> 2)
             if len(v) == 4 * acc_n:
                 frow = _retyped(v, 102)
-        return backward.BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win, frow,
-                                     redo)
+        return backward.BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win,
+                                     frow, redo)
     if redo and acc is None and acc_n:
         r = recompute_host(m, first, inplace, need, acc_n, kern.NATIVE)
     redo = None

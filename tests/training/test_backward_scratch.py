@@ -201,7 +201,8 @@ def test_plan_placed_through_backward(throughnet: Setup, tmp_path: Path) -> None
     assert int(p.stdout.split("ARENA ")[1].split()[0]) == through["forward"], (p.stdout, through)
     # the same bits as the reference: gradient sums, and the batch folded into a float32 and a
     # bfloat16 momentum
-    for tag, opt, sums in (("sums", SGDM, None), ("fold", SGDM, False), ("fold16", {**SGDM, "state": "bf16"}, False)):
+    bf16 = {**SGDM, "state": "bf16"}
+    for tag, opt, sums in (("sums", SGDM, None), ("fold", SGDM, False), ("fold16", bf16, False)):
         kw: dict[str, Any] = dict(order=range(8), labels=labels_of(s), train="all", mode="mixed", opt=opt,
                                   batch=2, sums=sums)
         same_as_reference(s, tmp_path, tag, {"recompute": True}, **kw)
