@@ -49,10 +49,10 @@ def _now_bytes(model, idx):
 
 
 def _half_bytes(model, idx):
-    # stepwise.HalfWindow (a bfloat16 momentum taking the gradients): its window's biases, the
+    # halfwin.HalfWindow (a bfloat16 momentum taking the gradients): its window's biases, the
     # zero / ones masks, the float32 zeros, a window mask per layer with more than one window;
     # the window of weights (placed with backward's buffers)
-    from microtrain.stepwise import HALF_WINDOW
+    from microtrain.halfwin import HALF_WINDOW
 
     n = m = c = 0
     out = 0

@@ -278,7 +278,7 @@ class Trainer:
 
                 win = 4 * floats([model.layers[i] for i in idx])
             elif how == "momentum" and opt.half:  # so does a bfloat16 state's float32 window (as -bytes)
-                from microtrain.stepwise import half_floats as floats  # (no local more)
+                from microtrain.halfwin import half_floats as floats  # (no local more)
 
                 win = -4 * floats([model.layers[i] for i in idx])
             elif how == "copy":  # so does the momentum's copy (all or nothing): every trained layer's

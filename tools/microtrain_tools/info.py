@@ -238,11 +238,11 @@ def device_const(module: str, name: str) -> int:
 
 
 def half_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
-    """stepwise.HalfWindow's buffers: (its window's biases, the zero / ones masks, the float32
+    """halfwin.HalfWindow's buffers: (its window's biases, the zero / ones masks, the float32
     zeros and the per-layer window masks; the float32 window of at most HALF_WINDOW weights, one
     output channel at least, placed with backward's buffers)."""
     n = w_max = c_max = masks = 0
-    half = device_const("stepwise", "HALF_WINDOW")
+    half = device_const("halfwin", "HALF_WINDOW")
     for ly in trained:
         assert ly.weight is not None and ly.bias is not None
         nc = m.tensors[ly.bias].numel
