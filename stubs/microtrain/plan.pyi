@@ -10,9 +10,9 @@ def kept(m: Model, first: int) -> set[int]:
     """The tensors a training plan keeping from `first` never frees."""
 def forward_fit(m: Model, keep: set[int]) -> tuple[dict[int, int], list[int], list[bool]]:
     """(tensor -> buffer id, bytes per buffer id, holds a kept tensor) of a whole-buffer plan."""
-Bwd = tuple[int, int, list[tuple[int, int]], int]  # redo_plan's: (h, its pool, [(layer, scratch bytes)], first)
+_Bwd = tuple[int, int, list[tuple[int, int]], int]  # redo_plan's: (h, its pool, [(layer, scratch bytes)], first)
 
-def buffers(m: Model, first: int, place: Any, bwd: Bwd | None = None) -> tuple[list[int], list[int]]:
+def buffers(m: Model, first: int, place: Any, bwd: _Bwd | None = None) -> tuple[list[int], list[int]]:
     """(bytes of each buffer of the training plan (the arena, the output's); the idle gaps'
     lengths), counted by place.py's place with stand-ins."""
 def pack(m: Model, first: int, region: set[int], inplace: dict[int, Any], scratch: int, sizes: list[int],
@@ -24,7 +24,7 @@ def recompute_host(m: Model, first: int, inplace: dict[int, Layer], need: list[L
                    native: bool = True) -> tuple[int, int, int] | None:
     """(t, producer index, reader index) of an activation that can hold the scratch, made again."""
 def redo_plan(m: Model, first: int, region: set[int], inplace: dict[int, Layer], place: Any,
-              native: bool = True) -> Bwd | None:
+              native: bool = True) -> _Bwd | None:
     """The plan placed through backward (place.py's bwd) where recompute makes that arena smaller."""
 def scratch_plan(m: Model, first: int, region: set[int], inplace: dict[int, Layer],
                  native: bool = True) -> tuple[list[Layer], int, int | None]:
