@@ -473,7 +473,7 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--no-sums", action="store_true",
                    help="Trainer(sums=False): no gradient sums (docs/memory.md says where it applies)")
     p.add_argument("--recompute", action="store_true",
-                   help="Trainer(recompute=True): the int32 scratch in a conv output made again")
+                   help="Trainer(recompute=True): a pooled conv output made again in backward")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
     p.add_argument("--memflora", type=int, default=None, metavar="RANK",
