@@ -177,7 +177,7 @@ def place(model, bufs, owner, last_use, keep=(), mk=None, bwd=None):
     # of its producer (or of `first`, for one made before it), h only to its last reader in the
     # forward and again from its pool's backward to its producer's, and layer j's grad-input
     # scratch (its int32 accumulator) at layer j's backward: bytes idle in the backward of
-    # upper layers serve lower ones (fz[-2]: {j: the scratch's bytes}).
+    # upper layers serve lower ones (fz[-2]: {j: the scratch's bytes}; fz[-3]: the mark).
     # Fills owner {a tensor: the whole buffer holding it} (the arena, the output's) and bufs
     # {tensor: its bytes}; returns (the fused pairs, the gaps of the arena between the tensors
     # alive during backward as [arena, offset, length]: idle until the next forward, where
@@ -289,4 +289,6 @@ def place(model, bufs, owner, last_use, keep=(), mk=None, bwd=None):
             bufs[ly.output] = bufs[root[ly.output]]
     if scr:
         fz[-2] = scr
+    if bwd is not None:
+        fz[-3] = 1  # (the mark of a plan placed through backward: only its own trainer's)
     return fz, free

@@ -271,10 +271,11 @@ def backward_plan(m, first, window, redo):
         bwd = redo_plan(m, first, region, inplace, place)
         place = None
         _forget("place")
-        if bwd is not None:  # placed again, through backward
-            m.drop_plans(-2)
-            m.plan(first, bwd)
     fz = m._fused.get(first)
+    if bwd is not None or (fz and -3 in fz):  # placed (again) through backward, or no longer
+        m.drop_plans(-2)
+        m.plan(first, bwd)
+        fz = m._fused.get(first)
     scr = fz.pop(-2, None) if fz else None  # (None: place.py could not run, whole buffers)
     bufs = m.plan(first)[0]
     if window < 0:

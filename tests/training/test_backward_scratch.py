@@ -187,6 +187,8 @@ m = mt.load(%r)
 t = mt.Trainer(m, train="all", mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9), batch=2, recompute=True)
 print("REDO", m.backward_plan.redo)
 print("ARENA", m.ram(0))
+t = mt.Trainer(m, train="all", mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9), batch=2)
+print("AGAIN", m.backward_plan.redo, m.ram(0))  # a trainer without recompute: the plan kept whole again
 """
 
 
@@ -199,6 +201,7 @@ def test_plan_placed_through_backward(throughnet: Setup, tmp_path: Path) -> None
     assert p.returncode == 0, p.stdout + p.stderr
     assert "REDO (1, 0)" in p.stdout, p.stdout
     assert int(p.stdout.split("ARENA ")[1].split()[0]) == through["forward"], (p.stdout, through)
+    assert f"AGAIN None {kept['forward']}" in p.stdout, (p.stdout, kept)
     # the same bits as the reference: gradient sums, and the batch folded into a float32 and a
     # bfloat16 momentum
     bf16 = {**SGDM, "state": "bf16"}
