@@ -562,10 +562,9 @@ class Model:
 
     # -- buffers ---------------------------------------------------------------------------
 
-    def plan(self, keep_from, bwd=None):
+    def plan(self, keep_from):
         """Activation buffers for a forward pass that keeps every activation
-        used by layers >= keep_from (None: inference only; bwd: placed through backward,
-        plan.redo_plan)."""
+        used by layers >= keep_from (None: inference only)."""
         keep_from = self._keep(keep_from)
         key = -1 if keep_from is None else keep_from
         plan = self._plans.get(key)
@@ -585,7 +584,8 @@ class Model:
             keep = rules.kept(self, keep_from)
             rules = None
             _forget("plan")  # (not beside place.py: fewer entries in the module tables at once)
-        fz = _place(self, bufs, owner, last_use, keep, bwd)
+        fz = self._fused.get(key)  # a tuple: placed through backward (plan.backward_plan asks so)
+        fz = _place(self, bufs, owner, last_use, keep, fz if type(fz) is tuple else None)
         if fz is not None:
             fz, free = fz
             if keep_from is not None:

@@ -128,16 +128,6 @@ def _copy(p):
     return array("i", p)
 
 
-def _meet(a, b):
-    # whether items a and b live at a common time (it[5]: an item's second life, or None)
-    if a[1] <= b[2] and b[1] <= a[2]:
-        return True
-    x, y = a[5], b[5]
-    if x is not None and x[0] <= b[2] and b[1] <= x[1]:
-        return True
-    return y is not None and y[0] <= a[2] and a[1] <= y[1]
-
-
 def _fit(items):
     # each item in turn at the lowest 4-aligned offset where it overlaps no earlier item alive
     # at the same time (its offset: it[4]); returns the bytes of the arena
@@ -147,7 +137,9 @@ def _fit(items):
         near = []
         for j in range(i):
             o = items[j]
-            if _meet(o, it):
+            x, y = o[5], it[5]  # (an item's second life, or None: the two meet at any common time)
+            if (o[1] <= it[2] and it[1] <= o[2]) or (x is not None and x[0] <= it[2] and it[1] <= x[1]) or (
+                    y is not None and y[0] <= o[2] and o[1] <= y[1]):
                 near.append(o)
         near.sort(key=lambda o: o[4])
         off = 0
@@ -160,7 +152,7 @@ def _fit(items):
     return size
 
 
-def place(model, bufs, owner, last_use, keep=(), mk=None, bwd=None):
+def place(model, bufs, owner, last_use, keep, mk, bwd):
     # The forward plan (docs/memory.md): one arena for every activation but the model output
     # (a buffer of its own), each tensor at an offset chosen by its lifetime, from the layer
     # that makes it (the model input: before the first) to its last reader, or to the end for
@@ -208,9 +200,8 @@ def place(model, bufs, owner, last_use, keep=(), mk=None, bwd=None):
             life[k] = [min(n, row * max(1, _TILE // row)), ly.index, ly.index, k, 0, None]
         if c is None and type(f) is not int and f is None and t != out_t:
             life[t] = [tensors[t].numel, ly.index, ly.index, t, 0, None]
-    h = bwd[0] if bwd is not None else -1
     for t in last_use:  # how long each lives (through the skips it becomes)
-        u = end if t in keep and t != h else last_use[t]
+        u = end if t in keep else last_use[t]
         r = root.get(t, t)
         if r in life and life[r][2] < u:
             life[r][2] = u
@@ -221,17 +212,19 @@ def place(model, bufs, owner, last_use, keep=(), mk=None, bwd=None):
             life[r][2] = j
     for t in keep:
         r = root.get(t, t)
-        if r in life and r != h:
+        if r in life:
             life[r][2] = end
-    if bwd is not None:  # (no fusion touches a kept tensor: root is t itself)
-        first = bwd[3]
+    if bwd is not None:  # (no fusion touches a kept tensor: root is t itself; no local more: u first)
+        u = bwd[3]
         for ly in layers:
             t = ly.output
-            if t in keep and t in life and t != h:
-                life[t][2] = 2 * end - (ly.index if ly.index > first else first)
+            if t in keep and t in life and t != bwd[0]:
+                life[t][2] = 2 * end - (ly.index if ly.index > u else u)
         if inp in keep:
-            life[inp][2] = 2 * end - first
-        life[h][5] = (2 * end - bwd[1], 2 * end - life[h][1])
+            life[inp][2] = 2 * end - u
+        it = life[bwd[0]]
+        it[2] = bwd[1]  # (its pool: its last reader)
+        it[5] = (2 * end - bwd[1], 2 * end - it[1])
         for j, n in bwd[2]:
             life[_SCR - j] = [n, 2 * end - j, 2 * end - j, _SCR - j, 0, None]
     for it in life.values():
@@ -261,7 +254,9 @@ def place(model, bufs, owner, last_use, keep=(), mk=None, bwd=None):
         bufs[out_t] = ob
     if items:
         owner[items[0][3]] = arena  # (one entry per buffer: a smaller table)
-    scr = {}
+    if bwd is not None:
+        fz[-2] = {}  # the scratch of each layer (fz[-3]: the mark of a plan placed through backward)
+        fz[-3] = 1
     for it in items:
         t, off, n = it[3], it[4], it[0]
         v = arena if bufs is None or (off == 0 and n == size) else memoryview(arena)[off:off + n]
@@ -269,7 +264,7 @@ def place(model, bufs, owner, last_use, keep=(), mk=None, bwd=None):
             if bufs is None:
                 continue
             if t <= _SCR:
-                scr[_SCR - t] = v
+                fz[-2][_SCR - t] = v
                 continue
             if t & 1 == 0:  # the tile of a fused conv
                 fz[(-2 - t) >> 1] += (v,)
@@ -287,8 +282,4 @@ def place(model, bufs, owner, last_use, keep=(), mk=None, bwd=None):
     for ly in layers:
         if ly.output in root and bufs is not None:
             bufs[ly.output] = bufs[root[ly.output]]
-    if scr:
-        fz[-2] = scr
-    if bwd is not None:
-        fz[-3] = 1  # (the mark of a plan placed through backward: only its own trainer's)
     return fz, free

@@ -274,7 +274,9 @@ def backward_plan(m, first, window, redo):
     fz = m._fused.get(first)
     if bwd is not None or (fz and -3 in fz):  # placed (again) through backward, or no longer
         m.drop_plans(-2)
-        m.plan(first, bwd)
+        if bwd is not None:
+            m._fused[first] = bwd  # (Model.plan reads it there: no parameter more)
+        m.plan(first)
         fz = m._fused.get(first)
     scr = fz.pop(-2, None) if fz else None  # (None: place.py could not run, whole buffers)
     bufs = m.plan(first)[0]

@@ -5,8 +5,7 @@ import array
 
 from micropython import const
 
-from microtrain.backward import Sums
-from microtrain.halfwin import floats as _floats
+from microtrain.backward import Sums, window_floats
 from microtrain.kern import K
 from microtrain.optim import F
 from microtrain.quant import zeros
@@ -16,8 +15,8 @@ _LIM = 3.4e38 / 8589934592.0  # FLT_MAX / 2^33: lr * |gradient scale| bound of a
 
 
 def floats(layers, window=WINDOW):
-    """Floats of the gradient window for these trained layers (halfwin.floats)."""
-    return _floats(layers, window)
+    """Floats of the gradient window for these trained layers (backward.window_floats)."""
+    return window_floats(layers, window)
 
 
 class StepInBackward:

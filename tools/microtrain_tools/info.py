@@ -79,7 +79,7 @@ def inference_plan_bytes(m: Model) -> int:
     n_in = m.tensors[m.input].numel
     bufs: dict[int, Any] = {m.input: bytearray(n_in)}
     owner: dict[int, Any] = {}
-    device_module("place").place(_Graph(m), bufs, owner, last_use)
+    device_module("place").place(_Graph(m), bufs, owner, last_use, (), None, None)
     made: dict[int, int] = {id(b): len(b) for b in owner.values()}  # (one arena holds most tensors)
     return sum(made.values())
 
