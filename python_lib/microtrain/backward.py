@@ -310,20 +310,6 @@ BACKWARD[_OP_UPSAMPLE] = upsample
 # The two here share this module with backward: one module object and globals dict less.
 
 
-def window_floats(layers, window):
-    """Floats of a gradient window for these trained layers (stepwise.StepInBackward's,
-    halfwin.HalfWindow's): the largest window of output channels, at most `window` weights (one
-    channel at least)."""
-    n = 0
-    for ly in layers:
-        nc = len(ly.b)
-        k = len(ly.w) // nc
-        cc = min(nc, max(1, window // k))
-        if cc * k > n:
-            n = cc * k
-    return n
-
-
 class Sums:
     """The default update mode: backward adds each sample's gradient into the trained
     layer's float32 sums gw / gb; the step turns them into the optimiser's direction and

@@ -2,7 +2,6 @@
 # SGD(state='bf16'); docs/memory.md), apart from stepwise.py: that mode loads only this.
 from micropython import const
 
-from microtrain.backward import window_floats as floats
 from microtrain.kern import K
 from microtrain.optim import F
 from microtrain.quant import zeros
@@ -10,6 +9,19 @@ from microtrain.quant import zeros
 # floats of backward.IntoMomentum's window with a bfloat16 state (it runs each window of channels
 # once per sample and once per step: small, as it may not find room in the idle buffers)
 HALF_WINDOW = const(256)
+
+
+def floats(layers, window):
+    """Floats of a gradient window for these trained layers (as stepwise.floats: neither mode
+    loads the other's module)."""
+    n = 0
+    for ly in layers:
+        nc = len(ly.b)
+        k = len(ly.w) // nc
+        cc = min(nc, max(1, window // k))
+        if cc * k > n:
+            n = cc * k
+    return n
 
 
 def half_floats(layers):

@@ -5,7 +5,7 @@ import array
 
 from micropython import const
 
-from microtrain.backward import Sums, window_floats
+from microtrain.backward import Sums
 from microtrain.kern import K
 from microtrain.optim import F
 from microtrain.quant import zeros
@@ -15,8 +15,16 @@ _LIM = 3.4e38 / 8589934592.0  # FLT_MAX / 2^33: lr * |gradient scale| bound of a
 
 
 def floats(layers, window=WINDOW):
-    """Floats of the gradient window for these trained layers (backward.window_floats)."""
-    return window_floats(layers, window)
+    """Floats of the gradient window for these trained layers: the largest window of output
+    channels, at most `window` weights (one channel at least)."""
+    n = 0
+    for ly in layers:
+        nc = len(ly.b)
+        k = len(ly.w) // nc
+        cc = min(nc, max(1, window // k))
+        if cc * k > n:
+            n = cc * k
+    return n
 
 
 class StepInBackward:

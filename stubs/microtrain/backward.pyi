@@ -62,9 +62,6 @@ def upsample(m: Model, bw: BackwardPlan, cur: dict[int, Any], scale: dict[int, f
 
 BACKWARD: list[_OpBackward | None]  # indexed by op code: its backward
 
-def window_floats(layers: list[Layer], window: int) -> int:
-    """Floats of a gradient window: the largest window of output channels, at most `window` weights."""
-
 class Sums:
     """Update mode (Model.update), the default: float32 gradient sums per trained layer."""
 

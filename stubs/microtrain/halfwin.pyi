@@ -8,6 +8,7 @@ from microtrain.optim import SGD
 
 HALF_WINDOW: int  # floats of HalfWindow's window
 
+def floats(layers: list[Layer], window: int) -> int: ...
 def half_floats(layers: list[Layer]) -> int: ...
 
 class HalfWindow:
