@@ -132,7 +132,7 @@ class Trainer:
                transfer CNN `all` saves its 12.3 KB scratch for +11 % instructions per
                training step (M7); the same bits. Without Health, the plan is then placed
                through backward where that is smaller (that output not kept after the
-               forward; the transfer CNN: 5.0 KB less). Off by default.
+               forward; docs/memory.md). Off by default.
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead

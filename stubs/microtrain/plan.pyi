@@ -10,7 +10,8 @@ def kept(m: Model, first: int) -> set[int]:
     """The tensors a training plan keeping from `first` never frees."""
 def forward_fit(m: Model, keep: set[int]) -> tuple[dict[int, int], list[int], list[bool]]:
     """(tensor -> buffer id, bytes per buffer id, holds a kept tensor) of a whole-buffer plan."""
-_Bwd = tuple[int, int, list[tuple[int, int]], int]  # redo_plan's: (h, its pool, [(layer, scratch bytes)], first)
+# redo_plan's: (h, its pool, [(layer, scratch bytes)], first)
+_Bwd = tuple[int, int, list[tuple[int, int]], int]
 
 def buffers(m: Model, first: int, place: Any, bwd: _Bwd | None = None) -> tuple[list[int], list[int]]:
     """(bytes of each buffer of the training plan (the arena, the output's); the idle gaps'
