@@ -20,13 +20,15 @@ with seeded untrained weights: memory does not depend on the values; the
 Fashion-MNIST transfer CNN of evals/models):
 
 - resnet8_infer: ResNet-8 32x32x3, inference;
-- dscnn_last2: DS-CNN-S, training last:2, mixed, SGD momentum, batch 1;
+- dscnn_last2: DS-CNN-S, training last:2, mixed, SGD momentum with a bfloat16 state
+  (SGD(state='bf16'), opt-in), batch 1;
 - mbv1_sparse: MobileNetV1-0.25 96x96, last:3, DynamicSparse(0.1), int8, plain SGD, batch 1
   (each layer steps during backward: Trainer sums=False);
-- fmnist_all: transfer CNN, all layers, mixed, SGD momentum, batch 16 folded into the momentum
-  (Trainer sums=False: each gradient / 16, no gradient sums), recompute=True (backward's int32
-  scratch in conv1's output, which conv1 computes again before the first pool's backward);
-- fmnist_all_bf16: the same with SGD(state='bf16'), a bfloat16 momentum (opt-in, beside it).
+- fmnist_all: transfer CNN, all layers, mixed, SGD momentum with a bfloat16 state, batch 16
+  folded into the momentum (Trainer sums=False: each gradient / 16, no gradient sums),
+  recompute=True (conv1 computes its output again before the first pool's backward, so the
+  plan is placed through backward: plan.redo_plan);
+- dscnn_last2_f32, fmnist_all_f32: the two above with the float32 momentum (the default state).
 
 ``microtrain info``'s prediction per case (tools/microtrain_tools/info.py
 ``peak_heap``: package, model objects, file when read into RAM, one sample,
@@ -34,7 +36,8 @@ inference, training) is printed next to the measurement; info_err is the largest
 peak. A case that fails prints its phase (``FAIL(phase)``), never a number.
 The held-out cases (HELD_OUT: other layer sets, modes and batches of the same models, to
 which info's constants were not fitted) get a line of their own, ``mem-mcu held-out (FW): ...``.
-Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K fmnist_all_bf16=K info_err=P``.
+Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K dscnn_last2_f32=K
+fmnist_all_f32=K info_err=P``.
 """
 
 from __future__ import annotations
@@ -78,16 +81,18 @@ class MemCase:
 
 CASES = (
     MemCase("resnet8_infer", "resnet8", "-"),
-    MemCase("dscnn_last2", "ds_cnn_s", "last:2", sums=False),
+    # a bfloat16 momentum (opt-in: SGD(state='bf16')) that takes the gradients itself through a
+    # float32 window of a few output channels
+    MemCase("dscnn_last2", "ds_cnn_s", "last:2", sums=False, state="bf16"),
     # plain SGD, int8 (Deutel et al.'s fully quantised training): float32 momentum (4 bytes per
     # trained parameter) would not fit a board's heap by itself
     MemCase("mbv1_sparse", "mobilenet_v1", "last:3", mode="int8", sparse=0.1, momentum=0.0, sums=False),
-    # batch 16 folded into the momentum (each gradient / 16): no gradient sums; the int32 scratch in
-    # conv1's output, which conv1 computes again before the first pool's backward
-    MemCase("fmnist_all", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True),
-    # the same with a bfloat16 momentum (opt-in: SGD(state='bf16')), the gradients folded into it
-    # through a float32 window of a few output channels
-    MemCase("fmnist_all_bf16", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True, state="bf16"),
+    # batch 16 folded into the bfloat16 momentum (each gradient / 16): no gradient sums; the int32
+    # scratch in conv1's output, which conv1 computes again before the first pool's backward
+    MemCase("fmnist_all", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True, state="bf16"),
+    # the two above with the float32 momentum (the default state), beside them
+    MemCase("dscnn_last2_f32", "ds_cnn_s", "last:2", sums=False),
+    MemCase("fmnist_all_f32", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True),
 )
 # Held out: microtrain info's constants are fitted to CASES; these other layer sets, modes and
 # batches check the prediction where it was not fitted (their own line, not the acceptance one)
@@ -98,11 +103,11 @@ HELD_OUT = (
     MemCase("fmnist_last2", "fmnist", "last:2", mode="int8", sums=False),
 )
 # --bf16: fmnist_all with the gradient sums, float32 and 16-bit optimiser state, next to the
-# acceptance case and its bfloat16 twin (both folding the batch into the momentum)
+# acceptance case (bfloat16) and its float32 twin (both folding the batch into the momentum)
 BF16 = (
     MemCase("fmnist_all_sums", "fmnist", "all", batch=16, steps=17, recompute=True),
     MemCase("fmnist_all_bf16_sums", "fmnist", "all", batch=16, steps=17, recompute=True, state="bf16"),
-    *CASES[-2:],
+    CASES[-1], CASES[3],
 )
 
 

@@ -79,7 +79,7 @@ def inference_plan_bytes(m: Model) -> int:
     n_in = m.tensors[m.input].numel
     bufs: dict[int, Any] = {m.input: bytearray(n_in)}
     owner: dict[int, Any] = {}
-    device_module("place").place(_Graph(m), bufs, owner, last_use)
+    device_module("place").place(_Graph(m), bufs, owner, last_use, (), None, None)
     made: dict[int, int] = {id(b): len(b) for b in owner.values()}  # (one arena holds most tensors)
     return sum(made.values())
 
@@ -133,10 +133,14 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     now = nosums and not momentum
     plan, g = device_plan(), _Graph(m)
     inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
-    sizes, idle = plan.buffers(g, first, device_module("place").place)
+    place = device_module("place").place
+    # recompute: the plan placed through backward, each layer's scratch inside it, where smaller
+    bwd = plan.redo_plan(g, first, region, inplace, place) if recompute else None
+    sizes, idle = plan.buffers(g, first, place, bwd)
     forward = sum(sizes)
     need, acc_n, host = plan.scratch_plan(g, first, region, inplace)
-    scratch = 4 * acc_n if need and host is None else 0  # (host: an idle error buffer holds it)
+    # (host: an idle error buffer holds it)
+    scratch = 4 * acc_n if need and host is None and bwd is None else 0
     lent = acc_n > 0 and not scratch  # in an idle error buffer: retyped bytes (the update's row too)
     # errors and scratch in the forward buffers idle during backward where they fit: RAM only
     # for the rest (the scratch, else, in an activation made again: plan.recompute_host)
@@ -234,11 +238,11 @@ def device_const(module: str, name: str) -> int:
 
 
 def half_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
-    """stepwise.HalfWindow's buffers: (its window's biases, the zero / ones masks, the float32
+    """halfwin.HalfWindow's buffers: (its window's biases, the zero / ones masks, the float32
     zeros and the per-layer window masks; the float32 window of at most HALF_WINDOW weights, one
     output channel at least, placed with backward's buffers)."""
     n = w_max = c_max = masks = 0
-    half = device_const("stepwise", "HALF_WINDOW")
+    half = device_const("halfwin", "HALF_WINDOW")
     for ly in trained:
         assert ly.weight is not None and ly.bias is not None
         nc = m.tensors[ly.bias].numel
@@ -493,7 +497,7 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--no-sums", action="store_true",
                    help="Trainer(sums=False): no gradient sums (docs/memory.md says where it applies)")
     p.add_argument("--recompute", action="store_true",
-                   help="Trainer(recompute=True): the int32 scratch in a conv output made again")
+                   help="Trainer(recompute=True): a pooled conv output made again in backward")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
     p.add_argument("--memflora", type=int, default=None, metavar="RANK",
