@@ -75,9 +75,9 @@ Q_CFG = {"train_layers": "last:2", "lr": 100.0, "eps": 4, "batch": 16}
 # ones) among patience 50-200, tol 0.01-0.05, share or not; a fast running loss or a short patience
 # grew q on the noise of the batch losses, before the loss had levelled off
 Q_AUTO = {"q0": 1, "q_max": 16, "patience": 100, "tol": 0.02, "beta": 0.98, "share": True}
-# data orders a seed (as MF_ORDERS): a run's accuracy swings by about 5 points with its order and
-# perturbation stream, and the best of the grid's noisy means is picked, so one run a seed mostly
-# measures that noise; every q sees the same orders
+# data orders a seed (as MF_ORDERS): a run's accuracy swings with its order and perturbation
+# stream more than q moves it, and the best of the grid's noisy means is picked, so one run a seed
+# mostly measures that noise; every q sees the same orders
 Q_ORDERS = 4
 Q_WORKERS = 2
 
