@@ -1,6 +1,16 @@
 // Integer helpers: see mt_quant.h and docs/numerics.md.
 #include "mt_quant.h"
 
+#include "mt_dsp.h"
+
+// The four-a-turn loops below where code size is not scarce (armv7e-m, x64); armv6m and
+// armv7m keep the two-a-turn ones.
+#if MT_DSP || MT_SSE2
+#define MT_RQ_WIDE 1
+#else
+#define MT_RQ_WIDE 0
+#endif
+
 uint32_t mt_udiv_u32(uint32_t n, uint32_t d) {
 #if MT_SOFT_MATH
     // Restoring division, one quotient bit per step; d == 0 returns all ones
@@ -66,10 +76,33 @@ int32_t mt_dyn_shift(uint32_t max_abs) {
     return s;
 }
 
+#if MT_RQ_WIDE
+// mt_dyn_apply for 1 <= shift <= MT_RQ_FAST_MAX as one floor: sign(v) * ((|v| + h) >> shift)
+// = (v + h - (v < 0)) >> shift, h = 2^(shift - 1) (the negative side's ceiling written as a
+// floor; the shift is arithmetic, as gcc and clang define it). No overflow: the shift's rule
+// bounds |v| + h by 2^(shift + 7) <= 2^30.
+#define MT_RQ_FAST_MAX 23
+static inline int32_t mt_rq_floor(int32_t v, int32_t h, int32_t shift) {
+    return (v + h + (v >> 31)) >> shift;
+}
+#endif
+
 // max |acc[i]| over acc[0..n), two elements a turn (half the loop overhead at -Os).
 static uint32_t dyn_max_abs(const int32_t *acc, size_t n) {
     uint32_t m = 0;
     size_t i = 0;
+#if MT_RQ_WIDE
+    uint32_t m2 = 0;  // a second maximum: two compare chains in flight
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t a = mt_abs_u32(acc[i]), b = mt_abs_u32(acc[i + 1]);
+        const uint32_t c = mt_abs_u32(acc[i + 2]), d = mt_abs_u32(acc[i + 3]);
+        m = a > m ? a : m;
+        m2 = b > m2 ? b : m2;
+        m = c > m ? c : m;
+        m2 = d > m2 ? d : m2;
+    }
+    m = m2 > m ? m2 : m;
+#endif
     for (; i + 2 <= n; i += 2) {
         const uint32_t a = mt_abs_u32(acc[i]), b = mt_abs_u32(acc[i + 1]);
         m = a > m ? a : m;
@@ -88,6 +121,26 @@ int32_t mt_dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out) {
     const int32_t shift = mt_dyn_shift(dyn_max_abs(acc, n));
     const uint32_t half = shift > 0 ? ((uint32_t)1 << (shift - 1)) : 0u;
     size_t i = 0;
+#if MT_RQ_WIDE
+    if (shift >= 1 && shift <= MT_RQ_FAST_MAX) {
+        const int32_t h = (int32_t)half;
+        for (; i + 4 <= n; i += 4) {
+            const int32_t a = acc[i], b = acc[i + 1], c = acc[i + 2], d = acc[i + 3];
+            out[i] = (int8_t)mt_rq_floor(a, h, shift);
+            out[i + 1] = (int8_t)mt_rq_floor(b, h, shift);
+            out[i + 2] = (int8_t)mt_rq_floor(c, h, shift);
+            out[i + 3] = (int8_t)mt_rq_floor(d, h, shift);
+        }
+    } else if (shift == 0) {  // every |acc| <= 127: the values themselves
+        for (; i + 4 <= n; i += 4) {
+            const int32_t a = acc[i], b = acc[i + 1], c = acc[i + 2], d = acc[i + 3];
+            out[i] = (int8_t)a;
+            out[i + 1] = (int8_t)b;
+            out[i + 2] = (int8_t)c;
+            out[i + 3] = (int8_t)d;
+        }
+    }
+#endif
     for (; i + 2 <= n; i += 2) {
         const uint32_t v = (uint32_t)acc[i], w = (uint32_t)acc[i + 1];
         const uint32_t sv = 0u - (v >> 31), sw = 0u - (w >> 31);
@@ -109,7 +162,45 @@ int32_t mt_dyn_requant_act_s8(const int32_t *acc, size_t n, int32_t lo, int32_t 
         return mt_dyn_requant_s8(acc, n, out);
     }
     const int32_t shift = mt_dyn_shift(dyn_max_abs(acc, n));
-    for (size_t i = 0; i < n; ++i) {
+    size_t i = 0;
+#if MT_DSP
+    if (shift <= MT_RQ_FAST_MAX) {
+        // four a turn: the kept bytes (lo < y < hi, as lo + 1 <= y <= hi - 1 clamped to int8)
+        // as a byte mask from SSUB8 / SEL, the four results packed and masked (shift 0: the
+        // values themselves)
+        const int32_t h = shift > 0 ? (int32_t)1 << (shift - 1) : 0;
+        const int32_t l = lo < -128 ? -128 : (lo > 127 ? 128 : lo + 1);
+        const int32_t u = hi > 127 ? 127 : (hi < -128 ? -129 : hi - 1);
+        const uint32_t ok = l <= 127 && u >= -128 && l <= u ? 0xFFFFFFFFu : 0u;
+        const uint32_t l4 = ((uint32_t)l & 0xFFu) * 0x01010101u, u4 = ((uint32_t)u & 0xFFu) * 0x01010101u;
+        for (; shift == 0 && i + 4 <= n; i += 4) {
+            const uint32_t y = mt_load_u32(out + i);
+            const uint32_t keep = mt_ge8(y, l4) & mt_ge8(u4, y) & ok;
+            const uint32_t r = ((uint32_t)acc[i] & 0xFFu) | (((uint32_t)acc[i + 1] & 0xFFu) << 8) |
+                               (((uint32_t)acc[i + 2] & 0xFFu) << 16) | ((uint32_t)acc[i + 3] << 24);
+            mt_store_u32(out + i, r & keep);
+        }
+        for (; shift > 0 && i + 4 <= n; i += 4) {
+            const uint32_t y = mt_load_u32(out + i);
+            const uint32_t keep = mt_ge8(y, l4) & mt_ge8(u4, y) & ok;
+            const uint32_t r = ((uint32_t)mt_rq_floor(acc[i], h, shift) & 0xFFu) |
+                               (((uint32_t)mt_rq_floor(acc[i + 1], h, shift) & 0xFFu) << 8) |
+                               (((uint32_t)mt_rq_floor(acc[i + 2], h, shift) & 0xFFu) << 16) |
+                               ((uint32_t)mt_rq_floor(acc[i + 3], h, shift) << 24);
+            mt_store_u32(out + i, r & keep);
+        }
+    }
+#endif
+#if MT_RQ_WIDE
+    if (shift >= 1 && shift <= MT_RQ_FAST_MAX) {
+        const int32_t h = (int32_t)1 << (shift - 1);
+        for (; i < n; ++i) {
+            const int32_t y = out[i];
+            out[i] = (lo < y && y < hi) ? (int8_t)mt_rq_floor(acc[i], h, shift) : 0;
+        }
+    }
+#endif
+    for (; i < n; ++i) {
         const int32_t y = out[i];
         out[i] = (lo < y && y < hi) ? mt_dyn_apply(acc[i], shift) : 0;
     }
