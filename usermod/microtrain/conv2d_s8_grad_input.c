@@ -433,8 +433,8 @@ typedef struct {
     int32_t eo[4];       // channel offsets in an error row
     int32_t wr[4];
     int32_t n;         // in_c
-    const uint8_t *z;  // per error position of the tap's rectangle: 0 where the four
-    int32_t z_row;     // errors are 0 (NULL: none); z_row: its positions per row
+    const uint8_t *z;  // the packed path: per error position of the tap's rectangle, 0
+    int32_t z_row;     // where the four errors are 0; z_row: its positions per row
 } mt_sel4_t;
 
 static MT_NOINLINE void gi_sel_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
@@ -458,7 +458,7 @@ static MT_NOINLINE void gi_sel_rect(const int8_t *e, int32_t *acc, const mt_rect
     }
 }
 
-#if MT_DSP  // (half is 0 elsewhere: no dead code on the cores without SMLAD)
+#if MT_DSP  // (where SMLAD is one instruction)
 // The same sums when every product e * wr fits a halfword (wr <= 256:
 // -32768 <= e * wr <= 32512; R = 8 makes the top ratio 256 for 3x3 convs of
 // 32 channels): the four weight runs of the tap packed into halfword pairs
@@ -492,13 +492,14 @@ static MT_INLINE void sel_pos_p(int32_t *a, uint32_t v01, uint32_t v23, const ui
         (void)t2, (void)t3, (void)t4, (void)t5;
         c = n & ~1;
     }
-#endif
+#else
     for (; c + 2 <= n; c += 2) {  // two input channels a turn
         const int32_t x0 = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
         const int32_t x1 = mt_smlad(v23, wp[2 * c + 3], mt_smlad(v01, wp[2 * c + 2], a[c + 1]));
         a[c] = x0;
         a[c + 1] = x1;
     }
+#endif
     if (c < n) {
         a[c] = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
     }
@@ -518,35 +519,23 @@ static MT_NOINLINE void gi_sel_rect_p(const int8_t *e, int32_t *acc, const mt_re
         }
         int32_t eo = 0, ao = c0;
         const uint8_t *zr = s->z;
-        for (int32_t row = 0; row < noy; ++row, eo += r->e_row, ao += r->x_row) {
-            if (zr != NULL) {  // the zero positions cost a byte test (the pointers from the index)
-                for (const uint8_t *zp = zr, *zend = zr + nox; zp < zend;) {
-                    if (*zp++ == 0) {
-                        continue;
-                    }
-                    const int32_t i = (int32_t)(zp - zr) - 1;
-                    const int8_t *ep = e + eo + i * e_col;
-                    const int32_t v0 = ep[o0] * r0, v1 = ep[o1] * r1, v2 = ep[o2] * r2, v3 = ep[o3] * r3;
-                    sel_pos_p(acc + ao + i * a_col, mt_pack16(v0, v1), mt_pack16(v2, v3), wp, n);
-                }
-                zr += s->z_row;
-                continue;
-            }
-            int32_t ei = eo, ai = ao;
-            for (int32_t i = 0; i < nox; ++i, ei += e_col, ai += a_col) {
-                const int8_t *ep = e + ei;
-                const int32_t v0 = ep[o0] * r0, v1 = ep[o1] * r1, v2 = ep[o2] * r2, v3 = ep[o3] * r3;
-                if ((v0 | v1 | v2 | v3) == 0) {
+        for (int32_t row = 0; row < noy; ++row, eo += r->e_row, ao += r->x_row, zr += s->z_row) {
+            // the zero positions cost a byte test (the pointers from the index)
+            for (const uint8_t *zp = zr, *zend = zr + nox; zp < zend;) {
+                if (*zp++ == 0) {
                     continue;
                 }
-                sel_pos_p(acc + ai, mt_pack16(v0, v1), mt_pack16(v2, v3), wp, n);
+                const int32_t i = (int32_t)(zp - zr) - 1;
+                const int8_t *ep = e + eo + i * e_col;
+                const int32_t v0 = ep[o0] * r0, v1 = ep[o1] * r1, v2 = ep[o2] * r2, v3 = ep[o3] * r3;
+                sel_pos_p(acc + ao + i * a_col, mt_pack16(v0, v1), mt_pack16(v2, v3), wp, n);
             }
         }
     }
 }
 
-// Positions of the error map held in gi_selected's zero map (a byte each, on the
-// stack); a larger map tests the four errors at every tap instead.
+// Positions of the zero map (a byte each, on the stack): output rows in bands of at most
+// this many positions.
 #define MT_SEL_ZMAP 512
 #endif
 
@@ -572,43 +561,54 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
             half &= s.wr[h] <= 256;
         }
 #if MT_DSP
-        // the packed path's zero map: which positions have an error in the quad (once, not
-        // once per tap; after a pool's routing most have none)
-        const uint8_t *zmap = NULL;
-        const int32_t npos = p->out_h * p->out_w;
-        uint8_t zbuf[MT_SEL_ZMAP];
-        if (half && npos <= MT_SEL_ZMAP) {
-            const int8_t *ep = e;
-            for (int32_t q = 0; q < npos; ++q, ep += p->out_c) {
-                zbuf[q] = (uint8_t)((ep[s.eo[0]] | ep[s.eo[1]] | ep[s.eo[2]] | ep[s.eo[3]]) != 0);
+        // the packed path band by band of output rows: each band's zero map (which positions
+        // have an error in the quad: after a pool's routing most have none) once, not tested
+        // per tap, then every tap over its rectangle's rows in the band (exact in any order)
+        uint8_t z[MT_SEL_ZMAP];
+        half &= p->out_w <= MT_SEL_ZMAP;
+        const int32_t band = half ? MT_SEL_ZMAP / p->out_w : p->out_h;
+        s.z_row = p->out_w;
+        for (int32_t b0 = 0, b1; b0 < p->out_h; b0 = b1) {
+            b1 = p->out_h - b0 < band ? p->out_h : b0 + band;
+            const int8_t *ep = e + b0 * p->out_w * p->out_c;
+            for (int32_t q = 0; half && q < (b1 - b0) * p->out_w; ++q, ep += p->out_c) {
+                z[q] = (uint8_t)((ep[s.eo[0]] | ep[s.eo[1]] | ep[s.eo[2]] | ep[s.eo[3]]) != 0);
             }
-            zmap = zbuf;
-        }
 #else
         (void)half;
+        {
 #endif
-        s.z = NULL;
-        s.z_row = p->out_w;
-        for (int32_t ky = 0; ky < p->k_h; ++ky) {
-            for (int32_t kx = 0; kx < p->k_w; ++kx) {
-                mt_rect_t r;
-                int32_t eb, ab;
-                tap_rect(p, g, ky, kx, &r, &eb, &ab);
-                if (r.noy == 0) {
-                    continue;
-                }
-                const int32_t wt = ky * g->w_row + kx * g->cpg;
-                for (int32_t h = 0; h < 4; ++h) {
-                    s.w[h] = w + s.eo[h] * g->w_oc + wt;
-                }
+            for (int32_t ky = 0; ky < p->k_h; ++ky) {
+                for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                    mt_rect_t r;
+                    int32_t eb, ab;
+                    tap_rect(p, g, ky, kx, &r, &eb, &ab);
+                    if (r.noy == 0) {
+                        continue;
+                    }
 #if MT_DSP
-                if (half) {
-                    s.z = zmap != NULL ? zmap + eb / p->out_c : NULL;
-                    gi_sel_rect_p(e + eb, acc + ab, &r, &s);
-                    continue;
-                }
+                    const int32_t oy0 = eb / r.e_row, lo = oy0 > b0 ? oy0 : b0;
+                    const int32_t hi = oy0 + r.noy < b1 ? oy0 + r.noy : b1;
+                    if (lo >= hi) {
+                        continue;
+                    }
+                    r.noy = hi - lo;
+                    eb += (lo - oy0) * r.e_row;
+                    ab += (lo - oy0) * r.x_row;
 #endif
-                gi_sel_rect(e + eb, acc + ab, &r, &s);
+                    const int32_t wt = ky * g->w_row + kx * g->cpg;
+                    for (int32_t h = 0; h < 4; ++h) {
+                        s.w[h] = w + s.eo[h] * g->w_oc + wt;
+                    }
+#if MT_DSP
+                    if (half) {
+                        s.z = z + eb / p->out_c - b0 * p->out_w;
+                        gi_sel_rect_p(e + eb, acc + ab, &r, &s);
+                        continue;
+                    }
+#endif
+                    gi_sel_rect(e + eb, acc + ab, &r, &s);
+                }
             }
         }
     }

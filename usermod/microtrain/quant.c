@@ -77,13 +77,13 @@ int32_t mt_dyn_shift(uint32_t max_abs) {
 }
 
 #if MT_RQ_WIDE
-// mt_dyn_apply for 1 <= shift <= MT_RQ_FAST_MAX as one floor: sign(v) * ((|v| + h) >> shift)
+// mt_dyn_apply for shift <= MT_RQ_FAST_MAX as one floor: sign(v) * ((|v| + h) >> shift)
 // = (v + h - (v < 0)) >> shift, h = 2^(shift - 1) (the negative side's ceiling written as a
-// floor; the shift is arithmetic, as gcc and clang define it). No overflow: the shift's rule
-// bounds |v| + h by 2^(shift + 7) <= 2^30.
+// floor; the shift is arithmetic, as gcc and clang define it); shift 0: v itself (sm = 0, h =
+// 0; else sm = -1). No overflow: the shift's rule bounds |v| + h by 2^(shift + 7) <= 2^30.
 #define MT_RQ_FAST_MAX 23
-static inline int32_t mt_rq_floor(int32_t v, int32_t h, int32_t shift) {
-    return (v + h + (v >> 31)) >> shift;
+static inline int32_t mt_rq_floor(int32_t v, int32_t h, int32_t sm, int32_t shift) {
+    return (v + h + ((v >> 31) & sm)) >> shift;
 }
 #endif
 
@@ -91,8 +91,50 @@ static inline int32_t mt_rq_floor(int32_t v, int32_t h, int32_t shift) {
 static uint32_t dyn_max_abs(const int32_t *acc, size_t n) {
     uint32_t m = 0;
     size_t i = 0;
+#if MT_DSP && defined(__thumb2__)
+    if (n >= 4) {  // four a turn in asm: |v| in two instructions each
+        uint32_t pa = (uint32_t)(uintptr_t)acc, a0, a1, t0, t1, m2 = 0;
+        const uint32_t pend = pa + 16u * (uint32_t)(n >> 2);
+        __asm__ volatile(
+            "1:\n\t"
+            "ldrd %[a0], %[a1], [%[pa]], #8\n\t"
+            "eor %[t0], %[a0], %[a0], asr #31\n\t"
+            "eor %[t1], %[a1], %[a1], asr #31\n\t"
+            "sub %[t0], %[t0], %[a0], asr #31\n\t"
+            "sub %[t1], %[t1], %[a1], asr #31\n\t"
+            "cmp %[t0], %[m]\n\t"
+            "it hi\n\t"
+            "movhi %[m], %[t0]\n\t"
+            "cmp %[t1], %[m2]\n\t"
+            "it hi\n\t"
+            "movhi %[m2], %[t1]\n\t"
+            "ldrd %[a0], %[a1], [%[pa]], #8\n\t"
+            "eor %[t0], %[a0], %[a0], asr #31\n\t"
+            "eor %[t1], %[a1], %[a1], asr #31\n\t"
+            "sub %[t0], %[t0], %[a0], asr #31\n\t"
+            "sub %[t1], %[t1], %[a1], asr #31\n\t"
+            "cmp %[t0], %[m]\n\t"
+            "it hi\n\t"
+            "movhi %[m], %[t0]\n\t"
+            "cmp %[t1], %[m2]\n\t"
+            "it hi\n\t"
+            "movhi %[m2], %[t1]\n\t"
+            "cmp %[pa], %[pend]\n\t"
+            "bne 1b\n\t"
+            : [pa] "+r"(pa), [m] "+r"(m), [m2] "+r"(m2), [a0] "=&r"(a0), [a1] "=&r"(a1), [t0] "=&r"(t0), [t1] "=&r"(t1)
+            : [pend] "r"(pend), "m"(*(const int32_t(*)[])acc)
+            : "cc");
+        (void)a0, (void)a1, (void)t0, (void)t1;
+        m = m2 > m ? m2 : m;
+        i = n & ~(size_t)3;
+    }
+    for (; i < n; ++i) {  // (the last few)
+        const uint32_t a = mt_abs_u32(acc[i]);
+        m = a > m ? a : m;
+    }
+#else
 #if MT_RQ_WIDE
-    uint32_t m2 = 0;  // a second maximum: two compare chains in flight
+    uint32_t m2 = 0;            // a second maximum: two compare chains in flight
     for (; i + 4 <= n; i += 4) {
         const uint32_t a = mt_abs_u32(acc[i]), b = mt_abs_u32(acc[i + 1]);
         const uint32_t c = mt_abs_u32(acc[i + 2]), d = mt_abs_u32(acc[i + 3]);
@@ -112,35 +154,31 @@ static uint32_t dyn_max_abs(const int32_t *acc, size_t n) {
         const uint32_t a = mt_abs_u32(acc[i]);
         m = a > m ? a : m;
     }
+#endif
     return m;
 }
 
 // The apply two elements a turn too, branch-free on the sign: |v| = (v ^ s) - s
-// and back, s = 0 or all ones.
+// and back, s = 0 or all ones (four a turn as one floor where code size is not scarce).
 int32_t mt_dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out) {
     const int32_t shift = mt_dyn_shift(dyn_max_abs(acc, n));
-    const uint32_t half = shift > 0 ? ((uint32_t)1 << (shift - 1)) : 0u;
     size_t i = 0;
 #if MT_RQ_WIDE
-    if (shift >= 1 && shift <= MT_RQ_FAST_MAX) {
-        const int32_t h = (int32_t)half;
+    if (shift <= MT_RQ_FAST_MAX) {
+        const int32_t h = ((int32_t)1 << shift) >> 1, sm = -(int32_t)(shift > 0);
         for (; i + 4 <= n; i += 4) {
             const int32_t a = acc[i], b = acc[i + 1], c = acc[i + 2], d = acc[i + 3];
-            out[i] = (int8_t)mt_rq_floor(a, h, shift);
-            out[i + 1] = (int8_t)mt_rq_floor(b, h, shift);
-            out[i + 2] = (int8_t)mt_rq_floor(c, h, shift);
-            out[i + 3] = (int8_t)mt_rq_floor(d, h, shift);
-        }
-    } else if (shift == 0) {  // every |acc| <= 127: the values themselves
-        for (; i + 4 <= n; i += 4) {
-            const int32_t a = acc[i], b = acc[i + 1], c = acc[i + 2], d = acc[i + 3];
-            out[i] = (int8_t)a;
-            out[i + 1] = (int8_t)b;
-            out[i + 2] = (int8_t)c;
-            out[i + 3] = (int8_t)d;
+            out[i] = (int8_t)mt_rq_floor(a, h, sm, shift);
+            out[i + 1] = (int8_t)mt_rq_floor(b, h, sm, shift);
+            out[i + 2] = (int8_t)mt_rq_floor(c, h, sm, shift);
+            out[i + 3] = (int8_t)mt_rq_floor(d, h, sm, shift);
         }
     }
-#endif
+    for (; i < n; ++i) {  // the last few, and shifts past the fast range
+        out[i] = mt_dyn_apply(acc[i], shift);
+    }
+#else
+    const uint32_t half = shift > 0 ? ((uint32_t)1 << (shift - 1)) : 0u;
     for (; i + 2 <= n; i += 2) {
         const uint32_t v = (uint32_t)acc[i], w = (uint32_t)acc[i + 1];
         const uint32_t sv = 0u - (v >> 31), sw = 0u - (w >> 31);
@@ -151,6 +189,7 @@ int32_t mt_dyn_requant_s8(const int32_t *acc, size_t n, int8_t *out) {
     if (i < n) {
         out[i] = mt_dyn_apply(acc[i], shift);
     }
+#endif
     return shift;
 }
 
@@ -162,45 +201,7 @@ int32_t mt_dyn_requant_act_s8(const int32_t *acc, size_t n, int32_t lo, int32_t 
         return mt_dyn_requant_s8(acc, n, out);
     }
     const int32_t shift = mt_dyn_shift(dyn_max_abs(acc, n));
-    size_t i = 0;
-#if MT_DSP
-    if (shift <= MT_RQ_FAST_MAX) {
-        // four a turn: the kept bytes (lo < y < hi, as lo + 1 <= y <= hi - 1 clamped to int8)
-        // as a byte mask from SSUB8 / SEL, the four results packed and masked (shift 0: the
-        // values themselves)
-        const int32_t h = shift > 0 ? (int32_t)1 << (shift - 1) : 0;
-        const int32_t l = lo < -128 ? -128 : (lo > 127 ? 128 : lo + 1);
-        const int32_t u = hi > 127 ? 127 : (hi < -128 ? -129 : hi - 1);
-        const uint32_t ok = l <= 127 && u >= -128 && l <= u ? 0xFFFFFFFFu : 0u;
-        const uint32_t l4 = ((uint32_t)l & 0xFFu) * 0x01010101u, u4 = ((uint32_t)u & 0xFFu) * 0x01010101u;
-        for (; shift == 0 && i + 4 <= n; i += 4) {
-            const uint32_t y = mt_load_u32(out + i);
-            const uint32_t keep = mt_ge8(y, l4) & mt_ge8(u4, y) & ok;
-            const uint32_t r = ((uint32_t)acc[i] & 0xFFu) | (((uint32_t)acc[i + 1] & 0xFFu) << 8) |
-                               (((uint32_t)acc[i + 2] & 0xFFu) << 16) | ((uint32_t)acc[i + 3] << 24);
-            mt_store_u32(out + i, r & keep);
-        }
-        for (; shift > 0 && i + 4 <= n; i += 4) {
-            const uint32_t y = mt_load_u32(out + i);
-            const uint32_t keep = mt_ge8(y, l4) & mt_ge8(u4, y) & ok;
-            const uint32_t r = ((uint32_t)mt_rq_floor(acc[i], h, shift) & 0xFFu) |
-                               (((uint32_t)mt_rq_floor(acc[i + 1], h, shift) & 0xFFu) << 8) |
-                               (((uint32_t)mt_rq_floor(acc[i + 2], h, shift) & 0xFFu) << 16) |
-                               ((uint32_t)mt_rq_floor(acc[i + 3], h, shift) << 24);
-            mt_store_u32(out + i, r & keep);
-        }
-    }
-#endif
-#if MT_RQ_WIDE
-    if (shift >= 1 && shift <= MT_RQ_FAST_MAX) {
-        const int32_t h = (int32_t)1 << (shift - 1);
-        for (; i < n; ++i) {
-            const int32_t y = out[i];
-            out[i] = (lo < y && y < hi) ? (int8_t)mt_rq_floor(acc[i], h, shift) : 0;
-        }
-    }
-#endif
-    for (; i < n; ++i) {
+    for (size_t i = 0; i < n; ++i) {
         const int32_t y = out[i];
         out[i] = (lo < y && y < hi) ? mt_dyn_apply(acc[i], shift) : 0;
     }
