@@ -29,6 +29,7 @@ _OP_ADD = const(8)
 _OP_LUT = const(9)
 _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
+_OP_MUL = const(12)
 _ACT_RELU = const(1)
 _ACT_RELU6 = const(2)
 # --- generated: end
@@ -279,8 +280,23 @@ def upsample(m, bw, cur, scale, ly, j, e, s, policy):
         _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh))
 
 
+def mul(m, bw, cur, scale, ly, j, e, s, policy):
+    """x1's error through x2 (base scale s * s_2), x2's summed over the elements that read
+    each of its values (base scale s * s_1; int32 scratch acc_views[j])."""
+    p, (t1, t2) = ly.params, ly.inputs
+    ts = m.tensors
+    if t2 in bw.region:  # first: x1's error may go over e (grad_x1 writes ein = e)
+        dest = _dest(bw, cur, t2)
+        sh = K.mul_s8_grad_x2(p, e, bw.bufs[t1], bw.acc_views[j], dest)
+        _arrive(bw, cur, scale, t2, dest, math.ldexp(s * ts[t1].scale, sh))
+    if t1 in bw.region:
+        dest = _dest(bw, cur, t1)
+        sh = K.mul_s8_grad_x1(p, e, bw.bufs[t2], dest)
+        _arrive(bw, cur, scale, t1, dest, math.ldexp(s * ts[t2].scale, sh))
+
+
 # indexed by op code (a list: smaller in RAM than a dict)
-BACKWARD = [None] * (_OP_UPSAMPLE + 1)
+BACKWARD = [None] * (_OP_MUL + 1)
 BACKWARD[_OP_CONV2D] = conv2d
 BACKWARD[_OP_LINEAR] = linear
 BACKWARD[_OP_LUT] = lut
@@ -292,6 +308,7 @@ BACKWARD[_OP_GAP] = global_avgpool
 BACKWARD[_OP_ADD] = add
 BACKWARD[_OP_CONCAT] = concat
 BACKWARD[_OP_UPSAMPLE] = upsample
+BACKWARD[_OP_MUL] = mul
 
 
 # Update modes: how a trained layer's gradient reaches its weights, one object per model

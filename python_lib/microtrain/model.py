@@ -90,6 +90,7 @@ _OP_ADD = const(8)
 _OP_LUT = const(9)
 _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
+_OP_MUL = const(12)
 # --- generated: end
 
 # Descriptor entries (docs/numerics.md, "Python binding") read here (backward.py reads the
@@ -685,6 +686,8 @@ class Model:
             return (K.concat_s8_forward, (p, x, bufs[ly.inputs[1]], y), ly)
         if op == _OP_UPSAMPLE:
             return (K.upsample_s8_forward, (p, x, y), ly)
+        if op == _OP_MUL:
+            return (K.mul_s8_forward, (p, x, bufs[ly.inputs[1]], y), ly)
         raise ValueError("unknown op %d" % op)
 
     def rebind(self):

@@ -22,6 +22,7 @@ _OP_RELU = const(3)
 _OP_RELU6 = const(4)
 _OP_MAXPOOL = const(5)
 _OP_AVGPOOL = const(6)
+_OP_MUL = const(12)
 # --- generated: end
 
 
@@ -193,7 +194,8 @@ def recompute_host(m, first, inplace, need, n, native=True):
 
 def scratch_plan(m, first, region, inplace, native=True):
     # backward's int32 grad-input scratch (docs/memory.md): the
-    # layers that need it (conv / linear; pools whose windows overlap, pool.c), its
+    # layers that need it (conv / linear; pools whose windows overlap, pool.c; mul, for the
+    # error of its second input), its
     # size, and the tensor whose int8 error buffer can hold it (else None): one with
     # a single consumer below every such layer (its error is written after the
     # scratch's last use), of 4 bytes per value, and not an activation taking its own
@@ -206,6 +208,9 @@ def scratch_plan(m, first, region, inplace, native=True):
                 (op == _OP_MAXPOOL or op == _OP_AVGPOOL) and (p[7] < p[5] or p[8] < p[6]))):
             need.append(ly)
             n = max(n, m.tensors[t].numel)
+        elif op == _OP_MUL and ly.inputs[1] in region:  # x2's error sums: an int32 per x2 value
+            need.append(ly)
+            n = max(n, m.tensors[ly.inputs[1]].numel)
         for t in ly.inputs:
             cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
     if need and native:
@@ -296,7 +301,7 @@ def backward_plan(m, first, window, redo):
     frow = _retyped(memoryview(src[0])[src[1]:src[1] + 4 * acc_n], 102) if src is not None else None
     acc_views = {}
     for ly in need:
-        acc_views[ly.index] = memoryview(acc)[:m.tensors[ly.inputs[0]].numel]
+        acc_views[ly.index] = memoryview(acc)[:m.tensors[ly.inputs[1 if ly.op == _OP_MUL else 0]].numel]
     return backward.BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win, frow,
                                  redo)
 

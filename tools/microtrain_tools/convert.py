@@ -336,6 +336,8 @@ def _run_layer(m: Model, ly: Layer, vals: dict[int, NDArray[np.int8]]) -> NDArra
         return o.concat_s8_forward(p, x, vals[ly.inputs[1]])
     if ly.op == Op.UPSAMPLE:
         return o.upsample_s8_forward(p, x)
+    if ly.op == Op.MUL:
+        return o.mul_s8_forward(p, x, vals[ly.inputs[1]])
     raise ValueError(f"layer '{ly.name}': unknown op {ly.op}")
 
 

@@ -211,6 +211,13 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         f_h, f_w = pl.attrs["f"]
         params = [in_h, in_w, c, out_h, out_w, f_h, f_w, pl.attrs["mode"], x.zp]
         return Layer(Op.UPSAMPLE, pl.name, ins, out, params, fused=fused)
+    if pl.kind == "mul":
+        x2 = pl.inputs[1].root()
+        c = pl.inputs[0].shape[-1]
+        hw2, c2 = pl.attrs["hw2_c2"]
+        params = o.mul_params(x.scale, x.zp, x2.scale, x2.zp, y.scale, y.zp, math.prod(pl.output.shape) // c,
+                              c, hw2, c2)
+        return Layer(Op.MUL, pl.name, ins, out, params, fused=fused)
     assert pl.kind == "add"
     x2 = pl.inputs[1].root()
     a_min, a_max = _act_limits(pl.act, y.scale, y.zp)

@@ -35,6 +35,14 @@ def _single_user(node: torch.fx.Node) -> torch.fx.Node | None:
     return users[0] if len(users) == 1 else None
 
 
+def _safe_kind(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
+    """The registry's kind of node, or "" where it is refused (its own turn reports it)."""
+    try:
+        return _classify(node, modules)
+    except ConvertError:
+        return ""
+
+
 def _n(shape: tuple[int, ...]) -> str:
     """A batch shape with its batch dim shown as N (shapes are found on a 2-sample probe)."""
     return "(" + ", ".join(["N", *(str(d) for d in shape[1:])]) + ")"
@@ -229,6 +237,8 @@ class _Planner:
             # element-wise: the device shape of its inputs (PyTorch's may be squeezed, e.g. a pooled (N, C))
             pl.output = self.values[last] = _Value(x.shape, x.signal_1d, calib=last)
             self.values[node] = pl.output
+        elif kind == "mul":
+            self.plan_mul(node, x)
         elif kind == "upsample":
             if len(x.shape) != 3:
                 raise self.fail(node, "upsampling needs an (N, C, H, W) or (N, C, L) input")
@@ -252,6 +262,43 @@ class _Planner:
             self.values[node] = x
         else:  # alias
             self.values[node] = x
+
+    def plan_mul(self, node: torch.fx.Node, x: _Value) -> None:
+        """x * y: the operand of the full shape first, the other the same, broadcast over the
+        positions (one value per channel) or over the channels (one per position)."""
+        a, b = node.args[0], node.args[1]
+        assert isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)
+        y = self.value_of(b, node)
+        sa, sb, so = _meta_shape(a), _meta_shape(b), _meta_shape(node)
+        if tuple(sb) == tuple(so) and tuple(sa) != tuple(so):  # the broadcast one second
+            a, b, x, y, sa, sb = b, a, y, x, sb, sa
+        if tuple(sa) != tuple(so):
+            raise self.fail(node, f"operands of shapes {_n(tuple(sa))} and {_n(tuple(sb))}: one must have "
+                                  "the output's shape")
+        full = (1,) * (len(sa) - len(sb)) + tuple(sb)
+        spatial = full[2:]
+        if full == tuple(sa):
+            hw2, c2 = 1, 1  # set below
+        elif len(sa) >= 3 and full[1] == sa[1] and all(d == 1 for d in spatial) and full[0] in (1, sa[0]):
+            hw2, c2 = 1, x.shape[-1]
+        elif len(sa) >= 3 and full[1] == 1 and spatial == tuple(sa[2:]) and full[0] in (1, sa[0]):
+            hw2, c2 = math.prod(x.shape) // x.shape[-1], 1
+        elif all(d == 1 for d in full[1:]) and full[0] in (1, sa[0]):
+            hw2, c2 = 1, 1
+        else:
+            raise self.fail(node, f"operands of shapes {_n(tuple(sa))} and {_n(tuple(sb))}: only the same "
+                                  "shape or a broadcast over the positions (N, C, 1, 1) or over the channels "
+                                  "(N, 1, H, W) converts")
+        if full == tuple(sa):
+            if y.shape != x.shape:
+                raise self.fail(node, f"operands of device shapes {x.shape} and {y.shape} differ")
+            hw2, c2 = math.prod(x.shape) // x.shape[-1], x.shape[-1]
+        elif math.prod(y.shape) != hw2 * c2 or y.shape[-1] != c2:
+            raise self.fail(node, f"the broadcast operand's device shape {y.shape} does not hold "
+                                  f"{hw2} x {c2} values")
+        pl = self.layer("mul", node, [x, y])
+        pl.attrs["hw2_c2"] = (hw2, c2)
+        pl.output = self.values[node] = _Value(x.shape, x.signal_1d, calib=node)
 
     def layer(self, kind: str, node: torch.fx.Node, inputs: list[_Value],
               module: nn.Module | None = None) -> _PLayer:
@@ -412,6 +459,10 @@ class _Planner:
             return
         if _nhwc_shape(out, self.where(node))[0] == x.shape:
             self.values[node] = x
+            return
+        if _same_device_order(in_tshape, out) and node.users and all(
+                _safe_kind(u, self.modules) == "mul" for u in node.users):
+            self.values[node] = x  # the same bytes, read only by products (broadcast by their planning)
             return
         if x is self.input and x.calib is not None and len(x.calib.users) == 1 and \
                 _same_device_order(in_tshape, out):

@@ -206,6 +206,13 @@ def _accept_add(node: torch.fx.Node, mod: nn.Module | None) -> str:
     return "add"
 
 
+def _accept_mul(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    if len(node.args) != 2 or node.kwargs or not all(isinstance(x, torch.fx.Node) for x in node.args):
+        raise _Fail("mul needs exactly two tensor operands: fold a constant factor into the conv / linear "
+                    "before it")
+    return "mul"
+
+
 def _accept_pad(node: torch.fx.Node, mod: nn.Module | None) -> str:
     if mod is not None:
         value = getattr(mod, "value", 0.0)
@@ -363,6 +370,11 @@ REGISTRY: tuple[OpEntry, ...] = (
     OpEntry("add", "x + y, torch.add(x, y), x.add(y), x += y", "ADD (ReLU after it fused)",
             "two tensors of the same shape; no broadcasting, no alpha",
             functions=(operator.add, operator.iadd, torch.add), methods=("add", "add_"), accept=_accept_add),
+    OpEntry("mul", "x * y, torch.mul(x, y), x.mul(y), x *= y (two activations)",
+            "MUL (format 1.4; squeeze-and-excitation: x * sigmoid(fc(pool(x))))",
+            "the same shape, or the second operand broadcast over the positions (N, C, 1, 1) or over the "
+            "channels (N, 1, H, W); trained through (the errors of both inputs)",
+            functions=(operator.mul, operator.imul, torch.mul), methods=("mul", "mul_"), accept=_accept_mul),
     OpEntry("pad", "nn.ZeroPad2d, nn.ZeroPad1d, nn.ConstantPad2d/1d(p, 0), F.pad(x, p) (constant 0)",
             "folded into the padding of the conv after it (asymmetric: the bottom / right part is the conv's "
             "output size)", "only before a conv; pad top / left + the conv's padding < kernel",
@@ -423,10 +435,10 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal("nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm", "per-sample normalisation has no kernel: use "
             "BatchNorm (it is folded into a conv / linear)",
             modules=(nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d)),
-    Refusal("x * y, x - y, x / y, torch.mul", "element-wise arithmetic other than add has no kernel: fold "
+    Refusal("x - y, x / y", "element-wise arithmetic other than add and mul has no kernel: fold "
             "constant scales into the data or into a conv / linear",
-            functions=(operator.mul, operator.sub, operator.truediv, torch.mul, torch.sub, torch.div),
-            methods=("mul", "sub", "div")),
+            functions=(operator.sub, operator.truediv, torch.sub, torch.div),
+            methods=("sub", "div")),
     Refusal("F.conv2d, F.linear with explicit weights", "use nn.Conv2d / nn.Linear modules (the file "
             "stores module weights)", functions=(F.conv1d, F.conv2d, F.linear)),
 )

@@ -409,6 +409,18 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         c((z1, z2, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
         c(m1 >= 0 and m2 >= 0, "negative multiplier")
         c(-31 <= sh1 <= 7 and -31 <= sh2 <= 7, "shift outside [-31, 7]")
+    elif op == Op.MUL:
+        x2 = m.tensors[ly.inputs[1]]
+        hw, ch, hw2, c2, z1, z2, zo, mu, shm, a_min, a_max = p
+        c(1 <= hw and 1 <= ch <= MAX_DIM and hw * ch <= MAX_ELEMS, "hw, c outside the limits")
+        c(hw2 in (1, hw) and c2 in (1, ch), "hw2 must be 1 or hw, c2 1 or c")
+        c((hw // hw2) * (ch // c2) <= MAX_DIM, "a broadcast x2 value may be read by at most 65535 elements")
+        c(tuple(x.shape) == tuple(y.shape) and x.numel == hw * ch and x.shape[-1] == ch,
+          "input / output shapes differ from each other or from hw, c")
+        c(x2.numel == hw2 * c2 and x2.shape[-1] == c2, "second input's shape does not match hw2, c2")
+        c((z1, z2, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
+        c(mu >= 0 and -31 <= shm <= 15, "multiplier negative or shift outside [-31, 15]")
+        _act_ok(c, act, zo, a_min, a_max)
     elif op == Op.UPSAMPLE:
         in_h, in_w, ch, out_h, out_w, f_h, f_w, mode, zp = p
         c(min(in_h, in_w, ch, out_h, out_w) >= 1 and max(in_h, in_w, ch, out_h, out_w) <= MAX_DIM,
@@ -718,6 +730,8 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
             raise ValueError(f"{where}: dilated CONV2D (19 params) in a version 1.0 / 1.1 file (needs 1.2)")
         if op in (Op.CONCAT, Op.UPSAMPLE) and vmin < 2:
             raise ValueError(f"{where}: {Op(op).name} layer in a version 1.0 / 1.1 file (needs 1.2)")
+        if op >= Op.MUL and vmin < OP_MINOR[Op(op)]:
+            raise ValueError(f"{where}: {Op(op).name} layer in a file before version 1.{OP_MINOR[Op(op)]}")
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),
                             _opt(sh), [_opt(s) for s in state], fused, bool(lflags & LFLAG_TRAINED)))
     rec = trainer_record(pool)

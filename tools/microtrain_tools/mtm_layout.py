@@ -24,8 +24,9 @@ Field = tuple[str, str, int]
 
 MAGIC = b"MTMF"
 VERSION_MAJOR = 1
-# 1.1 LUT, 1.2 CONCAT / UPSAMPLE / dilated CONV2D, 1.3 Adam state[4..6); files: the oldest that fits
-VERSION_MINOR = 3
+# 1.1 LUT, 1.2 CONCAT / UPSAMPLE / dilated CONV2D, 1.3 Adam state[4..6), 1.4 MUL; files: the oldest
+# that fits
+VERSION_MINOR = 4
 
 HEADER: list[Field] = [
     ("magic", "4s", 1),
@@ -128,6 +129,7 @@ OPS = [
     ("LUT", "LUT", 9, 4, 1, 1),
     ("CONCAT", "CONCAT", 10, 10, 2, 2),
     ("UPSAMPLE", "UPSAMPLE", 11, 9, 1, 2),
+    ("MUL", "MUL", 12, 11, 2, 4),
 ]
 ACTS = [("NONE", "NONE", 0), ("RELU", "RELU", 1), ("RELU6", "RELU6", 2)]
 

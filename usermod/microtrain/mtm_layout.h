@@ -5,7 +5,7 @@
 #define MTM_LAYOUT_H
 
 #define MTM_VERSION_MAJOR 1u
-#define MTM_VERSION_MINOR 3u
+#define MTM_VERSION_MINOR 4u
 #define MTM_HEADER_SIZE 64u
 #define MTM_TENSOR_ENTRY 48u
 #define MTM_LAYER_ENTRY 152u
@@ -180,6 +180,7 @@
 #define MTM_OP_LUT 9u
 #define MTM_OP_CONCAT 10u
 #define MTM_OP_UPSAMPLE 11u
-#define MTM_OP_LAST MTM_OP_UPSAMPLE
+#define MTM_OP_MUL 12u
+#define MTM_OP_LAST MTM_OP_MUL
 
 #endif

@@ -388,10 +388,20 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 #define L_PARAM(c, j, k) rdi32((c)->b, L_ENT(c, j) + MTM_PARAMS_OFF + 4 * (k))
 
 
-static const uint8_t mtm_n_params[12] = {
-    0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS,  2, 3, MT_POOL_NPARAMS, MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS,
-    4, MT_CONCAT_NPARAMS, MT_UPSAMPLE_NPARAMS
-};
+// params per op, by op code
+static const uint8_t mtm_n_params[13] = { 0,
+                                          MT_CONV2D_NPARAMS,
+                                          MT_LINEAR_NPARAMS,
+                                          2,
+                                          3,
+                                          MT_POOL_NPARAMS,
+                                          MT_POOL_NPARAMS,
+                                          2,
+                                          MT_ADD_NPARAMS,
+                                          4,
+                                          MT_CONCAT_NPARAMS,
+                                          MT_UPSAMPLE_NPARAMS,
+                                          MT_MUL_NPARAMS };
 
 // CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
 // hw positions of them (numel = hw * its channels; the kernel reads flat
@@ -493,6 +503,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         mt_add_params_t add;
         mt_concat_params_t cat;
         mt_upsample_params_t up;
+        mt_mul_params_t mul;
     } u;
     for (uint32_t k = 0; k < MTM_N_PARAMS_MAX; ++k) {
         u.a[k] = L_PARAM(c, j, k);
@@ -588,6 +599,22 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         }
         if ((m = mt_add_check(d)) != NULL) {
             return m;
+        }
+        return act_rule(act, d->out_zp, d->act_min, d->act_max);
+    }
+    if (op == MTM_OP_MUL) {
+        const mt_mul_params_t *d = &u.mul;
+        if ((m = mt_mul_check(d)) != NULL) {
+            return m;
+        }
+        if (!same_shape(c, x, y) || !numel_is(c, x, d->hw * d->c) || T_DIM(c, x, T_RANK(c, x) - 1) != (uint32_t)d->c) {
+            return "input / output shapes differ from each other or from hw, c";
+        }
+        if (!numel_is(c, x2, d->hw2 * d->c2) || T_DIM(c, x2, T_RANK(c, x2) - 1) != (uint32_t)d->c2) {
+            return "second input's shape does not match hw2, c2";
+        }
+        if (d->in1_zp != T_ZP(c, x) || d->in2_zp != T_ZP(c, x2) || d->out_zp != T_ZP(c, y)) {
+            return "zero points differ from the tensors'";
         }
         return act_rule(act, d->out_zp, d->act_min, d->act_max);
     }
@@ -687,7 +714,10 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         if (op >= MTM_OP_CONCAT && rd16(c->b, MTM_H_VERSION_MINOR) < 2) {
             FAIL_L("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)");
         }
-        const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT;
+        if (op >= MTM_OP_MUL && rd16(c->b, MTM_H_VERSION_MINOR) < 4) {
+            FAIL_L("MUL layer in a file before version 1.4");
+        }
+        const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT || op == MTM_OP_MUL;
         if (n_in != (two_in ? 2u : 1u)) {
             FAIL_L("n_inputs does not match the op");
         }
@@ -739,7 +769,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         // graph: inputs available, output fresh, kinds of referenced tensors
         const uint32_t in0 = L_U32(c, j, MTM_L_IN0), in1 = L_U32(c, j, MTM_L_IN1), out = L_U32(c, j, MTM_L_OUT);
         if (two_in ? in1 >= c->n_t : in1 != MTM_NONE) {
-            FAIL_L("in1 must be a tensor for ADD / CONCAT and NONE otherwise");
+            FAIL_L("in1 must be a tensor for ADD / CONCAT / MUL and NONE otherwise");
         }
         if (in0 >= c->n_t || out >= c->n_t) {
             FAIL_L("tensor index out of range");

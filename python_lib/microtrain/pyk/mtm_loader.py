@@ -31,7 +31,7 @@ except ImportError:  # CPython (host debugging)
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
 # The .mtm constants this module reads, private: inlined, no globals entry.
 _VERSION_MAJOR = const(1)
-_VERSION_MINOR = const(3)
+_VERSION_MINOR = const(4)
 _HEADER_SIZE = const(64)
 _TENSOR_ENTRY = const(48)
 _LAYER_ENTRY = const(152)
@@ -91,6 +91,7 @@ _OP_ADD = const(8)
 _OP_LUT = const(9)
 _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
+_OP_MUL = const(12)
 # --- generated: end
 
 try:
@@ -463,6 +464,20 @@ def _op_rules(c, L, p, op, act, e):
         if m:
             return m
         return _act_rule(act, p[3], p[11], p[12])
+    if op == _OP_MUL:
+        from microtrain.pyk.mul_s8 import _mul_check
+
+        m = _mul_check(p[:11])
+        if m:
+            return m
+        x2 = c.t(L[10])
+        if not _same_shape(x, y) or _numel(x) != p[0] * p[1] or x[4 + x[1]] != p[1]:
+            return "input / output shapes differ from each other or from hw, c"
+        if _numel(x2) != p[2] * p[3] or x2[4 + x2[1]] != p[3]:
+            return "second input's shape does not match hw2, c2"
+        if p[4] != x[12] or p[5] != x2[12] or p[6] != y[12]:
+            return "zero points differ from the tensors'"
+        return _act_rule(act, p[6], p[9], p[10])
     if op == _OP_CONCAT:
         from microtrain.pyk.concat import _concat_check
 
@@ -532,13 +547,15 @@ def _check_layers(c, produced, consumed):
         L = _unp(_LFMT, b, e)
         op, act, n_p, n_in, lflags = L[0], L[1], L[2], L[3], L[4]
         noff, nlen, foff, flen = L[5], L[6], L[7], L[8]
-        if op < 1 or op > _OP_UPSAMPLE:
+        if op < 1 or op > _OP_MUL:
             c.fail("unknown op", 2, j)
         if op == _OP_LUT and _unp("<H", b, _H_VERSION_MINOR)[0] < 1:
             c.fail("LUT layer in a version 1.0 file (needs 1.1)", 2, j)
         if op >= _OP_CONCAT and _unp("<H", b, _H_VERSION_MINOR)[0] < 2:
             c.fail("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)", 2, j)
-        two = op == _OP_ADD or op == _OP_CONCAT
+        if op >= _OP_MUL and _unp("<H", b, _H_VERSION_MINOR)[0] < 4:
+            c.fail("MUL layer in a file before version 1.4", 2, j)
+        two = op == _OP_ADD or op == _OP_CONCAT or op == _OP_MUL
         if n_in != (2 if two else 1):
             c.fail("n_inputs does not match the op", 2, j)
         dilated = op == _OP_CONV2D and n_p == 19
@@ -576,7 +593,7 @@ def _check_layers(c, produced, consumed):
             c.fail("bad fused string (0..255 bytes of UTF-8, NUL-terminated in the pool)", 2, j)
         in0, in1, out = L[9], L[10], L[11]
         if (in1 >= n_t) if two else (in1 != NONE):
-            c.fail("in1 must be a tensor for ADD / CONCAT and NONE otherwise", 2, j)
+            c.fail("in1 must be a tensor for ADD / CONCAT / MUL and NONE otherwise", 2, j)
         if in0 >= n_t or out >= n_t:
             c.fail("tensor index out of range", 2, j)
         if c.t(in0)[2] != _KIND_ACT or c.t(out)[2] != _KIND_ACT or (two and c.t(in1)[2] != _KIND_ACT):

@@ -353,6 +353,8 @@ class RefTrainer:
                 y = o.concat_s8_forward(p, xin, vals[ly.inputs[1]])
             elif ly.op == Op.UPSAMPLE:
                 y = o.upsample_s8_forward(p, xin)
+            elif ly.op == Op.MUL:
+                y = o.mul_s8_forward(p, xin, vals[ly.inputs[1]])
             else:
                 raise ValueError(f"layer {ly.name}: unknown op {ly.op}")
             vals[ly.output] = y if after is None else after(j, y)
@@ -541,6 +543,14 @@ class RefTrainer:
                 for t in ly.inputs:
                     if t in region:
                         arrive(t, e.copy(), s)
+            if ly.op == Op.MUL:  # x2's error first (summed where broadcast), then x1's
+                t1, t2 = ly.inputs
+                if t2 in region:
+                    ein, sh, _ = o.mul_s8_grad_x2(p, e, vals[t1])
+                    arrive(t2, ein, fl.ldexp(s * fl(self.m.tensors[t1].scale), sh))
+                if t1 in region:
+                    ein, sh = o.mul_s8_grad_x1(p, e, vals[t2])
+                    arrive(t1, ein, fl.ldexp(s * fl(self.m.tensors[t2].scale), sh))
 
     def _scale_momentum(self, rl: RefLayer) -> None:
         """v = ftz(m v) (float32, update_f32_scale) of a folding layer, once per batch."""
