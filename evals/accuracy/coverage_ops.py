@@ -1,5 +1,5 @@
 """One small model per op the idiom models do not cover (channel concatenation, nearest
-upsampling, transposed convs), for the `make coverage` runner: it converts, runs and fine-tunes
+upsampling, transposed convs, element-wise products), for the `make coverage` runner: it converts, runs and fine-tunes
 each, like the MLPerf Tiny models.
 
 ``models()`` returns ``(name, module, input shape CHW)`` triples; the modules are untrained
@@ -83,9 +83,29 @@ class DeconvNet(nn.Module):
         return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
 
 
+class SENet(nn.Module):
+    """Squeeze-and-excitation (MobileNetV3-style): the channels reweighted by
+    x * hardsigmoid(fc(relu(fc(mean(x))))), a product broadcast over the positions."""
+
+    def __init__(self, c_in: int) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(c_in, 16, 3, stride=2, padding=1)
+        self.se1 = nn.Linear(16, 4)
+        self.se2 = nn.Linear(4, 16)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.fc = nn.Linear(16 * 3 * 3, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = F.relu(self.c1(x))
+        s = F.hardsigmoid(self.se2(F.relu(self.se1(a.mean((2, 3))))))
+        y = F.relu(self.c2(a * s.view(-1, 16, 1, 1)))
+        return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
+
+
 def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
     """(name, untrained module, input shape CHW): one small model per new op."""
     c = shape[0]
     torch.manual_seed(0)
     return [("ops-concat", CatSkip(c), shape), ("ops-upsample", UpNet(c), shape),
-            ("ops-interpolate", InterpNet(c), shape), ("ops-conv-transpose", DeconvNet(c), shape)]
+            ("ops-interpolate", InterpNet(c), shape), ("ops-conv-transpose", DeconvNet(c), shape),
+            ("ops-se", SENet(c), shape)]
