@@ -1,6 +1,6 @@
 """One small model per op the idiom models do not cover (channel concatenation, nearest
-upsampling, transposed convs, element-wise products), for the `make coverage` runner: it converts, runs and fine-tunes
-each, like the MLPerf Tiny models.
+upsampling, transposed convs, element-wise products), for the `make coverage` runner: it
+converts, runs and fine-tunes each, like the MLPerf Tiny models.
 
 ``models()`` returns ``(name, module, input shape CHW)`` triples; the modules are untrained
 (the runner trains them briefly on its data). Each ends in a 4x4 average pooling of its 14x14
