@@ -73,3 +73,26 @@ def test_training_bitexact_vs_reference(se: ms.Suite, tmp_path: Path, train: str
 
 def test_last2_training_lowers_the_loss(se: ms.Suite, tmp_path: Path) -> None:
     ms.check_last2_lowers_the_loss(se[0], tmp_path)
+
+
+def test_checkpoint_of_a_mul_model_loads_on_the_host(se: ms.Suite, tmp_path: Path) -> None:
+    """A checkpoint saved on the device after a training step is a valid 1.4 file with the MUL layers."""
+    from microtrain_tools import mtm
+    from support.harness import ensure_natmod
+    from support.kernel_harness import run_micropython
+
+    ensure_natmod()
+    s = se[0]
+    out = tmp_path / "se-trained.mtm"
+    code = (f"import microtrain as mt\nm = mt.load({str(s.path)!r})\n"
+            f"t = mt.Trainer(m, train='all', optimizer=mt.SGD(lr=0.05))\n"
+            f"x = open({str(s.samples)!r}, 'rb').read({s.m.tensors[s.m.input].numel})\n"
+            f"t.step(x, 3)\nt.flush()\nm.save({str(out)!r})\n")
+    r = run_micropython(code, heapsize="512k")
+    assert r.returncode == 0, r.stdout + r.stderr
+    raw = out.read_bytes()
+    back = mtm.load(out)
+    assert raw[6] == 4 and back.trained
+    assert [ly.op for ly in back.layers] == [ly.op for ly in s.m.layers]
+    first = s.m.layers[0]
+    assert not (back.data(back.layers[0].weight) == s.m.data(first.weight)).all()  # trained through the MULs
