@@ -30,6 +30,8 @@ _OP_LUT = const(9)
 _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
 _OP_MUL = const(12)
+_OP_LAYERNORM = const(13)
+_OP_SOFTMAX = const(14)
 _ACT_RELU = const(1)
 _ACT_RELU6 = const(2)
 # --- generated: end
@@ -295,8 +297,26 @@ def mul(m, bw, cur, scale, ly, j, e, s, policy):
         _arrive(bw, cur, scale, t1, dest, math.ldexp(s * ts[t2].scale, sh))
 
 
+def layernorm(m, bw, cur, scale, ly, j, e, s, policy):
+    """From the stored input; base scale s / (s_x * 2^8)."""
+    x_t = ly.inputs[0]
+    if x_t in bw.region:
+        dest = _dest(bw, cur, x_t)
+        sh = K.layernorm_s8_grad_input(ly.params, bw.bufs[x_t], e, dest)
+        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s / m.tensors[x_t].scale, sh - 8))
+
+
+def softmax(m, bw, cur, scale, ly, j, e, s, policy):
+    """From the stored output; base scale s / 2^16."""
+    x_t = ly.inputs[0]
+    if x_t in bw.region:
+        dest = _dest(bw, cur, x_t)
+        sh = K.softmax_s8_grad_input(ly.params, bw.bufs[ly.output], e, dest)
+        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh - 16))
+
+
 # indexed by op code (a list: smaller in RAM than a dict)
-BACKWARD = [None] * (_OP_MUL + 1)
+BACKWARD = [None] * (_OP_SOFTMAX + 1)
 BACKWARD[_OP_CONV2D] = conv2d
 BACKWARD[_OP_LINEAR] = linear
 BACKWARD[_OP_LUT] = lut
@@ -309,6 +329,8 @@ BACKWARD[_OP_ADD] = add
 BACKWARD[_OP_CONCAT] = concat
 BACKWARD[_OP_UPSAMPLE] = upsample
 BACKWARD[_OP_MUL] = mul
+BACKWARD[_OP_LAYERNORM] = layernorm
+BACKWARD[_OP_SOFTMAX] = softmax
 
 
 # Update modes: how a trained layer's gradient reaches its weights, one object per model

@@ -306,14 +306,14 @@ def _write(model, tmp, trainer):
     flags = _FLAG_TRAINED | (_FLAG_HAS_STATE if new_state else 0)
 
     # the oldest version with every op of the file (format.md, Header), 1.3 for Adam's second moments,
-    # 1.4 for MUL
+    # 1.4 for MUL, LAYERNORM, SOFTMAX
     minor = 0
     for ly in model.layers:
         if ly.op == _OP_LUT:
             minor = max(minor, 1)
         elif ly.op == _OP_CONCAT or ly.op == _OP_UPSAMPLE or (ly.op == _OP_CONV2D and len(ly.params) == 19):
             minor = max(minor, 2)
-        elif ly.op == _OP_MUL:
+        elif ly.op >= _OP_MUL:  # MUL, LAYERNORM, SOFTMAX
             minor = 4
     if any(k >= 4 for _, k, _, _ in new_state):
         minor = max(minor, 3)

@@ -23,6 +23,7 @@ _OP_RELU6 = const(4)
 _OP_MAXPOOL = const(5)
 _OP_AVGPOOL = const(6)
 _OP_MUL = const(12)
+_OP_SOFTMAX = const(14)
 # --- generated: end
 
 
@@ -152,7 +153,8 @@ def inplace_errors(m, first, region, over=True):
     #   before its grad input writes t's error, and t's producer reads nothing of t in
     #   its own backward: no fused activation, or a conv / linear's fused ReLU / ReLU6,
     #   whose mask the grad input applies as it writes (lo, hi: act_keep); not a ReLU
-    #   layer. Not where the reader steps during backward (stepwise.StepInBackward: grad input first).
+    #   or softmax layer (their backward reads their output). Not where the reader steps
+    #   during backward (stepwise.StepInBackward: grad input first).
     made, cons = {}, {}
     for ly in m.layers[first:]:
         made[ly.output] = ly
@@ -168,6 +170,7 @@ def inplace_errors(m, first, region, over=True):
             if src.op == _OP_CONV2D or src.op == _OP_LINEAR:
                 out[t] = src
         elif over and (op == _OP_CONV2D or op == _OP_LINEAR) and src.op != _OP_RELU and src.op != _OP_RELU6 \
+                and src.op != _OP_SOFTMAX \
                 and (not src.act or src.op == _OP_CONV2D or src.op == _OP_LINEAR):
             out[t] = src
     return out

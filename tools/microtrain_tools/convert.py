@@ -338,6 +338,12 @@ def _run_layer(m: Model, ly: Layer, vals: dict[int, NDArray[np.int8]]) -> NDArra
         return o.upsample_s8_forward(p, x)
     if ly.op == Op.MUL:
         return o.mul_s8_forward(p, x, vals[ly.inputs[1]])
+    if ly.op == Op.LAYERNORM:
+        return o.layernorm_s8_forward(p, x)
+    if ly.op == Op.SOFTMAX:  # the device makes the exp table of the input's scale (double floats here)
+        from microtrain_tools.reference.train_ref_config import softmax_lut
+
+        return o.softmax_s8_forward(p, x, softmax_lut(m.tensors[ly.inputs[0]].scale))
     raise ValueError(f"layer '{ly.name}': unknown op {ly.op}")
 
 

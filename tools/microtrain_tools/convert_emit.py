@@ -211,6 +211,13 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         f_h, f_w = pl.attrs["f"]
         params = [in_h, in_w, c, out_h, out_w, f_h, f_w, pl.attrs["mode"], x.zp]
         return Layer(Op.UPSAMPLE, pl.name, ins, out, params, fused=fused)
+    if pl.kind == "layernorm":
+        c = pl.inputs[0].shape[-1]
+        params = o.layernorm_params(x.scale, x.zp, y.scale, y.zp, c, math.prod(pl.inputs[0].shape) // c,
+                                    pl.attrs["eps"])
+        return Layer(Op.LAYERNORM, pl.name, ins, out, params, fused=fused)
+    if pl.kind == "softmax":
+        return Layer(Op.SOFTMAX, pl.name, ins, out, list(pl.attrs["desc"]), fused=fused)
     if pl.kind == "mul":
         x2 = pl.inputs[1].root()
         c = pl.inputs[0].shape[-1]

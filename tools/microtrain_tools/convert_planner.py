@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.fx
 import torch.nn as nn
+import torch.nn.functional as F
 
 from microtrain_tools import mtm
 from microtrain_tools.convert_common import (
@@ -26,7 +27,7 @@ from microtrain_tools.convert_common import (
     _PreBn,
     _Value,
 )
-from microtrain_tools.convert_registry import _classify, _lut_activation, _pool_spec, _up_factors
+from microtrain_tools.convert_registry import _classify, _lut_activation, _pool_spec, _up_factors, softmax_dim
 from microtrain_tools.mtm import Act
 
 
@@ -255,11 +256,14 @@ class _Planner:
             self.plan_pad(node, x, arg0, in_tshape)
         elif kind == "softmax":
             users = list(node.users)
-            if len(users) != 1 or users[0].op != "output":
-                raise self.fail(node, "softmax is only supported as the model's last op (it is stripped: the "
-                                      "file outputs logits): remove it or move it to the end")
-            self.softmax = self.src_name(node)
-            self.values[node] = x
+            mod = self.modules[str(node.target)] if node.op == "call_module" else None
+            if len(users) == 1 and users[0].op == "output" and softmax_dim(node, mod) == 1:
+                self.softmax = self.src_name(node)  # the last op: stripped, the file outputs logits
+                self.values[node] = x
+            else:
+                self.plan_softmax(node, x, mod, in_tshape)
+        elif kind == "layernorm":
+            self.plan_layernorm(node, x, arg0)
         else:  # alias
             self.values[node] = x
 
@@ -299,6 +303,61 @@ class _Planner:
         pl = self.layer("mul", node, [x, y])
         pl.attrs["hw2_c2"] = (hw2, c2)
         pl.output = self.values[node] = _Value(x.shape, x.signal_1d, calib=node)
+
+    def plan_softmax(self, node: torch.fx.Node, x: _Value, mod: nn.Module | None,
+                     in_tshape: tuple[int, ...]) -> None:
+        """A softmax inside the model: a SOFTMAX layer over the device axis of its dim (outer x n x
+        inner), output quantisation fixed (scale 1/256, zero point -128)."""
+        if isinstance(mod, nn.LogSoftmax) or node.target in (torch.log_softmax, F.log_softmax, "log_softmax"):
+            raise self.fail(node, "log_softmax inside the model: only a final one converts (it is stripped)")
+        dim = softmax_dim(node, mod)
+        axis = {2: (0,), 3: (2, 1), 4: (2, 0, 1)}[len(in_tshape)][dim - 1]  # torch dim -> NHWC axis
+        if len(x.shape) != {2: 1, 3: 3, 4: 3}[len(in_tshape)]:
+            raise self.fail(node, f"softmax over a tensor of device shape {x.shape}")
+        n = x.shape[axis]
+        if n > 256:
+            raise self.fail(node, f"softmax over {n} values: at most 256")
+        pl = self.layer("softmax", node, [x])
+        pl.attrs["desc"] = [math.prod(x.shape[:axis]), n, math.prod(x.shape[axis + 1:])]
+        pl.output = self.values[node] = _Value(x.shape, x.signal_1d, scale=2.0**-8, zp=mtm.SOFTMAX_ZP)
+
+    def plan_layernorm(self, node: torch.fx.Node, x: _Value, arg0: torch.fx.Node) -> None:
+        """LayerNorm over (N, F) features: a LAYERNORM layer, its normalised value calibrated on a
+        node of its own, then (elementwise_affine) a depthwise 1x1 conv holding weight and bias."""
+        mod = self.modules[str(node.target)] if node.op == "call_module" else None
+        eps = float(mod.eps) if mod is not None else float(
+            _bind(node, ("input", "normalized_shape", "weight", "bias", "eps"),
+                  {"weight": None, "bias": None, "eps": 1e-5})["eps"])
+        f = x.shape[-1]
+        with self.gm.graph.inserting_after(node):  # the normalised value, for calibration only
+            norm = self.gm.graph.call_function(F.layer_norm, (arg0, (f,), None, None, eps))
+        norm.meta["mt_shape"] = node.meta["mt_shape"]
+        self.done.add(norm)
+        affine = mod is not None and getattr(mod, "weight", None) is not None
+        if not affine:
+            pl = self.layer("layernorm", node, [x])
+            pl.attrs["eps"] = eps
+            pl.output = self.values[node] = _Value(x.shape, x.signal_1d, calib=norm)
+            return
+        name = self.name(node)
+        nname = f"{name[:mtm.MAX_NAME - 5]}:norm"
+        if nname in self.names:
+            raise self.fail(node, f"layer name '{nname}' is taken")
+        self.names.add(nname)
+        nv = _Value((1, 1, f), False, calib=norm)
+        self.layers.append(_PLayer("layernorm", nname, [x], nv, where=self.where(node),
+                                   attrs={"at": _at(node), "eps": eps}))
+        assert mod is not None
+        conv = nn.Conv2d(f, f, 1, groups=f)  # the affine part: one weight and bias per feature
+        with torch.no_grad():
+            conv.weight.copy_(mod.weight.detach().reshape(f, 1, 1, 1))
+            conv.bias.copy_(mod.bias.detach() if mod.bias is not None else torch.zeros(f))
+        pl = _PLayer("conv", name, [nv], nv, module=conv, where=self.where(node), attrs={"at": _at(node)})
+        pl.fused.append("layernorm")
+        self.layers.append(pl)
+        last = self.fuse_act(node, pl)
+        pl.output = self.values[last] = _Value((1, 1, f), False, calib=last)
+        self.values[node] = pl.output
 
     def layer(self, kind: str, node: torch.fx.Node, inputs: list[_Value],
               module: nn.Module | None = None) -> _PLayer:

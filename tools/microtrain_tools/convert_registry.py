@@ -226,15 +226,43 @@ def _accept_pad(node: torch.fx.Node, mod: nn.Module | None) -> str:
     return "pad"
 
 
-def _accept_softmax(node: torch.fx.Node, mod: nn.Module | None) -> str:
+def softmax_dim(node: torch.fx.Node, mod: nn.Module | None) -> int:
+    """The dim (>= 1) a softmax / log_softmax node reduces over."""
     dim = mod.dim if mod is not None else _bind(node, ("input", "dim"), {"dim": None})["dim"]
     src = node.args[0]
     rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
     if dim is None:  # PyTorch's implicit (deprecated) choice
         dim = 0 if rank in (0, 1, 3) else 1
-    if rank < 2 or int(dim) % rank != 1:
-        raise _Fail(f"softmax over dim {dim} of a rank-{rank} tensor: only over the class / channel dim 1")
+    if rank < 2 or rank > 4 or int(dim) % rank == 0:
+        raise _Fail(f"softmax over dim {dim} of a rank-{rank} tensor: only over a dim after the batch dim of "
+                    "(N, F), (N, C, L) or (N, C, H, W)")
+    return int(dim) % rank
+
+
+def _accept_softmax(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    softmax_dim(node, mod)
     return "softmax"
+
+
+def _accept_layernorm(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    src = node.args[0]
+    shape = _meta_shape(src) if isinstance(src, torch.fx.Node) else ()
+    if mod is not None:
+        ns = tuple(mod.normalized_shape)
+    else:
+        a = _bind(node, ("input", "normalized_shape", "weight", "bias", "eps"),
+                  {"weight": None, "bias": None, "eps": 1e-5})
+        if a["weight"] is not None or a["bias"] is not None:
+            raise _Fail("F.layer_norm with explicit weight / bias: use an nn.LayerNorm module (the file "
+                        "stores module weights)")
+        v = a["normalized_shape"]
+        ns = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(shape) != 2 or ns != (shape[1],):
+        raise _Fail(f"LayerNorm over {ns} of a tensor of shape {tuple(shape)}: only over the features of an "
+                    "(N, F) tensor (the device normalises its channel dim)")
+    if shape[1] > 256:
+        raise _Fail(f"LayerNorm over {shape[1]} features: at most 256 (its integer statistics)")
+    return "layernorm"
 
 
 def _accept_dropout(node: torch.fx.Node, mod: nn.Module | None) -> str:
@@ -392,11 +420,17 @@ REGISTRY: tuple[OpEntry, ...] = (
                      nn.AlphaDropout, nn.Identity),
             functions=(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout),
             methods=("contiguous",), accept=_accept_dropout),
+    OpEntry("layernorm", "nn.LayerNorm(F), F.layer_norm(x, (F,)) over the features of (N, F)",
+            "LAYERNORM (format 1.4, integer statistics) then, with elementwise_affine, a depthwise 1x1 "
+            "CONV2D holding its weight and bias (trained like a conv)", "F <= 256; the normalised value "
+            "gets its own calibrated quantisation",
+            modules=(nn.LayerNorm,), functions=(F.layer_norm,), accept=_accept_layernorm),
     OpEntry("softmax", "a final nn.Softmax(dim=1), F.softmax, torch.softmax, x.softmax(1), nn.LogSoftmax, "
-            "F.log_softmax", "nothing: stripped, the file outputs the logits (recorded in the last layer's "
-            "fused names)", "only as the model's last op; predict() (argmax) is unchanged, apply softmax "
-            "to the "
-            "outputs for probabilities",
+            "F.log_softmax; nn.Softmax / F.softmax inside the model",
+            "nothing at the end: stripped, the file outputs the logits (recorded in the last layer's "
+            "fused names); inside: SOFTMAX (format 1.4, output scale 1/256)",
+            "at the end: predict() (argmax) is unchanged, apply softmax to the outputs for probabilities; "
+            "inside: over any dim after the batch dim, <= 256 values, not log_softmax",
             modules=(nn.Softmax, nn.LogSoftmax), functions=(F.softmax, torch.softmax, F.log_softmax,
                                                             torch.log_softmax),
             methods=("softmax", "log_softmax"), accept=_accept_softmax),
@@ -432,9 +466,9 @@ REFUSALS: tuple[Refusal, ...] = (
             functions=(torch.stack,)),
     Refusal("nn.GRU, nn.LSTM, nn.RNN", "recurrent layers (GRU / LSTM / RNN) are not supported yet: use "
             "nn.Conv1d over time on (N, C, L) windows", modules=(nn.GRU, nn.LSTM, nn.RNN)),
-    Refusal("nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm", "per-sample normalisation has no kernel: use "
-            "BatchNorm (it is folded into a conv / linear)",
-            modules=(nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d)),
+    Refusal("nn.GroupNorm, nn.InstanceNorm", "per-sample normalisation over groups or positions has no "
+            "kernel: use BatchNorm (it is folded into a conv / linear) or nn.LayerNorm over (N, F) features",
+            modules=(nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d)),
     Refusal("x - y, x / y", "element-wise arithmetic other than add and mul has no kernel: fold "
             "constant scales into the data or into a conv / linear",
             functions=(operator.sub, operator.truediv, torch.sub, torch.div),

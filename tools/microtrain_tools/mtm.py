@@ -67,6 +67,9 @@ SCALE_MAX = 2.0**L.SCALE_EXP
 MAX_GAP_HW = L.MAX_GAP_HW
 MAX_GRAD_TERMS = L.MAX_GRAD_TERMS
 MAX_CLASSES = L.MAX_CLASSES
+# a SOFTMAX layer's output quantisation (softmax_s8_forward's)
+SOFTMAX_SCALE = struct.unpack("<f", struct.pack("<I", L.SOFTMAX_SCALE_BITS))[0]
+SOFTMAX_ZP = L.SOFTMAX_ZP
 MAX_FUSED = L.MAX_FUSED
 NONE = L.NONE
 INT32_MAX = 2**31 - 1
@@ -421,6 +424,21 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         c((z1, z2, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
         c(mu >= 0 and -31 <= shm <= 15, "multiplier negative or shift outside [-31, 15]")
         _act_ok(c, act, zo, a_min, a_max)
+    elif op == Op.LAYERNORM:
+        rows, ch, zi, zo, eps_q, mu, shm = p
+        c(1 <= ch <= 256 and rows >= 1 and rows * ch <= MAX_ELEMS, "need 1 <= c <= 256, rows * c <= 2^26")
+        c(x.numel == y.numel == rows * ch and x.shape[-1] == y.shape[-1] == ch,
+          "input / output numel != rows * c or last dim != c")
+        c((zi, zo) == (x.zero_point, y.zero_point), "zero points differ from the tensors'")
+        c(1 <= eps_q <= INT32_MAX and mu >= 0 and -31 <= shm <= 31, "eps_q, m or sh out of range")
+    elif op == Op.SOFTMAX:
+        outer, n, inner = p
+        c(1 <= n <= 256 and outer >= 1 and inner >= 1 and outer * n * inner <= MAX_ELEMS,
+          "need 1 <= n <= 256, outer, inner >= 1, outer * n * inner <= 2^26")
+        c(tuple(x.shape) == tuple(y.shape) and x.numel == outer * n * inner,
+          "input and output shapes differ or numel != outer * n * inner")
+        c(_f32(y.scale) == SOFTMAX_SCALE and y.zero_point == SOFTMAX_ZP,
+          "output quantisation must be scale 1/256, zero point -128")  # (SOFTMAX_SCALE, SOFTMAX_ZP)
     elif op == Op.UPSAMPLE:
         in_h, in_w, ch, out_h, out_w, f_h, f_w, mode, zp = p
         c(min(in_h, in_w, ch, out_h, out_w) >= 1 and max(in_h, in_w, ch, out_h, out_w) <= MAX_DIM,

@@ -24,6 +24,7 @@
 #define MTM_MAX_GAP_HW 65536u  // global_avgpool positions
 #define MTM_MAX_GRAD_TERMS 131071u  // conv k_h*k_w*out_c/groups: grad-input bound
 #define MTM_MAX_CLASSES 32767u  // model output values: softmax_xent_s8 classes
+#define MTM_SOFTMAX_SCALE_BITS 998244352u  // a SOFTMAX output's scale, 2^-8
 #define MTM_FLAG_TRAINED 1u
 #define MTM_FLAG_HAS_STATE 2u
 #define MTM_TFLAG_SIGNAL_1D 1u
@@ -181,6 +182,8 @@
 #define MTM_OP_CONCAT 10u
 #define MTM_OP_UPSAMPLE 11u
 #define MTM_OP_MUL 12u
-#define MTM_OP_LAST MTM_OP_MUL
+#define MTM_OP_LAYERNORM 13u
+#define MTM_OP_SOFTMAX 14u
+#define MTM_OP_LAST MTM_OP_SOFTMAX
 
 #endif

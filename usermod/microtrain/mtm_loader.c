@@ -389,7 +389,7 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 
 
 // params per op, by op code
-static const uint8_t mtm_n_params[13] = { 0,
+static const uint8_t mtm_n_params[15] = { 0,
                                           MT_CONV2D_NPARAMS,
                                           MT_LINEAR_NPARAMS,
                                           2,
@@ -401,7 +401,9 @@ static const uint8_t mtm_n_params[13] = { 0,
                                           4,
                                           MT_CONCAT_NPARAMS,
                                           MT_UPSAMPLE_NPARAMS,
-                                          MT_MUL_NPARAMS };
+                                          MT_MUL_NPARAMS,
+                                          MT_LAYERNORM_NPARAMS,
+                                          MT_SOFTMAX_NPARAMS };
 
 // CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
 // hw positions of them (numel = hw * its channels; the kernel reads flat
@@ -504,6 +506,8 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         mt_concat_params_t cat;
         mt_upsample_params_t up;
         mt_mul_params_t mul;
+        mt_layernorm_params_t ln;
+        mt_softmax_params_t sm;
     } u;
     for (uint32_t k = 0; k < MTM_N_PARAMS_MAX; ++k) {
         u.a[k] = L_PARAM(c, j, k);
@@ -618,6 +622,33 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         }
         return act_rule(act, d->out_zp, d->act_min, d->act_max);
     }
+    if (op == MTM_OP_LAYERNORM) {
+        const mt_layernorm_params_t *d = &u.ln;
+        if ((m = mt_layernorm_check(d)) != NULL) {
+            return m;
+        }
+        if (!numel_is(c, x, d->rows * d->c) || !numel_is(c, y, d->rows * d->c) ||
+            T_DIM(c, x, T_RANK(c, x) - 1) != (uint32_t)d->c || T_DIM(c, y, T_RANK(c, y) - 1) != (uint32_t)d->c) {
+            return "input / output numel != rows * c or last dim != c";
+        }
+        if (d->in_zp != T_ZP(c, x) || d->out_zp != T_ZP(c, y)) {
+            return "zero points differ from the tensors'";
+        }
+        return NULL;
+    }
+    if (op == MTM_OP_SOFTMAX) {
+        const mt_softmax_params_t *d = &u.sm;
+        if ((m = mt_softmax_check(d)) != NULL) {
+            return m;
+        }
+        if (!same_shape(c, x, y) || !numel_is(c, x, d->outer * d->n * d->inner)) {
+            return "input and output shapes differ or numel != outer * n * inner";
+        }
+        if (T_SCALE(c, y) != MTM_SOFTMAX_SCALE_BITS || T_ZP(c, y) != -128) {
+            return "output quantisation must be scale 1/256, zero point -128";
+        }
+        return NULL;
+    }
     if (op == MTM_OP_CONCAT) {
         const mt_concat_params_t *d = &u.cat;
         if ((m = mt_concat_check(d)) != NULL) {
@@ -715,7 +746,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
             FAIL_L("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)");
         }
         if (op >= MTM_OP_MUL && rd16(c->b, MTM_H_VERSION_MINOR) < 4) {
-            FAIL_L("MUL layer in a file before version 1.4");
+            FAIL_L("MUL / LAYERNORM / SOFTMAX layer in a file before version 1.4");
         }
         const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT || op == MTM_OP_MUL;
         if (n_in != (two_in ? 2u : 1u)) {

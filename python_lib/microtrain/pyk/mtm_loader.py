@@ -44,6 +44,8 @@ _SCALE_MIN_BITS = const(729808896)
 _MAX_GAP_HW = const(65536)
 _MAX_GRAD_TERMS = const(131071)
 _MAX_CLASSES = const(32767)
+_SOFTMAX_SCALE_BITS = const(998244352)
+_SOFTMAX_ZP = const(-128)
 _H_VERSION_MAJOR = const(4)
 _H_VERSION_MINOR = const(6)
 _H_HEADER_SIZE = const(8)
@@ -92,6 +94,8 @@ _OP_LUT = const(9)
 _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
 _OP_MUL = const(12)
+_OP_LAYERNORM = const(13)
+_OP_SOFTMAX = const(14)
 # --- generated: end
 
 try:
@@ -478,6 +482,29 @@ def _op_rules(c, L, p, op, act, e):
         if p[4] != x[12] or p[5] != x2[12] or p[6] != y[12]:
             return "zero points differ from the tensors'"
         return _act_rule(act, p[6], p[9], p[10])
+    if op == _OP_LAYERNORM:
+        from microtrain.pyk.layernorm_s8 import _layernorm_check
+
+        m = _layernorm_check(p[:7])
+        if m:
+            return m
+        n = p[0] * p[1]
+        if _numel(x) != n or _numel(y) != n or x[4 + x[1]] != p[1] or y[4 + y[1]] != p[1]:
+            return "input / output numel != rows * c or last dim != c"
+        if p[2] != x[12] or p[3] != y[12]:
+            return "zero points differ from the tensors'"
+        return None
+    if op == _OP_SOFTMAX:
+        from microtrain.pyk.softmax_s8 import _softmax_check
+
+        m = _softmax_check(p[:3])
+        if m:
+            return m
+        if not _same_shape(x, y) or _numel(x) != p[0] * p[1] * p[2]:
+            return "input and output shapes differ or numel != outer * n * inner"
+        if y[11] != _SOFTMAX_SCALE_BITS or y[12] != _SOFTMAX_ZP:
+            return "output quantisation must be scale 1/256, zero point -128"
+        return None
     if op == _OP_CONCAT:
         from microtrain.pyk.concat import _concat_check
 
@@ -547,14 +574,14 @@ def _check_layers(c, produced, consumed):
         L = _unp(_LFMT, b, e)
         op, act, n_p, n_in, lflags = L[0], L[1], L[2], L[3], L[4]
         noff, nlen, foff, flen = L[5], L[6], L[7], L[8]
-        if op < 1 or op > _OP_MUL:
+        if op < 1 or op > _OP_SOFTMAX:
             c.fail("unknown op", 2, j)
         if op == _OP_LUT and _unp("<H", b, _H_VERSION_MINOR)[0] < 1:
             c.fail("LUT layer in a version 1.0 file (needs 1.1)", 2, j)
         if op >= _OP_CONCAT and _unp("<H", b, _H_VERSION_MINOR)[0] < 2:
             c.fail("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)", 2, j)
         if op >= _OP_MUL and _unp("<H", b, _H_VERSION_MINOR)[0] < 4:
-            c.fail("MUL layer in a file before version 1.4", 2, j)
+            c.fail("MUL / LAYERNORM / SOFTMAX layer in a file before version 1.4", 2, j)
         two = op == _OP_ADD or op == _OP_CONCAT or op == _OP_MUL
         if n_in != (2 if two else 1):
             c.fail("n_inputs does not match the op", 2, j)

@@ -355,6 +355,10 @@ class RefTrainer:
                 y = o.upsample_s8_forward(p, xin)
             elif ly.op == Op.MUL:
                 y = o.mul_s8_forward(p, xin, vals[ly.inputs[1]])
+            elif ly.op == Op.LAYERNORM:
+                y = o.layernorm_s8_forward(p, xin)
+            elif ly.op == Op.SOFTMAX:  # the exp table of the input's scale, as the device makes it
+                y = o.softmax_s8_forward(p, xin, softmax_lut(self.m.tensors[ly.inputs[0]].scale, self.fl))
             else:
                 raise ValueError(f"layer {ly.name}: unknown op {ly.op}")
             vals[ly.output] = y if after is None else after(j, y)
@@ -535,6 +539,12 @@ class RefTrainer:
             elif ly.op == Op.UPSAMPLE:  # the sum of the errors each input fed, base scale s
                 ein, sh = o.upsample_s8_grad_input(p, e)
                 arrive(x_t, ein, fl.ldexp(s, sh))
+            elif ly.op == Op.LAYERNORM:  # from the stored input, base scale s / (s_x * 2^8)
+                ein, sh = o.layernorm_s8_grad_input(p, vals[x_t], e)
+                arrive(x_t, ein, fl.ldexp(s / fl(self.m.tensors[x_t].scale), sh - 8))
+            elif ly.op == Op.SOFTMAX:  # from the stored output, base scale s / 2^16
+                ein, sh = o.softmax_s8_grad_input(p, y, e)
+                arrive(x_t, ein, fl.ldexp(s, sh - 16))
             if ly.op == Op.CONCAT:  # each input its slice, exact, same scale (part 0 first)
                 for part, t in enumerate(ly.inputs):
                     if t in region:
