@@ -32,6 +32,7 @@ _OP_UPSAMPLE = const(11)
 _OP_MUL = const(12)
 _OP_LAYERNORM = const(13)
 _OP_SOFTMAX = const(14)
+_OP_MATMUL = const(15)
 _ACT_RELU = const(1)
 _ACT_RELU6 = const(2)
 # --- generated: end
@@ -315,8 +316,27 @@ def softmax(m, bw, cur, scale, ly, j, e, s, policy):
         _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh - 16))
 
 
+def matmul(m, bw, cur, scale, ly, j, e, s, policy):
+    """b's error from a (base scale s * s_a * factor), then a's from b (s * s_b * factor), each
+    in the int32 scratch acc_views[j]; the factor (a constant the output was multiplied by) is
+    the float32 after the descriptor."""
+    import struct
+
+    p, (ta, tb) = ly.params, ly.inputs
+    d, ts, acc = p[:11], m.tensors, bw.acc_views[j]
+    f = struct.unpack("<f", struct.pack("<i", p[11]))[0]
+    if tb in bw.region:
+        dest = _dest(bw, cur, tb)
+        sh = K.matmul_s8_grad_b(d, e, bw.bufs[ta], acc[:ts[tb].numel], dest)
+        _arrive(bw, cur, scale, tb, dest, math.ldexp(s * ts[ta].scale * f, sh))
+    if ta in bw.region:
+        dest = _dest(bw, cur, ta)
+        sh = K.matmul_s8_grad_a(d, e, bw.bufs[tb], acc[:ts[ta].numel], dest)
+        _arrive(bw, cur, scale, ta, dest, math.ldexp(s * ts[tb].scale * f, sh))
+
+
 # indexed by op code (a list: smaller in RAM than a dict)
-BACKWARD = [None] * (_OP_SOFTMAX + 1)
+BACKWARD = [None] * (_OP_MATMUL + 1)
 BACKWARD[_OP_CONV2D] = conv2d
 BACKWARD[_OP_LINEAR] = linear
 BACKWARD[_OP_LUT] = lut
@@ -331,6 +351,7 @@ BACKWARD[_OP_UPSAMPLE] = upsample
 BACKWARD[_OP_MUL] = mul
 BACKWARD[_OP_LAYERNORM] = layernorm
 BACKWARD[_OP_SOFTMAX] = softmax
+BACKWARD[_OP_MATMUL] = matmul
 
 
 # Update modes: how a trained layer's gradient reaches its weights, one object per model

@@ -24,6 +24,7 @@ _OP_MAXPOOL = const(5)
 _OP_AVGPOOL = const(6)
 _OP_MUL = const(12)
 _OP_SOFTMAX = const(14)
+_OP_MATMUL = const(15)
 # --- generated: end
 
 
@@ -198,7 +199,7 @@ def recompute_host(m, first, inplace, need, n, native=True):
 def scratch_plan(m, first, region, inplace, native=True):
     # backward's int32 grad-input scratch (docs/memory.md): the
     # layers that need it (conv / linear; pools whose windows overlap, pool.c; mul, for the
-    # error of its second input), its
+    # error of its second input; matmul), its
     # size, and the tensor whose int8 error buffer can hold it (else None): one with
     # a single consumer below every such layer (its error is written after the
     # scratch's last use), of 4 bytes per value, and not an activation taking its own
@@ -214,6 +215,9 @@ def scratch_plan(m, first, region, inplace, native=True):
         elif op == _OP_MUL and ly.inputs[1] in region:  # x2's error sums: an int32 per x2 value
             need.append(ly)
             n = max(n, m.tensors[ly.inputs[1]].numel)
+        elif op == _OP_MATMUL and (t in region or ly.inputs[1] in region):  # either input's error
+            need.append(ly)
+            n = max(n, m.tensors[t].numel, m.tensors[ly.inputs[1]].numel)
         for t in ly.inputs:
             cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
     if need and native:
@@ -304,7 +308,10 @@ def backward_plan(m, first, window, redo):
     frow = _retyped(memoryview(src[0])[src[1]:src[1] + 4 * acc_n], 102) if src is not None else None
     acc_views = {}
     for ly in need:
-        acc_views[ly.index] = memoryview(acc)[:m.tensors[ly.inputs[1 if ly.op == _OP_MUL else 0]].numel]
+        if ly.op == _OP_MATMUL:  # (sliced for each input's error)
+            acc_views[ly.index] = memoryview(acc)[:max(m.tensors[t].numel for t in ly.inputs)]
+        else:
+            acc_views[ly.index] = memoryview(acc)[:m.tensors[ly.inputs[1 if ly.op == _OP_MUL else 0]].numel]
     return backward.BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win, frow,
                                  redo)
 

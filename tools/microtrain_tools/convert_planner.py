@@ -5,6 +5,7 @@ folding, fused activations, folded padding, dropped no-ops).
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,14 @@ from microtrain_tools.convert_common import (
     _PreBn,
     _Value,
 )
-from microtrain_tools.convert_registry import _classify, _lut_activation, _pool_spec, _up_factors, softmax_dim
+from microtrain_tools.convert_registry import (
+    _classify,
+    _is_meta,
+    _lut_activation,
+    _pool_spec,
+    _up_factors,
+    softmax_dim,
+)
 from microtrain_tools.mtm import Act
 
 
@@ -54,11 +62,13 @@ def _same_nhwc_order(shape: tuple[int, ...]) -> bool:
     return len(shape) < 3 or shape[1] == 1 or math.prod(shape[2:]) == 1
 
 
-def _same_device_order(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+def _same_device_order(a: tuple[int, ...], b: tuple[int, ...], seq: bool = False) -> bool:
     """Whether a PyTorch reshape from batch shape ``a`` to ``b`` leaves the device's (NHWC) bytes in
-    place."""
+    place (seq: rank-3 tensors are tokens, already in device order)."""
     def nhwc(t: np.ndarray) -> np.ndarray:
-        return t.transpose(0, 2, 3, 1) if t.ndim == 4 else t.transpose(0, 2, 1) if t.ndim == 3 else t
+        if t.ndim == 4:
+            return t.transpose(0, 2, 3, 1)
+        return t.transpose(0, 2, 1) if t.ndim == 3 and not seq else t
 
     idx = np.arange(math.prod(a[1:])).reshape(1, *a[1:])
     return bool(np.array_equal(nhwc(idx).ravel(), nhwc(idx.reshape(1, *b[1:])).ravel()))
@@ -78,6 +88,9 @@ class _Planner:
         self.pads: dict[torch.fx.Node, tuple[int, int, int, int, list[str]]] = {}  # top, bottom, left, right
         self.pre_bn: dict[torch.fx.Node, _PreBn] = {}
         self.softmax: str | None = None
+        self.seq = False  # a sequence model: (N, T, D) tensors are tokens (plan: _sequence_mode)
+        self.transposed: set[torch.fx.Node] = set()  # transposes a matmul reads as they lie
+        self.token_flat: set[torch.fx.Node] = set()  # flattened tokens (no column permutation)
 
     def name(self, node: torch.fx.Node) -> str:
         base = str(node.target) if node.op == "call_module" else node.name
@@ -107,7 +120,7 @@ class _Planner:
 
     def new_value(self, node: torch.fx.Node, calib: torch.fx.Node | None = None,
                   same_as: _Value | None = None) -> _Value:
-        shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node))
+        shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node), self.seq)
         return _Value(shape, s1d, calib=calib, same_as=same_as)
 
     def fuse_act(self, node: torch.fx.Node, pl: _PLayer) -> torch.fx.Node:
@@ -129,6 +142,7 @@ class _Planner:
         """Plan every node; raise one ConvertError listing every refused node, not just the first."""
         problems: list[str] = []
         blocked: set[torch.fx.Node] = set()  # refused, with nothing to stand in for its output
+        self.seq = self._sequence_mode()
         for node in self.gm.graph.nodes:
             if node in self.done:
                 continue
@@ -148,6 +162,20 @@ class _Planner:
                     blocked.add(node)
         if problems:
             raise ConvertError.of(problems)
+
+    def _sequence_mode(self) -> bool:
+        """A model whose rank-3 tensors are (N, T, D) tokens: a Linear, LayerNorm, matmul or mean over
+        the tokens on one, and no Conv1d or 1-D pooling (whose (N, C, L) is a signal)."""
+        seq = sig = False
+        for node in self.gm.graph.nodes:
+            kind = _safe_kind(node, self.modules) if node.op.startswith("call_") else ""
+            src = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+            rank3 = src is not None and len(src.meta.get("mt_shape", ())) == 3
+            if kind in ("linear", "layernorm", "matmul", "gap_tokens") and rank3:
+                seq = True
+            elif kind in ("conv", "convt", "maxpool", "avgpool", "gap", "gmp", "upsample") and rank3:
+                sig = True
+        return seq and not sig
 
     def plan_one(self, node: torch.fx.Node) -> None:
         if node.op == "placeholder":
@@ -192,8 +220,12 @@ class _Planner:
         arg0 = node.args[0]
         assert isinstance(arg0, torch.fx.Node)
         in_tshape = _meta_shape(arg0)
-        if kind in ("conv", "linear"):
+        if kind == "linear" and self.seq and len(in_tshape) == 3:
+            self.plan_token_linear(node, x)
+        elif kind in ("conv", "linear"):
             self.plan_weighted(node, kind, x, arg0, in_tshape)
+        elif kind in ("matmul", "transpose", "scale", "gap_tokens"):
+            self.plan_seq(node, kind, x)
         elif kind == "bn":
             self.plan_bn(node, x, in_tshape)
         elif kind in ("relu", "relu6"):
@@ -311,7 +343,8 @@ class _Planner:
         if isinstance(mod, nn.LogSoftmax) or node.target in (torch.log_softmax, F.log_softmax, "log_softmax"):
             raise self.fail(node, "log_softmax inside the model: only a final one converts (it is stripped)")
         dim = softmax_dim(node, mod)
-        axis = {2: (0,), 3: (2, 1), 4: (2, 0, 1)}[len(in_tshape)][dim - 1]  # torch dim -> NHWC axis
+        axes = {2: (0,), 3: (1, 2) if self.seq else (2, 1), 4: (2, 0, 1)}[len(in_tshape)]
+        axis = axes[dim - 1]  # torch dim -> NHWC axis
         if len(x.shape) != {2: 1, 3: 3, 4: 3}[len(in_tshape)]:
             raise self.fail(node, f"softmax over a tensor of device shape {x.shape}")
         n = x.shape[axis]
@@ -329,6 +362,9 @@ class _Planner:
             _bind(node, ("input", "normalized_shape", "weight", "bias", "eps"),
                   {"weight": None, "bias": None, "eps": 1e-5})["eps"])
         f = x.shape[-1]
+        if len(_meta_shape(arg0)) == 3 and not self.seq:
+            raise self.fail(node, "LayerNorm of an (N, C, L) signal: only over the features of (N, F) or the "
+                                  "D of (N, T, D) tokens")
         with self.gm.graph.inserting_after(node):  # the normalised value, for calibration only
             norm = self.gm.graph.call_function(F.layer_norm, (arg0, (f,), None, None, eps))
         norm.meta["mt_shape"] = node.meta["mt_shape"]
@@ -344,7 +380,8 @@ class _Planner:
         if nname in self.names:
             raise self.fail(node, f"layer name '{nname}' is taken")
         self.names.add(nname)
-        nv = _Value((1, 1, f), False, calib=norm)
+        shape = x.shape if len(x.shape) == 3 else (1, 1, f)  # the conv's (H, W, C)
+        nv = _Value(shape, False, calib=norm)
         self.layers.append(_PLayer("layernorm", nname, [x], nv, where=self.where(node),
                                    attrs={"at": _at(node), "eps": eps}))
         assert mod is not None
@@ -356,7 +393,69 @@ class _Planner:
         pl.fused.append("layernorm")
         self.layers.append(pl)
         last = self.fuse_act(node, pl)
-        pl.output = self.values[last] = _Value((1, 1, f), False, calib=last)
+        pl.output = self.values[last] = _Value(shape, False, calib=last)
+        self.values[node] = pl.output
+
+    def plan_token_linear(self, node: torch.fx.Node, x: _Value) -> None:
+        """nn.Linear on the (N, T, D) tokens of a sequence model: a 1x1 conv over the T positions."""
+        target = str(node.target)
+        mod = self.modules[target]
+        assert isinstance(mod, nn.Linear)
+        self.calls[target] = self.calls.get(target, 0) + 1
+        if self.calls[target] > 1:
+            raise self.fail(node, "module called more than once (shared weights): use one module per call")
+        conv = nn.Conv2d(mod.in_features, mod.out_features, 1, bias=mod.bias is not None)
+        with torch.no_grad():
+            conv.weight.copy_(mod.weight.detach().reshape(conv.weight.shape))
+            if mod.bias is not None:
+                conv.bias.copy_(mod.bias.detach())
+        pl = self.layer("conv", node, [x], module=conv)
+        pl.fused.append("linear_tokens")
+        last = self.fuse_act(node, pl)
+        pl.output = self.values[last] = self.new_value(last, calib=last)
+        self.values[node] = pl.output
+
+    def plan_seq(self, node: torch.fx.Node, kind: str, x: _Value) -> None:
+        """The ops of sequence models: matmul (a transpose of its second operand read as it lies, a
+        constant factor after it folded in), the mean over the tokens."""
+        if not self.seq:
+            raise self.fail(node, f"{kind} outside a sequence model (one whose (N, T, D) tensors a Linear, "
+                                  "LayerNorm or matmul reads as T tokens of D values)")
+        if kind == "transpose":
+            users = list(node.users)
+            if not users or any(_safe_kind(u, self.modules) != "matmul" or u.args[1] is not node
+                                or u.args[0] is node for u in users):
+                raise self.fail(node, "a transpose converts only as a matmul's second operand (read as it "
+                                      "lies)")
+            self.transposed.add(node)
+            self.values[node] = x
+            return
+        if kind == "gap_tokens":  # the mean over the tokens: a global average pool of (1, T, D)
+            pl = self.layer("gap", node, [x])
+            pl.attrs["pool"] = None
+            pl.output = self.values[node] = _Value((1, 1, x.shape[2]), False, same_as=x)
+            return
+        if kind == "scale":
+            raise self.fail(node, "a constant factor converts only right after a matmul (folded into it)")
+        a, b = node.args[0], node.args[1]
+        assert isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)
+        y = self.value_of(b, node)
+        sa, so = _meta_shape(a), _meta_shape(node)
+        if len(x.shape) != 3 or len(y.shape) != 3:
+            raise self.fail(node, f"matmul of device shapes {x.shape} and {y.shape}")
+        tb = 1 if b in self.transposed else 0
+        rows, inner, cols = sa[1], sa[2], so[2]
+        pl = self.layer("matmul", node, [x, y])
+        pl.attrs.update({"rci": (rows, inner, cols), "tb": tb, "factor": 1.0})
+        last = node
+        nxt = _single_user(node)
+        if nxt is not None and _safe_kind(nxt, self.modules) == "scale" and nxt.args[0] is node:
+            c = float(nxt.args[1])
+            pl.attrs["factor"] = 1.0 / c if nxt.target in (operator.truediv, torch.div, "div") else c
+            pl.fused.append(self.src_name(nxt))
+            self.done.add(nxt)
+            last = nxt
+        pl.output = self.values[last] = self.new_value(last, calib=last)
         self.values[node] = pl.output
 
     def layer(self, kind: str, node: torch.fx.Node, inputs: list[_Value],
@@ -382,6 +481,8 @@ class _Planner:
         if self.calls[target] > 1:
             raise self.fail(node, "module called more than once (shared weights): use one module per call")
         pl = self.layer(kind, node, [x], module=mod)
+        if arg0 in self.token_flat:
+            pl.attrs["tokens"] = True
         pad = self.pads.get(arg0)
         if pad is not None:
             pl.attrs["pad"] = pad[:4]
@@ -515,16 +616,18 @@ class _Planner:
             if out[1] != math.prod(in_tshape[1:]):
                 raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)}")
             self.values[node] = x  # a Linear reads it with its columns permuted to NHWC
+            if self.seq and len(in_tshape) == 3:
+                self.token_flat.add(node)  # tokens: PyTorch's order is the device's
             return
-        if _nhwc_shape(out, self.where(node))[0] == x.shape:
+        if _nhwc_shape(out, self.where(node), self.seq)[0] == x.shape:
             self.values[node] = x
             return
-        if _same_device_order(in_tshape, out) and node.users and all(
+        if _same_device_order(in_tshape, out, self.seq) and node.users and all(
                 _safe_kind(u, self.modules) == "mul" for u in node.users):
             self.values[node] = x  # the same bytes, read only by products (broadcast by their planning)
             return
-        if x is self.input and x.calib is not None and len(x.calib.users) == 1 and \
-                _same_device_order(in_tshape, out):
+        if x is self.input and x.calib is not None and sum(not _is_meta(u) for u in x.calib.users) == 1 and \
+                _same_device_order(in_tshape, out, self.seq):
             # the same bytes in another shape: the file's input is the reshaped tensor, and data in the
             # model's own input layout still quantise to the right bytes (to_nhwc is then a no-op reorder)
             self.input = self.values[node] = self.new_value(node, calib=x.calib)
@@ -534,9 +637,9 @@ class _Planner:
                                   f"its input in the shape its first layer takes, {_n(out)}, and reshape in "
                                   "your data pipeline")
         raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)} moves data on the device (NHWC "
-                              f"{x.shape} -> {_nhwc_shape(out, '')[0]}): only reshapes to (N, features) and "
-                              "reshapes that keep the NHWC shape (squeeze / unsqueeze of size-1 dims) "
-                              "convert")
+                              f"{x.shape} -> {_nhwc_shape(out, '', self.seq)[0]}): only reshapes to "
+                              "(N, features) and reshapes that keep the NHWC shape (squeeze / unsqueeze of "
+                              "size-1 dims) convert")
 
     def plan_pad(self, node: torch.fx.Node, x: _Value, arg0: torch.fx.Node,
                  in_tshape: tuple[int, ...]) -> None:

@@ -159,6 +159,8 @@ def _accept_mean(node: torch.fx.Node, mod: nn.Module | None) -> str:
         raise _Fail("dtype= is not supported: drop it")
     src = node.args[0]
     rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
+    if rank == 3 and dims == (1,):
+        return "gap_tokens"  # the mean over the tokens of (N, T, D) (a sequence model's)
     if rank not in (3, 4) or dims != tuple(range(2, rank)):
         raise _Fail(f"a mean over dims {a['dim']} of a rank-{rank} tensor: only the mean over all "
                     "spatial dims ((2, 3) of (N, C, H, W), 2 of (N, C, L)) converts (global average pooling)")
@@ -206,7 +208,21 @@ def _accept_add(node: torch.fx.Node, mod: nn.Module | None) -> str:
     return "add"
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _accept_scale(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    if len(node.args) != 2 or node.kwargs or not isinstance(node.args[0], torch.fx.Node) or not _number(
+            node.args[1]) or not float(node.args[1]) > 0.0:
+        raise _Fail("division only by a positive constant, right after a matmul (folded into it)")
+    return "scale"
+
+
 def _accept_mul(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    if len(node.args) == 2 and not node.kwargs and sum(isinstance(x, torch.fx.Node) for x in node.args) == 1 \
+            and any(_number(x) and float(x) > 0.0 for x in node.args):
+        return "scale"  # a positive constant factor: folded into the matmul before it
     if len(node.args) != 2 or node.kwargs or not all(isinstance(x, torch.fx.Node) for x in node.args):
         raise _Fail("mul needs exactly two tensor operands: fold a constant factor into the conv / linear "
                     "before it")
@@ -257,12 +273,32 @@ def _accept_layernorm(node: torch.fx.Node, mod: nn.Module | None) -> str:
                         "stores module weights)")
         v = a["normalized_shape"]
         ns = tuple(v) if isinstance(v, (tuple, list)) else (v,)
-    if len(shape) != 2 or ns != (shape[1],):
+    if len(shape) not in (2, 3) or ns != (shape[-1],):
         raise _Fail(f"LayerNorm over {ns} of a tensor of shape {tuple(shape)}: only over the features of an "
                     "(N, F) tensor (the device normalises its channel dim)")
     if shape[1] > 256:
         raise _Fail(f"LayerNorm over {shape[1]} features: at most 256 (its integer statistics)")
     return "layernorm"
+
+
+def _accept_matmul(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    a = _bind(node, ("input", "other"), {})
+    x, y = a["input"], a["other"]
+    if len(node.args) != 2 or not isinstance(x, torch.fx.Node) or not isinstance(y, torch.fx.Node):
+        raise _Fail("matmul needs two traced tensors: a constant matrix belongs in an nn.Linear")
+    if len(_meta_shape(x)) != 3 or len(_meta_shape(y)) != 3:
+        raise _Fail(f"matmul of shapes {_meta_shape(x)} and {_meta_shape(y)}: only (N, T, K) @ (N, K, M)")
+    return "matmul"
+
+
+def _accept_transpose(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    a = _bind(node, ("input", "dim0", "dim1"), {})
+    src = node.args[0]
+    rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
+    if rank != 3 or {int(a["dim0"]) % 3, int(a["dim1"]) % 3} != {1, 2}:
+        raise _Fail("only the transpose of the last two dims of (N, T, D), as a matmul's second operand, "
+                    "converts")
+    return "transpose"
 
 
 def _accept_dropout(node: torch.fx.Node, mod: nn.Module | None) -> str:
@@ -356,7 +392,8 @@ REGISTRY: tuple[OpEntry, ...] = (
             "CONV2D (a Conv1d is a conv with H = 1; a dilated conv has dil_h, dil_w, format 1.2)",
             "dilation 1..255, padding_mode 'zeros'",
             modules=(nn.Conv1d, nn.Conv2d), accept=_accept_conv),
-    OpEntry("linear", "nn.Linear", "LINEAR", "after a flatten of (C, H, W) the columns are permuted to NHWC",
+    OpEntry("linear", "nn.Linear", "LINEAR; on the (N, T, D) tokens of a sequence model a 1x1 CONV2D (the "
+            "same weights for every token)", "after a flatten of (C, H, W) the columns are permuted to NHWC",
             modules=(nn.Linear,)),
     OpEntry("bn", "nn.BatchNorm2d, nn.BatchNorm1d",
             "folded into the conv / linear before it (or, when there is none, into the conv / linear "
@@ -403,6 +440,18 @@ REGISTRY: tuple[OpEntry, ...] = (
             "the same shape, or the second operand broadcast over the positions (N, C, 1, 1) or over the "
             "channels (N, 1, H, W); trained through (the errors of both inputs)",
             functions=(operator.mul, operator.imul, torch.mul), methods=("mul", "mul_"), accept=_accept_mul),
+    OpEntry("matmul", "a @ b, torch.matmul(a, b), torch.bmm(a, b), a.matmul(b) of two activations "
+            "(N, T, K) @ (N, K, M)", "MATMUL (format 1.4; a constant factor right after it, e.g. "
+            "/ math.sqrt(d), is folded into it; trained through: the errors of both inputs)",
+            "sequence models: (N, T, D) tensors are T tokens of D values",
+            functions=(operator.matmul, torch.matmul, torch.bmm), methods=("matmul", "bmm"),
+            accept=_accept_matmul),
+    OpEntry("scale", "x / c, x * c, torch.div(x, c) with a positive number c", "nothing: folded into the "
+            "MATMUL before it (its requantisation and its backward)", "only right after a matmul",
+            functions=(operator.truediv, torch.div), methods=("div",), accept=_accept_scale),
+    OpEntry("transpose", "b.transpose(-2, -1), b.transpose(1, 2), torch.transpose(b, 1, 2)",
+            "nothing: the MATMUL reads b as it lies (its tb flag)", "only as a matmul's second operand",
+            functions=(torch.transpose,), methods=("transpose",), accept=_accept_transpose),
     OpEntry("pad", "nn.ZeroPad2d, nn.ZeroPad1d, nn.ConstantPad2d/1d(p, 0), F.pad(x, p) (constant 0)",
             "folded into the padding of the conv after it (asymmetric: the bottom / right part is the conv's "
             "output size)", "only before a conv; pad top / left + the conv's padding < kernel",
@@ -469,10 +518,8 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal("nn.GroupNorm, nn.InstanceNorm", "per-sample normalisation over groups or positions has no "
             "kernel: use BatchNorm (it is folded into a conv / linear) or nn.LayerNorm over (N, F) features",
             modules=(nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d)),
-    Refusal("x - y, x / y", "element-wise arithmetic other than add and mul has no kernel: fold "
-            "constant scales into the data or into a conv / linear",
-            functions=(operator.sub, operator.truediv, torch.sub, torch.div),
-            methods=("sub", "div")),
+    Refusal("x - y", "element-wise subtraction has no kernel: fold constant shifts into the bias of a conv / "
+            "linear", functions=(operator.sub, torch.sub), methods=("sub",)),
     Refusal("F.conv2d, F.linear with explicit weights", "use nn.Conv2d / nn.Linear modules (the file "
             "stores module weights)", functions=(F.conv1d, F.conv2d, F.linear)),
 )

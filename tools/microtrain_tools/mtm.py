@@ -439,6 +439,23 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
           "input and output shapes differ or numel != outer * n * inner")
         c(_f32(y.scale) == SOFTMAX_SCALE and y.zero_point == SOFTMAX_ZP,
           "output quantisation must be scale 1/256, zero point -128")  # (SOFTMAX_SCALE, SOFTMAX_ZP)
+    elif op == Op.MATMUL:  # the descriptor, then the constant factor's float32 bits
+        x2 = m.tensors[ly.inputs[1]]
+        rows, inner, cols, tb, za, zb, zo, mu, shm, a_min, a_max, fbits = p
+        c(1 <= rows <= MAX_DIM and 1 <= cols <= MAX_DIM and 1 <= inner <= 32768,
+          "rows, cols, inner out of range")
+        c(max(rows * inner, cols * inner, rows * cols) <= MAX_ELEMS,
+          "tensor too large (more than 2^26 elements)")
+        c(tb in (0, 1), "tb must be 0 or 1")
+        c(x.numel == rows * inner and x.shape[-1] == inner,
+          "first input's numel != rows * inner or last dim != inner")
+        c(x2.numel == inner * cols and x2.shape[-1] == (inner if tb else cols),
+          "second input's numel != inner * cols or last dim != cols (inner with tb)")
+        c(y.numel == rows * cols and y.shape[-1] == cols, "output numel != rows * cols or last dim != cols")
+        c((za, zb, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
+        c(mu >= 0 and -31 <= shm <= 15, "multiplier negative or shift outside [-31, 15]")
+        c(L.SCALE_MIN_BITS <= (fbits & 0xFFFFFFFF) <= L.SCALE_MAX_BITS, "factor outside [2^-40, 2^40]")
+        _act_ok(c, act, zo, a_min, a_max)
     elif op == Op.UPSAMPLE:
         in_h, in_w, ch, out_h, out_w, f_h, f_w, mode, zp = p
         c(min(in_h, in_w, ch, out_h, out_w) >= 1 and max(in_h, in_w, ch, out_h, out_w) <= MAX_DIM,

@@ -25,7 +25,7 @@ Field = tuple[str, str, int]
 MAGIC = b"MTMF"
 VERSION_MAJOR = 1
 # 1.1 LUT, 1.2 CONCAT / UPSAMPLE / dilated CONV2D, 1.3 Adam state[4..6), 1.4 MUL / LAYERNORM /
-# SOFTMAX; files: the oldest that fits
+# SOFTMAX / MATMUL; files: the oldest that fits
 VERSION_MINOR = 4
 
 HEADER: list[Field] = [
@@ -132,6 +132,7 @@ OPS = [
     ("MUL", "MUL", 12, 11, 2, 4),
     ("LAYERNORM", "LAYERNORM", 13, 7, 1, 4),
     ("SOFTMAX", "SOFTMAX", 14, 3, 1, 4),
+    ("MATMUL", "MATMUL", 15, 12, 2, 4),
 ]
 ACTS = [("NONE", "NONE", 0), ("RELU", "RELU", 1), ("RELU6", "RELU6", 2)]
 

@@ -184,6 +184,7 @@
 #define MTM_OP_MUL 12u
 #define MTM_OP_LAYERNORM 13u
 #define MTM_OP_SOFTMAX 14u
-#define MTM_OP_LAST MTM_OP_SOFTMAX
+#define MTM_OP_MATMUL 15u
+#define MTM_OP_LAST MTM_OP_MATMUL
 
 #endif

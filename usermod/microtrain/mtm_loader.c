@@ -389,7 +389,7 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 
 
 // params per op, by op code
-static const uint8_t mtm_n_params[15] = { 0,
+static const uint8_t mtm_n_params[16] = { 0,
                                           MT_CONV2D_NPARAMS,
                                           MT_LINEAR_NPARAMS,
                                           2,
@@ -403,7 +403,8 @@ static const uint8_t mtm_n_params[15] = { 0,
                                           MT_UPSAMPLE_NPARAMS,
                                           MT_MUL_NPARAMS,
                                           MT_LAYERNORM_NPARAMS,
-                                          MT_SOFTMAX_NPARAMS };
+                                          MT_SOFTMAX_NPARAMS,
+                                          12 };  // MATMUL: its descriptor and the factor
 
 // CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
 // hw positions of them (numel = hw * its channels; the kernel reads flat
@@ -508,6 +509,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         mt_mul_params_t mul;
         mt_layernorm_params_t ln;
         mt_softmax_params_t sm;
+        mt_matmul_params_t mm;
     } u;
     for (uint32_t k = 0; k < MTM_N_PARAMS_MAX; ++k) {
         u.a[k] = L_PARAM(c, j, k);
@@ -649,6 +651,30 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         }
         return NULL;
     }
+    if (op == MTM_OP_MATMUL) {  // the descriptor, then the constant factor's float32 bits
+        const mt_matmul_params_t *d = &u.mm;
+        const uint32_t f = (uint32_t)p[MT_MATMUL_NPARAMS];
+        if ((m = mt_matmul_check(d)) != NULL) {
+            return m;
+        }
+        if (!numel_is(c, x, d->rows * d->inner) || T_DIM(c, x, T_RANK(c, x) - 1) != (uint32_t)d->inner) {
+            return "first input's numel != rows * inner or last dim != inner";
+        }
+        if (!numel_is(c, x2, d->inner * d->cols) ||
+            T_DIM(c, x2, T_RANK(c, x2) - 1) != (uint32_t)(d->tb ? d->inner : d->cols)) {
+            return "second input's numel != inner * cols or last dim != cols (inner with tb)";
+        }
+        if (!numel_is(c, y, d->rows * d->cols) || T_DIM(c, y, T_RANK(c, y) - 1) != (uint32_t)d->cols) {
+            return "output numel != rows * cols or last dim != cols";
+        }
+        if (d->a_zp != T_ZP(c, x) || d->b_zp != T_ZP(c, x2) || d->out_zp != T_ZP(c, y)) {
+            return "zero points differ from the tensors'";
+        }
+        if (f < MTM_SCALE_MIN_BITS || f > MTM_SCALE_MAX_BITS) {
+            return "factor outside [2^-40, 2^40]";
+        }
+        return act_rule(act, d->out_zp, d->act_min, d->act_max);
+    }
     if (op == MTM_OP_CONCAT) {
         const mt_concat_params_t *d = &u.cat;
         if ((m = mt_concat_check(d)) != NULL) {
@@ -746,9 +772,9 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
             FAIL_L("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)");
         }
         if (op >= MTM_OP_MUL && rd16(c->b, MTM_H_VERSION_MINOR) < 4) {
-            FAIL_L("MUL / LAYERNORM / SOFTMAX layer in a file before version 1.4");
+            FAIL_L("MUL / LAYERNORM / SOFTMAX / MATMUL layer in a file before version 1.4");
         }
-        const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT || op == MTM_OP_MUL;
+        const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT || op == MTM_OP_MUL || op == MTM_OP_MATMUL;
         if (n_in != (two_in ? 2u : 1u)) {
             FAIL_L("n_inputs does not match the op");
         }
@@ -800,7 +826,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         // graph: inputs available, output fresh, kinds of referenced tensors
         const uint32_t in0 = L_U32(c, j, MTM_L_IN0), in1 = L_U32(c, j, MTM_L_IN1), out = L_U32(c, j, MTM_L_OUT);
         if (two_in ? in1 >= c->n_t : in1 != MTM_NONE) {
-            FAIL_L("in1 must be a tensor for ADD / CONCAT / MUL and NONE otherwise");
+            FAIL_L("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL and NONE otherwise");
         }
         if (in0 >= c->n_t || out >= c->n_t) {
             FAIL_L("tensor index out of range");
