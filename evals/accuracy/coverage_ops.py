@@ -1,5 +1,5 @@
 """One small model per op the idiom models do not cover (channel concatenation, nearest
-upsampling, transposed convs, element-wise products), for the `make coverage` runner: it
+upsampling, transposed convs, element-wise products, attention), for the `make coverage` runner: it
 converts, runs and fine-tunes each, like the MLPerf Tiny models.
 
 ``models()`` returns ``(name, module, input shape CHW)`` triples; the modules are untrained
@@ -102,10 +102,40 @@ class SENet(nn.Module):
         return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
 
 
+class Encoder(nn.Module):
+    """A transformer encoder block over the image's rows as tokens (28 tokens of 28 values): token
+    embedding, pre-norm single-head self-attention (LayerNorm, q / k / v, softmax(q k^T / sqrt(d)),
+    att v, output projection, residual), pre-norm MLP with its residual, a classifier over the
+    tokens and their mean."""
+
+    def __init__(self, c_in: int, d: int = 16) -> None:
+        super().__init__()
+        self.d = d
+        self.embed = nn.Linear(28, d)
+        self.ln1 = nn.LayerNorm(d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, 2 * d)
+        self.ff2 = nn.Linear(2 * d, d)
+        self.fc = nn.Linear(28 * d, 10)
+        self.fc_mean = nn.Linear(d, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x.view(x.size(0), 28, 28))
+        a = self.ln1(h)
+        att = F.softmax(self.q(a) @ self.k(a).transpose(1, 2) / self.d**0.5, dim=-1)
+        h = h + self.o(att @ self.v(a))
+        h = h + self.ff2(F.relu(self.ff1(self.ln2(h))))
+        return self.fc(torch.flatten(h, 1)) + self.fc_mean(h.mean(1))
+
+
 def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
     """(name, untrained module, input shape CHW): one small model per new op."""
     c = shape[0]
     torch.manual_seed(0)
     return [("ops-concat", CatSkip(c), shape), ("ops-upsample", UpNet(c), shape),
             ("ops-interpolate", InterpNet(c), shape), ("ops-conv-transpose", DeconvNet(c), shape),
-            ("ops-se", SENet(c), shape)]
+            ("ops-se", SENet(c), shape), ("ops-encoder", Encoder(c), shape)]
