@@ -421,7 +421,7 @@ static const char *concat_shapes(const mtm_ctx_t *c, uint32_t x, uint32_t x2, ui
     return NULL;
 }
 
-static const char *act_rule(uint32_t act, int32_t out_zp, int32_t a_min, int32_t a_max) {
+const char *mt_mtm_act_rule(uint32_t act, int32_t out_zp, int32_t a_min, int32_t a_max) {
     if (a_min < -128 || a_max > 127 || a_min > a_max) {
         return "need -128 <= act_min <= act_max <= 127";
     }
@@ -506,10 +506,6 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         mt_add_params_t add;
         mt_concat_params_t cat;
         mt_upsample_params_t up;
-        mt_mul_params_t mul;
-        mt_layernorm_params_t ln;
-        mt_softmax_params_t sm;
-        mt_matmul_params_t mm;
     } u;
     for (uint32_t k = 0; k < MTM_N_PARAMS_MAX; ++k) {
         u.a[k] = L_PARAM(c, j, k);
@@ -517,6 +513,21 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     const int32_t *p = u.a;
     const uint32_t x = L_U32(c, j, MTM_L_IN0), x2 = L_U32(c, j, MTM_L_IN1), y = L_U32(c, j, MTM_L_OUT);
     const char *m;
+    if (op >= MTM_OP_MUL) {  // the sequence / attention ops: mtm_rules_seq.c
+        mtm_tview_t v[3];
+        const uint32_t ts[3] = { x, op == MTM_OP_MUL || op == MTM_OP_MATMUL ? x2 : x, y };
+        for (uint32_t k = 0; k < 3; ++k) {
+            v[k].rank = T_RANK(c, ts[k]);
+            for (uint32_t d = 0; d < 4; ++d) {
+                v[k].dim[d] = T_DIM(c, ts[k], d);
+            }
+            uint32_t n = 0;
+            v[k].numel = numel(c, ts[k], &n) ? n : 0;
+            v[k].scale = T_SCALE(c, ts[k]);
+            v[k].zp = T_ZP(c, ts[k]);
+        }
+        return mt_mtm_seq_rules(op, act, p, &v[0], &v[1], &v[2]);
+    }
     if (op == MTM_OP_LUT) {  // params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
         const uint32_t t = L_U32(c, j, MTM_L_WEIGHT), d = L_U32(c, j, MTM_L_BIAS);
         if (!same_shape(c, x, y)) {
@@ -571,7 +582,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         if (d->in_zp != T_ZP(c, x) || d->out_zp != T_ZP(c, y)) {
             return "in_zp / out_zp differ from the tensors' zero points";
         }
-        return act_rule(act, d->out_zp, d->act_min, d->act_max);
+        return mt_mtm_act_rule(act, d->out_zp, d->act_min, d->act_max);
     }
     if (op == MTM_OP_LINEAR) {
         const mt_linear_params_t *d = &u.lin;
@@ -590,7 +601,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         if (d->in_zp != T_ZP(c, x) || d->out_zp != T_ZP(c, y)) {
             return "in_zp / out_zp differ from the tensors' zero points";
         }
-        return act_rule(act, d->out_zp, d->act_min, d->act_max);
+        return mt_mtm_act_rule(act, d->out_zp, d->act_min, d->act_max);
     }
     if (op == MTM_OP_ADD) {
         const mt_add_params_t *d = &u.add;
@@ -606,74 +617,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         if ((m = mt_add_check(d)) != NULL) {
             return m;
         }
-        return act_rule(act, d->out_zp, d->act_min, d->act_max);
-    }
-    if (op == MTM_OP_MUL) {
-        const mt_mul_params_t *d = &u.mul;
-        if ((m = mt_mul_check(d)) != NULL) {
-            return m;
-        }
-        if (!same_shape(c, x, y) || !numel_is(c, x, d->hw * d->c) || T_DIM(c, x, T_RANK(c, x) - 1) != (uint32_t)d->c) {
-            return "input / output shapes differ from each other or from hw, c";
-        }
-        if (!numel_is(c, x2, d->hw2 * d->c2) || T_DIM(c, x2, T_RANK(c, x2) - 1) != (uint32_t)d->c2) {
-            return "second input's shape does not match hw2, c2";
-        }
-        if (d->in1_zp != T_ZP(c, x) || d->in2_zp != T_ZP(c, x2) || d->out_zp != T_ZP(c, y)) {
-            return "zero points differ from the tensors'";
-        }
-        return act_rule(act, d->out_zp, d->act_min, d->act_max);
-    }
-    if (op == MTM_OP_LAYERNORM) {
-        const mt_layernorm_params_t *d = &u.ln;
-        if ((m = mt_layernorm_check(d)) != NULL) {
-            return m;
-        }
-        if (!numel_is(c, x, d->rows * d->c) || !numel_is(c, y, d->rows * d->c) ||
-            T_DIM(c, x, T_RANK(c, x) - 1) != (uint32_t)d->c || T_DIM(c, y, T_RANK(c, y) - 1) != (uint32_t)d->c) {
-            return "input / output numel != rows * c or last dim != c";
-        }
-        if (d->in_zp != T_ZP(c, x) || d->out_zp != T_ZP(c, y)) {
-            return "zero points differ from the tensors'";
-        }
-        return NULL;
-    }
-    if (op == MTM_OP_SOFTMAX) {
-        const mt_softmax_params_t *d = &u.sm;
-        if ((m = mt_softmax_check(d)) != NULL) {
-            return m;
-        }
-        if (!same_shape(c, x, y) || !numel_is(c, x, d->outer * d->n * d->inner)) {
-            return "input and output shapes differ or numel != outer * n * inner";
-        }
-        if (T_SCALE(c, y) != MTM_SOFTMAX_SCALE_BITS || T_ZP(c, y) != -128) {
-            return "output quantisation must be scale 1/256, zero point -128";
-        }
-        return NULL;
-    }
-    if (op == MTM_OP_MATMUL) {  // the descriptor, then the constant factor's float32 bits
-        const mt_matmul_params_t *d = &u.mm;
-        const uint32_t f = (uint32_t)p[MT_MATMUL_NPARAMS];
-        if ((m = mt_matmul_check(d)) != NULL) {
-            return m;
-        }
-        if (!numel_is(c, x, d->rows * d->inner) || T_DIM(c, x, T_RANK(c, x) - 1) != (uint32_t)d->inner) {
-            return "first input's numel != rows * inner or last dim != inner";
-        }
-        if (!numel_is(c, x2, d->inner * d->cols) ||
-            T_DIM(c, x2, T_RANK(c, x2) - 1) != (uint32_t)(d->tb ? d->inner : d->cols)) {
-            return "second input's numel != inner * cols or last dim != cols (inner with tb)";
-        }
-        if (!numel_is(c, y, d->rows * d->cols) || T_DIM(c, y, T_RANK(c, y) - 1) != (uint32_t)d->cols) {
-            return "output numel != rows * cols or last dim != cols";
-        }
-        if (d->a_zp != T_ZP(c, x) || d->b_zp != T_ZP(c, x2) || d->out_zp != T_ZP(c, y)) {
-            return "zero points differ from the tensors'";
-        }
-        if (f < MTM_SCALE_MIN_BITS || f > MTM_SCALE_MAX_BITS) {
-            return "factor outside [2^-40, 2^40]";
-        }
-        return act_rule(act, d->out_zp, d->act_min, d->act_max);
+        return mt_mtm_act_rule(act, d->out_zp, d->act_min, d->act_max);
     }
     if (op == MTM_OP_CONCAT) {
         const mt_concat_params_t *d = &u.cat;
