@@ -119,3 +119,20 @@ def test_lora_on_the_attention_projections_equals_reference(tfm: ms.Suite, tmp_p
     assert differences(ref.arrays(), got) == []
     assert np.array_equal(np.array(losses), dev["loss"])
     assert all(np.any(v[4] != 0) for v in lr.values(at, ref).values())  # B moved from zero
+
+
+def test_to_torch_round_trip(tfm: ms.Suite) -> None:
+    """The file's weights go back into a fresh Encoder (token linears and LayerNorm affines from their 1x1
+    convs) and it predicts as the trained one."""
+    from microtrain_tools.to_torch import to_state_dict
+
+    s, net, xe = tfm
+    fresh = Encoder()
+    sd, _ = to_state_dict(s.m, fresh)
+    fresh.load_state_dict(sd, strict=True)
+    fresh.eval()
+    with torch.no_grad():
+        assert float(torch.cosine_similarity(fresh.ln1.weight, net.ln1.weight, dim=0)) > 0.99
+        assert float(torch.cosine_similarity(fresh.q.weight.flatten(), net.q.weight.flatten(), dim=0)) > 0.99
+        agree = float((fresh(xe).argmax(1) == net(xe).argmax(1)).float().mean())
+    assert agree >= 0.95, agree

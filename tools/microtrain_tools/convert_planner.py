@@ -481,8 +481,9 @@ class _Planner:
         if self.calls[target] > 1:
             raise self.fail(node, "module called more than once (shared weights): use one module per call")
         pl = self.layer(kind, node, [x], module=mod)
-        if arg0 in self.token_flat:
+        if arg0 in self.token_flat:  # (named in fused: to_torch keeps its columns too)
             pl.attrs["tokens"] = True
+            pl.fused.append("tokens")
         pad = self.pads.get(arg0)
         if pad is not None:
             pl.attrs["pad"] = pad[:4]

@@ -469,7 +469,8 @@ REGISTRY: tuple[OpEntry, ...] = (
                      nn.AlphaDropout, nn.Identity),
             functions=(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout),
             methods=("contiguous",), accept=_accept_dropout),
-    OpEntry("layernorm", "nn.LayerNorm(F), F.layer_norm(x, (F,)) over the features of (N, F)",
+    OpEntry("layernorm", "nn.LayerNorm(F), F.layer_norm(x, (F,)) over the features of (N, F) or the D of "
+            "(N, T, D) tokens",
             "LAYERNORM (format 1.4, integer statistics) then, with elementwise_affine, a depthwise 1x1 "
             "CONV2D holding its weight and bias (trained like a conv)", "F <= 256; the normalised value "
             "gets its own calibrated quantisation",
