@@ -136,3 +136,24 @@ def test_to_torch_round_trip(tfm: ms.Suite) -> None:
         assert float(torch.cosine_similarity(fresh.q.weight.flatten(), net.q.weight.flatten(), dim=0)) > 0.99
         agree = float((fresh(xe).argmax(1) == net(xe).argmax(1)).float().mean())
     assert agree >= 0.95, agree
+
+
+class TokensIn(Encoder):
+    """The same block taking its (N, T, D) tokens directly."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.reshape(x.size(0), 1, 8, 8))
+
+
+def test_a_model_taking_tokens_quantises_them_in_device_order(tfm: ms.Suite) -> None:
+    """Tokens (N, T, D) are the device's (1, T, D) as they lie: the file's input and the quantised
+    samples equal those of the model that reshapes an image into them."""
+    from microtrain_tools import convert as cv
+
+    s, net, xe = tfm
+    tok = TokensIn()
+    tok.load_state_dict(net.state_dict())
+    x = xe[:64].reshape(-1, 8, 8)
+    m = cv.convert(tok.eval(), x, progress=False)
+    assert m.tensors[m.input].shape == (1, 8, 8) and not m.tensors[m.input].signal_1d
+    assert np.array_equal(cv.quantize_input(m, x), cv.quantize_input(s.m, xe[:64]))
