@@ -171,7 +171,9 @@ REFUSED = [
                                                       r"only a final one converts"),
     (Fn(lambda y: F.softmax(y, 0)), IMG, r"^layer 'softmax' .*softmax over dim 0 .*only over a dim after the "
                                          r"batch dim"),
-    (Fn(lambda y: y * 2), IMG, r"^layer 'mul' \(function mul\): scale outside a sequence model"),
+    (Fn(lambda y: y * 2), IMG,
+     r"^layer 'mul' \(function mul\): a constant factor converts only right after a matmul \(folded into "
+     r"it\): fold it into the data"),
     (Fn(lambda y: y * y.mean(3, keepdim=True)), IMG,
      r"^2 problems, all listed: .*\(2\) layer 'mul' \(function mul\): operands of shapes \(N, 4, 8, 8\) and "
      r"\(N, 4, 8, 1\): only the same shape or a broadcast"),

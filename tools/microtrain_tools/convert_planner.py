@@ -418,6 +418,9 @@ class _Planner:
     def plan_seq(self, node: torch.fx.Node, kind: str, x: _Value) -> None:
         """The ops of sequence models: matmul (a transpose of its second operand read as it lies, a
         constant factor after it folded in), the mean over the tokens."""
+        if kind == "scale":
+            raise self.fail(node, "a constant factor converts only right after a matmul (folded into it): "
+                                  "fold it into the data or into the conv / linear before it")
         if not self.seq:
             raise self.fail(node, f"{kind} outside a sequence model (one whose (N, T, D) tensors a Linear, "
                                   "LayerNorm or matmul reads as T tokens of D values)")
@@ -435,8 +438,6 @@ class _Planner:
             pl.attrs["pool"] = None
             pl.output = self.values[node] = _Value((1, 1, x.shape[2]), False, same_as=x)
             return
-        if kind == "scale":
-            raise self.fail(node, "a constant factor converts only right after a matmul (folded into it)")
         a, b = node.args[0], node.args[1]
         assert isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)
         y = self.value_of(b, node)
