@@ -1,6 +1,6 @@
 """One small model per op the idiom models do not cover (channel concatenation, nearest
-upsampling, transposed convs), for the `make coverage` runner: it converts, runs and fine-tunes
-each, like the MLPerf Tiny models.
+upsampling, transposed convs, element-wise products, attention), for the `make coverage` runner: it
+converts, runs and fine-tunes each, like the MLPerf Tiny models.
 
 ``models()`` returns ``(name, module, input shape CHW)`` triples; the modules are untrained
 (the runner trains them briefly on its data). Each ends in a 4x4 average pooling of its 14x14
@@ -83,9 +83,59 @@ class DeconvNet(nn.Module):
         return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
 
 
+class SENet(nn.Module):
+    """Squeeze-and-excitation (MobileNetV3-style): the channels reweighted by
+    x * hardsigmoid(fc(relu(fc(mean(x))))), a product broadcast over the positions."""
+
+    def __init__(self, c_in: int) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(c_in, 16, 3, stride=2, padding=1)
+        self.se1 = nn.Linear(16, 4)
+        self.se2 = nn.Linear(4, 16)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.fc = nn.Linear(16 * 3 * 3, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = F.relu(self.c1(x))
+        s = F.hardsigmoid(self.se2(F.relu(self.se1(a.mean((2, 3))))))
+        y = F.relu(self.c2(a * s.view(-1, 16, 1, 1)))
+        return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
+
+
+class Encoder(nn.Module):
+    """A transformer encoder block over the image's rows as tokens (28 tokens of 28 values): token
+    embedding, pre-norm single-head self-attention (LayerNorm, q / k / v, softmax(q k^T / sqrt(d)),
+    att v, output projection, residual), pre-norm MLP with its residual, a classifier over the
+    tokens and their mean."""
+
+    def __init__(self, c_in: int, d: int = 16) -> None:
+        super().__init__()
+        self.d = d
+        self.embed = nn.Linear(28, d)
+        self.ln1 = nn.LayerNorm(d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, 2 * d)
+        self.ff2 = nn.Linear(2 * d, d)
+        self.fc = nn.Linear(28 * d, 10)
+        self.fc_mean = nn.Linear(d, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x.view(x.size(0), 28, 28))
+        a = self.ln1(h)
+        att = F.softmax(self.q(a) @ self.k(a).transpose(1, 2) / self.d**0.5, dim=-1)
+        h = h + self.o(att @ self.v(a))
+        h = h + self.ff2(F.relu(self.ff1(self.ln2(h))))
+        return self.fc(torch.flatten(h, 1)) + self.fc_mean(h.mean(1))
+
+
 def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
     """(name, untrained module, input shape CHW): one small model per new op."""
     c = shape[0]
     torch.manual_seed(0)
     return [("ops-concat", CatSkip(c), shape), ("ops-upsample", UpNet(c), shape),
-            ("ops-interpolate", InterpNet(c), shape), ("ops-conv-transpose", DeconvNet(c), shape)]
+            ("ops-interpolate", InterpNet(c), shape), ("ops-conv-transpose", DeconvNet(c), shape),
+            ("ops-se", SENet(c), shape), ("ops-encoder", Encoder(c), shape)]

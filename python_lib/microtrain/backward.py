@@ -29,6 +29,10 @@ _OP_ADD = const(8)
 _OP_LUT = const(9)
 _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
+_OP_MUL = const(12)
+_OP_LAYERNORM = const(13)
+_OP_SOFTMAX = const(14)
+_OP_MATMUL = const(15)
 _ACT_RELU = const(1)
 _ACT_RELU6 = const(2)
 # --- generated: end
@@ -279,8 +283,60 @@ def upsample(m, bw, cur, scale, ly, j, e, s, policy):
         _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh))
 
 
+def mul(m, bw, cur, scale, ly, j, e, s, policy):
+    """x1's error through x2 (base scale s * s_2), x2's summed over the elements that read
+    each of its values (base scale s * s_1; int32 scratch acc_views[j])."""
+    p, (t1, t2) = ly.params, ly.inputs
+    ts = m.tensors
+    if t2 in bw.region:  # first: x1's error may go over e (grad_x1 writes ein = e)
+        dest = _dest(bw, cur, t2)
+        sh = K.mul_s8_grad_x2(p, e, bw.bufs[t1], bw.acc_views[j], dest)
+        _arrive(bw, cur, scale, t2, dest, math.ldexp(s * ts[t1].scale, sh))
+    if t1 in bw.region:
+        dest = _dest(bw, cur, t1)
+        sh = K.mul_s8_grad_x1(p, e, bw.bufs[t2], dest)
+        _arrive(bw, cur, scale, t1, dest, math.ldexp(s * ts[t2].scale, sh))
+
+
+def layernorm(m, bw, cur, scale, ly, j, e, s, policy):
+    """From the stored input; base scale s / (s_x * 2^8)."""
+    x_t = ly.inputs[0]
+    if x_t in bw.region:
+        dest = _dest(bw, cur, x_t)
+        sh = K.layernorm_s8_grad_input(ly.params, bw.bufs[x_t], e, dest)
+        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s / m.tensors[x_t].scale, sh - 8))
+
+
+def softmax(m, bw, cur, scale, ly, j, e, s, policy):
+    """From the stored output; base scale s / 2^16."""
+    x_t = ly.inputs[0]
+    if x_t in bw.region:
+        dest = _dest(bw, cur, x_t)
+        sh = K.softmax_s8_grad_input(ly.params, bw.bufs[ly.output], e, dest)
+        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh - 16))
+
+
+def matmul(m, bw, cur, scale, ly, j, e, s, policy):
+    """b's error from a (base scale s * s_a * factor), then a's from b (s * s_b * factor), each
+    in the int32 scratch acc_views[j]; the factor (a constant the output was multiplied by) is
+    the float32 after the descriptor."""
+    import struct
+
+    p, (ta, tb) = ly.params, ly.inputs
+    d, ts, acc = p[:11], m.tensors, bw.acc_views[j]
+    f = struct.unpack("<f", struct.pack("<i", p[11]))[0]
+    if tb in bw.region:
+        dest = _dest(bw, cur, tb)
+        sh = K.matmul_s8_grad_b(d, e, bw.bufs[ta], acc[:ts[tb].numel], dest)
+        _arrive(bw, cur, scale, tb, dest, math.ldexp(s * ts[ta].scale * f, sh))
+    if ta in bw.region:
+        dest = _dest(bw, cur, ta)
+        sh = K.matmul_s8_grad_a(d, e, bw.bufs[tb], acc[:ts[ta].numel], dest)
+        _arrive(bw, cur, scale, ta, dest, math.ldexp(s * ts[tb].scale * f, sh))
+
+
 # indexed by op code (a list: smaller in RAM than a dict)
-BACKWARD = [None] * (_OP_UPSAMPLE + 1)
+BACKWARD = [None] * (_OP_MATMUL + 1)
 BACKWARD[_OP_CONV2D] = conv2d
 BACKWARD[_OP_LINEAR] = linear
 BACKWARD[_OP_LUT] = lut
@@ -292,6 +348,10 @@ BACKWARD[_OP_GAP] = global_avgpool
 BACKWARD[_OP_ADD] = add
 BACKWARD[_OP_CONCAT] = concat
 BACKWARD[_OP_UPSAMPLE] = upsample
+BACKWARD[_OP_MUL] = mul
+BACKWARD[_OP_LAYERNORM] = layernorm
+BACKWARD[_OP_SOFTMAX] = softmax
+BACKWARD[_OP_MATMUL] = matmul
 
 
 # Update modes: how a trained layer's gradient reaches its weights, one object per model

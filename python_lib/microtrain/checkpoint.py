@@ -34,6 +34,7 @@ _OP_CONV2D = const(1)
 _OP_LUT = const(9)
 _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
+_OP_MUL = const(12)
 # --- generated: end
 
 
@@ -304,15 +305,18 @@ def _write(model, tmp, trainer):
     total = pos + 4
     flags = _FLAG_TRAINED | (_FLAG_HAS_STATE if new_state else 0)
 
-    # the oldest version with every op of the file (format.md, Header), 1.3 for Adam's second moments
+    # the oldest version with every op of the file (format.md, Header), 1.3 for Adam's second moments,
+    # 1.4 for MUL, LAYERNORM, SOFTMAX
     minor = 0
     for ly in model.layers:
         if ly.op == _OP_LUT:
             minor = max(minor, 1)
         elif ly.op == _OP_CONCAT or ly.op == _OP_UPSAMPLE or (ly.op == _OP_CONV2D and len(ly.params) == 19):
-            minor = 2
+            minor = max(minor, 2)
+        elif ly.op >= _OP_MUL:  # MUL, LAYERNORM, SOFTMAX
+            minor = 4
     if any(k >= 4 for _, k, _, _ in new_state):
-        minor = 3
+        minor = max(minor, 3)
     head = bytearray(b[0:_HEADER_SIZE])
     struct.pack_into("<H", head, 6, minor)
     struct.pack_into("<IIIIIIIIIIIII", head, 12, flags, total, n_t, _HEADER_SIZE, n_l, new_lt, new_s,

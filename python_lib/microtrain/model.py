@@ -90,6 +90,10 @@ _OP_ADD = const(8)
 _OP_LUT = const(9)
 _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
+_OP_MUL = const(12)
+_OP_LAYERNORM = const(13)
+_OP_SOFTMAX = const(14)
+_OP_MATMUL = const(15)
 # --- generated: end
 
 # Descriptor entries (docs/numerics.md, "Python binding") read here (backward.py reads the
@@ -686,6 +690,16 @@ class Model:
             return (K.concat_s8_forward, (p, x, bufs[ly.inputs[1]], y), ly)
         if op == _OP_UPSAMPLE:
             return (K.upsample_s8_forward, (p, x, y), ly)
+        if op == _OP_MUL:
+            return (K.mul_s8_forward, (p, x, bufs[ly.inputs[1]], y), ly)
+        if op == _OP_LAYERNORM:
+            return (K.layernorm_s8_forward, (p, x, y), ly)
+        if op == _OP_MATMUL:  # (the factor after the descriptor: the backward's)
+            return (K.matmul_s8_forward, (p[:11], x, bufs[ly.inputs[1]], y), ly)
+        if op == _OP_SOFTMAX:
+            if ly.table is None:  # the exp table of its input's scale (fixed: activation scales stay)
+                ly.table = softmax_lut(self.tensors[ly.inputs[0]].scale)
+            return (K.softmax_s8_forward, (p, x, ly.table, y), ly)
         raise ValueError("unknown op %d" % op)
 
     def rebind(self):

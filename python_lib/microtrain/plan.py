@@ -22,6 +22,9 @@ _OP_RELU = const(3)
 _OP_RELU6 = const(4)
 _OP_MAXPOOL = const(5)
 _OP_AVGPOOL = const(6)
+_OP_MUL = const(12)
+_OP_SOFTMAX = const(14)
+_OP_MATMUL = const(15)
 # --- generated: end
 
 
@@ -152,7 +155,8 @@ def inplace_errors(m, first, region, over=True):
     #   before its grad input writes t's error, and t's producer reads nothing of t in
     #   its own backward: no fused activation, or a conv / linear's fused ReLU / ReLU6,
     #   whose mask the grad input applies as it writes (lo, hi: act_keep); not a ReLU
-    #   layer. Not where the reader steps during backward (stepwise.StepInBackward: grad input first).
+    #   or softmax layer (their backward reads their output). Not where the reader steps
+    #   during backward (stepwise.StepInBackward: grad input first).
     made, cons = {}, {}
     for ly in m.layers[first:]:
         made[ly.output] = ly
@@ -168,6 +172,7 @@ def inplace_errors(m, first, region, over=True):
             if src.op == _OP_CONV2D or src.op == _OP_LINEAR:
                 out[t] = src
         elif over and (op == _OP_CONV2D or op == _OP_LINEAR) and src.op != _OP_RELU and src.op != _OP_RELU6 \
+                and src.op != _OP_SOFTMAX \
                 and (not src.act or src.op == _OP_CONV2D or src.op == _OP_LINEAR):
             out[t] = src
     return out
@@ -211,7 +216,8 @@ def redo_plan(m, first, region, inplace, place, native=True):
 
 def scratch_plan(m, first, region, inplace, native=True):
     # backward's int32 grad-input scratch (docs/memory.md): the
-    # layers that need it (conv / linear; pools whose windows overlap, pool.c), its
+    # layers that need it (conv / linear; pools whose windows overlap, pool.c; mul, for the
+    # error of its second input; matmul), its
     # size, and the tensor whose int8 error buffer can hold it (else None): one with
     # a single consumer below every such layer (its error is written after the
     # scratch's last use), of 4 bytes per value, and not an activation taking its own
@@ -224,6 +230,12 @@ def scratch_plan(m, first, region, inplace, native=True):
                 (op == _OP_MAXPOOL or op == _OP_AVGPOOL) and (p[7] < p[5] or p[8] < p[6]))):
             need.append(ly)
             n = max(n, m.tensors[t].numel)
+        elif op == _OP_MUL and ly.inputs[1] in region:  # x2's error sums: an int32 per x2 value
+            need.append(ly)
+            n = max(n, m.tensors[ly.inputs[1]].numel)
+        elif op == _OP_MATMUL and (t in region or ly.inputs[1] in region):  # either input's error
+            need.append(ly)
+            n = max(n, m.tensors[t].numel, m.tensors[ly.inputs[1]].numel)
         for t in ly.inputs:
             cons[t] = -1 if t in cons else ly.index  # -1: two consumers or more
     if need and native:
@@ -345,7 +357,10 @@ def backward_plan(m, first, window, redo):
     frow = _retyped(memoryview(src[0])[src[1]:src[1] + 4 * acc_n], 102) if src is not None else None
     acc_views = {}
     for ly in need:
-        acc_views[ly.index] = memoryview(acc)[:m.tensors[ly.inputs[0]].numel]
+        if ly.op == _OP_MATMUL:  # (sliced for each input's error)
+            acc_views[ly.index] = memoryview(acc)[:max(m.tensors[t].numel for t in ly.inputs)]
+        else:
+            acc_views[ly.index] = memoryview(acc)[:m.tensors[ly.inputs[1 if ly.op == _OP_MUL else 0]].numel]
     return backward.BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win, frow,
                                  redo)
 

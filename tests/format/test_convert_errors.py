@@ -167,8 +167,16 @@ REFUSED = [
                                                   r"into 'a', which pads its input.*padding 0"),
     (BnRelu(), IMG, r"^layer 'bn' \(BatchNorm2d\): a BatchNorm that does not follow a conv/linear is folded "
                     r"into the next conv/linear, but layer 'relu' \(function relu\) comes next"),
-    (Fn(lambda y: F.relu(F.softmax(y, 1))), IMG, r"^layer 'softmax' .*only supported as the model's last op"),
-    (Fn(lambda y: F.softmax(y, 2)), IMG, r"^layer 'softmax' .*softmax over dim 2 .*only over the class"),
+    (Fn(lambda y: F.relu(F.log_softmax(y, 1))), IMG, r"^layer 'log_softmax' .*log_softmax inside the model: "
+                                                      r"only a final one converts"),
+    (Fn(lambda y: F.softmax(y, 0)), IMG, r"^layer 'softmax' .*softmax over dim 0 .*only over a dim after the "
+                                         r"batch dim"),
+    (Fn(lambda y: y * 2), IMG,
+     r"^layer 'mul' \(function mul\): a constant factor converts only right after a matmul \(folded into "
+     r"it\): fold it into the data"),
+    (Fn(lambda y: y * y.mean(3, keepdim=True)), IMG,
+     r"^2 problems, all listed: .*\(2\) layer 'mul' \(function mul\): operands of shapes \(N, 4, 8, 8\) and "
+     r"\(N, 4, 8, 1\): only the same shape or a broadcast"),
     (Fn(lambda y: torch.flatten(y, 1)), IMG,
      r"^layer 'flatten' .*the model output is a flattened \(C, H, W\) map.*end the model with a Linear"),
     (Fn(lambda y: F.dropout(y, 0.5)), IMG, r"^layer 'dropout' .*training=True .*pass training=self.training"),

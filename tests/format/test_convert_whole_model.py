@@ -70,7 +70,7 @@ class ThreeProblems(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.n(torch.relu(self.c(x)))
-        y = y * torch.sigmoid(y)
+        y = y - torch.sigmoid(y)
         z = self.p(y)  # a dead end that is still checked
         return self.f(torch.flatten(y, 1)) + z.mean()
 
@@ -121,7 +121,7 @@ def test_every_refused_op_is_reported_at_once(tmp_path: Path) -> None:
     with pytest.raises(cv.ConvertError) as ei:
         cv.convert_to_file(ThreeProblems().eval(), torch.rand(*IMG), path, progress=False)
     probs = ei.value.problems
-    assert [p.split(":")[0] for p in probs] == ["layer 'n' (LayerNorm)", "layer 'mul' (function mul)",
+    assert [p.split(":")[0] for p in probs] == ["layer 'n' (LayerNorm)", "layer 'sub' (function sub)",
                                                 "layer 'p' (PixelShuffle)", "layer 'mean' (method .mean())"]
     assert all("\n" not in p and "[at test_convert_whole_model.py:" in p for p in probs)
     assert str(ei.value).startswith("4 problems, all listed: (1) layer 'n' (LayerNorm)")
@@ -137,7 +137,7 @@ def test_the_cli_prints_one_line_per_problem(tmp_path: Path, capsys: pytest.Capt
     assert rc == 2 and not (tmp_path / "m.mtm").exists()
     assert err[0] == "microtrain convert: error: 4 problems, all listed:"
     assert [ln.split(":")[0] for ln in err[1:]] == [
-        "  - layer 'n' (LayerNorm)", "  - layer 'mul' (function mul)", "  - layer 'p' (PixelShuffle)",
+        "  - layer 'n' (LayerNorm)", "  - layer 'sub' (function sub)", "  - layer 'p' (PixelShuffle)",
         "  - layer 'mean' (method .mean())"]
 
 

@@ -84,9 +84,25 @@ def torch_model_files() -> list[bytes]:
         def forward(self, x):  # noqa: ANN001, ANN202
             return torch.sigmoid(self.fc(torch.flatten(F.leaky_relu(self.act(self.c(x)), 0.2), 1)))
 
+    class Attn(nn.Module):  # format 1.4: LAYERNORM, MATMUL (tb 1 and 0), SOFTMAX, MUL on (N, T, D) tokens
+        def __init__(self) -> None:
+            super().__init__()
+            self.e = nn.Linear(4, 8)
+            self.ln = nn.LayerNorm(8)
+            self.q = nn.Linear(8, 8)
+            self.k = nn.Linear(8, 8)
+            self.g = nn.Linear(8, 8)
+            self.fc = nn.Linear(8 * 6, 3)
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            h = self.ln(self.e(x))
+            a = F.softmax(self.q(h) @ self.k(h).transpose(1, 2) / 2.0, dim=-1) @ h
+            return self.fc(torch.flatten(a * torch.sigmoid(self.g(a)), 1))
+
     torch.manual_seed(0)
     out = []
-    for cls, shape in ((Res1d, (8, 3, 16)), (Cnn, (8, 2, 16, 16)), (Mlp, (8, 12)), (Lut, (8, 2, 8))):
+    for cls, shape in ((Res1d, (8, 3, 16)), (Cnn, (8, 2, 16, 16)), (Mlp, (8, 12)), (Lut, (8, 2, 8)),
+                       (Attn, (8, 6, 4))):
         m = convert.convert(cls().eval(), torch.randn(*shape), progress=False)
         out.append(m)
     # a checkpoint: TRAINED + HAS_STATE with all four state slots of the last layer

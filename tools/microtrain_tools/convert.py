@@ -282,14 +282,15 @@ def _model(model: bytes | bytearray | memoryview | Model) -> Model:
     return model if isinstance(model, Model) else mtm.read(model)
 
 
-def to_nhwc(x: ArrayLike) -> NDArray:
-    """PyTorch batch layout -> (N, flat NHWC): (N,C,H,W), (N,C,L), (N,F)."""
+def to_nhwc(x: ArrayLike, tokens: bool = False) -> NDArray:
+    """PyTorch batch layout -> (N, flat NHWC): (N,C,H,W), (N,C,L), (N,F); tokens: a sequence model's
+    (N, T, D), already in device order."""
     a = np.asarray(x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x)
     if a.ndim == 4:
         a = a.transpose(0, 2, 3, 1)
-    elif a.ndim == 3:
+    elif a.ndim == 3 and not tokens:
         a = a.transpose(0, 2, 1)
-    elif a.ndim != 2:
+    elif a.ndim not in (2, 3):
         raise ValueError(f"expected a batch of rank 2..4, got shape {a.shape}")
     return np.ascontiguousarray(a).reshape(a.shape[0], -1)
 
@@ -298,7 +299,7 @@ def quantize_input(model: bytes | Model, x: ArrayLike) -> NDArray[np.int8]:
     """Float batch in PyTorch layout -> int8 (N, input size) with the file's input quantisation."""
     m = _model(model)
     t = m.tensors[m.input]
-    a = to_nhwc(x).astype(np.float64)
+    a = to_nhwc(x, tokens=np.ndim(x) == 3 and len(t.shape) == 3 and not t.signal_1d).astype(np.float64)
     if a.shape[1] != t.numel:
         raise ValueError(f"input has {a.shape[1]} values per sample, the model needs {t.numel}")
     return np.clip(np.rint(a / t.scale) + t.zero_point, -128, 127).astype(np.int8)
@@ -336,6 +337,16 @@ def _run_layer(m: Model, ly: Layer, vals: dict[int, NDArray[np.int8]]) -> NDArra
         return o.concat_s8_forward(p, x, vals[ly.inputs[1]])
     if ly.op == Op.UPSAMPLE:
         return o.upsample_s8_forward(p, x)
+    if ly.op == Op.MUL:
+        return o.mul_s8_forward(p, x, vals[ly.inputs[1]])
+    if ly.op == Op.LAYERNORM:
+        return o.layernorm_s8_forward(p, x)
+    if ly.op == Op.MATMUL:  # the descriptor, then the factor (backward's)
+        return o.matmul_s8_forward(p[:11], x, vals[ly.inputs[1]])
+    if ly.op == Op.SOFTMAX:  # the device makes the exp table of the input's scale (double floats here)
+        from microtrain_tools.reference.train_ref_config import softmax_lut
+
+        return o.softmax_s8_forward(p, x, softmax_lut(m.tensors[ly.inputs[0]].scale))
     raise ValueError(f"layer '{ly.name}': unknown op {ly.op}")
 
 

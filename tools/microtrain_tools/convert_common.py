@@ -129,10 +129,13 @@ def _meta_shape(node: torch.fx.Node) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _nhwc_shape(shape: tuple[int, ...], where: str) -> tuple[tuple[int, ...], bool]:
-    """Torch batch shape -> (file shape, signal_1d)."""
+def _nhwc_shape(shape: tuple[int, ...], where: str, seq: bool = False) -> tuple[tuple[int, ...], bool]:
+    """Torch batch shape -> (file shape, signal_1d); seq: a sequence model's (N, T, D) is T tokens of D
+    values, (1, T, D), not a signal (N, C, L)."""
     if len(shape) == 4:
         return (shape[2], shape[3], shape[1]), False
+    if len(shape) == 3 and seq:
+        return (1, shape[1], shape[2]), False
     if len(shape) == 3:
         return (1, shape[2], shape[1]), True
     if len(shape) == 2:

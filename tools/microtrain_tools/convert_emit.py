@@ -173,7 +173,7 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         else:
             assert isinstance(mod, nn.Linear)
             xs = pl.inputs[0].shape
-            if len(xs) == 3:  # flattened (C, H, W) in PyTorch, (H, W, C) here: permute columns
+            if len(xs) == 3 and not pl.attrs.get("tokens"):  # flattened (C, H, W) in PyTorch, (H, W, C) here
                 h, ww, c = xs
                 w = w.reshape(w.shape[0], c, h, ww).transpose(0, 2, 3, 1).reshape(w.shape[0], -1)
             params = [math.prod(xs), w.shape[0], x.zp, y.zp, a_min, a_max]
@@ -211,6 +211,27 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         f_h, f_w = pl.attrs["f"]
         params = [in_h, in_w, c, out_h, out_w, f_h, f_w, pl.attrs["mode"], x.zp]
         return Layer(Op.UPSAMPLE, pl.name, ins, out, params, fused=fused)
+    if pl.kind == "layernorm":
+        c = pl.inputs[0].shape[-1]
+        params = o.layernorm_params(x.scale, x.zp, y.scale, y.zp, c, math.prod(pl.inputs[0].shape) // c,
+                                    pl.attrs["eps"])
+        return Layer(Op.LAYERNORM, pl.name, ins, out, params, fused=fused)
+    if pl.kind == "matmul":  # the descriptor, then the constant factor's float32 bits (backward's)
+        x2 = pl.inputs[1].root()
+        rows, inner, cols = pl.attrs["rci"]
+        f = np.float32(pl.attrs["factor"])
+        params = o.matmul_params(x.scale * float(f), x.zp, x2.scale, x2.zp, y.scale, y.zp, rows, inner, cols,
+                                 pl.attrs["tb"])
+        return Layer(Op.MATMUL, pl.name, ins, out, [*params, int(f.view(np.int32))], fused=fused)
+    if pl.kind == "softmax":
+        return Layer(Op.SOFTMAX, pl.name, ins, out, list(pl.attrs["desc"]), fused=fused)
+    if pl.kind == "mul":
+        x2 = pl.inputs[1].root()
+        c = pl.inputs[0].shape[-1]
+        hw2, c2 = pl.attrs["hw2_c2"]
+        params = o.mul_params(x.scale, x.zp, x2.scale, x2.zp, y.scale, y.zp, math.prod(pl.output.shape) // c,
+                              c, hw2, c2)
+        return Layer(Op.MUL, pl.name, ins, out, params, fused=fused)
     assert pl.kind == "add"
     x2 = pl.inputs[1].root()
     a_min, a_max = _act_limits(pl.act, y.scale, y.zp)

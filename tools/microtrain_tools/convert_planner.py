@@ -5,12 +5,14 @@ folding, fused activations, folded padding, dropped no-ops).
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
 import torch
 import torch.fx
 import torch.nn as nn
+import torch.nn.functional as F
 
 from microtrain_tools import mtm
 from microtrain_tools.convert_common import (
@@ -26,13 +28,28 @@ from microtrain_tools.convert_common import (
     _PreBn,
     _Value,
 )
-from microtrain_tools.convert_registry import _classify, _lut_activation, _pool_spec, _up_factors
+from microtrain_tools.convert_registry import (
+    _classify,
+    _is_meta,
+    _lut_activation,
+    _pool_spec,
+    _up_factors,
+    softmax_dim,
+)
 from microtrain_tools.mtm import Act
 
 
 def _single_user(node: torch.fx.Node) -> torch.fx.Node | None:
     users = list(node.users)
     return users[0] if len(users) == 1 else None
+
+
+def _safe_kind(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
+    """The registry's kind of node, or "" where it is refused (its own turn reports it)."""
+    try:
+        return _classify(node, modules)
+    except ConvertError:
+        return ""
 
 
 def _n(shape: tuple[int, ...]) -> str:
@@ -45,11 +62,13 @@ def _same_nhwc_order(shape: tuple[int, ...]) -> bool:
     return len(shape) < 3 or shape[1] == 1 or math.prod(shape[2:]) == 1
 
 
-def _same_device_order(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+def _same_device_order(a: tuple[int, ...], b: tuple[int, ...], seq: bool = False) -> bool:
     """Whether a PyTorch reshape from batch shape ``a`` to ``b`` leaves the device's (NHWC) bytes in
-    place."""
+    place (seq: rank-3 tensors are tokens, already in device order)."""
     def nhwc(t: np.ndarray) -> np.ndarray:
-        return t.transpose(0, 2, 3, 1) if t.ndim == 4 else t.transpose(0, 2, 1) if t.ndim == 3 else t
+        if t.ndim == 4:
+            return t.transpose(0, 2, 3, 1)
+        return t.transpose(0, 2, 1) if t.ndim == 3 and not seq else t
 
     idx = np.arange(math.prod(a[1:])).reshape(1, *a[1:])
     return bool(np.array_equal(nhwc(idx).ravel(), nhwc(idx.reshape(1, *b[1:])).ravel()))
@@ -69,6 +88,9 @@ class _Planner:
         self.pads: dict[torch.fx.Node, tuple[int, int, int, int, list[str]]] = {}  # top, bottom, left, right
         self.pre_bn: dict[torch.fx.Node, _PreBn] = {}
         self.softmax: str | None = None
+        self.seq = False  # a sequence model: (N, T, D) tensors are tokens (plan: _sequence_mode)
+        self.transposed: set[torch.fx.Node] = set()  # transposes a matmul reads as they lie
+        self.token_flat: set[torch.fx.Node] = set()  # flattened tokens (no column permutation)
 
     def name(self, node: torch.fx.Node) -> str:
         base = str(node.target) if node.op == "call_module" else node.name
@@ -98,7 +120,7 @@ class _Planner:
 
     def new_value(self, node: torch.fx.Node, calib: torch.fx.Node | None = None,
                   same_as: _Value | None = None) -> _Value:
-        shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node))
+        shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node), self.seq)
         return _Value(shape, s1d, calib=calib, same_as=same_as)
 
     def fuse_act(self, node: torch.fx.Node, pl: _PLayer) -> torch.fx.Node:
@@ -120,6 +142,7 @@ class _Planner:
         """Plan every node; raise one ConvertError listing every refused node, not just the first."""
         problems: list[str] = []
         blocked: set[torch.fx.Node] = set()  # refused, with nothing to stand in for its output
+        self.seq = self._sequence_mode()
         for node in self.gm.graph.nodes:
             if node in self.done:
                 continue
@@ -139,6 +162,20 @@ class _Planner:
                     blocked.add(node)
         if problems:
             raise ConvertError.of(problems)
+
+    def _sequence_mode(self) -> bool:
+        """A model whose rank-3 tensors are (N, T, D) tokens: a Linear, LayerNorm, matmul or mean over
+        the tokens on one, and no Conv1d or 1-D pooling (whose (N, C, L) is a signal)."""
+        seq = sig = False
+        for node in self.gm.graph.nodes:
+            kind = _safe_kind(node, self.modules) if node.op.startswith("call_") else ""
+            src = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+            rank3 = src is not None and len(src.meta.get("mt_shape", ())) == 3
+            if kind in ("linear", "layernorm", "matmul", "gap_tokens") and rank3:
+                seq = True
+            elif kind in ("conv", "convt", "maxpool", "avgpool", "gap", "gmp", "upsample") and rank3:
+                sig = True
+        return seq and not sig
 
     def plan_one(self, node: torch.fx.Node) -> None:
         if node.op == "placeholder":
@@ -183,8 +220,12 @@ class _Planner:
         arg0 = node.args[0]
         assert isinstance(arg0, torch.fx.Node)
         in_tshape = _meta_shape(arg0)
-        if kind in ("conv", "linear"):
+        if kind == "linear" and self.seq and len(in_tshape) == 3:
+            self.plan_token_linear(node, x)
+        elif kind in ("conv", "linear"):
             self.plan_weighted(node, kind, x, arg0, in_tshape)
+        elif kind in ("matmul", "transpose", "scale", "gap_tokens"):
+            self.plan_seq(node, kind, x)
         elif kind == "bn":
             self.plan_bn(node, x, in_tshape)
         elif kind in ("relu", "relu6"):
@@ -229,6 +270,8 @@ class _Planner:
             # element-wise: the device shape of its inputs (PyTorch's may be squeezed, e.g. a pooled (N, C))
             pl.output = self.values[last] = _Value(x.shape, x.signal_1d, calib=last)
             self.values[node] = pl.output
+        elif kind == "mul":
+            self.plan_mul(node, x)
         elif kind == "upsample":
             if len(x.shape) != 3:
                 raise self.fail(node, "upsampling needs an (N, C, H, W) or (N, C, L) input")
@@ -245,13 +288,176 @@ class _Planner:
             self.plan_pad(node, x, arg0, in_tshape)
         elif kind == "softmax":
             users = list(node.users)
-            if len(users) != 1 or users[0].op != "output":
-                raise self.fail(node, "softmax is only supported as the model's last op (it is stripped: the "
-                                      "file outputs logits): remove it or move it to the end")
-            self.softmax = self.src_name(node)
-            self.values[node] = x
+            mod = self.modules[str(node.target)] if node.op == "call_module" else None
+            if len(users) == 1 and users[0].op == "output" and softmax_dim(node, mod) == 1:
+                self.softmax = self.src_name(node)  # the last op: stripped, the file outputs logits
+                self.values[node] = x
+            else:
+                self.plan_softmax(node, x, mod, in_tshape)
+        elif kind == "layernorm":
+            self.plan_layernorm(node, x, arg0)
         else:  # alias
             self.values[node] = x
+
+    def plan_mul(self, node: torch.fx.Node, x: _Value) -> None:
+        """x * y: the operand of the full shape first, the other the same, broadcast over the
+        positions (one value per channel) or over the channels (one per position)."""
+        a, b = node.args[0], node.args[1]
+        assert isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)
+        y = self.value_of(b, node)
+        sa, sb, so = _meta_shape(a), _meta_shape(b), _meta_shape(node)
+        if tuple(sb) == tuple(so) and tuple(sa) != tuple(so):  # the broadcast one second
+            a, b, x, y, sa, sb = b, a, y, x, sb, sa
+        if tuple(sa) != tuple(so):
+            raise self.fail(node, f"operands of shapes {_n(tuple(sa))} and {_n(tuple(sb))}: one must have "
+                                  "the output's shape")
+        full = (1,) * (len(sa) - len(sb)) + tuple(sb)
+        spatial = full[2:]
+        if full == tuple(sa):
+            hw2, c2 = 1, 1  # set below
+        elif len(sa) >= 3 and full[1] == sa[1] and all(d == 1 for d in spatial) and full[0] in (1, sa[0]):
+            hw2, c2 = 1, x.shape[-1]
+        elif len(sa) >= 3 and full[1] == 1 and spatial == tuple(sa[2:]) and full[0] in (1, sa[0]):
+            hw2, c2 = math.prod(x.shape) // x.shape[-1], 1
+        elif all(d == 1 for d in full[1:]) and full[0] in (1, sa[0]):
+            hw2, c2 = 1, 1
+        else:
+            raise self.fail(node, f"operands of shapes {_n(tuple(sa))} and {_n(tuple(sb))}: only the same "
+                                  "shape or a broadcast over the positions (N, C, 1, 1) or over the channels "
+                                  "(N, 1, H, W) converts")
+        if full == tuple(sa):
+            if y.shape != x.shape:
+                raise self.fail(node, f"operands of device shapes {x.shape} and {y.shape} differ")
+            hw2, c2 = math.prod(x.shape) // x.shape[-1], x.shape[-1]
+        elif math.prod(y.shape) != hw2 * c2 or y.shape[-1] != c2:
+            raise self.fail(node, f"the broadcast operand's device shape {y.shape} does not hold "
+                                  f"{hw2} x {c2} values")
+        pl = self.layer("mul", node, [x, y])
+        pl.attrs["hw2_c2"] = (hw2, c2)
+        pl.output = self.values[node] = _Value(x.shape, x.signal_1d, calib=node)
+
+    def plan_softmax(self, node: torch.fx.Node, x: _Value, mod: nn.Module | None,
+                     in_tshape: tuple[int, ...]) -> None:
+        """A softmax inside the model: a SOFTMAX layer over the device axis of its dim (outer x n x
+        inner), output quantisation fixed (scale 1/256, zero point -128)."""
+        if isinstance(mod, nn.LogSoftmax) or node.target in (torch.log_softmax, F.log_softmax, "log_softmax"):
+            raise self.fail(node, "log_softmax inside the model: only a final one converts (it is stripped)")
+        dim = softmax_dim(node, mod)
+        axes = {2: (0,), 3: (1, 2) if self.seq else (2, 1), 4: (2, 0, 1)}[len(in_tshape)]
+        axis = axes[dim - 1]  # torch dim -> NHWC axis
+        if len(x.shape) != {2: 1, 3: 3, 4: 3}[len(in_tshape)]:
+            raise self.fail(node, f"softmax over a tensor of device shape {x.shape}")
+        n = x.shape[axis]
+        if n > 256:
+            raise self.fail(node, f"softmax over {n} values: at most 256")
+        pl = self.layer("softmax", node, [x])
+        pl.attrs["desc"] = [math.prod(x.shape[:axis]), n, math.prod(x.shape[axis + 1:])]
+        pl.output = self.values[node] = _Value(x.shape, x.signal_1d, scale=2.0**-8, zp=mtm.SOFTMAX_ZP)
+
+    def plan_layernorm(self, node: torch.fx.Node, x: _Value, arg0: torch.fx.Node) -> None:
+        """LayerNorm over (N, F) features: a LAYERNORM layer, its normalised value calibrated on a
+        node of its own, then (elementwise_affine) a depthwise 1x1 conv holding weight and bias."""
+        mod = self.modules[str(node.target)] if node.op == "call_module" else None
+        eps = float(mod.eps) if mod is not None else float(
+            _bind(node, ("input", "normalized_shape", "weight", "bias", "eps"),
+                  {"weight": None, "bias": None, "eps": 1e-5})["eps"])
+        f = x.shape[-1]
+        if len(_meta_shape(arg0)) == 3 and not self.seq:
+            raise self.fail(node, "LayerNorm of an (N, C, L) signal: only over the features of (N, F) or the "
+                                  "D of (N, T, D) tokens")
+        with self.gm.graph.inserting_after(node):  # the normalised value, for calibration only
+            norm = self.gm.graph.call_function(F.layer_norm, (arg0, (f,), None, None, eps))
+        norm.meta["mt_shape"] = node.meta["mt_shape"]
+        self.done.add(norm)
+        affine = mod is not None and getattr(mod, "weight", None) is not None
+        if not affine:
+            pl = self.layer("layernorm", node, [x])
+            pl.attrs["eps"] = eps
+            pl.output = self.values[node] = _Value(x.shape, x.signal_1d, calib=norm)
+            return
+        name = self.name(node)
+        nname = f"{name[:mtm.MAX_NAME - 5]}:norm"
+        if nname in self.names:
+            raise self.fail(node, f"layer name '{nname}' is taken")
+        self.names.add(nname)
+        shape = x.shape if len(x.shape) == 3 else (1, 1, f)  # the conv's (H, W, C)
+        nv = _Value(shape, False, calib=norm)
+        self.layers.append(_PLayer("layernorm", nname, [x], nv, where=self.where(node),
+                                   attrs={"at": _at(node), "eps": eps}))
+        assert mod is not None
+        conv = nn.Conv2d(f, f, 1, groups=f)  # the affine part: one weight and bias per feature
+        with torch.no_grad():
+            conv.weight.copy_(mod.weight.detach().reshape(f, 1, 1, 1))
+            conv.bias.copy_(mod.bias.detach() if mod.bias is not None else torch.zeros(f))
+        pl = _PLayer("conv", name, [nv], nv, module=conv, where=self.where(node), attrs={"at": _at(node)})
+        pl.fused.append("layernorm")
+        self.layers.append(pl)
+        last = self.fuse_act(node, pl)
+        pl.output = self.values[last] = _Value(shape, False, calib=last)
+        self.values[node] = pl.output
+
+    def plan_token_linear(self, node: torch.fx.Node, x: _Value) -> None:
+        """nn.Linear on the (N, T, D) tokens of a sequence model: a 1x1 conv over the T positions."""
+        target = str(node.target)
+        mod = self.modules[target]
+        assert isinstance(mod, nn.Linear)
+        self.calls[target] = self.calls.get(target, 0) + 1
+        if self.calls[target] > 1:
+            raise self.fail(node, "module called more than once (shared weights): use one module per call")
+        conv = nn.Conv2d(mod.in_features, mod.out_features, 1, bias=mod.bias is not None)
+        with torch.no_grad():
+            conv.weight.copy_(mod.weight.detach().reshape(conv.weight.shape))
+            if mod.bias is not None:
+                conv.bias.copy_(mod.bias.detach())
+        pl = self.layer("conv", node, [x], module=conv)
+        pl.fused.append("linear_tokens")
+        last = self.fuse_act(node, pl)
+        pl.output = self.values[last] = self.new_value(last, calib=last)
+        self.values[node] = pl.output
+
+    def plan_seq(self, node: torch.fx.Node, kind: str, x: _Value) -> None:
+        """The ops of sequence models: matmul (a transpose of its second operand read as it lies, a
+        constant factor after it folded in), the mean over the tokens."""
+        if kind == "scale":
+            raise self.fail(node, "a constant factor converts only right after a matmul (folded into it): "
+                                  "fold it into the data or into the conv / linear before it")
+        if not self.seq:
+            raise self.fail(node, f"{kind} outside a sequence model (one whose (N, T, D) tensors a Linear, "
+                                  "LayerNorm or matmul reads as T tokens of D values)")
+        if kind == "transpose":
+            users = list(node.users)
+            if not users or any(_safe_kind(u, self.modules) != "matmul" or u.args[1] is not node
+                                or u.args[0] is node for u in users):
+                raise self.fail(node, "a transpose converts only as a matmul's second operand (read as it "
+                                      "lies)")
+            self.transposed.add(node)
+            self.values[node] = x
+            return
+        if kind == "gap_tokens":  # the mean over the tokens: a global average pool of (1, T, D)
+            pl = self.layer("gap", node, [x])
+            pl.attrs["pool"] = None
+            pl.output = self.values[node] = _Value((1, 1, x.shape[2]), False, same_as=x)
+            return
+        a, b = node.args[0], node.args[1]
+        assert isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)
+        y = self.value_of(b, node)
+        sa, so = _meta_shape(a), _meta_shape(node)
+        if len(x.shape) != 3 or len(y.shape) != 3:
+            raise self.fail(node, f"matmul of device shapes {x.shape} and {y.shape}")
+        tb = 1 if b in self.transposed else 0
+        rows, inner, cols = sa[1], sa[2], so[2]
+        pl = self.layer("matmul", node, [x, y])
+        pl.attrs.update({"rci": (rows, inner, cols), "tb": tb, "factor": 1.0})
+        last = node
+        nxt = _single_user(node)
+        if nxt is not None and _safe_kind(nxt, self.modules) == "scale" and nxt.args[0] is node:
+            c = float(nxt.args[1])
+            pl.attrs["factor"] = 1.0 / c if nxt.target in (operator.truediv, torch.div, "div") else c
+            pl.fused.append(self.src_name(nxt))
+            self.done.add(nxt)
+            last = nxt
+        pl.output = self.values[last] = self.new_value(last, calib=last)
+        self.values[node] = pl.output
 
     def layer(self, kind: str, node: torch.fx.Node, inputs: list[_Value],
               module: nn.Module | None = None) -> _PLayer:
@@ -276,6 +482,9 @@ class _Planner:
         if self.calls[target] > 1:
             raise self.fail(node, "module called more than once (shared weights): use one module per call")
         pl = self.layer(kind, node, [x], module=mod)
+        if arg0 in self.token_flat:  # (named in fused: to_torch keeps its columns too)
+            pl.attrs["tokens"] = True
+            pl.fused.append("tokens")
         pad = self.pads.get(arg0)
         if pad is not None:
             pl.attrs["pad"] = pad[:4]
@@ -409,12 +618,18 @@ class _Planner:
             if out[1] != math.prod(in_tshape[1:]):
                 raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)}")
             self.values[node] = x  # a Linear reads it with its columns permuted to NHWC
+            if self.seq and len(in_tshape) == 3:
+                self.token_flat.add(node)  # tokens: PyTorch's order is the device's
             return
-        if _nhwc_shape(out, self.where(node))[0] == x.shape:
+        if _nhwc_shape(out, self.where(node), self.seq)[0] == x.shape:
             self.values[node] = x
             return
-        if x is self.input and x.calib is not None and len(x.calib.users) == 1 and \
-                _same_device_order(in_tshape, out):
+        if _same_device_order(in_tshape, out, self.seq) and node.users and all(
+                _safe_kind(u, self.modules) == "mul" for u in node.users):
+            self.values[node] = x  # the same bytes, read only by products (broadcast by their planning)
+            return
+        if x is self.input and x.calib is not None and sum(not _is_meta(u) for u in x.calib.users) == 1 and \
+                _same_device_order(in_tshape, out, self.seq):
             # the same bytes in another shape: the file's input is the reshaped tensor, and data in the
             # model's own input layout still quantise to the right bytes (to_nhwc is then a no-op reorder)
             self.input = self.values[node] = self.new_value(node, calib=x.calib)
@@ -424,9 +639,9 @@ class _Planner:
                                   f"its input in the shape its first layer takes, {_n(out)}, and reshape in "
                                   "your data pipeline")
         raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)} moves data on the device (NHWC "
-                              f"{x.shape} -> {_nhwc_shape(out, '')[0]}): only reshapes to (N, features) and "
-                              "reshapes that keep the NHWC shape (squeeze / unsqueeze of size-1 dims) "
-                              "convert")
+                              f"{x.shape} -> {_nhwc_shape(out, '', self.seq)[0]}): only reshapes to "
+                              "(N, features) and reshapes that keep the NHWC shape (squeeze / unsqueeze of "
+                              "size-1 dims) convert")
 
     def plan_pad(self, node: torch.fx.Node, x: _Value, arg0: torch.fx.Node,
                  in_tshape: tuple[int, ...]) -> None:

@@ -159,6 +159,8 @@ def _accept_mean(node: torch.fx.Node, mod: nn.Module | None) -> str:
         raise _Fail("dtype= is not supported: drop it")
     src = node.args[0]
     rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
+    if rank == 3 and dims == (1,):
+        return "gap_tokens"  # the mean over the tokens of (N, T, D) (a sequence model's)
     if rank not in (3, 4) or dims != tuple(range(2, rank)):
         raise _Fail(f"a mean over dims {a['dim']} of a rank-{rank} tensor: only the mean over all "
                     "spatial dims ((2, 3) of (N, C, H, W), 2 of (N, C, L)) converts (global average pooling)")
@@ -206,6 +208,27 @@ def _accept_add(node: torch.fx.Node, mod: nn.Module | None) -> str:
     return "add"
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _accept_scale(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    if len(node.args) != 2 or node.kwargs or not isinstance(node.args[0], torch.fx.Node) or not _number(
+            node.args[1]) or not float(node.args[1]) > 0.0:
+        raise _Fail("division only by a positive constant, right after a matmul (folded into it)")
+    return "scale"
+
+
+def _accept_mul(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    if len(node.args) == 2 and not node.kwargs and sum(isinstance(x, torch.fx.Node) for x in node.args) == 1 \
+            and any(_number(x) and float(x) > 0.0 for x in node.args):
+        return "scale"  # a positive constant factor: folded into the matmul before it
+    if len(node.args) != 2 or node.kwargs or not all(isinstance(x, torch.fx.Node) for x in node.args):
+        raise _Fail("mul needs exactly two tensor operands: fold a constant factor into the conv / linear "
+                    "before it")
+    return "mul"
+
+
 def _accept_pad(node: torch.fx.Node, mod: nn.Module | None) -> str:
     if mod is not None:
         value = getattr(mod, "value", 0.0)
@@ -219,15 +242,63 @@ def _accept_pad(node: torch.fx.Node, mod: nn.Module | None) -> str:
     return "pad"
 
 
-def _accept_softmax(node: torch.fx.Node, mod: nn.Module | None) -> str:
+def softmax_dim(node: torch.fx.Node, mod: nn.Module | None) -> int:
+    """The dim (>= 1) a softmax / log_softmax node reduces over."""
     dim = mod.dim if mod is not None else _bind(node, ("input", "dim"), {"dim": None})["dim"]
     src = node.args[0]
     rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
     if dim is None:  # PyTorch's implicit (deprecated) choice
         dim = 0 if rank in (0, 1, 3) else 1
-    if rank < 2 or int(dim) % rank != 1:
-        raise _Fail(f"softmax over dim {dim} of a rank-{rank} tensor: only over the class / channel dim 1")
+    if rank < 2 or rank > 4 or int(dim) % rank == 0:
+        raise _Fail(f"softmax over dim {dim} of a rank-{rank} tensor: only over a dim after the batch dim of "
+                    "(N, F), (N, C, L) or (N, C, H, W)")
+    return int(dim) % rank
+
+
+def _accept_softmax(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    softmax_dim(node, mod)
     return "softmax"
+
+
+def _accept_layernorm(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    src = node.args[0]
+    shape = _meta_shape(src) if isinstance(src, torch.fx.Node) else ()
+    if mod is not None:
+        ns = tuple(mod.normalized_shape)
+    else:
+        a = _bind(node, ("input", "normalized_shape", "weight", "bias", "eps"),
+                  {"weight": None, "bias": None, "eps": 1e-5})
+        if a["weight"] is not None or a["bias"] is not None:
+            raise _Fail("F.layer_norm with explicit weight / bias: use an nn.LayerNorm module (the file "
+                        "stores module weights)")
+        v = a["normalized_shape"]
+        ns = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(shape) not in (2, 3) or ns != (shape[-1],):
+        raise _Fail(f"LayerNorm over {ns} of a tensor of shape {tuple(shape)}: only over the features of an "
+                    "(N, F) tensor (the device normalises its channel dim)")
+    if shape[1] > 256:
+        raise _Fail(f"LayerNorm over {shape[1]} features: at most 256 (its integer statistics)")
+    return "layernorm"
+
+
+def _accept_matmul(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    a = _bind(node, ("input", "other"), {})
+    x, y = a["input"], a["other"]
+    if len(node.args) != 2 or not isinstance(x, torch.fx.Node) or not isinstance(y, torch.fx.Node):
+        raise _Fail("matmul needs two traced tensors: a constant matrix belongs in an nn.Linear")
+    if len(_meta_shape(x)) != 3 or len(_meta_shape(y)) != 3:
+        raise _Fail(f"matmul of shapes {_meta_shape(x)} and {_meta_shape(y)}: only (N, T, K) @ (N, K, M)")
+    return "matmul"
+
+
+def _accept_transpose(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    a = _bind(node, ("input", "dim0", "dim1"), {})
+    src = node.args[0]
+    rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
+    if rank != 3 or {int(a["dim0"]) % 3, int(a["dim1"]) % 3} != {1, 2}:
+        raise _Fail("only the transpose of the last two dims of (N, T, D), as a matmul's second operand, "
+                    "converts")
+    return "transpose"
 
 
 def _accept_dropout(node: torch.fx.Node, mod: nn.Module | None) -> str:
@@ -321,7 +392,8 @@ REGISTRY: tuple[OpEntry, ...] = (
             "CONV2D (a Conv1d is a conv with H = 1; a dilated conv has dil_h, dil_w, format 1.2)",
             "dilation 1..255, padding_mode 'zeros'",
             modules=(nn.Conv1d, nn.Conv2d), accept=_accept_conv),
-    OpEntry("linear", "nn.Linear", "LINEAR", "after a flatten of (C, H, W) the columns are permuted to NHWC",
+    OpEntry("linear", "nn.Linear", "LINEAR; on the (N, T, D) tokens of a sequence model a 1x1 CONV2D (the "
+            "same weights for every token)", "after a flatten of (C, H, W) the columns are permuted to NHWC",
             modules=(nn.Linear,)),
     OpEntry("bn", "nn.BatchNorm2d, nn.BatchNorm1d",
             "folded into the conv / linear before it (or, when there is none, into the conv / linear "
@@ -363,6 +435,23 @@ REGISTRY: tuple[OpEntry, ...] = (
     OpEntry("add", "x + y, torch.add(x, y), x.add(y), x += y", "ADD (ReLU after it fused)",
             "two tensors of the same shape; no broadcasting, no alpha",
             functions=(operator.add, operator.iadd, torch.add), methods=("add", "add_"), accept=_accept_add),
+    OpEntry("mul", "x * y, torch.mul(x, y), x.mul(y), x *= y (two activations)",
+            "MUL (format 1.4; squeeze-and-excitation: x * sigmoid(fc(pool(x))))",
+            "the same shape, or the second operand broadcast over the positions (N, C, 1, 1) or over the "
+            "channels (N, 1, H, W); trained through (the errors of both inputs)",
+            functions=(operator.mul, operator.imul, torch.mul), methods=("mul", "mul_"), accept=_accept_mul),
+    OpEntry("matmul", "a @ b, torch.matmul(a, b), torch.bmm(a, b), a.matmul(b) of two activations "
+            "(N, T, K) @ (N, K, M)", "MATMUL (format 1.4; a constant factor right after it, e.g. "
+            "/ math.sqrt(d), is folded into it; trained through: the errors of both inputs)",
+            "sequence models: (N, T, D) tensors are T tokens of D values",
+            functions=(operator.matmul, torch.matmul, torch.bmm), methods=("matmul", "bmm"),
+            accept=_accept_matmul),
+    OpEntry("scale", "x / c, x * c, torch.div(x, c) with a positive number c", "nothing: folded into the "
+            "MATMUL before it (its requantisation and its backward)", "only right after a matmul",
+            functions=(operator.truediv, torch.div), methods=("div",), accept=_accept_scale),
+    OpEntry("transpose", "b.transpose(-2, -1), b.transpose(1, 2), torch.transpose(b, 1, 2)",
+            "nothing: the MATMUL reads b as it lies (its tb flag)", "only as a matmul's second operand",
+            functions=(torch.transpose,), methods=("transpose",), accept=_accept_transpose),
     OpEntry("pad", "nn.ZeroPad2d, nn.ZeroPad1d, nn.ConstantPad2d/1d(p, 0), F.pad(x, p) (constant 0)",
             "folded into the padding of the conv after it (asymmetric: the bottom / right part is the conv's "
             "output size)", "only before a conv; pad top / left + the conv's padding < kernel",
@@ -380,11 +469,18 @@ REGISTRY: tuple[OpEntry, ...] = (
                      nn.AlphaDropout, nn.Identity),
             functions=(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout),
             methods=("contiguous",), accept=_accept_dropout),
+    OpEntry("layernorm", "nn.LayerNorm(F), F.layer_norm(x, (F,)) over the features of (N, F) or the D of "
+            "(N, T, D) tokens",
+            "LAYERNORM (format 1.4, integer statistics) then, with elementwise_affine, a depthwise 1x1 "
+            "CONV2D holding its weight and bias (trained like a conv)", "F <= 256; the normalised value "
+            "gets its own calibrated quantisation",
+            modules=(nn.LayerNorm,), functions=(F.layer_norm,), accept=_accept_layernorm),
     OpEntry("softmax", "a final nn.Softmax(dim=1), F.softmax, torch.softmax, x.softmax(1), nn.LogSoftmax, "
-            "F.log_softmax", "nothing: stripped, the file outputs the logits (recorded in the last layer's "
-            "fused names)", "only as the model's last op; predict() (argmax) is unchanged, apply softmax "
-            "to the "
-            "outputs for probabilities",
+            "F.log_softmax; nn.Softmax / F.softmax inside the model",
+            "nothing at the end: stripped, the file outputs the logits (recorded in the last layer's "
+            "fused names); inside: SOFTMAX (format 1.4, output scale 1/256)",
+            "at the end: predict() (argmax) is unchanged, apply softmax to the outputs for probabilities; "
+            "inside: over any dim after the batch dim, <= 256 values, not log_softmax",
             modules=(nn.Softmax, nn.LogSoftmax), functions=(F.softmax, torch.softmax, F.log_softmax,
                                                             torch.log_softmax),
             methods=("softmax", "log_softmax"), accept=_accept_softmax),
@@ -420,13 +516,11 @@ REFUSALS: tuple[Refusal, ...] = (
             functions=(torch.stack,)),
     Refusal("nn.GRU, nn.LSTM, nn.RNN", "recurrent layers (GRU / LSTM / RNN) are not supported yet: use "
             "nn.Conv1d over time on (N, C, L) windows", modules=(nn.GRU, nn.LSTM, nn.RNN)),
-    Refusal("nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm", "per-sample normalisation has no kernel: use "
-            "BatchNorm (it is folded into a conv / linear)",
-            modules=(nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d)),
-    Refusal("x * y, x - y, x / y, torch.mul", "element-wise arithmetic other than add has no kernel: fold "
-            "constant scales into the data or into a conv / linear",
-            functions=(operator.mul, operator.sub, operator.truediv, torch.mul, torch.sub, torch.div),
-            methods=("mul", "sub", "div")),
+    Refusal("nn.GroupNorm, nn.InstanceNorm", "per-sample normalisation over groups or positions has no "
+            "kernel: use BatchNorm (it is folded into a conv / linear) or nn.LayerNorm over (N, F) features",
+            modules=(nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d)),
+    Refusal("x - y", "element-wise subtraction has no kernel: fold constant shifts into the bias of a conv / "
+            "linear", functions=(operator.sub, torch.sub), methods=("sub",)),
     Refusal("F.conv2d, F.linear with explicit weights", "use nn.Conv2d / nn.Linear modules (the file "
             "stores module weights)", functions=(F.conv1d, F.conv2d, F.linear)),
 )

@@ -67,6 +67,9 @@ SCALE_MAX = 2.0**L.SCALE_EXP
 MAX_GAP_HW = L.MAX_GAP_HW
 MAX_GRAD_TERMS = L.MAX_GRAD_TERMS
 MAX_CLASSES = L.MAX_CLASSES
+# a SOFTMAX layer's output quantisation (softmax_s8_forward's)
+SOFTMAX_SCALE = struct.unpack("<f", struct.pack("<I", L.SOFTMAX_SCALE_BITS))[0]
+SOFTMAX_ZP = L.SOFTMAX_ZP
 MAX_FUSED = L.MAX_FUSED
 NONE = L.NONE
 INT32_MAX = 2**31 - 1
@@ -409,6 +412,50 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         c((z1, z2, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
         c(m1 >= 0 and m2 >= 0, "negative multiplier")
         c(-31 <= sh1 <= 7 and -31 <= sh2 <= 7, "shift outside [-31, 7]")
+    elif op == Op.MUL:
+        x2 = m.tensors[ly.inputs[1]]
+        hw, ch, hw2, c2, z1, z2, zo, mu, shm, a_min, a_max = p
+        c(1 <= hw and 1 <= ch <= MAX_DIM and hw * ch <= MAX_ELEMS, "hw, c outside the limits")
+        c(hw2 in (1, hw) and c2 in (1, ch), "hw2 must be 1 or hw, c2 1 or c")
+        c((hw // hw2) * (ch // c2) <= MAX_DIM, "a broadcast x2 value may be read by at most 65535 elements")
+        c(tuple(x.shape) == tuple(y.shape) and x.numel == hw * ch and x.shape[-1] == ch,
+          "input / output shapes differ from each other or from hw, c")
+        c(x2.numel == hw2 * c2 and x2.shape[-1] == c2, "second input's shape does not match hw2, c2")
+        c((z1, z2, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
+        c(mu >= 0 and -31 <= shm <= 15, "multiplier negative or shift outside [-31, 15]")
+        _act_ok(c, act, zo, a_min, a_max)
+    elif op == Op.LAYERNORM:
+        rows, ch, zi, zo, eps_q, mu, shm = p
+        c(1 <= ch <= 256 and rows >= 1 and rows * ch <= MAX_ELEMS, "need 1 <= c <= 256, rows * c <= 2^26")
+        c(x.numel == y.numel == rows * ch and x.shape[-1] == y.shape[-1] == ch,
+          "input / output numel != rows * c or last dim != c")
+        c((zi, zo) == (x.zero_point, y.zero_point), "zero points differ from the tensors'")
+        c(1 <= eps_q <= INT32_MAX and mu >= 0 and -31 <= shm <= 31, "eps_q, m or sh out of range")
+    elif op == Op.SOFTMAX:
+        outer, n, inner = p
+        c(1 <= n <= 256 and outer >= 1 and inner >= 1 and outer * n * inner <= MAX_ELEMS,
+          "need 1 <= n <= 256, outer, inner >= 1, outer * n * inner <= 2^26")
+        c(tuple(x.shape) == tuple(y.shape) and x.numel == outer * n * inner,
+          "input and output shapes differ or numel != outer * n * inner")
+        c(_f32(y.scale) == SOFTMAX_SCALE and y.zero_point == SOFTMAX_ZP,
+          "output quantisation must be scale 1/256, zero point -128")  # (SOFTMAX_SCALE, SOFTMAX_ZP)
+    elif op == Op.MATMUL:  # the descriptor, then the constant factor's float32 bits
+        x2 = m.tensors[ly.inputs[1]]
+        rows, inner, cols, tb, za, zb, zo, mu, shm, a_min, a_max, fbits = p
+        c(1 <= rows <= MAX_DIM and 1 <= cols <= MAX_DIM and 1 <= inner <= 32768,
+          "rows, cols, inner out of range")
+        c(max(rows * inner, cols * inner, rows * cols) <= MAX_ELEMS,
+          "tensor too large (more than 2^26 elements)")
+        c(tb in (0, 1), "tb must be 0 or 1")
+        c(x.numel == rows * inner and x.shape[-1] == inner,
+          "first input's numel != rows * inner or last dim != inner")
+        c(x2.numel == inner * cols and x2.shape[-1] == (inner if tb else cols),
+          "second input's numel != inner * cols or last dim != cols (inner with tb)")
+        c(y.numel == rows * cols and y.shape[-1] == cols, "output numel != rows * cols or last dim != cols")
+        c((za, zb, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
+        c(mu >= 0 and -31 <= shm <= 15, "multiplier negative or shift outside [-31, 15]")
+        c(L.SCALE_MIN_BITS <= (fbits & 0xFFFFFFFF) <= L.SCALE_MAX_BITS, "factor outside [2^-40, 2^40]")
+        _act_ok(c, act, zo, a_min, a_max)
     elif op == Op.UPSAMPLE:
         in_h, in_w, ch, out_h, out_w, f_h, f_w, mode, zp = p
         c(min(in_h, in_w, ch, out_h, out_w) >= 1 and max(in_h, in_w, ch, out_h, out_w) <= MAX_DIM,
@@ -718,6 +765,8 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
             raise ValueError(f"{where}: dilated CONV2D (19 params) in a version 1.0 / 1.1 file (needs 1.2)")
         if op in (Op.CONCAT, Op.UPSAMPLE) and vmin < 2:
             raise ValueError(f"{where}: {Op(op).name} layer in a version 1.0 / 1.1 file (needs 1.2)")
+        if op >= Op.MUL and vmin < OP_MINOR[Op(op)]:
+            raise ValueError(f"{where}: {Op(op).name} layer in a file before version 1.{OP_MINOR[Op(op)]}")
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),
                             _opt(sh), [_opt(s) for s in state], fused, bool(lflags & LFLAG_TRAINED)))
     rec = trainer_record(pool)

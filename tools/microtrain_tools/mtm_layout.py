@@ -24,8 +24,9 @@ Field = tuple[str, str, int]
 
 MAGIC = b"MTMF"
 VERSION_MAJOR = 1
-# 1.1 LUT, 1.2 CONCAT / UPSAMPLE / dilated CONV2D, 1.3 Adam state[4..6); files: the oldest that fits
-VERSION_MINOR = 3
+# 1.1 LUT, 1.2 CONCAT / UPSAMPLE / dilated CONV2D, 1.3 Adam state[4..6), 1.4 MUL / LAYERNORM /
+# SOFTMAX / MATMUL; files: the oldest that fits
+VERSION_MINOR = 4
 
 HEADER: list[Field] = [
     ("magic", "4s", 1),
@@ -128,6 +129,10 @@ OPS = [
     ("LUT", "LUT", 9, 4, 1, 1),
     ("CONCAT", "CONCAT", 10, 10, 2, 2),
     ("UPSAMPLE", "UPSAMPLE", 11, 9, 1, 2),
+    ("MUL", "MUL", 12, 11, 2, 4),
+    ("LAYERNORM", "LAYERNORM", 13, 7, 1, 4),
+    ("SOFTMAX", "SOFTMAX", 14, 3, 1, 4),
+    ("MATMUL", "MATMUL", 15, 12, 2, 4),
 ]
 ACTS = [("NONE", "NONE", 0), ("RELU", "RELU", 1), ("RELU6", "RELU6", 2)]
 
@@ -152,6 +157,9 @@ SCALE_MAX_BITS = (127 + SCALE_EXP) << 23
 MAX_GAP_HW = 65536  # global_avgpool positions
 MAX_GRAD_TERMS = 131071  # conv k_h * k_w * out_c / groups: the grad-input bound (checks.c mt_wr_check)
 MAX_CLASSES = 32767  # model output values: softmax_xent_s8 classes
+# a SOFTMAX layer's output quantisation (softmax_s8_forward's): scale 2^-8, zero point -128
+SOFTMAX_SCALE_BITS = (127 - 8) << 23
+SOFTMAX_ZP = -128
 # The trainer record at the end of a checkpoint's string pool (docs/format.md, "Trainer record"):
 # the tag, 8 lowercase hex digits (the shuffle generator's seed state), optionally 8 more (the
 # epochs fit completed; older records have none), optionally ADAM_TAG and Adam's beta1^t,
@@ -228,6 +236,7 @@ def c_header() -> str:
          f"#define MTM_MAX_GAP_HW {MAX_GAP_HW}u  // global_avgpool positions",
          f"#define MTM_MAX_GRAD_TERMS {MAX_GRAD_TERMS}u  // conv k_h*k_w*out_c/groups: grad-input bound",
          f"#define MTM_MAX_CLASSES {MAX_CLASSES}u  // model output values: softmax_xent_s8 classes",
+         f"#define MTM_SOFTMAX_SCALE_BITS {SOFTMAX_SCALE_BITS}u  // a SOFTMAX output's scale, 2^-8",
          f"#define MTM_FLAG_TRAINED {FLAG_TRAINED}u", f"#define MTM_FLAG_HAS_STATE {FLAG_HAS_STATE}u",
          f"#define MTM_TFLAG_SIGNAL_1D {TFLAG_SIGNAL_1D}u", f"#define MTM_LFLAG_TRAINED {LFLAG_TRAINED}u", ""]
     for title, prefix, fields in (("header", "MTM_H_", HEADER), ("tensor entry", "MTM_T_", TENSOR),
@@ -336,6 +345,8 @@ def _device_lines() -> str:
          f"SCALE_MAX_BITS = {SCALE_MAX_BITS}  # 2^{SCALE_EXP} (not const(): a big int on 32-bit ports)",
          f"MAX_GAP_HW = const({MAX_GAP_HW})", f"MAX_GRAD_TERMS = const({MAX_GRAD_TERMS})",
          f"MAX_CLASSES = const({MAX_CLASSES})",
+         f"SOFTMAX_SCALE_BITS = const({SOFTMAX_SCALE_BITS})  # a SOFTMAX output's scale 2^-8 as float32 bits",
+         f"SOFTMAX_ZP = const({SOFTMAX_ZP})  # a SOFTMAX output's zero point",
          "# the trainer record (docs/format.md): tag + 8 or 16 hex digits (+ ADAM_TAG + 16 for Adam) + NUL",
          f"TRAINER_TAG = {TRAINER_TAG!r}", f"ADAM_TAG = {ADAM_TAG!r}",
          f"FLAG_TRAINED = const({FLAG_TRAINED})", f"FLAG_HAS_STATE = const({FLAG_HAS_STATE})",

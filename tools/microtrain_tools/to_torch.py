@@ -122,7 +122,20 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
         name, mod = _find_module(mods, ly.name)
         where = f"layer '{ly.name}' ({type(mod).__name__})"
         w, b = dequantized_params(m, ly, master)
-        if ly.op == Op.CONV2D and ly.fused.split(",")[0] == "conv_transpose":
+        tag = ly.fused.split(",")[0]
+        if ly.op == Op.CONV2D and tag in ("layernorm", "linear_tokens"):  # the converter's 1x1 convs
+            want = nn.LayerNorm if tag == "layernorm" else nn.Linear
+            if not isinstance(mod, want) or mod.weight is None or mod.weight.numel() != w.size:
+                raise ToTorchError(f"{where}: the file has the {want.__name__} of {w.shape[0]} features here")
+            sd[_key(name, "weight")] = torch.from_numpy(np.ascontiguousarray(w.reshape(mod.weight.shape),
+                                                                             dtype=np.float32))
+            if mod.bias is not None:
+                sd[_key(name, "bias")] = torch.from_numpy(np.ascontiguousarray(b, dtype=np.float32))
+            elif np.any(b != 0):
+                raise ToTorchError(f"{where}: the file has a non-zero bias but the module has none")
+            done.add(name)
+            continue
+        if ly.op == Op.CONV2D and tag == "conv_transpose":
             if not isinstance(mod, (nn.ConvTranspose1d, nn.ConvTranspose2d)):
                 raise ToTorchError(f"{where}: the file has a transposed conv here, the module a "
                                    f"{type(mod).__name__}")
@@ -142,7 +155,7 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
             if not isinstance(mod, nn.Linear):
                 raise ToTorchError(f"{where}: the file has a linear here, the module a {type(mod).__name__}")
             xs = m.tensors[ly.inputs[0]].shape
-            if len(xs) == 3:  # undo the converter's CHW -> HWC column permutation
+            if len(xs) == 3 and "tokens" not in ly.fused.split(","):  # undo the CHW -> HWC permutation
                 h, ww, c = xs
                 w = w.reshape(w.shape[0], h, ww, c).transpose(0, 3, 1, 2).reshape(w.shape[0], -1)
         if tuple(w.shape) != tuple(mod.weight.shape):

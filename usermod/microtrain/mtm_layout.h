@@ -5,7 +5,7 @@
 #define MTM_LAYOUT_H
 
 #define MTM_VERSION_MAJOR 1u
-#define MTM_VERSION_MINOR 3u
+#define MTM_VERSION_MINOR 4u
 #define MTM_HEADER_SIZE 64u
 #define MTM_TENSOR_ENTRY 48u
 #define MTM_LAYER_ENTRY 152u
@@ -24,6 +24,7 @@
 #define MTM_MAX_GAP_HW 65536u  // global_avgpool positions
 #define MTM_MAX_GRAD_TERMS 131071u  // conv k_h*k_w*out_c/groups: grad-input bound
 #define MTM_MAX_CLASSES 32767u  // model output values: softmax_xent_s8 classes
+#define MTM_SOFTMAX_SCALE_BITS 998244352u  // a SOFTMAX output's scale, 2^-8
 #define MTM_FLAG_TRAINED 1u
 #define MTM_FLAG_HAS_STATE 2u
 #define MTM_TFLAG_SIGNAL_1D 1u
@@ -180,6 +181,10 @@
 #define MTM_OP_LUT 9u
 #define MTM_OP_CONCAT 10u
 #define MTM_OP_UPSAMPLE 11u
-#define MTM_OP_LAST MTM_OP_UPSAMPLE
+#define MTM_OP_MUL 12u
+#define MTM_OP_LAYERNORM 13u
+#define MTM_OP_SOFTMAX 14u
+#define MTM_OP_MATMUL 15u
+#define MTM_OP_LAST MTM_OP_MATMUL
 
 #endif

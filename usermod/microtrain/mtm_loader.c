@@ -388,10 +388,23 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 #define L_PARAM(c, j, k) rdi32((c)->b, L_ENT(c, j) + MTM_PARAMS_OFF + 4 * (k))
 
 
-static const uint8_t mtm_n_params[12] = {
-    0, MT_CONV2D_NPARAMS, MT_LINEAR_NPARAMS,  2, 3, MT_POOL_NPARAMS, MT_POOL_NPARAMS, 2, MT_ADD_NPARAMS,
-    4, MT_CONCAT_NPARAMS, MT_UPSAMPLE_NPARAMS
-};
+// params per op, by op code
+static const uint8_t mtm_n_params[16] = { 0,
+                                          MT_CONV2D_NPARAMS,
+                                          MT_LINEAR_NPARAMS,
+                                          2,
+                                          3,
+                                          MT_POOL_NPARAMS,
+                                          MT_POOL_NPARAMS,
+                                          2,
+                                          MT_ADD_NPARAMS,
+                                          4,
+                                          MT_CONCAT_NPARAMS,
+                                          MT_UPSAMPLE_NPARAMS,
+                                          MT_MUL_NPARAMS,
+                                          MT_LAYERNORM_NPARAMS,
+                                          MT_SOFTMAX_NPARAMS,
+                                          12 };  // MATMUL: its descriptor and the factor
 
 // CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
 // hw positions of them (numel = hw * its channels; the kernel reads flat
@@ -408,7 +421,7 @@ static const char *concat_shapes(const mtm_ctx_t *c, uint32_t x, uint32_t x2, ui
     return NULL;
 }
 
-static const char *act_rule(uint32_t act, int32_t out_zp, int32_t a_min, int32_t a_max) {
+const char *mt_mtm_act_rule(uint32_t act, int32_t out_zp, int32_t a_min, int32_t a_max) {
     if (a_min < -128 || a_max > 127 || a_min > a_max) {
         return "need -128 <= act_min <= act_max <= 127";
     }
@@ -500,6 +513,21 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     const int32_t *p = u.a;
     const uint32_t x = L_U32(c, j, MTM_L_IN0), x2 = L_U32(c, j, MTM_L_IN1), y = L_U32(c, j, MTM_L_OUT);
     const char *m;
+    if (op >= MTM_OP_MUL) {  // the sequence / attention ops: mtm_rules_seq.c
+        mtm_tview_t v[3];
+        const uint32_t ts[3] = { x, op == MTM_OP_MUL || op == MTM_OP_MATMUL ? x2 : x, y };
+        for (uint32_t k = 0; k < 3; ++k) {
+            v[k].rank = T_RANK(c, ts[k]);
+            for (uint32_t d = 0; d < 4; ++d) {
+                v[k].dim[d] = T_DIM(c, ts[k], d);
+            }
+            uint32_t n = 0;
+            v[k].numel = numel(c, ts[k], &n) ? n : 0;
+            v[k].scale = T_SCALE(c, ts[k]);
+            v[k].zp = T_ZP(c, ts[k]);
+        }
+        return mt_mtm_seq_rules(op, act, p, &v[0], &v[1], &v[2]);
+    }
     if (op == MTM_OP_LUT) {  // params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
         const uint32_t t = L_U32(c, j, MTM_L_WEIGHT), d = L_U32(c, j, MTM_L_BIAS);
         if (!same_shape(c, x, y)) {
@@ -554,7 +582,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         if (d->in_zp != T_ZP(c, x) || d->out_zp != T_ZP(c, y)) {
             return "in_zp / out_zp differ from the tensors' zero points";
         }
-        return act_rule(act, d->out_zp, d->act_min, d->act_max);
+        return mt_mtm_act_rule(act, d->out_zp, d->act_min, d->act_max);
     }
     if (op == MTM_OP_LINEAR) {
         const mt_linear_params_t *d = &u.lin;
@@ -573,7 +601,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         if (d->in_zp != T_ZP(c, x) || d->out_zp != T_ZP(c, y)) {
             return "in_zp / out_zp differ from the tensors' zero points";
         }
-        return act_rule(act, d->out_zp, d->act_min, d->act_max);
+        return mt_mtm_act_rule(act, d->out_zp, d->act_min, d->act_max);
     }
     if (op == MTM_OP_ADD) {
         const mt_add_params_t *d = &u.add;
@@ -589,7 +617,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         if ((m = mt_add_check(d)) != NULL) {
             return m;
         }
-        return act_rule(act, d->out_zp, d->act_min, d->act_max);
+        return mt_mtm_act_rule(act, d->out_zp, d->act_min, d->act_max);
     }
     if (op == MTM_OP_CONCAT) {
         const mt_concat_params_t *d = &u.cat;
@@ -687,7 +715,10 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         if (op >= MTM_OP_CONCAT && rd16(c->b, MTM_H_VERSION_MINOR) < 2) {
             FAIL_L("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)");
         }
-        const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT;
+        if (op >= MTM_OP_MUL && rd16(c->b, MTM_H_VERSION_MINOR) < 4) {
+            FAIL_L("MUL / LAYERNORM / SOFTMAX / MATMUL layer in a file before version 1.4");
+        }
+        const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT || op == MTM_OP_MUL || op == MTM_OP_MATMUL;
         if (n_in != (two_in ? 2u : 1u)) {
             FAIL_L("n_inputs does not match the op");
         }
@@ -739,7 +770,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         // graph: inputs available, output fresh, kinds of referenced tensors
         const uint32_t in0 = L_U32(c, j, MTM_L_IN0), in1 = L_U32(c, j, MTM_L_IN1), out = L_U32(c, j, MTM_L_OUT);
         if (two_in ? in1 >= c->n_t : in1 != MTM_NONE) {
-            FAIL_L("in1 must be a tensor for ADD / CONCAT and NONE otherwise");
+            FAIL_L("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL and NONE otherwise");
         }
         if (in0 >= c->n_t || out >= c->n_t) {
             FAIL_L("tensor index out of range");

@@ -1,5 +1,5 @@
-// Little-endian reads of an `.mtm` buffer, shared by the validator (mtm_loader.c) and the
-// accessors (mtm_access.c); private to those two. Byte by byte: the buffer needs no alignment.
+// Little-endian reads of an `.mtm` buffer, shared by the validator (mtm_loader.c, mtm_rules_seq.c)
+// and the accessors (mtm_access.c); private to those. Byte by byte: the buffer needs no alignment.
 #ifndef MTM_READ_H
 #define MTM_READ_H
 
@@ -21,6 +21,19 @@ static inline int32_t rdi32(const uint8_t *b, uint32_t off) {
     // two's complement without implementation-defined conversion
     return u < 0x80000000u ? (int32_t)u : -(int32_t)(0xFFFFFFFFu - u) - 1;
 }
+
+// One tensor of a layer as the rules of mtm_rules_seq.c read it (mtm_loader.c fills it).
+typedef struct {
+    uint32_t rank, dim[4], numel, scale;  // numel 0: more than 2^32 - 1; scale: float32 bits
+    int32_t zp;
+} mtm_tview_t;
+
+// The fused activation's clamp rule of CONV2D / LINEAR / ADD / MUL / MATMUL (mtm_loader.c).
+const char *mt_mtm_act_rule(uint32_t act, int32_t out_zp, int32_t a_min, int32_t a_max);
+// The shape and parameter rules of MUL, LAYERNORM, SOFTMAX and MATMUL (mtm_rules_seq.c): x, x2
+// (the second input; x for the one-input ops), y; p the layer's params.
+const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, const mtm_tview_t *x, const mtm_tview_t *x2,
+                             const mtm_tview_t *y);
 
 // State slot s (0..5) of the layer entry at e, or MTM_NONE. Slots 4 and 5 (Adam's
 // second moments, format 1.3) are the two u16 at entry offsets 68 and 70, 0xFFFF

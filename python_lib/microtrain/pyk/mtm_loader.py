@@ -31,7 +31,7 @@ except ImportError:  # CPython (host debugging)
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
 # The .mtm constants this module reads, private: inlined, no globals entry.
 _VERSION_MAJOR = const(1)
-_VERSION_MINOR = const(3)
+_VERSION_MINOR = const(4)
 _HEADER_SIZE = const(64)
 _TENSOR_ENTRY = const(48)
 _LAYER_ENTRY = const(152)
@@ -44,6 +44,8 @@ _SCALE_MIN_BITS = const(729808896)
 _MAX_GAP_HW = const(65536)
 _MAX_GRAD_TERMS = const(131071)
 _MAX_CLASSES = const(32767)
+_SOFTMAX_SCALE_BITS = const(998244352)
+_SOFTMAX_ZP = const(-128)
 _H_VERSION_MAJOR = const(4)
 _H_VERSION_MINOR = const(6)
 _H_HEADER_SIZE = const(8)
@@ -91,6 +93,10 @@ _OP_ADD = const(8)
 _OP_LUT = const(9)
 _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
+_OP_MUL = const(12)
+_OP_LAYERNORM = const(13)
+_OP_SOFTMAX = const(14)
+_OP_MATMUL = const(15)
 # --- generated: end
 
 try:
@@ -463,6 +469,62 @@ def _op_rules(c, L, p, op, act, e):
         if m:
             return m
         return _act_rule(act, p[3], p[11], p[12])
+    if op == _OP_MUL:
+        from microtrain.pyk.mul_s8 import _mul_check
+
+        m = _mul_check(p[:11])
+        if m:
+            return m
+        x2 = c.t(L[10])
+        if not _same_shape(x, y) or _numel(x) != p[0] * p[1] or x[4 + x[1]] != p[1]:
+            return "input / output shapes differ from each other or from hw, c"
+        if _numel(x2) != p[2] * p[3] or x2[4 + x2[1]] != p[3]:
+            return "second input's shape does not match hw2, c2"
+        if p[4] != x[12] or p[5] != x2[12] or p[6] != y[12]:
+            return "zero points differ from the tensors'"
+        return _act_rule(act, p[6], p[9], p[10])
+    if op == _OP_LAYERNORM:
+        from microtrain.pyk.layernorm_s8 import _layernorm_check
+
+        m = _layernorm_check(p[:7])
+        if m:
+            return m
+        n = p[0] * p[1]
+        if _numel(x) != n or _numel(y) != n or x[4 + x[1]] != p[1] or y[4 + y[1]] != p[1]:
+            return "input / output numel != rows * c or last dim != c"
+        if p[2] != x[12] or p[3] != y[12]:
+            return "zero points differ from the tensors'"
+        return None
+    if op == _OP_SOFTMAX:
+        from microtrain.pyk.softmax_s8 import _softmax_check
+
+        m = _softmax_check(p[:3])
+        if m:
+            return m
+        if not _same_shape(x, y) or _numel(x) != p[0] * p[1] * p[2]:
+            return "input and output shapes differ or numel != outer * n * inner"
+        if y[11] != _SOFTMAX_SCALE_BITS or y[12] != _SOFTMAX_ZP:
+            return "output quantisation must be scale 1/256, zero point -128"
+        return None
+    if op == _OP_MATMUL:  # the descriptor, then the constant factor's float32 bits
+        from microtrain.pyk.matmul_s8 import _matmul_check
+
+        m = _matmul_check(p[:11])
+        if m:
+            return m
+        x2 = c.t(L[10])
+        rows, inner, cols = p[0], p[1], p[2]
+        if _numel(x) != rows * inner or x[4 + x[1]] != inner:
+            return "first input's numel != rows * inner or last dim != inner"
+        if _numel(x2) != inner * cols or x2[4 + x2[1]] != (inner if p[3] else cols):
+            return "second input's numel != inner * cols or last dim != cols (inner with tb)"
+        if _numel(y) != rows * cols or y[4 + y[1]] != cols:
+            return "output numel != rows * cols or last dim != cols"
+        if p[4] != x[12] or p[5] != x2[12] or p[6] != y[12]:
+            return "zero points differ from the tensors'"
+        if not _scale_ok(p[11] & 0xFFFFFFFF):
+            return "factor outside [2^-40, 2^40]"
+        return _act_rule(act, p[6], p[9], p[10])
     if op == _OP_CONCAT:
         from microtrain.pyk.concat import _concat_check
 
@@ -532,13 +594,15 @@ def _check_layers(c, produced, consumed):
         L = _unp(_LFMT, b, e)
         op, act, n_p, n_in, lflags = L[0], L[1], L[2], L[3], L[4]
         noff, nlen, foff, flen = L[5], L[6], L[7], L[8]
-        if op < 1 or op > _OP_UPSAMPLE:
+        if op < 1 or op > _OP_MATMUL:
             c.fail("unknown op", 2, j)
         if op == _OP_LUT and _unp("<H", b, _H_VERSION_MINOR)[0] < 1:
             c.fail("LUT layer in a version 1.0 file (needs 1.1)", 2, j)
         if op >= _OP_CONCAT and _unp("<H", b, _H_VERSION_MINOR)[0] < 2:
             c.fail("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)", 2, j)
-        two = op == _OP_ADD or op == _OP_CONCAT
+        if op >= _OP_MUL and _unp("<H", b, _H_VERSION_MINOR)[0] < 4:
+            c.fail("MUL / LAYERNORM / SOFTMAX / MATMUL layer in a file before version 1.4", 2, j)
+        two = op == _OP_ADD or op == _OP_CONCAT or op == _OP_MUL or op == _OP_MATMUL
         if n_in != (2 if two else 1):
             c.fail("n_inputs does not match the op", 2, j)
         dilated = op == _OP_CONV2D and n_p == 19
@@ -576,7 +640,7 @@ def _check_layers(c, produced, consumed):
             c.fail("bad fused string (0..255 bytes of UTF-8, NUL-terminated in the pool)", 2, j)
         in0, in1, out = L[9], L[10], L[11]
         if (in1 >= n_t) if two else (in1 != NONE):
-            c.fail("in1 must be a tensor for ADD / CONCAT and NONE otherwise", 2, j)
+            c.fail("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL and NONE otherwise", 2, j)
         if in0 >= n_t or out >= n_t:
             c.fail("tensor index out of range", 2, j)
         if c.t(in0)[2] != _KIND_ACT or c.t(out)[2] != _KIND_ACT or (two and c.t(in1)[2] != _KIND_ACT):

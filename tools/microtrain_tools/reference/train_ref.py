@@ -353,6 +353,14 @@ class RefTrainer:
                 y = o.concat_s8_forward(p, xin, vals[ly.inputs[1]])
             elif ly.op == Op.UPSAMPLE:
                 y = o.upsample_s8_forward(p, xin)
+            elif ly.op == Op.MUL:
+                y = o.mul_s8_forward(p, xin, vals[ly.inputs[1]])
+            elif ly.op == Op.LAYERNORM:
+                y = o.layernorm_s8_forward(p, xin)
+            elif ly.op == Op.MATMUL:  # the descriptor, then the factor
+                y = o.matmul_s8_forward(p[:11], xin, vals[ly.inputs[1]])
+            elif ly.op == Op.SOFTMAX:  # the exp table of the input's scale, as the device makes it
+                y = o.softmax_s8_forward(p, xin, softmax_lut(self.m.tensors[ly.inputs[0]].scale, self.fl))
             else:
                 raise ValueError(f"layer {ly.name}: unknown op {ly.op}")
             vals[ly.output] = y if after is None else after(j, y)
@@ -533,6 +541,12 @@ class RefTrainer:
             elif ly.op == Op.UPSAMPLE:  # the sum of the errors each input fed, base scale s
                 ein, sh = o.upsample_s8_grad_input(p, e)
                 arrive(x_t, ein, fl.ldexp(s, sh))
+            elif ly.op == Op.LAYERNORM:  # from the stored input, base scale s / (s_x * 2^8)
+                ein, sh = o.layernorm_s8_grad_input(p, vals[x_t], e)
+                arrive(x_t, ein, fl.ldexp(s / fl(self.m.tensors[x_t].scale), sh - 8))
+            elif ly.op == Op.SOFTMAX:  # from the stored output, base scale s / 2^16
+                ein, sh = o.softmax_s8_grad_input(p, y, e)
+                arrive(x_t, ein, fl.ldexp(s, sh - 16))
             if ly.op == Op.CONCAT:  # each input its slice, exact, same scale (part 0 first)
                 for part, t in enumerate(ly.inputs):
                     if t in region:
@@ -541,6 +555,23 @@ class RefTrainer:
                 for t in ly.inputs:
                     if t in region:
                         arrive(t, e.copy(), s)
+            if ly.op == Op.MATMUL:  # b's error first, then a's; each base scale times the factor
+                ta, tb = ly.inputs
+                f = fl(float(np.array([p[11]], np.int32).view(np.float32)[0]))
+                if tb in region:
+                    ein, sh, _ = o.matmul_s8_grad_b(p[:11], e, vals[ta])
+                    arrive(tb, ein, fl.ldexp(s * fl(self.m.tensors[ta].scale) * f, sh))
+                if ta in region:
+                    ein, sh, _ = o.matmul_s8_grad_a(p[:11], e, vals[tb])
+                    arrive(ta, ein, fl.ldexp(s * fl(self.m.tensors[tb].scale) * f, sh))
+            if ly.op == Op.MUL:  # x2's error first (summed where broadcast), then x1's
+                t1, t2 = ly.inputs
+                if t2 in region:
+                    ein, sh, _ = o.mul_s8_grad_x2(p, e, vals[t1])
+                    arrive(t2, ein, fl.ldexp(s * fl(self.m.tensors[t1].scale), sh))
+                if t1 in region:
+                    ein, sh = o.mul_s8_grad_x1(p, e, vals[t2])
+                    arrive(t1, ein, fl.ldexp(s * fl(self.m.tensors[t2].scale), sh))
 
     def _scale_momentum(self, rl: RefLayer) -> None:
         """v = ftz(m v) (float32, update_f32_scale) of a folding layer, once per batch."""

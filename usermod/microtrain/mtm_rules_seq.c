@@ -1,0 +1,113 @@
+// The shape and parameter rules of the sequence / attention layers (docs/format.md): MUL,
+// LAYERNORM, SOFTMAX, MATMUL, over the views of their tensors mtm_loader.c fills (its
+// op_rules hands these ops here).
+#include "mt_kernels.h"
+#include "mtm_read.h"
+
+static int same_shape(const mtm_tview_t *a, const mtm_tview_t *b) {
+    if (a->rank != b->rank) {
+        return 0;
+    }
+    for (uint32_t k = 0; k < 4; ++k) {
+        if (a->dim[k] != b->dim[k]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+// numel == v for an int32 v (numel 0: too many to count).
+static int numel_is(const mtm_tview_t *t, int32_t v) {
+    return v >= 1 && t->numel == (uint32_t)v;
+}
+
+// The last dim (a validated tensor has rank 1..4).
+static uint32_t last(const mtm_tview_t *t) {
+    return t->dim[t->rank - 1];
+}
+
+const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, const mtm_tview_t *x, const mtm_tview_t *x2,
+                             const mtm_tview_t *y) {
+    // the params read into the kernels' descriptor structs (a union: no struct copies)
+    union {
+        int32_t a[MTM_N_PARAMS_MAX];
+        mt_mul_params_t mul;
+        mt_layernorm_params_t ln;
+        mt_softmax_params_t sm;
+        mt_matmul_params_t mm;
+    } u;
+    for (uint32_t k = 0; k < MTM_N_PARAMS_MAX; ++k) {
+        u.a[k] = p[k];
+    }
+    const char *m;
+    if (op == MTM_OP_MUL) {
+        const mt_mul_params_t *d = &u.mul;
+        if ((m = mt_mul_check(d)) != NULL) {
+            return m;
+        }
+        if (!same_shape(x, y) || !numel_is(x, d->hw * d->c) || last(x) != (uint32_t)d->c) {
+            return "input / output shapes differ from each other or from hw, c";
+        }
+        if (!numel_is(x2, d->hw2 * d->c2) || last(x2) != (uint32_t)d->c2) {
+            return "second input's shape does not match hw2, c2";
+        }
+        if (d->in1_zp != x->zp || d->in2_zp != x2->zp || d->out_zp != y->zp) {
+            return "zero points differ from the tensors'";
+        }
+        return mt_mtm_act_rule(act, d->out_zp, d->act_min, d->act_max);
+    }
+
+    if (op == MTM_OP_LAYERNORM) {
+        const mt_layernorm_params_t *d = &u.ln;
+        if ((m = mt_layernorm_check(d)) != NULL) {
+            return m;
+        }
+        if (!numel_is(x, d->rows * d->c) || !numel_is(y, d->rows * d->c) || last(x) != (uint32_t)d->c ||
+            last(y) != (uint32_t)d->c) {
+            return "input / output numel != rows * c or last dim != c";
+        }
+        if (d->in_zp != x->zp || d->out_zp != y->zp) {
+            return "zero points differ from the tensors'";
+        }
+        return NULL;
+    }
+
+    if (op == MTM_OP_SOFTMAX) {
+        const mt_softmax_params_t *d = &u.sm;
+        if ((m = mt_softmax_check(d)) != NULL) {
+            return m;
+        }
+        if (!same_shape(x, y) || !numel_is(x, d->outer * d->n * d->inner)) {
+            return "input and output shapes differ or numel != outer * n * inner";
+        }
+        if (y->scale != MTM_SOFTMAX_SCALE_BITS || y->zp != -128) {
+            return "output quantisation must be scale 1/256, zero point -128";
+        }
+        return NULL;
+    }
+
+    if (op == MTM_OP_MATMUL) {  // the descriptor, then the constant factor's float32 bits
+        const mt_matmul_params_t *d = &u.mm;
+        const uint32_t f = (uint32_t)p[MT_MATMUL_NPARAMS];
+        if ((m = mt_matmul_check(d)) != NULL) {
+            return m;
+        }
+        if (!numel_is(x, d->rows * d->inner) || last(x) != (uint32_t)d->inner) {
+            return "first input's numel != rows * inner or last dim != inner";
+        }
+        if (!numel_is(x2, d->inner * d->cols) || last(x2) != (uint32_t)(d->tb ? d->inner : d->cols)) {
+            return "second input's numel != inner * cols or last dim != cols (inner with tb)";
+        }
+        if (!numel_is(y, d->rows * d->cols) || last(y) != (uint32_t)d->cols) {
+            return "output numel != rows * cols or last dim != cols";
+        }
+        if (d->a_zp != x->zp || d->b_zp != x2->zp || d->out_zp != y->zp) {
+            return "zero points differ from the tensors'";
+        }
+        if (f < MTM_SCALE_MIN_BITS || f > MTM_SCALE_MAX_BITS) {
+            return "factor outside [2^-40, 2^40]";
+        }
+        return mt_mtm_act_rule(act, d->out_zp, d->act_min, d->act_max);
+    }
+    return "unknown op";
+}
