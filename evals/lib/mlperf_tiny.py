@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 from evals.lib import datasets as ds
 from microtrain_tools import paths
 
-__all__ = ["AutoEncoder", "DsCnnS", "MobileNetV1", "ResNet8", "MlperfCase", "cases", "fmnist_rgb",
+__all__ = ["AutoEncoder", "DsCnnS", "MobileNetV1", "MobileNetV2", "ResNet8", "MlperfCase", "cases", "fmnist_rgb",
            "har_frames", "train_autoencoder", "train_classifier"]
 
 F32 = NDArray[np.float32]
@@ -158,6 +158,60 @@ class MobileNetV1(nn.Module):
             c, size = int(f * alpha), -(-size // s)
         self.features = nn.Sequential(*layers)
         self.fc = nn.Linear(c, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.adaptive_avg_pool2d(self.features(x), 1)
+        return self.fc(torch.flatten(x, 1))
+
+
+def _div8(v: float) -> int:
+    """torchvision's channel rounding (``_make_divisible(v, 8)``): the nearest multiple of 8, at
+    least 8, never more than 10 % below v."""
+    n = max(8, int(v + 4) // 8 * 8)
+    return n + 8 if n < 0.9 * v else n
+
+
+class _InvRes(nn.Module):
+    """MobileNetV2's inverted residual: pointwise expand (t > 1) + BN ReLU6, depthwise 3x3 +
+    BN ReLU6, pointwise project + BN; the input added when the shape is kept."""
+
+    def __init__(self, cin: int, cout: int, stride: int, t: int) -> None:
+        super().__init__()
+        h = cin * t
+        layers: list[nn.Module] = []
+        if t != 1:
+            layers += [nn.Conv2d(cin, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6()]
+        layers += [nn.Conv2d(h, h, 3, stride, 1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
+                   nn.Conv2d(h, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.conv = nn.Sequential(*layers)
+        self.res = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x) if self.res else self.conv(x)
+
+
+# MobileNetV2 (expansion t, channels at width 1, repeats n, first stride s) after the first conv
+_MOBILENET_V2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                 (6, 320, 1, 1))
+
+
+class MobileNetV2(nn.Module):
+    """MobileNetV2 as torchvision's ``mobilenet_v2(width_mult=...)`` builds it (the Tiny Training
+    Engine's w0.35 at 128x128): conv 3x3 stride 2, seventeen inverted residual blocks, pointwise
+    conv to 1280, global average pool, linear (dropout left out: inference and fine-tuning)."""
+
+    def __init__(self, n_classes: int = 10, width: float = 0.35) -> None:
+        super().__init__()
+        c = _div8(32 * width)
+        layers: list[nn.Module] = [nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU6()]
+        for t, f, n, s in _MOBILENET_V2:
+            for i in range(n):
+                layers.append(_InvRes(c, _div8(f * width), s if i == 0 else 1, t))
+                c = _div8(f * width)
+        last = _div8(1280 * max(1.0, width))
+        layers += [nn.Conv2d(c, last, 1, bias=False), nn.BatchNorm2d(last), nn.ReLU6()]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(last, n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.adaptive_avg_pool2d(self.features(x), 1)
@@ -292,11 +346,12 @@ SIZES: dict[str, dict[str, tuple[int, ...]]] = {
     # flips enough top-1s to miss the agreement bar; more data (not another lr) widens the margins
     # until agreement holds on further test images too.
     "full": {"ds_cnn_s": (10, 0, 0, 0), "resnet8": (3, 8000, 1000, 500), "mobilenet_v1": (5, 30000, 500, 300),
-             "autoencoder": (20, 0, 0, 0)},
+             "autoencoder": (20, 0, 0, 0), "mobilenet_v2": (2, 6000, 300, 200)},
     "quick": {"ds_cnn_s": (3, 0, 300, 200), "resnet8": (2, 2000, 300, 200),
-              "mobilenet_v1": (2, 1000, 100, 100), "autoencoder": (5, 0, 300, 200)},
+              "mobilenet_v1": (2, 1000, 100, 100), "autoencoder": (5, 0, 300, 200),
+              "mobilenet_v2": (1, 1000, 100, 100)},
     "smoke": {"ds_cnn_s": (0, 64, 4, 8), "resnet8": (0, 64, 4, 8), "mobilenet_v1": (0, 64, 4, 8),
-              "autoencoder": (0, 64, 4, 8)},
+              "autoencoder": (0, 64, 4, 8), "mobilenet_v2": (0, 64, 4, 8)},
 }
 
 
@@ -390,5 +445,7 @@ def cases(mode: str = "full", log: Callable[[str], None] | None = None,
         "mobilenet_v1": lambda: _fmnist_case("mobilenet_v1", lambda: MobileNetV1(10), 96, sz["mobilenet_v1"],
                                              lg),
         "autoencoder": lambda: _ad(sz["autoencoder"], lg),
+        "mobilenet_v2": lambda: _fmnist_case("mobilenet_v2", lambda: MobileNetV2(10), 128, sz["mobilenet_v2"],
+                                             lg),
     }
     return [make() for name, make in makers.items() if not only or name in only]

@@ -62,27 +62,37 @@ def _fusable(model, last_use, keep):
     return fz
 
 def _chains(model, last_use, keep, fz):
-    # {B index: A} for each conv2d A whose output y only the next layer B reads, B a 3x3 conv2d
-    # of stride 1 and pad 1 down the rows (plain, or fused with an add): y never exists whole,
-    # A makes a band of its rows just before B reads them (Model's _chain), its input's rows
-    # read before B's fused add writes over them (A's pad_top <= its stride). Neither y nor
-    # (for a fused B) anything it adds into is kept; no dilation.
-    layers = model.layers
+    # {B index: A} for each conv2d A whose output y only the next layer B reads, B a conv2d of
+    # any stride down the rows (plain, or fused with an add; a 3x3 after a pointwise expand, a
+    # pointwise project after a depthwise): y never exists whole, A makes a band of its rows
+    # just before B reads them (Model's _chain), its input's rows read before B's fused add
+    # writes over them (A's pad_top <= its stride). Neither y nor (for a fused B) anything it
+    # adds into is kept; no dilation.
+    layers, tensors = model.layers, model.tensors
     out = {}
     for b in layers[1:]:
         a = layers[b.index - 1]
         pa, pb = a.params, b.params
         y = a.output
         if a.op != _OP_CONV2D or b.op != _OP_CONV2D or b.inputs[0] != y or last_use.get(y) != b.index \
-                or y in keep or y == model.output.index or pb[6] != 3 or pb[8] != 1 or pb[10] != 1 \
-                or pa[10] > pa[8] or len(pa) > 17 or len(pb) > 17:
+                or y in keep or y == model.output.index or pb[10] >= pb[6] or pa[10] > pa[8] or len(pa) > 17 \
+                or len(pb) > 17:
             continue
         if type(fz.get(a.index)) is tuple or a.index in out:  # (A fused itself, or a chain's B)
             continue
-        if last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep:
-            continue  # (A's input would live on only for the band: no saving)
+        n = tensors[y].numel
+        if last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep and \
+                n <= tensors[a.inputs[0]].numel and n <= tensors[b.output].numel:
+            continue  # (A's input would live on for the band: a saving only where y outgrows an end)
         out[b.index] = a
     return out
+
+
+def _band_rows(pb, row):
+    # (B's output rows a block, A's rows in the band) for about _TILE bytes of band
+    s, k = pb[8], pb[6]
+    r = max(1, (_TILE // row - k) // s + 1)
+    return r, (r - 1) * s + k
 
 
 def _chain(a, b, x, f, out):
@@ -93,12 +103,13 @@ def _chain(a, b, x, f, out):
     add, side, tile, _, band, da, db, dd, _ = f
     pa, pb = a.params, b.params
     hx, xrow, hy, sa, pt, ka = pa[0], pa[1] * pa[2], pa[3], pa[8], pa[10], pa[6]
-    yrow, orow, h = pa[4] * pa[5], pb[4] * pb[5], pb[3]
-    r = len(band) // yrow - 2
+    yrow, orow, h, sb, pb_t, kb = pa[4] * pa[5], pb[4] * pb[5], pb[3], pb[8], pb[10], pb[6]
+    r = _band_rows(pb, yrow)[0]
     lo = hi = 0  # a's rows in the band
     for r0 in range(0, h, r):
         r1 = min(h, r0 + r)
-        lo2, hi2 = max(r0 - 1, 0), min(hy, r1 + 1)
+        top = r0 * sb - pb_t  # the first row of a's that block r0 reads (negative: padding)
+        lo2, hi2 = max(top, 0), min(hy, (r1 - 1) * sb - pb_t + kb)
         if lo2 > lo:  # the rows read again first, a row at a time (no overlapping copy)
             for i in range(max(hi - lo2, 0)):
                 band[i * yrow:(i + 1) * yrow] = band[(lo2 - lo + i) * yrow:(lo2 - lo + i + 1) * yrow]
@@ -112,7 +123,7 @@ def _chain(a, b, x, f, out):
             kern.K.conv2d_s8_forward(da, memoryview(x)[xs * xrow:xe * xrow], a.w, a.b, a.mult, a.shift,
                                 memoryview(band)[(hi - lo) * yrow:(hi2 - lo) * yrow])
             hi = hi2
-        db[0], db[3], db[10] = hi - lo, r1 - r0, 1 if r0 == 0 else 0
+        db[0], db[3], db[10] = hi - lo, r1 - r0, -top if top < 0 else 0
         y = memoryview(band)[:(hi - lo) * yrow]
         o = memoryview(out)[r0 * orow:r1 * orow]
         if add is None:
@@ -180,7 +191,7 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
             p = ly.params
             row = p[4] * p[5]
             k = -3 - 2 * ly.index  # (odd keys: bands, even: tiles)
-            life[k] = [row * (max(1, _TILE // row - 2) + 2), ly.index, ly.index + 1, k, 0]
+            life[k] = [row * min(p[3], _band_rows(layers[ly.index + 1].params, row)[1]), ly.index, ly.index + 1, k, 0]
         elif type(f) is int:
             root[t] = root.get(f, f)
         elif f is not None:
