@@ -45,8 +45,8 @@ from numpy.typing import NDArray
 from evals.lib import datasets as ds
 from microtrain_tools import paths
 
-__all__ = ["AutoEncoder", "DsCnnS", "MobileNetV1", "MobileNetV2", "ResNet8", "MlperfCase", "cases", "fmnist_rgb",
-           "har_frames", "train_autoencoder", "train_classifier"]
+__all__ = ["AutoEncoder", "DsCnnS", "MobileNetV1", "MobileNetV2", "ResNet8", "MlperfCase", "cases",
+           "fmnist_rgb", "har_frames", "train_autoencoder", "train_classifier"]
 
 F32 = NDArray[np.float32]
 I64 = NDArray[np.int64]

@@ -191,7 +191,8 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
             p = ly.params
             row = p[4] * p[5]
             k = -3 - 2 * ly.index  # (odd keys: bands, even: tiles)
-            life[k] = [row * min(p[3], _band_rows(layers[ly.index + 1].params, row)[1]), ly.index, ly.index + 1, k, 0]
+            n = row * min(p[3], _band_rows(layers[ly.index + 1].params, row)[1])
+            life[k] = [n, ly.index, ly.index + 1, k, 0]
         elif type(f) is int:
             root[t] = root.get(f, f)
         elif f is not None:
