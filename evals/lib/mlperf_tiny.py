@@ -45,8 +45,8 @@ from numpy.typing import NDArray
 from evals.lib import datasets as ds
 from microtrain_tools import paths
 
-__all__ = ["AutoEncoder", "DsCnnS", "MobileNetV1", "MobileNetV2", "ResNet8", "MlperfCase", "cases",
-           "fmnist_rgb", "har_frames", "train_autoencoder", "train_classifier"]
+__all__ = ["MBV2_SPARSE_LAYERS", "AutoEncoder", "DsCnnS", "MobileNetV1", "MobileNetV2", "ResNet8",
+           "MlperfCase", "cases", "fmnist_rgb", "har_frames", "train_autoencoder", "train_classifier"]
 
 F32 = NDArray[np.float32]
 I64 = NDArray[np.int64]
@@ -193,6 +193,11 @@ class _InvRes(nn.Module):
 # MobileNetV2 (expansion t, channels at width 1, repeats n, first stride s) after the first conv
 _MOBILENET_V2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
                  (6, 320, 1, 1))
+
+
+# the layers MobileNetV2's sparse fine-tune trains (make mem-mcu's mbv2_035_sparse, make coverage): the
+# last block's depthwise conv, whose channels the policy picks, and the classifier
+MBV2_SPARSE_LAYERS = ("features.19.conv.3", "fc")
 
 
 class MobileNetV2(nn.Module):
