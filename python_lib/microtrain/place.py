@@ -62,12 +62,15 @@ def _fusable(model, last_use, keep):
     return fz
 
 def _chains(model, last_use, keep, fz):
-    # {B index: A} for each conv2d A whose output y only the next layer B reads, B a conv2d of
-    # any stride down the rows (plain, or fused with an add; a 3x3 after a pointwise expand, a
-    # pointwise project after a depthwise): y never exists whole, A makes a band of its rows
-    # just before B reads them (Model's _chain), its input's rows read before B's fused add
-    # writes over them (A's pad_top <= its stride). Neither y nor (for a fused B) anything it
-    # adds into is kept; no dilation.
+    # {B index: [A1, ..., Am]} for each run of conv2d layers where each reads only the output of the
+    # one before it, which nothing else reads: B a conv2d of any kernel and stride down the rows
+    # (plain, or fused with an add): the outputs of the As never exist whole, each is made a band of
+    # rows at a time just before the next reads them (_chain): a pointwise expand, a depthwise 3x3
+    # (stride 1 or 2) and a pointwise project. A1's input rows are read before B's fused add writes
+    # over them (each A's pad_top <= its stride). Nothing of the run is kept; no dilation. A pair
+    # starts a run where A's input lives on to B anyway, or where A's output outgrows A's input or
+    # B's output (else the band only makes A's input live longer); a run grows by its B's output
+    # wherever that outgrows the next B's.
     layers, tensors = model.layers, model.tensors
     out = {}
     for b in layers[1:]:
@@ -76,55 +79,84 @@ def _chains(model, last_use, keep, fz):
         y = a.output
         if a.op != _OP_CONV2D or b.op != _OP_CONV2D or b.inputs[0] != y or last_use.get(y) != b.index \
                 or y in keep or y == model.output.index or pb[10] >= pb[6] or pa[10] > pa[8] or len(pa) > 17 \
-                or len(pb) > 17:
-            continue
-        if type(fz.get(a.index)) is tuple or a.index in out:  # (A fused itself, or a chain's B)
+                or len(pb) > 17 or type(fz.get(a.index)) is tuple:  # (A fused itself)
             continue
         n = tensors[y].numel
-        if last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep and \
+        run = out.pop(a.index, None)  # (A the B of a run: the run grows)
+        if run is not None:
+            if n <= tensors[b.output].numel:
+                out[a.index] = run
+                continue
+            run.append(a)
+        elif last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep and \
                 n <= tensors[a.inputs[0]].numel and n <= tensors[b.output].numel:
-            continue  # (A's input would live on for the band: a saving only where y outgrows an end)
-        out[b.index] = a
+            continue
+        else:
+            run = [a]
+        out[b.index] = run
     return out
 
 
 def _band_rows(pb, row):
-    # (B's output rows a block, A's rows in the band) for about _TILE bytes of band
+    # (rows of the next layer's output a block, rows of the band) for about _TILE bytes of band
     s, k = pb[8], pb[6]
     r = max(1, (_TILE // row - k) // s + 1)
     return r, (r - 1) * s + k
 
 
+def _rows(i, lo2, hi2, x, f, at):
+    # make band i (the output of the run's A_i) hold its rows lo2..hi2 (at: per band its first and
+    # end rows held); the rows read again first moved to the band's start a row at a time (no
+    # overlapping copy), the rest made by A_i from its input (x, or band i - 1 made so first), a block
+    # of rows at a time that fits band i - 1
+    ls, bands, ds = f[9], f[4], f[5]
+    a, band, d = ls[i], bands[i], ds[i]
+    p = a.params
+    yrow, xrow, hx, sa, pt, ka = p[4] * p[5], p[1] * p[2], p[0], p[8], p[10], p[6]
+    lo, hi = at[2 * i], at[2 * i + 1]
+    if lo2 > lo:
+        for j in range(max(hi - lo2, 0)):
+            band[j * yrow:(j + 1) * yrow] = band[(lo2 - lo + j) * yrow:(lo2 - lo + j + 1) * yrow]
+        hi, lo = max(hi, lo2), lo2
+        at[2 * i], at[2 * i + 1] = lo, hi
+    c = hi2 - hi if i == 0 else (len(bands[i - 1]) // xrow - ka) // sa + 1
+    while hi < hi2:
+        e = min(hi2, hi + c)
+        xs = hi * sa - pt
+        xe = min(hx, (e - 1) * sa - pt + ka)
+        d[10] = -xs if xs < 0 else 0
+        xs = xs if xs > 0 else 0
+        d[0], d[3] = xe - xs, e - hi
+        if i == 0:
+            v = memoryview(x)[xs * xrow:xe * xrow]
+        else:
+            _rows(i - 1, xs, xe, x, f, at)
+            o = at[2 * i - 2]
+            v = memoryview(bands[i - 1])[(xs - o) * xrow:(xe - o) * xrow]
+        kern.K.conv2d_s8_forward(d, v, a.w, a.b, a.mult, a.shift,
+                                 memoryview(band)[(hi - lo) * yrow:(e - lo) * yrow])
+        hi = e
+        at[2 * i + 1] = hi
+
+
 def _chain(a, b, x, f, out):
-    # b's output (fused: b added into the skip out) a block of rows at a time, a's output made a
-    # band of rows at a time just before b reads them (_chains): the same sums as the
-    # two whole calls. f: (add or None, side, tile, a, band, a's, b's and the add's descriptors,
-    # adjusted per block, this function); the band's last two rows are the next block's first.
-    add, side, tile, _, band, da, db, dd, _ = f
-    pa, pb = a.params, b.params
-    hx, xrow, hy, sa, pt, ka = pa[0], pa[1] * pa[2], pa[3], pa[8], pa[10], pa[6]
-    yrow, orow, h, sb, pb_t, kb = pa[4] * pa[5], pb[4] * pb[5], pb[3], pb[8], pb[10], pb[6]
+    # b's output (fused: b added into the skip out) a block of rows at a time, the run's outputs made
+    # a band of rows at a time just before the next layer reads them (_chains, _rows): the same sums
+    # as the whole calls. f: (add or None, side, tile, a (A1), the bands, the As' descriptors, b's
+    # and the add's, adjusted per block, this function, the As)
+    add, side, tile, _, bands, _, db, dd, _, ls = f
+    pa, pb = ls[-1].params, b.params
+    i = len(ls) - 1
+    yrow, orow, h, sb, pb_t, kb, hy = pa[4] * pa[5], pb[4] * pb[5], pb[3], pb[8], pb[10], pb[6], pa[3]
     r = _band_rows(pb, yrow)[0]
-    lo = hi = 0  # a's rows in the band
+    at = [0] * (2 * len(ls))  # per band: its first row, its end row
     for r0 in range(0, h, r):
         r1 = min(h, r0 + r)
-        top = r0 * sb - pb_t  # the first row of a's that block r0 reads (negative: padding)
-        lo2, hi2 = max(top, 0), min(hy, (r1 - 1) * sb - pb_t + kb)
-        if lo2 > lo:  # the rows read again first, a row at a time (no overlapping copy)
-            for i in range(max(hi - lo2, 0)):
-                band[i * yrow:(i + 1) * yrow] = band[(lo2 - lo + i) * yrow:(lo2 - lo + i + 1) * yrow]
-            hi, lo = max(hi, lo2), lo2
-        if hi2 > hi:
-            xs = hi * sa - pt
-            xe = min(hx, (hi2 - 1) * sa - pt + ka)
-            da[10] = -xs if xs < 0 else 0
-            xs = xs if xs > 0 else 0
-            da[0], da[3] = xe - xs, hi2 - hi
-            kern.K.conv2d_s8_forward(da, memoryview(x)[xs * xrow:xe * xrow], a.w, a.b, a.mult, a.shift,
-                                memoryview(band)[(hi - lo) * yrow:(hi2 - lo) * yrow])
-            hi = hi2
+        top = r0 * sb - pb_t  # the first row of the band that block r0 reads (negative: padding)
+        _rows(i, max(top, 0), min(hy, (r1 - 1) * sb - pb_t + kb), x, f, at)
+        lo, hi = at[2 * i], at[2 * i + 1]
         db[0], db[3], db[10] = hi - lo, r1 - r0, -top if top < 0 else 0
-        y = memoryview(band)[:(hi - lo) * yrow]
+        y = memoryview(bands[i])[:(hi - lo) * yrow]
         o = memoryview(out)[r0 * orow:r1 * orow]
         if add is None:
             kern.K.conv2d_s8_forward(db, y, b.w, b.b, b.mult, b.shift, o)
@@ -183,16 +215,20 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
     items = []  # [bytes, first layer, last layer, tensor (-1 - layer: a tile), offset]
     life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0]}
     ch = _chains(model, last_use, keep, fz)
+    run = {}  # A of a run: its B's index
+    for j in ch:
+        for a in ch[j]:
+            run[a.index] = j
     for ly in layers:
         f = fz.get(ly.index)
         t = ly.output
-        c = ch.get(ly.index + 1)
-        if c is not None:  # A of a chain: its rows made in a band while B runs
+        c = run.get(ly.index)
+        if c is not None:  # A of a run: its rows made in a band while the next layers to B run
             p = ly.params
             row = p[4] * p[5]
             k = -3 - 2 * ly.index  # (odd keys: bands, even: tiles)
             n = row * min(p[3], _band_rows(layers[ly.index + 1].params, row)[1])
-            life[k] = [n, ly.index, ly.index + 1, k, 0]
+            life[k] = [n, ly.index, c, k, 0]
         elif type(f) is int:
             root[t] = root.get(f, f)
         elif f is not None:
@@ -207,8 +243,8 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
         r = root.get(t, t)
         if r in life and life[r][2] < u:
             life[r][2] = u
-    for j in ch:  # a chain's A reads its input while B runs
-        t = ch[j].inputs[0]
+    for j in ch:  # a run's A1 reads its input while B runs
+        t = ch[j][0].inputs[0]
         r = root.get(t, t)
         if r in life and life[r][2] < j:
             life[r][2] = j
@@ -253,15 +289,20 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
                 fz[(-2 - t) >> 1] += (v,)
         elif bufs is not None:
             bufs[t] = v
-    for it in items:  # (after the tiles) the band of a chain's A, for B's step (A's does nothing)
-        t = it[3]
-        if t < 0 and t & 1 and bufs is not None:
-            j = (-3 - t) >> 1
-            a, b = layers[j], layers[j + 1]
-            f = fz.get(j + 1) or (None, 0, None)
-            fz[j] = 0
-            fz[j + 1] = f + (a, memoryview(arena)[it[4]:it[4] + it[0]], _copy(a.params), _copy(b.params),
-                             None if f[0] is None else _copy(f[0].params), _chain)
+    band = {}
+    for it in items if bufs is not None else ():
+        if it[3] < 0 and it[3] & 1:
+            band[it[3]] = memoryview(arena)[it[4]:it[4] + it[0]]
+    for j in ch if bufs is not None else ():  # (after the tiles) a run's bands for B's step (the As: none)
+        ls = ch[j]
+        f = fz.get(j) or (None, 0, None)
+        bs, ds = [], []
+        for a in ls:
+            fz[a.index] = 0
+            bs.append(band[-3 - 2 * a.index])
+            ds.append(_copy(a.params))
+        fz[j] = f + (ls[0], bs, ds, _copy(layers[j].params), None if f[0] is None else _copy(f[0].params),
+                     _chain, ls)
     for ly in layers:
         if ly.output in root and bufs is not None:
             bufs[ly.output] = bufs[root[ly.output]]

@@ -1,9 +1,10 @@
 """Row bands of a conv pair (python_lib/microtrain/place.py ``_chains`` / ``_chain``), in the real
 micropython binary, native and pure-Python kernels.
 
-A conv A whose output only the next conv B reads is made a band of rows at a time just before B
-reads them: in MobileNetV2's inverted residuals, the pointwise expand before a depthwise 3x3 of
-stride 1 or 2 and the depthwise before the pointwise project. The outputs of a forward with the
+A run of convs, each reading only the output of the one before it, makes those outputs a band of
+rows at a time just before the next reads them: MobileNetV2's inverted residuals, the pointwise
+expand, the depthwise 3x3 (stride 1 or 2) and the pointwise project (adding into the block's skip
+where the block has one). The outputs of a forward with the
 bands must be the bytes of the same forward with whole buffers (plan.forward_fit's, which
 Model.plan takes where place.py cannot be imported), in inference and in a training plan's
 frozen prefix; the arena must be smaller.
@@ -88,7 +89,10 @@ def outs(whole):
     for i in range(len(raw) // n):
         res.append(bytes(m.forward(raw[i * n:(i + 1) * n], keep_from=keep)))
     fz = m._fused.get(-1 if keep is None else keep) or {}
-    bands = sorted(j for j in fz if j >= 0 and type(fz[j]) is tuple and len(fz[j]) > 3)
+    bands = []  # per run: its layers, the last B, and whether B adds into a skip
+    for j in sorted(fz):
+        if j >= 0 and type(fz[j]) is tuple and len(fz[j]) > 3:
+            bands.append(".".join(str(a.index) for a in fz[j][9]) + "." + str(j) + ("+" if fz[j][0] else ""))
     owners = []
     for b in m.owners(keep).values():
         if not any(b is o for o in owners):
@@ -116,12 +120,15 @@ def test_bands_give_the_bytes_of_whole_buffers(tiny: tuple[Path, Path], pure: bo
     assert p.returncode == 0, p.stdout + p.stderr
     out = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if " " in ln}
     assert out["SAME"] == "True 16", out
-    got = [int(v) for v in out["BANDS"].split(",")]
+    runs = out["BANDS"].split(",")
     lys = mtm.read(path.read_bytes()).layers
-    strides = {lys[j].params[8] for j in got}
-    kernels = {lys[j].params[6] for j in got}
     assert out["NONE"] == "0", out  # the whole-buffer plan has no bands
-    # a depthwise 3x3 of stride 2 and one of stride 1 after an expand, a project after a depthwise
-    assert strides >= {1, 2} and kernels >= {1, 3}, (got, out)
+    # expand -> depthwise 3x3 (stride 1, then 2) -> project runs, one adding into its block's skip
+    shapes = set()
+    for r in runs:
+        idx = [int(v) for v in r.rstrip("+").split(".")]
+        shapes.add(tuple((lys[j].params[6], lys[j].params[8]) for j in idx) + (r.endswith("+"),))
+    assert ((1, 1), (3, 2), (1, 1), False) in shapes, runs
+    assert ((1, 1), (3, 1), (1, 1), True) in shapes, runs
     size, whole = (int(v) for v in out["BYTES"].split())
     assert size < whole, out
