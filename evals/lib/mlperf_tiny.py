@@ -1,4 +1,5 @@
-"""The four MLPerf Tiny reference models, written here at their published sizes, and their data.
+"""The four MLPerf Tiny reference models, written here at their published sizes, MobileNetV2-w0.35
+(the Tiny Training Engine's model), and their data.
 
 - :class:`DsCnnS` — keyword spotting, DS-CNN small: 49x10x1 input, conv 10x4 stride 2 (64),
   four depthwise-separable blocks (64), average pool over the 25x5 map, linear.
@@ -8,6 +9,9 @@
 - :class:`MobileNetV1` — visual wake words: alpha 0.25 at 96x96x3, conv 3x3 stride 2 (8), thirteen
   depthwise-separable blocks (16 ... 256), global average pool, linear.
 - :class:`AutoEncoder` — anomaly detection: 640 -> 128 x4 -> 8 -> 128 x4 -> 640, Linear-BN-ReLU.
+- :class:`MobileNetV2` — not an MLPerf model: width 0.35 at 128x128x3 as the Tiny Training
+  Engine (MIT) fine-tunes it, built as torchvision's ``mobilenet_v2(width_mult=0.35)`` (torchvision
+  is not installed here): 17 inverted residual blocks, 1280-channel head, linear.
 
 The layer shapes follow the MLPerf Tiny reference models (TensorFlow): stride-2 convolutions
 use TensorFlow's "same" padding, which pads bottom / right only, written as ``nn.ZeroPad2d`` before
@@ -21,6 +25,7 @@ the installed data that fits best; only the number of classes of the last layer 
 - ResNet-8: Fashion-MNIST, padded 28 -> 32 and replicated to 3 channels (10 classes, as CIFAR-10).
 - MobileNetV1: Fashion-MNIST, upsampled x3 (nearest) to 84, padded to 96, 3 channels; 10 classes
   instead of 2 (the harder task keeps the agreement check meaningful).
+- MobileNetV2: Fashion-MNIST upsampled x4 to 112, padded to 128, 3 channels, 10 classes.
 - Autoencoder: smartwatch IMU, 64 frames x 10 features = 640 values (:func:`har_frames`), as the
   MLPerf model's 5 x 128 log-mel frames; trained on the pretraining subjects, fine-tuned on the
   held-out ones.
@@ -441,7 +446,7 @@ def _ad(size: tuple[int, ...], log: Callable[[str], None]) -> MlperfCase:
 
 def cases(mode: str = "full", log: Callable[[str], None] | None = None,
           only: tuple[str, ...] = ()) -> list[MlperfCase]:
-    """The four models, trained; ``mode`` "full", "quick" or "smoke" (:data:`SIZES`)."""
+    """The five models, trained; ``mode`` "full", "quick" or "smoke" (:data:`SIZES`)."""
     lg = log or (lambda s: None)
     sz = SIZES[mode]
     makers: dict[str, Callable[[], MlperfCase]] = {
