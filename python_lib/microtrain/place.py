@@ -97,20 +97,12 @@ def _chains(model, last_use, keep, fz):
     return out
 
 
-def _band_rows(pb, row):
-    # (rows of the next layer's output a block, rows of the band) for about _TILE bytes of band
-    s, k = pb[8], pb[6]
-    r = max(1, (_TILE // row - k) // s + 1)
-    return r, (r - 1) * s + k
-
-
-def _rows(i, lo2, hi2, x, f, at):
-    # make band i (the output of the run's A_i) hold its rows lo2..hi2 (at: per band its first and
-    # end rows held); the rows read again first moved to the band's start a row at a time (no
-    # overlapping copy), the rest made by A_i from its input (x, or band i - 1 made so first), a block
-    # of rows at a time that fits band i - 1
-    ls, bands, ds = f[9], f[4], f[5]
-    a, band, d = ls[i], bands[i], ds[i]
+def _rows(i, lo2, hi2, x, ls, at):
+    # make band i (the output of the run's A_i) hold its rows lo2..hi2 (ls: A, its band, its
+    # descriptor per A; at: per band its first and end rows held); the rows read again first moved
+    # to the band's start a row at a time (no overlapping copy), the rest made by A_i from its input
+    # (x, or band i - 1 made so first), a block of rows at a time that fits band i - 1
+    a, band, d = ls[3 * i], ls[3 * i + 1], ls[3 * i + 2]
     p = a.params
     yrow, xrow, hx, sa, pt, ka = p[4] * p[5], p[1] * p[2], p[0], p[8], p[10], p[6]
     lo, hi = at[2 * i], at[2 * i + 1]
@@ -119,7 +111,7 @@ def _rows(i, lo2, hi2, x, f, at):
             band[j * yrow:(j + 1) * yrow] = band[(lo2 - lo + j) * yrow:(lo2 - lo + j + 1) * yrow]
         hi, lo = max(hi, lo2), lo2
         at[2 * i], at[2 * i + 1] = lo, hi
-    c = hi2 - hi if i == 0 else (len(bands[i - 1]) // xrow - ka) // sa + 1
+    c = hi2 - hi if i == 0 else (len(ls[3 * i - 2]) // xrow - ka) // sa + 1
     while hi < hi2:
         e = min(hi2, hi + c)
         xs = hi * sa - pt
@@ -130,9 +122,9 @@ def _rows(i, lo2, hi2, x, f, at):
         if i == 0:
             v = memoryview(x)[xs * xrow:xe * xrow]
         else:
-            _rows(i - 1, xs, xe, x, f, at)
+            _rows(i - 1, xs, xe, x, ls, at)
             o = at[2 * i - 2]
-            v = memoryview(bands[i - 1])[(xs - o) * xrow:(xe - o) * xrow]
+            v = ls[3 * i - 2][(xs - o) * xrow:(xe - o) * xrow]
         kern.K.conv2d_s8_forward(d, v, a.w, a.b, a.mult, a.shift,
                                  memoryview(band)[(hi - lo) * yrow:(e - lo) * yrow])
         hi = e
@@ -142,21 +134,23 @@ def _rows(i, lo2, hi2, x, f, at):
 def _chain(a, b, x, f, out):
     # b's output (fused: b added into the skip out) a block of rows at a time, the run's outputs made
     # a band of rows at a time just before the next layer reads them (_chains, _rows): the same sums
-    # as the whole calls. f: (add or None, side, tile, a (A1), the bands, the As' descriptors, b's
-    # and the add's, adjusted per block, this function, the As)
-    add, side, tile, _, bands, _, db, dd, _, ls = f
-    pa, pb = ls[-1].params, b.params
-    i = len(ls) - 1
+    # as the whole calls. f: (add or None, side, tile, a (A1), per A: A, its band, its descriptor; b's
+    # and the add's descriptors, adjusted per block; per band its rows held; this function)
+    add, side, tile, _, ls, db, dd, at, _ = f
+    i = len(ls) // 3 - 1
+    band = ls[-2]
+    pa, pb = ls[-3].params, b.params
     yrow, orow, h, sb, pb_t, kb, hy = pa[4] * pa[5], pb[4] * pb[5], pb[3], pb[8], pb[10], pb[6], pa[3]
-    r = _band_rows(pb, yrow)[0]
-    at = [0] * (2 * len(ls))  # per band: its first row, its end row
+    r = max(1, (len(band) // yrow - kb) // sb + 1)  # (the rows a band holds: place)
+    for k in range(len(at)):
+        at[k] = 0
     for r0 in range(0, h, r):
         r1 = min(h, r0 + r)
         top = r0 * sb - pb_t  # the first row of the band that block r0 reads (negative: padding)
-        _rows(i, max(top, 0), min(hy, (r1 - 1) * sb - pb_t + kb), x, f, at)
+        _rows(i, max(top, 0), min(hy, (r1 - 1) * sb - pb_t + kb), x, ls, at)
         lo, hi = at[2 * i], at[2 * i + 1]
         db[0], db[3], db[10] = hi - lo, r1 - r0, -top if top < 0 else 0
-        y = memoryview(bands[i])[:(hi - lo) * yrow]
+        y = band[:(hi - lo) * yrow]
         o = memoryview(out)[r0 * orow:r1 * orow]
         if add is None:
             kern.K.conv2d_s8_forward(db, y, b.w, b.b, b.mult, b.shift, o)
@@ -215,7 +209,7 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
     items = []  # [bytes, first layer, last layer, tensor (-1 - layer: a tile), offset]
     life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0]}
     ch = _chains(model, last_use, keep, fz)
-    run = {}  # A of a run: its B's index
+    run = {}  # A of a run: its B's index (while the tensors are listed)
     for j in ch:
         for a in ch[j]:
             run[a.index] = j
@@ -227,7 +221,8 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
             p = ly.params
             row = p[4] * p[5]
             k = -3 - 2 * ly.index  # (odd keys: bands, even: tiles)
-            n = row * min(p[3], _band_rows(layers[ly.index + 1].params, row)[1])
+            q = layers[ly.index + 1].params  # (rows: one block of the next layer's rows, about _TILE bytes)
+            n = row * min(p[3], (max(1, (_TILE // row - q[6]) // q[8] + 1) - 1) * q[8] + q[6])
             life[k] = [n, ly.index, c, k, 0]
         elif type(f) is int:
             root[t] = root.get(f, f)
@@ -238,6 +233,7 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
             life[k] = [min(n, row * max(1, _TILE // row)), ly.index, ly.index, k, 0]
         if c is None and type(f) is not int and f is None and t != out_t:
             life[t] = [tensors[t].numel, ly.index, ly.index, t, 0]
+    run = None
     for t in last_use:  # how long each lives (through the skips it becomes)
         u = end if t in keep else last_use[t]
         r = root.get(t, t)
@@ -289,20 +285,16 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
                 fz[(-2 - t) >> 1] += (v,)
         elif bufs is not None:
             bufs[t] = v
-    band = {}
-    for it in items if bufs is not None else ():
-        if it[3] < 0 and it[3] & 1:
-            band[it[3]] = memoryview(arena)[it[4]:it[4] + it[0]]
     for j in ch if bufs is not None else ():  # (after the tiles) a run's bands for B's step (the As: none)
-        ls = ch[j]
-        f = fz.get(j) or (None, 0, None)
-        bs, ds = [], []
-        for a in ls:
+        ls = []
+        for a in ch[j]:
             fz[a.index] = 0
-            bs.append(band[-3 - 2 * a.index])
-            ds.append(_copy(a.params))
-        fz[j] = f + (ls[0], bs, ds, _copy(layers[j].params), None if f[0] is None else _copy(f[0].params),
-                     _chain, ls)
+            for it in items:
+                if it[3] == -3 - 2 * a.index:
+                    ls += (a, memoryview(arena)[it[4]:it[4] + it[0]], _copy(a.params))
+        f = fz.get(j) or (None, 0, None)
+        fz[j] = f + (ch[j][0], ls, _copy(layers[j].params), None if f[0] is None else _copy(f[0].params),
+                     [0] * (2 * len(ch[j])), _chain)
     for ly in layers:
         if ly.output in root and bufs is not None:
             bufs[ly.output] = bufs[root[ly.output]]
