@@ -97,47 +97,17 @@ def _chains(model, last_use, keep, fz):
     return out
 
 
-def _rows(i, lo2, hi2, x, ls, at):
-    # make band i (the output of the run's A_i) hold its rows lo2..hi2 (ls: A, its band, its
-    # descriptor per A; at: per band its first and end rows held); the rows read again first moved
-    # to the band's start a row at a time (no overlapping copy), the rest made by A_i from its input
-    # (x, or band i - 1 made so first), a block of rows at a time that fits band i - 1
-    a, band, d = ls[3 * i], ls[3 * i + 1], ls[3 * i + 2]
-    p = a.params
-    yrow, xrow, hx, sa, pt, ka = p[4] * p[5], p[1] * p[2], p[0], p[8], p[10], p[6]
-    lo, hi = at[2 * i], at[2 * i + 1]
-    if lo2 > lo:
-        for j in range(max(hi - lo2, 0)):
-            band[j * yrow:(j + 1) * yrow] = band[(lo2 - lo + j) * yrow:(lo2 - lo + j + 1) * yrow]
-        hi, lo = max(hi, lo2), lo2
-        at[2 * i], at[2 * i + 1] = lo, hi
-    c = hi2 - hi if i == 0 else (len(ls[3 * i - 2]) // xrow - ka) // sa + 1
-    while hi < hi2:
-        e = min(hi2, hi + c)
-        xs = hi * sa - pt
-        xe = min(hx, (e - 1) * sa - pt + ka)
-        d[10] = -xs if xs < 0 else 0
-        xs = xs if xs > 0 else 0
-        d[0], d[3] = xe - xs, e - hi
-        if i == 0:
-            v = memoryview(x)[xs * xrow:xe * xrow]
-        else:
-            _rows(i - 1, xs, xe, x, ls, at)
-            o = at[2 * i - 2]
-            v = ls[3 * i - 2][(xs - o) * xrow:(xe - o) * xrow]
-        kern.K.conv2d_s8_forward(d, v, a.w, a.b, a.mult, a.shift,
-                                 memoryview(band)[(hi - lo) * yrow:(e - lo) * yrow])
-        hi = e
-        at[2 * i + 1] = hi
-
-
 def _chain(a, b, x, f, out):
     # b's output (fused: b added into the skip out) a block of rows at a time, the run's outputs made
-    # a band of rows at a time just before the next layer reads them (_chains, _rows): the same sums
-    # as the whole calls. f: (add or None, side, tile, a (A1), per A: A, its band, its descriptor; b's
-    # and the add's descriptors, adjusted per block; per band its rows held; this function)
+    # a band of rows at a time just before the next layer reads them (_chains): the same sums as the
+    # whole calls. f: (add or None, side, tile, a (A1), per A: A, its band, its descriptor; b's and
+    # the add's descriptors, adjusted per block; per band its first and end rows held and the end
+    # row wanted; this function). One frame (a call more would take heap): per block, band i is
+    # filled to the rows wanted, a block of rows at a time that band i - 1 can feed, going down to
+    # band i - 1 first where it lacks them; the rows read again move to a band's start a row at a
+    # time (no overlapping copy).
     add, side, tile, _, ls, db, dd, at, _ = f
-    i = len(ls) // 3 - 1
+    n = len(ls) // 3
     band = ls[-2]
     pa, pb = ls[-3].params, b.params
     yrow, orow, h, sb, pb_t, kb, hy = pa[4] * pa[5], pb[4] * pb[5], pb[3], pb[8], pb[10], pb[6], pa[3]
@@ -147,8 +117,46 @@ def _chain(a, b, x, f, out):
     for r0 in range(0, h, r):
         r1 = min(h, r0 + r)
         top = r0 * sb - pb_t  # the first row of the band that block r0 reads (negative: padding)
-        _rows(i, max(top, 0), min(hy, (r1 - 1) * sb - pb_t + kb), x, ls, at)
-        lo, hi = at[2 * i], at[2 * i + 1]
+        i = n - 1
+        lo2 = top if top > 0 else 0
+        at[3 * i + 2] = min(hy, (r1 - 1) * sb - pb_t + kb)
+        while True:
+            a, bd, d = ls[3 * i], ls[3 * i + 1], ls[3 * i + 2]
+            p = a.params
+            yr, xr, sa, pt, ka = p[4] * p[5], p[1] * p[2], p[8], p[10], p[6]
+            lo, hi = at[3 * i], at[3 * i + 1]
+            if lo2 > lo:
+                for j in range(max(hi - lo2, 0)):
+                    bd[j * yr:(j + 1) * yr] = bd[(lo2 - lo + j) * yr:(lo2 - lo + j + 1) * yr]
+                hi, lo = max(hi, lo2), lo2
+                at[3 * i], at[3 * i + 1] = lo, hi
+            if hi >= at[3 * i + 2]:
+                if i == n - 1:
+                    break
+                i += 1
+                lo2 = at[3 * i]
+                continue
+            e = at[3 * i + 2]
+            if i:
+                e = min(e, hi + (len(ls[3 * i - 2]) // xr - ka) // sa + 1)
+            xs = hi * sa - pt
+            xe = min(p[0], (e - 1) * sa - pt + ka)
+            lo2 = xs if xs > 0 else 0
+            if i and at[3 * i - 2] < xe:  # band i - 1 lacks rows: filled first
+                at[3 * i - 1] = xe
+                i -= 1
+                continue
+            d[10] = -xs if xs < 0 else 0
+            d[0], d[3] = xe - lo2, e - hi
+            if i:
+                o = at[3 * i - 3]
+                v = ls[3 * i - 2][(lo2 - o) * xr:(xe - o) * xr]
+            else:
+                v = memoryview(x)[lo2 * xr:xe * xr]
+            kern.K.conv2d_s8_forward(d, v, a.w, a.b, a.mult, a.shift, bd[(hi - lo) * yr:(e - lo) * yr])
+            at[3 * i + 1] = e
+            lo2 = lo
+        lo, hi = at[3 * i], at[3 * i + 1]
         db[0], db[3], db[10] = hi - lo, r1 - r0, -top if top < 0 else 0
         y = band[:(hi - lo) * yrow]
         o = memoryview(out)[r0 * orow:r1 * orow]
@@ -294,7 +302,7 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
                     ls += (a, memoryview(arena)[it[4]:it[4] + it[0]], _copy(a.params))
         f = fz.get(j) or (None, 0, None)
         fz[j] = f + (ch[j][0], ls, _copy(layers[j].params), None if f[0] is None else _copy(f[0].params),
-                     [0] * (2 * len(ch[j])), _chain)
+                     [0] * (3 * len(ch[j])), _chain)
     for ly in layers:
         if ly.output in root and bufs is not None:
             bufs[ly.output] = bufs[root[ly.output]]
