@@ -62,7 +62,7 @@ def _fusable(model, last_use, keep):
     return fz
 
 def _chains(model, last_use, keep, fz):
-    # {B index: [A1, ..., Am]} for each run of conv2d layers where each reads only the output of the
+    # {B index: (A1, ..., Am)} for each run of conv2d layers where each reads only the output of the
     # one before it, which nothing else reads: B a conv2d of any kernel and stride down the rows
     # (plain, or fused with an add): the outputs of the As never exist whole, each is made a band of
     # rows at a time just before the next reads them (_chain): a pointwise expand, a depthwise 3x3
@@ -87,12 +87,12 @@ def _chains(model, last_use, keep, fz):
             if n <= tensors[b.output].numel:
                 out[a.index] = run
                 continue
-            run.append(a)
+            run += (a,)
         elif last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep and \
                 n <= tensors[a.inputs[0]].numel and n <= tensors[b.output].numel:
             continue
         else:
-            run = [a]
+            run = (a,)
         out[b.index] = run
     return out
 
@@ -100,20 +100,20 @@ def _chains(model, last_use, keep, fz):
 def _chain(a, b, x, f, out):
     # b's output (fused: b added into the skip out) a block of rows at a time, the run's outputs made
     # a band of rows at a time just before the next layer reads them (_chains): the same sums as the
-    # whole calls. f: (add or None, side, tile, a (A1), per A: A, its band, its descriptor; b's and
-    # the add's descriptors, adjusted per block; per band its first and end rows held and the end
-    # row wanted; this function). One frame (a call more would take heap): per block, band i is
+    # whole calls. f: (add or None, side, tile, a (A1), b's and the add's descriptors, adjusted per
+    # block, -, -, this function, then per A: A, its band, its descriptor; one tuple: fewer objects
+    # in the heap). at: per band its first and end rows held and the end row wanted. One frame
+    # (a call more would take heap): per block, band i is
     # filled to the rows wanted, a block of rows at a time that band i - 1 can feed, going down to
     # band i - 1 first where it lacks them; the rows read again move to a band's start a row at a
     # time (no overlapping copy).
-    add, side, tile, _, ls, db, dd, at, _ = f
-    n = len(ls) // 3
-    band = ls[-2]
-    pa, pb = ls[-3].params, b.params
+    add, side, tile, db, dd = f[0], f[1], f[2], f[4], f[5]  # (no slice: no tuple made per call)
+    n = (len(f) - 9) // 3
+    band = f[-2]
+    pa, pb = f[-3].params, b.params
+    at = [0] * (3 * n)
     yrow, orow, h, sb, pb_t, kb, hy = pa[4] * pa[5], pb[4] * pb[5], pb[3], pb[8], pb[10], pb[6], pa[3]
     r = max(1, (len(band) // yrow - kb) // sb + 1)  # (the rows a band holds: place)
-    for k in range(len(at)):
-        at[k] = 0
     for r0 in range(0, h, r):
         r1 = min(h, r0 + r)
         top = r0 * sb - pb_t  # the first row of the band that block r0 reads (negative: padding)
@@ -121,7 +121,7 @@ def _chain(a, b, x, f, out):
         lo2 = top if top > 0 else 0
         at[3 * i + 2] = min(hy, (r1 - 1) * sb - pb_t + kb)
         while True:
-            a, bd, d = ls[3 * i], ls[3 * i + 1], ls[3 * i + 2]
+            a, bd, d = f[9 + 3 * i], f[10 + 3 * i], f[11 + 3 * i]
             p = a.params
             yr, xr, sa, pt, ka = p[4] * p[5], p[1] * p[2], p[8], p[10], p[6]
             lo, hi = at[3 * i], at[3 * i + 1]
@@ -138,7 +138,7 @@ def _chain(a, b, x, f, out):
                 continue
             e = at[3 * i + 2]
             if i:
-                e = min(e, hi + (len(ls[3 * i - 2]) // xr - ka) // sa + 1)
+                e = min(e, hi + (len(f[7 + 3 * i]) // xr - ka) // sa + 1)
             xs = hi * sa - pt
             xe = min(p[0], (e - 1) * sa - pt + ka)
             lo2 = xs if xs > 0 else 0
@@ -150,7 +150,7 @@ def _chain(a, b, x, f, out):
             d[0], d[3] = xe - lo2, e - hi
             if i:
                 o = at[3 * i - 3]
-                v = ls[3 * i - 2][(lo2 - o) * xr:(xe - o) * xr]
+                v = f[7 + 3 * i][(lo2 - o) * xr:(xe - o) * xr]
             else:
                 v = memoryview(x)[lo2 * xr:xe * xr]
             kern.K.conv2d_s8_forward(d, v, a.w, a.b, a.mult, a.shift, bd[(hi - lo) * yr:(e - lo) * yr])
@@ -217,14 +217,13 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
     items = []  # [bytes, first layer, last layer, tensor (-1 - layer: a tile), offset]
     life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0]}
     ch = _chains(model, last_use, keep, fz)
-    run = {}  # A of a run: its B's index (while the tensors are listed)
-    for j in ch:
-        for a in ch[j]:
-            run[a.index] = j
     for ly in layers:
         f = fz.get(ly.index)
         t = ly.output
-        c = run.get(ly.index)
+        c = None  # its run's B, for an A of a run
+        for j in ch:
+            if ly in ch[j]:
+                c = j
         if c is not None:  # A of a run: its rows made in a band while the next layers to B run
             p = ly.params
             row = p[4] * p[5]
@@ -241,7 +240,6 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
             life[k] = [min(n, row * max(1, _TILE // row)), ly.index, ly.index, k, 0]
         if c is None and type(f) is not int and f is None and t != out_t:
             life[t] = [tensors[t].numel, ly.index, ly.index, t, 0]
-    run = None
     for t in last_use:  # how long each lives (through the skips it becomes)
         u = end if t in keep else last_use[t]
         r = root.get(t, t)
@@ -291,18 +289,20 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
                 continue
             if t & 1 == 0:  # the tile of a fused conv
                 fz[(-2 - t) >> 1] += (v,)
+            else:  # the band of a run's A, under A's index until its B's step takes it
+                fz[(-3 - t) >> 1] = memoryview(arena)[off:off + n]
         elif bufs is not None:
             bufs[t] = v
     for j in ch if bufs is not None else ():  # (after the tiles) a run's bands for B's step (the As: none)
-        ls = []
-        for a in ch[j]:
+        g = fz.get(j) or (None, 0, None)
+        a = ch[j][0]
+        f = g + (a, _copy(layers[j].params), None if g[0] is None else _copy(g[0].params), None, None, _chain,
+                 a, fz[a.index], _copy(a.params))
+        fz[a.index] = 0
+        for a in ch[j][1:]:
+            f += (a, fz[a.index], _copy(a.params))
             fz[a.index] = 0
-            for it in items:
-                if it[3] == -3 - 2 * a.index:
-                    ls += (a, memoryview(arena)[it[4]:it[4] + it[0]], _copy(a.params))
-        f = fz.get(j) or (None, 0, None)
-        fz[j] = f + (ch[j][0], ls, _copy(layers[j].params), None if f[0] is None else _copy(f[0].params),
-                     [0] * (3 * len(ch[j])), _chain)
+        fz[j] = f
     for ly in layers:
         if ly.output in root and bufs is not None:
             bufs[ly.output] = bufs[root[ly.output]]

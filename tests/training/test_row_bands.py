@@ -92,7 +92,8 @@ def outs(whole):
     bands = []  # per run: its layers, the last B, and whether B adds into a skip
     for j in sorted(fz):
         if j >= 0 and type(fz[j]) is tuple and len(fz[j]) > 3:
-            As = ".".join(str(a.index) for a in fz[j][4][0::3])  # (A, band, descriptor per A)
+            f = fz[j]
+            As = ".".join(str(f[k].index) for k in range(9, len(f), 3))  # (A, band, descriptor per A)
             bands.append(As + "." + str(j) + ("+" if fz[j][0] else ""))
     owners = []
     for b in m.owners(keep).values():
