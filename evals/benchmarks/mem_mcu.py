@@ -97,7 +97,7 @@ CASES = (
     MemCase("fmnist_all", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True),
     # the Tiny Training Engine's model at 128x128, sparse: the last block's depthwise conv (the policy
     # picks its channels) and the classifier; the frozen 1280-channel pointwise conv between them passes
-    # the error down (its 140 KB of int8 weights would not fit as a trained copy)
+    # the error down (a trained copy of its int8 weights would not fit)
     MemCase("mbv2_035_sparse", "mobilenet_v2", ",".join(MBV2_SPARSE_LAYERS), mode="int8", sparse=0.1,
             momentum=0.0, sums=False),
     # the same with a bfloat16 momentum (opt-in: SGD(state='bf16')), the gradients folded into it
