@@ -69,8 +69,8 @@ def _chains(model, last_use, keep, fz):
     # (stride 1 or 2) and a pointwise project. A1's input rows are read before B's fused add writes
     # over them (each A's pad_top <= its stride). Nothing of the run is kept; no dilation. A pair
     # starts a run where A's input lives on to B anyway, or where A's output outgrows A's input or
-    # B's output (else the band only makes A's input live longer); a run grows by its B's output
-    # wherever that outgrows the next B's.
+    # B's output and a band (else the band only makes A's input live longer); a run grows by its B's
+    # output wherever that outgrows the next B's output and a band.
     layers, tensors = model.layers, model.tensors
     out = {}
     for b in layers[1:]:
@@ -84,12 +84,12 @@ def _chains(model, last_use, keep, fz):
         n = tensors[y].numel
         run = out.pop(a.index, None)  # (A the B of a run: the run grows)
         if run is not None:
-            if n <= tensors[b.output].numel:
+            if n <= tensors[b.output].numel or n <= 2 * _TILE:
                 out[a.index] = run
                 continue
             run += (a,)
-        elif last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep and \
-                n <= tensors[a.inputs[0]].numel and n <= tensors[b.output].numel:
+        elif last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep and (
+                n <= 2 * _TILE or n <= tensors[a.inputs[0]].numel and n <= tensors[b.output].numel):
             continue
         else:
             run = (a,)
