@@ -30,9 +30,9 @@ the installed data that fits best; only the number of classes of the last layer 
   MLPerf model's 5 x 128 log-mel frames; trained on the pretraining subjects, fine-tuned on the
   held-out ones.
 
-Training is short (seconds to a few minutes, one thread, fixed seeds; MobileNetV1, the longest, about
-11 minutes on a busy machine: fewer images left it with top-2 margins that int8 rounding flips);
-nothing is shipped.
+Training is short (seconds to a few minutes, one thread, fixed seeds; MobileNetV1 about 11 minutes on
+a busy machine: fewer images left it with top-2 margins that int8 rounding flips; MobileNetV2, the
+longest, about 22); nothing is shipped.
 """
 
 from __future__ import annotations
