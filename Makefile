@@ -25,17 +25,29 @@ $(SETUP_STAMP): tools/setup.sh tools/requirements.txt tools/requirements-data.tx
 	@mkdir -p build && touch $@
 
 ## natmod ARCH=x64|armv6m|armv7m|armv7emsp|armv7emdp: build/natmod/<arch>/_microtrain.mpy
-natmod: build/natmod/$(ARCH)/_microtrain.mpy
+## OPS=core (or op families, e.g. OPS=conv2d,linear,maxpool; kernelspec.py's ops and profiles):
+## only their kernels, in build/natmod/<arch>-<ops>/ (README of usermod/microtrain).
+OPS ?= all
+ifneq ($(filter-out all,$(OPS)),)
+NATMOD_TAG := $(shell PYTHONPATH=$(ROOT)/tools $(PY) -m microtrain_tools.kernelgen --ops-tag '$(OPS)')
+ifeq ($(NATMOD_TAG),)
+$(error OPS=$(OPS): not a set of op families (the message above))
+endif
+endif
+natmod: build/natmod/$(ARCH)$(if $(NATMOD_TAG),-$(NATMOD_TAG))/_microtrain.mpy
 ## Any arch the core's natmod tools do not know stops here, saying so (xtensawin and rv32imc: below).
-build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC)
-	@if ! grep -q '"$*"' $(MPY_DIR)/tools/mpy_ld.py || ! grep -q 'ARCH),$*)' $(MPY_DIR)/py/dynruntime.mk; then \
-	    echo "natmod: ARCH=$* is not supported by the MicroPython core in $(MPY_DIR)" \
+## The folder's name is the arch, then -<ops> for a natmod of some op families only.
+build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC) tools/microtrain_tools/kernelspec.py
+	@a=$(firstword $(subst -, ,$*)); \
+	if ! grep -q "\"$$a\"" $(MPY_DIR)/tools/mpy_ld.py || ! grep -q "ARCH),$$a)" $(MPY_DIR)/py/dynruntime.mk; then \
+	    echo "natmod: ARCH=$$a is not supported by the MicroPython core in $(MPY_DIR)" \
 	         "(the mpy_ld.py and py/dynruntime.mk there do not know it): give a core that does with" \
 	         "MPY_DIR=<micropython folder>," \
 	         "or build microtrain into the firmware as a user C module (docs/firmware.md)" >&2; exit 2; fi
 	@mkdir -p build/natmod/$*
-	@$(MAKE) --no-print-directory -C usermod/microtrain MPY_DIR=$(MPY_DIR) ARCH=$* \
-	    BUILD=../../build/natmod/$*/obj PYTHON=$(PY) MPY_LD="$(PY) $(MPY_DIR)/tools/mpy_ld.py" \
+	@$(MAKE) --no-print-directory -C usermod/microtrain MPY_DIR=$(MPY_DIR) ARCH=$(firstword $(subst -, ,$*)) \
+	    OPS=$(or $(word 2,$(subst -, ,$*)),all) \
+	    BUILD=../../build/natmod/$*/obj PYTHON=$(PY) MPY_LD="$(PY) -m microtrain_tools.natmod_ld $(MPY_DIR)/tools/mpy_ld.py" \
 	    MPY_TOOL="$(PY) $(MPY_DIR)/tools/mpy-tool.py" Q=@ ECHO=@true
 	@mv usermod/microtrain/_microtrain.mpy $@
 	@echo "natmod: built $@ ($$(stat -c %s $@) bytes)"
@@ -66,10 +78,10 @@ natmod-needs-rv32imc:
 	        "Point MPY_DIR at a core that has it, or build microtrain into the firmware as a" \
 	        "user C module (docs/firmware.md)." >&2; exit 1; }
 
-## natmod-all: every supported arch, with a size table.
-natmod-all: $(foreach a,$(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS),build/natmod/$(a)/_microtrain.mpy)
-	@printf '%-10s %10s\n' arch bytes
-	@for a in $(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS); do printf '%-10s %10s\n' $$a $$(stat -c %s build/natmod/$$a/_microtrain.mpy); done
+## natmod-all: every supported arch, whole and OPS=core, with a size table.
+natmod-all: $(foreach a,$(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS),build/natmod/$(a)/_microtrain.mpy build/natmod/$(a)-core/_microtrain.mpy)
+	@printf '%-10s %10s %10s\n' arch bytes core
+	@for a in $(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS); do printf '%-10s %10s %10s\n' $$a $$(stat -c %s build/natmod/$$a/_microtrain.mpy build/natmod/$$a-core/_microtrain.mpy); done
 	@echo "natmod-all: ok archs=$$(echo $(NATMOD_ARCHS) $(NATMOD_OPT_ARCHS) | tr ' ' ',')"
 
 ## dist: dist/<arch>_6.3/ for every arch: _microtrain.mpy + compiled microtrain package + mip package.json.

@@ -22,7 +22,9 @@ memflora_act_saving=S tta_gain=T tta_collapse=C qsched_gap=Q hybrid_budget_ok=H/
 (evals/accuracy/adapt/less.py: fine-tuning minus MemFLoRA on HAR subject shift, pp; 1 - MemFLoRA's
 saved activations over fine-tuning's; held-out accuracy gain of label-free adaptation on drifted
 streams, pp, and the streams that ended below their start; best fixed q minus QScheduler at one
-forward-pass budget, pp; RAM budgets the boundary trained within). The "Adapting with less" tables
+forward-pass budget, pp; RAM budgets the boundary trained within). memflora_gap and qsched_gap take
+each seed as the mean of several data orders; the line before gives both from order 0 alone (one
+run a seed). The "Adapting with less" tables
 of docs/adapt.md are rewritten from the run.
 """
 
@@ -144,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(out, f, indent=1, default=str)
     hyb = z["modes"].get("hybrid")
     print(f"\nncm vs PyTorch float32: {ncm_torch_gap:.2f} pts; time {minutes:.1f} min; numbers in {args.out}")
+    print(f"one run a seed (order 0 of {mf['orders']} and {qs['orders']}): "
+          f"memflora_gap={mf['gap_first']:.2f} qsched_gap={qs['gap_first']:.2f}")
     print(f"adapt-eval: lora_gap={lora_gap} lora_params={lora_params} ncm_5shot={_pct(n['acc'])} "
           f"ncm_gap={ncm_gap:.2f} replay_keep={_pct(r['keep'])} zo_gap={z['modes']['zo']['gap']:.2f}"
           f" zo_spsa_gap={z['modes']['spsa']['gap']:.2f}"

@@ -22,9 +22,12 @@ Training rows measure 8 samples (batch 1) after one unmeasured warm-up sample: d
 of the 32-sample .mtd ("cold"). DynamicSparse's rate is 1 whenever a sample's loss is a new
 maximum, which is frequent so early, so the M7 all-layer runs are also measured in steady
 state: after the warm-up, PREPASS = 32 unmeasured samples (one pass over the data, data[1..31],
-data[0]), then the same data[1..8] again ("after 32 more"), dense and sparse alike.
+data[0]), then the same data[1..8] again ("after 32 more"), dense and sparse alike; and over
+the first pass from the cold start: the warm-up, then FIRST_PASS = 32 measured samples (data[1..31],
+data[0]: every sample once, the loss records at rate 1 included; "first pass").
 ``sparse01_bwd`` is the steady-state ratio of mean backward instructions dense / sparse,
-``sparse01_bwd_cold`` the cold one; both are printed and written.
+``sparse01_bwd_cold`` the first pass's; both are printed and written (docs/performance.md says
+why the first pass and not the first 8 samples).
 
 Writes docs/performance.md and ends with the one-line summary ``bench-mcu: ...``.
 """
@@ -414,6 +417,8 @@ STEPS_B1 = 8  # measured samples at batch 1 (each with its update); batch B: B s
 # Steady-state rows: this many unmeasured samples (one pass over the 32 of the .mtd) before the
 # measured ones, so that DynamicSparse's L_max is established (docs/performance.md)
 PREPASS = 32
+# sparse01_bwd_cold's rows: a fresh Trainer's first pass over the data, every sample measured once
+FIRST_PASS = 32
 # the element-wise forwards, measured per output element (their "macs" are outputs)
 ELEMWISE = ("avgpool", "maxpool", "add")
 SHAPES = ("conv3x3", "dw3x3", "pw", "fc") + ELEMWISE
@@ -487,8 +492,22 @@ class TrainRow:
         return 1.0 - self.native_all / self.total if self.total else float("nan")
 
 
+def model_natmod(board: Board, model: str) -> Board:
+    """The board loading the natmod of ``model``'s ops only, as `microtrain deploy --model`
+    gives it (the whole natmod would take heap a small board's run needs)."""
+    from microtrain_tools import natmod
+
+    if board.arch is None:  # microtrain built into the firmware
+        return board
+    ops = natmod.model_ops(BUILD / f"{model}.mtm")
+    natmod.build(board.arch, ops)
+    return replace(board, arch=natmod.folder(board.arch, ops))
+
+
 def bench_train(board: Board | None, fmap: FirmwareMap | None, model: str, train: str, sparse: float,
                 batch: int, steps: int, heap_kb: int, prepass: int = 0) -> tuple[TrainRow | None, Run]:
+    if board is not None:
+        board = model_natmod(board, model)
     run = run_guest(board, fmap, "bench_train.py",
                     [f"{model}.mtm", f"{model}.mtd", train, f"{sparse:g}", str(batch), str(steps), "mixed",
                      "2", str(prepass)],
@@ -546,7 +565,9 @@ def elemwise_table(rows: list[KernelRow]) -> list[str]:
 
 
 def _when(r: TrainRow) -> str:
-    return f"after {r.prepass} more" if r.prepass else "cold"
+    if r.prepass:
+        return f"after {r.prepass} more"
+    return "first pass" if r.batch == 1 and r.steps == FIRST_PASS else "cold"
 
 
 def train_table(rows: list[TrainRow]) -> list[str]:
@@ -576,17 +597,17 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
                 return f"{r.native / r.macs:.2f}"
         return "n/a"
 
-    def t(board: str, model: str, train: str, sparse: float, batch: int, prepass: int = 0) -> TrainRow | None:
-        for r in trows:
-            key = (board, model, train, sparse, batch, prepass)
-            if (r.board, r.model, r.train, r.sparse, r.batch, r.prepass) == key:
-                return r
-        return None
+    def t(board: str, model: str, train: str, sparse: float, batch: int,
+          when: str = "cold") -> TrainRow | None:
+        key = (board, model, train, sparse, batch, when)
+        return next((r for r in trows if (r.board, r.model, r.train, r.sparse, r.batch, _when(r)) == key),
+                    None)
 
     l2, al = t("m7", "fmnist", "last:2", 0.0, 1), t("m7", "fmnist", "all", 0.0, 1)
     ds = t("m7", "ds_cnn_s", "last:2", 0.0, 1)
-    al_sp = t("m7", "fmnist", "all", 0.1, 1)
-    al_ss, al_sp_ss = t("m7", "fmnist", "all", 0.0, 1, PREPASS), t("m7", "fmnist", "all", 0.1, 1, PREPASS)
+    steady = f"after {PREPASS} more"
+    al_ss, al_sp_ss = t("m7", "fmnist", "all", 0.0, 1, steady), t("m7", "fmnist", "all", 0.1, 1, steady)
+    al_fp, al_sp_fp = (t("m7", "fmnist", "all", sp, 1, "first pass") for sp in (0.0, 0.1))
     d2 = t("m0", "digits", "last:2", 0.0, 1)
     rv_d2 = t("rv32", "digits", "last:2", 0.0, 1)
     d2_m3, d2_fw = t("m3", "digits", "last:2", 0.0, 1), t("m0fw", "digits", "last:2", 0.0, 1)
@@ -600,7 +621,8 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
         f"py_share_last2={100 * l2.py_share:.1f}%" if l2 else f"py_share_last2={na}",
         f"py_share_all={100 * al.py_share:.1f}%" if al else f"py_share_all={na}",
         f"sparse01_bwd={al_ss.bwd / al_sp_ss.bwd:.2f}" if al_ss and al_sp_ss else f"sparse01_bwd={na}",
-        f"sparse01_bwd_cold={al.bwd / al_sp.bwd:.2f}" if al and al_sp else f"sparse01_bwd_cold={na}",
+        f"sparse01_bwd_cold={al_fp.bwd / al_sp_fp.bwd:.2f}" if al_fp and al_sp_fp
+        else f"sparse01_bwd_cold={na}",
         f"dscnn_last2_over_infer={ds.total / ds.infer:.2f}" if ds else f"dscnn_last2_over_infer={na}",
         "m0", f"digits_last2={d2.total:.0f}" if d2 else f"digits_last2={na}",
         f"heap_last2={l2.heap_peak / 1024:.1f}" if l2 else f"heap_last2={na}",
@@ -610,6 +632,34 @@ def summary_line(krows: list[KernelRow], trows: list[TrainRow]) -> str:
         f"digits_last2={rv_d2.total:.0f}" if rv_d2 else f"digits_last2={na}",
     ]
     return "bench-mcu: " + " ".join(fields)
+
+
+def cold_note(trows: list[TrainRow]) -> list[str]:
+    """Why sparse01_bwd_cold is the first pass's ratio, with the rows' own rates and ratios."""
+    def row(sparse: float, when: str) -> TrainRow | None:
+        return next((r for r in trows if (r.board, r.model, r.train, r.batch, r.sparse, _when(r))
+                     == ("m7", "fmnist", "all", 1, sparse, when)), None)
+
+    d8, s8, dfp, sfp = row(0.0, "cold"), row(0.1, "cold"), row(0.0, "first pass"), row(0.1, "first pass")
+    if not (d8 and s8 and dfp and sfp):
+        return []
+    n8, nfp = sum(v >= 1.0 for v in s8.rates), sum(v >= 1.0 for v in sfp.rates)
+    bound = f"{STEPS_B1} / {n8} = {STEPS_B1 / n8:.2f}" if n8 else "nothing"
+    return [
+        "## What sparse01_bwd_cold measures", "",
+        "DynamicSparse (Deutel et al., arXiv 2407.10734; docs/training.md) has no warm-up: a",
+        "sample's rate is clamp(L / L_max, 0.1, 1), so every sample whose loss is a new maximum runs",
+        "at rate 1, a dense backward, as the paper's text has it (the hardest sample so far updates",
+        "every channel); the first sample of a run (L_max = 0) is one. That rule stays: it is the",
+        "paper's, and what training pays. The paper's 6.64x is a mean backward speed-up per sample over",
+        "training runs, where these records are a vanishing share. Measured over the cold rows' first",
+        f"{STEPS_B1} samples, {n8} of them records, the ratio is bounded by {bound} whatever the",
+        "kernels do: that window measured where the records fall in the data order, not the sparse",
+        "backward. So sparse01_bwd_cold is the ratio over the first pass from the cold start: the",
+        f"{FIRST_PASS} samples after the warm-up, every sample of the data once, its {nfp} records included:",
+        f"{dfp.bwd / sfp.bwd:.2f} (the first {STEPS_B1} alone: {d8.bwd / s8.bwd:.2f}). The warm-up sample",
+        "stays unmeasured, as in every row: its dense side also holds one-time costs (plans, buffers) that",
+        "would flatter the ratio.", ""]
 
 
 def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: dict[str, str]) -> None:
@@ -691,13 +741,17 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "usermod/microtrain, whose software float also serves the firmware's Python floats; the",
         "package is frozen, so its peak heap holds no package bytecode), and the same digits runs on the",
         "RV32IMC firmware (rv32: microtrain built in, the package frozen; rv32-libgcc: libgcc's soft",
-        "float, last:2 only). Trainer in mixed mode,",
+        "float, last:2 only). Each training run loads the natmod of its model's ops only, as",
+        "`microtrain deploy --model` builds it (`make natmod ARCH=... OPS=...`: the M0 and M3 digits",
+        "runs, conv2d + maxpool + linear); the kernel rows load the whole one. Trainer in mixed mode,",
         "SGD(lr=0.01, momentum=0.9), one",
         f"unmeasured warm-up sample, then {STEPS_B1} measured samples at batch 1 and 16 at batch 16",
         "(evals/mp/bench_train.py; *measured* = cold); the figures are means per sample. The M7",
         "all-layer batch-1 runs are measured a second way too (*measured* = after 32 more): after the",
         f"warm-up, {PREPASS} unmeasured samples (one pass over the 32 samples of the data, in order),",
-        f"then the same {STEPS_B1} samples as the cold rows. DynamicSparse's rate is 1 whenever a",
+        f"then the same {STEPS_B1} samples as the cold rows; and a third way (*measured* = first pass):",
+        f"after the warm-up, {FIRST_PASS} measured samples, one pass over the data from the cold start.",
+        "DynamicSparse's rate is 1 whenever a",
         "sample's loss is a new maximum L_max, which is frequent in the first samples of any run;",
         "after one pass L_max is established, as in training after its first few samples. Rates of",
         "the measured sparse samples:",
@@ -763,14 +817,16 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "per trained parameter per update (transfer CNN, last:2, batch 1); py_share_*: interpreter",
         "share of a batch-1 training sample (transfer CNN, dense); sparse01_bwd: mean backward",
         "instructions dense / DynamicSparse(0.1, 1.0), all layers trained, batch 1, the rows measured",
-        f"after {PREPASS} more samples (steady state); sparse01_bwd_cold: the same ratio of the cold",
-        "rows (the first 8 samples after the warm-up); dscnn_last2_over_infer: DS-CNN-S's training",
+        f"after {PREPASS} more samples (steady state); sparse01_bwd_cold: the same ratio over the first",
+        f"pass from the cold start (the {FIRST_PASS} samples after the warm-up, below);",
+        "dscnn_last2_over_infer: DS-CNN-S's training",
         "sample (last:2) over its inference, in instructions (the table above); digits_last2:",
         "instructions per training sample of the digits CNN on M0 (last:2, batch 1); heap_last2:",
         "peak heap in KB, transfer CNN last:2 on M7; m3 / m0fw digits_last2: the same digits sample",
         "on the Cortex-M3 and on the M0 firmware with microtrain built in; rv32: native instructions",
         "per MAC of the conv3x3 and fc forward kernels and digits_last2 on the RV32IMC firmware.",
         "",
+        *cold_note(trows),
     ]
     if meta.get("softfloat"):
         lines += ["## Software float on Cortex-M0", "",
@@ -848,8 +904,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     configs = [(tr, sp, bt, 0) for tr in ("last:1", "last:2", "all") for sp in (0.0, 0.1) for bt in (1, 16)]
     if a.quick:
         configs = [("last:2", 0.0, 1, 0), ("all", 0.0, 1, 0), ("all", 0.1, 1, 0)]
-    # sparse01_bwd's steady state (M7): the same 8 samples after one more pass over the data
-    steady = [("all", 0.0, 1, PREPASS), ("all", 0.1, 1, PREPASS)]
+    # sparse01_bwd's steady state (M7): the same 8 samples after one more pass over the data;
+    # sparse01_bwd_cold's first pass: FIRST_PASS samples measured from the cold start
+    steady = [("all", 0.0, 1, PREPASS), ("all", 0.1, 1, PREPASS), ("all", 0.0, 1, 0, FIRST_PASS),
+              ("all", 0.1, 1, 0, FIRST_PASS)]
     # the M0's digits sample (last:2, batch 1) also on the M3 (armv7m natmod) and on m0fw, the M0
     # firmware with microtrain built in as the user C module
     one = [("last:2", 0.0, 1, 0)]
@@ -858,12 +916,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     for bname, model in models.items():
         if bname not in used or (a.host and bname == "rv32"):  # rv32: the same host runs as m0
             continue
-        for tr, sp, bt, pre in runs_of[bname]:
-            r, run = bench_train(*brd(bname), model, tr, sp, bt, STEPS_B1 if bt == 1 else bt,
-                                 a.heap_kb if a.host else bds[bname].heap_kb, prepass=pre)
-            if not pre:
+        for tr, sp, bt, pre, *steps in runs_of[bname]:
+            n = steps[0] if steps else STEPS_B1 if bt == 1 else bt
+            heap = a.heap_kb if a.host else bds[bname].heap_kb
+            try:
+                r, run = bench_train(*brd(bname), model, tr, sp, bt, n, heap, prepass=pre)
+            except RuntimeError as ex:  # a small board's heap may not hold the case: n/a, said why
+                if bname == "m7" or "MemoryError" not in str(ex):
+                    raise
+                why = [ln for ln in str(ex).splitlines() if "MemoryError" in ln][-1]
+                print(f"{bname} {model} {tr} sparse={sp:g} batch={bt}: n/a, {why}", flush=True)
+                continue
+            if not pre and not steps:
                 truns[(bname, tr, sp, bt)] = run
-            print(f"{bname} {model} {tr} sparse={sp:g} batch={bt} prepass={pre}: "
+            print(f"{bname} {model} {tr} sparse={sp:g} batch={bt} prepass={pre}"
+                  + (f" steps={steps[0]}" if steps else "") + ": "
                   + (f"{r.total:,.0f} instr/sample" if r else "ok")
                   + (f", backward {r.bwd:,.0f}, rates {' '.join(f'{v:.2f}' for v in r.rates)}"
                      if r and r.rates else "") + f" ({time.time() - t0:.0f} s)",

@@ -2,7 +2,8 @@
 
 Three tables, each measured here, none typed by hand:
 
-a. the native module's size per arch: ``build/natmod/<arch>/_microtrain.mpy`` (``make natmod``);
+a. the native module's size per arch: ``build/natmod/<arch>/_microtrain.mpy`` (``make natmod``),
+   and of the one of the ``core`` ops only (``make natmod OPS=core``: build/natmod/<arch>-core/);
 b. the flash microtrain takes linked into firmware: the input sections the linker kept from the
    user C module's objects (``<build>/microtrain/*.o``: kernels, checks, binding) and from the
    frozen bytecode (``frozen_content.o``: the microtrain package with what the manifest freezes
@@ -73,10 +74,15 @@ _FLASH_SECTIONS = (".text", ".rodata", ".data", ".sdata", ".srodata", ".ARM.exta
 _MAP_LINE = re.compile(r"^ (\.[^\s]+)?\s*(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(\S+\.o)\s*$")
 
 
-def natmod_sizes() -> dict[str, int | None]:
+# the natmod of some op families only, beside the whole one (kernelspec.PROFILES)
+OPS_PROFILE = "core"
+
+
+def natmod_sizes(ops: str = "") -> dict[str, int | None]:
+    """Bytes of each arch's natmod (``ops``: of build/natmod/<arch>-<ops>/), None: not built."""
     out: dict[str, int | None] = {}
     for a in ARCHS:
-        p = ROOT / "build" / "natmod" / a / "_microtrain.mpy"
+        p = ROOT / "build" / "natmod" / (f"{a}-{ops}" if ops else a) / "_microtrain.mpy"
         out[a] = p.stat().st_size if p.is_file() else None
     return out
 
@@ -342,11 +348,14 @@ def _kb(n: int) -> str:
     return f"{n / 1024:.1f}"
 
 
-def section_flash(sizes: dict[str, int | None], fw: dict[str, dict[str, int] | None]) -> list[str]:
+def section_flash(sizes: dict[str, int | None], fw: dict[str, dict[str, int] | None],
+                  core: dict[str, int | None] | None = None) -> list[str]:
+    core = core or {}
     lines = ["### Flash (native module per arch; microtrain linked into firmware)", "",
-             "| natmod arch | `_microtrain.mpy` bytes |", "|---|---|"]
+             f"| natmod arch | `_microtrain.mpy` bytes | `OPS={OPS_PROFILE}` natmod bytes |", "|---|---|---|"]
     for a, n in sizes.items():
-        lines.append(f"| {a} | {n if n is not None else 'not built'} |")
+        cells = [str(v) if v is not None else "not built" for v in (n, core.get(a))]
+        lines.append(f"| {a} | {cells[0]} | {cells[1]} |")
     lines += ["", "| firmware | core | user C module: code, KB | its constants, KB | frozen package, KB "
               "| whole image, KB |", "|---|---|---|---|---|---|"]
     for b in BUILDS:
@@ -406,20 +415,27 @@ def check(text: str) -> list[str]:
     lines = old.strip("\n").splitlines()
     problems = []
     have = _rows(lines)
-    sizes, fw = natmod_sizes(), firmware_flash()
-    want = _rows(section_flash(sizes, fw))
+    sizes, fw, core = natmod_sizes(), firmware_flash(), natmod_sizes(OPS_PROFILE)
+    want = _rows(section_flash(sizes, fw, core))
     for key, row in want.items():
         if key not in sizes and key not in fw:  # a header
             continue
         if key not in have:
             problems.append(f"missing row {key!r}")
             continue
-        measured = sizes.get(key) is not None if key in sizes else fw.get(key) is not None
+        if key in sizes:  # natmod bytes: each built one as measured, the others a number or "not built"
+            got = [c.strip() for c in have[key].strip().strip("|").split("|")]
+            new = [c.strip() for c in row.strip().strip("|").split("|")]
+            if len(got) != 3 or any(not re.fullmatch(r"\d+|not built", c) for c in got[1:]):
+                problems.append(f"malformed: {have[key]}")
+            elif any(n != "not built" and g != n for g, n in zip(got[1:], new[1:], strict=True)):
+                problems.append(f"stale: {have[key]}\n   now: {row}")
+            continue
+        measured = fw.get(key) is not None
         if measured and have[key] != row:
             problems.append(f"stale: {have[key]}\n   now: {row}")
-        elif not measured and not re.fullmatch(r"\|[^|]+\| (\d+|not built) \|", have[key]) \
-                and not re.search(r"\| (not built \(`[^`]+`\) \| - \| - \| - |[\d.]+ \| [\d.]+ \| [\d.]+ \| "
-                                  r"[\d.]+ )\|$", have[key]):
+        elif not measured and not re.search(r"\| (not built \(`[^`]+`\) \| - \| - \| - |[\d.]+ \| [\d.]+ \| "
+                                            r"[\d.]+ \| [\d.]+ )\|$", have[key]):
             problems.append(f"malformed: {have[key]}")
     heap = heap_lines(old)
     folders = {p.name for p in (ROOT / "examples").iterdir() if p.is_dir()}
@@ -456,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         print("firmware-doc: " + ("stale: run `make firmware-doc`" if problems else "current"))
         return 1 if problems else 0
     head, old, tail = read_section(text)
-    flash = section_flash(natmod_sizes(), firmware_flash())
+    flash = section_flash(natmod_sizes(), firmware_flash(), natmod_sizes(OPS_PROFILE))
     if a.no_heap:
         heap = heap_lines(old)
     else:

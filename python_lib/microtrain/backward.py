@@ -402,7 +402,7 @@ class IntoMomentum:
             for ly in layers:
                 opt.state(ly)  # optimiser state now, while large free blocks remain
             # (no local more: a larger frame of the float32 path too)
-            self.win = __import__("microtrain.stepwise").stepwise.HalfWindow(layers, raw, opt)
+            self.win = __import__("microtrain.halfwin").halfwin.HalfWindow(layers, raw, opt)
             return
         for ly in layers:
             ly.gw, ly.gb = opt.state(ly)  # optimiser state now, while large free blocks remain

@@ -15,16 +15,18 @@ def _buf(n):
     return 16 + ((n + 15) & ~15) if n else 0
 
 
-def _plan_bytes(model, first):
-    # the heap of the training plan's buffers (plan.buffers), and the lengths of those idle
-    # during backward (where its buffers go)
+def _plan_bytes(model, first, region, inplace, redo):
+    # the heap of the training plan's buffers (plan.buffers; redo: placed through backward where
+    # plan.redo_plan finds that smaller), the lengths of those idle during backward (where its
+    # buffers go), and whether it was placed so (its scratch inside)
     from microtrain.place import place
 
-    sizes, idle = plan.buffers(model, first, place)
+    bwd = plan.redo_plan(model, first, region, inplace, place, kern.NATIVE) if redo else None
+    sizes, idle = plan.buffers(model, first, place, bwd)
     total = 0
     for n in sizes:
         total += _buf(n)
-    return total, idle
+    return total, idle, bwd is not None
 
 
 def _now_bytes(model, idx):
@@ -47,10 +49,10 @@ def _now_bytes(model, idx):
 
 
 def _half_bytes(model, idx):
-    # stepwise.HalfWindow (a bfloat16 momentum taking the gradients): its window's biases, the
+    # halfwin.HalfWindow (a bfloat16 momentum taking the gradients): its window's biases, the
     # zero / ones masks, the float32 zeros, a window mask per layer with more than one window;
     # the window of weights (placed with backward's buffers)
-    from microtrain.stepwise import HALF_WINDOW
+    from microtrain.halfwin import HALF_WINDOW
 
     n = m = c = 0
     out = 0
@@ -104,12 +106,14 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     region = set()
     for ly in layers[first:]:
         region.add(ly.output)
-    fw, idle = _plan_bytes(model, first)
-    bw = fw if not model.has_plan(first) else 0
     inplace = plan.inplace_errors(model, first, region, fold != "now")  # errors over the activations
+    fw, idle, through = _plan_bytes(model, first, region, inplace, redo)
+    bw = fw if not model.has_plan(first) else 0
     # host: the error buffer holding the scratch
     need_s, acc, host = plan.scratch_plan(model, first, region, inplace, kern.NATIVE)
-    scratch = 4 * acc if acc and host is None else 0
+    scratch = 4 * acc if acc and host is None and not through else 0
+    if through:  # the scratch inside the plan, lent to the update row as a host's
+        host = -1
     # errors and scratch in the forward buffers idle during backward where they fit (plan.pack;
     # the pure-Python kernels' scratch cannot be retyped: a new one)
     items, at = plan.pack(model, first, region, inplace, scratch if kern.NATIVE else 0, idle,

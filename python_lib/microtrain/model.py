@@ -165,7 +165,7 @@ def _nothing():
     pass
 
 
-def _place(model, bufs, owner, last_use, keep):
+def _place(model, bufs, owner, last_use, keep, bwd):
     # the forward plan's placement (microtrain/place.py), imported for it and forgotten
     # again: where the package is loaded as .mpy files its code would stay in the heap.
     # Compiled from source on a full heap it may not fit: None, and the plan falls back
@@ -176,7 +176,7 @@ def _place(model, bufs, owner, last_use, keep):
         _forget("place")
         return None
     try:
-        return place(model, bufs, owner, last_use, keep)
+        return place(model, bufs, owner, last_use, keep, None, bwd)
     finally:
         _forget("place")
 
@@ -584,7 +584,8 @@ class Model:
             keep = rules.kept(self, keep_from)
             rules = None
             _forget("plan")  # (not beside place.py: fewer entries in the module tables at once)
-        fz = _place(self, bufs, owner, last_use, keep)
+        fz = self._fused.get(key)  # a tuple: placed through backward (plan.backward_plan asks so)
+        fz = _place(self, bufs, owner, last_use, keep, fz if type(fz) is tuple else None)
         if fz is not None:
             fz, free = fz
             if keep_from is not None:
@@ -790,7 +791,9 @@ class Model:
         where no idle forward buffer holds it: a memoryview of its bytes), negative: -bytes of
         backward.IntoMomentum's copy of the momentum, placed the same way; redo: where
         nothing else holds the int32 scratch, an activation may, made again during backward
-        (backward.recompute_host; Trainer(recompute=True))."""
+        (plan.recompute_host; Trainer(recompute=True)); 2: the training plan may then be
+        placed through backward (plan.redo_plan; that activation is not kept after the
+        forward)."""
         idx = self.select(spec)
         global _backward
         if _backward is None:  # (its code before the training buffers: a heap in fewer pieces)

@@ -24,6 +24,7 @@ _OP_ADD = const(8)
 # --- generated: end
 
 _TILE = const(2048)  # bytes of a fused conv's tile and of a chain's band (at least the rows they need)
+_SCR = const(-1048576)  # item keys _SCR - j: the int32 scratch of layer j's grad input (bwd)
 
 
 def _fusable(model, last_use, keep):
@@ -181,7 +182,9 @@ def _fit(items):
         near = []
         for j in range(i):
             o = items[j]
-            if o[1] <= it[2] and it[1] <= o[2]:
+            x, y = o[5], it[5]  # (an item's second life, or None: the two meet at any common time)
+            if (o[1] <= it[2] and it[1] <= o[2]) or (x is not None and x[0] <= it[2] and it[1] <= x[1]) or (
+                    y is not None and y[0] <= o[2] and o[1] <= y[1]):
                 near.append(o)
         near.sort(key=lambda o: o[4])
         off = 0
@@ -194,7 +197,7 @@ def _fit(items):
     return size
 
 
-def place(model, bufs, owner, last_use, keep=(), mk=None):
+def place(model, bufs, owner, last_use, keep, mk, bwd):
     # The forward plan (docs/memory.md): one arena for every activation but the model output
     # (a buffer of its own), each tensor at an offset chosen by its lifetime, from the layer
     # that makes it (the model input: before the first) to its last reader, or to the end for
@@ -205,17 +208,24 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
     # (_fusable) leave out the conv's output (the add's output is the skip, updated in place:
     # one lifetime) and take a tile of about _TILE bytes of whole rows while the conv runs.
     # bufs None: count only (plan.buffers, info.py): mk(n) makes stand-ins, no views.
+    # bwd (plan.redo_plan): (h, its pool, [(layer j, bytes)], first) where the conv output h is
+    # made again before its pool's backward (Trainer(recompute=True)): the timeline goes on
+    # through backward, layer j's at 2 * len(layers) - j; each kept tensor lives to the backward
+    # of its producer (or of `first`, for one made before it), h only to its last reader in the
+    # forward and again from its pool's backward to its producer's, and layer j's grad-input
+    # scratch (its int32 accumulator) at layer j's backward: bytes idle in the backward of
+    # upper layers serve lower ones (fz[-2]: {j: the scratch's bytes}; fz[-3]: the mark).
     # Fills owner {a tensor: the whole buffer holding it} (the arena, the output's) and bufs
     # {tensor: its bytes}; returns (the fused pairs, the gaps of the arena between the tensors
-    # alive at the end of a forward as [arena, offset, length]: idle until the next forward,
-    # where backward's buffers go).
+    # alive during backward as [arena, offset, length]: idle until the next forward, where
+    # backward's buffers go).
     tensors, layers = model.tensors, model.layers
     inp, out_t = model.input.index, model.output.index
     fz = _fusable(model, last_use, keep)
     end = len(layers)
     root = {}  # the add of a fused pair: its output is its skip's bytes
-    items = []  # [bytes, first layer, last layer, tensor (-1 - layer: a tile), offset]
-    life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0]}
+    items = []  # [bytes, first layer, last layer, tensor (< 0: a tile, band, scratch), offset, second life]
+    life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0, None]}
     ch = _chains(model, last_use, keep, fz)
     for ly in layers:
         f = fz.get(ly.index)
@@ -230,16 +240,16 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
             k = -3 - 2 * ly.index  # (odd keys: bands, even: tiles)
             q = layers[ly.index + 1].params  # (rows: one block of the next layer's rows, about _TILE bytes)
             n = row * min(p[3], (max(1, (_TILE // row - q[6]) // q[8] + 1) - 1) * q[8] + q[6])
-            life[k] = [n, ly.index, c, k, 0]
+            life[k] = [n, ly.index, c, k, 0, None]
         elif type(f) is int:
             root[t] = root.get(f, f)
         elif f is not None:
             p = ly.params
             row, n = p[4] * p[5], tensors[t].numel
             k = -2 - 2 * ly.index
-            life[k] = [min(n, row * max(1, _TILE // row)), ly.index, ly.index, k, 0]
+            life[k] = [min(n, row * max(1, _TILE // row)), ly.index, ly.index, k, 0, None]
         if c is None and type(f) is not int and f is None and t != out_t:
-            life[t] = [tensors[t].numel, ly.index, ly.index, t, 0]
+            life[t] = [tensors[t].numel, ly.index, ly.index, t, 0, None]
     for t in last_use:  # how long each lives (through the skips it becomes)
         u = end if t in keep else last_use[t]
         r = root.get(t, t)
@@ -254,6 +264,19 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
         r = root.get(t, t)
         if r in life:
             life[r][2] = end
+    if bwd is not None:  # (no fusion touches a kept tensor: root is t itself; no local more: u first)
+        u = bwd[3]
+        for ly in layers:
+            t = ly.output
+            if t in keep and t in life and t != bwd[0]:
+                life[t][2] = 2 * end - (ly.index if ly.index > u else u)
+        if inp in keep:
+            life[inp][2] = 2 * end - u
+        it = life[bwd[0]]
+        it[2] = bwd[1]  # (its pool: its last reader)
+        it[5] = (2 * end - bwd[1], 2 * end - it[1])
+        for j, n in bwd[2]:
+            life[_SCR - j] = [n, 2 * end - j, 2 * end - j, _SCR - j, 0, None]
     for it in life.values():
         items.append(it)
     life = None
@@ -267,8 +290,8 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
     by_size = None
     arena = (zeros("b", size) if mk is None else mk(size)) if size else None
     free, at = [], 0
-    for it in sorted(items, key=lambda o: o[4]):  # the gaps between what lives at the end
-        if it[2] >= end and it[0]:
+    for it in sorted(items, key=lambda o: o[4]):  # the gaps between what lives in backward
+        if (it[2] >= end or it[5] is not None) and it[0]:
             if it[4] > at:
                 free.append([arena, at, it[4] - at])
             at = max(at, (it[4] + it[0] + 3) & ~3)
@@ -281,11 +304,17 @@ def place(model, bufs, owner, last_use, keep=(), mk=None):
         bufs[out_t] = ob
     if items:
         owner[items[0][3]] = arena  # (one entry per buffer: a smaller table)
+    if bwd is not None:
+        fz[-2] = {}  # the scratch of each layer (fz[-3]: the mark of a plan placed through backward)
+        fz[-3] = 1
     for it in items:
         t, off, n = it[3], it[4], it[0]
         v = arena if bufs is None or (off == 0 and n == size) else memoryview(arena)[off:off + n]
         if t < 0:
             if bufs is None:
+                continue
+            if t <= _SCR:
+                fz[-2][_SCR - t] = v
                 continue
             if t & 1 == 0:  # the tile of a fused conv
                 fz[(-2 - t) >> 1] += (v,)

@@ -76,17 +76,18 @@ def forward_fit(m, keep):
     return bid, size, hold
 
 
-def buffers(m, first, place):
+def buffers(m, first, place, bwd=None):
     """The training plan keeping from `first` in sizes, counted by place (place.py's place, run
-    with stand-ins: nothing allocated): (the bytes of each of its buffers, the arena and the
-    output's; the lengths of the arena's gaps idle during backward, as idle lists them)."""
+    with stand-ins: nothing allocated; bwd: redo_plan's): (the bytes of each of its buffers, the
+    arena and the output's; the lengths of the arena's gaps idle during backward, as idle lists
+    them)."""
     keep = kept(m, first)
     last_use = {}
     for ly in m.layers:
         for t in ly.inputs:
             last_use[t] = ly.index
     owner = {}
-    _, free = place(m, None, owner, last_use, keep, _stand_in)
+    _, free = place(m, None, owner, last_use, keep, _stand_in, bwd)
     made = []
     for b in owner.values():
         if not any(b is c for c in made):
@@ -191,6 +192,23 @@ def recompute_host(m, first, inplace, need, n, native=True):
     return None
 
 
+def redo_plan(m, first, region, inplace, place, native=True):
+    # Trainer(recompute=True) where no idle error buffer holds the int32 scratch and an
+    # activation h can be made again (recompute_host): the training plan placed through
+    # backward (place.py's bwd) as (h, its pool's index, [(layer, bytes of its scratch)],
+    # first) when that arena is smaller than h kept to the end of the forward (holding the
+    # scratch); None otherwise, and with the pure-Python kernels (no retyped scratch).
+    need, n, host = scratch_plan(m, first, region, inplace, native)
+    r = None if host is not None else recompute_host(m, first, inplace, need, n, native)
+    if r is None:
+        return None
+    scr = []
+    for ly in need:
+        scr.append((ly.index, 4 * m.tensors[ly.inputs[0]].numel))
+    bwd = (r[0], r[2], scr, first)
+    return bwd if sum(buffers(m, first, place, bwd)[0]) < sum(buffers(m, first, place)[0]) else None
+
+
 def scratch_plan(m, first, region, inplace, native=True):
     # backward's int32 grad-input scratch (docs/memory.md): the
     # layers that need it (conv / linear; pools whose windows overlap, pool.c), its
@@ -226,7 +244,9 @@ def backward_plan(m, first, window, redo):
     (docs/memory.md, "Where backward's buffers live"), else into new buffers. window: bytes
     of StepInBackward's gradient window, or negative: -bytes of IntoMomentum's copy of the
     momentum (placed as the window, bw.window, but errors go over the activations as with
-    the sums). (One argument for both: a parameter more is a larger heap-allocated frame.)"""
+    the sums). (One argument for both: a parameter more is a larger heap-allocated frame.)
+    redo: an activation may hold the scratch, made again (recompute_host); 2: the plan may be
+    placed through backward too (redo_plan: nothing reads that activation after the forward)."""
     from microtrain import backward, kern, quant
 
     K = kern.K
@@ -239,11 +259,27 @@ def backward_plan(m, first, window, redo):
         except (TypeError, ValueError):
             return None
 
-    bufs = m.plan(first)[0]
     region = set()
     for ly in m.layers[first:]:
         region.add(ly.output)
     inplace = inplace_errors(m, first, region, window <= 0)
+    bwd = None
+    if redo == 2 and kern.NATIVE:
+        from microtrain.model import _forget
+        from microtrain.place import place
+
+        bwd = redo_plan(m, first, region, inplace, place)
+        place = None
+        _forget("place")
+    fz = m._fused.get(first)
+    if bwd is not None or (fz and -3 in fz):  # placed (again) through backward, or no longer
+        m.drop_plans(-2)
+        if bwd is not None:
+            m._fused[first] = bwd  # (Model.plan reads it there: no parameter more)
+        m.plan(first)
+        fz = m._fused.get(first)
+    scr = fz.pop(-2, None) if fz else None  # (None: place.py could not run, whole buffers)
+    bufs = m.plan(first)[0]
     if window < 0:
         window = -window
     ebuf, esecond, emerge = {}, {}, {}
@@ -253,7 +289,7 @@ def backward_plan(m, first, window, redo):
     idle_bufs = idle(m, first)
     sizes = [len(b) for b in idle_bufs]
     items, at = pack(m, first, region, inplace, 4 * acc_n if acc_n and host is None and kern.NATIVE
-                          else 0, sizes, window if kern.NATIVE else 0)
+                          and scr is None else 0, sizes, window if kern.NATIVE else 0)
     acc = win = src = None  # src: (buffer, offset) of the int32 scratch's bytes
     for i in range(len(items)):
         n, t, kind = items[i]
@@ -281,6 +317,19 @@ def backward_plan(m, first, window, redo):
         if acc is not None:
             src = (ebuf[host], 0)
     r = None
+    if scr is not None:  # each layer's scratch where the plan put it, the conv's output made again
+        for ly in m.layers:
+            if ly.output == bwd[0]:
+                redo = (bwd[1], ly.index)
+        acc_views = {}
+        frow = None
+        for ly in need:
+            v = scr[ly.index]
+            acc_views[ly.index] = _retyped(v, 105) or quant.zeros("i", len(v) >> 2)
+            if len(v) == 4 * acc_n:
+                frow = _retyped(v, 102)
+        return backward.BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win,
+                                     frow, redo)
     if redo and acc is None and acc_n:
         r = recompute_host(m, first, inplace, need, acc_n, kern.NATIVE)
     redo = None

@@ -130,7 +130,9 @@ class Trainer:
                a conv / linear output read only by a pool (disjoint windows) and run that
                layer's forward again before the pool's backward (docs/memory.md): the
                transfer CNN `all` saves its 12.3 KB scratch for +11 % instructions per
-               training step (M7); the same bits. Off by default.
+               training step (M7); the same bits. Without Health, the plan is then placed
+               through backward where that is smaller (that output not kept after the
+               forward; docs/memory.md). Off by default.
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead
@@ -278,14 +280,17 @@ class Trainer:
 
                 win = 4 * floats([model.layers[i] for i in idx])
             elif how == "momentum" and opt.half:  # so does a bfloat16 state's float32 window (as -bytes)
-                from microtrain.stepwise import half_floats as floats  # (no local more)
+                from microtrain.halfwin import half_floats as floats  # (no local more)
 
                 win = -4 * floats([model.layers[i] for i in idx])
             elif how == "copy":  # so does the momentum's copy (all or nothing): every trained layer's
                 for ly in idx[1:]:  # weights and biases but the lowest's, as -bytes (set_trained);
                     ly = model.layers[ly]  # (no local more: this frame is on the heap while planning)
                     win -= 4 * (len(ly.w) + len(ly.b))
-            self.layers = model.set_trained(idx, how == "sums", win, recompute)
+            # (2: the conv output made again may be placed through backward: nothing but Health
+            # reads it after the forward)
+            self.layers = model.set_trained(idx, how == "sums", win,
+                                            2 if recompute and not monitor else recompute)
             self.first = self.layers[0].index
             for ly in self.layers:
                 if ly.master_w is not None or ly.master_b is not None:  # (else the class's None stands:

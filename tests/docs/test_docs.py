@@ -752,7 +752,7 @@ t3 = mt.Trainer(mt.load('digits.mtm'), train='last:1', optimizer=mt.SGD(lr=0.01,
 objs['backward.IntoMomentum'] = t3.model.update
 t6 = mt.Trainer(mt.load('digits.mtm'), train='last:1', optimizer=mt.SGD(lr=0.01, momentum=0.9, state='bf16'),
                 sums=False)
-objs['stepwise.HalfWindow'] = t6.model.update.win
+objs['halfwin.HalfWindow'] = t6.model.update.win
 m4 = mt.load('digits.mtm')
 m4.set_trained('last:1')
 objs['backward.Sums'] = m4.update

@@ -1660,7 +1660,7 @@ def generate_limits() -> list[Case]:
             i32(np.full(g.out_c, top)), None, out("i", g.n_in), out("Y", g.n_in)]
     cases.append(make_case("conv2d_s8_grad_input", args, f"limit: depthwise wr {top}"))
     return (cases + generate_forward_blocks() + backward_block_cases() + window_cases() + grad_act_cases()
-            + softmax_trimmed_cases() + kernel_cases_seq.limits())
+            + packed_select_cases() + softmax_trimmed_cases() + kernel_cases_seq.limits())
 
 
 def _fwd_case(rng: Rng, g: ConvGeom, i: int, label: str) -> Case:
@@ -1839,6 +1839,41 @@ def grad_act_cases(seed: int = 3301) -> list[Case]:
                 op = "linear_s8_grad_input" if name == "linear" else "conv2d_s8_grad_input"
                 cases.append(make_case(op, args, f"grad act: {name} {act} ({lo}, {hi})"
                                        + (" sparse mask" if sparse else "")))
+    return cases
+
+
+def packed_select_cases(seed: int = 2911) -> list[Case]:
+    """conv2d grad input with a channel mask whose kept ratios are at most 256 (the armv7e-m
+    packed path, band by band of output rows with each band's zero map): maps of more
+    positions than one band holds, errors mostly zero as after a pool's routing, a quad
+    with a larger ratio beside packed ones, with and without the activation mask, and rows
+    wider than the zero map (the 32-bit path). Deterministic."""
+    rng = np.random.default_rng(seed)
+    geoms = [("3x3 26x26", ConvGeom(26, 26, 8, 26, 26, 8, 3, 3, 1, 1, 1, 1, 1)),
+             ("pointwise 30x20", ConvGeom(30, 20, 12, 30, 20, 9, 1, 1, 1, 1, 0, 0, 1)),
+             ("3x3 40x14", ConvGeom(40, 14, 3, 40, 14, 10, 3, 3, 1, 1, 1, 1, 1)),
+             ("wide 1x600", ConvGeom(1, 602, 4, 1, 600, 5, 1, 3, 1, 1, 0, 0, 1))]
+    cases = []
+    for j, (name, g) in enumerate(geoms):
+        for act in (False, True):
+            keep = rng.random(g.out_c) < 0.5
+            keep[int(rng.integers(0, g.out_c))] = True
+            wr = rng.integers(1, 257, g.out_c)
+            wr[int(rng.integers(0, g.out_c))] = 256
+            if j == 2 and act:  # one kept channel past 256: its quad takes the 32-bit path
+                big = int(np.flatnonzero(keep)[-1])
+                wr[big] = 300
+            e = _int8(rng, g.n_out, "uniform") * (rng.random(g.n_out) < 0.25)
+            args: list[Arg] = [i32(g.desc(-3, 0, -128, 127)), s8(e.astype(np.int8)),
+                               s8(_weights(rng, g.n_w, j)), i32(wr), u8(keep.astype(np.uint8)),
+                               out("i", g.n_in)]
+            if act:
+                zp = -128
+                args += [s8(_near(rng, g.n_in, [zp, 127]), "Y"), zp, 128]
+            else:
+                args += [out("Y", g.n_in)]
+            cases.append(make_case("conv2d_s8_grad_input", args,
+                                   f"packed select: {name}" + (" relu" if act else "")))
     return cases
 
 

@@ -510,14 +510,23 @@ def test_deploy_dry_run_commands(models, dist, tmp_path) -> None:  # type: ignor
     assert r.returncode == 0, r.stderr
     mp = [tool_path("mpremote"), "connect", "/dev/ttyACM0"]
     got = _lines(r.stdout)
-    assert got[:5] == [
+    # the natmod of the model's ops only (its layers: conv2d, maxpool, avgpool, linear), built first
+    ops = "conv2d+linear+maxpool+avgpool"
+    assert got[:6] == [
+        ["make", "-C", str(ROOT), "--no-print-directory", "natmod", "ARCH=armv6m", f"OPS={ops}"],
         [*mp, "exec", 'import os;"lib" in os.listdir("/") or os.mkdir("/lib")'],
         [*mp, "fs", "cp", "-r", str(dist / "microtrain"), ":/lib/"],
-        [*mp, "fs", "cp", str(dist / "_microtrain.mpy"), ":/lib/_microtrain.mpy"],
+        [*mp, "fs", "cp", str(ROOT / "build" / "natmod" / f"armv6m-{ops}" / "_microtrain.mpy"),
+         ":/lib/_microtrain.mpy"],
         [*mp, "fs", "cp", str(model), ":/cnn.mtm"],
         [*mp, "fs", "cp", str(script), ":/main.py"],
     ]
-    assert len(got) == 6 and got[5][:4] == [*mp, "exec"] and got[5][4].startswith("import microtrain;")
+    assert len(got) == 7 and got[6][:4] == [*mp, "exec"] and got[6][4].startswith("import microtrain;")
+    # --ops all: the dist folder's natmod, every op
+    r = microtrain("deploy", "--port", "/dev/ttyACM0", "--arch", "armv6m", "--dist", str(dist), "--model",
+                   str(model), "--ops", "all", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert _lines(r.stdout)[2] == [*mp, "fs", "cp", str(dist / "_microtrain.mpy"), ":/lib/_microtrain.mpy"]
     # the generated board code is valid MicroPython: run the mkdir line twice in the host micropython
     board = tmp_path / "board"
     board.mkdir()
@@ -562,6 +571,7 @@ def test_deploy_argument_errors(models, dist, tmp_path) -> None:  # type: ignore
         ([*base, "--port", "p", "--script", str(models["cnn"])], "expected a .py file"),
         (["deploy", "--port", "p", "--dist", str(tmp_path / "empty"), "--dry-run"], "not a microtrain dist"),
         ([*base, "--port", "p", "--lib", "lib"], "--lib"),
+        ([*base, "--port", "p", "--ops", "conv2d,conv3d"], "unknown op 'conv3d'"),
     ]
     for (_, needle), r in zip(cases, microtrain_all(*[argv for argv, _ in cases]), strict=True):
         assert_one_line_error(r, "deploy", needle)

@@ -1,7 +1,7 @@
 """`microtrain info --bf16`: the 16-bit optimiser state counts 2 B a value (SGD momentum: one state
 array, Adam: two), the gradient sums stay by default (they are what its kernels add into); with
 --no-sums an SGD momentum takes the gradients through a float32 window of a few output channels
-(stepwise.HalfWindow) instead of the sums, and Adam is refused, as the Trainer refuses it."""
+(halfwin.HalfWindow) instead of the sums, and Adam is refused, as the Trainer refuses it."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_bf16_state_counts_two_bytes_a_value() -> None:
     # --no-sums: no sums; the window holds 256 // 64 = 4 channels of the first layer's 64 weights,
     # 256 // 32 = 8 of the second's 32 (HALF_WINDOW floats at most), counted unless backward's idle
     # buffers host it
-    assert info.device_const("stepwise", "HALF_WINDOW") == 256
+    assert info.device_const("halfwin", "HALF_WINDOW") == 256
     rest, win = info.half_window_bytes(m, [m.layers[j] for j in info.weighted_layers(m)])
     assert win == 4 * max(4 * 64, 8 * 32)
     for batch in (1, 4):

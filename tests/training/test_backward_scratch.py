@@ -153,3 +153,59 @@ def test_scratch_in_a_recomputed_activation(redonet: Setup, tmp_path: Path) -> N
         kw: dict[str, Any] = dict(order=range(8), labels=labels_of(s), train="all", mode="mixed", opt=opt,
                                   batch=batch)
         same_as_reference(s, tmp_path, tag, {"recompute": True}, **kw)
+
+
+
+class ThroughNet(nn.Module):
+    """The transfer CNN's shape, small: conv+ReLU (8x8x8, 512 B) -> 2x2 max pool -> conv+ReLU
+    (4x4x16) -> 2x2 max pool -> linear+ReLU -> linear. With recompute the first conv's output
+    is made again before its pool's backward, so it need not be kept: the plan is placed
+    through backward (plan.redo_plan), the later activations and each layer's scratch in its
+    bytes where their lifetimes allow, in a smaller arena than with it kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.fc1 = nn.Linear(16 * 2 * 2, 16)
+        self.fc2 = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
+        return self.fc2(torch.relu(self.fc1(torch.flatten(x, 1))))
+
+
+@pytest.fixture(scope="module")
+def throughnet(tmp_path_factory: pytest.TempPathFactory) -> Setup:
+    return ms.build("through", ThroughNet, tmp_path_factory.mktemp("through"))[0]
+
+
+THROUGH = """
+import microtrain as mt
+m = mt.load(%r)
+t = mt.Trainer(m, train="all", mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9), batch=2, recompute=True)
+print("REDO", m.backward_plan.redo)
+print("ARENA", m.ram(0))
+t = mt.Trainer(m, train="all", mode="mixed", optimizer=mt.SGD(lr=0.01, momentum=0.9), batch=2)
+print("AGAIN", m.backward_plan.redo, m.ram(0))  # a trainer without recompute: the plan kept whole again
+"""
+
+
+def test_plan_placed_through_backward(throughnet: Setup, tmp_path: Path) -> None:
+    s = throughnet
+    kept = info.train_ram(s.m, 4, momentum=True, mode="mixed", batch=2)
+    through = info.train_ram(s.m, 4, momentum=True, mode="mixed", batch=2, recompute=True)
+    assert through["scratch"] == 0 and through["forward"] < kept["forward"], (kept, through)
+    p = run_micropython(THROUGH % str(s.path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "REDO (1, 0)" in p.stdout, p.stdout
+    assert int(p.stdout.split("ARENA ")[1].split()[0]) == through["forward"], (p.stdout, through)
+    assert f"AGAIN None {kept['forward']}" in p.stdout, (p.stdout, kept)
+    # the same bits as the reference: gradient sums, and the batch folded into a float32 and a
+    # bfloat16 momentum
+    bf16 = {**SGDM, "state": "bf16"}
+    for tag, opt, sums in (("sums", SGDM, None), ("fold", SGDM, False), ("fold16", bf16, False)):
+        kw: dict[str, Any] = dict(order=range(8), labels=labels_of(s), train="all", mode="mixed", opt=opt,
+                                  batch=2, sums=sums)
+        same_as_reference(s, tmp_path, tag, {"recompute": True}, **kw)

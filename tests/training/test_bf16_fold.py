@@ -1,5 +1,5 @@
 """A bfloat16 SGD momentum taking the gradients itself (Trainer sums=False with
-SGD(state='bf16'); backward.IntoMomentum with stepwise.HalfWindow), in the real micropython
+SGD(state='bf16'); backward.IntoMomentum with halfwin.HalfWindow), in the real micropython
 binary with the natmod:
 
 - each sample's gradient goes through a float32 window of a few output channels into v,

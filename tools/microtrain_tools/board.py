@@ -81,15 +81,17 @@ def _heapsize(s: str) -> str:
 RUN_DIR = ROOT / "build" / "run"
 
 
-def board_package(arch: str = "x64") -> Path:
+def board_package(arch: str = "x64", natmod_folder: str | None = None) -> Path:
     """The package as a board installs it (``make dist``'s ``<arch>_6.3`` folder: the natmod
     and ``microtrain/*.mpy``) for the current sources and natmod: built once per content,
     under ``build/run/<digest>/``, so concurrent runs never see it half written. Importing
     .mpy files allocates only their code; compiling the .py sources inside a board-sized heap
-    leaves it in pieces (the largest free block a fraction of the free bytes)."""
+    leaves it in pieces (the largest free block a fraction of the free bytes).
+    ``natmod_folder``: the natmod of build/natmod/<that folder> (some op families only) in
+    place of build/natmod/<arch>'s."""
     from microtrain_tools import dist
 
-    natmod = NATMOD_DIR / arch / dist.NATMOD_NAME
+    natmod = NATMOD_DIR / (natmod_folder or arch) / dist.NATMOD_NAME
     h = hashlib.sha256(natmod.read_bytes())
     for rel in dist.python_sources(PYTHON_LIB):
         h.update(rel.as_posix().encode() + b"\0" + (PYTHON_LIB / rel).read_bytes())
@@ -103,6 +105,7 @@ def board_package(arch: str = "x64") -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=RUN_DIR))
     try:
         built = dist.host_package(tmp)
+        shutil.copyfile(natmod, built / dist.NATMOD_NAME)
         # the pure-Python kernels' path: the same .mpy package without the native module
         (tmp / "pure").mkdir()
         (tmp / "pure" / dist.PACKAGE).symlink_to(Path("..") / built.name / dist.PACKAGE)
@@ -117,7 +120,7 @@ def board_package(arch: str = "x64") -> Path:
 
 def run_command(script: str, args: list[str], heapsize: str | None = None, arch: str = "x64",
                 native: bool = True, build: bool = True, check_pure: bool = True,
-                source: bool = False) -> tuple[list[str], dict[str, str]]:
+                source: bool = False, ops: str | None = None) -> tuple[list[str], dict[str, str]]:
     """(argv, environment) to run ``script`` in the host micropython.
 
     MICROPYPATH = the package as a board installs it (:func:`board_package`: the natmod and
@@ -125,7 +128,8 @@ def run_command(script: str, args: list[str], heapsize: str | None = None, arch:
     package's pure-Python kernels), then MicroPython's defaults. ``source``: the natmod
     folder ``build/natmod/<arch>`` and the .py sources of ``python_lib`` instead (compiled
     inside the heap: a small heap ends up in pieces, unlike a board's). A missing natmod is
-    built with ``make natmod`` when ``build``.
+    built with ``make natmod`` when ``build``. ``ops``: a natmod of only these op families
+    (families, profiles or .mtm files, comma-separated: :func:`natmod.resolve`), built first.
 
     ``native`` False also sets MICROTRAIN_PURE=1, which makes ``microtrain.kern``
     take the pure-Python kernels even when the binary has ``_microtrain`` built in
@@ -139,6 +143,13 @@ def run_command(script: str, args: list[str], heapsize: str | None = None, arch:
         raise FileNotFoundError(f"{script}: no such script")
     exe = micropython_binary()
     natmod = NATMOD_DIR / arch
+    folder = None
+    if ops is not None and native:
+        from microtrain_tools import natmod as nm
+
+        want = nm.resolve(ops)
+        folder = nm.folder(arch, want)
+        natmod = nm.build(arch, want).parent
     if native or not source:  # (the .mpy package is built from the natmod folder too)
         if not (natmod / "_microtrain.mpy").is_file():
             if not build or not (ROOT / "Makefile").is_file():
@@ -152,7 +163,7 @@ def run_command(script: str, args: list[str], heapsize: str | None = None, arch:
     if source:
         path = [str(natmod), str(PYTHON_LIB)] if native else [str(PYTHON_LIB)]
     else:
-        pkg = board_package(arch)
+        pkg = board_package(arch, folder)
         path = [str(pkg if native else pkg.parent / "pure")]
     env = dict(os.environ)
     env["MICROPYPATH"] = ":".join([*path, ".frozen", "~/.micropython/lib", "/usr/lib/micropython"])
@@ -220,7 +231,7 @@ def _check_dist(d: Path) -> None:
 
 def deploy_commands(port: str, arch: str, model: str | None = None, script: str | None = None,
                     dist: str | None = None, lib: str = "/lib", root: str = "/",
-                    verify: bool = True, builtin: bool = False) -> list[list[str]]:
+                    verify: bool = True, builtin: bool = False, ops: str | None = None) -> list[list[str]]:
     """Command lines that put the package, model and script on a board.
 
     The first command is ``make dist`` when the default dist folder does not exist yet.
@@ -228,7 +239,10 @@ def deploy_commands(port: str, arch: str, model: str | None = None, script: str 
     ``microtrain/`` and ``_microtrain.mpy`` into it, copy the model and the script to
     ``root``, and (``verify``) import the package on the board. ``builtin``: the firmware has
     microtrain built in (user C module, package frozen, e.g. an ESP32-C3 or RP2350 RISC-V
-    build): only the model and the script are copied (``arch`` is not used)."""
+    build): only the model and the script are copied (``arch`` is not used). The natmod holds
+    the op families of ``ops`` (families, profiles or .mtm files, comma-separated), by default
+    those of ``model`` (every op without one): a natmod of fewer ops, built first by ``make
+    natmod ARCH=... OPS=...``, replaces the dist folder's, so the board's heap keeps the rest."""
     if not port:
         raise ValueError("--port is required (e.g. /dev/ttyACM0; `mpremote devs` lists them)")
     if not builtin and arch not in BOARD_ARCHS:
@@ -256,6 +270,16 @@ def deploy_commands(port: str, arch: str, model: str | None = None, script: str 
         _check_dist(d)
     else:
         cmds.append(["make", "-C", str(ROOT), "dist", f"ARCH={arch}"])
+    natmod_file = d / "_microtrain.mpy"
+    if not builtin and (ops is not None or model is not None):
+        from microtrain_tools import natmod as nm
+        from microtrain_tools.kernelspec import OPS, ops_tag
+
+        want = nm.resolve(ops if ops is not None else str(model))
+        if set(want) != set(OPS):
+            cmds.append(["make", "-C", str(ROOT), "--no-print-directory", "natmod", f"ARCH={arch}",
+                         f"OPS={ops_tag(want)}"])
+            natmod_file = NATMOD_DIR / nm.folder(arch, want) / nm.NAME
     mp = [tool("mpremote"), "connect", port]
     lib = lib.rstrip("/") or "/"
     root = root.rstrip("/") or "/"
@@ -265,7 +289,7 @@ def deploy_commands(port: str, arch: str, model: str | None = None, script: str 
     if not builtin:
         cmds.append([*mp, "exec", f"import os;{q(base)} in os.listdir({q(parent)}) or os.mkdir({q(lib)})"])
         cmds.append([*mp, "fs", "cp", "-r", str(d / "microtrain"), f":{lib}/"])
-        cmds.append([*mp, "fs", "cp", str(d / "_microtrain.mpy"), f":{lib}/_microtrain.mpy"])
+        cmds.append([*mp, "fs", "cp", str(natmod_file), f":{lib}/_microtrain.mpy"])
     for p in (model, script):
         if p is not None:
             dest = f"{root}/{Path(p).name}" if root != "/" else f"/{Path(p).name}"

@@ -75,7 +75,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from microtrain_tools import board
 
     cmd, env = board.run_command(args.script, list(args.args), args.heapsize, args.arch, native=not args.pure,
-                                 source=args.source)
+                                 source=args.source, ops=args.ops)
     if args.source and args.heapsize:
         print("microtrain run: --source compiles the package from .py inside the heap, which leaves "
               "it in pieces: a board with the .mpy package (or frozen) has larger free blocks than "
@@ -88,7 +88,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     from microtrain_tools import board
 
     cmds = board.deploy_commands(args.port, args.arch, args.model, args.script, args.dist, args.lib,
-                                 args.root, verify=not args.no_verify, builtin=args.builtin)
+                                 args.root, verify=not args.no_verify, builtin=args.builtin, ops=args.ops)
     return board.run_commands(cmds, args.dry_run, "deploy")
 
 
@@ -188,6 +188,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                    help="the package's .py sources (python_lib) and build/natmod/<arch> instead: "
                         "compiled inside the heap, which leaves a small heap in pieces (not as on a "
                         "board; says so with --heapsize)")
+    r.add_argument("--ops", default=None, metavar="OPS",
+                   help="a native module of only these op families, as a small board gets: families, "
+                        "profiles (core, all) or .mtm files (their layers' ops), comma-separated")
     r.add_argument("script", metavar="SCRIPT.py", help="the MicroPython script")
     r.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
 
@@ -214,6 +217,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     d.add_argument("--builtin", action="store_true",
                    help="the firmware has microtrain built in (user C module, package frozen): copy "
                         "only the model and script (--arch is not used)")
+    d.add_argument("--ops", default=None, metavar="OPS",
+                   help="the op families the native module holds: families, profiles (core, all) or "
+                        ".mtm files, comma-separated (default: the --model's ops; all without one)")
     d.add_argument("--no-verify", action="store_true",
                    help="do not import the package on the board afterwards")
     d.add_argument("--dry-run", action="store_true", help="print the commands, do not run them")

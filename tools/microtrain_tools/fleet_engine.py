@@ -208,8 +208,9 @@ class Engine:
     def start_superlink(self) -> None:
         self.port = free_port()
         argv = [self._tool("flower-superlink"), *self._tls_args(True), "--host", "127.0.0.1", "--port",
-                str(self.port), "--disable-runtime-dependency-installation",
-                "--database", str(self.work / "state.db")]
+                str(self.port), "--disable-runtime-dependency-installation"]
+        # No --database: Flower's in-memory state. Its SQLite state answered "database is locked"
+        # on a loaded machine, and a reply lost that way left the run unfinished.
         if self.auth:
             argv.append("--enable-supernode-auth")
         self._start("superlink", argv)
@@ -298,11 +299,35 @@ class Engine:
         last = max(runs, key=lambda x: str(x.get("created-at", "")))
         return str(last.get("status", "unknown"))
 
+    def strays(self) -> list[int]:
+        """Live processes that carry this engine's FLWR_HOME but left its process tree (an app
+        process whose parent died first is adopted by init)."""
+        mark = f"FLWR_HOME={self.home}".encode()
+        out = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit() and int(d.name) != os.getpid():
+                try:
+                    env = (d / "environ").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if mark in env and alive(int(d.name)):
+                    out.append(int(d.name))
+        return out
+
     def stop(self) -> list[int]:
-        """Stop every process by PID (SuperNodes first); the PIDs still alive after (none)."""
+        """Stop every process by PID (SuperNodes first, then anything of this engine's left over);
+        the PIDs still alive after (none)."""
         for name in [n for n in self.procs if n != "superlink"] + ["superlink"]:
             if name in self.procs:
                 self.stop_process(name)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in self.strays():
+                self.started.append(pid)
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.5)
         return [p for p in self.started if alive(p)]
 
     def __enter__(self) -> Engine:

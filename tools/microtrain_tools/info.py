@@ -20,7 +20,7 @@ from typing import Any
 
 from microtrain_tools import mtm
 from microtrain_tools.mtm import Act, Kind, Model, Op
-from microtrain_tools.paths import PYTHON_LIB
+from microtrain_tools.paths import NATMOD, PYTHON_LIB
 from microtrain_tools.reference import oracle
 
 __all__ = ["MODES", "build_parser", "forward_plan_bytes", "inference_ram", "layer_rows", "main", "train_ram"]
@@ -80,7 +80,7 @@ def inference_plan_bytes(m: Model) -> int:
     n_in = m.tensors[m.input].numel
     bufs: dict[int, Any] = {m.input: bytearray(n_in)}
     owner: dict[int, Any] = {}
-    device_module("place").place(_Graph(m), bufs, owner, last_use)
+    device_module("place").place(_Graph(m), bufs, owner, last_use, (), None, None)
     made: dict[int, int] = {id(b): len(b) for b in owner.values()}  # (one arena holds most tensors)
     return sum(made.values())
 
@@ -139,10 +139,14 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     now = nosums and not momentum
     plan, g = device_plan(), _Graph(m)
     inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
-    sizes, idle = plan.buffers(g, first, device_module("place").place)
+    place = device_module("place").place
+    # recompute: the plan placed through backward, each layer's scratch inside it, where smaller
+    bwd = plan.redo_plan(g, first, region, inplace, place) if recompute else None
+    sizes, idle = plan.buffers(g, first, place, bwd)
     forward = sum(sizes)
     need, acc_n, host = plan.scratch_plan(g, first, region, inplace)
-    scratch = 4 * acc_n if need and host is None else 0  # (host: an idle error buffer holds it)
+    # (host: an idle error buffer holds it)
+    scratch = 4 * acc_n if need and host is None and bwd is None else 0
     lent = acc_n > 0 and not scratch  # in an idle error buffer: retyped bytes (the update's row too)
     # errors and scratch in the forward buffers idle during backward where they fit: RAM only
     # for the rest (the scratch, else, in an activation made again: plan.recompute_host)
@@ -240,11 +244,11 @@ def device_const(module: str, name: str) -> int:
 
 
 def half_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
-    """stepwise.HalfWindow's buffers: (its window's biases, the zero / ones masks, the float32
+    """halfwin.HalfWindow's buffers: (its window's biases, the zero / ones masks, the float32
     zeros and the per-layer window masks; the float32 window of at most HALF_WINDOW weights, one
     output channel at least, placed with backward's buffers)."""
     n = w_max = c_max = masks = 0
-    half = device_const("stepwise", "HALF_WINDOW")
+    half = device_const("halfwin", "HALF_WINDOW")
     for ly in trained:
         assert ly.weight is not None and ly.bias is not None
         nc = m.tensors[ly.bias].numel
@@ -271,6 +275,11 @@ TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "mast
 # per trained layer the optimiser's objects (scale tuples, update rows). Fitted to the four
 # cases of mem-mcu.
 PACKAGE_BYTES = {"builtin": 9_176, "natmod": 149_288}
+# The natmod's part of that: mem-mcu's board read the whole armv7emdp natmod of the fit into its
+# heap, this many bytes; a deployment's own natmod (deploy's: its model's ops only, natmod.py)
+# takes its place, its size read from the build.
+NATMOD_FIT_BYTES = 98_451
+NATMOD_ARCH = "armv7emdp"  # mem-mcu's board
 TRAIN_PACKAGE_BYTES = {"builtin": 2_587, "natmod": 10_115}
 SPARSE_PACKAGE_BYTES = {"builtin": 5_302, "natmod": 6_746}
 TENSOR_OBJ_BYTES = 156
@@ -296,11 +305,23 @@ def layer_consts(m: Model) -> set[int]:
     return out
 
 
+def natmod_bytes(m: Model, arch: str = NATMOD_ARCH) -> tuple[str, int | None]:
+    """(folder, bytes) of the natmod ``microtrain deploy`` gives ``m`` (its layers' ops) under
+    build/natmod/; bytes None when it is not built."""
+    from microtrain_tools import natmod
+
+    ops = natmod.resolve(",".join(sorted({Op(ly.op).name.lower() for ly in m.layers})))
+    f = natmod.folder(arch, ops)
+    p = NATMOD / f / natmod.NAME
+    return f, (p.stat().st_size if p.is_file() else None)
+
+
 def peak_heap(m: Model, file_bytes: int, deploy: str = "builtin", model_in: str = "flash",
-              train: dict[str, Any] | None = None) -> dict[str, int]:
+              train: dict[str, Any] | None = None, natmod: int | None = None) -> dict[str, int]:
     """Peak heap (bytes per item, and "total") of: import, load (the model in flash, i.e. a
     bytes-like object, or read from a file), inference of one sample from a FileDataset, then
-    a Trainer with ``train`` (a :func:`train_ram` result) and its training steps."""
+    a Trainer with ``train`` (a :func:`train_ram` result) and its training steps. ``natmod``:
+    the bytes of the natmod deployment's module (None: the whole one of the fit)."""
     if deploy not in PACKAGE_BYTES:
         raise ValueError(f"deploy must be one of {', '.join(DEPLOYS)}")
     n_l = len(m.layers)
@@ -311,7 +332,8 @@ def peak_heap(m: Model, file_bytes: int, deploy: str = "builtin", model_in: str 
                     + TRAINED_LAYER_BYTES * len(train["layers"])
                     + (SPARSE_PACKAGE_BYTES[deploy] if train["sparse"] else 0))
     r = {
-        "package": PACKAGE_BYTES[deploy],
+        "package": PACKAGE_BYTES[deploy] + (natmod - NATMOD_FIT_BYTES if natmod and deploy == "natmod"
+                                            else 0),
         # the device keeps no Tensor object for the layers' constants (Model.tensor)
         "model_objects": (TENSOR_OBJ_BYTES * (len(m.tensors) - len(layer_consts(m))) + LAYER_OBJ_BYTES * n_l
                           + WEIGHTED_LAYER_BYTES * n_w),
@@ -388,7 +410,9 @@ def report(path: Path, m: Model, train_last: int | None, momentum: bool = False,
         r["train"] = train_ram(m, train_last, momentum, mode, adam, sparse, batch, sums, recompute, bf16)
         if memflora is not None:
             r["memflora"] = saved_activations(m, train_last, memflora)
-    r["peak_heap"] = {f"{d}-{w}": peak_heap(m, len(data), d, w, r.get("train"))
+    folder, nb = natmod_bytes(m)
+    r["natmod"] = {"folder": folder, "bytes": nb}
+    r["peak_heap"] = {f"{d}-{w}": peak_heap(m, len(data), d, w, r.get("train"), nb)
                       for d in DEPLOYS for w in ("flash", "file")}
     return r
 
@@ -444,6 +468,10 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
         d, w = k.split("-")
         what = "kernels and package built in" if d == "builtin" else "natmod and .mpy package"
         out.append(f"  {what + ', model in ' + w:<48} {v['total']:>9} B")
+    nm = r["natmod"]
+    where = f"build/natmod/{nm['folder']}/"
+    out.append(f"  (natmod: {where}, the model's ops, {nm['bytes']} B)" if nm["bytes"]
+               else f"  (natmod: the whole one; {where}, the model's ops only, is not built)")
     return "\n".join(out)
 
 
@@ -475,7 +503,7 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
     p.add_argument("--no-sums", action="store_true",
                    help="Trainer(sums=False): no gradient sums (docs/memory.md says where it applies)")
     p.add_argument("--recompute", action="store_true",
-                   help="Trainer(recompute=True): the int32 scratch in a conv output made again")
+                   help="Trainer(recompute=True): a pooled conv output made again in backward")
     p.add_argument("--mode", choices=MODES, default="int8",
                    help="training mode for the float32 master copies (default int8)")
     p.add_argument("--memflora", type=int, default=None, metavar="RANK",

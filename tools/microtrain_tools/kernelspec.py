@@ -78,11 +78,14 @@ class Section:
     funcs: tuple[Func, ...]
     note: str = ""
     kernels: bool = True  # kernels (bad-input specs, API table of docs/numerics.md)
+    # the op families of its functions (a natmod's OPS=...): a function belongs to the longest
+    # one its name starts with (then "_"); one matching none is in every build
+    ops: tuple[str, ...] = ()
 
 
 # fmt: off
 SECTIONS: tuple[Section, ...] = (
-    Section('conv2d (desc: 17 int32, docs/numerics.md "conv2d")', funcs=(
+    Section('conv2d (desc: 17 int32, docs/numerics.md "conv2d")', ops=("conv2d",), funcs=(
         Func("conv2d_s8_forward", "None",
              call="dil ? mt_conv2d_dil_s8_forward(&pu.d, x, w, bias, mult, shift, y) :"
                   " mt_conv2d_s8_forward(p, x, w, bias, mult, shift, y)",
@@ -156,7 +159,7 @@ len(gb) channels from c0 (row r = channel c0 + r), and unless that window is the
 whole layer every channel outside it must be masked.
 """),
     )),
-    Section("linear (desc: 6 int32: in_n, out_n, in_zp, out_zp, act_min, act_max)", funcs=(
+    Section("linear (desc: 6 int32: in_n, out_n, in_zp, out_zp, act_min, act_max)", ops=("linear",), funcs=(
         Func("linear_s8_forward", "None",
              call="mt_linear_s8_forward(p, x, w, bias, mult, shift, y)",
              args=(
@@ -214,7 +217,7 @@ whole layer every channel outside it must be masked.
             ("gw", "gb"), ("gw", "x"), ("gw", "e"), ("gb", "x"), ("gb", "e"),
         ), doc="FPU builds only; the output window c0 as conv2d_s8_grad_weight_f32's."),
     )),
-    Section("activations (y may be x for the forward; backward is in place on e)", funcs=(
+    Section("activations (y may be x for the forward; backward is in place on e)", ops=("lut",), funcs=(
         Func("relu_s8_forward", "None",
              call="mt_relu_s8_forward(x, y, x_n, zp)",
              args=(
@@ -282,7 +285,7 @@ ein = dyn_requant(e * dtable[x + 128]) from the stored input x (dtable: 256 int3
 |d| < 2^24); ein may be e. Returns the shift.
 """),
     )),
-    Section("pools (desc: 11 int32)", funcs=(
+    Section("pools (desc: 11 int32)", ops=("maxpool", "avgpool", "global_avgpool"), funcs=(
         Func("maxpool_s8_forward", "None",
              call="mt_maxpool_s8_forward(p, x, y)",
              args=(
@@ -378,7 +381,7 @@ itself. Returns the shift.
             ("ein", "e"),
         )),
     )),
-    Section("residual add (desc: 13 int32)", funcs=(
+    Section("residual add (desc: 13 int32)", ops=("add", "conv2d_add"), funcs=(
         Func("add_s8_forward", "None",
              call="mt_add_s8_forward(p, x1, x2, y)",
              args=(
@@ -422,7 +425,8 @@ output made a block of rows at a time in tile (at least one row, out_w * out_c; 
 after the call are undefined): the conv's output never exists whole. Not for dilated convs.
 """),
     )),
-    Section("channel concatenation (desc: 10 int32), upsampling (desc: 9 int32)", funcs=(
+    Section("channel concatenation (desc: 10 int32), upsampling (desc: 9 int32)", ops=("concat", "upsample"),
+            funcs=(
         Func("concat_s8_forward", "None",
              call="mt_concat_s8_forward(p, x1, x2, y)",
              args=(
@@ -731,7 +735,8 @@ wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ra
 Returns the index of the first maximum of w_scale.
 """),
     )),
-    Section("sequence / attention: mul, matmul (desc: 11 int32), softmax (3), LayerNorm (7)", funcs=(
+    Section("sequence / attention: mul, matmul (desc: 11 int32), softmax (3), LayerNorm (7)",
+            ops=("mul", "matmul", "softmax", "layernorm"), funcs=(
         Func("mul_s8_forward", "None",
              call="mt_mul_s8_forward(p, x1, x2, y)",
              args=(
@@ -901,3 +906,59 @@ loaded from a bytes-like object. The pure-Python kernel returns a copy (an array
 
 FUNCS: tuple[Func, ...] = tuple(f for s in SECTIONS for f in s.funcs)
 BY_NAME: dict[str, Func] = {f.name: f for f in FUNCS}
+
+
+# ---------------------------------------------------------------------------------------------
+# Op families: a natmod built with OPS=... holds only their functions (and those of no family:
+# the .mtm accessors, loss, sparse selection, optimiser updates, ReLU, zeroth order); the
+# linker drops every kernel no kept function reaches.
+
+# an op made of others: in a build exactly when all of them are (the fused conv + add)
+COMBINED: dict[str, tuple[str, ...]] = {"conv2d_add": ("conv2d", "add")}
+# every op family a build can name, in spec order
+OPS: tuple[str, ...] = tuple(o for s in SECTIONS for o in s.ops if o not in COMBINED)
+# named op sets; "core": the layers of the classic CNN / MLP models
+PROFILES: dict[str, tuple[str, ...]] = {
+    "core": ("conv2d", "linear", "maxpool", "avgpool", "global_avgpool", "add"),
+    "all": OPS,
+}
+# .mtm layer ops whose kernels are in every build
+BASE_LAYER_OPS = ("relu", "relu6")
+
+
+def op_of(f: Func) -> str:
+    """f's op family ("" = none: in every build)."""
+    for s in SECTIONS:
+        if f in s.funcs:
+            hits = [o for o in s.ops if f.name.startswith(o + "_")]
+            return max(hits, key=len) if hits else ""
+    raise KeyError(f.name)
+
+
+def parse_ops(text: str) -> tuple[str, ...]:
+    """The op families of OPS=text: families and profiles separated by ',' or '+', in spec order;
+    ValueError naming the valid ones."""
+    want: set[str] = set()
+    for w in (w.strip() for w in text.replace("+", ",").split(",")):
+        if w in PROFILES:
+            want.update(PROFILES[w])
+        elif w in OPS:
+            want.add(w)
+        elif w not in BASE_LAYER_OPS:
+            raise ValueError(f"unknown op {w!r}: give ops from {', '.join(OPS)} or a profile "
+                             f"({', '.join(PROFILES)})")
+    return tuple(o for o in OPS if o in want)
+
+
+def ops_tag(ops: tuple[str, ...]) -> str:
+    """The name of a build's op set (its folder build/natmod/<arch>-<tag>): a profile's name
+    where the set is one, else the families joined by '+'."""
+    for name, prof in PROFILES.items():
+        if set(prof) == set(ops):
+            return name
+    return "+".join(ops)
+
+
+def in_build(f: Func, ops: tuple[str, ...]) -> bool:
+    o = op_of(f)
+    return not o or all(p in ops for p in COMBINED.get(o, (o,)))

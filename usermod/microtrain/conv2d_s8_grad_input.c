@@ -432,7 +432,9 @@ typedef struct {
     const int8_t *w[4];  // the tap's weight runs (in_c each)
     int32_t eo[4];       // channel offsets in an error row
     int32_t wr[4];
-    int32_t n;  // in_c
+    int32_t n;         // in_c
+    const uint8_t *z;  // the packed path: per error position of the tap's rectangle, 0
+    int32_t z_row;     // where the four errors are 0; z_row: its positions per row
 } mt_sel4_t;
 
 static MT_NOINLINE void gi_sel_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
@@ -456,12 +458,52 @@ static MT_NOINLINE void gi_sel_rect(const int8_t *e, int32_t *acc, const mt_rect
     }
 }
 
+#if MT_DSP  // (where SMLAD is one instruction)
 // The same sums when every product e * wr fits a halfword (wr <= 256:
 // -32768 <= e * wr <= 32512; R = 8 makes the top ratio 256 for 3x3 convs of
 // 32 channels): the four weight runs of the tap packed into halfword pairs
 // (wp[2 c] = w0, w1; wp[2 c + 1] = w2, w3) of up to MT_SEL_CHUNK input
 // channels, then per position and input channel two dual multiply-adds.
 #define MT_SEL_CHUNK 64
+
+// One error position of the packed path: v01, v23 (the four e * wr) into the n
+// accumulators a, two dual multiply-adds per input channel.
+static MT_INLINE void sel_pos_p(int32_t *a, uint32_t v01, uint32_t v23, const uint32_t *wp, int32_t n) {
+    int32_t c = 0;
+#if MT_DSP && defined(__thumb2__)
+    if (n >= 2) {  // two input channels a turn in one asm loop (the C loop spilled)
+        uint32_t pa = (uint32_t)(uintptr_t)a, pw = (uint32_t)(uintptr_t)wp, t0, t1, t2, t3, t4, t5;
+        const uint32_t pend = pa + 4u * (uint32_t)(n & ~1);
+        __asm__ volatile("1:\n\t"
+                         "ldrd %[t0], %[t1], [%[pa]]\n\t"
+                         "ldrd %[t2], %[t3], [%[pw]], #8\n\t"
+                         "ldrd %[t4], %[t5], [%[pw]], #8\n\t"
+                         "smlad %[t0], %[v01], %[t2], %[t0]\n\t"
+                         "smlad %[t0], %[v23], %[t3], %[t0]\n\t"
+                         "smlad %[t1], %[v01], %[t4], %[t1]\n\t"
+                         "smlad %[t1], %[v23], %[t5], %[t1]\n\t"
+                         "strd %[t0], %[t1], [%[pa]], #8\n\t"
+                         "cmp %[pa], %[pend]\n\t"
+                         "bne 1b\n\t"
+                         : [pa] "+r"(pa), [pw] "+r"(pw), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3),
+                           [t4] "=&r"(t4), [t5] "=&r"(t5)
+                         : [v01] "r"(v01), [v23] "r"(v23), [pend] "r"(pend)
+                         : "cc", "memory");
+        (void)t2, (void)t3, (void)t4, (void)t5;
+        c = n & ~1;
+    }
+#else
+    for (; c + 2 <= n; c += 2) {  // two input channels a turn
+        const int32_t x0 = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
+        const int32_t x1 = mt_smlad(v23, wp[2 * c + 3], mt_smlad(v01, wp[2 * c + 2], a[c + 1]));
+        a[c] = x0;
+        a[c + 1] = x1;
+    }
+#endif
+    if (c < n) {
+        a[c] = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
+    }
+}
 
 static MT_NOINLINE void gi_sel_rect_p(const int8_t *e, int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
     uint32_t wp[2 * MT_SEL_CHUNK];
@@ -476,53 +518,26 @@ static MT_NOINLINE void gi_sel_rect_p(const int8_t *e, int32_t *acc, const mt_re
             wp[2 * c + 1] = mt_pack16(s->w[2][c0 + c], s->w[3][c0 + c]);
         }
         int32_t eo = 0, ao = c0;
-        for (int32_t row = 0; row < noy; ++row, eo += r->e_row, ao += r->x_row) {
-            int32_t ei = eo, ai = ao;
-            for (int32_t i = 0; i < nox; ++i, ei += e_col, ai += a_col) {
-                const int8_t *ep = e + ei;
-                const int32_t v0 = ep[o0] * r0, v1 = ep[o1] * r1, v2 = ep[o2] * r2, v3 = ep[o3] * r3;
-                if ((v0 | v1 | v2 | v3) == 0) {
+        const uint8_t *zr = s->z;
+        for (int32_t row = 0; row < noy; ++row, eo += r->e_row, ao += r->x_row, zr += s->z_row) {
+            // the zero positions cost a byte test (the pointers from the index)
+            for (const uint8_t *zp = zr, *zend = zr + nox; zp < zend;) {
+                if (*zp++ == 0) {
                     continue;
                 }
-                const uint32_t v01 = mt_pack16(v0, v1), v23 = mt_pack16(v2, v3);
-                int32_t *a = acc + ai;
-                int32_t c = 0;
-#if MT_DSP && defined(__thumb2__)
-                if (n >= 2) {  // two input channels a turn in one asm loop (the C loop spilled)
-                    uint32_t pa = (uint32_t)(uintptr_t)a, pw = (uint32_t)(uintptr_t)wp, t0, t1, t2, t3, t4, t5;
-                    const uint32_t pend = pa + 4u * (uint32_t)(n & ~1);
-                    __asm__ volatile("1:\n\t"
-                                     "ldrd %[t0], %[t1], [%[pa]]\n\t"
-                                     "ldrd %[t2], %[t3], [%[pw]], #8\n\t"
-                                     "ldrd %[t4], %[t5], [%[pw]], #8\n\t"
-                                     "smlad %[t0], %[v01], %[t2], %[t0]\n\t"
-                                     "smlad %[t0], %[v23], %[t3], %[t0]\n\t"
-                                     "smlad %[t1], %[v01], %[t4], %[t1]\n\t"
-                                     "smlad %[t1], %[v23], %[t5], %[t1]\n\t"
-                                     "strd %[t0], %[t1], [%[pa]], #8\n\t"
-                                     "cmp %[pa], %[pend]\n\t"
-                                     "bne 1b\n\t"
-                                     : [pa] "+r"(pa), [pw] "+r"(pw), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2),
-                                       [t3] "=&r"(t3), [t4] "=&r"(t4), [t5] "=&r"(t5)
-                                     : [v01] "r"(v01), [v23] "r"(v23), [pend] "r"(pend)
-                                     : "cc", "memory");
-                    (void)t2, (void)t3, (void)t4, (void)t5;
-                    c = n & ~1;
-                }
-#endif
-                for (; c + 2 <= n; c += 2) {  // two input channels a turn
-                    const int32_t x0 = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
-                    const int32_t x1 = mt_smlad(v23, wp[2 * c + 3], mt_smlad(v01, wp[2 * c + 2], a[c + 1]));
-                    a[c] = x0;
-                    a[c + 1] = x1;
-                }
-                if (c < n) {
-                    a[c] = mt_smlad(v23, wp[2 * c + 1], mt_smlad(v01, wp[2 * c], a[c]));
-                }
+                const int32_t i = (int32_t)(zp - zr) - 1;
+                const int8_t *ep = e + eo + i * e_col;
+                const int32_t v0 = ep[o0] * r0, v1 = ep[o1] * r1, v2 = ep[o2] * r2, v3 = ep[o3] * r3;
+                sel_pos_p(acc + ao + i * a_col, mt_pack16(v0, v1), mt_pack16(v2, v3), wp, n);
             }
         }
     }
 }
+
+// Positions of the zero map (a byte each, on the stack): output rows in bands of at most
+// this many positions.
+#define MT_SEL_ZMAP 512
+#endif
 
 static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
                         const int32_t *wr, const uint8_t *mask, int32_t *acc) {
@@ -545,21 +560,53 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
             s.wr[h] = h < n ? wr[ch[h]] : 0;
             half &= s.wr[h] <= 256;
         }
-        for (int32_t ky = 0; ky < p->k_h; ++ky) {
-            for (int32_t kx = 0; kx < p->k_w; ++kx) {
-                mt_rect_t r;
-                int32_t eb, ab;
-                tap_rect(p, g, ky, kx, &r, &eb, &ab);
-                if (r.noy == 0) {
-                    continue;
-                }
-                const int32_t wt = ky * g->w_row + kx * g->cpg;
-                for (int32_t h = 0; h < 4; ++h) {
-                    s.w[h] = w + s.eo[h] * g->w_oc + wt;
-                }
-                if (half) {
-                    gi_sel_rect_p(e + eb, acc + ab, &r, &s);
-                } else {
+#if MT_DSP
+        // the packed path band by band of output rows: each band's zero map (which positions
+        // have an error in the quad: after a pool's routing most have none) once, not tested
+        // per tap, then every tap over its rectangle's rows in the band (exact in any order)
+        uint8_t z[MT_SEL_ZMAP];
+        half &= p->out_w <= MT_SEL_ZMAP;
+        const int32_t band = half ? MT_SEL_ZMAP / p->out_w : p->out_h;
+        s.z_row = p->out_w;
+        for (int32_t b0 = 0, b1; b0 < p->out_h; b0 = b1) {
+            b1 = p->out_h - b0 < band ? p->out_h : b0 + band;
+            const int8_t *ep = e + b0 * p->out_w * p->out_c;
+            for (int32_t q = 0; half && q < (b1 - b0) * p->out_w; ++q, ep += p->out_c) {
+                z[q] = (uint8_t)((ep[s.eo[0]] | ep[s.eo[1]] | ep[s.eo[2]] | ep[s.eo[3]]) != 0);
+            }
+#else
+        (void)half;
+        {
+#endif
+            for (int32_t ky = 0; ky < p->k_h; ++ky) {
+                for (int32_t kx = 0; kx < p->k_w; ++kx) {
+                    mt_rect_t r;
+                    int32_t eb, ab;
+                    tap_rect(p, g, ky, kx, &r, &eb, &ab);
+                    if (r.noy == 0) {
+                        continue;
+                    }
+#if MT_DSP
+                    const int32_t oy0 = eb / r.e_row, lo = oy0 > b0 ? oy0 : b0;
+                    const int32_t hi = oy0 + r.noy < b1 ? oy0 + r.noy : b1;
+                    if (lo >= hi) {
+                        continue;
+                    }
+                    r.noy = hi - lo;
+                    eb += (lo - oy0) * r.e_row;
+                    ab += (lo - oy0) * r.x_row;
+#endif
+                    const int32_t wt = ky * g->w_row + kx * g->cpg;
+                    for (int32_t h = 0; h < 4; ++h) {
+                        s.w[h] = w + s.eo[h] * g->w_oc + wt;
+                    }
+#if MT_DSP
+                    if (half) {
+                        s.z = z + eb / p->out_c - b0 * p->out_w;
+                        gi_sel_rect_p(e + eb, acc + ab, &r, &s);
+                        continue;
+                    }
+#endif
                     gi_sel_rect(e + eb, acc + ab, &r, &s);
                 }
             }

@@ -21,7 +21,13 @@
 
 #include "mt_kernels.h"
 #include "mtm_loader.h"
+// A natmod of some op families only (make natmod OPS=...) has its own table, written from
+// the kernel spec into its build folder; everything else has them all.
+#ifdef MT_FUNCS_OPS_H
+#include MT_FUNCS_OPS_H
+#else
 #include "mt_funcs.h"
+#endif
 
 #ifdef MICROPY_ENABLE_DYNRUNTIME
 
@@ -63,6 +69,10 @@ static bool mt_float_abi_ok(void) {
 }
 #endif
 
+#ifdef MT_OPS
+static const mp_obj_fun_builtin_fixed_t mt_getattr_obj;
+#endif
+
 mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *args) {
     (void)n_args;
     (void)n_kw;
@@ -75,8 +85,74 @@ mp_obj_t mpy_init(mp_obj_fun_bc_t *self, size_t n_args, size_t n_kw, mp_obj_t *a
         MT_FLOAT_FUNCS(MT_STORE)
     }
     mp_store_global(MP_QSTR_HAS_FLOAT, mp_obj_new_bool(has_float));
+#ifdef MT_OPS
+    mp_store_global(MP_QSTR___getattr__, MP_OBJ_FROM_PTR(&mt_getattr_obj));
+#endif
     MP_DYNRUNTIME_INIT_EXIT
 }
+
+#ifdef MT_OPS
+// The module's __getattr__ (a name it does not hold): a function of a left-out op raises
+// AttributeError naming the op and the build that has it, so the package fails on its first
+// call with the fix in the message (a missing kernel is no crash, nor a silent slow path).
+static size_t mt_op_of(const char *name, size_t n, const char **op, size_t *op_n) {
+    const char *e = MT_OPS_LEFT_OUT;  // "op;" or "op parts;" each, longest op first
+    while (*e) {
+        size_t k = 0;
+        while (e[k] != ';' && e[k] != ' ') {
+            k++;
+        }
+        size_t m = 0;
+        while (m < k && m < n && name[m] == e[m]) {
+            m++;
+        }
+        const char *end = e + k;
+        while (*end != ';') {
+            end++;
+        }
+        if (m == k && k < n && name[k] == '_') {
+            *op = e[k] == ' ' ? e + k + 1 : e;
+            *op_n = (size_t)(end - *op);
+            return 1;
+        }
+        e = end + 1;
+    }
+    return 0;
+}
+
+static mp_obj_t mt_getattr(mp_obj_t attr) {
+    size_t n;
+    const char *name = mp_obj_str_get_data(attr, &n);
+    char buf[256];
+    char opbuf[48];
+    const char *op;
+    size_t op_n;
+    size_t pos = mt_msg_put_str(buf, sizeof buf, 0, "_microtrain has no ");
+    size_t i = 0;
+    while (i < n && pos + 1 < sizeof buf) {
+        buf[pos++] = name[i++];
+    }
+    if (mt_op_of(name, n, &op, &op_n) && op_n < sizeof opbuf) {
+        for (i = 0; i < op_n; i++) {
+            opbuf[i] = op[i];
+        }
+        opbuf[op_n] = 0;
+        pos = mt_msg_put_str(buf, sizeof buf, pos, ": op ");
+        pos = mt_msg_put_str(buf, sizeof buf, pos, opbuf);
+        pos = mt_msg_put_str(buf, sizeof buf, pos,
+                             " is not in this natmod (OPS=" MT_OPS "); build one with it (make natmod ARCH=" MT_OPS_ARCH
+                             " OPS=" MT_OPS ",");
+        pos = mt_msg_put_str(buf, sizeof buf, pos, opbuf);
+        pos = mt_msg_put_str(buf, sizeof buf, pos,
+                             ", or OPS=all) or let `microtrain deploy --model` pick the model's ops");
+    } else {
+        pos = mt_msg_put_str(buf, sizeof buf, pos, " (this natmod: OPS=" MT_OPS ")");
+    }
+    const mp_obj_type_t *t = (const mp_obj_type_t *)MP_OBJ_TO_PTR(mp_load_global(MP_QSTR_AttributeError));
+    nlr_raise(mp_obj_new_exception_arg1(t, mp_obj_new_str(buf, pos)));
+}
+static MP_DEFINE_CONST_FUN_OBJ_1(mt_getattr_obj, mt_getattr);
+#endif
 
 #endif
 

@@ -184,9 +184,48 @@ static void pool_zero_taps(int8_t *ein, int32_t first, int32_t rows, int32_t col
         }                                                                                      \
     } while (0)
 
-// 0xFF in the bytes of v (signed) inside (lo, hi), else 0.
-static inline uint32_t mt_act_keep4(uint32_t v, const mt_pool_act_t *a) {
-    return mt_ge8(v, a->l4) & mt_ge8(a->h4, v) & a->ok;
+// One tap of a window with the activation mask: where v is the maximum top (v >= top), the
+// bytes of ek still unclaimed go to this tap (*out) and leave ek (SSUB8, then SEL twice).
+static inline uint32_t mt_claim8(uint32_t v, uint32_t top, uint32_t *ek) {
+    uint32_t t, out, k = *ek;
+    __asm__("ssub8 %[t], %[v], %[top]\n\tsel %[o], %[k], %[z]\n\tsel %[k], %[z], %[k]"
+            : [t] "=&r"(t), [o] "=&r"(out), [k] "+r"(k)
+            : [v] "r"(v), [top] "r"(top), [z] "r"(0u)
+            : "cc");
+    (void)t;
+    *ek = k;
+    return out;
+}
+
+// The first c4 channels (a multiple of 4) of one full 2x2 window with the activation mask:
+// the act path of maxpool_grad_disjoint below, in a function of its own so that the mask's
+// words stay in registers (in the caller GCC reloaded them from act after every store to ein).
+// x, y: the window's first tap in x and ein, rs: the row stride; l4, h4: the mask's bounds
+// (an empty range where act->ok is 0). Returns the zero-byte flags of e ^ 0x80808080 (some
+// byte of e is -128 where bit 7 of a byte is set).
+static MT_NOINLINE uint32_t win2x2_act(const int8_t *x, int8_t *y, const int8_t *ep, int32_t c4, int32_t c, int32_t rs,
+                                       uint32_t l4, uint32_t h4) {
+    uint32_t neg = 0;
+    for (int32_t ch = 0; ch < c4; ch += 4, x += 4, y += 4) {
+        const uint32_t ew = mt_load_u32(ep + ch);
+        if (ew == 0) {
+            mt_store_u32(y, 0);
+            mt_store_u32(y + c, 0);
+            mt_store_u32(y + rs, 0);
+            mt_store_u32(y + rs + c, 0);
+            continue;
+        }
+        const uint32_t m = ew ^ 0x80808080u;
+        neg |= (m - 0x01010101u) & ~m;
+        const uint32_t top =
+            mt_max8(mt_max8(mt_load_u32(x), mt_load_u32(x + c)), mt_max8(mt_load_u32(x + rs), mt_load_u32(x + rs + c)));
+        uint32_t ek = ew & mt_ge8(top, l4) & mt_ge8(h4, top);
+        mt_store_u32(y, mt_claim8(mt_load_u32(x), top, &ek));
+        mt_store_u32(y + c, mt_claim8(mt_load_u32(x + c), top, &ek));
+        mt_store_u32(y + rs, mt_claim8(mt_load_u32(x + rs), top, &ek));
+        mt_store_u32(y + rs + c, ek);
+    }
+    return neg & 0x80808080u;
 }
 
 #endif
@@ -231,40 +270,26 @@ static int32_t maxpool_grad_disjoint(const mt_pool_params_t *p, const int8_t *x,
                 int8_t *ea = ein + first, *eb = ea + row_stride;
                 int32_t ch = 0;
 #if MT_DSP
+                if (act != NULL) {
+                    ch = c & ~3;
+                    if (win2x2_act(xa, ea, ep, ch, c, row_stride, act->ok ? act->l4 : 0x7F7F7F7Fu,
+                                   act->ok ? act->h4 : 0x80808080u) != 0) {
+                        emin = INT8_MIN;
+                    }
+                }
                 // four channels a step: the taps' first maximum and its tap (0..3) per byte
                 // with SSUB8 + SEL, then each non-zero error routed to its tap (unrolled; a
-                // -128 among the four found once per word); with act, the four tap words
-                // written whole: the masked errors in the bytes each tap won (the maximum,
-                // then per tap in order the bytes equal to it that no earlier tap took)
+                // -128 among the four found once per word); with act (win2x2_act), the four
+                // tap words written whole: the masked errors in the bytes each tap won (the
+                // maximum, then per tap in order the bytes equal to it that no earlier tap took)
                 for (; ch + 4 <= c; ch += 4) {
                     const uint32_t ew = mt_load_u32(ep + ch);
                     if (ew == 0) {
-                        if (act != NULL) {
-                            mt_store_u32(ea + ch, 0);
-                            mt_store_u32(ea + ch + c, 0);
-                            mt_store_u32(eb + ch, 0);
-                            mt_store_u32(eb + ch + c, 0);
-                        }
                         continue;
                     }
                     const uint32_t m = ew ^ 0x80808080u;  // a zero byte where e is -128
                     if (((m - 0x01010101u) & ~m & 0x80808080u) != 0) {
                         emin = INT8_MIN;
-                    }
-                    if (act != NULL) {  // each tap keeps the bytes it is the first maximum of
-                        const uint32_t v0 = mt_load_u32(xa + ch), v1 = mt_load_u32(xa + ch + c);
-                        const uint32_t v2 = mt_load_u32(xb + ch), v3 = mt_load_u32(xb + ch + c);
-                        const uint32_t top = mt_max8(mt_max8(v0, v1), mt_max8(v2, v3));
-                        uint32_t ek = ew & mt_act_keep4(top, act), at = mt_ge8(v0, top);
-                        mt_store_u32(ea + ch, ek & at);
-                        ek &= ~at;
-                        at = mt_ge8(v1, top);
-                        mt_store_u32(ea + ch + c, ek & at);
-                        ek &= ~at;
-                        at = mt_ge8(v2, top);
-                        mt_store_u32(eb + ch, ek & at);
-                        mt_store_u32(eb + ch + c, ek & ~at);
-                        continue;
                     }
                     uint32_t best = mt_load_u32(xa + ch), tap = 0;
                     mt_max8_first(&best, &tap, mt_load_u32(xa + ch + c), 0x01010101u);
