@@ -134,9 +134,10 @@ fleet-eval: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy build/natmod/armv7em
 parity: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.accuracy.parity
 
-## coverage: bring-your-own-model suite: the four MLPerf Tiny models and one small model
-## per docs/ops.md idiom, trained briefly, converted, bit-exact in micropython vs the oracle, top-1
-## agreement with PyTorch, fine-tuned on the device (unix port, large heap). Prints wall and CPU time.
+## coverage: bring-your-own-model suite: the four MLPerf Tiny models, MobileNetV2-w0.35 (sparse
+## fine-tune beside PyTorch float32) and one small model per docs/ops.md idiom, trained briefly,
+## converted, bit-exact in micropython vs the oracle, top-1 agreement with PyTorch, fine-tuned on
+## the device (unix port, large heap). Prints wall and CPU time.
 ## Quicker: .venv/bin/python -m evals.accuracy.coverage --mode quick
 coverage: $(SETUP_STAMP) build/natmod/x64/_microtrain.mpy
 	@$(PY) -m evals.accuracy.coverage

@@ -3,7 +3,8 @@
 A suite of PyTorch models, each trained briefly here (fixed seeds, one thread), converted,
 run in the real ``micropython`` (x64 natmod) and fine-tuned there:
 
-- the four MLPerf Tiny reference models (:mod:`evals.lib.mlperf_tiny`);
+- the four MLPerf Tiny reference models and MobileNetV2-w0.35 at 128x128, the Tiny Training
+  Engine's model (:mod:`evals.lib.mlperf_tiny`);
 - one small model per supported idiom of docs/ops.md (:func:`idiom_models`, on scikit-learn's
   8x8 digits, or on smartwatch windows for the 1-D ones);
 - the models of ``evals.accuracy.coverage_ops`` (the ops the idiom models above do not cover).
@@ -13,7 +14,11 @@ Per model: top-1 agreement of the device's int8 outputs with PyTorch on held-out
 and fine-tuning on the device (``Trainer.fit``, last two weighted layers) lowers the loss on the
 fine-tuning samples. The autoencoder is also fine-tuned in PyTorch on the same protocol (BN
 folded as on the device, same layers, SGD, batch, epochs): its held-out reconstruction MSE on
-the device must be within 5 % of PyTorch's. ``ops`` counts the docs/ops.md rows the suite uses.
+the device must be within 5 % of PyTorch's. MobileNetV2 is fine-tuned sparsely instead, as
+`make mem-mcu`'s mbv2_035_sparse trains it (:data:`SPARSE_PROTOCOL`), on the device and in PyTorch
+float32 (BN folded, the same layers, policy, SGD, batch, epochs): its accuracy on the fine-tuning
+samples on the device must be within ``SPARSE_TOL`` of PyTorch's. ``ops`` counts the docs/ops.md
+rows the suite uses.
 
 The MLPerf models do not all fit a 256 KB heap (docs/memory.md): every model runs on the unix port
 with a large heap (``HEAP``). Last line::
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import os
 import resource
 import subprocess
@@ -51,8 +57,8 @@ from evals.lib import mlperf_tiny as mlp
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm, paths
 
-__all__ = ["MIN_AGREE", "AE_TOL", "Case", "Result", "idiom_models", "idiom_cases", "run_case", "ops_used",
-           "main"]
+__all__ = ["MIN_AGREE", "AE_TOL", "SPARSE_TOL", "Case", "Result", "idiom_models", "idiom_cases", "run_case",
+           "ops_used", "main"]
 
 RUNNER = Path(__file__).resolve().parents[1] / "mp" / "coverage_runner.py"
 WORKDIR = paths.BUILD / "coverage"
@@ -63,6 +69,9 @@ MIN_AGREE = 0.98
 # the int8 step), on MobileNetV1 the two are about equal. The small models use the converter's
 # default (min/max), as a user would.
 CALIB: dict[str, Any] = {"method": "percentile", "percentile": 99.99}
+# MobileNetV2: ReLU6 bounds its activations, and min/max ranges keep the top-1 agreement that the
+# percentile's clipping of its wide, bounded ranges lost
+CALIB_OF: dict[str, dict[str, Any]] = {"mobilenet_v2": {"method": "minmax"}}
 AE_TOL = 0.05
 F32 = NDArray[np.float32]
 I64 = NDArray[np.int64]
@@ -309,7 +318,7 @@ def ops_cases(only: Sequence[str] = ()) -> list[Case]:
 def mlperf_cases(mode: str = "full", only: Sequence[str] = (),
                  log: Callable[[str], None] | None = None) -> list[Case]:
     return [Case(c.name, "mlperf", c.model, c.x_test, c.y_test, c.x_tune, c.y_tune, c.calib, c.loss, c.info,
-                 c.train_s, CALIB) for c in mlp.cases(mode, log, tuple(only))]
+                 c.train_s, CALIB_OF.get(c.name, CALIB)) for c in mlp.cases(mode, log, tuple(only))]
 
 
 # --------------------------------------------------------------------------
@@ -328,6 +337,7 @@ class Result:
     device: dict[str, Any] = field(default_factory=dict)
     torch_mse: float | None = None  # the autoencoder: PyTorch's held-out MSE after the same fine-tuning
     device_mse: float | None = None
+    torch_acc: tuple[float, float] | None = None  # a sparse fine-tune: PyTorch's accuracy before, after
     seconds: float = 0.0
     info: str = ""
 
@@ -339,7 +349,9 @@ class Result:
     def ok(self) -> bool:
         ae = self.torch_mse is None or self.device_mse is None or \
             self.device_mse <= (1 + AE_TOL) * self.torch_mse
-        return self.agree >= MIN_AGREE and self.bitexact == self.n and self.trained and ae
+        sp = self.torch_acc is None or float(self.device.get("tune_acc_after", 0.0)) >= \
+            self.torch_acc[1] - SPARSE_TOL
+        return self.agree >= MIN_AGREE and self.bitexact == self.n and self.trained and ae and sp
 
 
 # fine-tuning on the device: the last two weighted layers, float32 master copy of the last, with
@@ -350,6 +362,13 @@ class Result:
 # PyTorch float32 on the same protocol).
 PROTOCOL: dict[str, Any] = {"layers": "last:2", "mode": "mixed", "lr": 0.01, "momentum": 0.9, "batch": 8,
                             "epochs": 2, "seed": 1, "adapt_ranges": True}
+# MobileNetV2's sparse fine-tune (make mem-mcu's mbv2_035_sparse): the last block's depthwise conv with
+# DynamicSparse(0.1) (its channels of the largest error per sample, more for harder samples) and the
+# classifier (the output layer: dense), int8, plain SGD, batch 1
+SPARSE_PROTOCOL: dict[str, Any] = {"layers": list(mlp.MBV2_SPARSE_LAYERS), "mode": "int8", "lr": 0.05,
+                                   "momentum": 0.0, "batch": 1, "epochs": 2, "seed": 1, "sparse": 0.1}
+SPARSE_TOL = 0.05
+PROTOCOLS: dict[str, dict[str, Any]] = {"mobilenet_v2": SPARSE_PROTOCOL}
 AE_PROTOCOL: dict[str, Any] = {"layers": "last:2", "mode": "mixed", "lr": 0.01, "momentum": 0.9, "batch": 8,
                                "epochs": 3, "seed": 1}
 
@@ -409,6 +428,72 @@ def torch_ae_finetune(model: nn.Module, x: F32, x_test: F32, p: dict[str, Any]) 
         return float(F.mse_loss(net(torch.from_numpy(x_test)), torch.from_numpy(x_test)))
 
 
+def _fold_conv_bn(net: nn.Module, name: str) -> nn.Conv2d:
+    """Fold the BatchNorm after conv ``name`` (the next module of its Sequential) into it, as the
+    converter does (eval mode); the BN becomes an identity. Returns the folded conv."""
+    mods = dict(net.named_modules())
+    parent, i = name.rsplit(".", 1)
+    seq = mods[parent]
+    assert isinstance(seq, nn.Sequential) and isinstance(seq[int(i) + 1], nn.BatchNorm2d), name
+    conv = torch.nn.utils.fusion.fuse_conv_bn_eval(seq[int(i)], seq[int(i) + 1])
+    seq[int(i)], seq[int(i) + 1] = conv, nn.Identity()
+    return conv
+
+
+def torch_sparse_finetune(model: nn.Module, x: F32, y: I64, p: dict[str, Any]) -> tuple[float, float]:
+    """The device's sparse protocol in PyTorch float32: the named layers (convs with their BN folded)
+    trained by SGD, per sample the non-output layers' gradients kept for the ceil(rate * C) output
+    channels of the largest L1 error, rate = clamp(loss / largest loss so far, lambda_min, 1)
+    (DynamicSparse's default form). Returns the accuracy on the samples before and after."""
+    torch.manual_seed(p["seed"])
+    net = copy.deepcopy(model).eval()
+    mods = dict(net.named_modules())
+    layers = [_fold_conv_bn(net, n) if isinstance(mods[n], nn.Conv2d) else mods[n] for n in p["layers"]]
+    for q in net.parameters():
+        q.requires_grad_(False)
+    params = [q for m in layers for q in m.parameters()]
+    for q in params:
+        q.requires_grad_(True)
+    grads: dict[int, torch.Tensor] = {}
+    def keep_grad(i: int) -> Callable[[nn.Module, Any, torch.Tensor], None]:
+        def hook(_m: nn.Module, _i: Any, o: torch.Tensor) -> None:
+            if o.requires_grad:
+                o.register_hook(lambda g: grads.__setitem__(i, g))
+        return hook
+
+    for i, m in enumerate(layers[:-1]):  # the output layer stays dense
+        m.register_forward_hook(keep_grad(i))
+    opt = torch.optim.SGD(params, lr=p["lr"], momentum=p["momentum"])
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def acc() -> float:
+        with torch.no_grad():
+            return float((torch.cat([net(xt[i:i + 64]) for i in range(0, len(x), 64)]).argmax(1) == yt)
+                         .float().mean())
+
+    before, top = acc(), 0.0
+    gen = torch.Generator().manual_seed(p["seed"])
+    for _ in range(p["epochs"]):
+        for idx in torch.randperm(len(x), generator=gen).split(p["batch"]):
+            loss = F.cross_entropy(net(xt[idx]), yt[idx])
+            top = max(top, loss.item())
+            rate = min(1.0, max(p["sparse"], loss.item() / top if top > 0 else 1.0))
+            opt.zero_grad()
+            loss.backward()
+            for i, g in grads.items():
+                c = g.shape[1]
+                k = math.ceil(rate * c)
+                if k < c:
+                    keep = torch.zeros(c)
+                    keep[g.abs().sum((0, 2, 3)).topk(k).indices] = 1.0
+                    w, b = layers[i].weight.grad, layers[i].bias.grad
+                    assert w is not None and b is not None
+                    w *= keep.view(-1, *([1] * (w.dim() - 1)))
+                    b *= keep
+            opt.step()
+    return before, acc()
+
+
 def run_case(c: Case, work: Path = WORKDIR, heapsize: str = HEAP) -> Result:
     """Convert, check bit-exactness and agreement on the held-out data, fine-tune on the device."""
     t0 = time.perf_counter()
@@ -425,7 +510,7 @@ def run_case(c: Case, work: Path = WORKDIR, heapsize: str = HEAP) -> Result:
     else:  # the autoencoder reconstructs its input
         c.x_test.reshape(len(c.x_test), -1).astype(np.float32).tofile(work / f"{c.name}.test.t")
         c.x_tune.reshape(len(c.x_tune), -1).astype(np.float32).tofile(work / f"{c.name}.tune.t")
-    proto = AE_PROTOCOL if c.loss == "mse" else PROTOCOL
+    proto = AE_PROTOCOL if c.loss == "mse" else PROTOCOLS.get(c.name, PROTOCOL)
     cfg = dict(proto, model=str(model_path), eval_in=str(work / f"{c.name}.test.bin"),
                eval_out=str(work / f"{c.name}.out.bin"), tune_in=str(work / f"{c.name}.tune.bin"),
                tune_t=str(work / f"{c.name}.tune.t"), test_t=str(work / f"{c.name}.test.t"), loss=c.loss)
@@ -438,6 +523,8 @@ def run_case(c: Case, work: Path = WORKDIR, heapsize: str = HEAP) -> Result:
                  dev, info=c.info)
     if c.loss == "xent":
         res.agree = float((out.argmax(1) == _torch_out(c.model, c.x_test).argmax(1)).mean())
+        if proto.get("sparse"):
+            res.torch_acc = torch_sparse_finetune(c.model, c.x_tune, c.y_tune, proto)
     else:  # agreement has no meaning for a regression: report the MSE comparison instead
         res.torch_mse = torch_ae_finetune(c.model, c.x_tune, c.x_test, proto)
         res.device_mse = float(dev["test_after"])
@@ -475,6 +562,8 @@ def _line(r: Result) -> str:
         s += f" held-out mse device={r.device_mse:.4f} torch={r.torch_mse:.4f}"
     elif d.get("tune_acc_after") is not None:
         s += f" tune acc {d['tune_acc_before']:.3f} -> {d['tune_acc_after']:.3f}"
+        if r.torch_acc is not None:
+            s += f" (sparse; PyTorch float32 {r.torch_acc[0]:.3f} -> {r.torch_acc[1]:.3f})"
     return s + f" fwd={d.get('fwd_ms', 0):.1f}ms ({r.seconds:.0f}s){'' if r.ok else '  FAIL'}"
 
 
@@ -504,7 +593,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: list[Result] = []
     names = [n for n, _, _ in idiom_models()]
     only = tuple(a.only)
-    mlperf = () if a.no_mlperf else tuple(n for n in ("ds_cnn_s", "resnet8", "mobilenet_v1", "autoencoder")
+    mlperf = () if a.no_mlperf else tuple(n for n in ("ds_cnn_s", "resnet8", "mobilenet_v1", "autoencoder",
+                                                                      "mobilenet_v2")
                                           if not only or n in only)
     idioms = [n for n in names if not only or n in only]
     bar = tqdm(total=len(mlperf) + len(idioms), desc="coverage", unit="model", dynamic_ncols=True)

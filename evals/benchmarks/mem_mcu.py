@@ -28,7 +28,13 @@ Fashion-MNIST transfer CNN of evals/models):
   folded into the momentum (Trainer sums=False: each gradient / 16, no gradient sums),
   recompute=True (conv1 computes its output again before the first pool's backward, so the
   plan is placed through backward: plan.redo_plan);
-- dscnn_last2_f32, fmnist_all_f32: the two above with the float32 momentum (the default state).
+- mbv2_035_sparse: MobileNetV2-w0.35 128x128 (the Tiny Training Engine's model), the last
+  block's depthwise conv and the classifier, DynamicSparse(0.1), int8, plain SGD, batch 1; its
+  bytes are larger than the flash area below, so QEMU's loader puts them in the board's external
+  memory (the MPS2's PSRAM, as a QSPI flash mapped into the address space of a real board),
+  outside the heap too;
+- dscnn_last2_f32, fmnist_all_f32: dscnn_last2 and fmnist_all with the float32 momentum (the
+  default state).
 
 ``microtrain info``'s prediction per case (tools/microtrain_tools/info.py
 ``peak_heap``: package, model objects, file when read into RAM, one sample,
@@ -36,8 +42,8 @@ inference, training) is printed next to the measurement; info_err is the largest
 peak. A case that fails prints its phase (``FAIL(phase)``), never a number.
 The held-out cases (HELD_OUT: other layer sets, modes and batches of the same models, to
 which info's constants were not fitted) get a line of their own, ``mem-mcu held-out (FW): ...``.
-Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K dscnn_last2_f32=K
-fmnist_all_f32=K info_err=P``.
+Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K mbv2_035_sparse=K
+dscnn_last2_f32=K fmnist_all_f32=K info_err=P``.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evals.lib.mlperf_tiny import MBV2_SPARSE_LAYERS
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "mem"
 MP_DIR = ROOT / "evals" / "mp"
@@ -61,6 +69,8 @@ MP_DIR = ROOT / "evals" / "mp"
 # 512 KB): the model goes above that, with room for the image to grow, and below 4 MB
 ROM_ADDR = 0x00390000
 ROM_END = 0x00400000
+XIP_ADDR = 0x60000000  # the MPS2's 16 MB PSRAM: the model bytes of a case larger than the flash area
+XIP_END = 0x61000000
 SAMPLES = 17  # samples per .mtd (batch 16 + 1)
 
 
@@ -90,7 +100,12 @@ CASES = (
     # batch 16 folded into the bfloat16 momentum (each gradient / 16): no gradient sums; the int32
     # scratch in conv1's output, which conv1 computes again before the first pool's backward
     MemCase("fmnist_all", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True, state="bf16"),
-    # the two above with the float32 momentum (the default state), beside them
+    # the Tiny Training Engine's model at 128x128, sparse: the last block's depthwise conv (the policy
+    # picks its channels) and the classifier; the frozen 1280-channel pointwise conv between them passes
+    # the error down (a trained copy of its int8 weights would not fit)
+    MemCase("mbv2_035_sparse", "mobilenet_v2", ",".join(MBV2_SPARSE_LAYERS), mode="int8", sparse=0.1,
+            momentum=0.0, sums=False),
+    # dscnn_last2 and fmnist_all with the float32 momentum (the default state), beside them
     MemCase("dscnn_last2_f32", "ds_cnn_s", "last:2", sums=False),
     MemCase("fmnist_all_f32", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True),
 )
@@ -167,7 +182,7 @@ def firmware(fw: str) -> Path:
 
 
 def models() -> None:
-    """build/mem/<name>.mtm and .mtd (SAMPLES quantised inputs) of the four models, once."""
+    """build/mem/<name>.mtm and .mtd (SAMPLES quantised inputs) of the five models, once."""
     import numpy as np
 
     from microtrain_tools import convert as cv
@@ -175,7 +190,8 @@ def models() -> None:
     from microtrain_tools.mtd import write_mtd
 
     BUILD.mkdir(parents=True, exist_ok=True)
-    need = [n for n in ("resnet8", "ds_cnn_s", "mobilenet_v1") if not (BUILD / f"{n}.mtd").is_file()]
+    need = [n for n in ("resnet8", "ds_cnn_s", "mobilenet_v1", "mobilenet_v2")
+            if not (BUILD / f"{n}.mtd").is_file()]
     if need:
         from evals.lib import mlperf_tiny as mlp
 
@@ -205,9 +221,11 @@ def breakdown(c: MemCase, fw: str, load: str) -> tuple[dict[str, int], dict[str,
     m = mtm.read(path.read_bytes())
     tr = None
     if c.train != "-":
-        n = len(info.weighted_layers(m)) if c.train == "all" else int(c.train.split(":")[1])
+        names = c.train.split(",") if "," in c.train else []
+        n = len(info.weighted_layers(m)) if c.train == "all" else 1 if names else int(c.train.split(":")[1])
         tr = info.train_ram(m, n, momentum=c.momentum > 0, mode=c.mode, sparse=c.sparse > 0, batch=c.batch,
-                            sums=c.sums, recompute=c.recompute, bf16=c.state == "bf16")
+                            sums=c.sums, recompute=c.recompute, bf16=c.state == "bf16",
+                            layers=[i for i, ly in enumerate(m.layers) if ly.name in names])
     # the whole armv7emdp natmod, as the runs load it
     whole = ROOT / "build" / "natmod" / info.NATMOD_ARCH / "_microtrain.mpy"
     nb = whole.stat().st_size if whole.is_file() else None
@@ -266,17 +284,24 @@ def write_doc(results: Sequence[MemResult]) -> None:
     DOC.write_text(text[:a] + "\n" + new + "\n" + text[b:])
 
 
-def _script(state: str) -> Path:
-    """mem_case.py, or for another optimiser state a copy of it whose SGD takes state=...: the
-    script is compiled into the measured heap, so the acceptance cases' script stays as it is."""
+def _script(c: MemCase) -> Path:
+    """mem_case.py, or for another optimiser state (SGD(state=...)) or a list of layers to train
+    (TRAIN names joined by commas: Trainer(train=[...])) a copy of it that passes them: the script is
+    compiled into the measured heap, so the acceptance cases' script stays as it is."""
     src = MP_DIR / "mem_case.py"
-    if state == "f32":
+    lst = "," in c.train
+    if c.state == "f32" and not lst:
         return src
-    call = "optimizer=mt.SGD(lr=0.01, momentum=mom)"
     text = src.read_text()
-    assert text.count(call) == 1, "mem_case.py: the SGD call moved"
-    dst = BUILD / f"mem_case_{state}.py"
-    dst.write_text(text.replace(call, f"optimizer=mt.SGD(lr=0.01, momentum=mom, state={state!r})"))
+    if c.state != "f32":
+        call = "optimizer=mt.SGD(lr=0.01, momentum=mom)"
+        assert text.count(call) == 1, "mem_case.py: the SGD call moved"
+        text = text.replace(call, f"optimizer=mt.SGD(lr=0.01, momentum=mom, state={c.state!r})")
+    if lst:
+        assert text.count("train=train,") == 1, "mem_case.py: the Trainer call moved"
+        text = text.replace("train=train,", "train=train.split(','),")
+    dst = BUILD / f"mem_case_{c.name}.py"
+    dst.write_text(text)
     return dst
 
 
@@ -289,15 +314,18 @@ def run_case(c: MemCase, fw: str, elf: Path, load: str, heap: str, timeout: floa
     if load == "frozen":
         args.append("frozen:" + FROZEN[c.model])
     elif load == "rom":
-        if ROM_ADDR + mtm_path.stat().st_size > ROM_END:
-            raise SystemExit(f"mem-mcu: {mtm_path} does not fit the flash area at {ROM_ADDR:#x}")
-        args.append(str(ROM_ADDR))
-        extra = ["-device", f"loader,file={mtm_path},addr={ROM_ADDR:#x},force-raw=on"]
+        size = mtm_path.stat().st_size
+        addr = ROM_ADDR if ROM_ADDR + size <= ROM_END else XIP_ADDR
+        if addr + size > (ROM_END if addr == ROM_ADDR else XIP_END):
+            raise SystemExit(f"mem-mcu: {mtm_path} fits neither the flash area at {ROM_ADDR:#x} nor the "
+                             f"external memory at {XIP_ADDR:#x}")
+        args.append(str(addr))
+        extra = ["-device", f"loader,file={mtm_path},addr={addr:#x},force-raw=on"]
     paths = [str(MP_DIR)]
     if fw == "natmod":  # the package as .mpy files and the natmod, read into the heap on import
         qr.build_pylib()  # type: ignore[attr-defined]
         paths += qr.default_paths("m7")  # type: ignore[attr-defined]
-    cmd = qr.qemu_cmd("m7", str(_script(c.state)), args, heap=heap, paths=paths,  # type: ignore
+    cmd = qr.qemu_cmd("m7", str(_script(c)), args, heap=heap, paths=paths,  # type: ignore
                       extra=extra)
     cmd[cmd.index("-kernel") + 1] = str(elf)
     t0 = time.time()

@@ -1,4 +1,5 @@
-"""The four MLPerf Tiny reference models, written here at their published sizes, and their data.
+"""The four MLPerf Tiny reference models, written here at their published sizes, MobileNetV2-w0.35
+(the Tiny Training Engine's model), and their data.
 
 - :class:`DsCnnS` — keyword spotting, DS-CNN small: 49x10x1 input, conv 10x4 stride 2 (64),
   four depthwise-separable blocks (64), average pool over the 25x5 map, linear.
@@ -8,6 +9,9 @@
 - :class:`MobileNetV1` — visual wake words: alpha 0.25 at 96x96x3, conv 3x3 stride 2 (8), thirteen
   depthwise-separable blocks (16 ... 256), global average pool, linear.
 - :class:`AutoEncoder` — anomaly detection: 640 -> 128 x4 -> 8 -> 128 x4 -> 640, Linear-BN-ReLU.
+- :class:`MobileNetV2` — not an MLPerf model: width 0.35 at 128x128x3 as the Tiny Training
+  Engine (MIT) fine-tunes it, built as torchvision's ``mobilenet_v2(width_mult=0.35)`` (torchvision
+  is not installed here): 17 inverted residual blocks, 1280-channel head, linear.
 
 The layer shapes follow the MLPerf Tiny reference models (TensorFlow): stride-2 convolutions
 use TensorFlow's "same" padding, which pads bottom / right only, written as ``nn.ZeroPad2d`` before
@@ -21,13 +25,14 @@ the installed data that fits best; only the number of classes of the last layer 
 - ResNet-8: Fashion-MNIST, padded 28 -> 32 and replicated to 3 channels (10 classes, as CIFAR-10).
 - MobileNetV1: Fashion-MNIST, upsampled x3 (nearest) to 84, padded to 96, 3 channels; 10 classes
   instead of 2 (the harder task keeps the agreement check meaningful).
+- MobileNetV2: Fashion-MNIST upsampled x4 to 112, padded to 128, 3 channels, 10 classes.
 - Autoencoder: smartwatch IMU, 64 frames x 10 features = 640 values (:func:`har_frames`), as the
   MLPerf model's 5 x 128 log-mel frames; trained on the pretraining subjects, fine-tuned on the
   held-out ones.
 
-Training is short (seconds to a few minutes, one thread, fixed seeds; MobileNetV1, the longest, about
-11 minutes on a busy machine: fewer images left it with top-2 margins that int8 rounding flips);
-nothing is shipped.
+Training is short (seconds to a few minutes, one thread, fixed seeds; MobileNetV1 about 11 minutes on
+a busy machine: fewer images left it with top-2 margins that int8 rounding flips; MobileNetV2, the
+longest, about 22); nothing is shipped.
 """
 
 from __future__ import annotations
@@ -45,8 +50,8 @@ from numpy.typing import NDArray
 from evals.lib import datasets as ds
 from microtrain_tools import paths
 
-__all__ = ["AutoEncoder", "DsCnnS", "MobileNetV1", "ResNet8", "MlperfCase", "cases", "fmnist_rgb",
-           "har_frames", "train_autoencoder", "train_classifier"]
+__all__ = ["MBV2_SPARSE_LAYERS", "AutoEncoder", "DsCnnS", "MobileNetV1", "MobileNetV2", "ResNet8",
+           "MlperfCase", "cases", "fmnist_rgb", "har_frames", "train_autoencoder", "train_classifier"]
 
 F32 = NDArray[np.float32]
 I64 = NDArray[np.int64]
@@ -158,6 +163,65 @@ class MobileNetV1(nn.Module):
             c, size = int(f * alpha), -(-size // s)
         self.features = nn.Sequential(*layers)
         self.fc = nn.Linear(c, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.adaptive_avg_pool2d(self.features(x), 1)
+        return self.fc(torch.flatten(x, 1))
+
+
+def _div8(v: float) -> int:
+    """torchvision's channel rounding (``_make_divisible(v, 8)``): the nearest multiple of 8, at
+    least 8, never more than 10 % below v."""
+    n = max(8, int(v + 4) // 8 * 8)
+    return n + 8 if n < 0.9 * v else n
+
+
+class _InvRes(nn.Module):
+    """MobileNetV2's inverted residual: pointwise expand (t > 1) + BN ReLU6, depthwise 3x3 +
+    BN ReLU6, pointwise project + BN; the input added when the shape is kept."""
+
+    def __init__(self, cin: int, cout: int, stride: int, t: int) -> None:
+        super().__init__()
+        h = cin * t
+        layers: list[nn.Module] = []
+        if t != 1:
+            layers += [nn.Conv2d(cin, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6()]
+        layers += [nn.Conv2d(h, h, 3, stride, 1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
+                   nn.Conv2d(h, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.conv = nn.Sequential(*layers)
+        self.res = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x) if self.res else self.conv(x)
+
+
+# MobileNetV2 (expansion t, channels at width 1, repeats n, first stride s) after the first conv
+_MOBILENET_V2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                 (6, 320, 1, 1))
+
+
+# the layers MobileNetV2's sparse fine-tune trains (make mem-mcu's mbv2_035_sparse, make coverage): the
+# last block's depthwise conv, whose channels the policy picks, and the classifier
+MBV2_SPARSE_LAYERS = ("features.19.conv.3", "fc")
+
+
+class MobileNetV2(nn.Module):
+    """MobileNetV2 as torchvision's ``mobilenet_v2(width_mult=...)`` builds it (the Tiny Training
+    Engine's w0.35 at 128x128): conv 3x3 stride 2, seventeen inverted residual blocks, pointwise
+    conv to 1280, global average pool, linear (dropout left out: inference and fine-tuning)."""
+
+    def __init__(self, n_classes: int = 10, width: float = 0.35) -> None:
+        super().__init__()
+        c = _div8(32 * width)
+        layers: list[nn.Module] = [nn.Conv2d(3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU6()]
+        for t, f, n, s in _MOBILENET_V2:
+            for i in range(n):
+                layers.append(_InvRes(c, _div8(f * width), s if i == 0 else 1, t))
+                c = _div8(f * width)
+        last = _div8(1280 * max(1.0, width))
+        layers += [nn.Conv2d(c, last, 1, bias=False), nn.BatchNorm2d(last), nn.ReLU6()]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(last, n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.adaptive_avg_pool2d(self.features(x), 1)
@@ -292,11 +356,12 @@ SIZES: dict[str, dict[str, tuple[int, ...]]] = {
     # flips enough top-1s to miss the agreement bar; more data (not another lr) widens the margins
     # until agreement holds on further test images too.
     "full": {"ds_cnn_s": (10, 0, 0, 0), "resnet8": (3, 8000, 1000, 500), "mobilenet_v1": (5, 30000, 500, 300),
-             "autoencoder": (20, 0, 0, 0)},
+             "autoencoder": (20, 0, 0, 0), "mobilenet_v2": (2, 6000, 300, 200)},
     "quick": {"ds_cnn_s": (3, 0, 300, 200), "resnet8": (2, 2000, 300, 200),
-              "mobilenet_v1": (2, 1000, 100, 100), "autoencoder": (5, 0, 300, 200)},
+              "mobilenet_v1": (2, 1000, 100, 100), "autoencoder": (5, 0, 300, 200),
+              "mobilenet_v2": (1, 1000, 100, 100)},
     "smoke": {"ds_cnn_s": (0, 64, 4, 8), "resnet8": (0, 64, 4, 8), "mobilenet_v1": (0, 64, 4, 8),
-              "autoencoder": (0, 64, 4, 8)},
+              "autoencoder": (0, 64, 4, 8), "mobilenet_v2": (0, 64, 4, 8)},
 }
 
 
@@ -381,7 +446,7 @@ def _ad(size: tuple[int, ...], log: Callable[[str], None]) -> MlperfCase:
 
 def cases(mode: str = "full", log: Callable[[str], None] | None = None,
           only: tuple[str, ...] = ()) -> list[MlperfCase]:
-    """The four models, trained; ``mode`` "full", "quick" or "smoke" (:data:`SIZES`)."""
+    """The five models, trained; ``mode`` "full", "quick" or "smoke" (:data:`SIZES`)."""
     lg = log or (lambda s: None)
     sz = SIZES[mode]
     makers: dict[str, Callable[[], MlperfCase]] = {
@@ -390,5 +455,7 @@ def cases(mode: str = "full", log: Callable[[str], None] | None = None,
         "mobilenet_v1": lambda: _fmnist_case("mobilenet_v1", lambda: MobileNetV1(10), 96, sz["mobilenet_v1"],
                                              lg),
         "autoencoder": lambda: _ad(sz["autoencoder"], lg),
+        "mobilenet_v2": lambda: _fmnist_case("mobilenet_v2", lambda: MobileNetV2(10), 128, sz["mobilenet_v2"],
+                                             lg),
     }
     return [make() for name, make in makers.items() if not only or name in only]

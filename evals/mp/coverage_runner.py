@@ -48,9 +48,11 @@ def main(path):
     fwd_ms = time.ticks_diff(time.ticks_ms(), t0) / max(1, len(test))
     tune = samples(cfg["tune_in"], n_in, cfg["tune_t"], kind, n_out)
     opt = mt.SGD(lr=cfg["lr"], momentum=cfg.get("momentum", 0.0))
+    sp = cfg.get("sparse")
     tr = mt.Trainer(m, train=cfg["layers"], mode=cfg["mode"], optimizer=opt, batch=cfg["batch"],
                     schedule=cfg.get("schedule"), seed=cfg.get("seed", 1), loss=cfg["loss"],
-                    adapt_ranges=cfg.get("adapt_ranges", False))
+                    adapt_ranges=cfg.get("adapt_ranges", False),
+                    sparse=mt.DynamicSparse(sp, 1.0) if sp else None)
     gc.collect()
     res = {"native": mt.NATIVE, "fwd_ms": fwd_ms, "layers": [ly.name for ly in tr.layers]}
     # the eval samples' loss only for regressions (classifiers are checked on their outputs above)

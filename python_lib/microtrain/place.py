@@ -63,58 +63,103 @@ def _fusable(model, last_use, keep):
     return fz
 
 def _chains(model, last_use, keep, fz):
-    # {B index: A} for each conv2d A whose output y only the next layer B reads, B a 3x3 conv2d
-    # of stride 1 and pad 1 down the rows (plain, or fused with an add): y never exists whole,
-    # A makes a band of its rows just before B reads them (Model's _chain), its input's rows
-    # read before B's fused add writes over them (A's pad_top <= its stride). Neither y nor
-    # (for a fused B) anything it adds into is kept; no dilation.
-    layers = model.layers
+    # {B index: (A1, ..., Am)} for each run of conv2d layers where each reads only the output of the
+    # one before it, which nothing else reads: B a conv2d of any kernel and stride down the rows
+    # (plain, or fused with an add): the outputs of the As never exist whole, each is made a band of
+    # rows at a time just before the next reads them (_chain): a pointwise expand, a depthwise 3x3
+    # (stride 1 or 2) and a pointwise project. A1's input rows are read before B's fused add writes
+    # over them (each A's pad_top <= its stride). Nothing of the run is kept; no dilation. A pair
+    # starts a run where A's input lives on to B anyway, or where A's output outgrows A's input or
+    # B's output and a band (else the band only makes A's input live longer); a run grows by its B's
+    # output wherever that outgrows the next B's output and a band.
+    layers, tensors = model.layers, model.tensors
     out = {}
     for b in layers[1:]:
         a = layers[b.index - 1]
         pa, pb = a.params, b.params
         y = a.output
         if a.op != _OP_CONV2D or b.op != _OP_CONV2D or b.inputs[0] != y or last_use.get(y) != b.index \
-                or y in keep or y == model.output.index or pb[6] != 3 or pb[8] != 1 or pb[10] != 1 \
-                or pa[10] > pa[8] or len(pa) > 17 or len(pb) > 17:
+                or y in keep or y == model.output.index or pb[10] >= pb[6] or pa[10] > pa[8] or len(pa) > 17 \
+                or len(pb) > 17 or type(fz.get(a.index)) is tuple:  # (A fused itself)
             continue
-        if type(fz.get(a.index)) is tuple or a.index in out:  # (A fused itself, or a chain's B)
+        n = tensors[y].numel
+        run = out.pop(a.index, None)  # (A the B of a run: the run grows)
+        if run is not None:
+            if n <= tensors[b.output].numel or n <= 2 * _TILE:
+                out[a.index] = run
+                continue
+            run += (a,)
+        elif last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep and (
+                n <= 2 * _TILE or n <= tensors[a.inputs[0]].numel and n <= tensors[b.output].numel):
             continue
-        if last_use.get(a.inputs[0], -1) < b.index and a.inputs[0] not in keep:
-            continue  # (A's input would live on only for the band: no saving)
-        out[b.index] = a
+        else:
+            run = (a,)
+        out[b.index] = run
     return out
 
 
 def _chain(a, b, x, f, out):
-    # b's output (fused: b added into the skip out) a block of rows at a time, a's output made a
-    # band of rows at a time just before b reads them (_chains): the same sums as the
-    # two whole calls. f: (add or None, side, tile, a, band, a's, b's and the add's descriptors,
-    # adjusted per block, this function); the band's last two rows are the next block's first.
-    add, side, tile, _, band, da, db, dd, _ = f
-    pa, pb = a.params, b.params
-    hx, xrow, hy, sa, pt, ka = pa[0], pa[1] * pa[2], pa[3], pa[8], pa[10], pa[6]
-    yrow, orow, h = pa[4] * pa[5], pb[4] * pb[5], pb[3]
-    r = len(band) // yrow - 2
-    lo = hi = 0  # a's rows in the band
+    # b's output (fused: b added into the skip out) a block of rows at a time, the run's outputs made
+    # a band of rows at a time just before the next layer reads them (_chains): the same sums as the
+    # whole calls. f: (add or None, side, tile, a (A1), b's and the add's descriptors, adjusted per
+    # block, -, -, this function, then per A: A, its band, its descriptor; one tuple: fewer objects
+    # in the heap). at: per band its first and end rows held and the end row wanted. One frame
+    # (a call more would take heap): per block, band i is
+    # filled to the rows wanted, a block of rows at a time that band i - 1 can feed, going down to
+    # band i - 1 first where it lacks them; the rows read again move to a band's start a row at a
+    # time (no overlapping copy).
+    add, side, tile, db, dd = f[0], f[1], f[2], f[4], f[5]  # (no slice: no tuple made per call)
+    n = (len(f) - 9) // 3
+    band = f[-2]
+    pa, pb = f[-3].params, b.params
+    at = [0] * (3 * n)
+    yrow, orow, h, sb, pb_t, kb, hy = pa[4] * pa[5], pb[4] * pb[5], pb[3], pb[8], pb[10], pb[6], pa[3]
+    r = max(1, (len(band) // yrow - kb) // sb + 1)  # (the rows a band holds: place)
     for r0 in range(0, h, r):
         r1 = min(h, r0 + r)
-        lo2, hi2 = max(r0 - 1, 0), min(hy, r1 + 1)
-        if lo2 > lo:  # the rows read again first, a row at a time (no overlapping copy)
-            for i in range(max(hi - lo2, 0)):
-                band[i * yrow:(i + 1) * yrow] = band[(lo2 - lo + i) * yrow:(lo2 - lo + i + 1) * yrow]
-            hi, lo = max(hi, lo2), lo2
-        if hi2 > hi:
+        top = r0 * sb - pb_t  # the first row of the band that block r0 reads (negative: padding)
+        i = n - 1
+        lo2 = top if top > 0 else 0
+        at[3 * i + 2] = min(hy, (r1 - 1) * sb - pb_t + kb)
+        while True:
+            a, bd, d = f[9 + 3 * i], f[10 + 3 * i], f[11 + 3 * i]
+            p = a.params
+            yr, xr, sa, pt, ka = p[4] * p[5], p[1] * p[2], p[8], p[10], p[6]
+            lo, hi = at[3 * i], at[3 * i + 1]
+            if lo2 > lo:
+                for j in range(max(hi - lo2, 0)):
+                    bd[j * yr:(j + 1) * yr] = bd[(lo2 - lo + j) * yr:(lo2 - lo + j + 1) * yr]
+                hi, lo = max(hi, lo2), lo2
+                at[3 * i], at[3 * i + 1] = lo, hi
+            if hi >= at[3 * i + 2]:
+                if i == n - 1:
+                    break
+                i += 1
+                lo2 = at[3 * i]
+                continue
+            e = at[3 * i + 2]
+            if i:
+                e = min(e, hi + (len(f[7 + 3 * i]) // xr - ka) // sa + 1)
             xs = hi * sa - pt
-            xe = min(hx, (hi2 - 1) * sa - pt + ka)
-            da[10] = -xs if xs < 0 else 0
-            xs = xs if xs > 0 else 0
-            da[0], da[3] = xe - xs, hi2 - hi
-            kern.K.conv2d_s8_forward(da, memoryview(x)[xs * xrow:xe * xrow], a.w, a.b, a.mult, a.shift,
-                                memoryview(band)[(hi - lo) * yrow:(hi2 - lo) * yrow])
-            hi = hi2
-        db[0], db[3], db[10] = hi - lo, r1 - r0, 1 if r0 == 0 else 0
-        y = memoryview(band)[:(hi - lo) * yrow]
+            xe = min(p[0], (e - 1) * sa - pt + ka)
+            lo2 = xs if xs > 0 else 0
+            if i and at[3 * i - 2] < xe:  # band i - 1 lacks rows: filled first
+                at[3 * i - 1] = xe
+                i -= 1
+                continue
+            d[10] = -xs if xs < 0 else 0
+            d[0], d[3] = xe - lo2, e - hi
+            if i:
+                o = at[3 * i - 3]
+                v = f[7 + 3 * i][(lo2 - o) * xr:(xe - o) * xr]
+            else:
+                v = memoryview(x)[lo2 * xr:xe * xr]
+            kern.K.conv2d_s8_forward(d, v, a.w, a.b, a.mult, a.shift, bd[(hi - lo) * yr:(e - lo) * yr])
+            at[3 * i + 1] = e
+            lo2 = lo
+        lo, hi = at[3 * i], at[3 * i + 1]
+        db[0], db[3], db[10] = hi - lo, r1 - r0, -top if top < 0 else 0
+        y = band[:(hi - lo) * yrow]
         o = memoryview(out)[r0 * orow:r1 * orow]
         if add is None:
             kern.K.conv2d_s8_forward(db, y, b.w, b.b, b.mult, b.shift, o)
@@ -185,12 +230,17 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
     for ly in layers:
         f = fz.get(ly.index)
         t = ly.output
-        c = ch.get(ly.index + 1)
-        if c is not None:  # A of a chain: its rows made in a band while B runs
+        c = None  # its run's B, for an A of a run
+        for j in ch:
+            if ly in ch[j]:
+                c = j
+        if c is not None:  # A of a run: its rows made in a band while the next layers to B run
             p = ly.params
             row = p[4] * p[5]
             k = -3 - 2 * ly.index  # (odd keys: bands, even: tiles)
-            life[k] = [row * (max(1, _TILE // row - 2) + 2), ly.index, ly.index + 1, k, 0, None]
+            q = layers[ly.index + 1].params  # (rows: one block of the next layer's rows, about _TILE bytes)
+            n = row * min(p[3], (max(1, (_TILE // row - q[6]) // q[8] + 1) - 1) * q[8] + q[6])
+            life[k] = [n, ly.index, c, k, 0, None]
         elif type(f) is int:
             root[t] = root.get(f, f)
         elif f is not None:
@@ -205,8 +255,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
         r = root.get(t, t)
         if r in life and life[r][2] < u:
             life[r][2] = u
-    for j in ch:  # a chain's A reads its input while B runs
-        t = ch[j].inputs[0]
+    for j in ch:  # a run's A1 reads its input while B runs
+        t = ch[j][0].inputs[0]
         r = root.get(t, t)
         if r in life and life[r][2] < j:
             life[r][2] = j
@@ -268,17 +318,20 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
                 continue
             if t & 1 == 0:  # the tile of a fused conv
                 fz[(-2 - t) >> 1] += (v,)
+            else:  # the band of a run's A, under A's index until its B's step takes it
+                fz[(-3 - t) >> 1] = memoryview(arena)[off:off + n]
         elif bufs is not None:
             bufs[t] = v
-    for it in items:  # (after the tiles) the band of a chain's A, for B's step (A's does nothing)
-        t = it[3]
-        if _SCR < t < 0 and t & 1 and bufs is not None:
-            j = (-3 - t) >> 1
-            a, b = layers[j], layers[j + 1]
-            f = fz.get(j + 1) or (None, 0, None)
-            fz[j] = 0
-            fz[j + 1] = f + (a, memoryview(arena)[it[4]:it[4] + it[0]], _copy(a.params), _copy(b.params),
-                             None if f[0] is None else _copy(f[0].params), _chain)
+    for j in ch if bufs is not None else ():  # (after the tiles) a run's bands for B's step (the As: none)
+        g = fz.get(j) or (None, 0, None)
+        a = ch[j][0]
+        f = g + (a, _copy(layers[j].params), None if g[0] is None else _copy(g[0].params), None, None, _chain,
+                 a, fz[a.index], _copy(a.params))
+        fz[a.index] = 0
+        for a in ch[j][1:]:
+            f += (a, fz[a.index], _copy(a.params))
+            fz[a.index] = 0
+        fz[j] = f
     for ly in layers:
         if ly.output in root and bufs is not None:
             bufs[ly.output] = bufs[root[ly.output]]

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -101,10 +102,12 @@ def _params(m: Model, ly: mtm.Layer) -> int:
 
 def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "int8", adam: bool = False,
               sparse: bool = False, batch: int = 1, sums: bool | None = None,
-              recompute: bool = False, bf16: bool = False) -> dict[str, Any]:
-    """RAM (bytes, per item of the module doc) to train the last ``train_last`` weighted layers;
-    bf16: a 16-bit optimiser state (SGD / Adam state='bf16': 2 B a value; the gradient sums kept
-    unless sums=False with SGD momentum: then the gradients go into it through a float32 window)."""
+              recompute: bool = False, bf16: bool = False, layers: Sequence[int] = ()) -> dict[str, Any]:
+    """RAM (bytes, per item of the module doc) to train the last ``train_last`` weighted layers, or
+    the weighted layers of indices ``layers`` (Trainer(train=[...]): the frozen ones between them
+    pass errors on); bf16: a 16-bit optimiser state (SGD / Adam state='bf16': 2 B a value; the
+    gradient sums kept unless sums=False with SGD momentum: then the gradients go into it through
+    a float32 window)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
     if momentum and adam:
@@ -113,8 +116,11 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     if not 1 <= train_last <= len(wl):
         raise ValueError(f"--train-last {train_last}: the model has {len(wl)} conv/linear layers "
                          f"(use 1..{len(wl)})")
-    first = wl[-train_last]
-    trained = [m.layers[j] for j in wl[-train_last:]]
+    picked = sorted(set(layers)) if layers else wl[-train_last:]
+    if any(j not in wl for j in picked):
+        raise ValueError(f"layers {list(layers)}: not all are conv/linear layers ({wl})")
+    first = picked[0]
+    trained = [m.layers[j] for j in picked]
     path = m.layers[first:]
     region = {ly.output for ly in path}
     # batch 1: into the momentum (optim.IntoMomentum), or plain SGD steps each layer during
