@@ -8,7 +8,7 @@ from microtrain.quant import zeros
 
 # floats of backward.IntoMomentum's window with a bfloat16 state (it runs each window of channels
 # once per sample and once per step: small, as it may not find room in the idle buffers)
-HALF_WINDOW = const(256)
+HALF_WINDOW = const(64)
 
 
 def floats(layers, window):
@@ -73,7 +73,10 @@ class HalfWindow:
             self.gw = zeros("f", n)
         self.gb = zeros("f", m)
         self.zero = memoryview(bytes(max(c, 256)))  # (also the window masks' zeros)
-        self.zf = memoryview(zeros("f", 64))
+        try:  # the float32 zeros: the same bytes retyped (the pure-Python binding copies them)
+            self.zf = K.mtm_view(self.zero[:256], 102)
+        except (TypeError, ValueError):
+            self.zf = memoryview(zeros("f", 64))
         self.ones = memoryview(b"\x01" * c)
 
     def _rows(self, n, nb):

@@ -68,13 +68,14 @@ class _Node(Layer):
     # A layer of the adapter path: not in the file; its parameters are private arrays. What it
     # does not set here is Layer's class default.
 
+    fused = "lora"
+
     def __init__(self, model, op, act, name, inputs, output, params):
         self.model = model
         self.index = -1
         self.op = op
         self.act = act
-        self.name = name
-        self.fused = "lora"
+        self._nm = name
         self.inputs = inputs
         self.output = output
         self.params = params

@@ -50,8 +50,8 @@ def _now_bytes(model, idx):
 
 def _half_bytes(model, idx):
     # halfwin.HalfWindow (a bfloat16 momentum taking the gradients): its window's biases, the
-    # zero / ones masks, the float32 zeros, a window mask per layer with more than one window;
-    # the window of weights (placed with backward's buffers)
+    # zero / ones masks (the float32 zeros a view of the zero mask), a window mask per layer with
+    # more than one window; the window of weights (placed with backward's buffers)
     from microtrain.halfwin import HALF_WINDOW
 
     n = m = c = 0
@@ -64,7 +64,7 @@ def _half_bytes(model, idx):
         m = max(m, cc)
         c = max(c, nc)
         out += 48 + (_buf(nc) if cc < nc else 0)
-    return out + _buf(4 * m) + _buf(max(c, 256)) + _buf(c) + _buf(256) + 128, 4 * n  # (the rest, the window)
+    return out + _buf(4 * m) + _buf(max(c, 256)) + _buf(c) + 128, 4 * n  # (the rest, the window)
 
 
 def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):

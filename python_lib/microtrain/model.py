@@ -222,7 +222,7 @@ class Layer:
     # (a conv 18 attributes, an add 9) and training sets the rest on the trained layers
     act = 0
     flags = 0
-    fused = ""
+    _fz = ""  # `fused`, and `name` (_nm): the string, or its place in the model bytes (__init__)
     state_t = (_NONE_I32,) * 6
     trained = False
     modified = False  # parameters updated on the device (TRAINED flag in checkpoints)
@@ -244,12 +244,14 @@ class Layer:
         if row[_LROW_FLAGS]:
             self.flags = row[_LROW_FLAGS]
         b = model.buf
-        o = row[_LROW_NAME_OFF]
-        self.name = str(bytes(b[o:o + row[_LROW_NAME_LEN]]), "utf-8")
-        n = row[_LROW_FUSED_LEN]
+        # where the name and the folded modules' names are in the model bytes, as one small int
+        # (offset << 10 | length; the string itself where that would not fit): no strings kept,
+        # the properties read them
+        o, n = row[_LROW_NAME_OFF], row[_LROW_NAME_LEN]
+        self._nm = o << 10 | n if n < 1024 and o < 1 << 20 else str(bytes(b[o:o + n]), "utf-8")
+        o, n = row[_LROW_FUSED_OFF], row[_LROW_FUSED_LEN]
         if n:
-            o = row[_LROW_FUSED_OFF]
-            self.fused = str(bytes(b[o:o + n]), "utf-8")
+            self._fz = o << 10 | n if n < 1024 and o < 1 << 20 else str(bytes(b[o:o + n]), "utf-8")
         i0, i1 = row[_LROW_IN0], row[_LROW_IN1]
         self.inputs = (i0,) if i1 == _NONE_I32 else (i0, i1)
         self.output = row[_LROW_OUT]
@@ -270,6 +272,16 @@ class Layer:
         if self.op == _OP_LUT:
             self.table = model._const(row[_LROW_WEIGHT])
             self.dtable = model._const(row[_LROW_BIAS])
+
+    @property
+    def name(self):
+        v = self._nm
+        return v if type(v) is str else str(bytes(self.model.buf[v >> 10:(v >> 10) + (v & 1023)]), "utf-8")
+
+    @property
+    def fused(self):
+        v = self._fz
+        return v if type(v) is str else str(bytes(self.model.buf[v >> 10:(v >> 10) + (v & 1023)]), "utf-8")
 
     @property
     def kind(self):

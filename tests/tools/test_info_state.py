@@ -36,12 +36,12 @@ def test_bf16_state_counts_two_bytes_a_value() -> None:
     f = info.train_ram(m, 2, momentum=True)
     h = info.train_ram(m, 2, momentum=True, bf16=True)
     assert f["grads"] == 4 * (32 * 10 + 10) and h["grads"] == 4 * n and h["optimizer_state"] == 2 * n
-    # --no-sums: no sums; the window holds 256 // 64 = 4 channels of the first layer's 64 weights,
-    # 256 // 32 = 8 of the second's 32 (HALF_WINDOW floats at most), counted unless backward's idle
+    # --no-sums: no sums; the window holds 64 // 64 = 1 channel of the first layer's 64 weights,
+    # 64 // 32 = 2 of the second's 32 (HALF_WINDOW floats at most), counted unless backward's idle
     # buffers host it
-    assert info.device_const("halfwin", "HALF_WINDOW") == 256
+    assert info.device_const("halfwin", "HALF_WINDOW") == 64
     rest, win = info.half_window_bytes(m, [m.layers[j] for j in info.weighted_layers(m)])
-    assert win == 4 * max(4 * 64, 8 * 32)
+    assert win == 4 * max(1 * 64, 2 * 32)
     for batch in (1, 4):
         z = info.train_ram(m, 2, momentum=True, sums=False, batch=batch, bf16=True)
         assert z["optimizer_state"] == 2 * n and z["grads"] in (rest, rest + win), (z, rest, win)

@@ -244,9 +244,9 @@ def device_const(module: str, name: str) -> int:
 
 
 def half_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
-    """halfwin.HalfWindow's buffers: (its window's biases, the zero / ones masks, the float32
-    zeros and the per-layer window masks; the float32 window of at most HALF_WINDOW weights, one
-    output channel at least, placed with backward's buffers)."""
+    """halfwin.HalfWindow's buffers: (its window's biases, the zero / ones masks (the float32
+    zeros a view of the zero mask) and the per-layer window masks; the float32 window of at most
+    HALF_WINDOW weights, one output channel at least, placed with backward's buffers)."""
     n = w_max = c_max = masks = 0
     half = device_const("halfwin", "HALF_WINDOW")
     for ly in trained:
@@ -258,7 +258,7 @@ def half_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
         w_max = max(w_max, cc)
         c_max = max(c_max, nc)
         masks += nc if cc < nc else 0
-    return 4 * w_max + max(c_max, 256) + c_max + 256 + masks, 4 * n  # (the rest, the window)
+    return 4 * w_max + max(c_max, 256) + c_max + masks, 4 * n  # (the rest, the window)
 
 
 TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "master", "copies", "sparse_bytes",
@@ -283,7 +283,7 @@ NATMOD_ARCH = "armv7emdp"  # mem-mcu's board
 TRAIN_PACKAGE_BYTES = {"builtin": 2_587, "natmod": 10_115}
 SPARSE_PACKAGE_BYTES = {"builtin": 5_302, "natmod": 6_746}
 TENSOR_OBJ_BYTES = 156
-LAYER_OBJ_BYTES = 90
+LAYER_OBJ_BYTES = 50
 WEIGHTED_LAYER_BYTES = 322
 TRAINED_LAYER_BYTES = 320
 PLAN_BYTES_PER_LAYER = 140
