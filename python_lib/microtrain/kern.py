@@ -88,6 +88,23 @@ def release(mod):
         delattr(pyk, mod)
 
 
+def forget(name):
+    """Drop the package's submodule `name` (place, plan: code only a plan needs) so the GC
+    can free it; the next plan imports it again. (Here, not in model.py: plan.py calls it
+    too and must not import model.py.)"""
+    import sys
+
+    sys.modules.pop("microtrain." + name, None)
+    pkg = sys.modules.get("microtrain")  # not imported here: the package imports model.py, which imports this module
+    try:  # not dir(): it would call the package's __getattr__ for every name
+        d = pkg.__dict__
+    except AttributeError:
+        return
+    if name in d:
+        setattr(pkg, name, None)  # noqa: B010 (the map keeps a deleted value)
+        delattr(pkg, name)
+
+
 # whether the float32 kernels run on an FPU: native, on a core whose native arch has one
 # (sys.implementation._mpy >> 10: armv6, armv6m, armv7m, armv7em (no FPU), xtensa (lx106)
 # and rv32imc compute floats in software). The Trainer's batch-1 momentum mode (no gradient

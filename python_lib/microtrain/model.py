@@ -177,28 +177,12 @@ def _place(model, bufs, owner, last_use, keep, bwd):
     try:
         from microtrain.place import place
     except MemoryError:
-        _forget("place")
+        kern.forget("place")
         return None
     try:
         return place(model, bufs, owner, last_use, keep, None, bwd)
     finally:
-        _forget("place")
-
-
-def _forget(name):
-    # drop the package's submodule `name` (place, plan: code only a plan needs) so the GC can
-    # free it; the next plan imports it again
-    import sys
-
-    sys.modules.pop("microtrain." + name, None)
-    pkg = sys.modules.get("microtrain")  # not imported here: the package imports this module
-    try:  # not dir(): it would call the package's __getattr__ for every name
-        d = pkg.__dict__
-    except AttributeError:
-        return
-    if name in d:
-        setattr(pkg, name, None)  # noqa: B010 (the map keeps a deleted value)
-        delattr(pkg, name)
+        kern.forget("place")
 
 
 def _sums():
@@ -599,7 +583,7 @@ class Model:
 
             keep = rules.kept(self, keep_from)
             rules = None
-            _forget("plan")  # (not beside place.py: fewer entries in the module tables at once)
+            kern.forget("plan")  # (not beside place.py: fewer entries in the module tables at once)
         fz = self._fused.get(key)  # a tuple: placed through backward (plan.backward_plan asks so)
         fz = _place(self, bufs, owner, last_use, keep, fz if type(fz) is tuple else None)
         if fz is not None:
@@ -844,7 +828,7 @@ class Model:
         self.backward_plan = rules.backward_plan(self, first, window, redo)
         rules = None
         self.trained_layers = [self.layers[i] for i in idx]
-        _forget("plan")  # planned: training does not need plan.py's code
+        kern.forget("plan")  # planned: training does not need plan.py's code
         return self.trained_layers
 
     def backward(self, err, err_scale, policy=None):

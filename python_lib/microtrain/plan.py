@@ -277,12 +277,11 @@ def backward_plan(m, first, window, redo):
     inplace = inplace_errors(m, first, region, window <= 0)
     bwd = None
     if redo == 2 and kern.NATIVE:
-        from microtrain.model import _forget
         from microtrain.place import place
 
         bwd = redo_plan(m, first, region, inplace, place)
         place = None
-        _forget("place")
+        kern.forget("place")
     fz = m._fused.get(first)
     if bwd is not None or (fz and -3 in fz):  # placed (again) through backward, or no longer
         m.drop_plans(-2)

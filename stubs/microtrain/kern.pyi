@@ -15,3 +15,6 @@ def f32(name: str) -> Callable[..., Any]:
     """A float32 kernel: native where the build has an FPU (HAS_FLOAT), else the pure-Python one."""
 def release(mod: str) -> None:
     """Forget the pure-Python kernel module microtrain.pyk.`mod` (no-op with native kernels)."""
+
+def forget(name: str) -> None:
+    """Drop the package's submodule microtrain.`name` so the GC can free its code."""
