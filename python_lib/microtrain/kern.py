@@ -95,7 +95,7 @@ def forget(name):
     import sys
 
     sys.modules.pop("microtrain." + name, None)
-    pkg = sys.modules.get("microtrain")  # not imported here: the package imports model.py, which imports this module
+    pkg = sys.modules.get("microtrain")  # not imported: the package imports this module
     try:  # not dir(): it would call the package's __getattr__ for every name
         d = pkg.__dict__
     except AttributeError:
