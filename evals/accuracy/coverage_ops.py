@@ -103,15 +103,15 @@ class SENet(nn.Module):
 
 
 class Encoder(nn.Module):
-    """A transformer encoder block over the image's rows as tokens (28 tokens of 28 values): token
+    """A transformer encoder block over the image's rows as tokens (`side` tokens of `side` values): token
     embedding, pre-norm single-head self-attention (LayerNorm, q / k / v, softmax(q k^T / sqrt(d)),
     att v, output projection, residual), pre-norm MLP with its residual, a classifier over the
     tokens and their mean."""
 
-    def __init__(self, c_in: int, d: int = 16) -> None:
+    def __init__(self, c_in: int = 1, d: int = 16, side: int = 28) -> None:
         super().__init__()
-        self.d = d
-        self.embed = nn.Linear(28, d)
+        self.d, self.side = d, side
+        self.embed = nn.Linear(side, d)
         self.ln1 = nn.LayerNorm(d)
         self.q = nn.Linear(d, d)
         self.k = nn.Linear(d, d)
@@ -120,11 +120,11 @@ class Encoder(nn.Module):
         self.ln2 = nn.LayerNorm(d)
         self.ff1 = nn.Linear(d, 2 * d)
         self.ff2 = nn.Linear(2 * d, d)
-        self.fc = nn.Linear(28 * d, 10)
+        self.fc = nn.Linear(side * d, 10)
         self.fc_mean = nn.Linear(d, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.embed(x.view(x.size(0), 28, 28))
+        h = self.embed(x.view(x.size(0), self.side, self.side))
         a = self.ln1(h)
         att = F.softmax(self.q(a) @ self.k(a).transpose(1, 2) / self.d**0.5, dim=-1)
         h = h + self.o(att @ self.v(a))

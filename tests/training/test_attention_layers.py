@@ -14,42 +14,22 @@ must equal the training reference bit for bit, and ``last:2`` training must lowe
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
-from torch import nn
 
+from evals.accuracy import coverage_ops
 from microtrain_tools.mtm import Op
 from support import model_suite as ms
 
 
-class Encoder(nn.Module):
-    def __init__(self, d: int = 16) -> None:
-        super().__init__()
-        self.d = d
-        self.embed = nn.Linear(8, d)
-        self.ln1 = nn.LayerNorm(d)
-        self.q = nn.Linear(d, d)
-        self.k = nn.Linear(d, d)
-        self.v = nn.Linear(d, d)
-        self.o = nn.Linear(d, d)
-        self.ln2 = nn.LayerNorm(d)
-        self.ff1 = nn.Linear(d, 2 * d)
-        self.ff2 = nn.Linear(2 * d, d)
-        self.fc = nn.Linear(8 * d, 10)
-        self.fc2 = nn.Linear(d, 10)
+class Encoder(coverage_ops.Encoder):
+    """coverage_ops's encoder block over the digits' 8 rows (8 tokens of 8 values)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.embed(x.view(x.size(0), 8, 8))  # the rows as tokens
-        a = self.ln1(h)
-        att = F.softmax(self.q(a) @ self.k(a).transpose(1, 2) / math.sqrt(self.d), dim=-1)
-        h = h + self.o(att @ self.v(a))
-        h = h + self.ff2(F.relu(self.ff1(self.ln2(h))))
-        return self.fc(torch.flatten(h, 1)) + self.fc2(h.mean(1))  # every token, and their mean
+    def __init__(self) -> None:
+        super().__init__(1, 16, 8)
 
 
 @pytest.fixture(scope="module")

@@ -18,25 +18,10 @@ import pytest
 import torch
 from torch import nn
 
+from evals.lib.mlperf_tiny import _InvRes as _Block
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm
 from support.harness import run_micropython
-
-
-class _Block(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int, t: int) -> None:
-        super().__init__()
-        h = cin * t
-        layers: list[nn.Module] = []
-        if t != 1:
-            layers += [nn.Conv2d(cin, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6()]
-        layers += [nn.Conv2d(h, h, 3, stride, 1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
-                   nn.Conv2d(h, cout, 1, bias=False), nn.BatchNorm2d(cout)]
-        self.conv = nn.Sequential(*layers)
-        self.res = stride == 1 and cin == cout
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv(x) if self.res else self.conv(x)
 
 
 class TinyV2(nn.Module):
