@@ -254,6 +254,27 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                 need("upsample", mt_upsample_check(&p));
                 mt_upsample_s8_forward(&p, x, y);
                 (void)mt_upsample_s8_grad_input(&p, e, ein);
+            } else if (op == 12) {  // MUL: the second input broadcast per position or channel
+                mt_mul_params_t p;
+                memcpy(&p, prm, sizeof p);
+                need("mul", mt_mul_check(&p));
+                mt_mul_s8_forward(&p, x, act[l[10]], y);
+            } else if (op == 13) {
+                mt_layernorm_params_t p;
+                memcpy(&p, prm, sizeof p);
+                need("layernorm", mt_layernorm_check(&p));
+                mt_layernorm_s8_forward(&p, x, y);
+                (void)mt_layernorm_s8_grad_input(&p, x, e, ein);
+            } else if (op == 14) {  // SOFTMAX: its table is the loss's, checked by check-kernels' cases
+                mt_softmax_params_t p;
+                memcpy(&p, prm, sizeof p);
+                need("softmax", mt_softmax_check(&p));
+                (void)mt_softmax_s8_grad_input(&p, y, e, ein);
+            } else if (op == 15) {
+                mt_matmul_params_t p;
+                memcpy(&p, prm, sizeof p);
+                need("matmul", mt_matmul_check(&p));
+                mt_matmul_s8_forward(&p, x, act[l[10]], y);
             } else {
                 mt_add_params_t p;
                 memcpy(&p, prm, sizeof p);

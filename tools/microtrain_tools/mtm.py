@@ -453,7 +453,7 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
           "second input's numel != inner * cols or last dim != cols (inner with tb)")
         c(y.numel == rows * cols and y.shape[-1] == cols, "output numel != rows * cols or last dim != cols")
         c((za, zb, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
-        c(mu >= 0 and -31 <= shm <= 15, "multiplier negative or shift outside [-31, 15]")
+        c(mu >= 0 and -31 <= shm <= 31, "multiplier negative or shift outside [-31, 31]")
         c(L.SCALE_MIN_BITS <= (fbits & 0xFFFFFFFF) <= L.SCALE_MAX_BITS, "factor outside [2^-40, 2^40]")
         _act_ok(c, act, zo, a_min, a_max)
     elif op == Op.UPSAMPLE:
