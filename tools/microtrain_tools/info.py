@@ -221,17 +221,25 @@ def now_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
     """stepwise.StepInBackward's buffers: (its window's bias and update row, the zero / ones masks and the
     per-layer window masks; the float32 window of at most WINDOW_FLOATS weight gradients, one
     output channel at least, placed with backward's buffers)."""
+    n, w_max, c_max, masks = _windows(m, trained, WINDOW_FLOATS)
+    return 8 * w_max + 2 * max(c_max, 256) + masks, 4 * n  # (the rest, the window)
+
+
+def _windows(m: Model, trained: list[mtm.Layer], floats: int) -> tuple[int, int, int, int]:
+    """A gradient window of at most `floats` weights (one output channel at least) over the trained
+    layers: (its weights, its channels, the most channels of a layer, the bytes of the per-layer
+    masks of layers that need more than one window)."""
     n = w_max = c_max = masks = 0
     for ly in trained:
         assert ly.weight is not None and ly.bias is not None
         nc = m.tensors[ly.bias].numel
         k = m.tensors[ly.weight].numel // nc
-        cc = min(nc, max(1, WINDOW_FLOATS // k))
+        cc = min(nc, max(1, floats // k))
         n = max(n, cc * k)
         w_max = max(w_max, cc)
         c_max = max(c_max, nc)
         masks += nc if cc < nc else 0
-    return 8 * w_max + 2 * max(c_max, 256) + masks, 4 * n  # (the rest, the window)
+    return n, w_max, c_max, masks
 
 
 def device_const(module: str, name: str) -> int:
@@ -247,17 +255,7 @@ def half_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
     """halfwin.HalfWindow's buffers: (its window's biases, the zero / ones masks (the float32
     zeros a view of the zero mask) and the per-layer window masks; the float32 window of at most
     HALF_WINDOW weights, one output channel at least, placed with backward's buffers)."""
-    n = w_max = c_max = masks = 0
-    half = device_const("halfwin", "HALF_WINDOW")
-    for ly in trained:
-        assert ly.weight is not None and ly.bias is not None
-        nc = m.tensors[ly.bias].numel
-        k = m.tensors[ly.weight].numel // nc
-        cc = min(nc, max(1, half // k))
-        n = max(n, cc * k)
-        w_max = max(w_max, cc)
-        c_max = max(c_max, nc)
-        masks += nc if cc < nc else 0
+    n, w_max, c_max, masks = _windows(m, trained, device_const("halfwin", "HALF_WINDOW"))
     return 4 * w_max + max(c_max, 256) + c_max + masks, 4 * n  # (the rest, the window)
 
 
