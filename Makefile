@@ -48,8 +48,7 @@ build/natmod/%/_microtrain.mpy: $(SETUP_STAMP) $(NATMOD_SRC) tools/microtrain_to
 	@$(MAKE) --no-print-directory -C usermod/microtrain MPY_DIR=$(MPY_DIR) ARCH=$(firstword $(subst -, ,$*)) \
 	    OPS=$(or $(word 2,$(subst -, ,$*)),all) \
 	    BUILD=../../build/natmod/$*/obj PYTHON=$(PY) MPY_LD="$(PY) -m microtrain_tools.natmod_ld $(MPY_DIR)/tools/mpy_ld.py" \
-	    MPY_TOOL="$(PY) $(MPY_DIR)/tools/mpy-tool.py" Q=@ ECHO=@true
-	@mv usermod/microtrain/_microtrain.mpy $@
+	    MPY_TOOL="$(PY) $(MPY_DIR)/tools/mpy-tool.py" Q=@ ECHO=@true OUT=$(abspath $@)
 	@echo "natmod: built $@ ($$(stat -c %s $@) bytes)"
 
 ## natmod ARCH=xtensawin (ESP32, ESP32-S2/S3) needs ESP-IDF's xtensa-esp32-elf-gcc on PATH;
