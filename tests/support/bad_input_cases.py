@@ -86,6 +86,8 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
 LENGTHS_BAD: dict[tuple[str, str], tuple[tuple[int, ...], tuple[str, ...]]] = {
     ("softmax_xent_s8", "lut"): ((0, 257), ("expected 1..256",)),
     ("softmax_s8_forward", "lut"): ((0, 257), ("expected 1..256",)),
+    # 12 ints are valid too (heads)
+    **{(f"matmul_s8_{f}", "desc"): ((10, 13), ()) for f in ("forward", "grad_a", "grad_b")},
 }
 
 
