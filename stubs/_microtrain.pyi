@@ -198,7 +198,7 @@ def mul_s8_grad_x2(desc: _I32, e: _In8, x1: _In8, acc: _I32, ein: _Out8, /) -> i
     """ein = dyn_requant(acc), acc[j] = sum of e * (x1 - in1_zp) over the elements that read x2[j]
     (int32 scratch of len(x2)); base scale s_e * s_1."""
 def matmul_s8_forward(desc: _I32, a: _In8, b: _In8, y: _Out8, /) -> None:
-    """y = clamp(requant(sum (a - a_zp) * (b - b_zp)) + out_zp): A B, or A B^T with tb 1; per head."""
+    """y = clamp(requant(sum (a - a_zp) * (b - b_zp)) + out_zp): A B, A B^T with tb 1; per head."""
 def matmul_s8_grad_a(desc: _I32, e: _In8, b: _In8, acc: _I32, ein: _Out8, /) -> int:
     """Error of a (acc: int32 scratch of len(a)); base scale s_e * s_b."""
 def matmul_s8_grad_b(desc: _I32, e: _In8, a: _In8, acc: _I32, ein: _Out8, /) -> int:

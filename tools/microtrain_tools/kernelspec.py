@@ -782,7 +782,7 @@ ein = dyn_requant(acc), acc[j] = sum of e * (x1 - in1_zp) over the elements that
             Arg("y", "s8", io="out", length="heads * rows * cols"),
         ), overlaps=(
             ("y", "a"), ("y", "b"),
-        ), doc="y = clamp(requant(sum (a - a_zp) * (b - b_zp)) + out_zp): A B, or A B^T with tb 1; per head."),
+        ), doc="y = clamp(requant(sum (a - a_zp) * (b - b_zp)) + out_zp): A B, A B^T with tb 1; per head."),
         Func("matmul_s8_grad_a", "int",
              call="mt_matmul_s8_grad_a(p, e, b, acc, ein)",
              returns="shift", args=(

@@ -58,7 +58,9 @@ def _a_heads(d: list[int], a: np.ndarray) -> np.ndarray:
 def _b_heads(d: list[int], b: np.ndarray) -> np.ndarray:
     """b as heads x inner x cols (the matrices of the product)."""
     inner, cols, tb, nh = *d[1:4], d[11]
-    return b.reshape(cols, nh, inner).transpose(1, 2, 0) if tb else b.reshape(inner, nh, cols).transpose(1, 0, 2)
+    if tb:
+        return b.reshape(cols, nh, inner).transpose(1, 2, 0)
+    return b.reshape(inner, nh, cols).transpose(1, 0, 2)
 
 
 def _y_flat(d: list[int], y: np.ndarray) -> np.ndarray:
