@@ -123,13 +123,31 @@ class Encoder(nn.Module):
         self.fc = nn.Linear(side * d, 10)
         self.fc_mean = nn.Linear(d, 10)
 
+    def attend(self, a: torch.Tensor) -> torch.Tensor:
+        att = F.softmax(self.q(a) @ self.k(a).transpose(1, 2) / self.d**0.5, dim=-1)
+        return att @ self.v(a)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed(x.view(x.size(0), self.side, self.side))
-        a = self.ln1(h)
-        att = F.softmax(self.q(a) @ self.k(a).transpose(1, 2) / self.d**0.5, dim=-1)
-        h = h + self.o(att @ self.v(a))
+        h = h + self.o(self.attend(self.ln1(h)))
         h = h + self.ff2(F.relu(self.ff1(self.ln2(h))))
         return self.fc(torch.flatten(h, 1)) + self.fc_mean(h.mean(1))
+
+
+class MhaEncoder(Encoder):
+    """The encoder block with the usual hand-written multi-head self-attention: q, k, v split into
+    `heads` heads of d / heads values (view(N, T, H, Dh).transpose(1, 2)), softmax(q k^T / sqrt(Dh))
+    per head, the weighted values transposed back into the tokens."""
+
+    def __init__(self, c_in: int = 1, d: int = 16, side: int = 28, heads: int = 2) -> None:
+        super().__init__(c_in, d, side)
+        self.heads = heads
+
+    def attend(self, a: torch.Tensor) -> torch.Tensor:
+        n, dh = a.size(0), self.d // self.heads
+        q, k, v = (m(a).view(n, self.side, self.heads, dh).transpose(1, 2) for m in (self.q, self.k, self.v))
+        att = F.softmax(q @ k.transpose(-2, -1) / dh**0.5, dim=-1)
+        return (att @ v).transpose(1, 2).reshape(n, self.side, self.d)
 
 
 def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, tuple[int, ...]]]:

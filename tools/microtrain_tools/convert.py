@@ -342,7 +342,7 @@ def _run_layer(m: Model, ly: Layer, vals: dict[int, NDArray[np.int8]]) -> NDArra
     if ly.op == Op.LAYERNORM:
         return o.layernorm_s8_forward(p, x)
     if ly.op == Op.MATMUL:  # the descriptor, then the factor (backward's)
-        return o.matmul_s8_forward(p[:11], x, vals[ly.inputs[1]])
+        return o.matmul_s8_forward(p[:-1], x, vals[ly.inputs[1]])
     if ly.op == Op.SOFTMAX:  # the device makes the exp table of the input's scale (double floats here)
         from microtrain_tools.reference.train_ref_config import softmax_lut
 

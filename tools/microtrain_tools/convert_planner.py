@@ -91,6 +91,10 @@ class _Planner:
         self.seq = False  # a sequence model: (N, T, D) tensors are tokens (plan: _sequence_mode)
         self.transposed: set[torch.fx.Node] = set()  # transposes a matmul reads as they lie
         self.token_flat: set[torch.fx.Node] = set()  # flattened tokens (no column permutation)
+        # attention heads: views of tokens (1, T, H * Dh) as (N, T, H, Dh) "thd", (N, H, T, Dh) "htd",
+        # (N, H, Dh, T) "hdt" (the same bytes), and per-head scores (N, H, T, S), device (H, T, S)
+        self.heads: dict[torch.fx.Node, tuple[int, str]] = {}
+        self.scores: dict[torch.fx.Node, int] = {}
 
     def name(self, node: torch.fx.Node) -> str:
         base = str(node.target) if node.op == "call_module" else node.name
@@ -220,6 +224,8 @@ class _Planner:
         arg0 = node.args[0]
         assert isinstance(arg0, torch.fx.Node)
         in_tshape = _meta_shape(arg0)
+        if self.seq and self.plan_heads(node, kind, x, arg0, in_tshape):
+            return
         if kind == "linear" and self.seq and len(in_tshape) == 3:
             self.plan_token_linear(node, x)
         elif kind in ("conv", "linear"):
@@ -448,16 +454,100 @@ class _Planner:
         rows, inner, cols = sa[1], sa[2], so[2]
         pl = self.layer("matmul", node, [x, y])
         pl.attrs.update({"rci": (rows, inner, cols), "tb": tb, "factor": 1.0})
-        last = node
+        last = self.fold_scale(node, pl)
+        pl.output = self.values[last] = self.new_value(last, calib=last)
+        self.values[node] = pl.output
+
+    def plan_heads(self, node: torch.fx.Node, kind: str, x: _Value, arg0: torch.fx.Node,
+                   in_tshape: tuple[int, ...]) -> bool:
+        """Multi-head attention on tokens: the head views (reshape to (N, T, H, Dh), the transposes,
+        back to (N, T, H * Dh)) move no data; q @ k^T per head is a MATMUL with heads (tb 1) into
+        scores (H, T, S), their softmax runs over S, scores @ v per head a MATMUL with heads (tb 0)
+        back into tokens. False: not a head op (planned as usual)."""
+        hv, sc = self.heads.get(arg0), self.scores.get(arg0)
+        out = _meta_shape(node)
+        if kind == "reshape":
+            split = len(in_tshape) == 3 and len(out) == 4 and tuple(out[:2]) == tuple(in_tshape[:2])
+            if hv is None and split and out[2] * out[3] == in_tshape[2] and out[2] > 1:
+                self.heads[node] = (out[2], "thd")
+            elif hv is not None and hv[1] == "thd" and tuple(out) == (*in_tshape[:2],
+                                                                       in_tshape[2] * in_tshape[3]):
+                pass  # the tokens again
+            elif hv is not None or sc is not None:
+                raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)} of attention heads: only "
+                                      "(N, T, H, Dh) <-> (N, T, H * Dh) converts")
+            else:
+                return False
+            self.values[node] = x
+            return True
+        if kind == "alias" and (hv is not None or sc is not None):
+            if hv is not None:
+                self.heads[node] = hv
+            else:
+                self.scores[node] = sc  # type: ignore[assignment]
+            self.values[node] = x
+            return True
+        if kind == "transpose" and hv is not None:
+            a = _bind(node, ("input", "dim0", "dim1"), {})
+            dims = {int(a["dim0"]) % 4, int(a["dim1"]) % 4}
+            moves = {((1, 2), "thd"): "htd", ((1, 2), "htd"): "thd", ((2, 3), "htd"): "hdt",
+                     ((2, 3), "hdt"): "htd"}
+            form = moves.get((tuple(sorted(dims)), hv[1]))  # type: ignore[arg-type]
+            if form is None:
+                raise self.fail(node, f"transpose {sorted(dims)} of attention heads {_n(in_tshape)}: only "
+                                      "(N, T, H, Dh) <-> (N, H, T, Dh) and a key's (N, H, T, Dh) -> "
+                                      "(N, H, Dh, T)")
+            self.heads[node] = (hv[0], form)
+            self.values[node] = x
+            return True
+        if kind == "softmax" and sc is not None:
+            mod = self.modules[str(node.target)] if node.op == "call_module" else None
+            if softmax_dim(node, mod) != 3 or x.shape[2] > 256:
+                raise self.fail(node, "softmax of attention scores: only over the keys (dim -1, at most 256)")
+            pl = self.layer("softmax", node, [x])
+            pl.attrs["desc"] = [x.shape[0] * x.shape[1], x.shape[2], 1]
+            pl.output = self.values[node] = _Value(x.shape, False, scale=2.0**-8, zp=mtm.SOFTMAX_ZP)
+            self.scores[node] = sc
+            return True
+        if kind != "matmul" or (hv is None and sc is None):
+            if hv is not None or sc is not None:
+                raise self.fail(node, f"{kind} of attention heads or scores: only their transposes, the "
+                                      "softmax of the scores and the two matmuls convert")
+            return False
+        b = node.args[1]
+        assert isinstance(b, torch.fx.Node)
+        y, hb = self.value_of(b, node), self.heads.get(b)
+        if hv is not None and hv[1] == "htd" and hb is not None and hb[1] == "hdt" and hb[0] == hv[0]:
+            nh, tb = hv[0], 1  # q k^T: tokens of both, scores stacked per head
+            rows, inner, cols = in_tshape[2], in_tshape[3], out[3]
+        elif sc is not None and hb is not None and hb[1] == "htd" and hb[0] == sc:
+            nh, tb = sc, 0  # scores v: back into tokens
+            rows, inner, cols = in_tshape[2], in_tshape[3], out[3]
+        else:
+            raise self.fail(node, "matmul of attention heads: only q @ k.transpose(-2, -1) of (N, H, T, Dh) "
+                                  "head views of tokens, then the scores (or their softmax) @ v")
+        pl = self.layer("matmul", node, [x, y])
+        pl.attrs.update({"rci": (rows, inner, cols), "tb": tb, "factor": 1.0, "heads": nh})
+        last = self.fold_scale(node, pl)
+        if tb:
+            pl.output = self.values[last] = _Value((nh, rows, cols), False, calib=last)
+            self.scores[last] = nh
+        else:
+            pl.output = self.values[last] = _Value((1, rows, nh * cols), False, calib=last)
+            self.heads[last] = (nh, "htd")
+        self.values[node] = pl.output
+        return True
+
+    def fold_scale(self, node: torch.fx.Node, pl: _PLayer) -> torch.fx.Node:
+        """A constant factor right after a matmul, folded into it; the last node."""
         nxt = _single_user(node)
         if nxt is not None and _safe_kind(nxt, self.modules) == "scale" and nxt.args[0] is node:
             c = float(nxt.args[1])
             pl.attrs["factor"] = 1.0 / c if nxt.target in (operator.truediv, torch.div, "div") else c
             pl.fused.append(self.src_name(nxt))
             self.done.add(nxt)
-            last = nxt
-        pl.output = self.values[last] = self.new_value(last, calib=last)
-        self.values[node] = pl.output
+            return nxt
+        return node
 
     def layer(self, kind: str, node: torch.fx.Node, inputs: list[_Value],
               module: nn.Module | None = None) -> _PLayer:

@@ -286,8 +286,9 @@ def _accept_matmul(node: torch.fx.Node, mod: nn.Module | None) -> str:
     x, y = a["input"], a["other"]
     if len(node.args) != 2 or not isinstance(x, torch.fx.Node) or not isinstance(y, torch.fx.Node):
         raise _Fail("matmul needs two traced tensors: a constant matrix belongs in an nn.Linear")
-    if len(_meta_shape(x)) != 3 or len(_meta_shape(y)) != 3:
-        raise _Fail(f"matmul of shapes {_meta_shape(x)} and {_meta_shape(y)}: only (N, T, K) @ (N, K, M)")
+    if len(_meta_shape(x)) not in (3, 4) or len(_meta_shape(y)) != len(_meta_shape(x)):
+        raise _Fail(f"matmul of shapes {_meta_shape(x)} and {_meta_shape(y)}: only (N, T, K) @ (N, K, M) "
+                    "or, split into heads, (N, H, T, K) @ (N, H, K, M)")
     return "matmul"
 
 
@@ -295,9 +296,11 @@ def _accept_transpose(node: torch.fx.Node, mod: nn.Module | None) -> str:
     a = _bind(node, ("input", "dim0", "dim1"), {})
     src = node.args[0]
     rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
-    if rank != 3 or {int(a["dim0"]) % 3, int(a["dim1"]) % 3} != {1, 2}:
+    dims = {int(a["dim0"]) % max(rank, 1), int(a["dim1"]) % max(rank, 1)}
+    if not (rank == 3 and dims == {1, 2}) and not (rank == 4 and dims in ({1, 2}, {2, 3})):
         raise _Fail("only the transpose of the last two dims of (N, T, D), as a matmul's second operand, "
-                    "converts")
+                    "and the transposes of attention heads ((N, T, H, D) <-> (N, H, T, D), a key's "
+                    "(N, H, T, D) -> (N, H, D, T)) convert")
     return "transpose"
 
 
@@ -441,16 +444,19 @@ REGISTRY: tuple[OpEntry, ...] = (
             "channels (N, 1, H, W); trained through (the errors of both inputs)",
             functions=(operator.mul, operator.imul, torch.mul), methods=("mul", "mul_"), accept=_accept_mul),
     OpEntry("matmul", "a @ b, torch.matmul(a, b), torch.bmm(a, b), a.matmul(b) of two activations "
-            "(N, T, K) @ (N, K, M)", "MATMUL (format 1.4; a constant factor right after it, e.g. "
-            "/ math.sqrt(d), is folded into it; trained through: the errors of both inputs)",
-            "sequence models: (N, T, D) tensors are T tokens of D values",
+            "(N, T, K) @ (N, K, M), or per head (N, H, T, K) @ (N, H, K, M)", "MATMUL (format 1.4; a "
+            "constant factor right after it, e.g. / math.sqrt(d), is folded into it; trained through: the "
+            "errors of both inputs; several heads: its heads field, format 1.5)",
+            "sequence models: (N, T, D) tensors are T tokens of D values; heads: q @ k.transpose(-2, -1) of "
+            "(N, H, T, Dh) views of tokens, then (scores or their softmax) @ v",
             functions=(operator.matmul, torch.matmul, torch.bmm), methods=("matmul", "bmm"),
             accept=_accept_matmul),
     OpEntry("scale", "x / c, x * c, torch.div(x, c) with a positive number c", "nothing: folded into the "
             "MATMUL before it (its requantisation and its backward)", "only right after a matmul",
             functions=(operator.truediv, torch.div), methods=("div",), accept=_accept_scale),
     OpEntry("transpose", "b.transpose(-2, -1), b.transpose(1, 2), torch.transpose(b, 1, 2)",
-            "nothing: the MATMUL reads b as it lies (its tb flag)", "only as a matmul's second operand",
+            "nothing: the MATMUL reads b as it lies (its tb flag)", "only as a matmul's second operand, "
+            "or between the (N, T, H, Dh) and (N, H, T, Dh) views of attention heads",
             functions=(torch.transpose,), methods=("transpose",), accept=_accept_transpose),
     OpEntry("pad", "nn.ZeroPad2d, nn.ZeroPad1d, nn.ConstantPad2d/1d(p, 0), F.pad(x, p) (constant 0)",
             "folded into the padding of the conv after it (asymmetric: the bottom / right part is the conv's "

@@ -1,0 +1,88 @@
+"""Multi-head self-attention in a whole model (MATMUL layers with heads, format 1.5).
+
+coverage_ops's encoder block with two heads over the digits' 8 rows (8 tokens of 16 values after
+the embedding): q, k, v split by ``view(N, T, H, Dh).transpose(1, 2)``, the scores per head
+``q @ k.transpose(-2, -1) / sqrt(Dh)`` (one MATMUL with heads, the scores stacked per head), the
+softmax over the keys, the weighted values per head back into the tokens (a second MATMUL with
+heads), ``transpose(1, 2).reshape(N, T, D)`` (no layer: the tokens already lie so). Trained for a
+moment in PyTorch and converted, its int8 outputs in the real ``micropython`` (native and
+pure-Python kernels) must equal the numpy oracle's bit for bit, its top-1 must agree with
+PyTorch's, on-device training through the heads must equal the training reference bit for bit,
+LoRA on the q and v projections must equal the LoRA reference, and the file's weights must go back
+into the PyTorch model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from evals.accuracy import coverage_ops
+from microtrain_tools import mtm
+from microtrain_tools.mtm import Op
+from support import model_suite as ms
+
+
+class MhaEncoder(coverage_ops.MhaEncoder):
+    """coverage_ops's two-head encoder block over the digits' 8 rows."""
+
+    def __init__(self) -> None:
+        super().__init__(1, 16, 8, 2)
+
+
+@pytest.fixture(scope="module")
+def mha(tmp_path_factory: pytest.TempPathFactory) -> ms.Suite:
+    return ms.build("mha", MhaEncoder, tmp_path_factory.mktemp("mha"))
+
+
+def test_converts_to_matmuls_with_heads(mha: ms.Suite) -> None:
+    s, _, _ = mha
+    mms = [ly for ly in s.m.layers if ly.op == Op.MATMUL]
+    # rows, inner, cols, tb, ..., heads: the scores (8 queries x 8 keys per head), then att v
+    assert [(*ly.params[:4], ly.params[11]) for ly in mms] == [(8, 8, 8, 1, 2), (8, 8, 8, 0, 2)]
+    assert [len(ly.params) for ly in mms] == [13, 13]
+    assert [s.m.tensors[ly.output].shape for ly in mms] == [(2, 8, 8), (1, 8, 16)]
+    factor = float(np.array(mms[0].params[12:13], np.int32).view(np.float32)[0])
+    assert factor == float(np.float32(8**-0.5))  # 1 / sqrt(Dh) folded into the scores
+    assert [ly.params for ly in s.m.layers if ly.op == Op.SOFTMAX] == [[16, 8, 1]]  # per head and query
+    assert mtm.read(s.path.read_bytes()) is not None
+    assert int.from_bytes(s.path.read_bytes()[6:8], "little") == 5  # format 1.5: heads
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["native", "pure"])
+def test_bitexact_in_micropython(mha: ms.Suite, pure: bool, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ms.check_bitexact(mha[0], pure, 30, tmp_path, monkeypatch)
+
+
+def test_agrees_with_pytorch(mha: ms.Suite) -> None:
+    ms.check_agrees_with_pytorch(mha)
+
+
+@pytest.mark.parametrize("train,mode,batch", [("all", "int8", 2), ("last:2", "mixed", 1)])
+def test_training_bitexact_vs_reference(mha: ms.Suite, tmp_path: Path, train: str, mode: str,
+                                        batch: int) -> None:
+    ms.check_training_bitexact(mha[0], tmp_path, train, mode, batch)
+
+
+def test_lora_on_the_attention_projections_equals_reference(mha: ms.Suite, tmp_path: Path) -> None:
+    """Rank-2 adapters on the q and v projections of the heads (TrainDeeploy's case)."""
+    ms.check_lora_bitexact(mha[0], tmp_path, ["q", "v"])
+
+
+def test_to_torch_round_trip(mha: ms.Suite) -> None:
+    """The file's weights go back into a fresh two-head encoder, which predicts as the trained one."""
+    from microtrain_tools.to_torch import to_state_dict
+
+    s, net, xe = mha
+    fresh = MhaEncoder()
+    sd, _ = to_state_dict(s.m, fresh)
+    fresh.load_state_dict(sd, strict=True)
+    fresh.eval()
+    with torch.no_grad():
+        assert float(torch.cosine_similarity(fresh.k.weight.flatten(), net.k.weight.flatten(), dim=0)) > 0.99
+        agree = float((fresh(xe).argmax(1) == net(xe).argmax(1)).float().mean())
+    assert agree >= 0.95, agree
