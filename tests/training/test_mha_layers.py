@@ -86,3 +86,48 @@ def test_to_torch_round_trip(mha: ms.Suite) -> None:
         assert float(torch.cosine_similarity(fresh.k.weight.flatten(), net.k.weight.flatten(), dim=0)) > 0.99
         agree = float((fresh(xe).argmax(1) == net(xe).argmax(1)).float().mean())
     assert agree >= 0.95, agree
+
+
+class TorchMha(MhaEncoder):
+    """The same block with nn.MultiheadAttention(batch_first=True) for q, k, v, the heads and o."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        del self.q, self.k, self.v, self.o
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x.view(x.size(0), self.side, self.side))
+        a = self.ln1(h)
+        h = h + self.attn(a, a, a, need_weights=False)[0]
+        h = h + self.ff2(torch.relu(self.ff1(self.ln2(h))))
+        return self.fc(torch.flatten(h, 1)) + self.fc_mean(h.mean(1))
+
+
+def test_nn_multiheadattention_converts_as_the_hand_written_heads(mha: ms.Suite) -> None:
+    """nn.MultiheadAttention holding the trained block's q, k, v, o weights computes what the
+    hand-written heads compute, and converts to the same layers: the same params and tensors."""
+    from microtrain_tools import convert as cv
+
+    s, net, xe = mha
+    tm = TorchMha()
+    sd = {k: v for k, v in net.state_dict().items() if k.split(".")[0] not in ("q", "k", "v", "o")}
+    sd["attn.in_proj_weight"] = torch.cat([net.q.weight, net.k.weight, net.v.weight])
+    sd["attn.in_proj_bias"] = torch.cat([net.q.bias, net.k.bias, net.v.bias])
+    sd["attn.out_proj.weight"], sd["attn.out_proj.bias"] = net.o.weight, net.o.bias
+    tm.load_state_dict(sd, strict=True)
+    tm.eval()
+    with torch.no_grad():
+        assert torch.allclose(tm(xe), net(xe), atol=1e-4)
+    from sklearn.datasets import load_digits
+
+    d = load_digits()  # the calibration ms.build used: the first 256 digits of its seeded order
+    x = torch.tensor(d.images / 16.0, dtype=torch.float32)[:, None]
+    x = x[torch.randperm(len(x), generator=torch.Generator().manual_seed(0))]
+    m = cv.convert(tm, x[:256], progress=False)
+    assert [ly.op for ly in m.layers] == [ly.op for ly in s.m.layers]
+    assert [list(ly.params) for ly in m.layers] == [list(ly.params) for ly in s.m.layers]
+    for a, b in zip(m.layers, s.m.layers, strict=True):
+        for ta, tb in ((a.weight, b.weight), (a.bias, b.bias)):
+            if ta is not None:
+                assert np.array_equal(m.tensors[ta].data, s.m.tensors[tb].data), a.name
