@@ -138,13 +138,14 @@ class HeadsAttention(nn.Module):
         e, self.heads, self.where = mha.embed_dim, mha.num_heads, where
         self.dh = e // self.heads
         bias = mha.in_proj_bias is not None
-        self.q, self.k, self.v = nn.Linear(e, e, bias), nn.Linear(mha.kdim, e, bias), nn.Linear(mha.vdim, e, bias)
+        self.q, self.k = nn.Linear(e, e, bias), nn.Linear(mha.kdim, e, bias)
+        self.v = nn.Linear(mha.vdim, e, bias)
         self.out_proj = nn.Linear(e, e, mha.out_proj.bias is not None)
         with torch.no_grad():
             ws = (mha.in_proj_weight.chunk(3) if mha.in_proj_weight is not None
                   else (mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight))
             bs = mha.in_proj_bias.chunk(3) if bias else (None,) * 3
-            for lin, w, b in zip((self.q, self.k, self.v), ws, bs):
+            for lin, w, b in zip((self.q, self.k, self.v), ws, bs, strict=True):
                 lin.weight.copy_(w)
                 if b is not None:
                     lin.bias.copy_(b)
@@ -152,8 +153,8 @@ class HeadsAttention(nn.Module):
             if mha.out_proj.bias is not None:
                 self.out_proj.bias.copy_(mha.out_proj.bias)
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, key_padding_mask: Any = None,
-                need_weights: bool = True, attn_mask: Any = None, average_attn_weights: bool = True,
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                key_padding_mask: Any = None, need_weights: bool = True, attn_mask: Any = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[torch.Tensor, None]:
         if key_padding_mask is not None or attn_mask is not None or is_causal:
             raise ConvertError(f"layer '{self.where}' (MultiheadAttention): masks do not convert (every "
