@@ -154,8 +154,8 @@ class HeadsAttention(nn.Module):
                 self.out_proj.bias.copy_(mha.out_proj.bias)
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                key_padding_mask: Any = None, need_weights: bool = True, attn_mask: Any = None, average_attn_weights: bool = True,
-                is_causal: bool = False) -> tuple[torch.Tensor, None]:
+                key_padding_mask: Any = None, need_weights: bool = True, attn_mask: Any = None,
+                average_attn_weights: bool = True, is_causal: bool = False) -> tuple[torch.Tensor, None]:
         if key_padding_mask is not None or attn_mask is not None or is_causal:
             raise ConvertError(f"layer '{self.where}' (MultiheadAttention): masks do not convert (every "
                                "token attends to every token)")
