@@ -444,7 +444,9 @@ REGISTRY: tuple[OpEntry, ...] = (
             "channels (N, 1, H, W); trained through (the errors of both inputs)",
             functions=(operator.mul, operator.imul, torch.mul), methods=("mul", "mul_"), accept=_accept_mul),
     OpEntry("matmul", "a @ b, torch.matmul(a, b), torch.bmm(a, b), a.matmul(b) of two activations "
-            "(N, T, K) @ (N, K, M), or per head (N, H, T, K) @ (N, H, K, M)", "MATMUL (format 1.4; a "
+            "(N, T, K) @ (N, K, M), or per head (N, H, T, K) @ (N, H, K, M); nn.MultiheadAttention("
+            "batch_first=True) without masks (its q, k, v, out projections as Linears on the tokens)",
+            "MATMUL (format 1.4; a "
             "constant factor right after it, e.g. / math.sqrt(d), is folded into it; trained through: the "
             "errors of both inputs; several heads: its heads field, format 1.5)",
             "sequence models: (N, T, D) tensors are T tokens of D values; heads: q @ k.transpose(-2, -1) of "
