@@ -95,6 +95,11 @@ class _Planner:
         # (N, H, Dh, T) "hdt" (the same bytes), and per-head scores (N, H, T, S), device (H, T, S)
         self.heads: dict[torch.fx.Node, tuple[int, str]] = {}
         self.scores: dict[torch.fx.Node, int] = {}
+        # channels-last views: (N, C, H * W) of a map on its way to tokens (its grid (H, W)), or (N, L, C)
+        # of an (N, C, L) signal around a LayerNorm (None); tokens of T = H * W lie as the map (H, W, D)
+        self.chlast: dict[torch.fx.Node, tuple[int, int] | None] = {}
+        self.chlast_vals: list[_Value] = []  # LayerNorm outputs over a signal's channels
+        self.grid: dict[int, tuple[int, int]] = {}
 
     def name(self, node: torch.fx.Node) -> str:
         base = str(node.target) if node.op == "call_module" else node.name
@@ -125,7 +130,45 @@ class _Planner:
     def new_value(self, node: torch.fx.Node, calib: torch.fx.Node | None = None,
                   same_as: _Value | None = None) -> _Value:
         shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node), self.seq)
+        if self.seq and len(_meta_shape(node)) == 3:
+            shape = self.tokens_shape(shape[1], shape[2])
         return _Value(shape, s1d, calib=calib, same_as=same_as)
+
+    def tokens_shape(self, t: int, d: int) -> tuple[int, int, int]:
+        """The device shape of T tokens of D values: (1, T, D), or (H, W, D) when a conv tokenizer
+        made T = H * W of them (the map's bytes are the tokens)."""
+        g = self.grid.get(t)
+        return (g[0], g[1], d) if g else (1, t, d)
+
+    def plan_views(self, node: torch.fx.Node, kind: str, x: _Value, arg0: torch.fx.Node,
+                   in_tshape: tuple[int, ...]) -> bool:
+        """Reshapes and transposes that move no data between channels-last bytes and (N, T, C):
+        ``flatten(2).transpose(1, 2)`` of an (N, C, H, W) map is H * W tokens of C values (a conv
+        tokenizer); ``transpose(1, 2)`` of an (N, C, L) signal, read only by LayerNorms, is the signal's
+        own bytes (normalised over C), and the transpose after them the signal again. False: not one."""
+        out = _meta_shape(node)
+        users = list(node.users)
+        if kind == "reshape" and self.seq and len(in_tshape) == 4 and tuple(out) == (
+                in_tshape[0], in_tshape[1], in_tshape[2] * in_tshape[3]) and users and all(
+                _safe_kind(u, self.modules) == "transpose" for u in users):
+            self.chlast[node] = (x.shape[0], x.shape[1])
+        elif kind == "transpose" and arg0 in self.chlast:
+            g = self.chlast[arg0]
+            if g is not None:
+                self.grid[g[0] * g[1]] = g
+        elif kind == "transpose" and not self.seq and len(in_tshape) == 3 and x.signal_1d and users and all(
+                _safe_kind(u, self.modules) == "layernorm" for u in users):
+            self.chlast[node] = None
+        elif kind == "transpose" and any(x is v for v in self.chlast_vals) and len(in_tshape) == 3:
+            pass  # back to the signal
+        elif kind == "layernorm" and arg0 in self.chlast and self.chlast[arg0] is None:
+            self.plan_layernorm(node, x, arg0)
+            self.chlast_vals.append(self.values[node])
+            return True
+        else:
+            return False
+        self.values[node] = x
+        return True
 
     def fuse_act(self, node: torch.fx.Node, pl: _PLayer) -> torch.fx.Node:
         """Fuse a following relu/relu6 if ``node`` is its only producer; return the last node."""
@@ -224,6 +267,8 @@ class _Planner:
         arg0 = node.args[0]
         assert isinstance(arg0, torch.fx.Node)
         in_tshape = _meta_shape(arg0)
+        if self.plan_views(node, kind, x, arg0, in_tshape):
+            return
         if self.seq and self.plan_heads(node, kind, x, arg0, in_tshape):
             return
         if kind == "linear" and self.seq and len(in_tshape) == 3:
@@ -321,6 +366,9 @@ class _Planner:
         spatial = full[2:]
         if full == tuple(sa):
             hw2, c2 = 1, 1  # set below
+        elif self.seq and len(sa) == 3 and full[0] in (1, sa[0]) and full[1:] in ((sa[1], 1), (1, sa[2])):
+            # tokens: one value per token (N, T, 1) or per feature (N, 1, D)
+            hw2, c2 = (math.prod(x.shape) // x.shape[-1], 1) if full[2] == 1 else (1, x.shape[-1])
         elif len(sa) >= 3 and full[1] == sa[1] and all(d == 1 for d in spatial) and full[0] in (1, sa[0]):
             hw2, c2 = 1, x.shape[-1]
         elif len(sa) >= 3 and full[1] == 1 and spatial == tuple(sa[2:]) and full[0] in (1, sa[0]):
@@ -349,6 +397,14 @@ class _Planner:
         if isinstance(mod, nn.LogSoftmax) or node.target in (torch.log_softmax, F.log_softmax, "log_softmax"):
             raise self.fail(node, "log_softmax inside the model: only a final one converts (it is stripped)")
         dim = softmax_dim(node, mod)
+        if self.seq and len(in_tshape) == 3:  # over the tokens (dim 1) or their values (dim 2)
+            t, d = math.prod(x.shape[:-1]), x.shape[-1]
+            if (t if dim == 1 else d) > 256:
+                raise self.fail(node, f"softmax over {t if dim == 1 else d} values: at most 256")
+            pl = self.layer("softmax", node, [x])
+            pl.attrs["desc"] = [1, t, d] if dim == 1 else [t, d, 1]
+            pl.output = self.values[node] = _Value(x.shape, x.signal_1d, scale=2.0**-8, zp=mtm.SOFTMAX_ZP)
+            return
         axes = {2: (0,), 3: (1, 2) if self.seq else (2, 1), 4: (2, 0, 1)}[len(in_tshape)]
         axis = axes[dim - 1]  # torch dim -> NHWC axis
         if len(x.shape) != {2: 1, 3: 3, 4: 3}[len(in_tshape)]:
@@ -368,9 +424,10 @@ class _Planner:
             _bind(node, ("input", "normalized_shape", "weight", "bias", "eps"),
                   {"weight": None, "bias": None, "eps": 1e-5})["eps"])
         f = x.shape[-1]
-        if len(_meta_shape(arg0)) == 3 and not self.seq:
-            raise self.fail(node, "LayerNorm of an (N, C, L) signal: only over the features of (N, F) or the "
-                                  "D of (N, T, D) tokens")
+        if len(_meta_shape(arg0)) == 3 and not self.seq and arg0 not in self.chlast:
+            raise self.fail(node, "LayerNorm of an (N, C, L) signal: only over the features of (N, F), the "
+                                  "D of (N, T, D) tokens, or a signal's channels (ln(x.transpose(1, 2))"
+                                  ".transpose(1, 2))")
         with self.gm.graph.inserting_after(node):  # the normalised value, for calibration only
             norm = self.gm.graph.call_function(F.layer_norm, (arg0, (f,), None, None, eps))
         norm.meta["mt_shape"] = node.meta["mt_shape"]
@@ -533,7 +590,7 @@ class _Planner:
             pl.output = self.values[last] = _Value((nh, rows, cols), False, calib=last)
             self.scores[last] = nh
         else:
-            pl.output = self.values[last] = _Value((1, rows, nh * cols), False, calib=last)
+            pl.output = self.values[last] = _Value(self.tokens_shape(rows, nh * cols), False, calib=last)
             self.heads[last] = (nh, "htd")
         self.values[node] = pl.output
         return True
