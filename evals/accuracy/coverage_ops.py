@@ -150,10 +150,73 @@ class MhaEncoder(Encoder):
         return (att @ v).transpose(1, 2).reshape(n, self.side, self.d)
 
 
+class CCT(nn.Module):
+    """A Compact Convolutional Transformer (Hassani et al.) in small: a conv tokenizer (conv, ReLU, 2x2
+    max pool; its map's positions are the tokens, ``flatten(2).transpose(1, 2)``), a pre-norm encoder
+    block (multi-head self-attention as MhaEncoder's, an MLP, both residual), a final LayerNorm, and
+    sequence pooling: a softmax over the tokens of a Linear score weights them, their weighted mean
+    (the weighted sum over the T tokens, / T) feeds the classifier."""
+
+    def __init__(self, c_in: int = 1, d: int = 16, heads: int = 2, stride: int = 2) -> None:
+        super().__init__()
+        self.d, self.heads = d, heads
+        self.tok = nn.Conv2d(c_in, d, 3, stride=stride, padding=1)
+        self.ln1 = nn.LayerNorm(d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, 2 * d)
+        self.ff2 = nn.Linear(2 * d, d)
+        self.ln3 = nn.LayerNorm(d)
+        self.pool = nn.Linear(d, 1)
+        self.fc = nn.Linear(d, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.max_pool2d(F.relu(self.tok(x)), 2).flatten(2).transpose(1, 2)
+        n, t, dh = h.size(0), h.size(1), self.d // self.heads
+        a = self.ln1(h)
+        q, k, v = (m(a).view(n, t, self.heads, dh).transpose(1, 2) for m in (self.q, self.k, self.v))
+        att = F.softmax(q @ k.transpose(-2, -1) / dh**0.5, dim=-1)
+        h = h + self.o((att @ v).transpose(1, 2).reshape(n, t, self.d))
+        h = self.ln3(h + self.ff2(F.relu(self.ff1(self.ln2(h)))))
+        w = F.softmax(self.pool(h), dim=1)
+        return self.fc((w * h).mean(1))
+
+
+class MbV3Net(nn.Module):
+    """A MobileNetV3 block after a hardswish stem: 1x1 expansion and 3x3 depthwise conv with hardswish,
+    squeeze-and-excitation with hardsigmoid, 1x1 projection, residual; then the 3x3-grid classifier."""
+
+    def __init__(self, c_in: int) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(c_in, 16, 3, stride=2, padding=1)
+        self.exp = nn.Conv2d(16, 32, 1)
+        self.dw = nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.se1 = nn.Linear(32, 8)
+        self.se2 = nn.Linear(8, 32)
+        self.proj = nn.Conv2d(32, 16, 1)
+        self.fc = nn.Linear(16 * 3 * 3, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = F.hardswish(self.stem(x))
+        h = F.hardswish(self.dw(F.hardswish(self.exp(a))))
+        s = F.hardsigmoid(self.se2(F.relu(self.se1(h.mean((2, 3))))))
+        y = a + self.proj(h * s.view(-1, 32, 1, 1))
+        return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
+
+
+# the models whose fine-tune is also run in PyTorch float32 (coverage.py's bar and table)
+VS_TORCH = ("ops-mha-encoder", "ops-cct", "ops-mbv3")
+
+
 def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
     """(name, untrained module, input shape CHW): one small model per new op."""
     c = shape[0]
     torch.manual_seed(0)
     return [("ops-concat", CatSkip(c), shape), ("ops-upsample", UpNet(c), shape),
             ("ops-interpolate", InterpNet(c), shape), ("ops-conv-transpose", DeconvNet(c), shape),
-            ("ops-se", SENet(c), shape), ("ops-encoder", Encoder(c), shape)]
+            ("ops-se", SENet(c), shape), ("ops-encoder", Encoder(c), shape),
+            ("ops-mha-encoder", MhaEncoder(c), shape), ("ops-cct", CCT(c), shape),
+            ("ops-mbv3", MbV3Net(c), shape)]
