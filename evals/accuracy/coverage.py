@@ -645,7 +645,7 @@ def vs_torch_doc(results: Sequence[Result], argv: Sequence[str]) -> str:
             continue
         d0, d1 = float(r.device.get("tune_acc_before", 0.0)), float(r.device.get("tune_acc_after", 0.0))
         lines.append(f"| {r.name} | {100 * d0:.1f} % -> {100 * d1:.1f} % | {100 * r.torch_acc[0]:.1f} % -> "
-                     f"{100 * r.torch_acc[1]:.1f} % | {100 * (d1 - r.torch_acc[1]):+.1f} pp | "
+                     f"{100 * r.torch_acc[1]:.1f} % | {round(100 * (d1 - r.torch_acc[1]), 1) + 0.0:+.1f} pp | "
                      f">= -{100 * r.torch_tol:.0f} pp{'' if r.ok else ' FAIL'} |")
     return "\n".join(lines) + "\n"
 
@@ -706,7 +706,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"natmod) with -X heapsize={HEAP}")
     print(summary(results, len(used)))
     if a.write_doc is not None:
-        a.write_doc.write_text(vs_torch_doc(results, list(argv if argv is not None else sys.argv[1:])))
+        args = list(argv if argv is not None else sys.argv[1:])
+        if "--work" in args:  # (a scratch folder: not part of the recipe)
+            k = args.index("--work")
+            del args[k:k + 2]
+        a.write_doc.write_text(vs_torch_doc(results, args))
     return 0 if results and all(r.ok for r in results) else 1
 
 

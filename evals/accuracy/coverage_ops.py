@@ -154,10 +154,10 @@ class CCT(nn.Module):
     """A Compact Convolutional Transformer (Hassani et al.) in small: a conv tokenizer (conv, ReLU, 2x2
     max pool; its map's positions are the tokens, ``flatten(2).transpose(1, 2)``), a pre-norm encoder
     block (multi-head self-attention as MhaEncoder's, an MLP, both residual), a final LayerNorm, and
-    sequence pooling: a softmax over the tokens of a Linear score weights them, their weighted mean
-    (the weighted sum over the T tokens, / T) feeds the classifier."""
+    sequence pooling: a softmax over the tokens of a Linear score weights them, their weighted sum
+    (``w.transpose(1, 2) @ h``) feeds the classifier."""
 
-    def __init__(self, c_in: int = 1, d: int = 16, heads: int = 2, stride: int = 2) -> None:
+    def __init__(self, c_in: int = 1, d: int = 16, heads: int = 4, stride: int = 2) -> None:
         super().__init__()
         self.d, self.heads = d, heads
         self.tok = nn.Conv2d(c_in, d, 3, stride=stride, padding=1)
@@ -182,7 +182,7 @@ class CCT(nn.Module):
         h = h + self.o((att @ v).transpose(1, 2).reshape(n, t, self.d))
         h = self.ln3(h + self.ff2(F.relu(self.ff1(self.ln2(h)))))
         w = F.softmax(self.pool(h), dim=1)
-        return self.fc((w * h).mean(1))
+        return self.fc((w.transpose(1, 2) @ h).squeeze(1))
 
 
 class MbV3Net(nn.Module):

@@ -489,10 +489,11 @@ class _Planner:
                                   "LayerNorm or matmul reads as T tokens of D values)")
         if kind == "transpose":
             users = list(node.users)
-            if not users or any(_safe_kind(u, self.modules) != "matmul" or u.args[1] is not node
-                                or u.args[0] is node for u in users):
+            column = _meta_shape(node)[1] == 1  # (N, 1, T) of one value per token: a row, as it lies
+            if not users or any(_safe_kind(u, self.modules) != "matmul" or (u.args[1] is not node and not (
+                    column and u.args[0] is node)) or (u.args[0] is node and not column) for u in users):
                 raise self.fail(node, "a transpose converts only as a matmul's second operand (read as it "
-                                      "lies)")
+                                      "lies), or as its first when it makes one row of a column (N, T, 1)")
             self.transposed.add(node)
             self.values[node] = x
             return

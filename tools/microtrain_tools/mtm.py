@@ -453,8 +453,10 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
         c(tb in (0, 1), "tb must be 0 or 1")
         # the last dims of the head layouts (numerics.md): tb 1 splits a's and b's values into the
         # heads and stacks y's; tb 0 stacks a's and splits b's and y's columns
-        c(x.numel == nh * rows * inner and x.shape[-1] == (nh if tb else 1) * inner,
-          "first input's numel != heads * rows * inner or last dim != inner (heads * inner with tb)")
+        # (one row: a vector, also as a column of one value per token)
+        a_last = x.shape[-1] == (nh if tb else 1) * inner or (rows, x.shape[-1]) == (1, 1)
+        c(x.numel == nh * rows * inner and a_last, "first input's numel != heads * rows * inner or last dim "
+          "!= inner (heads * inner with tb, 1 or inner for one row)")
         c(x2.numel == nh * inner * cols and x2.shape[-1] == nh * (inner if tb else cols),
           "second input's numel != heads * inner * cols or last dim != heads * cols (heads * inner with tb)")
         c(y.numel == nh * rows * cols and y.shape[-1] == (1 if tb else nh) * cols,

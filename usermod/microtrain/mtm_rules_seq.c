@@ -96,8 +96,11 @@ const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, uint32
         // the last dims of the head layouts (numerics.md): tb 1 splits a's and b's values into
         // the heads and stacks y's; tb 0 stacks a's and splits b's and y's columns
         const int32_t nh = d->heads, split = d->tb ? nh : 1;
-        if (!numel_is(x, nh * d->rows * d->inner) || last(x) != (uint32_t)(split * d->inner)) {
-            return "first input's numel != heads * rows * inner or last dim != inner (heads * inner with tb)";
+        // (one row: a vector of inner values, also as a column of one value per token)
+        if (!numel_is(x, nh * d->rows * d->inner) ||
+            (last(x) != (uint32_t)(split * d->inner) && !(d->rows == 1 && last(x) == 1))) {
+            return "first input's numel != heads * rows * inner or last dim != inner (heads * inner with tb, 1 or "
+                   "inner for one row)";
         }
         if (!numel_is(x2, nh * d->inner * d->cols) || last(x2) != (uint32_t)(d->tb ? nh * d->inner : nh * d->cols)) {
             return "second input's numel != heads * inner * cols or last dim != heads * cols (heads * inner with tb)";

@@ -517,8 +517,11 @@ def _op_rules(c, L, p, op, act, e):
         rows, inner, cols, tb = p[0], p[1], p[2], p[3]
         # the last dims of the head layouts (numerics.md): tb 1 splits a's and b's values into the
         # heads and stacks y's; tb 0 stacks a's and splits b's and y's columns
-        if _numel(x) != nh * rows * inner or x[4 + x[1]] != (nh if tb else 1) * inner:
-            return "first input's numel != heads * rows * inner or last dim != inner (heads * inner with tb)"
+        xl = x[4 + x[1]]  # (one row: a vector, also as a column of one value per token)
+        if _numel(x) != nh * rows * inner or (xl != (nh if tb else 1) * inner
+                                              and not (rows == 1 and xl == 1)):
+            return ("first input's numel != heads * rows * inner or last dim != inner (heads * inner with tb,"
+                    " 1 or inner for one row)")
         if _numel(x2) != nh * inner * cols or x2[4 + x2[1]] != nh * (inner if tb else cols):
             return ("second input's numel != heads * inner * cols or last dim != heads * cols (heads * inner"
                     " with tb)")
