@@ -644,8 +644,9 @@ def vs_torch_doc(results: Sequence[Result], argv: Sequence[str]) -> str:
         if r.torch_acc is None:
             continue
         d0, d1 = float(r.device.get("tune_acc_before", 0.0)), float(r.device.get("tune_acc_after", 0.0))
+        diff = round(100 * (d1 - r.torch_acc[1]), 1) + 0.0  # (no "-0.0")
         lines.append(f"| {r.name} | {100 * d0:.1f} % -> {100 * d1:.1f} % | {100 * r.torch_acc[0]:.1f} % -> "
-                     f"{100 * r.torch_acc[1]:.1f} % | {round(100 * (d1 - r.torch_acc[1]), 1) + 0.0:+.1f} pp | "
+                     f"{100 * r.torch_acc[1]:.1f} % | {diff:+.1f} pp | "
                      f">= -{100 * r.torch_tol:.0f} pp{'' if r.ok else ' FAIL'} |")
     return "\n".join(lines) + "\n"
 
