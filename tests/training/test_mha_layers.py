@@ -73,6 +73,28 @@ def test_lora_on_the_attention_projections_equals_reference(mha: ms.Suite, tmp_p
     ms.check_lora_bitexact(mha[0], tmp_path, ["q", "v"])
 
 
+def test_checkpoint_of_a_multi_head_model_loads_on_the_host(mha: ms.Suite, tmp_path: Path) -> None:
+    """A checkpoint saved on the device after a training step is a valid 1.5 file with the heads."""
+    from support.harness import ensure_natmod
+    from support.kernel_harness import run_micropython
+
+    ensure_natmod()
+    s = mha[0]
+    out = tmp_path / "mha-trained.mtm"
+    code = (f"import microtrain as mt\nm = mt.load({str(s.path)!r})\n"
+            f"t = mt.Trainer(m, train='all', optimizer=mt.SGD(lr=0.05))\n"
+            f"x = open({str(s.samples)!r}, 'rb').read({s.m.tensors[s.m.input].numel})\n"
+            f"t.step(x, 3)\nt.flush()\nm.save({str(out)!r})\n")
+    r = run_micropython(code, heapsize="512k")
+    assert r.returncode == 0, r.stdout + r.stderr
+    raw = out.read_bytes()
+    back = mtm.load(out)
+    assert raw[6] == 5 and back.trained
+    assert [list(ly.params) for ly in back.layers if ly.op == Op.MATMUL] == [
+        list(ly.params) for ly in s.m.layers if ly.op == Op.MATMUL]
+    assert not (back.data(back.layers[0].weight) == s.m.data(s.m.layers[0].weight)).all()  # through the heads
+
+
 def test_to_torch_round_trip(mha: ms.Suite) -> None:
     """The file's weights go back into a fresh two-head encoder, which predicts as the trained one."""
     from microtrain_tools.to_torch import to_state_dict
