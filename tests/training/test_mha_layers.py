@@ -153,3 +153,14 @@ def test_nn_multiheadattention_converts_as_the_hand_written_heads(mha: ms.Suite)
         for ta, tb in ((a.weight, b.weight), (a.bias, b.bias)):
             if ta is not None:
                 assert np.array_equal(m.tensors[ta].data, s.m.tensors[tb].data), a.name
+    # and back: the file's q, k, v go into in_proj, its out projection into out_proj
+    from microtrain_tools.to_torch import to_state_dict
+
+    fresh = TorchMha()
+    sd2, _ = to_state_dict(m, fresh)
+    fresh.load_state_dict(sd2, strict=True)
+    fresh.eval()
+    with torch.no_grad():
+        w = fresh.attn.in_proj_weight
+        assert float(torch.cosine_similarity(w.flatten(), tm.attn.in_proj_weight.flatten(), dim=0)) > 0.99
+        assert float((fresh(xe).argmax(1) == tm(xe).argmax(1)).float().mean()) >= 0.95
