@@ -1,9 +1,11 @@
 """LayerNorm over the channels of an (N, C, L) signal and a conv tokenizer's tokens, in whole models.
 
-Two views that move no data, each in a model trained for a moment on the digits and converted:
+Views that move no data, each in a model trained for a moment on the digits and converted:
 
 - ``ln(x.transpose(1, 2)).transpose(1, 2)`` after a Conv1d normalises each position's channels (the
   signal lies channels-last on the device, so the LAYERNORM reads it as it lies);
+- ``transpose(1, 2)`` of a Conv1d's (N, C, L) output is L tokens of C values, read by a transformer
+  encoder block with two heads;
 - ``flatten(2).transpose(1, 2)`` of a conv's (N, C, H, W) map is H * W tokens of C values (a compact
   convolutional transformer's tokenizer: coverage_ops.CCT over the 8x8 digits, 16 tokens, four heads,
   sequence pooling by a softmax over the tokens, ``w.transpose(1, 2) @ h``).
@@ -45,6 +47,23 @@ class SignalNorm(nn.Module):
         return self.fc(torch.flatten(F.relu(self.c2(y)), 1))
 
 
+class ConvTokens(coverage_ops.MhaEncoder):
+    """Tokens after a Conv1d: a signal of 16 channels along 8 positions (a linear conv over each column),
+    Conv1d, then its ``transpose(1, 2)`` as 8 tokens of 16 values through MhaEncoder's block (two
+    heads)."""
+
+    def __init__(self) -> None:
+        super().__init__(1, 16, 8, 2)
+        self.rows = nn.Conv2d(1, 16, (8, 1))
+        self.c1 = nn.Conv1d(16, 16, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.c1(self.rows(x).squeeze(2))).transpose(1, 2)
+        h = h + self.o(self.attend(self.ln1(h)))
+        h = h + self.ff2(F.relu(self.ff1(self.ln2(h))))
+        return self.fc(torch.flatten(h, 1)) + self.fc_mean(h.mean(1))
+
+
 class SmallCCT(coverage_ops.CCT):
     """coverage_ops's CCT over the 8x8 digits: a stride-1 tokenizer, 4x4 = 16 tokens of 16 values, four
     heads."""
@@ -53,9 +72,9 @@ class SmallCCT(coverage_ops.CCT):
         super().__init__(1, 16, 4, stride=1)
 
 
-@pytest.fixture(scope="module", params=["signal_norm", "cct"])
+@pytest.fixture(scope="module", params=["signal_norm", "conv_tokens", "cct"])
 def suite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ms.Suite:
-    make = {"signal_norm": SignalNorm, "cct": SmallCCT}[request.param]
+    make = {"signal_norm": SignalNorm, "conv_tokens": ConvTokens, "cct": SmallCCT}[request.param]
     return ms.build(request.param, make, tmp_path_factory.mktemp(request.param))
 
 
@@ -65,6 +84,11 @@ def test_converts_as_it_lies(suite: ms.Suite) -> None:
     if s.name == "signal_norm":  # 8 positions of 12 channels, normalised in place
         assert [ly.params[:2] for ly in norms] == [[8, 12]]
         assert s.m.tensors[norms[0].inputs[0]].shape == (1, 8, 12)
+    elif s.name == "conv_tokens":  # the Conv1d's (1, 8, 16) output is the 8 tokens as they lie
+        c1 = s.m.layer("c1")
+        assert s.m.tensors[c1.output].shape == s.m.tensors[norms[0].inputs[0]].shape == (1, 8, 16)
+        assert [(*ly.params[:4], ly.params[11]) for ly in s.m.layers if ly.op == Op.MATMUL] == [
+            (8, 8, 8, 1, 2), (8, 8, 8, 0, 2)]
     else:  # the tokens are the pooled map, (4, 4, 16): 16 tokens; the pooling softmax over them
         assert all(s.m.tensors[ly.inputs[0]].shape == (4, 4, 16) for ly in norms) and len(norms) == 3
         assert [ly.params for ly in s.m.layers if ly.op == Op.SOFTMAX] == [[64, 16, 1], [1, 16, 1]]

@@ -89,6 +89,7 @@ class _Planner:
         self.pre_bn: dict[torch.fx.Node, _PreBn] = {}
         self.softmax: str | None = None
         self.seq = False  # a sequence model: (N, T, D) tensors are tokens (plan: _sequence_mode)
+        self.sig: set[torch.fx.Node] = set()  # its rank-3 tensors that are (N, C, L) signals all the same
         self.transposed: set[torch.fx.Node] = set()  # transposes a matmul reads as they lie
         self.token_flat: set[torch.fx.Node] = set()  # flattened tokens (no column permutation)
         # attention heads: views of tokens (1, T, H * Dh) as (N, T, H, Dh) "thd", (N, H, T, Dh) "htd",
@@ -129,10 +130,14 @@ class _Planner:
 
     def new_value(self, node: torch.fx.Node, calib: torch.fx.Node | None = None,
                   same_as: _Value | None = None) -> _Value:
-        shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node), self.seq)
-        if self.seq and len(_meta_shape(node)) == 3:
+        shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node), self.tok(node))
+        if self.tok(node) and len(_meta_shape(node)) == 3:
             shape = self.tokens_shape(shape[1], shape[2])
         return _Value(shape, s1d, calib=calib, same_as=same_as)
+
+    def tok(self, node: Any) -> bool:
+        """Whether a rank-3 tensor of this model is (N, T, D) tokens (else an (N, C, L) signal)."""
+        return self.seq and node not in self.sig
 
     def tokens_shape(self, t: int, d: int) -> tuple[int, int, int]:
         """The device shape of T tokens of D values: (1, T, D), or (H, W, D) when a conv tokenizer
@@ -156,9 +161,11 @@ class _Planner:
             g = self.chlast[arg0]
             if g is not None:
                 self.grid[g[0] * g[1]] = g
-        elif kind == "transpose" and not self.seq and len(in_tshape) == 3 and x.signal_1d and users and all(
-                _safe_kind(u, self.modules) == "layernorm" for u in users):
+        elif kind == "transpose" and not self.tok(arg0) and len(in_tshape) == 3 and x.signal_1d and users \
+                and all(_safe_kind(u, self.modules) == "layernorm" for u in users):
             self.chlast[node] = None
+        elif kind == "transpose" and self.seq and arg0 in self.sig and node not in self.sig:
+            pass  # (N, C, L) -> (N, L, C): the signal's positions are the tokens
         elif kind == "transpose" and any(x is v for v in self.chlast_vals) and len(in_tshape) == 3:
             pass  # back to the signal
         elif kind == "layernorm" and arg0 in self.chlast and self.chlast[arg0] is None:
@@ -212,17 +219,32 @@ class _Planner:
 
     def _sequence_mode(self) -> bool:
         """A model whose rank-3 tensors are (N, T, D) tokens: a Linear, LayerNorm, matmul or mean over
-        the tokens on one, and no Conv1d or 1-D pooling (whose (N, C, L) is a signal)."""
-        seq = sig = False
+        the tokens on one. Its rank-3 tensors that a Conv1d, 1-D pooling or upsampling makes or reads,
+        and those derived from them element-wise, are (N, C, L) signals all the same (``self.sig``): a
+        transpose(1, 2) of one is tokens, the signal's positions."""
+        sig_ops = ("conv", "convt", "maxpool", "avgpool", "gap", "gmp", "upsample", "bn")
+        same = ("relu", "relu6", "lut", "alias", "add", "mul", "pad", "concat")
+        sig: set[torch.fx.Node] = set()
+        for node in self.gm.graph.nodes:
+            if len(node.meta.get("mt_shape", ())) != 3:
+                continue
+            kind = _safe_kind(node, self.modules) if node.op.startswith("call_") else ""
+            src = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+            users = [_safe_kind(u, self.modules) for u in node.users if u.op.startswith("call_")]
+            around_ln = src in sig and ((kind == "transpose" and users and set(users) == {"layernorm"})
+                                        or kind == "layernorm")  # a LayerNorm over the signal's channels
+            if kind in sig_ops or any(u in sig_ops for u in users) or (kind in same and src in sig) \
+                    or around_ln:
+                sig.add(node)
+        seq = False
         for node in self.gm.graph.nodes:
             kind = _safe_kind(node, self.modules) if node.op.startswith("call_") else ""
             src = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
             rank3 = src is not None and len(src.meta.get("mt_shape", ())) == 3
-            if kind in ("linear", "layernorm", "matmul", "gap_tokens") and rank3:
+            if kind in ("linear", "layernorm", "matmul", "gap_tokens") and rank3 and src not in sig:
                 seq = True
-            elif kind in ("conv", "convt", "maxpool", "avgpool", "gap", "gmp", "upsample") and rank3:
-                sig = True
-        return seq and not sig
+        self.sig = sig if seq else set()
+        return seq
 
     def plan_one(self, node: torch.fx.Node) -> None:
         if node.op == "placeholder":
@@ -271,7 +293,7 @@ class _Planner:
             return
         if self.seq and self.plan_heads(node, kind, x, arg0, in_tshape):
             return
-        if kind == "linear" and self.seq and len(in_tshape) == 3:
+        if kind == "linear" and self.tok(arg0) and len(in_tshape) == 3:
             self.plan_token_linear(node, x)
         elif kind in ("conv", "linear"):
             self.plan_weighted(node, kind, x, arg0, in_tshape)
@@ -366,7 +388,7 @@ class _Planner:
         spatial = full[2:]
         if full == tuple(sa):
             hw2, c2 = 1, 1  # set below
-        elif self.seq and len(sa) == 3 and full[0] in (1, sa[0]) and full[1:] in ((sa[1], 1), (1, sa[2])):
+        elif self.tok(a) and len(sa) == 3 and full[0] in (1, sa[0]) and full[1:] in ((sa[1], 1), (1, sa[2])):
             # tokens: one value per token (N, T, 1) or per feature (N, 1, D)
             hw2, c2 = (math.prod(x.shape) // x.shape[-1], 1) if full[2] == 1 else (1, x.shape[-1])
         elif len(sa) >= 3 and full[1] == sa[1] and all(d == 1 for d in spatial) and full[0] in (1, sa[0]):
@@ -397,7 +419,7 @@ class _Planner:
         if isinstance(mod, nn.LogSoftmax) or node.target in (torch.log_softmax, F.log_softmax, "log_softmax"):
             raise self.fail(node, "log_softmax inside the model: only a final one converts (it is stripped)")
         dim = softmax_dim(node, mod)
-        if self.seq and len(in_tshape) == 3:  # over the tokens (dim 1) or their values (dim 2)
+        if self.tok(node.args[0]) and len(in_tshape) == 3:  # over the tokens (dim 1) or their values (dim 2)
             t, d = math.prod(x.shape[:-1]), x.shape[-1]
             if (t if dim == 1 else d) > 256:
                 raise self.fail(node, f"softmax over {t if dim == 1 else d} values: at most 256")
@@ -405,7 +427,7 @@ class _Planner:
             pl.attrs["desc"] = [1, t, d] if dim == 1 else [t, d, 1]
             pl.output = self.values[node] = _Value(x.shape, x.signal_1d, scale=2.0**-8, zp=mtm.SOFTMAX_ZP)
             return
-        axes = {2: (0,), 3: (1, 2) if self.seq else (2, 1), 4: (2, 0, 1)}[len(in_tshape)]
+        axes = {2: (0,), 3: (2, 1), 4: (2, 0, 1)}[len(in_tshape)]
         axis = axes[dim - 1]  # torch dim -> NHWC axis
         if len(x.shape) != {2: 1, 3: 3, 4: 3}[len(in_tshape)]:
             raise self.fail(node, f"softmax over a tensor of device shape {x.shape}")
@@ -424,7 +446,7 @@ class _Planner:
             _bind(node, ("input", "normalized_shape", "weight", "bias", "eps"),
                   {"weight": None, "bias": None, "eps": 1e-5})["eps"])
         f = x.shape[-1]
-        if len(_meta_shape(arg0)) == 3 and not self.seq and arg0 not in self.chlast:
+        if len(_meta_shape(arg0)) == 3 and not self.tok(arg0) and arg0 not in self.chlast:
             raise self.fail(node, "LayerNorm of an (N, C, L) signal: only over the features of (N, F), the "
                                   "D of (N, T, D) tokens, or a signal's channels (ln(x.transpose(1, 2))"
                                   ".transpose(1, 2))")
@@ -766,18 +788,19 @@ class _Planner:
             if out[1] != math.prod(in_tshape[1:]):
                 raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)}")
             self.values[node] = x  # a Linear reads it with its columns permuted to NHWC
-            if self.seq and len(in_tshape) == 3:
+            if self.tok(node.args[0]) and len(in_tshape) == 3:
                 self.token_flat.add(node)  # tokens: PyTorch's order is the device's
             return
-        if _nhwc_shape(out, self.where(node), self.seq)[0] == x.shape:
+        seq = self.tok(node.args[0])
+        if _nhwc_shape(out, self.where(node), self.tok(node))[0] == x.shape:
             self.values[node] = x
             return
-        if _same_device_order(in_tshape, out, self.seq) and node.users and all(
+        if _same_device_order(in_tshape, out, seq) and node.users and all(
                 _safe_kind(u, self.modules) == "mul" for u in node.users):
             self.values[node] = x  # the same bytes, read only by products (broadcast by their planning)
             return
         if x is self.input and x.calib is not None and sum(not _is_meta(u) for u in x.calib.users) == 1 and \
-                _same_device_order(in_tshape, out, self.seq):
+                _same_device_order(in_tshape, out, seq):
             # the same bytes in another shape: the file's input is the reshaped tensor, and data in the
             # model's own input layout still quantise to the right bytes (to_nhwc is then a no-op reorder)
             self.input = self.values[node] = self.new_value(node, calib=x.calib)
@@ -787,7 +810,7 @@ class _Planner:
                                   f"its input in the shape its first layer takes, {_n(out)}, and reshape in "
                                   "your data pipeline")
         raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)} moves data on the device (NHWC "
-                              f"{x.shape} -> {_nhwc_shape(out, '', self.seq)[0]}): only reshapes to "
+                              f"{x.shape} -> {_nhwc_shape(out, '', self.tok(node))[0]}): only reshapes to "
                               "(N, features) and reshapes that keep the NHWC shape (squeeze / unsqueeze of "
                               "size-1 dims) convert")
 
