@@ -207,8 +207,38 @@ class MbV3Net(nn.Module):
         return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
 
 
+class ConvTransformer(nn.Module):
+    """A keyword-spotting-style transformer on 1-D windows: a Conv1d front-end (conv, ReLU, 4x max pool),
+    its positions as tokens (``transpose(1, 2)``), a pre-norm encoder block with two heads and an MLP,
+    the mean over the tokens, a classifier."""
+
+    def __init__(self, c_in: int = 6, d: int = 16, heads: int = 2, n_out: int = 7) -> None:
+        super().__init__()
+        self.d, self.heads = d, heads
+        self.conv = nn.Conv1d(c_in, d, 5, padding=2)
+        self.ln1 = nn.LayerNorm(d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, 2 * d)
+        self.ff2 = nn.Linear(2 * d, d)
+        self.fc = nn.Linear(d, n_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.max_pool1d(F.relu(self.conv(x)), 4).transpose(1, 2)
+        n, t, dh = h.size(0), h.size(1), self.d // self.heads
+        a = self.ln1(h)
+        q, k, v = (m(a).view(n, t, self.heads, dh).transpose(1, 2) for m in (self.q, self.k, self.v))
+        att = F.softmax(q @ k.transpose(-2, -1) / dh**0.5, dim=-1)
+        h = h + self.o((att @ v).transpose(1, 2).reshape(n, t, self.d))
+        h = h + self.ff2(F.relu(self.ff1(self.ln2(h))))
+        return self.fc(h.mean(1))
+
+
 # the models whose fine-tune is also run in PyTorch float32 (coverage.py's bar and table)
-VS_TORCH = ("ops-mha-encoder", "ops-cct", "ops-mbv3")
+VS_TORCH = ("ops-mha-encoder", "ops-cct", "ops-mbv3", "ops-conv1d-tfm")
 
 
 def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
@@ -219,4 +249,4 @@ def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, t
             ("ops-interpolate", InterpNet(c), shape), ("ops-conv-transpose", DeconvNet(c), shape),
             ("ops-se", SENet(c), shape), ("ops-encoder", Encoder(c), shape),
             ("ops-mha-encoder", MhaEncoder(c), shape), ("ops-cct", CCT(c), shape),
-            ("ops-mbv3", MbV3Net(c), shape)]
+            ("ops-mbv3", MbV3Net(c), shape), ("ops-conv1d-tfm", ConvTransformer(), (6, 128))]
