@@ -164,3 +164,27 @@ def test_nn_multiheadattention_converts_as_the_hand_written_heads(mha: ms.Suite)
         w = fresh.attn.in_proj_weight
         assert float(torch.cosine_similarity(w.flatten(), tm.attn.in_proj_weight.flatten(), dim=0)) > 0.99
         assert float((fresh(xe).argmax(1) == tm(xe).argmax(1)).float().mean()) >= 0.95
+
+
+@pytest.mark.parametrize("what,kw,call", [
+    ("batch_first=False", {"batch_first": False}, {}),
+    ("masks", {"batch_first": True}, {"attn_mask": "causal"}),
+    ("add_bias_kv", {"batch_first": True, "add_bias_kv": True}, {}),
+])
+def test_multiheadattention_refusals_name_the_option(what: str, kw: dict, call: dict) -> None:
+    """What the converted attention cannot do is refused by name, with the module's path."""
+    from microtrain_tools import convert as cv
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(8, 2, **kw)
+            self.fc = torch.nn.Linear(8 * 4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            mask = torch.ones(4, 4).triu(1).bool() if call else None
+            return self.fc(torch.flatten(self.attn(x, x, x, attn_mask=mask)[0], 1))
+
+    with pytest.raises(cv.ConvertError) as e:
+        cv.convert(Net().eval(), torch.randn(16, 4, 8), progress=False)
+    assert "'attn'" in str(e.value) and what.split("=")[0] in str(e.value), str(e.value)
