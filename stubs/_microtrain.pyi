@@ -188,7 +188,7 @@ def update_f32_ratios(w_scale: _F32, r: int, wr: _I32, /) -> int:
     """wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ratios).
     Returns the index of the first maximum of w_scale."""
 
-# -- sequence / attention: mul, matmul (desc: 11 int32), softmax (3), LayerNorm (7) ---------------
+# -- sequence / attention: mul, matmul (desc: 12 int32), softmax (3), LayerNorm (7) ---------------
 
 def mul_s8_forward(desc: _I32, x1: _In8, x2: _In8, y: _Out8, /) -> None:
     """y = clamp(requant((x1 - in1_zp) * (x2 - in2_zp)) + out_zp), x2 broadcast (hw2, c2 = 1)."""
@@ -198,7 +198,7 @@ def mul_s8_grad_x2(desc: _I32, e: _In8, x1: _In8, acc: _I32, ein: _Out8, /) -> i
     """ein = dyn_requant(acc), acc[j] = sum of e * (x1 - in1_zp) over the elements that read x2[j]
     (int32 scratch of len(x2)); base scale s_e * s_1."""
 def matmul_s8_forward(desc: _I32, a: _In8, b: _In8, y: _Out8, /) -> None:
-    """y = clamp(requant(sum (a - a_zp) * (b - b_zp)) + out_zp): A B, or A B^T with tb 1."""
+    """y = clamp(requant(sum (a - a_zp) * (b - b_zp)) + out_zp): A B, A B^T with tb 1; per head."""
 def matmul_s8_grad_a(desc: _I32, e: _In8, b: _In8, acc: _I32, ein: _Out8, /) -> int:
     """Error of a (acc: int32 scratch of len(a)); base scale s_e * s_b."""
 def matmul_s8_grad_b(desc: _I32, e: _In8, a: _In8, acc: _I32, ein: _Out8, /) -> int:

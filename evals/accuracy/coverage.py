@@ -338,6 +338,7 @@ class Result:
     torch_mse: float | None = None  # the autoencoder: PyTorch's held-out MSE after the same fine-tuning
     device_mse: float | None = None
     torch_acc: tuple[float, float] | None = None  # a sparse fine-tune: PyTorch's accuracy before, after
+    torch_tol: float = 0.0  # how far below PyTorch's accuracy after the fine-tune the device may end
     seconds: float = 0.0
     info: str = ""
 
@@ -350,7 +351,7 @@ class Result:
         ae = self.torch_mse is None or self.device_mse is None or \
             self.device_mse <= (1 + AE_TOL) * self.torch_mse
         sp = self.torch_acc is None or float(self.device.get("tune_acc_after", 0.0)) >= \
-            self.torch_acc[1] - SPARSE_TOL
+            self.torch_acc[1] - self.torch_tol
         return self.agree >= MIN_AGREE and self.bitexact == self.n and self.trained and ae and sp
 
 
@@ -368,6 +369,9 @@ PROTOCOL: dict[str, Any] = {"layers": "last:2", "mode": "mixed", "lr": 0.01, "mo
 SPARSE_PROTOCOL: dict[str, Any] = {"layers": list(mlp.MBV2_SPARSE_LAYERS), "mode": "int8", "lr": 0.05,
                                    "momentum": 0.0, "batch": 1, "epochs": 2, "seed": 1, "sparse": 0.1}
 SPARSE_TOL = 0.05
+# coverage_ops.VS_TORCH: PROTOCOL also run in PyTorch float32; the device's accuracy on the fine-tuning
+# samples after it must be within VS_TORCH_TOL of PyTorch's
+VS_TORCH_TOL = 0.02
 PROTOCOLS: dict[str, dict[str, Any]] = {"mobilenet_v2": SPARSE_PROTOCOL}
 AE_PROTOCOL: dict[str, Any] = {"layers": "last:2", "mode": "mixed", "lr": 0.01, "momentum": 0.9, "batch": 8,
                                "epochs": 3, "seed": 1}
@@ -494,6 +498,38 @@ def torch_sparse_finetune(model: nn.Module, x: F32, y: I64, p: dict[str, Any]) -
     return before, acc()
 
 
+def torch_last2_finetune(model: nn.Module, m: mtm.Model, x: F32, y: I64, p: dict[str, Any]
+                         ) -> tuple[float, float]:
+    """PROTOCOL in PyTorch float32: the file's last two weighted layers (their modules, by the layer
+    names: a LayerNorm's affine conv is the LayerNorm) trained by SGD with momentum, the batch and
+    epochs of the device. Returns the accuracy on the samples before and after."""
+    torch.manual_seed(p["seed"])
+    net = copy.deepcopy(model).eval()
+    mods = dict(net.named_modules())
+    names = [ly.name for ly in m.layers if ly.op in (mtm.Op.CONV2D, mtm.Op.LINEAR)][-2:]
+    for q in net.parameters():
+        q.requires_grad_(False)
+    params = [q for n in names for q in mods[n].parameters()]
+    for q in params:
+        q.requires_grad_(True)
+    opt = torch.optim.SGD(params, lr=p["lr"], momentum=p["momentum"])
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def acc() -> float:
+        with torch.no_grad():
+            return float((torch.cat([net(xt[i:i + 64]) for i in range(0, len(x), 64)]).argmax(1) == yt)
+                         .float().mean())
+
+    before = acc()
+    gen = torch.Generator().manual_seed(p["seed"])
+    for _ in range(p["epochs"]):
+        for idx in torch.randperm(len(x), generator=gen).split(p["batch"]):
+            opt.zero_grad()
+            F.cross_entropy(net(xt[idx]), yt[idx]).backward()
+            opt.step()
+    return before, acc()
+
+
 def run_case(c: Case, work: Path = WORKDIR, heapsize: str = HEAP) -> Result:
     """Convert, check bit-exactness and agreement on the held-out data, fine-tune on the device."""
     t0 = time.perf_counter()
@@ -525,6 +561,10 @@ def run_case(c: Case, work: Path = WORKDIR, heapsize: str = HEAP) -> Result:
         res.agree = float((out.argmax(1) == _torch_out(c.model, c.x_test).argmax(1)).mean())
         if proto.get("sparse"):
             res.torch_acc = torch_sparse_finetune(c.model, c.x_tune, c.y_tune, proto)
+            res.torch_tol = SPARSE_TOL
+        elif c.name in coverage_ops.VS_TORCH:
+            res.torch_acc = torch_last2_finetune(c.model, m, c.x_tune, c.y_tune, proto)
+            res.torch_tol = VS_TORCH_TOL
     else:  # agreement has no meaning for a regression: report the MSE comparison instead
         res.torch_mse = torch_ae_finetune(c.model, c.x_tune, c.x_test, proto)
         res.device_mse = float(dev["test_after"])
@@ -563,7 +603,8 @@ def _line(r: Result) -> str:
     elif d.get("tune_acc_after") is not None:
         s += f" tune acc {d['tune_acc_before']:.3f} -> {d['tune_acc_after']:.3f}"
         if r.torch_acc is not None:
-            s += f" (sparse; PyTorch float32 {r.torch_acc[0]:.3f} -> {r.torch_acc[1]:.3f})"
+            what = "sparse; " if r.torch_tol == SPARSE_TOL else ""
+            s += f" ({what}PyTorch float32 {r.torch_acc[0]:.3f} -> {r.torch_acc[1]:.3f})"
     return s + f" fwd={d.get('fwd_ms', 0):.1f}ms ({r.seconds:.0f}s){'' if r.ok else '  FAIL'}"
 
 
@@ -582,7 +623,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", nargs="*", default=[], help="run only these models (names)")
     p.add_argument("--no-mlperf", action="store_true", help="the idiom and ops models only")
     p.add_argument("--work", type=Path, default=WORKDIR)
+    p.add_argument("--write-doc", type=Path, default=None, metavar="MD",
+                   help="write the fine-tunes compared with PyTorch float32 (a generated page) to MD")
     return p
+
+
+def vs_torch_doc(results: Sequence[Result], argv: Sequence[str]) -> str:
+    """docs/coverage.md: each fine-tune the suite also ran in PyTorch float32, side by side."""
+    lines = ["# Fine-tuning on the device next to PyTorch", "",
+             "Generated by `python -m evals.accuracy.coverage " + " ".join(argv) + "` (do not edit). Each "
+             "model below is trained briefly in PyTorch, converted, and fine-tuned on the device (the real "
+             "`micropython`, x64 natmod) and in PyTorch float32 on the same protocol: the same layers, "
+             "optimiser, batch and epochs (evals/accuracy/coverage.py: `PROTOCOL` with "
+             "`torch_last2_finetune`, MobileNetV2's `SPARSE_PROTOCOL` with `torch_sparse_finetune`). "
+             "Accuracy on the fine-tuning samples before and after; the device must end within the bar "
+             "below PyTorch's.", "",
+             "| model | device before -> after | PyTorch float32 before -> after | device - PyTorch | bar |",
+             "|---|---|---|---|---|"]
+    for r in results:
+        if r.torch_acc is None:
+            continue
+        d0, d1 = float(r.device.get("tune_acc_before", 0.0)), float(r.device.get("tune_acc_after", 0.0))
+        diff = round(100 * (d1 - r.torch_acc[1]), 1) + 0.0  # (no "-0.0")
+        lines.append(f"| {r.name} | {100 * d0:.1f} % -> {100 * d1:.1f} % | {100 * r.torch_acc[0]:.1f} % -> "
+                     f"{100 * r.torch_acc[1]:.1f} % | {diff:+.1f} pp | "
+                     f">= -{100 * r.torch_tol:.0f} pp{'' if r.ok else ' FAIL'} |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -640,6 +706,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"coverage: {time.perf_counter() - t0:.0f} s wall, {cpu:.0f} s CPU; micropython (unix port, x64 "
           f"natmod) with -X heapsize={HEAP}")
     print(summary(results, len(used)))
+    if a.write_doc is not None:
+        args = list(argv if argv is not None else sys.argv[1:])
+        if "--work" in args:  # (a scratch folder: not part of the recipe)
+            k = args.index("--work")
+            del args[k:k + 2]
+        a.write_doc.write_text(vs_torch_doc(results, args))
     return 0 if results and all(r.ok for r in results) else 1
 
 

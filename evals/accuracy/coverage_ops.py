@@ -123,13 +123,122 @@ class Encoder(nn.Module):
         self.fc = nn.Linear(side * d, 10)
         self.fc_mean = nn.Linear(d, 10)
 
+    def attend(self, a: torch.Tensor) -> torch.Tensor:
+        att = F.softmax(self.q(a) @ self.k(a).transpose(1, 2) / self.d**0.5, dim=-1)
+        return att @ self.v(a)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed(x.view(x.size(0), self.side, self.side))
-        a = self.ln1(h)
-        att = F.softmax(self.q(a) @ self.k(a).transpose(1, 2) / self.d**0.5, dim=-1)
-        h = h + self.o(att @ self.v(a))
+        h = h + self.o(self.attend(self.ln1(h)))
         h = h + self.ff2(F.relu(self.ff1(self.ln2(h))))
         return self.fc(torch.flatten(h, 1)) + self.fc_mean(h.mean(1))
+
+
+class MhaEncoder(Encoder):
+    """The encoder block with the usual hand-written multi-head self-attention: q, k, v split into
+    `heads` heads of d / heads values (view(N, T, H, Dh).transpose(1, 2)), softmax(q k^T / sqrt(Dh))
+    per head, the weighted values transposed back into the tokens."""
+
+    def __init__(self, c_in: int = 1, d: int = 16, side: int = 28, heads: int = 2) -> None:
+        super().__init__(c_in, d, side)
+        self.heads = heads
+
+    def attend(self, a: torch.Tensor) -> torch.Tensor:
+        n, dh = a.size(0), self.d // self.heads
+        q, k, v = (m(a).view(n, self.side, self.heads, dh).transpose(1, 2) for m in (self.q, self.k, self.v))
+        att = F.softmax(q @ k.transpose(-2, -1) / dh**0.5, dim=-1)
+        return (att @ v).transpose(1, 2).reshape(n, self.side, self.d)
+
+
+class CCT(nn.Module):
+    """A Compact Convolutional Transformer (Hassani et al.) in small: a conv tokenizer (conv, ReLU, 2x2
+    max pool; its map's positions are the tokens, ``flatten(2).transpose(1, 2)``), a pre-norm encoder
+    block (multi-head self-attention as MhaEncoder's, an MLP, both residual), a final LayerNorm, and
+    sequence pooling: a softmax over the tokens of a Linear score weights them, their weighted sum
+    (``w.transpose(1, 2) @ h``) feeds the classifier."""
+
+    def __init__(self, c_in: int = 1, d: int = 16, heads: int = 4, stride: int = 2) -> None:
+        super().__init__()
+        self.d, self.heads = d, heads
+        self.tok = nn.Conv2d(c_in, d, 3, stride=stride, padding=1)
+        self.ln1 = nn.LayerNorm(d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, 2 * d)
+        self.ff2 = nn.Linear(2 * d, d)
+        self.ln3 = nn.LayerNorm(d)
+        self.pool = nn.Linear(d, 1)
+        self.fc = nn.Linear(d, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.max_pool2d(F.relu(self.tok(x)), 2).flatten(2).transpose(1, 2)
+        n, t, dh = h.size(0), h.size(1), self.d // self.heads
+        a = self.ln1(h)
+        q, k, v = (m(a).view(n, t, self.heads, dh).transpose(1, 2) for m in (self.q, self.k, self.v))
+        att = F.softmax(q @ k.transpose(-2, -1) / dh**0.5, dim=-1)
+        h = h + self.o((att @ v).transpose(1, 2).reshape(n, t, self.d))
+        h = self.ln3(h + self.ff2(F.relu(self.ff1(self.ln2(h)))))
+        w = F.softmax(self.pool(h), dim=1)
+        return self.fc((w.transpose(1, 2) @ h).squeeze(1))
+
+
+class MbV3Net(nn.Module):
+    """A MobileNetV3 block after a hardswish stem: 1x1 expansion and 3x3 depthwise conv with hardswish,
+    squeeze-and-excitation with hardsigmoid, 1x1 projection, residual; then the 3x3-grid classifier."""
+
+    def __init__(self, c_in: int) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(c_in, 16, 3, stride=2, padding=1)
+        self.exp = nn.Conv2d(16, 32, 1)
+        self.dw = nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.se1 = nn.Linear(32, 8)
+        self.se2 = nn.Linear(8, 32)
+        self.proj = nn.Conv2d(32, 16, 1)
+        self.fc = nn.Linear(16 * 3 * 3, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = F.hardswish(self.stem(x))
+        h = F.hardswish(self.dw(F.hardswish(self.exp(a))))
+        s = F.hardsigmoid(self.se2(F.relu(self.se1(h.mean((2, 3))))))
+        y = a + self.proj(h * s.view(-1, 32, 1, 1))
+        return self.fc(torch.flatten(F.avg_pool2d(y, 4), 1))
+
+
+class ConvTransformer(nn.Module):
+    """A keyword-spotting-style transformer on 1-D windows: a Conv1d front-end (conv, ReLU, 4x max pool),
+    its positions as tokens (``transpose(1, 2)``), a pre-norm encoder block with two heads and an MLP,
+    the mean over the tokens, a classifier."""
+
+    def __init__(self, c_in: int = 6, d: int = 16, heads: int = 2, n_out: int = 7) -> None:
+        super().__init__()
+        self.d, self.heads = d, heads
+        self.conv = nn.Conv1d(c_in, d, 5, padding=2)
+        self.ln1 = nn.LayerNorm(d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.o = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, 2 * d)
+        self.ff2 = nn.Linear(2 * d, d)
+        self.fc = nn.Linear(d, n_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.max_pool1d(F.relu(self.conv(x)), 4).transpose(1, 2)
+        n, t, dh = h.size(0), h.size(1), self.d // self.heads
+        a = self.ln1(h)
+        q, k, v = (m(a).view(n, t, self.heads, dh).transpose(1, 2) for m in (self.q, self.k, self.v))
+        att = F.softmax(q @ k.transpose(-2, -1) / dh**0.5, dim=-1)
+        h = h + self.o((att @ v).transpose(1, 2).reshape(n, t, self.d))
+        h = h + self.ff2(F.relu(self.ff1(self.ln2(h))))
+        return self.fc(h.mean(1))
+
+
+# the models whose fine-tune is also run in PyTorch float32 (coverage.py's bar and table)
+VS_TORCH = ("ops-mha-encoder", "ops-cct", "ops-mbv3", "ops-conv1d-tfm")
 
 
 def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
@@ -138,4 +247,6 @@ def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, t
     torch.manual_seed(0)
     return [("ops-concat", CatSkip(c), shape), ("ops-upsample", UpNet(c), shape),
             ("ops-interpolate", InterpNet(c), shape), ("ops-conv-transpose", DeconvNet(c), shape),
-            ("ops-se", SENet(c), shape), ("ops-encoder", Encoder(c), shape)]
+            ("ops-se", SENet(c), shape), ("ops-encoder", Encoder(c), shape),
+            ("ops-mha-encoder", MhaEncoder(c), shape), ("ops-cct", CCT(c), shape),
+            ("ops-mbv3", MbV3Net(c), shape), ("ops-conv1d-tfm", ConvTransformer(), (6, 128))]

@@ -34,7 +34,10 @@ Fashion-MNIST transfer CNN of evals/models):
   memory (the MPS2's PSRAM, as a QSPI flash mapped into the address space of a real board),
   outside the heap too;
 - dscnn_last2_f32, fmnist_all_f32: dscnn_last2 and fmnist_all with the float32 momentum (the
-  default state).
+  default state);
+- tfm_last2: a transformer encoder block with two-head self-attention over Fashion-MNIST's 28 rows
+  as tokens (evals/accuracy/coverage_ops.py ``MhaEncoder``), training last:2, mixed, SGD momentum,
+  batch 1.
 
 ``microtrain info``'s prediction per case (tools/microtrain_tools/info.py
 ``peak_heap``: package, model objects, file when read into RAM, one sample,
@@ -43,7 +46,7 @@ peak. A case that fails prints its phase (``FAIL(phase)``), never a number.
 The held-out cases (HELD_OUT: other layer sets, modes and batches of the same models, to
 which info's constants were not fitted) get a line of their own, ``mem-mcu held-out (FW): ...``.
 Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K mbv2_035_sparse=K
-dscnn_last2_f32=K fmnist_all_f32=K info_err=P``.
+dscnn_last2_f32=K fmnist_all_f32=K tfm_last2=K info_err=P``.
 """
 
 from __future__ import annotations
@@ -108,6 +111,8 @@ CASES = (
     # dscnn_last2 and fmnist_all with the float32 momentum (the default state), beside them
     MemCase("dscnn_last2_f32", "ds_cnn_s", "last:2", sums=False),
     MemCase("fmnist_all_f32", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True),
+    # attention: the scores of both heads (2 x 28 x 28) and the tokens of the block kept for backward
+    MemCase("tfm_last2", "tfm", "last:2"),
 )
 # Held out: microtrain info's constants are fitted to CASES; these other layer sets, modes and
 # batches check the prediction where it was not fitted (their own line, not the acceptance one)
@@ -182,7 +187,7 @@ def firmware(fw: str) -> Path:
 
 
 def models() -> None:
-    """build/mem/<name>.mtm and .mtd (SAMPLES quantised inputs) of the five models, once."""
+    """build/mem/<name>.mtm and .mtd (SAMPLES quantised inputs) of the six models, once."""
     import numpy as np
 
     from microtrain_tools import convert as cv
@@ -210,6 +215,17 @@ def models() -> None:
         xt, yt = ds.fashion_mnist("test")
         write_mtd(BUILD / "fmnist.mtd", cv.quantize_input((BUILD / "fmnist.mtm").read_bytes(), xt[:SAMPLES]),
                   yt[:SAMPLES])
+    if not (BUILD / "tfm.mtd").is_file():
+        import torch
+
+        from evals.accuracy.coverage_ops import MhaEncoder
+        from evals.lib import datasets as ds
+
+        xt, yt = ds.fashion_mnist("test")
+        torch.manual_seed(0)  # seeded untrained weights, as the MLPerf models
+        data = mtm.write(cv.convert(MhaEncoder(1), xt[:256], progress=False))
+        (BUILD / "tfm.mtm").write_bytes(data)
+        write_mtd(BUILD / "tfm.mtd", cv.quantize_input(data, xt[:SAMPLES]), yt[:SAMPLES])
 
 
 def breakdown(c: MemCase, fw: str, load: str) -> tuple[dict[str, int], dict[str, Any] | None]:

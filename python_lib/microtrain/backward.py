@@ -319,12 +319,13 @@ def softmax(m, bw, cur, scale, ly, j, e, s, policy):
 def matmul(m, bw, cur, scale, ly, j, e, s, policy):
     """b's error from a (base scale s * s_a * factor), then a's from b (s * s_b * factor), each
     in the int32 scratch acc_views[j]; the factor (a constant the output was multiplied by) is
-    the float32 after the descriptor."""
+    the float32 after the descriptor (its heads, 12th int, only with several)."""
     import struct
 
     p, (ta, tb) = ly.params, ly.inputs
-    d, ts, acc = p[:11], m.tensors, bw.acc_views[j]
-    f = struct.unpack("<f", struct.pack("<i", p[11]))[0]
+    n = len(p) - 1
+    d, ts, acc = p[:n], m.tensors, bw.acc_views[j]
+    f = struct.unpack("<f", struct.pack("<i", p[n]))[0]
     if tb in bw.region:
         dest = _dest(bw, cur, tb)
         sh = K.matmul_s8_grad_b(d, e, bw.bufs[ta], acc[:ts[tb].numel], dest)

@@ -35,6 +35,7 @@ _OP_LUT = const(9)
 _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
 _OP_MUL = const(12)
+_OP_MATMUL = const(15)
 # --- generated: end
 
 
@@ -306,15 +307,15 @@ def _write(model, tmp, trainer):
     flags = _FLAG_TRAINED | (_FLAG_HAS_STATE if new_state else 0)
 
     # the oldest version with every op of the file (format.md, Header), 1.3 for Adam's second moments,
-    # 1.4 for MUL, LAYERNORM, SOFTMAX
+    # 1.4 for MUL, LAYERNORM, SOFTMAX, MATMUL, 1.5 for a multi-head MATMUL (13 params)
     minor = 0
     for ly in model.layers:
         if ly.op == _OP_LUT:
             minor = max(minor, 1)
         elif ly.op == _OP_CONCAT or ly.op == _OP_UPSAMPLE or (ly.op == _OP_CONV2D and len(ly.params) == 19):
             minor = max(minor, 2)
-        elif ly.op >= _OP_MUL:  # MUL, LAYERNORM, SOFTMAX
-            minor = 4
+        elif ly.op >= _OP_MUL:  # MUL, LAYERNORM, SOFTMAX, MATMUL
+            minor = max(minor, 5 if ly.op == _OP_MATMUL and len(ly.params) == 13 else 4)
     if any(k >= 4 for _, k, _, _ in new_state):
         minor = max(minor, 3)
     head = bytearray(b[0:_HEADER_SIZE])

@@ -691,7 +691,7 @@ class Model:
         if op == _OP_LAYERNORM:
             return (K.layernorm_s8_forward, (p, x, y), ly)
         if op == _OP_MATMUL:  # (the factor after the descriptor: the backward's)
-            return (K.matmul_s8_forward, (p[:11], x, bufs[ly.inputs[1]], y), ly)
+            return (K.matmul_s8_forward, (p[:len(p) - 1], x, bufs[ly.inputs[1]], y), ly)
         if op == _OP_SOFTMAX:
             if ly.table is None:  # the exp table of its input's scale (fixed: activation scales stay)
                 ly.table = softmax_lut(self.tensors[ly.inputs[0]].scale)

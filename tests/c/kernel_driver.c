@@ -281,6 +281,25 @@ static const mt_conv2d_params_t *conv_desc(call_t *c, int i, mt_conv2d_desc_u *u
     return &u->s;
 }
 
+// 11 ints, or 12 with heads (as the binding: 1 when absent), then the check.
+static const mt_matmul_params_t *matmul_desc(call_t *c, int i, mt_matmul_desc_u *u) {
+    size_t n = 0;
+    const int32_t *src = (const int32_t *)buf(c, i, "desc", I32, -1, 0, &n);
+    if (src && n != MT_MATMUL_NPARAMS - 1 && n != MT_MATMUL_NPARAMS) {
+        const int32_t v[MT_MSG_NVALS] = { (int32_t)n, MT_MATMUL_NPARAMS - 1, 0 };
+        fail_v(c, "ValueError", "desc", MT_MSG_LENGTH, v);
+    }
+    memset(u, 0, sizeof *u);
+    u->a[MT_MATMUL_NPARAMS - 1] = 1;
+    for (size_t k = 0; !failed(c) && k < n; ++k) {
+        u->a[k] = src[k];
+    }
+    if (!failed(c)) {
+        check(c, "desc", mt_matmul_check(&u->s));
+    }
+    return &u->s;
+}
+
 // The binding's mt_grad_act: the conv2d / linear grad input's optional lo, hi (args 7,
 // 8, both or neither), checked; (-129, 128) (no mask) without them.
 static void grad_act(call_t *c, int32_t *lo, int32_t *hi) {

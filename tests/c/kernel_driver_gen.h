@@ -1545,16 +1545,14 @@ typedef struct {  // matmul_s8_forward
     int8_t *y;
 } mt_matmul_s8_forward_args_t;
 static int drv_matmul_s8_forward_args(call_t *c, mt_matmul_s8_forward_args_t *a) {
-    desc_arg(c, 0, "desc", a->pu.a, MT_MATMUL_NPARAMS);
-    a->p = &a->pu.s;
+    a->p = matmul_desc(c, 0, &a->pu);
     if (failed(c)) return 0;
-    check(c, "desc", mt_matmul_check(a->p));
     if (failed(c)) return 0;
-    a->a = buf(c, 1, "a", S8, a->p->rows * a->p->inner, 0, NULL);
+    a->a = buf(c, 1, "a", S8, a->p->heads * a->p->rows * a->p->inner, 0, NULL);
     if (failed(c)) return 0;
-    a->b = buf(c, 2, "b", S8, a->p->inner * a->p->cols, 0, NULL);
+    a->b = buf(c, 2, "b", S8, a->p->heads * a->p->inner * a->p->cols, 0, NULL);
     if (failed(c)) return 0;
-    a->y = buf(c, 3, "y", S8, a->p->rows * a->p->cols, 1, NULL);
+    a->y = buf(c, 3, "y", S8, a->p->heads * a->p->rows * a->p->cols, 1, NULL);
     if (failed(c)) return 0;
     return 1;
 }
@@ -1575,18 +1573,16 @@ typedef struct {  // matmul_s8_grad_a
     int8_t *ein;
 } mt_matmul_s8_grad_a_args_t;
 static int drv_matmul_s8_grad_a_args(call_t *c, mt_matmul_s8_grad_a_args_t *a) {
-    desc_arg(c, 0, "desc", a->pu.a, MT_MATMUL_NPARAMS);
-    a->p = &a->pu.s;
+    a->p = matmul_desc(c, 0, &a->pu);
     if (failed(c)) return 0;
-    check(c, "desc", mt_matmul_check(a->p));
     if (failed(c)) return 0;
-    a->e = buf(c, 1, "e", S8, a->p->rows * a->p->cols, 0, NULL);
+    a->e = buf(c, 1, "e", S8, a->p->heads * a->p->rows * a->p->cols, 0, NULL);
     if (failed(c)) return 0;
-    a->b = buf(c, 2, "b", S8, a->p->inner * a->p->cols, 0, NULL);
+    a->b = buf(c, 2, "b", S8, a->p->heads * a->p->inner * a->p->cols, 0, NULL);
     if (failed(c)) return 0;
-    a->acc = buf(c, 3, "acc", I32, a->p->rows * a->p->inner, 1, NULL);
+    a->acc = buf(c, 3, "acc", I32, a->p->heads * a->p->rows * a->p->inner, 1, NULL);
     if (failed(c)) return 0;
-    a->ein = buf(c, 4, "ein", S8, a->p->rows * a->p->inner, 1, NULL);
+    a->ein = buf(c, 4, "ein", S8, a->p->heads * a->p->rows * a->p->inner, 1, NULL);
     if (failed(c)) return 0;
     return 1;
 }
@@ -1606,18 +1602,16 @@ typedef struct {  // matmul_s8_grad_b
     int8_t *ein;
 } mt_matmul_s8_grad_b_args_t;
 static int drv_matmul_s8_grad_b_args(call_t *c, mt_matmul_s8_grad_b_args_t *a) {
-    desc_arg(c, 0, "desc", a->pu.a, MT_MATMUL_NPARAMS);
-    a->p = &a->pu.s;
+    a->p = matmul_desc(c, 0, &a->pu);
     if (failed(c)) return 0;
-    check(c, "desc", mt_matmul_check(a->p));
     if (failed(c)) return 0;
-    a->e = buf(c, 1, "e", S8, a->p->rows * a->p->cols, 0, NULL);
+    a->e = buf(c, 1, "e", S8, a->p->heads * a->p->rows * a->p->cols, 0, NULL);
     if (failed(c)) return 0;
-    a->a = buf(c, 2, "a", S8, a->p->rows * a->p->inner, 0, NULL);
+    a->a = buf(c, 2, "a", S8, a->p->heads * a->p->rows * a->p->inner, 0, NULL);
     if (failed(c)) return 0;
-    a->acc = buf(c, 3, "acc", I32, a->p->inner * a->p->cols, 1, NULL);
+    a->acc = buf(c, 3, "acc", I32, a->p->heads * a->p->inner * a->p->cols, 1, NULL);
     if (failed(c)) return 0;
-    a->ein = buf(c, 4, "ein", S8, a->p->inner * a->p->cols, 1, NULL);
+    a->ein = buf(c, 4, "ein", S8, a->p->heads * a->p->inner * a->p->cols, 1, NULL);
     if (failed(c)) return 0;
     return 1;
 }

@@ -273,6 +273,7 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
             } else if (op == 15) {
                 mt_matmul_params_t p;
                 memcpy(&p, prm, sizeof p);
+                p.heads = np == MT_MATMUL_NPARAMS + 1 ? prm[MT_MATMUL_NPARAMS - 1] : 1;  // (12: the factor)
                 need("matmul", mt_matmul_check(&p));
                 mt_matmul_s8_forward(&p, x, act[l[10]], y);
             } else {

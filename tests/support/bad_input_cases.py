@@ -86,6 +86,8 @@ DEPENDENTS: dict[tuple[str, str], tuple[str, ...]] = {
 LENGTHS_BAD: dict[tuple[str, str], tuple[tuple[int, ...], tuple[str, ...]]] = {
     ("softmax_xent_s8", "lut"): ((0, 257), ("expected 1..256",)),
     ("softmax_s8_forward", "lut"): ((0, 257), ("expected 1..256",)),
+    # 12 ints are valid too (heads)
+    **{(f"matmul_s8_{f}", "desc"): ((10, 13), ()) for f in ("forward", "grad_a", "grad_b")},
 }
 
 
@@ -94,7 +96,8 @@ UPSAMPLE_DESC = [2, 3, 3, 4, 5, 2, 2, 0, 5]  # 2x3 -> 4x5 (the last column clipp
 CONV_ROW = CONV_G.out_w * CONV_G.out_c  # conv2d_add_s8_forward: one output row of its tile
 CONV_ADD_DESC = oracle.add_params(0.02, 2, 0.05, -7, 0.06, 1, 1, 127, CONV_G.n_out)
 MUL_DESC = oracle.mul_params(0.02, 3, 0.05, -7, 0.04, 1, 6, 4, 1, 4)  # 6 x 4, x2 per channel
-MATMUL_DESC = oracle.matmul_params(0.02, 3, 0.05, -7, 0.01, 1, 3, 5, 4, 1)  # (3 x 5) (4 x 5)^T
+# (3 x 5) (4 x 5)^T, its one head written out (the 12-int form)
+MATMUL_DESC = [*oracle.matmul_params(0.02, 3, 0.05, -7, 0.01, 1, 3, 5, 4, 1), 1]
 LN_DESC = oracle.layernorm_params(0.05, 3, 0.03, -2, 8, 3)  # 3 rows of 8
 UPD_N, UPD_K = 4, 3  # update primitives: 4 channels of 3 values
 UPD_SW = np.array([0.01, 0.02, 0.005, 0.03], np.float32)
@@ -314,7 +317,9 @@ MUL_DESC_BAD = {"hw 0": (0, 0), "c 65536": (1, 65536), "hw2 2": (2, 2), "c2 3": 
                 "65536 elements per x2 value": ((0, 1, 2, 3), (65536, 1, 1, 1))}
 MATMUL_DESC_BAD = {"rows 0": (0, 0), "inner 32769": (1, 32769), "cols 65536": (2, 65536), "tb 2": (3, 2),
                    "a_zp -129": (4, -129), "mult < 0": (7, -1), "sh 32": (8, 32),
-                   "act_min > act_max": (9, 50), "2^26 + elements": ((0, 1), (4096, 16385))}
+                   "act_min 50 > act_max 49": ((9, 10), (50, 49)),
+                   "2^26 + elements": ((0, 1), (4096, 16385)), "heads 0": (11, 0), "heads 257": (11, 257),
+                   "heads x 2^26 elements": ((0, 1, 11), (4096, 128, 256))}
 
 SOFTMAX_DESC_BAD = {"n 0": (1, 0), "n 257": (1, 257), "outer 0": (0, 0), "inner 0": (2, 0),
                     "2^26 + elements": ((0, 1, 2), (2**16, 256, 5))}

@@ -4,7 +4,7 @@ activations, softmax inside a model), registered into kernel_cases.OPS / GENERAT
 Variants: every broadcast shape of mul (same shape, per channel as squeeze-and-excitation,
 per position, one value), zero points at the int8 ends, saturating and extreme
 multipliers, fused-relu clamps, in-place calls; matmul with both layouts of b (A B and
-A B^T), odd inner sizes (the four-byte steps and their tails), sizes of one.
+A B^T), one to four heads, odd inner sizes (the four-byte steps and their tails), sizes of one.
 """
 
 from __future__ import annotations
@@ -85,36 +85,45 @@ def _matmul_desc(rng: Rng, i: int) -> tuple[list[int], str]:
     act_min, act_max = kc._act(rng, zo, i // 2)
     sa, sb = (float(10.0 ** rng.uniform(-2.5, -1)) for _ in range(2))
     so = sa * sb * float(10.0 ** rng.uniform(0.5, 3.5))
-    d = oracle.matmul_params(sa, za, sb, zb, so, zo, rows, inner, cols, tb, act_min, act_max)
+    heads = [1, 1, 2, 3, 4][(i // 7) % 5]  # several heads: the strided layouts
+    d = oracle.matmul_params(sa, za, sb, zb, so, zo, rows, inner, cols, tb, act_min, act_max, heads)
     label = "tflite"
     if i % 6 == 5:
         d[7], d[8] = int(rng.integers(0, 2**31)), int(rng.integers(-31, 32))
         label = "extreme"
-    return d, f"tb{tb}/{label}"
+    if i % 11 == 10 and heads == 1:
+        d.append(1)  # one head written out
+    return d, f"tb{tb}/h{heads}/{label}"
+
+
+def _heads(d: list[int]) -> int:
+    return d[11] if len(d) > 11 else 1
 
 
 def gen_matmul_s8_forward(rng: Rng, i: int) -> Case:
     d, label = _matmul_desc(rng, i)
-    rows, inner, cols = d[:3]
-    a, b = kc._int8(rng, rows * inner), kc._int8(rng, inner * cols)
+    rows, inner, cols, h = *d[:3], _heads(d)
+    a, b = kc._int8(rng, h * rows * inner), kc._int8(rng, h * inner * cols)
     return kc.make_case("matmul_s8_forward", [i32(d), s8(a, kc._kind_in(rng)), s8(b, kc._kind_in(rng)),
-                                              out(kc._kind_out(rng), rows * cols)], label)
+                                              out(kc._kind_out(rng), h * rows * cols)], label)
 
 
 def gen_matmul_s8_grad_a(rng: Rng, i: int) -> Case:
     d, label = _matmul_desc(rng, i)
-    rows, inner, cols = d[:3]
-    e, b = kc._int8(rng, rows * cols, ["uniform", "small", "sparse"][i % 3]), kc._int8(rng, inner * cols)
-    n = rows * inner
+    rows, inner, cols, h = *d[:3], _heads(d)
+    e = kc._int8(rng, h * rows * cols, ["uniform", "small", "sparse"][i % 3])
+    b = kc._int8(rng, h * inner * cols)
+    n = h * rows * inner
     return kc.make_case("matmul_s8_grad_a", [i32(d), s8(e, kc._kind_in(rng)), s8(b, kc._kind_in(rng)),
                                              out("i", n), out(kc._kind_out(rng), n)], label)
 
 
 def gen_matmul_s8_grad_b(rng: Rng, i: int) -> Case:
     d, label = _matmul_desc(rng, i)
-    rows, inner, cols = d[:3]
-    e, a = kc._int8(rng, rows * cols, ["uniform", "small", "sparse"][i % 3]), kc._int8(rng, rows * inner)
-    n = inner * cols
+    rows, inner, cols, h = *d[:3], _heads(d)
+    e = kc._int8(rng, h * rows * cols, ["uniform", "small", "sparse"][i % 3])
+    a = kc._int8(rng, h * rows * inner)
+    n = h * inner * cols
     return kc.make_case("matmul_s8_grad_b", [i32(d), s8(e, kc._kind_in(rng)), s8(a, kc._kind_in(rng)),
                                              out("i", n), out(kc._kind_out(rng), n)], label)
 

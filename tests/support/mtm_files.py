@@ -99,10 +99,18 @@ def torch_model_files() -> list[bytes]:
             a = F.softmax(self.q(h) @ self.k(h).transpose(1, 2) / 2.0, dim=-1) @ h
             return self.fc(torch.flatten(a * torch.sigmoid(self.g(a)), 1))
 
+    class MhAttn(Attn):  # format 1.5: MATMULs with heads (13 params), scores (2, 6, 6) per head
+        def forward(self, x):  # noqa: ANN001, ANN202
+            n = x.size(0)
+            h = self.ln(self.e(x))
+            q, k, g = (m(h).view(n, 6, 2, 4).transpose(1, 2) for m in (self.q, self.k, self.g))
+            a = (F.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ g).transpose(1, 2).reshape(n, 6, 8)
+            return self.fc(torch.flatten(a, 1))
+
     torch.manual_seed(0)
     out = []
     for cls, shape in ((Res1d, (8, 3, 16)), (Cnn, (8, 2, 16, 16)), (Mlp, (8, 12)), (Lut, (8, 2, 8)),
-                       (Attn, (8, 6, 4))):
+                       (Attn, (8, 6, 4)), (MhAttn, (8, 6, 4))):
         m = convert.convert(cls().eval(), torch.randn(*shape), progress=False)
         out.append(m)
     # a checkpoint: TRAINED + HAS_STATE with all four state slots of the last layer

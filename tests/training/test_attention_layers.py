@@ -72,33 +72,7 @@ def test_last2_training_lowers_the_loss(tfm: ms.Suite, tmp_path: Path) -> None:
 def test_lora_on_the_attention_projections_equals_reference(tfm: ms.Suite, tmp_path: Path) -> None:
     """Rank-2 adapters on the q and v projections (TrainDeeploy's case), trained on the device, equal
     the LoRA reference's bit for bit."""
-    import json
-
-    from microtrain_tools.reference import lora_ref as lr
-    from microtrain_tools.reference import train_ref as tr
-    from support.harness import ROOT, ensure_natmod, run_micropython
-    from support.training_cases import SGDM, differences, labels_of, read_dump, ref_opt
-
-    ensure_natmod()
-    s, n = tfm[0], 16
-    ys = labels_of(s)
-    cfg = {"memory_floor": False, "model": str(s.path), "samples": str(s.samples), "numel": s.numel,
-           "labels": [int(v) for v in ys], "order": list(range(n)), "calib": list(range(8)), "rank": 2,
-           "layers": ["q", "v"], "seed": 7, "mode": "mixed", "opt": SGDM, "batch": 2,
-           "adapters": str(tmp_path / "a.mtl"), "reload": False, "merged": str(tmp_path / "merged.mtm"),
-           "out": str(tmp_path / "dump"), "n_pred": 10}
-    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
-    p = run_micropython(ROOT / "tests" / "mp" / "lora_runner.py", [str(tmp_path / "cfg.json")], timeout=300)
-    assert p.returncode == 0 and "LORA-RUNNER-DONE" in p.stdout, (p.stdout + p.stderr)[-3000:]
-    dev = read_dump(tmp_path / "dump")
-    at = lr.attach(s.m, 2, ["q", "v"], [s.xs[i] for i in range(8)], seed=7)
-    ref = tr.RefTrainer(at.model, at.train, "mixed", ref_opt(SGDM), None, 2)
-    losses = [ref.step(s.xs[i], int(ys[i])) for i in range(n)]
-    ref.flush()
-    got = {k: v for k, v in dev.items() if k.startswith("L")}
-    assert differences(ref.arrays(), got) == []
-    assert np.array_equal(np.array(losses), dev["loss"])
-    assert all(np.any(v[4] != 0) for v in lr.values(at, ref).values())  # B moved from zero
+    ms.check_lora_bitexact(tfm[0], tmp_path, ["q", "v"])
 
 
 def test_to_torch_round_trip(tfm: ms.Suite) -> None:

@@ -53,7 +53,7 @@ from microtrain_tools.convert_registry import _BY_METHOD as _BY_METHOD
 from microtrain_tools.convert_registry import _BY_MODULE as _BY_MODULE
 from microtrain_tools.convert_registry import REFUSALS, REGISTRY, OpEntry, Refusal
 from microtrain_tools.convert_registry import _lookup as _lookup
-from microtrain_tools.convert_trace import trace
+from microtrain_tools.convert_trace import expand_attention, trace
 from microtrain_tools.mtm import DType, Kind, Layer, Model, Op, Quant, Tensor
 from microtrain_tools.reference import oracle as o
 
@@ -195,6 +195,7 @@ def _convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentil
     if not isinstance(module, nn.Module):
         raise ConvertError(f"expected a torch.nn.Module, got {type(module).__name__}")
     model = copy.deepcopy(module).cpu().float().eval()
+    expand_attention(model)  # nn.MultiheadAttention as the hand-written attention it computes
 
     @functools.cache
     def data() -> tuple[list[torch.Tensor], torch.Tensor]:  # the model's own problems are named first
@@ -342,7 +343,7 @@ def _run_layer(m: Model, ly: Layer, vals: dict[int, NDArray[np.int8]]) -> NDArra
     if ly.op == Op.LAYERNORM:
         return o.layernorm_s8_forward(p, x)
     if ly.op == Op.MATMUL:  # the descriptor, then the factor (backward's)
-        return o.matmul_s8_forward(p[:11], x, vals[ly.inputs[1]])
+        return o.matmul_s8_forward(p[:-1], x, vals[ly.inputs[1]])
     if ly.op == Op.SOFTMAX:  # the device makes the exp table of the input's scale (double floats here)
         from microtrain_tools.reference.train_ref_config import softmax_lut
 

@@ -221,7 +221,7 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         rows, inner, cols = pl.attrs["rci"]
         f = np.float32(pl.attrs["factor"])
         params = o.matmul_params(x.scale * float(f), x.zp, x2.scale, x2.zp, y.scale, y.zp, rows, inner, cols,
-                                 pl.attrs["tb"])
+                                 pl.attrs["tb"], heads=pl.attrs.get("heads", 1))
         return Layer(Op.MATMUL, pl.name, ins, out, [*params, int(f.view(np.int32))], fused=fused)
     if pl.kind == "softmax":
         return Layer(Op.SOFTMAX, pl.name, ins, out, list(pl.attrs["desc"]), fused=fused)

@@ -89,8 +89,18 @@ class _Planner:
         self.pre_bn: dict[torch.fx.Node, _PreBn] = {}
         self.softmax: str | None = None
         self.seq = False  # a sequence model: (N, T, D) tensors are tokens (plan: _sequence_mode)
+        self.sig: set[torch.fx.Node] = set()  # its rank-3 tensors that are (N, C, L) signals all the same
         self.transposed: set[torch.fx.Node] = set()  # transposes a matmul reads as they lie
         self.token_flat: set[torch.fx.Node] = set()  # flattened tokens (no column permutation)
+        # attention heads: views of tokens (1, T, H * Dh) as (N, T, H, Dh) "thd", (N, H, T, Dh) "htd",
+        # (N, H, Dh, T) "hdt" (the same bytes), and per-head scores (N, H, T, S), device (H, T, S)
+        self.heads: dict[torch.fx.Node, tuple[int, str]] = {}
+        self.scores: dict[torch.fx.Node, int] = {}
+        # channels-last views: (N, C, H * W) of a map on its way to tokens (its grid (H, W)), or (N, L, C)
+        # of an (N, C, L) signal around a LayerNorm (None); tokens of T = H * W lie as the map (H, W, D)
+        self.chlast: dict[torch.fx.Node, tuple[int, int] | None] = {}
+        self.chlast_vals: list[_Value] = []  # LayerNorm outputs over a signal's channels
+        self.grid: dict[int, tuple[int, int]] = {}
 
     def name(self, node: torch.fx.Node) -> str:
         base = str(node.target) if node.op == "call_module" else node.name
@@ -120,8 +130,52 @@ class _Planner:
 
     def new_value(self, node: torch.fx.Node, calib: torch.fx.Node | None = None,
                   same_as: _Value | None = None) -> _Value:
-        shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node), self.seq)
+        shape, s1d = _nhwc_shape(_meta_shape(node), self.where(node) + _at(node), self.tok(node))
+        if self.tok(node) and len(_meta_shape(node)) == 3:
+            shape = self.tokens_shape(shape[1], shape[2])
         return _Value(shape, s1d, calib=calib, same_as=same_as)
+
+    def tok(self, node: Any) -> bool:
+        """Whether a rank-3 tensor of this model is (N, T, D) tokens (else an (N, C, L) signal)."""
+        return self.seq and node not in self.sig
+
+    def tokens_shape(self, t: int, d: int) -> tuple[int, int, int]:
+        """The device shape of T tokens of D values: (1, T, D), or (H, W, D) when a conv tokenizer
+        made T = H * W of them (the map's bytes are the tokens)."""
+        g = self.grid.get(t)
+        return (g[0], g[1], d) if g else (1, t, d)
+
+    def plan_views(self, node: torch.fx.Node, kind: str, x: _Value, arg0: torch.fx.Node,
+                   in_tshape: tuple[int, ...]) -> bool:
+        """Reshapes and transposes that move no data between channels-last bytes and (N, T, C):
+        ``flatten(2).transpose(1, 2)`` of an (N, C, H, W) map is H * W tokens of C values (a conv
+        tokenizer); ``transpose(1, 2)`` of an (N, C, L) signal, read only by LayerNorms, is the signal's
+        own bytes (normalised over C), and the transpose after them the signal again. False: not one."""
+        out = _meta_shape(node)
+        users = list(node.users)
+        if kind == "reshape" and self.seq and len(in_tshape) == 4 and tuple(out) == (
+                in_tshape[0], in_tshape[1], in_tshape[2] * in_tshape[3]) and users and all(
+                _safe_kind(u, self.modules) == "transpose" for u in users):
+            self.chlast[node] = (x.shape[0], x.shape[1])
+        elif kind == "transpose" and arg0 in self.chlast:
+            g = self.chlast[arg0]
+            if g is not None:
+                self.grid[g[0] * g[1]] = g
+        elif kind == "transpose" and not self.tok(arg0) and len(in_tshape) == 3 and x.signal_1d and users \
+                and all(_safe_kind(u, self.modules) == "layernorm" for u in users):
+            self.chlast[node] = None
+        elif kind == "transpose" and self.seq and arg0 in self.sig and node not in self.sig:
+            pass  # (N, C, L) -> (N, L, C): the signal's positions are the tokens
+        elif kind == "transpose" and any(x is v for v in self.chlast_vals) and len(in_tshape) == 3:
+            pass  # back to the signal
+        elif kind == "layernorm" and arg0 in self.chlast and self.chlast[arg0] is None:
+            self.plan_layernorm(node, x, arg0)
+            self.chlast_vals.append(self.values[node])
+            return True
+        else:
+            return False
+        self.values[node] = x
+        return True
 
     def fuse_act(self, node: torch.fx.Node, pl: _PLayer) -> torch.fx.Node:
         """Fuse a following relu/relu6 if ``node`` is its only producer; return the last node."""
@@ -165,17 +219,32 @@ class _Planner:
 
     def _sequence_mode(self) -> bool:
         """A model whose rank-3 tensors are (N, T, D) tokens: a Linear, LayerNorm, matmul or mean over
-        the tokens on one, and no Conv1d or 1-D pooling (whose (N, C, L) is a signal)."""
-        seq = sig = False
+        the tokens on one. Its rank-3 tensors that a Conv1d, 1-D pooling or upsampling makes or reads,
+        and those derived from them element-wise, are (N, C, L) signals all the same (``self.sig``): a
+        transpose(1, 2) of one is tokens, the signal's positions."""
+        sig_ops = ("conv", "convt", "maxpool", "avgpool", "gap", "gmp", "upsample", "bn")
+        same = ("relu", "relu6", "lut", "alias", "add", "mul", "pad", "concat")
+        sig: set[torch.fx.Node] = set()
+        for node in self.gm.graph.nodes:
+            if len(node.meta.get("mt_shape", ())) != 3:
+                continue
+            kind = _safe_kind(node, self.modules) if node.op.startswith("call_") else ""
+            src = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+            users = [_safe_kind(u, self.modules) for u in node.users if u.op.startswith("call_")]
+            around_ln = src in sig and ((kind == "transpose" and users and set(users) == {"layernorm"})
+                                        or kind == "layernorm")  # a LayerNorm over the signal's channels
+            if kind in sig_ops or any(u in sig_ops for u in users) or (kind in same and src in sig) \
+                    or around_ln:
+                sig.add(node)
+        seq = False
         for node in self.gm.graph.nodes:
             kind = _safe_kind(node, self.modules) if node.op.startswith("call_") else ""
             src = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
             rank3 = src is not None and len(src.meta.get("mt_shape", ())) == 3
-            if kind in ("linear", "layernorm", "matmul", "gap_tokens") and rank3:
+            if kind in ("linear", "layernorm", "matmul", "gap_tokens") and rank3 and src not in sig:
                 seq = True
-            elif kind in ("conv", "convt", "maxpool", "avgpool", "gap", "gmp", "upsample") and rank3:
-                sig = True
-        return seq and not sig
+        self.sig = sig if seq else set()
+        return seq
 
     def plan_one(self, node: torch.fx.Node) -> None:
         if node.op == "placeholder":
@@ -220,7 +289,11 @@ class _Planner:
         arg0 = node.args[0]
         assert isinstance(arg0, torch.fx.Node)
         in_tshape = _meta_shape(arg0)
-        if kind == "linear" and self.seq and len(in_tshape) == 3:
+        if self.plan_views(node, kind, x, arg0, in_tshape):
+            return
+        if self.seq and self.plan_heads(node, kind, x, arg0, in_tshape):
+            return
+        if kind == "linear" and self.tok(arg0) and len(in_tshape) == 3:
             self.plan_token_linear(node, x)
         elif kind in ("conv", "linear"):
             self.plan_weighted(node, kind, x, arg0, in_tshape)
@@ -315,6 +388,9 @@ class _Planner:
         spatial = full[2:]
         if full == tuple(sa):
             hw2, c2 = 1, 1  # set below
+        elif self.tok(a) and len(sa) == 3 and full[0] in (1, sa[0]) and full[1:] in ((sa[1], 1), (1, sa[2])):
+            # tokens: one value per token (N, T, 1) or per feature (N, 1, D)
+            hw2, c2 = (math.prod(x.shape) // x.shape[-1], 1) if full[2] == 1 else (1, x.shape[-1])
         elif len(sa) >= 3 and full[1] == sa[1] and all(d == 1 for d in spatial) and full[0] in (1, sa[0]):
             hw2, c2 = 1, x.shape[-1]
         elif len(sa) >= 3 and full[1] == 1 and spatial == tuple(sa[2:]) and full[0] in (1, sa[0]):
@@ -343,7 +419,15 @@ class _Planner:
         if isinstance(mod, nn.LogSoftmax) or node.target in (torch.log_softmax, F.log_softmax, "log_softmax"):
             raise self.fail(node, "log_softmax inside the model: only a final one converts (it is stripped)")
         dim = softmax_dim(node, mod)
-        axes = {2: (0,), 3: (1, 2) if self.seq else (2, 1), 4: (2, 0, 1)}[len(in_tshape)]
+        if self.tok(node.args[0]) and len(in_tshape) == 3:  # over the tokens (dim 1) or their values (dim 2)
+            t, d = math.prod(x.shape[:-1]), x.shape[-1]
+            if (t if dim == 1 else d) > 256:
+                raise self.fail(node, f"softmax over {t if dim == 1 else d} values: at most 256")
+            pl = self.layer("softmax", node, [x])
+            pl.attrs["desc"] = [1, t, d] if dim == 1 else [t, d, 1]
+            pl.output = self.values[node] = _Value(x.shape, x.signal_1d, scale=2.0**-8, zp=mtm.SOFTMAX_ZP)
+            return
+        axes = {2: (0,), 3: (2, 1), 4: (2, 0, 1)}[len(in_tshape)]
         axis = axes[dim - 1]  # torch dim -> NHWC axis
         if len(x.shape) != {2: 1, 3: 3, 4: 3}[len(in_tshape)]:
             raise self.fail(node, f"softmax over a tensor of device shape {x.shape}")
@@ -362,9 +446,10 @@ class _Planner:
             _bind(node, ("input", "normalized_shape", "weight", "bias", "eps"),
                   {"weight": None, "bias": None, "eps": 1e-5})["eps"])
         f = x.shape[-1]
-        if len(_meta_shape(arg0)) == 3 and not self.seq:
-            raise self.fail(node, "LayerNorm of an (N, C, L) signal: only over the features of (N, F) or the "
-                                  "D of (N, T, D) tokens")
+        if len(_meta_shape(arg0)) == 3 and not self.tok(arg0) and arg0 not in self.chlast:
+            raise self.fail(node, "LayerNorm of an (N, C, L) signal: only over the features of (N, F), the "
+                                  "D of (N, T, D) tokens, or a signal's channels (ln(x.transpose(1, 2))"
+                                  ".transpose(1, 2))")
         with self.gm.graph.inserting_after(node):  # the normalised value, for calibration only
             norm = self.gm.graph.call_function(F.layer_norm, (arg0, (f,), None, None, eps))
         norm.meta["mt_shape"] = node.meta["mt_shape"]
@@ -426,10 +511,11 @@ class _Planner:
                                   "LayerNorm or matmul reads as T tokens of D values)")
         if kind == "transpose":
             users = list(node.users)
-            if not users or any(_safe_kind(u, self.modules) != "matmul" or u.args[1] is not node
-                                or u.args[0] is node for u in users):
+            column = _meta_shape(node)[1] == 1  # (N, 1, T) of one value per token: a row, as it lies
+            if not users or any(_safe_kind(u, self.modules) != "matmul" or (u.args[1] is not node and not (
+                    column and u.args[0] is node)) or (u.args[0] is node and not column) for u in users):
                 raise self.fail(node, "a transpose converts only as a matmul's second operand (read as it "
-                                      "lies)")
+                                      "lies), or as its first when it makes one row of a column (N, T, 1)")
             self.transposed.add(node)
             self.values[node] = x
             return
@@ -448,16 +534,100 @@ class _Planner:
         rows, inner, cols = sa[1], sa[2], so[2]
         pl = self.layer("matmul", node, [x, y])
         pl.attrs.update({"rci": (rows, inner, cols), "tb": tb, "factor": 1.0})
-        last = node
+        last = self.fold_scale(node, pl)
+        pl.output = self.values[last] = self.new_value(last, calib=last)
+        self.values[node] = pl.output
+
+    def plan_heads(self, node: torch.fx.Node, kind: str, x: _Value, arg0: torch.fx.Node,
+                   in_tshape: tuple[int, ...]) -> bool:
+        """Multi-head attention on tokens: the head views (reshape to (N, T, H, Dh), the transposes,
+        back to (N, T, H * Dh)) move no data; q @ k^T per head is a MATMUL with heads (tb 1) into
+        scores (H, T, S), their softmax runs over S, scores @ v per head a MATMUL with heads (tb 0)
+        back into tokens. False: not a head op (planned as usual)."""
+        hv, sc = self.heads.get(arg0), self.scores.get(arg0)
+        out = _meta_shape(node)
+        if kind == "reshape":
+            split = len(in_tshape) == 3 and len(out) == 4 and tuple(out[:2]) == tuple(in_tshape[:2])
+            if hv is None and split and out[2] * out[3] == in_tshape[2] and out[2] > 1:
+                self.heads[node] = (out[2], "thd")
+            elif hv is not None and hv[1] == "thd" and tuple(out) == (*in_tshape[:2],
+                                                                       in_tshape[2] * in_tshape[3]):
+                pass  # the tokens again
+            elif hv is not None or sc is not None:
+                raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)} of attention heads: only "
+                                      "(N, T, H, Dh) <-> (N, T, H * Dh) converts")
+            else:
+                return False
+            self.values[node] = x
+            return True
+        if kind == "alias" and (hv is not None or sc is not None):
+            if hv is not None:
+                self.heads[node] = hv
+            else:
+                self.scores[node] = sc  # type: ignore[assignment]
+            self.values[node] = x
+            return True
+        if kind == "transpose" and hv is not None:
+            a = _bind(node, ("input", "dim0", "dim1"), {})
+            dims = {int(a["dim0"]) % 4, int(a["dim1"]) % 4}
+            moves = {((1, 2), "thd"): "htd", ((1, 2), "htd"): "thd", ((2, 3), "htd"): "hdt",
+                     ((2, 3), "hdt"): "htd"}
+            form = moves.get((tuple(sorted(dims)), hv[1]))  # type: ignore[arg-type]
+            if form is None:
+                raise self.fail(node, f"transpose {sorted(dims)} of attention heads {_n(in_tshape)}: only "
+                                      "(N, T, H, Dh) <-> (N, H, T, Dh) and a key's (N, H, T, Dh) -> "
+                                      "(N, H, Dh, T)")
+            self.heads[node] = (hv[0], form)
+            self.values[node] = x
+            return True
+        if kind == "softmax" and sc is not None:
+            mod = self.modules[str(node.target)] if node.op == "call_module" else None
+            if softmax_dim(node, mod) != 3 or x.shape[2] > 256:
+                raise self.fail(node, "softmax of attention scores: only over the keys (dim -1, at most 256)")
+            pl = self.layer("softmax", node, [x])
+            pl.attrs["desc"] = [x.shape[0] * x.shape[1], x.shape[2], 1]
+            pl.output = self.values[node] = _Value(x.shape, False, scale=2.0**-8, zp=mtm.SOFTMAX_ZP)
+            self.scores[node] = sc
+            return True
+        if kind != "matmul" or (hv is None and sc is None):
+            if hv is not None or sc is not None:
+                raise self.fail(node, f"{kind} of attention heads or scores: only their transposes, the "
+                                      "softmax of the scores and the two matmuls convert")
+            return False
+        b = node.args[1]
+        assert isinstance(b, torch.fx.Node)
+        y, hb = self.value_of(b, node), self.heads.get(b)
+        if hv is not None and hv[1] == "htd" and hb is not None and hb[1] == "hdt" and hb[0] == hv[0]:
+            nh, tb = hv[0], 1  # q k^T: tokens of both, scores stacked per head
+            rows, inner, cols = in_tshape[2], in_tshape[3], out[3]
+        elif sc is not None and hb is not None and hb[1] == "htd" and hb[0] == sc:
+            nh, tb = sc, 0  # scores v: back into tokens
+            rows, inner, cols = in_tshape[2], in_tshape[3], out[3]
+        else:
+            raise self.fail(node, "matmul of attention heads: only q @ k.transpose(-2, -1) of (N, H, T, Dh) "
+                                  "head views of tokens, then the scores (or their softmax) @ v")
+        pl = self.layer("matmul", node, [x, y])
+        pl.attrs.update({"rci": (rows, inner, cols), "tb": tb, "factor": 1.0, "heads": nh})
+        last = self.fold_scale(node, pl)
+        if tb:
+            pl.output = self.values[last] = _Value((nh, rows, cols), False, calib=last)
+            self.scores[last] = nh
+        else:
+            pl.output = self.values[last] = _Value(self.tokens_shape(rows, nh * cols), False, calib=last)
+            self.heads[last] = (nh, "htd")
+        self.values[node] = pl.output
+        return True
+
+    def fold_scale(self, node: torch.fx.Node, pl: _PLayer) -> torch.fx.Node:
+        """A constant factor right after a matmul, folded into it; the last node."""
         nxt = _single_user(node)
         if nxt is not None and _safe_kind(nxt, self.modules) == "scale" and nxt.args[0] is node:
             c = float(nxt.args[1])
             pl.attrs["factor"] = 1.0 / c if nxt.target in (operator.truediv, torch.div, "div") else c
             pl.fused.append(self.src_name(nxt))
             self.done.add(nxt)
-            last = nxt
-        pl.output = self.values[last] = self.new_value(last, calib=last)
-        self.values[node] = pl.output
+            return nxt
+        return node
 
     def layer(self, kind: str, node: torch.fx.Node, inputs: list[_Value],
               module: nn.Module | None = None) -> _PLayer:
@@ -618,18 +788,19 @@ class _Planner:
             if out[1] != math.prod(in_tshape[1:]):
                 raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)}")
             self.values[node] = x  # a Linear reads it with its columns permuted to NHWC
-            if self.seq and len(in_tshape) == 3:
+            if self.tok(node.args[0]) and len(in_tshape) == 3:
                 self.token_flat.add(node)  # tokens: PyTorch's order is the device's
             return
-        if _nhwc_shape(out, self.where(node), self.seq)[0] == x.shape:
+        seq = self.tok(node.args[0])
+        if _nhwc_shape(out, self.where(node), self.tok(node))[0] == x.shape:
             self.values[node] = x
             return
-        if _same_device_order(in_tshape, out, self.seq) and node.users and all(
+        if _same_device_order(in_tshape, out, seq) and node.users and all(
                 _safe_kind(u, self.modules) == "mul" for u in node.users):
             self.values[node] = x  # the same bytes, read only by products (broadcast by their planning)
             return
         if x is self.input and x.calib is not None and sum(not _is_meta(u) for u in x.calib.users) == 1 and \
-                _same_device_order(in_tshape, out, self.seq):
+                _same_device_order(in_tshape, out, seq):
             # the same bytes in another shape: the file's input is the reshaped tensor, and data in the
             # model's own input layout still quantise to the right bytes (to_nhwc is then a no-op reorder)
             self.input = self.values[node] = self.new_value(node, calib=x.calib)
@@ -639,7 +810,7 @@ class _Planner:
                                   f"its input in the shape its first layer takes, {_n(out)}, and reshape in "
                                   "your data pipeline")
         raise self.fail(node, f"reshape {_n(in_tshape)} -> {_n(out)} moves data on the device (NHWC "
-                              f"{x.shape} -> {_nhwc_shape(out, '', self.seq)[0]}): only reshapes to "
+                              f"{x.shape} -> {_nhwc_shape(out, '', self.tok(node))[0]}): only reshapes to "
                               "(N, features) and reshapes that keep the NHWC shape (squeeze / unsqueeze of "
                               "size-1 dims) convert")
 

@@ -276,8 +276,8 @@ def _accept_layernorm(node: torch.fx.Node, mod: nn.Module | None) -> str:
     if len(shape) not in (2, 3) or ns != (shape[-1],):
         raise _Fail(f"LayerNorm over {ns} of a tensor of shape {tuple(shape)}: only over the features of an "
                     "(N, F) tensor (the device normalises its channel dim)")
-    if shape[1] > 256:
-        raise _Fail(f"LayerNorm over {shape[1]} features: at most 256 (its integer statistics)")
+    if shape[-1] > 256:
+        raise _Fail(f"LayerNorm over {shape[-1]} features: at most 256 (its integer statistics)")
     return "layernorm"
 
 
@@ -286,8 +286,9 @@ def _accept_matmul(node: torch.fx.Node, mod: nn.Module | None) -> str:
     x, y = a["input"], a["other"]
     if len(node.args) != 2 or not isinstance(x, torch.fx.Node) or not isinstance(y, torch.fx.Node):
         raise _Fail("matmul needs two traced tensors: a constant matrix belongs in an nn.Linear")
-    if len(_meta_shape(x)) != 3 or len(_meta_shape(y)) != 3:
-        raise _Fail(f"matmul of shapes {_meta_shape(x)} and {_meta_shape(y)}: only (N, T, K) @ (N, K, M)")
+    if len(_meta_shape(x)) not in (3, 4) or len(_meta_shape(y)) != len(_meta_shape(x)):
+        raise _Fail(f"matmul of shapes {_meta_shape(x)} and {_meta_shape(y)}: only (N, T, K) @ (N, K, M) "
+                    "or, split into heads, (N, H, T, K) @ (N, H, K, M)")
     return "matmul"
 
 
@@ -295,9 +296,11 @@ def _accept_transpose(node: torch.fx.Node, mod: nn.Module | None) -> str:
     a = _bind(node, ("input", "dim0", "dim1"), {})
     src = node.args[0]
     rank = len(_meta_shape(src)) if isinstance(src, torch.fx.Node) else 0
-    if rank != 3 or {int(a["dim0"]) % 3, int(a["dim1"]) % 3} != {1, 2}:
+    dims = {int(a["dim0"]) % max(rank, 1), int(a["dim1"]) % max(rank, 1)}
+    if not (rank == 3 and dims == {1, 2}) and not (rank == 4 and dims in ({1, 2}, {2, 3})):
         raise _Fail("only the transpose of the last two dims of (N, T, D), as a matmul's second operand, "
-                    "converts")
+                    "and the transposes of attention heads ((N, T, H, D) <-> (N, H, T, D), a key's "
+                    "(N, H, T, D) -> (N, H, D, T)) convert")
     return "transpose"
 
 
@@ -441,16 +444,24 @@ REGISTRY: tuple[OpEntry, ...] = (
             "channels (N, 1, H, W); trained through (the errors of both inputs)",
             functions=(operator.mul, operator.imul, torch.mul), methods=("mul", "mul_"), accept=_accept_mul),
     OpEntry("matmul", "a @ b, torch.matmul(a, b), torch.bmm(a, b), a.matmul(b) of two activations "
-            "(N, T, K) @ (N, K, M)", "MATMUL (format 1.4; a constant factor right after it, e.g. "
-            "/ math.sqrt(d), is folded into it; trained through: the errors of both inputs)",
-            "sequence models: (N, T, D) tensors are T tokens of D values",
+            "(N, T, K) @ (N, K, M), or per head (N, H, T, K) @ (N, H, K, M); nn.MultiheadAttention("
+            "batch_first=True) without masks (its q, k, v, out projections as Linears on the tokens)",
+            "MATMUL (format 1.4; a "
+            "constant factor right after it, e.g. / math.sqrt(d), is folded into it; trained through: the "
+            "errors of both inputs; several heads: its heads field, format 1.5)",
+            "sequence models: (N, T, D) tensors are T tokens of D values; heads: q @ k.transpose(-2, -1) of "
+            "(N, H, T, Dh) views of tokens, then (scores or their softmax) @ v",
             functions=(operator.matmul, torch.matmul, torch.bmm), methods=("matmul", "bmm"),
             accept=_accept_matmul),
     OpEntry("scale", "x / c, x * c, torch.div(x, c) with a positive number c", "nothing: folded into the "
             "MATMUL before it (its requantisation and its backward)", "only right after a matmul",
             functions=(operator.truediv, torch.div), methods=("div",), accept=_accept_scale),
     OpEntry("transpose", "b.transpose(-2, -1), b.transpose(1, 2), torch.transpose(b, 1, 2)",
-            "nothing: the MATMUL reads b as it lies (its tb flag)", "only as a matmul's second operand",
+            "nothing: the MATMUL reads b as it lies (its tb flag); the tokens as the map / signal lies",
+            "only as a matmul's second operand (or its first, making one row of an (N, T, 1) column), "
+            "between the (N, T, H, Dh) and (N, H, T, Dh) views of attention heads, after flatten(2) of a "
+            "conv's (N, C, H, W) map (its H * W positions are the tokens), of a Conv1d's (N, C, L) (its L "
+            "positions are the tokens), or around a LayerNorm over an (N, C, L) signal's channels",
             functions=(torch.transpose,), methods=("transpose",), accept=_accept_transpose),
     OpEntry("pad", "nn.ZeroPad2d, nn.ZeroPad1d, nn.ConstantPad2d/1d(p, 0), F.pad(x, p) (constant 0)",
             "folded into the padding of the conv after it (asymmetric: the bottom / right part is the conv's "
@@ -460,7 +471,8 @@ REGISTRY: tuple[OpEntry, ...] = (
             "x.unsqueeze(), torch.squeeze / unsqueeze / reshape",
             "nothing: a no-op on the device's NHWC tensors",
             "to (N, features) before a Linear; other reshapes only where the NHWC shape stays the same "
-            "(e.g. squeezing the 1x1 of a global pool)",
+            "(e.g. squeezing the 1x1 of a global pool), (N, T, D) <-> (N, T, H, Dh) views of attention "
+            "heads, and flatten(2) of an (N, C, H, W) map before transpose(1, 2) (a conv tokenizer)",
             modules=(nn.Flatten,), functions=(torch.flatten, torch.reshape, torch.squeeze, torch.unsqueeze),
             methods=("flatten", "view", "reshape", "squeeze", "unsqueeze")),
     OpEntry("alias", "nn.Dropout (1d, 2d, 3d), nn.AlphaDropout, F.dropout, nn.Identity, x.contiguous()",
@@ -469,8 +481,8 @@ REGISTRY: tuple[OpEntry, ...] = (
                      nn.AlphaDropout, nn.Identity),
             functions=(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout),
             methods=("contiguous",), accept=_accept_dropout),
-    OpEntry("layernorm", "nn.LayerNorm(F), F.layer_norm(x, (F,)) over the features of (N, F) or the D of "
-            "(N, T, D) tokens",
+    OpEntry("layernorm", "nn.LayerNorm(F), F.layer_norm(x, (F,)) over the features of (N, F), the D of "
+            "(N, T, D) tokens, or the C of an (N, C, L) signal as ln(x.transpose(1, 2)).transpose(1, 2)",
             "LAYERNORM (format 1.4, integer statistics) then, with elementwise_affine, a depthwise 1x1 "
             "CONV2D holding its weight and bias (trained like a conv)", "F <= 256; the normalised value "
             "gets its own calibrated quantisation",

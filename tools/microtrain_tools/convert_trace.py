@@ -119,3 +119,57 @@ def trace_message(model: nn.Module, e: BaseException, shape_known: bool = False)
     elif shape_known:
         msg += " (traced again with the input's shape known, after a branch on the shape)"
     return msg
+
+
+class HeadsAttention(nn.Module):
+    """nn.MultiheadAttention(batch_first=True) written out as the hand-written attention the converter
+    reads: q, k, v Linears on the tokens (its in_proj split), the (N, H, T, Dh) head views,
+    softmax(q k^T / sqrt(Dh)) per head, the weighted values back into the tokens, out_proj. Returns
+    ``(output, None)``: the attention weights are not an output of the file."""
+
+    def __init__(self, mha: nn.MultiheadAttention, where: str) -> None:
+        super().__init__()
+        if not mha.batch_first:
+            raise ConvertError(f"layer '{where}' (MultiheadAttention): batch_first=False reads (T, N, D); "
+                               "build it with batch_first=True (tokens (N, T, D))")
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise ConvertError(f"layer '{where}' (MultiheadAttention): add_bias_kv / add_zero_attn do not "
+                               "convert")
+        e, self.heads, self.where = mha.embed_dim, mha.num_heads, where
+        self.dh = e // self.heads
+        bias = mha.in_proj_bias is not None
+        self.q, self.k = nn.Linear(e, e, bias), nn.Linear(mha.kdim, e, bias)
+        self.v = nn.Linear(mha.vdim, e, bias)
+        self.out_proj = nn.Linear(e, e, mha.out_proj.bias is not None)
+        with torch.no_grad():
+            ws = (mha.in_proj_weight.chunk(3) if mha.in_proj_weight is not None
+                  else (mha.q_proj_weight, mha.k_proj_weight, mha.v_proj_weight))
+            bs = mha.in_proj_bias.chunk(3) if bias else (None,) * 3
+            for lin, w, b in zip((self.q, self.k, self.v), ws, bs, strict=True):
+                lin.weight.copy_(w)
+                if b is not None:
+                    lin.bias.copy_(b)
+            self.out_proj.weight.copy_(mha.out_proj.weight)
+            if mha.out_proj.bias is not None:
+                self.out_proj.bias.copy_(mha.out_proj.bias)
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                key_padding_mask: Any = None, need_weights: bool = True, attn_mask: Any = None,
+                average_attn_weights: bool = True, is_causal: bool = False) -> tuple[torch.Tensor, None]:
+        if key_padding_mask is not None or attn_mask is not None or is_causal:
+            raise ConvertError(f"layer '{self.where}' (MultiheadAttention): masks do not convert (every "
+                               "token attends to every token)")
+        n, t, s, h, dh = query.size(0), query.size(1), key.size(1), self.heads, self.dh
+        q = self.q(query).view(n, t, h, dh).transpose(1, 2)
+        k = self.k(key).view(n, s, h, dh).transpose(1, 2)
+        v = self.v(value).view(n, s, h, dh).transpose(1, 2)
+        att = torch.softmax(q @ k.transpose(-2, -1) / dh**0.5, dim=-1)
+        return self.out_proj((att @ v).transpose(1, 2).reshape(n, t, h * dh)), None
+
+
+def expand_attention(model: nn.Module) -> None:
+    """Replace (in place: a copy of the user's model) every nn.MultiheadAttention by its HeadsAttention."""
+    for name, mod in list(model.named_modules()):
+        for child, sub in list(mod.named_children()):
+            if isinstance(sub, nn.MultiheadAttention):
+                setattr(mod, child, HeadsAttention(sub, f"{name}.{child}" if name else child))

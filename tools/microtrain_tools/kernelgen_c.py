@@ -133,7 +133,7 @@ def _length(f: Func, a: Arg, desc: str) -> str | None:
     if m:
         return f"(int32_t){m.group(1)}_n"
     fields = {"in_h", "in_w", "c", "out_h", "out_w", "in_n", "out_n", "out_c", "n", "hw", "c1", "c2",
-              "hw2", "rows", "inner", "cols", "outer"}
+              "hw2", "rows", "inner", "cols", "outer", "heads"}
     arg_names = {x.name for x in f.args}
 
     def sub(m: re.Match[str]) -> str:
@@ -548,6 +548,8 @@ def _drv_step(pl: Plan, s: Step) -> list[str]:
         dk, un, arg = s.extra
         if dk == "conv2d":
             return [f"a->{s.name} = conv_desc(c, {i}, &a->{un}, &a->dil);"]
+        if dk == "matmul":  # 11 ints or 12 (heads)
+            return [f"a->{s.name} = matmul_desc(c, {i}, &a->{un});", "if (failed(c)) return 0;"]
         return [f'desc_arg(c, {i}, "{arg}", a->{un}.a, {NPARAMS[dk]});',
                 f"a->{s.name} = &a->{un}.s;",
                 "if (failed(c)) return 0;",

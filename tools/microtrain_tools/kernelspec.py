@@ -735,7 +735,7 @@ wr[i] = floor((2^r * w_scale[i]) / max(w_scale) + 0.5) in float32 (grad-input ra
 Returns the index of the first maximum of w_scale.
 """),
     )),
-    Section("sequence / attention: mul, matmul (desc: 11 int32), softmax (3), LayerNorm (7)",
+    Section("sequence / attention: mul, matmul (desc: 12 int32), softmax (3), LayerNorm (7)",
             ops=("mul", "matmul", "softmax", "layernorm"), funcs=(
         Func("mul_s8_forward", "None",
              call="mt_mul_s8_forward(p, x1, x2, y)",
@@ -777,20 +777,20 @@ ein = dyn_requant(acc), acc[j] = sum of e * (x1 - in1_zp) over the elements that
              call="mt_matmul_s8_forward(p, a, b, y)",
              args=(
             Arg("desc", "desc", checks=("mt_matmul_check",)),
-            Arg("a", "s8", length="rows * inner"),
-            Arg("b", "s8", length="inner * cols"),
-            Arg("y", "s8", io="out", length="rows * cols"),
+            Arg("a", "s8", length="heads * rows * inner"),
+            Arg("b", "s8", length="heads * inner * cols"),
+            Arg("y", "s8", io="out", length="heads * rows * cols"),
         ), overlaps=(
             ("y", "a"), ("y", "b"),
-        ), doc="y = clamp(requant(sum (a - a_zp) * (b - b_zp)) + out_zp): A B, or A B^T with tb 1."),
+        ), doc="y = clamp(requant(sum (a - a_zp) * (b - b_zp)) + out_zp): A B, A B^T with tb 1; per head."),
         Func("matmul_s8_grad_a", "int",
              call="mt_matmul_s8_grad_a(p, e, b, acc, ein)",
              returns="shift", args=(
             Arg("desc", "desc", checks=("mt_matmul_check",)),
-            Arg("e", "s8", length="rows * cols"),
-            Arg("b", "s8", length="inner * cols"),
-            Arg("acc", "i32", io="out", length="rows * inner"),
-            Arg("ein", "s8", io="out", length="rows * inner"),
+            Arg("e", "s8", length="heads * rows * cols"),
+            Arg("b", "s8", length="heads * inner * cols"),
+            Arg("acc", "i32", io="out", length="heads * rows * inner"),
+            Arg("ein", "s8", io="out", length="heads * rows * inner"),
         ), overlaps=(
             ("ein", "e"), ("ein", "b"), ("ein", "acc"), ("acc", "e"), ("acc", "b"),
         ), doc="Error of a (acc: int32 scratch of len(a)); base scale s_e * s_b."),
@@ -798,10 +798,10 @@ ein = dyn_requant(acc), acc[j] = sum of e * (x1 - in1_zp) over the elements that
              call="mt_matmul_s8_grad_b(p, e, a, acc, ein)",
              returns="shift", args=(
             Arg("desc", "desc", checks=("mt_matmul_check",)),
-            Arg("e", "s8", length="rows * cols"),
-            Arg("a", "s8", length="rows * inner"),
-            Arg("acc", "i32", io="out", length="inner * cols"),
-            Arg("ein", "s8", io="out", length="inner * cols"),
+            Arg("e", "s8", length="heads * rows * cols"),
+            Arg("a", "s8", length="heads * rows * inner"),
+            Arg("acc", "i32", io="out", length="heads * inner * cols"),
+            Arg("ein", "s8", io="out", length="heads * inner * cols"),
         ), overlaps=(
             ("ein", "e"), ("ein", "a"), ("ein", "acc"), ("acc", "e"), ("acc", "a"),
         ), doc="Error of b, laid out as b (acc: int32 scratch of len(b)); base scale s_e * s_a."),

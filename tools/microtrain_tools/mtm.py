@@ -294,8 +294,10 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
     act = Act(ly.act)
     c(act == Act.NONE or op in (*WEIGHTED, Op.ADD), "fused activation on an op without one")
     dilated = op == Op.CONV2D and len(ly.params) == 19  # dil_h, dil_w after the 17 (format 1.2)
-    c(len(ly.params) == N_PARAMS[op] or dilated, f"{len(ly.params)} params, expected {N_PARAMS[op]}")
     c(not dilated or tuple(ly.params[17:]) != (1, 1), "19-param CONV2D needs a dilation above 1")
+    multi = op == Op.MATMUL and len(ly.params) == 13  # heads before the factor (format 1.5)
+    c(len(ly.params) == N_PARAMS[op] or dilated or multi, f"{len(ly.params)} params, expected {N_PARAMS[op]}")
+    c(not multi or int(ly.params[11]) >= 2, "13-param MATMUL needs heads above 1")
     c(all(-(2**31) <= int(v) <= INT32_MAX for v in ly.params), "param outside int32")
     c(len(ly.inputs) == N_INPUTS[op], f"{len(ly.inputs)} inputs, expected {N_INPUTS[op]}")
     c(not ly.trained or m.trained, "TRAINED layer in a file without TRAINED")
@@ -439,19 +441,26 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
           "input and output shapes differ or numel != outer * n * inner")
         c(_f32(y.scale) == SOFTMAX_SCALE and y.zero_point == SOFTMAX_ZP,
           "output quantisation must be scale 1/256, zero point -128")  # (SOFTMAX_SCALE, SOFTMAX_ZP)
-    elif op == Op.MATMUL:  # the descriptor, then the constant factor's float32 bits
+    elif op == Op.MATMUL:  # the descriptor (heads only with 13 params), then the factor's float32 bits
         x2 = m.tensors[ly.inputs[1]]
-        rows, inner, cols, tb, za, zb, zo, mu, shm, a_min, a_max, fbits = p
+        rows, inner, cols, tb, za, zb, zo, mu, shm, a_min, a_max = p[:11]
+        nh, fbits = (p[11], p[12]) if len(p) == 13 else (1, p[11])
         c(1 <= rows <= MAX_DIM and 1 <= cols <= MAX_DIM and 1 <= inner <= 32768,
           "rows, cols, inner out of range")
-        c(max(rows * inner, cols * inner, rows * cols) <= MAX_ELEMS,
+        c(1 <= nh <= 256, "heads must be in 1..256")
+        c(nh * max(rows * inner, cols * inner, rows * cols) <= MAX_ELEMS,
           "tensor too large (more than 2^26 elements)")
         c(tb in (0, 1), "tb must be 0 or 1")
-        c(x.numel == rows * inner and x.shape[-1] == inner,
-          "first input's numel != rows * inner or last dim != inner")
-        c(x2.numel == inner * cols and x2.shape[-1] == (inner if tb else cols),
-          "second input's numel != inner * cols or last dim != cols (inner with tb)")
-        c(y.numel == rows * cols and y.shape[-1] == cols, "output numel != rows * cols or last dim != cols")
+        # the last dims of the head layouts (numerics.md): tb 1 splits a's and b's values into the
+        # heads and stacks y's; tb 0 stacks a's and splits b's and y's columns
+        # (one row: a vector, also as a column of one value per token)
+        a_last = x.shape[-1] == (nh if tb else 1) * inner or (rows, x.shape[-1]) == (1, 1)
+        c(x.numel == nh * rows * inner and a_last, "first input's numel != heads * rows * inner or last dim "
+          "!= inner (heads * inner with tb, 1 or inner for one row)")
+        c(x2.numel == nh * inner * cols and x2.shape[-1] == nh * (inner if tb else cols),
+          "second input's numel != heads * inner * cols or last dim != heads * cols (heads * inner with tb)")
+        c(y.numel == nh * rows * cols and y.shape[-1] == (1 if tb else nh) * cols,
+          "output numel != heads * rows * cols or last dim != cols (heads * cols without tb)")
         c((za, zb, zo) == (x.zero_point, x2.zero_point, y.zero_point), "zero points differ from the tensors'")
         c(mu >= 0 and -31 <= shm <= 31, "multiplier negative or shift outside [-31, 31]")
         c(L.SCALE_MIN_BITS <= (fbits & 0xFFFFFFFF) <= L.SCALE_MAX_BITS, "factor outside [2^-40, 2^40]")
@@ -582,10 +591,11 @@ def write(m: Model) -> bytes:
             pool.extend(raw + b"\0")
         return pool_idx[s], len(raw)
 
-    minor = max((2 if ly.op == Op.CONV2D and len(ly.params) == 19 else OP_MINOR.get(Op(ly.op), 0)
-                 for ly in m.layers), default=0)  # the oldest version with every op (a dilated conv: 1.2)
+    minor = max((2 if ly.op == Op.CONV2D and len(ly.params) == 19 else 5 if ly.op == Op.MATMUL and len(
+        ly.params) == 13 else OP_MINOR.get(Op(ly.op), 0) for ly in m.layers), default=0)
+    # (the oldest version with every op: a dilated conv 1.2, a multi-head MATMUL 1.5)
     if any(s is not None for ly in m.layers for s in ly.state[4:]):
-        minor = 3  # Adam's second moments
+        minor = max(minor, 3)  # Adam's second moments
     layer_bytes = bytearray()
     for ly in m.layers:
         noff, nlen = intern(ly.name)
@@ -767,6 +777,8 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
             raise ValueError(f"{where}: {Op(op).name} layer in a version 1.0 / 1.1 file (needs 1.2)")
         if op >= Op.MUL and vmin < OP_MINOR[Op(op)]:
             raise ValueError(f"{where}: {Op(op).name} layer in a file before version 1.{OP_MINOR[Op(op)]}")
+        if op == Op.MATMUL and n_p == 13 and (vmin < 5 or params[11] < 2):
+            raise ValueError(f"{where}: 13-param MATMUL needs version 1.5 and heads above 1")
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),
                             _opt(sh), [_opt(s) for s in state], fused, bool(lflags & LFLAG_TRAINED)))
     rec = trainer_record(pool)

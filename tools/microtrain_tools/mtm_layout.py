@@ -25,8 +25,8 @@ Field = tuple[str, str, int]
 MAGIC = b"MTMF"
 VERSION_MAJOR = 1
 # 1.1 LUT, 1.2 CONCAT / UPSAMPLE / dilated CONV2D, 1.3 Adam state[4..6), 1.4 MUL / LAYERNORM /
-# SOFTMAX / MATMUL; files: the oldest that fits
-VERSION_MINOR = 4
+# SOFTMAX / MATMUL, 1.5 multi-head MATMUL (13 params); files: the oldest that fits
+VERSION_MINOR = 5
 
 HEADER: list[Field] = [
     ("magic", "4s", 1),

@@ -119,6 +119,20 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
             continue
         if ly.op not in mtm.WEIGHTED:
             continue
+        parent, _, leaf = ly.name.rpartition(".")
+        mha = mods.get(parent)
+        if leaf in ("q", "k", "v") and isinstance(mha, nn.MultiheadAttention):  # split in_proj
+            w, b = dequantized_params(m, ly, master)
+            e, i = mha.embed_dim, "qkv".index(leaf)
+            wt = torch.from_numpy(np.ascontiguousarray(w.reshape(e, -1), dtype=np.float32))
+            if mha.in_proj_weight is not None:
+                sd[_key(parent, "in_proj_weight")][i * e:(i + 1) * e] = wt
+            else:
+                sd[_key(parent, f"{leaf}_proj_weight")] = wt
+            if mha.in_proj_bias is not None:
+                sd[_key(parent, "in_proj_bias")][i * e:(i + 1) * e] = torch.from_numpy(b.astype(np.float32))
+            done.add(parent)
+            continue
         name, mod = _find_module(mods, ly.name)
         where = f"layer '{ly.name}' ({type(mod).__name__})"
         w, b = dequantized_params(m, ly, master)

@@ -638,7 +638,11 @@ const char *mt_matmul_check(const mt_matmul_params_t *p) {
     if (!mt_dim_ok(p->rows) || !mt_dim_ok(p->cols) || p->inner < 1 || p->inner > 32768) {
         return "rows, cols must be in 1..65535, inner in 1..32768";
     }
-    if (!mt_elems_ok(1, p->rows, p->inner) || !mt_elems_ok(1, p->cols, p->inner) || !mt_elems_ok(1, p->rows, p->cols)) {
+    if (p->heads < 1 || p->heads > 256) {
+        return "heads must be in 1..256";
+    }
+    if (!mt_elems_ok(p->heads, p->rows, p->inner) || !mt_elems_ok(p->heads, p->inner, p->cols) ||
+        !mt_elems_ok(p->heads, p->rows, p->cols)) {
         return "tensor too large (more than 2^26 elements)";
     }
     if (p->tb != 0 && p->tb != 1) {

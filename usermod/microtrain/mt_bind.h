@@ -275,6 +275,22 @@ static const mt_conv2d_params_t *mt_conv2d_desc(const char *fn, mp_obj_t o, mt_c
     return &u->s;
 }
 
+// 11 ints, or 12 with heads (a multi-head attention's; 1 when absent).
+static const mt_matmul_params_t *mt_matmul_desc(const char *fn, mp_obj_t o, mt_matmul_desc_u *u) {
+    size_t n;
+    const int32_t *src = (const int32_t *)mt_buf(fn, "desc", o, MT_I32, -1, 0, &n);
+    if (n != MT_MATMUL_NPARAMS - 1 && n != MT_MATMUL_NPARAMS) {
+        const int32_t v[MT_MSG_NVALS] = { (int32_t)(n < 0x7FFFFFFF ? n : 0x7FFFFFFF), MT_MATMUL_NPARAMS - 1, 0 };
+        mt_raise(&mp_type_ValueError, fn, "desc", MT_MSG_LENGTH, v);
+    }
+    u->a[MT_MATMUL_NPARAMS - 1] = 1;
+    for (size_t i = 0; i < n; ++i) {
+        u->a[i] = src[i];
+    }
+    mt_check(fn, "desc", mt_matmul_check(&u->s));
+    return &u->s;
+}
+
 // The other descriptors: exactly N ints, then the op's check. Each fills *u (no struct
 // return: that would need memcpy, absent in natmods).
 #define MT_DESC_READER(op, N)                                                                          \
@@ -289,7 +305,6 @@ MT_DESC_READER(add, MT_ADD_NPARAMS)
 MT_DESC_READER(concat, MT_CONCAT_NPARAMS)
 MT_DESC_READER(upsample, MT_UPSAMPLE_NPARAMS)
 MT_DESC_READER(mul, MT_MUL_NPARAMS)
-MT_DESC_READER(matmul, MT_MATMUL_NPARAMS)
 MT_DESC_READER(softmax, MT_SOFTMAX_NPARAMS)
 MT_DESC_READER(layernorm, MT_LAYERNORM_NPARAMS)
 

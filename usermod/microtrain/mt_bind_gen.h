@@ -1388,11 +1388,11 @@ typedef struct {  // matmul_s8_forward
 static MT_INLINE void mt_matmul_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_matmul_s8_forward_args_t *a) {
     (void)n_args;
     a->p = mt_matmul_desc(fn, args[0], &a->pu);
-    a->a = mt_in_s8(fn, "a", args[1], a->p->rows * a->p->inner, NULL);
-    a->b = mt_in_s8(fn, "b", args[2], a->p->inner * a->p->cols, NULL);
-    a->y = mt_out_s8(fn, "y", args[3], a->p->rows * a->p->cols);
-    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->rows * a->p->cols), "a", a->a, (size_t)(a->p->rows * a->p->inner));
-    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->rows * a->p->cols), "b", a->b, (size_t)(a->p->inner * a->p->cols));
+    a->a = mt_in_s8(fn, "a", args[1], a->p->heads * a->p->rows * a->p->inner, NULL);
+    a->b = mt_in_s8(fn, "b", args[2], a->p->heads * a->p->inner * a->p->cols, NULL);
+    a->y = mt_out_s8(fn, "y", args[3], a->p->heads * a->p->rows * a->p->cols);
+    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->heads * a->p->rows * a->p->cols), "a", a->a, (size_t)(a->p->heads * a->p->rows * a->p->inner));
+    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->heads * a->p->rows * a->p->cols), "b", a->b, (size_t)(a->p->heads * a->p->inner * a->p->cols));
 }
 static mp_obj_t mod_matmul_s8_forward(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "matmul_s8_forward";
@@ -1413,15 +1413,15 @@ typedef struct {  // matmul_s8_grad_a
 static MT_INLINE void mt_matmul_s8_grad_a_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_matmul_s8_grad_a_args_t *a) {
     (void)n_args;
     a->p = mt_matmul_desc(fn, args[0], &a->pu);
-    a->e = mt_in_s8(fn, "e", args[1], a->p->rows * a->p->cols, NULL);
-    a->b = mt_in_s8(fn, "b", args[2], a->p->inner * a->p->cols, NULL);
-    a->acc = mt_out_i32(fn, "acc", args[3], a->p->rows * a->p->inner);
-    a->ein = mt_out_s8(fn, "ein", args[4], a->p->rows * a->p->inner);
-    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->rows * a->p->inner), "e", a->e, (size_t)(a->p->rows * a->p->cols));
-    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->rows * a->p->inner), "b", a->b, (size_t)(a->p->inner * a->p->cols));
-    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->rows * a->p->inner), "acc", a->acc, (size_t)(a->p->rows * a->p->inner) * 4);
-    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->rows * a->p->inner) * 4, "e", a->e, (size_t)(a->p->rows * a->p->cols));
-    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->rows * a->p->inner) * 4, "b", a->b, (size_t)(a->p->inner * a->p->cols));
+    a->e = mt_in_s8(fn, "e", args[1], a->p->heads * a->p->rows * a->p->cols, NULL);
+    a->b = mt_in_s8(fn, "b", args[2], a->p->heads * a->p->inner * a->p->cols, NULL);
+    a->acc = mt_out_i32(fn, "acc", args[3], a->p->heads * a->p->rows * a->p->inner);
+    a->ein = mt_out_s8(fn, "ein", args[4], a->p->heads * a->p->rows * a->p->inner);
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->heads * a->p->rows * a->p->inner), "e", a->e, (size_t)(a->p->heads * a->p->rows * a->p->cols));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->heads * a->p->rows * a->p->inner), "b", a->b, (size_t)(a->p->heads * a->p->inner * a->p->cols));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->heads * a->p->rows * a->p->inner), "acc", a->acc, (size_t)(a->p->heads * a->p->rows * a->p->inner) * 4);
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->heads * a->p->rows * a->p->inner) * 4, "e", a->e, (size_t)(a->p->heads * a->p->rows * a->p->cols));
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->heads * a->p->rows * a->p->inner) * 4, "b", a->b, (size_t)(a->p->heads * a->p->inner * a->p->cols));
 }
 static mp_obj_t mod_matmul_s8_grad_a(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "matmul_s8_grad_a";
@@ -1441,15 +1441,15 @@ typedef struct {  // matmul_s8_grad_b
 static MT_INLINE void mt_matmul_s8_grad_b_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_matmul_s8_grad_b_args_t *a) {
     (void)n_args;
     a->p = mt_matmul_desc(fn, args[0], &a->pu);
-    a->e = mt_in_s8(fn, "e", args[1], a->p->rows * a->p->cols, NULL);
-    a->a = mt_in_s8(fn, "a", args[2], a->p->rows * a->p->inner, NULL);
-    a->acc = mt_out_i32(fn, "acc", args[3], a->p->inner * a->p->cols);
-    a->ein = mt_out_s8(fn, "ein", args[4], a->p->inner * a->p->cols);
-    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->inner * a->p->cols), "e", a->e, (size_t)(a->p->rows * a->p->cols));
-    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->inner * a->p->cols), "a", a->a, (size_t)(a->p->rows * a->p->inner));
-    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->inner * a->p->cols), "acc", a->acc, (size_t)(a->p->inner * a->p->cols) * 4);
-    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->inner * a->p->cols) * 4, "e", a->e, (size_t)(a->p->rows * a->p->cols));
-    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->inner * a->p->cols) * 4, "a", a->a, (size_t)(a->p->rows * a->p->inner));
+    a->e = mt_in_s8(fn, "e", args[1], a->p->heads * a->p->rows * a->p->cols, NULL);
+    a->a = mt_in_s8(fn, "a", args[2], a->p->heads * a->p->rows * a->p->inner, NULL);
+    a->acc = mt_out_i32(fn, "acc", args[3], a->p->heads * a->p->inner * a->p->cols);
+    a->ein = mt_out_s8(fn, "ein", args[4], a->p->heads * a->p->inner * a->p->cols);
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->heads * a->p->inner * a->p->cols), "e", a->e, (size_t)(a->p->heads * a->p->rows * a->p->cols));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->heads * a->p->inner * a->p->cols), "a", a->a, (size_t)(a->p->heads * a->p->rows * a->p->inner));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->heads * a->p->inner * a->p->cols), "acc", a->acc, (size_t)(a->p->heads * a->p->inner * a->p->cols) * 4);
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->heads * a->p->inner * a->p->cols) * 4, "e", a->e, (size_t)(a->p->heads * a->p->rows * a->p->cols));
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(a->p->heads * a->p->inner * a->p->cols) * 4, "a", a->a, (size_t)(a->p->heads * a->p->rows * a->p->inner));
 }
 static mp_obj_t mod_matmul_s8_grad_b(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "matmul_s8_grad_b";

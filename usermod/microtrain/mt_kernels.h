@@ -90,11 +90,12 @@ typedef union {
 } mt_mul_desc_u;
 
 // Product of two activations (matmul_s8.c): a rows x inner, b inner x cols (tb 0)
-// or cols x inner (tb 1), y rows x cols.
+// or cols x inner (tb 1), y rows x cols; with heads > 1, one such product per head
+// (the head layouts of docs/numerics.md, "matmul").
 typedef struct {
-    int32_t rows, inner, cols, tb, a_zp, b_zp, out_zp, mult, sh, act_min, act_max;
+    int32_t rows, inner, cols, tb, a_zp, b_zp, out_zp, mult, sh, act_min, act_max, heads;
 } mt_matmul_params_t;
-#define MT_MATMUL_NPARAMS 11
+#define MT_MATMUL_NPARAMS 12
 typedef union {
     mt_matmul_params_t s;
     int32_t a[MT_MATMUL_NPARAMS];

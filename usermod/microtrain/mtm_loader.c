@@ -404,7 +404,7 @@ static const uint8_t mtm_n_params[16] = { 0,
                                           MT_MUL_NPARAMS,
                                           MT_LAYERNORM_NPARAMS,
                                           MT_SOFTMAX_NPARAMS,
-                                          12 };  // MATMUL: its descriptor and the factor
+                                          12 };  // MATMUL: its descriptor and the factor (13: heads before it)
 
 // CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
 // hw positions of them (numel = hw * its channels; the kernel reads flat
@@ -526,7 +526,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
             v[k].scale = T_SCALE(c, ts[k]);
             v[k].zp = T_ZP(c, ts[k]);
         }
-        return mt_mtm_seq_rules(op, act, p, &v[0], &v[1], &v[2]);
+        return mt_mtm_seq_rules(op, act, p, rd8(c->b, L_ENT(c, j) + MTM_L_N_PARAMS), &v[0], &v[1], &v[2]);
     }
     if (op == MTM_OP_LUT) {  // params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
         const uint32_t t = L_U32(c, j, MTM_L_WEIGHT), d = L_U32(c, j, MTM_L_BIAS);
@@ -723,8 +723,12 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
             FAIL_L("n_inputs does not match the op");
         }
         const int dilated = op == MTM_OP_CONV2D && n_p == MT_CONV2D_DIL_NPARAMS;
-        if (n_p != mtm_n_params[op] && !dilated) {
+        const int multi_head = op == MTM_OP_MATMUL && n_p == MT_MATMUL_NPARAMS + 1;
+        if (n_p != mtm_n_params[op] && !dilated && !multi_head) {
             FAIL_L("n_params does not match the op");
+        }
+        if (multi_head && (rd16(c->b, MTM_H_VERSION_MINOR) < 5 || L_PARAM(c, j, MT_MATMUL_NPARAMS - 1) < 2)) {
+            FAIL_L("13-param MATMUL needs version 1.5 and heads above 1");
         }
         if (dilated && (rd16(c->b, MTM_H_VERSION_MINOR) < 2 ||
                         (L_PARAM(c, j, MT_CONV2D_NPARAMS) == 1 && L_PARAM(c, j, MT_CONV2D_NPARAMS + 1) == 1))) {

@@ -31,9 +31,9 @@ typedef struct {
 // The fused activation's clamp rule of CONV2D / LINEAR / ADD / MUL / MATMUL (mtm_loader.c).
 const char *mt_mtm_act_rule(uint32_t act, int32_t out_zp, int32_t a_min, int32_t a_max);
 // The shape and parameter rules of MUL, LAYERNORM, SOFTMAX and MATMUL (mtm_rules_seq.c): x, x2
-// (the second input; x for the one-input ops), y; p the layer's params.
-const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, const mtm_tview_t *x, const mtm_tview_t *x2,
-                             const mtm_tview_t *y);
+// (the second input; x for the one-input ops), y; p the layer's n_p params.
+const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, uint32_t n_p, const mtm_tview_t *x,
+                             const mtm_tview_t *x2, const mtm_tview_t *y);
 
 // State slot s (0..5) of the layer entry at e, or MTM_NONE. Slots 4 and 5 (Adam's
 // second moments, format 1.3) are the two u16 at entry offsets 68 and 70, 0xFFFF

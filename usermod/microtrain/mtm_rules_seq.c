@@ -26,8 +26,8 @@ static uint32_t last(const mtm_tview_t *t) {
     return t->dim[t->rank - 1];
 }
 
-const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, const mtm_tview_t *x, const mtm_tview_t *x2,
-                             const mtm_tview_t *y) {
+const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, uint32_t n_p, const mtm_tview_t *x,
+                             const mtm_tview_t *x2, const mtm_tview_t *y) {
     // the params read into the kernels' descriptor structs (a union: no struct copies)
     union {
         int32_t a[MTM_N_PARAMS_MAX];
@@ -86,20 +86,27 @@ const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, const 
         return NULL;
     }
 
-    if (op == MTM_OP_MATMUL) {  // the descriptor, then the constant factor's float32 bits
-        const mt_matmul_params_t *d = &u.mm;
-        const uint32_t f = (uint32_t)p[MT_MATMUL_NPARAMS];
+    if (op == MTM_OP_MATMUL) {  // the descriptor (heads only with 13 params), then the factor's float32 bits
+        mt_matmul_params_t *d = &u.mm;
+        const uint32_t f = (uint32_t)p[n_p - 1];
+        d->heads = n_p == MT_MATMUL_NPARAMS + 1 ? p[MT_MATMUL_NPARAMS - 1] : 1;
         if ((m = mt_matmul_check(d)) != NULL) {
             return m;
         }
-        if (!numel_is(x, d->rows * d->inner) || last(x) != (uint32_t)d->inner) {
-            return "first input's numel != rows * inner or last dim != inner";
+        // the last dims of the head layouts (numerics.md): tb 1 splits a's and b's values into
+        // the heads and stacks y's; tb 0 stacks a's and splits b's and y's columns
+        const int32_t nh = d->heads, split = d->tb ? nh : 1;
+        // (one row: a vector of inner values, also as a column of one value per token)
+        if (!numel_is(x, nh * d->rows * d->inner) ||
+            (last(x) != (uint32_t)(split * d->inner) && !(d->rows == 1 && last(x) == 1))) {
+            return "first input's numel != heads * rows * inner or last dim != inner (heads * inner with tb, 1 or "
+                   "inner for one row)";
         }
-        if (!numel_is(x2, d->inner * d->cols) || last(x2) != (uint32_t)(d->tb ? d->inner : d->cols)) {
-            return "second input's numel != inner * cols or last dim != cols (inner with tb)";
+        if (!numel_is(x2, nh * d->inner * d->cols) || last(x2) != (uint32_t)(d->tb ? nh * d->inner : nh * d->cols)) {
+            return "second input's numel != heads * inner * cols or last dim != heads * cols (heads * inner with tb)";
         }
-        if (!numel_is(y, d->rows * d->cols) || last(y) != (uint32_t)d->cols) {
-            return "output numel != rows * cols or last dim != cols";
+        if (!numel_is(y, nh * d->rows * d->cols) || last(y) != (uint32_t)(d->tb ? d->cols : nh * d->cols)) {
+            return "output numel != heads * rows * cols or last dim != cols (heads * cols without tb)";
         }
         if (d->a_zp != x->zp || d->b_zp != x2->zp || d->out_zp != y->zp) {
             return "zero points differ from the tensors'";

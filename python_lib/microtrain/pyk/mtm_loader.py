@@ -31,7 +31,7 @@ except ImportError:  # CPython (host debugging)
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
 # The .mtm constants this module reads, private: inlined, no globals entry.
 _VERSION_MAJOR = const(1)
-_VERSION_MINOR = const(4)
+_VERSION_MINOR = const(5)
 _HEADER_SIZE = const(64)
 _TENSOR_ENTRY = const(48)
 _LAYER_ENTRY = const(152)
@@ -506,23 +506,30 @@ def _op_rules(c, L, p, op, act, e):
         if y[11] != _SOFTMAX_SCALE_BITS or y[12] != _SOFTMAX_ZP:
             return "output quantisation must be scale 1/256, zero point -128"
         return None
-    if op == _OP_MATMUL:  # the descriptor, then the constant factor's float32 bits
+    if op == _OP_MATMUL:  # the descriptor (heads only with 13 params), then the factor's float32 bits
         from microtrain.pyk.matmul_s8 import _matmul_check
 
-        m = _matmul_check(p[:11])
+        nh = p[11] if L[2] == 13 else 1
+        m = _matmul_check(p[:11] + (nh,))
         if m:
             return m
         x2 = c.t(L[10])
-        rows, inner, cols = p[0], p[1], p[2]
-        if _numel(x) != rows * inner or x[4 + x[1]] != inner:
-            return "first input's numel != rows * inner or last dim != inner"
-        if _numel(x2) != inner * cols or x2[4 + x2[1]] != (inner if p[3] else cols):
-            return "second input's numel != inner * cols or last dim != cols (inner with tb)"
-        if _numel(y) != rows * cols or y[4 + y[1]] != cols:
-            return "output numel != rows * cols or last dim != cols"
+        rows, inner, cols, tb = p[0], p[1], p[2], p[3]
+        # the last dims of the head layouts (numerics.md): tb 1 splits a's and b's values into the
+        # heads and stacks y's; tb 0 stacks a's and splits b's and y's columns
+        xl = x[4 + x[1]]  # (one row: a vector, also as a column of one value per token)
+        if _numel(x) != nh * rows * inner or (xl != (nh if tb else 1) * inner
+                                              and not (rows == 1 and xl == 1)):
+            return ("first input's numel != heads * rows * inner or last dim != inner (heads * inner with tb,"
+                    " 1 or inner for one row)")
+        if _numel(x2) != nh * inner * cols or x2[4 + x2[1]] != nh * (inner if tb else cols):
+            return ("second input's numel != heads * inner * cols or last dim != heads * cols (heads * inner"
+                    " with tb)")
+        if _numel(y) != nh * rows * cols or y[4 + y[1]] != (1 if tb else nh) * cols:
+            return "output numel != heads * rows * cols or last dim != cols (heads * cols without tb)"
         if p[4] != x[12] or p[5] != x2[12] or p[6] != y[12]:
             return "zero points differ from the tensors'"
-        if not _scale_ok(p[11] & 0xFFFFFFFF):
+        if not _scale_ok(p[L[2] - 1] & 0xFFFFFFFF):
             return "factor outside [2^-40, 2^40]"
         return _act_rule(act, p[6], p[9], p[10])
     if op == _OP_CONCAT:
@@ -606,8 +613,11 @@ def _check_layers(c, produced, consumed):
         if n_in != (2 if two else 1):
             c.fail("n_inputs does not match the op", 2, j)
         dilated = op == _OP_CONV2D and n_p == 19
-        if n_p != N_PARAMS[op] and not dilated:
+        multi = op == _OP_MATMUL and n_p == 13
+        if n_p != N_PARAMS[op] and not dilated and not multi:
             c.fail("n_params does not match the op", 2, j)
+        if multi and (_unp("<H", b, _H_VERSION_MINOR)[0] < 5 or _unp("<i", b, e + _PARAMS_OFF + 44)[0] < 2):
+            c.fail("13-param MATMUL needs version 1.5 and heads above 1", 2, j)
         if dilated and (_unp("<H", b, _H_VERSION_MINOR)[0] < 2
                         or _unp("<2i", b, e + _PARAMS_OFF + 4 * 17) == (1, 1)):  # dil_h, dil_w
             c.fail("19-param CONV2D needs version 1.2 and a dilation above 1", 2, j)

@@ -25,13 +25,17 @@ _MAX_ELEMS = 1 << 26
 
 
 def _matmul_desc(desc: Sequence[int], fn: str) -> list[int]:
+    """The 12 ints with heads (1 when an 11-int descriptor leaves it out)."""
     d = [int(v) for v in desc]
-    if len(d) != 11:
+    if len(d) not in (11, 12):
         raise _fail(fn, "desc", f"length {len(d)}, expected 11")
-    rows, inner, cols, tb, za, zb, zo, mult, sh, act_min, act_max = d
+    d += [1] * (12 - len(d))
+    rows, inner, cols, tb, za, zb, zo, mult, sh, act_min, act_max, nh = d
     if not (1 <= rows <= 65535 and 1 <= cols <= 65535 and 1 <= inner <= 32768):
         raise _fail(fn, "desc", "bad rows, inner, cols")
-    if max(rows * inner, inner * cols, rows * cols) > _MAX_ELEMS:
+    if not 1 <= nh <= 256:
+        raise _fail(fn, "desc", "heads must be in 1..256")
+    if nh * max(rows * inner, inner * cols, rows * cols) > _MAX_ELEMS:
         raise _fail(fn, "desc", "tensor too large")
     if tb not in (0, 1):
         raise _fail(fn, "desc", "tb must be 0 or 1")
@@ -41,30 +45,54 @@ def _matmul_desc(desc: Sequence[int], fn: str) -> list[int]:
     return d
 
 
-def _b_mat(d: list[int], b: np.ndarray) -> np.ndarray:
-    """b as the inner x cols matrix of the product."""
-    inner, cols, tb = d[1], d[2], d[3]
-    return b.reshape(cols, inner).T if tb else b.reshape(inner, cols)
+# Head layouts (numerics.md, "matmul"): with tb 1, a and b are tokens whose values split into
+# the heads (rows x heads x inner, cols x heads x inner) and y stacks the heads (heads x rows x
+# cols); with tb 0, a is stacked (heads x rows x inner) and b, y split their columns (inner x
+# heads x cols, rows x heads x cols). One head: the plain matrices.
+def _a_heads(d: list[int], a: np.ndarray) -> np.ndarray:
+    """a as heads x rows x inner."""
+    rows, inner, _, tb, nh = *d[:4], d[11]
+    return a.reshape(rows, nh, inner).transpose(1, 0, 2) if tb else a.reshape(nh, rows, inner)
+
+
+def _b_heads(d: list[int], b: np.ndarray) -> np.ndarray:
+    """b as heads x inner x cols (the matrices of the product)."""
+    inner, cols, tb, nh = *d[1:4], d[11]
+    if tb:
+        return b.reshape(cols, nh, inner).transpose(1, 2, 0)
+    return b.reshape(inner, nh, cols).transpose(1, 0, 2)
+
+
+def _y_flat(d: list[int], y: np.ndarray) -> np.ndarray:
+    """heads x rows x cols laid out as y."""
+    return (y if d[3] else y.transpose(1, 0, 2)).reshape(-1)
+
+
+def _y_heads(d: list[int], y: np.ndarray) -> np.ndarray:
+    """y (or its error) as heads x rows x cols."""
+    rows, cols, nh = d[0], d[2], d[11]
+    return y.reshape(nh, rows, cols) if d[3] else y.reshape(rows, nh, cols).transpose(1, 0, 2)
 
 
 def matmul_s8_forward(desc: Sequence[int], a: ArrayLike, b: ArrayLike) -> I8:
-    """y = clamp(requant((A - a_zp) (B - b_zp), mult, sh) + out_zp) (int8, rows * cols)."""
+    """y = clamp(requant((A - a_zp) (B - b_zp), mult, sh) + out_zp) (int8, heads * rows * cols)."""
     fn = "matmul_s8_forward"
     d = _matmul_desc(desc, fn)
-    rows, inner, cols = d[:3]
-    am = _s8(a, fn, "a", rows * inner).reshape(rows, inner) - d[4]
-    bm = _b_mat(d, _s8(b, fn, "b", inner * cols)) - d[5]
+    rows, inner, cols, nh = *d[:3], d[11]
+    am = _a_heads(d, _s8(a, fn, "a", nh * rows * inner)) - d[4]
+    bm = _b_heads(d, _s8(b, fn, "b", nh * inner * cols)) - d[5]
     y = requant(am @ bm, d[7], d[8]) + d[6]
-    return np.clip(y, d[9], d[10]).astype(np.int8).reshape(-1)
+    return _y_flat(d, np.clip(y, d[9], d[10]).astype(np.int8))
 
 
 def matmul_s8_grad_a(desc: Sequence[int], e: ArrayLike, b: ArrayLike) -> tuple[I8, int, I32]:
-    """(ein, shift, acc): the error of a, E (B - b_zp)^T (rows x inner); base scale s_e * s_b."""
+    """(ein, shift, acc): the error of a, E (B - b_zp)^T, laid out as a; base scale s_e * s_b."""
     fn = "matmul_s8_grad_a"
     d = _matmul_desc(desc, fn)
-    rows, inner, cols = d[:3]
-    em = _s8(e, fn, "e", rows * cols).reshape(rows, cols)
-    acc = (em @ (_b_mat(d, _s8(b, fn, "b", inner * cols)) - d[5]).T).reshape(-1)
+    rows, inner, cols, nh = *d[:3], d[11]
+    em = _y_heads(d, _s8(e, fn, "e", nh * rows * cols))
+    g = em @ (_b_heads(d, _s8(b, fn, "b", nh * inner * cols)) - d[5]).transpose(0, 2, 1)  # h x rows x inner
+    acc = (g.transpose(1, 0, 2) if d[3] else g).reshape(-1)
     ein, sh = dyn_requant(acc)
     return ein, sh, acc.astype(np.int32)
 
@@ -73,20 +101,20 @@ def matmul_s8_grad_b(desc: Sequence[int], e: ArrayLike, a: ArrayLike) -> tuple[I
     """(ein, shift, acc): the error of b, (A - a_zp)^T E, laid out as b; base scale s_e * s_a."""
     fn = "matmul_s8_grad_b"
     d = _matmul_desc(desc, fn)
-    rows, inner, cols = d[:3]
-    em = _s8(e, fn, "e", rows * cols).reshape(rows, cols)
-    g = (_s8(a, fn, "a", rows * inner).reshape(rows, inner) - d[4]).T @ em  # inner x cols
-    acc = (g.T if d[3] else g).reshape(-1)
+    rows, inner, cols, nh = *d[:3], d[11]
+    em = _y_heads(d, _s8(e, fn, "e", nh * rows * cols))
+    g = (_a_heads(d, _s8(a, fn, "a", nh * rows * inner)) - d[4]).transpose(0, 2, 1) @ em  # h x inner x cols
+    acc = (g.transpose(2, 0, 1) if d[3] else g.transpose(1, 0, 2)).reshape(-1)
     ein, sh = dyn_requant(acc)
     return ein, sh, acc.astype(np.int32)
 
 
 def matmul_params(s_a: float, z_a: int, s_b: float, z_b: int, s_out: float, z_out: int, rows: int, inner: int,
-                  cols: int, tb: int, act_min: int = -128, act_max: int = 127) -> list[int]:
-    """The 11-int matmul_s8 descriptor: (mult, sh) from s_a * s_b / s_out."""
+                  cols: int, tb: int, act_min: int = -128, act_max: int = 127, heads: int = 1) -> list[int]:
+    """The matmul_s8 descriptor, (mult, sh) from s_a * s_b / s_out: 11 ints, or 12 with heads > 1."""
     m, sh = quantize_multiplier(float(s_a) * float(s_b) / float(s_out))
     return [int(rows), int(inner), int(cols), int(tb), int(z_a), int(z_b), int(z_out), m, sh, int(act_min),
-            int(act_max)]
+            int(act_max)] + ([int(heads)] if heads > 1 else [])
 
 
 def _softmax_desc(desc: Sequence[int], fn: str) -> list[int]:

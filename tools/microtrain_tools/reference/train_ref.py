@@ -357,8 +357,8 @@ class RefTrainer:
                 y = o.mul_s8_forward(p, xin, vals[ly.inputs[1]])
             elif ly.op == Op.LAYERNORM:
                 y = o.layernorm_s8_forward(p, xin)
-            elif ly.op == Op.MATMUL:  # the descriptor, then the factor
-                y = o.matmul_s8_forward(p[:11], xin, vals[ly.inputs[1]])
+            elif ly.op == Op.MATMUL:  # the descriptor (with heads, if several), then the factor
+                y = o.matmul_s8_forward(p[:-1], xin, vals[ly.inputs[1]])
             elif ly.op == Op.SOFTMAX:  # the exp table of the input's scale, as the device makes it
                 y = o.softmax_s8_forward(p, xin, softmax_lut(self.m.tensors[ly.inputs[0]].scale, self.fl))
             else:
@@ -557,12 +557,12 @@ class RefTrainer:
                         arrive(t, e.copy(), s)
             if ly.op == Op.MATMUL:  # b's error first, then a's; each base scale times the factor
                 ta, tb = ly.inputs
-                f = fl(float(np.array([p[11]], np.int32).view(np.float32)[0]))
+                f = fl(float(np.array([p[-1]], np.int32).view(np.float32)[0]))
                 if tb in region:
-                    ein, sh, _ = o.matmul_s8_grad_b(p[:11], e, vals[ta])
+                    ein, sh, _ = o.matmul_s8_grad_b(p[:-1], e, vals[ta])
                     arrive(tb, ein, fl.ldexp(s * fl(self.m.tensors[ta].scale) * f, sh))
                 if ta in region:
-                    ein, sh, _ = o.matmul_s8_grad_a(p[:11], e, vals[tb])
+                    ein, sh, _ = o.matmul_s8_grad_a(p[:-1], e, vals[tb])
                     arrive(ta, ein, fl.ldexp(s * fl(self.m.tensors[tb].scale) * f, sh))
             if ly.op == Op.MUL:  # x2's error first (summed where broadcast), then x1's
                 t1, t2 = ly.inputs
