@@ -26,7 +26,8 @@ def cross_entropy(model, label, out=None):
 
     err is the model's int8 output-error buffer (real value err_scale * err),
     ready for model.backward(err, err_scale); it is overwritten by the next call."""
-    out = _out(model, out, "cross_entropy")
+    if out is None:  # (Trainer.step passes it: no call)
+        out = _out(model, out, "cross_entropy")
     n = len(out)
     if not 0 <= label < n:
         raise ValueError("cross_entropy: label %d out of range 0..%d" % (label, n - 1))
@@ -34,7 +35,10 @@ def cross_entropy(model, label, out=None):
     if ce is None:
         ce = model.ce_bufs = (zeros("b", n), zeros("i", 3))
     err, stats = ce
-    sh = K.softmax_xent_s8(out, label, model.lut(), err, stats)
+    lut = model._lut  # (model.lut() where the table is not made for the output's scale: a call less a step)
+    if lut is None or model._lut_scale != model.output.scale:
+        lut = model.lut()
+    sh = K.softmax_xent_s8(out, label, lut, err, stats)
     q = out[label]
     if q > 127:  # bytes / bytearray outputs read unsigned
         q -= 256

@@ -565,7 +565,8 @@ class Model:
     def plan(self, keep_from):
         """Activation buffers for a forward pass that keeps every activation
         used by layers >= keep_from (None: inference only)."""
-        keep_from = self._keep(keep_from)
+        if keep_from is None and self.backward_plan is not None:  # (_keep's rule: a call less a forward)
+            keep_from = self.backward_plan.first
         key = -1 if keep_from is None else keep_from
         plan = self._plans.get(key)
         if plan is not None:

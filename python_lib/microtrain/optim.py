@@ -206,7 +206,7 @@ class _Optimizer:
         All or nothing: arguments and gradient sums are checked before any
         state changes, so a failing step raises one ValueError and leaves
         weights, scales, biases, masters, moments, sums and counters as they were."""
-        if not isinstance(layers, (list, tuple)):
+        if not isinstance(layers, list) and not isinstance(layers, tuple):  # (no tuple made a step)
             layers = layers.trained_layers
         if not layers:
             raise ValueError("step: no trained layers (use model.set_trained or a Trainer first)")

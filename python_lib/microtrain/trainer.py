@@ -417,7 +417,8 @@ class Trainer:
         `label` is the loss's target (a class index for "xent"). Returns the loss (float)."""
         # few locals: the frame is heap-allocated per call on a board (a share of the peak heap)
         m = self.model
-        self._check_label(label)
+        if not self.classes or type(label) is not int or not 0 <= label < m.output.numel:
+            self._check_label(label)  # (raises for a class index out of range; checks other targets)
         out = m.forward(x, self.first, self._start)
         f = self._mon  # None, the epoch's count of samples with saturated logits (int), or a Health
         if type(f) is int:
@@ -428,8 +429,10 @@ class Trainer:
         else:
             f = 0
         loss, err, s = self.loss_fn(m, label, out)
-        if self.classes and argmax(out) == label:
-            f |= 2  # bit 1: a hit
+        if self.classes:  # bit 1: a hit, label the first maximum (builtins: no loop over the logits)
+            policy = out[label]  # (its logit; policy: no local more)
+            if policy == max(out) and (not label or max(memoryview(out)[:label]) < policy):
+                f |= 2
         policy = self.sparse
         if policy is not None:
             policy.observe(loss)
