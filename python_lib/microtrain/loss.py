@@ -35,10 +35,7 @@ def cross_entropy(model, label, out=None):
     if ce is None:
         ce = model.ce_bufs = (zeros("b", n), zeros("i", 3))
     err, stats = ce
-    lut = model._lut  # (model.lut() where the table is not made for the output's scale: a call less a step)
-    if lut is None or model._lut_scale != model.output.scale:
-        lut = model.lut()
-    sh = K.softmax_xent_s8(out, label, lut, err, stats)
+    sh = K.softmax_xent_s8(out, label, model.lut(), err, stats)
     q = out[label]
     if q > 127:  # bytes / bytearray outputs read unsigned
         q -= 256

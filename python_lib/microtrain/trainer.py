@@ -429,10 +429,8 @@ class Trainer:
         else:
             f = 0
         loss, err, s = self.loss_fn(m, label, out)
-        if self.classes:  # bit 1: a hit, label the first maximum (builtins: no loop over the logits)
-            policy = out[label]  # (its logit; policy: no local more)
-            if policy == max(out) and (not label or max(memoryview(out)[:label]) < policy):
-                f |= 2
+        if self.classes and argmax(out) == label:
+            f |= 2  # bit 1: a hit
         policy = self.sparse
         if policy is not None:
             policy.observe(loss)
