@@ -231,7 +231,8 @@ class _Optimizer:
                                  "updated)" % (ly.name, ("gw[%d]" % i) if i >= 0 else ("gb[%d]" % j)))
         c = 0
         for ly in layers:
-            self.state(ly)  # allocate before anything is written
+            if self._st.get(ly.index) is None:  # allocate before anything is written (made once)
+                self.state(ly)
             k = upd.row(ly, n)  # the floats of the update's scratch row this layer needs
             if k > c:
                 c = k
