@@ -197,15 +197,36 @@ def _fit(items):
     return size
 
 
-def _items(model, last_use, keep, fz, ch, bwd):
-    # place's items (its comment) with the runs of ch in bands, each at its offset in the smaller of
-    # the two orders' arenas: (items, root, the arena's bytes)
+def place(model, bufs, owner, last_use, keep, mk, bwd):
+    # The forward plan (docs/memory.md): one arena for every activation but the model output
+    # (a buffer of its own), each tensor at an offset chosen by its lifetime, from the layer
+    # that makes it (the model input: before the first) to its last reader, or to the end for
+    # a tensor of keep (a training plan's: backward reads them) and the model input when keep
+    # holds it; in the order the layers make them or largest first, whichever needs the smaller
+    # arena, each at the lowest 4-aligned offset where it overlaps no placed tensor alive at the
+    # same time (_fit). Fused conv + add pairs
+    # (_fusable) leave out the conv's output (the add's output is the skip, updated in place:
+    # one lifetime) and take a tile of about _TILE bytes of whole rows while the conv runs.
+    # bufs None: count only (plan.buffers, info.py): mk(n) makes stand-ins, no views.
+    # bwd (plan.redo_plan): (h, its pool, [(layer j, bytes)], first) where the conv output h is
+    # made again before its pool's backward (Trainer(recompute=True)): the timeline goes on
+    # through backward, layer j's at 2 * len(layers) - j; each kept tensor lives to the backward
+    # of its producer (or of `first`, for one made before it), h only to its last reader in the
+    # forward and again from its pool's backward to its producer's, and layer j's grad-input
+    # scratch (its int32 accumulator) at layer j's backward: bytes idle in the backward of
+    # upper layers serve lower ones (fz[-2]: {j: the scratch's bytes}; fz[-3]: the mark).
+    # Fills owner {a tensor: the whole buffer holding it} (the arena, the output's) and bufs
+    # {tensor: its bytes}; returns (the fused pairs, the gaps of the arena between the tensors
+    # alive during backward as [arena, offset, length]: idle until the next forward, where
+    # backward's buffers go).
     tensors, layers = model.tensors, model.layers
     inp, out_t = model.input.index, model.output.index
+    fz = _fusable(model, last_use, keep)
     end = len(layers)
     root = {}  # the add of a fused pair: its output is its skip's bytes
     items = []  # [bytes, first layer, last layer, tensor (< 0: a tile, band, scratch), offset, second life]
     life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0, None]}
+    ch = _chains(model, last_use, keep, fz)
     for ly in layers:
         f = fz.get(ly.index)
         t = ly.output
@@ -267,46 +288,6 @@ def _items(model, last_use, keep, fz, ch, bwd):
         items = by_size
     size = _fit(items)
     by_size = None
-    return items, root, size
-
-
-def place(model, bufs, owner, last_use, keep, mk, bwd):
-    # The forward plan (docs/memory.md): one arena for every activation but the model output
-    # (a buffer of its own), each tensor at an offset chosen by its lifetime, from the layer
-    # that makes it (the model input: before the first) to its last reader, or to the end for
-    # a tensor of keep (a training plan's: backward reads them) and the model input when keep
-    # holds it; in the order the layers make them or largest first, whichever needs the smaller
-    # arena, each at the lowest 4-aligned offset where it overlaps no placed tensor alive at the
-    # same time (_fit). Fused conv + add pairs
-    # (_fusable) leave out the conv's output (the add's output is the skip, updated in place:
-    # one lifetime) and take a tile of about _TILE bytes of whole rows while the conv runs.
-    # bufs None: count only (plan.buffers, info.py): mk(n) makes stand-ins, no views.
-    # bwd (plan.redo_plan): (h, its pool, [(layer j, bytes)], first) where the conv output h is
-    # made again before its pool's backward (Trainer(recompute=True)): the timeline goes on
-    # through backward, layer j's at 2 * len(layers) - j; each kept tensor lives to the backward
-    # of its producer (or of `first`, for one made before it), h only to its last reader in the
-    # forward and again from its pool's backward to its producer's, and layer j's grad-input
-    # scratch (its int32 accumulator) at layer j's backward: bytes idle in the backward of
-    # upper layers serve lower ones (fz[-2]: {j: the scratch's bytes}; fz[-3]: the mark).
-    # Fills owner {a tensor: the whole buffer holding it} (the arena, the output's) and bufs
-    # {tensor: its bytes}; returns (the fused pairs, the gaps of the arena between the tensors
-    # alive during backward as [arena, offset, length]: idle until the next forward, where
-    # backward's buffers go).
-    tensors, layers = model.tensors, model.layers
-    out_t = model.output.index
-    fz = _fusable(model, last_use, keep)
-    end = len(layers)
-    ch = _chains(model, last_use, keep, fz)
-    items, root, size = _items(model, last_use, keep, fz, ch, bwd)
-    for j in sorted(ch):  # a run's bands only where they make the arena smaller: else whole buffers
-        c = {}  # (fewer kernel calls for the same bytes)
-        for i in ch:
-            if i != j:
-                c[i] = ch[i]
-        alt = _items(model, last_use, keep, fz, c, bwd)
-        if alt[2] <= size:
-            ch, items, root, size = c, alt[0], alt[1], alt[2]
-        alt = c = None
     arena = (zeros("b", size) if mk is None else mk(size)) if size else None
     free, at = [], 0
     for it in sorted(items, key=lambda o: o[4]):  # the gaps between what lives in backward

@@ -7,8 +7,7 @@ expand, the depthwise 3x3 (stride 1 or 2) and the pointwise project (adding into
 where the block has one). The outputs of a forward with the
 bands must be the bytes of the same forward with whole buffers (plan.forward_fit's, which
 Model.plan takes where place.py cannot be imported), in inference and in a training plan's
-frozen prefix; the arena must be smaller. A run whose bands would not make the arena smaller
-(a residual block of small tensors: the band is the whole output) keeps whole buffers.
+frozen prefix; the arena must be smaller.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import torch
 from torch import nn
 
 from evals.lib.mlperf_tiny import _InvRes as _Block
-from evals.lib.mlperf_tiny import _ResStack
 from microtrain_tools import convert as cv
 from microtrain_tools import mtm
 from support.harness import run_micropython
@@ -88,17 +86,6 @@ def outs(whole):
         if not any(b is o for o in owners):
             owners.append(b)
     return res, bands, sum(len(b) for b in owners)
-import microtrain.place
-import microtrain.plan
-P = sys.modules["microtrain.place"]
-m = mt.load(path)
-last_use = {}
-for ly in m.layers:
-    for t in ly.inputs:
-        last_use[t] = ly.index
-kept = () if keep is None else sys.modules["microtrain.plan"].kept(m, keep)
-print("RUNS", len(P._chains(m, last_use, kept, P._fusable(m, last_use, kept))))  # (before the arena rule)
-m = P = None
 a, bands, size = outs(False)
 b, none, whole = outs(True)
 print("SAME", a == b, len(a))
@@ -133,38 +120,3 @@ def test_bands_give_the_bytes_of_whole_buffers(tiny: tuple[Path, Path], pure: bo
     assert ((1, 1), (3, 1), (1, 1), True) in shapes, runs
     size, whole = (int(v) for v in out["BYTES"].split())
     assert size < whole, out
-
-
-class TinyRes(nn.Module):
-    """conv 3x3, one ResNet-8 residual block at 8x8x8 (its input lives on to the add: a run of the
-    two convs), pool, linear: every tensor smaller than a band."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
-        self.stack = _ResStack(8, 8, 1, 8)
-        self.fc = nn.Linear(8, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.stack(torch.relu(self.conv(x)))
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
-
-
-def test_no_bands_where_the_arena_is_the_same(tmp_path: Path) -> None:
-    torch.manual_seed(0)
-    net = TinyRes().eval()
-    x = torch.rand(20, 3, 8, 8, generator=torch.Generator().manual_seed(2))
-    path = tmp_path / "res.mtm"
-    cv.convert_to_file(net, x[:16], path, progress=False)
-    data = tmp_path / "x.bin"
-    cv.quantize_input(path.read_bytes(), x[16:]).tofile(data)
-    script = tmp_path / "bands.py"
-    script.write_text(RUN)
-    p = run_micropython(script, [str(path), str(data), "-"], timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
-    out = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if " " in ln}
-    assert out["SAME"] == "True 4", out
-    assert int(out["RUNS"]) >= 1, out  # _chains offers the block's two convs as a run
-    assert out["BANDS"] == "", out  # whole buffers: the arena no larger
-    size, whole = (int(v) for v in out["BYTES"].split())
-    assert size <= whole, out
