@@ -419,6 +419,12 @@ STEPS_B1 = 8  # measured samples at batch 1 (each with its update); batch B: B s
 PREPASS = 32
 # sparse01_bwd_cold's rows: a fresh Trainer's first pass over the data, every sample measured once
 FIRST_PASS = 32
+# SGD's rate of those rows and of the steady-state ones (the other rows: LR): at LR with momentum
+# 0.9 the transfer CNN's dense all-layer training collapses within its first pass (constant logits,
+# fc1's ReLU passes no error: the errors reaching the pools are all zero), so its backward would be
+# measured on dead errors; at SPARSE_LR the dense run keeps live errors through both passes
+LR = 0.01
+SPARSE_LR = 0.001
 # the element-wise forwards, measured per output element (their "macs" are outputs)
 ELEMWISE = ("avgpool", "maxpool", "add")
 SHAPES = ("conv3x3", "dw3x3", "pw", "fc") + ELEMWISE
@@ -505,12 +511,13 @@ def model_natmod(board: Board, model: str) -> Board:
 
 
 def bench_train(board: Board | None, fmap: FirmwareMap | None, model: str, train: str, sparse: float,
-                batch: int, steps: int, heap_kb: int, prepass: int = 0) -> tuple[TrainRow | None, Run]:
+                batch: int, steps: int, heap_kb: int, prepass: int = 0,
+                lr: float = LR) -> tuple[TrainRow | None, Run]:
     if board is not None:
         board = model_natmod(board, model)
     run = run_guest(board, fmap, "bench_train.py",
                     [f"{model}.mtm", f"{model}.mtd", train, f"{sparse:g}", str(batch), str(steps), "mixed",
-                     "2", str(prepass)],
+                     "2", str(prepass), f"{lr:g}"],
                     heap_kb=heap_kb)
     if board is None:
         return None, run
@@ -744,7 +751,9 @@ def write_doc(krows: list[KernelRow], trows: list[TrainRow], line: str, meta: di
         "float, last:2 only). Each training run loads the natmod of its model's ops only, as",
         "`microtrain deploy --model` builds it (`make natmod ARCH=... OPS=...`: the M0 and M3 digits",
         "runs, conv2d + maxpool + linear); the kernel rows load the whole one. Trainer in mixed mode,",
-        "SGD(lr=0.01, momentum=0.9), one",
+        f"SGD(lr={LR:g}, momentum=0.9) (lr={SPARSE_LR:g} in the *after {PREPASS} more* and *first pass*",
+        f"rows: at lr={LR:g} the dense all-layer training collapses within its first pass, constant logits",
+        "and no error reaching the pools, so the backward would be measured on dead errors), one",
         f"unmeasured warm-up sample, then {STEPS_B1} measured samples at batch 1 and 16 at batch 16",
         "(evals/mp/bench_train.py; *measured* = cold); the figures are means per sample. The M7",
         "all-layer batch-1 runs are measured a second way too (*measured* = after 32 more): after the",
@@ -906,8 +915,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         configs = [("last:2", 0.0, 1, 0), ("all", 0.0, 1, 0), ("all", 0.1, 1, 0)]
     # sparse01_bwd's steady state (M7): the same 8 samples after one more pass over the data;
     # sparse01_bwd_cold's first pass: FIRST_PASS samples measured from the cold start
-    steady = [("all", 0.0, 1, PREPASS), ("all", 0.1, 1, PREPASS), ("all", 0.0, 1, 0, FIRST_PASS),
-              ("all", 0.1, 1, 0, FIRST_PASS)]
+    # (the measured samples and SGD's rate follow the prepass)
+    steady = [("all", 0.0, 1, PREPASS, STEPS_B1, SPARSE_LR), ("all", 0.1, 1, PREPASS, STEPS_B1, SPARSE_LR),
+              ("all", 0.0, 1, 0, FIRST_PASS, SPARSE_LR), ("all", 0.1, 1, 0, FIRST_PASS, SPARSE_LR)]
     # the M0's digits sample (last:2, batch 1) also on the M3 (armv7m natmod) and on m0fw, the M0
     # firmware with microtrain built in as the user C module
     one = [("last:2", 0.0, 1, 0)]
@@ -916,21 +926,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     for bname, model in models.items():
         if bname not in used or (a.host and bname == "rv32"):  # rv32: the same host runs as m0
             continue
-        for tr, sp, bt, pre, *steps in runs_of[bname]:
-            n = steps[0] if steps else STEPS_B1 if bt == 1 else bt
+        for tr, sp, bt, pre, *more in runs_of[bname]:
+            n = more[0] if more else STEPS_B1 if bt == 1 else bt
+            lr = more[1] if more else LR
             heap = a.heap_kb if a.host else bds[bname].heap_kb
             try:
-                r, run = bench_train(*brd(bname), model, tr, sp, bt, n, heap, prepass=pre)
+                r, run = bench_train(*brd(bname), model, tr, sp, bt, n, heap, prepass=pre, lr=lr)
             except RuntimeError as ex:  # a small board's heap may not hold the case: n/a, said why
                 if bname == "m7" or "MemoryError" not in str(ex):
                     raise
                 why = [ln for ln in str(ex).splitlines() if "MemoryError" in ln][-1]
                 print(f"{bname} {model} {tr} sparse={sp:g} batch={bt}: n/a, {why}", flush=True)
                 continue
-            if not pre and not steps:
+            if not more:
                 truns[(bname, tr, sp, bt)] = run
             print(f"{bname} {model} {tr} sparse={sp:g} batch={bt} prepass={pre}"
-                  + (f" steps={steps[0]}" if steps else "") + ": "
+                  + (f" steps={n}" if more and not pre else "") + (f" lr={lr:g}" if more else "") + ": "
                   + (f"{r.total:,.0f} instr/sample" if r else "ok")
                   + (f", backward {r.bwd:,.0f}, rates {' '.join(f'{v:.2f}' for v in r.rates)}"
                      if r and r.rates else "") + f" ({time.time() - t0:.0f} s)",

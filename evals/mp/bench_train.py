@@ -1,14 +1,15 @@
 # Instructions per inference and per training sample of a model (run on the
 # QEMU firmware by evals/benchmarks/bench_mcu.py, which reads the markers):
 #
-#   bench_train.py MODEL.mtm DATA.mtd TRAIN SPARSE BATCH STEPS MODE NINFER [PREPASS]
+#   bench_train.py MODEL.mtm DATA.mtd TRAIN SPARSE BATCH STEPS MODE NINFER PREPASS LR
 #
 # TRAIN "last:1" | "last:2" | "all"; SPARSE 0 (dense) or lambda_min of
 # DynamicSparse(lambda_min, 1.0); MODE "int8" | "mixed" | "float32".
-# PREPASS (default 0): unmeasured training samples after the warm-up, data[1],
+# PREPASS: unmeasured training samples after the warm-up (0: none), data[1],
 # data[2], ... in order; the measured samples continue the same sequence. With
 # PREPASS = len(data) the policy has seen one pass of the data (its L_max is
 # established) and the measured samples are data[1..STEPS] seen a second time.
+# LR: SGD's learning rate (momentum 0.9).
 # Garbage collections run where the heap fills up, which may be inside a measured sample (it
 # then counts there, as on a board). The run reports the garbage a measured step leaves
 # ("garbage", bytes a step, over the steps without a collection), how many measured steps
@@ -78,9 +79,9 @@ def wrap2(f, b, e):
 
 def main(argv):
     global PROBE
-    path, data_path, train, sparse, batch, steps, mode, ninfer = argv[:8]
+    path, data_path, train, sparse, batch, steps, mode, ninfer, prepass, lr = argv
     sparse, batch, steps, ninfer = float(sparse), int(batch), int(steps), int(ninfer)
-    prepass = int(argv[8]) if len(argv) > 8 else 0
+    prepass, lr = int(prepass), float(lr)
     gc.collect()
     result("heap.package", gc.mem_alloc() - _heap0)
     result("heap.start", gc.mem_alloc())
@@ -99,7 +100,7 @@ def main(argv):
         mark(ci_end)
     flush()
     policy = mt.DynamicSparse(sparse, 1.0) if sparse > 0 else None
-    trainer = mt.Trainer(model, train=train, mode=mode, optimizer=mt.SGD(lr=0.01, momentum=0.9),
+    trainer = mt.Trainer(model, train=train, mode=mode, optimizer=mt.SGD(lr=lr, momentum=0.9),
                          sparse=policy, batch=batch, log=None)
     n_par = 0
     for ly in trainer.layers:

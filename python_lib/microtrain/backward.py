@@ -402,7 +402,7 @@ class Sums:
         t, mw, mb = ly.touched, ly.master_w, ly.master_b
         pw.touched = pb.touched = t
         pw.master, pb.master = mw, mb
-        st = opt.state(ly)
+        st = opt._st.get(ly.index)  # (opt.apply made it before any layer: state(ly) without the call)
         opt.direction(pw, st, n)
         opt.direction(pb, st, n)
         return optim.F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, mw, mb, t, lr,

@@ -26,7 +26,8 @@ def cross_entropy(model, label, out=None):
 
     err is the model's int8 output-error buffer (real value err_scale * err),
     ready for model.backward(err, err_scale); it is overwritten by the next call."""
-    out = _out(model, out, "cross_entropy")
+    if out is None:  # (Trainer.step passes it: no call)
+        out = _out(model, out, "cross_entropy")
     n = len(out)
     if not 0 <= label < n:
         raise ValueError("cross_entropy: label %d out of range 0..%d" % (label, n - 1))

@@ -565,7 +565,10 @@ class Model:
     def plan(self, keep_from):
         """Activation buffers for a forward pass that keeps every activation
         used by layers >= keep_from (None: inference only)."""
-        keep_from = self._keep(keep_from)
+        # while layers are trained, their plan serves inference too: one set of buffers, not an
+        # inference plan beside the training one (docs/memory.md)
+        if keep_from is None and self.backward_plan is not None:
+            keep_from = self.backward_plan.first
         key = -1 if keep_from is None else keep_from
         plan = self._plans.get(key)
         if plan is not None:
@@ -616,13 +619,6 @@ class Model:
         # buffers of other plans stay cached: inference and training plans coexist
         self._plans[key] = plan
         return plan
-
-    def _keep(self, keep_from):
-        # while layers are trained, their plan serves inference too: one set of buffers,
-        # not an inference plan beside the training one (docs/memory.md)
-        if keep_from is None and self.backward_plan is not None:
-            return self.backward_plan.first
-        return keep_from
 
     def owners(self, keep_from):
         """The whole buffers of the plan keeping from keep_from (made), each under a tensor index it
@@ -862,7 +858,8 @@ class Model:
 
     def ram(self, keep_from=None):
         """Bytes of activation buffers for a forward pass (keeping from keep_from)."""
-        keep_from = self._keep(keep_from)
+        if keep_from is None and self.backward_plan is not None:  # (plan's rule)
+            keep_from = self.backward_plan.first
         key = -1 if keep_from is None else keep_from
         if key not in self._plans:
             self.plan(keep_from)

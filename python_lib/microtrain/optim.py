@@ -206,7 +206,7 @@ class _Optimizer:
         All or nothing: arguments and gradient sums are checked before any
         state changes, so a failing step raises one ValueError and leaves
         weights, scales, biases, masters, moments, sums and counters as they were."""
-        if not isinstance(layers, (list, tuple)):
+        if not isinstance(layers, list) and not isinstance(layers, tuple):  # (no tuple made a step)
             layers = layers.trained_layers
         if not layers:
             raise ValueError("step: no trained layers (use model.set_trained or a Trainer first)")
@@ -231,7 +231,8 @@ class _Optimizer:
                                  "updated)" % (ly.name, ("gw[%d]" % i) if i >= 0 else ("gb[%d]" % j)))
         c = 0
         for ly in layers:
-            self.state(ly)  # allocate before anything is written
+            if self._st.get(ly.index) is None:  # allocate before anything is written (made once)
+                self.state(ly)
             k = upd.row(ly, n)  # the floats of the update's scratch row this layer needs
             if k > c:
                 c = k

@@ -417,7 +417,8 @@ class Trainer:
         `label` is the loss's target (a class index for "xent"). Returns the loss (float)."""
         # few locals: the frame is heap-allocated per call on a board (a share of the peak heap)
         m = self.model
-        self._check_label(label)
+        if not self.classes or type(label) is not int or not 0 <= label < m.output.numel:
+            self._check_label(label)  # (raises for a class index out of range; checks other targets)
         out = m.forward(x, self.first, self._start)
         f = self._mon  # None, the epoch's count of samples with saturated logits (int), or a Health
         if type(f) is int:
