@@ -395,6 +395,7 @@ class Model:
     # may put backward.IntoMomentum or stepwise.StepInBackward there): backward hands it each
     # trained layer's gradient, the optimiser's step applies what it holds
     update = None
+    _split = -1  # the first trained layer where the update takes its gradient by windows of channels (place.py)
     lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
     loss_bufs = None  # (err, int32 scratch) of the output, for mse / bce (a class default: a slot less)
 
@@ -657,6 +658,8 @@ class Model:
         f = fz.get(ly.index) if fz else None
         if type(f) is int:  # done by its conv (conv2d_add_s8_forward)
             return (_nothing, (), ly)
+        if f is not None and len(f) == 2:  # over its input, or split (place.py _over, _win)
+            return (f[0], (ly, x, f[1], bufs), ly)
         if f is not None and len(f) > 3:  # the b of a chain (place.py): a's rows a band at a time
             a = f[3]
             return (f[8], (a, ly, bufs[a.inputs[0]], f, bufs[(ly if f[0] is None else f[0]).output]), ly)
@@ -803,7 +806,9 @@ class Model:
         nothing else holds the int32 scratch, an activation may, made again during backward
         (plan.recompute_host; Trainer(recompute=True)); 2: the training plan may then be
         placed through backward (plan.redo_plan; that activation is not kept after the
-        forward)."""
+        forward); | 4: the update takes the first trained layer's gradient by windows of
+        channels, so a conv there whose output only a pool reads may make it by windows
+        (place.py _split)."""
         idx = self.select(spec)
         global _backward
         if _backward is None:  # (its code before the training buffers: a heap in fewer pieces)
@@ -818,6 +823,11 @@ class Model:
                 ly.trained = False
                 ly.gw = ly.gb = ly.grad = None
         first = idx[0]
+        sp = first if redo & 4 else -1  # (4: the update takes the gradient by windows: place.py _split)
+        redo &= 3
+        if sp != self._split:
+            self._split = sp
+            self.drop_plans(-2)
         self.drop_plans(first)
         self.rebind()
         for ly in self.layers[first:]:

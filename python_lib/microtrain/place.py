@@ -20,11 +20,14 @@ except ImportError:  # CPython: info.py runs this file alone (not the package)
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
 # The .mtm constants this module reads, private: inlined, no globals entry.
 _OP_CONV2D = const(1)
+_OP_AVGPOOL = const(6)
 _OP_ADD = const(8)
 # --- generated: end
 
 _TILE = const(2048)  # bytes of a fused conv's tile and of a chain's band (at least the rows they need)
 _SCR = const(-1048576)  # item keys _SCR - j: the int32 scratch of layer j's grad input (bwd)
+_SPL = const(-524288)  # item keys _SPL - i: the window of split conv i (_split), or its slots (_inplace)
+_WIN = const(640)  # bytes of a split conv's window (its channels and one more: _wgrad)
 
 
 def _fusable(model, last_use, keep):
@@ -168,6 +171,164 @@ def _chain(a, b, x, f, out):
             kern.K.conv2d_add_s8_forward(db, y, b.w, b.b, b.mult, b.shift, dd, side, o, tile)
 
 
+def _inplace(model, last_use, keep, fz, ch, sp):
+    # {conv index: bytes of its slots} for each conv2d that can write its output over its input
+    # (_over): stride 1 down the rows, no dilation, the same rows in and out (height and bytes per
+    # row), its input read by nothing after it and not kept, neither the model input nor output,
+    # not fused, not in a run of bands, not split (sp). Slots: one block of rows, two where
+    # the kernel reaches above its row (pad_top > 0: a block is written back one block behind).
+    layers, out = model.layers, {}
+    ends = (model.input.index, model.output.index)
+    runs = set()
+    for j in ch:
+        runs.add(j)
+        for a in ch[j]:
+            runs.add(a.index)
+    for ly in layers:
+        p, i = ly.params, ly.index
+        x = ly.inputs[0]
+        if ly.op != _OP_CONV2D or len(p) > 17 or p[8] != 1 or p[0] != p[3] or p[1] * p[2] != p[4] * p[5] \
+                or last_use.get(x) != i or x in keep or x in ends or ly.output in ends or i in fz or i in runs \
+                or i in sp:
+            continue
+        row = p[4] * p[5]
+        n = row * max(p[10], 1) * (2 if p[10] else 1)  # (a block: pad_top rows at least, one at least)
+        if n < model.tensors[x].numel:
+            out[i] = n
+    return out
+
+
+def _over(ly, x, f, bufs):
+    # ly's output over its input x (_inplace), a block of rows at a time into a slot: each block
+    # goes back over the input once no later row reads those rows (at once where pad_top is 0,
+    # else one block later, from the other slot): the same sums as the whole call
+    s, d = f
+    p = ly.params
+    row, h, pt, kh = p[4] * p[5], p[3], p[10], p[6]
+    r = len(s) // row // (2 if pt else 1)
+    X = memoryview(x)
+    prev = o = 0
+    for r0 in range(0, h, r):
+        r1 = r0 + r if r0 + r < h else h
+        lo = r0 - pt  # the first input row the block reads (negative: padding)
+        a = lo if lo > 0 else 0
+        hi = r1 - 1 - pt + kh
+        hi = hi if hi < p[0] else p[0]
+        d[0], d[3], d[10] = hi - a, r1 - r0, a - lo
+        o = r * row if pt and (r0 // r) & 1 else 0
+        kern.K.conv2d_s8_forward(d, X[a * row:hi * row], ly.w, ly.b, ly.mult, ly.shift, s[o:o + (r1 - r0) * row])
+        if not pt:
+            X[r0 * row:r1 * row] = s[:(r1 - r0) * row]
+            continue
+        if r0:  # the block before, from the other slot
+            q = r * row - o
+            X[prev * row:r0 * row] = s[q:q + (r0 - prev) * row]
+        prev = r0
+    if pt:
+        X[prev * row:h * row] = s[o:o + (h - prev) * row]
+
+
+def _split(model, last_use, keep):
+    # {conv index: (its pool, bytes of its window)} for the first trained layer (model._split,
+    # set by Model.set_trained where the update takes a gradient a window of channels at a time:
+    # backward.IntoMomentum, no sparse policy), a conv2d (groups 1, no dilation) whose output
+    # only a pool of one window over all of it reads: that output never exists whole (_win: a few
+    # channels at a time into the pool; its gradient _wgrad). The window: _WIN bytes, its
+    # channels and one more (_wgrad)
+    i = getattr(model, "_split", -1)
+    if i < 0:
+        return {}
+    layers = model.layers
+    ly = layers[i]
+    p, y = ly.params, ly.output
+    if ly.op != _OP_CONV2D or len(p) > 17 or p[12] != 1 or p[5] < 2 or y == model.output.index:
+        return {}
+    n = p[3] * p[4]
+    rd = [r for r in layers if y in r.inputs]
+    if len(rd) != 1:
+        return {}
+    pl = rd[0]
+    q = pl.params
+    if pl.op != _OP_AVGPOOL or q[3] != 1 or q[4] != 1 or q[5] != q[0] or q[6] != q[1] or q[9] or q[10]:
+        return {}
+    cc = min(p[5] - 1, max(1, _WIN // n - 1))
+    return {i: (pl, n * (cc + 1))}
+
+
+def _win(ly, x, f, bufs):
+    # the forward of a split conv (_split) and its pool: the conv's output a window of channels at a
+    # time, each pooled into those channels of the pool's output (per channel: the same bits)
+    t, pl, d, q = f[0], f[1], f[2], f[3]
+    p = ly.params
+    c, n = p[5], p[3] * p[4]
+    k = len(ly.w) // c
+    cc = len(t) // n - 1
+    W, B, M, S, O = memoryview(ly.w), memoryview(ly.b), memoryview(ly.mult), memoryview(ly.shift), \
+        memoryview(bufs[pl.output])
+    for c0 in range(0, c, cc):
+        c1 = c0 + cc if c0 + cc < c else c
+        d[5] = q[2] = c1 - c0
+        v = t[:n * (c1 - c0)]
+        kern.K.conv2d_s8_forward(d, x, W[c0 * k:c1 * k], B[c0:c1], M[c0:c1], S[c0:c1], v)
+        kern.K.avgpool_s8_forward(q, v, O[c0:c1])
+
+
+def _wgrad(m, bw, ly, e, s):
+    # backward of a split conv (_split): the pool's error e (scale s) goes through the pool a window
+    # of channels at a time, each window's conv output made again; the window holds one channel
+    # more, with the largest |e|, so that every window's error has the whole tensor's shift (the
+    # pool's grad input takes it from the largest |e|); that channel's gradient is masked off.
+    # Then the update mode's grad, its grad-weight kernel called on the windows (g)
+    f = m._fused[bw.first][ly.index][1]
+    t, pl, d, q, ev, tm = f[0], f[1], f[2], f[3], f[4], f[5]
+    p = ly.params
+    c, n = p[5], p[3] * p[4]
+    k = len(ly.w) // c
+    cc = len(t) // n - 1
+    import math
+
+    from microtrain.backward import act_keep
+
+    K = kern.K
+    x = bw.bufs[ly.inputs[0]]
+    lo, hi = act_keep(ly)
+    mx, mn = max(e), min(e)
+    big = mx if mx >= -mn else mn
+    W, B, M, S, E, V, T = memoryview(ly.w), memoryview(ly.b), memoryview(ly.mult), memoryview(ly.shift), \
+        memoryview(e), memoryview(ev), memoryview(t)
+    gwk = bw.grad_weight[1]
+
+    def win(c0, c1):
+        # channels c0..c1 and one more (the next; the one before for the last window) made again,
+        # their error over them; returns the shift and the window's first channel of c0..c1
+        a = c0 if c1 < c else c0 - 1
+        j = c1 - c0
+        d[5] = q[2] = j + 1
+        v = T[:n * (j + 1)]
+        K.conv2d_s8_forward(d, x, W[a * k:(a + j + 1) * k], B[a:a + j + 1], M[a:a + j + 1], S[a:a + j + 1], v)
+        o = c0 - a
+        V[o:o + j] = E[c0:c1]
+        V[j - j * o] = big  # (the extra channel: last, or first)
+        for i in range(j + 1):
+            tm[i] = 0 if i == j - j * o else 1
+        return K.avgpool_s8_grad_input_act(q, v, V[:j + 1], lo, hi, v), o
+
+    sh = win(0, cc if cc < c else c)[0]  # (the same for every window)
+    s = math.ldexp(s, sh - 16)
+
+    def g(p_, x_, e_, mask, sw, sb, gw, gb, c0=0):
+        # the grad-weight kernel over the channels c0.. of gw / gb (len(gb)), window by window
+        m1 = c0 + len(gb)
+        gw, gb = memoryview(gw), memoryview(gb)
+        for a in range(c0, m1, cc):
+            b = a + cc if a + cc < m1 else m1
+            o = win(a, b)[1]
+            j = b - a
+            gwk(d, x, T[:n * (j + 1)], tm[:j + 1], sw, sb, gw[(a - c0) * k:(b - c0) * k], gb[a - c0:b - c0], o)
+
+    m.update.grad(ly, g, p, x, e, None, m.tensors[ly.inputs[0]].scale * s, s)
+
+
 def _copy(p):
     # a descriptor the chain adjusts per band (the model's may be in flash)
     return array("i", p)
@@ -227,9 +388,18 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
     items = []  # [bytes, first layer, last layer, tensor (< 0: a tile, band, scratch), offset, second life]
     life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0, None]}
     ch = _chains(model, last_use, keep, fz)
+    sp = _split(model, last_use, keep) if bwd is None else {}
+    ip = _inplace(model, last_use, keep, fz, ch, sp) if bwd is None else {}
     for ly in layers:
         f = fz.get(ly.index)
         t = ly.output
+        i = ly.index
+        if i in sp or i in ip:  # its output over its input, or never whole: its window / slots
+            life[_SPL - i] = [ip[i] if i in ip else sp[i][1], i, sp[i][0].index if i in sp else i, _SPL - i, 0, None]
+            if i in ip:
+                x = ly.inputs[0]
+                root[t] = root.get(x, x)
+            continue
         c = None  # its run's B, for an A of a run
         for j in ch:
             if ly in ch[j]:
@@ -315,6 +485,17 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
                 continue
             if t <= _SCR:
                 fz[-2][_SCR - t] = v
+                continue
+            if t <= _SPL:
+                i = _SPL - t
+                ly = layers[i]
+                if i in ip:
+                    fz[i] = (_over, (v, _copy(ly.params)))
+                    continue
+                pl = sp[i][0]
+                n = len(v) // (ly.params[3] * ly.params[4])
+                fz[i] = (_win, (v, pl, _copy(ly.params), _copy(pl.params), zeros("b", n), bytearray(n), _wgrad))
+                fz[pl.index] = 0  # (done by its conv)
                 continue
             if t & 1 == 0:  # the tile of a fused conv
                 fz[(-2 - t) >> 1] += (v,)
