@@ -395,7 +395,7 @@ class Model:
     # may put backward.IntoMomentum or stepwise.StepInBackward there): backward hands it each
     # trained layer's gradient, the optimiser's step applies what it holds
     update = None
-    _split = -1  # the first trained layer where the update takes its gradient by windows of channels (place.py)
+    _split = -1  # the first trained layer, where the update takes the gradient by windows (place.py)
     lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
     loss_bufs = None  # (err, int32 scratch) of the output, for mse / bce (a class default: a slot less)
 

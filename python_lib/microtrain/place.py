@@ -188,8 +188,8 @@ def _inplace(model, last_use, keep, fz, ch, sp):
         p, i = ly.params, ly.index
         x = ly.inputs[0]
         if ly.op != _OP_CONV2D or len(p) > 17 or p[8] != 1 or p[0] != p[3] or p[1] * p[2] != p[4] * p[5] \
-                or last_use.get(x) != i or x in keep or x in ends or ly.output in ends or i in fz or i in runs \
-                or i in sp:
+                or last_use.get(x) != i or x in keep or x in ends or ly.output in ends or i in fz \
+                or i in runs or i in sp:
             continue
         row = p[4] * p[5]
         n = row * max(p[10], 1) * (2 if p[10] else 1)  # (a block: pad_top rows at least, one at least)
@@ -216,7 +216,8 @@ def _over(ly, x, f, bufs):
         hi = hi if hi < p[0] else p[0]
         d[0], d[3], d[10] = hi - a, r1 - r0, a - lo
         o = r * row if pt and (r0 // r) & 1 else 0
-        kern.K.conv2d_s8_forward(d, X[a * row:hi * row], ly.w, ly.b, ly.mult, ly.shift, s[o:o + (r1 - r0) * row])
+        kern.K.conv2d_s8_forward(d, X[a * row:hi * row], ly.w, ly.b, ly.mult, ly.shift,
+                                 s[o:o + (r1 - r0) * row])
         if not pt:
             X[r0 * row:r1 * row] = s[:(r1 - r0) * row]
             continue
@@ -263,70 +264,67 @@ def _win(ly, x, f, bufs):
     c, n = p[5], p[3] * p[4]
     k = len(ly.w) // c
     cc = len(t) // n - 1
-    W, B, M, S, O = memoryview(ly.w), memoryview(ly.b), memoryview(ly.mult), memoryview(ly.shift), \
+    W, B, M, S, Y = memoryview(ly.w), memoryview(ly.b), memoryview(ly.mult), memoryview(ly.shift), \
         memoryview(bufs[pl.output])
     for c0 in range(0, c, cc):
         c1 = c0 + cc if c0 + cc < c else c
         d[5] = q[2] = c1 - c0
         v = t[:n * (c1 - c0)]
         kern.K.conv2d_s8_forward(d, x, W[c0 * k:c1 * k], B[c0:c1], M[c0:c1], S[c0:c1], v)
-        kern.K.avgpool_s8_forward(q, v, O[c0:c1])
+        kern.K.avgpool_s8_forward(q, v, Y[c0:c1])
 
 
 def _wgrad(m, bw, ly, e, s):
     # backward of a split conv (_split): the pool's error e (scale s) goes through the pool a window
-    # of channels at a time, each window's conv output made again; the window holds one channel
-    # more, with the largest |e|, so that every window's error has the whole tensor's shift (the
-    # pool's grad input takes it from the largest |e|); that channel's gradient is masked off.
-    # Then the update mode's grad, its grad-weight kernel called on the windows (g)
+    # of channels at a time, each window's conv output made again (_wg); the update mode's grad
+    # gets _wg as its grad-weight kernel, f (the split's list) as its descriptor
     f = m._fused[bw.first][ly.index][1]
-    t, pl, d, q, ev, tm = f[0], f[1], f[2], f[3], f[4], f[5]
+    mx, mn = max(e), min(e)
+    f[7] = mx if mx >= -mn else mn
+    f[8] = ly
+    f[9] = bw.grad_weight[1]
+    from microtrain.backward import act_keep
+
+    f[10], f[11] = act_keep(ly)
+    x = bw.bufs[ly.inputs[0]]
+    s = s * 2.0 ** (_wg(f, x, e, None, 0.0, 0.0, None, None) - 16)  # (the shift of every window)
+    m.update.grad(ly, _wg, f, x, e, None, m.tensors[ly.inputs[0]].scale * s, s)
+    f[8] = f[9] = None
+
+
+def _wg(f, x, e, mask, sw, sb, gw, gb, c0=0):
+    # the grad-weight kernel of a split conv over the channels c0.. of gw / gb (len(gb)), a window of
+    # channels at a time: those channels and one more (the next; for the last window the one
+    # before) made again, their error written over them by the pool's grad input; the extra
+    # channel's error is the largest |e| (f[7]), so that every window has the whole tensor's shift
+    # (the pool's grad input takes it from its largest |e|), and its gradient is masked off. gw
+    # None: the first window only, returns the shift
+    t, d, q, ev, tm, ly = f[0], f[2], f[3], f[4], f[5], f[8]
     p = ly.params
     c, n = p[5], p[3] * p[4]
     k = len(ly.w) // c
     cc = len(t) // n - 1
-    import math
-
-    from microtrain.backward import act_keep
-
     K = kern.K
-    x = bw.bufs[ly.inputs[0]]
-    lo, hi = act_keep(ly)
-    mx, mn = max(e), min(e)
-    big = mx if mx >= -mn else mn
-    W, B, M, S, E, V, T = memoryview(ly.w), memoryview(ly.b), memoryview(ly.mult), memoryview(ly.shift), \
-        memoryview(e), memoryview(ev), memoryview(t)
-    gwk = bw.grad_weight[1]
-
-    def win(c0, c1):
-        # channels c0..c1 and one more (the next; the one before for the last window) made again,
-        # their error over them; returns the shift and the window's first channel of c0..c1
-        a = c0 if c1 < c else c0 - 1
-        j = c1 - c0
+    W, B, M, S = memoryview(ly.w), memoryview(ly.b), memoryview(ly.mult), memoryview(ly.shift)
+    T = memoryview(t)
+    m1 = c0 + len(gb) if gb is not None else cc
+    if gw is not None:
+        gw, gb = memoryview(gw), memoryview(gb)
+    for c1 in range(c0, m1, cc):  # (c1: the window's first channel)
+        j = m1 - c1 if m1 - c1 < cc else cc
+        a = c1 if c1 + j < c else c1 - 1
+        o = c1 - a  # 0: the extra channel last, 1: first
         d[5] = q[2] = j + 1
         v = T[:n * (j + 1)]
         K.conv2d_s8_forward(d, x, W[a * k:(a + j + 1) * k], B[a:a + j + 1], M[a:a + j + 1], S[a:a + j + 1], v)
-        o = c0 - a
-        V[o:o + j] = E[c0:c1]
-        V[j - j * o] = big  # (the extra channel: last, or first)
+        ev[o:o + j] = e[c1:c1 + j]
+        ev[j - j * o] = f[7]
         for i in range(j + 1):
             tm[i] = 0 if i == j - j * o else 1
-        return K.avgpool_s8_grad_input_act(q, v, V[:j + 1], lo, hi, v), o
-
-    sh = win(0, cc if cc < c else c)[0]  # (the same for every window)
-    s = math.ldexp(s, sh - 16)
-
-    def g(p_, x_, e_, mask, sw, sb, gw, gb, c0=0):
-        # the grad-weight kernel over the channels c0.. of gw / gb (len(gb)), window by window
-        m1 = c0 + len(gb)
-        gw, gb = memoryview(gw), memoryview(gb)
-        for a in range(c0, m1, cc):
-            b = a + cc if a + cc < m1 else m1
-            o = win(a, b)[1]
-            j = b - a
-            gwk(d, x, T[:n * (j + 1)], tm[:j + 1], sw, sb, gw[(a - c0) * k:(b - c0) * k], gb[a - c0:b - c0], o)
-
-    m.update.grad(ly, g, p, x, e, None, m.tensors[ly.inputs[0]].scale * s, s)
+        sh = K.avgpool_s8_grad_input_act(q, v, ev[:j + 1], f[10], f[11], v)
+        if gw is None:
+            return sh
+        f[9](d, x, v, tm[:j + 1], sw, sb, gw[(c1 - c0) * k:(c1 - c0 + j) * k], gb[c1 - c0:c1 - c0 + j], o)
 
 
 def _copy(p):
@@ -395,7 +393,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
         t = ly.output
         i = ly.index
         if i in sp or i in ip:  # its output over its input, or never whole: its window / slots
-            life[_SPL - i] = [ip[i] if i in ip else sp[i][1], i, sp[i][0].index if i in sp else i, _SPL - i, 0, None]
+            n = ip[i] if i in ip else sp[i][1]
+            life[_SPL - i] = [n, i, sp[i][0].index if i in sp else i, _SPL - i, 0, None]
             if i in ip:
                 x = ly.inputs[0]
                 root[t] = root.get(x, x)
@@ -494,7 +493,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
                     continue
                 pl = sp[i][0]
                 n = len(v) // (ly.params[3] * ly.params[4])
-                fz[i] = (_win, (v, pl, _copy(ly.params), _copy(pl.params), zeros("b", n), bytearray(n), _wgrad))
+                fz[i] = (_win, [v, pl, _copy(ly.params), _copy(pl.params), zeros("b", n), bytearray(n),
+                                _wgrad, None, None, None, 0, 0])
                 fz[pl.index] = 0  # (done by its conv)
                 continue
             if t & 1 == 0:  # the tile of a fused conv
