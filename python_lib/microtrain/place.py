@@ -27,7 +27,7 @@ _OP_ADD = const(8)
 _TILE = const(2048)  # bytes of a fused conv's tile and of a chain's band (at least the rows they need)
 _SCR = const(-1048576)  # item keys _SCR - j: the int32 scratch of layer j's grad input (bwd)
 _SPL = const(-524288)  # item keys _SPL - i: the window of split conv i (_split), or its slots (_inplace)
-_WIN = const(640)  # bytes of a split conv's window (its channels and one more: _wgrad)
+_WIN = const(256)  # bytes of a split conv's window (its channels and one more: _wgrad)
 
 
 def _fusable(model, last_use, keep):
@@ -201,9 +201,11 @@ def _inplace(model, last_use, keep, fz, ch, sp):
 def _over(ly, x, f, bufs):
     # ly's output over its input x (_inplace), a block of rows at a time into a slot: each block
     # goes back over the input once no later row reads those rows (at once where pad_top is 0,
-    # else one block later, from the other slot): the same sums as the whole call
+    # else one block later, from the other slot): the same sums as the whole call. f: (the slots
+    # of its run of such layers, the descriptor every such layer adjusts: one at a time)
     s, d = f
     p = ly.params
+    d[:] = p
     row, h, pt, kh = p[4] * p[5], p[3], p[10], p[6]
     r = len(s) // row // (2 if pt else 1)
     X = memoryview(x)
@@ -393,11 +395,19 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
         t = ly.output
         i = ly.index
         if i in sp or i in ip:  # its output over its input, or never whole: its window / slots
-            n = ip[i] if i in ip else sp[i][1]
-            life[_SPL - i] = [n, i, sp[i][0].index if i in sp else i, _SPL - i, 0, None]
-            if i in ip:
-                x = ly.inputs[0]
-                root[t] = root.get(x, x)
+            if i in sp:  # (alive to the end: backward makes the window again)
+                life[_SPL - i] = [sp[i][1], i, end, _SPL - i, 0, None]
+                continue
+            x = ly.inputs[0]
+            root[t] = root.get(x, x)
+            k = i
+            while k - 1 in ip:  # one item for a run of such layers, its first's key
+                k -= 1
+            it = life.get(_SPL - k)
+            if it is None:
+                life[_SPL - k] = [ip[i], i, i, _SPL - k, 0, None]
+            else:
+                it[0], it[2] = max(it[0], ip[i]), i
             continue
         c = None  # its run's B, for an A of a run
         for j in ch:
@@ -476,6 +486,7 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
     if bwd is not None:
         fz[-2] = {}  # the scratch of each layer (fz[-3]: the mark of a plan placed through backward)
         fz[-3] = 1
+    d = None  # (the descriptor of the convs written over their input: one for all)
     for it in items:
         t, off, n = it[3], it[4], it[0]
         v = arena if bufs is None or (off == 0 and n == size) else memoryview(arena)[off:off + n]
@@ -489,7 +500,12 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
                 i = _SPL - t
                 ly = layers[i]
                 if i in ip:
-                    fz[i] = (_over, (v, _copy(ly.params)))
+                    if d is None:
+                        d = _copy(ly.params)
+                    f = (v, d)
+                    while i in ip:  # (the run's layers: one tuple)
+                        fz[i] = (_over, f)
+                        i += 1
                     continue
                 pl = sp[i][0]
                 n = len(v) // (ly.params[3] * ly.params[4])
