@@ -335,7 +335,11 @@ class Layer:
     def refresh_ratios(self):
         """Grad-input weight ratios for the current per-channel weight scales
         (update_f32_ratios: float32 on every build; the optimiser calls this
-        after each update)."""
+        after each update). None for the first trained layer: no error goes below it."""
+        bw = self.model.backward_plan
+        if bw is not None and bw.first == self.index:
+            self.wr = None
+            return
         if self.wr is None:
             self.wr = zeros("i", self.out_c)
         if self.ein_r is None:
@@ -816,6 +820,7 @@ class Model:
         if self.update is not None:  # the last trainer's: what it lent the layers goes back
             self.update.release()
         self.update = _sums()
+        self.backward_plan = None  # (refresh_ratios: every trained layer's ratios until it is made)
         for ly in self.layers:
             if ly.index in idx:
                 ly.make_trainable(sums)
@@ -836,6 +841,7 @@ class Model:
         from microtrain import plan as rules
 
         self.backward_plan = rules.backward_plan(self, first, window, redo)
+        self.layers[first].wr = None  # (no grad input: refresh_ratios)
         rules = None
         self.trained_layers = [self.layers[i] for i in idx]
         kern.forget("plan")  # planned: training does not need plan.py's code

@@ -266,6 +266,7 @@ def _win(ly, x, f, bufs):
     c, n = p[5], p[3] * p[4]
     k = len(ly.w) // c
     cc = len(t) // n - 1
+    d[:] = p
     W, B, M, S, Y = memoryview(ly.w), memoryview(ly.b), memoryview(ly.mult), memoryview(ly.shift), \
         memoryview(bufs[pl.output])
     for c0 in range(0, c, cc):
@@ -276,33 +277,18 @@ def _win(ly, x, f, bufs):
         kern.K.avgpool_s8_forward(q, v, Y[c0:c1])
 
 
-def _wgrad(m, bw, ly, e, s):
-    # backward of a split conv (_split): the pool's error e (scale s) goes through the pool a window
-    # of channels at a time, each window's conv output made again (_wg); the update mode's grad
-    # gets _wg as its grad-weight kernel, f (the split's list) as its descriptor
-    f = m._fused[bw.first][ly.index][1]
-    mx, mn = max(e), min(e)
-    f[7] = mx if mx >= -mn else mn
-    f[8] = ly
-    f[9] = bw.grad_weight[1]
-    from microtrain.backward import act_keep
-
-    f[10], f[11] = act_keep(ly)
-    x = bw.bufs[ly.inputs[0]]
-    s = s * 2.0 ** (_wg(f, x, e, None, 0.0, 0.0, None, None) - 16)  # (the shift of every window)
-    m.update.grad(ly, _wg, f, x, e, None, m.tensors[ly.inputs[0]].scale * s, s)
-    f[8] = f[9] = None
-
-
 def _wg(f, x, e, mask, sw, sb, gw, gb, c0=0):
-    # the grad-weight kernel of a split conv over the channels c0.. of gw / gb (len(gb)), a window of
-    # channels at a time: those channels and one more (the next; for the last window the one
-    # before) made again, their error written over them by the pool's grad input; the extra
+    # backward of a split conv (_split; backward.conv2d calls it once for the shift, then hands it
+    # to the update mode's grad as its grad-weight kernel, f as its descriptor): the kernel over
+    # the channels c0.. of gw / gb (len(gb)), a window of channels at a time: those channels and
+    # one more (the next; for the last window the one before) made again, their error written
+    # over them by the pool's grad input; the extra
     # channel's error is the largest |e| (f[7]), so that every window has the whole tensor's shift
     # (the pool's grad input takes it from its largest |e|), and its gradient is masked off. gw
     # None: the first window only, returns the shift
     t, d, q, ev, tm, ly = f[0], f[2], f[3], f[4], f[5], f[8]
     p = ly.params
+    d[:] = p
     c, n = p[5], p[3] * p[4]
     k = len(ly.w) // c
     cc = len(t) // n - 1
@@ -486,7 +472,7 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
     if bwd is not None:
         fz[-2] = {}  # the scratch of each layer (fz[-3]: the mark of a plan placed through backward)
         fz[-3] = 1
-    d = None  # (the descriptor of the convs written over their input: one for all)
+    d = None  # (one descriptor for the convs written over their input and the split: one at a time)
     for it in items:
         t, off, n = it[3], it[4], it[0]
         v = arena if bufs is None or (off == 0 and n == size) else memoryview(arena)[off:off + n]
@@ -499,18 +485,18 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
             if t <= _SPL:
                 i = _SPL - t
                 ly = layers[i]
+                if d is None:
+                    d = _copy(ly.params)
                 if i in ip:
-                    if d is None:
-                        d = _copy(ly.params)
-                    f = (v, d)
+                    f = (_over, (v, d))
                     while i in ip:  # (the run's layers: one tuple)
-                        fz[i] = (_over, f)
+                        fz[i] = f
                         i += 1
                     continue
                 pl = sp[i][0]
                 n = len(v) // (ly.params[3] * ly.params[4])
-                fz[i] = (_win, [v, pl, _copy(ly.params), _copy(pl.params), zeros("b", n), bytearray(n),
-                                _wgrad, None, None, None, 0, 0])
+                fz[i] = (_win, [v, pl, d, _copy(pl.params), zeros("b", n), bytearray(n), _wg, 0, None, None,
+                                0, 0])
                 fz[pl.index] = 0  # (done by its conv)
                 continue
             if t & 1 == 0:  # the tile of a fused conv
