@@ -292,27 +292,24 @@ def _wg(f, x, e, mask, sw, sb, gw, gb, c0=0):
     c, n = p[5], p[3] * p[4]
     k = len(ly.w) // c
     cc = len(t) // n - 1
-    K = kern.K
-    W, B, M, S = memoryview(ly.w), memoryview(ly.b), memoryview(ly.mult), memoryview(ly.shift)
-    T = memoryview(t)
     m1 = c0 + len(gb) if gb is not None else cc
-    if gw is not None:
-        gw, gb = memoryview(gw), memoryview(gb)
-    for c1 in range(c0, m1, cc):  # (c1: the window's first channel)
-        j = m1 - c1 if m1 - c1 < cc else cc
+    for c1 in range(c0, m1, cc):  # (c1: the window's first channel; whole buffers where they fit: fewer
+        j = m1 - c1 if m1 - c1 < cc else cc  # views alive on the heap)
         a = c1 if c1 + j < c else c1 - 1
         o = c1 - a  # 0: the extra channel last, 1: first
         d[5] = q[2] = j + 1
-        v = T[:n * (j + 1)]
-        K.conv2d_s8_forward(d, x, W[a * k:(a + j + 1) * k], B[a:a + j + 1], M[a:a + j + 1], S[a:a + j + 1], v)
+        v = t if j == cc else t[:n * (j + 1)]
+        kern.K.conv2d_s8_forward(d, x, memoryview(ly.w)[a * k:(a + j + 1) * k], memoryview(ly.b)[a:a + j + 1],
+                                 memoryview(ly.mult)[a:a + j + 1], memoryview(ly.shift)[a:a + j + 1], v)
         ev[o:o + j] = e[c1:c1 + j]
         ev[j - j * o] = f[7]
         for i in range(j + 1):
             tm[i] = 0 if i == j - j * o else 1
-        sh = K.avgpool_s8_grad_input_act(q, v, ev[:j + 1], f[10], f[11], v)
+        i = kern.K.avgpool_s8_grad_input_act(q, v, ev if j == cc else ev[:j + 1], f[10], f[11], v)
         if gw is None:
-            return sh
-        f[9](d, x, v, tm[:j + 1], sw, sb, gw[(c1 - c0) * k:(c1 - c0 + j) * k], gb[c1 - c0:c1 - c0 + j], o)
+            return i  # (the shift)
+        f[9](d, x, v, tm if j == cc else tm[:j + 1], sw, sb, memoryview(gw)[(c1 - c0) * k:(c1 - c0 + j) * k],
+             memoryview(gb)[c1 - c0:c1 - c0 + j], o)
 
 
 def _copy(p):
