@@ -64,7 +64,7 @@ def _half_bytes(model, idx):
         m = max(m, cc)
         c = max(c, nc)
         out += 48 + (_buf(nc) if cc < nc else 0)
-    return out + _buf(4 * m) + _buf(max(c, 256)) + _buf(c) + 128, 4 * n  # (the rest, the window)
+    return out + _buf(4 * m) + _buf(max(c, HALF_WINDOW)) + _buf(c) + 128, 4 * n  # (the rest, the window)
 
 
 def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):

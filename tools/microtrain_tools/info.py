@@ -255,8 +255,9 @@ def half_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
     """halfwin.HalfWindow's buffers: (its window's biases, the zero / ones masks (the float32
     zeros a view of the zero mask) and the per-layer window masks; the float32 window of at most
     HALF_WINDOW weights, one output channel at least, placed with backward's buffers)."""
-    n, w_max, c_max, masks = _windows(m, trained, device_const("halfwin", "HALF_WINDOW"))
-    return 4 * w_max + max(c_max, 256) + c_max + masks, 4 * n  # (the rest, the window)
+    hw = device_const("halfwin", "HALF_WINDOW")
+    n, w_max, c_max, masks = _windows(m, trained, hw)
+    return 4 * w_max + max(c_max, hw) + c_max + masks, 4 * n  # (the rest, the window; hw bytes of zeros)
 
 
 TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "master", "copies", "sparse_bytes",
