@@ -341,7 +341,12 @@ def _fit(items):
     return size
 
 
-def place(model, bufs, owner, last_use, keep, mk, bwd):
+def _stand(n):
+    # a stand-in for a buffer of n bytes (a count only)
+    return [n]
+
+
+def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
     # The forward plan (docs/memory.md): one arena for every activation but the model output
     # (a buffer of its own), each tensor at an offset chosen by its lifetime, from the layer
     # that makes it (the model input: before the first) to its last reader, or to the end for
@@ -362,7 +367,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
     # Fills owner {a tensor: the whole buffer holding it} (the arena, the output's) and bufs
     # {tensor: its bytes}; returns (the fused pairs, the gaps of the arena between the tensors
     # alive during backward as [arena, offset, length]: idle until the next forward, where
-    # backward's buffers go).
+    # backward's buffers go). new: 1 a split conv (_split), 2 convs over their input (_inplace) too,
+    # 0 neither, 3 whichever of those gives the smallest buffers (ties: the fewer).
     tensors, layers = model.tensors, model.layers
     inp, out_t = model.input.index, model.output.index
     fz = _fusable(model, last_use, keep)
@@ -371,8 +377,22 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
     items = []  # [bytes, first layer, last layer, tensor (< 0: a tile, band, scratch), offset, second life]
     life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0, None]}
     ch = _chains(model, last_use, keep, fz)
-    sp = _split(model, last_use, keep) if bwd is None else {}
-    ip = _inplace(model, last_use, keep, fz, ch, sp) if bwd is None else {}
+    sp = _split(model, last_use, keep) if bwd is None and new else {}
+    ip = _inplace(model, last_use, keep, fz, ch, sp) if bwd is None and new > 1 else {}
+    if new == 3 and (sp or ip):
+        best = None
+        for k in range(3 if ip else 2):
+            o = {}
+            place(model, None, o, last_use, keep, _stand, None, k)
+            n = 0
+            for b in o.values():
+                n += b[0]
+            if best is None or n < best:
+                best, new = n, k
+        if new < 2:
+            ip = {}
+        if new < 1:
+            sp = {}
     for ly in layers:
         f = fz.get(ly.index)
         t = ly.output
