@@ -368,7 +368,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
     # {tensor: its bytes}; returns (the fused pairs, the gaps of the arena between the tensors
     # alive during backward as [arena, offset, length]: idle until the next forward, where
     # backward's buffers go). new: 1 a split conv (_split), 2 convs over their input (_inplace) too,
-    # 0 neither, 3 whichever of those gives the smallest buffers (ties: the fewer).
+    # 0 neither, 3 whichever of those gives the smallest buffers (ties: the fewer); in training
+    # plans only.
     tensors, layers = model.tensors, model.layers
     inp, out_t = model.input.index, model.output.index
     fz = _fusable(model, last_use, keep)
@@ -377,8 +378,10 @@ def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
     items = []  # [bytes, first layer, last layer, tensor (< 0: a tile, band, scratch), offset, second life]
     life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0, None]}
     ch = _chains(model, last_use, keep, fz)
-    sp = _split(model, last_use, keep) if bwd is None and new else {}
-    ip = _inplace(model, last_use, keep, fz, ch, sp) if bwd is None and new > 1 else {}
+    if not keep or bwd is not None:  # (training plans only: planned once, where they count most)
+        new = 0
+    sp = _split(model, last_use, keep) if new else {}
+    ip = _inplace(model, last_use, keep, fz, ch, sp) if new > 1 else {}
     if new == 3 and (sp or ip):
         best = None
         for k in range(3 if ip else 2):
