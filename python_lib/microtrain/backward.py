@@ -158,8 +158,8 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
     mask = gwk = x = upd = None
     sw = 0.0
     if ly.trained and ly.output not in bw.bufs:
-        # made by windows of channels, e its pool's error (place.py _split): x the split's list, gwk
-        # its grad-weight kernel (_wg: first the shift of every window), mask / gwk the largest |e|
+        # made by windows of channels, e its pool's error (over.py split): x the split's list, gwk
+        # its grad-weight kernel (over.py wg: first the shift of every window), mask / gwk the largest |e|
         # (the frame's names, no more: it is on the heap)
         x = m._fused[bw.first][j][1]
         mask, gwk = max(e), min(e)

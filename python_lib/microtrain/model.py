@@ -399,7 +399,7 @@ class Model:
     # may put backward.IntoMomentum or stepwise.StepInBackward there): backward hands it each
     # trained layer's gradient, the optimiser's step applies what it holds
     update = None
-    _split = -1  # the first trained layer, where the update takes the gradient by windows (place.py)
+    _split = -1  # the first trained layer, where the update takes the gradient by windows (over.py)
     lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
     loss_bufs = None  # (err, int32 scratch) of the output, for mse / bce (a class default: a slot less)
 
@@ -662,7 +662,7 @@ class Model:
         f = fz.get(ly.index) if fz else None
         if type(f) is int:  # done by its conv (conv2d_add_s8_forward)
             return (_nothing, (), ly)
-        if f is not None and len(f) == 2:  # over its input, or split (place.py _over, _win)
+        if f is not None and len(f) == 2:  # over its input, or split (over.py over, win)
             return (f[0], (ly, x, f[1], bufs), ly)
         if f is not None and len(f) > 3:  # the b of a chain (place.py): a's rows a band at a time
             a = f[3]
@@ -812,7 +812,7 @@ class Model:
         placed through backward (plan.redo_plan; that activation is not kept after the
         forward); | 4: the update takes the first trained layer's gradient by windows of
         channels, so a conv there whose output only a pool reads may make it by windows
-        (place.py _split)."""
+        (over.py split)."""
         idx = self.select(spec)
         global _backward
         if _backward is None:  # (its code before the training buffers: a heap in fewer pieces)
@@ -828,7 +828,7 @@ class Model:
                 ly.trained = False
                 ly.gw = ly.gb = ly.grad = None
         first = idx[0]
-        sp = first if redo & 4 else -1  # (4: the update takes the gradient by windows: place.py _split)
+        sp = first if redo & 4 else -1  # (4: the update takes the gradient by windows: over.py split)
         redo &= 3
         if sp != self._split:
             self._split = sp

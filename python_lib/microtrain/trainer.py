@@ -289,7 +289,7 @@ class Trainer:
                     win -= 4 * (len(ly.w) + len(ly.b))
             # (2: the conv output made again may be placed through backward: nothing but Health
             # reads it after the forward)
-            # (4: the gradient may be taken by windows of channels, place.py _split)
+            # (4: the gradient may be taken by windows of channels, over.py split)
             self.layers = model.set_trained(idx, how == "sums", win, (
                 2 if recompute and not monitor else recompute) | (
                 4 if (how == "momentum" or how == "copy") and self.sparse is None and not monitor else 0))
