@@ -20,6 +20,72 @@ _OP_AVGPOOL = const(6)
 # --- generated: end
 
 _WIN = const(256)  # bytes of a split conv's window (its channels and one more: wg)
+KEY = const(-524288)  # place.py's item keys KEY - i: the window of split conv i, or the slots of a run from i
+
+
+def choose(model, last_use, keep, fz, ch, new, place):
+    """(split, inplace) of a training plan (place.py's place: new 1 the split only, 2 both, 3 whichever
+    of none, the split, both gives the smallest buffers, ties: the fewer)."""
+    sp = split(model, keep)
+    ip = inplace(model, last_use, keep, fz, ch, sp) if new > 1 else {}
+    if new == 3 and (sp or ip):
+        best = None
+        for k in range(3 if ip else 2):
+            o = {}
+            place(model, None, o, last_use, keep, stand, None, k)
+            n = 0
+            for b in o.values():
+                n += b[0]
+            if best is None or n < best:
+                best, new = n, k
+        if new < 2:
+            ip = {}
+        if new < 1:
+            sp = {}
+    return sp, ip
+
+
+def item(ly, sp, ip, life, root, end):
+    """place.py's item of layer ly (in sp or ip) in life: a split conv's window, alive to the end
+    (backward makes it again); a conv over its input: its output is its input's bytes (root), and one
+    item of slots for a run of such layers, under its first's key."""
+    i, t = ly.index, ly.output
+    if i in sp:
+        life[KEY - i] = [sp[i][1], i, end, KEY - i, 0, None]
+        return
+    x = ly.inputs[0]
+    root[t] = root.get(x, x)
+    k = i
+    while k - 1 in ip:
+        k -= 1
+    it = life.get(KEY - k)
+    if it is None:
+        life[KEY - k] = [ip[i], i, i, KEY - k, 0, None]
+    else:
+        it[0], it[2] = max(it[0], ip[i]), i
+
+
+def fill(fz, layers, sp, ip, views, copy, zeros):
+    """place.py's table fz for sp and ip, from the views of their items ({key: bytes}): a run over
+    its input (over, its slots, the descriptor), the split conv (win; its list for wg) and its pool
+    (0: done by the conv). One descriptor for all of them: they run one at a time."""
+    d = None
+    for key in views:
+        v = views[key]
+        i = KEY - key
+        ly = layers[i]
+        if d is None:
+            d = copy(ly.params)
+        if i in ip:
+            f = (over, (v, d))
+            while i in ip:  # (the run's layers: one tuple)
+                fz[i] = f
+                i += 1
+            continue
+        pl = sp[i][0]
+        n = len(v) // (ly.params[3] * ly.params[4])
+        fz[i] = (win, [v, pl, d, copy(pl.params), zeros("b", n), bytearray(n), wg, 0, None, None, 0, 0])
+        fz[pl.index] = 0
 
 
 def inplace(model, last_use, keep, fz, ch, sp):

@@ -36,7 +36,6 @@ _OP_ADD = const(8)
 
 _TILE = const(2048)  # bytes of a fused conv's tile and of a chain's band (at least the rows they need)
 _SCR = const(-1048576)  # item keys _SCR - j: the int32 scratch of layer j's grad input (bwd)
-_SPL = const(-524288)  # item keys _SPL - i: the window of split conv i, or its slots (over.py)
 
 
 def _fusable(model, last_use, keep):
@@ -243,47 +242,19 @@ def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
     ch = _chains(model, last_use, keep, fz)
     if not keep or bwd is not None:  # (training plans only: planned once, where they count most)
         new = 0
-    sp = ip = {}
-    ov = None
+    sp = ip = ov = sv = None  # (over.py: its split conv, its convs over their input, the module, their views)
     if new:
         try:
             import microtrain.over as ov
         except ImportError:  # CPython (info.py runs this file alone): the file beside it
             ov = _beside("over")
-        sp = ov.split(model, keep)
-        ip = ov.inplace(model, last_use, keep, fz, ch, sp) if new > 1 else {}
-    if new == 3 and (sp or ip):
-        best = None
-        for k in range(3 if ip else 2):
-            o = {}
-            place(model, None, o, last_use, keep, ov.stand, None, k)
-            n = 0
-            for b in o.values():
-                n += b[0]
-            if best is None or n < best:
-                best, new = n, k
-        if new < 2:
-            ip = {}
-        if new < 1:
-            sp = {}
+        sp, ip = ov.choose(model, last_use, keep, fz, ch, new, place)
+        sv = {}
     for ly in layers:
         f = fz.get(ly.index)
         t = ly.output
-        i = ly.index
-        if i in sp or i in ip:  # its output over its input, or never whole: its window / slots
-            if i in sp:  # (alive to the end: backward makes the window again)
-                life[_SPL - i] = [sp[i][1], i, end, _SPL - i, 0, None]
-                continue
-            x = ly.inputs[0]
-            root[t] = root.get(x, x)
-            k = i
-            while k - 1 in ip:  # one item for a run of such layers, its first's key
-                k -= 1
-            it = life.get(_SPL - k)
-            if it is None:
-                life[_SPL - k] = [ip[i], i, i, _SPL - k, 0, None]
-            else:
-                it[0], it[2] = max(it[0], ip[i]), i
+        if sp is not None and (ly.index in sp or ly.index in ip):  # its window / slots (over.py)
+            ov.item(ly, sp, ip, life, root, end)
             continue
         c = None  # its run's B, for an A of a run
         for j in ch:
@@ -362,7 +333,6 @@ def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
     if bwd is not None:
         fz[-2] = {}  # the scratch of each layer (fz[-3]: the mark of a plan placed through backward)
         fz[-3] = 1
-    d = None  # (one descriptor for the convs written over their input and the split: one at a time)
     for it in items:
         t, off, n = it[3], it[4], it[0]
         v = arena if bufs is None or (off == 0 and n == size) else memoryview(arena)[off:off + n]
@@ -372,22 +342,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
             if t <= _SCR:
                 fz[-2][_SCR - t] = v
                 continue
-            if t <= _SPL:
-                i = _SPL - t
-                ly = layers[i]
-                if d is None:
-                    d = _copy(ly.params)
-                if i in ip:
-                    f = (ov.over, (v, d))
-                    while i in ip:  # (the run's layers: one tuple)
-                        fz[i] = f
-                        i += 1
-                    continue
-                pl = sp[i][0]
-                n = len(v) // (ly.params[3] * ly.params[4])
-                fz[i] = (ov.win, [v, pl, d, _copy(pl.params), zeros("b", n), bytearray(n), ov.wg, 0, None,
-                                    None, 0, 0])
-                fz[pl.index] = 0  # (done by its conv)
+            if sv is not None and t <= ov.KEY:
+                sv[t] = v
                 continue
             if t & 1 == 0:  # the tile of a fused conv
                 fz[(-2 - t) >> 1] += (v,)
@@ -408,6 +364,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
     for ly in layers:
         if ly.output in root and bufs is not None:
             bufs[ly.output] = bufs[root[ly.output]]
+    if sv:
+        ov.fill(fz, layers, sp, ip, sv, _copy, zeros)
     if ov is not None and new == 3 and "kern" in globals():  # (its functions in fz keep what they need)
         kern.forget("over")
     return fz, free
