@@ -399,7 +399,6 @@ class Model:
     # may put backward.IntoMomentum or stepwise.StepInBackward there): backward hands it each
     # trained layer's gradient, the optimiser's step applies what it holds
     update = None
-    _split = -1  # the first trained layer, where the update takes the gradient by windows (over.py)
     lora = None  # the attached microtrain.lora.LoRA (its layers are in self.layers)
     loss_bufs = None  # (err, int32 scratch) of the output, for mse / bce (a class default: a slot less)
 
@@ -830,7 +829,7 @@ class Model:
         first = idx[0]
         sp = first if redo & 4 else -1  # (4: the update takes the gradient by windows: over.py split)
         redo &= 3
-        if sp != self._split:
+        if sp != getattr(self, "_split", -1):  # (set where used: no class or instance entry else)
             self._split = sp
             self.drop_plans(-2)
         self.drop_plans(first)

@@ -24,15 +24,20 @@ KEY = const(-524288)  # place.py's item keys KEY - i: the window of split conv i
 
 
 def choose(model, last_use, keep, fz, ch, new, place):
-    """(split, inplace) of a training plan (place.py's place: new 1 the split only, 2 both, 3 whichever
-    of none, the split, both gives the smallest buffers, ties: the fewer)."""
+    """(split, inplace) of a training plan (place.py's place: new 0 neither, 1 the split only, 2 both,
+    None whichever of those gives the smallest buffers, ties: the fewer; place counts them with new as
+    its bwd)."""
+    if new == 0:
+        return {}, {}
+    if new is None:
+        new = 3
     sp = split(model, keep)
     ip = inplace(model, last_use, keep, fz, ch, sp) if new > 1 else {}
     if new == 3 and (sp or ip):
         best = None
         for k in range(3 if ip else 2):
             o = {}
-            place(model, None, o, last_use, keep, stand, None, k)
+            place(model, None, o, last_use, keep, stand, k)
             n = 0
             for b in o.values():
                 n += b[0]

@@ -208,7 +208,7 @@ def _fit(items):
     return size
 
 
-def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
+def place(model, bufs, owner, last_use, keep, mk, bwd):
     # The forward plan (docs/memory.md): one arena for every activation but the model output
     # (a buffer of its own), each tensor at an offset chosen by its lifetime, from the layer
     # that makes it (the model input: before the first) to its last reader, or to the end for
@@ -229,9 +229,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
     # Fills owner {a tensor: the whole buffer holding it} (the arena, the output's) and bufs
     # {tensor: its bytes}; returns (the fused pairs, the gaps of the arena between the tensors
     # alive during backward as [arena, offset, length]: idle until the next forward, where
-    # backward's buffers go). new: 1 a split conv (over.py split), 2 convs over their input
-    # (over.py inplace) too, 0 neither, 3 whichever of those gives the smallest buffers (ties: the
-    # fewer); in training plans only.
+    # backward's buffers go). A training plan not placed through backward may hold a split conv and
+    # convs over their input (over.py; bwd an int there: over.choose's counts).
     tensors, layers = model.tensors, model.layers
     inp, out_t = model.input.index, model.output.index
     fz = _fusable(model, last_use, keep)
@@ -240,21 +239,19 @@ def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
     items = []  # [bytes, first layer, last layer, tensor (< 0: a tile, band, scratch), offset, second life]
     life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0, None]}
     ch = _chains(model, last_use, keep, fz)
-    if not keep or bwd is not None:  # (training plans only: planned once, where they count most)
-        new = 0
-    sp = ip = ov = sv = None  # (over.py: its split conv, its convs over their input, the module, their views)
-    if new:
+    ov = sp = None  # over.py and (its split conv, its convs over their input, their items' views)
+    if keep and type(bwd) is not tuple:
         try:
             import microtrain.over as ov
         except ImportError:  # CPython (info.py runs this file alone): the file beside it
             ov = _beside("over")
-        sp, ip = ov.choose(model, last_use, keep, fz, ch, new, place)
-        sv = {}
+        sp = ov.choose(model, last_use, keep, fz, ch, bwd, place) + ({},)
+        bwd = None
     for ly in layers:
         f = fz.get(ly.index)
         t = ly.output
-        if sp is not None and (ly.index in sp or ly.index in ip):  # its window / slots (over.py)
-            ov.item(ly, sp, ip, life, root, end)
+        if sp is not None and (ly.index in sp[0] or ly.index in sp[1]):  # its window / slots (over.py)
+            ov.item(ly, sp[0], sp[1], life, root, end)
             continue
         c = None  # its run's B, for an A of a run
         for j in ch:
@@ -342,8 +339,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
             if t <= _SCR:
                 fz[-2][_SCR - t] = v
                 continue
-            if sv is not None and t <= ov.KEY:
-                sv[t] = v
+            if sp is not None and t <= ov.KEY:
+                sp[2][t] = v
                 continue
             if t & 1 == 0:  # the tile of a fused conv
                 fz[(-2 - t) >> 1] += (v,)
@@ -364,8 +361,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd, new=3):
     for ly in layers:
         if ly.output in root and bufs is not None:
             bufs[ly.output] = bufs[root[ly.output]]
-    if sv:
-        ov.fill(fz, layers, sp, ip, sv, _copy, zeros)
-    if ov is not None and new == 3 and "kern" in globals():  # (its functions in fz keep what they need)
+    if sp is not None and sp[2]:
+        ov.fill(fz, layers, sp[0], sp[1], sp[2], _copy, zeros)
+    if ov is not None and mk is not ov.stand and "kern" in globals():  # (its functions in fz keep theirs)
         kern.forget("over")
     return fz, free
