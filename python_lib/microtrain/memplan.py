@@ -96,7 +96,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
         if not ly.trained:  # a trained layer has its copies and gradient sums already
             grads += 0 if fold else p
             # int8 weights; int32 bias, mult, shift, grad-input ratios; float32 scales
-            copies += _buf(wn) + 5 * _buf(4 * c)
+            copies += _buf(wn) + (4 if i == idx[0] else 5) * _buf(4 * c)  # (the first: no ratios)
         state += n_state * (_buf(2 * wn) + _buf(2 * c) if half else p)
         if mode == "float32" or (mode == "mixed" and i == idx[-1]):
             master += p

@@ -138,6 +138,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
                            or (batch > 1 and sums is False))
     now = nosums and not momentum
     plan, g = device_plan(), _Graph(m)
+    if nosums and momentum and not sparse:  # the gradient into the momentum by windows: a split conv may
+        g._split = first  # make its output a window of channels at a time (python_lib/microtrain/over.py)
     inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
     place = device_module("place").place
     # recompute: the plan placed through backward, each layer's scratch inside it, where smaller
@@ -182,6 +184,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
     master = {"int8": 0, "mixed": 4 * params[-1], "float32": 4 * sum(params)}[mode]
     copies = sum(w + COPY_BYTES_PER_CHANNEL * c for w, c in zip(weights, out_c, strict=True))
+    copies -= 4 * out_c[0]  # (the first trained layer has no grad-input ratios: no error goes below it)
     # the optimiser's update row (stepwise.StepInBackward has its own): the widest layer's
     # channels, twice that where the gradient goes into the momentum; backward's scratch where
     # it is long enough
