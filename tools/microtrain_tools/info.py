@@ -29,6 +29,9 @@ MODES = ("int8", "mixed", "float32")
 STATS_BYTES = 3 * 4  # softmax_xent_s8's stats
 COPY_BYTES_PER_CHANNEL = 5 * 4
 SPARSE_BYTES_PER_CHANNEL = 4 + 1
+# a split conv's objects (python_lib/microtrain/over.py: its list, descriptor copies, the plan table's
+# entries) and the frames and views alive while its gradient runs by windows (make mem-mcu)
+SPLIT_BYTES = 704
 WINDOW_FLOATS = 2048  # python_lib/microtrain/stepwise.py WINDOW
 
 
@@ -43,6 +46,7 @@ class _Graph:
                                        output=ly.output, params=ly.params) for j, ly in enumerate(m.layers)]
         self.input = SimpleNamespace(index=m.input)
         self.output = SimpleNamespace(index=m.output)
+        self._split = -1  # the first trained layer where over.py may split a conv (train_ram)
 
 
 @functools.cache
@@ -146,6 +150,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     bwd = plan.redo_plan(g, first, region, inplace, place) if recompute else None
     sizes, idle = plan.buffers(g, first, place, bwd)
     forward = sum(sizes)
+    if g._split >= 0 and forward < sum(plan.buffers(_Graph(m), first, place, bwd)[0]):  # (a split conv)
+        forward += SPLIT_BYTES
     need, acc_n, host = plan.scratch_plan(g, first, region, inplace)
     # (host: an idle error buffer holds it)
     scratch = 4 * acc_n if need and host is None and bwd is None else 0
