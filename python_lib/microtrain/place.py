@@ -16,17 +16,6 @@ except ImportError:  # CPython: info.py runs this file alone (not the package)
     def zeros(typecode, n):
         return bytearray(n)
 
-    def _beside(name):
-        # python_lib/microtrain/<name>.py, run by CPython
-        import importlib.util
-        import os
-
-        spec = importlib.util.spec_from_file_location("microtrain_device_" + name,
-                                                      os.path.join(os.path.dirname(__file__), name + ".py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
 # --- generated from tools/microtrain_tools/mtm_layout.py: begin
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
 # The .mtm constants this module reads, private: inlined, no globals entry.
@@ -243,8 +232,10 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
     if keep and type(bwd) is not tuple:
         try:
             import microtrain.over as ov
-        except ImportError:  # CPython (info.py runs this file alone): the file beside it
-            ov = _beside("over")
+        except ImportError:  # CPython: info.py loaded it beside this file
+            import sys
+
+            ov = sys.modules["microtrain_device_over"]
         sp = ov.choose(model, last_use, keep, fz, ch, bwd, place) + ({},)
         bwd = None
     for ly in layers:

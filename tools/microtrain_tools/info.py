@@ -54,6 +54,8 @@ def device_module(name: str) -> ModuleType:
     """python_lib/microtrain/<name>.py run by CPython: plan.py (the device's memory plan of
     training) or place.py (its inference placement), so that `info` counts by the rules the
     device allocates by."""
+    if name == "place":  # (place.py takes over.py from sys.modules under CPython)
+        device_module("over")
     mod = "microtrain_device_" + name
     spec = importlib.util.spec_from_file_location(mod, PYTHON_LIB / "microtrain" / f"{name}.py")
     assert spec is not None and spec.loader is not None
