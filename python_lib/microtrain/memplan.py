@@ -15,14 +15,21 @@ def _buf(n):
     return 16 + ((n + 15) & ~15) if n else 0
 
 
-def _plan_bytes(model, first, region, inplace, redo):
+def _plan_bytes(model, first, region, inplace, redo, split):
     # the heap of the training plan's buffers (plan.buffers; redo: placed through backward where
-    # plan.redo_plan finds that smaller), the lengths of those idle during backward (where its
-    # buffers go), and whether it was placed so (its scratch inside)
+    # plan.redo_plan finds that smaller; split: the update takes the gradient by windows, as
+    # Model.set_trained tells place.py: over.py may split the first trained conv), the lengths of
+    # those idle during backward (where its buffers go), and whether it was placed so (its
+    # scratch inside)
     from microtrain.place import place
 
     bwd = plan.redo_plan(model, first, region, inplace, place, kern.NATIVE) if redo else None
-    sizes, idle = plan.buffers(model, first, place, bwd)
+    was = getattr(model, "_split", -1)
+    model._split = first if split else -1
+    try:
+        sizes, idle = plan.buffers(model, first, place, bwd)
+    finally:
+        model._split = was
     total = 0
     for n in sizes:
         total += _buf(n)
@@ -77,6 +84,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     stepwise.StepInBackward)."""
     layers = model.layers
     grads = window = 0
+    split = (fold is True or fold == "copy") and n_state and sparse is None  # (the Trainer's: over.py)
     if fold == "now":
         grads, window = _now_bytes(model, idx)
     elif fold is True and half and n_state:  # the gradients into the bfloat16 momentum
@@ -107,7 +115,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     for ly in layers[first:]:
         region.add(ly.output)
     inplace = plan.inplace_errors(model, first, region, fold != "now")  # errors over the activations
-    fw, idle, through = _plan_bytes(model, first, region, inplace, redo)
+    fw, idle, through = _plan_bytes(model, first, region, inplace, redo, split)
     bw = fw if not model.has_plan(first) else 0
     # host: the error buffer holding the scratch
     need_s, acc, host = plan.scratch_plan(model, first, region, inplace, kern.NATIVE)

@@ -748,8 +748,8 @@ class Model:
         b = self.plan(keep_from)[0].get(t)
         if b is None:
             raise ValueError("activation: tensor %d is not kept whole in this plan (a conv's output added "
-                             "into the residual path a few rows at a time); use a plan with keep_from at or "
-                             "before its layer" % t)
+                             "into the residual path a few rows at a time, or made a few channels at a time "
+                             "into its pool); use a plan with keep_from at or before its layer" % t)
         return b
 
     def predict(self, x):
