@@ -204,10 +204,10 @@ def wg(f, x, e, mask, sw, sb, gw, gb, c0=0):
     # to the update mode's grad as its grad-weight kernel, f as its descriptor): the kernel over
     # the channels c0.. of gw / gb (len(gb)), a window of channels at a time: those channels and
     # one more (the next; for the last window the one before) made again, their error written
-    # over them by the pool's grad input; the extra
-    # channel's error is the largest |e| (f[7]), so that every window has the whole tensor's shift
-    # (the pool's grad input takes it from its largest |e|), and its gradient is masked off. gw
-    # None: the first window only, returns the shift
+    # over them by the pool's grad input; the extra channel's error is the largest |e| (f[7]), so
+    # that every window has the whole tensor's shift (the pool's grad input takes it from its
+    # largest |e|), and its gradient is masked off. gw None: the first window only, returns the
+    # shift. Whole buffers where they fit, views made at the call: fewer views alive on the heap
     t, d, q, ev, tm, ly = f[0], f[2], f[3], f[4], f[5], f[8]
     p = ly.params
     d[:] = p
@@ -215,8 +215,8 @@ def wg(f, x, e, mask, sw, sb, gw, gb, c0=0):
     k = len(ly.w) // c
     cc = len(t) // n - 1
     m1 = c0 + len(gb) if gb is not None else cc
-    for c1 in range(c0, m1, cc):  # (c1: the window's first channel; whole buffers where they fit: fewer
-        j = m1 - c1 if m1 - c1 < cc else cc  # views alive on the heap)
+    for c1 in range(c0, m1, cc):  # (c1: the window's first channel, j its channels)
+        j = m1 - c1 if m1 - c1 < cc else cc
         a = c1 if c1 + j < c else c1 - 1
         o = c1 - a  # 0: the extra channel last, 1: first
         d[5] = q[2] = j + 1
