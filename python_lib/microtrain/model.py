@@ -827,7 +827,8 @@ class Model:
                 ly.trained = False
                 ly.gw = ly.gb = ly.grad = None
         first = idx[0]
-        sp = first if redo & 4 else -1  # (4: the update takes the gradient by windows: over.py split)
+        # (4: the update takes the gradient by windows: over.py may split a conv there)
+        sp = first if redo & 4 and self.layers[first].op == _OP_CONV2D else -1
         redo &= 3
         if sp != getattr(self, "_split", -1):  # (set where used: no class or instance entry else)
             self._split = sp
