@@ -157,6 +157,20 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
     p = ly.params
     mask = gwk = x = upd = None
     sw = 0.0
+    if ly.trained and ly.output not in bw.bufs:
+        # made by windows of channels, e its pool's error (over.py split): x the split's list, gwk
+        # its grad-weight kernel (over.py wg: first the shift of every window), mask / gwk the largest |e|
+        # (the frame's names, no more: it is on the heap)
+        x = m._fused[bw.first][j][1]
+        mask, gwk = max(e), min(e)
+        x[7] = mask if mask >= -gwk else gwk
+        x[8], x[9] = ly, bw.grad_weight[1]
+        x[10], x[11] = act_keep(ly)
+        gwk, mask = x[6], bw.bufs[x_t]
+        s = math.ldexp(s, gwk(x, mask, e, None, 0.0, 0.0, None, None) - 16)
+        m.update.grad(ly, gwk, x, mask, e, None, m.tensors[x_t].scale * s, s)
+        x[8] = x[9] = None
+        return
     if ly.trained:
         if policy is not None:
             mask = policy(ly, e)
@@ -234,7 +248,10 @@ def maxpool(m, bw, cur, scale, ly, j, e, s, policy):
 
 def avgpool(m, bw, cur, scale, ly, j, e, s, policy):
     x_t = ly.inputs[0]
-    if x_t in bw.region:
+    if x_t in bw.region and x_t not in bw.bufs:  # its input made by windows: its conv takes e (place.py)
+        cur[x_t] = e
+        scale[x_t] = s
+    elif x_t in bw.region:
         p = ly.params
         dest = _dest(bw, cur, x_t)
         a = bw.inplace.get(x_t)

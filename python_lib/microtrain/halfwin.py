@@ -72,11 +72,12 @@ class HalfWindow:
         if raw is None:
             self.gw = zeros("f", n)
         self.gb = zeros("f", m)
-        self.zero = memoryview(bytes(max(c, 256)))  # (also the window masks' zeros)
+        # HALF_WINDOW bytes of zeros clear the rows a slice at a time (also the window masks' zeros)
+        self.zero = memoryview(bytes(max(c, HALF_WINDOW)))
         try:  # the float32 zeros: the same bytes retyped (the pure-Python binding copies them)
-            self.zf = K.mtm_view(self.zero[:256], 102)
+            self.zf = K.mtm_view(self.zero[:HALF_WINDOW], 102)
         except (TypeError, ValueError):
-            self.zf = memoryview(zeros("f", 64))
+            self.zf = memoryview(zeros("f", HALF_WINDOW // 4))
         self.ones = memoryview(b"\x01" * c)
 
     def _rows(self, n, nb):
@@ -84,7 +85,7 @@ class HalfWindow:
         # forward wrote over hosted rows since)
         raw = self.raw
         if raw is not None:
-            _clear(raw, 4 * n, self.zero[:256])
+            _clear(raw, 4 * n, self.zero[:HALF_WINDOW])
         else:
             _clear(self.gw, n, self.zf)
         _clear(self.gb, nb, self.zf)

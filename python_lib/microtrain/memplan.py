@@ -15,14 +15,21 @@ def _buf(n):
     return 16 + ((n + 15) & ~15) if n else 0
 
 
-def _plan_bytes(model, first, region, inplace, redo):
+def _plan_bytes(model, first, region, inplace, redo, split):
     # the heap of the training plan's buffers (plan.buffers; redo: placed through backward where
-    # plan.redo_plan finds that smaller), the lengths of those idle during backward (where its
-    # buffers go), and whether it was placed so (its scratch inside)
+    # plan.redo_plan finds that smaller; split: the update takes the gradient by windows, as
+    # Model.set_trained tells place.py: over.py may split the first trained conv), the lengths of
+    # those idle during backward (where its buffers go), and whether it was placed so (its
+    # scratch inside)
     from microtrain.place import place
 
     bwd = plan.redo_plan(model, first, region, inplace, place, kern.NATIVE) if redo else None
-    sizes, idle = plan.buffers(model, first, place, bwd)
+    was = getattr(model, "_split", -1)
+    model._split = first if split else -1
+    try:
+        sizes, idle = plan.buffers(model, first, place, bwd)
+    finally:
+        model._split = was
     total = 0
     for n in sizes:
         total += _buf(n)
@@ -64,7 +71,7 @@ def _half_bytes(model, idx):
         m = max(m, cc)
         c = max(c, nc)
         out += 48 + (_buf(nc) if cc < nc else 0)
-    return out + _buf(4 * m) + _buf(max(c, 256)) + _buf(c) + 128, 4 * n  # (the rest, the window)
+    return out + _buf(4 * m) + _buf(max(c, HALF_WINDOW)) + _buf(c) + 128, 4 * n  # (the rest, the window)
 
 
 def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
@@ -77,6 +84,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     stepwise.StepInBackward)."""
     layers = model.layers
     grads = window = 0
+    split = (fold is True or fold == "copy") and n_state and sparse is None  # (the Trainer's: over.py)
     if fold == "now":
         grads, window = _now_bytes(model, idx)
     elif fold is True and half and n_state:  # the gradients into the bfloat16 momentum
@@ -96,7 +104,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
         if not ly.trained:  # a trained layer has its copies and gradient sums already
             grads += 0 if fold else p
             # int8 weights; int32 bias, mult, shift, grad-input ratios; float32 scales
-            copies += _buf(wn) + 5 * _buf(4 * c)
+            copies += _buf(wn) + (4 if i == idx[0] else 5) * _buf(4 * c)  # (the first: no ratios)
         state += n_state * (_buf(2 * wn) + _buf(2 * c) if half else p)
         if mode == "float32" or (mode == "mixed" and i == idx[-1]):
             master += p
@@ -107,7 +115,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     for ly in layers[first:]:
         region.add(ly.output)
     inplace = plan.inplace_errors(model, first, region, fold != "now")  # errors over the activations
-    fw, idle, through = _plan_bytes(model, first, region, inplace, redo)
+    fw, idle, through = _plan_bytes(model, first, region, inplace, redo, split)
     bw = fw if not model.has_plan(first) else 0
     # host: the error buffer holding the scratch
     need_s, acc, host = plan.scratch_plan(model, first, region, inplace, kern.NATIVE)

@@ -335,7 +335,11 @@ class Layer:
     def refresh_ratios(self):
         """Grad-input weight ratios for the current per-channel weight scales
         (update_f32_ratios: float32 on every build; the optimiser calls this
-        after each update)."""
+        after each update). None for the first trained layer: no error goes below it."""
+        bw = self.model.backward_plan
+        if bw is not None and bw.first == self.index:
+            self.wr = None
+            return
         if self.wr is None:
             self.wr = zeros("i", self.out_c)
         if self.ein_r is None:
@@ -653,6 +657,8 @@ class Model:
         f = fz.get(ly.index) if fz else None
         if type(f) is int:  # done by its conv (conv2d_add_s8_forward)
             return (_nothing, (), ly)
+        if f is not None and len(f) == 2:  # over its input, or split (over.py over, win)
+            return (f[0], (ly, x, f[1], bufs), ly)
         if f is not None and len(f) > 3:  # the b of a chain (place.py): a's rows a band at a time
             a = f[3]
             return (f[8], (a, ly, bufs[a.inputs[0]], f, bufs[(ly if f[0] is None else f[0]).output]), ly)
@@ -738,8 +744,8 @@ class Model:
         b = self.plan(keep_from)[0].get(t)
         if b is None:
             raise ValueError("activation: tensor %d is not kept whole in this plan (a conv's output added "
-                             "into the residual path a few rows at a time); use a plan with keep_from at or "
-                             "before its layer" % t)
+                             "into the residual path a few rows at a time, or made a few channels at a time "
+                             "into its pool); use a plan with keep_from at or before its layer" % t)
         return b
 
     def predict(self, x):
@@ -799,7 +805,9 @@ class Model:
         nothing else holds the int32 scratch, an activation may, made again during backward
         (plan.recompute_host; Trainer(recompute=True)); 2: the training plan may then be
         placed through backward (plan.redo_plan; that activation is not kept after the
-        forward)."""
+        forward); | 4: the update takes the first trained layer's gradient by windows of
+        channels, so a conv there whose output only a pool reads may make it by windows
+        (over.py split)."""
         idx = self.select(spec)
         global _backward
         if _backward is None:  # (its code before the training buffers: a heap in fewer pieces)
@@ -807,6 +815,7 @@ class Model:
         if self.update is not None:  # the last trainer's: what it lent the layers goes back
             self.update.release()
         self.update = _sums()
+        self.backward_plan = None  # (refresh_ratios: every trained layer's ratios until it is made)
         for ly in self.layers:
             if ly.index in idx:
                 ly.make_trainable(sums)
@@ -814,6 +823,12 @@ class Model:
                 ly.trained = False
                 ly.gw = ly.gb = ly.grad = None
         first = idx[0]
+        # (4: the update takes the gradient by windows: over.py may split a conv there)
+        sp = first if redo & 4 and self.layers[first].op == _OP_CONV2D else -1
+        redo &= 3
+        if sp != getattr(self, "_split", -1):  # (set where used: no class or instance entry else)
+            self._split = sp
+            self.drop_plans(-2)
         self.drop_plans(first)
         self.rebind()
         for ly in self.layers[first:]:
@@ -822,6 +837,7 @@ class Model:
         from microtrain import plan as rules
 
         self.backward_plan = rules.backward_plan(self, first, window, redo)
+        self.layers[first].wr = None  # (no grad input: refresh_ratios)
         rules = None
         self.trained_layers = [self.layers[i] for i in idx]
         kern.forget("plan")  # planned: training does not need plan.py's code

@@ -218,7 +218,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
     # Fills owner {a tensor: the whole buffer holding it} (the arena, the output's) and bufs
     # {tensor: its bytes}; returns (the fused pairs, the gaps of the arena between the tensors
     # alive during backward as [arena, offset, length]: idle until the next forward, where
-    # backward's buffers go).
+    # backward's buffers go). A training plan not placed through backward may hold a split conv and
+    # convs over their input (over.py; bwd an int there: over.choose's counts).
     tensors, layers = model.tensors, model.layers
     inp, out_t = model.input.index, model.output.index
     fz = _fusable(model, last_use, keep)
@@ -227,9 +228,22 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
     items = []  # [bytes, first layer, last layer, tensor (< 0: a tile, band, scratch), offset, second life]
     life = {inp: [tensors[inp].numel, -1, end if inp in keep else last_use.get(inp, -1), inp, 0, None]}
     ch = _chains(model, last_use, keep, fz)
+    ov = sp = None  # over.py and (its split conv, its convs over their input, their items' views)
+    if keep and type(bwd) is not tuple:
+        try:
+            import microtrain.over as ov
+        except ImportError:  # CPython: info.py loaded it beside this file
+            import sys
+
+            ov = sys.modules["microtrain_device_over"]
+        sp = ov.choose(model, last_use, keep, fz, ch, bwd, place) + ({},)
+        bwd = None
     for ly in layers:
         f = fz.get(ly.index)
         t = ly.output
+        if sp is not None and (ly.index in sp[0] or ly.index in sp[1]):  # its window / slots (over.py)
+            ov.item(ly, sp[0], sp[1], life, root, end)
+            continue
         c = None  # its run's B, for an A of a run
         for j in ch:
             if ly in ch[j]:
@@ -316,6 +330,9 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
             if t <= _SCR:
                 fz[-2][_SCR - t] = v
                 continue
+            if sp is not None and t <= ov.KEY:
+                sp[2][t] = v
+                continue
             if t & 1 == 0:  # the tile of a fused conv
                 fz[(-2 - t) >> 1] += (v,)
             else:  # the band of a run's A, under A's index until its B's step takes it
@@ -335,4 +352,8 @@ def place(model, bufs, owner, last_use, keep, mk, bwd):
     for ly in layers:
         if ly.output in root and bufs is not None:
             bufs[ly.output] = bufs[root[ly.output]]
+    if sp is not None and sp[2]:
+        ov.fill(fz, layers, sp[0], sp[1], sp[2], _copy, zeros)
+    if ov is not None and mk is not ov.stand and "kern" in globals():  # (its functions in fz keep theirs)
+        kern.forget("over")
     return fz, free

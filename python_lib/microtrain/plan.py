@@ -295,7 +295,7 @@ def backward_plan(m, first, window, redo):
         window = -window
     ebuf, esecond, emerge = {}, {}, {}
     for t in inplace:
-        ebuf[t] = bufs[t]
+        ebuf[t] = bufs.get(t)  # (None: a split conv's output, over.py split)
     need, acc_n, host = scratch_plan(m, first, region, inplace, kern.NATIVE)
     idle_bufs = idle(m, first)
     sizes = [len(b) for b in idle_bufs]

@@ -289,8 +289,10 @@ class Trainer:
                     win -= 4 * (len(ly.w) + len(ly.b))
             # (2: the conv output made again may be placed through backward: nothing but Health
             # reads it after the forward)
-            self.layers = model.set_trained(idx, how == "sums", win,
-                                            2 if recompute and not monitor else recompute)
+            # (4: the gradient may be taken by windows of channels, over.py split)
+            self.layers = model.set_trained(idx, how == "sums", win, (
+                2 if recompute and not monitor else recompute) | (
+                4 if (how == "momentum" or how == "copy") and self.sparse is None and not monitor else 0))
             self.first = self.layers[0].index
             for ly in self.layers:
                 if ly.master_w is not None or ly.master_b is not None:  # (else the class's None stands:

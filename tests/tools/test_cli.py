@@ -148,18 +148,42 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     numel = [t.numel for t in m.tensors]
     weighted = [j for j, ly in enumerate(m.layers) if ly.op in (Op.CONV2D, Op.LINEAR)]
 
-    def arena_plan(keep: set[int]) -> tuple[int, list[int]]:
+    def arena_plan(keep: set[int], over: bool = False) -> tuple[int, list[int]]:
         # one arena for every tensor but the model output (a buffer of its own); a tensor lives
         # from the layer making it (the input: before the first) to its last reader (kept ones
         # to the end); tensors go in the order they are made, or largest first, whichever arena
         # is smaller, each at the lowest offset (a multiple of 4) clear of every tensor placed
-        # before it whose life overlaps its own. Returns the bytes of both buffers and the gaps
+        # before it whose life overlaps its own. over: a conv of stride 1 with the same rows in and
+        # out whose input dies at it unkept writes its output over that input (one life), and a
+        # run of such convs takes slots of rows while it runs (one block of rows, pad_top rows at
+        # least; two blocks where pad_top > 0). Returns the bytes of both buffers and the gaps
         # between the tensors alive at the end, in offset order.
         end = len(m.layers)
         last = {t: j for j, ly in enumerate(m.layers) for t in ly.inputs}
-        lives = [(numel[m.input], -1, end if m.input in keep else last.get(m.input, -1))]
-        lives += [(numel[ly.output], j, end if ly.output in keep else last.get(ly.output, j))
-                  for j, ly in enumerate(m.layers) if ly.output != m.output]
+        lives = {m.input: [numel[m.input], -1, end if m.input in keep else last.get(m.input, -1)]}
+        root: dict[int, int] = {}
+        for j, ly in enumerate(m.layers):
+            p, x = ly.params, ly.inputs[0]
+            row = p[4] * p[5] if ly.op == Op.CONV2D else 0
+            slots = row * max(p[10], 1) * (2 if p[10] else 1) if row else 0
+            if over and ly.op == Op.CONV2D and len(p) == 17 and p[8] == 1 and p[0] == p[3] \
+                    and p[1] * p[2] == row and last.get(x) == j and x not in keep \
+                    and m.input not in (x, ly.output) and m.output not in (x, ly.output) and slots < numel[x]:
+                root[ly.output] = root.get(x, x)
+                run = lives.get(-1 - (j - 1)) if j and (-1 - (j - 1)) in lives else None
+                key = run[3] if run else -1 - j
+                if run:
+                    run[0], run[2] = max(run[0], slots), j
+                lives[-1 - j] = run or [slots, j, j, key]
+                continue
+            if ly.output != m.output:
+                lives[ly.output] = [numel[ly.output], j, j]
+        for t in {*last, *keep}:
+            r = root.get(t, t)
+            if r in lives and r >= 0:
+                lives[r][2] = max(lives[r][2], end if t in keep else last.get(t, -1))
+        items = {id(v): v for v in lives.values()}  # (a run's layers share one item)
+        order = [(v[0], v[1], v[2]) for v in items.values()]
 
         def fit(order: list[tuple[int, int, int]]) -> tuple[int, list[tuple[int, int, int, int]]]:
             placed: list[tuple[int, int, int, int]] = []  # (offset, bytes, first, last)
@@ -172,8 +196,8 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
                 placed.append((off, n, a, b))
             return max((o + n for o, n, _, _ in placed), default=0), placed
 
-        in_order = fit(sorted(lives, key=lambda x: x[1]))
-        by_size = fit(sorted(lives, key=lambda x: (-x[0], x[1])))
+        in_order = fit(sorted(order, key=lambda x: x[1]))
+        by_size = fit(sorted(order, key=lambda x: (-x[0], x[1])))
         size, placed = by_size if by_size[0] < in_order[0] else in_order
         gaps, at = [], 0
         for o, n, _, b in sorted(placed):
@@ -183,6 +207,10 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
                 at = max(at, -(-(o + n) // 4) * 4)
         if size > at:
             gaps.append(size - at)
+        if over:  # (only where that gives a smaller plan)
+            whole = arena_plan(keep)
+            if whole[0] <= size + numel[m.output]:
+                return whole
         return size + numel[m.output], gaps
 
     out = {"inference": arena_plan(set())[0]}
@@ -237,7 +265,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
         written |= set(ly.inputs) & made_in_tail
     scratch = 0 if scratch_values and idle else need
     lent = bool(scratch_values and idle)  # the scratch in retyped bytes: the update's row too
-    forward, idle_pieces = arena_plan(keep)
+    forward, idle_pieces = arena_plan(keep, True)
     # errors and scratch go into the gaps of the training plan's arena at the end of a forward,
     # in offset order: first fit decreasing, at offsets rounded up to 4
     bins = idle_pieces
@@ -297,6 +325,7 @@ def _simulate_ram(m: mtm.Model, n_train: int | None, opts: tuple[str, ...]) -> d
     # update row (float32, the widest layer's channels, twice folded into the momentum; none
     # when the layers step during backward, or where backward's scratch is lent and long enough)
     copies = sum(w + c * (4 + 4 + 4 + 4 + 4) for w, c in zip(n_w, n_c, strict=True))
+    copies -= 4 * n_c[0]  # (the first trained layer's grad input never runs: no ratios)
     row = 0 if now else max(n_c) * (2 if fold else 1)
     if not (lent and max(scratch_values, default=0) >= row):
         copies += 4 * row

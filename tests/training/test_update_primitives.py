@@ -67,7 +67,7 @@ def snapshot():
     s = []
     for ly in t.layers:
         s += [bytes(ly.w), bytes(ly.b), bytes(ly.mult), bytes(ly.shift), bytes(ly.w_scale), bytes(ly.gw),
-              bytes(ly.gb), bytes(ly.wr)]
+              bytes(ly.gb), bytes(ly.wr or b"")]  # (the first trained layer has no ratios)
         if ly.master_w is not None:
             s += [bytes(ly.master_w), bytes(ly.master_b)]
         for a in opt.state(ly) or []:

@@ -29,6 +29,9 @@ MODES = ("int8", "mixed", "float32")
 STATS_BYTES = 3 * 4  # softmax_xent_s8's stats
 COPY_BYTES_PER_CHANNEL = 5 * 4
 SPARSE_BYTES_PER_CHANNEL = 4 + 1
+# a split conv's objects (python_lib/microtrain/over.py: its list, descriptor copies, the plan table's
+# entries) and the frames and views alive while its gradient runs by windows (make mem-mcu)
+SPLIT_BYTES = 704
 WINDOW_FLOATS = 2048  # python_lib/microtrain/stepwise.py WINDOW
 
 
@@ -43,6 +46,7 @@ class _Graph:
                                        output=ly.output, params=ly.params) for j, ly in enumerate(m.layers)]
         self.input = SimpleNamespace(index=m.input)
         self.output = SimpleNamespace(index=m.output)
+        self._split = -1  # the first trained layer where over.py may split a conv (train_ram)
 
 
 @functools.cache
@@ -50,6 +54,8 @@ def device_module(name: str) -> ModuleType:
     """python_lib/microtrain/<name>.py run by CPython: plan.py (the device's memory plan of
     training) or place.py (its inference placement), so that `info` counts by the rules the
     device allocates by."""
+    if name == "place":  # (place.py takes over.py from sys.modules under CPython)
+        device_module("over")
     mod = "microtrain_device_" + name
     spec = importlib.util.spec_from_file_location(mod, PYTHON_LIB / "microtrain" / f"{name}.py")
     assert spec is not None and spec.loader is not None
@@ -138,12 +144,16 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
                            or (batch > 1 and sums is False))
     now = nosums and not momentum
     plan, g = device_plan(), _Graph(m)
+    if nosums and momentum and not sparse:  # the gradient into the momentum by windows: a split conv may
+        g._split = first  # make its output a window of channels at a time (python_lib/microtrain/over.py)
     inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
     place = device_module("place").place
     # recompute: the plan placed through backward, each layer's scratch inside it, where smaller
     bwd = plan.redo_plan(g, first, region, inplace, place) if recompute else None
     sizes, idle = plan.buffers(g, first, place, bwd)
     forward = sum(sizes)
+    if g._split >= 0 and forward < sum(plan.buffers(_Graph(m), first, place, bwd)[0]):  # (a split conv)
+        forward += SPLIT_BYTES
     need, acc_n, host = plan.scratch_plan(g, first, region, inplace)
     # (host: an idle error buffer holds it)
     scratch = 4 * acc_n if need and host is None and bwd is None else 0
@@ -182,6 +192,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     weights = [m.tensors[ly.weight].numel for ly in trained if ly.weight is not None]
     master = {"int8": 0, "mixed": 4 * params[-1], "float32": 4 * sum(params)}[mode]
     copies = sum(w + COPY_BYTES_PER_CHANNEL * c for w, c in zip(weights, out_c, strict=True))
+    copies -= 4 * out_c[0]  # (the first trained layer has no grad-input ratios: no error goes below it)
     # the optimiser's update row (stepwise.StepInBackward has its own): the widest layer's
     # channels, twice that where the gradient goes into the momentum; backward's scratch where
     # it is long enough
@@ -255,8 +266,9 @@ def half_window_bytes(m: Model, trained: list[mtm.Layer]) -> tuple[int, int]:
     """halfwin.HalfWindow's buffers: (its window's biases, the zero / ones masks (the float32
     zeros a view of the zero mask) and the per-layer window masks; the float32 window of at most
     HALF_WINDOW weights, one output channel at least, placed with backward's buffers)."""
-    n, w_max, c_max, masks = _windows(m, trained, device_const("halfwin", "HALF_WINDOW"))
-    return 4 * w_max + max(c_max, 256) + c_max + masks, 4 * n  # (the rest, the window)
+    hw = device_const("halfwin", "HALF_WINDOW")
+    n, w_max, c_max, masks = _windows(m, trained, hw)
+    return 4 * w_max + max(c_max, hw) + c_max + masks, 4 * n  # (the rest, the window; hw bytes of zeros)
 
 
 TRAIN_ITEMS = ("forward", "errors", "scratch", "grads", "optimizer_state", "master", "copies", "sparse_bytes",
