@@ -99,10 +99,19 @@ def torch_model_files() -> list[bytes]:
             a = F.softmax(self.q(h) @ self.k(h).transpose(1, 2) / 2.0, dim=-1) @ h
             return self.fc(torch.flatten(a * torch.sigmoid(self.g(a)), 1))
 
+    class Gru(nn.Module):  # format 1.5: a GRU layer (its tables in in1), the mean over the steps
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(4, 6, batch_first=True)
+            self.fc = nn.Linear(6, 3)
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return self.fc(self.gru(x)[0].mean(1))
+
     torch.manual_seed(0)
     out = []
     for cls, shape in ((Res1d, (8, 3, 16)), (Cnn, (8, 2, 16, 16)), (Mlp, (8, 12)), (Lut, (8, 2, 8)),
-                       (Attn, (8, 6, 4))):
+                       (Attn, (8, 6, 4)), (Gru, (8, 5, 4))):
         m = convert.convert(cls().eval(), torch.randn(*shape), progress=False)
         out.append(m)
     # a checkpoint: TRAINED + HAS_STATE with all four state slots of the last layer

@@ -61,19 +61,28 @@ def _scale(v: F64, cap: float = np.inf) -> float:
     return max(m, 1e-6) / 127.0
 
 
+def gru_hidden_scale(f: dict[str, F64]) -> float:
+    """The hidden state's scale (float32) from a float forward (gru_float): n is quantised at h's
+    scale, so it covers tanh's outputs, which bound every h (a convex combination of them)."""
+    top = max(float(np.max(np.abs(np.tanh(f["n"])))), float(np.max(np.abs(f["h"]))), 1e-6)
+    return float(np.float32(min(top, 1.0) / 127))
+
+
 def gru_quantize(w_ih: F64, w_hh: F64, b_ih: F64, b_hh: F64, x_calib: F64, s_x: float, x_zp: int,
-                 k: int = 0) -> GruQuant:
+                 k: int = 0, s_h: float | None = None) -> GruQuant:
     """The int8 GRU of float weights (PyTorch's layout: gates r, z, n), its scales calibrated on
-    x_calib (N, T, D) real inputs; the hidden state's scale covers every step (at most 1/127)."""
+    x_calib (N, T, D) real inputs; the hidden state's scale (s_h, else from the calibration) covers
+    every step (at most 1/127). Weight scales are float32, as the file holds them."""
     w_ih, w_hh = np.asarray(w_ih, np.float64), np.asarray(w_hh, np.float64)
     b_ih, b_hh = np.asarray(b_ih, np.float64), np.asarray(b_hh, np.float64)
     h_n, d_n = w_hh.shape[1], w_ih.shape[1]
     f = gru_float(w_ih, w_hh, b_ih, b_hh, np.asarray(x_calib, np.float64))
-    s_h = min(_scale(f["h"]), 1.0 / 127)
+    if s_h is None:
+        s_h = gru_hidden_scale(f)
     s_r, s_z = _scale(f["r"], _PRE_MAX), _scale(f["z"], _PRE_MAX)
     s_n, s_hn = _scale(f["n"], _PRE_MAX), _scale(f["hn"])
     w = np.concatenate([w_ih, w_hh], axis=1)
-    s_w = np.maximum(np.abs(w).max(axis=1), 1e-8) / 127.0
+    s_w = (np.maximum(np.abs(w).max(axis=1), 1e-8) / 127.0).astype(np.float32).astype(np.float64)
     wq = np.clip(np.round(w / s_w[:, None]), -127, 127).astype(np.int8)
     t_n = int(np.asarray(x_calib).shape[1])
     desc, mult, shift, lut, wr, dtanh = oracle.gru_params(t_n, d_n, h_n, s_x, x_zp, s_w, s_r, s_z, s_n, s_hn,

@@ -5,7 +5,7 @@
 #define MTM_LAYOUT_H
 
 #define MTM_VERSION_MAJOR 1u
-#define MTM_VERSION_MINOR 4u
+#define MTM_VERSION_MINOR 5u
 #define MTM_HEADER_SIZE 64u
 #define MTM_TENSOR_ENTRY 48u
 #define MTM_LAYER_ENTRY 152u
@@ -185,6 +185,7 @@
 #define MTM_OP_LAYERNORM 13u
 #define MTM_OP_SOFTMAX 14u
 #define MTM_OP_MATMUL 15u
-#define MTM_OP_LAST MTM_OP_MATMUL
+#define MTM_OP_GRU 16u
+#define MTM_OP_LAST MTM_OP_GRU
 
 #endif

@@ -166,6 +166,7 @@ class RefTrainer:
             raise ValueError("sums=False at batch > 1 needs SGD momentum (no weight_decay, no standardize) "
                              "and no sparse policy")
         self._folded: set[int] = set()  # layers whose momentum took this batch's m v already
+        self.keep: dict[int, NDArray[np.int8]] = {}  # GRU layers: each step's gates (forward's keep)
         self.sums = not nosums and not self.fold
         self.reverse = nosums and not o.momentum and sparse is not None
         self.lr = fl.param(self.opt.lr)
@@ -359,6 +360,10 @@ class RefTrainer:
                 y = o.layernorm_s8_forward(p, xin)
             elif ly.op == Op.MATMUL:  # the descriptor, then the factor
                 y = o.matmul_s8_forward(p[:11], xin, vals[ly.inputs[1]])
+            elif ly.op == Op.GRU:  # the steps' gates kept for backward (the kernel's keep)
+                w, b, mu, sh = self._wbmsh(j)
+                assert ly.aux is not None
+                y, self.keep[j] = o.gru_s8_forward(p, xin, w, b, mu, sh, self.m.data(ly.aux)[:768])
             elif ly.op == Op.SOFTMAX:  # the exp table of the input's scale, as the device makes it
                 y = o.softmax_s8_forward(p, xin, softmax_lut(self.m.tensors[ly.inputs[0]].scale, self.fl))
             else:

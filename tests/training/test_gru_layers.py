@@ -1,0 +1,51 @@
+"""GRU layers (format 1.5) in whole models: nn.GRU over the rows of the digits as 8 steps of 8
+values, a Linear over the flattened steps.
+
+The model is trained for a moment in PyTorch and converted. Its int8 outputs in the real
+``micropython`` (native and pure-Python kernels) must equal the numpy oracle's bit for bit and
+its top-1 must agree with PyTorch's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from microtrain_tools.mtm import Op
+from support import model_suite as ms
+
+
+class GRUNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = nn.GRU(8, 24, batch_first=True)
+        self.fc = nn.Linear(8 * 24, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.gru(x.squeeze(1))  # (N, 1, 8, 8): 8 steps of the 8 values of a row
+        return self.fc(torch.flatten(out, 1))
+
+
+@pytest.fixture(scope="module")
+def gru(tmp_path_factory: pytest.TempPathFactory) -> ms.Suite:
+    return ms.build("gru", GRUNet, tmp_path_factory.mktemp("gru"))
+
+
+def test_converts_to_a_gru_layer(gru: ms.Suite) -> None:
+    s, _, _ = gru
+    assert [ly.op for ly in s.m.layers] == [Op.GRU, Op.LINEAR]
+    assert s.m.layers[0].params[:3] == [8, 8, 24]  # T, D, H
+    assert s.path.read_bytes()[6] == 5  # version 1.5
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["native", "pure"])
+def test_bitexact_in_micropython(gru: ms.Suite, pure: bool, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ms.check_bitexact(gru[0], pure, 20, tmp_path, monkeypatch)
+
+
+def test_agrees_with_pytorch(gru: ms.Suite) -> None:
+    ms.check_agrees_with_pytorch(gru)
