@@ -49,3 +49,9 @@ def test_bitexact_in_micropython(gru: ms.Suite, pure: bool, tmp_path: Path,
 
 def test_agrees_with_pytorch(gru: ms.Suite) -> None:
     ms.check_agrees_with_pytorch(gru)
+
+
+@pytest.mark.parametrize("mode,batch", [("int8", 2), ("mixed", 1)])
+def test_head_training_bitexact_vs_reference(gru: ms.Suite, tmp_path: Path, mode: str, batch: int) -> None:
+    """The layers after a frozen GRU train on the device as the reference does, bit for bit."""
+    ms.check_training_bitexact(gru[0], tmp_path, "last:1", mode, batch)
