@@ -55,3 +55,27 @@ def test_agrees_with_pytorch(gru: ms.Suite) -> None:
 def test_head_training_bitexact_vs_reference(gru: ms.Suite, tmp_path: Path, mode: str, batch: int) -> None:
     """The layers after a frozen GRU train on the device as the reference does, bit for bit."""
     ms.check_training_bitexact(gru[0], tmp_path, "last:1", mode, batch)
+
+
+def test_to_torch_round_trip(gru: ms.Suite) -> None:
+    """The file's GRU back in PyTorch: the same module with the file's (dequantised) weights agrees
+    with the file's int8 outputs at least as well as the original float model does."""
+    import copy
+
+    import numpy as np
+
+    from evals.accuracy import parity as par
+    from microtrain_tools import to_torch
+
+    s, net, xe = gru
+    back = copy.deepcopy(net)
+    sd, _ = to_torch.to_state_dict(s.m, back)
+    back.load_state_dict(sd)
+    got = par.run_oracle(s.m, s.xe, progress=False).argmax(1)
+    with torch.no_grad():
+        ref = back(xe).argmax(1).numpy()
+        diff = max(float((getattr(back.gru, k) - getattr(net.gru, k)).abs().max())
+                   for k in ("weight_ih_l0", "weight_hh_l0"))
+        top = max(float(getattr(net.gru, k).abs().max()) for k in ("weight_ih_l0", "weight_hh_l0"))
+    assert float(np.mean(got == ref)) >= 0.98
+    assert diff <= top / 254 * 1.0001  # each weight within half an int8 step of its row's scale
