@@ -34,7 +34,9 @@ Fashion-MNIST transfer CNN of evals/models):
   memory (the MPS2's PSRAM, as a QSPI flash mapped into the address space of a real board),
   outside the heap too;
 - dscnn_last2_f32, fmnist_all_f32: dscnn_last2 and fmnist_all with the float32 momentum (the
-  default state).
+  default state);
+- gru_har_head: a GRU (H 48) over 64 steps of the 6 smartwatch channels and its two-layer head,
+  "all" (the GRU stays frozen: the head trains), mixed, SGD momentum, batch 1.
 
 ``microtrain info``'s prediction per case (tools/microtrain_tools/info.py
 ``peak_heap``: package, model objects, file when read into RAM, one sample,
@@ -43,7 +45,7 @@ peak. A case that fails prints its phase (``FAIL(phase)``), never a number.
 The held-out cases (HELD_OUT: other layer sets, modes and batches of the same models, to
 which info's constants were not fitted) get a line of their own, ``mem-mcu held-out (FW): ...``.
 Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K mbv2_035_sparse=K
-dscnn_last2_f32=K fmnist_all_f32=K info_err=P``.
+dscnn_last2_f32=K fmnist_all_f32=K gru_har_head=K info_err=P``.
 """
 
 from __future__ import annotations
@@ -109,6 +111,9 @@ CASES = (
     MemCase("dscnn_last2_f32", "ds_cnn_s", "last:2", sums=False),
     MemCase("fmnist_all_f32", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True),
 )
+# A GRU over 64 steps of the 6 smartwatch channels (coverage_ops.GruHar): every layer the Trainer
+# can train ("all": the GRU itself stays frozen, its head trains), with its gates kept for backward
+SEQ_CASES = (MemCase("gru_har_head", "gru_har", "all"),)
 # Held out: microtrain info's constants are fitted to CASES; these other layer sets, modes and
 # batches check the prediction where it was not fitted (their own line, not the acceptance one)
 HELD_OUT = (
@@ -202,6 +207,18 @@ def models() -> None:
             x = np.concatenate([c.x_tune] * (-(-SAMPLES // len(c.x_tune))))[:SAMPLES]
             y = np.concatenate([c.y_tune] * (-(-SAMPLES // len(c.y_tune))))[:SAMPLES]
             write_mtd(BUILD / f"{c.name}.mtd", cv.quantize_input(data, x), y)
+    if not (BUILD / "gru_har.mtd").is_file():
+        import torch
+
+        from evals.accuracy import coverage_ops
+        from evals.lib import datasets as ds
+
+        w = ds.watch_windows(window=coverage_ops.GRU_HAR_SHAPE[0])
+        x = np.ascontiguousarray(w.x.transpose(0, 2, 1)[:256])  # (N, T, 6) steps
+        torch.manual_seed(0)
+        data = mtm.write(cv.convert(coverage_ops.GruHar().eval(), x, progress=False))
+        (BUILD / "gru_har.mtm").write_bytes(data)
+        write_mtd(BUILD / "gru_har.mtd", cv.quantize_input(data, x[:SAMPLES]), w.y[:SAMPLES] % 7)
     if not (BUILD / "fmnist.mtd").is_file():
         from evals.lib import datasets as ds
         from evals.lib import transfer_model as tm
@@ -382,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--write-doc", action="store_true",
                     help="write the acceptance cases' table into docs/memory.md (its generated part)")
     a = ap.parse_args(argv)
-    cases = BF16 if a.bf16 else CASES + (() if a.no_held_out else HELD_OUT)
+    cases = BF16 if a.bf16 else CASES + SEQ_CASES + (() if a.no_held_out else HELD_OUT)
     models()
     loads = {"both": ("file", "rom"), "all": ("file", "frozen", "rom")}.get(a.load, (a.load,))
     fws = ("natmod", "builtin") if a.fw == "both" else (a.fw,)

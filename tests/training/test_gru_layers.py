@@ -79,3 +79,22 @@ def test_to_torch_round_trip(gru: ms.Suite) -> None:
         top = max(float(getattr(net.gru, k).abs().max()) for k in ("weight_ih_l0", "weight_hh_l0"))
     assert float(np.mean(got == ref)) >= 0.98
     assert diff <= top / 254 * 1.0001  # each weight within half an int8 step of its row's scale
+
+
+def test_memory_counts_the_kept_gates(gru: ms.Suite) -> None:
+    """`microtrain info` and the Trainer's memory check count the T x 4H bytes of gates a GRU keeps;
+    the device's forward keeps exactly that many."""
+    from microtrain_tools import info
+    from support.kernel_harness import run_micropython
+
+    s = gru[0]
+    t_n, _, h_n = s.m.layers[0].params[:3]
+    assert info.seq_bytes(s.m) == 4 * t_n * h_n
+    assert info.train_ram(s.m, 1)["seq"] == 4 * t_n * h_n
+    code = (f"import microtrain as mt\nfrom microtrain import memplan\nm = mt.load({str(s.path)!r})\n"
+            "print(dict(memplan.need(m, [1], 'int8', 0, None)).get('sequence buffers'))\n"
+            f"m.forward(bytes({s.m.tensors[s.m.input].numel}))\nprint(len(m.layers[0].dtable))\n")
+    p = run_micropython(code, heapsize="256k")
+    assert p.returncode == 0, p.stderr
+    need, kept = p.stdout.split()
+    assert int(kept) == 4 * t_n * h_n and int(need) >= 4 * t_n * h_n

@@ -86,8 +86,13 @@ def inference_plan_bytes(m: Model) -> int:
 
 
 def inference_ram(m: Model) -> int:
-    """Bytes of activation buffers of one forward pass (see the module doc)."""
-    return inference_plan_bytes(m)
+    """Bytes of activation buffers of one forward pass (see the module doc), a GRU's kept gates included."""
+    return inference_plan_bytes(m) + seq_bytes(m)
+
+
+def seq_bytes(m: Model) -> int:
+    """Bytes each GRU layer keeps from its forward for backward: r, z, n, hn of every step (T x 4H)."""
+    return sum(4 * ly.params[0] * ly.params[2] for ly in m.layers if ly.op == Op.GRU)
 
 
 def weighted_layers(m: Model) -> list[int]:
@@ -206,8 +211,9 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         "copies": copies,
         "sparse_bytes": SPARSE_BYTES_PER_CHANNEL * sum(out_c) if sparse else 0,
         "loss": loss_bytes(m),
+        "seq": seq_bytes(m),
     }
-    r["total"] = sum(r[k] for k in TRAIN_ITEMS)
+    r["total"] = sum(r[k] for k in TRAIN_ITEMS) + r["seq"]
     return r
 
 
@@ -445,8 +451,9 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
                   "scratch": "int32 grad-input scratch", "grads": "float32 gradient accumulators",
                   "optimizer_state": "optimizer state", "master": "float32 master weights",
                   "copies": "writable copies of the trained layers",
-                  "sparse_bytes": "sparse-update norms and masks", "loss": "softmax cross-entropy"}
-        for k in TRAIN_ITEMS:
+                  "sparse_bytes": "sparse-update norms and masks", "loss": "softmax cross-entropy",
+                  "seq": "GRU gates kept per step (T x 4H)"}
+        for k in TRAIN_ITEMS + (("seq",) if tr.get("seq") else ()):
             out.append(f"  {labels[k]:<40} {tr[k]:>9} B")
             if k == "scratch" and tr["hosted"]:
                 what = "(in idle forward buffers: not counted)"
