@@ -70,6 +70,15 @@ class Lstm(nn.Module):
         return self.lstm(x)[0]
 
 
+class GruLast(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = nn.GRU(8, 4, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gru(x)[0][:, -1]
+
+
 class BnRelu(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -133,6 +142,8 @@ REFUSED = [
                                                                 r"\(2, 2\) must be below the kernel"),
     (Fn(lambda y: torch.cat([torch.flatten(y, 1), torch.flatten(y, 1)], 1)), IMG,
      r"^layer 'cat' .*joins a flattened \(C, H, W\) map"),
+    (GruLast(), (8, 8, 8), r"^layer 'gru' \(GRU\): one step of the GRU's output \(out\[:, -1\]\) does not "
+                           r"convert yet: use out.mean\(1\)"),
     (Lstm(), (8, 8, 8), r"^layer 'lstm' \(LSTM\): unsupported op: these recurrent layers are not supported "
                         r"yet: use nn.GRU"),
     (Fn(nn.PixelShuffle(2)), IMG, r"^layer 'fn' \(PixelShuffle\): unsupported op: no device kernel for it "

@@ -295,6 +295,9 @@ def _accept_gru(node: torch.fx.Node, mod: nn.Module | None) -> str:
         if not (u.op == "call_function" and u.target is operator.getitem and u.args[1] == 0):
             raise _Fail("only the output sequence of nn.GRU converts (out, _ = gru(x); then out.mean(1) or a "
                         "Linear on the tokens): h_n is not an output of the layer")
+        if any(v.op == "call_function" and v.target is operator.getitem for v in u.users):
+            raise _Fail("one step of the GRU's output (out[:, -1]) does not convert yet: use out.mean(1) or "
+                        "a Linear over all the steps (torch.flatten(out, 1))")
     return "gru"
 
 
