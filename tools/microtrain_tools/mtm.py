@@ -289,8 +289,8 @@ def _act_ok(c: _Check, act: Act, out_zp: int, act_min: int, act_max: int) -> Non
 def _gru_ok(c: _Check, m: Model, ly: Layer, p: list[int], x: Tensor, y: Tensor) -> None:
     """A GRU layer's rules (docs/format.md, mtm_rules_rnn.c)."""
     t_n, d_n, h_n, xzp, _, sh_rn, k, m_h, sh_h, m_hn, sh_hn, m_w, sh_w = p
-    c(1 <= t_n <= 32768 and d_n >= 1 and h_n >= 1 and d_n + h_n <= MAX_DIM,
-      "T, D, H must be >= 1 with T <= 32768 and D + H <= 65535")
+    c(1 <= t_n <= 32768 and 1 <= d_n <= 32768 and h_n >= 1 and d_n + h_n <= MAX_DIM,
+      "T, D, H must be >= 1 with T <= 32768, D <= 32768 and D + H <= 65535")
     c(max(t_n * d_n, t_n * 4 * h_n, 3 * h_n * (d_n + h_n)) <= MAX_ELEMS, "a tensor over 2^26 elements")
     c(-128 <= xzp <= 127 and k >= 0 and min(p[4], m_h, m_hn, m_w) >= 0 and -31 <= sh_rn <= 15
       and max(sh_h, sh_hn, sh_w) <= 0 and min(sh_h, sh_hn, sh_w) >= -31, "descriptor out of range")

@@ -697,8 +697,8 @@ const char *mt_layernorm_check(const mt_layernorm_params_t *p) {
 // terms plus |bias| <= 2^30; the backward's weight sums are |d x| <= 2^15 over
 // T <= 32768 steps.
 const char *mt_gru_check(const mt_gru_params_t *p) {
-    if (p->t < 1 || p->t > 32768 || p->d < 1 || p->h < 1 || p->d + p->h > MT_MAX_DIM) {
-        return "T, D, H must be >= 1 with T <= 32768 and D + H <= 65535";
+    if (p->t < 1 || p->t > 32768 || p->d < 1 || p->d > 32768 || p->h < 1 || p->d + p->h > MT_MAX_DIM) {
+        return "T, D, H must be >= 1 with T <= 32768, D <= 32768 and D + H <= 65535";
     }
     if (!mt_elems_ok(p->t, p->d, 1) || !mt_elems_ok(p->t, 4, p->h) || !mt_elems_ok(3, p->h, p->d + p->h)) {
         return "a tensor over 2^26 elements";

@@ -8,6 +8,12 @@ static inline int32_t mt_gru_s8(int32_t v) {
     return mt_clamp(v, -128, 127);
 }
 
+// The sum of two requantised parts, saturated: each may be near +-2^31 (any multiplier).
+static inline int32_t mt_gru_s8_sum(int32_t a, int32_t b) {
+    const int64_t v = (int64_t)a + b;
+    return v < -128 ? -128 : (v > 127 ? 127 : (int32_t)v);
+}
+
 // One row's dot products: x part with the input zero point, h part plain.
 static int32_t mt_gru_dot(const int8_t *w, const int8_t *v, int32_t n, int32_t zp) {
     int32_t s = 0;
@@ -35,11 +41,11 @@ void mt_gru_s8_forward(const mt_gru_params_t *p, const int8_t *x, const int8_t *
                 pre[g] = mt_requant(ax, mult[i], shift[i]);
                 hpart[g] = mt_requant(ah, mult[H3 + i], shift[H3 + i]);
             }
-            const int32_t r = lut[mt_gru_s8(pre[0] + hpart[0]) + 128];
-            const int32_t z = lut[256 + mt_gru_s8(pre[1] + hpart[1]) + 128];
+            const int32_t r = lut[mt_gru_s8_sum(pre[0], hpart[0]) + 128];
+            const int32_t z = lut[256 + mt_gru_s8_sum(pre[1], hpart[1]) + 128];
             const int32_t hn = mt_gru_s8(hpart[2]);
             const int32_t rn = mt_requant((r + 128) * hn, p->m_rn, p->sh_rn);
-            const int32_t n = lut[512 + mt_gru_s8(pre[2] + rn) + 128];
+            const int32_t n = lut[512 + mt_gru_s8_sum(pre[2], rn) + 128];
             const int32_t h0 = hp ? hp[c] : 0;
             // (1 - z) n + z h with z = (z + 128) / 256: a convex combination, inside int8
             ht[c] = (int8_t)mt_rounding_divide_by_pot((128 - z) * n + (z + 128) * h0, 8);

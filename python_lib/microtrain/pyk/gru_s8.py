@@ -10,8 +10,8 @@ _B = 4194304  # 2^22: the running error's bound
 
 def _gru_check(d):
     t, dd, h, xzp, m_rn, sh_rn, k, m_h, sh_h, m_hn, sh_hn, m_w, sh_w = d
-    if t < 1 or t > 32768 or dd < 1 or h < 1 or dd + h > 65535:
-        return "T, D, H must be >= 1 with T <= 32768 and D + H <= 65535"
+    if t < 1 or t > 32768 or dd < 1 or dd > 32768 or h < 1 or dd + h > 65535:
+        return "T, D, H must be >= 1 with T <= 32768, D <= 32768 and D + H <= 65535"
     if t * dd > 67108864 or t * 4 * h > 67108864 or 3 * h * (dd + h) > 67108864:
         return "a tensor over 2^26 elements"
     if xzp < -128 or xzp > 127:

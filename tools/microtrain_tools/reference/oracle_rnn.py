@@ -32,8 +32,8 @@ def _gru_desc(desc: Sequence[int], fn: str) -> list[int]:
     if len(d) != GRU_NPARAMS:
         raise _fail(fn, "desc", f"length {len(d)}, expected {GRU_NPARAMS}")
     t, dd, h, xzp, m_rn, sh_rn, k, m_h, sh_h, m_hn, sh_hn, m_w, sh_w = d
-    if not (1 <= t <= 32768 and 1 <= dd and 1 <= h and dd + h <= 65535):
-        raise _fail(fn, "desc", "T, D, H must be >= 1 with T <= 32768 and D + H <= 65535")
+    if not (1 <= t <= 32768 and 1 <= dd <= 32768 and 1 <= h and dd + h <= 65535):
+        raise _fail(fn, "desc", "T, D, H must be >= 1 with T <= 32768, D <= 32768 and D + H <= 65535")
     if t * max(dd, 4 * h) > 1 << 26 or 3 * h * (dd + h) > 1 << 26:
         raise _fail(fn, "desc", "a tensor over 2^26 elements")
     if not -128 <= xzp <= 127:
