@@ -285,6 +285,8 @@ class Layer:
     @property
     def out_c(self):
         p = self.params
+        if self.op == _OP_GRU:  # its weight rows: the three gates' units
+            return 3 * p[2]
         return p[_P_CONV_OUT_C] if self.op == _OP_CONV2D else p[_P_LIN_OUT_N]
 
     @property
@@ -336,6 +338,8 @@ class Layer:
         self.mult = array.array("i", self.mult)
         self.shift = array.array("i", self.shift)
         self.w_scale = array.array("f", self.w_scale)  # (checkpoints write the layer's arrays)
+        if self.op == _OP_GRU:  # its descriptor holds backward's factor of the weight scales
+            self.params = array.array("i", self.params)
 
     def refresh_ratios(self):
         """Grad-input weight ratios for the current per-channel weight scales
@@ -348,7 +352,7 @@ class Layer:
             if self.op == _OP_CONV2D:
                 terms = p[_P_CONV_K_H] * p[_P_CONV_K_W] * (p[_P_CONV_OUT_C] // p[_P_CONV_GROUPS])
             else:
-                terms = p[_P_LIN_OUT_N]
+                terms = self.out_c
             # R: the largest R <= 15 with max(wr) * terms * 16384 <= 2^31 - 1 (numerics.md)
             r = 15
             while r > 0 and (1 << r) * terms * 16384 > 2147483647:
@@ -359,6 +363,9 @@ class Layer:
         # the index of max(w_scale): backward reads that one float (max() over the array would
         # box every scale: most of a training step's garbage); not cached: 16 B per layer
         self._ein_i = Layer._ratios(self.w_scale, self.ein_r, self.wr)
+        if self.op == _OP_GRU:  # backward's (m_w, sh_w): max(s_w) 2^-R (numerics.md, GRU)
+            from microtrain.quant import quantize_multiplier
+            self.params[11], self.params[12] = quantize_multiplier(math.ldexp(self.ein_top, -self.ein_r))
 
     def touch(self, mask):
         """Sparse training: mark the channels of mask (1 = kept) as having a gradient since
@@ -524,8 +531,7 @@ class Model:
     def select(self, spec):
         """Layer indices for a train spec: "last:N" (the last N layers with
         parameters), "all", a name, or a list of names / indices."""
-        # (a GRU's backward kernels are not wired into the Trainer yet: it stays frozen)
-        weighted = [ly.index for ly in self.layers if ly.w is not None and ly.op != _OP_GRU]
+        weighted = [ly.index for ly in self.layers if ly.w is not None]
         if not weighted:
             raise ValueError("train=%r: the model has no layers with parameters (conv2d / linear)" % (spec,))
         if spec is None or spec == "all":
@@ -559,7 +565,7 @@ class Model:
                     raise ValueError("train=%r: no layer named %r" % (orig, s)) from None
             else:
                 raise ValueError("train=%r: %r is neither a layer name nor an index" % (orig, s))
-            if ly.w is None or ly.op == _OP_GRU:
+            if ly.w is None:
                 raise ValueError("layer %s (%s) has no parameters to train" % (ly.name, ly.kind))
             if ly.index not in out:
                 out.append(ly.index)

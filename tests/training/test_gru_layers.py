@@ -2,8 +2,10 @@
 values, a Linear over the flattened steps.
 
 The model is trained for a moment in PyTorch and converted. Its int8 outputs in the real
-``micropython`` (native and pure-Python kernels) must equal the numpy oracle's bit for bit and
-its top-1 must agree with PyTorch's.
+``micropython`` (native and pure-Python kernels) must equal the numpy oracle's bit for bit, its
+top-1 must agree with PyTorch's, training on the device (the GRU with backward through time, all
+steps and the last k; the head alone) must equal the training reference bit for bit and lower the
+loss, and to_torch must give the GRU back.
 """
 
 from __future__ import annotations
@@ -98,3 +100,31 @@ def test_memory_counts_the_kept_gates(gru: ms.Suite) -> None:
     assert p.returncode == 0, p.stderr
     need, kept = p.stdout.split()
     assert int(kept) == 4 * t_n * h_n and int(need) >= 4 * t_n * h_n
+
+
+@pytest.mark.parametrize("train,mode,batch", [("all", "int8", 2), ("all", "mixed", 1), ("gru", "int8", 1)])
+def test_training_bitexact_vs_reference(gru: ms.Suite, tmp_path: Path, train: str, mode: str,
+                                        batch: int) -> None:
+    """The GRU itself trains on the device as the reference does, bit for bit: backward through time,
+    its gradient sums, the update of its rows, multipliers and b_hn."""
+    ms.check_training_bitexact(gru[0], tmp_path, train, mode, batch)
+
+
+def test_truncated_training_bitexact_vs_reference(gru: ms.Suite, tmp_path: Path) -> None:
+    """Backward through the last k = 3 of the 8 steps only (the layer's k): still bit for bit."""
+    import copy
+    import dataclasses
+
+    from microtrain_tools import mtm
+
+    s = gru[0]
+    m = copy.deepcopy(s.m)
+    m.layers[0].params[6] = 3
+    path = tmp_path / "gru_k3.mtm"
+    mtm.save(m, path)
+    ms.check_training_bitexact(dataclasses.replace(s, path=path, m=m), tmp_path, "all", "int8", 1)
+
+
+def test_last2_training_lowers_the_loss(gru: ms.Suite, tmp_path: Path) -> None:
+    """last:2 is the GRU and the Linear: fine-tuning both on the device lowers the loss."""
+    ms.check_last2_lowers_the_loss(gru[0], tmp_path)

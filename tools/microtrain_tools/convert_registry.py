@@ -491,8 +491,8 @@ REGISTRY: tuple[OpEntry, ...] = (
             methods=("contiguous",), accept=_accept_dropout),
     OpEntry("gru", "nn.GRU(D, H, batch_first=True) (one layer, one direction), its output sequence "
             "(out, _ = gru(x))",
-            "GRU (format 1.5): the whole sequence in one layer, h_0 = 0 (the device trains the layers after "
-            "it; the GRU itself stays frozen for now)",
+            "GRU (format 1.5): the whole sequence in one layer, h_0 = 0; trained with backward through time "
+            "(truncation: k in its params)",
             "sequence models: (N, T, D) tensors are T tokens of D values; h_n unused; then out.mean(1) "
             "(GLOBAL_AVGPOOL) or a Linear on the tokens", modules=(nn.GRU,), accept=_accept_gru),
     OpEntry("layernorm", "nn.LayerNorm(F), F.layer_norm(x, (F,)) over the features of (N, F) or the D of "
