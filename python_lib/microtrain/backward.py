@@ -336,46 +336,8 @@ def matmul(m, bw, cur, scale, ly, j, e, s, policy):
         _arrive(bw, cur, scale, ta, dest, math.ldexp(s * ts[tb].scale * f, sh))
 
 
-def gru(m, bw, cur, scale, ly, j, e, s, policy):
-    """Backward through time (gru_s8_backward, numerics.md "GRU"): the weight gradient summed over
-    the steps into the gradient sums (x part at s_x, h part at s_h, on the steps' common 2^A), the
-    error of the input (base scale s * max(s_w) * 2^(A - 8 - R)). Its scratch: acc_views[j]."""
-    x_t = ly.inputs[0]
-    need = x_t in bw.region
-    if not ly.trained:
-        if need:
-            raise ValueError("backward: a frozen GRU layer (%s) passes no error: train it too" % ly.name)
-        return
-    if type(m.update) is not Sums:
-        raise ValueError("backward: GRU layer %s trains with the gradient sums only" % ly.name)
-    p = ly.params
-    t_n, d_n, h_n = p[0], p[1], p[2]
-    sc = bw.acc_views.get(j)
-    if sc is None:  # shifts, acc, int32 gw, gb, a spare ein, dtanh (the tables' last 1 KB)
-        z = quant.zeros
-        dt = K.mtm_view(memoryview(bytearray(ly.table[768:1792])), 105)  # int32 ('i')
-        sc = bw.acc_views[j] = (z("i", t_n), z("i", 5 * h_n), z("i", 3 * h_n * (d_n + h_n)), z("i", 4 * h_n),
-                                z("b", t_n * d_n), dt)
-    dest = _dest(bw, cur, x_t) if need else sc[4]
-    sh = K.gru_s8_backward(p, bw.bufs[x_t], ly.w, ly.wr, sc[5], bw.bufs[ly.output], ly.dtable, e, sc[0],
-                           sc[1], sc[2], sc[3], dest)
-    a = max(sc[0])
-    u = math.ldexp(s, a - 8)
-    ax = m.tensors[x_t].scale * u
-    ah = m.tensors[ly.output].scale * u
-    axpy = K.f32_axpy_i32
-    gwi, gw = memoryview(sc[2]), memoryview(ly.gw)
-    row = d_n + h_n
-    for o in range(0, 3 * h_n * row, row):
-        axpy(gwi[o:o + d_n], ax, gw[o:o + d_n])
-        axpy(gwi[o + d_n:o + row], ah, gw[o + d_n:o + row])
-    axpy(sc[3], u, ly.gb)
-    if need:
-        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s * ly.ein_top, a + sh - 8 - ly.ein_r))
-
-
 # indexed by op code (a list: smaller in RAM than a dict)
-BACKWARD = [None] * (_OP_GRU + 1)
+BACKWARD = [None] * (_OP_MATMUL + 1)  # (GRU's: microtrain.gru, loaded with a GRU's plan)
 BACKWARD[_OP_CONV2D] = conv2d
 BACKWARD[_OP_LINEAR] = linear
 BACKWARD[_OP_LUT] = lut
@@ -391,7 +353,6 @@ BACKWARD[_OP_MUL] = mul
 BACKWARD[_OP_LAYERNORM] = layernorm
 BACKWARD[_OP_SOFTMAX] = softmax
 BACKWARD[_OP_MATMUL] = matmul
-BACKWARD[_OP_GRU] = gru
 
 
 # Update modes: how a trained layer's gradient reaches its weights, one object per model
@@ -408,37 +369,6 @@ BACKWARD[_OP_GRU] = gru
 #   release()                set_trained replaces the mode: what it lent the layers goes back
 # stepwise.StepInBackward (each layer steps during backward) is the third, loaded on use.
 # The two here share this module with backward: one module object and globals dict less.
-
-
-def _gru_apply(ly, mw, mb, t, lr, s_x, r, row):
-    """A GRU layer's step (numerics.md, "GRU"): update_s8_apply over its 3H rows and their x-scale
-    biases, then every requantisation follows its row's new weight scale (x and h parts: the real
-    multiplier times s_w new / old) and b_hn (at s_h s_w) takes its step; gradient sums zeroed."""
-    import array
-
-    if mw is not None:
-        raise ValueError("GRU layer %s: no float32 master copy (not the last layer in mode mixed)" % ly.name)
-    h_n = ly.params[2]
-    h3 = 3 * h_n
-    old = array.array("f", ly.w_scale)
-    mu, shf = ly.mult, ly.shift
-    m0, s0 = array.array("i", mu), array.array("i", shf)
-    b, gb = memoryview(ly.b), memoryview(ly.gb)
-    r = optim.F.update_s8_apply(ly.w, ly.w_scale, b[:h3], memoryview(mu)[:h3], memoryview(shf)[:h3], ly.gw,
-                                gb[:h3], None, None, t, lr, s_x, s_x, r, row)
-    sw = ly.w_scale
-    for i in range(2 * h3):
-        c = i - h3 if i >= h3 else i
-        mu[i], shf[i] = quant.quantize_multiplier(math.ldexp(m0[i], s0[i] - 31) * (sw[c] / old[c]))
-    s_h = ly.out_scale
-    for c in range(h_n):
-        k = 2 * h_n + c
-        v = ly.b[h3 + c] * (s_h * old[k]) - lr * gb[h3 + c]
-        q = quant.rnd(v / (s_h * sw[k]))
-        ly.b[h3 + c] = -1073741824 if q < -1073741824 else (1073741824 if q > 1073741824 else q)
-        gb[h3 + c] = 0.0
-    ly.refresh_ratios()  # its backward reads them (the carry through W_hh), first trained layer or not
-    return r
 
 
 class Sums:
@@ -476,7 +406,9 @@ class Sums:
         opt.direction(pw, st, n)
         opt.direction(pb, st, n)
         if ly.op == _OP_GRU:
-            return _gru_apply(ly, mw, mb, t, lr, s_in, r, row)
+            from microtrain.gru import apply
+
+            return apply(ly, mw, mb, t, lr, s_in, r, row)
         return optim.F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, mw, mb, t, lr,
                                        s_in, s_out, r, row)
 

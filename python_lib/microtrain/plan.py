@@ -260,6 +260,11 @@ def backward_plan(m, first, window, redo):
     the sums). (One argument for both: a parameter more is a larger heap-allocated frame.)
     redo: an activation may hold the scratch, made again (recompute_host); 2: the plan may be
     placed through backward too (redo_plan: nothing reads that activation after the forward)."""
+    for ly in m.layers[first:]:  # a GRU's backward and update: their own module
+        if ly.op == _OP_GRU:
+            import microtrain.gru  # noqa: F401
+
+            break
     from microtrain import backward, kern, quant
 
     K = kern.K
