@@ -5,8 +5,6 @@ from typing import Any
 from microtrain.backward import BackwardPlan
 from microtrain.model import Layer, Model
 
-K: Any
-
 def gru(m: Model, bw: BackwardPlan, cur: dict[int, Any], scale: dict[int, float], ly: Layer, j: int,
         e: Any, s: float, policy: Any) -> None: ...
 def apply(ly: Layer, mw: Any, mb: Any, t: Any, lr: float, s_x: float, r: int, row: Any) -> int: ...
