@@ -17,8 +17,10 @@ folded as on the device, same layers, SGD, batch, epochs): its held-out reconstr
 the device must be within 5 % of PyTorch's. MobileNetV2 is fine-tuned sparsely instead, as
 `make mem-mcu`'s mbv2_035_sparse trains it (:data:`SPARSE_PROTOCOL`), on the device and in PyTorch
 float32 (BN folded, the same layers, policy, SGD, batch, epochs): its accuracy on the fine-tuning
-samples on the device must be within ``SPARSE_TOL`` of PyTorch's. ``ops`` counts the docs/ops.md
-rows the suite uses.
+samples on the device must be within ``SPARSE_TOL`` of PyTorch's. The sequence and attention models
+of ``coverage_ops.VS_TORCH`` are fine-tuned on the device and in PyTorch float32 on the same protocol
+(:func:`torch_finetune`; the GRU on smartwatch windows whole, with backward through time): the
+device's accuracy on the fine-tuning samples within ``VS_TORCH_TOL`` of PyTorch's. ``ops`` counts the docs/ops.md rows the suite uses.
 
 The MLPerf models do not all fit a 256 KB heap (docs/memory.md): every model runs on the unix port
 with a large heap (``HEAP``). Last line::
@@ -282,8 +284,12 @@ def small_case(name: str, group: str, model: nn.Module, shape: tuple[int, ...]) 
     t0 = time.perf_counter()
     with torch.no_grad():
         n_out = int(model.eval()(torch.zeros(2, *shape)).shape[1])
-    if len(shape) == 2 and shape[0] == 6:
-        x, y, pre = _har_windows(shape)
+    if len(shape) == 2 and 6 in (shape[0], shape[1]):
+        # HAR windows: (C, L) signals, or (T, D) steps for a sequence model (shape[1] == 6)
+        seq = shape[0] != 6
+        x, y, pre = _har_windows((6, shape[0]) if seq else shape)
+        if seq:
+            x = np.ascontiguousarray(x.transpose(0, 2, 1))
         y = y % n_out
         rest = np.random.default_rng(0).permutation(np.flatnonzero(~pre))
         tr, tune, te = np.flatnonzero(pre), rest[:len(rest) // 2], rest[len(rest) // 2:]
@@ -369,10 +375,12 @@ PROTOCOL: dict[str, Any] = {"layers": "last:2", "mode": "mixed", "lr": 0.01, "mo
 SPARSE_PROTOCOL: dict[str, Any] = {"layers": list(mlp.MBV2_SPARSE_LAYERS), "mode": "int8", "lr": 0.05,
                                    "momentum": 0.0, "batch": 1, "epochs": 2, "seed": 1, "sparse": 0.1}
 SPARSE_TOL = 0.05
-# coverage_ops.VS_TORCH: PROTOCOL also run in PyTorch float32; the device's accuracy on the fine-tuning
-# samples after it must be within VS_TORCH_TOL of PyTorch's
+# coverage_ops.VS_TORCH: the device's protocol also run in PyTorch float32; the device's accuracy on the
+# fine-tuning samples after it must be within VS_TORCH_TOL of PyTorch's
 VS_TORCH_TOL = 0.02
-PROTOCOLS: dict[str, dict[str, Any]] = {"mobilenet_v2": SPARSE_PROTOCOL}
+# the GRU is fine-tuned whole (the GRU with backward through time, its head)
+PROTOCOLS: dict[str, dict[str, Any]] = {"mobilenet_v2": SPARSE_PROTOCOL,
+                                        "ops-gru_har": dict(PROTOCOL, layers="all")}
 AE_PROTOCOL: dict[str, Any] = {"layers": "last:2", "mode": "mixed", "lr": 0.01, "momentum": 0.9, "batch": 8,
                                "epochs": 3, "seed": 1}
 
@@ -498,18 +506,22 @@ def torch_sparse_finetune(model: nn.Module, x: F32, y: I64, p: dict[str, Any]) -
     return before, acc()
 
 
-def torch_last2_finetune(model: nn.Module, m: mtm.Model, x: F32, y: I64, p: dict[str, Any]
-                         ) -> tuple[float, float]:
-    """PROTOCOL in PyTorch float32: the file's last two weighted layers (their modules, by the layer
-    names: a LayerNorm's affine conv is the LayerNorm) trained by SGD with momentum, the batch and
-    epochs of the device. Returns the accuracy on the samples before and after."""
+def torch_finetune(model: nn.Module, m: mtm.Model, x: F32, y: I64, p: dict[str, Any]) -> tuple[float, float]:
+    """A device protocol in PyTorch float32: every parameter (``layers="all"``) or the file's last N
+    weighted layers (``last:N``; their modules, by the layer names: a LayerNorm's affine conv is the
+    LayerNorm) trained by SGD with momentum, the batch and epochs of the device. Returns the accuracy
+    on the samples before and after."""
     torch.manual_seed(p["seed"])
     net = copy.deepcopy(model).eval()
-    mods = dict(net.named_modules())
-    names = [ly.name for ly in m.layers if ly.op in (mtm.Op.CONV2D, mtm.Op.LINEAR)][-2:]
+    if p["layers"] == "all":
+        params = list(net.parameters())
+    else:
+        mods = dict(net.named_modules())
+        n_last = int(str(p["layers"]).split(":")[1])
+        names = [ly.name for ly in m.layers if ly.op in (mtm.Op.CONV2D, mtm.Op.LINEAR)][-n_last:]
+        params = [q for n in names for q in mods[n].parameters()]
     for q in net.parameters():
         q.requires_grad_(False)
-    params = [q for n in names for q in mods[n].parameters()]
     for q in params:
         q.requires_grad_(True)
     opt = torch.optim.SGD(params, lr=p["lr"], momentum=p["momentum"])
@@ -563,7 +575,7 @@ def run_case(c: Case, work: Path = WORKDIR, heapsize: str = HEAP) -> Result:
             res.torch_acc = torch_sparse_finetune(c.model, c.x_tune, c.y_tune, proto)
             res.torch_tol = SPARSE_TOL
         elif c.name in coverage_ops.VS_TORCH:
-            res.torch_acc = torch_last2_finetune(c.model, m, c.x_tune, c.y_tune, proto)
+            res.torch_acc = torch_finetune(c.model, m, c.x_tune, c.y_tune, proto)
             res.torch_tol = VS_TORCH_TOL
     else:  # agreement has no meaning for a regression: report the MSE comparison instead
         res.torch_mse = torch_ae_finetune(c.model, c.x_tune, c.x_test, proto)
@@ -635,7 +647,7 @@ def vs_torch_doc(results: Sequence[Result], argv: Sequence[str]) -> str:
              "model below is trained briefly in PyTorch, converted, and fine-tuned on the device (the real "
              "`micropython`, x64 natmod) and in PyTorch float32 on the same protocol: the same layers, "
              "optimiser, batch and epochs (evals/accuracy/coverage.py: `PROTOCOL` with "
-             "`torch_last2_finetune`, MobileNetV2's `SPARSE_PROTOCOL` with `torch_sparse_finetune`). "
+             "`torch_finetune`, MobileNetV2's `SPARSE_PROTOCOL` with `torch_sparse_finetune`). "
              "Accuracy on the fine-tuning samples before and after; the device must end within the bar "
              "below PyTorch's.", "",
              "| model | device before -> after | PyTorch float32 before -> after | device - PyTorch | bar |",

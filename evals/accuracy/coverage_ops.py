@@ -1,5 +1,5 @@
 """One small model per op the idiom models do not cover (channel concatenation, nearest
-upsampling, transposed convs, element-wise products, attention), for the `make coverage` runner: it
+upsampling, transposed convs, element-wise products, attention, a GRU), for the `make coverage` runner: it
 converts, runs and fine-tunes each, like the MLPerf Tiny models.
 
 ``models()`` returns ``(name, module, input shape CHW)`` triples; the modules are untrained
@@ -238,15 +238,33 @@ class ConvTransformer(nn.Module):
 
 
 # the models whose fine-tune is also run in PyTorch float32 (coverage.py's bar and table)
-VS_TORCH = ("ops-mha-encoder", "ops-cct", "ops-mbv3", "ops-conv1d-tfm")
+VS_TORCH = ("ops-mha-encoder", "ops-cct", "ops-mbv3", "ops-conv1d-tfm", "ops-gru_har")
+class GruHar(nn.Module):
+    """A GRU over smartwatch windows (T steps of the 6 IMU channels), the mean of its states over the
+    steps, a two-layer classifier head."""
+
+    def __init__(self, hidden: int = 48) -> None:
+        super().__init__()
+        self.gru = nn.GRU(6, hidden, batch_first=True)
+        self.fc1 = nn.Linear(hidden, hidden)
+        self.fc2 = nn.Linear(hidden, 7)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.gru(x)
+        return self.fc2(F.relu(self.fc1(out.mean(1))))
+
+
+# the GRU's windows: 64 steps (1.28 s at 50 Hz) of the 6 channels, (T, D)
+GRU_HAR_SHAPE = (64, 6)
 
 
 def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
-    """(name, untrained module, input shape CHW): one small model per new op."""
+    """(name, untrained module, input shape CHW, or (T, D) for a sequence): one small model per new op."""
     c = shape[0]
     torch.manual_seed(0)
     return [("ops-concat", CatSkip(c), shape), ("ops-upsample", UpNet(c), shape),
             ("ops-interpolate", InterpNet(c), shape), ("ops-conv-transpose", DeconvNet(c), shape),
             ("ops-se", SENet(c), shape), ("ops-encoder", Encoder(c), shape),
             ("ops-mha-encoder", MhaEncoder(c), shape), ("ops-cct", CCT(c), shape),
-            ("ops-mbv3", MbV3Net(c), shape), ("ops-conv1d-tfm", ConvTransformer(), (6, 128))]
+            ("ops-mbv3", MbV3Net(c), shape), ("ops-conv1d-tfm", ConvTransformer(), (6, 128)),
+            ("ops-gru_har", GruHar(), GRU_HAR_SHAPE)]

@@ -38,6 +38,9 @@ Fashion-MNIST transfer CNN of evals/models):
 - tfm_last2: a transformer encoder block with two-head self-attention over Fashion-MNIST's 28 rows
   as tokens (evals/accuracy/coverage_ops.py ``MhaEncoder``), training last:2, mixed, SGD momentum,
   batch 1.
+- gru_har_all: a GRU (H 16) over 64 steps of the 6 smartwatch channels and its two-layer head,
+  all layers trained (the GRU with backward through time, its gradient sums), mixed, SGD
+  momentum, batch 1.
 
 ``microtrain info``'s prediction per case (tools/microtrain_tools/info.py
 ``peak_heap``: package, model objects, file when read into RAM, one sample,
@@ -46,7 +49,7 @@ peak. A case that fails prints its phase (``FAIL(phase)``), never a number.
 The held-out cases (HELD_OUT: other layer sets, modes and batches of the same models, to
 which info's constants were not fitted) get a line of their own, ``mem-mcu held-out (FW): ...``.
 Ends with ``mem-mcu: resnet8_infer=K dscnn_last2=K mbv1_sparse=K fmnist_all=K mbv2_035_sparse=K
-dscnn_last2_f32=K fmnist_all_f32=K tfm_last2=K info_err=P``.
+dscnn_last2_f32=K fmnist_all_f32=K tfm_last2=K gru_har_all=K info_err=P``.
 """
 
 from __future__ import annotations
@@ -114,6 +117,9 @@ CASES = (
     # attention: the scores of both heads (2 x 28 x 28) and the tokens of the block kept for backward
     MemCase("tfm_last2", "tfm", "last:2"),
 )
+# A GRU over 64 steps of the 6 smartwatch channels (coverage_ops.GruHar), all layers trained (the GRU
+# with backward through time: its gates of every step kept, its gradient sums)
+SEQ_CASES = (MemCase("gru_har_all", "gru_har", "all"),)
 # Held out: microtrain info's constants are fitted to CASES; these other layer sets, modes and
 # batches check the prediction where it was not fitted (their own line, not the acceptance one)
 HELD_OUT = (
@@ -207,6 +213,18 @@ def models() -> None:
             x = np.concatenate([c.x_tune] * (-(-SAMPLES // len(c.x_tune))))[:SAMPLES]
             y = np.concatenate([c.y_tune] * (-(-SAMPLES // len(c.y_tune))))[:SAMPLES]
             write_mtd(BUILD / f"{c.name}.mtd", cv.quantize_input(data, x), y)
+    if not (BUILD / "gru_har.mtd").is_file():
+        import torch
+
+        from evals.accuracy import coverage_ops
+        from evals.lib import datasets as ds
+
+        w = ds.watch_windows(window=coverage_ops.GRU_HAR_SHAPE[0])
+        x = np.ascontiguousarray(w.x.transpose(0, 2, 1)[:256])  # (N, T, 6) steps
+        torch.manual_seed(0)  # H 16: its float32 sums, momentum and int32 scratch are 3 x 4.2 KB
+        data = mtm.write(cv.convert(coverage_ops.GruHar(hidden=16).eval(), x, progress=False))
+        (BUILD / "gru_har.mtm").write_bytes(data)
+        write_mtd(BUILD / "gru_har.mtd", cv.quantize_input(data, x[:SAMPLES]), w.y[:SAMPLES] % 7)
     if not (BUILD / "fmnist.mtd").is_file():
         from evals.lib import datasets as ds
         from evals.lib import transfer_model as tm
@@ -398,7 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--write-doc", action="store_true",
                     help="write the acceptance cases' table into docs/memory.md (its generated part)")
     a = ap.parse_args(argv)
-    cases = BF16 if a.bf16 else CASES + (() if a.no_held_out else HELD_OUT)
+    cases = BF16 if a.bf16 else CASES + SEQ_CASES + (() if a.no_held_out else HELD_OUT)
     models()
     loads = {"both": ("file", "rom"), "all": ("file", "frozen", "rom")}.get(a.load, (a.load,))
     fws = ("natmod", "builtin") if a.fw == "both" else (a.fw,)

@@ -33,6 +33,7 @@ _OP_MUL = const(12)
 _OP_LAYERNORM = const(13)
 _OP_SOFTMAX = const(14)
 _OP_MATMUL = const(15)
+_OP_GRU = const(16)
 _ACT_RELU = const(1)
 _ACT_RELU6 = const(2)
 # --- generated: end
@@ -354,7 +355,7 @@ def matmul(m, bw, cur, scale, ly, j, e, s, policy):
 
 
 # indexed by op code (a list: smaller in RAM than a dict)
-BACKWARD = [None] * (_OP_MATMUL + 1)
+BACKWARD = [None] * (_OP_MATMUL + 1)  # (GRU's: microtrain.gru, loaded with a GRU's plan)
 BACKWARD[_OP_CONV2D] = conv2d
 BACKWARD[_OP_LINEAR] = linear
 BACKWARD[_OP_LUT] = lut
@@ -422,6 +423,10 @@ class Sums:
         st = opt._st.get(ly.index)  # (opt.apply made it before any layer: state(ly) without the call)
         opt.direction(pw, st, n)
         opt.direction(pb, st, n)
+        if ly.op == _OP_GRU:
+            from microtrain.gru import apply
+
+            return apply(ly, mw, mb, t, lr, s_in, r, row)
         return optim.F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, mw, mb, t, lr,
                                        s_in, s_out, r, row)
 

@@ -36,6 +36,7 @@ _OP_CONCAT = const(10)
 _OP_UPSAMPLE = const(11)
 _OP_MUL = const(12)
 _OP_MATMUL = const(15)
+_OP_GRU = const(16)
 # --- generated: end
 
 
@@ -283,7 +284,7 @@ def _write(model, tmp, trainer):
     held = {}  # a layer's constants: the layer's arrays (a trained layer's are its copies)
     for ly in model.layers:
         w_t, b_t, m_t, s_t = ly.tensor_ids()
-        if ly.table is not None:
+        if ly.table is not None and ly.w is None:  # a LUT's tables (a GRU's stay in the file)
             held[w_t], held[b_t] = ly.table, ly.dtable
         elif ly.w is not None and w_t >= 0:
             held[w_t], held[b_t] = ly.w, ly.b
@@ -307,15 +308,15 @@ def _write(model, tmp, trainer):
     flags = _FLAG_TRAINED | (_FLAG_HAS_STATE if new_state else 0)
 
     # the oldest version with every op of the file (format.md, Header), 1.3 for Adam's second moments,
-    # 1.4 for MUL, LAYERNORM, SOFTMAX, MATMUL, 1.5 for a multi-head MATMUL (13 params)
+    # 1.4 for MUL, LAYERNORM, SOFTMAX, MATMUL, 1.5 for GRU and a multi-head MATMUL (13 params)
     minor = 0
     for ly in model.layers:
         if ly.op == _OP_LUT:
             minor = max(minor, 1)
         elif ly.op == _OP_CONCAT or ly.op == _OP_UPSAMPLE or (ly.op == _OP_CONV2D and len(ly.params) == 19):
             minor = max(minor, 2)
-        elif ly.op >= _OP_MUL:  # MUL, LAYERNORM, SOFTMAX, MATMUL
-            minor = max(minor, 5 if ly.op == _OP_MATMUL and len(ly.params) == 13 else 4)
+        elif ly.op >= _OP_MUL:  # MUL, LAYERNORM, SOFTMAX, MATMUL; GRU
+            minor = max(minor, 5 if ly.op >= _OP_GRU or (ly.op == _OP_MATMUL and len(ly.params) == 13) else 4)
     if any(k >= 4 for _, k, _, _ in new_state):
         minor = max(minor, 3)
     head = bytearray(b[0:_HEADER_SIZE])
@@ -353,7 +354,9 @@ def _write(model, tmp, trainer):
             src = lt_off + _LAYER_ENTRY * ly.index
             e[:] = b[src:src + _LAYER_ENTRY]
             struct.pack_into("<I", e, 4, 1 if (ly.trained or ly.modified) else (ly.flags & 1))
-            in1 = ly.inputs[1] if len(ly.inputs) > 1 else -1
+            # a GRU's in1: its tables
+            in1 = ly.inputs[1] if len(ly.inputs) > 1 else struct.unpack_from("<I", e, 28)[0] \
+                if ly.op == _OP_GRU else -1
             sl = [slot_idx.get((ly.index, k), NONE) for k in range(6)]
             w_t, b_t, m_t, s_t = ly.tensor_ids()
             struct.pack_into("<IIIIIIIIIIIHH", e, 24, idx(ly.inputs[0]), idx(in1), idx(ly.output),

@@ -6,7 +6,15 @@
 # a model file does not fit, and forgotten again (forget()).
 import gc
 
+from micropython import const
+
 from microtrain import kern, plan
+
+# --- generated from tools/microtrain_tools/mtm_layout.py: begin
+# (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
+# The .mtm constants this module reads, private: inlined, no globals entry.
+_OP_GRU = const(16)
+# --- generated: end
 
 
 # heap bytes of one buffer of n bytes: the array object (16 B) and the data
@@ -142,8 +150,21 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     dmax = 11.7835 / model.output.scale
     n_lut = 256 if dmax >= 255 else int(dmax) + 1
     loss = 0 if model.ce_bufs is not None else _buf(4 * n_lut) + _buf(model.output.numel) + _buf(12)
-    return [("gradients", grads), ("optimiser state", state), ("master copies", master),
-            ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
+    out = [("gradients", grads), ("optimiser state", state), ("master copies", master),
+           ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
+    # a GRU's gates of every step, kept by its forward (made with the first plan that runs it), and a
+    # trained one's backward scratch (backward.gru: shifts, acc, int32 gw and gb, an input error, dtanh)
+    seq = 0
+    for ly in layers:
+        p = ly.params
+        if ly.op == _OP_GRU and ly.dtable is None:
+            seq += _buf(4 * p[0] * p[2])
+        if ly.op == _OP_GRU and ly.index in idx:
+            seq += _buf(4 * p[0]) + _buf(20 * p[2]) + _buf(12 * p[2] * (p[1] + p[2])) + _buf(16 * p[2]) + \
+                _buf(p[0] * p[1]) + _buf(1024) + 64
+    if seq:
+        out.append(("sequence buffers", seq))
+    return out
 
 
 def largest_free(free=None):

@@ -94,6 +94,7 @@ _OP_MUL = const(12)
 _OP_LAYERNORM = const(13)
 _OP_SOFTMAX = const(14)
 _OP_MATMUL = const(15)
+_OP_GRU = const(16)
 # --- generated: end
 
 # Descriptor entries (docs/numerics.md, "Python binding") read here (backward.py reads the
@@ -212,7 +213,9 @@ class Layer:
     modified = False  # parameters updated on the device (TRAINED flag in checkpoints)
     grad = None  # (gw, gb) float32 arrays while trained
     w = b = mult = shift = w_scale = None
-    table = dtable = None  # lut: the forward table (weight slot) and the derivative table (bias slot)
+    # lut: the forward table (weight slot) and the derivative table (bias slot); gru: its tables (in1)
+    # and (dtable) each step's gates, kept by the forward for backward
+    table = dtable = None
     gw = gb = None  # the update mode's (model.update): gradient sums, or the momentum itself
     master_w = master_b = None  # float32 master copies (float modes)
     touched = None  # sparse training: channels with a gradient since the last update
@@ -237,7 +240,7 @@ class Layer:
         if n:
             self._fz = o << 10 | n if n < 1024 and o < 1 << 20 else str(bytes(b[o:o + n]), "utf-8")
         i0, i1 = row[_LROW_IN0], row[_LROW_IN1]
-        self.inputs = (i0,) if i1 == _NONE_I32 else (i0, i1)
+        self.inputs = (i0,) if i1 == _NONE_I32 or self.op == _OP_GRU else (i0, i1)
         self.output = row[_LROW_OUT]
         st = (row[_LROW_STATE0], row[_LROW_STATE1], row[_LROW_STATE2], row[_LROW_STATE3],
               row[_LROW_STATE4], row[_LROW_STATE5])  # (STATE4, 5: format 1.3)
@@ -245,7 +248,7 @@ class Layer:
             self.state_t = st
         # the kernel descriptor, zero-copy
         self.params = model._i32(row[_LROW_PARAMS_OFF], row[_LROW_N_PARAMS])
-        if self.op == _OP_CONV2D or self.op == _OP_LINEAR:
+        if self.op == _OP_CONV2D or self.op == _OP_LINEAR or self.op == _OP_GRU:
             c = model._const
             self.w = c(row[_LROW_WEIGHT])
             q = model._trow[_TROW_QSCALES]  # the weights' scales
@@ -256,6 +259,8 @@ class Layer:
         if self.op == _OP_LUT:
             self.table = model._const(row[_LROW_WEIGHT])
             self.dtable = model._const(row[_LROW_BIAS])
+        if self.op == _OP_GRU:  # its activations' tables, then dtanh (in1)
+            self.table = model._const(i1)
 
     @property
     def name(self):
@@ -280,6 +285,8 @@ class Layer:
     @property
     def out_c(self):
         p = self.params
+        if self.op == _OP_GRU:  # its weight rows: the three gates' units
+            return 3 * p[2]
         return p[_P_CONV_OUT_C] if self.op == _OP_CONV2D else p[_P_LIN_OUT_N]
 
     @property
@@ -331,6 +338,8 @@ class Layer:
         self.mult = array.array("i", self.mult)
         self.shift = array.array("i", self.shift)
         self.w_scale = array.array("f", self.w_scale)  # (checkpoints write the layer's arrays)
+        if self.op == _OP_GRU:  # its descriptor holds backward's factor of the weight scales
+            self.params = array.array("i", self.params)
 
     def refresh_ratios(self):
         """Grad-input weight ratios for the current per-channel weight scales
@@ -347,7 +356,7 @@ class Layer:
             if self.op == _OP_CONV2D:
                 terms = p[_P_CONV_K_H] * p[_P_CONV_K_W] * (p[_P_CONV_OUT_C] // p[_P_CONV_GROUPS])
             else:
-                terms = p[_P_LIN_OUT_N]
+                terms = self.out_c
             # R: the largest R <= 15 with max(wr) * terms * 16384 <= 2^31 - 1 (numerics.md)
             r = 15
             while r > 0 and (1 << r) * terms * 16384 > 2147483647:
@@ -358,6 +367,9 @@ class Layer:
         # the index of max(w_scale): backward reads that one float (max() over the array would
         # box every scale: most of a training step's garbage); not cached: 16 B per layer
         self._ein_i = Layer._ratios(self.w_scale, self.ein_r, self.wr)
+        if self.op == _OP_GRU:  # backward's (m_w, sh_w): max(s_w) 2^-R (numerics.md, GRU)
+            from microtrain.quant import quantize_multiplier
+            self.params[11], self.params[12] = quantize_multiplier(math.ldexp(self.ein_top, -self.ein_r))
 
     def touch(self, mask):
         """Sparse training: mark the channels of mask (1 = kept) as having a gradient since
@@ -694,6 +706,11 @@ class Model:
             return (K.layernorm_s8_forward, (p, x, y), ly)
         if op == _OP_MATMUL:  # (the factor after the descriptor: the backward's)
             return (K.matmul_s8_forward, (p[:len(p) - 1], x, bufs[ly.inputs[1]], y), ly)
+        if op == _OP_GRU:
+            if ly.dtable is None:
+                ly.dtable = bytearray(4 * p[0] * p[2])  # T x 4H
+            return (K.gru_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, memoryview(ly.table)[:768], y,
+                                       ly.dtable), ly)
         if op == _OP_SOFTMAX:
             if ly.table is None:  # the exp table of its input's scale (fixed: activation scales stay)
                 ly.table = softmax_lut(self.tensors[ly.inputs[0]].scale)

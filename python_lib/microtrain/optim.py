@@ -89,9 +89,14 @@ class Param:
         self.scale = ly.w_scale
         if bias:
             self.g, self.k, self.q, self.f, self.master, self.i = ly.gb, 1, ly.b, ly.in_scale, ly.master_b, 1
+            c = len(ly.w_scale)
+            if len(ly.b) > c:  # a GRU: b_hn after its 3H rows' biases, its row's scale (no weight decay)
+                sc = self.scale = zeros("f", len(ly.b))
+                sc[:c] = ly.w_scale
+                sc[c:] = ly.w_scale[c - (len(ly.b) - c):]
         else:
-            self.g, self.k, self.q, self.f, self.master, self.i = (ly.gw, len(ly.w) // len(ly.b), ly.w, 1.0,
-                                                                   ly.master_w, 0)
+            self.g, self.k, self.q, self.f, self.master, self.i = (ly.gw, len(ly.w) // len(ly.w_scale), ly.w,
+                                                                   1.0, ly.master_w, 0)
 
 
 class _Optimizer:

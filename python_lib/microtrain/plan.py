@@ -25,6 +25,7 @@ _OP_AVGPOOL = const(6)
 _OP_MUL = const(12)
 _OP_SOFTMAX = const(14)
 _OP_MATMUL = const(15)
+_OP_GRU = const(16)
 # --- generated: end
 
 
@@ -172,7 +173,7 @@ def inplace_errors(m, first, region, over=True):
             if src.op == _OP_CONV2D or src.op == _OP_LINEAR:
                 out[t] = src
         elif over and (op == _OP_CONV2D or op == _OP_LINEAR) and src.op != _OP_RELU and src.op != _OP_RELU6 \
-                and src.op != _OP_SOFTMAX \
+                and src.op != _OP_SOFTMAX and src.op != _OP_GRU \
                 and (not src.act or src.op == _OP_CONV2D or src.op == _OP_LINEAR):
             out[t] = src
     return out
@@ -259,6 +260,11 @@ def backward_plan(m, first, window, redo):
     the sums). (One argument for both: a parameter more is a larger heap-allocated frame.)
     redo: an activation may hold the scratch, made again (recompute_host); 2: the plan may be
     placed through backward too (redo_plan: nothing reads that activation after the forward)."""
+    for ly in m.layers[first:]:  # a GRU's backward and update: their own module
+        if ly.op == _OP_GRU:
+            import microtrain.gru  # noqa: F401
+
+            break
     from microtrain import backward, kern, quant
 
     K = kern.K

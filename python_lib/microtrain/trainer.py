@@ -15,6 +15,7 @@ from microtrain.quant import zeros
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
 # The .mtm constants this module reads, private: inlined, no globals entry.
 _KIND_STATE = const(2)
+_OP_GRU = const(16)
 # --- generated: end
 
 MODES = ("int8", "mixed", "float32")
@@ -169,7 +170,7 @@ class Trainer:
         self.sparse = sparse
         self.batch = batch
         self.schedule = sched
-        how = self._update_mode(sums)
+        how = self._update_mode(sums, idx)
         model.drop_plans(idx[0])  # the inference plan's buffers: the training plan replaces them
         self._check_memory(idx, how, recompute)
         self._set_up(idx, how, health or adapt_ranges, adapt_ranges, recompute)
@@ -219,11 +220,18 @@ class Trainer:
             raise ValueError("Trainer: adapt_ranges and recompute must be True or False, health None, "
                              "True or False")
 
-    def _update_mode(self, sums):
+    def _update_mode(self, sums, idx):
         # which update mode (backward.py, stepwise.py) the settings give: "sums", "momentum" (each
         # gradient into the SGD momentum) or "backward" (plain SGD at batch 1: each layer steps during
-        # backward)
+        # backward); a trained GRU keeps the gradient sums (its update: backward.Sums)
         o, batch, sparse = self.opt, self.batch, self.sparse
+        for i in idx:
+            if self.model.layers[i].op == _OP_GRU:
+                if sums is False or sparse is not None or self.mode == "float32" or o.standardize or \
+                        o.weight_decay:
+                    raise ValueError("Trainer: a GRU layer trains with the gradient sums, without a sparse "
+                                     "policy, weight decay, standardize or mode float32")
+                return "sums"
         # (a bfloat16 state keeps the gradient sums unless sums=False: then each gradient goes
         # through a float32 window of a few output channels into it, IntoMomentum)
         sgd = type(o) is optim.SGD and not o.weight_decay and not o.standardize

@@ -276,6 +276,37 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                 p.heads = np == MT_MATMUL_NPARAMS + 1 ? prm[MT_MATMUL_NPARAMS - 1] : 1;  // (12: the factor)
                 need("matmul", mt_matmul_check(&p));
                 mt_matmul_s8_forward(&p, x, act[l[10]], y);
+            } else if (op == 16) {  // GRU: its tables in in1; forward keeps the steps' gates, then BPTT
+                mt_gru_params_t p;
+                memcpy(&p, prm, sizeof p);
+                need("gru", mt_gru_check(&p));
+                int32_t tw[MTM_TENSOR_N], tb[MTM_TENSOR_N], tm[MTM_TENSOR_N], ts[MTM_TENSOR_N], tt[MTM_TENSOR_N];
+                mt_mtm_tensor(b, (uint32_t)l[12], tw);
+                mt_mtm_tensor(b, (uint32_t)l[13], tb);
+                mt_mtm_tensor(b, (uint32_t)l[14], tm);
+                mt_mtm_tensor(b, (uint32_t)l[15], ts);
+                mt_mtm_tensor(b, (uint32_t)l[10], tt);
+                const size_t h = (size_t)p.h, rows = 3 * h;
+                int32_t *bias = xmalloc(16 * h), *mult = xmalloc(24 * h), *shift = xmalloc(24 * h);
+                int32_t *wr = xmalloc(4 * rows), *dtanh = xmalloc(1024), *shifts = xmalloc(4u * (size_t)p.t);
+                int32_t *acc5 = xmalloc(20 * h), *gw = xmalloc(4 * rows * (size_t)(p.d + p.h)), *gb = xmalloc(16 * h);
+                int8_t *keep = xmalloc(4 * h * (size_t)p.t);
+                memcpy(bias, b + tb[9], 16 * h);
+                memcpy(mult, b + tm[9], 24 * h);
+                memcpy(shift, b + ts[9], 24 * h);
+                memcpy(dtanh, b + tt[9] + 768, 1024);
+                need("gru bias", mt_gru_bias_check(bias, p.h));
+                need("gru requant", mt_gru_rq_check(mult, shift, p.h));
+                need("gru dtanh", mt_gru_dtanh_check(dtanh, 256));
+                for (size_t k = 0; k < rows; ++k) {
+                    wr[k] = ratio_one((int32_t)rows);
+                }
+                need("gru wr", mt_gru_wr_check(wr, p.h));
+                const int8_t *w = (const int8_t *)(b + tw[9]);
+                mt_gru_s8_forward(&p, x, w, bias, mult, shift, (const int8_t *)(b + tt[9]), y, keep);
+                (void)mt_gru_s8_backward(&p, x, w, wr, dtanh, y, keep, e, shifts, acc5, gw, gb, ein);
+                free(bias), free(mult), free(shift), free(wr), free(dtanh), free(shifts);
+                free(acc5), free(gw), free(gb), free(keep);
             } else {
                 mt_add_params_t p;
                 memcpy(&p, prm, sizeof p);

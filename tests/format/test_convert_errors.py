@@ -61,13 +61,22 @@ class Fn(nn.Module):
         return self.fn(self.a(self.pre(x)))
 
 
-class Gru(nn.Module):
+class Lstm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(8, 4, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lstm(x)[0]
+
+
+class GruLast(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.gru = nn.GRU(8, 4, batch_first=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.gru(x)[0]
+        return self.gru(x)[0][:, -1]
 
 
 class BnRelu(nn.Module):
@@ -133,8 +142,10 @@ REFUSED = [
                                                                 r"\(2, 2\) must be below the kernel"),
     (Fn(lambda y: torch.cat([torch.flatten(y, 1), torch.flatten(y, 1)], 1)), IMG,
      r"^layer 'cat' .*joins a flattened \(C, H, W\) map"),
-    (Gru(), (8, 8, 8), r"^layer 'gru' \(GRU\): unsupported op: recurrent layers \(GRU / LSTM / RNN\) are not "
-                       r"supported yet: use nn.Conv1d"),
+    (GruLast(), (8, 8, 8), r"^layer 'gru' \(GRU\): one step of the GRU's output \(out\[:, -1\]\) does not "
+                           r"convert yet: use out.mean\(1\)"),
+    (Lstm(), (8, 8, 8), r"^layer 'lstm' \(LSTM\): unsupported op: these recurrent layers are not supported "
+                        r"yet: use nn.GRU"),
     (Fn(nn.PixelShuffle(2)), IMG, r"^layer 'fn' \(PixelShuffle\): unsupported op: no device kernel for it "
                                   r"\(see `microtrain convert --list-ops`"),
     (Fn(lambda y: y.clamp(-1, 1)), IMG, r"^layer 'clamp' \(method \.clamp\(\)\): clamp\(-1, 1\): only "

@@ -99,6 +99,9 @@ MUL_DESC = oracle.mul_params(0.02, 3, 0.05, -7, 0.04, 1, 6, 4, 1, 4)  # 6 x 4, x
 # (3 x 5) (4 x 5)^T, its one head written out (the 12-int form)
 MATMUL_DESC = [*oracle.matmul_params(0.02, 3, 0.05, -7, 0.01, 1, 3, 5, 4, 1), 1]
 LN_DESC = oracle.layernorm_params(0.05, 3, 0.03, -2, 8, 3)  # 3 rows of 8
+# GRU: 4 steps of 3 inputs, 2 units
+GRU_T, GRU_D, GRU_H = 4, 3, 2
+GRU = oracle.gru_params(GRU_T, GRU_D, GRU_H, 0.05, 3, np.full(6, 0.01), 0.05, 0.05, 0.06, 0.04, 0.007, 2)
 UPD_N, UPD_K = 4, 3  # update primitives: 4 channels of 3 values
 UPD_SW = np.array([0.01, 0.02, 0.005, 0.03], np.float32)
 
@@ -205,6 +208,14 @@ def _bases() -> dict[str, Case]:
         ("softmax_s8_grad_input", [i32([3, 5, 2]), s8(r8(30)), s8(r8(30)), out("Y", 30)]),
         ("layernorm_s8_forward", [i32(LN_DESC), s8(r8(24)), out("Y", 24)]),
         ("layernorm_s8_grad_input", [i32(LN_DESC), s8(r8(24)), s8(r8(24)), out("Y", 24)]),
+        ("gru_s8_forward", [i32(GRU[0]), s8(r8(GRU_T * GRU_D)), s8(r8(3 * GRU_H * (GRU_D + GRU_H))),
+                            i32(r8(4 * GRU_H)), i32(GRU[1]), i32(GRU[2]), s8(GRU[3]), out("Y", GRU_T * GRU_H),
+                            out("Y", GRU_T * 4 * GRU_H)]),
+        ("gru_s8_backward", [i32(GRU[0]), s8(r8(GRU_T * GRU_D)), s8(r8(3 * GRU_H * (GRU_D + GRU_H))),
+                             i32(GRU[4]), i32(GRU[5]), s8(r8(GRU_T * GRU_H)), s8(r8(GRU_T * 4 * GRU_H), "Y"),
+                             s8(r8(GRU_T * GRU_H)), out("i", GRU_T), out("i", 5 * GRU_H),
+                             out("i", 3 * GRU_H * (GRU_D + GRU_H)), out("i", 4 * GRU_H),
+                             out("Y", GRU_T * GRU_D)]),
         ("update_f32_scale", [f32(rng.normal(0, 1, UPD_N * UPD_K)), UPD_K, None, 0.9]),
         ("update_s8_apply_keep", [s8(r8(UPD_N * UPD_K), "b"), f32(UPD_SW),
                                   i32(rng.integers(-500, 500, UPD_N)), i32([m for m, _ in umq]),
@@ -328,6 +339,12 @@ LAYERNORM_DESC_BAD = {"c 0": (1, 0), "c 257": (1, 257), "rows 0": (0, 0), "in_zp
                       "eps_q 0": (4, 0), "m < 0": (5, -1), "sh 32": (6, 32),
                       "2^26 + elements": ((0, 1), (2**19, 129))}
 
+GRU_DESC_BAD = {"T 0": (0, 0), "T 32769": (0, 32769), "D 0": (1, 0), "H 0": (2, 0),
+                "D 32769": (1, 32769), "D + H 65536": ((1, 2), (32768, 32768)), "x_zp 128": (3, 128),
+                "m_rn < 0": (4, -1),
+                "sh_rn 16": (5, 16), "k < 0": (6, -1), "sh_h 1": (8, 1), "sh_hn -32": (10, -32),
+                "sh_w 1": (12, 1), "m_w < 0": (11, -1), "2^26 + elements": ((0, 1), (32768, 2049))}
+
 
 def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
     d0 = base.args[0]
@@ -337,7 +354,8 @@ def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
              else UPSAMPLE_DESC_BAD if op.startswith("upsample") else MUL_DESC_BAD if op.startswith("mul_")
              else MATMUL_DESC_BAD if op.startswith("matmul_")
              else SOFTMAX_DESC_BAD if op.startswith("softmax_s8_")
-             else LAYERNORM_DESC_BAD if op.startswith("layernorm_") else POOL_DESC_BAD)
+             else LAYERNORM_DESC_BAD if op.startswith("layernorm_")
+             else GRU_DESC_BAD if op.startswith("gru_") else POOL_DESC_BAD)
     res = []
     for label, (idx, val) in table.items():
         d = np.asarray(d0.data, dtype=np.int64).copy()
@@ -434,6 +452,17 @@ SCALAR_BAD["update_f32_ratios"] = [
     ("w_scale nan", 0, f32([0.1, np.nan, 0.2, 0.3]), ("w_scale",)),
     ("w_scale empty", 0, f32([]), ("w_scale", "wr")),
     ("r 16", 1, 16, ("r",)), ("r -1", 1, -1, ("r",))]
+_GH = GRU_H
+SCALAR_BAD["gru_s8_forward"] = [
+    ("bias > 2^30", 3, i32(np.r_[2**30 + 1, np.zeros(4 * _GH - 1)]), ("bias",)),
+    ("mult < 0", 4, i32(np.full(6 * _GH, -1)), ("shift",)),
+    ("shift 32", 5, i32(np.full(6 * _GH, 32)), ("shift",)),
+]
+SCALAR_BAD["gru_s8_backward"] = [
+    ("wr < 0", 3, i32(np.r_[-1, np.ones(3 * _GH - 1)]), ("wr",)),
+    ("wr overflow", 3, i32(np.full(3 * _GH, 131071)), ("wr",)),
+    ("dtanh < 0", 4, i32(np.r_[np.zeros(255), -1]), ("dtanh",)),
+]
 for _op, _g in (("conv2d", CONV_G), ("linear", None)):
     _n_out = _g.out_c if _g else LIN_OUT
     SCALAR_BAD[f"{_op}_s8_forward"] = [
@@ -502,6 +531,8 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "matmul_s8_grad_b": [("ein", "e"), ("ein", "a")],
     "softmax_s8_forward": [("y", "x")], "softmax_s8_grad_input": [("ein", "e"), ("ein", "y")],
     "layernorm_s8_forward": [("y", "x")], "layernorm_s8_grad_input": [("ein", "e"), ("ein", "x")],
+    "gru_s8_forward": [("y", "x"), ("keep", "w")],
+    "gru_s8_backward": [("ein", "x"), ("keep", "e"), ("acc", "wr")],
     "zo_perturb_s8": [("w", "base")], "zo_update_s8": [("w", "base")], "zo_perturb_h_s8": [("w", "base")],
     # gw and gb are only read: they may share memory with each other (the call succeeds with the
     # oracle's answer), not with an output

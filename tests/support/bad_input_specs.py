@@ -95,4 +95,9 @@ SPECS: dict[str, list[tuple[str, str]]] = {
     "softmax_s8_grad_input": [("desc", "desc"), ("y", "s8"), ("e", "s8"), ("ein", "s8out")],
     "layernorm_s8_forward": [("desc", "desc"), ("x", "s8"), ("y", "s8out")],
     "layernorm_s8_grad_input": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("ein", "s8out")],
+    "gru_s8_forward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("bias", "i32"), ("mult", "i32"),
+                       ("shift", "i32"), ("lut", "s8"), ("y", "s8out"), ("keep", "s8out")],
+    "gru_s8_backward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("wr", "i32"), ("dtanh", "i32"),
+                        ("y", "s8"), ("keep", "s8io"), ("e", "s8"), ("shifts", "i32out"),
+                        ("acc", "i32out"), ("gw", "i32out"), ("gb", "i32out"), ("ein", "s8out")],
 }

@@ -86,6 +86,11 @@ def _ret_list(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
     return int(ret), [np.asarray(o) for o in outs]
 
 
+def _ret_rest(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    ret, *outs = r  # type: ignore[misc]
+    return int(ret), [np.asarray(o) for o in outs]
+
+
 def _ret_one(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
     ret, o = r  # type: ignore[misc]
     return int(ret), [np.asarray(o)]
@@ -169,6 +174,8 @@ OPS: dict[str, OpSpec] = {
     "softmax_s8_grad_input": OpSpec(4, (3,), _shifted),
     "layernorm_s8_forward": OpSpec(3, (2,), _one),
     "layernorm_s8_grad_input": OpSpec(4, (3,), _shifted),
+    "gru_s8_forward": OpSpec(9, (7, 8), _two),
+    "gru_s8_backward": OpSpec(13, (8, 9, 10, 11, 12), _ret_rest, (6,)),
 }
 ALL_OPS: tuple[str, ...] = tuple(OPS)
 

@@ -106,11 +106,19 @@ def torch_model_files() -> list[bytes]:
             q, k, g = (m(h).view(n, 6, 2, 4).transpose(1, 2) for m in (self.q, self.k, self.g))
             a = (F.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ g).transpose(1, 2).reshape(n, 6, 8)
             return self.fc(torch.flatten(a, 1))
+    class Gru(nn.Module):  # format 1.5: a GRU layer (its tables in in1), the mean over the steps
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(4, 6, batch_first=True)
+            self.fc = nn.Linear(6, 3)
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return self.fc(self.gru(x)[0].mean(1))
 
     torch.manual_seed(0)
     out = []
     for cls, shape in ((Res1d, (8, 3, 16)), (Cnn, (8, 2, 16, 16)), (Mlp, (8, 12)), (Lut, (8, 2, 8)),
-                       (Attn, (8, 6, 4)), (MhAttn, (8, 6, 4))):
+                       (Attn, (8, 6, 4)), (MhAttn, (8, 6, 4)), (Gru, (8, 5, 4))):
         m = convert.convert(cls().eval(), torch.randn(*shape), progress=False)
         out.append(m)
     # a checkpoint: TRAINED + HAS_STATE with all four state slots of the last layer

@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from microtrain_tools import mtm
 from microtrain_tools.convert_common import ConvertError, _pair, _PLayer, _Pool, _PreBn
+from microtrain_tools.convert_rnn import gru_quantize
 from microtrain_tools.mtm import Act, DType, Kind, Layer, Op, Quant, Tensor
 from microtrain_tools.reference import oracle as o
 
@@ -115,6 +116,28 @@ def _quant_weights(em: _Emitter, pl: _PLayer, w: NDArray[np.float64], b: NDArray
     mi = em.const(np.array(mults, dtype=np.int32), DType.INT32)
     si = em.const(np.array(shifts, dtype=np.int32), DType.INT32)
     return wi, bi, mi, si
+
+
+def _emit_gru(em: _Emitter, pl: _PLayer, ins: list[int], out: int, fused: str) -> Layer:
+    """A GRU layer from its float weights and the inputs it saw in calibration (convert_rnn)."""
+    mod = pl.module
+    assert isinstance(mod, nn.GRU)
+    x, y = pl.inputs[0].root(), pl.output.root()
+    p = {n: v.detach().double().numpy() for n, v in mod.named_parameters()}
+    h = mod.hidden_size
+    zeros = np.zeros(3 * h)
+    g = gru_quantize(p["weight_ih_l0"], p["weight_hh_l0"], p.get("bias_ih_l0", zeros),
+                     p.get("bias_hh_l0", zeros), pl.attrs["calib_x"], float(np.float32(x.scale)), x.zp, 0,
+                     float(np.float32(y.scale)))
+    qs = em.const(g.w_scale.astype(np.float32), DType.FLOAT32)
+    wi = em.const(g.w, DType.INT8, Quant.PER_CHANNEL, qscales=qs)
+    bi = em.const(g.bias, DType.INT32, Quant.BIAS)
+    mi, si = em.const(g.mult, DType.INT32), em.const(g.shift, DType.INT32)
+    tables = np.concatenate([g.lut.astype(np.int8), g.dtanh.astype("<i4").view(np.int8)])
+    ly = Layer(Op.GRU, pl.name, ins, out, [int(v) for v in g.desc], weight=wi, bias=bi, mult=mi, shift=si,
+               fused=fused)
+    ly.aux = em.const(tables, DType.INT8)
+    return ly
 
 
 def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
@@ -223,6 +246,8 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         params = o.matmul_params(x.scale * float(f), x.zp, x2.scale, x2.zp, y.scale, y.zp, rows, inner, cols,
                                  pl.attrs["tb"], heads=pl.attrs.get("heads", 1))
         return Layer(Op.MATMUL, pl.name, ins, out, [*params, int(f.view(np.int32))], fused=fused)
+    if pl.kind == "gru":
+        return _emit_gru(em, pl, ins, out, fused)
     if pl.kind == "softmax":
         return Layer(Op.SOFTMAX, pl.name, ins, out, list(pl.attrs["desc"]), fused=fused)
     if pl.kind == "mul":

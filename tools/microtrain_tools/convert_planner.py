@@ -241,7 +241,7 @@ class _Planner:
             kind = _safe_kind(node, self.modules) if node.op.startswith("call_") else ""
             src = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
             rank3 = src is not None and len(src.meta.get("mt_shape", ())) == 3
-            if kind in ("linear", "layernorm", "matmul", "gap_tokens") and rank3 and src not in sig:
+            if kind in ("linear", "layernorm", "matmul", "gap_tokens", "gru") and rank3 and src not in sig:
                 seq = True
         self.sig = sig if seq else set()
         return seq
@@ -299,6 +299,8 @@ class _Planner:
             self.plan_weighted(node, kind, x, arg0, in_tshape)
         elif kind in ("matmul", "transpose", "scale", "gap_tokens"):
             self.plan_seq(node, kind, x)
+        elif kind == "gru":
+            self.plan_gru(node, x)
         elif kind == "bn":
             self.plan_bn(node, x, in_tshape)
         elif kind in ("relu", "relu6"):
@@ -480,6 +482,20 @@ class _Planner:
         last = self.fuse_act(node, pl)
         pl.output = self.values[last] = _Value(shape, False, calib=last)
         self.values[node] = pl.output
+
+    def plan_gru(self, node: torch.fx.Node, x: _Value) -> None:
+        """nn.GRU over (N, T, D) tokens: one GRU layer whose output is the sequence (out of
+        ``out, _ = gru(x)``); its hidden state's scale is set from this output's range."""
+        target = str(node.target)
+        self.calls[target] = self.calls.get(target, 0) + 1
+        if self.calls[target] > 1:
+            raise self.fail(node, "module called more than once (shared weights): use one module per call")
+        seq = next(iter(node.users), None)
+        if seq is None:
+            raise self.fail(node, "the GRU's output is not used")
+        pl = self.layer("gru", node, [x], module=self.modules[target])
+        self.done.add(seq)
+        pl.output = self.values[seq] = self.new_value(seq, calib=seq)
 
     def plan_token_linear(self, node: torch.fx.Node, x: _Value) -> None:
         """nn.Linear on the (N, T, D) tokens of a sequence model: a 1x1 conv over the T positions."""

@@ -92,16 +92,31 @@ def inference_plan_bytes(m: Model) -> int:
 
 
 def inference_ram(m: Model) -> int:
-    """Bytes of activation buffers of one forward pass (see the module doc)."""
-    return inference_plan_bytes(m)
+    """Bytes of activation buffers of one forward pass (see the module doc), a GRU's kept gates included."""
+    return inference_plan_bytes(m) + seq_bytes(m)
+
+
+def seq_bytes(m: Model, trained: Sequence[int] = ()) -> int:
+    """Bytes each GRU layer keeps from its forward for backward (r, z, n, hn of every step: T x 4H),
+    and a trained one's backward scratch (shifts, acc, int32 gw and gb, an input error, dtanh), the
+    views of its rows backward adds the sums through and the update's copies of its scales."""
+    n = 0
+    for j, ly in enumerate(m.layers):
+        if ly.op == Op.GRU:
+            t, d, h = ly.params[:3]
+            n += 4 * t * h
+            if j in trained:  # (+ the row views backward adds the sums through, the update's copies)
+                n += 4 * t + 20 * h + 12 * h * (d + h) + 16 * h + t * d + 1024 + 188 * h
+    return n
 
 
 def weighted_layers(m: Model) -> list[int]:
-    return [j for j, ly in enumerate(m.layers) if ly.op in mtm.WEIGHTED]
+    """The layers a Trainer can train: conv, linear, GRU."""
+    return [j for j, ly in enumerate(m.layers) if ly.op in mtm.WEIGHTED or ly.op == Op.GRU]
 
 
 def _params(m: Model, ly: mtm.Layer) -> int:
-    if ly.op not in mtm.WEIGHTED:  # a LUT layer's tables are constants, not parameters
+    if ly.op not in mtm.WEIGHTED and ly.op != Op.GRU:  # a LUT layer's tables are constants, not parameters
         return 0
     return sum(m.tensors[i].numel for i in (ly.weight, ly.bias) if i is not None)
 
@@ -127,6 +142,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         raise ValueError(f"layers {list(layers)}: not all are conv/linear layers ({wl})")
     first = picked[0]
     trained = [m.layers[j] for j in picked]
+    if any(ly.op == Op.GRU for ly in trained):
+        sums = True  # a trained GRU keeps the gradient sums (Trainer)
     path = m.layers[first:]
     region = {ly.output for ly in path}
     # batch 1: into the momentum (optim.IntoMomentum), or plain SGD steps each layer during
@@ -217,8 +234,9 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         "copies": copies,
         "sparse_bytes": SPARSE_BYTES_PER_CHANNEL * sum(out_c) if sparse else 0,
         "loss": loss_bytes(m),
+        "seq": seq_bytes(m, [m.layers.index(ly) for ly in trained]),
     }
-    r["total"] = sum(r[k] for k in TRAIN_ITEMS)
+    r["total"] = sum(r[k] for k in TRAIN_ITEMS) + r["seq"]
     return r
 
 
@@ -457,8 +475,9 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
                   "scratch": "int32 grad-input scratch", "grads": "float32 gradient accumulators",
                   "optimizer_state": "optimizer state", "master": "float32 master weights",
                   "copies": "writable copies of the trained layers",
-                  "sparse_bytes": "sparse-update norms and masks", "loss": "softmax cross-entropy"}
-        for k in TRAIN_ITEMS:
+                  "sparse_bytes": "sparse-update norms and masks", "loss": "softmax cross-entropy",
+                  "seq": "GRU gates kept per step (T x 4H)"}
+        for k in TRAIN_ITEMS + (("seq",) if tr.get("seq") else ()):
             out.append(f"  {labels[k]:<40} {tr[k]:>9} B")
             if k == "scratch" and tr["hosted"]:
                 what = "(in idle forward buffers: not counted)"

@@ -83,6 +83,9 @@ class Section:
     ops: tuple[str, ...] = ()
 
 
+# the recurrent layers' section lives in its own file (it reads the classes above)
+from microtrain_tools.kernelspec_rnn import RNN_SECTION  # noqa: E402
+
 # fmt: off
 SECTIONS: tuple[Section, ...] = (
     Section('conv2d (desc: 17 int32, docs/numerics.md "conv2d")', ops=("conv2d",), funcs=(
@@ -851,6 +854,7 @@ Softmax over the n of outer x n x inner: y = round(256 * p) - 128 (scale 1/256, 
         ), same_ok=(("ein", "e"),),
             doc="Error of x from the stored input; base scale s_e / (s_x * 2^8); ein may be e."),
     )),
+    RNN_SECTION,
     Section(".mtm model files (docs/format.md)", kernels=False, funcs=(
         Func("mtm_validate", "None", args=(
             Arg("buf", "buf"),

@@ -84,6 +84,34 @@ def dequantized_params(m: Model, layer: mtm.Layer, master: bool = False
     return w, b
 
 
+def _gru_to_state_dict(m: Model, ly: mtm.Layer, mods: dict[str, Any], sd: dict[str, Any]) -> str:
+    """nn.GRU's four tensors from a GRU layer (docs/format.md): the rows [W_ih | W_hh] split, the r and
+    z biases (the file holds b_ih + b_hh) in bias_ih with bias_hh's r, z parts 0, b_hn in bias_hh."""
+    import torch
+    import torch.nn as nn
+
+    name, mod = _find_module(mods, ly.name)
+    t_n, d_n, h_n = ly.params[:3]
+    if not isinstance(mod, nn.GRU) or (mod.input_size, mod.hidden_size) != (d_n, h_n):
+        raise ToTorchError(f"layer '{ly.name}' ({type(mod).__name__}): the file has an nn.GRU({d_n}, {h_n}) "
+                           "here")
+    wt = m.tensors[ly.weight]  # type: ignore[index]
+    assert wt.qscales is not None
+    s_w = m.data(wt.qscales).astype(np.float32)
+    w = (s_w[:, None] * m.data(ly.weight).astype(np.float32)).astype(np.float32)
+    qb = m.data(ly.bias).astype(np.float64)
+    s_x = np.float64(np.float32(m.tensors[ly.inputs[0]].scale))
+    s_h = np.float64(np.float32(m.tensors[ly.output].scale))
+    sw = s_w.astype(np.float64)
+    b_ih = (s_x * sw * qb[:3 * h_n]).astype(np.float32)
+    b_hh = np.concatenate([np.zeros(2 * h_n), s_h * sw[2 * h_n:] * qb[3 * h_n:]]).astype(np.float32)
+    for k, v in (("weight_ih_l0", w[:, :d_n]), ("weight_hh_l0", w[:, d_n:]), ("bias_ih_l0", b_ih),
+                 ("bias_hh_l0", b_hh)):
+        if getattr(mod, k, None) is not None:
+            sd[_key(name, k)] = torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))
+    return name
+
+
 def _find_module(mods: dict[str, Any], name: str) -> tuple[str, Any]:
     if name in mods:
         return name, mods[name]
@@ -116,6 +144,9 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
             if mod is not None and _LUT_MODULES.get(type(mod).__name__) != ly.fused:
                 raise ToTorchError(f"layer '{ly.name}' ({type(mod).__name__}): the file has the activation "
                                    f"'{ly.fused}' here")
+            continue
+        if ly.op == Op.GRU:
+            done.add(_gru_to_state_dict(m, ly, mods, sd))
             continue
         if ly.op not in mtm.WEIGHTED:
             continue

@@ -696,3 +696,54 @@ const char *mt_layernorm_check(const mt_layernorm_params_t *p) {
     }
     return NULL;
 }
+
+// GRU over a sequence: the sizes keep every int32 sum exact: |w (x - zp)| <= 2^15 over D + H <= 65535
+// terms plus |bias| <= 2^30; the backward's weight sums are |d x| <= 2^15 over
+// T <= 32768 steps.
+const char *mt_gru_check(const mt_gru_params_t *p) {
+    if (p->t < 1 || p->t > 32768 || p->d < 1 || p->d > 32768 || p->h < 1 || p->d + p->h > MT_MAX_DIM) {
+        return "T, D, H must be >= 1 with T <= 32768, D <= 32768 and D + H <= 65535";
+    }
+    if (!mt_elems_ok(p->t, p->d, 1) || !mt_elems_ok(p->t, 4, p->h) || !mt_elems_ok(3, p->h, p->d + p->h)) {
+        return "a tensor over 2^26 elements";
+    }
+    if (!mt_zp_ok(p->x_zp)) {
+        return "x_zp must be in -128..127";
+    }
+    if (p->k < 0) {
+        return "k must be >= 0";
+    }
+    if (p->m_rn < 0 || p->m_h < 0 || p->m_hn < 0 || p->m_w < 0) {
+        return "multipliers must be >= 0 (Q31)";
+    }
+    if (p->sh_rn < -31 || p->sh_rn > 15) {
+        return "sh_rn must be in -31..15";
+    }
+    if (p->sh_h < -31 || p->sh_h > 0 || p->sh_hn < -31 || p->sh_hn > 0 || p->sh_w < -31 || p->sh_w > 0) {
+        return "sh_h, sh_hn, sh_w must be in -31..0";
+    }
+    return NULL;
+}
+
+// bias: 4H, mult / shift: 6H (docs/numerics.md, "GRU over a sequence").
+const char *mt_gru_bias_check(const int32_t *bias, int32_t h) {
+    return mt_bias_check(bias, 4 * h);
+}
+
+const char *mt_gru_rq_check(const int32_t *mult, const int32_t *shift, int32_t h) {
+    return mt_requant_params_check(mult, shift, 6 * h);
+}
+
+// wr's rule as linear's grad input over the 3H rows that meet an error.
+const char *mt_gru_wr_check(const int32_t *wr, int32_t h) {
+    return mt_wr_check(wr, 3 * h, 3 * h);
+}
+
+const char *mt_gru_dtanh_check(const int32_t *dtanh, int32_t n) {
+    for (int32_t i = 0; i < n; ++i) {
+        if (dtanh[i] < 0) {
+            return "dtanh must be >= 0 (Q31)";
+        }
+    }
+    return NULL;
+}

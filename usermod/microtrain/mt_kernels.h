@@ -121,6 +121,17 @@ typedef union {
     int32_t a[MT_LAYERNORM_NPARAMS];
 } mt_layernorm_desc_u;
 
+// GRU over a sequence (gru_s8_forward.c, gru_s8_backward.c): x T x D, y T x H,
+// w 3H x (D + H), gates r, z, n; the backward factors and truncation k.
+typedef struct {
+    int32_t t, d, h, x_zp, m_rn, sh_rn, k, m_h, sh_h, m_hn, sh_hn, m_w, sh_w;
+} mt_gru_params_t;
+#define MT_GRU_NPARAMS 13
+typedef union {
+    mt_gru_params_t s;
+    int32_t a[MT_GRU_NPARAMS];
+} mt_gru_desc_u;
+
 // Sizes follow from a checked descriptor and stay below 2^26.
 static inline int32_t mt_conv_in_n(const mt_conv2d_params_t *p) {
     return p->in_h * p->in_w * p->in_c;
@@ -428,6 +439,17 @@ const char *mt_layernorm_check(const mt_layernorm_params_t *p);
 void mt_layernorm_s8_forward(const mt_layernorm_params_t *p, const int8_t *x, int8_t *y);
 int32_t mt_layernorm_s8_grad_input(const mt_layernorm_params_t *p, const int8_t *x, const int8_t *e, int8_t *ein);
 
+// ---- gru_s8_forward.c, gru_s8_backward.c ----
+const char *mt_gru_check(const mt_gru_params_t *p);
+const char *mt_gru_bias_check(const int32_t *bias, int32_t h);
+const char *mt_gru_rq_check(const int32_t *mult, const int32_t *shift, int32_t h);
+const char *mt_gru_wr_check(const int32_t *wr, int32_t h);
+const char *mt_gru_dtanh_check(const int32_t *dtanh, int32_t n);
+void mt_gru_s8_forward(const mt_gru_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                       const int32_t *mult, const int32_t *shift, const int8_t *lut, int8_t *y, int8_t *keep);
+int32_t mt_gru_s8_backward(const mt_gru_params_t *p, const int8_t *x, const int8_t *w, const int32_t *wr,
+                           const int32_t *dtanh, const int8_t *y, int8_t *keep, const int8_t *e, int32_t *shifts,
+                           int32_t *acc, int32_t *gw, int32_t *gb, int8_t *ein);
 // ---- quant.c (declared in mt_quant.h): mt_dyn_requant_s8 ----
 #if MT_HAS_FLOAT
 void mt_f32_axpy_i32(float *y, const int32_t *x, size_t n, float a);

@@ -185,6 +185,7 @@
 #define MTM_OP_LAYERNORM 13u
 #define MTM_OP_SOFTMAX 14u
 #define MTM_OP_MATMUL 15u
-#define MTM_OP_LAST MTM_OP_MATMUL
+#define MTM_OP_GRU 16u
+#define MTM_OP_LAST MTM_OP_GRU
 
 #endif

@@ -26,6 +26,7 @@ static inline int32_t rdi32(const uint8_t *b, uint32_t off) {
 typedef struct {
     uint32_t rank, dim[4], numel, scale;  // numel 0: more than 2^32 - 1; scale: float32 bits
     int32_t zp;
+    uint32_t dtype, kind, quant, off;  // off: the data's file offset
 } mtm_tview_t;
 
 // The fused activation's clamp rule of CONV2D / LINEAR / ADD / MUL / MATMUL (mtm_loader.c).
@@ -34,6 +35,10 @@ const char *mt_mtm_act_rule(uint32_t act, int32_t out_zp, int32_t a_min, int32_t
 // (the second input; x for the one-input ops), y; p the layer's n_p params.
 const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, uint32_t n_p, const mtm_tview_t *x,
                              const mtm_tview_t *x2, const mtm_tview_t *y);
+
+// The rules of a GRU layer (mtm_rules_rnn.c) over b, the file: its params p and the views of x,
+// the tables (in1), y, weight, bias, mult, shift.
+const char *mt_mtm_gru_rules(const uint8_t *b, const int32_t *p, const mtm_tview_t *v);
 
 // State slot s (0..5) of the layer entry at e, or MTM_NONE. Slots 4 and 5 (Adam's
 // second moments, format 1.3) are the two u16 at entry offsets 68 and 70, 0xFFFF

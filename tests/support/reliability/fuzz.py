@@ -54,9 +54,9 @@ def build() -> Path:
 
 def seeds() -> Path:
     """Valid files to start from: the small PyTorch models of the format tests (with a format 1.3
-    Adam checkpoint) and the digits CNN. The folder is named by the newest format version the seeds
-    cover, so a build folder seeded before 1.3 is not reused."""
-    d = BUILD / "fuzz_seeds_1.3"
+    Adam checkpoint, the 1.4 sequence ops and a 1.5 GRU) and the digits CNN. The folder is named by
+    the newest format version the seeds cover, so a build folder seeded before 1.5 is not reused."""
+    d = BUILD / "fuzz_seeds_1.5"
     if not d.exists() or not any(d.iterdir()):
         from support.digits_model import digits_model
         from support.mtm_files import torch_model_files

@@ -9,7 +9,7 @@ Argument errors raise ``ValueError`` like the binding.
 This module gathers them: one file per op family beside it (``oracle_base``: coercion,
 requantisation, geometry; ``oracle_conv``: conv2d, linear; ``oracle_shape``: relu, concat,
 upsample, LUT; ``oracle_pool``: pools, add; ``oracle_mul``: element-wise mul;
-``oracle_attn``: matmul of two activations, softmax; ``oracle_norm``: LayerNorm;
+``oracle_attn``: matmul of two activations, softmax; ``oracle_norm``: LayerNorm; ``oracle_rnn``: GRU;
 ``oracle_loss``: softmax cross-entropy, sparse selection, zeroth order; ``oracle_update``:
 optimiser updates; ``oracle_host``: host-side helpers: multipliers, LUTs, weight ratios,
 loss). Import it as before: ``from microtrain_tools.reference import oracle``.
@@ -123,6 +123,12 @@ from microtrain_tools.reference.oracle_pool import (
     maxpool_s8_grad_input,
     maxpool_s8_grad_input_act,
 )
+from microtrain_tools.reference.oracle_rnn import (
+    gru_dtanh,
+    gru_params,
+    gru_s8_backward,
+    gru_s8_forward,
+)
 from microtrain_tools.reference.oracle_shape import (
     concat_params,
     concat_s8_forward,
@@ -182,6 +188,10 @@ __all__ = [
     "global_avgpool_s8_forward",
     "global_avgpool_s8_grad_input",
     "l1_norm_s8",
+    "gru_dtanh",
+    "gru_params",
+    "gru_s8_backward",
+    "gru_s8_forward",
     "layernorm_params",
     "layernorm_s8_forward",
     "layernorm_s8_grad_input",

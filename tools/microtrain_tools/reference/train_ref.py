@@ -81,7 +81,15 @@ from microtrain_tools.reference.train_ref_config import (
     shuffle_state,
     softmax_lut,
 )
-from microtrain_tools.reference.train_ref_update import RefLayer, _f, _update, _xorshift16, fold_bf16
+from microtrain_tools.reference.train_ref_update import (
+    RefGru,
+    RefLayer,
+    _f,
+    _update,
+    _update_gru,
+    _xorshift16,
+    fold_bf16,
+)
 from microtrain_tools.reference.train_ref_update import quantize_multiplier_f32 as quantize_multiplier_f32
 
 __all__ = [
@@ -153,7 +161,9 @@ class RefTrainer:
         # (a bfloat16 state keeps the sums on the device: its grad-weight kernels add into float32)
         sgd1 = (batch == 1 and isinstance(o, SGD) and not o.weight_decay and not o.standardize
                 and (o.state == "f32" or not o.momentum))
-        nosums = sgd1 and (sums is False or (sums is None and sparse is None))
+        # a trained GRU keeps the gradient sums (Trainer: its update is backward.Sums')
+        gru = any(self.m.layers[j].op == Op.GRU for j in select(self.m, train))
+        nosums = sgd1 and not gru and (sums is False or (sums is None and sparse is None))
         # batch > 1, sums=False: the batch folded into the momentum (backward.IntoMomentum): v = m v at the
         # batch's first sample, each gradient added with the scales (s_x s) / batch, s / batch,
         # the update applies v itself (no / n: a short last batch keeps 1 / batch per sample)
@@ -166,12 +176,13 @@ class RefTrainer:
             raise ValueError("sums=False at batch > 1 needs SGD momentum (no weight_decay, no standardize) "
                              "and no sparse policy")
         self._folded: set[int] = set()  # layers whose momentum took this batch's m v already
+        self.keep: dict[int, NDArray[np.int8]] = {}  # GRU layers: each step's gates (forward's keep)
         self.sums = not nosums and not self.fold
         self.reverse = nosums and not o.momentum and sparse is not None
         self.lr = fl.param(self.opt.lr)
         idx = select(self.m, train)
         self.first = idx[0]
-        self.layers = {j: RefLayer(self.m, j, fl) for j in idx}
+        self.layers = {j: (RefGru if self.m.layers[j].op == Op.GRU else RefLayer)(self.m, j, fl) for j in idx}
         # frozen CONV2D / LINEAR layers inside the region back-propagate with their file weights
         self.frozen_ratios: dict[int, tuple[NDArray[np.int32], int, float]] = {}
         for j in range(self.first, len(self.m.layers)):
@@ -359,6 +370,10 @@ class RefTrainer:
                 y = o.layernorm_s8_forward(p, xin)
             elif ly.op == Op.MATMUL:  # the descriptor (with heads, if several), then the factor
                 y = o.matmul_s8_forward(p[:-1], xin, vals[ly.inputs[1]])
+            elif ly.op == Op.GRU:  # the steps' gates kept for backward (the kernel's keep)
+                w, b, mu, sh = self._wbmsh(j)
+                assert ly.aux is not None
+                y, self.keep[j] = o.gru_s8_forward(p, xin, w, b, mu, sh, self.m.data(ly.aux)[:768])
             elif ly.op == Op.SOFTMAX:  # the exp table of the input's scale, as the device makes it
                 y = o.softmax_s8_forward(p, xin, softmax_lut(self.m.tensors[ly.inputs[0]].scale, self.fl))
             else:
@@ -521,6 +536,8 @@ class RefTrainer:
                     gi = o.conv2d_s8_grad_input if conv else o.linear_s8_grad_input
                     ein, sh, _ = gi(p, e, w, wr, mask)
                     arrive(x_t, ein, fl.ldexp(s * top, sh - r))
+            elif ly.op == Op.GRU:
+                self._gru_backward(j, vals, e, s, need, arrive)
             elif not need:
                 pass
             elif ly.op == Op.LUT:  # from the stored input, base scale s * 2^-d_shift
@@ -582,6 +599,34 @@ class RefTrainer:
 
     # -- the public steps ----------------------------------------------------------------
 
+    def _gru_backward(self, j: int, vals: dict[int, NDArray[np.int8]], e: NDArray[np.int8], s: float,
+                      need: bool, arrive: Callable[[int, NDArray[np.int8], float], None]) -> None:
+        """backward.gru: BPTT (gru_s8_backward) with the layer's current descriptor, the weight
+        gradient into the sums a row at a time (x part at s_x, h part at s_h, on 2^A), the input's error."""
+        fl, ly = self.fl, self.m.layers[j]
+        rl = self.layers.get(j)
+        if not isinstance(rl, RefGru):
+            if need:
+                raise ValueError(f"a frozen GRU layer ({ly.name}) passes no error")
+            return
+        x_t = ly.inputs[0]
+        assert ly.aux is not None
+        dtanh = np.frombuffer(self.m.data(ly.aux).astype(np.int8).tobytes()[768:], "<i4")
+        sh, _, shifts, _, gwi, gbi, ein = o.gru_s8_backward(rl.params, vals[x_t], rl.w, rl.wr, dtanh,
+                                                            vals[ly.output], self.keep[j], e)
+        a = int(shifts.max())
+        u = fl.ldexp(s, a - 8)
+        ax, ah = fl(self.m.tensors[x_t].scale) * u, fl(self.m.tensors[ly.output].scale) * u
+        d_n = ly.params[1]
+        gw, g = rl.gw.reshape(rl.out_c, rl.k).copy(), gwi.reshape(rl.out_c, rl.k)
+        for i in range(rl.out_c):
+            gw[i, :d_n] = o.f32_axpy_i32(g[i, :d_n], ax, gw[i, :d_n])
+            gw[i, d_n:] = o.f32_axpy_i32(g[i, d_n:], ah, gw[i, d_n:])
+        rl.gw = gw.reshape(-1)
+        rl.gb = o.f32_axpy_i32(gbi, u, rl.gb)
+        if need:
+            arrive(x_t, ein, fl.ldexp(s * rl.top, a + sh - 8 - rl.r))
+
     def step(self, x: ArrayLike, label: Any) -> float:
         """One sample: forward, loss, policy, backward; an update every ``batch`` samples."""
         return float(self._step(x, label))
@@ -614,8 +659,12 @@ class RefTrainer:
                         a = _f(self.fl.param(self.opt.momentum))
                     else:
                         self._scale_momentum(self.layers[j])
-                self.rng = _update(self.opt, self.layers[j], self.lr, self.pending, self.bt, self.rng,
-                                   self.fl, self.fold, a)
+                rl = self.layers[j]
+                if isinstance(rl, RefGru):
+                    self.rng = _update_gru(self.opt, rl, self.lr, self.pending, self.bt, self.rng, self.fl)
+                else:
+                    self.rng = _update(self.opt, rl, self.lr, self.pending, self.bt, self.rng, self.fl,
+                                       self.fold, a)
             self._folded.clear()
             self.train_steps += 1
             self.pending = 0

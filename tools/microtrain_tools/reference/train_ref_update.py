@@ -275,3 +275,91 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float
     ly.touched = None
     ly.refresh_ratios()
     return rng
+
+
+# --------------------------------------------------------------------------
+# a GRU layer (docs/numerics.md, "GRU over a sequence"): 3H weight rows [W_ih | W_hh], 4H biases
+# (the rows' at s_x s_w, then b_hn at s_h s_w), 6H multipliers (each row's x and h parts)
+
+
+class RefGru(RefLayer):
+    """A trained GRU layer: the rows as a layer of 3H channels; b_hn's state of its own."""
+
+    def __init__(self, m: mtm.Model, j: int, fl: Floats = DOUBLE) -> None:
+        super().__init__(m, j, fl)
+        h = self.params[2]
+        self.out_c, self.k, self.terms = 3 * h, self.params[1] + h, 3 * h
+        self.gb = np.zeros(4 * h, dtype=np.float32)
+        self.s_h = float(np.float32(m.tensors[m.layers[j].output].scale))
+        self.st_hn: list[F32] | None = None
+        self.refresh_ratios()
+
+    def refresh_ratios(self) -> None:
+        """The grad-input ratios, and backward's (m_w, sh_w) = max(s_w) 2^-R in the descriptor."""
+        if not hasattr(self, "s_h"):  # (RefLayer's __init__: not set up yet)
+            return
+        super().refresh_ratios()
+        self.params[11], self.params[12] = o.quantize_multiplier(math.ldexp(float(self.top), -self.r))
+
+
+def _hn_direction(opt: SGD | Adam, ly: RefGru, g: F32, n: int, bt: tuple[np.float32, np.float32],
+                  fl: Floats) -> F32:
+    """b_hn's step direction: _update's for a bias, on its own H values and state."""
+    one = np.float32(1.0)
+    if n != 1:
+        g = g * (one / np.float32(n))
+    if isinstance(opt, SGD) and not opt.momentum:
+        return g
+    if ly.st_hn is None:
+        ly.st_hn = [np.zeros(len(g), np.float32) for _ in range(1 if isinstance(opt, SGD) else 2)]
+    st = ly.st_hn
+    if isinstance(opt, SGD):
+        d = o.ftz(_f(fl.param(opt.momentum)) * st[0]) + g
+        st[0] = _stored(opt, d)
+        return d
+    b1, b2 = _f(fl.param(opt.beta1)), _f(fl.param(opt.beta2))
+    m1 = o.ftz(b1 * st[0]) + (one - b1) * g
+    m2 = o.ftz(b2 * st[1]) + ((one - b2) * g) * g
+    st[0], st[1] = _stored(opt, m1), _stored(opt, m2)
+    return (m1 / (one - bt[0])) / (np.sqrt(m2 / (one - bt[1])) + _f(fl.param(opt.eps)))
+
+
+def _update_gru(opt: SGD | Adam, ly: RefGru, lr: float, n: int, bt: tuple[np.float32, np.float32], rng: int,
+                fl: Floats = DOUBLE) -> int:
+    """A GRU layer's step (backward._gru_apply on the device): _update over the 3H rows and their
+    biases; every multiplier follows its row's new scale (its real value times s_w new / old);
+    b_hn = round((b_hn s_h s_w_old - lr d) / (s_h s_w_new)), d its direction."""
+    h3 = ly.out_c
+    h = h3 // 3
+    old = ly.w_scale.astype(np.float32).copy()
+    m0, s0 = ly.mult.copy(), ly.shift.copy()
+    b_hn, gb_hn = ly.b[h3:].copy(), ly.gb[h3:].astype(np.float32).copy()
+    ly.b, ly.gb = ly.b[:h3].copy(), ly.gb[:h3].copy()
+    ly.mult, ly.shift = m0[:h3].copy(), s0[:h3].copy()
+    # the optimiser state as the device keeps it (the bias's over 4H): its rows' part for _update
+    full = ly.state
+    if full is not None:
+        ly.state = [a if i % 2 == 0 else a[:h3].copy() for i, a in enumerate(full)]
+        ly.st_hn = [a[h3:].copy() for i, a in enumerate(full) if i % 2 == 1]
+    rng = _update(opt, ly, lr, n, bt, rng, fl)
+    sw = ly.w_scale.astype(np.float32)
+    mult, shift = m0.copy(), s0.copy()
+    for i in range(2 * h3):
+        c = i - h3 if i >= h3 else i
+        real = math.ldexp(int(m0[i]), int(s0[i]) - 31) * (float(sw[c]) / float(old[c]))
+        mult[i], shift[i] = o.quantize_multiplier(real)
+    d = _hn_direction(opt, ly, gb_hn, n, bt, fl)
+    lr_d = float(lr)
+    for c in range(h):
+        k = 2 * h + c
+        v = int(b_hn[c]) * (ly.s_h * float(old[k])) - lr_d * float(d[c])
+        q = math.floor(v / (ly.s_h * float(sw[k])) + 0.5)
+        b_hn[c] = min(max(q, -BIAS_LIMIT), BIAS_LIMIT)
+    ly.b = np.concatenate([ly.b, b_hn])
+    ly.gb = np.concatenate([ly.gb, np.zeros(h, np.float32)])
+    if ly.state is not None and ly.st_hn is not None:
+        hn = iter(ly.st_hn)
+        ly.state = [a if i % 2 == 0 else np.concatenate([a, next(hn)]) for i, a in enumerate(ly.state)]
+    ly.mult, ly.shift = mult, shift
+    ly.refresh_ratios()
+    return rng
