@@ -14,5 +14,4 @@ MICROTRAIN_SRC = modmicrotrain.c $(MICROTRAIN_KERNEL_SRC) $(MICROTRAIN_MTM_SRC) 
 MICROTRAIN_BIND_H = mt_funcs.h mt_bind.h mt_bind_gen.h mt_bind_conv.h mt_bind_mtm.h mt_bind_update.h
 # The kernels with register-blocked loops, built at -O2 (the Makefile says why).
 MICROTRAIN_SRC_O2 = conv2d_s8_forward.c conv2d_s8_grad_weight.c conv2d_s8_grad_input.c conv2d_dil_s8.c linear.c \
-    quant.c sparse.c pool.c activation.c add.c matmul_s8.c mul_s8.c softmax_s8.c layernorm_s8.c \
-    gru_s8_forward.c gru_s8_backward.c
+    quant.c sparse.c pool.c activation.c add.c matmul_s8.c mul_s8.c softmax_s8.c layernorm_s8.c
