@@ -20,7 +20,8 @@ float32 (BN folded, the same layers, policy, SGD, batch, epochs): its accuracy o
 samples on the device must be within ``SPARSE_TOL`` of PyTorch's. The sequence and attention models
 of ``coverage_ops.VS_TORCH`` are fine-tuned on the device and in PyTorch float32 on the same protocol
 (:func:`torch_finetune`; the GRU on smartwatch windows whole, with backward through time): the
-device's accuracy on the fine-tuning samples within ``VS_TORCH_TOL`` of PyTorch's. ``ops`` counts the docs/ops.md rows the suite uses.
+device's accuracy on the fine-tuning samples within ``VS_TORCH_TOL`` of PyTorch's. ``ops`` counts the
+docs/ops.md rows the suite uses.
 
 The MLPerf models do not all fit a 256 KB heap (docs/memory.md): every model runs on the unix port
 with a large heap (``HEAP``). Last line::

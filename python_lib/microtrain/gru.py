@@ -79,3 +79,4 @@ def apply(ly, mw, mb, t, lr, s_x, r, row):
 
 if len(B.BACKWARD) == 16:  # op 16 after the 16 of backward.py (0 and ops 1..15)
     B.BACKWARD.append(gru)
+B.Sums.gru_apply = staticmethod(apply)

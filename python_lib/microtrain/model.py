@@ -346,7 +346,7 @@ class Layer:
         (update_f32_ratios: float32 on every build; the optimiser calls this
         after each update). None for the first trained layer: no error goes below it."""
         bw = self.model.backward_plan
-        if bw is not None and bw.first == self.index:
+        if bw is not None and bw.first == self.index and self.op != _OP_GRU:  # (a GRU's carry reads them)
             self.wr = None
             return
         if self.wr is None:
@@ -854,7 +854,7 @@ class Model:
         from microtrain import plan as rules
 
         self.backward_plan = rules.backward_plan(self, first, window, redo)
-        self.layers[first].wr = None  # (no grad input: refresh_ratios)
+        self.layers[first].refresh_ratios()  # (the first: none, no grad input; a GRU's carry: its own)
         rules = None
         self.trained_layers = [self.layers[i] for i in idx]
         kern.forget("plan")  # planned: training does not need plan.py's code
@@ -908,26 +908,11 @@ class Model:
         return total
 
     def summary(self):
-        """Print layers, shapes, parameters and RAM."""
-        t = self.tensors
-        print("model: %d layers, %d tensors, %d bytes%s" % (
-            len(self.layers), len(t), self.size, " (trained %d steps)" % self.train_steps
-            if self.flags & _FLAG_TRAINED else ""))
-        print("%-3s %-16s %-18s %-16s %-16s %8s" % ("#", "name", "op", "input", "output", "params"))
-        total = 0
-        for ly in self.layers:
-            op = fmt.OP_NAMES[ly.op] + (("+" + fmt.ACT_NAMES[ly.act]) if ly.act else "")
-            shp = "+".join(str(t[i].shape) for i in ly.inputs)
-            print("%-3d %-16s %-18s %-16s %-16s %8d%s" % (
-                ly.index, ly.name[:16], op, shp, str(t[ly.output].shape), ly.n_params,
-                "  trained" if ly.trained else ""))
-            total += ly.n_params
-        print("params: %d (%d bytes of weights in the model bytes, not copied)" % (
-            total, sum(len(ly.w) + 4 * len(ly.b) for ly in self.layers if ly.w is not None)))
-        print("RAM: activations %d bytes (inference)" % self.ram())
-        print("input %s scale=%.6g zp=%d; output %s scale=%.6g zp=%d" % (
-            self.input.shape, self.input.scale, self.input.zero_point,
-            self.output.shape, self.output.scale, self.output.zero_point))
+        """Print layers, shapes, parameters and RAM (microtrain/show.py, loaded for it)."""
+        from microtrain.show import summary
+
+        summary(self, self.flags & _FLAG_TRAINED)
+        kern.forget("show")
 
     def __repr__(self):
         return "<Model %d layers %s -> %s, %d params, %d bytes>" % (

@@ -289,6 +289,9 @@ class _Planner:
         arg0 = node.args[0]
         assert isinstance(arg0, torch.fx.Node)
         in_tshape = _meta_shape(arg0)
+        if kind == "gru":  # its output is a tuple (the sequence, h_n): no view or head of one tensor
+            self.plan_gru(node, x)
+            return
         if self.plan_views(node, kind, x, arg0, in_tshape):
             return
         if self.seq and self.plan_heads(node, kind, x, arg0, in_tshape):
@@ -299,8 +302,6 @@ class _Planner:
             self.plan_weighted(node, kind, x, arg0, in_tshape)
         elif kind in ("matmul", "transpose", "scale", "gap_tokens"):
             self.plan_seq(node, kind, x)
-        elif kind == "gru":
-            self.plan_gru(node, x)
         elif kind == "bn":
             self.plan_bn(node, x, in_tshape)
         elif kind in ("relu", "relu6"):

@@ -388,7 +388,7 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 #define L_PARAM(c, j, k) rdi32((c)->b, L_ENT(c, j) + MTM_PARAMS_OFF + 4 * (k))
 
 
-// params per op, by op code (MATMUL's 12: its descriptor and the factor)
+// params per op, by op code (MATMUL's 12: its descriptor and the factor; 13 with heads before the factor)
 static const uint8_t mtm_n_params[17] = { 0,
                                           MT_CONV2D_NPARAMS,
                                           MT_LINEAR_NPARAMS,
@@ -404,7 +404,7 @@ static const uint8_t mtm_n_params[17] = { 0,
                                           MT_MUL_NPARAMS,
                                           MT_LAYERNORM_NPARAMS,
                                           MT_SOFTMAX_NPARAMS,
-                                          12,  // MATMUL: its descriptor and the factor (13: heads before it)
+                                          12,
                                           MT_GRU_NPARAMS };
 
 // CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
@@ -537,8 +537,9 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
             v[k].quant = T_QUANT(c, ts[k]);
             v[k].off = T_OFF(c, ts[k]);
         }
-        return op == MTM_OP_GRU ? mt_mtm_gru_rules(c->b, p, v)
-                                : mt_mtm_seq_rules(op, act, p, rd8(c->b, L_ENT(c, j) + MTM_L_N_PARAMS), &v[0], &v[1], &v[2]);
+        return op == MTM_OP_GRU
+                   ? mt_mtm_gru_rules(c->b, p, v)
+                   : mt_mtm_seq_rules(op, act, p, rd8(c->b, L_ENT(c, j) + MTM_L_N_PARAMS), &v[0], &v[1], &v[2]);
     }
     if (op == MTM_OP_LUT) {  // params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
         const uint32_t t = L_U32(c, j, MTM_L_WEIGHT), d = L_U32(c, j, MTM_L_BIAS);
