@@ -845,39 +845,6 @@ int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, co
     return mt_dyn_requant_act_s8(acc, (size_t)n, lo, hi, ein);
 }
 #else
-// Masked depthwise: input channel c takes only output channel c's error, so the sums of
-// the channels that are off (or have wr 0) are 0: the shift's maximum is over the others,
-// and an input error of 0 stays 0 under dyn_requant and any activation mask. The
-// channels that are on requantised as mt_dyn_requant_act_s8 does (y read before ein is
-// written); the others written 0.
-static int32_t dw_sel_requant(const int32_t *acc, int32_t npos, int32_t c, const uint8_t *mask, const int32_t *wr,
-                              int32_t lo, int32_t hi, int8_t *ein) {
-    uint32_t m = 0;
-    for (int32_t ch = 0; ch < c; ++ch) {
-        if (!mask[ch] || wr[ch] == 0) {
-            continue;
-        }
-        for (int32_t i = 0, o = ch; i < npos; ++i, o += c) {
-            const uint32_t a = mt_abs_u32(acc[o]);
-            m = a > m ? a : m;
-        }
-    }
-    const int32_t shift = mt_dyn_shift(m);
-    for (int32_t ch = 0; ch < c; ++ch) {
-        if (!mask[ch] || wr[ch] == 0) {
-            for (int32_t i = 0, o = ch; i < npos; ++i, o += c) {
-                ein[o] = 0;
-            }
-            continue;
-        }
-        for (int32_t i = 0, o = ch; i < npos; ++i, o += c) {
-            const int32_t y = ein[o];
-            ein[o] = lo < y && y < hi ? mt_dyn_apply(acc[o], shift) : 0;
-        }
-    }
-    return shift;
-}
-
 int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, const int8_t *w, const int32_t *wr,
                                 const uint8_t *mask, int32_t lo, int32_t hi, int32_t *acc, int8_t *ein) {
     const int32_t n = p->in_h * p->in_w * p->in_c;
@@ -885,9 +852,6 @@ int32_t mt_conv2d_s8_grad_input(const mt_conv2d_params_t *p, const int8_t *e, co
         acc[i] = 0;
     }
     gi_blocked(p, e, w, wr, mask, acc);
-    if (mask && p->groups == p->in_c && p->out_c == p->in_c) {
-        return dw_sel_requant(acc, p->in_h * p->in_w, p->in_c, mask, wr, lo, hi, ein);
-    }
     return mt_dyn_requant_act_s8(acc, (size_t)n, lo, hi, ein);
 }
 #endif
