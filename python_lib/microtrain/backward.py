@@ -184,7 +184,8 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
             upd.grad(ly, gwk, p, x, e, mask, sw, s)
     dest = s_in = None
     if need:
-        dest = _dest(bw, cur, x_t)
+        # (_dest written out: a Python call per layer and sample saved)
+        dest = bw.ebuf[x_t] if x_t not in cur else bw.esecond[x_t]
         gin = K.conv2d_s8_grad_input if conv else K.linear_s8_grad_input
         a = bw.inplace.get(x_t)  # over the activation: its producer's mask as it writes
         if a is not None and a.act:
@@ -237,7 +238,7 @@ def maxpool(m, bw, cur, scale, ly, j, e, s, policy):
     x_t = ly.inputs[0]
     if x_t in bw.region:
         p = ly.params
-        dest = _dest(bw, cur, x_t)
+        dest = bw.ebuf[x_t] if x_t not in cur else bw.esecond[x_t]  # (_dest, without the call)
         a = bw.inplace.get(x_t)
         if a is not None:  # over the activation itself, with its producer's mask
             lo, hi = act_keep(a)

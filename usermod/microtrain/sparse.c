@@ -107,12 +107,12 @@ void mt_l1_norm_s8(const int8_t *e, size_t n_pos, int32_t c, int32_t *norms) {
 
 // mask[i] = 1 iff fewer than k channels rank ahead of i, where j ranks ahead
 // if norms[j] > norms[i], or equal with j < i (ties go to the lower index).
-// O(c^2) but stops counting as soon as k channels are ahead.
 //
-// For k <= c / 2 (a sparse update keeps few) k passes instead, each marking the
-// first maximum among the unmarked channels: that is the next channel in the
-// same order (larger norm first, ties to the lower index), so the same mask in
-// O(c k) without the early-exit loops' branches.
+// At most c / 2 passes over the channels: for k <= c / 2 each pass marks the
+// first maximum among the unmarked channels (the next channel in that order);
+// else each clears the last minimum among the marked ones (the last channel in
+// that order still kept), c - k times. Both give the rank rule's mask in
+// O(c min(k, c - k)) without the counting loops' early-exit branches.
 void mt_topk_mask(const int32_t *norms, int32_t c, int32_t k, uint8_t *mask) {
     if (2 * k <= c) {
         for (int32_t i = 0; i < c; ++i) {
@@ -131,18 +131,16 @@ void mt_topk_mask(const int32_t *norms, int32_t c, int32_t k, uint8_t *mask) {
         return;
     }
     for (int32_t i = 0; i < c; ++i) {
-        const int32_t v = norms[i];
-        int32_t ahead = 0;
-        for (int32_t j = 0; j < i && ahead < k; ++j) {
-            if (norms[j] >= v) {
-                ++ahead;
+        mask[i] = 1;
+    }
+    for (int32_t n = k; n < c; ++n) {
+        int32_t worst = -1, wv = 0;
+        for (int32_t i = 0; i < c; ++i) {
+            if (mask[i] && (worst < 0 || norms[i] <= wv)) {  // <=: a tie goes to the later index
+                worst = i;
+                wv = norms[i];
             }
         }
-        for (int32_t j = i + 1; j < c && ahead < k; ++j) {
-            if (norms[j] > v) {
-                ++ahead;
-            }
-        }
-        mask[i] = ahead < k ? 1u : 0u;
+        mask[worst] = 0;
     }
 }
