@@ -24,7 +24,7 @@ void mt_lstm_s8_forward(const mt_lstm_params_t *p, const int8_t *x, const int8_t
     const int32_t D = p->d, H = p->h, row = D + H, H4 = 4 * H, H6 = 6 * H;
     for (int32_t t = 0; t < p->t; ++t) {
         const int8_t *xt = x + t * D;
-        const int8_t *hp = t > 0 ? y + (t - 1) * H : NULL;  // h_{-1} = 0
+        const int8_t *hp = t > 0 ? y + (t - 1) * H : NULL;      // h_{-1} = 0
         const int8_t *kp = t > 0 ? keep + (t - 1) * H6 : NULL;  // c_{-1} = 0
         int8_t *ht = y + t * H;
         int8_t *k = keep + t * H6;
@@ -35,8 +35,8 @@ void mt_lstm_s8_forward(const mt_lstm_params_t *p, const int8_t *x, const int8_t
                 const int8_t *wi = w + i * row;
                 const int32_t ax = bias[i] + mt_lstm_dot(wi, xt, D, p->x_zp);
                 const int32_t ah = hp ? mt_lstm_dot(wi + D, hp, H, 0) : 0;
-                const int32_t pre = mt_lstm_s8_sum(mt_requant(ax, mult[i], shift[i]),
-                                                   mt_requant(ah, mult[H4 + i], shift[H4 + i]));
+                const int32_t pre =
+                    mt_lstm_s8_sum(mt_requant(ax, mult[i], shift[i]), mt_requant(ah, mult[H4 + i], shift[H4 + i]));
                 gate[g] = lut[g * 256 + pre + 128];
             }
             const int32_t cp = kp ? kp[4 * H + c] : 0;

@@ -91,7 +91,8 @@ def lstm_s8_forward(desc, x, w, bias, mult, shift, lut, y, keep):
                     wo += D
                     for j in range(H):
                         a += W[wo + j] * _sv(y[ho + j])
-                gate[g] = LUT[g * 256 + _s8(rq(s, MULT[i], SHIFT[i]) + rq(a, MULT[H4 + i], SHIFT[H4 + i])) + 128]
+                q = _s8(rq(s, MULT[i], SHIFT[i]) + rq(a, MULT[H4 + i], SHIFT[H4 + i]))
+                gate[g] = LUT[g * 256 + q + 128]
             cp = _sv(keep[ko - H6 + H4 + c]) if t > 0 else 0
             cn = _s8(_rdiv((gate[1] + 128) * cp, 8) + rq((gate[0] + 128) * gate[2], m_ig, sh_ig))
             tc = LUT[1024 + cn + 128]

@@ -9,7 +9,8 @@ Argument errors raise ``ValueError`` like the binding.
 This module gathers them: one file per op family beside it (``oracle_base``: coercion,
 requantisation, geometry; ``oracle_conv``: conv2d, linear; ``oracle_shape``: relu, concat,
 upsample, LUT; ``oracle_pool``: pools, add; ``oracle_mul``: element-wise mul;
-``oracle_attn``: matmul of two activations, softmax; ``oracle_norm``: LayerNorm; ``oracle_rnn``: GRU; ``oracle_lstm``: LSTM;
+``oracle_attn``: matmul of two activations, softmax; ``oracle_norm``: LayerNorm; ``oracle_rnn``: GRU;
+``oracle_lstm``: LSTM;
 ``oracle_loss``: softmax cross-entropy, sparse selection, zeroth order; ``oracle_update``:
 optimiser updates; ``oracle_host``: host-side helpers: multipliers, LUTs, weight ratios,
 loss). Import it as before: ``from microtrain_tools.reference import oracle``.
@@ -99,6 +100,11 @@ from microtrain_tools.reference.oracle_loss import (
 from microtrain_tools.reference.oracle_loss import (
     hadamard_signs as hadamard_signs,
 )
+from microtrain_tools.reference.oracle_lstm import (
+    lstm_params,
+    lstm_s8_backward,
+    lstm_s8_forward,
+)
 from microtrain_tools.reference.oracle_mul import (
     mul_params,
     mul_s8_forward,
@@ -109,11 +115,6 @@ from microtrain_tools.reference.oracle_norm import (
     layernorm_params,
     layernorm_s8_forward,
     layernorm_s8_grad_input,
-)
-from microtrain_tools.reference.oracle_lstm import (
-    lstm_params,
-    lstm_s8_backward,
-    lstm_s8_forward,
 )
 from microtrain_tools.reference.oracle_pool import (
     add_s8_forward,
