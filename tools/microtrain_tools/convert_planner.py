@@ -171,7 +171,7 @@ class _Planner:
             kind = _safe_kind(node, self.modules) if node.op.startswith("call_") else ""
             src = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
             rank3 = src is not None and len(src.meta.get("mt_shape", ())) == 3
-            if kind in ("linear", "layernorm", "matmul", "gap_tokens", "gru") and rank3:
+            if kind in ("linear", "layernorm", "matmul", "gap_tokens", "gru", "lstm") and rank3:
                 seq = True
             elif kind in ("conv", "convt", "maxpool", "avgpool", "gap", "gmp", "upsample") and rank3:
                 sig = True
@@ -228,6 +228,8 @@ class _Planner:
             self.plan_seq(node, kind, x)
         elif kind == "gru":
             self.plan_gru(node, x)
+        elif kind == "lstm":
+            self.plan_recurrent(node, x, kind)
         elif kind == "bn":
             self.plan_bn(node, x, in_tshape)
         elif kind in ("relu", "relu6"):
@@ -409,6 +411,20 @@ class _Planner:
         if seq is None:
             raise self.fail(node, "the GRU's output is not used")
         pl = self.layer("gru", node, [x], module=self.modules[target])
+        self.done.add(seq)
+        pl.output = self.values[seq] = self.new_value(seq, calib=seq)
+
+    def plan_recurrent(self, node: torch.fx.Node, x: _Value, kind: str) -> None:
+        """A recurrent module (nn.LSTM) over (N, T, D) tokens: one layer whose output is the sequence
+        (out of ``out, _ = lstm(x)``); its hidden state's scale is set by the calibration."""
+        target = str(node.target)
+        self.calls[target] = self.calls.get(target, 0) + 1
+        if self.calls[target] > 1:
+            raise self.fail(node, "module called more than once (shared weights): use one module per call")
+        seq = next(iter(node.users), None)
+        if seq is None:
+            raise self.fail(node, f"the {kind.upper()}'s output is not used")
+        pl = self.layer(kind, node, [x], module=self.modules[target])
         self.done.add(seq)
         pl.output = self.values[seq] = self.new_value(seq, calib=seq)
 

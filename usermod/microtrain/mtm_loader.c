@@ -389,7 +389,7 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
 
 
 // params per op, by op code (MATMUL's 12: its descriptor and the factor)
-static const uint8_t mtm_n_params[17] = { 0,
+static const uint8_t mtm_n_params[18] = { 0,
                                           MT_CONV2D_NPARAMS,
                                           MT_LINEAR_NPARAMS,
                                           2,
@@ -405,7 +405,8 @@ static const uint8_t mtm_n_params[17] = { 0,
                                           MT_LAYERNORM_NPARAMS,
                                           MT_SOFTMAX_NPARAMS,
                                           12,
-                                          MT_GRU_NPARAMS };
+                                          MT_GRU_NPARAMS,
+                                          MT_LSTM_NPARAMS };
 
 // CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
 // hw positions of them (numel = hw * its channels; the kernel reads flat
@@ -514,16 +515,17 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     const int32_t *p = u.a;
     const uint32_t x = L_U32(c, j, MTM_L_IN0), x2 = L_U32(c, j, MTM_L_IN1), y = L_U32(c, j, MTM_L_OUT);
     const char *m;
-    if (op >= MTM_OP_MUL) {  // the sequence / attention ops: mtm_rules_seq.c, GRU: mtm_rules_rnn.c
+    if (op >= MTM_OP_MUL) {  // the sequence / attention ops: mtm_rules_seq.c, GRU / LSTM: mtm_rules_rnn.c / _lstm.c
+        const int rnn = op == MTM_OP_GRU || op == MTM_OP_LSTM;
         mtm_tview_t v[7];
         const uint32_t ts[7] = { x,
-                                 op == MTM_OP_MUL || op == MTM_OP_MATMUL || op == MTM_OP_GRU ? x2 : x,
+                                 op == MTM_OP_MUL || op == MTM_OP_MATMUL || rnn ? x2 : x,
                                  y,
                                  L_U32(c, j, MTM_L_WEIGHT),
                                  L_U32(c, j, MTM_L_BIAS),
                                  L_U32(c, j, MTM_L_MULT),
                                  L_U32(c, j, MTM_L_SHIFT) };
-        for (uint32_t k = 0; k < (op == MTM_OP_GRU ? 7u : 3u); ++k) {
+        for (uint32_t k = 0; k < (rnn ? 7u : 3u); ++k) {
             v[k].rank = T_RANK(c, ts[k]);
             for (uint32_t d = 0; d < 4; ++d) {
                 v[k].dim[d] = T_DIM(c, ts[k], d);
@@ -536,6 +538,9 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
             v[k].kind = T_KIND(c, ts[k]);
             v[k].quant = T_QUANT(c, ts[k]);
             v[k].off = T_OFF(c, ts[k]);
+        }
+        if (op == MTM_OP_LSTM) {
+            return mt_mtm_lstm_rules(c->b, p, v);
         }
         return op == MTM_OP_GRU ? mt_mtm_gru_rules(c->b, p, v) : mt_mtm_seq_rules(op, act, p, &v[0], &v[1], &v[2]);
     }
@@ -727,7 +732,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
             FAIL_L("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)");
         }
         if (op >= MTM_OP_MUL && rd16(c->b, MTM_H_VERSION_MINOR) < (op >= MTM_OP_GRU ? 5u : 4u)) {
-            FAIL_L(op >= MTM_OP_GRU ? "GRU layer in a file before version 1.5"
+            FAIL_L(op >= MTM_OP_GRU ? "GRU / LSTM layer in a file before version 1.5"
                                     : "MUL / LAYERNORM / SOFTMAX / MATMUL layer in a file before version 1.4");
         }
         const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT || op == MTM_OP_MUL || op == MTM_OP_MATMUL;
@@ -781,8 +786,8 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         }
         // graph: inputs available, output fresh, kinds of referenced tensors
         const uint32_t in0 = L_U32(c, j, MTM_L_IN0), in1 = L_U32(c, j, MTM_L_IN1), out = L_U32(c, j, MTM_L_OUT);
-        if (two_in || op == MTM_OP_GRU ? in1 >= c->n_t : in1 != MTM_NONE) {
-            FAIL_L("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL / GRU and NONE otherwise");
+        if (two_in || op >= MTM_OP_GRU ? in1 >= c->n_t : in1 != MTM_NONE) {
+            FAIL_L("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL / GRU / LSTM and NONE otherwise");
         }
         if (in0 >= c->n_t || out >= c->n_t) {
             FAIL_L("tensor index out of range");
@@ -802,8 +807,8 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
                 if (s < 2 ? (t >= c->n_t || T_KIND(c, t) != MTM_K_CONST) : t != MTM_NONE) {
                     FAIL_L("LUT needs CONST weight (table) and bias (dtable), and mult/shift NONE");
                 }
-            } else if (weighted || op == MTM_OP_GRU ? (t >= c->n_t || T_KIND(c, t) != MTM_K_CONST) : t != MTM_NONE) {
-                FAIL_L("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR/GRU and NONE otherwise");
+            } else if (weighted || op >= MTM_OP_GRU ? (t >= c->n_t || T_KIND(c, t) != MTM_K_CONST) : t != MTM_NONE) {
+                FAIL_L("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR/GRU/LSTM and NONE otherwise");
             }
         }
         for (uint32_t s = 0; s < 6; ++s) {
@@ -878,7 +883,7 @@ static const char *check_graph(const mtm_ctx_t *c, uint32_t *produced, uint32_t 
         for (uint32_t s = 0; s < 6; ++s) {
             ref(produced, consumed, l_state(c->b, L_ENT(c, j), s));
         }
-        if (rd8(c->b, L_ENT(c, j) + MTM_L_OP) == MTM_OP_GRU) {  // its tables
+        if (rd8(c->b, L_ENT(c, j) + MTM_L_OP) >= MTM_OP_GRU) {  // a GRU's / LSTM's tables
             ref(produced, consumed, L_U32(c, j, MTM_L_IN1));
         }
     }
