@@ -14,6 +14,7 @@ from microtrain import kern, plan
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
 # The .mtm constants this module reads, private: inlined, no globals entry.
 _OP_GRU = const(16)
+_OP_LSTM = const(17)
 # --- generated: end
 
 
@@ -144,11 +145,14 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     loss = 0 if model.ce_bufs is not None else _buf(4 * n_lut) + _buf(model.output.numel) + _buf(12)
     out = [("gradients", grads), ("optimiser state", state), ("master copies", master),
            ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
-    # a GRU's gates of every step, kept by its forward (made with the first plan that runs it)
+    # a GRU's gates (an LSTM's gates and cell) of every step, kept by its forward (made with the
+    # first plan that runs it)
     seq = 0
     for ly in layers:
         if ly.op == _OP_GRU and ly.dtable is None:
             seq += _buf(4 * ly.params[0] * ly.params[2])
+        if ly.op == _OP_LSTM and ly.dtable is None:
+            seq += _buf(6 * ly.params[0] * ly.params[2])
     if seq:
         out.append(("sequence buffers", seq))
     return out

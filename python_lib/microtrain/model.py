@@ -95,6 +95,7 @@ _OP_LAYERNORM = const(13)
 _OP_SOFTMAX = const(14)
 _OP_MATMUL = const(15)
 _OP_GRU = const(16)
+_OP_LSTM = const(17)
 # --- generated: end
 
 # Descriptor entries (docs/numerics.md, "Python binding") read here (backward.py reads the
@@ -240,7 +241,7 @@ class Layer:
         if n:
             self._fz = o << 10 | n if n < 1024 and o < 1 << 20 else str(bytes(b[o:o + n]), "utf-8")
         i0, i1 = row[_LROW_IN0], row[_LROW_IN1]
-        self.inputs = (i0,) if i1 == _NONE_I32 or self.op == _OP_GRU else (i0, i1)
+        self.inputs = (i0,) if i1 == _NONE_I32 or self.op == _OP_GRU or self.op == _OP_LSTM else (i0, i1)
         self.output = row[_LROW_OUT]
         st = (row[_LROW_STATE0], row[_LROW_STATE1], row[_LROW_STATE2], row[_LROW_STATE3],
               row[_LROW_STATE4], row[_LROW_STATE5])  # (STATE4, 5: format 1.3)
@@ -248,7 +249,7 @@ class Layer:
             self.state_t = st
         # the kernel descriptor, zero-copy
         self.params = model._i32(row[_LROW_PARAMS_OFF], row[_LROW_N_PARAMS])
-        if self.op == _OP_CONV2D or self.op == _OP_LINEAR or self.op == _OP_GRU:
+        if self.op == _OP_CONV2D or self.op == _OP_LINEAR or self.op == _OP_GRU or self.op == _OP_LSTM:
             c = model._const
             self.w = c(row[_LROW_WEIGHT])
             q = model._trow[_TROW_QSCALES]  # the weights' scales
@@ -259,7 +260,7 @@ class Layer:
         if self.op == _OP_LUT:
             self.table = model._const(row[_LROW_WEIGHT])
             self.dtable = model._const(row[_LROW_BIAS])
-        if self.op == _OP_GRU:  # its activations' tables, then dtanh (in1)
+        if self.op == _OP_GRU or self.op == _OP_LSTM:  # its activations' tables, then dtanh (in1)
             self.table = model._const(i1)
 
     @property
@@ -524,8 +525,9 @@ class Model:
     def select(self, spec):
         """Layer indices for a train spec: "last:N" (the last N layers with
         parameters), "all", a name, or a list of names / indices."""
-        # (a GRU's backward kernels are not wired into the Trainer yet: it stays frozen)
-        weighted = [ly.index for ly in self.layers if ly.w is not None and ly.op != _OP_GRU]
+        # (a GRU's / LSTM's backward kernels are not wired into the Trainer yet: it stays frozen)
+        weighted = [ly.index for ly in self.layers
+                    if ly.w is not None and ly.op != _OP_GRU and ly.op != _OP_LSTM]
         if not weighted:
             raise ValueError("train=%r: the model has no layers with parameters (conv2d / linear)" % (spec,))
         if spec is None or spec == "all":
@@ -559,7 +561,7 @@ class Model:
                     raise ValueError("train=%r: no layer named %r" % (orig, s)) from None
             else:
                 raise ValueError("train=%r: %r is neither a layer name nor an index" % (orig, s))
-            if ly.w is None or ly.op == _OP_GRU:
+            if ly.w is None or ly.op == _OP_GRU or ly.op == _OP_LSTM:
                 raise ValueError("layer %s (%s) has no parameters to train" % (ly.name, ly.kind))
             if ly.index not in out:
                 out.append(ly.index)
@@ -703,6 +705,11 @@ class Model:
                 ly.dtable = bytearray(4 * p[0] * p[2])  # T x 4H
             return (K.gru_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, memoryview(ly.table)[:768], y,
                                        ly.dtable), ly)
+        if op == _OP_LSTM:
+            if ly.dtable is None:
+                ly.dtable = bytearray(6 * p[0] * p[2])  # T x 6H: i, f, g, o, c, tanh(c)
+            return (K.lstm_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, memoryview(ly.table)[:1280], y,
+                                        ly.dtable), ly)
         if op == _OP_SOFTMAX:
             if ly.table is None:  # the exp table of its input's scale (fixed: activation scales stay)
                 ly.table = softmax_lut(self.tensors[ly.inputs[0]].scale)

@@ -47,13 +47,13 @@ from microtrain_tools import mtm
 from microtrain_tools.convert_calib import _act_quant, _batches, _calibrate, check_samples
 from microtrain_tools.convert_common import ConvertError, ConvertWarning, _at, _describe
 from microtrain_tools.convert_emit import _emit_layer, _Emitter
+from microtrain_tools.convert_lstm import lstm_float, lstm_hidden_scale
 from microtrain_tools.convert_planner import _Planner
 from microtrain_tools.convert_registry import _BY_FUNCTION as _BY_FUNCTION
 from microtrain_tools.convert_registry import _BY_METHOD as _BY_METHOD
 from microtrain_tools.convert_registry import _BY_MODULE as _BY_MODULE
 from microtrain_tools.convert_registry import REFUSALS, REGISTRY, OpEntry, Refusal
 from microtrain_tools.convert_registry import _lookup as _lookup
-from microtrain_tools.convert_lstm import lstm_float, lstm_hidden_scale
 from microtrain_tools.convert_rnn import gru_float, gru_hidden_scale
 from microtrain_tools.convert_trace import trace
 from microtrain_tools.mtm import DType, Kind, Layer, Model, Op, Quant, Tensor

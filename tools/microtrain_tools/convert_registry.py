@@ -305,17 +305,18 @@ def _accept_lstm(node: torch.fx.Node, mod: nn.Module | None) -> str:
     assert isinstance(mod, nn.LSTM)
     if mod.num_layers != 1 or mod.bidirectional or not mod.batch_first or mod.proj_size:
         raise _Fail(f"nn.LSTM with num_layers={mod.num_layers}, bidirectional={mod.bidirectional}, "
-                    f"batch_first={mod.batch_first}, proj_size={mod.proj_size}: only one layer, one direction, "
-                    "batch_first=True, no projection")
+                    f"batch_first={mod.batch_first}, proj_size={mod.proj_size}: only one layer, one "
+                    "direction, batch_first=True, no projection")
     if len(node.args) + len(node.kwargs) != 1:
-        raise _Fail("nn.LSTM called with an initial state: the device starts every sequence from h_0 = c_0 = 0")
+        raise _Fail("nn.LSTM called with an initial state: the device starts every sequence from "
+                    "h_0 = c_0 = 0")
     src = node.args[0]
     if not isinstance(src, torch.fx.Node) or len(_meta_shape(src)) != 3:
         raise _Fail("nn.LSTM needs an (N, T, D) input")
     for u in node.users:
         if not (u.op == "call_function" and u.target is operator.getitem and u.args[1] == 0):
-            raise _Fail("only the output sequence of nn.LSTM converts (out, _ = lstm(x); then out.mean(1) or a "
-                        "Linear on the tokens): h_n, c_n are not outputs of the layer")
+            raise _Fail("only the output sequence of nn.LSTM converts (out, _ = lstm(x); then out.mean(1) or "
+                        "a Linear on the tokens): h_n, c_n are not outputs of the layer")
         if any(v.op == "call_function" and v.target is operator.getitem for v in u.users):
             raise _Fail("one step of the LSTM's output (out[:, -1]) does not convert yet: use out.mean(1) or "
                         "a Linear over all the steps (torch.flatten(out, 1))")

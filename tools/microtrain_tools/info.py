@@ -91,8 +91,10 @@ def inference_ram(m: Model) -> int:
 
 
 def seq_bytes(m: Model) -> int:
-    """Bytes each GRU layer keeps from its forward for backward: r, z, n, hn of every step (T x 4H)."""
-    return sum(4 * ly.params[0] * ly.params[2] for ly in m.layers if ly.op == Op.GRU)
+    """Bytes each GRU layer keeps from its forward for backward: r, z, n, hn of every step (T x 4H);
+    an LSTM layer: i, f, g, o, c, tanh(c) of every step (T x 6H)."""
+    return (sum(4 * ly.params[0] * ly.params[2] for ly in m.layers if ly.op == Op.GRU)
+            + sum(6 * ly.params[0] * ly.params[2] for ly in m.layers if ly.op == Op.LSTM))
 
 
 def weighted_layers(m: Model) -> list[int]:
@@ -452,7 +454,7 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
                   "optimizer_state": "optimizer state", "master": "float32 master weights",
                   "copies": "writable copies of the trained layers",
                   "sparse_bytes": "sparse-update norms and masks", "loss": "softmax cross-entropy",
-                  "seq": "GRU gates kept per step (T x 4H)"}
+                  "seq": "GRU / LSTM gates kept per step (4H / 6H)"}
         for k in TRAIN_ITEMS + (("seq",) if tr.get("seq") else ()):
             out.append(f"  {labels[k]:<40} {tr[k]:>9} B")
             if k == "scratch" and tr["hosted"]:

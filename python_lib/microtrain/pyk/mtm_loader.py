@@ -648,7 +648,8 @@ def _check_layers(c, produced, consumed):
             c.fail("bad fused string (0..255 bytes of UTF-8, NUL-terminated in the pool)", 2, j)
         in0, in1, out = L[9], L[10], L[11]
         if (in1 >= n_t) if two or op >= _OP_GRU else (in1 != NONE):
-            c.fail("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL / GRU / LSTM and NONE otherwise", 2, j)
+            c.fail("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL / GRU / LSTM and NONE otherwise",
+                   2, j)
         if in0 >= n_t or out >= n_t:
             c.fail("tensor index out of range", 2, j)
         if c.t(in0)[2] != _KIND_ACT or c.t(out)[2] != _KIND_ACT or (two and c.t(in1)[2] != _KIND_ACT):
