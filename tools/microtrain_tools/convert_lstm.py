@@ -13,6 +13,10 @@ from numpy.typing import NDArray
 from microtrain_tools.convert_rnn import _PRE_MAX, F64, _scale, _sig
 from microtrain_tools.reference import oracle
 
+# the cell state's int8 range: past it tanh(c) is within 2^-22 of +-1, so h = o tanh(c) does not see
+# the clamp, and an uncapped range (calibrated cells reach tens) would leave small cells a step or two
+_CELL_MAX = 8.0
+
 
 @dataclass
 class LstmQuant:
@@ -57,7 +61,8 @@ def lstm_hidden_scale(f: dict[str, F64]) -> float:
 def lstm_quantize(w_ih: F64, w_hh: F64, b_ih: F64, b_hh: F64, x_calib: F64, s_x: float, x_zp: int,
                   k: int = 0, s_h: float | None = None) -> LstmQuant:
     """The int8 LSTM of float weights (PyTorch's layout: gates i, f, g, o), its scales calibrated
-    on x_calib (N, T, D) real inputs; the cell state's scale covers every calibration step."""
+    on x_calib (N, T, D) real inputs; the cell state's scale covers every calibration step up to
+    |c| = _CELL_MAX."""
     w_ih, w_hh = np.asarray(w_ih, np.float64), np.asarray(w_hh, np.float64)
     b_ih, b_hh = np.asarray(b_ih, np.float64), np.asarray(b_hh, np.float64)
     h_n, d_n = w_hh.shape[1], w_ih.shape[1]
@@ -65,7 +70,7 @@ def lstm_quantize(w_ih: F64, w_hh: F64, b_ih: F64, b_hh: F64, x_calib: F64, s_x:
     if s_h is None:
         s_h = lstm_hidden_scale(f)
     s_i, s_f, s_g, s_o = (_scale(f[q], _PRE_MAX) for q in ("i", "f", "g", "o"))
-    s_c = _scale(f["c"])
+    s_c = _scale(f["c"], _CELL_MAX)
     w = np.concatenate([w_ih, w_hh], axis=1)
     s_w = (np.maximum(np.abs(w).max(axis=1), 1e-8) / 127.0).astype(np.float32).astype(np.float64)
     wq = np.clip(np.round(w / s_w[:, None]), -127, 127).astype(np.int8)
