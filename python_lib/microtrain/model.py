@@ -705,9 +705,8 @@ class Model:
                 ly.dtable = bytearray(4 * p[0] * p[2])  # T x 4H
             return (K.gru_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, memoryview(ly.table)[:768], y,
                                        ly.dtable), ly)
-        if op == _OP_LSTM:
-            if ly.dtable is None:
-                ly.dtable = bytearray(6 * p[0] * p[2])  # T x 6H: i, f, g, o, c, tanh(c)
+        if op == _OP_LSTM:  # keeps T x 6H: i, f, g, o, c, tanh(c)
+            ly.dtable = ly.dtable or bytearray(6 * p[0] * p[2])
             return (K.lstm_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, memoryview(ly.table)[:1280], y,
                                         ly.dtable), ly)
         if op == _OP_SOFTMAX:

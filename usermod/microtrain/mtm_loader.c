@@ -515,17 +515,16 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     const int32_t *p = u.a;
     const uint32_t x = L_U32(c, j, MTM_L_IN0), x2 = L_U32(c, j, MTM_L_IN1), y = L_U32(c, j, MTM_L_OUT);
     const char *m;
-    if (op >= MTM_OP_MUL) {  // the sequence / attention ops: mtm_rules_seq.c, GRU / LSTM: mtm_rules_rnn.c / _lstm.c
-        const int rnn = op == MTM_OP_GRU || op == MTM_OP_LSTM;
+    if (op >= MTM_OP_MUL) {  // the sequence / attention ops: mtm_rules_seq.c; GRU, LSTM (the last): mt_mtm_rnn_rules
         mtm_tview_t v[7];
         const uint32_t ts[7] = { x,
-                                 op == MTM_OP_MUL || op == MTM_OP_MATMUL || rnn ? x2 : x,
+                                 op == MTM_OP_MUL || op == MTM_OP_MATMUL || op >= MTM_OP_GRU ? x2 : x,
                                  y,
                                  L_U32(c, j, MTM_L_WEIGHT),
                                  L_U32(c, j, MTM_L_BIAS),
                                  L_U32(c, j, MTM_L_MULT),
                                  L_U32(c, j, MTM_L_SHIFT) };
-        for (uint32_t k = 0; k < (rnn ? 7u : 3u); ++k) {
+        for (uint32_t k = 0; k < (op >= MTM_OP_GRU ? 7u : 3u); ++k) {
             v[k].rank = T_RANK(c, ts[k]);
             for (uint32_t d = 0; d < 4; ++d) {
                 v[k].dim[d] = T_DIM(c, ts[k], d);
@@ -539,10 +538,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
             v[k].quant = T_QUANT(c, ts[k]);
             v[k].off = T_OFF(c, ts[k]);
         }
-        if (op == MTM_OP_LSTM) {
-            return mt_mtm_lstm_rules(c->b, p, v);
-        }
-        return op == MTM_OP_GRU ? mt_mtm_gru_rules(c->b, p, v) : mt_mtm_seq_rules(op, act, p, &v[0], &v[1], &v[2]);
+        return op >= MTM_OP_GRU ? mt_mtm_rnn_rules(c->b, op, p, v) : mt_mtm_seq_rules(op, act, p, &v[0], &v[1], &v[2]);
     }
     if (op == MTM_OP_LUT) {  // params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
         const uint32_t t = L_U32(c, j, MTM_L_WEIGHT), d = L_U32(c, j, MTM_L_BIAS);

@@ -12,7 +12,7 @@ static int mtm_lstm_shape(const mtm_tview_t *t, uint32_t r, int32_t d0, int32_t 
     return t->rank == r && t->dim[0] == (uint32_t)d0 && (r < 2 || t->dim[1] == (uint32_t)d1);
 }
 
-const char *mt_mtm_lstm_rules(const uint8_t *b, const int32_t *p, const mtm_tview_t *v) {
+static const char *mt_mtm_lstm_rules(const uint8_t *b, const int32_t *p, const mtm_tview_t *v) {
     const mtm_tview_t *x = &v[0], *tab = &v[1], *y = &v[2], *w = &v[3], *bias = &v[4], *mult = &v[5], *shift = &v[6];
     union {
         int32_t a[MT_LSTM_NPARAMS];
@@ -67,4 +67,8 @@ const char *mt_mtm_lstm_rules(const uint8_t *b, const int32_t *p, const mtm_tvie
         }
     }
     return NULL;
+}
+
+const char *mt_mtm_rnn_rules(const uint8_t *b, uint32_t op, const int32_t *p, const mtm_tview_t *v) {
+    return op == MTM_OP_LSTM ? mt_mtm_lstm_rules(b, p, v) : mt_mtm_gru_rules(b, p, v);
 }
