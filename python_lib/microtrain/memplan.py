@@ -1,3 +1,4 @@
+# The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The Trainer's memory check (docs/memory.md): the bytes a Trainer is about to
 # allocate, from the model's shapes only (nothing is allocated to find them),
 # compared with the free heap before it allocates; a shortfall raises a
