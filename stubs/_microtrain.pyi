@@ -226,6 +226,20 @@ def gru_s8_backward(desc: _I32, x: _In8, w: _In8, wr: _I32, dtanh: _I32, y: _In8
     ein (T x D) the input errors. keep comes back holding the step errors; shifts[t] each
     step's shift (their max A: gw, gb on U 2^A); acc: 5H int32 scratch. Returns ein's shift."""
 
+# -- recurrent: LSTM over a sequence (desc: 13 int32) ---------------------------------------------
+
+def lstm_s8_forward(desc: _I32, x: _In8, w: _In8, bias: _I32, mult: _I32, shift: _I32, lut: _In8, y: _Out8,
+                    keep: _Out8, /) -> None:
+    """The hidden states y (T x H, h_0 = c_0 = 0) of nn.LSTM over x (T x D); keep gets each
+    step's i, f, g, o, c, tanh(c) (T x 6H) for lstm_s8_backward."""
+def lstm_s8_backward(desc: _I32, x: _In8, w: _In8, wr: _I32, dtanh: _I32, y: _In8, keep: _Out8, e: _In8,
+                     shifts: _I32, acc: _I32, gw: _I32, gb: _I32, ein: _Out8, /) -> int:
+    """Backward through time over the last k steps (desc's k; 0 = all) from the forward's x, y,
+    keep and the output errors e (T x H): gw (4H x (D + H)) and gb (4H) summed over the steps,
+    ein (T x D) the input errors. keep's first 4H a step come back holding the gate errors;
+    shifts[t] each step's shift (their max A: gw, gb on U 2^A); acc: 6H int32 scratch.
+    Returns ein's shift."""
+
 # -- .mtm model files (docs/format.md) ------------------------------------------------------------
 
 def mtm_validate(buf: _Buf, /) -> None:

@@ -1,6 +1,6 @@
 """One small model per op the idiom models do not cover (channel concatenation, nearest
-upsampling, transposed convs, element-wise products, attention, a GRU), for the `make coverage` runner: it
-converts, runs and fine-tunes each, like the MLPerf Tiny models.
+upsampling, transposed convs, element-wise products, attention, a GRU, an LSTM), for the
+`make coverage` runner: it converts, runs and fine-tunes each, like the MLPerf Tiny models.
 
 ``models()`` returns ``(name, module, input shape CHW)`` triples; the modules are untrained
 (the runner trains them briefly on its data). Each ends in a 4x4 average pooling of its 14x14
@@ -238,7 +238,8 @@ class ConvTransformer(nn.Module):
 
 
 # the models whose fine-tune is also run in PyTorch float32 (coverage.py's bar and table)
-VS_TORCH = ("ops-mha-encoder", "ops-cct", "ops-mbv3", "ops-conv1d-tfm", "ops-gru_har")
+VS_TORCH = ("ops-mha-encoder", "ops-cct", "ops-mbv3", "ops-conv1d-tfm", "ops-gru_har",
+            "ops-lstm_har")
 class GruHar(nn.Module):
     """A GRU over smartwatch windows (T steps of the 6 IMU channels), the mean of its states over the
     steps, a two-layer classifier head."""
@@ -258,6 +259,21 @@ class GruHar(nn.Module):
 GRU_HAR_SHAPE = (64, 6)
 
 
+class LstmHar(nn.Module):
+    """An LSTM over smartwatch windows (the GRU's), the mean of its states over the steps, a
+    two-layer classifier head."""
+
+    def __init__(self, hidden: int = 48) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(6, hidden, batch_first=True)
+        self.fc1 = nn.Linear(hidden, hidden)
+        self.fc2 = nn.Linear(hidden, 7)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.lstm(x)
+        return self.fc2(F.relu(self.fc1(out.mean(1))))
+
+
 def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, tuple[int, ...]]]:
     """(name, untrained module, input shape CHW, or (T, D) for a sequence): one small model per new op."""
     c = shape[0]
@@ -267,4 +283,4 @@ def models(shape: tuple[int, ...] = (1, 28, 28)) -> list[tuple[str, nn.Module, t
             ("ops-se", SENet(c), shape), ("ops-encoder", Encoder(c), shape),
             ("ops-mha-encoder", MhaEncoder(c), shape), ("ops-cct", CCT(c), shape),
             ("ops-mbv3", MbV3Net(c), shape), ("ops-conv1d-tfm", ConvTransformer(), (6, 128)),
-            ("ops-gru_har", GruHar(), GRU_HAR_SHAPE)]
+            ("ops-gru_har", GruHar(), GRU_HAR_SHAPE), ("ops-lstm_har", LstmHar(), GRU_HAR_SHAPE)]

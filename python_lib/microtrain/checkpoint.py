@@ -37,6 +37,7 @@ _OP_UPSAMPLE = const(11)
 _OP_MUL = const(12)
 _OP_MATMUL = const(15)
 _OP_GRU = const(16)
+_OP_LSTM = const(17)
 # --- generated: end
 
 
@@ -308,14 +309,14 @@ def _write(model, tmp, trainer):
     flags = _FLAG_TRAINED | (_FLAG_HAS_STATE if new_state else 0)
 
     # the oldest version with every op of the file (format.md, Header), 1.3 for Adam's second moments,
-    # 1.4 for MUL, LAYERNORM, SOFTMAX, MATMUL, 1.5 for GRU and a multi-head MATMUL (13 params)
+    # 1.4 for MUL, LAYERNORM, SOFTMAX, MATMUL, 1.5 for GRU, LSTM and a multi-head MATMUL (13 params)
     minor = 0
     for ly in model.layers:
         if ly.op == _OP_LUT:
             minor = max(minor, 1)
         elif ly.op == _OP_CONCAT or ly.op == _OP_UPSAMPLE or (ly.op == _OP_CONV2D and len(ly.params) == 19):
             minor = max(minor, 2)
-        elif ly.op >= _OP_MUL:  # MUL, LAYERNORM, SOFTMAX, MATMUL; GRU
+        elif ly.op >= _OP_MUL:  # MUL, LAYERNORM, SOFTMAX, MATMUL; GRU, LSTM
             minor = max(minor, 5 if ly.op >= _OP_GRU or (ly.op == _OP_MATMUL and len(ly.params) == 13) else 4)
     if any(k >= 4 for _, k, _, _ in new_state):
         minor = max(minor, 3)
@@ -354,9 +355,9 @@ def _write(model, tmp, trainer):
             src = lt_off + _LAYER_ENTRY * ly.index
             e[:] = b[src:src + _LAYER_ENTRY]
             struct.pack_into("<I", e, 4, 1 if (ly.trained or ly.modified) else (ly.flags & 1))
-            # a GRU's in1: its tables
+            # a GRU's / LSTM's in1: its tables
             in1 = ly.inputs[1] if len(ly.inputs) > 1 else struct.unpack_from("<I", e, 28)[0] \
-                if ly.op == _OP_GRU else -1
+                if ly.op == _OP_GRU or ly.op == _OP_LSTM else -1
             sl = [slot_idx.get((ly.index, k), NONE) for k in range(6)]
             w_t, b_t, m_t, s_t = ly.tensor_ids()
             struct.pack_into("<IIIIIIIIIIIHH", e, 24, idx(ly.inputs[0]), idx(in1), idx(ly.output),

@@ -23,7 +23,7 @@ ADAM_TAG = b',adam='
 TENSOR_FMT = '<BBBBI4IIIIiII'
 LAYER_HEAD_FMT = '<BBBBIIIIIIIIIIII4I'  # op .. state[3]
 # layer op and fused activation
-N_PARAMS = (0, 17, 6, 2, 3, 11, 11, 2, 13, 4, 10, 9, 11, 7, 3, 12, 13)  # params per op (index: OP_*)
+N_PARAMS = (0, 17, 6, 2, 3, 11, 11, 2, 13, 4, 10, 9, 11, 7, 3, 12, 13, 13)  # params per op (index: OP_*)
 ITEMSIZE = (0, 1, 4, 4, 1)  # bytes per element (index: DT_*)
 OP_NAMES = (
     '?',
@@ -43,6 +43,7 @@ OP_NAMES = (
     'softmax',
     'matmul',
     'gru',
+    'lstm',
 )
 ACT_NAMES = ('', 'relu', 'relu6')
 # --- generated: end

@@ -15,6 +15,7 @@ from microtrain import kern, plan
 # (`python -m microtrain_tools.mtm_layout`): do not edit by hand.
 # The .mtm constants this module reads, private: inlined, no globals entry.
 _OP_GRU = const(16)
+_OP_LSTM = const(17)
 # --- generated: end
 
 
@@ -153,13 +154,16 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     loss = 0 if model.ce_bufs is not None else _buf(4 * n_lut) + _buf(model.output.numel) + _buf(12)
     out = [("gradients", grads), ("optimiser state", state), ("master copies", master),
            ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
-    # a GRU's gates of every step, kept by its forward (made with the first plan that runs it), and a
-    # trained one's backward scratch (backward.gru: shifts, acc, int32 gw and gb, an input error, dtanh)
+    # a GRU's gates (an LSTM's gates and cell) of every step, kept by its forward (made with the first
+    # plan that runs it), and a trained GRU's backward scratch (backward.gru: shifts, acc, int32 gw and
+    # gb, an input error, dtanh)
     seq = 0
     for ly in layers:
         p = ly.params
         if ly.op == _OP_GRU and ly.dtable is None:
             seq += _buf(4 * p[0] * p[2])
+        if ly.op == _OP_LSTM and ly.dtable is None:
+            seq += _buf(6 * p[0] * p[2])
         if ly.op == _OP_GRU and ly.index in idx:
             seq += _buf(4 * p[0]) + _buf(20 * p[2]) + _buf(12 * p[2] * (p[1] + p[2])) + _buf(16 * p[2]) + \
                 _buf(p[0] * p[1]) + _buf(1024) + 64

@@ -2,10 +2,9 @@
 # The model: a validated .mtm file used in place, its forward pass, its
 # backward pass for the trained layers, and checkpoint writing.
 #
-# Memory rules (docs/api.md, "Memory"): frozen weights are zero-copy views of the model
-# bytes; activation buffers are shared between tensors whose lifetimes do not
-# overlap; activations are kept only from the first trained layer on; trained
-# layers own mutable copies of their parameters plus float32 gradient sums
+# Memory rules (docs/api.md, "Memory"): frozen weights are zero-copy views of the model bytes; activation
+# buffers are shared between tensors whose lifetimes do not overlap; activations are kept only from the
+# first trained layer on; trained layers own mutable copies of their parameters plus float32 gradient sums
 # (their size does not depend on the batch size).
 import array
 import math
@@ -95,6 +94,7 @@ _OP_LAYERNORM = const(13)
 _OP_SOFTMAX = const(14)
 _OP_MATMUL = const(15)
 _OP_GRU = const(16)
+_OP_LSTM = const(17)
 # --- generated: end
 
 # Descriptor entries (docs/numerics.md, "Python binding") read here (backward.py reads the
@@ -213,9 +213,7 @@ class Layer:
     modified = False  # parameters updated on the device (TRAINED flag in checkpoints)
     grad = None  # (gw, gb) float32 arrays while trained
     w = b = mult = shift = w_scale = None
-    # lut: the forward table (weight slot) and the derivative table (bias slot); gru: its tables (in1)
-    # and (dtable) each step's gates, kept by the forward for backward
-    table = dtable = None
+    table = dtable = None  # lut: forward, derivative tables; gru, lstm: in1's tables, (dtable) kept gates
     gw = gb = None  # the update mode's (model.update): gradient sums, or the momentum itself
     master_w = master_b = None  # float32 master copies (float modes)
     touched = None  # sparse training: channels with a gradient since the last update
@@ -240,7 +238,7 @@ class Layer:
         if n:
             self._fz = o << 10 | n if n < 1024 and o < 1 << 20 else str(bytes(b[o:o + n]), "utf-8")
         i0, i1 = row[_LROW_IN0], row[_LROW_IN1]
-        self.inputs = (i0,) if i1 == _NONE_I32 or self.op == _OP_GRU else (i0, i1)
+        self.inputs = (i0,) if i1 == _NONE_I32 or self.op == _OP_GRU or self.op == _OP_LSTM else (i0, i1)
         self.output = row[_LROW_OUT]
         st = (row[_LROW_STATE0], row[_LROW_STATE1], row[_LROW_STATE2], row[_LROW_STATE3],
               row[_LROW_STATE4], row[_LROW_STATE5])  # (STATE4, 5: format 1.3)
@@ -248,7 +246,7 @@ class Layer:
             self.state_t = st
         # the kernel descriptor, zero-copy
         self.params = model._i32(row[_LROW_PARAMS_OFF], row[_LROW_N_PARAMS])
-        if self.op == _OP_CONV2D or self.op == _OP_LINEAR or self.op == _OP_GRU:
+        if self.op == _OP_CONV2D or self.op == _OP_LINEAR or self.op == _OP_GRU or self.op == _OP_LSTM:
             c = model._const
             self.w = c(row[_LROW_WEIGHT])
             q = model._trow[_TROW_QSCALES]  # the weights' scales
@@ -259,7 +257,7 @@ class Layer:
         if self.op == _OP_LUT:
             self.table = model._const(row[_LROW_WEIGHT])
             self.dtable = model._const(row[_LROW_BIAS])
-        if self.op == _OP_GRU:  # its activations' tables, then dtanh (in1)
+        if self.op == _OP_GRU or self.op == _OP_LSTM:  # its activations' tables, then dtanh (in1)
             self.table = model._const(i1)
 
     @property
@@ -535,7 +533,7 @@ class Model:
     def select(self, spec):
         """Layer indices for a train spec: "last:N" (the last N layers with
         parameters), "all", a name, or a list of names / indices."""
-        weighted = [ly.index for ly in self.layers if ly.w is not None]
+        weighted = [ly.index for ly in self.layers if ly.w is not None and ly.op != _OP_LSTM]  # LSTM: frozen
         if not weighted:
             raise ValueError("train=%r: the model has no layers with parameters (conv2d / linear)" % (spec,))
         if spec is None or spec == "all":
@@ -569,7 +567,7 @@ class Model:
                     raise ValueError("train=%r: no layer named %r" % (orig, s)) from None
             else:
                 raise ValueError("train=%r: %r is neither a layer name nor an index" % (orig, s))
-            if ly.w is None:
+            if ly.w is None or ly.op == _OP_LSTM:
                 raise ValueError("layer %s (%s) has no parameters to train" % (ly.name, ly.kind))
             if ly.index not in out:
                 out.append(ly.index)
@@ -711,6 +709,10 @@ class Model:
                 ly.dtable = bytearray(4 * p[0] * p[2])  # T x 4H
             return (K.gru_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, memoryview(ly.table)[:768], y,
                                        ly.dtable), ly)
+        if op == _OP_LSTM:  # keeps T x 6H: i, f, g, o, c, tanh(c)
+            ly.dtable = ly.dtable or bytearray(6 * p[0] * p[2])
+            return (K.lstm_s8_forward, (p, x, ly.w, ly.b, ly.mult, ly.shift, memoryview(ly.table)[:1280], y,
+                                        ly.dtable), ly)
         if op == _OP_SOFTMAX:
             if ly.table is None:  # the exp table of its input's scale (fixed: activation scales stay)
                 ly.table = softmax_lut(self.tensors[ly.inputs[0]].scale)

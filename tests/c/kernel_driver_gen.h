@@ -1844,6 +1844,113 @@ static int run_gru_s8_backward(call_t *c, int32_t *ret) {
     return 1;
 }
 
+typedef struct {  // lstm_s8_forward
+    mt_lstm_desc_u pu;
+    const mt_lstm_params_t *p;
+    const int8_t *x;
+    const int8_t *w;
+    const int32_t *bias;
+    const int32_t *mult;
+    const int32_t *shift;
+    const int8_t *lut;
+    int8_t *y;
+    int8_t *keep;
+} mt_lstm_s8_forward_args_t;
+static int drv_lstm_s8_forward_args(call_t *c, mt_lstm_s8_forward_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_LSTM_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_lstm_check(a->p));
+    if (failed(c)) return 0;
+    a->x = buf(c, 1, "x", S8, a->p->t * a->p->d, 0, NULL);
+    if (failed(c)) return 0;
+    a->w = buf(c, 2, "w", S8, 4 * a->p->h * (a->p->d + a->p->h), 0, NULL);
+    if (failed(c)) return 0;
+    a->bias = buf(c, 3, "bias", I32, 4 * a->p->h, 0, NULL);
+    if (failed(c)) return 0;
+    check(c, "bias", mt_lstm_bias_check(a->bias, a->p->h));
+    if (failed(c)) return 0;
+    a->mult = buf(c, 4, "mult", I32, 8 * a->p->h, 0, NULL);
+    if (failed(c)) return 0;
+    a->shift = buf(c, 5, "shift", I32, 8 * a->p->h, 0, NULL);
+    if (failed(c)) return 0;
+    check(c, "shift", mt_lstm_rq_check(a->mult, a->shift, a->p->h));
+    if (failed(c)) return 0;
+    a->lut = buf(c, 6, "lut", S8, 1280, 0, NULL);
+    if (failed(c)) return 0;
+    a->y = buf(c, 7, "y", S8, a->p->t * a->p->h, 1, NULL);
+    if (failed(c)) return 0;
+    a->keep = buf(c, 8, "keep", S8, a->p->t * 6 * a->p->h, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_lstm_s8_forward(call_t *c, int32_t *ret) {
+    mt_lstm_s8_forward_args_t a;
+    if (!drv_lstm_s8_forward_args(c, &a)) return 0;
+    (void)ret;
+    mt_lstm_s8_forward(a.p, a.x, a.w, a.bias, a.mult, a.shift, a.lut, a.y, a.keep);
+    return 0;
+}
+
+typedef struct {  // lstm_s8_backward
+    mt_lstm_desc_u pu;
+    const mt_lstm_params_t *p;
+    const int8_t *x;
+    const int8_t *w;
+    const int32_t *wr;
+    const int32_t *dtanh;
+    const int8_t *y;
+    int8_t *keep;
+    const int8_t *e;
+    int32_t *shifts;
+    int32_t *acc;
+    int32_t *gw;
+    int32_t *gb;
+    int8_t *ein;
+} mt_lstm_s8_backward_args_t;
+static int drv_lstm_s8_backward_args(call_t *c, mt_lstm_s8_backward_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_LSTM_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_lstm_check(a->p));
+    if (failed(c)) return 0;
+    a->x = buf(c, 1, "x", S8, a->p->t * a->p->d, 0, NULL);
+    if (failed(c)) return 0;
+    a->w = buf(c, 2, "w", S8, 4 * a->p->h * (a->p->d + a->p->h), 0, NULL);
+    if (failed(c)) return 0;
+    a->wr = buf(c, 3, "wr", I32, 4 * a->p->h, 0, NULL);
+    if (failed(c)) return 0;
+    check(c, "wr", mt_lstm_wr_check(a->wr, a->p->h));
+    if (failed(c)) return 0;
+    a->dtanh = buf(c, 4, "dtanh", I32, 256, 0, NULL);
+    if (failed(c)) return 0;
+    check(c, "dtanh", mt_gru_dtanh_check(a->dtanh, 256));
+    if (failed(c)) return 0;
+    a->y = buf(c, 5, "y", S8, a->p->t * a->p->h, 0, NULL);
+    if (failed(c)) return 0;
+    a->keep = buf(c, 6, "keep", S8, a->p->t * 6 * a->p->h, 1, NULL);
+    if (failed(c)) return 0;
+    a->e = buf(c, 7, "e", S8, a->p->t * a->p->h, 0, NULL);
+    if (failed(c)) return 0;
+    a->shifts = buf(c, 8, "shifts", I32, a->p->t, 1, NULL);
+    if (failed(c)) return 0;
+    a->acc = buf(c, 9, "acc", I32, 6 * a->p->h, 1, NULL);
+    if (failed(c)) return 0;
+    a->gw = buf(c, 10, "gw", I32, 4 * a->p->h * (a->p->d + a->p->h), 1, NULL);
+    if (failed(c)) return 0;
+    a->gb = buf(c, 11, "gb", I32, 4 * a->p->h, 1, NULL);
+    if (failed(c)) return 0;
+    a->ein = buf(c, 12, "ein", S8, a->p->t * a->p->d, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_lstm_s8_backward(call_t *c, int32_t *ret) {
+    mt_lstm_s8_backward_args_t a;
+    if (!drv_lstm_s8_backward_args(c, &a)) return 0;
+    *ret = mt_lstm_s8_backward(a.p, a.x, a.w, a.wr, a.dtanh, a.y, a.keep, a.e, a.shifts, a.acc, a.gw, a.gb, a.ein);
+    return 1;
+}
+
 // Every kernel: name, runner (NULL: not in this build), fewest and most arguments.
 static const run_t RUNS[] = {
     {"conv2d_s8_forward", run_conv2d_s8_forward, 7, 7},
@@ -1968,6 +2075,8 @@ static const run_t RUNS[] = {
     {"layernorm_s8_grad_input", run_layernorm_s8_grad_input, 4, 4},
     {"gru_s8_forward", run_gru_s8_forward, 9, 9},
     {"gru_s8_backward", run_gru_s8_backward, 13, 13},
+    {"lstm_s8_forward", run_lstm_s8_forward, 9, 9},
+    {"lstm_s8_backward", run_lstm_s8_backward, 13, 13},
 };
 
 #endif

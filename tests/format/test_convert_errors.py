@@ -62,12 +62,17 @@ class Fn(nn.Module):
 
 
 class Lstm(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, cell: type[nn.Module] = nn.LSTM, **kw: object) -> None:
         super().__init__()
-        self.lstm = nn.LSTM(8, 4, batch_first=True)
+        self.lstm = cell(8, 4, batch_first=True, **kw)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.lstm(x)[0]
+
+
+class LstmLast(Lstm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lstm(x)[0][:, -1]
 
 
 class GruLast(nn.Module):
@@ -144,8 +149,11 @@ REFUSED = [
      r"^layer 'cat' .*joins a flattened \(C, H, W\) map"),
     (GruLast(), (8, 8, 8), r"^layer 'gru' \(GRU\): one step of the GRU's output \(out\[:, -1\]\) does not "
                            r"convert yet: use out.mean\(1\)"),
-    (Lstm(), (8, 8, 8), r"^layer 'lstm' \(LSTM\): unsupported op: these recurrent layers are not supported "
-                        r"yet: use nn.GRU"),
+    (Lstm(nn.RNN), (8, 8, 8), r"^layer 'lstm' \(RNN\): unsupported op: this recurrent layer is not "
+                              r"supported yet: use nn.GRU or nn.LSTM"),
+    (LstmLast(), (8, 8, 8), r"^layer 'lstm' \(LSTM\): one step of the LSTM's output \(out\[:, -1\]\) does "
+                            r"not convert yet: use out.mean\(1\)"),
+    (Lstm(nn.LSTM, num_layers=2), (8, 8, 8), r"^layer 'lstm' \(LSTM\): nn.LSTM with num_layers=2"),
     (Fn(nn.PixelShuffle(2)), IMG, r"^layer 'fn' \(PixelShuffle\): unsupported op: no device kernel for it "
                                   r"\(see `microtrain convert --list-ops`"),
     (Fn(lambda y: y.clamp(-1, 1)), IMG, r"^layer 'clamp' \(method \.clamp\(\)\): clamp\(-1, 1\): only "

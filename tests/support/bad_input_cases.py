@@ -102,6 +102,8 @@ LN_DESC = oracle.layernorm_params(0.05, 3, 0.03, -2, 8, 3)  # 3 rows of 8
 # GRU: 4 steps of 3 inputs, 2 units
 GRU_T, GRU_D, GRU_H = 4, 3, 2
 GRU = oracle.gru_params(GRU_T, GRU_D, GRU_H, 0.05, 3, np.full(6, 0.01), 0.05, 0.05, 0.06, 0.04, 0.007, 2)
+LSTM = oracle.lstm_params(GRU_T, GRU_D, GRU_H, 0.05, 3, np.full(8, 0.01), 0.05, 0.05, 0.06, 0.04, 0.03, 0.007,
+                         2)
 UPD_N, UPD_K = 4, 3  # update primitives: 4 channels of 3 values
 UPD_SW = np.array([0.01, 0.02, 0.005, 0.03], np.float32)
 
@@ -216,6 +218,14 @@ def _bases() -> dict[str, Case]:
                              s8(r8(GRU_T * GRU_H)), out("i", GRU_T), out("i", 5 * GRU_H),
                              out("i", 3 * GRU_H * (GRU_D + GRU_H)), out("i", 4 * GRU_H),
                              out("Y", GRU_T * GRU_D)]),
+        ("lstm_s8_forward", [i32(LSTM[0]), s8(r8(GRU_T * GRU_D)), s8(r8(4 * GRU_H * (GRU_D + GRU_H))),
+                             i32(r8(4 * GRU_H)), i32(LSTM[1]), i32(LSTM[2]), s8(LSTM[3]),
+                             out("Y", GRU_T * GRU_H), out("Y", GRU_T * 6 * GRU_H)]),
+        ("lstm_s8_backward", [i32(LSTM[0]), s8(r8(GRU_T * GRU_D)), s8(r8(4 * GRU_H * (GRU_D + GRU_H))),
+                              i32(LSTM[4]), i32(LSTM[5]), s8(r8(GRU_T * GRU_H)),
+                              s8(r8(GRU_T * 6 * GRU_H), "Y"), s8(r8(GRU_T * GRU_H)), out("i", GRU_T),
+                              out("i", 6 * GRU_H), out("i", 4 * GRU_H * (GRU_D + GRU_H)), out("i", 4 * GRU_H),
+                              out("Y", GRU_T * GRU_D)]),
         ("update_f32_scale", [f32(rng.normal(0, 1, UPD_N * UPD_K)), UPD_K, None, 0.9]),
         ("update_s8_apply_keep", [s8(r8(UPD_N * UPD_K), "b"), f32(UPD_SW),
                                   i32(rng.integers(-500, 500, UPD_N)), i32([m for m, _ in umq]),
@@ -345,6 +355,12 @@ GRU_DESC_BAD = {"T 0": (0, 0), "T 32769": (0, 32769), "D 0": (1, 0), "H 0": (2, 
                 "sh_rn 16": (5, 16), "k < 0": (6, -1), "sh_h 1": (8, 1), "sh_hn -32": (10, -32),
                 "sh_w 1": (12, 1), "m_w < 0": (11, -1), "2^26 + elements": ((0, 1), (32768, 2049))}
 
+LSTM_DESC_BAD = {"T 0": (0, 0), "T 32769": (0, 32769), "D 0": (1, 0), "H 0": (2, 0),
+                 "D 32769": (1, 32769), "D + H 65536": ((1, 2), (32768, 32768)), "x_zp 128": (3, 128),
+                 "m_ig < 0": (4, -1),
+                 "sh_ig 16": (5, 16), "k < 0": (6, -1), "sh_h 1": (8, 1), "sh_c -32": (10, -32),
+                 "sh_w 1": (12, 1), "m_w < 0": (11, -1), "2^26 + elements": ((0, 1), (32768, 2049))}
+
 
 def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
     d0 = base.args[0]
@@ -355,7 +371,8 @@ def _desc_variants(op: str, base: Case) -> list[tuple[str, Buf]]:
              else MATMUL_DESC_BAD if op.startswith("matmul_")
              else SOFTMAX_DESC_BAD if op.startswith("softmax_s8_")
              else LAYERNORM_DESC_BAD if op.startswith("layernorm_")
-             else GRU_DESC_BAD if op.startswith("gru_") else POOL_DESC_BAD)
+             else GRU_DESC_BAD if op.startswith("gru_")
+             else LSTM_DESC_BAD if op.startswith("lstm_") else POOL_DESC_BAD)
     res = []
     for label, (idx, val) in table.items():
         d = np.asarray(d0.data, dtype=np.int64).copy()
@@ -463,6 +480,16 @@ SCALAR_BAD["gru_s8_backward"] = [
     ("wr overflow", 3, i32(np.full(3 * _GH, 131071)), ("wr",)),
     ("dtanh < 0", 4, i32(np.r_[np.zeros(255), -1]), ("dtanh",)),
 ]
+SCALAR_BAD["lstm_s8_forward"] = [
+    ("bias > 2^30", 3, i32(np.r_[2**30 + 1, np.zeros(4 * _GH - 1)]), ("bias",)),
+    ("mult < 0", 4, i32(np.full(8 * _GH, -1)), ("shift",)),
+    ("shift 32", 5, i32(np.full(8 * _GH, 32)), ("shift",)),
+]
+SCALAR_BAD["lstm_s8_backward"] = [
+    ("wr < 0", 3, i32(np.r_[-1, np.ones(4 * _GH - 1)]), ("wr",)),
+    ("wr overflow", 3, i32(np.full(4 * _GH, 131071)), ("wr",)),
+    ("dtanh < 0", 4, i32(np.r_[np.zeros(255), -1]), ("dtanh",)),
+]
 for _op, _g in (("conv2d", CONV_G), ("linear", None)):
     _n_out = _g.out_c if _g else LIN_OUT
     SCALAR_BAD[f"{_op}_s8_forward"] = [
@@ -533,6 +560,8 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "layernorm_s8_forward": [("y", "x")], "layernorm_s8_grad_input": [("ein", "e"), ("ein", "x")],
     "gru_s8_forward": [("y", "x"), ("keep", "w")],
     "gru_s8_backward": [("ein", "x"), ("keep", "e"), ("acc", "wr")],
+    "lstm_s8_forward": [("y", "x"), ("keep", "w")],
+    "lstm_s8_backward": [("ein", "x"), ("keep", "e"), ("acc", "wr")],
     "zo_perturb_s8": [("w", "base")], "zo_update_s8": [("w", "base")], "zo_perturb_h_s8": [("w", "base")],
     # gw and gb are only read: they may share memory with each other (the call succeeds with the
     # oracle's answer), not with an output

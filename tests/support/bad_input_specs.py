@@ -100,4 +100,9 @@ SPECS: dict[str, list[tuple[str, str]]] = {
     "gru_s8_backward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("wr", "i32"), ("dtanh", "i32"),
                         ("y", "s8"), ("keep", "s8io"), ("e", "s8"), ("shifts", "i32out"),
                         ("acc", "i32out"), ("gw", "i32out"), ("gb", "i32out"), ("ein", "s8out")],
+    "lstm_s8_forward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("bias", "i32"), ("mult", "i32"),
+                        ("shift", "i32"), ("lut", "s8"), ("y", "s8out"), ("keep", "s8out")],
+    "lstm_s8_backward": [("desc", "desc"), ("x", "s8"), ("w", "s8"), ("wr", "i32"), ("dtanh", "i32"),
+                         ("y", "s8"), ("keep", "s8io"), ("e", "s8"), ("shifts", "i32out"),
+                         ("acc", "i32out"), ("gw", "i32out"), ("gb", "i32out"), ("ein", "s8out")],
 }

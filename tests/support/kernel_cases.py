@@ -176,6 +176,8 @@ OPS: dict[str, OpSpec] = {
     "layernorm_s8_grad_input": OpSpec(4, (3,), _shifted),
     "gru_s8_forward": OpSpec(9, (7, 8), _two),
     "gru_s8_backward": OpSpec(13, (8, 9, 10, 11, 12), _ret_rest, (6,)),
+    "lstm_s8_forward": OpSpec(9, (7, 8), _two),
+    "lstm_s8_backward": OpSpec(13, (8, 9, 10, 11, 12), _ret_rest, (6,)),
 }
 ALL_OPS: tuple[str, ...] = tuple(OPS)
 

@@ -275,6 +275,62 @@ def gen_gru_s8_backward(rng: Rng, i: int) -> Case:
                        out("i", 4 * h), out(kc._kind_out(rng), t * dd)]
     return kc.make_case("gru_s8_backward", args, f"T={t}/D={dd}/H={h}/k={d[6]}")
 
+def _lstm(rng: Rng, i: int) -> tuple[list[int], dict[str, np.ndarray]]:
+    """An LSTM layer's descriptor, tensors and tables from random scales (or extreme ones)."""
+    t = [1, int(rng.integers(2, 9)), int(rng.integers(9, 24))][i % 3]
+    d = [1, int(rng.integers(2, 7)), 9][(i // 3) % 3]
+    h = [1, int(rng.integers(2, 7)), 16][(i // 9) % 3]
+    s_w = 10.0 ** rng.uniform(-3, -1.5, 4 * h)
+    s_h = float(rng.uniform(0.3, 1.0)) / 127
+    sc = [float(10.0 ** rng.uniform(-2, -0.8)) for _ in range(5)]
+    k = [0, 1, int(rng.integers(0, t + 3)), t][(i // 2) % 4]
+    desc, mult, shift, lut, wr, dtanh = oracle.lstm_params(t, d, h, float(10.0 ** rng.uniform(-2.5, -0.5)),
+                                                           kc._zp(rng, i), s_w, *sc, s_h, k)
+    if i % 7 == 6:  # extreme multipliers within the descriptor rules
+        mult = rng.integers(0, 2**31, 8 * h).astype(np.int32)
+        shift = rng.integers(-31, 32, 8 * h).astype(np.int32)
+        desc[4], desc[5] = int(rng.integers(0, 2**31)), int(rng.integers(-31, 16))
+        for j in (7, 9, 11):
+            desc[j], desc[j + 1] = int(rng.integers(0, 2**31)), int(rng.integers(-31, 1))
+        lut = kc._int8(rng, 1280)
+    w = kc._int8(rng, 4 * h * (d + h), ["uniform", "small"][i % 2])
+    bias = rng.integers(-(2**14), 2**14, 4 * h).astype(np.int32)
+    if i % 11 == 10:  # the largest sums
+        w[:], bias[:] = -128, -(2**30)
+    return desc, {"w": w, "bias": bias, "mult": mult, "shift": shift, "lut": lut, "wr": wr, "dtanh": dtanh}
+
+
+def gen_lstm_s8_forward(rng: Rng, i: int) -> Case:
+    d, a = _lstm(rng, i)
+    x = kc._int8(rng, d[0] * d[1])
+    args: list[Arg] = [i32(d), s8(x, kc._kind_in(rng)), s8(a["w"], kc._kind_in(rng)), i32(a["bias"]),
+                       i32(a["mult"]), i32(a["shift"]), s8(a["lut"], kc._kind_in(rng)),
+                       out(kc._kind_out(rng), d[0] * d[2]), out(kc._kind_out(rng), d[0] * 6 * d[2])]
+    return kc.make_case("lstm_s8_forward", args, f"T={d[0]}/D={d[1]}/H={d[2]}")
+
+
+def gen_lstm_s8_backward(rng: Rng, i: int) -> Case:
+    d, a = _lstm(rng, i)
+    t, dd, h = d[:3]
+    x = kc._int8(rng, t * dd)
+    if i % 4 == 3:  # any bytes (the bounds hold for every y and keep)
+        y, keep = kc._int8(rng, t * h), kc._int8(rng, t * 6 * h)
+    else:
+        y, keep = oracle.lstm_s8_forward(d, x, a["w"], a["bias"], a["mult"], a["shift"], a["lut"])
+    e = kc._int8(rng, t * h, ["uniform", "small", "sparse"][i % 3])
+    if i % 5 == 4:  # only the last step's output used (x[:, -1])
+        e[: (t - 1) * h] = 0
+    if i % 13 == 12:
+        e[:], keep[:] = -128, -128
+    if i % 9 == 8:  # the largest ratios the rule allows
+        a["wr"][:] = 131071 // (4 * h)
+    args: list[Arg] = [i32(d), s8(x, kc._kind_in(rng)), s8(a["w"], kc._kind_in(rng)), i32(a["wr"]),
+                       i32(a["dtanh"]), s8(y, kc._kind_in(rng)), s8(keep, kc._kind_out(rng)),
+                       s8(e, kc._kind_in(rng)), out("i", t), out("i", 6 * h), out("i", 4 * h * (dd + h)),
+                       out("i", 4 * h), out(kc._kind_out(rng), t * dd)]
+    return kc.make_case("lstm_s8_backward", args, f"T={t}/D={dd}/H={h}/k={d[6]}")
+
+
 GENERATORS = {
     "mul_s8_forward": gen_mul_s8_forward,
     "mul_s8_grad_x1": gen_mul_s8_grad_x1,
@@ -288,6 +344,8 @@ GENERATORS = {
     "layernorm_s8_grad_input": gen_layernorm_s8_grad_input,
     "gru_s8_forward": gen_gru_s8_forward,
     "gru_s8_backward": gen_gru_s8_backward,
+    "lstm_s8_forward": gen_lstm_s8_forward,
+    "lstm_s8_backward": gen_lstm_s8_backward,
 }
 
 

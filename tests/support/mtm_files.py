@@ -115,10 +115,19 @@ def torch_model_files() -> list[bytes]:
         def forward(self, x):  # noqa: ANN001, ANN202
             return self.fc(self.gru(x)[0].mean(1))
 
+    class Lstm(nn.Module):  # format 1.5: an LSTM layer (its tables in in1), the mean over the steps
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(4, 5, batch_first=True)
+            self.fc = nn.Linear(5, 3)
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return self.fc(self.lstm(x)[0].mean(1))
+
     torch.manual_seed(0)
     out = []
     for cls, shape in ((Res1d, (8, 3, 16)), (Cnn, (8, 2, 16, 16)), (Mlp, (8, 12)), (Lut, (8, 2, 8)),
-                       (Attn, (8, 6, 4)), (MhAttn, (8, 6, 4)), (Gru, (8, 5, 4))):
+                       (Attn, (8, 6, 4)), (MhAttn, (8, 6, 4)), (Gru, (8, 5, 4)), (Lstm, (8, 5, 4))):
         m = convert.convert(cls().eval(), torch.randn(*shape), progress=False)
         out.append(m)
     # a checkpoint: TRAINED + HAS_STATE with all four state slots of the last layer

@@ -47,6 +47,7 @@ from microtrain_tools import mtm
 from microtrain_tools.convert_calib import _act_quant, _batches, _calibrate, check_samples
 from microtrain_tools.convert_common import ConvertError, ConvertWarning, _at, _describe
 from microtrain_tools.convert_emit import _emit_layer, _Emitter
+from microtrain_tools.convert_lstm import lstm_float, lstm_hidden_scale
 from microtrain_tools.convert_planner import _Planner
 from microtrain_tools.convert_registry import _BY_FUNCTION as _BY_FUNCTION
 from microtrain_tools.convert_registry import _BY_METHOD as _BY_METHOD
@@ -258,6 +259,7 @@ def _convert(module: nn.Module, calib: Any, *, method: str = "minmax", percentil
             raise ConvertError(f"ranges: {name!r}: need finite lo < hi")
         found[node] = (lo, hi)
     _gru_calibration(gm, planner.layers, batches)
+    _lstm_calibration(gm, planner.layers, batches)
     em = _Emitter()
     for v in values:
         r = v.root()
@@ -298,6 +300,32 @@ def _gru_calibration(gm: torch.fx.GraphModule, layers: list[Any], batches: list[
                       p.get("bias_hh_l0", zeros), xs)
         r = pl.output.root()
         r.scale, r.zp = gru_hidden_scale(f), 0
+
+
+def _lstm_calibration(gm: torch.fx.GraphModule, layers: list[Any], batches: list[torch.Tensor]) -> None:
+    """An LSTM layer's inputs over the calibration data (its gates' and cell's scales come from a float
+    forward on them, convert_lstm) and its output's symmetric quantisation (zero point 0, |h| <= 1)."""
+    lstms = [pl for pl in layers if pl.kind == "lstm"]
+    if not lstms:
+        return
+    seen: dict[int, list[torch.Tensor]] = {id(pl.module): [] for pl in lstms}
+    hooks = [pl.module.register_forward_pre_hook(
+        lambda m, a: seen[id(m)].append(a[0].detach().double())) for pl in lstms]
+    try:
+        with torch.no_grad():
+            for b in batches:
+                gm(b)
+    finally:
+        for hk in hooks:
+            hk.remove()
+    for pl in lstms:
+        xs = pl.attrs["calib_x"] = torch.cat(seen[id(pl.module)]).numpy()
+        p = {n: v.detach().double().numpy() for n, v in pl.module.named_parameters()}
+        zeros = np.zeros(4 * pl.module.hidden_size)
+        f = lstm_float(p["weight_ih_l0"], p["weight_hh_l0"], p.get("bias_ih_l0", zeros),
+                       p.get("bias_hh_l0", zeros), xs)
+        r = pl.output.root()
+        r.scale, r.zp = lstm_hidden_scale(f), 0
 
 
 def convert_to_file(module: nn.Module, calib: Any, path: str | Path, **kw: Any) -> Model:
@@ -376,6 +404,10 @@ def _run_layer(m: Model, ly: Layer, vals: dict[int, NDArray[np.int8]]) -> NDArra
         assert ly.aux is not None
         return o.gru_s8_forward(p, x, m.data(ly.weight).reshape(-1), m.data(ly.bias), m.data(ly.mult),
                                 m.data(ly.shift), m.data(ly.aux)[:768])[0]
+    if ly.op == Op.LSTM:  # the tables: the five activations' 1280 bytes, then dtanh
+        assert ly.aux is not None
+        return o.lstm_s8_forward(p, x, m.data(ly.weight).reshape(-1), m.data(ly.bias), m.data(ly.mult),
+                                 m.data(ly.shift), m.data(ly.aux)[:1280])[0]
     if ly.op == Op.SOFTMAX:  # the device makes the exp table of the input's scale (double floats here)
         from microtrain_tools.reference.train_ref_config import softmax_lut
 

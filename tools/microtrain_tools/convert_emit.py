@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from microtrain_tools import mtm
 from microtrain_tools.convert_common import ConvertError, _pair, _PLayer, _Pool, _PreBn
+from microtrain_tools.convert_lstm import lstm_quantize
 from microtrain_tools.convert_rnn import gru_quantize
 from microtrain_tools.mtm import Act, DType, Kind, Layer, Op, Quant, Tensor
 from microtrain_tools.reference import oracle as o
@@ -140,6 +141,27 @@ def _emit_gru(em: _Emitter, pl: _PLayer, ins: list[int], out: int, fused: str) -
     return ly
 
 
+def _emit_lstm(em: _Emitter, pl: _PLayer, ins: list[int], out: int, fused: str) -> Layer:
+    """An LSTM layer from its float weights and the inputs it saw in calibration (convert_lstm)."""
+    mod = pl.module
+    assert isinstance(mod, nn.LSTM)
+    x, y = pl.inputs[0].root(), pl.output.root()
+    p = {n: v.detach().double().numpy() for n, v in mod.named_parameters()}
+    zeros = np.zeros(4 * mod.hidden_size)
+    g = lstm_quantize(p["weight_ih_l0"], p["weight_hh_l0"], p.get("bias_ih_l0", zeros),
+                      p.get("bias_hh_l0", zeros), pl.attrs["calib_x"], float(np.float32(x.scale)), x.zp, 0,
+                      float(np.float32(y.scale)))
+    qs = em.const(g.w_scale.astype(np.float32), DType.FLOAT32)
+    wi = em.const(g.w, DType.INT8, Quant.PER_CHANNEL, qscales=qs)
+    bi = em.const(g.bias, DType.INT32, Quant.BIAS)
+    mi, si = em.const(g.mult, DType.INT32), em.const(g.shift, DType.INT32)
+    tables = np.concatenate([g.lut.astype(np.int8), g.dtanh.astype("<i4").view(np.int8)])
+    ly = Layer(Op.LSTM, pl.name, ins, out, [int(v) for v in g.desc], weight=wi, bias=bi, mult=mi, shift=si,
+               fused=fused)
+    ly.aux = em.const(tables, DType.INT8)
+    return ly
+
+
 def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
     x, y = pl.inputs[0].root(), pl.output.root()
     ins = [v.index for v in pl.inputs]
@@ -248,6 +270,8 @@ def _emit_layer(em: _Emitter, pl: _PLayer) -> Layer:
         return Layer(Op.MATMUL, pl.name, ins, out, [*params, int(f.view(np.int32))], fused=fused)
     if pl.kind == "gru":
         return _emit_gru(em, pl, ins, out, fused)
+    if pl.kind == "lstm":
+        return _emit_lstm(em, pl, ins, out, fused)
     if pl.kind == "softmax":
         return Layer(Op.SOFTMAX, pl.name, ins, out, list(pl.attrs["desc"]), fused=fused)
     if pl.kind == "mul":

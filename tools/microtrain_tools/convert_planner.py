@@ -241,7 +241,8 @@ class _Planner:
             kind = _safe_kind(node, self.modules) if node.op.startswith("call_") else ""
             src = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
             rank3 = src is not None and len(src.meta.get("mt_shape", ())) == 3
-            if kind in ("linear", "layernorm", "matmul", "gap_tokens", "gru") and rank3 and src not in sig:
+            seq_kinds = ("linear", "layernorm", "matmul", "gap_tokens", "gru", "lstm")
+            if kind in seq_kinds and rank3 and src not in sig:
                 seq = True
         self.sig = sig if seq else set()
         return seq
@@ -289,8 +290,8 @@ class _Planner:
         arg0 = node.args[0]
         assert isinstance(arg0, torch.fx.Node)
         in_tshape = _meta_shape(arg0)
-        if kind == "gru":  # its output is a tuple (the sequence, h_n): no view or head of one tensor
-            self.plan_gru(node, x)
+        if kind in ("gru", "lstm"):  # a tuple output (the sequence, h_n): no view or head of one tensor
+            self.plan_recurrent(node, x, kind) if kind == "lstm" else self.plan_gru(node, x)
             return
         if self.plan_views(node, kind, x, arg0, in_tshape):
             return
@@ -495,6 +496,20 @@ class _Planner:
         if seq is None:
             raise self.fail(node, "the GRU's output is not used")
         pl = self.layer("gru", node, [x], module=self.modules[target])
+        self.done.add(seq)
+        pl.output = self.values[seq] = self.new_value(seq, calib=seq)
+
+    def plan_recurrent(self, node: torch.fx.Node, x: _Value, kind: str) -> None:
+        """A recurrent module (nn.LSTM) over (N, T, D) tokens: one layer whose output is the sequence
+        (out of ``out, _ = lstm(x)``); its hidden state's scale is set by the calibration."""
+        target = str(node.target)
+        self.calls[target] = self.calls.get(target, 0) + 1
+        if self.calls[target] > 1:
+            raise self.fail(node, "module called more than once (shared weights): use one module per call")
+        seq = next(iter(node.users), None)
+        if seq is None:
+            raise self.fail(node, f"the {kind.upper()}'s output is not used")
+        pl = self.layer(kind, node, [x], module=self.modules[target])
         self.done.add(seq)
         pl.output = self.values[seq] = self.new_value(seq, calib=seq)
 

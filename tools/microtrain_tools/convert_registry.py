@@ -301,6 +301,28 @@ def _accept_gru(node: torch.fx.Node, mod: nn.Module | None) -> str:
     return "gru"
 
 
+def _accept_lstm(node: torch.fx.Node, mod: nn.Module | None) -> str:
+    assert isinstance(mod, nn.LSTM)
+    if mod.num_layers != 1 or mod.bidirectional or not mod.batch_first or mod.proj_size:
+        raise _Fail(f"nn.LSTM with num_layers={mod.num_layers}, bidirectional={mod.bidirectional}, "
+                    f"batch_first={mod.batch_first}, proj_size={mod.proj_size}: only one layer, one "
+                    "direction, batch_first=True, no projection")
+    if len(node.args) + len(node.kwargs) != 1:
+        raise _Fail("nn.LSTM called with an initial state: the device starts every sequence from "
+                    "h_0 = c_0 = 0")
+    src = node.args[0]
+    if not isinstance(src, torch.fx.Node) or len(_meta_shape(src)) != 3:
+        raise _Fail("nn.LSTM needs an (N, T, D) input")
+    for u in node.users:
+        if not (u.op == "call_function" and u.target is operator.getitem and u.args[1] == 0):
+            raise _Fail("only the output sequence of nn.LSTM converts (out, _ = lstm(x); then out.mean(1) or "
+                        "a Linear on the tokens): h_n, c_n are not outputs of the layer")
+        if any(v.op == "call_function" and v.target is operator.getitem for v in u.users):
+            raise _Fail("one step of the LSTM's output (out[:, -1]) does not convert yet: use out.mean(1) or "
+                        "a Linear over all the steps (torch.flatten(out, 1))")
+    return "lstm"
+
+
 def _accept_matmul(node: torch.fx.Node, mod: nn.Module | None) -> str:
     a = _bind(node, ("input", "other"), {})
     x, y = a["input"], a["other"]
@@ -507,6 +529,12 @@ REGISTRY: tuple[OpEntry, ...] = (
             "(truncation: k in its params)",
             "sequence models: (N, T, D) tensors are T tokens of D values; h_n unused; then out.mean(1) "
             "(GLOBAL_AVGPOOL) or a Linear on the tokens", modules=(nn.GRU,), accept=_accept_gru),
+    OpEntry("lstm", "nn.LSTM(D, H, batch_first=True) (one layer, one direction, no projection), its output "
+            "sequence (out, _ = lstm(x))",
+            "LSTM (format 1.5): the whole sequence in one layer, h_0 = c_0 = 0, the cell state int8 at one "
+            "calibrated scale (the device trains the layers after it; the LSTM itself stays frozen for now)",
+            "as nn.GRU: (N, T, D) tokens; h_n, c_n unused; then out.mean(1) (GLOBAL_AVGPOOL) or a Linear "
+            "on the tokens", modules=(nn.LSTM,), accept=_accept_lstm),
     OpEntry("layernorm", "nn.LayerNorm(F), F.layer_norm(x, (F,)) over the features of (N, F), the D of "
             "(N, T, D) tokens, or the C of an (N, C, L) signal as ln(x.transpose(1, 2)).transpose(1, 2)",
             "LAYERNORM (format 1.4, integer statistics) then, with elementwise_affine, a depthwise 1x1 "
@@ -552,8 +580,8 @@ REFUSALS: tuple[Refusal, ...] = (
             "(optionally followed by a conv)", modules=(nn.UpsamplingBilinear2d,)),
     Refusal("torch.stack", "stacking adds a dim the device does not have: torch.cat along dim 1",
             functions=(torch.stack,)),
-    Refusal("nn.LSTM, nn.RNN", "these recurrent layers are not supported yet: use nn.GRU (batch_first, one "
-            "layer) or nn.Conv1d over time on (N, C, L) windows", modules=(nn.LSTM, nn.RNN)),
+    Refusal("nn.RNN", "this recurrent layer is not supported yet: use nn.GRU or nn.LSTM (batch_first, one "
+            "layer) or nn.Conv1d over time on (N, C, L) windows", modules=(nn.RNN,)),
     Refusal("nn.GroupNorm, nn.InstanceNorm", "per-sample normalisation over groups or positions has no "
             "kernel: use BatchNorm (it is folded into a conv / linear) or nn.LayerNorm over (N, F) features",
             modules=(nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d)),

@@ -99,9 +99,12 @@ def inference_ram(m: Model) -> int:
 def seq_bytes(m: Model, trained: Sequence[int] = ()) -> int:
     """Bytes each GRU layer keeps from its forward for backward (r, z, n, hn of every step: T x 4H),
     and a trained one's backward scratch (shifts, acc, int32 gw and gb, an input error, dtanh), the
-    views of its rows backward adds the sums through and the update's copies of its scales."""
+    views of its rows backward adds the sums through and the update's copies of its scales; an LSTM
+    layer: i, f, g, o, c, tanh(c) of every step (T x 6H)."""
     n = 0
     for j, ly in enumerate(m.layers):
+        if ly.op == Op.LSTM:
+            n += 6 * ly.params[0] * ly.params[2]
         if ly.op == Op.GRU:
             t, d, h = ly.params[:3]
             n += 4 * t * h
@@ -476,7 +479,7 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
                   "optimizer_state": "optimizer state", "master": "float32 master weights",
                   "copies": "writable copies of the trained layers",
                   "sparse_bytes": "sparse-update norms and masks", "loss": "softmax cross-entropy",
-                  "seq": "GRU gates kept per step (T x 4H)"}
+                  "seq": "GRU / LSTM gates kept per step (4H / 6H)"}
         for k in TRAIN_ITEMS + (("seq",) if tr.get("seq") else ()):
             out.append(f"  {labels[k]:<40} {tr[k]:>9} B")
             if k == "scratch" and tr["hosted"]:

@@ -35,7 +35,8 @@ TWINNED = {v[0]: (k, v[1], v[2]) for k, v in TWINS.items()}
 DESC = {"mt_conv2d_check": "conv2d", "mt_linear_check": "linear", "mt_pool_check": "pool",
         "mt_add_check": "add", "mt_concat_check": "concat", "mt_upsample_check": "upsample",
         "mt_mul_check": "mul", "mt_matmul_check": "matmul", "mt_softmax_check": "softmax",
-        "mt_layernorm_check": "layernorm", "mt_gru_check": "gru"}
+        "mt_layernorm_check": "layernorm", "mt_gru_check": "gru",
+        "mt_lstm_check": "lstm"}
 PARAMS_T = {k: f"mt_{k}_params_t" for k in DESC.values()}
 NPARAMS = {k: f"MT_{k.upper()}_NPARAMS" for k in DESC.values()}
 
@@ -58,12 +59,14 @@ CHECKS: dict[str, tuple[str, bool]] = {
     "mt_index_check": ("{x}, mt_mtm_n_{table}(buf)", True),
     "mt_gru_bias_check": ("{x}, p->h", False), "mt_gru_rq_check": ("mult, {x}, p->h", False),
     "mt_gru_wr_check": ("{x}, p->h", False), "mt_gru_dtanh_check": ("{x}, 256", False),
+    "mt_lstm_bias_check": ("{x}, p->h", False), "mt_lstm_rq_check": ("mult, {x}, p->h", False),
+    "mt_lstm_wr_check": ("{x}, p->h", False),
 }
 # Checks a helper runs on the way (the descriptor readers, the optional buffers).
 DONE_BY_HELPER = ("mt_conv2d_check", "mt_conv2d_dil_check", "mt_linear_check", "mt_pool_check",
                   "mt_add_check", "mt_concat_check", "mt_upsample_check", "mt_pool_no_acc_check",
                   "mt_mul_check", "mt_matmul_check", "mt_softmax_check", "mt_layernorm_check",
-                  "mt_gru_check", "mt_update_k_check",
+                  "mt_gru_check", "mt_lstm_check", "mt_update_k_check",
                   "mt_gw_window_c0_check", "mt_gw_window_n_check", "mt_gw_window_mask_check",
                   "mt_mtm_check_tables")
 FLOAT_CHECKS = ("mt_finite_check", "mt_nonneg_check", "mt_positive_check", "mt_unit_check",
@@ -136,7 +139,7 @@ def _length(f: Func, a: Arg, desc: str) -> str | None:
         return f"(int32_t){m.group(1)}_n"
     fields = {"in_h", "in_w", "c", "out_h", "out_w", "in_n", "out_n", "out_c", "n", "hw", "c1", "c2",
               "hw2", "rows", "inner", "cols", "outer", "heads"}
-    if desc == "gru":
+    if desc in ("gru", "lstm"):
         fields = {"t", "d", "h"}
     arg_names = {x.name for x in f.args}
 

@@ -34,7 +34,8 @@ HAND_PY = HAND + ("zo_perturb_s8", "zo_perturb_h_s8", "zo_update_s8", "update_f3
 PY_DESC = {"conv2d": "_conv_desc", "linear": "_linear_desc", "pool": "_pool_desc", "add": "_add_desc",
            "concat": "_concat_desc", "upsample": "_upsample_desc",
            "mul": "_mul_desc", "matmul": "_matmul_desc", "softmax": "_softmax_desc",
-           "layernorm": "_layernorm_desc", "gru": "_gru_desc"}
+           "layernorm": "_layernorm_desc", "gru": "_gru_desc",
+           "lstm": "_lstm_desc"}
 
 
 def desc_fields(header: Path = ROOT / "usermod" / "microtrain" / "mt_kernels.h") -> dict[str, list[str]]:
@@ -85,6 +86,9 @@ PY_CHECK_CALLS: dict[str, str] = {
     "mt_gru_rq_check": "_gru_rq_check(fn, {mult}, {x}, {h})",
     "mt_gru_wr_check": '_chk(fn, "wr", _wr_check({x}, 3 * {h}, 3 * {h}))',
     "mt_gru_dtanh_check": "_gru_dtanh_check(fn, {x})",
+    "mt_lstm_bias_check": "_gru_bias_check(fn, {x}, {h})",
+    "mt_lstm_rq_check": "_lstm_rq_check(fn, {mult}, {x}, {h})",
+    "mt_lstm_wr_check": '_chk(fn, "wr", _wr_check({x}, 4 * {h}, 4 * {h}))',
 }
 PY_FLOAT = {"mt_finite_check": 0, "mt_nonneg_check": 1, "mt_positive_check": 2, "mt_unit_check": 3,
             "mt_closed_unit_check": 4}

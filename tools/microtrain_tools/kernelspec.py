@@ -84,7 +84,7 @@ class Section:
 
 
 # the recurrent layers' section lives in its own file (it reads the classes above)
-from microtrain_tools.kernelspec_rnn import RNN_SECTION  # noqa: E402
+from microtrain_tools.kernelspec_rnn import LSTM_SECTION, RNN_SECTION  # noqa: E402
 
 # fmt: off
 SECTIONS: tuple[Section, ...] = (
@@ -855,6 +855,7 @@ Softmax over the n of outer x n x inner: y = round(256 * p) - 128 (scale 1/256, 
             doc="Error of x from the stored input; base scale s_e / (s_x * 2^8); ein may be e."),
     )),
     RNN_SECTION,
+    LSTM_SECTION,
     Section(".mtm model files (docs/format.md)", kernels=False, funcs=(
         Func("mtm_validate", "None", args=(
             Arg("buf", "buf"),

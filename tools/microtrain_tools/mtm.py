@@ -165,7 +165,7 @@ class Layer:
     state: list[int | None] = field(default_factory=lambda: [None] * 6)
     fused: str = ""
     trained: bool = False
-    aux: int | None = None  # GRU: its CONST tables (the in1 field; docs/format.md)
+    aux: int | None = None  # GRU / LSTM: its CONST tables (the in1 field; docs/format.md)
 
 
 @dataclass
@@ -319,6 +319,39 @@ def _gru_ok(c: _Check, m: Model, ly: Layer, p: list[int], x: Tensor, y: Tensor) 
     c(bool(np.all(dtanh >= 0)), "dtanh (tables[768:]) < 0")
 
 
+def _lstm_ok(c: _Check, m: Model, ly: Layer, p: list[int], x: Tensor, y: Tensor) -> None:
+    """An LSTM layer's rules (docs/format.md, mtm_rules_lstm.c)."""
+    t_n, d_n, h_n, xzp, _, sh_ig, k, m_h, sh_h, m_c, sh_c, m_w, sh_w = p
+    c(1 <= t_n <= 32768 and 1 <= d_n <= 32768 and h_n >= 1 and d_n + h_n <= MAX_DIM,
+      "T, D, H must be >= 1 with T <= 32768, D <= 32768 and D + H <= 65535")
+    c(max(t_n * d_n, t_n * 6 * h_n, 4 * h_n * (d_n + h_n)) <= MAX_ELEMS, "a tensor over 2^26 elements")
+    c(-128 <= xzp <= 127 and k >= 0 and min(p[4], m_h, m_c, m_w) >= 0 and -31 <= sh_ig <= 15
+      and max(sh_h, sh_c, sh_w) <= 0 and min(sh_h, sh_c, sh_w) >= -31, "descriptor out of range")
+    c(x.numel == t_n * d_n and x.shape[-1] == d_n, "input numel != T * D or last dim != D")
+    c(y.numel == t_n * h_n and y.shape[-1] == h_n, "output numel != T * H or last dim != H")
+    c(xzp == x.zero_point and y.zero_point == 0,
+      "x_zp differs from the input's zero point or the output's is not 0")
+    assert ly.weight is not None and ly.bias is not None and ly.mult is not None and ly.shift is not None
+    w, b, mu, sh = (m.tensors[i] for i in (ly.weight, ly.bias, ly.mult, ly.shift))
+    c(w.dtype == DType.INT8 and w.quant == Quant.PER_CHANNEL and tuple(w.shape) == (4 * h_n, d_n + h_n),
+      "weight must be int8 PER_CHANNEL of shape (4H, D + H)")
+    c(b.dtype == DType.INT32 and b.quant == Quant.BIAS and tuple(b.shape) == (4 * h_n,),
+      "bias must be int32 BIAS of shape (4H,)")
+    c(all(t.dtype == DType.INT32 and t.quant == Quant.NONE and tuple(t.shape) == (8 * h_n,)
+          for t in (mu, sh)), "mult / shift must be int32 quant NONE of shape (8H,)")
+    c(ly.aux is not None and 0 <= ly.aux < len(m.tensors), "tables (in1) missing")
+    assert ly.aux is not None
+    tab = m.tensors[ly.aux]
+    c(tab.kind == Kind.CONST and tab.dtype == DType.INT8 and tab.quant == Quant.NONE
+      and tuple(tab.shape) == (2304,), "tables (in1) must be a CONST int8 quant NONE tensor of shape (2304,)")
+    assert b.data is not None and mu.data is not None and sh.data is not None and tab.data is not None
+    c(bool(np.all(np.abs(b.data.astype(np.int64)) <= 2**30)), "|bias| > 2^30")
+    c(bool(np.all(mu.data >= 0) and np.all(np.abs(sh.data.astype(np.int64)) <= 31)),
+      "mult < 0 or shift outside [-31, 31]")
+    dtanh = np.frombuffer(tab.data.astype(np.int8).tobytes()[1280:], "<i4")
+    c(bool(np.all(dtanh >= 0)), "dtanh (tables[1280:]) < 0")
+
+
 def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
     c = _Check(f"layer {j} '{ly.name}'")
     c(isinstance(ly.op, int) and ly.op in Op._value2member_map_, f"unknown op {ly.op}")
@@ -348,7 +381,7 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
             c(idx is not None and 0 <= idx < n_t, f"{nm} tensor index {idx} out of range")
             assert idx is not None
             c(m.tensors[idx].kind == Kind.CONST, f"{nm} tensor {idx} is not a CONST")
-        elif op in WEIGHTED or op == Op.GRU:
+        elif op in WEIGHTED or op in (Op.GRU, Op.LSTM):
             c(idx is not None and 0 <= idx < n_t, f"{nm} tensor index {idx} out of range")
             assert idx is not None
             c(m.tensors[idx].kind == Kind.CONST, f"{nm} tensor {idx} is not a CONST")
@@ -477,6 +510,8 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
           "output quantisation must be scale 1/256, zero point -128")  # (SOFTMAX_SCALE, SOFTMAX_ZP)
     elif op == Op.GRU:
         _gru_ok(c, m, ly, p, x, y)
+    elif op == Op.LSTM:
+        _lstm_ok(c, m, ly, p, x, y)
     elif op == Op.MATMUL:  # the descriptor (heads only with 13 params), then the factor's float32 bits
         x2 = m.tensors[ly.inputs[1]]
         rows, inner, cols, tb, za, zb, zo, mu, shm, a_min, a_max = p[:11]
@@ -797,7 +832,7 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
             raise ValueError(f"{where}: unknown op {op}")
         if n_p > N_PARAMS_MAX or any(params[n_p:]):
             raise ValueError(f"{where}: n_params {n_p} bad or unused params not zero")
-        if n_in not in (1, 2) or (n_in == 1 and in1 != NONE and op != Op.GRU):
+        if n_in not in (1, 2) or (n_in == 1 and in1 != NONE and op not in (Op.GRU, Op.LSTM)):
             raise ValueError(f"{where}: n_inputs {n_in} inconsistent with in1")
         if lflags & ~LFLAG_TRAINED or (res and vmin < 3):
             raise ValueError(f"{where}: unknown flags or non-zero reserved field")
@@ -817,7 +852,7 @@ def read(buf: bytes | bytearray | memoryview) -> Model:
             raise ValueError(f"{where}: 13-param MATMUL needs version 1.5 and heads above 1")
         layers.append(Layer(Op(op), name, ins, out, params[:n_p], Act(act), _opt(w), _opt(bi), _opt(mu),
                             _opt(sh), [_opt(s) for s in state], fused, bool(lflags & LFLAG_TRAINED),
-                            _opt(in1) if op == Op.GRU else None))
+                            _opt(in1) if op in (Op.GRU, Op.LSTM) else None))
     rec = trainer_record(pool)
     m = Model(tensors, layers, inp, outp, flags_trained, bool(flags & FLAG_HAS_STATE), steps,
               None if rec is None else rec[0], None if rec is None else rec[1],

@@ -25,7 +25,7 @@ Field = tuple[str, str, int]
 MAGIC = b"MTMF"
 VERSION_MAJOR = 1
 # 1.1 LUT, 1.2 CONCAT / UPSAMPLE / dilated CONV2D, 1.3 Adam state[4..6), 1.4 MUL / LAYERNORM /
-# SOFTMAX / MATMUL, 1.5 GRU and multi-head MATMUL (13 params); files: the oldest that fits
+# SOFTMAX / MATMUL, 1.5 GRU / LSTM and multi-head MATMUL (13 params); files: the oldest that fits
 VERSION_MINOR = 5
 
 HEADER: list[Field] = [
@@ -134,6 +134,7 @@ OPS = [
     ("SOFTMAX", "SOFTMAX", 14, 3, 1, 4),
     ("MATMUL", "MATMUL", 15, 12, 2, 4),
     ("GRU", "GRU", 16, 13, 1, 5),
+    ("LSTM", "LSTM", 17, 13, 1, 5),
 ]
 ACTS = [("NONE", "NONE", 0), ("RELU", "RELU", 1), ("RELU6", "RELU6", 2)]
 

@@ -112,6 +112,30 @@ def _gru_to_state_dict(m: Model, ly: mtm.Layer, mods: dict[str, Any], sd: dict[s
     return name
 
 
+def _lstm_to_state_dict(m: Model, ly: mtm.Layer, mods: dict[str, Any], sd: dict[str, Any]) -> str:
+    """nn.LSTM's four tensors from an LSTM layer (docs/format.md): the rows [W_ih | W_hh] split, the
+    file's bias (b_ih + b_hh) in bias_ih, bias_hh 0."""
+    import torch
+    import torch.nn as nn
+
+    name, mod = _find_module(mods, ly.name)
+    d_n, h_n = ly.params[1:3]
+    if not isinstance(mod, nn.LSTM) or (mod.input_size, mod.hidden_size) != (d_n, h_n):
+        raise ToTorchError(f"layer '{ly.name}' ({type(mod).__name__}): the file has an nn.LSTM({d_n}, {h_n}) "
+                           "here")
+    wt = m.tensors[ly.weight]  # type: ignore[index]
+    assert wt.qscales is not None
+    s_w = m.data(wt.qscales).astype(np.float32)
+    w = (s_w[:, None] * m.data(ly.weight).astype(np.float32)).astype(np.float32)
+    s_x = np.float64(np.float32(m.tensors[ly.inputs[0]].scale))
+    b_ih = (s_x * s_w.astype(np.float64) * m.data(ly.bias).astype(np.float64)).astype(np.float32)
+    for k, v in (("weight_ih_l0", w[:, :d_n]), ("weight_hh_l0", w[:, d_n:]), ("bias_ih_l0", b_ih),
+                 ("bias_hh_l0", np.zeros(4 * h_n, np.float32))):
+        if getattr(mod, k, None) is not None:
+            sd[_key(name, k)] = torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))
+    return name
+
+
 def _find_module(mods: dict[str, Any], name: str) -> tuple[str, Any]:
     if name in mods:
         return name, mods[name]
@@ -147,6 +171,9 @@ def to_state_dict(m: Model, module: Any, master: bool = False) -> tuple[dict[str
             continue
         if ly.op == Op.GRU:
             done.add(_gru_to_state_dict(m, ly, mods, sd))
+            continue
+        if ly.op == Op.LSTM:
+            done.add(_lstm_to_state_dict(m, ly, mods, sd))
             continue
         if ly.op not in mtm.WEIGHTED:
             continue

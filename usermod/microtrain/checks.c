@@ -747,3 +747,43 @@ const char *mt_gru_dtanh_check(const int32_t *dtanh, int32_t n) {
     }
     return NULL;
 }
+
+// LSTM over a sequence: the GRU's size rules with four gates and a keep of 6H a step.
+const char *mt_lstm_check(const mt_lstm_params_t *p) {
+    if (p->t < 1 || p->t > 32768 || p->d < 1 || p->d > 32768 || p->h < 1 || p->d + p->h > MT_MAX_DIM) {
+        return "T, D, H must be >= 1 with T <= 32768, D <= 32768 and D + H <= 65535";
+    }
+    if (!mt_elems_ok(p->t, p->d, 1) || !mt_elems_ok(p->t, 6, p->h) || !mt_elems_ok(4, p->h, p->d + p->h)) {
+        return "a tensor over 2^26 elements";
+    }
+    if (!mt_zp_ok(p->x_zp)) {
+        return "x_zp must be in -128..127";
+    }
+    if (p->k < 0) {
+        return "k must be >= 0";
+    }
+    if (p->m_ig < 0 || p->m_h < 0 || p->m_c < 0 || p->m_w < 0) {
+        return "multipliers must be >= 0 (Q31)";
+    }
+    if (p->sh_ig < -31 || p->sh_ig > 15) {
+        return "sh_ig must be in -31..15";
+    }
+    if (p->sh_h < -31 || p->sh_h > 0 || p->sh_c < -31 || p->sh_c > 0 || p->sh_w < -31 || p->sh_w > 0) {
+        return "sh_h, sh_c, sh_w must be in -31..0";
+    }
+    return NULL;
+}
+
+// bias: 4H, mult / shift: 8H (docs/numerics.md, "LSTM over a sequence").
+const char *mt_lstm_bias_check(const int32_t *bias, int32_t h) {
+    return mt_bias_check(bias, 4 * h);
+}
+
+const char *mt_lstm_rq_check(const int32_t *mult, const int32_t *shift, int32_t h) {
+    return mt_requant_params_check(mult, shift, 8 * h);
+}
+
+// wr's rule as linear's grad input over the 4H rows.
+const char *mt_lstm_wr_check(const int32_t *wr, int32_t h) {
+    return mt_wr_check(wr, 4 * h, 4 * h);
+}

@@ -308,6 +308,7 @@ MT_DESC_READER(mul, MT_MUL_NPARAMS)
 MT_DESC_READER(softmax, MT_SOFTMAX_NPARAMS)
 MT_DESC_READER(layernorm, MT_LAYERNORM_NPARAMS)
 MT_DESC_READER(gru, MT_GRU_NPARAMS)
+MT_DESC_READER(lstm, MT_LSTM_NPARAMS)
 
 // Forward of a conv or linear layer: shared parameter checks.
 static void mt_check_qparams(const char *fn, const int32_t *bias, const int32_t *mult, const int32_t *shift,

@@ -1672,6 +1672,126 @@ static mp_obj_t mod_gru_s8_backward(size_t n_args, const mp_obj_t *args) {
     return mp_obj_new_int(mt_gru_s8_backward(a.p, a.x, a.w, a.wr, a.dtanh, a.y, a.keep, a.e, a.shifts, a.acc, a.gw, a.gb, a.ein));
 }
 
+typedef struct {  // lstm_s8_forward
+    mt_lstm_desc_u pu;
+    const mt_lstm_params_t *p;
+    const int8_t *x;
+    const int8_t *w;
+    const int32_t *bias;
+    const int32_t *mult;
+    const int32_t *shift;
+    const int8_t *lut;
+    int8_t *y;
+    int8_t *keep;
+} mt_lstm_s8_forward_args_t;
+static MT_INLINE void mt_lstm_s8_forward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_lstm_s8_forward_args_t *a) {
+    (void)n_args;
+    a->p = mt_lstm_desc(fn, args[0], &a->pu);
+    a->x = mt_in_s8(fn, "x", args[1], a->p->t * a->p->d, NULL);
+    a->w = mt_in_s8(fn, "w", args[2], 4 * a->p->h * (a->p->d + a->p->h), NULL);
+    a->bias = mt_in_i32(fn, "bias", args[3], 4 * a->p->h);
+    mt_check(fn, "bias", mt_lstm_bias_check(a->bias, a->p->h));
+    a->mult = mt_in_i32(fn, "mult", args[4], 8 * a->p->h);
+    a->shift = mt_in_i32(fn, "shift", args[5], 8 * a->p->h);
+    mt_check(fn, "shift", mt_lstm_rq_check(a->mult, a->shift, a->p->h));
+    a->lut = mt_in_s8(fn, "lut", args[6], 1280, NULL);
+    a->y = mt_out_s8(fn, "y", args[7], a->p->t * a->p->h);
+    a->keep = mt_out_s8(fn, "keep", args[8], a->p->t * 6 * a->p->h);
+    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->t * a->p->h), "x", a->x, (size_t)(a->p->t * a->p->d));
+    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->t * a->p->h), "w", a->w, (size_t)(4 * a->p->h * (a->p->d + a->p->h)));
+    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->t * a->p->h), "lut", a->lut, (size_t)1280);
+    mt_no_overlap(fn, "y", a->y, (size_t)(a->p->t * a->p->h), "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h));
+    mt_no_overlap(fn, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h), "x", a->x, (size_t)(a->p->t * a->p->d));
+    mt_no_overlap(fn, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h), "w", a->w, (size_t)(4 * a->p->h * (a->p->d + a->p->h)));
+    mt_no_overlap(fn, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h), "lut", a->lut, (size_t)1280);
+}
+static mp_obj_t mod_lstm_s8_forward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "lstm_s8_forward";
+    mt_lstm_s8_forward_args_t a;
+    mt_lstm_s8_forward_args(fn, n_args, args, &a);
+    mt_lstm_s8_forward(a.p, a.x, a.w, a.bias, a.mult, a.shift, a.lut, a.y, a.keep);
+    return mp_const_none;
+}
+
+typedef struct {  // lstm_s8_backward
+    mt_lstm_desc_u pu;
+    const mt_lstm_params_t *p;
+    const int8_t *x;
+    const int8_t *w;
+    const int32_t *wr;
+    const int32_t *dtanh;
+    const int8_t *y;
+    int8_t *keep;
+    const int8_t *e;
+    int32_t *shifts;
+    int32_t *acc;
+    int32_t *gw;
+    int32_t *gb;
+    int8_t *ein;
+} mt_lstm_s8_backward_args_t;
+static MT_INLINE void mt_lstm_s8_backward_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_lstm_s8_backward_args_t *a) {
+    (void)n_args;
+    a->p = mt_lstm_desc(fn, args[0], &a->pu);
+    a->x = mt_in_s8(fn, "x", args[1], a->p->t * a->p->d, NULL);
+    a->w = mt_in_s8(fn, "w", args[2], 4 * a->p->h * (a->p->d + a->p->h), NULL);
+    a->wr = mt_in_i32(fn, "wr", args[3], 4 * a->p->h);
+    mt_check(fn, "wr", mt_lstm_wr_check(a->wr, a->p->h));
+    a->dtanh = mt_in_i32(fn, "dtanh", args[4], 256);
+    mt_check(fn, "dtanh", mt_gru_dtanh_check(a->dtanh, 256));
+    a->y = mt_in_s8(fn, "y", args[5], a->p->t * a->p->h, NULL);
+    a->keep = mt_out_s8(fn, "keep", args[6], a->p->t * 6 * a->p->h);
+    a->e = mt_in_s8(fn, "e", args[7], a->p->t * a->p->h, NULL);
+    a->shifts = mt_out_i32(fn, "shifts", args[8], a->p->t);
+    a->acc = mt_out_i32(fn, "acc", args[9], 6 * a->p->h);
+    a->gw = mt_out_i32(fn, "gw", args[10], 4 * a->p->h * (a->p->d + a->p->h));
+    a->gb = mt_out_i32(fn, "gb", args[11], 4 * a->p->h);
+    a->ein = mt_out_s8(fn, "ein", args[12], a->p->t * a->p->d);
+    mt_no_overlap(fn, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h), "x", a->x, (size_t)(a->p->t * a->p->d));
+    mt_no_overlap(fn, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h), "w", a->w, (size_t)(4 * a->p->h * (a->p->d + a->p->h)));
+    mt_no_overlap(fn, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h), "y", a->y, (size_t)(a->p->t * a->p->h));
+    mt_no_overlap(fn, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h), "e", a->e, (size_t)(a->p->t * a->p->h));
+    mt_no_overlap(fn, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h), "wr", a->wr, (size_t)(4 * a->p->h) * 4);
+    mt_no_overlap(fn, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h), "dtanh", a->dtanh, (size_t)256 * 4);
+    mt_no_overlap(fn, "shifts", a->shifts, (size_t)a->p->t * 4, "acc", a->acc, (size_t)(6 * a->p->h) * 4);
+    mt_no_overlap(fn, "shifts", a->shifts, (size_t)a->p->t * 4, "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4);
+    mt_no_overlap(fn, "shifts", a->shifts, (size_t)a->p->t * 4, "gb", a->gb, (size_t)(4 * a->p->h) * 4);
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(6 * a->p->h) * 4, "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4);
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(6 * a->p->h) * 4, "gb", a->gb, (size_t)(4 * a->p->h) * 4);
+    mt_no_overlap(fn, "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4, "gb", a->gb, (size_t)(4 * a->p->h) * 4);
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->t * a->p->d), "x", a->x, (size_t)(a->p->t * a->p->d));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->t * a->p->d), "w", a->w, (size_t)(4 * a->p->h * (a->p->d + a->p->h)));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->t * a->p->d), "y", a->y, (size_t)(a->p->t * a->p->h));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->t * a->p->d), "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->t * a->p->d), "e", a->e, (size_t)(a->p->t * a->p->h));
+    mt_no_overlap(fn, "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4, "x", a->x, (size_t)(a->p->t * a->p->d));
+    mt_no_overlap(fn, "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4, "w", a->w, (size_t)(4 * a->p->h * (a->p->d + a->p->h)));
+    mt_no_overlap(fn, "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4, "y", a->y, (size_t)(a->p->t * a->p->h));
+    mt_no_overlap(fn, "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h));
+    mt_no_overlap(fn, "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4, "e", a->e, (size_t)(a->p->t * a->p->h));
+    mt_no_overlap(fn, "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4, "wr", a->wr, (size_t)(4 * a->p->h) * 4);
+    mt_no_overlap(fn, "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4, "dtanh", a->dtanh, (size_t)256 * 4);
+    mt_no_overlap(fn, "gb", a->gb, (size_t)(4 * a->p->h) * 4, "x", a->x, (size_t)(a->p->t * a->p->d));
+    mt_no_overlap(fn, "gb", a->gb, (size_t)(4 * a->p->h) * 4, "y", a->y, (size_t)(a->p->t * a->p->h));
+    mt_no_overlap(fn, "gb", a->gb, (size_t)(4 * a->p->h) * 4, "keep", a->keep, (size_t)(a->p->t * 6 * a->p->h));
+    mt_no_overlap(fn, "gb", a->gb, (size_t)(4 * a->p->h) * 4, "e", a->e, (size_t)(a->p->t * a->p->h));
+    mt_no_overlap(fn, "gb", a->gb, (size_t)(4 * a->p->h) * 4, "wr", a->wr, (size_t)(4 * a->p->h) * 4);
+    mt_no_overlap(fn, "gb", a->gb, (size_t)(4 * a->p->h) * 4, "dtanh", a->dtanh, (size_t)256 * 4);
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(6 * a->p->h) * 4, "wr", a->wr, (size_t)(4 * a->p->h) * 4);
+    mt_no_overlap(fn, "acc", a->acc, (size_t)(6 * a->p->h) * 4, "dtanh", a->dtanh, (size_t)256 * 4);
+    mt_no_overlap(fn, "shifts", a->shifts, (size_t)a->p->t * 4, "wr", a->wr, (size_t)(4 * a->p->h) * 4);
+    mt_no_overlap(fn, "shifts", a->shifts, (size_t)a->p->t * 4, "dtanh", a->dtanh, (size_t)256 * 4);
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->t * a->p->d), "shifts", a->shifts, (size_t)a->p->t * 4);
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->t * a->p->d), "acc", a->acc, (size_t)(6 * a->p->h) * 4);
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->t * a->p->d), "gw", a->gw, (size_t)(4 * a->p->h * (a->p->d + a->p->h)) * 4);
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->t * a->p->d), "gb", a->gb, (size_t)(4 * a->p->h) * 4);
+}
+static mp_obj_t mod_lstm_s8_backward(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "lstm_s8_backward";
+    mt_lstm_s8_backward_args_t a;
+    mt_lstm_s8_backward_args(fn, n_args, args, &a);
+    return mp_obj_new_int(mt_lstm_s8_backward(a.p, a.x, a.w, a.wr, a.dtanh, a.y, a.keep, a.e, a.shifts, a.acc, a.gw, a.gb, a.ein));
+}
+
 typedef struct {  // mtm_info
     const uint8_t *buf;
     int32_t *out;

@@ -54,6 +54,8 @@
     X(MP_QSTR_layernorm_s8_grad_input, mod_layernorm_s8_grad_input, mod_layernorm_s8_grad_input_obj, 4, 4) \
     X(MP_QSTR_gru_s8_forward, mod_gru_s8_forward, mod_gru_s8_forward_obj, 9, 9) \
     X(MP_QSTR_gru_s8_backward, mod_gru_s8_backward, mod_gru_s8_backward_obj, 13, 13) \
+    X(MP_QSTR_lstm_s8_forward, mod_lstm_s8_forward, mod_lstm_s8_forward_obj, 9, 9) \
+    X(MP_QSTR_lstm_s8_backward, mod_lstm_s8_backward, mod_lstm_s8_backward_obj, 13, 13) \
     X(MP_QSTR_mtm_validate, mod_mtm_validate, mod_mtm_validate_obj, 1, 1) \
     X(MP_QSTR_mtm_info, mod_mtm_info, mod_mtm_info_obj, 2, 2) \
     X(MP_QSTR_mtm_tensor, mod_mtm_tensor, mod_mtm_tensor_obj, 3, 3) \

@@ -132,6 +132,17 @@ typedef union {
     int32_t a[MT_GRU_NPARAMS];
 } mt_gru_desc_u;
 
+// LSTM over a sequence (lstm_s8_forward.c, lstm_s8_backward.c): x T x D, y T x H,
+// w 4H x (D + H), gates i, f, g, o, an int8 cell state c; backward factors and truncation k.
+typedef struct {
+    int32_t t, d, h, x_zp, m_ig, sh_ig, k, m_h, sh_h, m_c, sh_c, m_w, sh_w;
+} mt_lstm_params_t;
+#define MT_LSTM_NPARAMS 13
+typedef union {
+    mt_lstm_params_t s;
+    int32_t a[MT_LSTM_NPARAMS];
+} mt_lstm_desc_u;
+
 // Sizes follow from a checked descriptor and stay below 2^26.
 static inline int32_t mt_conv_in_n(const mt_conv2d_params_t *p) {
     return p->in_h * p->in_w * p->in_c;
@@ -450,6 +461,17 @@ void mt_gru_s8_forward(const mt_gru_params_t *p, const int8_t *x, const int8_t *
 int32_t mt_gru_s8_backward(const mt_gru_params_t *p, const int8_t *x, const int8_t *w, const int32_t *wr,
                            const int32_t *dtanh, const int8_t *y, int8_t *keep, const int8_t *e, int32_t *shifts,
                            int32_t *acc, int32_t *gw, int32_t *gb, int8_t *ein);
+
+// ---- lstm_s8_forward.c, lstm_s8_backward.c ----
+const char *mt_lstm_check(const mt_lstm_params_t *p);
+const char *mt_lstm_bias_check(const int32_t *bias, int32_t h);
+const char *mt_lstm_rq_check(const int32_t *mult, const int32_t *shift, int32_t h);
+const char *mt_lstm_wr_check(const int32_t *wr, int32_t h);
+void mt_lstm_s8_forward(const mt_lstm_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
+                        const int32_t *mult, const int32_t *shift, const int8_t *lut, int8_t *y, int8_t *keep);
+int32_t mt_lstm_s8_backward(const mt_lstm_params_t *p, const int8_t *x, const int8_t *w, const int32_t *wr,
+                            const int32_t *dtanh, const int8_t *y, int8_t *keep, const int8_t *e, int32_t *shifts,
+                            int32_t *acc, int32_t *gw, int32_t *gb, int8_t *ein);
 // ---- quant.c (declared in mt_quant.h): mt_dyn_requant_s8 ----
 #if MT_HAS_FLOAT
 void mt_f32_axpy_i32(float *y, const int32_t *x, size_t n, float a);

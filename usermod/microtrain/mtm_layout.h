@@ -186,6 +186,7 @@
 #define MTM_OP_SOFTMAX 14u
 #define MTM_OP_MATMUL 15u
 #define MTM_OP_GRU 16u
-#define MTM_OP_LAST MTM_OP_GRU
+#define MTM_OP_LSTM 17u
+#define MTM_OP_LAST MTM_OP_LSTM
 
 #endif

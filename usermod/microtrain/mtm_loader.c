@@ -1,19 +1,16 @@
 // `.mtm` validator: see mtm_loader.h and docs/format.md (the accessors are in mtm_access.c).
-// The checks follow the "Validation" section step by step; every read is of a
-// range that an earlier check proved to lie inside the buffer. Where the
-// Python reader (tools/microtrain_tools/mtm.py) is more precise than the page
-// (SIGNAL_1D shape, PER_TENSOR only on activations, -0.0 == 0 for unused
-// scales) we follow the reader: both must accept and reject the same files.
+// The checks follow the "Validation" section step by step; every read is of a range that an earlier
+// check proved to lie inside the buffer. Where the Python reader (tools/microtrain_tools/mtm.py) is more
+// precise than the page (SIGNAL_1D shape, PER_TENSOR only on activations, -0.0 == 0 for unused scales)
+// we follow the reader: both must accept and reject the same files.
 #include "mtm_loader.h"
 #include "mt_kernels.h"
 #include "mtm_read.h"
 
-// Runtime limits the validator enforces so that every accepted file can run
-// inference and a training step (docs/format.md, "Runtime limits").
+// Runtime limits the validator enforces so that every accepted file can run inference and a training step.
 #define MTM_SET_WORDS (MTM_MAX_TENSORS >> 5)
 
-// ---------------------------------------------------------------------------
-// little helpers
+// ---------------------------------------- little helpers
 
 // a * b without overflow; 0 if the product does not fit in 32 bits.
 static int mul_ok(uint32_t a, uint32_t b, uint32_t *r) {
@@ -130,8 +127,7 @@ static int utf8_ok(const uint8_t *s, uint32_t n) {
     return 1;
 }
 
-// ---------------------------------------------------------------------------
-// validation context
+// ---------------------------------------- validation context
 
 typedef struct {
     const uint8_t *b;
@@ -236,8 +232,7 @@ static int string_ok(const mtm_ctx_t *c, uint32_t off, uint32_t n) {
         return (msg);             \
     } while (0)
 
-// ---------------------------------------------------------------------------
-// step 3: tensors
+// ---------------------------------------- step 3: tensors
 
 static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *index) {
     const uint32_t d_end = c->d_off + c->d_len;
@@ -379,17 +374,15 @@ static const char *check_tensors(const mtm_ctx_t *c, int32_t *where, int32_t *in
     return NULL;
 }
 
-// ---------------------------------------------------------------------------
-// step 4: layers
+// ---------------------------------------- step 4: layers
 
 // Layer entry field offsets.
 #define L_ENT(c, j) ((c)->lt_off + MTM_LAYER_ENTRY * (j))
 #define L_U32(c, j, off) rd32((c)->b, L_ENT(c, j) + (off))
 #define L_PARAM(c, j, k) rdi32((c)->b, L_ENT(c, j) + MTM_PARAMS_OFF + 4 * (k))
 
-
 // params per op, by op code (MATMUL's 12: its descriptor and the factor; 13 with heads before the factor)
-static const uint8_t mtm_n_params[17] = { 0,
+static const uint8_t mtm_n_params[18] = { 0,
                                           MT_CONV2D_NPARAMS,
                                           MT_LINEAR_NPARAMS,
                                           2,
@@ -405,7 +398,8 @@ static const uint8_t mtm_n_params[17] = { 0,
                                           MT_LAYERNORM_NPARAMS,
                                           MT_SOFTMAX_NPARAMS,
                                           12,
-                                          MT_GRU_NPARAMS };
+                                          MT_GRU_NPARAMS,
+                                          MT_LSTM_NPARAMS };
 
 // CONCAT shapes: the last dims of x, x2, y are c1, c2, c1 + c2 and each holds
 // hw positions of them (numel = hw * its channels; the kernel reads flat
@@ -514,16 +508,16 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     const int32_t *p = u.a;
     const uint32_t x = L_U32(c, j, MTM_L_IN0), x2 = L_U32(c, j, MTM_L_IN1), y = L_U32(c, j, MTM_L_OUT);
     const char *m;
-    if (op >= MTM_OP_MUL) {  // the sequence / attention ops: mtm_rules_seq.c, GRU: mtm_rules_rnn.c
+    if (op >= MTM_OP_MUL) {  // the sequence / attention ops: mtm_rules_seq.c; GRU, LSTM (the last): mt_mtm_rnn_rules
         mtm_tview_t v[7];
         const uint32_t ts[7] = { x,
-                                 op == MTM_OP_MUL || op == MTM_OP_MATMUL || op == MTM_OP_GRU ? x2 : x,
+                                 op == MTM_OP_MUL || op == MTM_OP_MATMUL || op >= MTM_OP_GRU ? x2 : x,
                                  y,
                                  L_U32(c, j, MTM_L_WEIGHT),
                                  L_U32(c, j, MTM_L_BIAS),
                                  L_U32(c, j, MTM_L_MULT),
                                  L_U32(c, j, MTM_L_SHIFT) };
-        for (uint32_t k = 0; k < (op == MTM_OP_GRU ? 7u : 3u); ++k) {
+        for (uint32_t k = 0; k < (op >= MTM_OP_GRU ? 7u : 3u); ++k) {
             v[k].rank = T_RANK(c, ts[k]);
             for (uint32_t d = 0; d < 4; ++d) {
                 v[k].dim[d] = T_DIM(c, ts[k], d);
@@ -537,8 +531,8 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
             v[k].quant = T_QUANT(c, ts[k]);
             v[k].off = T_OFF(c, ts[k]);
         }
-        return op == MTM_OP_GRU
-                   ? mt_mtm_gru_rules(c->b, p, v)
+        return op >= MTM_OP_GRU
+                   ? mt_mtm_rnn_rules(c->b, op, p, v)
                    : mt_mtm_seq_rules(op, act, p, rd8(c->b, L_ENT(c, j) + MTM_L_N_PARAMS), &v[0], &v[1], &v[2]);
     }
     if (op == MTM_OP_LUT) {  // params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
@@ -729,7 +723,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
             FAIL_L("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)");
         }
         if (op >= MTM_OP_MUL && rd16(c->b, MTM_H_VERSION_MINOR) < (op >= MTM_OP_GRU ? 5u : 4u)) {
-            FAIL_L(op >= MTM_OP_GRU ? "GRU layer in a file before version 1.5"
+            FAIL_L(op >= MTM_OP_GRU ? "GRU / LSTM layer in a file before version 1.5"
                                     : "MUL / LAYERNORM / SOFTMAX / MATMUL layer in a file before version 1.4");
         }
         const int two_in = op == MTM_OP_ADD || op == MTM_OP_CONCAT || op == MTM_OP_MUL || op == MTM_OP_MATMUL;
@@ -787,8 +781,8 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         }
         // graph: inputs available, output fresh, kinds of referenced tensors
         const uint32_t in0 = L_U32(c, j, MTM_L_IN0), in1 = L_U32(c, j, MTM_L_IN1), out = L_U32(c, j, MTM_L_OUT);
-        if (two_in || op == MTM_OP_GRU ? in1 >= c->n_t : in1 != MTM_NONE) {
-            FAIL_L("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL / GRU and NONE otherwise");
+        if (two_in || op >= MTM_OP_GRU ? in1 >= c->n_t : in1 != MTM_NONE) {
+            FAIL_L("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL / GRU / LSTM and NONE otherwise");
         }
         if (in0 >= c->n_t || out >= c->n_t) {
             FAIL_L("tensor index out of range");
@@ -808,8 +802,8 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
                 if (s < 2 ? (t >= c->n_t || T_KIND(c, t) != MTM_K_CONST) : t != MTM_NONE) {
                     FAIL_L("LUT needs CONST weight (table) and bias (dtable), and mult/shift NONE");
                 }
-            } else if (weighted || op == MTM_OP_GRU ? (t >= c->n_t || T_KIND(c, t) != MTM_K_CONST) : t != MTM_NONE) {
-                FAIL_L("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR/GRU and NONE otherwise");
+            } else if (weighted || op >= MTM_OP_GRU ? (t >= c->n_t || T_KIND(c, t) != MTM_K_CONST) : t != MTM_NONE) {
+                FAIL_L("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR/GRU/LSTM and NONE otherwise");
             }
         }
         for (uint32_t s = 0; s < 6; ++s) {
@@ -840,8 +834,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
     return NULL;
 }
 
-// ---------------------------------------------------------------------------
-// step 5: whole graph
+// ---------------------------------------- step 5: whole graph
 
 static void ref(uint32_t *once, uint32_t *twice, uint32_t t) {
     if (t == MTM_NONE) {
@@ -884,7 +877,7 @@ static const char *check_graph(const mtm_ctx_t *c, uint32_t *produced, uint32_t 
         for (uint32_t s = 0; s < 6; ++s) {
             ref(produced, consumed, l_state(c->b, L_ENT(c, j), s));
         }
-        if (rd8(c->b, L_ENT(c, j) + MTM_L_OP) == MTM_OP_GRU) {  // its tables
+        if (rd8(c->b, L_ENT(c, j) + MTM_L_OP) >= MTM_OP_GRU) {  // a GRU's / LSTM's tables
             ref(produced, consumed, L_U32(c, j, MTM_L_IN1));
         }
     }

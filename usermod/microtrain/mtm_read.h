@@ -40,6 +40,9 @@ const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, uint32
 // the tables (in1), y, weight, bias, mult, shift.
 const char *mt_mtm_gru_rules(const uint8_t *b, const int32_t *p, const mtm_tview_t *v);
 
+// The rules of a GRU or an LSTM layer (op; mtm_rules_lstm.c), the same views as the GRU's.
+const char *mt_mtm_rnn_rules(const uint8_t *b, uint32_t op, const int32_t *p, const mtm_tview_t *v);
+
 // State slot s (0..5) of the layer entry at e, or MTM_NONE. Slots 4 and 5 (Adam's
 // second moments, format 1.3) are the two u16 at entry offsets 68 and 70, 0xFFFF
 // when absent; in older files that word is reserved (0) and they are absent.

@@ -51,6 +51,7 @@ WHERE = {
     "softmax_s8_forward": "softmax_s8", "softmax_s8_grad_input": "softmax_s8",
     "layernorm_s8_forward": "layernorm_s8", "layernorm_s8_grad_input": "layernorm_s8",
     "gru_s8_forward": "gru_s8", "gru_s8_backward": "gru_s8",
+    "lstm_s8_forward": "lstm_s8", "lstm_s8_backward": "lstm_s8",
     "softmax_xent_s8": "softmax_xent",
     "l1_norm_s8": "sparse", "topk_mask": "sparse",
     "zo_perturb_s8": "zo", "zo_perturb_h_s8": "zo", "zo_update_s8": "zo",

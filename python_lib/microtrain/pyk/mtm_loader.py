@@ -99,6 +99,7 @@ _OP_LAYERNORM = const(13)
 _OP_SOFTMAX = const(14)
 _OP_MATMUL = const(15)
 _OP_GRU = const(16)
+_OP_LSTM = const(17)
 # --- generated: end
 
 try:
@@ -510,6 +511,8 @@ def _op_rules(c, L, p, op, act, e):
         return None
     if op == _OP_GRU:
         return _gru_rules(c, L, p)
+    if op == _OP_LSTM:
+        return _lstm_rules(c, L, p)
     if op == _OP_MATMUL:  # the descriptor (heads only with 13 params), then the factor's float32 bits
         from microtrain.pyk.matmul_s8 import _matmul_check
 
@@ -605,14 +608,14 @@ def _check_layers(c, produced, consumed):
         L = _unp(_LFMT, b, e)
         op, act, n_p, n_in, lflags = L[0], L[1], L[2], L[3], L[4]
         noff, nlen, foff, flen = L[5], L[6], L[7], L[8]
-        if op < 1 or op > _OP_GRU:
+        if op < 1 or op > _OP_LSTM:
             c.fail("unknown op", 2, j)
         if op == _OP_LUT and _unp("<H", b, _H_VERSION_MINOR)[0] < 1:
             c.fail("LUT layer in a version 1.0 file (needs 1.1)", 2, j)
         if op >= _OP_CONCAT and _unp("<H", b, _H_VERSION_MINOR)[0] < 2:
             c.fail("CONCAT / UPSAMPLE layer in a version 1.0 / 1.1 file (needs 1.2)", 2, j)
         if op >= _OP_MUL and _unp("<H", b, _H_VERSION_MINOR)[0] < (5 if op >= _OP_GRU else 4):
-            c.fail("GRU layer in a file before version 1.5" if op >= _OP_GRU
+            c.fail("GRU / LSTM layer in a file before version 1.5" if op >= _OP_GRU
                    else "MUL / LAYERNORM / SOFTMAX / MATMUL layer in a file before version 1.4", 2, j)
         two = op == _OP_ADD or op == _OP_CONCAT or op == _OP_MUL or op == _OP_MATMUL
         if n_in != (2 if two else 1):
@@ -654,8 +657,9 @@ def _check_layers(c, produced, consumed):
         if flen > 255 or not c.string_ok(foff, flen):
             c.fail("bad fused string (0..255 bytes of UTF-8, NUL-terminated in the pool)", 2, j)
         in0, in1, out = L[9], L[10], L[11]
-        if (in1 >= n_t) if two or op == _OP_GRU else (in1 != NONE):
-            c.fail("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL / GRU and NONE otherwise", 2, j)
+        if (in1 >= n_t) if two or op >= _OP_GRU else (in1 != NONE):
+            c.fail("in1 must be a tensor for ADD / CONCAT / MUL / MATMUL / GRU / LSTM and NONE otherwise",
+                   2, j)
         if in0 >= n_t or out >= n_t:
             c.fail("tensor index out of range", 2, j)
         if c.t(in0)[2] != _KIND_ACT or c.t(out)[2] != _KIND_ACT or (two and c.t(in1)[2] != _KIND_ACT):
@@ -669,8 +673,8 @@ def _check_layers(c, produced, consumed):
             if op == _OP_LUT:
                 if (t >= n_t or c.t(t)[2] != _KIND_CONST) if s < 2 else t != NONE:
                     c.fail("LUT needs CONST weight (table) and bias (dtable), and mult/shift NONE", 2, j)
-            elif (t >= n_t or c.t(t)[2] != _KIND_CONST) if weighted or op == _OP_GRU else t != NONE:
-                c.fail("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR/GRU and NONE "
+            elif (t >= n_t or c.t(t)[2] != _KIND_CONST) if weighted or op >= _OP_GRU else t != NONE:
+                c.fail("weight/bias/mult/shift must be CONST tensors for CONV2D/LINEAR/GRU/LSTM and NONE "
                        "otherwise", 2, j)
         sl = _slots(b, e)
         for s in range(6):
@@ -699,8 +703,7 @@ def _gru_rules(c, L, p):
     if m:
         return m
     T, D, H = p[0], p[1], p[2]
-    x, tab, y = c.t(L[9]), c.t(L[10]), c.t(L[11])
-    w, bias, mult, shift = c.t(L[12]), c.t(L[13]), c.t(L[14]), c.t(L[15])
+    x, tab, y, w, bias, mult, shift = [c.t(L[k]) for k in range(9, 16)]
     if _numel(x) != T * D or x[4 + x[1]] != D:
         return "input numel != T * D or last dim != D"
     if _numel(y) != T * H or y[4 + y[1]] != H:
@@ -731,6 +734,45 @@ def _gru_rules(c, L, p):
     return None
 
 
+def _lstm_rules(c, L, p):
+    # mtm_rules_lstm.c: x, the tables (in1), y, weight, bias, mult, shift
+    from microtrain.pyk.lstm_s8 import _lstm_check
+
+    m = _lstm_check(p[:13])
+    if m:
+        return m
+    T, D, H = p[0], p[1], p[2]
+    x, tab, y, w, bias, mult, shift = [c.t(L[k]) for k in range(9, 16)]
+    if _numel(x) != T * D or x[4 + x[1]] != D:
+        return "input numel != T * D or last dim != D"
+    if _numel(y) != T * H or y[4 + y[1]] != H:
+        return "output numel != T * H or last dim != H"
+    if p[3] != x[12] or y[12] != 0:
+        return "x_zp differs from the input's zero point or the output's is not 0"
+    if w[0] != 1 or w[3] != 2 or not _shape_is(w, 2, (4 * H, D + H)):
+        return "weight must be int8 PER_CHANNEL of shape (4H, D + H)"
+    if bias[0] != 2 or bias[3] != 3 or not _shape_is(bias, 1, (4 * H,)):
+        return "bias must be int32 BIAS of shape (4H,)"
+    if (mult[0] != 2 or mult[3] != 0 or not _shape_is(mult, 1, (8 * H,)) or shift[0] != 2 or shift[3] != 0
+            or not _shape_is(shift, 1, (8 * H,))):
+        return "mult / shift must be int32 quant NONE of shape (8H,)"
+    if tab[2] != _KIND_CONST or tab[0] != 1 or tab[3] != 0 or not _shape_is(tab, 1, (2304,)):
+        return "tables (in1) must be a CONST int8 quant NONE tensor of shape (2304,)"
+    b = c.b
+    for k in range(4 * H):
+        v = _unp("<i", b, bias[9] + 4 * k)[0]
+        if v > 1073741824 or v < -1073741824:
+            return "|bias| > 2^30"
+    for k in range(8 * H):
+        sv = _unp("<i", b, shift[9] + 4 * k)[0]
+        if _unp("<i", b, mult[9] + 4 * k)[0] < 0 or sv < -31 or sv > 31:
+            return "mult < 0 or shift outside [-31, 31]"
+    for k in range(1280, 2304, 4):
+        if _unp("<i", b, tab[9] + k)[0] < 0:
+            return "dtanh (tables[1280:]) < 0"
+    return None
+
+
 
 def _check_graph(c, produced, consumed):
     b = c.b
@@ -751,7 +793,7 @@ def _check_graph(c, produced, consumed):
     for j in range(c.n_l):
         e = c.lt_off + _LAYER_ENTRY * j
         ts = _unp("<4I", b, e + _L_WEIGHT) + _slots(b, e)
-        if b[e] == _OP_GRU:  # its tables
+        if b[e] >= _OP_GRU:  # a GRU's / LSTM's tables
             ts += (_u32(b, e + _L_IN1),)
         for t in ts:
             if t != NONE and refs[t] < 2:

@@ -10,6 +10,7 @@ This module gathers them: one file per op family beside it (``oracle_base``: coe
 requantisation, geometry; ``oracle_conv``: conv2d, linear; ``oracle_shape``: relu, concat,
 upsample, LUT; ``oracle_pool``: pools, add; ``oracle_mul``: element-wise mul;
 ``oracle_attn``: matmul of two activations, softmax; ``oracle_norm``: LayerNorm; ``oracle_rnn``: GRU;
+``oracle_lstm``: LSTM;
 ``oracle_loss``: softmax cross-entropy, sparse selection, zeroth order; ``oracle_update``:
 optimiser updates; ``oracle_host``: host-side helpers: multipliers, LUTs, weight ratios,
 loss). Import it as before: ``from microtrain_tools.reference import oracle``.
@@ -98,6 +99,11 @@ from microtrain_tools.reference.oracle_loss import (
 )
 from microtrain_tools.reference.oracle_loss import (
     hadamard_signs as hadamard_signs,
+)
+from microtrain_tools.reference.oracle_lstm import (
+    lstm_params,
+    lstm_s8_backward,
+    lstm_s8_forward,
 )
 from microtrain_tools.reference.oracle_mul import (
     mul_params,
@@ -192,6 +198,9 @@ __all__ = [
     "gru_params",
     "gru_s8_backward",
     "gru_s8_forward",
+    "lstm_params",
+    "lstm_s8_backward",
+    "lstm_s8_forward",
     "layernorm_params",
     "layernorm_s8_forward",
     "layernorm_s8_grad_input",

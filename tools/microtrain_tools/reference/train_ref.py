@@ -374,6 +374,10 @@ class RefTrainer:
                 w, b, mu, sh = self._wbmsh(j)
                 assert ly.aux is not None
                 y, self.keep[j] = o.gru_s8_forward(p, xin, w, b, mu, sh, self.m.data(ly.aux)[:768])
+            elif ly.op == Op.LSTM:  # the steps' gates and cells kept for backward (the kernel's keep)
+                w, b, mu, sh = self._wbmsh(j)
+                assert ly.aux is not None
+                y, self.keep[j] = o.lstm_s8_forward(p, xin, w, b, mu, sh, self.m.data(ly.aux)[:1280])
             elif ly.op == Op.SOFTMAX:  # the exp table of the input's scale, as the device makes it
                 y = o.softmax_s8_forward(p, xin, softmax_lut(self.m.tensors[ly.inputs[0]].scale, self.fl))
             else:
