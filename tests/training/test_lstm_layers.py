@@ -101,3 +101,49 @@ def test_memory_counts_the_kept_gates(lstm: ms.Suite) -> None:
     assert p.returncode == 0, p.stderr
     need, kept = p.stdout.split()
     assert int(kept) == 6 * t_n * h_n and int(need) >= 6 * t_n * h_n
+
+
+@pytest.mark.parametrize("train,mode,batch", [("all", "int8", 2), ("all", "mixed", 1), ("lstm", "int8", 1)])
+def test_training_bitexact_vs_reference(lstm: ms.Suite, tmp_path: Path, train: str, mode: str,
+                                        batch: int) -> None:
+    """The LSTM itself trains on the device as the reference does, bit for bit: backward through
+    time, its gradient sums, the update of its 4H rows and their 8H multipliers."""
+    ms.check_training_bitexact(lstm[0], tmp_path, train, mode, batch)
+
+
+def test_truncated_training_bitexact_vs_reference(lstm: ms.Suite, tmp_path: Path) -> None:
+    """Backward through the last k = 3 of the 8 steps only (the layer's k): still bit for bit."""
+    import copy
+    import dataclasses
+
+    from microtrain_tools import mtm
+
+    s = lstm[0]
+    m = copy.deepcopy(s.m)
+    m.layers[0].params[6] = 3
+    path = tmp_path / "lstm_k3.mtm"
+    mtm.save(m, path)
+    ms.check_training_bitexact(dataclasses.replace(s, path=path, m=m), tmp_path, "all", "int8", 1)
+
+
+def test_last2_training_lowers_the_loss(lstm: ms.Suite, tmp_path: Path) -> None:
+    """last:2 is the LSTM and the Linear: fine-tuning both on the device lowers the loss."""
+    ms.check_last2_lowers_the_loss(lstm[0], tmp_path)
+
+
+def test_trained_lstm_refuses_what_it_does_not_support(lstm: ms.Suite) -> None:
+    """A trained LSTM keeps the gradient sums: sums=False and a sparse policy are refused by name."""
+    from support.kernel_harness import run_micropython
+
+    code = (f"import microtrain as mt\nm = mt.load({str(lstm[0].path)!r})\n"
+            "for kw in ({'sums': False}, {'weight_decay': 0.01}):\n"
+            "    try:\n"
+            "        o = mt.SGD(lr=0.01, momentum=0.9, weight_decay=kw.get('weight_decay', 0))\n"
+            "        mt.Trainer(m, train='all', optimizer=o, sums=kw.get('sums'))\n"
+            "        print('accepted')\n"
+            "    except ValueError as e:\n"
+            "        print(e)\n")
+    p = run_micropython(code, heapsize="256k")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 2 and all("GRU or LSTM layer trains with the gradient sums" in ln for ln in lines), lines
