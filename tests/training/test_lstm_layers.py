@@ -146,4 +146,24 @@ def test_trained_lstm_refuses_what_it_does_not_support(lstm: ms.Suite) -> None:
     p = run_micropython(code, heapsize="256k")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert len(lines) == 2 and all("GRU or LSTM layer trains with the gradient sums" in ln for ln in lines), lines
+    msg = "GRU or LSTM layer trains with the gradient sums"
+    assert len(lines) == 2 and all(msg in ln for ln in lines), lines
+
+
+def test_memory_counts_a_trained_lstms_scratch(lstm: ms.Suite) -> None:
+    """Trained, the LSTM's backward scratch (int32 gw of 4H x (D + H), gb, acc of 6H, shifts, a spare
+    input error, dtanh) is counted by `microtrain info` and by the Trainer's memory check."""
+    from microtrain_tools import info
+    from support.kernel_harness import run_micropython
+
+    s = lstm[0]
+    t_n, d_n, h_n = s.m.layers[0].params[:3]
+    least = 4 * 4 * h_n * (d_n + h_n) + 16 * h_n + 24 * h_n + 4 * t_n + t_n * d_n + 1024
+    assert info.train_ram(s.m, 2)["seq"] - info.train_ram(s.m, 1)["seq"] >= least
+    code = (f"import microtrain as mt\nfrom microtrain import memplan\nm = mt.load({str(s.path)!r})\n"
+            "print(dict(memplan.need(m, [1], 'int8', 0, None)).get('sequence buffers'))\n"
+            "print(dict(memplan.need(m, [0, 1], 'int8', 0, None)).get('sequence buffers'))\n")
+    p = run_micropython(code, heapsize="256k")
+    assert p.returncode == 0, p.stderr
+    frozen, trained = (int(v) for v in p.stdout.split())
+    assert trained - frozen >= least
