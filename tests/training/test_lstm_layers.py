@@ -167,3 +167,25 @@ def test_memory_counts_a_trained_lstms_scratch(lstm: ms.Suite) -> None:
     assert p.returncode == 0, p.stderr
     frozen, trained = (int(v) for v in p.stdout.split())
     assert trained - frozen >= least
+
+
+def test_trained_lstm_checkpoint_round_trip(lstm: ms.Suite, tmp_path: Path) -> None:
+    """A model whose LSTM moved on the device saves and loads back with the same outputs (its rows,
+    biases and 8H multipliers in the checkpoint)."""
+    from support.kernel_harness import run_micropython
+
+    s = lstm[0]
+    n = s.m.tensors[s.m.input].numel
+    out = tmp_path / "trained.mtm"
+    code = (f"import microtrain as mt\nm = mt.load({str(s.path)!r})\n"
+            "t = mt.Trainer(m, train='lstm', optimizer=mt.SGD(lr=0.05, momentum=0.9), batch=2)\n"
+            f"xs = [bytes((i * 37 + j * 11) & 0x7F for j in range({n})) for i in range(8)]\n"
+            "for i, x in enumerate(xs):\n    t.step(x, i % 10)\n"
+            "a = [bytes(m.forward(x)) for x in xs]\n"
+            f"m.save({str(out)!r})\nm2 = mt.load({str(out)!r})\n"
+            "b = [bytes(m2.forward(x)) for x in xs]\n"
+            f"f = mt.load({str(s.path)!r})\nc = [bytes(f.forward(x)) for x in xs]\n"
+            "print(a == b, a != c)\n")
+    p = run_micropython(code, heapsize="4m")  # (three models at once)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True", "True"]
