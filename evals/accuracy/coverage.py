@@ -19,7 +19,7 @@ the device must be within 5 % of PyTorch's. MobileNetV2 is fine-tuned sparsely i
 float32 (BN folded, the same layers, policy, SGD, batch, epochs): its accuracy on the fine-tuning
 samples on the device must be within ``SPARSE_TOL`` of PyTorch's. The sequence and attention models
 of ``coverage_ops.VS_TORCH`` are fine-tuned on the device and in PyTorch float32 on the same protocol
-(:func:`torch_finetune`; the GRU on smartwatch windows whole, with backward through time): the
+(:func:`torch_finetune`; the GRU and the LSTM on smartwatch windows whole, with backward through time): the
 device's accuracy on the fine-tuning samples within ``VS_TORCH_TOL`` of PyTorch's. ``ops`` counts the
 docs/ops.md rows the suite uses.
 
@@ -379,9 +379,10 @@ SPARSE_TOL = 0.05
 # coverage_ops.VS_TORCH: the device's protocol also run in PyTorch float32; the device's accuracy on the
 # fine-tuning samples after it must be within VS_TORCH_TOL of PyTorch's
 VS_TORCH_TOL = 0.02
-# the GRU is fine-tuned whole (the GRU with backward through time, its head)
+# the GRU and the LSTM are fine-tuned whole (the recurrent layer with backward through time, its head)
 PROTOCOLS: dict[str, dict[str, Any]] = {"mobilenet_v2": SPARSE_PROTOCOL,
-                                        "ops-gru_har": dict(PROTOCOL, layers="all")}
+                                        "ops-gru_har": dict(PROTOCOL, layers="all"),
+                                        "ops-lstm_har": dict(PROTOCOL, layers="all")}
 AE_PROTOCOL: dict[str, Any] = {"layers": "last:2", "mode": "mixed", "lr": 0.01, "momentum": 0.9, "batch": 8,
                                "epochs": 3, "seed": 1}
 

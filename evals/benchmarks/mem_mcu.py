@@ -127,6 +127,8 @@ HELD_OUT = (
     MemCase("dscnn_all", "ds_cnn_s", "all", sums=False),
     MemCase("mbv1_last1", "mobilenet_v1", "last:1", mode="float32", batch=8, steps=9),
     MemCase("fmnist_last2", "fmnist", "last:2", mode="int8", sums=False),
+    # an LSTM (H 16, coverage_ops.LstmHar) over the GRU's windows, all layers trained as gru_har_all
+    MemCase("lstm_har_all", "lstm_har", "all"),
 )
 # --bf16: fmnist_all with the gradient sums, float32 and 16-bit optimiser state, next to the
 # acceptance case (bfloat16) and its float32 twin (both folding the batch into the momentum)
@@ -213,7 +215,9 @@ def models() -> None:
             x = np.concatenate([c.x_tune] * (-(-SAMPLES // len(c.x_tune))))[:SAMPLES]
             y = np.concatenate([c.y_tune] * (-(-SAMPLES // len(c.y_tune))))[:SAMPLES]
             write_mtd(BUILD / f"{c.name}.mtd", cv.quantize_input(data, x), y)
-    if not (BUILD / "gru_har.mtd").is_file():
+    for name in ("gru_har", "lstm_har"):
+        if (BUILD / f"{name}.mtd").is_file():
+            continue
         import torch
 
         from evals.accuracy import coverage_ops
@@ -221,10 +225,11 @@ def models() -> None:
 
         w = ds.watch_windows(window=coverage_ops.GRU_HAR_SHAPE[0])
         x = np.ascontiguousarray(w.x.transpose(0, 2, 1)[:256])  # (N, T, 6) steps
-        torch.manual_seed(0)  # H 16: its float32 sums, momentum and int32 scratch are 3 x 4.2 KB
-        data = mtm.write(cv.convert(coverage_ops.GruHar(hidden=16).eval(), x, progress=False))
-        (BUILD / "gru_har.mtm").write_bytes(data)
-        write_mtd(BUILD / "gru_har.mtd", cv.quantize_input(data, x[:SAMPLES]), w.y[:SAMPLES] % 7)
+        torch.manual_seed(0)  # H 16: its float32 sums, momentum and int32 scratch are 3 x 4.2 KB (GRU)
+        net = (coverage_ops.GruHar if name == "gru_har" else coverage_ops.LstmHar)(hidden=16).eval()
+        data = mtm.write(cv.convert(net, x, progress=False))
+        (BUILD / f"{name}.mtm").write_bytes(data)
+        write_mtd(BUILD / f"{name}.mtd", cv.quantize_input(data, x[:SAMPLES]), w.y[:SAMPLES] % 7)
     if not (BUILD / "fmnist.mtd").is_file():
         from evals.lib import datasets as ds
         from evals.lib import transfer_model as tm

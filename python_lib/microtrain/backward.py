@@ -424,7 +424,7 @@ class Sums:
         st = opt._st.get(ly.index)  # (opt.apply made it before any layer: state(ly) without the call)
         opt.direction(pw, st, n)
         opt.direction(pb, st, n)
-        if ly.op == _OP_GRU:  # microtrain.gru's, set when a GRU's plan loaded it (gru imports this module)
+        if ly.op >= _OP_GRU:  # (GRU, LSTM) microtrain.gru's, set when their plan loaded it (gru imports this)
             return self.gru_apply(ly, mw, mb, t, lr, s_in, r, row)
         return optim.F.update_s8_apply(ly.w, ly.w_scale, ly.b, ly.mult, ly.shift, ly.gw, ly.gb, mw, mb, t, lr,
                                        s_in, s_out, r, row)

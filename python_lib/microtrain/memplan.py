@@ -155,8 +155,8 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     out = [("gradients", grads), ("optimiser state", state), ("master copies", master),
            ("layer copies", copies), ("sparse buffers", sp), ("backward buffers", bw), ("loss", loss)]
     # a GRU's gates (an LSTM's gates and cell) of every step, kept by its forward (made with the first
-    # plan that runs it), and a trained GRU's backward scratch (backward.gru: shifts, acc, int32 gw and
-    # gb, an input error, dtanh)
+    # plan that runs it), and a trained GRU's or LSTM's backward scratch (microtrain.gru: shifts, acc,
+    # int32 gw and gb, an input error, dtanh)
     seq = 0
     for ly in layers:
         p = ly.params
@@ -164,9 +164,10 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
             seq += _buf(4 * p[0] * p[2])
         if ly.op == _OP_LSTM and ly.dtable is None:
             seq += _buf(6 * p[0] * p[2])
-        if ly.op == _OP_GRU and ly.index in idx:
-            seq += _buf(4 * p[0]) + _buf(20 * p[2]) + _buf(12 * p[2] * (p[1] + p[2])) + _buf(16 * p[2]) + \
-                _buf(p[0] * p[1]) + _buf(1024) + 64
+        if ly.op >= _OP_GRU and ly.index in idx:
+            g = 3 if ly.op == _OP_GRU else 4  # the gates' row blocks
+            seq += _buf(4 * p[0]) + _buf(4 * (g + 2) * p[2]) + _buf(4 * g * p[2] * (p[1] + p[2])) + \
+                _buf(16 * p[2]) + _buf(p[0] * p[1]) + _buf(1024) + 64
     if seq:
         out.append(("sequence buffers", seq))
     return out

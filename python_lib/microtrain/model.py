@@ -283,8 +283,8 @@ class Layer:
     @property
     def out_c(self):
         p = self.params
-        if self.op == _OP_GRU:  # its weight rows: the three gates' units
-            return 3 * p[2]
+        if self.op >= _OP_GRU:  # its weight rows: the gates' units (GRU 3, LSTM 4)
+            return (3 if self.op == _OP_GRU else 4) * p[2]
         return p[_P_CONV_OUT_C] if self.op == _OP_CONV2D else p[_P_LIN_OUT_N]
 
     @property
@@ -336,7 +336,7 @@ class Layer:
         self.mult = array.array("i", self.mult)
         self.shift = array.array("i", self.shift)
         self.w_scale = array.array("f", self.w_scale)  # (checkpoints write the layer's arrays)
-        if self.op == _OP_GRU:  # its descriptor holds backward's factor of the weight scales
+        if self.op >= _OP_GRU:  # (GRU, LSTM) its descriptor holds backward's factor of the weight scales
             self.params = array.array("i", self.params)
 
     def refresh_ratios(self):
@@ -344,7 +344,7 @@ class Layer:
         (update_f32_ratios: float32 on every build; the optimiser calls this
         after each update). None for the first trained layer: no error goes below it."""
         bw = self.model.backward_plan
-        if bw is not None and bw.first == self.index and self.op != _OP_GRU:  # (a GRU's carry reads them)
+        if bw is not None and bw.first == self.index and self.op < _OP_GRU:  # (an RNN's carry reads them)
             self.wr = None
             return
         if self.wr is None:
@@ -365,7 +365,7 @@ class Layer:
         # the index of max(w_scale): backward reads that one float (max() over the array would
         # box every scale: most of a training step's garbage); not cached: 16 B per layer
         self._ein_i = Layer._ratios(self.w_scale, self.ein_r, self.wr)
-        if self.op == _OP_GRU:  # backward's (m_w, sh_w): max(s_w) 2^-R (numerics.md, GRU)
+        if self.op >= _OP_GRU:  # backward's (m_w, sh_w): max(s_w) 2^-R (numerics.md, GRU, LSTM)
             from microtrain.quant import quantize_multiplier
             self.params[11], self.params[12] = quantize_multiplier(math.ldexp(self.ein_top, -self.ein_r))
 
@@ -533,7 +533,7 @@ class Model:
     def select(self, spec):
         """Layer indices for a train spec: "last:N" (the last N layers with
         parameters), "all", a name, or a list of names / indices."""
-        weighted = [ly.index for ly in self.layers if ly.w is not None and ly.op != _OP_LSTM]  # LSTM: frozen
+        weighted = [ly.index for ly in self.layers if ly.w is not None]
         if not weighted:
             raise ValueError("train=%r: the model has no layers with parameters (conv2d / linear)" % (spec,))
         if spec is None or spec == "all":
@@ -567,7 +567,7 @@ class Model:
                     raise ValueError("train=%r: no layer named %r" % (orig, s)) from None
             else:
                 raise ValueError("train=%r: %r is neither a layer name nor an index" % (orig, s))
-            if ly.w is None or ly.op == _OP_LSTM:
+            if ly.w is None:
                 raise ValueError("layer %s (%s) has no parameters to train" % (ly.name, ly.kind))
             if ly.index not in out:
                 out.append(ly.index)

@@ -173,7 +173,7 @@ def inplace_errors(m, first, region, over=True):
             if src.op == _OP_CONV2D or src.op == _OP_LINEAR:
                 out[t] = src
         elif over and (op == _OP_CONV2D or op == _OP_LINEAR) and src.op != _OP_RELU and src.op != _OP_RELU6 \
-                and src.op != _OP_SOFTMAX and src.op != _OP_GRU \
+                and src.op != _OP_SOFTMAX and src.op < _OP_GRU \
                 and (not src.act or src.op == _OP_CONV2D or src.op == _OP_LINEAR):
             out[t] = src
     return out
@@ -260,8 +260,8 @@ def backward_plan(m, first, window, redo):
     the sums). (One argument for both: a parameter more is a larger heap-allocated frame.)
     redo: an activation may hold the scratch, made again (recompute_host); 2: the plan may be
     placed through backward too (redo_plan: nothing reads that activation after the forward)."""
-    for ly in m.layers[first:]:  # a GRU's backward and update: their own module
-        if ly.op == _OP_GRU:
+    for ly in m.layers[first:]:  # a GRU's or an LSTM's backward and update: their own module
+        if ly.op >= _OP_GRU:
             import microtrain.gru  # noqa: F401
 
             break

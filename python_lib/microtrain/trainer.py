@@ -223,14 +223,14 @@ class Trainer:
     def _update_mode(self, sums, idx):
         # which update mode (backward.py, stepwise.py) the settings give: "sums", "momentum" (each
         # gradient into the SGD momentum) or "backward" (plain SGD at batch 1: each layer steps during
-        # backward); a trained GRU keeps the gradient sums (its update: backward.Sums)
+        # backward); a trained GRU or LSTM keeps the gradient sums (its update: backward.Sums)
         o, batch, sparse = self.opt, self.batch, self.sparse
         for i in idx:
-            if self.model.layers[i].op == _OP_GRU:
+            if self.model.layers[i].op >= _OP_GRU:  # (GRU, LSTM)
                 if sums is False or sparse is not None or self.mode == "float32" or o.standardize or \
                         o.weight_decay:
-                    raise ValueError("Trainer: a GRU layer trains with the gradient sums, without a sparse "
-                                     "policy, weight decay, standardize or mode float32")
+                    raise ValueError("Trainer: a GRU or LSTM layer trains with the gradient sums, without a "
+                                     "sparse policy, weight decay, standardize or mode float32")
                 return "sums"
         # (a bfloat16 state keeps the gradient sums unless sums=False: then each gradient goes
         # through a float32 window of a few output channels into it, IntoMomentum)

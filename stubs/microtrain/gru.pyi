@@ -1,5 +1,6 @@
-# microtrain.gru: a GRU layer's training (loaded by plan.backward_plan for a model with one): its
-# backward through time, backward.BACKWARD[16], and its update, called by backward.Sums.apply.
+# microtrain.gru: a GRU or LSTM layer's training (loaded by plan.backward_plan for a model with one):
+# its backward through time, backward.BACKWARD[16] and [17], and its update, called by
+# backward.Sums.apply.
 from typing import Any
 
 from microtrain.backward import BackwardPlan

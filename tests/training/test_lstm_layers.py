@@ -101,3 +101,91 @@ def test_memory_counts_the_kept_gates(lstm: ms.Suite) -> None:
     assert p.returncode == 0, p.stderr
     need, kept = p.stdout.split()
     assert int(kept) == 6 * t_n * h_n and int(need) >= 6 * t_n * h_n
+
+
+@pytest.mark.parametrize("train,mode,batch", [("all", "int8", 2), ("all", "mixed", 1), ("lstm", "int8", 1)])
+def test_training_bitexact_vs_reference(lstm: ms.Suite, tmp_path: Path, train: str, mode: str,
+                                        batch: int) -> None:
+    """The LSTM itself trains on the device as the reference does, bit for bit: backward through
+    time, its gradient sums, the update of its 4H rows and their 8H multipliers."""
+    ms.check_training_bitexact(lstm[0], tmp_path, train, mode, batch)
+
+
+def test_truncated_training_bitexact_vs_reference(lstm: ms.Suite, tmp_path: Path) -> None:
+    """Backward through the last k = 3 of the 8 steps only (the layer's k): still bit for bit."""
+    import copy
+    import dataclasses
+
+    from microtrain_tools import mtm
+
+    s = lstm[0]
+    m = copy.deepcopy(s.m)
+    m.layers[0].params[6] = 3
+    path = tmp_path / "lstm_k3.mtm"
+    mtm.save(m, path)
+    ms.check_training_bitexact(dataclasses.replace(s, path=path, m=m), tmp_path, "all", "int8", 1)
+
+
+def test_last2_training_lowers_the_loss(lstm: ms.Suite, tmp_path: Path) -> None:
+    """last:2 is the LSTM and the Linear: fine-tuning both on the device lowers the loss."""
+    ms.check_last2_lowers_the_loss(lstm[0], tmp_path)
+
+
+def test_trained_lstm_refuses_what_it_does_not_support(lstm: ms.Suite) -> None:
+    """A trained LSTM keeps the gradient sums: sums=False and a sparse policy are refused by name."""
+    from support.kernel_harness import run_micropython
+
+    code = (f"import microtrain as mt\nm = mt.load({str(lstm[0].path)!r})\n"
+            "for kw in ({'sums': False}, {'weight_decay': 0.01}):\n"
+            "    try:\n"
+            "        o = mt.SGD(lr=0.01, momentum=0.9, weight_decay=kw.get('weight_decay', 0))\n"
+            "        mt.Trainer(m, train='all', optimizer=o, sums=kw.get('sums'))\n"
+            "        print('accepted')\n"
+            "    except ValueError as e:\n"
+            "        print(e)\n")
+    p = run_micropython(code, heapsize="256k")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    msg = "GRU or LSTM layer trains with the gradient sums"
+    assert len(lines) == 2 and all(msg in ln for ln in lines), lines
+
+
+def test_memory_counts_a_trained_lstms_scratch(lstm: ms.Suite) -> None:
+    """Trained, the LSTM's backward scratch (int32 gw of 4H x (D + H), gb, acc of 6H, shifts, a spare
+    input error, dtanh) is counted by `microtrain info` and by the Trainer's memory check."""
+    from microtrain_tools import info
+    from support.kernel_harness import run_micropython
+
+    s = lstm[0]
+    t_n, d_n, h_n = s.m.layers[0].params[:3]
+    least = 4 * 4 * h_n * (d_n + h_n) + 16 * h_n + 24 * h_n + 4 * t_n + t_n * d_n + 1024
+    assert info.train_ram(s.m, 2)["seq"] - info.train_ram(s.m, 1)["seq"] >= least
+    code = (f"import microtrain as mt\nfrom microtrain import memplan\nm = mt.load({str(s.path)!r})\n"
+            "print(dict(memplan.need(m, [1], 'int8', 0, None)).get('sequence buffers'))\n"
+            "print(dict(memplan.need(m, [0, 1], 'int8', 0, None)).get('sequence buffers'))\n")
+    p = run_micropython(code, heapsize="256k")
+    assert p.returncode == 0, p.stderr
+    frozen, trained = (int(v) for v in p.stdout.split())
+    assert trained - frozen >= least
+
+
+def test_trained_lstm_checkpoint_round_trip(lstm: ms.Suite, tmp_path: Path) -> None:
+    """A model whose LSTM moved on the device saves and loads back with the same outputs (its rows,
+    biases and 8H multipliers in the checkpoint)."""
+    from support.kernel_harness import run_micropython
+
+    s = lstm[0]
+    n = s.m.tensors[s.m.input].numel
+    out = tmp_path / "trained.mtm"
+    code = (f"import microtrain as mt\nm = mt.load({str(s.path)!r})\n"
+            "t = mt.Trainer(m, train='lstm', optimizer=mt.SGD(lr=0.05, momentum=0.9), batch=2)\n"
+            f"xs = [bytes((i * 37 + j * 11) & 0x7F for j in range({n})) for i in range(8)]\n"
+            "for i, x in enumerate(xs):\n    t.step(x, i % 10)\n"
+            "a = [bytes(m.forward(x)) for x in xs]\n"
+            f"m.save({str(out)!r})\nm2 = mt.load({str(out)!r})\n"
+            "b = [bytes(m2.forward(x)) for x in xs]\n"
+            f"f = mt.load({str(s.path)!r})\nc = [bytes(f.forward(x)) for x in xs]\n"
+            "print(a == b, a != c)\n")
+    p = run_micropython(code, heapsize="4m")  # (three models at once)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["True", "True"]

@@ -532,7 +532,7 @@ REGISTRY: tuple[OpEntry, ...] = (
     OpEntry("lstm", "nn.LSTM(D, H, batch_first=True) (one layer, one direction, no projection), its output "
             "sequence (out, _ = lstm(x))",
             "LSTM (format 1.5): the whole sequence in one layer, h_0 = c_0 = 0, the cell state int8 at one "
-            "calibrated scale (the device trains the layers after it; the LSTM itself stays frozen for now)",
+            "calibrated scale; trained with backward through time (truncation: k in its params)",
             "as nn.GRU: (N, T, D) tokens; h_n, c_n unused; then out.mean(1) (GLOBAL_AVGPOOL) or a Linear "
             "on the tokens", modules=(nn.LSTM,), accept=_accept_lstm),
     OpEntry("layernorm", "nn.LayerNorm(F), F.layer_norm(x, (F,)) over the features of (N, F), the D of "

@@ -97,29 +97,28 @@ def inference_ram(m: Model) -> int:
 
 
 def seq_bytes(m: Model, trained: Sequence[int] = ()) -> int:
-    """Bytes each GRU layer keeps from its forward for backward (r, z, n, hn of every step: T x 4H),
-    and a trained one's backward scratch (shifts, acc, int32 gw and gb, an input error, dtanh), the
-    views of its rows backward adds the sums through and the update's copies of its scales; an LSTM
-    layer: i, f, g, o, c, tanh(c) of every step (T x 6H)."""
+    """Bytes each GRU layer keeps from its forward for backward (r, z, n, hn of every step: T x 4H;
+    an LSTM layer: i, f, g, o, c, tanh(c), T x 6H), and a trained one's backward scratch (shifts,
+    acc, int32 gw and gb, an input error, dtanh), the views of its rows backward adds the sums
+    through and the update's copies of its scales (g gate blocks: 3 for a GRU, 4 for an LSTM)."""
     n = 0
     for j, ly in enumerate(m.layers):
-        if ly.op == Op.LSTM:
-            n += 6 * ly.params[0] * ly.params[2]
-        if ly.op == Op.GRU:
+        if ly.op in (Op.GRU, Op.LSTM):
             t, d, h = ly.params[:3]
-            n += 4 * t * h
+            g = 3 if ly.op == Op.GRU else 4
+            n += (4 if g == 3 else 6) * t * h
             if j in trained:  # (+ the row views backward adds the sums through, the update's copies)
-                n += 4 * t + 20 * h + 12 * h * (d + h) + 16 * h + t * d + 1024 + 188 * h
+                n += 4 * t + 4 * (g + 2) * h + 4 * g * h * (d + h) + 16 * h + t * d + 1024 + 188 * g * h // 3
     return n
 
 
 def weighted_layers(m: Model) -> list[int]:
-    """The layers a Trainer can train: conv, linear, GRU."""
-    return [j for j, ly in enumerate(m.layers) if ly.op in mtm.WEIGHTED or ly.op == Op.GRU]
+    """The layers a Trainer can train: conv, linear, GRU, LSTM."""
+    return [j for j, ly in enumerate(m.layers) if ly.op in mtm.WEIGHTED or ly.op in (Op.GRU, Op.LSTM)]
 
 
 def _params(m: Model, ly: mtm.Layer) -> int:
-    if ly.op not in mtm.WEIGHTED and ly.op != Op.GRU:  # a LUT layer's tables are constants, not parameters
+    if ly.op not in mtm.WEIGHTED and ly.op not in (Op.GRU, Op.LSTM):  # a LUT layer: constant tables
         return 0
     return sum(m.tensors[i].numel for i in (ly.weight, ly.bias) if i is not None)
 
@@ -145,8 +144,8 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         raise ValueError(f"layers {list(layers)}: not all are conv/linear layers ({wl})")
     first = picked[0]
     trained = [m.layers[j] for j in picked]
-    if any(ly.op == Op.GRU for ly in trained):
-        sums = True  # a trained GRU keeps the gradient sums (Trainer)
+    if any(ly.op in (Op.GRU, Op.LSTM) for ly in trained):
+        sums = True  # a trained GRU or LSTM keeps the gradient sums (Trainer)
     path = m.layers[first:]
     region = {ly.output for ly in path}
     # batch 1: into the momentum (optim.IntoMomentum), or plain SGD steps each layer during

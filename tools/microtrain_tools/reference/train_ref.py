@@ -161,8 +161,8 @@ class RefTrainer:
         # (a bfloat16 state keeps the sums on the device: its grad-weight kernels add into float32)
         sgd1 = (batch == 1 and isinstance(o, SGD) and not o.weight_decay and not o.standardize
                 and (o.state == "f32" or not o.momentum))
-        # a trained GRU keeps the gradient sums (Trainer: its update is backward.Sums')
-        gru = any(self.m.layers[j].op == Op.GRU for j in select(self.m, train))
+        # a trained GRU or LSTM keeps the gradient sums (Trainer: its update is backward.Sums')
+        gru = any(self.m.layers[j].op in (Op.GRU, Op.LSTM) for j in select(self.m, train))
         nosums = sgd1 and not gru and (sums is False or (sums is None and sparse is None))
         # batch > 1, sums=False: the batch folded into the momentum (backward.IntoMomentum): v = m v at the
         # batch's first sample, each gradient added with the scales (s_x s) / batch, s / batch,
@@ -176,13 +176,14 @@ class RefTrainer:
             raise ValueError("sums=False at batch > 1 needs SGD momentum (no weight_decay, no standardize) "
                              "and no sparse policy")
         self._folded: set[int] = set()  # layers whose momentum took this batch's m v already
-        self.keep: dict[int, NDArray[np.int8]] = {}  # GRU layers: each step's gates (forward's keep)
+        self.keep: dict[int, NDArray[np.int8]] = {}  # GRU / LSTM layers: each step's gates (forward's keep)
         self.sums = not nosums and not self.fold
         self.reverse = nosums and not o.momentum and sparse is not None
         self.lr = fl.param(self.opt.lr)
         idx = select(self.m, train)
         self.first = idx[0]
-        self.layers = {j: (RefGru if self.m.layers[j].op == Op.GRU else RefLayer)(self.m, j, fl) for j in idx}
+        rnn = (Op.GRU, Op.LSTM)
+        self.layers = {j: (RefGru if self.m.layers[j].op in rnn else RefLayer)(self.m, j, fl) for j in idx}
         # frozen CONV2D / LINEAR layers inside the region back-propagate with their file weights
         self.frozen_ratios: dict[int, tuple[NDArray[np.int32], int, float]] = {}
         for j in range(self.first, len(self.m.layers)):
@@ -540,7 +541,7 @@ class RefTrainer:
                     gi = o.conv2d_s8_grad_input if conv else o.linear_s8_grad_input
                     ein, sh, _ = gi(p, e, w, wr, mask)
                     arrive(x_t, ein, fl.ldexp(s * top, sh - r))
-            elif ly.op == Op.GRU:
+            elif ly.op in (Op.GRU, Op.LSTM):
                 self._gru_backward(j, vals, e, s, need, arrive)
             elif not need:
                 pass
@@ -605,19 +606,22 @@ class RefTrainer:
 
     def _gru_backward(self, j: int, vals: dict[int, NDArray[np.int8]], e: NDArray[np.int8], s: float,
                       need: bool, arrive: Callable[[int, NDArray[np.int8], float], None]) -> None:
-        """backward.gru: BPTT (gru_s8_backward) with the layer's current descriptor, the weight
-        gradient into the sums a row at a time (x part at s_x, h part at s_h, on 2^A), the input's error."""
+        """microtrain.gru: BPTT (gru_s8_backward, lstm_s8_backward) with the layer's current
+        descriptor, the weight gradient into the sums a row at a time (x part at s_x, h part at s_h,
+        on 2^A), the input's error."""
         fl, ly = self.fl, self.m.layers[j]
         rl = self.layers.get(j)
+        lstm = ly.op == Op.LSTM
         if not isinstance(rl, RefGru):
             if need:
-                raise ValueError(f"a frozen GRU layer ({ly.name}) passes no error")
+                raise ValueError(f"a frozen {'LSTM' if lstm else 'GRU'} layer ({ly.name}) passes no error")
             return
         x_t = ly.inputs[0]
         assert ly.aux is not None
-        dtanh = np.frombuffer(self.m.data(ly.aux).astype(np.int8).tobytes()[768:], "<i4")
-        sh, _, shifts, _, gwi, gbi, ein = o.gru_s8_backward(rl.params, vals[x_t], rl.w, rl.wr, dtanh,
-                                                            vals[ly.output], self.keep[j], e)
+        dtanh = np.frombuffer(self.m.data(ly.aux).astype(np.int8).tobytes()[1280 if lstm else 768:], "<i4")
+        bptt = o.lstm_s8_backward if lstm else o.gru_s8_backward
+        sh, _, shifts, _, gwi, gbi, ein = bptt(rl.params, vals[x_t], rl.w, rl.wr, dtanh, vals[ly.output],
+                                               self.keep[j], e)
         a = int(shifts.max())
         u = fl.ldexp(s, a - 8)
         ax, ah = fl(self.m.tensors[x_t].scale) * u, fl(self.m.tensors[ly.output].scale) * u

@@ -114,7 +114,8 @@ Policy = DynamicSparse | StaticSparse
 
 def select(m: mtm.Model, spec: str | int | Sequence[str | int] | None) -> list[int]:
     """Trained layer indices for ``train``: "last:N", "all", a name / index, or a list of them."""
-    weighted = [j for j, ly in enumerate(m.layers) if ly.op in mtm.WEIGHTED or ly.op == mtm.Op.GRU]
+    rnn = (mtm.Op.GRU, mtm.Op.LSTM)
+    weighted = [j for j, ly in enumerate(m.layers) if ly.op in mtm.WEIGHTED or ly.op in rnn]
     if spec is None or spec == "all":
         return weighted
     if isinstance(spec, str) and spec.startswith("last:"):
@@ -126,7 +127,7 @@ def select(m: mtm.Model, spec: str | int | Sequence[str | int] | None) -> list[i
     out: set[int] = set()
     for s in items:
         j = s if isinstance(s, int) else [ly.name for ly in m.layers].index(s)
-        if m.layers[j].op not in mtm.WEIGHTED and m.layers[j].op != mtm.Op.GRU:
+        if m.layers[j].op not in mtm.WEIGHTED and m.layers[j].op not in (mtm.Op.GRU, mtm.Op.LSTM):
             raise ValueError(f"layer {m.layers[j].name} has no parameters to train")
         out.add(j)
     return sorted(out)

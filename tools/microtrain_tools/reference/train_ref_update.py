@@ -279,16 +279,19 @@ def _update(opt: SGD | Adam, ly: RefLayer, lr: float, n: int, bt: tuple[np.float
 
 # --------------------------------------------------------------------------
 # a GRU layer (docs/numerics.md, "GRU over a sequence"): 3H weight rows [W_ih | W_hh], 4H biases
-# (the rows' at s_x s_w, then b_hn at s_h s_w), 6H multipliers (each row's x and h parts)
+# (the rows' at s_x s_w, then b_hn at s_h s_w), 6H multipliers (each row's x and h parts); an LSTM
+# layer ("LSTM over a sequence") the same with 4H rows, 4H biases (all at s_x s_w) and 8H multipliers
 
 
 class RefGru(RefLayer):
-    """A trained GRU layer: the rows as a layer of 3H channels; b_hn's state of its own."""
+    """A trained GRU (or LSTM) layer: the rows as a layer of 3H (4H) channels; a GRU's b_hn has
+    a state of its own."""
 
     def __init__(self, m: mtm.Model, j: int, fl: Floats = DOUBLE) -> None:
         super().__init__(m, j, fl)
         h = self.params[2]
-        self.out_c, self.k, self.terms = 3 * h, self.params[1] + h, 3 * h
+        g = 3 if m.layers[j].op == mtm.Op.GRU else 4
+        self.out_c, self.k, self.terms = g * h, self.params[1] + h, g * h
         self.gb = np.zeros(4 * h, dtype=np.float32)
         self.s_h = float(np.float32(m.tensors[m.layers[j].output].scale))
         self.st_hn: list[F32] | None = None
@@ -324,13 +327,32 @@ def _hn_direction(opt: SGD | Adam, ly: RefGru, g: F32, n: int, bt: tuple[np.floa
     return (m1 / (one - bt[0])) / (np.sqrt(m2 / (one - bt[1])) + _f(fl.param(opt.eps)))
 
 
+def _follow(m0: NDArray[np.int32], s0: NDArray[np.int32], old: F32, sw: F32,
+            h3: int) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+    """The 2 x rows multipliers (x and h parts) times their row's s_w new / old."""
+    mult, shift = m0.copy(), s0.copy()
+    for i in range(2 * h3):
+        c = i - h3 if i >= h3 else i
+        real = math.ldexp(int(m0[i]), int(s0[i]) - 31) * (float(sw[c]) / float(old[c]))
+        mult[i], shift[i] = o.quantize_multiplier(real)
+    return mult, shift
+
+
 def _update_gru(opt: SGD | Adam, ly: RefGru, lr: float, n: int, bt: tuple[np.float32, np.float32], rng: int,
                 fl: Floats = DOUBLE) -> int:
-    """A GRU layer's step (backward._gru_apply on the device): _update over the 3H rows and their
-    biases; every multiplier follows its row's new scale (its real value times s_w new / old);
-    b_hn = round((b_hn s_h s_w_old - lr d) / (s_h s_w_new)), d its direction."""
+    """A GRU or LSTM layer's step (microtrain.gru.apply on the device): _update over the 3H (4H)
+    rows and their biases; every multiplier follows its row's new scale (its real value times s_w
+    new / old); a GRU's b_hn = round((b_hn s_h s_w_old - lr d) / (s_h s_w_new)), d its direction."""
     h3 = ly.out_c
-    h = h3 // 3
+    h = ly.params[2]
+    if len(ly.b) == h3:  # an LSTM: its 4H rows' biases only
+        old = ly.w_scale.astype(np.float32).copy()
+        m0, s0 = ly.mult.copy(), ly.shift.copy()
+        ly.mult, ly.shift = m0[:h3].copy(), s0[:h3].copy()
+        rng = _update(opt, ly, lr, n, bt, rng, fl)
+        ly.mult, ly.shift = _follow(m0, s0, old, ly.w_scale.astype(np.float32), h3)
+        ly.refresh_ratios()
+        return rng
     old = ly.w_scale.astype(np.float32).copy()
     m0, s0 = ly.mult.copy(), ly.shift.copy()
     b_hn, gb_hn = ly.b[h3:].copy(), ly.gb[h3:].astype(np.float32).copy()
@@ -343,11 +365,7 @@ def _update_gru(opt: SGD | Adam, ly: RefGru, lr: float, n: int, bt: tuple[np.flo
         ly.st_hn = [a[h3:].copy() for i, a in enumerate(full) if i % 2 == 1]
     rng = _update(opt, ly, lr, n, bt, rng, fl)
     sw = ly.w_scale.astype(np.float32)
-    mult, shift = m0.copy(), s0.copy()
-    for i in range(2 * h3):
-        c = i - h3 if i >= h3 else i
-        real = math.ldexp(int(m0[i]), int(s0[i]) - 31) * (float(sw[c]) / float(old[c]))
-        mult[i], shift[i] = o.quantize_multiplier(real)
+    mult, shift = _follow(m0, s0, old, sw, h3)
     d = _hn_direction(opt, ly, gb_hn, n, bt, fl)
     lr_d = float(lr)
     for c in range(h):
