@@ -196,7 +196,8 @@ twin: $(SETUP_STAMP)
 	@echo "twin: build/host/single/micropython-fw"
 
 ## test-mcu: kernel cases, .mtm mutations and training runs on the QEMU boards, rv32 included (== the twin)
-test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy)
+test-mcu: $(SETUP_STAMP) firmware-mcu twin $(foreach a,armv6m armv7m armv7emsp armv7emdp,build/natmod/$(a)/_microtrain.mpy \
+    build/natmod/$(a)-core/_microtrain.mpy)
 	@PYTHONPATH=$(ROOT)/tests:$(PYTHONPATH) $(PY) -m support.check_mcu
 
 .PHONY: firmware-mcu twin test-mcu

@@ -307,6 +307,37 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                 (void)mt_gru_s8_backward(&p, x, w, wr, dtanh, y, keep, e, shifts, acc5, gw, gb, ein);
                 free(bias), free(mult), free(shift), free(wr), free(dtanh), free(shifts);
                 free(acc5), free(gw), free(gb), free(keep);
+            } else if (op == 17) {  // LSTM: its tables in in1 (five of 256 B, then dtanh); keeps T x 6H
+                mt_lstm_params_t p;
+                memcpy(&p, prm, sizeof p);
+                need("lstm", mt_lstm_check(&p));
+                int32_t tw[MTM_TENSOR_N], tb[MTM_TENSOR_N], tm[MTM_TENSOR_N], ts[MTM_TENSOR_N], tt[MTM_TENSOR_N];
+                mt_mtm_tensor(b, (uint32_t)l[12], tw);
+                mt_mtm_tensor(b, (uint32_t)l[13], tb);
+                mt_mtm_tensor(b, (uint32_t)l[14], tm);
+                mt_mtm_tensor(b, (uint32_t)l[15], ts);
+                mt_mtm_tensor(b, (uint32_t)l[10], tt);
+                const size_t h = (size_t)p.h, rows = 4 * h;
+                int32_t *bias = xmalloc(16 * h), *mult = xmalloc(32 * h), *shift = xmalloc(32 * h);
+                int32_t *wr = xmalloc(4 * rows), *dtanh = xmalloc(1024), *shifts = xmalloc(4u * (size_t)p.t);
+                int32_t *acc6 = xmalloc(24 * h), *gw = xmalloc(4 * rows * (size_t)(p.d + p.h)), *gb = xmalloc(16 * h);
+                int8_t *keep = xmalloc(6 * h * (size_t)p.t);
+                memcpy(bias, b + tb[9], 16 * h);
+                memcpy(mult, b + tm[9], 32 * h);
+                memcpy(shift, b + ts[9], 32 * h);
+                memcpy(dtanh, b + tt[9] + 1280, 1024);
+                need("lstm bias", mt_lstm_bias_check(bias, p.h));
+                need("lstm requant", mt_lstm_rq_check(mult, shift, p.h));
+                need("lstm dtanh", mt_gru_dtanh_check(dtanh, 256));
+                for (size_t k = 0; k < rows; ++k) {
+                    wr[k] = ratio_one((int32_t)rows);
+                }
+                need("lstm wr", mt_lstm_wr_check(wr, p.h));
+                const int8_t *w = (const int8_t *)(b + tw[9]);
+                mt_lstm_s8_forward(&p, x, w, bias, mult, shift, (const int8_t *)(b + tt[9]), y, keep);
+                (void)mt_lstm_s8_backward(&p, x, w, wr, dtanh, y, keep, e, shifts, acc6, gw, gb, ein);
+                free(bias), free(mult), free(shift), free(wr), free(dtanh), free(shifts);
+                free(acc6), free(gw), free(gb), free(keep);
             } else {
                 mt_add_params_t p;
                 memcpy(&p, prm, sizeof p);

@@ -405,6 +405,12 @@ def twin_training(work: Path, n_configs: int, steps: int, exe: Path = TWIN, pref
     return out
 
 
+def _train_arch(board: str) -> str | None:
+    """The natmod of the digits CNN's op families (OPS=core) for a board without microtrain built in:
+    a natmod's code sits in the GC heap, and the whole module leaves the M0's float32 runs too little."""
+    return None if qemu_run.BOARDS[board].builtin else f"{qemu_run.BOARDS[board].arch}-core"
+
+
 def check_training(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]], steps: int
                    ) -> tuple[int, int, list[str]]:
     passed, bad = 0, []
@@ -412,7 +418,8 @@ def check_training(board: str, work: Path, twin: dict[int, tuple[bytes, bytes]],
         tag = f"{board}-{i}"
         _clear(work, tag)
         name = _train_cfg(work, tag, cfg, steps)
-        p = qemu_run.run(board, str(TRAIN_RUNNER), [name], cwd=work, heap=f"{TRAIN_HEAP_KB[board]}k")
+        p = qemu_run.run(board, str(TRAIN_RUNNER), [name], cwd=work, heap=f"{TRAIN_HEAP_KB[board]}k",
+                         arch=_train_arch(board))
         got = _outputs(work, tag)
         if p.returncode != 0 or got is None:
             bad.append(f"{board} {cfg[:2]}: exit {p.returncode}: {(p.stdout + p.stderr)[-800:]}")

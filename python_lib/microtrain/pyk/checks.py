@@ -412,3 +412,20 @@ def _gw_window(fn, out_c, k, mask, gw, gb, c0):
                 raise _ve(fn, "mask", "channel " + str(oc) + " is set, outside the window " + str(c0) + ".."
                           + str(c0 + n - 1) + " of gw / gb")
     return c0
+
+
+# a tensor row of the .mtm loader's (mtm_loader.py, mtm_rules_rnn.py): its numel, its shape
+def _numel(t):
+    r = 1
+    for d in range(t[1]):
+        r *= t[5 + d]
+    return r if r <= M32 else -1
+
+
+def _shape_is(t, r, d):
+    if t[1] != r:
+        return False
+    for k in range(r):
+        if d[k] < 1 or t[5 + k] != d[k]:
+            return False
+    return True

@@ -1,6 +1,6 @@
 # product of two activations (A B or A B^T) and its grads (matmul_s8.c).
 from microtrain.fmt import MAX_ELEMS
-from microtrain.pyk.checks import _chk, _desc, _in8, _nover, _out8, _out32
+from microtrain.pyk.checks import _chk, _desc, _in8, _kind, _nover, _out8, _out32
 from microtrain.pyk.quant import _dyn, _requant
 
 
@@ -26,8 +26,8 @@ def _matmul_check(d):
 
 
 def _matmul_desc(fn, desc):
-    # 11 ints, or 12 with heads (1 when absent)
-    d = _desc(fn, desc, 12 if len(desc) == 12 else 11)
+    # 11 ints, or 12 with heads (1 when absent); not a buffer: _desc says so, as the binding does
+    d = _desc(fn, desc, 12 if _kind(desc) is not None and len(desc) == 12 else 11)
     if len(d) == 11:
         d = d + (1,)
     _chk(fn, "desc", _matmul_check(d))

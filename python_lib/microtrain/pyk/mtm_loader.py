@@ -15,8 +15,10 @@ from microtrain.pyk.checks import (
     _conv_check,
     _int,
     _linear_check,
+    _numel,
     _out32,
     _pool_check,
+    _shape_is,
     _te,
     _ve,
 )
@@ -236,22 +238,6 @@ class _V:
             if not b[k] & 0xFF:
                 return False
         return _utf8_ok(b, o, n)
-
-
-def _numel(t):
-    r = 1
-    for d in range(t[1]):
-        r *= t[5 + d]
-    return r if r <= M32 else -1
-
-
-def _shape_is(t, r, d):
-    if t[1] != r:
-        return False
-    for k in range(r):
-        if d[k] < 1 or t[5 + k] != d[k]:
-            return False
-    return True
 
 
 def _check_tensors(c):
@@ -509,10 +495,10 @@ def _op_rules(c, L, p, op, act, e):
         if y[11] != _SOFTMAX_SCALE_BITS or y[12] != _SOFTMAX_ZP:
             return "output quantisation must be scale 1/256, zero point -128"
         return None
-    if op == _OP_GRU:
-        return _gru_rules(c, L, p)
-    if op == _OP_LSTM:
-        return _lstm_rules(c, L, p)
+    if op >= _OP_GRU:  # GRU, LSTM: their rules in a module of their own, read only for such a file
+        from microtrain.pyk.mtm_rules_rnn import rnn_rules
+
+        return rnn_rules(c, L, p, op)
     if op == _OP_MATMUL:  # the descriptor (heads only with 13 params), then the factor's float32 bits
         from microtrain.pyk.matmul_s8 import _matmul_check
 
@@ -694,85 +680,6 @@ def _check_layers(c, produced, consumed):
         consumed[in0] = 1
         if two:
             consumed[in1] = 1
-
-def _gru_rules(c, L, p):
-    # mtm_rules_rnn.c: x, the tables (in1), y, weight, bias, mult, shift
-    from microtrain.pyk.gru_s8 import _gru_check
-
-    m = _gru_check(p[:13])
-    if m:
-        return m
-    T, D, H = p[0], p[1], p[2]
-    x, tab, y, w, bias, mult, shift = [c.t(L[k]) for k in range(9, 16)]
-    if _numel(x) != T * D or x[4 + x[1]] != D:
-        return "input numel != T * D or last dim != D"
-    if _numel(y) != T * H or y[4 + y[1]] != H:
-        return "output numel != T * H or last dim != H"
-    if p[3] != x[12] or y[12] != 0:
-        return "x_zp differs from the input's zero point or the output's is not 0"
-    if w[0] != 1 or w[3] != 2 or not _shape_is(w, 2, (3 * H, D + H)):
-        return "weight must be int8 PER_CHANNEL of shape (3H, D + H)"
-    if bias[0] != 2 or bias[3] != 3 or not _shape_is(bias, 1, (4 * H,)):
-        return "bias must be int32 BIAS of shape (4H,)"
-    if (mult[0] != 2 or mult[3] != 0 or not _shape_is(mult, 1, (6 * H,)) or shift[0] != 2 or shift[3] != 0
-            or not _shape_is(shift, 1, (6 * H,))):
-        return "mult / shift must be int32 quant NONE of shape (6H,)"
-    if tab[2] != _KIND_CONST or tab[0] != 1 or tab[3] != 0 or not _shape_is(tab, 1, (1792,)):
-        return "tables (in1) must be a CONST int8 quant NONE tensor of shape (1792,)"
-    b = c.b
-    for k in range(4 * H):
-        v = _unp("<i", b, bias[9] + 4 * k)[0]
-        if v > 1073741824 or v < -1073741824:
-            return "|bias| > 2^30"
-    for k in range(6 * H):
-        sv = _unp("<i", b, shift[9] + 4 * k)[0]
-        if _unp("<i", b, mult[9] + 4 * k)[0] < 0 or sv < -31 or sv > 31:
-            return "mult < 0 or shift outside [-31, 31]"
-    for k in range(768, 1792, 4):
-        if _unp("<i", b, tab[9] + k)[0] < 0:
-            return "dtanh (tables[768:]) < 0"
-    return None
-
-
-def _lstm_rules(c, L, p):
-    # mtm_rules_lstm.c: x, the tables (in1), y, weight, bias, mult, shift
-    from microtrain.pyk.lstm_s8 import _lstm_check
-
-    m = _lstm_check(p[:13])
-    if m:
-        return m
-    T, D, H = p[0], p[1], p[2]
-    x, tab, y, w, bias, mult, shift = [c.t(L[k]) for k in range(9, 16)]
-    if _numel(x) != T * D or x[4 + x[1]] != D:
-        return "input numel != T * D or last dim != D"
-    if _numel(y) != T * H or y[4 + y[1]] != H:
-        return "output numel != T * H or last dim != H"
-    if p[3] != x[12] or y[12] != 0:
-        return "x_zp differs from the input's zero point or the output's is not 0"
-    if w[0] != 1 or w[3] != 2 or not _shape_is(w, 2, (4 * H, D + H)):
-        return "weight must be int8 PER_CHANNEL of shape (4H, D + H)"
-    if bias[0] != 2 or bias[3] != 3 or not _shape_is(bias, 1, (4 * H,)):
-        return "bias must be int32 BIAS of shape (4H,)"
-    if (mult[0] != 2 or mult[3] != 0 or not _shape_is(mult, 1, (8 * H,)) or shift[0] != 2 or shift[3] != 0
-            or not _shape_is(shift, 1, (8 * H,))):
-        return "mult / shift must be int32 quant NONE of shape (8H,)"
-    if tab[2] != _KIND_CONST or tab[0] != 1 or tab[3] != 0 or not _shape_is(tab, 1, (2304,)):
-        return "tables (in1) must be a CONST int8 quant NONE tensor of shape (2304,)"
-    b = c.b
-    for k in range(4 * H):
-        v = _unp("<i", b, bias[9] + 4 * k)[0]
-        if v > 1073741824 or v < -1073741824:
-            return "|bias| > 2^30"
-    for k in range(8 * H):
-        sv = _unp("<i", b, shift[9] + 4 * k)[0]
-        if _unp("<i", b, mult[9] + 4 * k)[0] < 0 or sv < -31 or sv > 31:
-            return "mult < 0 or shift outside [-31, 31]"
-    for k in range(1280, 2304, 4):
-        if _unp("<i", b, tab[9] + k)[0] < 0:
-            return "dtanh (tables[1280:]) < 0"
-    return None
-
-
 
 def _check_graph(c, produced, consumed):
     b = c.b
