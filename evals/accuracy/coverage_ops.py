@@ -238,8 +238,8 @@ class ConvTransformer(nn.Module):
 
 
 # the models whose fine-tune is also run in PyTorch float32 (coverage.py's bar and table)
-VS_TORCH = ("ops-mha-encoder", "ops-cct", "ops-mbv3", "ops-conv1d-tfm", "ops-gru_har",
-            "ops-lstm_har")
+VS_TORCH = ("ops-se", "ops-encoder", "ops-mha-encoder", "ops-cct", "ops-mbv3", "ops-conv1d-tfm",
+            "ops-gru_har", "ops-lstm_har")
 class GruHar(nn.Module):
     """A GRU over smartwatch windows (T steps of the 6 IMU channels), the mean of its states over the
     steps, a two-layer classifier head."""
