@@ -3,8 +3,18 @@
 from array import array
 
 from microtrain.pyk.checks import _chk, _desc, _in8, _in32, _nover, _out8, _out32, _ve, _wr_check
-from microtrain.pyk.gru_s8 import _B, _dhm, _gru_bias_check, _gru_dtanh_check, _rdiv, _s8, _sat, _sv
-from microtrain.pyk.quant import _dyn_shift, _requant
+from microtrain.pyk.gru_s8 import (
+    _dhm,
+    _gru_bias_check,
+    _gru_dtanh_check,
+    _rdiv,
+    _s8,
+    _sat,
+    _shift_of,
+    _shl_sat,
+    _sv,
+)
+from microtrain.pyk.quant import _requant
 
 
 def _lstm_check(d):
@@ -38,13 +48,6 @@ def _lstm_rq_check(fn, mult, shift, h):
             raise _ve(fn, "shift", "mult must be >= 0 (Q31 multipliers)")
         if shift[i] < -31 or shift[i] > 31:
             raise _ve(fn, "shift", "shift must be in -31..31")
-
-
-def _shl_sat(q, a):
-    if q == 0:
-        return 0
-    lim = _B >> a
-    return _B if q > lim else (-_B if q < -lim else q << a)
 
 
 def lstm_s8_forward(desc, x, w, bias, mult, shift, lut, y, keep):
@@ -184,12 +187,7 @@ def lstm_s8_backward(desc, x, w, wr, dtanh, y, keep, e, shifts, acc, gw, gb, ein
             g[2 * H + c] = _dhm(dg, DTANH[gg + 128])
             g[3 * H + c] = _dhm(dout, (uo * (256 - uo)) << 15)
             dc[c] = _rdiv(dcc * uf, 8)
-        mx = 0
-        for i in range(H4):
-            a = g[i] if g[i] >= 0 else -g[i]
-            if a > mx:
-                mx = a
-        a = _dyn_shift(mx)
+        a = _shift_of(g, H4)
         half = (1 << (a - 1)) if a else 0
         for i in range(H4):
             q = g[i]
@@ -232,13 +230,7 @@ def lstm_s8_backward(desc, x, w, wr, dtanh, y, keep, e, shifts, acc, gw, gb, ein
             for i in range(H4):
                 s += W[i * row + j] * WR[i] * K[ko + i]
             A[t * D + j] = s
-    mx = 0
-    for v in A:
-        if v < 0:
-            v = -v
-        if v > mx:
-            mx = v
-    sh = _dyn_shift(mx)
+    sh = _shift_of(A, T * D)
     half = (1 << (sh - 1)) if sh else 0
     for i in range(T * D):
         v = A[i]
