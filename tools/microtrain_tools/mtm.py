@@ -286,70 +286,41 @@ def _act_ok(c: _Check, act: Act, out_zp: int, act_min: int, act_max: int) -> Non
         c(act_min == out_zp, "act relu6 needs act_min == out_zp")
 
 
-def _gru_ok(c: _Check, m: Model, ly: Layer, p: list[int], x: Tensor, y: Tensor) -> None:
-    """A GRU layer's rules (docs/format.md, mtm_rules_rnn.c)."""
-    t_n, d_n, h_n, xzp, _, sh_rn, k, m_h, sh_h, m_hn, sh_hn, m_w, sh_w = p
+def _rnn_ok(c: _Check, m: Model, ly: Layer, p: list[int], x: Tensor, y: Tensor) -> None:
+    """A GRU or LSTM layer's rules (docs/format.md, mtm_rules_rnn.c, mtm_rules_lstm.c). They differ
+    in their gate rows (GRU r, z, n; LSTM i, f, g, o), the bytes each step keeps (4H, 6H), the
+    requantisations (6H, 8H) and the activation tables before dtanh (768, 1280 bytes)."""
+    g, keep, n_rq, lut = (4, 6, 8, 1280) if ly.op == Op.LSTM else (3, 4, 6, 768)
+    t_n, d_n, h_n, xzp, _, sh_0, k, m_h, sh_h, m_2, sh_2, m_w, sh_w = p
     c(1 <= t_n <= 32768 and 1 <= d_n <= 32768 and h_n >= 1 and d_n + h_n <= MAX_DIM,
       "T, D, H must be >= 1 with T <= 32768, D <= 32768 and D + H <= 65535")
-    c(max(t_n * d_n, t_n * 4 * h_n, 3 * h_n * (d_n + h_n)) <= MAX_ELEMS, "a tensor over 2^26 elements")
-    c(-128 <= xzp <= 127 and k >= 0 and min(p[4], m_h, m_hn, m_w) >= 0 and -31 <= sh_rn <= 15
-      and max(sh_h, sh_hn, sh_w) <= 0 and min(sh_h, sh_hn, sh_w) >= -31, "descriptor out of range")
+    c(max(t_n * d_n, t_n * keep * h_n, g * h_n * (d_n + h_n)) <= MAX_ELEMS, "a tensor over 2^26 elements")
+    c(-128 <= xzp <= 127 and k >= 0 and min(p[4], m_h, m_2, m_w) >= 0 and -31 <= sh_0 <= 15
+      and max(sh_h, sh_2, sh_w) <= 0 and min(sh_h, sh_2, sh_w) >= -31, "descriptor out of range")
     c(x.numel == t_n * d_n and x.shape[-1] == d_n, "input numel != T * D or last dim != D")
     c(y.numel == t_n * h_n and y.shape[-1] == h_n, "output numel != T * H or last dim != H")
     c(xzp == x.zero_point and y.zero_point == 0,
       "x_zp differs from the input's zero point or the output's is not 0")
     assert ly.weight is not None and ly.bias is not None and ly.mult is not None and ly.shift is not None
     w, b, mu, sh = (m.tensors[i] for i in (ly.weight, ly.bias, ly.mult, ly.shift))
-    c(w.dtype == DType.INT8 and w.quant == Quant.PER_CHANNEL and tuple(w.shape) == (3 * h_n, d_n + h_n),
-      "weight must be int8 PER_CHANNEL of shape (3H, D + H)")
+    c(w.dtype == DType.INT8 and w.quant == Quant.PER_CHANNEL and tuple(w.shape) == (g * h_n, d_n + h_n),
+      f"weight must be int8 PER_CHANNEL of shape ({g}H, D + H)")
     c(b.dtype == DType.INT32 and b.quant == Quant.BIAS and tuple(b.shape) == (4 * h_n,),
       "bias must be int32 BIAS of shape (4H,)")
-    c(all(t.dtype == DType.INT32 and t.quant == Quant.NONE and tuple(t.shape) == (6 * h_n,)
-          for t in (mu, sh)), "mult / shift must be int32 quant NONE of shape (6H,)")
+    c(all(t.dtype == DType.INT32 and t.quant == Quant.NONE and tuple(t.shape) == (n_rq * h_n,)
+          for t in (mu, sh)), f"mult / shift must be int32 quant NONE of shape ({n_rq}H,)")
     c(ly.aux is not None and 0 <= ly.aux < len(m.tensors), "tables (in1) missing")
     assert ly.aux is not None
     tab = m.tensors[ly.aux]
     c(tab.kind == Kind.CONST and tab.dtype == DType.INT8 and tab.quant == Quant.NONE
-      and tuple(tab.shape) == (1792,), "tables (in1) must be a CONST int8 quant NONE tensor of shape (1792,)")
+      and tuple(tab.shape) == (lut + 1024,),
+      f"tables (in1) must be a CONST int8 quant NONE tensor of shape ({lut + 1024},)")
     assert b.data is not None and mu.data is not None and sh.data is not None and tab.data is not None
     c(bool(np.all(np.abs(b.data.astype(np.int64)) <= 2**30)), "|bias| > 2^30")
     c(bool(np.all(mu.data >= 0) and np.all(np.abs(sh.data.astype(np.int64)) <= 31)),
       "mult < 0 or shift outside [-31, 31]")
-    dtanh = np.frombuffer(tab.data.astype(np.int8).tobytes()[768:], "<i4")
-    c(bool(np.all(dtanh >= 0)), "dtanh (tables[768:]) < 0")
-
-
-def _lstm_ok(c: _Check, m: Model, ly: Layer, p: list[int], x: Tensor, y: Tensor) -> None:
-    """An LSTM layer's rules (docs/format.md, mtm_rules_lstm.c)."""
-    t_n, d_n, h_n, xzp, _, sh_ig, k, m_h, sh_h, m_c, sh_c, m_w, sh_w = p
-    c(1 <= t_n <= 32768 and 1 <= d_n <= 32768 and h_n >= 1 and d_n + h_n <= MAX_DIM,
-      "T, D, H must be >= 1 with T <= 32768, D <= 32768 and D + H <= 65535")
-    c(max(t_n * d_n, t_n * 6 * h_n, 4 * h_n * (d_n + h_n)) <= MAX_ELEMS, "a tensor over 2^26 elements")
-    c(-128 <= xzp <= 127 and k >= 0 and min(p[4], m_h, m_c, m_w) >= 0 and -31 <= sh_ig <= 15
-      and max(sh_h, sh_c, sh_w) <= 0 and min(sh_h, sh_c, sh_w) >= -31, "descriptor out of range")
-    c(x.numel == t_n * d_n and x.shape[-1] == d_n, "input numel != T * D or last dim != D")
-    c(y.numel == t_n * h_n and y.shape[-1] == h_n, "output numel != T * H or last dim != H")
-    c(xzp == x.zero_point and y.zero_point == 0,
-      "x_zp differs from the input's zero point or the output's is not 0")
-    assert ly.weight is not None and ly.bias is not None and ly.mult is not None and ly.shift is not None
-    w, b, mu, sh = (m.tensors[i] for i in (ly.weight, ly.bias, ly.mult, ly.shift))
-    c(w.dtype == DType.INT8 and w.quant == Quant.PER_CHANNEL and tuple(w.shape) == (4 * h_n, d_n + h_n),
-      "weight must be int8 PER_CHANNEL of shape (4H, D + H)")
-    c(b.dtype == DType.INT32 and b.quant == Quant.BIAS and tuple(b.shape) == (4 * h_n,),
-      "bias must be int32 BIAS of shape (4H,)")
-    c(all(t.dtype == DType.INT32 and t.quant == Quant.NONE and tuple(t.shape) == (8 * h_n,)
-          for t in (mu, sh)), "mult / shift must be int32 quant NONE of shape (8H,)")
-    c(ly.aux is not None and 0 <= ly.aux < len(m.tensors), "tables (in1) missing")
-    assert ly.aux is not None
-    tab = m.tensors[ly.aux]
-    c(tab.kind == Kind.CONST and tab.dtype == DType.INT8 and tab.quant == Quant.NONE
-      and tuple(tab.shape) == (2304,), "tables (in1) must be a CONST int8 quant NONE tensor of shape (2304,)")
-    assert b.data is not None and mu.data is not None and sh.data is not None and tab.data is not None
-    c(bool(np.all(np.abs(b.data.astype(np.int64)) <= 2**30)), "|bias| > 2^30")
-    c(bool(np.all(mu.data >= 0) and np.all(np.abs(sh.data.astype(np.int64)) <= 31)),
-      "mult < 0 or shift outside [-31, 31]")
-    dtanh = np.frombuffer(tab.data.astype(np.int8).tobytes()[1280:], "<i4")
-    c(bool(np.all(dtanh >= 0)), "dtanh (tables[1280:]) < 0")
+    dtanh = np.frombuffer(tab.data.astype(np.int8).tobytes()[lut:], "<i4")
+    c(bool(np.all(dtanh >= 0)), f"dtanh (tables[{lut}:]) < 0")
 
 
 def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
@@ -508,10 +479,8 @@ def _validate_layer(m: Model, j: int, ly: Layer, produced: set[int]) -> None:
           "input and output shapes differ or numel != outer * n * inner")
         c(_f32(y.scale) == SOFTMAX_SCALE and y.zero_point == SOFTMAX_ZP,
           "output quantisation must be scale 1/256, zero point -128")  # (SOFTMAX_SCALE, SOFTMAX_ZP)
-    elif op == Op.GRU:
-        _gru_ok(c, m, ly, p, x, y)
-    elif op == Op.LSTM:
-        _lstm_ok(c, m, ly, p, x, y)
+    elif op in (Op.GRU, Op.LSTM):
+        _rnn_ok(c, m, ly, p, x, y)
     elif op == Op.MATMUL:  # the descriptor (heads only with 13 params), then the factor's float32 bits
         x2 = m.tensors[ly.inputs[1]]
         rows, inner, cols, tb, za, zb, zo, mu, shm, a_min, a_max = p[:11]
