@@ -160,6 +160,13 @@ def test_memory_counts_a_trained_lstms_scratch(lstm: ms.Suite) -> None:
     t_n, d_n, h_n = s.m.layers[0].params[:3]
     least = 4 * 4 * h_n * (d_n + h_n) + 16 * h_n + 24 * h_n + 4 * t_n + t_n * d_n + 1024
     assert info.train_ram(s.m, 2)["seq"] - info.train_ram(s.m, 1)["seq"] >= least
+    # the report shows the kept gates and that scratch on lines of their own, summing to "seq"
+    tr = info.train_ram(s.m, 2)
+    rows = {ln.split(" B")[0].rsplit(None, 1)[0].strip(): int(ln.split(" B")[0].rsplit(None, 1)[1])
+            for ln in info.format_report(info.report(s.path, s.m, 2)).splitlines()
+            if "GRU / LSTM" in ln}
+    assert rows == {"GRU / LSTM gates kept per step (4H / 6H)": 6 * t_n * h_n,
+                    "GRU / LSTM backward-through-time scratch": tr["seq"] - 6 * t_n * h_n}, rows
     code = (f"import microtrain as mt\nfrom microtrain import memplan\nm = mt.load({str(s.path)!r})\n"
             "print(dict(memplan.need(m, [1], 'int8', 0, None)).get('sequence buffers'))\n"
             "print(dict(memplan.need(m, [0, 1], 'int8', 0, None)).get('sequence buffers'))\n")

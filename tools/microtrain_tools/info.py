@@ -238,6 +238,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
         "loss": loss_bytes(m),
         "seq": seq_bytes(m, [m.layers.index(ly) for ly in trained]),
     }
+    r["seq_kept"] = seq_bytes(m)  # (the rest of "seq": a trained GRU / LSTM's backward scratch)
     r["total"] = sum(r[k] for k in TRAIN_ITEMS) + r["seq"]
     return r
 
@@ -478,9 +479,11 @@ def format_report(r: dict[str, Any], show_tensors: bool = False) -> str:
                   "optimizer_state": "optimizer state", "master": "float32 master weights",
                   "copies": "writable copies of the trained layers",
                   "sparse_bytes": "sparse-update norms and masks", "loss": "softmax cross-entropy",
-                  "seq": "GRU / LSTM gates kept per step (4H / 6H)"}
-        for k in TRAIN_ITEMS + (("seq",) if tr.get("seq") else ()):
-            out.append(f"  {labels[k]:<40} {tr[k]:>9} B")
+                  "seq_kept": "GRU / LSTM gates kept per step (4H / 6H)",
+                  "seq_bptt": "GRU / LSTM backward-through-time scratch"}
+        seq = {"seq_kept": tr["seq_kept"], "seq_bptt": tr["seq"] - tr["seq_kept"]} if tr.get("seq") else {}
+        for k in TRAIN_ITEMS + tuple(k for k, v in seq.items() if v):
+            out.append(f"  {labels[k]:<40} {tr[k] if k in tr else seq[k]:>9} B")
             if k == "scratch" and tr["hosted"]:
                 what = "(in idle forward buffers: not counted)"
                 out.append(f"  {what:<40} {tr['hosted']:>9} B")
