@@ -512,12 +512,12 @@ def model_natmod(board: Board, model: str) -> Board:
 
 def bench_train(board: Board | None, fmap: FirmwareMap | None, model: str, train: str, sparse: float,
                 batch: int, steps: int, heap_kb: int, prepass: int = 0,
-                lr: float = LR) -> tuple[TrainRow | None, Run]:
+                lr: float = LR, recompute: bool = False) -> tuple[TrainRow | None, Run]:
     if board is not None:
         board = model_natmod(board, model)
     run = run_guest(board, fmap, "bench_train.py",
                     [f"{model}.mtm", f"{model}.mtd", train, f"{sparse:g}", str(batch), str(steps), "mixed",
-                     "2", str(prepass), f"{lr:g}"],
+                     "2", str(prepass), f"{lr:g}", str(int(recompute))],
                     heap_kb=heap_kb)
     if board is None:
         return None, run

@@ -21,7 +21,8 @@ Fashion-MNIST transfer CNN of evals/models):
 
 - resnet8_infer: ResNet-8 32x32x3, inference;
 - dscnn_last2: DS-CNN-S, training last:2, mixed, SGD momentum with a bfloat16 state
-  (SGD(state='bf16'), opt-in), batch 1;
+  (SGD(state='bf16'), opt-in), batch 1, recompute=True (the trained pointwise conv made a few
+  channels at a time, again in backward: python_lib/microtrain/over.py);
 - mbv1_sparse: MobileNetV1-0.25 96x96, last:3, DynamicSparse(0.1), int8, plain SGD, batch 1
   (each layer steps during backward: Trainer sums=False);
 - fmnist_all: transfer CNN, all layers, mixed, SGD momentum with a bfloat16 state, batch 16
@@ -99,7 +100,7 @@ CASES = (
     MemCase("resnet8_infer", "resnet8", "-"),
     # a bfloat16 momentum (opt-in: SGD(state='bf16')) that takes the gradients itself through a
     # float32 window of a few output channels
-    MemCase("dscnn_last2", "ds_cnn_s", "last:2", sums=False, state="bf16"),
+    MemCase("dscnn_last2", "ds_cnn_s", "last:2", sums=False, recompute=True, state="bf16"),
     # plain SGD, int8 (Deutel et al.'s fully quantised training): float32 momentum (4 bytes per
     # trained parameter) would not fit a board's heap by itself
     MemCase("mbv1_sparse", "mobilenet_v1", "last:3", mode="int8", sparse=0.1, momentum=0.0, sums=False),
@@ -112,7 +113,7 @@ CASES = (
     MemCase("mbv2_035_sparse", "mobilenet_v2", ",".join(MBV2_SPARSE_LAYERS), mode="int8", sparse=0.1,
             momentum=0.0, sums=False),
     # dscnn_last2 and fmnist_all with the float32 momentum (the default state), beside them
-    MemCase("dscnn_last2_f32", "ds_cnn_s", "last:2", sums=False),
+    MemCase("dscnn_last2_f32", "ds_cnn_s", "last:2", sums=False, recompute=True),
     MemCase("fmnist_all_f32", "fmnist", "all", batch=16, steps=17, sums=False, recompute=True),
     # attention: the scores of both heads (2 x 28 x 28) and the tokens of the block kept for backward
     MemCase("tfm_last2", "tfm", "last:2"),

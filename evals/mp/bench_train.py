@@ -1,7 +1,7 @@
 # Instructions per inference and per training sample of a model (run on the
 # QEMU firmware by evals/benchmarks/bench_mcu.py, which reads the markers):
 #
-#   bench_train.py MODEL.mtm DATA.mtd TRAIN SPARSE BATCH STEPS MODE NINFER PREPASS LR
+#   bench_train.py MODEL.mtm DATA.mtd TRAIN SPARSE BATCH STEPS MODE NINFER PREPASS LR [RECOMPUTE]
 #
 # TRAIN "last:1" | "last:2" | "all"; SPARSE 0 (dense) or lambda_min of
 # DynamicSparse(lambda_min, 1.0); MODE "int8" | "mixed" | "float32".
@@ -9,7 +9,7 @@
 # data[2], ... in order; the measured samples continue the same sequence. With
 # PREPASS = len(data) the policy has seen one pass of the data (its L_max is
 # established) and the measured samples are data[1..STEPS] seen a second time.
-# LR: SGD's learning rate (momentum 0.9).
+# LR: SGD's learning rate (momentum 0.9). RECOMPUTE "1": Trainer(recompute=True).
 # Garbage collections run where the heap fills up, which may be inside a measured sample (it
 # then counts there, as on a board). The run reports the garbage a measured step leaves
 # ("garbage", bytes a step, over the steps without a collection), how many measured steps
@@ -79,7 +79,8 @@ def wrap2(f, b, e):
 
 def main(argv):
     global PROBE
-    path, data_path, train, sparse, batch, steps, mode, ninfer, prepass, lr = argv
+    path, data_path, train, sparse, batch, steps, mode, ninfer, prepass, lr = argv[:10]
+    redo = argv[10:] == ["1"]  # Trainer(recompute=True): instructions for RAM
     sparse, batch, steps, ninfer = float(sparse), int(batch), int(steps), int(ninfer)
     prepass, lr = int(prepass), float(lr)
     gc.collect()
@@ -101,7 +102,7 @@ def main(argv):
     flush()
     policy = mt.DynamicSparse(sparse, 1.0) if sparse > 0 else None
     trainer = mt.Trainer(model, train=train, mode=mode, optimizer=mt.SGD(lr=lr, momentum=0.9),
-                         sparse=policy, batch=batch, log=None)
+                         sparse=policy, batch=batch, log=None, recompute=redo)
     n_par = 0
     for ly in trainer.layers:
         n_par += len(ly.w) + len(ly.b)

@@ -29,21 +29,27 @@ def _plan_bytes(model, first, region, inplace, redo, split):
     # the heap of the training plan's buffers (plan.buffers; redo: placed through backward where
     # plan.redo_plan finds that smaller; split: the update takes the gradient by windows, as
     # Model.set_trained tells place.py: over.py may split the first trained conv), the lengths of
-    # those idle during backward (where its buffers go), and whether it was placed so (its
-    # scratch inside)
+    # those idle during backward (where its buffers go), whether it was placed so (its
+    # scratch inside), and the split conv's index where splitting made the plan smaller (else -1:
+    # over.choose's rule; its output never exists whole)
     from microtrain.place import place
 
-    bwd = plan.redo_plan(model, first, region, inplace, place, kern.NATIVE) if redo else None
     was = getattr(model, "_split", -1)
-    model._split = first if split else -1
+    model._split = first if split else -1  # (before redo_plan, as Model.set_trained sets it)
     try:
+        bwd = plan.redo_plan(model, first, region, inplace, place, kern.NATIVE) if redo else None
         sizes, idle = plan.buffers(model, first, place, bwd)
+        sp = -1
+        if split and bwd is None:
+            model._split = -1
+            if sum(sizes) < sum(plan.buffers(model, first, place)[0]):
+                sp = first
     finally:
         model._split = was
     total = 0
     for n in sizes:
         total += _buf(n)
-    return total, idle, bwd is not None
+    return total, idle, bwd is not None, sp
 
 
 def _now_bytes(model, idx):
@@ -94,7 +100,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     stepwise.StepInBackward)."""
     layers = model.layers
     grads = window = 0
-    split = (fold is True or fold == "copy") and n_state and sparse is None  # (the Trainer's: over.py)
+    split = redo and (fold is True or fold == "copy") and n_state and sparse is None  # (Trainer's: over.py)
     if fold == "now":
         grads, window = _now_bytes(model, idx)
     elif fold is True and half and n_state:  # the gradients into the bfloat16 momentum
@@ -125,7 +131,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     for ly in layers[first:]:
         region.add(ly.output)
     inplace = plan.inplace_errors(model, first, region, fold != "now")  # errors over the activations
-    fw, idle, through = _plan_bytes(model, first, region, inplace, redo, split)
+    fw, idle, through, split = _plan_bytes(model, first, region, inplace, redo, split)
     bw = fw if not model.has_plan(first) else 0
     # host: the error buffer holding the scratch
     need_s, acc, host = plan.scratch_plan(model, first, region, inplace, kern.NATIVE)
@@ -136,7 +142,7 @@ def need(model, idx, mode, n_state, sparse, fold=False, redo=False, half=False):
     # the pure-Python kernels' scratch cannot be retyped: a new one)
     items, at = plan.pack(model, first, region, inplace, scratch if kern.NATIVE else 0, idle,
                           window if kern.NATIVE else 0)
-    redo = redo and scratch and plan.recompute_host(model, first, inplace, need_s, acc, kern.NATIVE)
+    redo = redo and scratch and plan.recompute_host(model, first, inplace, need_s, acc, kern.NATIVE, split)
     # the update row is backward's int32 scratch retyped, where that is bytes long enough
     if row and not (kern.NATIVE and acc >= row and (host is not None or (scratch and (0 in at or redo)))):
         copies += _buf(4 * row)

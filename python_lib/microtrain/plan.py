@@ -179,16 +179,20 @@ def inplace_errors(m, first, region, over=True):
     return out
 
 
-def recompute_host(m, first, inplace, need, n, native=True):
+def recompute_host(m, first, inplace, need, n, native=True, split=-1):
     # (t, its producer's index, its reader's index) of an activation whose buffer can hold
     # the int32 scratch (n values) when nothing else does (docs/memory.md): t takes its
     # error from a pool with disjoint windows (inplace), every layer using the scratch
     # comes after that pool (backward runs them before it), and the producer, a conv /
     # linear, runs its forward again just before the pool's backward: its input is kept.
     # None when there is no such t (or not native: the pure-Python kernels' mtm_view copies).
+    # split: the index of a conv the plan makes a window at a time (over.py): its output never
+    # exists whole, so it holds nothing.
     if not need or not native:
         return None
     for t, src in inplace.items():
+        if src.index == split:
+            continue
         for ly in m.layers[src.index + 1:]:
             if ly.inputs[0] == t:
                 break
@@ -347,8 +351,9 @@ def backward_plan(m, first, window, redo):
                 frow = _retyped(v, 102)
         return backward.BackwardPlan(first, region, bufs, ebuf, esecond, emerge, acc_views, inplace, win,
                                      frow, redo)
-    if redo and acc is None and acc_n:
-        r = recompute_host(m, first, inplace, need, acc_n, kern.NATIVE)
+    if redo and acc is None and acc_n:  # (split: a conv's output the plan holds no bytes of, over.py)
+        r = m._split if getattr(m, "_split", -1) >= 0 and m.layers[m._split].output not in bufs else -1
+        r = recompute_host(m, first, inplace, need, acc_n, kern.NATIVE, r)
     redo = None
     if r is not None:  # in an activation whose producer runs again before its pool's backward
         b = bufs[r[0]]

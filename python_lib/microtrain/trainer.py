@@ -133,7 +133,10 @@ class Trainer:
                transfer CNN `all` saves its 12.3 KB scratch for +11 % instructions per
                training step (M7); the same bits. Without Health, the plan is then placed
                through backward where that is smaller (that output not kept after the
-               forward; docs/memory.md). Off by default.
+               forward; docs/memory.md). Where the gradient goes into the momentum (no
+               gradient sums, no sparse policy), the first trained conv whose only reader
+               is a one-window average pool is made a few channels at a time, and again
+               in backward (over.py): its output never exists whole. Off by default.
     adapt_ranges: double a trained layer's output range between updates when more
                than 1/64 of its outputs saturated (docs/training.md, "Health and range
                adaptation"): from-scratch and large-lr training keep learning instead
@@ -297,10 +300,11 @@ class Trainer:
                     win -= 4 * (len(ly.w) + len(ly.b))
             # (2: the conv output made again may be placed through backward: nothing but Health
             # reads it after the forward)
-            # (4: the gradient may be taken by windows of channels, over.py split)
+            # (4: the gradient may be taken by windows of channels, over.py split: recompute's)
             self.layers = model.set_trained(idx, how == "sums", win, (
                 2 if recompute and not monitor else recompute) | (
-                4 if (how == "momentum" or how == "copy") and self.sparse is None and not monitor else 0))
+                4 if recompute and how in ("momentum", "copy") and self.sparse is None and not monitor
+                else 0))
             self.first = self.layers[0].index
             for ly in self.layers:
                 if ly.master_w is not None or ly.master_b is not None:  # (else the class's None stands:

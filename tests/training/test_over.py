@@ -8,7 +8,8 @@ bfloat16 state:
 - its training plan writes the four convs of the pairs over their input and makes the trained
   pointwise conv's output a window of channels at a time (never whole: its pool's output and its
   gradient from the windows), in an arena smaller than the plan without them; `microtrain info`
-  counts that arena. With the gradient sums (no windows for the update to take) no conv is split.
+  counts that arena. With the gradient sums (no windows for the update to take) no conv is split;
+  nor without Trainer(recompute=True): the split makes the conv's output again in backward.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def test_split_and_over_train_as_the_reference(tiny: Setup, tmp_path: Path, monk
     steps = 12 if pure else 24
     kw: dict[str, Any] = dict(order=range(steps), labels=tiny.ys, train="last:2", mode="mixed", opt=opt,
                               batch=batch, sums=False)
-    dev = device(tiny, tmp_path, "over", **kw)
+    dev = device(tiny, tmp_path, "over", recompute=True, **kw)  # (recompute: the split)
     ref = reference(tiny, **kw)
     assert dev["loss"].tolist() == ref.losses, "per-step losses differ"
     diffs = differences(ref.arrays(), state_of(dev))
@@ -90,15 +91,19 @@ import sys
 import microtrain as mt
 from microtrain import plan
 from microtrain.place import place
-path, state, sums = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+path, state, sums, redo = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
 m = mt.load(path)
 t = mt.Trainer(m, train="last:2", mode="mixed", optimizer=mt.SGD(lr=0.05, momentum=0.9, state=state),
-               sums=sums)
+               sums=sums, recompute=redo)
 fz = m._fused.get(t.first) or {}
 for name in ("over", "win"):
     print(name.upper(), ",".join(str(i) for i in sorted(fz)
                                  if i >= 0 and type(fz[i]) is tuple and fz[i][0].__name__ == name))
 print("FIRST", t.first)
+rg = set(ly.output for ly in m.layers[t.first:])  # the trained conv's output hosts it, but not split
+ie = plan.inplace_errors(m, t.first, rg, True)
+nd, n = plan.scratch_plan(m, t.first, rg, ie)[:2]
+print("HOST", *(int(plan.recompute_host(m, t.first, ie, nd, n, True, s) is not None) for s in (-1, t.first)))
 owners = []
 for b in m.owners(t.first).values():
     if not any(b is o for o in owners):
@@ -113,29 +118,35 @@ print("BYTES", sum(len(b) for b in owners), sum(b[0] for b in o.values()))
 from microtrain import memplan  # the Trainer's memory check, without and with a sparse policy (no split)
 m2 = mt.load(path)
 idx = m2.select("last:2")
-print("NEED", *(dict(memplan.need(m2, idx, "mixed", 1, p, True, False, state == "bf16"))["backward buffers"]
+print("NEED", *(dict(memplan.need(m2, idx, "mixed", 1, p, True, redo, state == "bf16"))["backward buffers"]
                 for p in (None, mt.DynamicSparse(0.1, 1.0))))
 """
 
 
-@pytest.mark.parametrize("state,sums", [("bf16", False), ("f32", False), ("f32", True)])
-def test_the_plan_splits_and_writes_over(tiny: Setup, tmp_path: Path, state: str, sums: bool) -> None:
+@pytest.mark.parametrize("state,sums,redo", [("bf16", False, True), ("f32", False, True), ("f32", True, True),
+                                             ("bf16", False, False), ("f32", False, False)])
+def test_the_plan_splits_and_writes_over(tiny: Setup, tmp_path: Path, state: str, sums: bool,
+                                         redo: bool) -> None:
+    """The split only with recompute=True (it makes the conv's output again in backward: instructions
+    for RAM); by default the trained conv's output is kept whole, and then nothing is written over."""
     script = tmp_path / "plan.py"
     script.write_text(PLAN)
-    p = run_micropython(script, [str(tiny.path), state, "1" if sums else "0"])
+    p = run_micropython(script, [str(tiny.path), state, "1" if sums else "0", "1" if redo else "0"])
     assert p.returncode == 0, p.stdout + p.stderr
     out = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] if " " in ln else "" for ln in p.stdout.splitlines()}
     lys = tiny.m.layers
     first = int(out["FIRST"])
     assert lys[first].params[6] == 1 and lys[first + 1].op == mtm.Op.AVGPOOL  # the last pointwise, its pool
+    assert out["HOST"] == "1 0", out  # (plan.recompute_host: never a split conv's output)
     over = [int(v) for v in out["OVER"].split(",") if v]
     arena, without = (int(v) for v in out["BYTES"].split())
-    if sums:  # the trained conv's output kept whole beside its input: over its input alone lowers nothing
-        assert over == [] and out["WIN"] == "" and arena == without, out
+    if sums or not redo:  # the trained conv's output kept whole beside its input: over its input alone
+        assert over == [] and out["WIN"] == "" and arena == without, out  # lowers nothing
     else:  # the pairs' convs but the last pointwise (kept: the trained one's input)
         assert over == [1, 2, 3] and out["WIN"] == str(first), out
         assert arena < without - tiny.m.tensors[lys[first].output].numel // 2, out  # (no whole output)
         split, whole = (int(v) for v in out["NEED"].split())  # memplan counts it where the Trainer splits
         assert split < whole - tiny.m.tensors[lys[first].output].numel // 2, out
-    r = info.train_ram(tiny.m, 2, momentum=True, mode="mixed", sums=sums, bf16=state == "bf16")
-    assert r["forward"] - (0 if sums else info.SPLIT_BYTES) == arena, (r["forward"], arena)
+    r = info.train_ram(tiny.m, 2, momentum=True, mode="mixed", sums=sums, bf16=state == "bf16",
+                       recompute=redo)
+    assert r["forward"] - (0 if sums or not redo else info.SPLIT_BYTES) == arena, (r["forward"], arena)

@@ -163,15 +163,16 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
                            or (batch > 1 and sums is False))
     now = nosums and not momentum
     plan, g = device_plan(), _Graph(m)
-    if nosums and momentum and not sparse:  # the gradient into the momentum by windows: a split conv may
-        g._split = first  # make its output a window of channels at a time (python_lib/microtrain/over.py)
+    if recompute and nosums and momentum and not sparse:  # the gradient into the momentum by windows: a
+        g._split = first  # split conv may make its output a window of channels at a time (over.py)
     inplace = plan.inplace_errors(g, first, region, not now)  # their errors overwrite the activations
     place = device_module("place").place
     # recompute: the plan placed through backward, each layer's scratch inside it, where smaller
     bwd = plan.redo_plan(g, first, region, inplace, place) if recompute else None
     sizes, idle = plan.buffers(g, first, place, bwd)
     forward = sum(sizes)
-    if g._split >= 0 and forward < sum(plan.buffers(_Graph(m), first, place, bwd)[0]):  # (a split conv)
+    split = g._split if g._split >= 0 and forward < sum(plan.buffers(_Graph(m), first, place, bwd)[0]) else -1
+    if split >= 0:  # (a split conv: its output never whole, no recompute host either)
         forward += SPLIT_BYTES
     need, acc_n, host = plan.scratch_plan(g, first, region, inplace)
     # (host: an idle error buffer holds it)
@@ -201,7 +202,7 @@ def train_ram(m: Model, train_last: int, momentum: bool = False, mode: str = "in
     errors = sum(n for n, a in zip(items, at, strict=True) if a is None) - scratch
     errors -= window if own_window else 0
     # Trainer(recompute=True)
-    if scratch and recompute and plan.recompute_host(g, first, inplace, need, acc_n) is not None:
+    if scratch and recompute and plan.recompute_host(g, first, inplace, need, acc_n, True, split) is not None:
         hosted += scratch
         scratch = 0
         lent = True
