@@ -7,6 +7,19 @@
 
 #include "mtm_layout.h"
 
+// A natmod of some op families only (OPS=...) runs the layer ops of its generated table's
+// MT_OPS_LAYERS: a layer of another op is refused, so the rules of those ops are never called
+// and its linker drops them (the constant masks below, in mtm_loader.c); every other build runs them all.
+#ifdef MT_FUNCS_OPS_H
+#include MT_FUNCS_OPS_H
+#else
+#define MT_OPS_LAYERS 0xFFFFFFFFu
+#endif
+#define MTM_RUNS(op) ((MT_OPS_LAYERS >> (op)) & 1u)
+#define MTM_RUNS_SEQ (MT_OPS_LAYERS & (0xFu << MTM_OP_MUL))  // MUL, LAYERNORM, SOFTMAX, MATMUL
+#define MTM_RUNS_RNN (MT_OPS_LAYERS & (3u << MTM_OP_GRU))    // GRU, LSTM
+
+
 static inline uint32_t rd8(const uint8_t *b, uint32_t off) {
     return b[off];
 }
