@@ -2,8 +2,9 @@
 
 Built for conv2d and maxpool: its table is exactly the spec's functions of those ops and of
 none (kernelspec.in_build); each kept kernel is bit-exact against the numpy oracle on the
-seeded cases; a left-out one raises AttributeError naming its op and the build that has it,
-also through the package (a model with a linear layer); it is smaller than the whole one; and
+seeded cases; a left-out one raises AttributeError naming its op and the build that has it; a
+model with a layer of a left-out op (linear) is refused at load, naming it and the fix, and the
+validator's rules of the left-out ops are not in the module; it is smaller than the whole one; and
 `microtrain run --ops` runs a script with it.
 """
 
@@ -101,9 +102,10 @@ def test_left_out_function_names_its_op(natmod_dir: Path) -> None:
     assert errs[3] == "ERR _microtrain has no nope (this natmod: OPS=conv2d+maxpool)"
 
 
-def test_package_raises_for_a_left_out_layer(natmod_dir: Path, tmp_path: Path) -> None:
-    """A model whose linear layer's kernels were left out: the package raises the error with the
-    fix, no crash and no fallback to the pure-Python kernels."""
+def test_package_refuses_a_model_with_a_left_out_layer(natmod_dir: Path, tmp_path: Path) -> None:
+    """A model whose linear layer's op was left out: refused at load by the natmod's validator,
+    naming the layer, its op and the build that has it (no crash, no fallback to the pure-Python
+    kernels); the same file loads with the whole natmod."""
     torch = pytest.importorskip("torch")
     from microtrain_tools import convert as cv
 
@@ -115,17 +117,32 @@ def test_package_raises_for_a_left_out_layer(natmod_dir: Path, tmp_path: Path) -
     code = "\n".join([
         "import microtrain as mt",
         "print('native', mt.NATIVE)",
-        f"m = mt.load({str(path)!r})",
         "try:",
-        "    m.forward(bytes(16))",
-        "except AttributeError as e:",
+        f"    m = mt.load({str(path)!r})",
+        "    print('loaded', len(m.forward(bytes(16))))",
+        "except ValueError as e:",
         "    print('ERR', e)",
     ])
     proc = _run(natmod_dir, ["-c", code])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "native True" in proc.stdout
-    want = "ERR _microtrain has no linear_s8_forward: op linear is not in this natmod"
-    assert want in proc.stdout, proc.stdout
+    want = ("op linear is not in this natmod (OPS=conv2d+maxpool); build one with it (make natmod ARCH=x64 "
+            "OPS=conv2d+maxpool,linear, or OPS=all) or let `microtrain deploy --model` pick the model's ops")
+    err = [ln for ln in proc.stdout.splitlines() if ln.startswith("ERR ")]
+    assert len(err) == 1 and "mtm_validate: layer 0 '" in err[0] and err[0].endswith(want), proc.stdout
+    proc = _run(ensure_natmod().parent, ["-c", code])
+    assert proc.returncode == 0 and "loaded 4" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_left_out_ops_rules_not_linked(natmod_dir: Path) -> None:
+    """The validator's rules of the ops a build leaves out are not in it: the GRU / LSTM and the
+    sequence ops' messages are in the whole natmod only."""
+    rules = [b"dtanh (tables[768:]) < 0", b"dtanh (tables[1280:]) < 0",
+             b"output quantisation must be scale 1/256, zero point -128"]
+    whole = ensure_natmod().read_bytes()
+    part = (natmod_dir / "_microtrain.mpy").read_bytes()
+    assert all(r in whole for r in rules), [r for r in rules if r not in whole]
+    assert not any(r in part for r in rules), [r for r in rules if r in part]
 
 
 def test_smaller_than_the_whole_module(natmod_dir: Path) -> None:

@@ -21,10 +21,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from microtrain_tools import mtm_layout
 from microtrain_tools.kernelgen_c import bind_gen_h, driver_gen_h
 from microtrain_tools.kernelgen_py import missing as pyk_missing
 from microtrain_tools.kernelgen_py import module as pyk_module
 from microtrain_tools.kernelspec import (
+    BASE_LAYER_OPS,
     COMBINED,
     FUNCS,
     SECTIONS,
@@ -66,6 +68,15 @@ def _left_out(ops: tuple[str, ...]) -> str:
     return "".join(out)
 
 
+def _layer_ops(ops: tuple[str, ...]) -> tuple[int, str]:
+    """The .mtm layer ops a build runs, as a bit mask over their codes, and the names of all
+    layer ops (their op families), "name;" in code order from 1."""
+    names = [o[1].lower() for o in sorted(mtm_layout.OPS, key=lambda o: o[2])]
+    assert [o[2] for o in sorted(mtm_layout.OPS, key=lambda o: o[2])] == list(range(1, len(names) + 1))
+    mask = sum(1 << code for code, n in enumerate(names, 1) if n in ops or n in BASE_LAYER_OPS)
+    return mask, "".join(f"{n};" for n in names)
+
+
 def funcs_h(ops: tuple[str, ...] | None = None, arch: str = "") -> str:
     """mt_funcs.h (every entry point), or with ``ops`` the table of a natmod holding only
     those op families (written into its build folder by the natmod Makefile)."""
@@ -78,6 +89,10 @@ def funcs_h(ops: tuple[str, ...] | None = None, arch: str = "") -> str:
         f'#define MT_OPS "{ops_tag(ops)}"',
         f'#define MT_OPS_ARCH "{arch}"',
         f'#define MT_OPS_LEFT_OUT "{_left_out(ops)}"',
+        "// The .mtm layer ops it runs (bit op): mtm_loader.c refuses a layer of another op, and",
+        "// leaves out the rules of those; mtm_validate names the layer's op (its family) from the list.",
+        f"#define MT_OPS_LAYERS {_layer_ops(ops)[0]:#x}u",
+        f'#define MT_OPS_LAYER_NAMES "{_layer_ops(ops)[1]}"',
         "",
     ]
     out = [

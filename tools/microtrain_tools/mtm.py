@@ -287,7 +287,7 @@ def _act_ok(c: _Check, act: Act, out_zp: int, act_min: int, act_max: int) -> Non
 
 
 def _rnn_ok(c: _Check, m: Model, ly: Layer, p: list[int], x: Tensor, y: Tensor) -> None:
-    """A GRU or LSTM layer's rules (docs/format.md, mtm_rules_rnn.c, mtm_rules_lstm.c). They differ
+    """A GRU or LSTM layer's rules (docs/format.md, mtm_rules_rnn.c). They differ
     in their gate rows (GRU r, z, n; LSTM i, f, g, o), the bytes each step keeps (4H, 6H), the
     requantisations (6H, 8H) and the activation tables before dtanh (768, 1280 bytes)."""
     g, keep, n_rq, lut = (4, 6, 8, 1280) if ly.op == Op.LSTM else (3, 4, 6, 768)

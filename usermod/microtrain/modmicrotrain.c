@@ -120,11 +120,28 @@ static size_t mt_op_of(const char *name, size_t n, const char **op, size_t *op_n
     return 0;
 }
 
+// ": op <op> is not in this natmod ... and the build that has it" after buf[0, pos): the message of
+// a left-out function (__getattr__) and of a model layer of a left-out op (mtm_validate).
+static size_t mt_put_left_out(char *buf, size_t cap, size_t pos, const char *op, size_t op_n) {
+    char opbuf[48];
+    size_t i;
+    for (i = 0; i < op_n && i + 1 < sizeof opbuf; i++) {
+        opbuf[i] = op[i];
+    }
+    opbuf[i] = 0;
+    pos = mt_msg_put_str(buf, cap, pos, ": op ");
+    pos = mt_msg_put_str(buf, cap, pos, opbuf);
+    pos = mt_msg_put_str(buf, cap, pos,
+                         " is not in this natmod (OPS=" MT_OPS "); build one with it (make natmod ARCH=" MT_OPS_ARCH
+                         " OPS=" MT_OPS ",");
+    pos = mt_msg_put_str(buf, cap, pos, opbuf);
+    return mt_msg_put_str(buf, cap, pos, ", or OPS=all) or let `microtrain deploy --model` pick the model's ops");
+}
+
 static mp_obj_t mt_getattr(mp_obj_t attr) {
     size_t n;
     const char *name = mp_obj_str_get_data(attr, &n);
     char buf[256];
-    char opbuf[48];
     const char *op;
     size_t op_n;
     size_t pos = mt_msg_put_str(buf, sizeof buf, 0, "_microtrain has no ");
@@ -132,19 +149,8 @@ static mp_obj_t mt_getattr(mp_obj_t attr) {
     while (i < n && pos + 1 < sizeof buf) {
         buf[pos++] = name[i++];
     }
-    if (mt_op_of(name, n, &op, &op_n) && op_n < sizeof opbuf) {
-        for (i = 0; i < op_n; i++) {
-            opbuf[i] = op[i];
-        }
-        opbuf[op_n] = 0;
-        pos = mt_msg_put_str(buf, sizeof buf, pos, ": op ");
-        pos = mt_msg_put_str(buf, sizeof buf, pos, opbuf);
-        pos = mt_msg_put_str(buf, sizeof buf, pos,
-                             " is not in this natmod (OPS=" MT_OPS "); build one with it (make natmod ARCH=" MT_OPS_ARCH
-                             " OPS=" MT_OPS ",");
-        pos = mt_msg_put_str(buf, sizeof buf, pos, opbuf);
-        pos = mt_msg_put_str(buf, sizeof buf, pos,
-                             ", or OPS=all) or let `microtrain deploy --model` pick the model's ops");
+    if (mt_op_of(name, n, &op, &op_n)) {
+        pos = mt_put_left_out(buf, sizeof buf, pos, op, op_n);
     } else {
         pos = mt_msg_put_str(buf, sizeof buf, pos, " (this natmod: OPS=" MT_OPS ")");
     }

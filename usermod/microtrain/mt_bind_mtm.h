@@ -33,6 +33,33 @@ static mp_obj_t mod_mtm_validate(size_t n_args, const mp_obj_t *args) {
     if (!msg) {
         return mp_const_none;
     }
+#ifdef MT_OPS
+    if (where == MTM_WHERE_LEFT_OUT) {  // "layer <i> '<name>'", its op (from its family's name) and the fix
+        int32_t row[MTM_LAYER_N];
+        mt_mtm_layer(b, (uint32_t)index, row);
+        const char *op = MT_OPS_LAYER_NAMES;
+        for (int32_t k = 1; k < row[MTM_LROW_OP]; ++k) {
+            while (*op++ != ';') {
+            }
+        }
+        size_t op_n = 0;
+        while (op[op_n] != ';') {
+            op_n++;
+        }
+        uint32_t nlen = 0;
+        const uint8_t *name = mt_mtm_layer_name(b, len, (uint32_t)index, &nlen);
+        char buf[320];
+        size_t pos = mt_msg_put_str(buf, sizeof buf, 0, "mtm_validate: layer ");
+        pos = mt_msg_put_int(buf, sizeof buf, pos, index);
+        pos = mt_msg_put_str(buf, sizeof buf, pos, " '");
+        for (uint32_t k = 0; name && k < nlen && name[k] && pos < sizeof buf - 3; ++k) {
+            buf[pos++] = name[k] < 0x80 ? (char)name[k] : '?';
+        }
+        pos = mt_msg_put_str(buf, sizeof buf, pos, "'");
+        pos = mt_put_left_out(buf, sizeof buf, pos, op, op_n);
+        nlr_raise(mp_obj_new_exception_arg1(&mp_type_ValueError, mp_obj_new_str(buf, pos)));
+    }
+#endif
     char what[MT_MSG_MAX];
     size_t pos = mt_msg_put_str(what, sizeof what, 0, msg);
     if (where == MTM_WHERE_TENSOR) {

@@ -213,24 +213,15 @@ static int string_ok(const mtm_ctx_t *c, uint32_t off, uint32_t n) {
     return utf8_ok(s, n);
 }
 
-#define FAIL(msg)                \
-    do {                         \
-        *where = MTM_WHERE_FILE; \
-        *index = -1;             \
-        return (msg);            \
+#define FAIL_AT(w, i, msg) \
+    do {                   \
+        *where = (w);      \
+        *index = (i);      \
+        return (msg);      \
     } while (0)
-#define FAIL_T(msg)                \
-    do {                           \
-        *where = MTM_WHERE_TENSOR; \
-        *index = (int32_t)i;       \
-        return (msg);              \
-    } while (0)
-#define FAIL_L(msg)               \
-    do {                          \
-        *where = MTM_WHERE_LAYER; \
-        *index = (int32_t)j;      \
-        return (msg);             \
-    } while (0)
+#define FAIL(msg) FAIL_AT(MTM_WHERE_FILE, -1, msg)
+#define FAIL_T(msg) FAIL_AT(MTM_WHERE_TENSOR, (int32_t)i, msg)
+#define FAIL_L(msg) FAIL_AT(MTM_WHERE_LAYER, (int32_t)j, msg)
 
 // ---------------------------------------- step 3: tensors
 
@@ -508,7 +499,8 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
     const int32_t *p = u.a;
     const uint32_t x = L_U32(c, j, MTM_L_IN0), x2 = L_U32(c, j, MTM_L_IN1), y = L_U32(c, j, MTM_L_OUT);
     const char *m;
-    if (op >= MTM_OP_MUL) {  // the sequence / attention ops: mtm_rules_seq.c; GRU, LSTM (the last): mt_mtm_rnn_rules
+    // the sequence / attention ops: mtm_rules_seq.c; GRU, LSTM (the last): mt_mtm_rnn_rules
+    if (op >= MTM_OP_MUL && (MTM_RUNS_SEQ | MTM_RUNS_RNN)) {
         mtm_tview_t v[7];
         const uint32_t ts[7] = { x,
                                  op == MTM_OP_MUL || op == MTM_OP_MATMUL || op >= MTM_OP_GRU ? x2 : x,
@@ -531,11 +523,13 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
             v[k].quant = T_QUANT(c, ts[k]);
             v[k].off = T_OFF(c, ts[k]);
         }
-        return op >= MTM_OP_GRU
-                   ? mt_mtm_rnn_rules(c->b, op, p, v)
-                   : mt_mtm_seq_rules(op, act, p, rd8(c->b, L_ENT(c, j) + MTM_L_N_PARAMS), &v[0], &v[1], &v[2]);
+        if (op >= MTM_OP_GRU) {
+            return MTM_RUNS_RNN ? mt_mtm_rnn_rules(c->b, op, p, v) : NULL;
+        }
+        return MTM_RUNS_SEQ ? mt_mtm_seq_rules(op, act, p, rd8(c->b, L_ENT(c, j) + MTM_L_N_PARAMS), &v[0], &v[1], &v[2])
+                            : NULL;
     }
-    if (op == MTM_OP_LUT) {  // params: n, in_zp, out_zp, d_shift; weight = table, bias = dtable
+    if (op == MTM_OP_LUT && MTM_RUNS(MTM_OP_LUT)) {  // params: n, in_zp, out_zp, d_shift; table, dtable
         const uint32_t t = L_U32(c, j, MTM_L_WEIGHT), d = L_U32(c, j, MTM_L_BIAS);
         if (!same_shape(c, x, y)) {
             return "input and output shapes differ";
@@ -626,7 +620,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         }
         return mt_mtm_act_rule(act, d->out_zp, d->act_min, d->act_max);
     }
-    if (op == MTM_OP_CONCAT) {
+    if (op == MTM_OP_CONCAT && MTM_RUNS(MTM_OP_CONCAT)) {
         const mt_concat_params_t *d = &u.cat;
         if ((m = mt_concat_check(d)) != NULL) {
             return m;
@@ -639,7 +633,7 @@ static const char *op_rules(const mtm_ctx_t *c, uint32_t j, uint32_t op, uint32_
         }
         return NULL;
     }
-    if (op == MTM_OP_UPSAMPLE) {
+    if (op == MTM_OP_UPSAMPLE && MTM_RUNS(MTM_OP_UPSAMPLE)) {
         const mt_upsample_params_t *d = &u.up;
         if ((m = mt_upsample_check(d)) != NULL) {
             return m;
@@ -716,6 +710,9 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
         if (op < MTM_OP_CONV2D || op > MTM_OP_LAST) {
             FAIL_L("unknown op");
         }
+        if (!MTM_RUNS(op)) {
+            FAIL_AT(MTM_WHERE_LEFT_OUT, (int32_t)j, "layer op not in this build");
+        }
         if (op == MTM_OP_LUT && rd16(c->b, MTM_H_VERSION_MINOR) < 1) {
             FAIL_L("LUT layer in a version 1.0 file (needs 1.1)");
         }
@@ -731,7 +728,7 @@ static const char *check_layers(const mtm_ctx_t *c, uint32_t *produced, uint32_t
             FAIL_L("n_inputs does not match the op");
         }
         const int dilated = op == MTM_OP_CONV2D && n_p == MT_CONV2D_DIL_NPARAMS;
-        const int multi_head = op == MTM_OP_MATMUL && n_p == MT_MATMUL_NPARAMS + 1;
+        const int multi_head = MTM_RUNS(MTM_OP_MATMUL) && op == MTM_OP_MATMUL && n_p == MT_MATMUL_NPARAMS + 1;
         if (n_p != mtm_n_params[op] && !dilated && !multi_head) {
             FAIL_L("n_params does not match the op");
         }
@@ -877,7 +874,7 @@ static const char *check_graph(const mtm_ctx_t *c, uint32_t *produced, uint32_t 
         for (uint32_t s = 0; s < 6; ++s) {
             ref(produced, consumed, l_state(c->b, L_ENT(c, j), s));
         }
-        if (rd8(c->b, L_ENT(c, j) + MTM_L_OP) >= MTM_OP_GRU) {  // a GRU's / LSTM's tables
+        if (MTM_RUNS_RNN && rd8(c->b, L_ENT(c, j) + MTM_L_OP) >= MTM_OP_GRU) {  // a GRU's / LSTM's tables
             ref(produced, consumed, L_U32(c, j, MTM_L_IN1));
         }
     }

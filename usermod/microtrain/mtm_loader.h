@@ -13,6 +13,8 @@
 #define MTM_WHERE_FILE 0
 #define MTM_WHERE_TENSOR 1
 #define MTM_WHERE_LAYER 2
+// a layer whose op the build leaves out (a natmod built with OPS=...): the binding names the op
+#define MTM_WHERE_LEFT_OUT 3
 
 // Validates the whole file exactly per docs/format.md "Validation" (steps 1-5,
 // in order; nothing is read before its bound is checked). Returns NULL when

@@ -7,6 +7,19 @@
 
 #include "mtm_layout.h"
 
+// A natmod of some op families only (OPS=...) runs the layer ops of its generated table's
+// MT_OPS_LAYERS: a layer of another op is refused, so the rules of those ops are never called
+// and its linker drops them (the constant masks below, in mtm_loader.c); every other build runs them all.
+#ifdef MT_FUNCS_OPS_H
+#include MT_FUNCS_OPS_H
+#else
+#define MT_OPS_LAYERS 0xFFFFFFFFu
+#endif
+#define MTM_RUNS(op) ((MT_OPS_LAYERS >> (op)) & 1u)
+#define MTM_RUNS_SEQ ((MT_OPS_LAYERS & (0xFu << MTM_OP_MUL)) != 0u)  // MUL, LAYERNORM, SOFTMAX, MATMUL
+#define MTM_RUNS_RNN ((MT_OPS_LAYERS & (3u << MTM_OP_GRU)) != 0u)    // GRU, LSTM
+
+
 static inline uint32_t rd8(const uint8_t *b, uint32_t off) {
     return b[off];
 }
@@ -36,11 +49,8 @@ const char *mt_mtm_act_rule(uint32_t act, int32_t out_zp, int32_t a_min, int32_t
 const char *mt_mtm_seq_rules(uint32_t op, uint32_t act, const int32_t *p, uint32_t n_p, const mtm_tview_t *x,
                              const mtm_tview_t *x2, const mtm_tview_t *y);
 
-// The rules of a GRU layer (mtm_rules_rnn.c) over b, the file: its params p and the views of x,
-// the tables (in1), y, weight, bias, mult, shift.
-const char *mt_mtm_gru_rules(const uint8_t *b, const int32_t *p, const mtm_tview_t *v);
-
-// The rules of a GRU or an LSTM layer (op; mtm_rules_lstm.c), the same views as the GRU's.
+// The rules of a GRU or an LSTM layer (op; mtm_rules_rnn.c) over b, the file: its params p and the
+// views of x, the tables (in1), y, weight, bias, mult, shift.
 const char *mt_mtm_rnn_rules(const uint8_t *b, uint32_t op, const int32_t *p, const mtm_tview_t *v);
 
 // State slot s (0..5) of the layer entry at e, or MTM_NONE. Slots 4 and 5 (Adam's

@@ -7,7 +7,7 @@ MICROTRAIN_KERNEL_SRC = quant.c checks.c conv2d_s8_forward.c conv2d_s8_grad_weig
     accumulate.c update.c zo.c mul_s8.c matmul_s8.c softmax_s8.c \
     layernorm_s8.c gru_s8_forward.c gru_s8_backward.c lstm_s8_forward.c lstm_s8_backward.c
 # The .mtm validator and accessors (no MicroPython include): the C .mtm tests and the fuzzer link these.
-MICROTRAIN_MTM_SRC = mtm_loader.c mtm_access.c mtm_rules_seq.c mtm_rules_rnn.c mtm_rules_lstm.c
+MICROTRAIN_MTM_SRC = mtm_loader.c mtm_access.c mtm_rules_seq.c mtm_rules_rnn.c
 # Every source of the module; modmicrotrain.c first (the natmod's mpy_init leads its code).
 MICROTRAIN_SRC = modmicrotrain.c $(MICROTRAIN_KERNEL_SRC) $(MICROTRAIN_MTM_SRC) softfloat.c
 # The binding's headers, included by modmicrotrain.c: the natmod scans them for qstrs too.

@@ -1,6 +1,6 @@
 # The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The GRU and LSTM layers' rules of the pure-Python .mtm validator (mtm_loader.py; the C side:
-# mtm_rules_rnn.c, mtm_rules_lstm.c), imported only for a file with such a layer: a model without
+# mtm_rules_rnn.c), imported only for a file with such a layer: a model without
 # one never compiles them.
 import struct
 
@@ -23,8 +23,8 @@ _unp = struct.unpack_from
 
 
 def rnn_rules(c, L, p, op):
-    """op 16 (GRU) or 17 (LSTM): None, or the rule the layer breaks (mtm_rules_rnn.c,
-    mtm_rules_lstm.c): x, the tables (in1), y, weight, bias, mult, shift."""
+    """op 16 (GRU) or 17 (LSTM): None, or the rule the layer breaks (mtm_rules_rnn.c): x, the
+    tables (in1), y, weight, bias, mult, shift."""
     if op == _OP_LSTM:  # gate rows i, f, g, o; 8H requantisations; five 256 B activation tables
         from microtrain.pyk.lstm_s8 import _lstm_check as check
 
