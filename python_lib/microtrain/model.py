@@ -201,7 +201,7 @@ class Layer:
     mutable copies and `gw`, `gb` the float32 gradient sums of the batch."""
 
     _ratios = None  # update_f32_ratios, looked up on first use
-    _touch = None  # (touched buffer, its zeros), reused by every batch of a sparse policy (touch)
+    _touch = None  # the touched buffer, reused by every batch of a sparse policy (touch)
 
     # Defaults on the class, as for Tensor: a frozen layer stores only what its op uses
     # (a conv 18 attributes, an add 9) and training sets the rest on the trained layers
@@ -374,12 +374,13 @@ class Layer:
         the last update; the update skips the others."""
         t = self.touched
         if t is None:  # the first sample since the update: none touched yet
-            tb = self._touch
-            if tb is None:  # kept with zeros to clear it: a new array a sample was garbage
-                c = self.out_c
-                tb = self._touch = (bytearray(c), bytes(c))
-            t = self.touched = tb[0]
-            t[:] = tb[1]
+            t = self._touch
+            if t is None:  # kept: a new array a sample was garbage
+                t = self._touch = bytearray(self.out_c)
+            self.touched = t
+            if mask is not None and len(mask) == len(t):  # zeros | mask: the mask itself (0 / 1 bytes)
+                t[:] = mask
+                return
         K.update_u8_touch(t, mask)
 
     def rewire(self, params, shift, output, act):
