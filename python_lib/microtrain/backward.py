@@ -193,7 +193,7 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
             sh = gin(p, e, ly.w, ly.wr, mask, bw.acc_views[j], dest, lo, hi)
         else:
             sh = gin(p, e, ly.w, ly.wr, mask, bw.acc_views[j], dest)
-        s_in = math.ldexp(s * ly.ein_top, sh - ly.ein_r)
+        s_in = math.ldexp(s * ly.w_scale[ly._ein_i], sh - ly.ein_r)  # (ein_top without the property's call)
     if upd is not None and upd.late:  # after its grad input used the weights (stepwise.StepInBackward)
         upd.grad(ly, gwk, p, x, e, mask, sw, s)
     if need:
