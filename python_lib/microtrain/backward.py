@@ -111,12 +111,12 @@ def run(m, err, err_scale, policy):
             st = m.plan(first)[1][redo[1]]
             st[0](*st[1])
         s = scale.pop(t_out)
-        p = ly.params
         if t_out in inplace:
             pass  # masked by the pool below, which wrote the error over y
         elif ly.act == _ACT_RELU:
-            K.relu_s8_backward(bufs[t_out], p[_P_ACT_MIN], e)
+            K.relu_s8_backward(bufs[t_out], ly.params[_P_ACT_MIN], e)
         elif ly.act == _ACT_RELU6:
+            p = ly.params
             K.relu6_s8_backward(bufs[t_out], p[_P_ACT_MIN], p[_P_ACT_MAX], e)
         table[ly.op](m, bw, cur, scale, ly, j, e, s, policy)
     upd = m.update
@@ -158,21 +158,21 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
     p = ly.params
     mask = gwk = x = upd = None
     sw = 0.0
-    if ly.trained and ly.output not in bw.bufs:
-        # made by windows of channels, e its pool's error (over.py split): x the split's list, gwk
-        # its grad-weight kernel (over.py wg: first the shift of every window), mask / gwk the largest |e|
-        # (the frame's names, no more: it is on the heap)
-        x = m._fused[bw.first][j][1]
-        mask, gwk = max(e), min(e)
-        x[7] = mask if mask >= -gwk else gwk
-        x[8], x[9] = ly, bw.grad_weight[1]
-        x[10], x[11] = act_keep(ly)
-        gwk, mask = x[6], bw.bufs[x_t]
-        s = math.ldexp(s, gwk(x, mask, e, None, 0.0, 0.0, None, None) - 16)
-        m.update.grad(ly, gwk, x, mask, e, None, m.tensors[x_t].scale * s, s)
-        x[8] = x[9] = None
-        return
     if ly.trained:
+        if ly.output not in bw.bufs:
+            # made by windows of channels, e its pool's error (over.py split): x the split's list, gwk
+            # its grad-weight kernel (over.py wg: first the shift of every window), mask / gwk the largest |e|
+            # (the frame's names, no more: it is on the heap)
+            x = m._fused[bw.first][j][1]
+            mask, gwk = max(e), min(e)
+            x[7] = mask if mask >= -gwk else gwk
+            x[8], x[9] = ly, bw.grad_weight[1]
+            x[10], x[11] = act_keep(ly)
+            gwk, mask = x[6], bw.bufs[x_t]
+            s = math.ldexp(s, gwk(x, mask, e, None, 0.0, 0.0, None, None) - 16)
+            m.update.grad(ly, gwk, x, mask, e, None, m.tensors[x_t].scale * s, s)
+            x[8] = x[9] = None
+            return
         if policy is not None:
             mask = policy(ly, e)
             ly.touch(mask)  # the update skips channels no sample touched
@@ -245,7 +245,11 @@ def maxpool(m, bw, cur, scale, ly, j, e, s, policy):
             sh = K.maxpool_s8_grad_input_act(p, bw.bufs[x_t], e, lo, hi, dest)
         else:
             sh = K.maxpool_s8_grad_input(p, bw.bufs[x_t], e, bw.acc_views.get(j), dest)
-        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh))
+        if x_t not in cur:  # (_arrive's usual case, without the call)
+            cur[x_t] = dest
+            scale[x_t] = math.ldexp(s, sh)
+        else:
+            _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh))
 
 
 def avgpool(m, bw, cur, scale, ly, j, e, s, policy):
