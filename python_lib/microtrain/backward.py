@@ -182,7 +182,6 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
         upd = m.update
         if not upd.late:
             upd.grad(ly, gwk, p, x, e, mask, sw, s)
-    dest = s_in = None
     if need:
         # (_dest written out: a Python call per layer and sample saved)
         dest = bw.ebuf[x_t] if x_t not in cur else bw.esecond[x_t]
