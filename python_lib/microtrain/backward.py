@@ -156,8 +156,7 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
     need = x_t in bw.region
     conv = ly.op == _OP_CONV2D
     p = ly.params
-    mask = gwk = x = upd = None
-    sw = 0.0
+    mask = upd = None  # (gwk, x, sw: set with upd, read only with it)
     if ly.trained:
         if ly.output not in bw.bufs:
             # made by windows of channels, e its pool's error (over.py split): x the split's list, gwk
@@ -236,19 +235,19 @@ relu6 = relu
 def maxpool(m, bw, cur, scale, ly, j, e, s, policy):
     x_t = ly.inputs[0]
     if x_t in bw.region:
-        p = ly.params
         dest = bw.ebuf[x_t] if x_t not in cur else bw.esecond[x_t]  # (_dest, without the call)
         a = bw.inplace.get(x_t)
         if a is not None:  # over the activation itself, with its producer's mask
             lo, hi = act_keep(a)
-            sh = K.maxpool_s8_grad_input_act(p, bw.bufs[x_t], e, lo, hi, dest)
+            sh = K.maxpool_s8_grad_input_act(ly.params, bw.bufs[x_t], e, lo, hi, dest)
         else:
-            sh = K.maxpool_s8_grad_input(p, bw.bufs[x_t], e, bw.acc_views.get(j), dest)
+            sh = K.maxpool_s8_grad_input(ly.params, bw.bufs[x_t], e, bw.acc_views.get(j), dest)
+        s = math.ldexp(s, sh)
         if x_t not in cur:  # (_arrive's usual case, without the call)
             cur[x_t] = dest
-            scale[x_t] = math.ldexp(s, sh)
+            scale[x_t] = s
         else:
-            _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh))
+            _arrive(bw, cur, scale, x_t, dest, s)
 
 
 def avgpool(m, bw, cur, scale, ly, j, e, s, policy):

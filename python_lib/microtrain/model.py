@@ -378,8 +378,8 @@ class Layer:
             if t is None:  # kept: a new array a sample was garbage
                 t = self._touch = bytearray(self.out_c)
             self.touched = t
-            if mask is not None and len(mask) == len(t):  # zeros | mask: the mask itself (0 / 1 bytes)
-                t[:] = mask
+            if mask is not None:  # zeros | mask: the mask itself (a mask of another length: the grad
+                t[:] = mask  # kernels refuse it next and the failed step drops touched)
                 return
         K.update_u8_touch(t, mask)
 
