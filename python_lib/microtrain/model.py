@@ -375,12 +375,13 @@ class Layer:
         t = self.touched
         if t is None:  # the first sample since the update: none touched yet
             t = self._touch
-            if t is None:  # kept: a new array a sample was garbage
-                t = self._touch = bytearray(self.out_c)
-            self.touched = t
-            if mask is not None:  # zeros | mask: the mask itself (a mask of another length: the grad
-                t[:] = mask  # kernels refuse it next and the failed step drops touched)
+            if t is None:  # kept (a view: a copy of another length raises); a new array a sample was garbage
+                t = self._touch = memoryview(bytearray(self.out_c))
+            if mask is not None:
+                t[:] = mask  # zeros | mask: the mask itself (touched only once it is copied)
+                self.touched = t
                 return
+            self.touched = t
         K.update_u8_touch(t, mask)
 
     def rewire(self, params, shift, output, act):
