@@ -201,7 +201,7 @@ class Layer:
     mutable copies and `gw`, `gb` the float32 gradient sums of the batch."""
 
     _ratios = None  # update_f32_ratios, looked up on first use
-    _touch = None  # the touched buffer, reused by every batch of a sparse policy (touch)
+    _touch = None  # (touched buffer, a view of it), reused by every batch of a sparse policy (touch)
 
     # Defaults on the class, as for Tensor: a frozen layer stores only what its op uses
     # (a conv 18 attributes, an add 9) and training sets the rest on the trained layers
@@ -374,14 +374,14 @@ class Layer:
         the last update; the update skips the others."""
         t = self.touched
         if t is None:  # the first sample since the update: none touched yet
-            t = self._touch
-            if t is None:  # kept (a view: a copy of another length raises); a new array a sample was garbage
-                t = self._touch = memoryview(bytearray(self.out_c))
-            if mask is not None:
-                t[:] = mask  # zeros | mask: the mask itself (touched only once it is copied)
-                self.touched = t
+            tb = self._touch
+            if tb is None:  # kept with a view that cannot resize it; a new array a sample was garbage
+                t = bytearray(self.out_c)
+                tb = self._touch = (t, memoryview(t))
+            t = self.touched = tb[0]
+            if mask:  # (a buffer of channels, never empty: None the falsy case)
+                tb[1][:] = mask  # zeros | mask: the mask itself (one of another length raises)
                 return
-            self.touched = t
         K.update_u8_touch(t, mask)
 
     def rewire(self, params, shift, output, act):
