@@ -1,6 +1,5 @@
 # The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
-# The model: a validated .mtm file used in place, its forward pass, its
-# backward pass for the trained layers, and checkpoint writing.
+# The model: a validated .mtm file used in place, its forward and backward passes, checkpoint writing.
 #
 # Memory rules (docs/api.md, "Memory"): frozen weights are zero-copy views of the model bytes; activation
 # buffers are shared between tensors whose lifetimes do not overlap; activations are kept only from the
@@ -370,8 +369,7 @@ class Layer:
             self.params[11], self.params[12] = quantize_multiplier(math.ldexp(self.ein_top, -self.ein_r))
 
     def touch(self, mask):
-        """Sparse training: mark the channels of mask (1 = kept) as having a gradient since
-        the last update; the update skips the others."""
+        """Sparse training: mark mask's channels (1 = kept) as touched since the last update."""
         t = self.touched
         if t is None:  # the first sample since the update: none touched yet
             tb = self._touch
