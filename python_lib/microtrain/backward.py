@@ -111,12 +111,12 @@ def run(m, err, err_scale, policy):
             st = m.plan(first)[1][redo[1]]
             st[0](*st[1])
         s = scale.pop(t_out)
-        p = ly.params
         if t_out in inplace:
             pass  # masked by the pool below, which wrote the error over y
         elif ly.act == _ACT_RELU:
-            K.relu_s8_backward(bufs[t_out], p[_P_ACT_MIN], e)
+            K.relu_s8_backward(bufs[t_out], ly.params[_P_ACT_MIN], e)
         elif ly.act == _ACT_RELU6:
+            p = ly.params
             K.relu6_s8_backward(bufs[t_out], p[_P_ACT_MIN], p[_P_ACT_MAX], e)
         table[ly.op](m, bw, cur, scale, ly, j, e, s, policy)
     upd = m.update
@@ -156,23 +156,22 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
     need = x_t in bw.region
     conv = ly.op == _OP_CONV2D
     p = ly.params
-    mask = gwk = x = upd = None
-    sw = 0.0
-    if ly.trained and ly.output not in bw.bufs:
-        # made by windows of channels, e its pool's error (over.py split): x the split's list, gwk
-        # its grad-weight kernel (over.py wg: first the shift of every window), mask / gwk the largest |e|
-        # (the frame's names, no more: it is on the heap)
-        x = m._fused[bw.first][j][1]
-        mask, gwk = max(e), min(e)
-        x[7] = mask if mask >= -gwk else gwk
-        x[8], x[9] = ly, bw.grad_weight[1]
-        x[10], x[11] = act_keep(ly)
-        gwk, mask = x[6], bw.bufs[x_t]
-        s = math.ldexp(s, gwk(x, mask, e, None, 0.0, 0.0, None, None) - 16)
-        m.update.grad(ly, gwk, x, mask, e, None, m.tensors[x_t].scale * s, s)
-        x[8] = x[9] = None
-        return
+    mask = upd = None  # (gwk, x, sw: set with upd, read only with it)
     if ly.trained:
+        if ly.output not in bw.bufs:
+            # made by windows of channels, e its pool's error (over.py split): x the split's list, gwk
+            # its grad-weight kernel (over.py wg: first the shift of every window), mask / gwk the largest |e|
+            # (the frame's names, no more: it is on the heap)
+            x = m._fused[bw.first][j][1]
+            mask, gwk = max(e), min(e)
+            x[7] = mask if mask >= -gwk else gwk
+            x[8], x[9] = ly, bw.grad_weight[1]
+            x[10], x[11] = act_keep(ly)
+            gwk, mask = x[6], bw.bufs[x_t]
+            s = math.ldexp(s, gwk(x, mask, e, None, 0.0, 0.0, None, None) - 16)
+            m.update.grad(ly, gwk, x, mask, e, None, m.tensors[x_t].scale * s, s)
+            x[8] = x[9] = None
+            return
         if policy is not None:
             mask = policy(ly, e)
             ly.touch(mask)  # the update skips channels no sample touched
@@ -182,7 +181,6 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
         upd = m.update
         if not upd.late:
             upd.grad(ly, gwk, p, x, e, mask, sw, s)
-    dest = s_in = None
     if need:
         # (_dest written out: a Python call per layer and sample saved)
         dest = bw.ebuf[x_t] if x_t not in cur else bw.esecond[x_t]
@@ -193,7 +191,7 @@ def conv2d(m, bw, cur, scale, ly, j, e, s, policy):
             sh = gin(p, e, ly.w, ly.wr, mask, bw.acc_views[j], dest, lo, hi)
         else:
             sh = gin(p, e, ly.w, ly.wr, mask, bw.acc_views[j], dest)
-        s_in = math.ldexp(s * ly.ein_top, sh - ly.ein_r)
+        s_in = math.ldexp(s * ly.w_scale[ly._ein_i], sh - ly.ein_r)  # (ein_top without the property's call)
     if upd is not None and upd.late:  # after its grad input used the weights (stepwise.StepInBackward)
         upd.grad(ly, gwk, p, x, e, mask, sw, s)
     if need:
@@ -237,15 +235,19 @@ relu6 = relu
 def maxpool(m, bw, cur, scale, ly, j, e, s, policy):
     x_t = ly.inputs[0]
     if x_t in bw.region:
-        p = ly.params
         dest = bw.ebuf[x_t] if x_t not in cur else bw.esecond[x_t]  # (_dest, without the call)
         a = bw.inplace.get(x_t)
         if a is not None:  # over the activation itself, with its producer's mask
             lo, hi = act_keep(a)
-            sh = K.maxpool_s8_grad_input_act(p, bw.bufs[x_t], e, lo, hi, dest)
+            sh = K.maxpool_s8_grad_input_act(ly.params, bw.bufs[x_t], e, lo, hi, dest)
         else:
-            sh = K.maxpool_s8_grad_input(p, bw.bufs[x_t], e, bw.acc_views.get(j), dest)
-        _arrive(bw, cur, scale, x_t, dest, math.ldexp(s, sh))
+            sh = K.maxpool_s8_grad_input(ly.params, bw.bufs[x_t], e, bw.acc_views.get(j), dest)
+        s = math.ldexp(s, sh)
+        if x_t not in cur:  # (_arrive's usual case, without the call)
+            cur[x_t] = dest
+            scale[x_t] = s
+        else:
+            _arrive(bw, cur, scale, x_t, dest, s)
 
 
 def avgpool(m, bw, cur, scale, ly, j, e, s, policy):

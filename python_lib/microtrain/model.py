@@ -1,6 +1,5 @@
 # The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
-# The model: a validated .mtm file used in place, its forward pass, its
-# backward pass for the trained layers, and checkpoint writing.
+# The model: a validated .mtm file used in place, its forward and backward passes, checkpoint writing.
 #
 # Memory rules (docs/api.md, "Memory"): frozen weights are zero-copy views of the model bytes; activation
 # buffers are shared between tensors whose lifetimes do not overlap; activations are kept only from the
@@ -201,7 +200,7 @@ class Layer:
     mutable copies and `gw`, `gb` the float32 gradient sums of the batch."""
 
     _ratios = None  # update_f32_ratios, looked up on first use
-    _touch = None  # (touched buffer, its zeros), reused by every batch of a sparse policy (touch)
+    _touch = None  # (touched buffer, a view of it), reused by every batch of a sparse policy (touch)
 
     # Defaults on the class, as for Tensor: a frozen layer stores only what its op uses
     # (a conv 18 attributes, an add 9) and training sets the rest on the trained layers
@@ -370,16 +369,17 @@ class Layer:
             self.params[11], self.params[12] = quantize_multiplier(math.ldexp(self.ein_top, -self.ein_r))
 
     def touch(self, mask):
-        """Sparse training: mark the channels of mask (1 = kept) as having a gradient since
-        the last update; the update skips the others."""
+        """Sparse training: mark mask's channels (1 = kept) as touched since the last update."""
         t = self.touched
         if t is None:  # the first sample since the update: none touched yet
             tb = self._touch
-            if tb is None:  # kept with zeros to clear it: a new array a sample was garbage
-                c = self.out_c
-                tb = self._touch = (bytearray(c), bytes(c))
+            if tb is None:  # kept with a view that cannot resize it; a new array a sample was garbage
+                t = bytearray(self.out_c)
+                tb = self._touch = (t, memoryview(t))
             t = self.touched = tb[0]
-            t[:] = tb[1]
+            if mask:  # (a buffer of channels, never empty: None the falsy case)
+                tb[1][:] = mask  # zeros | mask: the mask itself (one of another length raises)
+                return
         K.update_u8_touch(t, mask)
 
     def rewire(self, params, shift, output, act):

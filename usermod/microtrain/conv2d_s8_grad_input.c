@@ -432,9 +432,9 @@ typedef struct {
     const int8_t *w[4];  // the tap's weight runs (in_c each)
     int32_t eo[4];       // channel offsets in an error row
     int32_t wr[4];
-    int32_t n;         // in_c
-    const uint8_t *z;  // the packed path: per error position of the tap's rectangle, 0
-    int32_t z_row;     // where the four errors are 0; z_row: its positions per row
+    int32_t n;          // in_c
+    const uint32_t *z;  // the packed path: per error position of the tap's rectangle, its four
+    int32_t z_row;      // e * wr packed in two words (0, 0: no error); z_row: positions per row
 } mt_sel4_t;
 
 static MT_NOINLINE void gi_sel_rect(const int8_t *e, int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
@@ -505,38 +505,34 @@ static MT_INLINE void sel_pos_p(int32_t *a, uint32_t v01, uint32_t v23, const ui
     }
 }
 
-static MT_NOINLINE void gi_sel_rect_p(const int8_t *e, int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
+static MT_NOINLINE void gi_sel_rect_p(int32_t *acc, const mt_rect_t *r, const mt_sel4_t *s) {
     uint32_t wp[2 * MT_SEL_CHUNK];
     // locals: acc stores may alias the struct's int32 fields, so GCC reloaded them every position
-    const int32_t o0 = s->eo[0], o1 = s->eo[1], o2 = s->eo[2], o3 = s->eo[3];
-    const int32_t r0 = s->wr[0], r1 = s->wr[1], r2 = s->wr[2], r3 = s->wr[3];
-    const int32_t nox = r->nox, noy = r->noy, e_col = r->e_col, a_col = r->x_col;
+    const int32_t nox = r->nox, noy = r->noy, a_col = r->x_col;
     for (int32_t c0 = 0; c0 < s->n; c0 += MT_SEL_CHUNK) {
         const int32_t n = s->n - c0 < MT_SEL_CHUNK ? s->n - c0 : MT_SEL_CHUNK;
         for (int32_t c = 0; c < n; ++c) {
             wp[2 * c] = mt_pack16(s->w[0][c0 + c], s->w[1][c0 + c]);
             wp[2 * c + 1] = mt_pack16(s->w[2][c0 + c], s->w[3][c0 + c]);
         }
-        int32_t eo = 0, ao = c0;
-        const uint8_t *zr = s->z;
-        for (int32_t row = 0; row < noy; ++row, eo += r->e_row, ao += r->x_row, zr += s->z_row) {
-            // the zero positions cost a byte test (the pointers from the index)
-            for (const uint8_t *zp = zr, *zend = zr + nox; zp < zend;) {
-                if (*zp++ == 0) {
+        int32_t ao = c0;
+        const uint32_t *zr = s->z;
+        for (int32_t row = 0; row < noy; ++row, ao += r->x_row, zr += 2 * s->z_row) {
+            // the products of the band's map, formed once for all taps (the zero positions cost a test)
+            for (const uint32_t *zp = zr, *zend = zr + 2 * nox; zp < zend; zp += 2) {
+                const uint32_t v01 = zp[0], v23 = zp[1];
+                if ((v01 | v23) == 0u) {
                     continue;
                 }
-                const int32_t i = (int32_t)(zp - zr) - 1;
-                const int8_t *ep = e + eo + i * e_col;
-                const int32_t v0 = ep[o0] * r0, v1 = ep[o1] * r1, v2 = ep[o2] * r2, v3 = ep[o3] * r3;
-                sel_pos_p(acc + ao + i * a_col, mt_pack16(v0, v1), mt_pack16(v2, v3), wp, n);
+                sel_pos_p(acc + ao + ((int32_t)(zp - zr) >> 1) * a_col, v01, v23, wp, n);
             }
         }
     }
 }
 
-// Positions of the zero map (a byte each, on the stack): output rows in bands of at most
-// this many positions.
-#define MT_SEL_ZMAP 512
+// Positions of the product map (two words each, on the stack): output rows in bands of at
+// most this many positions.
+#define MT_SEL_ZMAP 256
 #endif
 
 static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *e, const int8_t *w,
@@ -561,10 +557,11 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
             half &= s.wr[h] <= 256;
         }
 #if MT_DSP
-        // the packed path band by band of output rows: each band's zero map (which positions
-        // have an error in the quad: after a pool's routing most have none) once, not tested
-        // per tap, then every tap over its rectangle's rows in the band (exact in any order)
-        uint8_t z[MT_SEL_ZMAP];
+        // the packed path band by band of output rows: each band's map of the quad's packed
+        // products e * wr once (0, 0 where its errors are 0: after a pool's routing most
+        // positions), not formed per tap, then every tap over its rectangle's rows in the band
+        // (exact in any order)
+        uint32_t z[2 * MT_SEL_ZMAP];
         half &= p->out_w <= MT_SEL_ZMAP;
         const int32_t band = half ? MT_SEL_ZMAP / p->out_w : p->out_h;
         s.z_row = p->out_w;
@@ -572,7 +569,8 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
             b1 = p->out_h - b0 < band ? p->out_h : b0 + band;
             const int8_t *ep = e + b0 * p->out_w * p->out_c;
             for (int32_t q = 0; half && q < (b1 - b0) * p->out_w; ++q, ep += p->out_c) {
-                z[q] = (uint8_t)((ep[s.eo[0]] | ep[s.eo[1]] | ep[s.eo[2]] | ep[s.eo[3]]) != 0);
+                z[2 * q] = mt_pack16(ep[s.eo[0]] * s.wr[0], ep[s.eo[1]] * s.wr[1]);
+                z[2 * q + 1] = mt_pack16(ep[s.eo[2]] * s.wr[2], ep[s.eo[3]] * s.wr[3]);
             }
 #else
         (void)half;
@@ -602,8 +600,8 @@ static void gi_selected(const mt_conv2d_params_t *p, const mt_geom_t *g, const i
                     }
 #if MT_DSP
                     if (half) {
-                        s.z = z + eb / p->out_c - b0 * p->out_w;
-                        gi_sel_rect_p(e + eb, acc + ab, &r, &s);
+                        s.z = z + 2 * (eb / p->out_c - b0 * p->out_w);
+                        gi_sel_rect_p(acc + ab, &r, &s);
                         continue;
                     }
 #endif
