@@ -1,10 +1,8 @@
 # The part between the "generated" markers is generated from tools/microtrain_tools/mtm_layout.py.
 # The model: a validated .mtm file used in place, its forward and backward passes, checkpoint writing.
-#
 # Memory rules (docs/api.md, "Memory"): frozen weights are zero-copy views of the model bytes; activation
-# buffers are shared between tensors whose lifetimes do not overlap; activations are kept only from the
-# first trained layer on; trained layers own mutable copies of their parameters plus float32 gradient sums
-# (their size does not depend on the batch size).
+# buffers are shared between tensors whose lifetimes do not overlap; activations are kept only from the first
+# trained layer on; trained layers own mutable copies of their parameters and float32 gradient sums.
 import array
 import math
 import struct
@@ -378,8 +376,11 @@ class Layer:
                 tb = self._touch = (t, memoryview(t))
             t = self.touched = tb[0]
             if mask:  # (a buffer of channels, never empty: None the falsy case)
-                tb[1][:] = mask  # zeros | mask: the mask itself (one of another length raises)
-                return
+                try:
+                    tb[1][:] = mask  # zeros | mask: the mask itself
+                    return
+                except Exception:  # another length or type: zeros | mask by the kernel, which names it
+                    t[:] = bytes(len(t))
         K.update_u8_touch(t, mask)
 
     def rewire(self, params, shift, output, act):
@@ -635,8 +636,7 @@ class Model:
         return plan
 
     def owners(self, keep_from):
-        """The whole buffers of the plan keeping from keep_from (made), each under a tensor index it
-        holds: {tensor: buffer}."""
+        """{tensor: buffer}: the plan keeping from keep_from's whole buffers, each under a tensor it holds."""
         return self._owner[-1 if keep_from is None else keep_from]
 
     def has_plan(self, keep_from):

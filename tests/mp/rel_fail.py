@@ -2,7 +2,8 @@
 #   rel_fail.py MODEL DATA WORKDIR OPT MODE HOW
 # OPT: sgd (SGD momentum), sgd0 (plain SGD: by default each layer steps after backward) or
 # adam; MODE: the Trainer's mode; HOW: hook (the sparse policy, a user's callable, raises
-# KeyboardInterrupt / MemoryError / ValueError at one trained layer; the update mode is then the
+# KeyboardInterrupt / MemoryError / ValueError, or returns a mask of the wrong length, at one
+# trained layer; the update mode is then the
 # gradient sums), buffer (a trained layer's gradient buffer or its grad-input ratios made
 # invalid: the default update mode, into the momentum with its copy for SGD momentum on a build
 # with an FPU) or buffer-sums (the same with sums=True). Batch 1, every trained layer.
@@ -19,12 +20,13 @@ from microtrain.data import FileDataset
 from microtrain.sparse import DynamicSparse
 
 MODEL, DATA, WORK, OPT, MODE, HOW = sys.argv[1:7]
-RAISE = {"interrupt": KeyboardInterrupt, "memory": MemoryError, "value": ValueError}
+RAISE = {"interrupt": KeyboardInterrupt, "memory": MemoryError, "value": ValueError, "mask": None}
 
 
 class Hook(DynamicSparse):
     # a sparse policy as a user writes one: DynamicSparse, dense here (lambda 1), that raises
-    # at the `at`-th trained layer backward reaches when armed
+    # at the `at`-th trained layer backward reaches when armed (exc None: returns a mask one
+    # channel short instead, which the step must refuse by name)
     def __init__(self):
         super().__init__(1.0, 1.0)
         self.at = -1
@@ -33,6 +35,8 @@ class Hook(DynamicSparse):
     def __call__(self, ly, e):
         self.at -= 1
         if self.at == 0:
+            if self.exc is None:
+                return bytes(ly.out_c - 1)
             raise self.exc("injected at layer %s" % ly.name)
         return super().__call__(ly, e)
 
@@ -73,7 +77,7 @@ def run(ds, inject):
     if inject:
         if hook is not None:
             for j in range(len(names)):  # backward reaches the last trained layer first
-                for kind in ("interrupt", "memory", "value"):
+                for kind in ("interrupt", "memory", "value", "mask"):
                     cases.append((names[len(names) - 1 - j], j + 1, kind))
         else:
             sums = tr.layers[0].gw is not None  # (stepping during backward keeps none)

@@ -3,7 +3,8 @@
 policy's state exactly as they were, and the same sample then steps as if nothing had failed
 (the run ends in the fault-free run's checkpoint, byte for byte): at batch 1 with SGD momentum
 (each gradient into the momentum, with its copy) and Adam (gradient sums), faults from a
-user's sparse policy (KeyboardInterrupt, MemoryError, ValueError) and from an invalid layer
+user's sparse policy (KeyboardInterrupt, MemoryError, ValueError, a mask of the wrong length) and
+from an invalid layer
 buffer; at a larger batch, a failed sample leaves everything but the pending batch's sums."""
 
 from __future__ import annotations
@@ -34,8 +35,13 @@ def test_a_failed_batch1_step_changes_nothing(opt: str, how: str, tmp_path: Path
     assert len(fails) >= 8, p.stdout  # every trained layer, each fault kind
     assert all(f[2] == "ok" for f in fails), p.stdout
     if how == "hook":  # the exception the user's policy raised, naming the layer, reaches the caller
-        assert all(f[3].split(":")[0] in ("KeyboardInterrupt", "MemoryError", "ValueError")
-                   and "injected at layer " in f[3] for f in fails), p.stdout
+        raised = [f for f in fails if not f[1].endswith("-mask")]
+        assert raised and all(f[3].split(":")[0] in ("KeyboardInterrupt", "MemoryError", "ValueError")
+                              and "injected at layer " in f[3] for f in raised), p.stdout
+        # a mask of the wrong length: the kernel's message names it and both lengths
+        masks = [f for f in fails if f[1].endswith("-mask")]
+        assert masks and all(f[3].startswith("ValueError: ") and "mask" in f[3] and "expected" in f[3]
+                             for f in masks), p.stdout
     else:  # the kernel's one-line message names the function and the argument
         assert all(": " in f[3] and "\n" not in f[3] for f in fails), p.stdout
     assert "SAME True" in lines, p.stdout
