@@ -606,11 +606,116 @@ static void conv_fwd_groups(const mt_conv2d_params_t *p, const mt_geom_t *g, con
     }
 }
 
+#if MT_SSE2
+// x86-64 only: groups == 1 with few taps per window (k_h * k_w * in_c <=
+// MT_NARROW_TAPS, such as a first layer on a one-channel image), where the
+// runs of dot_2x2_full are too short for its vector loop. Here the vector
+// lanes are output channels instead: per position, the window's x - zp (0 for
+// a tap outside x, which adds nothing, as the valid-tap sums elsewhere) in
+// tap pairs, PMADDWD against the weights packed as (tap 2p, tap 2p + 1) for
+// four channels a vector, 16 channels per pass. The same exact integer sum
+// bias + sum (x - zp) * w: |pair| <= 2 * 255 * 128, at most 16 taps.
+#define MT_NARROW_TAPS 16
+static void conv_fwd_narrow(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
+                            const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
+    const int32_t out_c = p->out_c, zp = p->in_zp, taps = g->w_oc, k_w = p->k_w, in_c = p->in_c;
+    const int32_t lo = p->act_min - p->out_zp, hi = p->act_max - p->out_zp;
+    // per tap: its row, column and offset from the window's first element
+    int32_t tky[MT_NARROW_TAPS], tkx[MT_NARROW_TAPS], toff[MT_NARROW_TAPS];
+    for (int32_t t = 0, ky = 0, kx = 0, ic = 0; t < taps; ++t) {
+        tky[t] = ky;
+        tkx[t] = kx;
+        toff[t] = (ky * p->in_w + kx) * in_c + ic;
+        if (++ic == in_c) {
+            ic = 0;
+            if (++kx == k_w) {
+                kx = 0;
+                ++ky;
+            }
+        }
+    }
+    const int32_t pairs = (taps + 1) >> 1;
+    for (int32_t cb = 0; cb < out_c; cb += 16) {
+        const int32_t nb = out_c - cb < 16 ? out_c - cb : 16;
+        // weights of channels cb.. as int16 tap pairs, four channels a vector;
+        // the taps and channels past the end as 0
+        __m128i wp[MT_NARROW_TAPS / 2][4];
+        mt_rq_t rq[16];
+        int32_t bs[16];
+        for (int32_t j = 0; j < 16; ++j) {
+            const int32_t c = cb + j;
+            if (j < nb) {
+                mt_rq_init(&rq[j], mult[c], shift[c], lo, hi, p->out_zp);
+                bs[j] = bias[c];
+            }
+        }
+        for (int32_t q = 0; q < pairs; ++q) {
+            for (int32_t gi = 0; gi < 4; ++gi) {
+                int16_t v[8];
+                for (int32_t j = 0; j < 4; ++j) {
+                    const int32_t cj = 4 * gi + j, t = 2 * q;
+                    const int8_t *wc = w + (cb + cj) * taps;
+                    v[2 * j] = (int16_t)(cj < nb ? wc[t] : 0);
+                    v[2 * j + 1] = (int16_t)(cj < nb && t + 1 < taps ? wc[t + 1] : 0);
+                }
+                wp[q][gi] = _mm_setr_epi16(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+            }
+        }
+        int8_t *yp = y + cb;
+        for (int32_t oy = 0; oy < p->out_h; ++oy) {
+            const int32_t by = oy * p->stride_h - p->pad_top;
+            const int32_t row_in = by >= 0 && by + p->k_h <= p->in_h;
+            for (int32_t ox = 0; ox < p->out_w; ++ox, yp += out_c) {
+                const int32_t bx = ox * p->stride_w - p->pad_left;
+                const int32_t xo = (by * p->in_w + bx) * in_c;  // may lie before x: an offset only
+                int32_t xv[MT_NARROW_TAPS + 1];
+                if (row_in && bx >= 0 && bx + k_w <= p->in_w) {
+                    for (int32_t t = 0; t < taps; ++t) {
+                        xv[t] = x[xo + toff[t]] - zp;
+                    }
+                } else {
+                    for (int32_t t = 0; t < taps; ++t) {
+                        const int32_t iy = by + tky[t], ix = bx + tkx[t];
+                        const int32_t in = iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w;
+                        xv[t] = in ? x[xo + toff[t]] - zp : 0;
+                    }
+                }
+                xv[taps] = 0;
+                __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+                for (int32_t q = 0; q < pairs; ++q) {
+                    // (x[2q] - zp, x[2q + 1] - zp) as an int16 pair in every lane
+                    const __m128i xq = _mm_set1_epi32((int32_t)(((uint32_t)xv[2 * q] & 0xFFFFu) |
+                                                                ((uint32_t)xv[2 * q + 1] << 16)));
+                    a0 = _mm_add_epi32(a0, _mm_madd_epi16(xq, wp[q][0]));
+                    a1 = _mm_add_epi32(a1, _mm_madd_epi16(xq, wp[q][1]));
+                    a2 = _mm_add_epi32(a2, _mm_madd_epi16(xq, wp[q][2]));
+                    a3 = _mm_add_epi32(a3, _mm_madd_epi16(xq, wp[q][3]));
+                }
+                int32_t s[16];
+                _mm_storeu_si128((__m128i *)(void *)s, a0);
+                _mm_storeu_si128((__m128i *)(void *)(s + 4), a1);
+                _mm_storeu_si128((__m128i *)(void *)(s + 8), a2);
+                _mm_storeu_si128((__m128i *)(void *)(s + 12), a3);
+                for (int32_t j = 0; j < nb; ++j) {
+                    yp[j] = mt_rq_out(bs[j] + s[j], &rq[j]);
+                }
+            }
+        }
+    }
+}
+#endif
+
 void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
                           const int32_t *mult, const int32_t *shift, int8_t *y) {
     mt_geom_t g;
     geom_init(p, &g);
     if (p->groups == 1) {
+#if MT_SSE2
+        if (g.w_oc <= MT_NARROW_TAPS) {
+            conv_fwd_narrow(p, &g, x, w, bias, mult, shift, y);
+            return;
+        }
+#endif
         conv_fwd_dense(p, &g, x, w, bias, mult, shift, y);
     } else if (g.cpg == 1 && g.opg == 1) {
         conv_fwd_dw(p, &g, x, w, bias, mult, shift, y);
