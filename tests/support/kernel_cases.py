@@ -392,8 +392,8 @@ def conv_geom(rng: Rng, variant: str) -> ConvGeom:
     elif variant == "large":
         in_c, out_c = int(rng.integers(8, 17)), int(rng.integers(8, 17))
         max_in = 12
-    elif variant == "big":  # a realistic small-CNN layer
-        in_c, out_c = int(rng.choice([8, 16])), int(rng.choice([8, 16, 24]))
+    elif variant == "big":  # a realistic small-CNN layer (in_c 1: a first layer on a one-channel image)
+        in_c, out_c = int(rng.choice([1, 8, 16])), int(rng.choice([8, 16, 24]))
         k_h = k_w = 3
         pad = True
         max_in = 24
