@@ -607,6 +607,63 @@ static void conv_fwd_groups(const mt_conv2d_params_t *p, const mt_geom_t *g, con
 }
 
 #if MT_SSE2
+// mt_rq_out of four int32 lanes, each with its own channel's constants, in
+// SSE2 (no per-lane shifts, no signed 32x32 multiply, no 32-bit min / max):
+// - acc << left as acc * 2^left, modulo 2^32 (PMULUDQ's low half);
+// - a * m + 2^30 of signed a, m from the unsigned product ua * um: modulo
+//   2^64 they differ by 2^32 * C, C = (a < 0 ? um : 0) + (m < 0 ? ua : 0),
+//   so bits 31..62, which are d, differ by 2 C modulo 2^32;
+// - d >> right on ud = d + 2^31 (unsigned): floor(ud * 2^(31 - right) / 2^31)
+//   - 2^(31 - right), a 64-bit shift by the same 31 in every lane; the
+//   rounding bit from d & mask, the same low bits in ud;
+// - the clamp by compare and select.
+typedef struct {
+    __m128i pl, m, pr, mask, thr, lo, hi, zp;
+} mt_rq4_t;
+
+static void mt_rq4_init(mt_rq4_t *v, const mt_rq_t *q) {
+    v->pl = _mm_setr_epi32((int32_t)(1u << q[0].left), (int32_t)(1u << q[1].left), (int32_t)(1u << q[2].left),
+                           (int32_t)(1u << q[3].left));
+    v->m = _mm_setr_epi32(q[0].m, q[1].m, q[2].m, q[3].m);
+    v->pr = _mm_setr_epi32((int32_t)(1u << (31 - q[0].right)), (int32_t)(1u << (31 - q[1].right)),
+                           (int32_t)(1u << (31 - q[2].right)), (int32_t)(1u << (31 - q[3].right)));
+    v->mask = _mm_setr_epi32(q[0].mask, q[1].mask, q[2].mask, q[3].mask);
+    v->thr = _mm_setr_epi32(q[0].thr, q[1].thr, q[2].thr, q[3].thr);
+    v->lo = _mm_setr_epi32(q[0].lo, q[1].lo, q[2].lo, q[3].lo);
+    v->hi = _mm_setr_epi32(q[0].hi, q[1].hi, q[2].hi, q[3].hi);
+    v->zp = _mm_setr_epi32(q[0].zp, q[1].zp, q[2].zp, q[3].zp);
+}
+
+// Per 32-bit lane: the low 32 bits of (a * b + add) >> 31, a and b unsigned.
+static MT_INLINE __m128i mt_sse_mulshr31(__m128i a, __m128i b, __m128i add) {
+    const __m128i lo32 = _mm_setr_epi32(-1, 0, -1, 0);
+    const __m128i even = _mm_srli_epi64(_mm_add_epi64(_mm_mul_epu32(a, b), add), 31);
+    const __m128i odd = _mm_srli_epi64(_mm_add_epi64(_mm_mul_epu32(_mm_srli_epi64(a, 32), _mm_srli_epi64(b, 32)), add), 31);
+    return _mm_or_si128(_mm_and_si128(even, lo32), _mm_slli_epi64(odd, 32));
+}
+
+static MT_INLINE __m128i mt_rq4_out(__m128i acc, const mt_rq4_t *v) {
+    const __m128i lo32 = _mm_setr_epi32(-1, 0, -1, 0);
+    // a = acc << left: the low halves of the products, lanes 0 2 then 1 3
+    const __m128i pe = _mm_mul_epu32(acc, v->pl);
+    const __m128i po = _mm_mul_epu32(_mm_srli_epi64(acc, 32), _mm_srli_epi64(v->pl, 32));
+    const __m128i a = _mm_or_si128(_mm_and_si128(pe, lo32), _mm_slli_epi64(po, 32));
+    const __m128i c = _mm_add_epi32(_mm_and_si128(_mm_srai_epi32(a, 31), v->m), _mm_and_si128(_mm_srai_epi32(v->m, 31), a));
+    const __m128i d = _mm_sub_epi32(mt_sse_mulshr31(a, v->m, _mm_set_epi32(0, 1 << 30, 0, 1 << 30)), _mm_add_epi32(c, c));
+    const __m128i sign = _mm_set1_epi32((int32_t)0x80000000u);
+    const __m128i sh = _mm_sub_epi32(mt_sse_mulshr31(_mm_xor_si128(d, sign), v->pr, _mm_setzero_si128()), v->pr);
+    // round up when (d & mask) > thr + (d < 0); both sides in [0, 2^30]
+    const __m128i t = _mm_sub_epi32(v->thr, _mm_srai_epi32(d, 31));
+    __m128i r = _mm_sub_epi32(sh, _mm_cmpgt_epi32(_mm_and_si128(d, v->mask), t));
+    __m128i k = _mm_cmpgt_epi32(r, v->hi);
+    r = _mm_or_si128(_mm_andnot_si128(k, r), _mm_and_si128(k, v->hi));
+    k = _mm_cmpgt_epi32(v->lo, r);
+    r = _mm_or_si128(_mm_andnot_si128(k, r), _mm_and_si128(k, v->lo));
+    return _mm_add_epi32(r, v->zp);
+}
+#endif
+
+#if MT_SSE2
 // x86-64 only: groups == 1 with few taps per window (k_h * k_w * in_c <=
 // MT_NARROW_TAPS, such as a first layer on a one-channel image), where the
 // runs of dot_2x2_full are too short for its vector loop. Here the vector
@@ -640,14 +697,19 @@ static void conv_fwd_narrow(const mt_conv2d_params_t *p, const mt_geom_t *g, con
         // weights of channels cb.. as int16 tap pairs, four channels a vector;
         // the taps and channels past the end as 0
         __m128i wp[MT_NARROW_TAPS / 2][4];
+        // channels past nb: the constants of channel cb, their outputs never stored
         mt_rq_t rq[16];
+        mt_rq4_t rv[4];
+        __m128i bv[4];
         int32_t bs[16];
         for (int32_t j = 0; j < 16; ++j) {
-            const int32_t c = cb + j;
-            if (j < nb) {
-                mt_rq_init(&rq[j], mult[c], shift[c], lo, hi, p->out_zp);
-                bs[j] = bias[c];
-            }
+            const int32_t c = cb + (j < nb ? j : 0);
+            mt_rq_init(&rq[j], mult[c], shift[c], lo, hi, p->out_zp);
+            bs[j] = bias[c];
+        }
+        for (int32_t gi = 0; gi < 4; ++gi) {
+            mt_rq4_init(&rv[gi], rq + 4 * gi);
+            bv[gi] = _mm_loadu_si128((const __m128i *)(const void *)(bs + 4 * gi));
         }
         for (int32_t q = 0; q < pairs; ++q) {
             for (int32_t gi = 0; gi < 4; ++gi) {
@@ -691,13 +753,20 @@ static void conv_fwd_narrow(const mt_conv2d_params_t *p, const mt_geom_t *g, con
                     a2 = _mm_add_epi32(a2, _mm_madd_epi16(xq, wp[q][2]));
                     a3 = _mm_add_epi32(a3, _mm_madd_epi16(xq, wp[q][3]));
                 }
-                int32_t s[16];
-                _mm_storeu_si128((__m128i *)(void *)s, a0);
-                _mm_storeu_si128((__m128i *)(void *)(s + 4), a1);
-                _mm_storeu_si128((__m128i *)(void *)(s + 8), a2);
-                _mm_storeu_si128((__m128i *)(void *)(s + 12), a3);
-                for (int32_t j = 0; j < nb; ++j) {
-                    yp[j] = mt_rq_out(bs[j] + s[j], &rq[j]);
+                // |bias| <= 2^30, |sum| < 2^20: exact; the outputs in [-128, 127]
+                a0 = mt_rq4_out(_mm_add_epi32(a0, bv[0]), &rv[0]);
+                a1 = mt_rq4_out(_mm_add_epi32(a1, bv[1]), &rv[1]);
+                a2 = mt_rq4_out(_mm_add_epi32(a2, bv[2]), &rv[2]);
+                a3 = mt_rq4_out(_mm_add_epi32(a3, bv[3]), &rv[3]);
+                const __m128i o = _mm_packs_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
+                if (nb == 16) {
+                    _mm_storeu_si128((__m128i *)(void *)yp, o);
+                } else {
+                    int8_t ob[16];
+                    _mm_storeu_si128((__m128i *)(void *)ob, o);
+                    for (int32_t j = 0; j < nb; ++j) {
+                        yp[j] = ob[j];
+                    }
                 }
             }
         }
