@@ -438,6 +438,7 @@ def pool_geom(rng: Rng, variant: str, disjoint: bool = False) -> ConvGeom:
         k_h, k_w = int(rng.integers(2, 5)), int(rng.integers(2, 5))
     elif variant == "stride2":
         k_h = k_w = s_h = s_w = 2
+        c = 5 * c + 1  # 6..31 channels: 16 a vector on x64, then a tail (no extra draw)
     elif variant == "odd":
         k_h, k_w = int(rng.choice([1, 3, 5])), int(rng.choice([2, 7]))
         max_in = 13
