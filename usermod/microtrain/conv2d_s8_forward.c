@@ -11,6 +11,8 @@
 //   weights in registers; 3x3 windows in runs along rows and down border
 //   columns, kernel rows / columns outside x masked by zero weights.
 // - other groups (conv_fwd_groups): position by position, as the backward.
+// On x86-64 (SSE2) the lanes are output channels instead where the windows
+// are small: conv_fwd_lanes (groups == 1) and conv_fwd_dw8 (depthwise).
 #define MT_CONV2D_WIN 1
 #define MT_CONV2D_BACK 0
 #include "mt_conv2d.h"
@@ -638,7 +640,8 @@ static void mt_rq4_init(mt_rq4_t *v, const mt_rq_t *q) {
 static MT_INLINE __m128i mt_sse_mulshr31(__m128i a, __m128i b, __m128i add) {
     const __m128i lo32 = _mm_setr_epi32(-1, 0, -1, 0);
     const __m128i even = _mm_srli_epi64(_mm_add_epi64(_mm_mul_epu32(a, b), add), 31);
-    const __m128i odd = _mm_srli_epi64(_mm_add_epi64(_mm_mul_epu32(_mm_srli_epi64(a, 32), _mm_srli_epi64(b, 32)), add), 31);
+    const __m128i odd =
+        _mm_srli_epi64(_mm_add_epi64(_mm_mul_epu32(_mm_srli_epi64(a, 32), _mm_srli_epi64(b, 32)), add), 31);
     return _mm_or_si128(_mm_and_si128(even, lo32), _mm_slli_epi64(odd, 32));
 }
 
@@ -648,8 +651,10 @@ static MT_INLINE __m128i mt_rq4_out(__m128i acc, const mt_rq4_t *v) {
     const __m128i pe = _mm_mul_epu32(acc, v->pl);
     const __m128i po = _mm_mul_epu32(_mm_srli_epi64(acc, 32), _mm_srli_epi64(v->pl, 32));
     const __m128i a = _mm_or_si128(_mm_and_si128(pe, lo32), _mm_slli_epi64(po, 32));
-    const __m128i c = _mm_add_epi32(_mm_and_si128(_mm_srai_epi32(a, 31), v->m), _mm_and_si128(_mm_srai_epi32(v->m, 31), a));
-    const __m128i d = _mm_sub_epi32(mt_sse_mulshr31(a, v->m, _mm_set_epi32(0, 1 << 30, 0, 1 << 30)), _mm_add_epi32(c, c));
+    const __m128i c =
+        _mm_add_epi32(_mm_and_si128(_mm_srai_epi32(a, 31), v->m), _mm_and_si128(_mm_srai_epi32(v->m, 31), a));
+    const __m128i d =
+        _mm_sub_epi32(mt_sse_mulshr31(a, v->m, _mm_set_epi32(0, 1 << 30, 0, 1 << 30)), _mm_add_epi32(c, c));
     const __m128i sign = _mm_set1_epi32((int32_t)0x80000000u);
     const __m128i sh = _mm_sub_epi32(mt_sse_mulshr31(_mm_xor_si128(d, sign), v->pr, _mm_setzero_si128()), v->pr);
     // round up when (d & mask) > thr + (d < 0); both sides in [0, 2^30]
@@ -664,22 +669,29 @@ static MT_INLINE __m128i mt_rq4_out(__m128i acc, const mt_rq4_t *v) {
 #endif
 
 #if MT_SSE2
-// x86-64 only: groups == 1 with few taps per window (k_h * k_w * in_c <=
-// MT_NARROW_TAPS, such as a first layer on a one-channel image), where the
-// runs of dot_2x2_full are too short for its vector loop. Here the vector
-// lanes are output channels instead: per position, the window's x - zp (0 for
-// a tap outside x, which adds nothing, as the valid-tap sums elsewhere) in
-// tap pairs, PMADDWD against the weights packed as (tap 2p, tap 2p + 1) for
-// four channels a vector, 16 channels per pass. The same exact integer sum
-// bias + sum (x - zp) * w: |pair| <= 2 * 255 * 128, at most 16 taps.
+// x86-64 only: groups == 1 with at most MT_LANE_TAPS taps per window
+// (k_h * k_w * in_c), where the vector lanes are output channels: per
+// position, the window's x - zp as int16 (0 for a tap outside x, which adds
+// nothing, as the valid-tap sums elsewhere), then per tap pair one PMADDWD
+// against the weights packed as (tap 2p, tap 2p + 1) for four channels a
+// vector, 16 channels per pass. The same exact integer sum
+// bias + sum (x - zp) * w: |pair| <= 2 * 255 * 128, at most 288 taps.
+// A first layer's few taps are too short for dot_2x2_full's vector loop,
+// and here each x is widened once per 16 channels, not once per 2.
 #define MT_NARROW_TAPS 16
-static void conv_fwd_narrow(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
-                            const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
-    const int32_t out_c = p->out_c, zp = p->in_zp, taps = g->w_oc, k_w = p->k_w, in_c = p->in_c;
+#define MT_LANE_TAPS 288
+static void conv_fwd_lanes(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
+                           const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
+    const int32_t out_c = p->out_c, taps = g->w_oc, k_w = p->k_w, k_h = p->k_h, in_c = p->in_c;
     const int32_t lo = p->act_min - p->out_zp, hi = p->act_max - p->out_zp;
-    // per tap: its row, column and offset from the window's first element
-    int32_t tky[MT_NARROW_TAPS], tkx[MT_NARROW_TAPS], toff[MT_NARROW_TAPS];
-    for (int32_t t = 0, ky = 0, kx = 0, ic = 0; t < taps; ++t) {
+    const int32_t run = k_w * in_c;
+    const int32_t pairs = (taps + 1) >> 1, quads = (pairs + 3) >> 2;
+    const __m128i zpv = _mm_set1_epi16((int16_t)p->in_zp);
+    // few taps (a first layer): each tap by its offset from the window's first
+    // element, its pairs built in registers (row runs too short for a vector)
+    int32_t toff[MT_NARROW_TAPS], tky[MT_NARROW_TAPS], tkx[MT_NARROW_TAPS];
+    const int32_t few = taps <= MT_NARROW_TAPS;
+    for (int32_t t = 0, ky = 0, kx = 0, ic = 0; few && t < taps; ++t) {
         tky[t] = ky;
         tkx[t] = kx;
         toff[t] = (ky * p->in_w + kx) * in_c + ic;
@@ -691,69 +703,121 @@ static void conv_fwd_narrow(const mt_conv2d_params_t *p, const mt_geom_t *g, con
             }
         }
     }
-    const int32_t pairs = (taps + 1) >> 1;
     for (int32_t cb = 0; cb < out_c; cb += 16) {
         const int32_t nb = out_c - cb < 16 ? out_c - cb : 16;
         // weights of channels cb.. as int16 tap pairs, four channels a vector;
         // the taps and channels past the end as 0
-        __m128i wp[MT_NARROW_TAPS / 2][4];
-        // channels past nb: the constants of channel cb, their outputs never stored
-        mt_rq_t rq[16];
-        mt_rq4_t rv[4];
-        __m128i bv[4];
-        int32_t bs[16];
-        for (int32_t j = 0; j < 16; ++j) {
-            const int32_t c = cb + (j < nb ? j : 0);
-            mt_rq_init(&rq[j], mult[c], shift[c], lo, hi, p->out_zp);
-            bs[j] = bias[c];
-        }
-        for (int32_t gi = 0; gi < 4; ++gi) {
-            mt_rq4_init(&rv[gi], rq + 4 * gi);
-            bv[gi] = _mm_loadu_si128((const __m128i *)(const void *)(bs + 4 * gi));
-        }
-        for (int32_t q = 0; q < pairs; ++q) {
+        __m128i wp[MT_LANE_TAPS / 2][4];
+        for (int32_t q = 0; q < 4 * quads; ++q) {
             for (int32_t gi = 0; gi < 4; ++gi) {
                 int16_t v[8];
                 for (int32_t j = 0; j < 4; ++j) {
                     const int32_t cj = 4 * gi + j, t = 2 * q;
                     const int8_t *wc = w + (cb + cj) * taps;
-                    v[2 * j] = (int16_t)(cj < nb ? wc[t] : 0);
+                    v[2 * j] = (int16_t)(cj < nb && t < taps ? wc[t] : 0);
                     v[2 * j + 1] = (int16_t)(cj < nb && t + 1 < taps ? wc[t + 1] : 0);
                 }
                 wp[q][gi] = _mm_setr_epi16(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
             }
         }
+        // channels past nb: the constants of channel cb, their outputs never stored
+        mt_rq4_t rv[4];
+        __m128i bv[4];
+        for (int32_t gi = 0; gi < 4; ++gi) {
+            mt_rq_t rq[4];
+            int32_t bs[4];
+            for (int32_t j = 0; j < 4; ++j) {
+                const int32_t c = cb + (4 * gi + j < nb ? 4 * gi + j : 0);
+                mt_rq_init(&rq[j], mult[c], shift[c], lo, hi, p->out_zp);
+                bs[j] = bias[c];
+            }
+            mt_rq4_init(&rv[gi], rq);
+            bv[gi] = _mm_setr_epi32(bs[0], bs[1], bs[2], bs[3]);
+        }
         int8_t *yp = y + cb;
         for (int32_t oy = 0; oy < p->out_h; ++oy) {
             const int32_t by = oy * p->stride_h - p->pad_top;
-            const int32_t row_in = by >= 0 && by + p->k_h <= p->in_h;
             for (int32_t ox = 0; ox < p->out_w; ++ox, yp += out_c) {
                 const int32_t bx = ox * p->stride_w - p->pad_left;
-                const int32_t xo = (by * p->in_w + bx) * in_c;  // may lie before x: an offset only
-                int32_t xv[MT_NARROW_TAPS + 1];
-                if (row_in && bx >= 0 && bx + k_w <= p->in_w) {
-                    for (int32_t t = 0; t < taps; ++t) {
-                        xv[t] = x[xo + toff[t]] - zp;
+                // the window as int16 x - zp, row by row; 0 up to a whole vector of pairs
+                int16_t xv[MT_LANE_TAPS + 8];
+                int32_t kx0, kx1;
+                tap_range(bx, k_w, p->in_w, &kx0, &kx1);
+                const int32_t v0 = kx0 * in_c, v1 = kx1 * in_c;
+                __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+                if (few) {
+                    int32_t xs[MT_NARROW_TAPS + 1];
+                    const int32_t xo = (by * p->in_w + bx) * in_c;  // an offset only
+                    if (by >= 0 && by + k_h <= p->in_h && v0 == 0 && v1 == run) {
+                        for (int32_t t = 0; t < taps; ++t) {
+                            xs[t] = x[xo + toff[t]] - p->in_zp;
+                        }
+                    } else {
+                        for (int32_t t = 0; t < taps; ++t) {
+                            const int32_t iy = by + tky[t], ix = bx + tkx[t];
+                            const int32_t in = iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w;
+                            xs[t] = in ? x[xo + toff[t]] - p->in_zp : 0;
+                        }
+                    }
+                    xs[taps] = 0;
+                    for (int32_t q = 0; q < pairs; ++q) {
+                        // (x[2q] - zp, x[2q + 1] - zp) as an int16 pair in every lane
+                        const __m128i xb = _mm_set1_epi32(
+                            (int32_t)(((uint32_t)xs[2 * q] & 0xFFFFu) | ((uint32_t)xs[2 * q + 1] << 16)));
+                        a0 = _mm_add_epi32(a0, _mm_madd_epi16(xb, wp[q][0]));
+                        a1 = _mm_add_epi32(a1, _mm_madd_epi16(xb, wp[q][1]));
+                        a2 = _mm_add_epi32(a2, _mm_madd_epi16(xb, wp[q][2]));
+                        a3 = _mm_add_epi32(a3, _mm_madd_epi16(xb, wp[q][3]));
                     }
                 } else {
-                    for (int32_t t = 0; t < taps; ++t) {
-                        const int32_t iy = by + tky[t], ix = bx + tkx[t];
-                        const int32_t in = iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w;
-                        xv[t] = in ? x[xo + toff[t]] - zp : 0;
+                    for (int32_t ky = 0, t = 0; ky < k_h; ++ky, t += run) {
+                        const int32_t iy = by + ky;
+                        if (iy < 0 || iy >= p->in_h) {
+                            for (int32_t i = 0; i < run; ++i) {
+                                xv[t + i] = 0;
+                            }
+                            continue;
+                        }
+                        const int32_t xo = (iy * p->in_w + bx) * in_c;  // an offset only: xo + v0 >= 0
+                        int32_t i = 0;
+                        for (; i < v0; ++i) {
+                            xv[t + i] = 0;
+                        }
+                        for (; i + 16 <= v1; i += 16) {
+                            __m128i l, h;
+                            mt_sse_widen(mt_sse_load(x + xo + i), zpv, &l, &h);
+                            _mm_storeu_si128((__m128i *)(void *)(xv + t + i), l);
+                            _mm_storeu_si128((__m128i *)(void *)(xv + t + i + 8), h);
+                        }
+                        for (; i < v1; ++i) {
+                            xv[t + i] = (int16_t)(x[xo + i] - p->in_zp);
+                        }
+                        for (; i < run; ++i) {
+                            xv[t + i] = 0;
+                        }
+                    }
+                    for (int32_t t = taps; t < 8 * quads; ++t) {
+                        xv[t] = 0;
+                    }
+                    for (int32_t u = 0; u < quads; ++u) {
+                        const __m128i xq = _mm_loadu_si128((const __m128i *)(const void *)(xv + 8 * u));
+                        const __m128i *wq = wp[4 * u];
+#define MT_LANE_PAIR(k, sel)                                         \
+    do {                                                             \
+        const __m128i xb = _mm_shuffle_epi32(xq, sel);               \
+        a0 = _mm_add_epi32(a0, _mm_madd_epi16(xb, wq[4 * (k) + 0])); \
+        a1 = _mm_add_epi32(a1, _mm_madd_epi16(xb, wq[4 * (k) + 1])); \
+        a2 = _mm_add_epi32(a2, _mm_madd_epi16(xb, wq[4 * (k) + 2])); \
+        a3 = _mm_add_epi32(a3, _mm_madd_epi16(xb, wq[4 * (k) + 3])); \
+    } while (0)
+                        MT_LANE_PAIR(0, 0x00);
+                        MT_LANE_PAIR(1, 0x55);
+                        MT_LANE_PAIR(2, 0xAA);
+                        MT_LANE_PAIR(3, 0xFF);
+#undef MT_LANE_PAIR
                     }
                 }
-                xv[taps] = 0;
-                __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
-                for (int32_t q = 0; q < pairs; ++q) {
-                    // (x[2q] - zp, x[2q + 1] - zp) as an int16 pair in every lane
-                    const __m128i xq = _mm_set1_epi32((int32_t)(((uint32_t)xv[2 * q] & 0xFFFFu) |
-                                                                ((uint32_t)xv[2 * q + 1] << 16)));
-                    a0 = _mm_add_epi32(a0, _mm_madd_epi16(xq, wp[q][0]));
-                    a1 = _mm_add_epi32(a1, _mm_madd_epi16(xq, wp[q][1]));
-                    a2 = _mm_add_epi32(a2, _mm_madd_epi16(xq, wp[q][2]));
-                    a3 = _mm_add_epi32(a3, _mm_madd_epi16(xq, wp[q][3]));
-                }
-                // |bias| <= 2^30, |sum| < 2^20: exact; the outputs in [-128, 127]
+                // |bias| <= 2^30, |sum| < 2^25: exact; the outputs in [-128, 127]
                 a0 = mt_rq4_out(_mm_add_epi32(a0, bv[0]), &rv[0]);
                 a1 = mt_rq4_out(_mm_add_epi32(a1, bv[1]), &rv[1]);
                 a2 = mt_rq4_out(_mm_add_epi32(a2, bv[2]), &rv[2]);
@@ -817,7 +881,8 @@ static void conv_fwd_dw8(const mt_conv2d_params_t *p, const mt_geom_t *g, const 
                 for (int32_t t = 0, ky = 0, kx = 0; t < nk; ++t) {
                     const int32_t iy = by + ky, ix = bx + kx;
                     if (iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w) {
-                        const __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)(x + (iy * p->in_w + ix) * C + cb));
+                        const __m128i v =
+                            _mm_loadl_epi64((const __m128i *)(const void *)(x + (iy * p->in_w + ix) * C + cb));
                         xt[t] = _mm_sub_epi16(_mm_unpacklo_epi8(v, _mm_cmpgt_epi8(z, v)), zp);
                     } else {
                         xt[t] = z;
@@ -849,8 +914,8 @@ void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const in
     geom_init(p, &g);
     if (p->groups == 1) {
 #if MT_SSE2
-        if (g.w_oc <= MT_NARROW_TAPS) {
-            conv_fwd_narrow(p, &g, x, w, bias, mult, shift, y);
+        if (g.w_oc <= MT_LANE_TAPS) {
+            conv_fwd_lanes(p, &g, x, w, bias, mult, shift, y);
             return;
         }
 #endif
