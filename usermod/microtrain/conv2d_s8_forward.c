@@ -713,9 +713,9 @@ static void conv_fwd_lanes(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
                 int16_t v[8];
                 for (int32_t j = 0; j < 4; ++j) {
                     const int32_t cj = 4 * gi + j, t = 2 * q;
-                    const int8_t *wc = w + (cb + cj) * taps;
-                    v[2 * j] = (int16_t)(cj < nb && t < taps ? wc[t] : 0);
-                    v[2 * j + 1] = (int16_t)(cj < nb && t + 1 < taps ? wc[t + 1] : 0);
+                    const int32_t wo = (cb + cj) * taps + t;  // an offset: read only for a channel < out_c
+                    v[2 * j] = (int16_t)(cj < nb && t < taps ? w[wo] : 0);
+                    v[2 * j + 1] = (int16_t)(cj < nb && t + 1 < taps ? w[wo + 1] : 0);
                 }
                 wp[q][gi] = _mm_setr_epi16(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
             }
@@ -734,10 +734,11 @@ static void conv_fwd_lanes(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
             mt_rq4_init(&rv[gi], rq);
             bv[gi] = _mm_setr_epi32(bs[0], bs[1], bs[2], bs[3]);
         }
-        int8_t *yp = y + cb;
+        // an offset, not a stepped pointer: nothing points past y after the last position
+        int32_t yo = cb;
         for (int32_t oy = 0; oy < p->out_h; ++oy) {
             const int32_t by = oy * p->stride_h - p->pad_top;
-            for (int32_t ox = 0; ox < p->out_w; ++ox, yp += out_c) {
+            for (int32_t ox = 0; ox < p->out_w; ++ox, yo += out_c) {
                 const int32_t bx = ox * p->stride_w - p->pad_left;
                 // the window as int16 x - zp, row by row; 0 up to a whole vector of pairs
                 int16_t xv[MT_LANE_TAPS + 8];
@@ -824,12 +825,12 @@ static void conv_fwd_lanes(const mt_conv2d_params_t *p, const mt_geom_t *g, cons
                 a3 = mt_rq4_out(_mm_add_epi32(a3, bv[3]), &rv[3]);
                 const __m128i o = _mm_packs_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
                 if (nb == 16) {
-                    _mm_storeu_si128((__m128i *)(void *)yp, o);
+                    _mm_storeu_si128((__m128i *)(void *)(y + yo), o);
                 } else {
                     int8_t ob[16];
                     _mm_storeu_si128((__m128i *)(void *)ob, o);
                     for (int32_t j = 0; j < nb; ++j) {
-                        yp[j] = ob[j];
+                        y[yo + j] = ob[j];
                     }
                 }
             }
@@ -872,10 +873,10 @@ static void conv_fwd_dw8(const mt_conv2d_params_t *p, const mt_geom_t *g, const 
             mt_rq4_init(&rv[h], rq);
             bv[h] = _mm_loadu_si128((const __m128i *)(const void *)(bias + cb + 4 * h));
         }
-        int8_t *yp = y + cb;
+        int32_t yo = cb;  // an offset, as in conv_fwd_lanes
         for (int32_t oy = 0; oy < p->out_h; ++oy) {
             const int32_t by = oy * p->stride_h - p->pad_top;
-            for (int32_t ox = 0; ox < p->out_w; ++ox, yp += C) {
+            for (int32_t ox = 0; ox < p->out_w; ++ox, yo += C) {
                 const int32_t bx = ox * p->stride_w - p->pad_left;
                 __m128i xt[MT_NARROW_TAPS + 1];
                 for (int32_t t = 0, ky = 0, kx = 0; t < nk; ++t) {
@@ -901,7 +902,7 @@ static void conv_fwd_dw8(const mt_conv2d_params_t *p, const mt_geom_t *g, const 
                 a0 = mt_rq4_out(_mm_add_epi32(a0, bv[0]), &rv[0]);
                 a1 = mt_rq4_out(_mm_add_epi32(a1, bv[1]), &rv[1]);
                 const __m128i o = _mm_packs_epi32(a0, a1);
-                _mm_storel_epi64((__m128i *)(void *)yp, _mm_packs_epi16(o, o));
+                _mm_storel_epi64((__m128i *)(void *)(y + yo), _mm_packs_epi16(o, o));
             }
         }
     }
