@@ -509,6 +509,7 @@ def write_doc(mt: Times, pt: Times, line: str, meta: dict[str, str], fit: list[s
         "",
         f"Machine: {meta['machine']}.",
         "",
+        "<!-- not run: long -->",
         "```sh",
         "make bench                               # this page",
         ".venv/bin/python -m evals.benchmarks.bench_host --quick   # one short round, no page",

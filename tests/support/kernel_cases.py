@@ -377,6 +377,8 @@ def conv_geom(rng: Rng, variant: str) -> ConvGeom:
         k_h, k_w = int(rng.integers(2, 6)), int(rng.integers(2, 6))
     elif variant in ("depthwise", "depthwise_mult"):
         in_c = int(rng.integers(1, 9))
+        if variant == "depthwise" and in_c % 2 == 0:  # 8..32 channels: eight a vector on x64 (no extra draw)
+            in_c *= 4
         groups = in_c
         out_c = in_c * (1 if variant == "depthwise" else int(rng.integers(2, 4)))
         k_h = k_w = 3
@@ -392,8 +394,8 @@ def conv_geom(rng: Rng, variant: str) -> ConvGeom:
     elif variant == "large":
         in_c, out_c = int(rng.integers(8, 17)), int(rng.integers(8, 17))
         max_in = 12
-    elif variant == "big":  # a realistic small-CNN layer
-        in_c, out_c = int(rng.choice([8, 16])), int(rng.choice([8, 16, 24]))
+    elif variant == "big":  # a realistic small-CNN layer (in_c 1: a first layer on a one-channel image)
+        in_c, out_c = int(rng.choice([1, 8, 16])), int(rng.choice([8, 16, 24]))
         k_h = k_w = 3
         pad = True
         max_in = 24
@@ -438,6 +440,7 @@ def pool_geom(rng: Rng, variant: str, disjoint: bool = False) -> ConvGeom:
         k_h, k_w = int(rng.integers(2, 5)), int(rng.integers(2, 5))
     elif variant == "stride2":
         k_h = k_w = s_h = s_w = 2
+        c = 5 * c + 1  # 6..31 channels: 16 a vector on x64, then a tail (no extra draw)
     elif variant == "odd":
         k_h, k_w = int(rng.choice([1, 3, 5])), int(rng.choice([2, 7]))
         max_in = 13

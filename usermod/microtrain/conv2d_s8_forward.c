@@ -11,6 +11,8 @@
 //   weights in registers; 3x3 windows in runs along rows and down border
 //   columns, kernel rows / columns outside x masked by zero weights.
 // - other groups (conv_fwd_groups): position by position, as the backward.
+// On x86-64 (SSE2) the lanes are output channels instead where the windows
+// are small: conv_fwd_lanes (groups == 1) and conv_fwd_dw8 (depthwise).
 #define MT_CONV2D_WIN 1
 #define MT_CONV2D_BACK 0
 #include "mt_conv2d.h"
@@ -606,13 +608,326 @@ static void conv_fwd_groups(const mt_conv2d_params_t *p, const mt_geom_t *g, con
     }
 }
 
+#if MT_SSE2
+// mt_rq_out of four int32 lanes, each with its own channel's constants, in
+// SSE2 (no per-lane shifts, no signed 32x32 multiply, no 32-bit min / max):
+// - acc << left as acc * 2^left, modulo 2^32 (PMULUDQ's low half);
+// - a * m + 2^30 of signed a, m from the unsigned product ua * um: modulo
+//   2^64 they differ by 2^32 * C, C = (a < 0 ? um : 0) + (m < 0 ? ua : 0),
+//   so bits 31..62, which are d, differ by 2 C modulo 2^32;
+// - d >> right on ud = d + 2^31 (unsigned): floor(ud * 2^(31 - right) / 2^31)
+//   - 2^(31 - right), a 64-bit shift by the same 31 in every lane; the
+//   rounding bit from d & mask, the same low bits in ud;
+// - the clamp by compare and select.
+typedef struct {
+    __m128i pl, m, pr, mask, thr, lo, hi, zp;
+} mt_rq4_t;
+
+static void mt_rq4_init(mt_rq4_t *v, const mt_rq_t *q) {
+    v->pl = _mm_setr_epi32((int32_t)(1u << q[0].left), (int32_t)(1u << q[1].left), (int32_t)(1u << q[2].left),
+                           (int32_t)(1u << q[3].left));
+    v->m = _mm_setr_epi32(q[0].m, q[1].m, q[2].m, q[3].m);
+    v->pr = _mm_setr_epi32((int32_t)(1u << (31 - q[0].right)), (int32_t)(1u << (31 - q[1].right)),
+                           (int32_t)(1u << (31 - q[2].right)), (int32_t)(1u << (31 - q[3].right)));
+    v->mask = _mm_setr_epi32(q[0].mask, q[1].mask, q[2].mask, q[3].mask);
+    v->thr = _mm_setr_epi32(q[0].thr, q[1].thr, q[2].thr, q[3].thr);
+    v->lo = _mm_setr_epi32(q[0].lo, q[1].lo, q[2].lo, q[3].lo);
+    v->hi = _mm_setr_epi32(q[0].hi, q[1].hi, q[2].hi, q[3].hi);
+    v->zp = _mm_setr_epi32(q[0].zp, q[1].zp, q[2].zp, q[3].zp);
+}
+
+// Per 32-bit lane: the low 32 bits of (a * b + add) >> 31, a and b unsigned.
+static MT_INLINE __m128i mt_sse_mulshr31(__m128i a, __m128i b, __m128i add) {
+    const __m128i lo32 = _mm_setr_epi32(-1, 0, -1, 0);
+    const __m128i even = _mm_srli_epi64(_mm_add_epi64(_mm_mul_epu32(a, b), add), 31);
+    const __m128i odd =
+        _mm_srli_epi64(_mm_add_epi64(_mm_mul_epu32(_mm_srli_epi64(a, 32), _mm_srli_epi64(b, 32)), add), 31);
+    return _mm_or_si128(_mm_and_si128(even, lo32), _mm_slli_epi64(odd, 32));
+}
+
+static MT_INLINE __m128i mt_rq4_out(__m128i acc, const mt_rq4_t *v) {
+    const __m128i lo32 = _mm_setr_epi32(-1, 0, -1, 0);
+    // a = acc << left: the low halves of the products, lanes 0 2 then 1 3
+    const __m128i pe = _mm_mul_epu32(acc, v->pl);
+    const __m128i po = _mm_mul_epu32(_mm_srli_epi64(acc, 32), _mm_srli_epi64(v->pl, 32));
+    const __m128i a = _mm_or_si128(_mm_and_si128(pe, lo32), _mm_slli_epi64(po, 32));
+    const __m128i c =
+        _mm_add_epi32(_mm_and_si128(_mm_srai_epi32(a, 31), v->m), _mm_and_si128(_mm_srai_epi32(v->m, 31), a));
+    const __m128i d =
+        _mm_sub_epi32(mt_sse_mulshr31(a, v->m, _mm_set_epi32(0, 1 << 30, 0, 1 << 30)), _mm_add_epi32(c, c));
+    const __m128i sign = _mm_set1_epi32((int32_t)0x80000000u);
+    const __m128i sh = _mm_sub_epi32(mt_sse_mulshr31(_mm_xor_si128(d, sign), v->pr, _mm_setzero_si128()), v->pr);
+    // round up when (d & mask) > thr + (d < 0); both sides in [0, 2^30]
+    const __m128i t = _mm_sub_epi32(v->thr, _mm_srai_epi32(d, 31));
+    __m128i r = _mm_sub_epi32(sh, _mm_cmpgt_epi32(_mm_and_si128(d, v->mask), t));
+    __m128i k = _mm_cmpgt_epi32(r, v->hi);
+    r = _mm_or_si128(_mm_andnot_si128(k, r), _mm_and_si128(k, v->hi));
+    k = _mm_cmpgt_epi32(v->lo, r);
+    r = _mm_or_si128(_mm_andnot_si128(k, r), _mm_and_si128(k, v->lo));
+    return _mm_add_epi32(r, v->zp);
+}
+#endif
+
+#if MT_SSE2
+// x86-64 only: groups == 1 with at most MT_LANE_TAPS taps per window
+// (k_h * k_w * in_c), where the vector lanes are output channels: per
+// position, the window's x - zp as int16 (0 for a tap outside x, which adds
+// nothing, as the valid-tap sums elsewhere), then per tap pair one PMADDWD
+// against the weights packed as (tap 2p, tap 2p + 1) for four channels a
+// vector, 16 channels per pass. The same exact integer sum
+// bias + sum (x - zp) * w: |pair| <= 2 * 255 * 128, at most 288 taps.
+// A first layer's few taps are too short for dot_2x2_full's vector loop,
+// and here each x is widened once per 16 channels, not once per 2.
+#define MT_NARROW_TAPS 16
+#define MT_LANE_TAPS 288
+static void conv_fwd_lanes(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
+                           const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
+    const int32_t out_c = p->out_c, taps = g->w_oc, k_w = p->k_w, k_h = p->k_h, in_c = p->in_c;
+    const int32_t lo = p->act_min - p->out_zp, hi = p->act_max - p->out_zp;
+    const int32_t run = k_w * in_c;
+    const int32_t pairs = (taps + 1) >> 1, quads = (pairs + 3) >> 2;
+    const __m128i zpv = _mm_set1_epi16((int16_t)p->in_zp);
+    // few taps (a first layer): each tap by its offset from the window's first
+    // element, its pairs built in registers (row runs too short for a vector)
+    int32_t toff[MT_NARROW_TAPS], tky[MT_NARROW_TAPS], tkx[MT_NARROW_TAPS];
+    const int32_t few = taps <= MT_NARROW_TAPS;
+    for (int32_t t = 0, ky = 0, kx = 0, ic = 0; few && t < taps; ++t) {
+        tky[t] = ky;
+        tkx[t] = kx;
+        toff[t] = (ky * p->in_w + kx) * in_c + ic;
+        if (++ic == in_c) {
+            ic = 0;
+            if (++kx == k_w) {
+                kx = 0;
+                ++ky;
+            }
+        }
+    }
+    for (int32_t cb = 0; cb < out_c; cb += 16) {
+        const int32_t nb = out_c - cb < 16 ? out_c - cb : 16;
+        // weights of channels cb.. as int16 tap pairs, four channels a vector;
+        // the taps and channels past the end as 0
+        __m128i wp[MT_LANE_TAPS / 2][4];
+        for (int32_t q = 0; q < 4 * quads; ++q) {
+            for (int32_t gi = 0; gi < 4; ++gi) {
+                int16_t v[8];
+                for (int32_t j = 0; j < 4; ++j) {
+                    const int32_t cj = 4 * gi + j, t = 2 * q;
+                    const int32_t wo = (cb + cj) * taps + t;  // an offset: read only for a channel < out_c
+                    v[2 * j] = (int16_t)(cj < nb && t < taps ? w[wo] : 0);
+                    v[2 * j + 1] = (int16_t)(cj < nb && t + 1 < taps ? w[wo + 1] : 0);
+                }
+                wp[q][gi] = _mm_setr_epi16(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+            }
+        }
+        // channels past nb: the constants of channel cb, their outputs never stored
+        mt_rq4_t rv[4];
+        __m128i bv[4];
+        for (int32_t gi = 0; gi < 4; ++gi) {
+            mt_rq_t rq[4];
+            int32_t bs[4];
+            for (int32_t j = 0; j < 4; ++j) {
+                const int32_t c = cb + (4 * gi + j < nb ? 4 * gi + j : 0);
+                mt_rq_init(&rq[j], mult[c], shift[c], lo, hi, p->out_zp);
+                bs[j] = bias[c];
+            }
+            mt_rq4_init(&rv[gi], rq);
+            bv[gi] = _mm_setr_epi32(bs[0], bs[1], bs[2], bs[3]);
+        }
+        // an offset, not a stepped pointer: nothing points past y after the last position
+        int32_t yo = cb;
+        for (int32_t oy = 0; oy < p->out_h; ++oy) {
+            const int32_t by = oy * p->stride_h - p->pad_top;
+            for (int32_t ox = 0; ox < p->out_w; ++ox, yo += out_c) {
+                const int32_t bx = ox * p->stride_w - p->pad_left;
+                // the window as int16 x - zp, row by row; 0 up to a whole vector of pairs
+                int16_t xv[MT_LANE_TAPS + 8];
+                int32_t kx0, kx1;
+                tap_range(bx, k_w, p->in_w, &kx0, &kx1);
+                const int32_t v0 = kx0 * in_c, v1 = kx1 * in_c;
+                __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+                if (few) {
+                    int32_t xs[MT_NARROW_TAPS + 1];
+                    const int32_t xo = (by * p->in_w + bx) * in_c;  // an offset only
+                    if (by >= 0 && by + k_h <= p->in_h && v0 == 0 && v1 == run) {
+                        for (int32_t t = 0; t < taps; ++t) {
+                            xs[t] = x[xo + toff[t]] - p->in_zp;
+                        }
+                    } else {
+                        for (int32_t t = 0; t < taps; ++t) {
+                            const int32_t iy = by + tky[t], ix = bx + tkx[t];
+                            const int32_t in = iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w;
+                            xs[t] = in ? x[xo + toff[t]] - p->in_zp : 0;
+                        }
+                    }
+                    xs[taps] = 0;
+                    for (int32_t q = 0; q < pairs; ++q) {
+                        // (x[2q] - zp, x[2q + 1] - zp) as an int16 pair in every lane
+                        const __m128i xb = _mm_set1_epi32(
+                            (int32_t)(((uint32_t)xs[2 * q] & 0xFFFFu) | ((uint32_t)xs[2 * q + 1] << 16)));
+                        a0 = _mm_add_epi32(a0, _mm_madd_epi16(xb, wp[q][0]));
+                        a1 = _mm_add_epi32(a1, _mm_madd_epi16(xb, wp[q][1]));
+                        a2 = _mm_add_epi32(a2, _mm_madd_epi16(xb, wp[q][2]));
+                        a3 = _mm_add_epi32(a3, _mm_madd_epi16(xb, wp[q][3]));
+                    }
+                } else {
+                    for (int32_t ky = 0, t = 0; ky < k_h; ++ky, t += run) {
+                        const int32_t iy = by + ky;
+                        if (iy < 0 || iy >= p->in_h) {
+                            for (int32_t i = 0; i < run; ++i) {
+                                xv[t + i] = 0;
+                            }
+                            continue;
+                        }
+                        const int32_t xo = (iy * p->in_w + bx) * in_c;  // an offset only: xo + v0 >= 0
+                        int32_t i = 0;
+                        for (; i < v0; ++i) {
+                            xv[t + i] = 0;
+                        }
+                        for (; i + 16 <= v1; i += 16) {
+                            __m128i l, h;
+                            mt_sse_widen(mt_sse_load(x + xo + i), zpv, &l, &h);
+                            _mm_storeu_si128((__m128i *)(void *)(xv + t + i), l);
+                            _mm_storeu_si128((__m128i *)(void *)(xv + t + i + 8), h);
+                        }
+                        for (; i < v1; ++i) {
+                            xv[t + i] = (int16_t)(x[xo + i] - p->in_zp);
+                        }
+                        for (; i < run; ++i) {
+                            xv[t + i] = 0;
+                        }
+                    }
+                    for (int32_t t = taps; t < 8 * quads; ++t) {
+                        xv[t] = 0;
+                    }
+                    for (int32_t u = 0; u < quads; ++u) {
+                        const __m128i xq = _mm_loadu_si128((const __m128i *)(const void *)(xv + 8 * u));
+                        const __m128i *wq = wp[4 * u];
+#define MT_LANE_PAIR(k, sel)                                         \
+    do {                                                             \
+        const __m128i xb = _mm_shuffle_epi32(xq, sel);               \
+        a0 = _mm_add_epi32(a0, _mm_madd_epi16(xb, wq[4 * (k) + 0])); \
+        a1 = _mm_add_epi32(a1, _mm_madd_epi16(xb, wq[4 * (k) + 1])); \
+        a2 = _mm_add_epi32(a2, _mm_madd_epi16(xb, wq[4 * (k) + 2])); \
+        a3 = _mm_add_epi32(a3, _mm_madd_epi16(xb, wq[4 * (k) + 3])); \
+    } while (0)
+                        MT_LANE_PAIR(0, 0x00);
+                        MT_LANE_PAIR(1, 0x55);
+                        MT_LANE_PAIR(2, 0xAA);
+                        MT_LANE_PAIR(3, 0xFF);
+#undef MT_LANE_PAIR
+                    }
+                }
+                // |bias| <= 2^30, |sum| < 2^25: exact; the outputs in [-128, 127]
+                a0 = mt_rq4_out(_mm_add_epi32(a0, bv[0]), &rv[0]);
+                a1 = mt_rq4_out(_mm_add_epi32(a1, bv[1]), &rv[1]);
+                a2 = mt_rq4_out(_mm_add_epi32(a2, bv[2]), &rv[2]);
+                a3 = mt_rq4_out(_mm_add_epi32(a3, bv[3]), &rv[3]);
+                const __m128i o = _mm_packs_epi16(_mm_packs_epi32(a0, a1), _mm_packs_epi32(a2, a3));
+                if (nb == 16) {
+                    _mm_storeu_si128((__m128i *)(void *)(y + yo), o);
+                } else {
+                    int8_t ob[16];
+                    _mm_storeu_si128((__m128i *)(void *)ob, o);
+                    for (int32_t j = 0; j < nb; ++j) {
+                        y[yo + j] = ob[j];
+                    }
+                }
+            }
+        }
+    }
+}
+#endif
+
+#if MT_SSE2
+// x86-64 only: depthwise (cpg == opg == 1) with channels a multiple of 8 and
+// at most MT_NARROW_TAPS taps. Eight channels a pass, the lanes channels: per
+// position each tap's eight x - zp as int16 (0 outside x), two taps
+// interleaved per PMADDWD against the weights interleaved the same way; the
+// same exact sum as conv_fwd_dw, requantised four channels a vector.
+static void conv_fwd_dw8(const mt_conv2d_params_t *p, const mt_geom_t *g, const int8_t *x, const int8_t *w,
+                         const int32_t *bias, const int32_t *mult, const int32_t *shift, int8_t *y) {
+    const int32_t C = p->in_c, nk = g->w_oc, k_w = p->k_w;
+    const int32_t lo = p->act_min - p->out_zp, hi = p->act_max - p->out_zp;
+    const __m128i zp = _mm_set1_epi16((int16_t)p->in_zp), z = _mm_setzero_si128();
+    const int32_t pairs = (nk + 1) >> 1;
+    for (int32_t cb = 0; cb < C; cb += 8) {
+        __m128i wl[MT_NARROW_TAPS / 2], wh[MT_NARROW_TAPS / 2], bv[2];
+        mt_rq4_t rv[2];
+        for (int32_t q = 0; q < pairs; ++q) {
+            int16_t v[16];
+            for (int32_t j = 0; j < 8; ++j) {
+                const int8_t *wc = w + (cb + j) * nk;
+                v[2 * j] = wc[2 * q];
+                v[2 * j + 1] = (int16_t)(2 * q + 1 < nk ? wc[2 * q + 1] : 0);
+            }
+            wl[q] = _mm_setr_epi16(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+            wh[q] = _mm_setr_epi16(v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]);
+        }
+        for (int32_t h = 0; h < 2; ++h) {
+            mt_rq_t rq[4];
+            for (int32_t j = 0; j < 4; ++j) {
+                const int32_t c = cb + 4 * h + j;
+                mt_rq_init(&rq[j], mult[c], shift[c], lo, hi, p->out_zp);
+            }
+            mt_rq4_init(&rv[h], rq);
+            bv[h] = _mm_loadu_si128((const __m128i *)(const void *)(bias + cb + 4 * h));
+        }
+        int32_t yo = cb;  // an offset, as in conv_fwd_lanes
+        for (int32_t oy = 0; oy < p->out_h; ++oy) {
+            const int32_t by = oy * p->stride_h - p->pad_top;
+            for (int32_t ox = 0; ox < p->out_w; ++ox, yo += C) {
+                const int32_t bx = ox * p->stride_w - p->pad_left;
+                __m128i xt[MT_NARROW_TAPS + 1];
+                for (int32_t t = 0, ky = 0, kx = 0; t < nk; ++t) {
+                    const int32_t iy = by + ky, ix = bx + kx;
+                    if (iy >= 0 && iy < p->in_h && ix >= 0 && ix < p->in_w) {
+                        const __m128i v =
+                            _mm_loadl_epi64((const __m128i *)(const void *)(x + (iy * p->in_w + ix) * C + cb));
+                        xt[t] = _mm_sub_epi16(_mm_unpacklo_epi8(v, _mm_cmpgt_epi8(z, v)), zp);
+                    } else {
+                        xt[t] = z;
+                    }
+                    if (++kx == k_w) {
+                        kx = 0;
+                        ++ky;
+                    }
+                }
+                xt[nk] = z;
+                __m128i a0 = z, a1 = z;
+                for (int32_t q = 0; q < pairs; ++q) {
+                    a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_unpacklo_epi16(xt[2 * q], xt[2 * q + 1]), wl[q]));
+                    a1 = _mm_add_epi32(a1, _mm_madd_epi16(_mm_unpackhi_epi16(xt[2 * q], xt[2 * q + 1]), wh[q]));
+                }
+                a0 = mt_rq4_out(_mm_add_epi32(a0, bv[0]), &rv[0]);
+                a1 = mt_rq4_out(_mm_add_epi32(a1, bv[1]), &rv[1]);
+                const __m128i o = _mm_packs_epi32(a0, a1);
+                _mm_storel_epi64((__m128i *)(void *)(y + yo), _mm_packs_epi16(o, o));
+            }
+        }
+    }
+}
+#endif
+
 void mt_conv2d_s8_forward(const mt_conv2d_params_t *p, const int8_t *x, const int8_t *w, const int32_t *bias,
                           const int32_t *mult, const int32_t *shift, int8_t *y) {
     mt_geom_t g;
     geom_init(p, &g);
     if (p->groups == 1) {
+#if MT_SSE2
+        if (g.w_oc <= MT_LANE_TAPS) {
+            conv_fwd_lanes(p, &g, x, w, bias, mult, shift, y);
+            return;
+        }
+#endif
         conv_fwd_dense(p, &g, x, w, bias, mult, shift, y);
     } else if (g.cpg == 1 && g.opg == 1) {
+#if MT_SSE2
+        if ((p->in_c & 7) == 0 && g.w_oc <= MT_NARROW_TAPS) {
+            conv_fwd_dw8(p, &g, x, w, bias, mult, shift, y);
+            return;
+        }
+#endif
         conv_fwd_dw(p, &g, x, w, bias, mult, shift, y);
     } else {
         conv_fwd_groups(p, &g, x, w, bias, mult, shift, y);

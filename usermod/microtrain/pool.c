@@ -57,6 +57,22 @@ void mt_maxpool_s8_forward(const mt_pool_params_t *p, const int8_t *x, int8_t *y
                 mt_store_u32(yp + ch0, best);
             }
 #endif
+#if MT_SSE2
+            // sixteen channels a vector: signed bytes as unsigned (x ^ 0x80, order kept),
+            // PMAXUB (SSE2 has no signed byte maximum)
+            const __m128i flip = _mm_set1_epi8((char)0x80);
+            for (; ch0 + 16 <= c; ch0 += 16) {
+                __m128i best = _mm_setzero_si128();
+                int32_t r = row + ch0;
+                for (int32_t ky = ky0; ky < ky1; ++ky, r += row_stride) {
+                    int32_t o = r;
+                    for (int32_t kx = kx0; kx < kx1; ++kx, o += c) {
+                        best = _mm_max_epu8(best, _mm_xor_si128(mt_sse_load(x + o), flip));
+                    }
+                }
+                _mm_storeu_si128((__m128i *)(void *)(yp + ch0), _mm_xor_si128(best, flip));
+            }
+#endif
             // Running max over taps with channels innermost: contiguous reads.
             // Every window has a valid tap, so starting from -128 is exact.
             for (int32_t ch = ch0; ch < c; ++ch) {
