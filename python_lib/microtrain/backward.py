@@ -242,8 +242,10 @@ def maxpool(m, bw, cur, scale, ly, j, e, s, policy):
             # a's sparse ranking (the L1 norms of its error) formed as the error is routed: one
             # consumer, the pool's is a's whole error
             nb = None
-            if policy is not None and a.trained and x_t not in bw.esecond and hasattr(policy, "pool_norms"):
-                nb = policy.pool_norms(a)
+            if policy is not None and a.trained and x_t not in bw.esecond:
+                nb = getattr(policy, "pool_norms", None)
+                if nb is not None:
+                    nb = nb(a)
             if nb is not None:
                 sh = K.maxpool_s8_grad_input_act_l1(ly.params, bw.bufs[x_t], e, lo, hi, dest, nb)
             else:
