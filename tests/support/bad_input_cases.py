@@ -544,8 +544,7 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "avgpool_s8_forward": [("y", "x")], "avgpool_s8_grad_input": [("ein", "e")],
     # ein may be the activation itself, but not overlap it partly
     "maxpool_s8_grad_input_act": [("ein", "x"), ("ein", "e")],
-    "maxpool_s8_grad_input_act_l1": [("ein", "x"), ("ein", "e"), ("norms", "x"), ("norms", "e"),
-                                     ("norms", "ein")],
+    "maxpool_s8_grad_input_act_l1": [("ein", "x"), ("ein", "e")],
     "avgpool_s8_grad_input_act": [("ein", "y"), ("ein", "e")],
     "global_avgpool_s8_forward": [("y", "x")], "global_avgpool_s8_grad_input": [("ein", "e")],
     "add_s8_forward": [("y", "x1"), ("y", "x2")], "add_s8_grad_merge": [("out", "ea"), ("out", "eb")],
