@@ -89,9 +89,10 @@ class DynamicSparse:
         if k >= c or b[3]:
             self.kept += c
             return None
-        if self._pre is not b:
+        if self._pre is b:  # the pool's backward formed them (pool_norms)
+            self._pre = None
+        else:
             K.l1_norm_s8(e, c, b[0])
-        self._pre = None
         K.topk_mask(b[0], k, b[1])
         self.kept += k
         return b[1]
