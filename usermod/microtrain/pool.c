@@ -460,8 +460,8 @@ static inline uint32_t keep_ge8(uint32_t a, uint32_t b, uint32_t v) {
 // win2x2_act's steps, window after window, with |the routed error| (the masked error: a
 // window routes it to one tap) added into 16-bit lanes held in registers. Writes
 // norms[0..3]; returns win2x2_act's flags of -128.
-static MT_NOINLINE uint32_t quad2x2_act_l1(const mt_pool_params_t *p, const int8_t *x, int8_t *y, const int8_t *e,
-                                           int32_t k, uint32_t l4, uint32_t h4, int32_t *norms) {
+static MT_INLINE uint32_t quad2x2_act_l1(const mt_pool_params_t *p, const int8_t *x, int8_t *y, const int8_t *e,
+                                         int32_t k, uint32_t l4, uint32_t h4, int upper, int32_t *norms) {
     const int32_t c = p->c, rs = p->in_w * c, ow = p->out_w;
     uint32_t neg = 0, l02 = 0, l13 = 0;
     for (int32_t oy = 0; oy < p->out_h; ++oy) {
@@ -484,7 +484,10 @@ static MT_NOINLINE uint32_t quad2x2_act_l1(const mt_pool_params_t *p, const int8
             const uint32_t v0 = mt_load_u32(xr), v1 = mt_load_u32(xr + c);
             const uint32_t v2 = mt_load_u32(x2), v3 = mt_load_u32(x2 + c);
             const uint32_t top = mt_max8(mt_max8(v0, v1), mt_max8(v2, v3));
-            uint32_t ek = keep_ge8(h4, top, keep_ge8(top, l4, ew));
+            uint32_t ek = keep_ge8(top, l4, ew);
+            if (upper) {
+                ek = keep_ge8(h4, top, ek);
+            }
             const uint32_t a = mt_abs8(ek);
             l02 = mt_uxtab16(l02, a);
             l13 = mt_uxtab16_ror8(l13, a);
@@ -499,6 +502,18 @@ static MT_NOINLINE uint32_t quad2x2_act_l1(const mt_pool_params_t *p, const int8
     norms[2] = (int32_t)(l02 >> 16);
     norms[3] = (int32_t)(l13 >> 16);
     return neg & 0x80808080u;
+}
+
+// The two uses: a mask with an upper bound (relu6) and one without (relu, none: h = 127, which
+// every byte meets), its test left out of the loop.
+static MT_NOINLINE uint32_t quad2x2_act_l1_hi(const mt_pool_params_t *p, const int8_t *x, int8_t *y, const int8_t *e,
+                                              int32_t k, uint32_t l4, uint32_t h4, int32_t *norms) {
+    return quad2x2_act_l1(p, x, y, e, k, l4, h4, 1, norms);
+}
+
+static MT_NOINLINE uint32_t quad2x2_act_l1_lo(const mt_pool_params_t *p, const int8_t *x, int8_t *y, const int8_t *e,
+                                              int32_t k, uint32_t l4, int32_t *norms) {
+    return quad2x2_act_l1(p, x, y, e, k, l4, 0x7F7F7F7Fu, 0, norms);
 }
 #endif
 
@@ -519,7 +534,8 @@ int32_t mt_maxpool_s8_grad_input_act_l1(const mt_pool_params_t *p, const int8_t 
         const uint32_t l4 = act.ok ? act.l4 : 0x7F7F7F7Fu, h4 = act.ok ? act.h4 : 0x80808080u;
         uint32_t neg = 0;
         for (int32_t k = 0; k < c; k += 4) {
-            neg |= quad2x2_act_l1(p, x + k, ein + k, e, k, l4, h4, norms + k);
+            neg |= h4 == 0x7F7F7F7Fu ? quad2x2_act_l1_lo(p, x + k, ein + k, e, k, l4, norms + k)
+                                     : quad2x2_act_l1_hi(p, x + k, ein + k, e, k, l4, h4, norms + k);
         }
         if (neg == 0) {
             return 0;
