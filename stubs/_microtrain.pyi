@@ -92,6 +92,11 @@ def maxpool_s8_grad_input_act(desc: _I32, x: _In8, e: _In8, lo: int, hi: int, ei
     """maxpool_s8_grad_input(desc, x, e, None, ein) then ein[i] = 0 unless lo < x[i] < hi (x as
     before the call): relu (zp, 128), relu6 (zp, q6), none (-129, 128). Windows must not overlap;
     ein may be x itself. Returns the shift."""
+def maxpool_s8_grad_input_act_l1(desc: _I32, x: _In8, e: _In8, lo: int, hi: int, ein: _Out8, norms: _I32,
+                                 /) -> int:
+    """maxpool_s8_grad_input_act(desc, x, e, lo, hi, ein) then l1_norm_s8(ein, c, norms): the
+    sparse policy's channel norms of the pool's producer, formed as the windows are routed.
+    Returns the shift."""
 def avgpool_s8_grad_input_act(desc: _I32, y: _In8, e: _In8, lo: int, hi: int, ein: _Out8, /) -> int:
     """avgpool_s8_grad_input(desc, e, None, ein) then ein[i] = 0 unless lo < y[i] < hi, y the
     pool's input (lo, hi as maxpool_s8_grad_input_act). Windows must not overlap; ein may be y

@@ -239,7 +239,17 @@ def maxpool(m, bw, cur, scale, ly, j, e, s, policy):
         a = bw.inplace.get(x_t)
         if a is not None:  # over the activation itself, with its producer's mask
             lo, hi = act_keep(a)
-            sh = K.maxpool_s8_grad_input_act(ly.params, bw.bufs[x_t], e, lo, hi, dest)
+            # a's sparse ranking (the L1 norms of its error) formed as the error is routed: one
+            # consumer, the pool's is a's whole error
+            nb = None
+            if policy is not None and a.trained and x_t not in bw.esecond:
+                nb = getattr(policy, "pool_norms", None)
+                if nb is not None:
+                    nb = nb(a)
+            if nb is not None:
+                sh = K.maxpool_s8_grad_input_act_l1(ly.params, bw.bufs[x_t], e, lo, hi, dest, nb)
+            else:
+                sh = K.maxpool_s8_grad_input_act(ly.params, bw.bufs[x_t], e, lo, hi, dest)
         else:
             sh = K.maxpool_s8_grad_input(ly.params, bw.bufs[x_t], e, bw.acc_views.get(j), dest)
         s = math.ldexp(s, sh)

@@ -49,6 +49,7 @@ class DynamicSparse:
         self.max_loss = 0.0
         self.rate = lambda_max
         self._bufs = {}
+        self._pre = None  # a layer's buffers whose norms a pool's backward formed (pool_norms)
         self.kept = 0  # channels kept / seen since the last reset (for reports)
         self.seen = 0
 
@@ -70,6 +71,7 @@ class DynamicSparse:
         """The state before the last observe() (a failed training step: Trainer.step)."""
         self.max_loss, self.rate = self._ml, self._rt
         self.kept, self.seen = self._kp, self._sn
+        self._pre = None
 
     def __call__(self, ly, e):
         # per layer, once: its buffers, C and whether it makes the model output (out_c is a
@@ -87,10 +89,24 @@ class DynamicSparse:
         if k >= c or b[3]:
             self.kept += c
             return None
-        K.l1_norm_s8(e, c, b[0])
+        if self._pre is b:  # the pool's backward formed them (pool_norms)
+            self._pre = None
+        else:
+            K.l1_norm_s8(e, c, b[0])
         K.topk_mask(b[0], k, b[1])
         self.kept += k
         return b[1]
+
+    def pool_norms(self, ly):
+        # (Model.backward) ly's norms buffer when this sample ranks its channels, else None: the
+        # max-pool backward over ly's output fills it as it routes the error
+        # (maxpool_s8_grad_input_act_l1: the sums l1_norm_s8 makes), so the call on ly that
+        # follows ranks them without a pass of its own
+        b = self._bufs.get(ly.index)
+        if b is None or b[4] is not ly or b[3] or math.ceil(self.rate * b[2]) >= b[2]:
+            return None
+        self._pre = b
+        return b[0]
 
     def __repr__(self):
         return "DynamicSparse(lambda_min=%g, lambda_max=%g, form=%r)" % (

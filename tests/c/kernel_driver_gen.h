@@ -626,6 +626,47 @@ static int run_maxpool_s8_grad_input_act(call_t *c, int32_t *ret) {
     return 1;
 }
 
+typedef struct {  // maxpool_s8_grad_input_act_l1
+    mt_pool_desc_u pu;
+    const mt_pool_params_t *p;
+    const int8_t *x;
+    const int8_t *e;
+    int32_t lo;
+    int32_t hi;
+    int8_t *ein;
+    int32_t *norms;
+} mt_maxpool_s8_grad_input_act_l1_args_t;
+static int drv_maxpool_s8_grad_input_act_l1_args(call_t *c, mt_maxpool_s8_grad_input_act_l1_args_t *a) {
+    desc_arg(c, 0, "desc", a->pu.a, MT_POOL_NPARAMS);
+    a->p = &a->pu.s;
+    if (failed(c)) return 0;
+    check(c, "desc", mt_pool_check(a->p));
+    if (failed(c)) return 0;
+    check(c, "desc", mt_pool_disjoint_check(a->p));
+    if (failed(c)) return 0;
+    a->x = buf(c, 1, "x", S8, a->p->in_h * a->p->in_w * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->e = buf(c, 2, "e", S8, a->p->out_h * a->p->out_w * a->p->c, 0, NULL);
+    if (failed(c)) return 0;
+    a->lo = checked_int(c, 3, "lo", mt_act_lo_check);
+    if (failed(c)) return 0;
+    a->hi = checked_int(c, 4, "hi", mt_act_hi_check);
+    if (failed(c)) return 0;
+    check(c, "hi", mt_act_order_check(a->lo, a->hi));
+    if (failed(c)) return 0;
+    a->ein = buf(c, 5, "ein", S8, a->p->in_h * a->p->in_w * a->p->c, 1, NULL);
+    if (failed(c)) return 0;
+    a->norms = buf(c, 6, "norms", I32, a->p->c, 1, NULL);
+    if (failed(c)) return 0;
+    return 1;
+}
+static int run_maxpool_s8_grad_input_act_l1(call_t *c, int32_t *ret) {
+    mt_maxpool_s8_grad_input_act_l1_args_t a;
+    if (!drv_maxpool_s8_grad_input_act_l1_args(c, &a)) return 0;
+    *ret = mt_maxpool_s8_grad_input_act_l1(a.p, a.x, a.e, a.lo, a.hi, a.ein, a.norms);
+    return 1;
+}
+
 static int run_avgpool_s8_grad_input_act(call_t *c, int32_t *ret) {
     mt_maxpool_s8_grad_input_act_args_t a;
     if (!drv_maxpool_s8_grad_input_act_args(c, &a, "y")) return 0;
@@ -1980,6 +2021,7 @@ static const run_t RUNS[] = {
     {"avgpool_s8_forward", run_avgpool_s8_forward, 3, 3},
     {"avgpool_s8_grad_input", run_avgpool_s8_grad_input, 4, 4},
     {"maxpool_s8_grad_input_act", run_maxpool_s8_grad_input_act, 6, 6},
+    {"maxpool_s8_grad_input_act_l1", run_maxpool_s8_grad_input_act_l1, 7, 7},
     {"avgpool_s8_grad_input_act", run_avgpool_s8_grad_input_act, 6, 6},
     {"global_avgpool_s8_forward", run_global_avgpool_s8_forward, 4, 4},
     {"global_avgpool_s8_grad_input", run_global_avgpool_s8_grad_input, 3, 3},

@@ -158,6 +158,8 @@ def _bases() -> dict[str, Case]:
         ("avgpool_s8_forward", [pdesc, s8(px), out("Y", p.n_out)]),
         ("avgpool_s8_grad_input", [pdesc, s8(pe), out("i", p.n_in), out("Y", p.n_in)]),
         ("maxpool_s8_grad_input_act", [ddesc, s8(dx), s8(de), -5, 40, out("Y", pd.n_in)]),
+        ("maxpool_s8_grad_input_act_l1", [ddesc, s8(dx), s8(de), -5, 40, out("Y", pd.n_in),
+                                          out("i", pd.in_c)]),
         ("avgpool_s8_grad_input_act", [ddesc, s8(dx), s8(de), -5, 40, out("Y", pd.n_in)]),
         ("global_avgpool_s8_forward", [s8(r8(36)), 9, 4, out("Y", 4)]),
         ("global_avgpool_s8_grad_input", [s8(r8(4)), 9, out("Y", 36)]),
@@ -507,7 +509,7 @@ for _op, _g in (("conv2d", CONV_G), ("linear", None)):
 # the _act kernels: overlapping windows (they keep the scratch path), then lo / hi
 _overlapping = POOL_D.pool_desc()
 _overlapping[7] = 1  # stride_h 1 < k_h 2
-for _op in ("maxpool_s8_grad_input_act", "avgpool_s8_grad_input_act"):
+for _op in ("maxpool_s8_grad_input_act", "avgpool_s8_grad_input_act", "maxpool_s8_grad_input_act_l1"):
     SCALAR_BAD[_op] = [
         ("overlapping windows", 0, i32(_overlapping), ("desc",)),
         ("overlapping windows (POOL_G)", 0, i32(POOL_G.pool_desc()), ("desc",)),
@@ -542,6 +544,7 @@ OVERLAPS: dict[str, list[tuple[str, str]]] = {
     "avgpool_s8_forward": [("y", "x")], "avgpool_s8_grad_input": [("ein", "e")],
     # ein may be the activation itself, but not overlap it partly
     "maxpool_s8_grad_input_act": [("ein", "x"), ("ein", "e")],
+    "maxpool_s8_grad_input_act_l1": [("ein", "x"), ("ein", "e")],
     "avgpool_s8_grad_input_act": [("ein", "y"), ("ein", "e")],
     "global_avgpool_s8_forward": [("y", "x")], "global_avgpool_s8_grad_input": [("ein", "e")],
     "add_s8_forward": [("y", "x1"), ("y", "x2")], "add_s8_grad_merge": [("out", "ea"), ("out", "eb")],

@@ -35,6 +35,8 @@ SPECS: dict[str, list[tuple[str, str]]] = {
     "avgpool_s8_grad_input": [("desc", "desc"), ("e", "s8"), ("acc", "i32out"), ("ein", "s8out")],
     "maxpool_s8_grad_input_act": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("lo", "int"), ("hi", "int"),
                                   ("ein", "s8out")],
+    "maxpool_s8_grad_input_act_l1": [("desc", "desc"), ("x", "s8"), ("e", "s8"), ("lo", "int"),
+                                     ("hi", "int"), ("ein", "s8out"), ("norms", "i32out")],
     "avgpool_s8_grad_input_act": [("desc", "desc"), ("y", "s8"), ("e", "s8"), ("lo", "int"), ("hi", "int"),
                                   ("ein", "s8out")],
     "global_avgpool_s8_forward": [("x", "s8"), ("hw", "int"), ("c", "int"), ("y", "s8out")],

@@ -101,6 +101,11 @@ def _shifted(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
     return int(sh), [np.asarray(o)]
 
 
+def _shifted_l1(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
+    o, sh, norms = r  # type: ignore[misc]
+    return int(sh), [np.asarray(o), np.asarray(norms)]
+
+
 def _softmax(r: object) -> tuple[int | None, list[NDArray[np.generic]]]:
     err, sh, stats = r  # type: ignore[misc]
     return int(sh), [np.asarray(err), np.asarray(stats)]
@@ -129,6 +134,7 @@ OPS: dict[str, OpSpec] = {
     "avgpool_s8_forward": OpSpec(3, (2,), _one),
     "avgpool_s8_grad_input": OpSpec(4, (2, 3), _grad_in),
     "maxpool_s8_grad_input_act": OpSpec(6, (5,), _shifted),
+    "maxpool_s8_grad_input_act_l1": OpSpec(7, (5, 6), _shifted_l1),
     "avgpool_s8_grad_input_act": OpSpec(6, (5,), _shifted),
     "global_avgpool_s8_forward": OpSpec(4, (3,), _one),
     "global_avgpool_s8_grad_input": OpSpec(3, (2,), _one),
@@ -855,6 +861,30 @@ def gen_maxpool_s8_grad_input_act(rng: Rng, i: int) -> Case:
     return _gen_pool_act("maxpool_s8_grad_input_act", rng, i)
 
 
+def gen_maxpool_s8_grad_input_act_l1(rng: Rng, i: int) -> Case:
+    """The _act cases with the norms' buffer; every fourth a 2x2 pool of stride 2 over whole
+    quads of channels (armv7e-m: a quad at a time through the windows)."""
+    if i % 4 == 3:
+        oh, ow = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+        c = 4 * int(rng.integers(1, 9))
+        g = ConvGeom(2 * oh + int(rng.integers(0, 2)), 2 * ow + int(rng.integers(0, 2)), c, oh, ow, c,
+                     2, 2, 2, 2, 0, 0, c)
+        lo, hi, kind = _pool_act(rng, i)
+        t = _near(rng, g.n_in, [lo, hi]) if i % 7 in (1, 4) else _int8(rng, g.n_in, "ties")
+        e = _int8(rng, g.n_out, ["uniform", "small", "const", "sparse"][i % 4])
+        if i % 5 == 2 and g.n_out:
+            e[int(rng.integers(0, g.n_out))] = -128
+        inplace = i % 8 == 3
+        args: list[Arg] = [i32(g.pool_desc()), s8(t, "Y" if inplace else _kind_in(rng)), s8(e, _kind_in(rng)),
+                           lo, hi, Alias(1) if inplace else out(_kind_out(rng), g.n_in), out("i", c)]
+        return make_case("maxpool_s8_grad_input_act_l1", args,
+                         f"2x2 s2 {g.in_h}x{g.in_w}x{c}/{kind}" + (" in place" if inplace else ""))
+    case = _gen_pool_act("maxpool_s8_grad_input_act", rng, i)
+    desc = case.args[0]
+    assert isinstance(desc, Buf) and desc.data is not None
+    return make_case("maxpool_s8_grad_input_act_l1", [*case.args, out("i", int(desc.data[2]))], case.label)
+
+
 def gen_avgpool_s8_grad_input_act(rng: Rng, i: int) -> Case:
     return _gen_pool_act("avgpool_s8_grad_input_act", rng, i)
 
@@ -1502,6 +1532,7 @@ GENERATORS: dict[str, Callable[[Rng, int], Case]] = {
     "avgpool_s8_forward": gen_avgpool_s8_forward,
     "avgpool_s8_grad_input": gen_avgpool_s8_grad_input,
     "maxpool_s8_grad_input_act": gen_maxpool_s8_grad_input_act,
+    "maxpool_s8_grad_input_act_l1": gen_maxpool_s8_grad_input_act_l1,
     "avgpool_s8_grad_input_act": gen_avgpool_s8_grad_input_act,
     "global_avgpool_s8_forward": gen_global_avgpool_s8_forward,
     "global_avgpool_s8_grad_input": gen_global_avgpool_s8_grad_input,
@@ -1602,6 +1633,17 @@ def generate_limits() -> list[Case]:
     for op in ("maxpool_s8_grad_input_act", "avgpool_s8_grad_input_act"):
         args = [i32(g.pool_desc()), s8(t, "Y"), s8(np.r_[np.full(g.n_out - 1, -128), 5]), -128, 127, Alias(1)]
         cases.append(make_case(op, args, "limit: act in place, 255-tap disjoint windows"))
+    args = [i32(g.pool_desc()), s8(t, "Y"), s8(np.r_[np.full(g.n_out - 1, -128), 5]), -128, 127, Alias(1),
+            out("i", g.in_c)]
+    cases.append(make_case("maxpool_s8_grad_input_act_l1", args,
+                           "limit: act in place, 255-tap disjoint windows"))
+    # the L1 norms' 16-bit lanes (armv7e-m, 2x2 windows of stride 2, a quad of channels at a time):
+    # 511 windows of 127 (the most a run takes), 1,100 (three runs)
+    for oh, ow in ((7, 73), (22, 50)):
+        g = ConvGeom(2 * oh, 2 * ow, 4, oh, ow, 4, 2, 2, 2, 2, 0, 0, 4)
+        args = [i32(g.pool_desc()), s8(np.full(g.n_in, 9)), s8(np.full(g.n_out, 127)), -129, 128,
+                out("Y", g.n_in), out("i", 4)]
+        cases.append(make_case("maxpool_s8_grad_input_act_l1", args, f"limit: {oh * ow} windows of 127"))
     # global average pool: hw = 65536
     cases.append(make_case("global_avgpool_s8_forward", [s8(np.full(65536 * 2, -128)), 65536, 2, out("Y", 2)],
                            "limit: hw 65536"))
@@ -1974,10 +2016,12 @@ def backward_block_cases(n: int = 48, seed: int = 1109) -> list[Case]:
             if mi == 1:
                 e[0] = -128
             t = _int8(ra, g.n_in, "ties") if (j + mi) % 3 == 2 else _near(ra, g.n_in, [lo, hi, 0])
-            for op in ("maxpool_s8_grad_input_act", "avgpool_s8_grad_input_act"):
-                inplace = (j + mi + (op[0] == "m")) % 2 == 0
+            for op in ("maxpool_s8_grad_input_act", "avgpool_s8_grad_input_act",
+                       "maxpool_s8_grad_input_act_l1"):
+                l1 = op.endswith("_l1")
+                inplace = (j + mi + (op[0] == "m") + l1) % 2 == 0
                 args = [i32(g.pool_desc()), s8(t, "Y" if inplace else "y"), s8(e), lo, hi,
-                        Alias(1) if inplace else out("Y", g.n_in)]
+                        Alias(1) if inplace else out("Y", g.n_in)] + ([out("i", c)] if l1 else [])
                 label = f"disjoint act: {in_h}x{in_w}x{c} k{k} s{s} p{pad} ({lo}, {hi})" + (
                     " in place" if inplace else "")
                 cases.append(make_case(op, args, label))

@@ -347,6 +347,24 @@ maxpool_s8_grad_input(desc, x, e, None, ein) then ein[i] = 0 unless lo < x[i] < 
 before the call): relu (zp, 128), relu6 (zp, q6), none (-129, 128). Windows must not overlap;
 ein may be x itself. Returns the shift.
 """),
+        Func("maxpool_s8_grad_input_act_l1", "int",
+             call="mt_maxpool_s8_grad_input_act_l1(p, x, e, lo, hi, ein, norms)",
+             returns="shift", args=(
+            Arg("desc", "desc", checks=("mt_pool_check", "mt_pool_disjoint_check")),
+            Arg("x", "s8", length="in_h * in_w * c"),
+            Arg("e", "s8", length="out_h * out_w * c"),
+            Arg("lo", "int", checks=("mt_act_lo_check",)),
+            Arg("hi", "int", checks=("mt_act_hi_check", "mt_act_order_check")),
+            Arg("ein", "s8", io="out", length="in_h * in_w * c"),
+            Arg("norms", "i32", io="out", length="c"),
+        ), overlaps=(
+            ("ein", "x"), ("ein", "e"), ("norms", "x"), ("norms", "e"), ("norms", "ein"),
+        ), same_ok=(("ein", "x"),)
+        , doc="""
+maxpool_s8_grad_input_act(desc, x, e, lo, hi, ein) then l1_norm_s8(ein, c, norms): the
+sparse policy's channel norms of the pool's producer, formed as the windows are routed.
+Returns the shift.
+"""),
         Func("avgpool_s8_grad_input_act", "int",
              call="mt_avgpool_s8_grad_input_act(p, y, e, lo, hi, ein)",
              returns="shift", args=(

@@ -543,6 +543,40 @@ static mp_obj_t mod_maxpool_s8_grad_input_act(size_t n_args, const mp_obj_t *arg
     return mp_obj_new_int(mt_maxpool_s8_grad_input_act(a.p, a.x, a.e, a.lo, a.hi, a.ein));
 }
 
+typedef struct {  // maxpool_s8_grad_input_act_l1
+    mt_pool_desc_u pu;
+    const mt_pool_params_t *p;
+    const int8_t *x;
+    const int8_t *e;
+    int32_t lo;
+    int32_t hi;
+    int8_t *ein;
+    int32_t *norms;
+} mt_maxpool_s8_grad_input_act_l1_args_t;
+static MT_INLINE void mt_maxpool_s8_grad_input_act_l1_args(const char *fn, size_t n_args, const mp_obj_t *args, mt_maxpool_s8_grad_input_act_l1_args_t *a) {
+    (void)n_args;
+    a->p = mt_pool_desc(fn, args[0], &a->pu);
+    mt_check(fn, "desc", mt_pool_disjoint_check(a->p));
+    a->x = mt_in_s8(fn, "x", args[1], a->p->in_h * a->p->in_w * a->p->c, NULL);
+    a->e = mt_in_s8(fn, "e", args[2], a->p->out_h * a->p->out_w * a->p->c, NULL);
+    a->lo = mt_int_v(fn, "lo", args[3], mt_act_lo_check);
+    a->hi = mt_int_v(fn, "hi", args[4], mt_act_hi_check);
+    mt_check(fn, "hi", mt_act_order_check(a->lo, a->hi));
+    a->ein = mt_out_s8(fn, "ein", args[5], a->p->in_h * a->p->in_w * a->p->c);
+    a->norms = mt_out_i32(fn, "norms", args[6], a->p->c);
+    mt_no_overlap_unless_same(fn, "ein", a->ein, (size_t)(a->p->in_h * a->p->in_w * a->p->c), "x", a->x, (size_t)(a->p->in_h * a->p->in_w * a->p->c));
+    mt_no_overlap(fn, "ein", a->ein, (size_t)(a->p->in_h * a->p->in_w * a->p->c), "e", a->e, (size_t)(a->p->out_h * a->p->out_w * a->p->c));
+    mt_no_overlap(fn, "norms", a->norms, (size_t)a->p->c * 4, "x", a->x, (size_t)(a->p->in_h * a->p->in_w * a->p->c));
+    mt_no_overlap(fn, "norms", a->norms, (size_t)a->p->c * 4, "e", a->e, (size_t)(a->p->out_h * a->p->out_w * a->p->c));
+    mt_no_overlap(fn, "norms", a->norms, (size_t)a->p->c * 4, "ein", a->ein, (size_t)(a->p->in_h * a->p->in_w * a->p->c));
+}
+static mp_obj_t mod_maxpool_s8_grad_input_act_l1(size_t n_args, const mp_obj_t *args) {
+    static const char fn[] = "maxpool_s8_grad_input_act_l1";
+    mt_maxpool_s8_grad_input_act_l1_args_t a;
+    mt_maxpool_s8_grad_input_act_l1_args(fn, n_args, args, &a);
+    return mp_obj_new_int(mt_maxpool_s8_grad_input_act_l1(a.p, a.x, a.e, a.lo, a.hi, a.ein, a.norms));
+}
+
 static mp_obj_t mod_avgpool_s8_grad_input_act(size_t n_args, const mp_obj_t *args) {
     static const char fn[] = "avgpool_s8_grad_input_act";
     mt_maxpool_s8_grad_input_act_args_t a;

@@ -24,6 +24,7 @@
     X(MP_QSTR_avgpool_s8_forward, mod_avgpool_s8_forward, mod_avgpool_s8_forward_obj, 3, 3) \
     X(MP_QSTR_avgpool_s8_grad_input, mod_avgpool_s8_grad_input, mod_avgpool_s8_grad_input_obj, 4, 4) \
     X(MP_QSTR_maxpool_s8_grad_input_act, mod_maxpool_s8_grad_input_act, mod_maxpool_s8_grad_input_act_obj, 6, 6) \
+    X(MP_QSTR_maxpool_s8_grad_input_act_l1, mod_maxpool_s8_grad_input_act_l1, mod_maxpool_s8_grad_input_act_l1_obj, 7, 7) \
     X(MP_QSTR_avgpool_s8_grad_input_act, mod_avgpool_s8_grad_input_act, mod_avgpool_s8_grad_input_act_obj, 6, 6) \
     X(MP_QSTR_global_avgpool_s8_forward, mod_global_avgpool_s8_forward, mod_global_avgpool_s8_forward_obj, 4, 4) \
     X(MP_QSTR_global_avgpool_s8_grad_input, mod_global_avgpool_s8_grad_input, mod_global_avgpool_s8_grad_input_obj, 3, 3) \

@@ -344,6 +344,10 @@ int32_t mt_maxpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *x,
                                      int32_t hi, int8_t *ein);
 int32_t mt_avgpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *y, const int8_t *e, int32_t lo,
                                      int32_t hi, int8_t *ein);
+// mt_maxpool_s8_grad_input_act then norms[k] = the L1 norm of ein's channel k (mt_l1_norm_s8 of ein):
+// the sparse policy's ranking of the pool's producer, formed while the windows are routed.
+int32_t mt_maxpool_s8_grad_input_act_l1(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t lo,
+                                        int32_t hi, int8_t *ein, int32_t *norms);
 void mt_global_avgpool_s8_forward(const int8_t *x, int32_t hw, int32_t c, int8_t *y);
 void mt_global_avgpool_s8_grad_input(const int8_t *e, int32_t hw, int32_t c, int8_t *ein);
 

@@ -458,6 +458,120 @@ int32_t mt_maxpool_s8_grad_input_act(const mt_pool_params_t *p, const int8_t *x,
 }
 
 #if MT_DSP
+#define MT_POOL_L1_WINDOWS 511  // windows a 16-bit lane takes: 511 * 128 < 2^16
+
+// v's bytes where a >= b (signed), else 0: SSUB8 then SEL with 0.
+static inline uint32_t keep_ge8(uint32_t a, uint32_t b, uint32_t v) {
+    uint32_t t, r;
+    __asm__("ssub8 %[t], %[a], %[b]\n\tsel %[r], %[v], %[z]"
+            : [t] "=&r"(t), [r] "=&r"(r)
+            : [a] "r"(a), [b] "r"(b), [v] "r"(v), [z] "r"(0u)
+            : "cc");
+    (void)t;
+    return r;
+}
+
+// The _l1 kernel's 2x2 windows of stride 2 for the quad of channels k (x, y at the quad's
+// first byte in the first window; e read at k a window), at most MT_POOL_L1_WINDOWS of them:
+// win2x2_act's steps, window after window, with |the routed error| (the masked error: a
+// window routes it to one tap) added into 16-bit lanes held in registers. Writes
+// norms[0..3]; returns win2x2_act's flags of -128.
+static MT_INLINE uint32_t quad2x2_act_l1(const mt_pool_params_t *p, const int8_t *x, int8_t *y, const int8_t *e,
+                                         int32_t k, uint32_t l4, uint32_t h4, int upper, int32_t *norms) {
+    const int32_t c = p->c, rs = p->in_w * c, ow = p->out_w;
+    uint32_t neg = 0, l02 = 0, l13 = 0;
+    for (int32_t oy = 0; oy < p->out_h; ++oy) {
+        // (row pointers from the row index: none walks past the buffers' ends)
+        const int8_t *xr = x + 2 * oy * rs;
+        int8_t *yr = y + 2 * oy * rs;
+        for (const int8_t *end = e + ow * c; e != end; xr += 2 * c, yr += 2 * c, e += c) {
+            const uint32_t ew = mt_load_u32(e + k);
+            const int8_t *x2 = xr + rs;
+            int8_t *y2 = yr + rs;
+            if (ew == 0) {
+                mt_store_u32(yr, 0);
+                mt_store_u32(yr + c, 0);
+                mt_store_u32(y2, 0);
+                mt_store_u32(y2 + c, 0);
+                continue;
+            }
+            const uint32_t m = ew ^ 0x80808080u;
+            neg |= (m - 0x01010101u) & ~m;
+            const uint32_t v0 = mt_load_u32(xr), v1 = mt_load_u32(xr + c);
+            const uint32_t v2 = mt_load_u32(x2), v3 = mt_load_u32(x2 + c);
+            const uint32_t top = mt_max8(mt_max8(v0, v1), mt_max8(v2, v3));
+            uint32_t ek = keep_ge8(top, l4, ew);
+            if (upper) {
+                ek = keep_ge8(h4, top, ek);
+            }
+            const uint32_t a = mt_abs8(ek);
+            l02 = mt_uxtab16(l02, a);
+            l13 = mt_uxtab16_ror8(l13, a);
+            mt_store_u32(yr, mt_claim8(v0, top, &ek));
+            mt_store_u32(yr + c, mt_claim8(v1, top, &ek));
+            mt_store_u32(y2, mt_claim8(v2, top, &ek));
+            mt_store_u32(y2 + c, ek);
+        }
+    }
+    norms[0] = (int32_t)(l02 & 0xFFFFu);
+    norms[1] = (int32_t)(l13 & 0xFFFFu);
+    norms[2] = (int32_t)(l02 >> 16);
+    norms[3] = (int32_t)(l13 >> 16);
+    return neg & 0x80808080u;
+}
+
+// The two uses: a mask with an upper bound (relu6) and one without (relu, none: h = 127, which
+// every byte meets), its test left out of the loop.
+static MT_NOINLINE uint32_t quad2x2_act_l1_hi(const mt_pool_params_t *p, const int8_t *x, int8_t *y, const int8_t *e,
+                                              int32_t k, uint32_t l4, uint32_t h4, int32_t *norms) {
+    return quad2x2_act_l1(p, x, y, e, k, l4, h4, 1, norms);
+}
+
+static MT_NOINLINE uint32_t quad2x2_act_l1_lo(const mt_pool_params_t *p, const int8_t *x, int8_t *y, const int8_t *e,
+                                              int32_t k, uint32_t l4, int32_t *norms) {
+    return quad2x2_act_l1(p, x, y, e, k, l4, 0x7F7F7F7Fu, 0, norms);
+}
+#endif
+
+int32_t mt_maxpool_s8_grad_input_act_l1(const mt_pool_params_t *p, const int8_t *x, const int8_t *e, int32_t lo,
+                                        int32_t hi, int8_t *ein, int32_t *norms) {
+    mt_pool_act_t act;
+    mt_act_init(&act, x, lo, hi);
+    const int32_t c = p->c;
+    const int32_t n_pos = p->in_h * p->in_w;
+#if MT_DSP
+    // 2x2 windows of stride 2 inside the map over whole quads of channels: a quad at a time
+    // through every window (a window's taps read before they are written, as in win2x2_act:
+    // ein may be x)
+    if (p->k_h == 2 && p->k_w == 2 && p->stride_h == 2 && p->stride_w == 2 && p->pad_top == 0 && p->pad_left == 0 &&
+        2 * p->out_h <= p->in_h && 2 * p->out_w <= p->in_w && (c & 3) == 0 &&
+        p->out_h * p->out_w <= MT_POOL_L1_WINDOWS) {
+        pool_zero_uncovered(p, ein);
+        const uint32_t l4 = act.ok ? act.l4 : 0x7F7F7F7Fu, h4 = act.ok ? act.h4 : 0x80808080u;
+        uint32_t neg = 0;
+        for (int32_t k = 0; k < c; k += 4) {
+            neg |= h4 == 0x7F7F7F7Fu ? quad2x2_act_l1_lo(p, x + k, ein + k, e, k, l4, norms + k)
+                                     : quad2x2_act_l1_hi(p, x + k, ein + k, e, k, l4, h4, norms + k);
+        }
+        if (neg == 0) {
+            return 0;
+        }
+        // an error of -128: maxpool_grad_disjoint's requantisation pass over ein, then the
+        // norms of its result
+        const int32_t shift = mt_dyn_shift(128u);
+        for (int32_t i = 0; i < n_pos * c; ++i) {
+            ein[i] = mt_dyn_apply(ein[i], shift);
+        }
+        mt_l1_norm_s8(ein, (size_t)n_pos, c, norms);
+        return shift;
+    }
+#endif
+    const int32_t sh = maxpool_grad_disjoint(p, x, e, NULL, ein, &act);
+    mt_l1_norm_s8(ein, (size_t)n_pos, c, norms);
+    return sh;
+}
+
+#if MT_DSP
 // mt_avg_round of four channel sums at once, n = 2^n_log (1 <= n_log <= 7):
 // se holds the sums of channels 0, 2 and so those of 1, 3 as halfwords
 // (|S| <= 128 * 128). Half away from zero is floor((S + n/2 - (S < 0)) / n);

@@ -42,7 +42,7 @@ WHERE = {
     "maxpool_s8_forward": "pool", "maxpool_s8_grad_input": "pool", "avgpool_s8_forward": "pool",
     "avgpool_s8_grad_input": "pool", "global_avgpool_s8_forward": "pool",
     "global_avgpool_s8_grad_input": "pool", "maxpool_s8_grad_input_act": "pool",
-    "avgpool_s8_grad_input_act": "pool",
+    "maxpool_s8_grad_input_act_l1": "pool", "avgpool_s8_grad_input_act": "pool",
     "add_s8_forward": "add", "add_s8_grad_merge": "add", "conv2d_add_s8_forward": "add",
     "concat_s8_forward": "concat", "concat_s8_grad_input": "concat",
     "upsample_s8_forward": "upsample", "upsample_s8_grad_input": "upsample",

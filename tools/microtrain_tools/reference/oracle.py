@@ -128,6 +128,7 @@ from microtrain_tools.reference.oracle_pool import (
     maxpool_s8_forward,
     maxpool_s8_grad_input,
     maxpool_s8_grad_input_act,
+    maxpool_s8_grad_input_act_l1,
 )
 from microtrain_tools.reference.oracle_rnn import (
     gru_dtanh,
@@ -221,6 +222,7 @@ __all__ = [
     "maxpool_s8_forward",
     "maxpool_s8_grad_input",
     "maxpool_s8_grad_input_act",
+    "maxpool_s8_grad_input_act_l1",
     "merge_ratios",
     "mul_params",
     "mul_s8_forward",

@@ -104,6 +104,17 @@ def maxpool_s8_grad_input_act(desc: Sequence[int], x: ArrayLike, e: ArrayLike, l
     return _act_mask(x, lo, hi, ein, fn), sh
 
 
+def maxpool_s8_grad_input_act_l1(desc: Sequence[int], x: ArrayLike, e: ArrayLike, lo: int,
+                                 hi: int) -> tuple[I8, int, I32]:
+    """maxpool_s8_grad_input_act then the L1 norm of each channel of its ein (l1_norm_s8)
+    -> (ein, shift, norms)."""
+    fn = "maxpool_s8_grad_input_act_l1"
+    _pool_act_check(desc, fn, lo, hi)
+    ein, sh = maxpool_s8_grad_input_act(desc, x, e, lo, hi)
+    c = _pool_geom(desc, fn).in_c
+    return ein, sh, np.abs(ein.astype(np.int64).reshape(-1, c)).sum(axis=0).astype(np.int32)
+
+
 def avgpool_s8_grad_input_act(desc: Sequence[int], y: ArrayLike, e: ArrayLike, lo: int,
                               hi: int) -> tuple[I8, int]:
     """avgpool_s8_grad_input (acc None: disjoint windows only) then the activation mask of
