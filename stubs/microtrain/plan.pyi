@@ -22,7 +22,7 @@ def pack(m: Model, first: int, region: set[int], inplace: dict[int, Any], scratc
 def inplace_errors(m: Model, first: int, region: set[int], over: bool = True) -> dict[int, Layer]:
     """{t: its producer}: activations whose int8 error is written over the activation itself."""
 def recompute_host(m: Model, first: int, inplace: dict[int, Layer], need: list[Layer], n: int,
-                   native: bool = True) -> tuple[int, int, int] | None:
+                   native: bool = True, split: int = -1) -> tuple[int, int, int] | None:
     """(t, producer index, reader index) of an activation that can hold the scratch, made again."""
 def redo_plan(m: Model, first: int, region: set[int], inplace: dict[int, Layer], place: Any,
               native: bool = True) -> _Bwd | None:

@@ -1,4 +1,6 @@
 # microtrain.sparse: sparse-update policies (which output channels get a gradient).
+from array import array
+
 from microtrain._types import Int8In
 from microtrain.model import Layer
 
@@ -14,6 +16,9 @@ class DynamicSparse:
     def observe(self, loss: float) -> float: ...
     def undo(self) -> None:
         """The state before the last observe() (a failed training step)."""
+    def pool_norms(self, ly: Layer) -> array[int] | None:
+        """(Model.backward) ly's int32 channel L1 norms for the max-pool backward over its output to
+        fill, when this sample ranks ly's channels; else None."""
     def __call__(self, ly: Layer, e: Int8In) -> bytearray | None: ...
 
 class StaticSparse:

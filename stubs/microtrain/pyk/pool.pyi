@@ -8,3 +8,4 @@ from _microtrain import global_avgpool_s8_grad_input as global_avgpool_s8_grad_i
 from _microtrain import maxpool_s8_forward as maxpool_s8_forward
 from _microtrain import maxpool_s8_grad_input as maxpool_s8_grad_input
 from _microtrain import maxpool_s8_grad_input_act as maxpool_s8_grad_input_act
+from _microtrain import maxpool_s8_grad_input_act_l1 as maxpool_s8_grad_input_act_l1
