@@ -2,6 +2,7 @@
 from microtrain.fmt import MAX_ELEMS
 from microtrain.pyk.checks import _act_bounds, _in8, _int, _nover, _out8, _out32, _pool_desc, _ve
 from microtrain.pyk.quant import _dyn, _dyn_shift, _zero32
+from microtrain.pyk.sparse import l1_norm_s8
 
 
 def _pool_sizes(d):
@@ -215,13 +216,7 @@ def maxpool_s8_grad_input_act_l1(desc, x, e, lo, hi, ein, norms):
     _nover(fn, "ein", ein, "e", e)
     # end of the generated prologue
     sh = _max_disjoint(d, X, E, ein, ein_m, (lo, hi))
-    c = d[2]
-    for k in range(c):
-        norms[k] = 0
-    for i in range(d[0] * d[1] * c):  # |ein[i]|, ein signed ('b') or not (bytearray)
-        v = ein[i]
-        if v:
-            norms[i % c] += 256 - v if v > 127 else (-v if v < 0 else v)
+    l1_norm_s8(ein, d[2], norms)  # (the sums the fused native kernel forms as it routes)
     return sh
 
 
