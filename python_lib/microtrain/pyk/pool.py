@@ -2,7 +2,6 @@
 from microtrain.fmt import MAX_ELEMS
 from microtrain.pyk.checks import _act_bounds, _in8, _int, _nover, _out8, _out32, _pool_desc, _ve
 from microtrain.pyk.quant import _dyn, _dyn_shift, _zero32
-from microtrain.pyk.sparse import l1_norm_s8
 
 
 def _pool_sizes(d):
@@ -216,6 +215,8 @@ def maxpool_s8_grad_input_act_l1(desc, x, e, lo, hi, ein, norms):
     _nover(fn, "ein", ein, "e", e)
     # end of the generated prologue
     sh = _max_disjoint(d, X, E, ein, ein_m, (lo, hi))
+    from microtrain.pyk.sparse import l1_norm_s8  # (here: inference never loads pyk.sparse)
+
     l1_norm_s8(ein, d[2], norms)  # (the sums the fused native kernel forms as it routes)
     return sh
 
