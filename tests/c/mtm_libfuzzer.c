@@ -72,6 +72,46 @@ static int32_t ratio_one(int32_t terms) {
     return (int32_t)1 << r;
 }
 
+// A GRU / LSTM layer's tables (copied where the kernels want int32 alignment) and backward
+// buffers: g gate blocks, nrq requantisations and kept bytes per unit (GRU 3 / 6 / 4, LSTM
+// 4 / 8 / 6), dtanh at byte dt of the table tensor (after the cell's 256-byte tables).
+typedef struct {
+    int32_t *bias, *mult, *shift, *wr, *dtanh, *shifts, *acc, *gw, *gb;
+    int8_t *keep;
+    const int8_t *w, *tables;
+} rnn_bufs_t;
+
+static rnn_bufs_t rnn_bufs(const uint8_t *b, const int32_t *l, size_t t, size_t d, size_t h, size_t g, size_t nrq,
+                           size_t kept, size_t dt) {
+    int32_t tw[MTM_TENSOR_N], tb[MTM_TENSOR_N], tm[MTM_TENSOR_N], ts[MTM_TENSOR_N], tt[MTM_TENSOR_N];
+    mt_mtm_tensor(b, (uint32_t)l[12], tw);
+    mt_mtm_tensor(b, (uint32_t)l[13], tb);
+    mt_mtm_tensor(b, (uint32_t)l[14], tm);
+    mt_mtm_tensor(b, (uint32_t)l[15], ts);
+    mt_mtm_tensor(b, (uint32_t)l[10], tt);
+    const size_t rows = g * h;
+    rnn_bufs_t r;
+    r.bias = xmalloc(16 * h), r.mult = xmalloc(4 * nrq * h), r.shift = xmalloc(4 * nrq * h);
+    r.wr = xmalloc(4 * rows), r.dtanh = xmalloc(1024), r.shifts = xmalloc(4 * t);
+    r.acc = xmalloc(4 * (g + 2) * h), r.gw = xmalloc(4 * rows * (d + h)), r.gb = xmalloc(16 * h);
+    r.keep = xmalloc(kept * h * t);
+    memcpy(r.bias, b + tb[9], 16 * h);
+    memcpy(r.mult, b + tm[9], 4 * nrq * h);
+    memcpy(r.shift, b + ts[9], 4 * nrq * h);
+    memcpy(r.dtanh, b + tt[9] + dt, 1024);
+    for (size_t k = 0; k < rows; ++k) {
+        r.wr[k] = ratio_one((int32_t)rows);
+    }
+    r.w = (const int8_t *)(b + tw[9]);
+    r.tables = (const int8_t *)(b + tt[9]);
+    return r;
+}
+
+static void rnn_free(rnn_bufs_t *r) {
+    free(r->bias), free(r->mult), free(r->shift), free(r->wr), free(r->dtanh), free(r->shifts);
+    free(r->acc), free(r->gw), free(r->gb), free(r->keep);
+}
+
 // Forward and training-step kernels of every layer of an accepted file.
 static void run_kernels(const uint8_t *b, uint32_t len) {
     int32_t info[MTM_INFO_N], t[MTM_TENSOR_N], l[MTM_LAYER_N];
@@ -280,64 +320,26 @@ static void run_kernels(const uint8_t *b, uint32_t len) {
                 mt_gru_params_t p;
                 memcpy(&p, prm, sizeof p);
                 need("gru", mt_gru_check(&p));
-                int32_t tw[MTM_TENSOR_N], tb[MTM_TENSOR_N], tm[MTM_TENSOR_N], ts[MTM_TENSOR_N], tt[MTM_TENSOR_N];
-                mt_mtm_tensor(b, (uint32_t)l[12], tw);
-                mt_mtm_tensor(b, (uint32_t)l[13], tb);
-                mt_mtm_tensor(b, (uint32_t)l[14], tm);
-                mt_mtm_tensor(b, (uint32_t)l[15], ts);
-                mt_mtm_tensor(b, (uint32_t)l[10], tt);
-                const size_t h = (size_t)p.h, rows = 3 * h;
-                int32_t *bias = xmalloc(16 * h), *mult = xmalloc(24 * h), *shift = xmalloc(24 * h);
-                int32_t *wr = xmalloc(4 * rows), *dtanh = xmalloc(1024), *shifts = xmalloc(4u * (size_t)p.t);
-                int32_t *acc5 = xmalloc(20 * h), *gw = xmalloc(4 * rows * (size_t)(p.d + p.h)), *gb = xmalloc(16 * h);
-                int8_t *keep = xmalloc(4 * h * (size_t)p.t);
-                memcpy(bias, b + tb[9], 16 * h);
-                memcpy(mult, b + tm[9], 24 * h);
-                memcpy(shift, b + ts[9], 24 * h);
-                memcpy(dtanh, b + tt[9] + 768, 1024);
-                need("gru bias", mt_gru_bias_check(bias, p.h));
-                need("gru requant", mt_gru_rq_check(mult, shift, p.h));
-                need("gru dtanh", mt_gru_dtanh_check(dtanh, 256));
-                for (size_t k = 0; k < rows; ++k) {
-                    wr[k] = ratio_one((int32_t)rows);
-                }
-                need("gru wr", mt_gru_wr_check(wr, p.h));
-                const int8_t *w = (const int8_t *)(b + tw[9]);
-                mt_gru_s8_forward(&p, x, w, bias, mult, shift, (const int8_t *)(b + tt[9]), y, keep);
-                (void)mt_gru_s8_backward(&p, x, w, wr, dtanh, y, keep, e, shifts, acc5, gw, gb, ein);
-                free(bias), free(mult), free(shift), free(wr), free(dtanh), free(shifts);
-                free(acc5), free(gw), free(gb), free(keep);
+                rnn_bufs_t r = rnn_bufs(b, l, (size_t)p.t, (size_t)p.d, (size_t)p.h, 3, 6, 4, 768);
+                need("gru bias", mt_gru_bias_check(r.bias, p.h));
+                need("gru requant", mt_gru_rq_check(r.mult, r.shift, p.h));
+                need("gru dtanh", mt_gru_dtanh_check(r.dtanh, 256));
+                need("gru wr", mt_gru_wr_check(r.wr, p.h));
+                mt_gru_s8_forward(&p, x, r.w, r.bias, r.mult, r.shift, r.tables, y, r.keep);
+                (void)mt_gru_s8_backward(&p, x, r.w, r.wr, r.dtanh, y, r.keep, e, r.shifts, r.acc, r.gw, r.gb, ein);
+                rnn_free(&r);
             } else if (op == 17) {  // LSTM: its tables in in1 (five of 256 B, then dtanh); keeps T x 6H
                 mt_lstm_params_t p;
                 memcpy(&p, prm, sizeof p);
                 need("lstm", mt_lstm_check(&p));
-                int32_t tw[MTM_TENSOR_N], tb[MTM_TENSOR_N], tm[MTM_TENSOR_N], ts[MTM_TENSOR_N], tt[MTM_TENSOR_N];
-                mt_mtm_tensor(b, (uint32_t)l[12], tw);
-                mt_mtm_tensor(b, (uint32_t)l[13], tb);
-                mt_mtm_tensor(b, (uint32_t)l[14], tm);
-                mt_mtm_tensor(b, (uint32_t)l[15], ts);
-                mt_mtm_tensor(b, (uint32_t)l[10], tt);
-                const size_t h = (size_t)p.h, rows = 4 * h;
-                int32_t *bias = xmalloc(16 * h), *mult = xmalloc(32 * h), *shift = xmalloc(32 * h);
-                int32_t *wr = xmalloc(4 * rows), *dtanh = xmalloc(1024), *shifts = xmalloc(4u * (size_t)p.t);
-                int32_t *acc6 = xmalloc(24 * h), *gw = xmalloc(4 * rows * (size_t)(p.d + p.h)), *gb = xmalloc(16 * h);
-                int8_t *keep = xmalloc(6 * h * (size_t)p.t);
-                memcpy(bias, b + tb[9], 16 * h);
-                memcpy(mult, b + tm[9], 32 * h);
-                memcpy(shift, b + ts[9], 32 * h);
-                memcpy(dtanh, b + tt[9] + 1280, 1024);
-                need("lstm bias", mt_lstm_bias_check(bias, p.h));
-                need("lstm requant", mt_lstm_rq_check(mult, shift, p.h));
-                need("lstm dtanh", mt_gru_dtanh_check(dtanh, 256));
-                for (size_t k = 0; k < rows; ++k) {
-                    wr[k] = ratio_one((int32_t)rows);
-                }
-                need("lstm wr", mt_lstm_wr_check(wr, p.h));
-                const int8_t *w = (const int8_t *)(b + tw[9]);
-                mt_lstm_s8_forward(&p, x, w, bias, mult, shift, (const int8_t *)(b + tt[9]), y, keep);
-                (void)mt_lstm_s8_backward(&p, x, w, wr, dtanh, y, keep, e, shifts, acc6, gw, gb, ein);
-                free(bias), free(mult), free(shift), free(wr), free(dtanh), free(shifts);
-                free(acc6), free(gw), free(gb), free(keep);
+                rnn_bufs_t r = rnn_bufs(b, l, (size_t)p.t, (size_t)p.d, (size_t)p.h, 4, 8, 6, 1280);
+                need("lstm bias", mt_lstm_bias_check(r.bias, p.h));
+                need("lstm requant", mt_lstm_rq_check(r.mult, r.shift, p.h));
+                need("lstm dtanh", mt_gru_dtanh_check(r.dtanh, 256));
+                need("lstm wr", mt_lstm_wr_check(r.wr, p.h));
+                mt_lstm_s8_forward(&p, x, r.w, r.bias, r.mult, r.shift, r.tables, y, r.keep);
+                (void)mt_lstm_s8_backward(&p, x, r.w, r.wr, r.dtanh, y, r.keep, e, r.shifts, r.acc, r.gw, r.gb, ein);
+                rnn_free(&r);
             } else {
                 mt_add_params_t p;
                 memcpy(&p, prm, sizeof p);
